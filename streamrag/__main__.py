@@ -1,0 +1,3 @@
+from streamrag.cli import main
+
+raise SystemExit(main())

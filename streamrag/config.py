@@ -1,0 +1,237 @@
+"""Settings: msgspec Structs filled from config/default.toml, a user's file and the environment.
+
+Validated once at start. A bad file gets one line naming the file, the key and what was
+expected (``streamrag.toml: index.chunk_size: expected int, got str``), never a traceback.
+Precedence, lowest first: shipped defaults, the user's TOML file, environment variables
+(``STREAMRAG_API_BASE``; the key from ``llm.api_key_env``, ``STREAMRAG_API_KEY`` or
+``OPENAI_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from streamrag.assets import asset
+from streamrag.errors import ConfigError
+
+CONFIG_NAME = "streamrag.toml"
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class LLMSettings(_Section):
+    api_base: str = ""
+    api_key_env: str = "STREAMRAG_API_KEY"
+    api_version: str = ""
+    extraction_model: str = "gpt-4o-mini"
+    summary_model: str = "gpt-4o-mini"
+    report_model: str = "gpt-4o-mini"
+    rating_model: str = "gpt-4o-mini"
+    answer_model: str = "gpt-4o-mini"
+    embedding_model: str = ""
+    temperature: float = 0.0
+    request_timeout_s: float = 120.0
+    max_retries: int = 6
+    concurrency: int = 16
+    requests_per_minute: int = 500
+    tokens_per_minute: int = 200000
+    cache: bool = True
+    logit_bias: bool = True
+
+
+class IndexSettings(_Section):
+    extractor: Literal["auto", "llm", "nlp"] = "auto"
+    include: list[str] = msgspec.field(default_factory=lambda: ["*.txt", "*.md"])
+    text_field: str = "text"
+    chunk_size: int = 1200
+    chunk_overlap: int = 100
+    encoding: Literal["o200k_base", "cl100k_base"] = "o200k_base"
+    entity_types: list[str] = msgspec.field(
+        default_factory=lambda: ["organization", "person", "geo", "event"])
+    max_gleanings: int = 1
+    glean_check: Literal["logit_bias", "prompt", "off"] = "logit_bias"
+    extract_claims: bool = False
+    claim_description: str = ""
+    extraction_prompt: str = ""
+    summary_max_tokens: int = 300
+    max_cluster_size: int = 10
+    leiden_seed: int = 42
+    leiden_resolution: float = 1.0
+    report_max_input_tokens: int = 6000
+    report_max_output_tokens: int = 1200
+    report_regen_threshold: float = 0.0
+
+
+class PipelineSettings(_Section):
+    queue_size: int = 64
+    extract_workers: int = 16
+    summary_workers: int = 16
+    report_workers: int = 8
+
+
+class QuerySettings(_Section):
+    global_level: int = -1
+    map_max_tokens: int = 8000
+    reduce_max_tokens: int = 8000
+    answer_max_tokens: int = 1500
+    dynamic_threshold: int = 2
+    dynamic_max_depth: int = 3
+    local_top_k: int = 10
+    local_max_tokens: int = 8000
+    local_text_share: float = 0.5
+    local_community_share: float = 0.15
+    local_pagerank: bool = True
+    basic_top_k: int = 10
+    seed: int = 7
+
+
+class StoreSettings(_Section):
+    path: str = ""
+
+
+class WatchSettings(_Section):
+    debounce_ms: int = 500
+    quiet_s: float = 2.0
+    grace_s: float = 10.0
+
+
+class Settings(_Section):
+    llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
+    index: IndexSettings = msgspec.field(default_factory=IndexSettings)
+    pipeline: PipelineSettings = msgspec.field(default_factory=PipelineSettings)
+    query: QuerySettings = msgspec.field(default_factory=QuerySettings)
+    store: StoreSettings = msgspec.field(default_factory=StoreSettings)
+    watch: WatchSettings = msgspec.field(default_factory=WatchSettings)
+    # Resolved at load time, never read from a file.
+    api_key: str = ""
+    source: str = ""
+
+    @property
+    def offline(self) -> bool:
+        """True when indexing uses the NLP extractor instead of an LLM."""
+        if self.index.extractor == "nlp":
+            return True
+        if self.index.extractor == "llm":
+            return False
+        return not self.llm.api_base
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax or run `streamrag init`") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file ({e.strerror})") from None
+
+
+_PATH_RE = re.compile(r"at `\$\.?(.*)`$")
+
+
+def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
+    msg = str(err)
+    m = _PATH_RE.search(msg)
+    key = m.group(1) if m else ""
+    what = _PATH_RE.sub("", msg).rstrip(" -")
+    what = what.replace("`", "")
+    if what.startswith("Object contains unknown field"):
+        field = what.split()[-1]
+        key = f"{key}.{field}" if key else field
+        what = "unknown setting (see config/default.toml for the valid keys)"
+    else:
+        what = what[0].lower() + what[1:]
+    return ConfigError(f"{where}: {key or 'top level'}: {what}")
+
+
+def _check(s: Settings, where: str) -> None:
+    ix, llm = s.index, s.llm
+    problems = []
+    if ix.chunk_size < 50:
+        problems.append(("index.chunk_size", "must be at least 50 tokens"))
+    if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
+        problems.append(("index.chunk_overlap", "must be >= 0 and less than half of index.chunk_size"))
+    if ix.max_gleanings < 0:
+        problems.append(("index.max_gleanings", "must be >= 0"))
+    if ix.max_cluster_size < 2:
+        problems.append(("index.max_cluster_size", "must be >= 2"))
+    if not ix.entity_types:
+        problems.append(("index.entity_types", "must name at least one type"))
+    if not 0 <= ix.report_regen_threshold < 1:
+        problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
+    if llm.concurrency < 1:
+        problems.append(("llm.concurrency", "must be >= 1"))
+    if llm.requests_per_minute < 0 or llm.tokens_per_minute < 0:
+        problems.append(("llm.requests_per_minute", "limits must be >= 0 (0 = unlimited)"))
+    if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
+        problems.append(("llm.api_base", "must start with http:// or https://"))
+    q = s.query
+    if not (0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1
+            and q.local_text_share + q.local_community_share <= 1):
+        problems.append(("query.local_text_share", "shares must be in [0, 1] and sum to at most 1"))
+    for section in (s.pipeline,):
+        for name in section.__struct_fields__:
+            if getattr(section, name) < 1:
+                problems.append((f"pipeline.{name}", "must be >= 1"))
+    if problems:
+        key, what = problems[0]
+        raise ConfigError(f"{where}: {key}: {what}")
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``streamrag.toml`` in ``start`` (default: the working directory) or a parent of it."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / CONFIG_NAME).is_file():
+            return d / CONFIG_NAME
+    return None
+
+
+def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None = None,
+                  overrides: dict | None = None) -> Settings:
+    """Defaults, then the file at ``path`` (if any), then the environment, validated."""
+    env = os.environ if env is None else env
+    data = _read_toml(asset("config", "default.toml"))
+    where = "defaults"
+    if path is not None:
+        path = Path(path)
+        data = _merge(data, _read_toml(path))
+        where = str(path)
+    if overrides:
+        data = _merge(data, overrides)
+    try:
+        settings = msgspec.convert(data, Settings, str_keys=True)
+    except msgspec.ValidationError as e:
+        raise _explain(e, where) from None
+    if env.get("STREAMRAG_API_BASE"):
+        settings.llm.api_base = env["STREAMRAG_API_BASE"].rstrip("/")
+    settings.llm.api_base = settings.llm.api_base.rstrip("/")
+    for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
+        if var and env.get(var):
+            settings.api_key = env[var]
+            break
+    settings.source = where
+    _check(settings, where)
+    return settings
+
+
+def default_config_text() -> str:
+    """The commented settings file ``streamrag init`` writes."""
+    return asset("config", "default.toml").read_text(encoding="utf-8")

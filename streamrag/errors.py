@@ -1,0 +1,58 @@
+"""The exceptions streamrag raises on purpose.
+
+Every error a user can act on derives from ``StreamragError`` and carries a message that names
+what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1; anything else is a
+bug and propagates with its traceback.
+
+    StreamragError
+    ├── ConfigError          a settings file or environment variable is wrong
+    ├── StoreError           the SQLite file cannot be opened or is from a newer streamrag
+    ├── IndexMissingError    a query ran against an empty or missing index
+    ├── InputError           a document cannot be read (recorded as a failure, the run goes on)
+    └── LLMError             the model endpoint failed
+        ├── LLMRequestError      a 4xx that retrying cannot fix (key, model, context length)
+        ├── LLMUnavailableError  retries exhausted on 429 / 5xx / timeouts / connection errors
+        └── LLMOutputError       the answer could not be used (parsing failed beyond repair)
+"""
+
+from __future__ import annotations
+
+
+class StreamragError(Exception):
+    """Base class of all errors meant for the user."""
+
+
+class ConfigError(StreamragError):
+    """A setting is missing, malformed or of the wrong type."""
+
+
+class StoreError(StreamragError):
+    """The index database cannot be used."""
+
+
+class IndexMissingError(StreamragError):
+    """A query ran against an index that holds nothing yet."""
+
+
+class InputError(StreamragError):
+    """A document could not be read or decoded."""
+
+
+class LLMError(StreamragError):
+    """The model endpoint failed."""
+
+
+class LLMRequestError(LLMError):
+    """The endpoint rejected the request in a way retrying cannot fix."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class LLMUnavailableError(LLMError):
+    """The endpoint kept failing after every retry."""
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but the answer could not be used."""

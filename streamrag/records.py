@@ -1,0 +1,114 @@
+"""The plain records that flow between stages.
+
+Stages pass these msgspec Structs over their streams; nothing here touches SQL or HTTP.
+Extraction records keep the names the model wrote; ids are derived later (``ids.py``) when
+records are merged into entities and relationships.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Document(msgspec.Struct, frozen=True):
+    id: str                 # doc-<hash of text>
+    path: str               # where it was read from (metadata, not identity)
+    title: str
+    text: str
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    id: str                 # chk-<hash of text>
+    doc_id: str
+    idx: int                # position in the document
+    text: str
+    tokens: int
+
+
+class EntityRecord(msgspec.Struct, frozen=True):
+    name: str
+    type: str
+    description: str
+
+
+class RelationshipRecord(msgspec.Struct, frozen=True):
+    source: str             # entity names as written
+    target: str
+    description: str
+    strength: float = 5.0   # 1..10
+
+
+class ClaimRecord(msgspec.Struct, frozen=True):
+    subject: str
+    object: str | None
+    type: str
+    status: str             # TRUE | FALSE | SUSPECTED
+    start_date: str | None
+    end_date: str | None
+    description: str
+    source_text: str
+
+
+class Extraction(msgspec.Struct):
+    """What one chunk yielded, after all gleaning rounds."""
+    entities: list[EntityRecord] = msgspec.field(default_factory=list)
+    relationships: list[RelationshipRecord] = msgspec.field(default_factory=list)
+    claims: list[ClaimRecord] = msgspec.field(default_factory=list)
+    dropped: int = 0        # lines that could not be parsed
+    rounds: int = 1         # model calls that produced records (1 + gleanings)
+
+
+class Entity(msgspec.Struct):
+    """A merged entity: every live mention of one normalized name."""
+    id: str
+    name: str
+    type: str
+    description: str                              # summarized when several sources differ
+    sources: list[tuple[str, str]]                # (chunk id, description), sorted
+    mentions: int
+    degree: int = 0
+
+
+class Relationship(msgspec.Struct):
+    """A merged, undirected relationship between two entities (source id < target id)."""
+    id: str
+    source: str
+    target: str
+    description: str
+    weight: float
+    sources: list[tuple[str, str, float]]         # (chunk id, description, strength), sorted
+    mentions: int
+    combined_degree: int = 0
+
+
+class Claim(msgspec.Struct):
+    id: str
+    subject_id: str
+    object_id: str | None
+    type: str
+    status: str
+    start_date: str | None
+    end_date: str | None
+    description: str
+    source_text: str
+    chunk_id: str
+
+
+class Community(msgspec.Struct):
+    id: str                 # stable across updates
+    level: int
+    parent: str | None
+    members: list[str]      # entity ids, sorted
+
+
+class Report(msgspec.Struct):
+    key: str                # hash of what produced it
+    title: str
+    summary: str
+    rating: float
+    rating_explanation: str
+    findings: list[dict]    # {summary, explanation, entities: [ids], relationships: [ids]}
+    text: str               # Markdown
+    tokens: int
+    elements: dict          # {"entities": [...], "relationships": [...], "reports": [...]}
+    extractive: bool = False

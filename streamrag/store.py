@@ -1,0 +1,371 @@
+"""The SQLite store: schema, migrations and the queries every stage shares.
+
+One file holds everything (WAL mode). The layout separates three kinds of rows:
+
+* **Content-addressed work products** (``chunks``, ``extractions``, ``reports``, ``llm_cache``,
+  ``embeddings``): keyed by a hash of what produced them, written as soon as they exist, never
+  changed, and reused by any later run that needs the same thing. This is what makes a restart
+  after ``kill -9`` repeat no paid call, and what makes incremental updates cheap.
+* **The published index** (``files``, ``documents``, ``document_chunks``, ``entities``,
+  ``relationships``, ``entity_sources``, ``relationship_sources``, ``claims``, ``communities``,
+  ``community_members``, ``meta.version``): replaced only inside one ``publish`` transaction, so a
+  reader that reads inside ``snapshot()`` sees one version, never a graph of one version with the
+  reports of another.
+* **Accounting** (``runs``, ``llm_calls``, ``failures``): appended as things happen.
+
+Migrations are an append-only list: a mistake gets a new fix-up migration, never an edit.
+Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own
+``Store(path, readonly=True)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from streamrag.errors import IndexMissingError, StoreError
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("initial", """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE files (
+    path TEXT PRIMARY KEY,          -- as given, relative to the indexed root when possible
+    doc_id TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime REAL NOT NULL
+);
+CREATE INDEX files_doc ON files(doc_id);
+
+CREATE TABLE documents (
+    id TEXT PRIMARY KEY,            -- doc-<hash of text>
+    title TEXT NOT NULL,
+    path TEXT NOT NULL,             -- one of the paths holding this text
+    tokens INTEGER NOT NULL,
+    chars INTEGER NOT NULL
+);
+
+CREATE TABLE chunks (
+    id TEXT PRIMARY KEY,            -- chk-<hash of text>
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL
+);
+
+CREATE TABLE document_chunks (
+    doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    chunk_id TEXT NOT NULL,
+    PRIMARY KEY (doc_id, idx)
+);
+CREATE INDEX document_chunks_chunk ON document_chunks(chunk_id);
+
+CREATE TABLE extractions (
+    chunk_id TEXT NOT NULL,
+    extractor TEXT NOT NULL,        -- hash of everything that changes the result
+    result TEXT NOT NULL,           -- JSON: {"entities": [...], "relationships": [...], "claims": [...]}
+    dropped INTEGER NOT NULL DEFAULT 0,
+    rounds INTEGER NOT NULL DEFAULT 1,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (chunk_id, extractor)
+);
+
+CREATE TABLE entities (
+    id TEXT PRIMARY KEY,            -- ent-<hash of normalized name>
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    description TEXT NOT NULL,
+    mentions INTEGER NOT NULL,
+    degree INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE entity_sources (       -- provenance: which chunk said what about an entity
+    entity_id TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    description TEXT NOT NULL,
+    PRIMARY KEY (entity_id, chunk_id, description)
+);
+CREATE INDEX entity_sources_chunk ON entity_sources(chunk_id);
+
+CREATE TABLE relationships (
+    id TEXT PRIMARY KEY,            -- rel-<hash of the unordered entity pair>
+    source TEXT NOT NULL,           -- entity ids, source < target
+    target TEXT NOT NULL,
+    description TEXT NOT NULL,
+    weight REAL NOT NULL,
+    mentions INTEGER NOT NULL,
+    combined_degree INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX relationships_source ON relationships(source);
+CREATE INDEX relationships_target ON relationships(target);
+
+CREATE TABLE relationship_sources (
+    relationship_id TEXT NOT NULL,
+    chunk_id TEXT NOT NULL,
+    description TEXT NOT NULL,
+    strength REAL NOT NULL,
+    PRIMARY KEY (relationship_id, chunk_id, description)
+);
+CREATE INDEX relationship_sources_chunk ON relationship_sources(chunk_id);
+
+CREATE TABLE claims (
+    id TEXT PRIMARY KEY,
+    subject_id TEXT NOT NULL,
+    object_id TEXT,
+    type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    start_date TEXT,
+    end_date TEXT,
+    description TEXT NOT NULL,
+    source_text TEXT NOT NULL,
+    chunk_id TEXT NOT NULL
+);
+CREATE INDEX claims_subject ON claims(subject_id);
+
+CREATE TABLE communities (
+    id TEXT PRIMARY KEY,            -- stable across updates: C<n>
+    level INTEGER NOT NULL,
+    parent TEXT,                    -- community id one level up, NULL at level 0
+    size INTEGER NOT NULL,
+    context_key TEXT NOT NULL,      -- hash of the report input as the community now stands
+    report_key TEXT                 -- the report shown for it (may lag context_key by choice)
+);
+CREATE INDEX communities_parent ON communities(parent);
+
+CREATE TABLE community_members (
+    community_id TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    PRIMARY KEY (community_id, entity_id)
+);
+CREATE INDEX community_members_entity ON community_members(entity_id);
+
+CREATE TABLE reports (
+    key TEXT PRIMARY KEY,           -- hash of the context, prompt and model that produced it
+    title TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    rating REAL NOT NULL,
+    rating_explanation TEXT NOT NULL,
+    findings TEXT NOT NULL,         -- JSON list of {summary, explanation, entities, relationships}
+    text TEXT NOT NULL,             -- the report as Markdown, what queries read
+    tokens INTEGER NOT NULL,
+    elements TEXT NOT NULL,         -- JSON: ids of entities, relationships, child reports used
+    extractive INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+
+CREATE TABLE embeddings (
+    kind TEXT NOT NULL,             -- entity | chunk | report
+    item_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,           -- float32 little endian
+    PRIMARY KEY (kind, item_id, model)
+);
+
+CREATE TABLE llm_cache (
+    key TEXT PRIMARY KEY,           -- versioned hash of model, messages, options, prompt name/version
+    model TEXT NOT NULL,
+    response TEXT NOT NULL,         -- JSON of the provider's answer
+    created_at REAL NOT NULL
+);
+
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    command TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL,           -- running | ok | interrupted | failed
+    stats TEXT
+);
+
+CREATE TABLE llm_calls (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT,
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt TEXT NOT NULL,           -- prompt name
+    prompt_version TEXT NOT NULL,
+    cache_key TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    latency_ms REAL NOT NULL,
+    cached INTEGER NOT NULL,
+    error TEXT,
+    created_at REAL NOT NULL
+);
+CREATE INDEX llm_calls_run ON llm_calls(run_id);
+
+CREATE TABLE failures (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT,
+    stage TEXT NOT NULL,
+    item TEXT NOT NULL,
+    message TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+
+CREATE VIRTUAL TABLE entities_fts USING fts5(id UNINDEXED, name, description);
+CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
+"""),
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def default_db_path(root: Path) -> Path:
+    """Where the index of folder ``root`` lives unless configured otherwise."""
+    root = root if root.is_dir() else root.parent
+    return root / ".streamrag" / "index.db"
+
+
+class Store:
+    """One SQLite connection with the project's schema. Not shared across threads."""
+
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly and not self.path.exists():
+            raise IndexMissingError(
+                f"no index at {self.path}; build one with `streamrag index DIR` "
+                "(or pass --db to point at an existing one)")
+        try:
+            if not readonly:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+            conn = sqlite3.connect(uri, uri=readonly, isolation_level=None,
+                                   check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA busy_timeout = 30000")
+            if not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"{self.path}: cannot open the index database ({e}); "
+                             "check the path and its permissions") from None
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        if readonly:
+            self._check_version()
+        else:
+            self.migrate()
+
+    # -- schema ------------------------------------------------------------------------------
+    def _applied(self) -> int:
+        try:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return int(row[0]) if row else 0
+
+    def _check_version(self) -> None:
+        applied = self._applied()
+        if applied > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} was written by a newer streamrag (schema {applied}, "
+                             f"this one knows {SCHEMA_VERSION}); upgrade streamrag")
+        if applied < SCHEMA_VERSION:
+            raise IndexMissingError(f"{self.path} holds no current index; run `streamrag index DIR`")
+
+    def migrate(self) -> None:
+        applied = self._applied()
+        if applied > SCHEMA_VERSION:
+            self._check_version()
+        for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
+            with self.transaction():
+                for statement in _split_sql(sql):
+                    self.conn.execute(statement)
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                    (str(number),))
+
+    # -- transactions ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error)."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Store]:
+        """A read transaction: every query inside sees the same published version."""
+        if self.conn.in_transaction:
+            yield self
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- small helpers -----------------------------------------------------------------------
+    def query(self, sql: str, params: Any = ()) -> list[dict]:
+        return list(self.db.query(sql, params))
+
+    def scalar(self, sql: str, params: Any = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        value = self.scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        return default if value is None else value
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def version(self) -> int:
+        """The published index version (0 = nothing published yet)."""
+        return int(self.get_meta("version", "0") or 0)
+
+    # -- cache and accounting ----------------------------------------------------------------
+    def cache_get(self, key: str) -> str | None:
+        return self.scalar("SELECT response FROM llm_cache WHERE key = ?", (key,))
+
+    def cache_put(self, key: str, model: str, response: str) -> None:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO llm_cache(key, model, response, created_at) VALUES (?,?,?,?)",
+            (key, model, response, time.time()))
+
+    def record_call(self, row: dict) -> None:
+        cols = ("run_id", "stage", "model", "prompt", "prompt_version", "cache_key",
+                "prompt_tokens", "completion_tokens", "latency_ms", "cached", "error")
+        self.conn.execute(
+            f"INSERT INTO llm_calls({', '.join(cols)}, created_at) VALUES ({', '.join('?' * len(cols))}, ?)",
+            (*(row.get(c) for c in cols), time.time()))
+
+    def record_failure(self, run_id: str | None, stage: str, item: str, message: str) -> None:
+        self.conn.execute(
+            "INSERT INTO failures(run_id, stage, item, message, created_at) VALUES (?,?,?,?,?)",
+            (run_id, stage, item, message, time.time()))
+
+    def start_run(self, run_id: str, command: str) -> None:
+        self.conn.execute("INSERT INTO runs(id, command, started_at, status) VALUES (?,?,?,?)",
+                          (run_id, command, time.time(), "running"))
+
+    def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
+        self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
+                          (time.time(), status, stats, run_id))
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a migration script (no semicolons inside our DDL's literals)."""
+    return [s.strip() for s in script.split(";") if s.strip() and not _only_comments(s)]
+
+
+def _only_comments(s: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("--") for line in s.splitlines())

@@ -1,0 +1,80 @@
+"""Token counting that never touches the network.
+
+tiktoken fetches its BPE files from the internet the first time an encoding is used. streamrag
+ships the official files for the encodings it uses as package data and loads them through
+tiktoken's own constructors, so the published SHA-256 that tiktoken checks is the one that
+guards our copy too.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from importlib import resources
+
+import tiktoken
+import tiktoken.load
+import tiktoken_ext.openai_public as openai_public
+
+from streamrag.errors import ConfigError
+
+SHIPPED = ("o200k_base", "cl100k_base")
+_lock = threading.Lock()
+
+
+def _shipped_path(name: str) -> str:
+    return str(resources.files("streamrag") / "data" / "tiktoken" / f"{name}.tiktoken")
+
+
+@lru_cache(maxsize=None)
+def get_encoding(name: str = "o200k_base") -> tiktoken.Encoding:
+    """The named encoding, built from the shipped BPE file (hash-checked)."""
+    if name not in SHIPPED:
+        raise ConfigError(
+            f"unknown tokenizer encoding {name!r}: streamrag ships {', '.join(SHIPPED)}; "
+            "set index.encoding to one of them"
+        )
+    local = _shipped_path(name)
+
+    def load_local(_url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        data = tiktoken.load.read_file(local)
+        if expected_hash and not tiktoken.load.check_hash(data, expected_hash):
+            raise ConfigError(f"the shipped tokenizer file {local} is corrupt; reinstall streamrag")
+        return _parse_bpe(data)
+
+    with _lock:
+        original = openai_public.load_tiktoken_bpe
+        openai_public.load_tiktoken_bpe = load_local
+        try:
+            params = getattr(openai_public, name)()
+        finally:
+            openai_public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(**params)
+
+
+def _parse_bpe(data: bytes) -> dict[bytes, int]:
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def count_tokens(text: str, encoding: str = "o200k_base") -> int:
+    """Number of tokens of ``text`` (special-token text is counted as ordinary text)."""
+    return len(get_encoding(encoding).encode(text, disallowed_special=()))
+
+
+def count_message_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
+    """Approximate prompt tokens of a chat request: contents plus a few tokens per message."""
+    return sum(count_tokens(str(m.get("content") or ""), encoding) + 4 for m in messages) + 3
+
+
+def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
+    """``text`` cut to at most ``max_tokens`` tokens."""
+    enc = get_encoding(encoding)
+    ids = enc.encode(text, disallowed_special=())
+    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
