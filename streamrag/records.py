@@ -64,7 +64,7 @@ class Entity(msgspec.Struct):
     name: str
     type: str
     description: str                              # summarized when several sources differ
-    sources: list[tuple[str, str]]                # (chunk id, description), sorted
+    sources: list[tuple[str, str, str, str]]      # (chunk id, name, type, description), sorted
     mentions: int
     degree: int = 0
 

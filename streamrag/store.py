@@ -65,6 +65,11 @@ CREATE TABLE document_chunks (
 );
 CREATE INDEX document_chunks_chunk ON document_chunks(chunk_id);
 
+CREATE TABLE live_chunks (          -- chunks whose extractions the published graph includes
+    chunk_id TEXT PRIMARY KEY,
+    extractor TEXT NOT NULL
+);
+
 CREATE TABLE extractions (
     chunk_id TEXT NOT NULL,
     extractor TEXT NOT NULL,        -- hash of everything that changes the result
@@ -79,14 +84,16 @@ CREATE TABLE entities (
     id TEXT PRIMARY KEY,            -- ent-<hash of normalized name>
     name TEXT NOT NULL,
     type TEXT NOT NULL,
-    description TEXT NOT NULL,
-    mentions INTEGER NOT NULL,
+    description TEXT NOT NULL,      -- summary of the sources' descriptions
+    mentions INTEGER NOT NULL,      -- distinct chunks that mention it
     degree INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE entity_sources (       -- provenance: which chunk said what about an entity
     entity_id TEXT NOT NULL,
     chunk_id TEXT NOT NULL,
+    name TEXT NOT NULL,             -- as the chunk wrote it
+    type TEXT NOT NULL,
     description TEXT NOT NULL,
     PRIMARY KEY (entity_id, chunk_id, description)
 );

@@ -1,0 +1,148 @@
+"""Merging per-chunk extractions into entities, relationships and claims. Pure functions.
+
+Rules, chosen so that the merged graph depends only on the *set* of live chunk extractions
+(whatever order they arrived in, and whether they were indexed at once or over many updates):
+
+* Entities merge on ``ids.normalize_name``. The shown name is the most frequent surface form
+  (ties: alphabetical). The type is the majority of the typed mentions; a tie goes to the type
+  listed first in ``index.entity_types``, then alphabetical; no typed mention gives "unknown".
+* A relation whose end was not listed as an entity in the same chunk gets an untyped mention of
+  that entity from the chunk, so every relationship end is an entity with support of its own and
+  removing a chunk never strands an edge.
+* Relationships are undirected and merge on the unordered pair of entity ids. Weight is the sum
+  of ``strength / 10`` over supporting mentions: each extraction that states the link adds up to
+  1, so weight grows with the number of supporting extractions, scaled by how strongly each
+  stated it.
+* ``mentions`` counts distinct supporting chunks. Sources are sorted, so equal inputs give
+  byte-equal outputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from streamrag import ids
+from streamrag.records import Claim, Entity, Extraction, Relationship
+
+
+class EntityMention(NamedTuple):
+    entity_id: str
+    chunk_id: str
+    name: str
+    type: str
+    description: str
+
+
+class RelationshipMention(NamedTuple):
+    relationship_id: str
+    source: str          # entity id, source < target
+    target: str
+    chunk_id: str
+    description: str
+    strength: float
+
+
+def mentions_of(chunk_id: str, extraction: Extraction
+                ) -> tuple[list[EntityMention], list[RelationshipMention], list[Claim]]:
+    """The entity, relationship and claim mentions one chunk's extraction contributes."""
+    entities: dict[tuple[str, str], EntityMention] = {}
+    for rec in extraction.entities:
+        name = " ".join(rec.name.split())
+        if not ids.normalize_name(name):
+            continue
+        m = EntityMention(ids.entity_id(name), chunk_id, name, rec.type.strip().lower(),
+                          " ".join(rec.description.split()))
+        entities.setdefault((m.entity_id, m.description), m)
+    listed = {eid for eid, _ in entities}
+    rels: dict[tuple[str, str], RelationshipMention] = {}
+    for rec in extraction.relationships:
+        a, b = " ".join(rec.source.split()), " ".join(rec.target.split())
+        if not ids.normalize_name(a) or not ids.normalize_name(b):
+            continue
+        ea, eb = ids.entity_id(a), ids.entity_id(b)
+        if ea == eb:
+            continue
+        for eid, name in ((ea, a), (eb, b)):
+            if eid not in listed:
+                entities.setdefault((eid, ""), EntityMention(eid, chunk_id, name, "", ""))
+                listed.add(eid)
+        src, dst = sorted((ea, eb))
+        m = RelationshipMention(ids.relationship_id(src, dst), src, dst, chunk_id,
+                                " ".join(rec.description.split()), float(rec.strength))
+        key = (m.relationship_id, m.description)
+        if key not in rels or rels[key].strength < m.strength:
+            rels[key] = m
+    claims = []
+    for c in extraction.claims:
+        if not ids.normalize_name(c.subject):
+            continue
+        obj = c.object if c.object and ids.normalize_name(c.object) else None
+        claims.append(Claim(
+            id=ids.claim_id(chunk_id, c.subject, obj or "", c.type, c.description),
+            subject_id=ids.entity_id(c.subject), object_id=ids.entity_id(obj) if obj else None,
+            type=c.type, status=c.status, start_date=c.start_date, end_date=c.end_date,
+            description=c.description, source_text=c.source_text, chunk_id=chunk_id))
+    return list(entities.values()), list(rels.values()), claims
+
+
+def _pick_type(types: Iterable[str], order: Sequence[str]) -> str:
+    counts = Counter(t for t in types if t)
+    if not counts:
+        return "unknown"
+    rank = {t.lower(): i for i, t in enumerate(order)}
+    return min(counts, key=lambda t: (-counts[t], rank.get(t, len(rank)), t))
+
+
+def unique_descriptions(descriptions: Iterable[str]) -> list[str]:
+    """Distinct non-empty descriptions, sorted (the input of a summary)."""
+    return sorted({d for d in descriptions if d})
+
+
+def merge_entity(entity_id: str, mentions: Sequence[EntityMention],
+                 entity_types: Sequence[str] = ()) -> Entity:
+    """One entity from all of its live mentions (description not yet summarized)."""
+    names = Counter(name for _chunk, name in {(m.chunk_id, m.name) for m in mentions})
+    name = min(names, key=lambda n: (-names[n], n))
+    descriptions = unique_descriptions(m.description for m in mentions)
+    return Entity(
+        id=entity_id, name=name, type=_pick_type((m.type for m in mentions), entity_types),
+        description="\n".join(descriptions),
+        sources=sorted({(m.chunk_id, m.name, m.type, m.description) for m in mentions}),
+        mentions=len({m.chunk_id for m in mentions}))
+
+
+def merge_relationship(relationship_id: str, mentions: Sequence[RelationshipMention]) -> Relationship:
+    """One relationship from all of its live mentions (description not yet summarized)."""
+    first = mentions[0]
+    sources = sorted({(m.chunk_id, m.description, m.strength) for m in mentions})
+    return Relationship(
+        id=relationship_id, source=first.source, target=first.target,
+        description="\n".join(unique_descriptions(m.description for m in mentions)),
+        weight=round(sum(s for _c, _d, s in sources) / 10.0, 6),
+        sources=sources, mentions=len({m.chunk_id for m in mentions}))
+
+
+def group(mentions: Iterable[EntityMention] | Iterable[RelationshipMention]) -> dict[str, list]:
+    """Mentions grouped by their entity or relationship id."""
+    out: dict[str, list] = defaultdict(list)
+    for m in mentions:
+        out[m[0]].append(m)
+    return out
+
+
+def merge_all(extractions: dict[str, Extraction], entity_types: Sequence[str] = ()
+              ) -> tuple[list[Entity], list[Relationship], list[Claim]]:
+    """Entities, relationships and claims of a whole set of chunk extractions."""
+    ents: list[EntityMention] = []
+    rels: list[RelationshipMention] = []
+    claims: list[Claim] = []
+    for chunk_id in sorted(extractions):
+        e, r, c = mentions_of(chunk_id, extractions[chunk_id])
+        ents += e
+        rels += r
+        claims += c
+    entities = [merge_entity(k, v, entity_types) for k, v in sorted(group(ents).items())]
+    relationships = [merge_relationship(k, v) for k, v in sorted(group(rels).items())]
+    return entities, relationships, sorted(claims, key=lambda c: c.id)
