@@ -1,0 +1,636 @@
+"""The client for any OpenAI-compatible endpoint: rate-limited, cached, retried and accounted.
+
+Every request passes, in order:
+
+1. the **cache** (``llm_cache``, keyed by ``cache.cache_key``): a hit costs no HTTP call;
+2. the **in-flight table**: an identical request already on the wire is awaited, not repeated;
+3. a **concurrency slot** (``llm.concurrency`` requests in flight at most);
+4. the **rate limiters**: requests per minute and tokens per minute, as leaky buckets that hold
+   about one second of budget, so throughput is smooth instead of a burst then a stall;
+5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
+   and truncated answers; a ``Retry-After`` pauses every request of this client, not just the
+   one that saw it. Each retry passes the slot and the limiters again, because the provider
+   counts it too.
+
+A paid answer is written to the cache through the writer and committed before ``chat`` returns,
+so a crash right after never pays for it twice. Every call, served from the cache or not, failed
+or not, becomes one ``llm_calls`` row. ``stats`` keeps the same counts in memory for progress
+display; its token counts are what was paid for (cache hits are counted in ``cached`` only).
+
+Without a store the client works the same, minus the cache and the rows. The rate limiters are
+asyncio's (``aiolimiter``), so the client runs on anyio's asyncio backend.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from datetime import timezone
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+from aiolimiter import AsyncLimiter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
+from streamrag.cache import batch_key, cache_key, embedding_key
+from streamrag.config import LLMSettings
+from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
+                              LLMUnavailableError)
+from streamrag.prompts import Prompt
+from streamrag.store import Store
+from streamrag.tokens import count_message_tokens, count_tokens
+from streamrag.writer import Writer
+
+log = logging.getLogger(__name__)
+
+EMBED_BATCH = 64
+MAX_RETRY_AFTER_S = 600.0
+_COMPLETION_GUESS = 256        # tokens expected of an answer without max_tokens, until we know better
+_RETRY_STATUS = frozenset({408, 409, 429})
+USABLE_TRIES = 3              # answers asked for before an unusable one is an error
+_STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
+
+
+class ChatResult(msgspec.Struct):
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    finish_reason: str | None
+    latency_ms: float          # the answering HTTP request (or cache lookup), not queueing
+
+
+class _Answer(msgspec.Struct):
+    """What the cache holds for a chat request."""
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class _Retryable(Exception):
+    """An attempt failed in a way another attempt may not."""
+
+    def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None):
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+        self.retry_after = retry_after
+
+
+class _Flight:
+    """An uncached request on the wire; identical requests wait for it."""
+    __slots__ = ("done", "answer", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.answer: _Answer | None = None
+        self.error: LLMError | None = None
+
+
+def _per_minute_limiter(per_minute: int) -> AsyncLimiter | None:
+    """A leaky bucket draining ``per_minute``/60 a second that holds about one second of it."""
+    if per_minute <= 0:
+        return None
+    per_second = per_minute / 60
+    capacity = max(1.0, per_second)
+    return AsyncLimiter(capacity, capacity / per_second)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _provider_message(resp: httpx.Response) -> str:
+    """The error message in a provider's answer, one line, at most ~200 characters."""
+    try:
+        body = msgspec.json.decode(resp.content)
+    except msgspec.DecodeError:
+        text = resp.text
+    else:
+        err = body.get("error", body) if isinstance(body, dict) else body
+        if isinstance(err, dict):
+            text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
+        else:
+            text = str(err)
+    text = " ".join(str(text).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _error_code(resp: httpx.Response) -> str:
+    try:
+        body = msgspec.json.decode(resp.content)
+        return str(body["error"].get("code") or body["error"].get("type") or "")
+    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
+        return ""
+
+
+class LLMClient:
+    """Chat completions and embeddings against ``settings.api_base``.
+
+    Use as ``async with LLMClient(settings, api_key, store=store, writer=writer) as llm:``.
+    ``store`` is read for cache lookups; every write goes through ``writer`` (or, without a
+    writer, straight to a writable ``store``).
+    """
+
+    def __init__(self, settings: LLMSettings, api_key: str = "", *, store: Store | None = None,
+                 writer: Writer | None = None, run_id: str | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 encoding: str = "o200k_base", retry_base_s: float = 1.0) -> None:
+        if not settings.api_base:
+            raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
+                              "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
+                              "https://api.openai.com/v1), or use the offline extractor")
+        self.settings = settings
+        self.store = store
+        self.writer = writer
+        self.run_id = run_id
+        self.encoding = encoding
+        base = settings.api_base.rstrip("/")
+        self.chat_url = f"{base}/chat/completions"
+        self.embeddings_url = f"{base}/embeddings"
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            if settings.api_version:
+                headers["api-key"] = api_key
+            else:
+                headers["Authorization"] = f"Bearer {api_key}"
+        params = {"api-version": settings.api_version} if settings.api_version else None
+        slots = max(1, settings.concurrency)
+        self._http = httpx.AsyncClient(
+            headers=headers, params=params, transport=transport,
+            timeout=httpx.Timeout(settings.request_timeout_s),
+            limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+        self._slots = anyio.CapacityLimiter(slots)
+        self._rpm = _per_minute_limiter(settings.requests_per_minute)
+        self._tpm = _per_minute_limiter(settings.tokens_per_minute)
+        self._paused_until = 0.0
+        self._inflight: dict[str, _Flight] = {}
+        self._stats: dict[str, dict[str, int]] = {}
+        self._answers = 0
+        self._answer_tokens = 0
+        # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
+        self._backoff = wait_random_exponential(multiplier=retry_base_s, max=60)
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @property
+    def caching(self) -> bool:
+        return self.settings.cache and self.store is not None
+
+    @property
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors."""
+        return {stage: dict(counts) for stage, counts in self._stats.items()}
+
+    # -- chat --------------------------------------------------------------------------------
+    async def chat(self, messages: list[dict], *, model: str, stage: str,
+                   prompt: Prompt | None = None, prompt_name: str = "", prompt_version: str = "",
+                   max_tokens: int | None = None, temperature: float | None = None,
+                   logit_bias: dict[str, float] | None = None, response_format: dict | None = None,
+                   stop: str | list[str] | None = None, seed: int | None = None,
+                   on_delta: Callable[[str], None] | None = None,
+                   validate: Callable[[str], bool] | None = None) -> ChatResult:
+        """One chat completion, from the cache when possible; ``on_delta`` streams the text.
+
+        ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
+        never cached, and the request is sent again; after ``USABLE_TRIES`` unusable answers
+        ``LLMOutputError`` is raised.
+        """
+        if prompt is not None:
+            prompt_name, prompt_version = prompt.name, prompt.version
+        options = {
+            "temperature": float(self.settings.temperature if temperature is None else temperature),
+            "max_tokens": max_tokens,
+            "logit_bias": logit_bias or None,
+            "response_format": response_format,
+            "stop": stop,
+            "seed": seed,
+        }
+        options = {k: v for k, v in options.items() if v is not None}
+        key = cache_key(model, messages, options, prompt_name, prompt_version)
+        row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
+               "prompt_version": prompt_version, "cache_key": key}
+        payload = {"model": model, "messages": messages, **options}
+        usable = validate or _always
+        for _ in range(USABLE_TRIES):
+            result = await self._chat_once(key, row, payload, on_delta, usable)
+            if result is not None:
+                return result
+        raise LLMOutputError(f"{model} gave no usable answer in {USABLE_TRIES} tries (stage "
+                             f"{stage}, prompt {prompt_name or '-'}); the answers are in llm_calls "
+                             "with error 'unusable answer'; try another model or prompt")
+
+    async def _chat_once(self, key: str, row: dict, payload: dict,
+                         on_delta: Callable[[str], None] | None,
+                         usable: Callable[[str], bool]) -> ChatResult | None:
+        """A cached, shared or new answer; None when a new answer was unusable."""
+        while True:
+            started = time.perf_counter()
+            answer = self._cached_answer(key) if self.caching else None
+            if answer is not None and not usable(answer.text):
+                answer = None
+            flight = self._inflight.get(key) if self.settings.cache else None
+            if answer is None and flight is not None:
+                await flight.done.wait()
+                if flight.error is not None:
+                    raise flight.error
+                if flight.answer is None or not usable(flight.answer.text):
+                    continue  # the first caller was cancelled or wants other answers: ask again
+                answer = flight.answer
+            if answer is None:
+                break
+            latency = (time.perf_counter() - started) * 1000
+            if on_delta is not None:
+                on_delta(answer.text)
+            await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                cached=True)
+            return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, True,
+                              answer.finish_reason, latency)
+
+        flight = _Flight()
+        if self.settings.cache:
+            self._inflight[key] = flight
+        try:
+            try:
+                answer, latency = await self._chat_http(payload, on_delta)
+            except LLMError as e:
+                flight.error = e
+                await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
+                raise
+            ok = usable(answer.text)
+            await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                cached=False, error=None if ok else "unusable answer",
+                                response=msgspec.json.encode(answer).decode() if ok else None)
+            if ok:
+                flight.answer = answer
+        finally:
+            # Only now: the answer is committed, so a caller arriving later finds it cached.
+            flight.done.set()
+            if self._inflight.get(key) is flight:
+                del self._inflight[key]
+        if not ok:
+            return None
+        return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
+                          answer.finish_reason, latency)
+
+    def _cached_answer(self, key: str) -> _Answer | None:
+        assert self.store is not None
+        raw = self.store.cache_get(key)
+        if raw is None:
+            return None
+        try:
+            return msgspec.json.decode(raw, type=_Answer)
+        except msgspec.DecodeError:
+            return None  # a row of another shape: ask again, the new answer will not replace it
+
+    def _prompt_estimate(self, messages: list[dict]) -> int:
+        return count_message_tokens(messages, self.encoding)
+
+    async def _chat_http(self, payload: dict,
+                         on_delta: Callable[[str], None] | None) -> tuple[_Answer, float]:
+        messages = payload["messages"]
+        # Counting tokens costs time; do it only for the token limiter or when usage is missing.
+        prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
+        expected = payload.get("max_tokens") or self._expected_completion()
+        shown = [0]  # characters already handed to on_delta, across retries
+
+        async def attempt() -> tuple[_Answer, float]:
+            if on_delta is None:
+                return await self._post_chat(payload)
+            return await self._stream_chat(payload, on_delta, shown)
+
+        answer, latency = await self._retrying(self.chat_url, payload["model"],
+                                               prompt_tokens + expected, attempt)
+        if answer.prompt_tokens < 0:
+            answer.prompt_tokens = prompt_tokens if prompt_tokens >= 0 else self._prompt_estimate(messages)
+        if answer.completion_tokens < 0:
+            answer.completion_tokens = count_tokens(answer.text, self.encoding)
+        self._answers += 1
+        self._answer_tokens += answer.completion_tokens
+        return answer, latency
+
+    def _expected_completion(self) -> int:
+        if not self._answers:
+            return _COMPLETION_GUESS
+        return max(1, round(self._answer_tokens / self._answers))
+
+    async def _post_chat(self, payload: dict) -> tuple[_Answer, float]:
+        started = time.perf_counter()
+        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(payload))
+        self._check_status(resp, self.chat_url, payload["model"])
+        body = self._json(resp)
+        latency = (time.perf_counter() - started) * 1000
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise _Retryable(f"answer without choices ({_provider_message(resp)})", 200)
+        message = choices[0].get("message") or {}
+        usage = body.get("usage") or {}
+        return _Answer(text=message.get("content") or "",
+                       finish_reason=choices[0].get("finish_reason"),
+                       prompt_tokens=_int(usage.get("prompt_tokens")),
+                       completion_tokens=_int(usage.get("completion_tokens"))), latency
+
+    async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
+                           shown: list[int]) -> tuple[_Answer, float]:
+        """One streamed attempt. After a retry, only text beyond what was shown is passed on."""
+        payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+        started = time.perf_counter()
+        parts: list[str] = []
+        length = 0
+        finish_reason = None
+        usage: dict = {}
+        done = False
+        async with self._http.stream("POST", self.chat_url,
+                                     content=msgspec.json.encode(payload)) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                self._check_status(resp, self.chat_url, payload["model"])
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    event = msgspec.json.decode(data)
+                except msgspec.DecodeError:
+                    raise _Retryable("a streamed event was not valid JSON (truncated?)", 200) from None
+                if not isinstance(event, dict):
+                    continue
+                if "error" in event:
+                    raise _Retryable(f"error in the stream: {event['error']}"[:200], 200)
+                if event.get("usage"):
+                    usage = event["usage"]
+                for choice in event.get("choices") or ():
+                    piece = (choice.get("delta") or {}).get("content") or ""
+                    if piece:
+                        parts.append(piece)
+                        end = length + len(piece)
+                        if end > shown[0]:
+                            on_delta(piece[max(0, shown[0] - length):])
+                            shown[0] = end
+                        length = end
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
+        if not done and finish_reason is None:
+            raise _Retryable("the stream ended before the answer did (truncated)", 200)
+        latency = (time.perf_counter() - started) * 1000
+        return _Answer(text="".join(parts), finish_reason=finish_reason,
+                       prompt_tokens=_int(usage.get("prompt_tokens")),
+                       completion_tokens=_int(usage.get("completion_tokens"))), latency
+
+    # -- embeddings --------------------------------------------------------------------------
+    async def embed(self, texts: list[str], *, model: str, stage: str = "embed") -> list[list[float]]:
+        """The embedding of each text, from the cache when possible, others in batches of 64."""
+        keys = [embedding_key(model, t) for t in texts]
+        vectors: dict[str, list[float]] = {}
+        todo: dict[str, str] = {}
+        started = time.perf_counter()
+        for key, text in zip(keys, texts, strict=True):
+            if key in vectors or key in todo:
+                continue
+            raw = self.store.cache_get(key) if self.caching else None  # type: ignore[union-attr]
+            if raw is not None:
+                try:
+                    vectors[key] = msgspec.json.decode(raw, type=list[float])
+                    continue
+                except msgspec.ValidationError:
+                    pass
+            todo[key] = text
+        if vectors:
+            hit_keys = list(vectors)
+            tokens = sum(count_tokens(t, self.encoding) for k, t in zip(keys, texts, strict=True)
+                         if k in vectors)
+            row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
+                   "prompt_version": "", "cache_key": batch_key(hit_keys)}
+            await self._account(row, tokens, 0, (time.perf_counter() - started) * 1000,
+                                cached=True)
+
+        items = list(todo.items())
+        errors: list[LLMError] = []
+
+        async def run_batch(batch: list[tuple[str, str]]) -> None:
+            try:
+                vectors.update(await self._embed_batch(batch, model, stage))
+            except LLMError as e:
+                errors.append(e)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(0, len(items), EMBED_BATCH):
+                tg.start_soon(run_batch, items[i:i + EMBED_BATCH])
+        if errors:
+            raise errors[0]
+        return [vectors[k] for k in keys]
+
+    async def _embed_batch(self, batch: list[tuple[str, str]], model: str,
+                           stage: str) -> dict[str, list[float]]:
+        texts = [t for _, t in batch]
+        payload = {"model": model, "input": texts}
+        counted = sum(count_tokens(t, self.encoding) for t in texts)
+        row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
+               "prompt_version": "", "cache_key": batch_key([k for k, _ in batch])}
+
+        async def attempt() -> tuple[tuple[list[list[float]], int], float]:
+            started = time.perf_counter()
+            resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload))
+            self._check_status(resp, self.embeddings_url, model)
+            body = self._json(resp)
+            data = body.get("data") if isinstance(body, dict) else None
+            if not isinstance(data, list) or len(data) != len(texts):
+                raise _Retryable(f"expected {len(texts)} embeddings, got "
+                                 f"{len(data) if isinstance(data, list) else 'none'}", 200)
+            data = sorted(data, key=lambda d: d.get("index", 0))
+            tokens = _int((body.get("usage") or {}).get("prompt_tokens"))
+            return ([d["embedding"] for d in data], tokens), (time.perf_counter() - started) * 1000
+
+        try:
+            (embeddings, tokens), latency = await self._retrying(
+                self.embeddings_url, model, counted, attempt)
+        except LLMError as e:
+            await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
+            raise
+        out = {key: vec for (key, _), vec in zip(batch, embeddings, strict=True)}
+        await self._account(row, counted if tokens < 0 else tokens, 0, latency, cached=False,
+                            vectors={k: msgspec.json.encode(v).decode() for k, v in out.items()})
+        return out
+
+    # -- the wire ----------------------------------------------------------------------------
+    async def _retrying(self, url: str, model: str, tokens: int,
+                        attempt: Callable[[], Any]) -> Any:
+        """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Retryable),
+            sleep=anyio.sleep,
+            before_sleep=self._log_retry(url),
+            reraise=True,
+        )
+        try:
+            async for attempt_state in retrying:
+                with attempt_state:
+                    async with self._slots:
+                        await self._admit(tokens)
+                        try:
+                            return await attempt()
+                        except httpx.TimeoutException:
+                            raise _Retryable(f"no answer within {self.settings.request_timeout_s:g} s "
+                                             "(timeout)") from None
+                        except httpx.TransportError as e:
+                            raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+        except _Retryable as e:
+            attempts = self.settings.max_retries + 1
+            raise LLMUnavailableError(
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; check that the "
+                "server is running and reachable, or lower llm.requests_per_minute / "
+                "llm.concurrency") from None
+        raise AssertionError("unreachable")
+
+    async def _admit(self, tokens: int) -> None:
+        """Wait out a server-requested pause, then take rate budget for one request."""
+        while (delay := self._paused_until - time.monotonic()) > 0:
+            await anyio.sleep(delay)
+        if self._rpm is not None:
+            await self._rpm.acquire()
+        if self._tpm is not None:
+            left = max(1, tokens)
+            while left > 0:  # a request bigger than the bucket takes it in several fills
+                step = min(left, self._tpm.max_rate)
+                await self._tpm.acquire(step)
+                left -= step
+
+    def _wait(self, state: RetryCallState) -> float:
+        backoff = self._backoff(state)
+        exc = state.outcome.exception() if state.outcome else None
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is None:
+            return backoff
+        return retry_after + random.uniform(0, min(1.0, retry_after * 0.25))
+
+    def _log_retry(self, url: str) -> Callable[[RetryCallState], None]:
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            wait = state.next_action.sleep if state.next_action else 0
+            log.warning("%s: %s; retry %d/%d in %.1f s", url, getattr(exc, "detail", exc),
+                        state.attempt_number, self.settings.max_retries, wait)
+        return before_sleep
+
+    def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:
+        status = resp.status_code
+        if 200 <= status < 300:
+            return
+        message = _provider_message(resp)
+        if status == 429 and _error_code(resp) == "insufficient_quota":
+            raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
+                                  "add credit or use another key", status)
+        if status in _RETRY_STATUS or status >= 500:
+            retry_after = None
+            if status in (429, 503):
+                retry_after = parse_retry_after(resp.headers.get("retry-after"))
+                ms = parse_retry_after(resp.headers.get("retry-after-ms"))  # OpenAI's finer variant
+                if retry_after is None and ms is not None:
+                    retry_after = ms / 1000
+            if retry_after is not None:
+                self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
+            raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
+        if status in (401, 403):
+            raise LLMRequestError(
+                f"{url}: HTTP {status}: the API key was rejected; set "
+                f"{self.settings.api_key_env or 'STREAMRAG_API_KEY'} or STREAMRAG_API_KEY "
+                f"({message})", status)
+        if status == 404:
+            raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
+                                  f"llm.*_model / llm.api_base ({message})", status)
+        lowered = message.lower()
+        if status == 400 and ("context length" in lowered or "maximum context" in lowered
+                              or "context_length" in lowered):
+            raise LLMRequestError(f"prompt too long for {model}: lower index.chunk_size or "
+                                  f"index.report_max_input_tokens ({message})", status)
+        raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
+                              status)
+
+    @staticmethod
+    def _json(resp: httpx.Response) -> Any:
+        try:
+            return msgspec.json.decode(resp.content)
+        except msgspec.DecodeError:
+            raise _Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+
+    # -- accounting --------------------------------------------------------------------------
+    async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,
+                       latency_ms: float, *, cached: bool, error: str | None = None,
+                       response: str | None = None, vectors: dict[str, str] | None = None) -> None:
+        """Count a call in ``stats``; persist its row (and a paid answer) in one transaction."""
+        counts = self._stats.setdefault(row["stage"], dict.fromkeys(_STAT_FIELDS, 0))
+        counts["calls"] += 1
+        if error is not None:
+            counts["errors"] += 1
+        if cached:
+            counts["cached"] += 1
+        else:  # paid for (a failed request reports no tokens)
+            counts["prompt_tokens"] += prompt_tokens
+            counts["completion_tokens"] += completion_tokens
+        if self.store is None:
+            return
+        record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
+        caching = self.settings.cache
+        model = row["model"]
+
+        def persist(store: Store) -> None:
+            if caching and response is not None:
+                store.cache_put(row["cache_key"], model, response)
+            if caching and vectors:
+                for key, vector in vectors.items():
+                    store.cache_put(key, model, vector)
+            store.record_call(record)
+
+        if self.writer is not None:
+            await self.writer.run(persist)
+        elif not self.store.readonly:
+            with self.store.transaction():
+                persist(self.store)
+
+
+def _always(_text: str) -> bool:
+    return True
+
+
+def _int(value: Any) -> int:
+    """A token count from ``usage``, or -1 when the provider gave none."""
+    return value if isinstance(value, int) and value >= 0 else -1
+
+
+__all__ = ["ChatResult", "LLMClient", "parse_retry_after"]
