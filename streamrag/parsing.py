@@ -1,0 +1,498 @@
+"""Reading model answers: record lines, yes/no, JSON objects, reports, ratings, map points.
+
+Every function here is pure and total: any string goes in, a value comes out, nothing raises.
+Models wrap their answers in code fences, number or bullet the lines, change the casing of
+the record kind, quote fields, add prose, and get cut off by ``max_tokens``. A record line
+that cannot be read is dropped and counted (``Extraction.dropped``) so the caller can log it;
+the rest of the answer is still used. Names are kept as written; ids are derived later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from streamrag.ids import normalize_name
+from streamrag.records import ClaimRecord, EntityRecord, Extraction, RelationshipRecord
+
+_KINDS = {
+    "entity": "entity", "entities": "entity", "ent": "entity", "node": "entity",
+    "relation": "relation", "relations": "relation", "relationship": "relation",
+    "relationships": "relation", "rel": "relation", "edge": "relation",
+    "claim": "claim", "claims": "claim", "covariate": "claim",
+}
+# Fields a complete record has, the kind included.
+_FULL = {"entity": 4, "relation": 5, "claim": 9}
+_QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019", "\u00ab": "\u00bb"}
+_BULLET = re.compile(r"^\s*(?:[-*\u2022+\u00b7>]\s+|\d{1,4}[.):]\s*|\(\d{1,4}\)\s*)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_DONE = re.compile(r"^\W*(done|<\|complete\|>|complete)\W*$", re.IGNORECASE)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NONE_WORDS = {"", "none", "null", "n/a", "na", "nil", "unknown", "-", "--"}
+_STATUSES = {"true": "TRUE", "false": "FALSE", "suspected": "SUSPECTED"}
+
+
+# ---------------------------------------------------------------------------- record lines
+
+
+def _strip_quotes(field: str) -> str:
+    s = field.strip()
+    while len(s) >= 2 and _QUOTE_PAIRS.get(s[0]) == s[-1]:
+        s = s[1:-1].strip()
+    return s
+
+
+def _clean_line(line: str) -> str:
+    s = line.strip()
+    for _ in range(3):
+        m = _BULLET.match(s)
+        if not m or m.end() == 0:
+            break
+        s = s[m.end():].strip()
+    s = s.replace("<|>", "|")
+    if s.endswith("##"):
+        s = s[:-2].rstrip()
+    if s.startswith("("):
+        s = s[1:].strip()
+        if s.endswith(")"):
+            s = s[:-1].strip()
+    if s.startswith("|"):
+        s = s[1:]
+        if s.rstrip().endswith("|"):
+            s = s.rstrip()[:-1]
+    return s.strip()
+
+
+def _kind(field: str) -> str | None:
+    word = re.sub(r"[\W_]+", " ", field).strip().casefold()
+    return _KINDS.get(word)
+
+
+def _strength(field: str) -> float | None:
+    """A number in a short field (``8``, ``8/10``, ``strength: 8``); None if it is prose."""
+    s = field.strip()
+    if len(s) > 24:
+        return None
+    m = _NUMBER.search(s)
+    if not m:
+        return None
+    try:
+        value = float(m.group())
+    except ValueError:
+        return None
+    if not math.isfinite(value):
+        return None
+    return min(10.0, max(1.0, value))
+
+
+def _none_or(field: str | None) -> str | None:
+    if field is None:
+        return None
+    s = _strip_quotes(field)
+    return None if s.casefold() in _NONE_WORDS else s
+
+
+def _entity_type(raw: str, entity_types: list[str] | None) -> str:
+    t = re.sub(r"^[\W_]+|[\W_]+$", "", raw).strip().lower()
+    if entity_types and t:
+        known = {k.strip().lower() for k in entity_types}
+        if t not in known:
+            for variant in (t.rstrip("s"), t[:-3] + "y" if t.endswith("ies") else t,
+                            t.replace("organisation", "organization")):
+                if variant in known:
+                    return variant
+    return t
+
+
+def _parse_fields(kind: str, fields: list[str], entity_types: list[str] | None) -> Any:
+    """One record from its fields (the kind excluded), or None if it cannot be used."""
+    f = [_strip_quotes(x) for x in fields]
+    while f and not f[-1]:
+        f.pop()
+    if kind == "entity":
+        if len(f) < 2 or not f[0]:
+            return None
+        description = " | ".join(x for x in f[2:] if x)
+        return EntityRecord(name=f[0], type=_entity_type(f[1], entity_types), description=description)
+    if kind == "relation":
+        if len(f) < 2 or not f[0] or not f[1]:
+            return None
+        if normalize_name(f[0]) == normalize_name(f[1]) or not normalize_name(f[0]):
+            return None
+        rest = f[2:]
+        strength = _strength(rest[0]) if rest else None
+        if strength is not None:
+            description = " | ".join(x for x in rest[1:] if x)
+        else:
+            # The model skipped or garbled the strength: look for it at the end instead.
+            tail = _strength(rest[-1]) if len(rest) > 1 else None
+            if tail is not None:
+                strength, rest = tail, rest[:-1]
+            description = " | ".join(x for x in rest if x)
+        return RelationshipRecord(source=f[0], target=f[1], description=description,
+                                  strength=5.0 if strength is None else strength)
+    if kind == "claim":
+        if len(f) < 3 or not f[0] or not f[2]:
+            return None
+        f = f + [""] * (8 - len(f))
+        status = _STATUSES.get(re.sub(r"\W+", "", f[3]).casefold(), "SUSPECTED")
+        return ClaimRecord(
+            subject=f[0], object=_none_or(f[1]), type=f[2], status=status,
+            start_date=_none_or(f[4]), end_date=_none_or(f[5]), description=f[6],
+            source_text=" | ".join(x for x in f[7:] if x),
+        )
+    return None
+
+
+def _salvageable_relation(kind: str, fields: list[str]) -> bool:
+    """``relation | A | B | prose``: the strength was skipped, not cut off."""
+    return (kind == "relation" and len(fields) == 3
+            and _strength(fields[2]) is None and len(fields[2].split()) >= 3)
+
+
+def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extraction:
+    """Entity, relation and claim records from an extraction answer; unreadable lines counted."""
+    out = Extraction()
+    if not isinstance(text, str):
+        return out
+    lines = [_clean_line(x) for x in text.splitlines() if not _FENCE.match(x)]
+    done = any(_DONE.match(x) for x in lines if x)
+    record_lines: list[tuple[str | None, list[str]]] = []
+    for line in lines:
+        if not line or _DONE.match(line) or line.startswith("#"):
+            continue
+        fields = line.split("|")
+        kind = _kind(fields[0])
+        if kind is None:
+            if len(fields) >= 3 and any(re.search(r"\w", x) for x in fields):
+                record_lines.append((None, fields))   # looks like a record, unknown kind
+            continue
+        record_lines.append((kind, fields[1:]))
+    for i, (kind, fields) in enumerate(record_lines):
+        if kind is None:
+            out.dropped += 1
+            continue
+        if i == len(record_lines) - 1 and not done:
+            # No "done": the answer may have been cut off inside this last line.
+            short = len(fields) + 1 < _FULL[kind] or not fields[-1].strip()
+            if short and not _salvageable_relation(kind, fields):
+                out.dropped += 1
+                continue
+        record = _parse_fields(kind, fields, entity_types)
+        if record is None:
+            out.dropped += 1
+        elif isinstance(record, EntityRecord):
+            out.entities.append(record)
+        elif isinstance(record, RelationshipRecord):
+            out.relationships.append(record)
+        else:
+            out.claims.append(record)
+    return out
+
+
+def is_done_only(text: str) -> bool:
+    """True when the answer holds no record lines at all (just ``done``, prose or nothing)."""
+    ex = parse_records(text)
+    return not (ex.entities or ex.relationships or ex.claims or ex.dropped)
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """YES -> True, NO -> False, anything else -> None; the first word decides if it can."""
+    if not isinstance(text, str):
+        return None
+    words = re.findall(r"[a-z]+", text.casefold())
+    yes, no = {"yes", "true"}, {"no", "false"}
+    if not words:
+        return None
+    if words == ["y"]:
+        return True
+    if words == ["n"]:
+        return False
+    if words[0] in yes:
+        return True
+    if words[0] in no:
+        return False
+    has_yes = any(w in yes for w in words)
+    has_no = any(w in no for w in words)
+    if has_yes != has_no:
+        return has_yes
+    return None
+
+
+# ---------------------------------------------------------------------------- JSON
+
+_MAX_STARTS = 40
+_MAX_REPAIRS = 60
+
+
+def _remove_trailing_commas(s: str) -> str:
+    out: list[str] = []
+    in_string = escape = False
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if in_string:
+            out.append(c)
+            if escape:
+                escape = False
+            elif c == "\\":
+                escape = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+            out.append(c)
+        elif c == ",":
+            j = i + 1
+            while j < n and s[j] in " \t\r\n":
+                j += 1
+            if j >= n or s[j] not in "}]":
+                out.append(c)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _loads(s: str) -> Any:
+    try:
+        return json.loads(s, strict=False)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return json.loads(_remove_trailing_commas(s), strict=False)
+    except (ValueError, RecursionError):
+        return None
+
+
+_CLOSE = {"{": "}", "[": "]"}
+
+
+_SPECIAL = re.compile(r'["\\{}\[\],]')
+_IN_STRING = re.compile(r'["\\]')
+
+
+def _scan(text: str, start: int) -> tuple[int | None, list[tuple[int, str]], bool, bool, str]:
+    """Bracket-match from ``text[start]``.
+
+    Returns (end index or None if truncated, cut points, in_string, escape, open closers). A cut
+    point (position, closers) is a place where the value can be ended by appending the closers:
+    just before a comma, or just after an opening bracket.
+    """
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []
+    i, n = start, len(text)
+    while True:
+        m = _SPECIAL.search(text, i)
+        if m is None:
+            return None, cuts, False, False, "".join(reversed(stack))
+        i = m.start()
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while True:
+                q = _IN_STRING.search(text, j)
+                if q is None:
+                    return None, cuts, True, False, "".join(reversed(stack))
+                if text[q.start()] == "\\":
+                    if q.start() + 1 >= n:
+                        return None, cuts, True, True, "".join(reversed(stack))
+                    j = q.start() + 2
+                    continue
+                i = q.start() + 1
+                break
+            continue
+        if c in "{[":
+            stack.append(_CLOSE[c])
+            cuts.append((i + 1, "".join(reversed(stack))))
+        elif c in "}]":
+            if not stack or stack[-1] != c:
+                return None, cuts, False, False, ""
+            stack.pop()
+            if not stack:
+                return i, cuts, False, False, ""
+        elif c == "," and stack:
+            cuts.append((i, "".join(reversed(stack))))
+        i += 1
+
+
+def _repair(text: str, start: int, cuts: list[tuple[int, str]], in_string: bool,
+            escape: bool, closers: str) -> Any:
+    tail = text[start:]
+    if in_string:
+        if escape:
+            tail = tail[:-1]
+        tail += '"'
+    value = _loads(tail + closers)
+    if value is not None:
+        return value
+    for pos, close in reversed(cuts[-_MAX_REPAIRS:]):
+        value = _loads(text[start:pos] + close)
+        if value is not None:
+            return value
+    return None
+
+
+def _find_json(text: str, openers: str) -> Any:
+    if not isinstance(text, str):
+        return None
+    starts = [m.start() for m in re.finditer("[" + re.escape(openers) + "]", text)][:_MAX_STARTS]
+    for start in starts:
+        end, cuts, in_string, escape, closers = _scan(text, start)
+        if end is not None:
+            value = _loads(text[start:end + 1])
+            if value is not None:
+                return value
+        elif closers:
+            value = _repair(text, start, cuts, in_string, escape, closers)
+            if value is not None:
+                return value
+    return None
+
+
+def parse_json_object(text: str) -> dict | None:
+    """The first JSON object in ``text`` (fences, prose, trailing commas, cut-off tail tolerated)."""
+    value = _find_json(text, "{")
+    return value if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------------------- reports
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        f = float(value)
+    elif isinstance(value, str):
+        m = _NUMBER.search(value)
+        if not m:
+            return None
+        f = float(m.group())
+    else:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
+_ID_TOKEN = re.compile(r"[\w\-:.]+")
+
+
+def _cited(value: Any, known: set[str]) -> list[str]:
+    if isinstance(value, str):
+        items: list[Any] = _ID_TOKEN.findall(value)
+    elif isinstance(value, list):
+        items = value
+    else:
+        return []
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, (str, int)) and not isinstance(item, bool):
+            s = str(item).strip().strip("[]()\"' .,;:")
+            if s in known and s not in out:
+                out.append(s)
+    return out
+
+
+def parse_report(text: str, *, known_entity_ids: set[str],
+                 known_relationship_ids: set[str]) -> dict | None:
+    """A community report normalized to the shape ``records.Report`` stores, or None."""
+    obj = parse_json_object(text)
+    if obj is None:
+        return None
+    if "title" not in obj and len(obj) == 1:
+        inner = next(iter(obj.values()))
+        if isinstance(inner, dict):
+            obj = inner
+    title, summary = _text(obj.get("title")), _text(obj.get("summary"))
+    if not title or not summary:
+        return None
+    rating = _number(obj.get("rating"))
+    rating = 5.0 if rating is None else min(10.0, max(0.0, rating))
+    raw = obj.get("findings")
+    if isinstance(raw, dict):
+        raw = [raw]
+    findings: list[dict] = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, str):
+            if item.strip():
+                findings.append({
+                    "summary": item.strip(), "explanation": "",
+                    "entities": _cited(item, known_entity_ids),
+                    "relationships": _cited(item, known_relationship_ids),
+                })
+            continue
+        if not isinstance(item, dict):
+            continue
+        f_summary = _text(item.get("summary") or item.get("title") or item.get("insight"))
+        explanation = _text(item.get("explanation") or item.get("details") or item.get("text"))
+        if not f_summary and not explanation:
+            continue
+        findings.append({
+            "summary": f_summary or explanation.split(". ")[0],
+            "explanation": explanation,
+            "entities": _cited(item.get("entities"), known_entity_ids),
+            "relationships": _cited(item.get("relationships"), known_relationship_ids),
+        })
+    return {
+        "title": title, "summary": summary, "rating": rating,
+        "rating_explanation": _text(obj.get("rating_explanation")), "findings": findings,
+    }
+
+
+# ---------------------------------------------------------------------------- query answers
+
+
+def parse_ratings(text: str, ids: list[str]) -> dict[str, float]:
+    """``{id: score}`` from lines like ``ID: SCORE``; unknown ids ignored, unrated ids absent."""
+    if not isinstance(text, str) or not ids:
+        return {}
+    known = sorted({i for i in ids if isinstance(i, str) and i}, key=len, reverse=True)
+    if not known:
+        return {}
+    pattern = re.compile(r"(?<![\w\-])(" + "|".join(map(re.escape, known)) + r")(?![\w\-])")
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        matches = list(pattern.finditer(line))
+        for k, m in enumerate(matches):
+            stop = matches[k + 1].start() if k + 1 < len(matches) else len(line)
+            number = _NUMBER.search(line, m.end(), stop)
+            if number and m.group(1) not in out:
+                value = float(number.group())
+                if math.isfinite(value):
+                    out[m.group(1)] = value
+    return out
+
+
+def parse_map_points(text: str) -> list[dict]:
+    """``[{"description", "score"}]`` from ``{"points": [...]}`` or a bare list; score 0..100."""
+    value = _find_json(text, "{[")
+    if isinstance(value, dict):
+        points = value.get("points")
+        if points is None:
+            lists = [v for v in value.values() if isinstance(v, list)]
+            points = lists[0] if len(lists) == 1 else ([value] if "description" in value else [])
+    else:
+        points = value
+    out: list[dict] = []
+    for item in points if isinstance(points, list) else []:
+        if isinstance(item, str):
+            description, score = item.strip(), None
+        elif isinstance(item, dict):
+            description = _text(item.get("description") or item.get("point") or item.get("text"))
+            score = _number(item.get("score"))
+        else:
+            continue
+        if description:
+            score = 50.0 if score is None else min(100.0, max(0.0, score))
+            out.append({"description": description, "score": score})
+    return out
