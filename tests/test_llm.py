@@ -1,0 +1,468 @@
+"""The LLM client against a scripted OpenAI-compatible endpoint (``httpx.MockTransport``).
+
+Each test runs a real SQLite store and writer under ``tmp_path``; the endpoint records every
+request it sees with a timestamp, so limits are checked on what reached the wire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import time
+from collections.abc import AsyncIterator
+
+import anyio
+import httpx
+import pytest
+
+from streamrag.config import LLMSettings
+from streamrag.errors import ConfigError, LLMOutputError, LLMRequestError, LLMUnavailableError
+from streamrag.llm import LLMClient, parse_retry_after
+from streamrag.store import Store
+from streamrag.tokens import count_message_tokens
+from streamrag.writer import Writer
+
+pytestmark = pytest.mark.anyio
+
+API = "http://llm.test/v1"
+USAGE = {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def ask(text: str = "hello") -> list[dict]:
+    return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
+
+
+def chat_body(text: str, usage: dict | None = USAGE) -> dict:
+    body = {"id": "x", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}]}
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def sse(events: list[dict | str]) -> bytes:
+    lines = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events]
+    return "".join(lines).encode()
+
+
+class Endpoint:
+    """Answers from ``script`` first (responses, exceptions or callables), then echoes."""
+
+    def __init__(self, *script, latency: float = 0.0) -> None:
+        self.script = list(script)
+        self.latency = latency
+        self.requests: list[tuple[float, httpx.Request, dict]] = []
+
+    @property
+    def bodies(self) -> list[dict]:
+        return [body for _, _, body in self.requests]
+
+    @property
+    def times(self) -> list[float]:
+        return sorted(t for t, _, _ in self.requests)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.requests.append((time.monotonic(), request, body))
+        if self.latency:
+            await anyio.sleep(self.latency)
+        if self.script:
+            step = self.script.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            if callable(step):
+                step = step(body)
+                if inspect.isawaitable(step):
+                    step = await step
+            return step
+        if request.url.path.endswith("/embeddings"):
+            data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0]}
+                    for i, t in enumerate(body["input"])]
+            return httpx.Response(200, json={"data": data, "usage": {"prompt_tokens": 3}})
+        return httpx.Response(200, json=chat_body("echo: " + body["messages"][-1]["content"]))
+
+
+@contextlib.asynccontextmanager
+async def client(tmp_path, endpoint: Endpoint, *, key: str = "sk-test",
+                 **settings) -> AsyncIterator[tuple[LLMClient, Store]]:
+    settings.setdefault("requests_per_minute", 0)
+    settings.setdefault("tokens_per_minute", 0)
+    store = Store(tmp_path / "index.db")  # left open: tests read llm_calls afterwards
+    async with Writer(store) as writer:
+        async with LLMClient(LLMSettings(api_base=API, **settings), key, store=store,
+                             writer=writer, run_id="run-1", retry_base_s=0.05,
+                             transport=httpx.MockTransport(endpoint)) as llm:
+            yield llm, store
+
+
+def calls(store: Store) -> list[dict]:
+    return store.query("SELECT * FROM llm_calls ORDER BY id")
+
+
+async def test_identical_request_is_served_from_the_cache(tmp_path):
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            first = await llm.chat(ask(), model="m1", stage="extract", prompt_name="extract",
+                                   prompt_version="v1")
+            second = await llm.chat(ask(), model="m1", stage="extract", prompt_name="extract",
+                                    prompt_version="v1")
+    assert len(endpoint.requests) == 1
+    assert first.text == second.text == "echo: hello"
+    assert (first.cached, second.cached) == (False, True)
+    assert (second.prompt_tokens, second.completion_tokens) == (17, 5)
+    rows = calls(store)
+    assert [r["cached"] for r in rows] == [0, 1]
+    assert rows[0]["cache_key"] == rows[1]["cache_key"]
+    assert {(r["run_id"], r["stage"], r["model"], r["prompt"], r["prompt_version"]) for r in rows} \
+        == {("run-1", "extract", "m1", "extract", "v1")}
+    assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"]) == (17, 5)
+    assert rows[0]["error"] is None
+    assert llm.stats == {"extract": {"calls": 2, "cached": 1, "prompt_tokens": 17,
+                                     "completion_tokens": 5, "errors": 0}}
+
+
+async def test_cache_survives_a_new_client(tmp_path):
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            await llm.chat(ask(), model="m1", stage="s")
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.cached and len(endpoint.requests) == 1
+
+
+@pytest.mark.parametrize("change", [
+    {"temperature": 0.3}, {"max_tokens": 64}, {"logit_bias": {"9642": 100}},
+    {"model": "m2"}, {"stop": ["\n\n"]}, {"response_format": {"type": "json_object"}},
+    {"prompt_version": "v2"},
+], ids=lambda c: next(iter(c)))
+async def test_any_changed_option_misses_the_cache(tmp_path, change):
+    endpoint = Endpoint()
+    base = {"model": "m1", "stage": "s", "prompt_name": "p", "prompt_version": "v1"}
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            await llm.chat(ask(), **base)
+            result = await llm.chat(ask(), **{**base, **change})
+    assert not result.cached
+    assert len(endpoint.requests) == 2
+    name, value = next(iter(change.items()))
+    if name != "prompt_version":  # the prompt's version is ours, not the provider's
+        assert endpoint.bodies[1][name] == value
+
+
+async def test_429_with_retry_after_is_waited_out(tmp_path):
+    endpoint = Endpoint(httpx.Response(429, headers={"Retry-After": "0.3"},
+                                       json={"error": {"message": "slow down"}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            started = time.monotonic()
+            result = await llm.chat(ask(), model="m1", stage="s")
+            elapsed = time.monotonic() - started
+    assert result.text == "echo: hello"
+    assert len(endpoint.requests) == 2
+    assert elapsed >= 0.3
+    assert endpoint.times[1] - endpoint.times[0] >= 0.3
+    assert [r["error"] for r in calls(store)] == [None]
+
+
+@pytest.mark.parametrize("failure", [
+    httpx.Response(500, json={"error": {"message": "boom"}}),
+    httpx.Response(503, text="upstream overloaded"),
+    httpx.ReadTimeout("no answer"),
+    httpx.ConnectError("connection refused"),
+    httpx.Response(200, content=b'{"choices": [{"mess'),
+], ids=["500", "503", "timeout", "connect", "truncated-json"])
+async def test_transient_failures_are_retried(tmp_path, failure):
+    endpoint = Endpoint(failure, failure)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.text == "echo: hello"
+    assert len(endpoint.requests) == 3
+    assert len(calls(store)) == 1
+
+
+async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path):
+    endpoint = Endpoint(*[httpx.Response(503, text="down")] * 3)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    message = str(err.value)
+    assert len(endpoint.requests) == 3
+    assert f"{API}/chat/completions" in message and "m1" in message and "HTTP 503" in message
+    assert "requests_per_minute" in message and "\n" not in message
+    rows = calls(store)
+    assert len(rows) == 1 and rows[0]["error"] == message and rows[0]["cached"] == 0
+    assert llm.stats["s"]["errors"] == 1
+
+
+@pytest.mark.parametrize(("status", "provider_message", "expected"), [
+    (401, "Incorrect API key provided", "the API key was rejected; set STREAMRAG_API_KEY"),
+    (403, "forbidden", "the API key was rejected"),
+    (404, "The model `m1` does not exist", "unknown model or wrong api_base: m1 at"),
+    (400, "This model's maximum context length is 8192 tokens", "prompt too long for m1"),
+    (400, "'messages' must contain the word json", "must contain the word json"),
+    (422, "invalid temperature", "HTTP 422: invalid temperature"),
+])
+async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
+                                                                provider_message, expected):
+    endpoint = Endpoint(httpx.Response(status, json={"error": {"message": provider_message}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            with pytest.raises(LLMRequestError, match=expected) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert err.value.status == status
+    assert len(endpoint.requests) == 1
+    assert "\n" not in str(err.value)
+    assert calls(store)[0]["error"] == str(err.value)
+
+
+async def test_long_provider_messages_are_cut(tmp_path):
+    endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad " * 200}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert len(str(err.value)) < 320
+
+
+async def test_requests_per_minute_are_spread_out(tmp_path):
+    # 1200/min = 20/s; the limiter holds one second of budget, so 20 go at once, then 20/s.
+    endpoint = Endpoint()
+    n, rate, burst = 40, 20, 20
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, requests_per_minute=1200, concurrency=64) as (llm, _):
+            started = time.monotonic()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(lambda i=i: llm.chat(ask(f"q{i}"), model="m1", stage="s"))
+            elapsed = time.monotonic() - started
+    times = endpoint.times
+    for i, t in enumerate(times):
+        assert t - times[0] >= (i + 1 - burst) / rate - 0.02, f"request {i} too early"
+    assert elapsed >= (n - burst) / rate - 0.02
+    assert elapsed < (n - burst) / rate + 0.5  # and not much slower than the limit
+
+
+async def test_tokens_per_minute_are_spread_out(tmp_path):
+    # 30000/min = 500 tokens/s; each request books its prompt plus max_tokens.
+    endpoint = Endpoint()
+    n, rate, max_tokens = 20, 500, 40
+    cost = count_message_tokens(ask("q00")) + max_tokens
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=30000, concurrency=64) as (llm, _):
+            started = time.monotonic()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(lambda i=i: llm.chat(ask(f"q{i:02}"), model="m1", stage="s",
+                                                       max_tokens=max_tokens))
+            elapsed = time.monotonic() - started
+    times = endpoint.times
+    for i, t in enumerate(times):
+        assert t - times[0] >= ((i + 1) * cost - rate) / rate - 0.02, f"request {i} too early"
+    assert elapsed >= (n * cost - rate) / rate - 0.02
+    assert elapsed < (n * cost - rate) / rate + 0.5
+
+
+async def test_concurrency_bounds_requests_in_flight(tmp_path):
+    in_flight = peak = 0
+
+    async def slow(body: dict) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.05)
+        in_flight -= 1
+        return httpx.Response(200, json=chat_body("ok"))
+
+    endpoint = Endpoint(*[slow] * 12)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, concurrency=3) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(lambda i=i: llm.chat(ask(f"q{i}"), model="m1", stage="s"))
+    assert peak == 3
+
+
+async def test_missing_usage_is_counted(tmp_path):
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("one two three", usage=None)))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.prompt_tokens == count_message_tokens(ask())
+    assert result.completion_tokens == 3
+    row = calls(store)[0]
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (result.prompt_tokens, 3)
+
+
+def stream_of(pieces: list[str], usage: dict = USAGE) -> httpx.Response:
+    events: list[dict | str] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+    events += [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+               for p in pieces]
+    events += [{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+               {"choices": [], "usage": usage}, "[DONE]"]
+    return httpx.Response(200, content=sse(events), headers={"content-type": "text/event-stream"})
+
+
+async def test_streaming_deltas_make_the_text_and_usage_is_recorded(tmp_path):
+    endpoint = Endpoint(stream_of(["The ", "quick ", "fox"]))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="answer", on_delta=deltas.append)
+            # The same request without streaming is the same answer: streaming is not in the key.
+            again = await llm.chat(ask(), model="m1", stage="answer")
+            replay: list[str] = []
+            await llm.chat(ask(), model="m1", stage="answer", on_delta=replay.append)
+    assert deltas == ["The ", "quick ", "fox"]
+    assert result.text == "The quick fox" and result.finish_reason == "stop"
+    assert endpoint.bodies[0]["stream"] is True
+    assert endpoint.bodies[0]["stream_options"] == {"include_usage": True}
+    assert again.cached and again.text == result.text
+    assert replay == ["The quick fox"]
+    assert len(endpoint.requests) == 1
+    row = calls(store)[0]
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (17, 5)
+
+
+async def test_a_cut_stream_is_retried(tmp_path):
+    cut = httpx.Response(200, content=sse([{"choices": [{"delta": {"content": "The "}}]}]))
+    endpoint = Endpoint(cut, stream_of(["The ", "end"]))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    assert result.text == "The end"
+    assert "".join(deltas) == "The end"  # what was shown is not shown twice
+    assert len(endpoint.requests) == 2
+
+
+async def test_concurrent_identical_requests_are_sent_once(tmp_path):
+    endpoint = Endpoint(latency=0.2)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            results = []
+
+            async def one() -> None:
+                results.append(await llm.chat(ask(), model="m1", stage="s"))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(one)
+    assert len(endpoint.requests) == 1
+    assert {r.text for r in results} == {"echo: hello"}
+    assert sorted(r.cached for r in results) == [False, True, True, True, True]
+    assert sorted(r["cached"] for r in calls(store)) == [0, 1, 1, 1, 1]
+
+
+async def test_a_shared_failure_fails_every_waiter_without_resending(tmp_path):
+    endpoint = Endpoint(httpx.Response(401, json={"error": {"message": "bad key"}}), latency=0.1)
+    errors = []
+
+    async def one() -> None:
+        try:
+            await llm.chat(ask(), model="m1", stage="s")
+        except LLMRequestError as e:
+            errors.append(e)
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(one)
+    assert len(errors) == 3 and len(endpoint.requests) == 1
+
+
+async def test_unusable_answers_are_not_cached_and_asked_again(tmp_path):
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("garbage")),
+                        httpx.Response(200, json=chat_body("GOOD")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="s", validate=lambda t: t == "GOOD")
+            again = await llm.chat(ask(), model="m1", stage="s", validate=lambda t: t == "GOOD")
+            with pytest.raises(LLMOutputError, match="no usable answer"):
+                await llm.chat(ask("x"), model="m1", stage="s", validate=lambda t: False)
+    assert result.text == "GOOD" and again.cached
+    assert len(endpoint.requests) == 2 + 3
+    assert [r["error"] for r in calls(store)][:3] == ["unusable answer", None, None]
+
+
+async def test_embeddings_are_cached_per_text_and_batched(tmp_path):
+    endpoint = Endpoint()
+    texts = [f"text {i}" for i in range(130)]
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            first = await llm.embed(["a", "bb", "a"], model="e1", stage="embed")
+            second = await llm.embed(["bb", "ccc"], model="e1", stage="embed")
+            many = await llm.embed(texts, model="e1", stage="embed")
+            other_model = await llm.embed(["a"], model="e2", stage="embed")
+    assert first == [[1.0, 1.0], [2.0, 1.0], [1.0, 1.0]]
+    assert second == [[2.0, 1.0], [3.0, 1.0]]
+    assert many == [[float(len(t)), 1.0] for t in texts]
+    assert other_model == [[1.0, 1.0]]
+    inputs = [body["input"] for body in endpoint.bodies]
+    assert inputs[:2] == [["a", "bb"], ["ccc"]]
+    assert sorted(len(i) for i in inputs[2:5]) == [2, 64, 64]
+    assert inputs[5] == ["a"] and len(inputs) == 6
+    rows = calls(store)
+    assert sum(r["cached"] for r in rows) == 1 and all(r["stage"] == "embed" for r in rows)
+
+
+async def test_without_a_store_nothing_is_cached_or_recorded(tmp_path):
+    endpoint = Endpoint()
+    settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0)
+    with anyio.fail_after(5):
+        async with LLMClient(settings, "", transport=httpx.MockTransport(endpoint)) as llm:
+            await llm.chat(ask(), model="m1", stage="s")
+            await llm.chat(ask(), model="m1", stage="s")
+    assert len(endpoint.requests) == 2
+    assert "authorization" not in endpoint.requests[0][1].headers
+    assert llm.stats["s"]["calls"] == 2 and llm.stats["s"]["prompt_tokens"] == 34
+
+
+async def test_cache_off_still_records(tmp_path):
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, cache=False) as (llm, store):
+            await llm.chat(ask(), model="m1", stage="s")
+            await llm.chat(ask(), model="m1", stage="s")
+    assert len(endpoint.requests) == 2
+    assert len(calls(store)) == 2 and store.scalar("SELECT count(*) FROM llm_cache") == 0
+
+
+async def test_urls_and_auth_headers(tmp_path):
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            await llm.chat(ask(), model="m1", stage="s")
+        async with client(tmp_path, endpoint, api_version="2024-06-01") as (llm, _):
+            await llm.embed(["a"], model="e1", stage="embed")
+    openai_request, azure_request = (r for _, r, _ in endpoint.requests)
+    assert str(openai_request.url) == f"{API}/chat/completions"
+    assert openai_request.headers["authorization"] == "Bearer sk-test"
+    assert str(azure_request.url) == f"{API}/embeddings?api-version=2024-06-01"
+    assert azure_request.headers["api-key"] == "sk-test"
+    assert "authorization" not in azure_request.headers
+
+
+def test_no_api_base_is_a_config_error():
+    with pytest.raises(ConfigError, match="set llm.api_base"):
+        LLMClient(LLMSettings(api_base=""), "")
+
+
+def test_retry_after_parsing():
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after("0.5") == 0.5
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None
+    now = 1_700_000_000.0
+    assert parse_retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now=now) == pytest.approx(10.0)
+    assert parse_retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now=now) == 0.0
