@@ -1,0 +1,259 @@
+"""The command line: parse, call the library, print. Results on stdout, progress on stderr.
+
+Exit codes: 0 success, 1 a user error (one line on stderr saying what to do), 2 usage,
+130 interrupted. ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+
+from streamrag import __version__
+from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
+from streamrag.errors import ConfigError, IndexMissingError, StreamragError
+from streamrag.store import Store, default_db_path
+
+
+# --------------------------------------------------------------------------------------------
+# Shared resolution of settings and database
+# --------------------------------------------------------------------------------------------
+def _settings(args: argparse.Namespace, near: Path | None = None) -> Settings:
+    path = Path(args.config) if getattr(args, "config", None) else None
+    if path is None:
+        path = find_config(near) if near is not None else None
+        path = path or find_config()
+    overrides: dict = {}
+    if getattr(args, "api_base", None):
+        overrides.setdefault("llm", {})["api_base"] = args.api_base
+    if getattr(args, "offline", False):
+        overrides.setdefault("index", {})["extractor"] = "nlp"
+    settings = load_settings(path, overrides=overrides or None)
+    if getattr(args, "api_base", None):  # the flag beats the environment too
+        settings.llm.api_base = args.api_base.rstrip("/")
+    return settings
+
+
+def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
+    if getattr(args, "db", None):
+        return Path(args.db)
+    if settings.store.path:
+        return Path(settings.store.path).expanduser()
+    return default_db_path(root)
+
+
+def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
+    if getattr(args, "db", None):
+        return Path(args.db)
+    if settings.store.path:
+        return Path(settings.store.path).expanduser()
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        candidate = d / ".streamrag" / "index.db"
+        if candidate.exists():
+            return candidate
+    raise IndexMissingError("no index found here or in a parent folder; build one with "
+                            "`streamrag index DIR`, or pass --db PATH")
+
+
+def _print_json(obj: object) -> None:
+    print(json.dumps(obj, indent=None, default=str))
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    target = Path(args.dir) / CONFIG_NAME
+    if target.exists() and not args.force:
+        raise ConfigError(f"{target} exists already; edit it, or pass --force to overwrite it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(default_config_text(), encoding="utf-8")
+    print(target)
+    print("Edit it, then run `streamrag index DIR`. Set llm.api_base (or STREAMRAG_API_BASE) to use "
+          "an LLM; without one streamrag indexes offline.", file=sys.stderr)
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from streamrag import pipeline, progress
+
+    paths = [Path(p) for p in args.paths]
+    for p in paths:
+        if not p.exists():
+            raise StreamragError(f"{p}: no such file or folder; give the folder to index")
+    root = paths[0] if paths[0].is_dir() else paths[0].parent
+    settings = _settings(args, root)
+    db = _db_for_index(args, settings, root)
+    if args.estimate:
+        from streamrag.estimate import estimate
+
+        result = estimate(paths, settings, db, root=root)
+        if args.json:
+            _print_json(result)
+        else:
+            from streamrag.estimate import format_estimate
+
+            print(format_estimate(result))
+        return 0
+    prog = pipeline.Progress()
+    indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index")
+    with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
+        result = anyio.run(indexer.run, paths)
+    if args.json:
+        _print_json({"db": str(db), **_struct_dict(result)})
+    else:
+        print(_format_sync(result, db))
+    return 0
+
+
+def _struct_dict(obj) -> dict:
+    import msgspec
+
+    return msgspec.to_builtins(obj)
+
+
+def _format_sync(r, db: Path) -> str:
+    calls = sum(s.get("calls", 0) for s in r.llm.values())
+    cached = sum(s.get("cached", 0) for s in r.llm.values())
+    tokens = sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in r.llm.values())
+    mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
+    lines = [
+        f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s",
+        f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged)",
+        f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, {r.chunks_reused} reused)",
+        f"  entities       {r.entities}",
+        f"  relationships  {r.relationships}",
+        f"  communities    {r.communities} ({r.reports_generated} reports written, {r.reports_kept} kept)",
+    ]
+    if r.claims:
+        lines.append(f"  claims         {r.claims}")
+    if calls:
+        lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")
+    if r.failures:
+        lines.append(f"  failures       {r.failures}: see `streamrag status --failures`")
+    for w in r.warnings[:10]:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from streamrag.status import format_status, gather_status
+
+    settings = _settings(args)
+    db = _db_for_reading(args, settings)
+    store = Store(db, readonly=True)
+    try:
+        info = gather_status(store, failures=args.failures)
+    finally:
+        store.close()
+    if args.json:
+        _print_json({"db": str(db), **info})
+    else:
+        print(format_status(info, db))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from streamrag.export import export
+
+    settings = _settings(args)
+    db = _db_for_reading(args, settings)
+    store = Store(db, readonly=True)
+    try:
+        counts = export(store, Path(args.out), args.format)
+    finally:
+        store.close()
+    print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from streamrag.simulator import SimulatorConfig, serve_forever
+
+    serve_forever(SimulatorConfig(host=args.host, port=args.port, latency_ms=args.latency_ms,
+                                  per_token_ms=args.per_token_ms, rpm=args.rpm, tpm=args.tpm,
+                                  fault_rate=args.fault_rate, seed=args.seed))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Parser
+# --------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamrag",
+        description="A streaming, incremental GraphRAG: index a folder into one SQLite file, keep it "
+                    "current, and ask it global and local questions.")
+    parser.add_argument("--version", action="version", version=f"streamrag {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser, db: bool = True) -> None:
+        p.add_argument("--config", metavar="FILE", help=f"settings file (default: {CONFIG_NAME} here or above)")
+        if db:
+            p.add_argument("--db", metavar="FILE", help="index database (default: .streamrag/index.db)")
+
+    p = sub.add_parser("init", help="write a commented streamrag.toml to edit")
+    p.add_argument("dir", nargs="?", default=".", help="folder to write it in (default: here)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("index", help="index (or update the index of) a folder or files")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="folder(s) or file(s) to index")
+    common(p)
+    p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
+    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
+    common(p)
+    p.add_argument("--failures", action="store_true", help="list the recorded failures")
+    p.add_argument("--json", action="store_true", help="print as one JSON object")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("export", help="write the index as JSON or GraphML")
+    p.add_argument("out", metavar="OUT", help="output file")
+    p.add_argument("--format", choices=("json", "graphml"), default="json")
+    common(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("simulate", help="run the deterministic OpenAI-compatible simulator")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--per-token-ms", type=float, default=0.0)
+    p.add_argument("--rpm", type=int, default=0, help="requests per minute before 429 (0 = no limit)")
+    p.add_argument("--tpm", type=int, default=0, help="tokens per minute before 429 (0 = no limit)")
+    p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_simulate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    debug = args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1"
+    try:
+        return args.func(args)
+    except StreamragError as e:
+        if debug:
+            raise
+        print(f"streamrag: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("streamrag: interrupted; finished work is kept, run the same command to continue",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,73 @@
+"""Embeddings of entity descriptions, chunk texts and reports, for the query side.
+
+Only items whose text changed since their stored vector are sent (the row keeps a hash of the
+embedded text), so an update embeds what it changed and nothing else. Vectors are stored as
+little-endian float32 blobs.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+
+from streamrag.ids import text_hash
+from streamrag.store import Store
+
+
+def pack(vector: list[float]) -> bytes:
+    return array.array("f", vector).tobytes()
+
+
+def unpack(blob: bytes) -> list[float]:
+    a = array.array("f")
+    a.frombytes(blob)
+    return a.tolist()
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def entity_text(name: str, description: str) -> str:
+    return f"{name}: {description}"
+
+
+def _stored_hashes(store: Store, kind: str, model: str) -> dict[str, str]:
+    return {r["item_id"]: r["content_hash"] for r in store.query(
+        "SELECT item_id, content_hash FROM embeddings WHERE kind = ? AND model = ?", (kind, model))}
+
+
+async def embed_missing(llm, store: Store, writer, model: str, state, change, assignments) -> int:
+    """Embeds every published-to-be item whose text has no vector yet; returns how many."""
+    todo: list[tuple[str, str, str]] = []  # (kind, item id, text)
+    have = _stored_hashes(store, "entity", model)
+    for e in state.entities.values():
+        text = entity_text(e.name, e.description)
+        if have.get(e.id) != text_hash(text):
+            todo.append(("entity", e.id, text))
+    have = _stored_hashes(store, "chunk", model)
+    missing_chunks = [c for c in sorted(change.live) if c not in have]
+    for i in range(0, len(missing_chunks), 500):
+        part = missing_chunks[i:i + 500]
+        for r in store.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+            todo.append(("chunk", r["id"], r["text"]))
+    have = _stored_hashes(store, "report", model)
+    for _context_key, report_key in assignments.values():
+        if report_key not in have:
+            text = store.scalar("SELECT text FROM reports WHERE key = ?", (report_key,))
+            if text:
+                todo.append(("report", report_key, text))
+                have[report_key] = "pending"
+    if not todo:
+        return 0
+    for i in range(0, len(todo), 256):
+        batch = todo[i:i + 256]
+        vectors = await llm.embed([t for _k, _i, t in batch], model=model, stage="embed")
+        rows = [(k, item, model, text_hash(t), pack(v)) for (k, item, t), v in zip(batch, vectors, strict=True)]
+        await writer.run(lambda s, rows=rows: s.conn.executemany(
+            "INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) VALUES (?,?,?,?,?)",
+            rows))
+    return len(todo)

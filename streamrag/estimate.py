@@ -1,0 +1,111 @@
+"""``streamrag index --estimate``: the calls and tokens a run would need, before spending any.
+
+Extraction prompts are counted exactly (each new chunk is rendered into the real prompt).
+What depends on the model's answers is estimated with ratios measured on the simulator and on
+GraphRAG's published runs, and said to be estimates: completion length (about 0.4 of the chunk
+for the first round, 0.1 for a gleaning), how many descriptions need merging (about 2.5 per
+chunk), and the number of communities (about 0.7 per chunk).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamrag import chunker, loader
+from streamrag.config import Settings
+from streamrag.errors import InputError
+from streamrag.extractor import extractor_key
+from streamrag.prompts import load_prompt
+from streamrag.store import Store
+from streamrag.tokens import count_message_tokens
+
+FIRST_ROUND_COMPLETION = 0.4
+GLEAN_COMPLETION = 0.1
+SUMMARIES_PER_CHUNK = 2.5
+SUMMARY_PROMPT, SUMMARY_COMPLETION = 350, 120
+COMMUNITIES_PER_CHUNK = 0.7
+REPORT_COMPLETION = 700
+FOUND_LIST_TOKENS = 250
+
+
+def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
+    key = extractor_key(settings)
+    done: set[str] = set()
+    if db.exists():
+        store = Store(db)
+        try:
+            done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
+        finally:
+            store.close()
+    ix = settings.index
+    new_chunks = {}
+    docs = corpus_tokens = unreadable = 0
+    for path in loader.scan(paths, ix.include):
+        try:
+            documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
+        except InputError:
+            unreadable += 1
+            continue
+        for doc in documents:
+            docs += 1
+            for c in chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
+                                            encoding=ix.encoding):
+                corpus_tokens += c.tokens
+                if c.id not in done:
+                    new_chunks[c.id] = c
+    stages: dict[str, dict[str, int]] = {}
+
+    def add(stage: str, calls: float, prompt: float, completion: float) -> None:
+        s = stages.setdefault(stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        s["calls"] += round(calls)
+        s["prompt_tokens"] += round(prompt)
+        s["completion_tokens"] += round(completion)
+
+    n = len(new_chunks)
+    if not settings.offline and n:
+        extract = load_prompt("extract", ix.extraction_prompt)
+        types = ", ".join(t.lower() for t in ix.entity_types)
+        found = "x " * FOUND_LIST_TOKENS
+        for c in new_chunks.values():
+            add("extract", 1, count_message_tokens(extract.render(text=c.text, entity_types=types), ix.encoding),
+                FIRST_ROUND_COMPLETION * c.tokens)
+            for _ in range(ix.max_gleanings):
+                if ix.glean_check != "off":
+                    check = load_prompt("glean_check").render(text=c.text, found=found)
+                    add("glean_check", 1, count_message_tokens(check, ix.encoding), 1)
+                glean = load_prompt("glean").render(text=c.text, found=found, entity_types=types)
+                add("glean", 1, count_message_tokens(glean, ix.encoding), GLEAN_COMPLETION * c.tokens)
+            if ix.extract_claims:
+                claims = load_prompt("claims").render(text=c.text, entities=found,
+                                                      claim_description=ix.claim_description)
+                add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
+        add("summarize", SUMMARIES_PER_CHUNK * n, SUMMARIES_PER_CHUNK * n * SUMMARY_PROMPT,
+            SUMMARIES_PER_CHUNK * n * SUMMARY_COMPLETION)
+        communities = COMMUNITIES_PER_CHUNK * n
+        report_prompt = min(ix.report_max_input_tokens, 1800) + 250
+        add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
+    calls = sum(s["calls"] for s in stages.values())
+    prompt = sum(s["prompt_tokens"] for s in stages.values())
+    completion = sum(s["completion_tokens"] for s in stages.values())
+    return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
+            "chunks_to_extract": n,
+            "offline": settings.offline, "chat_calls": calls, "prompt_tokens": prompt,
+            "completion_tokens": completion, "by_stage": stages,
+            "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
+                       "report": settings.llm.report_model}}
+
+
+def format_estimate(e: dict) -> str:
+    if e["offline"]:
+        head = (f"Offline indexing: {e['documents']} documents, {e['corpus_tokens']:,} tokens, "
+                f"{e['chunks_to_extract']} chunks to extract; no LLM calls, no cost.")
+        return head
+    lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
+             f"{e['chunks_to_extract']} chunks to extract:"]
+    for stage, s in e["by_stage"].items():
+        lines.append(f"  {stage:<12} {s['calls']:>6} calls  {s['prompt_tokens']:>12,} prompt  "
+                     f"{s['completion_tokens']:>10,} completion")
+    lines.append(f"  {'total':<12} {e['chat_calls']:>6} calls  {e['prompt_tokens']:>12,} prompt  "
+                 f"{e['completion_tokens']:>10,} completion")
+    lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""First-round extraction of one chunk: entities and relationships, and claims when enabled.
+
+``extractor_key`` names everything that changes an extraction besides the chunk text (method,
+model, prompt versions, entity types, gleaning and claim settings). Stored extractions are
+keyed by (chunk id, extractor key), so a chunk is extracted once per configuration, ever.
+"""
+
+from __future__ import annotations
+
+from streamrag import ids, nlp
+from streamrag.config import Settings
+from streamrag.parsing import is_done_only, parse_records
+from streamrag.prompts import Prompt, load_prompt
+from streamrag.records import Chunk, Extraction
+
+NLP_VERSION = "nlp-1"
+
+
+def extractor_key(settings: Settings) -> str:
+    ix = settings.index
+    types = [t.lower() for t in ix.entity_types]
+    if settings.offline:
+        return "nlp-" + ids.digest(NLP_VERSION, types, nlp.VERSION, length=12)
+    prompts = ExtractionPrompts.load(settings)
+    return "llm-" + ids.digest(
+        settings.llm.extraction_model, prompts.extract.version, prompts.glean.version,
+        prompts.glean_check.version, prompts.claims.version if ix.extract_claims else "",
+        ix.claim_description if ix.extract_claims else "", types, ix.max_gleanings,
+        ix.glean_check, settings.llm.logit_bias, length=12)
+
+
+class ExtractionPrompts:
+    def __init__(self, extract: Prompt, glean: Prompt, glean_check: Prompt, claims: Prompt) -> None:
+        self.extract, self.glean, self.glean_check, self.claims = extract, glean, glean_check, claims
+
+    @classmethod
+    def load(cls, settings: Settings) -> ExtractionPrompts:
+        return cls(load_prompt("extract", settings.index.extraction_prompt), load_prompt("glean"),
+                   load_prompt("glean_check"), load_prompt("claims"))
+
+
+def usable_records(text: str) -> bool:
+    """Whether a model answer is worth keeping (else the client retries without the cache)."""
+    ext = parse_records(text)
+    return bool(ext.entities or ext.relationships or ext.claims) or is_done_only(text)
+
+
+def entity_types_text(settings: Settings) -> str:
+    return ", ".join(t.lower() for t in settings.index.entity_types)
+
+
+async def extract_chunk(llm, prompts: ExtractionPrompts, chunk: Chunk, settings: Settings) -> Extraction:
+    """The first extraction round of ``chunk`` (LLM) or the whole offline extraction (NLP)."""
+    if settings.offline:
+        return nlp.extract_offline(chunk.text, entity_types=settings.index.entity_types)
+    messages = prompts.extract.render(text=chunk.text, entity_types=entity_types_text(settings))
+    result = await llm.chat(messages, model=settings.llm.extraction_model, stage="extract",
+                            prompt=prompts.extract, validate=usable_records)
+    return parse_records(result.text, entity_types=settings.index.entity_types)
+
+
+async def extract_claims(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
+                         settings: Settings) -> Extraction:
+    """Adds the chunk's claims about its entities (a separate call, only when enabled)."""
+    if settings.offline or not settings.index.extract_claims:
+        return extraction
+    names = ", ".join(sorted({e.name for e in extraction.entities})) or "any"
+    messages = prompts.claims.render(text=chunk.text, entities=names,
+                                     claim_description=settings.index.claim_description)
+    result = await llm.chat(messages, model=settings.llm.extraction_model, stage="claims",
+                            prompt=prompts.claims, validate=usable_records)
+    parsed = parse_records(result.text)
+    extraction.claims = list(parsed.claims)
+    extraction.dropped += parsed.dropped
+    return extraction

@@ -1,0 +1,84 @@
+"""Gleaning: further rounds asking the model for what the first extraction missed.
+
+Each round first asks whether anything was missed (one token, YES or NO: forced with
+``logit_bias`` when the provider honours it, asked for in words otherwise, or skipped with
+``glean_check = "off"``), and if so asks for the missing records. Unlike a replay of the whole
+conversation, a round sends the text once plus the list of names already found, which costs
+far fewer tokens and lets the model see exactly what it has.
+"""
+
+from __future__ import annotations
+
+from streamrag import ids
+from streamrag.config import Settings
+from streamrag.extractor import ExtractionPrompts, entity_types_text, usable_records
+from streamrag.parsing import parse_records, parse_yes_no
+from streamrag.records import Chunk, Extraction
+from streamrag.tokens import get_encoding
+
+
+def found_list(extraction: Extraction) -> str:
+    """The compact reminder of what was found: one entity name per line, then relation pairs."""
+    lines = sorted({f"{e.name} ({e.type})" for e in extraction.entities})
+    lines += sorted({f"{r.source} -- {r.target}" for r in extraction.relationships})
+    return "\n".join(lines) or "(nothing yet)"
+
+
+def merge_round(extraction: Extraction, extra: Extraction) -> int:
+    """Adds the records of ``extra`` that are new; returns how many were added."""
+    seen_e = {ids.normalize_name(e.name) for e in extraction.entities}
+    seen_r = {frozenset((ids.normalize_name(r.source), ids.normalize_name(r.target)))
+              for r in extraction.relationships}
+    added = 0
+    for e in extra.entities:
+        if (key := ids.normalize_name(e.name)) and key not in seen_e:
+            seen_e.add(key)
+            extraction.entities.append(e)
+            added += 1
+    for r in extra.relationships:
+        pair = frozenset((ids.normalize_name(r.source), ids.normalize_name(r.target)))
+        if len(pair) == 2 and pair not in seen_r:
+            seen_r.add(pair)
+            extraction.relationships.append(r)
+            added += 1
+    extraction.dropped += extra.dropped
+    return added
+
+
+def _yes_no_bias(settings: Settings) -> dict[str, int]:
+    enc = get_encoding(settings.index.encoding)
+    return {str(enc.encode(word)[0]): 100 for word in ("YES", "NO")}
+
+
+async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, found: str,
+                           settings: Settings) -> bool:
+    mode = settings.index.glean_check
+    if mode == "off":
+        return True
+    messages = prompts.glean_check.render(text=chunk.text, found=found)
+    use_bias = mode == "logit_bias" and settings.llm.logit_bias
+    result = await llm.chat(
+        messages, model=settings.llm.extraction_model, stage="glean_check",
+        prompt=prompts.glean_check, max_tokens=1 if use_bias else 3,
+        logit_bias=_yes_no_bias(settings) if use_bias else None)
+    return parse_yes_no(result.text) is not False
+
+
+async def glean(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
+                settings: Settings) -> Extraction:
+    """Up to ``max_gleanings`` rounds of asking for missed entities and relationships."""
+    if settings.offline:
+        return extraction
+    for _ in range(settings.index.max_gleanings):
+        found = found_list(extraction)
+        if not await _should_continue(llm, prompts, chunk, found, settings):
+            break
+        messages = prompts.glean.render(text=chunk.text, found=found,
+                                        entity_types=entity_types_text(settings))
+        result = await llm.chat(messages, model=settings.llm.extraction_model, stage="glean",
+                                prompt=prompts.glean, validate=usable_records)
+        extra = parse_records(result.text, entity_types=settings.index.entity_types)
+        extraction.rounds += 1
+        if merge_round(extraction, extra) == 0:
+            break
+    return extraction

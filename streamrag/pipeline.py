@@ -1,0 +1,796 @@
+"""The indexing pipeline, top to bottom: one ``sync`` brings the index to the folder as it is.
+
+    scan ──> loader ──> chunker ──> extractor ×N ──> gleaner ×N ──> writer (chunks, extractions)
+                                                                        │
+    ┌───────────────────────────────────────────────────────────────────┘
+    └─> changes (chunks that became live or dead) ──> merge ──> summarizer ×N ──> graph
+          ──> communities (Leiden from the previous partition) ──> reports ×N, deepest level first
+          ──> embeddings ──> publish (one transaction)
+
+The first half streams: bounded memory streams connect the stages, so a slow stage holds back
+the ones before it instead of filling memory. Its products are content-addressed and written as
+soon as they exist, so an interrupted run loses nothing. The second half works on what changed:
+a first index is simply the update from an empty index, which is why an index built over many
+updates equals the index built at once. Nothing a query reads changes until ``publish``
+replaces the published rows and bumps the version in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from streamrag import chunker, loader, merge
+from streamrag.communities import hierarchical_leiden
+from streamrag.config import Settings
+from streamrag.errors import InputError, LLMError, StreamragError
+from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
+from streamrag.gleaner import glean
+from streamrag.graph import with_degrees
+from streamrag.prompts import load_prompt
+from streamrag.records import Chunk, Claim, Community, Document, Entity, Extraction, Relationship, Report
+from streamrag.reports import (
+    build_context,
+    changed_fraction,
+    context_key,
+    extractive_report,
+    llm_report,
+)
+from streamrag.store import Store
+from streamrag.summarizer import extractive_summary, summarize
+from streamrag.writer import Writer
+
+_extraction_json = msgspec.json.Encoder()
+_extraction_decode = msgspec.json.Decoder(Extraction)
+
+
+# --------------------------------------------------------------------------------------------
+# Progress and results
+# --------------------------------------------------------------------------------------------
+class Progress:
+    """Counters the stages bump; a display (``progress.py``) reads them. No I/O here."""
+
+    def __init__(self) -> None:
+        self.stage = "scanning"
+        self.counts: dict[str, int] = defaultdict(int)
+        self.totals: dict[str, int] = defaultdict(int)
+        self.listeners: list[Callable[[Progress], None]] = []
+
+    def set_stage(self, stage: str) -> None:
+        self.stage = stage
+        self.changed()
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.counts[key] += n
+        self.changed()
+
+    def total(self, key: str, n: int) -> None:
+        self.totals[key] = n
+        self.changed()
+
+    def changed(self) -> None:
+        for listener in self.listeners:
+            listener(self)
+
+
+class SyncResult(msgspec.Struct):
+    run_id: str
+    version: int
+    docs: int
+    docs_added: int
+    docs_removed: int
+    docs_unchanged: int
+    chunks: int
+    chunks_extracted: int
+    chunks_reused: int
+    entities: int
+    relationships: int
+    claims: int
+    communities: int
+    reports: int
+    reports_generated: int
+    reports_kept: int
+    failures: int
+    warnings: list[str]
+    llm: dict
+    wall_s: float
+    offline: bool
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: scan, load, chunk, extract, glean (streaming)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Scan:
+    """What the folder holds now: path -> (doc id, size, mtime), per-document facts."""
+
+    files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
+    doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # chunks of new documents
+    warnings: list[str] = field(default_factory=list)
+    failures: int = 0
+    unchanged_paths: int = 0
+
+
+def _rel(path: Path, root: Path | None) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix() if root else str(path)
+    except ValueError:
+        return str(path.resolve())
+
+
+class Indexer:
+    """One sync of ``paths`` into the store at ``db_path``."""
+
+    def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
+                 progress: Progress | None = None, command: str = "index", transport=None) -> None:
+        self.settings = settings
+        self.db_path = db_path
+        self.root = root
+        self.progress = progress or Progress()
+        self.command = command
+        self.transport = transport
+        self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+        self.key = extractor_key(settings)
+        self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
+        self.failures = 0
+        self.llm = None
+
+    # -- helpers ---------------------------------------------------------------------------
+    async def fail(self, writer: Writer, stage: str, item: str, message: str) -> None:
+        self.failures += 1
+        self.progress.add("failures")
+        await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
+
+    def _open_llm(self, store: Store, writer: Writer):
+        if self.settings.offline and not self.settings.llm.embedding_model:
+            return None
+        from streamrag.llm import LLMClient
+
+        return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
+                         run_id=self.run_id, transport=self.transport)
+
+    # -- the run -----------------------------------------------------------------------------
+    async def run(self, paths: list[Path]) -> SyncResult:
+        started = time.monotonic()
+        store = Store(self.db_path)
+        try:
+            async with Writer(store) as writer:
+                await writer.run(lambda s: s.start_run(self.run_id, self.command))
+                status = "interrupted"
+                try:
+                    self.llm = self._open_llm(store, writer)
+                    if self.llm is not None:
+                        await self.llm.__aenter__()
+                    try:
+                        result = await self._sync(store, writer, paths, started)
+                    finally:
+                        if self.llm is not None:
+                            with anyio.CancelScope(shield=True):
+                                await self.llm.__aexit__(None, None, None)
+                    status = "ok"
+                    return result
+                except StreamragError:
+                    status = "failed"
+                    raise
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await writer.run(lambda s: s.finish_run(self.run_id, status))
+        finally:
+            store.close()
+
+    async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
+        scan = await self._stream_stage(store, writer, paths)
+        change = self._changes(store, scan)
+        self.progress.set_stage("merging")
+        state = _GraphState.load(store)
+        summaries_needed = state.apply(store, change, self.settings)
+        self.progress.set_stage("summarizing")
+        await self._summarize(writer, state, summaries_needed)
+        state.finish_graph()
+        self.progress.set_stage("clustering")
+        communities = hierarchical_leiden(
+            sorted(state.entities), [(r.source, r.target, r.weight) for r in state.relationships.values()],
+            max_cluster_size=self.settings.index.max_cluster_size, seed=self.settings.index.leiden_seed,
+            resolution=self.settings.index.leiden_resolution, previous=state.old_communities or None)
+        self.progress.set_stage("reporting")
+        assignments, generated, kept = await self._reports(store, writer, state, communities)
+        self.progress.set_stage("embedding")
+        await self._embed(store, writer, state, change, assignments)
+        self.progress.set_stage("publishing")
+        version = await writer.run(_publish, scan, change, state, communities, assignments, self.key)
+        llm_stats = self.llm.stats if self.llm is not None else {}
+        return SyncResult(
+            run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
+            docs_added=len(change.added_docs), docs_removed=len(change.removed_docs),
+            docs_unchanged=len(change.kept_docs),
+            chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
+            chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
+            relationships=len(state.relationships), claims=len(state.claims),
+            communities=len(communities), reports=len(assignments), reports_generated=generated,
+            reports_kept=kept, failures=self.failures + scan.failures, warnings=scan.warnings,
+            llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
+
+    async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path]) -> _Scan:
+        """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
+        s = self.settings
+        scan = _Scan()
+        known = {r["path"]: (r["doc_id"], r["size"], r["mtime"])
+                 for r in store.query("SELECT path, doc_id, size, mtime FROM files")}
+        files = loader.scan(paths, s.index.include)
+        self.progress.total("files", len(files))
+        self.progress.set_stage("extracting")
+        q = s.pipeline.queue_size
+        doc_send, doc_recv = anyio.create_memory_object_stream[Document](q)
+        chunk_send, chunk_recv = anyio.create_memory_object_stream[Chunk](q)
+        glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](q)
+        scheduled: set[str] = set()
+
+        async def load() -> None:
+            async with doc_send:
+                for path in files:
+                    rel = _rel(path, self.root)
+                    rows = {p: v for p, v in known.items() if p == rel or p.startswith(rel + "#")}
+                    try:
+                        st = path.stat()
+                    except OSError as e:
+                        # What was indexed from it stays until the file can be read again.
+                        scan.files.update(rows)
+                        await self.fail(writer, "load", rel, f"{rel}: cannot read ({e.strerror})")
+                        continue
+                    if rows and all(v[1] == st.st_size and v[2] == st.st_mtime for v in rows.values()):
+                        scan.files.update(rows)  # unchanged on disk: not even read
+                        scan.unchanged_paths += 1
+                        self.progress.add("files_done")
+                        continue
+                    try:
+                        docs, warnings = loader.read_documents(path, root=self.root,
+                                                               text_field=s.index.text_field)
+                    except InputError as e:
+                        scan.files.update(rows)
+                        await self.fail(writer, "load", rel, str(e))
+                        self.progress.add("files_done")
+                        continue
+                    scan.warnings += warnings
+                    for doc in docs:
+                        scan.files[doc.path] = (doc.id, st.st_size, st.st_mtime)
+                        if doc.id not in scan.documents:
+                            scan.documents[doc.id] = doc
+                            await doc_send.send(doc)
+                    self.progress.add("files_done")
+
+        async def chunk_docs() -> None:
+            async with doc_recv, chunk_send:
+                async for doc in doc_recv:
+                    existing = store.query("SELECT idx, chunk_id FROM document_chunks WHERE doc_id = ?",
+                                           (doc.id,))
+                    if existing:  # the same text is indexed already (a rename or a copy)
+                        continue
+                    chunks = chunker.chunk_document(doc, chunk_size=s.index.chunk_size,
+                                                    overlap=s.index.chunk_overlap,
+                                                    encoding=s.index.encoding)
+                    scan.doc_chunks[doc.id] = chunks
+                    await writer.run(_save_chunks, chunks)
+                    for c in chunks:
+                        if c.id in scheduled:
+                            continue
+                        scheduled.add(c.id)
+                        self.progress.add("chunks_total")
+                        if store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
+                                        (c.id, self.key)):
+                            self.progress.add("chunks_reused")
+                            continue
+                        await chunk_send.send(c)
+
+        async def extract_worker(recv, send) -> None:
+            async with recv, send:
+                async for c in recv:
+                    try:
+                        ext = await extract_chunk(self.llm, self.prompts, c, s)
+                    except LLMError as e:
+                        await self.fail(writer, "extract", c.id, f"chunk {c.id} of {c.doc_id}: {e}")
+                        continue
+                    await send.send((c, ext))
+
+        async def glean_worker(recv) -> None:
+            async with recv:
+                async for c, ext in recv:
+                    try:
+                        ext = await glean(self.llm, self.prompts, c, ext, s)
+                        ext = await extract_claims(self.llm, self.prompts, c, ext, s)
+                    except LLMError as e:
+                        await self.fail(writer, "glean", c.id, f"chunk {c.id} of {c.doc_id}: {e}")
+                        continue
+                    await writer.run(_save_extraction, c.id, self.key, ext)
+                    self.progress.add("chunks_extracted")
+
+        workers = 1 if s.offline else s.pipeline.extract_workers
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(load)
+            tg.start_soon(chunk_docs)
+            with chunk_recv, glean_send:  # workers hold clones; the originals close here
+                for _ in range(workers):
+                    tg.start_soon(extract_worker, chunk_recv.clone(), glean_send.clone())
+            with glean_recv:
+                for _ in range(workers):
+                    tg.start_soon(glean_worker, glean_recv.clone())
+        return scan
+
+    # -- stage 2: what changed ---------------------------------------------------------------
+    def _changes(self, store: Store, scan: _Scan) -> _Change:
+        new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
+        old_docs = {r["id"] for r in store.query("SELECT id FROM documents")}
+        doc_chunk_ids: dict[str, list[str]] = {}
+        for doc_id in new_docs:
+            if doc_id in scan.doc_chunks:
+                doc_chunk_ids[doc_id] = [c.id for c in scan.doc_chunks[doc_id]]
+            else:
+                doc_chunk_ids[doc_id] = [r["chunk_id"] for r in store.query(
+                    "SELECT chunk_id FROM document_chunks WHERE doc_id = ? ORDER BY idx", (doc_id,))]
+        wanted = {c for cs in doc_chunk_ids.values() for c in cs}
+        extracted = _extracted(store, wanted, self.key)
+        live = wanted & extracted
+        old_live = {r["chunk_id"]: r["extractor"] for r in store.query("SELECT chunk_id, extractor FROM live_chunks")}
+        added = {c for c in live if old_live.get(c) != self.key}
+        removed = {c for c, k in old_live.items() if c not in live or k != self.key}
+        return _Change(
+            added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
+            doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
+            extractions=_load_extractions(store, added, self.key))
+
+    # -- stage 3: summaries ------------------------------------------------------------------
+    async def _summarize(self, writer: Writer, state: _GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:
+        self.progress.total("summaries", len(jobs))
+        send, recv = anyio.create_memory_object_stream[tuple[str, str, list[str]]](self.settings.pipeline.queue_size)
+
+        async def worker(recv) -> None:
+            async with recv:
+                async for element_id, name, descriptions in recv:
+                    try:
+                        text = await summarize(self.llm, name, descriptions, self.settings)
+                    except LLMError as e:
+                        await self.fail(writer, "summarize", element_id, f"{name}: {e}")
+                        text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
+                                                  self.settings.index.encoding)
+                    state.set_description(element_id, text)
+                    self.progress.add("summaries_done")
+
+        async with anyio.create_task_group() as tg:
+            with recv:
+                for _ in range(1 if self.settings.offline else self.settings.pipeline.summary_workers):
+                    tg.start_soon(worker, recv.clone())
+            async with send:
+                for job in jobs:
+                    await send.send(job)
+
+    # -- stage 4: reports, deepest level first ---------------------------------------------
+    async def _reports(self, store: Store, writer: Writer, state: _GraphState,
+                       communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
+        """Report key per community: (context key, key of the report shown)."""
+        s = self.settings
+        use_llm = not s.offline and self.llm is not None
+        prompt_version = load_prompt("report").version if use_llm else None
+        model = s.llm.report_model if use_llm else None
+        children: dict[str, list[Community]] = defaultdict(list)
+        for c in communities:
+            if c.parent:
+                children[c.parent].append(c)
+        rels_by_entity: dict[str, list[Relationship]] = defaultdict(list)
+        for r in state.relationships.values():
+            rels_by_entity[r.source].append(r)
+        claims_by_entity: dict[str, list[Claim]] = defaultdict(list)
+        for c in state.claims.values():
+            claims_by_entity[c.subject_id].append(c)
+        reports: dict[str, Report] = {}          # community id -> report (this run)
+        assignments: dict[str, tuple[str, str]] = {}
+        generated = kept = 0
+        self.progress.total("reports", len(communities))
+        old = state.old_reports
+        by_level: dict[int, list[Community]] = defaultdict(list)
+        for c in communities:
+            by_level[c.level].append(c)
+
+        async def one(c: Community) -> None:
+            nonlocal generated, kept
+            member_set = set(c.members)
+            rels = [r for m in c.members for r in rels_by_entity.get(m, ()) if r.target in member_set]
+            kids = [(k, reports[k.id]) for k in children.get(c.id, ()) if k.id in reports]
+            ctx = build_context(c, entities=state.entities, relationships=rels,
+                                claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
+                                children=kids, max_tokens=s.index.report_max_input_tokens,
+                                encoding=s.index.encoding)
+            key = context_key(ctx, model=model, prompt_version=prompt_version)
+            previous = old.get(c.id)
+            report = _load_report(store, key)
+            if report is None and previous is not None and s.index.report_regen_threshold > 0:
+                prev_report = _load_report(store, previous)
+                if prev_report is not None and changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
+                    report = prev_report
+            if report is not None:
+                kept += 1
+            else:
+                report = None
+                if use_llm:
+                    try:
+                        report = await llm_report(self.llm, ctx, model=model,
+                                                  max_tokens=s.index.report_max_output_tokens,
+                                                  encoding=s.index.encoding)
+                    except LLMError as e:
+                        await self.fail(writer, "report", c.id, f"community {c.id}: {e}; "
+                                        "an extractive report stands in until the next run")
+                if report is None:
+                    report = extractive_report(c, ctx, entities=state.entities, relationships=rels,
+                                               children=kids, encoding=s.index.encoding)
+                await writer.run(_save_report, report)
+                generated += 1
+            reports[c.id] = report
+            assignments[c.id] = (key, report.key)
+            self.progress.add("reports_done")
+
+        for level in sorted(by_level, reverse=True):
+            send, recv = anyio.create_memory_object_stream[Community](s.pipeline.queue_size)
+
+            async def worker(recv) -> None:
+                async with recv:
+                    async for c in recv:
+                        await one(c)
+
+            async with anyio.create_task_group() as tg:
+                with recv:
+                    for _ in range(s.pipeline.report_workers if use_llm else 1):
+                        tg.start_soon(worker, recv.clone())
+                async with send:
+                    for c in by_level[level]:
+                        await send.send(c)
+        return assignments, generated, kept
+
+    # -- stage 5: embeddings -----------------------------------------------------------------
+    async def _embed(self, store: Store, writer: Writer, state: _GraphState, change: _Change,
+                     assignments: dict[str, tuple[str, str]]) -> None:
+        model = self.settings.llm.embedding_model
+        if not model or self.llm is None:
+            return
+        from streamrag.embeddings import embed_missing
+
+        try:
+            await embed_missing(self.llm, store, writer, model, state, change, assignments)
+        except LLMError as e:
+            await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
+
+
+@dataclass
+class _Change:
+    added_docs: set[str]
+    removed_docs: set[str]
+    kept_docs: set[str]
+    doc_chunks: dict[str, list[str]]
+    live: set[str]
+    added_chunks: set[str]
+    removed_chunks: set[str]
+    extractions: dict[str, Extraction]
+
+
+def _extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
+    found: set[str] = set()
+    ids = sorted(chunk_ids)
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        found.update(r[0] for r in store.conn.execute(
+            f"SELECT chunk_id FROM extractions WHERE extractor = ? AND chunk_id IN ({','.join('?' * len(part))})",
+            (key, *part)))
+    return found
+
+
+def _load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, Extraction]:
+    out: dict[str, Extraction] = {}
+    ids = sorted(chunk_ids)
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        for chunk_id, result in store.conn.execute(
+                f"SELECT chunk_id, result FROM extractions WHERE extractor = ? AND chunk_id IN ({','.join('?' * len(part))})",
+                (key, *part)):
+            out[chunk_id] = _extraction_decode.decode(result)
+    return out
+
+
+def _load_report(store: Store, key: str | None) -> Report | None:
+    if not key:
+        return None
+    rows = store.query("SELECT * FROM reports WHERE key = ?", (key,))
+    if not rows:
+        return None
+    r = rows[0]
+    return Report(key=r["key"], title=r["title"], summary=r["summary"], rating=r["rating"],
+                  rating_explanation=r["rating_explanation"], findings=msgspec.json.decode(r["findings"]),
+                  text=r["text"], tokens=r["tokens"], elements=msgspec.json.decode(r["elements"]),
+                  extractive=bool(r["extractive"]))
+
+
+# --------------------------------------------------------------------------------------------
+# The graph in memory: published state plus this run's changes
+# --------------------------------------------------------------------------------------------
+class _GraphState:
+    def __init__(self) -> None:
+        self.entities: dict[str, Entity] = {}
+        self.relationships: dict[str, Relationship] = {}
+        self.claims: dict[str, Claim] = {}
+        self.old_communities: list[Community] = []
+        self.old_reports: dict[str, str] = {}
+        self.old_degree: dict[str, int] = {}
+        self.old_combined: dict[str, int] = {}
+        self.changed_entities: set[str] = set()
+        self.changed_relationships: set[str] = set()
+        self.deleted_entities: set[str] = set()
+        self.deleted_relationships: set[str] = set()
+        self.entity_mentions_added: list[merge.EntityMention] = []
+        self.relationship_mentions_added: list[merge.RelationshipMention] = []
+        self.claims_added: list[Claim] = []
+
+    @classmethod
+    def load(cls, store: Store) -> _GraphState:
+        st = cls()
+        for r in store.query("SELECT * FROM entities"):
+            st.entities[r["id"]] = Entity(id=r["id"], name=r["name"], type=r["type"],
+                                          description=r["description"], sources=[],
+                                          mentions=r["mentions"], degree=r["degree"])
+            st.old_degree[r["id"]] = r["degree"]
+        for r in store.query("SELECT * FROM relationships"):
+            st.relationships[r["id"]] = Relationship(
+                id=r["id"], source=r["source"], target=r["target"], description=r["description"],
+                weight=r["weight"], sources=[], mentions=r["mentions"], combined_degree=r["combined_degree"])
+            st.old_combined[r["id"]] = r["combined_degree"]
+        for r in store.query("SELECT * FROM claims"):
+            st.claims[r["id"]] = Claim(**{k: r[k] for k in Claim.__struct_fields__})
+        members: dict[str, list[str]] = defaultdict(list)
+        for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
+            members[r["community_id"]].append(r["entity_id"])
+        for r in store.query("SELECT id, level, parent, report_key FROM communities"):
+            st.old_communities.append(Community(id=r["id"], level=r["level"], parent=r["parent"],
+                                                members=members.get(r["id"], [])))
+            st.old_reports[r["id"]] = r["report_key"]
+        return st
+
+    def apply(self, store: Store, change: _Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
+        """Re-merges every element the changed chunks touch; returns the summaries to write."""
+        removed = change.removed_chunks
+        ent_m: list[merge.EntityMention] = []
+        rel_m: list[merge.RelationshipMention] = []
+        for chunk_id in sorted(change.added_chunks):
+            e, r, c = merge.mentions_of(chunk_id, change.extractions[chunk_id])
+            ent_m += e
+            rel_m += r
+            self.claims_added += c
+        self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
+        affected_e = {m.entity_id for m in ent_m} | _ids_for_chunks(store, "entity_sources", "entity_id", removed)
+        affected_r = {m.relationship_id for m in rel_m} | _ids_for_chunks(
+            store, "relationship_sources", "relationship_id", removed)
+        for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
+            del self.claims[claim_id]
+        for c in self.claims_added:
+            self.claims[c.id] = c
+
+        old_e_sources = _sources(store, "entity_sources", "entity_id", affected_e)
+        old_r_sources = _sources(store, "relationship_sources", "relationship_id", affected_r)
+        new_e = merge.group(ent_m)
+        new_r = merge.group(rel_m)
+        jobs: list[tuple[str, str, list[str]]] = []
+        for eid in sorted(affected_e):
+            old_rows = old_e_sources.get(eid, [])
+            kept = [merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"])
+                    for r in old_rows if r["chunk_id"] not in removed]
+            mentions = kept + new_e.get(eid, [])
+            if not mentions:
+                self.entities.pop(eid, None)
+                self.deleted_entities.add(eid)
+                continue
+            ent = merge.merge_entity(eid, mentions, settings.index.entity_types)
+            descriptions = merge.unique_descriptions(m.description for m in mentions)
+            before = merge.unique_descriptions(r["description"] for r in old_rows)
+            previous = self.entities.get(eid)
+            if previous is not None and descriptions == before and previous.name == ent.name:
+                ent.description = previous.description
+            elif len(descriptions) > 1:
+                jobs.append((eid, ent.name, descriptions))
+            else:
+                ent.description = descriptions[0] if descriptions else ""
+            self.entities[eid] = ent
+            self.changed_entities.add(eid)
+        for rid in sorted(affected_r):
+            old_rows = old_r_sources.get(rid, [])
+            kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
+                      for r in old_rows if r["chunk_id"] not in removed]
+            mentions_r = new_r.get(rid, [])
+            if not kept_r and not mentions_r:
+                self.relationships.pop(rid, None)
+                self.deleted_relationships.add(rid)
+                continue
+            prev = self.relationships.get(rid)
+            src, dst = (mentions_r[0].source, mentions_r[0].target) if mentions_r else (prev.source, prev.target)
+            kept_r = [m._replace(source=src, target=dst) for m in kept_r]
+            all_m = kept_r + mentions_r
+            rel = merge.merge_relationship(rid, all_m)
+            descriptions = merge.unique_descriptions(m.description for m in all_m)
+            before = merge.unique_descriptions(r["description"] for r in old_rows)
+            if prev is not None and descriptions == before:
+                rel.description = prev.description
+            elif len(descriptions) > 1:
+                names = f"{self.entities[src].name if src in self.entities else src} and " \
+                        f"{self.entities[dst].name if dst in self.entities else dst}"
+                jobs.append((rid, names, descriptions))
+            self.relationships[rid] = rel
+            self.changed_relationships.add(rid)
+        return jobs
+
+    def set_description(self, element_id: str, text: str) -> None:
+        target = self.entities if element_id.startswith("ent-") else self.relationships
+        target[element_id].description = text
+
+    def finish_graph(self) -> None:
+        """Degrees for the whole graph; elements whose degree moved count as changed."""
+        ents, rels = with_degrees(list(self.entities.values()), list(self.relationships.values()))
+        self.entities = {e.id: e for e in ents}
+        self.relationships = {r.id: r for r in rels}
+        for e in ents:
+            if self.old_degree.get(e.id) != e.degree:
+                self.changed_entities.add(e.id)
+        for r in rels:
+            if self.old_combined.get(r.id) != r.combined_degree:
+                self.changed_relationships.add(r.id)
+
+
+def _ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -> set[str]:
+    out: set[str] = set()
+    ids = sorted(chunk_ids)
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        out.update(r[0] for r in store.conn.execute(
+            f"SELECT DISTINCT {column} FROM {table} WHERE chunk_id IN ({','.join('?' * len(part))})", part))
+    return out
+
+
+def _sources(store: Store, table: str, column: str, element_ids: set[str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    ids = sorted(element_ids)
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        for r in store.query(f"SELECT * FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part):
+            out[r[column]].append(r)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writer operations (run inside the writer task)
+# --------------------------------------------------------------------------------------------
+def _save_chunks(store: Store, chunks: list[Chunk]) -> None:
+    store.conn.executemany("INSERT OR IGNORE INTO chunks(id, text, tokens) VALUES (?,?,?)",
+                           [(c.id, c.text, c.tokens) for c in chunks])
+
+
+def _save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
+    store.conn.execute(
+        "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, created_at) "
+        "VALUES (?,?,?,?,?,?)",
+        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, time.time()))
+
+
+def _save_report(store: Store, r: Report) -> None:
+    store.conn.execute(
+        "INSERT OR IGNORE INTO reports(key, title, summary, rating, rating_explanation, findings, text, "
+        "tokens, elements, extractive, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (r.key, r.title, r.summary, r.rating, r.rating_explanation, msgspec.json.encode(r.findings).decode(),
+         r.text, r.tokens, msgspec.json.encode(r.elements).decode(), int(r.extractive), time.time()))
+
+
+def _in(column: str, values: list) -> str:
+    return f"{column} IN ({','.join('?' * len(values))})"
+
+
+def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
+    vals = sorted(values)
+    for i in range(0, len(vals), 500):
+        part = vals[i:i + 500]
+        store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
+
+
+def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
+             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str) -> int:
+    """Replaces the published index with this run's, in the writer's one transaction."""
+    conn = store.conn
+    # Files and documents.
+    conn.execute("DELETE FROM files")
+    conn.executemany("INSERT INTO files(path, doc_id, size, mtime) VALUES (?,?,?,?)",
+                     [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())])
+    _delete_in(store, "documents", "id", change.removed_docs)
+    _delete_in(store, "document_chunks", "doc_id", change.removed_docs)
+    paths_by_doc: dict[str, str] = {}
+    for p, (d, _sz, _mt) in sorted(scan.files.items()):
+        paths_by_doc.setdefault(d, p)
+    for doc_id in sorted(change.added_docs):
+        doc = scan.documents.get(doc_id)
+        chunks = scan.doc_chunks.get(doc_id)
+        if doc is None:
+            continue
+        conn.execute("INSERT OR REPLACE INTO documents(id, title, path, tokens, chars) VALUES (?,?,?,?,?)",
+                     (doc_id, doc.title, paths_by_doc.get(doc_id, doc.path),
+                      sum(c.tokens for c in chunks or ()), len(doc.text)))
+        if chunks is not None:
+            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
+                             [(doc_id, c.idx, c.id) for c in chunks])
+    for doc_id in change.kept_docs:  # renames keep the document, with its new path
+        conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+
+    # Live chunks and provenance.
+    _delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
+    conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
+                     [(c, key) for c in sorted(change.added_chunks)])
+    for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):
+        _delete_in(store, table, "id" if table == "chunks_fts" else "chunk_id", change.removed_chunks)
+    conn.executemany(
+        "INSERT OR IGNORE INTO entity_sources(entity_id, chunk_id, name, type, description) VALUES (?,?,?,?,?)",
+        [(m.entity_id, m.chunk_id, m.name, m.type, m.description) for m in state.entity_mentions_added])
+    conn.executemany(
+        "INSERT OR IGNORE INTO relationship_sources(relationship_id, chunk_id, description, strength) "
+        "VALUES (?,?,?,?)",
+        [(m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added])
+    conn.executemany(
+        "INSERT OR REPLACE INTO claims(id, subject_id, object_id, type, status, start_date, end_date, "
+        "description, source_text, chunk_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [(c.id, c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description,
+          c.source_text, c.chunk_id) for c in state.claims_added])
+    conn.executemany(
+        "INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks WHERE id = ?",
+        [(c,) for c in sorted(change.added_chunks)])
+
+    # Entities and relationships.
+    gone_e = state.deleted_entities | state.changed_entities
+    _delete_in(store, "entities", "id", gone_e)
+    _delete_in(store, "entities_fts", "id", gone_e)
+    changed = [state.entities[e] for e in sorted(state.changed_entities) if e in state.entities]
+    conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) VALUES (?,?,?,?,?,?)",
+                     [(e.id, e.name, e.type, e.description, e.mentions, e.degree) for e in changed])
+    conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
+                     [(e.id, e.name, e.description) for e in changed])
+    _delete_in(store, "relationships", "id", state.deleted_relationships | state.changed_relationships)
+    conn.executemany(
+        "INSERT INTO relationships(id, source, target, description, weight, mentions, combined_degree) "
+        "VALUES (?,?,?,?,?,?,?)",
+        [(r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
+         for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
+
+    # Communities and the reports they show.
+    conn.execute("DELETE FROM communities")
+    conn.execute("DELETE FROM community_members")
+    conn.executemany(
+        "INSERT INTO communities(id, level, parent, size, context_key, report_key) VALUES (?,?,?,?,?,?)",
+        [(c.id, c.level, c.parent, len(c.members), assignments[c.id][0], assignments[c.id][1])
+         for c in communities])
+    conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
+                     [(c.id, m) for c in communities for m in c.members])
+    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
+                 "WHERE report_key IS NOT NULL)")
+    conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
+    version = store.version + 1
+    store.set_meta("version", str(version))
+    store.set_meta("extractor", key)
+    store.set_meta("published_at", str(time.time()))
+    return version
+
+
+async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,
+               progress: Progress | None = None, command: str = "index", transport=None) -> SyncResult:
+    """Bring the index at ``db_path`` to the documents under ``paths`` (one published version)."""
+    indexer = Indexer(settings, db_path, root=root, progress=progress, command=command, transport=transport)
+    return await indexer.run([Path(p) for p in paths])
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1

@@ -1,0 +1,76 @@
+"""Progress on stderr: a live panel on a terminal, one line per stage change otherwise.
+
+The pipeline only bumps counters (``pipeline.Progress``); this module decides how to show
+them, so library users and tests get no output at all.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from streamrag.pipeline import Progress
+
+
+class _Panel:
+    def __init__(self, progress: Progress, llm_stats: Any, started: float) -> None:
+        self.progress = progress
+        self.llm_stats = llm_stats
+        self.started = started
+
+    def __rich__(self) -> Table:
+        p = self.progress
+        c, t = p.counts, p.totals
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan")
+        table.add_column()
+        table.add_row("stage", f"{p.stage}  ({time.monotonic() - self.started:.0f} s)")
+        table.add_row("files", f"{c['files_done']}/{t['files']}")
+        table.add_row("chunks", f"{c['chunks_extracted']} extracted, {c['chunks_reused']} reused, "
+                                f"{c['chunks_total']} seen")
+        if t["summaries"]:
+            table.add_row("summaries", f"{c['summaries_done']}/{t['summaries']}")
+        if t["reports"]:
+            table.add_row("reports", f"{c['reports_done']}/{t['reports']}")
+        stats = self.llm_stats() or {}
+        calls = sum(s.get("calls", 0) for s in stats.values())
+        cached = sum(s.get("cached", 0) for s in stats.values())
+        tokens = sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in stats.values())
+        if calls:
+            table.add_row("LLM", f"{calls} calls, {cached} cached, {tokens:,} tokens")
+        if c["failures"]:
+            table.add_row("failures", f"[red]{c['failures']}[/red] (see `streamrag status`)")
+        return table
+
+
+@contextmanager
+def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
+    """Display ``progress`` on stderr while the block runs."""
+    if not enabled:
+        yield
+        return
+    console = Console(stderr=True)
+    started = time.monotonic()
+    if console.is_terminal:
+        with Live(_Panel(progress, llm_stats, started), console=console, refresh_per_second=4,
+                  transient=False):
+            yield
+        return
+    last = [""]
+
+    def on_change(p: Progress) -> None:
+        if p.stage != last[0]:
+            last[0] = p.stage
+            print(f"[{time.monotonic() - started:6.1f}s] {p.stage}", file=sys.stderr, flush=True)
+
+    progress.listeners.append(on_change)
+    try:
+        yield
+    finally:
+        progress.listeners.remove(on_change)

@@ -1,0 +1,255 @@
+"""Community reports: the context a report is written from, and the report itself.
+
+Context (pure): a leaf community's elements are added in descending combined degree (an edge's
+source, target, their claims, then the edge) until ``report_max_input_tokens``; members without
+an internal edge follow by degree. A higher community uses the same element context when all of
+it fits; otherwise its sub-communities' reports replace their element summaries, largest
+sub-community first, until the rest fits. The selected elements are rendered in id order, so a
+context, and its key, change only when what it contains changes: that is what lets an update
+regenerate exactly the reports whose input changed.
+
+Report: the LLM writes JSON (prompts/report.md) which is parsed and validated; without an LLM,
+or when the model's answer stays unusable, an extractive report with the same structure is
+built from the community's most central entities and strongest relationships.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import msgspec
+
+from streamrag import ids
+from streamrag.parsing import parse_report
+from streamrag.prompts import load_prompt
+from streamrag.records import Claim, Community, Entity, Relationship, Report
+from streamrag.tokens import count_tokens
+
+EXTRACTIVE_VERSION = "extractive-1"
+
+
+class ReportContext(msgspec.Struct):
+    text: str
+    elements: dict[str, list[str]]      # entities / relationships / claims / reports used
+    tokens: int
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split()).replace(" | ", " / ")
+
+
+def entity_line(e: Entity) -> str:
+    return f"{e.id} | {_clean(e.name)} | {e.type} | {_clean(e.description)}"
+
+
+def relationship_line(r: Relationship, names: dict[str, str]) -> str:
+    return (f"{r.id} | {_clean(names.get(r.source, r.source))} | "
+            f"{_clean(names.get(r.target, r.target))} | {_clean(r.description)}")
+
+
+def claim_line(c: Claim, names: dict[str, str]) -> str:
+    return (f"{c.id} | {_clean(names.get(c.subject_id, c.subject_id))} | {c.type} | {c.status} | "
+            f"{_clean(c.description)}")
+
+
+def report_line(community_id: str, report: Report) -> str:
+    return f"{community_id} | {_clean(report.title)} | {_clean(report.summary)}"
+
+
+def _render(entities: list[str], relationships: list[str], claims: list[str],
+            reports: list[str]) -> str:
+    parts = []
+    if reports:
+        parts.append("Reports of sub-communities (community id | title | summary)\n"
+                     + "\n".join(sorted(reports)))
+    if entities:
+        parts.append("Entities (id | name | type | description)\n" + "\n".join(sorted(entities)))
+    if relationships:
+        parts.append("Relationships (id | source | target | description)\n"
+                     + "\n".join(sorted(relationships)))
+    if claims:
+        parts.append("Claims (id | subject | type | status | description)\n"
+                     + "\n".join(sorted(claims)))
+    return "\n\n".join(parts)
+
+
+class _Elements:
+    """Greedy, budgeted selection of a set of entities with the edges among them."""
+
+    def __init__(self, entities: dict[str, Entity], relationships: Sequence[Relationship],
+                 claims: dict[str, list[Claim]], names: dict[str, str], encoding: str) -> None:
+        self.entities = entities
+        self.relationships = relationships
+        self.claims = claims
+        self.names = names
+        self.encoding = encoding
+
+    def select(self, members: Sequence[str], budget: int) -> tuple[dict[str, str], int, bool]:
+        """(line by element id, tokens used, everything fitted)."""
+        member_set = set(members)
+        lines: dict[str, str] = {}
+        used = 0
+
+        def add(key: str, line: str) -> bool:
+            nonlocal used
+            if key in lines:
+                return True
+            cost = count_tokens(line, self.encoding) + 1
+            if used + cost > budget:
+                return False
+            lines[key] = line
+            used += cost
+            return True
+
+        def add_entity(eid: str) -> bool:
+            if eid in lines:
+                return True
+            if not add(eid, entity_line(self.entities[eid])):
+                return False
+            for c in self.claims.get(eid, ()):
+                if not add(c.id, claim_line(c, self.names)):
+                    return False
+            return True
+
+        internal = [r for r in self.relationships if r.source in member_set and r.target in member_set]
+        internal.sort(key=lambda r: (-r.combined_degree, r.id))
+        for r in internal:
+            if not (add_entity(r.source) and add_entity(r.target)
+                    and add(r.id, relationship_line(r, self.names))):
+                return lines, used, False
+        for eid in sorted(member_set, key=lambda e: (-self.entities[e].degree, e)):
+            if not add_entity(eid):
+                return lines, used, False
+        return lines, used, True
+
+
+def build_context(community: Community, *, entities: dict[str, Entity],
+                  relationships: Sequence[Relationship], claims: dict[str, list[Claim]],
+                  children: Sequence[tuple[Community, Report]], max_tokens: int,
+                  encoding: str = "o200k_base") -> ReportContext:
+    """The input of ``community``'s report (see the module docstring for the rules)."""
+    names = {eid: e.name for eid, e in entities.items()}
+    picker = _Elements(entities, relationships, claims, names, encoding)
+
+    def finish(lines: dict[str, str], reports: dict[str, str]) -> ReportContext:
+        kinds: dict[str, list[str]] = {"entities": [], "relationships": [], "claims": []}
+        for key in lines:
+            kinds[{"ent": "entities", "rel": "relationships", "clm": "claims"}[key[:3]]].append(key)
+        text = _render([lines[k] for k in kinds["entities"]], [lines[k] for k in kinds["relationships"]],
+                       [lines[k] for k in kinds["claims"]], list(reports.values()))
+        elements = {k: sorted(v) for k, v in kinds.items()}
+        elements["reports"] = sorted(reports)
+        return ReportContext(text=text, elements=elements, tokens=count_tokens(text, encoding))
+
+    lines, _used, fits = picker.select(community.members, max_tokens)
+    if fits or not children:
+        return finish(lines, {})
+    ordered = sorted(children, key=lambda cr: (-len(cr[0].members), cr[0].id))
+    report_lines: dict[str, str] = {}
+    report_tokens = 0
+    for k, (child, report) in enumerate(ordered, start=1):
+        line = report_line(child.id, report)
+        report_lines[child.id] = line
+        report_tokens += count_tokens(line, encoding) + 1
+        if report_tokens > max_tokens:
+            report_lines.pop(child.id)
+            break
+        rest = [m for c, _r in ordered[k:] for m in c.members]
+        lines, _used, fits = picker.select(rest, max_tokens - report_tokens)
+        if fits:
+            return finish(lines, report_lines)
+    return finish({}, report_lines)
+
+
+def context_key(context: ReportContext, *, model: str | None, prompt_version: str | None) -> str:
+    """The key of the report that ``context`` yields (LLM or extractive)."""
+    method = f"llm:{model}:{prompt_version}" if model else EXTRACTIVE_VERSION
+    return "rpt-" + ids.digest(method, context.text)
+
+
+def changed_fraction(old_elements: dict[str, list[str]] | None, new_elements: dict[str, list[str]]) -> float:
+    """Share of the elements of two contexts that differ (1.0 when there is no old one)."""
+    if not old_elements:
+        return 1.0
+    old = {f"{k}:{v}" for k, vs in old_elements.items() for v in vs}
+    new = {f"{k}:{v}" for k, vs in new_elements.items() for v in vs}
+    union = old | new
+    return len(old ^ new) / len(union) if union else 0.0
+
+
+def render_markdown(title: str, summary: str, rating: float, explanation: str,
+                    findings: list[dict]) -> str:
+    out = [f"# {title}", "", summary, "", f"Impact: {rating:g}/10. {explanation}".rstrip()]
+    if findings:
+        out += ["", "## Findings"]
+        for f in findings:
+            out += ["", f"### {f['summary']}", "", f.get("explanation", "")]
+    return "\n".join(out).strip() + "\n"
+
+
+def _make_report(key: str, fields: dict, context: ReportContext, encoding: str,
+                 extractive: bool) -> Report:
+    text = render_markdown(fields["title"], fields["summary"], fields["rating"],
+                           fields["rating_explanation"], fields["findings"])
+    return Report(key=key, title=fields["title"], summary=fields["summary"],
+                  rating=float(fields["rating"]), rating_explanation=fields["rating_explanation"],
+                  findings=fields["findings"], text=text, tokens=count_tokens(text, encoding),
+                  elements=context.elements, extractive=extractive)
+
+
+def extractive_report(community: Community, context: ReportContext, *, entities: dict[str, Entity],
+                      relationships: Sequence[Relationship], children: Sequence[tuple[Community, Report]],
+                      encoding: str = "o200k_base") -> Report:
+    """A report built from the community itself: central entities, strongest relationships."""
+    members = [entities[m] for m in community.members if m in entities]
+    members.sort(key=lambda e: (-e.degree, -e.mentions, e.id))
+    member_set = set(community.members)
+    internal = [r for r in relationships if r.source in member_set and r.target in member_set]
+    internal.sort(key=lambda r: (-r.weight, -r.combined_degree, r.id))
+    top = [e.name for e in members[:3]]
+    title = (", ".join(top[:-1]) + " and " + top[-1]) if len(top) > 1 else (top[0] if top else community.id)
+    first_sentences = []
+    for e in members[:4]:
+        sentence = e.description.split(". ")[0].strip()
+        if sentence:
+            first_sentences.append(sentence if sentence.endswith((".", "!", "?")) else sentence + ".")
+    summary = (f"A group of {len(members)} entities around {top[0] if top else 'unnamed entities'}. "
+               + " ".join(first_sentences)).strip()
+    names = {e.id: e.name for e in members}
+    findings = []
+    for r in internal[:5]:
+        findings.append({
+            "summary": f"{names.get(r.source, r.source)} and {names.get(r.target, r.target)}",
+            "explanation": r.description.replace("\n", " "),
+            "entities": [r.source, r.target], "relationships": [r.id]})
+    for child, report in sorted(children, key=lambda cr: (-len(cr[0].members), cr[0].id))[:3]:
+        if len(findings) >= 8:
+            break
+        findings.append({"summary": report.title, "explanation": report.summary,
+                         "entities": [], "relationships": []})
+    rating = round(min(10.0, 1.0 + 2.0 * math.log2(1 + len(internal) + len(members))), 1)
+    fields = {"title": title, "summary": summary, "rating": rating,
+              "rating_explanation": f"{len(members)} entities and {len(internal)} relationships.",
+              "findings": findings}
+    return _make_report(context_key(context, model=None, prompt_version=None), fields, context,
+                        encoding, extractive=True)
+
+
+def usable_report(text: str) -> bool:
+    return parse_report(text, known_entity_ids=set(), known_relationship_ids=set()) is not None
+
+
+async def llm_report(llm, context: ReportContext, *, model: str, max_tokens: int,
+                     encoding: str = "o200k_base") -> Report:
+    """The LLM's report for ``context`` (raises LLMError when the model keeps failing)."""
+    prompt = load_prompt("report")
+    result = await llm.chat(prompt.render(context=context.text), model=model, stage="report",
+                            prompt=prompt, max_tokens=max_tokens, validate=usable_report)
+    fields = parse_report(result.text, known_entity_ids=set(context.elements["entities"]),
+                          known_relationship_ids=set(context.elements["relationships"]))
+    if fields is None:  # the client validated it; only a changed parser could get here
+        from streamrag.errors import LLMOutputError
+        raise LLMOutputError("community report answer could not be parsed")
+    return _make_report(context_key(context, model=model, prompt_version=prompt.version), fields,
+                        context, encoding, extractive=False)

@@ -1,0 +1,83 @@
+"""What an index holds and what it cost: the numbers behind ``streamrag status``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamrag.store import Store
+
+
+def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50) -> dict:
+    """Counts, LLM usage by stage and model, cache hit rate and recent failures, as one dict."""
+    with store.snapshot():
+        count = lambda table: store.scalar(f"SELECT count(*) FROM {table}")  # noqa: E731
+        levels = {str(r["level"]): r["n"] for r in store.query(
+            "SELECT level, count(*) AS n FROM communities GROUP BY level ORDER BY level")}
+        usage = store.query(
+            "SELECT stage, model, count(*) AS calls, sum(cached) AS cached, "
+            "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END) AS prompt_tokens, "
+            "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END) AS completion_tokens, "
+            "sum(error IS NOT NULL) AS errors FROM llm_calls GROUP BY stage, model ORDER BY stage, model")
+        total_calls = sum(r["calls"] for r in usage)
+        total_cached = sum(r["cached"] or 0 for r in usage)
+        last_run = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
+                               "ORDER BY started_at DESC LIMIT 1")
+        info = {
+            "version": store.version,
+            "published_at": float(store.get_meta("published_at", "0") or 0),
+            "documents": count("documents"),
+            "chunks": store.scalar("SELECT count(DISTINCT chunk_id) FROM document_chunks"),
+            "entities": count("entities"),
+            "relationships": count("relationships"),
+            "claims": count("claims"),
+            "communities": count("communities"),
+            "communities_by_level": levels,
+            "reports": store.scalar("SELECT count(DISTINCT report_key) FROM communities"),
+            "extractive_reports": store.scalar(
+                "SELECT count(*) FROM reports WHERE extractive = 1 AND key IN (SELECT report_key FROM communities)"),
+            "llm_usage": usage,
+            "llm_calls": total_calls,
+            "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
+            "failures_total": count("failures"),
+            "last_run": last_run[0] if last_run else None,
+        }
+        if failures:
+            info["failures"] = store.query(
+                "SELECT run_id, stage, item, message, created_at FROM failures "
+                "ORDER BY id DESC LIMIT ?", (failure_limit,))
+    return info
+
+
+def format_status(info: dict, db: Path) -> str:
+    when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
+            if info["published_at"] else "never")
+    lines = [
+        f"Index {db}",
+        f"  version        {info['version']} (published {when})",
+        f"  documents      {info['documents']}",
+        f"  chunks         {info['chunks']}",
+        f"  entities       {info['entities']}",
+        f"  relationships  {info['relationships']}",
+        f"  claims         {info['claims']}",
+        f"  communities    {info['communities']} by level "
+        + (", ".join(f"{k}: {v}" for k, v in info["communities_by_level"].items()) or "-"),
+        f"  reports        {info['reports']} ({info['extractive_reports']} extractive)",
+    ]
+    if info["llm_usage"]:
+        rate = info["cache_hit_rate"]
+        lines.append(f"  LLM calls      {info['llm_calls']} (cache hit rate {rate:.0%})")
+        lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors")
+        for r in info["llm_usage"]:
+            lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26} {r['calls']:>5}  {r['cached'] or 0:>6}"
+                         f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}")
+    else:
+        lines.append("  LLM calls      none")
+    lines.append(f"  failures       {info['failures_total']}"
+                 + (" (list them with --failures)" if info["failures_total"] and "failures" not in info else ""))
+    for f in info.get("failures", []):
+        lines.append(f"    [{f['stage']}] {f['message']}")
+    if info["last_run"]:
+        r = info["last_run"]
+        lines.append(f"  last run       {r['command']} {r['id']}: {r['status']}")
+    return "\n".join(lines)
