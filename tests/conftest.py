@@ -1,0 +1,49 @@
+"""Shared fixtures: the anyio backend, a loopback simulator, settings that point at it, and a
+copy of the project's small test corpus."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from streamrag.config import Settings, load_settings
+from streamrag.simulator import Simulator, SimulatorConfig
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def simulator():
+    """One simulator on loopback for the session (no latency, no faults)."""
+    with Simulator(SimulatorConfig()) as sim:
+        yield sim
+
+
+def make_settings(api_base: str = "", **sections: dict) -> Settings:
+    """Settings from the shipped defaults plus overrides, ignoring the caller's environment."""
+    overrides: dict = {"llm": {"api_base": api_base, "requests_per_minute": 0, "tokens_per_minute": 0,
+                               "max_retries": 3}}
+    for name, values in sections.items():
+        overrides.setdefault(name, {}).update(values)
+    return load_settings(None, env={}, overrides=overrides)
+
+
+@pytest.fixture
+def sim_settings(simulator) -> Settings:
+    """LLM settings against the session simulator, with small chunks so documents split."""
+    return make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10})
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    """A writable copy of tests/data/harbor (four short documents)."""
+    dest = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", dest)
+    return dest
