@@ -1,0 +1,486 @@
+"""The OpenAI-compatible simulator, exercised over real loopback HTTP with the real prompts."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from streamrag.prompts import load_prompt
+from streamrag.simulator import (
+    FAULT_KINDS,
+    Simulator,
+    SimulatorConfig,
+    detect_task,
+    parse_reports,
+)
+from streamrag.tokens import get_encoding
+
+TYPES = "organization, person, geo, event"
+CAROL = (
+    "Ebenezer Scrooge ran a counting-house in London with his partner Jacob Marley. "
+    "Marley died seven years before Christmas Eve. "
+    "Bob Cratchit worked for Ebenezer Scrooge as a clerk for fifteen shillings a week. "
+    "The Ghost of Christmas Past took Scrooge to see Fezziwig at the Fezziwig Warehouse."
+)
+# Thirty names in ten sentences: more than one extraction answer holds.
+PEOPLE = ["Ada Brenn", "Boris Calder", "Cleo Dunmore", "Dario Elst", "Edda Farrow",
+          "Felix Gorran", "Greta Holm", "Hugo Ibsen", "Ilse Jorgen", "Jonas Kettle",
+          "Kira Lund", "Lars Mott", "Mira Osk", "Nils Orrin", "Olga Pask",
+          "Piet Quill", "Rosa Strand", "Sven Tull", "Tove Ulm", "Ulla Vrey"]
+ORGS = ["Harbor Council", "Velta University", "Osk Semiconductors", "Quill Authority",
+        "Strand Bank"]
+EVENTS = ["Vell Summit 2031", "Harbor Festival", "Tull Strike", "Vrey Marathon 2030",
+          "Lund Conference"]
+MANY = " ".join(
+    f"{PEOPLE[2 * i]} met {PEOPLE[2 * i + 1]} of {ORGS[i % 5]} at the {EVENTS[i % 5]}."
+    for i in range(10))
+
+
+@pytest.fixture
+def sim():
+    with Simulator(SimulatorConfig(seed=3)) as s:
+        yield s
+
+
+@pytest.fixture
+def client(sim):
+    with httpx.Client(base_url=sim.base_url, timeout=10) as c:
+        yield c
+
+
+def chat(client: httpx.Client, messages: list[dict], **options) -> dict:
+    r = client.post("/chat/completions", json={"model": "gpt-4o-mini", "messages": messages,
+                                               **options})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def content(reply: dict) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def records(text: str) -> tuple[list[list[str]], list[list[str]]]:
+    """Entity and relation records of an extraction answer, checking the format as it goes."""
+    lines = text.strip().splitlines()
+    assert lines[-1] == "done"
+    entities, relations = [], []
+    for line in lines[:-1]:
+        fields = [f.strip() for f in line.split(" | ")]
+        if fields[0] == "entity":
+            assert len(fields) == 4 and all(fields), line
+            assert fields[2] in TYPES.split(", ")
+            entities.append(fields)
+        else:
+            assert fields[0] == "relation" and len(fields) == 5, line
+            assert 1 <= int(fields[3]) <= 10
+            relations.append(fields)
+    return entities, relations
+
+
+# -- the HTTP surface
+
+def test_models_unknown_paths_bad_json_and_missing_model(sim, client):
+    models = client.get("/models").json()
+    assert models["object"] == "list" and models["data"][0]["object"] == "model"
+
+    r = client.post("/nowhere", json={})
+    assert r.status_code == 404 and "message" in r.json()["error"]
+    r = client.post("/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+    r = client.post("/chat/completions", json={"model": "missing-model", "messages": []})
+    assert r.status_code == 404 and r.json()["error"]["message"] == "model not found"
+
+    # The /v1 prefix is optional.
+    root = sim.base_url.removesuffix("/v1")
+    r = httpx.post(f"{root}/chat/completions",
+                   json={"model": "m", "messages": [{"role": "user", "content": "Hello there."}]})
+    assert r.status_code == 200 and content(r.json())
+
+
+# -- extraction and gleaning
+
+def test_extraction_lists_the_names_in_the_text(client):
+    messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+    assert detect_task(messages) == "extract"
+    entities, relations = records(content(chat(client, messages)))
+    names = {e[1] for e in entities}
+    assert {"Ebenezer Scrooge", "Jacob Marley", "Bob Cratchit", "London"} <= names
+    assert "The" not in names and "Marley died" not in names
+    by_name = {e[1]: e for e in entities}
+    assert by_name["London"][2] == "geo"
+    assert by_name["Fezziwig Warehouse"][2] in TYPES.split(", ")
+    assert "counting-house" in by_name["Ebenezer Scrooge"][3]
+    pairs = {(r[1], r[2]) for r in relations}
+    assert ("Ebenezer Scrooge", "Jacob Marley") in pairs
+    assert all(r[1] in names and r[2] in names for r in relations)
+
+
+def test_types_follow_cues(client):
+    text = ("Mira Osk joined Velta University in Port Vell. The Harbor Council planned the "
+            "Vell Summit 2031 with Osk Semiconductors Inc.")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    types = {e[1]: e[2] for e in records(content(chat(client, messages)))[0]}
+    assert types["Mira Osk"] == "person"
+    assert types["Velta University"] == "organization"
+    assert types["Harbor Council"] == "organization"
+    assert types["Port Vell"] == "geo"
+    assert types["Vell Summit 2031"] == "event"
+
+
+def test_gleaning_finds_what_the_first_extraction_left_out(client):
+    extract = load_prompt("extract").render(text=MANY, entity_types=TYPES)
+    first, _ = records(content(chat(client, extract)))
+    assert len(first) == 15
+    found = "\n".join(" | ".join(e) for e in first)
+
+    check = load_prompt("glean_check").render(text=MANY, found=found)
+    assert detect_task(check, logit_bias=True) == "glean_check"
+    enc = get_encoding("o200k_base")
+    yes, no = enc.encode("YES"), enc.encode("NO")
+    assert len(yes) == len(no) == 1
+    bias = {str(yes[0]): 100, str(no[0]): 100}
+    reply = chat(client, check, max_tokens=1, logit_bias=bias)
+    assert content(reply) == "YES" and reply["usage"]["completion_tokens"] == 1
+    assert content(chat(client, check)) == "YES"       # asked for in words
+
+    glean = load_prompt("glean").render(text=MANY, found=found, entity_types=TYPES)
+    more, relations = records(content(chat(client, glean)))
+    assert more and not {e[1] for e in more} & {e[1] for e in first}
+    assert relations
+
+    everything = found + "\n" + "\n".join(" | ".join(e) for e in more)
+    while True:                                           # glean until nothing is missing
+        glean = load_prompt("glean").render(text=MANY, found=everything, entity_types=TYPES)
+        extra, _ = records(content(chat(client, glean)))
+        if not extra:
+            break
+        everything += "\n" + "\n".join(" | ".join(e) for e in extra)
+    assert all(name in everything for name in PEOPLE + ORGS)
+    done = load_prompt("glean_check").render(text=MANY, found=everything)
+    assert content(chat(client, done, max_tokens=1, logit_bias=bias)) == "NO"
+    assert content(chat(client, glean)).strip() == "done"
+
+
+def test_claims_rest_on_sentences_with_claim_verbs(client):
+    text = ("Orrin Holdings sued Velta Mining on March 3, 2031 over the spill. "
+            "The weather was mild. Strand Bank announced a new fund in 2030.")
+    messages = load_prompt("claims").render(text=text, claim_description="lawsuits",
+                                            entities="Orrin Holdings, Strand Bank")
+    lines = content(chat(client, messages)).strip().splitlines()
+    assert lines[-1] == "done"
+    claims = [line.split(" | ") for line in lines[:-1]]
+    assert len(claims) == 2 and all(len(c) == 9 and c[0] == "claim" for c in claims)
+    assert claims[0][1:3] == ["Orrin Holdings", "Velta Mining"]
+    assert claims[0][5] == "2031-03-03" and claims[0][4] in {"TRUE", "FALSE", "SUSPECTED"}
+    assert claims[1][1] == "Strand Bank" and claims[1][2] == "NONE"
+
+
+# -- summaries and reports
+
+def test_summary_merges_distinct_sentences_within_the_word_budget(client):
+    descriptions = ("Scrooge is a miser.\nScrooge is a miser.\n"
+                    "Scrooge was Marley's partner. He keeps a counting-house in London.")
+    messages = load_prompt("summarize").render(name="Scrooge", descriptions=descriptions,
+                                               max_words=200)
+    text = content(chat(client, messages))
+    assert text.count("Scrooge is a miser.") == 1 and "counting-house" in text
+    short = load_prompt("summarize").render(name="Scrooge", descriptions=descriptions, max_words=6)
+    assert len(content(chat(client, short)).split()) <= 7
+
+
+CONTEXT = """-----Entities-----
+id|entity|description|degree
+ent-0123456789abcdef|Ebenezer Scrooge|A cold miser who runs a counting-house in London.|5
+ent-1111111111111111|Jacob Marley|Scrooge's late partner, who returns as a ghost.|3
+ent-2222222222222222|Bob Cratchit|Scrooge's underpaid clerk.|2
+-----Relationships-----
+id|source|target|description|weight
+rel-aaaaaaaaaaaaaaaa|Ebenezer Scrooge|Jacob Marley|Partners in business for many years.|8
+rel-bbbbbbbbbbbbbbbb|Ebenezer Scrooge|Bob Cratchit|Scrooge employs Bob Cratchit as his clerk.|6"""
+
+
+def test_report_is_json_citing_ids_from_the_context(client):
+    report = json.loads(content(chat(client, load_prompt("report").render(context=CONTEXT))))
+    assert "Ebenezer Scrooge" in report["title"]
+    assert "counting-house" in report["summary"]
+    assert 0 <= report["rating"] <= 10 and report["rating_explanation"]
+    assert 3 <= len(report["findings"]) <= 8
+    cited = set()
+    for f in report["findings"]:
+        assert f["summary"] and f["explanation"]
+        cited |= set(f["entities"]) | set(f["relationships"])
+    assert cited and all(i in CONTEXT for i in cited)
+    assert "ent-0123456789abcdef" in cited and "rel-aaaaaaaaaaaaaaaa" in cited
+
+
+# -- query-time tasks
+
+REPORTS = """id: com-1a2b3c
+title: Scrooge and Marley
+Scrooge runs a counting-house with his late partner Marley; the ghost visits him on Christmas Eve.
+
+id: com-4d5e6f
+title: Lake Kelholmford Marathon
+The marathon was organised by Dorell Semiconductors at Lake Kelholmford."""
+
+
+def test_parse_reports_accepts_several_layouts():
+    assert [r[0] for r in parse_reports(REPORTS)] == ["com-1a2b3c", "com-4d5e6f"]
+    assert [r[0] for r in parse_reports("[7] Title A\nbody\n[9] Title B\nbody")] == ["7", "9"]
+    assert [r[0] for r in parse_reports('<report id="r1">x</report>\n<report id="r2">y</report>')] \
+        == ["r1", "r2"]
+    assert [r[0] for r in parse_reports('[{"id": "a", "t": 1}, {"id": "b"}]')] == ["a", "b"]
+
+
+def test_rating_depends_on_the_question(client):
+    def rate(question: str) -> dict[str, int]:
+        messages = load_prompt("rate").render(question=question, reports=REPORTS)
+        assert detect_task(messages) == "rate"
+        text = content(chat(client, messages))
+        return {k: int(v) for k, v in re.findall(r"^(\S+): (\d)$", text, re.M)}
+
+    ghost = rate("What did the ghost of Marley do?")
+    race = rate("Who organised the marathon at Lake Kelholmford?")
+    assert set(ghost) == set(race) == {"com-1a2b3c", "com-4d5e6f"}
+    assert ghost["com-1a2b3c"] > ghost["com-4d5e6f"] == 0
+    assert race["com-4d5e6f"] > race["com-1a2b3c"] == 0
+    assert set(rate("Anything about quantum chromodynamics?").values()) == {0}
+
+
+def test_map_points_vary_with_the_question_and_cite_reports(client):
+    def points(question: str) -> list[dict]:
+        messages = load_prompt("map").render(question=question, reports=REPORTS)
+        return json.loads(content(chat(client, messages)))["points"]
+
+    ghost = points("What did the ghost of Marley do?")
+    assert len(ghost) == 1 and "[R:com-1a2b3c]" in ghost[0]["description"]
+    assert 0 < ghost[0]["score"] <= 100 and "ghost" in ghost[0]["description"]
+    race = points("Who organised the marathon?")
+    assert [p["description"][-13:] for p in race] == ["[R:com-4d5e6f]"[-13:]]
+    assert points("Anything about quantum chromodynamics?") == []
+
+
+def test_reduce_keeps_citations_within_the_budget(client):
+    pts = ("score 30: The ghost visits on Christmas Eve [R:com-1a2b3c]\n"
+           "score 80: Marley was Scrooge's partner in the counting-house [R:com-1a2b3c, com-9]")
+    messages = load_prompt("reduce").render(question="Who is Marley?", points=pts, max_words=200)
+    text = content(chat(client, messages))
+    assert text.index("Marley was") < text.index("The ghost")    # best point first
+    assert "[R:com-1a2b3c, com-9]" in text and "[R:com-1a2b3c]" in text
+    tight = load_prompt("reduce").render(question="Who is Marley?", points=pts, max_words=12)
+    text = content(chat(client, tight))
+    assert len(text.split()) <= 14 and "[R:com-1a2b3c, com-9]" in text
+
+
+def test_answer_uses_overlapping_context_lines_and_their_tags(client):
+    context = ("[E:ent-2222222222222222] Bob Cratchit | Scrooge's underpaid clerk\n"
+               "[L:rel-bbbbbbbbbbbbbbbb] Scrooge employs Bob Cratchit as his clerk.\n"
+               "[T:chk-9] The fog came pouring in at every chink and keyhole.")
+    messages = load_prompt("answer").render(question="Who employs Bob Cratchit?",
+                                            context=context, max_words=100)
+    text = content(chat(client, messages))
+    assert "[L:rel-bbbbbbbbbbbbbbbb]" in text and "[E:ent-2222222222222222]" in text
+    assert "[T:chk-9]" not in text
+    none = load_prompt("answer").render(question="What is quantum chromodynamics?",
+                                        context=context, max_words=100)
+    assert "does not hold" in content(chat(client, none))
+
+
+def test_unknown_prompt_gets_a_short_answer_from_its_text(client):
+    reply = content(chat(client, [{"role": "user", "content": "Tell me about Mira Osk. She "
+                                   "rebuilt the Old Quay in Port Vell after the storm."}]))
+    assert "Mira Osk" in reply and len(reply.split()) <= 41
+
+
+# -- tokens, options, determinism
+
+def test_usage_equals_tiktoken_counts(sim, client):
+    enc = get_encoding("o200k_base")
+    messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+    reply = chat(client, messages)
+    expected_prompt = sum(len(enc.encode(m["content"])) + 4 for m in messages) + 3
+    usage = reply["usage"]
+    assert usage["prompt_tokens"] == expected_prompt
+    assert usage["completion_tokens"] == len(enc.encode(content(reply)))
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert (sim.requests, sim.prompt_tokens, sim.completion_tokens) == \
+        (1, usage["prompt_tokens"], usage["completion_tokens"])
+    assert sim.by_task == {"extract": 1}
+
+
+def test_max_tokens_truncates_with_finish_reason_length(client):
+    messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+    full = chat(client, messages)
+    cut = chat(client, messages, max_tokens=10)
+    assert cut["usage"]["completion_tokens"] <= 10
+    assert cut["choices"][0]["finish_reason"] == "length"
+    assert content(full).startswith(content(cut))
+    assert full["choices"][0]["finish_reason"] == "stop"
+
+
+def test_answers_are_deterministic_across_servers(client):
+    messages = load_prompt("map").render(question="Who organised the marathon?", reports=REPORTS)
+    first = chat(client, messages)
+    with Simulator(SimulatorConfig(seed=3)) as other:
+        second = httpx.post(f"{other.base_url}/chat/completions",
+                            json={"model": "gpt-4o-mini", "messages": messages}).json()
+    assert content(first) == content(second) and first["id"] == second["id"]
+    assert first["usage"] == second["usage"]
+
+
+def test_streaming_matches_the_plain_answer(client):
+    messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+    plain = chat(client, messages)
+    events = []
+    with client.stream("POST", "/chat/completions", json={
+            "model": "gpt-4o-mini", "messages": messages, "stream": True,
+            "stream_options": {"include_usage": True}}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                events.append(line[6:])
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == content(plain)
+    assert len(chunks) > 3
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == plain["usage"]
+
+
+# -- embeddings
+
+def test_embeddings_are_normalised_and_similar_for_similar_texts(sim, client):
+    texts = ["Scrooge counts his money in the counting-house",
+             "Scrooge counts money in his counting-house at night",
+             "The marathon at Lake Kelholmford drew a large crowd"]
+    r = client.post("/embeddings", json={"model": "text-embedding-3-small", "input": texts})
+    assert r.status_code == 200
+    body = r.json()
+    vectors = [d["embedding"] for d in body["data"]]
+    assert [d["index"] for d in body["data"]] == [0, 1, 2]
+    assert all(len(v) == 64 and math.isclose(sum(x * x for x in v), 1.0) for v in vectors)
+
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b))
+
+    assert cos(vectors[0], vectors[1]) > cos(vectors[0], vectors[2]) + 0.3
+    enc = get_encoding("o200k_base")
+    assert body["usage"]["prompt_tokens"] == sum(len(enc.encode(t)) for t in texts)
+    assert sim.by_task == {"embed": 1}
+    again = client.post("/embeddings", json={"model": "m", "input": texts[0], "dimensions": 16})
+    assert len(again.json()["data"][0]["embedding"]) == 16
+
+
+# -- limits, faults, latency, load
+
+def test_requests_above_rpm_get_429_with_retry_after():
+    with Simulator(SimulatorConfig(rpm=2)) as sim, httpx.Client(base_url=sim.base_url) as c:
+        body = {"model": "m", "messages": [{"role": "user", "content": "Hi there."}]}
+        assert [c.post("/chat/completions", json=body).status_code for _ in range(2)] == [200, 200]
+        r = c.post("/chat/completions", json=body)
+        assert r.status_code == 429
+        assert 1 <= int(r.headers["Retry-After"]) <= 60
+        assert r.json()["error"]["type"] == "rate_limit_error"
+        assert sim.requests == 3 and sim.rejected == 1
+
+
+def test_requests_above_tpm_get_429():
+    with Simulator(SimulatorConfig(tpm=60)) as sim, httpx.Client(base_url=sim.base_url) as c:
+        body = {"model": "m", "messages": [{"role": "user", "content": "Tell me about Port Vell " * 3}]}
+        statuses = [c.post("/chat/completions", json=body).status_code for _ in range(4)]
+        assert statuses[0] == 200 and 429 in statuses
+        assert sim.completion_tokens > 0
+
+
+def _fault_kinds(seed: int, n: int) -> list[str]:
+    """What each of n requests met on a simulator that always faults."""
+    kinds = []
+    config = SimulatorConfig(fault_rate=1.0, seed=seed, timeout_s=0.2)
+    messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+    with Simulator(config) as sim, httpx.Client(base_url=sim.base_url, timeout=5) as c:
+        for _ in range(n):
+            try:
+                r = c.post("/chat/completions", json={"model": "m", "messages": messages})
+            except httpx.RemoteProtocolError:
+                kinds.append("timeout")
+                continue
+            if r.status_code == 500:
+                assert "error" in r.json()
+                kinds.append("http_500")
+                continue
+            assert r.status_code == 200
+            choice = r.json()["choices"][0]
+            text = choice["message"]["content"]
+            if choice["finish_reason"] == "length":
+                assert not text.rstrip().endswith("done")
+                kinds.append("truncated")
+            else:
+                assert "entity |" not in text
+                with pytest.raises(ValueError):
+                    json.loads(text)
+                kinds.append("malformed")
+        assert sum(sim.faults.values()) == n
+    return kinds
+
+
+def test_faults_produce_every_kind_deterministically():
+    kinds = _fault_kinds(seed=1, n=16)
+    assert set(kinds) == set(FAULT_KINDS)
+    assert _fault_kinds(seed=1, n=8) == kinds[:8]
+
+
+def test_fault_rate_is_roughly_honoured():
+    with Simulator(SimulatorConfig(fault_rate=0.25, seed=5, timeout_s=0.05)) as sim:
+        faults = [sim._fault(n) for n in range(1, 401)]
+    share = sum(f is not None for f in faults) / len(faults)
+    assert 0.18 < share < 0.32
+
+
+def test_latency_is_applied():
+    with Simulator(SimulatorConfig(latency_ms=150, per_token_ms=1.0)) as sim:
+        start = time.perf_counter()
+        r = httpx.post(f"{sim.base_url}/chat/completions",
+                       json={"model": "m", "messages": [{"role": "user", "content": "Hi Ada."}]})
+        elapsed = time.perf_counter() - start
+    assert r.status_code == 200
+    assert elapsed >= 0.15 + r.json()["usage"]["completion_tokens"] / 1000
+
+
+def test_fifty_concurrent_connections():
+    with Simulator(SimulatorConfig(latency_ms=100)) as sim:
+        messages = load_prompt("extract").render(text=CAROL, entity_types=TYPES)
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        with httpx.Client(base_url=sim.base_url, limits=limits, timeout=10) as c:
+            def one(_: int) -> int:
+                return c.post("/chat/completions", json={"model": "m", "messages": messages}).status_code
+
+            start = time.perf_counter()
+            with ThreadPoolExecutor(50) as pool:
+                statuses = list(pool.map(one, range(100)))
+            elapsed = time.perf_counter() - start
+        assert statuses == [200] * 100 and sim.requests == 100
+        assert elapsed < 3.0        # served concurrently, not one after another (10 s)
+
+
+def test_command_line_serves_and_reports_its_url():
+    proc = subprocess.Popen([sys.executable, "-m", "streamrag.simulator", "--port", "0",
+                             "--latency-ms", "1", "--seed", "2"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        m = re.fullmatch(r"simulator listening on (http://127\.0\.0\.1:\d+/v1)\n", line)
+        assert m, line
+        assert httpx.get(f"{m.group(1)}/models", timeout=5).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
