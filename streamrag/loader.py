@@ -1,0 +1,212 @@
+"""Reading files into Documents.
+
+A document's id is the hash of its text, so a renamed file keeps its id and an edited one gets
+a new id; the path is metadata. ``.jsonl`` and ``.csv`` files hold one document per row with
+a non-empty text field (``index.text_field``); every other file is one document. A file that
+cannot be used raises ``InputError`` with one line naming the file and the fix; the caller
+records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
+warning strings instead.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import fnmatch
+import io
+import json
+import os
+from pathlib import Path
+
+from streamrag.errors import InputError
+from streamrag.ids import document_id
+from streamrag.records import Document
+
+DEFAULT_INCLUDE = ["*.txt", "*.md", "*.jsonl", "*.csv"]
+TITLE_CHARS = 100
+_SNIFF = 8192
+
+csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv's 128 KB default
+
+
+def scan(paths: list[Path], include: list[str]) -> list[Path]:
+    """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
+
+    A file named directly is taken whatever its name; folders are walked recursively.
+    """
+    patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
+    found: set[Path] = set()
+    for path in map(Path, paths):
+        if path.is_file():
+            found.add(path)
+        elif path.is_dir():
+            found.update(_walk(path, patterns))
+        else:
+            raise InputError(f"{path}: no such file or folder; check the path")
+    return sorted(found)
+
+
+def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
+    name = path.name.lower()
+    rel = path.relative_to(root).as_posix().lower()
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+def _walk(root: Path, patterns: list[str]) -> list[Path]:
+    out: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:   # a symlink loop or a second way in
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            path = Path(dirpath) / name
+            if not name.startswith(".") and path.is_file() and _matches(path, root, patterns):
+                out.append(path)
+    return out
+
+
+def read_documents(path: Path, *, root: Path | None,
+                   text_field: str = "text") -> tuple[list[Document], list[str]]:
+    """The documents in one file and any warnings; ``InputError`` if the file cannot be used."""
+    path = Path(path)
+    shown = _display(path, root)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{shown}: cannot read ({e.strerror or e}); check that it exists and is readable") from None
+    warnings: list[str] = []
+    text = _decode(data, shown, warnings)
+    if not text.strip():
+        raise InputError(f"{shown}: empty file, nothing to index")
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        rows = _jsonl_rows(text, shown, warnings)
+    elif suffix == ".csv":
+        rows = _csv_rows(text, shown)
+    else:
+        return [Document(id=document_id(text), path=shown, title=_title(text, path.stem), text=text)], warnings
+    return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
+
+
+def _display(path: Path, root: Path | None) -> str:
+    if root is not None:
+        for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute()),
+                     (path.resolve(), Path(root).resolve())):
+            try:
+                return p.relative_to(r).as_posix()
+            except ValueError:
+                continue
+    return path.as_posix()
+
+
+def _decode(data: bytes, shown: str, warnings: list[str]) -> str:
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return _newlines(data.decode("utf-16"))
+        except UnicodeDecodeError:
+            pass
+    if b"\x00" in data[:_SNIFF]:
+        raise InputError(f"{shown}: binary file, not indexed; remove it or narrow index.include")
+    try:
+        return _newlines(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        pass
+    try:
+        text, used = data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        text, used = data.decode("latin-1"), "latin-1"
+    warnings.append(f"{shown}: not valid UTF-8, read as {used}")
+    return _newlines(text)
+
+
+def _newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _title(text: str, fallback: str) -> str:
+    for line in text.split("\n"):
+        line = line.strip().lstrip("#").strip()
+        if line:
+            return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "\u2026"
+    return fallback
+
+
+def _jsonl_rows(text: str, shown: str, warnings: list[str]) -> list[tuple[int, dict]]:
+    rows: list[tuple[int, dict]] = []
+    bad = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(row, dict):
+            rows.append((number, row))
+        else:
+            bad += 1
+    if bad and not rows:
+        raise InputError(f"{shown}: no line is a JSON object; a .jsonl file needs one object per line")
+    if bad:
+        warnings.append(f"{shown}: {bad} line(s) are not JSON objects, skipped")
+    return rows
+
+
+def _csv_rows(text: str, shown: str) -> list[tuple[int, dict]]:
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        return [(number, row) for number, row in enumerate(reader, 1)]
+    except csv.Error as e:
+        raise InputError(f"{shown}: not readable as CSV ({e}); check the quoting or convert it to .jsonl") from None
+
+
+def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
+                   warnings: list[str]) -> list[Document]:
+    def field(row: dict, wanted: str) -> str | None:
+        if wanted in row:
+            return wanted
+        for key in row:
+            if isinstance(key, str) and key.strip().lower() == wanted.lower():
+                return key
+        return None
+
+    if not any(field(row, text_field) is not None for _, row in rows):
+        raise InputError(
+            f"{shown}: no {text_field!r} field in any row; name the column holding the text "
+            f"{text_field!r} or set index.text_field"
+        )
+    docs: list[Document] = []
+    seen: set[str] = set()
+    skipped = duplicates = 0
+    for number, row in rows:
+        key = field(row, text_field)
+        value = row.get(key) if key is not None else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str) or not value.strip():
+            skipped += 1
+            continue
+        text = _newlines(value)
+        doc_id = document_id(text)
+        if doc_id in seen:
+            duplicates += 1
+            continue
+        seen.add(doc_id)
+        title_key = field(row, "title")
+        title = row.get(title_key) if title_key is not None else None
+        title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
+        docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
+    if skipped:
+        warnings.append(f"{shown}: {skipped} row(s) without {text_field!r} text, skipped")
+    if duplicates:
+        warnings.append(f"{shown}: {duplicates} row(s) repeat an earlier row's text, skipped")
+    return docs

@@ -1,0 +1,149 @@
+"""Loader tests on real files under tmp_path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from streamrag.errors import InputError
+from streamrag.ids import document_id
+from streamrag.loader import read_documents, scan
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data, encoding="utf-8", newline="")
+    return path
+
+
+def test_scan_walks_matches_sorts_and_skips_hidden(tmp_path):
+    write(tmp_path / "b.txt", "b")
+    write(tmp_path / "a.md", "a")
+    write(tmp_path / "sub" / "c.TXT", "c")
+    write(tmp_path / "sub" / "d.pdf", "d")
+    write(tmp_path / ".git" / "e.txt", "e")
+    write(tmp_path / ".streamrag" / "f.txt", "f")
+    write(tmp_path / ".hidden.txt", "h")
+    found = scan([tmp_path], ["*.txt", "*.md"])
+    assert found == [tmp_path / "a.md", tmp_path / "b.txt", tmp_path / "sub" / "c.TXT"]
+
+
+def test_scan_default_globs_and_explicit_file(tmp_path):
+    write(tmp_path / "rows.jsonl", '{"text": "x"}\n')
+    write(tmp_path / "rows.csv", "text\nx\n")
+    odd = write(tmp_path / "notes.rst", "x")
+    assert scan([tmp_path], []) == [tmp_path / "rows.csv", tmp_path / "rows.jsonl"]
+    assert scan([odd], ["*.txt"]) == [odd]
+
+
+def test_scan_survives_symlink_loop(tmp_path):
+    write(tmp_path / "d" / "a.txt", "a")
+    os.symlink(tmp_path / "d", tmp_path / "d" / "loop")
+    assert scan([tmp_path], ["*.txt"]) == [tmp_path / "d" / "a.txt"]
+
+
+def test_scan_missing_path(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        scan([tmp_path / "nope"], ["*.txt"])
+
+
+def test_text_file_id_title_relative_path_and_newlines(tmp_path):
+    f = write(tmp_path / "sub" / "note.txt", "\ufeff\r\n  # The Title  \r\nBody line.\rMore.\r\n")
+    docs, warnings = read_documents(f, root=tmp_path)
+    assert warnings == []
+    [doc] = docs
+    assert doc.text == "\n  # The Title  \nBody line.\nMore.\n"
+    assert doc.id == document_id(doc.text)
+    assert doc.path == "sub/note.txt"
+    assert doc.title == "The Title"
+
+
+def test_title_is_trimmed_and_falls_back_to_stem(tmp_path):
+    long = write(tmp_path / "long.md", "x" * 300 + "\nrest")
+    [doc], _ = read_documents(long, root=None)
+    assert len(doc.title) <= 100 and doc.title.startswith("xxx")
+    assert doc.path == long.as_posix()
+
+
+def test_same_content_same_id_different_path(tmp_path):
+    a = write(tmp_path / "a.txt", "same text")
+    b = write(tmp_path / "b.txt", "same text")
+    assert read_documents(a, root=tmp_path)[0][0].id == read_documents(b, root=tmp_path)[0][0].id
+
+
+def test_cp1252_fallback_warns(tmp_path):
+    f = write(tmp_path / "old.txt", "caf\u00e9 \u201cquoted\u201d".encode("cp1252"))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == "caf\u00e9 \u201cquoted\u201d"
+    assert warnings == ["old.txt: not valid UTF-8, read as cp1252"]
+
+
+def test_binary_file(tmp_path):
+    f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; remove it or narrow index\.include"):
+        read_documents(f, root=tmp_path)
+
+
+def test_empty_and_whitespace_files(tmp_path):
+    for name, data in (("empty.txt", ""), ("blank.md", " \n\t\n")):
+        f = write(tmp_path / name, data)
+        with pytest.raises(InputError, match=f"{name}: empty file, nothing to index"):
+            read_documents(f, root=tmp_path)
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(InputError, match="gone.txt: cannot read"):
+        read_documents(tmp_path / "gone.txt", root=tmp_path)
+    if os.geteuid() != 0:
+        f = write(tmp_path / "locked.txt", "x")
+        f.chmod(0)
+        with pytest.raises(InputError, match="locked.txt: cannot read .*ermission"):
+            read_documents(f, root=tmp_path)
+
+
+def test_jsonl_rows(tmp_path):
+    f = write(tmp_path / "rows.jsonl",
+              '{"text": "First doc.", "title": "One"}\n'
+              '\n'
+              '{"text": "Second\\r\\ndoc."}\n'
+              '{"text": ""}\n'
+              'not json\n'
+              '{"text": "First doc."}\n')
+    docs, warnings = read_documents(f, root=tmp_path)
+    assert [(d.path, d.title, d.text) for d in docs] == [
+        ("rows.jsonl#1", "One", "First doc."),
+        ("rows.jsonl#3", "Second", "Second\ndoc."),
+    ]
+    assert docs[0].id == document_id("First doc.")
+    assert any("not JSON" in w for w in warnings)
+    assert any("without 'text'" in w for w in warnings)
+    assert any("repeat" in w for w in warnings)
+
+
+def test_jsonl_custom_field_and_missing_field(tmp_path):
+    f = write(tmp_path / "rows.jsonl", '{"body": "Hello"}\n')
+    docs, _ = read_documents(f, root=tmp_path, text_field="body")
+    assert docs[0].text == "Hello"
+    with pytest.raises(InputError, match=r"rows\.jsonl: no 'text' field.*index\.text_field"):
+        read_documents(f, root=tmp_path)
+
+
+def test_csv_rows(tmp_path):
+    f = write(tmp_path / "t.csv", 'title,text\nA,"Line one,\nline two"\nB,\nC,Third\n')
+    docs, warnings = read_documents(f, root=tmp_path)
+    assert [(d.path, d.title, d.text) for d in docs] == [
+        ("t.csv#1", "A", "Line one,\nline two"),
+        ("t.csv#3", "C", "Third"),
+    ]
+    assert warnings == ["t.csv: 1 row(s) without 'text' text, skipped"]
+
+
+def test_csv_missing_column(tmp_path):
+    f = write(tmp_path / "t.csv", "title,content\nA,x\n")
+    with pytest.raises(InputError, match=r"t\.csv: no 'text' field.*index\.text_field"):
+        read_documents(f, root=tmp_path)
