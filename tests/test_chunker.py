@@ -1,0 +1,145 @@
+"""Chunker tests: size bound, coverage, overlap, determinism and locality of edits."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from streamrag.chunker import chunk_document
+from streamrag.ids import chunk_id, document_id
+from streamrag.records import Document
+from streamrag.tokens import count_tokens
+
+ENC = "o200k_base"
+WORDS = ("harbor council engineer quay storm rebuild town budget vote river bridge ferry mayor "
+         "report season cargo port trade union strike museum school market festival").split()
+
+
+def paragraph(rng: random.Random) -> str:
+    sentences = []
+    for _ in range(rng.randint(1, 7)):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 22))]
+        sentences.append(" ".join(words).capitalize() + rng.choice([".", ".", "!", "?"]))
+    return " ".join(sentences)
+
+
+def make_paragraphs(seed: int, n: int) -> list[str]:
+    rng = random.Random(seed)
+    return [f"P{seed}-{i}. " + paragraph(rng) for i in range(n)]
+
+
+def doc(text: str) -> Document:
+    return Document(id=document_id(text), path="x.txt", title="x", text=text)
+
+
+def chunks(text: str, size: int = 300, overlap: int = 30):
+    return chunk_document(doc(text), chunk_size=size, overlap=overlap, encoding=ENC)
+
+
+def test_empty_document():
+    assert chunks("") == []
+    assert chunks(" \n\n\t ") == []
+
+
+def test_short_document_is_one_chunk():
+    [c] = chunks("  Hello world.\n\nSecond paragraph.\n")
+    assert c.text == "Hello world.\n\nSecond paragraph."
+    assert c.id == chunk_id(c.text) and c.idx == 0 and c.tokens == count_tokens(c.text, ENC)
+
+
+def test_sizes_ids_and_coverage():
+    paras = make_paragraphs(1, 120)
+    text = "\n\n".join(paras)
+    out = chunks(text)
+    assert len(out) > 10
+    for i, c in enumerate(out):
+        assert c.idx == i
+        assert c.id == chunk_id(c.text)
+        assert c.tokens == count_tokens(c.text, ENC) <= 300
+        assert c.doc_id == document_id(text)
+    for p in paras:
+        assert any(p in c.text for c in out), p[:40]
+    # Paragraph ends are preferred: every chunk body ends at a paragraph end.
+    ends = {p[-20:] for p in paras}
+    assert all(c.text[-20:] in ends for c in out)
+
+
+def test_overlap_prefix_comes_from_previous_chunk():
+    out = chunks("\n\n".join(make_paragraphs(2, 80)), size=300, overlap=40)
+    for prev, cur in zip(out, out[1:]):
+        head = cur.text[:30]
+        assert head in prev.text, (head, prev.text[-80:])
+        # the prefix starts at a word start
+        pos = prev.text.rfind(head)
+        assert pos == 0 or prev.text[pos - 1].isspace()
+
+
+def test_no_overlap():
+    paras = make_paragraphs(3, 60)
+    out = chunks("\n\n".join(paras), overlap=0)
+    assert "\n\n".join(c.text for c in out) == "\n\n".join(paras)
+
+
+def test_deterministic():
+    text = "\n\n".join(make_paragraphs(4, 60))
+    assert [c.id for c in chunks(text)] == [c.id for c in chunks(text)]
+
+
+def test_long_paragraph_splits_at_sentences_then_tokens():
+    rng = random.Random(5)
+    long_para = " ".join(paragraph(rng) for _ in range(40))
+    blob = "x" * 5000 + " " + "\u00e9\U0001f642" * 800
+    out = chunks(long_para + "\n\n" + blob, size=200, overlap=20)
+    assert all(c.tokens <= 200 for c in out)
+    joined = " ".join(c.text for c in out)
+    for sentence in re.split(r"(?<=[.!?]) ", long_para):
+        assert sentence in joined
+    # sentence pieces end at a sentence end
+    sentence_chunks = [c for c in out if c.text[0].isupper() and "x" not in c.text]
+    assert sentence_chunks and all(c.text[-1] in ".!?" for c in sentence_chunks)
+    assert "\ufffd" not in joined
+
+
+def changed_far_from_edit(old, new, marker: str | None, edited: str) -> list[int]:
+    """Indices of chunks more than 2 away from the edit that did not survive it."""
+    old_ids, new_ids = {c.id for c in old}, {c.id for c in new}
+    near_old = [i for i, c in enumerate(old) if edited in c.text]
+    near_new = [i for i, c in enumerate(new) if marker and marker in c.text]
+    if not near_new:   # deletion: the edit sits where the old neighbourhood was
+        near_new = [i for i, c in enumerate(new) if c.id not in old_ids][:1] or near_old
+    far = [i for i, c in enumerate(old) if c.id not in new_ids and min(abs(i - j) for j in near_old) > 2]
+    far += [i for i, c in enumerate(new) if c.id not in old_ids and min(abs(i - j) for j in near_new) > 2]
+    return far
+
+
+def test_edits_only_change_nearby_chunks():
+    rng = random.Random(7)
+    for trial in range(30):
+        paras = make_paragraphs(100 + trial, 260)
+        old = chunk_document(doc("\n\n".join(paras)), chunk_size=1200, overlap=100, encoding=ENC)
+        k = rng.randrange(100, 160)
+        edited, new_paras, marker = paras[k], list(paras), None
+        op = trial % 3
+        if op == 0:
+            marker = "An inserted paragraph about the ferry strike."
+            new_paras.insert(k, marker)
+        elif op == 1:
+            marker = paras[k].replace(" ", " newly ", 1)
+            new_paras[k] = marker
+        else:
+            del new_paras[k]
+        new = chunk_document(doc("\n\n".join(new_paras)), chunk_size=1200, overlap=100, encoding=ENC)
+        assert len(old) > 15
+        assert changed_far_from_edit(old, new, marker, edited) == [], (trial, op)
+        # everything well before the edit is untouched
+        first_changed = min(i for i, c in enumerate(old) if c.id not in {n.id for n in new})
+        assert first_changed >= min(i for i, c in enumerate(old) if edited in c.text) - 2
+
+
+def test_grid_would_not_be_local():
+    """Sanity check on the test itself: inserting text shifts a fixed grid everywhere after it."""
+    paras = make_paragraphs(9, 200)
+    text = "\n\n".join(paras)
+    grid = lambda t: {t[i:i + 2000] for i in range(0, len(t), 2000)}  # noqa: E731
+    edited = text.replace(paras[50], paras[50] + " Extra.", 1)
+    assert len(grid(text) - grid(edited)) > 10
