@@ -1,0 +1,701 @@
+"""The offline extractor: a graph from capitalisation and co-occurrence, no model involved.
+
+This is the "fast" indexing method (as in GraphRAG's NLP graph / LazyGraphRAG): entities are
+the proper names a reader would underline, relationships are names that share a sentence.
+
+``extract_offline`` is a pure function of one chunk's text. The incremental indexer re-extracts
+only changed chunks and merges per-chunk results, so nothing here may look beyond the chunk:
+no corpus statistics, no global state, no randomness. Down-weighting of very frequent names
+happens at merge time, where the whole graph is known.
+
+How a chunk is read:
+
+* Blocks are split on blank lines; hard-wrapped lines are joined. ALL-CAPS lines ("STAVE ONE",
+  "MARLEY'S GHOST") are headings and yield nothing. A short single-line block without final
+  punctuation whose words are mostly capitalised is a headline: title case makes every word
+  look like a name, so only names also found in the body are looked for in it.
+* A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
+  by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
+  Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
+  ("2032 Torford Heights Trade Summit"). A possessive ends the name ("Scrooge's" -> "Scrooge").
+* A capitalised word that opens a sentence (or a quotation) is dropped when it is a common
+  word or appears in lower case elsewhere in the chunk; alone, it counts only if the chunk
+  also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone and up to 6 letters.
+* Honorifics: "Mr.", "Ms.", "Dr.", "Prof.", "Sir" ... are dropped, so "Mr. Fezziwig" and
+  "Fezziwig" are one person. "Mrs.", "Miss", "Lady" ... are kept ("Mrs. Cratchit") because
+  they usually name a different person from the bare surname (a wife, a daughter).
+  Titles such as "President" or "King" are kept as part of the name.
+* Within the chunk, a lone surname, first name, short organisation name or acronym is
+  resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
+  "Kenji Torquay"; "DMG" -> "Drumholm Media Group"); when two names fit, it stays as written.
+* Types come from cues: event words at the end, organisation words anywhere, place suffixes
+  and prefixes, a small gazetteer, "in"/"at"/"near" before the name, honorifics; otherwise a
+  multi-word name is a person, and so is a lone word.
+* Descriptions are the first sentences that mention the entity (about 40 words).
+* Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
+  (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from streamrag.records import EntityRecord, Extraction, RelationshipRecord
+
+VERSION = "1"
+
+DEFAULT_TYPES = ("organization", "person", "geo", "event")
+MAX_DESCRIPTION_WORDS = 40
+MAX_RELATIONSHIPS_PER_ENTITY = 10
+_PAIR_WINDOW = 8            # a sentence listing many names pairs each only with its neighbours
+_NEAR_SIDE = 6              # names per sentence considered for adjacent-sentence pairs
+
+
+def _words(s: str) -> frozenset[str]:
+    return frozenset(s.split())
+
+
+# Capitalised adjectives begin names mid-sentence ("Poor Law", "Great Britain", "New York").
+_ADJECTIVES = _words("good great little old new young poor true sure right left dear merry happy")
+# Words that start sentences or quotations in capitals without being names (lower case).
+_COMMON = _words("""
+a about above across after afterwards again against ah ahead alas all almost along already also
+although always am among an and another any anybody anyhow anyone anything anyway anywhere are
+around as at aye back be because been before beforehand behind being below beside besides between
+beyond both but by can cannot could dear did do does doing done down during each either else
+elsewhere enough even ever every everybody everyone everything everywhere except far few first
+for from further furthermore had has have having he hello her here hereafter hers herself hey
+him himself his how however i if in indeed instead into is it its itself just last later least
+less let like many may maybe me meanwhile might mine more moreover most mostly much must my
+myself namely neither never nevertheless next no nobody none nonetheless noone nor not nothing
+now nowhere o of off often oh ok okay on once one only onto or other others otherwise our ours
+ourselves out over own perhaps please quite rather really said says see seldom several shall
+she should since so some somebody somehow someone something sometimes somewhere soon still such
+than that the their theirs them themselves then thence there thereafter thereby therefore these
+they this those though through throughout thus to today together tomorrow tonight too toward
+towards under unless until up upon us very via was we well were what whatever when whence
+whenever where whereas wherever whether which while who whoever whole whom whose why will with
+within without yes yesterday yet you your yours yourself yourselves
+two three four five six seven eight nine ten eleven twelve twenty hundred thousand million
+according additionally again although among amid despite following given including later
+meanwhile once regarding similarly speaking thanks unlike why yesterday
+eh whereat whereupon thereupon hereupon whereas anon
+come go look listen mind oh pray say see tell thank well why ay nay ha hallo halloa hum humbug
+bless god heaven
+""") | _ADJECTIVES
+
+# Capitalised words that are never an entity on their own (lower case).
+_NOISE = _words("""
+monday tuesday wednesday thursday friday saturday sunday
+january february march april may june july august september october november december
+jan feb mar apr jun jul aug sep sept oct nov dec
+chapter stave illustration section part volume book page figure table appendix contents
+mr mrs ms miss mx dr prof sir dame messrs mme mlle madam madame
+i ii iii iv v vi vii viii ix x xi xii xiii xiv xv xx
+am pm ad bc ok tv
+""")
+
+# Dropped before a name; the bare name is the entity.
+_HONORIFICS = _words("mr ms mx dr prof professor sir rev reverend messrs herr dr")
+# Kept as part of the name (see the module notes).
+_KEEP_TITLES = _words("""
+mrs miss lady mme mlle madame madam frau dame
+president king queen prince princess lord duke duchess earl count countess baron baroness
+emperor empress pope bishop archbishop cardinal father brother sister saint
+captain capt general gen colonel col major lieutenant lt sergeant sgt admiral commander
+senator sen governor gov mayor judge justice chancellor minister premier
+uncle aunt master
+""")
+_ABBREVIATIONS = _words("""
+mr mrs ms mx dr prof st mt ft rev gen col capt lt sgt gov sen rep jr sr co inc ltd corp
+vs etc e.g i.e a.m p.m u.s u.k fig vol
+""")
+
+# Lower-case words that may join capitalised words inside one name.
+_PARTICLES = _words("van von der den de du da di del della la le ten ter bin al el y")
+_OF_HEADS = _words("""
+bank ministry department university institute college school academy council union board
+office bureau agency commission committee authority foundation society association federation
+league church museum court house hall order republic kingdom state states province isle
+isles gulf bay cape lake port city county duchy prince princess king queen duke earl lord
+lady ghost spirit secretary minister governor president chancellor chamber center centre
+school society friends sisters brothers knights guild army navy corps people party
+""")
+
+_ORG_WORDS = _words("""
+inc ltd llc plc corp corporation co company companies authority university institute college
+school academy council union ministry department bank bancorp foundation group press commission
+committee board office bureau agency consortium holdings logistics energy media semiconductors
+systems technologies technology industries partners capital airlines airways motors labs
+laboratories pharmaceuticals trust association society federation league club party church
+museum hospital court parliament congress senate army navy police service services network
+solutions communications insurance fund exchange times news post journal gazette herald tribune
+broadcasting records studios shipping mining petroleum oil gas power utilities telecom robotics
+dynamics analytics software electronics biotech therapeutics foods alliance coalition
+organisation organization cooperative co-operative enterprises ventures investments securities
+financial bancshares brands pictures publishing publishers airline railway railways
+""")
+_EVENT_WORDS = _words("""
+summit festival strike conference election elections fair talks marathon flood floods collapse
+forum war christmas year olympics games cup championship championships expo exhibition convention
+symposium treaty accord riot riots protest protests revolution crisis earthquake hurricane fire
+disaster ceremony awards gala parade carnival tournament race regatta rally day eve week
+scandal spill blackout outbreak massacre battle siege referendum hearing trial meeting concert
+workshop congress-meeting uprising rebellion pandemic epidemic famine drought storm
+""")
+_GEO_SUFFIXES = _words("""
+falls harbor harbour city street road avenue lane square vale valley river lake county heights
+crossing bay beach island islands isle mountains mountain hills hill springs point coast
+peninsula sea ocean gulf canal province region district territory desert forest park
+churchyard bridge station quay wharf creek sound strait straits highlands lowlands plains
+township borough village town
+""")
+_GEO_PREFIXES = _words("lake port new mount mt fort ft saint st san santa cape north south east west upper lower")
+_GEO_WORD_ENDINGS = ("ford", "mouth", "ville", "burgh", "burg", "shire", "borough", "chester",
+                     "caster", "minster", "stadt", "grad", "polis")
+_GEO_KNOWN = _words("""
+africa america americas antarctica asia australia europe oceania arctic atlantic pacific
+afghanistan argentina austria bangladesh belgium bolivia brazil bulgaria canada chile china
+colombia croatia cuba denmark egypt england ethiopia finland france germany ghana greece hungary
+iceland india indonesia iran iraq ireland israel italy jamaica japan jordan kenya korea lebanon
+libya mexico morocco nepal netherlands nigeria norway pakistan peru philippines poland portugal
+romania russia scotland serbia singapore spain sudan sweden switzerland syria taiwan thailand
+turkey uganda ukraine venezuela vietnam wales yemen zimbabwe britain
+london paris berlin rome madrid lisbon vienna prague warsaw moscow athens dublin edinburgh
+amsterdam brussels geneva zurich stockholm oslo copenhagen helsinki istanbul cairo nairobi
+lagos johannesburg delhi mumbai beijing shanghai tokyo seoul sydney melbourne toronto
+montreal vancouver chicago boston washington york california texas florida
+us usa uk uae eu
+""")
+_GEO_KNOWN_MULTI = frozenset({
+    "united states", "united kingdom", "new york", "great britain", "city of london",
+    "new zealand", "south africa", "hong kong", "los angeles", "san francisco", "new delhi",
+    "saudi arabia", "north america", "south america", "latin america", "middle east"})
+_DEMONYMS = _words("""
+english french dutch spanish welsh scottish irish british german italian american european
+chinese japanese russian greek roman latin christian jewish muslim catholic protestant
+african asian indian arab arabic persian turkish polish swedish danish norwegian
+""")
+# "at" and "around" are left out: "smiled at Fred", "looked around Scrooge".
+_GEO_PREPOSITIONS = _words("in near across throughout outside inside within into")
+
+_TYPE_SYNONYMS = {
+    "person": _words("person people per persons character characters individual human"),
+    "organization": _words("organization organisation organizations organisations org company "
+                           "companies institution institutions agency"),
+    "geo": _words("geo location locations place places gpe loc city country region"),
+    "event": _words("event events"),
+}
+
+# --- regular expressions (compiled once) ---
+
+_BLOCK_SPLIT = re.compile(r"\n[ \t\r\f\v]*\n")
+_SPACES = re.compile(r"\s+")
+# A word: letters and digits, joined by single apostrophes or hyphens ("O'Brien",
+# "Christmas-time", not "Eve--old"), with an optional possessive ending.
+_WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
+_LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
+_SENTENCE_END = re.compile(r"([.!?]+|(?:--+|\u2014)(?=[\"'\u201d\u2019]))([\"'\u201d\u2019)\]]*)\s+")
+_CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNORECASE)
+_OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
+_DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
+_HEADING_MARK = re.compile(r"^\s*(#{1,6}\s+|\*\*|__)")
+_YEAR = re.compile(r"[12]\d{3}")
+_APOSTROPHES = "'\u2019"
+_POSSESSIVE_CHARS = "sS'\u2019"
+
+
+class _Token:
+    __slots__ = ("text", "start", "end", "cap", "caps", "poss")
+
+    def __init__(self, m: re.Match) -> None:
+        # The hot loop of the module: one call per word, so cheap tests go first.
+        w = m.group()
+        self.start, self.end = m.start(), m.end()
+        self.poss = False
+        if w[-1] in _POSSESSIVE_CHARS and len(w) > 2:
+            cut = w[:-2] if w[-2] in _APOSTROPHES else w[:-1]
+            if w[-1] in _APOSTROPHES or w[-2] in _APOSTROPHES:
+                self.poss, w = True, cut
+        self.text = w
+        self.cap = w[0].isupper() and not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w))
+        self.caps = self.cap and len(w) > 1 and w.isupper()
+
+
+class _Mention:
+    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym")
+
+    def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
+                 prep: bool = False, poss: bool = False, acronym: bool = False) -> None:
+        self.sent, self.name = sent, name
+        self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
+        self.acronym = acronym
+
+
+def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
+    """Entities and co-occurrence relationships of one chunk, found without a model."""
+    if not chunk_text or not isinstance(chunk_text, str):
+        return Extraction()
+    sentences, blocks, headlines = _sentences(chunk_text)
+    if not sentences:
+        return Extraction()
+    lower_words = set(_LOWER_WORD.findall(chunk_text))
+    tokens = [[_Token(m) for m in _WORD.finditer(s)] for s in sentences]
+    initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
+    mid_caps = {t.text for i, toks in enumerate(tokens) if i not in headlines
+                for j, t in enumerate(toks) if t.cap and j not in initial[i]}
+
+    mentions: list[_Mention] = []
+    for i, toks in enumerate(tokens):
+        if i not in headlines:
+            mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps))
+    if headlines:
+        mentions.extend(_headline_mentions(sentences, headlines, {m.name for m in mentions}))
+    if not mentions:
+        return Extraction()
+
+    canon, types = _resolve(mentions, lower_words)
+    allowed = _allowed_types(entity_types)
+    # Dicts keep insertion order: names in order of first mention, sentences in text order.
+    per_sentence: dict[int, dict[str, None]] = defaultdict(dict)
+    mentioned_in: dict[str, dict[int, None]] = defaultdict(dict)
+    aliases: dict[str, dict[str, None]] = defaultdict(dict)
+    for m in sorted(mentions, key=lambda m: m.sent):
+        name = canon[m.name]
+        per_sentence[m.sent][name] = None
+        mentioned_in[name][m.sent] = None
+        if m.name != name:
+            aliases[name][m.name] = None
+
+    entities = []
+    for name in mentioned_in:
+        # Body sentences describe better than a headline; a headline is the last resort.
+        where = [s for s in mentioned_in[name] if s not in headlines] or list(mentioned_in[name])
+        desc = _trim(" ".join(_DATELINE.sub("", sentences[s]) for s in where[:2]))
+        if name in aliases:
+            desc += " (Also called " + ", ".join(aliases[name]) + ".)"
+        entities.append(EntityRecord(name=name, type=_emit_type(types[name], allowed), description=desc))
+    relationships = _relationships({s: list(names) for s, names in per_sentence.items()},
+                                   sentences, blocks, headlines, list(mentioned_in))
+    return Extraction(entities=entities, relationships=relationships)
+
+
+# --- sentences ---
+
+def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
+    """Sentences (whitespace collapsed), the block index of each, and which are headlines."""
+    sentences: list[str] = []
+    blocks: list[int] = []
+    headlines: set[int] = set()
+    for b, block in enumerate(_BLOCK_SPLIT.split(text.replace("\r\n", "\n").replace("\r", "\n"))):
+        lines = [ln.strip() for ln in block.split("\n")]
+        lines = [ln for ln in lines if ln and not _is_caps_line(ln)]
+        if not lines:
+            continue
+        if len(lines) == 1 and _is_headline(lines[0]):
+            sentences.append(_HEADING_MARK.sub("", lines[0]).strip(" #*_"))
+            blocks.append(b)
+            headlines.add(len(sentences) - 1)
+            continue
+        para = _SPACES.sub(" ", " ".join(lines))
+        for s in _split_sentences(para):
+            sentences.append(s)
+            blocks.append(b)
+    return sentences, blocks, headlines
+
+
+def _is_caps_line(line: str) -> bool:
+    letters = [c for c in line if c.isalpha()]
+    if len(letters) < 2 or not all(c.isupper() for c in letters):
+        return False
+    # A lone acronym on its own line ("NASA") is a name, anything longer is a heading.
+    return len(line.split()) > 1 or len(letters) > 6
+
+
+def _is_headline(line: str) -> bool:
+    if _HEADING_MARK.match(line):
+        return True
+    if line[-1] in ".!?:;,\"'\u201d\u2019" or len(line) > 200:
+        return False
+    words = [w for w in line.split() if w[0].isalpha()]
+    if len(words) < 3:
+        return False
+    caps = sum(1 for w in words if w[0].isupper())
+    small = sum(1 for w in words if w.lower() in _COMMON or w.lower() in _PARTICLES)
+    return caps >= 0.6 * len(words) and caps > small
+
+
+def _split_sentences(para: str) -> list[str]:
+    out = []
+    start = 0
+    for m in _SENTENCE_END.finditer(para):
+        end = m.end()
+        if end < len(para) and para[end].islower():
+            continue
+        if m.group(1) == ".":
+            before = para[start:m.start()].rsplit(None, 1)
+            last = before[-1].lower() if before else ""
+            last = last.lstrip("\"'(\u201c\u2018")
+            if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
+                continue
+        out.append(para[start:m.end()].strip())
+        start = end
+    tail = para[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
+    """Tokens that begin the sentence or a quotation, where capitals say nothing."""
+    out = set()
+    for j, t in enumerate(toks):
+        if not out and not t.text.isdigit():
+            out.add(j)
+            continue
+        k = t.start - 1
+        if k >= 0 and sentence[k] in _OPEN_QUOTE and (k == 0 or not sentence[k - 1].isalnum()):
+            out.add(j)
+        elif k >= 1 and sentence[k] == " " and sentence[k - 1] in ":;\u2014":
+            out.add(j)
+    return out
+
+
+# --- names ---
+
+def _plain_gap(sentence: str, a: _Token, b: _Token) -> bool:
+    return b.start > a.end and sentence[a.end:b.start].isspace()
+
+
+def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[int],
+                       lower_words: set[str], mid_caps: set[str]) -> list[_Mention]:
+    out: list[_Mention] = []
+    n = len(toks)
+    j = 0
+    while j < n:
+        t = toks[j]
+        if not t.cap or t.text.isdigit():
+            j += 1
+            continue
+        if t.caps:
+            # Acronyms stand alone; a row of ALL-CAPS words is a heading or a dateline.
+            k = j
+            while k + 1 < n and toks[k + 1].caps and _plain_gap(sentence, toks[k], toks[k + 1]):
+                k += 1
+            if k == j and len(t.text) <= 6 and t.text.isalpha() and t.text.lower() not in _NOISE \
+                    and t.text.lower() not in _COMMON:
+                out.append(_Mention(i, t.text, acronym=True, poss=t.poss,
+                                    prep=_prep_before(sentence, toks, j)))
+            j = k + 1
+            continue
+        parts = _run(sentence, toks, j)
+        j = parts[-1] + 1
+        m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps)
+        if m is not None:
+            out.append(m)
+    return out
+
+
+def _run(sentence: str, toks: list[_Token], j: int) -> list[int]:
+    """Indexes of the tokens of the capitalised name starting at token ``j``."""
+    parts = [j]
+    n = len(toks)
+    while True:
+        k = parts[-1]
+        cur = toks[k]
+        if cur.poss and not (toks[parts[0]].text.lower() in ("st", "saint") and len(parts) <= 2):
+            break
+        if k + 1 >= n:
+            break
+        nxt = toks[k + 1]
+        if nxt.text == cur.text:        # "called Scrooge Scrooge"
+            break
+        gap = sentence[cur.end:nxt.start]
+        low = cur.text.lower()
+        if nxt.cap and not nxt.caps and not nxt.text.isdigit():
+            if gap.isspace() or (gap == ". " and (low in _ABBREVIATIONS or low in _HONORIFICS
+                                                  or (len(cur.text) == 1 and cur.text.isupper()))):
+                parts.append(k + 1)
+                continue
+            if gap.strip() == "&" and len(gap) <= 3:
+                parts.append(k + 1)
+                continue
+            break
+        if not gap.isspace() or k + 2 >= n:
+            break
+        word = nxt.text
+        after = toks[k + 2]
+        if not _plain_gap(sentence, nxt, after):
+            break
+        if word in _PARTICLES and after.cap and not after.caps and not after.text.isdigit():
+            parts += [k + 1, k + 2]
+            continue
+        if word == "of" and low in _OF_HEADS:
+            if after.cap and not after.caps and not after.text.isdigit():
+                parts += [k + 1, k + 2]
+                continue
+            if after.text == "the" and k + 3 < n and toks[k + 3].cap and not toks[k + 3].caps \
+                    and _plain_gap(sentence, after, toks[k + 3]):
+                parts += [k + 1, k + 2, k + 3]
+                continue
+        break
+    return parts
+
+
+def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],
+                      initial: set[int], lower_words: set[str], mid_caps: set[str]) -> _Mention | None:
+    words = [toks[p].text for p in parts]
+    common = False
+    if parts[0] in initial:
+        first = words[0].lower()
+        common = not (first in _GEO_PREFIXES and len(words) > 1) and first not in _HONORIFICS \
+            and first not in _KEEP_TITLES \
+            and (first in _COMMON or first in _NOISE or first in lower_words)
+        if not common and len(words) == 1 and words[0] not in mid_caps:
+            return None
+    honorific = title = False
+    lead = 0
+    # Leading honorifics go; leading common words ("Every One", "A Merry Christmas") and
+    # noise ("Chapter") go; connectors left dangling at either edge go.
+    while lead < len(words) - 1:
+        low = words[lead].lower()
+        if low in _HONORIFICS:
+            honorific = True
+        elif not ((low in _NOISE and low not in _KEEP_TITLES) or words[lead].islower()
+                  or (low in _COMMON and low not in _ADJECTIVES)):
+            break
+        lead += 1
+    if lead == 0 and parts[0] in initial and common:
+        lead = 1
+    parts, words = parts[lead:], words[lead:]
+    while words and (words[-1].islower() or (len(words) > 1 and words[-1].lower() in _NOISE
+                                             and words[-1].lower() not in _KEEP_TITLES)):
+        parts, words = parts[:-1], words[:-1]
+    if not words or all(len(w) < 2 for w in words):
+        return None
+    low = words[0].lower()
+    if len(words) == 1:
+        if len(words[0]) < 2 or low in _NOISE or low in _COMMON or low in _KEEP_TITLES \
+                or low in _HONORIFICS or low in _DEMONYMS:
+            return None
+    else:
+        title = low in _KEEP_TITLES
+    first, last = parts[0], parts[-1]
+    start, end = toks[first].start, toks[last].start + len(toks[last].text)
+    # A year beside an event word is part of the event's name.
+    if _cue_words(words[-1])[-1] in _EVENT_WORDS:
+        if last + 1 < len(toks) and _YEAR.fullmatch(toks[last + 1].text) \
+                and _plain_gap(sentence, toks[last], toks[last + 1]):
+            end = toks[last + 1].start + len(toks[last + 1].text)
+            last += 1
+        elif first > 0 and _YEAR.fullmatch(toks[first - 1].text) \
+                and _plain_gap(sentence, toks[first - 1], toks[first]):
+            start = toks[first - 1].start
+    name = _SPACES.sub(" ", sentence[start:end])
+    poss = toks[last].poss
+    prep = _prep_before(sentence, toks, first - 1 if honorific else first)
+    return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss)
+
+
+def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
+    """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
+    return j > 0 and toks[j - 1].text.lower() in _GEO_PREPOSITIONS \
+        and _plain_gap(sentence, toks[j - 1], toks[j])
+
+
+def _headline_mentions(sentences: list[str], headlines: set[int], known: set[str]) -> list[_Mention]:
+    """Mentions in title-case lines: only names the body also uses, longest first."""
+    out = []
+    names = sorted(known, key=lambda n: (-len(n), n))
+    for i in sorted(headlines):
+        line = sentences[i]
+        taken: list[tuple[int, int]] = []
+        for name in names:
+            at = line.find(name)
+            while at >= 0:
+                end = at + len(name)
+                free = not any(a < end and at < b for a, b in taken)
+                bounded = (at == 0 or not line[at - 1].isalnum()) and \
+                    (end == len(line) or not line[end].isalnum())
+                if free and bounded:
+                    taken.append((at, end))
+                    out.append(_Mention(i, name))
+                at = line.find(name, end)
+    return out
+
+
+# --- resolution and types ---
+
+def _cue_words(word: str) -> list[str]:
+    """The lower-case parts of a word that carry type cues ("Christmas-time" -> christmas, time)."""
+    return [p for p in word.lower().replace(".", "").split("-") if p] or [word.lower()]
+
+
+def _cue_type(name: str) -> str | None:
+    words = [w for w in name.split() if not _YEAR.fullmatch(w)]
+    if not words:
+        return None
+    lows = [p for w in words for p in _cue_words(w)]
+    if lows[-1] in _EVENT_WORDS or lows[0] == "christmas":
+        return "event"
+    if any(w in _ORG_WORDS for w in lows):
+        return "organization"
+    if lows[-1] in _GEO_SUFFIXES or (len(lows) > 1 and lows[0] in _GEO_PREFIXES):
+        return "geo"
+    if " ".join(lows) in _GEO_KNOWN or " ".join(lows) in _GEO_KNOWN_MULTI:
+        return "geo"
+    if len(words) == 1 and len(lows[0]) > 5 and lows[0].endswith(_GEO_WORD_ENDINGS):
+        return "geo"
+    return None
+
+
+def _initials(name: str) -> tuple[str, str]:
+    words = [w for w in name.split() if not _YEAR.fullmatch(w)]
+    caps = "".join(w[0] for w in words if w[0].isupper())
+    every = "".join(w[0] for w in words).upper()
+    return caps.upper(), every
+
+
+def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Map every surface name to its canonical name in this chunk, and type the canonical names."""
+    by_name: dict[str, list[_Mention]] = defaultdict(list)
+    for m in mentions:
+        by_name[m.name].append(m)
+    cue = {name: _cue_type(name) for name in by_name}
+    person_cue = {name: any(m.honorific or m.title for m in ms) for name, ms in by_name.items()}
+
+    def longer_type(name: str) -> str:
+        ms = by_name[name]
+        return cue[name] or ("geo" if 2 * sum(m.prep for m in ms) > len(ms) else "person")
+
+    multi = [n for n in by_name if " " in n and not any(m.title for m in by_name[n])]
+    by_last: dict[str, list[str]] = defaultdict(list)
+    by_first: dict[str, list[str]] = defaultdict(list)
+    by_initials: dict[str, list[str]] = defaultdict(list)
+    yearless: dict[str, list[str]] = defaultdict(list)
+    for n in multi:
+        words = n.split()
+        t = longer_type(n)
+        core = [w for w in words if not _YEAR.fullmatch(w)]
+        if len(core) < len(words):
+            yearless[" ".join(core)].append(n)
+        if t == "person" or (t == "geo" and core[0].lower() in _GEO_PREFIXES):
+            by_last[core[-1]].append(n)
+        if t in ("person", "organization") and core[0].lower() not in _GEO_PREFIXES:
+            by_first[core[0]].append(n)
+        for ini in set(_initials(n)):
+            if len(ini) >= 2:
+                by_initials[ini].append(n)
+
+    canon: dict[str, str] = {}
+    for name, ms in by_name.items():
+        target = name
+        if " " not in name:
+            if any(m.acronym for m in ms):
+                cands = by_initials.get(name, [])
+            elif any(m.honorific for m in ms):
+                cands = [c for c in by_last.get(name, []) if longer_type(c) == "person"]
+            else:
+                cands = list(dict.fromkeys(by_last.get(name, []) + by_first.get(name, [])))
+                # "based in Quinrellmouth" is the place, not "Quinrellmouth Port Authority".
+                own = cue[name] or ("geo" if any(m.prep for m in ms) else None)
+                if own is not None:
+                    cands = [c for c in cands if longer_type(c) == own]
+            if len(cands) == 1:
+                target = cands[0]
+        elif name in yearless and len(yearless[name]) == 1:
+            target = yearless[name][0]
+        canon[name] = target
+
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, target in canon.items():
+        members[target].append(name)
+    types: dict[str, str] = {}
+    for target, group in members.items():
+        ms = [m for n in group for m in by_name[n]]
+        t = cue.get(target) or _cue_type(target)
+        if t is None:
+            if any(person_cue[n] for n in group):
+                t = "person"
+            elif " " not in target and any(m.acronym for m in ms):
+                t = "organization"
+            elif 2 * sum(m.prep for m in ms) > len(ms) and not any(m.poss for m in ms):
+                t = "geo"
+            elif " " not in target and target.lower() in lower_words:
+                t = "concept"           # a capitalised common noun: "Want", "Ignorance", "Past"
+            else:
+                t = "person"
+        types[target] = t
+    return canon, types
+
+
+def _allowed_types(entity_types: list[str] | None) -> list[str]:
+    if entity_types is None:
+        return list(DEFAULT_TYPES)
+    return [t.strip().lower() for t in entity_types if isinstance(t, str) and t.strip()]
+
+
+def _emit_type(kind: str, allowed: list[str]) -> str:
+    """The first allowed type that means ``kind``, else "concept"."""
+    if kind in allowed:
+        return kind
+    synonyms = _TYPE_SYNONYMS.get(kind, frozenset())
+    for t in allowed:
+        if t in synonyms:
+            return t
+    return "concept"
+
+
+# --- descriptions and relationships ---
+
+def _trim(text: str, limit: int = MAX_DESCRIPTION_WORDS) -> str:
+    words = text.split()
+    if len(words) <= limit:
+        return " ".join(words)
+    return " ".join(words[:limit]).rstrip(",;:") + " …"
+
+
+def _relationships(per_sentence: dict[int, list[str]], sentences: list[str], blocks: list[int],
+                   headlines: set[int], order: list[str]) -> list[RelationshipRecord]:
+    rank = {name: i for i, name in enumerate(order)}
+    same: dict[tuple[str, str], int] = defaultdict(int)
+    near: dict[tuple[str, str], int] = defaultdict(int)
+    where: dict[tuple[str, str], list[int]] = {}
+
+    def key(a: str, b: str) -> tuple[str, str]:
+        return (a, b) if rank[a] < rank[b] else (b, a)
+
+    for s, names in per_sentence.items():
+        for x in range(len(names)):
+            for y in range(x + 1, min(len(names), x + 1 + _PAIR_WINDOW)):
+                k = key(names[x], names[y])
+                same[k] += 1
+                where.setdefault(k, [s])
+    for s, names in per_sentence.items():
+        t = s + 1
+        if t not in per_sentence or blocks[s] != blocks[t] or s in headlines:
+            continue
+        for a in names[:_NEAR_SIDE]:
+            for b in per_sentence[t][:_NEAR_SIDE]:
+                if a == b:
+                    continue
+                k = key(a, b)
+                near[k] += 1
+                if k not in where:
+                    where[k] = [s, t]
+    scored = []
+    for k in set(same) | set(near):
+        strength = min(10.0, max(1.0, 2.0 * same.get(k, 0) + 0.5 * near.get(k, 0)))
+        scored.append((-strength, -same.get(k, 0), rank[k[0]], rank[k[1]], k, strength))
+    scored.sort()
+    degree: dict[str, int] = defaultdict(int)
+    out = []
+    for *_, (a, b), strength in scored:
+        if degree[a] >= MAX_RELATIONSHIPS_PER_ENTITY or degree[b] >= MAX_RELATIONSHIPS_PER_ENTITY:
+            continue
+        degree[a] += 1
+        degree[b] += 1
+        desc = _trim(" ".join(sentences[s] for s in where[(a, b)]))
+        out.append(RelationshipRecord(source=a, target=b, description=desc, strength=strength))
+    return out
