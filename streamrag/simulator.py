@@ -129,7 +129,7 @@ _EVENT_CUES = {
     "ceremony", "celebration", "meeting", "trial", "hearing", "referendum", "revolution",
     "battle", "earthquake", "hurricane", "fire", "outbreak", "launch", "gala", "concert",
     "convention", "symposium", "negotiations", "treaty", "merger", "scandal", "blackout",
-    "festivity", "holiday", "feast", "show", "exhibition", "award", "awards", "prize",
+    "festivity", "holiday", "feast", "show", "exhibition", "award", "awards", "prize", "year",
 }
 _GEO_PREPOSITIONS = {"in", "near", "from", "across", "outside", "inside", "to", "around"}
 
@@ -248,8 +248,12 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
             if gap.strip() or (prev.endswith(".") and len(prev.rstrip(".")) > 1
                                and prev.rstrip(".").casefold() not in _TITLES | {"st", "mt", "ft"}):
                 break
+            # "of" and kin join "Bank of England" and "Ghost of Christmas Past", but not
+            # "Mira Osk of Harbor Council": only a single capitalised word takes a connector.
             if _is_cap(nxt) or (nxt.rstrip(".").isdigit() and len(nxt.rstrip(".")) <= 4) or (
-                    nxt in _CONNECTORS and j + 1 < len(tokens) and _is_cap(tokens[j + 1].group())):
+                    nxt in _CONNECTORS and j + 1 < len(tokens)
+                    and sum(w.casefold().rstrip(".") not in _LEADING_STOP for w in run) == 1
+                    and _is_cap(tokens[j + 1].group())):
                 run.append(nxt)
                 j += 1
                 continue
@@ -265,8 +269,8 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
 
 def _clean_run(run: list[str], initial: bool) -> tuple[str, bool]:
     """The entity name a run stands for ("" for none) and whether it still starts a sentence."""
-    words = [re.sub(r"(['’]s|['’])$", "", w.rstrip(".-")) if not re.fullmatch(r"(?:[A-Z]\.)+", w)
-             else w for w in run]
+    words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w)
+             else re.sub(r"['’]s$", "", w.rstrip(".-'’")).rstrip(".") for w in run]
     words = [w for w in words if w]
     if len(words) > 1 and all(_is_shouting(w) for w in words):
         return "", False                                    # a heading or dateline
@@ -502,8 +506,9 @@ def _found_names(found: str) -> set[str]:
         fields = [f.strip() for f in line.split("|")]
         if len(fields) > 1 and fields[0].casefold() in ("entity", "relation", "relationship"):
             names.update(_norm(f) for f in fields[1:3 if fields[0].casefold() != "entity" else 2])
-        else:
-            names.add(_norm(fields[0]))
+            continue
+        for part in re.split(r"\s+(?:--|->|<->|—)\s+", fields[0]):   # "A -- B" relation pairs
+            names.add(_norm(re.sub(r"\s*\([^)]*\)$", "", part)))       # "Name (type)"
     return names
 
 
@@ -640,6 +645,10 @@ def _context_rows(context: str) -> list[_Row]:
     rows = []
     for line in context.splitlines():
         ids = _ID.findall(line)
+        community = re.match(r"\s*([A-Z]{1,4}\d{1,6})\s*\|", line)
+        if community:                   # a sub-community report: "C12 | title | summary"
+            ids = [community.group(1)]
+            line = line[community.end():]
         if not ids:
             continue
         rest = _ID.sub(" ", re.sub(r"\[[A-Z]:", "[", line))
@@ -672,17 +681,18 @@ def answer_report(messages: list[dict]) -> str:
         title = "An unnamed group"
     sentences = _distinct_sentences("\n".join(r.description for r in rows) or context)
     summary = trim_words(" ".join(sentences[:4]) or f"The group centres on {title}.", 120)
-    size = len(ent_rows) + len(rel_rows)
-    rating = round(min(10.0, 1.0 + 1.5 * math.log2(1 + size)), 1)
+    rating = round(min(10.0, 1.0 + 1.5 * math.log2(1 + len(rows))), 1)
     findings = []
-    for row in (ent_rows + rel_rows)[:5]:
+    other_rows = [r for r in rows if r not in ent_rows and r not in rel_rows]
+    for row in (ent_rows + rel_rows + other_rows)[:5]:
         ents = [i for i in row.ids if i.startswith("ent-")]
         rels = [i for i in row.ids if i.startswith("rel-")]
         if row.name and not rels:
             rels = [i for r in rel_rows if row.name.casefold() in r.line.casefold()
                     for i in r.ids if i.startswith("rel-")][:3]
         findings.append({
-            "summary": trim_words(f"{row.name or 'A relationship'}: {row.description}", 14),
+            "summary": trim_words(f"{row.name or 'A relationship'}: {row.description}", 14)
+            if row.name != row.description else trim_words(row.description, 14),
             "explanation": trim_words(row.description or summary, 80),
             "entities": ents, "relationships": rels})
     while len(findings) < 3:
@@ -691,8 +701,8 @@ def answer_report(messages: list[dict]) -> str:
         findings.append({"summary": trim_words(sentence, 14), "explanation": sentence,
                          "entities": [], "relationships": rel_ids[n:n + 1]})
     report = {"title": title, "summary": summary, "rating": rating,
-              "rating_explanation": f"The group has {len(ent_rows)} entities and "
-                                    f"{len(rel_rows)} relationships in its context.",
+              "rating_explanation": f"Its context holds {len(ent_rows)} entity, {len(rel_rows)} "
+                                    f"relationship and {len(other_rows)} other records.",
               "findings": findings}
     return json.dumps(report, ensure_ascii=False, indent=1)
 
@@ -703,7 +713,8 @@ _REPORT_HEADS = (
     re.compile(r"^\s*(?:#+\s*)?(?:report[ _]?id|community[ _]?id|id|community)\s*[:=#]\s*"
                r"([\w.:-]+?)[.,;]?(?:\s+[:|-]?\s*(.*))?$", re.I),
     re.compile(r"^\s*(?:#+\s*)?report\s+([\w.-]*\d[\w.-]*)\s*[:.)-]\s*(.*)$", re.I),
-    re.compile(r"^\s*(?:#+\s*)?([A-Za-z]{1,8}-[0-9a-f]{4,}|\d{1,6})\s*[:|.),\]-]\s*(.*)$"),
+    re.compile(r"^\s*(?:#+\s*)?([A-Za-z]{1,8}-[0-9a-f]{4,}|[A-Z]{1,4}\d{1,6}|\d{1,6})"
+               r"\s*[:|.),\]-]\s*(.*)$"),
 )
 
 
@@ -712,7 +723,7 @@ def parse_reports(text: str) -> list[tuple[str, str]]:
 
     Accepted heads: ``<report id="X">``, ``[X] title`` / ``[R:X] title``, ``id: X``,
     ``Report X: title``, and ``X: title`` / ``X | title`` when X looks like an id
-    (``com-1a2b3c``, ``17``). A JSON list of objects with an ``id`` also works.
+    (``com-1a2b3c``, ``C17``, ``17``). A JSON list of objects with an ``id`` also works.
     """
     stripped = text.strip()
     if stripped[:1] in "[{":
@@ -965,9 +976,14 @@ class _Limiter:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    request_queue_size = 256
+    request_queue_size = 256        # the listen backlog: bursts of many new connections
     allow_reuse_address = True
     sim: Simulator
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that hung up (a timeout on its side, a cancelled task) is not an error here.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, OSError)):
+            super().handle_error(request, client_address)
 
 
 class Simulator:

@@ -169,6 +169,22 @@ def test_gleaning_finds_what_the_first_extraction_left_out(client):
     assert content(chat(client, glean)).strip() == "done"
 
 
+def test_gleaning_reads_a_found_list_of_names_and_pairs(client):
+    # The gleaner's compact reminder: "Name (type)" lines, then "A -- B" pairs.
+    extract = load_prompt("extract").render(text=MANY, entity_types=TYPES)
+    first, relations = records(content(chat(client, extract)))
+    found = "\n".join([f"{e[1]} ({e[2]})" for e in first] + [f"{r[1]} -- {r[2]}" for r in relations])
+    glean = load_prompt("glean").render(text=MANY, found=found, entity_types=TYPES)
+    more, _ = records(content(chat(client, glean)))
+    assert len(more) == 15 and not {e[1] for e in more} & {e[1] for e in first}
+    everything = found + "\n" + "\n".join(f"{e[1]} ({e[2]})" for e in more)
+    rest = load_prompt("glean").render(text=MANY, found=everything, entity_types=TYPES)
+    last, _ = records(content(chat(client, rest)))
+    everything += "\n" + "\n".join(f"{e[1]} ({e[2]})" for e in last)
+    check = load_prompt("glean_check").render(text=MANY, found=everything)
+    assert content(chat(client, check)) == "NO"
+
+
 def test_claims_rest_on_sentences_with_claim_verbs(client):
     text = ("Orrin Holdings sued Velta Mining on March 3, 2031 over the spill. "
             "The weather was mild. Strand Bank announced a new fund in 2030.")
@@ -437,6 +453,36 @@ def test_faults_produce_every_kind_deterministically():
     kinds = _fault_kinds(seed=1, n=16)
     assert set(kinds) == set(FAULT_KINDS)
     assert _fault_kinds(seed=1, n=8) == kinds[:8]
+
+
+def test_stop_wakes_a_request_held_by_a_timeout_fault():
+    sim = Simulator(SimulatorConfig(fault_rate=1.0, seed=1, timeout_s=30))
+    url = sim.start()
+    kinds = []
+    while "timeout" not in kinds:      # seed 1 draws a timeout within the first few requests
+        kinds.append(sim._fault(len(kinds) + 1))
+    sim.reset()
+    with ThreadPoolExecutor(1) as pool:
+        for _ in kinds[:-1]:
+            try:
+                httpx.post(f"{url}/embeddings", json={"model": "m", "input": "x"}, timeout=5)
+            except httpx.HTTPError:
+                pass
+        held = pool.submit(httpx.post, f"{url}/embeddings", json={"model": "m", "input": "x"},
+                           timeout=20)
+        time.sleep(0.3)
+        start = time.perf_counter()
+        sim.stop()
+        assert time.perf_counter() - start < 3
+        with pytest.raises(httpx.HTTPError):
+            held.result(timeout=5)
+
+
+def test_stats_endpoint(sim, client):
+    client.post("/embeddings", json={"model": "m", "input": "Scrooge"})
+    stats = client.get("/simulator/stats").json()
+    assert stats["requests"] == 1 and stats["by_task"] == {"embed": 1}
+    assert stats["prompt_tokens"] == sim.prompt_tokens > 0
 
 
 def test_fault_rate_is_roughly_honoured():
