@@ -61,7 +61,7 @@ def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: st
     overlap = max(0, min(int(overlap), chunk_size // 2))
     budget = chunk_size - overlap
     units = _units(text, enc, budget)
-    pieces = _pieces(units, budget)
+    pieces = _pieces(units, budget, chunk_size)
     spans = []
     for i, (a, b) in enumerate(pieces):
         start, end = units[a].start, units[b - 1].end
@@ -140,13 +140,13 @@ def _split_sentence(text: str, a: int, b: int, tokens: list[int], enc, budget: i
 # ---------------------------------------------------------------------------- boundaries
 
 
-def _pieces(units: list[_Unit], budget: int) -> list[tuple[int, int]]:
-    """Unit ranges ``[a, b)`` forming the chunk bodies."""
+def _pieces(units: list[_Unit], budget: int, chunk_size: int) -> list[tuple[int, int]]:
+    """Unit ranges ``[a, b)`` forming the chunk bodies (a lone chunk needs no overlap room)."""
     n = len(units)
     pos = [0]
     for u in units:
         pos.append(pos[-1] + u.tokens)
-    if pos[-1] <= budget:
+    if pos[-1] <= chunk_size:
         return [(0, n)]
     anchors = [0] + _anchors(units, pos, budget // 2) + [n]
     pieces: list[tuple[int, int]] = []
