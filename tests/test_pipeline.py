@@ -1,0 +1,179 @@
+"""The indexer end to end, through the simulator over loopback HTTP and offline."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import anyio
+import pytest
+
+from conftest import make_settings
+from streamrag.pipeline import sync
+from streamrag.store import Store
+
+pytestmark = pytest.mark.anyio
+
+
+def snapshot(db) -> dict:
+    """The published graph, in a form two indexes can be compared by."""
+    store = Store(db, readonly=True)
+    try:
+        with store.snapshot():
+            ents = {r["id"]: (r["name"], r["type"], r["description"], r["mentions"], r["degree"])
+                    for r in store.query("SELECT * FROM entities")}
+            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"])
+                    for r in store.query("SELECT * FROM relationships")}
+            esrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM entity_sources"))
+            rsrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM relationship_sources"))
+            members = {}
+            for r in store.query("SELECT c.level, m.community_id, m.entity_id FROM community_members m "
+                                 "JOIN communities c ON c.id = m.community_id"):
+                members.setdefault((r["level"], r["community_id"]), set()).add(r["entity_id"])
+            partition = sorted((level, tuple(sorted(ms))) for (level, _cid), ms in members.items())
+            docs = sorted((r["path"], r["id"]) for r in store.query("SELECT path, id FROM documents"))
+    finally:
+        store.close()
+    return {"entities": ents, "relationships": rels, "entity_sources": esrc,
+            "relationship_sources": rsrc, "partition": partition, "documents": docs}
+
+
+async def test_index_through_simulator(corpus, tmp_path, sim_settings, simulator):
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        before = simulator.requests
+        result = await sync([corpus], sim_settings, db, root=corpus)
+        assert simulator.requests > before
+    assert result.docs == 4 and result.failures == 0
+    assert result.entities > 10 and result.relationships > 5
+    store = Store(db, readonly=True)
+    # Merged entities with provenance: Mira Osk is named in three documents.
+    mira = store.query("SELECT * FROM entities WHERE name = 'Mira Osk'")
+    assert len(mira) == 1 and mira[0]["mentions"] >= 3 and mira[0]["description"]
+    docs = {r["path"] for r in store.query(
+        "SELECT DISTINCT d.path FROM entity_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+        "JOIN documents d ON d.id = dc.doc_id WHERE s.entity_id = ?", (mira[0]["id"],))}
+    assert {"council.txt", "guild.txt", "railway.txt"} <= docs
+    # The summarizer merged several descriptions into one (an LLM call was made for it).
+    assert store.scalar("SELECT count(*) FROM llm_calls WHERE stage = 'summarize'") > 0
+    # Every entity is in exactly one level-0 community, at most one per deeper level.
+    per_level = store.query("SELECT c.level, m.entity_id, count(*) AS n FROM community_members m "
+                            "JOIN communities c ON c.id = m.community_id GROUP BY c.level, m.entity_id")
+    assert all(r["n"] == 1 for r in per_level)
+    level0 = {r["entity_id"] for r in per_level if r["level"] == 0}
+    assert level0 == {r["id"] for r in store.query("SELECT id FROM entities")}
+    # Every community has a report written by the model (not the extractive stand-in).
+    assert store.scalar("SELECT count(*) FROM communities WHERE report_key NOT IN (SELECT key FROM reports)") == 0
+    assert store.scalar("SELECT count(*) FROM reports WHERE extractive = 1") == 0
+    assert store.scalar("SELECT count(*) FROM communities") == result.communities > 0
+    # Relationship weights come from their supporting mentions.
+    for r in store.query("SELECT r.weight, sum(s.strength) / 10.0 AS w FROM relationships r "
+                         "JOIN relationship_sources s ON s.relationship_id = r.id GROUP BY r.id"):
+        assert r["weight"] == pytest.approx(r["w"])
+    store.close()
+
+    # A second run on the unchanged folder makes no request at all.
+    with anyio.fail_after(60):
+        before = simulator.requests
+        again = await sync([corpus], sim_settings, db, root=corpus)
+    assert simulator.requests == before
+    assert sum(s.get("calls", 0) for s in again.llm.values()) == 0
+    assert again.reports_generated == 0 and again.docs_added == 0
+
+
+async def test_offline_index_needs_no_llm(corpus, tmp_path):
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    assert settings.offline
+    db = tmp_path / "offline.db"
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.offline and result.entities > 10 and result.communities > 0
+    store = Store(db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+    assert store.scalar("SELECT count(*) FROM reports WHERE extractive = 0") == 0
+    assert store.scalar("SELECT count(*) FROM communities WHERE report_key IS NULL") == 0
+    names = {r["name"] for r in store.query("SELECT name FROM entities")}
+    assert {"Mira Osk", "Port Vell", "Anton Heller"} <= names
+    store.close()
+
+
+async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
+    (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
+    (corpus / "empty.md").write_text("   \n")
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.docs == 4 and result.failures == 2
+    store = Store(db, readonly=True)
+    messages = [r["message"] for r in store.query("SELECT message FROM failures")]
+    assert any("broken.txt" in m and "binary" in m for m in messages)
+    assert any("empty.md" in m for m in messages)
+    store.close()
+
+
+@pytest.mark.parametrize("offline", [True, False])
+async def test_changes_equal_a_fresh_index(corpus, tmp_path, simulator, offline):
+    base = {"index": {"chunk_size": 80, "chunk_overlap": 10}}
+    settings = make_settings("" if offline else simulator.base_url, **base)
+    db = tmp_path / "inc.db"
+    await sync([corpus], settings, db, root=corpus)
+    # Modify one document, delete one, rename one, add one.
+    text = (corpus / "guild.txt").read_text()
+    (corpus / "guild.txt").write_text(text.replace("Lantern Hall", "Harbor Chapel"))
+    (corpus / "festival.md").unlink()
+    (corpus / "railway.txt").rename(corpus / "rail_news.txt")
+    (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+    before = simulator.requests
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.docs_added == 2 and result.docs_removed == 2
+    incremental = snapshot(db)
+
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir)
+    fresh_db = tmp_path / "fresh.db"
+    await sync([fresh_dir], settings, fresh_db, root=fresh_dir)
+    fresh = snapshot(fresh_db)
+    for key in ("entities", "relationships", "entity_sources", "relationship_sources", "documents"):
+        assert incremental[key] == fresh[key], key
+    names = {v[0] for v in incremental["entities"].values()}
+    assert "Lena Varga" not in names            # only festival.md named her
+    assert "Oskar Lind" in " ".join(names)
+    if not offline:
+        assert simulator.requests > before
+
+
+async def test_rename_makes_no_llm_call(corpus, tmp_path, sim_settings, simulator):
+    db = tmp_path / "r.db"
+    await sync([corpus], sim_settings, db, root=corpus)
+    (corpus / "guild.txt").rename(corpus / "guild_renamed.txt")
+    before = simulator.requests
+    result = await sync([corpus], sim_settings, db, root=corpus)
+    assert simulator.requests == before
+    assert result.docs_added == 0 and result.docs_removed == 0
+    store = Store(db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM documents WHERE path = 'guild_renamed.txt'") == 1
+    store.close()
+
+
+def test_export_json_and_graphml(corpus, tmp_path):
+    from streamrag.export import export
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "e.db"
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    store = Store(db, readonly=True)
+    out = tmp_path / "out.json"
+    counts = export(store, out, "json")
+    data = json.loads(out.read_text())
+    assert counts["entities"] == len(data["entities"]) > 0
+    assert {"name", "type", "description", "documents"} <= set(data["entities"][0])
+    assert {"source", "target", "description", "weight"} <= set(data["relationships"][0])
+    assert {"id", "level", "parent", "members"} <= set(data["communities"][0])
+    assert len(data["reports"]) == len(data["communities"])
+    gml = tmp_path / "out.graphml"
+    export(store, gml, "graphml")
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(gml).getroot()
+    ns = "{http://graphml.graphdrawing.org/xmlns}"
+    assert len(root.findall(f"{ns}graph/{ns}node")) == counts["entities"]
+    store.close()
