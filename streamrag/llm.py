@@ -6,7 +6,8 @@ Every request passes, in order:
 2. the **in-flight table**: an identical request already on the wire is awaited, not repeated;
 3. a **concurrency slot** (``llm.concurrency`` requests in flight at most);
 4. the **rate limiters**: requests per minute and tokens per minute, as leaky buckets that hold
-   about one second of budget, so throughput is smooth instead of a burst then a stall;
+   about one second of budget, so throughput is smooth instead of a burst then a stall, and
+   the burst plus a minute's drain stays within the limit;
 5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
    and truncated answers; a ``Retry-After`` pauses every request of this client, not just the
    one that saw it. Each retry passes the slot and the limiters again, because the provider
@@ -96,11 +97,12 @@ class _Flight:
 
 
 def _per_minute_limiter(per_minute: int) -> AsyncLimiter | None:
-    """A leaky bucket draining ``per_minute``/60 a second that holds about one second of it."""
+    """A leaky bucket holding about one second of budget that never lets ``per_minute`` through
+    in any 60 s window, burst included (a provider may count over a sliding window)."""
     if per_minute <= 0:
         return None
-    per_second = per_minute / 60
-    capacity = max(1.0, per_second)
+    capacity = max(1.0, per_minute / 60)
+    per_second = max(per_minute - capacity, 1.0) / 60
     return AsyncLimiter(capacity, capacity / per_second)
 
 

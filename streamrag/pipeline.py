@@ -160,6 +160,18 @@ class Indexer:
 
     # -- the run -----------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
+        """Brings the index to ``paths`` and publishes it."""
+        return await self._session(paths, publish=True)
+
+    async def prefetch(self, paths: list[Path]) -> int:
+        """Loads, chunks and extracts ``paths`` without publishing (a later ``run`` reuses it all).
+
+        The daemon calls this as files change, so that the sync after a quiet period only
+        merges, clusters and reports. Returns the number of chunks extracted now.
+        """
+        return await self._session(paths, publish=False)
+
+    async def _session(self, paths: list[Path], *, publish: bool):
         started = time.monotonic()
         store = Store(self.db_path)
         try:
@@ -171,7 +183,11 @@ class Indexer:
                     if self.llm is not None:
                         await self.llm.__aenter__()
                     try:
-                        result = await self._sync(store, writer, paths, started)
+                        if publish:
+                            result = await self._sync(store, writer, paths, started)
+                        else:
+                            await self._stream_stage(store, writer, paths)
+                            result = self.progress.counts["chunks_extracted"]
                     finally:
                         if self.llm is not None:
                             with anyio.CancelScope(shield=True):
