@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64
 MAX_RETRY_AFTER_S = 600.0
-_COMPLETION_GUESS = 256        # tokens expected of an answer without max_tokens, until we know better
+_COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
@@ -335,7 +335,8 @@ class LLMClient:
         answer, latency = await self._retrying(self.chat_url, payload["model"],
                                                prompt_tokens + expected, attempt)
         if answer.prompt_tokens < 0:
-            answer.prompt_tokens = prompt_tokens if prompt_tokens >= 0 else self._prompt_estimate(messages)
+            answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
+                                    else self._prompt_estimate(messages))
         if answer.completion_tokens < 0:
             answer.completion_tokens = count_tokens(answer.text, self.encoding)
         self._answers += 1
@@ -388,7 +389,8 @@ class LLMClient:
                 try:
                     event = msgspec.json.decode(data)
                 except msgspec.DecodeError:
-                    raise _Retryable("a streamed event was not valid JSON (truncated?)", 200) from None
+                    raise _Retryable("a streamed event was not valid JSON (truncated?)",
+                                     200) from None
                 if not isinstance(event, dict):
                     continue
                 if "error" in event:
@@ -414,7 +416,8 @@ class LLMClient:
                        completion_tokens=_int(usage.get("completion_tokens"))), latency
 
     # -- embeddings --------------------------------------------------------------------------
-    async def embed(self, texts: list[str], *, model: str, stage: str = "embed") -> list[list[float]]:
+    async def embed(self, texts: list[str], *, model: str,
+                    stage: str = "embed") -> list[list[float]]:
         """The embedding of each text, from the cache when possible, others in batches of 64."""
         keys = [embedding_key(model, t) for t in texts]
         vectors: dict[str, list[float]] = {}
@@ -501,24 +504,28 @@ class LLMClient:
             reraise=True,
         )
         try:
-            async for attempt_state in retrying:
-                with attempt_state:
-                    async with self._slots:
-                        await self._admit(tokens)
-                        try:
-                            return await attempt()
-                        except httpx.TimeoutException:
-                            raise _Retryable(f"no answer within {self.settings.request_timeout_s:g} s "
-                                             "(timeout)") from None
-                        except httpx.TransportError as e:
-                            raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+            async for state in retrying:
+                with state:
+                    return await self._attempt(tokens, attempt)
         except _Retryable as e:
             attempts = self.settings.max_retries + 1
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; check that the "
-                "server is running and reachable, or lower llm.requests_per_minute / "
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; check that "
+                "the server is running and reachable, or lower llm.requests_per_minute / "
                 "llm.concurrency") from None
         raise AssertionError("unreachable")
+
+    async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
+        """One try under a slot and the limiters; transport failures become ``_Retryable``."""
+        async with self._slots:
+            await self._admit(tokens)
+            try:
+                return await attempt()
+            except httpx.TimeoutException:
+                timeout = self.settings.request_timeout_s
+                raise _Retryable(f"no answer within {timeout:g} s (timeout)") from None
+            except httpx.TransportError as e:
+                raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
 
     async def _admit(self, tokens: int) -> None:
         """Wait out a server-requested pause, then take rate budget for one request."""
@@ -588,7 +595,8 @@ class LLMClient:
         try:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
-            raise _Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+            raise _Retryable("the answer was not valid JSON (truncated?)",
+                             resp.status_code) from None
 
     # -- accounting --------------------------------------------------------------------------
     async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,

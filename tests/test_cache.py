@@ -33,7 +33,8 @@ def test_key_ignores_dict_order_and_none_options():
 
 def test_integer_and_float_temperature_are_one_key():
     assert base_key(options={"temperature": 0, "max_tokens": 100}) == base_key()
-    assert canonical_options({"temperature": 1, "max_tokens": 5}) == {"temperature": 1.0, "max_tokens": 5}
+    assert canonical_options({"temperature": 1, "max_tokens": 5}) == {"temperature": 1.0,
+                                                                      "max_tokens": 5}
 
 
 @pytest.mark.parametrize("changes", [

@@ -466,3 +466,13 @@ def test_retry_after_parsing():
     now = 1_700_000_000.0
     assert parse_retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now=now) == pytest.approx(10.0)
     assert parse_retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now=now) == 0.0
+
+
+@pytest.mark.parametrize("per_minute", [1, 2, 30, 59, 60, 61, 500, 3000, 200000])
+def test_limiter_burst_plus_a_minute_stays_within_the_limit(per_minute):
+    from streamrag.llm import _per_minute_limiter
+
+    limiter = _per_minute_limiter(per_minute)
+    drained_per_minute = limiter.max_rate / limiter.time_period * 60
+    assert limiter.max_rate + drained_per_minute <= per_minute + 1e-9 or per_minute == 1
+    assert drained_per_minute >= 0.95 * per_minute or per_minute < 60  # and not much less
