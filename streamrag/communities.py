@@ -1,0 +1,383 @@
+"""Hierarchical Leiden communities, seeded, deterministic and incremental.
+
+Shape of the hierarchy (GraphRAG's semantics, but over the whole graph):
+- Level 0 partitions every entity. Leiden runs on the whole graph, so every connected
+  component is clustered, not only the largest. Each part is then cut into its connected
+  pieces, so a community is always connected; an entity without edges is therefore a
+  community of its own. Singletons are honest and stable (a new isolated entity never
+  reshuffles another community); grouping unrelated isolates into buckets would give
+  communities with nothing to report and ids that shift whenever an isolate arrives.
+- A community larger than ``max_cluster_size`` is split at the next level by running Leiden
+  on its induced subgraph. A community that is small enough, or that Leiden returns as one
+  part, is a leaf: entities reach deeper levels only under split communities.
+
+Why it is deterministic: node ids are sorted before any graph is built, every subgraph is
+built from its sorted members and sorted edges, and the optimiser is reseeded before every
+run, so a community's split depends only on its own subgraph and not on what ran before.
+
+Why it is incremental: with ``previous``, each (sub)graph starts from the previous partition
+at its level. Newcomers start alone and are placed while everyone else stays fixed; parts that
+fell apart are cut into their connected pieces. If then no node would gain by moving, that
+partition is kept as it is. Otherwise only the parts holding such a node are re-optimised and
+every other node keeps its part. Every run ends with local moves until no node wants to move,
+so an unchanged input with its own output as ``previous`` gives the same output, and a change
+reaches only the parts it unsettles. Ids are then matched to the previous communities (see
+``_assign_ids``), so an unchanged community keeps its id and its report.
+
+Leiden runs ``_MAX_ITERATIONS`` iterations at most: graphs without structure keep improving
+by crumbs for dozens of iterations, and the final local moves make the answer a fixed point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import igraph as ig
+import leidenalg as la
+
+from streamrag.records import Community
+
+__all__ = ["hierarchical_leiden", "diff_communities"]
+
+
+def hierarchical_leiden(
+    entity_ids: Iterable[str],
+    edges: Iterable[tuple[str, str, float]],
+    *,
+    max_cluster_size: int = 10,
+    seed: int = 42,
+    resolution: float = 1.0,
+    previous: Sequence[Community] | None = None,
+    new_id: Callable[[], str] | None = None,
+) -> list[Community]:
+    """Cluster entities into a hierarchy of communities, sorted by (level, first member).
+
+    ``edges`` are undirected (source id, target id, weight); parallel edges are summed,
+    self-loops and weights <= 0 are ignored, an unknown endpoint raises ValueError.
+    With ``previous`` the run starts from those communities and keeps their ids where the
+    membership survives; fresh ids come from ``new_id`` (default: "C<n>" counting up from
+    one above the largest number among the previous ids; pass a counter kept in the store
+    if an id retired in an earlier run must never come back). Without ``previous`` the ids
+    are C0, C1, ... in output order.
+    """
+    if max_cluster_size < 1:
+        raise ValueError(f"max_cluster_size must be at least 1, got {max_cluster_size}")
+    nodes = sorted(set(entity_ids))
+    if not nodes:
+        return []
+    index = {eid: i for i, eid in enumerate(nodes)}
+    adjacency = _adjacency(index, edges)
+
+    prev_label: list[dict[int, str]] = []  # per level: node index -> previous community id
+    for c in previous or ():
+        while len(prev_label) <= c.level:
+            prev_label.append({})
+        for eid in c.members:
+            if eid in index:
+                prev_label[c.level][index[eid]] = c.id
+
+    clusters: list[_Cluster] = []
+    everyone = list(range(len(nodes)))
+    frontier = [(None, everyone)]  # (parent cluster position, members to partition)
+    level = 0
+    while frontier:
+        labels = prev_label[level] if level < len(prev_label) else {}
+        next_frontier = []
+        for parent, members in frontier:
+            parts = _leiden_parts(members, adjacency, labels, seed, resolution)
+            if parent is not None and len(parts) < 2:
+                continue  # cannot be split further: the parent stays a leaf
+            for part in parts:
+                clusters.append(_Cluster(level, part, parent))
+                if len(part) > max_cluster_size:
+                    next_frontier.append((len(clusters) - 1, part))
+        frontier = next_frontier
+        level += 1
+
+    return _assign_ids(clusters, nodes, previous or (), new_id)
+
+
+def diff_communities(old: Iterable[Community], new: Iterable[Community]) -> dict[str, list[str]]:
+    """Which community ids were added, removed, changed (level, parent or members) or not.
+
+    Only the community itself is compared: a parent whose children were rearranged but whose
+    own members stayed is "unchanged"; callers that build reports from sub-reports should
+    also dirty the ancestors of changed communities.
+    """
+    before = {c.id: c for c in old}
+    after = {c.id: c for c in new}
+    changed, unchanged = [], []
+    for cid in sorted(before.keys() & after.keys()):
+        a, b = before[cid], after[cid]
+        same = a.level == b.level and a.parent == b.parent and sorted(a.members) == sorted(b.members)
+        (unchanged if same else changed).append(cid)
+    return {
+        "added": sorted(after.keys() - before.keys()),
+        "removed": sorted(before.keys() - after.keys()),
+        "changed": changed,
+        "unchanged": unchanged,
+    }
+
+
+_MAX_ITERATIONS = 2     # Leiden iterations per run, at most (leidenalg's default)
+_MAX_MOVE_PASSES = 10   # local-move passes to reach a fixed point, at most
+_CONVERGED = 1e-6       # an iteration gaining less than this share of the quality ends the run
+
+
+class _Cluster:
+    __slots__ = ("level", "members", "parent")
+
+    def __init__(self, level: int, members: list[int], parent: int | None):
+        self.level = level
+        self.members = members  # node indices, ascending (so sorted by id)
+        self.parent = parent    # position of the parent in the cluster list
+
+
+def _adjacency(index: dict[str, int], edges: Iterable[tuple[str, str, float]]) -> list[dict[int, float]]:
+    adjacency: list[dict[int, float]] = [{} for _ in index]
+    for source, target, weight in edges:
+        for end in (source, target):
+            if end not in index:
+                raise ValueError(
+                    f"edge {source!r} -- {target!r} names unknown entity {end!r}; "
+                    "pass every relationship endpoint in entity_ids"
+                )
+        weight = float(weight)
+        if source == target or not weight > 0:
+            continue
+        i, j = index[source], index[target]
+        adjacency[i][j] = adjacency[i].get(j, 0.0) + weight
+        adjacency[j][i] = adjacency[j].get(i, 0.0) + weight
+    return adjacency
+
+
+def _leiden_parts(
+    members: list[int],
+    adjacency: list[dict[int, float]],
+    previous: dict[int, str],
+    seed: int,
+    resolution: float,
+) -> list[list[int]]:
+    """Leiden on the subgraph induced by ``members``, cut into connected parts.
+
+    Returns lists of node indices, each ascending, ordered by their smallest member.
+    """
+    local = {node: k for k, node in enumerate(members)}
+    pairs: list[tuple[int, int]] = []
+    weights: list[float] = []
+    for k, node in enumerate(members):
+        for other, w in sorted(adjacency[node].items()):
+            m = local.get(other)
+            if m is not None and m > k:
+                pairs.append((k, m))
+                weights.append(w)
+    if not pairs:
+        return [[node] for node in members]
+
+    graph = ig.Graph(n=len(members), edges=pairs)
+    labels = [previous.get(node) for node in members]
+    if all(label is None for label in labels):
+        membership = _optimise(graph, weights, None, seed, resolution)
+        membership = _connected(membership, pairs)
+    else:
+        membership = _warm_start(graph, weights, labels, seed, resolution, pairs)
+        unstable = _unstable(membership, pairs, weights, resolution)
+        if unstable:
+            # Only the parts holding a node that wants to move are re-optimised; every other
+            # node stays where it was (a free node may still join it).
+            free = {membership[v] for v in unstable}
+            fixed = [label not in free for label in membership]
+            membership = _optimise(graph, weights, membership, seed, resolution, fixed=fixed)
+            membership = _connected(membership, pairs)
+
+    groups: dict[int, list[int]] = {}
+    for k, label in enumerate(membership):
+        groups.setdefault(label, []).append(members[k])
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _optimise(
+    graph: ig.Graph,
+    weights: list[float],
+    initial: list[int] | None,
+    seed: int,
+    resolution: float,
+    fixed: list[bool] | None = None,
+) -> list[int]:
+    partition = la.RBConfigurationVertexPartition(
+        graph, initial_membership=initial, weights=weights, resolution_parameter=resolution
+    )
+    optimiser = la.Optimiser()
+    optimiser.set_rng_seed(seed)
+    for _ in range(_MAX_ITERATIONS):
+        gain = optimiser.optimise_partition(partition, n_iterations=1, is_membership_fixed=fixed)
+        if gain <= _CONVERGED * max(1.0, abs(partition.quality())):
+            break
+    # Finish with local moves until no node wants to move: the answer is then a fixed point
+    # that ``_unstable`` recognises on the next run, even when the budget cut Leiden short.
+    # (leidenalg's queue can leave a node or two behind, hence the loop).
+    for _ in range(_MAX_MOVE_PASSES):
+        if optimiser.move_nodes(partition, is_membership_fixed=fixed) <= 0:
+            break
+    return list(partition.membership)
+
+
+def _warm_start(
+    graph: ig.Graph,
+    weights: list[float],
+    labels: list[str | None],
+    seed: int,
+    resolution: float,
+    pairs: list[tuple[int, int]],
+) -> list[int]:
+    """The previous partition, with newcomers placed and every part made connected.
+
+    Nodes keep their previous community; newcomers start alone and are then moved where they
+    fit best while the others stay fixed.
+    """
+    number: dict[str, int] = {}
+    initial = []
+    newcomer = []
+    for k, label in enumerate(labels):
+        newcomer.append(label is None)
+        initial.append(len(labels) + k if label is None else number.setdefault(label, len(number)))
+    renumber: dict[int, int] = {}
+    initial = [renumber.setdefault(x, len(renumber)) for x in initial]  # labels < node count
+    if any(newcomer):
+        initial = _optimise(graph, weights, initial, seed, resolution, fixed=[not n for n in newcomer])
+    return _connected(initial, pairs)
+
+
+def _connected(membership: list[int], pairs: list[tuple[int, int]]) -> list[int]:
+    """Cut every part into its connected pieces; a piece is labelled by its smallest node."""
+    root = list(range(len(membership)))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for a, b in pairs:
+        if membership[a] == membership[b]:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                root[max(ra, rb)] = min(ra, rb)
+    return [find(k) for k in range(len(membership))]
+
+
+def _unstable(
+    membership: list[int], pairs: list[tuple[int, int]], weights: list[float], resolution: float
+) -> list[int]:
+    """Nodes that would raise the quality by moving to a neighbouring part or leaving alone.
+
+    The same gain leidenalg's move phase uses: w(v, D) - w(v, C - v) - γ k_v (K_D - K_C + k_v) / 2m.
+    """
+    n = len(membership)
+    strength = [0.0] * n
+    links: list[dict[int, float]] = [{} for _ in range(n)]  # node -> part -> weight to it
+    for (a, b), w in zip(pairs, weights):
+        strength[a] += w
+        strength[b] += w
+        links[a][membership[b]] = links[a].get(membership[b], 0.0) + w
+        links[b][membership[a]] = links[b].get(membership[a], 0.0) + w
+    two_m = 2 * sum(weights)
+    part_strength: dict[int, float] = {}
+    for k, label in enumerate(membership):
+        part_strength[label] = part_strength.get(label, 0.0) + strength[k]
+    tolerance = 1e-9 * two_m
+    out = []
+    for v in range(n):
+        own = membership[v]
+        k_v = strength[v]
+        stay = links[v].get(own, 0.0) - resolution * k_v * (part_strength[own] - k_v) / two_m
+        best = 0.0  # alone
+        for label, w in links[v].items():
+            if label != own:
+                best = max(best, w - resolution * k_v * part_strength[label] / two_m)
+        if best - stay > tolerance:
+            out.append(v)
+    return out
+
+
+def _number(cid: str) -> int:
+    match = re.search(r"(\d+)$", cid)
+    return int(match.group(1)) if match else -1
+
+
+def _assign_ids(
+    clusters: list[_Cluster],
+    nodes: list[str],
+    previous: Sequence[Community],
+    new_id: Callable[[], str] | None,
+) -> list[Community]:
+    """Give each cluster an id, keeping previous ids where the membership survived.
+
+    Level by level (so parents have their ids before their children): a new community may
+    keep the id of a previous community of the same level if it holds a strict majority of
+    that community's members (counted as they were, so a community that lost most of its
+    entities to deletion is retired). The new communities of a level are disjoint, so at most
+    one can hold such a majority; the only contest is a new community that absorbed the
+    majorities of several old ones. It keeps the id of the one it shares most members with
+    (then: same parent id, smaller symmetric difference, smaller id number); the parent is
+    only a tie-break, so a community keeps its id when its parent was renamed. Each old id
+    is used at most once; everything unmatched gets ``new_id()`` in order of (level, smallest
+    member id), which must not return an id still in use.
+    """
+    if new_id is None:
+        counter = itertools.count(max((_number(c.id) for c in previous), default=-1) + 1)
+        new_id = lambda: f"C{next(counter)}"  # noqa: E731
+
+    old_by_level: dict[int, dict[str, Community]] = {}
+    for c in previous:
+        old_by_level.setdefault(c.level, {})[c.id] = c
+
+    ids: list[str | None] = [None] * len(clusters)
+    by_level: dict[int, list[int]] = {}
+    for pos, cluster in enumerate(clusters):
+        by_level.setdefault(cluster.level, []).append(pos)
+
+    for level in sorted(by_level):
+        positions = sorted(by_level[level], key=lambda p: clusters[p].members[0])
+        old = old_by_level.get(level, {})
+        owner = {eid: c.id for c in old.values() for eid in c.members}
+        candidates = []
+        for pos in positions:
+            cluster = clusters[pos]
+            parent_id = None if cluster.parent is None else ids[cluster.parent]
+            overlaps = Counter(owner[nodes[n]] for n in cluster.members if nodes[n] in owner)
+            for old_id, shared in overlaps.items():
+                old_size = len(old[old_id].members)
+                if 2 * shared > old_size:
+                    candidates.append((
+                        -shared,
+                        old[old_id].parent != parent_id,
+                        old_size + len(cluster.members) - 2 * shared,
+                        _number(old_id),
+                        old_id,
+                        pos,
+                    ))
+        candidates.sort()  # each old id has at most one candidate, so no tie reaches pos
+        used: set[str] = set()
+        for *_, old_id, pos in candidates:
+            if ids[pos] is None and old_id not in used:
+                ids[pos] = old_id
+                used.add(old_id)
+        for pos in positions:
+            if ids[pos] is None:
+                ids[pos] = new_id()
+
+    out = [
+        Community(
+            id=ids[pos],
+            level=cluster.level,
+            parent=None if cluster.parent is None else ids[cluster.parent],
+            members=[nodes[n] for n in cluster.members],
+        )
+        for pos, cluster in enumerate(clusters)
+    ]
+    out.sort(key=lambda c: (c.level, c.members[0]))
+    return out

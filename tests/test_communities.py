@@ -1,0 +1,287 @@
+import random
+from collections import defaultdict
+
+import pytest
+
+from streamrag.communities import diff_communities, hierarchical_leiden
+from streamrag.graph import Graph
+from streamrag.records import Community
+
+
+def planted(seed=7, groups=10, lo=8, hi=15, p_in=0.7, links=15, prefix="g"):
+    """Dense groups of lo..hi nodes with a few sparse links between groups."""
+    rng = random.Random(seed)
+    ids, edges, by_group = [], [], []
+    for g in range(groups):
+        members = [f"{prefix}{g:02d}n{k:02d}" for k in range(rng.randint(lo, hi))]
+        by_group.append(members)
+        ids += members
+        for a in range(len(members)):
+            for b in range(a + 1, len(members)):
+                if rng.random() < p_in:
+                    edges.append((members[a], members[b], float(rng.randint(1, 3))))
+    for _ in range(links):
+        g1, g2 = rng.sample(range(groups), 2)
+        edges.append((rng.choice(by_group[g1]), rng.choice(by_group[g2]), 1.0))
+    return ids, edges, by_group
+
+
+def clique(names, weight=1.0):
+    return [(a, b, weight) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def check_hierarchy(communities, ids, edges, max_size=None):
+    """The invariants every answer must keep."""
+    by_id = {c.id: c for c in communities}
+    assert len(by_id) == len(communities), "ids are unique"
+    levels = defaultdict(list)
+    for c in communities:
+        levels[c.level].append(c)
+        assert c.members == sorted(c.members) and c.members
+    level0 = sorted(m for c in levels[0] for m in c.members)
+    assert level0 == sorted(set(ids)), "level 0 holds every entity exactly once"
+    children = defaultdict(list)
+    for c in communities:
+        if c.level == 0:
+            assert c.parent is None
+        else:
+            parent = by_id[c.parent]
+            assert parent.level == c.level - 1
+            assert set(c.members) <= set(parent.members)
+            children[c.parent].append(c)
+    for parent_id, kids in children.items():
+        covered = sorted(m for k in kids for m in k.members)
+        assert covered == by_id[parent_id].members, "a split community is split completely"
+        assert len(kids) >= 2
+    graph = Graph(ids, edges)
+    for c in communities:
+        assert _connected(graph, c.members), f"{c.id} is connected"
+        if max_size is not None and c.id not in children:
+            assert len(c.members) <= max_size, f"leaf {c.id} fits"
+    return by_id
+
+
+def _connected(graph, members):
+    inside = set(members)
+    seen, todo = {members[0]}, [members[0]]
+    while todo:
+        for n in graph.neighbors(todo.pop()):
+            if n in inside and n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen == inside
+
+
+def key(communities):
+    return [(c.id, c.level, c.parent, c.members) for c in communities]
+
+
+@pytest.fixture(scope="module")
+def base():
+    ids, edges, groups = planted()
+    return ids, edges, groups, hierarchical_leiden(ids, edges, max_cluster_size=10)
+
+
+def test_planted_groups_are_found_and_leaves_fit(base):
+    ids, edges, groups, communities = base
+    check_hierarchy(communities, ids, edges, max_size=10)
+    level0 = sorted(c.members for c in communities if c.level == 0)
+    assert level0 == sorted(sorted(g) for g in groups)
+    assert max(c.level for c in communities) >= 1     # groups above 10 were split
+
+
+def test_ids_are_assigned_in_level_then_member_order(base):
+    _, _, _, communities = base
+    assert [c.id for c in communities] == [f"C{i}" for i in range(len(communities))]
+    order = [(c.level, c.members[0]) for c in communities]
+    assert order == sorted(order)
+
+
+def test_every_component_and_isolated_entity_is_clustered():
+    ids1, edges1, _ = planted(seed=1, groups=3, prefix="a")
+    ids2, edges2, _ = planted(seed=2, groups=2, prefix="b")
+    ids3 = [f"c{i}" for i in range(6)]
+    edges3 = [(f"c{i}", f"c{i + 1}", 1.0) for i in range(5)]    # a path
+    lonely = ["zz1", "zz2", "zz0"]
+    ids = ids1 + ids2 + ids3 + lonely
+    edges = edges1 + edges2 + edges3
+    communities = hierarchical_leiden(ids, edges, max_cluster_size=10)
+    check_hierarchy(communities, ids, edges, max_size=10)
+    level0 = [c for c in communities if c.level == 0]
+    for c in level0:
+        assert len({m[0] for m in c.members}) == 1, "no community spans two components"
+    assert {m for c in level0 for m in c.members if m[0] == "c"} == set(ids3)
+    singletons = sorted(c.members[0] for c in level0 if len(c.members) == 1)
+    assert singletons == ["zz0", "zz1", "zz2"]
+    assert not any(c.level > 0 and c.members[0].startswith("zz") for c in communities)
+
+
+def test_an_unsplittable_community_stays_a_leaf():
+    names = [f"k{i:02d}" for i in range(15)]
+    communities = hierarchical_leiden(names, clique(names), max_cluster_size=10)
+    assert [(c.level, c.members) for c in communities] == [(0, names)]
+
+
+def test_deterministic_and_independent_of_input_order(base):
+    ids, edges, _, communities = base
+    rng = random.Random(11)
+    ids2 = list(ids)
+    rng.shuffle(ids2)
+    edges2 = [(b, a, w) for a, b, w in edges]
+    rng.shuffle(edges2)
+    again = hierarchical_leiden(ids2 + ids2[:5], edges2, max_cluster_size=10)
+    assert key(again) == key(communities)
+
+
+def test_parallel_edges_self_loops_and_bad_input():
+    plain = hierarchical_leiden("abcd", [("a", "b", 2.0), ("c", "d", 1.0)])
+    doubled = hierarchical_leiden(
+        "abcd", [("a", "b", 1.0), ("b", "a", 1.0), ("c", "d", 1.0), ("a", "a", 9.0), ("b", "c", 0.0)]
+    )
+    assert key(plain) == key(doubled)
+    assert [c.members for c in plain] == [["a", "b"], ["c", "d"]]
+    assert hierarchical_leiden([], []) == []
+    with pytest.raises(ValueError, match="unknown entity 'q'"):
+        hierarchical_leiden("ab", [("a", "q", 1.0)])
+
+
+def test_rerun_with_own_output_changes_nothing(base):
+    ids, edges, _, communities = base
+    again = hierarchical_leiden(ids, edges, max_cluster_size=10, previous=communities)
+    assert key(again) == key(communities)
+
+
+def test_rerun_is_a_fixed_point_on_a_graph_without_clean_structure():
+    ids, edges, _ = planted(seed=5, groups=40, lo=10, hi=40, p_in=0.3, links=300)
+    first = hierarchical_leiden(ids, edges, max_cluster_size=10)
+    check_hierarchy(first, ids, edges, max_size=10)
+    again = hierarchical_leiden(ids, edges, max_cluster_size=10, previous=first)
+    assert key(again) == key(first)
+
+
+def _untouched(old, region):
+    """Previous communities that share no member with ``region``."""
+    return [c for c in old if not set(c.members) & set(region)]
+
+
+def test_a_new_component_leaves_everything_else_alone(base):
+    ids, edges, _, old = base
+    extra = ["new0", "new1", "new2", "new3"]
+    new = hierarchical_leiden(
+        ids + extra, edges + clique(extra), max_cluster_size=10, previous=old
+    )
+    check_hierarchy(new, ids + extra, edges + clique(extra), max_size=10)
+    diff = diff_communities(old, new)
+    assert diff["changed"] == [] and diff["removed"] == []
+    assert len(diff["added"]) == 1
+    added = next(c for c in new if c.id == diff["added"][0])
+    assert added.members == extra and added.id == f"C{len(old)}"
+
+
+def test_nodes_attached_to_one_group_disturb_only_that_group(base):
+    ids, edges, groups, old = base
+    target = groups[0]
+    extra = ["g00x1", "g00x2", "g00x3"]
+    more = [(x, target[i], 2.0) for i, x in enumerate(extra)] + [("g00x1", "g00x2", 1.0)]
+    new = hierarchical_leiden(ids + extra, edges + more, max_cluster_size=10, previous=old)
+    check_hierarchy(new, ids + extra, edges + more, max_size=10)
+    by_id = {c.id: c for c in new}
+    for c in _untouched(old, target):
+        assert c.id in by_id and by_id[c.id].members == c.members and by_id[c.id].parent == c.parent
+    home = [c for c in new if c.level == 0 and "g00x1" in c.members]
+    assert len(home) == 1 and set(target) <= set(home[0].members)
+    old_home = next(c for c in old if c.level == 0 and target[0] in c.members)
+    assert home[0].id == old_home.id            # grew, kept its id (and is "changed")
+    assert old_home.id in diff_communities(old, new)["changed"]
+
+
+def test_removing_nodes_disturbs_only_their_group(base):
+    ids, edges, groups, old = base
+    gone = set(groups[3][:3])
+    ids2 = [i for i in ids if i not in gone]
+    edges2 = [e for e in edges if e[0] not in gone and e[1] not in gone]
+    new = hierarchical_leiden(ids2, edges2, max_cluster_size=10, previous=old)
+    check_hierarchy(new, ids2, edges2, max_size=10)
+    by_id = {c.id: c for c in new}
+    for c in _untouched(old, groups[3]):
+        assert c.id in by_id and by_id[c.id].members == c.members
+    assert all(not gone & set(c.members) for c in new)
+
+
+def test_an_edge_between_groups_disturbs_only_those_groups(base):
+    ids, edges, groups, old = base
+    link = [(groups[4][0], groups[7][0], 1.0)]
+    new = hierarchical_leiden(ids, edges + link, max_cluster_size=10, previous=old)
+    by_id = {c.id: c for c in new}
+    for c in _untouched(old, groups[4] + groups[7]):
+        assert by_id[c.id].members == c.members
+
+
+# Stable ids, on disjoint cliques whose clustering is obvious.
+A = [f"a{i}" for i in range(5)]
+B = [f"b{i}" for i in range(5)]
+C = [f"c{i}" for i in range(5)]
+CLIQUES = clique(A) + clique(B) + clique(C)
+
+
+def test_ids_survive_with_a_majority_of_the_old_members():
+    previous = [
+        Community(id="C7", level=0, parent=None, members=A),
+        Community(id="C3", level=0, parent=None, members=sorted(B[:3] + ["gone1", "gone2"])),
+        Community(id="C5", level=0, parent=None, members=sorted(C[:2] + ["x1", "x2", "x3"])),
+    ]
+    new = hierarchical_leiden(A + B + C, CLIQUES, previous=previous)
+    assert [(c.id, c.members) for c in new] == [("C7", A), ("C3", B), ("C8", C)]
+    assert diff_communities(previous, new) == {
+        "added": ["C8"], "removed": ["C5"], "changed": ["C3"], "unchanged": ["C7"],
+    }
+
+
+def test_a_merged_community_keeps_the_id_it_shares_most_with():
+    previous = [
+        Community(id="C1", level=0, parent=None, members=A[:2]),
+        Community(id="C2", level=0, parent=None, members=A[2:]),
+        Community(id="C4", level=0, parent=None, members=B[:2]),
+        Community(id="C3", level=0, parent=None, members=B[2:4]),
+        Community(id="C9", level=0, parent=None, members=[B[4]]),
+    ]
+    new = hierarchical_leiden(A + B, clique(A) + clique(B), previous=previous)
+    assert [(c.id, c.members) for c in new] == [("C2", A), ("C3", B)]
+    # A: 3 of C2 beat 2 of C1. B: C4 and C3 tie on overlap and difference; the lower number wins.
+
+
+def test_ids_are_matched_within_a_level_only_and_fresh_ids_come_from_new_id():
+    previous = [Community(id="C0", level=1, parent="C9", members=A)]
+    counter = iter(range(100))
+    new = hierarchical_leiden(
+        A + B, clique(A) + clique(B), previous=previous, new_id=lambda: f"N{next(counter)}"
+    )
+    assert [c.id for c in new] == ["N0", "N1"]
+
+
+def test_ids_in_a_split_hierarchy_follow_their_members(base):
+    ids, edges, _, old = base
+    # Rename every previous id; the answer must carry the new names on the same communities.
+    rename = {c.id: f"C{100 + i}" for i, c in enumerate(old)}
+    renamed = [
+        Community(id=rename[c.id], level=c.level, parent=c.parent and rename[c.parent], members=c.members)
+        for c in old
+    ]
+    new = hierarchical_leiden(ids, edges, max_cluster_size=10, previous=list(reversed(renamed)))
+    assert key(new) == key(renamed)
+
+
+def test_diff_communities_reports_parent_and_level_changes():
+    old = [
+        Community(id="C0", level=0, parent=None, members=["a", "b"]),
+        Community(id="C1", level=1, parent="C0", members=["a"]),
+        Community(id="C2", level=1, parent="C0", members=["b"]),
+    ]
+    new = [
+        Community(id="C0", level=0, parent=None, members=["b", "a"]),
+        Community(id="C1", level=1, parent="C5", members=["a"]),
+        Community(id="C6", level=0, parent=None, members=["c"]),
+    ]
+    assert diff_communities(old, new) == {
+        "added": ["C6"], "removed": ["C2"], "changed": ["C1"], "unchanged": ["C0"],
+    }
