@@ -861,8 +861,12 @@ def answer_answer(messages: list[dict]) -> str:
     question = section(messages, "question") or ""
     context = section(messages, "context") or ""
     q = content_terms(question)
+    lines = context.splitlines()
+    if any(_CITATION.search(line) for line in lines):
+        # A tagged context: its untagged lines are section headings, not evidence.
+        lines = [line for line in lines if _CITATION.search(line)]
     scored = []
-    for i, line in enumerate(context.splitlines()):
+    for i, line in enumerate(lines):
         terms = content_terms(_CITATION.sub("", line))
         overlap = len(q & terms) if q else min(1, len(terms))
         if overlap:
@@ -1113,6 +1117,7 @@ def _error(message: str, kind: str, code: str | None = None) -> dict:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes
     server_version = "streamrag-simulator/1"
     timeout = 120                      # idle keep-alive connections are dropped after this
     server: _Server

@@ -1,0 +1,110 @@
+"""Answers without a language model: the index's own sentences, chosen and cited.
+
+The passages come from the same selection a query mode makes with a model (community reports
+chosen by descending the tree, a local context's entities, relationships, reports and chunks,
+or retrieved chunks); this module only picks sentences. A sentence scores the summed rarity
+(inverse document frequency over the candidate sentences) of the question's words it contains,
+plus a small bonus for the rank of its passage, so a sentence from a better-matching passage wins
+ties. Near-duplicates are dropped. A question with no content words of its own (a broad one)
+gets the leading sentences of the best passages instead.
+
+The answer always starts with ``EXTRACTIVE_LABEL``, so it can never pass for a model's answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from streamrag.local_search import query_terms, words
+
+EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
+MAX_SENTENCES = 8
+MAX_SENTENCE_WORDS = 60
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
+_HEADING = re.compile(r"^\s*#+\s*")
+_TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: split at blank lines, Markdown headings, and . ! ? before a capital."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
+        block = " ".join(_HEADING.sub("", block).split())
+        if not block:
+            continue
+        for s in _SENTENCE_END.split(block):
+            s = s.strip()
+            if len(s.split()) >= 3:
+                out.append(s)
+    return out
+
+
+def _shorten(sentence: str) -> str:
+    ws = sentence.split()
+    return sentence if len(ws) <= MAX_SENTENCE_WORDS else " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
+
+
+def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
+                   limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset()
+                   ) -> list[tuple[str, str, float]]:
+    """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first."""
+    terms = set(query_terms(question, extra_stop=extra_stop))
+    candidates: list[tuple[int, int, str, str, set[str]]] = []
+    for p_rank, (tag, text) in enumerate(passages):
+        for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
+            candidates.append((p_rank, s_rank, sentence, tag, set(words(sentence))))
+    if not candidates:
+        return []
+    n = len(candidates)
+    df = {t: sum(1 for c in candidates if t in c[4]) for t in terms}
+    idf = {t: math.log(1 + n / df[t]) for t in terms if df[t]}
+    scored = []
+    for p_rank, s_rank, sentence, tag, ws in candidates:
+        if terms:
+            match = sum(idf.get(t, 0.0) for t in terms & ws)
+            if match <= 0:
+                continue
+            score = match + 0.5 / (1 + p_rank) + 0.1 / (1 + s_rank)
+        else:  # a broad question: lead sentences of the best passages
+            score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
+        scored.append((-score, p_rank, s_rank, sentence, tag))
+    scored.sort()
+    out: list[tuple[str, str, float]] = []
+    seen: list[set[str]] = []
+    for neg, _p, _s, sentence, tag in scored:
+        ws = set(words(sentence))
+        if any(len(ws & other) >= 0.8 * max(1, min(len(ws), len(other))) for other in seen):
+            continue
+        seen.append(ws)
+        out.append((_shorten(sentence), tag, -neg))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, what: str,
+                      extra_stop: frozenset[str] = frozenset()) -> str:
+    """The labelled answer: the best sentences of ``passages`` as cited bullets.
+
+    ``what`` names where the sentences come from ("community reports", "source text" ...).
+    """
+    picked = pick_sentences(question, passages, extra_stop=extra_stop)
+    if not picked:
+        return (f"{EXTRACTIVE_LABEL}: nothing in the {what} searched matches the words of this "
+                "question. Configure an LLM (llm.api_base) for answers written by a model.")
+    lines = [f"{EXTRACTIVE_LABEL}: the sentences of the {what} most relevant to the question, "
+             "quoted as written.", ""]
+    lines += [f"- {sentence} {tag}" for sentence, tag, _ in picked]
+    return "\n".join(lines)
+
+
+def overlap_rating(question_terms: set[str], text: str) -> float:
+    """A 0-5 relevance rating from the share of the question's words found in ``text``, the
+    rating model's stand-in when there is no model."""
+    if not question_terms:
+        return 1.0
+    share = len(question_terms & set(words(text))) / len(question_terms)
+    return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))

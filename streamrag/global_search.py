@@ -1,0 +1,355 @@
+"""Global search: choose community reports, map them to scored points, reduce the points.
+
+Which reports are read:
+
+* **Static** (a level N): the cut of the community tree at N, i.e. every community of level N
+  plus every leaf community above it. Each entity then lies in exactly one selected community,
+  so the whole collection is covered once, never twice. A level deeper than the tree is clamped
+  to the deepest level that exists.
+* **Dynamic**: the roots are rated for relevance (0-5) by the rating model, many reports per
+  call and from their title, summary and most connected members' names only, because rating a
+  report must cost far less than mapping it. A community rated below the threshold is pruned with its whole subtree; the
+  children of a relevant one are rated in turn, down to ``dynamic_max_depth``. The deepest
+  relevant communities are selected: a relevant parent is replaced by its relevant children,
+  and kept only when none of its children is relevant, so no report is read together with its
+  own parent. When no root reaches the threshold, the best-rated roots (rating > 0) are kept:
+  a broad question is best answered by the broadest reports.
+
+Map-reduce: the selected reports are shuffled (seeded) and packed into batches of
+``map_max_tokens``; each batch yields JSON points scored 0-100 (concurrently); points scoring 0
+are dropped; the rest, best first, fill the reduce context up to ``reduce_max_tokens``, and the
+answer model writes the answer from it. With no point above 0 the answer says so without a
+reduce call.
+
+The tree and the reports are plain values loaded up front (``load_tree``) inside the caller's
+snapshot, so everything below except the model calls is pure.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+import msgspec
+
+from streamrag.errors import LLMOutputError
+from streamrag.parsing import parse_json_object, parse_map_points, parse_ratings
+from streamrag.prompts import load_prompt
+from streamrag.store import Store
+from streamrag.tokens import count_tokens, truncate
+
+log = logging.getLogger(__name__)
+
+MAP_MAX_OUTPUT = 1000          # answer tokens of one map call
+RATE_TOKENS_PER_REPORT = 8     # answer tokens booked per rated report ("C123: 4")
+RATE_ENTITIES = 6              # member names shown to the rating model
+
+Rater = Callable[[list["Node"]], Awaitable[dict[str, float]]]
+
+
+class Node(msgspec.Struct):
+    """A community with the report shown for it."""
+    id: str
+    level: int
+    parent: str | None
+    size: int
+    title: str
+    summary: str
+    text: str
+    key_entities: list[str] = msgspec.field(default_factory=list)  # most connected members' names
+    children: list[str] = msgspec.field(default_factory=list)
+
+
+class Tree(msgspec.Struct):
+    nodes: dict[str, Node]
+
+    @property
+    def roots(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.parent is None or n.parent not in self.nodes),
+                      key=_order)
+
+    @property
+    def deepest(self) -> int:
+        return max((n.level for n in self.nodes.values()), default=0)
+
+    def children(self, node: Node) -> list[Node]:
+        return sorted((self.nodes[c] for c in node.children if c in self.nodes), key=_order)
+
+
+def _order(n: Node) -> tuple:
+    digits = "".join(ch for ch in n.id if ch.isdigit())
+    return (n.level, int(digits) if digits else 0, n.id)
+
+
+def load_tree(store: Store) -> Tree:
+    """Every community that has a report, with its report (call inside a snapshot)."""
+    rows = store.query(
+        "SELECT c.id, c.level, c.parent, c.size, r.title, r.summary, r.text "
+        "FROM communities c JOIN reports r ON r.key = c.report_key")
+    nodes = {r["id"]: Node(id=r["id"], level=r["level"], parent=r["parent"], size=r["size"],
+                           title=r["title"], summary=r["summary"], text=r["text"])
+                 for r in rows}
+    for n in nodes.values():
+        if n.parent in nodes:
+            nodes[n.parent].children.append(n.id)
+    for r in store.query(
+            "SELECT m.community_id AS c, e.name FROM community_members m JOIN entities e "
+            "ON e.id = m.entity_id ORDER BY m.community_id, e.degree DESC, e.mentions DESC, e.id"):
+        node = nodes.get(r["c"])
+        if node is not None and len(node.key_entities) < RATE_ENTITIES:
+            node.key_entities.append(r["name"])
+    return Tree(nodes)
+
+
+# --------------------------------------------------------------------------------------------
+# Selection
+# --------------------------------------------------------------------------------------------
+def resolve_level(tree: Tree, level: int, configured: int = -1) -> int:
+    """The static level actually used: a negative level means ``configured``, and a negative
+    ``configured`` the deepest level; anything deeper than the tree is clamped to it."""
+    if level < 0:
+        level = configured
+    if level < 0:
+        return tree.deepest
+    return min(level, tree.deepest)
+
+
+def static_selection(tree: Tree, level: int) -> list[Node]:
+    """The cut of the tree at ``level``: communities of that level plus shallower leaves."""
+    return sorted((n for n in tree.nodes.values()
+                   if n.level == level or (n.level < level and not tree.children(n))), key=_order)
+
+
+class Selection(msgspec.Struct):
+    selected: list[str]
+    rated: int = 0                     # reports rated
+    pruned: int = 0                    # communities never rated because an ancestor was pruned
+    ratings: dict[str, float] = msgspec.field(default_factory=dict)
+    fallback: bool = False             # no root reached the threshold; best roots kept
+
+
+async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
+                            max_depth: int) -> Selection:
+    """Rate from the roots down; see the module docstring for the rules."""
+    ratings: dict[str, float] = {}
+    selected: set[str] = set()
+    fallback = False
+    frontier = tree.roots
+    at_roots = True
+    while frontier:
+        got = await rater(frontier)
+        for n in frontier:
+            ratings[n.id] = float(got.get(n.id, 0.0))
+        relevant = [n for n in frontier if ratings[n.id] >= threshold]
+        if at_roots and not relevant:
+            best = max((ratings[n.id] for n in frontier), default=0.0)
+            relevant = [n for n in frontier if best > 0 and ratings[n.id] == best]
+            fallback = bool(relevant)
+        if not at_roots:
+            # A relevant parent none of whose children is relevant stands for itself.
+            selected.update({n.parent for n in frontier} - {n.parent for n in relevant})
+        nxt: list[Node] = []
+        for n in relevant:
+            kids = tree.children(n)
+            if kids and n.level < max_depth and not fallback:
+                nxt.extend(kids)
+            else:
+                selected.add(n.id)
+        at_roots = False
+        frontier = nxt
+    selected.discard(None)
+    return Selection(selected=sorted(selected, key=lambda c: _order(tree.nodes[c])),
+                     rated=len(ratings), pruned=len(tree.nodes) - len(ratings), ratings=ratings,
+                     fallback=fallback)
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering and packing (pure)
+# --------------------------------------------------------------------------------------------
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+
+
+def rate_line(node: Node) -> str:
+    """What the rating model sees of a report, on one line: its id, title, summary and the
+    names of its most connected members, never the full text, because rating a report must
+    cost a fraction of mapping it. The names keep recall for questions about entities whose
+    community's summary does not mention them."""
+    line = f"[R:{node.id}] {_one_line(node.title)}: {_one_line(node.summary)}"
+    if node.key_entities:
+        line += " Key entities: " + ", ".join(_one_line(n) for n in node.key_entities) + "."
+    return line
+
+
+def report_block(node: Node) -> str:
+    """A report as the map step reads it, headed by its citation tag."""
+    body = node.text.strip()
+    lines = body.splitlines()
+    if lines and lines[0].startswith("# "):
+        body = "\n".join(lines[1:]).strip()
+    return f"[R:{node.id}] {_one_line(node.title)}\n{body}"
+
+
+def pack(blocks: Sequence[tuple[str, str]], budget: int, encoding: str = "o200k_base"
+         ) -> list[list[tuple[str, str]]]:
+    """Consecutive (id, text) blocks grouped into batches of at most ``budget`` tokens each.
+
+    A block larger than the budget on its own is cut to fit, alone in its batch.
+    """
+    batches: list[list[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
+    used = 0
+    for key, text in blocks:
+        cost = count_tokens(text, encoding) + 1
+        if cost > budget:
+            text = truncate(text, max(1, budget - 1), encoding)
+            cost = budget
+        if current and used + cost > budget:
+            batches.append(current)
+            current, used = [], 0
+        current.append((key, text))
+        used += cost
+    if current:
+        batches.append(current)
+    return batches
+
+
+def shuffled(nodes: Sequence[Node], seed: int) -> list[Node]:
+    out = sorted(nodes, key=_order)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+class Point(msgspec.Struct):
+    description: str
+    score: float
+    batch: int
+
+
+def point_line(p: Point) -> str:
+    return f"- (score: {p.score:g}) {_one_line(p.description)}"
+
+
+def pack_points(points: Sequence[Point], budget: int, encoding: str = "o200k_base"
+                ) -> tuple[str, list[Point]]:
+    """The reduce context: points scoring above 0, best first, while they fit ``budget``."""
+    ranked = sorted((p for p in points if p.score > 0), key=lambda p: (-p.score, p.batch))
+    lines: list[str] = []
+    used_points: list[Point] = []
+    used = 0
+    for p in ranked:
+        line = point_line(p)
+        cost = count_tokens(line, encoding) + 1
+        if used + cost > budget:
+            continue
+        lines.append(line)
+        used_points.append(p)
+        used += cost
+    return "\n".join(lines), used_points
+
+
+# --------------------------------------------------------------------------------------------
+# Model calls
+# --------------------------------------------------------------------------------------------
+def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
+              encoding: str = "o200k_base") -> Rater:
+    """A rater asking ``model`` about many reports per call, concurrently per batch."""
+    prompt = load_prompt("rate")
+
+    async def rate(nodes: list[Node]) -> dict[str, float]:
+        by_id = {n.id: n for n in nodes}
+        batches = pack([(n.id, rate_line(n)) for n in nodes], batch_tokens, encoding)
+        out: dict[str, float] = {}
+
+        async def one(batch: list[tuple[str, str]]) -> None:
+            ids = [k for k, _ in batch]
+            text = "\n".join(t for _, t in batch)
+            try:
+                result = await llm.chat(
+                    prompt.render(question=question, reports=text), model=model, stage="rate",
+                    prompt=prompt, max_tokens=RATE_TOKENS_PER_REPORT * len(ids) + 32,
+                    validate=lambda t: bool(parse_ratings(t, ids)))
+            except LLMOutputError as e:
+                log.warning("rating failed for %d reports, treated as irrelevant: %s", len(ids), e)
+                return
+            for k, v in parse_ratings(result.text, ids).items():
+                if k in by_id:
+                    out[k] = min(5.0, max(0.0, v))
+
+        async with anyio.create_task_group() as tg:
+            for batch in batches:
+                tg.start_soon(one, batch)
+        return out
+
+    return rate
+
+
+def _usable_points(text: str) -> bool:
+    return parse_json_object(text) is not None or bool(parse_map_points(text))
+
+
+class MapReduce(msgspec.Struct):
+    text: str
+    reports: int
+    batches: int
+    points: int              # all points the map step returned
+    kept: int                # points scoring above 0
+    reduced: int             # points that fitted the reduce context
+    reduce_tokens: int       # tokens of the reduce context
+    answered: bool           # False when nothing was relevant (no reduce call)
+
+
+async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, encoding: str,
+                     on_delta: Callable[[str], None] | None = None) -> MapReduce:
+    """Map ``nodes`` to scored points in batches, then reduce them to the streamed answer."""
+    q = settings.query
+    model = settings.llm.answer_model
+    map_prompt = load_prompt("map")
+    blocks = [(n.id, report_block(n)) for n in shuffled(nodes, q.seed)]
+    batches = pack(blocks, q.map_max_tokens, encoding)
+    points: list[Point] = []
+
+    async def one(i: int, batch: list[tuple[str, str]]) -> None:
+        text = "\n\n".join(t for _, t in batch)
+        try:
+            result = await llm.chat(map_prompt.render(question=question, reports=text), model=model,
+                                    stage="map", prompt=map_prompt, max_tokens=MAP_MAX_OUTPUT,
+                                    validate=_usable_points)
+        except LLMOutputError as e:
+            log.warning("map batch %d of %d gave no usable answer, skipped: %s", i + 1, len(batches), e)
+            return
+        for p in parse_map_points(result.text):
+            points.append(Point(description=p["description"], score=p["score"], batch=i))
+
+    async with anyio.create_task_group() as tg:
+        for i, batch in enumerate(batches):
+            tg.start_soon(one, i, batch)
+
+    context, used = pack_points(points, q.reduce_max_tokens, encoding)
+    kept = sum(1 for p in points if p.score > 0)
+    if not used:
+        text = (f"None of the {len(nodes)} community reports searched holds anything relevant to "
+                "this question, so there is no answer to give from this index.")
+        if on_delta is not None:
+            on_delta(text)
+        return MapReduce(text=text, reports=len(nodes), batches=len(batches), points=len(points),
+                         kept=kept, reduced=0, reduce_tokens=0, answered=False)
+    reduce_prompt = load_prompt("reduce")
+    result = await llm.chat(
+        reduce_prompt.render(question=question, points=context, max_words=max_words(q.answer_max_tokens)),
+        model=model, stage="reduce", prompt=reduce_prompt, max_tokens=q.answer_max_tokens,
+        on_delta=on_delta)
+    return MapReduce(text=result.text, reports=len(nodes), batches=len(batches), points=len(points),
+                     kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
+                     answered=True)
+
+
+def max_words(answer_tokens: int) -> int:
+    """Words to ask for so the answer fits ``answer_tokens`` (about 4 words per 3 tokens, with
+    room for citations)."""
+    return max(50, math.floor(answer_tokens * 0.6))

@@ -1,0 +1,305 @@
+"""Local and basic search: find what a question is about, and build one budgeted context.
+
+Local search starts from entities: the nearest by embedding when ``llm.embedding_model`` is set
+and vectors exist, otherwise SQLite FTS5 BM25 over entity names (weighted up) and descriptions.
+Personalized PageRank over the relationship graph, seeded with those entities, then adds the
+entities most connected to them (``query.local_pagerank``). The context has three sections,
+each held to its share of ``local_max_tokens``:
+
+* ``local_text_share`` - the source chunks the entities come from, those mentioning the most
+  selected entities first;
+* ``local_community_share`` - the reports (title and summary) of the entities' communities,
+  those holding the most selected entities first, deeper (more specific) ones on ties;
+* the rest - the entities, the relationships touching them (both ends selected first) and
+  their claims.
+
+Every context line starts with the tag an answer cites it by: ``[E:id]``, ``[L:id]``,
+``[R:community id]`` or ``[T:chunk id]``; a claim line carries its subject's ``[E:id]``.
+
+Basic search is plain retrieval: the top ``basic_top_k`` chunks by BM25 (or embedding).
+
+User text never reaches FTS5 syntax: a MATCH expression is built from the question's words,
+each one quoted as an FTS5 string.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+
+import msgspec
+
+from streamrag.store import Store
+from streamrag.tokens import count_tokens, truncate
+
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each even ever every few for
+from further had has have having he her here hers herself him himself his how i if in into is it
+its itself just me might more most much must my myself no nor not now of off on once only or other
+ought our ours ourselves out over own same shall she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up upon us
+very was we were what when where which while who whom whose why will with within without would
+you your yours yourself yourselves tell know give show explain describe list anything something
+thing things does did done say said says happen happened happens
+""".split())
+
+_WORD = re.compile(r"[^\W_]+")
+MAX_TERMS = 32
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` (letters and digits), in order."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def query_terms(text: str, *, extra_stop: frozenset[str] = frozenset()) -> list[str]:
+    """The distinct content words of a question, in order (at most ``MAX_TERMS``)."""
+    out: list[str] = []
+    for w in words(text):
+        if len(w) < 2 or w in STOPWORDS or w in extra_stop or w in out:
+            continue
+        out.append(w)
+    return out[:MAX_TERMS]
+
+
+def fts_match(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: any of ``terms``, each quoted, so no input can break it."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms if t)
+
+
+# --------------------------------------------------------------------------------------------
+# Finding entities and chunks (SQL and model edges)
+# --------------------------------------------------------------------------------------------
+def fts_entities(store: Store, question: str, k: int) -> list[tuple[str, float]]:
+    """(entity id, score) of the best BM25 matches over names (weight 4) and descriptions."""
+    terms = query_terms(question)
+    if not terms or k <= 0:
+        return []
+    rows = store.conn.execute(
+        "SELECT id, bm25(entities_fts, 0.0, 4.0, 1.0) FROM entities_fts WHERE entities_fts MATCH ? "
+        "ORDER BY 2, id LIMIT ?", (fts_match(terms), k)).fetchall()
+    return [(r[0], -float(r[1])) for r in rows]
+
+
+def fts_chunks(store: Store, question: str, k: int) -> list[tuple[str, float]]:
+    """(chunk id, score) of the best BM25 matches over chunk texts."""
+    terms = query_terms(question)
+    if not terms or k <= 0:
+        return []
+    rows = store.conn.execute(
+        "SELECT id, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY 2, id LIMIT ?",
+        (fts_match(terms), k)).fetchall()
+    return [(r[0], -float(r[1])) for r in rows]
+
+
+def nearest(store: Store, kind: str, model: str, vector: list[float], k: int,
+            allowed: set[str] | None = None) -> list[tuple[str, float]]:
+    """(item id, cosine) of the ``k`` stored vectors of ``kind`` nearest to ``vector``."""
+    from streamrag.embeddings import unpack
+
+    qn = math.sqrt(sum(x * x for x in vector)) or 1.0
+    scored = []
+    for item_id, blob in store.conn.execute(
+            "SELECT item_id, vector FROM embeddings WHERE kind = ? AND model = ?", (kind, model)):
+        if allowed is not None and item_id not in allowed:
+            continue
+        v = unpack(blob)
+        vn = math.sqrt(sum(x * x for x in v)) or 1.0
+        scored.append((item_id, sum(a * b for a, b in zip(vector, v, strict=False)) / (qn * vn)))
+    scored.sort(key=lambda p: (-p[1], p[0]))
+    return scored[:k]
+
+
+def has_vectors(store: Store, kind: str, model: str) -> bool:
+    return bool(model) and store.scalar(
+        "SELECT 1 FROM embeddings WHERE kind = ? AND model = ? LIMIT 1", (kind, model)) is not None
+
+
+def fallback_entities(store: Store, k: int) -> list[tuple[str, float]]:
+    """The most connected entities, for a question that matches no entity at all."""
+    rows = store.conn.execute("SELECT id, degree FROM entities ORDER BY degree DESC, mentions DESC, id "
+                              "LIMIT ?", (k,)).fetchall()
+    return [(r[0], 0.0) for r in rows]
+
+
+def widen(store: Store, seeds: Sequence[tuple[str, float]], extra: int) -> list[tuple[str, float]]:
+    """``seeds`` followed by up to ``extra`` entities ranked by PageRank personalised to them."""
+    if extra <= 0 or not seeds:
+        return list(seeds)
+    from streamrag.graph import Graph, personalized_pagerank
+
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM entities")]
+    edges = [(s, t, w) for s, t, w in store.conn.execute(
+        "SELECT source, target, weight FROM relationships")]
+    known = set(ids)
+    graph = Graph(ids, [e for e in edges if e[0] in known and e[1] in known])
+    top = max((s for _, s in seeds), default=0.0)
+    weights = {eid: (s / top if top > 0 else 1.0) or 1e-3 for eid, s in seeds}
+    seen = {eid for eid, _ in seeds}
+    out = list(seeds)
+    for eid, score in personalized_pagerank(graph, weights):
+        if len(out) >= len(seeds) + extra:
+            break
+        if eid not in seen:
+            out.append((eid, score))
+            seen.add(eid)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The local context
+# --------------------------------------------------------------------------------------------
+class LocalData(msgspec.Struct):
+    """Everything the local context is built from, loaded in one snapshot."""
+    entities: list[dict]          # id, name, type, description; in selection order
+    relationships: list[dict]     # id, source, target, source_name, target_name, description, weight, combined_degree
+    claims: list[dict]            # id, subject_id, type, status, description
+    chunks: list[dict]            # id, text, hits (selected entities it mentions), rank
+    reports: list[dict]           # community, level, title, summary, hits
+
+
+def load_local_data(store: Store, entity_ids: Sequence[str]) -> LocalData:
+    """The rows the local context of ``entity_ids`` may use (call inside a snapshot)."""
+    if not entity_ids:
+        return LocalData([], [], [], [], [])
+    marks = ",".join("?" * len(entity_ids))
+    rank = {eid: i for i, eid in enumerate(entity_ids)}
+    ents = {r["id"]: r for r in store.query(
+        f"SELECT id, name, type, description, degree FROM entities WHERE id IN ({marks})", list(entity_ids))}
+    entities = [ents[e] for e in entity_ids if e in ents]
+    rels = store.query(
+        "SELECT r.id, r.source, r.target, r.description, r.weight, r.combined_degree, "
+        "a.name AS source_name, b.name AS target_name FROM relationships r "
+        "JOIN entities a ON a.id = r.source JOIN entities b ON b.id = r.target "
+        f"WHERE r.source IN ({marks}) OR r.target IN ({marks})", [*entity_ids, *entity_ids])
+    claims = store.query(f"SELECT id, subject_id, type, status, description FROM claims "
+                         f"WHERE subject_id IN ({marks}) ORDER BY id", list(entity_ids))
+    hits: dict[str, set[str]] = {}
+    for r in store.query(f"SELECT DISTINCT chunk_id, entity_id FROM entity_sources WHERE entity_id IN ({marks})",
+                         list(entity_ids)):
+        hits.setdefault(r["chunk_id"], set()).add(r["entity_id"])
+    chunks = []
+    if hits:
+        ids = sorted(hits)
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            for r in store.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                chunks.append({"id": r["id"], "text": r["text"], "hits": len(hits[r["id"]]),
+                               "rank": min(rank[e] for e in hits[r["id"]])})
+    reports = store.query(
+        "SELECT c.id AS community, c.level, r.title, r.summary, count(*) AS hits FROM community_members m "
+        "JOIN communities c ON c.id = m.community_id JOIN reports r ON r.key = c.report_key "
+        f"WHERE m.entity_id IN ({marks}) GROUP BY c.id", list(entity_ids))
+    return LocalData(entities, rels, claims, chunks, reports)
+
+
+class Context(msgspec.Struct):
+    text: str
+    sections: dict[str, int]      # tokens used per section
+    budgets: dict[str, int]       # tokens allowed per section
+    tags: list[str]               # every tag in the context, in order
+
+
+def _clean(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _Section:
+    def __init__(self, title: str, budget: int, encoding: str) -> None:
+        self.encoding = encoding
+        self.budget = budget
+        self.lines = [title]
+        self.used = count_tokens(title, encoding) + 1
+        self.tags: list[str] = []
+        if self.used > budget:
+            self.lines, self.used = [], 0
+
+    def add(self, tag: str, line: str, *, cut: bool = False) -> bool:
+        if not self.lines:
+            return False
+        cost = count_tokens(line, self.encoding) + 1
+        if self.used + cost > self.budget:
+            room = self.budget - self.used - 1
+            if not cut or room < 32:
+                return False
+            line = truncate(line, room, self.encoding)
+            cost = count_tokens(line, self.encoding) + 1
+            if self.used + cost > self.budget:
+                return False
+        self.lines.append(line)
+        self.used += cost
+        self.tags.append(tag)
+        return True
+
+    def render(self) -> str:
+        return "\n".join(self.lines) if self.tags else ""
+
+
+def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
+                        community_share: float, encoding: str = "o200k_base") -> Context:
+    """The local context of ``data`` within ``max_tokens``, each section within its share."""
+    text_budget = int(max_tokens * text_share)
+    community_budget = int(max_tokens * community_share)
+    table_budget = max_tokens - text_budget - community_budget
+    selected = {e["id"] for e in data.entities}
+    rank = {e["id"]: i for i, e in enumerate(data.entities)}
+
+    tables = _Section("Entities, relationships and claims", table_budget, encoding)
+    for e in data.entities:
+        tag = f"[E:{e['id']}]"
+        tables.add(tag, f"{tag} {_clean(e['name'])} ({e['type']}): {_clean(e['description'])}", cut=True)
+    for c in sorted(data.claims, key=lambda c: (rank.get(c["subject_id"], 1 << 30), c["id"])):
+        tag = f"[E:{c['subject_id']}]"
+        tables.add(tag, f"{tag} claim ({c['type']}, {c['status']}): {_clean(c['description'])}")
+
+    def rel_key(r: dict) -> tuple:
+        both = r["source"] in selected and r["target"] in selected
+        best = min(rank.get(r["source"], 1 << 30), rank.get(r["target"], 1 << 30))
+        return (not both, best, -r["combined_degree"], -r["weight"], r["id"])
+
+    for r in sorted(data.relationships, key=rel_key):
+        tag = f"[L:{r['id']}]"
+        tables.add(tag, f"{tag} {_clean(r['source_name'])} -- {_clean(r['target_name'])}: "
+                        f"{_clean(r['description'])}")
+
+    reports = _Section("Community reports", community_budget, encoding)
+    for r in sorted(data.reports, key=lambda r: (-r["hits"], -r["level"], r["community"])):
+        tag = f"[R:{r['community']}]"
+        reports.add(tag, f"{tag} {_clean(r['title'])}: {_clean(r['summary'])}", cut=True)
+
+    sources = _Section("Source text", text_budget, encoding)
+    for c in sorted(data.chunks, key=lambda c: (-c["hits"], c["rank"], c["id"])):
+        tag = f"[T:{c['id']}]"
+        sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
+
+    parts = [s for s in (tables, reports, sources) if s.tags]
+    return Context(
+        text="\n\n".join(s.render() for s in parts),
+        sections={"tables": tables.used if tables.tags else 0,
+                  "reports": reports.used if reports.tags else 0,
+                  "text": sources.used if sources.tags else 0},
+        budgets={"tables": table_budget, "reports": community_budget, "text": text_budget},
+        tags=[t for s in parts for t in s.tags])
+
+
+def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,
+                        encoding: str = "o200k_base") -> Context:
+    """The retrieved chunks, best first, within ``max_tokens``."""
+    sources = _Section("Source text", max_tokens, encoding)
+    for c in chunks:
+        tag = f"[T:{c['id']}]"
+        sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
+    return Context(text=sources.render(), sections={"text": sources.used if sources.tags else 0},
+                   budgets={"text": max_tokens}, tags=list(sources.tags))
+
+
+def load_chunks(store: Store, ids: Sequence[str]) -> list[dict]:
+    """Chunk rows in the order of ``ids``."""
+    if not ids:
+        return []
+    rows = {r["id"]: r for r in store.query(
+        f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(ids))})", list(ids))}
+    return [rows[i] for i in ids if i in rows]

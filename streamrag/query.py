@@ -1,0 +1,593 @@
+"""Asking the index: the façade over global, local, basic and extractive search.
+
+``ask(question, settings, db_path, mode=...)`` returns an ``Answer``. Its shape:
+
+* **One snapshot.** Every index read of a query happens inside one read transaction of a
+  read-only connection, held for the whole query, so an indexer publishing meanwhile is never
+  half-seen. The model calls are recorded (``llm_calls``, stages ``rate``, ``map``, ``reduce``,
+  ``answer``, ``embed``) through a separate writable connection and its ``Writer``, under a
+  ``runs`` row with command ``ask``, exactly like indexing calls.
+* **Routing.** ``auto`` costs no model call: a question that names entities of the index (all
+  the words of an entity's name appear in it, found through FTS over names) goes to local search,
+  one with global cue words ("themes", "overall", "main", "summarize" ...) to global search;
+  when both appear the side with more evidence wins and ties go global; a question with neither
+  goes local if FTS finds entities at all, else global. The choice and its reason are returned.
+* **Global search** is dynamic selection unless a ``level`` is given (``--level N``); a negative
+  level means ``query.global_level``, and a negative one there the deepest level.
+* **No model configured** (``llm.api_base`` empty): the same selections, with term overlap
+  standing in for the rating model, feed ``extractive`` answers, labelled as such.
+* **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the snapshot;
+  one that names nothing in the index is dropped from the returned text and reported in
+  ``unresolved``. The documents an answer rests on are those of its resolved citations (or of
+  its context when it cites nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import re
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from streamrag import extractive, global_search, local_search
+from streamrag.config import Settings
+from streamrag.errors import IndexMissingError, StreamragError
+from streamrag.prompts import load_prompt
+from streamrag.store import Store
+
+MODES = ("auto", "global", "local", "basic")
+GLOBAL_CUES = frozenset("""
+theme themes overall main across summarize summarise summary summaries overview trends trend
+common general whole collection corpus dataset documents topics topic key major broad patterns
+overarching recurring principal dominant
+""".split())
+_CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
+_KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
+
+
+class Answer(msgspec.Struct, kw_only=True):
+    question: str
+    requested_mode: str
+    mode: str                       # global | local | basic
+    search: str                     # global_dynamic | global_static | local | basic
+    auto_choice: str | None = None  # the mode auto chose (None when a mode was given)
+    auto_reason: str | None = None
+    level: int | None = None        # static global search level
+    text: str = ""
+    citations: list[dict] = msgspec.field(default_factory=list)
+    unresolved: list[str] = msgspec.field(default_factory=list)
+    documents: list[str] = msgspec.field(default_factory=list)
+    llm: dict = msgspec.field(default_factory=dict)
+    extractive: bool = False
+    details: dict = msgspec.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The object ``ask --json`` prints."""
+        return {
+            "question": self.question, "mode": self.mode, "requested_mode": self.requested_mode,
+            "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
+            "level": self.level, "answer": self.text, "citations": self.citations,
+            "unresolved_citations": self.unresolved, "documents": self.documents, "llm": self.llm,
+            "extractive": self.extractive, "details": self.details,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The façade
+# --------------------------------------------------------------------------------------------
+def ask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
+        level: int | None = None, on_delta: Callable[[str], None] | None = None,
+        transport=None, on_status: Callable[[str], None] | None = None) -> Answer:
+    """Answer ``question`` from the index at ``db_path`` (see the module docstring)."""
+    return anyio.run(partial(aask, question, settings, db_path, mode=mode, level=level,
+                             on_delta=on_delta, transport=transport, on_status=on_status))
+
+
+async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
+               level: int | None = None, on_delta: Callable[[str], None] | None = None,
+               transport=None, on_status: Callable[[str], None] | None = None) -> Answer:
+    """``ask`` for callers already inside an event loop."""
+    if mode not in MODES:
+        raise StreamragError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    question = " ".join(question.split())
+    if not question:
+        raise StreamragError("the question is empty; ask something, e.g. "
+                             "`streamrag ask \"What are the main themes?\"`")
+    db_path = Path(db_path)
+    status = on_status or (lambda _m: None)
+    store = Store(db_path, readonly=True)
+    try:
+        with store.snapshot():
+            _check_not_empty(store, db_path)
+            answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
+            if mode == "auto":
+                chosen, reason = choose_mode(store, question)
+                answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
+                status(f"auto mode: {chosen} search ({reason})")
+            search = _Search(store, settings, answer, level, on_delta, status)
+            if not settings.llm.api_base:
+                await search.run_extractive()
+            else:
+                await search.run_with_llm(db_path, transport)
+            _finish(store, answer, search.context_tags)
+    finally:
+        store.close()
+    return answer
+
+
+def _check_not_empty(store: Store, db_path: Path) -> None:
+    if store.version == 0 or not store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
+        raise IndexMissingError(f"the index at {db_path} is empty; build it with "
+                                "`streamrag index DIR` (add --offline to index without an LLM)")
+
+
+class _Search:
+    """One query's search, run inside the caller's snapshot."""
+
+    def __init__(self, store: Store, settings: Settings, answer: Answer, level: int | None,
+                 on_delta: Callable[[str], None] | None, status: Callable[[str], None]) -> None:
+        self.store = store
+        self.settings = settings
+        self.answer = answer
+        self.level = level
+        self.on_delta = on_delta
+        self.status = status
+        self.encoding = settings.index.encoding
+        self.context_tags: list[str] = []
+        self.llm = None
+
+    def _emit(self, text: str) -> None:
+        if self.on_delta is not None:
+            self.on_delta(text)
+
+    def _static(self) -> bool:
+        return self.level is not None or self.settings.query.global_level >= 0
+
+    # -- with a model ------------------------------------------------------------------------
+    async def run_with_llm(self, db_path: Path, transport) -> None:
+        from streamrag.llm import LLMClient
+        from streamrag.writer import Writer
+
+        run_id = time.strftime("ask-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+        async with contextlib.AsyncExitStack() as stack:
+            wstore = Store(db_path)
+            stack.callback(wstore.close)
+            writer = await stack.enter_async_context(Writer(wstore))
+            await writer.run(lambda s: s.start_run(run_id, "ask"))
+            outcome = "failed"
+            try:
+                self.llm = await stack.enter_async_context(LLMClient(
+                    self.settings.llm, self.settings.api_key, store=wstore, writer=writer,
+                    run_id=run_id, transport=transport, encoding=self.encoding))
+                try:
+                    await self._dispatch()
+                finally:
+                    self.answer.llm = _usage(self.llm.stats)
+                outcome = "ok"
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await writer.run(lambda s: s.finish_run(run_id, outcome,
+                                                            json.dumps(self.answer.llm)))
+
+    async def _dispatch(self) -> None:
+        mode = self.answer.mode
+        if mode == "global":
+            await (self._global_static() if self._static() else self._global_dynamic())
+        elif mode == "local":
+            await self._local()
+        else:
+            await self._basic()
+
+    async def _global_static(self) -> None:
+        tree = global_search.load_tree(self.store)
+        level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
+                                            self.settings.query.global_level)
+        nodes = global_search.static_selection(tree, level)
+        self.answer.search, self.answer.level = "global_static", level
+        self.status(f"global search, static at level {level}: {len(nodes)} reports")
+        await self._map_reduce(nodes, {"level": level, "deepest_level": tree.deepest})
+
+    async def _global_dynamic(self) -> None:
+        q, llm_s = self.settings.query, self.settings.llm
+        tree = global_search.load_tree(self.store)
+        rater = global_search.llm_rater(self.llm, self.answer.question, model=llm_s.rating_model,
+                                        batch_tokens=q.map_max_tokens, encoding=self.encoding)
+        sel = await global_search.dynamic_selection(tree, rater, threshold=q.dynamic_threshold,
+                                                    max_depth=q.dynamic_max_depth)
+        self.answer.search = "global_dynamic"
+        self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
+                    f"reports selected ({sel.rated} rated)")
+        await self._map_reduce([tree.nodes[c] for c in sel.selected],
+                               {"rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
+                                "fallback": sel.fallback, "deepest_level": tree.deepest})
+
+    async def _map_reduce(self, nodes: list, details: dict) -> None:
+        self.context_tags = [f"[R:{n.id}]" for n in nodes]
+        if not nodes:
+            text = ("No community report was rated relevant to this question, so there is no "
+                    "answer to give from them. An exhaustive search may still find something: "
+                    "try `--level N` (static global search) or `--mode local`.")
+            self._emit(text)
+            self.answer.text = text
+            self.answer.details = {**details, "reports": 0}
+            return
+        mr = await global_search.map_reduce(self.llm, self.answer.question, nodes,
+                                            settings=self.settings, encoding=self.encoding,
+                                            on_delta=self.on_delta)
+        self.answer.text = mr.text
+        self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
+                               "points": mr.points, "points_kept": mr.kept,
+                               "points_reduced": mr.reduced, "reduce_context_tokens": mr.reduce_tokens}
+
+    async def _local(self) -> None:
+        q = self.settings.query
+        entities, how = await self._entities()
+        data = local_search.load_local_data(self.store, [e for e, _ in entities])
+        ctx = local_search.build_local_context(
+            data, max_tokens=q.local_max_tokens, text_share=q.local_text_share,
+            community_share=q.local_community_share, encoding=self.encoding)
+        self.answer.search = "local"
+        self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
+                               "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
+        self.status(f"local search: {len(entities)} entities ({how}), "
+                    f"{sum(ctx.sections.values())} context tokens")
+        await self._answer(ctx)
+
+    async def _basic(self) -> None:
+        q = self.settings.query
+        hits, how = await self._chunks()
+        chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
+        ctx = local_search.build_basic_context(chunks, max_tokens=q.local_max_tokens,
+                                               encoding=self.encoding)
+        self.answer.search = "basic"
+        self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": how,
+                               "context_tokens": ctx.sections}
+        self.status(f"basic search: {len(chunks)} chunks ({how})")
+        await self._answer(ctx)
+
+    async def _answer(self, ctx: local_search.Context) -> None:
+        self.context_tags = ctx.tags
+        if not ctx.tags:
+            text = "Nothing in the index matches this question, so there is no answer to give."
+            self._emit(text)
+            self.answer.text = text
+            return
+        q = self.settings.query
+        prompt = load_prompt("answer")
+        result = await self.llm.chat(
+            prompt.render(question=self.answer.question, context=ctx.text,
+                          max_words=global_search.max_words(q.answer_max_tokens)),
+            model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
+            max_tokens=q.answer_max_tokens, on_delta=self.on_delta)
+        self.answer.text = result.text
+
+    async def _embedded(self, kind: str) -> list[float] | None:
+        model = self.settings.llm.embedding_model
+        if self.llm is None or not local_search.has_vectors(self.store, kind, model):
+            return None
+        return (await self.llm.embed([self.answer.question], model=model, stage="embed"))[0]
+
+    async def _entities(self) -> tuple[list[tuple[str, float]], str]:
+        q = self.settings.query
+        vector = await self._embedded("entity")
+        if vector is not None:
+            seeds = local_search.nearest(self.store, "entity", self.settings.llm.embedding_model,
+                                         vector, q.local_top_k)
+            how = "embedding"
+        else:
+            seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k)
+            how = "bm25"
+        if not seeds:
+            seeds, how = local_search.fallback_entities(self.store, q.local_top_k), "most connected"
+        if q.local_pagerank:
+            widened = local_search.widen(self.store, seeds, math.ceil(q.local_top_k / 2))
+            if len(widened) > len(seeds):
+                how += " + pagerank"
+            seeds = widened
+        return seeds, how
+
+    async def _chunks(self) -> tuple[list[tuple[str, float]], str]:
+        q = self.settings.query
+        vector = await self._embedded("chunk")
+        if vector is not None:
+            return (local_search.nearest(self.store, "chunk", self.settings.llm.embedding_model,
+                                         vector, q.basic_top_k), "embedding")
+        return local_search.fts_chunks(self.store, self.answer.question, q.basic_top_k), "bm25"
+
+    # -- without a model ---------------------------------------------------------------------
+    async def run_extractive(self) -> None:
+        """The same selections, term overlap for the rating model, sentences for the answer."""
+        self.answer.extractive = True
+        self.answer.llm = _usage({})
+        mode = self.answer.mode
+        if mode == "global":
+            await self._extractive_global()
+        elif mode == "local":
+            entities, how = await self._entities()
+            q = self.settings.query
+            data = local_search.load_local_data(self.store, [e for e, _ in entities])
+            ctx = local_search.build_local_context(
+                data, max_tokens=q.local_max_tokens, text_share=q.local_text_share,
+                community_share=q.local_community_share, encoding=self.encoding)
+            self.answer.search = "local"
+            self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
+                                   "context_tokens": ctx.sections}
+            self._extract(_context_passages(ctx), "local context")
+        else:
+            hits = local_search.fts_chunks(self.store, self.answer.question,
+                                           self.settings.query.basic_top_k)
+            chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
+            self.answer.search = "basic"
+            self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25"}
+            self._extract([(f"[T:{c['id']}]", c["text"]) for c in chunks], "source text")
+
+    async def _extractive_global(self) -> None:
+        tree = global_search.load_tree(self.store)
+        terms = set(local_search.query_terms(self.answer.question, extra_stop=GLOBAL_CUES))
+        if self._static():
+            level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
+                                                self.settings.query.global_level)
+            nodes = global_search.static_selection(tree, level)
+            self.answer.search, self.answer.level = "global_static", level
+            self.answer.details = {"level": level, "reports": len(nodes)}
+        else:
+            async def rate(frontier):
+                return {n.id: extractive.overlap_rating(terms, global_search.rate_line(n))
+                        for n in frontier}
+
+            q = self.settings.query
+            sel = await global_search.dynamic_selection(tree, rate, threshold=q.dynamic_threshold,
+                                                        max_depth=q.dynamic_max_depth)
+            nodes = [tree.nodes[c] for c in sel.selected]
+            self.answer.search = "global_dynamic"
+            self.answer.details = {"rated": sel.rated, "pruned": sel.pruned,
+                                   "selected": sel.selected, "fallback": sel.fallback,
+                                   "reports": len(nodes)}
+        ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text), -n.size,
+                                              global_search._order(n)))[:20]
+        self.context_tags = [f"[R:{n.id}]" for n in ranked]
+        self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
+                      "community reports")
+
+    def _extract(self, passages: list[tuple[str, str]], what: str) -> None:
+        if not self.context_tags:
+            self.context_tags = [tag for tag, _ in passages]
+        text = extractive.extractive_answer(self.answer.question, passages, what=what,
+                                            extra_stop=GLOBAL_CUES if self.answer.mode == "global"
+                                            else frozenset())
+        self._emit(text)
+        self.answer.text = text
+
+
+def _context_passages(ctx: local_search.Context) -> list[tuple[str, str]]:
+    out = []
+    for line in ctx.text.splitlines():
+        m = re.match(r"^(\[(?:E|L|R|T):[^\]]+\])\s*(.*)$", line)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def _usage(stats: dict[str, dict[str, int]]) -> dict:
+    total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached": 0}
+    for counts in stats.values():
+        for k in total:
+            total[k] += counts.get(k, 0)
+    total["by_stage"] = {stage: {k: c.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens", "cached")}
+                         for stage, c in sorted(stats.items())}
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# Routing
+# --------------------------------------------------------------------------------------------
+def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[str, str, bool]]:
+    """(id, name, written capitalised) of entities all of whose name words the question has."""
+    terms = local_search.query_terms(question)
+    if not terms:
+        return []
+    qwords = set(local_search.words(question))
+    rows = store.conn.execute(
+        "SELECT id, name FROM entities_fts WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), id LIMIT ?",
+        ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
+    out = []
+    for eid, name in rows:
+        name_words = [w for w in local_search.words(name) if w not in local_search.STOPWORDS]
+        if name_words and all(w in qwords for w in name_words):
+            capitalised = any(re.search(rf"\b{re.escape(w)}\b", question) for w in
+                              re.findall(r"[^\W\d_]+", name) if w[:1].isupper())
+            out.append((eid, name, capitalised))
+    return out
+
+
+def choose_mode(store: Store, question: str) -> tuple[str, str]:
+    """``global`` or ``local`` for ``question`` and why, without a model call."""
+    qwords = local_search.words(question)
+    cues = sorted({w for w in qwords if w in GLOBAL_CUES})
+    named = named_entities(store, question)
+    proper = [n for _, n, cap in named if cap]
+    local_score = len(proper) + 0.5 * (len(named) - len(proper))
+    if named and local_score > len(cues):
+        names = ", ".join(dict.fromkeys(n for _, n, _ in named[:3]))
+        return "local", f"the question names {names}"
+    if cues:
+        return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"
+    if local_search.fts_entities(store, question, 1):
+        return "local", "the question's words match entities of the index"
+    return "global", "the question matches no entity, so the community reports answer it"
+
+
+# --------------------------------------------------------------------------------------------
+# Citations and documents
+# --------------------------------------------------------------------------------------------
+def parse_citations(text: str) -> list[tuple[str, str]]:
+    """(kind letter, id) of every citation in ``text``, in order, each once.
+
+    Accepts ``[R:C1]``, ``[R:C1, C2]`` and ``[R:C1; R:C2]``.
+    """
+    out: list[tuple[str, str]] = []
+    for m in _CITATION.finditer(text):
+        kind = m.group(1)
+        for part in re.split(r"[,;]\s*", m.group(2)):
+            part = part.strip().strip("'\"` ")
+            inner = re.match(r"^(E|L|R|T):\s*(.+)$", part)
+            k, ident = (inner.group(1), inner.group(2).strip()) if inner else (kind, part)
+            if ident and (k, ident) not in out:
+                out.append((k, ident))
+    return out
+
+
+_DOCS_SQL = {
+    "E": "SELECT DISTINCT d.path FROM entity_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+         "JOIN documents d ON d.id = dc.doc_id WHERE s.entity_id = ?",
+    "L": "SELECT DISTINCT d.path FROM relationship_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+         "JOIN documents d ON d.id = dc.doc_id WHERE s.relationship_id = ?",
+    "R": "SELECT DISTINCT d.path FROM community_members m JOIN entity_sources s ON s.entity_id = m.entity_id "
+         "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id "
+         "WHERE m.community_id = ?",
+    "T": "SELECT DISTINCT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
+         "WHERE dc.chunk_id = ?",
+}
+
+
+def resolve(store: Store, kind: str, ident: str) -> dict | None:
+    """The citation record of ``[kind:ident]``, or None if the index holds no such item."""
+    tag = f"[{kind}:{ident}]"
+    base = {"tag": tag, "kind": _KINDS[kind], "id": ident, "resolved": True}
+    if kind == "E":
+        name = store.scalar("SELECT name FROM entities WHERE id = ?", (ident,))
+        label = None if name is None else {"name": name}
+    elif kind == "L":
+        row = store.query("SELECT a.name AS s, b.name AS t FROM relationships r JOIN entities a ON a.id = r.source "
+                          "JOIN entities b ON b.id = r.target WHERE r.id = ?", (ident,))
+        label = {"name": f"{row[0]['s']} -- {row[0]['t']}"} if row else None
+    elif kind == "R":
+        title = store.scalar("SELECT r.title FROM communities c JOIN reports r ON r.key = c.report_key "
+                             "WHERE c.id = ?", (ident,))
+        label = None if title is None else {"title": title}
+    else:
+        path = store.scalar("SELECT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
+                            "WHERE dc.chunk_id = ? ORDER BY d.path LIMIT 1", (ident,))
+        label = None if path is None else {"path": path}
+    if label is None:
+        return None
+    docs = [r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,))]
+    return {**base, **label, "documents": sorted(docs)}
+
+
+def _finish(store: Store, answer: Answer, context_tags: list[str]) -> None:
+    """Resolve the answer's citations, drop the unresolvable ones, list its documents."""
+    citations, unresolved = [], []
+    for kind, ident in parse_citations(answer.text):
+        record = resolve(store, kind, ident)
+        if record is None:
+            unresolved.append(f"[{kind}:{ident}]")
+        else:
+            citations.append(record)
+    if unresolved:
+        bad = {u[3:-1] for u in unresolved}
+
+        def clean(m: re.Match) -> str:
+            parts = [p for p in re.split(r"[,;]\s*", m.group(2))
+                     if re.sub(r"^(E|L|R|T):\s*", "", p.strip().strip("'\"` ")) not in bad]
+            return f"[{m.group(1)}:{', '.join(p.strip() for p in parts)}]" if parts else ""
+
+        answer.text = re.sub(r"\s+([.,;:!?])", r"\1", _CITATION.sub(clean, answer.text))
+        answer.text = re.sub(r"[ \t]{2,}", " ", answer.text)
+    counts: Counter[str] = Counter()
+    for c in citations:
+        counts.update(c["documents"])
+    if not citations:  # nothing cited: the documents of what the answer was given
+        for kind, ident in parse_citations(" ".join(context_tags)):
+            counts.update(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,)))
+    answer.citations = [{k: v for k, v in c.items() if k != "documents"} for c in citations]
+    answer.unresolved = unresolved
+    answer.documents = [p for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0]))]
+
+
+# --------------------------------------------------------------------------------------------
+# Command line (wired into streamrag.cli)
+# --------------------------------------------------------------------------------------------
+def add_ask_command(subparsers) -> None:
+    """The ``ask`` subcommand."""
+    p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
+    p.add_argument("question", metavar="QUESTION", help="the question, quoted")
+    p.add_argument("--mode", choices=MODES, default="auto",
+                   help="global: community reports; local: entities and their sources; basic: plain "
+                        "chunk retrieval; auto (default): global or local, chosen without a model call")
+    p.add_argument("--level", type=int, metavar="N",
+                   help="global search over the reports of level N (static); -1 = query.global_level, "
+                        "or the deepest level (default: dynamic selection from the root)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    p.add_argument("--db", metavar="FILE", help="index database (default: .streamrag/index.db)")
+    p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")
+    p.set_defaults(func=cmd_ask)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from streamrag.cli import _db_for_reading, _settings
+
+    settings = _settings(args)
+    db = _db_for_reading(args, settings)
+    stream = not args.json and not args.no_stream
+    streamed = []
+
+    def on_delta(piece: str) -> None:
+        streamed.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    def on_status(message: str) -> None:
+        if not args.json:
+            print(f"streamrag: {message}", file=sys.stderr, flush=True)
+
+    answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
+                 on_delta=on_delta if stream else None, on_status=on_status)
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, default=str))
+        return 0
+    if stream:
+        if streamed and not "".join(streamed).endswith("\n"):
+            sys.stdout.write("\n")
+    else:
+        print(answer.text)
+    print(format_footer(answer))
+    return 0
+
+
+def format_footer(answer: Answer, max_documents: int = 20) -> str:
+    """What follows an answer on the terminal: its documents, dropped citations, mode and cost."""
+    lines = [""]
+    if answer.documents:
+        lines.append("Documents:")
+        lines += [f"  {p}" for p in answer.documents[:max_documents]]
+        if len(answer.documents) > max_documents:
+            lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")
+    if answer.unresolved:
+        lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing in the index: "
+                     + " ".join(answer.unresolved))
+    how = answer.search.replace("_", " ") + " search"
+    if answer.level is not None:
+        how += f" at level {answer.level}"
+    if answer.auto_choice:
+        how += f", chosen automatically: {answer.auto_reason}"
+    u = answer.llm
+    cost = ("no LLM calls" if not u.get("calls") else
+            f"{u['calls']} LLM call(s), {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} "
+            f"completion tokens" + (f", {u['cached']} from cache" if u.get("cached") else ""))
+    lines.append(f"[{how}; {'extractive, ' if answer.extractive else ''}{cost}]")
+    return "\n".join(lines)
+
