@@ -12,8 +12,12 @@
   one with global cue words ("themes", "overall", "main", "summarize" ...) to global search;
   when both appear the side with more evidence wins and ties go global; a question with neither
   goes local if FTS finds entities at all, else global. The choice and its reason are returned.
-* **Global search** is dynamic selection unless a ``level`` is given (``--level N``); a negative
-  level means ``query.global_level``, and a negative one there the deepest level.
+* **Global search** is dynamic selection unless a static level is asked for: ``level=N``
+  (``--level N``) or a ``query.global_level >= 0`` in the settings. ``level=-1`` means
+  ``query.global_level``, and its default -1 the deepest level of the tree. A level deeper than
+  the tree is clamped to the deepest (GraphRAG's default of 2 often does not exist on small
+  corpora). Static search at level N reads the cut of the tree at N: every community of level N
+  plus the leaves above it, so each entity is covered exactly once.
 * **No model configured** (``llm.api_base`` empty): the same selections, with term overlap
   standing in for the rating model, feed ``extractive`` answers, labelled as such.
 * **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the snapshot;
@@ -210,7 +214,8 @@ class _Search:
                     f"reports selected ({sel.rated} rated)")
         await self._map_reduce([tree.nodes[c] for c in sel.selected],
                                {"rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
-                                "fallback": sel.fallback, "deepest_level": tree.deepest})
+                                "ratings": sel.ratings, "fallback": sel.fallback,
+                                "deepest_level": tree.deepest})
 
     async def _map_reduce(self, nodes: list, details: dict) -> None:
         self.context_tags = [f"[R:{n.id}]" for n in nodes]

@@ -1,0 +1,518 @@
+"""`ask` end to end through the simulator, plus the pure parts of selection and context building.
+
+The index is the harbor corpus with ``max_cluster_size = 4``, which gives a three-level
+community tree (C1 -> C6 -> C12/C13 ...), small enough to index in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+
+import anyio
+import httpx
+import pytest
+
+from conftest import DATA, make_settings
+from streamrag import global_search, local_search
+from streamrag.errors import IndexMissingError
+from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
+from streamrag.pipeline import sync
+from streamrag.query import (Answer, aask, add_ask_command, choose_mode, cmd_ask,
+                             parse_citations)
+from streamrag.simulator import ANSWERS, detect_task
+from streamrag.store import Store
+from streamrag.tokens import count_tokens
+
+pytestmark = pytest.mark.anyio
+
+INDEX = {"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 4}
+
+
+async def _abuild(path, api_base: str):
+    import shutil
+
+    corpus = path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    db = path / "index.db"
+    await sync([corpus], make_settings(api_base, index=INDEX), db, root=corpus)
+    return db
+
+
+def _build(path, api_base: str):
+    return anyio.run(_abuild, path, api_base)
+
+
+@pytest.fixture(scope="module")
+def llm_db(tmp_path_factory, simulator):
+    """The harbor corpus indexed through the simulator (three community levels)."""
+    return _build(tmp_path_factory.mktemp("llm"), simulator.base_url)
+
+
+@pytest.fixture(scope="module")
+def offline_db(tmp_path_factory):
+    """The harbor corpus indexed offline (NLP extraction, extractive reports)."""
+    return _build(tmp_path_factory.mktemp("offline"), "")
+
+
+@pytest.fixture
+def qs(simulator):
+    """Query settings against the simulator, uncached so every test pays its own calls."""
+    return make_settings(simulator.base_url, index=INDEX, llm={"cache": False})
+
+
+class Recorder(httpx.AsyncBaseTransport):
+    """Forwards to the real simulator over loopback and keeps every chat request body."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.bodies: list[dict] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        if request.url.path.endswith("/chat/completions"):
+            self.bodies.append(json.loads(body))
+        return await self.inner.handle_async_request(request)
+
+    def prompts(self, task: str) -> list[str]:
+        return ["\n".join(m["content"] for m in b["messages"]) for b in self.bodies
+                if detect_task(b["messages"]) == task]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def mock(overrides: dict | None = None, seen: list | None = None) -> httpx.MockTransport:
+    """A MockTransport answering like the simulator, with some tasks' answers replaced."""
+    overrides = overrides or {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        task = detect_task(body["messages"])
+        if seen is not None:
+            seen.append((task, body))
+        text = overrides[task](body["messages"]) if task in overrides else ANSWERS[task](body["messages"])
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if body.get("stream"):
+            events = [{"choices": [{"index": 0, "delta": {"content": text}}]},
+                      {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}]
+            sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop",
+                                                      "message": {"role": "assistant", "content": text}}],
+                                         "usage": usage})
+
+    return httpx.MockTransport(handler)
+
+
+def tags_in(text: str) -> set[str]:
+    return set(re.findall(r"\[[ELRT]:[^\]]+\]", text))
+
+
+def check_citations(answer: Answer, db) -> None:
+    """Every citation resolves to an existing item, and the documents are real paths."""
+    assert answer.citations, answer.text
+    store = Store(db, readonly=True)
+    try:
+        for c in answer.citations:
+            assert c["resolved"] is True
+            table = {"entity": "entities", "relationship": "relationships", "report": "communities",
+                     "chunk": "chunks"}[c["kind"]]
+            assert store.scalar(f"SELECT count(*) FROM {table} WHERE id = ?", (c["id"],)) == 1
+        paths = {r["path"] for r in store.query("SELECT path FROM documents")}
+    finally:
+        store.close()
+    assert answer.documents and set(answer.documents) <= paths
+
+
+# --------------------------------------------------------------------------------------------
+# Global search
+# --------------------------------------------------------------------------------------------
+async def test_global_static_end_to_end(llm_db, qs):
+    streamed: list[str] = []
+    answer = await aask("What damage did the Spring Storm do to the quay?", qs, llm_db,
+                        mode="global", level=-1, on_delta=streamed.append)
+    assert answer.search == "global_static" and answer.level == 2      # the deepest level
+    # The cut at level 2: C12, C13 plus every shallower leaf; each entity covered once.
+    assert answer.details["reports"] == 10
+    assert "".join(streamed) == answer.text and answer.text.startswith("From the reports")
+    assert answer.llm["by_stage"]["map"]["calls"] >= 1 and answer.llm["by_stage"]["reduce"]["calls"] == 1
+    assert {c["kind"] for c in answer.citations} == {"report"}
+    check_citations(answer, llm_db)
+    assert not answer.extractive
+
+
+async def test_static_level_is_clamped_and_level_zero_reads_the_roots(llm_db, qs):
+    deep = await aask("Who designed the Kessel Bridge?", qs, llm_db, mode="global", level=9)
+    assert deep.level == 2
+    roots = await aask("Who designed the Kessel Bridge?", qs, llm_db, mode="global", level=0)
+    assert roots.level == 0 and roots.details["reports"] == 6
+
+
+async def test_dynamic_selection_prunes_irrelevant_subtrees(llm_db, qs):
+    recorder = Recorder()
+    try:
+        answer = await aask("What damage did the Spring Storm do to the eastern wall of the Lantern Hall?",
+                            qs, llm_db, mode="global", transport=recorder)
+    finally:
+        await recorder.aclose()
+    assert answer.search == "global_dynamic"
+    rated = set()
+    for prompt in recorder.prompts("rate"):
+        rated |= {t[3:-1] for t in tags_in(prompt.split("<reports>")[1])}
+        assert "Findings" not in prompt and "## " not in prompt    # title + summary only
+    ratings = answer.details["ratings"]
+    assert rated == set(ratings)
+    store = Store(llm_db, readonly=True)
+    parent = {r["id"]: r["parent"] for r in store.query("SELECT id, parent FROM communities")}
+    store.close()
+    roots = {c for c, p in parent.items() if p is None}
+    pruned_roots = {c for c in roots if ratings[c] < qs.query.dynamic_threshold}
+    assert pruned_roots and roots - pruned_roots                 # one branch kept, others pruned
+    assert any(parent[c] in pruned_roots for c in parent)        # a pruned root had children
+    for c, p in parent.items():
+        top = c
+        while parent[top] is not None:
+            top = parent[top]
+        if top in pruned_roots and c != top:
+            assert c not in rated, f"{c} under pruned root {top} was rated"
+    # Rating is batched: one call per tree level reached, never one per report.
+    assert answer.llm["by_stage"]["rate"]["calls"] <= 3 < len(rated)
+    # Selected reports are the deepest relevant ones, never a report and its ancestor.
+    selected = set(answer.details["selected"])
+    assert selected and not pruned_roots & selected
+    for c in selected:
+        p = parent[c]
+        while p is not None:
+            assert p not in selected
+            p = parent[p]
+    assert answer.details["reports"] == len(selected)
+    check_citations(answer, llm_db)
+
+
+async def test_dynamic_selection_rules():
+    def node(i, level, parent):
+        return global_search.Node(id=i, level=level, parent=parent, size=1, title=i, summary=i, text=i)
+
+    nodes = {n.id: n for n in [node("A", 0, None), node("B", 0, None), node("A1", 1, "A"),
+                                node("A2", 1, "A"), node("B1", 1, "B"), node("A1x", 2, "A1")]}
+    for n in nodes.values():
+        if n.parent:
+            nodes[n.parent].children.append(n.id)
+    tree = global_search.Tree(nodes)
+    asked: list[list[str]] = []
+
+    def rater(scores):
+        async def rate(frontier):
+            asked.append([n.id for n in frontier])
+            return {n.id: scores.get(n.id, 0) for n in frontier}
+        return rate
+
+    sel = await global_search.dynamic_selection(tree, rater({"A": 4, "A1": 3, "A1x": 1}),
+                                                threshold=2, max_depth=3)
+    # B pruned with B1 unrated; A replaced by A1; A1 kept since its child is irrelevant.
+    assert asked == [["A", "B"], ["A1", "A2"], ["A1x"]] and sel.selected == ["A1"]
+    assert sel.rated == 5 and sel.pruned == 1
+    asked.clear()
+    sel = await global_search.dynamic_selection(tree, rater({"A": 4, "B": 3}), threshold=2, max_depth=3)
+    assert sel.selected == ["A", "B"]          # no relevant child: the parents stand for themselves
+    sel = await global_search.dynamic_selection(tree, rater({"A": 4, "A1": 5}), threshold=2, max_depth=0)
+    assert sel.selected == ["A"]               # depth limit: children never rated
+    sel = await global_search.dynamic_selection(tree, rater({"A": 1, "B": 1}), threshold=2, max_depth=3)
+    assert sel.selected == ["A", "B"] and sel.fallback   # nothing reached the threshold: best roots
+    sel = await global_search.dynamic_selection(tree, rater({}), threshold=2, max_depth=3)
+    assert sel.selected == [] and not sel.fallback
+
+
+async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
+    def map_answer(messages):
+        ids = sorted({t[3:-1] for t in tags_in(messages[-1]["content"].split("<reports>")[1])})
+        return json.dumps({"points": [{"description": f"ZERO-POINT [R:{ids[0]}]", "score": 0},
+                                      {"description": f"KEPT-POINT [R:{ids[-1]}]", "score": 70}]})
+
+    seen: list = []
+    answer = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                        transport=mock({"map": map_answer}, seen))
+    reduce_prompts = [b for t, b in seen if t == "reduce"]
+    assert len(reduce_prompts) == 1
+    text = reduce_prompts[0]["messages"][-1]["content"]
+    assert "KEPT-POINT" in text and "ZERO-POINT" not in text
+    assert answer.details["points"] == 2 * answer.details["map_batches"]
+    assert answer.details["points_kept"] == answer.details["map_batches"]
+
+    seen.clear()
+    nothing = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                         transport=mock({"map": lambda m: '{"points": [{"description": "x", "score": 0}]}'},
+                                        seen))
+    assert [t for t, _ in seen if t == "reduce"] == []
+    assert "None of the" in nothing.text and "relevant" in nothing.text
+
+
+async def test_reduce_respects_its_budget(llm_db, simulator):
+    settings = make_settings(simulator.base_url, llm={"cache": False},
+                             query={"reduce_max_tokens": 60, "map_max_tokens": 300})
+    seen: list = []
+    answer = await aask("Who is Mira Osk and what did she design?", settings, llm_db, mode="global",
+                        level=-1, transport=mock(seen=seen))
+    assert answer.details["map_batches"] > 1                     # 300-token batches
+    assert answer.details["points_kept"] > answer.details["points_reduced"] >= 1
+    points = [b for t, b in seen if t == "reduce"][0]["messages"][-1]["content"]
+    points = points.split("<points>")[1].split("</points>")[0].strip()
+    assert count_tokens(points) <= 60
+    assert answer.details["reduce_context_tokens"] <= 60
+
+
+def test_pack_points_orders_by_score_and_fits():
+    pts = [global_search.Point(description=f"point {i} " + "word " * 10, score=s, batch=i)
+           for i, s in enumerate([10, 0, 90, 50, 0, 70])]
+    text, used = global_search.pack_points(pts, 60)
+    assert [p.score for p in used] == [90, 70, 50][:len(used)] and used
+    assert count_tokens(text) <= 60 and all(p.score > 0 for p in used)
+
+
+def test_pack_batches_stay_within_budget():
+    blocks = [(str(i), "word " * (20 + 7 * i)) for i in range(12)] + [("big", "word " * 500)]
+    batches = global_search.pack(blocks, 120)
+    assert [k for b in batches for k, _ in b] == [k for k, _ in blocks]
+    for b in batches:
+        assert sum(count_tokens(t) + 1 for _, t in b) <= 120
+
+
+# --------------------------------------------------------------------------------------------
+# Local and basic search
+# --------------------------------------------------------------------------------------------
+async def test_local_end_to_end(llm_db, qs):
+    streamed: list[str] = []
+    answer = await aask("Who hired Mira Osk, and what did she design?", qs, llm_db, mode="local",
+                        on_delta=streamed.append)
+    assert answer.search == "local" and answer.llm["calls"] == 1
+    assert answer.llm["by_stage"]["answer"]["calls"] == 1
+    assert "".join(streamed) == answer.text
+    assert "pagerank" in answer.details["entity_search"]
+    assert len(answer.details["entities"]) > qs.query.local_top_k // 2
+    check_citations(answer, llm_db)
+    assert "council.txt" in answer.documents
+
+
+async def test_local_context_respects_proportions_and_budget(llm_db, simulator):
+    settings = make_settings(simulator.base_url, llm={"cache": False},
+                             query={"local_max_tokens": 500, "local_text_share": 0.4,
+                                    "local_community_share": 0.2})
+    seen: list = []
+    answer = await aask("What did Mira Osk and Anton Heller study at the academy?", settings, llm_db,
+                        mode="local", transport=mock(seen=seen))
+    used, budgets = answer.details["context_tokens"], answer.details["context_budgets"]
+    assert budgets == {"tables": 200, "reports": 100, "text": 200}
+    for k in budgets:
+        assert 0 < used[k] <= budgets[k], (k, used, budgets)
+    context = seen[0][1]["messages"][-1]["content"].split("<context>")[1].split("</context>")[0]
+    assert count_tokens(context.strip()) <= 500
+    for line in context.strip().splitlines():    # every evidence line starts with its tag
+        assert re.match(r"^\[[ELRT]:[^\]]+\] ", line) or line in (
+            "Entities, relationships and claims", "Community reports", "Source text", "")
+
+
+def test_build_local_context_pure():
+    ents = [{"id": f"ent-{i}", "name": f"Name {i}", "type": "person", "description": "desc " * 30}
+            for i in range(8)]
+    rels = [{"id": f"rel-{i}", "source": f"ent-{i}", "target": f"ent-{i + 1}", "source_name": "A",
+             "target_name": "B", "description": "rel " * 20, "weight": 1.0, "combined_degree": i}
+            for i in range(7)]
+    chunks = [{"id": f"chk-{i}", "text": "text " * 120, "hits": i % 3, "rank": i} for i in range(6)]
+    reports = [{"community": f"C{i}", "level": i % 2, "title": "t", "summary": "summary " * 40, "hits": i}
+               for i in range(5)]
+    data = local_search.LocalData(ents, rels, [], chunks, reports)
+    ctx = local_search.build_local_context(data, max_tokens=1000, text_share=0.5, community_share=0.15)
+    assert ctx.budgets == {"text": 500, "reports": 150, "tables": 350}
+    for k, budget in ctx.budgets.items():
+        assert 0 < ctx.sections[k] <= budget
+    assert count_tokens(ctx.text) <= 1000
+    # Chunks mentioning the most selected entities come first; reports with most hits first.
+    text_tags = [t for t in ctx.tags if t.startswith("[T:")]
+    assert text_tags[0] in ("[T:chk-2]", "[T:chk-5]")
+    assert [t for t in ctx.tags if t.startswith("[R:")][0] == "[R:C4]"
+
+
+async def test_basic_end_to_end(llm_db, qs):
+    answer = await aask("Kessel Bridge designed engineer", qs, llm_db, mode="basic")
+    assert answer.search == "basic" and answer.llm["calls"] == 1
+    assert {c["kind"] for c in answer.citations} == {"chunk"}
+    check_citations(answer, llm_db)
+
+
+@pytest.mark.parametrize("question", [
+    'What about "Mira Osk', "NEAR(Mira Osk) AND OR NOT *", "Mira: Osk^ (Port) {Vell} -x",
+    "''' \" \\ ; DROP TABLE entities; --", "???", "",
+])
+def test_fts_queries_never_break_on_user_input(llm_db, question):
+    store = Store(llm_db, readonly=True)
+    try:
+        assert isinstance(local_search.fts_entities(store, question, 5), list)
+        assert isinstance(local_search.fts_chunks(store, question, 5), list)
+        if question.strip():
+            assert choose_mode(store, question)[0] in ("global", "local")
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Routing, citations, the empty index, snapshots, accounting
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("question, mode", [
+    ("What are the main themes across these documents?", "global"),
+    ("Summarize the overall trends", "global"),
+    ("Who is Mira Osk?", "local"),
+    ("What did Anton Heller say about the Old Quay?", "local"),
+    ("How is the weather on Jupiter?", "global"),
+])
+def test_auto_routing(llm_db, question, mode):
+    store = Store(llm_db, readonly=True)
+    try:
+        chosen, reason = choose_mode(store, question)
+    finally:
+        store.close()
+    assert chosen == mode and reason
+
+
+async def test_auto_mode_says_what_it_chose(llm_db, qs):
+    answer = await aask("Who is Mira Osk?", qs, llm_db)
+    assert answer.requested_mode == "auto" and answer.auto_choice == "local" == answer.mode
+    assert "Mira Osk" in answer.auto_reason
+    answer = await aask("What are the main themes?", qs, llm_db)
+    assert answer.auto_choice == "global" and answer.search == "global_dynamic"
+
+
+def test_parse_citations_formats():
+    text = "A [R:C1] b [R:C2, C3] c [E:ent-1; E:ent-2] d [T:chk-9][L: rel-4] e [R:C1]"
+    assert parse_citations(text) == [("R", "C1"), ("R", "C2"), ("R", "C3"), ("E", "ent-1"),
+                                      ("E", "ent-2"), ("T", "chk-9"), ("L", "rel-4")]
+
+
+async def test_unresolvable_citations_are_dropped(llm_db, qs):
+    store = Store(llm_db, readonly=True)
+    ent = store.scalar("SELECT id FROM entities ORDER BY id LIMIT 1")
+    store.close()
+    fake = f"Mira Osk designed it [E:{ent}] [R:C999]. Also [E:ent-0000000000000000, {ent}] and [T:chk-nope]."
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local",
+                        transport=mock({"answer": lambda m: fake}))
+    assert [c["tag"] for c in answer.citations] == [f"[E:{ent}]"]
+    assert set(answer.unresolved) == {"[R:C999]", "[E:ent-0000000000000000]", "[T:chk-nope]"}
+    assert "C999" not in answer.text and "chk-nope" not in answer.text and f"[E:{ent}]" in answer.text
+    assert answer.documents
+
+
+async def test_empty_or_missing_index_says_how_to_build_one(tmp_path, qs):
+    with pytest.raises(IndexMissingError, match="streamrag index"):
+        await aask("Anything?", qs, tmp_path / "missing.db")
+    Store(tmp_path / "empty.db").close()          # schema, nothing published
+    with pytest.raises(IndexMissingError, match="empty.*streamrag index"):
+        await aask("Anything?", qs, tmp_path / "empty.db")
+
+
+async def test_a_query_sees_one_snapshot_while_the_index_changes(tmp_path, simulator, qs):
+    db = await _abuild(tmp_path, simulator.base_url)
+
+    def publish_meanwhile(messages):
+        conn = sqlite3.connect(db, timeout=30)
+        with conn:   # another writer publishes a new version while the query runs
+            conn.execute("DELETE FROM communities")
+            conn.execute("DELETE FROM entities")
+            conn.execute("UPDATE meta SET value = '99' WHERE key = 'version'")
+        conn.close()
+        return ANSWERS["map"](messages)
+
+    answer = await aask("What happened to Mira Osk and the Lantern Hall?", qs, db, mode="global",
+                        level=1, transport=mock({"map": publish_meanwhile}))
+    assert answer.citations and all(c["resolved"] for c in answer.citations)
+    assert not answer.unresolved                   # resolved against the version it started with
+
+
+async def test_query_calls_are_recorded_like_indexing_calls(tmp_path, simulator, qs):
+    from streamrag.status import gather_status
+
+    db = await _abuild(tmp_path, simulator.base_url)
+    before = Store(db, readonly=True)
+    n = before.scalar("SELECT count(*) FROM llm_calls")
+    before.close()
+    answer = await aask("What did the Harbor Council decide?", qs, db, mode="global")
+    store = Store(db, readonly=True)
+    try:
+        rows = store.query("SELECT l.stage, l.run_id, r.command FROM llm_calls l JOIN runs r ON r.id = l.run_id "
+                           "WHERE l.id > ?", (n,))
+        assert {r["stage"] for r in rows} == {"rate", "map", "reduce"}
+        assert {r["command"] for r in rows} == {"ask"} and len(rows) == answer.llm["calls"]
+        stages = {u["stage"] for u in gather_status(store)["llm_usage"]}
+        assert {"rate", "map", "reduce"} <= stages
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Without an LLM: extractive answers
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode, level", [("global", None), ("global", 0), ("local", None),
+                                         ("basic", None), ("auto", None)])
+async def test_extractive_answers_offline(offline_db, mode, level):
+    settings = make_settings("", index=INDEX)
+    streamed: list[str] = []
+    answer = await aask("Who hired the engineer Mira Osk?", settings, offline_db, mode=mode, level=level,
+                        on_delta=streamed.append)
+    assert answer.extractive and answer.text.startswith(EXTRACTIVE_LABEL)
+    assert "".join(streamed) == answer.text
+    assert answer.llm["calls"] == 0
+    assert "Mira Osk" in answer.text
+    check_citations(answer, offline_db)
+    store = Store(offline_db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+    store.close()
+
+
+async def test_offline_index_answered_by_an_llm(offline_db, qs):
+    answer = await aask("Who hired the engineer Mira Osk?", qs, offline_db, mode="local")
+    assert not answer.extractive and answer.llm["calls"] == 1
+    check_citations(answer, offline_db)
+
+
+def test_pick_sentences_prefers_rare_question_words():
+    passages = [("[R:C1]", "The harbor was busy. The harbor was loud. Mira Osk rebuilt the harbor wall."),
+                ("[T:chk-1]", "The harbor closed. Nobody knew why the harbor closed.")]
+    picked = pick_sentences("Who rebuilt the harbor wall?", passages, limit=2)
+    assert picked[0][:2] == ("Mira Osk rebuilt the harbor wall.", "[R:C1]")
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    add_ask_command(sub)
+    return parser.parse_args(argv)
+
+
+def test_cmd_ask_json(llm_db, simulator, capsys):
+    args = _parse(["ask", "Who is Mira Osk?", "--json", "--db", str(llm_db),
+                   "--api-base", simulator.base_url])
+    assert args.func is cmd_ask
+    assert cmd_ask(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"question", "mode", "auto_choice", "answer", "citations", "documents", "llm",
+            "extractive"} <= set(out)
+    assert out["mode"] == "local" and out["auto_choice"] == "local" and out["extractive"] is False
+    assert {"calls", "prompt_tokens", "completion_tokens", "cached"} <= set(out["llm"])
+    c = out["citations"][0]
+    assert {"tag", "kind", "id", "resolved"} <= set(c) and c["resolved"] is True
+    assert ("name" in c) or ("title" in c) or ("path" in c)
+    assert out["documents"]
+
+
+def test_cmd_ask_streams_and_ends_with_the_documents(offline_db, capsys, monkeypatch):
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    args = _parse(["ask", "What are the main themes?", "--db", str(offline_db), "--mode", "global",
+                   "--level", "0"])
+    assert cmd_ask(args) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(EXTRACTIVE_LABEL)
+    assert "Documents:" in captured.out and "global static search at level 0" in captured.out
