@@ -68,6 +68,7 @@ class IndexSettings(_Section):
     report_max_input_tokens: int = 6000
     report_max_output_tokens: int = 1200
     report_regen_threshold: float = 0.0
+    report_min_members: int = 3
 
 
 class PipelineSettings(_Section):
@@ -176,6 +177,8 @@ def _check(s: Settings, where: str) -> None:
         problems.append(("index.entity_types", "must name at least one type"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
+    if ix.report_min_members < 1:
+        problems.append(("index.report_min_members", "must be >= 1"))
     if llm.concurrency < 1:
         problems.append(("llm.concurrency", "must be >= 1"))
     if llm.requests_per_minute < 0 or llm.tokens_per_minute < 0:

@@ -17,10 +17,11 @@ from streamrag.records import Chunk, Extraction
 from streamrag.tokens import get_encoding
 
 
-def found_list(extraction: Extraction) -> str:
+def found_list(extraction: Extraction, *, relations: bool = True) -> str:
     """The compact reminder of what was found: one entity name per line, then relation pairs."""
     lines = sorted({f"{e.name} ({e.type})" for e in extraction.entities})
-    lines += sorted({f"{r.source} -- {r.target}" for r in extraction.relationships})
+    if relations:
+        lines += sorted({f"{r.source} -- {r.target}" for r in extraction.relationships})
     return "\n".join(lines) or "(nothing yet)"
 
 
@@ -50,12 +51,13 @@ def _yes_no_bias(settings: Settings) -> dict[str, int]:
     return {str(enc.encode(word)[0]): 100 for word in ("YES", "NO")}
 
 
-async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, found: str,
+async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
                            settings: Settings) -> bool:
     mode = settings.index.glean_check
     if mode == "off":
         return True
-    messages = prompts.glean_check.render(text=chunk.text, found=found)
+    # Names alone are enough to judge whether something is missing, and cost fewer tokens.
+    messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
     use_bias = mode == "logit_bias" and settings.llm.logit_bias
     result = await llm.chat(
         messages, model=settings.llm.extraction_model, stage="glean_check",
@@ -70,10 +72,9 @@ async def glean(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extra
     if settings.offline:
         return extraction
     for _ in range(settings.index.max_gleanings):
-        found = found_list(extraction)
-        if not await _should_continue(llm, prompts, chunk, found, settings):
+        if not await _should_continue(llm, prompts, chunk, extraction, settings):
             break
-        messages = prompts.glean.render(text=chunk.text, found=found,
+        messages = prompts.glean.render(text=chunk.text, found=found_list(extraction),
                                         entity_types=entity_types_text(settings))
         result = await llm.chat(messages, model=settings.llm.extraction_model, stage="glean",
                                 prompt=prompts.glean, validate=usable_records)

@@ -31,7 +31,7 @@ import msgspec
 from streamrag import chunker, loader, merge
 from streamrag.communities import hierarchical_leiden
 from streamrag.config import Settings
-from streamrag.errors import InputError, LLMError, StreamragError
+from streamrag.errors import InputError, LLMError, LLMUnavailableError, StreamragError
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
 from streamrag.graph import with_degrees
@@ -142,10 +142,19 @@ class Indexer:
         self.key = extractor_key(settings)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
+        self.unavailable = 0
         self.llm = None
 
     # -- helpers ---------------------------------------------------------------------------
-    async def fail(self, writer: Writer, stage: str, item: str, message: str) -> None:
+    async def fail(self, writer: Writer, stage: str, item: str, message: str,
+                   error: Exception | None = None) -> None:
+        """Records one failed item; the run goes on, unless the endpoint is plainly down."""
+        if isinstance(error, LLMUnavailableError):
+            self.unavailable += 1
+            if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
+                raise LLMUnavailableError(
+                    f"{error}. Nothing was published; the index is as it was. Start the server or "
+                    "fix llm.api_base, then run again (finished work is kept)") from None
         self.failures += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
@@ -156,7 +165,8 @@ class Indexer:
         from streamrag.llm import LLMClient
 
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
-                         run_id=self.run_id, transport=self.transport)
+                         run_id=self.run_id, transport=self.transport,
+                         encoding=self.settings.index.encoding)
 
     # -- the run -----------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
@@ -312,7 +322,7 @@ class Indexer:
                     try:
                         ext = await extract_chunk(self.llm, self.prompts, c, s)
                     except LLMError as e:
-                        await self.fail(writer, "extract", c.id, f"chunk {c.id} of {c.doc_id}: {e}")
+                        await self.fail(writer, "extract", c.id, f"chunk {c.id} of {c.doc_id}: {e}", e)
                         continue
                     await send.send((c, ext))
 
@@ -323,7 +333,7 @@ class Indexer:
                         ext = await glean(self.llm, self.prompts, c, ext, s)
                         ext = await extract_claims(self.llm, self.prompts, c, ext, s)
                     except LLMError as e:
-                        await self.fail(writer, "glean", c.id, f"chunk {c.id} of {c.doc_id}: {e}")
+                        await self.fail(writer, "glean", c.id, f"chunk {c.id} of {c.doc_id}: {e}", e)
                         continue
                     await writer.run(_save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")
@@ -416,6 +426,7 @@ class Indexer:
 
         async def one(c: Community) -> None:
             nonlocal generated, kept
+            by_llm = use_llm and len(c.members) >= s.index.report_min_members
             member_set = set(c.members)
             rels = [r for m in c.members for r in rels_by_entity.get(m, ()) if r.target in member_set]
             kids = [(k, reports[k.id]) for k in children.get(c.id, ()) if k.id in reports]
@@ -423,7 +434,8 @@ class Indexer:
                                 claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
                                 children=kids, max_tokens=s.index.report_max_input_tokens,
                                 encoding=s.index.encoding)
-            key = context_key(ctx, model=model, prompt_version=prompt_version)
+            key = (context_key(ctx, model=model, prompt_version=prompt_version) if by_llm
+                   else context_key(ctx, model=None, prompt_version=None))
             previous = old.get(c.id)
             report = _load_report(store, key)
             if report is None and previous is not None and s.index.report_regen_threshold > 0:
@@ -433,8 +445,7 @@ class Indexer:
             if report is not None:
                 kept += 1
             else:
-                report = None
-                if use_llm:
+                if by_llm:
                     try:
                         report = await llm_report(self.llm, ctx, model=model,
                                                   max_tokens=s.index.report_max_output_tokens,

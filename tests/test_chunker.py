@@ -101,14 +101,15 @@ def test_long_paragraph_splits_at_sentences_then_tokens():
 
 
 def changed_far_from_edit(old, new, marker: str | None, edited: str) -> list[int]:
-    """Indices of chunks more than 2 away from the edit that did not survive it."""
+    """Indices of chunks more than 3 away from the edit that did not survive it (the anchor
+    window is 1.5 chunk bodies, so an edit may move the cuts of the chunks next to it)."""
     old_ids, new_ids = {c.id for c in old}, {c.id for c in new}
     near_old = [i for i, c in enumerate(old) if edited in c.text]
     near_new = [i for i, c in enumerate(new) if marker and marker in c.text]
     if not near_new:   # deletion: the edit sits where the old neighbourhood was
         near_new = [i for i, c in enumerate(new) if c.id not in old_ids][:1] or near_old
-    far = [i for i, c in enumerate(old) if c.id not in new_ids and min(abs(i - j) for j in near_old) > 2]
-    far += [i for i, c in enumerate(new) if c.id not in old_ids and min(abs(i - j) for j in near_new) > 2]
+    far = [i for i, c in enumerate(old) if c.id not in new_ids and min(abs(i - j) for j in near_old) > 3]
+    far += [i for i, c in enumerate(new) if c.id not in old_ids and min(abs(i - j) for j in near_new) > 3]
     return far
 
 
@@ -129,11 +130,11 @@ def test_edits_only_change_nearby_chunks():
         else:
             del new_paras[k]
         new = chunk_document(doc("\n\n".join(new_paras)), chunk_size=1200, overlap=100, encoding=ENC)
-        assert len(old) > 15
+        assert len(old) > 12
         assert changed_far_from_edit(old, new, marker, edited) == [], (trial, op)
         # everything well before the edit is untouched
         first_changed = min(i for i, c in enumerate(old) if c.id not in {n.id for n in new})
-        assert first_changed >= min(i for i, c in enumerate(old) if edited in c.text) - 2
+        assert first_changed >= min(i for i, c in enumerate(old) if edited in c.text) - 3
 
 
 def test_grid_would_not_be_local():
