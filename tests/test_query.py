@@ -516,3 +516,20 @@ def test_cmd_ask_streams_and_ends_with_the_documents(offline_db, capsys, monkeyp
     captured = capsys.readouterr()
     assert captured.out.startswith(EXTRACTIVE_LABEL)
     assert "Documents:" in captured.out and "global static search at level 0" in captured.out
+
+
+async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulator):
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url, index=INDEX,
+                             llm={"embedding_model": "text-embedding-3-small", "cache": False})
+    await sync([corpus], settings, db, root=corpus)
+    local = await aask("Who hired the engineer Mira Osk?", settings, db, mode="local")
+    assert local.details["entity_search"].startswith("embedding")
+    assert local.llm["by_stage"]["embed"]["calls"] == 1
+    check_citations(local, db)
+    basic = await aask("Who hired the engineer Mira Osk?", settings, db, mode="basic")
+    assert basic.details["chunk_search"] == "embedding" and basic.details["chunks"]
