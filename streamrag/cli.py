@@ -214,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_index)
 
+    from streamrag.query import add_ask_command
+
+    add_ask_command(sub)
+
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
     common(p)
     p.add_argument("--failures", action="store_true", help="list the recorded failures")

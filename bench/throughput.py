@@ -1,0 +1,87 @@
+"""How close indexing gets to the time its provider's limits allow. Prints one JSON line.
+
+    python bench/throughput.py --corpus DIR --latency-ms 400 --rpm 600 --tpm 300000
+
+The simulator runs in its own process with that latency and enforces those limits (429 above
+them); the client is configured with the same limits. ``bound_s`` is what the limits and the
+latency on the critical path alone require:
+
+    max(chat_calls / (rpm / 60), tokens / (tpm / 60), critical_path_s)
+
+where ``critical_path_s`` is the latency of the longest chain of calls that must follow each
+other: extraction, the gleaning check and round, one summary, then one report per level that
+has LLM reports (deeper levels first). ``efficiency = bound_s / wall_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from _harness import emit, peak_rss_mb, simulator_process
+
+from streamrag.config import load_settings
+from streamrag.pipeline import sync
+from streamrag.store import Store
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", required=True, type=Path)
+    ap.add_argument("--latency-ms", type=float, default=400)
+    ap.add_argument("--per-token-ms", type=float, default=0)
+    ap.add_argument("--rpm", type=int, default=600)
+    ap.add_argument("--tpm", type=int, default=300000)
+    ap.add_argument("--concurrency", type=int, default=25)
+    ap.add_argument("--api-base", help="measure this endpoint instead (latency then is its own)")
+    ap.add_argument("--model")
+    args = ap.parse_args()
+
+    overrides = {"llm": {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm,
+                         "concurrency": args.concurrency}, "pipeline": {"extract_workers": args.concurrency,
+                                                                         "summary_workers": args.concurrency,
+                                                                         "report_workers": args.concurrency}}
+    if args.model:
+        overrides["llm"].update({f"{j}_model": args.model for j in ("extraction", "summary", "report")})
+    env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
+    settings = load_settings(None, env=env, overrides=overrides)
+    flags = {"latency_ms": args.latency_ms, "per_token_ms": args.per_token_ms, "rpm": args.rpm, "tpm": args.tpm}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.api_base:
+            settings.llm.api_base = args.api_base
+            base = contextlib.nullcontext(args.api_base)
+        else:
+            base = simulator_process(**flags)
+        with base as url:
+            settings.llm.api_base = url
+            db = Path(tmp) / "index.db"
+            started = time.monotonic()
+            result = anyio.run(lambda: sync([args.corpus], settings, db, root=args.corpus, command="bench"))
+            wall = time.monotonic() - started
+        store = Store(db, readonly=True)
+        calls = store.scalar("SELECT count(*) FROM llm_calls WHERE cached = 0 AND error IS NULL")
+        tokens = store.scalar("SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE cached = 0") or 0
+        retried = store.scalar("SELECT count(*) FROM llm_calls WHERE error IS NOT NULL")
+        report_levels = store.scalar(
+            "SELECT count(DISTINCT c.level) FROM communities c JOIN reports r ON r.key = c.report_key "
+            "WHERE r.extractive = 0") or 0
+        glean_rounds = 2 * settings.index.max_gleanings if settings.index.glean_check != "off" else settings.index.max_gleanings
+        store.close()
+    chain = 1 + glean_rounds + 1 + report_levels
+    per_call = args.latency_ms / 1000
+    bound_rate = max(calls / (args.rpm / 60) if args.rpm else 0, tokens / (args.tpm / 60) if args.tpm else 0)
+    bound = max(bound_rate, chain * per_call)
+    emit({"bench": "throughput", "corpus": str(args.corpus), "latency_ms": args.latency_ms,
+          "rpm": args.rpm, "tpm": args.tpm, "concurrency": args.concurrency, "chat_calls": calls,
+          "tokens": tokens, "failed_calls": retried, "critical_path_calls": chain,
+          "wall_s": round(wall, 2), "bound_s": round(bound, 2), "efficiency": round(bound / wall, 3),
+          "entities": result.entities, "reports": result.reports, "peak_rss_mb": peak_rss_mb()})
+
+
+if __name__ == "__main__":
+    main()
