@@ -359,16 +359,24 @@ class _Search:
             self.answer.details = {"rated": sel.rated, "pruned": sel.pruned,
                                    "selected": sel.selected, "fallback": sel.fallback,
                                    "reports": len(nodes)}
+        broad = False
+        if not nodes:
+            # A broad question ("what are the main themes?") shares no words with any report:
+            # the largest top-level communities are what the collection is mostly about.
+            nodes = sorted((n for n in tree.nodes.values() if n.level == 0),
+                           key=lambda n: (-n.size, global_search._order(n)))[:8]
+            broad = True
+            self.answer.details["broad_fallback"] = True
         ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text), -n.size,
                                               global_search._order(n)))[:20]
         self.context_tags = [f"[R:{n.id}]" for n in ranked]
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
-                      "community reports")
+                      "community reports", broad=broad)
 
-    def _extract(self, passages: list[tuple[str, str]], what: str) -> None:
+    def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
-        text = extractive.extractive_answer(self.answer.question, passages, what=what,
+        text = extractive.extractive_answer("" if broad else self.answer.question, passages, what=what,
                                             extra_stop=GLOBAL_CUES if self.answer.mode == "global"
                                             else frozenset())
         self._emit(text)
