@@ -214,9 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_index)
 
+    from streamrag.demo import add_demo_command
     from streamrag.query import add_ask_command
 
     add_ask_command(sub)
+    add_demo_command(sub)
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
     common(p)

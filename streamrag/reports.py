@@ -214,8 +214,8 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
         sentence = e.description.split(". ")[0].strip()
         if sentence:
             first_sentences.append(sentence if sentence.endswith((".", "!", "?")) else sentence + ".")
-    summary = (f"A group of {len(members)} entities around {top[0] if top else 'unnamed entities'}. "
-               + " ".join(first_sentences)).strip()
+    summary = (" ".join(first_sentences) + f" ({len(members)} entities around "
+               f"{top[0] if top else 'unnamed entities'}.)").strip()
     names = {e.id: e.name for e in members}
     findings = []
     for r in internal[:5]:
