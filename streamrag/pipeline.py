@@ -306,15 +306,23 @@ class Indexer:
                     scan.doc_chunks[doc.id] = chunks
                     await writer.run(_save_chunks, chunks)
                     for c in chunks:
-                        if c.id in scheduled:
-                            continue
-                        scheduled.add(c.id)
-                        self.progress.add("chunks_total")
-                        if store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
-                                        (c.id, self.key)):
-                            self.progress.add("chunks_reused")
-                            continue
-                        await chunk_send.send(c)
+                        await schedule(c)
+                # Chunks of documents already indexed that lack an extraction by the current
+                # extractor: its settings changed, or an earlier run failed on them.
+                kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
+                for c in _backlog(store, kept, self.key):
+                    await schedule(c)
+
+        async def schedule(c: Chunk) -> None:
+            if c.id in scheduled:
+                return
+            scheduled.add(c.id)
+            self.progress.add("chunks_total")
+            if store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
+                            (c.id, self.key)):
+                self.progress.add("chunks_reused")
+                return
+            await chunk_send.send(c)
 
         async def extract_worker(recv, send) -> None:
             async with recv, send:
@@ -363,10 +371,15 @@ class Indexer:
                     "SELECT chunk_id FROM document_chunks WHERE doc_id = ? ORDER BY idx", (doc_id,))]
         wanted = {c for cs in doc_chunk_ids.values() for c in cs}
         extracted = _extracted(store, wanted, self.key)
-        live = wanted & extracted
         old_live = {r["chunk_id"]: r["extractor"] for r in store.query("SELECT chunk_id, extractor FROM live_chunks")}
-        added = {c for c in live if old_live.get(c) != self.key}
-        removed = {c for c, k in old_live.items() if c not in live or k != self.key}
+        # A chunk counts with the current extractor's result; one that has none yet (its
+        # extraction failed this time) keeps the result it was published with, so a failing
+        # endpoint or a changed setting never drops what the index already holds.
+        live_keys = {c: self.key for c in wanted & extracted}
+        live_keys.update({c: old_live[c] for c in wanted - extracted if c in old_live})
+        live = set(live_keys)
+        added = {c for c, k in live_keys.items() if old_live.get(c) != k}
+        removed = {c for c, k in old_live.items() if live_keys.get(c) != k}
         return _Change(
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
@@ -514,6 +527,20 @@ def _extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
             f"SELECT chunk_id FROM extractions WHERE extractor = ? AND chunk_id IN ({','.join('?' * len(part))})",
             (key, *part)))
     return found
+
+
+def _backlog(store: Store, doc_ids: list[str], key: str) -> list[Chunk]:
+    """Chunks of the given documents with no extraction by ``key``."""
+    out: list[Chunk] = []
+    for i in range(0, len(doc_ids), 500):
+        part = doc_ids[i:i + 500]
+        for r in store.query(
+                f"SELECT dc.doc_id, dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
+                f"JOIN chunks c ON c.id = dc.chunk_id WHERE dc.doc_id IN ({','.join('?' * len(part))}) "
+                f"AND NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = c.id AND e.extractor = ?) "
+                f"ORDER BY dc.doc_id, dc.idx", (*part, key)):
+            out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
+    return out
 
 
 def _load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, Extraction]:

@@ -1,0 +1,102 @@
+"""The command line as a user runs it: a real subprocess, real files, exit codes and stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_version_and_help():
+    out = run("--version")
+    assert out.returncode == 0 and out.stdout.startswith("streamrag ")
+    out = run("--help")
+    for command in ("init", "index", "ask", "watch", "status", "export", "simulate", "demo"):
+        assert command in out.stdout
+    assert run().returncode == 2
+    assert run("index").returncode == 2
+
+
+def test_init_writes_a_config_once(tmp_path):
+    out = run("init", str(tmp_path))
+    assert out.returncode == 0 and (tmp_path / "streamrag.toml").exists()
+    again = run("init", str(tmp_path))
+    assert again.returncode == 1 and "--force" in again.stderr
+    assert run("init", str(tmp_path), "--force").returncode == 0
+
+
+def test_offline_index_status_export_and_ask(corpus, tmp_path):
+    out = run("index", str(corpus), "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["docs"] == 4 and summary["offline"] and summary["entities"] > 10
+    db = corpus / ".streamrag" / "index.db"
+    assert db.exists()
+    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    assert status["documents"] == 4 and status["communities"] > 0 and status["llm_calls"] == 0
+    text = run("status", cwd=corpus).stdout
+    assert "entities" in text and "communities" in text
+    out = run("export", str(tmp_path / "g.json"), "--db", str(db))
+    assert out.returncode == 0 and json.loads((tmp_path / "g.json").read_text())["entities"]
+    out = run("ask", "--json", "Who did the Harbor Council hire?", cwd=corpus)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["extractive"] and answer["citations"] and answer["documents"]
+    # A second index run finds nothing to do.
+    again = json.loads(run("index", str(corpus), "--json", "-q").stdout)
+    assert again["docs_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
+
+
+def test_estimate_spends_nothing(corpus, simulator):
+    out = run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    assert est["chunks_to_extract"] >= 4 and est["chat_calls"] > est["chunks_to_extract"]
+    assert est["by_stage"]["extract"]["prompt_tokens"] > 0
+    assert not (corpus / ".streamrag").exists() or not list((corpus / ".streamrag").glob("*.db"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("ask", "anything"), "streamrag index"),
+    (("status",), "streamrag index"),
+    (("index", "/no/such/folder"), "no such file or folder"),
+])
+def test_user_errors_are_one_line_with_exit_1(tmp_path, args, message):
+    out = run(*args, cwd=tmp_path)
+    assert out.returncode == 1
+    assert message in out.stderr and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_bad_config_is_one_line(tmp_path, corpus):
+    (corpus / "streamrag.toml").write_text("[index]\nchunk_size = 'x'\n")
+    out = run("index", str(corpus))
+    assert out.returncode == 1
+    assert "streamrag.toml: index.chunk_size: expected int" in out.stderr
+
+
+def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
+    assert run("index", str(corpus), "-q").returncode == 0
+    (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
+    out = run("index", str(corpus), "-q", "--api-base", "http://127.0.0.1:9/v1")
+    # The offline index is not the LLM one: every chunk needs extracting, and none can be.
+    assert out.returncode == 1 and "127.0.0.1:9" in out.stderr
+    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    assert status["documents"] == 4 and status["entities"] > 10
+
+
+def test_demo_runs_offline():
+    out = run("demo")
+    assert out.returncode == 0, out.stderr
+    assert "Most connected entities" in out.stdout and "Scrooge" in out.stdout
+    assert out.stdout.count("Extractive answer") == 2
