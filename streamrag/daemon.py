@@ -1,0 +1,519 @@
+"""``streamrag watch``: keep the index of a folder current while its files change.
+
+    file events ──> pump (filter) ──> follow: queue ──> prefetch (extract the changed files now)
+                                         │
+                                         └── quiet_s without an event ──> sync (merge, cluster,
+                                             dirty reports, publish)
+
+Design notes:
+
+* **Events are hints, the folder is the truth.** Every sync is ``Indexer.run`` on the whole
+  folder, which decides by content what was added, changed, renamed or deleted. A missed event
+  is repaired by the next sync; a spurious one costs a scan of file sizes and times.
+* **Pay as files arrive, publish when things settle.** Extraction, the expensive per-file part,
+  runs on each batch (``Indexer.prefetch``). Its products are content-addressed, so the sync
+  after the quiet period finds them and only merges, clusters, reports and publishes.
+* **The change source is a seam.** The daemon reads an async iterator of watchfiles-shaped
+  sets of ``(change, path)``; ``watch_folder`` wraps ``watchfiles.awatch``, tests feed scripted
+  sets. The watcher starts before the initial sync, so edits made during it are not missed.
+* **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
+  prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
+  the folder for the next start's initial sync. A second signal (or the end of the grace
+  period) cancels at once. Cancelling is safe: work products are committed as they are made
+  and publishing is one transaction, so a restart repeats no paid call.
+* **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
+  reporting, publishing, idle) with counts and timings on stderr, or JSON objects on stdout
+  with ``--json``; a health line when, and only when, its numbers changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import json
+import math
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from streamrag.config import Settings, WatchSettings
+from streamrag.errors import StreamragError
+from streamrag.loader import DEFAULT_INCLUDE
+from streamrag.store import Store
+
+if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
+    from streamrag.pipeline import SyncResult
+
+ChangeSet = set[tuple[int, str]]
+"""One batch of file events as watchfiles yields them: ``(Change, absolute path)``."""
+
+# Pipeline stages as the daemon reports them: a sync shows five states, not eight.
+_STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "merging",
+           "summarizing": "merging", "clustering": "clustering", "reporting": "reporting",
+           "embedding": "publishing", "publishing": "publishing"}
+_ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
+_MAX_BACKOFF_S = 300.0
+
+
+# --------------------------------------------------------------------------------------------
+# Status lines
+# --------------------------------------------------------------------------------------------
+class Reporter:
+    """Prints status events: ``HH:MM:SS state  message`` on stderr, or JSON lines on stdout."""
+
+    def __init__(self, *, json_lines: bool = False, stream=None) -> None:
+        self.json_lines = json_lines
+        self.stream = stream
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.json_lines:
+            line = json.dumps({"time": round(time.time(), 3), **event}, default=str)
+            out = self.stream or sys.stdout
+        else:
+            line = f"{time.strftime('%H:%M:%S')} {event['state']:<11} {event['message']}"
+            out = self.stream or sys.stderr
+        print(line, file=out, flush=True)
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+# --------------------------------------------------------------------------------------------
+# The daemon
+# --------------------------------------------------------------------------------------------
+class Daemon:
+    """Keeps the index at ``db_path`` equal to the folder ``root``: ``await daemon.run(source)``."""
+
+    def __init__(self, settings: Settings, db_path: Path, root: Path, *,
+                 report: Callable[[dict[str, Any]], None] = lambda event: None,
+                 transport=None, health_s: float = 60.0) -> None:
+        self.settings = settings
+        self.db_path = Path(db_path)
+        self.root = Path(root).resolve()
+        self.report = report
+        self.transport = transport
+        self.health_s = health_s
+        self.stop_event = anyio.Event()          # also stops watchfiles' thread
+        self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
+        self.syncs = 0
+        self.errors = 0
+        self.last_sync_s: float | None = None
+        self.last_result: SyncResult | None = None
+        self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
+        db = self.db_path.resolve()
+        self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
+        self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
+        self._last_health: dict | None = None
+
+    # -- control -------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Takes no more events; the prefetch or sync under way finishes, then ``run`` returns."""
+        if self.stopping:
+            return
+        self.stop_event.set()
+        if self._pump_scope is not None:
+            self._pump_scope.cancel()
+        self.emit("stopping", f"{reason}: finishing the work under way "
+                              f"(grace {self.settings.watch.grace_s:g}s, a second signal cancels)")
+
+    def emit(self, state: str, message: str, **fields: Any) -> None:
+        """Reports one status event (a state change, a health line, an error)."""
+        self.report({"event": "health" if state == "health" else "state", "state": state,
+                     "message": message, **fields})
+
+    # -- which events matter ---------------------------------------------------------------
+    def relevant(self, change: int, path: str | Path) -> str | None:
+        """The path relative to the root if this event can change the index, else ``None``.
+
+        Hidden entries (the ``.streamrag`` folder among them), the database and files that
+        ``index.include`` does not match are ignored, as the folder scan ignores them. A
+        deleted path matching no pattern counts when indexed files lay under it (a folder).
+        """
+        p = Path(path)
+        p = p if p.is_absolute() else self.root / p
+        try:
+            rel = p.relative_to(self.root)
+        except ValueError:
+            try:
+                rel = p.resolve().relative_to(self.root)
+            except ValueError:
+                return None
+        if not rel.parts or any(part.startswith(".") for part in rel.parts) or p in self._db_files:
+            return None
+        rel_s = rel.as_posix()
+        name, lowered = p.name.lower(), rel_s.lower()
+        if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):
+            return rel_s
+        if p.is_dir():
+            return rel_s
+        if change == _DELETED and self._indexed_under(rel_s):
+            return rel_s
+        return None
+
+    def _indexed_under(self, rel: str) -> bool:
+        try:
+            store = Store(self.db_path, readonly=True)
+        except StreamragError:
+            return False
+        try:
+            prefix = rel + "/"
+            return bool(store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",
+                                     (len(prefix), prefix)))
+        finally:
+            store.close()
+
+    def _classify(self, changes: ChangeSet) -> dict[str, str]:
+        out: dict[str, str] = {}
+        kinds: dict[str, set[int]] = {}
+        for change, path in changes:
+            rel = self.relevant(int(change), path)
+            if rel is not None:
+                kinds.setdefault(rel, set()).add(int(change))
+        for rel, seen in kinds.items():
+            if not (self.root / rel).exists():
+                out[rel] = "deleted"
+            else:
+                out[rel] = "added" if _ADDED in seen else "modified"
+        return out
+
+    # -- the run ---------------------------------------------------------------------------
+    async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:
+        """Initial sync, then follows ``source`` until it ends or ``stop()``; ``None``: one sync.
+
+        When the source ends by itself, changes still queued are synced before returning.
+        """
+        w = self.settings.watch
+        self.emit("starting", f"{self.root} -> {self.db_path} (debounce {w.debounce_ms} ms, "
+                              f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
+                  root=str(self.root), db=str(self.db_path))
+        send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
+        self._pump_scope = anyio.CancelScope()
+        if self.stopping:
+            self._pump_scope.cancel()
+        with recv:
+            async with anyio.create_task_group() as tg:
+                if source is not None:
+                    tg.start_soon(self._pump, source, send)
+                else:
+                    send.close()
+                if not self.stopping:
+                    await self._sync("initial sync", initial=True)
+                if source is not None and not self.stopping:
+                    self.check_health()
+                    tg.start_soon(self._health_loop)
+                    await self._follow(recv)
+                tg.cancel_scope.cancel()
+        if self.pending:
+            self.emit("stopped", f"{_n(len(self.pending), 'changed file')} not synced yet; the next "
+                                 "start picks them up", pending=len(self.pending))
+        else:
+            self.emit("stopped", "index is current", pending=0)
+
+    async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
+        """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""
+        assert self._pump_scope is not None
+        async with send:
+            with self._pump_scope:
+                iterator = aiter(source)
+                try:
+                    async for changes in iterator:
+                        batch = self._classify(changes)
+                        if batch:
+                            await send.send(batch)
+                finally:
+                    close = getattr(iterator, "aclose", None)
+                    if close is not None:
+                        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                            await close()
+
+    async def _follow(self, recv) -> None:
+        """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch."""
+        quiet = self.settings.watch.quiet_s
+        deadline = math.inf
+        failures_in_row = 0
+        while not self.stopping:
+            batch: dict[str, str] = {}
+            ended = False
+            try:
+                while True:  # take everything that is ready, so a burst is one batch
+                    batch.update(recv.receive_nowait())
+            except anyio.WouldBlock:
+                pass
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                ended = True
+            if not batch and not ended:
+                wait = max(0.0, deadline - anyio.current_time()) if self.pending else math.inf
+                with anyio.move_on_after(wait):
+                    try:
+                        batch.update(await recv.receive())
+                    except (anyio.EndOfStream, anyio.ClosedResourceError):
+                        ended = True
+            if self.stopping:
+                return
+            if batch:
+                deadline = anyio.current_time() + quiet
+                await self._queue(batch)
+                continue
+            if self.pending and (ended or anyio.current_time() >= deadline):
+                ok = await self._sync(_n(len(self.pending), "changed file"))
+                failures_in_row = 0 if ok else failures_in_row + 1
+                if not ok:  # retry later, backing off, unless new events come first
+                    deadline = anyio.current_time() + min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
+                    if ended:
+                        return
+            elif ended:
+                return
+
+    async def _queue(self, batch: dict[str, str]) -> None:
+        self.pending.update(batch)
+        kinds = Counter(batch.values())
+        what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {len(self.pending)} pending",
+                  files=len(batch), pending=len(self.pending), **{k: n for k, n in kinds.items()})
+        existing = [self.root / rel for rel, kind in sorted(batch.items())
+                    if kind != "deleted" and (self.root / rel).exists()]
+        if not existing:
+            return
+        self.emit("extracting", _n(len(existing), "file"), files=len(existing))
+        from streamrag.pipeline import Indexer, Progress
+
+        started = anyio.current_time()
+        progress = Progress()
+        indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
+                          command="watch:extract", transport=self.transport)
+        try:
+            extracted = await indexer.prefetch(existing)
+        except StreamragError as e:
+            self.errors += 1
+            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {e}; the next sync "
+                               "tries again", error=str(e))
+            return
+        took = anyio.current_time() - started
+        reused = progress.counts["chunks_reused"]
+        self.emit("waiting", f"{extracted} chunks extracted, {reused} reused in {_s(took)}; "
+                             f"sync after {self.settings.watch.quiet_s:g}s of quiet",
+                  chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
+                  pending=len(self.pending))
+
+    async def _sync(self, reason: str, *, initial: bool = False) -> bool:
+        """One full sync of the folder; a failure is reported (raised if ``initial``)."""
+        from streamrag.pipeline import Indexer, Progress
+
+        queued, self.pending = self.pending, {}
+        progress = Progress()
+        stage = {"state": "", "since": anyio.current_time()}
+
+        def on_change(p: Progress) -> None:
+            state = _STATES.get(p.stage, p.stage)
+            if state == stage["state"]:
+                return
+            now = anyio.current_time()
+            took = now - stage["since"]
+            c, t = p.counts, p.totals
+            previous = stage["state"]
+            stage.update(state=state, since=now)
+            if not previous:
+                self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", files=t["files"])
+            elif previous == "extracting":
+                self.emit(state, f"{c['chunks_extracted']} chunks extracted, {c['chunks_reused']} "
+                                 f"reused in {_s(took)}", chunks_extracted=c["chunks_extracted"],
+                          chunks_reused=c["chunks_reused"], took_s=round(took, 3))
+            elif previous == "merging":
+                self.emit(state, f"{t['summaries']} descriptions summarized in {_s(took)}",
+                          summaries=t["summaries"], took_s=round(took, 3))
+            elif previous == "clustering":
+                self.emit(state, f"clustered in {_s(took)}", took_s=round(took, 3))
+            elif previous == "reporting":
+                self.emit(state, f"{c['reports_done']} communities reported in {_s(took)}",
+                          reports=c["reports_done"], took_s=round(took, 3))
+            else:
+                self.emit(state, f"{previous} took {_s(took)}", took_s=round(took, 3))
+
+        progress.listeners.append(on_change)
+        indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
+                          command="watch", transport=self.transport)
+        started = anyio.current_time()
+        try:
+            result = await indexer.run([self.root])
+        except StreamragError as e:
+            if initial:
+                raise
+            self.errors += 1
+            for rel, kind in queued.items():
+                self.pending.setdefault(rel, kind)
+            self.emit("error", f"sync failed: {e}; retrying after the next quiet period",
+                      error=str(e), pending=len(self.pending))
+            return False
+        took = anyio.current_time() - started
+        self.syncs += 1
+        self.last_sync_s = round(took, 3)
+        self.last_result = result
+        calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
+        self.emit("idle", f"version {result.version}: {result.docs} documents, {result.entities} "
+                          f"entities, {result.communities} communities; {result.reports_generated} "
+                          f"reports written, {result.reports_kept} kept; {calls} LLM calls; "
+                          f"sync {_s(took)}",
+                  version=result.version, documents=result.docs, entities=result.entities,
+                  relationships=result.relationships, communities=result.communities,
+                  reports_generated=result.reports_generated, reports_kept=result.reports_kept,
+                  chunks_extracted=result.chunks_extracted, chunks_reused=result.chunks_reused,
+                  llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
+        return True
+
+    # -- health ----------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        """What the published index holds and how the daemon fares, as one flat dict."""
+        out: dict[str, Any] = {"documents": None, "entities": None, "communities": None,
+                               "failures": None}
+        try:
+            store = Store(self.db_path, readonly=True)
+        except StreamragError:
+            store = None
+        if store is not None:
+            try:
+                with store.snapshot():
+                    for table in ("documents", "entities", "communities", "failures"):
+                        out[table] = store.scalar(f"SELECT count(*) FROM {table}")
+            finally:
+                store.close()
+        out.update(pending=len(self.pending), last_sync_s=self.last_sync_s, errors=self.errors)
+        return out
+
+    def check_health(self) -> bool:
+        """Emits the health line if it differs from the last one; True if it did."""
+        h = self.health()
+        if h == self._last_health:
+            return False
+        self._last_health = h
+        last = "-" if h["last_sync_s"] is None else _s(h["last_sync_s"])
+        self.emit("health", f"{h['documents']} documents, {h['entities']} entities, "
+                            f"{h['communities']} communities, {h['pending']} pending, last sync "
+                            f"{last}, {h['failures']} failures, {h['errors']} errors", **h)
+        return True
+
+    async def _health_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.health_s)
+            self.check_health()
+
+
+# --------------------------------------------------------------------------------------------
+# The real file system, signals, the command
+# --------------------------------------------------------------------------------------------
+def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
+    """Batches of file events under ``root`` from watchfiles (filtering is the daemon's)."""
+    from watchfiles import awatch
+
+    return awatch(Path(root).resolve(), watch_filter=None, debounce=settings.debounce_ms,
+                  step=max(1, min(50, settings.debounce_ms)), stop_event=stop_event, rust_timeout=1000)
+
+
+async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
+    """Runs ``daemon`` under SIGINT/SIGTERM handling; returns the exit code.
+
+    First signal: ``daemon.stop()`` and a grace timer; second signal or the timer: cancel.
+    """
+    code = 0
+    work = anyio.CancelScope()
+
+    async def grace() -> None:
+        await anyio.sleep(daemon.settings.watch.grace_s)
+        daemon.emit("cancelling", f"grace period of {daemon.settings.watch.grace_s:g}s over; "
+                                  "cancelling (committed work is kept)")
+        work.cancel()
+
+    async def on_signals(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        nonlocal code
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if not daemon.stopping:
+                    daemon.stop(f"{name} received")
+                    tg.start_soon(grace)
+                else:
+                    code = 128 + signum
+                    daemon.emit("cancelling", f"second signal ({name}): cancelling now "
+                                              "(committed work is kept)")
+                    work.cancel()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(on_signals)
+        with work:
+            await daemon.run(source)
+        if work.cancelled_caught:
+            daemon.emit("stopped", "cancelled; everything committed is kept and the next start "
+                                   "resumes from it")
+        tg.cancel_scope.cancel()
+    return code
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
+    from streamrag.cli import _db_for_index, _settings
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise StreamragError(f"{root}: no such folder; give the folder to watch")
+    settings = _settings(args, root)
+    db = _db_for_index(args, settings, root)
+    daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
+    source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
+    return anyio.run(serve, daemon, source)
+
+
+def add_watch_command(subparsers) -> None:
+    """Adds ``watch DIR`` to the CLI's subparsers."""
+    p = subparsers.add_parser("watch", help="keep the index of a folder current as its files change")
+    p.add_argument("dir", metavar="DIR", help="folder to index and watch")
+    p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--db", metavar="FILE", help="index database (default: DIR/.streamrag/index.db)")
+    p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
+    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")
+    p.add_argument("--json", action="store_true", help="status lines as JSON objects on stdout")
+    p.set_defaults(func=cmd_watch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m streamrag.daemon [watch] DIR ...``: the watch command on its own."""
+    import os
+
+    parser = argparse.ArgumentParser(prog="streamrag")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
+    add_watch_command(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "watch" not in argv:
+        argv.insert(1 if argv[:1] in (["-v"], ["--verbose"]) else 0, "watch")
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except StreamragError as e:
+        if args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1":
+            raise
+        print(f"streamrag: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("streamrag: interrupted; finished work is kept, run the same command to continue",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
