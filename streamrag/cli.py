@@ -102,7 +102,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(format_estimate(result))
         return 0
     prog = pipeline.Progress()
-    indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index")
+    indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
+                               recluster=args.recluster)
     with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
         result = anyio.run(indexer.run, paths)
     if args.json:
@@ -210,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
     p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")
+    p.add_argument("--recluster", action="store_true",
+                   help="cluster from scratch instead of from the previous partition (ids are still kept)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_index)

@@ -381,3 +381,36 @@ def _assign_ids(
     ]
     out.sort(key=lambda c: (c.level, c.members[0]))
     return out
+
+
+def relabel(communities: Sequence[Community], previous: Sequence[Community],
+            new_id: Callable[[], str] | None = None) -> list[Community]:
+    """``communities`` (from any run) with ids matched to ``previous`` by the same majority rule
+    ``hierarchical_leiden`` uses, so a partition computed from scratch keeps stable ids too."""
+    nodes = sorted({m for c in communities for m in c.members})
+    index = {eid: i for i, eid in enumerate(nodes)}
+    position = {c.id: i for i, c in enumerate(communities)}
+    clusters = [_Cluster(c.level, sorted(index[m] for m in c.members),
+                         None if c.parent is None else position[c.parent]) for c in communities]
+    return _assign_ids(clusters, nodes, previous, new_id)
+
+
+def modularity(communities: Sequence[Community], edges: Iterable[tuple[str, str, float]],
+               *, level: int = 0, resolution: float = 1.0) -> float:
+    """Weighted modularity of the partition at ``level`` (entities below it count as singletons)."""
+    label = {m: c.id for c in communities if c.level == level for m in c.members}
+    total = 0.0
+    inside: dict[str, float] = {}
+    strength: dict[str, float] = {}
+    for a, b, w in edges:
+        if a == b or w <= 0:
+            continue
+        total += w
+        for node in (a, b):
+            key = label.get(node, node)
+            strength[key] = strength.get(key, 0.0) + w
+        if label.get(a, a) == label.get(b, b):
+            inside[label.get(a, a)] = inside.get(label.get(a, a), 0.0) + w
+    if total == 0:
+        return 0.0
+    return sum(inside.values()) / total - resolution * sum(s * s for s in strength.values()) / (4 * total * total)

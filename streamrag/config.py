@@ -69,6 +69,7 @@ class IndexSettings(_Section):
     report_max_output_tokens: int = 1200
     report_regen_threshold: float = 0.0
     report_min_members: int = 3
+    recluster_drift: float = 0.02
 
 
 class PipelineSettings(_Section):

@@ -29,7 +29,7 @@ import anyio
 import msgspec
 
 from streamrag import chunker, loader, merge
-from streamrag.communities import hierarchical_leiden
+from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
 from streamrag.errors import InputError, LLMError, LLMUnavailableError, StreamragError
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
@@ -98,6 +98,7 @@ class SyncResult(msgspec.Struct):
     reports: int
     reports_generated: int
     reports_kept: int
+    reclustered: bool
     failures: int
     warnings: list[str]
     llm: dict
@@ -131,8 +132,10 @@ class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
-                 progress: Progress | None = None, command: str = "index", transport=None) -> None:
+                 progress: Progress | None = None, command: str = "index", transport=None,
+                 recluster: bool = False) -> None:
         self.settings = settings
+        self.recluster = recluster
         self.db_path = db_path
         self.root = root
         self.progress = progress or Progress()
@@ -223,16 +226,14 @@ class Indexer:
         await self._summarize(writer, state, summaries_needed)
         state.finish_graph()
         self.progress.set_stage("clustering")
-        communities = hierarchical_leiden(
-            sorted(state.entities), [(r.source, r.target, r.weight) for r in state.relationships.values()],
-            max_cluster_size=self.settings.index.max_cluster_size, seed=self.settings.index.leiden_seed,
-            resolution=self.settings.index.leiden_resolution, previous=state.old_communities or None)
+        communities, reclustered, next_id = self._cluster(store, state)
         self.progress.set_stage("reporting")
         assignments, generated, kept = await self._reports(store, writer, state, communities)
         self.progress.set_stage("embedding")
         await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
-        version = await writer.run(_publish, scan, change, state, communities, assignments, self.key)
+        version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
+                                   next_id())
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -242,8 +243,47 @@ class Indexer:
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
-            reports_kept=kept, failures=self.failures + scan.failures, warnings=scan.warnings,
+            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
+            warnings=scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
+
+    def _cluster(self, store: Store, state: _GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
+        """Leiden from the previous partition, unless it drifted from what a fresh run finds.
+
+        Starting from the previous partition keeps untouched regions (and their reports) as
+        they are. Over many updates that partition could settle in a worse optimum than a fresh
+        run would find, so a fresh clustering is computed too (cheap next to any LLM call) and
+        replaces it, with ids still matched to the old communities, when its modularity is
+        better by more than ``index.recluster_drift`` (or always, with ``--recluster``).
+        """
+        ix = self.settings.index
+        edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
+        counter = [int(store.get_meta("next_community_id", "0") or 0)]
+        for c in state.old_communities:
+            digits = c.id.lstrip("C")
+            if digits.isdigit():
+                counter[0] = max(counter[0], int(digits) + 1)
+
+        def new_id() -> str:
+            counter[0] += 1
+            return f"C{counter[0] - 1}"
+
+        def cluster(previous):
+            return hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                       seed=ix.leiden_seed, resolution=ix.leiden_resolution,
+                                       previous=previous, new_id=new_id)
+
+        if not state.old_communities:
+            return cluster(None), True, lambda: counter[0]
+        fresh = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                    seed=ix.leiden_seed, resolution=ix.leiden_resolution)
+        if not self.recluster:
+            kept = cluster(state.old_communities)
+            drift = (modularity(fresh, edges, resolution=ix.leiden_resolution)
+                     - modularity(kept, edges, resolution=ix.leiden_resolution))
+            if drift <= ix.recluster_drift:
+                return kept, False, lambda: counter[0]
+        return relabel(fresh, state.old_communities, new_id), True, lambda: counter[0]
 
     async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path]) -> _Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
@@ -755,7 +795,8 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
-             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str) -> int:
+             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
+             next_community_id: int) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
     # Files and documents.
@@ -835,14 +876,17 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     version = store.version + 1
     store.set_meta("version", str(version))
     store.set_meta("extractor", key)
+    store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))
     return version
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,
-               progress: Progress | None = None, command: str = "index", transport=None) -> SyncResult:
+               progress: Progress | None = None, command: str = "index", transport=None,
+               recluster: bool = False) -> SyncResult:
     """Bring the index at ``db_path`` to the documents under ``paths`` (one published version)."""
-    indexer = Indexer(settings, db_path, root=root, progress=progress, command=command, transport=transport)
+    indexer = Indexer(settings, db_path, root=root, progress=progress, command=command,
+                      transport=transport, recluster=recluster)
     return await indexer.run([Path(p) for p in paths])
 
 
