@@ -217,10 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_index)
 
+    from streamrag.daemon import add_watch_command
     from streamrag.demo import add_demo_command
     from streamrag.query import add_ask_command
 
     add_ask_command(sub)
+    add_watch_command(sub)
     add_demo_command(sub)
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")

@@ -54,31 +54,50 @@ class Writer:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(store, *args)`` in the writer task; return its result once committed."""
         op = _Op(fn, args)
-        await self._send.send(op)
-        with anyio.CancelScope(shield=True):
-            # The op is queued and will run; waiting for it cannot be abandoned halfway.
-            await op.done.wait()
+        try:
+            await self._send.send(op)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # The writer task is gone (cancelled): nothing else uses the connection now, so a
+            # shielded cleanup write (``finish_run``) runs here instead of failing.
+            self._execute([op])
+        else:
+            with anyio.CancelScope(shield=True):
+                # The op is queued and will run; waiting for it cannot be abandoned halfway.
+                await op.done.wait()
         if op.error is not None:
             raise op.error
         return op.result
 
     async def _loop(self) -> None:
         async with self._recv:
-            while True:
-                try:
-                    first = await self._recv.receive()
-                except anyio.EndOfStream:
-                    return
-                batch = [first]
-                while len(batch) < self.max_batch:
+            try:
+                while True:
                     try:
-                        batch.append(self._recv.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                self._execute(batch)
-                for op in batch:
-                    op.done.set()
-                await anyio.lowlevel.checkpoint()
+                        first = await self._recv.receive()
+                    except anyio.EndOfStream:
+                        return
+                    batch = [first, *self._ready(self.max_batch - 1)]
+                    self._execute(batch)
+                    for op in batch:
+                        op.done.set()
+                    await anyio.lowlevel.checkpoint()
+            finally:
+                # Cancelled: operations already queued still run, so no caller waits forever
+                # on a shielded ``done`` and the work they carry (a paid answer) is kept.
+                batch = self._ready(None)
+                if batch:
+                    self._execute(batch)
+                    for op in batch:
+                        op.done.set()
+
+    def _ready(self, limit: int | None) -> list[_Op]:
+        out: list[_Op] = []
+        while limit is None or len(out) < limit:
+            try:
+                out.append(self._recv.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+        return out
 
     def _execute(self, batch: list[_Op]) -> None:
         try:

@@ -406,12 +406,7 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
     assert "Traceback" not in log.read_text()
 
 
-@pytest.mark.parametrize("signals", [
-    1,
-    pytest.param(2, marks=pytest.mark.xfail(
-        reason="cancelling an Indexer run raises BrokenResourceError from writer.Writer until the "
-               "writer keeps serving queued and late operations on cancellation", strict=False)),
-])
+@pytest.mark.parametrize("signals", [1, 2])
 def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
     db = tmp_path / "sig.db"
     log = tmp_path / "sig.log"

@@ -1,0 +1,146 @@
+"""What one change costs once a corpus is indexed. Prints one JSON line.
+
+    python bench/incremental.py --corpus DIR          # DIR: at least 200 documents
+    python bench/incremental.py --generate 200 --seed 11
+
+With ``--corpus``, the last file (in name order) is held out and added as the new document;
+with ``--generate N`` the corpus is made by ``../shared/tools/corpusgen.py`` with N + 1
+documents (the same N plus one more). Steps, each a sync through the simulator (in-process
+state kept in one index):
+
+1. full index of the N documents                     -> full_tokens, reports_total
+2. add the held-out document                         -> add_tokens, reports_regenerated_add
+3. modify one document (one sentence added)          -> modify_tokens, reports_regenerated_modify
+4. delete one document                               -> delete_tokens, reports_regenerated_delete
+5. the added document indexed alone, in a fresh index -> add_alone_tokens
+6. a new file is written, synced, and asked about    -> freshness_s (written until
+   ``ask --mode local`` cites it, zero simulated latency)
+
+Tokens are chat prompt + completion tokens actually paid (cache hits excluded). Targets:
+add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
+reports <= 10% of all reports for one changed document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from _harness import ROOT, emit, peak_rss_mb, simulator_process
+
+from streamrag.config import load_settings
+from streamrag.pipeline import sync
+from streamrag.query import ask
+from streamrag.store import Store
+
+
+def paid_tokens(result) -> int:
+    return sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in result.llm.values())
+
+
+def report_tokens(result) -> int:
+    s = result.llm.get("report", {})
+    return s.get("prompt_tokens", 0) + s.get("completion_tokens", 0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path)
+    ap.add_argument("--generate", type=int, metavar="N")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--offline", action="store_true")
+    ap.add_argument("--api-base")
+    ap.add_argument("--model")
+    args = ap.parse_args()
+    if not args.corpus and not args.generate:
+        ap.error("give --corpus DIR or --generate N")
+
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        source = tmp / "source"
+        if args.generate:
+            gen = ROOT.parent / "shared" / "tools" / "corpusgen.py"
+            subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale", str(args.generate),
+                            "--docs", str(args.generate + 1), "--out", str(source)], check=True,
+                           stdout=subprocess.DEVNULL)
+        else:
+            shutil.copytree(args.corpus, source)
+        files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
+        corpus = tmp / "corpus"
+        corpus.mkdir()
+        for f in files[:-1]:
+            shutil.copy2(f, corpus / f.name)
+        extra = files[-1]
+
+        overrides: dict = {"llm": {"requests_per_minute": 0, "tokens_per_minute": 0}, "index": {}}
+        if args.offline:
+            overrides["index"]["extractor"] = "nlp"
+        if args.model:
+            overrides["llm"].update({f"{j}_model": args.model for j in ("extraction", "summary", "report")})
+        env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
+        settings = load_settings(None, env=env, overrides=overrides)
+        if not args.offline:
+            settings.llm.api_base = args.api_base or stack.enter_context(simulator_process())
+        db = tmp / "index.db"
+
+        def run(folder: Path, database: Path):
+            return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+
+        full = run(corpus, db)
+        added = corpus / extra.name
+        shutil.copy2(extra, added)
+        add = run(corpus, db)
+        victim = sorted(corpus.glob("*.txt"))[len(files) // 3]
+        victim.write_text(victim.read_text() + "\n\nIn a late statement, officials confirmed the "
+                          "figures would be revised next month.\n")
+        modify = run(corpus, db)
+        (sorted(corpus.glob("*.txt"))[len(files) // 2]).unlink()
+        delete = run(corpus, db)
+
+        alone_dir = tmp / "alone"
+        alone_dir.mkdir()
+        shutil.copy2(extra, alone_dir / extra.name)
+        alone = run(alone_dir, tmp / "alone.db")
+
+        store = Store(db, readonly=True)
+        names = [r["name"] for r in store.query("SELECT name FROM entities ORDER BY mentions DESC LIMIT 1")]
+        store.close()
+        fresh_name = "Quillon Marbeck"
+        fresh_doc = corpus / "zz_fresh_note.txt"
+        started = time.monotonic()
+        fresh_doc.write_text(f"{fresh_name} met {names[0] if names else 'the council'} on Friday to "
+                             f"discuss the harbor lease. {fresh_name} later announced a new ferry route.\n")
+        run(corpus, db)
+        answer = ask(f"Who is {fresh_name}?", settings, db, mode="local")
+        freshness = time.monotonic() - started
+        cited = "zz_fresh_note.txt" in answer.documents
+
+    emit({"bench": "incremental", "corpus": str(args.corpus or f"corpusgen seed {args.seed} n {args.generate}"),
+          "docs": full.docs, "offline": settings.offline,
+          "full_tokens": paid_tokens(full), "add_tokens": paid_tokens(add), "modify_tokens": paid_tokens(modify),
+          "delete_tokens": paid_tokens(delete), "add_alone_tokens": paid_tokens(alone),
+          "add_report_tokens": report_tokens(add),
+          "add_by_stage": {k: v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for k, v in add.llm.items()},
+          "alone_by_stage": {k: v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for k, v in alone.llm.items()},
+          "add_llm_reports": add.llm.get("report", {}).get("calls", 0),
+          "add_target_ok": paid_tokens(add) <= 1.5 * paid_tokens(alone) + report_tokens(add),
+          "reports_total": full.reports, "reports_regenerated_add": add.reports_generated,
+          "reports_regenerated_modify": modify.reports_generated,
+          "reports_regenerated_delete": delete.reports_generated,
+          "regenerated_share_max": round(max(add.reports_generated, modify.reports_generated,
+                                             delete.reports_generated) / max(1, full.reports), 4),
+          "reclustered": [add.reclustered, modify.reclustered, delete.reclustered],
+          "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
+          "wall_full_s": full.wall_s, "peak_rss_mb": peak_rss_mb()})
+
+
+if __name__ == "__main__":
+    main()
