@@ -61,7 +61,7 @@ class IndexSettings(_Section):
     extract_claims: bool = False
     claim_description: str = ""
     extraction_prompt: str = ""
-    summary_max_tokens: int = 300
+    summary_max_tokens: int = 150
     max_cluster_size: int = 10
     leiden_seed: int = 42
     leiden_resolution: float = 1.0
