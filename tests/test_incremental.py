@@ -1,0 +1,167 @@
+"""Updates cost what changed: stable community ids, dirty-only reports, a graph equal to a
+fresh index, and clustering quality that does not drift with history."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import make_settings
+from streamrag.communities import modularity
+from streamrag.pipeline import sync
+from streamrag.store import Store
+
+pytestmark = pytest.mark.anyio
+CORPUSGEN = Path(__file__).resolve().parents[2] / "shared" / "tools" / "corpusgen.py"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """41 synthetic news articles (the same 40 as --docs 40, plus one more)."""
+    if not CORPUSGEN.exists():
+        pytest.skip(f"{CORPUSGEN} is not there (it ships in the workspace's shared/ folder)")
+    out = tmp_path_factory.mktemp("gen") / "corpus"
+    subprocess.run([sys.executable, str(CORPUSGEN), "--seed", "5", "--scale", "40", "--docs", "41",
+                    "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+def state(db) -> dict:
+    store = Store(db, readonly=True)
+    with store.snapshot():
+        members: dict[str, set[str]] = {}
+        for r in store.query("SELECT community_id, entity_id FROM community_members"):
+            members.setdefault(r["community_id"], set()).add(r["entity_id"])
+        communities = {r["id"]: (r["level"], r["parent"], frozenset(members.get(r["id"], ())), r["report_key"])
+                       for r in store.query("SELECT * FROM communities")}
+        contexts = {r["id"]: r["context_key"] for r in store.query("SELECT id, context_key FROM communities")}
+        descriptions = {r["id"]: r["description"] for r in store.query("SELECT id, description FROM entities")}
+        edges = [(r["source"], r["target"], r["weight"]) for r in store.query("SELECT * FROM relationships")]
+    store.close()
+    return {"communities": communities, "descriptions": descriptions, "edges": edges, "contexts": contexts}
+
+
+def folder(generated: Path, dest: Path, docs: range) -> Path:
+    dest.mkdir(parents=True)
+    for i in docs:
+        name = f"doc_{i:05d}.txt"
+        shutil.copy2(generated / name, dest / name)
+    return dest
+
+
+@pytest.mark.parametrize("offline", [True, False])
+async def test_adding_a_document_rewrites_only_dirty_reports(generated, tmp_path, simulator, offline):
+    settings = make_settings("" if offline else simulator.base_url)
+    corpus = folder(generated, tmp_path / "c", range(1, 41))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = state(db)
+    shutil.copy2(generated / "doc_00041.txt", corpus / "doc_00041.txt")
+    second = await sync([corpus], settings, db, root=corpus)
+    after = state(db)
+    assert second.docs_added == 1 and second.chunks_extracted >= 1 and not second.reclustered
+
+    # What the change touched: entities that are new or whose description changed, and both
+    # ends of every relationship that is new or changed.
+    touched = {e for e, d in after["descriptions"].items() if before["descriptions"].get(e) != d}
+    old_edges = {(a, b): w for a, b, w in before["edges"]}
+    for a, b, w in after["edges"]:
+        if old_edges.get((a, b)) != w:
+            touched |= {a, b}
+    old, new = before["communities"], after["communities"]
+
+    def dirty(cid: str) -> bool:
+        level, parent, members, report = new[cid]
+        if cid not in old or old[cid][2] != members or members & touched:
+            return True
+        return any(new[k][3] != old.get(k, (0, 0, 0, None))[3] for k, v in new.items() if v[1] == cid)
+
+    rewritten = {cid for cid, v in new.items() if old.get(cid, (0, 0, 0, None))[3] != v[3]}
+    assert rewritten, "adding a document must change some report"
+    assert all(dirty(cid) for cid in rewritten)                     # only dirty ones rewritten
+    # A report is rewritten exactly when the context it is written from changed (a touched
+    # entity that did not fit a large community's context budget changes nothing there).
+    for cid in set(old) & set(new):
+        same_context = before["contexts"][cid] == after["contexts"][cid]
+        assert (cid not in rewritten) == same_context, cid
+    untouched = [cid for cid in old if cid in new and not dirty(cid)]
+    assert untouched and all(new[cid][3] == old[cid][3] for cid in untouched)
+    # A community whose members did not change keeps its id.
+    old_ids = {(v[0], v[2]): cid for cid, v in old.items()}
+    for cid, v in new.items():
+        if (v[0], v[2]) in old_ids:
+            assert old_ids[(v[0], v[2])] == cid
+    assert second.reports_generated == len(rewritten) < len(new)
+
+
+async def test_a_sequence_of_changes_matches_a_fresh_index(generated, tmp_path):
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    for step in range(4):
+        shutil.copy2(generated / f"doc_{31 + step:05d}.txt", corpus / f"doc_{31 + step:05d}.txt")
+        (corpus / f"doc_{2 + step:05d}.txt").unlink()
+        victim = corpus / f"doc_{10 + step:05d}.txt"
+        victim.write_text(victim.read_text() + "\n\nOfficials said more details would follow.\n")
+        (corpus / f"doc_{20 + step:05d}.txt").rename(corpus / f"renamed_{step}.txt")
+        await sync([corpus], settings, db, root=corpus)
+    incremental = state(db)
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir)
+    fresh_db = tmp_path / "f.db"
+    await sync([fresh_dir], settings, fresh_db, root=fresh_dir)
+    fresh = state(fresh_db)
+    assert incremental["descriptions"] == fresh["descriptions"]
+    assert sorted(incremental["edges"]) == sorted(fresh["edges"])
+
+    def partition(s, level):
+        return {members for (lvl, _p, members, _r) in s["communities"].values() if lvl == level}
+
+    # Every entity sits in exactly one community of level 0, as in the fresh index...
+    level0 = partition(incremental, 0)
+    assert set().union(*level0) == set(fresh["descriptions"])
+    assert sum(len(m) for m in level0) == len(fresh["descriptions"])
+    # ... and the partition kept across updates is about as good as a fresh clustering.
+    def as_communities(s):
+        from streamrag.records import Community
+        return [Community(id=c, level=v[0], parent=v[1], members=sorted(v[2])) for c, v in s["communities"].items()]
+    q_inc = modularity(as_communities(incremental), incremental["edges"])
+    q_fresh = modularity(as_communities(fresh), fresh["edges"])
+    assert q_inc >= q_fresh - 0.02
+
+
+async def test_recluster_gives_the_fresh_partition_with_old_ids(generated, tmp_path):
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    ids_before = set(state(db)["communities"])
+    shutil.copy2(generated / "doc_00031.txt", corpus / "doc_00031.txt")
+    result = await sync([corpus], settings, db, root=corpus, recluster=True)
+    assert result.reclustered
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir)
+    await sync([fresh_dir], settings, tmp_path / "f.db", root=fresh_dir)
+    got, fresh = state(db), state(tmp_path / "f.db")
+    shape = lambda s: sorted((v[0], tuple(sorted(v[2]))) for v in s["communities"].values())  # noqa: E731
+    assert shape(got) == shape(fresh)
+    assert len(ids_before & set(got["communities"])) > 0.5 * len(ids_before)
+
+
+async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_path, simulator):
+    strict = make_settings(simulator.base_url)
+    lenient = make_settings(simulator.base_url, index={"report_regen_threshold": 0.5})
+    results = {}
+    for name, settings in (("strict", strict), ("lenient", lenient)):
+        corpus = folder(generated, tmp_path / name, range(1, 31))
+        db = tmp_path / f"{name}.db"
+        await sync([corpus], settings, db, root=corpus)
+        shutil.copy2(generated / "doc_00031.txt", corpus / "doc_00031.txt")
+        results[name] = await sync([corpus], settings, db, root=corpus)
+    assert results["lenient"].reports_generated < results["strict"].reports_generated
