@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=LLMSettings().concurrency)
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--timeout-s", type=float, default=30.0)
-    p.add_argument("--no-warm-up", dest="warm_up", action="store_false",
-                   help="time from a cold start (new connections, cold server)")
+    p.add_argument("--warm-up", action="store_true",
+                   help="open every connection once before timing (default: time from a cold start)")
     p.add_argument("--api-base", help="run against this endpoint instead of the simulator")
     p.add_argument("--model", default="gpt-4o-mini")
     p.add_argument("--api-key-env", default="STREAMRAG_API_KEY")

@@ -1027,6 +1027,8 @@ class Simulator:
         if self._server:
             return self.base_url
         self._stopping.clear()
+        get_encoding()  # build the tokenizer before the first requests arrive together
+        _prompt_prefixes()
         self._server = _Server((self.config.host, self.config.port), _Handler)
         self._server.sim = self
         self._thread = threading.Thread(target=self._server.serve_forever,

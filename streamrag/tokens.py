@@ -9,7 +9,6 @@ guards our copy too.
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 from importlib import resources
 
 import tiktoken
@@ -26,9 +25,25 @@ def _shipped_path(name: str) -> str:
     return str(resources.files("streamrag") / "data" / "tiktoken" / f"{name}.tiktoken")
 
 
-@lru_cache(maxsize=None)
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
 def get_encoding(name: str = "o200k_base") -> tiktoken.Encoding:
-    """The named encoding, built from the shipped BPE file (hash-checked)."""
+    """The named encoding, built once from the shipped BPE file (hash-checked).
+
+    Built under a lock: threads that ask at the same time (the simulator's request handlers)
+    would otherwise each spend a quarter second building it, holding the GIL.
+    """
+    enc = _encodings.get(name)
+    if enc is None:
+        with _lock:
+            enc = _encodings.get(name)
+            if enc is None:
+                enc = _encodings[name] = _build(name)
+    return enc
+
+
+def _build(name: str) -> tiktoken.Encoding:
     if name not in SHIPPED:
         raise ConfigError(
             f"unknown tokenizer encoding {name!r}: streamrag ships {', '.join(SHIPPED)}; "
@@ -42,13 +57,12 @@ def get_encoding(name: str = "o200k_base") -> tiktoken.Encoding:
             raise ConfigError(f"the shipped tokenizer file {local} is corrupt; reinstall streamrag")
         return _parse_bpe(data)
 
-    with _lock:
-        original = openai_public.load_tiktoken_bpe
-        openai_public.load_tiktoken_bpe = load_local
-        try:
-            params = getattr(openai_public, name)()
-        finally:
-            openai_public.load_tiktoken_bpe = original
+    original = openai_public.load_tiktoken_bpe
+    openai_public.load_tiktoken_bpe = load_local
+    try:
+        params = getattr(openai_public, name)()
+    finally:
+        openai_public.load_tiktoken_bpe = original
     return tiktoken.Encoding(**params)
 
 
