@@ -4,8 +4,6 @@ fresh index, and clustering quality that does not drift with history."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -17,18 +15,13 @@ from streamrag.pipeline import sync
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
-CORPUSGEN = Path(__file__).resolve().parents[2] / "shared" / "tools" / "corpusgen.py"
+GENERATED = Path(__file__).parent / "data" / "news41"
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Path:
-    """41 synthetic news articles (the same 40 as --docs 40, plus one more)."""
-    if not CORPUSGEN.exists():
-        pytest.skip(f"{CORPUSGEN} is not there (it ships in the workspace's shared/ folder)")
-    out = tmp_path_factory.mktemp("gen") / "corpus"
-    subprocess.run([sys.executable, str(CORPUSGEN), "--seed", "5", "--scale", "40", "--docs", "41",
-                    "--out", str(out)], check=True, capture_output=True)
-    return out
+def generated() -> Path:
+    """41 synthetic news articles (the same 40 as --docs 40, plus one more); see tests/data."""
+    return GENERATED
 
 
 def state(db) -> dict:
