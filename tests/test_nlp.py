@@ -15,7 +15,10 @@ from streamrag.ids import normalize_name
 from streamrag.nlp import MAX_RELATIONSHIPS_PER_ENTITY, extract_offline
 from streamrag.records import Extraction
 
-SYNTH = Path("/work/shared/corpus/synth_small")
+# The workspace's shared/ folder sits beside the checkout (and beside CI's clone).
+SYNTH = next((p for p in (Path(__file__).resolve().parents[2] / "shared" / "corpus" / "synth_small",
+                          Path("/work/shared/corpus/synth_small")) if p.is_dir()),
+             Path("/work/shared/corpus/synth_small"))
 
 
 def names(text: str, **kw) -> dict[str, str]:
