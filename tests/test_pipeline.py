@@ -42,11 +42,17 @@ async def test_index_through_simulator(corpus, tmp_path, sim_settings, simulator
     db = tmp_path / "index.db"
     with anyio.fail_after(120):
         before = simulator.requests
+        tokens_before = (simulator.prompt_tokens, simulator.completion_tokens)
         result = await sync([corpus], sim_settings, db, root=corpus)
         assert simulator.requests > before
     assert result.docs == 4 and result.failures == 0
     assert result.entities > 10 and result.relationships > 5
     store = Store(db, readonly=True)
+    # The tokens recorded per call are the ones the server reported in `usage`.
+    recorded = store.query("SELECT sum(prompt_tokens) AS p, sum(completion_tokens) AS c FROM llm_calls "
+                           "WHERE cached = 0 AND error IS NULL")[0]
+    assert (recorded["p"], recorded["c"]) == (simulator.prompt_tokens - tokens_before[0],
+                                              simulator.completion_tokens - tokens_before[1])
     # Merged entities with provenance: Mira Osk is named in three documents.
     mira = store.query("SELECT * FROM entities WHERE name = 'Mira Osk'")
     assert len(mira) == 1 and mira[0]["mentions"] >= 3 and mira[0]["description"]
@@ -180,4 +186,18 @@ def test_export_json_and_graphml(corpus, tmp_path):
     root = ET.parse(gml).getroot()
     ns = "{http://graphml.graphdrawing.org/xmlns}"
     assert len(root.findall(f"{ns}graph/{ns}node")) == counts["entities"]
+    store.close()
+
+
+async def test_claims_when_enabled(corpus, tmp_path, simulator):
+    settings = make_settings(simulator.base_url, index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.claims > 0
+    store = Store(db, readonly=True)
+    claims = store.query("SELECT c.*, e.name FROM claims c JOIN entities e ON e.id = c.subject_id")
+    assert len(claims) == result.claims          # every claim's subject is an entity of the graph
+    assert any("Northern Rail Company" == c["name"] for c in claims)
+    assert all(c["status"] in ("TRUE", "FALSE", "SUSPECTED") and c["source_text"] for c in claims)
+    assert store.scalar("SELECT count(*) FROM llm_calls WHERE stage = 'claims'") > 0
     store.close()

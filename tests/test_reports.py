@@ -1,0 +1,82 @@
+"""Report contexts (pure): budgets, priorities, sub-community substitution, stable keys."""
+
+from __future__ import annotations
+
+from streamrag.records import Community, Entity, Relationship, Report
+from streamrag.reports import build_context, changed_fraction, context_key, extractive_report
+from streamrag.tokens import count_tokens
+
+
+def entity(i: int, degree: int, words: int = 20) -> Entity:
+    return Entity(id=f"ent-{i:04d}", name=f"Name{i}", type="person",
+                  description=" ".join(["word"] * words), sources=[], mentions=1, degree=degree)
+
+
+def rel(a: int, b: int, combined: int) -> Relationship:
+    return Relationship(id=f"rel-{a:02d}{b:02d}", source=f"ent-{a:04d}", target=f"ent-{b:04d}",
+                        description=f"Name{a} works with Name{b}", weight=1.0, sources=[], mentions=1,
+                        combined_degree=combined)
+
+
+def graph(n: int):
+    ents = {f"ent-{i:04d}": entity(i, degree=n - i) for i in range(n)}
+    rels = [rel(i, i + 1, combined=2 * n - 2 * i) for i in range(n - 1)]
+    return ents, rels
+
+
+def test_everything_fits_and_the_context_is_order_independent():
+    ents, rels = graph(5)
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+    assert ctx.elements["entities"] == sorted(ents) and len(ctx.elements["relationships"]) == 4
+    again = build_context(c, entities=ents, relationships=list(reversed(rels)), claims={}, children=[],
+                          max_tokens=5000)
+    assert again.text == ctx.text
+    assert context_key(ctx, model="m", prompt_version="v") == context_key(again, model="m", prompt_version="v")
+    assert context_key(ctx, model="m", prompt_version="v") != context_key(ctx, model="m2", prompt_version="v")
+
+
+def test_budget_keeps_the_highest_combined_degree_edges():
+    ents, rels = graph(40)
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=400)
+    assert ctx.tokens <= 400 + 20
+    kept = set(ctx.elements["relationships"])
+    best = sorted(rels, key=lambda r: -r.combined_degree)
+    assert best[0].id in kept and best[-1].id not in kept
+    # an edge is only included with both of its ends
+    for r in rels:
+        if r.id in kept:
+            assert {r.source, r.target} <= set(ctx.elements["entities"])
+
+
+def test_higher_level_uses_sub_community_reports_when_elements_overflow():
+    ents, rels = graph(40)
+    members = sorted(ents)
+    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
+    reports = [Report(key=f"rpt-{k}", title=f"Group {k}", summary="A short summary.", rating=5,
+                      rating_explanation="", findings=[], text="", tokens=10, elements={}) for k in range(4)]
+    parent = Community(id="C0", level=0, parent=None, members=members)
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports)), max_tokens=600)
+    assert ctx.elements["reports"]                      # some children replaced by their reports
+    assert ctx.tokens <= 600 + 20
+    assert count_tokens(ctx.text) == ctx.tokens
+
+
+def test_extractive_report_has_the_llm_report_shape():
+    ents, rels = graph(6)
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+    r = extractive_report(c, ctx, entities=ents, relationships=rels, children=[])
+    assert r.extractive and r.title.startswith("Name0") and 0 <= r.rating <= 10
+    assert r.findings and all(set(f) >= {"summary", "explanation", "entities", "relationships"} for f in r.findings)
+    assert all(set(f["relationships"]) <= {x.id for x in rels} for f in r.findings)
+    assert r.text.startswith(f"# {r.title}")
+
+
+def test_changed_fraction():
+    a = {"entities": ["e1", "e2"], "relationships": ["r1"]}
+    assert changed_fraction(a, a) == 0.0
+    assert changed_fraction(None, a) == 1.0
+    assert changed_fraction(a, {"entities": ["e1", "e2"], "relationships": ["r2"]}) == 0.5
