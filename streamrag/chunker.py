@@ -29,7 +29,6 @@ nearby text. Bodies are packed to ``chunk_size - overlap`` so prefix plus body f
 
 from __future__ import annotations
 
-import math
 import re
 import zlib
 from collections import deque

@@ -489,31 +489,3 @@ def add_watch_command(subparsers) -> None:
     p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")
     p.add_argument("--json", action="store_true", help="status lines as JSON objects on stdout")
     p.set_defaults(func=cmd_watch)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m streamrag.daemon [watch] DIR ...``: the watch command on its own."""
-    import os
-
-    parser = argparse.ArgumentParser(prog="streamrag")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
-    add_watch_command(parser.add_subparsers(dest="command", metavar="COMMAND"))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "watch" not in argv:
-        argv.insert(1 if argv[:1] in (["-v"], ["--verbose"]) else 0, "watch")
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except StreamragError as e:
-        if args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1":
-            raise
-        print(f"streamrag: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("streamrag: interrupted; finished work is kept, run the same command to continue",
-              file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -20,7 +20,8 @@ from watchfiles import Change
 
 from conftest import make_settings
 from streamrag.config import load_settings
-from streamrag.daemon import Daemon, Reporter, main, watch_folder
+from streamrag.cli import main
+from streamrag.daemon import Daemon, Reporter, watch_folder
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -266,7 +267,7 @@ def test_once_syncs_and_exits(corpus, tmp_path, capsys):
     assert lines[-1]["state"] == "stopped"
     idle = [e for e in lines if e["state"] == "idle"]
     assert len(idle) == 1 and idle[0]["version"] == 1 and idle[0]["documents"] == 4
-    assert main([str(tmp_path / "missing"), "--offline", "--once"]) == 1
+    assert main(["watch", str(tmp_path / "missing"), "--offline", "--once"]) == 1
     assert "no such folder" in capsys.readouterr().err
 
 
@@ -374,7 +375,7 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
     if command == "index":
         args = ["-m", "streamrag", "index", str(corpus), "-q"]
     else:
-        args = ["-m", "streamrag.daemon", "watch", str(corpus)]
+        args = ["-m", "streamrag", "watch", str(corpus)]
     args += ["--api-base", slow_simulator.base_url, "--db", str(db), "--config", str(config_file)]
     proc = spawn(args, log)
     try:
@@ -410,7 +411,7 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
 def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
     db = tmp_path / "sig.db"
     log = tmp_path / "sig.log"
-    proc = spawn(["-m", "streamrag.daemon", "watch", str(corpus), "--api-base", slow_simulator.base_url,
+    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", slow_simulator.base_url,
                   "--db", str(db), "--config", str(config_file)], log)
     try:
         wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)

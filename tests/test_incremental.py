@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import anyio
 import pytest
 
 from conftest import make_settings
