@@ -99,8 +99,14 @@ def main() -> None:
         shutil.copy2(extra, added)
         add = run(corpus, db)
         victim = sorted(corpus.glob("*.txt"))[len(files) // 3]
-        victim.write_text(victim.read_text() + "\n\nIn a late statement, officials confirmed the "
-                          "figures would be revised next month.\n")
+        text = victim.read_text()
+        paragraphs = text.split("\n\n")
+        # Rewrite one paragraph in the middle: a new sentence naming a person already in it.
+        k = len(paragraphs) // 2
+        names = [w for w in paragraphs[k].split() if w[:1].isupper() and w.isalpha()][:1] or ["Officials"]
+        paragraphs[k] += (f" {names[0]} later met Ilsabet Quorn of the Varnholt Ferry Company "
+                          "to discuss the revised figures.")
+        victim.write_text("\n\n".join(paragraphs))
         modify = run(corpus, db)
         (sorted(corpus.glob("*.txt"))[len(files) // 2]).unlink()
         delete = run(corpus, db)

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
             with Simulator(SimulatorConfig()) as sim:
                 out = run(args.corpus, sim.base_url, args.model, api_key, db)
-    print(json.dumps(out))
+    print(json.dumps({"bench": "query_cost", **out}))
     return 0
 
 
