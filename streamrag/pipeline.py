@@ -17,7 +17,6 @@ replaces the published rows and bumps the version in one transaction.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections import defaultdict
@@ -889,6 +888,3 @@ async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Pa
                       transport=transport, recluster=recluster)
     return await indexer.run([Path(p) for p in paths])
 
-
-def cpu_count() -> int:
-    return os.cpu_count() or 1
