@@ -1,10 +1,10 @@
 """``streamrag index --estimate``: the calls and tokens a run would need, before spending any.
 
 Extraction prompts are counted exactly (each new chunk is rendered into the real prompt).
-What depends on the model's answers is estimated with ratios measured on the simulator and on
-GraphRAG's published runs, and said to be estimates: completion length (about 0.4 of the chunk
-for the first round, 0.1 for a gleaning), how many descriptions need merging (about 2.5 per
-chunk), and the number of communities (about 0.7 per chunk).
+What depends on the model's answers is estimated with ratios seen on the bench corpora, and
+said to be estimates: completion length (about 0.4 of the chunk for the first round, 0.1 for a
+gleaning), how often the gleaning check says yes (half the time), how many descriptions need
+merging (about 2.5 per chunk), and how many communities get an LLM report (about 0.6 per chunk).
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from streamrag.errors import InputError
 from streamrag.extractor import extractor_key
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
-from streamrag.tokens import count_message_tokens
+from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
 GLEAN_COMPLETION = 0.1
+GLEAN_SHARE = 0.5
 SUMMARIES_PER_CHUNK = 2.5
-SUMMARY_PROMPT, SUMMARY_COMPLETION = 350, 120
-COMMUNITIES_PER_CHUNK = 0.7
-REPORT_COMPLETION = 700
-FOUND_LIST_TOKENS = 250
+SUMMARY_PROMPT, SUMMARY_COMPLETION = 200, 80
+COMMUNITIES_PER_CHUNK = 0.6
+REPORT_COMPLETION = 800
+FOUND_LIST_TOKENS = 120
 
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
@@ -48,18 +49,18 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
             continue
         for doc in documents:
             docs += 1
+            corpus_tokens += count_tokens(doc.text, ix.encoding)
             for c in chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
                                             encoding=ix.encoding):
-                corpus_tokens += c.tokens
                 if c.id not in done:
                     new_chunks[c.id] = c
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float) -> None:
-        s = stages.setdefault(stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-        s["calls"] += round(calls)
-        s["prompt_tokens"] += round(prompt)
-        s["completion_tokens"] += round(completion)
+        s = stages.setdefault(stage, {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0})
+        s["calls"] += calls
+        s["prompt_tokens"] += prompt
+        s["completion_tokens"] += completion
 
     n = len(new_chunks)
     if not settings.offline and n:
@@ -73,8 +74,10 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
                 if ix.glean_check != "off":
                     check = load_prompt("glean_check").render(text=c.text, found=found)
                     add("glean_check", 1, count_message_tokens(check, ix.encoding), 1)
+                share = GLEAN_SHARE if ix.glean_check != "off" else 1.0
                 glean = load_prompt("glean").render(text=c.text, found=found, entity_types=types)
-                add("glean", 1, count_message_tokens(glean, ix.encoding), GLEAN_COMPLETION * c.tokens)
+                add("glean", share, share * count_message_tokens(glean, ix.encoding),
+                    share * GLEAN_COMPLETION * c.tokens)
             if ix.extract_claims:
                 claims = load_prompt("claims").render(text=c.text, entities=found,
                                                       claim_description=ix.claim_description)
@@ -84,6 +87,7 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         communities = COMMUNITIES_PER_CHUNK * n
         report_prompt = min(ix.report_max_input_tokens, 1800) + 250
         add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
+    stages = {k: {f: round(v) for f, v in s.items()} for k, s in stages.items()}
     calls = sum(s["calls"] for s in stages.values())
     prompt = sum(s["prompt_tokens"] for s in stages.values())
     completion = sum(s["completion_tokens"] for s in stages.values())
