@@ -38,6 +38,8 @@ from streamrag.records import Chunk, Document
 from streamrag.tokens import get_encoding
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
+# Bump when the cutting rules change: a changed chunker re-chunks every document.
+VERSION = "2"
 ANCHOR_WINDOW = 1.5
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE_BREAK = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*\s+|\n\s*")

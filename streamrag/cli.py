@@ -250,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_error(group: BaseExceptionGroup) -> StreamragError | None:
+    from streamrag.pipeline import user_error
+
+    return user_error(group)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -259,10 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     debug = args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1"
     try:
         return args.func(args)
-    except StreamragError as e:
-        if debug:
+    except (StreamragError, BaseExceptionGroup) as e:
+        error = e if isinstance(e, StreamragError) else _user_error(e)
+        if debug or error is None:
             raise
-        print(f"streamrag: error: {e}", file=sys.stderr)
+        print(f"streamrag: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("streamrag: interrupted; finished work is kept, run the same command to continue",

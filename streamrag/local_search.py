@@ -51,8 +51,12 @@ MAX_TERMS = 32
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` (letters and digits), in order."""
-    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    """Lower-cased words of ``text`` (letters and digits), in order.
+
+    ``lower`` rather than ``casefold``: SQLite's FTS tokenizer lowercases but does not fold
+    (``ß`` stays ``ß``), and these words become FTS queries.
+    """
+    return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def query_terms(text: str, *, extra_stop: frozenset[str] = frozenset()) -> list[str]:

@@ -27,10 +27,10 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from streamrag import chunker, loader, merge
+from streamrag import chunker, ids, loader, merge
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
-from streamrag.errors import InputError, LLMError, LLMUnavailableError, StreamragError
+from streamrag.errors import InputError, LLMError, LLMUnavailableError, StoreError, StreamragError
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
 from streamrag.graph import with_degrees
@@ -120,6 +120,21 @@ class _Scan:
     unchanged_paths: int = 0
 
 
+def _covered(path: str, scope: list[str]) -> bool:
+    """Whether the indexed ``path`` (``file`` or ``file#row``) lies under one of ``scope``."""
+    real = path.split("#", 1)[0]
+    return any(s in (".", "") or real == s or real.startswith(s.rstrip("/") + "/") for s in scope)
+
+
+def _readable(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        return True
+    except OSError:
+        return False
+
+
 def _rel(path: Path, root: Path | None) -> str:
     try:
         return path.resolve().relative_to(root.resolve()).as_posix() if root else str(path)
@@ -142,6 +157,8 @@ class Indexer:
         self.transport = transport
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
+        ix = settings.index
+        self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.unavailable = 0
@@ -184,6 +201,16 @@ class Indexer:
         return await self._session(paths, publish=False)
 
     async def _session(self, paths: list[Path], *, publish: bool):
+        try:
+            return await self._session_body(paths, publish=publish)
+        except BaseExceptionGroup as group:
+            # Task groups wrap what their tasks raise; a user's error comes out as itself.
+            error = user_error(group)
+            if error is None:
+                raise
+            raise error from None
+
+    async def _session_body(self, paths: list[Path], *, publish: bool):
         started = time.monotonic()
         store = Store(self.db_path)
         try:
@@ -209,6 +236,10 @@ class Indexer:
                 except StreamragError:
                     status = "failed"
                     raise
+                except BaseExceptionGroup as group:
+                    if user_error(group) is not None:
+                        status = "failed"
+                    raise
                 finally:
                     with anyio.CancelScope(shield=True):
                         await writer.run(lambda s: s.finish_run(self.run_id, status))
@@ -232,7 +263,7 @@ class Indexer:
         await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id())
+                                   next_id(), self.chunker_key)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -290,6 +321,12 @@ class Indexer:
         scan = _Scan()
         known = {r["path"]: (r["doc_id"], r["size"], r["mtime"])
                  for r in store.query("SELECT path, doc_id, size, mtime FROM files")}
+        # Files outside the paths given this time stay as they are (`index one.txt` inside an
+        # indexed folder adds or updates that file; it does not drop the others).
+        scope = [_rel(p, self.root) for p in paths]
+        scan.files.update({p: v for p, v in known.items() if not _covered(p, scope)})
+        # A changed chunker (size, overlap, encoding) re-chunks every document.
+        rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
         files = loader.scan(paths, s.index.include)
         self.progress.total("files", len(files))
         self.progress.set_stage("extracting")
@@ -311,7 +348,8 @@ class Indexer:
                         scan.files.update(rows)
                         await self.fail(writer, "load", rel, f"{rel}: cannot read ({e.strerror})")
                         continue
-                    if rows and all(v[1] == st.st_size and v[2] == st.st_mtime for v in rows.values()):
+                    if rows and not rechunk and all(v[1] == st.st_size and v[2] == st.st_mtime
+                                                    for v in rows.values()):
                         scan.files.update(rows)  # unchanged on disk: not even read
                         scan.unchanged_paths += 1
                         self.progress.add("files_done")
@@ -320,7 +358,10 @@ class Indexer:
                         docs, warnings = loader.read_documents(path, root=self.root,
                                                                text_field=s.index.text_field)
                     except InputError as e:
-                        scan.files.update(rows)
+                        if not _readable(path):
+                            # What was indexed from it stays until the file can be read again;
+                            # a file that now holds no text (empty, binary) leaves the index.
+                            scan.files.update(rows)
                         await self.fail(writer, "load", rel, str(e))
                         self.progress.add("files_done")
                         continue
@@ -337,7 +378,7 @@ class Indexer:
                 async for doc in doc_recv:
                     existing = store.query("SELECT idx, chunk_id FROM document_chunks WHERE doc_id = ?",
                                            (doc.id,))
-                    if existing:  # the same text is indexed already (a rename or a copy)
+                    if existing and not rechunk:  # the same text is indexed already (a rename or a copy)
                         continue
                     chunks = chunker.chunk_document(doc, chunk_size=s.index.chunk_size,
                                                     overlap=s.index.chunk_overlap,
@@ -435,6 +476,7 @@ class Indexer:
                     try:
                         text = await summarize(self.llm, name, descriptions, self.settings)
                     except LLMError as e:
+                        state.fallbacks.add(element_id)
                         await self.fail(writer, "summarize", element_id, f"{name}: {e}")
                         text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
                                                   self.settings.index.encoding)
@@ -545,6 +587,16 @@ class Indexer:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
 
 
+def user_error(group: BaseExceptionGroup) -> StreamragError | None:
+    """The first error meant for the user inside a (nested) exception group, if any."""
+    for exc in group.exceptions:
+        if isinstance(exc, StreamragError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (inner := user_error(exc)) is not None:
+            return inner
+    return None
+
+
 @dataclass
 class _Change:
     added_docs: set[str]
@@ -626,10 +678,15 @@ class _GraphState:
         self.entity_mentions_added: list[merge.EntityMention] = []
         self.relationship_mentions_added: list[merge.RelationshipMention] = []
         self.claims_added: list[Claim] = []
+        self.version = 0
+        self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
+        self.fallbacks: set[str] = set()         # fell back this time
 
     @classmethod
     def load(cls, store: Store) -> _GraphState:
         st = cls()
+        st.version = store.version
+        st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
         for r in store.query("SELECT * FROM entities"):
             st.entities[r["id"]] = Entity(id=r["id"], name=r["name"], type=r["type"],
                                           description=r["description"], sources=[],
@@ -665,6 +722,9 @@ class _GraphState:
         affected_e = {m.entity_id for m in ent_m} | _ids_for_chunks(store, "entity_sources", "entity_id", removed)
         affected_r = {m.relationship_id for m in rel_m} | _ids_for_chunks(
             store, "relationship_sources", "relationship_id", removed)
+        retry = self.retry_summaries
+        affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
+        affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
         for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
             del self.claims[claim_id]
         for c in self.claims_added:
@@ -688,7 +748,8 @@ class _GraphState:
             descriptions = merge.unique_descriptions(m.description for m in mentions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
             previous = self.entities.get(eid)
-            if previous is not None and descriptions == before and previous.name == ent.name:
+            if previous is not None and descriptions == before and previous.name == ent.name \
+                    and eid not in retry:
                 ent.description = previous.description
             elif len(descriptions) > 1:
                 jobs.append((eid, ent.name, descriptions))
@@ -712,7 +773,7 @@ class _GraphState:
             rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
-            if prev is not None and descriptions == before:
+            if prev is not None and descriptions == before and rid not in retry:
                 rel.description = prev.description
             elif len(descriptions) > 1:
                 names = f"{self.entities[src].name if src in self.entities else src} and " \
@@ -795,9 +856,13 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int) -> int:
+             next_community_id: int, chunker_key: str) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
+    if store.version != state.version:
+        raise StoreError(f"{store.path}: another indexer published version {store.version} while this "
+                         "run worked from an older one; nothing was published, run the command again "
+                         "(finished work is reused)")
     # Files and documents.
     conn.execute("DELETE FROM files")
     conn.executemany("INSERT INTO files(path, doc_id, size, mtime) VALUES (?,?,?,?)",
@@ -821,6 +886,10 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
                              [(doc_id, c.idx, c.id) for c in chunks])
     for doc_id in change.kept_docs:  # renames keep the document, with its new path
         conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+        if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
+            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
+                             [(doc_id, c.idx, c.id) for c in scan.doc_chunks[doc_id]])
 
     # Live chunks and provenance.
     _delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
@@ -874,7 +943,13 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     version = store.version + 1
     store.set_meta("version", str(version))
+    # Vectors of what no longer exists would crowd out live items in similarity search.
+    _delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
+    conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
+                 "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
     store.set_meta("extractor", key)
+    store.set_meta("chunker", chunker_key)
+    store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))
     return version

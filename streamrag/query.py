@@ -509,11 +509,15 @@ def _finish(store: Store, answer: Answer, context_tags: list[str]) -> None:
         else:
             citations.append(record)
     if unresolved:
-        bad = {u[3:-1] for u in unresolved}
+        bad = {(u[1], u[3:-1]) for u in unresolved}
+
+        def cited(part: str, kind: str) -> tuple[str, str]:
+            part = part.strip().strip("'\"` ")
+            own = re.match(r"^(E|L|R|T):\s*", part)
+            return (own.group(1), part[own.end():]) if own else (kind, part)
 
         def clean(m: re.Match) -> str:
-            parts = [p for p in re.split(r"[,;]\s*", m.group(2))
-                     if re.sub(r"^(E|L|R|T):\s*", "", p.strip().strip("'\"` ")) not in bad]
+            parts = [p for p in re.split(r"[,;]\s*", m.group(2)) if cited(p, m.group(1)) not in bad]
             return f"[{m.group(1)}:{', '.join(p.strip() for p in parts)}]" if parts else ""
 
         answer.text = re.sub(r"\s+([.,;:!?])", r"\1", _CITATION.sub(clean, answer.text))

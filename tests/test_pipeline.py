@@ -201,3 +201,54 @@ async def test_claims_when_enabled(corpus, tmp_path, simulator):
     assert all(c["status"] in ("TRUE", "FALSE", "SUSPECTED") and c["source_text"] for c in claims)
     assert store.scalar("SELECT count(*) FROM llm_calls WHERE stage = 'claims'") > 0
     store.close()
+
+
+async def test_a_file_that_loses_its_text_leaves_the_index(corpus, tmp_path):
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "festival.md").write_text("  \n")
+    (corpus / "guild.txt").write_bytes(b"\x00\x00binary now")
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.docs == 2 and result.docs_removed == 2 and result.failures == 2
+    names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
+    assert "Lena Varga" not in names and "Anton Heller" not in names
+
+
+async def test_indexing_one_file_keeps_the_rest_of_the_folder(corpus, tmp_path):
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
+    result = await sync([corpus / "new.txt"], settings, db, root=corpus)
+    assert result.docs == 5 and result.docs_added == 1 and result.docs_removed == 0
+
+
+async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
+    db = tmp_path / "x.db"
+    await sync([corpus], make_settings(index={"chunk_size": 60, "chunk_overlap": 5}), db, root=corpus)
+    small = Store(db, readonly=True).scalar("SELECT count(*) FROM live_chunks")
+    result = await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM live_chunks") == result.chunks == 4 < small
+    assert store.scalar("SELECT count(*) FROM document_chunks") == 4
+    store.close()
+
+
+async def test_embeddings_follow_what_is_live(corpus, tmp_path, simulator):
+    settings = make_settings(simulator.base_url, llm={"embedding_model": "text-embedding-3-small"},
+                             index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    for name in ("festival.md", "guild.txt", "railway.txt"):
+        (corpus / name).unlink()
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    stale = store.scalar(
+        "SELECT count(*) FROM embeddings WHERE (kind = 'entity' AND item_id NOT IN (SELECT id FROM entities)) "
+        "OR (kind = 'chunk' AND item_id NOT IN (SELECT chunk_id FROM live_chunks)) "
+        "OR (kind = 'report' AND item_id NOT IN (SELECT report_key FROM communities))")
+    assert stale == 0
+    assert store.scalar("SELECT count(*) FROM embeddings WHERE kind = 'entity'") == \
+        store.scalar("SELECT count(*) FROM entities")
+    store.close()
