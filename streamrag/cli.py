@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -270,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
+        return 1
+    except sqlite3.OperationalError as e:
+        if debug or "locked" not in str(e) and "busy" not in str(e):
+            raise
+        print(f"streamrag: error: the index database stayed locked by another process ({e}); "
+              "try again in a moment", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("streamrag: interrupted; finished work is kept, run the same command to continue",

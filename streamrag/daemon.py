@@ -82,6 +82,9 @@ class Reporter:
         print(line, file=out, flush=True)
 
 
+_MAX_RETRY_SYNCS = 3
+
+
 def _n(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -109,6 +112,7 @@ class Daemon:
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
         self.errors = 0
+        self._retries = 0                        # syncs scheduled only to retry failed calls
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
@@ -245,7 +249,8 @@ class Daemon:
     async def _follow(self, recv) -> None:
         """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch."""
         quiet = self.settings.watch.quiet_s
-        deadline = math.inf
+        # The initial sync may have left work (calls to retry): its quiet period starts now.
+        deadline = anyio.current_time() + quiet if self.pending else math.inf
         failures_in_row = 0
         while not self.stopping:
             batch: dict[str, str] = {}
@@ -282,6 +287,7 @@ class Daemon:
 
     async def _queue(self, batch: dict[str, str]) -> None:
         self.pending.update(batch)
+        self._retries = 0
         kinds = Counter(batch.values())
         what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {len(self.pending)} pending",
@@ -374,6 +380,18 @@ class Daemon:
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                   chunks_extracted=result.chunks_extracted, chunks_reused=result.chunks_reused,
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
+        failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
+        if not failed_calls:
+            self._retries = 0
+        elif self._retries < _MAX_RETRY_SYNCS:
+            # Chunks, summaries or reports whose model calls failed are retried by the next
+            # sync (they are its backlog), so schedule one instead of waiting for a file event;
+            # a few times only, so an item the model can never answer is not paid for forever.
+            self._retries += 1
+            self.pending.setdefault(".", "retry")
+            self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
+                               "retried after a pause", failed_calls=failed_calls)
+            return False
         return True
 
     # -- health ----------------------------------------------------------------------------

@@ -433,3 +433,25 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
         assert db_count(db, VERSION) == 0
         assert db_count(db, "SELECT count(*) FROM runs WHERE status = 'interrupted'") == 1
         assert db_count(db, "SELECT count(*) FROM extractions") >= 1
+
+
+async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_path):
+    """Extraction calls that failed (a flaky endpoint) are retried by syncs the daemon schedules."""
+    with Simulator(SimulatorConfig(fault_rate=0.2, seed=3, timeout_s=0.2)) as flaky:
+        settings = make_settings(flaky.base_url, index=SMALL,
+                                 llm={"max_retries": 0, "request_timeout_s": 2.0},
+                                 watch={"quiet_s": 0.05})
+        db = tmp_path / "r.db"
+        events = Events()
+        daemon = Daemon(settings, db, corpus, report=events)
+        send, recv = scripted()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: daemon.syncs >= 1, timeout=30)
+            first = daemon.last_result
+            await until(lambda: daemon.syncs >= 2 and not daemon.pending, timeout=30)
+            await send.aclose()
+    assert sum(s.get("errors", 0) for s in first.llm.values()) > 0
+    assert daemon.syncs >= 2                              # a retry sync ran without any file event
+    assert any(e["state"] == "error" and "retried" in e["message"] for e in events)
+    assert daemon.last_result.chunks >= first.chunks
