@@ -235,7 +235,8 @@ class _Search:
                                "points": mr.points, "points_kept": mr.kept,
                                "points_reduced": mr.reduced, "reduce_context_tokens": mr.reduce_tokens}
 
-    async def _local(self) -> None:
+    async def _local_context(self) -> local_search.Context:
+        """The local search context for the question (also what extractive local answers use)."""
         q = self.settings.query
         entities, how = await self._entities()
         data = local_search.load_local_data(self.store, [e for e, _ in entities])
@@ -247,7 +248,10 @@ class _Search:
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
         self.status(f"local search: {len(entities)} entities ({how}), "
                     f"{sum(ctx.sections.values())} context tokens")
-        await self._answer(ctx)
+        return ctx
+
+    async def _local(self) -> None:
+        await self._answer(await self._local_context())
 
     async def _basic(self) -> None:
         q = self.settings.query
@@ -319,16 +323,7 @@ class _Search:
         if mode == "global":
             await self._extractive_global()
         elif mode == "local":
-            entities, how = await self._entities()
-            q = self.settings.query
-            data = local_search.load_local_data(self.store, [e for e, _ in entities])
-            ctx = local_search.build_local_context(
-                data, max_tokens=q.local_max_tokens, text_share=q.local_text_share,
-                community_share=q.local_community_share, encoding=self.encoding)
-            self.answer.search = "local"
-            self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
-                                   "context_tokens": ctx.sections}
-            self._extract(_context_passages(ctx), "local context")
+            self._extract(_context_passages(await self._local_context()), "local context")
         else:
             hits = local_search.fts_chunks(self.store, self.answer.question,
                                            self.settings.query.basic_top_k)
