@@ -30,7 +30,14 @@ import msgspec
 from streamrag import chunker, ids, loader, merge
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
-from streamrag.errors import InputError, LLMError, LLMUnavailableError, StoreError, StreamragError
+from streamrag.errors import (
+    InputError,
+    LLMError,
+    LLMRequestError,
+    LLMUnavailableError,
+    StoreError,
+    StreamragError,
+)
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
 from streamrag.graph import with_degrees
@@ -168,6 +175,10 @@ class Indexer:
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
                    error: Exception | None = None) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down."""
+        if isinstance(error, LLMRequestError) and error.status in (401, 403, 404):
+            # A rejected key or an unknown model fails every call alike: stop at the first.
+            raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
+                                  error.status) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
@@ -477,7 +488,7 @@ class Indexer:
                         text = await summarize(self.llm, name, descriptions, self.settings)
                     except LLMError as e:
                         state.fallbacks.add(element_id)
-                        await self.fail(writer, "summarize", element_id, f"{name}: {e}")
+                        await self.fail(writer, "summarize", element_id, f"{name}: {e}", e)
                         text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
                                                   self.settings.index.encoding)
                     state.set_description(element_id, text)
@@ -546,7 +557,7 @@ class Indexer:
                                                   encoding=s.index.encoding)
                     except LLMError as e:
                         await self.fail(writer, "report", c.id, f"community {c.id}: {e}; "
-                                        "an extractive report stands in until the next run")
+                                        "an extractive report stands in until the next run", e)
                 if report is None:
                     report = extractive_report(c, ctx, entities=state.entities, relationships=rels,
                                                children=kids, encoding=s.index.encoding)

@@ -101,3 +101,12 @@ def test_demo_runs_offline():
     assert out.returncode == 0, out.stderr
     assert "Most connected entities" in out.stdout and "Scrooge" in out.stdout
     assert out.stdout.count("Extractive answer") == 2
+
+
+def test_an_unknown_model_stops_the_run_at_once(corpus, simulator):
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
+    out = run("index", str(corpus), "-q", "--api-base", simulator.base_url)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "missing-model" in out.stderr and "Nothing was published" in out.stderr
+    assert not (corpus / ".streamrag" / "index.db").exists() or \
+        json.loads(run("status", "--json", cwd=corpus).stdout)["documents"] == 0
