@@ -54,7 +54,11 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
     joined = "\n".join(f"- {d}" for d in descriptions)
     # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
     joined = truncate(joined, max(4 * budget, 4000), encoding)
-    messages = prompt.render(name=name, descriptions=joined, max_words=int(budget * 0.7))
+    # A merged description says what its parts say in fewer words, never more: the word limit is
+    # the budget's, or four fifths of the input's when that is smaller.
+    input_words = sum(len(d.split()) for d in descriptions)
+    max_words = max(20, min(int(budget * 0.7), int(0.8 * input_words)))
+    messages = prompt.render(name=name, descriptions=joined, max_words=max_words)
     result = await llm.chat(messages, model=settings.llm.summary_model, stage="summarize",
                             prompt=prompt, max_tokens=budget, validate=lambda t: bool(t.strip()))
     text = result.text.strip()
