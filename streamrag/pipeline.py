@@ -117,7 +117,7 @@ class SyncResult(msgspec.Struct):
 # --------------------------------------------------------------------------------------------
 @dataclass
 class _Scan:
-    """What the folder holds now: path -> (doc id, size, mtime), per-document facts."""
+    """What the folder holds now: path -> (doc id, size, change stamp), per-document facts."""
 
     files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
@@ -330,8 +330,8 @@ class Indexer:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
         scan = _Scan()
-        known = {r["path"]: (r["doc_id"], r["size"], r["mtime"])
-                 for r in store.query("SELECT path, doc_id, size, mtime FROM files")}
+        known = {r["path"]: (r["doc_id"], r["size"], r["stamp"])
+                 for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
         # indexed folder adds or updates that file; it does not drop the others).
         scope = [_rel(p, self.root) for p in paths]
@@ -359,7 +359,8 @@ class Indexer:
                         scan.files.update(rows)
                         await self.fail(writer, "load", rel, f"{rel}: cannot read ({e.strerror})")
                         continue
-                    if rows and not rechunk and all(v[1] == st.st_size and v[2] == st.st_mtime
+                    stamp = max(st.st_mtime, st.st_ctime)
+                    if rows and not rechunk and all(v[1] == st.st_size and v[2] == stamp
                                                     for v in rows.values()):
                         scan.files.update(rows)  # unchanged on disk: not even read
                         scan.unchanged_paths += 1
@@ -378,7 +379,7 @@ class Indexer:
                         continue
                     scan.warnings += warnings
                     for doc in docs:
-                        scan.files[doc.path] = (doc.id, st.st_size, st.st_mtime)
+                        scan.files[doc.path] = (doc.id, st.st_size, stamp)
                         if doc.id not in scan.documents:
                             scan.documents[doc.id] = doc
                             await doc_send.send(doc)
@@ -876,7 +877,7 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
                          "(finished work is reused)")
     # Files and documents.
     conn.execute("DELETE FROM files")
-    conn.executemany("INSERT INTO files(path, doc_id, size, mtime) VALUES (?,?,?,?)",
+    conn.executemany("INSERT INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
                      [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())])
     _delete_in(store, "documents", "id", change.removed_docs)
     _delete_in(store, "document_chunks", "doc_id", change.removed_docs)

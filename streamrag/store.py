@@ -219,6 +219,11 @@ CREATE TABLE failures (
 CREATE VIRTUAL TABLE entities_fts USING fts5(id UNINDEXED, name, description);
 CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
 """),
+    # A file rewritten with its old modification time kept (cp -p, rsync -t) still changes its
+    # status-change time: the unchanged-file check compares the later of the two.
+    ("files_stamp", """
+ALTER TABLE files RENAME COLUMN mtime TO stamp;
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -252,3 +252,21 @@ async def test_embeddings_follow_what_is_live(corpus, tmp_path, simulator):
     assert store.scalar("SELECT count(*) FROM embeddings WHERE kind = 'entity'") == \
         store.scalar("SELECT count(*) FROM entities")
     store.close()
+
+
+async def test_an_edit_that_keeps_size_and_mtime_is_still_seen(corpus, tmp_path):
+    import os
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    path = corpus / "guild.txt"
+    st = path.stat()
+    text = path.read_text()
+    path.write_text(text.replace("Anton Heller", "Anton Hollar"))   # same length
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))             # like cp -p / rsync -t
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.docs_added == 1 and result.docs_removed == 1
+    names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
+    assert "Anton Hollar" in names

@@ -87,3 +87,22 @@ def test_tokenizer_loads_without_network_or_cache(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["6", "1"]
     assert not (tmp_path / "empty-cache").exists()
+
+
+def test_an_older_index_is_migrated_forward(tmp_path):
+    import sqlite3
+
+    from streamrag.store import MIGRATIONS, _split_sql
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db)
+    for statement in _split_sql(MIGRATIONS[0][1]):
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO files(path, doc_id, size, mtime) VALUES ('a.txt', 'doc-1', 3, 1.5)")
+    conn.commit()
+    conn.close()
+    s = Store(db)
+    assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert s.query("SELECT path, stamp FROM files") == [{"path": "a.txt", "stamp": 1.5}]
+    s.close()
