@@ -2,7 +2,7 @@
 
 Only items whose text changed since their stored vector are sent (the row keeps a hash of the
 embedded text), so an update embeds what it changed and nothing else. Vectors are stored as
-little-endian float32 blobs.
+little-endian float32 blobs, written in the publish transaction.
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ def _stored_hashes(store: Store, kind: str, model: str) -> dict[str, str]:
         "SELECT item_id, content_hash FROM embeddings WHERE kind = ? AND model = ?", (kind, model))}
 
 
-async def embed_missing(llm, store: Store, writer, model: str, state, change, assignments) -> int:
-    """Embeds every published-to-be item whose text has no vector yet; returns how many."""
+async def embed_missing(llm, store: Store, model: str, state, change, assignments) -> list[tuple]:
+    """Vectors for every item about to be published whose text has none yet, as rows of the
+    ``embeddings`` table. The caller writes them with the rest of the version, so a reader
+    never meets a new vector beside the old row it describes (the LLM cache keeps them safe
+    until then)."""
     todo: list[tuple[str, str, str]] = []  # (kind, item id, text)
     have = _stored_hashes(store, "entity", model)
     for e in state.entities.values():
@@ -61,13 +64,9 @@ async def embed_missing(llm, store: Store, writer, model: str, state, change, as
             if text:
                 todo.append(("report", report_key, text))
                 have[report_key] = "pending"
-    if not todo:
-        return 0
+    rows: list[tuple] = []
     for i in range(0, len(todo), 256):
         batch = todo[i:i + 256]
         vectors = await llm.embed([t for _k, _i, t in batch], model=model, stage="embed")
-        rows = [(k, item, model, text_hash(t), pack(v)) for (k, item, t), v in zip(batch, vectors, strict=True)]
-        await writer.run(lambda s, rows=rows: s.conn.executemany(
-            "INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) VALUES (?,?,?,?,?)",
-            rows))
-    return len(todo)
+        rows += [(k, item, model, text_hash(t), pack(v)) for (k, item, t), v in zip(batch, vectors, strict=True)]
+    return rows

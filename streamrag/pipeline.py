@@ -271,10 +271,10 @@ class Indexer:
         self.progress.set_stage("reporting")
         assignments, generated, kept = await self._reports(store, writer, state, communities)
         self.progress.set_stage("embedding")
-        await self._embed(store, writer, state, change, assignments)
+        vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id(), self.chunker_key)
+                                   next_id(), self.chunker_key, vectors)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -587,16 +587,18 @@ class Indexer:
 
     # -- stage 5: embeddings -----------------------------------------------------------------
     async def _embed(self, store: Store, writer: Writer, state: _GraphState, change: _Change,
-                     assignments: dict[str, tuple[str, str]]) -> None:
+                     assignments: dict[str, tuple[str, str]]) -> list[tuple]:
+        """Vectors for what changed; written by ``publish`` with the rows they describe."""
         model = self.settings.llm.embedding_model
         if not model or self.llm is None:
-            return
+            return []
         from streamrag.embeddings import embed_missing
 
         try:
-            await embed_missing(self.llm, store, writer, model, state, change, assignments)
+            return await embed_missing(self.llm, store, model, state, change, assignments)
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
+            return []
 
 
 def user_error(group: BaseExceptionGroup) -> StreamragError | None:
@@ -868,7 +870,7 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int, chunker_key: str) -> int:
+             next_community_id: int, chunker_key: str, vectors: list[tuple]) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
     if store.version != state.version:
@@ -955,6 +957,8 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     version = store.version + 1
     store.set_meta("version", str(version))
+    conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
+                     "VALUES (?,?,?,?,?)", vectors)
     # Vectors of what no longer exists would crowd out live items in similarity search.
     _delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
