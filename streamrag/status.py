@@ -22,7 +22,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         total_calls = sum(r["calls"] for r in usage)
         total_cached = sum(r["cached"] or 0 for r in usage)
         last_run = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
+                               "WHERE command NOT IN ('ask', 'watch:extract') "
                                "ORDER BY started_at DESC LIMIT 1")
+        queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask'")
         info = {
             "version": store.version,
             "published_at": float(store.get_meta("published_at", "0") or 0),
@@ -41,6 +43,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
             "failures_total": count("failures"),
             "last_run": last_run[0] if last_run else None,
+            "queries": queries,
         }
         if failures:
             info["failures"] = store.query(
@@ -79,5 +82,7 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"    [{f['stage']}] {f['message']}")
     if info["last_run"]:
         r = info["last_run"]
-        lines.append(f"  last run       {r['command']} {r['id']}: {r['status']}")
+        lines.append(f"  last update    {r['command']} {r['id']}: {r['status']}")
+    if info["queries"]:
+        lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
     return "\n".join(lines)

@@ -279,8 +279,15 @@ class Store:
         if applied > SCHEMA_VERSION:
             raise StoreError(f"{self.path} was written by a newer streamrag (schema {applied}, "
                              f"this one knows {SCHEMA_VERSION}); upgrade streamrag")
+        if applied == 0:
+            raise IndexMissingError(f"{self.path} holds no index yet; run `streamrag index DIR`")
         if applied < SCHEMA_VERSION:
-            raise IndexMissingError(f"{self.path} holds no current index; run `streamrag index DIR`")
+            # Written by an older streamrag: bring the schema forward (a short write), then read.
+            try:
+                Store(self.path).close()
+            except StoreError:
+                raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
+                                 "upgraded here (read-only?); run `streamrag index DIR` once") from None
 
     def migrate(self) -> None:
         applied = self._applied()
