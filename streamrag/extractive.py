@@ -37,7 +37,8 @@ def split_sentences(text: str) -> list[str]:
             continue
         for s in _SENTENCE_END.split(block):
             s = s.strip()
-            if len(s.split()) >= 3:
+            # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
+            if len(s.split()) >= 3 and not s.startswith("("):
                 out.append(s)
     return out
 
