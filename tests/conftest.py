@@ -10,6 +10,7 @@ import pytest
 
 from streamrag.config import Settings, load_settings
 from streamrag.simulator import Simulator, SimulatorConfig
+from streamrag.store import Store
 
 DATA = Path(__file__).parent / "data"
 
@@ -47,3 +48,28 @@ def corpus(tmp_path) -> Path:
     dest = tmp_path / "corpus"
     shutil.copytree(DATA / "harbor", dest)
     return dest
+
+
+def index_snapshot(db) -> dict:
+    """The published index in a form two indexes can be compared by: graph with provenance,
+    community partition (ids left out), number of distinct reports, documents."""
+    store = Store(db, readonly=True)
+    try:
+        with store.snapshot():
+            ents = {r["id"]: (r["name"], r["type"], r["description"], r["mentions"], r["degree"])
+                    for r in store.query("SELECT * FROM entities")}
+            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"])
+                    for r in store.query("SELECT * FROM relationships")}
+            esrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM entity_sources"))
+            rsrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM relationship_sources"))
+            members: dict[tuple[int, str], set[str]] = {}
+            for r in store.query("SELECT c.level, m.community_id, m.entity_id FROM community_members m "
+                                 "JOIN communities c ON c.id = m.community_id"):
+                members.setdefault((r["level"], r["community_id"]), set()).add(r["entity_id"])
+            partition = sorted((level, tuple(sorted(ms))) for (level, _cid), ms in members.items())
+            reports = store.scalar("SELECT count(DISTINCT report_key) FROM communities")
+            docs = sorted((r["path"], r["id"]) for r in store.query("SELECT path, id FROM documents"))
+    finally:
+        store.close()
+    return {"entities": ents, "relationships": rels, "entity_sources": esrc,
+            "relationship_sources": rsrc, "partition": partition, "reports": reports, "documents": docs}

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from watchfiles import Change
 
-from conftest import make_settings
+from conftest import index_snapshot as snapshot, make_settings
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag.daemon import Daemon, Reporter, watch_folder
@@ -34,28 +34,6 @@ VERSION = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'version'"  # the
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-def snapshot(db: Path) -> dict:
-    """What two indexes must agree on: graph, community partition, report count, documents."""
-    store = Store(db, readonly=True)
-    try:
-        with store.snapshot():
-            ents = {r["id"]: (r["name"], r["type"], r["description"], r["mentions"], r["degree"])
-                    for r in store.query("SELECT * FROM entities")}
-            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"])
-                    for r in store.query("SELECT * FROM relationships")}
-            members: dict[str, set[str]] = {}
-            levels = {r["id"]: r["level"] for r in store.query("SELECT id, level FROM communities")}
-            for r in store.query("SELECT community_id, entity_id FROM community_members"):
-                members.setdefault(r["community_id"], set()).add(r["entity_id"])
-            partition = sorted((levels[c], tuple(sorted(m))) for c, m in members.items())
-            reports = store.scalar("SELECT count(DISTINCT report_key) FROM communities")
-            docs = sorted((r["path"], r["id"]) for r in store.query("SELECT path, id FROM documents"))
-    finally:
-        store.close()
-    return {"entities": ents, "relationships": rels, "partition": partition, "reports": reports,
-            "documents": docs}
-
-
 def db_count(db: Path, sql: str) -> int:
     """A count from a database another process may be writing (0 while it does not exist yet)."""
     try:

@@ -8,34 +8,11 @@ import shutil
 import anyio
 import pytest
 
-from conftest import make_settings
+from conftest import index_snapshot as snapshot, make_settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
-
-
-def snapshot(db) -> dict:
-    """The published graph, in a form two indexes can be compared by."""
-    store = Store(db, readonly=True)
-    try:
-        with store.snapshot():
-            ents = {r["id"]: (r["name"], r["type"], r["description"], r["mentions"], r["degree"])
-                    for r in store.query("SELECT * FROM entities")}
-            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"])
-                    for r in store.query("SELECT * FROM relationships")}
-            esrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM entity_sources"))
-            rsrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM relationship_sources"))
-            members = {}
-            for r in store.query("SELECT c.level, m.community_id, m.entity_id FROM community_members m "
-                                 "JOIN communities c ON c.id = m.community_id"):
-                members.setdefault((r["level"], r["community_id"]), set()).add(r["entity_id"])
-            partition = sorted((level, tuple(sorted(ms))) for (level, _cid), ms in members.items())
-            docs = sorted((r["path"], r["id"]) for r in store.query("SELECT path, id FROM documents"))
-    finally:
-        store.close()
-    return {"entities": ents, "relationships": rels, "entity_sources": esrc,
-            "relationship_sources": rsrc, "partition": partition, "documents": docs}
 
 
 async def test_index_through_simulator(corpus, tmp_path, sim_settings, simulator):
