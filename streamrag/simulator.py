@@ -718,6 +718,23 @@ _REPORT_HEADS = (
 )
 
 
+def _json_items(text: str, key: str, *, wrap_object: bool = False) -> list | None:
+    """The list a JSON answer holds (bare, or under ``key``); None when the text is not JSON.
+
+    With ``wrap_object`` a single object without ``key`` counts as a list of one.
+    """
+    stripped = text.strip()
+    if stripped[:1] not in "[{":
+        return None
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        data = data.get(key, [data] if wrap_object else [])
+    return data if isinstance(data, list) else None
+
+
 def parse_reports(text: str) -> list[tuple[str, str]]:
     """(id, text) of each report in a ``<reports>`` block, in order.
 
@@ -726,15 +743,9 @@ def parse_reports(text: str) -> list[tuple[str, str]]:
     (``com-1a2b3c``, ``C17``, ``17``). A JSON list of objects with an ``id`` also works.
     """
     stripped = text.strip()
-    if stripped[:1] in "[{":
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            data = data.get("reports", [data])
-        if isinstance(data, list) and all(isinstance(d, dict) for d in data):
-            return [(str(d.get("id", d.get("report_id", i + 1))), json.dumps(d)) for i, d in enumerate(data)]
+    data = _json_items(stripped, "reports", wrap_object=True)
+    if data is not None and all(isinstance(d, dict) for d in data):
+        return [(str(d.get("id", d.get("report_id", i + 1))), json.dumps(d)) for i, d in enumerate(data)]
     reports: list[tuple[str, list[str]]] = []
     for line in text.splitlines():
         for head in _REPORT_HEADS:
@@ -803,17 +814,10 @@ _CITATION = re.compile(r"\[(?:E|L|R|T|Data|Entities|Relationships|Reports|Source
 
 
 def _parse_points(text: str) -> list[tuple[float, str]]:
-    stripped = text.strip()
-    if stripped[:1] in "[{":
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            data = data.get("points", [])
-        if isinstance(data, list):
-            return [(float(d.get("score", 0) or 0), str(d.get("description", "")))
-                    for d in data if isinstance(d, dict) and d.get("description")]
+    data = _json_items(text, "points")
+    if data is not None:
+        return [(float(d.get("score", 0) or 0), str(d.get("description", "")))
+                for d in data if isinstance(d, dict) and d.get("description")]
     points = []
     for line in text.splitlines():
         line = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s*", "", line).strip()
