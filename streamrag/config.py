@@ -62,6 +62,8 @@ class IndexSettings(_Section):
     claim_description: str = ""
     extraction_prompt: str = ""
     summary_max_tokens: int = 150
+    summary_join_tokens: int = 60
+    summary_max_descriptions: int = 10
     max_cluster_size: int = 10
     leiden_seed: int = 42
     leiden_resolution: float = 1.0
@@ -178,6 +180,10 @@ def _check(s: Settings, where: str) -> None:
         problems.append(("index.entity_types", "must name at least one type"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
+    if not 0 <= ix.summary_join_tokens <= ix.summary_max_tokens:
+        problems.append(("index.summary_join_tokens", "must be between 0 and index.summary_max_tokens"))
+    if ix.summary_max_descriptions < 0:
+        problems.append(("index.summary_max_descriptions", "must be >= 0 (0 = no limit)"))
     if ix.report_min_members < 1:
         problems.append(("index.report_min_members", "must be >= 1"))
     if llm.concurrency < 1:

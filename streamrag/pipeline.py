@@ -51,7 +51,7 @@ from streamrag.reports import (
     llm_report,
 )
 from streamrag.store import Store
-from streamrag.summarizer import extractive_summary, summarize
+from streamrag.summarizer import extractive_summary, summarize, summary_input
 from streamrag.writer import Writer
 
 _extraction_json = msgspec.json.Encoder()
@@ -744,6 +744,12 @@ class _GraphState:
         for c in self.claims_added:
             self.claims[c.id] = c
 
+        limit = settings.index.summary_max_descriptions
+
+        def same_input(now: list[str], before: list[str]) -> bool:
+            """Whether the summary would be built from the same descriptions as before."""
+            return summary_input(now, limit) == summary_input(before, limit)
+
         old_e_sources = _sources(store, "entity_sources", "entity_id", affected_e)
         old_r_sources = _sources(store, "relationship_sources", "relationship_id", affected_r)
         new_e = merge.group(ent_m)
@@ -762,7 +768,7 @@ class _GraphState:
             descriptions = merge.unique_descriptions(m.description for m in mentions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
             previous = self.entities.get(eid)
-            if previous is not None and descriptions == before and previous.name == ent.name \
+            if previous is not None and same_input(descriptions, before) and previous.name == ent.name \
                     and eid not in retry:
                 ent.description = previous.description
             elif len(descriptions) > 1:
@@ -787,7 +793,7 @@ class _GraphState:
             rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
-            if prev is not None and descriptions == before and rid not in retry:
+            if prev is not None and same_input(descriptions, before) and rid not in retry:
                 rel.description = prev.description
             elif len(descriptions) > 1:
                 names = f"{self.entities[src].name if src in self.entities else src} and " \

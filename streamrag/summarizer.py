@@ -1,6 +1,8 @@
 """One coherent description per entity or relationship.
 
-With a single distinct description no call is made. With several, the LLM merges them within
+With a single distinct description no call is made, and neither with a few short ones: when their
+distinct sentences fit in ``index.summary_join_tokens`` together, they are joined as they are (two
+one-line descriptions say no more once rewritten). Otherwise the LLM merges them within
 ``index.summary_max_tokens``; offline (or when the model fails), the descriptions are joined
 sentence by sentence, dropping repeats, up to the same budget. A failed call raises; the
 pipeline records it and falls back to the extractive summary.
@@ -8,6 +10,7 @@ pipeline records it and falls back to the extractive summary.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from streamrag.config import Settings
@@ -17,39 +20,66 @@ from streamrag.tokens import count_tokens, truncate
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str:
-    """Distinct sentences of ``descriptions`` in order, within ``max_tokens``."""
+def _distinct_sentences(descriptions: list[str]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
-    used = 0
     for description in descriptions:
         for sentence in _SENTENCE.split(description.strip()):
-            key = sentence.strip().lower()
-            if not key or key in seen:
-                continue
-            cost = count_tokens(sentence, encoding) + 1
-            if used + cost > max_tokens:
-                return " ".join(out) if out else truncate(sentence, max_tokens, encoding)
-            seen.add(key)
-            out.append(sentence.strip())
-            used += cost
+            sentence = sentence.strip()
+            if sentence and sentence.lower() not in seen:
+                seen.add(sentence.lower())
+                out.append(sentence)
+    return out
+
+
+def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str:
+    """Distinct sentences of ``descriptions`` in order, within ``max_tokens``."""
+    out: list[str] = []
+    used = 0
+    for sentence in _distinct_sentences(descriptions):
+        cost = count_tokens(sentence, encoding) + 1
+        if used + cost > max_tokens:
+            return " ".join(out) if out else truncate(sentence, max_tokens, encoding)
+        out.append(sentence)
+        used += cost
     return " ".join(out)
 
 
-def needs_summary(descriptions: list[str]) -> bool:
-    return len(descriptions) > 1
+def short_join(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str | None:
+    """The distinct sentences of ``descriptions`` joined, if that fits in ``max_tokens``; else None."""
+    joined = " ".join(_distinct_sentences(descriptions))
+    return joined if count_tokens(joined, encoding) <= max_tokens else None
+
+
+def summary_input(descriptions: list[str], limit: int) -> list[str]:
+    """The descriptions a summary is built from: all of them, or ``limit`` of them chosen by a hash
+    of their text, in their given order.
+
+    The choice depends on the set alone, so a fresh index picks the same ones; and a hub entity
+    named in many chunks is summarised again only when a new description enters its chosen few,
+    not on every mention. Near-identical descriptions of one subject say the same thing, so a
+    sample of ten loses little within a 150-token summary.
+    """
+    if limit <= 0 or len(descriptions) <= limit:
+        return list(descriptions)
+    chosen = set(sorted(descriptions, key=lambda d: hashlib.sha1(d.encode()).digest())[:limit])
+    return [d for d in descriptions if d in chosen]
 
 
 async def summarize(llm, name: str, descriptions: list[str], settings: Settings) -> str:
     """A single description of ``name`` from its distinct ``descriptions`` (sorted)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
+    descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
     if not descriptions:
         return ""
     if len(descriptions) == 1:
         return truncate(descriptions[0], budget * 2, encoding)
     if llm is None or settings.offline:
         return extractive_summary(descriptions, budget, encoding)
+    joined = short_join(descriptions, settings.index.summary_join_tokens, encoding)
+    if joined is not None:
+        return joined
     prompt = load_prompt("summarize")
     joined = "\n".join(f"- {d}" for d in descriptions)
     # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.

@@ -1,0 +1,76 @@
+"""Which descriptions a summary is built from, and when no LLM call is needed."""
+
+import anyio
+import pytest
+
+from streamrag.config import Settings
+from streamrag.summarizer import short_join, summarize, summary_input
+
+
+class _NoCalls:
+    async def chat(self, *a, **k):  # pragma: no cover - reaching it is the failure
+        raise AssertionError("no LLM call expected")
+
+
+class _Echo:
+    def __init__(self):
+        self.calls = []
+
+    async def chat(self, messages, **kwargs):
+        self.calls.append(messages)
+
+        class R:
+            text = "Merged."
+        return R()
+
+
+def _settings(**index) -> Settings:
+    s = Settings()
+    s.llm.api_base = "http://unused.invalid/v1"
+    for k, v in index.items():
+        setattr(s.index, k, v)
+    return s
+
+
+def test_summary_input_depends_on_the_set_only_and_keeps_order():
+    many = sorted(f"Port Vale is described in chunk {i}." for i in range(25))
+    chosen = summary_input(many, 10)
+    assert len(chosen) == 10 and chosen == sorted(chosen)         # given order kept
+    assert summary_input(list(reversed(many)), 10) == list(reversed(chosen))
+    assert summary_input(many[:5], 10) == many[:5]                 # under the limit: all of them
+    assert summary_input(many, 0) == many                          # 0 = no limit
+
+
+def test_a_new_description_outside_the_chosen_few_leaves_the_input_unchanged():
+    base = [f"Port Vale fact number {i}." for i in range(30)]
+    chosen = summary_input(base, 10)
+    unchanged = changed = 0
+    for i in range(30, 90):
+        after = summary_input(base + [f"Port Vale fact number {i}."], 10)
+        if after == chosen:
+            unchanged += 1
+        else:
+            changed += 1
+            assert len(set(after) - set(chosen)) == 1              # the newcomer displaced one
+    # About 10/31 of newcomers enter the chosen few; the rest cost no summary call.
+    assert unchanged > changed > 0
+
+
+def test_short_join_drops_repeated_sentences_and_respects_the_budget():
+    assert short_join(["Mira Osk is a mason.", "Mira Osk is a mason. She rebuilt the quay."], 60) \
+        == "Mira Osk is a mason. She rebuilt the quay."
+    assert short_join(["word " * 50, "other " * 50], 60) is None
+
+
+def test_short_descriptions_are_joined_without_a_call():
+    text = anyio.run(summarize, _NoCalls(), "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
+                     _settings())
+    assert text == "Mira Osk is a mason. She rebuilt the quay."
+
+
+@pytest.mark.parametrize("join_tokens", [0, 5])
+def test_longer_descriptions_go_to_the_llm(join_tokens):
+    llm = _Echo()
+    text = anyio.run(summarize, llm, "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
+                     _settings(summary_join_tokens=join_tokens))
+    assert text == "Merged." and len(llm.calls) == 1
