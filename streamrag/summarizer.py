@@ -4,7 +4,8 @@ With a single distinct description no call is made, and neither with a few short
 distinct sentences fit in ``index.summary_join_tokens`` together, they are joined as they are (two
 one-line descriptions say no more once rewritten). Otherwise the LLM merges them within
 ``index.summary_max_tokens``; offline (or when the model fails), the descriptions are joined
-sentence by sentence, dropping repeats, up to the same budget. A failed call raises; the
+sentence by sentence, dropping repeats (and sentences another one contains), up to the same
+budget. A failed call raises; the
 pipeline records it and falls back to the extractive summary.
 """
 
@@ -32,22 +33,50 @@ def _distinct_sentences(descriptions: list[str]) -> list[str]:
     return out
 
 
+def _key(sentence: str) -> str:
+    return sentence.lower().rstrip(" .!?")
+
+
+def _with(kept: list[str], sentence: str) -> list[str]:
+    """``kept`` plus ``sentence``, unless a kept sentence already says it (contains it); kept
+    sentences it contains give way to it, in place. The same list back when nothing changes.
+
+    Overlapping chunks quote the same passage cut at different points, so one description often
+    holds another's sentence and more ("A storm hit" / "A storm hit the quay at dawn")."""
+    low = _key(sentence)
+    if any(low in _key(k) for k in kept):
+        return kept
+    out: list[str] = []
+    placed = False
+    for k in kept:
+        if _key(k) in low:
+            if not placed:
+                out.append(sentence)
+                placed = True
+        else:
+            out.append(k)
+    return out if placed else out + [sentence]
+
+
 def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str:
     """Distinct sentences of ``descriptions`` in order, within ``max_tokens``."""
     out: list[str] = []
-    used = 0
     for sentence in _distinct_sentences(descriptions):
-        cost = count_tokens(sentence, encoding) + 1
-        if used + cost > max_tokens:
+        trial = _with(out, sentence)
+        if trial is out:
+            continue
+        if count_tokens(" ".join(trial), encoding) > max_tokens:
             return " ".join(out) if out else truncate(sentence, max_tokens, encoding)
-        out.append(sentence)
-        used += cost
+        out = trial
     return " ".join(out)
 
 
 def short_join(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str | None:
     """The distinct sentences of ``descriptions`` joined, if that fits in ``max_tokens``; else None."""
-    joined = " ".join(_distinct_sentences(descriptions))
+    out: list[str] = []
+    for sentence in _distinct_sentences(descriptions):
+        out = _with(out, sentence)
+    joined = " ".join(out)
     return joined if count_tokens(joined, encoding) <= max_tokens else None
 
 

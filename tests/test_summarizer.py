@@ -74,3 +74,12 @@ def test_longer_descriptions_go_to_the_llm(join_tokens):
     text = anyio.run(summarize, llm, "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
                      _settings(summary_join_tokens=join_tokens))
     assert text == "Merged." and len(llm.calls) == 1
+
+
+def test_a_sentence_another_one_contains_is_said_once():
+    cut = "[Illustration: Bob went down a slide on Cornhill]"
+    whole = cut + " The office was closed in a twinkling."
+    from streamrag.summarizer import extractive_summary
+    assert extractive_summary([cut, whole], 150) == whole
+    assert extractive_summary([whole, cut], 150) == whole
+    assert short_join(["A storm hit.", "A storm hit the quay.", "Boats sank."], 60) == "A storm hit the quay. Boats sank."
