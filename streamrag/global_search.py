@@ -13,7 +13,9 @@ Which reports are read:
   relevant communities are selected: a relevant parent is replaced by its relevant children,
   and kept only when none of its children is relevant, so no report is read together with its
   own parent. When no root reaches the threshold, the best-rated roots (rating > 0) are kept:
-  a broad question is best answered by the broadest reports.
+  a broad question is best answered by the broadest reports. When every root is rated 0, the
+  next level is rated (all of it) under the same rules, down to ``dynamic_max_depth``: a
+  specific subject can sit in a sub-community its parent's summary never names.
 
 Map-reduce: the selected reports are shuffled (seeded) and packed into batches of
 ``map_max_tokens``; each batch yields JSON points scored 0-100 (concurrently); points scoring 0
@@ -138,17 +140,22 @@ async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
     selected: set[str] = set()
     fallback = False
     frontier = tree.roots
-    at_roots = True
+    searching = True       # nothing rated so far says anything about the question
     while frontier:
         got = await rater(frontier)
         for n in frontier:
             ratings[n.id] = float(got.get(n.id, 0.0))
         relevant = [n for n in frontier if ratings[n.id] >= threshold]
-        if at_roots and not relevant:
+        if searching and not relevant:
             best = max((ratings[n.id] for n in frontier), default=0.0)
-            relevant = [n for n in frontier if best > 0 and ratings[n.id] == best]
-            fallback = bool(relevant)
-        if not at_roots:
+            if best <= 0:
+                # Not one of these says anything: what the question is about may sit in a
+                # sub-community whose parent's summary never names it. Look one level deeper.
+                frontier = [k for n in frontier if n.level < max_depth for k in tree.children(n)]
+                continue
+            relevant = [n for n in frontier if ratings[n.id] == best]
+            fallback = True
+        if not searching:
             # A relevant parent none of whose children is relevant stands for itself.
             selected.update({n.parent for n in frontier} - {n.parent for n in relevant})
         nxt: list[Node] = []
@@ -158,7 +165,7 @@ async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
                 nxt.extend(kids)
             else:
                 selected.add(n.id)
-        at_roots = False
+        searching = False
         frontier = nxt
     selected.discard(None)
     return Selection(selected=sorted(selected, key=lambda c: _order(tree.nodes[c])),

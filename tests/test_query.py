@@ -222,8 +222,18 @@ async def test_dynamic_selection_rules():
     assert sel.selected == ["A"]               # depth limit: children never rated
     sel = await global_search.dynamic_selection(tree, rater({"A": 1, "B": 1}), threshold=2, max_depth=3)
     assert sel.selected == ["A", "B"] and sel.fallback   # nothing reached the threshold: best roots
+    asked.clear()
     sel = await global_search.dynamic_selection(tree, rater({}), threshold=2, max_depth=3)
     assert sel.selected == [] and not sel.fallback
+    assert asked == [["A", "B"], ["A1", "A2", "B1"], ["A1x"]]   # every level looked at, then none
+    # Every root rated 0: the next level is rated in full and the usual rules apply there.
+    sel = await global_search.dynamic_selection(tree, rater({"A2": 3}), threshold=2, max_depth=3)
+    assert sel.selected == ["A2"] and not sel.fallback
+    sel = await global_search.dynamic_selection(tree, rater({"B1": 1, "A1": 1, "A1x": 4}), threshold=2,
+                                                max_depth=3)
+    assert sel.selected == ["A1", "B1"] and sel.fallback     # best of the first level that says anything
+    sel = await global_search.dynamic_selection(tree, rater({"A2": 3}), threshold=2, max_depth=0)
+    assert sel.selected == [] and sel.rated == 2             # the depth limit holds for the descent too
 
 
 async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
