@@ -452,8 +452,9 @@ class Indexer:
 
     # -- stage 2: what changed ---------------------------------------------------------------
     def _changes(self, store: Store, scan: _Scan) -> _Change:
-        new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
         old_docs = {r["id"] for r in store.query("SELECT id FROM documents")}
+        self._keep_previous_versions(store, scan, old_docs)
+        new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
         doc_chunk_ids: dict[str, list[str]] = {}
         for doc_id in new_docs:
             if doc_id in scan.doc_chunks:
@@ -476,6 +477,23 @@ class Indexer:
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
             extractions=_load_extractions(store, added, self.key))
+
+    def _keep_previous_versions(self, store: Store, scan: _Scan, old_docs: set[str]) -> None:
+        """An edited file whose new text is not fully extracted (its calls failed) stays indexed
+        as it was: publishing the half that worked would drop what the old version said. The
+        file keeps its old size and stamp, so the next run reads it again and retries."""
+        before = {r["path"]: (r["doc_id"], r["size"], r["stamp"])
+                  for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
+        for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
+            old = before.get(path)
+            if doc_id in old_docs or old is None or old[0] not in old_docs or doc_id not in scan.doc_chunks:
+                continue
+            chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
+            missing = len(chunk_ids - _extracted(store, chunk_ids, self.key))
+            if missing:
+                scan.files[path] = old
+                scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
+                                     "be extracted; its previous version stays indexed until they can")
 
     # -- stage 3: summaries ------------------------------------------------------------------
     async def _summarize(self, writer: Writer, state: _GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:

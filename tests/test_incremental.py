@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_settings
+from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
 from streamrag.pipeline import sync
 from streamrag.store import Store
@@ -157,3 +157,25 @@ async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_pat
         shutil.copy2(generated / "doc_00031.txt", corpus / "doc_00031.txt")
         results[name] = await sync([corpus], settings, db, root=corpus)
     assert results["lenient"].reports_generated < results["strict"].reports_generated
+
+
+async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus, tmp_path, sim_settings):
+    db = tmp_path / "i.db"
+    await sync([corpus], sim_settings, db, root=corpus)
+    before = index_snapshot(db)
+    victim = sorted(corpus.glob("*.txt"))[0]
+    victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+
+    down = make_settings("http://127.0.0.1:9/v1", index={"chunk_size": 80, "chunk_overlap": 10},
+                         llm={"max_retries": 0})
+    result = await sync([corpus], down, db, root=corpus)
+    assert result.failures >= 1 and any(victim.name in w and "previous version" in w for w in result.warnings)
+    assert index_snapshot(db) == before        # nothing the old version said was dropped
+
+    again = await sync([corpus], sim_settings, db, root=corpus)   # the endpoint is back
+    assert again.failures == 0 and not again.warnings
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1
+    finally:
+        store.close()
