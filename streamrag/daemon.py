@@ -113,6 +113,7 @@ class Daemon:
         self.syncs = 0
         self.errors = 0
         self._retries = 0                        # syncs scheduled only to retry failed calls
+        self.exit_code = 0                       # 1 when the daemon stops on an error
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
@@ -186,6 +187,11 @@ class Daemon:
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         for change, path in changes:
+            if change == _RESCAN:
+                self.emit("error", f"the file watcher failed ({path}); restarted it, the whole folder "
+                                   "is synced again", error=path)
+                out["."] = "rescan"
+                continue
             rel = self.relevant(int(change), path)
             if rel is not None:
                 kinds.setdefault(rel, set()).add(int(change))
@@ -321,6 +327,13 @@ class Daemon:
         """One full sync of the folder; a failure is reported (raised if ``initial``)."""
         from streamrag.pipeline import Indexer, Progress
 
+        if not self.root.is_dir():
+            self.errors += 1
+            self.exit_code = 1
+            self.emit("error", f"{self.root}: the watched folder is gone; stopping (the index keeps "
+                               "what it held)", error="folder gone")
+            self.stop("the watched folder is gone")
+            return False
         queued, self.pending = self.pending, {}
         progress = Progress()
         stage = {"state": "", "since": anyio.current_time()}
@@ -381,17 +394,27 @@ class Daemon:
                   chunks_extracted=result.chunks_extracted, chunks_reused=result.chunks_reused,
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
+        made = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
         if not failed_calls:
             self._retries = 0
-        elif self._retries < _MAX_RETRY_SYNCS:
-            # Chunks, summaries or reports whose model calls failed are retried by the next
-            # sync (they are its backlog), so schedule one instead of waiting for a file event;
-            # a few times only, so an item the model can never answer is not paid for forever.
+            return True
+        # Chunks, summaries or reports whose model calls failed are retried by the next sync
+        # (they are its backlog), so one is scheduled instead of waiting for a file event. While
+        # some calls succeed, a few times only: an item the model can never answer is not paid
+        # for forever. While none succeeds the endpoint is down, and retrying (backing off up to
+        # five minutes) costs nothing until it is back.
+        outage = failed_calls >= made
+        if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retries += 1
             self.pending.setdefault(".", "retry")
+            why = "; no call succeeded, is the endpoint down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                               "retried after a pause", failed_calls=failed_calls)
+                               f"retried after a pause{why}", failed_calls=failed_calls, outage=outage)
             return False
+        self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
+                           "retries; they are tried again when a file changes or `streamrag index "
+                           f"{self.root}` runs (`streamrag status --failures` lists them)",
+                  failed_calls=failed_calls, gave_up=True)
         return True
 
     # -- health ----------------------------------------------------------------------------
@@ -434,12 +457,37 @@ class Daemon:
 # --------------------------------------------------------------------------------------------
 # The real file system, signals, the command
 # --------------------------------------------------------------------------------------------
+_RESCAN = -1
+"""A change kind of our own: the watcher failed and was restarted; the path is its error."""
+
+
 def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
-    """Batches of file events under ``root`` from watchfiles (filtering is the daemon's)."""
+    """Batches of file events under ``root`` from watchfiles (filtering is the daemon's).
+
+    A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
+    so an editor saving every few hundred milliseconds makes one batch, not one per save. If
+    watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
+    ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
+    """
+    return _watch(Path(root).resolve(), settings, stop_event)
+
+
+async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
     from watchfiles import awatch
 
-    return awatch(Path(root).resolve(), watch_filter=None, debounce=settings.debounce_ms,
-                  step=max(1, min(50, settings.debounce_ms)), stop_event=stop_event, rust_timeout=1000)
+    quiet = max(1, settings.debounce_ms)
+    while not stop_event.is_set():
+        try:
+            async for changes in awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
+                                        stop_event=stop_event, rust_timeout=1000):
+                yield changes
+            return
+        except RuntimeError as e:  # watchfiles' own errors derive from it
+            if not root.is_dir():
+                yield {(_DELETED, str(root))}
+                return
+            yield {(_RESCAN, f"{type(e).__name__}: {e}")}
+            await anyio.sleep(1.0)
 
 
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
@@ -479,7 +527,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
             daemon.emit("stopped", "cancelled; everything committed is kept and the next start "
                                    "resumes from it")
         tg.cancel_scope.cancel()
-    return code
+    return code or daemon.exit_code
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

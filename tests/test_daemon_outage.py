@@ -1,0 +1,105 @@
+"""The daemon through a provider outage: nothing published is dropped, and it keeps retrying
+until the endpoint is back."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+import anyio
+from conftest import index_snapshot, make_settings
+from streamrag.daemon import Daemon
+from streamrag.store import Store
+from test_daemon import SMALL, Events, scripted, until
+
+pytestmark = pytest.mark.anyio
+_MODIFIED = 2
+
+
+class Switch:
+    """A transport that forwards to the simulator while ``up`` and refuses connections otherwise."""
+
+    def __init__(self, base_url: str) -> None:
+        self.up = True
+        self.client = httpx.AsyncClient(base_url=base_url)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            raise httpx.ConnectError("connection refused", request=request)
+        r = await self.client.send(self.client.build_request(
+            request.method, str(request.url), headers=request.headers, content=request.content))
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+
+async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_ends(
+        corpus, tmp_path, simulator):
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    db = tmp_path / "o.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch))
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1, timeout=30)
+        before = index_snapshot(db)
+
+        switch.up = False
+        victim = sorted(corpus.glob("*.txt"))[0]
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})
+        # More retry syncs than the few allowed while some calls succeed: every call fails.
+        await until(lambda: sum(e.get("outage", False) for e in events) >= 5, timeout=60)
+        assert index_snapshot(db) == before        # the old version of the file is still indexed
+
+        switch.up = True
+        store = Store(db, readonly=True)
+        try:
+            await until(lambda: store.scalar(
+                "SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1, timeout=60)
+        finally:
+            store.close()
+        await send.aclose()
+    await switch.client.aclose()
+    assert not any(e.get("gave_up") for e in events)
+
+
+async def test_the_watched_folder_going_away_stops_the_daemon_and_keeps_the_index(corpus, tmp_path):
+    import shutil
+
+    settings = make_settings("", watch={"quiet_s": 0.02})
+    db = tmp_path / "g.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1, timeout=30)
+        before = index_snapshot(db)
+        shutil.rmtree(corpus)
+        await send.send({(3, str(corpus / "harbor_notes.txt"))})
+        await until(lambda: daemon.stopping, timeout=30)
+    assert daemon.exit_code == 1
+    assert any(e["state"] == "error" and "gone" in e["message"] for e in events)
+    assert index_snapshot(db) == before
+
+
+async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_path):
+    from streamrag.daemon import _RESCAN
+
+    settings = make_settings("", watch={"quiet_s": 0.02})
+    db = tmp_path / "w.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1, timeout=30)
+        # A file the failed watcher never reported: the rescan finds it.
+        (corpus / "missed.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
+        await send.send({(_RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
+        await until(lambda: daemon.syncs >= 2, timeout=30)
+        await send.aclose()
+    assert any(e["state"] == "error" and "watcher failed" in e["message"] for e in events)
+    assert daemon.last_result.docs_added == 1
