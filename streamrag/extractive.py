@@ -87,19 +87,20 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
 
 
 def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, what: str,
-                      extra_stop: frozenset[str] = frozenset()) -> str:
-    """The labelled answer: the best sentences of ``passages`` as cited bullets.
+                      extra_stop: frozenset[str] = frozenset()) -> tuple[str, bool]:
+    """The labelled answer: the best sentences of ``passages`` as cited bullets, and whether
+    any sentence matched (False: the text says nothing was found).
 
     ``what`` names where the sentences come from ("community reports", "source text" ...).
     """
     picked = pick_sentences(question, passages, extra_stop=extra_stop)
     if not picked:
         return (f"{EXTRACTIVE_LABEL}: nothing in the {what} searched matches the words of this "
-                "question. Configure an LLM (llm.api_base) for answers written by a model.")
+                "question. Configure an LLM (llm.api_base) for answers written by a model."), False
     lines = [f"{EXTRACTIVE_LABEL}: the sentences of the {what} most relevant to the question, "
              "quoted as written.", ""]
     lines += [f"- {sentence} {tag}" for sentence, tag, _ in picked]
-    return "\n".join(lines)
+    return "\n".join(lines), True
 
 
 def overlap_rating(question_terms: set[str], text: str) -> float:

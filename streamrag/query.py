@@ -231,6 +231,8 @@ class _Search:
                                             settings=self.settings, encoding=self.encoding,
                                             on_delta=self.on_delta)
         self.answer.text = mr.text
+        if not mr.answered:
+            self.context_tags = []  # an answer that found nothing rests on no document
         self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
                                "points": mr.points, "points_kept": mr.kept,
                                "points_reduced": mr.reduced, "reduce_context_tokens": mr.reduce_tokens}
@@ -371,9 +373,11 @@ class _Search:
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
-        text = extractive.extractive_answer("" if broad else self.answer.question, passages, what=what,
-                                            extra_stop=GLOBAL_CUES if self.answer.mode == "global"
-                                            else frozenset())
+        text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
+                                                   what=what, extra_stop=GLOBAL_CUES
+                                                   if self.answer.mode == "global" else frozenset())
+        if not found:
+            self.context_tags = []  # an answer that found nothing rests on no document
         self._emit(text)
         self.answer.text = text
 

@@ -258,6 +258,7 @@ async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
                                         seen))
     assert [t for t, _ in seen if t == "reduce"] == []
     assert "None of the" in nothing.text and "relevant" in nothing.text
+    assert nothing.documents == []             # an answer that found nothing rests on no document
 
 
 async def test_reduce_respects_its_budget(llm_db, simulator):
@@ -477,6 +478,12 @@ async def test_extractive_answers_offline(offline_db, mode, level):
     store = Store(offline_db, readonly=True)
     assert store.scalar("SELECT count(*) FROM llm_calls") == 0
     store.close()
+
+
+@pytest.mark.parametrize("mode", ["local", "basic"])
+async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offline_db, mode):
+    answer = await aask("Zyxwv qwertyuiop?", make_settings("", index=INDEX), offline_db, mode=mode)
+    assert "nothing in the" in answer.text and answer.documents == [] and answer.citations == []
 
 
 async def test_offline_index_answered_by_an_llm(offline_db, qs):
