@@ -5,7 +5,8 @@ a new id; the path is metadata. ``.jsonl`` and ``.csv`` files hold one document 
 a non-empty text field (``index.text_field``); every other file is one document. A file that
 cannot be used raises ``InputError`` with one line naming the file and the fix; the caller
 records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
-warning strings instead.
+warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
+UTF-8 (no such path reaches the index) and folder symlinks leading outside the indexed folder.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import csv
 import fnmatch
 import io
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -26,24 +28,60 @@ DEFAULT_INCLUDE = ["*.txt", "*.md", "*.jsonl", "*.csv"]
 TITLE_CHARS = 100
 _SNIFF = 8192
 
+log = logging.getLogger(__name__)
+
 csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv's 128 KB default
 
 
-def scan(paths: list[Path], include: list[str]) -> list[Path]:
+def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
+         skipped: list[str] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
 
-    A file named directly is taken whatever its name; folders are walked recursively.
+    A file named directly is taken whatever its name; folders are walked recursively. Two kinds
+    of entry are left out with one line each naming it and the fix: a file or folder whose name
+    is not valid UTF-8 (it could not be stored in the index), and a folder symlink that leads
+    outside the folder being indexed (it could pull in a whole other tree). The lines are
+    appended to ``skipped`` when given, else logged as warnings. Paths in them are shown
+    relative to ``root`` when given, as ``read_documents`` shows them.
     """
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
     found: set[Path] = set()
+    problems: list[str] = []
     for path in map(Path, paths):
         if path.is_file():
-            found.add(path)
+            if _storable(path.name):
+                found.add(path)
+            else:
+                problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
-            found.update(_walk(path, patterns))
+            found.update(_walk(path, patterns, root, problems))
         else:
-            raise InputError(f"{path}: no such file or folder; check the path")
+            raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
+    for line in problems:
+        if skipped is not None:
+            skipped.append(line)
+        else:
+            log.warning("%s", line)
     return sorted(found)
+
+
+def _storable(text: str) -> bool:
+    """Whether ``text`` can be stored (a name that is not valid UTF-8 decodes to surrogates)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _safe(text: str) -> str:
+    """``text`` with the bytes of an undecodable name shown as ``\\xff`` escapes."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace") if not _storable(text) else text
+
+
+def _bad_name(path: Path, root: Path | None, kind: str) -> str:
+    return (f"{_safe(_display(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
+            f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
 
 
 def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
@@ -52,24 +90,66 @@ def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in patterns)
 
 
-def _walk(root: Path, patterns: list[str]) -> list[Path]:
+def _inside(real: str, top: str) -> bool:
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]) -> list[Path]:
+    """Files under the folder ``top``, by real folders first, then by folder symlinks.
+
+    A folder symlink is followed only when its target lies inside ``top``, and only to a folder
+    not walked yet, so a file is found once and under its real path where it has one.
+    """
     out: list[Path] = []
+    top_real = os.path.realpath(top)
     seen: set[tuple[int, int]] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    links: list[Path] = []
+    pending = [top]
+    while pending or links:
+        if pending:
+            folder = pending.pop()
+        else:
+            folder = links.pop(0)
+            target = os.path.realpath(folder)
+            if not _inside(target, top_real):
+                problems.append(
+                    f"{_safe(_display(folder, root))}: folder symlink leads outside "
+                    f"{_safe(top.as_posix())} (to {_safe(target)}), so it is not followed; "
+                    "index that folder itself if you want it")
+                continue
         try:
-            st = os.stat(dirpath)
+            st = os.stat(folder)
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError:
-            dirnames[:] = []
             continue
         if (st.st_dev, st.st_ino) in seen:   # a symlink loop or a second way in
-            dirnames[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in filenames:
-            path = Path(dirpath) / name
-            if not name.startswith(".") and path.is_file() and _matches(path, root, patterns):
-                out.append(path)
+        subdirs: list[Path] = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(folder) / entry.name
+            try:
+                is_dir = entry.is_dir()
+                is_link = entry.is_symlink()
+                is_file = not is_dir and entry.is_file()
+            except OSError:
+                continue
+            if is_dir:
+                if not _storable(entry.name):
+                    problems.append(_bad_name(path, root, "folder"))
+                elif is_link:
+                    links.append(path)
+                else:
+                    subdirs.append(path)
+            elif is_file and _matches(path, top, patterns):
+                if _storable(entry.name):
+                    out.append(path)
+                else:
+                    problems.append(_bad_name(path, root, "file"))
+        pending.extend(reversed(subdirs))
     return out
 
 
@@ -78,6 +158,9 @@ def read_documents(path: Path, *, root: Path | None,
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used."""
     path = Path(path)
     shown = _display(path, root)
+    if not _storable(shown):   # scan leaves such files out; a caller naming one gets the same line
+        raise InputError(f"{_safe(shown)}: path is not valid UTF-8, so it is not indexed; "
+                         "rename the file or folder to a UTF-8 name")
     try:
         data = path.read_bytes()
     except OSError as e:

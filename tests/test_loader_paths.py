@@ -1,0 +1,196 @@
+"""Odd paths in the folder scan: names that are not valid UTF-8, and folder symlinks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import DATA, make_settings
+from streamrag.errors import InputError
+from streamrag.loader import read_documents, scan
+from streamrag.pipeline import sync
+
+
+def write(path: Path, text: str = "Ada Osk met Bram Tell at the quay.") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bad_path(folder: Path, name: bytes) -> Path:
+    """``folder/name`` for a name that is not valid UTF-8, created through bytes paths."""
+    raw = os.path.join(os.fsencode(folder), name)
+    return Path(os.fsdecode(raw))
+
+
+def write_bad(folder: Path, name: bytes, text: str = "Odd name, plain text.") -> Path:
+    raw = os.path.join(os.fsencode(folder), name)
+    try:
+        with open(raw, "wb") as f:
+            f.write(text.encode())
+    except OSError as e:   # a file system that only takes UTF-8 names (APFS, some mounts)
+        pytest.skip(f"cannot create a non-UTF-8 file name here: {e}")
+    return Path(os.fsdecode(raw))
+
+
+def storable(line: str) -> bool:
+    try:
+        line.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+# -- names that are not valid UTF-8 ---------------------------------------------------------
+def test_non_utf8_file_name_is_skipped_with_one_line(tmp_path):
+    good = write(tmp_path / "good.txt")
+    write_bad(tmp_path, b"bad\xffname.txt")
+    write_bad(tmp_path, b"other\xfe.pdf")          # not matched by include: not mentioned
+    skipped: list[str] = []
+    assert scan([tmp_path], ["*.txt"], skipped=skipped) == [good]
+    assert len(skipped) == 1
+    [line] = skipped
+    assert "bad\\xffname.txt" in line and "not valid UTF-8" in line and "rename" in line
+    assert storable(line)
+
+
+def test_non_utf8_folder_name_is_skipped_once_with_everything_in_it(tmp_path):
+    good = write(tmp_path / "sub" / "good.txt")
+    folder = bad_path(tmp_path, b"dir\xe9")
+    try:
+        os.mkdir(os.fsencode(folder))
+    except OSError as e:
+        pytest.skip(f"cannot create a non-UTF-8 folder name here: {e}")
+    write(folder / "a.txt")
+    write(folder / "deeper" / "b.txt")
+    skipped: list[str] = []
+    assert scan([tmp_path], ["*.txt"], root=tmp_path, skipped=skipped) == [good]
+    assert skipped == ["dir\\xe9: folder name is not valid UTF-8, so it is not indexed; "
+                       "rename the folder (e.g. with `mv`) to a UTF-8 name"]
+
+
+def test_non_utf8_file_named_directly_is_skipped(tmp_path):
+    bad = write_bad(tmp_path, b"n\xffn.txt")
+    good = write(tmp_path / "g.txt")
+    skipped: list[str] = []
+    assert scan([bad, good], ["*.txt"], root=tmp_path, skipped=skipped) == [good]
+    assert len(skipped) == 1 and skipped[0].startswith("n\\xffn.txt: file name is not valid UTF-8")
+
+
+def test_skipped_lines_are_logged_when_no_list_is_given(tmp_path, caplog):
+    good = write(tmp_path / "good.txt")
+    write_bad(tmp_path, b"bad\xffname.txt")
+    with caplog.at_level(logging.WARNING, logger="streamrag.loader"):
+        assert scan([tmp_path], ["*.txt"]) == [good]
+    [record] = [r for r in caplog.records if r.name == "streamrag.loader"]
+    assert record.levelno == logging.WARNING and "bad\\xffname.txt" in record.getMessage()
+
+
+def test_read_documents_refuses_a_path_it_could_not_store(tmp_path):
+    bad = write_bad(tmp_path, b"bad\xffname.txt")
+    with pytest.raises(InputError) as info:
+        read_documents(bad, root=tmp_path)
+    assert "bad\\xffname.txt" in str(info.value) and "rename" in str(info.value)
+    assert storable(str(info.value))
+
+
+def test_missing_non_utf8_path_message_is_printable(tmp_path):
+    with pytest.raises(InputError, match="no such file") as info:
+        scan([bad_path(tmp_path, b"gone\xff.txt")], ["*.txt"])
+    assert storable(str(info.value))
+
+
+# -- folder symlinks --------------------------------------------------------------------------
+def test_folder_symlink_leading_outside_is_not_followed(tmp_path):
+    root = tmp_path / "lp"
+    doc = write(root / "doc.txt")
+    write(tmp_path / "elsewhere" / "secret.txt")
+    os.symlink("..", root / "up")                                  # the parent tree
+    os.symlink(tmp_path / "elsewhere", root / "away")              # a sibling tree
+    skipped: list[str] = []
+    assert scan([root], ["*.txt"], root=root, skipped=skipped) == [doc]
+    assert len(skipped) == 2
+    away, up = skipped
+    assert away.startswith("away: folder symlink leads outside") and "not followed" in away
+    assert up.startswith("up: folder symlink leads outside") and str(tmp_path) in up
+
+
+def test_symlink_chain_that_ends_outside_is_not_followed(tmp_path):
+    root = tmp_path / "r"
+    doc = write(root / "doc.txt")
+    write(tmp_path / "out" / "x.txt")
+    os.symlink(tmp_path / "out", root / "hop")     # inside link -> link -> outside
+    os.symlink("hop", root / "via")
+    skipped: list[str] = []
+    assert scan([root], ["*.txt"], root=root, skipped=skipped) == [doc]
+    assert [s.split(":")[0] for s in skipped] == ["hop", "via"]
+
+
+def test_folder_symlinks_inside_the_root_are_followed_once(tmp_path):
+    root = tmp_path / "r"
+    real = write(root / "real" / "a.txt")
+    hidden = write(root / ".drafts" / "b.txt")
+    os.symlink("real", root / "alias")             # a second way into real/: found once, real path
+    os.symlink(".drafts", root / "drafts")         # the only way into a hidden folder
+    os.symlink(".", root / "self")                 # loops
+    os.symlink("..", root / "real" / "back")
+    skipped: list[str] = []
+    found = scan([root], ["*.txt"], root=root, skipped=skipped)
+    assert found == [root / "drafts" / "b.txt", real]
+    assert skipped == []
+    assert hidden.exists()
+
+
+def test_mutual_symlink_loop_terminates(tmp_path):
+    root = tmp_path / "r"
+    write(root / "a" / "x.txt")
+    write(root / "b" / "y.txt")
+    os.symlink("../b", root / "a" / "to_b")
+    os.symlink("../a", root / "b" / "to_a")
+    assert scan([root], ["*.txt"]) == [root / "a" / "x.txt", root / "b" / "y.txt"]
+
+
+def test_file_symlinks_are_followed_even_outside(tmp_path):
+    root = tmp_path / "r"
+    doc = write(root / "doc.txt")
+    outside = write(tmp_path / "shared.txt")
+    os.symlink(outside, root / "shared.txt")
+    os.symlink(tmp_path / "missing.txt", root / "dangling.txt")
+    skipped: list[str] = []
+    assert scan([root], ["*.txt"], skipped=skipped) == [doc, root / "shared.txt"]
+    assert skipped == []
+
+
+# -- end to end -------------------------------------------------------------------------------
+def test_sync_indexes_the_rest_and_stores_no_odd_path(tmp_path, caplog):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    write_bad(corpus, b"bad\xffname.txt", (DATA / "harbor" / "council.txt").read_text(encoding="utf-8")
+              + "\nOne more line so the text differs.")
+    write(tmp_path / "parent_only.txt", "Zed Quill sold lanterns in Northgate.")
+    os.symlink("..", corpus / "up")
+    settings = make_settings("")
+    db = tmp_path / "i.db"
+    with caplog.at_level(logging.WARNING, logger="streamrag.loader"):
+        first = anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    lines = [r.getMessage() for r in caplog.records if r.name == "streamrag.loader"]
+    assert len(lines) == 2
+    assert any("bad\\xffname.txt" in line and "rename" in line for line in lines)
+    assert any("up: folder symlink leads outside" in line for line in lines)
+    assert first.docs == 4 and first.docs_added == 4
+    conn = sqlite3.connect(db)
+    try:
+        paths = sorted(p for (p,) in conn.execute("SELECT path FROM files"))
+        doc_paths = sorted(p for (p,) in conn.execute("SELECT path FROM documents"))
+    finally:
+        conn.close()
+    assert paths == doc_paths == ["council.txt", "festival.md", "guild.txt", "railway.txt"]
+    # The next run is not stuck: it sees nothing new.
+    second = anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    assert second.docs == 4 and second.docs_added == 0 and second.docs_removed == 0
