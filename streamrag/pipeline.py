@@ -338,7 +338,9 @@ class Indexer:
         scan.files.update({p: v for p, v in known.items() if not _covered(p, scope)})
         # A changed chunker (size, overlap, encoding) re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
-        files = loader.scan(paths, s.index.include)
+        skipped: list[str] = []  # odd names, symlinks leading out of the folder
+        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped)
+        scan.warnings += skipped
         self.progress.total("files", len(files))
         self.progress.set_stage("extracting")
         q = s.pipeline.queue_size
