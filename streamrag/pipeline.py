@@ -128,9 +128,14 @@ class _Scan:
 
 
 def _covered(path: str, scope: list[str]) -> bool:
-    """Whether the indexed ``path`` (``file`` or ``file#row``) lies under one of ``scope``."""
+    """Whether the indexed ``path`` (``file`` or ``file#row``) lies under one of ``scope``.
+
+    The root (".") covers what lies inside it, not files stored by absolute path: those came
+    from another folder given with it (``index a b``), which ``index a`` leaves as it is."""
     real = path.split("#", 1)[0]
-    return any(s in (".", "") or real == s or real.startswith(s.rstrip("/") + "/") for s in scope)
+    inside = not (real.startswith("/") or real.startswith("../"))
+    return any((s in (".", "") and inside) or real == s or real.startswith(s.rstrip("/") + "/")
+               for s in scope)
 
 
 def _readable(path: Path) -> bool:

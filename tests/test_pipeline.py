@@ -201,6 +201,21 @@ async def test_indexing_one_file_keeps_the_rest_of_the_folder(corpus, tmp_path):
     assert result.docs == 5 and result.docs_added == 1 and result.docs_removed == 0
 
 
+async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lind.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
+    db = tmp_path / "x.db"
+    first = await sync([corpus, other], settings, db, root=corpus)
+    assert first.docs == 5
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.docs == 5 and again.docs_removed == 0
+    (corpus / "council.txt").unlink()          # what lies under the folder given still syncs
+    third = await sync([corpus], settings, db, root=corpus)
+    assert third.docs == 4 and third.docs_removed == 1
+
+
 async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
     db = tmp_path / "x.db"
     await sync([corpus], make_settings(index={"chunk_size": 60, "chunk_overlap": 5}), db, root=corpus)
