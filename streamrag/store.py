@@ -257,8 +257,7 @@ class Store:
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = OFF")
         except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"{self.path}: cannot open the index database ({e}); "
-                             "check the path and its permissions") from None
+            raise _open_error(self.path, e) from None
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
         if readonly:
@@ -272,6 +271,9 @@ class Store:
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.OperationalError:
             return 0
+        except sqlite3.DatabaseError as e:  # "file is not a database", a damaged file
+            self.conn.close()
+            raise _open_error(self.path, e) from None
         return int(row[0]) if row else 0
 
     def _check_version(self) -> None:
@@ -379,6 +381,21 @@ class Store:
     def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
         self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
                           (time.time(), status, stats, run_id))
+
+
+def _open_error(path: Path, e: BaseException) -> StoreError:
+    """One line on why the file at ``path`` cannot be used as an index, and what to do."""
+    if path.is_dir():
+        return StoreError(f"{path}: is a folder, not an index file; pass --db with the index's "
+                          "file (e.g. DIR/.streamrag/index.db)")
+    if isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
+        return StoreError(f"{path}: not a streamrag index (not an SQLite database); pass --db with "
+                          "the index's file, or remove this one and run `streamrag index DIR`")
+    if isinstance(e, sqlite3.DatabaseError) and "malformed" in str(e):
+        return StoreError(f"{path}: the index database is damaged ({e}); remove it and run "
+                          "`streamrag index DIR` to build it again")
+    return StoreError(f"{path}: cannot open the index database ({e}); "
+                      "check the path and its permissions")
 
 
 def _split_sql(script: str) -> list[str]:
