@@ -4,21 +4,23 @@ Validated once at start. A bad file gets one line naming the file, the key and w
 expected (``streamrag.toml: index.chunk_size: expected int, got str``), never a traceback.
 Precedence, lowest first: shipped defaults, the user's TOML file, environment variables
 (``STREAMRAG_API_BASE``; the key from ``llm.api_key_env``, ``STREAMRAG_API_KEY`` or
-``OPENAI_API_KEY``).
+``OPENAI_API_KEY``), command-line flags. Relative paths in a file are relative to its folder.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from streamrag.assets import asset
-from streamrag.errors import ConfigError
+from streamrag.errors import ConfigError, FlagError
 
 CONFIG_NAME = "streamrag.toml"
 
@@ -150,6 +152,44 @@ def _read_toml(path: Path) -> dict:
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")
 
 
+def _sections() -> dict[str, type]:
+    return {name: typ for name, typ in typing.get_type_hints(Settings).items()
+            if isinstance(typ, type) and issubclass(typ, _Section)}
+
+
+def _did_you_mean(section: str, field: str) -> str:
+    """`` (did you mean llm.api_base?)`` for a near miss of a valid key, else ``""``."""
+    sections = _sections()
+    if section in sections:
+        names = list(sections[section].__struct_fields__)
+        match = difflib.get_close_matches(field, names, n=1, cutoff=0.6)
+        if match:
+            return f"; did you mean {section}.{match[0]}?"
+        elsewhere = [f"{name}.{field}" for name, typ in sections.items()
+                     if field in typ.__struct_fields__]
+        return f"; did you mean {elsewhere[0]}?" if elsewhere else ""
+    if not section:  # a top-level key: a misspelt section, or a key outside its section
+        match = difflib.get_close_matches(field, list(sections), n=1, cutoff=0.6)
+        if match:
+            return f"; did you mean [{match[0]}]?"
+        owners = [name for name, typ in sections.items() if field in typ.__struct_fields__]
+        if owners:
+            return f"; did you mean {owners[0]}.{field} (under [{owners[0]}])?"
+    return ""
+
+
+def _valid_values(key: str) -> list[str]:
+    """The allowed values of an enum setting such as ``index.encoding``."""
+    section, _, field = key.partition(".")
+    typ = _sections().get(section)
+    if typ is None or not field:
+        return []
+    hint = typing.get_type_hints(typ).get(field)
+    if typing.get_origin(hint) is Literal:
+        return [str(v) for v in typing.get_args(hint)]
+    return []
+
+
 def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     msg = str(err)
     m = _PATH_RE.search(msg)
@@ -158,14 +198,19 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     what = what.replace("`", "")
     if what.startswith("Object contains unknown field"):
         field = what.split()[-1]
+        hint = _did_you_mean(key, field)
         key = f"{key}.{field}" if key else field
-        what = "unknown setting (see config/default.toml for the valid keys)"
+        what = (f"unknown setting{hint} (every valid key, with its default, is in "
+                f"{asset('config', 'default.toml')}; `streamrag init DIR` writes a commented copy)")
     else:
         what = what[0].lower() + what[1:]
+        if what.startswith("invalid enum value") and (values := _valid_values(key)):
+            what += "; use one of " + ", ".join(f"{v!r}" for v in values)
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
-def _check(s: Settings, where: str) -> None:
+def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> None:
+    """Value checks; ``origins`` names where a key came from when not the file (env, a flag)."""
     ix, llm = s.index, s.llm
     problems = []
     if ix.chunk_size < 50:
@@ -191,7 +236,8 @@ def _check(s: Settings, where: str) -> None:
     if llm.requests_per_minute < 0 or llm.tokens_per_minute < 0:
         problems.append(("llm.requests_per_minute", "limits must be >= 0 (0 = unlimited)"))
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
-        problems.append(("llm.api_base", "must start with http:// or https://"))
+        problems.append(("llm.api_base", "must start with http:// or https://, "
+                         "e.g. http://localhost:11434/v1"))
     q = s.query
     if not (0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1
             and q.local_text_share + q.local_community_share <= 1):
@@ -202,6 +248,9 @@ def _check(s: Settings, where: str) -> None:
                 problems.append((f"pipeline.{name}", "must be >= 1"))
     if problems:
         key, what = problems[0]
+        if origins and key in origins:
+            origin = origins[key]
+            raise (FlagError if origin.startswith("--") else ConfigError)(f"{origin}: {what}")
         raise ConfigError(f"{where}: {key}: {what}")
 
 
@@ -214,31 +263,67 @@ def find_config(start: Path | None = None) -> Path | None:
     return None
 
 
+# Settings holding a path: a relative one in a settings file means relative to that file's folder.
+PATH_KEYS = (("store", "path"), ("index", "extraction_prompt"))
+
+
+def _resolve_paths(user: dict, folder: Path) -> dict:
+    """The file's relative path settings made absolute against ``folder`` (the file's folder)."""
+    out = dict(user)
+    for section, field in PATH_KEYS:
+        value = out.get(section, {}).get(field) if isinstance(out.get(section), dict) else None
+        if isinstance(value, str) and value:
+            p = Path(value).expanduser()
+            if not p.is_absolute():
+                out[section] = {**out[section], field: str(folder / p)}
+    return out
+
+
 def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None = None,
-                  overrides: dict | None = None) -> Settings:
-    """Defaults, then the file at ``path`` (if any), then the environment, validated."""
+                  overrides: dict | None = None,
+                  override_names: dict[str, str] | None = None) -> Settings:
+    """Defaults, then the file at ``path`` (if any), then the environment, then ``overrides``
+    (the command line), validated. ``override_names`` maps a dotted key of ``overrides`` to the
+    flag that set it (``{"llm.api_base": "--api-base"}``), for error messages. Relative paths in
+    the file (``store.path``, ``index.extraction_prompt``) are resolved against its folder."""
     env = os.environ if env is None else env
     data = _read_toml(asset("config", "default.toml"))
     where = "defaults"
     if path is not None:
         path = Path(path)
-        data = _merge(data, _read_toml(path))
+        user = _read_toml(path)
+        if "api_key" in user:
+            raise ConfigError(f"{path}: api_key: keys are not read from the settings file; put the key "
+                              "in the environment variable named by llm.api_key_env "
+                              "(default STREAMRAG_API_KEY)")
+        if "source" in user:
+            raise ConfigError(f"{path}: source: unknown setting (every valid key is in "
+                              f"{asset('config', 'default.toml')})")
+        data = _merge(data, _resolve_paths(user, path.resolve().parent))
         where = str(path)
+    origins: dict[str, str] = {}
+    override_base = (overrides or {}).get("llm", {}).get("api_base") is not None
+    if env.get("STREAMRAG_API_BASE") and not override_base:
+        data = _merge(data, {"llm": {"api_base": env["STREAMRAG_API_BASE"]}})
+        origins["llm.api_base"] = f"STREAMRAG_API_BASE={env['STREAMRAG_API_BASE']}"
     if overrides:
         data = _merge(data, overrides)
+        for section, values in overrides.items():
+            for field, value in (values.items() if isinstance(values, dict) else ()):
+                key = f"{section}.{field}"
+                flag = (override_names or {}).get(key)
+                origins[key] = f"{flag} {value}" if flag else f"{key} = {value!r} (command line)"
     try:
         settings = msgspec.convert(data, Settings, str_keys=True)
     except msgspec.ValidationError as e:
         raise _explain(e, where) from None
-    if env.get("STREAMRAG_API_BASE"):
-        settings.llm.api_base = env["STREAMRAG_API_BASE"].rstrip("/")
     settings.llm.api_base = settings.llm.api_base.rstrip("/")
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var):
             settings.api_key = env[var]
             break
     settings.source = where
-    _check(settings, where)
+    _check(settings, where, origins)
     return settings
 
 

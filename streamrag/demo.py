@@ -17,6 +17,7 @@ import anyio
 
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
+from streamrag.errors import StreamragError
 from streamrag.pipeline import sync
 from streamrag.query import ask, format_footer
 from streamrag.store import Store
@@ -40,12 +41,24 @@ def add_demo_command(subparsers) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
+    answer_settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"},
+                                                              "llm": {"api_base": args.api_base or ""}},
+                                    override_names={"llm.api_base": "--api-base"})
     keep = args.dir is not None
+    if keep and Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise StreamragError(f"--dir {args.dir}: not a folder; give a folder for the sample and its "
+                             "index (it is created if missing), or leave --dir out")
     work = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="streamrag-demo-"))
     try:
         corpus = work / "christmas_carol"
+        if corpus.exists() and not corpus.is_dir():
+            raise StreamragError(f"--dir {args.dir}: {corpus} is a file; give another folder")
         if not corpus.exists():
-            shutil.copytree(sample_dir(), corpus, ignore=shutil.ignore_patterns("*.md"))
+            try:
+                shutil.copytree(sample_dir(), corpus, ignore=shutil.ignore_patterns("*.md"))
+            except OSError as e:
+                raise StreamragError(f"--dir {args.dir}: cannot copy the sample there "
+                                     f"({e.strerror or e}); give a folder you can write to") from None
         db = work / "index.db"
         settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
         say = lambda text="": print(text, flush=True)  # noqa: E731
@@ -69,8 +82,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 say(f"  [{r['id']}] {r['title']} ({r['size']} entities)\n      {summary}")
         finally:
             store.close()
-        answer_settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"},
-                                                                  "llm": {"api_base": args.api_base or ""}})
         for question, mode in ((GLOBAL_QUESTION, "global"), (LOCAL_QUESTION, "local")):
             say(f"\n$ streamrag ask --mode {mode} \"{question}\"")
             answer = ask(question, answer_settings, db, mode=mode)

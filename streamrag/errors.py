@@ -1,11 +1,13 @@
 """The exceptions streamrag raises on purpose.
 
 Every error a user can act on derives from ``StreamragError`` and carries a message that names
-what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1; anything else is a
-bug and propagates with its traceback.
+what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 (2 for a
+``UsageError``); anything else is a bug and propagates with its traceback.
 
     StreamragError
+    ├── UsageError           a command-line argument is wrong whatever the files hold (exit 2)
     ├── ConfigError          a settings file or environment variable is wrong
+    │   └── FlagError        ... or a flag's value (also a UsageError: exit 2)
     ├── StoreError           the SQLite file cannot be opened or is from a newer streamrag
     ├── IndexMissingError    a query ran against an empty or missing index
     ├── InputError           a document cannot be read (recorded as a failure, the run goes on)
@@ -22,8 +24,16 @@ class StreamragError(Exception):
     """Base class of all errors meant for the user."""
 
 
+class UsageError(StreamragError):
+    """A flag or argument of the command line is wrong in itself (the CLI exits 2)."""
+
+
 class ConfigError(StreamragError):
     """A setting is missing, malformed or of the wrong type."""
+
+
+class FlagError(ConfigError, UsageError):
+    """A setting given by a command-line flag (``--api-base``) is invalid."""
 
 
 class StoreError(StreamragError):
