@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from streamrag.errors import StreamragError
 from streamrag.store import Store
 
 
@@ -42,13 +43,21 @@ def _load(store: Store) -> dict:
 
 
 def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
-    """Writes the index to ``out`` as ``json`` or ``graphml``; returns what was written."""
+    """Writes the index to ``out`` as ``json`` or ``graphml``; returns what was written.
+    Missing parent folders of ``out`` are created."""
+    if out.is_dir():
+        raise StreamragError(f"{out}: is a folder; give the file to write, e.g. "
+                             f"{out / ('graph.' + fmt)}")
     data = _load(store)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "json":
-        out.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    else:
-        out.write_text(_graphml(data), encoding="utf-8")
+    text = json.dumps(data, indent=1, ensure_ascii=False) if fmt == "json" else _graphml(data)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except BrokenPipeError:
+        raise  # OUT is a pipe (/dev/stdout) whose reader left: the CLI exits quietly
+    except OSError as e:
+        raise StreamragError(f"{out}: cannot write the export ({e.strerror or e}); give a file "
+                             "in a folder you can write to") from None
     return {k: len(data[k]) for k in ("entities", "relationships", "communities", "reports")}
 
 

@@ -1387,6 +1387,31 @@ def serve_forever(config: SimulatorConfig) -> None:
         sim.stop()
 
 
+def listen_error(e: OSError, host: str, port: int) -> str:
+    """One line saying why the simulator could not listen on ``host:port``, and what to do."""
+    import errno
+
+    if e.errno == errno.EADDRINUSE:
+        return (f"--port {port}: {host}:{port} is already in use; pick another port with --port "
+                "(0 = any free port) or stop the program using it")
+    if e.errno == errno.EACCES:
+        return (f"--port {port}: not allowed to listen on {host}:{port} (ports below 1024 need "
+                "privileges); pick a port of 1024 or more")
+    return (f"--host {host} --port {port}: cannot listen there ({e.strerror or e}); "
+            "check the host name and the port")
+
+
+def port_number(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number; give 1-65535, "
+                                         "or 0 for any free port") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is out of range; give 1-65535, or 0 for any free port")
+    return port
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """The simulator's flags, added to ``parser`` (a new one by default)."""
     p = parser or argparse.ArgumentParser(
@@ -1394,7 +1419,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         description="A deterministic OpenAI-compatible server for tests and benchmarks.")
     d = SimulatorConfig()
     p.add_argument("--host", default=d.host)
-    p.add_argument("--port", type=int, default=8787, help="0 picks a free port (default 8787)")
+    p.add_argument("--port", type=port_number, default=8787, help="0 picks a free port (default 8787)")
     p.add_argument("--latency-ms", type=int, default=d.latency_ms)
     p.add_argument("--per-token-ms", type=float, default=d.per_token_ms)
     p.add_argument("--rpm", type=int, default=d.rpm, help="requests per minute, 0 = unlimited")
@@ -1416,7 +1441,11 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    serve_forever(config_from_args(args))
+    try:
+        serve_forever(config_from_args(args))
+    except OSError as e:
+        print(f"streamrag.simulator: error: {listen_error(e, args.host, args.port)}", file=sys.stderr)
+        return 1
     return 0
 
 
