@@ -1,12 +1,14 @@
 """The command line: parse, call the library, print. Results on stdout, progress on stderr.
 
-Exit codes: 0 success, 1 a user error (one line on stderr saying what to do), 2 usage,
-130 interrupted. ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks.
+Exit codes: 0 success, 1 a user error (one line on stderr saying what to do), 2 usage (also one
+line), 130 interrupted, 141 stdout closed early (``streamrag status | head -1``: quiet, like other
+Unix tools). ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sqlite3
@@ -17,7 +19,7 @@ import anyio
 
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
-from streamrag.errors import ConfigError, IndexMissingError, StreamragError
+from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError
 from streamrag.store import Store, default_db_path
 
 
@@ -30,14 +32,12 @@ def _settings(args: argparse.Namespace, near: Path | None = None) -> Settings:
         path = find_config(near) if near is not None else None
         path = path or find_config()
     overrides: dict = {}
-    if getattr(args, "api_base", None):
+    if getattr(args, "api_base", None):  # the flag beats the file and the environment
         overrides.setdefault("llm", {})["api_base"] = args.api_base
     if getattr(args, "offline", False):
         overrides.setdefault("index", {})["extractor"] = "nlp"
-    settings = load_settings(path, overrides=overrides or None)
-    if getattr(args, "api_base", None):  # the flag beats the environment too
-        settings.llm.api_base = args.api_base.rstrip("/")
-    return settings
+    return load_settings(path, overrides=overrides or None,
+                         override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"})
 
 
 def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
@@ -70,11 +70,19 @@ def _print_json(obj: object) -> None:
 # Commands
 # --------------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
-    target = Path(args.dir) / CONFIG_NAME
+    folder = Path(args.dir)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{folder}: not a folder; give the folder to write {CONFIG_NAME} in "
+                          "(default: the current one)")
+    target = folder / CONFIG_NAME
     if target.exists() and not args.force:
         raise ConfigError(f"{target} exists already; edit it, or pass --force to overwrite it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(default_config_text(), encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(default_config_text(), encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{target}: cannot write it ({e.strerror or e}); give a folder you can "
+                          "write to") from None
     print(target)
     print("Edit it, then run `streamrag index DIR`. Set llm.api_base (or STREAMRAG_API_BASE) to use "
           "an LLM; without one streamrag indexes offline.", file=sys.stderr)
@@ -88,6 +96,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     for p in paths:
         if not p.exists():
             raise StreamragError(f"{p}: no such file or folder; give the folder to index")
+        if not (p.is_dir() or p.is_file()):
+            raise StreamragError(f"{p}: not a regular file or folder; give a folder, or a .txt, .md, "
+                                 ".jsonl or .csv file to index")
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = _settings(args, root)
     db = _db_for_index(args, settings, root)
@@ -164,6 +175,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import export
 
+    out = Path(args.out)
+    if out.is_dir():
+        raise StreamragError(f"{out}: is a folder; give the file to write, e.g. {out / ('graph.' + args.format)}")
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)
@@ -176,19 +190,71 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from streamrag.simulator import SimulatorConfig, serve_forever
+    from streamrag.simulator import SimulatorConfig, listen_error, serve_forever
 
-    serve_forever(SimulatorConfig(host=args.host, port=args.port, latency_ms=args.latency_ms,
-                                  per_token_ms=args.per_token_ms, rpm=args.rpm, tpm=args.tpm,
-                                  fault_rate=args.fault_rate, seed=args.seed))
+    try:
+        serve_forever(SimulatorConfig(host=args.host, port=args.port, latency_ms=args.latency_ms,
+                                      per_token_ms=args.per_token_ms, rpm=args.rpm, tpm=args.tpm,
+                                      fault_rate=args.fault_rate, seed=args.seed))
+    except OSError as e:
+        raise StreamragError(listen_error(e, args.host, args.port)) from None
     return 0
+
+
+def cmd_ask_checked(args: argparse.Namespace) -> int:
+    """``ask``'s arguments checked before anything is opened, then ``query.cmd_ask``."""
+    from streamrag.query import cmd_ask
+
+    if not args.question.strip():
+        raise UsageError("the question is empty; ask something, e.g. "
+                         "`streamrag ask \"What are the main themes?\"`")
+    if args.level is not None:
+        if args.level < -1:
+            raise UsageError(f"--level {args.level}: must be 0 or more (0 = the top level), or -1 for "
+                             "query.global_level / the deepest level")
+        if args.mode in ("local", "basic"):
+            raise UsageError(f"--level only applies to global search; drop it, or use --mode global "
+                             f"instead of --mode {args.mode}")
+        args.mode = "global"  # --level asks for static global search, so auto does not pick local
+        if args.level >= 0:
+            _note_clamped_level(args)
+    return cmd_ask(args)
+
+
+def _note_clamped_level(args: argparse.Namespace) -> None:
+    """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest)."""
+    from streamrag import global_search
+
+    settings = _settings(args)
+    store = Store(_db_for_reading(args, settings), readonly=True)
+    try:
+        with store.snapshot():
+            tree = global_search.load_tree(store)
+    finally:
+        store.close()
+    if tree.nodes and args.level > tree.deepest:
+        print(f"streamrag: --level {args.level} is deeper than this index's deepest level "
+              f"({tree.deepest}); using level {tree.deepest}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
 # Parser
 # --------------------------------------------------------------------------------------------
+def _port(text: str) -> int:
+    from streamrag.simulator import port_number  # imported only when --port is given
+
+    return port_number(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), like every other streamrag error."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="streamrag",
         description="A streaming, incremental GraphRAG: index a folder into one SQLite file, keep it "
                     "current, and ask it global and local questions.")
@@ -223,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     from streamrag.query import add_ask_command
 
     add_ask_command(sub)
+    sub.choices["ask"].set_defaults(func=cmd_ask_checked)
     add_watch_command(sub)
     add_demo_command(sub)
 
@@ -240,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="run the deterministic OpenAI-compatible simulator")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=_port, default=8765, help="0 picks a free port (default 8765)")
     p.add_argument("--latency-ms", type=float, default=0.0)
     p.add_argument("--per-token-ms", type=float, default=0.0)
     p.add_argument("--rpm", type=int, default=0, help="requests per minute before 429 (0 = no limit)")
@@ -257,6 +324,24 @@ def _user_error(group: BaseExceptionGroup) -> StreamragError | None:
     return user_error(group)
 
 
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head``): exit quietly, as a Unix tool killed by
+    SIGPIPE would (141), without Python complaining again when it flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests capture it)
+        pass
+    return 128 + 13
+
+
+def _is_broken_pipe(e: BaseException) -> bool:
+    if isinstance(e, BaseExceptionGroup):
+        return e.subgroup(lambda x: isinstance(x, BrokenPipeError)) is not None
+    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -267,16 +352,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (StreamragError, BaseExceptionGroup) as e:
+        if _is_broken_pipe(e):
+            return _stdout_closed()
         error = e if isinstance(e, StreamragError) else _user_error(e)
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
+    except BrokenPipeError:
+        return _stdout_closed()
     except sqlite3.OperationalError as e:
         if debug or "locked" not in str(e) and "busy" not in str(e):
             raise
         print(f"streamrag: error: the index database stayed locked by another process ({e}); "
               "try again in a moment", file=sys.stderr)
+        return 1
+    except sqlite3.DatabaseError as e:
+        if debug:
+            raise
+        print(f"streamrag: error: the index database cannot be read ({e}); pass --db with a "
+              "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
+              file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("streamrag: interrupted; finished work is kept, run the same command to continue",

@@ -1,0 +1,242 @@
+"""Bad input on the command line: one line on stderr naming what is wrong and the fix, the
+exit code the README promises (1 a problem to fix, 2 wrong usage), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamrag.cli import main
+from streamrag.config import load_settings
+from streamrag.errors import ConfigError, FlagError
+
+
+def run(*args: str, cwd=None, env: dict | None = None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=full_env,
+                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+def one_line(out: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
+    assert out.returncode == code, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    for fragment in fragments:
+        assert fragment in out.stderr, out.stderr
+    return out.stderr
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """``main(argv)`` in this process, in ``tmp_path``: returns (exit code, stderr)."""
+    for name in list(os.environ):
+        if name.startswith(("STREAMRAG_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+    def call(*argv: str, code: int, fragments: tuple[str, ...] = ()) -> str:
+        try:
+            rc = main(list(argv))
+        except SystemExit as e:  # argparse's own usage errors
+            rc = e.code
+        err = capsys.readouterr().err
+        assert rc == code, err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+        for fragment in fragments:
+            assert fragment in err, err
+        return err
+    return call
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory) -> Path:
+    """An offline index of tests/data/harbor, built once for the module."""
+    import shutil
+
+    dest = tmp_path_factory.mktemp("indexed") / "corpus"
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", dest)
+    out = run("index", str(dest), "-q")
+    assert out.returncode == 0, out.stderr
+    return dest
+
+
+# -- files that are not what they should be ---------------------------------------------------
+@pytest.mark.parametrize("command", [("status",), ("ask", "anything"), ("export", "out.json"),
+                                     ("index", "-q", "doc.txt")])
+def test_a_file_that_is_not_a_database(cli, tmp_path, command):
+    (tmp_path / "bad.db").write_text("garbage\n")
+    (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
+    cli(*command, "--db", "bad.db", code=1, fragments=("bad.db: not a streamrag index", "--db"))
+
+
+def test_a_bad_database_from_a_real_subprocess(tmp_path):
+    (tmp_path / "bad.db").write_text("garbage\n")
+    one_line(run("status", "--db", "bad.db", cwd=tmp_path), 1, "bad.db: not a streamrag index")
+
+
+def test_a_folder_given_as_the_database(cli, tmp_path):
+    cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
+
+
+def test_export_to_a_folder_or_an_unwritable_place(tmp_path, indexed):
+    db = str(indexed / ".streamrag" / "index.db")
+    one_line(run("export", "--format", "graphml", str(tmp_path), "--db", db), 1,
+             "is a folder", str(tmp_path / "graph.graphml"))
+    (tmp_path / "file").write_text("x")
+    one_line(run("export", str(tmp_path / "file" / "g.json"), "--db", db), 1, "cannot write the export")
+    # A missing parent folder is created.
+    out = run("export", str(tmp_path / "new" / "g.json"), "--db", db)
+    assert out.returncode == 0 and json.loads((tmp_path / "new" / "g.json").read_text())["entities"]
+
+
+def test_init_needs_a_writable_folder(cli, tmp_path):
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    cli("init", "rows.jsonl", code=1, fragments=("rows.jsonl: not a folder",))
+    if Path("/proc/self").exists():
+        cli("init", "/proc", code=1, fragments=("/proc/streamrag.toml: cannot write",))
+
+
+def test_demo_dir_must_be_a_folder(cli, tmp_path):
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    cli("demo", "--dir", "rows.jsonl", code=1, fragments=("--dir", "not a folder"))
+    cli("demo", "--api-base", "localhost:1", code=2, fragments=("--api-base localhost:1: must start",))
+
+
+def test_index_of_something_that_is_neither_file_nor_folder(cli):
+    cli("index", "/dev/null", code=1, fragments=("/dev/null: not a regular file or folder",))
+
+
+# -- the simulator's port ---------------------------------------------------------------------
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_simulate_rejects_an_impossible_port(cli, port):
+    cli("simulate", "--port", port, code=2, fragments=("--port", "0 for any free port"))
+
+
+def test_simulate_on_a_port_in_use():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = str(s.getsockname()[1])
+        one_line(run("simulate", "--port", port), 1, f"--port {port}", "already in use")
+
+
+# -- stdout closed early (| head) -------------------------------------------------------------
+@pytest.mark.parametrize("command", [("status",), ("status", "--json"), ("export", "/dev/stdout"),
+                                     ("ask", "What are the main themes?"), ("index", "-q", ".")])
+def test_a_closed_stdout_ends_quietly(indexed, command):
+    read, write = os.pipe()
+    os.close(read)  # every write to stdout fails with EPIPE
+    try:
+        out = run(*command, cwd=indexed, stdout=write)
+    finally:
+        os.close(write)
+    assert out.returncode == 141
+    assert "Traceback" not in out.stderr and "Error" not in out.stderr, out.stderr
+
+
+# -- ask's arguments ------------------------------------------------------------------------
+@pytest.mark.parametrize("args, fragment", [
+    (("",), "the question is empty"),
+    (("   ",), "the question is empty"),
+    (("--level", "-5", "x"), "--level -5: must be 0 or more"),
+    (("--mode", "local", "--level", "1", "x"), "--level only applies to global search"),
+    (("--mode", "basic", "--level", "0", "x"), "--mode basic"),
+])
+def test_ask_usage_errors_exit_2(cli, args, fragment):
+    cli("ask", *args, code=2, fragments=(fragment,))
+
+
+def test_argparse_errors_are_one_line_too(cli):
+    cli("ask", code=2, fragments=("QUESTION", "streamrag ask --help"))
+    cli("index", "--no-such-flag", ".", code=2, fragments=("--no-such-flag",))
+
+
+def test_a_level_deeper_than_the_index_is_said(indexed):
+    out = run("ask", "--level", "9", "--json", "What are the main themes?", cwd=indexed)
+    assert out.returncode == 0, out.stderr
+    assert "--level 9 is deeper than this index's deepest level" in out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["mode"] == "global" and answer["level"] < 9
+
+
+def test_level_makes_auto_mode_global(indexed):
+    out = run("ask", "--level", "0", "--json", "Who did the Harbor Council hire?", cwd=indexed)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["mode"] == "global"
+
+
+# -- where a bad setting came from --------------------------------------------------------------
+def test_api_base_errors_name_the_env_var_or_the_flag(cli, monkeypatch):
+    cli("ask", "--api-base", "foo", "x", code=2, fragments=("--api-base foo: must start with http://",))
+    cli("index", "--api-base", "foo", ".", code=2, fragments=("--api-base foo",))
+    monkeypatch.setenv("STREAMRAG_API_BASE", "not-a-url")
+    err = cli("ask", "x", code=1, fragments=("STREAMRAG_API_BASE=not-a-url: must start with http://",))
+    assert "defaults" not in err
+    # The flag beats the environment: a good flag wins over a bad variable.
+    settings = load_settings(None, env={"STREAMRAG_API_BASE": "bad"},
+                             overrides={"llm": {"api_base": "http://h:1/v1/"}})
+    assert settings.llm.api_base == "http://h:1/v1"
+    with pytest.raises(FlagError):
+        load_settings(None, env={}, overrides={"llm": {"api_base": "foo"}},
+                      override_names={"llm.api_base": "--api-base"})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('[index]\nencoding = "p50k_base"\n', "use one of 'o200k_base', 'cl100k_base'"),
+    ('[index]\nextractor = "gpt"\n', "use one of 'auto', 'llm', 'nlp'"),
+    ('[index]\nglean_check = "maybe"\n', "use one of 'logit_bias', 'prompt', 'off'"),
+    ('[llm]\napi_bas = "http://x"\n', "llm.api_bas: unknown setting; did you mean llm.api_base?"),
+    ("[llm]\nchunk_size = 300\n", "did you mean index.chunk_size?"),
+    ("[lm]\napi_base = 'x'\n", "did you mean [llm]?"),
+    ('api_key = "sk-x"\n', "api_key: keys are not read from the settings file"),
+])
+def test_config_messages_give_the_fix(tmp_path, text, expected):
+    path = tmp_path / "streamrag.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    message = str(e.value)
+    assert message.startswith(str(path)) and expected in message and "\n" not in message
+
+
+def test_unknown_key_points_at_an_existing_defaults_file(tmp_path):
+    path = tmp_path / "streamrag.toml"
+    path.write_text("[index]\nchunk_sise = 3\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    assert "streamrag init" in str(e.value)
+    shipped = str(e.value).split(" is in ")[1].split(";")[0]
+    assert Path(shipped).is_file()
+
+
+# -- relative paths in a settings file -------------------------------------------------------
+def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path):
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "streamrag.toml"
+    path.write_text('[store]\npath = "idx/my.db"\n[index]\nextraction_prompt = "p.md"\n')
+    settings = load_settings(path, env={})
+    assert settings.store.path == str(tmp_path / "idx" / "my.db")
+    assert settings.index.extraction_prompt == str(tmp_path / "p.md")
+    path.write_text('[store]\npath = "/abs/my.db"\n')
+    assert load_settings(path, env={}).store.path == "/abs/my.db"
+
+
+def test_the_index_is_found_again_from_a_subfolder(tmp_path, indexed):
+    import shutil
+
+    project = tmp_path / "sp"
+    shutil.copytree(indexed, project / "docs", ignore=shutil.ignore_patterns(".streamrag"))
+    (project / "streamrag.toml").write_text('[store]\npath = "idx/my.db"\n')
+    out = run("index", "docs", "-q", cwd=project)
+    assert out.returncode == 0, out.stderr
+    assert (project / "idx" / "my.db").exists()
+    out = run("status", "--json", cwd=project / "docs")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["db"] == str(project / "idx" / "my.db")
