@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -197,14 +196,15 @@ def test_no_self_relations_even_through_aliases():
     assert {e.name for e in ext.entities} == {"Kenji Torquay"}
 
 
-def test_long_lists_of_names_are_capped_and_fast():
+def test_long_lists_of_names_are_capped():
+    # 300 names in one sentence would pair into 44,850 relationships without the cap (speed is
+    # bench/index_cost.py --offline's to measure, not a test's).
     people = [f"Person{chr(65 + i // 26)}{chr(97 + i % 26)} Smithson" for i in range(300)]
     text = "The guests were " + ", ".join(people) + ". " + " ".join(
         f"{a} greeted {b}." for a, b in zip(people, people[1:]))
-    start = time.perf_counter()
     ext = extract_offline(text)
-    assert time.perf_counter() - start < 5
     assert len(ext.entities) == 300
+    assert len(ext.relationships) <= 300 * MAX_RELATIONSHIPS_PER_ENTITY // 2
     degree: dict[str, int] = {}
     for r in ext.relationships:
         degree[r.source] = degree.get(r.source, 0) + 1
