@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from streamrag import ids, nlp
 from streamrag.config import Settings
-from streamrag.parsing import is_done_only, parse_records
+from streamrag.parsing import parse_records, usable_extraction
 from streamrag.prompts import Prompt, load_prompt
 from streamrag.records import Chunk, Extraction
 
@@ -40,9 +40,10 @@ class ExtractionPrompts:
 
 
 def usable_records(text: str) -> bool:
-    """Whether a model answer is worth keeping (else the client retries without the cache)."""
-    ext = parse_records(text)
-    return bool(ext.entities or ext.relationships or ext.claims) or is_done_only(text)
+    """Whether a model answer is worth keeping (else the client retries without the cache):
+    records, or an explicit ``done`` with none. An answer cut off at the length limit is
+    rejected by the client before this is asked."""
+    return usable_extraction(text)
 
 
 def entity_types_text(settings: Settings) -> str:

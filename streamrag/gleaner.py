@@ -59,10 +59,13 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
     # Names alone are enough to judge whether something is missing, and cost fewer tokens.
     messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
     use_bias = mode == "logit_bias" and settings.llm.logit_bias
+    # The answer is meant to fill max_tokens (one token), so a "length" finish is no cut; an
+    # answer that is neither YES nor NO is asked for again, never cached.
     result = await llm.chat(
         messages, model=settings.llm.extraction_model, stage="glean_check",
         prompt=prompts.glean_check, max_tokens=1 if use_bias else 3,
-        logit_bias=_yes_no_bias(settings) if use_bias else None)
+        logit_bias=_yes_no_bias(settings) if use_bias else None,
+        validate=lambda t: parse_yes_no(t) is not None, on_length="accept")
     return parse_yes_no(result.text) is not False
 
 

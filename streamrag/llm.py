@@ -13,9 +13,15 @@ Every request passes, in order:
    one that saw it. Each retry passes the slot and the limiters again, because the provider
    counts it too.
 
-A paid answer is written to the cache through the writer and committed before ``chat`` returns,
-so a crash right after never pays for it twice. Every call, served from the cache or not, failed
-or not, becomes one ``llm_calls`` row. ``stats`` keeps the same counts in memory for progress
+An answer is then checked: the caller's ``validate`` (what its stage can use) and, unless the
+caller says otherwise, that it was not cut off at ``max_tokens`` (``finish_reason == "length"``).
+An unusable answer is recorded but never cached, and asked for again (``USABLE_TRIES`` answers at
+most, then ``LLMOutputError``). A cached answer is checked the same way, so an answer cached by an
+older version that the checks now reject is asked for again and replaced.
+
+A usable paid answer is written to the cache through the writer and committed before ``chat``
+returns, so a crash right after never pays for it twice. Every call, served from the cache or
+not, failed or not, becomes one ``llm_calls`` row. ``stats`` keeps the same counts in memory for progress
 display; its token counts are what was paid for (cache hits are counted in ``cached`` only).
 
 Without a store the client works the same, minus the cache and the rows. The rate limiters are
@@ -31,7 +37,7 @@ import random
 import time
 from collections.abc import Callable
 from datetime import timezone
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -56,6 +62,9 @@ MAX_RETRY_AFTER_S = 600.0
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
+UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
+CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
+OnLength = Literal["retry", "accept", "keep"]
 _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
 
 
@@ -222,12 +231,19 @@ class LLMClient:
                    logit_bias: dict[str, float] | None = None, response_format: dict | None = None,
                    stop: str | list[str] | None = None, seed: int | None = None,
                    on_delta: Callable[[str], None] | None = None,
-                   validate: Callable[[str], bool] | None = None) -> ChatResult:
+                   validate: Callable[[str], bool] | None = None,
+                   on_length: OnLength | None = None) -> ChatResult:
         """One chat completion, from the cache when possible; ``on_delta`` streams the text.
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again; after ``USABLE_TRIES`` unusable answers
         ``LLMOutputError`` is raised.
+
+        ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
+        is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
+        rejects; ``"accept"`` usable and cached when ``validate`` passes (an answer that is
+        expected to fill ``max_tokens``, such as a one-token YES/NO); ``"keep"`` (the default
+        with ``on_delta``, whose text the caller has already shown) returned but never cached.
         """
         if prompt is not None:
             prompt_name, prompt_version = prompt.name, prompt.version
@@ -244,30 +260,39 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
                "prompt_version": prompt_version, "cache_key": key}
         payload = {"model": model, "messages": messages, **options}
-        usable = validate or _always
+        if on_length is None:
+            on_length = "keep" if on_delta is not None else "retry"
+        check = _checker(validate or _always, on_length)
+        last = UNUSABLE
         for _ in range(USABLE_TRIES):
-            result = await self._chat_once(key, row, payload, on_delta, usable)
-            if result is not None:
+            result = await self._chat_once(key, row, payload, on_delta, check,
+                                           cache_length=on_length != "keep")
+            if isinstance(result, ChatResult):
                 return result
+            last = result
+        hint = (f"the answers were cut off at max_tokens={max_tokens}" if last == CUT_OFF
+                else "try another model or prompt")
         raise LLMOutputError(f"{model} gave no usable answer in {USABLE_TRIES} tries (stage "
-                             f"{stage}, prompt {prompt_name or '-'}); the answers are in llm_calls "
-                             "with error 'unusable answer'; try another model or prompt")
+                             f"{stage}, prompt {prompt_name or '-'}): {last}; the answers are in "
+                             f"llm_calls with error '{UNUSABLE}...'; {hint}")
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
-                         usable: Callable[[str], bool]) -> ChatResult | None:
-        """A cached, shared or new answer; None when a new answer was unusable."""
+                         check: Callable[[_Answer], str | None],
+                         cache_length: bool) -> ChatResult | str:
+        """A cached, shared or new answer; the reason when a new answer was unusable."""
+        stale = False  # a cached answer the checks reject: the next good answer replaces it
         while True:
             started = time.perf_counter()
             answer = self._cached_answer(key) if self.caching else None
-            if answer is not None and not usable(answer.text):
-                answer = None
+            if answer is not None and check(answer) is not None:
+                answer, stale = None, True
             flight = self._inflight.get(key) if self.settings.cache else None
             if answer is None and flight is not None:
                 await flight.done.wait()
                 if flight.error is not None:
                     raise flight.error
-                if flight.answer is None or not usable(flight.answer.text):
+                if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again
                 answer = flight.answer
             if answer is None:
@@ -290,19 +315,20 @@ class LLMClient:
                 flight.error = e
                 await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
                 raise
-            ok = usable(answer.text)
+            problem = check(answer)
+            cacheable = problem is None and (cache_length or answer.finish_reason != "length")
+            response = msgspec.json.encode(answer).decode() if cacheable else None
             await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                cached=False, error=None if ok else "unusable answer",
-                                response=msgspec.json.encode(answer).decode() if ok else None)
-            if ok:
+                                cached=False, error=problem, response=response, replace=stale)
+            if cacheable:
                 flight.answer = answer
         finally:
             # Only now: the answer is committed, so a caller arriving later finds it cached.
             flight.done.set()
             if self._inflight.get(key) is flight:
                 del self._inflight[key]
-        if not ok:
-            return None
+        if problem is not None:
+            return problem
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
                           answer.finish_reason, latency)
 
@@ -601,8 +627,10 @@ class LLMClient:
     # -- accounting --------------------------------------------------------------------------
     async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,
                        latency_ms: float, *, cached: bool, error: str | None = None,
-                       response: str | None = None, vectors: dict[str, str] | None = None) -> None:
-        """Count a call in ``stats``; persist its row (and a paid answer) in one transaction."""
+                       response: str | None = None, vectors: dict[str, str] | None = None,
+                       replace: bool = False) -> None:
+        """Count a call in ``stats``; persist its row (and a paid answer) in one transaction.
+        ``replace``: the answer replaces a cached one that was found unusable."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(_STAT_FIELDS, 0))
         counts["calls"] += 1
         if error is not None:
@@ -621,6 +649,8 @@ class LLMClient:
 
         def persist(store: Store) -> None:
             if caching and response is not None:
+                if replace:
+                    store.conn.execute("DELETE FROM llm_cache WHERE key = ?", (row["cache_key"],))
                 store.cache_put(row["cache_key"], model, response)
             if caching and vectors:
                 for key, vector in vectors.items():
@@ -636,6 +666,16 @@ class LLMClient:
 
 def _always(_text: str) -> bool:
     return True
+
+
+def _checker(validate: Callable[[str], bool],
+             on_length: OnLength) -> Callable[[_Answer], str | None]:
+    """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable."""
+    def check(answer: _Answer) -> str | None:
+        if on_length == "retry" and answer.finish_reason == "length":
+            return CUT_OFF
+        return None if validate(answer.text) else UNUSABLE
+    return check
 
 
 def _int(value: Any) -> int:

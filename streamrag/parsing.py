@@ -198,6 +198,47 @@ def is_done_only(text: str) -> bool:
     return not (ex.entities or ex.relationships or ex.claims or ex.dropped)
 
 
+def usable_extraction(text: str) -> bool:
+    """Whether an extraction answer can be used: it holds records, or it says ``done`` and holds
+    no record-like lines (nothing to extract). Prose, JSON or an empty answer is unusable: a
+    missing ``done`` means the model did not follow the format, or stopped early."""
+    if not isinstance(text, str):
+        return False
+    ex = parse_records(text)
+    if ex.entities or ex.relationships or ex.claims:
+        return True
+    if ex.dropped:
+        return False
+    return any(_DONE.match(_clean_line(x)) for x in text.splitlines() if not _FENCE.match(x))
+
+
+_CHATTY_START = re.compile(
+    r"^[\s*#>_-]*(?:(?:sure|certainly|of course|absolutely|okay|alright)\s*[!,.:;]|"
+    r"(?:here\s+(?:is|are)|here's|below\s+is|as\s+requested|as\s+an\s+ai)\b|"
+    r"(?:i'm|i\s+am)\s+sorry\b|sorry\s*[!,.:]|"
+    r"i\s+(?:have|found|can|cannot|can't|will|would|could|merged|wrote|think)\b|i've\b|i'll\b)",
+    re.IGNORECASE)
+_CHATTY_ANYWHERE = re.compile(
+    r"\b(?:let me know|hope (?:this|that) helps|feel free to|happy to help|"
+    r"the (?:text|notes|descriptions) you (?:sent|provided|gave))\b", re.IGNORECASE)
+_STRUCTURE = re.compile(r"```|~~~|[{\[]\s*\"|^\s*[{\[]\s*$", re.MULTILINE)
+
+
+def usable_description(text: str) -> bool:
+    """Whether a summary answer reads as a description of its subject: some prose, and neither a
+    code fence, JSON, nor the chat around an answer ("Sure! Here is ...", "Let me know ...")."""
+    if not isinstance(text, str):
+        return False
+    s = text.strip()
+    if not re.search(r"\w", s):
+        return False
+    if _STRUCTURE.search(s) or s.startswith(("{", "[")):
+        return False
+    if _CHATTY_START.match(s) or _CHATTY_ANYWHERE.search(s):
+        return False
+    return not s.endswith(":")
+
+
 def parse_yes_no(text: str) -> bool | None:
     """YES -> True, NO -> False, anything else -> None; the first word decides if it can."""
     if not isinstance(text, str):

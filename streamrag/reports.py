@@ -237,7 +237,11 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
 
 
 def usable_report(text: str) -> bool:
-    return parse_report(text, known_entity_ids=set(), known_relationship_ids=set()) is not None
+    """A report needs a title, a summary and at least one finding (the prompt asks for 3 to 8).
+    An answer cut off at ``max_tokens`` is rejected by the client before this is asked, though
+    the parser could repair its JSON: a report missing its end is not cached as a good one."""
+    fields = parse_report(text, known_entity_ids=set(), known_relationship_ids=set())
+    return fields is not None and bool(fields["findings"])
 
 
 async def llm_report(llm, context: ReportContext, *, model: str, max_tokens: int,

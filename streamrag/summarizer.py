@@ -5,8 +5,9 @@ distinct sentences fit in ``index.summary_join_tokens`` together, they are joine
 one-line descriptions say no more once rewritten). Otherwise the LLM merges them within
 ``index.summary_max_tokens``; offline (or when the model fails), the descriptions are joined
 sentence by sentence, dropping repeats (and sentences another one contains), up to the same
-budget. A failed call raises; the
-pipeline records it and falls back to the extractive summary.
+budget. A failed call raises (and so does an answer that stays unusable: cut off at max_tokens,
+or not a description at all, such as code, JSON or chat around an answer); the pipeline records
+it and falls back to the extractive summary.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import hashlib
 import re
 
 from streamrag.config import Settings
+from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
 from streamrag.tokens import count_tokens, truncate
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+SUMMARY_HEADROOM = 2   # max_tokens of a summary request, in multiples of summary_max_tokens
 
 
 def _distinct_sentences(descriptions: list[str]) -> list[str]:
@@ -118,7 +121,23 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
     input_words = sum(len(d.split()) for d in descriptions)
     max_words = max(20, min(int(budget * 0.7), int(0.8 * input_words)))
     messages = prompt.render(name=name, descriptions=joined, max_words=max_words)
+    # Room beyond the budget: an answer cut off at max_tokens is unusable (the client asks again
+    # and the pipeline falls back to the extractive summary), and a few words over the limit
+    # should not cost that. What comes back is then kept within the budget here.
     result = await llm.chat(messages, model=settings.llm.summary_model, stage="summarize",
-                            prompt=prompt, max_tokens=budget, validate=lambda t: bool(t.strip()))
-    text = result.text.strip()
-    return text if count_tokens(text, encoding) <= budget else truncate(text, budget, encoding)
+                            prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
+                            validate=usable_description)
+    return within_budget(result.text.strip(), budget, encoding)
+
+
+def within_budget(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
+    """``text`` if it fits in ``max_tokens``, else its whole sentences that fit (or, when the
+    first sentence alone is too long, its first ``max_tokens`` tokens)."""
+    if count_tokens(text, encoding) <= max_tokens:
+        return text
+    out: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        if count_tokens(" ".join(out + [sentence]), encoding) > max_tokens:
+            break
+        out.append(sentence)
+    return " ".join(out) if out else truncate(text, max_tokens, encoding)

@@ -1,0 +1,241 @@
+"""Bad model answers (cut off at max_tokens, garbage, chat around an answer) are asked for again,
+never cached, and end as recorded failures with their fallbacks, not in the index."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import httpx
+import msgspec
+import pytest
+
+from conftest import index_snapshot, make_settings
+from streamrag.config import LLMSettings
+from streamrag.errors import LLMOutputError
+from streamrag.extractor import usable_records
+from streamrag.llm import LLMClient
+from streamrag.parsing import parse_yes_no, usable_description, usable_extraction
+from streamrag.pipeline import sync
+from streamrag.reports import usable_report
+from streamrag.simulator import Simulator, SimulatorConfig
+from streamrag.store import Store
+from streamrag.summarizer import within_budget
+from streamrag.writer import Writer
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = LLMSettings(api_base="http://llm.test/v1", requests_per_minute=0, tokens_per_minute=0)
+# The shapes a misbehaving model sends: prose around a fence holding broken JSON, and a
+# chatty preamble around what may be a fine answer.
+GARBAGE = ('Sure! Here is what I found in the text you sent:\n```\n{"title": "Unfinished, '
+           '"findings": [{"summary": \n```\nLet me know if you want more.')
+REPORT = json.dumps({"title": "Harbor Council and Mira Osk", "summary": "The council hired Osk.",
+                     "rating": 6, "rating_explanation": "Local.",
+                     "findings": [{"summary": "Osk rebuilds the quay", "explanation": "She does.",
+                                   "entities": [], "relationships": []}]})
+
+
+def body(text: str, finish: str = "stop") -> dict:
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+
+
+class Script:
+    """Chat answers in order (text, finish_reason); the last one repeats."""
+
+    def __init__(self, *answers: tuple[str, str]) -> None:
+        self.answers = list(answers)
+        self.requests = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        text, finish = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return httpx.Response(200, json=body(text, finish))
+
+
+@contextlib.asynccontextmanager
+async def client(tmp_path, script: Script):
+    store = Store(tmp_path / "index.db")
+    async with Writer(store) as writer:
+        async with LLMClient(SETTINGS, "k", store=store, writer=writer, run_id="r",
+                             transport=httpx.MockTransport(script)) as llm:
+            yield llm, store
+
+
+def ask(text: str = "hello") -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def cached(store: Store) -> list[dict]:
+    rows = store.query("SELECT response FROM llm_cache")
+    return [msgspec.json.decode(r["response"]) for r in rows]
+
+
+def errors(store: Store) -> list[str | None]:
+    return [r["error"] for r in store.query("SELECT error FROM llm_calls ORDER BY id")]
+
+
+# -- the client ------------------------------------------------------------------------------
+
+async def test_an_answer_cut_off_at_max_tokens_is_asked_again_and_not_cached(tmp_path):
+    script = Script(("entity | Mira Osk | person | An engin", "length"),
+                    ("entity | Mira Osk | person | An engineer.\ndone", "stop"))
+    async with client(tmp_path, script) as (llm, store):
+        first = await llm.chat(ask(), model="m", stage="extract", max_tokens=20)
+        again = await llm.chat(ask(), model="m", stage="extract", max_tokens=20)
+    assert first.text.endswith("done") and first.finish_reason == "stop" and not first.cached
+    assert again.cached and again.text == first.text
+    assert script.requests == 2
+    assert [a["finish_reason"] for a in cached(store)] == ["stop"]
+    assert errors(store)[0].startswith("unusable answer: cut off")
+
+
+async def test_answers_that_stay_cut_off_fail_and_nothing_is_cached(tmp_path):
+    script = Script(('{"title": "T", "summary": "S", "findings": [{"summ', "length"))
+    async with client(tmp_path, script) as (llm, store):
+        with pytest.raises(LLMOutputError, match="cut off at max_tokens=50"):
+            await llm.chat(ask(), model="m", stage="report", max_tokens=50, validate=usable_report)
+    assert script.requests == 3
+    assert cached(store) == []
+    assert all(e.startswith("unusable answer") for e in errors(store))
+
+
+async def test_a_one_token_answer_may_fill_max_tokens_when_the_caller_says_so(tmp_path):
+    script = Script(("YES", "length"))
+    async with client(tmp_path, script) as (llm, store):
+        result = await llm.chat(ask(), model="m", stage="glean_check", max_tokens=1,
+                                on_length="accept")
+    assert result.text == "YES" and script.requests == 1
+    assert [a["text"] for a in cached(store)] == ["YES"]
+
+
+async def test_a_streamed_answer_cut_off_is_shown_once_but_not_cached(tmp_path):
+    events = [{"choices": [{"index": 0, "delta": {"content": "The quay was"},
+                            "finish_reason": None}]},
+              {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}]
+    stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    requests = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, content=stream.encode(),
+                              headers={"content-type": "text/event-stream"})
+
+    shown: list[str] = []
+    store = Store(tmp_path / "index.db")
+    async with Writer(store) as writer:
+        async with LLMClient(SETTINGS, "k", store=store, writer=writer,
+                             transport=httpx.MockTransport(handler)) as llm:
+            result = await llm.chat(ask(), model="m", stage="answer", max_tokens=3,
+                                    on_delta=shown.append)
+    assert result.text == "The quay was" and "".join(shown) == "The quay was"
+    assert len(requests) == 1 and cached(store) == []
+
+
+async def test_a_bad_answer_cached_by_an_older_version_is_replaced(tmp_path):
+    """Indexes built before answers were checked hold garbage and cut answers: they are asked
+    for again, and the good answer takes their place in the cache."""
+    good = "Mira Osk is an engineer who rebuilt the Old Quay."
+    script = Script((GARBAGE, "stop"), (good, "stop"))
+    async with client(tmp_path, script) as (llm, store):
+        # What older versions did: any non-empty summary was good, and was cached.
+        await llm.chat(ask(), model="m", stage="summarize", validate=lambda t: True)
+        assert [a["text"] for a in cached(store)] == [GARBAGE]
+        fixed = await llm.chat(ask(), model="m", stage="summarize", validate=usable_description)
+        again = await llm.chat(ask(), model="m", stage="summarize", validate=usable_description)
+    assert not fixed.cached and fixed.text == good
+    assert again.cached and again.text == fixed.text and script.requests == 2
+    assert [a["text"] for a in cached(store)] == [fixed.text]
+
+
+# -- what each stage accepts -----------------------------------------------------------------
+
+def test_extraction_answers_need_records_or_an_explicit_done():
+    assert usable_records("entity | Mira Osk | person | An engineer.\ndone")
+    assert usable_records("```\nentity | Mira Osk | person | An engineer.\n```")
+    assert usable_records("done") and usable_records("Nothing to add.\nDONE")
+    for bad in (GARBAGE, "", "   ", "I could not find any entities in this text.",
+                '{"entities": [{"name": "Mira Osk"}]}', "entity | Mira"):
+        assert not usable_records(bad), bad
+        assert not usable_extraction(bad), bad
+
+
+def test_summary_answers_must_read_as_a_description():
+    for good in ("Mira Osk is an engineer hired by the Harbor Council to rebuild the Old Quay.",
+                 '"I have said from the start that we needed a plan," Renrell said of the quay.',
+                 "Sure Bank is a lender in Port Vell.", "Great Northern runs the harbour ferries."):
+        assert usable_description(good), good
+    for bad in (GARBAGE, "", "  \n", '{"description": "Mira Osk is an engineer."}',
+                "```\nMira Osk is an engineer.\n```", "Sure! Mira Osk is an engineer.",
+                "Here is the merged description: Mira Osk is an engineer.",
+                "Certainly. Mira Osk is an engineer.",
+                "Mira Osk is an engineer. Let me know if you need anything else.",
+                "Here is what I found:"):
+        assert not usable_description(bad), bad
+
+
+def test_report_answers_need_title_summary_and_findings():
+    assert usable_report(REPORT)
+    assert not usable_report(GARBAGE)
+    assert not usable_report(json.dumps({"title": "T", "summary": "S", "findings": []}))
+
+
+def test_a_summary_over_budget_keeps_whole_sentences():
+    text = "Mira Osk is an engineer. She rebuilt the Old Quay in 2031. The council paid for it."
+    assert within_budget(text, 100) == text
+    assert within_budget(text, 20) == "Mira Osk is an engineer. She rebuilt the Old Quay in 2031."
+    assert within_budget("One very long sentence without any end " * 5, 4) == "One very long sentence"
+
+
+# -- the pipeline against a faulty endpoint --------------------------------------------------
+
+def _validator(stage: str):
+    return {"extract": usable_records, "glean": usable_records, "summarize": usable_description,
+            "report": usable_report,
+            "glean_check": lambda t: parse_yes_no(t) is not None}.get(stage)
+
+
+async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
+        corpus, tmp_path, simulator):
+    """Half the requests fail (HTTP 500, dropped connections, garbage, cut-off answers; no
+    retries of the transport, so failures show): every bad answer is rejected, what still fails
+    is counted as a failure, and a run against a sound endpoint then gives the clean index."""
+    small = {"chunk_size": 80, "chunk_overlap": 10, "summary_join_tokens": 0}
+    with Simulator(SimulatorConfig(fault_rate=0.5, seed=11, timeout_s=0)) as faulty:
+        settings = make_settings(faulty.base_url, index=small, llm={"max_retries": 0})
+        db = tmp_path / "faulty.db"
+        result = await sync([corpus], settings, db, root=corpus)
+        kinds = dict(faulty.faults)
+    assert kinds.get("malformed") and kinds.get("truncated")          # the faults did happen
+
+    store = Store(db, readonly=True)
+    try:
+        stage_of = {r["cache_key"]: r["stage"]
+                    for r in store.query("SELECT cache_key, stage FROM llm_calls")}
+        answers = [(stage_of[r["key"]], msgspec.json.decode(r["response"]))
+                   for r in store.query("SELECT key, response FROM llm_cache")
+                   if r["key"] in stage_of]
+        rejected = store.scalar(
+            "SELECT count(*) FROM llm_calls WHERE error LIKE 'unusable answer%'")
+        failures = store.scalar("SELECT count(*) FROM failures")
+        descriptions = [r["description"] for r in store.query(
+            "SELECT description FROM entities UNION ALL SELECT description FROM relationships")]
+    finally:
+        store.close()
+    assert answers and rejected > 0
+    for stage, answer in answers:
+        assert answer["text"] != GARBAGE, stage
+        if stage != "glean_check":
+            assert answer["finish_reason"] != "length", (stage, answer)
+        if (check := _validator(stage)) is not None:
+            assert check(answer["text"]), (stage, answer)
+    assert result.failures == failures > 0
+    assert not [d for d in descriptions if "```" in d or '{"' in d or d.startswith("Sure!")]
+
+    clean = make_settings(simulator.base_url, index=small)
+    await sync([corpus], clean, db, root=corpus)
+    reference = tmp_path / "clean.db"
+    await sync([corpus], clean, reference, root=corpus)
+    assert index_snapshot(db) == index_snapshot(reference)
