@@ -145,8 +145,12 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax or run `streamrag init`") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder; give the settings file itself "
+                          f"(e.g. {Path(path) / CONFIG_NAME})") from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read the config file ({e.strerror})") from None
+        raise ConfigError(f"{path}: cannot read the config file ({e.strerror}); check its "
+                          "permissions, or point --config at another file") from None
 
 
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")

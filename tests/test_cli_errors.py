@@ -206,6 +206,11 @@ def test_config_messages_give_the_fix(tmp_path, text, expected):
     assert message.startswith(str(path)) and expected in message and "\n" not in message
 
 
+def test_a_folder_given_as_the_config(cli, tmp_path):
+    cli("status", "--config", str(tmp_path), code=1,
+        fragments=("is a folder", str(tmp_path / "streamrag.toml")))
+
+
 def test_unknown_key_points_at_an_existing_defaults_file(tmp_path):
     path = tmp_path / "streamrag.toml"
     path.write_text("[index]\nchunk_sise = 3\n")
