@@ -88,11 +88,18 @@ class _Answer(msgspec.Struct):
 class _Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
-    def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None):
+    def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
+                 refused: bool = False):
         super().__init__(detail)
         self.detail = detail
         self.status = status
         self.retry_after = retry_after
+        self.refused = refused  # nothing accepted the connection
+
+
+# Retries of a refused connection before the endpoint has ever answered: nothing listens there
+# (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
+_REFUSED_ATTEMPTS = 3
 
 
 class _Flight:
@@ -199,6 +206,7 @@ class LLMClient:
         self._rpm = _per_minute_limiter(settings.requests_per_minute)
         self._tpm = _per_minute_limiter(settings.tokens_per_minute)
         self._paused_until = 0.0
+        self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._inflight: dict[str, _Flight] = {}
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
@@ -522,7 +530,7 @@ class LLMClient:
                         attempt: Callable[[], Any]) -> Any:
         """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``."""
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1),
+            stop=stop_after_attempt(self.settings.max_retries + 1) | self._never_answered,
             wait=self._wait,
             retry=retry_if_exception_type(_Retryable),
             sleep=anyio.sleep,
@@ -535,6 +543,10 @@ class LLMClient:
                     return await self._attempt(tokens, attempt)
         except _Retryable as e:
             attempts = self.settings.max_retries + 1
+            if e.refused and not self._reached:
+                raise LLMUnavailableError(
+                    f"nothing answers at {url} ({e.detail}); start the server, or fix llm.api_base "
+                    "(or STREAMRAG_API_BASE / --api-base)") from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; check that "
                 "the server is running and reachable, or lower llm.requests_per_minute / "
@@ -550,8 +562,16 @@ class LLMClient:
             except httpx.TimeoutException:
                 timeout = self.settings.request_timeout_s
                 raise _Retryable(f"no answer within {timeout:g} s (timeout)") from None
+            except httpx.ConnectError as e:
+                raise _Retryable(f"connection failed ({type(e).__name__}: {e})", refused=True) from None
             except httpx.TransportError as e:
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+
+    def _never_answered(self, state: RetryCallState) -> bool:
+        """Stop early when connections are refused and the endpoint never answered this client."""
+        exc = state.outcome.exception() if state.outcome else None
+        return (isinstance(exc, _Retryable) and exc.refused and not self._reached
+                and state.attempt_number >= _REFUSED_ATTEMPTS)
 
     async def _admit(self, tokens: int) -> None:
         """Wait out a server-requested pause, then take rate budget for one request."""
@@ -583,6 +603,7 @@ class LLMClient:
         return before_sleep
 
     def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:
+        self._reached = True
         status = resp.status_code
         if 200 <= status < 300:
             return

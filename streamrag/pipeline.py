@@ -188,8 +188,8 @@ class Indexer:
             self.unavailable += 1
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
                 raise LLMUnavailableError(
-                    f"{error}. Nothing was published; the index is as it was. Start the server or "
-                    "fix llm.api_base, then run again (finished work is kept)") from None
+                    f"{error}. Nothing was published; the index is as it was, and a run after the "
+                    "fix reuses the finished work") from None
         self.failures += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))

@@ -475,3 +475,21 @@ def test_limiter_burst_plus_a_minute_stays_within_the_limit(per_minute):
     drained_per_minute = limiter.max_rate / limiter.time_period * 60
     assert limiter.max_rate + drained_per_minute <= per_minute + 1e-9 or per_minute == 1
     assert drained_per_minute >= 0.95 * per_minute or per_minute < 60  # and not much less
+
+
+async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(tmp_path):
+    refused = [httpx.ConnectError("connection refused") for _ in range(20)]
+    endpoint = Endpoint(*refused)
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=6) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="nothing answers at .*api_base"):
+                await llm.chat(ask(), model="m1", stage="s")
+    assert len(endpoint.requests) == 3          # not 7: nothing listens there
+
+    # Once the endpoint has answered, a refused connection is a restart: the full budget applies.
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("up")), *refused[:5])
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=6) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            answer = await llm.chat(ask("second"), model="m1", stage="s")
+    assert answer.text == "echo: second" and len(endpoint.requests) == 7
