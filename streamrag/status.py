@@ -42,13 +42,19 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "llm_calls": total_calls,
             "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
             "failures_total": count("failures"),
+            "failures_last_run": store.scalar(
+                "SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
+                (last_run[0]["id"],)) if last_run else 0,
             "last_run": last_run[0] if last_run else None,
             "queries": queries,
         }
         if failures:
+            # What failed in the last update, once per item (a daemon's retries repeat them);
+            # the table keeps every run's, which failures_total counts.
             info["failures"] = store.query(
-                "SELECT run_id, stage, item, message, created_at FROM failures "
-                "ORDER BY id DESC LIMIT ?", (failure_limit,))
+                "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
+                "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
+                (last_run[0]["id"] if last_run else "", failure_limit))
     return info
 
 
@@ -76,8 +82,10 @@ def format_status(info: dict, db: Path) -> str:
                          f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}")
     else:
         lines.append("  LLM calls      none")
-    lines.append(f"  failures       {info['failures_total']}"
-                 + (" (list them with --failures)" if info["failures_total"] and "failures" not in info else ""))
+    last, total = info["failures_last_run"], info["failures_total"]
+    lines.append(f"  failures       {last} in the last update"
+                 + (f" ({total} recorded over all runs)" if total != last else "")
+                 + (" (list them with --failures)" if last and "failures" not in info else ""))
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
     if info["last_run"]:

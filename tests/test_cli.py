@@ -110,3 +110,16 @@ def test_an_unknown_model_stops_the_run_at_once(corpus, simulator):
     assert "missing-model" in out.stderr and "Nothing was published" in out.stderr
     assert not (corpus / ".streamrag" / "index.db").exists() or \
         json.loads(run("status", "--json", cwd=corpus).stdout)["documents"] == 0
+
+
+def test_status_lists_what_failed_in_the_last_update_once(corpus):
+    (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
+    for _ in range(2):
+        assert run("index", "-q", ".", cwd=corpus).returncode == 0
+    info = json.loads(run("status", "--json", "--failures", cwd=corpus).stdout)
+    assert info["failures_last_run"] == 1 and info["failures_total"] == 2
+    assert [f["item"] for f in info["failures"]] == ["broken.txt"]
+    (corpus / "broken.txt").unlink()
+    assert run("index", "-q", ".", cwd=corpus).returncode == 0
+    text = run("status", "--failures", cwd=corpus).stdout
+    assert "0 in the last update (2 recorded over all runs)" in text and "broken.txt" not in text
