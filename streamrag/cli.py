@@ -246,6 +246,12 @@ def _port(text: str) -> int:
     return port_number(text)
 
 
+def _share(text: str) -> float:
+    from streamrag.simulator import share
+
+    return share(text)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit 2), like every other streamrag error."""
 
@@ -312,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--per-token-ms", type=float, default=0.0)
     p.add_argument("--rpm", type=int, default=0, help="requests per minute before 429 (0 = no limit)")
     p.add_argument("--tpm", type=int, default=0, help="tokens per minute before 429 (0 = no limit)")
-    p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail")
+    p.add_argument("--fault-rate", type=_share, default=0.0, help="share of requests that fail (0 to 1)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_simulate)
     return parser

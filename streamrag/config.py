@@ -235,6 +235,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("index.summary_max_descriptions", "must be >= 0 (0 = no limit)"))
     if ix.report_min_members < 1:
         problems.append(("index.report_min_members", "must be >= 1"))
+    if not 0 <= llm.temperature <= 2:
+        problems.append(("llm.temperature", "must be between 0 and 2 (0 = most deterministic)"))
     if llm.concurrency < 1:
         problems.append(("llm.concurrency", "must be >= 1"))
     if llm.requests_per_minute < 0 or llm.tokens_per_minute < 0:

@@ -25,7 +25,7 @@ test runs its real client, retries and rate limiting. Nothing is random except w
 
 Tokens are counted with ``streamrag.tokens`` (o200k_base), the same way streamrag counts them.
 Start it in-process with ``with Simulator(SimulatorConfig()) as sim: base_url = sim.base_url``,
-or from a shell with ``python -m streamrag.simulator --port 8787``.
+or from a shell with ``python -m streamrag.simulator --port 8765``.
 """
 
 from __future__ import annotations
@@ -1401,6 +1401,17 @@ def listen_error(e: OSError, host: str, port: int) -> str:
             "check the host name and the port")
 
 
+def share(text: str) -> float:
+    """An argparse type: a fraction from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share from 0 to 1") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is out of range; give a share from 0 to 1 (0.1 = 10%)")
+    return value
+
+
 def port_number(text: str) -> int:
     try:
         port = int(text)
@@ -1419,12 +1430,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         description="A deterministic OpenAI-compatible server for tests and benchmarks.")
     d = SimulatorConfig()
     p.add_argument("--host", default=d.host)
-    p.add_argument("--port", type=port_number, default=8787, help="0 picks a free port (default 8787)")
+    p.add_argument("--port", type=port_number, default=8765, help="0 picks a free port (default 8765)")
     p.add_argument("--latency-ms", type=int, default=d.latency_ms)
     p.add_argument("--per-token-ms", type=float, default=d.per_token_ms)
     p.add_argument("--rpm", type=int, default=d.rpm, help="requests per minute, 0 = unlimited")
     p.add_argument("--tpm", type=int, default=d.tpm, help="tokens per minute, 0 = unlimited")
-    p.add_argument("--fault-rate", type=float, default=d.fault_rate)
+    p.add_argument("--fault-rate", type=share, default=d.fault_rate)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--embedding-dim", type=int, default=d.embedding_dim)
     p.add_argument("--timeout-s", type=float, default=d.timeout_s,

@@ -119,6 +119,11 @@ def test_simulate_rejects_an_impossible_port(cli, port):
     cli("simulate", "--port", port, code=2, fragments=("--port", "0 for any free port"))
 
 
+@pytest.mark.parametrize("rate", ["2", "-0.1", "lots"])
+def test_simulate_rejects_a_fault_rate_outside_0_to_1(cli, rate):
+    cli("simulate", "--fault-rate", rate, code=2, fragments=("--fault-rate", "from 0 to 1"))
+
+
 def test_simulate_on_a_port_in_use():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -196,6 +201,8 @@ def test_api_base_errors_name_the_env_var_or_the_flag(cli, monkeypatch):
     ("[llm]\nchunk_size = 300\n", "did you mean index.chunk_size?"),
     ("[lm]\napi_base = 'x'\n", "did you mean [llm]?"),
     ('api_key = "sk-x"\n', "api_key: keys are not read from the settings file"),
+    ("[llm]\ntemperature = -3\n", "llm.temperature: must be between 0 and 2"),
+    ("[index]\nsummary_join_tokens = 500\n", "index.summary_join_tokens: must be between 0 and"),
 ])
 def test_config_messages_give_the_fix(tmp_path, text, expected):
     path = tmp_path / "streamrag.toml"
