@@ -3,6 +3,9 @@ until the endpoint is back."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+
 import httpx
 import pytest
 
@@ -13,7 +16,19 @@ from streamrag.store import Store
 from test_daemon import SMALL, Events, scripted, until
 
 pytestmark = pytest.mark.anyio
-_MODIFIED = 2
+_MODIFIED, _DELETED = 2, 3
+
+
+@contextlib.asynccontextmanager
+async def running(settings, db, corpus, **kwargs):
+    """A daemon on a scripted change source, past its initial sync: (daemon, events, send)."""
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, **kwargs)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1, timeout=30)
+        yield daemon, events, send
 
 
 class Switch:
@@ -37,12 +52,7 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
     db = tmp_path / "o.db"
-    events = Events()
-    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch))
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs >= 1, timeout=30)
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         before = index_snapshot(db)
 
         switch.up = False
@@ -66,19 +76,11 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
 
 
 async def test_the_watched_folder_going_away_stops_the_daemon_and_keeps_the_index(corpus, tmp_path):
-    import shutil
-
-    settings = make_settings("", watch={"quiet_s": 0.02})
     db = tmp_path / "g.db"
-    events = Events()
-    daemon = Daemon(settings, db, corpus, report=events)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs >= 1, timeout=30)
+    async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
         before = index_snapshot(db)
         shutil.rmtree(corpus)
-        await send.send({(3, str(corpus / "harbor_notes.txt"))})
+        await send.send({(_DELETED, str(corpus / "council.txt"))})
         await until(lambda: daemon.stopping, timeout=30)
     assert daemon.exit_code == 1
     assert any(e["state"] == "error" and "gone" in e["message"] for e in events)
@@ -89,13 +91,7 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
     from streamrag.daemon import _RESCAN
 
     settings = make_settings("", watch={"quiet_s": 0.02})
-    db = tmp_path / "w.db"
-    events = Events()
-    daemon = Daemon(settings, db, corpus, report=events)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs >= 1, timeout=30)
+    async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
         # A file the failed watcher never reported: the rescan finds it.
         (corpus / "missed.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
         await send.send({(_RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
