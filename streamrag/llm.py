@@ -244,8 +244,8 @@ class LLMClient:
         """One chat completion, from the cache when possible; ``on_delta`` streams the text.
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
-        never cached, and the request is sent again; after ``USABLE_TRIES`` unusable answers
-        ``LLMOutputError`` is raised.
+        never cached, and the request is sent again (after a cut-off one, with twice the
+        ``max_tokens``); after ``USABLE_TRIES`` unusable answers ``LLMOutputError`` is raised.
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -272,13 +272,18 @@ class LLMClient:
             on_length = "keep" if on_delta is not None else "retry"
         check = _checker(validate or _always, on_length)
         last = UNUSABLE
-        for _ in range(USABLE_TRIES):
+        for i in range(USABLE_TRIES):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
             if isinstance(result, ChatResult):
                 return result
             last = result
-        hint = (f"the answers were cut off at max_tokens={max_tokens}" if last == CUT_OFF
+            if result == CUT_OFF and max_tokens:
+                # The same request at temperature 0 is cut off the same way: give it room. The
+                # answer is cached under the request as asked, so the next run finds it.
+                payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
+        hint = (f"the answers were cut off at max_tokens={max_tokens} and at "
+                f"{max_tokens * 2 ** (USABLE_TRIES - 1)} on the last try" if last == CUT_OFF and max_tokens
                 else "try another model or prompt")
         raise LLMOutputError(f"{model} gave no usable answer in {USABLE_TRIES} tries (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; the answers are in "

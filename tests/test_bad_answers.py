@@ -48,9 +48,11 @@ class Script:
     def __init__(self, *answers: tuple[str, str]) -> None:
         self.answers = list(answers)
         self.requests = 0
+        self.max_tokens: list[int | None] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests += 1
+        self.max_tokens.append(json.loads(request.content).get("max_tokens"))
         text, finish = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         return httpx.Response(200, json=body(text, finish))
 
@@ -87,7 +89,7 @@ async def test_an_answer_cut_off_at_max_tokens_is_asked_again_and_not_cached(tmp
         again = await llm.chat(ask(), model="m", stage="extract", max_tokens=20)
     assert first.text.endswith("done") and first.finish_reason == "stop" and not first.cached
     assert again.cached and again.text == first.text
-    assert script.requests == 2
+    assert script.requests == 2 and script.max_tokens == [20, 40]   # asked again with room
     assert [a["finish_reason"] for a in cached(store)] == ["stop"]
     assert errors(store)[0].startswith("unusable answer: cut off")
 
@@ -95,9 +97,9 @@ async def test_an_answer_cut_off_at_max_tokens_is_asked_again_and_not_cached(tmp
 async def test_answers_that_stay_cut_off_fail_and_nothing_is_cached(tmp_path):
     script = Script(('{"title": "T", "summary": "S", "findings": [{"summ', "length"))
     async with client(tmp_path, script) as (llm, store):
-        with pytest.raises(LLMOutputError, match="cut off at max_tokens=50"):
+        with pytest.raises(LLMOutputError, match="cut off at max_tokens=50 and at 200"):
             await llm.chat(ask(), model="m", stage="report", max_tokens=50, validate=usable_report)
-    assert script.requests == 3
+    assert script.requests == 3 and script.max_tokens == [50, 100, 200]
     assert cached(store) == []
     assert all(e.startswith("unusable answer") for e in errors(store))
 
