@@ -46,6 +46,10 @@ def paid_tokens(result) -> int:
     return sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in result.llm.values())
 
 
+def by_stage(result) -> dict[str, int]:
+    return {k: v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for k, v in result.llm.items()}
+
+
 def report_tokens(result) -> int:
     s = result.llm.get("report", {})
     return s.get("prompt_tokens", 0) + s.get("completion_tokens", 0)
@@ -134,8 +138,8 @@ def main() -> None:
           "full_tokens": paid_tokens(full), "add_tokens": paid_tokens(add), "modify_tokens": paid_tokens(modify),
           "delete_tokens": paid_tokens(delete), "add_alone_tokens": paid_tokens(alone),
           "add_report_tokens": report_tokens(add),
-          "add_by_stage": {k: v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for k, v in add.llm.items()},
-          "alone_by_stage": {k: v.get("prompt_tokens", 0) + v.get("completion_tokens", 0) for k, v in alone.llm.items()},
+          "add_by_stage": by_stage(add), "modify_by_stage": by_stage(modify), "delete_by_stage": by_stage(delete),
+          "alone_by_stage": by_stage(alone),
           "add_llm_reports": add.llm.get("report", {}).get("calls", 0),
           "add_target_ok": paid_tokens(add) <= 1.5 * paid_tokens(alone) + report_tokens(add),
           "reports_total": full.reports, "reports_regenerated_add": add.reports_generated,
