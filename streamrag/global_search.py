@@ -350,7 +350,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     result = await llm.chat(
         reduce_prompt.render(question=question, points=context, max_words=max_words(q.answer_max_tokens)),
         model=model, stage="reduce", prompt=reduce_prompt, max_tokens=q.answer_max_tokens,
-        on_delta=on_delta)
+        on_delta=on_delta, on_length="keep")  # an answer at its length limit is still the answer
     return MapReduce(text=result.text, reports=len(nodes), batches=len(batches), points=len(points),
                      kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
                      answered=True)

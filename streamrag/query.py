@@ -280,7 +280,8 @@ class _Search:
             prompt.render(question=self.answer.question, context=ctx.text,
                           max_words=global_search.max_words(q.answer_max_tokens)),
             model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
-            max_tokens=q.answer_max_tokens, on_delta=self.on_delta)
+            max_tokens=q.answer_max_tokens, on_delta=self.on_delta,
+            on_length="keep")  # an answer at its length limit is still the answer
         self.answer.text = result.text
 
     async def _embedded(self, kind: str) -> list[float] | None:

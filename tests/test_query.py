@@ -275,6 +275,15 @@ async def test_reduce_respects_its_budget(llm_db, simulator):
     assert answer.details["reduce_context_tokens"] <= 60
 
 
+@pytest.mark.parametrize("mode", ["local", "global"])
+async def test_an_answer_at_its_length_limit_is_still_given(llm_db, simulator, mode):
+    settings = make_settings(simulator.base_url, llm={"cache": False}, query={"answer_max_tokens": 12})
+    answer = await aask("Who is Mira Osk and what did she design?", settings, llm_db, mode=mode,
+                        level=-1 if mode == "global" else None)
+    stage = "reduce" if mode == "global" else "answer"
+    assert answer.text and answer.llm["by_stage"][stage]["calls"] == 1     # not asked again
+
+
 def test_pack_points_orders_by_score_and_fits():
     pts = [global_search.Point(description=f"point {i} " + "word " * 10, score=s, batch=i)
            for i, s in enumerate([10, 0, 90, 50, 0, 70])]
