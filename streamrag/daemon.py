@@ -186,6 +186,8 @@ class Daemon:
     def _classify(self, changes: ChangeSet) -> dict[str, str]:
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
+        if not self.root.is_dir():
+            return {".": "deleted"}  # the folder itself is gone: the next sync says so and stops
         for change, path in changes:
             if change == _RESCAN:
                 self.emit("error", f"the file watcher failed ({path}); restarted it, the whole folder "
@@ -403,7 +405,9 @@ class Daemon:
         # some calls succeed, a few times only: an item the model can never answer is not paid
         # for forever. While none succeeds the endpoint is down, and retrying (backing off up to
         # five minutes) costs nothing until it is back.
-        outage = failed_calls >= made
+        # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
+        unusable = sum(s.get("unusable", 0) for s in result.llm.values())
+        outage = not unusable and failed_calls >= made
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retries += 1
             self.pending.setdefault(".", "retry")
@@ -482,7 +486,13 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                                         stop_event=stop_event, rust_timeout=1000):
                 yield changes
             return
-        except RuntimeError as e:  # watchfiles' own errors derive from it
+        except (RuntimeError, BaseExceptionGroup) as caught:
+            # watchfiles' own errors derive from RuntimeError; anyio may wrap them in a group.
+            e: BaseException = caught
+            while isinstance(e, BaseExceptionGroup):
+                if e.subgroup(RuntimeError) is None:
+                    raise
+                e = e.subgroup(RuntimeError).exceptions[0]
             if not root.is_dir():
                 yield {(_DELETED, str(root))}
                 return

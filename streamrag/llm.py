@@ -65,7 +65,8 @@ USABLE_TRIES = 3              # answers asked for before an unusable one is an e
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
 OnLength = Literal["retry", "accept", "keep"]
-_STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
+# errors: calls that failed; unusable: those of them that got an answer the caller could not use
+_STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
 
 
 class ChatResult(msgspec.Struct):
@@ -661,6 +662,8 @@ class LLMClient:
         counts["calls"] += 1
         if error is not None:
             counts["errors"] += 1
+            if error.startswith(UNUSABLE):
+                counts["unusable"] += 1
         if cached:
             counts["cached"] += 1
         else:  # paid for (a failed request reports no tokens)

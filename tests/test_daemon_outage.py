@@ -4,6 +4,7 @@ until the endpoint is back."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 
 import httpx
@@ -99,3 +100,48 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
         await send.aclose()
     assert any(e["state"] == "error" and "watcher failed" in e["message"] for e in events)
     assert daemon.last_result.docs_added == 1
+
+
+async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
+    from streamrag.config import WatchSettings
+    from streamrag.daemon import _RESCAN, watch_folder
+
+    folder = tmp_path / "w"
+    folder.mkdir()
+    stop = anyio.Event()
+    seen: list[set] = []
+
+    async def write_then_wait() -> None:
+        await anyio.sleep(0.3)      # the watcher is running (it yields nothing before an event)
+        try:
+            with open(os.fsencode(folder) + b"/bad\xffname.txt", "w") as f:
+                f.write("text")
+        except (OSError, UnicodeError):
+            pytest.skip("this file system refuses names that are not UTF-8")
+        (folder / "good.txt").write_text("text")
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(write_then_wait)
+            async for changes in watch_folder(folder, WatchSettings(debounce_ms=50), stop):
+                seen.append(changes)
+                if any(kind == _RESCAN for kind, _ in changes):
+                    stop.set()
+                    break
+    assert any(kind == _RESCAN for batch in seen for kind, _ in batch)
+
+
+def test_any_event_once_the_folder_is_gone_means_deleted(tmp_path):
+    daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone")
+    assert daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
+
+
+async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_only(corpus, tmp_path, simulator):
+    # Reports cut off at 5 tokens (and 10, 20) are paid answers, not an outage: three retry syncs.
+    settings = make_settings(simulator.base_url, index={**SMALL, "report_max_output_tokens": 5},
+                             llm={"cache": False}, watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "u.db", corpus) as (daemon, events, send):
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
+        await send.aclose()
+    retries = [e for e in events if e["state"] == "error" and "failed_calls" in e and not e.get("gave_up")]
+    assert len(retries) == 3 and not any(e["outage"] for e in retries)
