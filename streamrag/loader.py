@@ -80,7 +80,7 @@ def _safe(text: str) -> str:
 
 
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:
-    return (f"{_safe(_display(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
+    return (f"{_safe(stored_path(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
             f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
 
 
@@ -113,7 +113,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             target = os.path.realpath(folder)
             if not _inside(target, top_real):
                 problems.append(
-                    f"{_safe(_display(folder, root))}: folder symlink leads outside "
+                    f"{_safe(stored_path(folder, root))}: folder symlink leads outside "
                     f"{_safe(top.as_posix())} (to {_safe(target)}), so it is not followed; "
                     "index that folder itself if you want it")
                 continue
@@ -157,7 +157,7 @@ def read_documents(path: Path, *, root: Path | None,
                    text_field: str = "text") -> tuple[list[Document], list[str]]:
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used."""
     path = Path(path)
-    shown = _display(path, root)
+    shown = stored_path(path, root)
     if not _storable(shown):   # scan leaves such files out; a caller naming one gets the same line
         raise InputError(f"{_safe(shown)}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
@@ -179,15 +179,21 @@ def read_documents(path: Path, *, root: Path | None,
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
 
 
-def _display(path: Path, root: Path | None) -> str:
-    if root is not None:
-        for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute()),
-                     (path.resolve(), Path(root).resolve())):
-            try:
-                return p.relative_to(r).as_posix()
-            except ValueError:
-                continue
-    return path.as_posix()
+def stored_path(path: Path, root: Path | None) -> str:
+    """How the index names ``path``: relative to ``root`` when inside it, else absolute (so a
+    file of another folder given with the root, ``index a b``, never looks like one under it)."""
+    path = Path(path)
+    if root is None:
+        return path.as_posix()
+    for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute()),
+                 (path.resolve(), Path(root).resolve())):
+        try:
+            return p.relative_to(r).as_posix()
+        except ValueError:
+            continue
+    return path.resolve().as_posix()
+
+
 
 
 def _decode(data: bytes, shown: str, warnings: list[str]) -> str:

@@ -147,11 +147,7 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def _rel(path: Path, root: Path | None) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix() if root else str(path)
-    except ValueError:
-        return str(path.resolve())
+_rel = loader.stored_path  # one naming for what the loader stores and what the scan compares
 
 
 class Indexer:

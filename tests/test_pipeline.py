@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import anyio
 import pytest
@@ -214,6 +215,22 @@ async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
     (corpus / "council.txt").unlink()          # what lies under the folder given still syncs
     third = await sync([corpus], settings, db, root=corpus)
     assert third.docs == 4 and third.docs_removed == 1
+
+
+async def test_relative_folders_name_each_file_once_and_apart(tmp_path, monkeypatch):
+    # `cd ab; streamrag index a b`: b/two.txt must not be stored as if it were a/b/two.txt.
+    monkeypatch.chdir(tmp_path)
+    for rel, text in (("a/one.txt", "Mira Osk rebuilt the Old Quay."),
+                      ("a/b/two.txt", "Tobias Reyn joined the Fishermen's Guild."),
+                      ("b/two.txt", "Captain Oskar Lind sailed the Blue Heron.")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel + ": " + text + "\n")
+    settings = make_settings()
+    db = tmp_path / "x.db"
+    first = await sync([Path("a"), Path("b")], settings, db, root=Path("a"))
+    assert first.docs == 3
+    again = await sync([Path("a")], settings, db, root=Path("a"))
+    assert again.docs == 3 and again.docs_removed == 0
 
 
 async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
