@@ -229,8 +229,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("index.entity_types", "must name at least one type"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
-    if not 0 <= ix.summary_join_tokens <= ix.summary_max_tokens:
-        problems.append(("index.summary_join_tokens", "must be between 0 and index.summary_max_tokens"))
+    if ix.summary_join_tokens < 0:
+        problems.append(("index.summary_join_tokens", "must be >= 0 (0 = always merge with the LLM)"))
     if ix.summary_max_descriptions < 0:
         problems.append(("index.summary_max_descriptions", "must be >= 0 (0 = no limit)"))
     if ix.report_min_members < 1:

@@ -51,7 +51,7 @@ from streamrag.reports import (
     llm_report,
 )
 from streamrag.store import Store
-from streamrag.summarizer import extractive_summary, summarize, summary_input
+from streamrag.summarizer import extractive_summary, summarize, summarizer_key, summary_input
 from streamrag.writer import Writer
 
 _extraction_json = msgspec.json.Encoder()
@@ -166,6 +166,7 @@ class Indexer:
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         ix = settings.index
+        self.summarizer_key = summarizer_key(settings)
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
@@ -263,6 +264,10 @@ class Indexer:
         change = self._changes(store, scan)
         self.progress.set_stage("merging")
         state = _GraphState.load(store)
+        if state.entities and store.get_meta("summarizer") != self.summarizer_key:
+            # Summary settings changed since the published index (or it predates the key): every
+            # summary is redone (one with a single description costs nothing).
+            state.retry_summaries |= set(state.entities) | set(state.relationships)
         summaries_needed = state.apply(store, change, self.settings)
         self.progress.set_stage("summarizing")
         await self._summarize(writer, state, summaries_needed)
@@ -275,7 +280,7 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id(), self.chunker_key, vectors)
+                                   next_id(), self.chunker_key, self.summarizer_key, vectors)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -897,7 +902,7 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int, chunker_key: str, vectors: list[tuple]) -> int:
+             next_community_id: int, chunker_key: str, summarizer_key: str, vectors: list[tuple]) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
     if store.version != state.version:
@@ -992,6 +997,7 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
     store.set_meta("extractor", key)
     store.set_meta("chunker", chunker_key)
+    store.set_meta("summarizer", summarizer_key)
     store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))

@@ -21,6 +21,18 @@ from streamrag.prompts import load_prompt
 from streamrag.tokens import count_tokens, truncate
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+VERSION = "2"  # how a description set becomes a summary; a new one re-summarizes every element
+
+
+def summarizer_key(settings: Settings) -> str:
+    """Everything that decides a summary besides its descriptions: when it changes, every stored
+    summary is stale."""
+    from streamrag import ids
+
+    ix = settings.index
+    how = ("extractive",) if settings.offline else (settings.llm.summary_model, load_prompt("summarize").version)
+    return ids.digest(VERSION, ix.summary_max_tokens, ix.summary_join_tokens, ix.summary_max_descriptions,
+                      ix.encoding, *how, length=12)
 SUMMARY_HEADROOM = 2   # max_tokens of a summary request, in multiples of summary_max_tokens
 
 
@@ -37,7 +49,9 @@ def _distinct_sentences(descriptions: list[str]) -> list[str]:
 
 
 def _key(sentence: str) -> str:
-    return sentence.lower().rstrip(" .!?")
+    """Words of the sentence between spaces, so containment is of whole words ("ill" is not in
+    "illustrating")."""
+    return " " + " ".join(re.findall(r"[\w'-]+", sentence.lower())) + " "
 
 
 def _with(kept: list[str], sentence: str) -> list[str]:
@@ -109,7 +123,7 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
         return truncate(descriptions[0], budget * 2, encoding)
     if llm is None or settings.offline:
         return extractive_summary(descriptions, budget, encoding)
-    joined = short_join(descriptions, settings.index.summary_join_tokens, encoding)
+    joined = short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
     if joined is not None:
         return joined
     prompt = load_prompt("summarize")

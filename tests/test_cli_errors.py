@@ -202,7 +202,7 @@ def test_api_base_errors_name_the_env_var_or_the_flag(cli, monkeypatch):
     ("[lm]\napi_base = 'x'\n", "did you mean [llm]?"),
     ('api_key = "sk-x"\n', "api_key: keys are not read from the settings file"),
     ("[llm]\ntemperature = -3\n", "llm.temperature: must be between 0 and 2"),
-    ("[index]\nsummary_join_tokens = 500\n", "index.summary_join_tokens: must be between 0 and"),
+    ("[index]\nsummary_join_tokens = -1\n", "index.summary_join_tokens: must be >= 0"),
 ])
 def test_config_messages_give_the_fix(tmp_path, text, expected):
     path = tmp_path / "streamrag.toml"

@@ -179,3 +179,16 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
         assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1
     finally:
         store.close()
+
+
+async def test_new_summary_settings_redo_the_summaries(corpus, tmp_path, simulator):
+    old = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                    "summary_join_tokens": 0, "summary_max_descriptions": 0})
+    new = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                    "summary_join_tokens": 150, "summary_max_descriptions": 2})
+    db = tmp_path / "i.db"
+    await sync([corpus], old, db, root=corpus)
+    await sync([corpus], new, db, root=corpus)
+    await sync([corpus], new, tmp_path / "f.db", root=corpus)
+    assert state(db)["descriptions"] == state(tmp_path / "f.db")["descriptions"]
+    assert state(db)["descriptions"] != {}

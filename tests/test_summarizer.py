@@ -83,3 +83,17 @@ def test_a_sentence_another_one_contains_is_said_once():
     assert extractive_summary([cut, whole], 150) == whole
     assert extractive_summary([whole, cut], 150) == whole
     assert short_join(["A storm hit.", "A storm hit the quay.", "Boats sank."], 60) == "A storm hit the quay. Boats sank."
+
+
+def test_containment_is_of_whole_words():
+    from streamrag.summarizer import extractive_summary
+    assert short_join(["Fred is ill.", "Fred is illustrating a book."], 60) == \
+        "Fred is ill. Fred is illustrating a book."
+    assert extractive_summary(["Ada is a pilot.", "Ada is a pilot's daughter."], 150) == \
+        "Ada is a pilot. Ada is a pilot's daughter."
+
+
+def test_a_join_budget_above_the_summary_budget_is_capped_not_refused():
+    from streamrag.config import load_settings
+    settings = load_settings(None, env={}, overrides={"index": {"summary_max_tokens": 40}})
+    assert settings.index.summary_join_tokens == 60        # accepted; summarize caps it at 40
