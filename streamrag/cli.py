@@ -190,12 +190,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from streamrag.simulator import SimulatorConfig, listen_error, serve_forever
+    from streamrag.simulator import config_from_args, listen_error, serve_forever
 
     try:
-        serve_forever(SimulatorConfig(host=args.host, port=args.port, latency_ms=args.latency_ms,
-                                      per_token_ms=args.per_token_ms, rpm=args.rpm, tpm=args.tpm,
-                                      fault_rate=args.fault_rate, seed=args.seed))
+        serve_forever(config_from_args(args))
     except OSError as e:
         raise StreamragError(listen_error(e, args.host, args.port)) from None
     return 0
@@ -320,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tpm", type=int, default=0, help="tokens per minute before 429 (0 = no limit)")
     p.add_argument("--fault-rate", type=_share, default=0.0, help="share of requests that fail (0 to 1)")
     p.add_argument("--seed", type=int, default=0)
+    # The same flags as `python -m streamrag.simulator` (simulator.build_parser), declared here so
+    # that `streamrag --help` does not import the simulator.
+    p.add_argument("--embedding-dim", type=int, default=64)
+    p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection")
     p.set_defaults(func=cmd_simulate)
     return parser
 

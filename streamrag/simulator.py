@@ -62,7 +62,7 @@ MISSING_MODEL = "missing-model"
 class SimulatorConfig(msgspec.Struct, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 0                   # 0: pick a free port
-    latency_ms: int = 0
+    latency_ms: float = 0.0
     per_token_ms: float = 0.0
     rpm: int = 0                    # requests per minute, 0 = unlimited
     tpm: int = 0                    # tokens per minute, 0 = unlimited
@@ -1431,7 +1431,7 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     d = SimulatorConfig()
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=port_number, default=8765, help="0 picks a free port (default 8765)")
-    p.add_argument("--latency-ms", type=int, default=d.latency_ms)
+    p.add_argument("--latency-ms", type=float, default=d.latency_ms)
     p.add_argument("--per-token-ms", type=float, default=d.per_token_ms)
     p.add_argument("--rpm", type=int, default=d.rpm, help="requests per minute, 0 = unlimited")
     p.add_argument("--tpm", type=int, default=d.tpm, help="tokens per minute, 0 = unlimited")

@@ -252,3 +252,17 @@ def test_the_index_is_found_again_from_a_subfolder(tmp_path, indexed):
     out = run("status", "--json", cwd=project / "docs")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["db"] == str(project / "idx" / "my.db")
+
+
+def test_both_simulator_commands_take_the_same_flags():
+    import argparse
+
+    from streamrag.cli import build_parser as cli_parser
+    from streamrag.simulator import SimulatorConfig, build_parser, config_from_args
+
+    via_cli = cli_parser().parse_args(["simulate"])
+    direct = build_parser().parse_args([])
+    assert config_from_args(via_cli) == config_from_args(direct) == SimulatorConfig(port=8765)
+    flags = lambda p: {a.dest for a in p._actions if not isinstance(a, argparse._HelpAction)}  # noqa: E731
+    sim = next(a for a in cli_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["simulate"]
+    assert flags(build_parser()) <= flags(sim)
