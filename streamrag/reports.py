@@ -124,13 +124,24 @@ class _Elements:
         return lines, used, True
 
 
+class _Names:
+    """Entity names looked up when a line needs one (copying every name for each of thousands
+    of communities cost more than building their contexts)."""
+
+    def __init__(self, entities: dict[str, Entity]) -> None:
+        self.entities = entities
+
+    def get(self, eid: str, default: str) -> str:
+        entity = self.entities.get(eid)
+        return default if entity is None else entity.name
+
+
 def build_context(community: Community, *, entities: dict[str, Entity],
                   relationships: Sequence[Relationship], claims: dict[str, list[Claim]],
                   children: Sequence[tuple[Community, Report]], max_tokens: int,
                   encoding: str = "o200k_base") -> ReportContext:
     """The input of ``community``'s report (see the module docstring for the rules)."""
-    names = {eid: e.name for eid, e in entities.items()}
-    picker = _Elements(entities, relationships, claims, names, encoding)
+    picker = _Elements(entities, relationships, claims, _Names(entities), encoding)
 
     def finish(lines: dict[str, str], reports: dict[str, str]) -> ReportContext:
         kinds: dict[str, list[str]] = {"entities": [], "relationships": [], "claims": []}

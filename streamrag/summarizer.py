@@ -54,45 +54,62 @@ def _key(sentence: str) -> str:
     return " " + " ".join(re.findall(r"[\w'-]+", sentence.lower())) + " "
 
 
-def _with(kept: list[str], sentence: str) -> list[str]:
-    """``kept`` plus ``sentence``, unless a kept sentence already says it (contains it); kept
-    sentences it contains give way to it, in place. The same list back when nothing changes.
+class _Kept:
+    """Sentences kept so far, with their word keys and token costs (computed once each)."""
 
-    Overlapping chunks quote the same passage cut at different points, so one description often
-    holds another's sentence and more ("A storm hit" / "A storm hit the quay at dawn")."""
-    low = _key(sentence)
-    if any(low in _key(k) for k in kept):
-        return kept
-    out: list[str] = []
-    placed = False
-    for k in kept:
-        if _key(k) in low:
-            if not placed:
-                out.append(sentence)
-                placed = True
-        else:
-            out.append(k)
-    return out if placed else out + [sentence]
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.items: list[tuple[str, str, int]] = []   # sentence, key, tokens + 1 for the space
+
+    def tokens(self) -> int:
+        return sum(cost for _s, _k, cost in self.items)
+
+    def text(self) -> str:
+        return " ".join(sentence for sentence, _k, _c in self.items)
+
+    def add(self, sentence: str) -> list[tuple[str, str, int]] | None:
+        """The items with ``sentence`` added, unless a kept sentence already says it (contains
+        it: None); kept sentences it contains give way to it, in place.
+
+        Overlapping chunks quote the same passage cut at different points, so one description
+        often holds another's sentence and more ("A storm hit" / "A storm hit the quay")."""
+        key = _key(sentence)
+        if any(key in k for _s, k, _c in self.items):
+            return None
+        item = (sentence, key, count_tokens(sentence, self.encoding) + 1)
+        out: list[tuple[str, str, int]] = []
+        placed = False
+        for kept in self.items:
+            if kept[1] in key:
+                if not placed:
+                    out.append(item)
+                    placed = True
+            else:
+                out.append(kept)
+        return out if placed else out + [item]
 
 
 def extractive_summary(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str:
     """Distinct sentences of ``descriptions`` in order, within ``max_tokens``."""
-    out: list[str] = []
+    kept = _Kept(encoding)
     for sentence in _distinct_sentences(descriptions):
-        trial = _with(out, sentence)
-        if trial is out:
+        trial = kept.add(sentence)
+        if trial is None:
             continue
-        if count_tokens(" ".join(trial), encoding) > max_tokens:
-            return " ".join(out) if out else truncate(sentence, max_tokens, encoding)
-        out = trial
-    return " ".join(out)
+        if sum(cost for _s, _k, cost in trial) > max_tokens:
+            return kept.text() if kept.items else truncate(sentence, max_tokens, encoding)
+        kept.items = trial
+    return kept.text()
 
 
 def short_join(descriptions: list[str], max_tokens: int, encoding: str = "o200k_base") -> str | None:
     """The distinct sentences of ``descriptions`` joined, if that fits in ``max_tokens``; else None."""
-    out: list[str] = []
+    kept = _Kept(encoding)
     for sentence in _distinct_sentences(descriptions):
-        out = _with(out, sentence)
+        kept.items = kept.add(sentence) or kept.items
+        if kept.tokens() > 2 * max_tokens + 50:
+            return None   # far over already: a hub's hundred descriptions need not all be read
+    out = [sentence for sentence, _k, _c in kept.items]
     joined = " ".join(out)
     return joined if count_tokens(joined, encoding) <= max_tokens else None
 
