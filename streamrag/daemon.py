@@ -46,6 +46,7 @@ import anyio
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE
+from streamrag.status import failures_of, last_update
 from streamrag.store import Store
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -433,8 +434,10 @@ class Daemon:
         if store is not None:
             try:
                 with store.snapshot():
-                    for table in ("documents", "entities", "communities", "failures"):
+                    for table in ("documents", "entities", "communities"):
                         out[table] = store.scalar(f"SELECT count(*) FROM {table}")
+                    # As `streamrag status` counts them: the last update's, once per item.
+                    out["failures"] = failures_of(store, last_update(store))
             finally:
                 store.close()
         out.update(pending=len(self.pending), last_sync_s=self.last_sync_s, errors=self.errors)

@@ -21,9 +21,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "sum(error IS NOT NULL) AS errors FROM llm_calls GROUP BY stage, model ORDER BY stage, model")
         total_calls = sum(r["calls"] for r in usage)
         total_cached = sum(r["cached"] or 0 for r in usage)
-        last_run = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
-                               "WHERE command NOT IN ('ask', 'watch:extract') "
-                               "ORDER BY started_at DESC LIMIT 1")
+        last_run = last_update(store)
         queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask'")
         info = {
             "version": store.version,
@@ -42,10 +40,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "llm_calls": total_calls,
             "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
             "failures_total": count("failures"),
-            "failures_last_run": store.scalar(
-                "SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
-                (last_run[0]["id"],)) if last_run else 0,
-            "last_run": last_run[0] if last_run else None,
+            "failures_last_run": failures_of(store, last_run),
+            "last_run": last_run,
             "queries": queries,
         }
         if failures:
@@ -54,8 +50,23 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             info["failures"] = store.query(
                 "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
                 "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
-                (last_run[0]["id"] if last_run else "", failure_limit))
+                (last_run["id"] if last_run else "", failure_limit))
     return info
+
+
+def last_update(store: Store) -> dict | None:
+    """The newest run that changed the index (not a query, not a daemon's extraction pass)."""
+    rows = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
+                       "WHERE command NOT IN ('ask', 'watch:extract') ORDER BY started_at DESC LIMIT 1")
+    return rows[0] if rows else None
+
+
+def failures_of(store: Store, run: dict | None) -> int:
+    """Items that failed in ``run``, each counted once (a daemon's retries repeat them)."""
+    if run is None:
+        return 0
+    return store.scalar("SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
+                        (run["id"],))
 
 
 def format_status(info: dict, db: Path) -> str:

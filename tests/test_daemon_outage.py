@@ -13,6 +13,7 @@ import pytest
 import anyio
 from conftest import index_snapshot, make_settings
 from streamrag.daemon import Daemon
+from streamrag.status import gather_status
 from streamrag.store import Store
 from test_daemon import SMALL, Events, scripted, until
 
@@ -145,3 +146,12 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
         await send.aclose()
     retries = [e for e in events if e["state"] == "error" and "failed_calls" in e and not e.get("gave_up")]
     assert len(retries) == 3 and not any(e["outage"] for e in retries)
+    # The health line counts what failed in the last update, as `streamrag status` does, not
+    # every retry's repeat of the same items.
+    store = Store(tmp_path / "u.db", readonly=True)
+    try:
+        status = gather_status(store)
+    finally:
+        store.close()
+    assert daemon.health()["failures"] == status["failures_last_run"] > 0
+    assert status["failures_total"] > status["failures_last_run"]
