@@ -173,16 +173,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from streamrag.export import export
+    from streamrag.export import check_out, export
 
     out = Path(args.out)
-    if out.is_dir():
-        raise StreamragError(f"{out}: is a folder; give the file to write, e.g. {out / ('graph.' + args.format)}")
+    check_out(out, args.format)  # before the store is opened: the cheaper mistake first
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)
     try:
-        counts = export(store, Path(args.out), args.format)
+        counts = export(store, out, args.format)
     finally:
         store.close()
     print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)

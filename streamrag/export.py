@@ -42,12 +42,17 @@ def _load(store: Store) -> dict:
             "reports": reports}
 
 
-def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
-    """Writes the index to ``out`` as ``json`` or ``graphml``; returns what was written.
-    Missing parent folders of ``out`` are created."""
+def check_out(out: Path, fmt: str) -> None:
+    """Refuses an ``out`` that is a folder, before any work is done."""
     if out.is_dir():
         raise StreamragError(f"{out}: is a folder; give the file to write, e.g. "
                              f"{out / ('graph.' + fmt)}")
+
+
+def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
+    """Writes the index to ``out`` as ``json`` or ``graphml``; returns what was written.
+    Missing parent folders of ``out`` are created."""
+    check_out(out, fmt)
     data = _load(store)
     text = json.dumps(data, indent=1, ensure_ascii=False) if fmt == "json" else _graphml(data)
     try:
