@@ -102,6 +102,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = _settings(args, root)
     db = _db_for_index(args, settings, root)
+    # An existing index keeps naming documents from its own folder: `index sub` or
+    # `index sub/file.txt` updates those files in it and leaves the rest alone.
+    root = pipeline.indexed_root(db) or root
     if args.estimate:
         from streamrag.estimate import estimate
 

@@ -546,12 +546,19 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
     from streamrag.cli import _db_for_index, _settings
+    from streamrag.pipeline import indexed_root
 
     root = Path(args.dir)
+    if root.is_file():
+        raise StreamragError(f"{root}: is a file; give the folder to watch (e.g. {root.parent})")
     if not root.is_dir():
         raise StreamragError(f"{root}: no such folder; give the folder to watch")
     settings = _settings(args, root)
     db = _db_for_index(args, settings, root)
+    indexed = indexed_root(db)
+    if indexed is not None and indexed != root.resolve():
+        raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
+                             "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     return anyio.run(serve, daemon, source)

@@ -280,7 +280,8 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id(), self.chunker_key, self.summarizer_key, vectors)
+                                   next_id(), self.chunker_key, self.summarizer_key, vectors,
+                                   self.root)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -902,7 +903,8 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int, chunker_key: str, summarizer_key: str, vectors: list[tuple]) -> int:
+             next_community_id: int, chunker_key: str, summarizer_key: str, vectors: list[tuple],
+             root: Path | None = None) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
     if store.version != state.version:
@@ -1001,7 +1003,28 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))
+    if root is not None:
+        store.set_meta("root", str(Path(root).resolve()))
     return version
+
+
+def indexed_root(db_path: Path) -> Path | None:
+    """The folder the index at ``db_path`` names its documents from, if it still exists.
+
+    Stored paths are relative to it, so a later run on a subfolder or one file must use it
+    too: `index sub` then updates ``sub/...`` instead of taking ``sub`` for the whole folder.
+    """
+    if not Path(db_path).is_file():
+        return None
+    try:
+        store = Store(db_path, readonly=True)
+    except StreamragError:
+        return None  # the run that opens it for writing says what is wrong with it
+    try:
+        root = store.get_meta("root")
+    finally:
+        store.close()
+    return Path(root) if root and Path(root).is_dir() else None
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -123,3 +124,32 @@ def test_status_lists_what_failed_in_the_last_update_once(corpus):
     assert run("index", "-q", ".", cwd=corpus).returncode == 0
     text = run("status", "--failures", cwd=corpus).stdout
     assert "0 in the last update (2 recorded over all runs)" in text and "broken.txt" not in text
+
+
+def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(corpus, tmp_path):
+    (corpus / "sub").mkdir()
+    moved = sorted(corpus.glob("*.txt"))[0]
+    moved.rename(corpus / "sub" / moved.name)
+    (corpus / "streamrag.toml").write_text('[store]\npath = "index.db"\n')
+
+    def stored() -> list[str]:
+        con = sqlite3.connect(corpus / "index.db")
+        try:
+            return sorted(r[0] for r in con.execute("SELECT path FROM files"))
+        finally:
+            con.close()
+
+    assert run("index", ".", "-q", cwd=corpus).returncode == 0
+    before = stored()
+    assert f"sub/{moved.name}" in before and len(before) == 4
+    target = corpus / "sub" / moved.name
+    target.write_text(target.read_text() + "\n\nPetra Lind joined the Northern Rail Company.\n")
+    out = run("index", "sub", "--json", "-q", cwd=corpus)      # the settings file finds index.db
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["docs"] == 4 and stored() == before
+    target.write_text(target.read_text() + "\nAda Quill joined the Northern Rail Company.\n")
+    assert run("index", f"sub/{moved.name}", "-q", cwd=corpus).returncode == 0
+    assert stored() == before
+    # The daemon keeps one folder per index: watching another one with it is refused.
+    out = run("watch", "sub", "--once", cwd=corpus)
+    assert out.returncode == 1 and "is the index of" in out.stderr
