@@ -137,10 +137,22 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def not_utf8_reason(data: bytes, e: UnicodeDecodeError) -> str:
+    """Why bytes are not UTF-8, for a one-line error: the encoding they look like, or the byte."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "it is UTF-16, as Windows Notepad saves"
+    return f"byte 0x{data[e.start]:02x} at offset {e.start} is not UTF-8"
+
+
 def _read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read()
+        # utf-8-sig: a byte-order mark (Windows editors write one) is dropped, not a syntax error.
+        return tomllib.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({not_utf8_reason(data, e)}); save the file as "
+                          "UTF-8") from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
     except tomllib.TOMLDecodeError as e:

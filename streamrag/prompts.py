@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from streamrag.assets import asset
+from streamrag.config import not_utf8_reason
 from streamrag.errors import ConfigError
 from streamrag.ids import text_hash
 
@@ -65,10 +66,17 @@ def load_prompt(name: str, override: str = "") -> Prompt:
     """The shipped prompt ``name``, or the file at ``override`` when a user set one."""
     path = Path(override).expanduser() if override else asset("prompts", f"{name}.md")
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
         setting = "index.extraction_prompt" if override else "the shipped prompts"
         raise ConfigError(f"{path}: cannot read prompt file ({e.strerror}); check {setting}") from None
+    try:
+        text = data.decode("utf-8-sig")   # a byte-order mark is dropped, not read as text
+    except UnicodeDecodeError as e:
+        fix = ("save it as UTF-8 (it is named by index.extraction_prompt)" if override
+               else "reinstall streamrag")
+        raise ConfigError(f"{path}: prompt file is not UTF-8 text ({not_utf8_reason(data, e)}); "
+                          f"{fix}") from None
     prompt = parse_prompt(name, text, str(path))
     required = REQUIRED_PLACEHOLDERS.get(name, set())
     if missing := required - prompt.placeholders:

@@ -66,3 +66,34 @@ def test_find_config_walks_up(tmp_path):
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
     assert find_config(deep) == tmp_path / "streamrag.toml"
+
+
+def test_a_utf16_file_is_one_line_saying_save_as_utf8(tmp_path):
+    path = tmp_path / "streamrag.toml"
+    path.write_bytes("[index]\nchunk_size = 800\n".encode("utf-16"))   # as Windows Notepad saves
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    message = str(e.value)
+    assert message.startswith(str(path)) and "UTF-8" in message and "\n" not in message
+
+
+def test_a_utf8_file_with_a_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "streamrag.toml"
+    path.write_bytes("[index]\nchunk_size = 800\n".encode("utf-8-sig"))
+    assert load_settings(path, env={}).index.chunk_size == 800
+
+
+def test_a_non_utf8_prompt_file_names_the_file_and_the_setting(tmp_path):
+    from streamrag.prompts import load_prompt
+    good = "[system]\nExtract.\n[user]\n$entity_types\n$text\n"
+    bad = tmp_path / "extract-utf16.md"
+    bad.write_bytes(good.encode("utf-16"))
+    with pytest.raises(ConfigError) as e:
+        load_prompt("extract", str(bad))
+    message = str(e.value)
+    assert message.startswith(str(bad)) and "index.extraction_prompt" in message
+    assert "UTF-8" in message and "\n" not in message
+    bom = tmp_path / "extract-bom.md"
+    bom.write_bytes(good.encode("utf-8-sig"))
+    prompt = load_prompt("extract", str(bom))
+    assert prompt.system == "Extract." and prompt.placeholders == {"entity_types", "text"}
