@@ -10,6 +10,7 @@ Precedence, lowest first: shipped defaults, the user's TOML file, environment va
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tomllib
@@ -251,8 +252,21 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("llm.temperature", "must be between 0 and 2 (0 = most deterministic)"))
     if llm.concurrency < 1:
         problems.append(("llm.concurrency", "must be >= 1"))
-    if llm.requests_per_minute < 0 or llm.tokens_per_minute < 0:
-        problems.append(("llm.requests_per_minute", "limits must be >= 0 (0 = unlimited)"))
+    for name in ("requests_per_minute", "tokens_per_minute"):
+        if getattr(llm, name) < 0:
+            problems.append((f"llm.{name}", "must be >= 0 (0 = unlimited)"))
+    # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
+    if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
+        problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
+    if llm.max_retries < 0:
+        problems.append(("llm.max_retries", "must be >= 0 (0 = never retry)"))
+    if not (ix.leiden_resolution > 0 and math.isfinite(ix.leiden_resolution)):
+        problems.append(("index.leiden_resolution", "must be > 0 (1.0 = standard modularity)"))
+    for name in ("summary_max_tokens", "report_max_input_tokens", "report_max_output_tokens"):
+        if getattr(ix, name) < 1:
+            problems.append((f"index.{name}", "must be >= 1 token"))
+    if not ix.recluster_drift >= 0:
+        problems.append(("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)"))
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
@@ -260,6 +274,23 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if not (0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1
             and q.local_text_share + q.local_community_share <= 1):
         problems.append(("query.local_text_share", "shares must be in [0, 1] and sum to at most 1"))
+    if not 0 <= q.dynamic_threshold <= 5:
+        problems.append(("query.dynamic_threshold", "must be between 0 and 5 (reports are rated 0-5)"))
+    if q.dynamic_max_depth < 0:
+        problems.append(("query.dynamic_max_depth", "must be >= 0 (0 = rate the top level only)"))
+    if q.global_level < -1:
+        problems.append(("query.global_level", "must be >= -1 (-1 = the deepest level)"))
+    for name in ("map_max_tokens", "reduce_max_tokens", "answer_max_tokens", "local_max_tokens",
+                 "local_top_k", "basic_top_k"):
+        if getattr(q, name) < 1:
+            problems.append((f"query.{name}", "must be >= 1"))
+    w = s.watch
+    if w.debounce_ms < 0:
+        problems.append(("watch.debounce_ms", "must be >= 0 milliseconds"))
+    for name in ("quiet_s", "grace_s"):
+        value = getattr(w, name)
+        if not (value >= 0 and math.isfinite(value)):
+            problems.append((f"watch.{name}", "must be >= 0 seconds"))
     for section in (s.pipeline,):
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:

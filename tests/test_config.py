@@ -35,6 +35,29 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
+    ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
+    ("[llm]\nrequest_timeout_s = nan\n", "llm.request_timeout_s: must be > 0"),
+    ("[llm]\nmax_retries = -1\n", "llm.max_retries: must be >= 0"),
+    ("[llm]\ntokens_per_minute = -1\n", "llm.tokens_per_minute: must be >= 0"),
+    ("[index]\nleiden_resolution = 0\n", "index.leiden_resolution: must be > 0"),
+    ("[index]\nleiden_resolution = -1.5\n", "index.leiden_resolution: must be > 0"),
+    ("[index]\nsummary_max_tokens = 0\n", "index.summary_max_tokens: must be >= 1"),
+    ("[index]\nreport_max_input_tokens = 0\n", "index.report_max_input_tokens: must be >= 1"),
+    ("[index]\nreport_max_output_tokens = -5\n", "index.report_max_output_tokens: must be >= 1"),
+    ("[index]\nrecluster_drift = -0.1\n", "index.recluster_drift: must be >= 0"),
+    ("[watch]\ndebounce_ms = -1\n", "watch.debounce_ms: must be >= 0"),
+    ("[watch]\nquiet_s = -2\n", "watch.quiet_s: must be >= 0"),
+    ("[watch]\ngrace_s = -0.5\n", "watch.grace_s: must be >= 0"),
+    ("[query]\ndynamic_threshold = 6\n", "query.dynamic_threshold: must be between 0 and 5"),
+    ("[query]\ndynamic_threshold = -1\n", "query.dynamic_threshold: must be between 0 and 5"),
+    ("[query]\ndynamic_max_depth = -1\n", "query.dynamic_max_depth: must be >= 0"),
+    ("[query]\nglobal_level = -2\n", "query.global_level: must be >= -1"),
+    ("[query]\nlocal_top_k = 0\n", "query.local_top_k: must be >= 1"),
+    ("[query]\nbasic_top_k = 0\n", "query.basic_top_k: must be >= 1"),
+    ("[query]\nmap_max_tokens = 0\n", "query.map_max_tokens: must be >= 1"),
+    ("[query]\nreduce_max_tokens = 0\n", "query.reduce_max_tokens: must be >= 1"),
+    ("[query]\nanswer_max_tokens = 0\n", "query.answer_max_tokens: must be >= 1"),
+    ("[query]\nlocal_max_tokens = 0\n", "query.local_max_tokens: must be >= 1"),
 ])
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)
@@ -97,3 +120,11 @@ def test_a_non_utf8_prompt_file_names_the_file_and_the_setting(tmp_path):
     bom.write_bytes(good.encode("utf-8-sig"))
     prompt = load_prompt("extract", str(bom))
     assert prompt.system == "Extract." and prompt.placeholders == {"entity_types", "text"}
+
+
+def test_range_edges_are_accepted(tmp_path):
+    path = write(tmp_path, "[llm]\nmax_retries = 0\n[query]\ndynamic_threshold = 5\ndynamic_max_depth = 0\n"
+                           "global_level = 0\n[watch]\ndebounce_ms = 0\nquiet_s = 0\ngrace_s = 0\n"
+                           "[index]\nrecluster_drift = 0\n")
+    s = load_settings(path, env={})
+    assert s.llm.max_retries == 0 and s.query.dynamic_threshold == 5 and s.watch.debounce_ms == 0
