@@ -170,6 +170,7 @@ class Indexer:
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
+        self.rechunked_all = True
         self.unavailable = 0
         self.llm = None
 
@@ -280,8 +281,8 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id(), self.chunker_key, self.summarizer_key, vectors,
-                                   self.root)
+                                   next_id(), self.chunker_key if self.rechunked_all else None,
+                                   self.summarizer_key, vectors, self.root)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -345,6 +346,9 @@ class Indexer:
         scan.files.update({p: v for p, v in known.items() if not _covered(p, scope)})
         # A changed chunker (size, overlap, encoding) re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
+        # The new chunker is recorded only once every document has been re-chunked with it:
+        # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
+        self.rechunked_all = not rechunk or all(_covered(p, scope) for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped)
         scan.warnings += skipped
@@ -495,6 +499,18 @@ class Indexer:
                   for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             old = before.get(path)
+            if doc_id in old_docs and doc_id in scan.doc_chunks:
+                # Same text, cut anew (the chunk settings changed): until every new chunk is
+                # extracted, the document keeps the chunks it is indexed with.
+                chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
+                missing = len(chunk_ids - _extracted(store, chunk_ids, self.key))
+                if missing:
+                    del scan.doc_chunks[doc_id]
+                    self.rechunked_all = False
+                    scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} chunks under the new "
+                                         "chunk settings could not be extracted; it stays indexed as it "
+                                         "was until they can")
+                continue
             if doc_id in old_docs or old is None or old[0] not in old_docs or doc_id not in scan.doc_chunks:
                 continue
             chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
@@ -903,7 +919,7 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
 
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int, chunker_key: str, summarizer_key: str, vectors: list[tuple],
+             next_community_id: int, chunker_key: str | None, summarizer_key: str, vectors: list[tuple],
              root: Path | None = None) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
@@ -934,6 +950,9 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
                              [(doc_id, c.idx, c.id) for c in chunks])
     for doc_id in change.kept_docs:  # renames keep the document, with its new path
         conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+        doc = scan.documents.get(doc_id)
+        if doc is not None:  # read again: a row's title may have changed while its text did not
+            conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
         if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
@@ -998,7 +1017,8 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
     store.set_meta("extractor", key)
-    store.set_meta("chunker", chunker_key)
+    if chunker_key is not None:  # None: some documents still have the previous chunker's chunks
+        store.set_meta("chunker", chunker_key)
     store.set_meta("summarizer", summarizer_key)
     store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))

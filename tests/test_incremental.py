@@ -3,9 +3,11 @@ fresh index, and clustering quality that does not drift with history."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from conftest import index_snapshot, make_settings
@@ -192,3 +194,86 @@ async def test_new_summary_settings_redo_the_summaries(corpus, tmp_path, simulat
     await sync([corpus], new, tmp_path / "f.db", root=corpus)
     assert state(db)["descriptions"] == state(tmp_path / "f.db")["descriptions"]
     assert state(db)["descriptions"] != {}
+
+
+def _graph(db) -> tuple[dict, list, int]:
+    s = state(db)
+    store = Store(db, readonly=True)
+    try:
+        live = store.scalar("SELECT count(*) FROM live_chunks")
+    finally:
+        store.close()
+    return s["descriptions"], sorted(s["edges"]), live
+
+
+async def test_new_chunk_settings_given_through_one_file_reach_the_rest_on_the_next_run(corpus, tmp_path):
+    small = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    large = make_settings(index={"chunk_size": 120, "chunk_overlap": 10})
+    db = tmp_path / "i.db"
+    await sync([corpus], small, db, root=corpus)
+    one = sorted(corpus.glob("*.txt"))[0]
+    await sync([one], large, db, root=corpus)        # only that file is cut anew...
+    await sync([corpus], large, db, root=corpus)     # ... the others on the next full run
+    await sync([corpus], large, tmp_path / "f.db", root=corpus)
+    assert _graph(db) == _graph(tmp_path / "f.db")
+
+
+async def test_new_chunks_that_cannot_be_extracted_keep_what_the_document_said(corpus, tmp_path, simulator):
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10}),
+               db, root=corpus)
+    victim = sorted(corpus.glob("*.txt"))[0]
+    before = _said_by(db, victim.name)
+    marker = " ".join(victim.read_text().split()[:4])
+    client = httpx.AsyncClient(base_url=simulator.base_url)
+
+    async def failing_for_victim(request: httpx.Request) -> httpx.Response:
+        if marker in json.loads(request.content)["messages"][-1]["content"]:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        r = await client.send(client.build_request(request.method, str(request.url),
+                                                    headers=request.headers, content=request.content))
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    settings = make_settings(simulator.base_url, index={"chunk_size": 120, "chunk_overlap": 10},
+                             llm={"max_retries": 0})
+    result = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(failing_for_victim))
+    await client.aclose()
+    assert result.failures >= 1
+    assert any(victim.name in w and "new chunk settings" in w for w in result.warnings)
+    assert _said_by(db, victim.name) == before     # its old chunks, and what they said, are still indexed
+
+    again = await sync([corpus], settings, db, root=corpus)    # the endpoint answers again
+    assert again.failures == 0 and not again.warnings
+    await sync([corpus], settings, tmp_path / "f.db", root=corpus)
+    assert _graph(db) == _graph(tmp_path / "f.db")
+
+
+def _said_by(db, path: str) -> tuple[list, list]:
+    """A file's chunks and the entity provenance rows they contribute."""
+    store = Store(db, readonly=True)
+    try:
+        chunks = [r["chunk_id"] for r in store.query(
+            "SELECT dc.chunk_id FROM document_chunks dc JOIN files f ON f.doc_id = dc.doc_id "
+            "WHERE f.path = ? ORDER BY dc.idx", (path,))]
+        rows = sorted(tuple(r.values()) for r in store.query(
+            f"SELECT * FROM entity_sources WHERE chunk_id IN ({','.join('?' * len(chunks))})", chunks))
+    finally:
+        store.close()
+    assert chunks and rows
+    return chunks, rows
+
+
+async def test_a_rows_new_title_replaces_the_old_one(tmp_path):
+    folder_ = tmp_path / "rows"
+    folder_.mkdir()
+    rows = folder_ / "data.jsonl"
+    rows.write_text('{"title": "Old Title", "text": "Mara Lind runs the Harbor Council."}\n')
+    db = tmp_path / "i.db"
+    await sync([folder_], make_settings(), db, root=folder_)
+    rows.write_text('{"title": "New Title", "text": "Mara Lind runs the Harbor Council."}\n')
+    await sync([folder_], make_settings(), db, root=folder_)
+    store = Store(db, readonly=True)
+    try:
+        assert [r["title"] for r in store.query("SELECT title FROM documents")] == ["New Title"]
+    finally:
+        store.close()
