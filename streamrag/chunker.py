@@ -39,10 +39,18 @@ from streamrag.tokens import get_encoding
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
-VERSION = "2"
+VERSION = "3"
 ANCHOR_WINDOW = 1.5
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
-_SENTENCE_BREAK = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*\s+|\n\s*")
+# A sentence ends at . ! ? or an ellipsis followed by whitespace (so "3.14" and "e.g.x" do not
+# end one), or at a run of full-width terminators (。！？ and the half-width ｡) whether or not
+# whitespace follows, since Chinese and Japanese put none between sentences; closing quotes and
+# brackets after the terminator stay with its sentence.
+_CLOSERS = "\"'\u201d\u2019)\\]"
+_CJK_CLOSERS = _CLOSERS + "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07"
+_SENTENCE_BREAK = re.compile(rf"[.!?\u2026][{_CLOSERS}]*\s+"
+                             rf"|[\u3002\uff01\uff1f\uff61]+[{_CJK_CLOSERS}]*\s*"
+                             r"|\n\s*")
 _WHITESPACE = re.compile(r"\s+")
 
 PARAGRAPH, SENTENCE, WORD, TOKEN = 3, 2, 1, 0

@@ -144,3 +144,35 @@ def test_grid_would_not_be_local():
     grid = lambda t: {t[i:i + 2000] for i in range(0, len(t), 2000)}  # noqa: E731
     edited = text.replace(paras[50], paras[50] + " Extra.", 1)
     assert len(grid(text) - grid(edited)) > 10
+
+
+def cjk_sentences(seed: int, n: int) -> list[str]:
+    """Chinese-looking sentences, each ending in a full-width terminator, with no spaces."""
+    rng = random.Random(seed)
+    words = ("港口 议会 工程师 码头 风暴 重建 城镇 预算 投票 河流 桥梁 渡轮 市长 报告 季节 货物 "
+             "贸易 工会 罢工 博物馆 学校 市场 节日").split()
+    ends = ["\u3002", "\u3002", "\u3002", "\uff01", "\uff1f"]
+    return ["".join(rng.choice(words) for _ in range(rng.randint(5, 18))) + rng.choice(ends)
+            for _ in range(n)]
+
+
+def test_cjk_sentences_without_spaces_are_boundaries():
+    sentences = cjk_sentences(11, 600)
+    text = "".join(sentences)   # one paragraph, no whitespace anywhere
+    assert not re.search(r"\s", text)
+    old = chunk_document(doc(text), chunk_size=300, overlap=30, encoding=ENC)
+    edited = sentences[:20] + ["渡轮工会在港口宣布了一次新的罢工。"] + sentences[20:]
+    new = chunk_document(doc("".join(edited)), chunk_size=300, overlap=30, encoding=ENC)
+    assert len(old) > 12 and all(c.tokens <= 300 for c in old + new)
+    kept = {c.id for c in old} & {c.id for c in new}
+    assert len(kept) >= len(old) - 5, (len(kept), len(old))
+    # chunk bodies end at sentence ends, not mid-word
+    assert all(c.text[-1] in "\u3002\uff01\uff1f" for c in old)
+
+
+def test_ascii_full_stop_still_needs_whitespace_after_it():
+    # "3.14" and "e.g.x" are not sentence ends; a long paragraph of them splits at the spaces only
+    rng = random.Random(12)
+    text = " ".join(f"value{rng.randint(0, 99)}.{rng.randint(0, 99)}x" for _ in range(600))
+    out = chunks(text, size=200, overlap=0)
+    assert all(re.fullmatch(r"(value\d+\.\d+x ?)+", c.text) for c in out)
