@@ -125,6 +125,11 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_json({"db": str(db), **_struct_dict(result)})
     else:
         print(_format_sync(result, db))
+    if result.failures:
+        # What succeeded is published; the exit status tells a script that something did not.
+        print(f"streamrag: {result.failures} item(s) failed and are left out of this version; run the "
+              "same command again to retry them (`streamrag status --failures` lists them)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -325,6 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedding-dim", type=int, default=64)
     p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection")
     p.set_defaults(func=cmd_simulate)
+    for command in sub.choices.values():  # `ask -v` as well as `-v ask`
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="show tracebacks on errors")
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DATA
 from streamrag.cli import main
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError, FlagError
@@ -266,3 +268,29 @@ def test_both_simulator_commands_take_the_same_flags():
     flags = lambda p: {a.dest for a in p._actions if not isinstance(a, argparse._HelpAction)}  # noqa: E731
     sim = next(a for a in cli_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["simulate"]
     assert flags(build_parser()) <= flags(sim)
+
+
+def test_index_publishes_what_worked_and_exits_1_when_items_failed(tmp_path, capsys, monkeypatch):
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    for name in list(os.environ):
+        if name.startswith(("STREAMRAG_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    config = tmp_path / "streamrag.toml"
+    config.write_text("[llm]\nmax_retries = 0\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                      "request_timeout_s = 2\n")
+    db = tmp_path / "i.db"
+    with Simulator(SimulatorConfig(fault_rate=0.5, seed=3, timeout_s=0.2)) as sim:
+        rc = main(["index", str(corpus), "-q", "--config", str(config), "--db", str(db),
+                   "--api-base", sim.base_url])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.strip().splitlines()[-1].startswith("streamrag: ") and "run the same command again" in err
+    assert db.exists()      # the version is published all the same, with what did not fail
+
+
+def test_verbose_flag_after_the_command(cli):
+    with pytest.raises(Exception, match="no index at"):   # -v: the traceback, not the one line
+        main(["ask", "-v", "--db", "missing.db", "anything"])
