@@ -8,10 +8,14 @@ concurrency slots pace them. By default it runs against the in-process simulator
     requests, errors, wall_s, bound_s, efficiency = bound_s / wall_s, ...
 
 ``bound_s`` is the time the rate limit and latency alone require:
-``max(requests / (rpm / 60), requests * latency / concurrency) + latency``. The client lets about
-one second of budget through at the start, so efficiency can slightly exceed 1.
+``max(60 * ((requests - 1) // rpm), requests * latency / concurrency) + latency``. A limit counts
+requests over a sliding minute and an idle client may send a whole minute's budget at once, so
+request ``k`` cannot go before ``60 * (k // rpm)`` seconds; below ``rpm`` requests the run is
+bound by latency and concurrency only. (The client's window is 61 s, a second of margin for the
+way to the server, so a run longer than a minute ends slightly above the bound.)
 
     python bench/llm_client.py                              # simulator, 500 requests, 3000 rpm
+    python bench/llm_client.py --requests 150 --rpm 120     # past a minute's budget (~61 s)
     python bench/llm_client.py --api-base http://localhost:8000/v1 --model my-model --rpm 600
 """
 
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     latency_s = (args.latency_ms if server is not None else
                  statistics.median(latencies) if latencies else 0.0) / 1000
     n = args.requests
-    rate_bound = n / (args.rpm / 60) if args.rpm else 0.0
+    rate_bound = 60.0 * ((n - 1) // args.rpm) if args.rpm and n else 0.0
     bound = max(rate_bound, n * latency_s / args.concurrency) + latency_s
     wall = result["wall_s"]
     line = {

@@ -5,9 +5,13 @@ Every request passes, in order:
 1. the **cache** (``llm_cache``, keyed by ``cache.cache_key``): a hit costs no HTTP call;
 2. the **in-flight table**: an identical request already on the wire is awaited, not repeated;
 3. a **concurrency slot** (``llm.concurrency`` requests in flight at most);
-4. the **rate limiters**: requests per minute and tokens per minute, as leaky buckets that hold
-   about one second of budget, so throughput is smooth instead of a burst then a stall, and
-   the burst plus a minute's drain stays within the limit;
+4. the **rate limits**: requests per minute and tokens per minute, each a budget over a sliding
+   window of a minute (``_MinuteBudget``): an idle client sends up to a whole minute's budget at
+   once, and no window of a minute ever holds more than the limit, so sustained throughput stays
+   within it whether the provider counts a sliding window or a continuously refilled bucket. A
+   request booking more tokens than a whole minute's budget is clamped to it (it waits for an
+   empty window instead of forever). An attempt that never reached the server (connection
+   refused, connect or pool timeout) gives its budget back;
 5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
    and truncated answers; a ``Retry-After`` pauses every request of this client, not just the
    one that saw it. Each retry passes the slot and the limiters again, because the provider
@@ -24,8 +28,7 @@ returns, so a crash right after never pays for it twice. Every call, served from
 not, failed or not, becomes one ``llm_calls`` row. ``stats`` keeps the same counts in memory for progress
 display; its token counts are what was paid for (cache hits are counted in ``cached`` only).
 
-Without a store the client works the same, minus the cache and the rows. The rate limiters are
-asyncio's (``aiolimiter``), so the client runs on anyio's asyncio backend.
+Without a store the client works the same, minus the cache and the rows.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import logging
 import math
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import timezone
 from typing import Any, Literal
@@ -42,7 +46,6 @@ from typing import Any, Literal
 import anyio
 import httpx
 import msgspec
-from aiolimiter import AsyncLimiter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
@@ -113,14 +116,69 @@ class _Flight:
         self.error: LLMError | None = None
 
 
-def _per_minute_limiter(per_minute: int) -> AsyncLimiter | None:
-    """A leaky bucket holding about one second of budget that never lets ``per_minute`` through
-    in any 60 s window, burst included (a provider may count over a sliding window)."""
-    if per_minute <= 0:
-        return None
-    capacity = max(1.0, per_minute / 60)
-    per_second = max(per_minute - capacity, 1.0) / 60
-    return AsyncLimiter(capacity, capacity / per_second)
+# A minute, plus a second for a request's way to the server: a budget freed here must be free
+# at the server too, which stamps the request a little later than the client does.
+WINDOW_S = 61.0
+
+
+class _MinuteBudget:
+    """At most ``limit`` units (requests or tokens) taken in any ``WINDOW_S`` seconds.
+
+    An idle budget lets a whole minute's worth through at once; after that, units come back as
+    the ones taken a minute earlier leave the window. An amount above ``limit`` counts as
+    ``limit``: it waits for an empty window instead of forever. ``clock`` is for tests.
+    """
+
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.clock = clock
+        self.taken: deque[list[float]] = deque()  # [time, amount], oldest first
+        self.total = 0.0                          # the amounts in ``taken``
+        self.waited_s = 0.0                       # time spent waiting for this budget
+
+    def clamp(self, amount: float) -> float:
+        return min(max(amount, 1.0), float(self.limit))
+
+    def _expire(self, now: float) -> None:
+        while self.taken and self.taken[0][0] <= now - WINDOW_S:
+            self.total -= self.taken.popleft()[1]
+        if not self.taken:
+            self.total = 0.0  # no float drift left behind
+
+    def wait_s(self, amount: float) -> float:
+        """Seconds until ``amount`` (clamped) fits in the window; 0 when it fits now."""
+        amount = self.clamp(amount)
+        now = self.clock()
+        self._expire(now)
+        excess = self.total + amount - self.limit
+        if excess <= 1e-9:
+            return 0.0
+        freed = 0.0
+        for stamp, taken in self.taken:
+            freed += taken
+            if freed >= excess - 1e-9:
+                return max(stamp + WINDOW_S - now, 1e-6)
+        return max(self.taken[-1][0] + WINDOW_S - now, 1e-6)  # unreachable: amount <= limit
+
+    def take(self, amount: float) -> list[float]:
+        """Take ``amount`` (clamped) now, whether or not it fits; the ticket gives it back."""
+        ticket = [self.clock(), self.clamp(amount)]
+        self.taken.append(ticket)
+        self.total += ticket[1]
+        return ticket
+
+    def give_back(self, ticket: list[float]) -> None:
+        for i, held in enumerate(self.taken):
+            if held is ticket:
+                del self.taken[i]
+                self.total -= ticket[1]
+                if not self.taken:
+                    self.total = 0.0
+                return
+
+
+def _minute_budget(per_minute: int) -> _MinuteBudget | None:
+    return _MinuteBudget(per_minute) if per_minute > 0 else None
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -204,8 +262,9 @@ class LLMClient:
             timeout=httpx.Timeout(settings.request_timeout_s),
             limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
         self._slots = anyio.CapacityLimiter(slots)
-        self._rpm = _per_minute_limiter(settings.requests_per_minute)
-        self._tpm = _per_minute_limiter(settings.tokens_per_minute)
+        self._rpm = _minute_budget(settings.requests_per_minute)
+        self._tpm = _minute_budget(settings.tokens_per_minute)
+        self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._inflight: dict[str, _Flight] = {}
@@ -560,16 +619,23 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
-        """One try under a slot and the limiters; transport failures become ``_Retryable``."""
+        """One try under a slot and the limits; transport failures become ``_Retryable``.
+
+        A try that never reached the server gives its rate budget back, so retrying a refused
+        connection waits for its backoff only."""
         async with self._slots:
-            await self._admit(tokens)
+            tickets = await self._admit(tokens)
             try:
                 return await attempt()
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+                self._give_back(tickets)
+                if isinstance(e, httpx.ConnectError):
+                    raise _Retryable(f"connection failed ({type(e).__name__}: {e})",
+                                     refused=True) from None
+                raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
             except httpx.TimeoutException:
                 timeout = self.settings.request_timeout_s
                 raise _Retryable(f"no answer within {timeout:g} s (timeout)") from None
-            except httpx.ConnectError as e:
-                raise _Retryable(f"connection failed ({type(e).__name__}: {e})", refused=True) from None
             except httpx.TransportError as e:
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
 
@@ -579,18 +645,30 @@ class LLMClient:
         return (isinstance(exc, _Retryable) and exc.refused and not self._reached
                 and state.attempt_number >= _REFUSED_ATTEMPTS)
 
-    async def _admit(self, tokens: int) -> None:
-        """Wait out a server-requested pause, then take rate budget for one request."""
-        while (delay := self._paused_until - time.monotonic()) > 0:
-            await anyio.sleep(delay)
-        if self._rpm is not None:
-            await self._rpm.acquire()
-        if self._tpm is not None:
-            left = max(1, tokens)
-            while left > 0:  # a request bigger than the bucket takes it in several fills
-                step = min(left, self._tpm.max_rate)
-                await self._tpm.acquire(step)
-                left -= step
+    async def _admit(self, tokens: int) -> list[tuple[_MinuteBudget, list[float]]]:
+        """Wait out a server-requested pause and until the request fits both minute budgets,
+        then take its share of each; returns the tickets that give it back."""
+        wanted = [(budget, amount) for budget, amount in ((self._rpm, 1), (self._tpm, tokens))
+                  if budget is not None]
+        async with self._admission:  # first come, first served: a big request is not starved
+            while True:
+                delay = self._paused_until - time.monotonic()
+                for budget, amount in wanted:
+                    wait = budget.wait_s(amount)
+                    if wait > delay:
+                        delay = wait
+                if delay <= 0:
+                    break
+                for budget, amount in wanted:
+                    if budget.wait_s(amount) > 0:
+                        budget.waited_s += delay
+                await anyio.sleep(delay)
+            return [(budget, budget.take(amount)) for budget, amount in wanted]
+
+    @staticmethod
+    def _give_back(tickets: list[tuple[_MinuteBudget, list[float]]]) -> None:
+        for budget, ticket in tickets:
+            budget.give_back(ticket)
 
     def _wait(self, state: RetryCallState) -> float:
         backoff = self._backoff(state)

@@ -235,41 +235,124 @@ async def test_long_provider_messages_are_cut(tmp_path):
     assert len(str(err.value)) < 320
 
 
-async def test_requests_per_minute_are_spread_out(tmp_path):
-    # 1200/min = 20/s; the limiter holds one second of budget, so 20 go at once, then 20/s.
+async def test_a_fresh_client_sends_a_minutes_budget_at_once(tmp_path):
+    # The defaults (500 requests, 200000 tokens a minute): an idle client sends large requests
+    # without waiting, up to the whole minute's budget (here ~20 x 8k tokens).
     endpoint = Endpoint()
-    n, rate, burst = 40, 20, 20
-    with anyio.fail_after(10):
-        async with client(tmp_path, endpoint, requests_per_minute=1200, concurrency=64) as (llm, _):
+    big = "lorem ipsum " * 4000
+    n = 20
+    cost = count_message_tokens(ask(big + "00")) + 256
+    assert 7000 < cost and n * cost < LLMSettings().tokens_per_minute
+    with anyio.fail_after(30):
+        async with client(tmp_path, endpoint, requests_per_minute=LLMSettings().requests_per_minute,
+                          tokens_per_minute=LLMSettings().tokens_per_minute,
+                          concurrency=64) as (llm, _):
             started = time.monotonic()
+            await llm.chat(ask(big), model="m1", stage="s")
+            first = endpoint.times[0] - started
+            async with anyio.create_task_group() as tg:
+                for i in range(n - 1):
+                    tg.start_soon(lambda i=i: llm.chat(ask(f"{big}{i:02}"), model="m1", stage="s"))
+            assert llm._tpm.waited_s == 0 and llm._rpm.waited_s == 0
+            assert llm._rpm.total == n
+    assert len(endpoint.requests) == n
+    assert first < 1.0  # nothing waited for; the old one-second bucket took > 1.4 s here
+
+
+async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, monkeypatch):
+    # The window shrunk from 61 s to 0.4 s: 5 requests a window, so of 12 sent at once, every
+    # request goes at least a window after the one 5 before it (no window holds more than 5).
+    import streamrag.llm
+
+    window = 0.4
+    monkeypatch.setattr(streamrag.llm, "WINDOW_S", window)
+    endpoint = Endpoint()
+    n, limit = 12, 5
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, requests_per_minute=limit, concurrency=64) as (llm, _):
             async with anyio.create_task_group() as tg:
                 for i in range(n):
                     tg.start_soon(lambda i=i: llm.chat(ask(f"q{i}"), model="m1", stage="s"))
-            elapsed = time.monotonic() - started
     times = endpoint.times
-    for i, t in enumerate(times):
-        assert t - times[0] >= (i + 1 - burst) / rate - 0.02, f"request {i} too early"
-    assert elapsed >= (n - burst) / rate - 0.02
-    # How close to the limit it runs is bench/llm_client.py's to measure, not a test's.
+    assert len(times) == n
+    for i in range(limit, n):
+        assert times[i] - times[i - limit] >= window - 0.01, f"request {i} too early"
+    assert times[limit - 1] - times[0] < window  # the first window's worth went at once
 
 
-async def test_tokens_per_minute_are_spread_out(tmp_path):
-    # 30000/min = 500 tokens/s; each request books its prompt plus max_tokens.
+async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_still_goes(
+        tmp_path, monkeypatch):
+    import streamrag.llm
+
+    window = 0.4
+    monkeypatch.setattr(streamrag.llm, "WINDOW_S", window)
     endpoint = Endpoint()
-    n, rate, max_tokens = 20, 500, 40
+    max_tokens = 40
     cost = count_message_tokens(ask("q00")) + max_tokens
+    limit = 3 * cost  # three requests a window
     with anyio.fail_after(10):
-        async with client(tmp_path, endpoint, tokens_per_minute=30000, concurrency=64) as (llm, _):
-            started = time.monotonic()
+        async with client(tmp_path, endpoint, tokens_per_minute=limit, concurrency=64) as (llm, _):
             async with anyio.create_task_group() as tg:
-                for i in range(n):
+                for i in range(7):
                     tg.start_soon(lambda i=i: llm.chat(ask(f"q{i:02}"), model="m1", stage="s",
                                                        max_tokens=max_tokens))
-            elapsed = time.monotonic() - started
+            # Bigger than a whole window's budget: clamped to it, so it waits, but it goes.
+            await llm.chat(ask("huge " * 2000), model="m1", stage="s", max_tokens=max_tokens)
+            assert llm._tpm.total <= limit
     times = endpoint.times
-    for i, t in enumerate(times):
-        assert t - times[0] >= ((i + 1) * cost - rate) / rate - 0.02, f"request {i} too early"
-    assert elapsed >= (n * cost - rate) / rate - 0.02
+    assert len(times) == 8
+    for i in range(3, 7):
+        assert times[i] - times[i - 3] >= window - 0.01, f"request {i} too early"
+    assert times[7] - times[6] >= window - 0.01  # the oversized one waited for an empty window
+
+
+@pytest.mark.parametrize("per_minute", [1, 2, 7, 60, 500, 200000])
+def test_minute_budget_never_exceeds_the_limit_in_any_window(per_minute):
+    import random as rnd
+
+    from streamrag.llm import WINDOW_S, _MinuteBudget
+
+    now = [0.0]
+    budget = _MinuteBudget(per_minute, clock=lambda: now[0])
+    rng = rnd.Random(per_minute)
+    sent: list[tuple[float, float]] = []
+    assert budget.wait_s(per_minute) == 0  # idle: a whole minute's budget at once
+    while now[0] < 10 * WINDOW_S:
+        amount = rng.choice([1, max(1, per_minute // 7), per_minute, 3 * per_minute])
+        wait = budget.wait_s(amount)
+        assert wait < WINDOW_S + 1e-6  # never a deadlock, even above the limit
+        now[0] += wait
+        assert budget.wait_s(amount) == 0
+        budget.take(amount)
+        sent.append((now[0], min(amount, per_minute)))
+        now[0] += rng.choice([0.0, 0.0, 0.5, 3.0])
+    for start, _ in sent:
+        in_window = sum(a for t, a in sent if start <= t < start + WINDOW_S)
+        assert in_window <= per_minute + 1e-6
+
+    # Saturated with equal requests, it runs close to the limit: a window's worth per window.
+    now[0] += WINDOW_S
+    budget, sent, step = _MinuteBudget(per_minute, clock=lambda: now[0]), [], max(1, per_minute // 7)
+    started = now[0]
+    while now[0] < started + 10 * WINDOW_S:
+        now[0] += budget.wait_s(step)
+        budget.take(step)
+        sent.append(step)
+    assert sum(sent) >= 0.85 * per_minute * 10
+
+
+async def test_a_refused_connection_gives_its_budget_back(tmp_path):
+    # One request a minute: a retry that had to wait for budget would take a minute here.
+    refused = [httpx.ConnectError("connection refused") for _ in range(2)]
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("up")), *refused)
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, requests_per_minute=2,
+                          tokens_per_minute=100000, max_retries=4) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            answer = await llm.chat(ask("second"), model="m1", stage="s")
+            assert llm._rpm.total == 2  # the two answered attempts, not the refused ones
+            assert llm._rpm.waited_s == 0 and llm._tpm.waited_s == 0
+    assert answer.text == "echo: second" and len(endpoint.requests) == 4
 
 
 async def test_concurrency_bounds_requests_in_flight(tmp_path):
@@ -465,16 +548,6 @@ def test_retry_after_parsing():
     now = 1_700_000_000.0
     assert parse_retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now=now) == pytest.approx(10.0)
     assert parse_retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now=now) == 0.0
-
-
-@pytest.mark.parametrize("per_minute", [1, 2, 30, 59, 60, 61, 500, 3000, 200000])
-def test_limiter_burst_plus_a_minute_stays_within_the_limit(per_minute):
-    from streamrag.llm import _per_minute_limiter
-
-    limiter = _per_minute_limiter(per_minute)
-    drained_per_minute = limiter.max_rate / limiter.time_period * 60
-    assert limiter.max_rate + drained_per_minute <= per_minute + 1e-9 or per_minute == 1
-    assert drained_per_minute >= 0.95 * per_minute or per_minute < 60  # and not much less
 
 
 async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(tmp_path):
