@@ -352,6 +352,9 @@ class Indexer:
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped)
         scan.warnings += skipped
+        if not files:
+            scan.warnings.append(f"no file under {', '.join(str(p) for p in paths)} matches index.include "
+                                 f"({', '.join(s.index.include)}); add such files, or widen index.include")
         self.progress.total("files", len(files))
         self.progress.set_stage("extracting")
         q = s.pipeline.queue_size

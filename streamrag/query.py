@@ -589,7 +589,9 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     """What follows an answer on the terminal: its documents, dropped citations, mode and cost."""
     lines = [""]
     if answer.documents:
-        lines.append("Documents:")
+        # An answer that cites nothing is not shown as resting on everything it was given.
+        lines.append("Documents:" if answer.citations or answer.extractive
+                     else "Documents it was given (the answer cites none of them):")
         lines += [f"  {p}" for p in answer.documents[:max_documents]]
         if len(answer.documents) > max_documents:
             lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")

@@ -279,3 +279,12 @@ async def test_an_edit_that_keeps_size_and_mtime_is_still_seen(corpus, tmp_path)
     assert result.docs_added == 1 and result.docs_removed == 1
     names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
     assert "Anton Hollar" in names
+
+
+async def test_a_folder_with_nothing_to_index_says_why(tmp_path):
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4")
+    result = await sync([folder], make_settings(), tmp_path / "i.db", root=folder)
+    assert result.docs == 0
+    assert [w for w in result.warnings if "matches index.include" in w and str(folder) in w]

@@ -559,3 +559,14 @@ async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulato
     check_citations(local, db)
     basic = await aask("Who hired the engineer Mira Osk?", settings, db, mode="basic")
     assert basic.details["chunk_search"] == "embedding" and basic.details["chunks"]
+
+
+def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
+    from streamrag.query import format_footer
+
+    bare = Answer(question="q", requested_mode="local", mode="local", search="local",
+                  text="The context does not hold the answer.", documents=["a.txt", "b.txt"])
+    assert "cites none" in format_footer(bare) and "\nDocuments:" not in format_footer(bare)
+    cited = Answer(question="q", requested_mode="local", mode="local", search="local", text="x [E:a]",
+                   citations=[{"tag": "[E:a]", "kind": "E", "id": "a", "resolved": True}], documents=["a.txt"])
+    assert "\nDocuments:" in format_footer(cited)
