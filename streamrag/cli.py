@@ -125,9 +125,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_json({"db": str(db), **_struct_dict(result)})
     else:
         print(_format_sync(result, db))
-    if result.failures:
+    if result.failed_calls:
         # What succeeded is published; the exit status tells a script that something did not.
-        print(f"streamrag: {result.failures} item(s) failed and are left out of this version; run the "
+        # (An unreadable file is a warning: running again would not change it.)
+        print(f"streamrag: {result.failed_calls} item(s) failed and are left out of this version; run the "
               "same command again to retry them (`streamrag status --failures` lists them)", file=sys.stderr)
         return 1
     return 0

@@ -110,6 +110,7 @@ class SyncResult(msgspec.Struct):
     llm: dict
     wall_s: float
     offline: bool
+    failed_calls: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,6 +171,7 @@ class Indexer:
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
+        self.failed_calls = 0
         self.rechunked_all = True
         self.unavailable = 0
         self.llm = None
@@ -189,6 +191,8 @@ class Indexer:
                     f"{error}. Nothing was published; the index is as it was, and a run after the "
                     "fix reuses the finished work") from None
         self.failures += 1
+        if stage != "load":  # an unreadable file stays unreadable; a failed call may go next time
+            self.failed_calls += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
@@ -292,7 +296,7 @@ class Indexer:
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
-            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
+            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures, failed_calls=self.failed_calls,
             warnings=scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
