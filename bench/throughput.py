@@ -10,13 +10,21 @@ latency on the critical path alone require:
 
 where ``critical_path_s`` is the latency of the longest chain of calls that must follow each
 other: extraction, the gleaning check and round, one summary, then one report per level that
-has LLM reports (deeper levels first). ``efficiency = bound_s / wall_s``.
+has LLM reports (deeper levels first). ``efficiency = bound_s / wall_s`` (the figure GraphRAG
+is compared by in ../shared/anchors.md).
+
+Providers, the simulator and streamrag's client count a sliding minute, so a client may send a
+whole minute's budget at once and beat that smooth-rate bound (efficiency above 1). The least
+time the sliding minute allows is ``burst_bound_s``, the full minutes the calls and tokens need
+plus one call, and no less than the critical path or ``chat_calls x latency / concurrency``;
+``burst_efficiency = burst_bound_s / wall_s``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import tempfile
 import time
@@ -76,10 +84,17 @@ def main() -> None:
     per_call = args.latency_ms / 1000
     bound_rate = max(calls / (args.rpm / 60) if args.rpm else 0, tokens / (args.tpm / 60) if args.tpm else 0)
     bound = max(bound_rate, chain * per_call)
+    # The provider counts a sliding minute, and so does the client: an idle client may send a
+    # whole minute's budget at once. The least time that allows: the last minute's calls start
+    # once the earlier full minutes have passed, and concurrency caps calls in flight.
+    minutes = max((calls - 1) // args.rpm if args.rpm and calls else 0,
+                  math.ceil(tokens / args.tpm) - 1 if args.tpm and tokens else 0)
+    burst_bound = max(60 * minutes + per_call, chain * per_call, calls * per_call / args.concurrency)
     emit({"bench": "throughput", "corpus": str(args.corpus), "latency_ms": args.latency_ms,
           "rpm": args.rpm, "tpm": args.tpm, "concurrency": args.concurrency, "chat_calls": calls,
           "tokens": tokens, "failed_calls": retried, "critical_path_calls": chain,
           "wall_s": round(wall, 2), "bound_s": round(bound, 2), "efficiency": round(bound / wall, 3),
+          "burst_bound_s": round(burst_bound, 2), "burst_efficiency": round(burst_bound / wall, 3),
           "entities": result.entities, "reports": result.reports, "peak_rss_mb": peak_rss_mb()})
 
 
