@@ -309,6 +309,7 @@ class MapReduce(msgspec.Struct):
     reduced: int             # points that fitted the reduce context
     reduce_tokens: int       # tokens of the reduce context
     answered: bool           # False when nothing was relevant (no reduce call)
+    cut_off: bool = False    # the answer reached query.answer_max_tokens
 
 
 async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, encoding: str,
@@ -353,7 +354,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
         on_delta=on_delta, on_length="keep")  # an answer at its length limit is still the answer
     return MapReduce(text=result.text, reports=len(nodes), batches=len(batches), points=len(points),
                      kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
-                     answered=True)
+                     answered=True, cut_off=result.finish_reason == "length")
 
 
 def max_words(answer_tokens: int) -> int:

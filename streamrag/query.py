@@ -74,6 +74,7 @@ class Answer(msgspec.Struct, kw_only=True):
     documents: list[str] = msgspec.field(default_factory=list)
     llm: dict = msgspec.field(default_factory=dict)
     extractive: bool = False
+    cut_off: bool = False           # the model's answer reached query.answer_max_tokens
     details: dict = msgspec.field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -83,7 +84,7 @@ class Answer(msgspec.Struct, kw_only=True):
             "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
             "level": self.level, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents, "llm": self.llm,
-            "extractive": self.extractive, "details": self.details,
+            "extractive": self.extractive, "cut_off": self.cut_off, "details": self.details,
         }
 
 
@@ -231,6 +232,7 @@ class _Search:
                                             settings=self.settings, encoding=self.encoding,
                                             on_delta=self.on_delta)
         self.answer.text = mr.text
+        self.answer.cut_off = mr.cut_off
         if not mr.answered:
             self.context_tags = []  # an answer that found nothing rests on no document
         self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
@@ -281,8 +283,9 @@ class _Search:
                           max_words=global_search.max_words(q.answer_max_tokens)),
             model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
             max_tokens=q.answer_max_tokens, on_delta=self.on_delta,
-            on_length="keep")  # an answer at its length limit is still the answer
+            on_length="keep")  # an answer at its length limit is still the answer, said to be cut
         self.answer.text = result.text
+        self.answer.cut_off = result.finish_reason == "length"
 
     async def _embedded(self, kind: str) -> list[float] | None:
         model = self.settings.llm.embedding_model
@@ -595,6 +598,8 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
         lines += [f"  {p}" for p in answer.documents[:max_documents]]
         if len(answer.documents) > max_documents:
             lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")
+    if answer.cut_off:
+        lines.append("The answer was cut off at query.answer_max_tokens; raise it for a longer one.")
     if answer.unresolved:
         lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing in the index: "
                      + " ".join(answer.unresolved))

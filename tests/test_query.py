@@ -570,3 +570,17 @@ def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
     cited = Answer(question="q", requested_mode="local", mode="local", search="local", text="x [E:a]",
                    citations=[{"tag": "[E:a]", "kind": "E", "id": "a", "resolved": True}], documents=["a.txt"])
     assert "\nDocuments:" in format_footer(cited)
+
+
+@pytest.mark.parametrize("mode", ["local", "global"])
+async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
+    from streamrag.query import format_footer
+
+    short = make_settings(simulator.base_url, index=INDEX, llm={"cache": False},
+                          query={"answer_max_tokens": 8})
+    answer = await aask("Who hired Mira Osk, and what did she design?", short, llm_db, mode=mode)
+    assert answer.cut_off and answer.to_json()["cut_off"] is True
+    assert "cut off at query.answer_max_tokens" in format_footer(answer)
+    full = await aask("Who hired Mira Osk, and what did she design?",
+                      make_settings(simulator.base_url, index=INDEX, llm={"cache": False}), llm_db, mode=mode)
+    assert not full.cut_off and "cut off" not in format_footer(full)
