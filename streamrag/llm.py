@@ -101,6 +101,19 @@ class _Retryable(Exception):
         self.refused = refused  # nothing accepted the connection
 
 
+def _advice(e: _Retryable) -> str:
+    """What to do about a call that kept failing the same way."""
+    if e.status == 429:
+        return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
+    if e.status is not None and e.status >= 500:
+        return "the server kept answering with errors: check its logs, or raise llm.max_retries"
+    if e.status == 200:
+        return "the server's answers could not be read: check that llm.api_base is an OpenAI-compatible endpoint"
+    if "timeout" in e.detail:
+        return "raise llm.request_timeout_s, or lower llm.concurrency for a slow server"
+    return "check that the server is running and reachable at llm.api_base"
+
+
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
 # (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
 _REFUSED_ATTEMPTS = 3
@@ -613,9 +626,7 @@ class LLMClient:
                     f"nothing answers at {url} ({e.detail}); start the server, or fix llm.api_base "
                     "(or STREAMRAG_API_BASE / --api-base)") from None
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; check that "
-                "the server is running and reachable, or lower llm.requests_per_minute / "
-                "llm.concurrency") from None
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e)}") from None
         raise AssertionError("unreachable")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:

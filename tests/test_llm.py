@@ -190,16 +190,17 @@ async def test_transient_failures_are_retried(tmp_path, failure):
     assert len(calls(store)) == 1
 
 
-async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path):
-    endpoint = Endpoint(*[httpx.Response(503, text="down")] * 3)
+@pytest.mark.parametrize(("status", "advice"), [(503, "check its logs"), (429, "requests_per_minute")])
+async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, status, advice):
+    endpoint = Endpoint(*[httpx.Response(status, text="down")] * 3)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, max_retries=2) as (llm, store):
             with pytest.raises(LLMUnavailableError) as err:
                 await llm.chat(ask(), model="m1", stage="s")
     message = str(err.value)
     assert len(endpoint.requests) == 3
-    assert f"{API}/chat/completions" in message and "m1" in message and "HTTP 503" in message
-    assert "requests_per_minute" in message and "\n" not in message
+    assert f"{API}/chat/completions" in message and "m1" in message and f"HTTP {status}" in message
+    assert advice in message and "\n" not in message
     rows = calls(store)
     assert len(rows) == 1 and rows[0]["error"] == message and rows[0]["cached"] == 0
     assert llm.stats["s"]["errors"] == 1
