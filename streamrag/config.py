@@ -157,7 +157,7 @@ def _read_toml(path: Path) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax or run `streamrag init`") from None
+        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax, or start over with `streamrag init --force {path.parent}` (it overwrites the file)") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder; give the settings file itself "
                           f"(e.g. {Path(path) / CONFIG_NAME})") from None
