@@ -157,7 +157,9 @@ def _read_toml(path: Path) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax, or start over with `streamrag init --force {path.parent}` (it overwrites the file)") from None
+        fresh = (f", or start over with `streamrag init --force {path.parent}` (it overwrites the file)"
+                 if path.name == CONFIG_NAME else "")
+        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax{fresh}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder; give the settings file itself "
                           f"(e.g. {Path(path) / CONFIG_NAME})") from None

@@ -128,3 +128,13 @@ def test_range_edges_are_accepted(tmp_path):
                            "[index]\nrecluster_drift = 0\n")
     s = load_settings(path, env={})
     assert s.llm.max_retries == 0 and s.query.dynamic_threshold == 5 and s.watch.debounce_ms == 0
+
+
+def test_malformed_settings_file_points_at_init_force_only_when_init_would_rewrite_it(tmp_path):
+    for name, hint in (("streamrag.toml", f"streamrag init --force {tmp_path}"), ("other.toml", None)):
+        path = tmp_path / name
+        path.write_text("[llm\n")
+        with pytest.raises(ConfigError) as err:
+            load_settings(path, env={})
+        assert "not valid TOML" in str(err.value)
+        assert (hint in str(err.value)) if hint else "init" not in str(err.value)
