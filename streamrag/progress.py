@@ -1,4 +1,5 @@
-"""Progress on stderr: a live panel on a terminal, one line per stage change otherwise.
+"""Progress on stderr: a live panel on a terminal; otherwise one line per stage change, and the
+counts every ten seconds or so within a long stage.
 
 The pipeline only bumps counters (``pipeline.Progress``); this module decides how to show
 them, so library users and tests get no output at all.
@@ -49,6 +50,22 @@ class _Panel:
         return table
 
 
+EVERY_S = 10.0  # off a terminal: seconds between count lines within one stage
+
+
+def _counts_line(p: Progress) -> str:
+    c, t = p.counts, p.totals
+    parts = [f"files {c['files_done']}/{t['files']}",
+             f"chunks {c['chunks_extracted']} extracted, {c['chunks_reused']} reused"]
+    if t["summaries"]:
+        parts.append(f"summaries {c['summaries_done']}/{t['summaries']}")
+    if t["reports"]:
+        parts.append(f"reports {c['reports_done']}/{t['reports']}")
+    if c["failures"]:
+        parts.append(f"failures {c['failures']}")
+    return "; ".join(parts)
+
+
 @contextmanager
 def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
     """Display ``progress`` on stderr while the block runs."""
@@ -63,11 +80,20 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
             yield
         return
     last = [""]
+    last_counts = [started, ""]
 
     def on_change(p: Progress) -> None:
+        now = time.monotonic()
         if p.stage != last[0]:
             last[0] = p.stage
-            print(f"[{time.monotonic() - started:6.1f}s] {p.stage}", file=sys.stderr, flush=True)
+            last_counts[0] = now
+            print(f"[{now - started:6.1f}s] {p.stage}", file=sys.stderr, flush=True)
+        elif now - last_counts[0] >= EVERY_S:
+            # Between stage changes, the counts now and then, so a long stage is not silent.
+            line = _counts_line(p)
+            if line != last_counts[1]:
+                last_counts[:] = [now, line]
+                print(f"[{now - started:6.1f}s] {p.stage}: {line}", file=sys.stderr, flush=True)
 
     progress.listeners.append(on_change)
     try:
