@@ -296,7 +296,8 @@ class Indexer:
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
-            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures, failed_calls=self.failed_calls,
+            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
+            failed_calls=self.failed_calls,
             warnings=scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
@@ -499,30 +500,32 @@ class Indexer:
             extractions=_load_extractions(store, added, self.key))
 
     def _keep_previous_versions(self, store: Store, scan: _Scan, old_docs: set[str]) -> None:
-        """An edited file whose new text is not fully extracted (its calls failed) stays indexed
-        as it was: publishing the half that worked would drop what the old version said. The
-        file keeps its old size and stamp, so the next run reads it again and retries."""
+        """A document whose new chunks are not all extracted (their calls failed) stays indexed
+        as it was: publishing the half that worked would drop what the old version said.
+
+        - An edited file keeps its old size and stamp, so the next run reads it again and retries.
+        - The same text cut anew (the chunk settings changed) keeps the chunks it is indexed
+          with, and the new chunker is not recorded, so the next run cuts it again.
+        """
         before = {r["path"]: (r["doc_id"], r["size"], r["stamp"])
                   for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
+            if doc_id not in scan.doc_chunks:
+                continue
             old = before.get(path)
-            if doc_id in old_docs and doc_id in scan.doc_chunks:
-                # Same text, cut anew (the chunk settings changed): until every new chunk is
-                # extracted, the document keeps the chunks it is indexed with.
-                chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
-                missing = len(chunk_ids - _extracted(store, chunk_ids, self.key))
-                if missing:
-                    del scan.doc_chunks[doc_id]
-                    self.rechunked_all = False
-                    scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} chunks under the new "
-                                         "chunk settings could not be extracted; it stays indexed as it "
-                                         "was until they can")
-                continue
-            if doc_id in old_docs or old is None or old[0] not in old_docs or doc_id not in scan.doc_chunks:
-                continue
+            recut = doc_id in old_docs
+            if not recut and (old is None or old[0] not in old_docs):
+                continue  # a new file: nothing indexed to keep
             chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
             missing = len(chunk_ids - _extracted(store, chunk_ids, self.key))
-            if missing:
+            if not missing:
+                continue
+            if recut:
+                del scan.doc_chunks[doc_id]
+                self.rechunked_all = False
+                scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} chunks under the new chunk "
+                                     "settings could not be extracted; it stays indexed as it was until they can")
+            else:
                 scan.files[path] = old
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
                                      "be extracted; its previous version stays indexed until they can")
