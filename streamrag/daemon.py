@@ -87,7 +87,9 @@ _MAX_RETRY_SYNCS = 3
 
 
 def _n(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def _s(seconds: float) -> str:
@@ -353,19 +355,18 @@ class Daemon:
             if not previous:
                 self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", files=t["files"])
             elif previous == "extracting":
-                self.emit(state, f"{c['chunks_extracted']} chunks extracted, {c['chunks_reused']} "
-                                 f"reused in {_s(took)}", chunks_extracted=c["chunks_extracted"],
-                          chunks_reused=c["chunks_reused"], took_s=round(took, 3))
+                self.emit(state, f"extracting done: {c['chunks_extracted']} chunks extracted, "
+                                 f"{c['chunks_reused']} reused ({_s(took)})",
+                          chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
+                          took_s=round(took, 3))
             elif previous == "merging":
-                self.emit(state, f"{t['summaries']} descriptions summarized in {_s(took)}",
-                          summaries=t["summaries"], took_s=round(took, 3))
-            elif previous == "clustering":
-                self.emit(state, f"clustered in {_s(took)}", took_s=round(took, 3))
+                self.emit(state, f"merging done: {_n(t['summaries'], 'description')} summarized "
+                                 f"({_s(took)})", summaries=t["summaries"], took_s=round(took, 3))
             elif previous == "reporting":
-                self.emit(state, f"{c['reports_done']} communities reported in {_s(took)}",
-                          reports=c["reports_done"], took_s=round(took, 3))
+                self.emit(state, f"reporting done: {_n(c['reports_done'], 'community')} reported "
+                                 f"({_s(took)})", reports=c["reports_done"], took_s=round(took, 3))
             else:
-                self.emit(state, f"{previous} took {_s(took)}", took_s=round(took, 3))
+                self.emit(state, f"{previous} done ({_s(took)})", took_s=round(took, 3))
 
         progress.listeners.append(on_change)
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,

@@ -101,6 +101,11 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     assert states[-7:] == ["extracting", "merging", "clustering", "reporting", "publishing", "idle",
                            "stopped"]
     assert states.count("idle") == 1
+    # Each line names the stage it sums up, not the one just entered.
+    messages = {e["state"]: e["message"] for e in after}
+    assert messages["merging"].startswith("extracting done: ")
+    assert messages["clustering"].startswith("merging done: ")
+    assert messages["publishing"].startswith("reporting done: ")
     queued = [e for e in after if e["state"] == "queued"]
     assert sum(e["files"] for e in queued) == 2           # the .pdf and the .streamrag file ignored
     assert sum(e["chunks_extracted"] for e in after if e["state"] == "waiting") > 0
