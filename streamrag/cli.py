@@ -40,11 +40,20 @@ def _settings(args: argparse.Namespace, near: Path | None = None) -> Settings:
                          override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"})
 
 
+def _configured_db(settings: Settings) -> Path:
+    """``store.path``, refused in one line when it names a folder (the setting is a file)."""
+    path = Path(settings.store.path).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"{settings.source}: store.path = {settings.store.path!r} is a folder; "
+                          f"give the index's file, e.g. {str(path / 'index.db')!r}")
+    return path
+
+
 def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
     if getattr(args, "db", None):
         return Path(args.db)
     if settings.store.path:
-        return Path(settings.store.path).expanduser()
+        return _configured_db(settings)
     return default_db_path(root)
 
 
@@ -52,7 +61,7 @@ def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     if getattr(args, "db", None):
         return Path(args.db)
     if settings.store.path:
-        return Path(settings.store.path).expanduser()
+        return _configured_db(settings)
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         candidate = d / ".streamrag" / "index.db"

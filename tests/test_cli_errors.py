@@ -87,6 +87,15 @@ def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 
 
+@pytest.mark.parametrize("command", ["status", "index"])
+def test_a_folder_given_as_store_path_names_the_setting(cli, tmp_path, command):
+    (tmp_path / "db").mkdir()
+    (tmp_path / "streamrag.toml").write_text('[store]\npath = "db"\n', encoding="utf-8")
+    args = ["index", str(tmp_path), "-q"] if command == "index" else ["status"]
+    cli(*args, code=1, fragments=(str(tmp_path / "streamrag.toml"), "store.path", "is a folder",
+                                  str(tmp_path / "db" / "index.db")))
+
+
 def test_export_to_a_folder_or_an_unwritable_place(tmp_path, indexed):
     db = str(indexed / ".streamrag" / "index.db")
     one_line(run("export", "--format", "graphml", str(tmp_path), "--db", db), 1,
