@@ -804,10 +804,10 @@ class _GraphState:
             return summary_input(now, limit) == summary_input(before, limit)
 
         old_e_sources = _sources(store, "entity_sources", "entity_id", affected_e)
-        old_r_sources = _sources(store, "relationship_sources", "relationship_id", affected_r)
         new_e = merge.group(ent_m)
         new_r = merge.group(rel_m)
         jobs: list[tuple[str, str, list[str]]] = []
+        renamed: set[str] = set()
         for eid in sorted(affected_e):
             old_rows = old_e_sources.get(eid, [])
             kept = [merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"])
@@ -828,8 +828,16 @@ class _GraphState:
                 jobs.append((eid, ent.name, descriptions))
             else:
                 ent.description = descriptions[0] if descriptions else ""
+            if previous is not None and previous.name != ent.name:
+                renamed.add(eid)
             self.entities[eid] = ent
             self.changed_entities.add(eid)
+        # A relationship's summary is written under its entities' names: when one of them is now
+        # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
+        # index would write it.
+        affected_r |= {rid for rid, r in self.relationships.items()
+                       if r.source in renamed or r.target in renamed}
+        old_r_sources = _sources(store, "relationship_sources", "relationship_id", affected_r)
         for rid in sorted(affected_r):
             old_rows = old_r_sources.get(rid, [])
             kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
@@ -846,7 +854,8 @@ class _GraphState:
             rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
-            if prev is not None and same_input(descriptions, before) and rid not in retry:
+            if prev is not None and same_input(descriptions, before) and rid not in retry \
+                    and src not in renamed and dst not in renamed:
                 rel.description = prev.description
             elif len(descriptions) > 1:
                 names = f"{self.entities[src].name if src in self.entities else src} and " \

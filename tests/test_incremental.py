@@ -277,3 +277,36 @@ async def test_a_rows_new_title_replaces_the_old_one(tmp_path):
         assert [r["title"] for r in store.query("SELECT title FROM documents")] == ["New Title"]
     finally:
         store.close()
+
+
+async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, simulator, monkeypatch):
+    """Summaries are written under the entities' names; when more mentions now spell an entity
+    "VELO" than "Velo", its relationships' summaries are written again, as a fresh index would."""
+    import streamrag.pipeline as pipeline
+
+    async def naming_summary(llm, name, descriptions, settings):
+        return f"{name}: " + " ".join(descriptions)
+    monkeypatch.setattr(pipeline, "summarize", naming_summary)
+    settings = make_settings(simulator.base_url)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The ferry firm Velo hired Bram Lind at the quay in Port Vell. "
+                                  "Later Velo praised Bram Lind for the repairs.\n")
+    (corpus / "b.txt").write_text("Bram Lind and the firm Velo signed the harbour lease together. "
+                                  "Bram Lind paid Velo in silver.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "c.txt").write_text("The firm VELO inspected the Blue Heron at Kessel. Then VELO later "
+                                  "met Mira Tal.\n")
+    (corpus / "d.txt").write_text("The council thanked VELO for the harbour plan. Then VELO spoke at "
+                                  "the hall.\n")
+    await sync([corpus], settings, db, root=corpus)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh, ignore=shutil.ignore_patterns(".streamrag"))
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    incremental, rebuilt = index_snapshot(db), index_snapshot(tmp_path / "f.db")
+    names = {e[0] for e in rebuilt["entities"].values()}
+    assert "VELO" in names and "Velo" not in names        # the name did change
+    assert any(r[2].startswith(("VELO and", "Bram Lind and VELO")) for r in rebuilt["relationships"].values())
+    assert incremental["relationships"] == rebuilt["relationships"]
+    assert incremental == rebuilt
