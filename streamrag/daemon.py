@@ -119,6 +119,7 @@ class Daemon:
         self.exit_code = 0                       # 1 when the daemon stops on an error
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
+        self.warned: set[str] = set()  # the warnings of the last sync, already printed
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
         db = self.db_path.resolve()
         self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
@@ -363,8 +364,10 @@ class Daemon:
                 self.emit(state, f"merging done: {_n(t['summaries'], 'description')} summarized "
                                  f"({_s(took)})", summaries=t["summaries"], took_s=round(took, 3))
             elif previous == "reporting":
-                self.emit(state, f"reporting done: {_n(c['reports_done'], 'community')} reported "
-                                 f"({_s(took)})", reports=c["reports_done"], took_s=round(took, 3))
+                written = c["reports_written"]
+                self.emit(state, f"reporting done: {_n(written, 'report')} written, "
+                                 f"{c['reports_done'] - written} kept ({_s(took)})",
+                          reports=c["reports_done"], reports_written=written, took_s=round(took, 3))
             else:
                 self.emit(state, f"{previous} done ({_s(took)})", took_s=round(took, 3))
 
@@ -386,6 +389,11 @@ class Daemon:
         took = anyio.current_time() - started
         self.syncs += 1
         self.last_sync_s = round(took, 3)
+        # Skipped and unreadable files, each said once (not again by every sync that meets it).
+        for line in result.warnings:
+            if line not in self.warned:
+                self.emit("warning", line, warning=line)
+        self.warned = set(result.warnings)
         self.last_result = result
         calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
         self.emit("idle", f"version {result.version}: {result.docs} documents, {result.entities} "

@@ -172,6 +172,7 @@ class Indexer:
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.failed_calls = 0
+        self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.rechunked_all = True
         self.unavailable = 0
         self.llm = None
@@ -193,6 +194,8 @@ class Indexer:
         self.failures += 1
         if stage != "load":  # an unreadable file stays unreadable; a failed call may go next time
             self.failed_calls += 1
+        else:
+            self.unreadable.append(message)
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
@@ -298,7 +301,7 @@ class Indexer:
             communities=len(communities), reports=len(assignments), reports_generated=generated,
             reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
             failed_calls=self.failed_calls,
-            warnings=scan.warnings,
+            warnings=self.unreadable + scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
     def _cluster(self, store: Store, state: _GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
@@ -617,6 +620,7 @@ class Indexer:
                                                children=kids, encoding=s.index.encoding)
                 await writer.run(_save_report, report)
                 generated += 1
+                self.progress.add("reports_written")
             reports[c.id] = report
             assignments[c.id] = (key, report.key)
             self.progress.add("reports_done")

@@ -106,6 +106,7 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     assert messages["merging"].startswith("extracting done: ")
     assert messages["clustering"].startswith("merging done: ")
     assert messages["publishing"].startswith("reporting done: ")
+    assert " written, " in messages["publishing"] and " kept " in messages["publishing"]
     queued = [e for e in after if e["state"] == "queued"]
     assert sum(e["files"] for e in queued) == 2           # the .pdf and the .streamrag file ignored
     assert sum(e["chunks_extracted"] for e in after if e["state"] == "waiting") > 0
@@ -155,6 +156,26 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
     store.close()
     assert paths == {"council.txt", "guild.txt"}
     assert "Lena Varga" not in names                                 # only festival.md named her
+
+
+async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "b.db", corpus, report=events)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        assert "warning" not in events.states()
+        (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+        (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "scan.txt"))})
+            await until(lambda: daemon.syncs == 2)
+            await send.send({(Change.added, str(corpus / "notes.txt"))})
+            await until(lambda: daemon.syncs == 3)
+    warnings = [e["message"] for e in events if e["state"] == "warning"]
+    assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
 def test_relevant_ignores_what_the_scan_ignores(tmp_path):
