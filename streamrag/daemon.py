@@ -324,7 +324,7 @@ class Daemon:
             return
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
-        self.emit("waiting", f"{extracted} chunks extracted, {reused} reused in {_s(took)}; "
+        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=len(self.pending))
@@ -356,7 +356,7 @@ class Daemon:
             if not previous:
                 self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", files=t["files"])
             elif previous == "extracting":
-                self.emit(state, f"extracting done: {c['chunks_extracted']} chunks extracted, "
+                self.emit(state, f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
                                  f"{c['chunks_reused']} reused ({_s(took)})",
                           chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
                           took_s=round(took, 3))
