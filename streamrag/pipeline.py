@@ -269,9 +269,11 @@ class Indexer:
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         scan = await self._stream_stage(store, writer, paths)
+        worked_from = store.version
         change = self._changes(store, scan)
         self.progress.set_stage("merging")
         state = _GraphState.load(store)
+        _check_version(store, worked_from)  # the changes and the graph are of one version
         if state.entities and store.get_meta("summarizer") != self.summarizer_key:
             # Summary settings changed since the published index (or it predates the key): every
             # summary is redone (one with a single description costs nothing).
@@ -940,16 +942,21 @@ def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
         store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
 
 
+def _check_version(store: Store, worked_from: int) -> None:
+    """Refuses to go on from a version another indexer has replaced since."""
+    if store.version != worked_from:
+        raise StoreError(f"{store.path}: another indexer published version {store.version} while this "
+                         "run worked from an older one; nothing was published, run the command again "
+                         "(finished work is reused)")
+
+
 def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
              communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
              next_community_id: int, chunker_key: str | None, summarizer_key: str, vectors: list[tuple],
              root: Path | None = None) -> int:
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
-    if store.version != state.version:
-        raise StoreError(f"{store.path}: another indexer published version {store.version} while this "
-                         "run worked from an older one; nothing was published, run the command again "
-                         "(finished work is reused)")
+    _check_version(store, state.version)
     # Files and documents.
     conn.execute("DELETE FROM files")
     conn.executemany("INSERT INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",

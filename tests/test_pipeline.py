@@ -288,3 +288,29 @@ async def test_a_folder_with_nothing_to_index_says_why(tmp_path):
     result = await sync([folder], make_settings(), tmp_path / "i.db", root=folder)
     assert result.docs == 0
     assert [w for w in result.warnings if "matches index.include" in w and str(folder) in w]
+
+
+async def test_a_version_published_by_another_indexer_meanwhile_is_not_overwritten(corpus, tmp_path, monkeypatch):
+    """What changed is worked out against one version; if another indexer publishes before the
+    graph is loaded, this run publishes nothing rather than mixing the two."""
+    import sqlite3
+
+    import streamrag.pipeline as pipeline
+    from streamrag.errors import StoreError
+
+    db = tmp_path / "v.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    before = snapshot(db)
+    (corpus / "guild.txt").unlink()
+    load = pipeline._GraphState.load.__func__
+
+    def load_after_another_publish(cls, store):
+        other = sqlite3.connect(db)
+        with other:
+            other.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+        other.close()
+        return load(cls, store)
+    monkeypatch.setattr(pipeline._GraphState, "load", classmethod(load_after_another_publish))
+    with pytest.raises(StoreError, match="another indexer published version 2"):
+        await sync([corpus], make_settings(), db, root=corpus)
+    assert snapshot(db) == before
