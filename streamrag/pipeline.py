@@ -1063,9 +1063,14 @@ def indexed_root(db_path: Path) -> Path | None:
 
     Stored paths are relative to it, so a later run on a subfolder or one file must use it
     too: `index sub` then updates ``sub/...`` instead of taking ``sub`` for the whole folder.
+    An index in its folder's ``.streamrag/`` belongs to that folder, wherever it was recorded:
+    a copied folder's index updates the copy, not the original it still names.
     """
-    if not Path(db_path).is_file():
+    db_path = Path(db_path)
+    if not db_path.is_file():
         return None
+    if db_path.parent.name == ".streamrag":
+        return db_path.parent.parent.resolve()
     try:
         store = Store(db_path, readonly=True)
     except StreamragError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import sqlite3
 import subprocess
@@ -127,6 +128,25 @@ def test_status_lists_what_failed_in_the_last_update_once(corpus):
     assert run("index", "-q", ".", cwd=corpus).returncode == 0
     text = run("status", "--failures", cwd=corpus).stdout
     assert "0 in the last update (2 recorded over all runs)" in text and "broken.txt" not in text
+
+
+def test_a_copied_folder_with_its_index_updates_the_copy(corpus, tmp_path):
+    assert run("index", ".", "-q", cwd=corpus).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(corpus, copy)           # .streamrag/index.db comes along, naming `corpus`
+    (copy / "guild.txt").unlink()
+    out = run("index", str(copy), "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["docs_removed"] == 1
+    con = sqlite3.connect(copy / ".streamrag" / "index.db")
+    try:
+        paths = sorted(r[0] for r in con.execute("SELECT path FROM documents"))
+        root = con.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()[0]
+    finally:
+        con.close()
+    assert paths == sorted(p.name for p in copy.iterdir() if p.is_file())   # relative, of the copy
+    assert root == str(copy.resolve())
+    assert run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
 
 
 def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(corpus, tmp_path):
