@@ -19,7 +19,7 @@ import anyio
 
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
-from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError
+from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
 from streamrag.store import Store, default_db_path
 
 
@@ -346,12 +346,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _user_error(group: BaseExceptionGroup) -> StreamragError | None:
-    from streamrag.pipeline import user_error
-
-    return user_error(group)
-
-
 def _stdout_closed() -> int:
     """The reader of stdout went away (``| head``): exit quietly, as a Unix tool killed by
     SIGPIPE would (141), without Python complaining again when it flushes stdout at exit."""
@@ -382,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     except (StreamragError, BaseExceptionGroup) as e:
         if _is_broken_pipe(e):
             return _stdout_closed()
-        error = e if isinstance(e, StreamragError) else _user_error(e)
+        error = e if isinstance(e, StreamragError) else user_error(e)
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)

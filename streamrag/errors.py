@@ -66,3 +66,13 @@ class LLMUnavailableError(LLMError):
 
 class LLMOutputError(LLMError):
     """The model answered, but the answer could not be used."""
+
+
+def user_error(group: BaseExceptionGroup) -> StreamragError | None:
+    """The first error meant for the user inside a (nested) exception group, if any."""
+    for exc in group.exceptions:
+        if isinstance(exc, StreamragError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (inner := user_error(exc)) is not None:
+            return inner
+    return None

@@ -272,6 +272,7 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
         by_id = {n.id: n for n in nodes}
         batches = pack([(n.id, rate_line(n)) for n in nodes], batch_tokens, encoding)
         out: dict[str, float] = {}
+        errors: list[LLMOutputError] = []
 
         async def one(batch: list[tuple[str, str]]) -> None:
             ids = [k for k, _ in batch]
@@ -283,6 +284,8 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
                     validate=lambda t: bool(parse_ratings(t, ids)))
             except LLMOutputError as e:
                 log.warning("rating failed for %d reports, treated as irrelevant: %s", len(ids), e)
+                errors.append(e)
+                rate.unrated += len(ids)
                 return
             for k, v in parse_ratings(result.text, ids).items():
                 if k in by_id:
@@ -291,8 +294,15 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
         async with anyio.create_task_group() as tg:
             for batch in batches:
                 tg.start_soon(one, batch)
+        if errors and len(errors) == len(batches):
+            # Not one rating could be read: "nothing is relevant" would be a guess, not an answer.
+            raise LLMOutputError(
+                f"{model}: none of its {len(batches)} answers rating {len(nodes)} community reports "
+                f"could be read ({errors[0]}); use a model that follows the rating prompt "
+                "(llm.rating_model), or search every report of a level with --level N")
         return out
 
+    rate.unrated = 0  # reports whose rating could not be read (counted as irrelevant)
     return rate
 
 
@@ -310,6 +320,7 @@ class MapReduce(msgspec.Struct):
     reduce_tokens: int       # tokens of the reduce context
     answered: bool           # False when nothing was relevant (no reduce call)
     cut_off: bool = False    # the answer reached query.answer_max_tokens
+    failed_batches: int = 0  # map batches whose answer could not be read (their reports unused)
 
 
 async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, encoding: str,
@@ -321,6 +332,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     blocks = [(n.id, report_block(n)) for n in shuffled(nodes, q.seed)]
     batches = pack(blocks, q.map_max_tokens, encoding)
     points: list[Point] = []
+    errors: list[LLMOutputError] = []
 
     async def one(i: int, batch: list[tuple[str, str]]) -> None:
         text = "\n\n".join(t for _, t in batch)
@@ -330,6 +342,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
                                     validate=_usable_points)
         except LLMOutputError as e:
             log.warning("map batch %d of %d gave no usable answer, skipped: %s", i + 1, len(batches), e)
+            errors.append(e)
             return
         for p in parse_map_points(result.text):
             points.append(Point(description=p["description"], score=p["score"], batch=i))
@@ -337,6 +350,11 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     async with anyio.create_task_group() as tg:
         for i, batch in enumerate(batches):
             tg.start_soon(one, i, batch)
+    if errors and len(errors) == len(batches):
+        # Every report went unread: saying none is relevant would be a guess, not an answer.
+        raise LLMOutputError(
+            f"{model}: none of its {len(batches)} answers over {len(nodes)} community reports could "
+            f"be read ({errors[0]}); use a model that follows the map prompt (llm.answer_model)")
 
     context, used = pack_points(points, q.reduce_max_tokens, encoding)
     kept = sum(1 for p in points if p.score > 0)
@@ -346,7 +364,8 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
         if on_delta is not None:
             on_delta(text)
         return MapReduce(text=text, reports=len(nodes), batches=len(batches), points=len(points),
-                         kept=kept, reduced=0, reduce_tokens=0, answered=False)
+                         kept=kept, reduced=0, reduce_tokens=0, answered=False,
+                         failed_batches=len(errors))
     reduce_prompt = load_prompt("reduce")
     result = await llm.chat(
         reduce_prompt.render(question=question, points=context, max_words=max_words(q.answer_max_tokens)),
@@ -354,7 +373,8 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
         on_delta=on_delta, on_length="keep")  # an answer at its length limit is still the answer
     return MapReduce(text=result.text, reports=len(nodes), batches=len(batches), points=len(points),
                      kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
-                     answered=True, cut_off=result.finish_reason == "length")
+                     answered=True, cut_off=result.finish_reason == "length",
+                     failed_batches=len(errors))
 
 
 def max_words(answer_tokens: int) -> int:

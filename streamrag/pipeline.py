@@ -37,6 +37,7 @@ from streamrag.errors import (
     LLMUnavailableError,
     StoreError,
     StreamragError,
+    user_error,
 )
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
@@ -658,16 +659,6 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
-
-
-def user_error(group: BaseExceptionGroup) -> StreamragError | None:
-    """The first error meant for the user inside a (nested) exception group, if any."""
-    for exc in group.exceptions:
-        if isinstance(exc, StreamragError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup) and (inner := user_error(exc)) is not None:
-            return inner
-    return None
 
 
 @dataclass

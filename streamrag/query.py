@@ -46,7 +46,7 @@ import msgspec
 
 from streamrag import extractive, global_search, local_search
 from streamrag.config import Settings
-from streamrag.errors import IndexMissingError, StreamragError
+from streamrag.errors import IndexMissingError, StreamragError, user_error
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 
@@ -124,7 +124,13 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if not settings.llm.api_base:
                 await search.run_extractive()
             else:
-                await search.run_with_llm(db_path, transport)
+                try:
+                    await search.run_with_llm(db_path, transport)
+                except BaseExceptionGroup as group:  # task groups wrap what their tasks raise
+                    error = user_error(group)
+                    if error is None:
+                        raise
+                    raise error from None
             _finish(store, answer, search.context_tags)
     finally:
         store.close()
@@ -211,12 +217,13 @@ class _Search:
         sel = await global_search.dynamic_selection(tree, rater, threshold=q.dynamic_threshold,
                                                     max_depth=q.dynamic_max_depth)
         self.answer.search = "global_dynamic"
+        unread = f", {rater.unrated} unreadable ratings counted as irrelevant" if rater.unrated else ""
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
-                    f"reports selected ({sel.rated} rated)")
+                    f"reports selected ({sel.rated} rated{unread})")
         await self._map_reduce([tree.nodes[c] for c in sel.selected],
                                {"rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
                                 "ratings": sel.ratings, "fallback": sel.fallback,
-                                "deepest_level": tree.deepest})
+                                "unrated": rater.unrated, "deepest_level": tree.deepest})
 
     async def _map_reduce(self, nodes: list, details: dict) -> None:
         self.context_tags = [f"[R:{n.id}]" for n in nodes]
@@ -237,7 +244,11 @@ class _Search:
             self.context_tags = []  # an answer that found nothing rests on no document
         self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
                                "points": mr.points, "points_kept": mr.kept,
-                               "points_reduced": mr.reduced, "reduce_context_tokens": mr.reduce_tokens}
+                               "points_reduced": mr.reduced, "reduce_context_tokens": mr.reduce_tokens,
+                               "map_batches_failed": mr.failed_batches}
+        if mr.failed_batches:
+            self.status(f"{mr.failed_batches} of {mr.batches} map batches gave no usable answer; "
+                        "their reports are missing from this answer")
 
     async def _local_context(self) -> local_search.Context:
         """The local search context for the question (also what extractive local answers use)."""

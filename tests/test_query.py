@@ -261,6 +261,31 @@ async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
     assert nothing.documents == []             # an answer that found nothing rests on no document
 
 
+async def test_unreadable_ratings_or_map_answers_are_an_error_not_an_empty_answer(llm_db, qs):
+    """A model whose answers cannot be read has not said that nothing is relevant."""
+    from streamrag.errors import LLMOutputError
+
+    refuse = {"rate": lambda m: "I cannot help with that.", "map": lambda m: "I cannot help with that."}
+    qs.llm.max_retries = 0
+    with pytest.raises(LLMOutputError, match="none of its .* answers rating .* could be read"):
+        await aask("What are the main themes?", qs, llm_db, mode="global", transport=mock(refuse))
+    with pytest.raises(LLMOutputError, match="none of its .* answers over .* community reports"):
+        await aask("What are the main themes?", qs, llm_db, mode="global", level=1,
+                   transport=mock({"map": refuse["map"]}))
+    # Some batches unreadable: the answer comes from the rest, and says how many were lost.
+    doomed: list[str] = []
+
+    def first_map_fails(messages):   # one batch's answer, asked again or not, is never readable
+        doomed[:] = doomed or [messages[-1]["content"]]
+        if messages[-1]["content"] == doomed[0]:
+            return "I cannot help with that."
+        return ANSWERS["map"](messages)
+    qs.query.map_max_tokens = 300   # several batches
+    answer = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                        transport=mock({"map": first_map_fails}))
+    assert answer.details["map_batches"] > 1 and answer.details["map_batches_failed"] == 1
+
+
 async def test_reduce_respects_its_budget(llm_db, simulator):
     settings = make_settings(simulator.base_url, llm={"cache": False},
                              query={"reduce_max_tokens": 60, "map_max_tokens": 300})
