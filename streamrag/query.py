@@ -513,6 +513,50 @@ def resolve(store: Store, kind: str, ident: str) -> dict | None:
     return {**base, **label, "documents": sorted(docs)}
 
 
+def _cited(part: str, kind: str) -> tuple[str, str]:
+    """(kind letter, id) of one part of a citation bracket whose own kind is ``kind``."""
+    part = part.strip().strip("'\"` ")
+    own = re.match(r"^(E|L|R|T):\s*", part)
+    return (own.group(1), part[own.end():].strip()) if own else (kind, part)
+
+
+def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
+    """``text`` without the citations in ``bad`` ((kind letter, id) pairs).
+
+    Only citation brackets naming something in ``bad`` are rewritten; every other character is
+    kept as it was. A bracket keeps its other parts, each under its own kind (``[E:x, L:y]``
+    without ``E:x`` is ``[L:y]``). Where a whole bracket goes, the space it leaves is tidied:
+    no space before the punctuation that followed it, and one space, not two, between words.
+    """
+    out = ""
+    pos = 0
+    for m in _CITATION.finditer(text):
+        parts = [_cited(p, m.group(1)) for p in re.split(r"[,;]\s*", m.group(2))]
+        parts = [(k, i) for k, i in parts if i]
+        if not any(p in bad for p in parts):
+            continue  # left exactly as written
+        kept = list(dict.fromkeys(p for p in parts if p not in bad))
+        out += text[pos:m.start()]
+        pos = m.end()
+        if kept:
+            if len({k for k, _ in kept}) == 1:
+                out += f"[{kept[0][0]}:{', '.join(i for _, i in kept)}]"
+            else:
+                out += f"[{'; '.join(f'{k}:{i}' for k, i in kept)}]"
+            continue
+        # The whole bracket goes: tidy only the gap it leaves.
+        trimmed = out.rstrip(" \t")
+        gap = len(out) > len(trimmed)
+        line_start = not trimmed or trimmed.endswith("\n")
+        after = text[pos:]
+        follow = len(after) - len(after.lstrip(" \t"))
+        if follow and (gap or line_start):
+            pos += follow  # "a [X] b" -> "a b"; "    [X] b" keeps its indentation: "    b"
+        elif gap and not line_start and (not after or after[0] in ".,;:!?)\r\n"):
+            out = trimmed  # "a [X]." -> "a."
+    return out + text[pos:]
+
+
 def _finish(store: Store, answer: Answer, context_tags: list[str]) -> None:
     """Resolve the answer's citations, drop the unresolvable ones, list its documents."""
     citations, unresolved = [], []
@@ -523,19 +567,7 @@ def _finish(store: Store, answer: Answer, context_tags: list[str]) -> None:
         else:
             citations.append(record)
     if unresolved:
-        bad = {(u[1], u[3:-1]) for u in unresolved}
-
-        def cited(part: str, kind: str) -> tuple[str, str]:
-            part = part.strip().strip("'\"` ")
-            own = re.match(r"^(E|L|R|T):\s*", part)
-            return (own.group(1), part[own.end():]) if own else (kind, part)
-
-        def clean(m: re.Match) -> str:
-            parts = [p for p in re.split(r"[,;]\s*", m.group(2)) if cited(p, m.group(1)) not in bad]
-            return f"[{m.group(1)}:{', '.join(p.strip() for p in parts)}]" if parts else ""
-
-        answer.text = re.sub(r"\s+([.,;:!?])", r"\1", _CITATION.sub(clean, answer.text))
-        answer.text = re.sub(r"[ \t]{2,}", " ", answer.text)
+        answer.text = drop_citations(answer.text, {(u[1], u[3:-1]) for u in unresolved})
     counts: Counter[str] = Counter()
     for c in citations:
         counts.update(c["documents"])

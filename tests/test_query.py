@@ -448,6 +448,36 @@ async def test_unresolvable_citations_are_dropped(llm_db, qs):
     assert answer.documents
 
 
+async def test_dropping_citations_keeps_the_rest_of_the_answer_as_written(llm_db, qs):
+    store = Store(llm_db, readonly=True)
+    ent = store.scalar("SELECT id FROM entities ORDER BY id LIMIT 1")
+    rel = store.scalar("SELECT id FROM relationships ORDER BY id LIMIT 1")
+    comm = store.scalar("SELECT id FROM communities ORDER BY id LIMIT 1")
+    store.close()
+    fake = (f"Mira Osk designed it [E:bogus, L:{rel}]. Also [R:C999; R:{comm}] and [E:{ent}; T:chk-nope].\n"
+            "\n"
+            "- top item [R:C999]\n"
+            "    - nested item [T:chk-nope], still nested\n"
+            "\n"
+            "```\n"
+            "x  =  1 ;   y  =  2\n"
+            "```\n"
+            "Ratio is 3 : 1 , as written [E:bogus] [T:chk-nope].")
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local",
+                        transport=mock({"answer": lambda m: fake}))
+    assert set(answer.unresolved) == {"[E:bogus]", "[R:C999]", "[T:chk-nope]"}
+    assert answer.text == (f"Mira Osk designed it [L:{rel}]. Also [R:{comm}] and [E:{ent}].\n"
+                           "\n"
+                           "- top item\n"
+                           "    - nested item, still nested\n"
+                           "\n"
+                           "```\n"
+                           "x  =  1 ;   y  =  2\n"
+                           "```\n"
+                           "Ratio is 3 : 1 , as written.")
+    assert {c["tag"] for c in answer.citations} == {f"[L:{rel}]", f"[R:{comm}]", f"[E:{ent}]"}
+
+
 async def test_empty_or_missing_index_says_how_to_build_one(tmp_path, qs):
     with pytest.raises(IndexMissingError, match="streamrag index"):
         await aask("Anything?", qs, tmp_path / "missing.db")
