@@ -116,6 +116,8 @@ class Daemon:
         self.syncs = 0
         self.errors = 0
         self._retries = 0                        # syncs scheduled only to retry failed calls
+        self._retry_items = 0                    # items the scheduled retry sync is for
+        self._once = False                       # run(None): one sync, nothing is retried
         self.exit_code = 0                       # 1 when the daemon stops on an error
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
@@ -145,6 +147,22 @@ class Daemon:
         """Reports one status event (a state change, a health line, an error)."""
         self.report({"event": "health" if state == "health" else "state", "state": state,
                      "message": message, **fields})
+
+    def _files_pending(self) -> int:
+        """Changed files waiting for a sync, without the ``"."`` marker (a retry, a rescan)."""
+        return sum(1 for rel in self.pending if rel != ".")
+
+    def _why_sync(self) -> str:
+        """What the next sync is for: ``2 changed files, retrying 3 failed items``."""
+        parts = []
+        if files := self._files_pending():
+            parts.append(_n(files, "changed file"))
+        marker = self.pending.get(".")
+        if marker == "retry":
+            parts.append(f"retrying {_n(self._retry_items, 'failed item')}")
+        elif marker == "rescan":
+            parts.append("the whole folder")
+        return ", ".join(parts) or "the whole folder"
 
     # -- which events matter ---------------------------------------------------------------
     def relevant(self, change: int, path: str | Path) -> str | None:
@@ -219,6 +237,7 @@ class Daemon:
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
                   root=str(self.root), db=str(self.db_path))
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
+        self._once = source is None
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
             self._pump_scope.cancel()
@@ -235,11 +254,18 @@ class Daemon:
                     tg.start_soon(self._health_loop)
                     await self._follow(recv)
                 tg.cancel_scope.cancel()
-        if self.pending:
-            self.emit("stopped", f"{_n(len(self.pending), 'changed file')} not synced yet; the next "
-                                 "start picks them up", pending=len(self.pending))
+        files = self._files_pending()
+        retry = self._retry_items if self.pending.get(".") == "retry" else 0
+        left = []
+        if files:
+            left.append(f"{_n(files, 'changed file')} not synced yet")
+        if retry:
+            left.append(f"{_n(retry, 'failed item')} left out of this version")
+        if left:
+            self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) picks "
+                                 "them up", pending=files, failed_items=retry)
         else:
-            self.emit("stopped", "index is current", pending=0)
+            self.emit("stopped", "index is current", pending=0, failed_items=0)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""
@@ -288,7 +314,7 @@ class Daemon:
                 await self._queue(batch)
                 continue
             if self.pending and (ended or anyio.current_time() >= deadline):
-                ok = await self._sync(_n(len(self.pending), "changed file"))
+                ok = await self._sync(self._why_sync())
                 failures_in_row = 0 if ok else failures_in_row + 1
                 if not ok:  # retry later, backing off, unless new events come first
                     deadline = anyio.current_time() + min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
@@ -302,8 +328,9 @@ class Daemon:
         self._retries = 0
         kinds = Counter(batch.values())
         what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {len(self.pending)} pending",
-                  files=len(batch), pending=len(self.pending), **{k: n for k, n in kinds.items()})
+        pending = self._files_pending()
+        self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {pending} pending",
+                  files=len(batch), pending=pending, **{k: n for k, n in kinds.items()})
         existing = [self.root / rel for rel, kind in sorted(batch.items())
                     if kind != "deleted" and (self.root / rel).exists()]
         if not existing:
@@ -327,7 +354,7 @@ class Daemon:
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
-                  pending=len(self.pending))
+                  pending=self._files_pending())
 
     async def _sync(self, reason: str, *, initial: bool = False) -> bool:
         """One full sync of the folder; a failure is reported (raised if ``initial``)."""
@@ -384,7 +411,7 @@ class Daemon:
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
             self.emit("error", f"sync failed: {e}; retrying after the next quiet period",
-                      error=str(e), pending=len(self.pending))
+                      error=str(e), pending=self._files_pending())
             return False
         took = anyio.current_time() - started
         self.syncs += 1
@@ -407,6 +434,18 @@ class Daemon:
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
         made = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
+        failed_items = result.failed_calls or failed_calls
+        if self._once and failed_items:
+            # `watch --once` is like `streamrag index`: what succeeded is published, and the
+            # exit status tells a script that something did not.
+            self.exit_code = 1
+            self.pending.setdefault(".", "retry")
+            self._retry_items = failed_items
+            calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
+            self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
+                               "run again to retry them (`streamrag status --failures` lists them)",
+                      failed_calls=failed_calls, failed_items=failed_items)
+            return False
         if not failed_calls:
             self._retries = 0
             return True
@@ -421,6 +460,7 @@ class Daemon:
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retries += 1
             self.pending.setdefault(".", "retry")
+            self._retry_items = failed_items
             why = "; no call succeeded, is the endpoint down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                                f"retried after a pause{why}", failed_calls=failed_calls, outage=outage)
@@ -449,7 +489,7 @@ class Daemon:
                     out["failures"] = failures_of(store, last_update(store))
             finally:
                 store.close()
-        out.update(pending=len(self.pending), last_sync_s=self.last_sync_s, errors=self.errors)
+        out.update(pending=self._files_pending(), last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
     def check_health(self) -> bool:

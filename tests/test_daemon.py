@@ -481,3 +481,26 @@ async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_p
     assert daemon.syncs >= 2                              # a retry sync ran without any file event
     assert any(e["state"] == "error" and "retried" in e["message"] for e in events)
     assert daemon.last_result.chunks >= first.chunks
+    # The retry sync says what it is for; no file changed, so none is counted as one.
+    first_idle = events.states().index("idle")
+    retry_start = next(e for e in events[first_idle:] if e["state"] == "extracting")
+    assert retry_start["message"].startswith("retrying "), retry_start
+    assert "changed file" not in retry_start["message"] and " failed item" in retry_start["message"]
+
+
+async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
+    """`watch --once` is like `streamrag index`: items whose calls failed make the exit status 1."""
+    with Simulator(SimulatorConfig(fault_rate=0.2, seed=3, timeout_s=0.2)) as flaky:
+        settings = make_settings(flaky.base_url, index=SMALL,
+                                 llm={"max_retries": 0, "request_timeout_s": 2.0})
+        events = Events()
+        daemon = Daemon(settings, tmp_path / "once.db", corpus, report=events)
+        await daemon.run(None)
+    assert daemon.last_result.failed_calls > 0
+    assert daemon.exit_code == 1
+    stopped = events[-1]
+    assert stopped["state"] == "stopped" and stopped["pending"] == 0, stopped
+    assert "changed file" not in stopped["message"]
+    assert stopped["failed_items"] == daemon.last_result.failed_calls
+    assert not any("retried after a pause" in e["message"] for e in events)   # --once retries nothing
+    assert daemon.health()["pending"] == 0
