@@ -16,6 +16,9 @@ Design notes:
 * **The change source is a seam.** The daemon reads an async iterator of watchfiles-shaped
   sets of ``(change, path)``; ``watch_folder`` wraps ``watchfiles.awatch``, tests feed scripted
   sets. The watcher starts before the initial sync, so edits made during it are not missed.
+* **Quiet, but not forever.** A sync waits for ``watch.quiet_s`` without events, but at most
+  ten times that (``_MAX_WAIT_QUIETS``) after the first change it would publish: a file
+  written steadily (an autosave, a log appended every second) is synced while it grows.
 * **Two ways to stop.** The first SIGINT/SIGTERM stops taking events and lets the in-flight
   prefetch or sync finish within ``watch.grace_s``; changes queued but not yet synced stay in
   the folder for the next start's initial sync. A second signal (or the end of the grace
@@ -84,6 +87,8 @@ class Reporter:
 
 
 _MAX_RETRY_SYNCS = 3
+_MAX_WAIT_QUIETS = 10
+"""Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 
 
 def _n(n: int, word: str) -> str:
@@ -285,10 +290,13 @@ class Daemon:
                             await close()
 
     async def _follow(self, recv) -> None:
-        """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch."""
+        """Queues batches as they come, prefetching; syncs after ``quiet_s`` with no batch, or
+        ``_MAX_WAIT_QUIETS * quiet_s`` after the first unsynced batch if events never pause."""
         quiet = self.settings.watch.quiet_s
+        max_wait = _MAX_WAIT_QUIETS * quiet
         # The initial sync may have left work (calls to retry): its quiet period starts now.
         deadline = anyio.current_time() + quiet if self.pending else math.inf
+        first_batch: float | None = None  # when the oldest batch not synced yet came
         failures_in_row = 0
         while not self.stopping:
             batch: dict[str, str] = {}
@@ -310,10 +318,17 @@ class Daemon:
             if self.stopping:
                 return
             if batch:
-                deadline = anyio.current_time() + quiet
+                now = anyio.current_time()
+                if first_batch is None:
+                    first_batch = now
+                # A file edited steadily (autosave, a log) would push the quiet deadline back
+                # forever: the sync comes at most max_wait after the first unsynced batch.
+                deadline = min(now + quiet, first_batch + max_wait)
                 await self._queue(batch)
-                continue
+                if anyio.current_time() < deadline:
+                    continue
             if self.pending and (ended or anyio.current_time() >= deadline):
+                first_batch = None
                 ok = await self._sync(self._why_sync())
                 failures_in_row = 0 if ok else failures_in_row + 1
                 if not ok:  # retry later, backing off, unless new events come first

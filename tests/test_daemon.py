@@ -178,6 +178,34 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
+async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path):
+    """Events that never pause for quiet_s (a log appended to) delay the sync 10 x quiet_s at most."""
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.1})   # offline: fast
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "g.db", corpus, report=events)
+    send, recv = scripted()
+    log = corpus / "log.txt"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        started = anyio.current_time()
+        async with send:
+            with anyio.move_on_after(6):          # edits every 30 ms, never 100 ms apart
+                n = 0
+                while daemon.syncs < 2:
+                    n += 1
+                    with log.open("a") as f:
+                        f.write(f"Line {n}: Captain Oskar Lind logged the tide at Port Vell.\n")
+                    await send.send({(Change.added if n == 1 else Change.modified, str(log))})
+                    await anyio.sleep(0.03)
+            waited = anyio.current_time() - started
+    assert daemon.syncs >= 2, "never synced while the file kept changing"
+    assert waited < 4.0                        # 1 s of max wait, plus prefetch and sync time
+    store = Store(tmp_path / "g.db", readonly=True)
+    assert store.scalar("SELECT count(*) FROM documents WHERE path = 'log.txt'") == 1
+    store.close()
+
+
 def test_relevant_ignores_what_the_scan_ignores(tmp_path):
     root = tmp_path / "docs"
     (root / "sub").mkdir(parents=True)
