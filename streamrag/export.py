@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax import saxutils
 
 from streamrag.errors import StreamragError
 from streamrag.store import Store
@@ -64,6 +65,21 @@ def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
         raise StreamragError(f"{out}: cannot write the export ({e.strerror or e}); give a file "
                              "in a folder you can write to") from None
     return {k: len(data[k]) for k in ("entities", "relationships", "communities", "reports")}
+
+
+# Characters XML 1.0 does not allow at all, even escaped: C0 controls other than tab, newline
+# and carriage return, lone surrogates, and U+FFFE / U+FFFF. Document text can hold them.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def escape(value) -> str:
+    """``value`` as XML character data, without the characters XML 1.0 forbids."""
+    return saxutils.escape(_NOT_XML.sub("", str(value)))
+
+
+def quoteattr(value) -> str:
+    """``value`` as a quoted XML attribute, without the characters XML 1.0 forbids."""
+    return saxutils.quoteattr(_NOT_XML.sub("", str(value)))
 
 
 def _graphml(data: dict) -> str:

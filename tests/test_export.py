@@ -1,0 +1,55 @@
+"""`export`: the files it writes are readable by the tools they are meant for."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import xml.etree.ElementTree as ET
+from functools import partial
+
+import anyio
+import pytest
+
+from conftest import DATA, make_settings
+from streamrag.export import export
+from streamrag.pipeline import sync
+from streamrag.store import Store
+
+NS = {"g": "http://graphml.graphdrawing.org/xmlns"}
+
+
+@pytest.fixture(scope="module")
+def offline_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("export")
+    corpus = path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    db = path / "index.db"
+    settings = make_settings("", index={"chunk_size": 80, "chunk_overlap": 10})
+    anyio.run(partial(sync, [corpus], settings, db, root=corpus))
+    return db
+
+
+def test_graphml_is_valid_xml_when_the_text_holds_control_characters(offline_db, tmp_path):
+    db = tmp_path / "index.db"
+    shutil.copy(offline_db, db)
+    conn = sqlite3.connect(db)
+    with conn:
+        ent, name = conn.execute("SELECT id, name FROM entities ORDER BY id LIMIT 1").fetchone()
+        conn.execute("UPDATE entities SET name = ?, description = ? WHERE id = ?",
+                     (name + "\x1b[31m", "Bell\x07 form\x0cfeed\x00 nul \ufffe\uffff\ttab\nline", ent))
+        rel = conn.execute("SELECT id FROM relationships ORDER BY id LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE relationships SET description = ? WHERE id = ?", ("a\x01b\x1fc & <d>", rel))
+    conn.close()
+    out = tmp_path / "graph.graphml"
+    store = Store(db, readonly=True)
+    try:
+        export(store, out, "graphml")
+    finally:
+        store.close()
+    root = ET.parse(out).getroot()         # raised ParseError: "not well-formed (invalid token)"
+    node = root.find(f".//g:node[@id='{ent}']", NS)
+    data = {d.get("key"): d.text for d in node.findall("g:data", NS)}
+    assert data["n_name"] == name + "[31m"
+    assert data["n_description"] == "Bell formfeed nul \ttab\nline"
+    edge = root.find(f".//g:edge[@id='{rel}']", NS)
+    assert edge.find("g:data[@key='e_description']", NS).text == "abc & <d>"
