@@ -36,6 +36,7 @@ import contextlib
 import fnmatch
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -210,7 +211,46 @@ class Daemon:
         finally:
             store.close()
 
+    def _open_index(self) -> Store | None:
+        try:
+            return Store(self.db_path, readonly=True)
+        except StreamragError:
+            return None
+
+    @staticmethod
+    def _is_indexed(store: Store | None, rel: str) -> bool:
+        """Whether the index holds the file ``rel`` (or rows of it: ``data.jsonl#3``)."""
+        if store is None:
+            return False
+        prefix = rel + "#"
+        return bool(store.scalar("SELECT 1 FROM files WHERE path = ? OR substr(path, 1, ?) = ? LIMIT 1",
+                                 (rel, len(prefix), prefix)))
+
+    @staticmethod
+    def _indexed_in(store: Store | None, rel: str) -> set[str]:
+        """The indexed files under the folder ``rel``."""
+        if store is None:
+            return set()
+        prefix = rel + "/"
+        rows = store.query("SELECT path FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
+        return {r["path"].split("#", 1)[0] for r in rows}
+
+    def _files_in(self, folder: Path) -> list[str]:
+        """The files under ``folder`` that the scan would index, relative to the root."""
+        out = []
+        for top, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in files:
+                rel = self.relevant(_ADDED, Path(top) / name)
+                if rel is not None:
+                    out.append(rel)
+        return out
+
     def _classify(self, changes: ChangeSet) -> dict[str, str]:
+        """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
+        whole folder). A folder made or moved in counts as the files under it, a folder deleted
+        as the indexed files it held; a file created where one is indexed (an editor's save by
+        rename) is ``modified``."""
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
@@ -224,11 +264,29 @@ class Daemon:
             rel = self.relevant(int(change), path)
             if rel is not None:
                 kinds.setdefault(rel, set()).add(int(change))
-        for rel, seen in kinds.items():
-            if not (self.root / rel).exists():
-                out[rel] = "deleted"
-            else:
-                out[rel] = "added" if _ADDED in seen else "modified"
+        if not kinds:
+            return out
+        store = self._open_index()
+        try:
+            folders = []
+            for rel, seen in kinds.items():
+                path = self.root / rel
+                if path.is_dir():
+                    folders.append(path)
+                elif not path.exists():
+                    for gone in self._indexed_in(store, rel) or {rel}:
+                        out[gone] = "deleted"
+                elif _ADDED in seen and not self._is_indexed(store, rel):
+                    out[rel] = "added"
+                else:
+                    out[rel] = "modified"
+            for folder in folders:
+                for rel in self._files_in(folder):
+                    if rel not in out:
+                        out[rel] = "modified" if self._is_indexed(store, rel) else "added"
+        finally:
+            if store is not None:
+                store.close()
         return out
 
     # -- the run ---------------------------------------------------------------------------

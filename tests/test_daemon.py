@@ -206,6 +206,55 @@ async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path
     store.close()
 
 
+async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modification(corpus, tmp_path):
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "f.db", corpus, report=events)
+    send, recv = scripted()
+
+    def queued(start: int) -> dict:
+        (event,) = [e for e in events[start:] if e["state"] == "queued"]
+        return event
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        async with send:
+            # mkdir -p n1/n2 && echo ... > n1/n2/d.txt, and a file beside; an empty folder
+            mark = len(events)
+            (corpus / "n1" / "n2").mkdir(parents=True)
+            (corpus / "n1" / "n2" / "d.txt").write_text("Captain Oskar Lind sailed to Kessel.\n")
+            (corpus / "n1" / "e.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+            (corpus / "empty").mkdir()
+            await send.send({(Change.added, str(corpus / "n1")), (Change.added, str(corpus / "n1" / "n2")),
+                             (Change.added, str(corpus / "n1" / "n2" / "d.txt")),
+                             (Change.added, str(corpus / "empty"))})
+            await until(lambda: daemon.syncs == 2)
+            event = queued(mark)
+            assert event["files"] == 2 and event["added"] == 2, event["message"]
+            assert event["message"].startswith("2 files (2 added)")
+
+            # An editor's save: written beside, renamed over the indexed file.
+            mark = len(events)
+            guild = corpus / "guild.txt"
+            temp = corpus / ".guild.txt.tmp"
+            temp.write_text(guild.read_text().replace("Lantern Hall", "Harbor Chapel"))
+            os.replace(temp, guild)
+            await send.send({(Change.added, str(temp)), (Change.deleted, str(temp)),
+                             (Change.added, str(guild))})
+            await until(lambda: daemon.syncs == 3)
+            event = queued(mark)
+            assert event["files"] == 1 and event.get("modified") == 1 and "added" not in event, event
+
+            # A folder deleted counts the indexed files it held.
+            mark = len(events)
+            shutil.rmtree(corpus / "n1")
+            await send.send({(Change.deleted, str(corpus / "n1"))})
+            await until(lambda: daemon.syncs == 4)
+            event = queued(mark)
+            assert event["files"] == 2 and event["deleted"] == 2, event["message"]
+
+
 def test_relevant_ignores_what_the_scan_ignores(tmp_path):
     root = tmp_path / "docs"
     (root / "sub").mkdir(parents=True)
