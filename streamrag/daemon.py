@@ -236,13 +236,13 @@ class Daemon:
         return {r["path"].split("#", 1)[0] for r in rows}
 
     def _files_in(self, folder: Path) -> list[str]:
-        """The files under ``folder`` that the scan would index, relative to the root."""
+        """The regular files under ``folder`` that the scan would index, relative to the root."""
         out = []
         for top, dirs, files in os.walk(folder):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
                 rel = self.relevant(_ADDED, Path(top) / name)
-                if rel is not None:
+                if rel is not None and (Path(top) / name).is_file():  # not a FIFO, a socket
                     out.append(rel)
         return out
 
@@ -276,6 +276,10 @@ class Daemon:
                 elif not path.exists():
                     for gone in self._indexed_in(store, rel) or {rel}:
                         out[gone] = "deleted"
+                elif not path.is_file():
+                    # A FIFO, socket or device: the scan skips it (and reading a FIFO would block).
+                    if self._is_indexed(store, rel):
+                        out[rel] = "deleted"
                 elif _ADDED in seen and not self._is_indexed(store, rel):
                     out[rel] = "added"
                 else:
@@ -405,7 +409,7 @@ class Daemon:
         self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {pending} pending",
                   files=len(batch), pending=pending, **{k: n for k, n in kinds.items()})
         existing = [self.root / rel for rel, kind in sorted(batch.items())
-                    if kind != "deleted" and (self.root / rel).exists()]
+                    if kind != "deleted" and (self.root / rel).is_file()]  # no FIFO, socket
         if not existing:
             return
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))

@@ -255,6 +255,37 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             assert event["files"] == 2 and event["deleted"] == 2, event["message"]
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "p.db", corpus, report=events)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        mark = len(events)
+        os.mkfifo(corpus / "pipe.txt")
+        (corpus / "sub").mkdir()
+        os.mkfifo(corpus / "sub" / "pipe2.txt")
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "pipe.txt")), (Change.added, str(new)),
+                             (Change.added, str(corpus / "sub"))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
+    (queued,) = [e for e in after if e["state"] == "queued"]
+    assert queued["files"] == 1
+    (waiting,) = [e for e in after if e["state"] == "waiting"]
+    assert waiting["chunks_extracted"] > 0
+    store = Store(tmp_path / "p.db", readonly=True)
+    assert {r["path"] for r in store.query("SELECT path FROM documents")} >= {"new.txt"}
+    assert store.scalar("SELECT count(*) FROM documents WHERE path LIKE '%pipe%'") == 0
+    store.close()
+
+
 def test_relevant_ignores_what_the_scan_ignores(tmp_path):
     root = tmp_path / "docs"
     (root / "sub").mkdir(parents=True)
