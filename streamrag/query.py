@@ -606,16 +606,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     stream = not args.json and not args.no_stream
+    # Document text reaches the terminal through the answer, the footer and status lines: it
+    # must not drive the terminal (colours, titles, cursor moves), so escapes are dropped there.
+    terminal = TerminalText()
     streamed = []
 
     def on_delta(piece: str) -> None:
+        piece = terminal.feed(piece)
         streamed.append(piece)
         sys.stdout.write(piece)
         sys.stdout.flush()
 
     def on_status(message: str) -> None:
         if not args.json:
-            print(f"streamrag: {message}", file=sys.stderr, flush=True)
+            print(f"streamrag: {terminal_text(message)}", file=sys.stderr, flush=True)
 
     answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
                  on_delta=on_delta if stream else None, on_status=on_status)
@@ -623,12 +627,54 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps(answer.to_json(), ensure_ascii=False, default=str))
         return 0
     if stream:
-        if streamed and not "".join(streamed).endswith("\n"):
+        rest = terminal.flush()
+        streamed.append(rest)
+        sys.stdout.write(rest)
+        if "".join(streamed) and not "".join(streamed).endswith("\n"):
             sys.stdout.write("\n")
     else:
-        print(answer.text)
-    print(format_footer(answer))
+        print(terminal_text(answer.text))
+    print(terminal_text(format_footer(answer)))
     return 0
+
+
+# Escape sequences (CSI ... final byte, OSC/DCS/APC/PM/SOS strings up to their terminator, and
+# two-byte escapes; an unterminated string loses its ESC and bracket only, not the text after
+# it), then any other control character but newline and tab (C0, DEL, C1).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"
+                   r"|\x1b[\]P^_X][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+                   r"|\x1b[ -/]*[0-~]"
+                   r"|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The start of an escape sequence that may continue in the next streamed piece.
+_OPEN_ESCAPE = re.compile(r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]P^_X][^\x07\x1b\x9c]*|[ -/]*)?"
+                          r"|\x9b[0-?]*[ -/]*)\Z")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print to a terminal: no escape sequences, no controls but \\n and \\t."""
+    return _CONTROL.sub("", _ANSI.sub("", text))
+
+
+class TerminalText:
+    """``terminal_text`` for text arriving in pieces: an escape sequence split between two
+    pieces is held back until it is complete, then dropped whole."""
+
+    def __init__(self, max_held: int = 512) -> None:
+        self.held = ""
+        self.max_held = max_held
+
+    def feed(self, piece: str) -> str:
+        text = self.held + piece
+        self.held = ""
+        m = _OPEN_ESCAPE.search(text)
+        if m and len(text) - m.start() <= self.max_held:
+            text, self.held = text[:m.start()], text[m.start():]
+        return terminal_text(text)
+
+    def flush(self) -> str:
+        text, self.held = self.held, ""
+        return terminal_text(text)
 
 
 def format_footer(answer: Answer, max_documents: int = 20) -> str:

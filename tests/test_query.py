@@ -599,6 +599,36 @@ def test_cmd_ask_streams_and_ends_with_the_documents(offline_db, capsys, monkeyp
     assert "Documents:" in captured.out and "global static search at level 0" in captured.out
 
 
+@pytest.mark.parametrize("flag", [None, "--no-stream", "--json"])
+def test_cmd_ask_prints_no_terminal_escapes_from_document_text(offline_db, capsys, monkeypatch, flag):
+    import streamrag.query as query
+
+    text = "Red \x1b[31malert\x1b[0m\x07 and a \x1b]0;pwned\x07title.\r\n- kept\tas is [T:chk-1]"
+    pieces = ["Red \x1b[3", "1malert\x1b", "[0m\x07 and a \x1b]0;pw", "ned\x07title.\r\n- kept\tas is [T:chk-1]"]
+
+    def fake_ask(question, settings, db, *, mode, level, on_delta=None, on_status=None):
+        on_status("local search: 1 entities (bm25) named \x1b[2J")
+        for piece in pieces:
+            if on_delta:
+                on_delta(piece)
+        return Answer(question=question, requested_mode="local", mode="local", search="local",
+                      text=text, documents=["evil\x1b[1;1Hname.txt"], citations=[{"tag": "[T:chk-1]"}])
+
+    monkeypatch.setattr(query, "ask", fake_ask)
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    args = _parse(["ask", "What?", "--db", str(offline_db)] + ([flag] if flag else []))
+    assert cmd_ask(args) == 0
+    captured = capsys.readouterr()
+    if flag == "--json":      # JSON escapes control characters itself; the answer stays as given
+        assert json.loads(captured.out)["answer"] == text
+        return
+    assert captured.out.startswith("Red alert and a title.\n- kept\tas is [T:chk-1]\n")
+    assert "  evilname.txt" in captured.out
+    assert "streamrag: local search: 1 entities (bm25) named \n" in captured.err
+    for stream in (captured.out, captured.err):
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", stream), repr(stream)
+
+
 async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulator):
     import shutil
 
