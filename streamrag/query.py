@@ -56,6 +56,14 @@ theme themes overall main across summarize summarise summary summaries overview 
 common general whole collection corpus dataset documents topics topic key major broad patterns
 overarching recurring principal dominant
 """.split())
+# Words a question about the collection uses without naming what it is about: with the cues and
+# stopwords gone, a question left with no word ("What do the texts say overall?") is broad.
+GENERIC_WORDS = GLOBAL_CUES | frozenset("""
+report reports text texts file files document doc docs story stories book books note notes
+content contents material materials writing writings say says said tell told talk talks discuss
+discussed discusses mention mentioned mentions describe described describes cover covered covers
+idea ideas thing things stuff
+""".split())
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
 
@@ -351,7 +359,7 @@ class _Search:
 
     async def _extractive_global(self) -> None:
         tree = global_search.load_tree(self.store)
-        terms = set(local_search.query_terms(self.answer.question, extra_stop=GLOBAL_CUES))
+        terms = set(local_search.query_terms(self.answer.question, extra_stop=GENERIC_WORDS))
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -372,6 +380,12 @@ class _Search:
                                    "selected": sel.selected, "fallback": sel.fallback,
                                    "reports": len(nodes)}
         broad = False
+        if not nodes and terms:
+            # The question names something and no report has any of its words: say so, rather
+            # than quote the largest communities as if they were relevant.
+            self.answer.details["reports"] = 0
+            self._extract([], "community reports")
+            return
         if not nodes:
             # A broad question ("what are the main themes?") shares no words with any report:
             # the largest top-level communities are what the collection is mostly about.
@@ -389,7 +403,7 @@ class _Search:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
         text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
-                                                   what=what, extra_stop=GLOBAL_CUES
+                                                   what=what, extra_stop=GENERIC_WORDS
                                                    if self.answer.mode == "global" else frozenset())
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document

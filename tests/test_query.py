@@ -550,6 +550,18 @@ async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offlin
     assert "nothing in the" in answer.text and answer.documents == [] and answer.citations == []
 
 
+@pytest.mark.parametrize("level", [None, 0])
+async def test_an_offline_global_question_matching_no_report_finds_nothing(offline_db, level):
+    settings = make_settings("", index=INDEX)
+    answer = await aask("What do the reports say about quantum chromodynamics and Kubernetes?", settings,
+                        offline_db, mode="global", level=level)
+    assert "nothing in the community reports" in answer.text and "\n- " not in answer.text
+    assert answer.documents == [] and answer.citations == []
+    assert not answer.details.get("broad_fallback")
+    broad = await aask("What do the documents say overall?", settings, offline_db, mode="global")
+    assert "\n- " in broad.text and broad.documents   # a broad question still gets the largest reports
+
+
 async def test_offline_index_answered_by_an_llm(offline_db, qs):
     answer = await aask("Who hired the engineer Mira Osk?", qs, offline_db, mode="local")
     assert not answer.extractive and answer.llm["calls"] == 1
