@@ -17,6 +17,7 @@ replaces the published rows and bumps the version in one transaction.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections import defaultdict
@@ -57,6 +58,13 @@ from streamrag.writer import Writer
 
 _extraction_json = msgspec.json.Encoder()
 _extraction_decode = msgspec.json.Decoder(Extraction)
+# Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
+# this share of the entities has changed since the last check (or on --recluster).
+_FRESH_CHECK_SHARE = 0.05
+# Documents at least this long are chunked in a worker thread, off the event loop.
+_CHUNK_IN_THREAD_CHARS = 200_000
+# Bump when what a report context holds changes: every community's context is then rebuilt.
+_CONTEXT_VERSION = 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,6 +163,10 @@ _rel = loader.stored_path  # one naming for what the loader stores and what the 
 class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
+    # Tests set this: communities counted as unchanged have their context built anyway, and a
+    # context that did change fails the run (a report left stale would otherwise go unnoticed).
+    check_clean_contexts = False
+
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
                  recluster: bool = False) -> None:
@@ -169,6 +181,8 @@ class Indexer:
         self.key = extractor_key(settings)
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
+        ix = settings.index
+        self.leiden_key = ids.digest(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
@@ -335,10 +349,25 @@ class Indexer:
 
         if not state.old_communities:
             return cluster(None), True, lambda: counter[0]
+        state.leiden_key = self.leiden_key
+        since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
+        state.changed_since_fresh = since_fresh
+        if not self.recluster and state.same_graph() and store.get_meta("leiden") == self.leiden_key:
+            # The same graph keeps its partition: running Leiden again could still move a few
+            # nodes, and every report they touch would be paid for again for nothing.
+            return state.old_communities, False, lambda: counter[0]
+        if not self.recluster:
+            kept = cluster(state.old_communities)
+            # A fresh clustering to check for drift costs seconds on a large graph: it runs once
+            # the updates since the last check have changed enough of the graph to matter.
+            moved = since_fresh + len(state.changed_entities | state.deleted_entities)
+            if moved < _FRESH_CHECK_SHARE * len(state.entities):
+                state.changed_since_fresh = moved
+                return kept, False, lambda: counter[0]
+        state.changed_since_fresh = 0
         fresh = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
                                     seed=ix.leiden_seed, resolution=ix.leiden_resolution)
         if not self.recluster:
-            kept = cluster(state.old_communities)
             drift = (modularity(fresh, edges, resolution=ix.leiden_resolution)
                      - modularity(kept, edges, resolution=ix.leiden_resolution))
             if drift <= ix.recluster_drift:
@@ -374,11 +403,20 @@ class Indexer:
         glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](q)
         scheduled: set[str] = set()
 
+        by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
+        for p, v in known.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
+            by_file[p][p] = v       # (a name may hold "#" itself: every prefix before one counts)
+            cut = p.find("#")
+            while cut != -1:
+                by_file[p[:cut]][p] = v
+                cut = p.find("#", cut + 1)
+
         async def load() -> None:
             async with doc_send:
                 for path in files:
                     rel = _rel(path, self.root)
-                    rows = {p: v for p, v in known.items() if p == rel or p.startswith(rel + "#")}
+                    rows = {p: v for p, v in by_file.get(rel, {}).items()
+                            if p == rel or p.startswith(rel + "#")}
                     try:
                         st = path.stat()
                     except OSError as e:
@@ -419,9 +457,12 @@ class Indexer:
                                            (doc.id,))
                     if existing and not rechunk:  # the same text is indexed already (a rename or a copy)
                         continue
-                    chunks = chunker.chunk_document(doc, chunk_size=s.index.chunk_size,
-                                                    overlap=s.index.chunk_overlap,
-                                                    encoding=s.index.encoding)
+                    cut = functools.partial(chunker.chunk_document, doc, chunk_size=s.index.chunk_size,
+                                            overlap=s.index.chunk_overlap, encoding=s.index.encoding)
+                    if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
+                        chunks = cut()
+                    else:  # seconds for a book-sized file: signals and other work go on meanwhile
+                        chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
                     scan.doc_chunks[doc.id] = chunks
                     await writer.run(_save_chunks, chunks)
                     for c in chunks:
@@ -589,8 +630,39 @@ class Indexer:
         for c in communities:
             by_level[c.level].append(c)
 
+        # Communities whose context may have changed. The others keep their context and report
+        # without rebuilding the context (tokenizing every community's context is most of an
+        # update's time on a large index).
+        state.report_settings = ids.digest(_CONTEXT_VERSION, model, prompt_version, s.index.encoding,
+                                           s.index.report_max_input_tokens, s.index.report_min_members)
+        dirty = _dirty_communities(state, communities,
+                                   same_settings=store.get_meta("report_settings") == state.report_settings)
+        old_children: dict[str, set[str]] = defaultdict(set)
+        for c in state.old_communities:
+            if c.parent:
+                old_children[c.parent].add(c.id)
+
+        def unchanged(c: Community) -> Report | None:
+            """The report ``c`` keeps when nothing its context is built from changed."""
+            kids = children.get(c.id, ())
+            if c.id in dirty or {k.id for k in kids} != old_children.get(c.id, set()) or any(
+                    assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
+                return None
+            key = state.old_contexts.get(c.id)
+            if not key or key != old.get(c.id):  # a stand-in or a kept older report: look again
+                return None
+            return _load_report(store, key)
+
         async def one(c: Community) -> None:
             nonlocal generated, kept
+            report = unchanged(c)
+            if report is not None and not self.check_clean_contexts:
+                reports[c.id] = report
+                assignments[c.id] = (report.key, report.key)
+                kept += 1
+                self.progress.add("reports_done")
+                return
+            clean = report is not None
             by_llm = use_llm and len(c.members) >= s.index.report_min_members
             member_set = set(c.members)
             rels = [r for m in c.members for r in rels_by_entity.get(m, ()) if r.target in member_set]
@@ -601,6 +673,8 @@ class Indexer:
                                 encoding=s.index.encoding)
             key = (context_key(ctx, model=model, prompt_version=prompt_version) if by_llm
                    else context_key(ctx, model=None, prompt_version=None))
+            if clean and key != report.key:
+                raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
             previous = old.get(c.id)
             report = _load_report(store, key)
             if report is None and previous is not None and s.index.report_regen_threshold > 0:
@@ -732,8 +806,14 @@ class _GraphState:
         self.relationships: dict[str, Relationship] = {}
         self.claims: dict[str, Claim] = {}
         self.old_communities: list[Community] = []
-        self.old_reports: dict[str, str] = {}
+        self.old_reports: dict[str, str] = {}    # community id -> key of the report shown
+        self.old_contexts: dict[str, str] = {}   # community id -> key of its report's context
         self.old_degree: dict[str, int] = {}
+        self.old_weight: dict[str, float] = {}
+        self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
+        self.report_settings = ""                # what report contexts are built with (see _reports)
+        self.changed_since_fresh = 0             # entities changed since the last drift check
+        self.leiden_key = ""                     # the Leiden settings of this run's partition
         self.old_combined: dict[str, int] = {}
         self.changed_entities: set[str] = set()
         self.changed_relationships: set[str] = set()
@@ -761,15 +841,17 @@ class _GraphState:
                 id=r["id"], source=r["source"], target=r["target"], description=r["description"],
                 weight=r["weight"], sources=[], mentions=r["mentions"], combined_degree=r["combined_degree"])
             st.old_combined[r["id"]] = r["combined_degree"]
+            st.old_weight[r["id"]] = r["weight"]
         for r in store.query("SELECT * FROM claims"):
             st.claims[r["id"]] = Claim(**{k: r[k] for k in Claim.__struct_fields__})
         members: dict[str, list[str]] = defaultdict(list)
         for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
             members[r["community_id"]].append(r["entity_id"])
-        for r in store.query("SELECT id, level, parent, report_key FROM communities"):
+        for r in store.query("SELECT id, level, parent, context_key, report_key FROM communities"):
             st.old_communities.append(Community(id=r["id"], level=r["level"], parent=r["parent"],
                                                 members=members.get(r["id"], [])))
             st.old_reports[r["id"]] = r["report_key"]
+            st.old_contexts[r["id"]] = r["context_key"]
         return st
 
     def apply(self, store: Store, change: _Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
@@ -790,9 +872,10 @@ class _GraphState:
         affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
         affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
         for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
-            del self.claims[claim_id]
+            self.claim_subjects_changed.add(self.claims.pop(claim_id).subject_id)
         for c in self.claims_added:
             self.claims[c.id] = c
+            self.claim_subjects_changed.add(c.subject_id)
 
         limit = settings.index.summary_max_descriptions
 
@@ -866,6 +949,11 @@ class _GraphState:
         target = self.entities if element_id.startswith("ent-") else self.relationships
         target[element_id].description = text
 
+    def same_graph(self) -> bool:
+        """Whether the entities, edges and weights are those of the published version."""
+        return (set(self.entities) == set(self.old_degree)
+                and {r.id: r.weight for r in self.relationships.values()} == self.old_weight)
+
     def finish_graph(self) -> None:
         """Degrees for the whole graph; elements whose degree moved count as changed."""
         ents, rels = with_degrees(list(self.entities.values()), list(self.relationships.values()))
@@ -877,6 +965,42 @@ class _GraphState:
         for r in rels:
             if self.old_combined.get(r.id) != r.combined_degree:
                 self.changed_relationships.add(r.id)
+
+
+def _dirty_communities(state: _GraphState, communities: list[Community], *, same_settings: bool) -> set[str]:
+    """Communities whose report context may differ from the published one, not counting their
+    children's reports (checked as the levels are written): new ones, those whose members
+    changed, and those holding a changed entity, an internal relationship that changed, or a
+    member whose claims changed. Everything when the context settings changed."""
+    old = {c.id: c for c in state.old_communities}
+    if not same_settings:
+        return {c.id for c in communities}
+    dirty: set[str] = set()
+    where: dict[tuple[int, str], str] = {}
+    touched = state.changed_entities | state.claim_subjects_changed
+    for c in communities:
+        before = old.get(c.id)
+        if before is None or before.level != c.level or set(before.members) != set(c.members) \
+                or any(m in touched for m in c.members):
+            dirty.add(c.id)
+        for m in c.members:
+            where[(c.level, m)] = c.id
+    levels = {c.level for c in communities}
+    for rid in state.changed_relationships:
+        r = state.relationships.get(rid)
+        if r is None:
+            continue  # a deleted relationship changed its entities' degrees: they are dirty
+        for level in levels:
+            home = where.get((level, r.source))
+            if home is not None and home == where.get((level, r.target)):
+                dirty.add(home)
+    # A claim names its object, which may live elsewhere: a renamed object changes the line.
+    for claim in state.claims.values():
+        if claim.object_id in state.changed_entities:
+            for level in levels:
+                if (level, claim.subject_id) in where:
+                    dirty.add(where[(level, claim.subject_id)])
+    return dirty
 
 
 def _ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -> set[str]:
@@ -1041,6 +1165,9 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     if chunker_key is not None:  # None: some documents still have the previous chunker's chunks
         store.set_meta("chunker", chunker_key)
     store.set_meta("summarizer", summarizer_key)
+    store.set_meta("report_settings", state.report_settings)
+    store.set_meta("changed_since_fresh", str(state.changed_since_fresh))
+    store.set_meta("leiden", state.leiden_key)
     store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))

@@ -15,6 +15,14 @@ from streamrag.store import Store
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(autouse=True)
+def check_clean_contexts(monkeypatch):
+    """Every index built by a test checks that the communities it counts as unchanged are."""
+    from streamrag.pipeline import Indexer
+
+    monkeypatch.setattr(Indexer, "check_clean_contexts", True)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -310,3 +310,59 @@ async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, sim
     assert any(r[2].startswith(("VELO and", "Bram Lind and VELO")) for r in rebuilt["relationships"].values())
     assert incremental["relationships"] == rebuilt["relationships"]
     assert incremental == rebuilt
+
+
+async def test_an_unchanged_graph_keeps_its_partition_and_every_report(generated, tmp_path, monkeypatch):
+    """A run that changes nothing in the graph neither re-runs Leiden (which could still move a
+    few nodes, and each report they touch would be paid again) nor rewrites a report."""
+    import streamrag.pipeline as pipeline
+
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "doc_00007.txt").unlink()
+    await sync([corpus], settings, db, root=corpus)
+    before = state(db)
+
+    def no_leiden(*args, **kwargs):
+        raise AssertionError("Leiden ran on an unchanged graph")
+    monkeypatch.setattr(pipeline, "hierarchical_leiden", no_leiden)
+    (corpus / "doc_00009.txt").rename(corpus / "renamed.txt")    # a rename changes no element
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.reports_generated == 0 and not again.reclustered
+    assert state(db)["communities"] == before["communities"]
+
+
+async def test_the_drift_check_waits_for_enough_change(generated, tmp_path, monkeypatch):
+    """The fresh clustering that checks the kept partition for drift runs once the updates since
+    the last check changed 5% of the entities, not on every update."""
+    import streamrag.pipeline as pipeline
+
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 41))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    runs: list[bool] = []            # per Leiden call: warm-started (True) or fresh
+    real = pipeline.hierarchical_leiden
+
+    def counted(*args, **kwargs):
+        runs.append(kwargs.get("previous") is not None)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pipeline, "hierarchical_leiden", counted)
+    entities = Store(db, readonly=True)
+    total = entities.scalar("SELECT count(*) FROM entities")
+    entities.close()
+    fresh_runs = []
+    for i in range(1, 6):             # small edits, a few entities each
+        victim = corpus / f"doc_{i:05d}.txt"
+        victim.write_text(victim.read_text() + f"\n\nOfficials said Tomas Quell{i} would attend.\n")
+        runs.clear()
+        await sync([corpus], settings, db, root=corpus)
+        fresh_runs.append(runs.count(False))
+        assert runs.count(True) == 1  # the warm start runs every time
+    since = Store(db, readonly=True)
+    pending = int(since.get_meta("changed_since_fresh"))
+    since.close()
+    assert 0 in fresh_runs and 1 in fresh_runs     # some updates skipped the check, others ran it
+    assert pending < 0.05 * total                   # what the skipping ones changed is carried over
