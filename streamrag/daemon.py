@@ -133,6 +133,7 @@ class Daemon:
         self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
+        self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -169,6 +170,20 @@ class Daemon:
         elif marker == "rescan":
             parts.append("the whole folder")
         return ", ".join(parts) or "the whole folder"
+
+    def _check_root(self, *, replaced: bool = False) -> bool:
+        """True (and one status line) if the folder was replaced since last looked at: deleted
+        and made again (``rm -rf DIR && mkdir DIR``) or moved away and made again. ``replaced``:
+        an event said so (the file system may give the new folder the old one's inode number)."""
+        now = _identity(self.root)
+        if now is None:
+            return False
+        before, self._root_id = self._root_id, now
+        if not replaced and (before is None or now == before):
+            return False
+        self.emit("warning", f"{self.root} was replaced (deleted and made again): watching the new "
+                             "folder and syncing it whole", warning="folder replaced", replaced=True)
+        return True
 
     # -- which events matter ---------------------------------------------------------------
     def relevant(self, change: int, path: str | Path) -> str | None:
@@ -256,6 +271,12 @@ class Daemon:
         if not self.root.is_dir():
             return {".": "deleted"}  # the folder itself is gone: the next sync says so and stops
         for change, path in changes:
+            if change == _REPLACED or (int(change) == _DELETED and Path(path) == self.root):
+                # The folder was deleted, and is there again: the watcher (ours restarts on the
+                # new folder and says _REPLACED) saw its deletion.
+                self._check_root(replaced=True)
+                out["."] = "rescan"
+                continue
             if change == _RESCAN:
                 self.emit("error", f"the file watcher failed ({path}); restarted it, the whole folder "
                                    "is synced again", error=path)
@@ -305,6 +326,7 @@ class Daemon:
                   root=str(self.root), db=str(self.db_path))
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
+        self._root_id = _identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
             self._pump_scope.cancel()
@@ -444,6 +466,7 @@ class Daemon:
                                "what it held)", error="folder gone")
             self.stop("the watched folder is gone")
             return False
+        self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
         queued, self.pending = self.pending, {}
         progress = Progress()
         stage = {"state": "", "since": anyio.current_time()}
@@ -592,6 +615,20 @@ class Daemon:
 # --------------------------------------------------------------------------------------------
 _RESCAN = -1
 """A change kind of our own: the watcher failed and was restarted; the path is its error."""
+_REPLACED = -2
+"""A change kind of our own: the watched folder was deleted and made again (another inode);
+the watcher restarted on the new one. The path is the folder."""
+_GONE_WAIT_S = 2.0
+"""How long the watcher waits for a vanished folder to be made again before saying it is gone."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``path``, ``None`` if it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
@@ -599,7 +636,8 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
 
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
     so an editor saving every few hundred milliseconds makes one batch, not one per save. If
-    watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
+    ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
+    ``_REPLACED`` event makes the daemon sync it whole. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
     ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     """
     return _watch(Path(root).resolve(), settings, stop_event)
@@ -609,12 +647,37 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     from watchfiles import awatch
 
     quiet = max(1, settings.debounce_ms)
+    identity = _identity(root)
     while not stop_event.is_set():
+        replaced = False
         try:
-            async for changes in awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
-                                        stop_event=stop_event, rust_timeout=1000):
-                yield changes
-            return
+            # yield_on_timeout: an empty set each second without events, to check that the folder
+            # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
+            changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
+                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True)
+            try:
+                async for changes in changes_of:
+                    # The folder's own deletion, or another folder now (moved away, made again).
+                    gone = any(int(kind) == _DELETED and path == str(root) for kind, path in changes)
+                    now = _identity(root)
+                    waited = 0.0
+                    while now is None and waited < _GONE_WAIT_S and not stop_event.is_set():
+                        await anyio.sleep(0.1)   # `rm -rf DIR && mkdir DIR`: it may come back
+                        waited += 0.1
+                        now = _identity(root)
+                    if now is None:
+                        yield {(_DELETED, str(root))}
+                        return
+                    if gone or now != identity:
+                        identity, replaced = now, True
+                        break
+                    if changes:
+                        yield changes
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await changes_of.aclose()
+            if not replaced:
+                return
         except (RuntimeError, BaseExceptionGroup) as caught:
             # watchfiles' own errors derive from RuntimeError; anyio may wrap them in a group.
             e: BaseException = caught
@@ -627,6 +690,8 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                 return
             yield {(_RESCAN, f"{type(e).__name__}: {e}")}
             await anyio.sleep(1.0)
+            continue
+        yield {(_REPLACED, str(root))}   # the loop watches the new folder
 
 
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:

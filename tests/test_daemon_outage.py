@@ -132,6 +132,61 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
     assert any(kind == _RESCAN for batch in seen for kind, _ in batch)
 
 
+@pytest.mark.parametrize("told", ["by our watcher", "by the folder's deletion"])
+async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path, told):
+    """`rm -rf DIR && mkdir DIR`: the daemon says so once and syncs the new folder whole."""
+    from streamrag.daemon import _REPLACED
+
+    db = corpus / ".streamrag" / "index.db"         # inside the folder, as by default: gone too
+    async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
+        shutil.rmtree(corpus)
+        corpus.mkdir()
+        (corpus / "fresh.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
+        if told == "by our watcher":
+            await send.send({(_REPLACED, str(corpus))})
+        else:   # what watchfiles reports (before it goes silent on the deleted folder)
+            await send.send({(_DELETED, str(corpus / "council.txt")), (_DELETED, str(corpus))})
+        await until(lambda: daemon.syncs >= 2, timeout=30)
+        await send.aclose()
+    said = [e for e in events if e.get("replaced")]
+    assert len(said) == 1 and "replaced" in said[0]["message"], said
+    assert not daemon.stopping or daemon.exit_code == 0
+    store = Store(db, readonly=True)
+    try:
+        assert [r["path"] for r in store.query("SELECT path FROM documents")] == ["fresh.txt"]
+    finally:
+        store.close()
+
+
+async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
+    from streamrag.config import WatchSettings
+    from streamrag.daemon import _REPLACED, watch_folder
+
+    folder = tmp_path / "w"
+    folder.mkdir()
+    stop = anyio.Event()
+    seen: list[set] = []
+
+    async def replace_then_write() -> None:
+        await anyio.sleep(0.3)      # the watcher is running
+        shutil.rmtree(folder)
+        folder.mkdir()
+        while not stop.is_set():    # written until the watcher on the new folder reports it
+            (folder / "new.txt").write_text(f"text {anyio.current_time()}")
+            await anyio.sleep(0.2)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(replace_then_write)
+            async for changes in watch_folder(folder, WatchSettings(debounce_ms=50), stop):
+                seen.append(changes)
+                if any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
+                        path.endswith("new.txt") for kind, path in changes):
+                    stop.set()
+                    break
+    assert any(kind == _REPLACED for batch in seen for kind, _ in batch)
+
+
 def test_any_event_once_the_folder_is_gone_means_deleted(tmp_path):
     daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone")
     assert daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
