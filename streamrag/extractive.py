@@ -23,13 +23,19 @@ EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
+# Titles and abbreviations whose full stop does not end a sentence ("asked Mrs. Cratchit").
+_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Mx", "Dr", "St", "Prof", "Sr", "Jr", "Rev", "Hon", "Gen", "Col",
+                  "Capt", "Lt", "Sgt", "Gov", "Sen", "Rep", "Fr", "Mt", "Messrs", "Mme", "Mlle",
+                  "vs", "cf", "approx", "e.g", "i.e", "viz", "Fig", "Vol", "pp")
+_NOT_AN_END = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
+_SENTENCE_END = re.compile(_NOT_AN_END + r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: split at blank lines, Markdown headings, and . ! ? before a capital."""
+    """Sentences of ``text``: split at blank lines, Markdown headings, and . ! ? before a capital
+    (not after a title or abbreviation such as Mr. or e.g., nor after an initial)."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
         block = " ".join(_HEADING.sub("", block).split())

@@ -575,6 +575,21 @@ def test_pick_sentences_prefers_rare_question_words():
     assert picked[0][:2] == ("Mira Osk rebuilt the harbor wall.", "[R:C1]")
 
 
+def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
+    from streamrag.extractive import split_sentences
+
+    text = ("'Who is it?' asked Mrs. Cratchit, turning round. Mr. Fezziwig and Dr. Lowe met at St. Paul's "
+            "gate. Use a viewer, e.g. Gephi for graphs. Ebenezer J. Scrooge kept the counting-house. "
+            "It closed in 1843. The next year came.")
+    assert split_sentences(text) == [
+        "'Who is it?' asked Mrs. Cratchit, turning round.",
+        "Mr. Fezziwig and Dr. Lowe met at St. Paul's gate.",
+        "Use a viewer, e.g. Gephi for graphs.",
+        "Ebenezer J. Scrooge kept the counting-house.",
+        "It closed in 1843.",
+        "The next year came."]
+
+
 # --------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------
