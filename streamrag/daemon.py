@@ -698,12 +698,17 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     """Runs ``daemon`` under SIGINT/SIGTERM handling; returns the exit code.
 
     First signal: ``daemon.stop()`` and a grace timer; second signal or the timer: cancel.
+    Exit code: 0 when the work under way finished within the grace period, ``128 + signal``
+    when it was cancelled (by the second signal, or by the first one once the grace period is
+    over), as a shell reports a program ended by that signal; else the daemon's own.
     """
     code = 0
     work = anyio.CancelScope()
 
-    async def grace() -> None:
+    async def grace(signum: int) -> None:
+        nonlocal code
         await anyio.sleep(daemon.settings.watch.grace_s)
+        code = 128 + signum
         daemon.emit("cancelling", f"grace period of {daemon.settings.watch.grace_s:g}s over; "
                                   "cancelling (committed work is kept)")
         work.cancel()
@@ -716,7 +721,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
                 name = signal.Signals(signum).name
                 if not daemon.stopping:
                     daemon.stop(f"{name} received")
-                    tg.start_soon(grace)
+                    tg.start_soon(grace, signum)
                 else:
                     code = 128 + signum
                     daemon.emit("cancelling", f"second signal ({name}): cancelling now "

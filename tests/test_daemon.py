@@ -569,6 +569,25 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
         assert db_count(db, "SELECT count(*) FROM extractions") >= 1
 
 
+def test_grace_period_over_cancels_with_a_nonzero_code(tmp_path, corpus, slow_simulator, config_file):
+    config = tmp_path / "short-grace.toml"
+    config.write_text(config_file.read_text().replace("grace_s = 20", "grace_s = 0.1"))
+    db = tmp_path / "g.db"
+    log = tmp_path / "g.log"
+    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", slow_simulator.base_url,
+                  "--db", str(db), "--config", str(config)], log)
+    try:
+        wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
+        proc.send_signal(signal.SIGINT)        # one signal; the sync needs more than 0.1 s
+        code = proc.wait(30)
+    finally:
+        stop(proc)
+    text = log.read_text()
+    assert "grace period of 0.1s over" in text and "Traceback" not in text, text
+    assert code == 128 + signal.SIGINT, text   # cancelled, not a clean stop
+    assert db_count(db, VERSION) == 0
+
+
 async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_path):
     """Extraction calls that failed (a flaky endpoint) are retried by syncs the daemon schedules."""
     with Simulator(SimulatorConfig(fault_rate=0.2, seed=3, timeout_s=0.2)) as flaky:
