@@ -185,13 +185,17 @@ def stored_path(path: Path, root: Path | None) -> str:
     path = Path(path)
     if root is None:
         return path.as_posix()
-    for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute()),
-                 (path.resolve(), Path(root).resolve())):
+    # Cheapest first: resolving (a system call per path component) only when the others fail.
+    for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute())):
         try:
             return p.relative_to(r).as_posix()
         except ValueError:
             continue
-    return path.resolve().as_posix()
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
 
 
 
