@@ -120,7 +120,7 @@ class Daemon:
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
-        self.errors = 0
+        self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
         self._once = False                       # run(None): one sync, nothing is retried
@@ -151,7 +151,11 @@ class Daemon:
                               f"(grace {self.settings.watch.grace_s:g}s, a second signal cancels)")
 
     def emit(self, state: str, message: str, **fields: Any) -> None:
-        """Reports one status event (a state change, a health line, an error)."""
+        """Reports one status event (a state change, a health line, an error).
+
+        Every ``error`` line is counted in the health line's errors."""
+        if state == "error":
+            self.errors += 1
         self.report({"event": "health" if state == "health" else "state", "state": state,
                      "message": message, **fields})
 
@@ -444,7 +448,6 @@ class Daemon:
         try:
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
-            self.errors += 1
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {e}; the next sync "
                                "tries again", error=str(e))
             return
@@ -460,7 +463,6 @@ class Daemon:
         from streamrag.pipeline import Indexer, Progress
 
         if not self.root.is_dir():
-            self.errors += 1
             self.exit_code = 1
             self.emit("error", f"{self.root}: the watched folder is gone; stopping (the index keeps "
                                "what it held)", error="folder gone")
@@ -507,7 +509,6 @@ class Daemon:
         except StreamragError as e:
             if initial:
                 raise
-            self.errors += 1
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
             self.emit("error", f"sync failed: {e}; retrying after the next quiet period",

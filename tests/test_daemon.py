@@ -608,6 +608,8 @@ async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_p
     assert daemon.syncs >= 2                              # a retry sync ran without any file event
     assert any(e["state"] == "error" and "retried" in e["message"] for e in events)
     assert daemon.last_result.chunks >= first.chunks
+    # The health line counts every error line, failed model calls among them.
+    assert daemon.health()["errors"] == events.states().count("error") > 0
     # The retry sync says what it is for; no file changed, so none is counted as one.
     first_idle = events.states().index("idle")
     retry_start = next(e for e in events[first_idle:] if e["state"] == "extracting")
