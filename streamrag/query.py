@@ -208,8 +208,29 @@ class _Search:
         else:
             await self._basic()
 
+    def _no_communities(self, tree) -> bool:
+        """Answers, and says so, when the index has no communities: global search has no report
+        to read at any level (its documents gave no entities to group)."""
+        if tree.nodes:
+            return False
+        self.answer.search = "global_static" if self._static() else "global_dynamic"
+        self.answer.level = None
+        self.answer.details = {"communities": 0, "reports": 0}
+        if self.level is not None:
+            self.answer.details["requested_level"] = self.level
+        self.status("the index has no communities, so global search has no reports to read")
+        text = ("The index has no communities, so global search has no community reports to "
+                "answer from. Try `--mode basic`, which searches the documents' text.")
+        if self.answer.extractive:
+            text = f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}"
+        self._emit(text)
+        self.answer.text = text
+        return True
+
     async def _global_static(self) -> None:
         tree = global_search.load_tree(self.store)
+        if self._no_communities(tree):
+            return
         level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                             self.settings.query.global_level)
         nodes = global_search.static_selection(tree, level)
@@ -220,6 +241,8 @@ class _Search:
     async def _global_dynamic(self) -> None:
         q, llm_s = self.settings.query, self.settings.llm
         tree = global_search.load_tree(self.store)
+        if self._no_communities(tree):
+            return
         rater = global_search.llm_rater(self.llm, self.answer.question, model=llm_s.rating_model,
                                         batch_tokens=q.map_max_tokens, encoding=self.encoding)
         sel = await global_search.dynamic_selection(tree, rater, threshold=q.dynamic_threshold,
@@ -359,6 +382,8 @@ class _Search:
 
     async def _extractive_global(self) -> None:
         tree = global_search.load_tree(self.store)
+        if self._no_communities(tree):
+            return
         terms = set(local_search.query_terms(self.answer.question, extra_stop=GENERIC_WORDS))
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
@@ -709,6 +734,8 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     how = answer.search.replace("_", " ") + " search"
     if answer.level is not None:
         how += f" at level {answer.level}"
+    elif answer.details.get("communities") == 0:
+        how += " (the index has no communities)"
     if answer.auto_choice:
         how += f", chosen automatically: {answer.auto_reason}"
     u = answer.llm

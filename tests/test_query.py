@@ -656,6 +656,33 @@ def test_cmd_ask_prints_no_terminal_escapes_from_document_text(offline_db, capsy
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", stream), repr(stream)
 
 
+def test_global_search_on_an_index_without_communities_says_so(tmp_path, simulator, capsys, monkeypatch):
+    from streamrag.cli import cmd_ask_checked
+    from streamrag.query import ask
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat on the mat and it was warm and quiet there.\n"
+                                  "nothing else happened at all that day.\n")
+    db = tmp_path / "index.db"
+    anyio.run(lambda: sync([corpus], make_settings("", index=INDEX), db, root=corpus))
+    store = Store(db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM communities") == 0
+    store.close()
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    assert cmd_ask_checked(_parse(["ask", "What are the main themes?", "--db", str(db), "--level", "2"])) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(EXTRACTIVE_LABEL + ": the index has no communities")
+    assert "at level" not in captured.out
+    assert "[global static search (the index has no communities); extractive" in captured.out
+    assert "no communities" in captured.err
+    for level in (None, 2):   # with a model: no call is made, and the answer says why
+        answer = ask("What are the main themes?", make_settings(simulator.base_url, index=INDEX), db,
+                     mode="global", level=level)
+        assert answer.text.startswith("The index has no communities") and answer.level is None
+        assert answer.llm["calls"] == 0 and answer.documents == []
+
+
 async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulator):
     import shutil
 
