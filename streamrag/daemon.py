@@ -354,7 +354,9 @@ class Daemon:
             left.append(f"{_n(files, 'changed file')} not synced yet")
         if retry:
             left.append(f"{_n(retry, 'failed item')} left out of this version")
-        if left:
+        if not self.root.is_dir():
+            self.emit("stopped", "the watched folder is gone", pending=files, failed_items=0)
+        elif left:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) picks "
                                  "them up", pending=files, failed_items=retry)
         else:
@@ -464,8 +466,13 @@ class Daemon:
 
         if not self.root.is_dir():
             self.exit_code = 1
-            self.emit("error", f"{self.root}: the watched folder is gone; stopping (the index keeps "
-                               "what it held)", error="folder gone")
+            if self.db_path.exists():
+                index = f"the index keeps what it held: {self.db_path}"
+            else:  # the default .streamrag/index.db was inside it
+                index = f"its index {self.db_path} went with it"
+            self.emit("error", f"{self.root}: the watched folder is gone; stopping ({index})",
+                      error="folder gone")
+            self.pending.pop(".", None)  # nothing left to sync
             self.stop("the watched folder is gone")
             return False
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway

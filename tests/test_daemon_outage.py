@@ -85,8 +85,21 @@ async def test_the_watched_folder_going_away_stops_the_daemon_and_keeps_the_inde
         await send.send({(_DELETED, str(corpus / "council.txt"))})
         await until(lambda: daemon.stopping, timeout=30)
     assert daemon.exit_code == 1
-    assert any(e["state"] == "error" and "gone" in e["message"] for e in events)
+    assert any(e["state"] == "error" and "gone" in e["message"] and "the index keeps what it held"
+               in e["message"] for e in events)
+    assert events[-1]["state"] == "stopped" and "index is current" not in events[-1]["message"]
     assert index_snapshot(db) == before
+
+
+async def test_the_watched_folder_going_away_with_its_index_says_so(corpus, tmp_path):
+    db = corpus / ".streamrag" / "index.db"          # inside the folder, as by default
+    async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
+        shutil.rmtree(corpus)
+        await send.send({(_DELETED, str(corpus / "council.txt"))})
+        await until(lambda: daemon.stopping, timeout=30)
+    (gone,) = [e for e in events if e.get("error") == "folder gone"]
+    assert "keeps" not in gone["message"] and "went with it" in gone["message"], gone["message"]
+    assert daemon.exit_code == 1
 
 
 async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_path):
