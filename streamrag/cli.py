@@ -11,6 +11,7 @@ import argparse
 import errno
 import json
 import os
+import signal
 import sqlite3
 import sys
 from pathlib import Path
@@ -98,6 +99,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during ``index``: stopped like Ctrl-C, so the run is recorded as interrupted."""
+
+
+def _stop_on_sigterm() -> None:
+    def handler(_signum, _frame):
+        raise Terminated()
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a library caller): leave signals alone
+        pass
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from streamrag import pipeline, progress
 
@@ -126,6 +140,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(format_estimate(result))
         return 0
     prog = pipeline.Progress()
+    _stop_on_sigterm()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
     with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
@@ -396,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
               "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
               file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("streamrag: interrupted; finished work is kept, run the same command to continue",
               file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130

@@ -176,3 +176,37 @@ def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(co
     # The daemon keeps one folder per index: watching another one with it is refused.
     out = run("watch", "sub", "--once", cwd=corpus)
     assert out.returncode == 1 and "is the index of" in out.stderr
+
+
+def test_sigterm_stops_index_like_ctrl_c(corpus, tmp_path):
+    """SIGTERM (a service manager, `kill`) ends `index` as Ctrl-C does: the run is recorded as
+    interrupted, not left 'running' forever, and the exit code says which signal stopped it."""
+    import signal
+    import time
+
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    db = tmp_path / "t.db"
+    with Simulator(SimulatorConfig(latency_ms=200)) as sim:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(corpus), "-q",
+                                 "--api-base", sim.base_url, "--db", str(db)],
+                                env={**env, "STREAMRAG_API_KEY": "x"}, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while sim.requests == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sim.requests > 0, "the indexer never called the model"
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "interrupted; finished work is kept" in err
+    con = sqlite3.connect(db)
+    try:
+        statuses = [r[0] for r in con.execute("SELECT status FROM runs")]
+    finally:
+        con.close()
+    assert statuses == ["interrupted"]
