@@ -19,7 +19,7 @@ from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.pipeline import sync
-from streamrag.query import ask, format_footer
+from streamrag.query import ask, format_footer, terminal_text
 from streamrag.store import Store
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
@@ -85,8 +85,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for question, mode in ((GLOBAL_QUESTION, "global"), (LOCAL_QUESTION, "local")):
             say(f"\n$ streamrag ask --mode {mode} \"{question}\"")
             answer = ask(question, answer_settings, db, mode=mode)
-            say(answer.text)
-            say(format_footer(answer))
+            say(terminal_text(answer.text))
+            say(terminal_text(format_footer(answer)))
         say(f"\nDemo finished in {time.monotonic() - started:.1f} s.")
         if keep:
             say(f"The index is in {db}; try: streamrag ask --db {db} \"Who is Marley?\"")
