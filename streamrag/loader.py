@@ -216,7 +216,8 @@ def _decode(data: bytes, shown: str, warnings: list[str]) -> str:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
-    warnings.append(f"{shown}: not valid UTF-8, read as {used}")
+    warnings.append(f"{shown}: not valid UTF-8, read as {used}; if its accents look wrong in "
+                    "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
     return _newlines(text)
 
 

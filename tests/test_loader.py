@@ -80,7 +80,8 @@ def test_cp1252_fallback_warns(tmp_path):
     f = write(tmp_path / "old.txt", "caf\u00e9 \u201cquoted\u201d".encode("cp1252"))
     [doc], warnings = read_documents(f, root=tmp_path)
     assert doc.text == "caf\u00e9 \u201cquoted\u201d"
-    assert warnings == ["old.txt: not valid UTF-8, read as cp1252"]
+    assert len(warnings) == 1 and warnings[0].startswith("old.txt: not valid UTF-8, read as cp1252; ")
+    assert "save it as UTF-8" in warnings[0]
 
 
 def test_binary_file(tmp_path):
