@@ -431,12 +431,16 @@ class Daemon:
     async def _queue(self, batch: dict[str, str]) -> None:
         self.pending.update(batch)
         self._retries = 0
-        kinds = Counter(batch.values())
+        files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
+        kinds = Counter(files.values())
         what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         pending = self._files_pending()
-        self.emit("queued", f"{_n(len(batch), 'file')} ({what}); {pending} pending",
-                  files=len(batch), pending=pending, **{k: n for k, n in kinds.items()})
-        existing = [self.root / rel for rel, kind in sorted(batch.items())
+        said = f"{_n(len(files), 'file')} ({what})" if files else ""
+        if "." in batch:
+            said = f"{said} and the whole folder" if said else "the whole folder"
+        self.emit("queued", f"{said}; {pending} pending", files=len(files), pending=pending,
+                  whole_folder="." in batch, **{k: n for k, n in kinds.items()})
+        existing = [self.root / rel for rel, kind in sorted(files.items())
                     if kind != "deleted" and (self.root / rel).is_file()]  # no FIFO, socket
         if not existing:
             return

@@ -163,6 +163,9 @@ async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path,
         await send.aclose()
     said = [e for e in events if e.get("replaced")]
     assert len(said) == 1 and "replaced" in said[0]["message"], said
+    queued = [e for e in events if e["state"] == "queued"][0]
+    assert "the whole folder" in queued["message"] and "rescan" not in queued["message"], queued
+    assert queued["files"] == (0 if told == "by our watcher" else 1)    # council.txt's deletion
     assert not daemon.stopping or daemon.exit_code == 0
     store = Store(db, readonly=True)
     try:
