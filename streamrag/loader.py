@@ -55,6 +55,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
             found.update(_walk(path, patterns, root, problems))
+        elif path.exists():
+            raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
+                             "or device); give files or folders to index")
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
     for line in problems:

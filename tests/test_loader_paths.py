@@ -193,3 +193,10 @@ def test_sync_indexes_the_rest_and_stores_no_odd_path(tmp_path):
     # The next run is not stuck: it sees nothing new.
     second = anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     assert second.docs == 4 and second.docs_added == 0 and second.docs_removed == 0
+
+
+def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"pipe\.txt: not a regular file or folder"):
+        scan([fifo], ["*.txt"], root=tmp_path)
