@@ -12,13 +12,15 @@ state kept in one index):
 2. add the held-out document                         -> add_tokens, reports_regenerated_add
 3. modify one document (one sentence added)          -> modify_tokens, reports_regenerated_modify
 4. delete one document                               -> delete_tokens, reports_regenerated_delete
+   then a run with nothing changed                   -> noop_tokens, reports_regenerated_noop
 5. the added document indexed alone, in a fresh index -> add_alone_tokens
 6. a new file is written, synced, and asked about    -> freshness_s (written until
    ``ask --mode local`` cites it, zero simulated latency)
 
 Tokens are chat prompt + completion tokens actually paid (cache hits excluded). Targets:
 add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
-reports <= 10% of all reports for one changed document.
+reports <= 10% of all reports for one changed document. ``wall_*_s`` are each sync's own wall
+time: with ``--offline --generate 3000`` they show how an update's time grows with the index.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def main() -> None:
         modify = run(corpus, db)
         (sorted(corpus.glob("*.txt"))[len(files) // 2]).unlink()
         delete = run(corpus, db)
+        noop = run(corpus, db)      # nothing changed: nothing should be paid or rewritten
 
         alone_dir = tmp / "alone"
         alone_dir.mkdir()
@@ -149,7 +152,9 @@ def main() -> None:
                                              delete.reports_generated) / max(1, full.reports), 4),
           "reclustered": [add.reclustered, modify.reclustered, delete.reclustered],
           "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
-          "wall_full_s": full.wall_s, "peak_rss_mb": peak_rss_mb()})
+          "noop_tokens": paid_tokens(noop), "reports_regenerated_noop": noop.reports_generated,
+          "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
+          "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s, "peak_rss_mb": peak_rss_mb()})
 
 
 if __name__ == "__main__":
