@@ -101,7 +101,10 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"    [{f['stage']}] {f['message']}")
     if info["last_run"]:
         r = info["last_run"]
-        lines.append(f"  last update    {r['command']} {r['id']}: {r['status']}")
+        state = r["status"]
+        if state == "running":  # nothing records a killed process: say both readings
+            state = "running, or killed before it finished (a new run continues its work)"
+        lines.append(f"  last update    {r['command']} {r['id']}: {state}")
     if info["queries"]:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
     return "\n".join(lines)

@@ -210,3 +210,14 @@ def test_sigterm_stops_index_like_ctrl_c(corpus, tmp_path):
     finally:
         con.close()
     assert statuses == ["interrupted"]
+
+
+def test_status_of_a_run_that_never_finished(corpus):
+    """A run killed with -9 records no end: status says it may be running or killed."""
+    assert run("index", "-q", ".", cwd=corpus).returncode == 0
+    con = sqlite3.connect(corpus / ".streamrag" / "index.db")
+    with con:
+        con.execute("UPDATE runs SET status = 'running', finished_at = NULL")
+    con.close()
+    text = run("status", cwd=corpus).stdout
+    assert "running, or killed before it finished" in text
