@@ -37,6 +37,7 @@ import fnmatch
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -282,8 +283,15 @@ class Daemon:
                 out["."] = "rescan"
                 continue
             if change == _RESCAN:
-                self.emit("error", f"the file watcher failed ({path}); restarted it, the whole folder "
-                                   "is synced again", error=path)
+                bad_name = re.search(r'Unable to decode path "([^"]+)"', path)
+                if bad_name:  # watchfiles cannot pass on a name that is not UTF-8
+                    self.emit("error", f"{bad_name.group(1)}: file name is not valid UTF-8, so the "
+                                       "watcher stops at it; rename it (e.g. with `mv`) to a UTF-8 "
+                                       "name. Restarted the watcher; the whole folder is synced again",
+                              error=path)
+                else:
+                    self.emit("error", f"the file watcher failed ({path}); restarted it, the whole "
+                                       "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
             rel = self.relevant(int(change), path)

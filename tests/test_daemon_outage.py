@@ -111,9 +111,17 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
         (corpus / "missed.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
         await send.send({(_RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
         await until(lambda: daemon.syncs >= 2, timeout=30)
+        added = daemon.last_result.docs_added
+        # A name it cannot decode is named, with the fix.
+        await send.send({(_RESCAN, 'WatchfilesRustInternalError: Unable to decode path '
+                                   '"/data/bad\\xFFname.txt" to string')})
+        await until(lambda: daemon.syncs >= 3, timeout=30)
         await send.aclose()
     assert any(e["state"] == "error" and "watcher failed" in e["message"] for e in events)
-    assert daemon.last_result.docs_added == 1
+    assert added == 1
+    named = [e["message"] for e in events if e["state"] == "error" and "bad" in e["message"]]
+    assert named and named[0].startswith("/data/bad\\xFFname.txt: file name is not valid UTF-8")
+    assert "rename it" in named[0]
 
 
 async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
