@@ -64,7 +64,7 @@ _FRESH_CHECK_SHARE = 0.05
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Bump when what a report context holds changes: every community's context is then rebuilt.
-_CONTEXT_VERSION = 1
+_CONTEXT_VERSION = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -671,13 +671,18 @@ class Indexer:
                                 claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
                                 children=kids, max_tokens=s.index.report_max_input_tokens,
                                 encoding=s.index.encoding)
-            key = (context_key(ctx, model=model, prompt_version=prompt_version) if by_llm
-                   else context_key(ctx, model=None, prompt_version=None))
+            built = None
+            if by_llm:
+                key = context_key(ctx, model=model, prompt_version=prompt_version)
+            else:  # extractive: named by what it says, which draws on more than the context text
+                built = extractive_report(c, ctx, entities=state.entities, relationships=rels,
+                                          children=kids, encoding=s.index.encoding)
+                key = built.key
             if clean and key != report.key:
                 raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
             previous = old.get(c.id)
             report = _load_report(store, key)
-            if report is None and previous is not None and s.index.report_regen_threshold > 0:
+            if report is None and by_llm and previous is not None and s.index.report_regen_threshold > 0:
                 prev_report = _load_report(store, previous)
                 if prev_report is not None and changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
                     report = prev_report
@@ -693,9 +698,12 @@ class Indexer:
                         await self.fail(writer, "report", c.id, f"community {c.id}: {e}; "
                                         "an extractive report stands in until the next run", e)
                 if report is None:
-                    report = extractive_report(c, ctx, entities=state.entities, relationships=rels,
-                                               children=kids, encoding=s.index.encoding)
+                    report = built or extractive_report(c, ctx, entities=state.entities, relationships=rels,
+                                                        children=kids, encoding=s.index.encoding)
                 await writer.run(_save_report, report)
+                # The stored row is the report: when a community with the same key was written
+                # meanwhile by another worker, its row stands, and parents are built from it.
+                report = _load_report(store, report.key) or report
                 generated += 1
                 self.progress.add("reports_written")
             reports[c.id] = report

@@ -26,7 +26,7 @@ from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.tokens import count_tokens
 
-EXTRACTIVE_VERSION = "extractive-1"
+EXTRACTIVE_VERSION = "extractive-2"
 
 
 class ReportContext(msgspec.Struct):
@@ -243,8 +243,11 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     fields = {"title": title, "summary": summary, "rating": rating,
               "rating_explanation": f"{len(members)} entities and {len(internal)} relationships.",
               "findings": findings}
-    return _make_report(context_key(context, model=None, prompt_version=None), fields, context,
-                        encoding, extractive=True)
+    # Named by its content, not only its context: two communities with one context (both past
+    # the budget at their first line) still say different things, and a weight or a mention
+    # count it shows can change while the context text does not.
+    key = "rpt-" + ids.digest(EXTRACTIVE_VERSION, context.text, msgspec.json.encode(fields).decode())
+    return _make_report(key, fields, context, encoding, extractive=True)
 
 
 def usable_report(text: str) -> bool:

@@ -366,3 +366,29 @@ async def test_the_drift_check_waits_for_enough_change(generated, tmp_path, monk
     since.close()
     assert 0 in fresh_runs and 1 in fresh_runs     # some updates skipped the check, others ran it
     assert pending < 0.05 * total                   # what the skipping ones changed is carried over
+
+
+async def test_communities_with_one_context_keep_their_own_extractive_reports(generated, tmp_path, simulator):
+    """Past a tiny context budget many communities share one (empty) context; their extractive
+    reports still differ, so each is stored under its own key, and with several report workers
+    no parent is built from a child report that was never stored. (A later sync, with every
+    unchanged community's context checked by the autouse fixture, found such parents.)"""
+    corpus = folder(generated, tmp_path / "c", range(1, 42))
+    settings = make_settings(simulator.base_url,
+                             index={"report_max_input_tokens": 120, "max_cluster_size": 2,
+                                    "report_min_members": 50},
+                             pipeline={"report_workers": 8})
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    shown = store.query("SELECT c.id, r.title FROM communities c JOIN reports r ON r.key = c.report_key")
+    names: dict[str, set[str]] = {}
+    for r in store.query("SELECT m.community_id, e.name FROM community_members m "
+                         "JOIN entities e ON e.id = m.entity_id"):
+        names.setdefault(r["community_id"], set()).add(r["name"])
+    store.close()
+    # Each community shows its own report: its title names its own members.
+    wrong = [r["id"] for r in shown if not any(n in r["title"] for n in names.get(r["id"], ()))]
+    assert len(shown) > 20 and wrong == []
+    (corpus / "zz_new.txt").write_text("Orlan Pekk visited Tessaly Marsh. Orlan Pekk praised Tessaly Marsh.\n")
+    await sync([corpus], settings, db, root=corpus)
