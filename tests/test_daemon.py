@@ -3,6 +3,7 @@ subprocesses against a simulator with latency."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -66,6 +67,19 @@ class Events(list):
 def scripted():
     """A scripted change source: the test sends sets of (Change, path) into ``send``."""
     return anyio.create_memory_object_stream[set](16)
+
+
+@contextlib.asynccontextmanager
+async def running(settings, db, corpus, **kwargs):
+    """A daemon on a scripted change source, past its initial sync: (daemon, events, send).
+    Closing ``send`` ends it; the block exits once it has."""
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, **kwargs)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= 1, timeout=30)
+        yield daemon, events, send
 
 
 pytestmark = pytest.mark.anyio
@@ -160,12 +174,7 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
 
 async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "b.db", corpus, report=events)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs == 1)
+    async with running(settings, tmp_path / "b.db", corpus) as (daemon, events, send):
         assert "warning" not in events.states()
         (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
         (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n")
@@ -181,13 +190,8 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
 async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path):
     """Events that never pause for quiet_s (a log appended to) delay the sync 10 x quiet_s at most."""
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.1})   # offline: fast
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "g.db", corpus, report=events)
-    send, recv = scripted()
     log = corpus / "log.txt"
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs == 1)
+    async with running(settings, tmp_path / "g.db", corpus) as (daemon, _events, send):
         started = anyio.current_time()
         async with send:
             with anyio.move_on_after(6):          # edits every 30 ms, never 100 ms apart
@@ -208,17 +212,11 @@ async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path
 
 async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modification(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "f.db", corpus, report=events)
-    send, recv = scripted()
+    async with running(settings, tmp_path / "f.db", corpus) as (daemon, events, send):
+        def queued(start: int) -> dict:
+            (event,) = [e for e in events[start:] if e["state"] == "queued"]
+            return event
 
-    def queued(start: int) -> dict:
-        (event,) = [e for e in events[start:] if e["state"] == "queued"]
-        return event
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs == 1)
         async with send:
             # mkdir -p n1/n2 && echo ... > n1/n2/d.txt, and a file beside; an empty folder
             mark = len(events)
@@ -258,12 +256,7 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
-    events = Events()
-    daemon = Daemon(settings, tmp_path / "p.db", corpus, report=events)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs == 1)
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
         mark = len(events)
         os.mkfifo(corpus / "pipe.txt")
         (corpus / "sub").mkdir()

@@ -3,7 +3,6 @@ until the endpoint is back."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 
@@ -15,22 +14,10 @@ from conftest import index_snapshot, make_settings
 from streamrag.daemon import Daemon
 from streamrag.status import gather_status
 from streamrag.store import Store
-from test_daemon import SMALL, Events, scripted, until
+from test_daemon import SMALL, running, until
 
 pytestmark = pytest.mark.anyio
 _MODIFIED, _DELETED = 2, 3
-
-
-@contextlib.asynccontextmanager
-async def running(settings, db, corpus, **kwargs):
-    """A daemon on a scripted change source, past its initial sync: (daemon, events, send)."""
-    events = Events()
-    daemon = Daemon(settings, db, corpus, report=events, **kwargs)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs >= 1, timeout=30)
-        yield daemon, events, send
 
 
 class Switch:
