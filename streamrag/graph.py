@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-import msgspec
 import rustworkx as rx
 
 from streamrag.records import Entity, Relationship
@@ -88,28 +87,15 @@ class Graph:
         return self._directed
 
 
-def with_degrees(
-    entities: Iterable[Entity], relationships: Iterable[Relationship]
-) -> tuple[list[Entity], list[Relationship]]:
-    """Copies with Entity.degree and Relationship.combined_degree filled in, sorted by id.
-
-    degree = distinct neighbours; combined_degree = degree(source) + degree(target).
-    """
-    entities = list(entities)
-    relationships = list(relationships)
-    graph = Graph.from_records(entities, relationships)
-    degree = {eid: graph.degree(eid) for eid in graph.ids}
-    new_entities = sorted(
-        (msgspec.structs.replace(e, degree=degree[e.id]) for e in entities), key=lambda e: e.id
-    )
-    new_relationships = sorted(
-        (
-            msgspec.structs.replace(r, combined_degree=degree[r.source] + degree[r.target])
-            for r in relationships
-        ),
-        key=lambda r: r.id,
-    )
-    return new_entities, new_relationships
+def neighbour_counts(relationships: Iterable[Relationship]) -> dict[str, int]:
+    """Entity id -> number of distinct neighbours (self-loops left out; entities with none are
+    absent). The degree the pipeline stores, counted without building a graph."""
+    pairs = {tuple(sorted((r.source, r.target))) for r in relationships if r.source != r.target}
+    out: dict[str, int] = {}
+    for a, b in pairs:
+        out[a] = out.get(a, 0) + 1
+        out[b] = out.get(b, 0) + 1
+    return out
 
 
 def personalized_pagerank(

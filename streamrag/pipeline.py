@@ -42,7 +42,7 @@ from streamrag.errors import (
 )
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
-from streamrag.graph import with_degrees
+from streamrag.graph import neighbour_counts
 from streamrag.prompts import load_prompt
 from streamrag.records import Chunk, Claim, Community, Document, Entity, Extraction, Relationship, Report
 from streamrag.reports import (
@@ -964,13 +964,15 @@ class _GraphState:
 
     def finish_graph(self) -> None:
         """Degrees for the whole graph; elements whose degree moved count as changed."""
-        ents, rels = with_degrees(list(self.entities.values()), list(self.relationships.values()))
-        self.entities = {e.id: e for e in ents}
-        self.relationships = {r.id: r for r in rels}
-        for e in ents:
+        degree = neighbour_counts(self.relationships.values())
+        self.entities = dict(sorted(self.entities.items()))
+        self.relationships = dict(sorted(self.relationships.items()))
+        for e in self.entities.values():
+            e.degree = degree.get(e.id, 0)
             if self.old_degree.get(e.id) != e.degree:
                 self.changed_entities.add(e.id)
-        for r in rels:
+        for r in self.relationships.values():
+            r.combined_degree = degree.get(r.source, 0) + degree.get(r.target, 0)
             if self.old_combined.get(r.id) != r.combined_degree:
                 self.changed_relationships.add(r.id)
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from streamrag.graph import Graph, personalized_pagerank, with_degrees
+from streamrag.graph import Graph, neighbour_counts, personalized_pagerank
 from streamrag.records import Entity, Relationship
 
 
@@ -55,16 +55,12 @@ def test_unknown_endpoint_is_an_error():
         Graph(["a"], [("a", "q", 1.0)])
 
 
-def test_with_degrees_returns_filled_copies(two_triangles):
+def test_neighbour_counts_count_distinct_neighbours(two_triangles):
     entities, relationships = two_triangles
-    new_entities, new_relationships = with_degrees(reversed(entities), relationships)
-    degree = {e.id: e.degree for e in new_entities}
-    assert degree == {"a": 2, "b": 2, "c": 3, "d": 0, "x": 3, "y": 2, "z": 2}
-    assert [e.id for e in new_entities] == sorted(degree)
-    combined = {r.id: r.combined_degree for r in new_relationships}
-    assert combined["r-c-x"] == 6 and combined["r-a-b"] == 4
-    assert all(e.degree == 0 for e in entities)   # the inputs are untouched
-    assert all(r.combined_degree == 0 for r in relationships)
+    counts = neighbour_counts(relationships + [rel("b", "a"), rel("d", "d")])  # a repeat, a loop
+    assert counts == {"a": 2, "b": 2, "c": 3, "x": 3, "y": 2, "z": 2}
+    graph = Graph.from_records(entities, relationships)
+    assert counts == {e: graph.degree(e) for e in graph.ids if graph.degree(e)}
 
 
 def test_personalized_pagerank_ranks_the_seed_neighbourhood_first(two_triangles):
@@ -100,3 +96,4 @@ def test_personalized_pagerank_is_order_independent():
     second = personalized_pagerank(Graph(ids, flipped), {"e007": 0.5, "e001": 1.0}, top_k=10)
     assert [e for e, _ in first] == [e for e, _ in second]
     assert all(abs(s1 - s2) < 1e-9 for (_, s1), (_, s2) in zip(first, second))
+
