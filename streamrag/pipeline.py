@@ -181,7 +181,6 @@ class Indexer:
         self.key = extractor_key(settings)
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
-        ix = settings.index
         self.leiden_key = ids.digest(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
@@ -347,9 +346,9 @@ class Indexer:
                                        seed=ix.leiden_seed, resolution=ix.leiden_resolution,
                                        previous=previous, new_id=new_id)
 
+        state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
         if not state.old_communities:
             return cluster(None), True, lambda: counter[0]
-        state.leiden_key = self.leiden_key
         since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
         state.changed_since_fresh = since_fresh
         if not self.recluster and state.same_graph() and store.get_meta("leiden") == self.leiden_key:
@@ -415,8 +414,7 @@ class Indexer:
             async with doc_send:
                 for path in files:
                     rel = _rel(path, self.root)
-                    rows = {p: v for p, v in by_file.get(rel, {}).items()
-                            if p == rel or p.startswith(rel + "#")}
+                    rows = by_file.get(rel, {})
                     try:
                         st = path.stat()
                     except OSError as e:

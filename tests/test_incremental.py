@@ -334,6 +334,25 @@ async def test_an_unchanged_graph_keeps_its_partition_and_every_report(generated
     assert state(db)["communities"] == before["communities"]
 
 
+async def test_the_first_update_after_a_fresh_index_keeps_an_unchanged_partition(generated, tmp_path,
+                                                                                  monkeypatch):
+    """The partition's Leiden settings are recorded by the very first run, so the next run on
+    an unchanged graph already keeps the partition instead of running Leiden again."""
+    import streamrag.pipeline as pipeline
+
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 21))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = state(db)
+
+    def no_leiden(*args, **kwargs):
+        raise AssertionError("Leiden ran on an unchanged graph")
+    monkeypatch.setattr(pipeline, "hierarchical_leiden", no_leiden)
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.reports_generated == 0 and state(db)["communities"] == before["communities"]
+
+
 async def test_the_drift_check_waits_for_enough_change(generated, tmp_path, monkeypatch):
     """The fresh clustering that checks the kept partition for drift runs once the updates since
     the last check changed 5% of the entities, not on every update."""
