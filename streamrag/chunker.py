@@ -35,17 +35,19 @@ from collections import deque
 
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
+from streamrag.sentences import ends_with_abbreviation
 from streamrag.tokens import get_encoding
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
-VERSION = "3"
+VERSION = "4"
 ANCHOR_WINDOW = 1.5
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 # A sentence ends at . ! ? or an ellipsis followed by whitespace (so "3.14" and "e.g.x" do not
 # end one), or at a run of full-width terminators (。！？ and the half-width ｡) whether or not
 # whitespace follows, since Chinese and Japanese put none between sentences; closing quotes and
-# brackets after the terminator stay with its sentence.
+# brackets after the terminator stay with its sentence. The full stop of a title or an initial
+# ("Mrs.", "J.") is no sentence end (``sentences.ends_with_abbreviation``).
 _CLOSERS = "\"'\u201d\u2019)\\]"
 _CJK_CLOSERS = _CLOSERS + "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07"
 _SENTENCE_BREAK = re.compile(rf"[.!?\u2026][{_CLOSERS}]*\s+"
@@ -102,7 +104,9 @@ def _units(text: str, enc, budget: int) -> list[_Unit]:
 
 
 def _split_paragraph(text: str, s: int, e: int, enc, budget: int) -> list[_Unit]:
-    cuts = [s] + [m.end() for m in _SENTENCE_BREAK.finditer(text, s, e) if m.end() < e] + [e]
+    # not after a title or an initial: a chunk ending "said Mrs." parts the name from its sentence
+    cuts = [s] + [m.end() for m in _SENTENCE_BREAK.finditer(text, s, e)
+                  if m.end() < e and not ends_with_abbreviation(text[max(s, m.start() - 12):m.start() + 1])] + [e]
     sentences = [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
     encoded = [enc.encode_ordinary(text[a:b]) for a, b in sentences]
     out: list[_Unit] = []

@@ -18,17 +18,13 @@ import re
 from collections.abc import Sequence
 
 from streamrag.local_search import query_terms, words
+from streamrag.sentences import NOT_AFTER_ABBREVIATION
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
-# Titles and abbreviations whose full stop does not end a sentence ("asked Mrs. Cratchit").
-_ABBREVIATIONS = ("Mr", "Mrs", "Ms", "Mx", "Dr", "St", "Prof", "Sr", "Jr", "Rev", "Hon", "Gen", "Col",
-                  "Capt", "Lt", "Sgt", "Gov", "Sen", "Rep", "Fr", "Mt", "Messrs", "Mme", "Mlle",
-                  "vs", "cf", "approx", "e.g", "i.e", "viz", "Fig", "Vol", "pp")
-_NOT_AN_END = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in _ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
-_SENTENCE_END = re.compile(_NOT_AN_END + r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
+_SENTENCE_END = re.compile(NOT_AFTER_ABBREVIATION + r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 

@@ -18,10 +18,11 @@ import re
 from streamrag.config import Settings
 from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
+from streamrag.sentences import SENTENCE_GAP
 from streamrag.tokens import count_tokens, truncate
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
-VERSION = "2"  # how a description set becomes a summary; a new one re-summarizes every element
+_SENTENCE = SENTENCE_GAP
+VERSION = "3"  # how a description set becomes a summary; a new one re-summarizes every element
 
 
 def summarizer_key(settings: Settings) -> str:

@@ -176,3 +176,20 @@ def test_ascii_full_stop_still_needs_whitespace_after_it():
     text = " ".join(f"value{rng.randint(0, 99)}.{rng.randint(0, 99)}x" for _ in range(600))
     out = chunks(text, size=200, overlap=0)
     assert all(re.fullmatch(r"(value\d+\.\d+x ?)+", c.text) for c in out)
+
+
+def test_titles_and_initials_do_not_end_a_chunk():
+    # One long paragraph where every other full stop follows a title or an initial: a chunk
+    # ending at "said Mrs." would split the name from its sentence (and the offline extractor
+    # would describe someone as "...said Mrs.").
+    rng = random.Random(7)
+    names = ["Mrs. Cratchit", "Mr. Fezziwig", "Dr. Osk", "J. Smith", "St. Dunstan"]
+    sentences = []
+    for _ in range(300):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
+        sentences.append(f"{words.capitalize()} said {rng.choice(names)} at the {rng.choice(WORDS)}.")
+    out = chunks(" ".join(sentences), size=200, overlap=20)
+    assert len(out) > 10
+    ends = [c.text.rstrip() for c in out[:-1]]
+    assert not [e for e in ends if re.search(r"\b(Mrs|Mr|Dr|St|[A-Z])\.$", e)]
+    assert all(e.endswith(".") for e in ends)   # still cut at sentence ends

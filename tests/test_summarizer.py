@@ -97,3 +97,13 @@ def test_a_join_budget_above_the_summary_budget_is_capped_not_refused():
     from streamrag.config import load_settings
     settings = load_settings(None, env={}, overrides={"index": {"summary_max_tokens": 40}})
     assert settings.index.summary_join_tokens == 60        # accepted; summarize caps it at 40
+
+
+def test_a_summary_never_ends_on_a_title_cut_from_its_name():
+    from streamrag.summarizer import extractive_summary
+    from streamrag.tokens import count_tokens
+    descriptions = ["Scrooge sat alone.",
+                    "Bob said the pudding was the greatest success achieved by Mrs. Cratchit since their marriage."]
+    budget = count_tokens("Scrooge sat alone. Bob said the pudding was the greatest success achieved by Mrs.") + 3
+    assert extractive_summary(descriptions, budget) == "Scrooge sat alone."
+    assert extractive_summary(descriptions, 150) == " ".join(descriptions)
