@@ -24,9 +24,10 @@ from streamrag import ids
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
+from streamrag.sentences import SENTENCE_GAP
 from streamrag.tokens import count_tokens
 
-EXTRACTIVE_VERSION = "extractive-2"
+EXTRACTIVE_VERSION = "extractive-3"
 
 
 class ReportContext(msgspec.Struct):
@@ -220,14 +221,9 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     internal.sort(key=lambda r: (-r.weight, -r.combined_degree, r.id))
     top = [e.name for e in members[:3]]
     title = (", ".join(top[:-1]) + " and " + top[-1]) if len(top) > 1 else (top[0] if top else community.id)
-    first_sentences = []
-    for e in members[:4]:
-        sentence = e.description.split(". ")[0].strip()
-        if sentence:
-            first_sentences.append(sentence if sentence.endswith((".", "!", "?")) else sentence + ".")
-    summary = (" ".join(first_sentences) + f" ({len(members)} entities around "
-               f"{top[0] if top else 'unnamed entities'}.)").strip()
     names = {e.id: e.name for e in members}
+    telling = dict.fromkeys(s for s in (_telling_sentence(e, members) for e in members[:4]) if s)
+    summary = " ".join([_overview(members, internal, names), *telling])
     findings = []
     for r in internal[:5]:
         findings.append({
@@ -248,6 +244,31 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
     # count it shows can change while the context text does not.
     key = "rpt-" + ids.digest(EXTRACTIVE_VERSION, context.text, msgspec.json.encode(fields).decode())
     return _make_report(key, fields, context, encoding, extractive=True)
+
+
+def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names: dict[str, str]) -> str:
+    """One sentence of what the graph says about a community: its size, its central entities
+    with their types, and its strongest ties."""
+    if not members:
+        return "No entities."
+    central = [f"{e.name} ({e.type})" if e.type else e.name for e in members[:3]]
+    central_text = (", ".join(central[:-1]) + " and " + central[-1]) if len(central) > 1 else central[0]
+    ties = [f"{names[r.source]} and {names[r.target]}" for r in internal[:3]
+            if r.source in names and r.target in names]
+    text = f"{len(members)} entities and {len(internal)} relationships around {central_text}"
+    return text + (f"; strongest ties: {'; '.join(ties)}." if ties else ".")
+
+
+def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
+    """The sentence of ``entity``'s description that names the most other members (a sentence
+    of at least five words when there is one; the earliest among equals)."""
+    sentences = [x.strip() for x in SENTENCE_GAP.split(entity.description) if x.strip()]
+    long_enough = [x for x in sentences if len(x.split()) >= 5] or sentences
+    if not long_enough:
+        return ""
+    others = [m.name for m in members[:20] if m.id != entity.id]
+    best = max(long_enough, key=lambda x: sum(1 for n in others if n in x))
+    return best if best.endswith((".", "!", "?", "\u2026")) else best + "."
 
 
 def usable_report(text: str) -> bool:

@@ -75,6 +75,21 @@ def test_extractive_report_has_the_llm_report_shape():
     assert r.text.startswith(f"# {r.title}")
 
 
+def test_extractive_summary_says_what_the_graph_says_then_the_most_telling_sentences():
+    ents, rels = graph(6)
+    ents["ent-0000"].description = ("Name0 nodded. Name0 waved at the crowd by the quay. "
+                                    "Name0 sailed with Name1 and Name2 to the harbour of Mrs. Osk. Name0 slept.")
+    ents["ent-0001"].type = "organization"
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+    r = extractive_report(c, ctx, entities=ents, relationships=rels, children=[])
+    overview, rest = r.summary.split(". ", 1)
+    assert overview == ("6 entities and 5 relationships around Name0 (person), Name1 (organization) "
+                        "and Name2 (person); strongest ties: Name0 and Name1; Name1 and Name2; Name2 and Name3")
+    # Name0's sentence naming two other members, whole (not cut after "Mrs."), not its first one
+    assert rest.startswith("Name0 sailed with Name1 and Name2 to the harbour of Mrs. Osk.")
+
+
 def test_changed_fraction():
     a = {"entities": ["e1", "e2"], "relationships": ["r1"]}
     assert changed_fraction(a, a) == 0.0
