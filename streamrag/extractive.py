@@ -4,8 +4,8 @@ The passages come from the same selection a query mode makes with a model (commu
 chosen by descending the tree, a local context's entities, relationships, reports and chunks,
 or retrieved chunks); this module only picks sentences. A sentence scores the summed rarity
 (inverse document frequency over the candidate sentences) of the question's words it contains,
-plus a small bonus for the rank of its passage, so a sentence from a better-matching passage wins
-ties. Near-duplicates are dropped. A question with no content words of its own (a broad one)
+times the share of those words it contains, plus a small bonus for the rank of its passage, so a
+sentence from a better-matching passage wins ties. Near-duplicates are dropped. A question with no content words of its own (a broad one)
 gets the leading sentences of the best passages instead.
 
 The answer always starts with ``EXTRACTIVE_LABEL``, so it can never pass for a model's answer.
@@ -67,10 +67,13 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     scored = []
     for p_rank, s_rank, sentence, tag, ws in candidates:
         if terms:
-            match = sum(idf.get(t, 0.0) for t in terms & ws)
+            hit = terms & ws
+            match = sum(idf.get(t, 0.0) for t in hit)
             if match <= 0:
                 continue
-            score = match + 0.5 / (1 + p_rank) + 0.1 / (1 + s_rank)
+            # scaled by the share of the question's (findable) words it has: a sentence naming
+            # both people asked about beats one that shares a single rare word with the question
+            score = match * len(hit) / len(idf) + 0.5 / (1 + p_rank) + 0.1 / (1 + s_rank)
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
         scored.append((-score, p_rank, s_rank, sentence, tag))

@@ -64,6 +64,12 @@ content contents material materials writing writings say says said tell told tal
 discussed discusses mention mentioned mentions describe described describes cover covered covers
 idea ideas thing things stuff
 """.split())
+# Words asking how things relate, not what about: "how is Bob connected to Scrooge?" is about Bob
+# and Scrooge, and a sentence that merely says "connected" answers nothing.
+RELATION_WORDS = frozenset("""
+connected connection connections connect related relation relations relationship relationships
+relate linked link links involved involvement role roles associated association
+""".split())
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
 
@@ -427,9 +433,9 @@ class _Search:
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
+        stop = RELATION_WORDS | (GENERIC_WORDS if self.answer.mode == "global" else frozenset())
         text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
-                                                   what=what, extra_stop=GENERIC_WORDS
-                                                   if self.answer.mode == "global" else frozenset())
+                                                   what=what, extra_stop=stop)
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
         self._emit(text)

@@ -575,6 +575,23 @@ def test_pick_sentences_prefers_rare_question_words():
     assert picked[0][:2] == ("Mira Osk rebuilt the harbor wall.", "[R:C1]")
 
 
+def test_pick_sentences_prefers_sentences_with_more_of_the_question():
+    passages = [("[E:e1]", "Scrooge felt connected to nobody at all. Bob sat by the fire. Bob Cratchit "
+                           "went home. Scrooge said nothing."),
+                ("[E:e2]", "Bob Cratchit is the clerk of Scrooge. Bob Cratchit laughed. Cratchit ate.")]
+    picked = pick_sentences("Who is Bob Cratchit and how is he connected to Scrooge?", passages, limit=1)
+    assert picked[0][:2] == ("Bob Cratchit is the clerk of Scrooge.", "[E:e2]")
+
+
+def test_how_a_question_asks_is_not_what_it_is_about():
+    from streamrag.query import RELATION_WORDS
+    passages = [("[E:e1]", "A death connected them all. Bob Cratchit thanked Scrooge.")]
+    question = "How is Bob Cratchit connected to Scrooge?"
+    assert len(pick_sentences(question, passages)) == 2
+    assert [p[0] for p in pick_sentences(question, passages, extra_stop=RELATION_WORDS)] == \
+        ["Bob Cratchit thanked Scrooge."]
+
+
 def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
     from streamrag.extractive import split_sentences
 
