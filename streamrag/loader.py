@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 from streamrag.errors import InputError
@@ -25,7 +26,13 @@ from streamrag.ids import document_id
 from streamrag.records import Document
 
 DEFAULT_INCLUDE = ["*.txt", "*.md", "*.jsonl", "*.csv"]
+_MARKDOWN = (".md", ".markdown")
+# Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
+_FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 TITLE_CHARS = 100
+# How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
+VERSION = "2"
 _SNIFF = 8192
 
 log = logging.getLogger(__name__)
@@ -178,7 +185,13 @@ def read_documents(path: Path, *, root: Path | None,
     elif suffix == ".csv":
         rows = _csv_rows(text, shown)
     else:
-        return [Document(id=document_id(text), path=shown, title=_title(text, path.stem), text=text)], warnings
+        title = None
+        if suffix in _MARKDOWN:
+            text, title = _front_matter(text)
+            if not text.strip():
+                raise InputError(f"{shown}: only front matter, nothing to index")
+        return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
+                         text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
 
 
@@ -201,6 +214,15 @@ def stored_path(path: Path, root: Path | None) -> str:
         return resolved.as_posix()
 
 
+def _front_matter(text: str) -> tuple[str, str | None]:
+    """A Markdown file's text without its leading YAML (``---``) or TOML (``+++``) front matter,
+    and the ``title`` it sets, if any: metadata is not prose to extract from."""
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return text, None
+    t = _FRONT_MATTER_TITLE.search(m.group(2))
+    title = t.group(1).strip().strip("'\"").strip() if t else None
+    return text[m.end():], (title[:TITLE_CHARS] if title else None)
 
 
 def _decode(data: bytes, shown: str, warnings: list[str]) -> str:

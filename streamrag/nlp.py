@@ -43,7 +43,7 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "1"
+VERSION = "2"
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -191,6 +191,9 @@ _TYPE_SYNONYMS = {
 # --- regular expressions (compiled once) ---
 
 _BLOCK_SPLIT = re.compile(r"\n[ \t\r\f\v]*\n")
+# A fenced code block (``` or ~~~), to its closing fence or, cut off by the chunk, to the end:
+# code is not prose, and a name printed in it describes nothing.
+_CODE_FENCE = re.compile(r"^[ \t]*(```|~~~).*?(?:^[ \t]*\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 _SPACES = re.compile(r"\s+")
 # A word: letters and digits, joined by single apostrophes or hyphens ("O'Brien",
 # "Christmas-time", not "Eve--old"), with an optional possessive ending.
@@ -288,7 +291,8 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
     sentences: list[str] = []
     blocks: list[int] = []
     headlines: set[int] = set()
-    for b, block in enumerate(_BLOCK_SPLIT.split(text.replace("\r\n", "\n").replace("\r", "\n"))):
+    text = _CODE_FENCE.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+    for b, block in enumerate(_BLOCK_SPLIT.split(text)):
         lines = [ln.strip() for ln in block.split("\n")]
         lines = [ln for ln in lines if ln and not _is_caps_line(ln)]
         if not lines:

@@ -182,7 +182,8 @@ class Indexer:
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
         self.leiden_key = ids.digest(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
-        self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, length=12)
+        self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
+                                      loader.VERSION, ix.text_field, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.failed_calls = 0
@@ -383,7 +384,8 @@ class Indexer:
         # indexed folder adds or updates that file; it does not drop the others).
         scope = [_rel(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items() if not _covered(p, scope)})
-        # A changed chunker (size, overlap, encoding) re-chunks every document.
+        # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
+        # re-reads and re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
         # The new chunker is recorded only once every document has been re-chunked with it:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.

@@ -148,3 +148,20 @@ def test_csv_missing_column(tmp_path):
     f = write(tmp_path / "t.csv", "title,content\nA,x\n")
     with pytest.raises(InputError, match=r"t\.csv: no 'text' field.*index\.text_field"):
         read_documents(f, root=tmp_path)
+
+
+def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
+    yaml = write(tmp_path / "a.md", "---\ntitle: \"Harbour notes\"\ntags: [a, b]\n---\n# Quay\n\nAda Osk sailed.\n")
+    (doc,), _ = read_documents(yaml, root=tmp_path)
+    assert doc.title == "Harbour notes" and doc.text == "# Quay\n\nAda Osk sailed.\n"
+    toml = write(tmp_path / "b.md", "+++\ndraft = true\n+++\nAda Osk sailed.\n")
+    (doc,), _ = read_documents(toml, root=tmp_path)
+    assert doc.title == "Ada Osk sailed." and doc.text == "Ada Osk sailed.\n"
+    # a rule that opens a note and is never closed is the note's text, as is --- in a .txt file
+    for name in ("c.md", "c.txt"):
+        plain = write(tmp_path / name, "---\nAda Osk sailed.\n")
+        (doc,), _ = read_documents(plain, root=tmp_path)
+        assert doc.text == "---\nAda Osk sailed.\n"
+    only = write(tmp_path / "d.md", "---\ntitle: x\n---\n\n")
+    with pytest.raises(InputError, match=r"d\.md: only front matter"):
+        read_documents(only, root=tmp_path)

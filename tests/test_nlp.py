@@ -267,3 +267,11 @@ def test_recall_and_precision_on_synthetic_news():
     # the ground truth does not list as entities).
     assert found / total >= 0.9
     assert correct / emitted >= 0.9
+
+
+def test_code_blocks_are_not_prose():
+    text = ("Mira Osk rebuilt the harbor wall in Velo.\n\n```python\nprint(\"Ada Lin\")\n\nowner = Bob Stone\n```\n\n"
+            "Then Ada Lin arrived.\n\n~~~\nCarl Zed, cut off by the end of the chunk")
+    ext = extract_offline(text)
+    assert {e.name for e in ext.entities} == {"Mira Osk", "Velo", "Ada Lin"}
+    assert [e.description for e in ext.entities if e.name == "Ada Lin"] == ["Then Ada Lin arrived."]

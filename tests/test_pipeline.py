@@ -244,6 +244,34 @@ async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
     store.close()
 
 
+async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "notes.jsonl").write_text('{"text": "Ada Osk sailed to Velo.", "body": "Bob Lin built the Quay Bridge."}\n')
+    db = tmp_path / "x.db"
+    await sync([folder], make_settings(), db, root=folder)
+    # the file is untouched on disk: only the setting says its text is elsewhere now
+    result = await sync([folder], make_settings(index={"text_field": "body"}), db, root=folder)
+    store = Store(db, readonly=True)
+    assert result.docs_added == 1 and result.docs_removed == 1
+    names = {r["name"] for r in store.query("SELECT name FROM entities")}
+    assert "Bob Lin" in names and "Ada Osk" not in names
+    store.close()
+
+
+async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("---\ntitle: Harbour notes\nauthor: Carl Zed\n---\nAda Osk sailed to Velo.\n")
+    db = tmp_path / "x.db"
+    await sync([folder], make_settings(), db, root=folder)
+    store = Store(db, readonly=True)
+    assert [r["title"] for r in store.query("SELECT title FROM documents")] == ["Harbour notes"]
+    assert [r["text"].strip() for r in store.query("SELECT text FROM chunks")] == ["Ada Osk sailed to Velo."]
+    assert "Carl Zed" not in {r["name"] for r in store.query("SELECT name FROM entities")}
+    store.close()
+
+
 async def test_embeddings_follow_what_is_live(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, llm={"embedding_model": "text-embedding-3-small"},
                              index={"chunk_size": 80, "chunk_overlap": 10})
