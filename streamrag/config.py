@@ -159,13 +159,33 @@ def _read_toml(path: Path) -> dict:
     except tomllib.TOMLDecodeError as e:
         fresh = (f", or start over with `streamrag init --force {path.parent}` (it overwrites the file)"
                  if path.name == CONFIG_NAME else "")
-        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax{fresh}") from None
+        raise ConfigError(f"{path}: not valid TOML ({e}); {_toml_fix(e, data)}{fresh}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder; give the settings file itself "
                           f"(e.g. {Path(path) / CONFIG_NAME})") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the config file ({e.strerror}); check its "
                           "permissions, or point --config at another file") from None
+
+
+_TWICE_RE = re.compile(r"Cannot declare \((.*)\) twice")
+_LINE_RE = re.compile(r"at line (\d+)")
+
+
+def _toml_fix(e: tomllib.TOMLDecodeError, data: bytes) -> str:
+    """What to do about a TOML syntax error. A section or key given twice is what pasting an
+    example such as the README's ``[llm]`` block under ``streamrag init``'s file produces."""
+    text = str(e)
+    if m := _TWICE_RE.search(text):
+        section = ".".join(part.strip(" '\"") for part in m.group(1).split(",") if part.strip())
+        return (f"the [{section}] section appears twice; move the keys of the second [{section}] "
+                "into the first and delete the second header")
+    if text.startswith("Cannot overwrite a value") and (m := _LINE_RE.search(text)):
+        lines = data.decode("utf-8-sig", errors="replace").splitlines()
+        number = int(m.group(1))
+        key = lines[number - 1].split("=", 1)[0].strip() if 0 < number <= len(lines) else ""
+        return f"{key or 'a key'} is set twice in one section; keep one of them"
+    return "fix the syntax"
 
 
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")
