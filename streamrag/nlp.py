@@ -88,6 +88,7 @@ bless god heaven
 # Capitalised words that are never an entity on their own (lower case).
 _NOISE = _words("""
 monday tuesday wednesday thursday friday saturday sunday
+mondays tuesdays wednesdays thursdays fridays saturdays sundays
 january february march april may june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec
 chapter stave illustration section part volume book page figure table appendix contents

@@ -68,7 +68,7 @@ idea ideas thing things stuff
 # and Scrooge, and a sentence that merely says "connected" answers nothing.
 RELATION_WORDS = frozenset("""
 connected connection connections connect related relation relations relationship relationships
-relate linked link links involved involvement role roles associated association
+relate linked link links involved involvement role roles play plays played associated association
 """.split())
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}

@@ -275,3 +275,8 @@ def test_code_blocks_are_not_prose():
     ext = extract_offline(text)
     assert {e.name for e in ext.entities} == {"Mira Osk", "Velo", "Ada Lin"}
     assert [e.description for e in ext.entities if e.name == "Ada Lin"] == ["Then Ada Lin arrived."]
+
+
+def test_days_of_the_week_are_not_entities_even_in_the_plural():
+    ext = extract_offline("Bob Lin pocketed on Saturdays but fifteen copies of his name. Ada Osk sailed on Sundays.")
+    assert {e.name for e in ext.entities} == {"Bob Lin", "Ada Osk"}
