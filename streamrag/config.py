@@ -168,6 +168,7 @@ def _read_toml(path: Path) -> dict:
                           "permissions, or point --config at another file") from None
 
 
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TWICE_RE = re.compile(r"Cannot declare \((.*)\) twice")
 _LINE_RE = re.compile(r"at line (\d+)")
 
@@ -289,6 +290,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
             problems.append((f"index.{name}", "must be >= 1 token"))
     if not ix.recluster_drift >= 0:
         problems.append(("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)"))
+    if llm.api_key_env and not _ENV_NAME_RE.fullmatch(llm.api_key_env):
+        problems.append(("llm.api_key_env", "is the name of the environment variable holding the key "
+                         "(e.g. OPENAI_API_KEY), not the key itself; export the key under that name"))
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
@@ -363,10 +367,12 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     if path is not None:
         path = Path(path)
         user = _read_toml(path)
-        if "api_key" in user:
-            raise ConfigError(f"{path}: api_key: keys are not read from the settings file; put the key "
-                              "in the environment variable named by llm.api_key_env "
-                              "(default STREAMRAG_API_KEY)")
+        llm_section = user.get("llm") if isinstance(user.get("llm"), dict) else {}
+        for key, found in (("api_key", "api_key" in user), ("llm.api_key", "api_key" in llm_section)):
+            if found:  # GraphRAG's settings take llm.api_key; `did you mean api_key_env` misleads
+                raise ConfigError(f"{path}: {key}: keys are not read from the settings file; put the "
+                                  "key in the environment variable named by llm.api_key_env "
+                                  "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`")
         if "source" in user:
             raise ConfigError(f"{path}: source: unknown setting (every valid key is in "
                               f"{asset('config', 'default.toml')})")

@@ -48,3 +48,24 @@ def test_a_key_set_twice_is_named(tmp_path):
 
 def ask() -> list[dict]:
     return [{"role": "user", "content": "hello"}]
+
+
+@pytest.mark.parametrize("text", ['[llm]\napi_key = "sk-proj-abc"\n', 'api_key = "sk-proj-abc"\n'])
+def test_a_key_written_in_the_file_is_refused_as_a_key(tmp_path, text):
+    # Not "unknown setting; did you mean llm.api_key_env?": that led to the key in api_key_env.
+    message = config_error(tmp_path, text)
+    assert "keys are not read from the settings file" in message
+    assert "did you mean" not in message and "api_key_env" in message
+
+
+@pytest.mark.parametrize("value", ["sk-proj-abc123", "my key", "$OPENAI_API_KEY"])
+def test_api_key_env_holding_a_key_is_refused(tmp_path, value):
+    message = config_error(tmp_path, f'[llm]\napi_key_env = "{value}"\n')
+    assert "llm.api_key_env" in message and "not the key itself" in message
+
+
+@pytest.mark.parametrize("value", ["AZURE_OPENAI_API_KEY", "my_key2", ""])
+def test_api_key_env_names_are_accepted(tmp_path, value):
+    path = tmp_path / "streamrag.toml"
+    path.write_text(f'[llm]\napi_key_env = "{value}"\n')
+    assert load_settings(path, env={value: "k"} if value else {}).llm.api_key_env == value
