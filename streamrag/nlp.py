@@ -132,7 +132,7 @@ systems technologies technology industries partners capital airlines airways mot
 laboratories pharmaceuticals trust association society federation league club party church
 museum hospital court parliament congress senate army navy police service services network
 solutions communications insurance fund exchange times news post journal gazette herald tribune
-broadcasting records studios shipping mining petroleum oil gas power utilities telecom robotics
+broadcasting records studios shipping mining petroleum oil gas power utilities telecom robotics commerce
 dynamics analytics software electronics biotech therapeutics foods alliance coalition
 organisation organization cooperative co-operative enterprises ventures investments securities
 financial bancshares brands pictures publishing publishers airline railway railways

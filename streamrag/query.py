@@ -63,6 +63,9 @@ report reports text texts file files document doc docs story stories book books 
 content contents material materials writing writings say says said tell told talk talks discuss
 discussed discusses mention mentioned mentions describe described describes cover covered covers
 idea ideas thing things stuff
+news article articles paper papers essay essays post posts page pages email emails mail message
+messages chat chats transcript transcripts entry entries record records memo memos letter letters
+chapter chapters section sections narrative plot folder folders archive archives corpus
 """.split())
 # Words asking how things relate, not what about: "how is Bob connected to Scrooge?" is about Bob
 # and Scrooge, and a sentence that merely says "connected" answers nothing.

@@ -280,3 +280,8 @@ def test_code_blocks_are_not_prose():
 def test_days_of_the_week_are_not_entities_even_in_the_plural():
     ext = extract_offline("Bob Lin pocketed on Saturdays but fifteen copies of his name. Ada Osk sailed on Sundays.")
     assert {e.name for e in ext.entities} == {"Bob Lin", "Ada Osk"}
+
+
+def test_a_chamber_of_commerce_is_an_organization_whatever_its_town():
+    ext = extract_offline("Zora Yoroux joined the Port Ashden Heights Chamber of Commerce in May.")
+    assert {e.name: e.type for e in ext.entities}["Port Ashden Heights Chamber of Commerce"] == "organization"
