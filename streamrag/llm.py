@@ -36,6 +36,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import math
+import os
 import random
 import time
 from collections import deque
@@ -70,6 +71,11 @@ CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
 OnLength = Literal["retry", "accept", "keep"]
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use
 _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
+
+
+# The settings naming a chat model, for messages about a model the server does not know.
+_MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model",
+               "embedding_model")
 
 
 class ChatResult(msgspec.Struct):
@@ -255,6 +261,7 @@ class LLMClient:
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
                               "https://api.openai.com/v1), or use the offline extractor")
         self.settings = settings
+        self._api_key = api_key
         self.store = store
         self.writer = writer
         self.run_id = run_id
@@ -717,13 +724,13 @@ class LLMClient:
                 self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
             raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
         if status in (401, 403):
-            raise LLMRequestError(
-                f"{url}: HTTP {status}: the API key was rejected; set "
-                f"{self.settings.api_key_env or 'STREAMRAG_API_KEY'} or STREAMRAG_API_KEY "
-                f"({message})", status)
+            raise LLMRequestError(f"{url}: HTTP {status}: {self._key_advice()} ({message})", status)
         if status == 404:
+            keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
+            where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
+                     if keys else "llm.*_model")
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"llm.*_model / llm.api_base ({message})", status)
+                                  f"{where}, or llm.api_base ({message})", status)
         lowered = message.lower()
         if status == 400 and ("context length" in lowered or "maximum context" in lowered
                               or "context_length" in lowered):
@@ -731,6 +738,18 @@ class LLMClient:
                                   f"index.report_max_input_tokens ({message})", status)
         raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
                               status)
+
+    def _key_advice(self) -> str:
+        """What to do about a 401/403: which variables are read, and which one the key came from."""
+        names = list(dict.fromkeys(v for v in (self.settings.api_key_env, "STREAMRAG_API_KEY",
+                                               "OPENAI_API_KEY") if v))
+        if not self._api_key:
+            return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
+                    f"one of them, e.g. `export {names[0]}=...`")
+        source = next((v for v in names if os.environ.get(v) == self._api_key), "")
+        return (f"the API key was rejected; set {source or names[0]} to a valid key"
+                + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
+                   if source else ""))
 
     @staticmethod
     def _json(resp: httpx.Response) -> Any:

@@ -69,3 +69,50 @@ def test_api_key_env_names_are_accepted(tmp_path, value):
     path = tmp_path / "streamrag.toml"
     path.write_text(f'[llm]\napi_key_env = "{value}"\n')
     assert load_settings(path, env={value: "k"} if value else {}).llm.api_key_env == value
+
+
+# -- the model server's answers ----------------------------------------------------------------
+async def chat_error(status: int, key: str, **settings) -> str:
+    """The message of the error a chat call gets when the endpoint answers ``status``."""
+    def endpoint(_request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"error": {"message": "provider says no"}})
+
+    llm = LLMClient(LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0,
+                                **settings), key, transport=httpx.MockTransport(endpoint))
+    try:
+        with pytest.raises(LLMRequestError) as e:
+            await llm.chat(ask(), model=settings.get("report_model", "gpt-4o-mini"), stage="report")
+    finally:
+        await llm.aclose()
+    message = str(e.value)
+    assert "\n" not in message and "provider says no" in message
+    return message
+
+
+@pytest.mark.anyio
+async def test_401_without_a_key_says_none_was_sent_and_which_variables_are_read(monkeypatch):
+    for var in ("STREAMRAG_API_KEY", "OPENAI_API_KEY", "AZURE_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    message = await chat_error(401, "")
+    assert "no API key was sent" in message and "rejected" not in message
+    assert "STREAMRAG_API_KEY, OPENAI_API_KEY" in message  # each once, OpenAI's too
+    message = await chat_error(401, "", api_key_env="AZURE_KEY")
+    assert "AZURE_KEY, STREAMRAG_API_KEY, OPENAI_API_KEY" in message
+
+
+@pytest.mark.anyio
+async def test_401_with_a_key_names_the_variable_it_came_from(monkeypatch):
+    monkeypatch.delenv("STREAMRAG_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-old")
+    message = await chat_error(401, "sk-old")
+    assert "the API key was rejected; set OPENAI_API_KEY to a valid key" in message
+    assert "STREAMRAG_API_KEY or STREAMRAG_API_KEY" not in message
+
+
+@pytest.mark.anyio
+async def test_404_names_the_settings_holding_the_unknown_model():
+    # The README's vLLM example once set extraction_model only: the others asked for gpt-4o-mini.
+    message = await chat_error(404, "", extraction_model="Qwen/Qwen2.5-7B-Instruct")
+    assert ("llm.summary_model / llm.report_model / llm.rating_model / llm.answer_model = "
+            "'gpt-4o-mini'") in message
+    assert "extraction_model" not in message
