@@ -3,7 +3,8 @@
 The passages come from the same selection a query mode makes with a model (community reports
 chosen by descending the tree, a local context's entities, relationships, reports and chunks,
 or retrieved chunks); this module only picks sentences. A sentence scores the summed rarity
-(inverse document frequency over the candidate sentences) of the question's words it contains,
+(inverse document frequency over the candidate sentences) of the question's words it contains
+(compared by stem: "operate" finds "operations"),
 times the share of those words it contains, plus a small bonus for the rank of its passage, so a
 sentence from a better-matching passage wins ties. Near-duplicates are dropped. A question with no content words of its own (a broad one)
 gets the leading sentences of the best passages instead.
@@ -50,15 +51,39 @@ def _shorten(sentence: str) -> str:
     return sentence if len(ws) <= MAX_SENTENCE_WORDS else " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
 
 
+# Endings and what replaces them, longest first; applied once, then a final "e" goes.
+_ENDINGS = (("ational", "ate"), ("ations", "ate"), ("ation", "ate"), ("ies", "y"), ("ied", "y"),
+            ("ings", ""), ("ing", ""), ("ers", ""), ("er", ""), ("ed", ""), ("es", ""), ("ly", ""),
+            ("s", ""))
+
+
+def stem(word: str) -> str:
+    """``word`` without a common English ending, so "operate", "operates" and "operations" (or
+    "company" and "companies") match; an ending goes only when three letters remain."""
+    for ending, replacement in _ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            word = word[:len(word) - len(ending)] + replacement
+            break
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiouls":
+        word = word[:-1]   # running -> run(n)
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in words(text)}
+
+
 def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
                    limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset()
                    ) -> list[tuple[str, str, float]]:
     """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first."""
-    terms = set(query_terms(question, extra_stop=extra_stop))
+    terms = {stem(t) for t in query_terms(question, extra_stop=extra_stop)}
     candidates: list[tuple[int, int, str, str, set[str]]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
-            candidates.append((p_rank, s_rank, sentence, tag, set(words(sentence))))
+            candidates.append((p_rank, s_rank, sentence, tag, _stems(sentence)))
     if not candidates:
         return []
     n = len(candidates)

@@ -584,6 +584,17 @@ def test_pick_sentences_prefers_sentences_with_more_of_the_question():
     assert picked[0][:2] == ("Bob Cratchit is the clerk of Scrooge.", "[E:e2]")
 
 
+def test_question_words_match_other_forms_of_themselves():
+    from streamrag.extractive import stem
+    assert stem("operate") == stem("operates") == stem("operations") == stem("operating")
+    assert stem("company") == stem("companies") and stem("city") == stem("cities")
+    assert stem("run") == stem("runs") == stem("running") and stem("was") == "was"
+    passages = [("[E:e1]", "Pellric flooded in May. Pellric is a town. "
+                           "From Pellric, Luntane Logistics runs operations across Aurelia.")]
+    picked = pick_sentences("Which companies operate in Pellric?", passages, limit=1)
+    assert picked[0][0] == "From Pellric, Luntane Logistics runs operations across Aurelia."
+
+
 def test_how_a_question_asks_is_not_what_it_is_about():
     from streamrag.query import RELATION_WORDS
     passages = [("[E:e1]", "A death connected them all. Bob Cratchit thanked Scrooge.")]
