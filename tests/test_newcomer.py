@@ -116,3 +116,29 @@ async def test_404_names_the_settings_holding_the_unknown_model():
     assert ("llm.summary_model / llm.report_model / llm.rating_model / llm.answer_model = "
             "'gpt-4o-mini'") in message
     assert "extraction_model" not in message
+
+
+# -- the README's examples ---------------------------------------------------------------------
+def readme_llm_examples() -> dict[str, str]:
+    """The blocks of the README's "Pointing it at a model" TOML example, by their first comment."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Pointing it at a model", 1)[1]
+    block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    examples: dict[str, str] = {}
+    for part in re.split(r"\n(?=# )", block.strip()):
+        title = part.splitlines()[0].lstrip("# ").split(" ")[0]
+        examples[title] = part
+    return examples
+
+
+def test_readme_examples_are_valid_settings_files(tmp_path):
+    examples = readme_llm_examples()
+    assert {"OpenAI", "Ollama", "vLLM", "Azure"} <= set(examples)
+    for title, text in examples.items():
+        path = tmp_path / f"{title}.toml"
+        path.write_text(text)
+        settings = load_settings(path, env={})
+        assert settings.llm.api_base.startswith("http"), title
+        if title in ("Ollama", "vLLM"):  # a server of one's own serves its model, not gpt-4o-mini
+            models = {getattr(settings.llm, key) for key in MODEL_KEYS}
+            assert models == {settings.llm.extraction_model}, (title, models)
