@@ -305,7 +305,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if q.dynamic_max_depth < 0:
         problems.append(("query.dynamic_max_depth", "must be >= 0 (0 = rate the top level only)"))
     if q.global_level < -1:
-        problems.append(("query.global_level", "must be >= -1 (-1 = the deepest level)"))
+        problems.append(("query.global_level", "must be >= -1 (-1 = dynamic selection, N = static search at level N)"))
     for name in ("map_max_tokens", "reduce_max_tokens", "answer_max_tokens", "local_max_tokens",
                  "local_top_k", "basic_top_k"):
         if getattr(q, name) < 1:
