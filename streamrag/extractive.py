@@ -134,9 +134,10 @@ def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, wha
 
 
 def overlap_rating(question_terms: set[str], text: str) -> float:
-    """A 0-5 relevance rating from the share of the question's words found in ``text``, the
-    rating model's stand-in when there is no model."""
+    """A 0-5 relevance rating from the share of the question's words found in ``text`` (by
+    stem, as sentences are picked), the rating model's stand-in when there is no model."""
     if not question_terms:
         return 1.0
-    share = len(question_terms & set(words(text))) / len(question_terms)
+    wanted = {stem(t) for t in question_terms}
+    share = len(wanted & _stems(text)) / len(wanted)
     return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))

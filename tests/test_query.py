@@ -595,6 +595,14 @@ def test_question_words_match_other_forms_of_themselves():
     assert picked[0][0] == "From Pellric, Luntane Logistics runs operations across Aurelia."
 
 
+def test_the_offline_rating_reads_words_by_stem_too():
+    from streamrag.extractive import overlap_rating
+    report = "Luntane Logistics was criticised for its handling of the flood."
+    assert overlap_rating({"criticising", "floods"}, report) == 5.0
+    assert overlap_rating({"criticising", "harbour"}, report) == 3.0
+    assert overlap_rating({"harbour"}, report) == 0.0
+
+
 def test_how_a_question_asks_is_not_what_it_is_about():
     from streamrag.query import RELATION_WORDS
     passages = [("[E:e1]", "A death connected them all. Bob Cratchit thanked Scrooge.")]
