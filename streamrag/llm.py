@@ -700,8 +700,12 @@ class LLMClient:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome else None
             wait = state.next_action.sleep if state.next_action else 0
-            log.warning("%s: %s; retry %d/%d in %.1f s", url, getattr(exc, "detail", exc),
-                        state.attempt_number, self.settings.max_retries, wait)
+            # Nothing listening yet: the error after the last try says so in one line; a warning
+            # per concurrent call and try before it (dozens of lines) would only bury it.
+            level = (logging.DEBUG if getattr(exc, "refused", False) and not self._reached
+                     else logging.WARNING)
+            log.log(level, "%s: %s; retry %d/%d in %.1f s", url, getattr(exc, "detail", exc),
+                    state.attempt_number, self.settings.max_retries, wait)
         return before_sleep
 
     def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:

@@ -142,3 +142,21 @@ def test_readme_examples_are_valid_settings_files(tmp_path):
         if title in ("Ollama", "vLLM"):  # a server of one's own serves its model, not gpt-4o-mini
             models = {getattr(settings.llm, key) for key in MODEL_KEYS}
             assert models == {settings.llm.extraction_model}, (title, models)
+
+
+@pytest.mark.anyio
+async def test_nothing_listening_is_one_error_without_a_warning_per_retry(caplog):
+    # A wrong port: 16 concurrent calls used to print two retry warnings each before the error.
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    llm = LLMClient(LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0),
+                    "", transport=httpx.MockTransport(endpoint), retry_base_s=0.01)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+            with anyio.fail_after(5), pytest.raises(LLMUnavailableError, match="nothing answers at"):
+                await llm.chat(ask(), model="m", stage="extract")
+    finally:
+        await llm.aclose()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r for r in caplog.records if "retry" in r.getMessage()]  # still logged, at debug level
