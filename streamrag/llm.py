@@ -123,6 +123,10 @@ def _advice(e: _Retryable) -> str:
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
 # (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
 _REFUSED_ATTEMPTS = 3
+# A server that answered, then refused every connection for this long, has stopped (not restarted):
+# every call still waiting fails at its next refused attempt, instead of each one going through its
+# own minute of backoff (a 50-document index against a server stopped mid-run took 8 minutes).
+DOWN_AFTER_S = 60.0
 
 
 class _Flight:
@@ -287,6 +291,7 @@ class LLMClient:
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
+        self._refused_since: float | None = None  # every attempt refused since then
         self._inflight: dict[str, _Flight] = {}
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
@@ -495,6 +500,7 @@ class LLMClient:
         done = False
         async with self._http.stream("POST", self.chat_url,
                                      content=msgspec.json.encode(payload)) as resp:
+            self._answered()
             if resp.status_code != 200:
                 await resp.aread()
                 self._check_status(resp, self.chat_url, payload["model"])
@@ -632,6 +638,11 @@ class LLMClient:
                 raise LLMUnavailableError(
                     f"nothing answers at {url} ({e.detail}); start the server, or fix llm.api_base "
                     "(or STREAMRAG_API_BASE / --api-base)") from None
+            if e.refused and self._down_s() >= DOWN_AFTER_S:
+                raise LLMUnavailableError(
+                    f"{url} answered earlier but has refused every connection for "
+                    f"{self._down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
+                    "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e)}") from None
         raise AssertionError("unreachable")
@@ -648,6 +659,8 @@ class LLMClient:
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
                 if isinstance(e, httpx.ConnectError):
+                    if self._refused_since is None:
+                        self._refused_since = time.monotonic()
                     raise _Retryable(f"connection failed ({type(e).__name__}: {e})",
                                      refused=True) from None
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
@@ -658,10 +671,23 @@ class LLMClient:
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
 
     def _never_answered(self, state: RetryCallState) -> bool:
-        """Stop early when connections are refused and the endpoint never answered this client."""
+        """Stop early when connections are refused and the endpoint never answered this client,
+        or has refused every connection for ``DOWN_AFTER_S`` since it last answered."""
         exc = state.outcome.exception() if state.outcome else None
-        return (isinstance(exc, _Retryable) and exc.refused and not self._reached
-                and state.attempt_number >= _REFUSED_ATTEMPTS)
+        if not (isinstance(exc, _Retryable) and exc.refused):
+            return False
+        if not self._reached:
+            return state.attempt_number >= _REFUSED_ATTEMPTS
+        return self._down_s() >= DOWN_AFTER_S
+
+    def _down_s(self) -> float:
+        """Seconds every connection has been refused (0 while the endpoint answers)."""
+        return 0.0 if self._refused_since is None else time.monotonic() - self._refused_since
+
+    def _answered(self) -> None:
+        """The endpoint gave an HTTP answer: it exists, and it is up."""
+        self._reached = True
+        self._refused_since = None
 
     async def _admit(self, tokens: int) -> list[tuple[_MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,
@@ -709,7 +735,7 @@ class LLMClient:
         return before_sleep
 
     def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:
-        self._reached = True
+        self._answered()
         status = resp.status_code
         if 200 <= status < 300:
             return

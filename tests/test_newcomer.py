@@ -160,3 +160,37 @@ async def test_nothing_listening_is_one_error_without_a_warning_per_retry(caplog
         await llm.aclose()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r for r in caplog.records if "retry" in r.getMessage()]  # still logged, at debug level
+
+
+@pytest.mark.anyio
+async def test_a_server_stopped_mid_run_fails_the_remaining_calls_fast(monkeypatch):
+    # Before, each call went through its own minute of backoff: 8 minutes for 50 documents.
+    import streamrag.llm as llm_module
+
+    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3, raising=False)
+    server = {"up": True, "requests": 0}
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        server["requests"] += 1
+        if not server["up"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json={"choices": [{"message": {"content": "ok"},
+                                                      "finish_reason": "stop"}]})
+
+    llm = LLMClient(LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0,
+                                max_retries=6), "", transport=httpx.MockTransport(endpoint),
+                    retry_base_s=0.3)
+    try:
+        assert (await llm.chat(ask(), model="m", stage="extract")).text == "ok"
+        server["up"] = False
+        with anyio.fail_after(10), pytest.raises(LLMUnavailableError,
+                                                match="refused every connection .*start it again"):
+            await llm.chat([{"role": "user", "content": "second"}], model="m", stage="extract")
+        before = server["requests"]
+        with anyio.fail_after(10), pytest.raises(LLMUnavailableError, match="the server stopped"):
+            await llm.chat([{"role": "user", "content": "third"}], model="m", stage="extract")
+        assert server["requests"] == before + 1      # one try, not seven
+        server["up"] = True                           # back: calls go through again
+        assert (await llm.chat([{"role": "user", "content": "4"}], model="m", stage="x")).text == "ok"
+    finally:
+        await llm.aclose()
