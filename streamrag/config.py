@@ -169,6 +169,8 @@ def _read_toml(path: Path) -> dict:
 
 
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# An endpoint's own path pasted as the base URL (what a provider's curl example shows).
+_ROUTE_RE = re.compile(r"/(chat/completions|completions|embeddings)$")
 _TWICE_RE = re.compile(r"Cannot declare \((.*)\) twice")
 _LINE_RE = re.compile(r"at line (\d+)")
 
@@ -296,6 +298,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
+    elif (route := _ROUTE_RE.search(llm.api_base)) is not None:
+        problems.append(("llm.api_base", f"is the base URL, without {route.group(0)} (streamrag adds "
+                         f"it): use {llm.api_base[:route.start()]!r}"))
     q = s.query
     if not (0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1
             and q.local_text_share + q.local_community_share <= 1):

@@ -194,3 +194,17 @@ async def test_a_server_stopped_mid_run_fails_the_remaining_calls_fast(monkeypat
         assert (await llm.chat([{"role": "user", "content": "4"}], model="m", stage="x")).text == "ok"
     finally:
         await llm.aclose()
+
+
+@pytest.mark.parametrize("url", ["http://localhost:11434/v1/chat/completions",
+                                 "https://api.openai.com/v1/embeddings/"])
+def test_an_endpoint_url_given_as_api_base_names_the_base(tmp_path, url):
+    # It used to end in 'unknown model or wrong api_base' at .../chat/completions/chat/completions.
+    message = config_error(tmp_path, f'[llm]\napi_base = "{url}"\n')
+    assert "llm.api_base: is the base URL, without /" in message
+    assert repr(url.rstrip("/").rsplit("/", 2 if "chat" in url else 1)[0]) in message
+
+
+def test_an_endpoint_url_from_the_environment_is_named_as_such():
+    with pytest.raises(ConfigError, match="^STREAMRAG_API_BASE=.*: is the base URL"):
+        load_settings(None, env={"STREAMRAG_API_BASE": "http://h:1/v1/chat/completions"})
