@@ -777,6 +777,12 @@ class LLMClient:
             return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
                     f"one of them, e.g. `export {names[0]}=...`")
         source = next((v for v in names if os.environ.get(v) == self._api_key), "")
+        wanted = self.settings.api_key_env
+        if (source and wanted not in ("", "STREAMRAG_API_KEY", "OPENAI_API_KEY")
+                and not os.environ.get(wanted)):
+            # llm.api_key_env names an unset variable: a key meant for another service was sent.
+            return (f"the API key was rejected; it was read from {source} because {wanted} (named "
+                    f"by llm.api_key_env) is unset: export {wanted} with this server's key")
         return (f"the API key was rejected; set {source or names[0]} to a valid key"
                 + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
                    if source else ""))

@@ -208,3 +208,14 @@ def test_an_endpoint_url_given_as_api_base_names_the_base(tmp_path, url):
 def test_an_endpoint_url_from_the_environment_is_named_as_such():
     with pytest.raises(ConfigError, match="^STREAMRAG_API_BASE=.*: is the base URL"):
         load_settings(None, env={"STREAMRAG_API_BASE": "http://h:1/v1/chat/completions"})
+
+
+@pytest.mark.anyio
+async def test_401_when_api_key_env_is_unset_says_which_key_was_sent_instead(monkeypatch):
+    # Azure set-up with AZURE_OPENAI_API_KEY not exported: OPENAI_API_KEY's key went to Azure.
+    monkeypatch.delenv("AZURE_OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("STREAMRAG_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    message = await chat_error(401, "sk-openai", api_key_env="AZURE_OPENAI_API_KEY")
+    assert "read from OPENAI_API_KEY because AZURE_OPENAI_API_KEY" in message
+    assert "export AZURE_OPENAI_API_KEY" in message
