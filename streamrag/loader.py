@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import csv
 import fnmatch
+import functools
 import io
 import json
 import logging
@@ -72,7 +73,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             skipped.append(line)
         else:
             log.warning("%s", line)
-    return sorted(found)
+    return sorted(found, key=lambda p: p.parts)   # Path's own order, without its slow __lt__
 
 
 def _storable(text: str) -> bool:
@@ -96,8 +97,28 @@ def _bad_name(path: Path, root: Path | None, kind: str) -> str:
 
 def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
     name = path.name.lower()
-    rel = path.relative_to(root).as_posix().lower()
-    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in patterns)
+    if any(fnmatch.fnmatchcase(name, p) for p in patterns):
+        return True
+    rel = (_under(os.fspath(path), os.fspath(root)) or path.relative_to(root).as_posix()).lower()
+    return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+@functools.lru_cache(maxsize=64)
+def _normalised(root: Path | str) -> str:
+    return os.fspath(Path(root))
+
+
+def _under(path: str, root: str) -> str | None:
+    """``path`` relative to ``root`` (POSIX separators) by their text alone, when it plainly
+    lies under it; None when that takes pathlib (relative against absolute, ".."). Both must
+    be normalised as ``Path`` gives them (no "//" nor "/./")."""
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    if not path.startswith(prefix) or root in ("", "."):
+        return None
+    rest = path[len(prefix):]
+    if not rest or ".." in rest.split(os.sep):
+        return None
+    return rest.replace(os.sep, "/")
 
 
 def _inside(real: str, top: str) -> bool:
@@ -198,10 +219,14 @@ def read_documents(path: Path, *, root: Path | None,
 def stored_path(path: Path, root: Path | None) -> str:
     """How the index names ``path``: relative to ``root`` when inside it, else absolute (so a
     file of another folder given with the root, ``index a b``, never looks like one under it)."""
-    path = Path(path)
     if root is None:
-        return path.as_posix()
-    # Cheapest first: resolving (a system call per path component) only when the others fail.
+        return Path(path).as_posix()
+    # Cheapest first: the text of the two (as scan gives them), then pathlib, and resolving (a
+    # system call per path component) only when the others fail.
+    path = path if isinstance(path, Path) else Path(path)
+    rel = _under(os.fspath(path), _normalised(root))
+    if rel is not None:
+        return rel
     for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute())):
         try:
             return p.relative_to(r).as_posix()

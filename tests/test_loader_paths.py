@@ -200,3 +200,16 @@ def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(InputError, match=r"pipe\.txt: not a regular file or folder"):
         scan([fifo], ["*.txt"], root=tmp_path)
+
+
+@pytest.mark.parametrize("path, root", [
+    ("docs/a.txt", "docs"), ("docs//sub/./a.txt", "docs/"), ("/tmp/x/a.txt", "/tmp/x"),
+    ("/tmp/x/sub/a.txt", Path("/tmp/x")), ("/a.txt", "/"), ("/tmp/x/../y/a.txt", "/tmp/x"),
+    ("/tmp/xy/a.txt", "/tmp/x"), ("a.txt", "."), ("./a.txt", "."), ("/tmp/x/a#1.csv", "/tmp/x/")])
+def test_stored_paths_by_text_equal_pathlibs(path, root):
+    from streamrag.loader import stored_path
+    try:   # what pathlib says wherever it can say it without the file system
+        expected = Path(path).relative_to(Path(root)).as_posix()
+    except ValueError:
+        expected = Path(path).resolve().as_posix()
+    assert stored_path(Path(path), root) == stored_path(path, root) == expected
