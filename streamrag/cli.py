@@ -151,11 +151,31 @@ def cmd_index(args: argparse.Namespace) -> int:
         print(_format_sync(result, db))
     if result.failed_calls:
         # What succeeded is published; the exit status tells a script that something did not.
-        # (An unreadable file is a warning: running again would not change it.)
-        print(f"streamrag: {result.failed_calls} item(s) failed and are left out of this version; run the "
-              "same command again to retry them (`streamrag status --failures` lists them)", file=sys.stderr)
+        # (An unreadable file is a warning: running again would not change it.) The newest
+        # failure's reason is named: an unknown model or a rejected key fails again as it is.
+        first = _last_failure(db, result.run_id)
+        print(f"streamrag: {result.failed_calls} item(s) failed and are left out of this version"
+              f"{f' (last: {first})' if first else ''}; run the same command again to retry them, "
+              "after fixing the cause unless it was a passing outage (`streamrag status --failures` "
+              "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+def _last_failure(db: Path, run_id: str) -> str:
+    """``[stage] message`` of the newest failure recorded by ``run_id``, or ""."""
+    try:
+        store = Store(db, readonly=True)
+    except (StreamragError, sqlite3.Error):
+        return ""
+    try:
+        rows = store.query("SELECT stage, message FROM failures WHERE run_id = ? "
+                           "ORDER BY id DESC LIMIT 1", (run_id,))
+    except sqlite3.Error:
+        return ""
+    finally:
+        store.close()
+    return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
 def _struct_dict(obj) -> dict:

@@ -219,3 +219,22 @@ async def test_401_when_api_key_env_is_unset_says_which_key_was_sent_instead(mon
     message = await chat_error(401, "sk-openai", api_key_env="AZURE_OPENAI_API_KEY")
     assert "read from OPENAI_API_KEY because AZURE_OPENAI_API_KEY" in message
     assert "export AZURE_OPENAI_API_KEY" in message
+
+
+# -- the command line --------------------------------------------------------------------------
+def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeypatch, simulator,
+                                                       corpus):
+    # A model the server does not serve fails on every run: 'run the same command again' alone
+    # hid why (it was only in `streamrag status --failures`).
+    from streamrag.cli import main
+
+    for var in ("STREAMRAG_API_BASE", "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    config = tmp_path / "streamrag.toml"
+    config.write_text(f'[llm]\napi_base = "{simulator.base_url}"\nembedding_model = "missing-model"\n'
+                      "requests_per_minute = 0\ntokens_per_minute = 0\n")
+    rc = main(["index", str(corpus), "-q", "--config", str(config), "--db", str(tmp_path / "i.db")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 1 and last.startswith("streamrag: 1 item(s) failed")
+    assert "(last: [embed] " in last and "unknown model or wrong api_base: missing-model" in last
+    assert "llm.embedding_model = 'missing-model'" in last and "run the same command again" in last
