@@ -54,14 +54,18 @@ class Writer:
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(store, *args)`` in the writer task; return its result once committed."""
         op = _Op(fn, args)
-        try:
-            await self._send.send(op)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            # The writer task is gone (cancelled): nothing else uses the connection now, so a
-            # shielded cleanup write (``finish_run``) runs here instead of failing.
-            self._execute([op])
-        else:
-            with anyio.CancelScope(shield=True):
+        # Shielded from the send on: a caller already cancelled (Ctrl-C, SIGTERM) still hands
+        # its op over. ``send`` checks for cancellation before queueing, so unshielded, a paid
+        # answer that arrived as the run was being stopped was dropped and paid for again on
+        # the next run. The caller is cancelled at its next checkpoint after this returns.
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._send.send(op)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # The writer task is gone (cancelled): nothing else uses the connection now, so
+                # the op (a shielded cleanup write such as ``finish_run``) runs here.
+                self._execute([op])
+            else:
                 # The op is queued and will run; waiting for it cannot be abandoned halfway.
                 await op.done.wait()
         if op.error is not None:
