@@ -361,18 +361,26 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("simulate", help="run the deterministic OpenAI-compatible simulator")
-    p.add_argument("--host", default="127.0.0.1")
+    p = sub.add_parser(
+        "simulate", help="run the deterministic OpenAI-compatible simulator",
+        description="A deterministic OpenAI-compatible server (chat completions, embeddings, models) "
+                    "that answers like a model listing a text's capitalised phrases. Point streamrag "
+                    "at it with llm.api_base = \"http://127.0.0.1:PORT/v1\" (any model name works "
+                    "but 'missing-model', which gets 404).")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="0 picks a free port (default 8765)")
-    p.add_argument("--latency-ms", type=float, default=0.0)
-    p.add_argument("--per-token-ms", type=float, default=0.0)
+    p.add_argument("--latency-ms", type=float, default=0.0, help="added to every answer (default 0)")
+    p.add_argument("--per-token-ms", type=float, default=0.0,
+                   help="added per completion token (default 0)")
     p.add_argument("--rpm", type=int, default=0, help="requests per minute before 429 (0 = no limit)")
     p.add_argument("--tpm", type=int, default=0, help="tokens per minute before 429 (0 = no limit)")
-    p.add_argument("--fault-rate", type=_share, default=0.0, help="share of requests that fail (0 to 1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fault-rate", type=_share, default=0.0,
+                   help="share of requests that fail (0 to 1): HTTP 500, a hang of --timeout-s, a "
+                        "malformed or a truncated answer")
+    p.add_argument("--seed", type=int, default=0, help="which requests fail (default 0)")
     # The same flags as `python -m streamrag.simulator` (simulator.build_parser), declared here so
     # that `streamrag --help` does not import the simulator.
-    p.add_argument("--embedding-dim", type=int, default=64)
+    p.add_argument("--embedding-dim", type=int, default=64, help="length of embeddings (default 64)")
     p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection")
     p.set_defaults(func=cmd_simulate)
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
