@@ -52,6 +52,7 @@ def hierarchical_leiden(
     resolution: float = 1.0,
     previous: Sequence[Community] | None = None,
     new_id: Callable[[], str] | None = None,
+    changed: Iterable[str] | None = None,
 ) -> list[Community]:
     """Cluster entities into a hierarchy of communities, sorted by (level, first member).
 
@@ -62,6 +63,11 @@ def hierarchical_leiden(
     one above the largest number among the previous ids; pass a counter kept in the store
     if an id retired in an earlier run must never come back). Without ``previous`` the ids
     are C0, C1, ... in output order.
+
+    ``changed``, with ``previous`` clustered by the same settings: the entities that are new or
+    have an edge added, removed or reweighted since. A previous community with the same members,
+    none of them changed, has the same subgraph, so its previous split (a fixed point of the
+    warm start) is taken as it is instead of being computed again. None: compute every split.
     """
     if max_cluster_size < 1:
         raise ValueError(f"max_cluster_size must be at least 1, got {max_cluster_size}")
@@ -79,6 +85,7 @@ def hierarchical_leiden(
             if eid in index:
                 prev_label[c.level][index[eid]] = c.id
 
+    kept_split = _KeptSplits(previous, index, prev_label, changed) if previous and changed is not None else None
     clusters: list[_Cluster] = []
     everyone = list(range(len(nodes)))
     frontier = [(None, everyone)]  # (parent cluster position, members to partition)
@@ -87,7 +94,9 @@ def hierarchical_leiden(
         labels = prev_label[level] if level < len(prev_label) else {}
         next_frontier = []
         for parent, members in frontier:
-            parts = _leiden_parts(members, adjacency, labels, seed, resolution)
+            parts = kept_split.get(level, members) if kept_split and parent is not None else None
+            if parts is None:
+                parts = _leiden_parts(members, adjacency, labels, seed, resolution)
             if parent is not None and len(parts) < 2:
                 continue  # cannot be split further: the parent stays a leaf
             for part in parts:
@@ -134,6 +143,38 @@ class _Cluster:
         self.level = level
         self.members = members  # node indices, ascending (so sorted by id)
         self.parent = parent    # position of the parent in the cluster list
+
+
+class _KeptSplits:
+    """The previous split of a community whose subgraph cannot have changed."""
+
+    def __init__(self, previous: Sequence[Community], index: dict[str, int],
+                 prev_label: list[dict[int, str]], changed: Iterable[str]) -> None:
+        self.prev_label = prev_label
+        self.dirty = {index[e] for e in changed if e in index}
+        self.size = {c.id: len(c.members) for c in previous}
+        self.children: dict[str, list[Community]] = {}
+        for c in previous:
+            if c.parent is not None:
+                self.children.setdefault(c.parent, []).append(c)
+        self.index = index
+
+    def get(self, level: int, members: list[int]) -> list[list[int]] | None:
+        """The parts of ``members`` at ``level``, when they are a previous community at
+        ``level - 1``, unchanged, that was split; else None."""
+        above = self.prev_label[level - 1] if level - 1 < len(self.prev_label) else {}
+        parent = above.get(members[0])
+        if parent is None or self.size.get(parent) != len(members) or not self.children.get(parent):
+            return None
+        if any(m in self.dirty or above.get(m) != parent for m in members):
+            return None
+        try:
+            parts = [sorted(self.index[e] for e in child.members) for child in self.children[parent]]
+        except KeyError:   # a member left the graph (then the sizes would differ; be safe)
+            return None
+        if sum(map(len, parts)) != len(members):
+            return None
+        return sorted(parts, key=lambda g: g[0])
 
 
 def _adjacency(index: dict[str, int], edges: Iterable[tuple[str, str, float]]) -> list[dict[int, float]]:

@@ -18,6 +18,7 @@ replaces the published rows and bumps the version in one transaction.
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 import uuid
 from collections import defaultdict
@@ -29,6 +30,7 @@ import anyio
 import msgspec
 
 from streamrag import chunker, ids, loader, merge
+from streamrag import communities as communities_module
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
 from streamrag.errors import (
@@ -163,9 +165,11 @@ _rel = loader.stored_path  # one naming for what the loader stores and what the 
 class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
-    # Tests set this: communities counted as unchanged have their context built anyway, and a
-    # context that did change fails the run (a report left stale would otherwise go unnoticed).
-    check_clean_contexts = False
+    # Tests set this to check the shortcuts an update takes: communities counted as unchanged
+    # have their context built anyway, and a context that did change fails the run (a report
+    # left stale would otherwise go unnoticed); splits taken as unchanged are computed anyway,
+    # and a partition that differs fails it.
+    check_shortcuts = False
 
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
@@ -342,10 +346,26 @@ class Indexer:
             counter[0] += 1
             return f"C{counter[0] - 1}"
 
+        # Splits of communities no change reached are taken as they were (when the previous
+        # partition was made with these settings): most of a warm run's time on a large graph.
+        changed = None
+        if store.get_meta("leiden") == self.leiden_key:
+            changed = state.rewired | (set(state.entities) - set(state.old_degree))
+            if self.check_shortcuts:
+                _check_rewired(store, state, changed)
+
         def cluster(previous):
-            return hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
-                                       seed=ix.leiden_seed, resolution=ix.leiden_resolution,
-                                       previous=previous, new_id=new_id)
+            out = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                      seed=ix.leiden_seed, resolution=ix.leiden_resolution,
+                                      previous=previous, new_id=new_id, changed=changed)
+            if self.check_shortcuts and previous and changed is not None:
+                spare = itertools.count()
+                full = communities_module.hierarchical_leiden(
+                    sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size, seed=ix.leiden_seed,
+                    resolution=ix.leiden_resolution, previous=previous, new_id=lambda: f"X{next(spare)}")
+                if {(c.level, tuple(c.members)) for c in full} != {(c.level, tuple(c.members)) for c in out}:
+                    raise AssertionError("communities taken as unchanged differ from a full warm run")
+            return out
 
         state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
         if not state.old_communities:
@@ -656,7 +676,7 @@ class Indexer:
         async def one(c: Community) -> None:
             nonlocal generated, kept
             report = unchanged(c)
-            if report is not None and not self.check_clean_contexts:
+            if report is not None and not self.check_shortcuts:
                 reports[c.id] = report
                 assignments[c.id] = (report.key, report.key)
                 kept += 1
@@ -827,6 +847,7 @@ class _GraphState:
         self.changed_relationships: set[str] = set()
         self.deleted_entities: set[str] = set()
         self.deleted_relationships: set[str] = set()
+        self.rewired: set[str] = set()           # entities with an edge added, removed or reweighted
         self.entity_mentions_added: list[merge.EntityMention] = []
         self.relationship_mentions_added: list[merge.RelationshipMention] = []
         self.claims_added: list[Claim] = []
@@ -932,7 +953,9 @@ class _GraphState:
                       for r in old_rows if r["chunk_id"] not in removed]
             mentions_r = new_r.get(rid, [])
             if not kept_r and not mentions_r:
-                self.relationships.pop(rid, None)
+                gone = self.relationships.pop(rid, None)
+                if gone is not None:
+                    self.rewired |= {gone.source, gone.target}
                 self.deleted_relationships.add(rid)
                 continue
             prev = self.relationships.get(rid)
@@ -949,6 +972,8 @@ class _GraphState:
                 names = f"{self.entities[src].name if src in self.entities else src} and " \
                         f"{self.entities[dst].name if dst in self.entities else dst}"
                 jobs.append((rid, names, descriptions))
+            if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
+                self.rewired |= {src, dst}
             self.relationships[rid] = rel
             self.changed_relationships.add(rid)
         return jobs
@@ -975,6 +1000,19 @@ class _GraphState:
             r.combined_degree = degree.get(r.source, 0) + degree.get(r.target, 0)
             if self.old_combined.get(r.id) != r.combined_degree:
                 self.changed_relationships.add(r.id)
+
+
+def _check_rewired(store: Store, state: _GraphState, changed: set[str]) -> None:
+    """Tests: every entity with an edge added, removed or reweighted since the published
+    version (found here from the store) is among ``changed``."""
+    old = {(r["source"], r["target"]): r["weight"]
+           for r in store.query("SELECT source, target, weight FROM relationships")}
+    new = {(r.source, r.target): r.weight for r in state.relationships.values()}
+    moved = {n for pair in old.keys() ^ new.keys() for n in pair}
+    moved |= {n for pair in old.keys() & new.keys() if old[pair] != new[pair] for n in pair}
+    missing = (moved & set(state.entities)) - changed
+    if missing:
+        raise AssertionError(f"rewired entities not counted as changed: {sorted(missing)[:5]}")
 
 
 def _dirty_communities(state: _GraphState, communities: list[Community], *, same_settings: bool) -> set[str]:

@@ -16,11 +16,12 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def check_clean_contexts(monkeypatch):
-    """Every index built by a test checks that the communities it counts as unchanged are."""
+def check_shortcuts(monkeypatch):
+    """Every index built by a test checks that what it counts as unchanged (report contexts,
+    community splits) is."""
     from streamrag.pipeline import Indexer
 
-    monkeypatch.setattr(Indexer, "check_clean_contexts", True)
+    monkeypatch.setattr(Indexer, "check_shortcuts", True)
 
 
 @pytest.fixture

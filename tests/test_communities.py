@@ -285,3 +285,34 @@ def test_diff_communities_reports_parent_and_level_changes():
     assert diff_communities(old, new) == {
         "added": ["C6"], "removed": ["C2"], "changed": ["C1"], "unchanged": ["C0"],
     }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_naming_what_changed_skips_untouched_splits_and_changes_nothing(seed, monkeypatch):
+    import streamrag.communities as cm
+    # groups of 15-30 nodes, so most level-0 communities are split again at level 1 and 2
+    ids, edges, _groups = planted(seed=seed, groups=12, lo=15, hi=30, p_in=0.4, links=30)
+    before = hierarchical_leiden(ids, edges, max_cluster_size=6)
+    rng = random.Random(seed)
+    edges = list(edges)
+    changed = set()
+    for k in rng.sample(range(len(edges)), 3):                    # reweighted
+        a, b, w = edges[k]
+        edges[k] = (a, b, w + 2.0)
+        changed |= {a, b}
+    for k in sorted(rng.sample(range(len(edges)), 3), reverse=True):  # removed
+        a, b, _w = edges.pop(k)
+        changed |= {a, b}
+    ids = ids + ["new0"]
+    edges.append(("new0", ids[0], 1.0))
+    changed |= {"new0", ids[0]}
+    calls = []
+    real = cm._leiden_parts
+    monkeypatch.setattr(cm, "_leiden_parts", lambda *a, **k: calls.append(1) or real(*a, **k))
+    full = hierarchical_leiden(ids, edges, max_cluster_size=6, previous=before)
+    n_full = len(calls)
+    calls.clear()
+    told = hierarchical_leiden(ids, edges, max_cluster_size=6, previous=before, changed=changed)
+    assert key(told) == key(full)
+    assert len(calls) <= 0.6 * n_full, (len(calls), n_full)
+    check_hierarchy(told, ids, edges, max_size=6)
