@@ -85,6 +85,7 @@ class _Elements:
         self.claims = claims
         self.names = names
         self.encoding = encoding
+        self.costs: dict[str, int] = {}   # element id -> tokens of its line (+1), counted once
 
     def select(self, members: Sequence[str], budget: int) -> tuple[dict[str, str], int, bool]:
         """(line by element id, tokens used, everything fitted)."""
@@ -96,7 +97,9 @@ class _Elements:
             nonlocal used
             if key in lines:
                 return True
-            cost = count_tokens(line, self.encoding) + 1
+            cost = self.costs.get(key)
+            if cost is None:   # a parent's context is tried again with each child report it takes
+                cost = self.costs[key] = count_tokens(line, self.encoding) + 1
             if used + cost > budget:
                 return False
             lines[key] = line
