@@ -14,6 +14,7 @@ import os
 import signal
 import sqlite3
 import sys
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -103,13 +104,30 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM during ``index``: stopped like Ctrl-C, so the run is recorded as interrupted."""
 
 
-def _stop_on_sigterm() -> None:
-    def handler(_signum, _frame):
+async def _until_sigterm(work):
+    """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
+    raised). The signal is taken inside the event loop: raising from a plain signal handler
+    could land inside the async machinery and break it instead of stopping the run."""
+    terminated = False
+    result = None
+    async with anyio.create_task_group() as tg:
+        async def on_sigterm() -> None:
+            nonlocal terminated
+            try:
+                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        terminated = True
+                        tg.cancel_scope.cancel()
+                        return
+            except (ValueError, RuntimeError, NotImplementedError):
+                return   # not the main thread (a library caller), or no signals here: leave them
+
+        tg.start_soon(on_sigterm)
+        result = await work()
+        tg.cancel_scope.cancel()
+    if terminated:
         raise Terminated()
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (a library caller): leave signals alone
-        pass
+    return result
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -140,11 +158,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             print(format_estimate(result))
         return 0
     prog = pipeline.Progress()
-    _stop_on_sigterm()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
     with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
-        result = anyio.run(indexer.run, paths)
+        result = anyio.run(_until_sigterm, partial(indexer.run, paths))
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result)})
     else:

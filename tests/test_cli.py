@@ -221,3 +221,40 @@ def test_status_of_a_run_that_never_finished(corpus):
     con.close()
     text = run("status", cwd=corpus).stdout
     assert "running, or killed before it finished" in text
+
+
+def test_sigterm_cancels_the_run_through_the_event_loop():
+    """SIGTERM reaches `index` as a cancellation of its work, as Ctrl-C does. (Raised from a
+    plain signal handler, it could land inside anyio's own bookkeeping and end the run with
+    "Attempted to exit a cancel scope that isn't the current task's" instead; CI saw that.)"""
+    import signal
+    import threading
+
+    import anyio
+
+    from streamrag.cli import Terminated, _until_sigterm
+
+    seen = []
+
+    async def work():
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(0.01)   # cleanup still awaits, as the indexer's does
+            seen.append("cleaned up")
+
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(Terminated):
+            anyio.run(_until_sigterm, work)
+    finally:
+        timer.cancel()
+    assert seen == ["cancelled", "cleaned up"]
+    async def quick():
+        return 7
+    assert anyio.run(_until_sigterm, quick) == 7   # no signal: the work's result
