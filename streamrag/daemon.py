@@ -106,6 +106,15 @@ def _s(seconds: float) -> str:
 # --------------------------------------------------------------------------------------------
 # The daemon
 # --------------------------------------------------------------------------------------------
+
+def _has_ready(recv) -> bool:
+    """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
+    stats = getattr(recv, "statistics", None)
+    if stats is None:
+        return False
+    st = stats()
+    return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
+
 class Daemon:
     """Keeps the index at ``db_path`` equal to the folder ``root``: ``await daemon.run(source)``."""
 
@@ -424,6 +433,10 @@ class Daemon:
                 deadline = min(now + quiet, first_batch + max_wait)
                 await self._queue(batch)
                 if anyio.current_time() < deadline:
+                    continue
+                # Extracting took longer than the quiet period: events that came meanwhile are
+                # taken (and their quiet period waited for) before syncing, within max_wait.
+                if anyio.current_time() < first_batch + max_wait and _has_ready(recv):
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 first_batch = None

@@ -450,6 +450,30 @@ def slow_simulator():
         yield sim
 
 
+async def test_events_that_come_while_extracting_are_taken_before_syncing(corpus, tmp_path, slow_simulator):
+    """Extraction outlasting the quiet period (a real model takes seconds, quiet_s is short)
+    must not sync while more events wait: the batch that came meanwhile joins the same sync."""
+    settings = make_settings(slow_simulator.base_url, index=SMALL, watch={"quiet_s": 0.05})
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=events)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        mark = len(events)
+        first, second = corpus / "first.txt", corpus / "second.txt"
+        first.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        second.write_text("Mayor Ada Quill opened the Kessel ferry terminal.\n")
+        async with send:
+            await send.send({(Change.added, str(first))})
+            await until(lambda: "extracting" in events.states(mark))
+            await send.send({(Change.added, str(second))})   # while the first is extracted
+            await until(lambda: daemon.syncs >= 2 and not daemon.pending)
+            await anyio.sleep(0.5)   # a second sync, if any, would start within the quiet period
+    assert events.states(mark).count("idle") == 1
+    assert daemon.syncs == 2
+
+
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cfg") / "slow.toml"
