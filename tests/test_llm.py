@@ -263,6 +263,9 @@ async def test_a_fresh_client_sends_a_minutes_budget_at_once(tmp_path):
 async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, monkeypatch):
     # The window shrunk from 61 s to 0.4 s: 5 requests a window, so of 12 sent at once, every
     # request goes at least a window after the one 5 before it (no window holds more than 5).
+    # Times are taken where the requests arrive, after the client let them go: a busy machine
+    # can delay one by tens of milliseconds, hence the 50 ms slack (without the limiter the gaps
+    # would be about zero).
     import streamrag.llm
 
     window = 0.4
@@ -277,7 +280,7 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
     times = endpoint.times
     assert len(times) == n
     for i in range(limit, n):
-        assert times[i] - times[i - limit] >= window - 0.01, f"request {i} too early"
+        assert times[i] - times[i - limit] >= window - 0.05, f"request {i} too early"
     assert times[limit - 1] - times[0] < window  # the first window's worth went at once
 
 
@@ -303,8 +306,8 @@ async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_stil
     times = endpoint.times
     assert len(times) == 8
     for i in range(3, 7):
-        assert times[i] - times[i - 3] >= window - 0.01, f"request {i} too early"
-    assert times[7] - times[6] >= window - 0.01  # the oversized one waited for an empty window
+        assert times[i] - times[i - 3] >= window - 0.05, f"request {i} too early"
+    assert times[7] - times[6] >= window - 0.05  # the oversized one waited for an empty window
 
 
 @pytest.mark.parametrize("per_minute", [1, 2, 7, 60, 500, 200000])
