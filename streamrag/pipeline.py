@@ -34,6 +34,7 @@ from streamrag import communities as communities_module
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
 from streamrag.errors import (
+    ConfigError,
     InputError,
     LLMError,
     LLMRequestError,
@@ -221,6 +222,12 @@ class Indexer:
     def _open_llm(self, store: Store, writer: Writer):
         if self.settings.offline and not self.settings.llm.embedding_model:
             return None
+        if not self.settings.llm.api_base and self.settings.index.extractor == "llm":
+            source = self.settings.source
+            raise ConfigError(f"{source + ': ' if source not in ('', 'defaults') else ''}"
+                              "index.extractor = \"llm\" needs an "
+                              "endpoint: set llm.api_base (or STREAMRAG_API_BASE / --api-base), or set "
+                              "index.extractor to \"auto\" to index offline without one")
         from streamrag.llm import LLMClient
 
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,

@@ -342,3 +342,10 @@ async def test_a_version_published_by_another_indexer_meanwhile_is_not_overwritt
     with pytest.raises(StoreError, match="another indexer published version 2"):
         await sync([corpus], make_settings(), db, root=corpus)
     assert snapshot(db) == before
+
+
+async def test_an_llm_extractor_without_an_endpoint_names_the_setting(corpus, tmp_path):
+    from streamrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r'index\.extractor = "llm" needs an endpoint: set llm\.api_base'):
+        await sync([corpus], make_settings(index={"extractor": "llm"}), tmp_path / "x.db", root=corpus)
