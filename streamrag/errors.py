@@ -48,6 +48,10 @@ class InputError(StreamragError):
     """A document could not be read or decoded."""
 
 
+class EmptyInput(InputError):
+    """A file with no text to index: a warning, not a failure."""
+
+
 class LLMError(StreamragError):
     """The model endpoint failed."""
 

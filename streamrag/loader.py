@@ -22,7 +22,7 @@ import os
 import re
 from pathlib import Path
 
-from streamrag.errors import InputError
+from streamrag.errors import EmptyInput, InputError
 from streamrag.ids import document_id
 from streamrag.records import Document
 
@@ -199,7 +199,7 @@ def read_documents(path: Path, *, root: Path | None,
     warnings: list[str] = []
     text = _decode(data, shown, warnings)
     if not text.strip():
-        raise InputError(f"{shown}: empty file, nothing to index")
+        raise EmptyInput(f"{shown}: empty file, nothing to index")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, shown, warnings)
@@ -210,7 +210,7 @@ def read_documents(path: Path, *, root: Path | None,
         if suffix in _MARKDOWN:
             text, title = _front_matter(text)
             if not text.strip():
-                raise InputError(f"{shown}: only front matter, nothing to index")
+                raise EmptyInput(f"{shown}: only front matter, nothing to index")
         return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
                          text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings

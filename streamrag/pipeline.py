@@ -35,6 +35,7 @@ from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
 from streamrag.errors import (
     ConfigError,
+    EmptyInput,
     InputError,
     LLMError,
     LLMRequestError,
@@ -466,7 +467,10 @@ class Indexer:
                             # What was indexed from it stays until the file can be read again;
                             # a file that now holds no text (empty, binary) leaves the index.
                             scan.files.update(rows)
-                        await self.fail(writer, "load", rel, str(e))
+                        if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
+                            scan.warnings.append(str(e))
+                        else:
+                            await self.fail(writer, "load", rel, str(e))
                         self.progress.add("files_done")
                         continue
                     scan.warnings += warnings
