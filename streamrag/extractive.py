@@ -25,7 +25,8 @@ EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
-_SENTENCE_END = re.compile(NOT_AFTER_ABBREVIATION + r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])" + NOT_AFTER_ABBREVIATION
+                           + r"[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
