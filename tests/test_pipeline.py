@@ -245,12 +245,19 @@ async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
     store.close()
 
 
-async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
-    folder = tmp_path / "rows"
+async def index_one_file(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
+    """(folder, index) of a folder holding one file, indexed offline."""
+    folder = tmp_path / "one"
     folder.mkdir()
-    (folder / "notes.jsonl").write_text('{"text": "Ada Osk sailed to Velo.", "body": "Bob Lin built the Quay Bridge."}\n')
+    (folder / name).write_text(text)
     db = tmp_path / "x.db"
     await sync([folder], make_settings(), db, root=folder)
+    return folder, db
+
+
+async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
+    folder, db = await index_one_file(
+        tmp_path, "notes.jsonl", '{"text": "Ada Osk sailed to Velo.", "body": "Bob Lin built the Quay Bridge."}\n')
     # the file is untouched on disk: only the setting says its text is elsewhere now
     result = await sync([folder], make_settings(index={"text_field": "body"}), db, root=folder)
     store = Store(db, readonly=True)
@@ -261,11 +268,8 @@ async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
 
 
 async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "a.md").write_text("---\ntitle: Harbour notes\nauthor: Carl Zed\n---\nAda Osk sailed to Velo.\n")
-    db = tmp_path / "x.db"
-    await sync([folder], make_settings(), db, root=folder)
+    _folder, db = await index_one_file(
+        tmp_path, "a.md", "---\ntitle: Harbour notes\nauthor: Carl Zed\n---\nAda Osk sailed to Velo.\n")
     store = Store(db, readonly=True)
     assert [r["title"] for r in store.query("SELECT title FROM documents")] == ["Harbour notes"]
     assert [r["text"].strip() for r in store.query("SELECT text FROM chunks")] == ["Ada Osk sailed to Velo."]
