@@ -106,7 +106,6 @@ def _s(seconds: float) -> str:
 # --------------------------------------------------------------------------------------------
 # The daemon
 # --------------------------------------------------------------------------------------------
-
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -114,6 +113,7 @@ def _has_ready(recv) -> bool:
         return False
     st = stats()
     return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
+
 
 class Daemon:
     """Keeps the index at ``db_path`` equal to the folder ``root``: ``await daemon.run(source)``."""
