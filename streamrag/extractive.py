@@ -4,10 +4,10 @@ The passages come from the same selection a query mode makes with a model (commu
 chosen by descending the tree, a local context's entities, relationships, reports and chunks,
 or retrieved chunks); this module only picks sentences. A sentence scores the summed rarity
 (inverse document frequency over the candidate sentences) of the question's words it contains
-(compared by stem: "operate" finds "operations"),
-times the share of those words it contains, plus a small bonus for the rank of its passage, so a
-sentence from a better-matching passage wins ties. Near-duplicates are dropped. A question with no content words of its own (a broad one)
-gets the leading sentences of the best passages instead.
+(compared by stem: "operate" finds "operations"), times the share of those words it contains,
+plus a small bonus for the rank of its passage, so a sentence from a better-matching passage
+wins ties. Near-duplicates are dropped. A question with no content words of its own (a broad
+one) gets the leading sentences of the best passages instead.
 
 The answer always starts with ``EXTRACTIVE_LABEL``, so it can never pass for a model's answer.
 """
