@@ -558,15 +558,24 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
     assert "Traceback" not in log.read_text()
 
 
-@pytest.mark.parametrize("signals", [1, 2])
-def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
-    db = tmp_path / "sig.db"
-    log = tmp_path / "sig.log"
-    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", slow_simulator.base_url,
-                  "--db", str(db), "--config", str(config_file)], log)
+def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path) -> subprocess.Popen:
+    """`streamrag watch` in a subprocess, sent SIGINT once its initial sync has extracted a chunk."""
+    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", sim.base_url,
+                  "--db", str(db), "--config", str(config)], log)
     try:
         wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
         proc.send_signal(signal.SIGINT)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
+    db, log = tmp_path / "sig.db", tmp_path / "sig.log"
+    proc = interrupted_watch(corpus, slow_simulator, config_file, db, log)
+    try:
         if signals == 2:
             time.sleep(0.2)
             proc.send_signal(signal.SIGINT)
@@ -589,13 +598,9 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
 def test_grace_period_over_cancels_with_a_nonzero_code(tmp_path, corpus, slow_simulator, config_file):
     config = tmp_path / "short-grace.toml"
     config.write_text(config_file.read_text().replace("grace_s = 20", "grace_s = 0.1"))
-    db = tmp_path / "g.db"
-    log = tmp_path / "g.log"
-    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", slow_simulator.base_url,
-                  "--db", str(db), "--config", str(config)], log)
+    db, log = tmp_path / "g.db", tmp_path / "g.log"
+    proc = interrupted_watch(corpus, slow_simulator, config, db, log)   # the sync needs > 0.1 s
     try:
-        wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
-        proc.send_signal(signal.SIGINT)        # one signal; the sync needs more than 0.1 s
         code = proc.wait(30)
     finally:
         stop(proc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import httpx
 import pytest
@@ -111,16 +112,32 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
     assert "rename it" in named[0]
 
 
-async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
+async def watch_while(folder: Path, act, done) -> list[set]:
+    """The batches the real watcher on ``folder`` yields while ``act(stop)`` changes the folder,
+    until ``done(seen, batch)`` says enough (within 30 s)."""
     from streamrag.config import WatchSettings
-    from streamrag.daemon import _RESCAN, watch_folder
+    from streamrag.daemon import watch_folder
+
+    stop = anyio.Event()
+    seen: list[set] = []
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(act, stop)
+            async for changes in watch_folder(folder, WatchSettings(debounce_ms=50), stop):
+                seen.append(changes)
+                if done(seen, changes):
+                    stop.set()
+                    break
+    return seen
+
+
+async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
+    from streamrag.daemon import _RESCAN
 
     folder = tmp_path / "w"
     folder.mkdir()
-    stop = anyio.Event()
-    seen: list[set] = []
 
-    async def write_then_wait() -> None:
+    async def write_then_wait(_stop) -> None:
         await anyio.sleep(0.3)      # the watcher is running (it yields nothing before an event)
         try:
             with open(os.fsencode(folder) + b"/bad\xffname.txt", "w") as f:
@@ -129,14 +146,8 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
             pytest.skip("this file system refuses names that are not UTF-8")
         (folder / "good.txt").write_text("text")
 
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(write_then_wait)
-            async for changes in watch_folder(folder, WatchSettings(debounce_ms=50), stop):
-                seen.append(changes)
-                if any(kind == _RESCAN for kind, _ in changes):
-                    stop.set()
-                    break
+    seen = await watch_while(folder, write_then_wait,
+                             lambda _seen, changes: any(kind == _RESCAN for kind, _ in changes))
     assert any(kind == _RESCAN for batch in seen for kind, _ in batch)
 
 
@@ -170,15 +181,12 @@ async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path,
 
 
 async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
-    from streamrag.config import WatchSettings
-    from streamrag.daemon import _REPLACED, watch_folder
+    from streamrag.daemon import _REPLACED
 
     folder = tmp_path / "w"
     folder.mkdir()
-    stop = anyio.Event()
-    seen: list[set] = []
 
-    async def replace_then_write() -> None:
+    async def replace_then_write(stop) -> None:
         await anyio.sleep(0.3)      # the watcher is running
         shutil.rmtree(folder)
         folder.mkdir()
@@ -186,15 +194,11 @@ async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
             (folder / "new.txt").write_text(f"text {anyio.current_time()}")
             await anyio.sleep(0.2)
 
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(replace_then_write)
-            async for changes in watch_folder(folder, WatchSettings(debounce_ms=50), stop):
-                seen.append(changes)
-                if any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
-                        path.endswith("new.txt") for kind, path in changes):
-                    stop.set()
-                    break
+    def done(seen, changes) -> bool:
+        return any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
+            path.endswith("new.txt") for _kind, path in changes)
+
+    seen = await watch_while(folder, replace_then_write, done)
     assert any(kind == _REPLACED for batch in seen for kind, _ in batch)
 
 
