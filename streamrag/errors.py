@@ -19,6 +19,8 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
 
 from __future__ import annotations
 
+import contextlib
+
 
 class StreamragError(Exception):
     """Base class of all errors meant for the user."""
@@ -80,3 +82,16 @@ def user_error(group: BaseExceptionGroup) -> StreamragError | None:
         if isinstance(exc, BaseExceptionGroup) and (inner := user_error(exc)) is not None:
             return inner
     return None
+
+
+@contextlib.contextmanager
+def user_errors_unwrapped():
+    """Task groups wrap what their tasks raise: a user's error inside comes out as itself (one
+    line for the CLI); anything else propagates as it is."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = user_error(group)
+        if error is None:
+            raise
+        raise error from None

@@ -43,6 +43,7 @@ from streamrag.errors import (
     StoreError,
     StreamragError,
     user_error,
+    user_errors_unwrapped,
 )
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
@@ -249,14 +250,8 @@ class Indexer:
         return await self._session(paths, publish=False)
 
     async def _session(self, paths: list[Path], *, publish: bool):
-        try:
+        with user_errors_unwrapped():
             return await self._session_body(paths, publish=publish)
-        except BaseExceptionGroup as group:
-            # Task groups wrap what their tasks raise; a user's error comes out as itself.
-            error = user_error(group)
-            if error is None:
-                raise
-            raise error from None
 
     async def _session_body(self, paths: list[Path], *, publish: bool):
         started = time.monotonic()

@@ -46,7 +46,7 @@ import msgspec
 
 from streamrag import extractive, global_search, local_search
 from streamrag.config import Settings
-from streamrag.errors import IndexMissingError, StreamragError, user_error
+from streamrag.errors import IndexMissingError, StreamragError, user_errors_unwrapped
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 
@@ -141,13 +141,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if not settings.llm.api_base:
                 await search.run_extractive()
             else:
-                try:
+                with user_errors_unwrapped():
                     await search.run_with_llm(db_path, transport)
-                except BaseExceptionGroup as group:  # task groups wrap what their tasks raise
-                    error = user_error(group)
-                    if error is None:
-                        raise
-                    raise error from None
             _finish(store, answer, search.context_tags)
     finally:
         store.close()
