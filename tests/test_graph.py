@@ -2,8 +2,17 @@ import random
 
 import pytest
 
+from streamrag import ids
 from streamrag.graph import Graph, neighbour_counts, personalized_pagerank
-from streamrag.records import Entity, Relationship
+from streamrag.merge import merge_all
+from streamrag.records import (
+    ClaimRecord,
+    Entity,
+    EntityRecord,
+    Extraction,
+    Relationship,
+    RelationshipRecord,
+)
 
 
 def entity(eid: str) -> Entity:
@@ -97,3 +106,81 @@ def test_personalized_pagerank_is_order_independent():
     assert [e for e, _ in first] == [e for e, _ in second]
     assert all(abs(s1 - s2) < 1e-9 for (_, s1), (_, s2) in zip(first, second))
 
+
+
+# ---------------------------------------------------------------------------- merging extractions
+
+
+def ex(entities=(), relationships=(), claims=()):
+    return Extraction(entities=[EntityRecord(*e) for e in entities],
+                      relationships=[RelationshipRecord(*r) for r in relationships],
+                      claims=list(claims))
+
+
+def test_merged_entity_name_descriptions_and_mentions_count_chunks_not_lines():
+    extractions = {
+        "chk-1": ex([("ada osk", "person", "A clerk."), ("ada osk", "person", "Keeps the ledger.")]),
+        "chk-2": ex([("Ada Osk", "person", "Works at the quay.")]),
+    }
+    [entity], _rels, _claims = merge_all(extractions)
+    # One vote per chunk for each surface form: 1 to 1, so the alphabetical first wins.
+    assert entity.name == "Ada Osk"
+    assert entity.mentions == 2
+    assert entity.description.splitlines() == ["A clerk.", "Keeps the ledger.", "Works at the quay."]
+    assert len(entity.sources) == 3
+
+
+def test_merged_entity_type_is_the_typed_majority_then_the_configured_order():
+    def merged_type(types, entity_types=()):
+        extractions = {f"chk-{k}": ex([("Port Vell", t, f"Said {k}.")]) for k, t in enumerate(types)}
+        [entity], _r, _c = merge_all(extractions, entity_types)
+        return entity.type
+
+    assert merged_type(["person", "geo"], ("person", "geo")) == "person"
+    assert merged_type(["geo", "person"], ("person", "geo")) == "person"
+    assert merged_type(["geo", "person"]) == "geo"
+    assert merged_type(["Person", "person", "GEO"]) == "person"   # casing is one type
+    assert merged_type([""]) == "unknown"
+
+
+def test_untyped_relation_ends_do_not_outvote_the_typed_mention():
+    extractions = {
+        "chk-1": ex([("Ada", "person", "A clerk.")]),
+        "chk-2": ex(relationships=[("Ada", "Bo", "Ada pays Bo.", 5)]),
+        "chk-3": ex(relationships=[("Ada", "Cy", "Ada knows Cy.", 5)]),
+    }
+    entities, rels, _c = merge_all(extractions)
+    by_name = {e.name: e for e in entities}
+    assert by_name["Ada"].type == "person" and by_name["Ada"].mentions == 3
+    # A relation end nobody listed still becomes an entity, supported by its chunk.
+    assert by_name["Bo"].type == "unknown" and by_name["Bo"].sources == [("chk-2", "Bo", "", "")]
+    assert len(rels) == 2
+
+
+def test_merged_relationship_weight_sums_chunks_and_keeps_the_strongest_repeat():
+    extractions = {
+        # the same statement twice in one chunk: the stronger one counts, once
+        "chk-1": ex(relationships=[("Ada", "Bo", "Ada pays Bo.", 3), ("Bo", "Ada", "Ada pays Bo.", 8),
+                                   ("Ada", "Bo", "Bo owes Ada.", 2)]),
+        "chk-2": ex(relationships=[("ada", "bo", "Ada pays Bo.", 4)]),
+        "chk-3": ex(relationships=[("Ada", "ada.", "Talks to herself.", 9)]),   # a self-loop
+    }
+    entities, [rel], _c = merge_all(extractions)
+    assert {e.name for e in entities} == {"Ada", "Bo"}
+    assert rel.weight == pytest.approx((8 + 2 + 4) / 10)
+    assert rel.mentions == 2
+    assert rel.description.splitlines() == ["Ada pays Bo.", "Bo owes Ada."]
+    assert rel.id == ids.relationship_id(ids.entity_id("Bo"), ids.entity_id("Ada"))
+
+
+def test_merged_claims_are_sorted_by_id_and_a_blank_object_is_none():
+    def claim(subject, obj, description):
+        return ClaimRecord(subject, obj, "fraud", "TRUE", None, None, description, "")
+
+    claims = [claim("Ada", "Bo", f"Claim {k}.") for k in range(8)] + [claim("Ada", "--", "No object.")]
+    _e, _r, merged = merge_all({"chk-1": ex(claims=claims)})
+    assert [c.id for c in merged] == sorted(c.id for c in merged)
+    assert len(merged) == 9
+    [blank] = [c for c in merged if c.description == "No object."]
+    assert blank.object_id is None
+    assert {c.object_id for c in merged} - {None} == {ids.entity_id("Bo")}
