@@ -14,6 +14,7 @@ The answer always starts with ``EXTRACTIVE_LABEL``, so it can never pass for a m
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ _ENDINGS = (("ational", "ate"), ("ations", "ate"), ("ation", "ate"), ("ies", "y"
             ("s", ""))
 
 
+@functools.lru_cache(maxsize=65536)   # a global question stems every word of every report read
 def stem(word: str) -> str:
     """``word`` without a common English ending, so "operate", "operates" and "operations" (or
     "company" and "companies") match; an ending goes only when three letters remain."""

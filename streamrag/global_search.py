@@ -97,12 +97,12 @@ def load_tree(store: Store) -> Tree:
     for n in nodes.values():
         if n.parent in nodes:
             nodes[n.parent].children.append(n.id)
-    for r in store.query(
-            "SELECT m.community_id AS c, e.name FROM community_members m JOIN entities e "
+    for community, name in store.conn.execute(  # tuples: a dict per member row was most of the load
+            "SELECT m.community_id, e.name FROM community_members m JOIN entities e "
             "ON e.id = m.entity_id ORDER BY m.community_id, e.degree DESC, e.mentions DESC, e.id"):
-        node = nodes.get(r["c"])
+        node = nodes.get(community)
         if node is not None and len(node.key_entities) < RATE_ENTITIES:
-            node.key_entities.append(r["name"])
+            node.key_entities.append(name)
     return Tree(nodes)
 
 
