@@ -17,6 +17,8 @@ from streamrag.parsing import (
     parse_records,
     parse_report,
     parse_yes_no,
+    usable_description,
+    usable_extraction,
 )
 from streamrag.records import ClaimRecord, EntityRecord, RelationshipRecord
 
@@ -242,6 +244,69 @@ def test_map_points():
     assert parse_map_points('{"points": [{"description": "E", "score": 40}, {"description": "F", "sc') == [
         {"description": "E", "score": 40.0}, {"description": "F", "score": 50.0}]
     assert parse_map_points("nothing relevant") == []
+
+
+def test_nested_quotes_stacked_bullets_and_table_pipes():
+    ex = parse_records("""entity | "'Ada Osk'" | person | x
+- 1. entity | Bo | person | y
+| entity | Cy | person | z |""")   # no done: the last line is still complete
+    assert [e.name for e in ex.entities] == ["Ada Osk", "Bo", "Cy"]
+    assert ex.entities[2].description == "z" and ex.dropped == 0
+
+
+def test_british_spelling_of_a_type_maps_to_the_configured_one():
+    ex = parse_records("entity | Harbor Council | Organisation | x\ndone", entity_types=["organization"])
+    assert [e.type for e in ex.entities] == ["organization"]
+
+
+def test_a_claim_needs_a_type_and_keeps_every_source_text_field():
+    ex = parse_records("""claim | Ada | Bo | | TRUE | none | none | No type. | quote
+claim | Ada | Bo | debt | TRUE | none | none | Ada owes Bo. | "owes" | "pays back"
+done""")
+    assert [c.description for c in ex.claims] == ["Ada owes Bo."]
+    assert ex.claims[0].source_text == "owes | pays back"
+    assert ex.dropped == 1
+
+
+def test_a_short_last_relation_without_done_may_be_cut_off():
+    ex = parse_records("relation | A | B | friends")
+    assert ex.relationships == [] and ex.dropped == 1
+
+
+def test_trailing_commas_are_removed_around_escaped_quotes():
+    assert parse_json_object(r'{"a": "say \"hi,\" ", "b": [1,],}') == {"a": 'say "hi," ', "b": [1]}
+    assert parse_json_object(r'{"a": "x\",}", "b": [1,],}') == {"a": 'x",}', "b": [1]}
+
+
+def test_report_wrapped_in_one_key_single_finding_and_explanation_only():
+    ids = dict(known_entity_ids={"ent-1"}, known_relationship_ids=set())
+    wrapped = {"report": {"title": "T", "summary": "S", "rating": -3, "findings": {
+        "explanation": "The quay flooded. Ships moved.", "entities": ["ent-1", "ent-1", "ent-2"]}}}
+    report = parse_report(json.dumps(wrapped), **ids)
+    assert report["title"] == "T" and report["rating"] == 0.0
+    assert report["findings"] == [{"summary": "The quay flooded", "explanation": "The quay flooded. Ships moved.",
+                                   "entities": ["ent-1"], "relationships": []}]
+
+
+def test_ratings_take_the_longest_id_and_no_number_from_the_next_id():
+    assert parse_ratings("C1.2: 7\nC1: 3", ["C1", "C1.2"]) == {"C1.2": 7.0, "C1": 3.0}
+    assert parse_ratings("r1 and r2: 7", ["r1", "r2"]) == {"r2": 7.0}
+
+
+def test_mismatched_brackets_end_a_candidate_and_the_next_object_is_used():
+    assert parse_json_object('{"a": [1, 2} and {"b": 1}') == {"b": 1}
+
+
+def test_map_points_under_another_single_list_key():
+    assert parse_map_points('{"results": [{"description": "A", "score": 10}]}') == [
+        {"description": "A", "score": 10.0}]
+
+
+def test_usable_answers():
+    assert usable_extraction("done") and usable_extraction("entity | A | person | x\ndone")
+    assert not usable_extraction("widget | A | B | C\ndone")   # record-like lines, none readable
+    assert usable_description("Ada Osk is a clerk.")
+    assert not usable_description("Ada Osk is:")
 
 
 # ---------------------------------------------------------------------------- properties
