@@ -3,7 +3,7 @@ from collections import defaultdict
 
 import pytest
 
-from streamrag.communities import diff_communities, hierarchical_leiden
+from streamrag.communities import diff_communities, hierarchical_leiden, modularity, relabel
 from streamrag.graph import Graph
 from streamrag.records import Community
 
@@ -316,3 +316,48 @@ def test_naming_what_changed_skips_untouched_splits_and_changes_nothing(seed, mo
     assert key(told) == key(full)
     assert len(calls) <= 0.6 * n_full, (len(calls), n_full)
     check_hierarchy(told, ids, edges, max_size=6)
+
+
+def test_cluster_size_below_one_is_refused_and_non_positive_weights_are_no_edges():
+    with pytest.raises(ValueError, match="max_cluster_size"):
+        hierarchical_leiden("ab", [("a", "b", 1.0)], max_cluster_size=0)
+    assert len(hierarchical_leiden("ab", [("a", "b", 1.0)], max_cluster_size=1)) == 1
+    apart = hierarchical_leiden("abcd", clique("abcd", -1.0) + [("a", "b", 0.0)])
+    assert [c.members for c in apart] == [["a"], ["b"], ["c"], ["d"]]
+
+
+def test_half_of_the_old_members_is_no_majority():
+    previous = [Community(id="C0", level=0, parent=None, members=list("abcd"))]
+    new = relabel([Community("x", 0, None, list("ab")), Community("y", 0, None, list("cd"))], previous)
+    assert [c.id for c in new] == ["C1", "C2"]
+
+
+def test_id_contest_ties_go_to_the_same_parent_then_the_smaller_difference():
+    previous = [
+        Community("C0", 0, None, list("abcd")), Community("C1", 0, None, list("efgh")),
+        Community("C9", 1, "C0", list("ab")), Community("C3", 1, "C1", list("ef")),
+    ]
+    merged = [Community("p", 0, None, list("abcdefgh")),
+              Community("z", 1, "p", list("abef")), Community("w", 1, "p", list("cdgh"))]
+    new = relabel(merged, previous)
+    # z holds all of C9 and all of C3: C9 had the same parent (C0, which p keeps)
+    assert [(c.id, c.parent, c.members) for c in new] == [
+        ("C0", None, list("abcdefgh")), ("C9", "C0", list("abef")), ("C10", "C0", list("cdgh"))]
+
+    previous = [Community("C1", 0, None, list("abc")), Community("C2", 0, None, list("de"))]
+    new = relabel([Community("z", 0, None, list("abde")), Community("y", 0, None, ["c"])], previous)
+    # z holds 2 of 3 of C1 and 2 of 2 of C2: C2 differs from z by fewer members
+    assert [(c.id, c.members) for c in new] == [("C2", list("abde")), ("C3", ["c"])]
+
+
+def test_modularity_by_hand():
+    parts = [Community("P", 0, None, list("ab")), Community("Q", 0, None, list("cd")),
+             Community("R", 1, "P", list("ab"))]
+    edges = [("a", "b", 1.0), ("c", "d", 1.0), ("b", "c", 1.0)]
+    noise = [("a", "a", 5.0), ("c", "d", 0.0), ("a", "d", -2.0)]   # not edges
+    # 2 of 3 edge weight inside; each part has strength 3 of 2m = 6
+    assert modularity(parts, edges + noise) == pytest.approx(2 / 3 - (9 + 9) / 36)
+    assert modularity(parts, edges, resolution=2.0) == pytest.approx(2 / 3 - 2 * (9 + 9) / 36)
+    # at level 1, c and d are not in a community: each counts alone
+    assert modularity(parts, edges, level=1) == pytest.approx(1 / 3 - (9 + 4 + 1) / 36)
+    assert modularity(parts, noise) == 0.0
