@@ -94,7 +94,7 @@ class Graph:
 def neighbour_counts(relationships: Iterable[Relationship]) -> dict[str, int]:
     """Entity id -> number of distinct neighbours (self-loops left out; entities with none are
     absent). The degree the pipeline stores, counted without building a graph."""
-    pairs = {tuple(sorted((r.source, r.target))) for r in relationships if r.source != r.target}
+    pairs = {(a, b) if a < b else (b, a) for r in relationships if (a := r.source) != (b := r.target)}
     out: dict[str, int] = {}
     for a, b in pairs:
         out[a] = out.get(a, 0) + 1

@@ -21,7 +21,7 @@ import functools
 import itertools
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +66,9 @@ _extraction_decode = msgspec.json.Decoder(Extraction)
 # Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
 # this share of the entities has changed since the last check (or on --recluster).
 _FRESH_CHECK_SHARE = 0.05
+# Published entity degrees are distinct-neighbour counts kept up to date from each run's changes
+# (see _GraphState.finish_graph); an index without this mark is recounted once.
+_DEGREES_VERSION = "1"
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Bump when what a report context holds changes: every community's context is then rebuilt.
@@ -303,7 +306,7 @@ class Indexer:
         summaries_needed = state.apply(store, change, self.settings)
         self.progress.set_stage("summarizing")
         await self._summarize(writer, state, summaries_needed)
-        state.finish_graph()
+        state.finish_graph(store, check=self.check_shortcuts)
         self.progress.set_stage("clustering")
         communities, reclustered, next_id = self._cluster(store, state)
         self.progress.set_stage("reporting")
@@ -549,13 +552,13 @@ class Indexer:
         old_docs = {r["id"] for r in store.query("SELECT id FROM documents")}
         self._keep_previous_versions(store, scan, old_docs)
         new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
-        doc_chunk_ids: dict[str, list[str]] = {}
-        for doc_id in new_docs:
-            if doc_id in scan.doc_chunks:
-                doc_chunk_ids[doc_id] = [c.id for c in scan.doc_chunks[doc_id]]
-            else:
-                doc_chunk_ids[doc_id] = [r["chunk_id"] for r in store.query(
-                    "SELECT chunk_id FROM document_chunks WHERE doc_id = ? ORDER BY idx", (doc_id,))]
+        doc_chunk_ids: dict[str, list[str]] = {d: [] for d in new_docs if d not in scan.doc_chunks}
+        for doc_id, chunk_id in store.conn.execute(  # one query, not one per document
+                "SELECT doc_id, chunk_id FROM document_chunks ORDER BY doc_id, idx"):
+            if doc_id in doc_chunk_ids:
+                doc_chunk_ids[doc_id].append(chunk_id)
+        for doc_id in new_docs & scan.doc_chunks.keys():
+            doc_chunk_ids[doc_id] = [c.id for c in scan.doc_chunks[doc_id]]
         wanted = {c for cs in doc_chunk_ids.values() for c in cs}
         extracted = _extracted(store, wanted, self.key)
         old_live = {r["chunk_id"]: r["extractor"] for r in store.query("SELECT chunk_id, extractor FROM live_chunks")}
@@ -863,6 +866,8 @@ class _GraphState:
         self.deleted_entities: set[str] = set()
         self.deleted_relationships: set[str] = set()
         self.rewired: set[str] = set()           # entities with an edge added, removed or reweighted
+        self.degree_delta: Counter[str] = Counter()  # neighbours gained (lost: negative) this run
+        self.counted = False                     # the published degrees were counted by this code
         self.entity_mentions_added: list[merge.EntityMention] = []
         self.relationship_mentions_added: list[merge.RelationshipMention] = []
         self.claims_added: list[Claim] = []
@@ -875,6 +880,7 @@ class _GraphState:
         st = cls()
         st.version = store.version
         st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
+        st.counted = store.get_meta("degrees") == _DEGREES_VERSION
         # Plain tuples for the two big tables: a dict per row was half of this load.
         for eid, name, etype, description, mentions, degree in store.conn.execute(
                 "SELECT id, name, type, description, mentions, degree FROM entities"):
@@ -973,6 +979,8 @@ class _GraphState:
                 gone = self.relationships.pop(rid, None)
                 if gone is not None:
                     self.rewired |= {gone.source, gone.target}
+                    if gone.source != gone.target:
+                        self.degree_delta.update({gone.source: -1, gone.target: -1})
                 self.deleted_relationships.add(rid)
                 continue
             prev = self.relationships.get(rid)
@@ -991,6 +999,8 @@ class _GraphState:
                 jobs.append((rid, names, descriptions))
             if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
                 self.rewired |= {src, dst}
+            if prev is None and src != dst:
+                self.degree_delta.update((src, dst))
             self.relationships[rid] = rel
             self.changed_relationships.add(rid)
         return jobs
@@ -1004,19 +1014,53 @@ class _GraphState:
         return (set(self.entities) == set(self.old_degree)
                 and {r.id: r.weight for r in self.relationships.values()} == self.old_weight)
 
-    def finish_graph(self) -> None:
-        """Degrees for the whole graph; elements whose degree moved count as changed."""
-        degree = neighbour_counts(self.relationships.values())
-        self.entities = dict(sorted(self.entities.items()))
-        self.relationships = dict(sorted(self.relationships.items()))
-        for e in self.entities.values():
-            e.degree = degree.get(e.id, 0)
+    def finish_graph(self, store: Store, *, check: bool = False) -> None:
+        """Degrees for the whole graph; elements whose degree moved count as changed.
+
+        Counted from the published degrees and the relationships this run added or removed:
+        only entities that gained or lost a neighbour, and the relationships touching them or
+        changed, are visited (recounting 200,000 relationships was a second of every update).
+        ``check`` (tests) recounts everything and fails if the two differ.
+        """
+        self.entities = {k: self.entities[k] for k in sorted(self.entities)}  # keys sort faster than items
+        self.relationships = {k: self.relationships[k] for k in sorted(self.relationships)}
+        if not self.counted:  # a first index, or one published before degrees were kept this way
+            full = neighbour_counts(self.relationships.values())
+            degree: Callable[[str], int] = lambda e: full.get(e, 0)  # noqa: E731
+            entities, relationships = self.entities, self.relationships
+        else:
+            degree = lambda e: self.old_degree.get(e, 0) + self.degree_delta.get(e, 0)  # noqa: E731
+            moved = {e for e, n in self.degree_delta.items() if n}
+            entities = {e: self.entities[e] for e in sorted(moved | self.changed_entities) if e in self.entities}
+            touching = self.changed_relationships | _ids_touching(store, moved)
+            relationships = {r: self.relationships[r] for r in sorted(touching) if r in self.relationships}
+        for e in entities.values():
+            e.degree = degree(e.id)
             if self.old_degree.get(e.id) != e.degree:
                 self.changed_entities.add(e.id)
-        for r in self.relationships.values():
-            r.combined_degree = degree.get(r.source, 0) + degree.get(r.target, 0)
+        for r in relationships.values():
+            r.combined_degree = degree(r.source) + degree(r.target)
             if self.old_combined.get(r.id) != r.combined_degree:
                 self.changed_relationships.add(r.id)
+        if check:
+            full = neighbour_counts(self.relationships.values())
+            wrong = [e.id for e in self.entities.values() if e.degree != full.get(e.id, 0)]
+            wrong += [r.id for r in self.relationships.values()
+                      if r.combined_degree != full.get(r.source, 0) + full.get(r.target, 0)]
+            if wrong:
+                raise AssertionError(f"degrees counted from the changes differ from a recount: {wrong[:5]}")
+
+
+def _ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
+    """Ids of the published relationships with an end among ``entity_ids``."""
+    found: set[str] = set()
+    ids = sorted(entity_ids)
+    for i in range(0, len(ids), 500):
+        marks = ",".join("?" * len(ids[i:i + 500]))
+        found.update(r for (r,) in store.conn.execute(
+            f"SELECT id FROM relationships WHERE source IN ({marks}) UNION "
+            f"SELECT id FROM relationships WHERE target IN ({marks})", ids[i:i + 500] * 2))
+    return found
 
 
 def _check_rewired(store: Store, state: _GraphState, changed: set[str]) -> None:
@@ -1137,10 +1181,13 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     """Replaces the published index with this run's, in the writer's one transaction."""
     conn = store.conn
     _check_version(store, state.version)
-    # Files and documents.
-    conn.execute("DELETE FROM files")
-    conn.executemany("INSERT INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
-                     [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())])
+    # Files and documents: only the rows that differ are written (an update of a large index
+    # used to rewrite every file, document and community row).
+    old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
+    _delete_in(store, "files", "path", old_files.keys() - scan.files.keys())
+    conn.executemany("INSERT OR REPLACE INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
+                     [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())
+                      if old_files.get(p) != (d, sz, mt)])
     _delete_in(store, "documents", "id", change.removed_docs)
     _delete_in(store, "document_chunks", "doc_id", change.removed_docs)
     paths_by_doc: dict[str, str] = {}
@@ -1158,10 +1205,13 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
                              [(doc_id, c.idx, c.id) for c in chunks])
+    shown = {d: (path, title) for d, path, title in conn.execute("SELECT id, path, title FROM documents")}
     for doc_id in change.kept_docs:  # renames keep the document, with its new path
-        conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+        path, title = shown.get(doc_id, (None, None))
+        if path != paths_by_doc[doc_id]:
+            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
         doc = scan.documents.get(doc_id)
-        if doc is not None:  # read again: a row's title may have changed while its text did not
+        if doc is not None and doc.title != title:  # read again: a title may change while the text did not
             conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
         if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
@@ -1207,14 +1257,20 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
          for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
 
     # Communities and the reports they show.
-    conn.execute("DELETE FROM communities")
-    conn.execute("DELETE FROM community_members")
+    row = {c.id: (c.level, c.parent, len(c.members), *assignments[c.id]) for c in communities}
+    old_row = {c.id: (c.level, c.parent, len(c.members), state.old_contexts.get(c.id), state.old_reports.get(c.id))
+               for c in state.old_communities}
+    members = {c.id: c.members for c in communities}
+    old_members = {c.id: c.members for c in state.old_communities}
+    _delete_in(store, "communities", "id", {i for i, r in old_row.items() if row.get(i) != r})
     conn.executemany(
         "INSERT INTO communities(id, level, parent, size, context_key, report_key) VALUES (?,?,?,?,?,?)",
-        [(c.id, c.level, c.parent, len(c.members), assignments[c.id][0], assignments[c.id][1])
-         for c in communities])
+        [(i, *r) for i, r in row.items() if old_row.get(i) != r])
+    regrouped = {i for i in members.keys() | old_members.keys()
+                 if (a := members.get(i, [])) != (b := old_members.get(i, [])) and sorted(a) != sorted(b)}
+    _delete_in(store, "community_members", "community_id", regrouped)
     conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
-                     [(c.id, m) for c in communities for m in c.members])
+                     [(i, m) for i in sorted(regrouped) for m in members.get(i, ())])
     conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
                  "WHERE report_key IS NOT NULL)")
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
@@ -1233,6 +1289,7 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
     store.set_meta("report_settings", state.report_settings)
     store.set_meta("changed_since_fresh", str(state.changed_since_fresh))
     store.set_meta("leiden", state.leiden_key)
+    store.set_meta("degrees", _DEGREES_VERSION)
     store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
     store.set_meta("next_community_id", str(next_community_id))
     store.set_meta("published_at", str(time.time()))
