@@ -138,6 +138,9 @@ class Daemon:
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
+        from streamrag.pipeline import GraphCache
+
+        self.graph_cache = GraphCache()            # the graph the last sync published, for the next
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
         db = self.db_path.resolve()
         self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
@@ -534,7 +537,7 @@ class Daemon:
 
         progress.listeners.append(on_change)
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
-                          command="watch", transport=self.transport)
+                          command="watch", transport=self.transport, graph_cache=self.graph_cache)
         started = anyio.current_time()
         try:
             result = await indexer.run([self.root])

@@ -179,8 +179,9 @@ class Indexer:
 
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
-                 recluster: bool = False) -> None:
+                 recluster: bool = False, graph_cache: GraphCache | None = None) -> None:
         self.settings = settings
+        self.graph_cache = graph_cache
         self.recluster = recluster
         self.db_path = db_path
         self.root = root
@@ -297,7 +298,7 @@ class Indexer:
         worked_from = store.version
         change = self._changes(store, scan)
         self.progress.set_stage("merging")
-        state = _GraphState.load(store)
+        state = self._graph(store)
         _check_version(store, worked_from)  # the changes and the graph are of one version
         if state.entities and store.get_meta("summarizer") != self.summarizer_key:
             # Summary settings changed since the published index (or it predates the key): every
@@ -317,6 +318,8 @@ class Indexer:
         version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
                                    next_id(), self.chunker_key if self.rechunked_all else None,
                                    self.summarizer_key, vectors, self.root)
+        if self.graph_cache is not None:
+            self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, docs=len({d for d, _s, _m in scan.files.values()}),
@@ -330,6 +333,16 @@ class Indexer:
             failed_calls=self.failed_calls,
             warnings=self.unreadable + scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
+
+    def _graph(self, store: Store) -> _GraphState:
+        """The published graph: the one this process published last, if it is still the one
+        in the store, else read from the store."""
+        cached = self.graph_cache.take(store) if self.graph_cache is not None else None
+        if cached is None:
+            return _GraphState.load(store)
+        if self.check_shortcuts:
+            _check_cached(cached, _GraphState.load(store))
+        return cached
 
     def _cluster(self, store: Store, state: _GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
         """Leiden from the previous partition, unless it drifted from what a fresh run finds.
@@ -872,6 +885,7 @@ class _GraphState:
         self.relationship_mentions_added: list[merge.RelationshipMention] = []
         self.claims_added: list[Claim] = []
         self.version = 0
+        self.stamp = ""                          # when that version was published
         self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
         self.fallbacks: set[str] = set()         # fell back this time
 
@@ -879,6 +893,7 @@ class _GraphState:
     def load(cls, store: Store) -> _GraphState:
         st = cls()
         st.version = store.version
+        st.stamp = store.get_meta("published_at", "") or ""
         st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
         st.counted = store.get_meta("degrees") == _DEGREES_VERSION
         # Plain tuples for the two big tables: a dict per row was half of this load.
@@ -894,12 +909,12 @@ class _GraphState:
                 mentions=mentions, combined_degree=combined)
             st.old_combined[rid] = combined
             st.old_weight[rid] = weight
-        for r in store.query("SELECT * FROM claims"):
+        for r in store.query("SELECT * FROM claims ORDER BY id"):
             st.claims[r["id"]] = Claim(**{k: r[k] for k in Claim.__struct_fields__})
         members: dict[str, list[str]] = defaultdict(list)
         for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
             members[r["community_id"]].append(r["entity_id"])
-        for r in store.query("SELECT id, level, parent, context_key, report_key FROM communities"):
+        for r in store.query("SELECT id, level, parent, context_key, report_key FROM communities ORDER BY id"):
             st.old_communities.append(Community(id=r["id"], level=r["level"], parent=r["parent"],
                                                 members=members.get(r["id"], [])))
             st.old_reports[r["id"]] = r["report_key"]
@@ -1005,6 +1020,30 @@ class _GraphState:
             self.changed_relationships.add(rid)
         return jobs
 
+    def published(self, store: Store, communities: list[Community],
+                  assignments: dict[str, tuple[str, str]]) -> _GraphState:
+        """This run's graph as the next run's starting point: what ``load`` would read from
+        the store once this run is published (the elements are shared, not copied)."""
+        st = _GraphState()
+        st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
+        st.retry_summaries = set(self.fallbacks)
+        st.counted = True
+        for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
+            if (e := self.entities.get(eid)) is not None:
+                e.sources = []
+        for rid in self.changed_relationships:
+            if (r := self.relationships.get(rid)) is not None:
+                r.sources = []
+        st.entities, st.relationships = self.entities, self.relationships
+        st.claims = {k: self.claims[k] for k in sorted(self.claims)}
+        st.old_degree = {e.id: e.degree for e in self.entities.values()}
+        st.old_combined = {r.id: r.combined_degree for r in self.relationships.values()}
+        st.old_weight = {r.id: r.weight for r in self.relationships.values()}
+        st.old_communities = sorted(communities, key=lambda c: c.id)
+        st.old_contexts = {cid: context for cid, (context, _report) in assignments.items()}
+        st.old_reports = {cid: report for cid, (_context, report) in assignments.items()}
+        return st
+
     def set_description(self, element_id: str, text: str) -> None:
         target = self.entities if element_id.startswith("ent-") else self.relationships
         target[element_id].description = text
@@ -1061,6 +1100,41 @@ def _ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
             f"SELECT id FROM relationships WHERE source IN ({marks}) UNION "
             f"SELECT id FROM relationships WHERE target IN ({marks})", ids[i:i + 500] * 2))
     return found
+
+
+class GraphCache:
+    """The graph a long-running process published last, kept for its next sync.
+
+    Reading the graph back from the store was the largest part of a small update to a large
+    index. The kept graph is used only while the store still holds the version it was published
+    as (another writer, or a store replaced under the daemon, makes the next sync read the
+    store), and only once: a sync takes it and, when it publishes, leaves its own.
+    """
+
+    def __init__(self) -> None:
+        self._state: _GraphState | None = None
+        self._db: Path | None = None
+
+    def take(self, store: Store) -> _GraphState | None:
+        state, self._state = self._state, None
+        if state is None or self._db != store.path.resolve() or state.version != store.version \
+                or state.stamp != (store.get_meta("published_at", "") or ""):
+            return None
+        return state
+
+    def keep(self, state: _GraphState, db: Path) -> None:
+        self._state, self._db = state, db.resolve()
+
+
+def _check_cached(cached: _GraphState, loaded: _GraphState) -> None:
+    """Tests: a kept graph equals the graph read from the store."""
+    for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
+                 "old_contexts", "old_reports", "retry_summaries", "counted", "version"):
+        if getattr(cached, name) != getattr(loaded, name):
+            raise AssertionError(f"the kept graph's {name} differ from the store's")
+    if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \
+            [(c.id, c.level, c.parent, c.members) for c in loaded.old_communities]:
+        raise AssertionError("the kept graph's communities differ from the store's")
 
 
 def _check_rewired(store: Store, state: _GraphState, changed: set[str]) -> None:
@@ -1324,9 +1398,9 @@ def indexed_root(db_path: Path) -> Path | None:
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,
                progress: Progress | None = None, command: str = "index", transport=None,
-               recluster: bool = False) -> SyncResult:
+               recluster: bool = False, graph_cache: GraphCache | None = None) -> SyncResult:
     """Bring the index at ``db_path`` to the documents under ``paths`` (one published version)."""
     indexer = Indexer(settings, db_path, root=root, progress=progress, command=command,
-                      transport=transport, recluster=recluster)
+                      transport=transport, recluster=recluster, graph_cache=graph_cache)
     return await indexer.run([Path(p) for p in paths])
 

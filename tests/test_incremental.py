@@ -12,7 +12,7 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
-from streamrag.pipeline import sync
+from streamrag.pipeline import GraphCache, sync
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +128,33 @@ async def test_a_sequence_of_changes_matches_a_fresh_index(generated, tmp_path):
     q_inc = modularity(as_communities(incremental), incremental["edges"])
     q_fresh = modularity(as_communities(fresh), fresh["edges"])
     assert q_inc >= q_fresh - 0.02
+
+
+async def test_a_kept_graph_gives_the_index_a_store_read_gives(generated, tmp_path, monkeypatch):
+    # The daemon keeps the graph it published for its next sync. Every take is checked against
+    # a read of the store (the check_shortcuts fixture); here the indexes must also be equal.
+    taken = []
+    take = GraphCache.take
+    monkeypatch.setattr(GraphCache, "take", lambda self, store: taken.append(take(self, store)) or taken[-1])
+    settings = make_settings()
+    corpus, other = (folder(generated, tmp_path / name, range(1, 31)) for name in ("c", "d"))
+    cache = GraphCache()
+    await sync([corpus], settings, tmp_path / "i.db", root=corpus, graph_cache=cache)
+    await sync([other], settings, tmp_path / "j.db", root=other)
+    for step in range(4):
+        for root in (corpus, other):
+            shutil.copy2(generated / f"doc_{31 + step:05d}.txt", root / f"doc_{31 + step:05d}.txt")
+            (root / f"doc_{2 + step:05d}.txt").unlink()
+            victim = root / f"doc_{10 + step:05d}.txt"
+            victim.write_text(victim.read_text() + "\n\nOfficials said more details would follow.\n")
+            (root / f"doc_{20 + step:05d}.txt").rename(root / f"renamed_{step}.txt")
+        if step == 2:  # another writer publishes in between: the kept graph is stale
+            await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+        await sync([corpus], settings, tmp_path / "i.db", root=corpus, graph_cache=cache)
+        await sync([other], settings, tmp_path / "j.db", root=other)
+    assert [t is not None for t in taken] == [False, True, True, False, True]
+    assert index_snapshot(tmp_path / "i.db") == index_snapshot(tmp_path / "j.db")
+    assert state(tmp_path / "i.db") == state(tmp_path / "j.db")
 
 
 async def test_recluster_gives_the_fresh_partition_with_old_ids(generated, tmp_path):
