@@ -4,7 +4,9 @@ their keys, ids, sentence ends and extractive answers."""
 from __future__ import annotations
 
 from streamrag.pipeline import _dirty_communities, _GraphState
-from streamrag.records import Claim, Community, Relationship
+from streamrag.records import Claim, Community, Entity, Relationship, Report
+from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
+from streamrag.tokens import count_tokens
 
 # ---------------------------------------------------------------------------- dirty communities
 
@@ -67,3 +69,88 @@ def test_a_claim_whose_object_changed_dirties_its_subjects_communities_at_every_
                   chunk_id="chk-1")
     assert dirty(claims=[claim], changed_entities={"c"}) == {"A", "A1", "B"}
     assert dirty(claims=[claim], changed_entities={"d"}) == {"B"}
+
+
+# ---------------------------------------------------------------------------- report contexts
+
+
+def person(eid, degree=1, description="word " * 10):
+    return Entity(id=eid, name=f"Name {eid}", type="person", description=description, sources=[],
+                  mentions=1, degree=degree)
+
+
+def test_a_leaf_over_budget_keeps_its_best_connected_members_rendered_in_id_order():
+    ents = {f"ent-{i}": person(f"ent-{i}", degree=i, description="d") for i in range(3)}
+    c = Community("C1", 0, None, sorted(ents))
+    one_line = count_tokens(entity_line(ents["ent-2"])) + 1
+    ctx = build_context(c, entities=ents, relationships=[], claims={}, children=[], max_tokens=one_line)
+    assert ctx.elements["entities"] == ["ent-2"]     # exactly the budget: fits
+    ctx = build_context(c, entities=ents, relationships=[], claims={}, children=[], max_tokens=5000)
+    lines = ctx.text.splitlines()[1:]
+    assert [x.split(" | ")[0] for x in lines] == ["ent-0", "ent-1", "ent-2"]
+
+
+def test_a_members_claims_are_in_its_context():
+    ents = {"ent-a": person("ent-a"), "ent-b": person("ent-b")}
+    claim = Claim(id="clm-1", subject_id="ent-a", object_id="ent-b", type="debt", status="TRUE",
+                  start_date=None, end_date=None, description="A owes B.", source_text="", chunk_id="chk-1")
+    c = Community("C1", 0, None, sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=[], claims={"ent-a": [claim]}, children=[],
+                        max_tokens=5000)
+    assert ctx.elements["claims"] == ["clm-1"]
+    assert "clm-1 | Name ent-a | debt | TRUE | A owes B." in ctx.text
+
+
+def chain(n):
+    ents = {f"ent-{i:02d}": person(f"ent-{i:02d}") for i in range(n)}
+    rels = [Relationship(id=f"rel-{i:02d}", source=f"ent-{i:02d}", target=f"ent-{i + 1:02d}",
+                         description="works with", weight=1.0, sources=[], mentions=1, combined_degree=2)
+            for i in range(n - 1)]
+    return ents, rels
+
+
+def test_the_largest_childs_report_replaces_its_members_first():
+    ents, rels = chain(40)
+    m = sorted(ents)
+    kids = [Community("K1", 1, "P", m[:20]), Community("K2", 1, "P", m[20:32]), Community("K3", 1, "P", m[32:])]
+    reports = [Report(key="r", title=f"Group {k.id}", summary="A short summary.", rating=5,
+                      rating_explanation="", findings=[], text="", tokens=1, elements={}) for k in kids]
+    parent = Community("P", 0, None, m)
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(reversed(kids), reversed(reports))), max_tokens=1000)
+    assert ctx.elements["reports"] == ["K1"]
+    assert ctx.elements["entities"] == m[20:]          # everyone else, and no member of K1
+    assert ctx.tokens <= 1000
+    # When even every report leaves too little room, the context is the reports alone.
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports)), max_tokens=200)
+    assert ctx.elements["reports"] == ["K1", "K2", "K3"]
+    assert ctx.elements["entities"] == [] and ctx.elements["relationships"] == []
+    # Reports that take exactly the budget fit; past it, the reports that fit and no element.
+    exact = sum(count_tokens(report_line(k.id, r)) + 1 for k, r in zip(kids, reports))
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports)), max_tokens=exact)
+    assert ctx.elements["reports"] == ["K1", "K2", "K3"]
+    reports[1] = Report(key="r", title="Group K2", summary="word " * 200, rating=5, rating_explanation="",
+                        findings=[], text="", tokens=1, elements={})
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports)), max_tokens=80)
+    assert ctx.elements["reports"] == ["K1"]
+    assert ctx.elements["entities"] == [] and ctx.elements["relationships"] == []
+
+
+def test_context_key_covers_the_prompt_version_and_the_method():
+    ents = {"ent-a": person("ent-a")}
+    ctx = build_context(Community("C1", 0, None, ["ent-a"]), entities=ents, relationships=[], claims={},
+                        children=[], max_tokens=5000)
+    keys = {context_key(ctx, model="m", prompt_version="v1"), context_key(ctx, model="m", prompt_version="v2"),
+            context_key(ctx, model=None, prompt_version="v1")}
+    assert len(keys) == 3
+    assert context_key(ctx, model=None, prompt_version="v1") == context_key(ctx, model=None, prompt_version="v2")
+
+
+def test_changed_fraction_counts_additions_and_removals():
+    a = {"entities": ["e1", "e2"], "relationships": ["r1"]}
+    assert changed_fraction(a, {**a, "claims": ["c1"]}) == 0.25
+    assert changed_fraction(a, {"entities": ["e1"], "relationships": ["r1"]}) == 1 / 3
+    assert changed_fraction({}, a) == 1.0
