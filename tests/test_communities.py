@@ -361,3 +361,18 @@ def test_modularity_by_hand():
     # at level 1, c and d are not in a community: each counts alone
     assert modularity(parts, edges, level=1) == pytest.approx(1 / 3 - (9 + 4 + 1) / 36)
     assert modularity(parts, noise) == 0.0
+
+
+def test_children_of_different_parents_are_sorted_by_first_member_and_max_size_is_inclusive():
+    ids, edges, groups = planted(seed=3, groups=2, lo=14, hi=14, p_in=0.5, links=1)
+    # interleave the two groups' names, so their children interleave too
+    rename = {m: f"n{2 * k + g:02d}" for g, group in enumerate(groups) for k, m in enumerate(group)}
+    ids = [rename[i] for i in ids]
+    edges = [(rename[a], rename[b], w) for a, b, w in edges]
+    communities = hierarchical_leiden(ids, edges, max_cluster_size=10)
+    check_hierarchy(communities, ids, edges, max_size=10)
+    assert {c.parent for c in communities if c.level == 1} == {"C0", "C1"}
+    order = [(c.level, c.members[0]) for c in communities]
+    assert order == sorted(order)
+    # a community of exactly max_cluster_size members is not split
+    assert [c.level for c in hierarchical_leiden(ids, edges, max_cluster_size=14)] == [0, 0]
