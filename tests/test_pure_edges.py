@@ -3,6 +3,7 @@ their keys, ids, sentence ends and extractive answers."""
 
 from __future__ import annotations
 
+from streamrag import ids
 from streamrag.pipeline import _dirty_communities, _GraphState
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
@@ -154,3 +155,26 @@ def test_changed_fraction_counts_additions_and_removals():
     assert changed_fraction(a, {**a, "claims": ["c1"]}) == 0.25
     assert changed_fraction(a, {"entities": ["e1"], "relationships": ["r1"]}) == 1 / 3
     assert changed_fraction({}, a) == 1.0
+
+
+# ---------------------------------------------------------------------------- ids
+
+
+def test_names_merge_across_case_width_quotes_possessives_and_edge_punctuation():
+    one = ids.normalize_name
+    assert one("  The  'Cratchit' family. ") == "the cratchit family"
+    assert one("Scrooge's") == one("Scrooge\u2019s") == one("SCROOGE") == "scrooge"
+    assert one("\u00abAda\u00bb") == one('"ada"') == "ada"
+    assert one("\uff21\uff22\uff23") == "abc" and one("\ufb01sh") == "fish"    # NFKC
+    assert one("Stra\u00dfe") == one("STRASSE")                              # casefold, not lower
+    assert one("AT&T") == "at&t" and one("U.S.") == "u.s"                    # inner punctuation kept
+    assert ids.entity_id(" ADA. ") == ids.entity_id("Ada")
+
+
+def test_relationship_ids_are_undirected_and_claim_ids_cover_the_description():
+    assert ids.relationship_id("ent-a", "ent-b") == ids.relationship_id("ent-b", "ent-a")
+    assert ids.relationship_id("ent-a", "ent-b") != ids.relationship_id("ent-a", "ent-c")
+    claim = ids.claim_id("chk-1", "Ada", "Bo", "debt", "Ada owes Bo.")
+    assert claim == ids.claim_id("chk-1", "ada.", "BO", "debt", "Ada owes Bo.")
+    assert claim != ids.claim_id("chk-1", "Ada", "Bo", "debt", "Ada owes Bo twice.")
+    assert claim != ids.claim_id("chk-2", "Ada", "Bo", "debt", "Ada owes Bo.")
