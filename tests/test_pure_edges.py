@@ -4,6 +4,7 @@ their keys, ids, sentence ends and extractive answers."""
 from __future__ import annotations
 
 from streamrag import ids
+from streamrag.extractive import MAX_SENTENCE_WORDS, overlap_rating, pick_sentences, split_sentences, stem
 from streamrag.pipeline import _dirty_communities, _GraphState
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
@@ -178,3 +179,55 @@ def test_relationship_ids_are_undirected_and_claim_ids_cover_the_description():
     assert claim == ids.claim_id("chk-1", "ada.", "BO", "debt", "Ada owes Bo.")
     assert claim != ids.claim_id("chk-1", "Ada", "Bo", "debt", "Ada owes Bo twice.")
     assert claim != ids.claim_id("chk-2", "Ada", "Bo", "debt", "Ada owes Bo.")
+
+
+# ---------------------------------------------------------------------------- extractive answers
+
+
+def test_sentences_drop_fragments_and_asides_and_end_at_headings():
+    text = "Ada Osk. Ada Osk keeps the ledger. (Also called Bob the clerk.) She sails at dawn."
+    assert split_sentences(text) == ["Ada Osk keeps the ledger.", "She sails at dawn."]
+    sentences = split_sentences("Ada keeps the ledger.\n## Boats\nThe boats sail at dawn.")
+    assert sentences[0] == "Ada keeps the ledger." and not any("#" in x for x in sentences)
+
+
+def test_stems_follow_the_documented_rules():
+    assert stem("operate") == stem("operates") == stem("operations")
+    assert stem("company") == stem("companies")
+    assert stem("running") == "run"
+    assert stem("owed") == "owed" and stem("owned") == "own"   # an ending goes only if 3 letters remain
+
+
+def test_a_sentence_with_more_of_the_question_beats_one_rare_word():
+    sentences = ["Zed came to the harbor once.", "Ada and Bo rowed out early.",
+                 "Ada fished near the rocks.", "Ada mended the nets.", "Ada sold the catch.", "Ada slept late.",
+                 "Bo painted the hull.", "Bo counted the coins.", "Bo sang loudly.", "Bo walked home."]
+    picked = pick_sentences("Zed, Ada or Bo?", [("[P]", " ".join(sentences))])
+    assert picked[0][0] == "Ada and Bo rowed out early."
+
+
+def test_the_better_passage_wins_over_an_earlier_sentence():
+    passages = [("[A]", "The tide was low that morning. Ada sails at dawn."), ("[B]", "Ada rows at noon.")]
+    assert [(s, t) for s, t, _ in pick_sentences("Ada", passages)] == [
+        ("Ada sails at dawn.", "[A]"), ("Ada rows at noon.", "[B]")]
+    # a broad question: the leading sentences, better passages first among equals
+    passages = [("[A]", "The tide was low that morning. Ada sails at dawn."), ("[B]", "Bo rows at noon daily.")]
+    assert [s for s, _t, _ in pick_sentences("What is it?", passages)] == [
+        "The tide was low that morning.", "Ada sails at dawn.", "Bo rows at noon daily."]
+
+
+def test_picked_sentences_are_untagged_distinct_shortened_and_limited():
+    passages = [("[A]", "Ada keeps the ledger [E:ent-1] at the quay."), ("[B]", "Ada keeps the ledger at the quay!")]
+    assert [(s, t) for s, t, _ in pick_sentences("Ada ledger", passages)] == [
+        ("Ada keeps the ledger at the quay.", "[A]")]
+    long = "Ada " + " ".join(f"w{k}" for k in range(80)) + "."
+    [(sentence, _tag, _score)] = pick_sentences("Ada", [("[L]", long)])
+    assert sentence.endswith(" ...") and len(sentence.split()) == MAX_SENTENCE_WORDS + 1
+    many = " ".join(f"Ada saw boat number {k} {'x' * k}." for k in range(1, 12))
+    assert len(pick_sentences("Ada", [("[M]", many)], limit=3)) == 3
+
+
+def test_overlap_rating_without_question_words_and_rounding_up():
+    assert overlap_rating(set(), "anything at all") == 1.0
+    assert overlap_rating({"harbor", "ledger", "storm", "quay"}, "The harbor.") == 2.0   # 1/4 -> ceil(1.25)
+    assert overlap_rating({"harbor"}, "Nothing here.") == 0.0
