@@ -8,6 +8,7 @@ from streamrag.extractive import MAX_SENTENCE_WORDS, overlap_rating, pick_senten
 from streamrag.pipeline import _dirty_communities, _GraphState
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
+from streamrag.sentences import SENTENCE_GAP, ends_with_abbreviation
 from streamrag.tokens import count_tokens
 
 # ---------------------------------------------------------------------------- dirty communities
@@ -231,3 +232,14 @@ def test_overlap_rating_without_question_words_and_rounding_up():
     assert overlap_rating(set(), "anything at all") == 1.0
     assert overlap_rating({"harbor", "ledger", "storm", "quay"}, "The harbor.") == 2.0   # 1/4 -> ceil(1.25)
     assert overlap_rating({"harbor"}, "Nothing here.") == 0.0
+
+
+# ---------------------------------------------------------------------------- sentence ends
+
+
+def test_titles_and_initials_end_no_sentence_but_a_capitalised_word_does():
+    assert SENTENCE_GAP.split("J. Smith met Mrs. Osk. They sailed at dawn.") == [
+        "J. Smith met Mrs. Osk.", "They sailed at dawn."]
+    assert ends_with_abbreviation("a letter from Messrs.") and ends_with_abbreviation("said J.")
+    assert not ends_with_abbreviation("they sailed to the USA.")
+    assert not ends_with_abbreviation("plan B is Mr")
