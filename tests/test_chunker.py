@@ -193,3 +193,15 @@ def test_titles_and_initials_do_not_end_a_chunk():
     ends = [c.text.rstrip() for c in out[:-1]]
     assert not [e for e in ends if re.search(r"\b(Mrs|Mr|Dr|St|[A-Z])\.$", e)]
     assert all(e.endswith(".") for e in ends)   # still cut at sentence ends
+
+
+def test_overlap_is_capped_at_half_the_chunk_size():
+    text = "\n\n".join(make_paragraphs(5, 30))
+    assert chunks(text, size=120, overlap=90) == chunks(text, size=120, overlap=60)
+
+
+def test_a_document_of_exactly_chunk_size_tokens_is_one_chunk():
+    text = "\n\n".join(make_paragraphs(6, 2))
+    n = count_tokens(text, ENC)
+    assert [c.text for c in chunks(text, size=n, overlap=20)] == [text]
+    assert len(chunks(text, size=n - 1, overlap=20)) == 2
