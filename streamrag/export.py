@@ -3,44 +3,60 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import TextIO
+
+import msgspec
 from xml.sax import saxutils
 
 from streamrag.errors import StreamragError
 from streamrag.store import Store
 
 
-def _load(store: Store) -> dict:
-    with store.snapshot():
-        docs_of: dict[str, set[str]] = defaultdict(set)
-        for r in store.query(
-                "SELECT DISTINCT s.entity_id, d.path FROM entity_sources s "
-                "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
-            docs_of[r["entity_id"]].add(r["path"])
-        members: dict[str, list[str]] = defaultdict(list)
-        for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
-            members[r["community_id"]].append(r["entity_id"])
-        entities = [{**r, "documents": sorted(docs_of.get(r["id"], ()))}
-                    for r in store.query("SELECT id, name, type, description, mentions, degree FROM entities ORDER BY id")]
-        relationships = store.query("SELECT id, source, target, description, weight, mentions, combined_degree "
-                                    "FROM relationships ORDER BY id")
-        communities = [{**r, "members": members.get(r["id"], [])} for r in store.query(
-            "SELECT id, level, parent, size FROM communities ORDER BY level, id")]
-        reports = []
-        for r in store.query(
-                "SELECT c.id AS community, r.key, r.title, r.summary, r.rating, r.rating_explanation, "
-                "r.findings, r.text, r.extractive FROM communities c JOIN reports r ON r.key = c.report_key "
-                "ORDER BY c.level, c.id"):
+def _rows(store: Store, sql: str):
+    """Rows as dicts, one at a time (a 200,000-relationship index is not held in memory)."""
+    cursor = store.conn.execute(sql)
+    names = [d[0] for d in cursor.description]
+    for row in cursor:
+        yield dict(zip(names, row))
+
+
+def _sections(store: Store) -> dict:
+    """What an export holds, section by section; big sections are generators over the store
+    (call inside a snapshot)."""
+    docs_of: dict[str, set[str]] = defaultdict(set)
+    for entity_id, path in store.conn.execute(
+            "SELECT DISTINCT s.entity_id, d.path FROM entity_sources s "
+            "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
+        docs_of[entity_id].add(path)
+    members: dict[str, list[str]] = defaultdict(list)
+    for community_id, entity_id in store.conn.execute(
+            "SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
+        members[community_id].append(entity_id)
+
+    def reports():
+        for r in _rows(store, "SELECT c.id AS community, r.key, r.title, r.summary, r.rating, "
+                              "r.rating_explanation, r.findings, r.text, r.extractive FROM communities c "
+                              "JOIN reports r ON r.key = c.report_key ORDER BY c.level, c.id"):
             r["findings"] = json.loads(r["findings"])
             r["extractive"] = bool(r["extractive"])
-            reports.append(r)
-        claims = store.query("SELECT * FROM claims ORDER BY id")
-        documents = store.query("SELECT id, path, title, tokens FROM documents ORDER BY path")
-    return {"version": store.version, "documents": documents, "entities": entities,
-            "relationships": relationships, "claims": claims, "communities": communities,
-            "reports": reports}
+            yield r
+
+    return {
+        "documents": _rows(store, "SELECT id, path, title, tokens FROM documents ORDER BY path"),
+        "entities": ({**r, "documents": sorted(docs_of.get(r["id"], ()))} for r in _rows(
+            store, "SELECT id, name, type, description, mentions, degree FROM entities ORDER BY id")),
+        "relationships": _rows(store, "SELECT id, source, target, description, weight, mentions, "
+                                      "combined_degree FROM relationships ORDER BY id"),
+        "claims": _rows(store, "SELECT * FROM claims ORDER BY id"),
+        "communities": [{**r, "members": members.get(r["id"], [])} for r in _rows(
+            store, "SELECT id, level, parent, size FROM communities ORDER BY level, id")],
+        "reports": reports(),
+    }
 
 
 def check_out(out: Path, fmt: str) -> None:
@@ -51,20 +67,52 @@ def check_out(out: Path, fmt: str) -> None:
 
 
 def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
-    """Writes the index to ``out`` as ``json`` or ``graphml``; returns what was written.
-    Missing parent folders of ``out`` are created."""
+    """Writes the index to ``out`` (``-``: standard output) as ``json`` or ``graphml``; returns
+    what was written. Missing parent folders of ``out`` are created.
+
+    Written as it is read, in one read transaction. A file is written beside ``out`` and
+    renamed over it at the end, so an export that fails leaves the previous file as it was.
+    """
     check_out(out, fmt)
-    data = _load(store)
-    text = json.dumps(data, indent=1, ensure_ascii=False) if fmt == "json" else _graphml(data)
+    write = _write_json if fmt == "json" else _write_graphml
+    if str(out) == "-":
+        with store.snapshot():
+            return write(store, sys.stdout)
+    direct = out.exists() and not out.is_file()  # /dev/stdout, a named pipe: write into it
+    target = out if direct else out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        with open(target, "w", encoding="utf-8") as f, store.snapshot():
+            counts = write(store, f)
+        if not direct:
+            os.replace(target, out)
     except BrokenPipeError:
         raise  # OUT is a pipe (/dev/stdout) whose reader left: the CLI exits quietly
     except OSError as e:
         raise StreamragError(f"{out}: cannot write the export ({e.strerror or e}); give a file "
                              "in a folder you can write to") from None
-    return {k: len(data[k]) for k in ("entities", "relationships", "communities", "reports")}
+    finally:
+        if not direct and target.exists():
+            target.unlink()
+    return counts
+
+
+def _write_json(store: Store, f: TextIO) -> dict[str, int]:
+    """The index as one JSON object, indented by one space per level (rows are encoded by
+    msgspec: the json module's indenting encoder took most of a large export's time)."""
+    f.write('{\n "version": ' + json.dumps(store.version))
+    counts = {}
+    for name, rows in _sections(store).items():
+        f.write(f',\n "{name}": [')
+        n = 0
+        for row in rows:
+            text = msgspec.json.format(msgspec.json.encode(row), indent=1).decode().replace("\n", "\n  ")
+            f.write(("\n  " if n == 0 else ",\n  ") + text)
+            n += 1
+        f.write("\n ]" if n else "]")
+        counts[name] = n
+    f.write("\n}")
+    return {k: counts[k] for k in ("entities", "relationships", "communities", "reports")}
 
 
 # Characters XML 1.0 does not allow at all, even escaped: C0 controls other than tab, newline
@@ -82,11 +130,12 @@ def quoteattr(value) -> str:
     return saxutils.quoteattr(_NOT_XML.sub("", str(value)))
 
 
-def _graphml(data: dict) -> str:
+def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
     """Nodes carry their level-0 community, their deepest community and its level."""
+    sections = _sections(store)
     level0: dict[str, str] = {}
     deepest: dict[str, tuple[int, str]] = {}
-    for c in data["communities"]:
+    for c in sections["communities"]:
         for m in c["members"]:
             if c["level"] == 0:
                 level0[m] = c["id"]
@@ -96,23 +145,27 @@ def _graphml(data: dict) -> str:
             ("community", "node", "string"), ("leaf_community", "node", "string"),
             ("level", "node", "int"), ("degree", "node", "int"),
             ("description", "edge", "string"), ("weight", "edge", "double")]
-    out = ['<?xml version="1.0" encoding="UTF-8"?>',
-           '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">']
+    f.write('<?xml version="1.0" encoding="UTF-8"?>\n<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n')
     for name, kind, typ in keys:
-        out.append(f'  <key id="{kind[0]}_{name}" for="{kind}" attr.name="{name}" attr.type="{typ}"/>')
-    out.append('  <graph id="streamrag" edgedefault="undirected">')
-    for e in data["entities"]:
+        f.write(f'  <key id="{kind[0]}_{name}" for="{kind}" attr.name="{name}" attr.type="{typ}"/>\n')
+    f.write('  <graph id="streamrag" edgedefault="undirected">\n')
+    counts = {"entities": 0, "relationships": 0, "communities": len(sections["communities"]), "reports": 0}
+    for e in sections["entities"]:
         level, leaf = deepest.get(e["id"], (-1, ""))
         attrs = {"name": e["name"], "type": e["type"], "description": e["description"],
                  "community": level0.get(e["id"], ""), "leaf_community": leaf, "level": level,
                  "degree": e["degree"]}
-        out.append(f"    <node id={quoteattr(e['id'])}>")
-        out += [f'      <data key="n_{k}">{escape(str(v))}</data>' for k, v in attrs.items()]
-        out.append("    </node>")
-    for r in data["relationships"]:
-        out.append(f"    <edge id={quoteattr(r['id'])} source={quoteattr(r['source'])} target={quoteattr(r['target'])}>")
-        out.append(f'      <data key="e_description">{escape(r["description"])}</data>')
-        out.append(f'      <data key="e_weight">{r["weight"]}</data>')
-        out.append("    </edge>")
-    out += ["  </graph>", "</graphml>"]
-    return "\n".join(out) + "\n"
+        f.write(f"    <node id={quoteattr(e['id'])}>\n")
+        f.writelines(f'      <data key="n_{k}">{escape(str(v))}</data>\n' for k, v in attrs.items())
+        f.write("    </node>\n")
+        counts["entities"] += 1
+    for r in sections["relationships"]:
+        f.write(f"    <edge id={quoteattr(r['id'])} source={quoteattr(r['source'])} "
+                f"target={quoteattr(r['target'])}>\n"
+                f'      <data key="e_description">{escape(r["description"])}</data>\n'
+                f'      <data key="e_weight">{r["weight"]}</data>\n'
+                "    </edge>\n")
+        counts["relationships"] += 1
+    f.write("  </graph>\n</graphml>\n")
+    counts["reports"] = store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key")
+    return counts

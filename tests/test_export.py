@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from functools import partial
 
@@ -11,6 +14,8 @@ import anyio
 import pytest
 
 from conftest import DATA, make_settings
+from streamrag import export as export_module
+from streamrag.errors import StreamragError
 from streamrag.export import export
 from streamrag.pipeline import sync
 from streamrag.store import Store
@@ -53,3 +58,41 @@ def test_graphml_is_valid_xml_when_the_text_holds_control_characters(offline_db,
     assert data["n_description"] == "Bell formfeed nul \ttab\nline"
     edge = root.find(f".//g:edge[@id='{rel}']", NS)
     assert edge.find("g:data[@key='e_description']", NS).text == "abc & <d>"
+
+
+def test_export_to_standard_output_with_a_dash(offline_db, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-", "--db", str(offline_db)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)                       # the JSON itself, not a file named "-"
+    assert data["entities"] and data["relationships"] and not (tmp_path / "-").exists()
+    assert data == json.loads(_exported(offline_db, tmp_path / "file.json"))
+    assert done.stderr.startswith("wrote -: ")
+
+
+def test_a_failed_export_leaves_the_previous_file(offline_db, tmp_path, monkeypatch):
+    out = tmp_path / "graph.json"
+    before = _exported(offline_db, out)
+
+    def disk_full(store, f):
+        f.write('{"version": ')
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export_module, "_write_json", disk_full)
+    store = Store(offline_db, readonly=True)
+    try:
+        with pytest.raises(StreamragError, match="No space left on device"):
+            export(store, out, "json")
+    finally:
+        store.close()
+    assert out.read_text(encoding="utf-8") == before     # not half of a new export
+    assert [p.name for p in tmp_path.iterdir()] == ["graph.json"]  # no temporary file left
+
+
+def _exported(db, out) -> str:
+    store = Store(db, readonly=True)
+    try:
+        export(store, out, "json")
+    finally:
+        store.close()
+    return out.read_text(encoding="utf-8")
