@@ -205,3 +205,20 @@ def test_a_document_of_exactly_chunk_size_tokens_is_one_chunk():
     n = count_tokens(text, ENC)
     assert [c.text for c in chunks(text, size=n, overlap=20)] == [text]
     assert len(chunks(text, size=n - 1, overlap=20)) == 2
+
+
+def test_repeated_paragraphs_are_packed_not_each_cut_off():
+    # equal boundaries are no anchors (an anchor is a strict local maximum)
+    text = "\n\n".join(["The harbor council met and voted on the budget for the new quay."] * 60)
+    cs = chunks(text, size=200, overlap=20)
+    assert len(cs) <= 6
+    assert all(c.tokens >= 100 for c in cs[:-1])
+
+
+def test_overlap_prefixes_snap_to_a_sentence_start_when_one_is_near():
+    starts = []
+    for seed in range(4):
+        text = "\n\n".join(make_paragraphs(seed, 25))
+        starts += [c.text[0].isupper() for c in chunks(text, size=200, overlap=40)[1:]]
+    # words are lower case except at sentence starts: most prefixes begin a sentence
+    assert sum(starts) >= 0.5 * len(starts)
