@@ -222,3 +222,17 @@ def test_overlap_prefixes_snap_to_a_sentence_start_when_one_is_near():
         starts += [c.text[0].isupper() for c in chunks(text, size=200, overlap=40)[1:]]
     # words are lower case except at sentence starts: most prefixes begin a sentence
     assert sum(starts) >= 0.5 * len(starts)
+
+
+def test_a_chunk_ends_at_a_paragraph_end_in_the_last_quarter_of_its_budget():
+    # paragraphs longer than a chunk are cut at sentences; their ends still rank above sentence ends
+    for seed in range(6):
+        rng = random.Random(seed)
+        paras = make_paragraphs(seed, 30)
+        text = "\n\n".join(" ".join(paras[i:i + rng.randint(1, 4)]) for i in range(0, 30, 2))
+        for size in (100, 200):
+            for c in chunks(text, size=size, overlap=0)[:-1]:
+                at_paragraph_end = text[text.find(c.text) + len(c.text):].startswith("\n\n")
+                late = [m.start() for m in re.finditer("\n\n", c.text)
+                        if count_tokens(c.text[:m.start()], ENC) >= 0.75 * size]
+                assert at_paragraph_end or not late, (seed, size, c.text[-80:])
