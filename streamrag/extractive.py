@@ -64,6 +64,8 @@ def stem(word: str) -> str:
     """``word`` without a common English ending, so "operate", "operates" and "operations" (or
     "company" and "companies") match; an ending goes only when three letters remain."""
     for ending, replacement in _ENDINGS:
+        if ending == "s" and word.endswith("ss"):
+            break  # "class", "business": the plural loses "es" and meets them there
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             word = word[:len(word) - len(ending)] + replacement
             break

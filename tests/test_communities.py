@@ -3,6 +3,7 @@ from collections import defaultdict
 
 import pytest
 
+from streamrag import communities as communities_module
 from streamrag.communities import diff_communities, hierarchical_leiden, modularity, relabel
 from streamrag.graph import Graph
 from streamrag.records import Community
@@ -376,3 +377,32 @@ def test_children_of_different_parents_are_sorted_by_first_member_and_max_size_i
     assert order == sorted(order)
     # a community of exactly max_cluster_size members is not split
     assert [c.level for c in hierarchical_leiden(ids, edges, max_cluster_size=14)] == [0, 0]
+
+
+def test_newcomers_join_the_part_they_are_tied_to_and_nobody_else_moves():
+    # Two triangles joined by one edge, clustered; then three newcomers: one tied to the first
+    # triangle, and a pair tied only to each other.
+    tri = [("a1", "a2", 1.0), ("a2", "a3", 1.0), ("a1", "a3", 1.0),
+           ("b1", "b2", 1.0), ("b2", "b3", 1.0), ("b1", "b3", 1.0), ("a3", "b1", 0.2)]
+    before = hierarchical_leiden(["a1", "a2", "a3", "b1", "b2", "b3"], tri, max_cluster_size=10)
+    assert sorted(c.members for c in before) == [["a1", "a2", "a3"], ["b1", "b2", "b3"]]
+    grown = tri + [("n1", "a1", 1.0), ("n1", "a2", 1.0), ("n2", "n3", 5.0)]
+    after = hierarchical_leiden(["a1", "a2", "a3", "b1", "b2", "b3", "n1", "n2", "n3"], grown,
+                                max_cluster_size=10, previous=before)
+    by_members = {tuple(c.members): c.id for c in after}
+    old = {tuple(c.members): c.id for c in before}
+    assert by_members == {("a1", "a2", "a3", "n1"): old[("a1", "a2", "a3")],
+                          ("b1", "b2", "b3"): old[("b1", "b2", "b3")],
+                          ("n2", "n3"): by_members[("n2", "n3")]}
+    assert by_members[("n2", "n3")] not in old.values()
+
+
+def test_a_warm_start_places_newcomers_itself_before_any_reoptimisation():
+    # The same graph numbered: a1..a3 = 0..2, b1..b3 = 3..5, n1 = 6, n2 = 7, n3 = 8.
+    pairs = [(0, 1), (0, 2), (1, 2), (2, 3), (3, 4), (3, 5), (4, 5), (0, 6), (1, 6), (7, 8)]
+    weights = [1.0, 1.0, 1.0, 0.2, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0]
+    labels = ["A", "A", "A", "B", "B", "B", None, None, None]
+    membership = communities_module._warm_start(weights, labels, 1.0, pairs)
+    assert membership[6] == membership[0] and membership[7] == membership[8]
+    assert len({membership[0], membership[3], membership[7]}) == 3
+    assert membership[:6] == [membership[0]] * 3 + [membership[3]] * 3
