@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 from pathlib import Path
 
 import anyio
