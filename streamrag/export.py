@@ -78,7 +78,9 @@ def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
     if str(out) == "-":
         with store.snapshot():
             return write(store, sys.stdout)
-    direct = out.exists() and not out.is_file()  # /dev/stdout, a named pipe: write into it
+    # /dev/stdout (a link to the shell's file or pipe), a named pipe, any link: write into it;
+    # renaming over it would replace the link, not write where it points.
+    direct = out.is_symlink() or (out.exists() and not out.is_file())
     target = out if direct else out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -661,7 +661,7 @@ class Indexer:
         for r in state.relationships.values():
             rels_by_entity[r.source].append(r)
         claims_by_entity: dict[str, list[Claim]] = defaultdict(list)
-        for c in state.claims.values():
+        for c in sorted(state.claims.values(), key=lambda c: c.id):  # a context takes them in this order
             claims_by_entity[c.subject_id].append(c)
         reports: dict[str, Report] = {}          # community id -> report (this run)
         assignments: dict[str, tuple[str, str]] = {}

@@ -96,3 +96,14 @@ def _exported(db, out) -> str:
     finally:
         store.close()
     return out.read_text(encoding="utf-8")
+
+
+def test_an_export_through_a_link_writes_where_it_points(offline_db, tmp_path):
+    # /dev/stdout is such a link when the shell sends output to a file: the link itself was
+    # replaced by a new file, and the shell's file stayed empty.
+    target = tmp_path / "target.json"
+    target.write_text("old", encoding="utf-8")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    text = _exported(offline_db, link)
+    assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8")) == json.loads(text)

@@ -438,3 +438,19 @@ async def test_communities_with_one_context_keep_their_own_extractive_reports(ge
     assert len(shown) > 20 and wrong == []
     (corpus / "zz_new.txt").write_text("Orlan Pekk visited Tessaly Marsh. Orlan Pekk praised Tessaly Marsh.\n")
     await sync([corpus], settings, db, root=corpus)
+
+
+async def test_claims_enter_a_tight_report_context_in_one_order_whatever_the_history(generated, tmp_path, simulator):
+    # A context that runs out of budget among an entity's claims must take the same ones in every
+    # run: they were taken in load order, and a run appends its new claims after the loaded ones.
+    settings = make_settings(simulator.base_url, index={
+        "extract_claims": True, "report_max_input_tokens": 300, "chunk_size": 120, "chunk_overlap": 10,
+        "max_cluster_size": 2, "report_min_members": 5})
+    corpus = folder(generated, tmp_path / "c", range(1, 13))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    for step in range(6):  # the check_shortcuts fixture rebuilds every context counted as unchanged
+        shutil.copy2(generated / f"doc_{13 + step:05d}.txt", corpus / f"doc_{13 + step:05d}.txt")
+        victim = corpus / f"doc_{2 + step:05d}.txt"
+        victim.write_text(victim.read_text() + "\n\nOfficials said more details would follow.\n")
+        await sync([corpus], settings, db, root=corpus)
