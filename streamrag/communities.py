@@ -134,6 +134,7 @@ def diff_communities(old: Iterable[Community], new: Iterable[Community]) -> dict
 _MAX_ITERATIONS = 2     # Leiden iterations per run, at most (leidenalg's default)
 _MAX_MOVE_PASSES = 10   # local-move passes to reach a fixed point, at most
 _CONVERGED = 1e-6       # an iteration gaining less than this share of the quality ends the run
+_MAX_SETTLE_ROUNDS = 10  # re-optimisations of unsettled parts, at most (see _settle)
 
 
 class _Cluster:
@@ -243,23 +244,35 @@ def _leiden_parts(
     graph = ig.Graph(n=len(members), edges=pairs)
     labels = [previous.get(node) for node in members]
     if all(label is None for label in labels):
-        membership = _optimise(graph, weights, None, seed, resolution)
-        membership = _connected(membership, pairs)
+        membership = _connected(_optimise(graph, weights, None, seed, resolution), pairs)
     else:
         membership = _warm_start(weights, labels, resolution, pairs)
-        unstable = _unstable(membership, pairs, weights, resolution)
-        if unstable:
-            # Only the parts holding a node that wants to move are re-optimised; every other
-            # node stays where it was (a free node may still join it).
-            free = {membership[v] for v in unstable}
-            fixed = [label not in free for label in membership]
-            membership = _optimise(graph, weights, membership, seed, resolution, fixed=fixed)
-            membership = _connected(membership, pairs)
+    membership = _settle(graph, weights, membership, pairs, seed, resolution)
 
     groups: dict[int, list[int]] = {}
     for k, label in enumerate(membership):
         groups.setdefault(label, []).append(members[k])
     return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs: list[tuple[int, int]],
+            seed: int, resolution: float) -> list[int]:
+    """``membership`` re-optimised where a node wants to move, until none does.
+
+    Only the parts holding such a node are re-optimised; every other node stays where it was (a
+    free node may still join it). One round may not be enough: a node of a fixed part can want
+    to move once its neighbours have, and cutting parts into connected pieces can unsettle a
+    node. The answer must be settled, because the next run keeps an unchanged community's split
+    as it is (``_KeptSplits``) on the promise that a warm start would return it unchanged.
+    """
+    for _ in range(_MAX_SETTLE_ROUNDS):
+        unstable = _unstable(membership, pairs, weights, resolution)
+        if not unstable:
+            break
+        free = {membership[v] for v in unstable}
+        fixed = [label not in free for label in membership]
+        membership = _connected(_optimise(graph, weights, membership, seed, resolution, fixed=fixed), pairs)
+    return membership
 
 
 def _optimise(
