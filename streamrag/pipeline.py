@@ -1288,6 +1288,8 @@ def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
         if doc is not None and doc.title != title:  # read again: a title may change while the text did not
             conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
         if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
+            conn.execute("UPDATE documents SET tokens = ? WHERE id = ?",
+                         (sum(c.tokens for c in scan.doc_chunks[doc_id]), doc_id))
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
                              [(doc_id, c.idx, c.id) for c in scan.doc_chunks[doc_id]])

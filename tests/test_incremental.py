@@ -243,6 +243,15 @@ async def test_new_chunk_settings_given_through_one_file_reach_the_rest_on_the_n
     await sync([corpus], large, db, root=corpus)     # ... the others on the next full run
     await sync([corpus], large, tmp_path / "f.db", root=corpus)
     assert _graph(db) == _graph(tmp_path / "f.db")
+    assert _token_counts(db) == _token_counts(tmp_path / "f.db")   # a document's tokens follow its chunks
+
+
+def _token_counts(db) -> dict[str, int]:
+    store = Store(db, readonly=True)
+    try:
+        return {r["id"]: r["tokens"] for r in store.query("SELECT id, tokens FROM documents")}
+    finally:
+        store.close()
 
 
 async def test_new_chunks_that_cannot_be_extracted_keep_what_the_document_said(corpus, tmp_path, simulator):
