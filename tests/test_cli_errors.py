@@ -105,6 +105,10 @@ def test_export_to_a_folder_or_an_unwritable_place(tmp_path, indexed):
     # A missing parent folder is created.
     out = run("export", str(tmp_path / "new" / "g.json"), "--db", db)
     assert out.returncode == 0 and json.loads((tmp_path / "new" / "g.json").read_text())["entities"]
+    # A folder that does not exist yet, named with its slash: not a file called "later".
+    one_line(run("export", str(tmp_path / "later") + "/", "--db", db), 1,
+             "names a folder", str(tmp_path / "later" / "graph.json"))
+    assert not (tmp_path / "later").exists()
 
 
 def test_init_needs_a_writable_folder(cli, tmp_path):
