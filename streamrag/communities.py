@@ -96,7 +96,8 @@ def hierarchical_leiden(
         for parent, members in frontier:
             parts = kept_split.get(level, members) if kept_split and parent is not None else None
             if parts is None:
-                parts = _leiden_parts(members, graph_edges, labels, seed, resolution)
+                parts = _leiden_parts(members, graph_edges, labels, seed, resolution,
+                                      rounds=1 if parent is None else _MAX_SETTLE_ROUNDS)
             if parent is not None and len(parts) < 2:
                 continue  # cannot be split further: the parent stays a leaf
             for part in parts:
@@ -232,8 +233,11 @@ def _leiden_parts(
     previous: dict[int, str],
     seed: int,
     resolution: float,
+    rounds: int,
 ) -> list[list[int]]:
-    """Leiden on the subgraph induced by ``members``, cut into connected parts.
+    """Leiden on the subgraph induced by ``members``, cut into connected parts, then settled
+    by at most ``rounds`` re-optimisations (see ``_settle``; the first level needs only one,
+    since no update keeps it as it was).
 
     Returns lists of node indices, each ascending, ordered by their smallest member.
     """
@@ -245,9 +249,11 @@ def _leiden_parts(
     labels = [previous.get(node) for node in members]
     if all(label is None for label in labels):
         membership = _connected(_optimise(graph, weights, None, seed, resolution), pairs)
+        if rounds > 1:
+            membership = _settle(graph, weights, membership, pairs, seed, resolution, rounds)
     else:
-        membership = _warm_start(weights, labels, resolution, pairs)
-    membership = _settle(graph, weights, membership, pairs, seed, resolution)
+        membership = _settle(graph, weights, _warm_start(weights, labels, resolution, pairs), pairs,
+                             seed, resolution, rounds)
 
     groups: dict[int, list[int]] = {}
     for k, label in enumerate(membership):
@@ -256,16 +262,19 @@ def _leiden_parts(
 
 
 def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs: list[tuple[int, int]],
-            seed: int, resolution: float) -> list[int]:
-    """``membership`` re-optimised where a node wants to move, until none does.
+            seed: int, resolution: float, rounds: int) -> list[int]:
+    """``membership`` re-optimised where a node wants to move, until none does (at most
+    ``rounds`` times).
 
     Only the parts holding such a node are re-optimised; every other node stays where it was (a
     free node may still join it). One round may not be enough: a node of a fixed part can want
     to move once its neighbours have, and cutting parts into connected pieces can unsettle a
     node. The answer must be settled, because the next run keeps an unchanged community's split
     as it is (``_KeptSplits``) on the promise that a warm start would return it unchanged.
+    The first level is never kept that way, and settling it could take several passes over the
+    whole graph, so it gets one round, as before.
     """
-    for _ in range(_MAX_SETTLE_ROUNDS):
+    for _ in range(rounds):
         unstable = _unstable(membership, pairs, weights, resolution)
         if not unstable:
             break
