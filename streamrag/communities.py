@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 import igraph as ig
 import leidenalg as la
 
+from streamrag.graph import pair_weights
 from streamrag.records import Community
 
 __all__ = ["hierarchical_leiden", "diff_communities"]
@@ -185,19 +186,7 @@ class _Edges:
 
     def __init__(self, index: dict[str, int], edges: Iterable[tuple[str, str, float]]) -> None:
         n = len(index)
-        summed: dict[int, float] = {}  # one integer per pair: 200,000 tuple keys were slow to sort
-        for source, target, weight in edges:
-            i, j = index.get(source), index.get(target)
-            if i is None or j is None:
-                raise ValueError(
-                    f"edge {source!r} -- {target!r} names unknown entity "
-                    f"{source if i is None else target!r}; pass every relationship endpoint in entity_ids"
-                )
-            weight = float(weight)
-            if i == j or not weight > 0:
-                continue
-            key = i * n + j if i < j else j * n + i
-            summed[key] = summed.get(key, 0.0) + weight
+        summed = pair_weights(index, edges, positive_only=True)
         self.pairs: list[tuple[int, int]] = []
         self.weights: list[float] = []
         self.neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]

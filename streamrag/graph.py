@@ -27,22 +27,8 @@ class Graph:
     def __init__(self, entity_ids: Iterable[str], edges: Iterable[tuple[str, str, float]]):
         self.ids: list[str] = sorted(set(entity_ids))
         self.index: dict[str, int] = {eid: i for i, eid in enumerate(self.ids)}
-        # Keyed by one integer per pair (smaller index first): sorting 200,000 tuple keys took
-        # most of a large graph's build.
         n = len(self.ids)
-        weights: dict[int, float] = {}
-        for source, target, weight in edges:
-            i, j = self.index.get(source), self.index.get(target)
-            if i is None or j is None:
-                end = source if i is None else target
-                raise ValueError(
-                    f"edge {source!r} -- {target!r} names unknown entity {end!r}; "
-                    "every relationship endpoint must be one of the entities given"
-                )
-            if i == j:
-                continue
-            key = i * n + j if i < j else j * n + i
-            weights[key] = weights.get(key, 0.0) + float(weight)
+        weights = pair_weights(self.index, edges)
         self.pygraph: rx.PyGraph = rx.PyGraph(multigraph=True)  # pairs are summed above
         self.pygraph.add_nodes_from(self.ids)
         self.pygraph.add_edges_from([(key // n, key % n, weights[key]) for key in sorted(weights)])
@@ -89,6 +75,29 @@ class Graph:
         if self._directed is None:
             self._directed = self.pygraph.to_directed()
         return self._directed
+
+
+def pair_weights(index: Mapping[str, int], edges: Iterable[tuple[str, str, float]], *,
+                 positive_only: bool = False) -> dict[int, float]:
+    """Summed weight per undirected pair of node indices, keyed ``i * len(index) + j`` with
+    i < j (sorting one integer per pair is much faster than a tuple). Self-loops are left out,
+    and with ``positive_only`` so is every edge whose weight is not above 0. An endpoint not in
+    ``index`` is a bug upstream: ValueError."""
+    n = len(index)
+    summed: dict[int, float] = {}
+    for source, target, weight in edges:
+        i, j = index.get(source), index.get(target)
+        if i is None or j is None:
+            raise ValueError(
+                f"edge {source!r} -- {target!r} names unknown entity {source if i is None else target!r}; "
+                "every relationship endpoint must be one of the entities given"
+            )
+        weight = float(weight)
+        if i == j or (positive_only and not weight > 0):
+            continue
+        key = i * n + j if i < j else j * n + i
+        summed[key] = summed.get(key, 0.0) + weight
+    return summed
 
 
 def neighbour_counts(relationships: Iterable[Relationship]) -> dict[str, int]:

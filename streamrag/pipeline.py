@@ -1035,7 +1035,7 @@ class _GraphState:
             if (r := self.relationships.get(rid)) is not None:
                 r.sources = []
         st.entities, st.relationships = self.entities, self.relationships
-        st.claims = {k: self.claims[k] for k in sorted(self.claims)}
+        st.claims = self.claims  # in any order: a report context sorts them
         st.old_degree = {e.id: e.degree for e in self.entities.values()}
         st.old_combined = {r.id: r.combined_degree for r in self.relationships.values()}
         st.old_weight = {r.id: r.weight for r in self.relationships.values()}
