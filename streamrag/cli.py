@@ -246,10 +246,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import check_out, export
 
     out = Path(args.out)
-    if args.out.endswith(("/", os.sep)):  # Path drops the slash: it would become a file's name
-        raise StreamragError(f"{args.out}: names a folder; give the file to write, e.g. "
-                             f"{out / ('graph.' + args.format)}")
-    check_out(out, args.format)  # before the store is opened: the cheaper mistake first
+    check_out(args.out, args.format)  # before the store is opened: the cheaper mistake first
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)

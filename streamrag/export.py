@@ -59,11 +59,15 @@ def _sections(store: Store) -> dict:
     }
 
 
-def check_out(out: Path, fmt: str) -> None:
-    """Refuses an ``out`` that is a folder, before any work is done."""
-    if out.is_dir():
+def check_out(out: Path | str, fmt: str) -> None:
+    """Refuses an ``out`` that is a folder, or names one with a final slash (as typed: a Path
+    drops the slash, and the folder's name would become a file's), before any work is done."""
+    if Path(out).is_dir():
         raise StreamragError(f"{out}: is a folder; give the file to write, e.g. "
-                             f"{out / ('graph.' + fmt)}")
+                             f"{Path(out) / ('graph.' + fmt)}")
+    if str(out).endswith(("/", os.sep)):
+        raise StreamragError(f"{out}: names a folder; give the file to write, e.g. "
+                             f"{Path(out) / ('graph.' + fmt)}")
 
 
 def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
