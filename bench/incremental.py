@@ -41,7 +41,8 @@ import anyio
 from _harness import ROOT, emit, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
-from streamrag.pipeline import GraphCache, sync
+from streamrag.graph_state import GraphCache
+from streamrag.pipeline import sync
 from streamrag.query import ask
 from streamrag.store import Store
 

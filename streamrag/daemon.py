@@ -138,7 +138,7 @@ class Daemon:
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
         self.warned: set[str] = set()  # the warnings of the last sync, already printed
-        from streamrag.pipeline import GraphCache
+        from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]

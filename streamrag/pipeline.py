@@ -13,6 +13,9 @@ soon as they exist, so an interrupted run loses nothing. The second half works o
 a first index is simply the update from an empty index, which is why an index built over many
 updates equals the index built at once. Nothing a query reads changes until ``publish``
 replaces the published rows and bumps the version in one transaction.
+
+This module holds the stages and their order. The graph the second half works on, and what
+it decides is dirty, is ``graph_state``; every row read or written is ``index_rows``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import functools
 import itertools
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +32,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from streamrag import chunker, ids, loader, merge
+from streamrag import chunker, ids, index_rows, loader
 from streamrag import communities as communities_module
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.config import Settings
@@ -40,16 +43,23 @@ from streamrag.errors import (
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
-    StoreError,
     StreamragError,
     user_error,
     user_errors_unwrapped,
 )
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
 from streamrag.gleaner import glean
-from streamrag.graph import neighbour_counts
+from streamrag.graph_state import (
+    DEGREES_VERSION,
+    Change,
+    GraphCache,
+    GraphState,
+    check_cached,
+    check_rewired,
+    dirty_communities,
+)
 from streamrag.prompts import load_prompt
-from streamrag.records import Chunk, Claim, Community, Document, Entity, Extraction, Relationship, Report
+from streamrag.records import Chunk, Claim, Community, Document, Extraction, Relationship, Report
 from streamrag.reports import (
     build_context,
     changed_fraction,
@@ -58,17 +68,12 @@ from streamrag.reports import (
     llm_report,
 )
 from streamrag.store import Store
-from streamrag.summarizer import extractive_summary, summarize, summarizer_key, summary_input
+from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
 
-_extraction_json = msgspec.json.Encoder()
-_extraction_decode = msgspec.json.Decoder(Extraction)
 # Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
 # this share of the entities has changed since the last check (or on --recluster).
 _FRESH_CHECK_SHARE = 0.05
-# Published entity degrees are distinct-neighbour counts kept up to date from each run's changes
-# (see _GraphState.finish_graph); an index without this mark is recounted once.
-_DEGREES_VERSION = "1"
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Bump when what a report context holds changes: every community's context is then rebuilt.
@@ -299,7 +304,7 @@ class Indexer:
         change = self._changes(store, scan)
         self.progress.set_stage("merging")
         state = self._graph(store)
-        _check_version(store, worked_from)  # the changes and the graph are of one version
+        index_rows.check_version(store, worked_from)  # the changes and the graph are of one version
         if state.entities and store.get_meta("summarizer") != self.summarizer_key:
             # Summary settings changed since the published index (or it predates the key): every
             # summary is redone (one with a single description costs nothing).
@@ -315,9 +320,8 @@ class Indexer:
         self.progress.set_stage("embedding")
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
-        version = await writer.run(_publish, scan, change, state, communities, assignments, self.key,
-                                   next_id(), self.chunker_key if self.rechunked_all else None,
-                                   self.summarizer_key, vectors, self.root)
+        version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
+                                   self.key, vectors, self._marks(state, next_id()))
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}
@@ -334,17 +338,35 @@ class Indexer:
             warnings=self.unreadable + scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
-    def _graph(self, store: Store) -> _GraphState:
+    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+        """The settings and counters published with the index, for the next run to compare."""
+        marks = {
+            "extractor": self.key,
+            "summarizer": self.summarizer_key,
+            "report_settings": state.report_settings,
+            "leiden": state.leiden_key,
+            "changed_since_fresh": str(state.changed_since_fresh),
+            "degrees": DEGREES_VERSION,
+            "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+            "next_community_id": str(next_community_id),
+        }
+        if self.rechunked_all:  # else some documents still have the previous chunker's chunks
+            marks["chunker"] = self.chunker_key
+        if self.root is not None:
+            marks["root"] = str(Path(self.root).resolve())
+        return marks
+
+    def _graph(self, store: Store) -> GraphState:
         """The published graph: the one this process published last, if it is still the one
         in the store, else read from the store."""
         cached = self.graph_cache.take(store) if self.graph_cache is not None else None
         if cached is None:
-            return _GraphState.load(store)
+            return GraphState.load(store)
         if self.check_shortcuts:
-            _check_cached(cached, _GraphState.load(store))
+            check_cached(cached, GraphState.load(store))
         return cached
 
-    def _cluster(self, store: Store, state: _GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
+    def _cluster(self, store: Store, state: GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
         """Leiden from the previous partition, unless it drifted from what a fresh run finds.
 
         Starting from the previous partition keeps untouched regions (and their reports) as
@@ -371,7 +393,7 @@ class Indexer:
         if store.get_meta("leiden") == self.leiden_key:
             changed = state.rewired | (set(state.entities) - set(state.old_degree))
             if self.check_shortcuts:
-                _check_rewired(store, state, changed)
+                check_rewired(store, state, changed)
 
         def cluster(previous):
             out = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
@@ -417,8 +439,7 @@ class Indexer:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
         scan = _Scan()
-        known = {r["path"]: (r["doc_id"], r["size"], r["stamp"])
-                 for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
+        known = index_rows.files(store)
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
         # indexed folder adds or updates that file; it does not drop the others).
         scope = [_rel(p, self.root) for p in paths]
@@ -495,9 +516,7 @@ class Indexer:
         async def chunk_docs() -> None:
             async with doc_recv, chunk_send:
                 async for doc in doc_recv:
-                    existing = store.query("SELECT idx, chunk_id FROM document_chunks WHERE doc_id = ?",
-                                           (doc.id,))
-                    if existing and not rechunk:  # the same text is indexed already (a rename or a copy)
+                    if not rechunk and index_rows.is_chunked(store, doc.id):  # the same text is indexed already (a rename or a copy)
                         continue
                     cut = functools.partial(chunker.chunk_document, doc, chunk_size=s.index.chunk_size,
                                             overlap=s.index.chunk_overlap, encoding=s.index.encoding)
@@ -506,13 +525,13 @@ class Indexer:
                     else:  # seconds for a book-sized file: signals and other work go on meanwhile
                         chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
                     scan.doc_chunks[doc.id] = chunks
-                    await writer.run(_save_chunks, chunks)
+                    await writer.run(index_rows.save_chunks, chunks)
                     for c in chunks:
                         await schedule(c)
                 # Chunks of documents already indexed that lack an extraction by the current
                 # extractor: its settings changed, or an earlier run failed on them.
                 kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
-                for c in _backlog(store, kept, self.key):
+                for c in index_rows.backlog(store, kept, self.key):
                     await schedule(c)
 
         async def schedule(c: Chunk) -> None:
@@ -520,8 +539,7 @@ class Indexer:
                 return
             scheduled.add(c.id)
             self.progress.add("chunks_total")
-            if store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
-                            (c.id, self.key)):
+            if index_rows.has_extraction(store, c.id, self.key):
                 self.progress.add("chunks_reused")
                 return
             await chunk_send.send(c)
@@ -545,7 +563,7 @@ class Indexer:
                     except LLMError as e:
                         await self.fail(writer, "glean", c.id, f"chunk {c.id} of {c.doc_id}: {e}", e)
                         continue
-                    await writer.run(_save_extraction, c.id, self.key, ext)
+                    await writer.run(index_rows.save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")
 
         workers = 1 if s.offline else s.pipeline.extract_workers
@@ -561,20 +579,16 @@ class Indexer:
         return scan
 
     # -- stage 2: what changed ---------------------------------------------------------------
-    def _changes(self, store: Store, scan: _Scan) -> _Change:
-        old_docs = {r["id"] for r in store.query("SELECT id FROM documents")}
+    def _changes(self, store: Store, scan: _Scan) -> Change:
+        old_docs = index_rows.document_ids(store)
         self._keep_previous_versions(store, scan, old_docs)
         new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
-        doc_chunk_ids: dict[str, list[str]] = {d: [] for d in new_docs if d not in scan.doc_chunks}
-        for doc_id, chunk_id in store.conn.execute(  # one query, not one per document
-                "SELECT doc_id, chunk_id FROM document_chunks ORDER BY doc_id, idx"):
-            if doc_id in doc_chunk_ids:
-                doc_chunk_ids[doc_id].append(chunk_id)
+        doc_chunk_ids = index_rows.chunk_ids_of(store, new_docs - scan.doc_chunks.keys())
         for doc_id in new_docs & scan.doc_chunks.keys():
             doc_chunk_ids[doc_id] = [c.id for c in scan.doc_chunks[doc_id]]
         wanted = {c for cs in doc_chunk_ids.values() for c in cs}
-        extracted = _extracted(store, wanted, self.key)
-        old_live = {r["chunk_id"]: r["extractor"] for r in store.query("SELECT chunk_id, extractor FROM live_chunks")}
+        extracted = index_rows.extracted(store, wanted, self.key)
+        old_live = index_rows.live_chunks(store)
         # A chunk counts with the current extractor's result; one that has none yet (its
         # extraction failed this time) keeps the result it was published with, so a failing
         # endpoint or a changed setting never drops what the index already holds.
@@ -583,10 +597,10 @@ class Indexer:
         live = set(live_keys)
         added = {c for c, k in live_keys.items() if old_live.get(c) != k}
         removed = {c for c, k in old_live.items() if live_keys.get(c) != k}
-        return _Change(
+        return Change(
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
-            extractions=_load_extractions(store, added, self.key))
+            extractions=index_rows.load_extractions(store, added, self.key))
 
     def _keep_previous_versions(self, store: Store, scan: _Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed
@@ -596,8 +610,7 @@ class Indexer:
         - The same text cut anew (the chunk settings changed) keeps the chunks it is indexed
           with, and the new chunker is not recorded, so the next run cuts it again.
         """
-        before = {r["path"]: (r["doc_id"], r["size"], r["stamp"])
-                  for r in store.query("SELECT path, doc_id, size, stamp FROM files")}
+        before = index_rows.files(store)
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id not in scan.doc_chunks:
                 continue
@@ -606,7 +619,7 @@ class Indexer:
             if not recut and (old is None or old[0] not in old_docs):
                 continue  # a new file: nothing indexed to keep
             chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
-            missing = len(chunk_ids - _extracted(store, chunk_ids, self.key))
+            missing = len(chunk_ids - index_rows.extracted(store, chunk_ids, self.key))
             if not missing:
                 continue
             if recut:
@@ -620,7 +633,7 @@ class Indexer:
                                      "be extracted; its previous version stays indexed until they can")
 
     # -- stage 3: summaries ------------------------------------------------------------------
-    async def _summarize(self, writer: Writer, state: _GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:
+    async def _summarize(self, writer: Writer, state: GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:
         self.progress.total("summaries", len(jobs))
         send, recv = anyio.create_memory_object_stream[tuple[str, str, list[str]]](self.settings.pipeline.queue_size)
 
@@ -646,7 +659,7 @@ class Indexer:
                     await send.send(job)
 
     # -- stage 4: reports, deepest level first ---------------------------------------------
-    async def _reports(self, store: Store, writer: Writer, state: _GraphState,
+    async def _reports(self, store: Store, writer: Writer, state: GraphState,
                        communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
         """Report key per community: (context key, key of the report shown)."""
         s = self.settings
@@ -677,7 +690,7 @@ class Indexer:
         # update's time on a large index).
         state.report_settings = ids.digest(_CONTEXT_VERSION, model, prompt_version, s.index.encoding,
                                            s.index.report_max_input_tokens, s.index.report_min_members)
-        dirty = _dirty_communities(state, communities,
+        dirty = dirty_communities(state, communities,
                                    same_settings=store.get_meta("report_settings") == state.report_settings)
         old_children: dict[str, set[str]] = defaultdict(set)
         for c in state.old_communities:
@@ -685,7 +698,7 @@ class Indexer:
                 old_children[c.parent].add(c.id)
 
         # A kept report is read only if a parent's context needs it (most never are).
-        stored = {key for (key,) in store.conn.execute("SELECT key FROM reports")}
+        stored = index_rows.report_keys(store)
         kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
 
         def unchanged(c: Community) -> str | None:
@@ -702,7 +715,7 @@ class Indexer:
         def child_report(k: Community) -> Report | None:
             if k.id in reports:
                 return reports[k.id]
-            return _load_report(store, kept_keys[k.id]) if k.id in kept_keys else None
+            return index_rows.load_report(store, kept_keys[k.id]) if k.id in kept_keys else None
 
         async def one(c: Community) -> None:
             nonlocal generated, kept
@@ -732,9 +745,9 @@ class Indexer:
             if clean and key != kept_key:
                 raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
             previous = old.get(c.id)
-            report = _load_report(store, key)
+            report = index_rows.load_report(store, key)
             if report is None and by_llm and previous is not None and s.index.report_regen_threshold > 0:
-                prev_report = _load_report(store, previous)
+                prev_report = index_rows.load_report(store, previous)
                 if prev_report is not None and changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
                     report = prev_report
             if report is not None:
@@ -751,10 +764,10 @@ class Indexer:
                 if report is None:
                     report = built or extractive_report(c, ctx, entities=state.entities, relationships=rels,
                                                         children=kids, encoding=s.index.encoding)
-                await writer.run(_save_report, report)
+                await writer.run(index_rows.save_report, report)
                 # The stored row is the report: when a community with the same key was written
                 # meanwhile by another worker, its row stands, and parents are built from it.
-                report = _load_report(store, report.key) or report
+                report = index_rows.load_report(store, report.key) or report
                 generated += 1
                 self.progress.add("reports_written")
             reports[c.id] = report
@@ -779,7 +792,7 @@ class Indexer:
         return assignments, generated, kept
 
     # -- stage 5: embeddings -----------------------------------------------------------------
-    async def _embed(self, store: Store, writer: Writer, state: _GraphState, change: _Change,
+    async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change,
                      assignments: dict[str, tuple[str, str]]) -> list[tuple]:
         """Vectors for what changed; written by ``publish`` with the rows they describe."""
         model = self.settings.llm.embedding_model
@@ -792,586 +805,6 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
-
-
-@dataclass
-class _Change:
-    added_docs: set[str]
-    removed_docs: set[str]
-    kept_docs: set[str]
-    doc_chunks: dict[str, list[str]]
-    live: set[str]
-    added_chunks: set[str]
-    removed_chunks: set[str]
-    extractions: dict[str, Extraction]
-
-
-def _extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
-    found: set[str] = set()
-    ids = sorted(chunk_ids)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        found.update(r[0] for r in store.conn.execute(
-            f"SELECT chunk_id FROM extractions WHERE extractor = ? AND chunk_id IN ({','.join('?' * len(part))})",
-            (key, *part)))
-    return found
-
-
-def _backlog(store: Store, doc_ids: list[str], key: str) -> list[Chunk]:
-    """Chunks of the given documents with no extraction by ``key``."""
-    out: list[Chunk] = []
-    for i in range(0, len(doc_ids), 500):
-        part = doc_ids[i:i + 500]
-        for r in store.query(
-                f"SELECT dc.doc_id, dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
-                f"JOIN chunks c ON c.id = dc.chunk_id WHERE dc.doc_id IN ({','.join('?' * len(part))}) "
-                f"AND NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = c.id AND e.extractor = ?) "
-                f"ORDER BY dc.doc_id, dc.idx", (*part, key)):
-            out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
-    return out
-
-
-def _load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, Extraction]:
-    out: dict[str, Extraction] = {}
-    ids = sorted(chunk_ids)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for chunk_id, result in store.conn.execute(
-                f"SELECT chunk_id, result FROM extractions WHERE extractor = ? AND chunk_id IN ({','.join('?' * len(part))})",
-                (key, *part)):
-            out[chunk_id] = _extraction_decode.decode(result)
-    return out
-
-
-def _load_report(store: Store, key: str | None) -> Report | None:
-    if not key:
-        return None
-    rows = store.query("SELECT * FROM reports WHERE key = ?", (key,))
-    if not rows:
-        return None
-    r = rows[0]
-    return Report(key=r["key"], title=r["title"], summary=r["summary"], rating=r["rating"],
-                  rating_explanation=r["rating_explanation"], findings=msgspec.json.decode(r["findings"]),
-                  text=r["text"], tokens=r["tokens"], elements=msgspec.json.decode(r["elements"]),
-                  extractive=bool(r["extractive"]))
-
-
-# --------------------------------------------------------------------------------------------
-# The graph in memory: published state plus this run's changes
-# --------------------------------------------------------------------------------------------
-class _GraphState:
-    def __init__(self) -> None:
-        self.entities: dict[str, Entity] = {}
-        self.relationships: dict[str, Relationship] = {}
-        self.claims: dict[str, Claim] = {}
-        self.old_communities: list[Community] = []
-        self.old_reports: dict[str, str] = {}    # community id -> key of the report shown
-        self.old_contexts: dict[str, str] = {}   # community id -> key of its report's context
-        self.old_degree: dict[str, int] = {}
-        self.old_weight: dict[str, float] = {}
-        self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
-        self.report_settings = ""                # what report contexts are built with (see _reports)
-        self.changed_since_fresh = 0             # entities changed since the last drift check
-        self.leiden_key = ""                     # the Leiden settings of this run's partition
-        self.old_combined: dict[str, int] = {}
-        self.changed_entities: set[str] = set()
-        self.changed_relationships: set[str] = set()
-        self.deleted_entities: set[str] = set()
-        self.deleted_relationships: set[str] = set()
-        self.rewired: set[str] = set()           # entities with an edge added, removed or reweighted
-        self.degree_delta: Counter[str] = Counter()  # neighbours gained (lost: negative) this run
-        self.counted = False                     # the published degrees were counted by this code
-        self.entity_mentions_added: list[merge.EntityMention] = []
-        self.relationship_mentions_added: list[merge.RelationshipMention] = []
-        self.claims_added: list[Claim] = []
-        self.version = 0
-        self.stamp = ""                          # when that version was published
-        self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
-        self.fallbacks: set[str] = set()         # fell back this time
-
-    @classmethod
-    def load(cls, store: Store) -> _GraphState:
-        st = cls()
-        st.version = store.version
-        st.stamp = store.get_meta("published_at", "") or ""
-        st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
-        st.counted = store.get_meta("degrees") == _DEGREES_VERSION
-        # Plain tuples for the two big tables: a dict per row was half of this load.
-        for eid, name, etype, description, mentions, degree in store.conn.execute(
-                "SELECT id, name, type, description, mentions, degree FROM entities"):
-            st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
-                                      mentions=mentions, degree=degree)
-            st.old_degree[eid] = degree
-        for rid, source, target, description, weight, mentions, combined in store.conn.execute(
-                "SELECT id, source, target, description, weight, mentions, combined_degree FROM relationships"):
-            st.relationships[rid] = Relationship(
-                id=rid, source=source, target=target, description=description, weight=weight, sources=[],
-                mentions=mentions, combined_degree=combined)
-            st.old_combined[rid] = combined
-            st.old_weight[rid] = weight
-        for r in store.query("SELECT * FROM claims ORDER BY id"):
-            st.claims[r["id"]] = Claim(**{k: r[k] for k in Claim.__struct_fields__})
-        members: dict[str, list[str]] = defaultdict(list)
-        for r in store.query("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
-            members[r["community_id"]].append(r["entity_id"])
-        for r in store.query("SELECT id, level, parent, context_key, report_key FROM communities ORDER BY id"):
-            st.old_communities.append(Community(id=r["id"], level=r["level"], parent=r["parent"],
-                                                members=members.get(r["id"], [])))
-            st.old_reports[r["id"]] = r["report_key"]
-            st.old_contexts[r["id"]] = r["context_key"]
-        return st
-
-    def apply(self, store: Store, change: _Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
-        """Re-merges every element the changed chunks touch; returns the summaries to write."""
-        removed = change.removed_chunks
-        ent_m: list[merge.EntityMention] = []
-        rel_m: list[merge.RelationshipMention] = []
-        for chunk_id in sorted(change.added_chunks):
-            e, r, c = merge.mentions_of(chunk_id, change.extractions[chunk_id])
-            ent_m += e
-            rel_m += r
-            self.claims_added += c
-        self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
-        affected_e = {m.entity_id for m in ent_m} | _ids_for_chunks(store, "entity_sources", "entity_id", removed)
-        affected_r = {m.relationship_id for m in rel_m} | _ids_for_chunks(
-            store, "relationship_sources", "relationship_id", removed)
-        retry = self.retry_summaries
-        affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
-        affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
-        for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
-            self.claim_subjects_changed.add(self.claims.pop(claim_id).subject_id)
-        for c in self.claims_added:
-            self.claims[c.id] = c
-            self.claim_subjects_changed.add(c.subject_id)
-
-        limit = settings.index.summary_max_descriptions
-
-        def same_input(now: list[str], before: list[str]) -> bool:
-            """Whether the summary would be built from the same descriptions as before."""
-            return summary_input(now, limit) == summary_input(before, limit)
-
-        old_e_sources = _sources(store, "entity_sources", "entity_id", affected_e)
-        new_e = merge.group(ent_m)
-        new_r = merge.group(rel_m)
-        jobs: list[tuple[str, str, list[str]]] = []
-        renamed: set[str] = set()
-        for eid in sorted(affected_e):
-            old_rows = old_e_sources.get(eid, [])
-            kept = [merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"])
-                    for r in old_rows if r["chunk_id"] not in removed]
-            mentions = kept + new_e.get(eid, [])
-            if not mentions:
-                self.entities.pop(eid, None)
-                self.deleted_entities.add(eid)
-                continue
-            ent = merge.merge_entity(eid, mentions, settings.index.entity_types)
-            descriptions = merge.unique_descriptions(m.description for m in mentions)
-            before = merge.unique_descriptions(r["description"] for r in old_rows)
-            previous = self.entities.get(eid)
-            if previous is not None and same_input(descriptions, before) and previous.name == ent.name \
-                    and eid not in retry:
-                ent.description = previous.description
-            elif len(descriptions) > 1:
-                jobs.append((eid, ent.name, descriptions))
-            else:
-                ent.description = descriptions[0] if descriptions else ""
-            if previous is not None and previous.name != ent.name:
-                renamed.add(eid)
-            self.entities[eid] = ent
-            self.changed_entities.add(eid)
-        # A relationship's summary is written under its entities' names: when one of them is now
-        # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
-        # index would write it.
-        affected_r |= {rid for rid, r in self.relationships.items()
-                       if r.source in renamed or r.target in renamed}
-        old_r_sources = _sources(store, "relationship_sources", "relationship_id", affected_r)
-        for rid in sorted(affected_r):
-            old_rows = old_r_sources.get(rid, [])
-            kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
-                      for r in old_rows if r["chunk_id"] not in removed]
-            mentions_r = new_r.get(rid, [])
-            if not kept_r and not mentions_r:
-                gone = self.relationships.pop(rid, None)
-                if gone is not None:
-                    self.rewired |= {gone.source, gone.target}
-                    if gone.source != gone.target:
-                        self.degree_delta.update({gone.source: -1, gone.target: -1})
-                self.deleted_relationships.add(rid)
-                continue
-            prev = self.relationships.get(rid)
-            src, dst = (mentions_r[0].source, mentions_r[0].target) if mentions_r else (prev.source, prev.target)
-            kept_r = [m._replace(source=src, target=dst) for m in kept_r]
-            all_m = kept_r + mentions_r
-            rel = merge.merge_relationship(rid, all_m)
-            descriptions = merge.unique_descriptions(m.description for m in all_m)
-            before = merge.unique_descriptions(r["description"] for r in old_rows)
-            if prev is not None and same_input(descriptions, before) and rid not in retry \
-                    and src not in renamed and dst not in renamed:
-                rel.description = prev.description
-            elif len(descriptions) > 1:
-                names = f"{self.entities[src].name if src in self.entities else src} and " \
-                        f"{self.entities[dst].name if dst in self.entities else dst}"
-                jobs.append((rid, names, descriptions))
-            if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
-                self.rewired |= {src, dst}
-            if prev is None and src != dst:
-                self.degree_delta.update((src, dst))
-            self.relationships[rid] = rel
-            self.changed_relationships.add(rid)
-        return jobs
-
-    def published(self, store: Store, communities: list[Community],
-                  assignments: dict[str, tuple[str, str]]) -> _GraphState:
-        """This run's graph as the next run's starting point: what ``load`` would read from
-        the store once this run is published (the elements are shared, not copied)."""
-        st = _GraphState()
-        st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
-        st.retry_summaries = set(self.fallbacks)
-        st.counted = True
-        for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
-            if (e := self.entities.get(eid)) is not None:
-                e.sources = []
-        for rid in self.changed_relationships:
-            if (r := self.relationships.get(rid)) is not None:
-                r.sources = []
-        st.entities, st.relationships = self.entities, self.relationships
-        st.claims = self.claims  # in any order: a report context sorts them
-        st.old_degree = {e.id: e.degree for e in self.entities.values()}
-        st.old_combined = {r.id: r.combined_degree for r in self.relationships.values()}
-        st.old_weight = {r.id: r.weight for r in self.relationships.values()}
-        st.old_communities = sorted(communities, key=lambda c: c.id)
-        st.old_contexts = {cid: context for cid, (context, _report) in assignments.items()}
-        st.old_reports = {cid: report for cid, (_context, report) in assignments.items()}
-        return st
-
-    def set_description(self, element_id: str, text: str) -> None:
-        target = self.entities if element_id.startswith("ent-") else self.relationships
-        target[element_id].description = text
-
-    def same_graph(self) -> bool:
-        """Whether the entities, edges and weights are those of the published version."""
-        return (set(self.entities) == set(self.old_degree)
-                and {r.id: r.weight for r in self.relationships.values()} == self.old_weight)
-
-    def finish_graph(self, store: Store, *, check: bool = False) -> None:
-        """Degrees for the whole graph; elements whose degree moved count as changed.
-
-        Counted from the published degrees and the relationships this run added or removed:
-        only entities that gained or lost a neighbour, and the relationships touching them or
-        changed, are visited (recounting 200,000 relationships was a second of every update).
-        ``check`` (tests) recounts everything and fails if the two differ.
-        """
-        self.entities = {k: self.entities[k] for k in sorted(self.entities)}  # keys sort faster than items
-        self.relationships = {k: self.relationships[k] for k in sorted(self.relationships)}
-        if not self.counted:  # a first index, or one published before degrees were kept this way
-            full = neighbour_counts(self.relationships.values())
-            degree: Callable[[str], int] = lambda e: full.get(e, 0)  # noqa: E731
-            entities, relationships = self.entities, self.relationships
-        else:
-            degree = lambda e: self.old_degree.get(e, 0) + self.degree_delta.get(e, 0)  # noqa: E731
-            moved = {e for e, n in self.degree_delta.items() if n}
-            entities = {e: self.entities[e] for e in sorted(moved | self.changed_entities) if e in self.entities}
-            touching = self.changed_relationships | _ids_touching(store, moved)
-            relationships = {r: self.relationships[r] for r in sorted(touching) if r in self.relationships}
-        for e in entities.values():
-            e.degree = degree(e.id)
-            if self.old_degree.get(e.id) != e.degree:
-                self.changed_entities.add(e.id)
-        for r in relationships.values():
-            r.combined_degree = degree(r.source) + degree(r.target)
-            if self.old_combined.get(r.id) != r.combined_degree:
-                self.changed_relationships.add(r.id)
-        if check:
-            full = neighbour_counts(self.relationships.values())
-            wrong = [e.id for e in self.entities.values() if e.degree != full.get(e.id, 0)]
-            wrong += [r.id for r in self.relationships.values()
-                      if r.combined_degree != full.get(r.source, 0) + full.get(r.target, 0)]
-            if wrong:
-                raise AssertionError(f"degrees counted from the changes differ from a recount: {wrong[:5]}")
-
-
-def _ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
-    """Ids of the published relationships with an end among ``entity_ids``."""
-    found: set[str] = set()
-    ids = sorted(entity_ids)
-    for i in range(0, len(ids), 500):
-        marks = ",".join("?" * len(ids[i:i + 500]))
-        found.update(r for (r,) in store.conn.execute(
-            f"SELECT id FROM relationships WHERE source IN ({marks}) UNION "
-            f"SELECT id FROM relationships WHERE target IN ({marks})", ids[i:i + 500] * 2))
-    return found
-
-
-class GraphCache:
-    """The graph a long-running process published last, kept for its next sync.
-
-    Reading the graph back from the store was the largest part of a small update to a large
-    index. The kept graph is used only while the store still holds the version it was published
-    as (another writer, or a store replaced under the daemon, makes the next sync read the
-    store), and only once: a sync takes it and, when it publishes, leaves its own.
-    """
-
-    def __init__(self) -> None:
-        self._state: _GraphState | None = None
-        self._db: Path | None = None
-
-    def take(self, store: Store) -> _GraphState | None:
-        state, self._state = self._state, None
-        if state is None or self._db != store.path.resolve() or state.version != store.version \
-                or state.stamp != (store.get_meta("published_at", "") or ""):
-            return None
-        return state
-
-    def keep(self, state: _GraphState, db: Path) -> None:
-        self._state, self._db = state, db.resolve()
-
-
-def _check_cached(cached: _GraphState, loaded: _GraphState) -> None:
-    """Tests: a kept graph equals the graph read from the store."""
-    for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
-                 "old_contexts", "old_reports", "retry_summaries", "counted", "version"):
-        if getattr(cached, name) != getattr(loaded, name):
-            raise AssertionError(f"the kept graph's {name} differ from the store's")
-    if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \
-            [(c.id, c.level, c.parent, c.members) for c in loaded.old_communities]:
-        raise AssertionError("the kept graph's communities differ from the store's")
-
-
-def _check_rewired(store: Store, state: _GraphState, changed: set[str]) -> None:
-    """Tests: every entity with an edge added, removed or reweighted since the published
-    version (found here from the store) is among ``changed``."""
-    old = {(r["source"], r["target"]): r["weight"]
-           for r in store.query("SELECT source, target, weight FROM relationships")}
-    new = {(r.source, r.target): r.weight for r in state.relationships.values()}
-    moved = {n for pair in old.keys() ^ new.keys() for n in pair}
-    moved |= {n for pair in old.keys() & new.keys() if old[pair] != new[pair] for n in pair}
-    missing = (moved & set(state.entities)) - changed
-    if missing:
-        raise AssertionError(f"rewired entities not counted as changed: {sorted(missing)[:5]}")
-
-
-def _dirty_communities(state: _GraphState, communities: list[Community], *, same_settings: bool) -> set[str]:
-    """Communities whose report context may differ from the published one, not counting their
-    children's reports (checked as the levels are written): new ones, those whose members
-    changed, and those holding a changed entity, an internal relationship that changed, or a
-    member whose claims changed. Everything when the context settings changed."""
-    old = {c.id: c for c in state.old_communities}
-    if not same_settings:
-        return {c.id for c in communities}
-    dirty: set[str] = set()
-    where: dict[tuple[int, str], str] = {}
-    touched = state.changed_entities | state.claim_subjects_changed
-    for c in communities:
-        before = old.get(c.id)
-        if before is None or before.level != c.level or set(before.members) != set(c.members) \
-                or any(m in touched for m in c.members):
-            dirty.add(c.id)
-        for m in c.members:
-            where[(c.level, m)] = c.id
-    levels = {c.level for c in communities}
-    for rid in state.changed_relationships:
-        r = state.relationships.get(rid)
-        if r is None:
-            continue  # a deleted relationship changed its entities' degrees: they are dirty
-        for level in levels:
-            home = where.get((level, r.source))
-            if home is not None and home == where.get((level, r.target)):
-                dirty.add(home)
-    # A claim names its object, which may live elsewhere: a renamed object changes the line.
-    for claim in state.claims.values():
-        if claim.object_id in state.changed_entities:
-            for level in levels:
-                if (level, claim.subject_id) in where:
-                    dirty.add(where[(level, claim.subject_id)])
-    return dirty
-
-
-def _ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -> set[str]:
-    out: set[str] = set()
-    ids = sorted(chunk_ids)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        out.update(r[0] for r in store.conn.execute(
-            f"SELECT DISTINCT {column} FROM {table} WHERE chunk_id IN ({','.join('?' * len(part))})", part))
-    return out
-
-
-def _sources(store: Store, table: str, column: str, element_ids: set[str]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = defaultdict(list)
-    ids = sorted(element_ids)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for r in store.query(f"SELECT * FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part):
-            out[r[column]].append(r)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Writer operations (run inside the writer task)
-# --------------------------------------------------------------------------------------------
-def _save_chunks(store: Store, chunks: list[Chunk]) -> None:
-    store.conn.executemany("INSERT OR IGNORE INTO chunks(id, text, tokens) VALUES (?,?,?)",
-                           [(c.id, c.text, c.tokens) for c in chunks])
-
-
-def _save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
-    store.conn.execute(
-        "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, created_at) "
-        "VALUES (?,?,?,?,?,?)",
-        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, time.time()))
-
-
-def _save_report(store: Store, r: Report) -> None:
-    store.conn.execute(
-        "INSERT OR IGNORE INTO reports(key, title, summary, rating, rating_explanation, findings, text, "
-        "tokens, elements, extractive, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (r.key, r.title, r.summary, r.rating, r.rating_explanation, msgspec.json.encode(r.findings).decode(),
-         r.text, r.tokens, msgspec.json.encode(r.elements).decode(), int(r.extractive), time.time()))
-
-
-def _in(column: str, values: list) -> str:
-    return f"{column} IN ({','.join('?' * len(values))})"
-
-
-def _delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
-    vals = sorted(values)
-    for i in range(0, len(vals), 500):
-        part = vals[i:i + 500]
-        store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
-
-
-def _check_version(store: Store, worked_from: int) -> None:
-    """Refuses to go on from a version another indexer has replaced since."""
-    if store.version != worked_from:
-        raise StoreError(f"{store.path}: another indexer published version {store.version} while this "
-                         "run worked from an older one; nothing was published, run the command again "
-                         "(finished work is reused)")
-
-
-def _publish(store: Store, scan: _Scan, change: _Change, state: _GraphState,
-             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-             next_community_id: int, chunker_key: str | None, summarizer_key: str, vectors: list[tuple],
-             root: Path | None = None) -> int:
-    """Replaces the published index with this run's, in the writer's one transaction."""
-    conn = store.conn
-    _check_version(store, state.version)
-    # Files and documents: only the rows that differ are written (an update of a large index
-    # used to rewrite every file, document and community row).
-    old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
-    _delete_in(store, "files", "path", old_files.keys() - scan.files.keys())
-    conn.executemany("INSERT OR REPLACE INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
-                     [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())
-                      if old_files.get(p) != (d, sz, mt)])
-    _delete_in(store, "documents", "id", change.removed_docs)
-    _delete_in(store, "document_chunks", "doc_id", change.removed_docs)
-    paths_by_doc: dict[str, str] = {}
-    for p, (d, _sz, _mt) in sorted(scan.files.items()):
-        paths_by_doc.setdefault(d, p)
-    for doc_id in sorted(change.added_docs):
-        doc = scan.documents.get(doc_id)
-        chunks = scan.doc_chunks.get(doc_id)
-        if doc is None:
-            continue
-        conn.execute("INSERT OR REPLACE INTO documents(id, title, path, tokens, chars) VALUES (?,?,?,?,?)",
-                     (doc_id, doc.title, paths_by_doc.get(doc_id, doc.path),
-                      sum(c.tokens for c in chunks or ()), len(doc.text)))
-        if chunks is not None:
-            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
-            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
-                             [(doc_id, c.idx, c.id) for c in chunks])
-    shown = {d: (path, title) for d, path, title in conn.execute("SELECT id, path, title FROM documents")}
-    for doc_id in change.kept_docs:  # renames keep the document, with its new path
-        path, title = shown.get(doc_id, (None, None))
-        if path != paths_by_doc[doc_id]:
-            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
-        doc = scan.documents.get(doc_id)
-        if doc is not None and doc.title != title:  # read again: a title may change while the text did not
-            conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
-        if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
-            conn.execute("UPDATE documents SET tokens = ? WHERE id = ?",
-                         (sum(c.tokens for c in scan.doc_chunks[doc_id]), doc_id))
-            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
-            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
-                             [(doc_id, c.idx, c.id) for c in scan.doc_chunks[doc_id]])
-
-    # Live chunks and provenance.
-    _delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
-    conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
-                     [(c, key) for c in sorted(change.added_chunks)])
-    for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):
-        _delete_in(store, table, "id" if table == "chunks_fts" else "chunk_id", change.removed_chunks)
-    conn.executemany(
-        "INSERT OR IGNORE INTO entity_sources(entity_id, chunk_id, name, type, description) VALUES (?,?,?,?,?)",
-        [(m.entity_id, m.chunk_id, m.name, m.type, m.description) for m in state.entity_mentions_added])
-    conn.executemany(
-        "INSERT OR IGNORE INTO relationship_sources(relationship_id, chunk_id, description, strength) "
-        "VALUES (?,?,?,?)",
-        [(m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added])
-    conn.executemany(
-        "INSERT OR REPLACE INTO claims(id, subject_id, object_id, type, status, start_date, end_date, "
-        "description, source_text, chunk_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        [(c.id, c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description,
-          c.source_text, c.chunk_id) for c in state.claims_added])
-    conn.executemany(
-        "INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks WHERE id = ?",
-        [(c,) for c in sorted(change.added_chunks)])
-
-    # Entities and relationships.
-    gone_e = state.deleted_entities | state.changed_entities
-    _delete_in(store, "entities", "id", gone_e)
-    _delete_in(store, "entities_fts", "id", gone_e)
-    changed = [state.entities[e] for e in sorted(state.changed_entities) if e in state.entities]
-    conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) VALUES (?,?,?,?,?,?)",
-                     [(e.id, e.name, e.type, e.description, e.mentions, e.degree) for e in changed])
-    conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
-                     [(e.id, e.name, e.description) for e in changed])
-    _delete_in(store, "relationships", "id", state.deleted_relationships | state.changed_relationships)
-    conn.executemany(
-        "INSERT INTO relationships(id, source, target, description, weight, mentions, combined_degree) "
-        "VALUES (?,?,?,?,?,?,?)",
-        [(r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
-         for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
-
-    # Communities and the reports they show.
-    row = {c.id: (c.level, c.parent, len(c.members), *assignments[c.id]) for c in communities}
-    old_row = {c.id: (c.level, c.parent, len(c.members), state.old_contexts.get(c.id), state.old_reports.get(c.id))
-               for c in state.old_communities}
-    members = {c.id: c.members for c in communities}
-    old_members = {c.id: c.members for c in state.old_communities}
-    _delete_in(store, "communities", "id", {i for i, r in old_row.items() if row.get(i) != r})
-    conn.executemany(
-        "INSERT INTO communities(id, level, parent, size, context_key, report_key) VALUES (?,?,?,?,?,?)",
-        [(i, *r) for i, r in row.items() if old_row.get(i) != r])
-    regrouped = {i for i in members.keys() | old_members.keys()
-                 if (a := members.get(i, [])) != (b := old_members.get(i, [])) and sorted(a) != sorted(b)}
-    _delete_in(store, "community_members", "community_id", regrouped)
-    conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
-                     [(i, m) for i in sorted(regrouped) for m in members.get(i, ())])
-    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
-                 "WHERE report_key IS NOT NULL)")
-    conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
-    version = store.version + 1
-    store.set_meta("version", str(version))
-    conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
-                     "VALUES (?,?,?,?,?)", vectors)
-    # Vectors of what no longer exists would crowd out live items in similarity search.
-    _delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
-    conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
-                 "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
-    store.set_meta("extractor", key)
-    if chunker_key is not None:  # None: some documents still have the previous chunker's chunks
-        store.set_meta("chunker", chunker_key)
-    store.set_meta("summarizer", summarizer_key)
-    store.set_meta("report_settings", state.report_settings)
-    store.set_meta("changed_since_fresh", str(state.changed_since_fresh))
-    store.set_meta("leiden", state.leiden_key)
-    store.set_meta("degrees", _DEGREES_VERSION)
-    store.set_meta("summary_fallbacks", msgspec.json.encode(sorted(state.fallbacks)).decode())
-    store.set_meta("next_community_id", str(next_community_id))
-    store.set_meta("published_at", str(time.time()))
-    if root is not None:
-        store.set_meta("root", str(Path(root).resolve()))
-    return version
 
 
 def indexed_root(db_path: Path) -> Path | None:

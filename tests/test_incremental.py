@@ -12,7 +12,8 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
-from streamrag.pipeline import GraphCache, sync
+from streamrag.graph_state import GraphCache
+from streamrag.pipeline import sync
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio

@@ -328,14 +328,14 @@ async def test_a_version_published_by_another_indexer_meanwhile_is_not_overwritt
     graph is loaded, this run publishes nothing rather than mixing the two."""
     import sqlite3
 
-    import streamrag.pipeline as pipeline
     from streamrag.errors import StoreError
+    from streamrag.graph_state import GraphState
 
     db = tmp_path / "v.db"
     await sync([corpus], make_settings(), db, root=corpus)
     before = snapshot(db)
     (corpus / "guild.txt").unlink()
-    load = pipeline._GraphState.load.__func__
+    load = GraphState.load.__func__
 
     def load_after_another_publish(cls, store):
         other = sqlite3.connect(db)
@@ -343,7 +343,7 @@ async def test_a_version_published_by_another_indexer_meanwhile_is_not_overwritt
             other.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
         other.close()
         return load(cls, store)
-    monkeypatch.setattr(pipeline._GraphState, "load", classmethod(load_after_another_publish))
+    monkeypatch.setattr(GraphState, "load", classmethod(load_after_another_publish))
     with pytest.raises(StoreError, match="another indexer published version 2"):
         await sync([corpus], make_settings(), db, root=corpus)
     assert snapshot(db) == before

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamrag import ids
 from streamrag.extractive import MAX_SENTENCE_WORDS, overlap_rating, pick_sentences, split_sentences, stem
-from streamrag.pipeline import _dirty_communities, _GraphState
+from streamrag.graph_state import GraphState, dirty_communities
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.reports import build_context, changed_fraction, context_key, entity_line, report_line
 from streamrag.sentences import SENTENCE_GAP, ends_with_abbreviation
@@ -31,14 +31,14 @@ HIERARCHY = [
 
 def dirty(*, old=HIERARCHY, new=HIERARCHY, same_settings=True, changed_entities=(),
           claim_subjects=(), changed_relationships=(), relationships=(), claims=()):
-    state = _GraphState()
+    state = GraphState()
     state.old_communities = list(old)
     state.changed_entities = set(changed_entities)
     state.claim_subjects_changed = set(claim_subjects)
     state.relationships = {r.id: r for r in relationships}
     state.changed_relationships = set(changed_relationships)
     state.claims = {c.id: c for c in claims}
-    return _dirty_communities(state, list(new), same_settings=same_settings)
+    return dirty_communities(state, list(new), same_settings=same_settings)
 
 
 def test_nothing_changed_dirties_nothing_and_new_settings_dirty_everything():

@@ -1,0 +1,348 @@
+"""The graph an update works on: the published graph with this run's changes merged in.
+
+``GraphState.apply`` re-merges every entity and relationship the added and removed chunks
+touch, ``finish_graph`` brings degrees up to date from what moved, and ``dirty_communities``
+names the communities whose report context may differ. A long-running process keeps the graph
+it published (``GraphCache``) so its next update need not read it back. The rows it starts
+from come from ``index_rows``; what it computes is published there too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from streamrag import index_rows, merge
+from streamrag.config import Settings
+from streamrag.graph import neighbour_counts
+from streamrag.records import Claim, Community, Entity, Extraction, Relationship
+from streamrag.store import Store
+from streamrag.summarizer import summary_input
+
+# Published entity degrees are distinct-neighbour counts kept up to date from each run's changes
+# (see GraphState.finish_graph); an index without this mark is recounted once.
+DEGREES_VERSION = "1"
+
+
+@dataclass
+class Change:
+    added_docs: set[str]
+    removed_docs: set[str]
+    kept_docs: set[str]
+    doc_chunks: dict[str, list[str]]
+    live: set[str]
+    added_chunks: set[str]
+    removed_chunks: set[str]
+    extractions: dict[str, Extraction]
+
+
+
+class GraphState:
+    def __init__(self) -> None:
+        self.entities: dict[str, Entity] = {}
+        self.relationships: dict[str, Relationship] = {}
+        self.claims: dict[str, Claim] = {}
+        self.old_communities: list[Community] = []
+        self.old_reports: dict[str, str] = {}    # community id -> key of the report shown
+        self.old_contexts: dict[str, str] = {}   # community id -> key of its report's context
+        self.old_degree: dict[str, int] = {}
+        self.old_weight: dict[str, float] = {}
+        self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
+        self.report_settings = ""                # what report contexts are built with (see _reports)
+        self.changed_since_fresh = 0             # entities changed since the last drift check
+        self.leiden_key = ""                     # the Leiden settings of this run's partition
+        self.old_combined: dict[str, int] = {}
+        self.changed_entities: set[str] = set()
+        self.changed_relationships: set[str] = set()
+        self.deleted_entities: set[str] = set()
+        self.deleted_relationships: set[str] = set()
+        self.rewired: set[str] = set()           # entities with an edge added, removed or reweighted
+        self.degree_delta: Counter[str] = Counter()  # neighbours gained (lost: negative) this run
+        self.counted = False                     # the published degrees were counted by this code
+        self.entity_mentions_added: list[merge.EntityMention] = []
+        self.relationship_mentions_added: list[merge.RelationshipMention] = []
+        self.claims_added: list[Claim] = []
+        self.version = 0
+        self.stamp = ""                          # when that version was published
+        self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
+        self.fallbacks: set[str] = set()         # fell back this time
+
+    @classmethod
+    def load(cls, store: Store) -> GraphState:
+        st = cls()
+        st.version = store.version
+        st.stamp = store.get_meta("published_at", "") or ""
+        st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
+        st.counted = store.get_meta("degrees") == DEGREES_VERSION
+        for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
+            st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
+                                      mentions=mentions, degree=degree)
+            st.old_degree[eid] = degree
+        for rid, source, target, description, weight, mentions, combined in index_rows.relationship_rows(store):
+            st.relationships[rid] = Relationship(
+                id=rid, source=source, target=target, description=description, weight=weight, sources=[],
+                mentions=mentions, combined_degree=combined)
+            st.old_combined[rid] = combined
+            st.old_weight[rid] = weight
+        st.claims = {c.id: c for c in index_rows.load_claims(store)}
+        for community, context_key, report_key in index_rows.load_communities(store):
+            st.old_communities.append(community)
+            st.old_reports[community.id] = report_key
+            st.old_contexts[community.id] = context_key
+        return st
+
+    def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
+        """Re-merges every element the changed chunks touch; returns the summaries to write."""
+        removed = change.removed_chunks
+        ent_m: list[merge.EntityMention] = []
+        rel_m: list[merge.RelationshipMention] = []
+        for chunk_id in sorted(change.added_chunks):
+            e, r, c = merge.mentions_of(chunk_id, change.extractions[chunk_id])
+            ent_m += e
+            rel_m += r
+            self.claims_added += c
+        self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
+        affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
+        affected_r = {m.relationship_id for m in rel_m} | index_rows.ids_for_chunks(
+            store, "relationship_sources", "relationship_id", removed)
+        retry = self.retry_summaries
+        affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
+        affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
+        for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
+            self.claim_subjects_changed.add(self.claims.pop(claim_id).subject_id)
+        for c in self.claims_added:
+            self.claims[c.id] = c
+            self.claim_subjects_changed.add(c.subject_id)
+
+        limit = settings.index.summary_max_descriptions
+
+        def same_input(now: list[str], before: list[str]) -> bool:
+            """Whether the summary would be built from the same descriptions as before."""
+            return summary_input(now, limit) == summary_input(before, limit)
+
+        old_e_sources = index_rows.sources(store, "entity_sources", "entity_id", affected_e)
+        new_e = merge.group(ent_m)
+        new_r = merge.group(rel_m)
+        jobs: list[tuple[str, str, list[str]]] = []
+        renamed: set[str] = set()
+        for eid in sorted(affected_e):
+            old_rows = old_e_sources.get(eid, [])
+            kept = [merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"])
+                    for r in old_rows if r["chunk_id"] not in removed]
+            mentions = kept + new_e.get(eid, [])
+            if not mentions:
+                self.entities.pop(eid, None)
+                self.deleted_entities.add(eid)
+                continue
+            ent = merge.merge_entity(eid, mentions, settings.index.entity_types)
+            descriptions = merge.unique_descriptions(m.description for m in mentions)
+            before = merge.unique_descriptions(r["description"] for r in old_rows)
+            previous = self.entities.get(eid)
+            if previous is not None and same_input(descriptions, before) and previous.name == ent.name \
+                    and eid not in retry:
+                ent.description = previous.description
+            elif len(descriptions) > 1:
+                jobs.append((eid, ent.name, descriptions))
+            else:
+                ent.description = descriptions[0] if descriptions else ""
+            if previous is not None and previous.name != ent.name:
+                renamed.add(eid)
+            self.entities[eid] = ent
+            self.changed_entities.add(eid)
+        # A relationship's summary is written under its entities' names: when one of them is now
+        # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
+        # index would write it.
+        affected_r |= {rid for rid, r in self.relationships.items()
+                       if r.source in renamed or r.target in renamed}
+        old_r_sources = index_rows.sources(store, "relationship_sources", "relationship_id", affected_r)
+        for rid in sorted(affected_r):
+            old_rows = old_r_sources.get(rid, [])
+            kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
+                      for r in old_rows if r["chunk_id"] not in removed]
+            mentions_r = new_r.get(rid, [])
+            if not kept_r and not mentions_r:
+                gone = self.relationships.pop(rid, None)
+                if gone is not None:
+                    self.rewired |= {gone.source, gone.target}
+                    if gone.source != gone.target:
+                        self.degree_delta.update({gone.source: -1, gone.target: -1})
+                self.deleted_relationships.add(rid)
+                continue
+            prev = self.relationships.get(rid)
+            src, dst = (mentions_r[0].source, mentions_r[0].target) if mentions_r else (prev.source, prev.target)
+            kept_r = [m._replace(source=src, target=dst) for m in kept_r]
+            all_m = kept_r + mentions_r
+            rel = merge.merge_relationship(rid, all_m)
+            descriptions = merge.unique_descriptions(m.description for m in all_m)
+            before = merge.unique_descriptions(r["description"] for r in old_rows)
+            if prev is not None and same_input(descriptions, before) and rid not in retry \
+                    and src not in renamed and dst not in renamed:
+                rel.description = prev.description
+            elif len(descriptions) > 1:
+                names = f"{self.entities[src].name if src in self.entities else src} and " \
+                        f"{self.entities[dst].name if dst in self.entities else dst}"
+                jobs.append((rid, names, descriptions))
+            if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
+                self.rewired |= {src, dst}
+            if prev is None and src != dst:
+                self.degree_delta.update((src, dst))
+            self.relationships[rid] = rel
+            self.changed_relationships.add(rid)
+        return jobs
+
+    def published(self, store: Store, communities: list[Community],
+                  assignments: dict[str, tuple[str, str]]) -> GraphState:
+        """This run's graph as the next run's starting point: what ``load`` would read from
+        the store once this run is published (the elements are shared, not copied)."""
+        st = GraphState()
+        st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
+        st.retry_summaries = set(self.fallbacks)
+        st.counted = True
+        for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
+            if (e := self.entities.get(eid)) is not None:
+                e.sources = []
+        for rid in self.changed_relationships:
+            if (r := self.relationships.get(rid)) is not None:
+                r.sources = []
+        st.entities, st.relationships = self.entities, self.relationships
+        st.claims = self.claims  # in any order: a report context sorts them
+        st.old_degree = {e.id: e.degree for e in self.entities.values()}
+        st.old_combined = {r.id: r.combined_degree for r in self.relationships.values()}
+        st.old_weight = {r.id: r.weight for r in self.relationships.values()}
+        st.old_communities = sorted(communities, key=lambda c: c.id)
+        st.old_contexts = {cid: context for cid, (context, _report) in assignments.items()}
+        st.old_reports = {cid: report for cid, (_context, report) in assignments.items()}
+        return st
+
+    def set_description(self, element_id: str, text: str) -> None:
+        target = self.entities if element_id.startswith("ent-") else self.relationships
+        target[element_id].description = text
+
+    def same_graph(self) -> bool:
+        """Whether the entities, edges and weights are those of the published version."""
+        return (set(self.entities) == set(self.old_degree)
+                and {r.id: r.weight for r in self.relationships.values()} == self.old_weight)
+
+    def finish_graph(self, store: Store, *, check: bool = False) -> None:
+        """Degrees for the whole graph; elements whose degree moved count as changed.
+
+        Counted from the published degrees and the relationships this run added or removed:
+        only entities that gained or lost a neighbour, and the relationships touching them or
+        changed, are visited (recounting 200,000 relationships was a second of every update).
+        ``check`` (tests) recounts everything and fails if the two differ.
+        """
+        self.entities = {k: self.entities[k] for k in sorted(self.entities)}  # keys sort faster than items
+        self.relationships = {k: self.relationships[k] for k in sorted(self.relationships)}
+        if not self.counted:  # a first index, or one published before degrees were kept this way
+            full = neighbour_counts(self.relationships.values())
+            degree: Callable[[str], int] = lambda e: full.get(e, 0)  # noqa: E731
+            entities, relationships = self.entities, self.relationships
+        else:
+            degree = lambda e: self.old_degree.get(e, 0) + self.degree_delta.get(e, 0)  # noqa: E731
+            moved = {e for e, n in self.degree_delta.items() if n}
+            entities = {e: self.entities[e] for e in sorted(moved | self.changed_entities) if e in self.entities}
+            touching = self.changed_relationships | index_rows.ids_touching(store, moved)
+            relationships = {r: self.relationships[r] for r in sorted(touching) if r in self.relationships}
+        for e in entities.values():
+            e.degree = degree(e.id)
+            if self.old_degree.get(e.id) != e.degree:
+                self.changed_entities.add(e.id)
+        for r in relationships.values():
+            r.combined_degree = degree(r.source) + degree(r.target)
+            if self.old_combined.get(r.id) != r.combined_degree:
+                self.changed_relationships.add(r.id)
+        if check:
+            full = neighbour_counts(self.relationships.values())
+            wrong = [e.id for e in self.entities.values() if e.degree != full.get(e.id, 0)]
+            wrong += [r.id for r in self.relationships.values()
+                      if r.combined_degree != full.get(r.source, 0) + full.get(r.target, 0)]
+            if wrong:
+                raise AssertionError(f"degrees counted from the changes differ from a recount: {wrong[:5]}")
+
+
+
+class GraphCache:
+    """The graph a long-running process published last, kept for its next sync.
+
+    Reading the graph back from the store was the largest part of a small update to a large
+    index. The kept graph is used only while the store still holds the version it was published
+    as (another writer, or a store replaced under the daemon, makes the next sync read the
+    store), and only once: a sync takes it and, when it publishes, leaves its own.
+    """
+
+    def __init__(self) -> None:
+        self._state: GraphState | None = None
+        self._db: Path | None = None
+
+    def take(self, store: Store) -> GraphState | None:
+        state, self._state = self._state, None
+        if state is None or self._db != store.path.resolve() or state.version != store.version \
+                or state.stamp != (store.get_meta("published_at", "") or ""):
+            return None
+        return state
+
+    def keep(self, state: GraphState, db: Path) -> None:
+        self._state, self._db = state, db.resolve()
+
+
+def check_cached(cached: GraphState, loaded: GraphState) -> None:
+    """Tests: a kept graph equals the graph read from the store."""
+    for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
+                 "old_contexts", "old_reports", "retry_summaries", "counted", "version"):
+        if getattr(cached, name) != getattr(loaded, name):
+            raise AssertionError(f"the kept graph's {name} differ from the store's")
+    if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \
+            [(c.id, c.level, c.parent, c.members) for c in loaded.old_communities]:
+        raise AssertionError("the kept graph's communities differ from the store's")
+
+
+def check_rewired(store: Store, state: GraphState, changed: set[str]) -> None:
+    """Tests: every entity with an edge added, removed or reweighted since the published
+    version (found here from the store) is among ``changed``."""
+    old = index_rows.relationship_weights(store)
+    new = {(r.source, r.target): r.weight for r in state.relationships.values()}
+    moved = {n for pair in old.keys() ^ new.keys() for n in pair}
+    moved |= {n for pair in old.keys() & new.keys() if old[pair] != new[pair] for n in pair}
+    missing = (moved & set(state.entities)) - changed
+    if missing:
+        raise AssertionError(f"rewired entities not counted as changed: {sorted(missing)[:5]}")
+
+
+def dirty_communities(state: GraphState, communities: list[Community], *, same_settings: bool) -> set[str]:
+    """Communities whose report context may differ from the published one, not counting their
+    children's reports (checked as the levels are written): new ones, those whose members
+    changed, and those holding a changed entity, an internal relationship that changed, or a
+    member whose claims changed. Everything when the context settings changed."""
+    old = {c.id: c for c in state.old_communities}
+    if not same_settings:
+        return {c.id for c in communities}
+    dirty: set[str] = set()
+    where: dict[tuple[int, str], str] = {}
+    touched = state.changed_entities | state.claim_subjects_changed
+    for c in communities:
+        before = old.get(c.id)
+        if before is None or before.level != c.level or set(before.members) != set(c.members) \
+                or any(m in touched for m in c.members):
+            dirty.add(c.id)
+        for m in c.members:
+            where[(c.level, m)] = c.id
+    levels = {c.level for c in communities}
+    for rid in state.changed_relationships:
+        r = state.relationships.get(rid)
+        if r is None:
+            continue  # a deleted relationship changed its entities' degrees: they are dirty
+        for level in levels:
+            home = where.get((level, r.source))
+            if home is not None and home == where.get((level, r.target)):
+                dirty.add(home)
+    # A claim names its object, which may live elsewhere: a renamed object changes the line.
+    for claim in state.claims.values():
+        if claim.object_id in state.changed_entities:
+            for level in levels:
+                if (level, claim.subject_id) in where:
+                    dirty.add(where[(level, claim.subject_id)])
+    return dirty

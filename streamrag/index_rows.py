@@ -1,0 +1,338 @@
+"""The indexer's SQL: the stage products and the published graph it reads, and the rows it
+writes, ending with ``publish``, which replaces the published index in one transaction.
+
+Functions that write run inside the writer task (``writer.run(save_chunks, ...)``); the rest
+read through the caller's connection. Nothing here decides anything: the pipeline and the
+in-memory graph (``graph_state``) do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from streamrag.errors import StoreError
+from streamrag.records import Chunk, Claim, Community, Extraction, Report
+from streamrag.store import Store
+
+if TYPE_CHECKING:
+    from streamrag.graph_state import Change, GraphState
+    from streamrag.pipeline import _Scan
+
+_extraction_json = msgspec.json.Encoder()
+_extraction_decode = msgspec.json.Decoder(Extraction)
+
+
+def _batches(values) -> Iterator[list]:
+    """``values`` sorted, in parts small enough for one ``IN (...)`` each."""
+    ordered = sorted(values)
+    for i in range(0, len(ordered), 500):
+        yield ordered[i:i + 500]
+
+
+def _in(column: str, values: list) -> str:
+    return f"{column} IN ({','.join('?' * len(values))})"
+
+
+# --------------------------------------------------------------------------------------------
+# Reads
+# --------------------------------------------------------------------------------------------
+def files(store: Store) -> dict[str, tuple[str, int, float]]:
+    """The indexed files: path (``file`` or ``file#row``) -> (document id, size, change stamp)."""
+    return {p: (d, size, stamp) for p, d, size, stamp in
+            store.conn.execute("SELECT path, doc_id, size, stamp FROM files")}
+
+
+def document_ids(store: Store) -> set[str]:
+    return {d for (d,) in store.conn.execute("SELECT id FROM documents")}
+
+
+def is_chunked(store: Store, doc_id: str) -> bool:
+    return store.scalar("SELECT 1 FROM document_chunks WHERE doc_id = ? LIMIT 1", (doc_id,)) is not None
+
+
+def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
+    """Chunk ids of each of ``doc_ids`` in document order (one query, not one per document)."""
+    out: dict[str, list[str]] = {d: [] for d in doc_ids}
+    for doc_id, chunk_id in store.conn.execute(
+            "SELECT doc_id, chunk_id FROM document_chunks ORDER BY doc_id, idx"):
+        if doc_id in out:
+            out[doc_id].append(chunk_id)
+    return out
+
+
+def live_chunks(store: Store) -> dict[str, str]:
+    """The published chunks: chunk id -> the extractor whose result counts."""
+    return dict(store.conn.execute("SELECT chunk_id, extractor FROM live_chunks"))
+
+
+def has_extraction(store: Store, chunk_id: str, key: str) -> bool:
+    return store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
+                        (chunk_id, key)) is not None
+
+
+def extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
+    """Those of ``chunk_ids`` with an extraction by ``key``."""
+    found: set[str] = set()
+    for part in _batches(chunk_ids):
+        found.update(r for (r,) in store.conn.execute(
+            f"SELECT chunk_id FROM extractions WHERE extractor = ? AND {_in('chunk_id', part)}", (key, *part)))
+    return found
+
+
+def backlog(store: Store, doc_ids: list[str], key: str) -> list[Chunk]:
+    """Chunks of the given documents with no extraction by ``key``."""
+    out: list[Chunk] = []
+    for part in _batches(doc_ids):
+        for r in store.query(
+                f"SELECT dc.doc_id, dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
+                f"JOIN chunks c ON c.id = dc.chunk_id WHERE {_in('dc.doc_id', part)} "
+                f"AND NOT EXISTS (SELECT 1 FROM extractions e WHERE e.chunk_id = c.id AND e.extractor = ?) "
+                f"ORDER BY dc.doc_id, dc.idx", (*part, key)):
+            out.append(Chunk(id=r["id"], doc_id=r["doc_id"], idx=r["idx"], text=r["text"], tokens=r["tokens"]))
+    return out
+
+
+def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, Extraction]:
+    out: dict[str, Extraction] = {}
+    for part in _batches(chunk_ids):
+        for chunk_id, result in store.conn.execute(
+                f"SELECT chunk_id, result FROM extractions WHERE extractor = ? AND {_in('chunk_id', part)}",
+                (key, *part)):
+            out[chunk_id] = _extraction_decode.decode(result)
+    return out
+
+
+def report_keys(store: Store) -> set[str]:
+    return {key for (key,) in store.conn.execute("SELECT key FROM reports")}
+
+
+def load_report(store: Store, key: str | None) -> Report | None:
+    if not key:
+        return None
+    rows = store.query("SELECT * FROM reports WHERE key = ?", (key,))
+    if not rows:
+        return None
+    r = rows[0]
+    return Report(key=r["key"], title=r["title"], summary=r["summary"], rating=r["rating"],
+                  rating_explanation=r["rating_explanation"], findings=msgspec.json.decode(r["findings"]),
+                  text=r["text"], tokens=r["tokens"], elements=msgspec.json.decode(r["elements"]),
+                  extractive=bool(r["extractive"]))
+
+
+# The published graph, as plain tuples for the two big tables (a dict per row was half the load).
+def entity_rows(store: Store) -> Iterator[tuple[str, str, str, str, int, int]]:
+    """(id, name, type, description, mentions, degree) of every entity."""
+    return store.conn.execute("SELECT id, name, type, description, mentions, degree FROM entities")
+
+
+def relationship_rows(store: Store) -> Iterator[tuple[str, str, str, str, float, int, int]]:
+    """(id, source, target, description, weight, mentions, combined degree) of every relationship."""
+    return store.conn.execute(
+        "SELECT id, source, target, description, weight, mentions, combined_degree FROM relationships")
+
+
+def load_claims(store: Store) -> list[Claim]:
+    return [Claim(**{k: r[k] for k in Claim.__struct_fields__})
+            for r in store.query("SELECT * FROM claims ORDER BY id")]
+
+
+def load_communities(store: Store) -> list[tuple[Community, str | None, str | None]]:
+    """Every published community in id order, members sorted, with its context and report keys."""
+    members: dict[str, list[str]] = defaultdict(list)
+    for cid, eid in store.conn.execute("SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
+        members[cid].append(eid)
+    return [(Community(id=cid, level=level, parent=parent, members=members.get(cid, [])), context, report)
+            for cid, level, parent, context, report in store.conn.execute(
+                "SELECT id, level, parent, context_key, report_key FROM communities ORDER BY id")]
+
+
+def ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
+    """Ids of the published relationships with an end among ``entity_ids``."""
+    found: set[str] = set()
+    for part in _batches(entity_ids):
+        found.update(r for (r,) in store.conn.execute(
+            f"SELECT id FROM relationships WHERE {_in('source', part)} UNION "
+            f"SELECT id FROM relationships WHERE {_in('target', part)}", part * 2))
+    return found
+
+
+def ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -> set[str]:
+    """The elements (``column`` of the provenance ``table``) that ``chunk_ids`` support."""
+    out: set[str] = set()
+    for part in _batches(chunk_ids):
+        out.update(r for (r,) in store.conn.execute(
+            f"SELECT DISTINCT {column} FROM {table} WHERE {_in('chunk_id', part)}", part))
+    return out
+
+
+def sources(store: Store, table: str, column: str, element_ids: set[str]) -> dict[str, list[dict]]:
+    """The provenance rows of each of ``element_ids``: one per chunk that mentions it."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for part in _batches(element_ids):
+        for r in store.query(f"SELECT * FROM {table} WHERE {_in(column, part)}", part):
+            out[r[column]].append(r)
+    return out
+
+
+def relationship_weights(store: Store) -> dict[tuple[str, str], float]:
+    """Weight of every published relationship by (source, target)."""
+    return {(s, t): w for s, t, w in store.conn.execute("SELECT source, target, weight FROM relationships")}
+
+
+# --------------------------------------------------------------------------------------------
+# Writes (inside the writer task)
+# --------------------------------------------------------------------------------------------
+def save_chunks(store: Store, chunks: list[Chunk]) -> None:
+    store.conn.executemany("INSERT OR IGNORE INTO chunks(id, text, tokens) VALUES (?,?,?)",
+                           [(c.id, c.text, c.tokens) for c in chunks])
+
+
+def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
+    store.conn.execute(
+        "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, created_at) "
+        "VALUES (?,?,?,?,?,?)",
+        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, time.time()))
+
+
+def save_report(store: Store, r: Report) -> None:
+    store.conn.execute(
+        "INSERT OR IGNORE INTO reports(key, title, summary, rating, rating_explanation, findings, text, "
+        "tokens, elements, extractive, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (r.key, r.title, r.summary, r.rating, r.rating_explanation, msgspec.json.encode(r.findings).decode(),
+         r.text, r.tokens, msgspec.json.encode(r.elements).decode(), int(r.extractive), time.time()))
+
+
+def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
+    for part in _batches(values):
+        store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
+
+
+def check_version(store: Store, worked_from: int) -> None:
+    """Refuses to go on from a version another indexer has replaced since."""
+    if store.version != worked_from:
+        raise StoreError(f"{store.path}: another indexer published version {store.version} while this "
+                         "run worked from an older one; nothing was published, run the command again "
+                         "(finished work is reused)")
+
+
+def publish(store: Store, scan: _Scan, change: Change, state: GraphState,
+            communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
+            vectors: list[tuple], meta: dict[str, str]) -> int:
+    """Replaces the published index with this run's, in the writer's one transaction.
+
+    ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
+    published with this version (what the next run compares its settings with)."""
+    conn = store.conn
+    check_version(store, state.version)
+    # Files and documents: only the rows that differ are written (an update of a large index
+    # used to rewrite every file, document and community row).
+    old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
+    delete_in(store, "files", "path", old_files.keys() - scan.files.keys())
+    conn.executemany("INSERT OR REPLACE INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
+                     [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())
+                      if old_files.get(p) != (d, sz, mt)])
+    delete_in(store, "documents", "id", change.removed_docs)
+    delete_in(store, "document_chunks", "doc_id", change.removed_docs)
+    paths_by_doc: dict[str, str] = {}
+    for p, (d, _sz, _mt) in sorted(scan.files.items()):
+        paths_by_doc.setdefault(d, p)
+    for doc_id in sorted(change.added_docs):
+        doc = scan.documents.get(doc_id)
+        chunks = scan.doc_chunks.get(doc_id)
+        if doc is None:
+            continue
+        conn.execute("INSERT OR REPLACE INTO documents(id, title, path, tokens, chars) VALUES (?,?,?,?,?)",
+                     (doc_id, doc.title, paths_by_doc.get(doc_id, doc.path),
+                      sum(c.tokens for c in chunks or ()), len(doc.text)))
+        if chunks is not None:
+            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
+                             [(doc_id, c.idx, c.id) for c in chunks])
+    shown = {d: (path, title) for d, path, title in conn.execute("SELECT id, path, title FROM documents")}
+    for doc_id in change.kept_docs:  # renames keep the document, with its new path
+        path, title = shown.get(doc_id, (None, None))
+        if path != paths_by_doc[doc_id]:
+            conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+        doc = scan.documents.get(doc_id)
+        if doc is not None and doc.title != title:  # read again: a title may change while the text did not
+            conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
+        if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
+            conn.execute("UPDATE documents SET tokens = ? WHERE id = ?",
+                         (sum(c.tokens for c in scan.doc_chunks[doc_id]), doc_id))
+            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
+            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
+                             [(doc_id, c.idx, c.id) for c in scan.doc_chunks[doc_id]])
+
+    # Live chunks and provenance.
+    delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
+    conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
+                     [(c, key) for c in sorted(change.added_chunks)])
+    for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):
+        delete_in(store, table, "id" if table == "chunks_fts" else "chunk_id", change.removed_chunks)
+    conn.executemany(
+        "INSERT OR IGNORE INTO entity_sources(entity_id, chunk_id, name, type, description) VALUES (?,?,?,?,?)",
+        [(m.entity_id, m.chunk_id, m.name, m.type, m.description) for m in state.entity_mentions_added])
+    conn.executemany(
+        "INSERT OR IGNORE INTO relationship_sources(relationship_id, chunk_id, description, strength) "
+        "VALUES (?,?,?,?)",
+        [(m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added])
+    conn.executemany(
+        "INSERT OR REPLACE INTO claims(id, subject_id, object_id, type, status, start_date, end_date, "
+        "description, source_text, chunk_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        [(c.id, c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description,
+          c.source_text, c.chunk_id) for c in state.claims_added])
+    conn.executemany(
+        "INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks WHERE id = ?",
+        [(c,) for c in sorted(change.added_chunks)])
+
+    # Entities and relationships.
+    gone_e = state.deleted_entities | state.changed_entities
+    delete_in(store, "entities", "id", gone_e)
+    delete_in(store, "entities_fts", "id", gone_e)
+    changed = [state.entities[e] for e in sorted(state.changed_entities) if e in state.entities]
+    conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) VALUES (?,?,?,?,?,?)",
+                     [(e.id, e.name, e.type, e.description, e.mentions, e.degree) for e in changed])
+    conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
+                     [(e.id, e.name, e.description) for e in changed])
+    delete_in(store, "relationships", "id", state.deleted_relationships | state.changed_relationships)
+    conn.executemany(
+        "INSERT INTO relationships(id, source, target, description, weight, mentions, combined_degree) "
+        "VALUES (?,?,?,?,?,?,?)",
+        [(r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
+         for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
+
+    # Communities and the reports they show.
+    row = {c.id: (c.level, c.parent, len(c.members), *assignments[c.id]) for c in communities}
+    old_row = {c.id: (c.level, c.parent, len(c.members), state.old_contexts.get(c.id), state.old_reports.get(c.id))
+               for c in state.old_communities}
+    members = {c.id: c.members for c in communities}
+    old_members = {c.id: c.members for c in state.old_communities}
+    delete_in(store, "communities", "id", {i for i, r in old_row.items() if row.get(i) != r})
+    conn.executemany(
+        "INSERT INTO communities(id, level, parent, size, context_key, report_key) VALUES (?,?,?,?,?,?)",
+        [(i, *r) for i, r in row.items() if old_row.get(i) != r])
+    regrouped = {i for i in members.keys() | old_members.keys()
+                 if (a := members.get(i, [])) != (b := old_members.get(i, [])) and sorted(a) != sorted(b)}
+    delete_in(store, "community_members", "community_id", regrouped)
+    conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
+                     [(i, m) for i in sorted(regrouped) for m in members.get(i, ())])
+    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
+                 "WHERE report_key IS NOT NULL)")
+    conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
+    version = store.version + 1
+    store.set_meta("version", str(version))
+    conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
+                     "VALUES (?,?,?,?,?)", vectors)
+    # Vectors of what no longer exists would crowd out live items in similarity search.
+    delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
+    conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
+                 "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
+    for name, value in meta.items():
+        store.set_meta(name, value)
+    store.set_meta("published_at", str(time.time()))
+    return version
