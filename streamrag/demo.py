@@ -19,7 +19,8 @@ from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.pipeline import sync
-from streamrag.query import ask, format_footer, terminal_text
+from streamrag.query import ask, format_footer
+from streamrag.terminal import terminal_text
 from streamrag.store import Store
 
 GLOBAL_QUESTION = "What are the main themes of this story?"

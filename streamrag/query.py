@@ -20,10 +20,10 @@
   plus the leaves above it, so each entity is covered exactly once.
 * **No model configured** (``llm.api_base`` empty): the same selections, with term overlap
   standing in for the rating model, feed ``extractive`` answers, labelled as such.
-* **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the snapshot;
-  one that names nothing in the index is dropped from the returned text and reported in
-  ``unresolved``. The documents an answer rests on are those of its resolved citations (or of
-  its context when it cites nothing).
+* **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the snapshot
+  (``citations.check``); one that names nothing in the index is dropped from the returned text
+  and reported in ``unresolved``. The documents an answer rests on are those of its resolved
+  citations (or of its context when it cites nothing).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import re
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -44,11 +43,12 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from streamrag import extractive, global_search, local_search
+from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StreamragError, user_errors_unwrapped
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
+from streamrag.terminal import TerminalText, terminal_text
 
 MODES = ("auto", "global", "local", "basic")
 GLOBAL_CUES = frozenset("""
@@ -73,8 +73,6 @@ RELATION_WORDS = frozenset("""
 connected connection connections connect related relation relations relationship relationships
 relate linked link links involved involvement role roles play plays played associated association
 """.split())
-_CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
-_KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
 
 
 class Answer(msgspec.Struct, kw_only=True):
@@ -143,7 +141,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             else:
                 with user_errors_unwrapped():
                     await search.run_with_llm(db_path, transport)
-            _finish(store, answer, search.context_tags)
+            answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
+                store, answer.text, search.context_tags)
     finally:
         store.close()
     return answer
@@ -499,130 +498,6 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Citations and documents
-# --------------------------------------------------------------------------------------------
-def parse_citations(text: str) -> list[tuple[str, str]]:
-    """(kind letter, id) of every citation in ``text``, in order, each once.
-
-    Accepts ``[R:C1]``, ``[R:C1, C2]`` and ``[R:C1; R:C2]``.
-    """
-    out: list[tuple[str, str]] = []
-    for m in _CITATION.finditer(text):
-        kind = m.group(1)
-        for part in re.split(r"[,;]\s*", m.group(2)):
-            part = part.strip().strip("'\"` ")
-            inner = re.match(r"^(E|L|R|T):\s*(.+)$", part)
-            k, ident = (inner.group(1), inner.group(2).strip()) if inner else (kind, part)
-            if ident and (k, ident) not in out:
-                out.append((k, ident))
-    return out
-
-
-_DOCS_SQL = {
-    "E": "SELECT DISTINCT d.path FROM entity_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
-         "JOIN documents d ON d.id = dc.doc_id WHERE s.entity_id = ?",
-    "L": "SELECT DISTINCT d.path FROM relationship_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
-         "JOIN documents d ON d.id = dc.doc_id WHERE s.relationship_id = ?",
-    "R": "SELECT DISTINCT d.path FROM community_members m JOIN entity_sources s ON s.entity_id = m.entity_id "
-         "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id "
-         "WHERE m.community_id = ?",
-    "T": "SELECT DISTINCT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
-         "WHERE dc.chunk_id = ?",
-}
-
-
-def resolve(store: Store, kind: str, ident: str) -> dict | None:
-    """The citation record of ``[kind:ident]``, or None if the index holds no such item."""
-    tag = f"[{kind}:{ident}]"
-    base = {"tag": tag, "kind": _KINDS[kind], "id": ident, "resolved": True}
-    if kind == "E":
-        name = store.scalar("SELECT name FROM entities WHERE id = ?", (ident,))
-        label = None if name is None else {"name": name}
-    elif kind == "L":
-        row = store.query("SELECT a.name AS s, b.name AS t FROM relationships r JOIN entities a ON a.id = r.source "
-                          "JOIN entities b ON b.id = r.target WHERE r.id = ?", (ident,))
-        label = {"name": f"{row[0]['s']} -- {row[0]['t']}"} if row else None
-    elif kind == "R":
-        title = store.scalar("SELECT r.title FROM communities c JOIN reports r ON r.key = c.report_key "
-                             "WHERE c.id = ?", (ident,))
-        label = None if title is None else {"title": title}
-    else:
-        path = store.scalar("SELECT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
-                            "WHERE dc.chunk_id = ? ORDER BY d.path LIMIT 1", (ident,))
-        label = None if path is None else {"path": path}
-    if label is None:
-        return None
-    docs = [r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,))]
-    return {**base, **label, "documents": sorted(docs)}
-
-
-def _cited(part: str, kind: str) -> tuple[str, str]:
-    """(kind letter, id) of one part of a citation bracket whose own kind is ``kind``."""
-    part = part.strip().strip("'\"` ")
-    own = re.match(r"^(E|L|R|T):\s*", part)
-    return (own.group(1), part[own.end():].strip()) if own else (kind, part)
-
-
-def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
-    """``text`` without the citations in ``bad`` ((kind letter, id) pairs).
-
-    Only citation brackets naming something in ``bad`` are rewritten; every other character is
-    kept as it was. A bracket keeps its other parts, each under its own kind (``[E:x, L:y]``
-    without ``E:x`` is ``[L:y]``). Where a whole bracket goes, the space it leaves is tidied:
-    no space before the punctuation that followed it, and one space, not two, between words.
-    """
-    out = ""
-    pos = 0
-    for m in _CITATION.finditer(text):
-        parts = [_cited(p, m.group(1)) for p in re.split(r"[,;]\s*", m.group(2))]
-        parts = [(k, i) for k, i in parts if i]
-        if not any(p in bad for p in parts):
-            continue  # left exactly as written
-        kept = list(dict.fromkeys(p for p in parts if p not in bad))
-        out += text[pos:m.start()]
-        pos = m.end()
-        if kept:
-            if len({k for k, _ in kept}) == 1:
-                out += f"[{kept[0][0]}:{', '.join(i for _, i in kept)}]"
-            else:
-                out += f"[{'; '.join(f'{k}:{i}' for k, i in kept)}]"
-            continue
-        # The whole bracket goes: tidy only the gap it leaves.
-        trimmed = out.rstrip(" \t")
-        gap = len(out) > len(trimmed)
-        line_start = not trimmed or trimmed.endswith("\n")
-        after = text[pos:]
-        follow = len(after) - len(after.lstrip(" \t"))
-        if follow and (gap or line_start):
-            pos += follow  # "a [X] b" -> "a b"; "    [X] b" keeps its indentation: "    b"
-        elif gap and not line_start and (not after or after[0] in ".,;:!?)\r\n"):
-            out = trimmed  # "a [X]." -> "a."
-    return out + text[pos:]
-
-
-def _finish(store: Store, answer: Answer, context_tags: list[str]) -> None:
-    """Resolve the answer's citations, drop the unresolvable ones, list its documents."""
-    citations, unresolved = [], []
-    for kind, ident in parse_citations(answer.text):
-        record = resolve(store, kind, ident)
-        if record is None:
-            unresolved.append(f"[{kind}:{ident}]")
-        else:
-            citations.append(record)
-    if unresolved:
-        answer.text = drop_citations(answer.text, {(u[1], u[3:-1]) for u in unresolved})
-    counts: Counter[str] = Counter()
-    for c in citations:
-        counts.update(c["documents"])
-    if not citations:  # nothing cited: the documents of what the answer was given
-        for kind, ident in parse_citations(" ".join(context_tags)):
-            counts.update(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,)))
-    answer.citations = [{k: v for k, v in c.items() if k != "documents"} for c in citations]
-    answer.unresolved = unresolved
-    answer.documents = [p for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0]))]
-
-
-# --------------------------------------------------------------------------------------------
 # Command line (wired into streamrag.cli)
 # --------------------------------------------------------------------------------------------
 def add_ask_command(subparsers) -> None:
@@ -679,45 +554,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(terminal_text(answer.text))
     print(terminal_text(format_footer(answer)))
     return 0
-
-
-# Escape sequences (CSI ... final byte, OSC/DCS/APC/PM/SOS strings up to their terminator, and
-# two-byte escapes; an unterminated string loses its ESC and bracket only, not the text after
-# it), then any other control character but newline and tab (C0, DEL, C1).
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"
-                   r"|\x1b[\]P^_X][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
-                   r"|\x1b[ -/]*[0-~]"
-                   r"|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# The start of an escape sequence that may continue in the next streamed piece.
-_OPEN_ESCAPE = re.compile(r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]P^_X][^\x07\x1b\x9c]*|[ -/]*)?"
-                          r"|\x9b[0-?]*[ -/]*)\Z")
-
-
-def terminal_text(text: str) -> str:
-    """``text`` safe to print to a terminal: no escape sequences, no controls but \\n and \\t."""
-    return _CONTROL.sub("", _ANSI.sub("", text))
-
-
-class TerminalText:
-    """``terminal_text`` for text arriving in pieces: an escape sequence split between two
-    pieces is held back until it is complete, then dropped whole."""
-
-    def __init__(self, max_held: int = 512) -> None:
-        self.held = ""
-        self.max_held = max_held
-
-    def feed(self, piece: str) -> str:
-        text = self.held + piece
-        self.held = ""
-        m = _OPEN_ESCAPE.search(text)
-        if m and len(text) - m.start() <= self.max_held:
-            text, self.held = text[:m.start()], text[m.start():]
-        return terminal_text(text)
-
-    def flush(self) -> str:
-        text, self.held = self.held, ""
-        return terminal_text(text)
 
 
 def format_footer(answer: Answer, max_documents: int = 20) -> str:

@@ -20,8 +20,8 @@ from streamrag import global_search, local_search
 from streamrag.errors import IndexMissingError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
-from streamrag.query import (Answer, aask, add_ask_command, choose_mode, cmd_ask,
-                             parse_citations)
+from streamrag.citations import parse_citations
+from streamrag.query import Answer, aask, add_ask_command, choose_mode, cmd_ask
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
 from streamrag.tokens import count_tokens

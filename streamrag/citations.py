@@ -1,0 +1,142 @@
+"""Citations in an answer: ``[E:id]`` entities, ``[L:id]`` relationships, ``[R:id]`` community
+reports, ``[T:id]`` source chunks.
+
+They are parsed leniently (``[R:C1, C2]``, ``[R:C1; E:ent-2]``), resolved against the index,
+and the ones that name nothing are dropped from the text with only their own gap tidied.
+``check`` does all of it for one answer and names the documents it rests on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from streamrag.store import Store
+
+_CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
+_KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
+
+
+def parse_citations(text: str) -> list[tuple[str, str]]:
+    """(kind letter, id) of every citation in ``text``, in order, each once.
+
+    Accepts ``[R:C1]``, ``[R:C1, C2]`` and ``[R:C1; R:C2]``.
+    """
+    out: list[tuple[str, str]] = []
+    for m in _CITATION.finditer(text):
+        kind = m.group(1)
+        for part in re.split(r"[,;]\s*", m.group(2)):
+            part = part.strip().strip("'\"` ")
+            inner = re.match(r"^(E|L|R|T):\s*(.+)$", part)
+            k, ident = (inner.group(1), inner.group(2).strip()) if inner else (kind, part)
+            if ident and (k, ident) not in out:
+                out.append((k, ident))
+    return out
+
+
+_DOCS_SQL = {
+    "E": "SELECT DISTINCT d.path FROM entity_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+         "JOIN documents d ON d.id = dc.doc_id WHERE s.entity_id = ?",
+    "L": "SELECT DISTINCT d.path FROM relationship_sources s JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+         "JOIN documents d ON d.id = dc.doc_id WHERE s.relationship_id = ?",
+    "R": "SELECT DISTINCT d.path FROM community_members m JOIN entity_sources s ON s.entity_id = m.entity_id "
+         "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id "
+         "WHERE m.community_id = ?",
+    "T": "SELECT DISTINCT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
+         "WHERE dc.chunk_id = ?",
+}
+
+
+def resolve(store: Store, kind: str, ident: str) -> dict | None:
+    """The citation record of ``[kind:ident]``, or None if the index holds no such item."""
+    tag = f"[{kind}:{ident}]"
+    base = {"tag": tag, "kind": _KINDS[kind], "id": ident, "resolved": True}
+    if kind == "E":
+        name = store.scalar("SELECT name FROM entities WHERE id = ?", (ident,))
+        label = None if name is None else {"name": name}
+    elif kind == "L":
+        row = store.query("SELECT a.name AS s, b.name AS t FROM relationships r JOIN entities a ON a.id = r.source "
+                          "JOIN entities b ON b.id = r.target WHERE r.id = ?", (ident,))
+        label = {"name": f"{row[0]['s']} -- {row[0]['t']}"} if row else None
+    elif kind == "R":
+        title = store.scalar("SELECT r.title FROM communities c JOIN reports r ON r.key = c.report_key "
+                             "WHERE c.id = ?", (ident,))
+        label = None if title is None else {"title": title}
+    else:
+        path = store.scalar("SELECT d.path FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
+                            "WHERE dc.chunk_id = ? ORDER BY d.path LIMIT 1", (ident,))
+        label = None if path is None else {"path": path}
+    if label is None:
+        return None
+    docs = [r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,))]
+    return {**base, **label, "documents": sorted(docs)}
+
+
+def _cited(part: str, kind: str) -> tuple[str, str]:
+    """(kind letter, id) of one part of a citation bracket whose own kind is ``kind``."""
+    part = part.strip().strip("'\"` ")
+    own = re.match(r"^(E|L|R|T):\s*", part)
+    return (own.group(1), part[own.end():].strip()) if own else (kind, part)
+
+
+def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
+    """``text`` without the citations in ``bad`` ((kind letter, id) pairs).
+
+    Only citation brackets naming something in ``bad`` are rewritten; every other character is
+    kept as it was. A bracket keeps its other parts, each under its own kind (``[E:x, L:y]``
+    without ``E:x`` is ``[L:y]``). Where a whole bracket goes, the space it leaves is tidied:
+    no space before the punctuation that followed it, and one space, not two, between words.
+    """
+    out = ""
+    pos = 0
+    for m in _CITATION.finditer(text):
+        parts = [_cited(p, m.group(1)) for p in re.split(r"[,;]\s*", m.group(2))]
+        parts = [(k, i) for k, i in parts if i]
+        if not any(p in bad for p in parts):
+            continue  # left exactly as written
+        kept = list(dict.fromkeys(p for p in parts if p not in bad))
+        out += text[pos:m.start()]
+        pos = m.end()
+        if kept:
+            if len({k for k, _ in kept}) == 1:
+                out += f"[{kept[0][0]}:{', '.join(i for _, i in kept)}]"
+            else:
+                out += f"[{'; '.join(f'{k}:{i}' for k, i in kept)}]"
+            continue
+        # The whole bracket goes: tidy only the gap it leaves.
+        trimmed = out.rstrip(" \t")
+        gap = len(out) > len(trimmed)
+        line_start = not trimmed or trimmed.endswith("\n")
+        after = text[pos:]
+        follow = len(after) - len(after.lstrip(" \t"))
+        if follow and (gap or line_start):
+            pos += follow  # "a [X] b" -> "a b"; "    [X] b" keeps its indentation: "    b"
+        elif gap and not line_start and (not after or after[0] in ".,;:!?)\r\n"):
+            out = trimmed  # "a [X]." -> "a."
+    return out + text[pos:]
+
+
+def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[dict], list[str], list[str]]:
+    """An answer's citations resolved against the index.
+
+    Returns the text without the citations that name nothing (those are listed apart), the
+    resolved citations, the unresolved ones, and the documents the answer rests on: those of
+    its citations, most cited first, or, when it cites nothing, those of ``context_tags`` (what
+    it was given)."""
+    cited, unresolved = [], []
+    for kind, ident in parse_citations(text):
+        record = resolve(store, kind, ident)
+        if record is None:
+            unresolved.append(f"[{kind}:{ident}]")
+        else:
+            cited.append(record)
+    if unresolved:
+        text = drop_citations(text, {(u[1], u[3:-1]) for u in unresolved})
+    counts: Counter[str] = Counter()
+    for c in cited:
+        counts.update(c["documents"])
+    if not cited:
+        for kind, ident in parse_citations(" ".join(context_tags)):
+            counts.update(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,)))
+    documents = [p for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0]))]
+    return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
