@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import fnmatch
 import json
 import math
@@ -106,6 +107,25 @@ def _s(seconds: float) -> str:
 # --------------------------------------------------------------------------------------------
 # The daemon
 # --------------------------------------------------------------------------------------------
+def _release_memory() -> None:
+    """Hands the heap pages a sync freed back to the system (glibc keeps them for reuse).
+
+    Between syncs the daemon idles for hours: measured on 2,500 documents, its RSS after the
+    initial index went from 363 to 294 MB, and after each update from about 317 to 294 MB, in
+    a millisecond or so. Elsewhere than glibc this does nothing."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else False
+        except (OSError, AttributeError):  # musl and others: no malloc_trim
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None
+
+
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -550,6 +570,7 @@ class Daemon:
                       error=str(e), pending=self._files_pending())
             return False
         took = anyio.current_time() - started
+        _release_memory()
         self.syncs += 1
         self.last_sync_s = round(took, 3)
         # Skipped and unreadable files, each said once (not again by every sync that meets it).
