@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import msgspec
 
 from streamrag.store import Store
-from streamrag.tokens import count_tokens, truncate
+from streamrag.tokens import count_tokens, fewest_tokens, truncate
 
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being
@@ -224,9 +224,11 @@ class _Section:
     def add(self, tag: str, line: str, *, cut: bool = False) -> bool:
         if not self.lines:
             return False
+        room = self.budget - self.used - 1
+        if fewest_tokens(line) > room and (not cut or room < 32):
+            return False  # cannot fit, known without encoding it (most lines, once a section is full)
         cost = count_tokens(line, self.encoding) + 1
         if self.used + cost > self.budget:
-            room = self.budget - self.used - 1
             if not cut or room < 32:
                 return False
             line = truncate(line, room, self.encoding)

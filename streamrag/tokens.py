@@ -82,6 +82,16 @@ def count_tokens(text: str, encoding: str = "o200k_base") -> int:
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
 
+def fewest_tokens(text: str) -> int:
+    """A lower bound on ``count_tokens(text)`` that costs no encoding: the number of words.
+
+    The shipped encodings first split text into pieces, none holding parts of two words
+    separated by whitespace, and encode each piece into at least one token. A caller packing
+    a token budget can thus reject a line that cannot fit without encoding it.
+    """
+    return len(text.split())
+
+
 def count_message_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
     """Approximate prompt tokens of a chat request: contents plus a few tokens per message."""
     return sum(count_tokens(str(m.get("content") or ""), encoding) + 4 for m in messages) + 3

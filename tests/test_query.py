@@ -380,6 +380,19 @@ def test_build_local_context_pure():
     assert [t for t in ctx.tags if t.startswith("[R:")][0] == "[R:C4]"
 
 
+
+def test_a_local_context_section_takes_a_short_line_after_a_long_one_that_did_not_fit():
+    """Sections are packed first-fit: a relationship too long for the room left is skipped (most
+    are rejected without being encoded) and a shorter one ranked after it still goes in."""
+    ents = [{"id": "ent-a", "name": "A", "type": "person", "description": "first"}]
+    rels = [{"id": f"rel-{i}", "source": "ent-a", "target": f"ent-{i}", "source_name": "A",
+             "target_name": "B", "description": "word " * n, "weight": 1.0, "combined_degree": 9 - i}
+            for i, n in enumerate([10, 400, 60, 3])]
+    data = local_search.LocalData(ents, rels, [], [], [])
+    ctx = local_search.build_local_context(data, max_tokens=200, text_share=0.25, community_share=0.25)
+    assert [t for t in ctx.tags if t.startswith("[L:")] == ["[L:rel-0]", "[L:rel-3]"]
+    assert ctx.sections["tables"] <= ctx.budgets["tables"] == 100
+
 async def test_basic_end_to_end(llm_db, qs):
     answer = await aask("Kessel Bridge designed engineer", qs, llm_db, mode="basic")
     assert answer.search == "basic" and answer.llm["calls"] == 1

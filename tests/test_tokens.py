@@ -1,0 +1,32 @@
+"""Token counting: the shipped encodings, and the cheap lower bound packers rely on."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamrag.tokens import SHIPPED, count_tokens, fewest_tokens
+
+WORDS = st.lists(st.text(min_size=1, max_size=12), max_size=40)
+SPACES = st.sampled_from([" ", "  ", "\n", "\t", " \n ", "\u3000", "\u00a0"])
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=300))
+def test_fewest_tokens_never_exceeds_the_count_of_any_text(encoding, text):
+    assert fewest_tokens(text) <= count_tokens(text, encoding)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=300, deadline=None)
+@given(words=WORDS, gap=SPACES)
+def test_fewest_tokens_never_exceeds_the_count_of_words_with_any_spacing(encoding, words, gap):
+    text = gap.join(words)
+    assert fewest_tokens(text) <= count_tokens(text, encoding)
+
+
+def test_fewest_tokens_is_tight_for_plain_words():
+    text = "the cat sat on the mat"
+    assert fewest_tokens(text) == count_tokens(text) == 6
