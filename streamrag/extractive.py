@@ -57,12 +57,17 @@ def _shorten(sentence: str) -> str:
 _ENDINGS = (("ational", "ate"), ("ations", "ate"), ("ation", "ate"), ("ies", "y"), ("ied", "y"),
             ("ings", ""), ("ing", ""), ("ers", ""), ("er", ""), ("ed", ""), ("es", ""), ("ly", ""),
             ("s", ""))
+# Words whose ending is not one: "news" is not the plural of "new" (a question about the news
+# would otherwise match every sentence saying "new").
+_WHOLE = frozenset({"news"})
 
 
 @functools.lru_cache(maxsize=65536)   # a global question stems every word of every report read
 def stem(word: str) -> str:
     """``word`` without a common English ending, so "operate", "operates" and "operations" (or
     "company" and "companies") match; an ending goes only when three letters remain."""
+    if word in _WHOLE:
+        return word
     for ending, replacement in _ENDINGS:
         if ending == "s" and word.endswith("ss"):
             break  # "class", "business": the plural loses "es" and meets them there

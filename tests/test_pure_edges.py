@@ -207,6 +207,13 @@ def test_words_ending_in_ss_meet_their_plurals():
     assert pick_sentences("Which classes?", [("[A]", "The class meets on Monday.")])
 
 
+def test_news_is_not_the_plural_of_new():
+    assert stem("news") != stem("new") and stem("newer") == stem("new")
+    best = pick_sentences("What news came from the port?",
+                          [("[A]", "A new crane stands at the port."), ("[B]", "The news from the port was grim.")])
+    assert best[0][1] == "[B]"
+
+
 def test_a_sentence_with_more_of_the_question_beats_one_rare_word():
     sentences = ["Zed came to the harbor once.", "Ada and Bo rowed out early.",
                  "Ada fished near the rocks.", "Ada mended the nets.", "Ada sold the catch.", "Ada slept late.",
