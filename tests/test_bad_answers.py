@@ -12,7 +12,7 @@ import pytest
 
 from conftest import index_snapshot, make_settings
 from streamrag.config import LLMSettings
-from streamrag.errors import LLMOutputError
+from streamrag.errors import LLMOutputError, LLMUnavailableError
 from streamrag.extractor import usable_records
 from streamrag.llm import LLMClient
 from streamrag.parsing import parse_yes_no, usable_description, usable_extraction
@@ -208,7 +208,15 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
     with Simulator(SimulatorConfig(fault_rate=0.5, seed=11, timeout_s=0)) as faulty:
         settings = make_settings(faulty.base_url, index=small, llm={"max_retries": 0})
         db = tmp_path / "faulty.db"
-        result = await sync([corpus], settings, db, root=corpus)
+        for _ in range(5):
+            try:
+                result = await sync([corpus], settings, db, root=corpus)
+                break
+            except LLMUnavailableError:
+                # The first three calls to finish all failed (which ones the faults hit depends
+                # on the order concurrent requests arrive in): the run stopped as it does for a
+                # dead endpoint, publishing nothing; the next one goes on from its finished work.
+                continue
         kinds = dict(faulty.faults)
     assert kinds.get("malformed") and kinds.get("truncated")          # the faults did happen
 
@@ -221,7 +229,7 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
                    if r["key"] in stage_of]
         rejected = store.scalar(
             "SELECT count(*) FROM llm_calls WHERE error LIKE 'unusable answer%'")
-        failures = store.scalar("SELECT count(*) FROM failures")
+        failures = store.scalar("SELECT count(*) FROM failures WHERE run_id = ?", (result.run_id,))
         descriptions = [r["description"] for r in store.query(
             "SELECT description FROM entities UNION ALL SELECT description FROM relationships")]
     finally:
