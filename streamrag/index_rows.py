@@ -223,12 +223,15 @@ def check_version(store: Store, worked_from: int) -> None:
 def publish(store: Store, scan: _Scan, change: Change, state: GraphState,
             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
             vectors: list[tuple], meta: dict[str, str]) -> int:
-    """Replaces the published index with this run's, in the writer's one transaction.
+    """Replaces the published index with this run's, in the writer's one transaction, and
+    returns its version: a new one, or the published one when no row and no mark differs (a
+    sync that found nothing to change publishes nothing).
 
     ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
     published with this version (what the next run compares its settings with)."""
     conn = store.conn
     check_version(store, state.version)
+    written_before = conn.total_changes
     # Files and documents: only the rows that differ are written (an update of a large index
     # used to rewrite every file, document and community row).
     old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
@@ -324,14 +327,16 @@ def publish(store: Store, scan: _Scan, change: Change, state: GraphState,
     conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
                  "WHERE report_key IS NOT NULL)")
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
-    version = store.version + 1
-    store.set_meta("version", str(version))
     conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
                      "VALUES (?,?,?,?,?)", vectors)
     # Vectors of what no longer exists would crowd out live items in similarity search.
     delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
+    if conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):
+        return store.version  # nothing differs: the published version stands
+    version = store.version + 1
+    store.set_meta("version", str(version))
     for name, value in meta.items():
         store.set_meta(name, value)
     store.set_meta("published_at", str(time.time()))

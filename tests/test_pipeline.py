@@ -354,3 +354,27 @@ async def test_an_llm_extractor_without_an_endpoint_names_the_setting(corpus, tm
 
     with pytest.raises(ConfigError, match=r'index\.extractor = "llm" needs an endpoint: set llm\.api_base'):
         await sync([corpus], make_settings(index={"extractor": "llm"}), tmp_path / "x.db", root=corpus)
+
+
+async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_path):
+    """A run over an unchanged folder (every `watch` retry, every second `index`) leaves the
+    published version as it is; the next real change publishes the next version."""
+    def published_at() -> str | None:
+        store = Store(db, readonly=True)
+        try:
+            return store.get_meta("published_at")
+        finally:
+            store.close()
+
+    settings = make_settings()
+    db = tmp_path / "v.db"
+    first = await sync([corpus], settings, db, root=corpus)
+    stamp = published_at()
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.version == first.version == 1 and published_at() == stamp
+    (corpus / "guild.txt").unlink()
+    changed = await sync([corpus], settings, db, root=corpus)
+    assert changed.version == 2 and changed.docs_removed == 1
+    # A changed setting that is published with the index is a change too.
+    reordered = await sync([corpus], make_settings(index={"leiden_seed": 7}), db, root=corpus)
+    assert reordered.version == 3
