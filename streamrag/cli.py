@@ -243,15 +243,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from streamrag.export import check_out, export
+    from streamrag.export import check_out, export, format_for
 
     out = Path(args.out)
-    check_out(args.out, args.format)  # before the store is opened: the cheaper mistake first
+    fmt = format_for(args.out, args.format)
+    check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)
-    try:
-        counts = export(store, out, args.format)
+    try:  # export refuses an OUT that is the index, its settings or a document before writing
+        counts = export(store, out, fmt,
+                        settings_file=None if settings.source == "defaults" else settings.source)
     finally:
         store.close()
     print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
@@ -374,7 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write the index as JSON or GraphML")
     p.add_argument("out", metavar="OUT", help="output file")
-    p.add_argument("--format", choices=("json", "graphml"), default="json")
+    p.add_argument("--format", choices=("json", "graphml"), default=None,
+                   help="default: follows OUT's extension (.graphml: graphml; anything else, "
+                        "and -: json)")
     common(p)
     p.set_defaults(func=cmd_export)
 

@@ -13,7 +13,7 @@ from typing import TextIO
 import msgspec
 from xml.sax import saxutils
 
-from streamrag.errors import StreamragError
+from streamrag.errors import StreamragError, UsageError
 from streamrag.store import Store
 
 
@@ -70,14 +70,107 @@ def check_out(out: Path | str, fmt: str) -> None:
                              f"{Path(out) / ('graph.' + fmt)}")
 
 
-def export(store: Store, out: Path, fmt: str) -> dict[str, int]:
+FORMATS = {".json": "json", ".graphml": "graphml"}
+
+
+def format_for(out: Path | str, fmt: str | None) -> str:
+    """The format to write ``out`` in: ``fmt`` when given, else the one its extension names
+    (``.graphml``: GraphML; anything else, and ``-``: JSON). A ``fmt`` that contradicts a
+    ``.json`` or ``.graphml`` extension is refused (a file named for one format holding the
+    other is opened by the wrong tool)."""
+    named = FORMATS.get(Path(out).suffix.lower()) if str(out) != "-" else None
+    if fmt is None:
+        return named or "json"
+    if named and named != fmt:
+        raise UsageError(f"{out}: a .{named} file cannot hold the --format {fmt} export; drop "
+                         f"--format (the extension picks {named}), or name the file "
+                         f"{Path(out).with_suffix('.' + fmt).name}")
+    return fmt
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same path once links and ``..`` are resolved,
+    or (both existing) the same inode (a hard link)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python < 3.13)
+        return False
+
+
+def _stdout_is(path: Path) -> bool:
+    """Whether standard output is the file ``path`` (`export - >> FILE`)."""
+    try:
+        return path.exists() and os.path.samestat(os.fstat(sys.stdout.fileno()), path.stat())
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured, closed)
+        return False
+
+
+def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path | str | None = None) -> None:
+    """Refuses an ``out`` that is one of the export's own inputs, before anything is written:
+    the index database (``store.path``) or its SQLite ``-wal``/``-shm``/``-journal`` files,
+    ``settings_file`` (the settings in use, if any), or a document the index holds. Writing
+    there would destroy the index, the settings or a document, and report success."""
+    fix = f"give another file name, e.g. graph.{fmt}"
+    db = store.path
+    stdout = str(out) == "-"
+    out = Path(out)
+
+    def hits(p: Path) -> bool:
+        return _stdout_is(p) if stdout else _same(out, p)
+
+    shown = "standard output" if stdout else str(out)
+    if stdout:
+        fix = f"send it elsewhere, or give a file name to write, e.g. graph.{fmt}"
+    if hits(db):
+        raise StreamragError(f"{shown}: is the index database the export reads; {fix}")
+    for suffix in ("-wal", "-shm", "-journal"):
+        if hits(db.with_name(db.name + suffix)):
+            raise StreamragError(f"{shown}: is the index database's SQLite {suffix} file; {fix}")
+    if settings_file is not None and hits(Path(settings_file)):
+        raise StreamragError(f"{shown}: is the settings file in use; {fix}")
+    if stdout:
+        return
+    held = _held_document(store, out)
+    if held is not None:
+        named = "" if held == out.as_posix() else f" (as {held})"
+        raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
+
+
+def _held_document(store: Store, out: Path) -> str | None:
+    """The ``files`` row naming ``out`` (itself, or one of its rows ``out#N``), if any."""
+    from streamrag.loader import stored_path
+    from streamrag.pipeline import indexed_root
+
+    root = indexed_root(store.path)
+    if root is None:  # its folder is gone or was never recorded: the names as they were given
+        recorded = store.get_meta("root")
+        root = Path(recorded) if recorded else None
+    names = set()
+    for p in (Path(os.path.abspath(out)), out.resolve()):  # the link itself, and where it points
+        names.add(stored_path(p, root))
+        names.add(p.as_posix())
+    if root is None:
+        names.add(out.as_posix())
+    for name in names:
+        # a .jsonl/.csv file's rows are stored as "file#row"; "$" is the character after "#"
+        row = store.conn.execute("SELECT path FROM files WHERE path = ? OR (path >= ? AND path < ?) "
+                                 "LIMIT 1", (name, name + "#", name + "$")).fetchone()
+        if row is not None:
+            return name
+    return None
+
+
+def export(store: Store, out: Path, fmt: str, *, settings_file: Path | str | None = None) -> dict[str, int]:
     """Writes the index to ``out`` (``-``: standard output) as ``json`` or ``graphml``; returns
-    what was written. Missing parent folders of ``out`` are created.
+    what was written. Missing parent folders of ``out`` are created. An ``out`` that is one of
+    the export's inputs (see ``check_not_input``; ``settings_file``: the settings in use) is
+    refused before anything is written.
 
     Written as it is read, in one read transaction. A file is written beside ``out`` and
     renamed over it at the end, so an export that fails leaves the previous file as it was.
     """
     check_out(out, fmt)
+    check_not_input(store, out, fmt, settings_file)
     write = _write_json if fmt == "json" else _write_graphml
     if str(out) == "-":
         with store.snapshot():

@@ -107,3 +107,139 @@ def test_an_export_through_a_link_writes_where_it_points(offline_db, tmp_path):
     link.symlink_to(target)
     text = _exported(offline_db, link)
     assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8")) == json.loads(text)
+
+
+# --------------------------------------------------------------------------------------------
+# OUT is one of the export's own inputs: refused before anything is written
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def indexed_notes(tmp_path_factory):
+    """A folder with its settings file, a .jsonl file (stored as ``rows.jsonl#N``) and its
+    index in ``.streamrag/index.db``, as `streamrag init; streamrag index .` leave it."""
+    notes = tmp_path_factory.mktemp("built") / "notes"
+    shutil.copytree(DATA / "harbor", notes)
+    (notes / "rows.jsonl").write_text('{"text": "Alice met Bob in Paris."}\n'
+                                      '{"text": "Bob went home to Rome."}\n', encoding="utf-8")
+    (notes / "streamrag.toml").write_text("# the settings of these notes\n", encoding="utf-8")
+    settings = make_settings("", index={"chunk_size": 80, "chunk_overlap": 10})
+    anyio.run(partial(sync, [notes], settings, notes / ".streamrag" / "index.db", root=notes))
+    return notes
+
+
+@pytest.fixture
+def notes(indexed_notes, tmp_path):
+    dest = tmp_path / "notes"
+    shutil.copytree(indexed_notes, dest, symlinks=True)
+    return dest
+
+
+def _files(folder) -> dict:
+    """Every file under ``folder`` and its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    from streamrag.cli import main
+
+    rc = main(["export", *args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+@pytest.mark.parametrize("out, what", [
+    (".streamrag/index.db", "is the index database the export reads"),
+    (".streamrag/index.db-wal", "is the index database's SQLite -wal file"),
+    (".streamrag/index.db-shm", "is the index database's SQLite -shm file"),
+    (".streamrag/index.db-journal", "is the index database's SQLite -journal file"),
+    ("streamrag.toml", "is the settings file in use"),
+    ("festival.md", "is a document the index holds"),
+    ("rows.jsonl", "is a document the index holds"),         # stored as rows.jsonl#1, #2
+    ("sub/../guild.txt", "is a document the index holds (as guild.txt)"),
+    ("link.txt", "is a document the index holds (as railway.txt)"),  # a link to one
+])
+def test_export_refuses_to_overwrite_its_own_inputs(notes, monkeypatch, capsys, out, what):
+    # `cd notes; streamrag export .streamrag/index.db` replaced the index with JSON and exited 0
+    (notes / "link.txt").symlink_to("railway.txt")
+    before = _files(notes)
+    monkeypatch.chdir(notes)
+    rc, stdout, stderr = _cli(capsys, out)
+    assert rc == 1 and stdout == ""
+    assert stderr == f"streamrag: error: {out}: {what}; give another file name, e.g. graph.json\n"
+    assert _files(notes) == before                       # byte for byte; no sidecar, no temporary file
+
+
+def test_export_refuses_a_document_named_from_another_folder(notes, monkeypatch, capsys):
+    monkeypatch.chdir(notes.parent)
+    before = _files(notes)
+    for out in ("notes/railway.txt", str(notes / "council.txt"), "notes/rows.jsonl"):
+        rc, _, stderr = _cli(capsys, out, "--db", "notes/.streamrag/index.db", "--format", "graphml")
+        assert rc == 1 and stderr.startswith(f"streamrag: error: {out}: is a document the index holds")
+        assert stderr.endswith("give another file name, e.g. graph.graphml\n")
+    rc, _, stderr = _cli(capsys, "notes/streamrag.toml", "--config", "notes/streamrag.toml",
+                         "--db", "notes/.streamrag/index.db")
+    assert rc == 1 and "is the settings file in use" in stderr
+    assert _files(notes) == before
+
+
+def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, capsys):
+    monkeypatch.chdir(notes)
+    rc, _, stderr = _cli(capsys, "graph.json")
+    assert rc == 0 and stderr.startswith("wrote graph.json: ")
+    assert json.loads((notes / "graph.json").read_text(encoding="utf-8"))["entities"]
+    rc, _, _ = _cli(capsys, ".streamrag/graph.json")    # beside the index, not the index
+    assert rc == 0 and (notes / ".streamrag" / "graph.json").is_file()
+
+
+def test_export_to_standard_output_refuses_when_it_is_appended_to_the_index(notes):
+    db = notes / ".streamrag" / "index.db"
+    before = db.read_bytes()
+    with open(db, "ab") as appended:                     # `streamrag export - >> .streamrag/index.db`
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-"], stdout=appended,
+                              stderr=subprocess.PIPE, text=True, cwd=notes, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith("streamrag: error: standard output: is the index database")
+    assert db.read_bytes() == before
+
+
+# --------------------------------------------------------------------------------------------
+# The format follows OUT's extension
+# --------------------------------------------------------------------------------------------
+def test_the_format_follows_the_extension(offline_db, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    db = ("--db", str(offline_db))
+    assert _cli(capsys, "g2.graphml", *db)[0] == 0     # was JSON in a .graphml file
+    assert ET.parse(tmp_path / "g2.graphml").getroot().tag == f"{{{NS['g']}}}graphml"
+    assert _cli(capsys, "G3.GraphML", *db)[0] == 0
+    assert ET.parse(tmp_path / "G3.GraphML").getroot().tag == f"{{{NS['g']}}}graphml"
+    for name in ("graph.json", "graph.txt", "graph"):   # anything else: JSON
+        assert _cli(capsys, name, *db)[0] == 0
+        assert json.loads((tmp_path / name).read_text(encoding="utf-8"))["entities"]
+    assert _cli(capsys, "graph.xml", "--format", "graphml", *db)[0] == 0  # no claim: the flag rules
+    assert ET.parse(tmp_path / "graph.xml").getroot().tag == f"{{{NS['g']}}}graphml"
+    rc, stdout, _ = _cli(capsys, "-", *db)
+    assert rc == 0 and json.loads(stdout)["entities"]
+
+
+@pytest.mark.parametrize("fmt, out, fix", [
+    ("graphml", "graph.json", "drop --format (the extension picks json), or name the file graph.graphml"),
+    ("json", "graph.graphml", "drop --format (the extension picks graphml), or name the file graph.json"),
+])
+def test_a_format_contradicting_the_extension_is_refused(offline_db, tmp_path, monkeypatch, capsys,
+                                                         fmt, out, fix):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / out).write_text("previous export", encoding="utf-8")
+    rc, _, stderr = _cli(capsys, "--format", fmt, out, "--db", str(offline_db))
+    assert rc == 2
+    assert stderr == (f"streamrag: error: {out}: a .{out.split('.')[1]} file cannot hold the "
+                      f"--format {fmt} export; {fix}\n")
+    assert (tmp_path / out).read_text(encoding="utf-8") == "previous export"
+    assert [p.name for p in tmp_path.iterdir()] == [out]
+
+
+def test_format_help_says_the_default_follows_the_extension(capsys):
+    from streamrag.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    assert "follows OUT's extension" in " ".join(capsys.readouterr().out.split())
