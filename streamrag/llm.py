@@ -684,6 +684,11 @@ class LLMClient:
         """Seconds every connection has been refused (0 while the endpoint answers)."""
         return 0.0 if self._refused_since is None else time.monotonic() - self._refused_since
 
+    @property
+    def reached(self) -> bool:
+        """Whether the endpoint has given any HTTP answer to this client (errors included)."""
+        return self._reached
+
     def _answered(self) -> None:
         """The endpoint gave an HTTP answer: it exists, and it is up."""
         self._reached = True

@@ -206,6 +206,7 @@ class Indexer:
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.rechunked_all = True
         self.unavailable = 0
+        self.unavailable_error = ""
         self.llm = None
 
     # -- helpers ---------------------------------------------------------------------------
@@ -218,6 +219,7 @@ class Indexer:
                                   error.status) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
+            self.unavailable_error = str(error)
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
                 raise LLMUnavailableError(
                     f"{error}. Nothing was published; the index is as it was, and a run after the "
@@ -300,6 +302,11 @@ class Indexer:
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         scan = await self._stream_stage(store, writer, paths)
+        if self.unavailable and self.llm is not None and not self.llm.reached:
+            # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
+            # a version published now would hold none of what the run was for.
+            raise LLMUnavailableError(f"{self.unavailable_error}. Nothing was published; the index is as "
+                                      "it was, and a run after the fix reuses the finished work")
         worked_from = store.version
         change = self._changes(store, scan)
         self.progress.set_stage("merging")

@@ -147,6 +147,28 @@ def test_simulate_on_a_port_in_use():
         one_line(run("simulate", "--port", port), 1, f"--port {port}", "already in use")
 
 
+
+def test_an_endpoint_nothing_answers_at_publishes_nothing(cli, tmp_path):
+    """One document, one call, refused: the run used to publish an empty version and print
+    "Indexed into ... (version 1, LLM)", the cause only in a line at the end."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]          # closed again below: nothing listens there
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    cli("index", "-q", "--api-base", f"http://127.0.0.1:{port}/v1", str(folder), code=1,
+        fragments=(f"nothing answers at http://127.0.0.1:{port}/v1", "Nothing was published"))
+    db = folder / ".streamrag" / "index.db"
+    if db.exists():
+        from streamrag.store import Store
+
+        store = Store(db, readonly=True)
+        try:
+            assert not store.version and store.scalar("SELECT count(*) FROM documents") == 0
+        finally:
+            store.close()
+
 # -- stdout closed early (| head) -------------------------------------------------------------
 @pytest.mark.parametrize("command", [("status",), ("status", "--json"), ("export", "/dev/stdout"),
                                      ("ask", "What are the main themes?"), ("index", "-q", ".")])
