@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,7 +249,7 @@ class Store:
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            uri = f"file:{self.path}?mode=ro" if readonly else str(self.path)
+            uri = f"{_uri_path(self.path)}?mode=ro" if readonly else str(self.path)
             conn = sqlite3.connect(uri, uri=readonly, isolation_level=None,
                                    check_same_thread=False, timeout=30)
             conn.execute("PRAGMA busy_timeout = 30000")
@@ -260,10 +261,16 @@ class Store:
             raise _open_error(self.path, e) from None
         self.conn = conn
         self.db = sqlite_utils.Database(conn)
-        if readonly:
-            self._check_version()
-        else:
-            self.migrate()
+        self._closed = False
+        _opened(self.path)
+        try:
+            if readonly:
+                self._check_version()
+            else:
+                self.migrate()
+        except BaseException:
+            self.close()
+            raise
 
     # -- schema ------------------------------------------------------------------------------
     def _applied(self) -> int:
@@ -331,7 +338,17 @@ class Store:
             self.conn.execute("COMMIT")
 
     def close(self) -> None:
-        self.conn.close()
+        """Closes the connection. When it was this process's last one on the file, the WAL is
+        folded into the main file and -wal/-shm removed, unless another connection (any process)
+        still has the database open: then they stay, for that connection's last close."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.conn.close()
+        finally:
+            if _closed_last(self.path):
+                fold_wal(self.path)
 
     # -- small helpers -----------------------------------------------------------------------
     def query(self, sql: str, params: Any = ()) -> list[dict]:
@@ -381,6 +398,76 @@ class Store:
     def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
         self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
                           (time.time(), status, stats, run_id))
+
+
+# Stores open in this process, by file: the WAL is folded in only after the last one closes.
+_open_counts: dict[str, int] = {}
+_open_lock = threading.Lock()
+
+
+def _key(path: Path) -> str:
+    try:
+        return str(path.resolve())
+    except OSError:
+        return str(path.absolute())
+
+
+def _opened(path: Path) -> None:
+    with _open_lock:
+        key = _key(path)
+        _open_counts[key] = _open_counts.get(key, 0) + 1
+
+
+def _closed_last(path: Path) -> bool:
+    with _open_lock:
+        key = _key(path)
+        left = _open_counts.get(key, 1) - 1
+        if left > 0:
+            _open_counts[key] = left
+            return False
+        _open_counts.pop(key, None)
+        return True
+
+
+def fold_wal(path: Path | str) -> None:
+    """Folds the WAL of the database at ``path`` into the main file and removes -wal and -shm,
+    if no connection (of any process) has the database open; otherwise does nothing.
+
+    A read-only connection creates -wal/-shm but cannot fold or remove them when it is the
+    last to close, and a writer that closes while a reader is still open leaves them for the
+    reader. So this opens a short-lived read-write connection (never creating the file), reads
+    the schema so that it joins the WAL, and closes it: SQLite's close then takes the file's
+    exclusive lock without waiting, which succeeds only when no other connection has the
+    database open, checkpoints every committed frame and deletes the WAL and shared memory. If
+    the lock is not free (``watch``, a running ``index``, another reader), the close just
+    closes: nothing waits, nothing is written, the WAL stays for whoever closes last. Only
+    committed pages are copied into the main file; the index content is unchanged.
+    """
+    path = Path(path)
+    wal = Path(f"{path}-wal")
+    shm = Path(f"{path}-shm")
+    if not (wal.exists() or shm.exists()) or not path.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"{_uri_path(path)}?mode=rw", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=5)
+    except sqlite3.Error:
+        return  # e.g. the file is not writable here: leave the WAL to a writer
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        pass
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+
+def _uri_path(path: Path) -> str:
+    """``file:`` URI of ``path`` (characters that mean something in a URI escaped)."""
+    from urllib.parse import quote
+
+    return "file:" + quote(str(path.absolute()), safe="/")
 
 
 def _open_error(path: Path, e: BaseException) -> StoreError:

@@ -106,3 +106,160 @@ def test_an_older_index_is_migrated_forward(tmp_path):
     assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert s.query("SELECT path, stamp FROM files") == [{"path": "a.txt", "stamp": 1.5}]
     s.close()
+
+
+# -- one file: the WAL is folded into index.db when the last connection closes ----------------
+def _side_files(db) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "-"))
+
+
+def _rows_in_copy(db, tmp_path, sql: str) -> list:
+    """``sql`` run on a copy of the main file alone (what copying index.db by hand gives)."""
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "copy" / "index.db"
+    copy.parent.mkdir(exist_ok=True)
+    copy.unlink(missing_ok=True)
+    shutil.copyfile(db, copy)
+    conn = sqlite3.connect(copy)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def _built(tmp_path):
+    db = tmp_path / "idx" / "index.db"
+    s = Store(db)
+    with s.transaction():
+        s.set_meta("version", "1")
+    s.close()
+    assert _side_files(db) == []  # a writer closing last already cleans up
+    return db
+
+
+def test_a_read_only_session_leaves_only_the_main_file(tmp_path):
+    """status/export open the index read-only; such a connection creates -wal/-shm and, on its
+    own, cannot remove them when it closes last."""
+    db = _built(tmp_path)
+    r = Store(db, readonly=True)
+    with r.snapshot():
+        assert r.version == 1
+    assert _side_files(db)  # open in WAL mode: the side files exist meanwhile
+    r.close()
+    assert _side_files(db) == []
+    r.close()  # twice is harmless
+
+
+def test_a_session_that_wrote_is_all_in_the_main_file(tmp_path):
+    """ask with a model: a reader is open, a writer logs the run and closes first, then the
+    reader; a copy of index.db alone must hold the run."""
+    db = _built(tmp_path)
+    r = Store(db, readonly=True)
+    w = Store(db)
+    with w.transaction():
+        w.start_run("ask-1", "ask")
+    with r.snapshot():
+        assert r.version == 1
+    with w.transaction():
+        w.finish_run("ask-1", "ok", "{}")
+    w.close()
+    assert _side_files(db)  # the reader still has it open
+    r.close()
+    assert _side_files(db) == []
+    assert _rows_in_copy(db, tmp_path, "SELECT id, command, status FROM runs") == [
+        ("ask-1", "ask", "ok")]
+
+
+def test_a_connection_of_this_process_outside_store_keeps_the_wal(tmp_path):
+    import sqlite3
+
+    db = _built(tmp_path)
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("INSERT INTO runs(id, command, started_at, status) VALUES ('o1', 'x', 0, 'ok')")
+    other.execute("BEGIN")
+    assert other.execute("SELECT count(*) FROM runs").fetchone() == (1,)  # a read snapshot
+    r = Store(db, readonly=True)
+    assert r.scalar("SELECT count(*) FROM runs") == 1
+    r.close()
+    assert _side_files(db)  # `other` is open: nothing folded, nothing deleted under it
+    assert other.execute("SELECT count(*) FROM runs").fetchone() == (1,)
+    other.execute("COMMIT")
+    other.execute("INSERT INTO runs(id, command, started_at, status) VALUES ('o2', 'x', 0, 'ok')")
+    other.close()
+    assert _side_files(db) == []
+    assert _rows_in_copy(db, tmp_path, "SELECT id FROM runs ORDER BY id") == [("o1",), ("o2",)]
+
+
+_HOLDER = """
+import sys
+from streamrag.store import Store
+s = Store(sys.argv[1])
+with s.transaction():
+    s.start_run("w-1", "watch")
+s.conn.execute("BEGIN IMMEDIATE")         # a write in progress, not committed yet
+s.finish_run("w-1", "ok")
+print("writing", flush=True)
+sys.stdin.readline()
+s.conn.execute("COMMIT")
+print("idle", flush=True)
+sys.stdin.readline()
+with s.transaction():
+    s.start_run("w-2", "watch")
+s.close()
+print("closed", flush=True)
+"""
+
+
+def test_another_process_holding_the_index_open_is_never_blocked_nor_loses_a_write(tmp_path):
+    """Like `streamrag watch` or a running `index` in another process: status (read-only) and
+    ask (reader + writer) close without waiting for it or disturbing it; the WAL stays while it
+    is open, and when it closes last everything it and they committed is in the main file."""
+    import time
+
+    db = _built(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(db)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "writing"
+        t0 = time.monotonic()
+        r = Store(db, readonly=True)                        # status, during the other's write
+        assert r.scalar("SELECT status FROM runs WHERE id = 'w-1'") == "running"
+        r.close()
+        assert time.monotonic() - t0 < 5
+        assert _side_files(db)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "idle"
+        t0 = time.monotonic()
+        r = Store(db, readonly=True)                        # ask, while the other is open
+        w = Store(db)
+        with w.transaction():
+            w.start_run("ask-1", "ask")
+        w.close()
+        assert r.scalar("SELECT count(*) FROM runs") == 2
+        r.close()
+        assert time.monotonic() - t0 < 5
+        assert _side_files(db)  # the other process still has it open
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "closed"
+        assert holder.wait(timeout=30) == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+    assert _side_files(db) == []
+    assert _rows_in_copy(db, tmp_path, "SELECT id, status FROM runs ORDER BY id") == [
+        ("ask-1", "running"), ("w-1", "ok"), ("w-2", "running")]
+
+
+def test_a_path_with_uri_characters_opens_read_only(tmp_path):
+    db = tmp_path / "a?b#c%20d" / "index.db"
+    s = Store(db)
+    s.close()
+    r = Store(db, readonly=True)
+    assert r.version == 0
+    r.close()
+    assert _side_files(db) == []
