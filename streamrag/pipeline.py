@@ -302,9 +302,10 @@ class Indexer:
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         scan = await self._stream_stage(store, writer, paths)
-        if self.unavailable and self.llm is not None and not self.llm.reached:
+        if self.unavailable and self.llm is not None and not self.llm.reached and self.command != "watch":
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
-            # a version published now would hold none of what the run was for.
+            # a version published now would hold none of what the run was for. (The daemon
+            # publishes what it can and retries an outage itself, saying so.)
             raise LLMUnavailableError(f"{self.unavailable_error}. Nothing was published; the index is as "
                                       "it was, and a run after the fix reuses the finished work")
         worked_from = store.version
