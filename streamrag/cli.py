@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 a user error (one line on stderr saying what to do), 2 usage (also one
 line), 130 interrupted, 141 stdout closed early (``streamrag status | head -1``: quiet, like other
-Unix tools). ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks.
+Unix tools). ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks and every debug line; warnings
+from the library (a retry, a wait for rate budget) are ``streamrag: ...`` lines on stderr.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -334,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A streaming, incremental GraphRAG: index a folder into one SQLite file, keep it "
                     "current, and ask it global and local questions.")
     parser.add_argument("--version", action="version", version=f"streamrag {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors, and every retry and debug line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, db: bool = True) -> None:
@@ -387,7 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A deterministic OpenAI-compatible server (chat completions, embeddings, models) "
                     "that answers like a model listing a text's capitalised phrases. Point streamrag "
                     "at it with llm.api_base = \"http://127.0.0.1:PORT/v1\" (any model name works "
-                    "but 'missing-model', which gets 404).")
+                    "but 'missing-model', which gets 404), or with --api-base; lift the client's "
+                    "provider limits too (llm.requests_per_minute = 0 and llm.tokens_per_minute = 0 in "
+                    "streamrag.toml), or a run waits for budget a real provider would need.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="0 picks a free port (default 8765)")
     p.add_argument("--latency-ms", type=float, default=0.0, help="added to every answer (default 0)")
@@ -406,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                             help="show tracebacks on errors")
+                             help="show tracebacks on errors, and every retry and debug line")
     return parser
 
 
@@ -428,6 +432,27 @@ def _is_broken_pipe(e: BaseException) -> bool:
     return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE)
 
 
+class _LogLines(logging.Handler):
+    """Library log records as ``streamrag: ...`` lines on the stderr of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"streamrag: {self.format(record)}", file=sys.stderr, flush=True)
+        except Exception:  # a closed stderr must not end the run
+            self.handleError(record)
+
+
+_log_lines = _LogLines()
+
+
+def _show_logs(debug: bool) -> None:
+    """Warnings (a retry, a wait for rate budget) always; with -v, every debug line as well."""
+    logger = logging.getLogger("streamrag")
+    if _log_lines not in logger.handlers:
+        logger.addHandler(_log_lines)
+    logger.setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -435,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     debug = args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1"
+    _show_logs(debug)
     try:
         return args.func(args)
     except (StreamragError, BaseExceptionGroup) as e:

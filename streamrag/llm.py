@@ -152,8 +152,9 @@ class _MinuteBudget:
     ``limit``: it waits for an empty window instead of forever. ``clock`` is for tests.
     """
 
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic, *, setting: str = "") -> None:
         self.limit = limit
+        self.setting = setting                    # the setting it enforces, for messages
         self.clock = clock
         self.taken: deque[list[float]] = deque()  # [time, amount], oldest first
         self.total = 0.0                          # the amounts in ``taken``
@@ -200,8 +201,14 @@ class _MinuteBudget:
                 return
 
 
-def _minute_budget(per_minute: int) -> _MinuteBudget | None:
-    return _MinuteBudget(per_minute) if per_minute > 0 else None
+def _minute_budget(per_minute: int, setting: str) -> _MinuteBudget | None:
+    return _MinuteBudget(per_minute, setting=setting) if per_minute > 0 else None
+
+
+# A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
+WAIT_NOTICE_S = 5.0
+# Retry and wait lines: at most one of each kind this often; the rest are debug lines (-v).
+NOTICE_EVERY_S = 30.0
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -286,8 +293,9 @@ class LLMClient:
             timeout=httpx.Timeout(settings.request_timeout_s),
             limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
         self._slots = anyio.CapacityLimiter(slots)
-        self._rpm = _minute_budget(settings.requests_per_minute)
-        self._tpm = _minute_budget(settings.tokens_per_minute)
+        self._rpm = _minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
+        self._tpm = _minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
+        self._notices: dict[str, tuple[float, int]] = {}  # kind -> (last said, lines held back since)
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
@@ -708,9 +716,16 @@ class LLMClient:
                         delay = wait
                 if delay <= 0:
                     break
+                limiting = None
                 for budget, amount in wanted:
                     if budget.wait_s(amount) > 0:
                         budget.waited_s += delay
+                        limiting = limiting or budget
+                if delay >= WAIT_NOTICE_S:
+                    self._notice("wait", f"waiting {delay:.0f} s: " + (
+                        f"{limiting.setting} ({limiting.limit:,}) is used up for this minute; raise it to "
+                        "your provider's limit, or set it to 0 for a server of your own"
+                        if limiting is not None else "the server asked for a pause (Retry-After)"))
                 await anyio.sleep(delay)
             return [(budget, budget.take(amount)) for budget, amount in wanted]
 
@@ -733,11 +748,26 @@ class LLMClient:
             wait = state.next_action.sleep if state.next_action else 0
             # Nothing listening yet: the error after the last try says so in one line; a warning
             # per concurrent call and try before it (dozens of lines) would only bury it.
-            level = (logging.DEBUG if getattr(exc, "refused", False) and not self._reached
-                     else logging.WARNING)
-            log.log(level, "%s: %s; retry %d/%d in %.1f s", url, getattr(exc, "detail", exc),
-                    state.attempt_number, self.settings.max_retries, wait)
+            line = (f"{url}: {getattr(exc, 'detail', exc)}; retry {state.attempt_number}/"
+                    f"{self.settings.max_retries} in {wait:.1f} s")
+            if getattr(exc, "refused", False) and not self._reached:
+                log.debug(line)
+            else:
+                self._notice("retry", line)
         return before_sleep
+
+    def _notice(self, kind: str, line: str) -> None:
+        """A warning, unless one of this kind was given in the last ``NOTICE_EVERY_S``: then a
+        debug line (a flaky endpoint printed a warning per retry, fifty for one small run)."""
+        now = time.monotonic()
+        last, held = self._notices.get(kind, (-math.inf, 0))
+        if now - last < NOTICE_EVERY_S:
+            log.debug(line)
+            self._notices[kind] = (last, held + 1)
+            return
+        more = f" (and {held} more like it since the last; -v shows each)" if held else ""
+        log.warning(line + more)
+        self._notices[kind] = (now, 0)
 
     def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:
         self._answered()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -283,6 +284,37 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
         assert times[i] - times[i - limit] >= window - 0.05, f"request {i} too early"
     assert times[limit - 1] - times[0] < window  # the first window's worth went at once
 
+
+
+async def test_a_long_wait_for_rate_budget_is_said_with_the_setting(tmp_path, monkeypatch, caplog):
+    """A run waiting a minute for tokens_per_minute looked stuck: the wait is said, once."""
+    import streamrag.llm
+
+    monkeypatch.setattr(streamrag.llm, "WINDOW_S", 0.4)
+    monkeypatch.setattr(streamrag.llm, "WAIT_NOTICE_S", 0.1)
+    limit = count_message_tokens(ask("q0")) + 40   # one request a window
+    with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+        async with client(tmp_path, Endpoint(), tokens_per_minute=limit) as (llm, _):
+            for i in range(3):
+                await llm.chat(ask(f"q{i}"), model="m1", stage="s", max_tokens=40)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith("waiting ")
+    assert f"llm.tokens_per_minute ({limit:,}) is used up" in said[0] and "set it to 0" in said[0]
+    assert len([r for r in caplog.records if r.getMessage().startswith("waiting ")]) == 2
+
+
+async def test_retries_are_one_warning_then_debug_lines(tmp_path, caplog):
+    """A flaky endpoint printed a warning per retry (fifty for one small run)."""
+    def flaky(body):
+        return httpx.Response(500, json={"error": {"message": "busy"}})
+    endpoint = Endpoint(flaky, flaky, flaky, httpx.Response(200, json=chat_body("ok")), flaky, flaky)
+    with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+        async with client(tmp_path, endpoint, max_retries=3) as (llm, _):
+            for i in range(2):
+                await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+    retries = [r for r in caplog.records if "retry" in r.getMessage()]
+    assert len(retries) == 5
+    assert [r.levelno for r in retries].count(logging.WARNING) == 1 and retries[0].levelno == logging.WARNING
 
 async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_still_goes(
         tmp_path, monkeypatch):
