@@ -41,6 +41,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
             "failures_total": count("failures"),
             "failures_last_run": failures_of(store, last_run),
+            "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
             "queries": queries,
         }
@@ -61,12 +62,41 @@ def last_update(store: Store) -> dict | None:
     return rows[0] if rows else None
 
 
-def failures_of(store: Store, run: dict | None) -> int:
-    """Items that failed in ``run``, each counted once (a daemon's retries repeat them)."""
+def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:
+    """Items that failed in ``run``, each counted once (a daemon's retries repeat them); of
+    ``stage`` only if given (``load``: files that could not be read)."""
     if run is None:
         return 0
+    if stage is not None:
+        return store.scalar("SELECT count(DISTINCT item) FROM failures WHERE run_id = ? AND stage = ?",
+                            (run["id"], stage))
     return store.scalar("SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
                         (run["id"],))
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _outcome(info: dict) -> str:
+    """The last update's state, with what it left out: ``ok, but 1 file could not be read``.
+
+    A run that finished is ``ok`` in the runs table even when items failed (what worked is
+    published, and ``index`` or ``watch --once`` exited 1): the failures are said beside it."""
+    state = info["last_run"]["status"]
+    if state == "running":  # nothing records a killed process: say both readings
+        return "running, or killed before it finished (a new run continues its work)"
+    unreadable = info.get("unreadable_last_run", 0)
+    failed = info["failures_last_run"] - unreadable
+    left = []
+    if failed:
+        left.append(f"{_n(failed, 'item')} failed (left out of this version)")
+    if unreadable:
+        left.append(f"{_n(unreadable, 'file')} could not be read")
+    if not left:
+        return state
+    see = "" if "failures" in info else "; see --failures"
+    return f"{state}, but {' and '.join(left)}{see}"
 
 
 def format_status(info: dict, db: Path) -> str:
@@ -101,10 +131,7 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"    [{f['stage']}] {f['message']}")
     if info["last_run"]:
         r = info["last_run"]
-        state = r["status"]
-        if state == "running":  # nothing records a killed process: say both readings
-            state = "running, or killed before it finished (a new run continues its work)"
-        lines.append(f"  last update    {r['command']} {r['id']}: {state}")
+        lines.append(f"  last update    {r['command']} {r['id']}: {_outcome(info)}")
     if info["queries"]:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
     return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""`streamrag status`: the last update's line says what it left out, not a bare "ok"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+
+from conftest import make_settings
+from streamrag.pipeline import sync
+from streamrag.status import format_status, gather_status
+from streamrag.store import Store
+
+
+def status_of(db: Path, **kwargs) -> tuple[dict, str]:
+    store = Store(db, readonly=True)
+    try:
+        info = gather_status(store, **kwargs)
+    finally:
+        store.close()
+    return info, format_status(info, db)
+
+
+def last_update_line(text: str) -> str:
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("last update")]
+    return line
+
+
+def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    db = tmp_path / "s.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    info, text = status_of(db)
+    assert info["failures_last_run"] == 1 and info["unreadable_last_run"] == 1
+    line = last_update_line(text)
+    assert line.endswith(": ok, but 1 file could not be read; see --failures"), line
+    # With --failures the list follows, so the pointer to it is left out.
+    _info, text = status_of(db, failures=True)
+    assert last_update_line(text).endswith(": ok, but 1 file could not be read")
+
+    (corpus / "scan.txt").unlink()
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    assert last_update_line(status_of(db)[1]).endswith(": ok")
+
+
+def _info(status: str, failures: int, unreadable: int) -> dict:
+    return {"version": 1, "published_at": 0, "documents": 1, "chunks": 1, "entities": 0,
+            "relationships": 0, "claims": 0, "communities": 0, "communities_by_level": {},
+            "reports": 0, "extractive_reports": 0, "llm_usage": [], "llm_calls": 0,
+            "cache_hit_rate": None, "failures_total": failures, "failures_last_run": failures,
+            "unreadable_last_run": unreadable, "queries": 0,
+            "last_run": {"id": "r1", "command": "watch", "status": status}}
+
+
+def test_failed_items_are_said_beside_ok():
+    # `watch --once` or `index` that exited 1: the run finished ("ok"), items were left out.
+    line = last_update_line(format_status(_info("ok", 3, 1), Path("i.db")))
+    assert line.endswith("watch r1: ok, but 2 items failed (left out of this version) and 1 file "
+                         "could not be read; see --failures"), line
+    line = last_update_line(format_status(_info("ok", 1, 0), Path("i.db")))
+    assert line.endswith("ok, but 1 item failed (left out of this version); see --failures"), line
+    assert last_update_line(format_status(_info("ok", 0, 0), Path("i.db"))).endswith("watch r1: ok")
+    assert "killed" in last_update_line(format_status(_info("running", 0, 0), Path("i.db")))
