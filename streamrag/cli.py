@@ -9,6 +9,7 @@ from the library (a retry, a wait for rate budget) are ``streamrag: ...`` lines 
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import json
 import logging
@@ -168,6 +169,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_json({"db": str(db), **_struct_dict(result)})
     else:
         print(_format_sync(result, db))
+        for w in result.warnings[:10]:  # on stderr, with the other messages about the run
+            print(f"streamrag: warning: {w}", file=sys.stderr)
+        if len(result.warnings) > 10:
+            print(f"streamrag: ... and {len(result.warnings) - 10} more warnings (see --json)", file=sys.stderr)
     if result.failed_calls:
         # What succeeded is published; the exit status tells a script that something did not.
         # (An unreadable file is a warning: running again would not change it.) The newest
@@ -211,7 +216,8 @@ def _format_sync(r, db: Path) -> str:
     lines = [
         f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s",
         f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged)",
-        f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, {r.chunks_reused} reused)",
+        f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
+        f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",
         f"  relationships  {r.relationships}",
         f"  communities    {r.communities} ({r.reports_generated} reports written, {r.reports_kept} kept)",
@@ -222,8 +228,6 @@ def _format_sync(r, db: Path) -> str:
         lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")
     if r.failures:
         lines.append(f"  failures       {r.failures}: see `streamrag status --failures`")
-    for w in r.warnings[:10]:
-        lines.append(f"  warning: {w}")
     return "\n".join(lines)
 
 
@@ -408,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedding-dim", type=int, default=64, help="length of embeddings (default 64)")
     p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection")
     p.set_defaults(func=cmd_simulate)
+    parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                              help="show tracebacks on errors, and every retry and debug line")
@@ -453,9 +458,27 @@ def _show_logs(debug: bool) -> None:
     logger.setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parse_args``, but an unknown option is reported by the command it was given to, with
+    the option it most looks like (`ask --levle 1` said only "unrecognized arguments")."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    command = parser.commands.get(getattr(args, "command", None) or "", parser)  # type: ignore[attr-defined]
+    known = [s for action in command._actions for s in action.option_strings]
+    hints = []
+    for extra in extras:
+        if extra.startswith("-"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.75)
+            if close:
+                hints.append(f"{extra.split('=', 1)[0]}: did you mean {close[0]}?")
+    command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
+    raise AssertionError("unreachable")  # error() exits
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -149,9 +149,15 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
 
 
 def _check_not_empty(store: Store, db_path: Path) -> None:
-    if store.version == 0 or not store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
-        raise IndexMissingError(f"the index at {db_path} is empty; build it with "
-                                "`streamrag index DIR` (add --offline to index without an LLM)")
+    if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
+        return
+    if store.version:  # indexed, but its folder held nothing to index
+        root = store.get_meta("root") or "its folder"
+        raise IndexMissingError(f"the index at {db_path} holds no documents: {root} had no file "
+                                "index.include matches when it was last indexed; add .txt, .md, .jsonl "
+                                "or .csv files (or widen index.include), then run `streamrag index` on it again")
+    raise IndexMissingError(f"the index at {db_path} is empty; build it with "
+                            "`streamrag index DIR` (add --offline to index without an LLM)")
 
 
 class _Search:

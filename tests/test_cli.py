@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -119,8 +120,9 @@ def test_status_lists_what_failed_in_the_last_update_once(corpus):
     for _ in range(2):
         out = run("index", "-q", ".", cwd=corpus)
         assert out.returncode == 0
-        # The summary names the file and why, not only a count.
-        assert "warning: broken.txt: binary file, not indexed" in out.stdout
+        # The run names the file and why, not only a count: on stderr, with the other messages.
+        assert "streamrag: warning: broken.txt: binary file, not indexed" in out.stderr
+        assert "broken.txt" not in out.stdout
     info = json.loads(run("status", "--json", "--failures", cwd=corpus).stdout)
     assert info["failures_last_run"] == 1 and info["failures_total"] == 2
     assert [f["item"] for f in info["failures"]] == ["broken.txt"]
@@ -258,3 +260,23 @@ def test_sigterm_cancels_the_run_through_the_event_loop():
     async def quick():
         return 7
     assert anyio.run(_until_sigterm, quick) == 7   # no signal: the work's result
+
+
+def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
+    first = run("index", "-q", ".", cwd=corpus)
+    chunks = int(re.search(r"chunks +(\d+) \((\d+) extracted now", first.stdout).group(1))
+    assert f"({chunks} extracted now, 0 already extracted)" in first.stdout
+    again = run("index", "-q", ".", cwd=corpus)   # it said "0 extracted now, 0 reused"
+    assert f"chunks         {chunks} (0 extracted now, {chunks} already extracted)" in again.stdout
+
+
+def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4")
+    indexed = run("index", "-q", ".", cwd=folder)
+    assert indexed.returncode == 0 and "matches index.include" in indexed.stderr
+    asked = run("ask", "What is in here?", cwd=folder)
+    assert asked.returncode == 1
+    # It said "is empty; build it with `streamrag index DIR`", which the user had just done.
+    assert "holds no documents" in asked.stderr and "index.include" in asked.stderr

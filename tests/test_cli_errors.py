@@ -197,7 +197,17 @@ def test_ask_usage_errors_exit_2(cli, args, fragment):
 
 def test_argparse_errors_are_one_line_too(cli):
     cli("ask", code=2, fragments=("QUESTION", "streamrag ask --help"))
-    cli("index", "--no-such-flag", ".", code=2, fragments=("--no-such-flag",))
+    cli("index", "--no-such-flag", ".", code=2, fragments=("--no-such-flag", "see `streamrag index --help`"))
+
+
+def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
+    # `ask --levle 1 "x"` took 1 for the question and said only "unrecognized arguments".
+    err = cli("ask", "--levle", "1", "x", code=2,
+              fragments=("--levle: did you mean --level?", "see `streamrag ask --help`"))
+    assert err.startswith("streamrag ask: error: unrecognized arguments")
+    cli("index", "--recluter", ".", code=2, fragments=("did you mean --recluster?",))
+    err = cli("index", "--bogus", ".", code=2, fragments=("unrecognized arguments: --bogus",))
+    assert "did you mean" not in err          # nothing close: no guess
 
 
 def test_a_level_deeper_than_the_index_is_said(indexed):
