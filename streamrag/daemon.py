@@ -24,6 +24,11 @@ Design notes:
   the folder for the next start's initial sync. A second signal (or the end of the grace
   period) cancels at once. Cancelling is safe: work products are committed as they are made
   and publishing is one transaction, so a restart repeats no paid call.
+* **A folder that goes away is waited for.** Deleted and made again at once (``rm -rf DIR &&
+  mkdir DIR``) or after a while (a restore), the folder is followed and synced whole when it
+  is back. While it is gone the daemon says so once and waits, like ``tail -F``, for as long
+  as it takes; a signal stops it as usual. ``watch --once`` does not wait: a folder that is
+  not there is an error.
 * **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
   reporting, publishing, idle) with counts and timings on stderr, or JSON objects on stdout
   with ``--json``; a health line when, and only when, its numbers changed.
@@ -67,6 +72,7 @@ _STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "mer
            "embedding": "publishing", "publishing": "publishing"}
 _ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
 _MAX_BACKOFF_S = 300.0
+_URL_RE = re.compile(r"https?://[^\s()\[\]<>\"']+")
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,6 +104,12 @@ def _n(n: int, word: str) -> str:
     if n == 1:
         return f"{n} {word}"
     return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
+
+
+def _clause(text: object) -> str:
+    """An error text to embed before ``; ...``: without its own final period."""
+    text = str(text).rstrip()
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
 
 
 def _s(seconds: float) -> str:
@@ -167,6 +179,7 @@ class Daemon:
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
+        self._gone = False                       # the folder is gone: waiting for it to come back
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -212,15 +225,40 @@ class Daemon:
         """True (and one status line) if the folder was replaced since last looked at: deleted
         and made again (``rm -rf DIR && mkdir DIR``) or moved away and made again. ``replaced``:
         an event said so (the file system may give the new folder the old one's inode number)."""
-        now = _identity(self.root)
+        now = _identity(self.root) if self.root.is_dir() else None
         if now is None:
             return False
         before, self._root_id = self._root_id, now
+        if self._gone:
+            self._gone = False
+            self.emit("warning", f"{self.root} is back: watching it and syncing it whole",
+                      warning="folder back", replaced=True)
+            return True
         if not replaced and (before is None or now == before):
             return False
         self.emit("warning", f"{self.root} was replaced (deleted and made again): watching the new "
                              "folder and syncing it whole", warning="folder replaced", replaced=True)
         return True
+
+    def _folder_gone(self) -> None:
+        """The watched folder is not there: says so once and waits for it to come back (a
+        restore), forgetting what was queued: its return is synced whole."""
+        from streamrag.graph_state import GraphCache
+
+        self.pending.clear()
+        self._retries = self._retry_items = 0
+        self.graph_cache = GraphCache()   # a restored folder may bring an older index with it
+        if self._gone:
+            return
+        self._gone = True
+        if self.db_path.exists():
+            index = f"its index {self.db_path} keeps what it held meanwhile"
+        else:  # the default .streamrag/index.db was inside it
+            index = (f"its index {self.db_path} went with it: the sync when the folder is back "
+                     "rebuilds it (or brings the copy restored with the folder up to date)")
+        self.emit("gone", f"{self.root}: the watched folder is gone; waiting for it to come back, "
+                          f"then syncing it whole (Ctrl-C stops); {index}",
+                  gone=True, db_kept=self.db_path.exists())
 
     # -- which events matter ---------------------------------------------------------------
     def relevant(self, change: int, path: str | Path) -> str | None:
@@ -306,12 +344,19 @@ class Daemon:
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
-            return {".": "deleted"}  # the folder itself is gone: the next sync says so and stops
+            if self._once:
+                return {".": "deleted"}  # the sync says so and stops
+            self._folder_gone()          # said once; the folder's return is synced whole
+            return {}
+        if self._gone:                   # back, whatever the event (the sync checks again)
+            self._check_root(replaced=True)
+            out["."] = "rescan"
         for change, path in changes:
             if change == _REPLACED or (int(change) == _DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
                 # new folder and says _REPLACED) saw its deletion.
-                self._check_root(replaced=True)
+                if out.get(".") != "rescan":    # said once per batch
+                    self._check_root(replaced=True)
                 out["."] = "rescan"
                 continue
             if change == _RESCAN:
@@ -395,7 +440,9 @@ class Daemon:
         if retry:
             left.append(f"{_n(retry, 'failed item')} left out of this version")
         if not self.root.is_dir():
-            self.emit("stopped", "the watched folder is gone", pending=files, failed_items=0)
+            self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
+                                                                 self._gone else ""),
+                      pending=0, failed_items=0)
         elif left:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) picks "
                                  "them up", pending=files, failed_items=retry)
@@ -498,7 +545,7 @@ class Daemon:
         try:
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
-            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {e}; the next sync "
+            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; the next sync "
                                "tries again", error=str(e))
             return
         took = anyio.current_time() - started
@@ -512,6 +559,9 @@ class Daemon:
         """One full sync of the folder; a failure is reported (raised if ``initial``)."""
         from streamrag.pipeline import Indexer, Progress
 
+        if not self.root.is_dir() and not self._once:
+            self._folder_gone()
+            return True       # nothing to sync until the folder is back
         if not self.root.is_dir():
             self.exit_code = 1
             if self.db_path.exists():
@@ -566,7 +616,7 @@ class Daemon:
                 raise
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
-            self.emit("error", f"sync failed: {e}; retrying after the next quiet period",
+            self.emit("error", f"sync failed: {_clause(e)}; retrying after the next quiet period",
                       error=str(e), pending=self._files_pending())
             return False
         took = anyio.current_time() - started
@@ -580,10 +630,10 @@ class Daemon:
         self.warned = set(result.warnings)
         self.last_result = result
         calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
-        self.emit("idle", f"version {result.version}: {result.docs} documents, {result.entities} "
-                          f"entities, {result.communities} communities; {result.reports_generated} "
-                          f"reports written, {result.reports_kept} kept; {calls} LLM calls; "
-                          f"sync {_s(took)}",
+        self.emit("idle", f"version {result.version}: {_n(result.docs, 'document')}, "
+                          f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
+                          f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
+                          f"kept; {_n(calls, 'LLM call')}; sync {_s(took)}",
                   version=result.version, documents=result.docs, entities=result.entities,
                   relationships=result.relationships, communities=result.communities,
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
@@ -618,15 +668,34 @@ class Daemon:
             self._retries += 1
             self.pending.setdefault(".", "retry")
             self._retry_items = failed_items
-            why = "; no call succeeded, is the endpoint down?" if outage else ""
+            endpoint = self._failing_endpoint(result.run_id) if outage else None
+            why = f"; no call succeeded: is the endpoint {endpoint} down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                               f"retried after a pause{why}", failed_calls=failed_calls, outage=outage)
+                               f"retried after a pause{why}", failed_calls=failed_calls, outage=outage,
+                      **({"endpoint": endpoint} if outage else {}))
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   failed_calls=failed_calls, gave_up=True)
         return True
+
+    def _failing_endpoint(self, run_id: str) -> str:
+        """The URL the newest failure of ``run_id`` names (``.../chat/completions``), else
+        ``llm.api_base``."""
+        try:
+            store = Store(self.db_path, readonly=True)
+        except StreamragError:
+            store = None
+        if store is not None:
+            try:
+                for row in store.query("SELECT message FROM failures WHERE run_id = ? ORDER BY id DESC "
+                                       "LIMIT 20", (run_id,)):
+                    if found := _URL_RE.search(str(row["message"])):
+                        return found.group(0).rstrip(".,;:")
+            finally:
+                store.close()
+        return self.settings.llm.api_base or "(llm.api_base not set)"
 
     # -- health ----------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -656,9 +725,13 @@ class Daemon:
             return False
         self._last_health = h
         last = "-" if h["last_sync_s"] is None else _s(h["last_sync_s"])
-        self.emit("health", f"{h['documents']} documents, {h['entities']} entities, "
-                            f"{h['communities']} communities, {h['pending']} pending, last sync "
-                            f"{last}, {h['failures']} failures, {h['errors']} errors", **h)
+        if h["documents"] is None:
+            held = "no index"
+        else:
+            held = (f"{_n(h['documents'], 'document')}, {_n(h['entities'], 'entity')}, "
+                    f"{_n(h['communities'], 'community')}")
+        self.emit("health", f"{held}, {h['pending']} pending, last sync {last}, "
+                            f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error')}", **h)
         return True
 
     async def _health_loop(self) -> None:
@@ -677,6 +750,8 @@ _REPLACED = -2
 the watcher restarted on the new one. The path is the folder."""
 _GONE_WAIT_S = 2.0
 """How long the watcher waits for a vanished folder to be made again before saying it is gone."""
+_GONE_POLL_S = 0.5
+"""How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -694,7 +769,10 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
     so an editor saving every few hundred milliseconds makes one batch, not one per save. If
     ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
-    ``_REPLACED`` event makes the daemon sync it whole. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
+    ``_REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
+    takes a while), a ``_DELETED`` event for ``root`` says so, the watcher waits for it to come
+    back, for as long as it takes (``stop_event`` ends the wait), and says ``_REPLACED`` when
+    it does. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
     ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     """
     return _watch(Path(root).resolve(), settings, stop_event)
@@ -724,7 +802,11 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                         now = _identity(root)
                     if now is None:
                         yield {(_DELETED, str(root))}
-                        return
+                        now = await _wait_for_folder(root, stop_event)
+                        if now is None:
+                            return
+                        identity, replaced = now, True
+                        break
                     if gone or now != identity:
                         identity, replaced = now, True
                         break
@@ -744,11 +826,26 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                 e = e.subgroup(RuntimeError).exceptions[0]
             if not root.is_dir():
                 yield {(_DELETED, str(root))}
-                return
+                now = await _wait_for_folder(root, stop_event)
+                if now is None:
+                    return
+                identity = now
+                yield {(_REPLACED, str(root))}
+                continue
             yield {(_RESCAN, f"{type(e).__name__}: {e}")}
             await anyio.sleep(1.0)
             continue
         yield {(_REPLACED, str(root))}   # the loop watches the new folder
+
+
+async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:
+    """Waits until ``root`` is a folder again: its identity, or ``None`` once ``stop_event`` is set."""
+    while not stop_event.is_set():
+        if root.is_dir() and (now := _identity(root)) is not None:
+            return now
+        with anyio.move_on_after(_GONE_POLL_S):
+            await stop_event.wait()
+    return None
 
 
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:

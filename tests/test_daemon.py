@@ -370,6 +370,34 @@ async def test_health_line_only_when_it_changes(corpus, tmp_path):
     assert not check_health()
 
 
+async def test_status_lines_count_in_the_singular_and_embed_errors_cleanly(tmp_path, monkeypatch):
+    from streamrag.errors import StreamragError
+    from streamrag.pipeline import Indexer
+
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.02})   # offline: fast
+    async with running(settings, tmp_path / "one.db", folder) as (daemon, events, send):
+        (idle,) = [e for e in events if e["state"] == "idle"]
+        assert idle["documents"] == 1 and "1 document," in idle["message"], idle["message"]
+        assert "1 documents" not in idle["message"] and "0 LLM calls" in idle["message"]
+        (health,) = [e for e in events if e["state"] == "health"]
+        assert health["message"].startswith("1 document, "), health["message"]
+        assert "0 failures, 0 errors" in health["message"], health["message"]
+
+        async def fails(self, paths):
+            raise StreamragError("the endpoint failed (fault injection).")
+
+        monkeypatch.setattr(Indexer, "run", fails)
+        (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council twice.\n")
+        await send.send({(Change.modified, str(folder / "a.txt"))})
+        await until(lambda: "sync failed" in " ".join(e["message"] for e in events))
+        await send.aclose()
+    failed = [e["message"] for e in events if "sync failed" in e["message"]][0]
+    assert "(fault injection); retrying" in failed and ".;" not in failed, failed
+
+
 def test_reporter_text_and_json():
     out = io.StringIO()
     Reporter(stream=out)({"event": "state", "state": "queued", "message": "2 files (2 added)", "files": 2})
@@ -655,3 +683,13 @@ async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
     assert stopped["failed_items"] == daemon.last_result.failed_calls
     assert not any("retried after a pause" in e["message"] for e in events)   # --once retries nothing
     assert daemon.health()["pending"] == 0
+    # `streamrag status` does not call that update a bare "ok".
+    from streamrag.status import format_status, gather_status
+
+    store = Store(tmp_path / "once.db", readonly=True)
+    try:
+        text = format_status(gather_status(store), tmp_path / "once.db")
+    finally:
+        store.close()
+    (line,) = [line for line in text.splitlines() if line.strip().startswith("last update")]
+    assert f"ok, but {daemon.last_result.failed_calls} item" in line and "failed" in line, line

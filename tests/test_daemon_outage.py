@@ -15,7 +15,7 @@ from conftest import index_snapshot, make_settings
 from streamrag.daemon import Daemon
 from streamrag.status import gather_status
 from streamrag.store import Store
-from test_daemon import SMALL, running, until
+from test_daemon import SMALL, Events, running, until
 
 pytestmark = pytest.mark.anyio
 _MODIFIED, _DELETED = 2, 3
@@ -52,6 +52,10 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         # More retry syncs than the few allowed while some calls succeed: every call fails.
         await until(lambda: sum(e.get("outage", False) for e in events) >= 5, timeout=60)
         assert index_snapshot(db) == before        # the old version of the file is still indexed
+        # The line names the endpoint that does not answer, as `streamrag index` does.
+        outage = [e for e in events if e.get("outage")][-1]
+        assert outage["endpoint"].startswith(simulator.base_url.rstrip("/")), outage
+        assert f"is the endpoint {outage['endpoint']} down?" in outage["message"], outage["message"]
 
         switch.up = True
         store = Store(db, readonly=True)
@@ -65,29 +69,69 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
     assert not any(e.get("gave_up") for e in events)
 
 
-async def test_the_watched_folder_going_away_stops_the_daemon_and_keeps_the_index(corpus, tmp_path):
-    db = tmp_path / "g.db"
+@pytest.mark.parametrize("index_inside", [False, True])
+async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_back(
+        corpus, tmp_path, index_inside):
+    """A restore (`rm -rf DIR; sleep 4; mkdir DIR`): one line says the folder is gone and that the
+    daemon waits; it keeps waiting, and syncs the folder whole when it is back."""
+    from streamrag.daemon import _REPLACED
+
+    db = corpus / ".streamrag" / "index.db" if index_inside else tmp_path / "g.db"
     async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
         before = index_snapshot(db)
         shutil.rmtree(corpus)
-        await send.send({(_DELETED, str(corpus / "council.txt"))})
-        await until(lambda: daemon.stopping, timeout=30)
-    assert daemon.exit_code == 1
-    assert any(e["state"] == "error" and "gone" in e["message"] and "the index keeps what it held"
-               in e["message"] for e in events)
-    assert events[-1]["state"] == "stopped" and "index is current" not in events[-1]["message"]
-    assert index_snapshot(db) == before
+        await send.send({(_DELETED, str(corpus / "council.txt")), (_DELETED, str(corpus))})
+        await until(lambda: "gone" in events.states(), timeout=30)
+        await send.send({(_DELETED, str(corpus / "guild.txt"))})    # more news of the deletion
+        await anyio.sleep(0.3)                                       # many quiet periods
+        assert not daemon.stopping and daemon.syncs == 1 and daemon.exit_code == 0
+        (gone,) = [e for e in events if e["state"] == "gone"]        # said once
+        assert str(corpus) in gone["message"] and "waiting for it to come back" in gone["message"]
+        assert "Ctrl-C" in gone["message"]
+        if index_inside:
+            assert "went with it" in gone["message"] and "rebuilds it" in gone["message"]
+            assert not db.exists()
+        else:
+            assert "keeps what it held" in gone["message"] and gone["db_kept"]
+            assert index_snapshot(db) == before
+
+        corpus.mkdir()                                               # the restore
+        (corpus / "fresh.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
+        await send.send({(_REPLACED, str(corpus))})
+        await until(lambda: daemon.syncs >= 2, timeout=30)
+        await send.aclose()
+    back = [e for e in events if e.get("replaced")]
+    assert len(back) == 1 and "is back" in back[0]["message"], back
+    assert "error" not in events.states(), [e["message"] for e in events if e["state"] == "error"]
+    assert events[-1]["state"] == "stopped" and "index is current" in events[-1]["message"]
+    assert daemon.exit_code == 0
+    store = Store(db, readonly=True)
+    try:
+        assert [r["path"] for r in store.query("SELECT path FROM documents")] == ["fresh.txt"]
+    finally:
+        store.close()
 
 
-async def test_the_watched_folder_going_away_with_its_index_says_so(corpus, tmp_path):
-    db = corpus / ".streamrag" / "index.db"          # inside the folder, as by default
-    async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
+async def test_a_stop_while_waiting_for_the_folder_is_prompt(corpus, tmp_path):
+    async with running(make_settings("", watch={"quiet_s": 0.02}), tmp_path / "w.db", corpus) \
+            as (daemon, events, send):
         shutil.rmtree(corpus)
-        await send.send({(_DELETED, str(corpus / "council.txt"))})
-        await until(lambda: daemon.stopping, timeout=30)
-    (gone,) = [e for e in events if e.get("error") == "folder gone"]
-    assert "keeps" not in gone["message"] and "went with it" in gone["message"], gone["message"]
-    assert daemon.exit_code == 1
+        await send.send({(_DELETED, str(corpus))})
+        await until(lambda: "gone" in events.states(), timeout=30)
+        with anyio.fail_after(2):
+            daemon.stop("SIGINT received")              # what the first signal does
+            await until(lambda: events.states()[-1] == "stopped")
+    assert daemon.exit_code == 0
+    assert "the watched folder is gone" in events[-1]["message"]
+
+
+async def test_watch_once_on_a_folder_gone_stops_with_1(tmp_path):
+    """`watch --once` does not wait: a folder that is not there is an error, as before."""
+    daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone", report=Events())
+    with anyio.fail_after(5):
+        await daemon.run(None)
+    assert daemon.exit_code == 1 and "gone" not in daemon.report.states()
+    assert any(e.get("error") == "folder gone" for e in daemon.report)
 
 
 async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_path):
@@ -202,8 +246,78 @@ async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
     assert any(kind == _REPLACED for batch in seen for kind, _ in batch)
 
 
-def test_any_event_once_the_folder_is_gone_means_deleted(tmp_path):
-    daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone")
+async def test_the_real_watcher_waits_for_a_folder_gone_for_a_while(tmp_path, monkeypatch):
+    """Gone for longer than it waits for a quick re-creation: `_DELETED` for the folder, then
+    `_REPLACED` when it is back, then the new folder's events."""
+    from streamrag import daemon as daemon_module
+    from streamrag.daemon import _REPLACED
+
+    monkeypatch.setattr(daemon_module, "_GONE_WAIT_S", 0.2)   # 2 s in use
+    monkeypatch.setattr(daemon_module, "_GONE_POLL_S", 0.05)
+    folder = tmp_path / "w"
+    folder.mkdir()
+    said_gone = anyio.Event()
+
+    async def remove_wait_restore(stop) -> None:
+        await anyio.sleep(0.3)      # the watcher is running
+        shutil.rmtree(folder)
+        await said_gone.wait()
+        await anyio.sleep(0.3)      # the watcher keeps waiting
+        folder.mkdir()
+        while not stop.is_set():    # written until the watcher on the new folder reports it
+            (folder / "new.txt").write_text(f"text {anyio.current_time()}")
+            await anyio.sleep(0.2)
+
+    def done(seen, changes) -> bool:
+        if (_DELETED, str(folder)) in changes:
+            said_gone.set()
+        return any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
+            path.endswith("new.txt") for _kind, path in changes)
+
+    seen = await watch_while(folder, remove_wait_restore, done)
+    gone = next(i for i, b in enumerate(seen) if (_DELETED, str(folder)) in b)
+    back = next(i for i, b in enumerate(seen) if any(kind == _REPLACED for kind, _ in b))
+    assert gone < back
+
+
+async def test_the_real_watcher_waiting_for_a_folder_ends_at_once_on_stop(tmp_path, monkeypatch):
+    from streamrag import daemon as daemon_module
+    from streamrag.config import WatchSettings
+    from streamrag.daemon import watch_folder
+
+    monkeypatch.setattr(daemon_module, "_GONE_WAIT_S", 0.1)
+    folder = tmp_path / "w"
+    folder.mkdir()
+    stop = anyio.Event()
+    changes_of = watch_folder(folder, WatchSettings(debounce_ms=50), stop)
+    with anyio.fail_after(20):
+        async def remove() -> None:
+            await anyio.sleep(0.3)
+            shutil.rmtree(folder)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(remove)
+            async for changes in changes_of:
+                if (_DELETED, str(folder)) in changes:
+                    break
+    # The generator now waits for the folder (polling every _GONE_POLL_S); a stop ends it.
+    async def stop_soon() -> None:
+        await anyio.sleep(0.2)
+        stop.set()
+
+    with anyio.fail_after(1.5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop_soon)
+            assert [c async for c in changes_of] == []
+
+
+def test_any_event_once_the_folder_is_gone_says_so_once(tmp_path):
+    events = Events()
+    daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone", report=events)
+    for _ in range(2):   # nothing to queue: the folder's return is synced whole
+        assert daemon._classify({(_DELETED, str(tmp_path / "gone" / "a.txt"))}) == {}
+    assert events.states() == ["gone"]
+    daemon._once = True  # `watch --once`: the sync says it is gone and stops
     assert daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
 
 
