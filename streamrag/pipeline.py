@@ -161,6 +161,17 @@ def _covered(path: str, scope: list[str]) -> bool:
                for s in scope)
 
 
+def _still_there(stored: str, root: Path | None) -> bool:
+    """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
+    folder is gone as a whole (a disk not mounted now may come back; a deleted file does not).
+    ``stored`` is ``file`` or ``file#row``, and a file's own name may hold "#"."""
+    candidates = [stored] + [stored[:i] for i, ch in enumerate(stored) if ch == "#"]
+    full = [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c for c in candidates]
+    if any(f.is_file() for f in full):
+        return True
+    return not full[-1].parent.is_dir()
+
+
 def _readable(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -451,7 +462,8 @@ class Indexer:
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
         # indexed folder adds or updates that file; it does not drop the others).
         scope = [_rel(p, self.root) for p in paths]
-        scan.files.update({p: v for p, v in known.items() if not _covered(p, scope)})
+        scan.files.update({p: v for p, v in known.items()
+                           if not _covered(p, scope) and _still_there(p, self.root)})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)

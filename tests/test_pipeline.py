@@ -216,6 +216,23 @@ async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
     (corpus / "council.txt").unlink()          # what lies under the folder given still syncs
     third = await sync([corpus], settings, db, root=corpus)
     assert third.docs == 4 and third.docs_removed == 1
+    # A file of the other folder that was deleted leaves too (it stayed, cited, for good)...
+    (other / "lind.txt").unlink()
+    fourth = await sync([corpus], settings, db, root=corpus)
+    assert fourth.docs == 3 and fourth.docs_removed == 1
+
+
+async def test_a_file_outside_the_run_stays_while_its_whole_folder_is_missing(corpus, tmp_path):
+    """...but while its whole folder is missing (a disk not mounted), it stays indexed."""
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    other = tmp_path / "disk"
+    other.mkdir()
+    (other / "lind.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
+    db = tmp_path / "x.db"
+    await sync([corpus, other], settings, db, root=corpus)
+    other.rename(tmp_path / "elsewhere")
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.docs == 5 and again.docs_removed == 0
 
 
 async def test_relative_folders_name_each_file_once_and_apart(tmp_path, monkeypatch):
