@@ -22,6 +22,7 @@ import msgspec
 
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError
+from streamrag.loader import DEFAULT_INCLUDE
 
 CONFIG_NAME = "streamrag.toml"
 
@@ -52,7 +53,7 @@ class LLMSettings(_Section):
 
 class IndexSettings(_Section):
     extractor: Literal["auto", "llm", "nlp"] = "auto"
-    include: list[str] = msgspec.field(default_factory=lambda: ["*.txt", "*.md"])
+    include: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_INCLUDE))
     text_field: str = "text"
     chunk_size: int = 1200
     chunk_overlap: int = 100
@@ -62,7 +63,7 @@ class IndexSettings(_Section):
     max_gleanings: int = 1
     glean_check: Literal["logit_bias", "prompt", "off"] = "logit_bias"
     extract_claims: bool = False
-    claim_description: str = ""
+    claim_description: str = "Any claims or facts that could be relevant to information discovery."
     extraction_prompt: str = ""
     summary_max_tokens: int = 150
     summary_join_tokens: int = 60

@@ -26,7 +26,7 @@ from streamrag.errors import EmptyInput, InputError
 from streamrag.ids import document_id
 from streamrag.records import Document
 
-DEFAULT_INCLUDE = ["*.txt", "*.md", "*.jsonl", "*.csv"]
+DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]  # = index.include in config/default.toml
 _MARKDOWN = (".md", ".markdown")
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")

@@ -138,3 +138,16 @@ def test_malformed_settings_file_points_at_init_force_only_when_init_would_rewri
             load_settings(path, env={})
         assert "not valid TOML" in str(err.value)
         assert (hint in str(err.value)) if hint else "init" not in str(err.value)
+
+
+def test_the_code_defaults_are_the_shipped_defaults_file():
+    """Settings built in code (a library user's Settings()) equal config/default.toml's: the
+    code said include = txt and md only, and no claim description."""
+    import msgspec
+
+    from streamrag.config import Settings
+
+    built = msgspec.to_builtins(Settings())
+    shipped = msgspec.to_builtins(load_settings(None, env={}))
+    built.pop("source"), shipped.pop("source")
+    assert built == shipped
