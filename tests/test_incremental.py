@@ -13,7 +13,9 @@ import pytest
 from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache
+from streamrag.errors import LLMUnavailableError
 from streamrag.pipeline import sync
+from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -196,9 +198,18 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
     victim = sorted(corpus.glob("*.txt"))[0]
     victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
 
+    # Nothing listens at the endpoint: the run stops before publishing, and says so.
     down = make_settings("http://127.0.0.1:9/v1", index={"chunk_size": 80, "chunk_overlap": 10},
                          llm={"max_retries": 0})
-    result = await sync([corpus], down, db, root=corpus)
+    with pytest.raises(LLMUnavailableError, match="Nothing was published"):
+        await sync([corpus], down, db, root=corpus)
+    assert index_snapshot(db) == before
+    # The endpoint answers, but only with errors: what worked is published, and the edited file
+    # keeps its previous version until its new chunks can be extracted.
+    with Simulator(SimulatorConfig(fault_rate=1.0, timeout_s=0)) as failing:
+        broken = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
+                               llm={"max_retries": 0})
+        result = await sync([corpus], broken, db, root=corpus)
     assert result.failures >= 1 and any(victim.name in w and "previous version" in w for w in result.warnings)
     assert index_snapshot(db) == before        # nothing the old version said was dropped
 
