@@ -148,6 +148,9 @@ _STOPWORDS = {
     "story", "stories", "happen", "happened", "happens", "mentioned", "give", "list",
     "according", "said", "says", "say", "one", "two", "many", "much", "way", "ways", "get",
     "got", "like", "well", "made", "make", "after", "before", "during", "while", "since",
+    # What a user calls the collection itself ("the main themes in my notes"): a model reads
+    # these as the whole collection, not as a topic to find in a report.
+    "notes", "note", "files", "file", "folder", "folders", "archive", "papers", "articles",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
 _BLANK_LINES = re.compile(r"\n\s*\n")

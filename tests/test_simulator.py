@@ -270,6 +270,10 @@ def test_rating_depends_on_the_question(client):
     assert ghost["com-1a2b3c"] > ghost["com-4d5e6f"] == 0
     assert race["com-4d5e6f"] > race["com-1a2b3c"] == 0
     assert set(rate("Anything about quantum chromodynamics?").values()) == {0}
+    # A broad question about the collection, however the user names it, finds every report
+    # somewhat relevant (the README's "main themes in my notes" found none).
+    for broad in ("What are the main themes in my notes?", "What are the main themes of these files?"):
+        assert set(rate(broad)) == {"com-1a2b3c", "com-4d5e6f"} and 0 not in rate(broad).values()
 
 
 def test_map_points_vary_with_the_question_and_cite_reports(client):
