@@ -1,9 +1,10 @@
 """The indexer's SQL: the stage products and the published graph it reads, and the rows it
-writes, ending with ``publish``, which replaces the published index in one transaction.
+writes, ending with ``publish``, which replaces the published index in one transaction (or
+leaves it as it is when no published row would differ).
 
 Functions that write run inside the writer task (``writer.run(save_chunks, ...)``); the rest
-read through the caller's connection. Nothing here decides anything: the pipeline and the
-in-memory graph (``graph_state``) do.
+read through the caller's connection. What to write is decided by the pipeline and the
+in-memory graph (``graph_state``), not here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from streamrag.store import Store
 
 if TYPE_CHECKING:
     from streamrag.graph_state import Change, GraphState
-    from streamrag.pipeline import _Scan
+    from streamrag.pipeline import Scan
 
 _extraction_json = msgspec.json.Encoder()
 _extraction_decode = msgspec.json.Decoder(Extraction)
@@ -220,7 +221,7 @@ def check_version(store: Store, worked_from: int) -> None:
                          "(finished work is reused)")
 
 
-def publish(store: Store, scan: _Scan, change: Change, state: GraphState,
+def publish(store: Store, scan: Scan, change: Change, state: GraphState,
             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
             vectors: list[tuple], meta: dict[str, str]) -> int:
     """Replaces the published index with this run's, in the writer's one transaction, and
@@ -324,17 +325,20 @@ def publish(store: Store, scan: _Scan, change: Change, state: GraphState,
     delete_in(store, "community_members", "community_id", regrouped)
     conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
                      [(i, m) for i in sorted(regrouped) for m in members.get(i, ())])
-    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
-                 "WHERE report_key IS NOT NULL)")
-    conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
                      "VALUES (?,?,?,?,?)", vectors)
     # Vectors of what no longer exists would crowd out live items in similarity search.
     delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
+    if conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):
+        # Nothing published differs: the version stands. (Chunks this run stored for an edit it
+        # could not extract are not a change; they go with the next version's clean-up.)
+        return store.version
+    # Clean-up: rows nothing published refers to any more.
+    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
+                 "WHERE report_key IS NOT NULL)")
+    conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
-    if conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):
-        return store.version  # nothing differs: the published version stands
     version = store.version + 1
     store.set_meta("version", str(version))
     for name, value in meta.items():

@@ -710,17 +710,16 @@ class LLMClient:
         async with self._admission:  # first come, first served: a big request is not starved
             while True:
                 delay = self._paused_until - time.monotonic()
-                for budget, amount in wanted:
-                    wait = budget.wait_s(amount)
+                limiting = None   # the budget the wait is for, unless the server's pause is longer
+                waits = [(budget, budget.wait_s(amount)) for budget, amount in wanted]
+                for budget, wait in waits:
                     if wait > delay:
-                        delay = wait
+                        delay, limiting = wait, budget
                 if delay <= 0:
                     break
-                limiting = None
-                for budget, amount in wanted:
-                    if budget.wait_s(amount) > 0:
+                for budget, wait in waits:
+                    if wait > 0:
                         budget.waited_s += delay
-                        limiting = limiting or budget
                 if delay >= WAIT_NOTICE_S:
                     self._notice("wait", f"waiting {delay:.0f} s: " + (
                         f"{limiting.setting} ({limiting.limit:,}) is used up for this minute; raise it to "

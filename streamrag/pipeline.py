@@ -12,7 +12,8 @@ the ones before it instead of filling memory. Its products are content-addressed
 soon as they exist, so an interrupted run loses nothing. The second half works on what changed:
 a first index is simply the update from an empty index, which is why an index built over many
 updates equals the index built at once. Nothing a query reads changes until ``publish``
-replaces the published rows and bumps the version in one transaction.
+replaces the published rows and bumps the version in one transaction (a run that changes
+nothing publishes no new version).
 
 This module holds the stages and their order. The graph the second half works on, and what
 it decides is dirty, is ``graph_state``; every row read or written is ``index_rows``.
@@ -139,7 +140,7 @@ class SyncResult(msgspec.Struct):
 # Stage 1: scan, load, chunk, extract, glean (streaming)
 # --------------------------------------------------------------------------------------------
 @dataclass
-class _Scan:
+class Scan:
     """What the folder holds now: path -> (doc id, size, change stamp), per-document facts."""
 
     files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
@@ -165,11 +166,13 @@ def _still_there(stored: str, root: Path | None) -> bool:
     """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
     folder is gone as a whole (a disk not mounted now may come back; a deleted file does not).
     ``stored`` is ``file`` or ``file#row``, and a file's own name may hold "#"."""
-    candidates = [stored] + [stored[:i] for i, ch in enumerate(stored) if ch == "#"]
+    # Rows come only from .jsonl and .csv files; a row's "#n" never holds a "/".
+    candidates = [stored] + [stored[:i] for i, ch in enumerate(stored)
+                             if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))]
     full = [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c for c in candidates]
     if any(f.is_file() for f in full):
         return True
-    return not full[-1].parent.is_dir()
+    return not full[0].parent.is_dir()
 
 
 def _readable(path: Path) -> bool:
@@ -454,10 +457,10 @@ class Indexer:
                 return kept, False, lambda: counter[0]
         return relabel(fresh, state.old_communities, new_id), True, lambda: counter[0]
 
-    async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path]) -> _Scan:
+    async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path]) -> Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
-        scan = _Scan()
+        scan = Scan()
         known = index_rows.files(store)
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
         # indexed folder adds or updates that file; it does not drop the others).
@@ -599,7 +602,7 @@ class Indexer:
         return scan
 
     # -- stage 2: what changed ---------------------------------------------------------------
-    def _changes(self, store: Store, scan: _Scan) -> Change:
+    def _changes(self, store: Store, scan: Scan) -> Change:
         old_docs = index_rows.document_ids(store)
         self._keep_previous_versions(store, scan, old_docs)
         new_docs = {doc_id for doc_id, _s, _m in scan.files.values()}
@@ -622,7 +625,7 @@ class Indexer:
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
             extractions=index_rows.load_extractions(store, added, self.key))
 
-    def _keep_previous_versions(self, store: Store, scan: _Scan, old_docs: set[str]) -> None:
+    def _keep_previous_versions(self, store: Store, scan: Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed
         as it was: publishing the half that worked would drop what the old version said.
 

@@ -90,7 +90,8 @@ def _outcome(info: dict) -> str:
     failed = info["failures_last_run"] - unreadable
     left = []
     if failed:
-        left.append(f"{_n(failed, 'item')} failed (left out of this version)")
+        # A run that did not finish published nothing: no version left anything out.
+        left.append(f"{_n(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if unreadable:
         left.append(f"{_n(unreadable, 'file')} could not be read")
     if not left:

@@ -440,7 +440,8 @@ def fold_wal(path: Path | str) -> None:
     exclusive lock without waiting, which succeeds only when no other connection has the
     database open, checkpoints every committed frame and deletes the WAL and shared memory. If
     the lock is not free (``watch``, a running ``index``, another reader), the close just
-    closes: nothing waits, nothing is written, the WAL stays for whoever closes last. Only
+    closes: nothing is written and the WAL stays for whoever closes last (reading the schema
+    may wait up to 5 s for a writer recovering the WAL; the close itself never waits). Only
     committed pages are copied into the main file; the index content is unchanged.
     """
     path = Path(path)

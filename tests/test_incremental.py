@@ -193,7 +193,7 @@ async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_pat
 
 async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus, tmp_path, sim_settings):
     db = tmp_path / "i.db"
-    await sync([corpus], sim_settings, db, root=corpus)
+    published = await sync([corpus], sim_settings, db, root=corpus)
     before = index_snapshot(db)
     victim = sorted(corpus.glob("*.txt"))[0]
     victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
@@ -210,8 +210,11 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
         broken = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
                                llm={"max_retries": 0})
         result = await sync([corpus], broken, db, root=corpus)
+        retried = await sync([corpus], broken, db, root=corpus)   # as watch retries an outage
     assert result.failures >= 1 and any(victim.name in w and "previous version" in w for w in result.warnings)
     assert index_snapshot(db) == before        # nothing the old version said was dropped
+    # ... and nothing published changed, so no version was made (each retry made one).
+    assert result.version == retried.version == published.version
 
     again = await sync([corpus], sim_settings, db, root=corpus)   # the endpoint is back
     assert again.failures == 0 and not again.warnings

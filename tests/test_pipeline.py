@@ -395,3 +395,17 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
     # A changed setting that is published with the index is a change too.
     reordered = await sync([corpus], make_settings(index={"leiden_seed": 7}), db, root=corpus)
     assert reordered.version == 3
+
+
+def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
+    from streamrag.pipeline import _still_there
+
+    (tmp_path / "there#dir").mkdir()
+    (tmp_path / "there#dir" / "a.txt").write_text("x")
+    (tmp_path / "rows.csv").write_text("text\nx\n")
+    assert _still_there(str(tmp_path / "there#dir" / "a.txt"), None)
+    assert not _still_there(str(tmp_path / "there#dir" / "deleted.txt"), None)
+    assert _still_there(str(tmp_path / "gone#dir" / "a.txt"), None)       # its folder is missing
+    assert _still_there("rows.csv#1", tmp_path) and not _still_there("gone.csv#1", tmp_path)
+    (tmp_path / "a").write_text("x")                     # "a#b.txt" is a name, not a's row
+    assert not _still_there("a#b.txt", tmp_path)

@@ -61,3 +61,7 @@ def test_failed_items_are_said_beside_ok():
     assert line.endswith("ok, but 1 item failed (left out of this version); see --failures"), line
     assert last_update_line(format_status(_info("ok", 0, 0), Path("i.db"))).endswith("watch r1: ok")
     assert "killed" in last_update_line(format_status(_info("running", 0, 0), Path("i.db")))
+    # A run that stopped (a dead endpoint: "Nothing was published") made no version to leave
+    # anything out of.
+    line = last_update_line(format_status(_info("failed", 1, 0), Path("i.db")))
+    assert line.endswith("failed, but 1 item failed; see --failures"), line
