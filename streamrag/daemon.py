@@ -48,7 +48,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -290,22 +290,25 @@ class Daemon:
         return None
 
     def _indexed_under(self, rel: str) -> bool:
-        try:
-            store = Store(self.db_path, readonly=True)
-        except StreamragError:
-            return False
-        try:
+        with self._reading() as store:
+            if store is None:
+                return False
             prefix = rel + "/"
             return bool(store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",
                                      (len(prefix), prefix)))
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Store | None]:
+        """The index, read-only, closed after the block; None while there is none to read."""
+        try:
+            store = Store(self.db_path, readonly=True)
+        except StreamragError:
+            yield None
+            return
+        try:
+            yield store
         finally:
             store.close()
-
-    def _open_index(self) -> Store | None:
-        try:
-            return Store(self.db_path, readonly=True)
-        except StreamragError:
-            return None
 
     @staticmethod
     def _is_indexed(store: Store | None, rel: str) -> bool:
@@ -376,8 +379,7 @@ class Daemon:
                 kinds.setdefault(rel, set()).add(int(change))
         if not kinds:
             return out
-        store = self._open_index()
-        try:
+        with self._reading() as store:
             folders = []
             for rel, seen in kinds.items():
                 path = self.root / rel
@@ -398,9 +400,6 @@ class Daemon:
                 for rel in self._files_in(folder):
                     if rel not in out:
                         out[rel] = "modified" if self._is_indexed(store, rel) else "added"
-        finally:
-            if store is not None:
-                store.close()
         return out
 
     # -- the run ---------------------------------------------------------------------------
@@ -683,18 +682,12 @@ class Daemon:
     def _failing_endpoint(self, run_id: str) -> str:
         """The URL the newest failure of ``run_id`` names (``.../chat/completions``), else
         ``llm.api_base``."""
-        try:
-            store = Store(self.db_path, readonly=True)
-        except StreamragError:
-            store = None
-        if store is not None:
-            try:
-                for row in store.query("SELECT message FROM failures WHERE run_id = ? ORDER BY id DESC "
-                                       "LIMIT 20", (run_id,)):
-                    if found := _URL_RE.search(str(row["message"])):
-                        return found.group(0).rstrip(".,;:")
-            finally:
-                store.close()
+        with self._reading() as store:
+            messages = [] if store is None else [str(r["message"]) for r in store.query(
+                "SELECT message FROM failures WHERE run_id = ? ORDER BY id DESC LIMIT 20", (run_id,))]
+        for message in messages:
+            if found := _URL_RE.search(message):
+                return found.group(0).rstrip(".,;:")
         return self.settings.llm.api_base or "(llm.api_base not set)"
 
     # -- health ----------------------------------------------------------------------------
@@ -702,19 +695,13 @@ class Daemon:
         """What the published index holds and how the daemon fares, as one flat dict."""
         out: dict[str, Any] = {"documents": None, "entities": None, "communities": None,
                                "failures": None}
-        try:
-            store = Store(self.db_path, readonly=True)
-        except StreamragError:
-            store = None
-        if store is not None:
-            try:
+        with self._reading() as store:
+            if store is not None:
                 with store.snapshot():
                     for table in ("documents", "entities", "communities"):
                         out[table] = store.scalar(f"SELECT count(*) FROM {table}")
                     # As `streamrag status` counts them: the last update's, once per item.
                     out["failures"] = failures_of(store, last_update(store))
-            finally:
-                store.close()
         out.update(pending=self._files_pending(), last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
