@@ -214,7 +214,8 @@ def _format_sync(r, db: Path) -> str:
     tokens = sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in r.llm.values())
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
     lines = [
-        f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s",
+        (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
+         f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
         f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged)",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",

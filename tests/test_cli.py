@@ -268,6 +268,8 @@ def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
     assert f"({chunks} extracted now, 0 already extracted)" in first.stdout
     again = run("index", "-q", ".", cwd=corpus)   # it said "0 extracted now, 0 reused"
     assert f"chunks         {chunks} (0 extracted now, {chunks} already extracted)" in again.stdout
+    assert again.stdout.startswith("Nothing changed: ") and "stays at version 1" in again.stdout
+    assert json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)["published"] is False
 
 
 def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
