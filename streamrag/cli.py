@@ -25,7 +25,7 @@ import anyio
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
-from streamrag.store import Store, default_db_path
+from streamrag.store import Store, default_db_path, indexed_root
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     db = _db_for_index(args, settings, root)
     # An existing index keeps naming documents from its own folder: `index sub` or
     # `index sub/file.txt` updates those files in it and leaves the rest alone.
-    root = pipeline.indexed_root(db) or root
+    root = indexed_root(db) or root
     if args.estimate:
         from streamrag.estimate import estimate
 

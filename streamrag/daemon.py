@@ -58,7 +58,7 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE
 from streamrag.status import failures_of, last_update
-from streamrag.store import Store
+from streamrag.store import Store, indexed_root
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import SyncResult
@@ -883,7 +883,6 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
     from streamrag.cli import _db_for_index, _settings
-    from streamrag.pipeline import indexed_root
 
     root = Path(args.dir)
     if root.is_file():

@@ -14,7 +14,7 @@ import msgspec
 from xml.sax import saxutils
 
 from streamrag.errors import StreamragError, UsageError
-from streamrag.store import Store
+from streamrag.store import Store, indexed_root
 
 
 def _rows(store: Store, sql: str):
@@ -139,7 +139,6 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path
 def _held_document(store: Store, out: Path) -> str | None:
     """The ``files`` row naming ``out`` (itself, or one of its rows ``out#N``), if any."""
     from streamrag.loader import stored_path
-    from streamrag.pipeline import indexed_root
 
     root = indexed_root(store.path)
     if root is None:  # its folder is gone or was never recorded: the names as they were given

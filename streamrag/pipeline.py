@@ -831,30 +831,6 @@ class Indexer:
             return []
 
 
-def indexed_root(db_path: Path) -> Path | None:
-    """The folder the index at ``db_path`` names its documents from, if it still exists.
-
-    Stored paths are relative to it, so a later run on a subfolder or one file must use it
-    too: `index sub` then updates ``sub/...`` instead of taking ``sub`` for the whole folder.
-    An index in its folder's ``.streamrag/`` belongs to that folder, wherever it was recorded:
-    a copied folder's index updates the copy, not the original it still names.
-    """
-    db_path = Path(db_path)
-    if not db_path.is_file():
-        return None
-    if db_path.parent.name == ".streamrag":
-        return db_path.parent.parent.resolve()
-    try:
-        store = Store(db_path, readonly=True)
-    except StreamragError:
-        return None  # the run that opens it for writing says what is wrong with it
-    try:
-        root = store.get_meta("root")
-    finally:
-        store.close()
-    return Path(root) if root and Path(root).is_dir() else None
-
-
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,
                progress: Progress | None = None, command: str = "index", transport=None,
                recluster: bool = False, graph_cache: GraphCache | None = None) -> SyncResult:
