@@ -282,3 +282,20 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
     assert asked.returncode == 1
     # It said "is empty; build it with `streamrag index DIR`", which the user had just done.
     assert "holds no documents" in asked.stderr and "index.include" in asked.stderr
+
+
+def test_retries_through_the_cli_are_one_streamrag_line(corpus):
+    """A flaky endpoint: its retries are one `streamrag: ... retry` warning line on stderr (at
+    most one per 30 s), not one per retry; -v shows each."""
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 6\n[index]\nchunk_size = 80\n"
+                                           "chunk_overlap = 10\n")
+    with Simulator(SimulatorConfig(fault_rate=0.3, timeout_s=0, seed=5)) as flaky:
+        quiet = run("index", "-q", "--api-base", flaky.base_url, ".", cwd=corpus)
+        shutil.rmtree(corpus / ".streamrag")
+        loud = run("index", "-q", "-v", "--api-base", flaky.base_url, ".", cwd=corpus)
+    said = [line for line in quiet.stderr.splitlines() if "; retry " in line]
+    # One line per 30 s: a run of a few seconds says one (two, should this machine crawl).
+    assert 1 <= len(said) <= 2 and all(s.startswith("streamrag: http") for s in said), quiet.stderr
+    assert len([line for line in loud.stderr.splitlines() if "; retry " in line]) > len(said) + 2, loud.stderr
