@@ -640,7 +640,9 @@ class Daemon:
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
         made = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
-        failed_items = result.failed_calls or failed_calls
+        # Items left out because their calls failed. A call that failed and was asked again
+        # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
+        failed_items = result.failed_calls
         if self._once and failed_items:
             # `watch --once` is like `streamrag index`: what succeeded is published, and the
             # exit status tells a script that something did not.
@@ -652,7 +654,7 @@ class Daemon:
                                "run again to retry them (`streamrag status --failures` lists them)",
                       failed_calls=failed_calls, failed_items=failed_items)
             return False
-        if not failed_calls:
+        if not failed_items:
             self._retries = 0
             return True
         # Chunks, summaries or reports whose model calls failed are retried by the next sync

@@ -339,3 +339,41 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
         store.close()
     assert daemon.health()["failures"] == status["failures_last_run"] > 0
     assert status["failures_total"] > status["failures_last_run"]
+
+
+class CutOnce(Switch):
+    """Forwards to the simulator, but answers the first extraction cut off at max_tokens."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(base_url)
+        self.cut = False
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        import json
+
+        from streamrag.simulator import detect_task
+
+        if not self.cut and request.url.path.endswith("/chat/completions") \
+                and detect_task(json.loads(request.content)["messages"]) == "extract":
+            self.cut = True
+            return httpx.Response(200, json={
+                "id": "cut", "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": '("entity"|'},
+                             "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        return await super().__call__(request)
+
+
+async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tmp_path, simulator):
+    """An answer cut off at max_tokens is asked for again; when the second answer does, nothing
+    was left out: no error line and no retry sync (every sync that wrote reports showed one)."""
+    cut = CutOnce(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.02})
+    db = tmp_path / "c.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(cut)) as (daemon, events, send):
+        await anyio.sleep(0.2)                                   # several quiet periods
+        assert cut.cut and daemon.last_result.failed_calls == 0
+        assert sum(s.get("errors", 0) for s in daemon.last_result.llm.values()) == 1
+        assert "error" not in events.states() and daemon.syncs == 1 and not daemon.pending
+        await send.aclose()
+    await cut.client.aclose()
