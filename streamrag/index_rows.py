@@ -232,7 +232,6 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     published with this version (what the next run compares its settings with)."""
     conn = store.conn
     check_version(store, state.version)
-    written_before = conn.total_changes
     # Files and documents: only the rows that differ are written (an update of a large index
     # used to rewrite every file, document and community row).
     old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
@@ -240,6 +239,9 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     conn.executemany("INSERT OR REPLACE INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
                      [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())
                       if old_files.get(p) != (d, sz, mt)])
+    # The files table is the scan's bookkeeping (sizes and change stamps, which names hold which
+    # text), not what a query reads: a touched file, or a copy of indexed text, makes no version.
+    written_before = conn.total_changes
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
     paths_by_doc: dict[str, str] = {}

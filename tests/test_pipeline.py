@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -389,6 +390,11 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
     stamp = published_at()
     again = await sync([corpus], settings, db, root=corpus)
     assert again.version == first.version == 1 and published_at() == stamp
+    # Touched files (a new change stamp, the same text) are read again and change nothing.
+    for path in corpus.glob("*.txt"):
+        os.utime(path, (path.stat().st_atime + 10, path.stat().st_mtime + 10))
+    touched = await sync([corpus], settings, db, root=corpus)
+    assert touched.version == 1 and not touched.published and published_at() == stamp
     (corpus / "guild.txt").unlink()
     changed = await sync([corpus], settings, db, root=corpus)
     assert changed.version == 2 and changed.docs_removed == 1
