@@ -526,8 +526,11 @@ def add_ask_command(subparsers) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from streamrag.cli import _db_for_reading, _settings
+    from streamrag.store import indexed_root
 
-    settings = _settings(args)
+    # `ask --db notes/.streamrag/index.db` answers with the settings beside that index (as
+    # `index notes` was run with them), not only those of the folder it is asked from.
+    settings = _settings(args, indexed_root(Path(args.db)) if args.db else None)
     db = _db_for_reading(args, settings)
     stream = not args.json and not args.no_stream
     # Document text reaches the terminal through the answer, the footer and status lines: it

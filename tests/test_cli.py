@@ -299,3 +299,17 @@ def test_retries_through_the_cli_are_one_streamrag_line(corpus):
     # One line per 30 s: a run of a few seconds says one (two, should this machine crawl).
     assert 1 <= len(said) <= 2 and all(s.startswith("streamrag: http") for s in said), quiet.stderr
     assert len([line for line in loud.stderr.splitlines() if "; retry " in line]) > len(said) + 2, loud.stderr
+
+
+def test_ask_with_db_uses_the_settings_beside_that_index(corpus, tmp_path, simulator):
+    """`index notes` read notes/streamrag.toml; `ask --db notes/.streamrag/index.db` from
+    elsewhere answered extractively, as if no model were configured."""
+    (corpus / "streamrag.toml").write_text(
+        f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
+    assert run("index", "-q", str(corpus), cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = run("ask", "--json", "--db", str(corpus / ".streamrag" / "index.db"),
+              "What did Anton Heller do?", cwd=elsewhere)
+    answer = json.loads(out.stdout)
+    assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
