@@ -258,8 +258,10 @@ class _Search:
                                                     max_depth=q.dynamic_max_depth)
         self.answer.search = "global_dynamic"
         unread = f", {rater.unrated} unreadable ratings counted as irrelevant" if rater.unrated else ""
+        below = (f"; none reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the best-rated "
+                 "ones are used" if sel.fallback else "")
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
-                    f"reports selected ({sel.rated} rated{unread})")
+                    f"reports selected ({sel.rated} rated{unread}{below})")
         await self._map_reduce([tree.nodes[c] for c in sel.selected],
                                {"rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
                                 "ratings": sel.ratings, "fallback": sel.fallback,

@@ -192,6 +192,16 @@ async def test_dynamic_selection_prunes_irrelevant_subtrees(llm_db, qs):
     check_citations(answer, llm_db)
 
 
+
+async def test_a_dynamic_selection_that_falls_back_says_so(llm_db, simulator):
+    """Nothing reached the threshold, so the best-rated reports were used: it was only in --json."""
+    strict = make_settings(simulator.base_url, index=INDEX, llm={"cache": False},
+                           query={"dynamic_threshold": 5})
+    said: list[str] = []
+    answer = await aask("What are the main themes?", strict, llm_db, mode="global", on_status=said.append)
+    assert answer.details["fallback"] and answer.details["selected"]
+    assert any("none reached query.dynamic_threshold (5)" in line for line in said), said
+
 async def test_dynamic_selection_rules():
     def node(i, level, parent):
         return global_search.Node(id=i, level=level, parent=parent, size=1, title=i, summary=i, text=i)
