@@ -9,9 +9,11 @@ merging (about 2.5 per chunk), and how many communities get an LLM report (about
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from streamrag import chunker, loader
+from streamrag.cache import cache_key
 from streamrag.config import Settings
 from streamrag.errors import InputError
 from streamrag.extractor import extractor_key
@@ -32,10 +34,12 @@ FOUND_LIST_TOKENS = 120
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
     key = extractor_key(settings)
     done: set[str] = set()
+    cached: set[str] = set()   # chat answers in the cache (an interrupted run's, say): free
     if db.exists():
         store = Store(db)
         try:
             done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
+            cached = {k for (k,) in store.conn.execute("SELECT key FROM llm_cache")}
         finally:
             store.close()
     ix = settings.index
@@ -63,13 +67,19 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         s["completion_tokens"] += completion
 
     n = len(new_chunks)
+    from_cache = 0
     if not settings.offline and n:
         extract = load_prompt("extract", ix.extraction_prompt)
         types = ", ".join(t.lower() for t in ix.entity_types)
         found = "x " * FOUND_LIST_TOKENS
+        options = {"temperature": float(settings.llm.temperature)}   # what extract_chunk asks with
         for c in new_chunks.values():
-            add("extract", 1, count_message_tokens(extract.render(text=c.text, entity_types=types), ix.encoding),
-                FIRST_ROUND_COMPLETION * c.tokens)
+            messages = extract.render(text=c.text, entity_types=types)
+            if cache_key(settings.llm.extraction_model, messages, options, extract.name,
+                         extract.version) in cached:
+                from_cache += 1
+            else:
+                add("extract", 1, count_message_tokens(messages, ix.encoding), FIRST_ROUND_COMPLETION * c.tokens)
             for _ in range(ix.max_gleanings):
                 if ix.glean_check != "off":
                     check = load_prompt("glean_check").render(text=c.text, found=found)
@@ -87,12 +97,13 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         communities = COMMUNITIES_PER_CHUNK * n
         report_prompt = min(ix.report_max_input_tokens, 1800) + 250
         add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
-    stages = {k: {f: round(v) for f, v in s.items()} for k, s in stages.items()}
+    # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
+    stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     calls = sum(s["calls"] for s in stages.values())
     prompt = sum(s["prompt_tokens"] for s in stages.values())
     completion = sum(s["completion_tokens"] for s in stages.values())
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
-            "chunks_to_extract": n,
+            "chunks_to_extract": n, "extractions_cached": from_cache,
             "offline": settings.offline, "chat_calls": calls, "prompt_tokens": prompt,
             "completion_tokens": completion, "by_stage": stages,
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
@@ -111,5 +122,8 @@ def format_estimate(e: dict) -> str:
                      f"{s['completion_tokens']:>10,} completion")
     lines.append(f"  {'total':<12} {e['chat_calls']:>6} calls  {e['prompt_tokens']:>12,} prompt  "
                  f"{e['completion_tokens']:>10,} completion")
+    if e.get("extractions_cached"):
+        lines.append(f"  ({e['extractions_cached']} first extraction answers are in the cache, from an "
+                     "earlier run: not counted)")
     lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
     return "\n".join(lines)

@@ -70,6 +70,22 @@ def test_estimate_spends_nothing(corpus, simulator):
     assert not (corpus / ".streamrag").exists() or not list((corpus / ".streamrag").glob("*.db"))
 
 
+
+def test_estimate_leaves_out_extraction_answers_already_in_the_cache(corpus, simulator):
+    """After an interrupted run, the extraction answers it paid for are in the cache: the
+    estimate counted them again (44 chunks to extract, 10 of them cached)."""
+    common = ("--api-base", simulator.base_url)
+    assert run("index", str(corpus), "-q", *common).returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    with sqlite3.connect(db) as conn:        # as if killed after the answers, before the results
+        conn.execute("DELETE FROM extractions")
+    conn.close()
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    assert est["chunks_to_extract"] >= 4 and est["extractions_cached"] == est["chunks_to_extract"]
+    assert "extract" not in est["by_stage"] and est["by_stage"]["glean_check"]["calls"] >= 4
+    text = run("index", str(corpus), "--estimate", *common).stdout
+    assert f"({est['extractions_cached']} first extraction answers are in the cache" in text
+
 @pytest.mark.parametrize("args, message", [
     (("ask", "anything"), "streamrag index"),
     (("status",), "streamrag index"),
