@@ -356,6 +356,7 @@ class _Search:
         else:
             seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k)
             how = "bm25"
+        seeds = self._named_first(seeds, q.local_top_k)
         if not seeds:
             seeds, how = local_search.fallback_entities(self.store, q.local_top_k), "most connected"
         if q.local_pagerank:
@@ -364,6 +365,18 @@ class _Search:
                 how += " + pagerank"
             seeds = widened
         return seeds, how
+
+    def _named_first(self, seeds: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+        """``seeds`` with the entities the question names in full first, the most specific name
+        first: BM25 ranked "Torford Heights" (a long description) below "Torford Heights Braces"
+        (a short one) for "Tell me about Torford Heights"."""
+        named = named_entities(self.store, self.answer.question)
+        if not named:
+            return seeds
+        order = sorted(range(len(named)), key=lambda i: (-len(local_search.words(named[i][1])), i))
+        top = max((score for _e, score in seeds), default=0.0) + 1.0
+        first = list(dict.fromkeys(named[i][0] for i in order))
+        return ([(e, top) for e in first] + [(e, s) for e, s in seeds if e not in set(first)])[:k]
 
     async def _chunks(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query

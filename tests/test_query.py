@@ -783,3 +783,24 @@ async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
     full = await aask("Who hired Mira Osk, and what did she design?",
                       make_settings(simulator.base_url, index=INDEX, llm={"cache": False}), llm_db, mode=mode)
     assert not full.cut_off and "cut off" not in format_footer(full)
+
+
+async def test_local_search_puts_the_entity_named_in_full_first(tmp_path):
+    """BM25 favours short descriptions: "Port Vell Pilots" (one mention) ranked above "Port
+    Vell" (twelve) for "Tell me about Port Vell"."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    lines = [f"Port Vell welcomed trader number {i} from Kessel at dawn, and Port Vell sold grain, rope "
+             "and lamp oil to the crews of Blue Heron and Grey Gull." for i in range(12)]
+    (folder / "a.txt").write_text("\n\n".join(lines + ["The Port Vell Pilots met once."]) + "\n")
+    settings = make_settings()
+    db = tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    answer = await aask("Tell me about Port Vell", settings, db, mode="local")
+    store = Store(db, readonly=True)
+    try:
+        names = [store.scalar("SELECT name FROM entities WHERE id = ?", (e,))
+                 for e in answer.details["entities"][:2]]
+    finally:
+        store.close()
+    assert names == ["Port Vell", "Port Vell Pilots"]
