@@ -37,8 +37,8 @@ def _settings(args: argparse.Namespace, near: Path | None = None) -> Settings:
         path = find_config(near) if near is not None else None
         path = path or find_config()
     overrides: dict = {}
-    if getattr(args, "api_base", None):  # the flag beats the file and the environment
-        overrides.setdefault("llm", {})["api_base"] = args.api_base
+    if getattr(args, "api_base", None) is not None:  # the flag beats the file and the environment;
+        overrides.setdefault("llm", {})["api_base"] = args.api_base  # --api-base "": no model
     if getattr(args, "offline", False):
         overrides.setdefault("index", {})["extractor"] = "nlp"
     return load_settings(path, overrides=overrides or None,

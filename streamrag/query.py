@@ -51,6 +51,7 @@ from streamrag.store import Store
 from streamrag.terminal import TerminalText, terminal_text
 
 MODES = ("auto", "global", "local", "basic")
+MAX_QUESTION_WORDS = 1000
 GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
@@ -124,6 +125,10 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     if not question:
         raise StreamragError("the question is empty; ask something, e.g. "
                              "`streamrag ask \"What are the main themes?\"`")
+    if len(question.split()) > MAX_QUESTION_WORDS:  # sent again with every rating and map batch
+        raise StreamragError(f"the question is {len(question.split()):,} words long; ask in at most "
+                             f"{MAX_QUESTION_WORDS:,} (it is sent with every batch of reports a global "
+                             "search reads): put long material in the indexed folder instead")
     db_path = Path(db_path)
     status = on_status or (lambda _m: None)
     store = Store(db_path, readonly=True)

@@ -339,3 +339,19 @@ def test_index_publishes_what_worked_and_exits_1_when_items_failed(tmp_path, cap
 def test_verbose_flag_after_the_command(cli):
     with pytest.raises(Exception, match="no index at"):   # -v: the traceback, not the one line
         main(["ask", "-v", "--db", "missing.db", "anything"])
+
+
+def test_a_question_longer_than_any_question_is_refused(indexed):
+    # 121,600 characters went out with every rating and map batch: 136,437 prompt tokens.
+    one_line(run("ask", "word " * 1500, cwd=indexed), 1, "1,500 words long", "at most 1,000")
+
+
+def test_an_empty_api_base_flag_answers_without_a_model(indexed, tmp_path):
+    """The settings name an endpoint (here one where nothing listens); `--api-base ""` is the way
+    to answer extractively anyway (it was ignored, and the endpoint was asked)."""
+    config = tmp_path / "remote.toml"
+    config.write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n')
+    out = run("ask", "--config", str(config), "--api-base", "", "--json", "What is the quay?", cwd=indexed)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["extractive"] and answer["llm"]["calls"] == 0
