@@ -57,7 +57,7 @@ import anyio
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE
-from streamrag.status import failures_of, last_update
+from streamrag.status import counted as _n, failures_of, last_update
 from streamrag.store import Store, indexed_root
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -98,12 +98,6 @@ class Reporter:
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
-
-
-def _n(n: int, word: str) -> str:
-    if n == 1:
-        return f"{n} {word}"
-    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def _clause(text: object) -> str:
@@ -558,10 +552,10 @@ class Daemon:
         """One full sync of the folder; a failure is reported (raised if ``initial``)."""
         from streamrag.pipeline import Indexer, Progress
 
-        if not self.root.is_dir() and not self._once:
-            self._folder_gone()
-            return True       # nothing to sync until the folder is back
         if not self.root.is_dir():
+            if not self._once:
+                self._folder_gone()
+                return True   # nothing to sync until the folder is back
             self.exit_code = 1
             if self.db_path.exists():
                 index = f"the index keeps what it held: {self.db_path}"

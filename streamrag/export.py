@@ -9,9 +9,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import TextIO
+from xml.sax import saxutils
 
 import msgspec
-from xml.sax import saxutils
 
 from streamrag.errors import StreamragError, UsageError
 from streamrag.store import Store, indexed_root
@@ -25,18 +25,27 @@ def _rows(store: Store, sql: str):
         yield dict(zip(names, row))
 
 
-def _sections(store: Store) -> dict:
+def _sections(store: Store, *, entity_documents: bool = True) -> dict:
     """What an export holds, section by section; big sections are generators over the store
-    (call inside a snapshot)."""
-    docs_of: dict[str, set[str]] = defaultdict(set)
-    for entity_id, path in store.conn.execute(
-            "SELECT DISTINCT s.entity_id, d.path FROM entity_sources s "
-            "JOIN document_chunks dc ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
-        docs_of[entity_id].add(path)
+    (call inside a snapshot), so a writer that skips one never reads it. Without
+    ``entity_documents`` (GraphML) entities do not list the documents that mention them."""
     members: dict[str, list[str]] = defaultdict(list)
     for community_id, entity_id in store.conn.execute(
             "SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
         members[community_id].append(entity_id)
+
+    def entities():
+        rows = _rows(store, "SELECT id, name, type, description, mentions, degree FROM entities ORDER BY id")
+        if not entity_documents:
+            yield from rows
+            return
+        docs_of: dict[str, set[str]] = defaultdict(set)
+        for entity_id, path in store.conn.execute(
+                "SELECT DISTINCT s.entity_id, d.path FROM entity_sources s JOIN document_chunks dc "
+                "ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
+            docs_of[entity_id].add(path)
+        for r in rows:
+            yield {**r, "documents": sorted(docs_of.get(r["id"], ()))}
 
     def reports():
         for r in _rows(store, "SELECT c.id AS community, r.key, r.title, r.summary, r.rating, "
@@ -48,8 +57,7 @@ def _sections(store: Store) -> dict:
 
     return {
         "documents": _rows(store, "SELECT id, path, title, tokens FROM documents ORDER BY path"),
-        "entities": ({**r, "documents": sorted(docs_of.get(r["id"], ()))} for r in _rows(
-            store, "SELECT id, name, type, description, mentions, degree FROM entities ORDER BY id")),
+        "entities": entities(),
         "relationships": _rows(store, "SELECT id, source, target, description, weight, mentions, "
                                       "combined_degree FROM relationships ORDER BY id"),
         "claims": _rows(store, "SELECT * FROM claims ORDER BY id"),
@@ -230,7 +238,7 @@ def quoteattr(value) -> str:
 
 def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
     """Nodes carry their level-0 community, their deepest community and its level."""
-    sections = _sections(store)
+    sections = _sections(store, entity_documents=False)
     level0: dict[str, str] = {}
     deepest: dict[str, tuple[int, str]] = {}
     for c in sections["communities"]:

@@ -74,8 +74,11 @@ def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> 
                         (run["id"],))
 
 
-def _n(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def counted(n: int, word: str) -> str:
+    """``1 entity``, ``2 entities``, ``3 files``: a count with its word (status and watch lines)."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def _outcome(info: dict) -> str:
@@ -91,9 +94,9 @@ def _outcome(info: dict) -> str:
     left = []
     if failed:
         # A run that did not finish published nothing: no version left anything out.
-        left.append(f"{_n(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
+        left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if unreadable:
-        left.append(f"{_n(unreadable, 'file')} could not be read")
+        left.append(f"{counted(unreadable, 'file')} could not be read")
     if not left:
         return state
     see = "" if "failures" in info else "; see --failures"

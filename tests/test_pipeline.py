@@ -204,13 +204,19 @@ async def test_indexing_one_file_keeps_the_rest_of_the_folder(corpus, tmp_path):
     assert result.docs == 5 and result.docs_added == 1 and result.docs_removed == 0
 
 
-async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
+async def _indexed_with(corpus, other):
+    """``corpus`` and one file of the folder ``other`` indexed together (`index corpus other`):
+    (settings, db, the run's result)."""
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
-    other = tmp_path / "other"
     other.mkdir()
     (other / "lind.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
-    db = tmp_path / "x.db"
-    first = await sync([corpus, other], settings, db, root=corpus)
+    db = other.parent / "x.db"
+    return settings, db, await sync([corpus, other], settings, db, root=corpus)
+
+
+async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
+    other = tmp_path / "other"
+    settings, db, first = await _indexed_with(corpus, other)
     assert first.docs == 5
     again = await sync([corpus], settings, db, root=corpus)
     assert again.docs == 5 and again.docs_removed == 0
@@ -225,12 +231,8 @@ async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
 
 async def test_a_file_outside_the_run_stays_while_its_whole_folder_is_missing(corpus, tmp_path):
     """...but while its whole folder is missing (a disk not mounted), it stays indexed."""
-    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     other = tmp_path / "disk"
-    other.mkdir()
-    (other / "lind.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
-    db = tmp_path / "x.db"
-    await sync([corpus, other], settings, db, root=corpus)
+    settings, db, _first = await _indexed_with(corpus, other)
     other.rename(tmp_path / "elsewhere")
     again = await sync([corpus], settings, db, root=corpus)
     assert again.docs == 5 and again.docs_removed == 0
