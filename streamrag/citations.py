@@ -24,11 +24,8 @@ def parse_citations(text: str) -> list[tuple[str, str]]:
     """
     out: list[tuple[str, str]] = []
     for m in _CITATION.finditer(text):
-        kind = m.group(1)
         for part in re.split(r"[,;]\s*", m.group(2)):
-            part = part.strip().strip("'\"` ")
-            inner = re.match(r"^(E|L|R|T):\s*(.+)$", part)
-            k, ident = (inner.group(1), inner.group(2).strip()) if inner else (kind, part)
+            k, ident = _cited(part, m.group(1))
             if ident and (k, ident) not in out:
                 out.append((k, ident))
     return out

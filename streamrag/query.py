@@ -380,8 +380,8 @@ class _Search:
             return seeds
         order = sorted(range(len(named)), key=lambda i: (-len(local_search.words(named[i][1])), i))
         top = max((score for _e, score in seeds), default=0.0) + 1.0
-        first = list(dict.fromkeys(named[i][0] for i in order))
-        return ([(e, top) for e in first] + [(e, s) for e, s in seeds if e not in set(first)])[:k]
+        first = dict.fromkeys(named[i][0] for i in order)
+        return ([(e, top) for e in first] + [(e, s) for e, s in seeds if e not in first])[:k]
 
     async def _chunks(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query
