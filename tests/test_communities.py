@@ -440,3 +440,30 @@ def test_every_split_is_settled_so_an_unchanged_community_can_keep_it():
         grown = edges + [(rng.choice(nodes), rng.choice(nodes), 1.0) for _ in range(3)]
         warm = hierarchical_leiden(nodes, grown, max_cluster_size=3, previous=cold)
         assert _unsettled(cold, nodes, edges) == [] and _unsettled(warm, nodes, grown) == [], seed
+
+
+def test_reoptimising_some_parts_moves_only_their_nodes_and_settles_them():
+    # A partial re-optimisation pins every node of a settled part and runs Leiden on the
+    # graph with each such part contracted to one node; mapped back, the pinned nodes must
+    # be where they were, and no free node may want to move.
+    for seed in range(40):
+        rng = random.Random(seed)
+        n = rng.randint(30, 80)
+        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(3 * n)})
+        weights = [rng.choice([0.5, 1.0, 2.0]) for _ in pairs]
+        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        start = [rng.randrange(6) for _ in range(n)]
+        free_parts = set(rng.sample(range(6), 2))
+        fixed = [label not in free_parts for label in start]
+        before = communities_module.la.RBConfigurationVertexPartition(
+            graph, initial_membership=start, weights=weights).quality()
+        after = communities_module._optimise(graph, weights, start, 42, 1.0, fixed=fixed)
+        pinned = [v for v in range(n) if fixed[v]]
+        for u in pinned:
+            for v in pinned:
+                assert (start[u] == start[v]) == (after[u] == after[v]), seed
+        quality = communities_module.la.RBConfigurationVertexPartition(
+            graph, initial_membership=after, weights=weights).quality()
+        assert quality >= before - 1e-9, seed
+        restless = communities_module._unstable(after, pairs, weights, 1.0)
+        assert not [v for v in restless if not fixed[v]], seed
