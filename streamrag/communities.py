@@ -30,6 +30,7 @@ by crumbs for dozens of iterations, and the final local moves make the answer a 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections import Counter
@@ -181,38 +182,31 @@ class _KeptSplits:
 
 
 class _Edges:
-    """The graph once: every edge as (i, j) with i < j, sorted, with its summed weight, and each
-    node's neighbours with the same weights."""
+    """The graph once: every edge as (i, j) with i < j, sorted, with its summed weight."""
 
     def __init__(self, index: dict[str, int], edges: Iterable[tuple[str, str, float]]) -> None:
-        n = len(index)
+        n = self.n = len(index)
         summed = pair_weights(index, edges, positive_only=True)
-        self.pairs: list[tuple[int, int]] = []
-        self.weights: list[float] = []
-        self.neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        for key in sorted(summed):
-            i, j = divmod(key, n)
-            w = summed[key]
-            self.pairs.append((i, j))
-            self.weights.append(w)
-            self.neighbours[i].append((j, w))
-            self.neighbours[j].append((i, w))
-        for ns in self.neighbours:
-            ns.sort()
+        self.keys = sorted(summed)  # i * n + j: node i's edges to higher nodes are one run
+        self.weights = [summed[key] for key in self.keys]
+        self.pairs = [divmod(key, n) for key in self.keys]
 
     def induced(self, members: list[int]) -> tuple[list[tuple[int, int]], list[float]]:
         """The edges among ``members`` (ascending), numbered by position in ``members``."""
-        if len(members) == len(self.neighbours):  # everyone: the whole graph, as it is
+        if len(members) == self.n:  # everyone: the whole graph, as it is
             return self.pairs, self.weights
+        keys, n = self.keys, self.n
         local = {node: k for k, node in enumerate(members)}
         pairs: list[tuple[int, int]] = []
         weights: list[float] = []
         for k, node in enumerate(members):
-            for other, w in self.neighbours[node]:
-                m = local.get(other)
-                if m is not None and m > k:
+            row = node * n
+            start = bisect.bisect_left(keys, row + node + 1)
+            for at in range(start, bisect.bisect_left(keys, row + n, start)):
+                m = local.get(keys[at] - row)
+                if m is not None:
                     pairs.append((k, m))
-                    weights.append(w)
+                    weights.append(self.weights[at])
         return pairs, weights
 
 
