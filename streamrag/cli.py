@@ -208,6 +208,13 @@ def _struct_dict(obj) -> dict:
     return msgspec.to_builtins(obj)
 
 
+def _repeats(n: int) -> str:
+    """The documents line's note on files whose text another file already has."""
+    if n <= 0:
+        return ""
+    return f"; {n} more {'file repeats' if n == 1 else 'files repeat'} another's text, indexed once"
+
+
 def _format_sync(r, db: Path) -> str:
     calls = sum(s.get("calls", 0) for s in r.llm.values())
     cached = sum(s.get("cached", 0) for s in r.llm.values())
@@ -216,7 +223,8 @@ def _format_sync(r, db: Path) -> str:
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
-        f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged)",
+        f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged"
+        f"{_repeats(r.files - r.docs)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",

@@ -135,6 +135,7 @@ class SyncResult(msgspec.Struct):
     offline: bool
     failed_calls: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
+    files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``docs`` when texts repeat
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,7 +350,8 @@ class Indexer:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
-            run_id=self.run_id, version=version, published=version != state.version, docs=len({d for d, _s, _m in scan.files.values()}),
+            run_id=self.run_id, version=version, published=version != state.version,
+            docs=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
             docs_added=len(change.added_docs), docs_removed=len(change.removed_docs),
             docs_unchanged=len(change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],

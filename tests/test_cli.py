@@ -288,6 +288,20 @@ def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
     assert json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)["published"] is False
 
 
+def test_files_repeating_another_files_text_are_counted_and_said(corpus):
+    first = sorted(p for p in corpus.iterdir() if p.is_file())[0]
+    shutil.copy(first, corpus / "copy_one.txt")
+    shutil.copy(first, corpus / "copy_two.txt")
+    files = sum(1 for p in corpus.iterdir() if p.is_file())
+    out = run("index", "-q", ".", cwd=corpus)   # the documents count was 2 short, unexplained
+    assert out.returncode == 0, out.stderr
+    assert f"documents      {files - 2} (" in out.stdout
+    assert "; 2 more files repeat another's text, indexed once)" in out.stdout
+    (corpus / "copy_two.txt").unlink()
+    again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
+    assert (again["files"], again["docs"]) == (files - 1, files - 2)
+
+
 def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir()
