@@ -61,14 +61,16 @@ def corpus(tmp_path) -> Path:
 
 def index_snapshot(db) -> dict:
     """The published index in a form two indexes can be compared by: graph with provenance,
-    community partition (ids left out), number of distinct reports, documents."""
+    claims, community partition (ids left out), number of distinct reports, documents."""
     store = Store(db, readonly=True)
     try:
         with store.snapshot():
             ents = {r["id"]: (r["name"], r["type"], r["description"], r["mentions"], r["degree"])
                     for r in store.query("SELECT * FROM entities")}
-            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"])
+            rels = {r["id"]: (r["source"], r["target"], r["description"], r["weight"], r["mentions"],
+                              r["combined_degree"])
                     for r in store.query("SELECT * FROM relationships")}
+            claims = {r["id"]: tuple(r.values()) for r in store.query("SELECT * FROM claims")}
             esrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM entity_sources"))
             rsrc = sorted(tuple(r.values()) for r in store.query("SELECT * FROM relationship_sources"))
             members: dict[tuple[int, str], set[str]] = {}
@@ -81,4 +83,5 @@ def index_snapshot(db) -> dict:
     finally:
         store.close()
     return {"entities": ents, "relationships": rels, "entity_sources": esrc,
-            "relationship_sources": rsrc, "partition": partition, "reports": reports, "documents": docs}
+            "relationship_sources": rsrc, "claims": claims, "partition": partition, "reports": reports,
+            "documents": docs}

@@ -478,3 +478,88 @@ async def test_claims_enter_a_tight_report_context_in_one_order_whatever_the_his
         victim = corpus / f"doc_{2 + step:05d}.txt"
         victim.write_text(victim.read_text() + "\n\nOfficials said more details would follow.\n")
         await sync([corpus], settings, db, root=corpus)
+
+
+async def test_a_partition_that_drifted_is_replaced_by_the_fresh_one_with_its_old_ids(generated, tmp_path,
+                                                                                    monkeypatch):
+    """When the fresh clustering beats the kept partition by more than index.recluster_drift,
+    the update publishes the fresh one (ids matched to the old communities); otherwise the kept
+    one stays."""
+    import streamrag.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "_FRESH_CHECK_SHARE", 0.0)   # check on every update
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 41))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    victim = corpus / "doc_00003.txt"
+    victim.write_text(victim.read_text() + "\n\nOfficials said Tomas Quell would attend.\n")
+    calm = await sync([corpus], settings, db, root=corpus)
+    assert not calm.reclustered                 # a small edit: the fresh run is no better
+    before = state(db)["communities"]
+
+    real = pipeline.modularity
+    calls = []
+
+    def fresh_looks_better(communities, edges, **kwargs):
+        calls.append(1)   # drift = modularity(fresh) - modularity(kept): the first call is fresh's
+        return real(communities, edges, **kwargs) + (1.0 if len(calls) % 2 else 0.0)
+    monkeypatch.setattr(pipeline, "modularity", fresh_looks_better)
+    victim.write_text(victim.read_text() + "\n\nOfficials said Mara Quell would attend too.\n")
+    drifted = await sync([corpus], settings, db, root=corpus)
+    assert drifted.reclustered and calls
+    after = state(db)["communities"]
+
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir, ignore=shutil.ignore_patterns(".streamrag"))
+    fresh_db = tmp_path / "f.db"
+    await sync([fresh_dir], settings, fresh_db, root=fresh_dir)
+    assert index_snapshot(db)["partition"] == index_snapshot(fresh_db)["partition"]
+    kept_ids = {cid for cid, v in after.items() if cid in before and before[cid][2] == v[2]}
+    assert kept_ids   # communities the fresh run found as they were keep their ids
+
+
+@pytest.mark.parametrize("claims", [False, True])
+async def test_an_update_that_takes_its_shortcuts_publishes_what_checking_them_publishes(
+        corpus, tmp_path, simulator, monkeypatch, claims):
+    """Tests check every shortcut an update takes (the autouse fixture rebuilds each report
+    context counted as unchanged); a user's run takes them unchecked. Both must publish the
+    same index, every report they point at must be stored, and the graph, claims and
+    provenance must equal a fresh index of the final folder."""
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                        "extract_claims": claims})
+    published = {}
+    for checked in (True, False):
+        monkeypatch.setattr(Indexer, "check_shortcuts", checked)
+        work = tmp_path / f"work_{checked}"
+        shutil.copytree(corpus, work)
+        db = tmp_path / f"{checked}.db"
+        kept = GraphCache()   # as the daemon runs (checked: every take is compared with the store)
+        await sync([work], settings, db, root=work, graph_cache=kept)
+        guild = (work / "guild.txt").read_text()
+        (work / "guild.txt").write_text(guild.replace("Lantern Hall", "Harbor Chapel"))
+        (work / "railway.txt").unlink()
+        (work / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        await sync([work], settings, db, root=work, graph_cache=kept)
+        (work / "festival.md").rename(work / "fest.md")
+        (work / "new.txt").write_text("Captain Oskar Lind sold the Blue Heron to the Kessel Guild.\n")
+        last = await sync([work], settings, db, root=work, graph_cache=kept)
+        assert last.claims == len(index_snapshot(db)["claims"]), checked
+        store = Store(db, readonly=True)
+        missing = store.scalar("SELECT count(*) FROM communities WHERE report_key IS NOT NULL AND "
+                               "report_key NOT IN (SELECT key FROM reports)")
+        store.close()
+        assert missing == 0, checked
+        published[checked] = (state(db), index_snapshot(db))
+    assert published[True] == published[False]
+
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(tmp_path / "work_False", fresh_dir, ignore=shutil.ignore_patterns(".streamrag"))
+    fresh_db = tmp_path / "fresh.db"
+    await sync([fresh_dir], settings, fresh_db, root=fresh_dir)
+    fresh, incremental = index_snapshot(fresh_db), published[False][1]
+    for key in ("entities", "relationships", "entity_sources", "relationship_sources", "claims", "documents"):
+        assert incremental[key] == fresh[key], key
+    assert bool(incremental["claims"]) == claims

@@ -64,6 +64,13 @@ def test_a_changed_relationship_dirties_only_the_communities_holding_both_ends()
     assert dirty(relationships=[inside, across], changed_relationships={across.id}) == set()
     # a deleted relationship is gone from the state: its ends' changed degrees dirty them instead
     assert dirty(relationships=[across], changed_relationships={inside.id}) == set()
+    # at every level: below the first, the community holding both ends is dirty too
+    deep = [community("P", 0, ["a", "b", "c"]), community("P1", 1, ["a", "b"], "P"),
+             community("P2", 1, ["c"], "P")]
+    assert dirty(old=deep, new=deep, relationships=[inside, across],
+                 changed_relationships={inside.id}) == {"P", "P1"}
+    assert dirty(old=deep, new=deep, relationships=[inside, across],
+                 changed_relationships={across.id}) == {"P"}
 
 
 def test_a_claim_whose_object_changed_dirties_its_subjects_communities_at_every_level():
