@@ -352,10 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors, and every retry and debug line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(p: argparse.ArgumentParser, db: bool = True) -> None:
+    def common(p: argparse.ArgumentParser, db: bool = True,
+               db_default: str = "store.path, else .streamrag/index.db here or above") -> None:
         p.add_argument("--config", metavar="FILE", help=f"settings file (default: {CONFIG_NAME} here or above)")
         if db:
-            p.add_argument("--db", metavar="FILE", help="index database (default: .streamrag/index.db)")
+            p.add_argument("--db", metavar="FILE", help=f"index database (default: {db_default})")
 
     p = sub.add_parser("init", help="write a commented streamrag.toml to edit")
     p.add_argument("dir", nargs="?", default=".", help="folder to write it in (default: here)")
@@ -364,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
     p.add_argument("paths", nargs="+", metavar="PATH", help="folder(s) or file(s) to index")
-    common(p)
+    common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
     p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")

@@ -205,6 +205,9 @@ def _did_you_mean(section: str, field: str) -> str:
     sections = _sections()
     if section in sections:
         names = list(sections[section].__struct_fields__)
+        if field == "model" and "extraction_model" in names:  # other tools' single model key
+            models = ", ".join(n for n in names if n.endswith("_model"))
+            return f"; streamrag sets a model per job: {models}"
         match = difflib.get_close_matches(field, names, n=1, cutoff=0.6)
         if match:
             return f"; did you mean {section}.{match[0]}?"
@@ -264,8 +267,15 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("index.max_gleanings", "must be >= 0"))
     if ix.max_cluster_size < 2:
         problems.append(("index.max_cluster_size", "must be >= 2"))
-    if not ix.entity_types:
-        problems.append(("index.entity_types", "must name at least one type"))
+    if not ix.entity_types or not all(t.strip() for t in ix.entity_types):
+        problems.append(("index.entity_types", "must name at least one type, each a non-empty word "
+                         "(e.g. [\"person\", \"organization\"])"))
+    if not ix.include or not all(p.strip() for p in ix.include):
+        problems.append(("index.include", "must hold at least one file pattern, none empty "
+                         "(e.g. [\"*.txt\", \"*.md\"]); leave the setting out for the default"))
+    if not ix.text_field.strip():
+        problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
+                         "(default \"text\")"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
     if ix.summary_join_tokens < 0:
@@ -293,7 +303,10 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
             problems.append((f"index.{name}", "must be >= 1 token"))
     if not ix.recluster_drift >= 0:
         problems.append(("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)"))
-    if llm.api_key_env and not _ENV_NAME_RE.fullmatch(llm.api_key_env):
+    if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(
+            llm.api_key_env.strip()):
+        problems.append(("llm.api_key_env", f"has spaces around the name; use {llm.api_key_env.strip()!r}"))
+    elif llm.api_key_env and not _ENV_NAME_RE.fullmatch(llm.api_key_env):
         problems.append(("llm.api_key_env", "is the name of the environment variable holding the key "
                          "(e.g. OPENAI_API_KEY), not the key itself; export the key under that name"))
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
@@ -402,12 +415,24 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
         raise _explain(e, where) from None
     settings.llm.api_base = settings.llm.api_base.rstrip("/")
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
-        if var and env.get(var):
-            settings.api_key = env[var]
+        if var and env.get(var, "").strip():
+            settings.api_key = env[var].strip()  # a newline from `cat key.txt` is no part of it
+            if settings.llm.api_base:            # (unused, it may hold anything)
+                _header_safe(settings.api_key, var)
             break
     settings.source = where
     _check(settings, where, origins)
     return settings
+
+
+def _header_safe(key: str, var: str) -> str:
+    """``key`` if an HTTP header can carry it (printable ASCII, no spaces), else a ConfigError."""
+    for at, ch in enumerate(key, 1):
+        if not " " < ch <= "~":
+            shown = "a space" if ch == " " else repr(ch)
+            raise ConfigError(f"{var}: the API key holds {shown} at character {at}, which no key has and "
+                              f"an HTTP header cannot carry; set {var} to the key itself")
+    return key
 
 
 def default_config_text() -> str:

@@ -901,7 +901,7 @@ def add_watch_command(subparsers) -> None:
     p = subparsers.add_parser("watch", help="keep the index of a folder current as its files change")
     p.add_argument("dir", metavar="DIR", help="folder to index and watch")
     p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
-    p.add_argument("--db", metavar="FILE", help="index database (default: DIR/.streamrag/index.db)")
+    p.add_argument("--db", metavar="FILE", help="index database (default: store.path, else DIR/.streamrag/index.db)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
     p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")

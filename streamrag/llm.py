@@ -793,8 +793,14 @@ class LLMClient:
             keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
+            base, setting = self.settings.api_base, self._base_setting()
+            if "model" not in message.lower() and not base.endswith("/v1") \
+                    and not self.settings.api_version:
+                # Not about the model: most servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
+                raise LLMRequestError(f"{url}: HTTP 404, no such route ({message}); most servers serve "
+                                      f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"{where}, or llm.api_base ({message})", status)
+                                  f"{where}, or {setting} ({message})", status)
         lowered = message.lower()
         if status == 400 and ("context length" in lowered or "maximum context" in lowered
                               or "context_length" in lowered):
@@ -803,6 +809,11 @@ class LLMClient:
         raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
                               status)
 
+    def _base_setting(self) -> str:
+        """Where the endpoint came from, as a user would change it."""
+        from_env = os.environ.get("STREAMRAG_API_BASE", "").rstrip("/")
+        return "STREAMRAG_API_BASE" if from_env and from_env == self.settings.api_base else "llm.api_base"
+
     def _key_advice(self) -> str:
         """What to do about a 401/403: which variables are read, and which one the key came from."""
         names = list(dict.fromkeys(v for v in (self.settings.api_key_env, "STREAMRAG_API_KEY",
@@ -810,7 +821,7 @@ class LLMClient:
         if not self._api_key:
             return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
                     f"one of them, e.g. `export {names[0]}=...`")
-        source = next((v for v in names if os.environ.get(v) == self._api_key), "")
+        source = next((v for v in names if (os.environ.get(v) or "").strip() == self._api_key), "")
         wanted = self.settings.api_key_env
         if (source and wanted not in ("", "STREAMRAG_API_KEY", "OPENAI_API_KEY")
                 and not os.environ.get(wanted)):

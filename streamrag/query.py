@@ -537,9 +537,10 @@ def add_ask_command(subparsers) -> None:
                    help="global search over the reports of level N (static); -1 = query.global_level, "
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--db", metavar="FILE", help="index database (default: .streamrag/index.db)")
+    p.add_argument("--db", metavar="FILE", help="index database (default: store.path, else .streamrag/index.db here or above)")
     p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
-    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--api-base", metavar="URL",
+                   help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")
     p.set_defaults(func=cmd_ask)
 

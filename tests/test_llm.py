@@ -97,7 +97,8 @@ async def client(tmp_path, endpoint: Endpoint, *, key: str = "sk-test",
     settings.setdefault("tokens_per_minute", 0)
     store = Store(tmp_path / "index.db")  # left open: tests read llm_calls afterwards
     async with Writer(store) as writer:
-        async with LLMClient(LLMSettings(api_base=API, **settings), key, store=store,
+        settings.setdefault("api_base", API)
+        async with LLMClient(LLMSettings(**settings), key, store=store,
                              writer=writer, run_id="run-1", retry_base_s=0.05,
                              transport=httpx.MockTransport(endpoint)) as llm:
             yield llm, store
@@ -226,6 +227,24 @@ async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
     assert len(endpoint.requests) == 1
     assert "\n" not in str(err.value)
     assert calls(store)[0]["error"] == str(err.value)
+
+
+@pytest.mark.parametrize("from_env", [False, True])
+async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, from_env):
+    # It said "unknown model or wrong api_base: m1", though the server has the model and only
+    # the route was wrong (Ollama, vLLM and OpenAI serve under /v1).
+    base = "http://llm.test:11434"
+    if from_env:
+        monkeypatch.setenv("STREAMRAG_API_BASE", base + "/")
+    endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_base=base) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    setting = "STREAMRAG_API_BASE" if from_env else "llm.api_base"
+    assert str(err.value) == (f"{base}/chat/completions: HTTP 404, no such route (404 page not found); "
+                              f"most servers serve the OpenAI API under /v1: set {setting} to '{base}/v1'")
+    assert len(endpoint.requests) == 1
 
 
 async def test_long_provider_messages_are_cut(tmp_path):
