@@ -570,13 +570,20 @@ class Indexer:
                 return
             await chunk_send.send(c)
 
+        def where(c: Chunk) -> str:
+            """A chunk as a user finds it: its file, and which chunk of it."""
+            doc = scan.documents.get(c.doc_id)
+            path = doc.path if doc is not None else next(
+                (p for p, (d, _s, _m) in sorted(scan.files.items()) if d == c.doc_id), c.doc_id)
+            return f"{path} (chunk {c.idx + 1}, {c.id})"
+
         async def extract_worker(recv, send) -> None:
             async with recv, send:
                 async for c in recv:
                     try:
                         ext = await extract_chunk(self.llm, self.prompts, c, s)
                     except LLMError as e:
-                        await self.fail(writer, "extract", c.id, f"chunk {c.id} of {c.doc_id}: {e}", e)
+                        await self.fail(writer, "extract", c.id, f"{where(c)}: {e}", e)
                         continue
                     await send.send((c, ext))
 
@@ -587,7 +594,7 @@ class Indexer:
                         ext = await glean(self.llm, self.prompts, c, ext, s)
                         ext = await extract_claims(self.llm, self.prompts, c, ext, s)
                     except LLMError as e:
-                        await self.fail(writer, "glean", c.id, f"chunk {c.id} of {c.doc_id}: {e}", e)
+                        await self.fail(writer, "glean", c.id, f"{where(c)}: {e}", e)
                         continue
                     await writer.run(index_rows.save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")

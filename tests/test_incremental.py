@@ -213,6 +213,12 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
         retried = await sync([corpus], broken, db, root=corpus)   # as watch retries an outage
     assert result.failures >= 1 and any(victim.name in w and "previous version" in w for w in result.warnings)
     assert index_snapshot(db) == before        # nothing the old version said was dropped
+    store = Store(db, readonly=True)
+    failed = [r["message"] for r in store.query("SELECT message FROM failures WHERE run_id = ? AND stage = "
+                                                "'extract'", (result.run_id,))]
+    store.close()
+    # Each names the file and which chunk of it (it named a chunk id and a document id).
+    assert failed and all(m.startswith(f"{victim.name} (chunk ") for m in failed), failed
     # ... and nothing published changed, so no version was made (each retry made one).
     assert result.version == retried.version == published.version
 
