@@ -56,7 +56,7 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import DEFAULT_INCLUDE
+from streamrag.loader import DEFAULT_INCLUDE, read_documents
 from streamrag.status import counted as _n, failures_of, last_update
 from streamrag.store import Store, indexed_root
 
@@ -516,16 +516,20 @@ class Daemon:
         self.pending.update(batch)
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
-        kinds = Counter(files.values())
+        renamed = self._renames(files)
+        kinds = Counter(kind for rel, kind in files.items() if rel not in renamed and rel not in renamed.values())
+        kinds["renamed"] += len(renamed)
+        kinds = +kinds
         what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         pending = self._files_pending()
-        said = f"{_n(len(files), 'file')} ({what})" if files else ""
+        count = len(files) - len(renamed)   # a rename is one file, not one added and one deleted
+        said = f"{_n(count, 'file')} ({what})" if files else ""
         if "." in batch:
             said = f"{said} and the whole folder" if said else "the whole folder"
-        self.emit("queued", f"{said}; {pending} pending", files=len(files), pending=pending,
+        self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
                   whole_folder="." in batch, **{k: n for k, n in kinds.items()})
         existing = [self.root / rel for rel, kind in sorted(files.items())
-                    if kind != "deleted" and (self.root / rel).is_file()]  # no FIFO, socket
+                    if kind != "deleted" and rel not in renamed and (self.root / rel).is_file()]  # no FIFO
         if not existing:
             return
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
@@ -547,6 +551,36 @@ class Daemon:
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
+
+    def _renames(self, files: dict[str, str]) -> dict[str, str]:
+        """Added file -> deleted file it was renamed from: same size and same text (the sync
+        decides by content anyway; this only lets the queued line say "renamed")."""
+        deleted = [rel for rel, kind in files.items() if kind == "deleted"]
+        added = [rel for rel, kind in files.items() if kind == "added"]
+        if not deleted or not added:
+            return {}
+        with self._reading() as store:
+            if store is None:
+                return {}
+            was = {}
+            for rel in deleted:
+                rows = store.query("SELECT doc_id, size FROM files WHERE path = ?", (rel,))
+                if rows:
+                    was.setdefault((rows[0]["doc_id"], rows[0]["size"]), rel)
+        sizes = {size for _doc, size in was}
+        out: dict[str, str] = {}
+        for rel in sorted(added):
+            path = self.root / rel
+            try:
+                if path.stat().st_size not in sizes:
+                    continue
+                docs, _warnings = read_documents(path, root=self.root,
+                                                 text_field=self.settings.index.text_field)
+            except (OSError, StreamragError):
+                continue
+            if len(docs) == 1 and (source := was.pop((docs[0].id, path.stat().st_size), None)):
+                out[rel] = source
+        return out
 
     async def _sync(self, reason: str, *, initial: bool = False) -> bool:
         """One full sync of the folder; a failure is reported (raised if ``initial``)."""

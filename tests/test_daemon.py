@@ -252,6 +252,20 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             event = queued(mark)
             assert event["files"] == 2 and event["deleted"] == 2, event["message"]
 
+            # A rename is one file renamed (it said "2 files (1 added, 1 deleted)"); a new file
+            # of the same size but other text is not taken for one.
+            mark = len(events)
+            (corpus / "council.txt").rename(corpus / "council_minutes.txt")
+            size = (corpus / "council_minutes.txt").stat().st_size
+            (corpus / "other.txt").write_text("x" * size)
+            await send.send({(Change.deleted, str(corpus / "council.txt")),
+                             (Change.added, str(corpus / "council_minutes.txt")),
+                             (Change.added, str(corpus / "other.txt"))})
+            await until(lambda: daemon.syncs == 5)
+            event = queued(mark)
+            assert event["message"].startswith("2 files (1 added, 1 renamed)"), event["message"]
+            assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
+
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
