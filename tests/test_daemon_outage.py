@@ -377,3 +377,45 @@ async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tm
         assert "error" not in events.states() and daemon.syncs == 1 and not daemon.pending
         await send.aclose()
     await cut.client.aclose()
+
+
+async def test_retries_through_an_outage_back_off_doubling_up_to_a_cap(corpus, tmp_path, simulator,
+                                                                        monkeypatch):
+    # A failed sync is retried after quiet_s * 2**(failures in a row), at most _MAX_BACKOFF_S
+    # (five minutes in use): a retry every quiet period would hammer an endpoint that is down.
+    from streamrag import daemon as daemon_module
+
+    quiet, cap = 0.04, 0.2
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
+    syncs: list[tuple[float, float, bool]] = []   # (started, ended, ok) of every sync
+    real_sync = Daemon._sync
+
+    async def timed(self, reason, **kwargs):
+        started = anyio.current_time()
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append((started, anyio.current_time(), ok))
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", timed)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": quiet})
+    async with running(settings, tmp_path / "b.db", corpus, transport=httpx.MockTransport(switch)) \
+            as (daemon, events, send):
+        switch.up = False
+        victim = corpus / "guild.txt"
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})        # the only event: the rest are retries
+        await until(lambda: len(syncs) >= 7, timeout=30)
+        switch.up = True
+        await send.aclose()
+    await switch.client.aclose()
+    failed = syncs[1:7]                                    # the initial sync succeeded
+    assert syncs[0][2] and not any(ok for _s, _e, ok in failed), syncs
+    assert sum(e.get("outage", False) for e in events) >= len(failed)
+    # From the end of one failed sync to the start of the next: 2, 4 quiet periods, then the cap.
+    pauses = [b[0] - a[1] for a, b in zip(failed, failed[1:])]
+    expected = [2 * quiet, 4 * quiet, cap, cap, cap]
+    assert all(p >= e - 0.005 for p, e in zip(pauses, expected)), (pauses, expected)
+    assert pauses[0] < pauses[1] < pauses[2], pauses
+    assert all(p < cap + 0.1 for p in pauses[2:]), (pauses, expected)   # 8, 16, 32 quiet periods uncapped

@@ -417,3 +417,65 @@ def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
     assert _still_there("rows.csv#1", tmp_path) and not _still_there("gone.csv#1", tmp_path)
     (tmp_path / "a").write_text("x")                     # "a#b.txt" is a name, not a's row
     assert not _still_there("a#b.txt", tmp_path)
+
+
+@pytest.mark.parametrize("fails", ["stat", "read"])
+async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(corpus, tmp_path, monkeypatch,
+                                                                               fails):
+    # A file that cannot be read this time (its permissions changed, a network mount went stale)
+    # is named once as unreadable, and what was indexed from it stays until it can be read again.
+    # Tests run as root, so chmod cannot make it unreadable: its stat or read fails in its place.
+    import errno
+
+    from streamrag import loader, pipeline
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = snapshot(db)
+    victim = corpus / "guild.txt"
+    if fails == "read":   # edited: this run reads it (an unchanged file is not even opened)
+        victim.write_text(victim.read_text().replace("Anton Heller", "Anton Hollar"))
+
+    class Unstattable(type(victim)):   # scanned, then its stat fails (a flaky mount, a race)
+        def stat(self, *args, **kwargs):
+            raise OSError(errno.EIO, "Input/output error", str(self))
+
+    def read_bytes(path):
+        if path == victim:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_read_bytes(path)
+
+    scan, readable, real_read_bytes = loader.scan, pipeline._readable, Path.read_bytes
+    if fails == "stat":
+        monkeypatch.setattr(loader, "scan", lambda *a, **k: [
+            Unstattable(p) if p == victim else p for p in scan(*a, **k)])
+    else:
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        monkeypatch.setattr(pipeline, "_readable", lambda p: p != victim and readable(p))
+    result = await sync([corpus], settings, db, root=corpus)
+    assert snapshot(db) == before        # its document, chunks, entities and their sources stay
+    assert result.docs == 4 and result.docs_removed == 0
+    assert result.failures == 1 and result.failed_calls == 0
+    why = "Input/output error" if fails == "stat" else "Permission denied"
+    named = [w for w in result.warnings if "guild.txt" in w]
+    assert len(named) == 1 and named[0].startswith(f"guild.txt: cannot read ({why})"), result.warnings
+    store = Store(db, readonly=True)
+    try:
+        assert store.query("SELECT stage, item FROM failures") == [{"stage": "load", "item": "guild.txt"}]
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Anton Heller'") == 1
+    finally:
+        store.close()
+
+    # Readable again: the next run takes what it holds now.
+    monkeypatch.setattr(loader, "scan", scan)
+    monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
+    monkeypatch.setattr(pipeline, "_readable", readable)
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.failures == 0 and again.docs == 4
+    if fails == "stat":
+        assert snapshot(db) == before and again.docs_added == 0
+    else:
+        assert again.docs_added == 1 and again.docs_removed == 1
+        names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
+        assert "Anton Hollar" in names and "Anton Heller" not in names
