@@ -294,7 +294,7 @@ class Store:
             # Written by an older streamrag: bring the schema forward (a short write), then read.
             try:
                 Store(self.path).close()
-            except StoreError:
+            except (StoreError, sqlite3.Error):  # a write refused mid-migration is an sqlite3 error
                 raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
                                  "upgraded here (read-only?); run `streamrag index DIR` once") from None
 

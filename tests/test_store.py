@@ -268,15 +268,16 @@ def test_a_path_with_uri_characters_opens_read_only(tmp_path):
 
 
 # -- files that are not a usable index: one line naming the file and what to do ---------------
-def _old_index(db) -> None:
-    """An index of schema 1, as an older streamrag left it, in SQLite's default journal mode.
-    (One in WAL mode, as streamrag writes them, that may not be written gets a raw sqlite3 error
-    instead of the message: a known bug, left out of the test.)"""
+def _old_index(db, *, wal: bool = False) -> None:
+    """An index of schema 1, as an older streamrag left it (in WAL mode, as streamrag writes
+    them: one that may not be written failed with a raw sqlite3 error mid-upgrade)."""
     import sqlite3
 
     from streamrag.store import MIGRATIONS, _split_sql
 
     conn = sqlite3.connect(db)
+    if wal:
+        conn.execute("PRAGMA journal_mode = WAL")
     for statement in _split_sql(MIGRATIONS[0][1]):
         conn.execute(statement)
     conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '1')")
@@ -315,8 +316,8 @@ def _bad_index(case: str, db, monkeypatch) -> None:
         s = Store(db)
         s.set_meta("schema_version", str(SCHEMA_VERSION + 1))
         s.close()
-    elif case == "an older schema it may not upgrade":
-        _old_index(db)
+    elif case.startswith("an older schema it may not upgrade"):
+        _old_index(db, wal="WAL" in case)
         _write_protected(monkeypatch)
     elif case == "not a database":
         db.write_bytes(b"title,text\nHarbor,Mira Osk chaired the council.\n" * 200)
@@ -333,6 +334,8 @@ _SAYS = {   # what each case's message says to do
     "another program's database": r"holds no index yet; run `streamrag index DIR`",
     "a newer schema": r"written by a newer streamrag .*; upgrade streamrag",
     "an older schema it may not upgrade":
+        r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
+    "an older schema it may not upgrade, in WAL mode":
         r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
     "not a database": r"not a streamrag index .*remove this one and run `streamrag index DIR`",
     "damaged": r"damaged \(.*malformed.*\); remove it and run `streamrag index DIR`",
