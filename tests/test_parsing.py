@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import string
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamrag.ids import normalize_name
@@ -316,14 +316,24 @@ JUNK = st.one_of(st.text(), st.text(alphabet='{}[]",:\\ |\n\tabcENTITYrelation01
 
 @FAST
 @given(JUNK)
+@example("0||")                                               # record-like, unknown kind
+@example("widget | A | B\nentity | A | person | x\nrelation | A | B | 9 | cut")
+@example("entity | A | person | x\nrelation | A\ndone")     # one read, one dropped
 def test_no_input_raises(text):
+    """Any text is read without raising, and what comes out is bounded by what went in: one
+    record or one dropped line at most per line, a report only with its title and summary."""
     ex = parse_records(text, entity_types=["person"])
-    assert ex.dropped >= 0
-    is_done_only(text)
-    parse_yes_no(text)
+    read = len(ex.entities) + len(ex.relationships) + len(ex.claims)
+    assert 0 <= ex.dropped and read + ex.dropped <= len(text.splitlines())
+    assert is_done_only(text) is (read + ex.dropped == 0)
+    assert parse_yes_no(text) in (True, False, None)
     obj = parse_json_object(text)
     assert obj is None or isinstance(obj, dict)
-    parse_report(text, known_entity_ids={"a"}, known_relationship_ids={"b"})
+    report = parse_report(text, known_entity_ids={"a"}, known_relationship_ids={"b"})
+    if report is not None:
+        assert report["title"] and report["summary"] and 0 <= report["rating"] <= 10
+        for f in report["findings"]:
+            assert set(f["entities"]) <= {"a"} and set(f["relationships"]) <= {"b"}
     assert set(parse_ratings(text, ["a", "1", "r-1"])) <= {"a", "1", "r-1"}
     for p in parse_map_points(text):
         assert 0 <= p["score"] <= 100 and p["description"]

@@ -271,6 +271,56 @@ async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
     assert nothing.documents == []             # an answer that found nothing rests on no document
 
 
+NO_REPORT_RATED = ("No community report was rated relevant to this question, so there is no answer to "
+                   "give from them. An exhaustive search may still find something: try `--level N` "
+                   "(static global search) or `--mode local`.")
+
+
+async def test_a_dynamic_search_rating_every_report_zero_answers_without_map_or_reduce(llm_db, qs):
+    def all_zero(messages):
+        ids = sorted({t[3:-1] for t in tags_in(messages[-1]["content"].split("<reports>")[1])})
+        return "\n".join(f"{i}: 0" for i in ids)
+
+    seen: list = []
+    streamed: list[str] = []
+    answer = await aask("What happened at the quay?", qs, llm_db, mode="global",
+                        transport=mock({"rate": all_zero}, seen), on_delta=streamed.append)
+    assert answer.search == "global_dynamic"
+    assert answer.text == NO_REPORT_RATED and "".join(streamed) == NO_REPORT_RATED
+    tasks = [t for t, _ in seen]
+    assert tasks and set(tasks) == {"rate"}                     # no map, no reduce call
+    assert answer.llm["calls"] == len(tasks) and set(answer.llm["by_stage"]) == {"rate"}
+    rated = {t for _, b in seen for t in tags_in(b["messages"][-1]["content"].split("<reports>")[1])}
+    store = Store(llm_db, readonly=True)
+    communities = store.scalar("SELECT count(*) FROM communities")
+    store.close()
+    # Nothing relevant at any level: every level was looked at, then nothing selected.
+    assert answer.details["rated"] == len(rated) == communities
+    assert answer.details["selected"] == [] and answer.details["reports"] == 0
+    assert not answer.details["fallback"]
+    assert answer.documents == [] and answer.citations == []
+
+
+async def test_a_map_step_scoring_every_point_zero_answers_without_a_reduce(llm_db, qs):
+    seen: list = []
+    qs.query.map_max_tokens = 300       # several map batches, every one of them says nothing
+    answer = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                        transport=mock({"map": lambda m: json.dumps(
+                            {"points": [{"description": "ZERO-A", "score": 0},
+                                        {"description": "ZERO-B", "score": 0}]})}, seen))
+    tasks = [t for t, _ in seen]
+    assert set(tasks) == {"map"} and len(tasks) == answer.details["map_batches"] > 1   # no reduce
+    mapped = {t for _, b in seen for t in tags_in(b["messages"][-1]["content"].split("<reports>")[1])}
+    assert len(mapped) == answer.details["reports"] > 1
+    assert answer.text == (f"None of the {len(mapped)} community reports searched holds anything relevant "
+                           "to this question, so there is no answer to give from this index.")
+    assert answer.details["points"] == 2 * len(tasks)
+    assert answer.details["points_kept"] == answer.details["points_reduced"] == 0
+    assert answer.details["reduce_context_tokens"] == 0
+    assert "reduce" not in answer.llm["by_stage"] and answer.llm["by_stage"]["map"]["calls"] == len(tasks)
+    assert answer.documents == [] and answer.citations == []
+
+
 async def test_unreadable_ratings_or_map_answers_are_an_error_not_an_empty_answer(llm_db, qs):
     """A model whose answers cannot be read has not said that nothing is relevant."""
     from streamrag.errors import LLMOutputError
@@ -386,9 +436,43 @@ def test_build_local_context_pure():
     assert count_tokens(ctx.text) <= 1000
     # Chunks mentioning the most selected entities come first; reports with most hits first.
     text_tags = [t for t in ctx.tags if t.startswith("[T:")]
-    assert text_tags[0] in ("[T:chk-2]", "[T:chk-5]")
+    # chk-2 and chk-5 both mention two entities: the tie goes to the better-ranked entity (2 < 5).
+    assert text_tags[0] == "[T:chk-2]"
     assert [t for t in ctx.tags if t.startswith("[R:")][0] == "[R:C4]"
 
+
+
+def test_local_context_puts_claims_after_entities_and_relationships_with_both_ends_first():
+    """Relationships with both ends among the selected entities come before those reaching
+    outside them, whatever their rank or degree; claims follow their subjects' rank."""
+    ents = [{"id": f"ent-{i}", "name": f"Name {i}", "type": "person", "description": f"desc {i}"}
+            for i in range(3)]
+
+    def rel(rid, source, target, degree, weight=1.0):
+        return {"id": rid, "source": source, "target": target, "source_name": source,
+                "target_name": target, "description": f"about {rid}", "weight": weight,
+                "combined_degree": degree}
+
+    rels = [rel("rel-a", "ent-2", "ent-x", 100),     # one end outside, highest degree
+            rel("rel-b", "ent-0", "ent-y", 1),       # one end outside, best rank
+            rel("rel-c", "ent-1", "ent-2", 1),       # both ends selected, worst best rank
+            rel("rel-d", "ent-0", "ent-1", 5),       # both ends selected, best rank
+            rel("rel-e", "ent-0", "ent-z", 9),       # one end outside, best rank, more degree
+            rel("rel-f", "ent-z", "ent-0", 9, 2.0)]  # ... and heavier on the same degree
+    claims = [{"id": "clm-1", "subject_id": "ent-1", "type": "fraud", "status": "TRUE",
+               "description": "Name 1 forged the ledgers."},
+              {"id": "clm-2", "subject_id": "ent-0", "type": "theft", "status": "SUSPECTED",
+               "description": "Name 0 took the lamp oil."}]
+    data = local_search.LocalData(ents, rels, claims, [], [])
+    ctx = local_search.build_local_context(data, max_tokens=2000, text_share=0.25, community_share=0.25)
+    assert ctx.tags == ["[E:ent-0]", "[E:ent-1]", "[E:ent-2]",
+                        "[E:ent-0]", "[E:ent-1]",                        # the claims
+                        "[L:rel-d]", "[L:rel-c]",                        # both ends selected
+                        "[L:rel-f]", "[L:rel-e]", "[L:rel-b]", "[L:rel-a]"]
+    lines = ctx.text.splitlines()
+    assert lines[4:6] == ["[E:ent-0] claim (theft, SUSPECTED): Name 0 took the lamp oil.",
+                          "[E:ent-1] claim (fraud, TRUE): Name 1 forged the ledgers."]
+    assert lines[6] == "[L:rel-d] ent-0 -- ent-1: about rel-d"
 
 
 def test_a_local_context_section_takes_a_short_line_after_a_long_one_that_did_not_fit():
@@ -402,6 +486,38 @@ def test_a_local_context_section_takes_a_short_line_after_a_long_one_that_did_no
     ctx = local_search.build_local_context(data, max_tokens=200, text_share=0.25, community_share=0.25)
     assert [t for t in ctx.tags if t.startswith("[L:")] == ["[L:rel-0]", "[L:rel-3]"]
     assert ctx.sections["tables"] <= ctx.budgets["tables"] == 100
+
+
+@pytest.fixture(scope="module")
+def nameless_db(tmp_path_factory, simulator):
+    """An index built through the simulator from one lower-case document: no entity at all."""
+    path = tmp_path_factory.mktemp("nameless")
+    corpus = path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat on the mat and it was warm and quiet there.\n"
+                                  "nothing else happened at all that day.\n")
+    db = path / "index.db"
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url, index=INDEX), db, root=corpus))
+    return db
+
+
+@pytest.mark.parametrize("mode, question", [("local", "Where did the cat sit?"),
+                                            ("basic", "Zyxwv qwertyuiop?")])
+async def test_an_empty_context_is_answered_without_asking_the_model(nameless_db, qs, mode, question):
+    store = Store(nameless_db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM entities") == 0
+    assert store.scalar("SELECT count(*) FROM chunks") >= 1
+    store.close()
+    seen: list = []
+    streamed: list[str] = []
+    answer = await aask(question, qs, nameless_db, mode=mode, transport=mock(seen=seen),
+                        on_delta=streamed.append)
+    text = "Nothing in the index matches this question, so there is no answer to give."
+    assert answer.search == mode and answer.text == text and "".join(streamed) == text
+    assert seen == [] and answer.llm["calls"] == 0       # no answer call on an empty context
+    assert not answer.extractive and answer.documents == [] and answer.citations == []
+    assert sum(answer.details["context_tokens"].values()) == 0
+
 
 async def test_basic_end_to_end(llm_db, qs):
     answer = await aask("Kessel Bridge designed engineer", qs, llm_db, mode="basic")
