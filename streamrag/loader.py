@@ -6,13 +6,16 @@ a non-empty text field (``index.text_field``); every other file is one document.
 cannot be used raises ``InputError`` with one line naming the file and the fix; the caller
 records it and goes on. Recoverable oddities (a legacy encoding, skipped rows) come back as
 warning strings instead. ``scan`` leaves out, with one such line each, names that are not valid
-UTF-8 (no such path reaches the index) and folder symlinks leading outside the indexed folder.
+UTF-8 (no such path reaches the index), symlinks leading outside the indexed folder, broken
+symlinks, symlink loops and entries that are not regular files (pipes, sockets, devices). Every
+path in a message goes through ``_safe``, so one message is always one line.
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import fnmatch
 import functools
 import io
@@ -45,12 +48,16 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          skipped: list[str] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
 
-    A file named directly is taken whatever its name; folders are walked recursively. Two kinds
-    of entry are left out with one line each naming it and the fix: a file or folder whose name
-    is not valid UTF-8 (it could not be stored in the index), and a folder symlink that leads
-    outside the folder being indexed (it could pull in a whole other tree). The lines are
-    appended to ``skipped`` when given, else logged as warnings. Paths in them are shown
-    relative to ``root`` when given, as ``read_documents`` shows them.
+    A file named directly is taken whatever its name, even a symlink leading anywhere; folders
+    are walked recursively. In a folder, these entries are left out with one line each naming
+    it and the fix: a file or folder whose name is not valid UTF-8 (it could not be stored in the
+    index), a symlink (to a file or a folder) that leads outside the folder being indexed (it
+    could pull in a private file or a whole other tree), and, among names matching ``include``,
+    a broken symlink, a symlink loop, or an entry that is not a regular file (a pipe, socket or
+    device: never opened, reading one could block). The lines are appended to ``skipped`` when
+    given, else logged as warnings. Paths in them are shown relative to ``root`` when given, as
+    ``read_documents`` shows them. A path given directly that cannot be indexed at all (missing,
+    a broken link, a pipe) raises ``InputError`` saying why.
     """
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
     found: set[Path] = set()
@@ -66,6 +73,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
+        elif path.is_symlink():   # it exists, but leads nowhere (broken, or a loop)
+            raise InputError(f"{_safe(path.as_posix())}: {_unusable(path)}")
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
     for line in problems:
@@ -85,14 +94,45 @@ def _storable(text: str) -> bool:
         return False
 
 
+# Characters that would break a one-line message or drive the terminal: C0 and C1 controls
+# (newline, carriage return, escape, ...), DEL, and the Unicode line and paragraph separators.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
 def _safe(text: str) -> str:
-    """``text`` with the bytes of an undecodable name shown as ``\\xff`` escapes."""
-    return os.fsencode(text).decode("utf-8", "backslashreplace") if not _storable(text) else text
+    """``text`` for a one-line message: the bytes of an undecodable name shown as ``\\xff``
+    escapes, and control characters (a newline in a file name) as ``\\n``, ``\\x1b``, ..."""
+    if not _storable(text):
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
 
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:
     return (f"{_safe(stored_path(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
             f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
+
+
+def _unusable(path: Path | str) -> str:
+    """Why ``path``, which is neither a folder nor a regular file, or is a symlink that leads to
+    neither, is not indexed. Only looked at (``stat``), never opened: opening a pipe blocks."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "symlink loop, not indexed; fix or remove the link"
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "a missing file"
+            return f"broken symlink to {_safe(target)}, not indexed; fix or remove the link"
+        return f"cannot be read ({_safe(e.strerror or str(e))}), not indexed; check that it is readable"
+    return "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
 
 
 def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
@@ -129,7 +169,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """Files under the folder ``top``, by real folders first, then by folder symlinks.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
-    not walked yet, so a file is found once and under its real path where it has one.
+    not walked yet, so a file is found once and under its real path where it has one. A file
+    symlink is taken only when its target lies inside ``top`` too.
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
@@ -163,11 +204,14 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 continue
             path = Path(folder) / entry.name
             try:
-                is_dir = entry.is_dir()
                 is_link = entry.is_symlink()
-                is_file = not is_dir and entry.is_file()
             except OSError:
                 continue
+            try:
+                is_dir = entry.is_dir()
+                is_file = not is_dir and entry.is_file()
+            except OSError:   # a symlink loop: neither, said below
+                is_dir = is_file = False
             if is_dir:
                 if not _storable(entry.name):
                     problems.append(_bad_name(path, root, "folder"))
@@ -175,11 +219,19 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     links.append(path)
                 else:
                     subdirs.append(path)
-            elif is_file and _matches(path, top, patterns):
-                if _storable(entry.name):
-                    out.append(path)
-                else:
-                    problems.append(_bad_name(path, root, "file"))
+            elif not _matches(path, top, patterns):
+                continue
+            elif not _storable(entry.name):
+                problems.append(_bad_name(path, root, "file"))
+            elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
+                problems.append(f"{_safe(stored_path(path, root))}: {_unusable(path)}")
+            elif is_link and not _inside(target := os.path.realpath(path), top_real):
+                problems.append(
+                    f"{_safe(stored_path(path, root))}: file symlink leads outside "
+                    f"{_safe(top.as_posix())} (to {_safe(target)}), so it is not indexed; copy the "
+                    "file in, or index its folder too by naming it as another PATH")
+            else:
+                out.append(path)
         pending.extend(reversed(subdirs))
     return out
 
@@ -188,29 +240,31 @@ def read_documents(path: Path, *, root: Path | None,
                    text_field: str = "text") -> tuple[list[Document], list[str]]:
     """The documents in one file and any warnings; ``InputError`` if the file cannot be used."""
     path = Path(path)
-    shown = stored_path(path, root)
+    shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
+    label = _safe(shown)
     if not _storable(shown):   # scan leaves such files out; a caller naming one gets the same line
-        raise InputError(f"{_safe(shown)}: path is not valid UTF-8, so it is not indexed; "
+        raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise InputError(f"{shown}: cannot read ({e.strerror or e}); check that it exists and is readable") from None
+        raise InputError(f"{label}: cannot read ({_safe(e.strerror or str(e))}); check that it exists "
+                         "and is readable") from None
     warnings: list[str] = []
-    text = _decode(data, shown, warnings)
+    text = _decode(data, label, warnings)
     if not text.strip():
-        raise EmptyInput(f"{shown}: empty file, nothing to index")
+        raise EmptyInput(f"{label}: empty file, nothing to index")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        rows = _jsonl_rows(text, shown, warnings)
+        rows = _jsonl_rows(text, label, warnings)
     elif suffix == ".csv":
-        rows = _csv_rows(text, shown)
+        rows = _csv_rows(text, label)
     else:
         title = None
         if suffix in _MARKDOWN:
             text, title = _front_matter(text)
             if not text.strip():
-                raise EmptyInput(f"{shown}: only front matter, nothing to index")
+                raise EmptyInput(f"{label}: only front matter, nothing to index")
         return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
                          text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
@@ -250,14 +304,15 @@ def _front_matter(text: str) -> tuple[str, str | None]:
     return text[m.end():], (title[:TITLE_CHARS] if title else None)
 
 
-def _decode(data: bytes, shown: str, warnings: list[str]) -> str:
+def _decode(data: bytes, label: str, warnings: list[str]) -> str:
+    """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``)."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
             return _newlines(data.decode("utf-16"))
         except UnicodeDecodeError:
             pass
     if b"\x00" in data[:_SNIFF]:
-        raise InputError(f"{shown}: binary file, not indexed; remove it or narrow index.include")
+        raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
     try:
         return _newlines(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -266,7 +321,7 @@ def _decode(data: bytes, shown: str, warnings: list[str]) -> str:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
-    warnings.append(f"{shown}: not valid UTF-8, read as {used}; if its accents look wrong in "
+    warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in "
                     "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
     return _newlines(text)
 
@@ -283,7 +338,7 @@ def _title(text: str, fallback: str) -> str:
     return fallback
 
 
-def _jsonl_rows(text: str, shown: str, warnings: list[str]) -> list[tuple[int, dict]]:
+def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
     bad = 0
     for number, line in enumerate(text.split("\n"), 1):
@@ -299,18 +354,18 @@ def _jsonl_rows(text: str, shown: str, warnings: list[str]) -> list[tuple[int, d
         else:
             bad += 1
     if bad and not rows:
-        raise InputError(f"{shown}: no line is a JSON object; a .jsonl file needs one object per line")
+        raise InputError(f"{label}: no line is a JSON object; a .jsonl file needs one object per line")
     if bad:
-        warnings.append(f"{shown}: {bad} line(s) are not JSON objects, skipped")
+        warnings.append(f"{label}: {bad} line(s) are not JSON objects, skipped")
     return rows
 
 
-def _csv_rows(text: str, shown: str) -> list[tuple[int, dict]]:
+def _csv_rows(text: str, label: str) -> list[tuple[int, dict]]:
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
         return [(number, row) for number, row in enumerate(reader, 1)]
     except csv.Error as e:
-        raise InputError(f"{shown}: not readable as CSV ({e}); check the quoting or convert it to .jsonl") from None
+        raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
 
 
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
@@ -323,9 +378,10 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
                 return key
         return None
 
+    label = _safe(shown)   # ``shown`` names the documents, ``label`` the file in messages
     if not any(field(row, text_field) is not None for _, row in rows):
         raise InputError(
-            f"{shown}: no {text_field!r} field in any row; name the column holding the text "
+            f"{label}: no {text_field!r} field in any row; name the column holding the text "
             f"{text_field!r} or set index.text_field"
         )
     docs: list[Document] = []
@@ -350,7 +406,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
-        warnings.append(f"{shown}: {skipped} row(s) without {text_field!r} text, skipped")
+        warnings.append(f"{label}: {skipped} row(s) without {text_field!r} text, skipped")
     if duplicates:
-        warnings.append(f"{shown}: {duplicates} row(s) repeat an earlier row's text, skipped")
+        warnings.append(f"{label}: {duplicates} row(s) repeat an earlier row's text, skipped")
     return docs

@@ -1,4 +1,5 @@
-"""Odd paths in the folder scan: names that are not valid UTF-8, and folder symlinks."""
+"""Odd paths in the folder scan: names that are not valid UTF-8 or hold control characters,
+symlinks (to folders and files, broken, looping), and entries that are not files."""
 
 from __future__ import annotations
 
@@ -156,15 +157,154 @@ def test_mutual_symlink_loop_terminates(tmp_path):
     assert scan([root], ["*.txt"]) == [root / "a" / "x.txt", root / "b" / "y.txt"]
 
 
-def test_file_symlinks_are_followed_even_outside(tmp_path):
+# -- file symlinks ------------------------------------------------------------------------------
+def test_file_symlink_leading_outside_is_not_indexed(tmp_path):
     root = tmp_path / "r"
     doc = write(root / "doc.txt")
-    outside = write(tmp_path / "shared.txt")
-    os.symlink(outside, root / "shared.txt")
-    os.symlink(tmp_path / "missing.txt", root / "dangling.txt")
+    outside = write(tmp_path / "elsewhere" / "outside.txt")
+    os.symlink("doc.txt", root / "alias.txt")                   # inside: indexed
+    (root / "sub").mkdir()
+    os.symlink("../doc.txt", root / "sub" / "up.txt")           # inside, by another folder
+    os.symlink(outside, root / "link_out.txt")                  # outside: left out, said once
+    os.symlink("../elsewhere/outside.txt", root / "rel_out.md")
+    os.symlink(outside, root / "notes.pdf")                     # not matched: not mentioned
     skipped: list[str] = []
-    assert scan([root], ["*.txt"], skipped=skipped) == [doc, root / "shared.txt"]
+    found = scan([root], ["*.txt", "*.md"], root=root, skipped=skipped)
+    assert found == [root / "alias.txt", doc, root / "sub" / "up.txt"]
+    target = os.path.realpath(outside)
+    assert skipped == [
+        f"{name}: file symlink leads outside {root.as_posix()} (to {target}), so it is not "
+        "indexed; copy the file in, or index its folder too by naming it as another PATH"
+        for name in ("link_out.txt", "rel_out.md")]
+
+
+def test_file_symlink_named_directly_is_indexed_wherever_it_leads(tmp_path):
+    root = tmp_path / "r"
+    doc = write(root / "doc.txt")
+    os.symlink(write(tmp_path / "shared.txt"), root / "shared.txt")
+    skipped: list[str] = []
+    assert scan([root / "shared.txt", doc], ["*.txt"], root=root, skipped=skipped) == [
+        doc, root / "shared.txt"]
     assert skipped == []
+
+
+# -- entries that are not files -------------------------------------------------------------
+def test_broken_links_loops_and_pipes_are_named_once(tmp_path):
+    root = tmp_path / "bad2"
+    doc = write(root / "doc.txt")
+    os.symlink("missing", root / "gone.txt")
+    os.symlink("loopB.txt", root / "loopA.txt")
+    os.symlink("loopA.txt", root / "loopB.txt")
+    os.mkfifo(root / "fifo.txt")                  # never opened: the scan would block on it
+    os.symlink("fifo.txt", root / "pipe_link.md")
+    os.symlink("missing", root / "gone.pdf")      # not matched by include: not mentioned
+    os.mkfifo(root / "fifo.pdf")
+    skipped: list[str] = []
+    assert scan([root], ["*.txt", "*.md"], root=root, skipped=skipped) == [doc]
+    pipe = "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
+    assert skipped == [
+        f"fifo.txt: {pipe}",
+        "gone.txt: broken symlink to missing, not indexed; fix or remove the link",
+        "loopA.txt: symlink loop, not indexed; fix or remove the link",
+        "loopB.txt: symlink loop, not indexed; fix or remove the link",
+        f"pipe_link.md: {pipe}"]
+
+
+def test_socket_in_a_folder_is_named(tmp_path):
+    socket = pytest.importorskip("socket")
+    root = tmp_path / "s"
+    doc = write(root / "doc.txt")
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(os.fspath(root / "sock.txt"))
+    except OSError as e:   # a path too long for AF_UNIX
+        pytest.skip(f"cannot create a socket here: {e}")
+    finally:
+        sock.close()
+    skipped: list[str] = []
+    assert scan([root], ["*.txt"], root=root, skipped=skipped) == [doc]
+    assert skipped == ["sock.txt: not a regular file (a pipe, socket or device), not indexed; "
+                       "remove it or narrow index.include"]
+
+
+def test_broken_link_or_loop_named_directly_says_why(tmp_path):
+    os.symlink("missing", tmp_path / "gone.txt")
+    os.symlink("loopB.txt", tmp_path / "loopA.txt")
+    os.symlink("loopA.txt", tmp_path / "loopB.txt")
+    with pytest.raises(InputError) as info:
+        scan([tmp_path / "gone.txt"], ["*.txt"])
+    assert str(info.value) == (f"{(tmp_path / 'gone.txt').as_posix()}: broken symlink to missing, "
+                               "not indexed; fix or remove the link")
+    with pytest.raises(InputError) as info:
+        scan([tmp_path / "loopA.txt"], ["*.txt"])
+    assert str(info.value) == (f"{(tmp_path / 'loopA.txt').as_posix()}: symlink loop, not indexed; "
+                               "fix or remove the link")
+    with pytest.raises(InputError, match="no such file or folder"):   # really missing: as before
+        scan([tmp_path / "missing"], ["*.txt"])
+
+
+# -- control characters in names ----------------------------------------------------------
+def one_line(text: str) -> bool:
+    return len(text.splitlines()) == 1 and "\x1b" not in text and storable(text)
+
+
+def test_control_characters_in_names_are_escaped_in_scan_lines(tmp_path):
+    root = tmp_path / "r"
+    doc = write(root / "doc.txt")
+    os.symlink("miss\ning", root / "gone\nname.txt")                  # broken
+    os.symlink(write(tmp_path / "out\rside.txt"), root / "out\x1b[31m.txt")  # leads outside
+    os.mkfifo(root / "fi\u2028fo.txt")
+    weird = tmp_path / "we\nird"
+    write(weird / "w.txt")
+    os.symlink(weird, root / "dir\tlink")                               # folder leading outside
+    try:
+        write_bad(root, b"bad\xff\nname.txt")
+    except pytest.skip.Exception:
+        pass
+    skipped: list[str] = []
+    assert scan([root], ["*.txt"], root=root, skipped=skipped) == [doc]
+    assert len(skipped) >= 4 and all(one_line(line) for line in skipped), skipped
+    text = "\n".join(skipped)
+    assert "gone\\nname.txt: broken symlink to miss\\ning" in text
+    assert "out\\x1b[31m.txt: file symlink leads outside" in text and "out\\rside.txt" in text
+    assert "fi\\u2028fo.txt: not a regular file" in text
+    assert "dir\\tlink: folder symlink leads outside" in text and "we\\nird" in text
+    if (root / "bad\udcff\nname.txt").exists():
+        assert "bad\\xff\\nname.txt: file name is not valid UTF-8" in text
+    with pytest.raises(InputError) as info:   # named directly
+        scan([root / "gone\nname.txt"], ["*.txt"])
+    assert one_line(str(info.value)) and "gone\\nname.txt: broken symlink" in str(info.value)
+
+
+def test_control_characters_in_names_are_escaped_in_read_messages(tmp_path):
+    cases = {
+        "evil\nname.txt": (b"\x00\x01binary", "binary file"),
+        "emp\nty.txt": (b"  \n", "empty file"),
+        "front\r.md": (b"---\ntitle: x\n---\n", "only front matter"),
+        "rows\n.jsonl": (b"[1]\n", "no line is a JSON object"),
+        "cols\n.csv": (b"other\nx\n", "no 'text' field"),
+        "gone\n.txt": (None, "cannot read"),
+    }
+    for name, (data, reason) in cases.items():
+        path = tmp_path / name
+        if data is not None:
+            path.write_bytes(data)
+        with pytest.raises(InputError) as info:
+            read_documents(path, root=tmp_path)
+        message = str(info.value)
+        assert one_line(message) and message.startswith(name.replace("\n", "\\n").replace("\r", "\\r"))
+        assert reason in message
+    warned = {
+        "old\n.txt": "caf\u00e9".encode("cp1252"),
+        "some\n.jsonl": b'{"text": "a"}\n[2]\n',
+        "half\n.csv": b"text\na\n\"\"\na\n",
+    }
+    for name, data in warned.items():
+        (tmp_path / name).write_bytes(data)
+        docs, warnings = read_documents(tmp_path / name, root=tmp_path)
+        assert docs and warnings and all(one_line(w) and w.startswith(name.replace("\n", "\\n"))
+                                         for w in warnings), warnings
+        assert all(d.path.startswith(name) for d in docs)   # the stored path keeps the real name
 
 
 # -- end to end -------------------------------------------------------------------------------
@@ -193,6 +333,30 @@ def test_sync_indexes_the_rest_and_stores_no_odd_path(tmp_path):
     # The next run is not stuck: it sees nothing new.
     second = anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     assert second.docs == 4 and second.docs_added == 0 and second.docs_removed == 0
+
+
+def test_sync_leaves_out_outside_file_links_and_keeps_messages_on_one_line(tmp_path):
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    os.symlink(write(tmp_path / "elsewhere" / "private.txt", "Zed Quill sold lanterns in Northgate."),
+               corpus / "link_out.txt")
+    (corpus / "evil\nname.txt").write_bytes(b"\x00\x01 binary")
+    os.symlink("missing", corpus / "gone.txt")
+    db = tmp_path / "i.db"
+    result = anyio.run(lambda: sync([corpus], make_settings(""), db, root=corpus))
+    assert result.docs == 4
+    lines = result.warnings   # the run's summary: what it skipped and what it could not read
+    assert all(len(line.splitlines()) == 1 for line in lines), lines
+    assert any(line.startswith("link_out.txt: file symlink leads outside") for line in lines)
+    assert any(line.startswith("gone.txt: broken symlink to missing") for line in lines)
+    conn = sqlite3.connect(db)
+    try:
+        paths = sorted(p for (p,) in conn.execute("SELECT path FROM files"))
+        [message] = [m for (m,) in conn.execute("SELECT message FROM failures")]
+    finally:
+        conn.close()
+    assert "link_out.txt" not in paths
+    assert message == "evil\\nname.txt: binary file, not indexed; remove it or narrow index.include"
 
 
 def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):
