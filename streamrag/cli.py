@@ -134,14 +134,17 @@ async def _until_sigterm(work):
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from streamrag import pipeline, progress
+    from streamrag import loader, pipeline, progress
 
     paths = [Path(p) for p in args.paths]
     for p in paths:
+        shown = loader.shown(p)
+        if p.is_symlink() and not p.exists():   # a broken link or a loop: say which
+            raise StreamragError(f"{shown}: {loader.why_unusable(p)}")
         if not p.exists():
-            raise StreamragError(f"{p}: no such file or folder; give the folder to index")
+            raise StreamragError(f"{shown}: no such file or folder; give the folder to index")
         if not (p.is_dir() or p.is_file()):
-            raise StreamragError(f"{p}: not a regular file or folder; give a folder, or a .txt, .md, "
+            raise StreamragError(f"{shown}: not a regular file or folder; give a folder, or a .txt, .md, "
                                  ".jsonl or .csv file to index")
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = _settings(args, root)

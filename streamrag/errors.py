@@ -54,6 +54,11 @@ class EmptyInput(InputError):
     """A file with no text to index: a warning, not a failure."""
 
 
+class NoTextField(InputError):
+    """A .jsonl/.csv file none of whose rows has ``index.text_field``: more likely a setting
+    than the file, so what was indexed from it stays."""
+
+
 class LLMError(StreamragError):
     """The model endpoint failed."""
 

@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from streamrag.errors import EmptyInput, InputError
+from streamrag.errors import EmptyInput, InputError, NoTextField
 from streamrag.ids import document_id
 from streamrag.records import Document
 
@@ -74,7 +74,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
         elif path.is_symlink():   # it exists, but leads nowhere (broken, or a loop)
-            raise InputError(f"{_safe(path.as_posix())}: {_unusable(path)}")
+            raise InputError(f"{_safe(path.as_posix())}: {why_unusable(path)}")
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
     for line in problems:
@@ -112,12 +112,17 @@ def _safe(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
 
+def shown(path: Path | str) -> str:
+    """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
+    return _safe(os.fspath(path))
+
+
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:
     return (f"{_safe(stored_path(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
             f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
 
 
-def _unusable(path: Path | str) -> str:
+def why_unusable(path: Path | str) -> str:
     """Why ``path``, which is neither a folder nor a regular file, or is a symlink that leads to
     neither, is not indexed. Only looked at (``stat``), never opened: opening a pipe blocks."""
     try:
@@ -224,7 +229,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             elif not _storable(entry.name):
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
-                problems.append(f"{_safe(stored_path(path, root))}: {_unusable(path)}")
+                problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
             elif is_link and not _inside(target := os.path.realpath(path), top_real):
                 problems.append(
                     f"{_safe(stored_path(path, root))}: file symlink leads outside "
@@ -380,7 +385,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
 
     label = _safe(shown)   # ``shown`` names the documents, ``label`` the file in messages
     if not any(field(row, text_field) is not None for _, row in rows):
-        raise InputError(
+        raise NoTextField(
             f"{label}: no {text_field!r} field in any row; name the column holding the text "
             f"{text_field!r} or set index.text_field"
         )

@@ -44,6 +44,7 @@ from streamrag.errors import (
     LLMError,
     LLMRequestError,
     LLMUnavailableError,
+    NoTextField,
     StreamragError,
     user_error,
     user_errors_unwrapped,
@@ -480,7 +481,7 @@ class Indexer:
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped)
         scan.warnings += skipped
         if not files:
-            scan.warnings.append(f"no file under {', '.join(str(p) for p in paths)} matches index.include "
+            scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")
         self.progress.total("files", len(files))
         self.progress.set_stage("extracting")
@@ -508,11 +509,11 @@ class Indexer:
                     except OSError as e:
                         # What was indexed from it stays until the file can be read again.
                         scan.files.update(rows)
-                        await self.fail(writer, "load", rel, f"{rel}: cannot read ({e.strerror})")
+                        await self.fail(writer, "load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
                         continue
                     stamp = max(st.st_mtime, st.st_ctime)
-                    if rows and not rechunk and all(v[1] == st.st_size and v[2] == stamp
-                                                    for v in rows.values()):
+                    same = bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
+                    if same and not rechunk:
                         scan.files.update(rows)  # unchanged on disk: not even read
                         scan.unchanged_paths += 1
                         self.progress.add("files_done")
@@ -521,14 +522,18 @@ class Indexer:
                         docs, warnings = loader.read_documents(path, root=self.root,
                                                                text_field=s.index.text_field)
                     except InputError as e:
-                        if not _readable(path):
-                            # What was indexed from it stays until the file can be read again;
-                            # a file that now holds no text (empty, binary) leaves the index.
+                        kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
+                        if kept:
+                            # What was indexed from it stays until the file can be read again,
+                            # or, the file being as it was, until index.text_field names a field
+                            # it has again. A file that now holds no text (made empty, binary,
+                            # or its rows' field dropped) leaves the index.
                             scan.files.update(rows)
                         if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
                             scan.warnings.append(str(e))
                         else:
-                            await self.fail(writer, "load", rel, str(e))
+                            await self.fail(writer, "load", rel, f"{e}; what was indexed from it stays"
+                                            if kept and isinstance(e, NoTextField) else str(e))
                         self.progress.add("files_done")
                         continue
                     scan.warnings += warnings

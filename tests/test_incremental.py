@@ -336,6 +336,29 @@ async def test_a_rows_new_title_replaces_the_old_one(tmp_path):
         store.close()
 
 
+async def test_a_text_field_no_row_has_keeps_what_the_rows_gave(tmp_path):
+    # A misspelt index.text_field published an index with 0 documents (exit 0): every row file
+    # "had no such field" and left. The setting, not the file, is the likelier mistake.
+    folder_ = tmp_path / "rows"
+    folder_.mkdir()
+    (folder_ / "data.jsonl").write_text('{"body": "Mara Lind runs the Harbor Council."}\n'
+                                        '{"body": "Henrik Salo built the Kessel Bridge."}\n')
+    db = tmp_path / "i.db"
+    await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
+    before = index_snapshot(db)
+    typo = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
+    assert typo.docs == 2 and typo.docs_removed == 0 and typo.failures == 1
+    assert [w for w in typo.warnings if "data.jsonl: no 'bdy' field in any row" in w
+            and w.endswith("what was indexed from it stays")]
+    after = index_snapshot(db)
+    for key in ("entities", "relationships", "documents"):
+        assert after[key] == before[key], key
+    # A file whose rows really lost the field leaves like any other file that changed.
+    (folder_ / "data.jsonl").write_text('{"note": "nothing here"}\n')
+    gone = await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
+    assert gone.docs == 0 and gone.docs_removed == 2
+
+
 async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, simulator, monkeypatch):
     """Summaries are written under the entities' names; when more mentions now spell an entity
     "VELO" than "Velo", its relationships' summaries are written again, as a fresh index would."""
