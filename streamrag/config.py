@@ -276,6 +276,12 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
                          "(default \"text\")"))
+    elif ix.text_field != ix.text_field.strip():
+        problems.append(("index.text_field", f"has spaces around the name; use {ix.text_field.strip()!r}"))
+    if any(p.strip() and p != p.strip() for p in ix.include):
+        spaced = next(p for p in ix.include if p.strip() and p != p.strip())
+        problems.append(("index.include", f"pattern {spaced!r} has spaces around it, so no file name "
+                         f"matches it; use {spaced.strip()!r}"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
     if ix.summary_join_tokens < 0:
@@ -417,16 +423,16 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():
             settings.api_key = env[var].strip()  # a newline from `cat key.txt` is no part of it
-            if settings.llm.api_base:            # (unused, it may hold anything)
-                _header_safe(settings.api_key, var)
             break
     settings.source = where
     _check(settings, where, origins)
     return settings
 
 
-def _header_safe(key: str, var: str) -> str:
-    """``key`` if an HTTP header can carry it (printable ASCII, no spaces), else a ConfigError."""
+def check_api_key(key: str, var: str) -> str:
+    """``key`` if an HTTP header can carry it (printable ASCII, no spaces), else a ConfigError
+    naming ``var``, where it came from. Checked where a key is sent, not where it is read: a
+    run that sends none (offline, status, export) does not care what the variable holds."""
     for at, ch in enumerate(key, 1):
         if not " " < ch <= "~":
             shown = "a space" if ch == " " else repr(ch)

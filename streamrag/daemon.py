@@ -56,7 +56,7 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import DEFAULT_INCLUDE, read_documents
+from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents
 from streamrag.status import counted as _n, failures_of, last_update
 from streamrag.store import Store, indexed_root
 
@@ -329,7 +329,8 @@ class Daemon:
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
                 rel = self.relevant(_ADDED, Path(top) / name)
-                if rel is not None and (Path(top) / name).is_file():  # not a FIFO, a socket
+                if rel is not None and (Path(top) / name).is_file() and not leads_outside(
+                        Path(top) / name, self.root):   # not a FIFO, a socket, a link out
                     out.append(rel)
         return out
 
@@ -382,8 +383,9 @@ class Daemon:
                 elif not path.exists():
                     for gone in self._indexed_in(store, rel) or {rel}:
                         out[gone] = "deleted"
-                elif not path.is_file():
-                    # A FIFO, socket or device: the scan skips it (and reading a FIFO would block).
+                elif not path.is_file() or leads_outside(path, self.root):
+                    # A FIFO, socket or device (reading a FIFO would block), or a link out of the
+                    # folder (its text must not reach the model): the scan skips it, so do we.
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"
                 elif _ADDED in seen and not self._is_indexed(store, rel):
@@ -516,7 +518,7 @@ class Daemon:
         self.pending.update(batch)
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
-        renamed = self._renames(files)
+        renamed = await anyio.to_thread.run_sync(self._renames, files)   # it may read files
         kinds = Counter(kind for rel, kind in files.items() if rel not in renamed and rel not in renamed.values())
         kinds["renamed"] += len(renamed)
         kinds = +kinds
@@ -562,24 +564,26 @@ class Daemon:
         with self._reading() as store:
             if store is None:
                 return {}
-            was = {}
-            for rel in deleted:
+            was: dict[tuple[str, int], list[str]] = {}
+            for rel in sorted(deleted):
                 rows = store.query("SELECT doc_id, size FROM files WHERE path = ?", (rel,))
                 if rows:
-                    was.setdefault((rows[0]["doc_id"], rows[0]["size"]), rel)
+                    was.setdefault((rows[0]["doc_id"], rows[0]["size"]), []).append(rel)
         sizes = {size for _doc, size in was}
         out: dict[str, str] = {}
         for rel in sorted(added):
             path = self.root / rel
             try:
-                if path.stat().st_size not in sizes:
+                size = path.stat().st_size
+                if size not in sizes:
                     continue
                 docs, _warnings = read_documents(path, root=self.root,
                                                  text_field=self.settings.index.text_field)
             except (OSError, StreamragError):
                 continue
-            if len(docs) == 1 and (source := was.pop((docs[0].id, path.stat().st_size), None)):
-                out[rel] = source
+            sources = was.get((docs[0].id, size), []) if len(docs) == 1 else []
+            if sources:
+                out[rel] = sources.pop(0)
         return out
 
     async def _sync(self, reason: str, *, initial: bool = False) -> bool:

@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,7 +52,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from tenacity.wait import wait_random_exponential
 
 from streamrag.cache import batch_key, cache_key, embedding_key
-from streamrag.config import LLMSettings
+from streamrag.config import LLMSettings, check_api_key
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
                               LLMUnavailableError)
 from streamrag.prompts import Prompt
@@ -272,7 +273,7 @@ class LLMClient:
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
                               "https://api.openai.com/v1), or use the offline extractor")
         self.settings = settings
-        self._api_key = api_key
+        self._api_key = check_api_key(api_key, self._key_source(api_key) or "api_key") if api_key else ""
         self.store = store
         self.writer = writer
         self.run_id = run_id
@@ -794,9 +795,10 @@ class LLMClient:
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
             base, setting = self.settings.api_base, self._base_setting()
-            if "model" not in message.lower() and not base.endswith("/v1") \
+            if "model" not in message.lower() and not re.search(r"/v\d", httpx.URL(base).path) \
                     and not self.settings.api_version:
-                # Not about the model: most servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
+                # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
+                # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
                 raise LLMRequestError(f"{url}: HTTP 404, no such route ({message}); most servers serve "
                                       f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
@@ -814,14 +816,22 @@ class LLMClient:
         from_env = os.environ.get("STREAMRAG_API_BASE", "").rstrip("/")
         return "STREAMRAG_API_BASE" if from_env and from_env == self.settings.api_base else "llm.api_base"
 
+    def _key_names(self) -> list[str]:
+        """The variables a key is read from, first set wins."""
+        return list(dict.fromkeys(v for v in (self.settings.api_key_env, "STREAMRAG_API_KEY",
+                                              "OPENAI_API_KEY") if v))
+
+    def _key_source(self, key: str) -> str:
+        """The variable ``key`` was read from, if one holds it."""
+        return next((v for v in self._key_names() if (os.environ.get(v) or "").strip() == key), "")
+
     def _key_advice(self) -> str:
         """What to do about a 401/403: which variables are read, and which one the key came from."""
-        names = list(dict.fromkeys(v for v in (self.settings.api_key_env, "STREAMRAG_API_KEY",
-                                               "OPENAI_API_KEY") if v))
+        names = self._key_names()
         if not self._api_key:
             return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
                     f"one of them, e.g. `export {names[0]}=...`")
-        source = next((v for v in names if (os.environ.get(v) or "").strip() == self._api_key), "")
+        source = self._key_source(self._api_key)
         wanted = self.settings.api_key_env
         if (source and wanted not in ("", "STREAMRAG_API_KEY", "OPENAI_API_KEY")
                 and not os.environ.get(wanted)):

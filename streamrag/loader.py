@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from streamrag.errors import EmptyInput, InputError, NoTextField
@@ -62,6 +63,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
     found: set[Path] = set()
     problems: list[str] = []
+    # A file symlink into another folder given with this one leads nowhere new: it is taken.
+    given = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
     for path in map(Path, paths):
         if path.is_file():
             if _storable(path.name):
@@ -69,7 +72,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             else:
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
-            found.update(_walk(path, patterns, root, problems))
+            found.update(_walk(path, patterns, root, problems, also=given))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -170,12 +173,20 @@ def _inside(real: str, top: str) -> bool:
     return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]) -> list[Path]:
+def leads_outside(path: Path | str, top: Path | str) -> bool:
+    """Whether ``path`` is a symlink whose target lies outside the folder ``top`` (the scan
+    leaves such a file out of a folder, and so must everything else that reads the folder)."""
+    return os.path.islink(path) and not _inside(os.path.realpath(path), os.path.realpath(top))
+
+
+def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
+          also: Sequence[str] = ()) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
     not walked yet, so a file is found once and under its real path where it has one. A file
-    symlink is taken only when its target lies inside ``top`` too.
+    symlink is taken only when its target lies inside ``top``, or inside one of the folders
+    ``also`` (real paths) given with it.
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
@@ -230,10 +241,10 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
-            elif is_link and not _inside(target := os.path.realpath(path), top_real):
+            elif is_link and not any(_inside(os.path.realpath(path), t) for t in (top_real, *also)):
                 problems.append(
                     f"{_safe(stored_path(path, root))}: file symlink leads outside "
-                    f"{_safe(top.as_posix())} (to {_safe(target)}), so it is not indexed; copy the "
+                    f"{_safe(top.as_posix())} (to {_safe(os.path.realpath(path))}), so it is not indexed; copy the "
                     "file in, or index its folder too by naming it as another PATH")
             else:
                 out.append(path)

@@ -523,6 +523,8 @@ class Indexer:
                                                                text_field=s.index.text_field)
                     except InputError as e:
                         kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
+                        if kept and isinstance(e, NoTextField):
+                            self.rechunked_all = False  # read it again next run, and say so again
                         if kept:
                             # What was indexed from it stays until the file can be read again,
                             # or, the file being as it was, until index.text_field names a field
@@ -575,12 +577,16 @@ class Indexer:
                 return
             await chunk_send.send(c)
 
+        paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
+
         def where(c: Chunk) -> str:
             """A chunk as a user finds it: its file, and which chunk of it."""
+            if c.doc_id not in scan.documents and c.doc_id not in paths_of:  # (the scan grows)
+                for path, (doc_id, _size, _stamp) in sorted(scan.files.items(), reverse=True):
+                    paths_of[doc_id] = path   # the first in order wins
             doc = scan.documents.get(c.doc_id)
-            path = doc.path if doc is not None else next(
-                (p for p, (d, _s, _m) in sorted(scan.files.items()) if d == c.doc_id), c.doc_id)
-            return f"{path} (chunk {c.idx + 1}, {c.id})"
+            path = doc.path if doc is not None else paths_of.get(c.doc_id, c.doc_id)
+            return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
 
         async def extract_worker(recv, send) -> None:
             async with recv, send:

@@ -294,9 +294,10 @@ class Store:
             # Written by an older streamrag: bring the schema forward (a short write), then read.
             try:
                 Store(self.path).close()
-            except (StoreError, sqlite3.Error):  # a write refused mid-migration is an sqlite3 error
+            except (StoreError, sqlite3.Error) as e:  # a write refused mid-migration: sqlite3's
+                why = str(e).splitlines()[0] if isinstance(e, sqlite3.Error) else "read-only?"
                 raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
-                                 "upgraded here (read-only?); run `streamrag index DIR` once") from None
+                                 f"upgraded here ({why}); run `streamrag index DIR` once") from None
 
     def migrate(self) -> None:
         applied = self._applied()

@@ -61,6 +61,8 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     # Each of these was accepted: an empty text_field emptied the index of every .jsonl/.csv.
     ('[index]\ntext_field = " "\n', "index.text_field: must name the .jsonl/.csv field"),
     ("[index]\ninclude = []\n", "index.include: must hold at least one file pattern"),
+    ('[index]\ninclude = [" *.txt"]\n', "index.include: pattern ' *.txt' has spaces around it"),
+    ('[index]\ntext_field = " body"\n', "index.text_field: has spaces around the name; use 'body'"),
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
@@ -159,15 +161,20 @@ def test_the_code_defaults_are_the_shipped_defaults_file():
     assert built == shipped
 
 
-def test_an_api_key_is_trimmed_and_one_no_header_can_carry_is_refused_where_it_is_sent(tmp_path):
+def test_an_api_key_is_trimmed_and_one_no_header_can_carry_is_refused_where_it_is_sent(tmp_path, monkeypatch):
     # A newline (`export KEY=$(cat key.txt)` keeps none, but .env files do) failed every call as
     # "connection failed ... check that the server is running"; a non-ASCII key was a traceback.
+    from streamrag.config import LLMSettings
+    from streamrag.llm import LLMClient
+
     path = write(tmp_path, '[llm]\napi_base = "http://llm.test/v1"\n')
     assert load_settings(path, env={"STREAMRAG_API_KEY": " sk-1\n"}).api_key == "sk-1"
+    monkeypatch.delenv("STREAMRAG_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "g\u00f6\u00f6d")
+    # Read as it is: status, export and --offline never send it.
+    settings = load_settings(path, env={"OPENAI_API_KEY": "g\u00f6\u00f6d"})
+    assert settings.api_key == "g\u00f6\u00f6d"
     with pytest.raises(ConfigError) as e:
-        load_settings(path, env={"OPENAI_API_KEY": "g\u00f6\u00f6d"})
+        LLMClient(LLMSettings(api_base="http://llm.test/v1"), settings.api_key)
     assert str(e.value) == ("OPENAI_API_KEY: the API key holds '\u00f6' at character 2, which no key has and "
                             "an HTTP header cannot carry; set OPENAI_API_KEY to the key itself")
-    (tmp_path / "o").mkdir()
-    offline = write(tmp_path / "o", "")   # no endpoint: the key is never sent, whatever it holds
-    assert load_settings(offline, env={"OPENAI_API_KEY": "a b"}).api_key == "a b"

@@ -267,6 +267,30 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
 
 
+async def test_a_link_to_a_file_outside_the_folder_is_never_read(corpus, tmp_path):
+    # The folder scan leaves such a link out, but the daemon extracted it on its own as an
+    # added file: its text reached the store (and, with a model, the endpoint).
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    private = tmp_path / "private.txt"
+    private.write_text("Captain Oskar Lind keeps the vault code hunter2 at Port Vell.\n")
+    async with running(settings, tmp_path / "o.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        (corpus / "secret.txt").symlink_to(private)
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "secret.txt")), (Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["files"] == 1 and queued["added"] == 1, queued["message"]
+    store = Store(tmp_path / "o.db", readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM chunks WHERE text LIKE '%hunter2%'") == 0
+        assert store.scalar("SELECT count(*) FROM files WHERE path = 'secret.txt'") == 0
+        assert store.scalar("SELECT count(*) FROM files WHERE path = 'new.txt'") == 1
+    finally:
+        store.close()
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast

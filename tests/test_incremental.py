@@ -353,6 +353,8 @@ async def test_a_text_field_no_row_has_keeps_what_the_rows_gave(tmp_path):
     after = index_snapshot(db)
     for key in ("entities", "relationships", "documents"):
         assert after[key] == before[key], key
+    again = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
+    assert again.docs == 2 and again.failures == 1   # said on every run, not only the first
     # A file whose rows really lost the field leaves like any other file that changed.
     (folder_ / "data.jsonl").write_text('{"note": "nothing here"}\n')
     gone = await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)

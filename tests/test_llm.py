@@ -246,6 +246,15 @@ async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, 
                               f"most servers serve the OpenAI API under /v1: set {setting} to '{base}/v1'")
     assert len(endpoint.requests) == 1
 
+    # A base with a version in its path (Gemini's /v1beta/openai, a gateway's) is not told so.
+    versioned = "http://llm.test/v1beta/openai"
+    endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
+    with anyio.fail_after(5):
+        async with client(tmp_path / "v", endpoint, api_base=versioned) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert str(err.value).startswith("unknown model or wrong api_base: m1 at ")
+
 
 async def test_long_provider_messages_are_cut(tmp_path):
     endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad " * 200}}))

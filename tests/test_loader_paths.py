@@ -178,6 +178,18 @@ def test_file_symlink_leading_outside_is_not_indexed(tmp_path):
         for name in ("link_out.txt", "rel_out.md")]
 
 
+def test_file_symlink_into_another_folder_given_with_it_is_taken(tmp_path):
+    # The warning's own advice ("index its folder too by naming it as another PATH") was
+    # followed, and the link was still refused with that warning.
+    root = tmp_path / "r"
+    doc = write(root / "doc.txt")
+    other = write(tmp_path / "other" / "f.txt")
+    os.symlink(other, root / "link.txt")
+    skipped: list[str] = []
+    found = scan([root, tmp_path / "other"], ["*.txt"], root=root, skipped=skipped)
+    assert found == sorted([doc, root / "link.txt", other]) and skipped == []
+
+
 def test_file_symlink_named_directly_is_indexed_wherever_it_leads(tmp_path):
     root = tmp_path / "r"
     doc = write(root / "doc.txt")
