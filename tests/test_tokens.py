@@ -30,3 +30,16 @@ def test_fewest_tokens_never_exceeds_the_count_of_words_with_any_spacing(encodin
 def test_fewest_tokens_is_tight_for_plain_words():
     text = "the cat sat on the mat"
     assert fewest_tokens(text) == count_tokens(text) == 6
+
+
+@pytest.mark.parametrize(("encoding", "n_vocab", "ids"), [
+    ("o200k_base", 200019, [24912, 2375]),     # tiktoken's published ids for "hello world"
+    ("cl100k_base", 100277, [15339, 1917]),
+])
+def test_the_shipped_encodings_are_tiktokens(encoding, n_vocab, ids):
+    from streamrag.tokens import get_encoding
+
+    enc = get_encoding(encoding)
+    assert enc.n_vocab == n_vocab and enc.encode("hello world") == ids
+    text = "Grüße, 東京! 🎄 tab\there"
+    assert enc.decode(enc.encode(text)) == text
