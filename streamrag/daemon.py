@@ -632,7 +632,7 @@ class Daemon:
                 written = c["reports_written"]
                 self.emit(state, f"reporting done: {_n(written, 'report')} written, "
                                  f"{c['reports_done'] - written} kept ({_s(took)})",
-                          reports=c["reports_done"], reports_written=written, took_s=round(took, 3))
+                          reports=c["reports_done"], reports_generated=written, took_s=round(took, 3))
             else:
                 self.emit(state, f"{previous} done ({_s(took)})", took_s=round(took, 3))
 
