@@ -8,6 +8,7 @@ what makes every write an idempotent upsert.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -46,6 +47,7 @@ _SPACES = re.compile(r"\s+")
 _POSSESSIVE = re.compile(r"['\u2019]s\W*$", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=1 << 16)   # names repeat across mentions: most calls are repeats
 def normalize_name(name: str) -> str:
     """The key entities merge on: case, whitespace, quotes and edge punctuation ignored.
 
@@ -60,6 +62,7 @@ def normalize_name(name: str) -> str:
     return _SPACES.sub(" ", s).strip().casefold()
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def entity_id(name: str) -> str:
     return "ent-" + text_hash(normalize_name(name))
 
