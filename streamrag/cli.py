@@ -25,7 +25,7 @@ import anyio
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
-from streamrag.store import Store, default_db_path, indexed_root
+from streamrag.store import Store, default_db_path, indexed_root, one_writer
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,7 +166,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     prog = pipeline.Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
-    with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
+    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"), \
+            progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
         result = anyio.run(_until_sigterm, partial(indexer.run, paths))
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result)})

@@ -58,7 +58,7 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents
 from streamrag.status import counted as _n, failures_of, last_update
-from streamrag.store import Store, indexed_root
+from streamrag.store import Store, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import SyncResult
@@ -931,7 +931,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                              "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
-    return anyio.run(serve, daemon, source)
+    with one_writer(db, f"streamrag watch {root}"):
+        return anyio.run(serve, daemon, source)
 
 
 def add_watch_command(subparsers) -> None:

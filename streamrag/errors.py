@@ -42,6 +42,10 @@ class StoreError(StreamragError):
     """The index database cannot be used."""
 
 
+class StoreBusyError(StoreError):
+    """Another process held the index's write lock for longer than the wait allows."""
+
+
 class IndexMissingError(StreamragError):
     """A query ran against an index that holds nothing yet."""
 

@@ -134,6 +134,8 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path
     for suffix in ("-wal", "-shm", "-journal"):
         if hits(db.with_name(db.name + suffix)):
             raise StreamragError(f"{shown}: is the index database's SQLite {suffix} file; {fix}")
+    if hits(db.with_name(db.name + ".lock")):
+        raise StreamragError(f"{shown}: is the lock file of the index's writer; {fix}")
     if settings_file is not None and hits(Path(settings_file)):
         raise StreamragError(f"{shown}: is the settings file in use; {fix}")
     if stdout:

@@ -21,6 +21,7 @@ Writers go through ``writer.Writer`` (one task owns the write connection); reade
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -30,7 +31,9 @@ from typing import Any
 
 import sqlite_utils
 
-from streamrag.errors import IndexMissingError, StoreError, StreamragError
+from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError
+
+_BUSY_S = 30   # how long a write waits for another process's write lock before giving up
 
 MIGRATIONS: list[tuple[str, str]] = [
     ("initial", """
@@ -252,7 +255,7 @@ class Store:
             uri = f"{_uri_path(self.path)}?mode=ro" if readonly else str(self.path)
             conn = sqlite3.connect(uri, uri=readonly, isolation_level=None,
                                    check_same_thread=False, timeout=30)
-            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
             if not readonly:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -318,7 +321,14 @@ class Store:
         if self.conn.in_transaction:
             yield self.conn
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            raise StoreBusyError(
+                f"{self.path} stayed locked by another process for {_BUSY_S} s ({e}); if another "
+                "streamrag is writing it, let it finish, else stop the program holding it") from None
         try:
             yield self.conn
         except BaseException:
@@ -518,3 +528,38 @@ def indexed_root(db_path: Path) -> Path | None:
     finally:
         store.close()
     return Path(root) if root and Path(root).is_dir() else None
+
+
+@contextlib.contextmanager
+def one_writer(db_path: Path | str, what: str) -> Iterator[None]:
+    """Holds the index's writer lock (a ``flock`` on ``DB.lock`` beside it) for the block.
+
+    Two indexers on one index would each pay for the same calls and throw away the loser's
+    version; a second ``index`` or ``watch`` is refused at once, naming the first (``what``
+    says what this one is: ``streamrag watch /notes``). Readers (``ask``, ``status``) take no
+    lock. The lock goes with the process, whatever way it ends; the file stays.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock here (Windows): as before, nothing stops a second writer
+        yield
+        return
+    path = Path(f"{db_path}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = " ".join(f.read().split()) or "another process"
+            raise StoreBusyError(f"{db_path} is being written by another streamrag ({holder}); stop that "
+                                 "one first (a running `streamrag watch` keeps the index current on "
+                                 "its own), or give this run its own index with --db") from None
+        f.truncate(0)
+        f.write(f"pid {os.getpid()}: {what}\n")
+        f.flush()
+        try:
+            yield
+        finally:
+            f.truncate(0)
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from streamrag.errors import StoreBusyError
 from streamrag.store import Store
 
 
@@ -108,6 +109,10 @@ class Writer:
             with self.store.transaction():
                 for op in batch:
                     op.result = op.fn(self.store, *op.args)
+            return
+        except StoreBusyError as e:  # no op is at fault, and each alone would wait as long again
+            for op in batch:
+                op.error = e
             return
         except Exception:  # noqa: BLE001 - find the op that failed below
             pass

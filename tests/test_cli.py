@@ -8,7 +8,9 @@ import os
 import re
 import sqlite3
 import subprocess
+import signal
 import sys
+import time
 
 import pytest
 
@@ -397,3 +399,26 @@ def test_ask_with_db_uses_the_settings_beside_that_index(corpus, tmp_path, simul
               "What did Anton Heller do?", cwd=elsewhere)
     answer = json.loads(out.stdout)
     assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
+
+
+def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
+    # Two indexers on one index each paid for the same calls, and one threw its version away.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "."], cwd=corpus, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = corpus / ".streamrag" / "index.db.lock"
+    try:
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and "streamrag watch" in lock.read_text()):
+            assert watcher.poll() is None and time.monotonic() < deadline, watcher.stderr.read()
+            time.sleep(0.05)
+        for args in (("index", "."), ("watch", "--once", ".")):
+            out = run(*args, cwd=corpus)
+            assert out.returncode == 1, out
+            assert out.stderr.startswith("streamrag: error: .streamrag/index.db is being written by another "
+                                         f"streamrag (pid {watcher.pid}: streamrag watch .); stop that one first")
+        assert run("status", cwd=corpus).returncode == 0          # readers take no lock
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        watcher.communicate(timeout=60)
+    assert run("index", "-q", ".", cwd=corpus).returncode == 0      # the lock went with it

@@ -419,3 +419,37 @@ async def test_retries_through_an_outage_back_off_doubling_up_to_a_cap(corpus, t
     assert all(p >= e - 0.005 for p, e in zip(pauses, expected)), (pauses, expected)
     assert pauses[0] < pauses[1] < pauses[2], pauses
     assert all(p < cap + 0.1 for p in pauses[2:]), (pauses, expected)   # 8, 16, 32 quiet periods uncapped
+
+
+async def test_a_write_lock_held_by_another_program_is_waited_out(corpus, tmp_path, monkeypatch):
+    """Another program holds the index's write lock past the wait: the sync fails in one line
+    naming the file, the daemon keeps running and retries, and the change lands once the lock
+    is let go (the daemon died with an sqlite3 traceback after 30 s)."""
+    import sqlite3
+
+    import streamrag.store as store_module
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 1)
+    db = tmp_path / "l.db"
+    async with running(make_settings("", index=SMALL, watch={"quiet_s": 0.02}), db, corpus) as (
+            daemon, events, send):
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        try:
+            new = corpus / "new.txt"
+            new.write_text("Quillon Marbeck opened a ferry office at Port Vell.\n")
+            await send.send({(1, str(new))})
+            await until(lambda: any("stayed locked" in e["message"] for e in events if e["state"] == "error"),
+                        timeout=30)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        error = next(e for e in events if e["state"] == "error" and "stayed locked" in e["message"])
+        assert str(db) in error["message"] and "\n" not in error["message"]
+        store = Store(db, readonly=True)
+        try:
+            await until(lambda: store.scalar(
+                "SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1, timeout=30)
+        finally:
+            store.close()
+        await send.aclose()
