@@ -156,6 +156,7 @@ class Daemon:
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
+        self._ahead = {"chunks": 0, "calls": 0}   # extracted as files changed, since the last sync
         self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
@@ -549,6 +550,9 @@ class Daemon:
             return
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
+        self._ahead["chunks"] += extracted
+        stats = indexer.llm.stats if indexer.llm is not None else {}
+        self._ahead["calls"] += sum(s.get("calls", 0) - s.get("cached", 0) for s in stats.values())
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
@@ -619,7 +623,7 @@ class Daemon:
             previous = stage["state"]
             stage.update(state=state, since=now)
             if not previous:
-                self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", files=t["files"])
+                self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", scanned=t["files"])
             elif previous == "extracting":
                 self.emit(state, f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
                                  f"{c['chunks_reused']} reused ({_s(took)})",
@@ -660,7 +664,12 @@ class Daemon:
                 self.emit("warning", line, warning=line)
         self.warned = set(result.warnings)
         self.last_result = result
-        calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
+        # What this update cost, the extraction done as its files changed included (the sync
+        # then finds those chunks extracted: "reused").
+        ahead, self._ahead = self._ahead, {"chunks": 0, "calls": 0}
+        calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values()) + ahead["calls"]
+        extracted = result.chunks_extracted + ahead["chunks"]
+        reused = max(result.chunks_reused - ahead["chunks"], 0)
         self.emit("idle", f"version {result.version}: {_n(result.docs, 'document')}, "
                           f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                           f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
@@ -668,7 +677,7 @@ class Daemon:
                   version=result.version, documents=result.docs, entities=result.entities,
                   relationships=result.relationships, communities=result.communities,
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
-                  chunks_extracted=result.chunks_extracted, chunks_reused=result.chunks_reused,
+                  chunks_extracted=extracted, chunks_reused=reused,
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
         made = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
@@ -752,7 +761,7 @@ class Daemon:
             held = (f"{_n(h['documents'], 'document')}, {_n(h['entities'], 'entity')}, "
                     f"{_n(h['communities'], 'community')}")
         self.emit("health", f"{held}, {h['pending']} pending, last sync {last}, "
-                            f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error')}", **h)
+                            f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error')} since start", **h)
         return True
 
     async def _health_loop(self) -> None:
