@@ -202,7 +202,7 @@ class Daemon:
 
     def _files_pending(self) -> int:
         """Changed files waiting for a sync, without the ``"."`` marker (a retry, a rescan)."""
-        return sum(1 for rel in self.pending if rel != ".")
+        return sum(1 for rel, kind in self.pending.items() if rel != "." and kind != "renamed away")
 
     def _why_sync(self) -> str:
         """What the next sync is for: ``2 changed files, retrying 3 failed items``."""
@@ -520,6 +520,9 @@ class Daemon:
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
         renamed = await anyio.to_thread.run_sync(self._renames, files)   # it may read files
+        for source in renamed.values():   # a rename is one changed file, in every count
+            if self.pending.get(source) == "deleted":
+                self.pending[source] = "renamed away"
         kinds = Counter(kind for rel, kind in files.items() if rel not in renamed and rel not in renamed.values())
         kinds["renamed"] += len(renamed)
         kinds = +kinds

@@ -267,7 +267,9 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
                              (Change.added, str(corpus / "other.txt"))})
             await until(lambda: daemon.syncs == 5)
             event = queued(mark)
-            assert event["message"].startswith("2 files (1 added, 1 renamed)"), event["message"]
+            assert event["message"].startswith("2 files (1 added, 1 renamed); 2 pending"), event["message"]
+            sync_line = next(e for e in events[mark:] if e["state"] == "extracting" and "scanned" in e)
+            assert sync_line["message"].startswith("2 changed files: "), sync_line["message"]
             assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
 
 
