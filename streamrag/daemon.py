@@ -516,6 +516,9 @@ class Daemon:
                 return
 
     async def _queue(self, batch: dict[str, str]) -> None:
+        # A file changed again before the sync (a log appended to, an autosave) is extracted by
+        # the sync, as it then is: extracting every version of it paid a call per append.
+        again = {rel for rel in batch if rel != "." and self.pending.get(rel) not in (None, "deleted")}
         self.pending.update(batch)
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
@@ -532,10 +535,13 @@ class Daemon:
         said = f"{_n(count, 'file')} ({what})" if files else ""
         if "." in batch:
             said = f"{said} and the whole folder" if said else "the whole folder"
+        if again:
+            said += f"; {_n(len(again), 'file')} changed again, extracted at the sync"
         self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
-                  whole_folder="." in batch, **{k: n for k, n in kinds.items()})
+                  whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
         existing = [self.root / rel for rel, kind in sorted(files.items())
-                    if kind != "deleted" and rel not in renamed and (self.root / rel).is_file()]  # no FIFO
+                    if kind != "deleted" and rel not in renamed and rel not in again
+                    and (self.root / rel).is_file()]  # no FIFO
         if not existing:
             return
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))

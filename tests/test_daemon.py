@@ -214,6 +214,35 @@ async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path
     store.close()
 
 
+async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corpus, tmp_path, simulator):
+    # A log appended to every second paid one extraction per append (and printed three lines).
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.4})
+    log = corpus / "log.txt"
+    async with running(settings, tmp_path / "a.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            for n in range(1, 6):
+                with log.open("a") as f:
+                    f.write(f"Line {n}: Captain Tomas Quell{n} logged the tide at Port Vell.\n")
+                await send.send({(Change.added if n == 1 else Change.modified, str(log))})
+                await anyio.sleep(0.05)
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    queued = [e for e in after if e["state"] == "queued"]
+    waiting = [e for e in after if e["state"] == "waiting"]
+    assert len(waiting) == 1 and waiting[0]["chunks_extracted"] == 1     # the first version only
+    assert [e["changed_again"] for e in queued] == [0] + [1] * (len(queued) - 1) and len(queued) > 1
+    assert "1 file changed again, extracted at the sync" in queued[-1]["message"]
+    by_sync = next(e for e in after if e["state"] == "merging")["chunks_extracted"]
+    idle = next(e for e in after if e["state"] == "idle")
+    assert by_sync >= 1 and idle["chunks_extracted"] == 1 + by_sync     # and the last, by the sync
+    store = Store(tmp_path / "a.db", readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Tomas Quell5'") == 1
+    finally:
+        store.close()
+
+
 async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modification(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     async with running(settings, tmp_path / "f.db", corpus) as (daemon, events, send):
