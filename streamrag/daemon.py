@@ -58,7 +58,7 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents
 from streamrag.status import counted as _n, failures_of, last_update
-from streamrag.store import Store, indexed_root, one_writer
+from streamrag.store import Store, WriterLock, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import SyncResult
@@ -120,6 +120,10 @@ def _release_memory() -> None:
     initial index went from 363 to 294 MB, and after each update from about 317 to 294 MB, in
     a millisecond or so. Elsewhere than glibc this does nothing."""
     global _malloc_trim
+    from streamrag import ids
+
+    ids.normalize_name.cache_clear()   # a sync's names: tens of MB the next sync may not need
+    ids.entity_id.cache_clear()
     if _malloc_trim is None:
         try:
             _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim if sys.platform.startswith("linux") else False
@@ -156,6 +160,7 @@ class Daemon:
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
+        self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
         self._ahead = {"chunks": 0, "calls": 0}   # extracted as files changed, since the last sync
         self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
@@ -170,7 +175,7 @@ class Daemon:
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
         db = self.db_path.resolve()
-        self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
+        self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal", ".lock"))}
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
@@ -518,7 +523,8 @@ class Daemon:
     async def _queue(self, batch: dict[str, str]) -> None:
         # A file changed again before the sync (a log appended to, an autosave) is extracted by
         # the sync, as it then is: extracting every version of it paid a call per append.
-        again = {rel for rel in batch if rel != "." and self.pending.get(rel) not in (None, "deleted")}
+        again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
+                 and self.pending.get(rel) not in (None, "deleted", "renamed away")}
         self.pending.update(batch)
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
@@ -654,6 +660,8 @@ class Daemon:
                           command="watch", transport=self.transport, graph_cache=self.graph_cache)
         started = anyio.current_time()
         try:
+            if self.writer_lock is not None:
+                self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except StreamragError as e:
             if initial:
@@ -949,7 +957,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                              "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
-    with one_writer(db, f"streamrag watch {root}"):
+    with one_writer(db, f"streamrag watch {root}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)
 
 

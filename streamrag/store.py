@@ -297,6 +297,8 @@ class Store:
             # Written by an older streamrag: bring the schema forward (a short write), then read.
             try:
                 Store(self.path).close()
+            except StoreBusyError:
+                raise
             except (StoreError, sqlite3.Error) as e:  # a write refused mid-migration: sqlite3's
                 why = str(e).splitlines()[0] if isinstance(e, sqlite3.Error) else "read-only?"
                 raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
@@ -530,36 +532,76 @@ def indexed_root(db_path: Path) -> Path | None:
     return Path(root) if root and Path(root).is_dir() else None
 
 
-@contextlib.contextmanager
-def one_writer(db_path: Path | str, what: str) -> Iterator[None]:
-    """Holds the index's writer lock (a ``flock`` on ``DB.lock`` beside it) for the block.
+class WriterLock:
+    """The index's writer lock: a ``flock`` on ``DB.lock`` beside the (resolved) index.
 
     Two indexers on one index would each pay for the same calls and throw away the loser's
     version; a second ``index`` or ``watch`` is refused at once, naming the first (``what``
     says what this one is: ``streamrag watch /notes``). Readers (``ask``, ``status``) take no
-    lock. The lock goes with the process, whatever way it ends; the file stays.
+    lock. The lock goes with the process, whatever way it ends; the file stays. Where there is
+    no ``flock`` (Windows) nothing stops a second writer, as before.
     """
-    try:
-        import fcntl
-    except ImportError:  # no flock here (Windows): as before, nothing stops a second writer
-        yield
-        return
-    path = Path(f"{db_path}.lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
+
+    def __init__(self, db_path: Path | str, what: str) -> None:
+        self.db_path, self.what = db_path, what
+        self.path = Path(f"{Path(db_path).resolve()}.lock")
+        self.file = None
+
+    def take(self) -> None:
+        """Locks, or raises StoreBusyError naming the holder; StoreError if no lock file can be made."""
+        try:
+            import fcntl
+        except ImportError:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            f = open(self.path, "a+")
+        except OSError as e:
+            raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
+                             "an index in a folder you may write with --db") from None
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             f.seek(0)
             holder = " ".join(f.read().split()) or "another process"
-            raise StoreBusyError(f"{db_path} is being written by another streamrag ({holder}); stop that "
-                                 "one first (a running `streamrag watch` keeps the index current on "
-                                 "its own), or give this run its own index with --db") from None
+            f.close()
+            after = ("a running `streamrag watch` keeps the index current on its own" if " watch " in
+                     f" {holder} " else "or wait for it to finish")
+            raise StoreBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
+                                 f"that one first ({after}), or give this run its own index with --db") from None
         f.truncate(0)
-        f.write(f"pid {os.getpid()}: {what}\n")
+        f.write(f"pid {os.getpid()}: {self.what}\n")
         f.flush()
+        self.release()
+        self.file = f
+
+    def check(self) -> None:
+        """Takes the lock again if its file was deleted (the index's folder deleted and made
+        again): another writer could otherwise lock the new file."""
+        if self.file is None:
+            return
         try:
-            yield
-        finally:
-            f.truncate(0)
-            fcntl.flock(f, fcntl.LOCK_UN)
+            now = os.stat(self.path)
+            held = os.fstat(self.file.fileno())
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                return
+        except OSError:
+            pass
+        self.take()
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.truncate(0)
+            self.file.close()   # closing the file lets the lock go
+            self.file = None
+
+
+@contextlib.contextmanager
+def one_writer(db_path: Path | str, what: str) -> Iterator[WriterLock]:
+    """Holds the index's writer lock (see ``WriterLock``) for the block."""
+    lock = WriterLock(db_path, what)
+    lock.take()
+    try:
+        yield lock
+    finally:
+        lock.release()

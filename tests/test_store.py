@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -353,3 +354,26 @@ def test_a_file_that_is_no_usable_index_is_named_in_one_line_with_the_fix(tmp_pa
     message = str(caught.value)
     assert "\n" not in message and str(db) in message, message
     assert re.search(_SAYS[case], message), message
+
+
+def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_path):
+    # `rm -rf DIR/.streamrag` under a running watch: the next `index` made a new lock file,
+    # locked it and wrote beside the daemon.
+    from streamrag.errors import StoreBusyError
+    from streamrag.store import WriterLock
+
+    db = tmp_path / ".streamrag" / "index.db"
+    first = WriterLock(db, "streamrag watch .")
+    first.take()
+    second = WriterLock(db, "streamrag index .")
+    with pytest.raises(StoreBusyError, match=r"\(pid \d+: streamrag watch \.\); stop that one first"):
+        second.take()
+    shutil.rmtree(tmp_path / ".streamrag")
+    first.check()                      # the daemon's next sync: its lock file is back, locked
+    with pytest.raises(StoreBusyError, match="keeps the index current"):
+        second.take()
+    first.release()
+    second.take()                      # free once the first lets go
+    with pytest.raises(StoreBusyError, match=r"streamrag index \.\); stop that one first \(or wait for it"):
+        WriterLock(db, "streamrag watch .").take()
+    second.release()
