@@ -377,3 +377,40 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
     with pytest.raises(StoreBusyError, match=r"streamrag index \.\); stop that one first \(or wait for it"):
         WriterLock(db, "streamrag watch .").take()
     second.release()
+
+
+def test_waiting_for_another_programs_write_lock_leaves_the_event_loop_running(tmp_path, monkeypatch):
+    # SQLite's own busy wait blocked the loop for 30 s: no signal, no timer, no stream went on.
+    import sqlite3
+
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 1)
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    ticks = []
+
+    async def main():
+        async with Writer(store) as writer:
+            async with anyio.create_task_group() as tg:
+                async def tick():
+                    while True:
+                        await anyio.sleep(0.05)
+                        ticks.append(1)
+                tg.start_soon(tick)
+                with pytest.raises(StoreBusyError, match="stayed locked by another process for 1 s"):
+                    await writer.run(lambda s: s.set_meta("k", "v"))
+                holder.execute("ROLLBACK")
+                await writer.run(lambda s: s.set_meta("k", "v"))   # free again: it goes through
+                tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        holder.close()
+    assert len(ticks) >= 10, len(ticks)
+    assert store.get_meta("k") == "v"
+    store.close()
