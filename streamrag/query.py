@@ -196,7 +196,7 @@ class _Search:
         async with contextlib.AsyncExitStack() as stack:
             wstore = Store(db_path)
             stack.callback(wstore.close)
-            writer = await stack.enter_async_context(Writer(wstore))
+            writer = _Unrecorded(await stack.enter_async_context(Writer(wstore)))
             await writer.run(lambda s: s.start_run(run_id, "ask"))
             outcome = "failed"
             try:
@@ -615,3 +615,28 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     lines.append(f"[{how}; {'extractive, ' if answer.extractive else ''}{cost}]")
     return "\n".join(lines)
 
+
+
+class _Unrecorded:
+    """``ask``'s writes (its run, its calls, the answer cache) through a writer, kept when the
+    index can be written and skipped, said once, when another program holds its write lock past
+    the wait: an answer already streamed was followed by an error and exit 1."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+        self.said = False
+
+    async def run(self, fn, *args):
+        from streamrag.errors import StoreBusyError
+
+        if self.said:   # the answer goes on without waiting for the lock again
+            return None
+        try:
+            return await self.writer.run(fn, *args)
+        except StoreBusyError as e:
+            if not self.said:
+                self.said = True
+                import logging
+
+                logging.getLogger("streamrag").warning("%s; this answer is not cached or counted", e)
+            return None

@@ -920,3 +920,26 @@ async def test_local_search_puts_the_entity_named_in_full_first(tmp_path):
     finally:
         store.close()
     assert names == ["Port Vell", "Port Vell Pilots"]
+
+
+def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs, monkeypatch, caplog):
+    # ask records its run and caches its calls; with the index's write lock held past the wait
+    # it streamed its answer, then failed with exit 1 (and waited again for every write).
+    import time
+
+    import streamrag.store as store_module
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 1)
+    holder = sqlite3.connect(llm_db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    started = time.monotonic()
+    try:
+        with caplog.at_level("WARNING", logger="streamrag"):
+            answer = anyio.run(lambda: aask("Who is Mira Osk?", qs, llm_db, mode="local"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert answer.text and answer.documents
+    said = [r.getMessage() for r in caplog.records if "not cached or counted" in r.getMessage()]
+    assert len(said) == 1 and "stayed locked by another process" in said[0]
+    assert time.monotonic() - started < 10     # one wait of 1 s, not one per write
