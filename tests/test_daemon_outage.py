@@ -36,6 +36,16 @@ class Switch:
         return httpx.Response(r.status_code, headers=r.headers, content=r.content)
 
 
+async def _until_indexed(db, name: str, *, timeout: float) -> None:
+    """Waits until the published index holds the entity ``name``."""
+    store = Store(db, readonly=True)
+    try:
+        await until(lambda: store.scalar("SELECT count(*) FROM entities WHERE name = ?", (name,)) == 1,
+                    timeout=timeout)
+    finally:
+        store.close()
+
+
 async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_ends(
         corpus, tmp_path, simulator):
     switch = Switch(simulator.base_url)
@@ -58,12 +68,7 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         assert f"is the endpoint {outage['endpoint']} down?" in outage["message"], outage["message"]
 
         switch.up = True
-        store = Store(db, readonly=True)
-        try:
-            await until(lambda: store.scalar(
-                "SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1, timeout=60)
-        finally:
-            store.close()
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
     await switch.client.aclose()
     assert not any(e.get("gave_up") for e in events)
@@ -446,10 +451,5 @@ async def test_a_write_lock_held_by_another_program_is_waited_out(corpus, tmp_pa
             holder.close()
         error = next(e for e in events if e["state"] == "error" and "stayed locked" in e["message"])
         assert str(db) in error["message"] and "\n" not in error["message"]
-        store = Store(db, readonly=True)
-        try:
-            await until(lambda: store.scalar(
-                "SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1, timeout=30)
-        finally:
-            store.close()
+        await _until_indexed(db, "Quillon Marbeck", timeout=30)
         await send.aclose()
