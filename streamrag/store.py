@@ -326,42 +326,17 @@ class Store:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
-            if not is_busy(e):
+            if "locked" not in str(e) and "busy" not in str(e):
                 raise
-            raise self.busy_error(e) from None
+            raise StoreBusyError(
+                f"{self.path} stayed locked by another process for {_BUSY_S} s ({e}); if another "
+                "streamrag is writing it, let it finish, else stop the program holding it") from None
         try:
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
-
-    async def begin_waiting(self) -> None:
-        """``BEGIN IMMEDIATE``, waiting up to ``_BUSY_S`` for another process's write lock in
-        short sleeps, so the event loop goes on meanwhile (signals, timers, streams); a plain
-        ``BEGIN IMMEDIATE`` waits inside SQLite, blocking everything. StoreBusyError after."""
-        import anyio
-
-        deadline = time.monotonic() + _BUSY_S
-        self.conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            while True:
-                try:
-                    self.conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as e:
-                    if not is_busy(e):
-                        raise
-                    if time.monotonic() >= deadline:
-                        raise self.busy_error(e) from None
-                await anyio.sleep(0.05)
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
-
-    def busy_error(self, e: Exception) -> StoreBusyError:
-        return StoreBusyError(
-            f"{self.path} stayed locked by another process for {_BUSY_S} s ({e}); if another "
-            "streamrag is writing it, let it finish, else stop the program holding it")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Store]:
@@ -465,11 +440,6 @@ def _closed_last(path: Path) -> bool:
             return False
         _open_counts.pop(key, None)
         return True
-
-
-def is_busy(e: sqlite3.OperationalError) -> bool:
-    """Whether SQLite gave up waiting for another connection's lock."""
-    return "locked" in str(e) or "busy" in str(e)
 
 
 def fold_wal(path: Path | str) -> None:

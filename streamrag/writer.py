@@ -82,13 +82,7 @@ class Writer:
                     except anyio.EndOfStream:
                         return
                     batch = [first, *self._ready(self.max_batch - 1)]
-                    try:
-                        await self.store.begin_waiting()
-                    except StoreBusyError as e:  # no op is at fault; each would wait as long again
-                        for op in batch:
-                            op.error = e
-                    else:
-                        self._execute(batch)
+                    self._execute(batch)
                     for op in batch:
                         op.done.set()
                     await anyio.lowlevel.checkpoint()
@@ -111,21 +105,17 @@ class Writer:
         return out
 
     def _execute(self, batch: list[_Op]) -> None:
-        """Runs ``batch`` in one transaction: the one ``begin_waiting`` opened, else a new one."""
         try:
-            with self.store.transaction():   # (inside an open transaction it only yields)
+            with self.store.transaction():
                 for op in batch:
                     op.result = op.fn(self.store, *op.args)
-            if self.store.conn.in_transaction:
-                self.store.conn.execute("COMMIT")
             return
         except StoreBusyError as e:  # no op is at fault, and each alone would wait as long again
             for op in batch:
                 op.error = e
             return
         except Exception:  # noqa: BLE001 - find the op that failed below
-            if self.store.conn.in_transaction:
-                self.store.conn.execute("ROLLBACK")
+            pass
         for op in batch:  # retry one by one so one bad op fails alone
             try:
                 with self.store.transaction():
