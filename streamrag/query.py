@@ -638,5 +638,5 @@ class _Unrecorded:
                 self.said = True
                 import logging
 
-                logging.getLogger("streamrag").warning("%s; this answer is not cached or counted", e)
+                logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             return None

@@ -940,6 +940,6 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
         holder.execute("ROLLBACK")
         holder.close()
     assert answer.text and answer.documents
-    said = [r.getMessage() for r in caplog.records if "not cached or counted" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "the rest of this answer is not recorded or cached" in r.getMessage()]
     assert len(said) == 1 and "stayed locked by another process" in said[0]
     assert time.monotonic() - started < 10     # one wait of 1 s, not one per write
