@@ -270,18 +270,18 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if not ix.entity_types or not all(t.strip() for t in ix.entity_types):
         problems.append(("index.entity_types", "must name at least one type, each a non-empty word "
                          "(e.g. [\"person\", \"organization\"])"))
+    spaced = next((p for p in ix.include if p.strip() != p), None)
     if not ix.include or not all(p.strip() for p in ix.include):
         problems.append(("index.include", "must hold at least one file pattern, none empty "
                          "(e.g. [\"*.txt\", \"*.md\"]); leave the setting out for the default"))
+    elif spaced is not None:
+        problems.append(("index.include", f"pattern {spaced!r} has spaces around it, so no file name "
+                         f"matches it; use {spaced.strip()!r}"))
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
                          "(default \"text\")"))
     elif ix.text_field != ix.text_field.strip():
         problems.append(("index.text_field", f"has spaces around the name; use {ix.text_field.strip()!r}"))
-    if any(p.strip() and p != p.strip() for p in ix.include):
-        spaced = next(p for p in ix.include if p.strip() and p != p.strip())
-        problems.append(("index.include", f"pattern {spaced!r} has spaces around it, so no file name "
-                         f"matches it; use {spaced.strip()!r}"))
     if not 0 <= ix.report_regen_threshold < 1:
         problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
     if ix.summary_join_tokens < 0:

@@ -113,6 +113,11 @@ def _s(seconds: float) -> str:
 # --------------------------------------------------------------------------------------------
 # The daemon
 # --------------------------------------------------------------------------------------------
+def _paid(llm_stats: dict) -> int:
+    """Calls sent to the endpoint, from a run's per-stage stats (cache hits left out)."""
+    return sum(s.get("calls", 0) - s.get("cached", 0) for s in llm_stats.values())
+
+
 def _release_memory() -> None:
     """Hands the heap pages a sync freed back to the system (glibc keeps them for reuse).
 
@@ -328,6 +333,11 @@ class Daemon:
         rows = store.query("SELECT path FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
         return {r["path"].split("#", 1)[0] for r in rows}
 
+    def _takes(self, path: Path) -> bool:
+        """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
+        a link out of the folder (its text must not reach the store or the model)."""
+        return path.is_file() and not leads_outside(path, self.root)
+
     def _files_in(self, folder: Path) -> list[str]:
         """The regular files under ``folder`` that the scan would index, relative to the root."""
         out = []
@@ -335,8 +345,7 @@ class Daemon:
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for name in files:
                 rel = self.relevant(_ADDED, Path(top) / name)
-                if rel is not None and (Path(top) / name).is_file() and not leads_outside(
-                        Path(top) / name, self.root):   # not a FIFO, a socket, a link out
+                if rel is not None and self._takes(Path(top) / name):
                     out.append(rel)
         return out
 
@@ -389,9 +398,7 @@ class Daemon:
                 elif not path.exists():
                     for gone in self._indexed_in(store, rel) or {rel}:
                         out[gone] = "deleted"
-                elif not path.is_file() or leads_outside(path, self.root):
-                    # A FIFO, socket or device (reading a FIFO would block), or a link out of the
-                    # folder (its text must not reach the model): the scan skips it, so do we.
+                elif not self._takes(path):   # the scan skips it, so do we
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"
                 elif _ADDED in seen and not self._is_indexed(store, rel):
@@ -567,7 +574,7 @@ class Daemon:
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
         stats = indexer.llm.stats if indexer.llm is not None else {}
-        self._ahead["calls"] += sum(s.get("calls", 0) - s.get("cached", 0) for s in stats.values())
+        self._ahead["calls"] += _paid(stats)
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
@@ -684,7 +691,8 @@ class Daemon:
         # What this update cost, the extraction done as its files changed included (the sync
         # then finds those chunks extracted: "reused").
         ahead, self._ahead = self._ahead, {"chunks": 0, "calls": 0}
-        calls = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values()) + ahead["calls"]
+        made = _paid(result.llm)   # calls this sync sent (cache hits cost nothing)
+        calls = made + ahead["calls"]
         extracted = result.chunks_extracted + ahead["chunks"]
         reused = max(result.chunks_reused - ahead["chunks"], 0)
         self.emit("idle", f"version {result.version}: {_n(result.docs, 'document')}, "
@@ -697,7 +705,6 @@ class Daemon:
                   chunks_extracted=extracted, chunks_reused=reused,
                   llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
-        made = sum(s.get("calls", 0) - s.get("cached", 0) for s in result.llm.values())
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_calls

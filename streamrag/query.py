@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import math
 import re
 import sys
@@ -45,7 +46,7 @@ import msgspec
 
 from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
-from streamrag.errors import IndexMissingError, StreamragError, user_errors_unwrapped
+from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 from streamrag.terminal import TerminalText, terminal_text
@@ -616,7 +617,6 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     return "\n".join(lines)
 
 
-
 class _Unrecorded:
     """``ask``'s writes (its run, its calls, the answer cache) through a writer, kept when the
     index can be written and skipped, said once, when another program holds its write lock past
@@ -624,19 +624,14 @@ class _Unrecorded:
 
     def __init__(self, writer) -> None:
         self.writer = writer
-        self.said = False
+        self.busy = False
 
     async def run(self, fn, *args):
-        from streamrag.errors import StoreBusyError
-
-        if self.said:   # the answer goes on without waiting for the lock again
+        if self.busy:   # the answer goes on without waiting for the lock again
             return None
         try:
             return await self.writer.run(fn, *args)
         except StoreBusyError as e:
-            if not self.said:
-                self.said = True
-                import logging
-
-                logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
+            self.busy = True
+            logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             return None
