@@ -72,7 +72,6 @@ _STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "mer
            "embedding": "publishing", "publishing": "publishing"}
 _ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
 _MAX_BACKOFF_S = 300.0
-_URL_RE = re.compile(r"https?://[^\s()\[\]<>\"']+")
 
 
 # --------------------------------------------------------------------------------------------
@@ -734,7 +733,7 @@ class Daemon:
             self._retries += 1
             self.pending.setdefault(".", "retry")
             self._retry_items = failed_items
-            endpoint = self._failing_endpoint(result.run_id) if outage else None
+            endpoint = (self.settings.llm.api_base or "(llm.api_base not set)") if outage else None
             why = f"; no call succeeded: is the endpoint {endpoint} down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                                f"retried after a pause{why}", failed_calls=failed_calls, outage=outage,
@@ -745,17 +744,6 @@ class Daemon:
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   failed_calls=failed_calls, gave_up=True)
         return True
-
-    def _failing_endpoint(self, run_id: str) -> str:
-        """The URL the newest failure of ``run_id`` names (``.../chat/completions``), else
-        ``llm.api_base``."""
-        with self._reading() as store:
-            messages = [] if store is None else [str(r["message"]) for r in store.query(
-                "SELECT message FROM failures WHERE run_id = ? ORDER BY id DESC LIMIT 20", (run_id,))]
-        for message in messages:
-            if found := _URL_RE.search(message):
-                return found.group(0).rstrip(".,;:")
-        return self.settings.llm.api_base or "(llm.api_base not set)"
 
     # -- health ----------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:

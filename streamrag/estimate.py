@@ -9,14 +9,16 @@ merging (about 2.5 per chunk), and how many communities get an LLM report (about
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
-from streamrag import chunker, loader
+from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
 from streamrag.config import Settings
 from streamrag.errors import InputError
-from streamrag.extractor import extractor_key
+from streamrag.extractor import entity_types_text, extractor_key
+from streamrag.llm import request_options
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -32,16 +34,18 @@ FOUND_LIST_TOKENS = 120
 
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
-    key = extractor_key(settings)
+    with contextlib.ExitStack() as stack:
+        store = Store(db) if db.exists() else None
+        if store is not None:
+            stack.callback(store.close)
+        return _estimate(paths, settings, store, root=root)
+
+
+def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None) -> dict:
     done: set[str] = set()
-    cached: set[str] = set()   # chat answers in the cache (an interrupted run's, say): free
-    if db.exists():
-        store = Store(db)
-        try:
-            done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
-            cached = {k for (k,) in store.conn.execute("SELECT key FROM llm_cache")}
-        finally:
-            store.close()
+    if store is not None:
+        done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?",
+                                                   (extractor_key(settings),))}
     ix = settings.index
     new_chunks = {}
     docs = corpus_tokens = unreadable = 0
@@ -70,13 +74,17 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
     from_cache = 0
     if not settings.offline and n:
         extract = load_prompt("extract", ix.extraction_prompt)
-        types = ", ".join(t.lower() for t in ix.entity_types)
+        types = entity_types_text(settings)
         found = "x " * FOUND_LIST_TOKENS
-        options = {"temperature": float(settings.llm.temperature)}   # what extract_chunk asks with
+        options = request_options(settings.llm.temperature)   # as extract_chunk asks
+        asked = {c.id: extract.render(text=c.text, entity_types=types) for c in new_chunks.values()}
+        keys = {cid: cache_key(settings.llm.extraction_model, messages, options, extract.name,
+                               extract.version) for cid, messages in asked.items()}
+        # Chat answers in the cache (an interrupted run's, say) are free.
+        cached = index_rows.cached_keys(store, keys.values()) if store is not None else set()
         for c in new_chunks.values():
-            messages = extract.render(text=c.text, entity_types=types)
-            if cache_key(settings.llm.extraction_model, messages, options, extract.name,
-                         extract.version) in cached:
+            messages = asked[c.id]
+            if keys[c.id] in cached:
                 from_cache += 1
             else:
                 add("extract", 1, count_message_tokens(messages, ix.encoding), FIRST_ROUND_COMPLETION * c.tokens)

@@ -14,7 +14,7 @@ from xml.sax import saxutils
 import msgspec
 
 from streamrag.errors import StreamragError, UsageError
-from streamrag.store import Store, indexed_root
+from streamrag.store import Store
 
 
 def _rows(store: Store, sql: str):
@@ -150,8 +150,11 @@ def _held_document(store: Store, out: Path) -> str | None:
     """The ``files`` row naming ``out`` (itself, or one of its rows ``out#N``), if any."""
     from streamrag.loader import stored_path
 
-    root = indexed_root(store.path)
-    if root is None:  # its folder is gone or was never recorded: the names as they were given
+    # As `indexed_root` says, read from this open store: an index in its folder's .streamrag/
+    # belongs to that folder; else the folder recorded (gone or not), else none.
+    if store.path.parent.name == ".streamrag":
+        root = store.path.parent.parent.resolve()
+    else:
         recorded = store.get_meta("root")
         root = Path(recorded) if recorded else None
     names = set()

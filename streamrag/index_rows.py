@@ -42,6 +42,14 @@ def _in(column: str, values: list) -> str:
 # --------------------------------------------------------------------------------------------
 # Reads
 # --------------------------------------------------------------------------------------------
+def cached_keys(store: Store, keys) -> set[str]:
+    """Those of ``keys`` the LLM cache holds an answer for."""
+    out: set[str] = set()
+    for part in _batches(keys):
+        out.update(k for (k,) in store.conn.execute(f"SELECT key FROM llm_cache WHERE {_in('key', part)}", part))
+    return out
+
+
 def files(store: Store) -> dict[str, tuple[str, int, float]]:
     """The indexed files: path (``file`` or ``file#row``) -> (document id, size, change stamp)."""
     return {p: (d, size, stamp) for p, d, size, stamp in
@@ -234,7 +242,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     check_version(store, state.version)
     # Files and documents: only the rows that differ are written (an update of a large index
     # used to rewrite every file, document and community row).
-    old_files = {p: (d, sz, mt) for p, d, sz, mt in conn.execute("SELECT path, doc_id, size, stamp FROM files")}
+    old_files = files(store)   # read again inside the write transaction
     delete_in(store, "files", "path", old_files.keys() - scan.files.keys())
     conn.executemany("INSERT OR REPLACE INTO files(path, doc_id, size, stamp) VALUES (?,?,?,?)",
                      [(p, d, sz, mt) for p, (d, sz, mt) in sorted(scan.files.items())

@@ -256,6 +256,16 @@ def _error_code(resp: httpx.Response) -> str:
         return ""
 
 
+def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
+                    response_format: dict | None = None, stop: list[str] | None = None,
+                    seed: int | None = None) -> dict:
+    """A chat request's options as they are sent and as its cache key covers them (unset ones
+    left out); ``index --estimate`` builds the same key to find answers already cached."""
+    options = {"temperature": float(temperature), "max_tokens": max_tokens, "logit_bias": logit_bias or None,
+               "response_format": response_format, "stop": stop, "seed": seed}
+    return {k: v for k, v in options.items() if v is not None}
+
+
 class LLMClient:
     """Chat completions and embeddings against ``settings.api_base``.
 
@@ -349,15 +359,9 @@ class LLMClient:
         """
         if prompt is not None:
             prompt_name, prompt_version = prompt.name, prompt.version
-        options = {
-            "temperature": float(self.settings.temperature if temperature is None else temperature),
-            "max_tokens": max_tokens,
-            "logit_bias": logit_bias or None,
-            "response_format": response_format,
-            "stop": stop,
-            "seed": seed,
-        }
-        options = {k: v for k, v in options.items() if v is not None}
+        options = request_options(self.settings.temperature if temperature is None else temperature,
+                                  max_tokens=max_tokens, logit_bias=logit_bias,
+                                  response_format=response_format, stop=stop, seed=seed)
         key = cache_key(model, messages, options, prompt_name, prompt_version)
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": prompt_name,
                "prompt_version": prompt_version, "cache_key": key}

@@ -76,6 +76,9 @@ from streamrag.writer import Writer
 # Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
 # this share of the entities has changed since the last check (or on --recluster).
 _FRESH_CHECK_SHARE = 0.05
+# Said when a run stops for an endpoint that does not answer.
+_NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
+                      "the finished work")
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Bump when what a report context holds changes: every community's context is then rebuilt.
@@ -152,6 +155,7 @@ class Scan:
     warnings: list[str] = field(default_factory=list)
     failures: int = 0
     unchanged_paths: int = 0
+    indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
 
 
 def _covered(path: str, scope: list[str]) -> bool:
@@ -238,9 +242,7 @@ class Indexer:
             self.unavailable += 1
             self.unavailable_error = str(error)
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
-                raise LLMUnavailableError(
-                    f"{error}. Nothing was published; the index is as it was, and a run after the "
-                    "fix reuses the finished work") from None
+                raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
         self.failures += 1
         if stage != "load":  # an unreadable file stays unreadable; a failed call may go next time
             self.failed_calls += 1
@@ -296,7 +298,7 @@ class Indexer:
                         if publish:
                             result = await self._sync(store, writer, paths, started)
                         else:
-                            await self._stream_stage(store, writer, paths)
+                            await self._stream_stage(store, writer, paths, publishing=False)
                             result = self.progress.counts["chunks_extracted"]
                     finally:
                         if self.llm is not None:
@@ -323,8 +325,7 @@ class Indexer:
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon
             # publishes what it can and retries an outage itself, saying so.)
-            raise LLMUnavailableError(f"{self.unavailable_error}. Nothing was published; the index is as "
-                                      "it was, and a run after the fix reuses the finished work")
+            raise LLMUnavailableError(f"{self.unavailable_error}{_NOTHING_PUBLISHED}")
         worked_from = store.version
         change = self._changes(store, scan)
         self.progress.set_stage("merging")
@@ -461,16 +462,19 @@ class Indexer:
                 return kept, False, lambda: counter[0]
         return relabel(fresh, state.old_communities, new_id), True, lambda: counter[0]
 
-    async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path]) -> Scan:
+    async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path], *,
+                            publishing: bool = True) -> Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
         scan = Scan()
-        known = index_rows.files(store)
+        known = scan.indexed = index_rows.files(store)
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
-        # indexed folder adds or updates that file; it does not drop the others).
+        # indexed folder adds or updates that file; it does not drop the others), unless they
+        # were deleted: a stat each, which the daemon's extraction ahead of a sync (nothing
+        # published) does without on every batch of changed files.
         scope = [_rel(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
-                           if not _covered(p, scope) and _still_there(p, self.root)})
+                           if not _covered(p, scope) and (not publishing or _still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
@@ -654,7 +658,7 @@ class Indexer:
         - The same text cut anew (the chunk settings changed) keeps the chunks it is indexed
           with, and the new chunker is not recorded, so the next run cuts it again.
         """
-        before = index_rows.files(store)
+        before = scan.indexed   # nothing writes the files table before publish
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id not in scan.doc_chunks:
                 continue

@@ -135,7 +135,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     store = Store(db_path, readonly=True)
     try:
         with store.snapshot():
-            _check_not_empty(store, db_path)
+            _check_not_empty(store, db_path, settings.index.include)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
             if mode == "auto":
                 chosen, reason = choose_mode(store, question)
@@ -154,14 +154,14 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     return answer
 
 
-def _check_not_empty(store: Store, db_path: Path) -> None:
+def _check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
     if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
         return
     if store.version:  # indexed, but its folder held nothing to index
         root = store.get_meta("root") or "its folder"
         raise IndexMissingError(f"the index at {db_path} holds no documents: {root} had no file "
-                                "index.include matches when it was last indexed; add .txt, .md, .jsonl "
-                                "or .csv files (or widen index.include), then run `streamrag index` on it again")
+                                f"index.include ({', '.join(include)}) matches when it was last indexed; "
+                                "add such files (or widen index.include), then run `streamrag index` on it again")
     raise IndexMissingError(f"the index at {db_path} is empty; build it with "
                             "`streamrag index DIR` (add --offline to index without an LLM)")
 
