@@ -170,19 +170,21 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
         result = anyio.run(_until_sigterm, partial(indexer.run, paths))
     if args.json:
-        _print_json({"db": str(db), **_struct_dict(result)})
+        from streamrag.status import llm_summary
+
+        _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:
         print(_format_sync(result, db))
         for w in result.warnings[:10]:  # on stderr, with the other messages about the run
             print(f"streamrag: warning: {w}", file=sys.stderr)
         if len(result.warnings) > 10:
             print(f"streamrag: ... and {len(result.warnings) - 10} more warnings (see --json)", file=sys.stderr)
-    if result.failed_calls:
+    if result.failed_items:
         # What succeeded is published; the exit status tells a script that something did not.
         # (An unreadable file is a warning: running again would not change it.) The newest
         # failure's reason is named: an unknown model or a rejected key fails again as it is.
         first = _last_failure(db, result.run_id)
-        print(f"streamrag: {result.failed_calls} item(s) failed and are left out of this version"
+        print(f"streamrag: {result.failed_items} item(s) failed and are left out of this version"
               f"{f' (last: {first})' if first else ''}; run the same command again to retry them, "
               "after fixing the cause unless it was a passing outage (`streamrag status --failures` "
               "lists them)", file=sys.stderr)
@@ -220,15 +222,16 @@ def _repeats(n: int) -> str:
 
 
 def _format_sync(r, db: Path) -> str:
-    calls = sum(s.get("calls", 0) for s in r.llm.values())
-    cached = sum(s.get("cached", 0) for s in r.llm.values())
-    tokens = sum(s.get("prompt_tokens", 0) + s.get("completion_tokens", 0) for s in r.llm.values())
+    from streamrag.status import llm_summary
+
+    u = llm_summary(r.llm)
+    calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
-        f"  documents      {r.docs} ({r.docs_added} added, {r.docs_removed} removed, {r.docs_unchanged} unchanged"
-        f"{_repeats(r.files - r.docs)})",
+        f"  documents      {r.documents} ({r.documents_added} added, {r.documents_removed} removed, "
+        f"{r.documents_unchanged} unchanged{_repeats(r.files - r.documents)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",

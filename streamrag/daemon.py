@@ -57,7 +57,7 @@ import anyio
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents
-from streamrag.status import counted as _n, failures_of, last_update
+from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -117,6 +117,17 @@ def _paid(llm_stats: dict) -> int:
     return sum(s.get("calls", 0) - s.get("cached", 0) for s in llm_stats.values())
 
 
+def _added(*llm_stats: dict) -> dict[str, dict[str, int]]:
+    """Per-stage stats of several runs (a sync and the extraction done ahead of it), summed."""
+    out: dict[str, dict[str, int]] = {}
+    for stats in llm_stats:
+        for stage, counts in stats.items():
+            into = out.setdefault(stage, {})
+            for k, n in counts.items():
+                into[k] = into.get(k, 0) + n
+    return out
+
+
 def _release_memory() -> None:
     """Hands the heap pages a sync freed back to the system (glibc keeps them for reuse).
 
@@ -165,7 +176,7 @@ class Daemon:
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
-        self._ahead = {"chunks": 0, "calls": 0}   # extracted as files changed, since the last sync
+        self._ahead = {"chunks": 0, "llm": {}}   # extracted as files changed, since the last sync
         self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
@@ -573,7 +584,7 @@ class Daemon:
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
         stats = indexer.llm.stats if indexer.llm is not None else {}
-        self._ahead["calls"] += _paid(stats)
+        self._ahead["llm"] = _added(self._ahead["llm"], stats)
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
@@ -657,7 +668,8 @@ class Daemon:
                 written = c["reports_written"]
                 self.emit(state, f"reporting done: {_n(written, 'report')} written, "
                                  f"{c['reports_done'] - written} kept ({_s(took)})",
-                          reports=c["reports_done"], reports_generated=written, took_s=round(took, 3))
+                          reports=c["reports_done"], reports_generated=written,
+                          reports_kept=c["reports_done"] - written, took_s=round(took, 3))
             else:
                 self.emit(state, f"{previous} done ({_s(took)})", took_s=round(took, 3))
 
@@ -689,24 +701,27 @@ class Daemon:
         self.last_result = result
         # What this update cost, the extraction done as its files changed included (the sync
         # then finds those chunks extracted: "reused").
-        ahead, self._ahead = self._ahead, {"chunks": 0, "calls": 0}
+        ahead, self._ahead = self._ahead, {"chunks": 0, "llm": {}}
         made = _paid(result.llm)   # calls this sync sent (cache hits cost nothing)
-        calls = made + ahead["calls"]
+        spent = _added(result.llm, ahead["llm"])
+        calls = _paid(spent)
         extracted = result.chunks_extracted + ahead["chunks"]
         reused = max(result.chunks_reused - ahead["chunks"], 0)
-        self.emit("idle", f"version {result.version}: {_n(result.docs, 'document')}, "
+        self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                           f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                           f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
                           f"kept; {_n(calls, 'LLM call')}; sync {_s(took)}",
-                  version=result.version, documents=result.docs, entities=result.entities,
+                  version=result.version, documents=result.documents,
+                  documents_added=result.documents_added, documents_removed=result.documents_removed,
+                  documents_unchanged=result.documents_unchanged, entities=result.entities,
                   relationships=result.relationships, communities=result.communities,
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                   chunks_extracted=extracted, chunks_reused=reused,
-                  llm_calls=calls, failures=result.failures, took_s=self.last_sync_s)
+                  llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
         failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
-        failed_items = result.failed_calls
+        failed_items = result.failed_items
         if self._once and failed_items:
             # `watch --once` is like `streamrag index`: what succeeded is published, and the
             # exit status tells a script that something did not.
@@ -716,7 +731,7 @@ class Daemon:
             calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
             self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
                                "run again to retry them (`streamrag status --failures` lists them)",
-                      failed_calls=failed_calls, failed_items=failed_items)
+                      llm_errors=failed_calls, failed_items=failed_items)
             return False
         if not failed_items:
             self._retries = 0
@@ -736,13 +751,13 @@ class Daemon:
             endpoint = (self.settings.llm.api_base or "(llm.api_base not set)") if outage else None
             why = f"; no call succeeded: is the endpoint {endpoint} down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                               f"retried after a pause{why}", failed_calls=failed_calls, outage=outage,
+                               f"retried after a pause{why}", llm_errors=failed_calls, outage=outage,
                       **({"endpoint": endpoint} if outage else {}))
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
-                  failed_calls=failed_calls, gave_up=True)
+                  llm_errors=failed_calls, gave_up=True)
         return True
 
     # -- health ----------------------------------------------------------------------------

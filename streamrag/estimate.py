@@ -5,6 +5,12 @@ What depends on the model's answers is estimated with ratios seen on the bench c
 said to be estimates: completion length (about 0.4 of the chunk for the first round, 0.1 for a
 gleaning), how often the gleaning check says yes (half the time), how many descriptions need
 merging (about 2.5 per chunk), and how many communities get an LLM report (about 0.6 per chunk).
+
+Its ``llm`` object has the shape a run's has (``status.llm_summary``) and the same meanings, so
+the two compare stage by stage: ``calls`` includes the first-round extraction answers already in
+the cache (an interrupted run's), which are also counted in ``cached`` and cost no tokens (no
+other answer is looked up: they are estimated as paid); ``errors`` is always 0 (failures are
+not predicted).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from streamrag.errors import InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
 from streamrag.prompts import load_prompt
+from streamrag.status import llm_summary
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 
@@ -64,11 +71,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     new_chunks[c.id] = c
     stages: dict[str, dict[str, int]] = {}
 
-    def add(stage: str, calls: float, prompt: float, completion: float) -> None:
-        s = stages.setdefault(stage, {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0})
+    def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
+        s = stages.setdefault(stage, {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0,
+                                      "cached": 0})
         s["calls"] += calls
         s["prompt_tokens"] += prompt
         s["completion_tokens"] += completion
+        s["cached"] += cached
 
     n = len(new_chunks)
     from_cache = 0
@@ -86,6 +95,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             messages = asked[c.id]
             if keys[c.id] in cached:
                 from_cache += 1
+                add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
                 add("extract", 1, count_message_tokens(messages, ix.encoding), FIRST_ROUND_COMPLETION * c.tokens)
             for _ in range(ix.max_gleanings):
@@ -107,13 +117,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
-    calls = sum(s["calls"] for s in stages.values())
-    prompt = sum(s["prompt_tokens"] for s in stages.values())
-    completion = sum(s["completion_tokens"] for s in stages.values())
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
-            "chunks_to_extract": n, "extractions_cached": from_cache,
-            "offline": settings.offline, "chat_calls": calls, "prompt_tokens": prompt,
-            "completion_tokens": completion, "by_stage": stages,
+            "chunks_to_extract": n, "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                        "report": settings.llm.report_model}}
 
@@ -125,13 +130,14 @@ def format_estimate(e: dict) -> str:
         return head
     lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
              f"{e['chunks_to_extract']} chunks to extract:"]
-    for stage, s in e["by_stage"].items():
-        lines.append(f"  {stage:<12} {s['calls']:>6} calls  {s['prompt_tokens']:>12,} prompt  "
+    u = e["llm"]
+    for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
+        if stage != "total" and s["cached"] and s["calls"] == s["cached"]:
+            continue   # every call from the cache: nothing to pay
+        lines.append(f"  {stage:<12} {s['calls'] - s['cached']:>6} calls  {s['prompt_tokens']:>12,} prompt  "
                      f"{s['completion_tokens']:>10,} completion")
-    lines.append(f"  {'total':<12} {e['chat_calls']:>6} calls  {e['prompt_tokens']:>12,} prompt  "
-                 f"{e['completion_tokens']:>10,} completion")
-    if e.get("extractions_cached"):
-        lines.append(f"  ({e['extractions_cached']} first extraction answers are in the cache, from an "
+    if u["cached"]:
+        lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
     lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
     return "\n".join(lines)

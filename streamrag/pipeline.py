@@ -115,12 +115,15 @@ class Progress:
 
 
 class SyncResult(msgspec.Struct):
+    """What one sync did; ``index --json`` prints it (README, "JSON output"), with ``llm`` as
+    the shared ``llm`` object (``status.llm_summary``)."""
+
     run_id: str
     version: int
-    docs: int
-    docs_added: int
-    docs_removed: int
-    docs_unchanged: int
+    documents: int          # distinct texts indexed (a text in two files is one document)
+    documents_added: int
+    documents_removed: int
+    documents_unchanged: int
     chunks: int
     chunks_extracted: int
     chunks_reused: int
@@ -134,12 +137,17 @@ class SyncResult(msgspec.Struct):
     reclustered: bool
     failures: int
     warnings: list[str]
-    llm: dict
+    llm: dict               # the LLM client's stats: stage -> calls, cached, tokens, errors, unusable
     wall_s: float
     offline: bool
-    failed_calls: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
+    failed_items: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
-    files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``docs`` when texts repeat
+    files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
+
+    @property
+    def docs(self) -> int:
+        """The old name of ``documents``, for streamrag/demo.py until it reads ``documents``."""
+        return self.documents
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,15 +361,15 @@ class Indexer:
         llm_stats = self.llm.stats if self.llm is not None else {}
         return SyncResult(
             run_id=self.run_id, version=version, published=version != state.version,
-            docs=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
-            docs_added=len(change.added_docs), docs_removed=len(change.removed_docs),
-            docs_unchanged=len(change.kept_docs),
+            documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
+            documents_added=len(change.added_docs), documents_removed=len(change.removed_docs),
+            documents_unchanged=len(change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
             reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
-            failed_calls=self.failed_calls,
+            failed_items=self.failed_calls,
             warnings=self.unreadable + scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 

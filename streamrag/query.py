@@ -48,6 +48,7 @@ from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.prompts import load_prompt
+from streamrag.status import llm_summary
 from streamrag.store import Store
 from streamrag.terminal import TerminalText, terminal_text
 
@@ -77,6 +78,21 @@ relate linked link links involved involvement role roles play plays played assoc
 """.split())
 
 
+# The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
+# search did not get that far (no communities, no report selected, no model): a key is never
+# left out for being zero.
+_MAP_REDUCE = {"reports": 0, "map_batches": 0, "map_batches_failed": 0, "points": 0, "points_kept": 0,
+               "points_reduced": 0, "reduce_context_tokens": 0}
+_GLOBAL = {"communities": 0, "deepest_level": None, **_MAP_REDUCE, "broad_fallback": False}
+DETAILS: dict[str, dict] = {
+    "global_static": {**_GLOBAL, "level": None, "requested_level": None},
+    "global_dynamic": {**_GLOBAL, "rated": 0, "pruned": 0, "selected": [], "ratings": {},
+                       "fallback": False, "unrated": 0},
+    "local": {"entities": [], "entity_search": "", "context_tokens": {}, "context_budgets": {}},
+    "basic": {"chunks": [], "chunk_search": "", "context_tokens": {}},
+}
+
+
 class Answer(msgspec.Struct, kw_only=True):
     question: str
     requested_mode: str
@@ -100,8 +116,9 @@ class Answer(msgspec.Struct, kw_only=True):
             "question": self.question, "mode": self.mode, "requested_mode": self.requested_mode,
             "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
             "level": self.level, "answer": self.text, "citations": self.citations,
-            "unresolved_citations": self.unresolved, "documents": self.documents, "llm": self.llm,
-            "extractive": self.extractive, "cut_off": self.cut_off, "details": self.details,
+            "unresolved_citations": self.unresolved, "documents": self.documents,
+            "llm": self.llm or llm_summary({}), "extractive": self.extractive, "cut_off": self.cut_off,
+            "details": {**DETAILS.get(self.search, {}), **self.details},
         }
 
 
@@ -231,7 +248,7 @@ class _Search:
         self.answer.search = "global_static" if self._static() else "global_dynamic"
         self.answer.level = None
         self.answer.details = {"communities": 0, "reports": 0}
-        if self.level is not None:
+        if self._static():
             self.answer.details["requested_level"] = self.level
         self.status("the index has no communities, so global search has no reports to read")
         text = ("The index has no communities, so global search has no community reports to "
@@ -251,7 +268,8 @@ class _Search:
         nodes = global_search.static_selection(tree, level)
         self.answer.search, self.answer.level = "global_static", level
         self.status(f"global search, static at level {level}: {len(nodes)} reports")
-        await self._map_reduce(nodes, {"level": level, "deepest_level": tree.deepest})
+        await self._map_reduce(nodes, {"communities": len(tree.nodes), "level": level,
+                                       "requested_level": self.level, "deepest_level": tree.deepest})
 
     async def _global_dynamic(self) -> None:
         q, llm_s = self.settings.query, self.settings.llm
@@ -269,7 +287,8 @@ class _Search:
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
                     f"reports selected ({sel.rated} rated{unread}{below})")
         await self._map_reduce([tree.nodes[c] for c in sel.selected],
-                               {"rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
+                               {"communities": len(tree.nodes),
+                                "rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
                                 "ratings": sel.ratings, "fallback": sel.fallback,
                                 "unrated": rater.unrated, "deepest_level": tree.deepest})
 
@@ -420,7 +439,9 @@ class _Search:
                                                 self.settings.query.global_level)
             nodes = global_search.static_selection(tree, level)
             self.answer.search, self.answer.level = "global_static", level
-            self.answer.details = {"level": level, "reports": len(nodes)}
+            self.answer.details = {"communities": len(tree.nodes), "level": level,
+                                   "requested_level": self.level, "deepest_level": tree.deepest,
+                                   "reports": len(nodes)}
         else:
             async def rate(frontier):
                 return {n.id: extractive.overlap_rating(terms, global_search.rate_line(n))
@@ -431,9 +452,10 @@ class _Search:
                                                         max_depth=q.dynamic_max_depth)
             nodes = [tree.nodes[c] for c in sel.selected]
             self.answer.search = "global_dynamic"
-            self.answer.details = {"rated": sel.rated, "pruned": sel.pruned,
-                                   "selected": sel.selected, "fallback": sel.fallback,
-                                   "reports": len(nodes)}
+            self.answer.details = {"communities": len(tree.nodes), "rated": sel.rated,
+                                   "pruned": sel.pruned, "selected": sel.selected,
+                                   "ratings": sel.ratings, "fallback": sel.fallback,
+                                   "deepest_level": tree.deepest, "reports": len(nodes)}
         broad = False
         if not nodes and terms:
             # The question names something and no report has any of its words: say so, rather
@@ -476,13 +498,8 @@ def _context_passages(ctx: local_search.Context) -> list[tuple[str, str]]:
 
 
 def _usage(stats: dict[str, dict[str, int]]) -> dict:
-    total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached": 0}
-    for counts in stats.values():
-        for k in total:
-            total[k] += counts.get(k, 0)
-    total["by_stage"] = {stage: {k: c.get(k, 0) for k in ("calls", "prompt_tokens", "completion_tokens", "cached")}
-                         for stage, c in sorted(stats.items())}
-    return total
+    """The query's calls as the shared ``llm`` object, stages in name order."""
+    return llm_summary(dict(sorted(stats.items())))
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,9 +3,28 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from streamrag.store import Store
+
+LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors")
+
+
+def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
+    """The ``llm`` object of every ``--json`` output (index, ask, status, index --estimate).
+
+    ``by_stage`` maps a stage to its counts (an LLM client's ``stats``, or rows summed from
+    ``llm_calls``); missing counts are 0 and other keys are left out. Every key is always
+    there: ``{"calls", "prompt_tokens", "completion_tokens", "cached", "errors", "by_stage":
+    {stage: {the same five}}}``. ``calls`` counts every call, cache hits and failed ones
+    included; ``cached`` those answered from the cache; the token counts are what was paid
+    for (a cache hit's tokens are not counted); ``errors`` the calls that failed (an unusable
+    answer asked for again is one)."""
+    stages = {stage: {k: int(counts.get(k) or 0) for k in LLM_FIELDS}
+              for stage, counts in by_stage.items()}
+    total = {k: sum(s[k] for s in stages.values()) for k in LLM_FIELDS}
+    return {**total, "by_stage": stages}
 
 
 def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50) -> dict:
@@ -19,13 +38,18 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END) AS prompt_tokens, "
             "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END) AS completion_tokens, "
             "sum(error IS NOT NULL) AS errors FROM llm_calls GROUP BY stage, model ORDER BY stage, model")
-        total_calls = sum(r["calls"] for r in usage)
-        total_cached = sum(r["cached"] or 0 for r in usage)
+        per_stage: dict[str, dict[str, int]] = {}
+        for r in usage:   # the stage's calls over all its models
+            s = per_stage.setdefault(r["stage"], dict.fromkeys(LLM_FIELDS, 0))
+            for k in LLM_FIELDS:
+                s[k] += r[k] or 0
+        llm = llm_summary(per_stage)
         last_run = last_update(store)
         queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask'")
+        published = store.get_meta("published_at", "")
         info = {
             "version": store.version,
-            "published_at": float(store.get_meta("published_at", "0") or 0),
+            "published_at": float(published or 0) or None,   # None: never published
             "documents": count("documents"),
             "chunks": store.scalar("SELECT count(DISTINCT chunk_id) FROM document_chunks"),
             "entities": count("entities"),
@@ -36,9 +60,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "reports": store.scalar("SELECT count(DISTINCT report_key) FROM communities"),
             "extractive_reports": store.scalar(
                 "SELECT count(*) FROM reports WHERE extractive = 1 AND key IN (SELECT report_key FROM communities)"),
-            "llm_usage": usage,
-            "llm_calls": total_calls,
-            "cache_hit_rate": round(total_cached / total_calls, 3) if total_calls else None,
+            "llm": llm,            # every run's calls: index, watch and ask
+            "llm_by_model": usage,  # the same calls by stage and model
+            "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
             "failures_total": count("failures"),
             "failures_last_run": failures_of(store, last_run),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
@@ -118,11 +142,11 @@ def format_status(info: dict, db: Path) -> str:
         + (", ".join(f"{k}: {v}" for k, v in info["communities_by_level"].items()) or "-"),
         f"  reports        {info['reports']} ({info['extractive_reports']} extractive)",
     ]
-    if info["llm_usage"]:
+    if info["llm_by_model"]:
         rate = info["cache_hit_rate"]
-        lines.append(f"  LLM calls      {info['llm_calls']} (cache hit rate {rate:.0%})")
+        lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})")
         lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors")
-        for r in info["llm_usage"]:
+        for r in info["llm_by_model"]:
             lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26} {r['calls']:>5}  {r['cached'] or 0:>6}"
                          f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}")
     else:

@@ -45,11 +45,11 @@ def test_offline_index_status_export_and_ask(corpus, tmp_path):
     out = run("index", str(corpus), "--json", "-q")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    assert summary["docs"] == 4 and summary["offline"] and summary["entities"] > 10
+    assert summary["documents"] == 4 and summary["offline"] and summary["entities"] > 10
     db = corpus / ".streamrag" / "index.db"
     assert db.exists()
     status = json.loads(run("status", "--json", cwd=corpus).stdout)
-    assert status["documents"] == 4 and status["communities"] > 0 and status["llm_calls"] == 0
+    assert status["documents"] == 4 and status["communities"] > 0 and status["llm"]["calls"] == 0
     text = run("status", cwd=corpus).stdout
     assert "entities" in text and "communities" in text
     out = run("export", str(tmp_path / "g.json"), "--db", str(db))
@@ -60,15 +60,15 @@ def test_offline_index_status_export_and_ask(corpus, tmp_path):
     assert answer["extractive"] and answer["citations"] and answer["documents"]
     # A second index run finds nothing to do.
     again = json.loads(run("index", str(corpus), "--json", "-q").stdout)
-    assert again["docs_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
+    assert again["documents_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
 
 
 def test_estimate_spends_nothing(corpus, simulator):
     out = run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
     assert out.returncode == 0, out.stderr
     est = json.loads(out.stdout)
-    assert est["chunks_to_extract"] >= 4 and est["chat_calls"] > est["chunks_to_extract"]
-    assert est["by_stage"]["extract"]["prompt_tokens"] > 0
+    assert est["chunks_to_extract"] >= 4 and est["llm"]["calls"] > est["chunks_to_extract"]
+    assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] > 0
     assert not (corpus / ".streamrag").exists() or not list((corpus / ".streamrag").glob("*.db"))
 
 
@@ -83,10 +83,14 @@ def test_estimate_leaves_out_extraction_answers_already_in_the_cache(corpus, sim
         conn.execute("DELETE FROM extractions")
     conn.close()
     est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
-    assert est["chunks_to_extract"] >= 4 and est["extractions_cached"] == est["chunks_to_extract"]
-    assert "extract" not in est["by_stage"] and est["by_stage"]["glean_check"]["calls"] >= 4
+    extract = est["llm"]["by_stage"]["extract"]
+    assert est["chunks_to_extract"] >= 4 and est["llm"]["cached"] == est["chunks_to_extract"]
+    assert extract["calls"] == extract["cached"] == est["chunks_to_extract"]   # as a run counts them
+    assert extract["prompt_tokens"] == extract["completion_tokens"] == 0       # free
+    assert est["llm"]["by_stage"]["glean_check"]["calls"] >= 4
     text = run("index", str(corpus), "--estimate", *common).stdout
-    assert f"({est['extractions_cached']} first extraction answers are in the cache" in text
+    assert f"({est['llm']['cached']} first extraction answers are in the cache" in text
+    assert "  extract " not in text          # no paid extraction calls to show
 
 
 def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simulator):
@@ -109,16 +113,16 @@ def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simula
                 "SELECT count(*), sum(prompt_tokens) FROM llm_calls WHERE stage = 'extract' AND run_id = ?",
                 (done["run_id"],)).fetchone()
         conn.close()
-        extract = done["llm"]["extract"]
-        assert extract["errors"] == extract["unusable"] == extract["cached"] == 0
+        extract = done["llm"]["by_stage"]["extract"]
+        assert extract["errors"] == extract["cached"] == 0
         assert (calls, tokens) == (extract["calls"], extract["prompt_tokens"])
         return est, done
 
     est, done = estimate_then_index()
     assert est["chunks_to_extract"] == done["chunks_extracted"] == done["chunks"] > 4
-    assert est["extractions_cached"] == 0
-    assert est["by_stage"]["extract"]["calls"] == done["llm"]["extract"]["calls"] == done["chunks"]
-    assert est["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["extract"]["prompt_tokens"]
+    assert est["llm"]["cached"] == est["llm"]["errors"] == 0
+    assert est["llm"]["by_stage"]["extract"]["calls"] == done["llm"]["by_stage"]["extract"]["calls"] == done["chunks"]
+    assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["by_stage"]["extract"]["prompt_tokens"]
 
     # An update: only the new document's chunks are to extract, and counted as exactly.
     (corpus / "tides.txt").write_text(
@@ -128,10 +132,10 @@ def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simula
         "near the Kessel Bridge while Edda Lind was away in Kessel.\n")
     est, done = estimate_then_index()
     assert est["chunks_to_extract"] == done["chunks_extracted"] >= 1
-    assert done["chunks_extracted"] < done["chunks"] and done["docs_unchanged"] == 4
-    assert est["documents"] == done["docs"] == 5
-    assert est["by_stage"]["extract"]["calls"] == done["llm"]["extract"]["calls"] == done["chunks_extracted"]
-    assert est["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["extract"]["prompt_tokens"]
+    assert done["chunks_extracted"] < done["chunks"] and done["documents_unchanged"] == 4
+    assert est["documents"] == done["documents"] == 5
+    assert est["llm"]["by_stage"]["extract"]["calls"] == done["llm"]["by_stage"]["extract"]["calls"] == done["chunks_extracted"]
+    assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["by_stage"]["extract"]["prompt_tokens"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -211,7 +215,7 @@ def test_a_copied_folder_with_its_index_updates_the_copy(corpus, tmp_path):
     (copy / "guild.txt").unlink()
     out = run("index", str(copy), "--json", "-q")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["docs_removed"] == 1
+    assert json.loads(out.stdout)["documents_removed"] == 1
     con = sqlite3.connect(copy / ".streamrag" / "index.db")
     try:
         paths = sorted(r[0] for r in con.execute("SELECT path FROM documents"))
@@ -243,7 +247,7 @@ def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(co
     target.write_text(target.read_text() + "\n\nPetra Lind joined the Northern Rail Company.\n")
     out = run("index", "sub", "--json", "-q", cwd=corpus)      # the settings file finds index.db
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["docs"] == 4 and stored() == before
+    assert json.loads(out.stdout)["documents"] == 4 and stored() == before
     target.write_text(target.read_text() + "\nAda Quill joined the Northern Rail Company.\n")
     assert run("index", f"sub/{moved.name}", "-q", cwd=corpus).returncode == 0
     assert stored() == before
@@ -355,7 +359,7 @@ def test_files_repeating_another_files_text_are_counted_and_said(corpus):
     assert "; 2 more files repeat another's text, indexed once)" in out.stdout
     (corpus / "copy_two.txt").unlink()
     again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
-    assert (again["files"], again["docs"]) == (files - 1, files - 2)
+    assert (again["files"], again["documents"]) == (files - 1, files - 2)
 
 
 def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):

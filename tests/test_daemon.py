@@ -129,7 +129,9 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     assert merging["chunks_extracted"] == 0           # the sync itself paid no extraction ...
     idle = [e for e in after if e["state"] == "idle"][0]
     # ... and the idle line sums up the whole update: a script adding up idle lines counted 0.
-    assert idle["chunks_extracted"] == ahead and idle["llm_calls"] >= ahead
+    assert idle["chunks_extracted"] == ahead and idle["llm"]["calls"] - idle["llm"]["cached"] >= ahead
+    assert idle["llm"]["by_stage"]["extract"]["calls"] >= ahead   # the calls made ahead included
+    assert idle["documents_added"] + idle["documents_unchanged"] == idle["documents"]
     assert idle["version"] == 2 and daemon.pending == {}
 
     # The graph equals a fresh index of the folder as it now is (the partition may differ:
@@ -748,12 +750,12 @@ async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
         events = Events()
         daemon = Daemon(settings, tmp_path / "once.db", corpus, report=events)
         await daemon.run(None)
-    assert daemon.last_result.failed_calls > 0
+    assert daemon.last_result.failed_items > 0
     assert daemon.exit_code == 1
     stopped = events[-1]
     assert stopped["state"] == "stopped" and stopped["pending"] == 0, stopped
     assert "changed file" not in stopped["message"]
-    assert stopped["failed_items"] == daemon.last_result.failed_calls
+    assert stopped["failed_items"] == daemon.last_result.failed_items
     assert not any("retried after a pause" in e["message"] for e in events)   # --once retries nothing
     assert daemon.health()["pending"] == 0
     # `streamrag status` does not call that update a bare "ok".
@@ -765,4 +767,4 @@ async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
     finally:
         store.close()
     (line,) = [line for line in text.splitlines() if line.strip().startswith("last update")]
-    assert f"ok, but {daemon.last_result.failed_calls} item" in line and "failed" in line, line
+    assert f"ok, but {daemon.last_result.failed_items} item" in line and "failed" in line, line

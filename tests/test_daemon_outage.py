@@ -148,7 +148,7 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
         (corpus / "missed.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
         await send.send({(_RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
         await until(lambda: daemon.syncs >= 2, timeout=30)
-        added = daemon.last_result.docs_added
+        added = daemon.last_result.documents_added
         # A name it cannot decode is named, with the fix.
         await send.send({(_RESCAN, 'WatchfilesRustInternalError: Unable to decode path '
                                    '"/data/bad\\xFFname.txt" to string')})
@@ -333,7 +333,7 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
     async with running(settings, tmp_path / "u.db", corpus) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
         await send.aclose()
-    retries = [e for e in events if e["state"] == "error" and "failed_calls" in e and not e.get("gave_up")]
+    retries = [e for e in events if e["state"] == "error" and "llm_errors" in e and not e.get("gave_up")]
     assert len(retries) == 3 and not any(e["outage"] for e in retries)
     # The health line counts what failed in the last update, as `streamrag status` does, not
     # every retry's repeat of the same items.
@@ -377,7 +377,7 @@ async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tm
     db = tmp_path / "c.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(cut)) as (daemon, events, send):
         await anyio.sleep(0.2)                                   # several quiet periods
-        assert cut.cut and daemon.last_result.failed_calls == 0
+        assert cut.cut and daemon.last_result.failed_items == 0
         assert sum(s.get("errors", 0) for s in daemon.last_result.llm.values()) == 1
         assert "error" not in events.states() and daemon.syncs == 1 and not daemon.pending
         await send.aclose()

@@ -61,7 +61,7 @@ async def test_adding_a_document_rewrites_only_dirty_reports(generated, tmp_path
     shutil.copy2(generated / "doc_00041.txt", corpus / "doc_00041.txt")
     second = await sync([corpus], settings, db, root=corpus)
     after = state(db)
-    assert second.docs_added == 1 and second.chunks_extracted >= 1 and not second.reclustered
+    assert second.documents_added == 1 and second.chunks_extracted >= 1 and not second.reclustered
 
     # What the change touched: entities that are new or whose description changed, and both
     # ends of every relationship that is new or changed.
@@ -347,18 +347,18 @@ async def test_a_text_field_no_row_has_keeps_what_the_rows_gave(tmp_path):
     await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
     before = index_snapshot(db)
     typo = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
-    assert typo.docs == 2 and typo.docs_removed == 0 and typo.failures == 1
+    assert typo.documents == 2 and typo.documents_removed == 0 and typo.failures == 1
     assert [w for w in typo.warnings if "data.jsonl: no 'bdy' field in any row" in w
             and w.endswith("what was indexed from it stays")]
     after = index_snapshot(db)
     for key in ("entities", "relationships", "documents"):
         assert after[key] == before[key], key
     again = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
-    assert again.docs == 2 and again.failures == 1   # said on every run, not only the first
+    assert again.documents == 2 and again.failures == 1   # said on every run, not only the first
     # A file whose rows really lost the field leaves like any other file that changed.
     (folder_ / "data.jsonl").write_text('{"note": "nothing here"}\n')
     gone = await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
-    assert gone.docs == 0 and gone.docs_removed == 2
+    assert gone.documents == 0 and gone.documents_removed == 2
 
 
 async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, simulator, monkeypatch):

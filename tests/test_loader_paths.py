@@ -334,7 +334,7 @@ def test_sync_indexes_the_rest_and_stores_no_odd_path(tmp_path):
     assert len(lines) == 2
     assert any("bad\\xffname.txt" in line and "rename" in line for line in lines)
     assert any("up: folder symlink leads outside" in line for line in lines)
-    assert first.docs == 4 and first.docs_added == 4
+    assert first.documents == 4 and first.documents_added == 4
     conn = sqlite3.connect(db)
     try:
         paths = sorted(p for (p,) in conn.execute("SELECT path FROM files"))
@@ -344,7 +344,7 @@ def test_sync_indexes_the_rest_and_stores_no_odd_path(tmp_path):
     assert paths == doc_paths == ["council.txt", "festival.md", "guild.txt", "railway.txt"]
     # The next run is not stuck: it sees nothing new.
     second = anyio.run(lambda: sync([corpus], settings, db, root=corpus))
-    assert second.docs == 4 and second.docs_added == 0 and second.docs_removed == 0
+    assert second.documents == 4 and second.documents_added == 0 and second.documents_removed == 0
 
 
 def test_sync_leaves_out_outside_file_links_and_keeps_messages_on_one_line(tmp_path):
@@ -356,7 +356,7 @@ def test_sync_leaves_out_outside_file_links_and_keeps_messages_on_one_line(tmp_p
     os.symlink("missing", corpus / "gone.txt")
     db = tmp_path / "i.db"
     result = anyio.run(lambda: sync([corpus], make_settings(""), db, root=corpus))
-    assert result.docs == 4
+    assert result.documents == 4
     lines = result.warnings   # the run's summary: what it skipped and what it could not read
     assert all(len(line.splitlines()) == 1 for line in lines), lines
     assert any(line.startswith("link_out.txt: file symlink leads outside") for line in lines)

@@ -24,7 +24,7 @@ async def test_index_through_simulator(corpus, tmp_path, sim_settings, simulator
         tokens_before = (simulator.prompt_tokens, simulator.completion_tokens)
         result = await sync([corpus], sim_settings, db, root=corpus)
         assert simulator.requests > before
-    assert result.docs == 4 and result.failures == 0
+    assert result.documents == 4 and result.failures == 0
     assert result.entities > 10 and result.relationships > 5
     store = Store(db, readonly=True)
     # The tokens recorded per call are the ones the server reported in `usage`.
@@ -67,7 +67,7 @@ async def test_index_through_simulator(corpus, tmp_path, sim_settings, simulator
         again = await sync([corpus], sim_settings, db, root=corpus)
     assert simulator.requests == before
     assert sum(s.get("calls", 0) for s in again.llm.values()) == 0
-    assert again.reports_generated == 0 and again.docs_added == 0
+    assert again.reports_generated == 0 and again.documents_added == 0
 
 
 async def test_offline_index_needs_no_llm(corpus, tmp_path):
@@ -92,7 +92,7 @@ async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
     db = tmp_path / "x.db"
     result = await sync([corpus], settings, db, root=corpus)
     # a binary file failed to load; an empty one had nothing to load: a warning, not a failure
-    assert result.docs == 4 and result.failures == 1
+    assert result.documents == 4 and result.failures == 1
     assert [w for w in result.warnings if "empty.md" in w] == ["empty.md: empty file, nothing to index"]
     store = Store(db, readonly=True)
     messages = [r["message"] for r in store.query("SELECT message FROM failures")]
@@ -114,7 +114,7 @@ async def test_changes_equal_a_fresh_index(corpus, tmp_path, simulator, offline)
     (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
     before = simulator.requests
     result = await sync([corpus], settings, db, root=corpus)
-    assert result.docs_added == 2 and result.docs_removed == 2
+    assert result.documents_added == 2 and result.documents_removed == 2
     incremental = snapshot(db)
 
     fresh_dir = tmp_path / "fresh"
@@ -138,7 +138,7 @@ async def test_rename_makes_no_llm_call(corpus, tmp_path, sim_settings, simulato
     before = simulator.requests
     result = await sync([corpus], sim_settings, db, root=corpus)
     assert simulator.requests == before
-    assert result.docs_added == 0 and result.docs_removed == 0
+    assert result.documents_added == 0 and result.documents_removed == 0
     store = Store(db, readonly=True)
     assert store.scalar("SELECT count(*) FROM documents WHERE path = 'guild_renamed.txt'") == 1
     store.close()
@@ -190,7 +190,7 @@ async def test_a_file_that_loses_its_text_leaves_the_index(corpus, tmp_path):
     (corpus / "festival.md").write_text("  \n")
     (corpus / "guild.txt").write_bytes(b"\x00\x00binary now")
     result = await sync([corpus], settings, db, root=corpus)
-    assert result.docs == 2 and result.docs_removed == 2 and result.failures == 1   # empty: a warning
+    assert result.documents == 2 and result.documents_removed == 2 and result.failures == 1   # empty: a warning
     names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
     assert "Lena Varga" not in names and "Anton Heller" not in names
 
@@ -201,7 +201,7 @@ async def test_indexing_one_file_keeps_the_rest_of_the_folder(corpus, tmp_path):
     await sync([corpus], settings, db, root=corpus)
     (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell.\n")
     result = await sync([corpus / "new.txt"], settings, db, root=corpus)
-    assert result.docs == 5 and result.docs_added == 1 and result.docs_removed == 0
+    assert result.documents == 5 and result.documents_added == 1 and result.documents_removed == 0
 
 
 async def _indexed_with(corpus, other):
@@ -217,16 +217,16 @@ async def _indexed_with(corpus, other):
 async def test_indexing_one_of_two_folders_keeps_the_other(corpus, tmp_path):
     other = tmp_path / "other"
     settings, db, first = await _indexed_with(corpus, other)
-    assert first.docs == 5
+    assert first.documents == 5
     again = await sync([corpus], settings, db, root=corpus)
-    assert again.docs == 5 and again.docs_removed == 0
+    assert again.documents == 5 and again.documents_removed == 0
     (corpus / "council.txt").unlink()          # what lies under the folder given still syncs
     third = await sync([corpus], settings, db, root=corpus)
-    assert third.docs == 4 and third.docs_removed == 1
+    assert third.documents == 4 and third.documents_removed == 1
     # A file of the other folder that was deleted leaves too (it stayed, cited, for good)...
     (other / "lind.txt").unlink()
     fourth = await sync([corpus], settings, db, root=corpus)
-    assert fourth.docs == 3 and fourth.docs_removed == 1
+    assert fourth.documents == 3 and fourth.documents_removed == 1
 
 
 async def test_a_file_outside_the_run_stays_while_its_whole_folder_is_missing(corpus, tmp_path):
@@ -235,7 +235,7 @@ async def test_a_file_outside_the_run_stays_while_its_whole_folder_is_missing(co
     settings, db, _first = await _indexed_with(corpus, other)
     other.rename(tmp_path / "elsewhere")
     again = await sync([corpus], settings, db, root=corpus)
-    assert again.docs == 5 and again.docs_removed == 0
+    assert again.documents == 5 and again.documents_removed == 0
 
 
 async def test_relative_folders_name_each_file_once_and_apart(tmp_path, monkeypatch):
@@ -249,9 +249,9 @@ async def test_relative_folders_name_each_file_once_and_apart(tmp_path, monkeypa
     settings = make_settings()
     db = tmp_path / "x.db"
     first = await sync([Path("a"), Path("b")], settings, db, root=Path("a"))
-    assert first.docs == 3
+    assert first.documents == 3
     again = await sync([Path("a")], settings, db, root=Path("a"))
-    assert again.docs == 3 and again.docs_removed == 0
+    assert again.documents == 3 and again.documents_removed == 0
 
 
 async def test_a_new_chunk_size_rechunks_every_document(corpus, tmp_path):
@@ -281,7 +281,7 @@ async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
     # the file is untouched on disk: only the setting says its text is elsewhere now
     result = await sync([folder], make_settings(index={"text_field": "body"}), db, root=folder)
     store = Store(db, readonly=True)
-    assert result.docs_added == 1 and result.docs_removed == 1
+    assert result.documents_added == 1 and result.documents_removed == 1
     names = {r["name"] for r in store.query("SELECT name FROM entities")}
     assert "Bob Lin" in names and "Ada Osk" not in names
     store.close()
@@ -329,7 +329,7 @@ async def test_an_edit_that_keeps_size_and_mtime_is_still_seen(corpus, tmp_path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))             # like cp -p / rsync -t
     assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
     result = await sync([corpus], settings, db, root=corpus)
-    assert result.docs_added == 1 and result.docs_removed == 1
+    assert result.documents_added == 1 and result.documents_removed == 1
     names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
     assert "Anton Hollar" in names
 
@@ -339,7 +339,7 @@ async def test_a_folder_with_nothing_to_index_says_why(tmp_path):
     folder.mkdir()
     (folder / "scan.pdf").write_bytes(b"%PDF-1.4")
     result = await sync([folder], make_settings(), tmp_path / "i.db", root=folder)
-    assert result.docs == 0
+    assert result.documents == 0
     assert [w for w in result.warnings if "matches index.include" in w and str(folder) in w]
 
 
@@ -399,7 +399,7 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
     assert touched.version == 1 and not touched.published and published_at() == stamp
     (corpus / "guild.txt").unlink()
     changed = await sync([corpus], settings, db, root=corpus)
-    assert changed.version == 2 and changed.docs_removed == 1
+    assert changed.version == 2 and changed.documents_removed == 1
     # A changed setting that is published with the index is a change too.
     reordered = await sync([corpus], make_settings(index={"leiden_seed": 7}), db, root=corpus)
     assert reordered.version == 3
@@ -455,8 +455,8 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
         monkeypatch.setattr(pipeline, "_readable", lambda p: p != victim and readable(p))
     result = await sync([corpus], settings, db, root=corpus)
     assert snapshot(db) == before        # its document, chunks, entities and their sources stay
-    assert result.docs == 4 and result.docs_removed == 0
-    assert result.failures == 1 and result.failed_calls == 0
+    assert result.documents == 4 and result.documents_removed == 0
+    assert result.failures == 1 and result.failed_items == 0
     why = "Input/output error" if fails == "stat" else "Permission denied"
     named = [w for w in result.warnings if "guild.txt" in w]
     assert len(named) == 1 and named[0].startswith(f"guild.txt: cannot read ({why})"), result.warnings
@@ -472,10 +472,10 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
     monkeypatch.setattr(pipeline, "_readable", readable)
     again = await sync([corpus], settings, db, root=corpus)
-    assert again.failures == 0 and again.docs == 4
+    assert again.failures == 0 and again.documents == 4
     if fails == "stat":
-        assert snapshot(db) == before and again.docs_added == 0
+        assert snapshot(db) == before and again.documents_added == 0
     else:
-        assert again.docs_added == 1 and again.docs_removed == 1
+        assert again.documents_added == 1 and again.documents_removed == 1
         names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
         assert "Anton Hollar" in names and "Anton Heller" not in names

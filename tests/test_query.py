@@ -657,7 +657,7 @@ async def test_query_calls_are_recorded_like_indexing_calls(tmp_path, simulator,
                            "WHERE l.id > ?", (n,))
         assert {r["stage"] for r in rows} == {"rate", "map", "reduce"}
         assert {r["command"] for r in rows} == {"ask"} and len(rows) == answer.llm["calls"]
-        stages = {u["stage"] for u in gather_status(store)["llm_usage"]}
+        stages = set(gather_status(store)["llm"]["by_stage"])
         assert {"rate", "map", "reduce"} <= stages
     finally:
         store.close()
@@ -785,7 +785,7 @@ def test_cmd_ask_json(llm_db, simulator, capsys):
     assert {"question", "mode", "auto_choice", "answer", "citations", "documents", "llm",
             "extractive"} <= set(out)
     assert out["mode"] == "local" and out["auto_choice"] == "local" and out["extractive"] is False
-    assert {"calls", "prompt_tokens", "completion_tokens", "cached"} <= set(out["llm"])
+    assert set(out["llm"]) == {"calls", "prompt_tokens", "completion_tokens", "cached", "errors", "by_stage"}
     c = out["citations"][0]
     assert {"tag", "kind", "id", "resolved"} <= set(c) and c["resolved"] is True
     assert ("name" in c) or ("title" in c) or ("path" in c)

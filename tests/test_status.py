@@ -8,7 +8,7 @@ import anyio
 
 from conftest import make_settings
 from streamrag.pipeline import sync
-from streamrag.status import format_status, gather_status
+from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store
 
 
@@ -44,9 +44,9 @@ def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
 
 
 def _info(status: str, failures: int, unreadable: int) -> dict:
-    return {"version": 1, "published_at": 0, "documents": 1, "chunks": 1, "entities": 0,
+    return {"version": 1, "published_at": None, "documents": 1, "chunks": 1, "entities": 0,
             "relationships": 0, "claims": 0, "communities": 0, "communities_by_level": {},
-            "reports": 0, "extractive_reports": 0, "llm_usage": [], "llm_calls": 0,
+            "reports": 0, "extractive_reports": 0, "llm": llm_summary({}), "llm_by_model": [],
             "cache_hit_rate": None, "failures_total": failures, "failures_last_run": failures,
             "unreadable_last_run": unreadable, "queries": 0,
             "last_run": {"id": "r1", "command": "watch", "status": status}}
