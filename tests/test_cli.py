@@ -138,6 +138,80 @@ def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simula
     assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["by_stage"]["extract"]["prompt_tokens"]
 
 
+LLM_COUNTS = {"calls", "prompt_tokens", "completion_tokens", "cached", "errors"}
+
+
+def assert_llm_object(llm: dict, *, used: bool) -> None:
+    """The one ``llm`` shape of every --json output: all keys, always; totals of its stages."""
+    assert set(llm) == LLM_COUNTS | {"by_stage"}, llm
+    for stage, counts in llm["by_stage"].items():
+        assert set(counts) == LLM_COUNTS, (stage, counts)
+    for k in LLM_COUNTS:
+        assert llm[k] == sum(c[k] for c in llm["by_stage"].values()), k
+    if used:
+        assert llm["calls"] > 0 and llm["prompt_tokens"] > 0 and llm["by_stage"]
+    else:
+        assert llm == {**dict.fromkeys(LLM_COUNTS, 0), "by_stage": {}}
+
+
+def test_json_outputs_share_one_vocabulary(corpus, tmp_path, simulator):
+    """index, ask, status and index --estimate: one ``llm`` object, ``documents*`` names,
+    ``null`` for a time that never was, and every key of a search's details."""
+    from streamrag.query import DETAILS
+    from streamrag.store import Store
+
+    Store(tmp_path / "empty.db").close()
+    never = json.loads(run("status", "--json", "--db", str(tmp_path / "empty.db")).stdout)
+    assert never["published_at"] is None
+    assert_llm_object(never["llm"], used=False)
+    assert never["llm_by_model"] == [] and never["cache_hit_rate"] is None
+
+    # Offline: every key there, zeros.
+    out = run("index", str(corpus), "--offline", "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    offline = json.loads(out.stdout)
+    assert_llm_object(offline["llm"], used=False)
+    assert offline["documents"] == offline["documents_added"] == 4 == offline["files"]
+    assert offline["documents_removed"] == offline["documents_unchanged"] == offline["failed_items"] == 0
+    assert not {"docs", "docs_added", "docs_removed", "docs_unchanged", "failed_calls"} & set(offline)
+    est = json.loads(run("index", str(corpus), "--offline", "--estimate", "--json").stdout)
+    assert_llm_object(est["llm"], used=False)
+    out = run("ask", "--json", "--mode", "global", "--level", "0", "What are the main themes?",
+              cwd=corpus)
+    assert out.returncode == 0, out.stderr
+    extractive = json.loads(out.stdout)
+    assert extractive["extractive"] and extractive["search"] == "global_static"
+    assert_llm_object(extractive["llm"], used=False)
+    assert set(extractive["details"]) == set(DETAILS["global_static"]), extractive["details"]
+    assert extractive["details"]["map_batches"] == 0 and extractive["details"]["requested_level"] == 0
+
+    # With a model: the same shape, filled.
+    (corpus / "streamrag.toml").write_text(
+        f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
+    est = json.loads(run("index", str(corpus), "--estimate", "--json").stdout)
+    assert_llm_object(est["llm"], used=True)
+    assert not {"chat_calls", "prompt_tokens", "completion_tokens", "by_stage",
+                "extractions_cached"} & set(est)
+    out = run("index", str(corpus), "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    done = json.loads(out.stdout)
+    assert_llm_object(done["llm"], used=True)
+    assert done["llm"]["by_stage"]["extract"]["calls"] == est["llm"]["by_stage"]["extract"]["calls"]
+    assert done["documents_unchanged"] == 4 and done["failed_items"] == 0
+    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    assert_llm_object(status["llm"], used=True)
+    assert not {"llm_usage", "llm_calls"} & set(status)
+    assert status["llm"]["calls"] == sum(r["calls"] for r in status["llm_by_model"])
+    assert status["llm"]["by_stage"]["extract"] == done["llm"]["by_stage"]["extract"]  # one run's
+    assert isinstance(status["published_at"], float) and status["published_at"] > 0
+    out = run("ask", "--json", "--mode", "global", "What are the main themes?", cwd=corpus)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["search"] == "global_dynamic" and not answer["extractive"]
+    assert_llm_object(answer["llm"], used=True)
+    assert set(answer["details"]) == set(DETAILS["global_dynamic"]), answer["details"]
+
+
 @pytest.mark.parametrize("args, message", [
     (("ask", "anything"), "streamrag index"),
     (("status",), "streamrag index"),
