@@ -143,7 +143,7 @@ def main() -> None:
         cited = "zz_fresh_note.txt" in answer.documents
 
     emit({"bench": "incremental", "corpus": str(args.corpus or f"corpusgen seed {args.seed} n {args.generate}"),
-          "docs": full.docs, "offline": settings.offline,
+          "docs": full.documents, "offline": settings.offline,
           "full_tokens": paid_tokens(full), "add_tokens": paid_tokens(add), "modify_tokens": paid_tokens(modify),
           "delete_tokens": paid_tokens(delete), "add_alone_tokens": paid_tokens(alone),
           "add_report_tokens": report_tokens(add),

@@ -78,12 +78,12 @@ def run(corpus: Path, api_base: str, model: str | None, api_key: str, db: Path) 
     started = time.monotonic()
     result = anyio.run(lambda: sync([corpus], index_settings, db, root=corpus))
     index_s = time.monotonic() - started
-    print(f"indexed {result.docs} documents in {index_s:.1f} s: {result.entities} entities, "
+    print(f"indexed {result.documents} documents in {index_s:.1f} s: {result.entities} entities, "
           f"{result.communities} communities", file=sys.stderr)
 
     query_settings = settings_for(api_base, model, api_key, cache=False)
     questions = list(GLOBAL_QUESTIONS) + local_questions(db)
-    out: dict = {"corpus": str(corpus), "docs": result.docs, "chunks": result.chunks,
+    out: dict = {"corpus": str(corpus), "docs": result.documents, "chunks": result.chunks,
                  "entities": result.entities, "communities": result.communities,
                  "index_wall_s": round(index_s, 1), "questions": len(questions)}
     per_question: dict[str, list[dict]] = {}
