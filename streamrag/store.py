@@ -318,25 +318,58 @@ class Store:
 
     # -- transactions ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error)."""
-        if self.conn.in_transaction:
-            yield self.conn
-            return
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e):
-                raise
-            raise StoreBusyError(
-                f"{self.path} stayed locked by another process for {_BUSY_S} s ({e}); if another "
-                "streamrag is writing it, let it finish, else stop the program holding it") from None
+    def transaction(self, *, begun: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error).
+
+        ``begun``: the caller already opened it with ``try_begin``. Otherwise ``BEGIN IMMEDIATE``
+        waits inside SQLite (blocking this thread) up to ``_BUSY_S`` for another connection's
+        write lock, then raises StoreBusyError."""
+        if not begun:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                raise self.busy_error(e) from None
         try:
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:   # a failed COMMIT can leave it open: nothing is kept
+                self.conn.execute("ROLLBACK")
+            raise
+
+    def try_begin(self) -> bool:
+        """``BEGIN IMMEDIATE`` without waiting: False while another connection holds the write
+        lock. The caller then waits as it likes (``writer.Writer`` sleeps on the event loop)."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as e:
+            if not _is_busy(e):
+                raise
+            return False
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
+
+    @staticmethod
+    def busy_wait_s() -> float:
+        """How long a write waits for another connection's write lock before giving up."""
+        return _BUSY_S
+
+    def busy_error(self, e: Exception | None = None) -> StoreBusyError:
+        why = f" ({e})" if e is not None else ""
+        return StoreBusyError(
+            f"{self.path} stayed locked by another process for {_BUSY_S} s{why}; if another "
+            "streamrag is writing it, let it finish, else stop the program holding it")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Store]:
@@ -440,6 +473,11 @@ def _closed_last(path: Path) -> bool:
             return False
         _open_counts.pop(key, None)
         return True
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    """Whether SQLite gave up on (or refused to wait for) another connection's lock."""
+    return "locked" in str(e) or "busy" in str(e)
 
 
 def fold_wal(path: Path | str) -> None:

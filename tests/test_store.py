@@ -377,3 +377,149 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
     with pytest.raises(StoreBusyError, match=r"streamrag index \.\); stop that one first \(or wait for it"):
         WriterLock(db, "streamrag watch .").take()
     second.release()
+
+
+def _within(seconds, main):
+    """Runs ``anyio.run(main)`` in a thread; fails instead of hanging the suite when it hangs."""
+    import threading
+
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = anyio.run(main)
+        except BaseException as e:  # noqa: BLE001 - re-raised below, in the test's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: a caller waits forever"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _hold_write_lock(db):
+    import sqlite3
+
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_waiting_for_another_programs_write_lock_leaves_the_event_loop_running(tmp_path, monkeypatch):
+    # SQLite's own busy wait blocked the loop for up to 30 s: no signal, no timer, no stream went on.
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 1)
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    ticks = []
+
+    async def main():
+        async with Writer(store) as writer:
+            async with anyio.create_task_group() as tg:
+                async def tick():
+                    while True:
+                        await anyio.sleep(0.05)
+                        ticks.append(1)
+                tg.start_soon(tick)
+                with pytest.raises(StoreBusyError, match="stayed locked by another process for 1 s"):
+                    await writer.run(lambda s: s.set_meta("k", "v"))
+                holder.execute("ROLLBACK")
+                await writer.run(lambda s: s.set_meta("k", "v"))   # free again: it goes through
+                tg.cancel_scope.cancel()
+
+    try:
+        _within(20, main)
+    finally:
+        holder.close()
+    assert len(ticks) >= 10, len(ticks)
+    assert store.get_meta("k") == "v"
+    store.close()
+
+
+def test_a_writer_cancelled_while_it_waits_for_the_lock_still_commits_what_it_was_given(tmp_path):
+    # Ctrl-C while another program holds the lock: the op taken from the queue (a paid answer)
+    # is neither lost nor left with its caller waiting forever; it commits once the lock is free.
+    import threading
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    returned = []
+
+    async def main():
+        with anyio.CancelScope() as scope:
+            async with Writer(store) as writer:
+                async def caller():
+                    await writer.run(lambda s: s.set_meta("paid", "answer"))
+                    returned.append(True)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(caller)
+                    await anyio.sleep(0.3)        # the writer is waiting for the lock now
+                    threading.Timer(0.5, holder.rollback).start()
+                    scope.cancel()
+
+    try:
+        _within(20, main)
+    finally:
+        holder.close()
+    assert store.get_meta("paid") == "answer"
+    assert returned == [True]
+    store.close()
+
+
+def test_a_begin_that_fails_otherwise_than_busy_fails_its_callers_and_the_writer_goes_on(tmp_path, monkeypatch):
+    import sqlite3
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    real = store.try_begin
+    failures = iter([sqlite3.OperationalError("disk I/O error")])
+
+    def try_begin():
+        for e in failures:
+            raise e
+        return real()
+
+    monkeypatch.setattr(store, "try_begin", try_begin)
+
+    async def main():
+        async with Writer(store) as writer:
+            with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+                await writer.run(lambda s: s.set_meta("first", "1"))
+            await writer.run(lambda s: s.set_meta("second", "2"))
+
+    _within(20, main)
+    assert store.get_meta("first") is None and store.get_meta("second") == "2"
+    store.close()
+
+
+def test_an_op_interrupted_halfway_commits_none_of_its_writes(tmp_path):
+    class Interrupted(BaseException):
+        pass
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    calls = []
+
+    def half_done(s):
+        calls.append(1)
+        s.set_meta("half", "written")
+        raise Interrupted
+
+    async def main():
+        async with Writer(store) as writer:
+            await writer.run(half_done)
+
+    with pytest.raises(BaseException) as caught:
+        _within(20, main)
+    assert caught.group_contains(Interrupted) if isinstance(caught.value, BaseExceptionGroup) \
+        else isinstance(caught.value, Interrupted)
+    assert calls == [1]                       # not run a second time on the way out
+    assert store.get_meta("half") is None     # rolled back, not committed by a later write
+    store.close()
