@@ -136,15 +136,14 @@ def widen(store: Store, seeds: Sequence[tuple[str, float]], extra: int) -> list[
     from streamrag.graph import Graph, personalized_pagerank
 
     ids = [r[0] for r in store.conn.execute("SELECT id FROM entities")]
-    edges = [(s, t, w) for s, t, w in store.conn.execute(
-        "SELECT source, target, weight FROM relationships")]
-    known = set(ids)
-    graph = Graph(ids, [e for e in edges if e[0] in known and e[1] in known])
+    edges = store.conn.execute("SELECT source, target, weight FROM relationships").fetchall()
+    graph = Graph(ids, edges, drop_unknown=True)
     top = max((s for _, s in seeds), default=0.0)
     weights = {eid: (s / top if top > 0 else 1.0) or 1e-3 for eid, s in seeds}
     seen = {eid for eid, _ in seeds}
     out = list(seeds)
-    for eid, score in personalized_pagerank(graph, weights):
+    # at most len(seeds) of the ranking are seeds, so this many places always suffice
+    for eid, score in personalized_pagerank(graph, weights, top_k=len(seeds) + extra):
         if len(out) >= len(seeds) + extra:
             break
         if eid not in seen:

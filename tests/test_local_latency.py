@@ -1,0 +1,89 @@
+"""The faster graph build and PageRank ranking behind local search give the same numbers."""
+
+import random
+
+import pytest
+
+from streamrag.graph import Graph, pair_weights, personalized_pagerank, sorted_pairs
+
+
+def reference(index, edges):
+    """What Graph built before: pair_weights, sorted by key."""
+    n = len(index)
+    summed = pair_weights(index, edges)
+    keys = sorted(summed)
+    return [k // n for k in keys], [k % n for k in keys], [summed[k] for k in keys]
+
+
+def random_edges(rng, ids, count, *, duplicates):
+    out = []
+    for _ in range(count):
+        a, b = rng.choice(ids), rng.choice(ids)
+        out.append((a, b, rng.choice([0.1, 0.2, 0.25, 1, 2.5, 1 / 3])))
+    if duplicates:  # the same pair again, either way round
+        out += [(b, a, w + 0.1) for a, b, w in rng.sample(out, count // 5)]
+    return out
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_sorted_pairs_equals_pair_weights_sorted(duplicates):
+    rng = random.Random(7)
+    ids = [f"e{k:03d}" for k in range(60)]
+    index = {e: i for i, e in enumerate(ids)}
+    for _ in range(20):
+        edges = random_edges(rng, ids, rng.randint(1, 300), duplicates=duplicates)
+        assert sorted_pairs(index, edges) == reference(index, edges)
+        assert sorted_pairs(index, iter(edges)) == reference(index, edges)  # any iterable
+
+
+def test_sorted_pairs_self_loops_empty_and_integer_weights():
+    index = {"a": 0, "b": 1, "c": 2}
+    assert sorted_pairs(index, []) == ([], [], [])
+    assert sorted_pairs(index, [("a", "a", 1.0)]) == ([], [], [])
+    first, second, weights = sorted_pairs(index, [("c", "a", 2), ("b", "a", 1)])
+    assert (first, second, weights) == ([0, 0], [1, 2], [1.0, 2.0])
+    assert all(type(w) is float for w in weights)
+
+
+def test_sorted_pairs_unknown_endpoint_raises_or_is_dropped():
+    index = {"a": 0, "b": 1, "c": 2}
+    edges = [("a", "b", 1.0), ("a", "ghost", 5.0), ("c", "b", 2.0)]
+    with pytest.raises(ValueError, match="ghost"):
+        sorted_pairs(index, edges)
+    assert sorted_pairs(index, edges, drop_unknown=True) == ([0, 1], [1, 2], [1.0, 2.0])
+    assert sorted_pairs(index, [("x", "y", 1.0)], drop_unknown=True) == ([], [], [])
+    with pytest.raises(ValueError):
+        Graph("abc", edges)
+    assert Graph("abc", edges, drop_unknown=True).edges() == [("a", "b", 1.0), ("b", "c", 2.0)]
+
+
+def slow_ranking(graph, seeds):
+    """The ranking as personalized_pagerank sorted it before: every score, tuples sorted in Python."""
+    import rustworkx as rx
+
+    personalization = {graph.index[e]: float(w) for e, w in sorted(seeds.items()) if e in graph.index}
+    scores = rx.pagerank(graph.directed(), alpha=0.85, weight_fn=float,
+                         personalization=personalization, max_iter=200)
+    return sorted(((graph.ids[i], s) for i, s in scores.items()), key=lambda p: (-p[1], p[0]))
+
+
+def test_pagerank_ranking_keeps_order_and_ties_by_id():
+    # a star: every leaf ties with every other, so only the id orders them
+    ids = ["hub"] + [f"leaf{k:02d}" for k in range(30, 0, -1)]
+    graph = Graph(ids, [("hub", leaf, 1.0) for leaf in ids[1:]])
+    ranked = personalized_pagerank(graph, {"hub": 1.0})
+    assert ranked == slow_ranking(graph, {"hub": 1.0})
+    assert [e for e, _ in ranked[1:]] == sorted(ids[1:])
+    assert personalized_pagerank(graph, {"hub": 1.0}, top_k=4) == ranked[:4]
+    assert personalized_pagerank(graph, {"hub": 1.0}, top_k=0) == []
+
+
+def test_pagerank_ranking_matches_the_plain_sort_on_random_graphs():
+    rng = random.Random(11)
+    ids = [f"n{k:03d}" for k in range(80)]
+    for _ in range(10):
+        edges = random_edges(rng, ids, 150, duplicates=False)
+        graph = Graph(ids, edges)
+        seeds = {e: rng.choice([1.0, 0.5, 1e-3]) for e in rng.sample(ids, 3)}
+        assert personalized_pagerank(graph, seeds) == slow_ranking(graph, seeds)
+        assert personalized_pagerank(graph, seeds, top_k=7) == slow_ranking(graph, seeds)[:7]
