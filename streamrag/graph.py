@@ -108,8 +108,8 @@ def sorted_pairs(index: Mapping[str, int], edges: Iterable[tuple[str, str, float
                  drop_unknown: bool = False) -> tuple[list[int], list[int], list[float]]:
     """The edges of ``pair_weights(index, edges)`` in ascending key order, as three lists:
     smaller node index, larger node index, summed weight. The same numbers (every weight a
-    ``float``, duplicates summed in input order), worked out with numpy: a tenth of the time
-    on 200,000 edges. ``drop_unknown`` leaves out an edge with an endpoint not in ``index``
+    ``float``, duplicates summed in input order), worked out with numpy: half the time of
+    pair_weights and a sort on 200,000 edges. ``drop_unknown`` leaves out an edge with an endpoint not in ``index``
     instead of raising ValueError."""
     rows = edges if isinstance(edges, list) else list(edges)
     if not rows:

@@ -1,0 +1,100 @@
+"""How long `streamrag ask --mode local` takes, end to end, on an offline index.
+
+Builds an offline index of ``--corpus`` (no model: the extractive answer), or reuses the one at
+``--db`` when that file exists, then runs ``--asks`` local asks as separate processes, the way a
+user runs them: each one pays for Python's start, the imports, the tokenizer and the PageRank
+over the whole graph. The questions name the index's entities (the most connected ones first),
+so every ask seeds, widens by PageRank and builds a full context. Prints ONE JSON line:
+
+    {"bench": "query_latency", "corpus", "documents", "entities", "relationships", "asks",
+     "local_ask_s_median", "local_ask_s_max", "local_ask_s_min"}
+
+    python bench/query_latency.py --corpus ../shared/corpus/christmas_carol
+    python bench/query_latency.py --corpus DIR --db /tmp/big.db --asks 10   # reuses /tmp/big.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import ROOT, emit
+
+TEMPLATES = (
+    "What do the documents say about {name}?",
+    "Who is {name} connected to, and how?",
+    "What has {name} done, and where?",
+)
+
+
+def build(corpus: Path, db: Path, work: Path) -> None:
+    """An offline index of a copy of ``corpus`` (indexing may write into the folder it reads)."""
+    copy = work / "corpus"
+    shutil.copytree(corpus, copy)
+    subprocess.run([sys.executable, "-m", "streamrag", "index", str(copy), "--offline", "-q",
+                    "--db", str(db)], check=True, cwd=work, env=_env(), stdout=subprocess.DEVNULL)
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def counts(db: Path) -> tuple[dict, list[str]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        sizes = {"documents": conn.execute("SELECT count(*) FROM documents").fetchone()[0],
+                 "entities": conn.execute("SELECT count(*) FROM entities").fetchone()[0],
+                 "relationships": conn.execute("SELECT count(*) FROM relationships").fetchone()[0]}
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM entities ORDER BY degree DESC, mentions DESC, id LIMIT 50")]
+    finally:
+        conn.close()
+    return sizes, names
+
+
+def questions(names: list[str], n: int) -> list[str]:
+    if not names:
+        return ["What do the documents say?"] * n
+    return [TEMPLATES[k % len(TEMPLATES)].format(name=names[k % len(names)]) for k in range(n)]
+
+
+def time_ask(db: Path, question: str, cwd: Path) -> float:
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "streamrag", "ask", "--db", str(db), "--mode", "local",
+                    "--json", question], check=True, cwd=cwd, env=_env(),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", type=Path, default=None, help="folder to index (not needed with an existing --db)")
+    p.add_argument("--db", type=Path, default=None, help="index to reuse if it exists, else where to build it "
+                                                         "(default: a temporary file)")
+    p.add_argument("--asks", type=int, default=5, help="local asks to time (default 5)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        db = args.db or work / "index.db"
+        if not db.exists():
+            if args.corpus is None:
+                p.error(f"{db} does not exist: give --corpus to build it")
+            build(args.corpus, db, work)
+        sizes, names = counts(db)
+        times = [time_ask(db, q, work) for q in questions(names, max(1, args.asks))]
+    emit({"bench": "query_latency", "corpus": str(args.corpus or ""), **sizes, "asks": len(times),
+          "local_ask_s_median": round(statistics.median(times), 3),
+          "local_ask_s_max": round(max(times), 3), "local_ask_s_min": round(min(times), 3)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
