@@ -66,7 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say(f"streamrag demo: indexing A Christmas Carol ({len(list(corpus.glob('*.txt')))} staves) "
             "offline, with no LLM ...")
         result = anyio.run(lambda: sync([corpus], settings, db, root=corpus, command="demo"))
-        say(f"Built in {result.wall_s:.1f} s: {result.docs} documents, {result.chunks} chunks, "
+        say(f"Built in {result.wall_s:.1f} s: {result.documents} documents, {result.chunks} chunks, "
             f"{result.entities} entities, {result.relationships} relationships, "
             f"{result.communities} communities with reports.")
         store = Store(db, readonly=True)

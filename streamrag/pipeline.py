@@ -144,11 +144,6 @@ class SyncResult(msgspec.Struct):
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
 
-    @property
-    def docs(self) -> int:
-        """The old name of ``documents``, for streamrag/demo.py until it reads ``documents``."""
-        return self.documents
-
 
 # --------------------------------------------------------------------------------------------
 # Stage 1: scan, load, chunk, extract, glean (streaming)
@@ -161,7 +156,6 @@ class Scan:
     documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
     doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # chunks of new documents
     warnings: list[str] = field(default_factory=list)
-    failures: int = 0
     unchanged_paths: int = 0
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
 
@@ -231,7 +225,7 @@ class Indexer:
                                       loader.VERSION, ix.text_field, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
-        self.failed_calls = 0
+        self.failed_items = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.rechunked_all = True
         self.unavailable = 0
@@ -253,7 +247,7 @@ class Indexer:
                 raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
         self.failures += 1
         if stage != "load":  # an unreadable file stays unreadable; a failed call may go next time
-            self.failed_calls += 1
+            self.failed_items += 1
         else:
             self.unreadable.append(message)
         self.progress.add("failures")
@@ -368,8 +362,8 @@ class Indexer:
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
-            reports_kept=kept, reclustered=reclustered, failures=self.failures + scan.failures,
-            failed_items=self.failed_calls,
+            reports_kept=kept, reclustered=reclustered, failures=self.failures,
+            failed_items=self.failed_items,
             warnings=self.unreadable + scan.warnings,
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
