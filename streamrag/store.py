@@ -318,31 +318,26 @@ class Store:
 
     # -- transactions ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def transaction(self, *, begun: bool = False) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on error).
 
-        ``begun``: the caller already opened it with ``try_begin``. Otherwise ``BEGIN IMMEDIATE``
-        waits inside SQLite (blocking this thread) up to ``_BUSY_S`` for another connection's
-        write lock, then raises StoreBusyError."""
-        if not begun:
-            if self.conn.in_transaction:
-                yield self.conn
-                return
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as e:
-                if not _is_busy(e):
-                    raise
-                raise self.busy_error(e) from None
+        ``BEGIN IMMEDIATE`` waits inside SQLite (blocking this thread) up to ``_BUSY_S`` for
+        another connection's write lock, then raises StoreBusyError. The writer task waits on
+        the event loop instead (``try_begin``)."""
+        if self.conn.in_transaction:
+            yield self.conn
+            return
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            if not _is_busy(e):
+                raise
+            raise self.busy_error(e) from None
         try:
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        try:
             self.conn.execute("COMMIT")
         except BaseException:
-            if self.conn.in_transaction:   # a failed COMMIT can leave it open: nothing is kept
+            if self.conn.in_transaction:   # (SQLite may have rolled back itself: a full disk)
                 self.conn.execute("ROLLBACK")
             raise
 

@@ -2,15 +2,14 @@
 
 Stages never write SQL themselves: they ``await writer.run(fn, *args)``, where ``fn(store, *args)``
 runs inside the writer task. Operations that arrive together share one transaction (up to
-``max_batch`` of them); the caller resumes only after its transaction committed, so a paid LLM
-answer is durable before the pipeline moves on. A failing operation is rolled back alone and its
-exception is raised in the caller; the others in its batch are retried individually.
+``max_batch`` of them), each inside its own savepoint: an operation that raises is undone alone
+and its exception is raised in its caller, while the others commit. The caller resumes only
+after the transaction committed, so a paid LLM answer is durable before the pipeline moves on.
 
 While another program holds the database's write lock, the writer waits in short sleeps on the
 event loop (up to ``Store.busy_wait_s()``, then each waiting caller gets StoreBusyError), so
-signals, timers and streams go on meanwhile. Only the wait is asynchronous: once ``BEGIN`` has
-succeeded, a transaction runs to its ``COMMIT`` or ``ROLLBACK`` with no await inside, so a
-cancellation never lands in the middle of one.
+signals, timers and streams go on meanwhile. Only that wait is asynchronous: from ``BEGIN`` to
+``COMMIT`` or ``ROLLBACK`` nothing awaits, so a cancellation never lands inside a transaction.
 """
 
 from __future__ import annotations
@@ -93,13 +92,18 @@ class Writer:
                     await anyio.lowlevel.checkpoint()
             finally:
                 # Cancelled (perhaps while waiting for the lock): the operations taken but not
-                # done, and those still queued, run now, so no caller waits forever on a shielded
-                # ``done`` and the work they carry (a paid answer) is kept.
+                # done, and those queued, run now, so no caller waits forever on a shielded
+                # ``done`` and the work they carry (a paid answer) is kept. Ops sent while this
+                # waits are taken too: the loop ends only when nothing is queued, and nothing
+                # awaits from that check to the stream's close (later sends then run themselves).
                 with anyio.CancelScope(shield=True):
                     left = [op for op in self._pending if not op.done.is_set()]
-                    left += self._ready(None)
-                    if left:
+                    while True:
+                        left += self._ready(None)
+                        if not left:
+                            break
                         await self._commit(left)
+                        left = []
 
     def _ready(self, limit: int | None) -> list[_Op]:
         out: list[_Op] = []
@@ -111,32 +115,27 @@ class Writer:
         return out
 
     async def _commit(self, batch: list[_Op]) -> None:
-        """Runs ``batch`` in one transaction, or op by op when one of them fails, and sets each
-        op's ``done``. Cancellation can land only in a wait for the lock, before a ``BEGIN``:
-        the ops not done by then have not run."""
+        """Runs ``batch`` in one transaction and sets each op's ``done``. Cancellation can land
+        only in the wait for the lock, before ``BEGIN``: then no op of the batch has run."""
         try:
-            begun = await self._begin()
+            await self._begin()
         except Exception as e:  # noqa: BLE001 - busy past the wait, or BEGIN failed: no op ran
             self._finish(batch, e)
             return
-        if self._run(batch, begun) or len(batch) == 1:
-            self._finish(batch)
-            return
-        for op in batch:  # one op failed and rolled the batch back: retry each alone
-            try:
-                begun = await self._begin()
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                op.error = e
-            else:
-                self._run([op], begun)
-            self._finish([op])
+        try:
+            self._run(batch)
+        except BaseException as e:  # rolled back; every caller of the batch gets it, none hangs
+            self._finish(batch, e)
+            raise
+        self._finish(batch)
 
-    async def _begin(self) -> bool:
-        """``BEGIN IMMEDIATE``, waiting in short sleeps while another connection writes. False
-        when the connection is inside a transaction already, which the ops then join (as
-        ``Store.transaction`` does)."""
-        if self.store.conn.in_transaction:
-            return False
+    async def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting in short sleeps while another connection writes."""
+        conn = self.store.conn
+        if conn.in_transaction:
+            # Left open by an interrupted BEGIN or a failed ROLLBACK: nothing in it was promised
+            # to anyone (a caller hears "committed" only after COMMIT), so it goes.
+            conn.execute("ROLLBACK")
         deadline = time.monotonic() + self.store.busy_wait_s()
         pause = 0.005
         while not self.store.try_begin():
@@ -144,29 +143,36 @@ class Writer:
                 raise self.store.busy_error()
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.1)
-        return True
 
-    def _run(self, batch: list[_Op], begun: bool) -> bool:
-        """Runs ``batch`` in the transaction ``_begin`` opened; False when an op raised and the
-        batch was rolled back (a batch of one keeps the error as its op's)."""
+    def _run(self, batch: list[_Op]) -> None:
+        """Runs ``batch`` in the transaction ``_begin`` opened, each op in a savepoint, and
+        commits. An op that raises an Exception is rolled back to its savepoint and keeps the
+        error; an error that ends the whole transaction (a failed COMMIT, a full disk) is every
+        op's; a BaseException rolls everything back and is raised."""
+        conn = self.store.conn
         try:
-            with self.store.transaction(begun=begun):
-                for op in batch:
-                    op.result = op.fn(self.store, *op.args)
-        except Exception as e:  # noqa: BLE001 - the op's caller gets it, or it is retried alone
             for op in batch:
-                op.error = e if len(batch) == 1 else None
-            return False
-        except BaseException as e:  # rolled back; every caller of the batch gets it, none hangs
-            self._finish(batch, e)
-            raise
-        for op in batch:
-            op.error = None
-        return True
+                conn.execute("SAVEPOINT op")
+                try:
+                    op.result = op.fn(self.store, *op.args)
+                except Exception as e:  # noqa: BLE001 - handed to the op's caller
+                    if not conn.in_transaction:  # SQLite gave the whole transaction up
+                        raise
+                    conn.execute("ROLLBACK TO op")
+                    op.result, op.error = None, e
+                conn.execute("RELEASE op")
+            conn.execute("COMMIT")
+        except BaseException as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not isinstance(e, Exception):
+                raise
+            for op in batch:
+                op.result, op.error = None, op.error or e
 
     @staticmethod
     def _finish(batch: list[_Op], error: BaseException | None = None) -> None:
         for op in batch:
             if error is not None:
-                op.error = error
+                op.result, op.error = None, error
             op.done.set()

@@ -523,3 +523,94 @@ def test_an_op_interrupted_halfway_commits_none_of_its_writes(tmp_path):
     assert calls == [1]                       # not run a second time on the way out
     assert store.get_meta("half") is None     # rolled back, not committed by a later write
     store.close()
+
+
+def test_an_op_sent_while_a_cancelled_writer_waits_for_the_lock_is_committed_not_dropped(tmp_path):
+    # A shielded cleanup write (like finish_run) sent while the cancelled writer waits for
+    # another program's lock was queued, then thrown away with the stream: its caller hung.
+    import threading
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    returned = []
+
+    async def main():
+        with anyio.CancelScope() as scope:
+            async with Writer(store) as writer:
+                async def caller():
+                    await writer.run(lambda s: s.set_meta("paid", "answer"))
+                async def cleanup():
+                    try:
+                        await anyio.sleep_forever()
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await anyio.sleep(0.1)   # the writer is in its shielded wait by now
+                            await writer.run(lambda s: s.set_meta("cleanup", "done"))
+                            returned.append("cleanup")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(caller)
+                    tg.start_soon(cleanup)
+                    await anyio.sleep(0.3)
+                    threading.Timer(0.6, holder.rollback).start()
+                    scope.cancel()
+
+    try:
+        _within(20, main)
+    finally:
+        holder.close()
+    assert returned == ["cleanup"]
+    assert store.get_meta("paid") == "answer" and store.get_meta("cleanup") == "done"
+    store.close()
+
+
+def test_a_transaction_left_open_on_the_write_connection_is_not_joined(tmp_path):
+    # An interrupted BEGIN or a failed ROLLBACK can leave a transaction open. Joining it told
+    # callers "committed" while nothing was: their writes vanished with the connection.
+    db = tmp_path / "index.db"
+    store = Store(db)
+    store.conn.execute("BEGIN IMMEDIATE")
+    store.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('leftover', 'x')")
+
+    async def main():
+        async with Writer(store) as writer:
+            await writer.run(lambda s: s.set_meta("paid", "answer"))
+
+    _within(20, main)
+    assert not store.conn.in_transaction
+    store.close()
+    reopened = Store(db)
+    assert reopened.get_meta("paid") == "answer" and reopened.get_meta("leftover") is None
+    reopened.close()
+
+
+@pytest.mark.anyio
+async def test_ops_of_one_batch_fail_alone_in_one_transaction(tmp_path):
+    # Each op runs in a savepoint: a failing op is undone alone, the others commit with it in
+    # one transaction (a retry op by op took the lock once per op, each wait up to 30 s).
+    store = Store(tmp_path / "index.db")
+    begins = []
+    real = store.try_begin
+    store.try_begin = lambda: begins.append(1) or real()
+
+    def bad(s):
+        s.set_meta("bad", "half")
+        raise ValueError("bad op")
+
+    async with Writer(store) as writer:
+        results = {}
+
+        async def call(name, fn):
+            try:
+                results[name] = await writer.run(fn)
+            except ValueError as e:
+                results[name] = str(e)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "a", lambda s: s.set_meta("a", "1") or "ok")
+            tg.start_soon(call, "bad", bad)
+            tg.start_soon(call, "b", lambda s: s.set_meta("b", "2") or "ok")
+    assert results == {"a": "ok", "bad": "bad op", "b": "ok"}
+    assert (store.get_meta("a"), store.get_meta("bad"), store.get_meta("b")) == ("1", None, "2")
+    assert len(begins) == 1
+    store.close()
