@@ -30,7 +30,6 @@ by crumbs for dozens of iterations, and the final local moves make the answer a 
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import re
 from collections import Counter
@@ -38,11 +37,14 @@ from collections.abc import Callable, Iterable, Sequence
 
 import igraph as ig
 import leidenalg as la
+import numpy as np
 
-from streamrag.graph import pair_weights
+from streamrag.graph import sorted_pairs
 from streamrag.records import Community
 
 __all__ = ["hierarchical_leiden", "diff_communities"]
+
+Pairs = np.ndarray | Sequence[tuple[int, int]]   # edges (i, j) of a subgraph: an (edges, 2) array
 
 
 def hierarchical_leiden(
@@ -186,28 +188,34 @@ class _Edges:
 
     def __init__(self, index: dict[str, int], edges: Iterable[tuple[str, str, float]]) -> None:
         n = self.n = len(index)
-        summed = pair_weights(index, edges, positive_only=True)
-        self.keys = sorted(summed)  # i * n + j: node i's edges to higher nodes are one run
-        self.weights = [summed[key] for key in self.keys]
-        self.pairs = [divmod(key, n) for key in self.keys]
+        first, second, self.weights = sorted_pairs(index, edges, positive_only=True)
+        self.pairs = np.array([first, second], dtype=np.int64).T.reshape(-1, 2)  # node i's edges
+        self._run_start = np.searchsorted(self.pairs[:, 0], np.arange(n + 1))   # to higher nodes: one run
+        self._position = np.full(n, -1, dtype=np.int64)   # scratch for ``induced``
 
-    def induced(self, members: list[int]) -> tuple[list[tuple[int, int]], list[float]]:
-        """The edges among ``members`` (ascending), numbered by position in ``members``."""
+    def induced(self, members: list[int]) -> tuple[np.ndarray, list[float]]:
+        """The edges among ``members`` (ascending), numbered by position in ``members``: an
+        (edges, 2) array in the order of (first end, second end), and their weights."""
         if len(members) == self.n:  # everyone: the whole graph, as it is
             return self.pairs, self.weights
-        keys, n = self.keys, self.n
-        local = {node: k for k, node in enumerate(members)}
-        pairs: list[tuple[int, int]] = []
-        weights: list[float] = []
-        for k, node in enumerate(members):
-            row = node * n
-            start = bisect.bisect_left(keys, row + node + 1)
-            for at in range(start, bisect.bisect_left(keys, row + n, start)):
-                m = local.get(keys[at] - row)
-                if m is not None:
-                    pairs.append((k, m))
-                    weights.append(self.weights[at])
-        return pairs, weights
+        nodes = np.asarray(members, dtype=np.int64)
+        starts = self._run_start[nodes]
+        counts = self._run_start[nodes + 1] - starts
+        total = int(counts.sum())
+        if not total:
+            return np.empty((0, 2), dtype=np.int64), []
+        # every edge of every member's run, the runs in member order
+        at = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        self._position[nodes] = np.arange(len(nodes))
+        try:
+            other = self._position[self.pairs[at, 1]]
+        finally:
+            self._position[nodes] = -1
+        inside = other >= 0
+        first = np.repeat(np.arange(len(nodes)), counts)[inside]
+        kept = at[inside].tolist()
+        weights = self.weights
+        return np.stack((first, other[inside]), axis=1), [weights[k] for k in kept]
 
 
 def _leiden_parts(
@@ -225,17 +233,17 @@ def _leiden_parts(
     Returns lists of node indices, each ascending, ordered by their smallest member.
     """
     pairs, weights = graph_edges.induced(members)
-    if not pairs:
+    if not len(pairs):
         return [[node] for node in members]
 
-    graph = ig.Graph(n=len(members), edges=pairs)
+    graph = ig.Graph(n=len(members), edges=pairs.tolist())
     labels = [previous.get(node) for node in members]
     if all(label is None for label in labels):
-        membership = _connected(_optimise(graph, weights, None, seed, resolution), pairs)
+        membership = _connected(_optimise(graph, weights, None, seed, resolution), pairs, graph)
         if rounds > 1:
             membership = _settle(graph, weights, membership, pairs, seed, resolution, rounds)
     else:
-        membership = _settle(graph, weights, _warm_start(weights, labels, resolution, pairs), pairs,
+        membership = _settle(graph, weights, _warm_start(weights, labels, resolution, pairs, graph), pairs,
                              seed, resolution, rounds)
 
     groups: dict[int, list[int]] = {}
@@ -244,7 +252,7 @@ def _leiden_parts(
     return sorted(groups.values(), key=lambda g: g[0])
 
 
-def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs: list[tuple[int, int]],
+def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs: Pairs,
             seed: int, resolution: float, rounds: int) -> list[int]:
     """``membership`` re-optimised where a node wants to move, until none does (at most
     ``rounds`` times).
@@ -263,7 +271,8 @@ def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs:
             break
         free = {membership[v] for v in unstable}
         fixed = [label not in free for label in membership]
-        membership = _connected(_optimise(graph, weights, membership, seed, resolution, fixed=fixed), pairs)
+        membership = _connected(_optimise(graph, weights, membership, seed, resolution, fixed=fixed), pairs,
+                                graph)
     return membership
 
 
@@ -307,7 +316,8 @@ def _optimise_free(graph: ig.Graph, weights: list[float], membership: list[int],
     aggregate.set_membership([number.setdefault(membership[member_of[k]], len(number))
                               for k in range(len(member_of))])
     _improve(aggregate, seed, [fixed[member_of[k]] for k in range(len(member_of))])
-    return [aggregate.membership[k] for k in fine.membership]
+    coarse_membership = aggregate.membership  # (a property that copies the list on each read)
+    return [coarse_membership[k] for k in fine.membership]
 
 
 def _improve(partition: la.RBConfigurationVertexPartition, seed: int, fixed: list[bool] | None) -> None:
@@ -329,7 +339,8 @@ def _warm_start(
     weights: list[float],
     labels: list[str | None],
     resolution: float,
-    pairs: list[tuple[int, int]],
+    pairs: Pairs,
+    graph: ig.Graph | None = None,
 ) -> list[int]:
     """The previous partition, with newcomers placed and every part made connected.
 
@@ -346,10 +357,10 @@ def _warm_start(
     initial = [renumber.setdefault(x, len(renumber)) for x in initial]  # labels < node count
     if any(newcomer):
         initial = _place(initial, newcomer, pairs, weights, resolution)
-    return _connected(initial, pairs)
+    return _connected(initial, pairs, graph)
 
 
-def _place(membership: list[int], newcomer: list[bool], pairs: list[tuple[int, int]],
+def _place(membership: list[int], newcomer: list[bool], pairs: Pairs,
            weights: list[float], resolution: float) -> list[int]:
     """Each newcomer moved to the neighbouring part it adds most quality to (the gain
     ``_unstable`` uses), in node order, until none moves; everyone else stays.
@@ -358,19 +369,14 @@ def _place(membership: list[int], newcomer: list[bool], pairs: list[tuple[int, i
     fixed cost a second and a half of a small update to a 200,000-edge graph.
     """
     membership = list(membership)
-    strength = [0.0] * len(membership)
+    node, other, w = _both_ways(pairs, weights)
+    strength = np.bincount(node, weights=w, minlength=len(membership))
     links: dict[int, list[tuple[int, float]]] = {v: [] for v, new in enumerate(newcomer) if new}
-    for (a, b), w in zip(pairs, weights):
-        strength[a] += w
-        strength[b] += w
-        if a in links:
-            links[a].append((b, w))
-        if b in links:
-            links[b].append((a, w))
+    for k in np.flatnonzero(np.asarray(newcomer)[node]).tolist():   # in edge order
+        links[int(node[k])].append((int(other[k]), float(w[k])))
     two_m = 2 * sum(weights)
-    part: dict[int, float] = {}
-    for v, label in enumerate(membership):
-        part[label] = part.get(label, 0.0) + strength[v]
+    part = dict(enumerate(np.bincount(membership, weights=strength).tolist()))
+    strength = strength.tolist()
     tolerance = 1e-9 * two_m
     for _ in range(_MAX_MOVE_PASSES):
         moved = False
@@ -394,22 +400,22 @@ def _place(membership: list[int], newcomer: list[bool], pairs: list[tuple[int, i
     return membership
 
 
-def _connected(membership: list[int], pairs: list[tuple[int, int]]) -> list[int]:
-    """Cut every part into its connected pieces; a piece is labelled by its smallest node."""
-    root = list(range(len(membership)))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
-    for a, b in pairs:
-        if membership[a] == membership[b]:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                root[max(ra, rb)] = min(ra, rb)
-    return [find(k) for k in range(len(membership))]
+def _connected(membership: list[int], pairs: Pairs, graph: ig.Graph | None = None) -> list[int]:
+    """Cut every part into its connected pieces; a piece is labelled by its smallest node.
+    ``graph``, when given, has the edges ``pairs`` in that order (it saves building one)."""
+    n = len(membership)
+    if not len(pairs):
+        return list(range(n))
+    ends = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    label = np.asarray(membership)
+    inside = label[ends[:, 0]] == label[ends[:, 1]]
+    if graph is not None:
+        pieces = graph.subgraph_edges(np.flatnonzero(inside).tolist(), delete_vertices=False)
+    else:
+        pieces = ig.Graph(n=n, edges=ends[inside].tolist())
+    piece = np.asarray(pieces.connected_components().membership)
+    _, first = np.unique(piece, return_index=True)  # the smallest node of each piece
+    return first[piece].tolist()
 
 
 # A kept partition is re-optimised only where a node would gain more than this share of its own
@@ -418,37 +424,45 @@ MOVE_GAIN = 0.05
 
 
 def _unstable(
-    membership: list[int], pairs: list[tuple[int, int]], weights: list[float], resolution: float
+    membership: list[int], pairs: Pairs, weights: list[float], resolution: float
 ) -> list[int]:
     """Nodes that would raise the quality by moving to a neighbouring part or leaving alone.
 
     The same gain leidenalg's move phase uses: w(v, D) - w(v, C - v) - γ k_v (K_D - K_C + k_v) / 2m.
+    Worked out with numpy, every sum in edge order (as a loop over the edges would add them),
+    so the floats are those of the loop: a node's fate does not depend on how it was computed.
     """
     n = len(membership)
-    strength = [0.0] * n
-    links: list[dict[int, float]] = [{} for _ in range(n)]  # node -> part -> weight to it
-    for (a, b), w in zip(pairs, weights):
-        strength[a] += w
-        strength[b] += w
-        links[a][membership[b]] = links[a].get(membership[b], 0.0) + w
-        links[b][membership[a]] = links[b].get(membership[a], 0.0) + w
+    if not len(pairs):
+        return []
+    label = np.asarray(membership, dtype=np.int64)
+    node, other, w = _both_ways(pairs, weights)
+    strength = np.bincount(node, weights=w, minlength=n)
+    parts = int(label.max()) + 1
+    keys, where = np.unique(node * parts + label[other], return_inverse=True)
+    to_part = np.bincount(where, weights=w)          # weight from a node to a part
+    key_node, key_part = keys // parts, keys % parts
     two_m = 2 * sum(weights)
-    part_strength: dict[int, float] = {}
-    for k, label in enumerate(membership):
-        part_strength[label] = part_strength.get(label, 0.0) + strength[k]
+    part_strength = np.bincount(label, weights=strength, minlength=parts)
     tolerance = 1e-9 * two_m
-    out = []
-    for v in range(n):
-        own = membership[v]
-        k_v = strength[v]
-        stay = links[v].get(own, 0.0) - resolution * k_v * (part_strength[own] - k_v) / two_m
-        best = 0.0  # alone
-        for label, w in links[v].items():
-            if label != own:
-                best = max(best, w - resolution * k_v * part_strength[label] / two_m)
-        if best - stay > tolerance + MOVE_GAIN * k_v:
-            out.append(v)
-    return out
+    k_v = strength[key_node]
+    own = key_part == label[key_node]
+    to_own = np.zeros(n)
+    to_own[key_node[own]] = to_part[own]
+    best = np.zeros(n)  # alone
+    gain = to_part[~own] - resolution * k_v[~own] * part_strength[key_part[~own]] / two_m
+    np.maximum.at(best, key_node[~own], gain)
+    stay = to_own - resolution * strength * (part_strength[label] - strength) / two_m
+    return np.flatnonzero(best - stay > tolerance + MOVE_GAIN * strength).tolist()
+
+
+def _both_ways(pairs: Pairs, weights: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each edge (a, b, w) as (a, b, w) then (b, a, w), in edge order: sums over these arrays
+    (``np.bincount`` adds in array order) equal those of a loop over the edges."""
+    ends = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    node = ends.reshape(-1)               # a0, b0, a1, b1, ...
+    other = ends[:, ::-1].reshape(-1)     # b0, a0, b1, a1, ...
+    return node, other, np.repeat(np.asarray(weights, dtype=float), 2)
 
 
 def _number(cid: str) -> int:

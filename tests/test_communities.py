@@ -421,7 +421,7 @@ def _unsettled(communities, nodes, edges):
         label = {index[m]: k for k, c in enumerate(parts) for m in c.members}
         members = sorted(label)
         pairs, weights = graph_edges.induced(members)
-        if pairs and communities_module._unstable([label[m] for m in members], pairs, weights, 1.0):
+        if len(pairs) and communities_module._unstable([label[m] for m in members], pairs, weights, 1.0):
             out.append(key)
     return out
 

@@ -7,19 +7,19 @@ import pytest
 from streamrag.graph import Graph, pair_weights, personalized_pagerank, sorted_pairs
 
 
-def reference(index, edges):
+def reference(index, edges, positive_only=False):
     """What Graph built before: pair_weights, sorted by key."""
     n = len(index)
-    summed = pair_weights(index, edges)
+    summed = pair_weights(index, edges, positive_only=positive_only)
     keys = sorted(summed)
     return [k // n for k in keys], [k % n for k in keys], [summed[k] for k in keys]
 
 
-def random_edges(rng, ids, count, *, duplicates):
+def random_edges(rng, ids, count, *, duplicates, weights=(0.1, 0.2, 0.25, 1, 2.5, 1 / 3)):
     out = []
     for _ in range(count):
         a, b = rng.choice(ids), rng.choice(ids)
-        out.append((a, b, rng.choice([0.1, 0.2, 0.25, 1, 2.5, 1 / 3])))
+        out.append((a, b, rng.choice(weights)))
     if duplicates:  # the same pair again, either way round
         out += [(b, a, w + 0.1) for a, b, w in rng.sample(out, count // 5)]
     return out
@@ -34,6 +34,18 @@ def test_sorted_pairs_equals_pair_weights_sorted(duplicates):
         edges = random_edges(rng, ids, rng.randint(1, 300), duplicates=duplicates)
         assert sorted_pairs(index, edges) == reference(index, edges)
         assert sorted_pairs(index, iter(edges)) == reference(index, edges)  # any iterable
+
+
+def test_sorted_pairs_positive_only_equals_pair_weights_sorted():
+    # What clustering builds its graph from: edges whose weight is not above 0 left out, and
+    # several edges of one pair (either way round) summed in input order, to the last bit.
+    rng = random.Random(11)
+    ids = [f"e{k:03d}" for k in range(40)]
+    index = {e: i for i, e in enumerate(ids)}
+    for _ in range(20):
+        edges = random_edges(rng, ids, rng.randint(1, 300), duplicates=True,
+                             weights=(0.1, 0.3, 1 / 3, 0.0, -1.0, 2.5, float("nan")))
+        assert sorted_pairs(index, edges, positive_only=True) == reference(index, edges, True)
 
 
 def test_sorted_pairs_self_loops_empty_and_integer_weights():
