@@ -18,7 +18,6 @@ import anyio
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
-from streamrag.pipeline import sync
 from streamrag.query import ask, format_footer
 from streamrag.terminal import terminal_text
 from streamrag.store import Store
@@ -41,6 +40,8 @@ def add_demo_command(subparsers) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from streamrag.pipeline import sync  # loaded here: every command builds the demo's parser
+
     started = time.monotonic()
     answer_settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"},
                                                               "llm": {"api_base": args.api_base or ""}},

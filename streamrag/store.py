@@ -29,8 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError
 
 _BUSY_S = 30   # how long a write waits for another process's write lock before giving up
@@ -263,7 +261,6 @@ class Store:
         except (sqlite3.Error, OSError) as e:
             raise _open_error(self.path, e) from None
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
         self._closed = False
         _opened(self.path)
         try:
@@ -393,7 +390,10 @@ class Store:
 
     # -- small helpers -----------------------------------------------------------------------
     def query(self, sql: str, params: Any = ()) -> list[dict]:
-        return list(self.db.query(sql, params))
+        """The rows of ``sql`` as dicts keyed by column name."""
+        cursor = self.conn.execute(sql, params)
+        names = [column[0] for column in cursor.description or ()]
+        return [dict(zip(names, row)) for row in cursor]
 
     def scalar(self, sql: str, params: Any = ()) -> Any:
         row = self.conn.execute(sql, params).fetchone()
