@@ -59,7 +59,10 @@ class Writer:
         return await self._tg.__aexit__(*exc)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(store, *args)`` in the writer task; return its result once committed."""
+        """Run ``fn(store, *args)`` in the writer task; return its result once committed.
+
+        ``fn`` runs inside the writer's transaction: it must not begin, commit or roll back one
+        itself, nor catch ``sqlite3.Error`` (an error may have ended the whole transaction)."""
         op = _Op(fn, args)
         # Shielded from the send on: a caller already cancelled (Ctrl-C, SIGTERM) still hands
         # its op over. ``send`` checks for cancellation before queueing, so unshielded, a paid
@@ -77,6 +80,8 @@ class Writer:
                 await op.done.wait()
         if op.error is not None:
             raise op.error
+        # Committed; a caller cancelled meanwhile stops here (one looping on run() never would).
+        await anyio.lowlevel.checkpoint_if_cancelled()
         return op.result
 
     async def _loop(self) -> None:
@@ -98,12 +103,18 @@ class Writer:
                 # awaits from that check to the stream's close (later sends then run themselves).
                 with anyio.CancelScope(shield=True):
                     left = [op for op in self._pending if not op.done.is_set()]
+                    stopped: BaseException | None = None
                     while True:
                         left += self._ready(None)
                         if not left:
                             break
-                        await self._commit(left)
+                        try:
+                            await self._commit(left)
+                        except BaseException as e:  # (a second Ctrl-C in an op): drain on
+                            stopped = stopped or e
                         left = []
+                    if stopped is not None:
+                        raise stopped
 
     def _ready(self, limit: int | None) -> list[_Op]:
         out: list[_Op] = []

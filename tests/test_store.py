@@ -456,8 +456,10 @@ def test_a_writer_cancelled_while_it_waits_for_the_lock_still_commits_what_it_wa
         with anyio.CancelScope() as scope:
             async with Writer(store) as writer:
                 async def caller():
-                    await writer.run(lambda s: s.set_meta("paid", "answer"))
-                    returned.append(True)
+                    try:
+                        await writer.run(lambda s: s.set_meta("paid", "answer"))
+                    finally:   # returned, or cancelled once the op committed: not hung
+                        returned.append(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(caller)
                     await anyio.sleep(0.3)        # the writer is waiting for the lock now
@@ -613,4 +615,94 @@ async def test_ops_of_one_batch_fail_alone_in_one_transaction(tmp_path):
     assert results == {"a": "ok", "bad": "bad op", "b": "ok"}
     assert (store.get_meta("a"), store.get_meta("bad"), store.get_meta("b")) == ("1", None, "2")
     assert len(begins) == 1
+    store.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["disk full", "commit refused"])
+async def test_a_batch_whose_whole_transaction_is_lost_fails_every_caller(tmp_path, how):
+    # SQLite gives a whole transaction up on a full disk, and a COMMIT can fail: then no op of
+    # the batch was kept, and every caller must hear so, not "committed".
+    import sqlite3
+
+    store = Store(tmp_path / "index.db")
+    if how == "disk full":
+        pages = store.scalar("PRAGMA page_count")
+
+        def middle(s):
+            s.conn.execute(f"PRAGMA max_page_count = {pages + 3}")
+            for i in range(2000):
+                s.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (f"big{i}", "y" * 3000))
+    else:
+        store.conn.execute("CREATE TABLE parent(id INTEGER PRIMARY KEY)")
+        store.conn.execute("CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        store.conn.execute("PRAGMA foreign_keys = ON")
+
+        def middle(s):
+            s.conn.execute("INSERT INTO child VALUES (99)")   # refused only at COMMIT
+    outcome = {}
+
+    async def call(name, fn):
+        try:
+            await writer.run(fn)
+            outcome[name] = "committed"
+        except sqlite3.Error:
+            outcome[name] = "failed"
+
+    async with Writer(store) as writer:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "a", lambda s: s.set_meta("a", "1"))
+            tg.start_soon(call, "middle", middle)
+            tg.start_soon(call, "b", lambda s: s.set_meta("b", "2"))
+        store.conn.execute("PRAGMA max_page_count = 1073741823")
+        store.conn.execute("PRAGMA foreign_keys = OFF")
+        await writer.run(lambda s: s.set_meta("next", "3"))   # the writer goes on
+    assert outcome == {"a": "failed", "middle": "failed", "b": "failed"}
+    assert (store.get_meta("a"), store.get_meta("b"), store.get_meta("next")) == (None, None, "3")
+    store.close()
+
+
+def test_an_interrupted_op_during_the_shutdown_drain_does_not_strand_later_ops(tmp_path):
+    # A second Ctrl-C (a BaseException) inside an op the cancelled writer drains stopped the
+    # drain: an op sent meanwhile stayed in the closed stream and its caller hung.
+    import threading
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupted(s):
+        raise Interrupted
+
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    outcome = {}
+
+    async def main():
+        with anyio.CancelScope() as scope:
+            async with Writer(store) as writer:
+                async def call(name, fn, delay=0.0):
+                    with anyio.CancelScope(shield=True):
+                        await anyio.sleep(delay)
+                        try:
+                            await writer.run(fn)
+                            outcome[name] = "committed"
+                        except Interrupted:
+                            outcome[name] = "interrupted"
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call, "first", lambda s: s.set_meta("first", "1"))
+                    await anyio.sleep(0.05)
+                    tg.start_soon(call, "interrupted", interrupted)
+                    tg.start_soon(call, "after", lambda s: s.set_meta("after", "1"), 0.2)
+                    await anyio.sleep(0.05)
+                    threading.Timer(0.4, holder.rollback).start()
+                    scope.cancel()
+
+    try:
+        with pytest.raises(BaseException):
+            _within(20, main)
+    finally:
+        holder.close()
+    assert outcome["after"] == "committed" and store.get_meta("after") == "1"
+    assert outcome["interrupted"] == "interrupted"
     store.close()
