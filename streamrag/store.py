@@ -357,11 +357,11 @@ class Store:
         """How long a write waits for another connection's write lock before giving up."""
         return _BUSY_S
 
-    def busy_error(self, e: Exception | None = None) -> StoreBusyError:
+    def busy_error(self, e: Exception | None = None, waited: float | None = None) -> StoreBusyError:
         why = f" ({e})" if e is not None else ""
         return StoreBusyError(
-            f"{self.path} stayed locked by another process for {_BUSY_S} s{why}; if another "
-            "streamrag is writing it, let it finish, else stop the program holding it")
+            f"{self.path} stayed locked by another process for {_BUSY_S if waited is None else waited:g} "
+            f"s{why}; if another streamrag is writing it, let it finish, else stop the program holding it")
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Store]:

@@ -23,6 +23,10 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from streamrag.store import Store
 
+# Once the writer is stopped (Ctrl-C, SIGTERM, a second signal), what is left is committed if the
+# write lock comes free within this long; a stop must not hang on another program's lock.
+_STOPPING_WAIT_S = 2.0
+
 
 class _Op:
     __slots__ = ("fn", "args", "done", "result", "error")
@@ -74,7 +78,7 @@ class Writer:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 # The writer task is gone (cancelled): nothing else uses the connection now, so
                 # the op (a shielded cleanup write such as ``finish_run``) runs here.
-                await self._commit([op])
+                await self._commit([op], patience=_STOPPING_WAIT_S)
             else:
                 # The op is queued and will run; waiting for it cannot be abandoned halfway.
                 await op.done.wait()
@@ -109,7 +113,7 @@ class Writer:
                         if not left:
                             break
                         try:
-                            await self._commit(left)
+                            await self._commit(left, patience=_STOPPING_WAIT_S)
                         except BaseException as e:  # (a second Ctrl-C in an op): drain on
                             stopped = stopped or e
                         left = []
@@ -125,11 +129,12 @@ class Writer:
                 break
         return out
 
-    async def _commit(self, batch: list[_Op]) -> None:
+    async def _commit(self, batch: list[_Op], patience: float | None = None) -> None:
         """Runs ``batch`` in one transaction and sets each op's ``done``. Cancellation can land
-        only in the wait for the lock, before ``BEGIN``: then no op of the batch has run."""
+        only in the wait for the lock (at most ``patience`` seconds, else the store's), before
+        ``BEGIN``: then no op of the batch has run."""
         try:
-            await self._begin()
+            await self._begin(patience)
         except Exception as e:  # noqa: BLE001 - busy past the wait, or BEGIN failed: no op ran
             self._finish(batch, e)
             return
@@ -140,18 +145,19 @@ class Writer:
             raise
         self._finish(batch)
 
-    async def _begin(self) -> None:
+    async def _begin(self, patience: float | None = None) -> None:
         """``BEGIN IMMEDIATE``, waiting in short sleeps while another connection writes."""
         conn = self.store.conn
         if conn.in_transaction:
             # Left open by an interrupted BEGIN or a failed ROLLBACK: nothing in it was promised
             # to anyone (a caller hears "committed" only after COMMIT), so it goes.
             conn.execute("ROLLBACK")
-        deadline = time.monotonic() + self.store.busy_wait_s()
+        wait = self.store.busy_wait_s() if patience is None else min(patience, self.store.busy_wait_s())
+        deadline = time.monotonic() + wait
         pause = 0.005
         while not self.store.try_begin():
             if time.monotonic() >= deadline:
-                raise self.store.busy_error()
+                raise self.store.busy_error(waited=wait)
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.1)
 

@@ -678,3 +678,37 @@ def test_an_interrupted_op_during_the_shutdown_drain_does_not_strand_later_ops(t
     assert outcome["after"] == "committed" and store.get_meta("after") == "1"
     assert outcome["interrupted"] == "interrupted"
     store.close()
+
+
+def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monkeypatch):
+    # A second Ctrl-C must stop at once: the shutdown drain waited the whole busy wait (here an
+    # hour) for a lock another program kept. Now what it cannot write soon fails, said so.
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    outcome = []
+
+    async def main():
+        with anyio.CancelScope() as scope:
+            async with Writer(store) as writer:
+                async def caller():
+                    try:
+                        await writer.run(lambda s: s.set_meta("paid", "answer"))
+                    except StoreBusyError as e:
+                        outcome.append(str(e))
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(caller)
+                    await anyio.sleep(0.3)
+                    scope.cancel()
+
+    try:
+        _within(60, main)
+    finally:
+        holder.close()
+    assert len(outcome) == 1 and "stayed locked by another process for 2 s" in outcome[0]
+    assert store.get_meta("paid") is None
+    store.close()
