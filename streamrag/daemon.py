@@ -577,8 +577,9 @@ class Daemon:
         try:
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
-            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; the next sync "
-                               "tries again", error=str(e))
+            then = "the next start tries again" if self.stopping else "the next sync tries again"
+            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
+                      error=str(e))
             return
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
@@ -686,8 +687,9 @@ class Daemon:
                 raise
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
-            self.emit("error", f"sync failed: {_clause(e)}; retrying after the next quiet period",
-                      error=str(e), pending=self._files_pending())
+            then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
+            self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
+                      pending=self._files_pending())
             return False
         took = anyio.current_time() - started
         _release_memory()
