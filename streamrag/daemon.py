@@ -581,11 +581,11 @@ class Daemon:
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
                       error=str(e))
             return
+        finally:  # calls answered were paid for, whether or not the extraction failed after
+            self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
-        stats = indexer.llm.stats if indexer.llm is not None else {}
-        self._ahead["llm"] = _added(self._ahead["llm"], stats)
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
