@@ -214,8 +214,9 @@ class _Search:
         async with contextlib.AsyncExitStack() as stack:
             wstore = Store(db_path)
             stack.callback(wstore.close)
-            writer = _Unrecorded(await stack.enter_async_context(Writer(wstore)))
+            writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
             await writer.run(lambda s: s.start_run(run_id, "ask"))
+            started = not writer.busy
             outcome = "failed"
             try:
                 self.llm = await stack.enter_async_context(LLMClient(
@@ -227,9 +228,10 @@ class _Search:
                     self.answer.llm = _usage(self.llm.stats)
                 outcome = "ok"
             finally:
-                with anyio.CancelScope(shield=True):
-                    await writer.run(lambda s: s.finish_run(run_id, outcome,
-                                                            json.dumps(self.answer.llm)))
+                if started:  # tried even after a busy write: a run row is not left open if it can be
+                    with anyio.CancelScope(shield=True):
+                        await writer.run(lambda s: s.finish_run(run_id, outcome, json.dumps(self.answer.llm)),
+                                         always=True)
 
     async def _dispatch(self) -> None:
         mode = self.answer.mode
@@ -634,21 +636,26 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     return "\n".join(lines)
 
 
+_ASK_WAIT_S = 2.0   # ask's writes are its own records: an answer waits this long for them, no more
+
+
 class _Unrecorded:
     """``ask``'s writes (its run, its calls, the answer cache) through a writer, kept when the
     index can be written and skipped, said once, when another program holds its write lock past
-    the wait: an answer already streamed was followed by an error and exit 1."""
+    ``_ASK_WAIT_S``: an answer already streamed was followed by an error and exit 1, after a
+    30 s wait. The run row, once written, is closed if the lock allows it by the end."""
 
     def __init__(self, writer) -> None:
         self.writer = writer
         self.busy = False
 
-    async def run(self, fn, *args):
-        if self.busy:   # the answer goes on without waiting for the lock again
+    async def run(self, fn, *args, always: bool = False):
+        if self.busy and not always:   # the answer goes on without waiting for the lock again
             return None
         try:
             return await self.writer.run(fn, *args)
         except StoreBusyError as e:
+            if not self.busy:
+                logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             self.busy = True
-            logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             return None

@@ -40,10 +40,15 @@ class _Op:
 
 
 class Writer:
-    """Serializes writes to ``store``. Use as ``async with Writer(store) as writer:``."""
+    """Serializes writes to ``store``. Use as ``async with Writer(store) as writer:``.
 
-    def __init__(self, store: Store, *, max_batch: int = 256, buffer: int = 1024) -> None:
+    ``patience``: how long a write waits for another program's lock before its callers get
+    StoreBusyError (default: the store's ``busy_wait_s()``; never longer)."""
+
+    def __init__(self, store: Store, *, max_batch: int = 256, buffer: int = 1024,
+                 patience: float | None = None) -> None:
         self.store = store
+        self.patience = patience
         self.max_batch = max_batch
         self._send: ObjectSendStream[_Op]
         self._recv: ObjectReceiveStream[_Op]
@@ -78,7 +83,7 @@ class Writer:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 # The writer task is gone (cancelled): nothing else uses the connection now, so
                 # the op (a shielded cleanup write such as ``finish_run``) runs here.
-                await self._commit([op], patience=_STOPPING_WAIT_S)
+                await self._commit([op], stopping=True)
             else:
                 # The op is queued and will run; waiting for it cannot be abandoned halfway.
                 await op.done.wait()
@@ -113,7 +118,7 @@ class Writer:
                         if not left:
                             break
                         try:
-                            await self._commit(left, patience=_STOPPING_WAIT_S)
+                            await self._commit(left, stopping=True)
                         except BaseException as e:  # (a second Ctrl-C in an op): drain on
                             stopped = stopped or e
                         left = []
@@ -129,10 +134,12 @@ class Writer:
                 break
         return out
 
-    async def _commit(self, batch: list[_Op], patience: float | None = None) -> None:
+    async def _commit(self, batch: list[_Op], stopping: bool = False) -> None:
         """Runs ``batch`` in one transaction and sets each op's ``done``. Cancellation can land
-        only in the wait for the lock (at most ``patience`` seconds, else the store's), before
-        ``BEGIN``: then no op of the batch has run."""
+        only in the wait for the lock, before ``BEGIN``: then no op of the batch has run."""
+        patience = self.patience
+        if stopping:
+            patience = _STOPPING_WAIT_S if patience is None else min(patience, _STOPPING_WAIT_S)
         try:
             await self._begin(patience)
         except Exception as e:  # noqa: BLE001 - busy past the wait, or BEGIN failed: no op ran

@@ -943,3 +943,21 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
     said = [r.getMessage() for r in caplog.records if "the rest of this answer is not recorded or cached" in r.getMessage()]
     assert len(said) == 1 and "stayed locked by another process" in said[0]
     assert time.monotonic() - started < 10     # one wait of 1 s, not one per write
+    store = Store(llm_db, readonly=True)
+    assert store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND finished_at IS NULL") == 0
+    store.close()
+
+
+def test_an_answer_waits_for_its_own_records_only_briefly(llm_db, qs, caplog):
+    # An answer's writes are bookkeeping: it waited the index's whole 30 s busy wait for them.
+    holder = sqlite3.connect(llm_db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with caplog.at_level("WARNING", logger="streamrag"):
+            answer = anyio.run(lambda: aask("Who is Mira Osk?", qs, llm_db, mode="local"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert answer.text
+    said = [r.getMessage() for r in caplog.records if "not recorded or cached" in r.getMessage()]
+    assert len(said) == 1 and "stayed locked by another process for 2 s" in said[0]
