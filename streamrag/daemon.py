@@ -520,6 +520,8 @@ class Daemon:
                 # forever: the sync comes at most max_wait after the first unsynced batch.
                 deadline = min(now + quiet, first_batch + max_wait)
                 await self._queue(batch)
+                if self.stopping:  # stopped during the extraction: no new sync starts
+                    return
                 if anyio.current_time() < deadline:
                     continue
                 # Extracting took longer than the quiet period: events that came meanwhile are

@@ -216,7 +216,6 @@ class _Search:
             stack.callback(wstore.close)
             writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
             await writer.run(lambda s: s.start_run(run_id, "ask"))
-            started = not writer.busy
             outcome = "failed"
             try:
                 self.llm = await stack.enter_async_context(LLMClient(
@@ -228,10 +227,8 @@ class _Search:
                     self.answer.llm = _usage(self.llm.stats)
                 outcome = "ok"
             finally:
-                if started:  # tried even after a busy write: a run row is not left open if it can be
-                    with anyio.CancelScope(shield=True):
-                        await writer.run(lambda s: s.finish_run(run_id, outcome, json.dumps(self.answer.llm)),
-                                         always=True)
+                with anyio.CancelScope(shield=True):
+                    await writer.run(lambda s: s.finish_run(run_id, outcome, json.dumps(self.answer.llm)))
 
     async def _dispatch(self) -> None:
         mode = self.answer.mode
@@ -643,19 +640,18 @@ class _Unrecorded:
     """``ask``'s writes (its run, its calls, the answer cache) through a writer, kept when the
     index can be written and skipped, said once, when another program holds its write lock past
     ``_ASK_WAIT_S``: an answer already streamed was followed by an error and exit 1, after a
-    30 s wait. The run row, once written, is closed if the lock allows it by the end."""
+    30 s wait. (A run row written before the lock was taken then stays open.)"""
 
     def __init__(self, writer) -> None:
         self.writer = writer
         self.busy = False
 
-    async def run(self, fn, *args, always: bool = False):
-        if self.busy and not always:   # the answer goes on without waiting for the lock again
+    async def run(self, fn, *args):
+        if self.busy:   # the answer goes on without waiting for the lock again
             return None
         try:
             return await self.writer.run(fn, *args)
         except StoreBusyError as e:
-            if not self.busy:
-                logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             self.busy = True
+            logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
             return None

@@ -7,8 +7,9 @@ and its exception is raised in its caller, while the others commit. The caller r
 after the transaction committed, so a paid LLM answer is durable before the pipeline moves on.
 
 While another program holds the database's write lock, the writer waits in short sleeps on the
-event loop (up to ``Store.busy_wait_s()``, then each waiting caller gets StoreBusyError), so
-signals, timers and streams go on meanwhile. Only that wait is asynchronous: from ``BEGIN`` to
+event loop (up to ``Store.busy_wait_s()``, or the writer's ``patience``, and 2 s once it is
+stopped; then each waiting caller gets StoreBusyError), so signals, timers and streams go on
+meanwhile. Only that wait is asynchronous: from ``BEGIN`` to
 ``COMMIT`` or ``ROLLBACK`` nothing awaits, so a cancellation never lands inside a transaction.
 """
 

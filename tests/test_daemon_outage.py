@@ -476,3 +476,29 @@ async def test_a_write_lock_held_by_another_program_is_waited_out(corpus, tmp_pa
         assert str(db) in error["message"] and "\n" not in error["message"]
         await _until_indexed(db, "Quillon Marbeck", timeout=30)
         await send.aclose()
+
+
+async def test_a_stop_during_the_extraction_ahead_starts_no_sync(corpus, tmp_path, simulator, monkeypatch):
+    # A stop finishes the work under way: the extraction ahead of a sync ended (here it failed),
+    # and a whole new sync began once its quiet period had passed, after the stop.
+    from streamrag.errors import StreamragError
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.02, "grace_s": 30})
+    db = tmp_path / "o.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async def prefetch(self, paths):
+            daemon.stop("stop requested")
+            await anyio.sleep(0.1)       # longer than the quiet period
+            raise StreamragError("endpoint down")
+
+        monkeypatch.setattr(Indexer, "prefetch", prefetch)
+        mark = len(events)
+        victim = sorted(corpus.glob("*.txt"))[0]
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})
+        await until(lambda: any(e["state"] == "stopped" for e in events), timeout=30)
+    after = events[mark:]
+    assert not [e for e in after if "scanning" in e["message"]], [e["message"] for e in after]
+    assert any(e["message"].endswith("the next start tries again") for e in after)
+    assert "not synced yet" in after[-1]["message"]

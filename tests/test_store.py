@@ -712,3 +712,37 @@ def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monk
     assert len(outcome) == 1 and "stayed locked by another process for 2 s" in outcome[0]
     assert store.get_meta("paid") is None
     store.close()
+
+
+def test_a_write_after_the_writer_stopped_waits_briefly_too(tmp_path, monkeypatch):
+    # A shielded cleanup write (finish_run) sent once the writer task has ended runs in its
+    # caller; it too must not wait out another program's lock.
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    outcome = []
+
+    async def main():
+        with anyio.CancelScope() as scope:
+            async with Writer(store) as writer:
+                try:
+                    scope.cancel()
+                    await anyio.sleep(1)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.sleep(0.05)   # the writer task ends
+                        try:
+                            await writer.run(lambda s: s.set_meta("cleanup", "1"))
+                        except StoreBusyError as e:
+                            outcome.append(str(e))
+
+    try:
+        _within(60, main)
+    finally:
+        holder.close()
+    assert len(outcome) == 1 and "for 2 s" in outcome[0]
+    store.close()
