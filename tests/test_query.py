@@ -922,14 +922,12 @@ async def test_local_search_puts_the_entity_named_in_full_first(tmp_path):
     assert names == ["Port Vell", "Port Vell Pilots"]
 
 
-def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs, monkeypatch, caplog):
+def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs, caplog):
     # ask records its run and caches its calls; with the index's write lock held past the wait
-    # it streamed its answer, then failed with exit 1 (and waited again for every write).
+    # it streamed its answer, then failed with exit 1, having waited the index's whole 30 s
+    # busy wait (and again for every write). Its writes are bookkeeping: it waits 2 s, once.
     import time
 
-    import streamrag.store as store_module
-
-    monkeypatch.setattr(store_module, "_BUSY_S", 1)
     holder = sqlite3.connect(llm_db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     started = time.monotonic()
@@ -941,23 +939,8 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
         holder.close()
     assert answer.text and answer.documents
     said = [r.getMessage() for r in caplog.records if "the rest of this answer is not recorded or cached" in r.getMessage()]
-    assert len(said) == 1 and "stayed locked by another process" in said[0]
-    assert time.monotonic() - started < 10     # one wait of 1 s, not one per write
+    assert len(said) == 1 and "stayed locked by another process for 2 s" in said[0]
+    assert time.monotonic() - started < 20     # one wait of 2 s, not one per write
     store = Store(llm_db, readonly=True)
     assert store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND finished_at IS NULL") == 0
     store.close()
-
-
-def test_an_answer_waits_for_its_own_records_only_briefly(llm_db, qs, caplog):
-    # An answer's writes are bookkeeping: it waited the index's whole 30 s busy wait for them.
-    holder = sqlite3.connect(llm_db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
-    try:
-        with caplog.at_level("WARNING", logger="streamrag"):
-            answer = anyio.run(lambda: aask("Who is Mira Osk?", qs, llm_db, mode="local"))
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert answer.text
-    said = [r.getMessage() for r in caplog.records if "not recorded or cached" in r.getMessage()]
-    assert len(said) == 1 and "stayed locked by another process for 2 s" in said[0]

@@ -680,9 +680,12 @@ def test_an_interrupted_op_during_the_shutdown_drain_does_not_strand_later_ops(t
     store.close()
 
 
-def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monkeypatch):
+@pytest.mark.parametrize("when", ["queued", "after the writer ended"])
+def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monkeypatch, when):
     # A second Ctrl-C must stop at once: the shutdown drain waited the whole busy wait (here an
-    # hour) for a lock another program kept. Now what it cannot write soon fails, said so.
+    # hour) for a lock another program kept. So did a shielded cleanup write (finish_run) sent
+    # once the writer task had ended, which runs in its caller. Now what cannot be written
+    # within 2 s fails, said so.
     import streamrag.store as store_module
     from streamrag.errors import StoreBusyError
 
@@ -692,57 +695,35 @@ def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monk
     holder = _hold_write_lock(db)
     outcome = []
 
+    async def write():
+        try:
+            await writer.run(lambda s: s.set_meta("paid", "answer"))
+        except StoreBusyError as e:
+            outcome.append(str(e))
+
     async def main():
+        nonlocal writer
         with anyio.CancelScope() as scope:
             async with Writer(store) as writer:
-                async def caller():
+                if when == "queued":
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(write)
+                        await anyio.sleep(0.3)
+                        scope.cancel()
+                else:
                     try:
-                        await writer.run(lambda s: s.set_meta("paid", "answer"))
-                    except StoreBusyError as e:
-                        outcome.append(str(e))
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(caller)
-                    await anyio.sleep(0.3)
-                    scope.cancel()
+                        scope.cancel()
+                        await anyio.sleep(1)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await anyio.sleep(0.05)   # the writer task ends
+                            await write()
 
+    writer = None
     try:
         _within(60, main)
     finally:
         holder.close()
     assert len(outcome) == 1 and "stayed locked by another process for 2 s" in outcome[0]
     assert store.get_meta("paid") is None
-    store.close()
-
-
-def test_a_write_after_the_writer_stopped_waits_briefly_too(tmp_path, monkeypatch):
-    # A shielded cleanup write (finish_run) sent once the writer task has ended runs in its
-    # caller; it too must not wait out another program's lock.
-    import streamrag.store as store_module
-    from streamrag.errors import StoreBusyError
-
-    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
-    db = tmp_path / "index.db"
-    store = Store(db)
-    holder = _hold_write_lock(db)
-    outcome = []
-
-    async def main():
-        with anyio.CancelScope() as scope:
-            async with Writer(store) as writer:
-                try:
-                    scope.cancel()
-                    await anyio.sleep(1)
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await anyio.sleep(0.05)   # the writer task ends
-                        try:
-                            await writer.run(lambda s: s.set_meta("cleanup", "1"))
-                        except StoreBusyError as e:
-                            outcome.append(str(e))
-
-    try:
-        _within(60, main)
-    finally:
-        holder.close()
-    assert len(outcome) == 1 and "for 2 s" in outcome[0]
     store.close()
