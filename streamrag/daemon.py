@@ -176,7 +176,8 @@ class Daemon:
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
-        self._ahead = {"chunks": 0, "llm": {}}   # extracted as files changed, since the last sync
+        self._ahead = {"chunks": 0, "llm": {}}   # extracted as files changed, and calls of failed
+        #                                            syncs, since the last sync that published
         self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
@@ -689,6 +690,8 @@ class Daemon:
                 raise
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
+            # Its calls were sent all the same: the next idle line, which sums up the update, counts them.
+            self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
             then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
             self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
                       pending=self._files_pending())

@@ -76,8 +76,8 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
 
 async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator):
     # Three changed chunks while the endpoint is down: the extraction ahead of the sync gives up
-    # after three failed calls. They were sent all the same, and the idle line that sums up the
-    # update dropped them.
+    # after three failed calls, and so does the sync. Their calls were sent all the same, and the
+    # idle line that sums up the update dropped them.
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
@@ -89,12 +89,16 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {k}.\n")
         await send.send({(_MODIFIED, str(victim)) for victim in victims})
         await until(lambda: any(e["message"].startswith("extracting 3 files failed") for e in events))
+        await until(lambda: any(e["message"].startswith("sync failed") for e in events))
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
     await switch.client.aclose()
+    # So were those of the syncs that failed meanwhile (each gave up after three failed calls).
     idle = [e for e in events if e["state"] == "idle"][-1]
-    assert idle["llm"]["by_stage"]["extract"]["errors"] >= 3, idle["llm"]
+    failed_syncs = sum(e["message"].startswith("sync failed") for e in events)
+    assert failed_syncs >= 1
+    assert idle["llm"]["by_stage"]["extract"]["errors"] >= 3 * (1 + failed_syncs), idle["llm"]
 
 
 @pytest.mark.parametrize("index_inside", [False, True])
