@@ -290,9 +290,10 @@ class Indexer:
         store = Store(self.db_path)
         try:
             async with Writer(store) as writer:
-                await writer.run(lambda s: s.start_run(self.run_id, self.command))
                 status = "interrupted"
                 try:
+                    # Inside: a signal that lands as it commits still has the run row closed.
+                    await writer.run(lambda s: s.start_run(self.run_id, self.command))
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

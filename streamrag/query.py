@@ -215,9 +215,10 @@ class _Search:
             wstore = Store(db_path)
             stack.callback(wstore.close)
             writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
-            await writer.run(lambda s: s.start_run(run_id, "ask"))
             outcome = "failed"
             try:
+                # Inside the try: a stop landing as the row commits still has it closed.
+                await writer.run(lambda s: s.start_run(run_id, "ask"))
                 self.llm = await stack.enter_async_context(LLMClient(
                     self.settings.llm, self.settings.api_key, store=wstore, writer=writer,
                     run_id=run_id, transport=transport, encoding=self.encoding))

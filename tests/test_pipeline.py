@@ -479,3 +479,22 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
         assert again.documents_added == 1 and again.documents_removed == 1
         names = {r["name"] for r in Store(db, readonly=True).query("SELECT name FROM entities")}
         assert "Anton Hollar" in names and "Anton Heller" not in names
+
+
+async def test_a_stop_landing_as_the_run_row_is_written_still_closes_it(corpus, tmp_path, monkeypatch):
+    # A stop (Ctrl-C, SIGTERM) that lands while the run's row is being written: the write
+    # commits, the caller is cancelled right after it, and the row stayed "running" for good.
+    settings = make_settings()
+    db = tmp_path / "stop.db"
+    real = Store.start_run
+    with anyio.CancelScope() as scope:
+        def start_run(store, *args):
+            real(store, *args)
+            scope.cancel()       # the stop arrives as the row commits
+        monkeypatch.setattr(Store, "start_run", start_run)
+        await sync([corpus], settings, db, root=corpus)
+    assert scope.cancelled_caught
+    store = Store(db, readonly=True)
+    runs = store.query("SELECT status, finished_at FROM runs")
+    store.close()
+    assert len(runs) == 1 and runs[0]["status"] == "interrupted" and runs[0]["finished_at"], runs
