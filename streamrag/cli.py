@@ -25,6 +25,7 @@ import anyio
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
+from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store, default_db_path, indexed_root, one_writer
 
 
@@ -170,8 +171,6 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
         result = anyio.run(_until_sigterm, partial(indexer.run, paths))
     if args.json:
-        from streamrag.status import llm_summary
-
         _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:
         print(_format_sync(result, db))
@@ -222,8 +221,6 @@ def _repeats(n: int) -> str:
 
 
 def _format_sync(r, db: Path) -> str:
-    from streamrag.status import llm_summary
-
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
@@ -248,8 +245,6 @@ def _format_sync(r, db: Path) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from streamrag.status import format_status, gather_status
-
     settings = _settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)

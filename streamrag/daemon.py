@@ -176,8 +176,9 @@ class Daemon:
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self.syncs = 0
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
-        self._ahead = {"chunks": 0, "llm": {}}   # extracted as files changed, and calls of failed
-        #                                            syncs, since the last sync that published
+        # Since the last sync that published: chunks extracted as files changed, and the calls
+        # of that extraction and of syncs that failed (the idle line sums up the whole update).
+        self._ahead = {"chunks": 0, "llm": {}}
         self.errors = 0                          # error lines emitted
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
@@ -584,8 +585,8 @@ class Daemon:
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
                       error=str(e))
             return
-        finally:  # calls answered were paid for, whether or not the extraction failed after
-            self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
+        finally:  # its calls were sent, whether or not the extraction failed after
+            self._spent_ahead(indexer)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
@@ -593,6 +594,10 @@ class Daemon:
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
+
+    def _spent_ahead(self, indexer) -> None:
+        """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
+        self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
 
     def _renames(self, files: dict[str, str]) -> dict[str, str]:
         """Added file -> deleted file it was renamed from: same size and same text (the sync
@@ -690,8 +695,7 @@ class Daemon:
                 raise
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
-            # Its calls were sent all the same: the next idle line, which sums up the update, counts them.
-            self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
+            self._spent_ahead(indexer)   # its calls were sent all the same
             then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
             self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
                       pending=self._files_pending())

@@ -77,7 +77,7 @@ class Writer:
         # Shielded from the send on: a caller already cancelled (Ctrl-C, SIGTERM) still hands
         # its op over. ``send`` checks for cancellation before queueing, so unshielded, a paid
         # answer that arrived as the run was being stopped was dropped and paid for again on
-        # the next run. The caller is cancelled at its next checkpoint after this returns.
+        # the next run. A caller cancelled meanwhile stops once its op has committed (below).
         with anyio.CancelScope(shield=True):
             try:
                 await self._send.send(op)
@@ -153,7 +153,7 @@ class Writer:
             raise
         self._finish(batch)
 
-    async def _begin(self, patience: float | None = None) -> None:
+    async def _begin(self, patience: float | None) -> None:
         """``BEGIN IMMEDIATE``, waiting in short sleeps while another connection writes."""
         conn = self.store.conn
         if conn.in_transaction:
