@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from streamrag import ids
 from streamrag.config import Settings
+from streamrag.errors import LLMOutputError
 from streamrag.extractor import ExtractionPrompts, entity_types_text, usable_records
 from streamrag.parsing import parse_records, parse_yes_no
 from streamrag.records import Chunk, Extraction
@@ -51,31 +52,57 @@ def _yes_no_bias(settings: Settings) -> dict[str, int]:
     return {str(enc.encode(word)[0]): 100 for word in ("YES", "NO")}
 
 
+class YesNoCheck:
+    """How one run asks whether something was missed: one token forced with ``logit_bias``
+    while the model obeys the bias, in words from the first answer that shows it does not (a
+    model whose tokenizer is not ``index.encoding`` reads the biased ids as other tokens), so a
+    wrong ``llm.logit_bias`` costs a call per chunk already being checked and a warning, not
+    every chunk's gleaning."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.use_bias = settings.index.glean_check == "logit_bias" and settings.llm.logit_bias
+        self.warning = ""
+
+    def bias_ignored(self, settings: Settings, answer: str) -> None:
+        if self.use_bias:
+            self.use_bias = False
+            self.warning = (f"llm.logit_bias: {settings.llm.extraction_model} answered the one-token "
+                            f"YES/NO check with {answer.strip()[:20]!r}: the provider ignores logit_bias or the "
+                            f"model's tokenizer is not index.encoding ({settings.index.encoding}), so "
+                            "the check was asked again in words. Set llm.logit_bias = false (or "
+                            "index.encoding to the model's tokenizer) to save the biased calls")
+
+
 async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
-                           settings: Settings) -> bool:
-    mode = settings.index.glean_check
-    if mode == "off":
+                           settings: Settings, check: YesNoCheck) -> bool:
+    if settings.index.glean_check == "off":
         return True
-    # Names alone are enough to judge whether something is missing, and cost fewer tokens.
+    # Names alone are enough to judge whether something is missed, and cost fewer tokens.
     messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
-    use_bias = mode == "logit_bias" and settings.llm.logit_bias
-    # The answer is meant to fill max_tokens (one token), so a "length" finish is no cut; an
-    # answer that is neither YES nor NO is asked for again, never cached.
-    result = await llm.chat(
-        messages, model=settings.llm.extraction_model, stage="glean_check",
-        prompt=prompts.glean_check, max_tokens=1 if use_bias else 3,
-        logit_bias=_yes_no_bias(settings) if use_bias else None,
-        validate=lambda t: parse_yes_no(t) is not None, on_length="accept")
+    ask = dict(model=settings.llm.extraction_model, stage="glean_check", prompt=prompts.glean_check,
+               on_length="accept")
+    if check.use_bias:
+        # One token is all the answer may hold, so a "length" finish is no cut. One that is
+        # neither YES nor NO is not asked for again: the model would ignore the bias again.
+        said: list[str] = []
+        try:
+            result = await llm.chat(messages, max_tokens=1, logit_bias=_yes_no_bias(settings), tries=1,
+                                    validate=lambda t: said.append(t) or parse_yes_no(t) is not None, **ask)
+            return parse_yes_no(result.text) is not False
+        except LLMOutputError:
+            check.bias_ignored(settings, said[-1] if said else "")
+    # An answer in words that is neither YES nor NO is asked for again, never cached.
+    result = await llm.chat(messages, max_tokens=3, validate=lambda t: parse_yes_no(t) is not None, **ask)
     return parse_yes_no(result.text) is not False
 
 
 async def glean(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
-                settings: Settings) -> Extraction:
+                settings: Settings, check: YesNoCheck) -> Extraction:
     """Up to ``max_gleanings`` rounds of asking for missed entities and relationships."""
     if settings.offline:
         return extraction
     for _ in range(settings.index.max_gleanings):
-        if not await _should_continue(llm, prompts, chunk, extraction, settings):
+        if not await _should_continue(llm, prompts, chunk, extraction, settings, check):
             break
         messages = prompts.glean.render(text=chunk.text, found=found_list(extraction),
                                         entity_types=entity_types_text(settings))

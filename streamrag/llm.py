@@ -344,12 +344,12 @@ class LLMClient:
                    stop: str | list[str] | None = None, seed: int | None = None,
                    on_delta: Callable[[str], None] | None = None,
                    validate: Callable[[str], bool] | None = None,
-                   on_length: OnLength | None = None) -> ChatResult:
+                   on_length: OnLength | None = None, tries: int = USABLE_TRIES) -> ChatResult:
         """One chat completion, from the cache when possible; ``on_delta`` streams the text.
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
-        ``max_tokens``); after ``USABLE_TRIES`` unusable answers ``LLMOutputError`` is raised.
+        ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised.
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -370,7 +370,7 @@ class LLMClient:
             on_length = "keep" if on_delta is not None else "retry"
         check = _checker(validate or _always, on_length)
         last = UNUSABLE
-        for i in range(USABLE_TRIES):
+        for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
             if isinstance(result, ChatResult):
@@ -381,9 +381,9 @@ class LLMClient:
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
         hint = (f"the answers were cut off at max_tokens={max_tokens} and at "
-                f"{max_tokens * 2 ** (USABLE_TRIES - 1)} on the last try" if last == CUT_OFF and max_tokens
+                f"{max_tokens * 2 ** (tries - 1)} on the last try" if last == CUT_OFF and max_tokens
                 else "try another model or prompt")
-        raise LLMOutputError(f"{model} gave no usable answer in {USABLE_TRIES} tries (stage "
+        raise LLMOutputError(f"{model} gave no usable answer in {tries} tries (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; the answers are in "
                              f"llm_calls with error '{UNUSABLE}...'; {hint}")
 

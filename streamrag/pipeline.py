@@ -50,7 +50,7 @@ from streamrag.errors import (
     user_errors_unwrapped,
 )
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims, extractor_key
-from streamrag.gleaner import glean
+from streamrag.gleaner import YesNoCheck, glean
 from streamrag.graph_state import (
     DEGREES_VERSION,
     Change,
@@ -609,7 +609,7 @@ class Indexer:
             async with recv:
                 async for c, ext in recv:
                     try:
-                        ext = await glean(self.llm, self.prompts, c, ext, s)
+                        ext = await glean(self.llm, self.prompts, c, ext, s, check)
                         ext = await extract_claims(self.llm, self.prompts, c, ext, s)
                     except LLMError as e:
                         await self.fail(writer, "glean", c.id, f"{where(c)}: {e}", e)
@@ -617,6 +617,7 @@ class Indexer:
                     await writer.run(index_rows.save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")
 
+        check = YesNoCheck(s)
         workers = 1 if s.offline else s.pipeline.extract_workers
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)
@@ -627,6 +628,8 @@ class Indexer:
             with glean_recv:
                 for _ in range(workers):
                     tg.start_soon(glean_worker, glean_recv.clone())
+        if check.warning:
+            scan.warnings.append(check.warning)
         return scan
 
     # -- stage 2: what changed ---------------------------------------------------------------

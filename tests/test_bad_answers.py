@@ -252,3 +252,34 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
     reference = tmp_path / "clean.db"
     await sync([corpus], clean, reference, root=corpus)
     assert index_snapshot(db) == index_snapshot(reference)
+
+
+async def test_a_model_that_ignores_the_yes_no_bias_is_asked_in_words_with_a_warning(
+        corpus, tmp_path, simulator):
+    """llm.logit_bias left on for a model with another tokenizer: the biased ids read as other
+    tokens, so the one-token glean check gets neither YES nor NO. The check is then asked in
+    words (not three times per chunk, then failed), the run says what to set, and the index
+    is the one logit_bias = false gives. The simulator reads ids as o200k_base, so a cl100k
+    index.encoding stands in for such a model."""
+    index = {"chunk_size": 80, "chunk_overlap": 10, "encoding": "cl100k_base"}
+    biased = await sync([corpus], make_settings(simulator.base_url, index=index), tmp_path / "b.db",
+                        root=corpus)
+    assert biased.failures == biased.failed_items == 0
+    [warning] = [w for w in biased.warnings if w.startswith("llm.logit_bias:")]
+    assert "llm.logit_bias = false" in warning and "cl100k_base" in warning
+    checks = biased.llm["glean_check"]
+    chunks = biased.chunks_extracted
+    # One biased try per chunk checked before the first answer came back, then words only.
+    assert checks["unusable"] == checks["errors"] >= 1
+    assert checks["calls"] - checks["unusable"] == chunks
+
+    plain = await sync([corpus], make_settings(simulator.base_url, index=index, llm={"logit_bias": False}),
+                       tmp_path / "p.db", root=corpus)
+    assert not [w for w in plain.warnings if w.startswith("llm.logit_bias:")]
+    assert index_snapshot(tmp_path / "b.db") == index_snapshot(tmp_path / "p.db")
+
+    # With the model's own encoding the bias works: no warning, one check per chunk.
+    right = await sync([corpus], make_settings(simulator.base_url, index={**index, "encoding": "o200k_base"}),
+                       tmp_path / "r.db", root=corpus)
+    assert not right.warnings
+    assert right.llm["glean_check"]["unusable"] == 0
