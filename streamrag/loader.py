@@ -46,7 +46,8 @@ csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv
 
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
-         skipped: list[str] | None = None) -> list[Path]:
+         skipped: list[str] | None = None,
+         unlisted: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
 
     A file named directly is taken whatever its name, even a symlink leading anywhere; folders
@@ -59,10 +60,15 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     given, else logged as warnings. Paths in them are shown relative to ``root`` when given, as
     ``read_documents`` shows them. A path given directly that cannot be indexed at all (missing,
     a broken link, a pipe) raises ``InputError`` saying why.
+
+    A folder that exists but cannot be listed (no permission) is appended to ``unlisted`` with
+    the reason when given, so a caller can keep what was indexed from it; else it is a line of
+    ``skipped`` too.
     """
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
     found: set[Path] = set()
     problems: list[str] = []
+    closed: list[tuple[Path, str]] = [] if unlisted is None else unlisted
     # A file symlink into another folder given with this one leads nowhere new: it is taken.
     given = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
     for path in map(Path, paths):
@@ -72,7 +78,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             else:
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
-            found.update(_walk(path, patterns, root, problems, also=given))
+            found.update(_walk(path, patterns, root, problems, closed, also=given))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -80,6 +86,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             raise InputError(f"{_safe(path.as_posix())}: {why_unusable(path)}")
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
+    if unlisted is None:
+        problems += [f"{_safe(stored_path(f, root))}: cannot list the folder ({why}), so its files are "
+                     "not indexed; check its permissions" for f, why in closed]
     for line in problems:
         if skipped is not None:
             skipped.append(line)
@@ -180,7 +189,7 @@ def leads_outside(path: Path | str, top: Path | str) -> bool:
 
 
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
-          also: Sequence[str] = ()) -> list[Path]:
+          unlisted: list[tuple[Path, str]], also: Sequence[str] = ()) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
@@ -209,7 +218,9 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             st = os.stat(folder)
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR):   # not gone while walked: closed
+                unlisted.append((Path(folder), _safe(e.strerror or str(e))))
             continue
         if (st.st_dev, st.st_ino) in seen:   # a symlink loop or a second way in
             continue

@@ -485,8 +485,15 @@ class Indexer:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
         self.rechunked_all = not rechunk or all(_covered(p, scope) for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
-        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped)
+        unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
+        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted)
         scan.warnings += skipped
+        for folder, why in unlisted:
+            # What was indexed from a folder that cannot be listed now stays until it can.
+            rel = _rel(folder, self.root)
+            scan.files.update({p: v for p, v in known.items() if _covered(p, [rel])})
+            await self.fail(writer, "load", rel, f"{loader.shown(rel)}: cannot list the folder ({why}); "
+                            "what was indexed from it stays; check its permissions")
         if not files:
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")

@@ -419,6 +419,44 @@ def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
     assert not _still_there("a#b.txt", tmp_path)
 
 
+async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it(corpus, tmp_path, monkeypatch):
+    """A subfolder whose permissions changed (chmod 000) cannot be listed: what was indexed from
+    it stays, the folder is named once as a failure, and the rest of the folder is synced. Tests
+    run as root, so chmod cannot show it: listing the folder fails in its place."""
+    import errno
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    (corpus / "sub").mkdir()
+    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = snapshot(db)
+
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == corpus / "sub":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = await sync([corpus], settings, db, root=corpus)
+    assert snapshot(db) == before
+    assert result.documents == 4 and result.documents_removed == 0
+    assert result.failures == 1 and result.failed_items == 0
+    assert [w for w in result.warnings if "sub" in w] == [
+        "sub: cannot list the folder (Permission denied); what was indexed from it stays; check its permissions"]
+    # The rest of the folder is still synced meanwhile.
+    (corpus / "new.txt").write_text("Mira Osk opened the Lantern Museum in Torford.")
+    grown = await sync([corpus], settings, db, root=corpus)
+    assert grown.documents == 5 and grown.documents_added == 1 and grown.documents_removed == 0
+
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.failures == 0 and again.documents == 5
+    assert again.documents_added == again.documents_removed == 0 and not again.published
+
+
 @pytest.mark.parametrize("fails", ["stat", "read"])
 async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(corpus, tmp_path, monkeypatch,
                                                                                fails):
