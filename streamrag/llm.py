@@ -491,15 +491,25 @@ class LLMClient:
         self._check_status(resp, self.chat_url, payload["model"])
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
-        choices = body.get("choices") if isinstance(body, dict) else None
-        if not choices or not isinstance(choices[0], dict):
+        if not isinstance(body, dict):
+            raise _Retryable(f"the answer is not a JSON object ({_kind(body)})", 200)
+        choices = body.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise _Retryable(f"the answer's 'choices' is not a list ({_kind(choices)})", 200)
+        if not choices:
             raise _Retryable(f"answer without choices ({_provider_message(resp)})", 200)
-        message = choices[0].get("message") or {}
-        usage = body.get("usage") or {}
-        return _Answer(text=message.get("content") or "",
-                       finish_reason=choices[0].get("finish_reason"),
-                       prompt_tokens=_int(usage.get("prompt_tokens")),
-                       completion_tokens=_int(usage.get("completion_tokens"))), latency
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise _Retryable(f"the answer's first choice is not an object ({_kind(choice)})", 200)
+        message = choice.get("message")
+        if message is None:
+            message = {}
+        elif not isinstance(message, dict):
+            raise _Retryable(f"the answer's 'message' is not an object ({_kind(message)})", 200)
+        prompt_tokens, completion_tokens = _usage(body.get("usage"))
+        return _Answer(text=_content(message.get("content"), "the answer's"),
+                       finish_reason=_finish(choice.get("finish_reason")),
+                       prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[int]) -> tuple[_Answer, float]:
@@ -533,10 +543,23 @@ class LLMClient:
                     continue
                 if "error" in event:
                     raise _Retryable(f"error in the stream: {event['error']}"[:200], 200)
-                if event.get("usage"):
-                    usage = event["usage"]
-                for choice in event.get("choices") or ():
-                    piece = (choice.get("delta") or {}).get("content") or ""
+                if isinstance(event.get("usage"), dict) and event["usage"]:
+                    usage = event["usage"]   # any other 'usage' is ignored, as a missing one
+                choices = event.get("choices")
+                if choices is not None and not isinstance(choices, list):
+                    raise _Retryable("a streamed event's 'choices' is not a list "
+                                     f"({_kind(choices)})", 200)
+                for choice in choices or ():
+                    if not isinstance(choice, dict):
+                        raise _Retryable("a streamed event's choice is not an object "
+                                         f"({_kind(choice)})", 200)
+                    delta = choice.get("delta")
+                    if delta is None:
+                        delta = {}
+                    elif not isinstance(delta, dict):
+                        raise _Retryable(f"a streamed event's 'delta' is not an object ({_kind(delta)})",
+                                         200)
+                    piece = _content(delta.get("content"), "a streamed event's")
                     if piece:
                         parts.append(piece)
                         end = length + len(piece)
@@ -544,14 +567,14 @@ class LLMClient:
                             on_delta(piece[max(0, shown[0] - length):])
                             shown[0] = end
                         length = end
-                    if choice.get("finish_reason"):
+                    if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
         if not done and finish_reason is None:
             raise _Retryable("the stream ended before the answer did (truncated)", 200)
         latency = (time.perf_counter() - started) * 1000
+        prompt_tokens, completion_tokens = _usage(usage)
         return _Answer(text="".join(parts), finish_reason=finish_reason,
-                       prompt_tokens=_int(usage.get("prompt_tokens")),
-                       completion_tokens=_int(usage.get("completion_tokens"))), latency
+                       prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,
@@ -614,9 +637,8 @@ class LLMClient:
             if not isinstance(data, list) or len(data) != len(texts):
                 raise _Retryable(f"expected {len(texts)} embeddings, got "
                                  f"{len(data) if isinstance(data, list) else 'none'}", 200)
-            data = sorted(data, key=lambda d: d.get("index", 0))
-            tokens = _int((body.get("usage") or {}).get("prompt_tokens"))
-            return ([d["embedding"] for d in data], tokens), (time.perf_counter() - started) * 1000
+            tokens, _ = _usage(body.get("usage"))
+            return (_embeddings(data), tokens), (time.perf_counter() - started) * 1000
 
         try:
             (embeddings, tokens), latency = await self._retrying(
@@ -912,7 +934,88 @@ def _checker(validate: Callable[[str], bool],
 
 def _int(value: Any) -> int:
     """A token count from ``usage``, or -1 when the provider gave none."""
-    return value if isinstance(value, int) and value >= 0 else -1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
+
+
+def _usage(usage: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens from an answer's ``usage``, -1 for each it does not give.
+
+    A ``usage`` that is not an object is ignored like a missing one (the counts are then
+    estimated): it says nothing about whether the answer itself is good."""
+    if not isinstance(usage, dict):
+        return -1, -1
+    return _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+
+
+def _finish(value: Any) -> str | None:
+    """A ``finish_reason``; one that is not a string is taken as none given."""
+    return value if isinstance(value, str) else None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message about an answer of an unexpected shape."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _content(content: Any, whose: str) -> str:
+    """The text of a message's (or a delta's) ``content``: a string, null, or a list of parts
+    (as some servers and proxies send), whose text parts are joined; other parts (images,
+    reasoning) are left out. Any other shape cannot be read (``_Retryable``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise _Retryable(f"{whose} 'content' is neither text nor a list of parts ({_kind(content)})",
+                         200)
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            raise _Retryable(f"{whose} 'content' has a part that is not an object ({_kind(part)})",
+                             200)
+        kind, text = part.get("type"), part.get("text")
+        if kind is not None and kind != "text":
+            continue
+        if not isinstance(text, str):
+            raise _Retryable(f"{whose} 'content' has a text part without text ({_kind(text)})", 200)
+        texts.append(text)
+    return "".join(texts)
+
+
+def _embeddings(data: list) -> list[list[float]]:
+    """The vectors of an embeddings answer's ``data``, in input order (by ``index`` when given).
+    Items of another shape make the answer unreadable (``_Retryable``)."""
+    found: list[tuple[int, int, list[float]]] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise _Retryable(f"embedding {i} of the answer is not an object ({_kind(item)})", 200)
+        index = item.get("index", i)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise _Retryable(f"embedding {i} of the answer has an 'index' that is not a whole "
+                             f"number ({_kind(index)})", 200)
+        vector = item.get("embedding")
+        if (not isinstance(vector, list) or not vector
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)):
+            what = "an empty list" if vector == [] else (
+                "a list holding other things than numbers" if isinstance(vector, list) else _kind(vector))
+            raise _Retryable(f"embedding {i} of the answer is not a list of numbers ({what})", 200)
+        found.append((index, i, [float(x) for x in vector]))
+    if len({len(v) for _, _, v in found}) > 1:
+        raise _Retryable("the answer's embeddings are not all of the same length", 200)
+    return [v for _, _, v in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 __all__ = ["ChatResult", "LLMClient", "parse_retry_after"]

@@ -630,3 +630,185 @@ async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(t
             await llm.chat(ask("first"), model="m1", stage="s")
             answer = await llm.chat(ask("second"), model="m1", stage="s")
     assert answer.text == "echo: second" and len(endpoint.requests) == 7
+
+
+# -- answers of an unexpected shape ----------------------------------------------------------
+# Valid JSON of another shape raised AttributeError / KeyError / TypeError out of the client
+# (index aborted, ask died with an ExceptionGroup): now such an answer cannot be read like
+# invalid JSON is (recorded, retried, never cached, an LLMError), except a bad 'usage', which is
+# ignored like a missing one, and content as a list of parts, whose text is taken.
+
+def chat_with(**choice_changes) -> dict:
+    body = chat_body("x")
+    body["choices"][0].update(choice_changes)
+    return body
+
+
+def stream_events(*events: dict | str) -> httpx.Response:
+    return httpx.Response(200, content=sse([*events, "[DONE]"]),
+                          headers={"content-type": "text/event-stream"})
+
+
+def delta(value) -> dict:
+    return {"choices": [{"index": 0, "delta": value, "finish_reason": None}]}
+
+
+STOP = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+
+MALFORMED_CHATS = {
+    "message-a-string": (chat_with(message="ok"), "the answer's 'message' is not an object (a string)"),
+    "choices-an-object": ({"choices": {"0": chat_body("x")["choices"][0]}, "usage": USAGE},
+                          "the answer's 'choices' is not a list (an object)"),
+    "choice-a-string": ({"choices": ["ok"]}, "the answer's first choice is not an object (a string)"),
+    "body-a-list": ([chat_body("x")], "the answer is not a JSON object (a list)"),
+    "content-a-number": (chat_with(message={"role": "assistant", "content": 7}),
+                         "the answer's 'content' is neither text nor a list of parts (a number)"),
+    "content-part-a-number": (chat_with(message={"role": "assistant", "content": [1]}),
+                              "the answer's 'content' has a part that is not an object (a number)"),
+    "text-part-without-text": (chat_with(message={"content": [{"type": "text", "text": None}]}),
+                               "the answer's 'content' has a text part without text (null)"),
+}
+MALFORMED_STREAMS = {
+    "delta-a-string": ([delta("hello"), STOP], "a streamed event's 'delta' is not an object (a string)"),
+    "choices-an-object": ([{"choices": {"0": {"delta": {"content": "hi"}}}}, STOP],
+                          "a streamed event's 'choices' is not a list (an object)"),
+    "choice-a-list": ([{"choices": [[1]]}, STOP], "a streamed event's choice is not an object (a list)"),
+    "content-an-object": ([delta({"content": {"text": "hi"}}), STOP],
+                          "a streamed event's 'content' is neither text nor a list of parts (an object)"),
+}
+
+
+def malformed_responses(case: str, streamed: bool) -> list[httpx.Response]:
+    if streamed:
+        events, _ = MALFORMED_STREAMS[case]
+        return [stream_events(*events) for _ in range(3)]
+    body, _ = MALFORMED_CHATS[case]
+    return [httpx.Response(200, json=body) for _ in range(3)]
+
+
+@pytest.mark.parametrize(("streamed", "case"), [(False, c) for c in MALFORMED_CHATS]
+                         + [(True, c) for c in MALFORMED_STREAMS],
+                         ids=[f"post-{c}" for c in MALFORMED_CHATS]
+                         + [f"stream-{c}" for c in MALFORMED_STREAMS])
+async def test_an_answer_of_another_shape_cannot_be_read_and_is_retried(tmp_path, streamed, case):
+    expected = (MALFORMED_STREAMS if streamed else MALFORMED_CHATS)[case][1]
+    shown: list[str] = []
+    on_delta = shown.append if streamed else None
+    # Every try malformed: an LLMError (no AttributeError/KeyError/TypeError), one line, recorded.
+    endpoint = Endpoint(*malformed_responses(case, streamed))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s", on_delta=on_delta)
+            # A malformed try, then a good one: the good one is taken and cached.
+            good = stream_of(["echo: ", "again"]) if streamed else httpx.Response(
+                200, json=chat_body("echo: again"))
+            endpoint.script = [*malformed_responses(case, streamed)[:1], good]
+            result = await llm.chat(ask("again"), model="m1", stage="s", on_delta=on_delta)
+            again = await llm.chat(ask("again"), model="m1", stage="s")
+    message = str(err.value)
+    assert expected in message and "could not be read" in message and "\n" not in message
+    assert len(endpoint.requests) == 3 + 2
+    rows = calls(store)
+    assert rows[0]["error"] == message and rows[0]["cached"] == 0
+    assert result.text == "echo: again" and again.cached
+    assert store.scalar("SELECT count(*) FROM llm_cache") == 1     # only the good answer
+    assert llm.stats["s"]["errors"] == 1
+
+
+@pytest.mark.parametrize("usage", ["lots", [1, 2], 3, True, {"prompt_tokens": "7",
+                                                             "completion_tokens": True}])
+async def test_a_bad_usage_is_ignored_like_a_missing_one(tmp_path, usage):
+    posted = chat_body("one two three", usage=None)
+    posted["usage"] = usage
+    streamed = stream_events(delta({"content": "one two "}), delta({"content": "three"}), STOP,
+                             {"choices": [], "usage": usage})
+    endpoint = Endpoint(httpx.Response(200, json=posted), streamed)
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            first = await llm.chat(ask("a"), model="m1", stage="s")
+            second = await llm.chat(ask("b"), model="m1", stage="s", on_delta=shown.append)
+    assert len(endpoint.requests) == 2      # not retried: the answers are good
+    for result, question in ((first, "a"), (second, "b")):
+        assert result.text == "one two three" and result.finish_reason == "stop"
+        assert result.prompt_tokens == count_message_tokens(ask(question))
+        assert result.completion_tokens == 3
+    assert "".join(shown) == "one two three"
+    assert [r["error"] for r in calls(store)] == [None, None]
+    assert [r["completion_tokens"] for r in calls(store)] == [3, 3]
+
+
+CONTENT_PARTS = [{"type": "text", "text": "o"}, {"type": "image_url", "image_url": {"url": "x"}},
+                 {"type": "reasoning", "text": "NOT THIS"}, {"text": "k"}, {"type": "text", "text": "!"}]
+
+
+async def test_content_as_a_list_of_parts_is_joined(tmp_path):
+    posted = chat_with(message={"role": "assistant", "content": CONTENT_PARTS})
+    streamed = stream_events(delta({"role": "assistant", "content": CONTENT_PARTS[:3]}),
+                             delta({"content": CONTENT_PARTS[3:]}), STOP)
+    endpoint = Endpoint(httpx.Response(200, json=posted), streamed)
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            first = await llm.chat(ask("a"), model="m1", stage="s")
+            second = await llm.chat(ask("b"), model="m1", stage="s", on_delta=shown.append)
+            cached = await llm.chat(ask("a"), model="m1", stage="s")
+    assert first.text == second.text == cached.text == "ok!"
+    assert shown == ["o", "k!"]
+    assert cached.cached and len(endpoint.requests) == 2
+
+
+async def test_a_non_string_finish_reason_is_taken_as_none(tmp_path):
+    endpoint = Endpoint(httpx.Response(200, json=chat_with(finish_reason=["stop"])))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.text == "x" and result.finish_reason is None
+
+
+EMBEDDING = {"object": "embedding", "index": 0, "embedding": [1.0, 2.0]}
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ({"data": ["x"]}, "embedding 0 of the answer is not an object (a string)"),
+    ({"data": [{"index": 0}]}, "embedding 0 of the answer is not a list of numbers (null)"),
+    ({"data": [{"index": 0, "embedding": "AAAA"}]},
+     "embedding 0 of the answer is not a list of numbers (a string)"),
+    ({"data": [{"index": 0, "embedding": []}]},
+     "embedding 0 of the answer is not a list of numbers (an empty list)"),
+    ({"data": [{"index": 0, "embedding": [1, "2"]}]},
+     "not a list of numbers (a list holding other things than numbers)"),
+    ({"data": [{"index": "0", "embedding": [1.0]}]}, "has an 'index' that is not a whole number"),
+    ({"data": [EMBEDDING, {**EMBEDDING, "index": 1, "embedding": [1.0]}]},
+     "the answer's embeddings are not all of the same length"),
+    ({"data": {"0": EMBEDDING}}, "expected 1 embeddings, got none"),
+    (["x"], "expected 1 embeddings, got none"),
+], ids=["item-a-string", "no-embedding", "base64", "empty", "not-numbers", "index-a-string",
+        "lengths-differ", "data-an-object", "body-a-list"])
+async def test_an_embeddings_answer_of_another_shape_cannot_be_read(tmp_path, body, expected):
+    texts = ["a", "b"] if isinstance(body, dict) and len(body["data"]) == 2 else ["a"]
+    endpoint = Endpoint(*[httpx.Response(200, json=body) for _ in range(3)])
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.embed(texts, model="e1")
+            # A malformed try, then a good one (the echo): the good one is taken.
+            endpoint.script = [httpx.Response(200, json=body)]
+            vectors = await llm.embed(texts, model="e1")
+    message = str(err.value)
+    assert expected in message and "could not be read" in message and "\n" not in message
+    assert calls(store)[0]["error"] == message
+    assert vectors == [[1.0, 1.0] for _ in texts]
+    assert store.scalar("SELECT count(*) FROM llm_cache") == len(texts)
+
+
+@pytest.mark.parametrize("usage", ["lots", [1, 2], {"prompt_tokens": -4}])
+async def test_an_embeddings_answer_with_a_bad_usage_is_counted(tmp_path, usage):
+    data = [{"index": 1, "embedding": [2, 0]}, {"index": 0, "embedding": [3.5, 1]}]  # out of order
+    endpoint = Endpoint(httpx.Response(200, json={"data": data, "usage": usage}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            vectors = await llm.embed(["one", "two"], model="e1")
+    assert vectors == [[3.5, 1.0], [2.0, 0.0]]
+    assert calls(store)[0]["prompt_tokens"] == 2 and calls(store)[0]["error"] is None
