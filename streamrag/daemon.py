@@ -56,7 +56,7 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents
+from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents, storable
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, indexed_root, one_writer
 
@@ -297,6 +297,8 @@ class Daemon:
         if not rel.parts or any(part.startswith(".") for part in rel.parts) or p in self._db_files:
             return None
         rel_s = rel.as_posix()
+        if not storable(rel_s):   # not valid UTF-8: the scan leaves it out, saying so
+            return None
         name, lowered = p.name.lower(), rel_s.lower()
         if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):
             return rel_s
@@ -354,7 +356,7 @@ class Daemon:
         """The regular files under ``folder`` that the scan would index, relative to the root."""
         out = []
         for top, dirs, files in os.walk(folder):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            dirs[:] = [d for d in dirs if not d.startswith(".") and storable(d)]
             for name in files:
                 rel = self.relevant(_ADDED, Path(top) / name)
                 if rel is not None and self._takes(Path(top) / name):
@@ -385,11 +387,12 @@ class Daemon:
                 out["."] = "rescan"
                 continue
             if change == _RESCAN:
-                bad_name = re.search(r'Unable to decode path "([^"]+)"', path)
+                bad_name = _UNDECODABLE.search(path)
                 if bad_name:  # watchfiles cannot pass on a name that is not UTF-8
                     self.emit("error", f"{bad_name.group(1)}: file name is not valid UTF-8, so the "
                                        "watcher stops at it; rename it (e.g. with `mv`) to a UTF-8 "
-                                       "name. Restarted the watcher; the whole folder is synced again",
+                                       "name. Restarted the watcher, which polls the folder each "
+                                       "second from now on; the whole folder is synced again",
                               error=path)
                 else:
                     self.emit("error", f"the file watcher failed ({path}); restarted it, the whole "
@@ -812,6 +815,8 @@ class Daemon:
 # The real file system, signals, the command
 # --------------------------------------------------------------------------------------------
 _RESCAN = -1
+_UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
+_POLL_MS = 1000
 """A change kind of our own: the watcher failed and was restarted; the path is its error."""
 _REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
@@ -851,13 +856,17 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
 
     quiet = max(1, settings.debounce_ms)
     identity = _identity(root)
+    # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
+    # its polling watcher stops only when something changes under that name.
+    polling = False
     while not stop_event.is_set():
         replaced = False
         try:
             # yield_on_timeout: an empty set each second without events, to check that the folder
             # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
             changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
-                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True)
+                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True,
+                                force_polling=polling, poll_delay_ms=_POLL_MS)
             try:
                 async for changes in changes_of:
                     # The folder's own deletion, or another folder now (moved away, made again).
@@ -900,6 +909,7 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                 identity = now
                 yield {(_REPLACED, str(root))}
                 continue
+            polling = polling or _UNDECODABLE.search(str(e)) is not None
             yield {(_RESCAN, f"{type(e).__name__}: {e}")}
             await anyio.sleep(1.0)
             continue

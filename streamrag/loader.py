@@ -73,7 +73,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     given = [os.path.realpath(p) for p in paths if os.path.isdir(p)]
     for path in map(Path, paths):
         if path.is_file():
-            if _storable(path.name):
+            if storable(path.name):
                 found.add(path)
             else:
                 problems.append(_bad_name(path, root, "file"))
@@ -97,7 +97,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     return sorted(found, key=lambda p: p.parts)   # Path's own order, without its slow __lt__
 
 
-def _storable(text: str) -> bool:
+def storable(text: str) -> bool:
     """Whether ``text`` can be stored (a name that is not valid UTF-8 decodes to surrogates)."""
     try:
         text.encode("utf-8")
@@ -119,7 +119,7 @@ def _escape(ch: str) -> str:
 def _safe(text: str) -> str:
     """``text`` for a one-line message: the bytes of an undecodable name shown as ``\\xff``
     escapes, and control characters (a newline in a file name) as ``\\n``, ``\\x1b``, ..."""
-    if not _storable(text):
+    if not storable(text):
         text = os.fsencode(text).decode("utf-8", "backslashreplace")
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
@@ -240,7 +240,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             except OSError:   # a symlink loop: neither, said below
                 is_dir = is_file = False
             if is_dir:
-                if not _storable(entry.name):
+                if not storable(entry.name):
                     problems.append(_bad_name(path, root, "folder"))
                 elif is_link:
                     links.append(path)
@@ -248,7 +248,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     subdirs.append(path)
             elif not _matches(path, top, patterns):
                 continue
-            elif not _storable(entry.name):
+            elif not storable(entry.name):
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
@@ -269,7 +269,7 @@ def read_documents(path: Path, *, root: Path | None,
     path = Path(path)
     shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
     label = _safe(shown)
-    if not _storable(shown):   # scan leaves such files out; a caller naming one gets the same line
+    if not storable(shown):   # scan leaves such files out; a caller naming one gets the same line
         raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:

@@ -354,6 +354,35 @@ async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, t
     store.close()
 
 
+async def test_a_folder_moved_in_with_a_name_that_is_not_utf8_inside_is_synced_without_it(corpus, tmp_path):
+    # The daemon listed the folder's files itself and looked the undecodable name up in the
+    # store, which cannot hold it: UnicodeEncodeError ended the daemon.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    staged = tmp_path / "pkg"
+    (staged / os.fsdecode(b"bad\xffdir")).mkdir(parents=True)
+    (staged / os.fsdecode(b"bad\xffdir") / "c.txt").write_text("Una Pell sailed to Kessel.\n")
+    (staged / os.fsdecode(b"x\xff.txt")).write_text("Ivo Jax rowed to Port Vell.\n")
+    (staged / "good.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    async with running(settings, tmp_path / "u.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        os.replace(staged, corpus / "pkg")
+        async with send:
+            await send.send({(Change.added, str(corpus / "pkg"))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
+    (queued,) = [e for e in after if e["state"] == "queued"]
+    assert queued["files"] == 1 and queued["added"] == 1, queued["message"]
+    warned = [e["message"] for e in after if e["state"] == "warning"]
+    assert any(m.startswith("pkg/x\\xff.txt: file name is not valid UTF-8") for m in warned), warned
+    assert any(m.startswith("pkg/bad\\xffdir: folder name is not valid UTF-8") for m in warned), warned
+    store = Store(tmp_path / "u.db", readonly=True)
+    try:
+        assert {r["path"] for r in store.query("SELECT path FROM files WHERE path LIKE 'pkg/%'")} == {"pkg/good.txt"}
+    finally:
+        store.close()
+
+
 def test_relevant_ignores_what_the_scan_ignores(tmp_path):
     root = tmp_path / "docs"
     (root / "sub").mkdir(parents=True)
@@ -519,6 +548,29 @@ async def test_real_watch_picks_up_a_new_file(corpus, tmp_path):
             assert daemon.syncs == 2
             daemon.stop()
     assert daemon.pending == {}
+
+
+async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus, tmp_path):
+    # watchfiles' event watcher fails at once in such a folder, every time it starts: the
+    # daemon restarted it and synced the whole folder again and again, about once a second.
+    # Now it says so once and polls, and a new file is still picked up.
+    settings = make_settings(index=SMALL, watch={"debounce_ms": 50, "quiet_s": 0.1})
+    (corpus / os.fsdecode(b"sub\xff")).mkdir()
+    (corpus / os.fsdecode(b"sub\xff") / "b.txt").write_text("Kai Lu sailed to Lima.\n")
+    db = tmp_path / "w.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, watch_folder(corpus, settings.watch, daemon.stop_event))
+            await until(lambda: "error" in events.states())
+            await anyio.sleep(3)                 # polling: no further error, no further sync
+            (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+            await until(lambda: db_count(db, "SELECT count(*) FROM documents WHERE path = 'new.txt'") == 1)
+            daemon.stop()
+    errors = [e["message"] for e in events if e["state"] == "error"]
+    assert len(errors) == 1 and "polls the folder each second" in errors[0], errors
+    assert daemon.syncs <= 3, daemon.syncs   # the first, the one after the error, the new file
 
 
 # --------------------------------------------------------------------------------------------
