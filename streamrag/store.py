@@ -258,6 +258,8 @@ class Store:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = OFF")
+            if readonly:
+                conn = _readable(conn, self.path)
         except (sqlite3.Error, OSError) as e:
             raise _open_error(self.path, e) from None
         self.conn = conn
@@ -508,6 +510,29 @@ def fold_wal(path: Path | str) -> None:
     finally:
         with contextlib.suppress(sqlite3.Error):
             conn.close()
+
+
+def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """``conn``, a read-only connection, or one that can read when it cannot.
+
+    A reader of a WAL database makes ``index.db-shm`` beside it, which it cannot in a folder it
+    may not write (a read-only mount, another user's index). With no write-ahead log to take
+    in, the file alone is the whole index, and SQLite reads it as unchanging (``immutable``);
+    with one, a writer is at work, and the reader is refused in one line."""
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as e:
+        if getattr(e, "sqlite_errorname", "") not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN"):
+            raise
+    conn.close()
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise StoreError(f"{path}: cannot read the index while it is written: its folder is read-only "
+                         f"to you, and a reader must make {path.name}-shm beside it; ask again once "
+                         "the writer has finished, or with write access to the folder")
+    return sqlite3.connect(f"{_uri_path(path)}?mode=ro&immutable=1", uri=True, isolation_level=None,
+                           check_same_thread=False)
 
 
 def _uri_path(path: Path) -> str:

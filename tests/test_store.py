@@ -727,3 +727,49 @@ def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monk
     assert len(outcome) == 1 and "stayed locked by another process for 2 s" in outcome[0]
     assert store.get_meta("paid") is None
     store.close()
+
+
+@pytest.mark.parametrize("writer_at_work", [False, True])
+def test_an_index_in_a_folder_the_reader_may_not_write_is_read_as_it_is(tmp_path, monkeypatch, writer_at_work):
+    """A reader of a WAL database makes index.db-shm beside it, which it cannot in a read-only
+    folder (a read-only mount, another user's index): SQLite says SQLITE_READONLY_DIRECTORY,
+    and `status`, `ask` and `export` called a whole index "no index yet". With no write-ahead
+    log to take in, the file is read as it is; while a writer has one, one line says so. Tests
+    run as root, so a read-only folder cannot show it: the connections say what SQLite does."""
+    import sqlite3
+
+    db = tmp_path / "index.db"
+    s = Store(db)
+    s.set_meta("version", "3")
+    s.close()
+    if writer_at_work:
+        Path(f"{db}-wal").write_bytes(b"\0" * 32)
+
+    class NoShm(sqlite3.Connection):
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA"):   # settings of the connection: the file is not read
+                return super().execute(sql, *args)
+            error = sqlite3.OperationalError("attempt to write a readonly database")
+            error.sqlite_errorname = "SQLITE_READONLY_DIRECTORY"
+            raise error
+
+    real, opened = sqlite3.connect, []
+
+    def connect(database, *args, uri=False, **kwargs):
+        opened.append(str(database))
+        if uri and "immutable=1" not in str(database):
+            kwargs["factory"] = NoShm
+        return real(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    if writer_at_work:
+        with pytest.raises(StoreError, match="cannot read the index while it is written: its folder is "
+                                             "read-only to you"):
+            Store(db, readonly=True)
+        return
+    reader = Store(db, readonly=True)
+    try:
+        assert reader.get_meta("version") == "3"
+        assert opened[-1].endswith("?mode=ro&immutable=1")
+    finally:
+        reader.close()
