@@ -29,6 +29,14 @@ from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store, default_db_path, indexed_root, one_writer
 
 
+def path_arg(text: str) -> str:
+    """An argparse ``type`` for paths: an empty one (``"$NOTES"`` with the variable unset) is
+    refused instead of meaning the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty path (an unset variable?); give a folder or file")
+    return text
+
+
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
 # --------------------------------------------------------------------------------------------
@@ -289,11 +297,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_ask_checked(args: argparse.Namespace) -> int:
     """``ask``'s arguments checked before anything is opened, then ``query.cmd_ask``."""
-    from streamrag.query import cmd_ask
+    from streamrag.query import checked_question, cmd_ask
 
-    if not args.question.strip():
-        raise UsageError("the question is empty; ask something, e.g. "
-                         "`streamrag ask \"What are the main themes?\"`")
+    checked_question(args.question)
     if args.level is not None:
         if args.level < -1:
             raise UsageError(f"--level {args.level}: must be 0 or more (0 = the top level), or -1 for "
@@ -356,17 +362,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser, db: bool = True,
                db_default: str = "store.path, else .streamrag/index.db here or above") -> None:
-        p.add_argument("--config", metavar="FILE", help=f"settings file (default: {CONFIG_NAME} here or above)")
+        p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_NAME} here or above)")
         if db:
-            p.add_argument("--db", metavar="FILE", help=f"index database (default: {db_default})")
+            p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {db_default})")
 
     p = sub.add_parser("init", help="write a commented streamrag.toml to edit")
-    p.add_argument("dir", nargs="?", default=".", help="folder to write it in (default: here)")
+    p.add_argument("dir", nargs="?", default=".", type=path_arg, help="folder to write it in (default: here)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="folder(s) or file(s) to index")
+    p.add_argument("paths", nargs="+", metavar="PATH", type=path_arg, help="folder(s) or file(s) to index")
     common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
@@ -393,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("export", help="write the index as JSON or GraphML")
-    p.add_argument("out", metavar="OUT", help="output file")
+    p.add_argument("out", metavar="OUT", type=path_arg, help="output file")
     p.add_argument("--format", choices=("json", "graphml"), default=None,
                    help="default: follows OUT's extension (.graphml: graphml; anything else, "
                         "and -: json)")

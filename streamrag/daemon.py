@@ -995,9 +995,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def add_watch_command(subparsers) -> None:
     """Adds ``watch DIR`` to the CLI's subparsers."""
     p = subparsers.add_parser("watch", help="keep the index of a folder current as its files change")
-    p.add_argument("dir", metavar="DIR", help="folder to index and watch")
-    p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
-    p.add_argument("--db", metavar="FILE", help="index database (default: store.path, else DIR/.streamrag/index.db)")
+    from streamrag.cli import path_arg
+
+    p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
     p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")

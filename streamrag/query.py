@@ -46,7 +46,7 @@ import msgspec
 
 from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
-from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
+from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
 from streamrag.store import Store
@@ -139,14 +139,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     """``ask`` for callers already inside an event loop."""
     if mode not in MODES:
         raise StreamragError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    question = " ".join(question.split())
-    if not question:
-        raise StreamragError("the question is empty; ask something, e.g. "
-                             "`streamrag ask \"What are the main themes?\"`")
-    if len(question.split()) > MAX_QUESTION_WORDS:  # sent again with every rating and map batch
-        raise StreamragError(f"the question is {len(question.split()):,} words long; ask in at most "
-                             f"{MAX_QUESTION_WORDS:,} (it is sent with every batch of reports a global "
-                             "search reads): put long material in the indexed folder instead")
+    question = checked_question(question)
     db_path = Path(db_path)
     status = on_status or (lambda _m: None)
     store = Store(db_path, readonly=True)
@@ -502,6 +495,19 @@ def _usage(stats: dict[str, dict[str, int]]) -> dict:
     return llm_summary(dict(sorted(stats.items())))
 
 
+def checked_question(question: str) -> str:
+    """``question`` with its white space made single; ``UsageError`` when it is empty or too long."""
+    question = " ".join(question.split())
+    if not question:
+        raise UsageError("the question is empty; ask something, e.g. "
+                         "`streamrag ask \"What are the main themes?\"`")
+    if len(question.split()) > MAX_QUESTION_WORDS:  # sent again with every rating and map batch
+        raise UsageError(f"the question is {len(question.split()):,} words long; ask in at most "
+                         f"{MAX_QUESTION_WORDS:,} (it is sent with every batch of reports a global "
+                         "search reads): put long material in the indexed folder instead")
+    return question
+
+
 # --------------------------------------------------------------------------------------------
 # Routing
 # --------------------------------------------------------------------------------------------
@@ -546,6 +552,8 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 def add_ask_command(subparsers) -> None:
     """The ``ask`` subcommand."""
+    from streamrag.cli import path_arg
+
     p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
     p.add_argument("question", metavar="QUESTION", help="the question, quoted")
     p.add_argument("--mode", choices=MODES, default="auto",
@@ -555,8 +563,8 @@ def add_ask_command(subparsers) -> None:
                    help="global search over the reports of level N (static); -1 = query.global_level, "
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--db", metavar="FILE", help="index database (default: store.path, else .streamrag/index.db here or above)")
-    p.add_argument("--config", metavar="FILE", help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else .streamrag/index.db here or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml here or above)")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")

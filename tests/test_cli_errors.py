@@ -195,6 +195,13 @@ def test_ask_usage_errors_exit_2(cli, args, fragment):
     cli("ask", *args, code=2, fragments=(fragment,))
 
 
+@pytest.mark.parametrize("args", [("index", ""), ("watch", ""), ("index", ".", "--db", ""),
+                                  ("ask", "--config", "", "x"), ("export", ""), ("init", "")])
+def test_an_empty_path_is_refused_not_taken_for_here(cli, args):
+    # `streamrag index "$NOTES"` with NOTES unset indexed the current folder.
+    cli(*args, code=2, fragments=("empty path (an unset variable?)",))
+
+
 def test_argparse_errors_are_one_line_too(cli):
     cli("ask", code=2, fragments=("QUESTION", "streamrag ask --help"))
     cli("index", "--no-such-flag", ".", code=2, fragments=("--no-such-flag", "see `streamrag index --help`"))
@@ -343,7 +350,8 @@ def test_verbose_flag_after_the_command(cli):
 
 def test_a_question_longer_than_any_question_is_refused(indexed):
     # 121,600 characters went out with every rating and map batch: 136,437 prompt tokens.
-    one_line(run("ask", "word " * 1500, cwd=indexed), 1, "1,500 words long", "at most 1,000")
+    # Wrong usage, like an empty one: exit 2.
+    one_line(run("ask", "word " * 1500, cwd=indexed), 2, "1,500 words long", "at most 1,000")
 
 
 def test_an_empty_api_base_flag_answers_without_a_model(indexed, tmp_path):
