@@ -36,7 +36,7 @@ from collections import deque
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
 from streamrag.sentences import ends_with_abbreviation
-from streamrag.tokens import get_encoding
+from streamrag.tokens import fewest_tokens, get_encoding
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
@@ -93,7 +93,10 @@ def _units(text: str, enc, budget: int) -> list[_Unit]:
     if bounds[-1] < len(text):
         bounds.append(len(text))
     paragraphs = [(s, e) for s, e in zip(bounds, bounds[1:]) if text[s:e].strip()]
-    counts = [len(enc.encode_ordinary(text[s:e])) for s, e in paragraphs]
+    # A paragraph with more words than the budget has more tokens too (``fewest_tokens``): it is
+    # split without being encoded whole (a book on one line was encoded an extra time).
+    counts = [budget + 1 if e - s > 4 * budget and fewest_tokens(text[s:e]) > budget
+              else len(enc.encode_ordinary(text[s:e])) for s, e in paragraphs]
     units: list[_Unit] = []
     for (s, e), n in zip(paragraphs, counts):
         if n <= budget:
@@ -124,27 +127,30 @@ def _split_paragraph(text: str, s: int, e: int, enc, budget: int) -> list[_Unit]
 def _split_sentence(text: str, a: int, b: int, tokens: list[int], enc, budget: int) -> list[_Unit]:
     """Cut at whitespace-led tokens where possible, else at a token boundary."""
     step = max(1, budget - 4)
-    raw = [enc.decode_single_token_bytes(t) for t in tokens]
-    offsets = [0]
-    for r in raw:
-        offsets.append(offsets[-1] + len(r))
     data = text[a:b].encode("utf-8", "surrogatepass")
     cuts: list[tuple[int, int]] = []   # (token index, level of the cut)
     s, n = 0, len(tokens)
     while n - s > step:
         e, level = s + step, TOKEN
         for j in range(s + step, s + step // 2, -1):
-            if raw[j][:1] in (b" ", b"\n", b"\t"):
+            if enc.decode_single_token_bytes(tokens[j])[:1] in (b" ", b"\n", b"\t"):
                 e, level = j, WORD
                 break
         cuts.append((e, level))
         s = e
+    # Byte and character offsets advance cut by cut: each decodes only the text since the last
+    # (decoding from the sentence's start at every cut was quadratic in its length).
     char_cuts, levels = [], []
+    prev_t = off = prev_off = chars = 0
     for t, level in cuts:
-        off = offsets[t]
-        while off < len(data) and 0x80 <= data[off] < 0xC0:   # inside a UTF-8 sequence
-            off += 1
-        char_cuts.append(a + len(data[:off].decode("utf-8", "surrogatepass")))
+        off += len(enc.decode_bytes(tokens[prev_t:t]))
+        prev_t = t
+        cut = off
+        while cut < len(data) and 0x80 <= data[cut] < 0xC0:   # inside a UTF-8 sequence
+            cut += 1
+        chars += len(data[prev_off:cut].decode("utf-8", "surrogatepass"))
+        prev_off = cut
+        char_cuts.append(a + chars)
         levels.append(level)
     bounds = [a] + char_cuts + [b]
     out: list[_Unit] = []
