@@ -655,7 +655,9 @@ def _emit_type(kind: str, allowed: list[str]) -> str:
 # --- descriptions and relationships ---
 
 def _trim(text: str, limit: int = MAX_DESCRIPTION_WORDS) -> str:
-    words = text.split()
+    # Split no further than needed: a chunk without sentence ends is one long "sentence", which
+    # every relationship of the chunk quotes (splitting it whole each time was most of the time).
+    words = text.split(None, limit)
     if len(words) <= limit:
         return " ".join(words)
     return " ".join(words[:limit]).rstrip(",;:") + " …"
