@@ -41,6 +41,8 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[llm]\ntokens_per_minute = -1\n", "llm.tokens_per_minute: must be >= 0"),
     ("[index]\nleiden_resolution = 0\n", "index.leiden_resolution: must be > 0"),
     ("[index]\nleiden_resolution = -1.5\n", "index.leiden_resolution: must be > 0"),
+    ("[index]\nleiden_seed = 99999999999999999999\n", "index.leiden_seed: must be between 0 and 2147483647"),
+    ("[index]\nleiden_seed = -1\n", "index.leiden_seed: must be between 0 and 2147483647"),
     ("[index]\nsummary_max_tokens = 0\n", "index.summary_max_tokens: must be >= 1"),
     ("[index]\nreport_max_input_tokens = 0\n", "index.report_max_input_tokens: must be >= 1"),
     ("[index]\nreport_max_output_tokens = -5\n", "index.report_max_output_tokens: must be >= 1"),
