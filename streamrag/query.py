@@ -47,6 +47,7 @@ import msgspec
 from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
+from streamrag.loader import shown
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
 from streamrag.store import Store
@@ -619,7 +620,7 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
         # An answer that cites nothing is not shown as resting on everything it was given.
         lines.append("Documents:" if answer.citations or answer.extractive
                      else "Documents it was given (the answer cites none of them):")
-        lines += [f"  {p}" for p in answer.documents[:max_documents]]
+        lines += [f"  {shown(p)}" for p in answer.documents[:max_documents]]  # one line each
         if len(answer.documents) > max_documents:
             lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")
     if answer.cut_off:

@@ -887,6 +887,16 @@ def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
     assert "\nDocuments:" in format_footer(cited)
 
 
+def test_a_document_path_with_control_characters_is_listed_on_one_escaped_line():
+    # A file named "evil\x1b[31mRED\nline.txt" was listed as two lines, its escape dropped.
+    from streamrag.query import format_footer
+
+    answer = Answer(question="q", requested_mode="local", mode="local", search="local", text="x",
+                    extractive=True, documents=["evil\x1b[31mRED\nline.txt", "b.txt"])
+    lines = format_footer(answer).splitlines()
+    assert "  evil\\x1b[31mRED\\nline.txt" in lines and "  b.txt" in lines
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
     from streamrag.query import format_footer
