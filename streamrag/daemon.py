@@ -58,7 +58,7 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents, storable
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
-from streamrag.store import Store, WriterLock, indexed_root, one_writer
+from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import SyncResult
@@ -191,8 +191,7 @@ class Daemon:
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
         self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
-        db = self.db_path.resolve()
-        self._db_files = {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal", ".lock"))}
+        self._db_files = index_files(self.db_path)
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched

@@ -69,7 +69,7 @@ from streamrag.reports import (
     extractive_report,
     llm_report,
 )
-from streamrag.store import Store
+from streamrag.store import Store, index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
 
@@ -487,6 +487,9 @@ class Indexer:
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted)
+        own = index_files(self.db_path)   # `--db notes/index.txt`: the index is no document
+        names = {f.name for f in own}
+        files = [f for f in files if f.name not in names or f.resolve() not in own]
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.

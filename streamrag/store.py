@@ -231,6 +231,13 @@ ALTER TABLE files RENAME COLUMN mtime TO stamp;
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def index_files(db_path: Path) -> set[Path]:
+    """The files an index at ``db_path`` is made of (its database, SQLite's side files and the
+    writer's lock), resolved: never documents, wherever the index lies."""
+    db = Path(db_path).resolve()
+    return {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal", ".lock"))}
+
+
 def default_db_path(root: Path) -> Path:
     """Where the index of folder ``root`` lives unless configured otherwise."""
     root = root if root.is_dir() else root.parent

@@ -419,6 +419,22 @@ def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
     assert not _still_there("a#b.txt", tmp_path)
 
 
+async def test_an_index_kept_among_the_documents_is_not_one_of_them(corpus, tmp_path):
+    # `--db notes/index.txt`: the database matched index.include, and every later run failed
+    # on it ("binary file, not indexed; remove it"), advising to delete the index.
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = corpus / "index.txt"
+    first = await sync([corpus], settings, db, root=corpus)
+    again = await sync([corpus], settings, db, root=corpus)
+    assert first.documents == again.documents == 4
+    assert first.failures == again.failures == 0 and not again.warnings
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM files WHERE path LIKE 'index.txt%'") == 0
+    finally:
+        store.close()
+
+
 async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it(corpus, tmp_path, monkeypatch):
     """A subfolder whose permissions changed (chmod 000) cannot be listed: what was indexed from
     it stays, the folder is named once as a failure, and the rest of the folder is synced. Tests
