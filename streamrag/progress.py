@@ -1,5 +1,5 @@
 """Progress on stderr: a live panel on a terminal; otherwise one line per stage change, and the
-counts every ten seconds or so within a long stage.
+counts every ten seconds or so within a long stage, also when none of them moves.
 
 The pipeline only bumps counters (``pipeline.Progress``); this module decides how to show
 them, so library users and tests get no output at all.
@@ -8,6 +8,7 @@ them, so library users and tests get no output at all.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -51,6 +52,7 @@ class _Panel:
 
 
 EVERY_S = 10.0  # off a terminal: seconds between count lines within one stage
+STILL_S = 10.0  # off a terminal: seconds without a line before one says the stage goes on
 
 
 def _counts_line(p: Progress) -> str:
@@ -81,22 +83,41 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
         return
     last = [""]
     last_counts = [started, ""]
+    lock = threading.Lock()
+
+    def say(now: float, text: str) -> None:
+        last_counts[0] = now
+        print(f"[{now - started:6.1f}s] {text}", file=sys.stderr, flush=True)
 
     def on_change(p: Progress) -> None:
-        now = time.monotonic()
-        if p.stage != last[0]:
-            last[0] = p.stage
-            last_counts[0] = now
-            print(f"[{now - started:6.1f}s] {p.stage}", file=sys.stderr, flush=True)
-        elif now - last_counts[0] >= EVERY_S:
-            # Between stage changes, the counts now and then, so a long stage is not silent.
-            line = _counts_line(p)
-            if line != last_counts[1]:
-                last_counts[:] = [now, line]
-                print(f"[{now - started:6.1f}s] {p.stage}: {line}", file=sys.stderr, flush=True)
+        with lock:
+            now = time.monotonic()
+            if p.stage != last[0]:
+                last[0] = p.stage
+                say(now, p.stage)
+            elif now - last_counts[0] >= EVERY_S:
+                # Between stage changes, the counts now and then, so a long stage is not silent.
+                line = _counts_line(p)
+                if line != last_counts[1]:
+                    last_counts[1] = line
+                    say(now, f"{p.stage}: {line}")
 
+    def heartbeat() -> None:
+        # Work that moves no counter for a while (one huge file being cut, a large publish)
+        # still gets a line every STILL_S, so a log never looks stuck.
+        while not done.wait(STILL_S / 4):
+            with lock:
+                now = time.monotonic()
+                if last[0] and now - last_counts[0] >= STILL_S:
+                    say(now, f"{progress.stage}: {_counts_line(progress)} (still working)")
+
+    done = threading.Event()
+    ticker = threading.Thread(target=heartbeat, name="progress", daemon=True)
     progress.listeners.append(on_change)
+    ticker.start()
     try:
         yield
     finally:
+        done.set()
+        ticker.join()
         progress.listeners.remove(on_change)

@@ -32,3 +32,20 @@ def test_counts_wait_for_the_interval(capsys):
         p.set_stage("extracting")
         p.add("chunks_extracted", 2)
     assert [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()] == ["extracting"]
+
+
+def test_a_stage_that_moves_no_counter_still_gets_a_line(capsys, monkeypatch):
+    # One 20 MB file being cut, or a large publish, moved no counter: the log said nothing for
+    # many seconds, and "files 1/1" made the file look done.
+    import time
+
+    p = Progress()
+    monkeypatch.setattr(shown, "STILL_S", 0.05)
+    with shown.show(p):
+        p.set_stage("extracting")
+        p.total("files", 1)
+        time.sleep(0.3)
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines[0] == "extracting"
+    assert len(lines) >= 3 and set(lines[1:]) == {
+        "extracting: files 0/1; chunks 0 extracted, 0 reused (still working)"}, lines
