@@ -358,9 +358,11 @@ def _newlines(text: str) -> str:
 
 
 def _title(text: str, fallback: str) -> str:
+    """The first line with a letter or digit (a rule, ``---`` of front matter never closed,
+    names nothing), else ``fallback``."""
     for line in text.split("\n"):
         line = line.strip().lstrip("#").strip()
-        if line:
+        if any(ch.isalnum() for ch in line):
             return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "\u2026"
     return fallback
 

@@ -70,6 +70,15 @@ def test_title_is_trimmed_and_falls_back_to_stem(tmp_path):
     assert doc.path == long.as_posix()
 
 
+def test_a_line_with_no_letter_or_digit_is_no_title(tmp_path):
+    # Front matter never closed kept its "---", which became the title.
+    unclosed = write(tmp_path / "notes.md", "---\ntitle: Harbor notes\n\nMira Osk rebuilt the quay.\n")
+    [doc], _ = read_documents(unclosed, root=None)
+    assert doc.title == "title: Harbor notes"
+    ruled = write(tmp_path / "ruled.txt", "***\n===\n")
+    assert read_documents(ruled, root=None)[0][0].title == "ruled"
+
+
 def test_same_content_same_id_different_path(tmp_path):
     a = write(tmp_path / "a.txt", "same text")
     b = write(tmp_path / "b.txt", "same text")
