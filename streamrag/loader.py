@@ -285,7 +285,7 @@ def read_documents(path: Path, *, root: Path | None,
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, label, warnings)
     elif suffix == ".csv":
-        rows = _csv_rows(text, label)
+        rows = _csv_rows(text, label, warnings)
     else:
         title = None
         if suffix in _MARKDOWN:
@@ -389,12 +389,31 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
     return rows
 
 
-def _csv_rows(text: str, label: str) -> list[tuple[int, dict]]:
+def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        return [(number, row) for number, row in enumerate(reader, 1)]
+        rows = [(number, row) for number, row in enumerate(reader, 1)]
     except csv.Error as e:
         raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
+    if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
+        # A quote opened and never closed takes the rest of the file into one field.
+        strict = csv.reader(io.StringIO(text, newline=""), strict=True)
+        try:
+            for _ in strict:
+                pass
+        except csv.Error:
+            warnings.append(f"{label}: row {len(rows)} opens a quote that never closes, so the rest of "
+                            f"the file from line {_line_of_row(text, len(rows))} is read as one field; "
+                            "close the quote")
+    return rows
+
+
+def _line_of_row(text: str, row: int) -> int:
+    """The line where data row ``row`` (1 = the first after the header) starts."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    for _ in range(row):   # the header, then the rows before it
+        next(reader, None)
+    return reader.line_num + 1
 
 
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,

@@ -153,6 +153,17 @@ def test_csv_rows(tmp_path):
     assert warnings == ["t.csv: 1 row(s) without 'text' text, skipped"]
 
 
+def test_a_csv_quote_that_never_closes_is_said(tmp_path):
+    # The rows after it became one field of one document, without a word.
+    f = write(tmp_path / "t.csv", 'text,title\nfine,A\n"open quote,B\nnext row,C\nlast,D\n')
+    docs, warnings = read_documents(f, root=tmp_path)
+    assert [d.path for d in docs] == ["t.csv#1", "t.csv#2"]
+    assert warnings == ["t.csv: row 2 opens a quote that never closes, so the rest of the file from "
+                        "line 3 is read as one field; close the quote"]
+    closed = write(tmp_path / "ok.csv", 'text,title\nfine,A\n"two\nlines",B\n')
+    assert read_documents(closed, root=tmp_path)[1] == []
+
+
 def test_csv_missing_column(tmp_path):
     f = write(tmp_path / "t.csv", "title,content\nA,x\n")
     with pytest.raises(InputError, match=r"t\.csv: no 'text' field.*index\.text_field"):
