@@ -622,6 +622,10 @@ class WriterLock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             f = open(self.path, "a+")
         except OSError as e:
+            blocking = next((a for a in self.path.parents if a.exists() and not a.is_dir()), None)
+            if blocking is not None:   # mkdir says only "File exists"
+                raise StoreError(f"{blocking}: is a file, so the index cannot go under it; give --db "
+                                 "(or store.path) a file in a folder") from None
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
                              "an index in a folder you may write with --db") from None
         try:

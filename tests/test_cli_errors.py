@@ -87,6 +87,14 @@ def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 
 
+def test_a_database_under_a_file_names_the_file(cli, tmp_path):
+    # mkdir said "File exists", and the message blamed the lock file.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("Mira Osk rebuilt the quay.")
+    cli("index", "docs", "--db", "docs/a.txt/index.db", code=1,
+        fragments=(f"{tmp_path / 'docs' / 'a.txt'}: is a file, so the index cannot go under it",))
+
+
 @pytest.mark.parametrize("command", ["status", "index"])
 def test_a_folder_given_as_store_path_names_the_setting(cli, tmp_path, command):
     (tmp_path / "db").mkdir()
