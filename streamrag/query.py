@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import re
 import sys
 import time
@@ -206,9 +207,15 @@ class _Search:
 
         run_id = time.strftime("ask-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         async with contextlib.AsyncExitStack() as stack:
-            wstore = Store(db_path)
-            stack.callback(wstore.close)
-            writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
+            if _writable(db_path):
+                wstore = Store(db_path)
+                stack.callback(wstore.close)
+                writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
+            else:   # a read-only mount, another user's index: answered, from the cache too
+                wstore = Store(db_path, readonly=True)
+                stack.callback(wstore.close)
+                writer = _Unrecorded(None)
+                writer.skip(f"{db_path}: the index is read-only to you", "this answer")
             outcome = "failed"
             try:
                 # Inside the try: a stop landing as the row commits still has it closed.
@@ -656,12 +663,21 @@ class _Unrecorded:
         self.writer = writer
         self.busy = False
 
+    def skip(self, why: object, what: str = "the rest of this answer") -> None:
+        """No more writes, said once."""
+        self.busy = True
+        logging.getLogger("streamrag").warning("%s; %s is not recorded or cached", why, what)
+
     async def run(self, fn, *args):
         if self.busy:   # the answer goes on without waiting for the lock again
             return None
         try:
             return await self.writer.run(fn, *args)
         except StoreBusyError as e:
-            self.busy = True
-            logging.getLogger("streamrag").warning("%s; the rest of this answer is not recorded or cached", e)
+            self.skip(e)
             return None
+
+
+def _writable(db_path: Path) -> bool:
+    """Whether ``ask`` may record in the index at ``db_path`` (its file and its folder)."""
+    return os.access(db_path, os.W_OK) and os.access(Path(db_path).parent, os.W_OK)

@@ -954,3 +954,23 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
     store = Store(llm_db, readonly=True)
     assert store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND finished_at IS NULL") == 0
     store.close()
+
+
+def test_an_index_read_only_to_the_asker_is_answered_from_unrecorded(llm_db, qs, caplog, monkeypatch):
+    # A read-only mount or another user's index: ask opened it for writing to record its run
+    # and failed ("attempt to write a readonly database") without answering. Tests run as root,
+    # so permissions cannot show it: the check of them says no in their place.
+    from streamrag import query
+
+    monkeypatch.setattr(query, "_writable", lambda db: False)
+    store = Store(llm_db, readonly=True)
+    before = [store.scalar(f"SELECT count(*) FROM {t}") for t in ("runs", "llm_calls", "llm_cache")]
+    store.close()
+    with caplog.at_level("WARNING", logger="streamrag"):
+        answer = anyio.run(lambda: aask("Who is the harbor master?", qs, llm_db, mode="local"))
+    assert answer.text and answer.documents and not answer.extractive
+    said = [r.getMessage() for r in caplog.records if "not recorded or cached" in r.getMessage()]
+    assert said == [f"{llm_db}: the index is read-only to you; this answer is not recorded or cached"]
+    store = Store(llm_db, readonly=True)
+    assert [store.scalar(f"SELECT count(*) FROM {t}") for t in ("runs", "llm_calls", "llm_cache")] == before
+    store.close()
