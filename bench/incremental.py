@@ -77,9 +77,15 @@ def main() -> None:
         source = tmp / "source"
         if args.generate:
             gen = ROOT.parent / "shared" / "tools" / "corpusgen.py"
-            subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale", str(args.generate),
-                            "--docs", str(args.generate + 1), "--out", str(source)], check=True,
-                           stdout=subprocess.DEVNULL)
+            if not gen.is_file():
+                ap.error(f"--generate needs {gen} (the project's corpus generator); give --corpus DIR instead")
+            made = subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale",
+                                   str(args.generate), "--docs", str(args.generate + 1), "--out", str(source)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if made.returncode:
+                last = (made.stderr.strip().splitlines() or ["no message"])[-1]
+                sys.exit(f"incremental.py: corpusgen could not make {args.generate + 1} documents with "
+                         f"seed {args.seed} ({last}); try another --seed (7 makes 10,000)")
         else:
             shutil.copytree(args.corpus, source)
         files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
