@@ -27,6 +27,23 @@ def test_fewest_tokens_never_exceeds_the_count_of_words_with_any_spacing(encodin
     assert fewest_tokens(text) <= count_tokens(text, encoding)
 
 
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.sampled_from(["/", "//", "\n", "\r", " ", ";", "x", "();", "\t", "a b", "/x"]),
+                      max_size=80))
+def test_fewest_tokens_holds_for_slashes_after_line_breaks(encoding, parts):
+    text = "".join(parts)
+    # o200k_base makes "//\n//" one piece: counting words said 300 lines of "//" needed at
+    # least 300 tokens, where they take 151, and the chunker cut such a paragraph it need not.
+    assert fewest_tokens(text) <= count_tokens(text, encoding)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_fewest_tokens_holds_for_a_comment_banner(encoding):
+    for text in ("//\n" * 300, "x();\n//\n//", "intro.\n\n" + "//\n//\n// i.\n//\n" * 50):
+        assert fewest_tokens(text) <= count_tokens(text, encoding), text[:20]
+
+
 def test_fewest_tokens_is_tight_for_plain_words():
     text = "the cat sat on the mat"
     assert fewest_tokens(text) == count_tokens(text) == 6
