@@ -26,7 +26,7 @@ from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
 from streamrag.status import format_status, gather_status, llm_summary
-from streamrag.store import Store, default_db_path, indexed_root, one_writer
+from streamrag.store import Store, default_db_path, indexed_root, one_writer, read_as_unchanging
 
 
 def path_arg(text: str) -> str:
@@ -523,6 +523,11 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.DatabaseError as e:
         if debug:
             raise
+        if read_as_unchanging():
+            print(f"streamrag: error: the index changed while it was read ({e}): its folder is read-only "
+                  "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
+                  "ask again once that has finished", file=sys.stderr)
+            return 1
         print(f"streamrag: error: the index database cannot be read ({e}); pass --db with a "
               "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
               file=sys.stderr)

@@ -535,11 +535,22 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.close()
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
-        raise StoreError(f"{path}: cannot read the index while it is written: its folder is read-only "
-                         f"to you, and a reader must make {path.name}-shm beside it; ask again once "
-                         "the writer has finished, or with write access to the folder")
+        raise StoreError(f"{path}: its folder is read-only to you, and a write-ahead log lies beside it "
+                         f"({wal.name}: a writer is at work, or stopped before folding it in), which a "
+                         "reader there cannot take in; ask again once the writer has finished, or run "
+                         "any streamrag command on it with write access to the folder")
+    _unchanging.add(str(path))
     return sqlite3.connect(f"{_uri_path(path)}?mode=ro&immutable=1", uri=True, isolation_level=None,
                            check_same_thread=False)
+
+
+_unchanging: set[str] = set()   # indexes this process reads as unchanging (``_readable``)
+
+
+def read_as_unchanging() -> bool:
+    """Whether this process reads an index as unchanging: an error reading it then most likely
+    means its owner's indexer wrote it meanwhile, not that it is damaged."""
+    return bool(_unchanging)
 
 
 def _uri_path(path: Path) -> str:

@@ -763,8 +763,8 @@ def test_an_index_in_a_folder_the_reader_may_not_write_is_read_as_it_is(tmp_path
 
     monkeypatch.setattr(sqlite3, "connect", connect)
     if writer_at_work:
-        with pytest.raises(StoreError, match="cannot read the index while it is written: its folder is "
-                                             "read-only to you"):
+        with pytest.raises(StoreError, match="its folder is read-only to you, and a write-ahead log lies "
+                                             "beside it"):
             Store(db, readonly=True)
         return
     reader = Store(db, readonly=True)
@@ -773,3 +773,26 @@ def test_an_index_in_a_folder_the_reader_may_not_write_is_read_as_it_is(tmp_path
         assert opened[-1].endswith("?mode=ro&immutable=1")
     finally:
         reader.close()
+
+
+def test_an_error_reading_an_index_read_as_unchanging_is_not_called_damage(tmp_path, monkeypatch, capsys):
+    # Read as unchanging, an index its owner's indexer writes meanwhile can read as malformed:
+    # the message advised deleting the index.
+    import sqlite3
+
+    from streamrag import cli, store
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+
+    def malformed(*args, **kwargs):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(cli, "gather_status", malformed)
+    monkeypatch.setattr(store, "_unchanging", {str(db)})
+    assert cli.main(["status", "--db", str(db)]) == 1
+    err = capsys.readouterr().err
+    assert "the index changed while it was read" in err and "delete" not in err
+    monkeypatch.setattr(store, "_unchanging", set())
+    assert cli.main(["status", "--db", str(db)]) == 1
+    assert "delete the damaged file" in capsys.readouterr().err
