@@ -589,6 +589,8 @@ class Daemon:
             return
         finally:  # its calls were sent, whether or not the extraction failed after
             self._spent_ahead(indexer)
+            if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
+                self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted

@@ -57,20 +57,27 @@ class YesNoCheck:
     while the model obeys the bias, in words from the first answer that shows it does not (a
     model whose tokenizer is not ``index.encoding`` reads the biased ids as other tokens), so a
     wrong ``llm.logit_bias`` costs a call per chunk already being checked and a warning, not
-    every chunk's gleaning."""
+    every chunk's gleaning. The process remembers such a model: `watch` pays that once."""
 
     def __init__(self, settings: Settings) -> None:
-        self.use_bias = settings.index.glean_check == "logit_bias" and settings.llm.logit_bias
+        self.model = (settings.llm.api_base, settings.llm.extraction_model, settings.index.encoding)
+        self.use_bias = (settings.index.glean_check == "logit_bias" and settings.llm.logit_bias
+                         and self.model not in _IGNORING)
         self.warning = ""
 
     def bias_ignored(self, settings: Settings, answer: str) -> None:
         if self.use_bias:
             self.use_bias = False
+            _IGNORING.add(self.model)
             self.warning = (f"llm.logit_bias: {settings.llm.extraction_model} answered the one-token "
                             f"YES/NO check with {answer.strip()[:20]!r}: the provider ignores logit_bias or the "
                             f"model's tokenizer is not index.encoding ({settings.index.encoding}), so "
-                            "the check was asked again in words. Set llm.logit_bias = false (or "
+                            "the check is asked in words. Set llm.logit_bias = false (or "
                             "index.encoding to the model's tokenizer) to save the biased calls")
+
+
+# (api_base, model, encoding) of models seen to ignore the bias in this process.
+_IGNORING: set[tuple[str, str, str]] = set()
 
 
 async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,

@@ -227,6 +227,7 @@ class Indexer:
         self.failures = 0
         self.failed_items = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
+        self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.rechunked_all = True
         self.unavailable = 0
         self.unavailable_error = ""
@@ -627,7 +628,7 @@ class Indexer:
                     await writer.run(index_rows.save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")
 
-        check = YesNoCheck(s)
+        check = self.yes_no = YesNoCheck(s)
         workers = 1 if s.offline else s.pipeline.extract_workers
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)
@@ -638,7 +639,7 @@ class Indexer:
             with glean_recv:
                 for _ in range(workers):
                     tg.start_soon(glean_worker, glean_recv.clone())
-        if check.warning:
+        if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
             scan.warnings.append(check.warning)
         return scan
 

@@ -255,12 +255,15 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
 
 
 async def test_a_model_that_ignores_the_yes_no_bias_is_asked_in_words_with_a_warning(
-        corpus, tmp_path, simulator):
+        corpus, tmp_path, simulator, monkeypatch):
     """llm.logit_bias left on for a model with another tokenizer: the biased ids read as other
     tokens, so the one-token glean check gets neither YES nor NO. The check is then asked in
     words (not three times per chunk, then failed), the run says what to set, and the index
     is the one logit_bias = false gives. The simulator reads ids as o200k_base, so a cl100k
     index.encoding stands in for such a model."""
+    from streamrag import gleaner
+
+    monkeypatch.setattr(gleaner, "_IGNORING", set())   # what the process learnt before
     index = {"chunk_size": 80, "chunk_overlap": 10, "encoding": "cl100k_base"}
     biased = await sync([corpus], make_settings(simulator.base_url, index=index), tmp_path / "b.db",
                         root=corpus)

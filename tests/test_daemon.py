@@ -216,6 +216,36 @@ async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path
     store.close()
 
 
+async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
+    # The warning came with the extraction ahead of a sync, which returned only its count: watch
+    # never said it, and every extraction paid a biased glean check per worker again.
+    # (A cl100k index.encoding stands in for a model whose tokenizer is not it: see test_bad_answers.)
+    from streamrag import gleaner
+
+    monkeypatch.setattr(gleaner, "_IGNORING", set())
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    settings = make_settings(simulator.base_url, index={**SMALL, "encoding": "cl100k_base"},
+                             watch={"quiet_s": 0.2})
+    async with running(settings, tmp_path / "b.db", folder) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            for n in (1, 2):
+                new = folder / f"n{n}.txt"
+                new.write_text(f"Captain Tomas Quell{n} sailed the Blue Heron from Port Vell to Kessel.\n")
+                await send.send({(Change.added, str(new))})
+                await until(lambda: daemon.syncs == 1 + n)
+    said = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert len(said) == 1 and said[0].startswith("llm.logit_bias: "), said
+    store = Store(tmp_path / "b.db", readonly=True)
+    try:
+        biased = store.scalar("SELECT count(*) FROM llm_calls WHERE stage = 'glean_check' AND error IS NOT NULL")
+        checks = store.scalar("SELECT count(*) FROM llm_calls WHERE stage = 'glean_check'")
+    finally:
+        store.close()
+    assert biased == 1 and checks == 3      # one biased try, then every check in words
+
+
 async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corpus, tmp_path, simulator):
     # A log appended to every second paid one extraction per append (and printed three lines).
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.4})
