@@ -390,8 +390,8 @@ class Daemon:
                 if bad_name:  # watchfiles cannot pass on a name that is not UTF-8
                     self.emit("error", f"{bad_name.group(1)}: file name is not valid UTF-8, so the "
                                        "watcher stops at it; rename it (e.g. with `mv`) to a UTF-8 "
-                                       "name. Restarted the watcher, which polls the folder each "
-                                       "second from now on; the whole folder is synced again",
+                                       "name, then restart watch. Meanwhile the watcher polls the "
+                                       "folder each second; the whole folder is synced again",
                               error=path)
                 else:
                     self.emit("error", f"the file watcher failed ({path}); restarted it, the whole "
