@@ -108,7 +108,7 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
         while not done.wait(STILL_S / 4):
             with lock:
                 now = time.monotonic()
-                if last[0] and now - last_counts[0] >= STILL_S:
+                if now - last_counts[0] >= STILL_S:   # the first stage too (a slow scan)
                     say(now, f"{progress.stage}: {_counts_line(progress)} (still working)")
 
     done = threading.Event()

@@ -49,3 +49,15 @@ def test_a_stage_that_moves_no_counter_still_gets_a_line(capsys, monkeypatch):
     assert lines[0] == "extracting"
     assert len(lines) >= 3 and set(lines[1:]) == {
         "extracting: files 0/1; chunks 0 extracted, 0 reused (still working)"}, lines
+
+
+def test_the_first_stage_gets_a_line_too_when_nothing_moves(capsys, monkeypatch):
+    # A scan of a huge tree or a slow mount changes nothing until it ends.
+    import time
+
+    p = Progress()
+    monkeypatch.setattr(shown, "STILL_S", 0.05)
+    with shown.show(p):
+        time.sleep(0.2)
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert lines and set(lines) == {"scanning: files 0/0; chunks 0 extracted, 0 reused (still working)"}, lines
