@@ -33,7 +33,7 @@ def path_arg(text: str) -> str:
     """An argparse ``type`` for paths: an empty one (``"$NOTES"`` with the variable unset) is
     refused instead of meaning the current folder."""
     if not text:
-        raise argparse.ArgumentTypeError("empty path (an unset variable?); give a folder or file")
+        raise argparse.ArgumentTypeError("empty path (an unset variable?); give a path")
     return text
 
 

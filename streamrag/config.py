@@ -302,8 +302,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
     if llm.max_retries < 0:
         problems.append(("llm.max_retries", "must be >= 0 (0 = never retry)"))
-    if not 0 <= ix.leiden_seed < 2**31:   # leidenalg takes a C integer
-        problems.append(("index.leiden_seed", "must be between 0 and 2147483647"))
+    if not -2**63 <= ix.leiden_seed < 2**63:   # leidenalg takes a 64-bit integer
+        problems.append(("index.leiden_seed", "must be a 64-bit integer (between -2^63 and 2^63 - 1)"))
     if not (ix.leiden_resolution > 0 and math.isfinite(ix.leiden_resolution)):
         problems.append(("index.leiden_resolution", "must be > 0 (1.0 = standard modularity)"))
     for name in ("summary_max_tokens", "report_max_input_tokens", "report_max_output_tokens"):

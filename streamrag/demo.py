@@ -32,7 +32,9 @@ def sample_dir() -> Path:
 
 def add_demo_command(subparsers) -> None:
     p = subparsers.add_parser("demo", help="index a shipped sample offline and ask it two questions")
-    p.add_argument("--dir", metavar="DIR",
+    from streamrag.cli import path_arg
+
+    p.add_argument("--dir", metavar="DIR", type=path_arg,
                    help="where to put the sample and its index (default: a temporary folder)")
     p.add_argument("--api-base", metavar="URL",
                    help="answer the questions with this OpenAI-compatible endpoint instead of extractively")

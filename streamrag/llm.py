@@ -987,8 +987,10 @@ def _content(content: Any, whose: str) -> str:
             raise _Retryable(f"{whose} 'content' has a part that is not an object ({_kind(part)})",
                              200)
         kind, text = part.get("type"), part.get("text")
-        if kind is not None and kind != "text":
+        if kind is not None and kind not in ("text", "output_text"):
             continue
+        if isinstance(text, dict) and isinstance(text.get("value"), str):   # {"text": {"value": ...}}
+            text = text["value"]
         if not isinstance(text, str):
             raise _Retryable(f"{whose} 'content' has a text part without text ({_kind(text)})", 200)
         texts.append(text)

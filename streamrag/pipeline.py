@@ -496,9 +496,9 @@ class Indexer:
             # What was indexed from a folder that cannot be listed now stays until it can.
             rel = _rel(folder, self.root)
             scan.files.update({p: v for p, v in known.items() if _covered(p, [rel])})
-            await self.fail(writer, "load", rel, f"{loader.shown(rel)}: cannot list the folder ({why}); "
+            await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
                             "what was indexed from it stays; check its permissions")
-        if not files:
+        if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")
         self.progress.total("files", len(files))

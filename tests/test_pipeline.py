@@ -473,6 +473,27 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     assert again.documents_added == again.documents_removed == 0 and not again.published
 
 
+async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_path, monkeypatch):
+    # It was also said to hold no file matching index.include, which contradicted the first line.
+    import errno
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == corpus:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.warnings == [f"{corpus}: cannot list the folder (Permission denied); what was indexed "
+                               "from it stays; check its permissions"]
+    assert result.documents == 4 and result.documents_removed == 0
+
+
 @pytest.mark.parametrize("fails", ["stat", "read"])
 async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(corpus, tmp_path, monkeypatch,
                                                                                fails):
