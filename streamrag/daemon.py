@@ -493,6 +493,7 @@ class Daemon:
         ``_MAX_WAIT_QUIETS * quiet_s`` after the first unsynced batch if events never pause."""
         quiet = self.settings.watch.quiet_s
         max_wait = _MAX_WAIT_QUIETS * quiet
+        settle = min(quiet, 2 * self.settings.watch.debounce_ms / 1000)
         # The initial sync may have left work (calls to retry): its quiet period starts now.
         deadline = anyio.current_time() + quiet if self.pending else math.inf
         first_batch: float | None = None  # when the oldest batch not synced yet came
@@ -529,8 +530,14 @@ class Daemon:
                 if anyio.current_time() < deadline:
                     continue
                 # Extracting took longer than the quiet period: events that came meanwhile are
-                # taken (and their quiet period waited for) before syncing, within max_wait.
-                if anyio.current_time() < first_batch + max_wait and _has_ready(recv):
+                # taken (and their quiet period waited for) before syncing, within max_wait; and
+                # as the watcher holds events back while they keep coming (``debounce_ms``), a
+                # batch may be on its way: it is waited for a moment (``settle``) before syncing.
+                now = anyio.current_time()
+                if now < first_batch + max_wait:
+                    if _has_ready(recv):
+                        continue
+                    deadline = min(now + settle, first_batch + max_wait)
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 first_batch = None

@@ -659,6 +659,31 @@ async def test_events_that_come_while_extracting_are_taken_before_syncing(corpus
     assert daemon.syncs == 2
 
 
+async def test_a_batch_just_after_an_extraction_that_outlasted_the_quiet_period_joins_its_sync(
+        corpus, tmp_path):
+    """The watcher holds events back while they keep coming (a log appended to every 0.2 s
+    reached the daemon about once a second): the sync began the moment an extraction longer
+    than quiet_s ended, and the next batch, a moment later, made a sync of its own (a version
+    every 2 s with quiet_s = 1). The daemon now waits a moment for it."""
+    first, second = corpus / "first.txt", corpus / "second.txt"
+    with Simulator(SimulatorConfig(latency_ms=300)) as sim:   # an extraction takes 0.6 s or more
+        settings = make_settings(sim.base_url, index=SMALL, watch={"quiet_s": 0.4, "debounce_ms": 200})
+        async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+            mark = len(events)
+            first.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+            second.write_text("Mayor Ada Quill opened the Kessel ferry terminal.\n")
+            async with send:
+                await send.send({(Change.added, str(first))})
+                await until(lambda: "waiting" in events.states(mark))     # extracted
+                await anyio.sleep(0.1)
+                await send.send({(Change.added, str(second))})
+                await until(lambda: daemon.syncs >= 2 and not daemon.pending)
+                await anyio.sleep(0.8)   # a second sync, if any, would start within the quiet period
+    waited = next(e for e in events[mark:] if e["state"] == "waiting")
+    assert waited["took_s"] > 0.4                 # the case: extraction outlasted quiet_s
+    assert events.states(mark).count("idle") == 1 and daemon.syncs == 2
+
+
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cfg") / "slow.toml"
