@@ -38,7 +38,7 @@ import anyio
 import msgspec
 
 from streamrag.errors import LLMOutputError
-from streamrag.parsing import parse_json_object, parse_map_points, parse_ratings
+from streamrag.parsing import parse_map_points, parse_ratings, usable_map_answer
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 from streamrag.tokens import count_tokens, truncate
@@ -306,10 +306,6 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
     return rate
 
 
-def _usable_points(text: str) -> bool:
-    return parse_json_object(text) is not None or bool(parse_map_points(text))
-
-
 class MapReduce(msgspec.Struct):
     text: str
     reports: int
@@ -339,7 +335,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
         try:
             result = await llm.chat(map_prompt.render(question=question, reports=text), model=model,
                                     stage="map", prompt=map_prompt, max_tokens=MAP_MAX_OUTPUT,
-                                    validate=_usable_points)
+                                    validate=usable_map_answer)
         except LLMOutputError as e:
             log.warning("map batch %d of %d gave no usable answer, skipped: %s", i + 1, len(batches), e)
             errors.append(e)

@@ -514,6 +514,16 @@ def parse_ratings(text: str, ids: list[str]) -> dict[str, float]:
     return out
 
 
+def usable_map_answer(text: str) -> bool:
+    """Whether ``text`` answers the map prompt: points, or a list of them that may be empty
+    ("nothing relevant"). An object without points (prose around a broken JSON, another
+    schema) is no answer: taking it for "nothing relevant" dropped a batch's reports unread."""
+    if parse_map_points(text):
+        return True
+    value = _find_json(text, "{[")
+    return isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("points"), list))
+
+
 def parse_map_points(text: str) -> list[dict]:
     """``[{"description", "score"}]`` from ``{"points": [...]}`` or a bare list; score 0..100."""
     value = _find_json(text, "{[")

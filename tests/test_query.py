@@ -346,6 +346,26 @@ async def test_unreadable_ratings_or_map_answers_are_an_error_not_an_empty_answe
     assert answer.details["map_batches"] > 1 and answer.details["map_batches_failed"] == 1
 
 
+@pytest.mark.parametrize("said", ["{}", '{"answer": "The quay was rebuilt."}', "Sure! {",
+                                  'Sure! Here:\n```\n{"title": "Unfinished, "findings": [{"summary": \n```'])
+async def test_a_map_answer_of_another_shape_is_unreadable_not_nothing_relevant(llm_db, qs, said):
+    # Any JSON object passed: {} or prose around broken JSON read as "no point", the answer
+    # said no report was relevant (exit 0), and that answer was cached.
+    from streamrag.errors import LLMOutputError
+
+    qs.llm.max_retries = 0
+    with pytest.raises(LLMOutputError, match="none of its .* answers over .* community reports"):
+        await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                   transport=mock({"map": lambda m: said}))
+
+
+async def test_a_map_answer_of_no_points_is_nothing_relevant(llm_db, qs):
+    for said in ('{"points": []}', "[]", '```json\n{"points": []}\n```'):
+        answer = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
+                            transport=mock({"map": lambda m: said}))
+        assert answer.details["map_batches_failed"] == 0 and "holds anything relevant" in answer.text
+
+
 async def test_reduce_respects_its_budget(llm_db, simulator):
     settings = make_settings(simulator.base_url, llm={"cache": False},
                              query={"reduce_max_tokens": 60, "map_max_tokens": 300})
