@@ -97,7 +97,11 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
                                     validate=lambda t: said.append(t) or parse_yes_no(t) is not None, **ask)
             return parse_yes_no(result.text) is not False
         except LLMOutputError:
-            check.bias_ignored(settings, said[-1] if said else "")
+            answer = said[-1] if said else ""
+            # One token that is neither word: the bias named other tokens. A longer answer is a
+            # glitch (max_tokens was 1): this check alone is asked again, in words.
+            if len(answer.split()) <= 1 and len(answer) <= 24:
+                check.bias_ignored(settings, answer)
     # An answer in words that is neither YES nor NO is asked for again, never cached.
     result = await llm.chat(messages, max_tokens=3, validate=lambda t: parse_yes_no(t) is not None, **ask)
     return parse_yes_no(result.text) is not False

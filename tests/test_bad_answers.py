@@ -286,3 +286,33 @@ async def test_a_model_that_ignores_the_yes_no_bias_is_asked_in_words_with_a_war
                        tmp_path / "r.db", root=corpus)
     assert not right.warnings
     assert right.llm["glean_check"]["unusable"] == 0
+
+
+@pytest.mark.parametrize("biased_answer, ignored", [("iat", True), ("Sure! Here is what I found", False)])
+async def test_only_a_one_token_answer_to_the_biased_check_means_the_bias_is_ignored(biased_answer, ignored):
+    # One fault-injected reply ("Sure! Here is what I...", though max_tokens was 1) switched the
+    # whole process to words and blamed the user's llm.logit_bias.
+    from conftest import make_settings as settings_for
+    from streamrag import gleaner
+    from streamrag.extractor import ExtractionPrompts
+    from streamrag.records import Chunk, Extraction
+
+    class OneGlitch:
+        def __init__(self):
+            self.asked = []
+
+        async def chat(self, messages, *, max_tokens, validate, logit_bias=None, tries=3, **kwargs):
+            self.asked.append("biased" if logit_bias else "words")
+            text = biased_answer if logit_bias else "NO"
+            if not validate(text):
+                raise LLMOutputError("no usable answer")
+            return type("Result", (), {"text": text})()
+
+    settings = settings_for("http://llm.test/v1")
+    check, llm = gleaner.YesNoCheck(settings), OneGlitch()
+    chunk = Chunk(id="c1", doc_id="d1", idx=0, text="Mira Osk rebuilt the quay.", tokens=6)
+    go_on = await gleaner._should_continue(llm, ExtractionPrompts.load(settings), chunk, Extraction(),
+                                           settings, check)
+    assert go_on is False and llm.asked == ["biased", "words"]
+    assert check.use_bias is (not ignored) and bool(check.warning) is ignored
+    gleaner._IGNORING.discard(check.model)
