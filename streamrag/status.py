@@ -124,7 +124,9 @@ def _outcome(info: dict) -> str:
     if not left:
         return state
     see = "" if "failures" in info else "; see --failures"
-    return f"{state}, but {' and '.join(left)}{see}"
+    joined = " and ".join(left)
+    # "ok, but 2 items failed"; a run that failed outright says what failed ("failed: 2 items").
+    return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 
 def format_status(info: dict, db: Path) -> str:

@@ -64,4 +64,4 @@ def test_failed_items_are_said_beside_ok():
     # A run that stopped (a dead endpoint: "Nothing was published") made no version to leave
     # anything out of.
     line = last_update_line(format_status(_info("failed", 1, 0), Path("i.db")))
-    assert line.endswith("failed, but 1 item failed; see --failures"), line
+    assert line.endswith("failed (1 item failed); see --failures"), line   # not "failed, but ... failed"
