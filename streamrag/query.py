@@ -51,7 +51,7 @@ from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, 
 from streamrag.loader import shown
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
-from streamrag.store import Store
+from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 
 MODES = ("auto", "global", "local", "basic")
@@ -174,6 +174,9 @@ def _check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
         raise IndexMissingError(f"the index at {db_path} holds no documents: {root} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
                                 "add such files (or widen index.include), then run `streamrag index` on it again")
+    if (holder := writer_at_work(db_path)) is not None:
+        raise IndexMissingError(f"the index at {db_path} has nothing published yet: {holder} is building "
+                                "it; ask again once it has published its first version")
     raise IndexMissingError(f"the index at {db_path} is empty; build it with "
                             "`streamrag index DIR` (add --offline to index without an LLM)")
 

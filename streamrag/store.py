@@ -676,6 +676,23 @@ class WriterLock:
             self.file = None
 
 
+def writer_at_work(db_path: Path | str) -> str | None:
+    """What holds the writer lock of the index at ``db_path`` (``pid 12: streamrag watch
+    notes``), or ``None`` when nothing does. Only looks: the lock is not kept."""
+    try:
+        import fcntl
+        f = open(f"{Path(db_path).resolve()}.lock")
+    except (ImportError, OSError):
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return " ".join(f.read().split()) or "another process"
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
 @contextlib.contextmanager
 def one_writer(db_path: Path | str, what: str) -> Iterator[WriterLock]:
     """Holds the index's writer lock (see ``WriterLock``) for the block."""

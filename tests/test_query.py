@@ -994,3 +994,18 @@ def test_an_index_read_only_to_the_asker_is_answered_from_unrecorded(llm_db, qs,
     store = Store(llm_db, readonly=True)
     assert [store.scalar(f"SELECT count(*) FROM {t}") for t in ("runs", "llm_calls", "llm_cache")] == before
     store.close()
+
+
+async def test_asking_an_index_being_built_says_who_builds_it(tmp_path):
+    # During a watcher's first sync, ask said "is empty; build it with `streamrag index DIR`".
+    from streamrag.errors import IndexMissingError
+    from streamrag.store import one_writer
+
+    db = tmp_path / "index.db"
+    Store(db).close()                       # made, nothing published yet
+    with pytest.raises(IndexMissingError, match="is empty; build it with"):
+        await aask("What is here?", make_settings(), db)
+    with one_writer(db, "streamrag watch notes"):
+        with pytest.raises(IndexMissingError, match=r"has nothing published yet: pid \d+: streamrag watch "
+                                                    r"notes is building it"):
+            await aask("What is here?", make_settings(), db)
