@@ -685,12 +685,19 @@ class LLMClient:
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
         """One try under a slot and the limits; transport failures become ``_Retryable``.
 
+        The try (connecting and the whole answer, streamed or not) is abandoned as a timeout
+        when it has not finished within ``llm.request_timeout_s``: httpx's timeout is per read,
+        so a server trickling a byte now and then would otherwise hold the call forever.
+        Waiting for the slot and the limits is not part of it.
+
         A try that never reached the server gives its rate budget back, so retrying a refused
         connection waits for its backoff only."""
+        timeout = self.settings.request_timeout_s
         async with self._slots:
             tickets = await self._admit(tokens)
             try:
-                return await attempt()
+                with anyio.move_on_after(timeout) as deadline:
+                    return await attempt()
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
                 if isinstance(e, httpx.ConnectError):
@@ -700,10 +707,13 @@ class LLMClient:
                                      refused=True) from None
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
             except httpx.TimeoutException:
-                timeout = self.settings.request_timeout_s
                 raise _Retryable(f"no answer within {timeout:g} s (timeout)") from None
             except httpx.TransportError as e:
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+            # Only the deadline's own cancellation ends up here; a cancellation from outside
+            # goes on through the scope.
+            assert deadline.cancelled_caught
+            raise _Retryable(f"the answer was not complete within {timeout:g} s (timeout)")
 
     def _never_answered(self, state: RetryCallState) -> bool:
         """Stop early when connections are refused and the endpoint never answered this client,

@@ -492,6 +492,70 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
+class Trickle:
+    """A server that answers 200, then sends a little every 0.05 s and never finishes: each read
+    comes well within any per-read timeout, so only a deadline on the whole try ends it."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.sent: list[int] = []   # pieces of text sent, per request
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(0)
+        if self.kind == "silent":          # not even the headers
+            await anyio.sleep(3600)
+        return httpx.Response(200, content=self.body(len(self.sent) - 1),
+                              headers={"content-type": "text/event-stream"
+                                       if self.kind == "sse" else "application/json"})
+
+    async def body(self, i: int) -> AsyncIterator[bytes]:
+        if self.kind == "json":
+            yield b'{"choices": [{"message": {"content": "'
+        while True:
+            self.sent[i] += 1
+            yield sse([delta({"content": "x"})]) if self.kind == "sse" else b"x"
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("kind", ["sse", "json", "silent"])
+async def test_an_answer_that_never_finishes_is_abandoned_at_request_timeout_s(tmp_path, kind):
+    # A server trickling an event every 0.5 s hung index and ask forever: httpx's timeout is
+    # per read. Each try now has request_timeout_s for the whole answer, and is then retried.
+    endpoint = Trickle(kind)
+    deltas: list[str] = []
+    started = time.monotonic()
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=1) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s",
+                               on_delta=deltas.append if kind == "sse" else None)
+    assert time.monotonic() - started < 2
+    message = str(err.value)
+    assert "not complete within 0.3 s (timeout)" in message and "llm.request_timeout_s" in message
+    assert "failed 2 time(s)" in message and "\n" not in message
+    assert len(endpoint.sent) == 2                                   # retried once, as max_retries says
+    assert calls(store)[0]["error"] == message
+    if kind == "sse":   # the text shown by the first try is not shown again by the second
+        assert min(endpoint.sent) > 1 and "".join(deltas) == "x" * max(endpoint.sent)
+
+
+async def test_a_cancel_from_outside_still_cancels_a_call_under_its_deadline(tmp_path):
+    endpoint = Trickle("sse")
+    started = time.monotonic()
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, request_timeout_s=30) as (llm, _):
+            with anyio.move_on_after(0.3) as outer:
+                await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _text: None)
+            assert outer.cancelled_caught                # cancelled, not retried nor an error
+            assert len(endpoint.sent) == 1
+            # The client is still usable afterwards (the slot was given back).
+            endpoint.kind = "silent"
+            with anyio.move_on_after(0.1):
+                await llm.chat(ask("other"), model="m1", stage="s")
+            assert len(endpoint.sent) == 2
+    assert time.monotonic() - started < 2
+
+
 async def test_concurrent_identical_requests_are_sent_once(tmp_path):
     endpoint = Endpoint(latency=0.2)
     with anyio.fail_after(5):
