@@ -15,7 +15,9 @@ Every request passes, in order:
 5. **HTTP**, retried with jittered exponential backoff on 429, 5xx, timeouts, connection errors
    and truncated answers; a ``Retry-After`` pauses every request of this client, not just the
    one that saw it. Each retry passes the slot and the limiters again, because the provider
-   counts it too.
+   counts it too. A refused connection to an endpoint that answered before (a restart) uses no
+   retry: it is tried again every few seconds until the endpoint answers or has refused every
+   connection for ``DOWN_AFTER_S``.
 
 An answer is then checked: the caller's ``validate`` (what its stage can use) and, unless the
 caller says otherwise, that it was not cut off at ``max_tokens`` (``finish_reason == "length"``).
@@ -48,8 +50,7 @@ from typing import Any, Literal
 import anyio
 import httpx
 import msgspec
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
-from tenacity.wait import wait_random_exponential
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.config import LLMSettings, check_api_key
@@ -106,6 +107,9 @@ class _Retryable(Exception):
         self.status = status
         self.retry_after = retry_after
         self.refused = refused  # nothing accepted the connection
+        self.free = False       # a refusal by an endpoint that answered before: uses no retry
+        self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
+                                # free, its refused tries in a row): the backoff's exponent
 
 
 def _advice(e: _Retryable) -> str:
@@ -127,7 +131,14 @@ _REFUSED_ATTEMPTS = 3
 # A server that answered, then refused every connection for this long, has stopped (not restarted):
 # every call still waiting fails at its next refused attempt, instead of each one going through its
 # own minute of backoff (a 50-document index against a server stopped mid-run took 8 minutes).
+# Until then, a refused try of such an endpoint (a restart) uses none of llm.max_retries: a server
+# down 12 s made calls fail after 7 quick tries.
 DOWN_AFTER_S = 60.0
+# The longest wait between those refused tries (full jitter below it), so a restarted server is
+# found again within seconds.
+REFUSED_WAIT_MAX_S = 5.0
+# The longest wait between other tries (without Retry-After).
+MAX_BACKOFF_S = 60.0
 
 
 class _Flight:
@@ -316,7 +327,7 @@ class LLMClient:
         self._answers = 0
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
-        self._backoff = wait_random_exponential(multiplier=retry_base_s, max=60)
+        self._retry_base_s = retry_base_s
 
     async def __aenter__(self) -> LLMClient:
         return self
@@ -654,9 +665,43 @@ class LLMClient:
     # -- the wire ----------------------------------------------------------------------------
     async def _retrying(self, url: str, model: str, tokens: int,
                         attempt: Callable[[], Any]) -> Any:
-        """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``."""
+        """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``.
+
+        Every failed try uses up one of ``llm.max_retries``, except a refused connection to an
+        endpoint that has answered this client before (a restart): that is retried, at most
+        ``REFUSED_WAIT_MAX_S`` apart, until the endpoint answers or has refused every connection
+        for ``DOWN_AFTER_S`` (``_never_answered``). This call's own refused tries in a row are
+        free for ``DOWN_AFTER_S`` too, so a call refused while other calls get answers ends."""
+        counted = 0                   # tries that used up llm.max_retries
+        made = 0                      # tries in all
+        refused_n = 0                 # free refused tries in a row
+        streak: float | None = None   # when they began
+
+        async def one() -> Any:
+            nonlocal counted, made, refused_n, streak
+            made += 1
+            try:
+                return await self._attempt(tokens, attempt)
+            except _Retryable as e:
+                if e.refused and self._reached:
+                    now = time.monotonic()
+                    streak = now if streak is None else streak
+                    e.free = now - streak < DOWN_AFTER_S
+                if e.free:
+                    refused_n += 1
+                    e.tries = refused_n
+                else:
+                    counted += 1
+                    e.tries = counted
+                    if not e.refused:
+                        refused_n, streak = 0, None
+                raise
+
+        def stop(state: RetryCallState) -> bool:
+            return counted >= self.settings.max_retries + 1 or self._never_answered(state)
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.settings.max_retries + 1) | self._never_answered,
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception_type(_Retryable),
             sleep=anyio.sleep,
@@ -666,9 +711,9 @@ class LLMClient:
         try:
             async for state in retrying:
                 with state:
-                    return await self._attempt(tokens, attempt)
+                    return await one()
         except _Retryable as e:
-            attempts = self.settings.max_retries + 1
+            attempts = made
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
                     f"nothing answers at {url} ({e.detail}); start the server, or fix llm.api_base "
@@ -771,12 +816,13 @@ class LLMClient:
             budget.give_back(ticket)
 
     def _wait(self, state: RetryCallState) -> float:
-        backoff = self._backoff(state)
         exc = state.outcome.exception() if state.outcome else None
         retry_after = getattr(exc, "retry_after", None)
-        if retry_after is None:
-            return backoff
-        return retry_after + random.uniform(0, min(1.0, retry_after * 0.25))
+        if retry_after is not None:
+            return retry_after + random.uniform(0, min(1.0, retry_after * 0.25))
+        tries = getattr(exc, "tries", 0) or state.attempt_number
+        cap = REFUSED_WAIT_MAX_S if getattr(exc, "free", False) else MAX_BACKOFF_S
+        return random.uniform(0, min(cap, self._retry_base_s * 2.0 ** min(tries - 1, 64)))
 
     def _log_retry(self, url: str) -> Callable[[RetryCallState], None]:
         def before_sleep(state: RetryCallState) -> None:
@@ -784,8 +830,14 @@ class LLMClient:
             wait = state.next_action.sleep if state.next_action else 0
             # Nothing listening yet: the error after the last try says so in one line; a warning
             # per concurrent call and try before it (dozens of lines) would only bury it.
-            line = (f"{url}: {getattr(exc, 'detail', exc)}; retry {state.attempt_number}/"
-                    f"{self.settings.max_retries} in {wait:.1f} s")
+            if getattr(exc, "free", False):
+                line = (f"{url}: {getattr(exc, 'detail', exc)}; it answered before: refused for "
+                        f"{self._down_s():.0f} s, retry in {wait:.1f} s (until it answers, or has "
+                        f"refused every connection for {DOWN_AFTER_S:g} s)")
+            else:
+                line = (f"{url}: {getattr(exc, 'detail', exc)}; retry "
+                        f"{getattr(exc, 'tries', 0) or state.attempt_number}/"
+                        f"{self.settings.max_retries} in {wait:.1f} s")
             if getattr(exc, "refused", False) and not self._reached:
                 log.debug(line)
             else:

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 
+import streamrag.llm as llm_module
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient, parse_retry_after
@@ -694,6 +695,92 @@ async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(t
             await llm.chat(ask("first"), model="m1", stage="s")
             answer = await llm.chat(ask("second"), model="m1", stage="s")
     assert answer.text == "echo: second" and len(endpoint.requests) == 7
+
+
+async def test_a_restarted_endpoint_is_waited_for_beyond_max_retries(tmp_path, monkeypatch, caplog):
+    # An endpoint down 12 s during index made a call fail after 7 quick tries ("failed 7
+    # time(s), last: connection failed"): refusals of an endpoint that answered before use none
+    # of max_retries until the stop rule (DOWN_AFTER_S of refusals) says it has stopped.
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    refused = [httpx.ConnectError("connection refused") for _ in range(10)]
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("up")), *refused)
+    with anyio.fail_after(3), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, store):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            answer = await llm.chat(ask("second"), model="m1", stage="s")
+    assert answer.text == "echo: second" and len(endpoint.requests) == 12
+    assert [row["error"] for row in calls(store)] == [None, None]
+    lines = [r.getMessage() for r in caplog.records if "refused for" in r.getMessage()]
+    assert len(lines) == 10 and "until it answers, or has refused every connection for 60 s" in lines[0]
+    assert all(float(line.split("retry in ")[1].split()[0]) <= 0.02 for line in lines)   # capped
+
+
+async def test_after_a_restart_other_errors_still_use_up_max_retries(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    refused = [httpx.ConnectError("connection refused") for _ in range(6)]
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("up")), *refused,
+                        *[httpx.Response(503, text="loading")] * 3)
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            with pytest.raises(LLMUnavailableError, match=r"failed 9 time\(s\), last: HTTP 503"):
+                await llm.chat(ask("second"), model="m1", stage="s")
+    assert len(endpoint.requests) == 10   # the 6 refusals, then max_retries + 1 answers of 503
+
+
+async def test_an_endpoint_refusing_longer_than_the_stop_rule_still_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3)
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.05)
+    server = {"up": True}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if not server["up"]:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json=chat_body("up"))
+
+    seen: list[float] = []
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        seen.append(time.monotonic())
+        return answer(request)
+
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            server["up"] = False
+            with pytest.raises(LLMUnavailableError, match=r"refused every connection for \d+ s.*start it again"):
+                await llm.chat(ask("second"), model="m1", stage="s")
+    refusals = seen[1:]
+    assert len(refusals) > 3                       # beyond max_retries + 1 tries
+    assert 0.3 <= refusals[-1] - refusals[0] < 1.0
+
+
+async def test_a_call_refused_while_others_are_answered_still_ends(tmp_path, monkeypatch):
+    # The endpoint keeps answering other calls, so it is never 'down'; the refused call's own
+    # refusals are free for DOWN_AFTER_S only, then use up max_retries.
+    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3)
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.05)
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body["messages"][-1]["content"] == "stuck":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json=chat_body("ok"))
+
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, max_retries=2, cache=False) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+
+            async def others() -> None:
+                while True:
+                    await llm.chat(ask("other"), model="m1", stage="s")
+                    await anyio.sleep(0.01)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(others)
+                with pytest.raises(LLMUnavailableError, match=r"failed \d+ time\(s\), last: connection failed"):
+                    await llm.chat(ask("stuck"), model="m1", stage="s")
+                tg.cancel_scope.cancel()
 
 
 # -- answers of an unexpected shape ----------------------------------------------------------
