@@ -51,7 +51,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "version": store.version,
             "published_at": float(published or 0) or None,   # None: never published
             "documents": count("documents"),
-            "chunks": store.scalar("SELECT count(DISTINCT chunk_id) FROM document_chunks"),
+            # the chunks the graph is built from, as `index` counts them (a chunk whose extraction
+            # failed is a failure, not part of the index)
+            "chunks": count("live_chunks"),
             "entities": count("entities"),
             "relationships": count("relationships"),
             "claims": count("claims"),

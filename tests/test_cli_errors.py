@@ -343,12 +343,18 @@ def test_index_publishes_what_worked_and_exits_1_when_items_failed(tmp_path, cap
                       "request_timeout_s = 2\n")
     db = tmp_path / "i.db"
     with Simulator(SimulatorConfig(fault_rate=0.5, seed=3, timeout_s=0.2)) as sim:
-        rc = main(["index", str(corpus), "-q", "--config", str(config), "--db", str(db),
+        rc = main(["index", str(corpus), "-q", "--json", "--config", str(config), "--db", str(db),
                    "--api-base", sim.base_url])
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert rc == 1
     assert err.strip().splitlines()[-1].startswith("streamrag: ") and "run the same command again" in err
     assert db.exists()      # the version is published all the same, with what did not fail
+    # status counts the chunks the index is built from, as index does: it counted the chunks
+    # whose extraction failed too (17 against 12).
+    indexed = json.loads(out)
+    assert main(["status", "--json", "--db", str(db)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert indexed["failed_items"] > 0 and status["chunks"] == indexed["chunks"]
 
 
 def test_verbose_flag_after_the_command(cli):
