@@ -740,7 +740,10 @@ class Daemon:
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                   chunks_extracted=extracted, chunks_reused=reused,
                   llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
-        failed_calls = sum(s.get("errors", 0) for s in result.llm.values())
+        # The calls that failed, the extraction's ahead of this sync included, as the idle line
+        # counts them; whether no call got an answer is this sync's own question (below).
+        failed_calls = sum(s.get("errors", 0) for s in spent.values())
+        failed_now = sum(s.get("errors", 0) for s in result.llm.values())
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
@@ -765,7 +768,7 @@ class Daemon:
         # five minutes) costs nothing until it is back.
         # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
         unusable = sum(s.get("unusable", 0) for s in result.llm.values())
-        outage = not unusable and failed_calls >= made
+        outage = not unusable and failed_now >= made
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retries += 1
             self.pending.setdefault(".", "retry")

@@ -101,6 +101,31 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
     assert idle["llm"]["by_stage"]["extract"]["errors"] >= 3 * (1 + failed_syncs), idle["llm"]
 
 
+async def test_the_error_line_counts_the_failed_calls_the_idle_line_counts(corpus, tmp_path, simulator):
+    # The idle line summed the calls of the extraction ahead of the sync and of the sync; the
+    # error line after it counted the sync's alone ("2 LLM calls", then "1 LLM call failed").
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    db = tmp_path / "o.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        mark = len(events)
+        switch.up = False
+        victim = sorted(corpus.glob("*.txt"))[0]
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})
+        await until(lambda: any("llm_errors" in e for e in events[mark:]))
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    after = events[mark:]
+    first_error = next(i for i, e in enumerate(after) if "llm_errors" in e)
+    idle = [e for e in after[:first_error] if e["state"] == "idle"][-1]
+    assert idle["llm"]["errors"] >= 2                      # the extraction ahead's and the sync's
+    assert after[first_error]["llm_errors"] == idle["llm"]["errors"], (after[first_error], idle["llm"])
+
+
 @pytest.mark.parametrize("index_inside", [False, True])
 async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_back(
         corpus, tmp_path, index_inside):
