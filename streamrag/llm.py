@@ -35,6 +35,7 @@ Without a store the client works the same, minus the cache and the rows.
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import logging
 import math
@@ -108,6 +109,7 @@ class _Retryable(Exception):
         self.retry_after = retry_after
         self.refused = refused  # nothing accepted the connection
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
+        self.refused_for = 0.0  # how long this call's refusals in a row have lasted
         self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
                                 # free, its refused tries in a row): the backoff's exponent
 
@@ -134,6 +136,8 @@ _REFUSED_ATTEMPTS = 3
 # Until then, a refused try of such an endpoint (a restart) uses none of llm.max_retries: a server
 # down 12 s made calls fail after 7 quick tries.
 DOWN_AFTER_S = 60.0
+# The deadline of the try under way (``_attempt``); a streamed answer moves it on as text comes.
+_TRY: contextvars.ContextVar[anyio.CancelScope | None] = contextvars.ContextVar("streamrag_try", default=None)
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -526,6 +530,7 @@ class LLMClient:
                            shown: list[int]) -> tuple[_Answer, float]:
         """One streamed attempt. After a retry, only text beyond what was shown is passed on."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+        limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
         parts: list[str] = []
         length = 0
@@ -578,8 +583,13 @@ class LLMClient:
                             on_delta(piece[max(0, shown[0] - length):])
                             shown[0] = end
                         length = end
+                        _progress(self.settings.request_timeout_s + _margin(self.settings.request_timeout_s))
                     if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
+                if limit and len(parts) > 2 * limit + 64 and finish_reason is None:
+                    # A server that ignores max_tokens and streams on: cut off, as it should be.
+                    finish_reason = "length"
+                    break
         if not done and finish_reason is None:
             raise _Retryable("the stream ended before the answer did (truncated)", 200)
         latency = (time.perf_counter() - started) * 1000
@@ -683,10 +693,11 @@ class LLMClient:
             try:
                 return await self._attempt(tokens, attempt)
             except _Retryable as e:
-                if e.refused and self._reached:
+                if e.refused and self._reached and self.settings.max_retries > 0:   # 0: never retry
                     now = time.monotonic()
                     streak = now if streak is None else streak
-                    e.free = now - streak < DOWN_AFTER_S
+                    e.refused_for = now - streak
+                    e.free = e.refused_for < DOWN_AFTER_S
                 if e.free:
                     refused_n += 1
                     e.tries = refused_n
@@ -730,10 +741,14 @@ class LLMClient:
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
         """One try under a slot and the limits; transport failures become ``_Retryable``.
 
-        The try (connecting and the whole answer, streamed or not) is abandoned as a timeout
-        when it has not finished within ``llm.request_timeout_s``: httpx's timeout is per read,
-        so a server trickling a byte now and then would otherwise hold the call forever.
-        Waiting for the slot and the limits is not part of it.
+        The try is abandoned as a timeout when it has made no progress for a little more than
+        ``llm.request_timeout_s`` (``_margin``): httpx's timeout is per read, so a server trickling a byte now
+        and then (a keep-alive) would otherwise hold the call forever. Progress is the whole
+        answer, or for a streamed one each piece of its text (``_progress``): a slow server
+        streaming a long answer is not cut off. The second more lets httpx's own timeouts
+        (connecting, the first byte) say what they are. A streamed answer that runs on past
+        twice its ``max_tokens`` pieces (a server that ignores it) ends as cut off. Waiting for
+        the slot and the limits is not part of it.
 
         A try that never reached the server gives its rate budget back, so retrying a refused
         connection waits for its backoff only."""
@@ -741,8 +756,12 @@ class LLMClient:
         async with self._slots:
             tickets = await self._admit(tokens)
             try:
-                with anyio.move_on_after(timeout) as deadline:
-                    return await attempt()
+                with anyio.move_on_after(timeout + _margin(timeout)) as deadline:
+                    scope = _TRY.set(deadline)
+                    try:
+                        return await attempt()
+                    finally:
+                        _TRY.reset(scope)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
                 if isinstance(e, httpx.ConnectError):
@@ -758,7 +777,7 @@ class LLMClient:
             # Only the deadline's own cancellation ends up here; a cancellation from outside
             # goes on through the scope.
             assert deadline.cancelled_caught
-            raise _Retryable(f"the answer was not complete within {timeout:g} s (timeout)")
+            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)")
 
     def _never_answered(self, state: RetryCallState) -> bool:
         """Stop early when connections are refused and the endpoint never answered this client,
@@ -831,9 +850,9 @@ class LLMClient:
             # Nothing listening yet: the error after the last try says so in one line; a warning
             # per concurrent call and try before it (dozens of lines) would only bury it.
             if getattr(exc, "free", False):
-                line = (f"{url}: {getattr(exc, 'detail', exc)}; it answered before: refused for "
-                        f"{self._down_s():.0f} s, retry in {wait:.1f} s (until it answers, or has "
-                        f"refused every connection for {DOWN_AFTER_S:g} s)")
+                line = (f"{url}: {getattr(exc, 'detail', exc)}; it answered before: this call refused "
+                        f"for {exc.refused_for:.0f} s, retry in {wait:.1f} s (until it answers, or "
+                        f"has refused every connection for {DOWN_AFTER_S:g} s)")
             else:
                 line = (f"{url}: {getattr(exc, 'detail', exc)}; retry "
                         f"{getattr(exc, 'tries', 0) or state.attempt_number}/"
@@ -997,6 +1016,19 @@ def _checker(validate: Callable[[str], bool],
 def _int(value: Any) -> int:
     """A token count from ``usage``, or -1 when the provider gave none."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
+
+
+def _margin(timeout: float) -> float:
+    """What a try's deadline adds to ``request_timeout_s``, so that httpx's own timeouts, which
+    say what they were (connecting, the first byte), come first."""
+    return min(1.0, timeout)
+
+
+def _progress(timeout: float) -> None:
+    """A streamed answer moved on: the try under way gets ``timeout`` more seconds."""
+    scope = _TRY.get()
+    if scope is not None:
+        scope.deadline = anyio.current_time() + timeout
 
 
 def _usage(usage: Any) -> tuple[int, int]:

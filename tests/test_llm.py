@@ -494,50 +494,81 @@ async def test_a_cut_stream_is_retried(tmp_path):
 
 
 class Trickle:
-    """A server that answers 200, then sends a little every 0.05 s and never finishes: each read
-    comes well within any per-read timeout, so only a deadline on the whole try ends it."""
+    """A server that answers 200, then sends a little every ``every`` s and never finishes: each
+    read comes well within any per-read timeout. ``sse``: text; ``keepalive``: SSE comments
+    only; ``json``: a JSON body that never ends; ``silent``: not even the headers."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.sent: list[int] = []   # pieces of text sent, per request
+    def __init__(self, kind: str, every: float = 0.05) -> None:
+        self.kind, self.every = kind, every
+        self.sent: list[int] = []   # pieces sent, per request
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         self.sent.append(0)
-        if self.kind == "silent":          # not even the headers
+        if self.kind == "silent":
             await anyio.sleep(3600)
         return httpx.Response(200, content=self.body(len(self.sent) - 1),
-                              headers={"content-type": "text/event-stream"
-                                       if self.kind == "sse" else "application/json"})
+                              headers={"content-type": "application/json" if self.kind == "json"
+                                       else "text/event-stream"})
 
     async def body(self, i: int) -> AsyncIterator[bytes]:
         if self.kind == "json":
             yield b'{"choices": [{"message": {"content": "'
         while True:
             self.sent[i] += 1
-            yield sse([delta({"content": "x"})]) if self.kind == "sse" else b"x"
-            await anyio.sleep(0.05)
+            yield {"sse": sse([delta({"content": "x"})]), "keepalive": b": keep-alive\n\n",
+                   "json": b"x"}[self.kind]
+            await anyio.sleep(self.every)
 
 
-@pytest.mark.parametrize("kind", ["sse", "json", "silent"])
-async def test_an_answer_that_never_finishes_is_abandoned_at_request_timeout_s(tmp_path, kind):
-    # A server trickling an event every 0.5 s hung index and ask forever: httpx's timeout is
-    # per read. Each try now has request_timeout_s for the whole answer, and is then retried.
+@pytest.mark.parametrize("kind", ["keepalive", "json", "silent"])
+async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_s(tmp_path, kind):
+    # A server trickling bytes (keep-alives, a body that never ends) hung index and ask forever:
+    # httpx's timeout is per read. A try that makes no progress for request_timeout_s (and a
+    # margin) is now a timeout, retried as max_retries says.
     endpoint = Trickle(kind)
-    deltas: list[str] = []
     started = time.monotonic()
     with anyio.fail_after(3):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=1) as (llm, store):
             with pytest.raises(LLMUnavailableError) as err:
                 await llm.chat(ask(), model="m1", stage="s",
-                               on_delta=deltas.append if kind == "sse" else None)
+                               on_delta=(lambda _t: None) if kind == "keepalive" else None)
     assert time.monotonic() - started < 2
     message = str(err.value)
-    assert "not complete within 0.3 s (timeout)" in message and "llm.request_timeout_s" in message
+    assert "made no progress for 0.3 s (timeout)" in message and "llm.request_timeout_s" in message
     assert "failed 2 time(s)" in message and "\n" not in message
     assert len(endpoint.sent) == 2                                   # retried once, as max_retries says
     assert calls(store)[0]["error"] == message
-    if kind == "sse":   # the text shown by the first try is not shown again by the second
-        assert min(endpoint.sent) > 1 and "".join(deltas) == "x" * max(endpoint.sent)
+
+
+async def test_a_slow_streamed_answer_longer_than_request_timeout_s_is_not_cut(tmp_path):
+    # A slow local server streams a long answer for longer than request_timeout_s: a deadline
+    # on the whole try cut it, and every retry the same way, until the call failed.
+    async def slowly() -> AsyncIterator[bytes]:
+        for _ in range(12):                      # 1.2 s in all, a piece each 0.1 s
+            yield sse([delta({"content": "word "})])
+            await anyio.sleep(0.1)
+        yield sse([STOP, "[DONE]"])
+
+    endpoint = Endpoint(lambda body: httpx.Response(200, content=slowly(),
+                                                    headers={"content-type": "text/event-stream"}))
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=shown.append)
+    assert result.text == "word " * 12 and "".join(shown) == result.text
+    assert len(endpoint.requests) == 1
+
+
+async def test_a_stream_that_runs_past_max_tokens_ends_as_cut_off(tmp_path):
+    # A server that ignores max_tokens and streams on forever.
+    endpoint = Trickle("sse", every=0.002)
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", max_tokens=5, on_delta=shown.append)
+    assert result.finish_reason == "length" and result.text == "x" * len(result.text)
+    assert 5 < len(result.text) <= 2 * 5 + 64 + 1 and "".join(shown) == result.text
+    assert len(endpoint.sent) == 1
 
 
 async def test_a_cancel_from_outside_still_cancels_a_call_under_its_deadline(tmp_path):
@@ -710,9 +741,22 @@ async def test_a_restarted_endpoint_is_waited_for_beyond_max_retries(tmp_path, m
             answer = await llm.chat(ask("second"), model="m1", stage="s")
     assert answer.text == "echo: second" and len(endpoint.requests) == 12
     assert [row["error"] for row in calls(store)] == [None, None]
-    lines = [r.getMessage() for r in caplog.records if "refused for" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "this call refused for" in r.getMessage()]
     assert len(lines) == 10 and "until it answers, or has refused every connection for 60 s" in lines[0]
     assert all(float(line.split("retry in ")[1].split()[0]) <= 0.02 for line in lines)   # capped
+
+
+async def test_max_retries_0_never_retries_a_restarted_endpoint_either(tmp_path, monkeypatch):
+    # "0 = never retry": a refusal of an endpoint that answered before was retried for 60 s.
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("up")),
+                        *[httpx.ConnectError("connection refused") for _ in range(5)])
+    with anyio.fail_after(3):
+        async with client(tmp_path, endpoint, max_retries=0) as (llm, _):
+            await llm.chat(ask("first"), model="m1", stage="s")
+            with pytest.raises(LLMUnavailableError, match="failed 1 time"):
+                await llm.chat(ask("second"), model="m1", stage="s")
+    assert len(endpoint.requests) == 2
 
 
 async def test_after_a_restart_other_errors_still_use_up_max_retries(tmp_path, monkeypatch):
