@@ -14,7 +14,7 @@ from xml.sax import saxutils
 import msgspec
 
 from streamrag.errors import StreamragError, UsageError
-from streamrag.store import Store
+from streamrag.store import Store, lock_path
 
 
 def _rows(store: Store, sql: str):
@@ -134,7 +134,7 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path
     for suffix in ("-wal", "-shm", "-journal"):
         if hits(db.with_name(db.name + suffix)):
             raise StreamragError(f"{shown}: is the index database's SQLite {suffix} file; {fix}")
-    if hits(db.with_name(db.name + ".lock")):
+    if hits(lock_path(db)):
         raise StreamragError(f"{shown}: is the lock file of the index's writer; {fix}")
     if settings_file is not None and hits(Path(settings_file)):
         raise StreamragError(f"{shown}: is the settings file in use; {fix}")

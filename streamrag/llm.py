@@ -136,8 +136,10 @@ _REFUSED_ATTEMPTS = 3
 # Until then, a refused try of such an endpoint (a restart) uses none of llm.max_retries: a server
 # down 12 s made calls fail after 7 quick tries.
 DOWN_AFTER_S = 60.0
-# The deadline of the try under way (``_attempt``); a streamed answer moves it on as text comes.
-_TRY: contextvars.ContextVar[anyio.CancelScope | None] = contextvars.ContextVar("streamrag_try", default=None)
+# The deadline of the try under way and the time each sign of progress gives it (``_attempt``);
+# a streamed answer moves it on as text comes (``_progress``).
+_TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float] | None] = contextvars.ContextVar(
+    "streamrag_try", default=None)
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -583,7 +585,7 @@ class LLMClient:
                             on_delta(piece[max(0, shown[0] - length):])
                             shown[0] = end
                         length = end
-                        _progress(self.settings.request_timeout_s + _margin(self.settings.request_timeout_s))
+                        _progress()
                     if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
                 if limit and len(parts) > 2 * limit + 64 and finish_reason is None:
@@ -742,22 +744,23 @@ class LLMClient:
         """One try under a slot and the limits; transport failures become ``_Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
-        ``llm.request_timeout_s`` (``_margin``): httpx's timeout is per read, so a server trickling a byte now
+        ``llm.request_timeout_s``: httpx's timeout is per read, so a server trickling a byte now
         and then (a keep-alive) would otherwise hold the call forever. Progress is the whole
         answer, or for a streamed one each piece of its text (``_progress``): a slow server
-        streaming a long answer is not cut off. The second more lets httpx's own timeouts
-        (connecting, the first byte) say what they are. A streamed answer that runs on past
+        streaming a long answer is not cut off. The little more lets httpx's own timeouts
+        (connecting, the first byte) come first and say what they are. A streamed answer that runs on past
         twice its ``max_tokens`` pieces (a server that ignores it) ends as cut off. Waiting for
         the slot and the limits is not part of it.
 
         A try that never reached the server gives its rate budget back, so retrying a refused
         connection waits for its backoff only."""
         timeout = self.settings.request_timeout_s
+        allowance = timeout + min(1.0, timeout)   # httpx's own timeouts (at ``timeout``) come first
         async with self._slots:
             tickets = await self._admit(tokens)
             try:
-                with anyio.move_on_after(timeout + _margin(timeout)) as deadline:
-                    scope = _TRY.set(deadline)
+                with anyio.move_on_after(allowance) as deadline:
+                    scope = _TRY.set((deadline, allowance))
                     try:
                         return await attempt()
                     finally:
@@ -1018,17 +1021,12 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
 
 
-def _margin(timeout: float) -> float:
-    """What a try's deadline adds to ``request_timeout_s``, so that httpx's own timeouts, which
-    say what they were (connecting, the first byte), come first."""
-    return min(1.0, timeout)
-
-
-def _progress(timeout: float) -> None:
-    """A streamed answer moved on: the try under way gets ``timeout`` more seconds."""
-    scope = _TRY.get()
-    if scope is not None:
-        scope.deadline = anyio.current_time() + timeout
+def _progress() -> None:
+    """A streamed answer moved on: the try under way gets its whole allowance again."""
+    current = _TRY.get()
+    if current is not None:
+        scope, allowance = current
+        scope.deadline = anyio.current_time() + allowance
 
 
 def _usage(usage: Any) -> tuple[int, int]:

@@ -606,6 +606,8 @@ class Indexer:
             path = doc.path if doc is not None else paths_of.get(c.doc_id, c.doc_id)
             return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
 
+        check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
+
         async def extract_worker(recv, send) -> None:
             async with recv, send:
                 async for c in recv:
@@ -628,7 +630,6 @@ class Indexer:
                     await writer.run(index_rows.save_extraction, c.id, self.key, ext)
                     self.progress.add("chunks_extracted")
 
-        check = self.yes_no = YesNoCheck(s)
         workers = 1 if s.offline else s.pipeline.extract_workers
         async with anyio.create_task_group() as tg:
             tg.start_soon(load)

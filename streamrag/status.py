@@ -127,7 +127,7 @@ def _outcome(info: dict) -> str:
         return state
     see = "" if "failures" in info else "; see --failures"
     joined = " and ".join(left)
-    # "ok, but 2 items failed"; a run that failed outright says what failed ("failed: 2 items").
+    # "ok, but 2 items failed"; a run that failed outright: "failed (2 items failed)".
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 

@@ -235,7 +235,12 @@ def index_files(db_path: Path) -> set[Path]:
     """The files an index at ``db_path`` is made of (its database, SQLite's side files and the
     writer's lock), resolved: never documents, wherever the index lies."""
     db = Path(db_path).resolve()
-    return {db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal", ".lock"))}
+    return {db, lock_path(db), *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
+
+
+def lock_path(db_path: Path | str) -> Path:
+    """The writer lock's file of the index at ``db_path`` (``WriterLock``)."""
+    return Path(f"{Path(db_path).resolve()}.lock")
 
 
 def default_db_path(root: Path) -> Path:
@@ -620,7 +625,7 @@ class WriterLock:
 
     def __init__(self, db_path: Path | str, what: str) -> None:
         self.db_path, self.what = db_path, what
-        self.path = Path(f"{Path(db_path).resolve()}.lock")
+        self.path = lock_path(db_path)
         self.file = None
 
     def take(self) -> None:
@@ -642,8 +647,7 @@ class WriterLock:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            f.seek(0)
-            holder = " ".join(f.read().split()) or "another process"
+            holder = _holder(f)
             f.close()
             after = ("a running `streamrag watch` keeps the index current on its own" if " watch " in
                      f" {holder} " else "or wait for it to finish")
@@ -681,16 +685,22 @@ def writer_at_work(db_path: Path | str) -> str | None:
     notes``), or ``None`` when nothing does. Only looks: the lock is not kept."""
     try:
         import fcntl
-        f = open(f"{Path(db_path).resolve()}.lock")
+        f = open(lock_path(db_path))
     except (ImportError, OSError):
         return None
     with f:
         try:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            return " ".join(f.read().split()) or "another process"
+            return _holder(f)
         fcntl.flock(f, fcntl.LOCK_UN)
     return None
+
+
+def _holder(f) -> str:
+    """What the lock file ``f`` says holds it (``pid 12: streamrag watch notes``)."""
+    f.seek(0)
+    return " ".join(f.read().split()) or "another process"
 
 
 @contextlib.contextmanager
