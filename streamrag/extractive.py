@@ -19,22 +19,28 @@ import math
 import re
 from collections.abc import Sequence
 
-from streamrag.local_search import query_terms, words
+from streamrag.local_search import query_terms
 from streamrag.sentences import NOT_AFTER_ABBREVIATION
+from streamrag.terms import has_unspaced, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
+_CJK_CLOSERS = "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07\u201d\u2019"
+# . ! ? before a capital; or Chinese and Japanese full-width 。！？ (and half-width ｡), which
+# need no space after them, with the closing quotes and brackets that follow them.
 _SENTENCE_END = re.compile(r"(?<=[.!?])" + NOT_AFTER_ABBREVIATION
-                           + r"[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])")
+                           + r"[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])"
+                           + rf"|(?<=[\u3002\uff01\uff1f\uff61])[{_CJK_CLOSERS}]*\s*")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: split at blank lines, Markdown headings, and . ! ? before a capital
-    (not after a title or abbreviation such as Mr. or e.g., nor after an initial)."""
+    """Sentences of ``text`` of at least three words: split at blank lines, Markdown headings,
+    . ! ? before a capital (not after a title or abbreviation such as Mr. or e.g., nor after an
+    initial), and 。！？."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
         block = " ".join(_HEADING.sub("", block).split())
@@ -43,12 +49,20 @@ def split_sentences(text: str) -> list[str]:
         for s in _SENTENCE_END.split(block):
             s = s.strip()
             # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-            if len(s.split()) >= 3 and not s.startswith("("):
+            if _word_count(s) >= 3 and not s.startswith("("):
                 out.append(s)
     return out
 
 
+def _word_count(sentence: str) -> int:
+    """Words of ``sentence``; where a script written without spaces is, its characters."""
+    n = len(sentence.split())
+    return max(n, len(words(sentence))) if has_unspaced(sentence) else n
+
+
 def _shorten(sentence: str) -> str:
+    if has_unspaced(sentence):   # no spaces to cut at: a word's worth of characters each
+        return sentence if len(sentence) <= MAX_SENTENCE_WORDS * 2 else sentence[:MAX_SENTENCE_WORDS * 2] + " ..."
     ws = sentence.split()
     return sentence if len(ws) <= MAX_SENTENCE_WORDS else " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
 

@@ -19,6 +19,7 @@ import msgspec
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
 from streamrag.store import Store
+from streamrag.terms import fts_text
 
 if TYPE_CHECKING:
     from streamrag.graph_state import Change, GraphState
@@ -301,7 +302,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         [(c.id, c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description,
           c.source_text, c.chunk_id) for c in state.claims_added])
     conn.executemany(
-        "INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks WHERE id = ?",
+        "INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id = ?",
         [(c,) for c in sorted(change.added_chunks)])
 
     # Entities and relationships.
@@ -312,7 +313,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) VALUES (?,?,?,?,?,?)",
                      [(e.id, e.name, e.type, e.description, e.mentions, e.degree) for e in changed])
     conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
-                     [(e.id, e.name, e.description) for e in changed])
+                     [(e.id, fts_text(e.name), fts_text(e.description)) for e in changed])
     delete_in(store, "relationships", "id", state.deleted_relationships | state.changed_relationships)
     conn.executemany(
         "INSERT INTO relationships(id, source, target, description, weight, mentions, combined_degree) "

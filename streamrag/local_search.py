@@ -25,13 +25,12 @@ each one quoted as an FTS5 string.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Sequence
 
 import msgspec
 
 from streamrag.store import Store
+from streamrag.terms import words
 from streamrag.tokens import count_tokens, fewest_tokens, truncate
 
 STOPWORDS = frozenset("""
@@ -46,17 +45,7 @@ you your yours yourself yourselves tell know give show explain describe list any
 thing things does did done say said says happen happened happens
 """.split())
 
-_WORD = re.compile(r"[^\W_]+")
 MAX_TERMS = 32
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` (letters and digits), in order.
-
-    ``lower`` rather than ``casefold``: SQLite's FTS tokenizer lowercases but does not fold
-    (``ß`` stays ``ß``), and these words become FTS queries.
-    """
-    return _WORD.findall(unicodedata.normalize("NFKC", text).lower())
 
 
 def query_terms(text: str, *, extra_stop: frozenset[str] = frozenset()) -> list[str]:

@@ -53,6 +53,7 @@ from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
+from streamrag.terms import words
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
@@ -195,9 +196,12 @@ class _Search:
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
         self.llm = None
+        self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
 
     def _emit(self, text: str) -> None:
-        if self.on_delta is not None:
+        if self._held is not None:
+            self._held.append(text)
+        elif self.on_delta is not None:
             self.on_delta(text)
 
     def _static(self) -> bool:
@@ -402,7 +406,7 @@ class _Search:
         named = named_entities(self.store, self.answer.question)
         if not named:
             return seeds
-        order = sorted(range(len(named)), key=lambda i: (-len(local_search.words(named[i][1])), i))
+        order = sorted(range(len(named)), key=lambda i: (-len(words(named[i][1])), i))
         top = max((score for _e, score in seeds), default=0.0) + 1.0
         first = dict.fromkeys(named[i][0] for i in order)
         return ([(e, top) for e in first] + [(e, s) for e, s in seeds if e not in first])[:k]
@@ -417,10 +421,39 @@ class _Search:
 
     # -- without a model ---------------------------------------------------------------------
     async def run_extractive(self) -> None:
-        """The same selections, term overlap for the rating model, sentences for the answer."""
+        """The same selections, term overlap for the rating model, sentences for the answer.
+
+        In auto mode a global or local search whose passages have no sentence for the question
+        (or an index without communities: text in a script the offline extractor finds no
+        names in) is followed by a basic search of the source text, which answers instead when
+        it finds something; nothing is printed until then."""
         self.answer.extractive = True
         self.answer.llm = _usage({})
-        mode = self.answer.mode
+        if self.answer.auto_choice is None or self.answer.mode == "basic":
+            await self._extractive(self.answer.mode)
+            return
+        self._held = []
+        await self._extractive(self.answer.mode)
+        if not self.context_tags:
+            first, first_held = msgspec.structs.replace(self.answer), self._held
+            self._held = []
+            self.answer.mode = "basic"
+            await self._extractive("basic")
+            if self.context_tags:
+                self.answer.auto_choice = "basic"
+                self.answer.auto_reason = (f"{first.auto_reason}; the {first.mode} search found "
+                                           "nothing for it, so the source text answers")
+                self.status(f"auto mode: the {first.mode} search found nothing; basic search of "
+                            "the source text answers")
+            else:   # the first answer says best what is missing
+                for field in self.answer.__struct_fields__:
+                    setattr(self.answer, field, getattr(first, field))
+                self._held = first_held
+        held, self._held = self._held, None
+        for text in held:
+            self._emit(text)
+
+    async def _extractive(self, mode: str) -> None:
         if mode == "global":
             await self._extractive_global()
         elif mode == "local":
@@ -429,7 +462,7 @@ class _Search:
             hits = local_search.fts_chunks(self.store, self.answer.question,
                                            self.settings.query.basic_top_k)
             chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
-            self.answer.search = "basic"
+            self.answer.search, self.answer.level = "basic", None
             self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25"}
             self._extract([(f"[T:{c['id']}]", c["text"]) for c in chunks], "source text")
 
@@ -527,13 +560,14 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
     terms = local_search.query_terms(question)
     if not terms:
         return []
-    qwords = set(local_search.words(question))
-    rows = store.conn.execute(
-        "SELECT id, name FROM entities_fts WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), id LIMIT ?",
+    qwords = set(words(question))
+    rows = store.conn.execute(   # the name as written: the FTS table's may be spelled as words
+        "SELECT entities.id, entities.name FROM entities_fts JOIN entities USING (id) "
+        "WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), entities.id LIMIT ?",
         ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
     out = []
     for eid, name in rows:
-        name_words = [w for w in local_search.words(name) if w not in local_search.STOPWORDS]
+        name_words = [w for w in words(name) if w not in local_search.STOPWORDS]
         if name_words and all(w in qwords for w in name_words):
             capitalised = any(re.search(rf"\b{re.escape(w)}\b", question) for w in
                               re.findall(r"[^\W\d_]+", name) if w[:1].isupper())
@@ -543,7 +577,7 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
 
 def choose_mode(store: Store, question: str) -> tuple[str, str]:
     """``global`` or ``local`` for ``question`` and why, without a model call."""
-    qwords = local_search.words(question)
+    qwords = words(question)
     cues = sorted({w for w in qwords if w in GLOBAL_CUES})
     named = named_entities(store, question)
     proper = [n for _, n, cap in named if cap]

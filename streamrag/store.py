@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError
+from streamrag.terms import fts_text
 
 _BUSY_S = 30   # how long a write waits for another process's write lock before giving up
 
@@ -226,6 +227,13 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
     ("files_stamp", """
 ALTER TABLE files RENAME COLUMN mtime TO stamp;
 """),
+    # Text in scripts written without spaces (Chinese, Japanese, Thai ...) is held as its
+    # character pairs (``terms.fts_text``), which FTS5 can match; other text is unchanged.
+    ("fts_unspaced_scripts", """
+UPDATE chunks_fts SET text = fts_text(text) WHERE text != fts_text(text);
+UPDATE entities_fts SET name = fts_text(name), description = fts_text(description)
+    WHERE name != fts_text(name) OR description != fts_text(description);
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -272,6 +280,7 @@ class Store:
             conn.execute("PRAGMA foreign_keys = OFF")
             if readonly:
                 conn = _readable(conn, self.path)
+            conn.create_function("fts_text", 1, fts_text, deterministic=True)   # for SQL filling FTS
         except (sqlite3.Error, OSError) as e:
             raise _open_error(self.path, e) from None
         self.conn = conn

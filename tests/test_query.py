@@ -1009,3 +1009,87 @@ async def test_asking_an_index_being_built_says_who_builds_it(tmp_path):
         with pytest.raises(IndexMissingError, match=r"has nothing published yet: pid \d+: streamrag watch "
                                                     r"notes is building it"):
             await aask("What is here?", make_settings(), db)
+
+
+# --------------------------------------------------------------------------------------------
+# Text in scripts written without spaces (Chinese, Japanese, Thai ...)
+# --------------------------------------------------------------------------------------------
+ZH_NEWS = ("东京是日本的首都。张伟在北京大学工作，他每天骑自行车上班。\n\n"
+           "张伟和李娜一起去了上海，参观了外滩。李娜是一名医生。\n")
+
+
+def _zh_folder(tmp_path):
+    folder = tmp_path / "zh"
+    folder.mkdir()
+    (folder / "zh.txt").write_text(ZH_NEWS, encoding="utf-8")
+    (folder / "en.txt").write_text("Ada Osk met Bo Lund in Oslo. Ada Osk runs the Quay Company.\n")
+    return folder
+
+
+async def test_chinese_text_is_found_by_basic_search_and_auto_mode_offline(tmp_path):
+    # FTS5 took "张伟在北京大学工作" for one word, so no question found it in any mode.
+    folder = _zh_folder(tmp_path)
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    basic = await aask("张伟在哪里工作?", settings, db, mode="basic")
+    assert "张伟在北京大学工作" in basic.text and basic.documents == ["zh.txt"]
+    check_citations(basic, db)
+    # Offline, the Chinese text gives no entity: auto mode's global search finds nothing, and
+    # the source text answers instead - printed once, the answer that stands.
+    streamed: list[str] = []
+    auto = await aask("张伟在哪里工作?", settings, db, on_delta=streamed.append)
+    assert auto.requested_mode == "auto" and auto.search == "basic" and auto.auto_choice == "basic"
+    assert "found nothing for it, so the source text answers" in auto.auto_reason
+    assert "".join(streamed) == auto.text and "张伟在北京大学工作" in auto.text
+    assert auto.documents == ["zh.txt"]
+    # Nothing anywhere: the first search's answer stands, and an English question is unchanged.
+    nothing = await aask("月亮在哪里?", settings, db)
+    assert nothing.search == "global_dynamic" and "nothing in the community reports" in nothing.text
+    english = await aask("Who is Ada Osk?", settings, db)
+    assert english.search == "local" and english.auto_choice == "local" and "Ada Osk met Bo Lund" in english.text
+    asked = await aask("张伟在哪里工作?", settings, db, mode="global")   # a mode asked for is kept
+    assert asked.search == "global_dynamic" and "no communities" not in asked.text
+    assert "nothing in the community reports" in asked.text
+
+
+def _zh_extract(messages):
+    from streamrag.simulator import section
+
+    if "张伟" not in (section(messages, "text") or ""):
+        return ANSWERS["extract"](messages)
+    return ("entity | 张伟 | person | 张伟在北京大学工作，每天骑自行车上班。\n"
+            "entity | 北京大学 | organization | 张伟工作的大学。\n"
+            "entity | 李娜 | person | 李娜是一名医生，和张伟去了上海。\n"
+            "relation | 张伟 | 北京大学 | 8 | 张伟在北京大学工作。\n"
+            "relation | 张伟 | 李娜 | 6 | 张伟和李娜一起去了上海。\n"
+            "done")
+
+
+async def test_entities_named_in_chinese_are_found_by_local_search(tmp_path):
+    folder = _zh_folder(tmp_path)
+    settings, db = make_settings("http://model.test/v1", index=INDEX), tmp_path / "i.db"
+    transport = mock({"extract": _zh_extract, "glean_check": lambda m: "NO"})
+    await sync([folder], settings, db, root=folder, transport=transport)
+    store = Store(db, readonly=True)
+    try:
+        ids = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM entities")}
+        assert {"张伟", "李娜", "北京大学"} <= set(ids)
+        assert choose_mode(store, "李娜是做什么工作的?") == ("local", "the question names 李娜")
+    finally:
+        store.close()
+    answer = await aask("李娜是做什么工作的?", settings, db, transport=transport)
+    assert answer.search == "local" and answer.details["entities"][0] == ids["李娜"]
+
+
+async def test_an_older_index_of_chinese_text_is_made_searchable(tmp_path):
+    folder = _zh_folder(tmp_path)
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    store = Store(db)   # as schema 2 left it: the text as written
+    with store.transaction() as conn:
+        conn.execute("DELETE FROM chunks_fts")
+        conn.execute("INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    store.close()
+    answer = await aask("张伟在哪里工作?", settings, db, mode="basic")   # upgraded, then read
+    assert "张伟在北京大学工作" in answer.text
