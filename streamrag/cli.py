@@ -229,6 +229,8 @@ def _repeats(n: int) -> str:
 
 
 def _format_sync(r, db: Path) -> str:
+    from streamrag.loader import left_out_lines
+
     u = llm_summary(r.llm)
     calls, cached, tokens = u["calls"], u["cached"], u["prompt_tokens"] + u["completion_tokens"]
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
@@ -245,6 +247,8 @@ def _format_sync(r, db: Path) -> str:
     ]
     if r.claims:
         lines.append(f"  claims         {r.claims}")
+    for i, line in enumerate(left_out_lines(r.left_out)):
+        lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:
         lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")
     if r.failures:

@@ -47,7 +47,8 @@ csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          skipped: list[str] | None = None,
-         unlisted: list[tuple[Path, str]] | None = None) -> list[Path]:
+         unlisted: list[tuple[Path, str]] | None = None,
+         left_out: dict[str, int] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
 
     A file named directly is taken whatever its name, even a symlink leading anywhere; folders
@@ -64,6 +65,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     A folder that exists but cannot be listed (no permission) is appended to ``unlisted`` with
     the reason when given, so a caller can keep what was indexed from it; else it is a line of
     ``skipped`` too.
+
+    Files of a folder in a format documents are kept in (``DOCUMENT_FORMATS``) that ``include``
+    does not match are counted by extension in ``left_out`` when given (``left_out_lines``).
     """
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
     found: set[Path] = set()
@@ -78,7 +82,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             else:
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
-            found.update(_walk(path, patterns, root, problems, closed, also=given))
+            found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -95,6 +99,32 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
         else:
             log.warning("%s", line)
     return sorted(found, key=lambda p: p.parts)   # Path's own order, without its slow __lt__
+
+
+# Formats documents are kept in. A folder's files in one that index.include leaves out are
+# counted, so that `index` can say how to take them in: those not plain text by converting them,
+# plain text ones by widening index.include (read as plain text, their markup stays).
+NOT_TEXT_FORMATS = frozenset(".pdf .doc .docx .odt .rtf .epub .pages .ppt .pptx .odp .key .xls .xlsx "
+                             ".ods .html .htm".split())
+TEXT_FORMATS = frozenset(".rst .org .adoc .asciidoc .tex .mdx .text .textile".split())
+DOCUMENT_FORMATS = NOT_TEXT_FORMATS | TEXT_FORMATS
+
+
+def left_out_lines(left_out: dict[str, int]) -> list[str]:
+    """What to do about the files ``scan`` counted in ``left_out``: a line per kind of format."""
+    def counted(kinds: list[str]) -> str:
+        return ", ".join(f"{left_out[k]} {k}" for k in kinds)
+
+    other = sorted((k for k in left_out if k in NOT_TEXT_FORMATS), key=lambda k: (-left_out[k], k))
+    text = sorted((k for k in left_out if k in TEXT_FORMATS), key=lambda k: (-left_out[k], k))
+    lines = []
+    if other:
+        lines.append(f"{counted(other)} (not plain text: convert them to .txt or .md, with pdftotext "
+                     "or pandoc for example, to index them)")
+    if text:
+        lines.append(f"{counted(text)} (plain text that index.include leaves out: add "
+                     + ", ".join(f'"*{k}"' for k in text) + " to it to index them)")
+    return lines
 
 
 def storable(text: str) -> bool:
@@ -189,7 +219,8 @@ def leads_outside(path: Path | str, top: Path | str) -> bool:
 
 
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
-          unlisted: list[tuple[Path, str]], also: Sequence[str] = ()) -> list[Path]:
+          unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
+          left_out: dict[str, int] | None = None) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
@@ -247,6 +278,10 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 else:
                     subdirs.append(path)
             elif not _matches(path, top, patterns):
+                if left_out is not None:
+                    kind = os.path.splitext(entry.name)[1].lower()
+                    if kind in DOCUMENT_FORMATS:
+                        left_out[kind] = left_out.get(kind, 0) + 1
                 continue
             elif not storable(entry.name):
                 problems.append(_bad_name(path, root, "file"))

@@ -143,6 +143,7 @@ class SyncResult(msgspec.Struct):
     failed_items: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
+    left_out: dict[str, int] = {}   # extension -> files of a document format index.include leaves out
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +157,7 @@ class Scan:
     documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
     doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # chunks of new documents
     warnings: list[str] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
     unchanged_paths: int = 0
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
 
@@ -366,7 +368,7 @@ class Indexer:
             communities=len(communities), reports=len(assignments), reports_generated=generated,
             reports_kept=kept, reclustered=reclustered, failures=self.failures,
             failed_items=self.failed_items,
-            warnings=self.unreadable + scan.warnings,
+            warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
     def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
@@ -487,7 +489,8 @@ class Indexer:
         self.rechunked_all = not rechunk or all(_covered(p, scope) for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
-        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted)
+        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted,
+                            left_out=scan.left_out)
         own = index_files(self.db_path)   # `--db notes/index.txt`: the index is no document
         names = {f.name for f in own}
         files = [f for f in files if f.name not in names or f.resolve() not in own]

@@ -436,6 +436,24 @@ def test_files_repeating_another_files_text_are_counted_and_said(corpus):
     assert (again["files"], again["documents"]) == (files - 1, files - 2)
 
 
+def test_documents_in_formats_left_out_are_counted_with_what_to_do(corpus):
+    # A folder of notes and PDFs indexed the notes and said nothing of the PDFs.
+    (corpus / "sub").mkdir()
+    for name in ("a.pdf", "sub/b.PDF", "c.docx", "d.rst", "e.png", "f.py", ".hidden.pdf"):
+        (corpus / name).write_bytes(b"%PDF-1.4 \x00\x01")
+    out = run("index", "-q", ".", cwd=corpus)
+    assert out.returncode == 0, out.stderr
+    assert ("  left out       2 .pdf, 1 .docx (not plain text: convert them to .txt or .md, with "
+            "pdftotext or pandoc for example, to index them)\n") in out.stdout
+    assert ('                 1 .rst (plain text that index.include leaves out: add "*.rst" to it '
+            "to index them)") in out.stdout
+    assert ".png" not in out.stdout and ".py" not in out.stdout
+    (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.rst"]\n')
+    (corpus / "d.rst").write_text("Ada Osk met Bo Lund in Oslo.\n")
+    again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
+    assert again["left_out"] == {".docx": 1, ".pdf": 2} and again["documents_added"] == 1
+
+
 def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir()
