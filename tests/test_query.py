@@ -1075,6 +1075,8 @@ async def test_entities_named_in_chinese_are_found_by_local_search(tmp_path):
         ids = {r["name"]: r["id"] for r in store.query("SELECT id, name FROM entities")}
         assert {"张伟", "李娜", "北京大学"} <= set(ids)
         assert choose_mode(store, "李娜是做什么工作的?") == ("local", "the question names 李娜")
+        assert choose_mode(store, "这些文件的主要主题是什么?") == (   # "the main themes of these files"
+            "global", "the question asks about the collection as a whole (主要, 主题)")
     finally:
         store.close()
     answer = await aask("李娜是做什么工作的?", settings, db, transport=transport)
