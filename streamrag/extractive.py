@@ -28,30 +28,45 @@ MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
 _CJK_CLOSERS = "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07\u201d\u2019"
-# . ! ? before a capital; or Chinese and Japanese full-width 。！？ (and half-width ｡), which
-# need no space after them, with the closing quotes and brackets that follow them.
-_SENTENCE_END = re.compile(r"(?<=[.!?])" + NOT_AFTER_ABBREVIATION
-                           + r"[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]*[A-Z0-9])"
-                           + rf"|(?<=[\u3002\uff01\uff1f\uff61])[{_CJK_CLOSERS}]*\s*")
+# Where a sentence may end: after . ! ? … (and Arabic ؟, Devanagari । ॥, Urdu ۔) and the
+# closing quotes and brackets after them, when white space and a letter or digit follow (the
+# letter must not be lower-case: ``_sentence_ends``); or after Chinese and Japanese 。！？ (and
+# half-width ｡), which need no space, with their closing quotes and brackets.
+_SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u061f\u0964\u0965\u06d4])" + NOT_AFTER_ABBREVIATION
+                           + r"[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*([^\W_]))"
+                           + rf"|[\u3002\uff01\uff1f\uff61]+[{_CJK_CLOSERS}]*")
+# A line of its own inside a paragraph: a list item, a table row, a log line (dated, or
+# bracketed) - not prose wrapped across lines.
+_OWN_LINE = re.compile(r"\n(?=[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\d\d-\d\d|\[))")
+_ITEM_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
 
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text`` of at least three words: split at blank lines, Markdown headings,
-    . ! ? before a capital (not after a title or abbreviation such as Mr. or e.g., nor after an
-    initial), and 。！？."""
+    list items, table rows and log lines, . ! ? before a capital in any script (not after a
+    title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
-        block = " ".join(_HEADING.sub("", block).split())
-        if not block:
-            continue
-        for s in _SENTENCE_END.split(block):
-            s = s.strip()
-            # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-            if _word_count(s) >= 3 and not s.startswith("("):
-                out.append(s)
+        for line in _OWN_LINE.split(block):
+            line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
+            for s in _sentence_ends(line):
+                # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
+                if _word_count(s) >= 3 and not s.startswith("("):
+                    out.append(s)
     return out
+
+
+def _sentence_ends(line: str) -> list[str]:
+    out, start = [], 0
+    for m in _SENTENCE_END.finditer(line):
+        if m.group(1) and m.group(1).islower():   # "Dr. med. Weber", "etc. and so on"
+            continue
+        out.append(line[start:m.end()].strip())
+        start = m.end()
+    out.append(line[start:].strip())
+    return [s for s in out if s]
 
 
 def _word_count(sentence: str) -> int:

@@ -227,9 +227,9 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
     ("files_stamp", """
 ALTER TABLE files RENAME COLUMN mtime TO stamp;
 """),
-    # Text in scripts written without spaces (Chinese, Japanese, Thai ...) is held as its
-    # character pairs (``terms.fts_text``), which FTS5 can match; other text is unchanged.
-    ("fts_unspaced_scripts", """
+    # The full-text tables hold the words of a text (``terms.fts_text``): accents folded, Indic
+    # words whole, and text in scripts written without spaces as pairs of characters.
+    ("fts_words", """
 UPDATE chunks_fts SET text = fts_text(text) WHERE text != fts_text(text);
 UPDATE entities_fts SET name = fts_text(name), description = fts_text(description)
     WHERE name != fts_text(name) OR description != fts_text(description);

@@ -1,17 +1,25 @@
 """The words text is searched by, in every language.
 
 Full-text search (SQLite FTS5) and extractive answers match a question's words against the
-index's. A word is a run of letters and digits, lower-cased - except in scripts written without
-spaces between words (Chinese, Japanese, Thai, Khmer, Lao, Myanmar; Korean too, whose particles
-cling to the word before them), where a run is a whole clause: "张伟在北京大学工作" would be one
-word that no question matches. There each run counts as its overlapping pairs of characters
-(张伟 伟在 在北 北京 ...), the usual way to search such text without a dictionary; a lone
-character stays one word.
+index's, and both take them from ``words``:
 
-FTS5's tokenizer knows nothing of this, so the index holds ``fts_text(text)``, which spells a
-text with such scripts as its words, space-separated; other text is stored as written, which
-the tokenizer already splits as ``words`` does. Both functions are pure and ``fts_text`` is
-idempotent (the store's migration relies on it).
+* A word is a run of letters and digits, lower-cased (``lower``, not ``casefold``: ``ß`` stays).
+* Accents do not count: "Etat" finds "État", "Istanbul" finds "İstanbul", whether the accent was
+  typed as one character or as a letter and a combining mark. Latin and Greek letters lose
+  their diacritics, Arabic its short vowels and Hebrew its points; other scripts' letters stay
+  as they are (Cyrillic й is not и).
+* The vowel signs of Indic scripts (Devanagari, Tamil ...) are inside a word: दिल्ली is one word,
+  not three letters.
+* In scripts written without spaces between words (Chinese, Japanese, Thai, Khmer, Lao,
+  Myanmar; Korean too, whose particles cling to the word before them), a run is a whole
+  clause: "张伟在北京大学工作" would be one word that no question matches. There a run counts as
+  its overlapping pairs of characters (张伟 伟在 在北 北京 ...), the usual way to search such
+  text without a dictionary; a lone character stays one word.
+
+FTS5's own tokenizer knows none of this, so the index holds ``fts_text(text)``, the text's words
+joined by spaces, and a question's words are matched as quoted strings: whatever FTS5 then does
+to a word (it splits Devanagari at its vowel signs) it does alike to both. Both functions are
+pure, and ``fts_text`` is idempotent (the store's migration relies on it).
 """
 
 from __future__ import annotations
@@ -28,9 +36,30 @@ _UNSPACED = ("\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30fa\
 _HAS_UNSPACED = re.compile(f"[{_UNSPACED}]")
 _PIECE = re.compile(f"[{_UNSPACED}]+|[^{_UNSPACED}]+")
 _WORD = re.compile(r"[^\W_]+")
-# ... and the vowel signs and tone marks of those scripts, which are no letters (Thai ภาษาไทย
-# would fall apart at each one).
-_WORD_OR_UNSPACED = re.compile(f"(?:[^\\W_]|[{_UNSPACED}])+")
+# Letters and digits, and the marks that are part of a word: those of the Indic scripts,
+# Tibetan and the unspaced scripts (their vowel signs and tone marks are no letters, and
+# ภาษาไทย or दिल्ली would fall apart at each one).
+_WORD_WITH_MARKS = re.compile(f"(?:[^\\W_]|[\u0900-\u0dff\u0f00-\u0fff{_UNSPACED}])+")
+
+
+def _accent_table() -> dict[int, str | None]:
+    """Latin and Greek letters without their diacritics; combining diacritics, Arabic short
+    vowels and tatweel, and Hebrew points removed."""
+    table: dict[int, str | None] = {}
+    for lo, hi in ((0x00C0, 0x024F), (0x0370, 0x03FF), (0x1E00, 0x1FFF)):
+        for code in range(lo, hi + 1):
+            base = "".join(c for c in unicodedata.normalize("NFD", chr(code)) if not unicodedata.combining(c))
+            if base and base != chr(code):
+                table[code] = base
+    for lo, hi in ((0x0300, 0x036F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0x20D0, 0x20FF),
+                   (0xFE20, 0xFE2F), (0x064B, 0x065F), (0x0640, 0x0640), (0x0670, 0x0670),
+                   (0x0591, 0x05BD), (0x05BF, 0x05BF), (0x05C1, 0x05C2), (0x05C4, 0x05C5),
+                   (0x05C7, 0x05C7)):
+        table.update(dict.fromkeys(range(lo, hi + 1)))
+    return table
+
+
+_ACCENTS = _accent_table()
 
 
 def has_unspaced(text: str) -> bool:
@@ -39,17 +68,14 @@ def has_unspaced(text: str) -> bool:
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` (letters and digits), in order; a run of a script written
-    without spaces is its overlapping character pairs.
-
-    ``lower`` rather than ``casefold``: SQLite's FTS tokenizer lowercases but does not fold
-    (``ß`` stays ``ß``), and these words become FTS queries.
-    """
-    text = unicodedata.normalize("NFKC", text).lower()
+    """The words of ``text``, in order (see the module's docstring)."""
+    if text.isascii():
+        return _WORD.findall(text.lower())
+    text = unicodedata.normalize("NFKC", text).lower().translate(_ACCENTS)
     if not has_unspaced(text):
-        return _WORD.findall(text)
+        return _WORD_WITH_MARKS.findall(text)
     out: list[str] = []
-    for w in _WORD_OR_UNSPACED.findall(text):
+    for w in _WORD_WITH_MARKS.findall(text):
         if not has_unspaced(w):
             out.append(w)
             continue
@@ -62,6 +88,5 @@ def words(text: str) -> list[str]:
 
 
 def fts_text(text: str) -> str:
-    """``text`` as the full-text index holds it: unchanged unless it has a script written
-    without spaces, else its ``words`` joined by spaces (so FTS5 finds the same words)."""
-    return " ".join(words(text)) if has_unspaced(unicodedata.normalize("NFKC", text)) else text
+    """``text`` as the full-text index holds it: its ``words``, joined by spaces."""
+    return " ".join(words(text))
