@@ -76,10 +76,13 @@ def _word_count(sentence: str) -> int:
 
 
 def _shorten(sentence: str) -> str:
-    if has_unspaced(sentence):   # no spaces to cut at: a word's worth of characters each
-        return sentence if len(sentence) <= MAX_SENTENCE_WORDS * 2 else sentence[:MAX_SENTENCE_WORDS * 2] + " ..."
     ws = sentence.split()
-    return sentence if len(ws) <= MAX_SENTENCE_WORDS else " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
+    if len(ws) > MAX_SENTENCE_WORDS:
+        return " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
+    if _word_count(sentence) <= MAX_SENTENCE_WORDS:
+        return sentence
+    # A script written without spaces: two characters are about a word.
+    return sentence[:MAX_SENTENCE_WORDS * 2] + " ..."
 
 
 # Endings and what replaces them, longest first; applied once, then a final "e" goes.

@@ -440,13 +440,14 @@ class _Search:
             self._held = []
             self.answer.mode = "basic"
             await self._extractive("basic")
-            if self.context_tags:
+            # The first answer says best what is missing, unless it advises the search just made.
+            if self.context_tags or first.details.get("communities") == 0:
                 self.answer.auto_choice = "basic"
-                self.answer.auto_reason = (f"{first.auto_reason}; the {first.mode} search found "
-                                           "nothing for it, so the source text answers")
+                self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the "
+                                           "source text answers")
                 self.status(f"auto mode: the {first.mode} search found nothing; basic search of "
                             "the source text answers")
-            else:   # the first answer says best what is missing
+            else:
                 for field in self.answer.__struct_fields__:
                     setattr(self.answer, field, getattr(first, field))
                 self._held = first_held

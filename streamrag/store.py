@@ -21,20 +21,49 @@ Writers go through ``writer.Writer`` (one task owns the write connection); reade
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError
 from streamrag.terms import fts_text
 
+log = logging.getLogger(__name__)
+
 _BUSY_S = 30   # how long a write waits for another process's write lock before giving up
 
-MIGRATIONS: list[tuple[str, str]] = [
+
+def _fts_words(conn: sqlite3.Connection) -> None:
+    """The full-text tables hold the words of a text (``terms.fts_text``: accents folded, Indic
+    words whole, text in scripts written without spaces as pairs of characters), and their
+    tokenizer keeps the marks inside words, which it took for separators: the Thai pair ที่ was
+    no token at all, and an Indic word a run of bare consonants."""
+    kept = [r[0] for r in conn.execute("SELECT id FROM chunks_fts")]
+    conn.execute("DROP TABLE chunks_fts")
+    conn.execute("DROP TABLE entities_fts")
+    tokenizer = "unicode61 categories 'L* N* Co M*'"
+    try:
+        conn.execute("CREATE VIRTUAL TABLE fts_probe USING fts5(text, tokenize = \"" + tokenizer + "\")")
+        conn.execute("DROP TABLE fts_probe")
+    except sqlite3.OperationalError:   # an SQLite before 3.25 has no categories: marks part words
+        tokenizer = "unicode61"
+    conn.execute(f"CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text, tokenize = \"{tokenizer}\")")
+    conn.execute(f"CREATE VIRTUAL TABLE entities_fts USING fts5(id UNINDEXED, name, description, "
+                 f"tokenize = \"{tokenizer}\")")
+    for i in range(0, len(kept), 500):
+        part = kept[i:i + 500]
+        conn.execute("INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks "
+                     f"WHERE id IN ({','.join('?' * len(part))})", part)
+    conn.execute("INSERT INTO entities_fts(id, name, description) "
+                 "SELECT id, fts_text(name), fts_text(description) FROM entities")
+
+
+MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     ("initial", """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
@@ -227,13 +256,7 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
     ("files_stamp", """
 ALTER TABLE files RENAME COLUMN mtime TO stamp;
 """),
-    # The full-text tables hold the words of a text (``terms.fts_text``): accents folded, Indic
-    # words whole, and text in scripts written without spaces as pairs of characters.
-    ("fts_words", """
-UPDATE chunks_fts SET text = fts_text(text) WHERE text != fts_text(text);
-UPDATE entities_fts SET name = fts_text(name), description = fts_text(description)
-    WHERE name != fts_text(name) OR description != fts_text(description);
-"""),
+    ("fts_words", _fts_words),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -328,10 +351,18 @@ class Store:
         applied = self._applied()
         if applied > SCHEMA_VERSION:
             self._check_version()
+        if 0 < applied < SCHEMA_VERSION and self.scalar("SELECT 1 FROM chunks LIMIT 1"):
+            log.warning("upgrading the index at %s for this streamrag (once; a large one takes a "
+                        "minute)", self.path)
         for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
             with self.transaction():
-                for statement in _split_sql(sql):
-                    self.conn.execute(statement)
+                if self._applied() >= number:   # another process upgraded it while this one waited
+                    continue
+                if callable(sql):
+                    sql(self.conn)
+                else:
+                    for statement in _split_sql(sql):
+                        self.conn.execute(statement)
                 self.conn.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
                     (str(number),))

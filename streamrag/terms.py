@@ -27,10 +27,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# Thai, Lao, Myanmar, Hangul Jamo, Khmer, Hiragana and Katakana (not the middle dot), Hangul
-# compatibility Jamo, Katakana extension, CJK extension A, CJK unified, Hangul syllables, CJK
-# compatibility, half-width Katakana, and the supplementary ideograph planes.
-_UNSPACED = ("\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30fa\u30fc-\u30ff"
+# Thai, Lao, Myanmar, Hangul Jamo, Khmer, the ideographic iteration and zero marks (々〆〇),
+# Hiragana and Katakana (not the middle dot), Hangul compatibility Jamo, Katakana extension, CJK
+# extension A, CJK unified, Hangul syllables, CJK compatibility, half-width Katakana, and the
+# supplementary ideograph planes.
+_UNSPACED = ("\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007\u3040-\u30fa\u30fc-\u30ff"
              "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
              "\uff66-\uff9f\U00020000-\U0003134f")
 _HAS_UNSPACED = re.compile(f"[{_UNSPACED}]")

@@ -185,3 +185,17 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
     only = write(tmp_path / "d.md", "---\ntitle: x\n---\n\n")
     with pytest.raises(InputError, match=r"d\.md: only front matter"):
         read_documents(only, root=tmp_path)
+
+
+def test_text_is_composed_so_an_accent_typed_as_two_characters_is_one(tmp_path):
+    import unicodedata
+
+    from streamrag.nlp import extract_offline
+
+    decomposed = unicodedata.normalize("NFD", "Le ministre Benoît Lefèvre a visité Genève avec Zoë Müller.\n")
+    (tmp_path / "fr.txt").write_text(decomposed, encoding="utf-8")
+    [doc], _ = read_documents(tmp_path / "fr.txt", root=tmp_path)
+    assert doc.text == unicodedata.normalize("NFC", decomposed)
+    assert doc.id == document_id(doc.text)
+    names = {e.name for e in extract_offline(doc.text).entities}   # they were 'Benoi', 'Lefe', 'Mu'
+    assert {"Benoît Lefèvre", "Zoë Müller"} <= names, names

@@ -771,6 +771,28 @@ def test_how_a_question_asks_is_not_what_it_is_about():
         ["Bob Cratchit thanked Scrooge."]
 
 
+def test_sentences_end_before_a_capital_of_any_script_and_list_items_stand_alone():
+    from streamrag.extractive import _shorten, split_sentences
+
+    # Only A-Z counted as a capital: a Russian paragraph was one sentence to quote.
+    assert split_sentences("Сергей Лавров прибыл в Москву. Он встретился с министром. Встреча прошла хорошо.") == [
+        "Сергей Лавров прибыл в Москву.", "Он встретился с министром.", "Встреча прошла хорошо."]
+    assert split_sentences("Le rapport fut signé. Íñigo Núñez, rector, lo firmó ayer.") == [
+        "Le rapport fut signé.", "Íñigo Núñez, rector, lo firmó ayer."]
+    assert split_sentences("It was cold, etc. and so on. Then it was warm… Later it rained.") == [
+        "It was cold, etc. and so on.", "Then it was warm…", "Later it rained."]
+    # Lines of a list, a table or a log were run together into one sentence.
+    assert split_sentences("Notes:\n- Ada Osk runs the quay\n- Bo Lund sells rope daily\n"
+                           "2024-03-06T12:45:45Z ERROR request failed badly") == [
+        "Ada Osk runs the quay", "Bo Lund sells rope daily", "2024-03-06T12:45:45Z ERROR request failed badly"]
+    assert split_sentences("The harbour was\nfull of ships. Ada\nwatched them.") == [   # wrapped prose
+        "The harbour was full of ships.", "Ada watched them."]
+    long = ("The port authority said on Monday that the expansion of the container terminal in the "
+            "eastern harbour (東京) would be finished by the end of next year after long delays.")
+    assert _shorten(long) == long   # one Chinese word made it cut at 120 characters
+    assert _shorten("张伟在北京大学工作" * 20) == ("张伟在北京大学工作" * 20)[:120] + " ..."
+
+
 def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
     from streamrag.extractive import split_sentences
 
@@ -1050,6 +1072,20 @@ async def test_chinese_text_is_found_by_basic_search_and_auto_mode_offline(tmp_p
     asked = await aask("张伟在哪里工作?", settings, db, mode="global")   # a mode asked for is kept
     assert asked.search == "global_dynamic" and "no communities" not in asked.text
     assert "nothing in the community reports" in asked.text
+
+
+async def test_auto_mode_on_an_index_without_communities_does_not_advise_the_search_it_made(tmp_path):
+    folder = tmp_path / "zh"
+    folder.mkdir()
+    (folder / "zh.txt").write_text(ZH_NEWS, encoding="utf-8")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    found = await aask("张伟在哪里工作?", settings, db)
+    assert found.search == "basic" and "张伟在北京大学工作" in found.text
+    assert found.auto_reason == "the global search found nothing for it, so the source text answers"
+    nothing = await aask("月亮在哪里?", settings, db)   # it said "Try `--mode basic`", just tried
+    assert nothing.search == "basic" and "--mode basic" not in nothing.text
+    assert "nothing in the source text searched matches" in nothing.text
 
 
 def _zh_extract(messages):
