@@ -181,7 +181,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:
-        print(_format_sync(result, db))
+        print(_format_sync(result, db, settings.index.include))
         for w in result.warnings[:10]:  # on stderr, with the other messages about the run
             print(f"streamrag: warning: {w}", file=sys.stderr)
         if len(result.warnings) > 10:
@@ -228,7 +228,7 @@ def _repeats(n: int) -> str:
     return f"; {n} more {'file repeats' if n == 1 else 'files repeat'} another's text, indexed once"
 
 
-def _format_sync(r, db: Path) -> str:
+def _format_sync(r, db: Path, include: list[str]) -> str:
     from streamrag.loader import left_out_lines
 
     u = llm_summary(r.llm)
@@ -247,7 +247,7 @@ def _format_sync(r, db: Path) -> str:
     ]
     if r.claims:
         lines.append(f"  claims         {r.claims}")
-    for i, line in enumerate(left_out_lines(r.left_out)):
+    for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:
         lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")

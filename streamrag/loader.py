@@ -108,12 +108,13 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
 # plain text ones by widening index.include (read as plain text, their markup stays).
 NOT_TEXT_FORMATS = frozenset(".pdf .doc .docx .odt .rtf .epub .pages .ppt .pptx .odp .key .xls .xlsx "
                              ".ods .html .htm".split())
-TEXT_FORMATS = frozenset(".rst .org .adoc .asciidoc .tex .mdx .text .textile".split())
+TEXT_FORMATS = frozenset(".rst .org .adoc .asciidoc .tex .mdx .text .textile .log".split())
 DOCUMENT_FORMATS = NOT_TEXT_FORMATS | TEXT_FORMATS
 
 
-def left_out_lines(left_out: dict[str, int]) -> list[str]:
-    """What to do about the files ``scan`` counted in ``left_out``: a line per kind of format."""
+def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:
+    """What to do about the files ``scan`` counted in ``left_out``: a line per kind of format
+    (``include``: the index.include in use, which the advice extends)."""
     def counted(kinds: list[str]) -> str:
         return ", ".join(f"{left_out[k]} {k}" for k in kinds)
 
@@ -124,8 +125,9 @@ def left_out_lines(left_out: dict[str, int]) -> list[str]:
         lines.append(f"{counted(other)} (not plain text: convert them to .txt or .md, with pdftotext "
                      "or pandoc for example, to index them)")
     if text:
-        lines.append(f"{counted(text)} (plain text that index.include leaves out: add "
-                     + ", ".join(f'"*{k}"' for k in text) + " to it to index them)")
+        wider = ", ".join(f'"{p}"' for p in [*include, *(f"*{k}" for k in text)])
+        lines.append(f"{counted(text)} (plain text that index.include leaves out; to index them, set "
+                     f"include = [{wider}] under [index])")
     return lines
 
 
@@ -280,10 +282,10 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 else:
                     subdirs.append(path)
             elif not _matches(path, top, patterns):
-                if left_out is not None:
-                    kind = os.path.splitext(entry.name)[1].lower()
-                    if kind in DOCUMENT_FORMATS:
-                        left_out[kind] = left_out.get(kind, 0) + 1
+                kind = os.path.splitext(entry.name)[1].lower()
+                if left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name):
+                    if not is_link or any(_inside(os.path.realpath(path), t) for t in (top_real, *also)):
+                        left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue
             elif not storable(entry.name):
                 problems.append(_bad_name(path, root, "file"))

@@ -441,14 +441,20 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(corpus):
     (corpus / "sub").mkdir()
     for name in ("a.pdf", "sub/b.PDF", "c.docx", "d.rst", "e.png", "f.py", ".hidden.pdf"):
         (corpus / name).write_bytes(b"%PDF-1.4 \x00\x01")
+    outside = corpus.parent / "elsewhere.pdf"
+    outside.write_bytes(b"%PDF-1.4")
+    (corpus / "out.pdf").symlink_to(outside)             # not counted: none the index would take
+    (corpus / "broken.pdf").symlink_to(corpus / "nowhere.pdf")
+    os.mkfifo(corpus / "pipe.pdf")
     out = run("index", "-q", ".", cwd=corpus)
     assert out.returncode == 0, out.stderr
     assert ("  left out       2 .pdf, 1 .docx (not plain text: convert them to .txt or .md, with "
             "pdftotext or pandoc for example, to index them)\n") in out.stdout
-    assert ('                 1 .rst (plain text that index.include leaves out: add "*.rst" to it '
-            "to index them)") in out.stdout
+    assert ('                 1 .rst (plain text that index.include leaves out; to index them, set '
+            'include = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv", "*.rst"] under [index])') in out.stdout
     assert ".png" not in out.stdout and ".py" not in out.stdout
-    (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.rst"]\n')
+    (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.md", "*.markdown", "*.jsonl", '
+                                          '"*.csv", "*.rst"]\n')
     (corpus / "d.rst").write_text("Ada Osk met Bo Lund in Oslo.\n")
     again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
     assert again["left_out"] == {".docx": 1, ".pdf": 2} and again["documents_added"] == 1
