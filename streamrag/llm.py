@@ -71,7 +71,8 @@ _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
-OnLength = Literal["retry", "accept", "keep"]
+# What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
+OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use
 _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
 
@@ -372,7 +373,9 @@ class LLMClient:
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
         rejects; ``"accept"`` usable and cached when ``validate`` passes (an answer that is
         expected to fill ``max_tokens``, such as a one-token YES/NO); ``"keep"`` (the default
-        with ``on_delta``, whose text the caller has already shown) returned but never cached.
+        with ``on_delta``, whose text the caller has already shown) returned but never cached;
+        a function of the text: usable and cached when it and ``validate`` say so, else
+        ``"retry"`` (a summary already past its budget, which its caller trims anyway).
         """
         if prompt is not None:
             prompt_name, prompt_version = prompt.name, prompt.version
@@ -1010,7 +1013,8 @@ def _checker(validate: Callable[[str], bool],
              on_length: OnLength) -> Callable[[_Answer], str | None]:
     """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable."""
     def check(answer: _Answer) -> str | None:
-        if on_length == "retry" and answer.finish_reason == "length":
+        if answer.finish_reason == "length" and (
+                on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
             return CUT_OFF
         return None if validate(answer.text) else UNUSABLE
     return check

@@ -153,12 +153,14 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
     input_words = sum(len(d.split()) for d in descriptions)
     max_words = max(20, min(int(budget * 0.7), int(0.8 * input_words)))
     messages = prompt.render(name=name, descriptions=joined, max_words=max_words)
-    # Room beyond the budget: an answer cut off at max_tokens is unusable (the client asks again
-    # and the pipeline falls back to the extractive summary), and a few words over the limit
-    # should not cost that. What comes back is then kept within the budget here.
+    # Room beyond the budget, and what comes back is kept within the budget here (whole
+    # sentences): an answer cut off at max_tokens once past the budget loses nothing by the cut
+    # and is used (asked again with more room, a model that rambled failed the element on every
+    # run, paying three calls each time); one cut off short of it is asked again.
     result = await llm.chat(messages, model=settings.llm.summary_model, stage="summarize",
                             prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
-                            validate=usable_description)
+                            validate=usable_description,
+                            on_length=lambda text: count_tokens(text, encoding) > budget)
     return within_budget(result.text.strip(), budget, encoding)
 
 

@@ -107,3 +107,38 @@ def test_a_summary_never_ends_on_a_title_cut_from_its_name():
     budget = count_tokens("Scrooge sat alone. Bob said the pudding was the greatest success achieved by Mrs.") + 3
     assert extractive_summary(descriptions, budget) == "Scrooge sat alone."
     assert extractive_summary(descriptions, 150) == " ".join(descriptions)
+
+
+@pytest.mark.anyio
+async def test_a_summary_cut_off_at_max_tokens_is_used_within_the_budget(tmp_path):
+    # A model that rambled past max_tokens failed the element on every run, three calls each.
+    import httpx
+
+    from streamrag.llm import LLMClient
+    from streamrag.store import Store
+    from streamrag.tokens import count_tokens
+    from streamrag.writer import Writer
+
+    calls = []
+
+    def endpoint(request):
+        calls.append(request)   # first cut off short of the budget: asked again
+        text = "Port Vale is a" if len(calls) == 1 else "Port Vale is a harbour town. " * 200 + "It trades in"
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "length",
+                                                      "message": {"role": "assistant", "content": text}}],
+                                         "usage": {"prompt_tokens": 50, "completion_tokens": 400}})
+
+    settings = _settings(summary_join_tokens=1)
+    settings.llm.requests_per_minute = settings.llm.tokens_per_minute = 0
+    store = Store(tmp_path / "i.db")
+    try:
+        async with Writer(store) as writer:
+            async with LLMClient(settings.llm, "k", store=store, writer=writer, run_id="r",
+                                 transport=httpx.MockTransport(endpoint)) as llm:
+                text = await summarize(llm, "Port Vale", ["Port Vale is a town.", "Port Vale has a harbour."],
+                                       settings)
+    finally:
+        store.close()
+    assert len(calls) == 2
+    assert text.startswith("Port Vale is a harbour town.") and text.endswith("town.")
+    assert count_tokens(text) <= settings.index.summary_max_tokens
