@@ -80,9 +80,15 @@ class YesNoCheck:
 _IGNORING: set[tuple[str, str, str]] = set()
 
 
+def _thinks(llm, settings: Settings) -> bool:
+    """Whether the extraction model thinks aloud before answering (``LLMClient.thinking``): a
+    check answer of a few tokens ends inside its thinking, so the round is not checked."""
+    return settings.llm.extraction_model in getattr(llm, "thinking", ())
+
+
 async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
                            settings: Settings, check: YesNoCheck) -> bool:
-    if settings.index.glean_check == "off":
+    if settings.index.glean_check == "off" or _thinks(llm, settings):
         return True
     # Names alone are enough to judge whether something is missed, and cost fewer tokens.
     messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
@@ -97,13 +103,20 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
                                     validate=lambda t: said.append(t) or parse_yes_no(t) is not None, **ask)
             return parse_yes_no(result.text) is not False
         except LLMOutputError:
+            if _thinks(llm, settings):   # its one token opened its thinking: the bias is not at fault
+                return True
             answer = said[-1] if said else ""
             # One token that is neither word: the bias named other tokens. A longer answer is a
             # glitch (max_tokens was 1): this check alone is asked again, in words.
             if len(answer.split()) <= 1 and len(answer) <= 24:
                 check.bias_ignored(settings, answer)
     # An answer in words that is neither YES nor NO is asked for again, never cached.
-    result = await llm.chat(messages, max_tokens=3, validate=lambda t: parse_yes_no(t) is not None, **ask)
+    try:
+        result = await llm.chat(messages, max_tokens=3, validate=lambda t: parse_yes_no(t) is not None, **ask)
+    except LLMOutputError:
+        if _thinks(llm, settings):
+            return True
+        raise
     return parse_yes_no(result.text) is not False
 
 

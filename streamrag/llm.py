@@ -57,6 +57,7 @@ from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
                               LLMUnavailableError)
+from streamrag.parsing import ReasoningFilter, split_reasoning
 from streamrag.prompts import Prompt
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -67,6 +68,7 @@ log = logging.getLogger(__name__)
 EMBED_BATCH = 64
 MAX_RETRY_AFTER_S = 600.0
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
+_THINKERS: set[str] = set()    # models this process has warned of thinking aloud (LLMClient._thinks)
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
@@ -332,6 +334,7 @@ class LLMClient:
         self._inflight: dict[str, _Flight] = {}
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
+        self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
         self._retry_base_s = retry_base_s
@@ -483,14 +486,20 @@ class LLMClient:
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         expected = payload.get("max_tokens") or self._expected_completion()
         shown = [0]  # characters already handed to on_delta, across retries
+        shows = ReasoningFilter(on_delta) if on_delta is not None else None
 
         async def attempt() -> tuple[_Answer, float]:
-            if on_delta is None:
+            if shows is None:
                 return await self._post_chat(payload)
-            return await self._stream_chat(payload, on_delta, shown)
+            return await self._stream_chat(payload, shows.feed, shown)
 
         answer, latency = await self._retrying(self.chat_url, payload["model"],
                                                prompt_tokens + expected, attempt)
+        if shows is not None:
+            shows.flush()
+        answer.text, tag = split_reasoning(answer.text)
+        if tag is not None:
+            self._thinks(payload["model"], tag)
         if answer.prompt_tokens < 0:
             answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
                                     else self._prompt_estimate(messages))
@@ -499,6 +508,15 @@ class LLMClient:
         self._answers += 1
         self._answer_tokens += answer.completion_tokens
         return answer, latency
+
+    def _thinks(self, model: str, tag: str) -> None:
+        if model not in self.thinking and model not in _THINKERS:
+            log.warning("%s thinks before it answers (<%s> ... </%s> in its text): the thinking is "
+                        "paid for and left out of the answer, and an answer limited to a few tokens "
+                        "(the gleaning check) ends inside it. Turn its thinking off where the server "
+                        "allows (Qwen3: /no_think), or use a model without it", model, tag, tag)
+        self.thinking.add(model)
+        _THINKERS.add(model)
 
     def _expected_completion(self) -> int:
         if not self._answers:

@@ -547,3 +547,54 @@ def parse_map_points(text: str) -> list[dict]:
             score = 50.0 if score is None else min(100.0, max(0.0, score))
             out.append({"description": description, "score": score})
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Reasoning models (DeepSeek-R1, Qwen3 ...) served without a reasoning parser put their thinking
+# in the answer's text, in a leading <think> ... </think> block: it is no part of the answer.
+_REASONING_OPEN = re.compile(r"\A\s*<(think|thinking|thought|reasoning)>", re.IGNORECASE)
+_REASONING_TAGS = ("<think>", "<thinking>", "<thought>", "<reasoning>")
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """(the answer, the reasoning block's tag or None) of ``text``: a leading reasoning block
+    removed. A block never closed (cut off while thinking) leaves no answer."""
+    m = _REASONING_OPEN.match(text)
+    if not m:
+        return text, None
+    close = re.search(rf"</{m.group(1)}>", text[m.end():], re.IGNORECASE)
+    if close is None:
+        return "", m.group(1).lower()
+    return text[m.end() + close.end():].lstrip(), m.group(1).lower()
+
+
+class ReasoningFilter:
+    """Streams an answer's text on, holding back a leading reasoning block (``split_reasoning``
+    on the text so far): ``feed`` each piece, then ``flush`` at the end."""
+
+    def __init__(self, emit) -> None:
+        self.emit = emit
+        self.held = ""
+        self.passing = False
+
+    def feed(self, piece: str) -> None:
+        if self.passing:
+            self.emit(piece)
+            return
+        self.held += piece
+        start = self.held.lstrip().lower()
+        if any(tag.startswith(start) for tag in _REASONING_TAGS):   # a tag may be arriving
+            return
+        answer, tag = split_reasoning(self.held)
+        if tag is not None and not answer:
+            return   # thinking, or just closed with nothing after it yet
+        self.passing = True
+        self.held = ""
+        if answer:
+            self.emit(answer)
+
+    def flush(self) -> None:
+        if not self.passing and self.held and split_reasoning(self.held)[1] is None:
+            self.emit(self.held)   # an answer that merely looked like the start of a tag
+        self.held = ""
+        self.passing = True

@@ -319,3 +319,49 @@ async def test_only_a_one_token_answer_to_the_biased_check_means_the_bias_is_ign
     assert go_on is False and llm.asked == ["biased", "words"]
     assert check.use_bias is (not ignored) and bool(check.warning) is ignored
     gleaner._IGNORING.discard(check.model)
+
+
+# -- a reasoning model that thinks aloud (<think> ... </think> before its answer) -------------
+def _thinking(request: httpx.Request) -> httpx.Response:
+    """The simulator's answers, each after a paragraph of thinking; an answer allowed only a few
+    tokens ends inside the thinking, as a real one does."""
+    from streamrag.simulator import ANSWERS, detect_task
+
+    payload = json.loads(request.content)
+    thought = "<think>\nLet me read the text carefully. YES, there are names.\n</think>\n\n"
+    if (payload.get("max_tokens") or 1000) <= 12:
+        text, finish = thought[:20], "length"
+    else:
+        text, finish = thought + ANSWERS[detect_task(payload["messages"])](payload["messages"]), "stop"
+    if payload.get("stream"):
+        events = [{"choices": [{"index": 0, "delta": {"content": text[i:i + 7]}}]} for i in range(0, len(text), 7)]
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return httpx.Response(200, text=sse, headers={"content-type": "text/event-stream"})
+    return httpx.Response(200, json=body(text, finish))
+
+
+async def test_a_model_that_thinks_aloud_indexes_like_one_that_does_not(corpus, tmp_path, simulator, caplog):
+    # Its thinking was read as the answer: a summary began "<think>", and the one-token
+    # gleaning check never got past it, so every chunk failed.
+    from streamrag.query import aask
+
+    small = {"chunk_size": 120, "chunk_overlap": 10}
+    settings = make_settings("http://llm.test/v1", index=small)
+    db = tmp_path / "thinking.db"
+    result = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(_thinking))
+    assert result.failures == 0 and result.entities > 0
+    assert sum("thinks before it answers" in r.getMessage() for r in caplog.records) == 1
+    reference = tmp_path / "plain.db"
+    await sync([corpus], make_settings(simulator.base_url, index={**small, "glean_check": "off"}), reference,
+               root=corpus)
+    assert index_snapshot(db) == index_snapshot(reference)   # a thinking model's checks are skipped
+    store = Store(db, readonly=True)
+    try:
+        assert not store.scalar("SELECT count(*) FROM llm_cache WHERE response LIKE '%<think>%'")
+    finally:
+        store.close()
+    shown: list[str] = []
+    answer = await aask("Who is Mira Osk?", settings, db, mode="local", on_delta=shown.append,
+                        transport=httpx.MockTransport(_thinking))
+    assert "".join(shown) == answer.text and "<think>" not in answer.text and answer.text

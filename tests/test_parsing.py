@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import string
 
+import pytest
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -471,3 +473,32 @@ def test_truncated_report_json_keeps_what_was_complete(title, summary, n, indent
     for f in parsed["findings"]:
         assert set(f["entities"]) <= {"ent-1", "ent-2"} and set(f["relationships"]) <= {"rel-1"}
     assert len(parsed["findings"]) <= n
+
+
+# -- reasoning models' thinking, left out of the answer --------------------------------------
+def test_a_leading_reasoning_block_is_no_part_of_the_answer():
+    from streamrag.parsing import split_reasoning
+
+    assert split_reasoning("<think>\nIt says YES somewhere.\n</think>\n\nNO") == ("NO", "think")
+    assert split_reasoning("  <Thinking>a</Thinking>entity | A | person | x") == (
+        "entity | A | person | x", "thinking")
+    assert split_reasoning("<think>cut off while thinking") == ("", "think")
+    assert split_reasoning("YES <think>not leading</think>") == ("YES <think>not leading</think>", None)
+
+
+@pytest.mark.parametrize("pieces, shown", [
+    (["<th", "ink>", "hmm", "</thi", "nk>", "\n\nThe ans", "wer"], ["The ans", "wer"]),
+    (["The", " answer"], ["The", " answer"]),
+    (["<", "b>bold</b> text"], ["<b>bold</b> text"]),          # only looked like a tag at first
+    (["<thi"], ["<thi"]),
+    (["<think>", "never closed"], []),
+])
+def test_a_streamed_answer_shows_nothing_of_its_thinking(pieces, shown):
+    from streamrag.parsing import ReasoningFilter
+
+    out: list[str] = []
+    f = ReasoningFilter(out.append)
+    for p in pieces:
+        f.feed(p)
+    f.flush()
+    assert out == shown
