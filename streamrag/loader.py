@@ -432,27 +432,33 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
 
 
 def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
+    # A header without a comma but with semicolons or tabs is that delimiter's (Excel writes
+    # semicolons where the comma is the decimal mark); one column reads alike either way.
+    header = text.split("\n", 1)[0]
+    delimiter = "," if "," in header else max(";\t", key=header.count) if (";" in header or "\t" in header) else ","
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
         rows = [(number, row) for number, row in enumerate(reader, 1)]
     except csv.Error as e:
         raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
+    if not rows:
+        raise EmptyInput(f"{label}: a header and no rows, nothing to index")
     if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
         # A quote opened and never closed takes the rest of the file into one field.
-        strict = csv.reader(io.StringIO(text, newline=""), strict=True)
+        strict = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
         try:
             for _ in strict:
                 pass
         except csv.Error:
             warnings.append(f"{label}: row {len(rows)} opens a quote that never closes, so the rest of "
-                            f"the file from line {_line_of_row(text, len(rows))} is read as one field; "
+                            f"the file from line {_line_of_row(text, len(rows), delimiter)} is read as one field; "
                             "close the quote")
     return rows
 
 
-def _line_of_row(text: str, row: int) -> int:
+def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:
     """The line where data row ``row`` (1 = the first after the header) starts."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     for _ in range(row):   # the header, then the rows before it
         next(reader, None)
     return reader.line_num + 1

@@ -199,3 +199,24 @@ def test_text_is_composed_so_an_accent_typed_as_two_characters_is_one(tmp_path):
     assert doc.id == document_id(doc.text)
     names = {e.name for e in extract_offline(doc.text).entities}   # they were 'Benoi', 'Lefe', 'Mu'
     assert {"Benoît Lefèvre", "Zoë Müller"} <= names, names
+
+
+def test_a_csv_separated_by_semicolons_or_tabs_is_read_by_its_header(tmp_path):
+    # Excel writes semicolons where the comma is the decimal mark: "no 'text' field in any row".
+    (tmp_path / "semi.csv").write_text("title;text\nQuay;Ada Osk rebuilt the quay, at last.\n"
+                                       'Rope;"Bo Lund sells rope; and lamp oil."\n')
+    (tmp_path / "tabs.csv").write_text("title\ttext\nQuay\tAda Osk rebuilt the quay.\n")
+    (tmp_path / "one.csv").write_text("text\nAda Osk; Bo Lund\n")       # one column: as before
+    semi, _ = read_documents(tmp_path / "semi.csv", root=tmp_path)
+    assert [(d.title, d.text) for d in semi] == [("Quay", "Ada Osk rebuilt the quay, at last."),
+                                                  ("Rope", "Bo Lund sells rope; and lamp oil.")]
+    assert [d.text for d in read_documents(tmp_path / "tabs.csv", root=tmp_path)[0]] == ["Ada Osk rebuilt the quay."]
+    assert [d.text for d in read_documents(tmp_path / "one.csv", root=tmp_path)[0]] == ["Ada Osk; Bo Lund"]
+
+
+def test_a_csv_of_a_header_alone_is_empty_not_missing_its_text_column(tmp_path):
+    from streamrag.errors import EmptyInput
+
+    (tmp_path / "a.csv").write_text("title,text\n")
+    with pytest.raises(EmptyInput, match="a header and no rows"):
+        read_documents(tmp_path / "a.csv", root=tmp_path)
