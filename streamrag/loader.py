@@ -35,10 +35,11 @@ DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]  # = index
 _MARKDOWN = (".md", ".markdown")
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
-# 3: text is composed (NFC).
+# 3: text is composed (NFC); Markdown without its HTML comments.
 VERSION = "3"
 _SNIFF = 8192
 
@@ -329,8 +330,9 @@ def read_documents(path: Path, *, root: Path | None,
         title = None
         if suffix in _MARKDOWN:
             text, title = _front_matter(text)
+            text = _HTML_COMMENT.sub("", text)   # not shown when the page is read
             if not text.strip():
-                raise EmptyInput(f"{label}: only front matter, nothing to index")
+                raise EmptyInput(f"{label}: no text outside front matter and comments, nothing to index")
         return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
                          text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings

@@ -183,7 +183,7 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
         (doc,), _ = read_documents(plain, root=tmp_path)
         assert doc.text == "---\nAda Osk sailed.\n"
     only = write(tmp_path / "d.md", "---\ntitle: x\n---\n\n")
-    with pytest.raises(InputError, match=r"d\.md: only front matter"):
+    with pytest.raises(InputError, match=r"d\.md: no text outside front matter"):
         read_documents(only, root=tmp_path)
 
 
@@ -220,3 +220,15 @@ def test_a_csv_of_a_header_alone_is_empty_not_missing_its_text_column(tmp_path):
     (tmp_path / "a.csv").write_text("title,text\n")
     with pytest.raises(EmptyInput, match="a header and no rows"):
         read_documents(tmp_path / "a.csv", root=tmp_path)
+
+
+def test_html_comments_in_markdown_are_not_indexed(tmp_path):
+    # A hidden note (<!-- ... -->) was indexed and quoted in answers.
+    (tmp_path / "a.md").write_text("# Quay\n\nAda Osk rebuilt the quay.<!-- TODO: ask Hidden Person\nabout it -->\n"
+                                   "Bo Lund sells rope.\n")
+    (tmp_path / "b.md").write_text("<!-- draft -->\n")
+    [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
+    assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text and "Bo Lund" in doc.text
+    from streamrag.errors import EmptyInput
+    with pytest.raises(EmptyInput):
+        read_documents(tmp_path / "b.md", root=tmp_path)

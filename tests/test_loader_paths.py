@@ -292,7 +292,7 @@ def test_control_characters_in_names_are_escaped_in_read_messages(tmp_path):
     cases = {
         "evil\nname.txt": (b"\x00\x01binary", "binary file"),
         "emp\nty.txt": (b"  \n", "empty file"),
-        "front\r.md": (b"---\ntitle: x\n---\n", "only front matter"),
+        "front\r.md": (b"---\ntitle: x\n---\n", "no text outside front matter"),
         "rows\n.jsonl": (b"[1]\n", "no line is a JSON object"),
         "cols\n.csv": (b"other\nx\n", "no 'text' field"),
         "gone\n.txt": (None, "cannot read"),
