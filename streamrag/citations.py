@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 from streamrag.store import Store
+from streamrag.terms import words
 
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
@@ -137,3 +138,30 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
             counts.update(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,)))
     documents = [p for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0]))]
     return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
+
+
+_QUOTED = re.compile(r"^- (.+?)(?: \.\.\.)? \[(?:E|L|R|T):[^\]]*\]$")
+
+
+def quoted_first(store: Store, text: str, documents: list[str]) -> list[str]:
+    """``documents`` with those that hold the sentences an extractive answer quotes first, in
+    the answer's order. A quoted report sentence rests on every document of the community's
+    members (hundreds, for a large one), but only a few say it: they are found by a phrase of
+    the sentence's words in the full-text index (without its first words when the whole finds
+    nothing: a local context line starts with the entity's name and type, which no document
+    has)."""
+    allowed, first = set(documents), []
+    for line in text.splitlines():
+        m = _QUOTED.match(line)
+        ws = words(m.group(1))[:30] if m else []
+        for phrase in (ws, ws[4:]):
+            if len(phrase) < 4:
+                break
+            rows = store.conn.execute(
+                "SELECT DISTINCT d.path FROM chunks_fts JOIN document_chunks dc ON dc.chunk_id = chunks_fts.id "
+                "JOIN documents d ON d.id = dc.doc_id WHERE chunks_fts MATCH ? ORDER BY d.path LIMIT 50",
+                ('"' + " ".join(phrase) + '"',)).fetchall()   # words are letters and digits: no quote
+            if rows:
+                first += [p for (p,) in rows if p in allowed and p not in first]
+                break
+    return first + [d for d in documents if d not in first]

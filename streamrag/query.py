@@ -163,6 +163,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                     await search.run_with_llm(db_path, transport)
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
                 store, answer.text, search.context_tags)
+            if answer.extractive:
+                answer.documents = citations.quoted_first(store, answer.text, answer.documents)
     finally:
         store.close()
     return answer

@@ -1131,3 +1131,21 @@ async def test_an_older_index_of_chinese_text_is_made_searchable(tmp_path):
     store.close()
     answer = await aask("张伟在哪里工作?", settings, db, mode="basic")   # upgraded, then read
     assert "张伟在北京大学工作" in answer.text
+
+
+async def test_an_extractive_answer_lists_first_the_documents_that_hold_its_quotes(tmp_path):
+    # A quoted report sentence rests on every document of the community: the file holding the
+    # quote was 294th of 791 listed.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(60):
+        (folder / f"n{i:03d}.txt").write_text(
+            f"Day {i}: Ada Osk visited Oslo with Bo Lund and spoke about harbour number {i} at length.\n")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    for mode in ("global", "local"):
+        answer = await aask("Who visited Oslo on day 42?", settings, db, mode=mode)
+        quote = re.search(r"^- (Day \d+):", answer.text, re.MULTILINE)
+        assert quote, answer.text
+        assert len(answer.documents) == 60
+        assert (folder / answer.documents[0]).read_text().startswith(quote.group(1) + ":"), (mode, answer.documents[:3])
