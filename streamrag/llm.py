@@ -419,6 +419,8 @@ class LLMClient:
         while True:
             started = time.perf_counter()
             answer = self._cached_answer(key) if self.caching else None
+            if answer is not None:   # cached before thinking was left out of answers
+                answer.text = self._answer_text(answer.text, payload["model"])
             if answer is not None and check(answer) is not None:
                 answer, stale = None, True
             flight = self._inflight.get(key) if self.settings.cache else None
@@ -485,29 +487,31 @@ class LLMClient:
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         expected = payload.get("max_tokens") or self._expected_completion()
-        shown = [0]  # characters already handed to on_delta, across retries
-        shows = ReasoningFilter(on_delta) if on_delta is not None else None
+        shown = [0]  # characters of the answer (thinking left out) handed to on_delta, across retries
 
         async def attempt() -> tuple[_Answer, float]:
-            if shows is None:
+            if on_delta is None:
                 return await self._post_chat(payload)
-            return await self._stream_chat(payload, shows.feed, shown)
+            return await self._stream_chat(payload, on_delta, shown)
 
         answer, latency = await self._retrying(self.chat_url, payload["model"],
                                                prompt_tokens + expected, attempt)
-        if shows is not None:
-            shows.flush()
-        answer.text, tag = split_reasoning(answer.text)
-        if tag is not None:
-            self._thinks(payload["model"], tag)
         if answer.prompt_tokens < 0:
             answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
                                     else self._prompt_estimate(messages))
-        if answer.completion_tokens < 0:
+        if answer.completion_tokens < 0:   # the thinking is paid for too
             answer.completion_tokens = count_tokens(answer.text, self.encoding)
+        answer.text = self._answer_text(answer.text, payload["model"])
         self._answers += 1
         self._answer_tokens += answer.completion_tokens
         return answer, latency
+
+    def _answer_text(self, text: str, model: str) -> str:
+        """``text`` without its reasoning block (``split_reasoning``), noting a model that thinks."""
+        answer, tag = split_reasoning(text)
+        if tag is not None:
+            self._thinks(model, tag)
+        return answer
 
     def _thinks(self, model: str, tag: str) -> None:
         if model not in self.thinking and model not in _THINKERS:
@@ -551,12 +555,23 @@ class LLMClient:
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[int]) -> tuple[_Answer, float]:
-        """One streamed attempt. After a retry, only text beyond what was shown is passed on."""
+        """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
+        retry, only the part beyond what was shown."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
         parts: list[str] = []
-        length = 0
+        length = 0   # of this attempt's answer, thinking left out
+
+        def show(piece: str) -> None:
+            nonlocal length
+            end = length + len(piece)
+            if end > shown[0]:
+                on_delta(piece[max(0, shown[0] - length):])
+                shown[0] = end
+            length = end
+
+        visible = ReasoningFilter(show, thinks=payload["model"] in self.thinking)
         finish_reason = None
         usage: dict = {}
         done = False
@@ -601,11 +616,7 @@ class LLMClient:
                     piece = _content(delta.get("content"), "a streamed event's")
                     if piece:
                         parts.append(piece)
-                        end = length + len(piece)
-                        if end > shown[0]:
-                            on_delta(piece[max(0, shown[0] - length):])
-                            shown[0] = end
-                        length = end
+                        visible.feed(piece)
                         _progress()
                     if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
@@ -615,6 +626,7 @@ class LLMClient:
                     break
         if not done and finish_reason is None:
             raise _Retryable("the stream ended before the answer did (truncated)", 200)
+        visible.flush()
         latency = (time.perf_counter() - started) * 1000
         prompt_tokens, completion_tokens = _usage(usage)
         return _Answer(text="".join(parts), finish_reason=finish_reason,

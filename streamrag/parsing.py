@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from streamrag.ids import normalize_name
@@ -552,28 +553,36 @@ def parse_map_points(text: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # Reasoning models (DeepSeek-R1, Qwen3 ...) served without a reasoning parser put their thinking
 # in the answer's text, in a leading <think> ... </think> block: it is no part of the answer.
+# Some chat templates open the block in the prompt, so the answer holds only its end.
 _REASONING_OPEN = re.compile(r"\A\s*<(think|thinking|thought|reasoning)>", re.IGNORECASE)
+_REASONING_ANY_OPEN = re.compile(r"<(think|thinking|thought|reasoning)>", re.IGNORECASE)
+_REASONING_CLOSE = re.compile(r"</(think|thinking|thought|reasoning)>", re.IGNORECASE)
 _REASONING_TAGS = ("<think>", "<thinking>", "<thought>", "<reasoning>")
 
 
 def split_reasoning(text: str) -> tuple[str, str | None]:
-    """(the answer, the reasoning block's tag or None) of ``text``: a leading reasoning block
-    removed. A block never closed (cut off while thinking) leaves no answer."""
+    """(the answer, the reasoning block's tag or None) of ``text``: its leading reasoning block
+    removed, or all up to a closing tag that no opening one precedes. A block never closed (cut
+    off while thinking) leaves no answer."""
     m = _REASONING_OPEN.match(text)
-    if not m:
-        return text, None
-    close = re.search(rf"</{m.group(1)}>", text[m.end():], re.IGNORECASE)
-    if close is None:
+    close = _REASONING_CLOSE.search(text, m.end() if m else 0)
+    if m and close is None:
         return "", m.group(1).lower()
-    return text[m.end() + close.end():].lstrip(), m.group(1).lower()
+    if close is None or (not m and _REASONING_ANY_OPEN.search(text, 0, close.start())):
+        return text, None
+    return text[close.end():].lstrip(), (m or close).group(1).lower()
 
 
 class ReasoningFilter:
-    """Streams an answer's text on, holding back a leading reasoning block (``split_reasoning``
-    on the text so far): ``feed`` each piece, then ``flush`` at the end."""
+    """Streams an answer's text on without its reasoning block (``split_reasoning``): ``feed``
+    each piece, then ``flush`` at the end. ``thinks``: the model is known to think, so text
+    before a closing tag may be thinking whose opening tag was in the prompt, and is held back
+    until the tag or the end shows what it is (a model not known to think shows such thinking:
+    nothing could tell it from the answer while it streams)."""
 
-    def __init__(self, emit) -> None:
+    def __init__(self, emit: Callable[[str], None], *, thinks: bool = False) -> None:
         self.emit = emit
+        self.thinks = thinks
         self.held = ""
         self.passing = False
 
@@ -586,6 +595,8 @@ class ReasoningFilter:
         if any(tag.startswith(start) for tag in _REASONING_TAGS):   # a tag may be arriving
             return
         answer, tag = split_reasoning(self.held)
+        if tag is None and self.thinks:
+            return   # thinking whose tag was in the prompt, or an answer: the end will tell
         if tag is not None and not answer:
             return   # thinking, or just closed with nothing after it yet
         self.passing = True
@@ -594,7 +605,9 @@ class ReasoningFilter:
             self.emit(answer)
 
     def flush(self) -> None:
-        if not self.passing and self.held and split_reasoning(self.held)[1] is None:
-            self.emit(self.held)   # an answer that merely looked like the start of a tag
+        if not self.passing and self.held:
+            answer, _tag = split_reasoning(self.held)
+            if answer:
+                self.emit(answer)
         self.held = ""
         self.passing = True

@@ -1008,3 +1008,45 @@ async def test_an_embeddings_answer_with_a_bad_usage_is_counted(tmp_path, usage)
             vectors = await llm.embed(["one", "two"], model="e1")
     assert vectors == [[3.5, 1.0], [2.0, 0.0]]
     assert calls(store)[0]["prompt_tokens"] == 2 and calls(store)[0]["error"] is None
+
+
+# -- models that think aloud -----------------------------------------------------------------
+@pytest.mark.parametrize("first, second", [
+    # The retry thinks longer: the shown text was "The qua" + its thinking's tail.
+    (["<think>Brief.</think>", "\n\nThe qua"], ["<think>Thought for much longer.</think>", "\n\nThe quay ", "was rebuilt."]),
+    # Cut off inside its thinking, the retry thinking less: nothing was shown at all.
+    (["<think>A long, long thought ", "that goes on"], ["<think>Short.</think>", "The quay ", "was rebuilt."]),
+])
+async def test_a_streamed_retry_shows_the_answer_once_and_never_the_thinking(tmp_path, first, second):
+    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in first]))
+    endpoint = Endpoint(cut, stream_of(second))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    assert result.text == "The quay was rebuilt." == "".join(deltas)
+
+
+async def test_a_cached_answer_from_before_loses_its_thinking_too(tmp_path):
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("<think>secret</think>\n\nThe quay.")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            first = await llm.chat(ask(), model="m1", stage="s")
+            key = calls(store)[0]["cache_key"]
+            store.conn.execute("UPDATE llm_cache SET response = ? WHERE key = ?",   # as cached before
+                               (json.dumps({"text": "<think>secret</think>\n\nThe quay.", "finish_reason": "stop",
+                                            "prompt_tokens": 5, "completion_tokens": 9}), key))
+            llm.thinking.clear()
+            shown: list[str] = []
+            again = await llm.chat(ask(), model="m1", stage="s", on_delta=shown.append)
+            assert "m1" in llm.thinking
+    assert first.text == again.text == "The quay." == "".join(shown) and again.cached
+
+
+async def test_thinking_is_counted_when_the_server_sends_no_usage(tmp_path):
+    thought = "<think>" + "Let me weigh every sentence of the text. " * 40 + "</think>\n\nYES"
+    endpoint = Endpoint(httpx.Response(200, json=chat_body(thought, usage=None)))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.text == "YES" and calls(store)[0]["completion_tokens"] > 300

@@ -502,3 +502,23 @@ def test_a_streamed_answer_shows_nothing_of_its_thinking(pieces, shown):
         f.feed(p)
     f.flush()
     assert out == shown
+
+
+def test_thinking_opened_in_the_prompt_or_closed_by_another_tag_is_left_out():
+    from streamrag.parsing import ReasoningFilter, split_reasoning
+
+    # DeepSeek-R1's template opens the block in the prompt: the answer holds only its end.
+    assert split_reasoning("Okay, the user asks.\n</think>\n\nParis.") == ("Paris.", "think")
+    assert split_reasoning("<think>a</thinking>Paris") == ("Paris", "think")   # it cost 3 tries
+    out: list[str] = []
+    f = ReasoningFilter(out.append, thinks=True)   # a model known to think: held to the tag
+    for p in ["Okay, hmm", "\n</think>", "\n\nParis", "."]:
+        f.feed(p)
+    f.flush()
+    assert out == ["Paris", "."]
+    out.clear()
+    f = ReasoningFilter(out.append, thinks=True)
+    for p in ["Paris", " is large."]:
+        f.feed(p)
+    f.flush()
+    assert out == ["Paris is large."]
