@@ -76,13 +76,21 @@ def _word_count(sentence: str) -> int:
 
 
 def _shorten(sentence: str) -> str:
-    ws = sentence.split()
-    if len(ws) > MAX_SENTENCE_WORDS:
-        return " ".join(ws[:MAX_SENTENCE_WORDS]) + " ..."
+    """``sentence`` cut after ``MAX_SENTENCE_WORDS`` words, at a space; in a script written
+    without spaces, two characters are about a word."""
     if _word_count(sentence) <= MAX_SENTENCE_WORDS:
         return sentence
-    # A script written without spaces: two characters are about a word.
-    return sentence[:MAX_SENTENCE_WORDS * 2] + " ..."
+    out: list[str] = []
+    n = 0
+    for token in sentence.split():
+        count = max(1, len(words(token))) if has_unspaced(token) else 1
+        if n + count > MAX_SENTENCE_WORDS:
+            if has_unspaced(token):
+                out.append(token[:2 * (MAX_SENTENCE_WORDS - n)])
+            break
+        out.append(token)
+        n += count
+    return " ".join(t for t in out if t) + " ..."
 
 
 # Endings and what replaces them, longest first; applied once, then a final "e" goes.

@@ -43,7 +43,6 @@ def _fts_words(conn: sqlite3.Connection) -> None:
     words whole, text in scripts written without spaces as pairs of characters), and their
     tokenizer keeps the marks inside words, which it took for separators: the Thai pair ที่ was
     no token at all, and an Indic word a run of bare consonants."""
-    kept = [r[0] for r in conn.execute("SELECT id FROM chunks_fts")]
     conn.execute("DROP TABLE chunks_fts")
     conn.execute("DROP TABLE entities_fts")
     tokenizer = "unicode61 categories 'L* N* Co M*'"
@@ -55,10 +54,9 @@ def _fts_words(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text, tokenize = \"{tokenizer}\")")
     conn.execute(f"CREATE VIRTUAL TABLE entities_fts USING fts5(id UNINDEXED, name, description, "
                  f"tokenize = \"{tokenizer}\")")
-    for i in range(0, len(kept), 500):
-        part = kept[i:i + 500]
-        conn.execute("INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks "
-                     f"WHERE id IN ({','.join('?' * len(part))})", part)
+    # The chunks the index is built from (a row missing from the old table is found again).
+    conn.execute("INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks "
+                 "WHERE id IN (SELECT chunk_id FROM live_chunks)")
     conn.execute("INSERT INTO entities_fts(id, name, description) "
                  "SELECT id, fts_text(name), fts_text(description) FROM entities")
 
@@ -351,13 +349,15 @@ class Store:
         applied = self._applied()
         if applied > SCHEMA_VERSION:
             self._check_version()
-        if 0 < applied < SCHEMA_VERSION and self.scalar("SELECT 1 FROM chunks LIMIT 1"):
-            log.warning("upgrading the index at %s for this streamrag (once; a large one takes a "
-                        "minute)", self.path)
+        said = applied == 0   # a new index is made, not upgraded
         for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
             with self.transaction():
                 if self._applied() >= number:   # another process upgraded it while this one waited
                     continue
+                if not said and self.scalar("SELECT 1 FROM chunks LIMIT 1"):
+                    log.warning("upgrading the index at %s for this streamrag (once; a large one "
+                                "takes a minute)", self.path)
+                said = True
                 if callable(sql):
                     sql(self.conn)
                 else:

@@ -791,6 +791,7 @@ def test_sentences_end_before_a_capital_of_any_script_and_list_items_stand_alone
             "eastern harbour (東京) would be finished by the end of next year after long delays.")
     assert _shorten(long) == long   # one Chinese word made it cut at 120 characters
     assert _shorten("张伟在北京大学工作" * 20) == ("张伟在北京大学工作" * 20)[:120] + " ..."
+    assert _shorten("harbor " * 58 + "北京大学工作室") == "harbor " * 58 + "北京大学 ..."   # not mid-word
 
 
 def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
