@@ -1114,6 +1114,11 @@ async def test_entities_named_in_chinese_are_found_by_local_search(tmp_path):
         assert choose_mode(store, "李娜是做什么工作的?") == ("local", "the question names 李娜")
         assert choose_mode(store, "这些文件的主要主题是什么?") == (   # "the main themes of these files"
             "global", "the question asks about the collection as a whole (主要, 主题)")
+        for question, cues in (("Quels sont les thèmes principaux ?", "principaux, themes"),
+                               ("Was sind die Hauptthemen?", "hauptthemen"),
+                               ("¿Cuáles son los temas principales?", "principales, temas")):
+            assert choose_mode(store, question) == (
+                "global", f"the question asks about the collection as a whole ({cues})"), question
     finally:
         store.close()
     answer = await aask("李娜是做什么工作的?", settings, db, transport=transport)
