@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from streamrag.local_search import query_terms
 from streamrag.sentences import NOT_AFTER_ABBREVIATION
-from streamrag.terms import has_unspaced, words
+from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
@@ -69,28 +69,31 @@ def _sentence_ends(line: str) -> list[str]:
     return [s for s in out if s]
 
 
+def _token_words(token: str) -> int:
+    """Words in a space-free ``token``: one, or in a script written without spaces, one per two
+    characters (about a word's worth), plus one for any other characters beside them."""
+    unspaced = unspaced_chars(token)
+    return 1 if not unspaced else (unspaced + 1) // 2 + (unspaced < len(token))
+
+
 def _word_count(sentence: str) -> int:
-    """Words of ``sentence``; where a script written without spaces is, its characters."""
-    n = len(sentence.split())
-    return max(n, len(words(sentence))) if has_unspaced(sentence) else n
+    return sum(_token_words(t) for t in sentence.split())
 
 
 def _shorten(sentence: str) -> str:
-    """``sentence`` cut after ``MAX_SENTENCE_WORDS`` words, at a space; in a script written
-    without spaces, two characters are about a word."""
-    if _word_count(sentence) <= MAX_SENTENCE_WORDS:
-        return sentence
+    """``sentence`` cut after ``MAX_SENTENCE_WORDS`` words (``_token_words``), at a space, or
+    inside a run of a script written without spaces."""
     out: list[str] = []
     n = 0
     for token in sentence.split():
-        count = max(1, len(words(token))) if has_unspaced(token) else 1
+        count = _token_words(token)
         if n + count > MAX_SENTENCE_WORDS:
-            if has_unspaced(token):
+            if unspaced_chars(token) == len(token):
                 out.append(token[:2 * (MAX_SENTENCE_WORDS - n)])
-            break
+            return " ".join(t for t in out if t) + " ..."
         out.append(token)
         n += count
-    return " ".join(t for t in out if t) + " ..."
+    return sentence
 
 
 # Endings and what replaces them, longest first; applied once, then a final "e" goes.

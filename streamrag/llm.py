@@ -57,7 +57,7 @@ from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
                               LLMUnavailableError)
-from streamrag.parsing import ReasoningFilter, split_reasoning
+from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -419,7 +419,9 @@ class LLMClient:
         while True:
             started = time.perf_counter()
             answer = self._cached_answer(key) if self.caching else None
-            if answer is not None:   # cached before thinking was left out of answers
+            if answer is not None and starts_with_reasoning(answer.text):
+                # Cached before thinking was left out of answers (later ones are stored without
+                # it: taking it out again could cut an answer that speaks of a closing tag).
                 answer.text = self._answer_text(answer.text, payload["model"])
             if answer is not None and check(answer) is not None:
                 answer, stale = None, True
@@ -571,7 +573,7 @@ class LLMClient:
                 shown[0] = end
             length = end
 
-        visible = ReasoningFilter(show, thinks=payload["model"] in self.thinking)
+        visible = ReasoningFilter(show, thinks=payload["model"] in self.thinking or payload["model"] in _THINKERS)
         finish_reason = None
         usage: dict = {}
         done = False

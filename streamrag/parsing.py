@@ -553,22 +553,44 @@ def parse_map_points(text: str) -> list[dict]:
 # --------------------------------------------------------------------------------------------
 # Reasoning models (DeepSeek-R1, Qwen3 ...) served without a reasoning parser put their thinking
 # in the answer's text, in a leading <think> ... </think> block: it is no part of the answer.
-# Some chat templates open the block in the prompt, so the answer holds only its end.
+# Some chat templates open the block in the prompt (DeepSeek-R1's), so the answer holds only its
+# end, </think>; the other tags are only read when they open the answer.
 _REASONING_OPEN = re.compile(r"\A\s*<(think|thinking|thought|reasoning)>", re.IGNORECASE)
-_REASONING_ANY_OPEN = re.compile(r"<(think|thinking|thought|reasoning)>", re.IGNORECASE)
 _REASONING_CLOSE = re.compile(r"</(think|thinking|thought|reasoning)>", re.IGNORECASE)
+_LONE_CLOSE = re.compile(r"</(think)>", re.IGNORECASE)
+_ANY_OPEN = re.compile(r"<(think|thinking|thought|reasoning)>", re.IGNORECASE)
+_NEVER = re.compile(r"(?!)")
 _REASONING_TAGS = ("<think>", "<thinking>", "<thought>", "<reasoning>")
+_LONGEST_TAG = max(map(len, _REASONING_TAGS))
+
+
+def starts_with_reasoning(text: str) -> bool:
+    """Whether ``text`` opens with a reasoning block's tag."""
+    return _REASONING_OPEN.match(text) is not None
+
+
+def _reasoning_end(text: str, m: re.Match | None, start: int = 0) -> re.Match | None:
+    """Where the reasoning block of ``text`` ends: the tag that closes ``m``'s (another
+    reasoning tag only when that one never comes), or without ``m`` a lone </think> that no
+    opening tag precedes; searched from ``start``."""
+    if m is not None:
+        same = re.compile(rf"</{m.group(1)}>", re.IGNORECASE).search(text, max(start, m.end()))
+        return same or _REASONING_CLOSE.search(text, max(start, m.end()))
+    close = _LONE_CLOSE.search(text, start)
+    if close is None or _ANY_OPEN.search(text, 0, close.start()):
+        return None
+    return close
 
 
 def split_reasoning(text: str) -> tuple[str, str | None]:
     """(the answer, the reasoning block's tag or None) of ``text``: its leading reasoning block
-    removed, or all up to a closing tag that no opening one precedes. A block never closed (cut
-    off while thinking) leaves no answer."""
+    removed, or all up to a lone </think>. A block never closed (cut off while thinking)
+    leaves no answer."""
     m = _REASONING_OPEN.match(text)
-    close = _REASONING_CLOSE.search(text, m.end() if m else 0)
+    close = _reasoning_end(text, m)
     if m and close is None:
         return "", m.group(1).lower()
-    if close is None or (not m and _REASONING_ANY_OPEN.search(text, 0, close.start())):
+    if close is None:
         return text, None
     return text[close.end():].lstrip(), (m or close).group(1).lower()
 
@@ -576,38 +598,59 @@ def split_reasoning(text: str) -> tuple[str, str | None]:
 class ReasoningFilter:
     """Streams an answer's text on without its reasoning block (``split_reasoning``): ``feed``
     each piece, then ``flush`` at the end. ``thinks``: the model is known to think, so text
-    before a closing tag may be thinking whose opening tag was in the prompt, and is held back
-    until the tag or the end shows what it is (a model not known to think shows such thinking:
-    nothing could tell it from the answer while it streams)."""
+    before a lone </think> may be thinking whose opening tag was in the prompt, and is held
+    back until the tag or the end shows what it is (a model not known to think shows such
+    thinking: nothing could tell it from the answer while it streams). Only a piece and the end
+    of the one before are searched: a long answer held back costs no more than one passed on."""
 
     def __init__(self, emit: Callable[[str], None], *, thinks: bool = False) -> None:
         self.emit = emit
         self.thinks = thinks
-        self.held = ""
+        self.parts: list[str] = []   # held back
+        self.closer: re.Pattern | None = None   # what ends the block, once known
+        self.tail = ""               # the end of the text searched so far
         self.passing = False
+        self.blank = False           # the white space after the block is no part of the answer
 
     def feed(self, piece: str) -> None:
         if self.passing:
-            self.emit(piece)
+            if self.blank:
+                piece = piece.lstrip()
+                self.blank = not piece
+            if piece:
+                self.emit(piece)
             return
-        self.held += piece
-        start = self.held.lstrip().lower()
-        if any(tag.startswith(start) for tag in _REASONING_TAGS):   # a tag may be arriving
-            return
-        answer, tag = split_reasoning(self.held)
-        if tag is None and self.thinks:
-            return   # thinking whose tag was in the prompt, or an answer: the end will tell
-        if tag is not None and not answer:
-            return   # thinking, or just closed with nothing after it yet
-        self.passing = True
-        self.held = ""
-        if answer:
-            self.emit(answer)
+        self.parts.append(piece)
+        if self.closer is None:
+            window = "".join(self.parts)   # short: until the start shows whether a tag opens it
+            start = window.lstrip().lower()
+            if len(start) <= _LONGEST_TAG and any(t.startswith(start) for t in _REASONING_TAGS):
+                return   # a tag may be arriving
+            opened = _REASONING_OPEN.match(window)
+            if opened is None and not self.thinks:
+                self._pass(window)
+                return
+            self.closer = re.compile(rf"</{opened.group(1)}>", re.IGNORECASE) if opened else _LONE_CLOSE
+            window = window[opened.end():] if opened else window
+        else:
+            window = self.tail + piece
+        if self.closer is _LONE_CLOSE and _ANY_OPEN.search(window):
+            self.closer = _NEVER   # a tag opens later: no lone close; the end will tell
+        close = self.closer.search(window)
+        if close is not None:
+            self._pass(window[close.end():].lstrip(), after_block=True)
+        else:
+            self.tail = window[-2 * _LONGEST_TAG:]
+
+    def _pass(self, text: str, *, after_block: bool = False) -> None:
+        self.passing, self.parts, self.blank = True, [], after_block and not text
+        if text:
+            self.emit(text)
 
     def flush(self) -> None:
-        if not self.passing and self.held:
-            answer, _tag = split_reasoning(self.held)
+        if not self.passing and self.parts:
+            answer, _tag = split_reasoning("".join(self.parts))
             if answer:
                 self.emit(answer)
-        self.held = ""
+        self.parts = []
         self.passing = True

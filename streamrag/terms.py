@@ -63,6 +63,11 @@ def _accent_table() -> dict[int, str | None]:
 _ACCENTS = _accent_table()
 
 
+def unspaced_chars(text: str) -> int:
+    """How many characters of ``text`` are of a script written without spaces between words."""
+    return len(_HAS_UNSPACED.findall(text))
+
+
 def has_unspaced(text: str) -> bool:
     """Whether ``text`` has a character of a script written without spaces between words."""
     return _HAS_UNSPACED.search(text) is not None

@@ -1050,3 +1050,26 @@ async def test_thinking_is_counted_when_the_server_sends_no_usage(tmp_path):
         async with client(tmp_path, endpoint) as (llm, store):
             result = await llm.chat(ask(), model="m1", stage="s")
     assert result.text == "YES" and calls(store)[0]["completion_tokens"] > 300
+
+
+async def test_an_answer_that_speaks_of_a_closing_tag_comes_back_from_the_cache_whole(tmp_path):
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("<think>plan</think>Close it with </think> and go on.")))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            first = await llm.chat(ask(), model="m1", stage="s")
+            again = await llm.chat(ask(), model="m1", stage="s", validate=lambda t: t.startswith("Close"))
+    assert first.text == again.text == "Close it with </think> and go on." and again.cached
+    assert len(endpoint.requests) == 1
+
+
+async def test_a_model_seen_thinking_by_another_client_has_its_prompt_opened_thinking_held_back(tmp_path):
+    # A chat template that opens <think> in the prompt: only </think> is in the answer.
+    first = Endpoint(httpx.Response(200, json=chat_body("<think>x</think>A")))
+    second = Endpoint(stream_of(["I should think ", "about it.\n</think>", "\n\nAnswer: ", "42"]))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, first) as (llm, _):
+            await llm.chat(ask(), model="thinker-r1", stage="s")
+        async with client(tmp_path / "b", second) as (llm, _):   # a new client, as each ask makes
+            result = await llm.chat(ask(), model="thinker-r1", stage="s", on_delta=deltas.append)
+    assert result.text == "Answer: 42" == "".join(deltas)

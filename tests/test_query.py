@@ -792,6 +792,9 @@ def test_sentences_end_before_a_capital_of_any_script_and_list_items_stand_alone
     assert _shorten(long) == long   # one Chinese word made it cut at 120 characters
     assert _shorten("张伟在北京大学工作" * 20) == ("张伟在北京大学工作" * 20)[:120] + " ..."
     assert _shorten("harbor " * 58 + "北京大学工作室") == "harbor " * 58 + "北京大学 ..."   # not mid-word
+    for whole in ("中文 " + "COVID-19 " * 40, "港" * 40 + "口" * 40):   # short enough: not touched
+        assert _shorten(whole.strip()) == whole.strip()
+    assert _shorten("w " * 59 + "internationalization中文说明") == ("w " * 59).strip() + " ..."
 
 
 def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
