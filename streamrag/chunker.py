@@ -35,7 +35,7 @@ from collections import deque
 
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
-from streamrag.sentences import ends_with_abbreviation
+from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
 from streamrag.tokens import fewest_tokens, get_encoding
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
@@ -49,9 +49,8 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 # brackets after the terminator stay with its sentence. The full stop of a title or an initial
 # ("Mrs.", "J.") is no sentence end (``sentences.ends_with_abbreviation``).
 _CLOSERS = "\"'\u201d\u2019)\\]"
-_CJK_CLOSERS = _CLOSERS + "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07"
 _SENTENCE_BREAK = re.compile(rf"[.!?\u2026][{_CLOSERS}]*\s+"
-                             rf"|[\u3002\uff01\uff1f\uff61]+[{_CJK_CLOSERS}]*\s*"
+                             rf"|[{CJK_TERMINATORS}]+[{_CLOSERS}{CJK_CLOSERS}]*\s*"
                              r"|\n\s*")
 _WHITESPACE = re.compile(r"\s+")
 

@@ -20,24 +20,25 @@ import re
 from collections.abc import Sequence
 
 from streamrag.local_search import query_terms
-from streamrag.sentences import NOT_AFTER_ABBREVIATION
+from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 
-_CJK_CLOSERS = "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07\u201d\u2019"
+_CJK_CLOSERS = CJK_CLOSERS + "\u201d\u2019"
 # Where a sentence may end: after . ! ? … (and Arabic ؟, Devanagari । ॥, Urdu ۔) and the
 # closing quotes and brackets after them, when white space and a letter or digit follow (the
 # letter must not be lower-case: ``_sentence_ends``); or after Chinese and Japanese 。！？ (and
 # half-width ｡), which need no space, with their closing quotes and brackets.
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u061f\u0964\u0965\u06d4])" + NOT_AFTER_ABBREVIATION
                            + r"[\"'\u201d\u2019)\]]*(?=\s+[\"'\u201c\u2018(\[]*([^\W_]))"
-                           + rf"|[\u3002\uff01\uff1f\uff61]+[{_CJK_CLOSERS}]*")
+                           + rf"|[{CJK_TERMINATORS}]+[{_CJK_CLOSERS}]*")
 # A line of its own inside a paragraph: a list item, a table row, a log line (dated, or
-# bracketed) - not prose wrapped across lines.
-_OWN_LINE = re.compile(r"\n(?=[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\d\d-\d\d|\[))")
+# bracketed), when the paragraph starts with one, or the line before it is one or ends with a
+# colon - not prose wrapped across lines ("on page\n12. After that").
+_ITEM_START = re.compile(r"[ \t]*(?:[-*+\u2022][ \t]|\d{1,3}[.)][ \t]|\||\d{4}-\d\d-\d\d|\[)")
 _ITEM_MARK = re.compile(r"^(?:[-*+\u2022]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s*#+\s*")
 _TAG = re.compile(r"\[(?:E|L|R|T):[^\]]*\]")
@@ -49,7 +50,7 @@ def split_sentences(text: str) -> list[str]:
     title or abbreviation such as Mr. or e.g., nor after an initial), and 。！？."""
     out: list[str] = []
     for block in re.split(r"\n\s*\n|\n(?=\s*#)", text):
-        for line in _OWN_LINE.split(block):
+        for line in _items(block):
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
                 # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
@@ -58,15 +59,33 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def _items(block: str) -> list[str]:
+    """``block`` cut before each line of its own (``_ITEM_START``)."""
+    units: list[str] = []
+    listed, before = False, ""
+    for line in block.split("\n"):
+        own = _ITEM_START.match(line) is not None and (not units or listed or before.rstrip().endswith(":"))
+        if own or not units:
+            units.append(line)
+            listed = listed or own
+        else:
+            units[-1] += "\n" + line
+        before = line
+    return units
+
+
 def _sentence_ends(line: str) -> list[str]:
     out, start = [], 0
     for m in _SENTENCE_END.finditer(line):
-        if m.group(1) and m.group(1).islower():   # "Dr. med. Weber", "etc. and so on"
+        if m.group(1) and m.group(1).islower():   # "etc. and so on"
             continue
         out.append(line[start:m.end()].strip())
         start = m.end()
     out.append(line[start:].strip())
     return [s for s in out if s]
+
+
+_SPACED_WORD_END = re.compile(r"[^\W_]+$", re.ASCII)
 
 
 def _token_words(token: str) -> int:
@@ -88,8 +107,8 @@ def _shorten(sentence: str) -> str:
     for token in sentence.split():
         count = _token_words(token)
         if n + count > MAX_SENTENCE_WORDS:
-            if unspaced_chars(token) == len(token):
-                out.append(token[:2 * (MAX_SENTENCE_WORDS - n)])
+            if unspaced_chars(token):   # cut by characters, not inside a spaced script's word
+                out.append(_SPACED_WORD_END.sub("", token[:2 * (MAX_SENTENCE_WORDS - n)]))
             return " ".join(t for t in out if t) + " ..."
         out.append(token)
         n += count

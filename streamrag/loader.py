@@ -35,7 +35,9 @@ DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]  # = index
 _MARKDOWN = (".md", ".markdown")
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
+_HTML_COMMENT = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]+`)|<!--.*?-->",
+                           re.DOTALL | re.MULTILINE)
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
@@ -330,7 +332,7 @@ def read_documents(path: Path, *, root: Path | None,
         title = None
         if suffix in _MARKDOWN:
             text, title = _front_matter(text)
-            text = _HTML_COMMENT.sub("", text)   # not shown when the page is read
+            text = _HTML_COMMENT.sub(lambda m: m.group(1) or "", text)   # not shown when read
             if not text.strip():
                 raise EmptyInput(f"{label}: no text outside front matter and comments, nothing to index")
         return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
@@ -434,10 +436,10 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
 
 
 def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
-    # A header without a comma but with semicolons or tabs is that delimiter's (Excel writes
-    # semicolons where the comma is the decimal mark); one column reads alike either way.
+    # The delimiter is the one that splits the header into the most columns, a comma on a tie:
+    # Excel writes semicolons where the comma is the decimal mark, and a header may hold one.
     header = text.split("\n", 1)[0]
-    delimiter = "," if "," in header else max(";\t", key=header.count) if (";" in header or "\t" in header) else ","
+    delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
         rows = [(number, row) for number, row in enumerate(reader, 1)]

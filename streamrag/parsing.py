@@ -554,10 +554,11 @@ def parse_map_points(text: str) -> list[dict]:
 # Reasoning models (DeepSeek-R1, Qwen3 ...) served without a reasoning parser put their thinking
 # in the answer's text, in a leading <think> ... </think> block: it is no part of the answer.
 # Some chat templates open the block in the prompt (DeepSeek-R1's), so the answer holds only its
-# end, </think>; the other tags are only read when they open the answer.
+# end, </think>, on a line of its own (an answer may speak of the tag); the other tags are only
+# read when they open the answer.
 _REASONING_OPEN = re.compile(r"\A\s*<(think|thinking|thought|reasoning)>", re.IGNORECASE)
 _REASONING_CLOSE = re.compile(r"</(think|thinking|thought|reasoning)>", re.IGNORECASE)
-_LONE_CLOSE = re.compile(r"</(think)>", re.IGNORECASE)
+_LONE_CLOSE = re.compile(r"^[ \t]*</(think)>[ \t]*$", re.IGNORECASE | re.MULTILINE)   # on its own line
 _ANY_OPEN = re.compile(r"<(think|thinking|thought|reasoning)>", re.IGNORECASE)
 _NEVER = re.compile(r"(?!)")
 _REASONING_TAGS = ("<think>", "<thinking>", "<thought>", "<reasoning>")

@@ -61,11 +61,11 @@ GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
 overarching recurring principal dominant
-principaux principales resume tendances thema themen hauptthemen uberblick zusammenfassung
+principaux principales tendances thema themen hauptthemen uberblick zusammenfassung
 insgesamt allgemein tema temas resumen tendencias generales
 主题 主要 总体 整体 总结 概述 概括 趋势 主題 全体 要約 概要 傾向 주제 요약 전체 개요 경향
-""".split())   # the same in French, German and Spanish (accents folded, as ``terms.words`` does),
-# then Chinese, Japanese and Korean
+""".split())   # the same in French, German and Spanish (accents folded, as ``terms.words`` does;
+# none that is an English word too: "resume"), then Chinese, Japanese and Korean
 # Words a question about the collection uses without naming what it is about: with the cues and
 # stopwords gone, a question left with no word ("What do the texts say overall?") is broad.
 GENERIC_WORDS = GLOBAL_CUES | frozenset("""

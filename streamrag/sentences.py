@@ -1,8 +1,12 @@
-"""Where a sentence ends: the one rule shared by the chunker, the summarizer and extractive answers.
+"""Where a sentence ends: the rules the chunker, the summarizer, reports and extractive answers
+share.
 
 A full stop after a title, a common abbreviation or a lone capital ("Mrs. Cratchit", "e.g. this",
 "J. Smith") ends no sentence. Splitting there cut "said Mrs." off from its name: descriptions
-ended mid-sentence and a chunk could end on the title.
+ended mid-sentence and a chunk could end on the title. Chinese and Japanese end sentences with
+full-width terminators and no space after them; the closing quotes and brackets after one stay
+with its sentence. Each user builds its own pattern from these (the chunker also cuts at line
+ends, extractive answers only before a capital), but the terminators and closers are these.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ def ends_with_abbreviation(text: str) -> bool:
     return _ENDS_WITH_ABBREVIATION.search(text[-12:]) is not None
 
 
-# Whitespace after . ! ? that ends a sentence. The one-character lookbehind goes first: most
-# positions fail it at once, before the thirty-odd abbreviation lookbehinds are tried.
-SENTENCE_GAP = re.compile(r"(?<=[.!?])" + NOT_AFTER_ABBREVIATION + r"\s+")
+CJK_TERMINATORS = "\u3002\uff01\uff1f\uff61"   # 。！？ and the half-width ｡
+CJK_CLOSERS = "\u300d\u300f\u3011\u3015\u3009\u300b\uff09\uff3d\uff02\uff07"   # 」』】〕〉》）］＂＇
+
+# The gap between two sentences: white space after . ! ? (the one-character lookbehind goes
+# first: most positions fail it at once, before the thirty-odd abbreviation lookbehinds are
+# tried), or any space after a full-width terminator and the closers that follow it.
+SENTENCE_GAP = re.compile(r"(?<=[.!?])" + NOT_AFTER_ABBREVIATION + r"\s+"
+                          + rf"|(?:(?<=[{CJK_TERMINATORS}])|(?<=[{CJK_TERMINATORS}][{CJK_CLOSERS}]))"
+                          + rf"(?![{CJK_TERMINATORS}{CJK_CLOSERS}])\s*(?=\S)")

@@ -207,11 +207,13 @@ def test_a_csv_separated_by_semicolons_or_tabs_is_read_by_its_header(tmp_path):
                                        'Rope;"Bo Lund sells rope; and lamp oil."\n')
     (tmp_path / "tabs.csv").write_text("title\ttext\nQuay\tAda Osk rebuilt the quay.\n")
     (tmp_path / "one.csv").write_text("text\nAda Osk; Bo Lund\n")       # one column: as before
+    (tmp_path / "comma.csv").write_text('title;text;"Betrag (1,5 = EUR)"\nQuay;Ada Osk rebuilt it.;1,5\n')
     semi, _ = read_documents(tmp_path / "semi.csv", root=tmp_path)
     assert [(d.title, d.text) for d in semi] == [("Quay", "Ada Osk rebuilt the quay, at last."),
                                                   ("Rope", "Bo Lund sells rope; and lamp oil.")]
     assert [d.text for d in read_documents(tmp_path / "tabs.csv", root=tmp_path)[0]] == ["Ada Osk rebuilt the quay."]
     assert [d.text for d in read_documents(tmp_path / "one.csv", root=tmp_path)[0]] == ["Ada Osk; Bo Lund"]
+    assert [d.text for d in read_documents(tmp_path / "comma.csv", root=tmp_path)[0]] == ["Ada Osk rebuilt it."]
 
 
 def test_a_csv_of_a_header_alone_is_empty_not_missing_its_text_column(tmp_path):
@@ -227,8 +229,11 @@ def test_html_comments_in_markdown_are_not_indexed(tmp_path):
     (tmp_path / "a.md").write_text("# Quay\n\nAda Osk rebuilt the quay.<!-- TODO: ask Hidden Person\nabout it -->\n"
                                    "Bo Lund sells rope.\n")
     (tmp_path / "b.md").write_text("<!-- draft -->\n")
+    code = ("Write a comment as `<!--` and end it with `-->` to hide it.\n\n```html\n<!-- nav -->\n```\n")
+    (tmp_path / "c.md").write_text(code)   # in code it is text to read
     [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
     assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text and "Bo Lund" in doc.text
     from streamrag.errors import EmptyInput
     with pytest.raises(EmptyInput):
         read_documents(tmp_path / "b.md", root=tmp_path)
+    assert read_documents(tmp_path / "c.md", root=tmp_path)[0][0].text == code

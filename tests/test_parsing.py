@@ -512,7 +512,8 @@ def test_thinking_opened_in_the_prompt_or_closed_by_another_tag_is_left_out():
     assert split_reasoning("<think>a</thinking>Paris") == ("Paris", "think")   # it cost 3 tries
     # The tag that opened the block closes it; another only when that one never comes.
     assert split_reasoning("<think>The doc uses </reasoning> tags</think>The answer.") == ("The answer.", "think")
-    for legit in ("The parser stops at </thought> when it reads one.", "The tag </reasoning> is not XML."):
+    for legit in ("The parser stops at </thought> when it reads one.", "The tag </reasoning> is not XML.",
+                  "Qwen3 ends its thinking with </think> and then answers."):   # not on a line of its own
         assert split_reasoning(legit) == (legit, None)   # only </think> may close a block unopened
     out: list[str] = []
     f = ReasoningFilter(out.append, thinks=True)   # a model known to think: held to the tag

@@ -570,6 +570,7 @@ def test_fts_queries_never_break_on_user_input(llm_db, question):
     ("Who is Mira Osk?", "local"),
     ("What did Anton Heller say about the Old Quay?", "local"),
     ("How is the weather on Jupiter?", "global"),
+    ("What does the resume of Mira Osk say?", "local"),   # the French cue "résumé" made it global
 ])
 def test_auto_routing(llm_db, question, mode):
     store = Store(llm_db, readonly=True)
@@ -795,6 +796,12 @@ def test_sentences_end_before_a_capital_of_any_script_and_list_items_stand_alone
     for whole in ("中文 " + "COVID-19 " * 40, "港" * 40 + "口" * 40):   # short enough: not touched
         assert _shorten(whole.strip()) == whole.strip()
     assert _shorten("w " * 59 + "internationalization中文说明") == ("w " * 59).strip() + " ..."
+    for punctuated in ("，".join(["张伟在北京大学工作多年并且参与了很多重要的研究项目"] * 6) + "。",
+                       "Report: " + "张伟在北京大学工作，" * 20):   # the cut was all of it: " ..."
+        cut = _shorten(punctuated)
+        assert len(cut) > 100 and cut.endswith(" ...") and punctuated.startswith(cut[:-4])
+    assert split_sentences("The plan was discussed on page\n12. After that the board voted.") == [
+        "The plan was discussed on page 12.", "After that the board voted."]   # wrapped prose
 
 
 def test_sentences_do_not_end_after_titles_abbreviations_or_initials():
@@ -1132,9 +1139,10 @@ async def test_an_older_index_of_chinese_text_is_made_searchable(tmp_path):
     folder = _zh_folder(tmp_path)
     settings, db = make_settings(""), tmp_path / "i.db"
     await sync([folder], settings, db, root=folder)
-    store = Store(db)   # as schema 2 left it: the text as written
+    store = Store(db)   # as schema 2 left it: the text as written, the tokenizer's default
     with store.transaction() as conn:
-        conn.execute("DELETE FROM chunks_fts")
+        conn.execute("DROP TABLE chunks_fts")
+        conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text)")
         conn.execute("INSERT INTO chunks_fts(id, text) SELECT id, text FROM chunks")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     store.close()
