@@ -142,3 +142,11 @@ async def test_a_summary_cut_off_at_max_tokens_is_used_within_the_budget(tmp_pat
     assert len(calls) == 2
     assert text.startswith("Port Vale is a harbour town.") and text.endswith("town.")
     assert count_tokens(text) <= settings.index.summary_max_tokens
+
+
+def test_a_summary_in_chinese_is_kept_within_its_budget_by_whole_sentences():
+    from streamrag.summarizer import within_budget
+
+    text = "张伟在北京大学工作，他每天骑自行车上班。" * 30   # it was cut inside a sentence
+    kept = within_budget(text, 40)
+    assert kept.endswith("上班。") and text.startswith(kept.replace(" ", "")) and len(kept) > 20
