@@ -56,7 +56,7 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import DEFAULT_INCLUDE, leads_outside, read_documents, storable
+from streamrag.loader import DEFAULT_INCLUDE, leads_outside, left_out_lines, read_documents, storable
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -720,6 +720,9 @@ class Daemon:
             if line not in self.warned:
                 self.emit("warning", line, warning=line)
         self.warned = set(result.warnings)
+        if initial:   # the one sync that scans the whole folder
+            for line in left_out_lines(result.left_out, self.settings.index.include):
+                self.emit("warning", f"left out {line}", warning=f"left out {line}")
         self.last_result = result
         # What this update cost, the extraction done as its files changed included (the sync
         # then finds those chunks extracted: "reused").

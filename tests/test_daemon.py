@@ -193,6 +193,19 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
+async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus, tmp_path):
+    (corpus / "minutes.pdf").write_bytes(b"%PDF-1.4")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "l.db", corpus) as (daemon, events, send):
+        (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "notes.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    warnings = [e["message"] for e in events if e["state"] == "warning"]
+    assert warnings == ["left out 1 .pdf (not plain text: convert them to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index them)"], warnings
+
+
 async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path):
     """Events that never pause for quiet_s (a log appended to) delay the sync 10 x quiet_s at most."""
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.1})   # offline: fast
