@@ -638,7 +638,9 @@ class ReasoningFilter:
         if self.closer is _LONE_CLOSE and _ANY_OPEN.search(window):
             self.closer = _NEVER   # a tag opens later: no lone close; the end will tell
         close = self.closer.search(window)
-        if close is not None:
+        # A lone </think> is one only on a line of its own: at the end of the text so far, the
+        # next piece may go on with the line.
+        if close is not None and not (self.closer is _LONE_CLOSE and close.end() == len(window)):
             self._pass(window[close.end():].lstrip(), after_block=True)
         else:
             self.tail = window[-2 * _LONGEST_TAG:]

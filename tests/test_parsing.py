@@ -527,3 +527,17 @@ def test_thinking_opened_in_the_prompt_or_closed_by_another_tag_is_left_out():
         f.feed(p)
     f.flush()
     assert out == ["Paris is large."]
+
+
+def test_a_streamed_lone_closing_tag_is_one_only_when_its_line_ends():
+    from streamrag.parsing import ReasoningFilter
+
+    for pieces, shown in ((["Qwen3 ends with\n</think>", " and then answers."],
+                           "Qwen3 ends with\n</think> and then answers."),
+                          (["Hmm, thinking.\n</think>", "\n\nParis."], "Paris.")):
+        out: list[str] = []
+        f = ReasoningFilter(out.append, thinks=True)
+        for p in pieces:
+            f.feed(p)
+        f.flush()
+        assert "".join(out) == shown
