@@ -382,6 +382,9 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         except UnicodeDecodeError:
             pass
     if b"\x00" in data[:_SNIFF]:
+        text = _utf16_without_bom(data)
+        if text is not None:
+            return _newlines(text)
         raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
     try:
         return _newlines(data.decode("utf-8-sig"))
@@ -394,6 +397,25 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
     warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in "
                     "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
     return _newlines(text)
+
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """The text of UTF-16 written without a byte-order mark, or None: text in a Latin script
+    has a zero in every other byte, on one side; a binary file has them anywhere."""
+    sniff = data[:_SNIFF]
+    even, odd = sniff[0::2].count(0), sniff[1::2].count(0)
+    half = len(sniff) // 2
+    if len(data) % 2 or half < 8:
+        return None
+    for zeros, others, codec in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
+        if zeros > 0.3 * half and others == 0:
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+            printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text[:4096])
+            return text if printable >= 0.98 * min(len(text), 4096) else None
+    return None
 
 
 def _newlines(text: str) -> str:

@@ -237,3 +237,15 @@ def test_html_comments_in_markdown_are_not_indexed(tmp_path):
     with pytest.raises(EmptyInput):
         read_documents(tmp_path / "b.md", root=tmp_path)
     assert read_documents(tmp_path / "c.md", root=tmp_path)[0][0].text == code
+
+
+def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
+    text = "Ada Osk met Bo Lund in Oslo.\nThe quay was rebuilt.\n"
+    (tmp_path / "le.txt").write_bytes(text.encode("utf-16-le"))
+    (tmp_path / "be.txt").write_bytes(text.encode("utf-16-be"))
+    (tmp_path / "zip.txt").write_bytes(b"PK\x03\x04\x14\x00\x00\x00\x08\x00" * 40)
+    for name in ("le.txt", "be.txt"):
+        [doc], warnings = read_documents(tmp_path / name, root=tmp_path)
+        assert doc.text == text and not warnings
+    with pytest.raises(InputError, match="binary file"):
+        read_documents(tmp_path / "zip.txt", root=tmp_path)
