@@ -451,7 +451,7 @@ class _Search:
                 self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the "
                                            "source text answers")
                 self.status(f"auto mode: the {first.mode} search found nothing; basic search of "
-                            "the source text answers")
+                            "the source text " + ("answers" if self.context_tags else "found nothing either"))
             else:
                 for field in self.answer.__struct_fields__:
                     setattr(self.answer, field, getattr(first, field))
