@@ -206,6 +206,9 @@ _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
 _HEADING_MARK = re.compile(r"^\s*(#{1,6}\s+|\*\*|__)")
 _YEAR = re.compile(r"[12]\d{3}")
+# Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
+# two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
+_IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
 _APOSTROPHES = "'\u2019"
 _POSSESSIVE_CHARS = "sS'\u2019"
 
@@ -223,7 +226,8 @@ class _Token:
             if w[-1] in _APOSTROPHES or w[-2] in _APOSTROPHES:
                 self.poss, w = True, cut
         self.text = w
-        self.cap = w[0].isupper() and not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w))
+        self.cap = (w[0].isupper() and not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w))
+                    and not _IDENTIFIER.search(w))
         self.caps = self.cap and len(w) > 1 and w.isupper()
 
 

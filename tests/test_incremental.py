@@ -457,7 +457,8 @@ async def test_the_drift_check_waits_for_enough_change(generated, tmp_path, monk
     fresh_runs = []
     for i in range(1, 6):             # small edits, a few entities each
         victim = corpus / f"doc_{i:05d}.txt"
-        victim.write_text(victim.read_text() + f"\n\nOfficials said Tomas Quell{i} would attend.\n")
+        surname = ("Quellan", "Quellor", "Quellis", "Quellum", "Quellet")[i - 1]   # a new name each time
+        victim.write_text(victim.read_text() + f"\n\nOfficials said Tomas {surname} would attend.\n")
         runs.clear()
         await sync([corpus], settings, db, root=corpus)
         fresh_runs.append(runs.count(False))

@@ -285,3 +285,17 @@ def test_days_of_the_week_are_not_entities_even_in_the_plural():
 def test_a_chamber_of_commerce_is_an_organization_whatever_its_town():
     ext = extract_offline("Zora Yoroux joined the Port Ashden Heights Chamber of Commerce in May.")
     assert {e.name: e.type for e in ext.entities}["Port Ashden Heights Chamber of Commerce"] == "organization"
+
+
+def test_code_keys_and_base64_are_no_names():
+    # A base64 file gave 10,326 "person" entities; code gave Config277 and the like.
+    import base64
+    import random
+
+    blob = base64.b64encode(random.Random(7).randbytes(900)).decode()
+    text = (f"Ada Osk sent the key. {blob} Then Bo Lund left Oslo. The class DataLoader calls "
+            "loadDataFromFile and Config277. Yesterday McDonald and YouTube met in 2020.")
+    names = {e.name for e in extract_offline(text).entities}
+    assert {"Ada Osk", "Bo Lund", "Oslo", "McDonald", "YouTube"} <= names
+    assert not [n for n in names if any(c.isdigit() for c in n)], names
+    assert len(names) <= 8, names
