@@ -140,20 +140,16 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
     return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
 
 
-_QUOTED = re.compile(r"^- (.+?)(?: \.\.\.)? \[(?:E|L|R|T):[^\]]*\]$")
-
-
-def quoted_first(store: Store, text: str, documents: list[str]) -> list[str]:
-    """``documents`` with those that hold the sentences an extractive answer quotes first, in
-    the answer's order. A quoted report sentence rests on every document of the community's
+def quoted_first(store: Store, quotes: list[str], documents: list[str]) -> list[str]:
+    """``documents`` with those that hold the sentences an extractive answer quotes
+    (``extractive.quotes``) first, in the answer's order. A quoted report sentence rests on every document of the community's
     members (hundreds, for a large one), but only a few say it: they are found by a phrase of
     the sentence's words in the full-text index (without its first words when the whole finds
     nothing: a local context line starts with the entity's name and type, which no document
     has)."""
     allowed, first = set(documents), []
-    for line in text.splitlines():
-        m = _QUOTED.match(line)
-        ws = words(m.group(1))[:30] if m else []
+    for quote in quotes:
+        ws = words(quote)[:30]
         for phrase in (ws, ws[4:]):
             if len(phrase) < 4:
                 break

@@ -201,7 +201,7 @@ def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, wha
                 "question. Configure an LLM (llm.api_base) for answers written by a model."), False
     lines = [f"{EXTRACTIVE_LABEL}: the sentences of the {what} most relevant to the question, "
              "quoted as written.", ""]
-    lines += [f"- {sentence} {tag}" for sentence, tag, _ in picked]
+    lines += [f"- {sentence} {tag}" for sentence, tag, _ in picked]   # read back by ``quotes``
     return "\n".join(lines), True
 
 
@@ -213,3 +213,11 @@ def overlap_rating(question_terms: set[str], text: str) -> float:
     wanted = {stem(t) for t in question_terms}
     share = len(wanted & _stems(text)) / len(wanted)
     return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))
+
+
+_QUOTE = re.compile(r"^- (.+?)(?: \.\.\.)? \[(?:E|L|R|T):[^\]]*\]$", re.MULTILINE)
+
+
+def quotes(answer: str) -> list[str]:
+    """The sentences an extractive answer quotes, in order (shortened ones without their " ...")."""
+    return _QUOTE.findall(answer)

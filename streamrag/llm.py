@@ -573,7 +573,7 @@ class LLMClient:
                 shown[0] = end
             length = end
 
-        visible = ReasoningFilter(show, thinks=payload["model"] in self.thinking or payload["model"] in _THINKERS)
+        visible = ReasoningFilter(show, thinks=payload["model"] in _THINKERS)   # (holds self.thinking)
         finish_reason = None
         usage: dict = {}
         done = False

@@ -237,6 +237,10 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
+
+    def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
+        return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
+
     seen: set[tuple[int, int]] = set()
     links: list[Path] = []
     pending = [top]
@@ -286,15 +290,15 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     subdirs.append(path)
             elif not _matches(path, top, patterns):
                 kind = os.path.splitext(entry.name)[1].lower()
-                if left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name):
-                    if not is_link or any(_inside(os.path.realpath(path), t) for t in (top_real, *also)):
-                        left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
+                if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
+                        and (not is_link or inside(path))):
+                    left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue
             elif not storable(entry.name):
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
-            elif is_link and not any(_inside(os.path.realpath(path), t) for t in (top_real, *also)):
+            elif is_link and not inside(path):
                 problems.append(
                     f"{_safe(stored_path(path, root))}: file symlink leads outside "
                     f"{_safe(top.as_posix())} (to {_safe(os.path.realpath(path))}), so it is not indexed; copy the "

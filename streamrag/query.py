@@ -167,7 +167,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
                 store, answer.text, search.context_tags)
             if answer.extractive:
-                answer.documents = citations.quoted_first(store, answer.text, answer.documents)
+                answer.documents = citations.quoted_first(store, extractive.quotes(answer.text),
+                                                          answer.documents)
     finally:
         store.close()
     return answer
