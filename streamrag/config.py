@@ -15,6 +15,7 @@ import os
 import re
 import tomllib
 import typing
+import urllib.parse
 from pathlib import Path
 from typing import Literal
 
@@ -320,6 +321,13 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
+    elif "?" in llm.api_base:
+        # Azure's portal shows a "target URI": .../chat/completions?api-version=2024-10-21
+        base, _, query = llm.api_base.partition("?")
+        base = base[:route.start()] if (route := _ROUTE_RE.search(base)) else base
+        version = urllib.parse.parse_qs(query).get("api-version")
+        problems.append(("llm.api_base", f"is the base URL, without a query (?{query}): use {base!r}"
+                         + (f" and set llm.api_version = {version[0]!r}" if version else "")))
     elif (route := _ROUTE_RE.search(llm.api_base)) is not None:
         problems.append(("llm.api_base", f"is the base URL, without {route.group(0)} (streamrag adds "
                          f"it): use {llm.api_base[:route.start()]!r}"))
@@ -421,7 +429,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
         settings = msgspec.convert(data, Settings, str_keys=True)
     except msgspec.ValidationError as e:
         raise _explain(e, where) from None
-    settings.llm.api_base = settings.llm.api_base.rstrip("/")
+    settings.llm.api_base = settings.llm.api_base.strip().rstrip("/")   # (a pasted space or newline)
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():
             settings.api_key = env[var].strip()  # a newline from `cat key.txt` is no part of it

@@ -82,6 +82,70 @@ _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors
 # The settings naming a chat model, for messages about a model the server does not know.
 _MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model",
                "embedding_model")
+# A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
+_CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
+                               r"exceeds? the (?:available )?context", re.IGNORECASE)
+# Azure OpenAI's hosts (and Azure AI Foundry's).
+_AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.com$")
+# What sets the length of a stage's requests.
+_STAGE_BUDGETS = {
+    "extract": "index.chunk_size", "glean": "index.chunk_size", "glean_check": "index.chunk_size",
+    "claims": "index.chunk_size",
+    "summarize": "index.summary_max_descriptions or index.summary_max_tokens",
+    "report": "index.report_max_input_tokens or index.report_max_output_tokens",
+    "rate": "index.report_max_output_tokens (a report is rated whole)",
+    "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens",
+    "answer": "query.local_max_tokens or query.answer_max_tokens (basic search: query.basic_top_k)",
+}
+
+
+# Request parameters a model may refuse (OpenAI's reasoning models: o1, o3, o4-mini, gpt-5 ...;
+# an Azure api-version older than 2024-09-01 refuses stream_options): such a model is asked
+# again without them, and this client leaves them out of its later requests. Its max_tokens
+# goes as max_completion_tokens, with room for the reasoning that counts against it.
+_ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream_options")
+REASONING_ALLOWANCE = 8192
+_REFUSAL = re.compile(r"unsupported|not supported|unrecognized|not permitted|unknown (?:parameter|field|argument)|"
+                      r"extra (?:inputs|fields)", re.IGNORECASE)
+_DROPPED = {
+    "max_tokens": f"max_completion_tokens is sent instead, with {REASONING_ALLOWANCE} more for its reasoning",
+    "temperature": "the model's default is used, and its answers may differ between runs (cached ones do not)",
+    "logit_bias": "the gleaning check is asked in words",
+    "stream_options": "a streamed answer's tokens are counted here",
+}
+
+
+class _Refused(Exception):
+    """A chat request was refused for a parameter the model does not take (``_ADAPTABLE``)."""
+
+    def __init__(self, param: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.param, self.status, self.message = param, status, message
+
+
+def _refused_param(resp: httpx.Response, message: str) -> str | None:
+    """The parameter of ``_ADAPTABLE`` a 400 says the model does not take, if it says so and
+    the request held it."""
+    if not _REFUSAL.search(message):
+        return None
+    try:
+        body = msgspec.json.decode(resp.content)
+        param = body["error"].get("param")
+    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
+        param = None
+    if param not in _ADAPTABLE:
+        param = next((p for p in _ADAPTABLE if re.search(rf"\b{p}\b", message)), None)
+    try:
+        sent = msgspec.json.decode(resp.request.content)
+    except (msgspec.DecodeError, RuntimeError):
+        return None
+    return param if isinstance(sent, dict) and param in sent else None
+
+
+def _overflow_advice(stage: str) -> str:
+    """The settings that shorten a stage's requests."""
+    budget = _STAGE_BUDGETS.get(stage)
+    return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
 
 
 class ChatResult(msgspec.Struct):
@@ -232,13 +296,14 @@ WAIT_NOTICE_S = 5.0
 NOTICE_EVERY_S = 30.0
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date)."""
+def parse_retry_after(value: str | None, now: float | None = None, *, unit: float = 1.0) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date); ``unit``
+    is the seconds a number counts (0.001 for OpenAI's and Azure's ``retry-after-ms``)."""
     if not value:
         return None
     value = value.strip()
     try:
-        seconds = float(value)
+        seconds = float(value) * unit
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)
@@ -335,6 +400,7 @@ class LLMClient:
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
+        self._refused: dict[str, set[str]] = {}   # model -> parameters it does not take
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
         self._retry_base_s = retry_base_s
@@ -448,11 +514,19 @@ class LLMClient:
             self._inflight[key] = flight
         try:
             try:
-                answer, latency = await self._chat_http(payload, on_delta)
+                answer, latency = await self._chat_http(payload, on_delta, row["stage"])
             except LLMError as e:
                 flight.error = e
                 await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
                 raise
+            if answer.finish_reason == "content_filter":   # Azure's, and some gateways'
+                flight.error = LLMRequestError(
+                    f"the provider's content filter stopped {payload['model']}'s answer (stage "
+                    f"{row['stage']}); the same request is stopped again, so it is not retried: "
+                    "change the deployment's content filter, rephrase, or use another model")
+                await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                    cached=False, error=str(flight.error))
+                raise flight.error
             problem = check(answer)
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
             response = msgspec.json.encode(answer).decode() if cacheable else None
@@ -483,8 +557,8 @@ class LLMClient:
     def _prompt_estimate(self, messages: list[dict]) -> int:
         return count_message_tokens(messages, self.encoding)
 
-    async def _chat_http(self, payload: dict,
-                         on_delta: Callable[[str], None] | None) -> tuple[_Answer, float]:
+    async def _chat_http(self, payload: dict, on_delta: Callable[[str], None] | None,
+                         stage: str = "") -> tuple[_Answer, float]:
         messages = payload["messages"]
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
@@ -493,20 +567,46 @@ class LLMClient:
 
         async def attempt() -> tuple[_Answer, float]:
             if on_delta is None:
-                return await self._post_chat(payload)
-            return await self._stream_chat(payload, on_delta, shown)
+                return await self._post_chat(payload, stage)
+            return await self._stream_chat(payload, on_delta, shown, stage)
 
-        answer, latency = await self._retrying(self.chat_url, payload["model"],
-                                               prompt_tokens + expected, attempt)
+        model = payload["model"]
+        while True:
+            try:
+                answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
+                                                       attempt)
+                break
+            except _Refused as e:
+                # (Calls under way when the first refusal came are refused too: each asks again.)
+                self._leave_out(model, e.param)
         if answer.prompt_tokens < 0:
             answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
                                     else self._prompt_estimate(messages))
-        if answer.completion_tokens < 0:   # the thinking is paid for too
+        if answer.completion_tokens < 0 or (answer.completion_tokens == 0 and answer.text):
+            # (the thinking is paid for too)
             answer.completion_tokens = count_tokens(answer.text, self.encoding)
         answer.text = self._answer_text(answer.text, payload["model"])
         self._answers += 1
         self._answer_tokens += answer.completion_tokens
         return answer, latency
+
+    def _leave_out(self, model: str, param: str) -> None:
+        """Notes that ``model`` refuses ``param`` (a request without it is refused as any other)."""
+        refused = self._refused.setdefault(model, set())
+        if param not in refused:
+            refused.add(param)
+            log.warning("%s does not take %s, so it is left out of its requests: %s", model, param,
+                        _DROPPED.get(param, "the server said so"))
+
+    def _sendable(self, payload: dict) -> dict:
+        """``payload`` without what its model refuses (``_leave_out``)."""
+        refused = self._refused.get(payload["model"])
+        if not refused:
+            return payload
+        out = {k: v for k, v in payload.items() if k not in refused}
+        if "max_tokens" in refused and payload.get("max_tokens"):
+            out["max_completion_tokens"] = payload["max_tokens"] + REASONING_ALLOWANCE
+        return out
 
     def _answer_text(self, text: str, model: str) -> str:
         """``text`` without its reasoning block (``split_reasoning``), noting a model that thinks."""
@@ -529,10 +629,10 @@ class LLMClient:
             return _COMPLETION_GUESS
         return max(1, round(self._answer_tokens / self._answers))
 
-    async def _post_chat(self, payload: dict) -> tuple[_Answer, float]:
+    async def _post_chat(self, payload: dict, stage: str = "") -> tuple[_Answer, float]:
         started = time.perf_counter()
-        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(payload))
-        self._check_status(resp, self.chat_url, payload["model"])
+        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)))
+        self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
         if not isinstance(body, dict):
@@ -556,7 +656,7 @@ class LLMClient:
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
-                           shown: list[int]) -> tuple[_Answer, float]:
+                           shown: list[int], stage: str = "") -> tuple[_Answer, float]:
         """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
         retry, only the part beyond what was shown."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
@@ -578,12 +678,14 @@ class LLMClient:
         usage: dict = {}
         done = False
         async with self._http.stream("POST", self.chat_url,
-                                     content=msgspec.json.encode(payload)) as resp:
+                                     content=msgspec.json.encode(self._sendable(payload))) as resp:
             self._answered()
             if resp.status_code != 200:
                 await resp.aread()
-                self._check_status(resp, self.chat_url, payload["model"])
+                self._check_status(resp, self.chat_url, payload["model"], stage)
             async for line in resp.aiter_lines():
+                if line.startswith("error:"):   # llama.cpp's server sends an error as its own event
+                    self._stream_error(line[6:].strip(), payload["model"], stage)
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -598,7 +700,7 @@ class LLMClient:
                 if not isinstance(event, dict):
                     continue
                 if "error" in event:
-                    raise _Retryable(f"error in the stream: {event['error']}"[:200], 200)
+                    self._stream_error(event["error"], payload["model"], stage)
                 if isinstance(event.get("usage"), dict) and event["usage"]:
                     usage = event["usage"]   # any other 'usage' is ignored, as a missing one
                 choices = event.get("choices")
@@ -914,7 +1016,7 @@ class LLMClient:
         log.warning(line + more)
         self._notices[kind] = (now, 0)
 
-    def _check_status(self, resp: httpx.Response, url: str, model: str) -> None:
+    def _check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
         self._answered()
         status = resp.status_code
         if 200 <= status < 300:
@@ -923,13 +1025,34 @@ class LLMClient:
         if status == 429 and _error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
                                   "add credit or use another key", status)
+        if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(message) \
+                and (param := _refused_param(resp, message)) is not None:
+            raise _Refused(param, status, message)
+        retry_after = None
+        if status in (429, 503):
+            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            if retry_after is None:   # OpenAI's and Azure's finer variant
+                retry_after = parse_retry_after(resp.headers.get("retry-after-ms"), unit=0.001)
+        self._reject(status, message, url, model, stage, retry_after)
+
+    def _reject(self, status: int, message: str, url: str, model: str, stage: str,
+                retry_after: float | None = None) -> None:
+        """Raises what an HTTP error (or an error a stream carried) is: ``_Retryable``, or an
+        ``LLMRequestError`` that says what to change."""
+        if status != 429 and _CONTEXT_OVERFLOW.search(message):
+            # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
+            # gets the same.
+            raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "
+                                  f"{_overflow_advice(stage)}, or give the model a longer context "
+                                  "(llama.cpp: -c; Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len)",
+                                  status)
+        if status in (501, 505):
+            what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
+                    "(llama.cpp: --embeddings)" if url == self.embeddings_url
+                    else "check that llm.api_base is an OpenAI-compatible endpoint")
+            raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
+                                  f"{what}", status)
         if status in _RETRY_STATUS or status >= 500:
-            retry_after = None
-            if status in (429, 503):
-                retry_after = parse_retry_after(resp.headers.get("retry-after"))
-                ms = parse_retry_after(resp.headers.get("retry-after-ms"))  # OpenAI's finer variant
-                if retry_after is None and ms is not None:
-                    retry_after = ms / 1000
             if retry_after is not None:
                 self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
             raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
@@ -940,7 +1063,15 @@ class LLMClient:
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
             base, setting = self.settings.api_base, self._base_setting()
-            if "model" not in message.lower() and not re.search(r"/v\d", httpx.URL(base).path) \
+            parsed = httpx.URL(base)
+            if _AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
+                    and not self.settings.api_version:
+                raise LLMRequestError(
+                    f"{url}: HTTP 404 ({message}); an Azure OpenAI deployment URL needs "
+                    "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
+                    f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
+                    "deployment names", status)
+            if "model" not in message.lower() and not re.search(r"/v\d", parsed.path) \
                     and not self.settings.api_version:
                 # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
                 # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
@@ -948,17 +1079,33 @@ class LLMClient:
                                       f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
                                   f"{where}, or {setting} ({message})", status)
-        lowered = message.lower()
-        if status == 400 and ("context length" in lowered or "maximum context" in lowered
-                              or "context_length" in lowered):
-            raise LLMRequestError(f"prompt too long for {model}: lower index.chunk_size or "
-                                  f"index.report_max_input_tokens ({message})", status)
         raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
                               status)
 
+    def _stream_error(self, error: Any, model: str, stage: str) -> None:
+        """Raises what an error sent inside a stream is. One that carries a client error's code
+        (a context overflow, a bad request) is final, as that status would be; any other is
+        retried as a server error."""
+        if isinstance(error, str):
+            try:
+                error = msgspec.json.decode(error)
+            except msgspec.DecodeError:
+                pass
+        if isinstance(error, dict) and isinstance(error.get("error"), dict):
+            error = error["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        message = " ".join(str(message if message is not None else error).split())
+        message = message if len(message) <= 200 else message[:197] + "..."
+        code = error.get("code", error.get("status")) if isinstance(error, dict) else None
+        status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
+        message = f"error in the stream: {message}"
+        if (400 <= status < 500 and status not in _RETRY_STATUS) or _CONTEXT_OVERFLOW.search(message):
+            self._reject(status or 400, message, self.chat_url, model, stage)
+        raise _Retryable(message, 500)   # the server failed: its logs say more
+
     def _base_setting(self) -> str:
         """Where the endpoint came from, as a user would change it."""
-        from_env = os.environ.get("STREAMRAG_API_BASE", "").rstrip("/")
+        from_env = os.environ.get("STREAMRAG_API_BASE", "").strip().rstrip("/")
         return "STREAMRAG_API_BASE" if from_env and from_env == self.settings.api_base else "llm.api_base"
 
     def _key_names(self) -> list[str]:
@@ -1069,10 +1216,13 @@ def _usage(usage: Any) -> tuple[int, int]:
     """(prompt, completion) tokens from an answer's ``usage``, -1 for each it does not give.
 
     A ``usage`` that is not an object is ignored like a missing one (the counts are then
-    estimated): it says nothing about whether the answer itself is good."""
+    estimated): it says nothing about whether the answer itself is good. So is a prompt count
+    of 0."""
     if not isinstance(usage, dict):
         return -1, -1
-    return _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+    prompt = _int(usage.get("prompt_tokens"))
+    # No prompt is 0 tokens: Ollama says 0 for one it had cached (and paid for before).
+    return (prompt or -1), _int(usage.get("completion_tokens"))
 
 
 def _finish(value: Any) -> str | None:

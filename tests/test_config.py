@@ -68,6 +68,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
+    # Azure's portal shows the "target URI"; pasted whole, it went out as ...?api-version=.../chat/completions.
+    ('[llm]\napi_base = "https://a.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"\n',
+     "llm.api_base: is the base URL, without a query (?api-version=2024-10-21): use "
+     "'https://a.openai.azure.com/openai/deployments/d' and set llm.api_version = '2024-10-21'"),
 ])
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)
@@ -92,6 +96,9 @@ def test_environment_overrides_the_file(tmp_path):
     assert s.api_key == "k2" and s.llm.api_base == "http://file:1/v1"
     s = load_settings(path, env={"STREAMRAG_API_KEY": "k3", "OPENAI_API_KEY": "k2"})
     assert s.api_key == "k3"
+    # A space pasted after the URL went into every request's path (/v1%20/chat/completions).
+    s = load_settings(path, env={"STREAMRAG_API_BASE": " http://env:2/v1 \n"})
+    assert s.llm.api_base == "http://env:2/v1"
 
 
 def test_find_config_walks_up(tmp_path):

@@ -213,7 +213,7 @@ async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, st
     (401, "Incorrect API key provided", "the API key was rejected; set STREAMRAG_API_KEY"),
     (403, "forbidden", "the API key was rejected"),
     (404, "The model `m1` does not exist", "unknown model or wrong api_base: m1 at"),
-    (400, "This model's maximum context length is 8192 tokens", "prompt too long for m1"),
+    (400, "This model's maximum context length is 8192 tokens", "longer than m1's context allows"),
     (400, "'messages' must contain the word json", "must contain the word json"),
     (422, "invalid temperature", "HTTP 422: invalid temperature"),
 ])
@@ -1073,3 +1073,189 @@ async def test_a_model_seen_thinking_by_another_client_has_its_prompt_opened_thi
         async with client(tmp_path / "b", second) as (llm, _):   # a new client, as each ask makes
             result = await llm.chat(ask(), model="thinker-r1", stage="s", on_delta=deltas.append)
     assert result.text == "Answer: 42" == "".join(deltas)
+
+
+# --- providers' quirks (OpenAI's reasoning models, Azure, llama.cpp, Ollama) ---------------
+
+def test_retry_after_ms_counts_milliseconds():
+    # It was read as seconds, capped at 600, then divided: 10 s became 0.6 s, and a run against
+    # Azure's rate limit failed after seven quick tries.
+    assert parse_retry_after("10000", unit=0.001) == pytest.approx(10.0)
+    assert parse_retry_after("250", unit=0.001) == pytest.approx(0.25)
+
+
+async def test_a_429_with_only_retry_after_ms_is_waited_out(tmp_path):
+    endpoint = Endpoint(httpx.Response(429, headers={"retry-after-ms": "800"},
+                                       json={"error": {"message": "rate limit"}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            await llm.chat(ask(), model="m1", stage="s")
+    assert endpoint.times[1] - endpoint.times[0] >= 0.8
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_answer_stopped_by_a_content_filter_fails_at_once_and_is_not_cached(tmp_path, streamed):
+    if streamed:
+        filtered = stream_events(delta({"content": "According to"}),
+                                 {"choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}]})
+    else:
+        filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": None},
+                                                      finish_reason="content_filter"))
+    endpoint = Endpoint(filtered, filtered)
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            for _ in range(2):
+                with pytest.raises(LLMRequestError, match="content filter stopped m1's answer"):
+                    await llm.chat(ask(), model="m1", stage="extract", validate=lambda t: t.startswith("("),
+                                   on_delta=shown.append if streamed else None)
+    assert len(endpoint.requests) == 2   # once per call (not three tries), and never from the cache
+    assert [r["cached"] for r in calls(store)] == [0, 0]
+    assert store.query("SELECT count(*) AS n FROM llm_cache")[0]["n"] == 0
+
+
+def context_error(style: str) -> httpx.Response:
+    if style == "llamacpp-400":
+        return httpx.Response(400, json={"error": {"code": 400, "type": "exceed_context_size_error",
+                              "message": "the request exceeds the available context size, try increasing it"}})
+    if style == "llamacpp-500":
+        return httpx.Response(500, json={"error": {"code": 500, "type": "server_error",
+                              "message": "the request exceeds the available context size, try increasing it"}})
+    if style == "stream-error-event":   # llama.cpp: an `error:` line in the stream
+        body = ('error: {"code": 400, "message": "the request exceeds the available context size, '
+                'try increasing it", "type": "exceed_context_size_error"}\n\n')
+        return httpx.Response(200, content=body.encode(), headers={"content-type": "text/event-stream"})
+    assert style == "stream-error-data"
+    return stream_events({"error": {"code": 400, "message": "This model's maximum context length is 4096 tokens"}})
+
+
+@pytest.mark.parametrize("style", ["llamacpp-400", "llamacpp-500", "stream-error-event", "stream-error-data"])
+async def test_a_context_overflow_fails_at_once_naming_the_stages_settings(tmp_path, style):
+    endpoint = Endpoint(*[context_error(style)] * 3)
+    streamed = style.startswith("stream")
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="answer",
+                               on_delta=(lambda _t: None) if streamed else None)
+    message = str(err.value)
+    assert len(endpoint.requests) == 1
+    assert "longer than m1's context allows" in message
+    assert "query.local_max_tokens" in message and "index.chunk_size" not in message
+
+
+async def test_an_error_in_a_stream_without_a_client_code_is_retried_and_said(tmp_path):
+    failing = stream_events({"error": {"message": "CUDA out of memory"}})
+    endpoint = Endpoint(failing, failing, failing)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="answer", on_delta=lambda _t: None)
+    assert len(endpoint.requests) == 3
+    assert "error in the stream: CUDA out of memory" in str(err.value)
+    assert "check its logs" in str(err.value)
+
+
+async def test_http_501_is_final_and_embeddings_say_how_to_do_without(tmp_path):
+    endpoint = Endpoint(httpx.Response(501, json={"error": {"message": "This server does not support embeddings"}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError, match='embedding_model = ""') as err:
+                await llm.embed(["a text"], model="e1")
+    assert len(endpoint.requests) == 1 and "--embeddings" in str(err.value)
+
+
+async def test_an_azure_deployment_without_api_version_is_told_to_set_it(tmp_path):
+    base = "https://acme.openai.azure.com/openai/deployments/gpt4o"
+    endpoint = Endpoint(httpx.Response(404, json={"error": {"code": "404", "message": "Resource not found"}}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, api_base=base) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert "needs llm.api_version" in str(err.value)
+    assert "'https://acme.openai.azure.com/openai/v1'" in str(err.value)
+
+
+async def test_a_usage_of_zero_prompt_tokens_is_estimated(tmp_path):
+    # Ollama reports prompt_tokens 0 for a prompt it had cached.
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("one two three",
+                                                           usage={"prompt_tokens": 0, "completion_tokens": 0})))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.prompt_tokens == count_message_tokens(ask())
+    assert result.completion_tokens == 3
+
+
+def refusing(*params: str):
+    """An endpoint like OpenAI's reasoning models: a 400 for each of ``params`` a request holds."""
+    messages = {
+        "max_tokens": ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                       "Use 'max_completion_tokens' instead.", "unsupported_parameter"),
+        "temperature": ("Unsupported value: 'temperature' does not support 0.0 with this model. "
+                        "Only the default (1) value is supported.", "unsupported_value"),
+        "logit_bias": ("Unsupported parameter: 'logit_bias' is not supported with this model.",
+                       "unsupported_parameter"),
+        "stream_options": ("Unrecognized request argument supplied: stream_options", None),
+    }
+
+    def answer(body: dict) -> httpx.Response:
+        for param in params:
+            if param in body and not body["model"].startswith("gpt-4"):
+                message, code = messages[param]
+                error = {"message": message, "type": "invalid_request_error", "code": code}
+                if code:
+                    error["param"] = param
+                return httpx.Response(400, json={"error": error})
+        if body.get("stream"):
+            return stream_of(["YES"], usage=None)
+        return httpx.Response(200, json=chat_body("YES"))
+    return answer
+
+
+async def test_a_reasoning_model_is_asked_without_the_parameters_it_refuses(tmp_path, caplog):
+    answer = refusing("max_tokens", "temperature", "logit_bias")
+    endpoint = Endpoint(*[answer] * 10)
+    with anyio.fail_after(5), caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="o3-mini", stage="glean_check", max_tokens=1,
+                                    logit_bias={"31958": 100}, on_length="accept")
+            again = await llm.chat(ask("other"), model="o3-mini", stage="glean_check", max_tokens=1,
+                                   logit_bias={"31958": 100}, on_length="accept")
+            plain = await llm.chat(ask("third"), model="gpt-4o-mini", stage="s", max_tokens=5)
+    assert result.text == again.text == "YES"
+    assert len(endpoint.requests) == 4 + 1 + 1   # three refusals, then one request per call
+    sent = endpoint.bodies[3]
+    assert sent["max_completion_tokens"] == 1 + llm_module.REASONING_ALLOWANCE
+    assert not {"max_tokens", "temperature", "logit_bias"} & sent.keys()
+    assert endpoint.bodies[4] == {**sent, "messages": ask("other")}
+    assert endpoint.bodies[5]["max_tokens"] == 5 and endpoint.bodies[5]["temperature"] == 0.0  # other models as before
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 3 and all(w.startswith("o3-mini does not take ") for w in warnings)
+    assert [r["error"] for r in calls(store)] == [None, None, None]   # the refusals are no failed calls
+    # The cache key is the request as asked: the next client finds the answers.
+    async with client(tmp_path, Endpoint()) as (llm, _):
+        cached = await llm.chat(ask(), model="o3-mini", stage="glean_check", max_tokens=1,
+                                logit_bias={"31958": 100}, on_length="accept")
+    assert cached.cached and cached.text == "YES"
+
+
+async def test_an_old_azure_api_version_streams_without_stream_options(tmp_path):
+    endpoint = Endpoint(*[refusing("stream_options")] * 3)
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="answer", on_delta=shown.append)
+    assert shown == ["YES"] and result.completion_tokens == 1
+    assert len(endpoint.requests) == 2 and "stream_options" not in endpoint.bodies[1]
+
+
+async def test_a_parameter_refused_again_after_it_was_left_out_is_an_error(tmp_path):
+    # A server that names max_tokens in every refusal: no endless loop.
+    stubborn = httpx.Response(400, json={"error": {"message": "max_tokens is not supported", "param": "max_tokens"}})
+    endpoint = Endpoint(stubborn, stubborn, stubborn)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError, match="max_tokens is not supported"):
+                await llm.chat(ask(), model="m1", stage="s", max_tokens=3)
+    assert len(endpoint.requests) == 2
