@@ -61,6 +61,19 @@ def document_ids(store: Store) -> set[str]:
     return {d for (d,) in store.conn.execute("SELECT id FROM documents")}
 
 
+def document_paths(store: Store) -> dict[str, str]:
+    """Document id -> the path it is shown with."""
+    return dict(store.conn.execute("SELECT id, path FROM documents"))
+
+
+def shown_paths(files: dict[str, tuple[str, int, float]]) -> dict[str, str]:
+    """Document id -> the path it is shown with: the first, in order, of the files holding it."""
+    shown: dict[str, str] = {}
+    for path, (doc_id, _size, _stamp) in sorted(files.items()):
+        shown.setdefault(doc_id, path)
+    return shown
+
+
 def is_chunked(store: Store, doc_id: str) -> bool:
     return store.scalar("SELECT 1 FROM document_chunks WHERE doc_id = ? LIMIT 1", (doc_id,)) is not None
 
@@ -253,16 +266,15 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     written_before = conn.total_changes
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
-    paths_by_doc: dict[str, str] = {}
-    for p, (d, _sz, _mt) in sorted(scan.files.items()):
-        paths_by_doc.setdefault(d, p)
+    paths_by_doc = shown_paths(scan.files)
     for doc_id in sorted(change.added_docs):
         doc = scan.documents.get(doc_id)
         chunks = scan.doc_chunks.get(doc_id)
         if doc is None:
             continue
+        path = paths_by_doc.get(doc_id, doc.path)
         conn.execute("INSERT OR REPLACE INTO documents(id, title, path, tokens, chars) VALUES (?,?,?,?,?)",
-                     (doc_id, doc.title, paths_by_doc.get(doc_id, doc.path),
+                     (doc_id, scan.titles.get(path, doc.title), path,
                       sum(c.tokens for c in chunks or ()), len(doc.text)))
         if chunks is not None:
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
@@ -273,15 +285,24 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         path, title = shown.get(doc_id, (None, None))
         if path != paths_by_doc[doc_id]:
             conn.execute("UPDATE documents SET path = ? WHERE id = ?", (paths_by_doc[doc_id], doc_id))
+        # The title of the file the document is shown with, when it was read (a title may
+        # change while the text does not).
+        now = scan.titles.get(paths_by_doc[doc_id])
+        if now is not None and now != title:
+            conn.execute("UPDATE documents SET title = ? WHERE id = ?", (now, doc_id))
         doc = scan.documents.get(doc_id)
-        if doc is not None and doc.title != title:  # read again: a title may change while the text did not
-            conn.execute("UPDATE documents SET title = ? WHERE id = ?", (doc.title, doc_id))
         if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
-            conn.execute("UPDATE documents SET tokens = ? WHERE id = ?",
-                         (sum(c.tokens for c in scan.doc_chunks[doc_id]), doc_id))
-            conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
-            conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
-                             [(doc_id, c.idx, c.id) for c in scan.doc_chunks[doc_id]])
+            # Only what differs is written: the same chunks again are no new version (a run
+            # that re-reads every file after index.text_field changed published one every time).
+            chunks = scan.doc_chunks[doc_id]
+            conn.execute("UPDATE documents SET tokens = ? WHERE id = ? AND tokens IS NOT ?",
+                         (sum(c.tokens for c in chunks), doc_id, sum(c.tokens for c in chunks)))
+            before = [c for (c,) in conn.execute(
+                "SELECT chunk_id FROM document_chunks WHERE doc_id = ? ORDER BY idx", (doc_id,))]
+            if before != [c.id for c in chunks]:
+                conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
+                conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
+                                 [(doc_id, c.idx, c.id) for c in chunks])
 
     # Live chunks and provenance.
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)

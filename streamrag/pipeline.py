@@ -155,6 +155,7 @@ class Scan:
 
     files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
+    titles: dict[str, str] = field(default_factory=dict)   # path -> title, of every document read
     doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # chunks of new documents
     warnings: list[str] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
@@ -334,6 +335,7 @@ class Indexer:
             raise LLMUnavailableError(f"{self.unavailable_error}{_NOTHING_PUBLISHED}")
         worked_from = store.version
         change = self._changes(store, scan)
+        self._read_shown_titles(store, scan, change)
         self.progress.set_stage("merging")
         state = self._graph(store)
         index_rows.check_version(store, worked_from)  # the changes and the graph are of one version
@@ -562,6 +564,7 @@ class Indexer:
                     scan.warnings += warnings
                     for doc in docs:
                         scan.files[doc.path] = (doc.id, st.st_size, stamp)
+                        scan.titles[doc.path] = doc.title
                         if doc.id not in scan.documents:
                             scan.documents[doc.id] = doc
                             await doc_send.send(doc)
@@ -670,6 +673,27 @@ class Indexer:
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
             extractions=index_rows.load_extractions(store, added, self.key))
+
+    def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
+        """Reads the title of a kept document now shown by a file this run did not read (the copy
+        shown before went away): the title and the path a document is shown with come from one
+        file, as in a fresh index."""
+        stored = index_rows.document_paths(store)
+        for doc_id, path in index_rows.shown_paths(scan.files).items():
+            if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
+                continue
+            candidates = [path] + [path[:i] for i, c in enumerate(path) if c == "#"][::-1]
+            for candidate in candidates:   # a .jsonl / .csv row is file#row; a name may hold '#'
+                file = Path(candidate) if Path(candidate).is_absolute() or self.root is None \
+                    else self.root / candidate
+                if file.is_file():
+                    try:
+                        docs, _ = loader.read_documents(file, root=self.root,
+                                                        text_field=self.settings.index.text_field)
+                    except InputError:
+                        break
+                    scan.titles.update({d.path: d.title for d in docs})
+                    break
 
     def _keep_previous_versions(self, store: Store, scan: Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed

@@ -336,6 +336,31 @@ async def test_a_rows_new_title_replaces_the_old_one(tmp_path):
         store.close()
 
 
+async def test_a_documents_title_and_path_come_from_one_file_as_in_a_fresh_index(tmp_path):
+    # One text in two files with different titles: the title followed the file read last while
+    # the path stayed with the first (found by a fuzzer comparing updates with fresh indexes).
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "Ada Osk met Bram Tell at the Quay Office in Harlow.\n"
+    (docs / "a.md").write_text(text)
+
+    async def shown(db: Path) -> list[tuple[str, str]]:
+        await sync([docs], make_settings(), db, root=docs)
+        store = Store(db, readonly=True)
+        try:
+            return [(r["title"], r["path"]) for r in store.query("SELECT title, path FROM documents")]
+        finally:
+            store.close()
+
+    db = tmp_path / "i.db"
+    await shown(db)
+    (docs / "b.md").write_text("---\ntitle: Copy Title\n---\n" + text)
+    assert await shown(db) == await shown(tmp_path / "fresh1.db") == [("Ada Osk met Bram Tell at the Quay "
+                                                                         "Office in Harlow.", "a.md")]
+    (docs / "a.md").unlink()   # b.md, unchanged, is not read again by the update
+    assert await shown(db) == await shown(tmp_path / "fresh2.db") == [("Copy Title", "b.md")]
+
+
 async def test_a_text_field_no_row_has_keeps_what_the_rows_gave(tmp_path):
     # A misspelt index.text_field published an index with 0 documents (exit 0): every row file
     # "had no such field" and left. The setting, not the file, is the likelier mistake.
@@ -343,22 +368,27 @@ async def test_a_text_field_no_row_has_keeps_what_the_rows_gave(tmp_path):
     folder_.mkdir()
     (folder_ / "data.jsonl").write_text('{"body": "Mara Lind runs the Harbor Council."}\n'
                                         '{"body": "Henrik Salo built the Kessel Bridge."}\n')
+    (folder_ / "note.txt").write_text("Cora Vey sailed from Harlow to Mintby with Ada Osk.\n")
     db = tmp_path / "i.db"
-    await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
+    first = await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
     before = index_snapshot(db)
     typo = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
-    assert typo.documents == 2 and typo.documents_removed == 0 and typo.failures == 1
+    assert typo.documents == 3 and typo.documents_removed == 0 and typo.failures == 1
+    # Every file is read again (the setting changed), and the same chunks are no new version:
+    # one was published on every run.
+    assert not typo.published and typo.version == first.version
     assert [w for w in typo.warnings if "data.jsonl: no 'bdy' field in any row" in w
             and w.endswith("what was indexed from it stays")]
     after = index_snapshot(db)
     for key in ("entities", "relationships", "documents"):
         assert after[key] == before[key], key
     again = await sync([folder_], make_settings(index={"text_field": "bdy"}), db, root=folder_)
-    assert again.documents == 2 and again.failures == 1   # said on every run, not only the first
+    assert again.documents == 3 and again.failures == 1   # said on every run, not only the first
+    assert not again.published and again.version == first.version
     # A file whose rows really lost the field leaves like any other file that changed.
     (folder_ / "data.jsonl").write_text('{"note": "nothing here"}\n')
     gone = await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
-    assert gone.documents == 0 and gone.documents_removed == 2
+    assert gone.documents == 1 and gone.documents_removed == 2
 
 
 async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, simulator, monkeypatch):
