@@ -326,7 +326,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         base, _, query = llm.api_base.partition("?")
         base = base[:route.start()] if (route := _ROUTE_RE.search(base)) else base
         version = urllib.parse.parse_qs(query).get("api-version")
-        problems.append(("llm.api_base", f"is the base URL, without a query (?{query}): use {base!r}"
+        problems.append(("llm.api_base", f"is the base URL, without a query string: use {base!r}"
                          + (f" and set llm.api_version = {version[0]!r}" if version else "")))
     elif (route := _ROUTE_RE.search(llm.api_base)) is not None:
         problems.append(("llm.api_base", f"is the base URL, without {route.group(0)} (streamrag adds "

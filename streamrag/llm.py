@@ -69,6 +69,8 @@ EMBED_BATCH = 64
 MAX_RETRY_AFTER_S = 600.0
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
 _THINKERS: set[str] = set()    # models this process has warned of thinking aloud (LLMClient._thinks)
+# (api_base, model) -> the request parameters it refuses, as this process has seen (``_leave_out``).
+_REFUSED: dict[tuple[str, str], set[str]] = {}
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
@@ -107,6 +109,17 @@ _ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream
 REASONING_ALLOWANCE = 8192
 _REFUSAL = re.compile(r"unsupported|not supported|unrecognized|not permitted|unknown (?:parameter|field|argument)|"
                       r"extra (?:inputs|fields)", re.IGNORECASE)
+
+
+def _names_refused(message: str, param: str) -> bool:
+    """Whether ``message`` refuses ``param`` itself ("Unsupported parameter: 'max_tokens'",
+    "'logit_bias' is not supported", "Unrecognized request argument supplied: stream_options"),
+    not a value of it ("max_tokens values above 4096 are not supported")."""
+    quoted = rf"['\"`]?{param}['\"`]?"
+    return re.search(rf"(?:unsupported (?:parameter|value)|unrecognized (?:request )?argument(?: supplied)?|"
+                     rf"unknown (?:parameter|field|argument)|extra (?:inputs|fields)[^:]*)\W+{quoted}(?!\w)|"
+                     rf"(?<!\w){quoted} (?:is|are) (?:not supported|unsupported|not permitted)",
+                     message, re.IGNORECASE) is not None
 _DROPPED = {
     "max_tokens": f"max_completion_tokens is sent instead, with {REASONING_ALLOWANCE} more for its reasoning",
     "temperature": "the model's default is used, and its answers may differ between runs (cached ones do not)",
@@ -130,11 +143,11 @@ def _refused_param(resp: httpx.Response, message: str) -> str | None:
         return None
     try:
         body = msgspec.json.decode(resp.content)
-        param = body["error"].get("param")
+        named = body["error"].get("param")
     except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        param = None
-    if param not in _ADAPTABLE:
-        param = next((p for p in _ADAPTABLE if re.search(rf"\b{p}\b", message)), None)
+        named = None
+    # The error's own 'param', when it gives one, must be the parameter the message refuses.
+    param = next((p for p in _ADAPTABLE if _names_refused(message, p) and named in (None, p)), None)
     try:
         sent = msgspec.json.decode(resp.request.content)
     except (msgspec.DecodeError, RuntimeError):
@@ -400,7 +413,6 @@ class LLMClient:
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
-        self._refused: dict[str, set[str]] = {}   # model -> parameters it does not take
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
         self._retry_base_s = retry_base_s
@@ -469,9 +481,13 @@ class LLMClient:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
-        hint = (f"the answers were cut off at max_tokens={max_tokens} and at "
-                f"{max_tokens * 2 ** (tries - 1)} on the last try" if last == CUT_OFF and max_tokens
-                else "try another model or prompt")
+        hint = "try another model or prompt"
+        if last == CUT_OFF and max_tokens:
+            limit, extra = "max_tokens", 0
+            if "max_completion_tokens" in self._sendable(payload):   # the reasoning counts too
+                limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
+            hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
+                    f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
         raise LLMOutputError(f"{model} gave no usable answer in {tries} tries (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; the answers are in "
                              f"llm_calls with error '{UNUSABLE}...'; {hint}")
@@ -520,7 +536,7 @@ class LLMClient:
                 await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
                 raise
             if answer.finish_reason == "content_filter":   # Azure's, and some gateways'
-                flight.error = LLMRequestError(
+                flight.error = LLMOutputError(
                     f"the provider's content filter stopped {payload['model']}'s answer (stage "
                     f"{row['stage']}); the same request is stopped again, so it is not retried: "
                     "change the deployment's content filter, rephrase, or use another model")
@@ -562,7 +578,6 @@ class LLMClient:
         messages = payload["messages"]
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
-        expected = payload.get("max_tokens") or self._expected_completion()
         shown = [0]  # characters of the answer (thinking left out) handed to on_delta, across retries
 
         async def attempt() -> tuple[_Answer, float]:
@@ -572,12 +587,17 @@ class LLMClient:
 
         model = payload["model"]
         while True:
+            sent = self._sendable(payload)
+            expected = (sent.get("max_tokens") or sent.get("max_completion_tokens")
+                        or self._expected_completion())
             try:
                 answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
                                                        attempt)
                 break
             except _Refused as e:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
+                log.debug("%s refused %s (HTTP %s: %s); asking again without it", model, e.param,
+                          e.status, e.message)
                 self._leave_out(model, e.param)
         if answer.prompt_tokens < 0:
             answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
@@ -592,7 +612,7 @@ class LLMClient:
 
     def _leave_out(self, model: str, param: str) -> None:
         """Notes that ``model`` refuses ``param`` (a request without it is refused as any other)."""
-        refused = self._refused.setdefault(model, set())
+        refused = _REFUSED.setdefault((self.settings.api_base, model), set())
         if param not in refused:
             refused.add(param)
             log.warning("%s does not take %s, so it is left out of its requests: %s", model, param,
@@ -600,7 +620,7 @@ class LLMClient:
 
     def _sendable(self, payload: dict) -> dict:
         """``payload`` without what its model refuses (``_leave_out``)."""
-        refused = self._refused.get(payload["model"])
+        refused = _REFUSED.get((self.settings.api_base, payload["model"]))
         if not refused:
             return payload
         out = {k: v for k, v in payload.items() if k not in refused}
@@ -1046,7 +1066,7 @@ class LLMClient:
                                   f"{_overflow_advice(stage)}, or give the model a longer context "
                                   "(llama.cpp: -c; Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len)",
                                   status)
-        if status in (501, 505):
+        if status == 501:
             what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
                     "(llama.cpp: --embeddings)" if url == self.embeddings_url
                     else "check that llm.api_base is an OpenAI-compatible endpoint")
@@ -1096,10 +1116,12 @@ class LLMClient:
         message = error.get("message") if isinstance(error, dict) else None
         message = " ".join(str(message if message is not None else error).split())
         message = message if len(message) <= 200 else message[:197] + "..."
-        code = error.get("code", error.get("status")) if isinstance(error, dict) else None
+        code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"
-        if (400 <= status < 500 and status not in _RETRY_STATUS) or _CONTEXT_OVERFLOW.search(message):
+        if status in _RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
+            raise _Retryable(message, status)
+        if 400 <= status < 500 or _CONTEXT_OVERFLOW.search(message):
             self._reject(status or 400, message, self.chat_url, model, stage)
         raise _Retryable(message, 500)   # the server failed: its logs say more
 
@@ -1192,6 +1214,8 @@ def _checker(validate: Callable[[str], bool],
              on_length: OnLength) -> Callable[[_Answer], str | None]:
     """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable."""
     def check(answer: _Answer) -> str | None:
+        if answer.finish_reason == "content_filter":   # (cached before content filters were known)
+            return UNUSABLE + ": stopped by a content filter"
         if answer.finish_reason == "length" and (
                 on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
             return CUT_OFF

@@ -70,7 +70,7 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
     # Azure's portal shows the "target URI"; pasted whole, it went out as ...?api-version=.../chat/completions.
     ('[llm]\napi_base = "https://a.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"\n',
-     "llm.api_base: is the base URL, without a query (?api-version=2024-10-21): use "
+     "llm.api_base: is the base URL, without a query string: use "
      "'https://a.openai.azure.com/openai/deployments/d' and set llm.api_version = '2024-10-21'"),
 ])
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):

@@ -36,6 +36,12 @@ def anyio_backend():
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def no_refusals_seen(monkeypatch):
+    """Each test starts from a process that has seen no model refuse a parameter."""
+    monkeypatch.setattr(llm_module, "_REFUSED", {})
+
+
 def ask(text: str = "hello") -> list[dict]:
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
@@ -1106,7 +1112,7 @@ async def test_an_answer_stopped_by_a_content_filter_fails_at_once_and_is_not_ca
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, store):
             for _ in range(2):
-                with pytest.raises(LLMRequestError, match="content filter stopped m1's answer"):
+                with pytest.raises(LLMOutputError, match="content filter stopped m1's answer"):
                     await llm.chat(ask(), model="m1", stage="extract", validate=lambda t: t.startswith("("),
                                    on_delta=shown.append if streamed else None)
     assert len(endpoint.requests) == 2   # once per call (not three tries), and never from the cache
@@ -1222,7 +1228,7 @@ async def test_a_reasoning_model_is_asked_without_the_parameters_it_refuses(tmp_
                                     logit_bias={"31958": 100}, on_length="accept")
             again = await llm.chat(ask("other"), model="o3-mini", stage="glean_check", max_tokens=1,
                                    logit_bias={"31958": 100}, on_length="accept")
-            plain = await llm.chat(ask("third"), model="gpt-4o-mini", stage="s", max_tokens=5)
+            await llm.chat(ask("third"), model="gpt-4o-mini", stage="s", max_tokens=5)
     assert result.text == again.text == "YES"
     assert len(endpoint.requests) == 4 + 1 + 1   # three refusals, then one request per call
     sent = endpoint.bodies[3]
@@ -1238,6 +1244,50 @@ async def test_a_reasoning_model_is_asked_without_the_parameters_it_refuses(tmp_
         cached = await llm.chat(ask(), model="o3-mini", stage="glean_check", max_tokens=1,
                                 logit_bias={"31958": 100}, on_length="accept")
     assert cached.cached and cached.text == "YES"
+    # What a model refuses is known to the whole process (every `ask` makes a client).
+    endpoint = Endpoint(answer)
+    async with client(tmp_path / "next", endpoint) as (llm, _):
+        await llm.chat(ask("fourth"), model="o3-mini", stage="answer", max_tokens=9)
+    assert len(endpoint.requests) == 1 and endpoint.bodies[0]["max_completion_tokens"] == 9 + 8192
+
+
+@pytest.mark.parametrize("error", [
+    # A value out of range, worded as "not supported": the parameter itself is taken.
+    {"message": "max_tokens values above 4096 are not supported for this model"},
+    # Another parameter refused, in a message that names temperature too.
+    {"message": "Unsupported value: 'response_format' json_schema is not supported with this model "
+                "at this temperature", "param": "response_format"},
+])
+async def test_a_refusal_of_something_else_leaves_no_parameter_out(tmp_path, error):
+    endpoint = Endpoint(httpx.Response(400, json={"error": error}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError, match="rejected the request"):
+                await llm.chat(ask(), model="m1", stage="s", max_tokens=5000)
+            await llm.chat(ask("next"), model="m1", stage="s", max_tokens=100)
+    assert len(endpoint.requests) == 2
+    assert endpoint.bodies[1]["max_tokens"] == 100 and endpoint.bodies[1]["temperature"] == 0.0
+
+
+async def test_a_rate_limit_inside_a_stream_is_said_as_one(tmp_path):
+    limited = stream_events({"error": {"code": 429, "message": "Rate limit reached for requests"}})
+    endpoint = Endpoint(limited, limited, limited)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="requests_per_minute"):
+                await llm.chat(ask(), model="m1", stage="answer", on_delta=lambda _t: None)
+    assert len(endpoint.requests) == 3
+
+
+async def test_an_answer_cached_with_finish_reason_content_filter_is_asked_again(tmp_path):
+    endpoint = Endpoint()
+    async with client(tmp_path, endpoint) as (llm, store):
+        options = llm_module.request_options(0.0)
+        key = llm_module.cache_key("m1", ask(), options, "", "")
+        store.cache_put(key, "m1", json.dumps({"text": "According to", "finish_reason": "content_filter",
+                                               "prompt_tokens": 5, "completion_tokens": 2}))
+        result = await llm.chat(ask(), model="m1", stage="s")
+    assert result.text == "echo: hello" and not result.cached and len(endpoint.requests) == 1
 
 
 async def test_an_old_azure_api_version_streams_without_stream_options(tmp_path):
