@@ -1076,8 +1076,18 @@ class LLMClient:
             if retry_after is not None:
                 self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
             raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
+        if status == 403 and "model" in message.lower():
+            # OpenAI: "Project ... does not have access to model ...": the key is good.
+            keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
+            raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
+                                  f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
+                                  "the key that model", status)
         if status in (401, 403):
             raise LLMRequestError(f"{url}: HTTP {status}: {self._key_advice()} ({message})", status)
+        if status == 413:   # the server's or a proxy's limit on a request's size
+            raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
+                                  f"in front of it) accepts ({message}); {_overflow_advice(stage)}, or "
+                                  "raise that limit", status)
         if status == 404:
             keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"

@@ -222,6 +222,8 @@ async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, st
     (400, "This model's maximum context length is 8192 tokens", "longer than m1's context allows"),
     (400, "'messages' must contain the word json", "must contain the word json"),
     (422, "invalid temperature", "HTTP 422: invalid temperature"),
+    (403, "Project `proj_1` does not have access to model `m1`", "the key may not use m1 .*; give llm.*_model"),
+    (413, "<html><body>413 Request Entity Too Large</body></html>", "larger than the server .* lower index.chunk_size"),
 ])
 async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
                                                                 provider_message, expected):
