@@ -122,6 +122,7 @@ class Settings(_Section):
     # Resolved at load time, never read from a file.
     api_key: str = ""
     source: str = ""
+    api_base_from: str = "llm.api_base"   # what set it, as messages name it: --api-base, STREAMRAG_API_BASE
 
     @property
     def offline(self) -> bool:
@@ -408,8 +409,8 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 raise ConfigError(f"{path}: {key}: keys are not read from the settings file; put the "
                                   "key in the environment variable named by llm.api_key_env "
                                   "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`")
-        if "source" in user:
-            raise ConfigError(f"{path}: source: unknown setting (every valid key is in "
+        if found := next((k for k in ("source", "api_base_from") if k in user), None):
+            raise ConfigError(f"{path}: {found}: unknown setting (every valid key is in "
                               f"{asset('config', 'default.toml')})")
         data = _merge(data, _resolve_paths(user, path.resolve().parent))
         where = str(path)
@@ -435,6 +436,8 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
             settings.api_key = env[var].strip()  # a newline from `cat key.txt` is no part of it
             break
     settings.source = where
+    if "llm.api_base" in origins:
+        settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
     _check(settings, where, origins)
     return settings
 

@@ -375,12 +375,14 @@ class LLMClient:
     def __init__(self, settings: LLMSettings, api_key: str = "", *, store: Store | None = None,
                  writer: Writer | None = None, run_id: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 encoding: str = "o200k_base", retry_base_s: float = 1.0) -> None:
+                 encoding: str = "o200k_base", retry_base_s: float = 1.0,
+                 base_setting: str = "") -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
                               "https://api.openai.com/v1), or use the offline extractor")
         self.settings = settings
+        self._base_from = base_setting   # what set api_base (Settings.api_base_from), for messages
         self._api_key = check_api_key(api_key, self._key_source(api_key) or "api_key") if api_key else ""
         self.store = store
         self.writer = writer
@@ -1137,6 +1139,8 @@ class LLMClient:
 
     def _base_setting(self) -> str:
         """Where the endpoint came from, as a user would change it."""
+        if self._base_from:
+            return self._base_from
         from_env = os.environ.get("STREAMRAG_API_BASE", "").strip().rstrip("/")
         return "STREAMRAG_API_BASE" if from_env and from_env == self.settings.api_base else "llm.api_base"
 

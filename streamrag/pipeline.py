@@ -270,7 +270,7 @@ class Indexer:
 
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
                          run_id=self.run_id, transport=self.transport,
-                         encoding=self.settings.index.encoding)
+                         encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from)
 
     # -- the run -----------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:

@@ -236,7 +236,8 @@ class _Search:
                 await writer.run(lambda s: s.start_run(run_id, "ask"))
                 self.llm = await stack.enter_async_context(LLMClient(
                     self.settings.llm, self.settings.api_key, store=wstore, writer=writer,
-                    run_id=run_id, transport=transport, encoding=self.encoding))
+                    run_id=run_id, transport=transport, encoding=self.encoding,
+                    base_setting=self.settings.api_base_from))
                 try:
                     await self._dispatch()
                 finally:

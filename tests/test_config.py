@@ -96,6 +96,13 @@ def test_environment_overrides_the_file(tmp_path):
     assert s.api_key == "k2" and s.llm.api_base == "http://file:1/v1"
     s = load_settings(path, env={"STREAMRAG_API_KEY": "k3", "OPENAI_API_KEY": "k2"})
     assert s.api_key == "k3"
+    # Messages about the endpoint name what set it.
+    assert s.api_base_from == "llm.api_base"
+    assert load_settings(path, env={"STREAMRAG_API_BASE": "http://env:2/v1"}).api_base_from == "STREAMRAG_API_BASE"
+    flagged = load_settings(path, env={"STREAMRAG_API_BASE": "http://env:2/v1"},
+                            overrides={"llm": {"api_base": "http://flag:3"}},
+                            override_names={"llm.api_base": "--api-base"})
+    assert flagged.api_base_from == "--api-base" and flagged.llm.api_base == "http://flag:3"
     # A space pasted after the URL went into every request's path (/v1%20/chat/completions).
     s = load_settings(path, env={"STREAMRAG_API_BASE": " http://env:2/v1 \n"})
     assert s.llm.api_base == "http://env:2/v1"

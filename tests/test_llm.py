@@ -255,6 +255,13 @@ async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, 
                               f"most servers serve the OpenAI API under /v1: set {setting} to '{base}/v1'")
     assert len(endpoint.requests) == 1
 
+    # Given with --api-base, the flag is named.
+    endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
+    async with client(tmp_path / "flag", endpoint, api_base=base) as (llm, _):
+        llm._base_from = "--api-base"
+        with pytest.raises(LLMRequestError, match=f"set --api-base to '{base}/v1'"):
+            await llm.chat(ask(), model="m1", stage="s")
+
     # A base with a version in its path (Gemini's /v1beta/openai, a gateway's) is not told so.
     versioned = "http://llm.test/v1beta/openai"
     endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
