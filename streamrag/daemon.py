@@ -196,6 +196,7 @@ class Daemon:
         self._last_health: dict | None = None
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
         self._gone = False                       # the folder is gone: waiting for it to come back
+        self._index_gone_said = False            # the index was deleted under us, and we said so
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -301,8 +302,9 @@ class Daemon:
         name, lowered = p.name.lower(), rel_s.lower()
         if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):
             return rel_s
-        if p.is_dir():
-            return rel_s
+        with contextlib.suppress(OSError):   # (under a folder it may not read)
+            if p.is_dir():
+                return rel_s
         if change == _DELETED and self._indexed_under(rel_s):
             return rel_s
         return None
@@ -348,7 +350,8 @@ class Daemon:
 
     def _takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
-        a link out of the folder (its text must not reach the store or the model)."""
+        out of the folder through a link, its own or a folder's on its way (its text must not
+        reach the store or the model)."""
         return path.is_file() and not leads_outside(path, self.root)
 
     def _files_in(self, folder: Path) -> list[str]:
@@ -407,9 +410,17 @@ class Daemon:
             folders = []
             for rel, seen in kinds.items():
                 path = self.root / rel
-                if path.is_dir():
-                    folders.append(path)
-                elif not path.exists():
+                try:
+                    is_dir, exists = path.is_dir(), path.exists()
+                except OSError:
+                    # Under a folder it may not read (chmod 000): the whole folder's sync says
+                    # what it cannot read, as `index` does.
+                    out["."] = "rescan"
+                    continue
+                if is_dir:
+                    if not leads_outside(path, self.root):   # a link to a folder elsewhere is not walked
+                        folders.append(path)
+                elif not exists:
                     for gone in self._indexed_in(store, rel) or {rel}:
                         out[gone] = "deleted"
                 elif not self._takes(path):   # the scan skips it, so do we
@@ -550,6 +561,18 @@ class Daemon:
             elif ended:
                 return
 
+    def _check_index(self) -> None:
+        """Says so when the index was deleted under the daemon: the next write makes a new one,
+        without the answers cached in the old (a tool cleaning the folder took .streamrag/)."""
+        if not self.syncs or self._index_gone_said or self.db_path.exists():
+            return
+        self._index_gone_said = True
+        line = (f"{self.db_path}: the index was deleted while watch ran (rsync --delete or git clean "
+                "-x on the folder?); it is built again from the folder, and the answers it cached "
+                "went with it, so their calls are paid again. Keep the index out of the folder "
+                "(--db FILE or store.path)")
+        self.emit("warning", line, warning=line)
+
     async def _queue(self, batch: dict[str, str]) -> None:
         # A file changed again before the sync (a log appended to, an autosave) is extracted by
         # the sync, as it then is: extracting every version of it paid a call per append.
@@ -580,6 +603,7 @@ class Daemon:
                     and (self.root / rel).is_file()]  # no FIFO
         if not existing:
             return
+        self._check_index()
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
         from streamrag.pipeline import Indexer, Progress
 
@@ -661,6 +685,7 @@ class Daemon:
             self.stop("the watched folder is gone")
             return False
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
+        self._check_index()
         queued, self.pending = self.pending, {}
         progress = Progress()
         stage = {"state": "", "since": anyio.current_time()}
@@ -714,6 +739,7 @@ class Daemon:
         took = anyio.current_time() - started
         _release_memory()
         self.syncs += 1
+        self._index_gone_said = False
         self.last_sync_s = round(took, 3)
         # Skipped and unreadable files, each said once (not again by every sync that meets it).
         for line in result.warnings:
@@ -880,7 +906,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
             # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
             changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
                                 stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True,
-                                force_polling=polling, poll_delay_ms=_POLL_MS)
+                                force_polling=polling, poll_delay_ms=_POLL_MS,
+                                # A folder it may not read (chmod 000) made it raise, at the start
+                                # or when one appeared; the sync says what it cannot read.
+                                ignore_permission_denied=True)
             try:
                 async for changes in changes_of:
                     # The folder's own deletion, or another folder now (moved away, made again).
@@ -941,7 +970,7 @@ async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, in
 
 
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
-    """Runs ``daemon`` under SIGINT/SIGTERM handling; returns the exit code.
+    """Runs ``daemon`` under SIGINT/SIGTERM/SIGHUP handling; returns the exit code.
 
     First signal: ``daemon.stop()`` and a grace timer; second signal or the timer: cancel.
     Exit code: 0 when the work under way finished within the grace period, ``128 + signal``
@@ -961,7 +990,8 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
     async def on_signals(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         nonlocal code
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # SIGHUP: the terminal closed (an ssh session dropped); stopping as for the others.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
@@ -989,20 +1019,23 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
     from streamrag.cli import _db_for_index, _settings
 
-    root = Path(args.dir)
-    if root.is_file():
-        raise StreamragError(f"{root}: is a file; give the folder to watch (e.g. {root.parent})")
-    if not root.is_dir():
-        raise StreamragError(f"{root}: no such folder; give the folder to watch")
-    settings = _settings(args, root)
-    db = _db_for_index(args, settings, root)
+    given = Path(args.dir)
+    if given.is_file():
+        raise StreamragError(f"{given}: is a file; give the folder to watch (e.g. {given.parent})")
+    if not given.is_dir():
+        raise StreamragError(f"{given}: no such folder; give the folder to watch")
+    settings = _settings(args, given)
+    # The folder a link names now: a link moved later (current -> release-2) leaves this watch,
+    # and its index, on the folder it started with.
+    root = given.resolve()
+    db = _db_for_index(args, settings, given if root == given.absolute() else root)
     indexed = indexed_root(db)
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
-    with one_writer(db, f"streamrag watch {root}") as daemon.writer_lock:
+    with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)
 
 

@@ -220,9 +220,10 @@ def _inside(real: str, top: str) -> bool:
 
 
 def leads_outside(path: Path | str, top: Path | str) -> bool:
-    """Whether ``path`` is a symlink whose target lies outside the folder ``top`` (the scan
-    leaves such a file out of a folder, and so must everything else that reads the folder)."""
-    return os.path.islink(path) and not _inside(os.path.realpath(path), os.path.realpath(top))
+    """Whether ``path`` lies outside the folder ``top`` once every symlink on its way is followed:
+    a link to a file elsewhere, or any file under a link to a folder elsewhere. The scan leaves
+    such a file out of a folder, and so must everything else that reads the folder."""
+    return not _inside(os.path.realpath(path), os.path.realpath(top))
 
 
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],

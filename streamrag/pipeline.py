@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import time
 import uuid
 from collections import defaultdict
@@ -530,6 +531,9 @@ class Indexer:
                     try:
                         st = path.stat()
                     except OSError as e:
+                        if not os.path.lexists(path):   # deleted since the scan found it: it leaves
+                            self.progress.add("files_done")
+                            continue
                         # What was indexed from it stays until the file can be read again.
                         scan.files.update(rows)
                         await self.fail(writer, "load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
@@ -545,6 +549,9 @@ class Indexer:
                         docs, warnings = loader.read_documents(path, root=self.root,
                                                                text_field=s.index.text_field)
                     except InputError as e:
+                        if not os.path.lexists(path):   # deleted while it was read: it leaves
+                            self.progress.add("files_done")
+                            continue
                         kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
                         if kept and isinstance(e, NoTextField):
                             self.rechunked_all = False  # read it again next run, and say so again

@@ -371,6 +371,74 @@ async def test_a_link_to_a_file_outside_the_folder_is_never_read(corpus, tmp_pat
         store.close()
 
 
+async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp_path):
+    # The daemon walked the link's target and extracted what it found there (/etc, a home
+    # folder): its text reached the store and the model, though the sync then left it out.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    outside = tmp_path / "outside" / "deep"
+    outside.mkdir(parents=True)
+    (outside / "passwords.md").write_text("Captain Oskar Lind keeps the vault code hunter2 at Port Vell.\n")
+    async with running(settings, tmp_path / "o.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        (corpus / "notes_link").symlink_to(tmp_path / "outside")
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "notes_link")), (Change.added, str(corpus / "new.txt")),
+                             (Change.added, str(corpus / "notes_link" / "deep" / "passwords.md"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["files"] == 1 and queued["added"] == 1, queued["message"]
+    store = Store(tmp_path / "o.db", readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM chunks WHERE text LIKE '%hunter2%'") == 0
+    finally:
+        store.close()
+
+
+async def test_a_path_under_a_folder_it_may_not_read_syncs_the_folder_instead_of_crashing(
+        corpus, tmp_path, monkeypatch):
+    # `mkdir locked; echo x > locked/in.md; chmod 000 locked`: stat under it raised
+    # PermissionError and the daemon died. (As root nothing is refused, so the refusal is made.)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    locked = corpus / "locked"
+    locked.mkdir()
+    (locked / "in.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+    real_stat = Path.stat
+
+    def stat(self, *args, **kwargs):
+        if locked in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        monkeypatch.setattr(Path, "stat", stat)
+        async with send:
+            await send.send({(Change.added, str(locked / "in.md"))})
+            await until(lambda: daemon.syncs == 2)
+        monkeypatch.undo()
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["whole_folder"], queued["message"]
+
+
+async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus, tmp_path):
+    # rsync --delete or git clean -x on the folder took .streamrag/: the next sync made a new
+    # index without a word, and with a model every answer was paid for again.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "gone" / "i.db"
+    db.parent.mkdir()
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        shutil.rmtree(db.parent)
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert len(warned) == 1 and "the index was deleted while watch ran" in warned[0], warned
+    assert db_count(db, "SELECT count(*) FROM files") == len(list(corpus.rglob("*.*")))
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
@@ -566,6 +634,16 @@ def test_once_syncs_and_exits(corpus, tmp_path, capsys):
     assert len(idle) == 1 and idle[0]["version"] == 1 and idle[0]["documents"] == 4
     assert main(["watch", str(tmp_path / "missing"), "--offline", "--once"]) == 1
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_a_folder_watched_through_a_link_is_indexed_where_the_link_leads_then(corpus, tmp_path, capsys):
+    # `current -> release-1`: the index path kept the link, so once the link was moved the
+    # next sync wrote release-1's files into release-2's index.
+    link = tmp_path / "current"
+    link.symlink_to(corpus)
+    assert main(["watch", str(link), "--offline", "--once"]) == 0
+    err = capsys.readouterr().err
+    assert f"{corpus}/.streamrag/index.db" in err and str(link) not in err, err
 
 
 # --------------------------------------------------------------------------------------------
@@ -781,23 +859,26 @@ def test_kill_9_then_restart_resumes_without_loss(command, tmp_path, corpus, slo
     assert "Traceback" not in log.read_text()
 
 
-def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path) -> subprocess.Popen:
-    """`streamrag watch` in a subprocess, sent SIGINT once its initial sync has extracted a chunk."""
+def interrupted_watch(corpus: Path, sim, config: Path, db: Path, log: Path,
+                      first: signal.Signals = signal.SIGINT) -> subprocess.Popen:
+    """`streamrag watch` in a subprocess, sent ``first`` once its initial sync has extracted a chunk."""
     proc = spawn(["-m", "streamrag", "watch", str(corpus), "--api-base", sim.base_url,
                   "--db", str(db), "--config", str(config)], log)
     try:
         wait_for(lambda: db_count(db, "SELECT count(*) FROM extractions") >= 1, 30, proc, log)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(first)
     except BaseException:
         stop(proc)
         raise
     return proc
 
 
-@pytest.mark.parametrize("signals", [1, 2])
+@pytest.mark.parametrize("signals", [1, 2, "hangup"])
 def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, config_file, reference):
+    # hangup: the terminal closed (an ssh session dropped); it killed the daemon at once.
     db, log = tmp_path / "sig.db", tmp_path / "sig.log"
-    proc = interrupted_watch(corpus, slow_simulator, config_file, db, log)
+    proc = interrupted_watch(corpus, slow_simulator, config_file, db, log,
+                             signal.SIGHUP if signals == "hangup" else signal.SIGINT)
     try:
         if signals == 2:
             time.sleep(0.2)
@@ -807,7 +888,7 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
         stop(proc)
     text = log.read_text()
     assert "stopping" in text and "Traceback" not in text, text
-    if signals == 1:   # the initial sync under way finished within the grace period
+    if signals in (1, "hangup"):   # the initial sync under way finished within the grace period
         assert code == 0, text
         assert db_count(db, VERSION) == 1
         assert snapshot(db) == reference["snapshot"]

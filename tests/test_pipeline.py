@@ -573,3 +573,26 @@ async def test_a_stop_landing_as_the_run_row_is_written_still_closes_it(corpus, 
     runs = store.query("SELECT status, finished_at FROM runs")
     store.close()
     assert len(runs) == 1 and runs[0]["status"] == "interrupted" and runs[0]["finished_at"], runs
+
+
+async def test_a_file_deleted_between_the_scan_and_its_reading_leaves_without_a_failure(
+        corpus, tmp_path, monkeypatch):
+    # A file deleted while a sync ran (40 of them, in a watch tester's run) was recorded as a
+    # failure, "cannot read (No such file or directory)", and made the daemon's health say so.
+    from streamrag import loader
+
+    db = tmp_path / "i.db"
+    doomed = corpus / "doomed.txt"
+    doomed.write_text("Henrik Salo built the Kessel Bridge at Port Vell.\n")
+    await sync([corpus], make_settings(), db, root=corpus)
+    scan = loader.scan
+
+    def scanned_before_the_deletion(*args, **kwargs):
+        found = scan(*args, **kwargs)
+        doomed.unlink(missing_ok=True)
+        return [*found, corpus / "never-there.txt"]
+
+    monkeypatch.setattr(loader, "scan", scanned_before_the_deletion)
+    result = await sync([corpus], make_settings(), db, root=corpus)
+    assert result.failures == 0 and not result.warnings, result.warnings
+    assert result.documents_removed == 1
