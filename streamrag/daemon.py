@@ -990,8 +990,10 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
     async def on_signals(*, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         nonlocal code
-        # SIGHUP: the terminal closed (an ssh session dropped); stopping as for the others.
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        # SIGHUP: the terminal closed (an ssh session dropped); stopping as for the others,
+        # unless it is ignored (`nohup streamrag watch`: the daemon is to outlive the terminal).
+        hangup = [signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else []
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, *hangup) as signals:
             task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name

@@ -899,6 +899,26 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
         assert db_count(db, "SELECT count(*) FROM extractions") >= 1
 
 
+def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
+    db, log = tmp_path / "nohup.db", tmp_path / "nohup.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    with open(log, "ab") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline",
+                                 "--db", str(db)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        wait_for(lambda: "idle" in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()
+        assert "SIGHUP" not in log.read_text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0, log.read_text()
+    finally:
+        stop(proc)
+
+
 def test_grace_period_over_cancels_with_a_nonzero_code(tmp_path, corpus, slow_simulator, config_file):
     config = tmp_path / "short-grace.toml"
     config.write_text(config_file.read_text().replace("grace_s = 20", "grace_s = 0.1"))
