@@ -197,6 +197,8 @@ class Daemon:
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
         self._gone = False                       # the folder is gone: waiting for it to come back
         self._index_gone_said = False            # the index was deleted under us, and we said so
+        # The settings file in use: an edit takes effect at the next start, and is said to.
+        self._config = Path(settings.source).resolve() if settings.source not in ("", "defaults") else None
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -401,6 +403,12 @@ class Daemon:
                                        "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
+            if self._config is not None and Path(path) == self._config and int(change) != _DELETED:
+                line = (f"{self._config}: the settings changed; watch goes on with those it started "
+                        "with: restart it to use the new ones")
+                if line not in self.warned:
+                    self.warned.add(line)
+                    self.emit("warning", line, warning=line)
             rel = self.relevant(int(change), path)
             if rel is not None:
                 kinds.setdefault(rel, set()).add(int(change))

@@ -421,6 +421,24 @@ async def test_a_path_under_a_folder_it_may_not_read_syncs_the_folder_instead_of
     assert queued["whole_folder"], queued["message"]
 
 
+async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tmp_path):
+    # Adding *.rst to index.include in DIR/streamrag.toml did nothing, and nothing said so.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    config = corpus / "streamrag.toml"
+    config.write_text("[index]\nchunk_size = 80\n")
+    settings.source = str(config)
+    async with running(settings, tmp_path / "c.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        config.write_text('[index]\nchunk_size = 80\ninclude = ["*.txt", "*.rst"]\n')
+        async with send:
+            await send.send({(Change.modified, str(config))})
+            await send.send({(Change.modified, str(config))})   # said once
+            await anyio.sleep(0.3)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert warned == [f"{config}: the settings changed; watch goes on with those it started with: "
+                      "restart it to use the new ones"]
+
+
 async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus, tmp_path):
     # rsync --delete or git clean -x on the folder took .streamrag/: the next sync made a new
     # index without a word, and with a model every answer was paid for again.
