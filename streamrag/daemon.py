@@ -83,15 +83,21 @@ class Reporter:
     def __init__(self, *, json_lines: bool = False, stream=None) -> None:
         self.json_lines = json_lines
         self.stream = stream
+        self.closed = False   # the output went away (a terminal closed): the work goes on unsaid
 
     def __call__(self, event: dict[str, Any]) -> None:
+        if self.closed:
+            return
         if self.json_lines:
             line = json.dumps({"time": round(time.time(), 3), **event}, default=str)
             out = self.stream or sys.stdout
         else:
             line = f"{time.strftime('%H:%M:%S')} {event['state']:<11} {event['message']}"
             out = self.stream or sys.stderr
-        print(line, file=out, flush=True)
+        try:
+            print(line, file=out, flush=True)
+        except OSError:   # EIO after a hangup, EPIPE: the sync under way still finishes
+            self.closed = True
 
 
 _MAX_RETRY_SYNCS = 3
@@ -197,6 +203,7 @@ class Daemon:
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
         self._gone = False                       # the folder is gone: waiting for it to come back
         self._index_gone_said = False            # the index was deleted under us, and we said so
+        self._replaced = False                   # the folder was replaced since the last sync
         # The settings file in use: an edit takes effect at the next start, and is said to.
         self._config = Path(settings.source).resolve() if settings.source not in ("", "defaults") else None
 
@@ -250,11 +257,13 @@ class Daemon:
         before, self._root_id = self._root_id, now
         if self._gone:
             self._gone = False
+            self._replaced = True
             self.emit("warning", f"{self.root} is back: watching it and syncing it whole",
                       warning="folder back", replaced=True)
             return True
         if not replaced and (before is None or now == before):
             return False
+        self._replaced = True
         self.emit("warning", f"{self.root} was replaced (deleted and made again): watching the new "
                              "folder and syncing it whole", warning="folder replaced", replaced=True)
         return True
@@ -439,7 +448,12 @@ class Daemon:
                 else:
                     out[rel] = "modified"
             for folder in folders:
-                for rel in self._files_in(folder):
+                try:
+                    found = self._files_in(folder)
+                except OSError:   # listed, but not entered (chmod 644): the whole folder's sync says so
+                    out["."] = "rescan"
+                    continue
+                for rel in found:
                     if rel not in out:
                         out[rel] = "modified" if self._is_indexed(store, rel) else "added"
         return out
@@ -572,13 +586,15 @@ class Daemon:
     def _check_index(self) -> None:
         """Says so when the index was deleted under the daemon: the next write makes a new one,
         without the answers cached in the old (a tool cleaning the folder took .streamrag/)."""
-        if not self.syncs or self._index_gone_said or self.db_path.exists():
-            return
+        if not self.syncs or self._index_gone_said or self._replaced or self._gone or self.db_path.exists():
+            return   # (an index inside a folder replaced or gone went with it, as said then)
         self._index_gone_said = True
-        line = (f"{self.db_path}: the index was deleted while watch ran (rsync --delete or git clean "
-                "-x on the folder?); it is built again from the folder, and the answers it cached "
-                "went with it, so their calls are paid again. Keep the index out of the folder "
-                "(--db FILE or store.path)")
+        inside = not leads_outside(self.db_path.parent, self.root)
+        line = (f"{self.db_path}: the index was deleted while watch ran"
+                + (" (rsync --delete or git clean -x on the folder?)" if inside else "")
+                + "; it is built again from the folder, and the answers it cached went with it, so "
+                "their calls are paid again" + ("; keep the index out of the folder (--db FILE or "
+                                                "store.path)" if inside else ""))
         self.emit("warning", line, warning=line)
 
     async def _queue(self, batch: dict[str, str]) -> None:
@@ -747,7 +763,7 @@ class Daemon:
         took = anyio.current_time() - started
         _release_memory()
         self.syncs += 1
-        self._index_gone_said = False
+        self._index_gone_said = self._replaced = False
         self.last_sync_s = round(took, 3)
         # Skipped and unreadable files, each said once (not again by every sync that meets it).
         for line in result.warnings:

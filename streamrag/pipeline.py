@@ -188,6 +188,12 @@ def _still_there(stored: str, root: Path | None) -> bool:
     return not full[0].parent.is_dir()
 
 
+def _deleted(path: Path) -> bool:
+    """Whether the file ``path`` was deleted, its folder still there: a folder gone as a whole
+    (moved away, a mount dropped) is no deletion of what it held, which stays indexed."""
+    return not os.path.lexists(path) and path.parent.is_dir()
+
+
 def _readable(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -531,7 +537,7 @@ class Indexer:
                     try:
                         st = path.stat()
                     except OSError as e:
-                        if not os.path.lexists(path):   # deleted since the scan found it: it leaves
+                        if _deleted(path):   # since the scan found it: it leaves
                             self.progress.add("files_done")
                             continue
                         # What was indexed from it stays until the file can be read again.
@@ -549,7 +555,7 @@ class Indexer:
                         docs, warnings = loader.read_documents(path, root=self.root,
                                                                text_field=s.index.text_field)
                     except InputError as e:
-                        if not os.path.lexists(path):   # deleted while it was read: it leaves
+                        if _deleted(path):   # while it was read: it leaves
                             self.progress.add("files_done")
                             continue
                         kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
@@ -689,7 +695,8 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            candidates = [path] + [path[:i] for i, c in enumerate(path) if c == "#"][::-1]
+            candidates = [path] + [path[:i] for i, c in enumerate(path) if c == "#"
+                                   and path[:i].lower().endswith((".jsonl", ".csv"))][::-1]
             for candidate in candidates:   # a .jsonl / .csv row is file#row; a name may hold '#'
                 file = Path(candidate) if Path(candidate).is_absolute() or self.root is None \
                     else self.root / candidate

@@ -439,6 +439,62 @@ async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tm
                       "restart it to use the new ones"]
 
 
+async def test_an_index_inside_a_replaced_folder_is_not_said_to_be_deleted(corpus, tmp_path):
+    # `rm -rf DIR && mkdir DIR`: the index went with the folder, as the "replaced" line says;
+    # "the index was deleted while watch ran (rsync --delete ...)" was said on top of it.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        shutil.rmtree(corpus)
+        corpus.mkdir()
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.deleted, str(corpus)), (Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert any("was replaced" in w for w in warned), warned
+    assert not any("the index was deleted" in w for w in warned), warned
+
+
+def test_a_status_line_to_a_closed_terminal_is_dropped_not_raised():
+    # A closed terminal (SIGHUP) made the first line after it raise EIO: the daemon died with
+    # the sync it was finishing.
+    class Hungup(io.StringIO):
+        def write(self, text):
+            raise OSError(5, "Input/output error")
+
+    reporter = Reporter(stream=Hungup())
+    reporter({"state": "stopping", "message": "SIGHUP received"})
+    reporter({"state": "stopped", "message": "index is current"})
+    assert reporter.closed
+
+
+async def test_a_folder_listed_but_not_entered_syncs_the_folder_instead_of_crashing(
+        corpus, tmp_path, monkeypatch):
+    # `chmod 644 sub`: its names are listed, but a stat of any of them is refused.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    sub = corpus / "sub"
+    sub.mkdir()
+    (sub / "b.txt").write_text("Ada Osk met Bram Tell at the quay.\n")
+    real_stat = Path.stat
+
+    def stat(self, *args, **kwargs):
+        if self.parent == sub:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        monkeypatch.setattr(Path, "stat", stat)
+        async with send:
+            await send.send({(Change.added, str(sub))})
+            await until(lambda: daemon.syncs == 2)
+        monkeypatch.undo()
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["whole_folder"], queued["message"]
+
+
 async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus, tmp_path):
     # rsync --delete or git clean -x on the folder took .streamrag/: the next sync made a new
     # index without a word, and with a model every answer was paid for again.

@@ -596,3 +596,22 @@ async def test_a_file_deleted_between_the_scan_and_its_reading_leaves_without_a_
     result = await sync([corpus], make_settings(), db, root=corpus)
     assert result.failures == 0 and not result.warnings, result.warnings
     assert result.documents_removed == 1
+
+
+async def test_a_folder_gone_while_its_files_are_read_keeps_them_indexed(corpus, tmp_path, monkeypatch):
+    # Its files were taken for deleted ones, and an empty index was published.
+    from streamrag import loader
+
+    db = tmp_path / "i.db"
+    first = await sync([corpus], make_settings(), db, root=corpus)
+    scan = loader.scan
+
+    def scanned_before_the_folder_went(*args, **kwargs):
+        found = scan(*args, **kwargs)
+        corpus.rename(tmp_path / "away")
+        return found
+
+    monkeypatch.setattr(loader, "scan", scanned_before_the_folder_went)
+    result = await sync([corpus], make_settings(), db, root=corpus)
+    assert result.documents_removed == 0 and result.failures == first.documents
+    assert result.version == first.version
