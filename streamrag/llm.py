@@ -620,6 +620,10 @@ class LLMClient:
             log.warning("%s does not take %s, so it is left out of its requests: %s", model, param,
                         _DROPPED.get(param, "the server said so"))
 
+    def refuses(self, model: str, param: str) -> bool:
+        """Whether ``model`` is known to refuse the request parameter ``param`` (``_leave_out``)."""
+        return param in _REFUSED.get((self.settings.api_base, model), ())
+
     def _sendable(self, payload: dict) -> dict:
         """``payload`` without what its model refuses (``_leave_out``)."""
         refused = _REFUSED.get((self.settings.api_base, payload["model"]))

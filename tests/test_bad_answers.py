@@ -321,6 +321,38 @@ async def test_only_a_one_token_answer_to_the_biased_check_means_the_bias_is_ign
     gleaner._IGNORING.discard(check.model)
 
 
+async def test_a_model_that_refuses_logit_bias_is_not_said_to_ignore_it():
+    # A reasoning model refuses logit_bias, so the check goes without it: an empty answer (the
+    # reasoning used the room) was taken for a bias ignored, with a warning blaming the setting.
+    from conftest import make_settings as settings_for
+    from streamrag import gleaner
+    from streamrag.extractor import ExtractionPrompts
+    from streamrag.records import Chunk, Extraction
+
+    class Refusing:
+        def __init__(self):
+            self.asked = []
+
+        def refuses(self, model, param):
+            return param == "logit_bias"
+
+        async def chat(self, messages, *, max_tokens, validate, logit_bias=None, tries=3, **kwargs):
+            self.asked.append("biased" if logit_bias else "words")
+            text = "" if logit_bias else "NO"
+            if not validate(text):
+                raise LLMOutputError("no usable answer")
+            return type("Result", (), {"text": text})()
+
+    settings = settings_for("http://llm.test/v1")
+    check, llm = gleaner.YesNoCheck(settings), Refusing()
+    chunk = Chunk(id="c1", doc_id="d1", idx=0, text="Mira Osk rebuilt the quay.", tokens=6)
+    go_on = await gleaner._should_continue(llm, ExtractionPrompts.load(settings), chunk, Extraction(),
+                                           settings, check)
+    assert go_on is False and llm.asked == ["words"]
+    assert not check.warning
+    gleaner._IGNORING.discard(check.model)
+
+
 # -- a reasoning model that thinks aloud (<think> ... </think> before its answer) -------------
 def _thinking(request: httpx.Request) -> httpx.Response:
     """The simulator's answers, each after a paragraph of thinking; an answer allowed only a few
