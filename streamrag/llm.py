@@ -194,17 +194,17 @@ class _Retryable(Exception):
                                 # free, its refused tries in a row): the backoff's exponent
 
 
-def _advice(e: _Retryable) -> str:
-    """What to do about a call that kept failing the same way."""
+def _advice(e: _Retryable, setting: str = "llm.api_base") -> str:
+    """What to do about a call that kept failing the same way (``setting``: what set the endpoint)."""
     if e.status == 429:
         return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
     if e.status is not None and e.status >= 500:
         return "the server kept answering with errors: check its logs, or raise llm.max_retries"
     if e.status == 200:
-        return "the server's answers could not be read: check that llm.api_base is an OpenAI-compatible endpoint"
+        return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"
     if "timeout" in e.detail:
         return "raise llm.request_timeout_s, or lower llm.concurrency for a slow server"
-    return "check that the server is running and reachable at llm.api_base"
+    return f"check that the server is running and reachable at {setting}"
 
 
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
@@ -900,7 +900,7 @@ class LLMClient:
                     f"{self._down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
                     "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e)}") from None
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e, self._base_setting())}") from None
         raise AssertionError("unreachable")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
@@ -1075,7 +1075,7 @@ class LLMClient:
         if status == 501:
             what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
                     "(llama.cpp: --embeddings)" if url == self.embeddings_url
-                    else "check that llm.api_base is an OpenAI-compatible endpoint")
+                    else f"check that {self._base_setting()} is an OpenAI-compatible endpoint")
             raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
                                   f"{what}", status)
         if status in _RETRY_STATUS or status >= 500:
