@@ -873,8 +873,9 @@ def spawn(args: list[str], log: Path) -> subprocess.Popen:
            if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log, "ab") as f:
+        # SIGHUP as a terminal's session has it, whatever this run's (nohup ignores it).
         return subprocess.Popen([sys.executable, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                cwd=log.parent)
+                                cwd=log.parent, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
 
 
 def wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path) -> None:
