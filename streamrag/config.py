@@ -247,6 +247,13 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     if what.startswith("Object contains unknown field"):
         field = what.split()[-1]
         hint = _did_you_mean(key, field)
+        sections = [f.name for f in msgspec.structs.fields(Settings) if f.name not in ("api_key", "source",
+                                                                                      "api_base_from")]
+        if key in sections and field in sections:
+            # `llm.requests_per_minute = 0` appended at the end of a file, below [watch]
+            return ConfigError(f"{where}: {key}.{field}: unknown setting: a line `{field}.NAME = ...` below "
+                               f"the [{key}] header is read as {key}.{field}.NAME; write it as `NAME = ...` "
+                               f"in the [{field}] section")
         key = f"{key}.{field}" if key else field
         what = (f"unknown setting{hint} (every valid key, with its default, is in "
                 f"{asset('config', 'default.toml')}; `streamrag init DIR` writes a commented copy)")

@@ -68,6 +68,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
+    # The README's `llm.requests_per_minute = 0` appended to a file that ends with [watch].
+    ("[watch]\nquiet_s = 2.0\nllm.requests_per_minute = 0\n",
+     "watch.llm: unknown setting: a line `llm.NAME = ...` below the [watch] header is read as "
+     "watch.llm.NAME; write it as `NAME = ...` in the [llm] section"),
     # Azure's portal shows the "target URI"; pasted whole, it went out as ...?api-version=.../chat/completions.
     ('[llm]\napi_base = "https://a.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"\n',
      "llm.api_base: is the base URL, without a query string: use "
