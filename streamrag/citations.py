@@ -15,6 +15,13 @@ from streamrag.store import Store
 from streamrag.terms import words
 
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
+# A citation the answer's length limit cut in two: "... [R:C24" at its very end.
+_OPEN_CITATION = re.compile(r"\s*\[(?:[ELRT](?::[^\]\[]*)?)?$")
+
+
+def without_open_citation(text: str) -> str:
+    """``text`` without a citation left open at its end (an answer cut off at its limit)."""
+    return _OPEN_CITATION.sub("", text)
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
 
 

@@ -498,6 +498,38 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     raise AssertionError("unreachable")  # error() exits
 
 
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first exception inside a (nested) exception group."""
+    inner = group.exceptions[0]
+    return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
+
+
+def _database_failed(e: BaseException) -> int:
+    """One line for an SQLite error that reached the command line; the exit code."""
+    if isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e)):
+        print(f"streamrag: error: the index database stayed locked by another process ({e}); "
+              "try again in a moment", file=sys.stderr)
+        return 1
+    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+        print(f"streamrag: error: the disk holding the index database is full ({e}); free some "
+              "space, then run the same command again (finished work is kept)", file=sys.stderr)
+        return 1
+    damaged = ("decode", "malformed", "corrupt", "not a database")
+    if not isinstance(e, sqlite3.DatabaseError) or (
+            isinstance(e, sqlite3.OperationalError) and not any(w in str(e) for w in damaged)):
+        raise e
+    if read_as_unchanging():
+        print(f"streamrag: error: the index changed while it was read ({e}): its folder is read-only "
+              "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
+              "ask again once that has finished", file=sys.stderr)
+        return 1
+    # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.
+    print(f"streamrag: error: the index database cannot be read ({e}); pass --db with a "
+          "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
+          file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
@@ -512,31 +544,21 @@ def main(argv: list[str] | None = None) -> int:
         if _is_broken_pipe(e):
             return _stdout_closed()
         error = e if isinstance(e, StreamragError) else user_error(e)
+        if error is None and isinstance(e, BaseExceptionGroup) and not debug \
+                and (inner := e.subgroup(sqlite3.Error)) is not None:
+            return _database_failed(_first(inner))   # (raised inside a task group)
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
         return 2 if isinstance(error, UsageError) else 1
     except BrokenPipeError:
         return _stdout_closed()
-    except sqlite3.OperationalError as e:
-        if debug or "locked" not in str(e) and "busy" not in str(e):
-            raise
-        print(f"streamrag: error: the index database stayed locked by another process ({e}); "
-              "try again in a moment", file=sys.stderr)
-        return 1
-    except sqlite3.DatabaseError as e:
+    except sqlite3.Error as e:
         if debug:
             raise
-        if read_as_unchanging():
-            print(f"streamrag: error: the index changed while it was read ({e}): its folder is read-only "
-                  "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
-                  "ask again once that has finished", file=sys.stderr)
-            return 1
-        print(f"streamrag: error: the index database cannot be read ({e}); pass --db with a "
-              "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
-              file=sys.stderr)
-        return 1
+        return _database_failed(e)
     except KeyboardInterrupt as e:
-        print("streamrag: interrupted; finished work is kept, run the same command to continue",
+        print("streamrag: interrupted" + ("" if args.command == "ask" else
+                                          "; finished work is kept, run the same command to continue"),
               file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130

@@ -83,6 +83,33 @@ def test_a_bad_database_from_a_real_subprocess(tmp_path):
     one_line(run("status", "--db", "bad.db", cwd=tmp_path), 1, "bad.db: not a streamrag index")
 
 
+@pytest.mark.parametrize("mode", ["global", "local"])
+def test_a_damaged_page_of_the_index_is_one_line_too(cli, tmp_path, indexed, mode):
+    # Report text a damaged page left not UTF-8: global search ended in a traceback.
+    import sqlite3
+
+    db = tmp_path / "damaged.db"
+    shutil.copy(indexed / ".streamrag" / "index.db", db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE reports SET text = CAST(x'deadbeefc3' AS TEXT), title = CAST(x'ff' AS TEXT)")
+    conn.execute("UPDATE entities SET description = CAST(x'fffe' AS TEXT)")
+    conn.commit()
+    conn.close()
+    cli("ask", "--db", str(db), "--mode", mode, "What are the main themes of the harbor?", code=1,
+        fragments=("the index database cannot be read", "Could not decode to UTF-8"))
+
+
+def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, indexed, monkeypatch):
+    from streamrag import query
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(query, "cmd_ask", interrupted)
+    err = cli("ask", "--db", str(indexed / ".streamrag" / "index.db"), "anything", code=130)
+    assert err == "streamrag: interrupted\n"
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 

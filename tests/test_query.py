@@ -1166,3 +1166,14 @@ async def test_an_extractive_answer_lists_first_the_documents_that_hold_its_quot
         assert quote, answer.text
         assert len(answer.documents) == 60
         assert (folder / answer.documents[0]).read_text().startswith(quote.group(1) + ":"), (mode, answer.documents[:3])
+
+
+
+def test_a_citation_cut_in_two_by_the_length_limit_is_dropped():
+    from streamrag.citations import without_open_citation
+
+    assert without_open_citation("Scrooge relents [R:C3]. Fred stays [R:C24") == "Scrooge relents [R:C3]. Fred stays"
+    assert without_open_citation("He left [") == "He left"
+    assert without_open_citation("He left [E") == "He left"
+    assert without_open_citation("Whole [R:C3]") == "Whole [R:C3]"
+    assert without_open_citation("A list [x] of [T:c1] and more") == "A list [x] of [T:c1] and more"
