@@ -16,7 +16,7 @@ from streamrag.terms import words
 
 _CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
 # A citation the answer's length limit cut in two: "... [R:C24" at its very end.
-_OPEN_CITATION = re.compile(r"\s*\[(?:[ELRT](?::[^\]\[]*)?)?$")
+_OPEN_CITATION = re.compile(r"\s*\[(?:[ELRT](?::[^\]\[\n]*)?)?$")
 
 
 def without_open_citation(text: str) -> str:

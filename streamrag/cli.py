@@ -504,27 +504,34 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
 def _database_failed(e: BaseException) -> int:
-    """One line for an SQLite error that reached the command line; the exit code."""
-    if isinstance(e, sqlite3.OperationalError) and ("locked" in str(e) or "busy" in str(e)):
-        print(f"streamrag: error: the index database stayed locked by another process ({e}); "
+    """One line for an SQLite error that reached the command line; the exit code. What it is
+    comes from SQLite's error name, never from the message (which may quote document text);
+    an error that is no fault of the file (a bug's "no such table") is raised as it is."""
+    name = getattr(e, "sqlite_errorname", None)
+    # Python's own decoder, for text no longer UTF-8: "Could not decode ... with text '...'"
+    undecodable = isinstance(e, sqlite3.OperationalError) and name is None and str(e).startswith("Could not decode")
+    what = str(e).split(" with text ", 1)[0] if undecodable else " ".join(str(e).split())[:200]
+    if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+        print(f"streamrag: error: the index database stayed locked by another process ({what}); "
               "try again in a moment", file=sys.stderr)
         return 1
-    if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
-        print(f"streamrag: error: the disk holding the index database is full ({e}); free some "
+    if name == "SQLITE_FULL":
+        print(f"streamrag: error: the disk holding the index database is full ({what}); free some "
               "space, then run the same command again (finished work is kept)", file=sys.stderr)
         return 1
-    damaged = ("decode", "malformed", "corrupt", "not a database")
-    if not isinstance(e, sqlite3.DatabaseError) or (
-            isinstance(e, sqlite3.OperationalError) and not any(w in str(e) for w in damaged)):
+    if not (name in _DAMAGED or undecodable or type(e) is sqlite3.DatabaseError):
         raise e
-    if read_as_unchanging():
-        print(f"streamrag: error: the index changed while it was read ({e}): its folder is read-only "
+    if read_as_unchanging() and not undecodable:
+        print(f"streamrag: error: the index changed while it was read ({what}): its folder is read-only "
               "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
               "ask again once that has finished", file=sys.stderr)
         return 1
     # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.
-    print(f"streamrag: error: the index database cannot be read ({e}); pass --db with a "
+    print(f"streamrag: error: the index database cannot be read ({what}); pass --db with a "
           "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
           file=sys.stderr)
     return 1
@@ -544,9 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         if _is_broken_pipe(e):
             return _stdout_closed()
         error = e if isinstance(e, StreamragError) else user_error(e)
-        if error is None and isinstance(e, BaseExceptionGroup) and not debug \
-                and (inner := e.subgroup(sqlite3.Error)) is not None:
-            return _database_failed(_first(inner))   # (raised inside a task group)
+        if error is None and isinstance(e, BaseExceptionGroup) and not debug:
+            inner, rest = e.split(sqlite3.Error)
+            if inner is not None and rest is None:   # (raised inside a task group, and nothing else)
+                return _database_failed(_first(inner))
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
@@ -558,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _database_failed(e)
     except KeyboardInterrupt as e:
-        print("streamrag: interrupted" + ("" if args.command == "ask" else
-                                          "; finished work is kept, run the same command to continue"),
+        print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
+                                          if args.command in ("index", "watch", "demo") else ""),
               file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130

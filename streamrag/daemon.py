@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import errno
 import fnmatch
 import json
 import math
@@ -96,8 +97,10 @@ class Reporter:
             out = self.stream or sys.stderr
         try:
             print(line, file=out, flush=True)
-        except OSError:   # EIO after a hangup, EPIPE: the sync under way still finishes
-            self.closed = True
+        except OSError as e:
+            if e.errno != errno.EIO:   # a pipe closed early ends the command (exit 141), as before
+                raise
+            self.closed = True         # a terminal hung up: the sync under way still finishes
 
 
 _MAX_RETRY_SYNCS = 3
@@ -586,10 +589,12 @@ class Daemon:
     def _check_index(self) -> None:
         """Says so when the index was deleted under the daemon: the next write makes a new one,
         without the answers cached in the old (a tool cleaning the folder took .streamrag/)."""
-        if not self.syncs or self._index_gone_said or self._replaced or self._gone or self.db_path.exists():
-            return   # (an index inside a folder replaced or gone went with it, as said then)
-        self._index_gone_said = True
+        if not self.syncs or self._index_gone_said or self.db_path.exists():
+            return
         inside = not leads_outside(self.db_path.parent, self.root)
+        if inside and (self._replaced or self._gone):
+            return   # it went with the folder, as the "replaced" or "gone" line said
+        self._index_gone_said = True
         line = (f"{self.db_path}: the index was deleted while watch ran"
                 + (" (rsync --delete or git clean -x on the folder?)" if inside else "")
                 + "; it is built again from the folder, and the answers it cached went with it, so "

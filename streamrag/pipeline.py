@@ -188,10 +188,10 @@ def _still_there(stored: str, root: Path | None) -> bool:
     return not full[0].parent.is_dir()
 
 
-def _deleted(path: Path) -> bool:
-    """Whether the file ``path`` was deleted, its folder still there: a folder gone as a whole
-    (moved away, a mount dropped) is no deletion of what it held, which stays indexed."""
-    return not os.path.lexists(path) and path.parent.is_dir()
+def _deleted(path: Path, root: Path | None) -> bool:
+    """Whether the file ``path`` was deleted, the indexed folder still there: a folder gone as a
+    whole (moved away, a mount dropped) is no deletion of what it held, which stays indexed."""
+    return not os.path.lexists(path) and (root if root is not None else path.parent).is_dir()
 
 
 def _readable(path: Path) -> bool:
@@ -537,7 +537,7 @@ class Indexer:
                     try:
                         st = path.stat()
                     except OSError as e:
-                        if _deleted(path):   # since the scan found it: it leaves
+                        if _deleted(path, self.root):   # since the scan found it: it leaves
                             self.progress.add("files_done")
                             continue
                         # What was indexed from it stays until the file can be read again.
@@ -555,7 +555,7 @@ class Indexer:
                         docs, warnings = loader.read_documents(path, root=self.root,
                                                                text_field=s.index.text_field)
                     except InputError as e:
-                        if _deleted(path):   # while it was read: it leaves
+                        if _deleted(path, self.root):   # while it was read: it leaves
                             self.progress.add("files_done")
                             continue
                         kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -86,17 +87,34 @@ def test_a_bad_database_from_a_real_subprocess(tmp_path):
 @pytest.mark.parametrize("mode", ["global", "local"])
 def test_a_damaged_page_of_the_index_is_one_line_too(cli, tmp_path, indexed, mode):
     # Report text a damaged page left not UTF-8: global search ended in a traceback.
-    import sqlite3
-
     db = tmp_path / "damaged.db"
     shutil.copy(indexed / ".streamrag" / "index.db", db)
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE reports SET text = CAST(x'deadbeefc3' AS TEXT), title = CAST(x'ff' AS TEXT)")
-    conn.execute("UPDATE entities SET description = CAST(x'fffe' AS TEXT)")
+    # Its own words must not steer the message: "full" once said the disk was full.
+    damaged = (b"a full moon, a locked door, a busy day \xff").hex()
+    conn.execute(f"UPDATE reports SET text = CAST(x'{damaged}' AS TEXT), title = CAST(x'{damaged}' AS TEXT)")
+    conn.execute(f"UPDATE entities SET description = CAST(x'{damaged}' AS TEXT)")
     conn.commit()
     conn.close()
-    cli("ask", "--db", str(db), "--mode", mode, "What are the main themes of the harbor?", code=1,
-        fragments=("the index database cannot be read", "Could not decode to UTF-8"))
+    err = cli("ask", "--db", str(db), "--mode", mode, "What are the main themes of the harbor?", code=1,
+              fragments=("the index database cannot be read", "Could not decode to UTF-8"))
+    assert "moon" not in err   # no document text in the message
+
+
+@pytest.mark.parametrize("error", [sqlite3.IntegrityError("UNIQUE constraint failed: t.a"),
+                                   sqlite3.ProgrammingError("Incorrect number of bindings supplied"),
+                                   ExceptionGroup("tasks", [TypeError("a bug"),
+                                                            sqlite3.OperationalError("database is locked")])])
+def test_a_bug_near_the_database_is_not_called_damage(indexed, monkeypatch, error):
+    # "delete the damaged file and index again" for a bug would have a user delete a good index.
+    from streamrag import query
+
+    def failing(args):
+        raise error
+
+    monkeypatch.setattr(query, "cmd_ask", failing)
+    with pytest.raises(type(error)):
+        main(["ask", "--db", str(indexed / ".streamrag" / "index.db"), "anything"])
 
 
 def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, indexed, monkeypatch):

@@ -428,6 +428,23 @@ async def test_an_index_inside_a_replaced_folder_is_not_said_to_be_deleted(corpu
     assert not any("the index was deleted" in w for w in warned), warned
 
 
+async def test_an_index_outside_a_replaced_folder_deleted_too_is_said(corpus, tmp_path):
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = tmp_path / "gone" / "i.db"
+    db.parent.mkdir()
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        shutil.rmtree(db.parent)
+        shutil.rmtree(corpus)
+        corpus.mkdir()
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.deleted, str(corpus)), (Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert any("the index was deleted while watch ran; it is built again" in w for w in warned), warned
+
+
 def test_a_status_line_to_a_closed_terminal_is_dropped_not_raised():
     # A closed terminal (SIGHUP) made the first line after it raise EIO: the daemon died with
     # the sync it was finishing.
@@ -439,6 +456,13 @@ def test_a_status_line_to_a_closed_terminal_is_dropped_not_raised():
     reporter({"state": "stopping", "message": "SIGHUP received"})
     reporter({"state": "stopped", "message": "index is current"})
     assert reporter.closed
+
+    class Closed(io.StringIO):   # `watch --json | head -1`: exit 141, as the README says
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        Reporter(stream=Closed())({"state": "idle", "message": "version 1"})
 
 
 @pytest.mark.parametrize("event", ["file", "folder"])

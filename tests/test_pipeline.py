@@ -615,3 +615,23 @@ async def test_a_folder_gone_while_its_files_are_read_keeps_them_indexed(corpus,
     result = await sync([corpus], make_settings(), db, root=corpus)
     assert result.documents_removed == 0 and result.failures == first.documents
     assert result.version == first.version
+
+
+
+async def test_a_subfolder_deleted_while_its_files_are_read_leaves_without_failures(corpus, tmp_path, monkeypatch):
+    from streamrag import loader
+
+    sub = corpus / "sub"
+    sub.mkdir()
+    for i in range(3):
+        (sub / f"s{i}.txt").write_text(f"Henrik Salo built bridge number {i} at Port Vell.\n")
+    scan = loader.scan
+
+    def scanned_before_the_subfolder_went(*args, **kwargs):
+        found = scan(*args, **kwargs)
+        shutil.rmtree(sub)
+        return found
+
+    monkeypatch.setattr(loader, "scan", scanned_before_the_subfolder_went)
+    result = await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
+    assert result.failures == 0 and not result.warnings, result.warnings

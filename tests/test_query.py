@@ -1177,3 +1177,4 @@ def test_a_citation_cut_in_two_by_the_length_limit_is_dropped():
     assert without_open_citation("He left [E") == "He left"
     assert without_open_citation("Whole [R:C3]") == "Whole [R:C3]"
     assert without_open_citation("A list [x] of [T:c1] and more") == "A list [x] of [T:c1] and more"
+    assert without_open_citation("list [E: 1\n\n2\n3") == "list [E: 1\n\n2\n3"   # not across lines
