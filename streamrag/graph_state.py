@@ -70,6 +70,7 @@ class GraphState:
         self.stamp = ""                          # when that version was published
         self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
         self.fallbacks: set[str] = set()         # fell back this time
+        self.unusable: dict[str, int] = {}       # element -> runs in a row its summary answers were unusable
 
     @classmethod
     def load(cls, store: Store) -> GraphState:
@@ -77,6 +78,7 @@ class GraphState:
         st.version = store.version
         st.stamp = store.get_meta("published_at", "") or ""
         st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
+        st.unusable = msgspec.json.decode(store.get_meta("summary_unusable", "{}") or "{}", type=dict[str, int])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
             st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
@@ -194,6 +196,11 @@ class GraphState:
             self.changed_relationships.add(rid)
         return jobs
 
+    def published_unusable(self) -> dict[str, int]:
+        """The elements whose summary answers were unusable, and on how many runs in a row, as
+        published (elements that left the graph are forgotten)."""
+        return {k: n for k, n in sorted(self.unusable.items()) if k in self.entities or k in self.relationships}
+
     def published(self, store: Store, communities: list[Community],
                   assignments: dict[str, tuple[str, str]]) -> GraphState:
         """This run's graph as the next run's starting point: what ``load`` would read from
@@ -201,6 +208,7 @@ class GraphState:
         st = GraphState()
         st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
         st.retry_summaries = set(self.fallbacks)
+        st.unusable = self.published_unusable()
         st.counted = True
         for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
             if (e := self.entities.get(eid)) is not None:
@@ -292,7 +300,7 @@ class GraphCache:
 def check_cached(cached: GraphState, loaded: GraphState) -> None:
     """Tests: a kept graph equals the graph read from the store."""
     for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
-                 "old_contexts", "old_reports", "retry_summaries", "counted", "version"):
+                 "old_contexts", "old_reports", "retry_summaries", "unusable", "counted", "version"):
         if getattr(cached, name) != getattr(loaded, name):
             raise AssertionError(f"the kept graph's {name} differ from the store's")
     if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \

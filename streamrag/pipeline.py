@@ -43,6 +43,7 @@ from streamrag.errors import (
     EmptyInput,
     InputError,
     LLMError,
+    LLMOutputError,
     LLMRequestError,
     LLMUnavailableError,
     NoTextField,
@@ -78,6 +79,8 @@ from streamrag.writer import Writer
 # this share of the entities has changed since the last check (or on --recluster).
 _FRESH_CHECK_SHARE = 0.05
 # Said when a run stops for an endpoint that does not answer.
+# Runs in a row an element's summary answers may be unusable before it is no longer asked.
+UNUSABLE_RUNS = 3
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
 # Documents at least this long are chunked in a worker thread, off the event loop.
@@ -245,8 +248,9 @@ class Indexer:
 
     # -- helpers ---------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
-                   error: Exception | None = None) -> None:
-        """Records one failed item; the run goes on, unless the endpoint is plainly down."""
+                   error: Exception | None = None, *, settled: bool = False) -> None:
+        """Records one failed item; the run goes on, unless the endpoint is plainly down.
+        ``settled``: running again would not change it (it does not make ``index`` exit 1)."""
         if isinstance(error, LLMRequestError) and error.status in (401, 403, 404):
             # A rejected key or an unknown model fails every call alike: stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
@@ -257,7 +261,7 @@ class Indexer:
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
                 raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
         self.failures += 1
-        if stage != "load":  # an unreadable file stays unreadable; a failed call may go next time
+        if stage != "load" and not settled:  # an unreadable file stays unreadable; a failed call may go next time
             self.failed_items += 1
         else:
             self.unreadable.append(message)
@@ -350,6 +354,7 @@ class Indexer:
             # Summary settings changed since the published index (or it predates the key): every
             # summary is redone (one with a single description costs nothing).
             state.retry_summaries |= set(state.entities) | set(state.relationships)
+            state.unusable.clear()   # new settings: every element is asked afresh
         summaries_needed = state.apply(store, change, self.settings)
         self.progress.set_stage("summarizing")
         await self._summarize(writer, state, summaries_needed)
@@ -390,6 +395,7 @@ class Indexer:
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,
             "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+            "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
             "next_community_id": str(next_community_id),
         }
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
@@ -749,7 +755,23 @@ class Indexer:
                 async for element_id, name, descriptions in recv:
                     try:
                         text = await summarize(self.llm, name, descriptions, self.settings)
-                    except LLMError as e:
+                        state.unusable.pop(element_id, None)
+                    except LLMOutputError as e:
+                        # The model answered, and nothing it said was usable. Asked again on
+                        # the next runs, up to UNUSABLE_RUNS in a row (a flaky gateway's garbage
+                        # passes); then it would say the same on every run, each paid for: its
+                        # descriptions are joined until the summary settings or its mentions change.
+                        runs = state.unusable[element_id] = state.unusable.get(element_id, 0) + 1
+                        settled = runs >= UNUSABLE_RUNS
+                        if not settled:
+                            state.fallbacks.add(element_id)
+                        await self.fail(writer, "summarize", element_id, f"{name}: {e}" + (
+                            f"; unusable on {runs} runs in a row, so it is not asked again while the "
+                            "summary settings and its mentions stay: its descriptions are joined"
+                            if settled else ""), e, settled=settled)
+                        text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
+                                                  self.settings.index.encoding)
+                    except LLMError as e:   # an outage: asked again on the next run
                         state.fallbacks.add(element_id)
                         await self.fail(writer, "summarize", element_id, f"{name}: {e}", e)
                         text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,

@@ -625,3 +625,33 @@ async def test_an_update_that_takes_its_shortcuts_publishes_what_checking_them_p
     for key in ("entities", "relationships", "entity_sources", "relationship_sources", "claims", "documents"):
         assert incremental[key] == fresh[key], key
     assert bool(incremental["claims"]) == claims
+
+
+async def test_a_summary_unusable_on_three_runs_in_a_row_is_not_asked_again(corpus, tmp_path, monkeypatch):
+    # A fuzzer's folder made a description the model copied into every summary answer, which
+    # the check rejects: every run paid three calls again, published a version and exited 1.
+    from streamrag import pipeline
+    from streamrag.errors import LLMOutputError
+
+    real = pipeline.summarize
+    asked: list[str] = []
+    target: list[str] = []
+
+    async def summarize(llm, name, descriptions, settings):
+        if not target:
+            target.append(name)   # the first element summarized stands for the unlucky one
+        if name == target[0]:
+            asked.append(name)
+            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
+        return await real(llm, name, descriptions, settings)
+
+    monkeypatch.setattr(pipeline, "summarize", summarize)
+    db = tmp_path / "i.db"
+    runs = [await sync([corpus], make_settings(), db, root=corpus) for _ in range(4)]
+    assert len(asked) == 3                                   # the first run and two more
+    assert [r.failed_items for r in runs] == [1, 1, 0, 0]    # the third is settled: exit 0
+    assert [r.failures for r in runs] == [1, 1, 1, 0]
+    assert not runs[3].published
+    # New summary settings ask every element afresh.
+    await sync([corpus], make_settings(index={"summary_max_tokens": 120}), db, root=corpus)
+    assert len(asked) == 4
