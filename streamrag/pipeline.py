@@ -78,9 +78,9 @@ from streamrag.writer import Writer
 # Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
 # this share of the entities has changed since the last check (or on --recluster).
 _FRESH_CHECK_SHARE = 0.05
-# Said when a run stops for an endpoint that does not answer.
 # Runs in a row an element's summary answers may be unusable before it is no longer asked.
 UNUSABLE_RUNS = 3
+# Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
 # Documents at least this long are chunked in a worker thread, off the event loop.
@@ -261,10 +261,10 @@ class Indexer:
             if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
                 raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
         self.failures += 1
-        if stage != "load" and not settled:  # an unreadable file stays unreadable; a failed call may go next time
-            self.failed_items += 1
-        else:
+        if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
+        elif not settled:
+            self.failed_items += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
@@ -367,7 +367,7 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
-                                   self.key, vectors, self._marks(state, next_id()))
+                                   self.key, vectors, self._marks(store, state, next_id()))
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}
@@ -385,7 +385,7 @@ class Indexer:
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
 
-    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+    def _marks(self, store: Store, state: GraphState, next_community_id: int) -> dict[str, str]:
         """The settings and counters published with the index, for the next run to compare."""
         marks = {
             "extractor": self.key,
@@ -395,9 +395,11 @@ class Indexer:
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,
             "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
-            "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
             "next_community_id": str(next_community_id),
         }
+        unusable = msgspec.json.encode(state.published_unusable()).decode()
+        if unusable != "{}" or store.get_meta("summary_unusable") is not None:  # (no new version for the key)
+            marks["summary_unusable"] = unusable
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
         if self.root is not None:

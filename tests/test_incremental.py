@@ -651,6 +651,7 @@ async def test_a_summary_unusable_on_three_runs_in_a_row_is_not_asked_again(corp
     assert len(asked) == 3                                   # the first run and two more
     assert [r.failed_items for r in runs] == [1, 1, 0, 0]    # the third is settled: exit 0
     assert [r.failures for r in runs] == [1, 1, 1, 0]
+    assert not runs[2].warnings   # (a failure, not a file that could not be read)
     assert not runs[3].published
     # New summary settings ask every element afresh.
     await sync([corpus], make_settings(index={"summary_max_tokens": 120}), db, root=corpus)
