@@ -22,6 +22,13 @@ _OPEN_CITATION = re.compile(r"\s*\[(?:[ELRT](?::[^\]\[\n]*)?)?$")
 def without_open_citation(text: str) -> str:
     """``text`` without a citation left open at its end (an answer cut off at its limit)."""
     return _OPEN_CITATION.sub("", text)
+
+
+def open_citation_at(text: str) -> int:
+    """Where a citation still open at the end of ``text`` begins (``len(text)`` if none): a
+    streamed answer holds it back until it closes, or the answer ends cut off in it."""
+    m = _OPEN_CITATION.search(text)
+    return m.start() if m and m.group().strip() else len(text)
 _KINDS = {"E": "entity", "L": "relationship", "R": "report", "T": "chunk"}
 
 

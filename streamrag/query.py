@@ -638,11 +638,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     # must not drive the terminal (colours, titles, cursor moves), so escapes are dropped there.
     terminal = TerminalText()
     streamed = []
+    held = [""]   # a citation still open ("[E:ent-3b"): shown once it closes
 
     def on_delta(piece: str) -> None:
-        piece = terminal.feed(piece)
-        streamed.append(piece)
-        sys.stdout.write(piece)
+        text = held[0] + terminal.feed(piece)
+        cut = citations.open_citation_at(text)
+        held[0] = text[cut:]
+        streamed.append(text[:cut])
+        sys.stdout.write(text[:cut])
         sys.stdout.flush()
 
     def on_status(message: str) -> None:
@@ -655,7 +658,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps(answer.to_json(), ensure_ascii=False, default=str))
         return 0
     if stream:
-        rest = terminal.flush()
+        rest = held[0] + terminal.flush()
+        if answer.cut_off:   # the length limit cut a citation in two: it names nothing
+            rest = citations.without_open_citation(rest)
         streamed.append(rest)
         sys.stdout.write(rest)
         if "".join(streamed) and not "".join(streamed).endswith("\n"):

@@ -1178,3 +1178,35 @@ def test_a_citation_cut_in_two_by_the_length_limit_is_dropped():
     assert without_open_citation("Whole [R:C3]") == "Whole [R:C3]"
     assert without_open_citation("A list [x] of [T:c1] and more") == "A list [x] of [T:c1] and more"
     assert without_open_citation("list [E: 1\n\n2\n3") == "list [E: 1\n\n2\n3"   # not across lines
+
+
+@pytest.mark.parametrize("cut_off", [True, False])
+def test_a_streamed_citation_is_shown_once_it_closes_and_not_when_cut_in_two(tmp_path, monkeypatch, capsys,
+                                                                             cut_off):
+    # The terminal showed "... in Paris. [E:ent-960fb" when the length limit cut the answer there.
+    from streamrag import query
+    from streamrag.cli import main
+
+    pieces = ["Ada met Bram ", "[R:", "C3] in Harlow", " [1]. Then Paris. [E:ent-9", "60fb"]
+    if not cut_off:
+        pieces.append("] and home.")
+
+    def answering(question, settings, db, *, on_delta=None, **kwargs):
+        shown = []
+        for piece in pieces:
+            on_delta(piece)
+            shown.append(capsys.readouterr().out)   # what the terminal has so far
+        answering.shown = shown
+        return query.Answer(question=question, requested_mode="auto", mode="local", search="local",
+                            text="".join(pieces), cut_off=cut_off)
+
+    monkeypatch.setattr(query, "ask", answering)
+    monkeypatch.chdir(tmp_path)
+    assert main(["ask", "--db", str(tmp_path / "none.db"), "Where did Ada meet Bram?"]) == 0
+    out = "".join(answering.shown) + capsys.readouterr().out
+    assert answering.shown[1] == "" and answering.shown[2] == "[R:C3] in Harlow"   # held until it closed
+    first_line = out.splitlines()[0]
+    if cut_off:
+        assert first_line == "Ada met Bram [R:C3] in Harlow [1]. Then Paris."
+    else:
+        assert first_line == "Ada met Bram [R:C3] in Harlow [1]. Then Paris. [E:ent-960fb] and home."
