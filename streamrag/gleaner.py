@@ -94,7 +94,7 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
     messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
     ask = dict(model=settings.llm.extraction_model, stage="glean_check", prompt=prompts.glean_check,
                on_length="accept")
-    if check.use_bias and getattr(llm, "refuses", lambda *_: False)(settings.llm.extraction_model, "logit_bias"):
+    if check.use_bias and llm.refuses(settings.llm.extraction_model, "logit_bias"):
         check.use_bias = False   # the model refuses the parameter (said then): no bias to be ignored
     if check.use_bias:
         # One token is all the answer may hold, so a "length" finish is no cut. One that is

@@ -291,66 +291,60 @@ async def test_a_model_that_ignores_the_yes_no_bias_is_asked_in_words_with_a_war
     assert right.llm["glean_check"]["unusable"] == 0
 
 
-@pytest.mark.parametrize("biased_answer, ignored", [("iat", True), ("Sure! Here is what I found", False)])
-async def test_only_a_one_token_answer_to_the_biased_check_means_the_bias_is_ignored(biased_answer, ignored):
-    # One fault-injected reply ("Sure! Here is what I...", though max_tokens was 1) switched the
-    # whole process to words and blamed the user's llm.logit_bias.
+class ScriptedCheck:
+    """A client that answers the glean check with ``biased`` when asked with logit_bias, and
+    NO in words; ``refused``: it is known to refuse logit_bias (LLMClient.refuses)."""
+
+    def __init__(self, biased: str, *, refused: bool = False):
+        self.biased, self.refused = biased, refused
+        self.asked: list[str] = []
+
+    def refuses(self, model, param):
+        return self.refused and param == "logit_bias"
+
+    async def chat(self, messages, *, max_tokens, validate, logit_bias=None, tries=3, **kwargs):
+        self.asked.append("biased" if logit_bias else "words")
+        text = self.biased if logit_bias else "NO"
+        if not validate(text):
+            raise LLMOutputError("no usable answer")
+        return type("Result", (), {"text": text})()
+
+
+async def check_once(llm: ScriptedCheck):
+    """One glean check of a small chunk with ``llm``: (go on?, the run's YesNoCheck)."""
     from conftest import make_settings as settings_for
     from streamrag import gleaner
     from streamrag.extractor import ExtractionPrompts
     from streamrag.records import Chunk, Extraction
 
-    class OneGlitch:
-        def __init__(self):
-            self.asked = []
-
-        async def chat(self, messages, *, max_tokens, validate, logit_bias=None, tries=3, **kwargs):
-            self.asked.append("biased" if logit_bias else "words")
-            text = biased_answer if logit_bias else "NO"
-            if not validate(text):
-                raise LLMOutputError("no usable answer")
-            return type("Result", (), {"text": text})()
-
     settings = settings_for("http://llm.test/v1")
-    check, llm = gleaner.YesNoCheck(settings), OneGlitch()
+    check = gleaner.YesNoCheck(settings)
     chunk = Chunk(id="c1", doc_id="d1", idx=0, text="Mira Osk rebuilt the quay.", tokens=6)
-    go_on = await gleaner._should_continue(llm, ExtractionPrompts.load(settings), chunk, Extraction(),
-                                           settings, check)
+    try:
+        go_on = await gleaner._should_continue(llm, ExtractionPrompts.load(settings), chunk, Extraction(),
+                                               settings, check)
+    finally:
+        gleaner._IGNORING.discard(check.model)   # what this process learnt, forgotten
+    return go_on, check
+
+
+@pytest.mark.parametrize("biased_answer, ignored", [("iat", True), ("Sure! Here is what I found", False)])
+async def test_only_a_one_token_answer_to_the_biased_check_means_the_bias_is_ignored(biased_answer, ignored):
+    # One fault-injected reply ("Sure! Here is what I...", though max_tokens was 1) switched the
+    # whole process to words and blamed the user's llm.logit_bias.
+    llm = ScriptedCheck(biased_answer)
+    go_on, check = await check_once(llm)
     assert go_on is False and llm.asked == ["biased", "words"]
     assert check.use_bias is (not ignored) and bool(check.warning) is ignored
-    gleaner._IGNORING.discard(check.model)
 
 
 async def test_a_model_that_refuses_logit_bias_is_not_said_to_ignore_it():
     # A reasoning model refuses logit_bias, so the check goes without it: an empty answer (the
     # reasoning used the room) was taken for a bias ignored, with a warning blaming the setting.
-    from conftest import make_settings as settings_for
-    from streamrag import gleaner
-    from streamrag.extractor import ExtractionPrompts
-    from streamrag.records import Chunk, Extraction
-
-    class Refusing:
-        def __init__(self):
-            self.asked = []
-
-        def refuses(self, model, param):
-            return param == "logit_bias"
-
-        async def chat(self, messages, *, max_tokens, validate, logit_bias=None, tries=3, **kwargs):
-            self.asked.append("biased" if logit_bias else "words")
-            text = "" if logit_bias else "NO"
-            if not validate(text):
-                raise LLMOutputError("no usable answer")
-            return type("Result", (), {"text": text})()
-
-    settings = settings_for("http://llm.test/v1")
-    check, llm = gleaner.YesNoCheck(settings), Refusing()
-    chunk = Chunk(id="c1", doc_id="d1", idx=0, text="Mira Osk rebuilt the quay.", tokens=6)
-    go_on = await gleaner._should_continue(llm, ExtractionPrompts.load(settings), chunk, Extraction(),
-                                           settings, check)
+    llm = ScriptedCheck("", refused=True)
+    go_on, check = await check_once(llm)
     assert go_on is False and llm.asked == ["words"]
     assert not check.warning
-    gleaner._IGNORING.discard(check.model)
 
 
 # -- a reasoning model that thinks aloud (<think> ... </think> before its answer) -------------

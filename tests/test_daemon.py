@@ -410,13 +410,18 @@ async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tm
                       "restart it to use the new ones"]
 
 
-async def test_an_index_inside_a_replaced_folder_is_not_said_to_be_deleted(corpus, tmp_path):
-    # `rm -rf DIR && mkdir DIR`: the index went with the folder, as the "replaced" line says;
-    # "the index was deleted while watch ran (rsync --delete ...)" was said on top of it.
+@pytest.mark.parametrize("inside", [True, False])
+async def test_an_index_deleted_with_a_replaced_folder_is_said_only_when_it_lay_outside(corpus, tmp_path, inside):
+    # `rm -rf DIR && mkdir DIR`: an index inside went with the folder, as the "replaced" line
+    # says ("the index was deleted while watch ran" was said on top of it); one outside, deleted
+    # as well, was rebuilt without a word.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
-    db = corpus / ".streamrag" / "index.db"
+    db = corpus / ".streamrag" / "index.db" if inside else tmp_path / "gone" / "i.db"
+    db.parent.mkdir(exist_ok=True)
     async with running(settings, db, corpus) as (daemon, events, send):
         mark = len(events)
+        if not inside:
+            shutil.rmtree(db.parent)
         shutil.rmtree(corpus)
         corpus.mkdir()
         (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
@@ -424,25 +429,11 @@ async def test_an_index_inside_a_replaced_folder_is_not_said_to_be_deleted(corpu
             await send.send({(Change.deleted, str(corpus)), (Change.added, str(corpus / "new.txt"))})
             await until(lambda: daemon.syncs == 2)
     warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
-    assert any("was replaced" in w for w in warned), warned
-    assert not any("the index was deleted" in w for w in warned), warned
-
-
-async def test_an_index_outside_a_replaced_folder_deleted_too_is_said(corpus, tmp_path):
-    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
-    db = tmp_path / "gone" / "i.db"
-    db.parent.mkdir()
-    async with running(settings, db, corpus) as (daemon, events, send):
-        mark = len(events)
-        shutil.rmtree(db.parent)
-        shutil.rmtree(corpus)
-        corpus.mkdir()
-        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
-        async with send:
-            await send.send({(Change.deleted, str(corpus)), (Change.added, str(corpus / "new.txt"))})
-            await until(lambda: daemon.syncs == 2)
-    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
-    assert any("the index was deleted while watch ran; it is built again" in w for w in warned), warned
+    if inside:
+        assert any("was replaced" in w for w in warned), warned
+        assert not any("the index was deleted" in w for w in warned), warned
+    else:
+        assert any("the index was deleted while watch ran; it is built again" in w for w in warned), warned
 
 
 def test_a_status_line_to_a_closed_terminal_is_dropped_not_raised():
