@@ -290,13 +290,13 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         now = scan.titles.get(paths_by_doc[doc_id])
         if now is not None and now != title:
             conn.execute("UPDATE documents SET title = ? WHERE id = ?", (now, doc_id))
-        doc = scan.documents.get(doc_id)
         if doc_id in scan.doc_chunks:  # re-chunked after a chunker change
             # Only what differs is written: the same chunks again are no new version (a run
             # that re-reads every file after index.text_field changed published one every time).
             chunks = scan.doc_chunks[doc_id]
+            tokens = sum(c.tokens for c in chunks)
             conn.execute("UPDATE documents SET tokens = ? WHERE id = ? AND tokens IS NOT ?",
-                         (sum(c.tokens for c in chunks), doc_id, sum(c.tokens for c in chunks)))
+                         (tokens, doc_id, tokens))
             before = [c for (c,) in conn.execute(
                 "SELECT chunk_id FROM document_chunks WHERE doc_id = ? ORDER BY idx", (doc_id,))]
             if before != [c.id for c in chunks]:

@@ -178,14 +178,19 @@ def _covered(path: str, scope: list[str]) -> bool:
                for s in scope)
 
 
-def _still_there(stored: str, root: Path | None) -> bool:
-    """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
-    folder is gone as a whole (a disk not mounted now may come back; a deleted file does not).
-    ``stored`` is ``file`` or ``file#row``, and a file's own name may hold "#"."""
+def _stored_files(stored: str, root: Path | None) -> list[Path]:
+    """The files an indexed path may name: ``stored`` itself, then, longest first, the .jsonl /
+    .csv files of which it may be a row (``file#row``; a file's own name may hold "#")."""
     # Rows come only from .jsonl and .csv files; a row's "#n" never holds a "/".
     candidates = [stored] + [stored[:i] for i, ch in enumerate(stored)
-                             if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))]
-    full = [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c for c in candidates]
+                             if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))][::-1]
+    return [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c for c in candidates]
+
+
+def _still_there(stored: str, root: Path | None) -> bool:
+    """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
+    folder is gone as a whole (a disk not mounted now may come back; a deleted file does not)."""
+    full = _stored_files(stored, root)
     if any(f.is_file() for f in full):
         return True
     return not full[0].parent.is_dir()
@@ -703,19 +708,14 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            candidates = [path] + [path[:i] for i, c in enumerate(path) if c == "#"
-                                   and path[:i].lower().endswith((".jsonl", ".csv"))][::-1]
-            for candidate in candidates:   # a .jsonl / .csv row is file#row; a name may hold '#'
-                file = Path(candidate) if Path(candidate).is_absolute() or self.root is None \
-                    else self.root / candidate
-                if file.is_file():
-                    try:
-                        docs, _ = loader.read_documents(file, root=self.root,
-                                                        text_field=self.settings.index.text_field)
-                    except InputError:
-                        break
-                    scan.titles.update({d.path: d.title for d in docs})
-                    break
+            file = next((f for f in _stored_files(path, self.root) if f.is_file()), None)
+            if file is None:
+                continue
+            try:
+                docs, _ = loader.read_documents(file, root=self.root, text_field=self.settings.index.text_field)
+            except InputError:
+                continue
+            scan.titles.update({d.path: d.title for d in docs})
 
     def _keep_previous_versions(self, store: Store, scan: Scan, old_docs: set[str]) -> None:
         """A document whose new chunks are not all extracted (their calls failed) stays indexed
@@ -758,24 +758,22 @@ class Indexer:
                     try:
                         text = await summarize(self.llm, name, descriptions, self.settings)
                         state.unusable.pop(element_id, None)
-                    except LLMOutputError as e:
-                        # The model answered, and nothing it said was usable. Asked again on
-                        # the next runs, up to UNUSABLE_RUNS in a row (a flaky gateway's garbage
-                        # passes); then it would say the same on every run, each paid for: its
-                        # descriptions are joined until the summary settings or its mentions change.
-                        runs = state.unusable[element_id] = state.unusable.get(element_id, 0) + 1
-                        settled = runs >= UNUSABLE_RUNS
+                    except LLMError as e:
+                        message, settled = f"{name}: {e}", False
+                        if isinstance(e, LLMOutputError):
+                            # The model answered, and nothing it said was usable. Asked again on
+                            # the next runs, up to UNUSABLE_RUNS in a row (a flaky gateway's
+                            # garbage passes); then it would say the same on every run, each paid
+                            # for. (An outage is asked again on the next run, however many.)
+                            runs = state.unusable[element_id] = state.unusable.get(element_id, 0) + 1
+                            settled = runs >= UNUSABLE_RUNS
+                            if settled:
+                                message += (f"; unusable on {runs} runs in a row, so it is not asked again "
+                                            "while the summary settings and its mentions stay: its "
+                                            "descriptions are joined")
                         if not settled:
                             state.fallbacks.add(element_id)
-                        await self.fail(writer, "summarize", element_id, f"{name}: {e}" + (
-                            f"; unusable on {runs} runs in a row, so it is not asked again while the "
-                            "summary settings and its mentions stay: its descriptions are joined"
-                            if settled else ""), e, settled=settled)
-                        text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
-                                                  self.settings.index.encoding)
-                    except LLMError as e:   # an outage: asked again on the next run
-                        state.fallbacks.add(element_id)
-                        await self.fail(writer, "summarize", element_id, f"{name}: {e}", e)
+                        await self.fail(writer, "summarize", element_id, message, e, settled=settled)
                         text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
                                                   self.settings.index.encoding)
                     state.set_description(element_id, text)
