@@ -247,8 +247,7 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     if what.startswith("Object contains unknown field"):
         field = what.split()[-1]
         hint = _did_you_mean(key, field)
-        sections = [f.name for f in msgspec.structs.fields(Settings) if f.name not in ("api_key", "source",
-                                                                                      "api_base_from")]
+        sections = [f.name for f in msgspec.structs.fields(Settings) if f.type is not str]   # [llm], [index] ...
         if key in sections and field in sections:
             # `llm.requests_per_minute = 0` appended at the end of a file, below [watch]
             return ConfigError(f"{where}: {key}.{field}: unknown setting: a line `{field}.NAME = ...` below "

@@ -342,6 +342,11 @@ def _provider_message(resp: httpx.Response) -> str:
             text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
         else:
             text = str(err)
+    return _one_line(text)
+
+
+def _one_line(text: object) -> str:
+    """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
     text = " ".join(str(text).split())
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -1084,7 +1089,7 @@ class LLMClient:
             raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
         if status == 403 and "model" in message.lower():
             # OpenAI: "Project ... does not have access to model ...": the key is good.
-            keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
+            keys = self._model_settings(model)
             raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
                                   f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
                                   "the key that model", status)
@@ -1095,7 +1100,7 @@ class LLMClient:
                                   f"in front of it) accepts ({message}); {_overflow_advice(stage)}, or "
                                   "raise that limit", status)
         if status == 404:
-            keys = [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
+            keys = self._model_settings(model)
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
             base, setting = self.settings.api_base, self._base_setting()
@@ -1118,6 +1123,10 @@ class LLMClient:
         raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
                               status)
 
+    def _model_settings(self, model: str) -> list[str]:
+        """The settings that name ``model`` (``llm.extraction_model`` ...)."""
+        return [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
+
     def _stream_error(self, error: Any, model: str, stage: str) -> None:
         """Raises what an error sent inside a stream is. One that carries a client error's code
         (a context overflow, a bad request) is final, as that status would be; any other is
@@ -1130,8 +1139,7 @@ class LLMClient:
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else None
-        message = " ".join(str(message if message is not None else error).split())
-        message = message if len(message) <= 200 else message[:197] + "..."
+        message = _one_line(message if message is not None else error)
         code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"
