@@ -107,8 +107,6 @@ _STAGE_BUDGETS = {
 # goes as max_completion_tokens, with room for the reasoning that counts against it.
 _ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream_options")
 REASONING_ALLOWANCE = 8192
-_REFUSAL = re.compile(r"unsupported|not supported|unrecognized|not permitted|unknown (?:parameter|field|argument)|"
-                      r"extra (?:inputs|fields)", re.IGNORECASE)
 
 
 def _names_refused(message: str, param: str) -> bool:
@@ -139,7 +137,8 @@ class _Refused(Exception):
 def _refused_param(resp: httpx.Response, message: str) -> str | None:
     """The parameter of ``_ADAPTABLE`` a 400 says the model does not take, if it says so and
     the request held it."""
-    if not _REFUSAL.search(message):
+    refused = [p for p in _ADAPTABLE if _names_refused(message, p)]
+    if not refused:
         return None
     try:
         body = msgspec.json.decode(resp.content)
@@ -147,7 +146,9 @@ def _refused_param(resp: httpx.Response, message: str) -> str | None:
     except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
         named = None
     # The error's own 'param', when it gives one, must be the parameter the message refuses.
-    param = next((p for p in _ADAPTABLE if _names_refused(message, p) and named in (None, p)), None)
+    param = next((p for p in refused if named in (None, p)), None)
+    if param is None:
+        return None
     try:
         sent = msgspec.json.decode(resp.request.content)
     except (msgspec.DecodeError, RuntimeError):
