@@ -164,6 +164,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             else:
                 with user_errors_unwrapped():
                     await search.run_with_llm(db_path, transport)
+            if answer.cut_off:   # the length limit may have cut its last citation in two
+                answer.text = citations.without_open_citation(answer.text)
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
                 store, answer.text, search.context_tags)
             if answer.extractive:
@@ -321,8 +323,8 @@ class _Search:
         mr = await global_search.map_reduce(self.llm, self.answer.question, nodes,
                                             settings=self.settings, encoding=self.encoding,
                                             on_delta=self.on_delta)
+        self.answer.text = mr.text
         self.answer.cut_off = mr.cut_off
-        self.answer.text = citations.without_open_citation(mr.text) if mr.cut_off else mr.text
         if not mr.answered:
             self.context_tags = []  # an answer that found nothing rests on no document
         self.answer.details = {**details, "reports": mr.reports, "map_batches": mr.batches,
@@ -378,8 +380,8 @@ class _Search:
             model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
             max_tokens=q.answer_max_tokens, on_delta=self.on_delta,
             on_length="keep")  # an answer at its length limit is still the answer, said to be cut
+        self.answer.text = result.text
         self.answer.cut_off = result.finish_reason == "length"
-        self.answer.text = citations.without_open_citation(result.text) if self.answer.cut_off else result.text
 
     async def _embedded(self, kind: str) -> list[float] | None:
         model = self.settings.llm.embedding_model
