@@ -71,6 +71,8 @@ _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until 
 _THINKERS: set[str] = set()    # models this process has warned of thinking aloud (LLMClient._thinks)
 # (api_base, model) -> the request parameters it refuses, as this process has seen (``_leave_out``).
 _REFUSED: dict[tuple[str, str], set[str]] = {}
+# (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``_stream_chat``).
+_UNMARKED: set[tuple[str, str]] = set()
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
@@ -189,6 +191,7 @@ class _Retryable(Exception):
         self.status = status
         self.retry_after = retry_after
         self.refused = refused  # nothing accepted the connection
+        self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted
         self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
@@ -224,6 +227,10 @@ _TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float] | None] = contextva
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
+# How long a server that says it is loading its model (llama.cpp's 503 "Loading model") is waited
+# for, in tries that use none of llm.max_retries: a large model takes minutes to load.
+LOADING_MAX_S = 600.0
+_LOADING = re.compile(r"\bloading\b", re.IGNORECASE)
 # The longest wait between other tries (without Retry-After).
 MAX_BACKOFF_S = 60.0
 
@@ -587,11 +594,12 @@ class LLMClient:
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         shown = [0]  # characters of the answer (thinking left out) handed to on_delta, across retries
+        unmarked: list[str] = []   # the texts of this call's streams that ended unmarked
 
         async def attempt() -> tuple[_Answer, float]:
             if on_delta is None:
                 return await self._post_chat(payload, stage)
-            return await self._stream_chat(payload, on_delta, shown, stage)
+            return await self._stream_chat(payload, on_delta, shown, stage, unmarked)
 
         model = payload["model"]
         while True:
@@ -688,9 +696,15 @@ class LLMClient:
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
-                           shown: list[int], stage: str = "") -> tuple[_Answer, float]:
+                           shown: list[int], stage: str = "",
+                           unmarked: list[str] | None = None) -> tuple[_Answer, float]:
         """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
-        retry, only the part beyond what was shown."""
+        retry, only the part beyond what was shown.
+
+        A stream that ends with neither a ``finish_reason`` nor ``[DONE]`` was cut short, and is
+        asked again, unless the server is one that ends every stream so: the same text twice
+        in one call (``unmarked``: this call's earlier such texts) says it is, and from then on
+        its streams are taken as they end (``_UNMARKED``)."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
@@ -761,7 +775,18 @@ class LLMClient:
                     finish_reason = "length"
                     break
         if not done and finish_reason is None:
-            raise _Retryable("the stream ended before the answer did (truncated)", 200)
+            text, server = "".join(parts), (self.settings.api_base, payload["model"])
+            if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
+                if unmarked is not None:
+                    unmarked.append(text)
+                raise _Retryable("the stream ended before the answer did (truncated)", 200)
+            if server not in _UNMARKED:
+                _UNMARKED.add(server)
+                log.warning("%s at %s ends its streamed answers with neither a finish_reason nor "
+                            "[DONE]: they are taken as they end, so one the connection cuts short "
+                            "cannot be told from a whole one; --no-stream avoids that",
+                            payload["model"], self.chat_url)
+            finish_reason = "stop"
         visible.flush()
         latency = (time.perf_counter() - started) * 1000
         prompt_tokens, completion_tokens = _usage(usage)
@@ -855,7 +880,7 @@ class LLMClient:
         free for ``DOWN_AFTER_S`` too, so a call refused while other calls get answers ends."""
         counted = 0                   # tries that used up llm.max_retries
         made = 0                      # tries in all
-        refused_n = 0                 # free refused tries in a row
+        refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
 
         async def one() -> Any:
@@ -864,18 +889,18 @@ class LLMClient:
             try:
                 return await self._attempt(tokens, attempt)
             except _Retryable as e:
-                if e.refused and self._reached and self.settings.max_retries > 0:   # 0: never retry
-                    now = time.monotonic()
+                if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
+                    now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak
                     e.refused_for = now - streak
-                    e.free = e.refused_for < DOWN_AFTER_S
+                    e.free = e.refused_for < (LOADING_MAX_S if e.loading else DOWN_AFTER_S)
                 if e.free:
                     refused_n += 1
                     e.tries = refused_n
                 else:
                     counted += 1
                     e.tries = counted
-                    if not e.refused:
+                    if not (e.refused or e.loading):
                         refused_n, streak = 0, None
                 raise
 
@@ -1021,7 +1046,11 @@ class LLMClient:
             wait = state.next_action.sleep if state.next_action else 0
             # Nothing listening yet: the error after the last try says so in one line; a warning
             # per concurrent call and try before it (dozens of lines) would only bury it.
-            if getattr(exc, "free", False):
+            if getattr(exc, "free", False) and exc.loading:
+                line = (f"{url}: {exc.detail}; the server is loading its model: waited "
+                        f"{exc.refused_for:.0f} s, retry in {wait:.1f} s (for up to "
+                        f"{LOADING_MAX_S:g} s)")
+            elif getattr(exc, "free", False):
                 line = (f"{url}: {getattr(exc, 'detail', exc)}; it answered before: this call refused "
                         f"for {exc.refused_for:.0f} s, retry in {wait:.1f} s (until it answers, or "
                         f"has refused every connection for {DOWN_AFTER_S:g} s)")

@@ -38,8 +38,10 @@ def anyio_backend():
 
 @pytest.fixture(autouse=True)
 def no_refusals_seen(monkeypatch):
-    """Each test starts from a process that has seen no model refuse a parameter."""
+    """Each test starts from a process that has seen no model refuse a parameter, nor a server
+    end its streams unmarked."""
     monkeypatch.setattr(llm_module, "_REFUSED", {})
+    monkeypatch.setattr(llm_module, "_UNMARKED", set())
 
 
 def ask(text: str = "hello") -> list[dict]:
@@ -508,6 +510,62 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
+def unmarked_stream(pieces: list[str]) -> httpx.Response:
+    """A whole answer streamed with neither a finish_reason nor [DONE] (a quirky server)."""
+    return httpx.Response(200, content=sse([{"choices": [{"delta": {"content": p}}]} for p in pieces]))
+
+
+async def test_a_server_that_never_marks_a_streams_end_is_believed_after_the_same_text_twice(
+        tmp_path, caplog):
+    endpoint = Endpoint(*(lambda body: unmarked_stream(["Answer to ", body["messages"][-1]["content"]])
+                          for _ in range(9)))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=6) as (llm, store):
+            first = await llm.chat(ask("one"), model="m1", stage="answer", on_delta=deltas.append)
+            second = await llm.chat(ask("two"), model="m1", stage="answer", on_delta=lambda _: None)
+    assert first.text == "Answer to one" and "".join(deltas) == "Answer to one"
+    assert second.text == "Answer to two"
+    # One retry tells the quirk from a cut; then each stream is taken as it ends (it was 7 paid
+    # calls, all the retries, and an error).
+    assert len(endpoint.requests) == 3
+    assert [r["error"] for r in calls(store)] == [None, None]
+    assert sum("with neither a finish_reason nor [DONE]" in r.message for r in caplog.records) == 1
+
+
+async def test_a_stream_cut_at_different_places_is_still_retried_to_the_end(tmp_path):
+    endpoint = Endpoint(unmarked_stream(["The "]), unmarked_stream(["The ", "qu"]),
+                        unmarked_stream(["The ", "quick"]))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="ended before the answer did"):
+                await llm.chat(ask(), model="m1", stage="answer", on_delta=lambda _: None)
+    assert len(endpoint.requests) == 3
+
+
+async def test_a_server_loading_its_model_is_waited_for_beyond_max_retries(tmp_path, monkeypatch,
+                                                                           caplog):
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    loading = httpx.Response(503, json={"error": {"code": 503, "message": "Loading model",
+                                                  "type": "unavailable_error"}})
+    endpoint = Endpoint(*[loading] * 8)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            answer = await llm.chat(ask(), model="m1", stage="s")
+    assert answer.text == "echo: hello" and len(endpoint.requests) == 9
+    assert any("loading its model" in r.message for r in caplog.records)
+
+
+async def test_a_model_that_never_finishes_loading_still_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(llm_module, "LOADING_MAX_S", 0.2)
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    endpoint = Endpoint(*[httpx.Response(503, text="Loading model")] * 1000)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="HTTP 503: Loading model"):
+                await llm.chat(ask(), model="m1", stage="s")
+
+
 class Trickle:
     """A server that answers 200, then sends a little every ``every`` s and never finishes: each
     read comes well within any per-read timeout. ``sse``: text; ``keepalive``: SSE comments
@@ -778,7 +836,7 @@ async def test_after_a_restart_other_errors_still_use_up_max_retries(tmp_path, m
     monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
     refused = [httpx.ConnectError("connection refused") for _ in range(6)]
     endpoint = Endpoint(httpx.Response(200, json=chat_body("up")), *refused,
-                        *[httpx.Response(503, text="loading")] * 3)
+                        *[httpx.Response(503, text="upstream busy")] * 3)
     with anyio.fail_after(3):
         async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
             await llm.chat(ask("first"), model="m1", stage="s")
