@@ -315,6 +315,8 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
 
 
 def _is_caps_line(line: str) -> bool:
+    if not line.isupper():   # a lower-case letter, or no cased one: most lines end here, cheaply
+        return False
     letters = [c for c in line if c.isalpha()]
     if len(letters) < 2 or not all(c.isupper() for c in letters):
         return False
