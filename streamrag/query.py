@@ -654,8 +654,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"streamrag: {terminal_text(message)}", file=sys.stderr, flush=True)
 
-    answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
-                 on_delta=on_delta if stream else None, on_status=on_status)
+    try:
+        answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
+                     on_delta=on_delta if stream else None, on_status=on_status)
+    except BaseException:   # (Ctrl-C, an error): its line does not go on the answer's last one
+        if "".join(streamed) and not "".join(streamed).endswith("\n"):
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        raise
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, default=str))
         return 0

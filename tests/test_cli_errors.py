@@ -128,6 +128,23 @@ def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, index
     assert err == "streamrag: interrupted\n"
 
 
+def test_a_streamed_answer_cut_short_ends_its_line_before_the_message(cli, indexed, monkeypatch,
+                                                                       capsys):
+    from streamrag import query
+
+    def stopped_mid_answer(question, settings, db, *, on_delta, **kwargs):
+        on_delta("Scrooge is a miser who")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(query, "ask", stopped_mid_answer)
+    try:
+        rc = main(["ask", "--db", str(indexed / ".streamrag" / "index.db"), "who is Scrooge?"])
+    finally:
+        out, err = capsys.readouterr()
+    assert rc == 130 and err == "streamrag: interrupted\n"
+    assert out == "Scrooge is a miser who\n"   # the shell's prompt starts on a line of its own
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 
