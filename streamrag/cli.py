@@ -37,6 +37,10 @@ def path_arg(text: str) -> str:
     return text
 
 
+# Where a command that reads an index finds its settings (``_reading_settings``), for --help.
+CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above, else here "
+                  "or above")
+
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
 # --------------------------------------------------------------------------------------------
@@ -52,6 +56,13 @@ def _settings(args: argparse.Namespace, near: Path | None = None) -> Settings:
         overrides.setdefault("index", {})["extractor"] = "nlp"
     return load_settings(path, overrides=overrides or None,
                          override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"})
+
+
+def _reading_settings(args: argparse.Namespace) -> Settings:
+    """The settings of a command that reads an index: with ``--db``, those of the indexed folder
+    (or above) first, as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
+    looked elsewhere, and ``export`` wrote over the index's own settings file."""
+    return _settings(args, indexed_root(Path(args.db)) if getattr(args, "db", None) else None)
 
 
 def _configured_db(settings: Settings) -> Path:
@@ -257,7 +268,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = _reading_settings(args)
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)
     try:
@@ -277,12 +288,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
-    settings = _settings(args)
+    settings = _reading_settings(args)
     db = _db_for_reading(args, settings)
+    # The settings in use, and those of the index's folder (what `index` of it reads).
+    settings_files = [Path(f) for f in (settings.source if settings.source != "defaults" else None,
+                                        find_config(indexed_root(db) or db.parent)) if f]
     store = Store(db, readonly=True)
     try:  # export refuses an OUT that is the index, its settings or a document before writing
-        counts = export(store, out, fmt,
-                        settings_file=None if settings.source == "defaults" else settings.source)
+        counts = export(store, out, fmt, settings_files=settings_files)
     finally:
         store.close()
     print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
@@ -321,7 +334,7 @@ def _note_clamped_level(args: argparse.Namespace) -> None:
     """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest)."""
     from streamrag import global_search
 
-    settings = _settings(args)
+    settings = _reading_settings(args)
     store = Store(_db_for_reading(args, settings), readonly=True)
     try:
         with store.snapshot():
@@ -365,8 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser, db: bool = True,
-               db_default: str = "store.path, else .streamrag/index.db here or above") -> None:
-        p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_NAME} here or above)")
+               db_default: str = "store.path, else .streamrag/index.db here or above",
+               config_default: str = CONFIG_DEFAULT) -> None:
+        p.add_argument("--config", metavar="FILE", type=path_arg,
+                       help=f"settings file (default: {config_default})")
         if db:
             p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {db_default})")
 
@@ -377,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
     p.add_argument("paths", nargs="+", metavar="PATH", type=path_arg, help="folder(s) or file(s) to index")
-    common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)")
+    common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)",
+           config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above, else here or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
     p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")

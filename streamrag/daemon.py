@@ -1076,7 +1076,8 @@ def add_watch_command(subparsers) -> None:
     from streamrag.cli import path_arg
 
     p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in DIR or above, "
+                   "else here or above)")
     p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")

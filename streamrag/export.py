@@ -8,6 +8,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+from collections.abc import Iterable
 from typing import TextIO
 from xml.sax import saxutils
 
@@ -113,10 +114,10 @@ def _stdout_is(path: Path) -> bool:
         return False
 
 
-def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path | str | None = None) -> None:
+def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Iterable[Path] = ()) -> None:
     """Refuses an ``out`` that is one of the export's own inputs, before anything is written:
     the index database (``store.path``) or its SQLite ``-wal``/``-shm``/``-journal`` files,
-    ``settings_file`` (the settings in use, if any), or a document the index holds. Writing
+    ``settings_files`` (the settings in use, and the index folder's), or a document the index holds. Writing
     there would destroy the index, the settings or a document, and report success."""
     fix = f"give another file name, e.g. graph.{fmt}"
     db = store.path
@@ -136,8 +137,8 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_file: Path
             raise StreamragError(f"{shown}: is the index database's SQLite {suffix} file; {fix}")
     if hits(lock_path(db)):
         raise StreamragError(f"{shown}: is the lock file of the index's writer; {fix}")
-    if settings_file is not None and hits(Path(settings_file)):
-        raise StreamragError(f"{shown}: is the settings file in use; {fix}")
+    if any(hits(Path(f)) for f in settings_files):
+        raise StreamragError(f"{shown}: is a settings file of this index; {fix}")
     if stdout:
         return
     held = _held_document(store, out)
@@ -172,17 +173,17 @@ def _held_document(store: Store, out: Path) -> str | None:
     return None
 
 
-def export(store: Store, out: Path, fmt: str, *, settings_file: Path | str | None = None) -> dict[str, int]:
+def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] = ()) -> dict[str, int]:
     """Writes the index to ``out`` (``-``: standard output) as ``json`` or ``graphml``; returns
     what was written. Missing parent folders of ``out`` are created. An ``out`` that is one of
-    the export's inputs (see ``check_not_input``; ``settings_file``: the settings in use) is
+    the export's inputs (see ``check_not_input``; ``settings_files``: the index's settings) is
     refused before anything is written.
 
     Written as it is read, in one read transaction. A file is written beside ``out`` and
     renamed over it at the end, so an export that fails leaves the previous file as it was.
     """
     check_out(out, fmt)
-    check_not_input(store, out, fmt, settings_file)
+    check_not_input(store, out, fmt, settings_files)
     write = _write_json if fmt == "json" else _write_graphml
     if str(out) == "-":
         with store.snapshot():

@@ -620,7 +620,8 @@ def add_ask_command(subparsers) -> None:
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else .streamrag/index.db here or above)")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml here or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in the folder of "
+                   "the index given by --db or above, else here or above)")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")
@@ -628,12 +629,9 @@ def add_ask_command(subparsers) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from streamrag.cli import _db_for_reading, _settings
-    from streamrag.store import indexed_root
+    from streamrag.cli import _db_for_reading, _reading_settings
 
-    # `ask --db notes/.streamrag/index.db` answers with the settings beside that index (as
-    # `index notes` was run with them), not only those of the folder it is asked from.
-    settings = _settings(args, indexed_root(Path(args.db)) if args.db else None)
+    settings = _reading_settings(args)
     db = _db_for_reading(args, settings)
     stream = not args.json and not args.no_stream
     # Document text reaches the terminal through the answer, the footer and status lines: it

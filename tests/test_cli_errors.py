@@ -145,6 +145,18 @@ def test_a_streamed_answer_cut_short_ends_its_line_before_the_message(cli, index
     assert out == "Scrooge is a miser who\n"   # the shell's prompt starts on a line of its own
 
 
+@pytest.mark.parametrize("command", [("status",), ("ask", "anything"), ("export", "out.json")])
+def test_every_reader_given_db_reads_the_settings_of_that_indexs_folder(cli, indexed, tmp_path,
+                                                                       command):
+    # status and export read those of the folder they ran in (ask those of the index's), so
+    # `export --db notes/.streamrag/index.db notes/streamrag.toml` wrote JSON over the settings.
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    (notes / "streamrag.toml").write_text("[llm]\nconcurrency = 0\n", encoding="utf-8")
+    cli(*command, "--db", str(notes / ".streamrag" / "index.db"), code=1,
+        fragments=(f"{notes / 'streamrag.toml'}: llm.concurrency",))
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 

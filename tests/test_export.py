@@ -152,7 +152,7 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
     (".streamrag/index.db-wal", "is the index database's SQLite -wal file"),
     (".streamrag/index.db-shm", "is the index database's SQLite -shm file"),
     (".streamrag/index.db-journal", "is the index database's SQLite -journal file"),
-    ("streamrag.toml", "is the settings file in use"),
+    ("streamrag.toml", "is a settings file of this index"),
     ("festival.md", "is a document the index holds"),
     ("rows.jsonl", "is a document the index holds"),         # stored as rows.jsonl#1, #2
     ("sub/../guild.txt", "is a document the index holds (as guild.txt)"),
@@ -178,7 +178,10 @@ def test_export_refuses_a_document_named_from_another_folder(notes, monkeypatch,
         assert stderr.endswith("give another file name, e.g. graph.graphml\n")
     rc, _, stderr = _cli(capsys, "notes/streamrag.toml", "--config", "notes/streamrag.toml",
                          "--db", "notes/.streamrag/index.db")
-    assert rc == 1 and "is the settings file in use" in stderr
+    assert rc == 1 and "is a settings file of this index" in stderr
+    # Without --config too: the index's folder's settings (it wrote JSON over them, exit 0).
+    rc, _, stderr = _cli(capsys, "notes/streamrag.toml", "--db", "notes/.streamrag/index.db")
+    assert rc == 1 and "is a settings file of this index" in stderr
     assert _files(notes) == before
 
 
