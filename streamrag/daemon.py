@@ -834,13 +834,14 @@ class Daemon:
             endpoint = (self.settings.llm.api_base or "(llm.api_base not set)") if outage else None
             why = f"; no call succeeded: is the endpoint {endpoint} down?" if outage else ""
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                               f"retried after a pause{why}", llm_errors=failed_calls, outage=outage,
+                               f"retried after a pause{why}", llm_errors=failed_calls,
+                      failed_items=failed_items, outage=outage,
                       **({"endpoint": endpoint} if outage else {}))
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
-                  llm_errors=failed_calls, gave_up=True)
+                  llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True
 
     # -- health ----------------------------------------------------------------------------

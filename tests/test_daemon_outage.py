@@ -124,6 +124,7 @@ async def test_the_error_line_counts_the_failed_calls_the_idle_line_counts(corpu
     idle = [e for e in after[:first_error] if e["state"] == "idle"][-1]
     assert idle["llm"]["errors"] >= 2                      # the extraction ahead's and the sync's
     assert after[first_error]["llm_errors"] == idle["llm"]["errors"], (after[first_error], idle["llm"])
+    assert after[first_error]["failed_items"] >= 1
 
 
 @pytest.mark.parametrize("index_inside", [False, True])
@@ -387,6 +388,9 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
         await send.aclose()
     retries = [e for e in events if e["state"] == "error" and "llm_errors" in e and not e.get("gave_up")]
     assert len(retries) == 3 and not any(e["outage"] for e in retries)
+    # Each error line says what it left out, as the README promises (only --once's did).
+    gave_up = next(e for e in events if e.get("gave_up"))
+    assert all(e["failed_items"] > 0 for e in (*retries, gave_up)), retries
     # The health line counts what failed in the last update, as `streamrag status` does, not
     # every retry's repeat of the same items.
     store = Store(tmp_path / "u.db", readonly=True)
