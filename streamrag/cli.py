@@ -17,6 +17,7 @@ import os
 import signal
 import sqlite3
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -553,6 +554,16 @@ def _database_failed(e: BaseException) -> int:
     return 1
 
 
+def _last_watch_line(args: argparse.Namespace, message: str, code: int) -> None:
+    """``watch --json``'s last line when it fails: a script reading its lines sees why it ended."""
+    if args.command == "watch" and getattr(args, "json", False):
+        try:
+            print(json.dumps({"time": round(time.time(), 3), "event": "state", "state": "failed",
+                              "message": message, "exit_code": code}), flush=True)
+        except OSError:   # (stdout closed: the message is on stderr)
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
@@ -574,7 +585,9 @@ def main(argv: list[str] | None = None) -> int:
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, UsageError) else 1
+        code = 2 if isinstance(error, UsageError) else 1
+        _last_watch_line(args, str(error), code)
+        return code
     except BrokenPipeError:
         return _stdout_closed()
     except sqlite3.Error as e:

@@ -699,6 +699,21 @@ def test_once_syncs_and_exits(corpus, tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_a_watch_that_fails_ends_its_json_lines_saying_why(corpus, tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    rc = main(["watch", str(corpus), "--once", "--json", "--db", str(tmp_path / "w.db"),
+               "--config", str(tmp_path / "s.toml"), "--api-base", f"http://127.0.0.1:{port}/v1"])
+    out, err = capsys.readouterr()
+    last = json.loads(out.splitlines()[-1])
+    assert rc == 1 and (last["state"], last["exit_code"]) == ("failed", 1)
+    assert f"streamrag: error: {last['message']}\n" in err and "nothing answers at" in err
+
+
 def test_a_folder_watched_through_a_link_is_indexed_where_the_link_leads_then(corpus, tmp_path, capsys):
     # `current -> release-1`: the index path kept the link, so once the link was moved the
     # next sync wrote release-1's files into release-2's index.
