@@ -923,8 +923,8 @@ class LLMClient:
             attempts = made
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
-                    f"nothing answers at {url} ({e.detail}); start the server, or fix llm.api_base "
-                    "(or STREAMRAG_API_BASE / --api-base)") from None
+                    f"nothing answers at {url} ({e.detail}); start the server, or fix "
+                    f"{self._base_setting()}") from None
             if e.refused and self._down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "

@@ -242,11 +242,17 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert re.fullmatch(
         re.escape("streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions "
                   "(connection failed (ConnectError: ") + r"[^\n]+" +
-        re.escape(")); start the server, or fix llm.api_base (or STREAMRAG_API_BASE / --api-base). "
+        re.escape(")); start the server, or fix --api-base. "
                   "Nothing was published; the index is as it was, and a run after the fix reuses the "
                   "finished work"), lines[0]), lines[0]
     status = json.loads(run("status", "--json", cwd=corpus).stdout)
     assert status["documents"] == 4 and status["entities"] > 10
+    # What set the endpoint is what the message names: the variable, or the file's key.
+    out = run("index", str(corpus), "-q", env={"STREAMRAG_API_BASE": "http://127.0.0.1:9/v1"})
+    assert out.stderr.count("\n") == 1 and "start the server, or fix STREAMRAG_API_BASE." in out.stderr
+    (corpus / "streamrag.toml").write_text('[llm]\nmax_retries = 1\napi_base = "http://127.0.0.1:9/v1"\n')
+    out = run("index", str(corpus), "-q")
+    assert out.stderr.count("\n") == 1 and "start the server, or fix llm.api_base." in out.stderr
 
 
 def test_demo_runs_offline():
