@@ -187,6 +187,15 @@ def _check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
     if (holder := writer_at_work(db_path)) is not None:
         raise IndexMissingError(f"the index at {db_path} has nothing published yet: {holder} is building "
                                 "it; ask again once it has published its first version")
+    run = store.query("SELECT command, status FROM runs WHERE command IN ('index', 'watch') "
+                      "ORDER BY started_at DESC LIMIT 1")
+    if run:   # (a run still 'running' that holds no lock was killed)
+        how = {"failed": "failed"}.get(run[0]["status"], "was stopped")
+        again = (f"`streamrag index {shown(db_path.parent.parent)}`"
+                 if db_path.parent.name == ".streamrag" else "the same command")
+        raise IndexMissingError(f"the index at {db_path} has nothing published yet: its first "
+                                f"`streamrag {run[0]['command']}` {how} before publishing; run "
+                                f"{again} again: it goes on from the work it kept")
     raise IndexMissingError(f"the index at {db_path} is empty; build it with "
                             "`streamrag index DIR` (add --offline to index without an LLM)")
 

@@ -157,6 +157,23 @@ def test_every_reader_given_db_reads_the_settings_of_that_indexs_folder(cli, ind
         fragments=(f"{notes / 'streamrag.toml'}: llm.concurrency",))
 
 
+@pytest.mark.parametrize("status, said", [("interrupted", "was stopped"), ("failed", "failed")])
+def test_a_question_to_an_index_whose_first_run_stopped_says_to_run_it_again(cli, tmp_path, status,
+                                                                            said):
+    from streamrag.store import Store
+
+    db = tmp_path / "notes" / ".streamrag" / "index.db"
+    db.parent.mkdir(parents=True)
+    store = Store(db)
+    store.start_run("run-1", "index")
+    store.finish_run("run-1", status)
+    store.close()
+    # It said to build the index, as if none had been started.
+    cli("ask", "--db", str(db), "anything", code=1, fragments=(
+        f"its first `streamrag index` {said} before publishing; run `streamrag index "
+        f"{tmp_path / 'notes'}` again: it goes on from the work it kept",))
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 
