@@ -390,6 +390,10 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         text = _utf16_without_bom(data)
         if text is not None:
             return _newlines(text)
+        kind = Path(label).suffix.lower()
+        if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
+            raise InputError(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
+                             ".txt or .md (with pdftotext or pandoc, for example) and index that")
         raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
     try:
         return _newlines(data.decode("utf-8-sig"))

@@ -97,6 +97,11 @@ def test_binary_file(tmp_path):
     f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; remove it or narrow index\.include"):
         read_documents(f, root=tmp_path)
+    # A document format, named on the command line: how to index it, not index.include.
+    f = write(tmp_path / "Report.PDF", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\x00\x00")
+    with pytest.raises(InputError, match=r"^Report\.PDF: a \.pdf file is not plain text, not indexed; "
+                                         r"convert it to \.txt or \.md \(with pdftotext or pandoc"):
+        read_documents(f, root=tmp_path)
 
 
 def test_empty_and_whitespace_files(tmp_path):
