@@ -396,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)",
            config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above, else here or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
-    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--api-base", metavar="URL",
+                   help="OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model")
     p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")
     p.add_argument("--recluster", action="store_true",
                    help="cluster from scratch instead of from the previous partition (ids are still kept)")
@@ -420,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("export", help="write the index as JSON or GraphML")
-    p.add_argument("out", metavar="OUT", type=path_arg, help="output file")
+    p.add_argument("out", metavar="OUT", type=path_arg, help="output file (- for standard output)")
     p.add_argument("--format", choices=("json", "graphml"), default=None,
                    help="default: follows OUT's extension (.graphml: graphml; anything else, "
                         "and -: json)")
@@ -449,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The same flags as `python -m streamrag.simulator` (simulator.build_parser), declared here so
     # that `streamrag --help` does not import the simulator.
     p.add_argument("--embedding-dim", type=int, default=64, help="length of embeddings (default 64)")
-    p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection")
+    p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection (default 30)")
     p.set_defaults(func=cmd_simulate)
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`
@@ -570,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    debug = args.verbose or os.environ.get("STREAMRAG_DEBUG") == "1"
+    debug = args.verbose or os.environ.get("STREAMRAG_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
     _show_logs(debug)
     try:
         return args.func(args)

@@ -461,5 +461,10 @@ def check_api_key(key: str, var: str) -> str:
 
 
 def default_config_text() -> str:
-    """The commented settings file ``streamrag init`` writes."""
-    return asset("config", "default.toml").read_text(encoding="utf-8")
+    """The commented settings file ``streamrag init`` writes: config/default.toml, its opening
+    lines (about that file) made about the copy."""
+    text = asset("config", "default.toml").read_text(encoding="utf-8")
+    head, sep, rest = text.partition("\n\n")
+    return ("# streamrag settings, written by `streamrag init`. Every key appears with its default:\n"
+            "# change what you need (deleting the rest changes nothing). Run with --config FILE, or\n"
+            "# keep it in the indexed folder (or above) as streamrag.toml." + sep + rest)

@@ -203,6 +203,8 @@ def _advice(e: _Retryable, setting: str = "llm.api_base") -> str:
     if e.status == 429:
         return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
     if e.status is not None and e.status >= 500:
+        if e.tries <= 1:   # llm.max_retries = 0
+            return "the server answered with an error, not retried as llm.max_retries = 0: check its logs, or raise llm.max_retries"
         return "the server kept answering with errors: check its logs, or raise llm.max_retries"
     if e.status == 200:
         return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"

@@ -174,6 +174,12 @@ def test_a_question_to_an_index_whose_first_run_stopped_says_to_run_it_again(cli
         f"{tmp_path / 'notes'}` again: it goes on from the work it kept",))
 
 
+@pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
+def test_streamrag_debug_shows_the_traceback(tmp_path, value):
+    out = run("status", cwd=tmp_path, env={"STREAMRAG_DEBUG": value})
+    assert out.returncode == 1 and "Traceback" in out.stderr and "IndexMissingError" in out.stderr
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 

@@ -24,6 +24,9 @@ def test_defaults_are_offline_and_complete():
 def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     path = write(tmp_path, default_config_text())
     assert load_settings(path, env={}) .index == load_settings(None, env={}).index
+    # Its opening lines are about the user's copy, not about config/default.toml.
+    assert default_config_text().startswith("# streamrag settings, written by `streamrag init`")
+    assert "writes a commented copy of this file" not in default_config_text()
 
 
 @pytest.mark.parametrize("text, expected", [

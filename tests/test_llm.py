@@ -217,6 +217,15 @@ async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, st
     assert llm.stats["s"]["errors"] == 1
 
 
+async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
+    endpoint = Endpoint(httpx.Response(500, text="boom"))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=0) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=r"failed 1 time\(s\), last: HTTP 500: boom; "
+                               r"the server answered with an error, not retried as llm\.max_retries = 0"):
+                await llm.chat(ask(), model="m1", stage="s")
+
+
 @pytest.mark.parametrize(("status", "provider_message", "expected"), [
     (401, "Incorrect API key provided", "the API key was rejected; set STREAMRAG_API_KEY"),
     (403, "forbidden", "the API key was rejected"),
