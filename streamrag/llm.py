@@ -604,13 +604,14 @@ class LLMClient:
             return await self._stream_chat(payload, on_delta, shown, stage, unmarked)
 
         model = payload["model"]
+        spent = [0, 0]   # tries, kept across the askings again without a refused parameter
         while True:
             sent = self._sendable(payload)
             expected = (sent.get("max_tokens") or sent.get("max_completion_tokens")
                         or self._expected_completion())
             try:
                 answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
-                                                       attempt)
+                                                       attempt, spent)
                 break
             except _Refused as e:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
@@ -872,22 +873,26 @@ class LLMClient:
 
     # -- the wire ----------------------------------------------------------------------------
     async def _retrying(self, url: str, model: str, tokens: int,
-                        attempt: Callable[[], Any]) -> Any:
+                        attempt: Callable[[], Any], spent: list[int] | None = None) -> Any:
         """``attempt()`` under the slot and the limiters, retried; raises ``LLMError``.
 
         Every failed try uses up one of ``llm.max_retries``, except a refused connection to an
         endpoint that has answered this client before (a restart): that is retried, at most
         ``REFUSED_WAIT_MAX_S`` apart, until the endpoint answers or has refused every connection
         for ``DOWN_AFTER_S`` (``_never_answered``). This call's own refused tries in a row are
-        free for ``DOWN_AFTER_S`` too, so a call refused while other calls get answers ends."""
-        counted = 0                   # tries that used up llm.max_retries
-        made = 0                      # tries in all
+        free for ``DOWN_AFTER_S`` too, so a call refused while other calls get answers ends.
+
+        ``spent`` carries a call's counted and made tries over from an earlier ``_retrying`` of
+        it (asked again without a refused parameter): a refusal does not start them afresh."""
+        spent = [0, 0] if spent is None else spent
+        counted, made = spent         # tries that used up llm.max_retries; tries in all
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
 
         async def one() -> Any:
             nonlocal counted, made, refused_n, streak
             made += 1
+            spent[1] = made
             try:
                 return await self._attempt(tokens, attempt)
             except _Retryable as e:
@@ -901,6 +906,7 @@ class LLMClient:
                     e.tries = refused_n
                 else:
                     counted += 1
+                    spent[0] = counted
                     e.tries = counted
                     if not (e.refused or e.loading):
                         refused_n, streak = 0, None

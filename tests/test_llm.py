@@ -1295,6 +1295,17 @@ def refusing(*params: str):
     return answer
 
 
+async def test_a_refusal_between_server_errors_does_not_restart_the_retries(tmp_path):
+    busy = httpx.Response(503, text="busy")
+    endpoint = Endpoint(busy, busy, refusing("temperature"), *[busy] * 5)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=r"failed 4 time\(s\), last: HTTP 503"):
+                await llm.chat(ask(), model="o3-mini", stage="s")
+    # max_retries + 1 server errors in all, and the refusal (each refusal made 3 more).
+    assert len(endpoint.requests) == 4 and "temperature" not in endpoint.bodies[-1]
+
+
 async def test_a_reasoning_model_is_asked_without_the_parameters_it_refuses(tmp_path, caplog):
     answer = refusing("max_tokens", "temperature", "logit_bias")
     endpoint = Endpoint(*[answer] * 10)
