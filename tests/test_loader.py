@@ -244,6 +244,24 @@ def test_html_comments_in_markdown_are_not_indexed(tmp_path):
     assert read_documents(tmp_path / "c.md", root=tmp_path)[0][0].text == code
 
 
+def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(tmp_path):
+    import random
+
+    from streamrag.loader import _HTML_COMMENT, _without_comments
+
+    # A <!-- with no --> after it hides nothing (each made the search scan to the end: 20,000
+    # of them in 100 KB took 10 s).
+    text = "Bo Lund <!-- gone --> stays.\n\nAda Osk. " + "<!-- " * 20000
+    assert _without_comments(text) == text.replace("<!-- gone -->", "")
+    # Otherwise it is the one regex over the whole text: code spans and fences that run past
+    # the last --> keep what they hold.
+    pieces = ["<!--", "-->", "```", "~~~", "`", "\n", "a b ", "\n```\n", "<!-- c -->", "\n~~~\n"]
+    rng = random.Random(3)
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        assert _without_comments(text) == _HTML_COMMENT.sub(lambda m: m.group(1) or "", text), text
+
+
 def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
     text = "Ada Osk met Bo Lund in Oslo.\nThe quay was rebuilt.\n"
     (tmp_path / "le.txt").write_bytes(text.encode("utf-16-le"))
