@@ -41,8 +41,9 @@ _HTML_COMMENT = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
-# 3: text is composed (NFC); Markdown without its HTML comments.
-VERSION = "3"
+# 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
+# UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped.
+VERSION = "4"
 _SNIFF = 8192
 
 log = logging.getLogger(__name__)
@@ -393,32 +394,87 @@ def _front_matter(text: str) -> tuple[str, str | None]:
 
 
 def _decode(data: bytes, label: str, warnings: list[str]) -> str:
-    """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``)."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        try:
-            return _newlines(data.decode("utf-16"))
-        except UnicodeDecodeError:
-            pass
-    if b"\x00" in data[:_SNIFF]:
+    """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``).
+
+    A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
+    early on are UTF-16 without one, or a binary file. Else UTF-8; a file that is UTF-8 but for
+    a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as cp1252,
+    and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of control
+    characters, wherever they begin, is a binary file; a few NULs are dropped."""
+    text = None
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                pass
+            break
+    if text is None and b"\x00" in data[:_SNIFF]:
         text = _utf16_without_bom(data)
-        if text is not None:
-            return _newlines(text)
-        kind = Path(label).suffix.lower()
-        if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
-            raise InputError(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
-                             ".txt or .md (with pdftotext or pandoc, for example) and index that")
-        raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
+        if text is None:
+            _binary(label)
+    if text is None:
+        text = _utf8_or_cp1252(data, label, warnings)
+    if _controls(text) > max(16, 0.05 * len(text)):
+        _binary(label)
+    if "\x00" in text:
+        warnings.append(f"{label}: {text.count(chr(0))} NUL character(s) dropped; a text file holds "
+                        "none: check how it was written")
+        text = text.replace("\x00", "")
+    return _newlines(text)
+
+
+# UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+# Control characters text does not hold (tab, newlines, form feed and escape it may).
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+
+
+def _controls(text: str) -> int:
+    """How many of ``_CONTROL`` ``text`` holds (found without a list of them, for big files)."""
+    return sum(1 for _ in _CONTROL.finditer(text))
+
+
+def _binary(label: str) -> None:
+    kind = Path(label).suffix.lower()
+    if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
+        raise InputError(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
+                         ".txt or .md (with pdftotext or pandoc, for example) and index that")
+    raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
+
+
+def _cp1252_bytes(error: UnicodeDecodeError) -> tuple[str, int]:
+    """A codec error handler: the bytes that are not UTF-8 read as cp1252 (Latin-1 where cp1252
+    has no character)."""
+    bad = error.object[error.start:error.end]
+    return "".join(bytes([b]).decode("cp1252", errors="ignore") or chr(b) for b in bad), error.end
+
+
+codecs.register_error("streamrag-cp1252", _cp1252_bytes)
+
+
+def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
     try:
-        return _newlines(data.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        pass
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        first = e.start
+    mixed = data.decode("utf-8-sig", errors="streamrag-cp1252")
+    strays = len(mixed) - len(data.decode("utf-8-sig", errors="ignore"))
+    # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is.
+    utf8 = len(mixed) - len(mixed.encode("ascii", errors="ignore")) - strays
+    if utf8 > strays:
+        warnings.append(f"{label}: {strays} byte(s) are not UTF-8 (the first at byte {first:,}), read as "
+                        "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
+                        "as UTF-8")
+        return mixed
     try:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
     warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in "
                     "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
-    return _newlines(text)
+    return text
 
 
 def _utf16_without_bom(data: bytes) -> str | None:

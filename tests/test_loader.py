@@ -262,6 +262,42 @@ def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(
         assert _without_comments(text) == _HTML_COMMENT.sub(lambda m: m.group(1) or "", text), text
 
 
+def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
+    # Read as Latin-1, 200 KB of it became 248 chunks: 5,265 paid calls, and more on each run.
+    import random
+    noise = random.Random(1).randbytes(200_000)
+    f = write(tmp_path / "log.txt", b"Ada Osk met Bo Lund in Oslo harbour today.\n" * 200 + noise)
+    with pytest.raises(InputError, match=r"^log\.txt: binary file, not indexed"):
+        read_documents(f, root=tmp_path)
+
+
+def test_a_few_bytes_that_are_not_utf8_leave_the_rest_utf8(tmp_path):
+    # One Windows quote (0x92) made the whole file cp1252: "Müller" became "MÃ¼ller".
+    text = "Zoë Müller met François Dupont in Zürich. It\x92s the Café of Göteborg.\n"
+    f = write(tmp_path / "a.txt", text.replace("\x92", "").encode().replace(b"It", b"It\x92", 1))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == text.replace("\x92", "\u2019")
+    assert warnings == ["a.txt: 1 byte(s) are not UTF-8 (the first at byte 48), read as cp1252 and the "
+                        "rest as UTF-8; to be sure of them, fix those bytes and save it as UTF-8"]
+    # A file with no UTF-8 beyond ASCII is cp1252 throughout, as before.
+    f = write(tmp_path / "b.txt", "Zoë Müller met François.\n".encode("cp1252"))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == "Zoë Müller met François.\n" and "read as cp1252" in warnings[0]
+
+
+def test_utf32_and_late_nuls(tmp_path):
+    text = "Ada Osk met Bo Lund in Oslo.\n"
+    # UTF-32's mark begins with UTF-16's: it was read as UTF-16, NULs and all.
+    [doc], warnings = read_documents(write(tmp_path / "u32.txt", text.encode("utf-32")), root=tmp_path)
+    assert doc.text == text and warnings == []
+    # A NUL past the first 8 KB went into the text (and the prompt); it is dropped, and said.
+    f = write(tmp_path / "late.txt", text.encode() * 400 + b"\x00Bo Lund left.\n")
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert "\x00" not in doc.text and doc.text.endswith("Bo Lund left.\n")
+    assert warnings == ["late.txt: 1 NUL character(s) dropped; a text file holds none: check how it "
+                        "was written"]
+
+
 def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
     text = "Ada Osk met Bo Lund in Oslo.\nThe quay was rebuilt.\n"
     (tmp_path / "le.txt").write_bytes(text.encode("utf-16-le"))
