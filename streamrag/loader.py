@@ -42,7 +42,8 @@ _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
 # 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
-# UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped.
+# UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
+# row's fields beyond the header's go back into its last column.
 VERSION = "4"
 _SNIFF = 8192
 
@@ -536,10 +537,17 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
 
 
 def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
-    # The delimiter is the one that splits the header into the most columns, a comma on a tie:
-    # Excel writes semicolons where the comma is the decimal mark, and a header may hold one.
+    whole = text
+    text = text.lstrip("\n")   # blank lines before the header
+    delimiter = None
+    if m := _CSV_SEP.match(text):   # Excel's "sep=;" line names the delimiter
+        delimiter, text = m.group(1), text[m.end():]
+    lines_before = whole.count("\n", 0, len(whole) - len(text))
+    # Else the delimiter is the one that splits the header into the most columns, a comma on a
+    # tie: Excel writes semicolons where the comma is the decimal mark, and a header may hold one.
     header = text.split("\n", 1)[0]
-    delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
+    if delimiter is None:
+        delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
         rows = [(number, row) for number, row in enumerate(reader, 1)]
@@ -547,6 +555,17 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
         raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
     if not rows:
         raise EmptyInput(f"{label}: a header and no rows, nothing to index")
+    # A row with more fields than the header: a delimiter in a value not quoted. Its fields
+    # beyond go back into the last column, as they were written (the text, when it is last).
+    long_rows = [number for number, row in rows if row.get(None)]
+    if long_rows:
+        last = reader.fieldnames[-1]
+        for _, row in rows:
+            if extra := row.pop(None, None):
+                row[last] = delimiter.join([row[last] or "", *extra])
+        warnings.append(f"{label}: {len(long_rows)} row(s) have more fields than the header (the first: "
+                        f"row {long_rows[0]}); their extra fields were joined to the last column, "
+                        f"{_safe(last)!r}: quote values that hold the delimiter {delimiter!r}")
     if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
         # A quote opened and never closed takes the rest of the file into one field.
         strict = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
@@ -555,9 +574,12 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
                 pass
         except csv.Error:
             warnings.append(f"{label}: row {len(rows)} opens a quote that never closes, so the rest of "
-                            f"the file from line {_line_of_row(text, len(rows), delimiter)} is read as one field; "
+                            f"the file from line {lines_before + _line_of_row(text, len(rows), delimiter)} is read as one field; "
                             "close the quote")
     return rows
+
+
+_CSV_SEP = re.compile(r"sep=(.)[ \t]*\n")
 
 
 def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:

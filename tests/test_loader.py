@@ -169,6 +169,28 @@ def test_a_csv_quote_that_never_closes_is_said(tmp_path):
     assert read_documents(closed, root=tmp_path)[1] == []
 
 
+def test_a_csv_row_with_an_unquoted_delimiter_keeps_its_text(tmp_path):
+    # "Ada Osk, the harbour master, met ..." was indexed as "Ada Osk", without a word.
+    f = write(tmp_path / "t.csv", "title,text\nT1,Ada Osk, the harbour master, met Bo Lund.\n"
+                                  'T2,"Quoted, fine"\n')
+    docs, warnings = read_documents(f, root=tmp_path)
+    assert [d.text for d in docs] == ["Ada Osk, the harbour master, met Bo Lund.", "Quoted, fine"]
+    assert warnings == ["t.csv: 1 row(s) have more fields than the header (the first: row 1); their "
+                        "extra fields were joined to the last column, 'text': quote values that hold "
+                        "the delimiter ','"]
+
+
+def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):
+    # Both were "no 'text' field in any row".
+    blank = write(tmp_path / "a.csv", '\n\ntext,title\nAda Osk met Bo.,T\n"open,X\n')
+    [doc, _], warnings = read_documents(blank, root=tmp_path)
+    assert (doc.path, doc.title, doc.text) == ("a.csv#1", "T", "Ada Osk met Bo.")
+    assert "from line 5 is read as one field" in warnings[0]   # lines of the file as it is
+    sep = write(tmp_path / "b.csv", "sep=;\ntext;title\nEve Gold, of Oslo.;T\n")
+    [doc], warnings = read_documents(sep, root=tmp_path)
+    assert (doc.title, doc.text, warnings) == ("T", "Eve Gold, of Oslo.", [])
+
+
 def test_csv_missing_column(tmp_path):
     f = write(tmp_path / "t.csv", "title,content\nA,x\n")
     with pytest.raises(InputError, match=r"t\.csv: no 'text' field.*index\.text_field"):
