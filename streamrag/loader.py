@@ -371,6 +371,8 @@ def stored_path(path: Path, root: Path | None) -> str:
     rel = _under(os.fspath(path), _normalised(root))
     if rel is not None:
         return rel
+    if ".." in path.parts:   # `n/s/../a.txt` is n/a.txt, not a second file "s/../a.txt"
+        path = path.parent.resolve() / path.name
     for p, r in ((path, Path(root)), (path.absolute(), Path(root).absolute())):
         try:
             return p.relative_to(r).as_posix()

@@ -388,4 +388,15 @@ def test_stored_paths_by_text_equal_pathlibs(path, root):
         expected = Path(path).relative_to(Path(root)).as_posix()
     except ValueError:
         expected = Path(path).resolve().as_posix()
+    if ".." in Path(path).parts:   # (pathlib's "../y/a.txt" is no path under the root)
+        expected = Path(path).resolve().as_posix()
     assert stored_path(Path(path), root) == stored_path(path, root) == expected
+
+
+def test_a_file_named_through_dot_dot_is_the_same_file(tmp_path, monkeypatch):
+    # `index n n/s/../a.txt` stored "a.txt" and "s/../a.txt": two files, one text.
+    from streamrag.loader import stored_path
+    (tmp_path / "n" / "s").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert stored_path(tmp_path / "n" / "s" / ".." / "a.txt", tmp_path / "n") == "a.txt"
+    assert stored_path(Path("n/s/../a.txt"), "n") == stored_path(Path("./n//s/../a.txt"), "n") == "a.txt"
