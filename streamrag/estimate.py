@@ -22,12 +22,12 @@ from pathlib import Path
 from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
 from streamrag.config import Settings
-from streamrag.errors import InputError
+from streamrag.errors import EmptyInput, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
-from streamrag.store import Store
+from streamrag.store import Store, index_files
 from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
@@ -45,10 +45,12 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         store = Store(db) if db.exists() else None
         if store is not None:
             stack.callback(store.close)
-        return _estimate(paths, settings, store, root=root)
+        return _estimate(paths, settings, store, root=root, own=index_files(db))
 
 
-def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None) -> dict:
+def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,
+              own: set[Path] = frozenset()) -> dict:
+    """``own``: the index's own files, which are no documents (as ``index`` leaves them out)."""
     done: set[str] = set()
     if store is not None:
         done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?",
@@ -56,9 +58,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     ix = settings.index
     new_chunks = {}
     docs = corpus_tokens = unreadable = 0
+    names = {f.name for f in own}
     for path in loader.scan(paths, ix.include):
+        if path.name in names and path.resolve() in own:
+            continue
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
+        except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read
+            continue
         except InputError:
             unreadable += 1
             continue
@@ -124,10 +131,12 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
 
 
 def format_estimate(e: dict) -> str:
+    unreadable = (f"\n{e['unreadable_files']} file(s) cannot be indexed as they are (not counted); "
+                  "`streamrag index` names them" if e["unreadable_files"] else "")
     if e["offline"]:
         head = (f"Offline indexing: {e['documents']} documents, {e['corpus_tokens']:,} tokens, "
                 f"{e['chunks_to_extract']} chunks to extract; no LLM calls, no cost.")
-        return head
+        return head + unreadable
     lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
              f"{e['chunks_to_extract']} chunks to extract:"]
     u = e["llm"]
@@ -140,4 +149,4 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
     lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
-    return "\n".join(lines)
+    return "\n".join(lines) + unreadable

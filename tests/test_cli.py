@@ -73,6 +73,19 @@ def test_estimate_spends_nothing(corpus, simulator):
 
 
 
+def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(corpus):
+    # The index's own database (--db among the documents) and empty files were counted, and the
+    # text output never said how many there were.
+    (corpus / "empty.txt").write_text("")
+    (corpus / "broken.txt").write_bytes(b"\x00\x01\x02binary")
+    db = ("--db", str(corpus / "index.txt"))
+    assert run("index", str(corpus), "-q", *db).returncode == 0
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", *db).stdout)
+    assert est["unreadable_files"] == 1 and est["documents"] == 4
+    text = run("index", str(corpus), "--estimate", *db).stdout
+    assert "1 file(s) cannot be indexed as they are (not counted)" in text
+
+
 def test_estimate_leaves_out_extraction_answers_already_in_the_cache(corpus, simulator):
     """After an interrupted run, the extraction answers it paid for are in the cache: the
     estimate counted them again (44 chunks to extract, 10 of them cached)."""
