@@ -21,6 +21,7 @@ import functools
 import io
 import json
 import logging
+import math
 import os
 import re
 import unicodedata
@@ -518,23 +519,24 @@ def _title(text: str, fallback: str) -> str:
 
 def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
-    bad = 0
+    bad: list[int] = []   # line numbers
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except ValueError:
-            bad += 1
+            bad.append(number)
             continue
         if isinstance(row, dict):
             rows.append((number, row))
         else:
-            bad += 1
+            bad.append(number)
     if bad and not rows:
         raise InputError(f"{label}: no line is a JSON object; a .jsonl file needs one object per line")
     if bad:
-        warnings.append(f"{label}: {bad} line(s) are not JSON objects, skipped")
+        lines = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
+        warnings.append(f"{label}: {len(bad)} line(s) are not JSON objects, skipped (line {lines})")
     return rows
 
 
@@ -614,8 +616,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
     for number, row in rows:
         key = field(row, text_field)
         value = row.get(key) if key is not None else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            value = str(value)   # (NaN and Infinity, which JSON's reader takes, are no text)
         if not isinstance(value, str) or not value.strip():
             skipped += 1
             continue

@@ -128,14 +128,17 @@ def test_jsonl_rows(tmp_path):
               '{"text": "Second\\r\\ndoc."}\n'
               '{"text": ""}\n'
               'not json\n'
-              '{"text": "First doc."}\n')
+              '{"text": "First doc."}\n'
+              '{"text": NaN}\n'
+              '{"text": 1914}\n')
     docs, warnings = read_documents(f, root=tmp_path)
     assert [(d.path, d.title, d.text) for d in docs] == [
         ("rows.jsonl#1", "One", "First doc."),
         ("rows.jsonl#3", "Second", "Second\ndoc."),
+        ("rows.jsonl#8", "1914", "1914"),   # (NaN was a document "nan")
     ]
     assert docs[0].id == document_id("First doc.")
-    assert any("not JSON" in w for w in warnings)
+    assert "rows.jsonl: 1 line(s) are not JSON objects, skipped (line 5)" in warnings
     assert any("without 'text'" in w for w in warnings)
     assert any("repeat" in w for w in warnings)
 
