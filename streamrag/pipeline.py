@@ -337,8 +337,16 @@ class Indexer:
                         status = "failed"
                     raise
                 finally:
+                    if status != "ok":   # stopped or failed: a lock held elsewhere is not waited out
+                        writer.stop_waiting()
                     with anyio.CancelScope(shield=True):
-                        await writer.run(lambda s: s.finish_run(self.run_id, status))
+                        try:
+                            await writer.run(lambda s: s.finish_run(self.run_id, status))
+                        except StreamragError:
+                            if status == "ok":
+                                raise
+                            # Not recorded (the run row stays open): what stopped the run is
+                            # what is said, not that its end could not be written.
         finally:
             store.close()
 

@@ -15,6 +15,7 @@ meanwhile. Only that wait is asynchronous: from ``BEGIN`` to
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,11 @@ from streamrag.store import Store
 # Once the writer is stopped (Ctrl-C, SIGTERM, a second signal), what is left is committed if the
 # write lock comes free within this long; a stop must not hang on another program's lock.
 _STOPPING_WAIT_S = 2.0
+# A wait for another program's lock longer than this is said, once per wait: progress alone
+# showed a run "still working" while it only waited.
+_SAY_WAIT_S = 3.0
+
+log = logging.getLogger(__name__)
 
 
 class _Op:
@@ -56,6 +62,14 @@ class Writer:
         self._send, self._recv = anyio.create_memory_object_stream[_Op](buffer)
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[_Op] = []
+        # When a caller was stopped (or ``stop_waiting``): a wait for the lock lasts at most
+        # ``_STOPPING_WAIT_S`` from then, whoever it is for.
+        self._stopped_at: float | None = None
+
+    def stop_waiting(self) -> None:
+        """From now on, a wait for another program's lock gives up after ``_STOPPING_WAIT_S``."""
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
 
     async def __aenter__(self) -> Writer:
         self._tg = anyio.create_task_group()
@@ -85,10 +99,18 @@ class Writer:
                 # The writer task is gone (cancelled): nothing else uses the connection now, so
                 # the op (a shielded cleanup write such as ``finish_run``) runs here.
                 await self._commit([op], stopping=True)
-            else:
-                # The op is queued and will run; waiting for it cannot be abandoned halfway.
+        # The op is queued and will run; waiting for it cannot be abandoned halfway. A caller
+        # stopped meanwhile still waits for it, but a wait for another program's lock then ends
+        # within ``_STOPPING_WAIT_S`` (it took its full 30 s, and Ctrl-C did nothing meanwhile).
+        try:
+            await op.done.wait()
+        except anyio.get_cancelled_exc_class():
+            self.stop_waiting()
+            with anyio.CancelScope(shield=True):
                 await op.done.wait()
-        if op.error is not None:
+            if op.error is None:
+                raise
+        if op.error is not None:   # (a stopped caller's too: what was not written is said)
             raise op.error
         # Committed; a caller cancelled meanwhile stops here (one looping on run() never would).
         await anyio.lowlevel.checkpoint_if_cancelled()
@@ -161,11 +183,21 @@ class Writer:
             # to anyone (a caller hears "committed" only after COMMIT), so it goes.
             conn.execute("ROLLBACK")
         wait = self.store.busy_wait_s() if patience is None else min(patience, self.store.busy_wait_s())
-        deadline = time.monotonic() + wait
+        started = time.monotonic()
+        said = False
         pause = 0.005
         while not self.store.try_begin():
-            if time.monotonic() >= deadline:
-                raise self.store.busy_error(waited=wait)
+            now = time.monotonic()
+            deadline = started + wait
+            if self._stopped_at is not None:   # (a caller was stopped while this waited)
+                deadline = min(deadline, max(started, self._stopped_at) + _STOPPING_WAIT_S)
+            if now >= deadline:
+                raise self.store.busy_error(waited=wait if deadline == started + wait
+                                            else round(now - started, 1))
+            if not said and now - started >= _SAY_WAIT_S:
+                said = True
+                log.warning("%s: another program holds its write lock; waiting up to %g s for it",
+                            self.store.path, wait)
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.1)
 

@@ -998,6 +998,39 @@ def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
         stop(proc)
 
 
+@pytest.mark.parametrize("command", ["index", "watch"])
+def test_ctrl_c_while_another_program_holds_the_lock_stops_soon(command, tmp_path, corpus):
+    # `index` took 58 s to heed Ctrl-C (its write waited out 30 s, then its finish_run 30 s
+    # more) and exited 1; `watch` exited 1 once its grace was over, with the lock's message.
+    db, log = tmp_path / "l.db", tmp_path / "l.log"
+    out = subprocess.run([sys.executable, "-m", "streamrag", "index", str(corpus), "--offline", "-q",
+                          "--db", str(db)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    (corpus / "extra.txt").write_text("Quorra Vell opened a ferry office on the quay.\n")
+    config = tmp_path / "g.toml"
+    config.write_text("[watch]\ngrace_s = 0.1\n")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")   # another program writing
+    try:
+        proc = spawn(["-m", "streamrag", command, str(corpus), "--offline", "--db", str(db),
+                      "--config", str(config)], log)
+        try:
+            wait_for(lambda: "another program holds its write lock" in log.read_text(), 30, proc, log)
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(20)
+        finally:
+            stop(proc)
+    finally:
+        holder.close()
+    text = log.read_text()
+    assert "Traceback" not in text, text
+    if command == "index":   # the lock is what it failed on: said, after 2 s more at most
+        assert code == 1 and "stayed locked by another process for" in text, text
+    else:
+        assert code == 128 + signal.SIGINT, text
+        assert "stopped     cancelled while another program held the index's write lock" in text, text
+
+
 def test_grace_period_over_cancels_with_a_nonzero_code(tmp_path, corpus, slow_simulator, config_file):
     config = tmp_path / "short-grace.toml"
     config.write_text(config_file.read_text().replace("grace_s = 20", "grace_s = 0.1"))

@@ -680,6 +680,41 @@ def test_an_interrupted_op_during_the_shutdown_drain_does_not_strand_later_ops(t
     store.close()
 
 
+def test_a_caller_stopped_while_its_write_waits_for_a_lock_waits_2_s_more_at_most(tmp_path, monkeypatch):
+    # Ctrl-C during `index` while another program held the lock: the writer task itself is not
+    # cancelled, so the write (start_run) waited out its whole busy wait, 30 s, then the run's
+    # finish_run 30 s more; Ctrl-C did nothing meanwhile.
+    import streamrag.store as store_module
+    from streamrag.errors import StoreBusyError
+
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
+    db = tmp_path / "index.db"
+    store = Store(db)
+    holder = _hold_write_lock(db)
+    outcome = []
+
+    async def main():
+        async with Writer(store) as writer:
+            with anyio.CancelScope() as caller:
+                async with anyio.create_task_group() as tg:
+                    async def stop_soon():
+                        await anyio.sleep(0.3)
+                        caller.cancel()
+                    tg.start_soon(stop_soon)
+                    try:
+                        await writer.run(lambda s: s.set_meta("run", "started"))
+                    except StoreBusyError as e:
+                        outcome.append(str(e))
+
+    try:
+        _within(60, main)
+    finally:
+        holder.close()
+    assert len(outcome) == 1 and re.search(r"stayed locked by another process for 2(\.\d)? s", outcome[0])
+    assert store.get_meta("run") is None
+    store.close()
+
+
 @pytest.mark.parametrize("when", ["queued", "after the writer ended"])
 def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monkeypatch, when):
     # A second Ctrl-C must stop at once: the shutdown drain waited the whole busy wait (here an
