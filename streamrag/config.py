@@ -104,6 +104,7 @@ class QuerySettings(_Section):
 
 class StoreSettings(_Section):
     path: str = ""
+    keep_unused_days: float = 30.0
 
 
 class WatchSettings(_Section):
@@ -319,6 +320,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
             problems.append((f"index.{name}", "must be >= 1 token"))
     if not ix.recluster_drift >= 0:
         problems.append(("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)"))
+    if not s.store.keep_unused_days >= 0:
+        problems.append(("store.keep_unused_days", "must be >= 0 (0 = keep for ever)"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(
             llm.api_key_env.strip()):
         problems.append(("llm.api_key_env", f"has spaces around the name; use {llm.api_key_env.strip()!r}"))

@@ -243,6 +243,31 @@ def check_version(store: Store, worked_from: int) -> None:
                          "(finished work is reused)")
 
 
+PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
+
+
+def prune(store: Store, keep_days: float, now: float) -> int:
+    """Deletes what the published index does not use and nothing used for ``keep_days``: the
+    extractions of chunks no document holds (dated from when they left, or were made), and
+    cached LLM answers neither made nor asked for again since (``llm_calls`` records every
+    hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
+
+    The run history (``llm_calls``, ``runs``) stays: it is what ``status`` counts."""
+    if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
+        return 0
+    cutoff = now - keep_days * 86400
+    conn = store.conn
+    before = conn.total_changes
+    conn.execute("DELETE FROM extractions WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
+                 "live_chunks l WHERE l.chunk_id = extractions.chunk_id AND l.extractor = "
+                 "extractions.extractor)", (cutoff,))
+    conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
+                 "(SELECT cache_key FROM llm_calls WHERE created_at >= ?)", (cutoff, cutoff))
+    deleted = conn.total_changes - before
+    store.set_meta("pruned_at", str(now))
+    return deleted
+
+
 def publish(store: Store, scan: Scan, change: Change, state: GraphState,
             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
             vectors: list[tuple], meta: dict[str, str]) -> int:
@@ -304,8 +329,14 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                 conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
                                  [(doc_id, c.idx, c.id) for c in chunks])
 
-    # Live chunks and provenance.
+    # Live chunks and provenance. A chunk that leaves keeps its extraction (a file changed back
+    # costs nothing), dated from now for ``prune``.
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
+    left = sorted(change.removed_chunks)
+    for i in range(0, len(left), 500):
+        part = left[i:i + 500]
+        conn.execute(f"UPDATE extractions SET created_at = ? WHERE {_in('chunk_id', part)}",
+                     [time.time(), *part])
     conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
                      [(c, key) for c in sorted(change.added_chunks)])
     for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):

@@ -381,6 +381,8 @@ class Indexer:
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
                                    self.key, vectors, self._marks(store, state, next_id()))
+        if version != state.version:   # (a daemon's database would otherwise grow for ever)
+            await writer.run(index_rows.prune, self.settings.store.keep_unused_days, time.time())
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}

@@ -635,3 +635,55 @@ async def test_a_subfolder_deleted_while_its_files_are_read_leaves_without_failu
     monkeypatch.setattr(loader, "scan", scanned_before_the_subfolder_went)
     result = await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
     assert result.failures == 0 and not result.warnings, result.warnings
+
+
+async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unused_days(
+        corpus, tmp_path, sim_settings):
+    # A daemon's database grew with every change for good: the extractions of chunks no
+    # document held and every cached answer stayed (3.7 times a fresh index after 890 changes).
+    import sqlite3
+    import time
+
+    db = tmp_path / "index.db"
+    with anyio.fail_after(120):
+        await sync([corpus], sim_settings, db, root=corpus)
+
+    def rows(sql: str, *args) -> list:
+        with sqlite3.connect(db) as conn:
+            out = conn.execute(sql, args).fetchall()
+        conn.close()
+        return out
+
+    def change(sql: str, *args) -> None:
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute(sql, args)
+        conn.close()
+
+    live = {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
+    guild = corpus / "guild.txt"
+    guild.write_text(guild.read_text() + "\nQuorra Vell opened a ferry office.\n")
+    with anyio.fail_after(120):
+        await sync([corpus], sim_settings, db, root=corpus)
+    left = live - {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
+    assert left
+    # As if all this were 40 days old, one cached answer asked for again since, and no prune yet.
+    long_ago = time.time() - 40 * 86400
+    change("UPDATE extractions SET created_at = ?", long_ago)
+    change("UPDATE llm_cache SET created_at = ?", long_ago)
+    change("DELETE FROM meta WHERE key = 'pruned_at'")
+    (hit,) = rows("SELECT key FROM llm_cache LIMIT 1")[0]
+    change("UPDATE llm_calls SET created_at = ? WHERE cache_key != ?", long_ago, hit)
+    cached = rows("SELECT count(*) FROM llm_cache")[0][0]
+    railway = corpus / "railway.txt"
+    railway.write_text(railway.read_text() + "\nBo Lund sold the rope works.\n")
+    with anyio.fail_after(120):
+        await sync([corpus], sim_settings, db, root=corpus)
+    extracted = {c for (c,) in rows("SELECT chunk_id FROM extractions")}
+    now_live = {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
+    assert now_live <= extracted and not (left & extracted)   # live ones kept, old dead ones gone
+    new = rows("SELECT count(*) FROM llm_cache WHERE created_at > ?", long_ago + 1)[0][0]
+    assert rows("SELECT key FROM llm_cache WHERE created_at = ?", long_ago) == [(hit,)]
+    assert new > 0 and rows("SELECT count(*) FROM llm_cache")[0][0] == new + 1 < cached
+    # Within the day, no second look: what this run left is kept until then.
+    assert float(rows("SELECT value FROM meta WHERE key = 'pruned_at'")[0][0]) > long_ago
