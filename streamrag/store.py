@@ -616,6 +616,13 @@ def _open_error(path: Path, e: BaseException) -> StoreError:
     if isinstance(e, sqlite3.DatabaseError) and "malformed" in str(e):
         return StoreError(f"{path}: the index database is damaged ({e}); remove it and run "
                           "`streamrag index DIR` to build it again")
+    journal = path.with_name(path.name + "-journal")
+    if isinstance(e, sqlite3.DatabaseError) and "readonly" in str(e) and journal.exists():
+        # A reader may not roll back what a writer left half done (another program's write,
+        # killed): the first writer does.
+        return StoreError(f"{path}: a write another program left unfinished lies beside it "
+                          f"({journal.name}), and only a writer may undo it; run `streamrag index` "
+                          "on the index's folder once (nothing else need be done)")
     return StoreError(f"{path}: cannot open the index database ({e}); "
                       "check the path and its permissions")
 

@@ -180,6 +180,33 @@ def test_streamrag_debug_shows_the_traceback(tmp_path, value):
     assert out.returncode == 1 and "Traceback" in out.stderr and "IndexMissingError" in out.stderr
 
 
+def test_a_write_another_program_left_unfinished_says_to_run_index_once(cli, indexed, tmp_path):
+    # A rollback journal left by a killed writer (journal_mode DELETE) made every reader say
+    # "attempt to write a readonly database; check the path and its permissions".
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    db = notes / ".streamrag" / "index.db"
+    script = ("import sqlite3, sys, time\n"
+              "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+              "c.execute('PRAGMA journal_mode=DELETE'); c.execute('PRAGMA cache_size=1')\n"
+              "c.execute('BEGIN IMMEDIATE')\n"
+              "c.execute(\"UPDATE entities SET description = description || 'x'\")\n"
+              "c.execute(\"UPDATE relationships SET description = description || 'x'\")\n"
+              "print('written', flush=True); time.sleep(60)\n")
+    writer = subprocess.Popen([sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "written\n"
+    finally:
+        writer.kill()
+        writer.wait(10)
+    assert (notes / ".streamrag" / "index.db-journal").exists()
+    cli("status", "--db", str(db), code=1, fragments=(
+        "a write another program left unfinished lies beside it (index.db-journal)",
+        "run `streamrag index` on the index's folder once"))
+    assert run("index", str(notes), "-q").returncode == 0
+    assert run("status", "--db", str(db)).returncode == 0
+
+
 def test_a_folder_given_as_the_database(cli, tmp_path):
     cli("status", "--db", str(tmp_path), code=1, fragments=("is a folder", "--db"))
 
