@@ -641,6 +641,8 @@ class Daemon:
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch:extract", transport=self.transport)
         try:
+            if self.writer_lock is not None:
+                self.writer_lock.check()   # its file deleted: taken again, or another writer says so
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
             then = "the next start tries again" if self.stopping else "the next sync tries again"

@@ -699,7 +699,8 @@ class WriterLock:
             after = ("a running `streamrag watch` keeps the index current on its own" if " watch " in
                      f" {holder} " else "or wait for it to finish")
             raise StoreBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
-                                 f"that one first ({after}), or give this run its own index with --db") from None
+                                 f"that one first ({after}), or give this run its own index with --db "
+                                 "(the lock file needs no deleting: it goes with its process)") from None
         f.truncate(0)
         f.write(f"pid {os.getpid()}: {self.what}\n")
         f.flush()

@@ -88,6 +88,35 @@ pytestmark = pytest.mark.anyio
 # --------------------------------------------------------------------------------------------
 # Scripted change sets
 # --------------------------------------------------------------------------------------------
+async def test_a_deleted_lock_file_is_taken_again_before_extracting_ahead(corpus, tmp_path):
+    # `rm .streamrag/index.db.lock` while watch ran let `index` write the index too: both paid
+    # for the same new files (the lock was looked at only when a sync began).
+    from streamrag.errors import StoreBusyError
+    from streamrag.store import WriterLock, lock_path
+
+    settings = make_settings("", watch={"quiet_s": 30})
+    db = tmp_path / "w.db"
+    daemon = Daemon(settings, db, corpus, report=Events())
+    daemon.writer_lock = WriterLock(db, "streamrag watch .")
+    daemon.writer_lock.take()
+    send, recv = scripted()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: daemon.syncs == 1)
+            lock_path(db).unlink()
+            new = corpus / "new.txt"
+            new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+            async with send:
+                await send.send({(Change.added, str(new))})
+                await until(lambda: lock_path(db).exists())
+                with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
+                    WriterLock(db, "streamrag index .").take()
+                daemon.stop()
+    finally:
+        daemon.writer_lock.release()
+
+
 async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.3})
     db = tmp_path / "w.db"
