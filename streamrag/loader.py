@@ -19,6 +19,7 @@ import errno
 import fnmatch
 import functools
 import io
+import itertools
 import json
 import logging
 import math
@@ -40,6 +41,7 @@ _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:
 _HTML_COMMENT = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]+`)|<!--.*?-->",
                            re.DOTALL | re.MULTILINE)
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
+_BLOCK_SCALAR = re.compile(r"[>|][+-]?")
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
 # 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
@@ -394,6 +396,11 @@ def _front_matter(text: str) -> tuple[str, str | None]:
         return text, None
     t = _FRONT_MATTER_TITLE.search(m.group(2))
     title = t.group(1).strip().strip("'\"").strip() if t else None
+    if t and _BLOCK_SCALAR.fullmatch(t.group(1).strip()):
+        # YAML's `title: >` (or `|`): the title is on the indented lines below.
+        below = itertools.takewhile(lambda line: line[:1] in (" ", "\t") or not line.strip(),
+                                    m.group(2)[t.end():].split("\n")[1:])
+        title = " ".join(line.strip() for line in below if line.strip()) or None
     return text[m.end():], (title[:TITLE_CHARS] if title else None)
 
 

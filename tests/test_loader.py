@@ -212,6 +212,9 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
         plain = write(tmp_path / name, "---\nAda Osk sailed.\n")
         (doc,), _ = read_documents(plain, root=tmp_path)
         assert doc.text == "---\nAda Osk sailed.\n"
+    # YAML's folded and literal titles are the lines below (the title was ">").
+    folded = write(tmp_path / "e.md", "---\ntitle: >-\n  Harbour\n  notes\ndate: 2024\n---\nAda Osk.\n")
+    assert read_documents(folded, root=tmp_path)[0][0].title == "Harbour notes"
     only = write(tmp_path / "d.md", "---\ntitle: x\n---\n\n")
     with pytest.raises(InputError, match=r"d\.md: no text outside front matter"):
         read_documents(only, root=tmp_path)
