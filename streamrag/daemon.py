@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag.config import Settings, WatchSettings
-from streamrag.errors import StoreBusyError, StreamragError
+from streamrag.errors import StreamragError
 from streamrag.loader import DEFAULT_INCLUDE, leads_outside, left_out_lines, read_documents, storable
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
@@ -1041,19 +1041,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     async with anyio.create_task_group() as tg:
         await tg.start(on_signals)
         with work:
-            try:
-                await daemon.run(source)
-            except (StoreBusyError, BaseExceptionGroup) as e:
-                if not work.cancel_called or (isinstance(e, BaseExceptionGroup)
-                                              and e.split(StoreBusyError)[1] is not None):
-                    raise
-                # Cancelled while it waited for another program's write lock: what waited was
-                # not written, and that lock is not what the exit status is about.
-                daemon.emit("stopped", "cancelled while another program held the index's write "
-                                       "lock; everything committed is kept and the next start "
-                                       "resumes from it")
-                tg.cancel_scope.cancel()
-                return code
+            await daemon.run(source)
         if work.cancelled_caught:
             daemon.emit("stopped", "cancelled; everything committed is kept and the next start "
                                    "resumes from it")

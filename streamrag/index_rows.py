@@ -249,7 +249,7 @@ PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls 
 def prune(store: Store, keep_days: float, now: float) -> int:
     """Deletes what the published index does not use and nothing used for ``keep_days``: the
     extractions of chunks no document holds (dated from when they left, or were made), and
-    cached LLM answers neither made nor asked for again since (``llm_calls`` records every
+    cached chat answers neither made nor asked for again since (``llm_calls`` records every
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
     The run history (``llm_calls``, ``runs``) stays: it is what ``status`` counts."""
@@ -261,8 +261,10 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM extractions WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
                  "live_chunks l WHERE l.chunk_id = extractions.chunk_id AND l.extractor = "
                  "extractions.extractor)", (cutoff,))
+    # (Embeddings are kept: a hit on one is recorded under its batch's key, not its own.)
     conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
-                 "(SELECT cache_key FROM llm_calls WHERE created_at >= ?)", (cutoff, cutoff))
+                 "(SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND model NOT IN "
+                 "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed')", (cutoff, cutoff))
     deleted = conn.total_changes - before
     store.set_meta("pruned_at", str(now))
     return deleted

@@ -438,8 +438,10 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
          (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
-# Control characters text does not hold (tab, newlines, form feed and escape it may).
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+# Control characters text does not hold. Tab, newlines, form feed and escape it may (logs in
+# colour), and bell and backspace (a terminal session saved, a man page's overstrike); so may
+# 0x80-0x9f, which Latin-1 gives an 8-bit encoding it cannot tell (Shift-JIS, MacRoman, cp437).
+_CONTROL = re.compile(r"[\x00-\x06\x0e-\x1a\x1c-\x1f\x7f]")
 
 
 def _controls(text: str) -> int:
@@ -455,30 +457,21 @@ def _binary(label: str) -> None:
     raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
 
 
-def _cp1252_bytes(error: UnicodeDecodeError) -> tuple[str, int]:
-    """A codec error handler: the bytes that are not UTF-8 read as cp1252 (Latin-1 where cp1252
-    has no character)."""
-    bad = error.object[error.start:error.end]
-    return "".join(bytes([b]).decode("cp1252", errors="ignore") or chr(b) for b in bad), error.end
-
-
-codecs.register_error("streamrag-cp1252", _cp1252_bytes)
-
-
 def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         first = e.start
-    mixed = data.decode("utf-8-sig", errors="streamrag-cp1252")
-    strays = len(mixed) - len(data.decode("utf-8-sig", errors="ignore"))
+    # Each byte that is not UTF-8 becomes a lone surrogate: counted, then mapped, in C.
+    mixed = data.decode("utf-8-sig", errors="surrogateescape")
+    strays = len(mixed) - len(mixed.encode("utf-8", errors="ignore").decode("utf-8"))
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is.
     utf8 = len(mixed) - len(mixed.encode("ascii", errors="ignore")) - strays
     if utf8 > strays:
         warnings.append(f"{label}: {strays} byte(s) are not UTF-8 (the first at byte {first:,}), read as "
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
-        return mixed
+        return _STRAY.sub(lambda m: _cp1252(ord(m.group()) - 0xDC00), mixed)
     try:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
@@ -486,6 +479,14 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
     warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in "
                     "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
     return text
+
+
+_STRAY = re.compile("[\udc80-\udcff]")
+
+
+def _cp1252(byte: int) -> str:
+    """One byte as cp1252 reads it (as Latin-1 where cp1252 has no character)."""
+    return bytes([byte]).decode("cp1252", errors="ignore") or chr(byte)
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
@@ -549,7 +550,7 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
 
 def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
     whole = text
-    text = text.lstrip("\n")   # blank lines before the header
+    text = text[_BLANK_LINES.match(text).end():]   # blank lines before the header
     delimiter = None
     if m := _CSV_SEP.match(text):   # Excel's "sep=;" line names the delimiter
         delimiter, text = m.group(1), text[m.end():]
@@ -568,6 +569,13 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
         raise EmptyInput(f"{label}: a header and no rows, nothing to index")
     # A row with more fields than the header: a delimiter in a value not quoted. Its fields
     # beyond go back into the last column, as they were written (the text, when it is last).
+    # (Empty fields beyond are a delimiter ending the row, as some exports write: dropped.)
+    for _, row in rows:
+        extra = row.get(None)
+        while extra and not extra[-1].strip():
+            extra.pop()
+        if None in row and not extra:
+            del row[None]
     long_rows = [number for number, row in rows if row.get(None)]
     if long_rows:
         last = reader.fieldnames[-1]
@@ -590,7 +598,8 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
     return rows
 
 
-_CSV_SEP = re.compile(r"sep=(.)[ \t]*\n")
+_CSV_SEP = re.compile(r"\"?sep=(.)\"?[ \t]*\n")   # (some tools quote it)
+_BLANK_LINES = re.compile(r"(?:[ \t]*\n)*")
 
 
 def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:

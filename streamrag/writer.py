@@ -105,12 +105,15 @@ class Writer:
         try:
             await op.done.wait()
         except anyio.get_cancelled_exc_class():
+            # The stop goes on (a cancel is delivered once: swallowed here, Ctrl-C was lost);
+            # what could not be written is said instead of raised.
             self.stop_waiting()
             with anyio.CancelScope(shield=True):
                 await op.done.wait()
-            if op.error is None:
-                raise
-        if op.error is not None:   # (a stopped caller's too: what was not written is said)
+            if op.error is not None:
+                log.warning("stopped before this could be written: %s", op.error)
+            raise
+        if op.error is not None:
             raise op.error
         # Committed; a caller cancelled meanwhile stops here (one looping on run() never would).
         await anyio.lowlevel.checkpoint_if_cancelled()
@@ -189,8 +192,8 @@ class Writer:
         while not self.store.try_begin():
             now = time.monotonic()
             deadline = started + wait
-            if self._stopped_at is not None:   # (a caller was stopped while this waited)
-                deadline = min(deadline, max(started, self._stopped_at) + _STOPPING_WAIT_S)
+            if self._stopped_at is not None:   # (a caller was stopped: 2 s from then at most)
+                deadline = min(deadline, self._stopped_at + _STOPPING_WAIT_S)
             if now >= deadline:
                 raise self.store.busy_error(waited=wait if deadline == started + wait
                                             else round(now - started, 1))

@@ -181,6 +181,10 @@ def test_a_csv_row_with_an_unquoted_delimiter_keeps_its_text(tmp_path):
     assert warnings == ["t.csv: 1 row(s) have more fields than the header (the first: row 1); their "
                         "extra fields were joined to the last column, 'text': quote values that hold "
                         "the delimiter ','"]
+    # A delimiter ending each row (some exports) is no field: the text is as it was, unwarned.
+    trailing = write(tmp_path / "e.csv", "id,text\n1,Quorra Vell opened a ferry office.,\n2,Bo Lund.,,\n")
+    docs, warnings = read_documents(trailing, root=tmp_path)
+    assert [d.text for d in docs] == ["Quorra Vell opened a ferry office.", "Bo Lund."] and warnings == []
 
 
 def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):
@@ -189,9 +193,10 @@ def test_blank_lines_and_excels_sep_line_before_a_csv_header(tmp_path):
     [doc, _], warnings = read_documents(blank, root=tmp_path)
     assert (doc.path, doc.title, doc.text) == ("a.csv#1", "T", "Ada Osk met Bo.")
     assert "from line 5 is read as one field" in warnings[0]   # lines of the file as it is
-    sep = write(tmp_path / "b.csv", "sep=;\ntext;title\nEve Gold, of Oslo.;T\n")
-    [doc], warnings = read_documents(sep, root=tmp_path)
-    assert (doc.title, doc.text, warnings) == ("T", "Eve Gold, of Oslo.", [])
+    for head in ("sep=;\n", '"sep=;"\n', " \n\t\nsep=;\n"):
+        sep = write(tmp_path / "b.csv", head + "text;title\nEve Gold, of Oslo.;T\n")
+        [doc], warnings = read_documents(sep, root=tmp_path)
+        assert (doc.title, doc.text, warnings) == ("T", "Eve Gold, of Oslo.", []), head
 
 
 def test_csv_missing_column(tmp_path):
@@ -311,6 +316,20 @@ def test_a_few_bytes_that_are_not_utf8_leave_the_rest_utf8(tmp_path):
     f = write(tmp_path / "b.txt", "Zoë Müller met François.\n".encode("cp1252"))
     [doc], warnings = read_documents(f, root=tmp_path)
     assert doc.text == "Zoë Müller met François.\n" and "read as cp1252" in warnings[0]
+
+
+@pytest.mark.parametrize("name, data", [
+    ("sjis.txt", "吾輩は猫である。名前はまだ無い。\n".encode("shift_jis") * 40),
+    ("macroman.txt", "Le garçon très âgé a mangé une crème brûlée.\n".encode("mac_roman") * 40),
+    ("cp437.txt", "Größere Übungen für Mädchen: Äpfel, Öl.\n".encode("cp437") * 40),
+    ("man.txt", ("".join(c + "\b" + c for c in "NAME") + "\n  ls - list directory contents\n").encode() * 40),
+    ("typescript.txt", b"$ ls\x07\x08\x08 \x08\nfoo bar\n" * 40),
+], ids=["shift-jis", "macroman", "cp437", "man-page", "typescript"])
+def test_text_in_an_8_bit_encoding_or_with_backspaces_is_not_called_binary(tmp_path, name, data):
+    # Read as Latin-1, 0x80-0x9f were counted as control characters: Shift-JIS, MacRoman
+    # and cp437 files were refused as binary (and left an index that had them).
+    [doc], _ = read_documents(write(tmp_path / name, data), root=tmp_path)
+    assert doc.text
 
 
 def test_utf32_and_late_nuls(tmp_path):
