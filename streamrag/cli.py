@@ -296,6 +296,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                                         find_config(indexed_root(db) or db.parent)) if f]
     store = Store(db, readonly=True)
     try:  # export refuses an OUT that is the index, its settings or a document before writing
+        if not store.version:   # nothing published: say why, as ask does (not an empty export)
+            from streamrag.query import check_not_empty
+            check_not_empty(store, db, settings.index.include)
         counts = export(store, out, fmt, settings_files=settings_files)
     finally:
         store.close()

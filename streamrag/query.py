@@ -152,7 +152,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     store = Store(db_path, readonly=True)
     try:
         with store.snapshot():
-            _check_not_empty(store, db_path, settings.index.include)
+            check_not_empty(store, db_path, settings.index.include)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
             if mode == "auto":
                 chosen, reason = choose_mode(store, question)
@@ -176,7 +176,9 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     return answer
 
 
-def _check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
+def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
+    """Raises ``IndexMissingError``, saying why and what to do, when the index has nothing to
+    read: never published (being built, its first run stopped, never built), or no document."""
     if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
         return
     if store.version:  # indexed, but its folder held nothing to index

@@ -168,10 +168,12 @@ def test_a_question_to_an_index_whose_first_run_stopped_says_to_run_it_again(cli
     store.start_run("run-1", "index")
     store.finish_run("run-1", status)
     store.close()
-    # It said to build the index, as if none had been started.
-    cli("ask", "--db", str(db), "anything", code=1, fragments=(
-        f"its first `streamrag index` {said} before publishing; run `streamrag index "
-        f"{tmp_path / 'notes'}` again: it goes on from the work it kept",))
+    # It said to build the index, as if none had been started; export wrote an empty graph.
+    for command in (("ask", "anything"), ("export", str(tmp_path / "out.json"))):
+        cli(command[0], "--db", str(db), *command[1:], code=1, fragments=(
+            f"its first `streamrag index` {said} before publishing; run `streamrag index "
+            f"{tmp_path / 'notes'}` again: it goes on from the work it kept",))
+    assert not (tmp_path / "out.json").exists()
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
