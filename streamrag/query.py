@@ -188,7 +188,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
                                 "add such files (or widen index.include), then run `streamrag index` on it again")
     if (holder := writer_at_work(db_path)) is not None:
         raise IndexMissingError(f"the index at {db_path} has nothing published yet: {holder} is building "
-                                "it; ask again once it has published its first version")
+                                "it; try again once it has published its first version")
     run = store.query("SELECT command, status FROM runs WHERE command IN ('index', 'watch') "
                       "ORDER BY started_at DESC LIMIT 1")
     if run:   # (a run still 'running' that holds no lock was killed)

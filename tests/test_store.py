@@ -408,15 +408,20 @@ def _hold_write_lock(db):
     return holder
 
 
+def _locked_store(tmp_path, monkeypatch, busy_s: float):
+    """A store whose writes wait ``busy_s`` for a lock, and another program holding it."""
+    import streamrag.store as store_module
+
+    monkeypatch.setattr(store_module, "_BUSY_S", busy_s)
+    store = Store(tmp_path / "index.db")
+    return store, _hold_write_lock(tmp_path / "index.db")
+
+
 def test_waiting_for_another_programs_write_lock_leaves_the_event_loop_running(tmp_path, monkeypatch):
     # SQLite's own busy wait blocked the loop for up to 30 s: no signal, no timer, no stream went on.
-    import streamrag.store as store_module
     from streamrag.errors import StoreBusyError
 
-    monkeypatch.setattr(store_module, "_BUSY_S", 1)
-    db = tmp_path / "index.db"
-    store = Store(db)
-    holder = _hold_write_lock(db)
+    store, holder = _locked_store(tmp_path, monkeypatch, 1)
     ticks = []
 
     async def main():
@@ -685,13 +690,9 @@ def test_a_caller_stopped_while_its_write_waits_for_a_lock_waits_2_s_more_at_mos
     # Ctrl-C during `index` while another program held the lock: the writer task itself is not
     # cancelled, so the write (start_run) waited out its whole busy wait, 30 s, then the run's
     # finish_run 30 s more; Ctrl-C did nothing meanwhile.
-    import streamrag.store as store_module
     from streamrag.errors import StoreBusyError
 
-    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
-    db = tmp_path / "index.db"
-    store = Store(db)
-    holder = _hold_write_lock(db)
+    store, holder = _locked_store(tmp_path, monkeypatch, 3600)
     outcome = []
 
     async def main():
@@ -725,13 +726,9 @@ def test_a_stopped_writer_does_not_wait_out_another_programs_lock(tmp_path, monk
     # hour) for a lock another program kept. So did a shielded cleanup write (finish_run) sent
     # once the writer task had ended, which runs in its caller. Now what cannot be written
     # within 2 s fails, said so.
-    import streamrag.store as store_module
     from streamrag.errors import StoreBusyError
 
-    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
-    db = tmp_path / "index.db"
-    store = Store(db)
-    holder = _hold_write_lock(db)
+    store, holder = _locked_store(tmp_path, monkeypatch, 3600)
     outcome = []
 
     async def write():
