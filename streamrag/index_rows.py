@@ -244,6 +244,20 @@ def check_version(store: Store, worked_from: int) -> None:
 
 
 PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
+# A stage's and model's usage, as `status` counts it, from llm_calls rows.
+_USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
+_USAGE_SUMS = ("count(*)", "sum(cached)", "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
+               "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)", "sum(error IS NOT NULL)")
+
+
+def usage_rows(store: Store) -> list[dict]:
+    """LLM usage by stage and model: the calls recorded, and those folded into the archive."""
+    sums = ", ".join(f"{expr} AS {name}" for expr, name in zip(_USAGE_SUMS, _USAGE))
+    return store.query(
+        f"SELECT stage, model, {', '.join(f'sum({c}) AS {c}' for c in _USAGE)} FROM ("
+        f"SELECT stage, model, {sums} FROM llm_calls GROUP BY stage, model UNION ALL "
+        f"SELECT stage, model, {', '.join(_USAGE)} FROM llm_usage_archive) "
+        "GROUP BY stage, model ORDER BY stage, model")
 
 
 def prune(store: Store, keep_days: float, now: float) -> int:
@@ -252,7 +266,8 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     cached chat answers neither made nor asked for again since (``llm_calls`` records every
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
-    The run history (``llm_calls``, ``runs``) stays: it is what ``status`` counts."""
+    Calls older than that are folded into ``llm_usage_archive`` (what ``status`` counts stays
+    the same); the runs and failures stay."""
     if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
         return 0
     cutoff = now - keep_days * 86400
@@ -265,6 +280,12 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
                  "(SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND model NOT IN "
                  "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed')", (cutoff, cutoff))
+    # Older calls are folded into their stage's and model's sums.
+    conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE)}) "
+                 f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "
+                 "GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
+                 + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE), (cutoff,))
+    conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
     deleted = conn.total_changes - before
     store.set_meta("pruned_at", str(now))
     return deleted

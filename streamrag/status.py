@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from streamrag import index_rows
 from streamrag.store import Store
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors")
@@ -33,11 +34,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         count = lambda table: store.scalar(f"SELECT count(*) FROM {table}")  # noqa: E731
         levels = {str(r["level"]): r["n"] for r in store.query(
             "SELECT level, count(*) AS n FROM communities GROUP BY level ORDER BY level")}
-        usage = store.query(
-            "SELECT stage, model, count(*) AS calls, sum(cached) AS cached, "
-            "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END) AS prompt_tokens, "
-            "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END) AS completion_tokens, "
-            "sum(error IS NOT NULL) AS errors FROM llm_calls GROUP BY stage, model ORDER BY stage, model")
+        usage = index_rows.usage_rows(store)
         per_stage: dict[str, dict[str, int]] = {}
         for r in usage:   # the stage's calls over all its models
             s = per_stage.setdefault(r["stage"], dict.fromkeys(LLM_FIELDS, 0))

@@ -255,6 +255,20 @@ CREATE VIRTUAL TABLE chunks_fts USING fts5(id UNINDEXED, text);
 ALTER TABLE files RENAME COLUMN mtime TO stamp;
 """),
     ("fts_words", _fts_words),
+    # What calls older than store.keep_unused_days added up to, by stage and model: their rows
+    # are folded in here (``index_rows.prune``), so `status` counts them still.
+    ("llm_usage_archive", """
+CREATE TABLE IF NOT EXISTS llm_usage_archive (
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    calls INTEGER NOT NULL,
+    cached INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL,       -- paid for (cache hits' not counted), as status counts
+    completion_tokens INTEGER NOT NULL,
+    errors INTEGER NOT NULL,
+    PRIMARY KEY (stage, model)
+);
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -675,10 +675,28 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     (hit,) = rows("SELECT key FROM llm_cache LIMIT 1")[0]
     change("UPDATE llm_calls SET created_at = ? WHERE cache_key != ?", long_ago, hit)
     cached = rows("SELECT count(*) FROM llm_cache")[0][0]
+    from streamrag.status import gather_status
+
+    def usage() -> dict:
+        store = Store(db, readonly=True)
+        try:
+            return gather_status(store)["llm"]
+        finally:
+            store.close()
+
+    before, started = usage(), time.time()
     railway = corpus / "railway.txt"
     railway.write_text(railway.read_text() + "\nBo Lund sold the rope works.\n")
     with anyio.fail_after(120):
         await sync([corpus], sim_settings, db, root=corpus)
+    # Old calls are folded into the archive: what status counts is the same, plus this run's.
+    assert rows("SELECT count(*) FROM llm_calls WHERE created_at < ?", started - 3600)[0][0] == 0
+    now = rows("SELECT count(*), sum(cached), sum(CASE WHEN cached = 0 THEN prompt_tokens END) "
+               "FROM llm_calls WHERE created_at >= ?", started)[0]
+    after = usage()
+    assert (after["calls"], after["cached"], after["prompt_tokens"]) == (
+        before["calls"] + now[0], before["cached"] + now[1], before["prompt_tokens"] + (now[2] or 0))
+    assert after["by_stage"].keys() == before["by_stage"].keys()
     extracted = {c for (c,) in rows("SELECT chunk_id FROM extractions")}
     now_live = {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
     assert now_live <= extracted and not (left & extracted)   # live ones kept, old dead ones gone
