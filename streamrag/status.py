@@ -42,7 +42,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
-        queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask'")
+        queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
         published = store.get_meta("published_at", "")
         info = {
             "version": store.version,

@@ -65,3 +65,15 @@ def test_failed_items_are_said_beside_ok():
     # anything out of.
     line = last_update_line(format_status(_info("failed", 1, 0), Path("i.db")))
     assert line.endswith("failed (1 item failed); see --failures"), line   # not "failed, but ... failed"
+
+
+def test_queries_count_the_questions_answered(corpus, tmp_path):
+    # An `ask` killed with -9 (or stopped) left its run 'running' and was counted for good.
+    db = tmp_path / "q.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    store = Store(db)
+    for i, status in enumerate(("ok", "running", "interrupted", "failed")):
+        store.start_run(f"ask-{i}", "ask")
+        store.finish_run(f"ask-{i}", status)
+    store.close()
+    assert status_of(db)[0]["queries"] == 1
