@@ -14,6 +14,7 @@ from xml.sax import saxutils
 
 import msgspec
 
+from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
 from streamrag.store import Store, lock_path
 
@@ -139,6 +140,9 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{shown}: is the lock file of the index's writer; {fix}")
     if any(hits(Path(f)) for f in settings_files):
         raise StreamragError(f"{shown}: is a settings file of this index; {fix}")
+    if not stdout and out.name == CONFIG_NAME:   # not there yet: every command would read it next
+        raise StreamragError(f"{shown}: is the name streamrag reads its settings from (here and in "
+                             f"the folders below); {fix}")
     if stdout:
         return
     held = _held_document(store, out)

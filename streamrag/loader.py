@@ -454,7 +454,8 @@ def _binary(label: str) -> None:
     if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
         raise InputError(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
                          ".txt or .md (with pdftotext or pandoc, for example) and index that")
-    raise InputError(f"{label}: binary file, not indexed; remove it or narrow index.include")
+    raise InputError(f"{label}: binary file, not indexed; move it out of the folder, or leave "
+                     "its kind of name out of index.include")
 
 
 def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:

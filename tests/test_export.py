@@ -183,6 +183,12 @@ def test_export_refuses_a_document_named_from_another_folder(notes, monkeypatch,
     rc, _, stderr = _cli(capsys, "notes/streamrag.toml", "--db", "notes/.streamrag/index.db")
     assert rc == 1 and "is a settings file of this index" in stderr
     assert _files(notes) == before
+    # Nor is one made where there was none: every command there would read it next.
+    (notes / "streamrag.toml").unlink()
+    for out in ("notes/streamrag.toml", "notes/sub/streamrag.toml"):
+        rc, _, stderr = _cli(capsys, out, "--db", "notes/.streamrag/index.db")
+        assert rc == 1 and "is the name streamrag reads its settings from" in stderr
+    assert not (notes / "streamrag.toml").exists() and not (notes / "sub").exists()
 
 
 def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, capsys):

@@ -95,7 +95,7 @@ def test_cp1252_fallback_warns(tmp_path):
 
 def test_binary_file(tmp_path):
     f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; remove it or narrow index\.include"):
+    with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; move it out of the folder"):
         read_documents(f, root=tmp_path)
     # A document format, named on the command line: how to index it, not index.include.
     f = write(tmp_path / "Report.PDF", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\x00\x00")
