@@ -266,8 +266,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     cached chat answers neither made nor asked for again since (``llm_calls`` records every
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
-    Calls older than that are folded into ``llm_usage_archive`` (what ``status`` counts stays
-    the same); the runs and failures stay."""
+    Calls older than that are folded into ``llm_usage_archive``, and older runs and failures
+    into counts in ``meta`` (``archived_queries``, ``archived_failures``): what ``status`` counts
+    stays the same."""
     if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
         return 0
     cutoff = now - keep_days * 86400
@@ -286,6 +287,16 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE), (cutoff,))
     conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
+    # Older runs and failures go too, counted on where `status` counts them.
+    for name, count, delete in (
+            ("archived_queries", "SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok' "
+                                 "AND started_at < ?", "DELETE FROM runs WHERE started_at < ?"),
+            ("archived_failures", "SELECT count(*) FROM failures WHERE created_at < ?",
+             "DELETE FROM failures WHERE created_at < ?")):
+        n = conn.execute(count, (cutoff,)).fetchone()[0]
+        if n:
+            store.set_meta(name, str(int(store.get_meta(name) or 0) + n))
+        conn.execute(delete, (cutoff,))
     deleted = conn.total_changes - before
     store.set_meta("pruned_at", str(now))
     return deleted

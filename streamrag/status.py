@@ -42,7 +42,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
-        queries = store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
+        queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
+                   + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
         info = {
             "version": store.version,
@@ -62,7 +63,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "llm": llm,            # every run's calls: index, watch and ask
             "llm_by_model": usage,  # the same calls by stage and model
             "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
-            "failures_total": count("failures"),
+            "failures_total": count("failures") + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failures_of(store, last_run),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,

@@ -11,8 +11,8 @@ One file holds everything (WAL mode). The layout separates three kinds of rows:
   ``community_members``, ``meta.version``): replaced only inside one ``publish`` transaction, so a
   reader that reads inside ``snapshot()`` sees one version, never a graph of one version with the
   reports of another.
-* **Accounting** (``runs``, ``llm_calls``, ``failures``): appended as things happen; calls
-  older than ``store.keep_unused_days`` are folded into ``llm_usage_archive``.
+* **Accounting** (``runs``, ``llm_calls``, ``failures``): appended as things happen; those
+  older than ``store.keep_unused_days`` are folded into sums (``index_rows.prune``).
 
 Migrations are an append-only list: a mistake gets a new fix-up migration, never an edit.
 Writers go through ``writer.Writer`` (one task owns the write connection); readers open their own

@@ -672,6 +672,11 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     change("UPDATE extractions SET created_at = ?", long_ago)
     change("UPDATE llm_cache SET created_at = ?", long_ago)
     change("DELETE FROM meta WHERE key = 'pruned_at'")
+    # and an old question and an old failure, which status counts too.
+    change("INSERT INTO runs(id, command, started_at, finished_at, status) VALUES "
+           "('old-ask', 'ask', ?, ?, 'ok')", long_ago, long_ago)
+    change("INSERT INTO failures(run_id, stage, item, message, created_at) VALUES "
+           "('old-ask', 'answer', 'q', 'x', ?)", long_ago)
     (hit,) = rows("SELECT key FROM llm_cache LIMIT 1")[0]
     change("UPDATE llm_calls SET created_at = ? WHERE cache_key != ?", long_ago, hit)
     cached = rows("SELECT count(*) FROM llm_cache")[0][0]
@@ -684,7 +689,15 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
         finally:
             store.close()
 
-    before, started = usage(), time.time()
+    def counted() -> tuple:
+        store = Store(db, readonly=True)
+        try:
+            info = gather_status(store)
+            return info["queries"], info["failures_total"]
+        finally:
+            store.close()
+
+    before, started, counts = usage(), time.time(), counted()
     railway = corpus / "railway.txt"
     railway.write_text(railway.read_text() + "\nBo Lund sold the rope works.\n")
     with anyio.fail_after(120):
@@ -697,6 +710,9 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     assert (after["calls"], after["cached"], after["prompt_tokens"]) == (
         before["calls"] + now[0], before["cached"] + now[1], before["prompt_tokens"] + (now[2] or 0))
     assert after["by_stage"].keys() == before["by_stage"].keys()
+    assert counted() == counts == (1, 1)   # the old run and failure are gone, still counted
+    assert rows("SELECT count(*) FROM runs WHERE id = 'old-ask'")[0][0] == 0
+    assert rows("SELECT count(*) FROM failures WHERE run_id = 'old-ask'")[0][0] == 0
     extracted = {c for (c,) in rows("SELECT chunk_id FROM extractions")}
     now_live = {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
     assert now_live <= extracted and not (left & extracted)   # live ones kept, old dead ones gone
