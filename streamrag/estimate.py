@@ -27,7 +27,7 @@ from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
-from streamrag.store import Store, index_files
+from streamrag.store import Store, without_index_files
 from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
@@ -45,12 +45,11 @@ def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | No
         store = Store(db) if db.exists() else None
         if store is not None:
             stack.callback(store.close)
-        return _estimate(paths, settings, store, root=root, own=index_files(db))
+        return _estimate(paths, settings, store, root=root, db=db)
 
 
 def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,
-              own: set[Path] = frozenset()) -> dict:
-    """``own``: the index's own files, which are no documents (as ``index`` leaves them out)."""
+              db: Path) -> dict:
     done: set[str] = set()
     if store is not None:
         done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?",
@@ -58,10 +57,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     ix = settings.index
     new_chunks = {}
     docs = corpus_tokens = unreadable = 0
-    names = {f.name for f in own}
-    for path in loader.scan(paths, ix.include):
-        if path.name in names and path.resolve() in own:
-            continue
+    for path in without_index_files(loader.scan(paths, ix.include), db):   # (as `index` does)
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read

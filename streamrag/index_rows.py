@@ -366,9 +366,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     # Live chunks and provenance. A chunk that leaves keeps its extraction (a file changed back
     # costs nothing), dated from now for ``prune``.
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
-    left = sorted(change.removed_chunks)
-    for i in range(0, len(left), 500):
-        part = left[i:i + 500]
+    for part in _batches(change.removed_chunks):
         conn.execute(f"UPDATE extractions SET created_at = ? WHERE {_in('chunk_id', part)}",
                      [time.time(), *part])
     conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",

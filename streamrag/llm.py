@@ -884,15 +884,14 @@ class LLMClient:
 
         ``spent`` carries a call's counted and made tries over from an earlier ``_retrying`` of
         it (asked again without a refused parameter): a refusal does not start them afresh."""
+        # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
-        counted, made = spent         # tries that used up llm.max_retries; tries in all
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
 
         async def one() -> Any:
-            nonlocal counted, made, refused_n, streak
-            made += 1
-            spent[1] = made
+            nonlocal refused_n, streak
+            spent[1] += 1
             try:
                 return await self._attempt(tokens, attempt)
             except _Retryable as e:
@@ -905,15 +904,14 @@ class LLMClient:
                     refused_n += 1
                     e.tries = refused_n
                 else:
-                    counted += 1
-                    spent[0] = counted
-                    e.tries = counted
+                    spent[0] += 1
+                    e.tries = spent[0]
                     if not (e.refused or e.loading):
                         refused_n, streak = 0, None
                 raise
 
         def stop(state: RetryCallState) -> bool:
-            return counted >= self.settings.max_retries + 1 or self._never_answered(state)
+            return spent[0] >= self.settings.max_retries + 1 or self._never_answered(state)
 
         retrying = AsyncRetrying(
             stop=stop,
@@ -928,7 +926,7 @@ class LLMClient:
                 with state:
                     return await one()
         except _Retryable as e:
-            attempts = made
+            attempts = spent[1]
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
                     f"nothing answers at {url} ({e.detail}); start the server, or fix "

@@ -571,18 +571,16 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
     # A row with more fields than the header: a delimiter in a value not quoted. Its fields
     # beyond go back into the last column, as they were written (the text, when it is last).
     # (Empty fields beyond are a delimiter ending the row, as some exports write: dropped.)
-    for _, row in rows:
-        extra = row.get(None)
+    last = reader.fieldnames[-1]
+    long_rows = []
+    for number, row in rows:
+        extra = row.pop(None, None) or []
         while extra and not extra[-1].strip():
             extra.pop()
-        if None in row and not extra:
-            del row[None]
-    long_rows = [number for number, row in rows if row.get(None)]
+        if extra:
+            long_rows.append(number)
+            row[last] = delimiter.join([row[last] or "", *extra])
     if long_rows:
-        last = reader.fieldnames[-1]
-        for _, row in rows:
-            if extra := row.pop(None, None):
-                row[last] = delimiter.join([row[last] or "", *extra])
         warnings.append(f"{label}: {len(long_rows)} row(s) have more fields than the header (the first: "
                         f"row {long_rows[0]}); their extra fields were joined to the last column, "
                         f"{_safe(last)!r}: quote values that hold the delimiter {delimiter!r}")

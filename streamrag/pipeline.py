@@ -71,7 +71,7 @@ from streamrag.reports import (
     extractive_report,
     llm_report,
 )
-from streamrag.store import Store, index_files
+from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
 
@@ -523,9 +523,7 @@ class Indexer:
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted,
                             left_out=scan.left_out)
-        own = index_files(self.db_path)   # `--db notes/index.txt`: the index is no document
-        names = {f.name for f in own}
-        files = [f for f in files if f.name not in names or f.resolve() not in own]
+        files = without_index_files(files, self.db_path)
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.

@@ -619,7 +619,7 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 def add_ask_command(subparsers) -> None:
     """The ``ask`` subcommand."""
-    from streamrag.cli import path_arg
+    from streamrag.cli import CONFIG_DEFAULT, path_arg
 
     p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
     p.add_argument("question", metavar="QUESTION", help="the question, quoted")
@@ -631,8 +631,7 @@ def add_ask_command(subparsers) -> None:
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else .streamrag/index.db here or above)")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in the folder of "
-                   "the index given by --db or above, else here or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT})")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")

@@ -282,6 +282,13 @@ def index_files(db_path: Path) -> set[Path]:
     return {db, lock_path(db), *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
 
 
+def without_index_files(files: list[Path], db_path: Path) -> list[Path]:
+    """``files`` less the index's own (``index_files``): `--db notes/index.txt` is no document."""
+    own = index_files(db_path)
+    names = {f.name for f in own}   # (resolving only what could be one of them)
+    return [f for f in files if f.name not in names or f.resolve() not in own]
+
+
 def lock_path(db_path: Path | str) -> Path:
     """The writer lock's file of the index at ``db_path`` (``WriterLock``)."""
     return Path(f"{Path(db_path).resolve()}.lock")

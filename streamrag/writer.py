@@ -62,8 +62,8 @@ class Writer:
         self._send, self._recv = anyio.create_memory_object_stream[_Op](buffer)
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[_Op] = []
-        # When a caller was stopped (or ``stop_waiting``): a wait for the lock lasts at most
-        # ``_STOPPING_WAIT_S`` from then, whoever it is for.
+        # When the writer was stopped (a caller cancelled, its task cancelled, ``stop_waiting``):
+        # a wait for the lock lasts at most ``_STOPPING_WAIT_S`` from then, whoever it is for.
         self._stopped_at: float | None = None
 
     def stop_waiting(self) -> None:
@@ -163,11 +163,10 @@ class Writer:
     async def _commit(self, batch: list[_Op], stopping: bool = False) -> None:
         """Runs ``batch`` in one transaction and sets each op's ``done``. Cancellation can land
         only in the wait for the lock, before ``BEGIN``: then no op of the batch has run."""
-        patience = self.patience
         if stopping:
-            patience = _STOPPING_WAIT_S if patience is None else min(patience, _STOPPING_WAIT_S)
+            self.stop_waiting()
         try:
-            await self._begin(patience)
+            await self._begin(self.patience)
         except Exception as e:  # noqa: BLE001 - busy past the wait, or BEGIN failed: no op ran
             self._finish(batch, e)
             return
