@@ -549,7 +549,7 @@ def _database_failed(e: BaseException) -> int:
     if read_as_unchanging() and not undecodable:
         print(f"streamrag: error: the index changed while it was read ({what}): its folder is read-only "
               "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
-              "ask again once that has finished", file=sys.stderr)
+              "try again once that has finished", file=sys.stderr)
         return 1
     # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.
     print(f"streamrag: error: the index database cannot be read ({what}); pass --db with a "
