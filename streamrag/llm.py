@@ -113,13 +113,22 @@ REASONING_ALLOWANCE = 8192
 
 def _names_refused(message: str, param: str) -> bool:
     """Whether ``message`` refuses ``param`` itself ("Unsupported parameter: 'max_tokens'",
-    "'logit_bias' is not supported", "Unrecognized request argument supplied: stream_options"),
-    not a value of it ("max_tokens values above 4096 are not supported")."""
-    quoted = rf"['\"`]?{param}['\"`]?"
-    return re.search(rf"(?:unsupported (?:parameter|value)|unrecognized (?:request )?argument(?: supplied)?|"
-                     rf"unknown (?:parameter|field|argument)|extra (?:inputs|fields)[^:]*)\W+{quoted}(?!\w)|"
-                     rf"(?<!\w){quoted} (?:is|are) (?:not supported|unsupported|not permitted)",
-                     message, re.IGNORECASE) is not None
+    "'logit_bias' is not supported", "Unrecognized request argument supplied: stream_options",
+    pydantic's "'type': 'extra_forbidden', 'loc': ('body', 'stream_options')" of vLLM and other
+    FastAPI servers), not a value of it ("max_tokens values above 4096 are not supported").
+    One refused value counts: vLLM's "token_id(s) [...] in logit_bias contain out-of-vocab token
+    ids" (the bias names OpenAI token ids; no other value would be sent)."""
+    q = "['\"`]"   # a quote of any kind
+    quoted = rf"{q}?{param}{q}?"
+    ways = [rf"(?:unsupported (?:parameter|value)|unrecognized (?:request )?argument(?: supplied)?|"
+            rf"unknown (?:parameter|field|argument)|extra (?:inputs|fields)[^:]*)\W+{quoted}(?!\w)",
+            rf"(?<!\w){quoted} (?:is|are) (?:not supported|unsupported|not permitted)",
+            rf"extra_forbidden{q}?,\s*{q}?loc{q}?:\s*[(\[][^()\[\]]*{q}{param}{q}\s*,?\s*[)\]]"]
+    if param == "logit_bias":
+        ways.append(rf"(?<!\w)in {quoted} contains? out[- ]of[- ]vocab")
+    return re.search("|".join(ways), message, re.IGNORECASE) is not None
+
+
 _DROPPED = {
     "max_tokens": f"max_completion_tokens is sent instead, with {REASONING_ALLOWANCE} more for its reasoning",
     "temperature": "the model's default is used, and its answers may differ between runs (cached ones do not)",

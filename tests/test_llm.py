@@ -1396,3 +1396,37 @@ async def test_a_parameter_refused_again_after_it_was_left_out_is_an_error(tmp_p
             with pytest.raises(LLMRequestError, match="max_tokens is not supported"):
                 await llm.chat(ask(), model="m1", stage="s", max_tokens=3)
     assert len(endpoint.requests) == 2
+
+
+def fastapi_refusing(param: str):
+    """vLLM and other FastAPI servers: pydantic's extra_forbidden error for ``param`` (as a
+    Python repr inside the message), or vLLM's out-of-vocabulary refusal of logit_bias."""
+    def answer(body: dict) -> httpx.Response:
+        if param in body:
+            if param == "logit_bias":
+                message = ("token_id(s) ['31958', '14695'] in logit_bias contain out-of-vocab token ids. "
+                           "Vocabulary size: 32000")
+            else:
+                message = (f"[{{'type': 'extra_forbidden', 'loc': ('body', '{param}'), 'msg': 'Extra inputs "
+                           f"are not permitted', 'input': {{'include_usage': True}}}}]")
+            return httpx.Response(400, json={"object": "error", "message": message, "type": "BadRequestError",
+                                             "param": None, "code": 400})
+        if body.get("stream"):
+            return stream_of(["YES"], usage=None)
+        return httpx.Response(200, json=chat_body("YES"))
+    return answer
+
+
+@pytest.mark.parametrize("param", ["stream_options", "logit_bias"])
+async def test_a_fastapi_servers_refusal_leaves_the_parameter_out(tmp_path, param):
+    endpoint = Endpoint(*[fastapi_refusing(param)] * 4)
+    asked = dict(on_delta=lambda _t: None) if param == "stream_options" else \
+        dict(max_tokens=1, logit_bias={"31958": 100}, on_length="accept")
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="Qwen/Qwen2.5-7B-Instruct", stage="glean_check", **asked)
+            await llm.chat(ask("again"), model="Qwen/Qwen2.5-7B-Instruct", stage="glean_check", **asked)
+    assert result.text == "YES"
+    assert len(endpoint.requests) == 3 and param in endpoint.bodies[0]
+    assert not any(param in body for body in endpoint.bodies[1:])
+    assert llm.refuses("Qwen/Qwen2.5-7B-Instruct", param)
