@@ -207,9 +207,13 @@ class _Retryable(Exception):
                                 # free, its refused tries in a row): the backoff's exponent
 
 
-def _advice(e: _Retryable, setting: str = "llm.api_base") -> str:
-    """What to do about a call that kept failing the same way (``setting``: what set the endpoint)."""
+def _advice(e: _Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
+    """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
+    ``limited``: llm.requests_per_minute is set)."""
     if e.status == 429:
+        if not limited:
+            return ("the provider kept refusing for its rate limit: set llm.requests_per_minute and "
+                    "llm.tokens_per_minute to your provider's limits (0 means no limit)")
         return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
     if e.status is not None and e.status >= 500:
         if e.tries <= 1:   # llm.max_retries = 0
@@ -328,9 +332,11 @@ WAIT_NOTICE_S = 5.0
 NOTICE_EVERY_S = 30.0
 
 
-def parse_retry_after(value: str | None, now: float | None = None, *, unit: float = 1.0) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date); ``unit``
-    is the seconds a number counts (0.001 for OpenAI's and Azure's ``retry-after-ms``)."""
+def parse_retry_after(value: str | None, now: float | None = None, *, unit: float = 1.0,
+                      cap: float = MAX_RETRY_AFTER_S) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date), at most
+    ``cap``; ``unit`` is the seconds a number counts (0.001 for OpenAI's and Azure's
+    ``retry-after-ms``)."""
     if not value:
         return None
     value = value.strip()
@@ -346,7 +352,48 @@ def parse_retry_after(value: str | None, now: float | None = None, *, unit: floa
         seconds = when.timestamp() - (time.time() if now is None else now)
     if math.isnan(seconds):
         return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+    return min(max(seconds, 0.0), cap)
+
+
+# "Please try again in 6m0s." (OpenAI), "Please retry after 20 seconds." (Azure), and the Go
+# durations of OpenAI's x-ratelimit-reset-* headers ("1s", "6m0s", "20ms", "1h2m3.5s").
+_TRY_AGAIN_IN = re.compile(r"(?:try again|retry) in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)\b"
+                           r"|retry after (\d+(?:\.\d+)?) ?(?:seconds?|s)\b", re.IGNORECASE)
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _go_duration(text: str) -> float | None:
+    parts = _GO_DURATION.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _asked_wait(resp: httpx.Response, message: str) -> float | None:
+    """Seconds a 429 or 503 asks to wait, uncapped: ``Retry-After`` (or ``retry-after-ms``),
+    else the wait its message names, else the reset of an OpenAI limit its headers say is used
+    up (``x-ratelimit-remaining-requests: 0`` -> ``x-ratelimit-reset-requests``); None when it
+    does not say."""
+    headers = resp.headers
+    wait = parse_retry_after(headers.get("retry-after"), cap=math.inf)
+    if wait is None:
+        wait = parse_retry_after(headers.get("retry-after-ms"), unit=0.001, cap=math.inf)
+    if wait is None and (m := _TRY_AGAIN_IN.search(message)):
+        wait = _go_duration(m.group(1)) if m.group(1) else float(m.group(2))
+    if wait is None:
+        resets = [_go_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
+                  for kind in ("requests", "tokens") if headers.get(f"x-ratelimit-remaining-{kind}") == "0"]
+        wait = max((r for r in resets if r is not None), default=None)
+    return wait
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person says it: "45 s", "12 min", "7 h 12 min"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
 def _provider_message(resp: httpx.Response) -> str:
@@ -946,7 +993,7 @@ class LLMClient:
                     f"{self._down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
                     "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e, self._base_setting())}") from None
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e, self._base_setting(), self.settings.requests_per_minute > 0)}") from None
         raise AssertionError("unreachable")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
@@ -1100,15 +1147,17 @@ class LLMClient:
         message = _provider_message(resp)
         if status == 429 and _error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
-                                  "add credit or use another key", status)
+                                  "add credit or use another key", status, every_call=True)
         if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(message) \
                 and (param := _refused_param(resp, message)) is not None:
             raise _Refused(param, status, message)
-        retry_after = None
-        if status in (429, 503):
-            retry_after = parse_retry_after(resp.headers.get("retry-after"))
-            if retry_after is None:   # OpenAI's and Azure's finer variant
-                retry_after = parse_retry_after(resp.headers.get("retry-after-ms"), unit=0.001)
+        retry_after = _asked_wait(resp, message) if status in (429, 503) else None
+        if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
+            # A daily or monthly limit (or maintenance): waiting hours in every call helps nobody.
+            raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {_duration(retry_after)} "
+                                  f"before the next request ({message}); a daily or monthly limit: run the "
+                                  "same command once it has passed (finished work is kept), or raise the "
+                                  "limit with the provider", status, every_call=True)
         self._reject(status, message, url, model, stage, retry_after)
 
     def _reject(self, status: int, message: str, url: str, model: str, stage: str,

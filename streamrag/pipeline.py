@@ -256,8 +256,8 @@ class Indexer:
                    error: Exception | None = None, *, settled: bool = False) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down.
         ``settled``: running again would not change it (it does not make ``index`` exit 1)."""
-        if isinstance(error, LLMRequestError) and error.status in (401, 403, 404):
-            # A rejected key or an unknown model fails every call alike: stop at the first.
+        if isinstance(error, LLMRequestError) and error.every_call:
+            # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
                                   error.status) from None
         if isinstance(error, LLMUnavailableError):

@@ -13,7 +13,7 @@ import pytest
 from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache
-from streamrag.errors import LLMUnavailableError
+from streamrag.errors import LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -189,6 +189,28 @@ async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_pat
         shutil.copy2(generated / "doc_00031.txt", corpus / "doc_00031.txt")
         results[name] = await sync([corpus], settings, db, root=corpus)
     assert results["lenient"].reports_generated < results["strict"].reports_generated
+
+
+@pytest.mark.parametrize("refusal", [
+    {"json": {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}},
+    {"json": {"error": {"message": "Limit reached for requests per day"}}, "headers": {"retry-after": "30000"}},
+], ids=["no-quota", "daily-limit"])
+async def test_a_refusal_every_call_would_get_stops_the_run_at_the_first(corpus, tmp_path, sim_settings, refusal):
+    db = tmp_path / "i.db"
+    await sync([corpus], sim_settings, db, root=corpus)
+    before = index_snapshot(db)
+    for doc in corpus.glob("*.txt"):
+        doc.write_text(doc.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    seen = []
+
+    def refuse(request):
+        seen.append(request)
+        return httpx.Response(429, **refusal)
+    settings = make_settings("http://llm.test/v1", index={"chunk_size": 80, "chunk_overlap": 10},
+                             pipeline={"extract_workers": 1})
+    with pytest.raises(LLMRequestError, match="Nothing was published"):
+        await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(refuse))
+    assert len(seen) == 1 and index_snapshot(db) == before
 
 
 async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus, tmp_path, sim_settings):

@@ -1430,3 +1430,52 @@ async def test_a_fastapi_servers_refusal_leaves_the_parameter_out(tmp_path, para
     assert len(endpoint.requests) == 3 and param in endpoint.bodies[0]
     assert not any(param in body for body in endpoint.bodies[1:])
     assert llm.refuses("Qwen/Qwen2.5-7B-Instruct", param)
+
+
+@pytest.mark.parametrize("said", [
+    {"json": {"error": {"message": "Rate limit reached for m1 on requests per min (RPM): Limit 3, Used 3. "
+                                   "Please try again in 400ms. Visit ..."}}},
+    {"json": {"error": {"code": "429", "message": "Please retry after 0.4 seconds."}}},
+    {"json": {"error": {"message": "Rate limit reached"}},
+     "headers": {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "400ms",
+                 "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"}},
+], ids=["openai-message", "azure-message", "openai-headers"])
+async def test_a_429_without_retry_after_waits_as_long_as_the_provider_says(tmp_path, said):
+    # With no Retry-After, the wait the provider names (in its message, or the reset of the
+    # limit its headers say is used up) is waited out, for every call: no early retries.
+    endpoint = Endpoint(httpx.Response(429, **said))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: llm.chat(ask(), model="m1", stage="s"))
+                await anyio.sleep(0.1)
+                tg.start_soon(lambda: llm.chat(ask("other"), model="m1", stage="s"))
+    assert len(endpoint.requests) == 3
+    assert min(endpoint.times[1:]) - endpoint.times[0] >= 0.4
+
+
+@pytest.mark.parametrize("said", [{"headers": {"retry-after": "25920"}},
+                                  {"json": {"error": {"message": "Limit reached for requests per day. "
+                                                                 "Please try again in 7h12m0s."}}}])
+async def test_a_wait_of_hours_is_an_error_at_once_that_stops_a_run(tmp_path, said):
+    endpoint = Endpoint(httpx.Response(429, **said))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError, match=r"asks to wait 7 h 12 min before the next request") as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert e.value.every_call and len(endpoint.requests) == 1
+
+
+async def test_no_quota_stops_a_run_and_rate_limit_advice_fits_the_setting(tmp_path):
+    quota = httpx.Response(429, json={"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}})
+    async with client(tmp_path, Endpoint(quota)) as (llm, _):
+        with pytest.raises(LLMRequestError, match="no quota left") as e:
+            await llm.chat(ask(), model="m1", stage="s")
+    assert e.value.every_call
+    limited = httpx.Response(429, json={"error": {"message": "Rate limit reached"}})
+    for rpm, advice in ((0, "set llm.requests_per_minute and llm.tokens_per_minute to your provider's limits"),
+                        (60, "lower llm.requests_per_minute")):
+        async with client(tmp_path / str(rpm), Endpoint(limited, limited), max_retries=1,
+                          requests_per_minute=rpm) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=advice):
+                await llm.chat(ask(), model="m1", stage="s")
