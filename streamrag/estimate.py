@@ -26,8 +26,10 @@ from streamrag.errors import EmptyInput, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
 from streamrag.prompts import load_prompt
+from streamrag.reports import settings_key as report_settings_key
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
+from streamrag.summarizer import summarizer_key
 from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
@@ -113,11 +115,25 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 claims = load_prompt("claims").render(text=c.text, entities=found,
                                                       claim_description=ix.claim_description)
                 add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
-        add("summarize", SUMMARIES_PER_CHUNK * n, SUMMARIES_PER_CHUNK * n * SUMMARY_PROMPT,
-            SUMMARIES_PER_CHUNK * n * SUMMARY_COMPLETION)
-        communities = COMMUNITIES_PER_CHUNK * n
-        report_prompt = min(ix.report_max_input_tokens, 1800) + 250
-        add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
+    if not settings.offline:
+        summaries, communities = SUMMARIES_PER_CHUNK * n, COMMUNITIES_PER_CHUNK * n
+        if store is not None and store.version:
+            # Settings that change every summary, or every report, since the published index
+            # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
+            if store.get_meta("summarizer") != summarizer_key(settings):
+                summaries = max(summaries, store.scalar(
+                    "SELECT (SELECT count(*) FROM entities WHERE mentions > 1) "
+                    "+ (SELECT count(*) FROM relationships WHERE mentions > 1)") or 0)
+            if store.get_meta("report_settings") != report_settings_key(
+                    settings.llm.report_model, load_prompt("report").version, ix.encoding,
+                    ix.report_max_input_tokens, ix.report_min_members):
+                communities = max(communities, store.scalar(
+                    "SELECT count(*) FROM communities WHERE size >= ?", (ix.report_min_members,)) or 0)
+        if summaries:
+            add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
+        if communities:
+            report_prompt = min(ix.report_max_input_tokens, 1800) + 250
+            add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,

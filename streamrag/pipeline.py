@@ -70,6 +70,7 @@ from streamrag.reports import (
     context_key,
     extractive_report,
     llm_report,
+    settings_key as report_settings_key,
 )
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
@@ -85,8 +86,6 @@ _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a ru
                       "the finished work")
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
-# Bump when what a report context holds changes: every community's context is then rebuilt.
-_CONTEXT_VERSION = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,6 +272,18 @@ class Indexer:
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
+    def _check_not_downgraded(self, store: Store) -> None:
+        """Refuses to index offline, for want of an endpoint, an index a model built: its graph
+        and reports would be replaced by the NLP extractor's without a word (a job run without
+        the variable that sets the endpoint). ``--offline`` or ``index.extractor = "nlp"`` says
+        it is meant."""
+        if self.settings.index.extractor == "auto" and self.settings.offline \
+                and (store.get_meta("extractor") or "").startswith("llm-"):
+            raise ConfigError(f"{self.db_path}: this index was built with a model, and no endpoint is set "
+                              "now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to update it, "
+                              "or pass --offline to rebuild it offline (the NLP extractor's graph and "
+                              "extractive reports replace the model's)")
+
     def _open_llm(self, store: Store, writer: Writer):
         if self.settings.offline and not self.settings.llm.embedding_model:
             return None
@@ -314,6 +325,7 @@ class Indexer:
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
                     await writer.run(lambda s: s.start_run(self.run_id, self.command))
+                    self._check_not_downgraded(store)
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()
@@ -825,8 +837,8 @@ class Indexer:
         # Communities whose context may have changed. The others keep their context and report
         # without rebuilding the context (tokenizing every community's context is most of an
         # update's time on a large index).
-        state.report_settings = ids.digest(_CONTEXT_VERSION, model, prompt_version, s.index.encoding,
-                                           s.index.report_max_input_tokens, s.index.report_min_members)
+        state.report_settings = report_settings_key(model, prompt_version, s.index.encoding,
+                                                    s.index.report_max_input_tokens, s.index.report_min_members)
         dirty = dirty_communities(state, communities,
                                    same_settings=store.get_meta("report_settings") == state.report_settings)
         old_children: dict[str, set[str]] = defaultdict(set)

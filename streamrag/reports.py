@@ -36,6 +36,17 @@ class ReportContext(msgspec.Struct):
     tokens: int
 
 
+# Bump when what a report context holds changes: every community's context is then rebuilt.
+CONTEXT_VERSION = 2
+
+
+def settings_key(model: str | None, prompt_version: str | None, encoding: str, max_input_tokens: int,
+                 min_members: int) -> str:
+    """Everything besides its context that decides a community's report (``model`` and
+    ``prompt_version`` None: extractive reports); a changed key rebuilds every context."""
+    return ids.digest(CONTEXT_VERSION, model, prompt_version, encoding, max_input_tokens, min_members)
+
+
 def _clean(text: str) -> str:
     return " ".join(text.split()).replace(" | ", " / ")
 

@@ -73,6 +73,22 @@ def test_estimate_spends_nothing(corpus, simulator):
 
 
 
+def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(corpus, simulator):
+    # A new report model (or summary budget) rewrites every report (or summary) though no chunk
+    # is extracted: the estimate said "0 calls" before a run that paid for all of them.
+    common = ("--api-base", simulator.base_url)
+    assert run("index", str(corpus), "-q", *common).returncode == 0
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    assert est["chunks_to_extract"] == 0 and est["llm"]["calls"] == 0
+    (corpus / "streamrag.toml").write_text('[llm]\nreport_model = "gpt-4.1-mini"\n[index]\nsummary_join_tokens = 0\n')
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    done = json.loads(run("index", str(corpus), "--json", "-q", *common).stdout)
+    for stage in ("report", "summarize"):
+        paid = done["llm"]["by_stage"][stage]["calls"] - done["llm"]["by_stage"][stage]["cached"]
+        assert paid > 0 and est["llm"]["by_stage"][stage]["calls"] >= paid / 2, stage
+    assert est["chunks_to_extract"] == 0 and "extract" not in est["llm"]["by_stage"]
+
+
 def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(corpus):
     # The index's own database (--db among the documents) and empty files were counted, and the
     # text output never said how many there were.

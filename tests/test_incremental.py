@@ -13,7 +13,7 @@ import pytest
 from conftest import index_snapshot, make_settings
 from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache
-from streamrag.errors import LLMRequestError, LLMUnavailableError
+from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -211,6 +211,21 @@ async def test_a_refusal_every_call_would_get_stops_the_run_at_the_first(corpus,
     with pytest.raises(LLMRequestError, match="Nothing was published"):
         await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(refuse))
     assert len(seen) == 1 and index_snapshot(db) == before
+
+
+async def test_an_index_a_model_built_is_not_rebuilt_offline_for_want_of_an_endpoint(corpus, tmp_path, sim_settings):
+    db = tmp_path / "i.db"
+    await sync([corpus], sim_settings, db, root=corpus)
+    before = index_snapshot(db)
+    (corpus / "new.txt").write_text("Quillon Marbeck opened a ferry office in Port Vell.\n")
+    no_endpoint = make_settings("", index={"chunk_size": 80, "chunk_overlap": 10})
+    with pytest.raises(ConfigError, match="built with a model, and no endpoint is set now .* pass --offline"):
+        await sync([corpus], no_endpoint, db, root=corpus)
+    assert index_snapshot(db) == before
+    # Meant: --offline (index.extractor = "nlp") rebuilds it offline; then no endpoint is needed.
+    offline = make_settings("", index={"chunk_size": 80, "chunk_overlap": 10, "extractor": "nlp"})
+    assert (await sync([corpus], offline, db, root=corpus)).offline
+    assert (await sync([corpus], no_endpoint, db, root=corpus)).documents_added == 0
 
 
 async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus, tmp_path, sim_settings):
