@@ -38,7 +38,7 @@ import anyio
 import msgspec
 
 from streamrag.errors import LLMOutputError
-from streamrag.parsing import parse_map_points, parse_ratings, usable_map_answer
+from streamrag.parsing import has_text, parse_map_points, parse_ratings, usable_map_answer
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
 from streamrag.tokens import count_tokens, truncate
@@ -366,7 +366,7 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     result = await llm.chat(
         reduce_prompt.render(question=question, points=context, max_words=max_words(q.answer_max_tokens)),
         model=model, stage="reduce", prompt=reduce_prompt, max_tokens=q.answer_max_tokens,
-        on_delta=on_delta, on_length="keep")  # an answer at its length limit is still the answer
+        on_delta=on_delta, validate=has_text, on_length="keep")  # at its length limit still the answer
     return MapReduce(text=result.text, reports=len(nodes), batches=len(batches), points=len(points),
                      kept=kept, reduced=len(used), reduce_tokens=count_tokens(context, encoding),
                      answered=True, cut_off=result.finish_reason == "length",

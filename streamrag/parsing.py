@@ -657,3 +657,9 @@ class ReasoningFilter:
                 self.emit(answer)
         self.parts = []
         self.passing = True
+
+
+def has_text(answer: str) -> bool:
+    """The ``validate`` of an answer any text will do (``ask``'s): an empty one is no answer
+    (it was cached, and shown as a blank answer with exit 0, for good)."""
+    return bool(answer.strip())

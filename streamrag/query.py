@@ -49,6 +49,7 @@ from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
 from streamrag.loader import shown
+from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
 from streamrag.store import Store, writer_at_work
@@ -389,7 +390,7 @@ class _Search:
             prompt.render(question=self.answer.question, context=ctx.text,
                           max_words=global_search.max_words(q.answer_max_tokens)),
             model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
-            max_tokens=q.answer_max_tokens, on_delta=self.on_delta,
+            max_tokens=q.answer_max_tokens, on_delta=self.on_delta, validate=has_text,
             on_length="keep")  # an answer at its length limit is still the answer, said to be cut
         self.answer.text = result.text
         self.answer.cut_off = result.finish_reason == "length"

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import DATA, make_settings
 from streamrag import global_search, local_search
-from streamrag.errors import IndexMissingError
+from streamrag.errors import IndexMissingError, LLMOutputError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
@@ -344,6 +344,25 @@ async def test_unreadable_ratings_or_map_answers_are_an_error_not_an_empty_answe
     answer = await aask("What happened at the quay?", qs, llm_db, mode="global", level=1,
                         transport=mock({"map": first_map_fails}))
     assert answer.details["map_batches"] > 1 and answer.details["map_batches_failed"] == 1
+
+
+@pytest.mark.parametrize("mode,level", [("local", None), ("global", 1)])
+async def test_an_empty_answer_is_asked_again_and_never_cached(llm_db, simulator, mode, level):
+    # A blank answer was shown with exit 0 and cached: the same question got it for good.
+    settings = make_settings(simulator.base_url, index=INDEX)
+    task = "answer" if mode == "local" else "reduce"
+    said = []
+
+    def blank_then_text(messages):
+        said.append(1)
+        return "  \n" if len(said) == 1 else ANSWERS[task](messages)
+    answer = await aask("What happened at the quay?", settings, llm_db, mode=mode, level=level,
+                        transport=mock({task: blank_then_text}))
+    assert answer.text.strip() and len(said) == 2
+    always_blank = mock({task: lambda m: ""})
+    with pytest.raises(LLMOutputError, match="gave no usable answer in 3 tries"):
+        await aask("Who rebuilt the quay, and when?", settings, llm_db, mode=mode, level=level,
+                   transport=always_blank)
 
 
 @pytest.mark.parametrize("said", ["{}", '{"answer": "The quay was rebuilt."}', "Sure! {",
