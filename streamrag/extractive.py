@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from streamrag.local_search import query_terms
+from streamrag.local_search import STOPWORDS, query_terms
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
 from streamrag.terms import unspaced_chars, words
 
@@ -127,9 +127,16 @@ _WHOLE = frozenset({"news"})
 @functools.lru_cache(maxsize=65536)   # a global question stems every word of every report read
 def stem(word: str) -> str:
     """``word`` without a common English ending, so "operate", "operates" and "operations" (or
-    "company" and "companies") match; an ending goes only when three letters remain."""
-    if word in _WHOLE:
+    "company" and "companies") match; an ending goes only when three letters remain. A stem
+    that is a stop word ("themes" -> "them", "evening" -> "even") is marked, so that it
+    matches its own family and not every sentence holding the stop word."""
+    if word in _WHOLE or word in STOPWORDS:
         return word
+    stemmed = _strip_ending(word)
+    return stemmed + "~" if stemmed in STOPWORDS else stemmed
+
+
+def _strip_ending(word: str) -> str:
     for ending, replacement in _ENDINGS:
         if ending == "s" and word.endswith("ss"):
             break  # "class", "business": the plural loses "es" and meets them there
