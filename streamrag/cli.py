@@ -462,6 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A write that failed for want of room (or a device error): the output could not be written.
+_WRITE_FAILED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
 def _stdout_closed() -> int:
     """The reader of stdout went away (``| head``): exit quietly, as a Unix tool killed by
     SIGPIPE would (141), without Python complaining again when it flushes stdout at exit."""
@@ -594,6 +598,14 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         return _stdout_closed()
+    except OSError as e:
+        if debug or e.errno not in _WRITE_FAILED:
+            raise
+        # Output sent to a full disk (`> /dev/full`, a quota): one line, not a traceback.
+        print(f"streamrag: error: cannot write the output ({e.strerror}); free some space, or send "
+              "it elsewhere", file=sys.stderr)
+        _stdout_closed()   # (the unwritten rest would fail again, with a traceback, at exit)
+        return 1
     except sqlite3.Error as e:
         if debug:
             raise

@@ -117,6 +117,15 @@ def test_a_bug_near_the_database_is_not_called_damage(indexed, monkeypatch, erro
         main(["ask", "--db", str(indexed / ".streamrag" / "index.db"), "anything"])
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [("status",), ("ask", "--json", "Who rebuilt the quay?"),
+                                     ("export", "-")])
+def test_output_to_a_full_disk_is_one_line(indexed, command):
+    with open("/dev/full", "w") as full:
+        out = run(*command, cwd=indexed, stdout=full)
+    one_line(out, 1, "streamrag: error: cannot write the output (No space left on device)")
+
+
 def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, indexed, monkeypatch):
     from streamrag import query
 
