@@ -54,7 +54,7 @@ def split_sentences(text: str) -> list[str]:
             line = _ITEM_MARK.sub("", " ".join(_HEADING.sub("", line).split()))
             for s in _sentence_ends(line):
                 # Parenthesised asides ("(Also called Bob.)") are notes, not sentences to quote.
-                if _word_count(s) >= 3 and not s.startswith("("):
+                if word_count(s) >= 3 and not s.startswith("("):
                     out.append(s)
     return out
 
@@ -95,7 +95,7 @@ def _token_words(token: str) -> int:
     return 1 if not unspaced else (unspaced + 1) // 2 + (unspaced < len(token))
 
 
-def _word_count(sentence: str) -> int:
+def word_count(sentence: str) -> int:
     return sum(_token_words(t) for t in sentence.split())
 
 

@@ -58,6 +58,7 @@ from streamrag.terms import words
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
+MAX_QUESTION_CHARS = 12_000
 GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
@@ -568,10 +569,15 @@ def checked_question(question: str) -> str:
     if not question:
         raise UsageError("the question is empty; ask something, e.g. "
                          "`streamrag ask \"What are the main themes?\"`")
-    if len(question.split()) > MAX_QUESTION_WORDS:  # sent again with every rating and map batch
-        raise UsageError(f"the question is {len(question.split()):,} words long; ask in at most "
-                         f"{MAX_QUESTION_WORDS:,} (it is sent with every batch of reports a global "
-                         "search reads): put long material in the indexed folder instead")
+    # Sent again with every rating and map batch. Words of scripts written without spaces count
+    # as the answers count them (two characters a word), and a "word" of 100,000 letters by its
+    # length: a question of one such word cost 60,000 prompt tokens.
+    n = extractive.word_count(question)
+    if n > MAX_QUESTION_WORDS or len(question) > MAX_QUESTION_CHARS:
+        size = f"{n:,} words" if n > MAX_QUESTION_WORDS else f"{len(question):,} characters"
+        raise UsageError(f"the question is {size} long; ask in at most {MAX_QUESTION_WORDS:,} words "
+                         f"({MAX_QUESTION_CHARS:,} characters; it is sent with every batch of reports a "
+                         "global search reads): put long material in the indexed folder instead")
     return question
 
 

@@ -501,6 +501,9 @@ def test_a_question_longer_than_any_question_is_refused(indexed):
     # 121,600 characters went out with every rating and map batch: 136,437 prompt tokens.
     # Wrong usage, like an empty one: exit 2.
     one_line(run("ask", "word " * 1500, cwd=indexed), 2, "1,500 words long", "at most 1,000")
+    # Unspaced scripts count two characters a word; one endless "word" counts by its length.
+    one_line(run("ask", "斯克鲁奇是谁他做了什么" * 300, cwd=indexed), 2, "1,650 words long")
+    one_line(run("ask", "Scrooge " + "x" * 20_000, cwd=indexed), 2, "20,008 characters long", "12,000 characters")
 
 
 def test_an_empty_api_base_flag_answers_without_a_model(indexed, tmp_path):
