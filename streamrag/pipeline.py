@@ -490,11 +490,14 @@ class Indexer:
             return cluster(None), True, lambda: counter[0]
         since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
         state.changed_since_fresh = since_fresh
-        if not self.recluster and state.same_graph() and store.get_meta("leiden") == self.leiden_key:
+        # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
+        # fresh run finds with them: a warm start would keep much of the old settings' one.
+        recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
+        if not recluster and state.same_graph() and store.get_meta("leiden") == self.leiden_key:
             # The same graph keeps its partition: running Leiden again could still move a few
             # nodes, and every report they touch would be paid for again for nothing.
             return state.old_communities, False, lambda: counter[0]
-        if not self.recluster:
+        if not recluster:
             kept = cluster(state.old_communities)
             # A fresh clustering to check for drift costs seconds on a large graph: it runs once
             # the updates since the last check have changed enough of the graph to matter.
@@ -505,7 +508,7 @@ class Indexer:
         state.changed_since_fresh = 0
         fresh = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
                                     seed=ix.leiden_seed, resolution=ix.leiden_resolution)
-        if not self.recluster:
+        if not recluster:
             drift = (modularity(fresh, edges, resolution=ix.leiden_resolution)
                      - modularity(kept, edges, resolution=ix.leiden_resolution))
             if drift <= ix.recluster_drift:

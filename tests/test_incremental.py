@@ -178,6 +178,26 @@ async def test_recluster_gives_the_fresh_partition_with_old_ids(generated, tmp_p
     assert len(ids_before & set(got["communities"])) > 0.5 * len(ids_before)
 
 
+async def test_new_clustering_settings_give_the_fresh_partition_with_old_ids(generated, tmp_path):
+    # A changed leiden_resolution was warm-started from the old settings' partition, which it
+    # mostly kept; only --recluster gave what a fresh index with the new settings has.
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    ids_before = set(state(db)["communities"])
+    finer = make_settings(index={"leiden_resolution": 2.0})
+    result = await sync([corpus], finer, db, root=corpus)
+    assert result.reclustered
+    fresh_dir = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh_dir)
+    await sync([fresh_dir], finer, tmp_path / "f.db", root=fresh_dir)
+    got, fresh = state(db), state(tmp_path / "f.db")
+    shape = lambda s: sorted((v[0], tuple(sorted(v[2]))) for v in s["communities"].values())  # noqa: E731
+    assert shape(got) == shape(fresh)
+    assert ids_before & set(got["communities"])
+    assert not (await sync([corpus], finer, db, root=corpus)).reclustered   # then as usual
+
+
 async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_path, simulator):
     strict = make_settings(simulator.base_url)
     lenient = make_settings(simulator.base_url, index={"report_regen_threshold": 0.5})
