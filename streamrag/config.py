@@ -125,6 +125,14 @@ class Settings(_Section):
     source: str = ""
     api_base_from: str = "llm.api_base"   # what set it, as messages name it: --api-base, STREAMRAG_API_BASE
 
+    def own_files(self) -> list[Path]:
+        """The files these settings come from and name (the settings file, a custom extraction
+        prompt): never documents, even inside the indexed folder."""
+        files = [Path(self.source)] if self.source not in ("", "defaults") else []
+        if self.index.extraction_prompt:
+            files.append(Path(self.index.extraction_prompt))
+        return files
+
     @property
     def offline(self) -> bool:
         """True when indexing uses the NLP extractor instead of an LLM."""

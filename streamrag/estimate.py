@@ -59,7 +59,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     ix = settings.index
     new_chunks = {}
     docs = corpus_tokens = unreadable = 0
-    for path in without_index_files(loader.scan(paths, ix.include), db):   # (as `index` does)
+    for path in without_index_files(loader.scan(paths, ix.include), db, also=settings.own_files()):   # (as `index` does)
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read

@@ -538,7 +538,7 @@ class Indexer:
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted,
                             left_out=scan.left_out)
-        files = without_index_files(files, self.db_path)
+        files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.

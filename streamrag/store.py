@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,9 +282,10 @@ def index_files(db_path: Path) -> set[Path]:
     return {db, lock_path(db), *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
 
 
-def without_index_files(files: list[Path], db_path: Path) -> list[Path]:
-    """``files`` less the index's own (``index_files``): `--db notes/index.txt` is no document."""
-    own = index_files(db_path)
+def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:
+    """``files`` less the index's own (``index_files``) and ``also`` (``Settings.own_files``):
+    `--db notes/index.txt`, or a custom prompt kept beside the notes, is no document."""
+    own = index_files(db_path) | {Path(f).resolve() for f in also}
     names = {f.name for f in own}   # (resolving only what could be one of them)
     return [f for f in files if f.name not in names or f.resolve() not in own]
 

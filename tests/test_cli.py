@@ -11,6 +11,7 @@ import subprocess
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,20 @@ def test_offline_index_status_export_and_ask(corpus, tmp_path):
     # A second index run finds nothing to do.
     again = json.loads(run("index", str(corpus), "--json", "-q").stdout)
     assert again["documents_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
+
+
+def test_a_custom_prompt_kept_in_the_folder_is_no_document(corpus, simulator):
+    # The prompt's own example text went into the graph, and answers cited it as a document.
+    prompt = corpus / "my_extract_prompt.md"
+    prompt.write_text((Path(__file__).parents[1] / "prompts" / "extract.md").read_text())
+    (corpus / "streamrag.toml").write_text('[index]\nextraction_prompt = "my_extract_prompt.md"\n')
+    common = ("--json", "-q", "--api-base", simulator.base_url)
+    done = json.loads(run("index", str(corpus), *common).stdout)
+    assert done["documents"] == 4
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url).stdout)
+    assert est["documents"] == 4
+    exported = json.loads(run("export", "-", cwd=corpus).stdout)
+    assert "my_extract_prompt.md" not in {d["path"] for d in exported["documents"]}
 
 
 def test_estimate_spends_nothing(corpus, simulator):
