@@ -209,6 +209,7 @@ class Daemon:
         self._replaced = False                   # the folder was replaced since the last sync
         # The settings file in use: an edit takes effect at the next start, and is said to.
         self._config = Path(settings.source).resolve() if settings.source not in ("", "defaults") else None
+        self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -301,6 +302,8 @@ class Daemon:
         """
         p = Path(path)
         p = p if p.is_absolute() else self.root / p
+        if (link := self._link_targets.get(p)) is not None:
+            return link   # an indexed link leads here (a hidden file, one index.include leaves out)
         try:
             rel = p.relative_to(self.root)
         except ValueError:
@@ -322,6 +325,20 @@ class Daemon:
         if change == _DELETED and self._indexed_under(rel_s):
             return rel_s
         return None
+
+    def _note_links(self) -> None:
+        """Where the indexed symbolic links lead: an edit there changes the link's text, though
+        the target itself may be an event ``relevant`` ignores (hidden, or left out by
+        index.include). An lstat per indexed file, after each sync."""
+        with self._reading() as store:
+            paths = {r["path"].split("#", 1)[0] for r in store.query("SELECT path FROM files")} if store else set()
+        targets: dict[Path, str] = {}
+        for rel in sorted(paths):
+            link = self.root / rel
+            with contextlib.suppress(OSError, RuntimeError):   # (RuntimeError: a loop, on older Pythons)
+                if link.is_symlink():
+                    targets[link.resolve()] = rel
+        self._link_targets = targets
 
     def _indexed_under(self, rel: str) -> bool:
         with self._reading() as store:
@@ -769,6 +786,7 @@ class Daemon:
             return False
         took = anyio.current_time() - started
         _release_memory()
+        self._note_links()
         self.syncs += 1
         self._index_gone_said = self._replaced = False
         self.last_sync_s = round(took, 3)

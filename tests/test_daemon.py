@@ -400,6 +400,30 @@ async def test_a_link_to_a_file_outside_the_folder_is_never_read(corpus, tmp_pat
         store.close()
 
 
+@pytest.mark.parametrize("target", [".drafts/quay.txt", "quay.rst"])
+async def test_an_edit_where_an_indexed_link_leads_is_synced(corpus, tmp_path, target):
+    # A link to a hidden file, or to one index.include leaves out, is indexed; the daemon ignored
+    # events on its target, so the index kept the old text (and, once the target was deleted,
+    # the broken link) until some other file changed.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    where = corpus / target
+    where.parent.mkdir(exist_ok=True)
+    where.write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+    (corpus / "quay.txt").symlink_to(where)
+    db = tmp_path / "o.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert db_count(db, "SELECT count(*) FROM chunks WHERE text LIKE '%Zelda Quorn%'") == 1
+        async with send:
+            where.write_text("Ansel Pirrow rebuilt the mill at Brisk Hollow.\n")
+            await send.send({(Change.modified, str(where))})
+            await until(lambda: daemon.syncs == 2)
+            assert db_count(db, "SELECT count(*) FROM chunks WHERE text LIKE '%Ansel Pirrow%'") == 1
+            where.unlink()
+            await send.send({(Change.deleted, str(where))})
+            await until(lambda: daemon.syncs == 3)
+    assert db_count(db, "SELECT count(*) FROM files WHERE path = 'quay.txt'") == 0
+
+
 async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp_path):
     # The daemon walked the link's target and extracted what it found there (/etc, a home
     # folder): its text reached the store and the model, though the sync then left it out.
