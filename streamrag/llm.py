@@ -194,12 +194,13 @@ class _Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
     def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
-                 refused: bool = False):
+                 refused: bool = False, timed_out: bool = False):
         super().__init__(detail)
         self.detail = detail
         self.status = status
         self.retry_after = retry_after
         self.refused = refused  # nothing accepted the connection
+        self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
         self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted
@@ -237,8 +238,13 @@ _REFUSED_ATTEMPTS = 3
 DOWN_AFTER_S = 60.0
 # The deadline of the try under way and the time each sign of progress gives it (``_attempt``);
 # a streamed answer moves it on as text comes (``_progress``).
-_TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float] | None] = contextvars.ContextVar(
+# It holds (deadline scope, allowance, the try's timeout in seconds).
+_TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = contextvars.ContextVar(
     "streamrag_try", default=None)
+# A call whose try timed out gives its next try twice the time, up to this many times
+# llm.request_timeout_s: an answer that takes longer than the timeout (a long report from a
+# model on a CPU) timed out the same way on every retry, each try paid for in full.
+TIMEOUT_GROWTH_MAX = 4
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -730,7 +736,8 @@ class LLMClient:
 
     async def _post_chat(self, payload: dict, stage: str = "") -> tuple[_Answer, float]:
         started = time.perf_counter()
-        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)))
+        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
+                                     timeout=_request_timeout())
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
@@ -782,8 +789,8 @@ class LLMClient:
         finish_reason = None
         usage: dict = {}
         done = False
-        async with self._http.stream("POST", self.chat_url,
-                                     content=msgspec.json.encode(self._sendable(payload))) as resp:
+        async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
+                                     timeout=_request_timeout()) as resp:
             self._answered()
             if resp.status_code != 200:
                 await resp.aread()
@@ -906,7 +913,8 @@ class LLMClient:
 
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
             started = time.perf_counter()
-            resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload))
+            resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
+                                         timeout=_request_timeout())
             self._check_status(resp, self.embeddings_url, model)
             body = self._json(resp)
             data = body.get("data") if isinstance(body, dict) else None
@@ -944,13 +952,16 @@ class LLMClient:
         spent = [0, 0] if spent is None else spent
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
+        timeout = self.settings.request_timeout_s   # this call's, grown by each try that timed out
 
         async def one() -> Any:
-            nonlocal refused_n, streak
+            nonlocal refused_n, streak, timeout
             spent[1] += 1
             try:
-                return await self._attempt(tokens, attempt)
+                return await self._attempt(tokens, attempt, timeout)
             except _Retryable as e:
+                if e.timed_out:
+                    timeout = min(timeout * 2, self.settings.request_timeout_s * TIMEOUT_GROWTH_MAX)
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak
@@ -996,7 +1007,7 @@ class LLMClient:
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e, self._base_setting(), self.settings.requests_per_minute > 0)}") from None
         raise AssertionError("unreachable")
 
-    async def _attempt(self, tokens: int, attempt: Callable[[], Any]) -> Any:
+    async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``_Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
@@ -1009,14 +1020,14 @@ class LLMClient:
         the slot and the limits is not part of it.
 
         A try that never reached the server gives its rate budget back, so retrying a refused
-        connection waits for its backoff only."""
-        timeout = self.settings.request_timeout_s
+        connection waits for its backoff only. ``timeout`` is the try's (``_retrying`` grows it
+        after a timeout)."""
         allowance = timeout + min(1.0, timeout)   # httpx's own timeouts (at ``timeout``) come first
         async with self._slots:
             tickets = await self._admit(tokens)
             try:
                 with anyio.move_on_after(allowance) as deadline:
-                    scope = _TRY.set((deadline, allowance))
+                    scope = _TRY.set((deadline, allowance, timeout))
                     try:
                         return await attempt()
                     finally:
@@ -1030,13 +1041,13 @@ class LLMClient:
                                      refused=True) from None
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
             except httpx.TimeoutException:
-                raise _Retryable(f"no answer within {timeout:g} s (timeout)") from None
+                raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
             except httpx.TransportError as e:
                 raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
             # Only the deadline's own cancellation ends up here; a cancellation from outside
             # goes on through the scope.
             assert deadline.cancelled_caught
-            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)")
+            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
 
     def _never_answered(self, state: RetryCallState) -> bool:
         """Stop early when connections are refused and the endpoint never answered this client,
@@ -1352,8 +1363,14 @@ def _progress() -> None:
     """A streamed answer moved on: the try under way gets its whole allowance again."""
     current = _TRY.get()
     if current is not None:
-        scope, allowance = current
+        scope, allowance, _timeout = current
         scope.deadline = anyio.current_time() + allowance
+
+
+def _request_timeout() -> httpx.Timeout | Any:
+    """httpx's timeout for a request of the try under way (its own, grown after a timeout)."""
+    current = _TRY.get()
+    return httpx.USE_CLIENT_DEFAULT if current is None else httpx.Timeout(current[2])
 
 
 def _usage(usage: Any) -> tuple[int, int]:

@@ -609,17 +609,36 @@ async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_
     # margin) is now a timeout, retried as max_retries says.
     endpoint = Trickle(kind)
     started = time.monotonic()
-    with anyio.fail_after(3):
+    with anyio.fail_after(4):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=1) as (llm, store):
             with pytest.raises(LLMUnavailableError) as err:
                 await llm.chat(ask(), model="m1", stage="s",
                                on_delta=(lambda _t: None) if kind == "keepalive" else None)
-    assert time.monotonic() - started < 2
-    message = str(err.value)
-    assert "made no progress for 0.3 s (timeout)" in message and "llm.request_timeout_s" in message
+    assert time.monotonic() - started < 3
+    message = str(err.value)   # (the retry had twice the time)
+    assert "made no progress for 0.6 s (timeout)" in message and "llm.request_timeout_s" in message
     assert "failed 2 time(s)" in message and "\n" not in message
     assert len(endpoint.sent) == 2                                   # retried once, as max_retries says
     assert calls(store)[0]["error"] == message
+
+
+async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
+    # A whole answer that takes longer than request_timeout_s (a long report from a model on a
+    # CPU) timed out the same way on each of its 7 tries, every one generated in full.
+    endpoint = Endpoint(latency=0.7)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=3) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="report")
+            again = await llm.chat(ask("next"), model="m1", stage="report")   # each call starts anew
+    assert result.text == "echo: hello" and again.text == "echo: next"
+    assert len(endpoint.requests) == 4   # 0.3 s, then 0.6 s: answered; the same for the next call
+    # Growth stops at TIMEOUT_GROWTH_MAX times the setting: 0.1, 0.2, 0.4, 0.4 s.
+    slow = Endpoint(latency=1.0)
+    with anyio.fail_after(10):
+        async with client(tmp_path / "slow", slow, request_timeout_s=0.1, max_retries=3) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=r"failed 4 time\(s\), last: the answer made no "
+                                                          r"progress for 0.4 s \(timeout\)"):
+                await llm.chat(ask(), model="m1", stage="report")
 
 
 async def test_a_slow_streamed_answer_longer_than_request_timeout_s_is_not_cut(tmp_path):
