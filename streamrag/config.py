@@ -279,7 +279,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if ix.chunk_size < 50:
         problems.append(("index.chunk_size", "must be at least 50 tokens"))
     if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
-        problems.append(("index.chunk_overlap", "must be >= 0 and less than half of index.chunk_size"))
+        default = " (its default)" if ix.chunk_overlap == IndexSettings().chunk_overlap else ""
+        problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and less "
+                         f"than half of index.chunk_size ({ix.chunk_size}): set it below {ix.chunk_size // 2}"))
     if ix.max_gleanings < 0:
         problems.append(("index.max_gleanings", "must be >= 0"))
     if ix.max_cluster_size < 2:

@@ -888,6 +888,7 @@ class Indexer:
                                 children=kids, max_tokens=s.index.report_max_input_tokens,
                                 encoding=s.index.encoding)
             built = None
+            by_llm = by_llm and bool(ctx.text)   # (nothing fitted report_max_input_tokens: no call for it)
             if by_llm:
                 key = context_key(ctx, model=model, prompt_version=prompt_version)
             else:  # extractive: named by what it says, which draws on more than the context text

@@ -185,7 +185,10 @@ def build_context(community: Community, *, entities: dict[str, Entity],
         lines, _used, fits = picker.select(rest, max_tokens - report_tokens)
         if fits:
             return finish(lines, report_lines)
-    return finish({}, report_lines)
+    # The next child's report did not fit: the reports that did, and as many elements as fitted
+    # beside them (with no report at all, the elements that fitted alone). An empty context was
+    # sent to the model when the largest child's report alone was over the budget.
+    return finish(lines, report_lines)
 
 
 def context_key(context: ReportContext, *, model: str | None, prompt_version: str | None) -> str:

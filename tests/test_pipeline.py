@@ -721,3 +721,11 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     assert new > 0 and rows("SELECT count(*) FROM llm_cache")[0][0] == new + 1 < cached
     # Within the day, no second look: what this run left is kept until then.
     assert float(rows("SELECT value FROM meta WHERE key = 'pruned_at'")[0][0]) > long_ago
+
+
+async def test_a_community_whose_context_holds_nothing_gets_no_paid_report(corpus, tmp_path, simulator):
+    # A report_max_input_tokens too small for one line: the model was paid for reports of an
+    # empty context. Such a community gets the extractive report, for free.
+    settings = make_settings(simulator.base_url, index={"report_max_input_tokens": 5})
+    result = await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+    assert result.reports > 0 and "report" not in result.llm

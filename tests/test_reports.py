@@ -64,6 +64,23 @@ def test_higher_level_uses_sub_community_reports_when_elements_overflow():
     assert count_tokens(ctx.text) == ctx.tokens
 
 
+def test_a_child_report_over_the_budget_leaves_the_elements_that_fit_not_nothing():
+    # The largest child's report line alone was over report_max_input_tokens: the context came
+    # out empty, and the model was paid to write a report of nothing.
+    ents, rels = graph(40)
+    members = sorted(ents)
+    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
+    long = " ".join(["summary"] * 400)
+    reports = [Report(key=f"rpt-{k}", title=f"Group {k}", summary=long, rating=5, rating_explanation="",
+                      findings=[], text="", tokens=10, elements={}) for k in range(4)]
+    parent = Community(id="C0", level=0, parent=None, members=members)
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports)), max_tokens=300)
+    alone = build_context(parent, entities=ents, relationships=rels, claims={}, children=[], max_tokens=300)
+    assert not ctx.elements["reports"] and ctx.elements["entities"]
+    assert ctx.text == alone.text and ctx.tokens <= 300 + 20
+
+
 def test_extractive_report_has_the_llm_report_shape():
     ents, rels = graph(6)
     c = Community(id="C1", level=0, parent=None, members=sorted(ents))
