@@ -615,3 +615,7 @@ def main(argv: list[str] | None = None) -> int:
                                           if args.command in ("index", "watch", "demo") else ""),
               file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
+
+
+if __name__ == "__main__":   # (python -m streamrag.cli; python -m streamrag is the usual way)
+    raise SystemExit(main())

@@ -319,6 +319,10 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
     if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
         problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
+    for name in ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model"):
+        if not getattr(llm, name).strip():   # sent as "", every call would be refused
+            problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
+                             "\"llama3.1:8b\"), or leave the key out for the default"))
     if llm.max_retries < 0:
         problems.append(("llm.max_retries", "must be >= 0 (0 = never retry)"))
     if not -2**63 <= ix.leiden_seed < 2**63:   # leidenalg takes a 64-bit integer

@@ -27,6 +27,8 @@ def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedPr
 def test_version_and_help():
     out = run("--version")
     assert out.returncode == 0 and out.stdout.startswith("streamrag ")
+    cli = subprocess.run([sys.executable, "-m", "streamrag.cli", "--version"], capture_output=True, text=True)
+    assert cli.returncode == 0 and cli.stdout == out.stdout   # (it printed nothing)
     out = run("--help")
     for command in ("init", "index", "ask", "watch", "status", "export", "simulate", "demo"):
         assert command in out.stdout

@@ -38,6 +38,7 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[index]\nchunk_size = 150\n", "index.chunk_overlap: is 100 (its default); it must be >= 0 and less "
                                     "than half of index.chunk_size (150): set it below 75"),
     ('[index]\nextractor = "gpt"\n', "index.extractor: invalid enum value 'gpt'"),
+    ('[llm]\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
