@@ -26,6 +26,7 @@ import anyio
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
+from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store, default_db_path, indexed_root, one_writer, read_as_unchanging
 
@@ -124,34 +125,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during ``index``: stopped like Ctrl-C, so the run is recorded as interrupted."""
-
-
-async def _until_sigterm(work):
-    """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
-    raised). The signal is taken inside the event loop: raising from a plain signal handler
-    could land inside the async machinery and break it instead of stopping the run."""
-    terminated = False
-    result = None
-    async with anyio.create_task_group() as tg:
-        async def on_sigterm() -> None:
-            nonlocal terminated
-            try:
-                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        terminated = True
-                        tg.cancel_scope.cancel()
-                        return
-            except (ValueError, RuntimeError, NotImplementedError):
-                return   # not the main thread (a library caller), or no signals here: leave them
-
-        tg.start_soon(on_sigterm)
-        result = await work()
-        tg.cancel_scope.cancel()
-    if terminated:
-        raise Terminated()
-    return result
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -189,7 +162,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                                recluster=args.recluster)
     with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"), \
             progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
-        result = anyio.run(_until_sigterm, partial(indexer.run, paths))
+        result = anyio.run(until_sigterm, partial(indexer.run, paths))
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:

@@ -49,6 +49,7 @@ from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
 from streamrag.loader import shown
+from streamrag.signals import until_sigterm
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.status import llm_summary
@@ -138,8 +139,8 @@ def ask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "
         level: int | None = None, on_delta: Callable[[str], None] | None = None,
         transport=None, on_status: Callable[[str], None] | None = None) -> Answer:
     """Answer ``question`` from the index at ``db_path`` (see the module docstring)."""
-    return anyio.run(partial(aask, question, settings, db_path, mode=mode, level=level,
-                             on_delta=on_delta, transport=transport, on_status=on_status))
+    return anyio.run(until_sigterm, partial(aask, question, settings, db_path, mode=mode, level=level,
+                                            on_delta=on_delta, transport=transport, on_status=on_status))
 
 
 async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
@@ -258,6 +259,9 @@ class _Search:
                 finally:
                     self.answer.llm = _usage(self.llm.stats)
                 outcome = "ok"
+            except (KeyboardInterrupt, anyio.get_cancelled_exc_class()):
+                outcome = "interrupted"   # Ctrl-C, SIGTERM (was recorded as failed, or left running)
+                raise
             finally:
                 with anyio.CancelScope(shield=True):
                     await writer.run(lambda s: s.finish_run(run_id, outcome, json.dumps(self.answer.llm)))

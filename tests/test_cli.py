@@ -416,6 +416,38 @@ def test_sigterm_stops_index_like_ctrl_c(corpus, tmp_path):
     assert statuses == ["interrupted"]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simulator, signum):
+    # SIGTERM killed `ask` outright (its run stayed 'running' for good, its streamed line open);
+    # Ctrl-C was recorded as a failure.
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    assert run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    with Simulator(SimulatorConfig(per_token_ms=30)) as slow:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--mode", "local",
+                                 "--api-base", slow.base_url, "Who rebuilt the quay?"], cwd=corpus,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while slow.requests == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)   # the answer is streaming
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert err.rstrip().endswith("streamrag: interrupted") and out.endswith("\n") and out.strip()
+    con = sqlite3.connect(corpus / ".streamrag" / "index.db")
+    try:
+        statuses = [r[0] for r in con.execute("SELECT status FROM runs WHERE command = 'ask'")]
+    finally:
+        con.close()
+    assert statuses == ["interrupted"]
+
+
 def test_status_of_a_run_that_never_finished(corpus):
     """A run killed with -9 records no end: status says it may be running or killed."""
     assert run("index", "-q", ".", cwd=corpus).returncode == 0
@@ -436,7 +468,7 @@ def test_sigterm_cancels_the_run_through_the_event_loop():
 
     import anyio
 
-    from streamrag.cli import Terminated, _until_sigterm
+    from streamrag.signals import Terminated, until_sigterm
 
     seen = []
 
@@ -455,13 +487,13 @@ def test_sigterm_cancels_the_run_through_the_event_loop():
     timer.start()
     try:
         with pytest.raises(Terminated):
-            anyio.run(_until_sigterm, work)
+            anyio.run(until_sigterm, work)
     finally:
         timer.cancel()
     assert seen == ["cancelled", "cleaned up"]
     async def quick():
         return 7
-    assert anyio.run(_until_sigterm, quick) == 7   # no signal: the work's result
+    assert anyio.run(until_sigterm, quick) == 7   # no signal: the work's result
 
 
 def test_a_second_run_says_its_chunks_were_extracted_before(corpus):

@@ -1,0 +1,37 @@
+"""SIGTERM taken like Ctrl-C by the commands that record their runs (``index``, ``ask``)."""
+
+from __future__ import annotations
+
+import signal
+
+import anyio
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during ``index`` or ``ask``: stopped like Ctrl-C, so the run is recorded as interrupted."""
+
+
+async def until_sigterm(work):
+    """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
+    raised). The signal is taken inside the event loop: raising from a plain signal handler
+    could land inside the async machinery and break it instead of stopping the run."""
+    terminated = False
+    result = None
+    async with anyio.create_task_group() as tg:
+        async def on_sigterm() -> None:
+            nonlocal terminated
+            try:
+                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        terminated = True
+                        tg.cancel_scope.cancel()
+                        return
+            except (ValueError, RuntimeError, NotImplementedError):
+                return   # not the main thread (a library caller), or no signals here: leave them
+
+        tg.start_soon(on_sigterm)
+        result = await work()
+        tg.cancel_scope.cancel()
+    if terminated:
+        raise Terminated()
+    return result
