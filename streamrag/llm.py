@@ -402,12 +402,26 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
 
 
+_HTML_TITLE = re.compile(r"<(title|h1)[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_page(text: str) -> str | None:
+    """What an HTML page (a proxy's 502, a login page) says of itself: its title or first
+    heading, tags left out; None when ``text`` is not one."""
+    head = text.lstrip()[:200].lower()
+    if not head.startswith("<") or not any(t in head for t in ("<html", "<!doctype", "<head", "<title", "<body")):
+        return None
+    found = _HTML_TITLE.search(text)
+    said = re.sub(r"<[^>]*>", " ", found.group(2)) if found else ""
+    return _one_line(f"an HTML page: {' '.join(said.split())}" if said.strip() else "an HTML page")
+
+
 def _provider_message(resp: httpx.Response) -> str:
     """The error message in a provider's answer, one line, at most ~200 characters."""
     try:
         body = msgspec.json.decode(resp.content)
     except msgspec.DecodeError:
-        text = resp.text
+        text = _html_page(resp.text) or resp.text
     else:
         err = body.get("error", body) if isinstance(body, dict) else body
         if isinstance(err, dict):
@@ -415,6 +429,19 @@ def _provider_message(resp: httpx.Response) -> str:
         else:
             text = str(err)
     return _one_line(text)
+
+
+# What a transport error that gives no words of its own was (httpx's ReadError: "").
+_TRANSPORT_REASONS = {"ReadError": "the connection broke while reading the answer",
+                      "WriteError": "the connection broke while sending the request",
+                      "RemoteProtocolError": "the server closed the connection without a complete answer",
+                      "ConnectError": "the connection could not be made"}
+
+
+def _reason(e: Exception) -> str:
+    """``Name: message`` of a transport error, with words when it has none."""
+    said = " ".join(str(e).split()) or _TRANSPORT_REASONS.get(type(e).__name__, "no reason given")
+    return f"{type(e).__name__}: {said}"
 
 
 def _one_line(text: object) -> str:
@@ -1037,13 +1064,12 @@ class LLMClient:
                 if isinstance(e, httpx.ConnectError):
                     if self._refused_since is None:
                         self._refused_since = time.monotonic()
-                    raise _Retryable(f"connection failed ({type(e).__name__}: {e})",
-                                     refused=True) from None
-                raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+                    raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
+                raise _Retryable(f"connection failed ({_reason(e)})") from None
             except httpx.TimeoutException:
                 raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
             except httpx.TransportError as e:
-                raise _Retryable(f"connection failed ({type(e).__name__}: {e})") from None
+                raise _Retryable(f"connection failed ({_reason(e)})") from None
             # Only the deadline's own cancellation ends up here; a cancellation from outside
             # goes on through the scope.
             assert deadline.cancelled_caught
@@ -1292,8 +1318,9 @@ class LLMClient:
         try:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
-            raise _Retryable("the answer was not valid JSON (truncated?)",
-                             resp.status_code) from None
+            page = _html_page(resp.text)
+            raise _Retryable(f"the answer was {page}, not JSON (a web page or a proxy's, not the API)" if page
+                             else "the answer was not valid JSON (truncated?)", resp.status_code) from None
 
     # -- accounting --------------------------------------------------------------------------
     async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,

@@ -1498,3 +1498,24 @@ async def test_no_quota_stops_a_run_and_rate_limit_advice_fits_the_setting(tmp_p
                           requests_per_minute=rpm) as (llm, _):
             with pytest.raises(LLMUnavailableError, match=advice):
                 await llm.chat(ask(), model="m1", stage="s")
+
+
+NGINX_502 = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway"
+             "</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize("failure, said", [
+    (httpx.Response(502, text=NGINX_502, headers={"content-type": "text/html"}),
+     "last: HTTP 502: an HTML page: 502 Bad Gateway;"),
+    (httpx.Response(200, text="<!DOCTYPE html><html><head><title>Sign in</title></head><body></body></html>",
+                    headers={"content-type": "text/html"}),
+     "last: the answer was an HTML page: Sign in, not JSON (a web page or a proxy's, not the API);"),
+    (httpx.ReadError(""), "last: connection failed (ReadError: the connection broke while reading the answer);"),
+], ids=["proxy-502", "login-page", "read-error"])
+async def test_what_failed_is_said_in_words_not_markup(tmp_path, failure, said):
+    endpoint = Endpoint(failure, failure)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            with pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert said in str(e.value) and "<" not in str(e.value)
