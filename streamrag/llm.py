@@ -644,7 +644,8 @@ class LLMClient:
             if answer.finish_reason == "content_filter":   # Azure's, and some gateways'
                 flight.error = LLMOutputError(
                     f"the provider's content filter stopped {payload['model']}'s answer (stage "
-                    f"{row['stage']}); the same request is stopped again, so it is not retried: "
+                    f"{row['stage']}); the same request is stopped again, so it is not retried in this run (each run "
+                    "asks once): "
                     "change the deployment's content filter, rephrase, or use another model")
                 await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
                                     cached=False, error=str(flight.error))
@@ -1185,6 +1186,11 @@ class LLMClient:
         if status == 429 and _error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
                                   "add credit or use another key", status, every_call=True)
+        if status == 400 and _error_code(resp) == "content_filter":   # Azure's filter, on the prompt
+            raise LLMRequestError(f"the provider's content filter refused the request to {model} (stage "
+                                  f"{stage or '-'}: {message}); the same request is refused again, so it is "
+                                  "not retried in this run (each run asks once): change the deployment's "
+                                  "content filter, or use another model", status)
         if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(message) \
                 and (param := _refused_param(resp, message)) is not None:
             raise _Refused(param, status, message)

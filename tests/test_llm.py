@@ -1519,3 +1519,16 @@ async def test_what_failed_is_said_in_words_not_markup(tmp_path, failure, said):
             with pytest.raises(LLMUnavailableError) as e:
                 await llm.chat(ask(), model="m1", stage="s")
     assert said in str(e.value) and "<" not in str(e.value)
+
+
+async def test_a_prompt_refused_by_azures_content_filter_fails_at_once_in_words(tmp_path):
+    filtered = httpx.Response(400, json={"error": {
+        "code": "content_filter", "status": 400, "param": "prompt",
+        "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+                   "policy. Please modify your prompt and retry."}})
+    endpoint = Endpoint(filtered, filtered)
+    async with client(tmp_path, endpoint) as (llm, _):
+        with pytest.raises(LLMRequestError, match=r"^the provider's content filter refused the request to m1 "
+                                                  r"\(stage extract: The response was filtered"):
+            await llm.chat(ask(), model="m1", stage="extract")
+    assert len(endpoint.requests) == 1
