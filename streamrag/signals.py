@@ -14,24 +14,30 @@ class Terminated(KeyboardInterrupt):
 async def until_sigterm(work):
     """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
     raised). The signal is taken inside the event loop: raising from a plain signal handler
-    could land inside the async machinery and break it instead of stopping the run."""
+    could land inside the async machinery and break it instead of stopping the run. What
+    ``work()`` raises comes out as it is, not inside an exception group."""
     terminated = False
     result = None
-    async with anyio.create_task_group() as tg:
-        async def on_sigterm() -> None:
-            nonlocal terminated
-            try:
-                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-                    async for _ in signals:
-                        terminated = True
-                        tg.cancel_scope.cancel()
-                        return
-            except (ValueError, RuntimeError, NotImplementedError):
-                return   # not the main thread (a library caller), or no signals here: leave them
+    try:
+        async with anyio.create_task_group() as tg:
+            async def on_sigterm() -> None:
+                nonlocal terminated
+                try:
+                    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                        async for _ in signals:
+                            terminated = True
+                            tg.cancel_scope.cancel()
+                            return
+                except (ValueError, RuntimeError, NotImplementedError):
+                    return   # not the main thread (a library caller), or no signals here: leave them
 
-        tg.start_soon(on_sigterm)
-        result = await work()
-        tg.cancel_scope.cancel()
+            tg.start_soon(on_sigterm)
+            result = await work()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:   # (on_sigterm raises nothing: the one is work()'s)
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if terminated:
         raise Terminated()
     return result
