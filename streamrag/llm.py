@@ -416,8 +416,9 @@ def _html_page(text: str) -> str | None:
     return _one_line(f"an HTML page: {' '.join(said.split())}" if said.strip() else "an HTML page")
 
 
-def _provider_message(resp: httpx.Response) -> str:
-    """The error message in a provider's answer, one line, at most ~200 characters."""
+def _provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
+    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
+    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
     try:
         body = msgspec.json.decode(resp.content)
     except msgspec.DecodeError:
@@ -428,7 +429,7 @@ def _provider_message(resp: httpx.Response) -> str:
             text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
         else:
             text = str(err)
-    return _one_line(text)
+    return " ".join(str(text).split()) if whole else _one_line(text)
 
 
 # What a transport error that gives no words of its own was (httpx's ReadError: "").
@@ -1182,7 +1183,8 @@ class LLMClient:
         status = resp.status_code
         if 200 <= status < 300:
             return
-        message = _provider_message(resp)
+        said = _provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
+        message = _one_line(said)
         if status == 429 and _error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
                                   "add credit or use another key", status, every_call=True)
@@ -1192,15 +1194,18 @@ class LLMClient:
                                   "not retried in this run (each run asks once): change the deployment's "
                                   "content filter, or use another model", status)
         if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(message) \
-                and (param := _refused_param(resp, message)) is not None:
+                and (param := _refused_param(resp, said)) is not None:
             raise _Refused(param, status, message)
-        retry_after = _asked_wait(resp, message) if status in (429, 503) else None
-        if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
-            # A daily or monthly limit (or maintenance): waiting hours in every call helps nobody.
+        retry_after = _asked_wait(resp, said) if status in (429, 503) else None
+        if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
+            # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
+            # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
             raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {_duration(retry_after)} "
                                   f"before the next request ({message}); a daily or monthly limit: run the "
                                   "same command once it has passed (finished work is kept), or raise the "
                                   "limit with the provider", status, every_call=True)
+        if retry_after is not None:
+            retry_after = min(retry_after, MAX_RETRY_AFTER_S)
         self._reject(status, message, url, model, stage, retry_after)
 
     def _reject(self, status: int, message: str, url: str, model: str, stage: str,
@@ -1383,7 +1388,11 @@ def _checker(validate: Callable[[str], bool],
         if answer.finish_reason == "length" and (
                 on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
             return CUT_OFF
-        return None if validate(answer.text) else UNUSABLE
+        if validate(answer.text):
+            return None
+        # Unusable and cut off (a model's thinking ran to max_tokens and left no answer): asked
+        # again with more room, as a cut-off answer is.
+        return CUT_OFF if answer.finish_reason == "length" else UNUSABLE
     return check
 
 

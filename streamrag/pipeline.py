@@ -258,7 +258,7 @@ class Indexer:
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
-                                  error.status) from None
+                                  error.status, every_call=True) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
             self.unavailable_error = str(error)

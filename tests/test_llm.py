@@ -1532,3 +1532,39 @@ async def test_a_prompt_refused_by_azures_content_filter_fails_at_once_in_words(
                                                   r"\(stage extract: The response was filtered"):
             await llm.chat(ask(), model="m1", stage="extract")
     assert len(endpoint.requests) == 1
+
+
+async def test_a_wait_named_late_in_a_long_message_is_read(tmp_path):
+    # The message was cut to 200 characters before the wait was looked for in it.
+    long = ("Rate limit reached for ft:gpt-4o-mini-2024-07-18:acme-research::9xYzAbCd in organization "
+            "org-AbCdEfGhIjKlMnOpQrStUvWx on tokens per day (TPD): Limit 2000000, Used 1999000, Requested "
+            "2400. Please try again in 7h12m0s. Visit https://platform.openai.com/account/rate-limits to "
+            "learn more.")
+    endpoint = Endpoint(httpx.Response(429, json={"error": {"message": long, "code": "rate_limit_exceeded"}}))
+    async with client(tmp_path, endpoint) as (llm, _):
+        with pytest.raises(LLMRequestError, match="asks to wait 7 h 12 min"):
+            await llm.chat(ask(), model="m1", stage="s")
+
+
+async def test_a_503_asking_for_a_long_pause_is_no_daily_limit(tmp_path):
+    # Maintenance: waited for (at most MAX_RETRY_AFTER_S at a time), not called a daily limit.
+    endpoint = Endpoint(httpx.Response(503, headers={"Retry-After": "3600"}, text="scheduled maintenance"))
+    async with client(tmp_path, endpoint, max_retries=0) as (llm, _):
+        with pytest.raises(LLMUnavailableError, match="HTTP 503: scheduled maintenance"):
+            await llm.chat(ask(), model="m1", stage="s")
+
+
+async def test_an_empty_answer_cut_off_at_max_tokens_gets_more_room(tmp_path):
+    # A thinking model's reasoning ran to max_tokens and left no answer: asked again with the
+    # same max_tokens each time, then "try another model or prompt".
+    def answer(body):
+        if body["max_tokens"] < 1600:
+            return httpx.Response(200, json=chat_with(message={"role": "assistant", "content": ""},
+                                                      finish_reason="length"))
+        return httpx.Response(200, json=chat_body("The quay was rebuilt."))
+    endpoint = Endpoint(answer, answer, answer)
+    async with client(tmp_path, endpoint) as (llm, _):
+        result = await llm.chat(ask(), model="m1", stage="answer", max_tokens=400, on_length="keep",
+                                validate=lambda t: bool(t.strip()))
+    assert result.text == "The quay was rebuilt."
+    assert [b["max_tokens"] for b in endpoint.bodies] == [400, 800, 1600]
