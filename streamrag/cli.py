@@ -572,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except OSError as e:
-        if debug or e.errno not in _WRITE_FAILED:
+        # (A file named: a document read, a folder made. Output written has none.)
+        if debug or e.errno not in _WRITE_FAILED or e.filename is not None:
             raise
         # Output sent to a full disk (`> /dev/full`, a quota): one line, not a traceback.
         print(f"streamrag: error: cannot write the output ({e.strerror}); free some space, or send "

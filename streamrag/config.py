@@ -408,8 +408,7 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
         value = out.get(section, {}).get(field) if isinstance(out.get(section), dict) else None
         if isinstance(value, str) and value:
             p = Path(value).expanduser()
-            if not p.is_absolute():
-                out[section] = {**out[section], field: str(folder / p)}
+            out[section] = {**out[section], field: str(p if p.is_absolute() else folder / p)}
     return out
 
 

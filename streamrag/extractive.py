@@ -119,6 +119,12 @@ def _shorten(sentence: str) -> str:
 _ENDINGS = (("ational", "ate"), ("ations", "ate"), ("ation", "ate"), ("ies", "y"), ("ied", "y"),
             ("ings", ""), ("ing", ""), ("ers", ""), ("er", ""), ("ed", ""), ("es", ""), ("ly", ""),
             ("s", ""))
+# Stop words of questions that are content words in a text ("show", "list", "describe"): stemmed
+# like any word, so "shows" meets "show". The other stop words are function words: a stem that is
+# one of them ("themes" -> "them") is marked, so it does not meet every "them".
+_CONTENT_STOPS = frozenset("tell know give show explain describe list thing things say said says happen "
+                           "happened happens".split())
+_FUNCTION_WORDS = STOPWORDS - _CONTENT_STOPS
 # Words whose ending is not one: "news" is not the plural of "new" (a question about the news
 # would otherwise match every sentence saying "new").
 _WHOLE = frozenset({"news"})
@@ -130,10 +136,10 @@ def stem(word: str) -> str:
     "company" and "companies") match; an ending goes only when three letters remain. A stem
     that is a stop word ("themes" -> "them", "evening" -> "even") is marked, so that it
     matches its own family and not every sentence holding the stop word."""
-    if word in _WHOLE or word in STOPWORDS:
+    if word in _WHOLE or word in _FUNCTION_WORDS:
         return word
     stemmed = _strip_ending(word)
-    return stemmed + "~" if stemmed in STOPWORDS else stemmed
+    return stemmed + "~" if stemmed in _FUNCTION_WORDS else stemmed
 
 
 def _strip_ending(word: str) -> str:

@@ -580,8 +580,9 @@ def checked_question(question: str) -> str:
     if n > MAX_QUESTION_WORDS or len(question) > MAX_QUESTION_CHARS:
         size = f"{n:,} words" if n > MAX_QUESTION_WORDS else f"{len(question):,} characters"
         raise UsageError(f"the question is {size} long; ask in at most {MAX_QUESTION_WORDS:,} words "
-                         f"({MAX_QUESTION_CHARS:,} characters; it is sent with every batch of reports a "
-                         "global search reads): put long material in the indexed folder instead")
+                         f"(two characters of a script written without spaces count as one) and "
+                         f"{MAX_QUESTION_CHARS:,} characters: it is sent with every batch of reports a "
+                         "global search reads; put long material in the indexed folder instead")
     return question
 
 

@@ -136,7 +136,8 @@ def test_the_largest_childs_report_replaces_its_members_first():
                         children=list(zip(kids, reports)), max_tokens=200)
     assert ctx.elements["reports"] == ["K1", "K2", "K3"]
     assert ctx.elements["entities"] == [] and ctx.elements["relationships"] == []
-    # Reports that take exactly the budget fit; past it, the reports that fit and no element.
+    # Reports that take exactly the budget fit; past it, the reports that fit and the elements
+    # of the rest that fit beside them (members of K1 never).
     exact = sum(count_tokens(report_line(k.id, r)) + 1 for k, r in zip(kids, reports))
     ctx = build_context(parent, entities=ents, relationships=rels, claims={},
                         children=list(zip(kids, reports)), max_tokens=exact)
@@ -145,8 +146,8 @@ def test_the_largest_childs_report_replaces_its_members_first():
                         findings=[], text="", tokens=1, elements={})
     ctx = build_context(parent, entities=ents, relationships=rels, claims={},
                         children=list(zip(kids, reports)), max_tokens=80)
-    assert ctx.elements["reports"] == ["K1"]
-    assert ctx.elements["entities"] == [] and ctx.elements["relationships"] == []
+    assert ctx.elements["reports"] == ["K1"] and ctx.tokens <= 80 + 30   # (headings are not counted)
+    assert ctx.elements["entities"] and not set(ctx.elements["entities"]) & set(m[:20])
 
 
 def test_context_key_covers_the_prompt_version_and_the_method():
@@ -222,6 +223,11 @@ def test_a_stem_that_is_a_stop_word_matches_its_family_not_the_stop_word():
                           [("[A]", "He told them the story twice."), ("[B]", "Its theme is redemption.")])
     assert [t for _, t, _ in best] == ["[B]"]
     assert overlap_rating({"evening"}, "Even so, nobody came.") == 0
+    # A question's stop words that are content words in a text still meet their families.
+    assert stem("shows") == stem("show") and stem("described") == stem("describe") and stem("lists") == stem("list")
+    best = pick_sentences("Which shows were cancelled?",
+                          [("[A]", "The meeting was cancelled."), ("[B]", "The show was cancelled after one night.")])
+    assert best[0][1] == "[B]"
 
 
 def test_news_is_not_the_plural_of_new():
