@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from streamrag.config import default_config_text, find_config, load_settings
@@ -205,3 +207,15 @@ def test_an_api_key_is_trimmed_and_one_no_header_can_carry_is_refused_where_it_i
         LLMClient(LLMSettings(api_base="http://llm.test/v1"), settings.api_key)
     assert str(e.value) == ("OPENAI_API_KEY: the API key holds '\u00f6' at character 2, which no key has and "
                             "an HTTP header cannot carry; set OPENAI_API_KEY to the key itself")
+
+
+def test_a_home_relative_path_setting_is_expanded(tmp_path, monkeypatch):
+    # "~/prompts/extract.md" stayed as written: the prompt in the indexed folder was indexed.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config = tmp_path / "notes" / "streamrag.toml"
+    config.parent.mkdir()
+    config.write_text('[index]\nextraction_prompt = "~/notes/extract.md"\n')
+    (tmp_path / "notes" / "extract.md").write_text("x")
+    settings = load_settings(config, env={})
+    assert settings.index.extraction_prompt == str(tmp_path / "notes" / "extract.md")
+    assert Path(settings.index.extraction_prompt) in settings.own_files()
