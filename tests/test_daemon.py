@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import anyio
+from functools import partial
 import pytest
 from watchfiles import Change
 
@@ -422,6 +423,26 @@ async def test_an_edit_where_an_indexed_link_leads_is_synced(corpus, tmp_path, t
             await send.send({(Change.deleted, str(where))})
             await until(lambda: daemon.syncs == 3)
     assert db_count(db, "SELECT count(*) FROM files WHERE path = 'quay.txt'") == 0
+
+
+def test_events_where_links_lead_are_named_as_the_links(corpus, tmp_path):
+    # A link to a hidden folder, a link whose name holds "#", and a link to an indexed file.
+    hidden = corpus / ".drafts"
+    hidden.mkdir()
+    (hidden / "quay.txt").write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+    (hidden / "mill.md").write_text("Ansel Pirrow rebuilt the mill at Brisk Hollow.\n")
+    (corpus / "drafts").symlink_to(hidden)
+    (corpus / "C#notes.txt").symlink_to(hidden / "mill.md")
+    (corpus / "again.txt").symlink_to(corpus / "council.txt")
+    db = tmp_path / "o.db"
+    settings = make_settings(index=SMALL)
+    assert anyio.run(partial(sync, [corpus], settings, db, root=corpus)).files == 8
+    daemon = Daemon(settings, db, corpus)
+    daemon._note_links()
+    assert daemon.relevant(Change.modified, hidden / "quay.txt") == "drafts/quay.txt"
+    assert daemon.relevant(Change.modified, hidden / "mill.md") == "C#notes.txt"
+    assert daemon.relevant(Change.deleted, corpus / "council.txt") == "council.txt"   # itself, not the link
+    assert daemon.relevant(Change.modified, hidden / "other.rst") is None
 
 
 async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp_path):
