@@ -114,6 +114,13 @@ def hierarchical_leiden(
     return _assign_ids(clusters, nodes, previous or (), new_id)
 
 
+def settings_key(max_cluster_size: int, seed: int, resolution: float) -> str:
+    """The settings a partition depends on: a partition made with others is clustered afresh."""
+    from streamrag import ids
+
+    return ids.digest(max_cluster_size, seed, resolution)
+
+
 def diff_communities(old: Iterable[Community], new: Iterable[Community]) -> dict[str, list[str]]:
     """Which community ids were added, removed, changed (level, parent or members) or not.
 

@@ -21,15 +21,17 @@ from pathlib import Path
 
 from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
+from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
+from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import summarizer_key
+from streamrag.summarizer import short_join, summarizer_key, summary_input
 from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
@@ -54,6 +56,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
               db: Path) -> dict:
     done: set[str] = set()
     if store is not None:
+        check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?",
                                                    (extractor_key(settings),))}
     ix = settings.index
@@ -121,12 +124,12 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
             if store.get_meta("summarizer") != summarizer_key(settings):
-                summaries = max(summaries, store.scalar(
-                    "SELECT (SELECT count(*) FROM entities WHERE mentions > 1) "
-                    "+ (SELECT count(*) FROM relationships WHERE mentions > 1)") or 0)
+                summaries = max(summaries, _summaries_asked(store, settings))
             if store.get_meta("report_settings") != report_settings_key(
                     settings.llm.report_model, load_prompt("report").version, ix.encoding,
-                    ix.report_max_input_tokens, ix.report_min_members):
+                    ix.report_max_input_tokens, ix.report_min_members) or store.get_meta("leiden") not in (
+                    None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)):
+                # (new clustering settings recluster: counted as if every report changed)
                 communities = max(communities, store.scalar(
                     "SELECT count(*) FROM communities WHERE size >= ?", (ix.report_min_members,)) or 0)
         if summaries:
@@ -140,6 +143,23 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_to_extract": n, "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                        "report": settings.llm.report_model}}
+
+
+def _summaries_asked(store: Store, settings: Settings) -> int:
+    """The elements whose summary a model writes when every summary is made again: those whose
+    descriptions (as ``summarize`` takes them) are several and too long to join."""
+    ix = settings.index
+    join = min(ix.summary_join_tokens, ix.summary_max_tokens)
+    asked = 0
+    for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):
+        said: dict[str, set[str]] = {}
+        for r in store.query(f"SELECT {key} AS element, description FROM {table}"):
+            said.setdefault(r["element"], set()).add(r["description"])
+        for descriptions in said.values():
+            chosen = summary_input(sorted(descriptions), ix.summary_max_descriptions)
+            if len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None:
+                asked += 1
+    return asked
 
 
 def format_estimate(e: dict) -> str:

@@ -213,6 +213,19 @@ def _readable(path: Path) -> bool:
 _rel = loader.stored_path  # one naming for what the loader stores and what the scan compares
 
 
+def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:
+    """Refuses to index offline, for want of an endpoint, an index a model built: its graph and
+    reports would be replaced by the NLP extractor's without a word (a job run without the
+    variable that sets the endpoint). ``--offline`` or ``index.extractor = "nlp"`` says it is
+    meant."""
+    if settings.index.extractor == "auto" and settings.offline \
+            and (store.get_meta("extractor") or "").startswith("llm-"):
+        raise ConfigError(f"{db_path}: this index was built with a model, and no endpoint is set "
+                          "now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to update it, "
+                          "or pass --offline to rebuild it offline (the NLP extractor's graph and "
+                          "extractive reports replace the model's)")
+
+
 class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
@@ -237,7 +250,7 @@ class Indexer:
         self.key = extractor_key(settings)
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
-        self.leiden_key = ids.digest(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
+        self.leiden_key = communities_module.settings_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
                                       loader.VERSION, ix.text_field, length=12)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
@@ -271,18 +284,6 @@ class Indexer:
             self.failed_items += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
-
-    def _check_not_downgraded(self, store: Store) -> None:
-        """Refuses to index offline, for want of an endpoint, an index a model built: its graph
-        and reports would be replaced by the NLP extractor's without a word (a job run without
-        the variable that sets the endpoint). ``--offline`` or ``index.extractor = "nlp"`` says
-        it is meant."""
-        if self.settings.index.extractor == "auto" and self.settings.offline \
-                and (store.get_meta("extractor") or "").startswith("llm-"):
-            raise ConfigError(f"{self.db_path}: this index was built with a model, and no endpoint is set "
-                              "now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to update it, "
-                              "or pass --offline to rebuild it offline (the NLP extractor's graph and "
-                              "extractive reports replace the model's)")
 
     def _open_llm(self, store: Store, writer: Writer):
         if self.settings.offline and not self.settings.llm.embedding_model:
@@ -325,7 +326,7 @@ class Indexer:
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
                     await writer.run(lambda s: s.start_run(self.run_id, self.command))
-                    self._check_not_downgraded(store)
+                    check_not_downgraded(self.settings, store, self.db_path)
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

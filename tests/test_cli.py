@@ -104,6 +104,19 @@ def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(co
         paid = done["llm"]["by_stage"][stage]["calls"] - done["llm"]["by_stage"][stage]["cached"]
         assert paid > 0 and est["llm"]["by_stage"][stage]["calls"] >= paid / 2, stage
     assert est["chunks_to_extract"] == 0 and "extract" not in est["llm"]["by_stage"]
+    # A new summary model alone: the summaries a model writes (short ones are joined, no call),
+    # counted as the run counts them; new clustering settings: the reports they may rewrite.
+    (corpus / "streamrag.toml").write_text('[llm]\nreport_model = "gpt-4.1-mini"\nsummary_model = "m2"\n'
+                                           '[index]\nsummary_join_tokens = 0\nleiden_resolution = 3.0\n')
+    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    done = json.loads(run("index", str(corpus), "--json", "-q", *common).stdout)
+    summarize = done["llm"]["by_stage"]["summarize"]
+    assert est["llm"]["by_stage"]["summarize"]["calls"] == summarize["calls"] - summarize["cached"] > 0
+    report = done["llm"]["by_stage"]["report"]
+    assert done["reclustered"] and est["llm"]["by_stage"]["report"]["calls"] >= (report["calls"] - report["cached"]) / 2 > 0
+    # No endpoint for an index a model built: the estimate refuses as the run would.
+    out = run("index", str(corpus), "--estimate", "--api-base", "")
+    assert out.returncode == 1 and "built with a model, and no endpoint is set" in out.stderr
 
 
 def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(corpus):
