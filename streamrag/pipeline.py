@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import time
 import uuid
@@ -84,6 +85,7 @@ UNUSABLE_RUNS = 3
 # Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
+log = logging.getLogger(__name__)
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
 
@@ -363,7 +365,43 @@ class Indexer:
         finally:
             store.close()
 
+    def _report_key(self) -> str:
+        """The report settings of this run (``reports.settings_key``): with a model or without."""
+        s = self.settings
+        use_llm = not s.offline and self.llm is not None
+        return report_settings_key(s.llm.report_model if use_llm else None,
+                                   load_prompt("report").version if use_llm else None, s.index.encoding,
+                                   s.index.report_max_input_tokens, s.index.report_min_members)
+
+    def _say_what_settings_redo(self, store: Store) -> None:
+        """One line, before the run starts, on the work that settings changed since the index
+        was built make it do again for the whole index (paid, with a model): it can still be
+        stopped. (The settings each covers: README, "Keeping an index current".)"""
+        if not store.version:
+            return
+        s, said = self.settings, store.get_meta
+        changes: list[tuple[str, str]] = []
+        if said("chunker") not in (None, self.chunker_key):
+            changes.append(("chunking", "every document is chunked again (chunks with new text are extracted)"))
+        built = said("extractor") or ""
+        if built and built != self.key and not s.offline:
+            changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
+                            if built.startswith("llm-") else
+                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline)"))
+        if said("summarizer") not in (None, self.summarizer_key) and not s.offline:
+            changes.append(("summary", "every merged description is summarized again"))
+        if said("report_settings") not in (None, self._report_key()):
+            changes.append(("report", "every report is written again"))
+        if said("leiden") not in (None, self.leiden_key):
+            changes.append(("clustering", "it is clustered afresh"))
+        if changes:
+            names = [what for what, _ in changes]
+            named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            log.warning(f"the {named} settings changed since this index was built: "
+                        f"{'; '.join(effect for _, effect in changes)}")
+
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
+        self._say_what_settings_redo(store)
         scan = await self._stream_stage(store, writer, paths)
         if self.unavailable and self.llm is not None and not self.llm.reached and self.command != "watch":
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
@@ -841,8 +879,7 @@ class Indexer:
         # Communities whose context may have changed. The others keep their context and report
         # without rebuilding the context (tokenizing every community's context is most of an
         # update's time on a large index).
-        state.report_settings = report_settings_key(model, prompt_version, s.index.encoding,
-                                                    s.index.report_max_input_tokens, s.index.report_min_members)
+        state.report_settings = self._report_key()
         dirty = dirty_communities(state, communities,
                                    same_settings=store.get_meta("report_settings") == state.report_settings)
         old_children: dict[str, set[str]] = defaultdict(set)

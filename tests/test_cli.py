@@ -80,6 +80,22 @@ def test_a_custom_prompt_kept_in_the_folder_is_no_document(corpus, simulator):
     assert "my_extract_prompt.md" not in {d["path"] for d in exported["documents"]}
 
 
+def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(corpus, simulator):
+    # After a chunk_size or model change a run re-extracted everything and its summary only
+    # showed "32 extracted now", with no reason; it is said first, so it can still be stopped.
+    common = ("-q", "--api-base", simulator.base_url)
+    assert run("index", str(corpus), *common).returncode == 0
+    again = run("index", str(corpus), *common)
+    assert again.returncode == 0 and "changed since this index was built" not in again.stderr
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m3"\n'
+                                           '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
+    out = run("index", str(corpus), *common)
+    assert out.returncode == 0, out.stderr
+    assert ("the chunking, extraction and report settings changed since this index was built: every "
+            "document is chunked again") in out.stderr, out.stderr
+    assert "changed since this index was built" not in run("index", str(corpus), *common).stderr
+
+
 def test_estimate_spends_nothing(corpus, simulator):
     out = run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
     assert out.returncode == 0, out.stderr
@@ -295,8 +311,11 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     out = run("index", str(corpus), "-q", "--api-base", "http://127.0.0.1:9/v1")
     # The offline index is not the LLM one: every chunk needs extracting, and none can be.
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    # One line: where nothing answers (the OS words the refusal), what to do, what was kept.
-    lines = out.stderr.splitlines()
+    # Said first: the offline index is extracted anew with a model. Then one line: where
+    # nothing answers (the OS words the refusal), what to do, what was kept.
+    notice, *lines = out.stderr.splitlines()
+    assert notice.startswith("streamrag: the extraction, summary and report settings changed since this "
+                             "index was built: every chunk is extracted with gpt-4o-mini (it was built offline)")
     assert len(lines) == 1, out.stderr
     assert re.fullmatch(
         re.escape("streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions "
@@ -308,10 +327,10 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert status["documents"] == 4 and status["entities"] > 10
     # What set the endpoint is what the message names: the variable, or the file's key.
     out = run("index", str(corpus), "-q", env={"STREAMRAG_API_BASE": "http://127.0.0.1:9/v1"})
-    assert out.stderr.count("\n") == 1 and "start the server, or fix STREAMRAG_API_BASE." in out.stderr
+    assert out.stderr.count("\n") == 2 and "start the server, or fix STREAMRAG_API_BASE." in out.stderr
     (corpus / "streamrag.toml").write_text('[llm]\nmax_retries = 1\napi_base = "http://127.0.0.1:9/v1"\n')
     out = run("index", str(corpus), "-q")
-    assert out.stderr.count("\n") == 1 and "start the server, or fix llm.api_base." in out.stderr
+    assert out.stderr.count("\n") == 2 and "start the server, or fix llm.api_base." in out.stderr
 
 
 def test_demo_runs_offline():
