@@ -241,9 +241,11 @@ DOWN_AFTER_S = 60.0
 # It holds (deadline scope, allowance, the try's timeout in seconds).
 _TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = contextvars.ContextVar(
     "streamrag_try", default=None)
-# A call whose try timed out gives its next try twice the time, up to this many times
+# A try that timed out gives the model's next tries twice the time, up to this many times
 # llm.request_timeout_s: an answer that takes longer than the timeout (a long report from a
-# model on a CPU) timed out the same way on every retry, each try paid for in full.
+# model on a CPU) timed out the same way on every retry, each try paid for in full. A try that
+# times out at the longest ends its call: a server that never answers fails after 1 + 2 + 4
+# timeouts, as long as the 7 tries of one timeout each took before.
 TIMEOUT_GROWTH_MAX = 4
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
@@ -514,6 +516,7 @@ class LLMClient:
         self._notices: dict[str, tuple[float, int]] = {}  # kind -> (last said, lines held back since)
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
+        self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._refused_since: float | None = None  # every attempt refused since then
         self._inflight: dict[str, _Flight] = {}
@@ -981,16 +984,21 @@ class LLMClient:
         spent = [0, 0] if spent is None else spent
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
-        timeout = self.settings.request_timeout_s   # this call's, grown by each try that timed out
+        longest = self.settings.request_timeout_s * TIMEOUT_GROWTH_MAX
+        hung = False   # a try with the longest timeout timed out: the server does not answer
 
         async def one() -> Any:
-            nonlocal refused_n, streak, timeout
+            nonlocal refused_n, streak, hung
             spent[1] += 1
+            timeout = self._timeouts.get(model, self.settings.request_timeout_s)
             try:
                 return await self._attempt(tokens, attempt, timeout)
             except _Retryable as e:
                 if e.timed_out:
-                    timeout = min(timeout * 2, self.settings.request_timeout_s * TIMEOUT_GROWTH_MAX)
+                    # The model's next tries (this call's and every other's) get twice the time,
+                    # up to TIMEOUT_GROWTH_MAX times the setting; one timed out at that is the last.
+                    hung = timeout >= longest
+                    self._timeouts[model] = min(timeout * 2, longest)
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak
@@ -1007,7 +1015,7 @@ class LLMClient:
                 raise
 
         def stop(state: RetryCallState) -> bool:
-            return spent[0] >= self.settings.max_retries + 1 or self._never_answered(state)
+            return spent[0] >= self.settings.max_retries + 1 or hung or self._never_answered(state)
 
         retrying = AsyncRetrying(
             stop=stop,
@@ -1390,9 +1398,10 @@ def _checker(validate: Callable[[str], bool],
             return CUT_OFF
         if validate(answer.text):
             return None
-        # Unusable and cut off (a model's thinking ran to max_tokens and left no answer): asked
-        # again with more room, as a cut-off answer is.
-        return CUT_OFF if answer.finish_reason == "length" else UNUSABLE
+        # Nothing at all, cut off (a model's thinking ran to max_tokens and left no answer): asked
+        # again with more room, as a cut-off answer is. (Text the caller cannot use is no matter
+        # of room: a chatty summary asked again with twice the tokens only costs more.)
+        return CUT_OFF if answer.finish_reason == "length" and not answer.text.strip() else UNUSABLE
     return check
 
 

@@ -137,10 +137,13 @@ class Answer(msgspec.Struct, kw_only=True):
 # --------------------------------------------------------------------------------------------
 def ask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
         level: int | None = None, on_delta: Callable[[str], None] | None = None,
-        transport=None, on_status: Callable[[str], None] | None = None) -> Answer:
-    """Answer ``question`` from the index at ``db_path`` (see the module docstring)."""
-    return anyio.run(until_sigterm, partial(aask, question, settings, db_path, mode=mode, level=level,
-                                            on_delta=on_delta, transport=transport, on_status=on_status))
+        transport=None, on_status: Callable[[str], None] | None = None, sigterm: bool = False) -> Answer:
+    """Answer ``question`` from the index at ``db_path`` (see the module docstring). ``sigterm``
+    (the command line): SIGTERM stops it as Ctrl-C does (``signals.Terminated``); a library
+    caller's own SIGTERM handling is left alone."""
+    work = partial(aask, question, settings, db_path, mode=mode, level=level, on_delta=on_delta,
+                   transport=transport, on_status=on_status)
+    return anyio.run(until_sigterm, work) if sigterm else anyio.run(work)
 
 
 async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
@@ -676,7 +679,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     try:
         answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
-                     on_delta=on_delta if stream else None, on_status=on_status)
+                     on_delta=on_delta if stream else None, on_status=on_status, sigterm=True)
     except BaseException:   # (Ctrl-C, an error): its line does not go on the answer's last one
         if "".join(streamed) and not "".join(streamed).endswith("\n"):
             sys.stdout.write("\n")

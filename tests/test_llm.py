@@ -629,16 +629,34 @@ async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=3) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="report")
-            again = await llm.chat(ask("next"), model="m1", stage="report")   # each call starts anew
+            again = await llm.chat(ask("next"), model="m1", stage="report")   # the model's time is kept
     assert result.text == "echo: hello" and again.text == "echo: next"
-    assert len(endpoint.requests) == 4   # 0.3 s, then 0.6 s: answered; the same for the next call
-    # Growth stops at TIMEOUT_GROWTH_MAX times the setting: 0.1, 0.2, 0.4, 0.4 s.
+    assert len(endpoint.requests) == 3   # 0.3 s, then 0.6 s: answered; the next call has 0.6 s
+    # Growth stops at TIMEOUT_GROWTH_MAX times the setting, and a try timed out at that ends the
+    # call: a server that never answers fails after 0.1 + 0.2 + 0.4 s of tries.
     slow = Endpoint(latency=1.0)
     with anyio.fail_after(10):
-        async with client(tmp_path / "slow", slow, request_timeout_s=0.1, max_retries=3) as (llm, _):
-            with pytest.raises(LLMUnavailableError, match=r"failed 4 time\(s\), last: the answer made no "
+        async with client(tmp_path / "slow", slow, request_timeout_s=0.1, max_retries=6) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match=r"failed 3 time\(s\), last: the answer made no "
                                                           r"progress for 0.4 s \(timeout\)"):
                 await llm.chat(ask(), model="m1", stage="report")
+
+
+async def test_the_longer_timeout_reaches_the_http_request(tmp_path):
+    # httpx's own timeout (a mock transport ignores it) must grow with the try's.
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    store = Store(tmp_path / "index.db")
+    with Simulator(SimulatorConfig(latency_ms=700)) as sim:
+        async with Writer(store) as writer:
+            settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0,
+                                   request_timeout_s=0.4, max_retries=2)
+            async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
+                                 retry_base_s=0.05) as llm:
+                result = await llm.chat(ask(), model="gpt-4o-mini", stage="answer", on_delta=lambda _t: None)
+                await llm.chat(ask("again"), model="gpt-4o-mini", stage="answer")
+        assert result.text and sim.requests == 3   # 0.4 s timed out, 0.8 s answered; then 0.8 s at once
+    store.close()
 
 
 async def test_a_slow_streamed_answer_longer_than_request_timeout_s_is_not_cut(tmp_path):

@@ -881,7 +881,7 @@ def test_cmd_ask_prints_no_terminal_escapes_from_document_text(offline_db, capsy
     text = "Red \x1b[31malert\x1b[0m\x07 and a \x1b]0;pwned\x07title.\r\n- kept\tas is [T:chk-1]"
     pieces = ["Red \x1b[3", "1malert\x1b", "[0m\x07 and a \x1b]0;pw", "ned\x07title.\r\n- kept\tas is [T:chk-1]"]
 
-    def fake_ask(question, settings, db, *, mode, level, on_delta=None, on_status=None):
+    def fake_ask(question, settings, db, *, mode, level, on_delta=None, on_status=None, sigterm=False):
         on_status("local search: 1 entities (bm25) named \x1b[2J")
         for piece in pieces:
             if on_delta:
@@ -1229,3 +1229,20 @@ def test_a_streamed_citation_is_shown_once_it_closes_and_not_when_cut_in_two(tmp
         assert first_line == "Ada met Bram [R:C3] in Harlow [1]. Then Paris."
     else:
         assert first_line == "Ada met Bram [R:C3] in Harlow [1]. Then Paris. [E:ent-960fb] and home."
+
+
+def test_a_library_callers_sigterm_handler_is_left_alone(offline_db, monkeypatch):
+    # query.ask took SIGTERM itself, and on its way out left the default in place of the
+    # caller's handler (a server's worker would then die of its next SIGTERM).
+    import signal
+
+    from streamrag.query import ask
+
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    mine = lambda *_a: None   # noqa: E731
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        ask("What are the main themes?", make_settings(""), offline_db, mode="global")
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
