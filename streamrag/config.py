@@ -280,8 +280,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("index.chunk_size", "must be at least 50 tokens"))
     if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
         default = " (its default)" if ix.chunk_overlap == IndexSettings().chunk_overlap else ""
+        fix = "set it to 0 or more" if ix.chunk_overlap < 0 else f"set it below {ix.chunk_size // 2}"
         problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and less "
-                         f"than half of index.chunk_size ({ix.chunk_size}): set it below {ix.chunk_size // 2}"))
+                         f"than half of index.chunk_size ({ix.chunk_size}): {fix}"))
     if ix.max_gleanings < 0:
         problems.append(("index.max_gleanings", "must be >= 0"))
     if ix.max_cluster_size < 2:
@@ -320,7 +321,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
         problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
     for name in ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model"):
-        if not getattr(llm, name).strip():   # sent as "", every call would be refused
+        if llm.api_base and not getattr(llm, name).strip():   # sent as "", every call would be refused
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))
     if llm.max_retries < 0:

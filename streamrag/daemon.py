@@ -351,7 +351,7 @@ class Daemon:
             if "#" in rel:   # a row's "file#n", or a name that holds "#"
                 candidates = _stored_files(rel, self.root)
                 found = next((f for f in candidates if os.path.lexists(f)), candidates[0])
-                rel = found.as_posix()[len(self.root.as_posix()) + 1:] if self.root in found.parents else ""
+                rel = found.relative_to(self.root).as_posix() if self.root in found.parents else ""
             if not rel or os.path.isabs(rel):   # (another folder's file)
                 continue
             files.add(rel)

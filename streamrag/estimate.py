@@ -123,13 +123,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         if store is not None and store.version:
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
-            if store.get_meta("summarizer") != summarizer_key(settings):
+            resummarized = store.get_meta("summarizer") != summarizer_key(settings)
+            if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
-            if store.get_meta("report_settings") != report_settings_key(
+            if resummarized or store.get_meta("report_settings") != report_settings_key(
                     settings.llm.report_model, load_prompt("report").version, ix.encoding,
                     ix.report_max_input_tokens, ix.report_min_members) or store.get_meta("leiden") not in (
                     None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)):
-                # (new clustering settings recluster: counted as if every report changed)
+                # (new summaries change the descriptions reports are written from, and new
+                # clustering settings recluster: counted as if every report changed)
                 communities = max(communities, store.scalar(
                     "SELECT count(*) FROM communities WHERE size >= ?", (ix.report_min_members,)) or 0)
         if summaries:
@@ -154,7 +156,8 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
     for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):
         said: dict[str, set[str]] = {}
         for r in store.query(f"SELECT {key} AS element, description FROM {table}"):
-            said.setdefault(r["element"], set()).add(r["description"])
+            if r["description"].strip():   # (as merging takes them: empty ones are none)
+                said.setdefault(r["element"], set()).add(r["description"])
         for descriptions in said.values():
             chosen = summary_input(sorted(descriptions), ix.summary_max_descriptions)
             if len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextvars
 import email.utils
+import html
 import logging
 import math
 import os
@@ -413,9 +414,12 @@ def _html_page(text: str) -> str | None:
     head = text.lstrip()[:200].lower()
     if not head.startswith("<") or not any(t in head for t in ("<html", "<!doctype", "<head", "<title", "<body")):
         return None
-    found = _HTML_TITLE.search(text)
-    said = re.sub(r"<[^>]*>", " ", found.group(2)) if found else ""
-    return _one_line(f"an HTML page: {' '.join(said.split())}" if said.strip() else "an HTML page")
+    said = ""
+    for found in _HTML_TITLE.finditer(text):   # the title, or the first heading when it has none
+        said = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", found.group(2))).split())
+        if said:
+            break
+    return _one_line(f"an HTML page: {said}" if said else "an HTML page")
 
 
 def _provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
@@ -827,11 +831,16 @@ class LLMClient:
             if resp.status_code != 200:
                 await resp.aread()
                 self._check_status(resp, self.chat_url, payload["model"], stage)
+            events = 0
+            other: list[str] = []   # the first lines that are no event: a web page, say
             async for line in resp.aiter_lines():
                 if line.startswith("error:"):   # llama.cpp's server sends an error as its own event
                     self._stream_error(line[6:].strip(), payload["model"], stage)
                 if not line.startswith("data:"):
+                    if not events and len(other) < 200:
+                        other.append(line)
                     continue
+                events += 1
                 data = line[5:].strip()
                 if data == "[DONE]":
                     done = True
@@ -872,6 +881,9 @@ class LLMClient:
                     # A server that ignores max_tokens and streams on: cut off, as it should be.
                     finish_reason = "length"
                     break
+        if not events and (page := _html_page("\n".join(other))):
+            raise _Retryable(f"the answer was {page}, not a stream of events (a web page or a proxy's, "
+                             "not the API)", 200)
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
@@ -1201,7 +1213,7 @@ class LLMClient:
                                   f"{stage or '-'}: {message}); the same request is refused again, so it is "
                                   "not retried in this run (each run asks once): change the deployment's "
                                   "content filter, or use another model", status)
-        if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(message) \
+        if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(said) \
                 and (param := _refused_param(resp, said)) is not None:
             raise _Refused(param, status, message)
         retry_after = _asked_wait(resp, said) if status in (429, 503) else None

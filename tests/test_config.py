@@ -40,7 +40,9 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[index]\nchunk_size = 150\n", "index.chunk_overlap: is 100 (its default); it must be >= 0 and less "
                                     "than half of index.chunk_size (150): set it below 75"),
     ('[index]\nextractor = "gpt"\n', "index.extractor: invalid enum value 'gpt'"),
-    ('[llm]\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
+    ('[llm]\napi_base = "http://127.0.0.1:9/v1"\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
+    ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and less than half of "
+                                      "index.chunk_size (1200): set it to 0 or more"),
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
@@ -219,3 +221,9 @@ def test_a_home_relative_path_setting_is_expanded(tmp_path, monkeypatch):
     settings = load_settings(config, env={})
     assert settings.index.extraction_prompt == str(tmp_path / "notes" / "extract.md")
     assert Path(settings.index.extraction_prompt) in settings.own_files()
+
+
+def test_an_empty_model_name_matters_only_with_an_endpoint(tmp_path):
+    config = tmp_path / "streamrag.toml"
+    config.write_text('[llm]\nreport_model = ""\n')
+    assert load_settings(config, env={}).offline   # offline: no model is named to anyone

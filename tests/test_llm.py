@@ -1586,3 +1586,14 @@ async def test_an_empty_answer_cut_off_at_max_tokens_gets_more_room(tmp_path):
                                 validate=lambda t: bool(t.strip()))
     assert result.text == "The quay was rebuilt."
     assert [b["max_tokens"] for b in endpoint.bodies] == [400, 800, 1600]
+
+
+async def test_a_web_page_answering_a_streamed_request_is_named(tmp_path):
+    page = httpx.Response(200, text="<html><head><title></title></head><body><h1>Sign in &amp; continue</h1>"
+                                    "</body></html>", headers={"content-type": "text/html"})
+    endpoint = Endpoint(page, page)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="last: the answer was an HTML page: Sign in & continue, "
+                                                          "not a stream of events"):
+                await llm.chat(ask(), model="m1", stage="answer", on_delta=lambda _t: None)
