@@ -23,7 +23,7 @@ from streamrag.local_search import STOPWORDS, query_terms
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
 from streamrag.terms import unspaced_chars, words
 
-EXTRACTIVE_LABEL = "Extractive answer (no LLM configured)"
+EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
 MAX_SENTENCES = 8
 MAX_SENTENCE_WORDS = 60
 

@@ -10,8 +10,9 @@
 The first half streams: bounded memory streams connect the stages, so a slow stage holds back
 the ones before it instead of filling memory. Its products are content-addressed and written as
 soon as they exist, so an interrupted run loses nothing. The second half works on what changed:
-a first index is simply the update from an empty index, which is why an index built over many
-updates equals the index built at once. Nothing a query reads changes until ``publish``
+a first index is simply the update from an empty index, which is why the graph of an index
+built over many updates equals that of the index built at once (its communities, warm-started
+from the previous partition, need not: see ``_cluster``). Nothing a query reads changes until ``publish``
 replaces the published rows and bumps the version in one transaction (a run that changes
 nothing publishes no new version).
 

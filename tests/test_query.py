@@ -1246,3 +1246,13 @@ def test_a_library_callers_sigterm_handler_is_left_alone(offline_db, monkeypatch
         assert signal.getsignal(signal.SIGTERM) is mine
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, monkeypatch):
+    # Run where the settings file is not found, `ask` answered extractively without a word.
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    said: list[str] = []
+    answer = await aask("Who rebuilt the quay?", make_settings(""), llm_db, mode="local", on_status=said.append)
+    assert answer.extractive and answer.text.startswith(EXTRACTIVE_LABEL)
+    assert any(m.startswith("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
+                            "model built this index") for m in said), said
