@@ -272,7 +272,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if not store.version:   # nothing published: say why, as ask does (not an empty export)
             from streamrag.query import check_not_empty
             check_not_empty(store, db, settings.index.include)
-        counts = export(store, out, fmt, settings_files=settings_files)
+        counts = export(store, out, fmt, settings_files=settings_files, include=settings.index.include)
     finally:
         store.close()
     print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)

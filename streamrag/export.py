@@ -8,7 +8,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 from xml.sax import saxutils
 
@@ -16,6 +16,7 @@ import msgspec
 
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
+from streamrag.loader import matches
 from streamrag.store import Store, lock_path
 
 
@@ -115,11 +116,14 @@ def _stdout_is(path: Path) -> bool:
         return False
 
 
-def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Iterable[Path] = ()) -> None:
+def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Iterable[Path] = (),
+                    include: Sequence[str] = ()) -> None:
     """Refuses an ``out`` that is one of the export's own inputs, before anything is written:
     the index database (``store.path``) or its SQLite ``-wal``/``-shm``/``-journal`` files,
     ``settings_files`` (the settings in use, and the index folder's), or a document the index holds. Writing
-    there would destroy the index, the settings or a document, and report success."""
+    there would destroy the index, the settings or a document, and report success. Nor a new
+    file in the indexed folder that ``include`` (index.include) matches: the next run would
+    index the export as a document."""
     fix = f"give another file name, e.g. graph.{fmt}"
     db = store.path
     stdout = str(out) == "-"
@@ -145,23 +149,33 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
                              f"the folders below); {fix}")
     if stdout:
         return
-    held = _held_document(store, out)
+    root = _index_root(store)
+    held = _held_document(store, out, root)
     if held is not None:
         named = "" if held == out.as_posix() else f" (as {held})"
         raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
+    full = Path(os.path.abspath(out))
+    if include and root is not None and root in full.parents \
+            and not any(part.startswith(".") for part in full.relative_to(root).parts) \
+            and matches(full, root, [p.lower() for p in include]):
+        raise StreamragError(f"{out}: lies in the indexed folder {root} and matches index.include, so the "
+                             f"next `streamrag index` would take it in as a document; write it elsewhere, "
+                             f"or name it graph.{fmt}")
 
 
-def _held_document(store: Store, out: Path) -> str | None:
+def _index_root(store: Store) -> Path | None:
+    """The indexed folder, as `indexed_root` says, read from this open store: an index in its
+    folder's .streamrag/ belongs to that folder; else the folder recorded (gone or not), else none."""
+    if store.path.parent.name == ".streamrag":
+        return store.path.parent.parent.resolve()
+    recorded = store.get_meta("root")
+    return Path(recorded) if recorded else None
+
+
+def _held_document(store: Store, out: Path, root: Path | None) -> str | None:
     """The ``files`` row naming ``out`` (itself, or one of its rows ``out#N``), if any."""
     from streamrag.loader import stored_path
 
-    # As `indexed_root` says, read from this open store: an index in its folder's .streamrag/
-    # belongs to that folder; else the folder recorded (gone or not), else none.
-    if store.path.parent.name == ".streamrag":
-        root = store.path.parent.parent.resolve()
-    else:
-        recorded = store.get_meta("root")
-        root = Path(recorded) if recorded else None
     names = set()
     for p in (Path(os.path.abspath(out)), out.resolve()):  # the link itself, and where it points
         names.add(stored_path(p, root))
@@ -177,7 +191,8 @@ def _held_document(store: Store, out: Path) -> str | None:
     return None
 
 
-def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] = ()) -> dict[str, int]:
+def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] = (),
+           include: Sequence[str] = ()) -> dict[str, int]:
     """Writes the index to ``out`` (``-``: standard output) as ``json`` or ``graphml``; returns
     what was written. Missing parent folders of ``out`` are created. An ``out`` that is one of
     the export's inputs (see ``check_not_input``; ``settings_files``: the index's settings) is
@@ -187,7 +202,7 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     renamed over it at the end, so an export that fails leaves the previous file as it was.
     """
     check_out(out, fmt)
-    check_not_input(store, out, fmt, settings_files)
+    check_not_input(store, out, fmt, settings_files, include)
     write = _write_json if fmt == "json" else _write_graphml
     if str(out) == "-":
         with store.snapshot():

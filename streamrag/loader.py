@@ -194,7 +194,9 @@ def why_unusable(path: Path | str) -> str:
     return "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
 
 
-def _matches(path: Path, root: Path, patterns: list[str]) -> bool:
+def matches(path: Path, root: Path, patterns: list[str]) -> bool:
+    """Whether ``path`` (under ``root``) matches one of ``patterns`` (lower-case), by its name or
+    its path from ``root``, as the folder scan takes files."""
     name = path.name.lower()
     if any(fnmatch.fnmatchcase(name, p) for p in patterns):
         return True
@@ -294,7 +296,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     links.append(path)
                 else:
                     subdirs.append(path)
-            elif not _matches(path, top, patterns):
+            elif not matches(path, top, patterns):
                 kind = os.path.splitext(entry.name)[1].lower()
                 if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
                         and (not is_link or inside(path))):

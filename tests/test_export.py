@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import json
 import shutil
 import sqlite3
@@ -252,3 +253,24 @@ def test_format_help_says_the_default_follows_the_extension(capsys):
     with pytest.raises(SystemExit):
         main(["export", "--help"])
     assert "follows OUT's extension" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_export_that_the_next_index_would_take_in_is_refused(tmp_path):
+    # `export x.txt` inside the notes: the next `index` indexed the export as a document
+    # (113 chunks, relationships 315 -> 2,487).
+    from conftest import DATA
+
+    corpus = tmp_path / "notes"
+    shutil.copytree(DATA / "harbor", corpus)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+
+    def run(*args, cwd=corpus):
+        return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert run("index", ".", "-q").returncode == 0
+    out = run("export", "x.txt")
+    assert out.returncode == 1 and not (corpus / "x.txt").exists()
+    assert "x.txt: lies in the indexed folder" in out.stderr and "matches index.include" in out.stderr
+    assert run("export", "sub/graph.csv").returncode == 1
+    for fine in ("graph.json", ".hidden/x.txt", str(tmp_path / "x.txt")):   # not a document to be
+        assert run("export", fine).returncode == 0, fine
