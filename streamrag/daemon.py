@@ -834,12 +834,14 @@ class Daemon:
         made = _paid(result.llm)   # calls this sync sent (cache hits cost nothing)
         spent = _added(result.llm, ahead["llm"])
         calls = _paid(spent)
+        cached = sum(s.get("cached", 0) for s in spent.values())   # (counted as `index` counts them)
         extracted = result.chunks_extracted + ahead["chunks"]
         reused = max(result.chunks_reused - ahead["chunks"], 0)
         self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                           f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                           f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
-                          f"kept; {_n(calls, 'LLM call')}; sync {_s(took)}",
+                          f"kept; {_n(calls + cached, 'LLM call')}{f' ({cached} from cache)' if cached else ''}; "
+                          f"sync {_s(took)}",
                   version=result.version, documents=result.documents,
                   documents_added=result.documents_added, documents_removed=result.documents_removed,
                   documents_unchanged=result.documents_unchanged, entities=result.entities,

@@ -59,6 +59,10 @@ class Events(list):
     """A reporter that keeps the events; ``states()`` lists their states in order."""
 
     def __call__(self, event: dict) -> None:
+        if event["state"] == "idle" and "llm" in event:   # the line counts calls as its object does
+            calls, cached = event["llm"]["calls"], event["llm"]["cached"]
+            said = f"{calls} LLM call{'' if calls == 1 else 's'}" + (f" ({cached} from cache)" if cached else "")
+            assert f"; {said}; sync " in event["message"], event
         self.append(event)
 
     def states(self, start: int = 0) -> list[str]:
