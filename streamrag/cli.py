@@ -228,7 +228,8 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",
         f"  relationships  {r.relationships}",
-        f"  communities    {r.communities} ({r.reports_generated} reports written, {r.reports_kept} kept)",
+        f"  communities    {r.communities} ({r.reports_generated} report{'' if r.reports_generated == 1 else 's'} "
+        f"written, {r.reports_kept} kept)",
     ]
     if r.claims:
         lines.append(f"  claims         {r.claims}")

@@ -649,7 +649,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
-        warnings.append(f"{label}: {skipped} row(s) without {text_field!r} text, skipped")
+        warnings.append(f"{label}: {skipped} row(s) without text in the field {text_field!r} (index.text_field), skipped")
     if duplicates:
         warnings.append(f"{label}: {duplicates} row(s) repeat an earlier row's text, skipped")
     return docs

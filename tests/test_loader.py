@@ -158,7 +158,7 @@ def test_csv_rows(tmp_path):
         ("t.csv#1", "A", "Line one,\nline two"),
         ("t.csv#3", "C", "Third"),
     ]
-    assert warnings == ["t.csv: 1 row(s) without 'text' text, skipped"]
+    assert warnings == ["t.csv: 1 row(s) without text in the field 'text' (index.text_field), skipped"]
 
 
 def test_a_csv_quote_that_never_closes_is_said(tmp_path):
