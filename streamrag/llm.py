@@ -603,8 +603,9 @@ class LLMClient:
             hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
         raise LLMOutputError(f"{model} gave no usable answer in {tries} tries (stage "
-                             f"{stage}, prompt {prompt_name or '-'}): {last}; the answers are in "
-                             f"llm_calls with error '{UNUSABLE}...'; {hint}")
+                             f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
+                             f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
+                             f"them as errors); {hint}")
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
