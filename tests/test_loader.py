@@ -139,7 +139,7 @@ def test_jsonl_rows(tmp_path):
     ]
     assert docs[0].id == document_id("First doc.")
     assert "rows.jsonl: 1 line(s) are not JSON objects, skipped (line 5)" in warnings
-    assert any("without 'text'" in w for w in warnings)
+    assert any("without text in the field 'text'" in w for w in warnings)
     assert any("repeat" in w for w in warnings)
 
 
