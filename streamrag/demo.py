@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 
+from streamrag.signals import until_sigterm
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
@@ -68,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say = lambda text="": print(text, flush=True)  # noqa: E731
         say(f"streamrag demo: indexing A Christmas Carol ({len(list(corpus.glob('*.txt')))} staves) "
             "offline, with no LLM ...")
-        result = anyio.run(lambda: sync([corpus], settings, db, root=corpus, command="demo"))
+        result = anyio.run(until_sigterm, lambda: sync([corpus], settings, db, root=corpus, command="demo"))
         say(f"Built in {result.wall_s:.1f} s: {result.documents} documents, {result.chunks} chunks, "
             f"{result.entities} entities, {result.relationships} relationships, "
             f"{result.communities} communities with reports.")
@@ -88,7 +89,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             store.close()
         for question, mode in ((GLOBAL_QUESTION, "global"), (LOCAL_QUESTION, "local")):
             say(f"\n$ streamrag ask --mode {mode} \"{question}\"")
-            answer = ask(question, answer_settings, db, mode=mode)
+            answer = ask(question, answer_settings, db, mode=mode, sigterm=True)
             say(terminal_text(answer.text))
             say(terminal_text(format_footer(answer)))
         say(f"\nDemo finished in {time.monotonic() - started:.1f} s.")

@@ -154,13 +154,17 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     if held is not None:
         named = "" if held == out.as_posix() else f" (as {held})"
         raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
-    full = Path(os.path.abspath(out))
-    if include and root is not None and root in full.parents \
-            and not any(part.startswith(".") for part in full.relative_to(root).parts) \
-            and matches(full, root, [p.lower() for p in include]):
+    patterns = [p.lower() for p in include]
+    # Where the file lands: through a linked folder (/link/x.txt) too, and not where a link
+    # leading out of the folder points (the scan does not follow it)
+    for full in (out.absolute().parent.resolve() / out.name,):
+        if not (patterns and root is not None and root in full.parents) \
+                or any(part.startswith(".") for part in full.relative_to(root).parts) \
+                or not matches(full, root, patterns):
+            continue
         raise StreamragError(f"{out}: lies in the indexed folder {root} and matches index.include, so the "
                              f"next `streamrag index` would take it in as a document; write it elsewhere, "
-                             f"or name it graph.{fmt}")
+                             f"or give it a name index.include does not match")
 
 
 def _index_root(store: Store) -> Path | None:

@@ -244,9 +244,9 @@ _TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = co
     "streamrag_try", default=None)
 # A try that timed out gives the model's next tries twice the time, up to this many times
 # llm.request_timeout_s: an answer that takes longer than the timeout (a long report from a
-# model on a CPU) timed out the same way on every retry, each try paid for in full. A try that
-# times out at the longest ends its call: a server that never answers fails after 1 + 2 + 4
-# timeouts, as long as the 7 tries of one timeout each took before.
+# model on a CPU) timed out the same way on every retry, each try paid for in full. A call
+# whose timed-out tries add up to 1 + 2 + 4 timeouts ends: a server that never answers fails as
+# soon as its 7 tries of one timeout each did before (a later call, at 4 times: after two).
 TIMEOUT_GROWTH_MAX = 4
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
@@ -997,21 +997,25 @@ class LLMClient:
         spent = [0, 0] if spent is None else spent
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
-        longest = self.settings.request_timeout_s * TIMEOUT_GROWTH_MAX
-        hung = False   # a try with the longest timeout timed out: the server does not answer
+        base = self.settings.request_timeout_s
+        longest = base * TIMEOUT_GROWTH_MAX
+        waited = 0.0   # seconds this call's tries timed out after
+        hung = False   # ... as long as a dead server's tries took before the timeouts grew
 
         async def one() -> Any:
-            nonlocal refused_n, streak, hung
+            nonlocal refused_n, streak, hung, waited
             spent[1] += 1
-            timeout = self._timeouts.get(model, self.settings.request_timeout_s)
+            timeout = self._timeouts.get(model, base)
             try:
                 return await self._attempt(tokens, attempt, timeout)
             except _Retryable as e:
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
-                    # up to TIMEOUT_GROWTH_MAX times the setting; one timed out at that is the last.
-                    hung = timeout >= longest
-                    self._timeouts[model] = min(timeout * 2, longest)
+                    # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
+                    # up to 1 + 2 + 4 times the setting ends: a server that does not answer.
+                    waited += timeout
+                    hung = waited >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9)
+                    self._timeouts[model] = max(self._timeouts.get(model, base), min(timeout * 2, longest))
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak

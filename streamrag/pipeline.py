@@ -376,20 +376,23 @@ class Indexer:
 
     def _say_what_settings_redo(self, store: Store) -> None:
         """One line, before the run starts, on the work that settings changed since the index
-        was built make it do again for the whole index (paid, with a model): it can still be
-        stopped. (The settings each covers: README, "Keeping an index current".)"""
-        if not store.version:
-            return
+        was built make it do again for the whole index (paid: offline runs say nothing), while
+        it can still be stopped. Chunking is said once per new chunker (a file that cannot be
+        re-chunked yet keeps the old one recorded, and every run would say it again)."""
         s, said = self.settings, store.get_meta
+        if not store.version or s.offline:
+            return
         changes: list[tuple[str, str]] = []
-        if said("chunker") not in (None, self.chunker_key):
-            changes.append(("chunking", "every document is chunked again (chunks with new text are extracted)"))
+        if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
+            changes.append(("chunking", "documents are chunked again as they are indexed (chunks with new "
+                                        "text are extracted)"))
         built = said("extractor") or ""
-        if built and built != self.key and not s.offline:
+        if built and built != self.key:
             changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
                             if built.startswith("llm-") else
-                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline)"))
-        if said("summarizer") not in (None, self.summarizer_key) and not s.offline:
+                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
+                            "answers in the cache cost nothing)"))
+        if said("summarizer") not in (None, self.summarizer_key):
             changes.append(("summary", "every merged description is summarized again"))
         if said("report_settings") not in (None, self._report_key()):
             changes.append(("report", "every report is written again"))
@@ -469,6 +472,7 @@ class Indexer:
             marks["summary_unusable"] = unusable
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
+        marks["chunker_said"] = self.chunker_key   # (a new one is said once: see _say_what_settings_redo)
         if self.root is not None:
             marks["root"] = str(Path(self.root).resolve())
         return marks

@@ -167,9 +167,11 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             search = _Search(store, settings, answer, level, on_delta, status)
             if not settings.llm.api_base:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
-                    # (a model built it: its user may not know the endpoint is not set here)
-                    status("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
-                           "model built this index: the answer is extractive")
+                    # (a model built it: its user may not know the endpoint is not set here; said
+                    # on stderr under --json too, where a script may not find the settings)
+                    logging.getLogger("streamrag").warning(
+                        "no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
+                        "model built this index: the answer is extractive")
                 await search.run_extractive()
             else:
                 with user_errors_unwrapped():

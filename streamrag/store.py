@@ -723,7 +723,7 @@ class WriterLock:
                      f" {holder} " else "or wait for it to finish")
             raise StoreBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
                                  f"that one first ({after}), or give this run its own index with --db "
-                                 "(the lock goes with its process: its empty file needs no deleting)") from None
+                                 "(the lock goes with its process; its file needs no deleting)") from None
         f.truncate(0)
         f.write(f"pid {os.getpid()}: {self.what}\n")
         f.flush()

@@ -91,9 +91,19 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
     out = run("index", str(corpus), *common)
     assert out.returncode == 0, out.stderr
-    assert ("the chunking, extraction and report settings changed since this index was built: every "
-            "document is chunked again") in out.stderr, out.stderr
+    assert ("the chunking, extraction and report settings changed since this index was built: documents "
+            "are chunked again as they are indexed") in out.stderr, out.stderr
     assert "changed since this index was built" not in run("index", str(corpus), *common).stderr
+    # Said once per new chunker, though a file that cannot be re-chunked keeps the old one recorded.
+    (corpus / "rows.jsonl").write_text('{"text": "Ada Osk rebuilt the quay."}\n')
+    assert run("index", str(corpus), *common).returncode == 0
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m3"\n'
+                                           '[index]\nchunk_size = 300\nchunk_overlap = 20\ntext_field = "body"\n')
+    said = [run("index", str(corpus), *common).stderr for _ in range(2)]
+    assert "the chunking settings changed" in said[0] and "changed since this index was built" not in said[1]
+    # Offline, nothing is paid for: nothing is said.
+    (corpus / "streamrag.toml").write_text('[index]\nchunk_size = 250\nchunk_overlap = 20\n')
+    assert "changed since" not in run("index", str(corpus), "-q", "--offline").stderr
 
 
 def test_estimate_spends_nothing(corpus, simulator):
@@ -315,7 +325,7 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     # nothing answers (the OS words the refusal), what to do, what was kept.
     notice, *lines = out.stderr.splitlines()
     assert notice.startswith("streamrag: the extraction, summary and report settings changed since this "
-                             "index was built: every chunk is extracted with gpt-4o-mini (it was built offline)")
+                             "index was built: every chunk is extracted with gpt-4o-mini (it was built offline;")
     assert len(lines) == 1, out.stderr
     assert re.fullmatch(
         re.escape("streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions "

@@ -272,5 +272,10 @@ def test_an_export_that_the_next_index_would_take_in_is_refused(tmp_path):
     assert out.returncode == 1 and not (corpus / "x.txt").exists()
     assert "x.txt: lies in the indexed folder" in out.stderr and "matches index.include" in out.stderr
     assert run("export", "sub/graph.csv").returncode == 1
+    (tmp_path / "link").symlink_to(corpus)   # the indexed folder by another way
+    out = run("export", "--db", str(corpus / ".streamrag" / "index.db"), str(tmp_path / "link" / "x.txt"),
+              cwd=tmp_path)
+    assert out.returncode == 1 and "lies in the indexed folder" in out.stderr, out.stderr
+    assert not (corpus / "x.txt").exists()
     for fine in ("graph.json", ".hidden/x.txt", str(tmp_path / "x.txt")):   # not a document to be
         assert run("export", fine).returncode == 0, fine

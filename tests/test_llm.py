@@ -642,12 +642,28 @@ async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
                 await llm.chat(ask(), model="m1", stage="report")
 
 
+async def test_a_server_that_hangs_now_and_then_keeps_every_calls_retries(tmp_path):
+    # Once the model's timeout had grown to its longest, any one hang ended a call with no
+    # retry ("failed 1 time(s)" under max_retries 6), for the rest of the run.
+    async def hang(body):
+        await anyio.sleep(10)
+
+    endpoint = Endpoint(hang, hang)   # then answers
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6) as (llm, _):
+            first = await llm.chat(ask("a"), model="m1", stage="s")    # 0.1, 0.2 s timed out; answered
+            second = await llm.chat(ask("b"), model="m1", stage="s")   # empty script: answered at once
+            endpoint.script[:0] = [hang]
+            third = await llm.chat(ask("c"), model="m1", stage="s")    # 0.4 s timed out once: retried
+    assert [r.text for r in (first, second, third)] == ["echo: a", "echo: b", "echo: c"]
+
+
 async def test_the_longer_timeout_reaches_the_http_request(tmp_path):
     # httpx's own timeout (a mock transport ignores it) must grow with the try's.
     from streamrag.simulator import Simulator, SimulatorConfig
 
     store = Store(tmp_path / "index.db")
-    with Simulator(SimulatorConfig(latency_ms=700)) as sim:
+    with Simulator(SimulatorConfig(latency_ms=600)) as sim:
         async with Writer(store) as writer:
             settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0,
                                    request_timeout_s=0.4, max_retries=2)

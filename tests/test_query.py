@@ -1248,11 +1248,14 @@ def test_a_library_callers_sigterm_handler_is_left_alone(offline_db, monkeypatch
         signal.signal(signal.SIGTERM, previous)
 
 
-async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, monkeypatch):
+async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, monkeypatch, caplog):
     # Run where the settings file is not found, `ask` answered extractively without a word.
+    import logging
+
     monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
-    said: list[str] = []
-    answer = await aask("Who rebuilt the quay?", make_settings(""), llm_db, mode="local", on_status=said.append)
+    with caplog.at_level(logging.WARNING, logger="streamrag"):
+        answer = await aask("Who rebuilt the quay?", make_settings(""), llm_db, mode="local")
     assert answer.extractive and answer.text.startswith(EXTRACTIVE_LABEL)
+    said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
                             "model built this index") for m in said), said
