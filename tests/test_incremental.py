@@ -169,13 +169,20 @@ async def test_recluster_gives_the_fresh_partition_with_old_ids(generated, tmp_p
     shutil.copy2(generated / "doc_00031.txt", corpus / "doc_00031.txt")
     result = await sync([corpus], settings, db, root=corpus, recluster=True)
     assert result.reclustered
+    got = await same_partition_as_fresh(corpus, settings, db, tmp_path)
+    assert len(ids_before & set(got["communities"])) > 0.5 * len(ids_before)
+
+
+async def same_partition_as_fresh(corpus: Path, settings, db: Path, tmp_path: Path) -> dict:
+    """Asserts the communities at ``db`` (ids aside) are those of a fresh index of a copy of
+    ``corpus`` with ``settings``; returns the state at ``db``."""
     fresh_dir = tmp_path / "fresh"
     shutil.copytree(corpus, fresh_dir)
     await sync([fresh_dir], settings, tmp_path / "f.db", root=fresh_dir)
     got, fresh = state(db), state(tmp_path / "f.db")
     shape = lambda s: sorted((v[0], tuple(sorted(v[2]))) for v in s["communities"].values())  # noqa: E731
     assert shape(got) == shape(fresh)
-    assert len(ids_before & set(got["communities"])) > 0.5 * len(ids_before)
+    return got
 
 
 async def test_new_clustering_settings_give_the_fresh_partition_with_old_ids(generated, tmp_path):
@@ -188,12 +195,7 @@ async def test_new_clustering_settings_give_the_fresh_partition_with_old_ids(gen
     finer = make_settings(index={"leiden_resolution": 2.0})
     result = await sync([corpus], finer, db, root=corpus)
     assert result.reclustered
-    fresh_dir = tmp_path / "fresh"
-    shutil.copytree(corpus, fresh_dir)
-    await sync([fresh_dir], finer, tmp_path / "f.db", root=fresh_dir)
-    got, fresh = state(db), state(tmp_path / "f.db")
-    shape = lambda s: sorted((v[0], tuple(sorted(v[2]))) for v in s["communities"].values())  # noqa: E731
-    assert shape(got) == shape(fresh)
+    got = await same_partition_as_fresh(corpus, finer, db, tmp_path)
     assert ids_before & set(got["communities"])
     assert not (await sync([corpus], finer, db, root=corpus)).reclustered   # then as usual
 
