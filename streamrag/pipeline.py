@@ -374,14 +374,15 @@ class Indexer:
                                    load_prompt("report").version if use_llm else None, s.index.encoding,
                                    s.index.report_max_input_tokens, s.index.report_min_members)
 
-    def _say_what_settings_redo(self, store: Store) -> None:
+    def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
         was built make it do again for the whole index (paid: offline runs say nothing), while
         it can still be stopped. Chunking is said once per new chunker (a file that cannot be
-        re-chunked yet keeps the old one recorded, and every run would say it again)."""
+        re-chunked yet keeps the old one recorded, and every run would say it again): returns
+        whether it was said now."""
         s, said = self.settings, store.get_meta
         if not store.version or s.offline:
-            return
+            return False
         changes: list[tuple[str, str]] = []
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
             changes.append(("chunking", "documents are chunked again as they are indexed (chunks with new "
@@ -403,9 +404,11 @@ class Indexer:
             named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
             log.warning(f"the {named} settings changed since this index was built: "
                         f"{'; '.join(effect for _, effect in changes)}")
+        return "chunking" in [what for what, _ in changes]
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
-        self._say_what_settings_redo(store)
+        if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
+            await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
         if self.unavailable and self.llm is not None and not self.llm.reached and self.command != "watch":
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
@@ -472,7 +475,6 @@ class Indexer:
             marks["summary_unusable"] = unusable
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
-        marks["chunker_said"] = self.chunker_key   # (a new one is said once: see _say_what_settings_redo)
         if self.root is not None:
             marks["root"] = str(Path(self.root).resolve())
         return marks
