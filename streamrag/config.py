@@ -281,8 +281,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
         default = " (its default)" if ix.chunk_overlap == IndexSettings().chunk_overlap else ""
         fix = "set it to 0 or more" if ix.chunk_overlap < 0 else f"set it below {ix.chunk_size // 2}"
-        problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and less "
-                         f"than half of index.chunk_size ({ix.chunk_size}): {fix}"))
+        problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and below "
+                         f"{ix.chunk_size // 2} (half of index.chunk_size, {ix.chunk_size}, rounded down): {fix}"))
     if ix.max_gleanings < 0:
         problems.append(("index.max_gleanings", "must be >= 0"))
     if ix.max_cluster_size < 2:

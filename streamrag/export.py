@@ -144,7 +144,10 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         raise StreamragError(f"{shown}: is the lock file of the index's writer; {fix}")
     if any(hits(Path(f)) for f in settings_files):
         raise StreamragError(f"{shown}: is a settings file of this index; {fix}")
-    if not stdout and out.name == CONFIG_NAME:   # not there yet: every command would read it next
+    # Where the file lands: a link to a file is written through (see ``export``), a linked folder
+    # leads where it leads.
+    landing = Path(os.path.realpath(out))
+    if not stdout and CONFIG_NAME in (out.name, landing.name):   # not there yet: every command would read it next
         raise StreamragError(f"{shown}: is the name streamrag reads its settings from (here and in "
                              f"the folders below); {fix}")
     if stdout:
@@ -155,13 +158,11 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
         named = "" if held == out.as_posix() else f" (as {held})"
         raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
     patterns = [p.lower() for p in include]
-    # Where the file lands: through a linked folder (/link/x.txt) too, and not where a link
-    # leading out of the folder points (the scan does not follow it)
-    for full in (out.absolute().parent.resolve() / out.name,):
-        if not (patterns and root is not None and root in full.parents) \
-                or any(part.startswith(".") for part in full.relative_to(root).parts) \
-                or not matches(full, root, patterns):
-            continue
+    # Where the file lands (through a linked file or folder too), not where a link leading out of
+    # the folder points (the scan does not follow it)
+    if patterns and root is not None and root in landing.parents \
+            and not any(part.startswith(".") for part in landing.relative_to(root).parts) \
+            and matches(landing, root, patterns):
         raise StreamragError(f"{out}: lies in the indexed folder {root} and matches index.include, so the "
                              f"next `streamrag index` would take it in as a document; write it elsewhere, "
                              f"or give it a name index.include does not match")

@@ -35,14 +35,14 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\nchunk_size = "big"\n', "index.chunk_size: expected int, got str"),
     ("[index]\nchunk_sise = 3\n", "index.chunk_sise: unknown setting"),
     ("[llm\napi_base = 1\n", "not valid TOML"),
-    ("[index]\nchunk_overlap = 900\n", "index.chunk_overlap: is 900; it must be >= 0 and less than half of "
-                                        "index.chunk_size (1200): set it below 600"),
-    ("[index]\nchunk_size = 150\n", "index.chunk_overlap: is 100 (its default); it must be >= 0 and less "
-                                    "than half of index.chunk_size (150): set it below 75"),
+    ("[index]\nchunk_overlap = 900\n", "index.chunk_overlap: is 900; it must be >= 0 and below 600 (half of "
+                                        "index.chunk_size, 1200, rounded down): set it below 600"),
+    ("[index]\nchunk_size = 150\n", "index.chunk_overlap: is 100 (its default); it must be >= 0 and below "
+                                    "75 (half of index.chunk_size, 150, rounded down): set it below 75"),
     ('[index]\nextractor = "gpt"\n', "index.extractor: invalid enum value 'gpt'"),
     ('[llm]\napi_base = "http://127.0.0.1:9/v1"\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
-    ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and less than half of "
-                                      "index.chunk_size (1200): set it to 0 or more"),
+    ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
+                                      "index.chunk_size, 1200, rounded down): set it to 0 or more"),
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),

@@ -276,6 +276,12 @@ def test_an_export_that_the_next_index_would_take_in_is_refused(tmp_path):
     out = run("export", "--db", str(corpus / ".streamrag" / "index.db"), str(tmp_path / "link" / "x.txt"),
               cwd=tmp_path)
     assert out.returncode == 1 and "lies in the indexed folder" in out.stderr, out.stderr
+    (tmp_path / "fl.txt").symlink_to(corpus / "evil.txt")     # a link to a file there, not yet made
+    (tmp_path / "vs.json").symlink_to(corpus / "streamrag.toml")
+    for link, said in (("fl.txt", "lies in the indexed folder"), ("vs.json", "the name streamrag reads")):
+        out = run("export", "--db", str(corpus / ".streamrag" / "index.db"), link, cwd=tmp_path)
+        assert out.returncode == 1 and said in out.stderr, out.stderr
+    assert not (corpus / "evil.txt").exists() and not (corpus / "streamrag.toml").exists()
     assert not (corpus / "x.txt").exists()
     for fine in ("graph.json", ".hidden/x.txt", str(tmp_path / "x.txt")):   # not a document to be
         assert run("export", fine).returncode == 0, fine
