@@ -883,8 +883,7 @@ class LLMClient:
                     finish_reason = "length"
                     break
         if not events and (page := _html_page("\n".join(other))):
-            raise _Retryable(f"the answer was {page}, not a stream of events (a web page or a proxy's, "
-                             "not the API)", 200)
+            raise self._web_page(page, "a stream of events")
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
@@ -1148,7 +1147,7 @@ class LLMClient:
                     self._notice("wait", f"waiting {delay:.0f} s: " + (
                         f"{limiting.setting} ({limiting.limit:,}) is used up for this minute; raise it to "
                         "your provider's limit, or set it to 0 for a server of your own"
-                        if limiting is not None else "the server asked for a pause (Retry-After)"))
+                        if limiting is not None else "the server asked for a pause"))
                 await anyio.sleep(delay)
             return [(budget, budget.take(amount)) for budget, amount in wanted]
 
@@ -1349,14 +1348,20 @@ class LLMClient:
                 + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
                    if source else ""))
 
-    @staticmethod
-    def _json(resp: httpx.Response) -> Any:
+    def _json(self, resp: httpx.Response) -> Any:
         try:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
-            page = _html_page(resp.text)
-            raise _Retryable(f"the answer was {page}, not JSON (a web page or a proxy's, not the API)" if page
-                             else "the answer was not valid JSON (truncated?)", resp.status_code) from None
+            if page := _html_page(resp.text):
+                raise self._web_page(page, "JSON") from None
+            raise _Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+
+    def _web_page(self, page: str, wanted: str) -> LLMRequestError:
+        """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
+        again gets the same page (a login page was asked for 7 times, half a minute an ask)."""
+        return LLMRequestError(f"{self.chat_url}: the answer was {page}, not {wanted}: the address leads to a "
+                               f"web page (a proxy's sign-in, a wrong path), not the API; check "
+                               f"{self._base_setting()}", 200)
 
     # -- accounting --------------------------------------------------------------------------
     async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,
