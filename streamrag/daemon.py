@@ -209,6 +209,9 @@ class Daemon:
         self._replaced = False                   # the folder was replaced since the last sync
         # The settings file in use: an edit takes effect at the next start, and is said to.
         self._config = Path(settings.source).resolve() if settings.source not in ("", "defaults") else None
+        # The settings' own files (the settings file, a custom prompt): never documents (the scan
+        # leaves them out); an edit of one is said, and applies at the next start.
+        self._own = {Path(f).resolve() for f in settings.own_files()}
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
 
     # -- control -------------------------------------------------------------------------
@@ -461,12 +464,15 @@ class Daemon:
                                        "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
-            if self._config is not None and Path(path) == self._config and int(change) != _DELETED:
-                line = (f"{self._config}: the settings changed; watch goes on with those it started "
-                        "with: restart it to use the new ones")
-                if line not in self.warned:
-                    self.warned.add(line)
-                    self.emit("warning", line, warning=line)
+            if Path(path) in self._own or (self._config is not None and Path(path) == self._config):
+                if int(change) != _DELETED:
+                    what = "the settings" if Path(path) == self._config else "the extraction prompt"
+                    line = (f"{path}: {what} changed; watch goes on with what it started with: restart "
+                            "it to use the new ones")
+                    if line not in self.warned:
+                        self.warned.add(line)
+                        self.emit("warning", line, warning=line)
+                continue   # (no document: nothing to sync)
             rel = self.relevant(int(change), path)
             if rel is not None:
                 kinds.setdefault(rel, set()).add(int(change))

@@ -484,8 +484,24 @@ async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tm
             await send.send({(Change.modified, str(config))})   # said once
             await anyio.sleep(0.3)
     warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
-    assert warned == [f"{config}: the settings changed; watch goes on with those it started with: "
+    assert warned == [f"{config}: the settings changed; watch goes on with what it started with: "
                       "restart it to use the new ones"]
+
+
+async def test_an_edit_of_the_extraction_prompt_in_the_folder_is_said_not_synced(corpus, tmp_path):
+    # The prompt (no document) was queued as a changed file, and a sync that did nothing ran.
+    prompt = corpus / "my_prompt.md"
+    prompt.write_text((Path(__file__).parents[1] / "prompts" / "extract.md").read_text())
+    settings = make_settings(index={**SMALL, "extraction_prompt": str(prompt)}, watch={"quiet_s": 0.05})
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        prompt.write_text(prompt.read_text() + "\nBe brief.\n")
+        async with send:
+            await send.send({(Change.modified, str(prompt))})
+            await anyio.sleep(0.3)
+        assert daemon.syncs == 1
+    assert [e["state"] for e in events[mark:] if e["state"] in ("queued", "warning")] == ["warning"]
+    assert db_count(tmp_path / "p.db", "SELECT count(*) FROM files WHERE path = 'my_prompt.md'") == 0
 
 
 @pytest.mark.parametrize("inside", [True, False])
