@@ -39,6 +39,7 @@ import igraph as ig
 import leidenalg as la
 import numpy as np
 
+from streamrag import ids
 from streamrag.graph import sorted_pairs
 from streamrag.records import Community
 
@@ -116,8 +117,6 @@ def hierarchical_leiden(
 
 def settings_key(max_cluster_size: int, seed: int, resolution: float) -> str:
     """The settings a partition depends on: a partition made with others is clustered afresh."""
-    from streamrag import ids
-
     return ids.digest(max_cluster_size, seed, resolution)
 
 

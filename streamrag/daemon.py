@@ -344,7 +344,7 @@ class Daemon:
         an edit there changes what the link holds, though the target itself may be an event
         ``relevant`` ignores (hidden, or left out by index.include). After each sync: an lstat
         per indexed file and folder (10,000 files in 100 folders: 50-80 ms, measured)."""
-        from streamrag.pipeline import _stored_files
+        from streamrag.pipeline import stored_files
 
         with self._reading() as store:
             stored = [r["path"] for r in store.query("SELECT path FROM files")] if store else []
@@ -352,7 +352,7 @@ class Daemon:
         folders: set[str] = set()
         for rel in stored:
             if "#" in rel:   # a row's "file#n", or a name that holds "#"
-                candidates = _stored_files(rel, self.root)
+                candidates = stored_files(rel, self.root)
                 found = next((f for f in candidates if os.path.lexists(f)), candidates[0])
                 rel = found.relative_to(self.root).as_posix() if self.root in found.parents else ""
             if not rel or os.path.isabs(rel):   # (another folder's file)
@@ -464,7 +464,7 @@ class Daemon:
                                        "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
-            if Path(path) in self._own or (self._config is not None and Path(path) == self._config):
+            if Path(path) in self._own:   # (the settings file is one)
                 if int(change) != _DELETED:
                     what = "the settings" if Path(path) == self._config else "the extraction prompt"
                     line = (f"{path}: {what} changed; watch goes on with what it started with: restart "

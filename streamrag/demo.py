@@ -15,11 +15,11 @@ from pathlib import Path
 
 import anyio
 
-from streamrag.signals import until_sigterm
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.query import ask, format_footer
+from streamrag.signals import until_sigterm
 from streamrag.terminal import terminal_text
 from streamrag.store import Store
 

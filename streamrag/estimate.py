@@ -127,8 +127,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
             if resummarized or store.get_meta("report_settings") != report_settings_key(
-                    settings.llm.report_model, load_prompt("report").version, ix.encoding,
-                    ix.report_max_input_tokens, ix.report_min_members) or store.get_meta("leiden") not in (
+                    settings, by_llm=True) or store.get_meta("leiden") not in (
                     None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)):
                 # (new summaries change the descriptions reports are written from, and new
                 # clustering settings recluster: counted as if every report changed)

@@ -883,7 +883,7 @@ class LLMClient:
                     finish_reason = "length"
                     break
         if not events and (page := _html_page("\n".join(other))):
-            raise self._web_page(page, "a stream of events")
+            raise self._web_page(page, "a stream of events", self.chat_url)
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
@@ -1353,13 +1353,13 @@ class LLMClient:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
             if page := _html_page(resp.text):
-                raise self._web_page(page, "JSON") from None
+                raise self._web_page(page, "JSON", str(resp.request.url)) from None
             raise _Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
 
-    def _web_page(self, page: str, wanted: str) -> LLMRequestError:
+    def _web_page(self, page: str, wanted: str, url: str) -> LLMRequestError:
         """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
         again gets the same page (a login page was asked for 7 times, half a minute an ask)."""
-        return LLMRequestError(f"{self.chat_url}: the answer was {page}, not {wanted}: the address leads to a "
+        return LLMRequestError(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
                                f"web page (a proxy's sign-in, a wrong path), not the API; check "
                                f"{self._base_setting()}", 200)
 

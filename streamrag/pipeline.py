@@ -180,7 +180,7 @@ def _covered(path: str, scope: list[str]) -> bool:
                for s in scope)
 
 
-def _stored_files(stored: str, root: Path | None) -> list[Path]:
+def stored_files(stored: str, root: Path | None) -> list[Path]:
     """The files an indexed path may name: ``stored`` itself, then, longest first, the .jsonl /
     .csv files of which it may be a row (``file#row``; a file's own name may hold "#")."""
     # Rows come only from .jsonl and .csv files; a row's "#n" never holds a "/".
@@ -192,7 +192,7 @@ def _stored_files(stored: str, root: Path | None) -> list[Path]:
 def _still_there(stored: str, root: Path | None) -> bool:
     """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
     folder is gone as a whole (a disk not mounted now may come back; a deleted file does not)."""
-    full = _stored_files(stored, root)
+    full = stored_files(stored, root)
     if any(f.is_file() for f in full):
         return True
     return not full[0].parent.is_dir()
@@ -368,11 +368,7 @@ class Indexer:
 
     def _report_key(self) -> str:
         """The report settings of this run (``reports.settings_key``): with a model or without."""
-        s = self.settings
-        use_llm = not s.offline and self.llm is not None
-        return report_settings_key(s.llm.report_model if use_llm else None,
-                                   load_prompt("report").version if use_llm else None, s.index.encoding,
-                                   s.index.report_max_input_tokens, s.index.report_min_members)
+        return report_settings_key(self.settings, by_llm=not self.settings.offline and self.llm is not None)
 
     def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
@@ -777,7 +773,7 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            file = next((f for f in _stored_files(path, self.root) if f.is_file()), None)
+            file = next((f for f in stored_files(path, self.root) if f.is_file()), None)
             if file is None:
                 continue
             try:

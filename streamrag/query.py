@@ -49,9 +49,9 @@ from streamrag import citations, extractive, global_search, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
 from streamrag.loader import shown
-from streamrag.signals import until_sigterm
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
+from streamrag.signals import until_sigterm
 from streamrag.status import llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -26,6 +27,9 @@ from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
 from streamrag.sentences import SENTENCE_GAP
 from streamrag.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from streamrag.config import Settings
 
 EXTRACTIVE_VERSION = "extractive-3"
 
@@ -40,11 +44,13 @@ class ReportContext(msgspec.Struct):
 CONTEXT_VERSION = 2
 
 
-def settings_key(model: str | None, prompt_version: str | None, encoding: str, max_input_tokens: int,
-                 min_members: int) -> str:
-    """Everything besides its context that decides a community's report (``model`` and
-    ``prompt_version`` None: extractive reports); a changed key rebuilds every context."""
-    return ids.digest(CONTEXT_VERSION, model, prompt_version, encoding, max_input_tokens, min_members)
+def settings_key(settings: Settings, *, by_llm: bool) -> str:
+    """Everything besides its context that decides a community's report, written by the report
+    model or (``by_llm`` False) extractively; a changed key rebuilds every context."""
+    ix = settings.index
+    model, version = (settings.llm.report_model, load_prompt("report").version) if by_llm else (None, None)
+    return ids.digest(CONTEXT_VERSION, model, version, ix.encoding, ix.report_max_input_tokens,
+                      ix.report_min_members)
 
 
 def _clean(text: str) -> str:
