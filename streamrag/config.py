@@ -320,7 +320,10 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
     if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
         problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
-    for name in ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model"):
+    # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
+    # an endpoint is set)
+    indexing = () if s.offline else ("extraction_model", "summary_model", "report_model")
+    for name in (*indexing, "rating_model", "answer_model"):
         if llm.api_base and not getattr(llm, name).strip():   # sent as "", every call would be refused
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))

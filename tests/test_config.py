@@ -227,3 +227,17 @@ def test_an_empty_model_name_matters_only_with_an_endpoint(tmp_path):
     config = tmp_path / "streamrag.toml"
     config.write_text('[llm]\nreport_model = ""\n')
     assert load_settings(config, env={}).offline   # offline: no model is named to anyone
+
+
+def test_an_empty_indexing_model_is_refused_only_when_indexing_calls_it(tmp_path):
+    # A local server named for `ask` alone, and every index built offline: the indexing models
+    # are never called, so `index --offline` must not be refused over them.
+    config = tmp_path / "streamrag.toml"
+    config.write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nextraction_model = ""\n')
+    settings = load_settings(config, env={}, overrides={"index": {"extractor": "nlp"}})
+    assert settings.offline
+    with pytest.raises(ConfigError, match="llm.extraction_model: is empty"):
+        load_settings(config, env={})
+    config.write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nanswer_model = ""\n')
+    with pytest.raises(ConfigError, match="llm.answer_model: is empty"):   # `ask` still calls it
+        load_settings(config, env={}, overrides={"index": {"extractor": "nlp"}})
