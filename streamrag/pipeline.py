@@ -150,6 +150,10 @@ class SyncResult(msgspec.Struct):
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
     left_out: dict[str, int] = {}   # extension -> files of a document format index.include leaves out
+    # Settings changed since the index was built that make this run redo work for the whole
+    # index ("chunking", "extraction", "summary", "report", "clustering"), as said before it
+    # started (with a model only: offline work is free)
+    settings_changed: list[str] = []
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,6 +264,7 @@ class Indexer:
         self.failures = 0
         self.failed_items = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
+        self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.rechunked_all = True
         self.unavailable = 0
@@ -377,6 +382,7 @@ class Indexer:
         re-chunked yet keeps the old one recorded, and every run would say it again): returns
         whether it was said now."""
         s, said = self.settings, store.get_meta
+        self.settings_changed = []
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
@@ -395,6 +401,7 @@ class Indexer:
             changes.append(("report", "every report is written again"))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
+        self.settings_changed = [what for what, _ in changes]
         if changes:
             names = [what for what, _ in changes]
             named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
@@ -452,7 +459,8 @@ class Indexer:
             reports_kept=kept, reclustered=reclustered, failures=self.failures,
             failed_items=self.failed_items,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
-            llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline)
+            llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
+            settings_changed=self.settings_changed)
 
     def _marks(self, store: Store, state: GraphState, next_community_id: int) -> dict[str, str]:
         """The settings and counters published with the index, for the next run to compare."""

@@ -94,10 +94,16 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     assert ("the chunking, extraction and report settings changed since this index was built: documents "
             "are chunked again as they are indexed") in out.stderr, out.stderr
     assert "changed since this index was built" not in run("index", str(corpus), *common).stderr
+    # A script reads it in the result (it was on stderr alone).
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
+                                           '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
+    done = json.loads(run("index", str(corpus), "--json", *common).stdout)
+    assert done["settings_changed"] == ["report"]
+    assert json.loads(run("index", str(corpus), "--json", *common).stdout)["settings_changed"] == []
     # Said once per new chunker, though a file that cannot be re-chunked keeps the old one recorded.
     (corpus / "rows.jsonl").write_text('{"text": "Ada Osk rebuilt the quay."}\n')
     assert run("index", str(corpus), *common).returncode == 0
-    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m3"\n'
+    (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\ntext_field = "body"\n')
     said = [run("index", str(corpus), *common).stderr for _ in range(2)]
     assert "the chunking settings changed" in said[0] and "changed since this index was built" not in said[1]
