@@ -191,6 +191,11 @@ class _Answer(msgspec.Struct):
     completion_tokens: int
 
 
+class _Silent(Exception):
+    """A try not made: the server has stopped answering and another try is finding out whether
+    it is back (``LLMClient._attempt``)."""
+
+
 class _Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
@@ -523,6 +528,10 @@ class LLMClient:
         self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._refused_since: float | None = None  # every attempt refused since then
+        self._last_answer = time.monotonic()    # (or when the client was made)
+        self._timing_out_since: float | None = None   # tries have timed out since, none answered
+        self._silent = False    # ... for as long as one call's tries take to end: it hangs
+        self._probing = False   # ... and one try is finding out whether the server is back
         self._inflight: dict[str, _Flight] = {}
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
@@ -1000,13 +1009,16 @@ class LLMClient:
         longest = base * TIMEOUT_GROWTH_MAX
         waited = 0.0   # seconds this call's tries timed out after
         hung = False   # ... as long as a dead server's tries took before the timeouts grew
+        cut = False    # ended early: another call found the server silent (``_silent``)
 
         async def one() -> Any:
-            nonlocal refused_n, streak, hung, waited
+            nonlocal refused_n, streak, hung, waited, cut
             spent[1] += 1
             timeout = self._timeouts.get(model, base)
             try:
                 return await self._attempt(tokens, attempt, timeout)
+            except _Silent:
+                raise self._silent_error(url) from None
             except _Retryable as e:
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
@@ -1015,6 +1027,14 @@ class LLMClient:
                     waited += timeout
                     hung = waited >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9)
                     self._timeouts[model] = max(self._timeouts.get(model, base), min(timeout * 2, longest))
+                    # Tries of any call timing out, and no answer to any, for as long as one
+                    # call's would take to end: the server hangs (``_attempt``). A slow server
+                    # answering other calls meanwhile does not.
+                    now = time.monotonic()
+                    self._timing_out_since = min(self._timing_out_since or now, now - timeout)
+                    if now - self._timing_out_since >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9):
+                        self._silent = True
+                    cut = self._silent and not hung
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak
@@ -1031,7 +1051,7 @@ class LLMClient:
                 raise
 
         def stop(state: RetryCallState) -> bool:
-            return spent[0] >= self.settings.max_retries + 1 or hung or self._never_answered(state)
+            return spent[0] >= self.settings.max_retries + 1 or hung or cut or self._never_answered(state)
 
         retrying = AsyncRetrying(
             stop=stop,
@@ -1047,6 +1067,8 @@ class LLMClient:
                     return await one()
         except _Retryable as e:
             attempts = spent[1]
+            if cut:
+                raise self._silent_error(url) from None
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
                     f"nothing answers at {url} ({e.detail}); start the server, or fix "
@@ -1077,29 +1099,41 @@ class LLMClient:
         after a timeout)."""
         allowance = timeout + min(1.0, timeout)   # httpx's own timeouts (at ``timeout``) come first
         async with self._slots:
-            tickets = await self._admit(tokens)
+            # Once a call's tries have all timed out with no answer to any call meanwhile, the
+            # server hangs: one try at a time finds out whether it is back, and the other calls
+            # fail at once (each paid the whole hang, batch after batch: a run of 60 documents
+            # took 5 minutes at a 1 s timeout, 10 hours at the default).
+            probe = self._silent
+            if probe and self._probing:
+                raise _Silent
+            self._probing = self._probing or probe
             try:
-                with anyio.move_on_after(allowance) as deadline:
-                    scope = _TRY.set((deadline, allowance, timeout))
-                    try:
-                        return await attempt()
-                    finally:
-                        _TRY.reset(scope)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
-                self._give_back(tickets)
-                if isinstance(e, httpx.ConnectError):
-                    if self._refused_since is None:
-                        self._refused_since = time.monotonic()
-                    raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
-                raise _Retryable(f"connection failed ({_reason(e)})") from None
-            except httpx.TimeoutException:
-                raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
-            except httpx.TransportError as e:
-                raise _Retryable(f"connection failed ({_reason(e)})") from None
-            # Only the deadline's own cancellation ends up here; a cancellation from outside
-            # goes on through the scope.
-            assert deadline.cancelled_caught
-            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
+                tickets = await self._admit(tokens)
+                try:
+                    with anyio.move_on_after(allowance) as deadline:
+                        scope = _TRY.set((deadline, allowance, timeout))
+                        try:
+                            return await attempt()
+                        finally:
+                            _TRY.reset(scope)
+                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+                    self._give_back(tickets)
+                    if isinstance(e, httpx.ConnectError):
+                        if self._refused_since is None:
+                            self._refused_since = time.monotonic()
+                        raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
+                    raise _Retryable(f"connection failed ({_reason(e)})") from None
+                except httpx.TimeoutException:
+                    raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
+                except httpx.TransportError as e:
+                    raise _Retryable(f"connection failed ({_reason(e)})") from None
+                # Only the deadline's own cancellation ends up here; a cancellation from outside
+                # goes on through the scope.
+                assert deadline.cancelled_caught
+                raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
+            finally:
+                if probe:
+                    self._probing = False
 
     def _never_answered(self, state: RetryCallState) -> bool:
         """Stop early when connections are refused and the endpoint never answered this client,
@@ -1124,6 +1158,17 @@ class LLMClient:
         """The endpoint gave an HTTP answer: it exists, and it is up."""
         self._reached = True
         self._refused_since = None
+        self._last_answer = time.monotonic()
+        self._timing_out_since = None
+        self._silent = False
+
+    def _silent_error(self, url: str) -> LLMUnavailableError:
+        """The error of a call ended because the server stopped answering (``_retrying``)."""
+        return LLMUnavailableError(
+            f"{url} has answered nothing for {time.monotonic() - self._last_answer:.0f} s, every try "
+            "timed out: the server hangs, or is too slow for llm.request_timeout_s = "
+            f"{self.settings.request_timeout_s:g}; restart it or raise the setting, then run the same "
+            "command (finished work is kept)")
 
     async def _admit(self, tokens: int) -> list[tuple[_MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,

@@ -658,6 +658,88 @@ async def test_a_server_that_hangs_now_and_then_keeps_every_calls_retries(tmp_pa
     assert [r.text for r in (first, second, third)] == ["echo: a", "echo: b", "echo: c"]
 
 
+class Hangs(Endpoint):
+    """Hangs on every request while ``hanging``, else echoes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hanging = True
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.hanging:
+            self.requests.append((time.monotonic(), request, json.loads(request.content)))
+            await anyio.sleep(3600)
+        return await super().__call__(request)
+
+
+async def gather_errors(llm: LLMClient, texts: list[str]) -> dict[str, str]:
+    """Each call's answer text, or its error."""
+    out: dict[str, str] = {}
+
+    async def one(text: str) -> None:
+        try:
+            out[text] = (await llm.chat(ask(text), model="m1", stage="extract")).text
+        except LLMUnavailableError as e:
+            out[text] = str(e)
+
+    async with anyio.create_task_group() as tg:
+        for text in texts:
+            tg.start_soon(one, text)
+    return out
+
+
+async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_again(tmp_path):
+    # A server that stopped answering mid-run made each batch of calls wait out its whole
+    # schedule of timeouts: 60 documents took 5 minutes at a 1 s timeout (10 hours at 120 s).
+    endpoint = Hangs()
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
+            results = await gather_errors(llm, [f"c{i}" for i in range(40)])
+            elapsed = time.monotonic() - started
+            endpoint.hanging = False   # back: the next call's one try finds out, and calls go on
+            again = {**await gather_errors(llm, ["d1"]), **await gather_errors(llm, ["d2"])}
+    # Nothing answered for one call's schedule (0.1 + 0.2 + 0.4 s of tries), then one try at a
+    # time: not ten batches of schedules (about 7 s, 85 tries).
+    assert elapsed < 2.5, elapsed
+    assert len(endpoint.requests) <= 24, len(endpoint.requests)
+    silent = [m for m in results.values() if "has answered nothing for" in m]
+    assert len(results) == 40 and len(silent) >= 30
+    assert all(m in silent or "(timeout)" in m for m in results.values())
+    assert "every try timed out: the server hangs, or is too slow for llm.request_timeout_s = 0.1" in silent[0]
+    assert again == {"d1": "echo: d1", "d2": "echo: d2"}
+
+
+async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp_path):
+    # One call too slow for any timeout, while other calls are answered: only it fails.
+    async def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        if body["messages"][-1]["content"] == "slow":
+            await anyio.sleep(3600)
+        await anyio.sleep(0.05)
+        return httpx.Response(200, json=chat_body("echo: " + body["messages"][-1]["content"]))
+
+    with anyio.fail_after(10):
+        async with client(tmp_path, answer, request_timeout_s=0.1, max_retries=6, concurrency=2) as (llm, _):
+            async def others() -> list[str]:
+                return [(await llm.chat(ask(f"q{i}"), model="m1", stage="s")).text for i in range(30)]
+
+            results = await gather_errors(llm, ["slow"])   # alone: nothing answers meanwhile
+            assert "failed 3 time(s)" in results["slow"]
+            llm._answered()   # (as an answer would)
+            out: dict[str, object] = {}
+            async with anyio.create_task_group() as tg:
+                async def slow() -> None:
+                    out["slow"] = (await gather_errors(llm, ["slow"]))["slow"]
+
+                async def rest() -> None:
+                    out["rest"] = await others()
+                tg.start_soon(slow)
+                tg.start_soon(rest)
+    assert "failed" in str(out["slow"]) and "has answered nothing" not in str(out["slow"])
+    assert out["rest"] == [f"echo: q{i}" for i in range(30)]
+
+
 async def test_the_longer_timeout_reaches_the_http_request(tmp_path):
     # httpx's own timeout (a mock transport ignores it) must grow with the try's.
     from streamrag.simulator import Simulator, SimulatorConfig
