@@ -468,9 +468,12 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
     # Each byte that is not UTF-8 becomes a lone surrogate: counted, then mapped, in C.
     mixed = data.decode("utf-8-sig", errors="surrogateescape")
     strays = len(mixed) - len(mixed.encode("utf-8", errors="ignore").decode("utf-8"))
-    # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is.
+    # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
+    # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
+    # from Windows), never a letter of a cp1252 file (a UTF-8 "Café" and two such quotes were
+    # read as cp1252, "CafÃ©").
     utf8 = len(mixed) - len(mixed.encode("ascii", errors="ignore")) - strays
-    if utf8 > strays:
+    if utf8 > strays or utf8 and not re.search("[\udca0-\udcff]", mixed):
         warnings.append(f"{label}: {strays} byte(s) are not UTF-8 (the first at byte {first:,}), read as "
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")

@@ -312,6 +312,14 @@ def test_a_few_bytes_that_are_not_utf8_leave_the_rest_utf8(tmp_path):
     assert doc.text == text.replace("\x92", "\u2019")
     assert warnings == ["a.txt: 1 byte(s) are not UTF-8 (the first at byte 48), read as cp1252 and the "
                         "rest as UTF-8; to be sure of them, fix those bytes and save it as UTF-8"]
+    # One accent and more pasted quotes than accents: still UTF-8 (it was read as cp1252, "CafÃ©").
+    f = write(tmp_path / "q.txt", b"Word \x93quoted\x94 at the " + "Café Noir.\n".encode())
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == "Word \u201cquoted\u201d at the Café Noir.\n" and "2 byte(s) are not UTF-8" in warnings[0]
+    # ... but a cp1252 file's own letters are not taken for strays among UTF-8.
+    f = write(tmp_path / "c.txt", "Café ".encode() + "Zoë Müller à Göteborg.\n".encode("cp1252"))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == "CafÃ© Zoë Müller à Göteborg.\n" and "read as cp1252" in warnings[0]
     # A file with no UTF-8 beyond ASCII is cp1252 throughout, as before.
     f = write(tmp_path / "b.txt", "Zoë Müller met François.\n".encode("cp1252"))
     [doc], warnings = read_documents(f, root=tmp_path)
