@@ -277,10 +277,15 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM extractions WHERE created_at < ? AND NOT EXISTS (SELECT 1 FROM "
                  "live_chunks l WHERE l.chunk_id = extractions.chunk_id AND l.extractor = "
                  "extractions.extractor)", (cutoff,))
-    # (Embeddings are kept: a hit on one is recorded under its batch's key, not its own.)
+    # (Embeddings are kept: a hit on one is recorded under its batch's key, not its own. So
+    # are the answers the published summaries are, which are never asked for again.)
     conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
                  "(SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND model NOT IN "
-                 "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed')", (cutoff, cutoff))
+                 "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed') AND key NOT IN "
+                 "(SELECT key FROM summary_answers)", (cutoff, cutoff))
+    # Reports no community shows (dated from when they left), as their answers.
+    conn.execute("DELETE FROM reports WHERE created_at < ? AND key NOT IN (SELECT report_key FROM "
+                 "communities WHERE report_key IS NOT NULL)", (cutoff,))
     # Older calls are folded into their stage's and model's sums.
     conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE)}) "
                  f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "
@@ -405,6 +410,24 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         [(r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
          for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
 
+    # The model answers summaries are (``prune`` keeps them): one that leaves is dated from
+    # now, as an extraction is, so that a change undone within store.keep_unused_days costs
+    # nothing however old the answer (it was pruned 30 days after it was made, while in use).
+    left_at = time.time()
+    gone = state.deleted_entities | state.deleted_relationships
+    answered = set(state.answers) | gone
+    before: dict[str, str] = {}
+    for part in _batches(answered):
+        before.update(conn.execute(f"SELECT element_id, key FROM summary_answers WHERE "
+                                   f"{_in('element_id', part)}", part).fetchall())
+    after = {e: k for e, k in state.answers.items() if k is not None and e not in gone}
+    differs = {e for e in answered if before.get(e) != after.get(e)}
+    for part in _batches({before[e] for e in differs if e in before}):
+        conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE {_in('key', part)}", [left_at, *part])
+    delete_in(store, "summary_answers", "element_id", differs)
+    conn.executemany("INSERT INTO summary_answers(element_id, key) VALUES (?,?)",
+                     [(e, after[e]) for e in sorted(differs) if e in after])
+
     # Communities and the reports they show.
     row = {c.id: (c.level, c.parent, len(c.members), *assignments[c.id]) for c in communities}
     old_row = {c.id: (c.level, c.parent, len(c.members), state.old_contexts.get(c.id), state.old_reports.get(c.id))
@@ -428,9 +451,11 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         # Nothing published differs: the version stands. (Chunks this run stored for an edit it
         # could not extract are not a change; they go with the next version's clean-up.)
         return store.version
-    # Clean-up: rows nothing published refers to any more.
-    conn.execute("DELETE FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
-                 "WHERE report_key IS NOT NULL)")
+    # Clean-up: rows nothing published refers to any more. A report that leaves stays, dated
+    # from now, until ``prune``: a change undone meanwhile finds it (its model answer may be
+    # pruned: made over store.keep_unused_days ago, and in use since).
+    for part in _batches(set(state.old_reports.values()) - {r for _c, r in assignments.values()}):
+        conn.execute(f"UPDATE reports SET created_at = ? WHERE {_in('key', part)}", [left_at, *part])
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")

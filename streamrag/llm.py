@@ -181,6 +181,7 @@ class ChatResult(msgspec.Struct):
     cached: bool
     finish_reason: str | None
     latency_ms: float          # the answering HTTP request (or cache lookup), not queueing
+    key: str = ""              # the answer's key in llm_cache (``cache.cache_key``)
 
 
 class _Answer(msgspec.Struct):
@@ -647,7 +648,7 @@ class LLMClient:
             await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
                                 cached=True)
             return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, True,
-                              answer.finish_reason, latency)
+                              answer.finish_reason, latency, key)
 
         flight = _Flight()
         if self.settings.cache:
@@ -683,7 +684,7 @@ class LLMClient:
         if problem is not None:
             return problem
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
-                          answer.finish_reason, latency)
+                          answer.finish_reason, latency, key)
 
     def _cached_answer(self, key: str) -> _Answer | None:
         assert self.store is not None

@@ -829,9 +829,11 @@ class Indexer:
             async with recv:
                 async for element_id, name, descriptions in recv:
                     try:
-                        text = await summarize(self.llm, name, descriptions, self.settings)
+                        text, state.answers[element_id] = await summarize(
+                            self.llm, name, descriptions, self.settings)
                         state.unusable.pop(element_id, None)
                     except LLMError as e:
+                        state.answers[element_id] = None
                         message, settled = f"{name}: {e}", False
                         if isinstance(e, LLMOutputError):
                             # The model answered, and nothing it said was usable. Asked again on

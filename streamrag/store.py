@@ -270,6 +270,14 @@ CREATE TABLE IF NOT EXISTS llm_usage_archive (
     PRIMARY KEY (stage, model)
 );
 """),
+    # The model answer (its key in llm_cache) each summary in the published index is, so that
+    # ``index_rows.prune`` keeps them however old, and dates one that leaves from then.
+    ("summary_answers", """
+CREATE TABLE IF NOT EXISTS summary_answers (
+    element_id TEXT PRIMARY KEY,    -- an entity or relationship
+    key TEXT NOT NULL
+);
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -130,20 +130,21 @@ def summary_input(descriptions: list[str], limit: int) -> list[str]:
     return [d for d in descriptions if d in chosen]
 
 
-async def summarize(llm, name: str, descriptions: list[str], settings: Settings) -> str:
-    """A single description of ``name`` from its distinct ``descriptions`` (sorted)."""
+async def summarize(llm, name: str, descriptions: list[str], settings: Settings) -> tuple[str, str | None]:
+    """A single description of ``name`` from its distinct ``descriptions`` (sorted), and the
+    key in ``llm_cache`` of the model's answer it comes from (None when no model wrote it)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
     descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
     if not descriptions:
-        return ""
+        return "", None
     if len(descriptions) == 1:
-        return truncate(descriptions[0], budget * 2, encoding)
+        return truncate(descriptions[0], budget * 2, encoding), None
     if llm is None or settings.offline:
-        return extractive_summary(descriptions, budget, encoding)
+        return extractive_summary(descriptions, budget, encoding), None
     joined = short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
     if joined is not None:
-        return joined
+        return joined, None
     prompt = load_prompt("summarize")
     joined = "\n".join(f"- {d}" for d in descriptions)
     # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
@@ -161,7 +162,7 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
                             prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
                             validate=usable_description,
                             on_length=lambda text: count_tokens(text, encoding) > budget)
-    return within_budget(result.text.strip(), budget, encoding)
+    return within_budget(result.text.strip(), budget, encoding), result.key
 
 
 def within_budget(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:

@@ -456,7 +456,7 @@ async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, sim
     import streamrag.pipeline as pipeline
 
     async def naming_summary(llm, name, descriptions, settings):
-        return f"{name}: " + " ".join(descriptions)
+        return f"{name}: " + " ".join(descriptions), None
     monkeypatch.setattr(pipeline, "summarize", naming_summary)
     settings = make_settings(simulator.base_url)
     corpus = tmp_path / "c"

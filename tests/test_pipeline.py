@@ -717,10 +717,49 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     now_live = {c for (c,) in rows("SELECT chunk_id FROM live_chunks")}
     assert now_live <= extracted and not (left & extracted)   # live ones kept, old dead ones gone
     new = rows("SELECT count(*) FROM llm_cache WHERE created_at > ?", long_ago + 1)[0][0]
-    assert rows("SELECT key FROM llm_cache WHERE created_at = ?", long_ago) == [(hit,)]
-    assert new > 0 and rows("SELECT count(*) FROM llm_cache")[0][0] == new + 1 < cached
+    # Kept however old: the answer asked for again, and those the published summaries are.
+    old = {k for (k,) in rows("SELECT key FROM llm_cache WHERE created_at = ?", long_ago)}
+    assert hit in old and old - {hit} <= {k for (k,) in rows("SELECT key FROM summary_answers")}
+    assert new > 0 and rows("SELECT count(*) FROM llm_cache")[0][0] == new + len(old) < cached
     # Within the day, no second look: what this run left is kept until then.
     assert float(rows("SELECT value FROM meta WHERE key = 'pruned_at'")[0][0]) > long_ago
+
+
+async def test_an_edit_undone_costs_nothing_however_old_the_answers_it_undoes(corpus, tmp_path, simulator):
+    # The answers the published summaries and reports are never asked for again, so the daily
+    # prune took them keep_unused_days after they were made, while in use: undoing an edit of
+    # an index that old paid for those summaries and reports again (27 calls against 8).
+    import sqlite3
+    import time
+
+    settings = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                        "summary_join_tokens": 0})
+    guild = corpus / "guild.txt"
+    original = guild.read_text()
+
+    async def undo_paid(db: Path, aged: bool) -> dict[str, int]:
+        guild.write_text(original)
+        await sync([corpus], settings, db, root=corpus)
+        if aged:   # as if all this were 40 days old, and the daily prune due
+            conn = sqlite3.connect(db)
+            with conn:
+                for table in ("llm_cache", "llm_calls", "extractions", "reports"):
+                    conn.execute(f"UPDATE {table} SET created_at = ?", (time.time() - 40 * 86400,))
+                conn.execute("DELETE FROM meta WHERE key = 'pruned_at'")
+            conn.close()
+        guild.write_text(original.replace("Harbor", "Harbour") + "\nQuorra Vell joined the guild.\n")
+        await sync([corpus], settings, db, root=corpus)   # (the prune runs after it publishes)
+        guild.write_text(original)
+        undone = await sync([corpus], settings, db, root=corpus)
+        return {stage: u["calls"] - u["cached"] for stage, u in undone.llm.items()}
+
+    with anyio.fail_after(120):
+        fresh = await undo_paid(tmp_path / "fresh.db", aged=False)
+        aged = await undo_paid(tmp_path / "aged.db", aged=True)
+    assert fresh.get("summarize", 0) == 0 and aged == fresh, (aged, fresh)
+    conn = sqlite3.connect(tmp_path / "aged.db")
+    assert conn.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()   # it did run
+    conn.close()
 
 
 async def test_a_community_whose_context_holds_nothing_gets_no_paid_report(corpus, tmp_path, simulator):

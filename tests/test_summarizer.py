@@ -21,6 +21,7 @@ class _Echo:
 
         class R:
             text = "Merged."
+            key = "k1"
         return R()
 
 
@@ -63,17 +64,17 @@ def test_short_join_drops_repeated_sentences_and_respects_the_budget():
 
 
 def test_short_descriptions_are_joined_without_a_call():
-    text = anyio.run(summarize, _NoCalls(), "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
-                     _settings())
-    assert text == "Mira Osk is a mason. She rebuilt the quay."
+    text, key = anyio.run(summarize, _NoCalls(), "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
+                          _settings())
+    assert text == "Mira Osk is a mason. She rebuilt the quay." and key is None
 
 
 @pytest.mark.parametrize("join_tokens", [0, 5])
 def test_longer_descriptions_go_to_the_llm(join_tokens):
     llm = _Echo()
-    text = anyio.run(summarize, llm, "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
-                     _settings(summary_join_tokens=join_tokens))
-    assert text == "Merged." and len(llm.calls) == 1
+    text, key = anyio.run(summarize, llm, "Mira Osk", ["Mira Osk is a mason.", "She rebuilt the quay."],
+                          _settings(summary_join_tokens=join_tokens))
+    assert text == "Merged." and key == "k1" and len(llm.calls) == 1
 
 
 def test_a_sentence_another_one_contains_is_said_once():
@@ -135,7 +136,7 @@ async def test_a_summary_cut_off_at_max_tokens_is_used_within_the_budget(tmp_pat
         async with Writer(store) as writer:
             async with LLMClient(settings.llm, "k", store=store, writer=writer, run_id="r",
                                  transport=httpx.MockTransport(endpoint)) as llm:
-                text = await summarize(llm, "Port Vale", ["Port Vale is a town.", "Port Vale has a harbour."],
+                text, _key = await summarize(llm, "Port Vale", ["Port Vale is a town.", "Port Vale has a harbour."],
                                        settings)
     finally:
         store.close()
