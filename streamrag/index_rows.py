@@ -339,7 +339,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         path = paths_by_doc.get(doc_id, doc.path)
         conn.execute("INSERT OR REPLACE INTO documents(id, title, path, tokens, chars) VALUES (?,?,?,?,?)",
                      (doc_id, scan.titles.get(path, doc.title), path,
-                      sum(c.tokens for c in chunks or ()), len(doc.text)))
+                      sum(c.tokens for c in chunks or ()), scan.chars[doc_id]))
         if chunks is not None:
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",

@@ -164,9 +164,12 @@ class Scan:
     """What the folder holds now: path -> (doc id, size, change stamp), per-document facts."""
 
     files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
-    documents: dict[str, Document] = field(default_factory=dict)      # newly read documents
+    # Newly read documents and the chunks of new documents, their text left out (the chunks'
+    # is in the store; a first index held the whole corpus twice until it published)
+    documents: dict[str, Document] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)   # path -> title, of every document read
-    doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)  # chunks of new documents
+    doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)
+    chars: dict[str, int] = field(default_factory=dict)   # doc id -> characters of its text
     warnings: list[str] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
     unchanged_paths: int = 0
@@ -665,7 +668,8 @@ class Indexer:
                         scan.files[doc.path] = (doc.id, st.st_size, stamp)
                         scan.titles[doc.path] = doc.title
                         if doc.id not in scan.documents:
-                            scan.documents[doc.id] = doc
+                            scan.documents[doc.id] = msgspec.structs.replace(doc, text="")
+                            scan.chars[doc.id] = len(doc.text)
                             await doc_send.send(doc)
                     self.progress.add("files_done")
 
@@ -680,7 +684,7 @@ class Indexer:
                         chunks = cut()
                     else:  # seconds for a book-sized file: signals and other work go on meanwhile
                         chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
-                    scan.doc_chunks[doc.id] = chunks
+                    scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
                     await writer.run(index_rows.save_chunks, chunks)
                     for c in chunks:
                         await schedule(c)

@@ -768,3 +768,29 @@ async def test_a_community_whose_context_holds_nothing_gets_no_paid_report(corpu
     settings = make_settings(simulator.base_url, index={"report_max_input_tokens": 5})
     result = await sync([corpus], settings, tmp_path / "i.db", root=corpus)
     assert result.reports > 0 and "report" not in result.llm
+
+
+async def test_a_run_holds_no_document_text_until_it_publishes(corpus, tmp_path, monkeypatch):
+    # Every new document's text and every chunk's stayed in memory through summaries,
+    # clustering and reports: a first index held the corpus twice until it published.
+    import streamrag.pipeline as pipeline
+
+    real = pipeline.index_rows.publish
+    held: list[int] = []
+
+    def publish(store, scan, *args):
+        held.append(sum(len(d.text) for d in scan.documents.values())
+                    + sum(len(c.text) for cs in scan.doc_chunks.values() for c in cs))
+        return real(store, scan, *args)
+
+    monkeypatch.setattr(pipeline.index_rows, "publish", publish)
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(index={"chunk_size": 80, "chunk_overlap": 10}), db, root=corpus)
+    assert held == [0]
+    store = Store(db, readonly=True)
+    try:
+        chars = {r["path"]: r["chars"] for r in store.query("SELECT path, chars FROM documents")}
+        assert chars and store.scalar("SELECT count(*) FROM chunks WHERE text = ''") == 0
+    finally:
+        store.close()
+    assert chars == {p.name: len(p.read_text()) for p in corpus.iterdir() if p.suffix in (".txt", ".md")}
