@@ -323,6 +323,7 @@ class Store:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             uri = f"{_uri_path(self.path)}?mode=ro" if readonly else str(self.path)
+            stamp = _file_stamp(self.path) if readonly else None   # (before it is first read)
             conn = sqlite3.connect(uri, uri=readonly, isolation_level=None,
                                    check_same_thread=False, timeout=30)
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_S * 1000}")
@@ -336,6 +337,9 @@ class Store:
         except (sqlite3.Error, OSError) as e:
             raise _open_error(self.path, e) from None
         self.conn = conn
+        # Read as unchanging (``_readable``), the file as it was then: a publish folded into it
+        # meanwhile is under the reader's feet, with no lock to hold it off (``snapshot``).
+        self._unchanging_stamp = stamp if str(self.path) in _unchanging else None
         self._closed = False
         _opened(self.path)
         try:
@@ -459,6 +463,10 @@ class Store:
             yield self
         finally:
             self.conn.execute("COMMIT")
+        if self._unchanging_stamp is not None and _file_stamp(self.path) != self._unchanging_stamp:
+            raise StoreError(f"{self.path}: the index was updated while this command read it, and what it "
+                             "read may mix two versions (its folder is read-only to you, so the read could "
+                             "not hold the update off); run the command again")
 
     def close(self) -> None:
         """Closes the connection. When it was this process's last one on the file, the WAL is
@@ -621,6 +629,15 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
 
 
 _unchanging: set[str] = set()   # indexes this process reads as unchanging (``_readable``)
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is written or replaced (None if it is gone)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def read_as_unchanging() -> bool:

@@ -814,6 +814,49 @@ def test_an_index_in_a_folder_the_reader_may_not_write_is_read_as_it_is(tmp_path
         reader.close()
 
 
+def test_a_publish_under_a_reader_that_reads_an_index_as_unchanging_is_an_error(tmp_path, monkeypatch):
+    # Read as unchanging (no lock: its folder is read-only to the reader), an index its owner's
+    # indexer published meanwhile was read half from each version, with no error: the
+    # communities of one and the reports of the other (none found).
+    import sqlite3
+
+    db = tmp_path / "index.db"
+    s = Store(db)
+    s.set_meta("version", "3")
+    s.close()
+
+    class NoShm(sqlite3.Connection):
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA"):
+                return super().execute(sql, *args)
+            error = sqlite3.OperationalError("attempt to write a readonly database")
+            error.sqlite_errorname = "SQLITE_READONLY_DIRECTORY"
+            raise error
+
+    real = sqlite3.connect
+
+    def connect(database, *args, uri=False, **kwargs):
+        if uri and "mode=ro" in str(database) and "immutable=1" not in str(database):
+            kwargs["factory"] = NoShm
+        return real(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    reader = Store(db, readonly=True)
+    monkeypatch.setattr(sqlite3, "connect", real)
+    try:
+        with reader.snapshot():   # nothing changed: read as it is
+            assert reader.get_meta("version") == "3"
+        with pytest.raises(StoreError, match="the index was updated while this command read it, and what "
+                                             "it read may mix two versions"):
+            with reader.snapshot():
+                reader.get_meta("version")
+                writer = Store(db)
+                writer.set_meta("version", "4")
+                writer.close()   # (folds its log into the file)
+    finally:
+        reader.close()
+
+
 def test_an_error_reading_an_index_read_as_unchanging_is_not_called_damage(tmp_path, monkeypatch, capsys):
     # Read as unchanging, an index its owner's indexer writes meanwhile can read as malformed:
     # the message advised deleting the index.
