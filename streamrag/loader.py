@@ -49,6 +49,13 @@ TITLE_CHARS = 100
 # row's fields beyond the header's go back into its last column.
 VERSION = "4"
 _SNIFF = 8192
+# NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
+# to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
+# first 8 KB made it binary).
+_FEW_NULS = 8
+# A character a JSON string escapes alone (``"\ud800"``), which no UTF-8 can hold: stored, it
+# stopped the run (and the daemon) at the file.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +334,11 @@ def read_documents(path: Path, *, root: Path | None,
         raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            head = f.read(_SNIFF)
+            if _clearly_binary(head):   # before the rest is read: a 3 GB sparse file took 3 GB
+                _binary(label)
+            data = head + f.read()
     except OSError as e:
         raise InputError(f"{label}: cannot read ({_safe(e.strerror or str(e))}); check that it exists "
                          "and is readable") from None
@@ -422,7 +433,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
             except UnicodeDecodeError:
                 pass
             break
-    if text is None and b"\x00" in data[:_SNIFF]:
+    if text is None and _many_nuls(data[:_SNIFF]):
         text = _utf16_without_bom(data)
         if text is None:
             _binary(label)
@@ -495,6 +506,21 @@ def _cp1252(byte: int) -> str:
     return bytes([byte]).decode("cp1252", errors="ignore") or chr(byte)
 
 
+def _many_nuls(head: bytes) -> bool:
+    """Whether a file's first bytes hold more NULs than a text file's stray few."""
+    nuls = head.count(0)
+    return nuls > _FEW_NULS or nuls > 0.01 * len(head)
+
+
+def _clearly_binary(head: bytes) -> bool:
+    """Whether a file's first ``_SNIFF`` bytes say binary without the rest: NULs beyond a stray
+    few, and not on one side of every other byte (UTF-16 without a byte-order mark)."""
+    if not _many_nuls(head) or any(head.startswith(bom) for bom, _codec in _BOMS):
+        return False
+    even, odd = head[0::2].count(0), head[1::2].count(0)
+    return not (min(even, odd) == 0 and max(even, odd) > 0.3 * (len(head) // 2))
+
+
 def _utf16_without_bom(data: bytes) -> str | None:
     """The text of UTF-16 written without a byte-order mark, or None: text in a Latin script
     has a zero in every other byte, on one side; a binary file has them anywhere."""
@@ -539,7 +565,7 @@ def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, d
             continue
         try:
             row = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):   # (arrays nested thousands deep)
             bad.append(number)
             continue
         if isinstance(row, dict):
@@ -632,7 +658,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         )
     docs: list[Document] = []
     seen: set[str] = set()
-    skipped = duplicates = 0
+    skipped = duplicates = lone = 0
     for number, row in rows:
         key = field(row, text_field)
         value = row.get(key) if key is not None else None
@@ -641,6 +667,9 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not isinstance(value, str) or not value.strip():
             skipped += 1
             continue
+        if _LONE_SURROGATE.search(value):
+            lone += 1
+            value = _LONE_SURROGATE.sub("\ufffd", value)
         text = _newlines(value)
         doc_id = document_id(text)
         if doc_id in seen:
@@ -650,9 +679,13 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
         title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
+        title = _LONE_SURROGATE.sub("\ufffd", title)
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
         warnings.append(f"{label}: {skipped} row(s) without text in the field {text_field!r} (index.text_field), skipped")
     if duplicates:
         warnings.append(f"{label}: {duplicates} row(s) repeat an earlier row's text, skipped")
+    if lone:
+        warnings.append(f"{label}: {lone} row(s) hold a \\u escape of half a character (a lone "
+                        "surrogate), read as \ufffd; check how the file was written")
     return docs

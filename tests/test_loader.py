@@ -363,3 +363,46 @@ def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
         assert doc.text == text and not warnings
     with pytest.raises(InputError, match="binary file"):
         read_documents(tmp_path / "zip.txt", root=tmp_path)
+
+
+def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
+    # Arrays nested 100,000 deep raised RecursionError, and a lone surrogate escape
+    # ("\ud800") reached the store as text no UTF-8 holds: each stopped `index` and `watch`.
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "\n" + '{"text": "Ada Osk met Bram Tull."}\n')
+    [doc], warnings = read_documents(deep, root=tmp_path)
+    assert doc.text == "Ada Osk met Bram Tull." and warnings == [
+        "deep.jsonl: 1 line(s) are not JSON objects, skipped (line 1)"]
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text('{"text": "Ada Osk met Bram. \\ud800", "title": "T \\udc00"}\n'
+                    '{"text": "A pair is one character: \\ud83d\\ude00"}\n')
+    docs, warnings = read_documents(lone, root=tmp_path)
+    assert [d.text for d in docs] == ["Ada Osk met Bram. \ufffd", "A pair is one character: \U0001F600"]
+    assert docs[0].title == "T \ufffd" and all(d.id for d in docs)
+    assert warnings == ["lone.jsonl: 1 row(s) hold a \\u escape of half a character (a lone surrogate), "
+                        "read as \ufffd; check how the file was written"]
+
+
+def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_whole(tmp_path, monkeypatch):
+    # One NUL in the first 8 KB made the whole file binary, though a few NULs are dropped.
+    text = "Ada Osk met Bram Tull in the harbour of Port Vale.\n" * 200
+    f = write(tmp_path / "a.txt", (text[:100] + "\0" + text[100:]).encode())
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == text and "1 NUL character(s) dropped" in warnings[0]
+    # A file of zeros is binary from its first 8 KB: a 3 GB sparse file was read whole first.
+    zeros = tmp_path / "sparse.txt"
+    with zeros.open("wb") as out:
+        out.truncate(50_000_000)
+    read = []
+    real_open = Path.open
+
+    def counting_open(self, mode="r", *args, **kwargs):
+        handle = real_open(self, mode, *args, **kwargs)
+        real_read = handle.read
+        handle.read = lambda n=-1: read.append(len(chunk := real_read(n))) or chunk
+        return handle
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    with pytest.raises(InputError, match=r"^sparse\.txt: binary file, not indexed"):
+        read_documents(zeros, root=tmp_path)
+    assert sum(read) <= 8192
