@@ -143,6 +143,21 @@ class Settings(_Section):
         return not self.llm.api_base
 
 
+def _bad_host_or_port(url: str) -> str:
+    """What is wrong with the host or port of an http(s) ``url`` ("" when nothing is): a port
+    of 99999 or a bracket left open was a traceback at the first call."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "has no valid host and port (a port is a number from 1 to 65535)"
+    if not parts.hostname:
+        return "names no host"
+    if port == 0:
+        return "has port 0 (a port is a number from 1 to 65535)"
+    return ""
+
+
 def _merge(base: dict, over: dict) -> dict:
     out = dict(base)
     for k, v in over.items():
@@ -349,6 +364,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
     if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
+    elif llm.api_base and (bad := _bad_host_or_port(llm.api_base)):
+        problems.append(("llm.api_base", f"{bad}, e.g. http://localhost:11434/v1"))
     elif "?" in llm.api_base:
         # Azure's portal shows a "target URI": .../chat/completions?api-version=2024-10-21
         base, _, query = llm.api_base.partition("?")

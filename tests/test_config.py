@@ -44,6 +44,11 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
                                       "index.chunk_size, 1200, rounded down): set it to 0 or more"),
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
+    # A port out of range, or a bracket left open, was a traceback at the first call.
+    ('[llm]\napi_base = "http://127.0.0.1:99999/v1"\n', "llm.api_base: has no valid host and port (a port "
+                                                        "is a number from 1 to 65535)"),
+    ('[llm]\napi_base = "http://[::1"\n', "llm.api_base: has no valid host and port"),
+    ('[llm]\napi_base = "http://:8080/v1"\n', "llm.api_base: names no host"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
     ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
