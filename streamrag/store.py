@@ -319,6 +319,10 @@ class Store:
             raise IndexMissingError(
                 f"no index at {self.path}; build one with `streamrag index DIR` "
                 "(or pass --db to point at an existing one)")
+        if not readonly and self.path.is_file() and not os.access(self.path, os.W_OK):
+            # (SQLite opens it read-only without a word, and the first write failed mid-run)
+            raise StoreError(f"{self.path}: the index file is read-only to you; make it writable "
+                             f"(chmod u+w '{self.path}'), or run as its owner")
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

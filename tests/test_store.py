@@ -878,3 +878,22 @@ def test_an_error_reading_an_index_read_as_unchanging_is_not_called_damage(tmp_p
     monkeypatch.setattr(store, "_unchanging", set())
     assert cli.main(["status", "--db", str(db)]) == 1
     assert "delete the damaged file" in capsys.readouterr().err
+
+
+def test_an_index_file_read_only_to_its_writer_is_one_line(tmp_path, monkeypatch):
+    # SQLite opens a file it may not write read-only without a word: the run did its work and
+    # failed with a traceback at its first write. (Tests run as root: os.access says what a
+    # user without write permission would get.)
+    import os
+
+    from streamrag import store as store_module
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    real = os.access
+    monkeypatch.setattr(store_module.os, "access",
+                        lambda p, mode, **kw: False if Path(p) == db and mode == os.W_OK else real(p, mode, **kw))
+    with pytest.raises(StoreError, match=r"index\.db: the index file is read-only to you; make it writable "
+                                         r"\(chmod u\+w '.*index\.db'\), or run as its owner"):
+        Store(db)
+    Store(db, readonly=True).close()   # a reader needs no write access to the file
