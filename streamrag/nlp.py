@@ -200,7 +200,9 @@ _SPACES = re.compile(r"\s+")
 # "Christmas-time", not "Eve--old"), with an optional possessive ending.
 _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
-_SENTENCE_END = re.compile(r"([.!?]+|(?:--+|\u2014)(?=[\"'\u201d\u2019]))([\"'\u201d\u2019)\]]*)\s+")
+# (Never starting inside a run of stops or dashes, and never giving back what a run took: 200,000
+# dashes in a file took 88 s, each start in the run scanning on to its end.)
+_SENTENCE_END = re.compile(r"((?<![.!?])[.!?]++|(?:(?<!-)-{2,}+|\u2014)(?=[\"'\u201d\u2019]))([\"'\u201d\u2019)\]]*+)\s+")
 _CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNORECASE)
 _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
