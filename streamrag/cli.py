@@ -140,6 +140,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         if not (p.is_dir() or p.is_file()):
             raise StreamragError(f"{shown}: not a regular file or folder; give a folder, or a .txt, .md, "
                                  ".jsonl or .csv file to index")
+        if (why := loader.unstorable_folder(p)) is not None:   # (a traceback at publish)
+            raise StreamragError(why)
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = _settings(args, root)
     db = _db_for_index(args, settings, root)

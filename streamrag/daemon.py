@@ -57,7 +57,8 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import DEFAULT_INCLUDE, leads_outside, left_out_lines, read_documents, storable
+from streamrag.loader import (DEFAULT_INCLUDE, leads_outside, left_out_lines, read_documents, storable,
+                              unstorable_folder)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -1113,6 +1114,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise StreamragError(f"{given}: is a file; give the folder to watch (e.g. {given.parent})")
     if not given.is_dir():
         raise StreamragError(f"{given}: no such folder; give the folder to watch")
+    if (why := unstorable_folder(given)) is not None:
+        raise StreamragError(why)
     settings = _settings(args, given)
     # The folder a link names now: a link moved later (current -> release-2) leaves this watch,
     # and its index, on the folder it started with.

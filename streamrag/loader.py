@@ -146,6 +146,15 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
     return lines
 
 
+def unstorable_folder(path: Path) -> str | None:
+    """Why the folder (or file) ``path`` cannot hold an index's documents, if its absolute path
+    is not valid UTF-8 (its files' paths, and the index's record of it, could not be stored)."""
+    if storable(str(path.absolute())):
+        return None
+    return (f"{shown(path)}: its path is not valid UTF-8, so nothing under it can be indexed; rename "
+            "it (or the folder above it that is not) to a UTF-8 name")
+
+
 def storable(text: str) -> bool:
     """Whether ``text`` can be stored (a name that is not valid UTF-8 decodes to surrogates)."""
     try:

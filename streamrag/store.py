@@ -22,6 +22,7 @@ Writers go through ``writer.Writer`` (one task owns the write connection); reade
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -654,7 +655,7 @@ def _uri_path(path: Path) -> str:
     """``file:`` URI of ``path`` (characters that mean something in a URI escaped)."""
     from urllib.parse import quote
 
-    return "file:" + quote(str(path.absolute()), safe="/")
+    return "file:" + quote(os.fsencode(path.absolute()), safe="/")   # (bytes: a name not UTF-8 too)
 
 
 def _open_error(path: Path, e: BaseException) -> StoreError:
@@ -735,7 +736,8 @@ class WriterLock:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            f = open(self.path, "a+")
+            # (the command may name a folder that is not UTF-8: its bytes are written escaped)
+            f = open(self.path, "a+", encoding="utf-8", errors="backslashreplace")
         except OSError as e:
             blocking = next((a for a in self.path.parents if a.exists() and not a.is_dir()), None)
             if blocking is not None:   # mkdir says only "File exists"
@@ -753,9 +755,17 @@ class WriterLock:
             raise StoreBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
                                  f"that one first ({after}), or give this run its own index with --db "
                                  "(the lock goes with its process; its file needs no deleting)") from None
-        f.truncate(0)
-        f.write(f"pid {os.getpid()}: {self.what}\n")
-        f.flush()
+        try:
+            f.truncate(0)
+            f.write(f"pid {os.getpid()}: {self.what}\n")
+            f.flush()
+        except OSError as e:   # (it was "cannot write the output")
+            with contextlib.suppress(OSError):
+                f.close()
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise StoreError(f"{self.path}: cannot write the index's lock file ({e.strerror or e}); "
+                             + ("free some space on its disk, then run the same command again" if full
+                                else "check the disk holding the index")) from None
         self.release()
         self.file = f
 

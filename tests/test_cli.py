@@ -21,7 +21,7 @@ def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedPr
                 if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "streamrag", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, errors="surrogateescape", timeout=120)
 
 
 def test_version_and_help():
@@ -656,3 +656,21 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
         watcher.send_signal(signal.SIGINT)
         watcher.communicate(timeout=60)
     assert run("index", "-q", ".", cwd=corpus).returncode == 0      # the lock went with it
+
+
+def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, corpus):
+    # Its files were left out one by one, and the run then failed with a traceback writing the
+    # folder's own path (the lock file's line, the index's record of its folder).
+    bad = tmp_path / os.fsdecode(b"notes\xff")
+    shutil.copytree(corpus, bad)
+    for command in (("index", str(bad), "-q"), ("watch", str(bad), "--once")):
+        out = run(*command, "--offline")
+        assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.strip().endswith("its path is not valid UTF-8, so nothing under it can be "
+                                           "indexed; rename it (or the folder above it that is not) to a "
+                                           "UTF-8 name"), out.stderr
+    # An index file of such a name (given with --db) is read: its URI was a traceback.
+    db = tmp_path / os.fsdecode(b"idx\xff.db")
+    assert run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
+    status = run("status", "--db", str(db), "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["documents"] == 4, status.stderr

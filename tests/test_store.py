@@ -897,3 +897,27 @@ def test_an_index_file_read_only_to_its_writer_is_one_line(tmp_path, monkeypatch
                                          r"\(chmod u\+w '.*index\.db'\), or run as its owner"):
         Store(db)
     Store(db, readonly=True).close()   # a reader needs no write access to the file
+
+
+def test_a_full_disk_at_the_lock_file_says_so(tmp_path, monkeypatch):
+    # It was "cannot write the output (No space left on device)": the lock file is no output.
+    import builtins
+    import errno
+
+    from streamrag.store import one_writer
+
+    real_open = builtins.open
+
+    def full_open(file, *args, **kwargs):
+        handle = real_open(file, *args, **kwargs)
+        if str(file).endswith(".lock"):
+            def flush():
+                raise OSError(errno.ENOSPC, "No space left on device")
+            handle.flush = flush
+        return handle
+
+    monkeypatch.setattr(builtins, "open", full_open)
+    with pytest.raises(StoreError, match=r"index\.db\.lock: cannot write the index's lock file \(No space "
+                                         r"left on device\); free some space on its disk"):
+        with one_writer(tmp_path / "index.db", "streamrag index notes"):
+            pass
