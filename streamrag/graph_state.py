@@ -72,7 +72,7 @@ class GraphState:
         self.fallbacks: set[str] = set()         # fell back this time
         self.unusable: dict[str, int] = {}       # element -> runs in a row its summary answers were unusable
         # element summarized this run -> the key in llm_cache of the answer its summary is (None:
-        # no model wrote it); ``index_rows.publish`` keeps them in ``summary_answers``
+        # no model wrote it); ``index_rows.publish`` keeps them in the table ``answers``
         self.answers: dict[str, str | None] = {}
 
     @classmethod

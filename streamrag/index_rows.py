@@ -223,11 +223,13 @@ def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> N
 
 
 def save_report(store: Store, r: Report) -> None:
-    store.conn.execute(
+    cursor = store.conn.execute(
         "INSERT OR IGNORE INTO reports(key, title, summary, rating, rating_explanation, findings, text, "
         "tokens, elements, extractive, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (r.key, r.title, r.summary, r.rating, r.rating_explanation, msgspec.json.encode(r.findings).decode(),
          r.text, r.tokens, msgspec.json.encode(r.elements).decode(), int(r.extractive), time.time()))
+    if cursor.rowcount and r.answer:
+        store.conn.execute("INSERT OR REPLACE INTO answers(owner, key) VALUES (?,?)", (r.key, r.answer))
 
 
 def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
@@ -278,14 +280,11 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "live_chunks l WHERE l.chunk_id = extractions.chunk_id AND l.extractor = "
                  "extractions.extractor)", (cutoff,))
     # (Embeddings are kept: a hit on one is recorded under its batch's key, not its own. So
-    # are the answers the published summaries are, which are never asked for again.)
+    # are the answers the index's summaries and reports are, which are never asked for again.)
     conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
                  "(SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND model NOT IN "
                  "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed') AND key NOT IN "
-                 "(SELECT key FROM summary_answers)", (cutoff, cutoff))
-    # Reports no community shows (dated from when they left), as their answers.
-    conn.execute("DELETE FROM reports WHERE created_at < ? AND key NOT IN (SELECT report_key FROM "
-                 "communities WHERE report_key IS NOT NULL)", (cutoff,))
+                 "(SELECT key FROM answers)", (cutoff, cutoff))
     # Older calls are folded into their stage's and model's sums.
     conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE)}) "
                  f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "
@@ -418,14 +417,14 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     answered = set(state.answers) | gone
     before: dict[str, str] = {}
     for part in _batches(answered):
-        before.update(conn.execute(f"SELECT element_id, key FROM summary_answers WHERE "
-                                   f"{_in('element_id', part)}", part).fetchall())
+        before.update(conn.execute(f"SELECT owner, key FROM answers WHERE {_in('owner', part)}",
+                                   part).fetchall())
     after = {e: k for e, k in state.answers.items() if k is not None and e not in gone}
     differs = {e for e in answered if before.get(e) != after.get(e)}
     for part in _batches({before[e] for e in differs if e in before}):
         conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE {_in('key', part)}", [left_at, *part])
-    delete_in(store, "summary_answers", "element_id", differs)
-    conn.executemany("INSERT INTO summary_answers(element_id, key) VALUES (?,?)",
+    delete_in(store, "answers", "owner", differs)
+    conn.executemany("INSERT INTO answers(owner, key) VALUES (?,?)",
                      [(e, after[e]) for e in sorted(differs) if e in after])
 
     # Communities and the reports they show.
@@ -451,11 +450,14 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         # Nothing published differs: the version stands. (Chunks this run stored for an edit it
         # could not extract are not a change; they go with the next version's clean-up.)
         return store.version
-    # Clean-up: rows nothing published refers to any more. A report that leaves stays, dated
-    # from now, until ``prune``: a change undone meanwhile finds it (its model answer may be
-    # pruned: made over store.keep_unused_days ago, and in use since).
-    for part in _batches(set(state.old_reports.values()) - {r for _c, r in assignments.values()}):
-        conn.execute(f"UPDATE reports SET created_at = ? WHERE {_in('key', part)}", [left_at, *part])
+    # Clean-up: rows nothing published refers to any more. A report's model answer is dated
+    # from now, for a change undone meanwhile to find it.
+    unused = ("SELECT key FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
+              "WHERE report_key IS NOT NULL)")
+    conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE key IN (SELECT key FROM answers WHERE "
+                 f"owner IN ({unused}))", (left_at,))
+    conn.execute(f"DELETE FROM answers WHERE owner IN ({unused})")
+    conn.execute(f"DELETE FROM reports WHERE key IN ({unused})")
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")

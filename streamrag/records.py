@@ -112,3 +112,4 @@ class Report(msgspec.Struct):
     tokens: int
     elements: dict          # {"entities": [...], "relationships": [...], "reports": [...]}
     extractive: bool = False
+    answer: str | None = None   # the key in llm_cache of the model's answer it is (not stored in its row)

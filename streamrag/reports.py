@@ -313,5 +313,7 @@ async def llm_report(llm, context: ReportContext, *, model: str, max_tokens: int
     if fields is None:  # the client validated it; only a changed parser could get here
         from streamrag.errors import LLMOutputError
         raise LLMOutputError("community report answer could not be parsed")
-    return _make_report(context_key(context, model=model, prompt_version=prompt.version), fields,
-                        context, encoding, extractive=False)
+    report = _make_report(context_key(context, model=model, prompt_version=prompt.version), fields,
+                          context, encoding, extractive=False)
+    report.answer = result.key
+    return report

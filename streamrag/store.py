@@ -271,11 +271,11 @@ CREATE TABLE IF NOT EXISTS llm_usage_archive (
     PRIMARY KEY (stage, model)
 );
 """),
-    # The model answer (its key in llm_cache) each summary in the published index is, so that
+    # The model answer (its key in llm_cache) each summary and report in the index is, so that
     # ``index_rows.prune`` keeps them however old, and dates one that leaves from then.
-    ("summary_answers", """
-CREATE TABLE IF NOT EXISTS summary_answers (
-    element_id TEXT PRIMARY KEY,    -- an entity or relationship
+    ("answers", """
+CREATE TABLE IF NOT EXISTS answers (
+    owner TEXT PRIMARY KEY,         -- an entity or relationship id, or a report's key
     key TEXT NOT NULL
 );
 """),

@@ -516,17 +516,17 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
         def stat(self, *args, **kwargs):
             raise OSError(errno.EIO, "Input/output error", str(self))
 
-    def read_bytes(path):
+    def path_open(path, *args, **kwargs):
         if path == victim:
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_read_bytes(path)
+        return real_open(path, *args, **kwargs)
 
-    scan, readable, real_read_bytes = loader.scan, pipeline._readable, Path.read_bytes
+    scan, readable, real_open = loader.scan, pipeline._readable, Path.open
     if fails == "stat":
         monkeypatch.setattr(loader, "scan", lambda *a, **k: [
             Unstattable(p) if p == victim else p for p in scan(*a, **k)])
     else:
-        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        monkeypatch.setattr(Path, "open", path_open)
         monkeypatch.setattr(pipeline, "_readable", lambda p: p != victim and readable(p))
     result = await sync([corpus], settings, db, root=corpus)
     assert snapshot(db) == before        # its document, chunks, entities and their sources stay
@@ -544,7 +544,7 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
 
     # Readable again: the next run takes what it holds now.
     monkeypatch.setattr(loader, "scan", scan)
-    monkeypatch.setattr(Path, "read_bytes", real_read_bytes)
+    monkeypatch.setattr(Path, "open", real_open)
     monkeypatch.setattr(pipeline, "_readable", readable)
     again = await sync([corpus], settings, db, root=corpus)
     assert again.failures == 0 and again.documents == 4
@@ -719,7 +719,7 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     new = rows("SELECT count(*) FROM llm_cache WHERE created_at > ?", long_ago + 1)[0][0]
     # Kept however old: the answer asked for again, and those the published summaries are.
     old = {k for (k,) in rows("SELECT key FROM llm_cache WHERE created_at = ?", long_ago)}
-    assert hit in old and old - {hit} <= {k for (k,) in rows("SELECT key FROM summary_answers")}
+    assert hit in old and old - {hit} <= {k for (k,) in rows("SELECT key FROM answers")}
     assert new > 0 and rows("SELECT count(*) FROM llm_cache")[0][0] == new + len(old) < cached
     # Within the day, no second look: what this run left is kept until then.
     assert float(rows("SELECT value FROM meta WHERE key = 'pruned_at'")[0][0]) > long_ago
@@ -743,7 +743,7 @@ async def test_an_edit_undone_costs_nothing_however_old_the_answers_it_undoes(co
         if aged:   # as if all this were 40 days old, and the daily prune due
             conn = sqlite3.connect(db)
             with conn:
-                for table in ("llm_cache", "llm_calls", "extractions", "reports"):
+                for table in ("llm_cache", "llm_calls", "extractions"):
                     conn.execute(f"UPDATE {table} SET created_at = ?", (time.time() - 40 * 86400,))
                 conn.execute("DELETE FROM meta WHERE key = 'pruned_at'")
             conn.close()
