@@ -190,6 +190,7 @@ class Daemon:
         # of that extraction and of syncs that failed (the idle line sums up the whole update).
         self._ahead = {"chunks": 0, "llm": {}}
         self.errors = 0                          # error lines emitted
+        self._last_state: tuple[str, str] | None = None   # (state, message) of the last state line
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
         self._once = False                       # run(None): one sync, nothing is retried
@@ -236,6 +237,8 @@ class Daemon:
         Every ``error`` line is counted in the health line's errors."""
         if state == "error":
             self.errors += 1
+        if state != "health":
+            self._last_state = (state, message)
         self.report({"event": "health" if state == "health" else "state", "state": state,
                      "message": message, **fields})
 
@@ -678,8 +681,10 @@ class Daemon:
             said = f"{said} and the whole folder" if said else "the whole folder"
         if again:
             said += f"; {_n(len(again), 'file')} changed again, extracted at the sync"
-        self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
-                  whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
+        if self._last_state != ("queued", f"{said}; {pending} pending"):   # no state change: no line
+            # (a file written on and on, a log, said the same line every second all day)
+            self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
+                      whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
         existing = [self.root / rel for rel, kind in sorted(files.items())
                     if kind != "deleted" and rel not in renamed and rel not in again
                     and (self.root / rel).is_file()]  # no FIFO
