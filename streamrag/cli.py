@@ -28,7 +28,7 @@ from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_co
 from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
-from streamrag.store import Store, default_db_path, indexed_root, one_writer, read_as_unchanging
+from streamrag.store import Store, default_db_path, indexed_root, last_opened, one_writer, read_as_unchanging
 
 
 def path_arg(text: str) -> str:
@@ -532,7 +532,8 @@ def _database_failed(e: BaseException) -> int:
               "try again once that has finished", file=sys.stderr)
         return 1
     # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.
-    print(f"streamrag: error: the index database cannot be read ({what}); pass --db with a "
+    where = f" {last_opened()}" if last_opened() is not None else ""
+    print(f"streamrag: error: the index database{where} cannot be read ({what}); pass --db with a "
           "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
           file=sys.stderr)
     return 1

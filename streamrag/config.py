@@ -173,6 +173,8 @@ def not_utf8_reason(data: bytes, e: UnicodeDecodeError) -> str:
 
 
 def _read_toml(path: Path) -> dict:
+    if Path(path).exists() and not Path(path).is_file():   # (a FIFO waited for ever; /dev/zero filled memory)
+        raise ConfigError(f"{path}: not a regular file; give a settings file (`streamrag init` writes one)")
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -552,9 +552,19 @@ def _key(path: Path) -> str:
 
 
 def _opened(path: Path) -> None:
+    global _last_opened
     with _open_lock:
         key = _key(path)
         _open_counts[key] = _open_counts.get(key, 0) + 1
+        _last_opened = path
+
+
+_last_opened: Path | None = None
+
+
+def last_opened() -> Path | None:
+    """The index database this process opened last (what an SQLite error is most likely of)."""
+    return _last_opened
 
 
 def _closed_last(path: Path) -> bool:

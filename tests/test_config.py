@@ -246,3 +246,17 @@ def test_an_empty_indexing_model_is_refused_only_when_indexing_calls_it(tmp_path
     config.write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nanswer_model = ""\n')
     with pytest.raises(ConfigError, match="llm.answer_model: is empty"):   # `ask` still calls it
         load_settings(config, env={}, overrides={"index": {"extractor": "nlp"}})
+
+
+def test_a_settings_or_prompt_file_that_is_no_regular_file_is_refused(tmp_path):
+    # A FIFO given as the settings file (or the extraction prompt) waited for ever; /dev/zero
+    # filled memory.
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="fifo: not a regular file; give a settings file"):
+        load_settings(fifo, env={})
+    from streamrag.prompts import load_prompt
+    with pytest.raises(ConfigError, match="fifo: not a regular file; index.extraction_prompt names a prompt file"):
+        load_prompt("extract", str(fifo))
