@@ -57,7 +57,7 @@ import anyio
 
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError
-from streamrag.loader import (DEFAULT_INCLUDE, leads_outside, left_out_lines, read_documents, storable,
+from streamrag.loader import (include_patterns, leads_outside, left_out_lines, read_documents, storable,
                               unstorable_folder)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
@@ -201,7 +201,7 @@ class Daemon:
         from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
-        self._include = [p.lower() for p in (settings.index.include or DEFAULT_INCLUDE)]
+        self._include = include_patterns(settings.index.include)
         self._db_files = index_files(self.db_path)
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None

@@ -16,7 +16,7 @@ import msgspec
 
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
-from streamrag.loader import matches
+from streamrag.loader import include_patterns, matches
 from streamrag.store import Store, lock_path
 
 
@@ -157,7 +157,7 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
     if held is not None:
         named = "" if held == out.as_posix() else f" (as {held})"
         raise StreamragError(f"{out}: is a document the index holds{named}; {fix}")
-    patterns = [p.lower() for p in include]
+    patterns = include_patterns(include) if include else []
     # Where the file lands (through a linked file or folder too), not where a link leading out of
     # the folder points (the scan does not follow it)
     if patterns and root is not None and root in landing.parents \

@@ -86,7 +86,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     Files of a folder in a format documents are kept in (``DOCUMENT_FORMATS``) that ``include``
     does not match are counted by extension in ``left_out`` when given (``left_out_lines``).
     """
-    patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
+    patterns = include_patterns(include)
     found: set[Path] = set()
     problems: list[str] = []
     closed: list[tuple[Path, str]] = [] if unlisted is None else unlisted
@@ -208,6 +208,14 @@ def why_unusable(path: Path | str) -> str:
             return f"broken symlink to {_safe(target)}, not indexed; fix or remove the link"
         return f"cannot be read ({_safe(e.strerror or str(e))}), not indexed; check that it is readable"
     return "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
+
+
+def include_patterns(include: list[str] | None) -> list[str]:
+    """``index.include`` as ``matches`` takes it: lower-case, and a leading ``**/`` matching no
+    folder as well as any ("**/*.txt" left out every .txt at the top of the folder, and a
+    second run took them out of the index without a word)."""
+    patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
+    return patterns + [p[3:] for p in patterns if p.startswith("**/") and p[3:]]
 
 
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:

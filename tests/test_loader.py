@@ -406,3 +406,16 @@ def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_who
     with pytest.raises(InputError, match=r"^sparse\.txt: binary file, not indexed"):
         read_documents(zeros, root=tmp_path)
     assert sum(read) <= 8192
+
+
+def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_path):
+    # "**/*.txt" (as gitignore and most tools read it) left out every .txt at the top of the
+    # folder: a second run took them out of the index without a word.
+    from streamrag.loader import scan
+
+    (tmp_path / "top.txt").write_text("Ada Osk met Bram Tull.\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.txt").write_text("Bram Tull met Ada Osk.\n")
+    (tmp_path / "notes.md").write_text("# Notes\n")
+    found = scan([tmp_path], include=["**/*.txt"])
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in found) == ["sub/deep.txt", "top.txt"]
