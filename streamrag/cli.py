@@ -9,6 +9,7 @@ from the library (a retry, a wait for rate budget) are ``streamrag: ...`` lines 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import errno
 import json
@@ -550,6 +551,9 @@ def _last_watch_line(args: argparse.Namespace, message: str, code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):   # a terminal or pipe that cannot show a character
+        with contextlib.suppress(AttributeError, ValueError):   # (PYTHONIOENCODING=ascii, a C locale)
+            stream.reconfigure(errors="backslashreplace")      # gets \u escapes, not a traceback
     parser = build_parser()
     args = _parse(parser, argv)
     if not getattr(args, "func", None):

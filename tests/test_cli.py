@@ -674,3 +674,14 @@ def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, corpus
     assert run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
     status = run("status", "--db", str(db), "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["documents"] == 4, status.stderr
+
+
+def test_output_a_terminal_cannot_show_is_escaped_not_a_traceback(tmp_path, corpus):
+    # A document named in Unicode, printed to an ASCII-only output (PYTHONIOENCODING=ascii, a C
+    # locale): ask's list of documents ended in UnicodeEncodeError.
+    (corpus / "guild.txt").rename(corpus / "gilde_café.txt")
+    assert run("index", str(corpus), "--offline", "-q").returncode == 0
+    out = run("ask", "--mode", "local", "Who leads the Fishermen's Guild?", cwd=corpus,
+              env={"PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert "gilde_caf\\xe9.txt" in out.stdout, out.stdout
