@@ -77,17 +77,31 @@ def _configured_db(settings: Settings) -> Path:
     return path
 
 
+def _usable_db(path: Path) -> Path:
+    """``path``, or one line on why no index can be there: --db /dev/null made /dev/null.lock
+    and ended in a traceback, a loop of links in RuntimeError."""
+    try:
+        path.resolve()
+    except (RuntimeError, OSError):
+        raise StreamragError(f"{path}: a loop of symbolic links; give --db (or store.path) an index "
+                             "file") from None
+    if path.exists() and not path.is_file() and not path.is_dir():   # (a folder: said where opened)
+        raise StreamragError(f"{path}: not a regular file (a device or a FIFO); give --db (or "
+                             "store.path) an index file, e.g. DIR/.streamrag/index.db")
+    return path
+
+
 def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
     if getattr(args, "db", None):
-        return Path(args.db)
+        return _usable_db(Path(args.db))
     if settings.store.path:
-        return _configured_db(settings)
+        return _usable_db(_configured_db(settings))
     return default_db_path(root)
 
 
 def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     if getattr(args, "db", None):
-        return Path(args.db)
+        return _usable_db(Path(args.db))
     if settings.store.path:
         return _configured_db(settings)
     here = Path.cwd().resolve()

@@ -685,3 +685,17 @@ def test_output_a_terminal_cannot_show_is_escaped_not_a_traceback(tmp_path, corp
               env={"PYTHONIOENCODING": "ascii"})
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "gilde_caf\\xe9.txt" in out.stdout, out.stdout
+
+
+def test_a_db_that_is_a_device_or_a_loop_of_links_is_one_line(tmp_path, corpus):
+    # --db /dev/null made /dev/null.lock and a traceback; a loop of links was RuntimeError.
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for db, said in ((fifo, "not a regular file (a device or a FIFO)"), (tmp_path / "a", "a loop of symbolic links")):
+        for command in (("index", str(corpus), "--offline", "-q"), ("status",), ("ask", "Who?")):
+            out = run(*command, "--db", str(db))
+            assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+            assert said in out.stderr, out.stderr
+    assert not (tmp_path / "fifo.lock").exists()
