@@ -629,7 +629,10 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
     except sqlite3.OperationalError as e:
-        if getattr(e, "sqlite_errorname", "") not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN"):
+        name = getattr(e, "sqlite_errorname", "") or ""
+        # (an I/O error making the -shm file: a full disk; a whole index stayed unreadable)
+        shm_failed = name.startswith("SQLITE_IOERR") and not Path(f"{path}-shm").exists()
+        if name not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN") and not shm_failed:
             raise
     conn.close()
     wal = Path(f"{path}-wal")
@@ -686,8 +689,10 @@ def _open_error(path: Path, e: BaseException) -> StoreError:
         return StoreError(f"{path}: a write another program left unfinished lies beside it "
                           f"({journal.name}), and only a writer may undo it; run `streamrag index` "
                           "on the index's folder once (nothing else need be done)")
+    full = "disk I/O error" in str(e) or "full" in str(e)
     return StoreError(f"{path}: cannot open the index database ({e}); "
-                      "check the path and its permissions")
+                      + ("check that its disk is not full, and its permissions" if full else
+                         "check the path and its permissions"))
 
 
 def _split_sql(script: str) -> list[str]:

@@ -857,6 +857,39 @@ def test_a_publish_under_a_reader_that_reads_an_index_as_unchanging_is_an_error(
         reader.close()
 
 
+def test_an_index_on_a_full_disk_is_read_as_it_is(tmp_path, monkeypatch):
+    # A reader makes index.db-shm beside the index; on a full disk that is an I/O error, and a
+    # whole index could not be asked (or its status shown) until space was freed.
+    import sqlite3
+
+    db = tmp_path / "index.db"
+    s = Store(db)
+    s.set_meta("version", "3")
+    s.close()
+
+    class FullDisk(sqlite3.Connection):
+        def execute(self, sql, *args):
+            if sql.startswith("PRAGMA"):
+                return super().execute(sql, *args)
+            error = sqlite3.OperationalError("disk I/O error")
+            error.sqlite_errorname = "SQLITE_IOERR_TRUNCATE"
+            raise error
+
+    real = sqlite3.connect
+
+    def connect(database, *args, uri=False, **kwargs):
+        if uri and "mode=ro" in str(database) and "immutable=1" not in str(database):
+            kwargs["factory"] = FullDisk
+        return real(database, *args, uri=uri, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    reader = Store(db, readonly=True)
+    try:
+        assert reader.get_meta("version") == "3"
+    finally:
+        reader.close()
+
+
 def test_an_error_reading_an_index_read_as_unchanging_is_not_called_damage(tmp_path, monkeypatch, capsys):
     # Read as unchanging, an index its owner's indexer writes meanwhile can read as malformed:
     # the message advised deleting the index.
