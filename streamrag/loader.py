@@ -166,7 +166,8 @@ def storable(text: str) -> bool:
 
 # Characters that would break a one-line message or drive the terminal: C0 and C1 controls
 # (newline, carriage return, escape, ...), DEL, and the Unicode line and paragraph separators.
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# (and the marks that reorder text on a terminal: "\u202e" in a name shows "txt.exe" as "exe.txt")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

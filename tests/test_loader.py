@@ -419,3 +419,11 @@ def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_p
     (tmp_path / "notes.md").write_text("# Notes\n")
     found = scan([tmp_path], include=["**/*.txt"])
     assert sorted(p.relative_to(tmp_path).as_posix() for p in found) == ["sub/deep.txt", "top.txt"]
+
+
+def test_a_name_that_would_reorder_a_terminal_line_is_shown_escaped():
+    # U+202E in a file name printed raw: "report\u202etxt.exe" shows on a terminal as "reportexe.txt".
+    from streamrag.loader import shown
+
+    assert shown("report\u202etxt.exe") == "report\\u202etxt.exe"
+    assert shown("a\nb\u2066c") == "a\\nb\\u2066c" and shown("café/日本.txt") == "café/日本.txt"
