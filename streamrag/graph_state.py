@@ -154,6 +154,7 @@ class GraphState:
                 jobs.append((eid, ent.name, descriptions))
             else:
                 ent.description = descriptions[0] if descriptions else ""
+                self.answers[eid] = None   # (no model's answer now, whatever it was)
             if previous is not None and previous.name != ent.name:
                 renamed.add(eid)
             self.entities[eid] = ent
@@ -191,6 +192,8 @@ class GraphState:
                 names = f"{self.entities[src].name if src in self.entities else src} and " \
                         f"{self.entities[dst].name if dst in self.entities else dst}"
                 jobs.append((rid, names, descriptions))
+            else:
+                self.answers[rid] = None
             if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
                 self.rewired |= {src, dst}
             if prev is None and src != dst:

@@ -531,6 +531,7 @@ class LLMClient:
         self._refused_since: float | None = None  # every attempt refused since then
         self._last_answer = time.monotonic()    # (or when the client was made)
         self._timing_out_since: float | None = None   # tries have timed out since, none answered
+        self._timing_out_calls: set[int] = set()      # ... of these calls
         self._silent = False    # ... for as long as one call's tries take to end: it hangs
         self._probing = False   # ... and one try is finding out whether the server is back
         self._inflight: dict[str, _Flight] = {}
@@ -1031,9 +1032,14 @@ class LLMClient:
                     # Tries of any call timing out, and no answer to any, for as long as one
                     # call's would take to end: the server hangs (``_attempt``). A slow server
                     # answering other calls meanwhile does not.
-                    now = time.monotonic()
-                    self._timing_out_since = min(self._timing_out_since or now, now - timeout)
-                    if now - self._timing_out_since >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9):
+                    now = time.monotonic()   # (a try begun before the last answer counts from it)
+                    began = max(self._last_answer, now - timeout)
+                    self._timing_out_since = min(self._timing_out_since or began, began)
+                    self._timing_out_calls.add(id(spent))
+                    # ... of more than one call: one call slower than any timeout, alone, is not
+                    # a server that stopped answering everyone.
+                    if now - self._timing_out_since >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9) \
+                            and len(self._timing_out_calls) > 1:
                         self._silent = True
                     cut = self._silent and not hung
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
@@ -1122,6 +1128,7 @@ class LLMClient:
                     if isinstance(e, httpx.ConnectError):
                         if self._refused_since is None:
                             self._refused_since = time.monotonic()
+                        self._quiet_again()
                         raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
                     raise _Retryable(f"connection failed ({_reason(e)})") from None
                 except httpx.TimeoutException:
@@ -1160,16 +1167,22 @@ class LLMClient:
         self._reached = True
         self._refused_since = None
         self._last_answer = time.monotonic()
+        self._quiet_again()
+
+    def _quiet_again(self) -> None:
+        """Forgets that tries timed out: an answer came, or a refused connection says the
+        server is down (``_never_answered`` says that, not "it hangs")."""
         self._timing_out_since = None
+        self._timing_out_calls = set()
         self._silent = False
 
     def _silent_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because the server stopped answering (``_retrying``)."""
         return LLMUnavailableError(
             f"{url} has answered nothing for {time.monotonic() - self._last_answer:.0f} s, every try "
-            "timed out: the server hangs, or is too slow for llm.request_timeout_s = "
-            f"{self.settings.request_timeout_s:g}; restart it or raise the setting, then run the same "
-            "command (finished work is kept)")
+            "timed out (one try at a time checks whether it answers again): the server hangs, or is "
+            f"too slow for llm.request_timeout_s = {self.settings.request_timeout_s:g}; restart it or "
+            "raise the setting, then run the same command (finished work is kept)")
 
     async def _admit(self, tokens: int) -> list[tuple[_MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,

@@ -279,6 +279,15 @@ CREATE TABLE IF NOT EXISTS answers (
     key TEXT NOT NULL
 );
 """),
+    # (An index built on one day's development code has the table of the step above under an
+    # earlier name.)
+    ("answers_again", """
+CREATE TABLE IF NOT EXISTS answers (
+    owner TEXT PRIMARY KEY,
+    key TEXT NOT NULL
+);
+DROP TABLE IF EXISTS summary_answers;
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -706,7 +706,8 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
     silent = [m for m in results.values() if "has answered nothing for" in m]
     assert len(results) == 40 and len(silent) >= 30
     assert all(m in silent or "(timeout)" in m for m in results.values())
-    assert "every try timed out: the server hangs, or is too slow for llm.request_timeout_s = 0.1" in silent[0]
+    assert ("every try timed out (one try at a time checks whether it answers again): the server hangs, "
+            "or is too slow for llm.request_timeout_s = 0.1") in silent[0]
     assert again == {"d1": "echo: d1", "d2": "echo: d2"}
 
 
@@ -724,9 +725,9 @@ async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp
             async def others() -> list[str]:
                 return [(await llm.chat(ask(f"q{i}"), model="m1", stage="s")).text for i in range(30)]
 
-            results = await gather_errors(llm, ["slow"])   # alone: nothing answers meanwhile
-            assert "failed 3 time(s)" in results["slow"]
-            llm._answered()   # (as an answer would)
+            results = await gather_errors(llm, ["slow"])   # alone, nothing else asked: not silent
+            assert "failed 3 time(s)" in results["slow"] and not llm._silent
+            assert (await gather_errors(llm, ["next"])) == {"next": "echo: next"}
             out: dict[str, object] = {}
             async with anyio.create_task_group() as tg:
                 async def slow() -> None:
@@ -738,6 +739,67 @@ async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp
                 tg.start_soon(rest)
     assert "failed" in str(out["slow"]) and "has answered nothing" not in str(out["slow"])
     assert out["rest"] == [f"echo: q{i}" for i in range(30)]
+
+
+async def test_silence_counts_from_the_last_answer(tmp_path):
+    # A try begun before the last answer and timed out after it counted from its start: the
+    # server was called silent 0.75 s after an answer where 1 + 2 + 4 timeouts (1.4 s) are due.
+    async def answer(request: httpx.Request) -> httpx.Response:
+        text = json.loads(request.content)["messages"][-1]["content"]
+        if text.startswith("slow"):
+            await anyio.sleep(3600)
+        return httpx.Response(200, json=chat_body("echo: " + text))
+
+    seen: dict[str, float] = {}
+    with anyio.fail_after(30):
+        async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=8) as (llm, _):
+            llm._timeouts["m1"] = 0.8   # as after earlier timeouts
+            started = time.monotonic()
+
+            async def later(name: str, delay: float) -> None:
+                await anyio.sleep(delay)
+                await gather_errors(llm, [name])
+                if name == "quick":
+                    seen["answer"] = time.monotonic() - started
+
+            async def watch() -> None:
+                while not llm._silent:
+                    await anyio.sleep(0.005)
+                seen["silent"] = time.monotonic() - started
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(later, "slowA", 0.0)
+                tg.start_soon(later, "slowB", 0.65)
+                tg.start_soon(later, "quick", 1.5)
+                tg.start_soon(watch)
+    assert seen["silent"] - seen["answer"] >= 1.4 * 0.99, seen
+
+
+async def test_a_refused_connection_after_a_hang_is_said_as_refused(tmp_path, monkeypatch):
+    # The server hung, then was stopped: calls went on failing as "every try timed out: the
+    # server hangs", and a restart's refusals were not waited out.
+    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3)
+    monkeypatch.setattr(llm_module, "REFUSED_WAIT_MAX_S", 0.02)
+    mode = {"now": "ok"}
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        if mode["now"] == "hang":
+            await anyio.sleep(3600)
+        if mode["now"] == "refuse":
+            raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+        return httpx.Response(200, json=chat_body("fine"))
+
+    with anyio.fail_after(30):
+        async with client(tmp_path, answer, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
+            await gather_errors(llm, ["first"])
+            mode["now"] = "hang"
+            await gather_errors(llm, [f"c{i}" for i in range(4)])
+            assert llm._silent
+            mode["now"] = "refuse"
+            probe = await gather_errors(llm, ["d0"])   # one try at a time: this one, refused
+            later = await gather_errors(llm, ["d1"])
+    assert not llm._silent
+    assert "refused every connection" in probe["d0"] and "refused every connection" in later["d1"], (probe, later)
 
 
 async def test_the_longer_timeout_reaches_the_http_request(tmp_path):

@@ -794,3 +794,41 @@ async def test_a_run_holds_no_document_text_until_it_publishes(corpus, tmp_path,
     finally:
         store.close()
     assert chars == {p.name: len(p.read_text()) for p in corpus.iterdir() if p.suffix in (".txt", ".md")}
+
+
+async def test_the_answers_kept_are_those_the_published_summaries_are(corpus, tmp_path, simulator):
+    # An element left with one description is described without a model: the row naming its
+    # old summary's answer stayed, and kept that answer from the prune for as long as it lived.
+    import sqlite3
+
+    settings = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
+                                                        "summary_join_tokens": 0})
+    db = tmp_path / "i.db"
+
+    def kept() -> dict[str, tuple[str, str]]:
+        conn = sqlite3.connect(db)
+        try:
+            out = {}
+            for owner, key in conn.execute("SELECT owner, key FROM answers WHERE owner LIKE 'ent-%' "
+                                           "OR owner LIKE 'rel-%'"):
+                table = "entities" if owner.startswith("ent-") else "relationships"
+                (description,) = conn.execute(f"SELECT description FROM {table} WHERE id = ?", (owner,)).fetchone()
+                (response,) = conn.execute("SELECT response FROM llm_cache WHERE key = ?", (key,)).fetchone()
+                out[owner] = (description, response)
+            return out
+        finally:
+            conn.close()
+
+    with anyio.fail_after(120):
+        await sync([corpus], settings, db, root=corpus)
+        before = kept()
+        assert before
+        for name in ("festival.md", "railway.txt", "council.txt"):
+            (corpus / name).unlink()
+        await sync([corpus], settings, db, root=corpus)
+    after = kept()
+    for owner, (description, response) in after.items():
+        assert description[:40] in response, owner   # each row is the answer its summary is
+        if owner in before and before[owner][1] == response:   # the same answer, the same summary
+            assert before[owner][0] == description, owner
+    assert len(after) < len(before)

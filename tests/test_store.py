@@ -954,3 +954,27 @@ def test_a_full_disk_at_the_lock_file_says_so(tmp_path, monkeypatch):
                                          r"left on device\); free some space on its disk"):
         with one_writer(tmp_path / "index.db", "streamrag index notes"):
             pass
+
+
+def test_an_index_built_with_the_earlier_name_of_the_answers_table_gets_it(tmp_path):
+    # Development code of one day named the table summary_answers at the same schema step:
+    # such an index had no table answers, and every publish failed.
+    import sqlite3
+
+    from streamrag.store import MIGRATIONS
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    step = [name for name, _ in MIGRATIONS].index("answers") + 1
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DROP TABLE answers")
+        conn.execute("CREATE TABLE summary_answers (element_id TEXT PRIMARY KEY, key TEXT NOT NULL)")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(step),))
+    conn.close()
+    store = Store(db)
+    try:
+        tables = {name for (name,) in store.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "answers" in tables and "summary_answers" not in tables
+    finally:
+        store.close()
