@@ -173,7 +173,8 @@ def not_utf8_reason(data: bytes, e: UnicodeDecodeError) -> str:
 
 
 def _read_toml(path: Path) -> dict:
-    if Path(path).exists() and not Path(path).is_file():   # (a FIFO waited for ever; /dev/zero filled memory)
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        # (a FIFO waited for ever; /dev/zero filled memory. A folder is said below.)
         raise ConfigError(f"{path}: not a regular file; give a settings file (`streamrag init` writes one)")
     try:
         with open(path, "rb") as f:
