@@ -814,35 +814,44 @@ def test_an_index_in_a_folder_the_reader_may_not_write_is_read_as_it_is(tmp_path
         reader.close()
 
 
-def test_a_publish_under_a_reader_that_reads_an_index_as_unchanging_is_an_error(tmp_path, monkeypatch):
-    # Read as unchanging (no lock: its folder is read-only to the reader), an index its owner's
-    # indexer published meanwhile was read half from each version, with no error: the
-    # communities of one and the reports of the other (none found).
+def _reader_refused_at_first_read(monkeypatch, db, errorname: str, message: str) -> Store:
+    """A reader of ``db`` whose first read fails as SQLite fails it where the reader cannot make
+    the -shm file (``errorname``), then falls back as ``store._readable`` does."""
     import sqlite3
 
-    db = tmp_path / "index.db"
     s = Store(db)
     s.set_meta("version", "3")
     s.close()
 
-    class NoShm(sqlite3.Connection):
+    class Refused(sqlite3.Connection):
         def execute(self, sql, *args):
-            if sql.startswith("PRAGMA"):
+            if sql.startswith("PRAGMA"):   # settings of the connection: the file is not read
                 return super().execute(sql, *args)
-            error = sqlite3.OperationalError("attempt to write a readonly database")
-            error.sqlite_errorname = "SQLITE_READONLY_DIRECTORY"
+            error = sqlite3.OperationalError(message)
+            error.sqlite_errorname = errorname
             raise error
 
     real = sqlite3.connect
 
     def connect(database, *args, uri=False, **kwargs):
         if uri and "mode=ro" in str(database) and "immutable=1" not in str(database):
-            kwargs["factory"] = NoShm
+            kwargs["factory"] = Refused
         return real(database, *args, uri=uri, **kwargs)
 
     monkeypatch.setattr(sqlite3, "connect", connect)
-    reader = Store(db, readonly=True)
-    monkeypatch.setattr(sqlite3, "connect", real)
+    try:
+        return Store(db, readonly=True)
+    finally:
+        monkeypatch.setattr(sqlite3, "connect", real)
+
+
+def test_a_publish_under_a_reader_that_reads_an_index_as_unchanging_is_an_error(tmp_path, monkeypatch):
+    # Read as unchanging (no lock: its folder is read-only to the reader), an index its owner's
+    # indexer published meanwhile was read half from each version, with no error: the
+    # communities of one and the reports of the other (none found).
+    db = tmp_path / "index.db"
+    reader = _reader_refused_at_first_read(monkeypatch, db, "SQLITE_READONLY_DIRECTORY",
+                                           "attempt to write a readonly database")
     try:
         with reader.snapshot():   # nothing changed: read as it is
             assert reader.get_meta("version") == "3"
@@ -860,30 +869,8 @@ def test_a_publish_under_a_reader_that_reads_an_index_as_unchanging_is_an_error(
 def test_an_index_on_a_full_disk_is_read_as_it_is(tmp_path, monkeypatch):
     # A reader makes index.db-shm beside the index; on a full disk that is an I/O error, and a
     # whole index could not be asked (or its status shown) until space was freed.
-    import sqlite3
-
-    db = tmp_path / "index.db"
-    s = Store(db)
-    s.set_meta("version", "3")
-    s.close()
-
-    class FullDisk(sqlite3.Connection):
-        def execute(self, sql, *args):
-            if sql.startswith("PRAGMA"):
-                return super().execute(sql, *args)
-            error = sqlite3.OperationalError("disk I/O error")
-            error.sqlite_errorname = "SQLITE_IOERR_TRUNCATE"
-            raise error
-
-    real = sqlite3.connect
-
-    def connect(database, *args, uri=False, **kwargs):
-        if uri and "mode=ro" in str(database) and "immutable=1" not in str(database):
-            kwargs["factory"] = FullDisk
-        return real(database, *args, uri=uri, **kwargs)
-
-    monkeypatch.setattr(sqlite3, "connect", connect)
-    reader = Store(db, readonly=True)
+    reader = _reader_refused_at_first_read(monkeypatch, tmp_path / "index.db", "SQLITE_IOERR_TRUNCATE",
+                                           "disk I/O error")
     try:
         assert reader.get_meta("version") == "3"
     finally:
