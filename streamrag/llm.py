@@ -230,7 +230,8 @@ def _advice(e: _Retryable, setting: str = "llm.api_base", limited: bool = True) 
     if e.status == 200:
         return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"
     if "timeout" in e.detail:
-        return "raise llm.request_timeout_s, or lower llm.concurrency for a slow server"
+        return ("check that the server still answers (one that hangs needs a restart); for a slow "
+                "one, raise llm.request_timeout_s or lower llm.concurrency")
     return f"check that the server is running and reachable at {setting}"
 
 
@@ -1114,6 +1115,9 @@ class LLMClient:
             if probe and self._probing:
                 raise _Silent
             self._probing = self._probing or probe
+            if probe:   # at the setting's time, not the grown one: each stage paid 4 timeouts to
+                timeout = min(timeout, self.settings.request_timeout_s)   # learn it still hangs
+                allowance = timeout + min(1.0, timeout)
             try:
                 tickets = await self._admit(tokens)
                 try:

@@ -664,8 +664,10 @@ class Hangs(Endpoint):
     def __init__(self) -> None:
         super().__init__()
         self.hanging = True
+        self.timeouts: list[float] = []   # each try's timeout
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.timeouts.append(llm_module._TRY.get()[2])
         if self.hanging:
             self.requests.append((time.monotonic(), request, json.loads(request.content)))
             await anyio.sleep(3600)
@@ -697,6 +699,10 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
             results = await gather_errors(llm, [f"c{i}" for i in range(40)])
             elapsed = time.monotonic() - started
+            # Still hanging: the try that checks has the setting's time, not the grown one
+            # (each stage of a run paid four timeouts to learn the server still hangs).
+            assert "has answered nothing" in (await gather_errors(llm, ["check"]))["check"]
+            assert endpoint.timeouts[-1] == 0.1 < llm._timeouts["m1"]
             endpoint.hanging = False   # back: the next call's one try finds out, and calls go on
             again = {**await gather_errors(llm, ["d1"]), **await gather_errors(llm, ["d2"])}
     # Nothing answered for one call's schedule (0.1 + 0.2 + 0.4 s of tries), then one try at a
