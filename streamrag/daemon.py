@@ -109,6 +109,18 @@ _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 
 
+def _disk_full(e: BaseException) -> BaseException | None:
+    """The error inside ``e`` (a group, too) that says the disk is full, if one does: SQLite's
+    SQLITE_FULL, or ENOSPC / EDQUOT writing a file."""
+    if isinstance(e, BaseExceptionGroup):
+        return next((f for inner in e.exceptions if (f := _disk_full(inner)) is not None), None)
+    if getattr(e, "sqlite_errorname", None) == "SQLITE_FULL":
+        return e
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return e
+    return None
+
+
 def _clause(text: object) -> str:
     """An error text to embed before ``; ...``: without its own final period."""
     text = str(text).rstrip()
@@ -815,9 +827,17 @@ class Daemon:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
-        except StreamragError as e:
-            if initial:
+        except Exception as caught:   # (groups too)
+            full = _disk_full(caught)
+            if full is not None and not initial:
+                # A full disk frees up (a log rotated, space made): what is pending is synced
+                # again, backing off, as after any failed sync; the daemon stayed down until
+                # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
+                caught = StreamragError(f"the disk holding the index is full ({_clause(full)}); free some "
+                                        "space")
+            elif not isinstance(caught, StreamragError) or initial:
                 raise
+            e = caught
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
             self._spent_ahead(indexer)   # its calls were sent all the same

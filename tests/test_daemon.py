@@ -771,6 +771,44 @@ async def test_status_lines_count_in_the_singular_and_embed_errors_cleanly(tmp_p
     assert "(fault injection); retrying" in failed and ".;" not in failed, failed
 
 
+async def test_a_full_disk_fails_a_sync_and_the_daemon_waits_for_space(tmp_path, monkeypatch):
+    # SQLite's "database or disk is full" ended the daemon: someone had to restart it once space
+    # was freed. The sync fails, what was pending stays pending, and a later sync takes it.
+    import sqlite3
+
+    from streamrag.pipeline import Indexer
+
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.02})   # offline: fast
+    real = Indexer.run
+    full = {"left": 1}
+
+    async def fills(self, paths):
+        if full["left"]:
+            full["left"] -= 1
+            error = sqlite3.OperationalError("database or disk is full")
+            error.sqlite_errorname = "SQLITE_FULL"
+            raise error
+        return await real(self, paths)
+
+    async with running(settings, tmp_path / "one.db", folder) as (daemon, events, send):
+        monkeypatch.setattr(Indexer, "run", fills)
+        (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council twice, with Bram Tull.\n")
+        await send.send({(Change.modified, str(folder / "a.txt"))})
+        await until(lambda: daemon.syncs == 2)
+        await send.aclose()
+    failed = [e["message"] for e in events if "sync failed" in e["message"]]
+    assert failed and failed[0].startswith("sync failed: the disk holding the index is full (database or "
+                                           "disk is full); free some space; retrying"), failed
+    store = Store(tmp_path / "one.db", readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Bram Tull'") == 1
+    finally:
+        store.close()
+
+
 def test_reporter_text_and_json():
     out = io.StringIO()
     Reporter(stream=out)({"event": "state", "state": "queued", "message": "2 files (2 added)", "files": 2})
