@@ -103,7 +103,7 @@ def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     if getattr(args, "db", None):
         return _usable_db(Path(args.db))
     if settings.store.path:
-        return _configured_db(settings)
+        return _usable_db(_configured_db(settings))
     here = Path.cwd().resolve()
     for d in (here, *here.parents):
         candidate = d / ".streamrag" / "index.db"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -209,9 +210,15 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     check_out(out, fmt)
     check_not_input(store, out, fmt, settings_files, include)
     write = _write_json if fmt == "json" else _write_graphml
-    if str(out) == "-":
-        with store.snapshot():
-            return write(store, sys.stdout)
+    if str(out) == "-":   # UTF-8, as JSON and this GraphML are, whatever the terminal's encoding
+        sys.stdout.flush()
+        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+        try:
+            with store.snapshot():
+                return write(store, stdout)
+        finally:
+            stdout.flush()
+            stdout.detach()
     # /dev/stdout (a link to the shell's file or pipe), a named pipe, any link: write into it;
     # renaming over it would replace the link, not write where it points.
     direct = out.is_symlink() or (out.exists() and not out.is_file())

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextvars
 import email.utils
 import html
+import itertools
 import logging
 import math
 import os
@@ -532,7 +533,8 @@ class LLMClient:
         self._refused_since: float | None = None  # every attempt refused since then
         self._last_answer = time.monotonic()    # (or when the client was made)
         self._timing_out_since: float | None = None   # tries have timed out since, none answered
-        self._timing_out_calls: set[int] = set()      # ... of these calls
+        self._timing_out_calls: set[int] = set()      # ... of these calls (``_calls`` numbers)
+        self._calls = itertools.count()
         self._silent = False    # ... for as long as one call's tries take to end: it hangs
         self._probing = False   # ... and one try is finding out whether the server is back
         self._inflight: dict[str, _Flight] = {}
@@ -1006,6 +1008,7 @@ class LLMClient:
         it (asked again without a refused parameter): a refusal does not start them afresh."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
+        call = next(self._calls)   # (an id() of a freed object is reused)
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
         base = self.settings.request_timeout_s
@@ -1036,7 +1039,7 @@ class LLMClient:
                     now = time.monotonic()   # (a try begun before the last answer counts from it)
                     began = max(self._last_answer, now - timeout)
                     self._timing_out_since = min(self._timing_out_since or began, began)
-                    self._timing_out_calls.add(id(spent))
+                    self._timing_out_calls.add(call)
                     # ... of more than one call: one call slower than any timeout, alone, is not
                     # a server that stopped answering everyone.
                     if now - self._timing_out_since >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9) \

@@ -692,7 +692,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         raise
     if args.json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False, default=str))
+        # (\u escapes where the output cannot take UTF-8: the CLI's escaping of what it cannot
+        # encode would make the JSON invalid)
+        utf8 = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8"
+        print(json.dumps(answer.to_json(), ensure_ascii=not utf8, default=str))
         return 0
     if stream:
         rest = held[0] + terminal.flush()

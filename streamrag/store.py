@@ -639,9 +639,9 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as e:
         name = getattr(e, "sqlite_errorname", "") or ""
-        # (an I/O error making the -shm file: a full disk; a whole index stayed unreadable)
-        shm_failed = name.startswith("SQLITE_IOERR") and not Path(f"{path}-shm").exists()
-        if name not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN") and not shm_failed:
+        # (the -shm file could not grow: a full disk, where a whole index stayed unreadable; any
+        # other I/O error is no reason to read it without locks, and may be damage)
+        if name not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN", "SQLITE_IOERR_SHMSIZE"):
             raise
     conn.close()
     wal = Path(f"{path}-wal")

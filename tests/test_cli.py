@@ -685,6 +685,13 @@ def test_output_a_terminal_cannot_show_is_escaped_not_a_traceback(tmp_path, corp
               env={"PYTHONIOENCODING": "ascii"})
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "gilde_caf\\xe9.txt" in out.stdout, out.stdout
+    # JSON stays JSON there: escaped by the terminal's rules it was invalid ("Jos\xe9"), exit 0.
+    answer = run("ask", "--json", "--mode", "local", "Who leads the Fishermen's Guild?", cwd=corpus,
+                 env={"PYTHONIOENCODING": "ascii"})
+    assert "gilde_café.txt" in json.loads(answer.stdout)["documents"], answer.stdout
+    exported = run("export", "-", cwd=corpus, env={"PYTHONIOENCODING": "ascii"})
+    assert exported.returncode == 0, exported.stderr
+    assert "gilde_café.txt" in {d["path"] for d in json.loads(exported.stdout)["documents"]}
 
 
 def test_a_db_that_is_a_device_or_a_loop_of_links_is_one_line(tmp_path, corpus):
@@ -699,3 +706,7 @@ def test_a_db_that_is_a_device_or_a_loop_of_links_is_one_line(tmp_path, corpus):
             assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
             assert said in out.stderr, out.stderr
     assert not (tmp_path / "fifo.lock").exists()
+    # ... and named by store.path, for a command that reads (it waited on the FIFO for ever).
+    (tmp_path / "streamrag.toml").write_text(f'[store]\npath = "{fifo}"\n')
+    out = run("status", cwd=tmp_path)
+    assert out.returncode != 0 and "not a regular file (a device or a FIFO)" in out.stderr, out.stderr
