@@ -212,11 +212,13 @@ def why_unusable(path: Path | str) -> str:
 
 
 def include_patterns(include: list[str] | None) -> list[str]:
-    """``index.include`` as ``matches`` takes it: lower-case, and a leading ``**/`` matching no
-    folder as well as any ("**/*.txt" left out every .txt at the top of the folder, and a
-    second run took them out of the index without a word)."""
+    """``index.include`` as ``matches`` takes it: lower-case, and ``**/`` matching no folder as
+    well as any ("**/*.txt" left out every .txt at the top of the folder, and a second run took
+    them out of the index without a word; "docs/**/*.md" left out docs/a.md)."""
     patterns = [p.lower() for p in (include or DEFAULT_INCLUDE)]
-    return patterns + [p[3:] for p in patterns if p.startswith("**/") and p[3:]]
+    more = [p[3:] for p in patterns if p.startswith("**/") and p[3:]]
+    more += [p.replace("/**/", "/") for p in patterns + more if "/**/" in p]
+    return patterns + [p for p in dict.fromkeys(more) if p not in patterns]
 
 
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:
@@ -561,8 +563,15 @@ def _utf16_without_bom(data: bytes) -> str | None:
 def _newlines(text: str) -> str:
     """``text`` with its lines ended by \\n and its characters composed (NFC): an accent
     written as a letter and a combining mark (macOS, some PDF converters) cut "Benoît" to
-    "Benoi" where the extractor reads names."""
-    return unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    "Benoi" where the extractor reads names. A run of blanks within a line longer than
+    ``_BLANK_RUN`` is cut to that: a million spaces overflowed the tokenizer's stack (a
+    traceback in `index`, and the end of `watch`)."""
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _LONG_BLANKS.sub(lambda m: m.group()[:_BLANK_RUN], text) if len(text) > _BLANK_RUN else text
+
+
+_BLANK_RUN = 10_000
+_LONG_BLANKS = re.compile(r"[^\S\n]{%d,}" % (_BLANK_RUN + 1))
 
 
 def _title(text: str, fallback: str) -> str:

@@ -419,6 +419,11 @@ def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_p
     (tmp_path / "notes.md").write_text("# Notes\n")
     found = scan([tmp_path], include=["**/*.txt"])
     assert sorted(p.relative_to(tmp_path).as_posix() for p in found) == ["sub/deep.txt", "top.txt"]
+    (tmp_path / "sub" / "notes").mkdir()
+    (tmp_path / "sub" / "notes" / "n.md").write_text("# N\n")
+    (tmp_path / "sub" / "s.md").write_text("# S\n")
+    found = scan([tmp_path], include=["sub/**/*.md"])   # a **/ within: no folder too
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in found) == ["sub/notes/n.md", "sub/s.md"]
 
 
 def test_a_name_that_would_reorder_a_terminal_line_is_shown_escaped():
@@ -427,3 +432,15 @@ def test_a_name_that_would_reorder_a_terminal_line_is_shown_escaped():
 
     assert shown("report\u202etxt.exe") == "report\\u202etxt.exe"
     assert shown("a\nb\u2066c") == "a\\nb\\u2066c" and shown("café/日本.txt") == "café/日本.txt"
+
+
+def test_a_run_of_a_million_blanks_is_cut_before_the_tokenizer_sees_it(tmp_path):
+    # A million spaces (or tabs) in a line overflowed tiktoken's regex stack: a traceback in
+    # `index`, and the end of a running `watch`.
+    from streamrag.tokens import count_tokens
+
+    f = tmp_path / "wide.txt"
+    f.write_text("Bob" + " " * 1_000_000 + ".\nAda\t\t met Bram." + "\n" * 3)
+    [doc], _ = read_documents(f, root=tmp_path)
+    assert doc.text == "Bob" + " " * 10_000 + ".\nAda\t\t met Bram.\n\n\n"
+    assert count_tokens(doc.text) > 0
