@@ -329,10 +329,14 @@ class Store:
             raise IndexMissingError(
                 f"no index at {self.path}; build one with `streamrag index DIR` "
                 "(or pass --db to point at an existing one)")
-        if not readonly and self.path.is_file() and not os.access(self.path, os.W_OK):
-            # (SQLite opens it read-only without a word, and the first write failed mid-run)
-            raise StoreError(f"{self.path}: the index file is read-only to you; make it writable "
-                             f"(chmod u+w '{self.path}'), or run as its owner")
+        side = [Path(f"{self.path}{s}") for s in ("-wal", "-shm")]
+        locked = [f for f in (self.path, *side) if not readonly and f.is_file() and not os.access(f, os.W_OK)]
+        if locked:
+            # (SQLite opens it read-only without a word, and the first write failed mid-run; a
+            # reader makes -shm with the file's mode, so it stays read-only after a chmod of it)
+            files = " ".join(f"'{f}'" for f in (self.path, *side) if f.exists())
+            raise StoreError(f"{locked[0]}: the index file is read-only to you; make it writable "
+                             f"(chmod u+w {files}), or run as its owner")
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -919,6 +919,14 @@ def test_an_index_file_read_only_to_its_writer_is_one_line(tmp_path, monkeypatch
                                          r"\(chmod u\+w '.*index\.db'\), or run as its owner"):
         Store(db)
     Store(db, readonly=True).close()   # a reader needs no write access to the file
+    # The -shm a reader made while the file was read-only stays so after a chmod of the file.
+    shm = tmp_path / "index.db-shm"
+    shm.write_bytes(b"")
+    monkeypatch.setattr(store_module.os, "access",
+                        lambda p, mode, **kw: False if Path(p) == shm and mode == os.W_OK else real(p, mode, **kw))
+    with pytest.raises(StoreError, match=r"index\.db-shm: the index file is read-only to you; make it "
+                                         r"writable \(chmod u\+w '.*index\.db' '.*index\.db-shm'\)"):
+        Store(db)
 
 
 def test_a_full_disk_at_the_lock_file_says_so(tmp_path, monkeypatch):
