@@ -153,6 +153,10 @@ def _bad_host_or_port(url: str) -> str:
         return "has no valid host and port (a port is a number from 1 to 65535)"
     if not parts.hostname:
         return "names no host"
+    try:
+        parts.hostname.encode("idna")   # ("exämple..com" was a traceback at the first call)
+    except UnicodeError:
+        return f"has a host name that is not valid ({parts.hostname!r})"
     if port == 0:
         return "has port 0 (a port is a number from 1 to 65535)"
     return ""
@@ -172,10 +176,16 @@ def not_utf8_reason(data: bytes, e: UnicodeDecodeError) -> str:
     return f"byte 0x{data[e.start]:02x} at offset {e.start} is not UTF-8"
 
 
+_SETTINGS_MAX_BYTES = 1_000_000
+
+
 def _read_toml(path: Path) -> dict:
     if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
         # (a FIFO waited for ever; /dev/zero filled memory. A folder is said below.)
         raise ConfigError(f"{path}: not a regular file; give a settings file (`streamrag init` writes one)")
+    if Path(path).is_file() and Path(path).stat().st_size > _SETTINGS_MAX_BYTES:   # (a sparse 2 GB: 4 GB read)
+        raise ConfigError(f"{path}: {Path(path).stat().st_size:,} bytes is no settings file; give the "
+                          "streamrag.toml `streamrag init` writes")
     try:
         with open(path, "rb") as f:
             data = f.read()

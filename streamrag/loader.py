@@ -167,7 +167,7 @@ def storable(text: str) -> bool:
 # Characters that would break a one-line message or drive the terminal: C0 and C1 controls
 # (newline, carriage return, escape, ...), DEL, and the Unicode line and paragraph separators.
 # (and the marks that reorder text on a terminal: "\u202e" in a name shows "txt.exe" as "exe.txt")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -528,8 +528,8 @@ def _cp1252(byte: int) -> str:
 
 def _many_nuls(head: bytes) -> bool:
     """Whether a file's first bytes hold more NULs than a text file's stray few."""
-    nuls = head.count(0)
-    return nuls > _FEW_NULS or nuls > 0.01 * len(head)
+    nuls = head.count(0)   # (one in a short text file is a stray too)
+    return nuls > _FEW_NULS or nuls > max(1.0, 0.01 * len(head))
 
 
 def _clearly_binary(head: bytes) -> bool:
@@ -694,10 +694,9 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not isinstance(value, str) or not value.strip():
             skipped += 1
             continue
-        if _LONE_SURROGATE.search(value):
-            lone += 1
-            value = _LONE_SURROGATE.sub("\ufffd", value)
-        text = _newlines(value)
+        halves = bool(_LONE_SURROGATE.search(value))
+        value = _LONE_SURROGATE.sub("\ufffd", value) if halves else value
+        text = _newlines(value.replace("\x00", ""))   # (a JSON "\u0000": no text holds one)
         doc_id = document_id(text)
         if doc_id in seen:
             duplicates += 1
@@ -706,7 +705,11 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
         title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
-        title = _LONE_SURROGATE.sub("\ufffd", title)
+        if _LONE_SURROGATE.search(title):
+            halves = True
+            title = _LONE_SURROGATE.sub("\ufffd", title)
+        lone += halves
+        title = title.replace("\x00", "")
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
         warnings.append(f"{label}: {skipped} row(s) without text in the field {text_field!r} (index.text_field), skipped")

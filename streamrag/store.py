@@ -403,6 +403,11 @@ class Store:
         if applied > SCHEMA_VERSION:
             self._check_version()
         said = applied == 0   # a new index is made, not upgraded
+        if applied == 0 and self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                        "AND name NOT LIKE 'sqlite_%'"):
+            # (another program's database: some 60 tables were written in among its own)
+            raise StoreError(f"{self.path}: an SQLite database that is not a streamrag index (it holds "
+                             "other tables); give --db (or store.path) a new file, or an index's")
         for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
             with self.transaction():
                 if self._applied() >= number:   # another process upgraded it while this one waited

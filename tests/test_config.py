@@ -49,6 +49,7 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
                                                         "is a number from 1 to 65535)"),
     ('[llm]\napi_base = "http://[::1"\n', "llm.api_base: has no valid host and port"),
     ('[llm]\napi_base = "http://:8080/v1"\n', "llm.api_base: names no host"),
+    ('[llm]\napi_base = "http://exämple..com/v1"\n', "llm.api_base: has a host name that is not valid"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
     ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
@@ -260,3 +261,12 @@ def test_a_settings_or_prompt_file_that_is_no_regular_file_is_refused(tmp_path):
     from streamrag.prompts import load_prompt
     with pytest.raises(ConfigError, match="fifo: not a regular file; index.extraction_prompt names a prompt file"):
         load_prompt("extract", str(fifo))
+
+
+def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
+    # A 2 GB sparse file given as the settings file was read whole (4 GB of memory).
+    big = tmp_path / "big.toml"
+    with big.open("wb") as f:
+        f.truncate(2_000_000)
+    with pytest.raises(ConfigError, match=r"big\.toml: 2,000,000 bytes is no settings file"):
+        load_settings(big, env={})

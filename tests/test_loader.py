@@ -381,6 +381,10 @@ def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
     assert docs[0].title == "T \ufffd" and all(d.id for d in docs)
     assert warnings == ["lone.jsonl: 1 row(s) hold a \\u escape of half a character (a lone surrogate), "
                         "read as \ufffd; check how the file was written"]
+    # ... in a title alone too; and a "\u0000" is dropped, as a NUL in a text file is.
+    lone.write_text('{"text": "Ada Osk met\\u0000 Bram.", "title": "T\\u0000 \\udc00"}\n')
+    [doc], warnings = read_documents(lone, root=tmp_path)
+    assert (doc.text, doc.title) == ("Ada Osk met Bram.", "T \ufffd") and "1 row(s) hold a" in warnings[0]
 
 
 def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_whole(tmp_path, monkeypatch):
@@ -389,6 +393,9 @@ def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_who
     f = write(tmp_path / "a.txt", (text[:100] + "\0" + text[100:]).encode())
     [doc], warnings = read_documents(f, root=tmp_path)
     assert doc.text == text and "1 NUL character(s) dropped" in warnings[0]
+    short = write(tmp_path / "short.txt", b"Ada Osk met Bram Tull in Port Vale on the \x00first of May.\n")
+    [doc], warnings = read_documents(short, root=tmp_path)   # (62 bytes: 1% of them is no NUL)
+    assert doc.text.startswith("Ada Osk met") and "1 NUL character(s) dropped" in warnings[0]
     # A file of zeros is binary from its first 8 KB: a 3 GB sparse file was read whole first.
     zeros = tmp_path / "sparse.txt"
     with zeros.open("wb") as out:
@@ -430,7 +437,7 @@ def test_a_name_that_would_reorder_a_terminal_line_is_shown_escaped():
     # U+202E in a file name printed raw: "report\u202etxt.exe" shows on a terminal as "reportexe.txt".
     from streamrag.loader import shown
 
-    assert shown("report\u202etxt.exe") == "report\\u202etxt.exe"
+    assert shown("report\u202etxt.exe") == "report\\u202etxt.exe" and shown("a\u061cb") == "a\\u061cb"
     assert shown("a\nb\u2066c") == "a\\nb\\u2066c" and shown("café/日本.txt") == "café/日本.txt"
 
 

@@ -975,3 +975,19 @@ def test_an_index_built_with_the_earlier_name_of_the_answers_table_gets_it(tmp_p
         assert "answers" in tables and "summary_answers" not in tables
     finally:
         store.close()
+
+
+def test_another_programs_database_is_not_taken_over(tmp_path):
+    # --db naming some other SQLite file: streamrag wrote its 60 tables in among that file's own.
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("CREATE TABLE t (a)")
+    conn.close()
+    with pytest.raises(StoreError, match=r"other\.db: an SQLite database that is not a streamrag index"):
+        Store(db)
+    conn = sqlite3.connect(db)
+    assert [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["t"]
+    conn.close()
