@@ -528,8 +528,14 @@ def _cp1252(byte: int) -> str:
 
 def _many_nuls(head: bytes) -> bool:
     """Whether a file's first bytes hold more NULs than a text file's stray few."""
-    nuls = head.count(0)   # (one in a short text file is a stray too)
-    return nuls > _FEW_NULS or nuls > max(1.0, 0.01 * len(head))
+    nuls = head.count(0)
+    if nuls > _FEW_NULS or nuls > 0.01 * len(head) >= 1:
+        return True
+    # A short file: one NUL amid clean text is a stray; beside other control bytes, binary.
+    return nuls > 1 or (nuls == 1 and _CONTROL_BYTES.search(head) is not None)
+
+
+_CONTROL_BYTES = re.compile(rb"[\x01-\x06\x0e-\x1a\x1c-\x1f\x7f]")
 
 
 def _clearly_binary(head: bytes) -> bool:
