@@ -471,7 +471,9 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
     from streamrag.simulator import Simulator, SimulatorConfig
 
     assert run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
-    with Simulator(SimulatorConfig(per_token_ms=30)) as slow:
+    # (slow enough that the answer is still streaming when the signal comes on a loaded machine:
+    # at 30 ms a token it had ended once, under CI)
+    with Simulator(SimulatorConfig(per_token_ms=200)) as slow:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--mode", "local",
                                  "--api-base", slow.base_url, "Who rebuilt the quay?"], cwd=corpus,
@@ -480,9 +482,10 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
             deadline = time.monotonic() + 60
             while slow.requests == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(0.5)   # the answer is streaming
+            first = proc.stdout.read(1)   # the answer is streaming (a fixed wait raced the answer's end)
             proc.send_signal(signum)
             out, err = proc.communicate(timeout=60)
+            out = first + out
         finally:
             if proc.poll() is None:
                 proc.kill()
