@@ -475,9 +475,12 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
     # at 30 ms a token it had ended once, under CI)
     with Simulator(SimulatorConfig(per_token_ms=200)) as slow:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+        # (SIGINT as a terminal gives it: a test run in the background inherits it ignored, and
+        # Python then keeps it ignored)
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--mode", "local",
                                  "--api-base", slow.base_url, "Who rebuilt the quay?"], cwd=corpus,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             deadline = time.monotonic() + 60
             while slow.requests == 0 and time.monotonic() < deadline:
