@@ -475,12 +475,16 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
     # at 30 ms a token it had ended once, under CI)
     with Simulator(SimulatorConfig(per_token_ms=200)) as slow:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-        # (SIGINT as a terminal gives it: a test run in the background inherits it ignored, and
-        # Python then keeps it ignored)
+        def as_from_a_terminal() -> None:
+            # (a suite run in the background has SIGINT ignored, which its children inherit, as
+            # they do a blocked one: the child then never saw the signal, twice in such a run)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--mode", "local",
                                  "--api-base", slow.base_url, "Who rebuilt the quay?"], cwd=corpus,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                preexec_fn=as_from_a_terminal)
         try:
             deadline = time.monotonic() + 60
             while slow.requests == 0 and time.monotonic() < deadline:
