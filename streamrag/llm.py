@@ -1110,10 +1110,11 @@ class LLMClient:
         after a timeout)."""
         allowance = timeout + min(1.0, timeout)   # httpx's own timeouts (at ``timeout``) come first
         async with self._slots:
-            # Once a call's tries have all timed out with no answer to any call meanwhile, the
-            # server hangs: one try at a time finds out whether it is back, and the other calls
-            # fail at once (each paid the whole hang, batch after batch: a run of 60 documents
-            # took 5 minutes at a 1 s timeout, 10 hours at the default).
+            # Once tries of more than one call have timed out for 1 + 2 + 4 timeouts with no
+            # answer to any call (``_retrying``), the server hangs: one try at a time finds out
+            # whether it is back, and the other calls fail at once (each paid the whole hang,
+            # batch after batch: a run of 60 documents took 5 minutes at a 1 s timeout, 10 hours
+            # at the default).
             probe = self._silent
             if probe and self._probing:
                 raise _Silent
