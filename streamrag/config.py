@@ -180,12 +180,13 @@ _SETTINGS_MAX_BYTES = 1_000_000
 
 
 def _read_toml(path: Path) -> dict:
-    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+    file = Path(path)
+    if file.exists() and not file.is_file() and not file.is_dir():
         # (a FIFO waited for ever; /dev/zero filled memory. A folder is said below.)
         raise ConfigError(f"{path}: not a regular file; give a settings file (`streamrag init` writes one)")
-    if Path(path).is_file() and Path(path).stat().st_size > _SETTINGS_MAX_BYTES:   # (a sparse 2 GB: 4 GB read)
-        raise ConfigError(f"{path}: {Path(path).stat().st_size:,} bytes is no settings file; give the "
-                          "streamrag.toml `streamrag init` writes")
+    if file.is_file() and (size := file.stat().st_size) > _SETTINGS_MAX_BYTES:   # (a sparse 2 GB: 4 GB read)
+        raise ConfigError(f"{path}: {size:,} bytes is no settings file; give the streamrag.toml "
+                          "`streamrag init` writes")
     try:
         with open(path, "rb") as f:
             data = f.read()

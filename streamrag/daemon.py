@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag.config import Settings, WatchSettings
-from streamrag.errors import StreamragError
+from streamrag.errors import StreamragError, disk_full
 from streamrag.loader import (include_patterns, leads_outside, left_out_lines, read_documents, storable,
                               unstorable_folder)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
@@ -107,18 +107,6 @@ class Reporter:
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
-
-
-def _disk_full(e: BaseException) -> BaseException | None:
-    """The error inside ``e`` (a group, too) that says the disk is full, if one does: SQLite's
-    SQLITE_FULL, or ENOSPC / EDQUOT writing a file."""
-    if isinstance(e, BaseExceptionGroup):
-        return next((f for inner in e.exceptions if (f := _disk_full(inner)) is not None), None)
-    if getattr(e, "sqlite_errorname", None) == "SQLITE_FULL":
-        return e
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return e
-    return None
 
 
 def _clause(text: object) -> str:
@@ -828,7 +816,7 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
-            full = _disk_full(caught)
+            full = disk_full(caught)
             if full is not None and not initial:
                 # A full disk frees up (a log rotated, space made): what is pending is synced
                 # again, backing off, as after any failed sync; the daemon stayed down until

@@ -20,6 +20,7 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
 from __future__ import annotations
 
 import contextlib
+import errno
 
 
 class StreamragError(Exception):
@@ -93,6 +94,18 @@ def user_error(group: BaseExceptionGroup) -> StreamragError | None:
             return exc
         if isinstance(exc, BaseExceptionGroup) and (inner := user_error(exc)) is not None:
             return inner
+    return None
+
+
+def disk_full(e: BaseException) -> BaseException | None:
+    """The error inside ``e`` (a group, too) that says the disk is full, if one does: SQLite's
+    SQLITE_FULL, or ENOSPC / EDQUOT writing a file."""
+    if isinstance(e, BaseExceptionGroup):
+        return next((f for inner in e.exceptions if (f := disk_full(inner)) is not None), None)
+    if getattr(e, "sqlite_errorname", None) == "SQLITE_FULL":
+        return e
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return e
     return None
 
 

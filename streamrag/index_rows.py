@@ -232,6 +232,16 @@ def save_report(store: Store, r: Report) -> None:
         store.conn.execute("INSERT OR REPLACE INTO answers(owner, key) VALUES (?,?)", (r.key, r.answer))
 
 
+def _release_answers(store: Store, owners: set[str], at: float) -> None:
+    """The model answers of ``owners`` (elements' summaries, reports by key) leave the index:
+    they are dated from ``at`` in llm_cache, for ``prune`` to keep them store.keep_unused_days
+    from then, and their rows in ``answers`` go."""
+    for part in _batches(owners):
+        store.conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE key IN (SELECT key FROM answers "
+                           f"WHERE {_in('owner', part)})", [at, *part])
+    delete_in(store, "answers", "owner", owners)
+
+
 def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
     for part in _batches(values):
         store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
@@ -421,9 +431,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                                    part).fetchall())
     after = {e: k for e, k in state.answers.items() if k is not None and e not in gone}
     differs = {e for e in answered if before.get(e) != after.get(e)}
-    for part in _batches({before[e] for e in differs if e in before}):
-        conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE {_in('key', part)}", [left_at, *part])
-    delete_in(store, "answers", "owner", differs)
+    _release_answers(store, differs, left_at)
     conn.executemany("INSERT INTO answers(owner, key) VALUES (?,?)",
                      [(e, after[e]) for e in sorted(differs) if e in after])
 
@@ -452,12 +460,10 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         return store.version
     # Clean-up: rows nothing published refers to any more. A report's model answer is dated
     # from now, for a change undone meanwhile to find it.
-    unused = ("SELECT key FROM reports WHERE key NOT IN (SELECT report_key FROM communities "
-              "WHERE report_key IS NOT NULL)")
-    conn.execute(f"UPDATE llm_cache SET created_at = ? WHERE key IN (SELECT key FROM answers WHERE "
-                 f"owner IN ({unused}))", (left_at,))
-    conn.execute(f"DELETE FROM answers WHERE owner IN ({unused})")
-    conn.execute(f"DELETE FROM reports WHERE key IN ({unused})")
+    unused = {key for (key,) in conn.execute("SELECT key FROM reports WHERE key NOT IN (SELECT "
+                                             "report_key FROM communities WHERE report_key IS NOT NULL)")}
+    _release_answers(store, unused, left_at)
+    delete_in(store, "reports", "key", unused)
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
                  "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")

@@ -532,10 +532,7 @@ def _many_nuls(head: bytes) -> bool:
     if nuls > _FEW_NULS or nuls > 0.01 * len(head) >= 1:
         return True
     # A short file: one NUL amid clean text is a stray; beside other control bytes, binary.
-    return nuls > 1 or (nuls == 1 and _CONTROL_BYTES.search(head) is not None)
-
-
-_CONTROL_BYTES = re.compile(rb"[\x01-\x06\x0e-\x1a\x1c-\x1f\x7f]")
+    return nuls > 1 or (nuls == 1 and _CONTROL.search(head.decode("latin-1").replace("\0", "")) is not None)
 
 
 def _clearly_binary(head: bytes) -> bool:
@@ -673,6 +670,13 @@ def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:
     return reader.line_num + 1
 
 
+def _whole_characters(value: str) -> tuple[str, bool]:
+    """A row's field without NULs (a JSON "\\u0000": no text holds one) and with its lone
+    surrogates as U+FFFD; and whether it had any of those."""
+    halves = _LONE_SURROGATE.search(value) is not None
+    return (_LONE_SURROGATE.sub("\ufffd", value) if halves else value).replace("\x00", ""), halves
+
+
 def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_field: str,
                    warnings: list[str]) -> list[Document]:
     def field(row: dict, wanted: str) -> str | None:
@@ -700,9 +704,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         if not isinstance(value, str) or not value.strip():
             skipped += 1
             continue
-        halves = bool(_LONE_SURROGATE.search(value))
-        value = _LONE_SURROGATE.sub("\ufffd", value) if halves else value
-        text = _newlines(value.replace("\x00", ""))   # (a JSON "\u0000": no text holds one)
+        value, halves = _whole_characters(value)
+        text = _newlines(value)
         doc_id = document_id(text)
         if doc_id in seen:
             duplicates += 1
@@ -711,11 +714,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
         title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
-        if _LONE_SURROGATE.search(title):
-            halves = True
-            title = _LONE_SURROGATE.sub("\ufffd", title)
-        lone += halves
-        title = title.replace("\x00", "")
+        title, title_halves = _whole_characters(title)
+        lone += halves or title_halves
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))
     if skipped:
         warnings.append(f"{label}: {skipped} row(s) without text in the field {text_field!r} (index.text_field), skipped")

@@ -404,13 +404,12 @@ class Indexer:
             changes.append(("report", "every report is written again"))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
-        self.settings_changed = [what for what, _ in changes]
+        self.settings_changed = names = [what for what, _ in changes]
         if changes:
-            names = [what for what, _ in changes]
             named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
             log.warning(f"the {named} settings changed since this index was built: "
                         f"{'; '.join(effect for _, effect in changes)}")
-        return "chunking" in [what for what, _ in changes]
+        return "chunking" in names
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)

@@ -22,7 +22,6 @@ Writers go through ``writer.Writer`` (one task owns the write connection); reade
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sqlite3
@@ -32,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError
+from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, disk_full
 from streamrag.terms import fts_text
 
 log = logging.getLogger(__name__)
@@ -707,7 +706,8 @@ def _open_error(path: Path, e: BaseException) -> StoreError:
         return StoreError(f"{path}: a write another program left unfinished lies beside it "
                           f"({journal.name}), and only a writer may undo it; run `streamrag index` "
                           "on the index's folder once (nothing else need be done)")
-    full = "disk I/O error" in str(e) or "full" in str(e)
+    name = getattr(e, "sqlite_errorname", "") or ""
+    full = disk_full(e) is not None or name.startswith("SQLITE_IOERR")   # (a -shm that cannot grow)
     return StoreError(f"{path}: cannot open the index database ({e}); "
                       + ("check that its disk is not full, and its permissions" if full else
                          "check the path and its permissions"))
@@ -795,10 +795,9 @@ class WriterLock:
         except OSError as e:   # (it was "cannot write the output")
             with contextlib.suppress(OSError):
                 f.close()
-            full = e.errno in (errno.ENOSPC, errno.EDQUOT)
             raise StoreError(f"{self.path}: cannot write the index's lock file ({e.strerror or e}); "
-                             + ("free some space on its disk, then run the same command again" if full
-                                else "check the disk holding the index")) from None
+                             + ("free some space on its disk, then run the same command again"
+                                if disk_full(e) else "check the disk holding the index")) from None
         self.release()
         self.file = f
 
