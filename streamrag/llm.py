@@ -536,7 +536,8 @@ class LLMClient:
         self._timing_out_calls: set[int] = set()      # ... of these calls (``_calls`` numbers)
         self._calls = itertools.count()
         self._silent = False    # ... for as long as one call's tries take to end: it hangs
-        self._probing = False   # ... and one try is finding out whether the server is back
+        self._probe: anyio.Event | None = None   # ... and one try is finding out whether it is
+        # back; set when that try ends (the calls that came meanwhile wait for it)
         self._inflight: dict[str, _Flight] = {}
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
@@ -1109,47 +1110,64 @@ class LLMClient:
         connection waits for its backoff only. ``timeout`` is the try's (``_retrying`` grows it
         after a timeout)."""
         allowance = timeout + min(1.0, timeout)   # httpx's own timeouts (at ``timeout``) come first
-        async with self._slots:
-            # Once tries of more than one call have timed out for 1 + 2 + 4 timeouts with no
-            # answer to any call (``_retrying``), the server hangs: one try at a time finds out
-            # whether it is back, and the other calls fail at once (each paid the whole hang,
-            # batch after batch: a run of 60 documents took 5 minutes at a 1 s timeout, 10 hours
-            # at the default).
-            probe = self._silent
-            if probe and self._probing:
+        while True:
+            await self._probe_outcome()
+            async with self._slots:
+                if self._silent and self._probe is not None:
+                    continue   # a try began checking while this one waited for a slot: wait for it
+                return await self._attempt_in_slot(tokens, attempt, timeout, allowance)
+
+    async def _probe_outcome(self) -> None:
+        """Once tries of more than one call have timed out for 1 + 2 + 4 timeouts with no answer
+        to any call (``_retrying``), the server hangs: one try at a time finds out whether it is
+        back, and the calls that come meanwhile wait for it. If it timed out too, they fail at
+        once (each paid the whole hang, batch after batch: a run of 60 documents took 5 minutes
+        at a 1 s timeout, 10 hours at the default); if it was answered, they go on (they failed
+        as well, so a run that saw the server come back still ended with failed items)."""
+        probe = self._probe
+        if self._silent and probe is not None:
+            await probe.wait()
+            if self._silent:
                 raise _Silent
-            self._probing = self._probing or probe
-            if probe:   # at the setting's time, not the grown one: each stage paid 4 timeouts to
-                timeout = min(timeout, self.settings.request_timeout_s)   # learn it still hangs
-                allowance = timeout + min(1.0, timeout)
+
+    async def _attempt_in_slot(self, tokens: int, attempt: Callable[[], Any], timeout: float,
+                               allowance: float) -> Any:
+        """``_attempt``'s try, once it holds a slot."""
+        probe = None
+        if self._silent:   # at the setting's time, not the grown one: each stage paid 4 timeouts
+            probe = self._probe = anyio.Event()   # to learn it still hangs
+            timeout = min(timeout, self.settings.request_timeout_s)
+            allowance = timeout + min(1.0, timeout)
+        try:
+            tickets = await self._admit(tokens)
             try:
-                tickets = await self._admit(tokens)
-                try:
-                    with anyio.move_on_after(allowance) as deadline:
-                        scope = _TRY.set((deadline, allowance, timeout))
-                        try:
-                            return await attempt()
-                        finally:
-                            _TRY.reset(scope)
-                except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
-                    self._give_back(tickets)
-                    if isinstance(e, httpx.ConnectError):
-                        if self._refused_since is None:
-                            self._refused_since = time.monotonic()
-                        self._quiet_again()
-                        raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
-                    raise _Retryable(f"connection failed ({_reason(e)})") from None
-                except httpx.TimeoutException:
-                    raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
-                except httpx.TransportError as e:
-                    raise _Retryable(f"connection failed ({_reason(e)})") from None
-                # Only the deadline's own cancellation ends up here; a cancellation from outside
-                # goes on through the scope.
-                assert deadline.cancelled_caught
-                raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
-            finally:
-                if probe:
-                    self._probing = False
+                with anyio.move_on_after(allowance) as deadline:
+                    scope = _TRY.set((deadline, allowance, timeout))
+                    try:
+                        return await attempt()
+                    finally:
+                        _TRY.reset(scope)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+                self._give_back(tickets)
+                if isinstance(e, httpx.ConnectError):
+                    if self._refused_since is None:
+                        self._refused_since = time.monotonic()
+                    self._quiet_again()
+                    raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
+                raise _Retryable(f"connection failed ({_reason(e)})") from None
+            except httpx.TimeoutException:
+                raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
+            except httpx.TransportError as e:
+                raise _Retryable(f"connection failed ({_reason(e)})") from None
+            # Only the deadline's own cancellation ends up here; a cancellation from outside
+            # goes on through the scope.
+            assert deadline.cancelled_caught
+            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
+        finally:
+            if probe:
+                probe.set()
+                if self._probe is probe:
+                    self._probe = None
 
     def _never_answered(self, state: RetryCallState) -> bool:
         """Stop early when connections are refused and the endpoint never answered this client,

@@ -717,6 +717,22 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
     assert again == {"d1": "echo: d1", "d2": "echo: d2"}
 
 
+async def test_calls_that_come_while_one_checks_a_hung_server_go_on_when_it_answers(tmp_path):
+    # Calls that came while one try checked whether the hung server was back failed at once,
+    # even when that try was answered: a run that saw the server come back ended with failures.
+    endpoint = Hangs()
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
+            await gather_errors(llm, [f"c{i}" for i in range(4)])
+            assert llm._silent
+            endpoint.hanging, endpoint.latency = False, 0.05   # back, and each answer takes 0.05 s
+            sent = len(endpoint.timeouts)
+            after = await gather_errors(llm, [f"d{i}" for i in range(6)])
+    assert after == {f"d{i}": f"echo: d{i}" for i in range(6)}
+    assert endpoint.timeouts[sent] == 0.1 and len(endpoint.timeouts) == sent + 6   # one checked first
+    assert not llm._silent
+
+
 async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp_path):
     # One call too slow for any timeout, while other calls are answered: only it fails.
     async def answer(request: httpx.Request) -> httpx.Response:
