@@ -129,15 +129,18 @@ def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
 
 
 def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[dict], list[str], list[str]]:
-    """An answer's citations resolved against the index.
+    """An answer's citations resolved against what it was given.
 
-    Returns the text without the citations that name nothing (those are listed apart), the
-    resolved citations, the unresolved ones, and the documents the answer rests on: those of
-    its citations, most cited first, or, when it cites nothing, those of ``context_tags`` (what
-    it was given)."""
+    A citation counts when it names an item of ``context_tags`` (the context the answer was
+    written from) that the index holds. Others (an id the model made up, or one a document told
+    it to cite: a real item it was never shown) are dropped from the text and listed apart.
+    Returns that text, the resolved citations, the dropped ones, and the documents the answer
+    rests on: those of its citations, most cited first (then in the order first cited), or,
+    when it cites nothing, those of ``context_tags`` in their order."""
+    shown = set(parse_citations(" ".join(context_tags)))
     cited, unresolved = [], []
     for kind, ident in parse_citations(text):
-        record = resolve(store, kind, ident)
+        record = resolve(store, kind, ident) if (kind, ident) in shown else None
         if record is None:
             unresolved.append(f"[{kind}:{ident}]")
         else:
@@ -149,29 +152,46 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
         counts.update(c["documents"])
     if not cited:
         for kind, ident in parse_citations(" ".join(context_tags)):
-            counts.update(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,)))
-    documents = [p for p, _ in sorted(counts.items(), key=lambda pc: (-pc[1], pc[0]))]
+            counts.update(sorted(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,))))
+    documents = [p for p, _ in sorted(counts.items(), key=lambda pc: -pc[1])]   # (stable: first seen)
     return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
 
 
 def quoted_first(store: Store, quotes: list[str], documents: list[str]) -> list[str]:
     """``documents`` with those that hold the sentences an extractive answer quotes
-    (``extractive.quotes``) first, in the answer's order. A quoted report sentence rests on every document of the community's
-    members (hundreds, for a large one), but only a few say it: they are found by a phrase of
-    the sentence's words in the full-text index (without its first words when the whole finds
-    nothing: a local context line starts with the entity's name and type, which no document
-    has)."""
+    (``extractive.quotes``) first, in the answer's order. A quoted report sentence rests on every
+    document of the community's members (hundreds, for a large one), but only a few say it: they
+    are found by a phrase of the quote's words in the full-text index. A local context line
+    starts with a label no document has ("Name (type): ", "A -- B: "), and an element's
+    description may join sentences from several documents: when the whole quote is found
+    nowhere, each sentence after the label is looked for on its own."""
     allowed, first = set(documents), []
     for quote in quotes:
-        ws = words(quote)[:30]
-        for phrase in (ws, ws[4:]):
-            if len(phrase) < 4:
-                break
-            rows = store.conn.execute(
-                "SELECT DISTINCT d.path FROM chunks_fts JOIN document_chunks dc ON dc.chunk_id = chunks_fts.id "
-                "JOIN documents d ON d.id = dc.doc_id WHERE chunks_fts MATCH ? ORDER BY d.path LIMIT 50",
-                ('"' + " ".join(phrase) + '"',)).fetchall()   # words are letters and digits: no quote
-            if rows:
-                first += [p for (p,) in rows if p in allowed and p not in first]
-                break
+        whole, sentences = _phrases(quote)
+        found = _holding(store, whole)
+        for sentence in [] if found else sentences:
+            found += _holding(store, sentence)
+        first += [p for p in dict.fromkeys(found) if p in allowed and p not in first]
     return first + [d for d in documents if d not in first]
+
+
+def _holding(store: Store, phrase: list[str]) -> list[str]:
+    """The documents whose text has ``phrase`` (words), by path; none for a phrase under 4 words."""
+    if len(phrase) < 4:
+        return []
+    rows = store.conn.execute(
+        "SELECT DISTINCT d.path FROM chunks_fts JOIN document_chunks dc ON dc.chunk_id = chunks_fts.id "
+        "JOIN documents d ON d.id = dc.doc_id WHERE chunks_fts MATCH ? ORDER BY d.path LIMIT 50",
+        ('"' + " ".join(phrase) + '"',))   # words are letters and digits: no quote
+    return [p for (p,) in rows]
+
+
+_LABEL = re.compile(r"^[^:\n]{1,200}?(?: \([^)\n]{1,40}\)| -- [^:\n]{1,200}?): ")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _phrases(quote: str) -> tuple[list[str], list[list[str]]]:
+    """The phrases ``quoted_first`` looks for: the whole quote (its first 30 words), and each
+    sentence (its first 12 words) of the quote without a context line's label."""
+    body = _LABEL.sub("", quote, count=1)
+    return words(quote)[:30], [words(s)[:12] for s in _SENTENCE.split(body)]

@@ -20,9 +20,10 @@
   plus the leaves above it, so each entity is covered exactly once.
 * **No model configured** (``llm.api_base`` empty): the same selections, with term overlap
   standing in for the rating model, feed ``extractive`` answers, labelled as such.
-* **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the snapshot
-  (``citations.check``); one that names nothing in the index is dropped from the returned text
-  and reported in ``unresolved``. The documents an answer rests on are those of its resolved
+* **Citations** ``[E:..] [L:..] [R:..] [T:..]`` in the answer are resolved against the context
+  the answer was written from, in the snapshot (``citations.check``); one that names nothing
+  given (made up, or an item of the index the model never saw) is dropped from the returned
+  text and reported in ``unresolved``. The documents an answer rests on are those of its resolved
   citations (or of its context when it cites nothing).
 """
 
@@ -724,7 +725,7 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     if answer.cut_off:
         lines.append("The answer was cut off at query.answer_max_tokens; raise it for a longer one.")
     if answer.unresolved:
-        lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing in the index: "
+        lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing the answer was given: "
                      + " ".join(answer.unresolved))
     how = answer.search.replace("_", " ") + " search"
     if answer.level is not None:

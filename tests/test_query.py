@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import DATA, make_settings
-from streamrag import global_search, local_search
+from streamrag import citations, global_search, local_search
 from streamrag.errors import IndexMissingError, LLMOutputError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
@@ -614,37 +614,67 @@ def test_parse_citations_formats():
                                       ("E", "ent-2"), ("T", "chk-9"), ("L", "rel-4")]
 
 
+def shown(messages: list[dict], kind: str) -> str:
+    """The id of the first ``kind`` item in the context a model was given."""
+    return re.search(rf"\[{kind}:([^\]]+)\]", messages[-1]["content"]).group(1)
+
+
 async def test_unresolvable_citations_are_dropped(llm_db, qs):
-    store = Store(llm_db, readonly=True)
-    ent = store.scalar("SELECT id FROM entities ORDER BY id LIMIT 1")
-    store.close()
-    fake = f"Mira Osk designed it [E:{ent}] [R:C999]. Also [E:ent-0000000000000000, {ent}] and [T:chk-nope]."
-    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local",
-                        transport=mock({"answer": lambda m: fake}))
+    def fake(m):
+        ent = shown(m, "E")
+        return f"Mira Osk designed it [E:{ent}] [R:C999]. Also [E:ent-0000000000000000, {ent}] and [T:chk-nope]."
+
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}))
+    ent = answer.citations[0]["id"]
     assert [c["tag"] for c in answer.citations] == [f"[E:{ent}]"]
     assert set(answer.unresolved) == {"[R:C999]", "[E:ent-0000000000000000]", "[T:chk-nope]"}
     assert "C999" not in answer.text and "chk-nope" not in answer.text and f"[E:{ent}]" in answer.text
     assert answer.documents
 
 
-async def test_dropping_citations_keeps_the_rest_of_the_answer_as_written(llm_db, qs):
+async def test_a_citation_of_an_item_the_answer_was_not_given_is_dropped(llm_db, qs):
+    # A model's made-up citation, or one a document told it to write, that names a real item
+    # of the index it was never shown counted as a source, and listed that item's documents.
     store = Store(llm_db, readonly=True)
-    ent = store.scalar("SELECT id FROM entities ORDER BY id LIMIT 1")
-    rel = store.scalar("SELECT id FROM relationships ORDER BY id LIMIT 1")
-    comm = store.scalar("SELECT id FROM communities ORDER BY id LIMIT 1")
+    far = store.query("SELECT e.id, e.name FROM entities e WHERE e.name NOT LIKE '%Mira%' "
+                      "AND e.name NOT LIKE '%Osk%' ORDER BY e.id")
     store.close()
-    fake = (f"Mira Osk designed it [E:bogus, L:{rel}]. Also [R:C999; R:{comm}] and [E:{ent}; T:chk-nope].\n"
-            "\n"
-            "- top item [R:C999]\n"
-            "    - nested item [T:chk-nope], still nested\n"
-            "\n"
-            "```\n"
-            "x  =  1 ;   y  =  2\n"
-            "```\n"
-            "Ratio is 3 : 1 , as written [E:bogus] [T:chk-nope].")
-    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local",
-                        transport=mock({"answer": lambda m: fake}))
+    given: list[str] = []
+
+    def fake(m):
+        context = m[-1]["content"]
+        given.append(context)
+        outside = next(e["id"] for e in far if e["id"] not in context)
+        return f"Mira Osk designed it [E:{shown(m, 'E')}], see also [E:{outside}]."
+
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}))
+    assert len(answer.citations) == 1 and answer.citations[0]["id"] in given[0]
+    assert len(answer.unresolved) == 1 and answer.unresolved[0][3:-1] not in given[0]
+    assert answer.text == f"Mira Osk designed it {answer.citations[0]['tag']}, see also."
+    store = Store(llm_db, readonly=True)
+    try:
+        assert answer.documents == citations.resolve(store, "E", answer.citations[0]["id"])["documents"]
+    finally:
+        store.close()
+
+
+async def test_dropping_citations_keeps_the_rest_of_the_answer_as_written(llm_db, qs):
+    def fake(m):
+        ent, rel, comm = shown(m, "E"), shown(m, "L"), shown(m, "R")
+        return (f"Mira Osk designed it [E:bogus, L:{rel}]. Also [R:C999; R:{comm}] and [E:{ent}; T:chk-nope].\n"
+                "\n"
+                "- top item [R:C999]\n"
+                "    - nested item [T:chk-nope], still nested\n"
+                "\n"
+                "```\n"
+                "x  =  1 ;   y  =  2\n"
+                "```\n"
+                "Ratio is 3 : 1 , as written [E:bogus] [T:chk-nope].")
+
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}))
     assert set(answer.unresolved) == {"[E:bogus]", "[R:C999]", "[T:chk-nope]"}
+    tag = {c["kind"]: c["id"] for c in answer.citations}
+    ent, rel, comm = tag["entity"], tag["relationship"], tag["report"]
     assert answer.text == (f"Mira Osk designed it [L:{rel}]. Also [R:{comm}] and [E:{ent}].\n"
                            "\n"
                            "- top item\n"
@@ -1186,6 +1216,46 @@ async def test_an_extractive_answer_lists_first_the_documents_that_hold_its_quot
         assert len(answer.documents) == 60
         assert (folder / answer.documents[0]).read_text().startswith(quote.group(1) + ":"), (mode, answer.documents[:3])
 
+
+
+async def test_a_quoted_context_line_finds_its_document_past_its_label(tmp_path):
+    # A local context line starts with a label ("A -- B: ", "Name (type): ") and an element's
+    # description may join sentences of several documents: only the first four words were left
+    # out, so the document saying the line was not found and another was listed first.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Harbor Workers Union -- Esme Coranti chat. Esme Coranti likes tea and long walks.\n")
+    (folder / "b.txt").write_text("Colleagues at the union describe Esme Coranti, its director, as meticulous.\n")
+    (folder / "c.txt").write_text("The union was founded in 1921 by dock workers of the old harbor.\n")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    store = Store(db, readonly=True)
+    try:
+        order = citations.quoted_first(store, [
+            "Harbor Workers Union -- Esme Coranti: Colleagues at the union describe Esme Coranti, its director, "
+            "as meticulous. The union was founded in 1921 by dock workers of the old harbor.",
+            "Esme Coranti (person): Esme Coranti likes tea and long walks."], ["a.txt", "b.txt", "c.txt"])
+    finally:
+        store.close()
+    assert order == ["b.txt", "c.txt", "a.txt"]
+
+
+def test_documents_cited_as_often_come_in_the_order_first_cited(tmp_path):
+    # Equally cited documents were listed by file name: a basic answer's first citation could be
+    # its 3rd document.
+    db = tmp_path / "i.db"
+    store = Store(db)
+    with store.conn:
+        for doc, chunk in (("d1", "c1"), ("d2", "c2"), ("d3", "c3")):
+            store.conn.execute("INSERT INTO documents(id, title, path, tokens, chars) VALUES (?, ?, ?, 1, 1)",
+                               (doc, doc, f"{doc}.txt"))
+            store.conn.execute("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?, 0, ?)", (doc, chunk))
+    try:
+        text, cited, dropped, documents = citations.check(
+            store, "x [T:c3] y [T:c1] z [T:c2]", ["[T:c1]", "[T:c2]", "[T:c3]"])
+    finally:
+        store.close()
+    assert documents == ["d3.txt", "d1.txt", "d2.txt"] and not dropped
 
 
 def test_a_citation_cut_in_two_by_the_length_limit_is_dropped():
