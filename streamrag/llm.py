@@ -891,6 +891,8 @@ class LLMClient:
                         parts.append(piece)
                         visible.feed(piece)
                         _progress()
+                    elif any(isinstance(delta.get(k), str) and delta[k] for k in _THINKING_KEYS):
+                        _progress()   # a model thinking aloud apart from its answer is not hung
                     if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
                 if limit and len(parts) > 2 * limit + 64 and finish_reason is None:
@@ -1515,6 +1517,11 @@ def _checker(validate: Callable[[str], bool],
 def _int(value: Any) -> int:
     """A token count from ``usage``, or -1 when the provider gave none."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
+
+
+# Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
+# (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
+_THINKING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
 def _progress() -> None:

@@ -860,6 +860,25 @@ async def test_a_slow_streamed_answer_longer_than_request_timeout_s_is_not_cut(t
     assert len(endpoint.requests) == 1
 
 
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning", "thinking"])
+async def test_a_model_thinking_aloud_in_its_own_field_is_not_cut_off(tmp_path, key):
+    # vLLM (reasoning_content), Ollama and OpenRouter (reasoning) stream a model's thinking
+    # apart from its answer: only answer text counted as progress, so a model that thought for
+    # longer than request_timeout_s was cut off and asked again, then said to hang.
+    async def thinking() -> AsyncIterator[bytes]:
+        for _ in range(10):                      # 1 s of thinking, a piece each 0.1 s
+            yield sse([delta({"content": None, key: "hmm "})])
+            await anyio.sleep(0.1)
+        yield sse([delta({"content": "done"}), STOP, "[DONE]"])
+
+    endpoint = Endpoint(lambda body: httpx.Response(200, content=thinking(),
+                                                    headers={"content-type": "text/event-stream"}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
+    assert result.text == "done" and len(endpoint.requests) == 1
+
+
 async def test_a_stream_that_runs_past_max_tokens_ends_as_cut_off(tmp_path):
     # A server that ignores max_tokens and streams on forever.
     endpoint = Trickle("sse", every=0.002)
