@@ -398,7 +398,8 @@ class Indexer:
                             if built.startswith("llm-") else
                             f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
                             "answers in the cache cost nothing)"))
-        if said("summarizer") not in (None, self.summarizer_key):
+        if said("summarizer") != self.summarizer_key and (said("summarizer") is not None or store.scalar(
+                "SELECT 1 FROM entities LIMIT 1")):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))
         if said("report_settings") not in (None, self._report_key()):
             changes.append(("report", "every report is written again"))

@@ -387,7 +387,15 @@ class Store:
         if applied == 0:
             raise IndexMissingError(f"{self.path} holds no index yet; run `streamrag index DIR`")
         if applied < SCHEMA_VERSION:
-            # Written by an older streamrag: bring the schema forward (a short write), then read.
+            # Written by an older streamrag: bring the schema forward (a short write), then read;
+            # not under a writer at work (an older `watch` left running across an upgrade failed
+            # every sync after a new `status` upgraded its index).
+            holder = writer_at_work(self.path)
+            if holder is not None:
+                raise StoreBusyError(
+                    f"{self.path} is written by an older streamrag ({holder}), and this one would have "
+                    "to upgrade it first: stop that one and start it again (it is this version now), "
+                    "then run this again")
             try:
                 Store(self.path).close()
             except StoreBusyError:

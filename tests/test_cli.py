@@ -122,6 +122,21 @@ def test_estimate_spends_nothing(corpus, simulator):
 
 
 
+def test_an_index_from_before_the_summary_key_says_its_summaries_are_redone(corpus, simulator):
+    # An index built before the summary settings were recorded has every summary redone on its
+    # first run (as it should: the requests changed), but only "chunking" was said.
+    common = ("--json", "--api-base", simulator.base_url)
+    assert run("index", str(corpus), *common).returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'summarizer'")
+    conn.close()
+    done = json.loads(run("index", str(corpus), *common).stdout)
+    assert done["settings_changed"] == ["summary"]
+    assert json.loads(run("index", str(corpus), *common).stdout)["settings_changed"] == []
+
+
 def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(corpus, simulator):
     # A new report model (or summary budget) rewrites every report (or summary) though no chunk
     # is extracted: the estimate said "0 calls" before a run that paid for all of them.

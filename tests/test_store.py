@@ -111,6 +111,27 @@ def test_an_older_index_is_migrated_forward(tmp_path):
     s.close()
 
 
+def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
+    # An older `watch` left running across an upgrade: a new `status` upgraded its index, and
+    # the daemon failed every sync after ("written by a newer streamrag") until it was stopped.
+    from streamrag.errors import StoreBusyError
+    from streamrag.store import one_writer
+
+    db = tmp_path / "old.db"
+    _old_index(db)
+    with one_writer(db, "streamrag watch notes"):
+        with pytest.raises(StoreBusyError, match=r"old\.db is written by an older streamrag \(pid \d+: "
+                                                 r"streamrag watch notes\).*stop that one and start it again"):
+            Store(db, readonly=True)
+    import sqlite3
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    conn.close()
+    s = Store(db, readonly=True)   # the writer gone, a reader upgrades it
+    assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
+    s.close()
+
+
 # -- one file: the WAL is folded into index.db when the last connection closes ----------------
 def _side_files(db) -> list[str]:
     return sorted(p.name for p in db.parent.iterdir() if p.name.startswith(db.name + "-"))
