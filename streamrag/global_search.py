@@ -142,7 +142,17 @@ async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
     frontier = tree.roots
     searching = True       # nothing rated so far says anything about the question
     while frontier:
-        got = await rater(frontier)
+        try:
+            got = await rater(frontier)
+        except LLMOutputError as e:
+            if searching:
+                raise
+            # Not one rating of a deeper level could be read: the relevant parents stand for
+            # their children (the ratings already paid for are not thrown away).
+            log.warning("the ratings of %d sub-communities could not be read (%s); their relevant "
+                        "parents are used instead", len(frontier), e)
+            selected.update(n.parent for n in frontier)
+            break
         for n in frontier:
             ratings[n.id] = float(got.get(n.id, 0.0))
         relevant = [n for n in frontier if ratings[n.id] >= threshold]
@@ -274,7 +284,7 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
         out: dict[str, float] = {}
         errors: list[LLMOutputError] = []
 
-        async def one(batch: list[tuple[str, str]]) -> None:
+        async def one(batch: list[tuple[str, str]], first: bool = True) -> None:
             ids = [k for k, _ in batch]
             text = "\n".join(t for _, t in batch)
             try:
@@ -284,12 +294,22 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
                     validate=lambda t: bool(parse_ratings(t, ids)))
             except LLMOutputError as e:
                 log.warning("rating failed for %d reports, treated as irrelevant: %s", len(ids), e)
-                errors.append(e)
+                if first:
+                    errors.append(e)
                 rate.unrated += len(ids)
                 return
-            for k, v in parse_ratings(result.text, ids).items():
+            got = parse_ratings(result.text, ids)
+            for k, v in got.items():
                 if k in by_id:
                     out[k] = min(5.0, max(0.0, v))
+            left = [(k, t) for k, t in batch if k not in got]
+            if left and first:
+                # A model that stopped early (or skipped some lines) is asked once more about the
+                # rest: they were rated 0 unsaid, and pruned with their subtrees.
+                await one(left, first=False)
+            elif left:
+                log.warning("%d reports were left unrated twice, treated as irrelevant", len(left))
+                rate.unrated += len(left)
 
         async with anyio.create_task_group() as tg:
             for batch in batches:

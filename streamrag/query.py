@@ -326,7 +326,7 @@ class _Search:
         sel = await global_search.dynamic_selection(tree, rater, threshold=q.dynamic_threshold,
                                                     max_depth=q.dynamic_max_depth)
         self.answer.search = "global_dynamic"
-        unread = f", {rater.unrated} unreadable ratings counted as irrelevant" if rater.unrated else ""
+        unread = f", {rater.unrated} ratings unreadable or not given, counted as irrelevant" if rater.unrated else ""
         below = (f"; none reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the best-rated "
                  "ones are used" if sel.fallback else "")
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "

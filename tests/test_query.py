@@ -246,6 +246,61 @@ async def test_dynamic_selection_rules():
     assert sel.selected == [] and sel.rated == 2             # the depth limit holds for the descent too
 
 
+def _tree(*specs):
+    nodes = {i: global_search.Node(id=i, level=lv, parent=par, size=1, title=i, summary=i, text=i)
+             for i, lv, par in specs}
+    for n in nodes.values():
+        if n.parent:
+            nodes[n.parent].children.append(n.id)
+    return global_search.Tree(nodes)
+
+
+class RatingModel:
+    """A model answering rating prompts from ``answers`` (one function of the asked ids per call)."""
+
+    def __init__(self, *answers) -> None:
+        self.answers, self.asked = list(answers), []
+
+    async def chat(self, messages, *, validate=None, **_kw):
+        ids = re.findall(r"\[R:([^\]]+)\]", messages[-1]["content"])
+        self.asked.append(ids)
+        text = self.answers.pop(0)(ids) if self.answers else ""
+        if validate is not None and not validate(text):
+            raise LLMOutputError("unreadable")
+        return argparse.Namespace(text=text)
+
+
+async def test_reports_a_rating_answer_leaves_out_are_asked_about_again():
+    # A model that stopped after two of six lines had the other four rated 0 unsaid: pruned with
+    # their subtrees, and not counted in details.unrated.
+    tree = _tree(*[(f"C{i}", 0, None) for i in range(1, 7)])
+    model = RatingModel(lambda ids: "C1: 5\nC2: 1", lambda ids: "\n".join(f"{i}: 4" for i in ids))
+    rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
+    got = await rate(tree.roots)
+    assert model.asked == [["C1", "C2", "C3", "C4", "C5", "C6"], ["C3", "C4", "C5", "C6"]]
+    assert got == {"C1": 5, "C2": 1, "C3": 4, "C4": 4, "C5": 4, "C6": 4} and rate.unrated == 0
+    # Left out twice: counted as unrated (said on stderr and in details.unrated).
+    model = RatingModel(lambda ids: "C1: 5\nC2: 1", lambda ids: "C3: 2")
+    rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
+    got = await rate(tree.roots)
+    assert got == {"C1": 5, "C2": 1, "C3": 2} and rate.unrated == 3
+
+
+async def test_unreadable_ratings_of_a_deeper_level_leave_its_relevant_parents():
+    # The roots were rated, then the one batch rating C1's children could not be read: the
+    # whole question failed, after paying for the root ratings.
+    tree = _tree(("C1", 0, None), ("C2", 0, None), ("C3", 1, "C1"), ("C4", 1, "C1"))
+    model = RatingModel(lambda ids: "C1: 5\nC2: 0", lambda ids: "no idea", lambda ids: "still none")
+    rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
+    sel = await global_search.dynamic_selection(tree, rate, threshold=2, max_depth=3)
+    assert sel.selected == ["C1"] and model.asked[1] == ["C3", "C4"]
+    # The roots themselves unreadable: an error, as before.
+    model = RatingModel(lambda ids: "no idea")
+    with pytest.raises(LLMOutputError, match="none of its 1 answers"):
+        await global_search.dynamic_selection(tree, global_search.llm_rater(
+            model, "q?", model="m", batch_tokens=8000), threshold=2, max_depth=3)
+
+
 async def test_map_points_scoring_zero_are_dropped(llm_db, qs):
     def map_answer(messages):
         ids = sorted({t[3:-1] for t in tags_in(messages[-1]["content"].split("<reports>")[1])})
