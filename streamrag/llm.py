@@ -709,7 +709,7 @@ class LLMClient:
         messages = payload["messages"]
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
-        shown = [0]  # characters of the answer (thinking left out) handed to on_delta, across retries
+        shown = [""]  # the answer (thinking left out) handed to on_delta, across retries
         unmarked: list[str] = []   # the texts of this call's streams that ended unmarked
 
         async def attempt() -> tuple[_Answer, float]:
@@ -814,10 +814,12 @@ class LLMClient:
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
-                           shown: list[int], stage: str = "",
+                           shown: list[str], stage: str = "",
                            unmarked: list[str] | None = None) -> tuple[_Answer, float]:
         """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
-        retry, only the part beyond what was shown.
+        retry, only the part beyond what was shown, while it says what was shown. A retry whose
+        answer differs (a model that samples, or thinks) is shown whole after a line saying the
+        answer starts over: its new end was spliced onto the old beginning.
 
         A stream that ends with neither a ``finish_reason`` nor ``[DONE]`` was cut short, and is
         asked again, unless the server is one that ends every stream so: the same text twice
@@ -827,15 +829,19 @@ class LLMClient:
         limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
         parts: list[str] = []
-        length = 0   # of this attempt's answer, thinking left out
+        seen = ""   # this attempt's answer so far, thinking left out
+        own = False   # what was shown is this attempt's answer
 
         def show(piece: str) -> None:
-            nonlocal length
-            end = length + len(piece)
-            if end > shown[0]:
-                on_delta(piece[max(0, shown[0] - length):])
-                shown[0] = end
-            length = end
+            nonlocal seen, own
+            seen += piece
+            before = shown[0]
+            if own or (len(seen) > len(before) and seen.startswith(before)):
+                on_delta(seen[len(before):])
+                shown[0], own = seen, True
+            elif not before.startswith(seen):
+                on_delta(f"{RESTARTED}{seen}")
+                shown[0], own = seen, True
 
         visible = ReasoningFilter(show, thinks=payload["model"] in _THINKERS)   # (holds self.thinking)
         finish_reason = None
@@ -1519,6 +1525,8 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
 
 
+# Said in a streamed answer when a retry's answer differs from what was already shown.
+RESTARTED = "\n\n(the connection was lost and the answer was asked again; it starts over:)\n\n"
 # Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
 # (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
 _THINKING_KEYS = ("reasoning_content", "reasoning", "thinking")

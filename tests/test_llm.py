@@ -519,6 +519,20 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
+async def test_a_retry_whose_answer_differs_is_shown_from_its_start_after_a_line_saying_so(tmp_path):
+    # After a dropped stream the retry's text was shown only past the length already shown: a
+    # model that samples gave "Scrooge is a miser he miser, changes his ways." on the terminal
+    # while the answer (and --json, and its checked citations) said another thing.
+    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in ["Scrooge is ", "a miser he"]]))
+    endpoint = Endpoint(cut, stream_of(["Ebenezer Scrooge, ", "the miser, ", "changes his ways."]))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    assert result.text == "Ebenezer Scrooge, the miser, changes his ways."
+    assert "".join(deltas) == "Scrooge is a miser he" + llm_module.RESTARTED + result.text
+
+
 def unmarked_stream(pieces: list[str]) -> httpx.Response:
     """A whole answer streamed with neither a finish_reason nor [DONE] (a quirky server)."""
     return httpx.Response(200, content=sse([{"choices": [{"delta": {"content": p}}]} for p in pieces]))
