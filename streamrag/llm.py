@@ -942,7 +942,7 @@ class LLMClient:
                 try:
                     vectors[key] = msgspec.json.decode(raw, type=list[float])
                     continue
-                except msgspec.ValidationError:
+                except msgspec.DecodeError:   # (a row cut short, or of another shape: asked again)
                     pass
             todo[key] = text
         if vectors:

@@ -993,6 +993,18 @@ async def test_embeddings_are_cached_per_text_and_batched(tmp_path):
     assert sum(r["cached"] for r in rows) == 1 and all(r["stage"] == "embed" for r in rows)
 
 
+@pytest.mark.parametrize("row", ['{"not": "a vector"}', "[1.0, 2."])
+async def test_an_unreadable_cached_embedding_is_asked_again(tmp_path, row):
+    # A cached row cut short ended `embed` with "DecodeError: Input data was truncated".
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            await llm.embed(["a"], model="e1", stage="embed")
+            store.conn.execute("UPDATE llm_cache SET response = ?", (row,))
+            again = await llm.embed(["a"], model="e1", stage="embed")
+    assert again == [[1.0, 1.0]] and len(endpoint.bodies) == 2
+
+
 async def test_without_a_store_nothing_is_cached_or_recorded(tmp_path):
     endpoint = Endpoint()
     settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0)
