@@ -640,7 +640,8 @@ class LLMClient:
             flight = self._inflight.get(key) if self.settings.cache else None
             if answer is None and flight is not None:
                 await flight.done.wait()
-                if flight.error is not None:
+                if flight.error is not None:   # (a call of its own, failed: recorded as one)
+                    await self._account(row, 0, 0, 0.0, cached=False, error=str(flight.error))
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again

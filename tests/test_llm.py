@@ -19,7 +19,7 @@ import pytest
 
 import streamrag.llm as llm_module
 from streamrag.config import LLMSettings
-from streamrag.errors import ConfigError, LLMOutputError, LLMRequestError, LLMUnavailableError
+from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient, parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens
@@ -1003,6 +1003,28 @@ async def test_an_unreadable_cached_embedding_is_asked_again(tmp_path, row):
             store.conn.execute("UPDATE llm_cache SET response = ?", (row,))
             again = await llm.embed(["a"], model="e1", stage="embed")
     assert again == [[1.0, 1.0]] and len(endpoint.bodies) == 2
+
+
+async def test_callers_sharing_a_request_that_failed_each_record_their_failed_call(tmp_path):
+    # Three identical calls share one request; it failed, and only the first was recorded, so
+    # status and ask --json counted one failed call of three.
+    endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad request"}}))
+    errors: list[str] = []
+
+    async def one(llm) -> None:
+        try:
+            await llm.chat(ask(), model="m1", stage="s")
+        except LLMError as e:
+            errors.append(str(e))
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(one, llm)
+    rows = calls(store)
+    assert len(endpoint.requests) == 1 and len(errors) == 3
+    assert len(rows) == 3 and all(r["error"] == errors[0] and not r["cached"] for r in rows)
 
 
 async def test_without_a_store_nothing_is_cached_or_recorded(tmp_path):
