@@ -119,6 +119,7 @@ class Answer(msgspec.Struct, kw_only=True):
     llm: dict = msgspec.field(default_factory=dict)
     extractive: bool = False
     cut_off: bool = False           # the model's answer reached query.answer_max_tokens
+    not_in_index: list[str] = msgspec.field(default_factory=list)   # names no document has
     details: dict = msgspec.field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -129,7 +130,7 @@ class Answer(msgspec.Struct, kw_only=True):
             "level": self.level, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents,
             "llm": self.llm or llm_summary({}), "extractive": self.extractive, "cut_off": self.cut_off,
-            "details": {**DETAILS.get(self.search, {}), **self.details},
+            "not_in_index": self.not_in_index, "details": {**DETAILS.get(self.search, {}), **self.details},
         }
 
 
@@ -165,6 +166,9 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 chosen, reason = choose_mode(store, question)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
+            answer.not_in_index = unknown_names(store, question)
+            if answer.not_in_index and settings.llm.api_base:   # (an extractive answer says it)
+                status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
             search = _Search(store, settings, answer, level, on_delta, status)
             if not settings.llm.api_base:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
@@ -559,6 +563,10 @@ class _Search:
                                                    what=what, extra_stop=stop)
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
+        if self.answer.not_in_index:   # (the sentences matched the rest of the question)
+            text = (f"Nothing in the index mentions {_listed(self.answer.not_in_index)}"
+                    + (": the sentences below match the rest of the question only." if found else ".")
+                    + "\n\n" + text)
         self._emit(text)
         self.answer.text = text
 
@@ -617,6 +625,46 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
                               re.findall(r"[^\W\d_]+", name) if w[:1].isupper())
             out.append((eid, name, capitalised))
     return out
+
+
+def _listed(names: list[str]) -> str:
+    """``names`` quoted, as a list in words."""
+    quoted = [f'"{n}"' for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+_TOKEN = re.compile(r"[^\W_]+")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(]*$")
+
+
+def unknown_names(store: Store, question: str) -> list[str]:
+    """The names ``question`` writes capitalised that no text or entity of the index has (a
+    person whose only file was deleted, a typo), as written; adjacent ones make one name.
+
+    A capitalised word opening a sentence, a stopword, a single letter and a question written
+    in Title Case or capitals (a stopword capitalised past its start) say nothing about names."""
+    tokens = list(_TOKEN.finditer(question))
+    if any(t.group()[:1].isupper() and t.group().lower() in local_search.STOPWORDS for t in tokens[1:]):
+        return []
+    absent: list[int] = []
+    for i, t in enumerate(tokens):
+        tok = t.group()
+        ws = words(tok)
+        if (len(tok) < 2 or not tok[:1].isupper() or _SENTENCE_START.search(question[:t.start()])
+                or not ws or any(w in local_search.STOPWORDS for w in ws)):
+            continue
+        phrase = '"' + " ".join(ws) + '"'
+        if not (store.scalar("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (phrase,))
+                or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
+                                ("name : " + phrase,))):
+            absent.append(i)
+    names: list[list[int]] = []
+    for i in absent:
+        if names and names[-1][-1] == i - 1 and question[tokens[i - 1].end():tokens[i].start()].strip() in ("", "-"):
+            names[-1].append(i)
+        else:
+            names.append([i])
+    return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()] for run in names))
 
 
 def choose_mode(store: Store, question: str) -> tuple[str, str]:

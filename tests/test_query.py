@@ -814,6 +814,27 @@ async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offlin
     assert "nothing in the" in answer.text and answer.documents == [] and answer.citations == []
 
 
+async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db, simulator):
+    # "Where was Zorblax Quintrell born?" (his only file deleted) got other people's
+    # birthplaces, quoted as the answer.
+    offline = make_settings("", index=INDEX)
+    answer = await aask("Where was Zorblax Quintrell born, and did Mira Osk meet him?", offline, offline_db)
+    assert answer.not_in_index == ["Zorblax Quintrell"] and answer.to_json()["not_in_index"] == answer.not_in_index
+    assert answer.text.startswith('Nothing in the index mentions "Zorblax Quintrell": the sentences below '
+                                  "match the rest of the question only.\n\n")
+    for question in ("Who hired the engineer Mira Osk?",           # names it has
+                     "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
+                     "Zorblax hired whom?"):                       # nor does a sentence's first word
+        answer = await aask(question, offline, offline_db)
+        assert answer.not_in_index == [] and not answer.text.startswith("Nothing in the index mentions"), question
+    # With a model: said on stderr, and in --json.
+    said: list[str] = []
+    answer = await aask("Did Mira Osk work with Ada Quintrell?", make_settings(simulator.base_url, index=INDEX),
+                        offline_db, mode="local", on_status=said.append)
+    assert answer.not_in_index == ["Ada Quintrell"]
+    assert any(line.startswith("nothing in the index mentions") for line in said), said
+
+
 @pytest.mark.parametrize("level", [None, 0])
 async def test_an_offline_global_question_matching_no_report_finds_nothing(offline_db, level):
     settings = make_settings("", index=INDEX)
