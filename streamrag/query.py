@@ -535,6 +535,10 @@ class _Search:
                                    "pruned": sel.pruned, "selected": sel.selected,
                                    "ratings": sel.ratings, "fallback": sel.fallback,
                                    "deepest_level": tree.deepest, "reports": len(nodes)}
+            if sel.fallback:   # (said with a model too: the README promises it)
+                self.status(f"global search, dynamic selection: no report's overlap with the question "
+                            f"reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the "
+                            f"best-rated {len(nodes)} are used")
         broad = False
         if not nodes and terms:
             # The question names something and no report has any of its words: say so, rather

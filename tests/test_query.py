@@ -814,6 +814,15 @@ async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offlin
     assert "nothing in the" in answer.text and answer.documents == [] and answer.citations == []
 
 
+async def test_an_offline_dynamic_selection_that_falls_back_says_so(offline_db):
+    # The README says stderr tells when no report reached the threshold; offline it said nothing.
+    said: list[str] = []
+    answer = await aask("What did the harbor council decide?", make_settings("", index=INDEX,
+                        query={"dynamic_threshold": 5}), offline_db, mode="global", on_status=said.append)
+    assert answer.details["fallback"] and answer.details["selected"]
+    assert any("reached query.dynamic_threshold (5), so the best-rated" in line for line in said), said
+
+
 async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db, simulator):
     # "Where was Zorblax Quintrell born?" (his only file deleted) got other people's
     # birthplaces, quoted as the answer.
