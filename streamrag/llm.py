@@ -542,6 +542,7 @@ class LLMClient:
         self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
+        self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
         self._answer_tokens = 0
         # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
         self._retry_base_s = retry_base_s
@@ -627,10 +628,10 @@ class LLMClient:
                          check: Callable[[_Answer], str | None],
                          cache_length: bool) -> ChatResult | str:
         """A cached, shared or new answer; the reason when a new answer was unusable."""
-        stale = False  # a cached answer the checks reject: the next good answer replaces it
+        stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
             started = time.perf_counter()
-            answer = self._cached_answer(key) if self.caching else None
+            answer = self._cached_answer(key) if self.caching and not self.fresh else None
             if answer is not None and starts_with_reasoning(answer.text):
                 # Cached before thinking was left out of answers (later ones are stored without
                 # it: taking it out again could cut an answer that speaks of a closing tag).

@@ -139,18 +139,21 @@ class Answer(msgspec.Struct, kw_only=True):
 # --------------------------------------------------------------------------------------------
 def ask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
         level: int | None = None, on_delta: Callable[[str], None] | None = None,
-        transport=None, on_status: Callable[[str], None] | None = None, sigterm: bool = False) -> Answer:
+        transport=None, on_status: Callable[[str], None] | None = None, sigterm: bool = False,
+        fresh: bool = False) -> Answer:
     """Answer ``question`` from the index at ``db_path`` (see the module docstring). ``sigterm``
     (the command line): SIGTERM stops it as Ctrl-C does (``signals.Terminated``); a library
-    caller's own SIGTERM handling is left alone."""
+    caller's own SIGTERM handling is left alone. ``fresh``: the model is asked again, its
+    cached answers for this question replaced."""
     work = partial(aask, question, settings, db_path, mode=mode, level=level, on_delta=on_delta,
-                   transport=transport, on_status=on_status)
+                   transport=transport, on_status=on_status, fresh=fresh)
     return anyio.run(until_sigterm, work) if sigterm else anyio.run(work)
 
 
 async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",
                level: int | None = None, on_delta: Callable[[str], None] | None = None,
-               transport=None, on_status: Callable[[str], None] | None = None) -> Answer:
+               transport=None, on_status: Callable[[str], None] | None = None,
+               fresh: bool = False) -> Answer:
     """``ask`` for callers already inside an event loop."""
     if mode not in MODES:
         raise StreamragError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -170,6 +173,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if answer.not_in_index and settings.llm.api_base:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
             search = _Search(store, settings, answer, level, on_delta, status)
+            search.fresh = fresh
             if not settings.llm.api_base:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
@@ -233,6 +237,7 @@ class _Search:
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
         self.llm = None
+        self.fresh = False   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
 
     def _emit(self, text: str) -> None:
@@ -268,6 +273,7 @@ class _Search:
                     self.settings.llm, self.settings.api_key, store=wstore, writer=writer,
                     run_id=run_id, transport=transport, encoding=self.encoding,
                     base_setting=self.settings.api_base_from))
+                self.llm.fresh = self.fresh
                 try:
                     await self._dispatch()
                 finally:
@@ -709,6 +715,9 @@ def add_ask_command(subparsers) -> None:
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")
+    p.add_argument("--fresh", action="store_true",
+                   help="ask the model again instead of answering from its cached answers (which "
+                        "the new ones replace): for an answer a passing fault spoiled")
     p.set_defaults(func=cmd_ask)
 
 
@@ -738,7 +747,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     try:
         answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
-                     on_delta=on_delta if stream else None, on_status=on_status, sigterm=True)
+                     on_delta=on_delta if stream else None, on_status=on_status, sigterm=True,
+                     fresh=args.fresh)
     except BaseException:   # (Ctrl-C, an error): its line does not go on the answer's last one
         if "".join(streamed) and not "".join(streamed).endswith("\n"):
             sys.stdout.write("\n")

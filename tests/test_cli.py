@@ -122,6 +122,19 @@ def test_estimate_spends_nothing(corpus, simulator):
 
 
 
+def test_ask_fresh_asks_the_model_again_and_replaces_its_cached_answers(corpus, simulator):
+    # An answer a passing fault spoiled came back from the cache on every later ask, and ask had
+    # no way around it but llm.cache = false in the settings file.
+    common = ("--api-base", simulator.base_url)
+    assert run("index", str(corpus), "-q", *common).returncode == 0
+    ask = ("ask", "--mode", "local", "--json", "Who is Mira Osk?", *common)
+    first = json.loads(run(*ask, cwd=corpus).stdout)["llm"]
+    again = json.loads(run(*ask, cwd=corpus).stdout)["llm"]
+    fresh = json.loads(run(*ask, "--fresh", cwd=corpus).stdout)["llm"]
+    assert first["calls"] == again["calls"] == again["cached"] == fresh["calls"] > 0 == fresh["cached"] == first["cached"]
+    assert json.loads(run(*ask, cwd=corpus).stdout)["llm"]["cached"] == first["calls"]   # the new ones
+
+
 def test_an_index_from_before_the_summary_key_says_its_summaries_are_redone(corpus, simulator):
     # An index built before the summary settings were recorded has every summary redone on its
     # first run (as it should: the requests changed), but only "chunking" was said.

@@ -996,7 +996,7 @@ def test_cmd_ask_prints_no_terminal_escapes_from_document_text(offline_db, capsy
     text = "Red \x1b[31malert\x1b[0m\x07 and a \x1b]0;pwned\x07title.\r\n- kept\tas is [T:chk-1]"
     pieces = ["Red \x1b[3", "1malert\x1b", "[0m\x07 and a \x1b]0;pw", "ned\x07title.\r\n- kept\tas is [T:chk-1]"]
 
-    def fake_ask(question, settings, db, *, mode, level, on_delta=None, on_status=None, sigterm=False):
+    def fake_ask(question, settings, db, *, mode, level, on_delta=None, on_status=None, sigterm=False, fresh=False):
         on_status("local search: 1 entities (bm25) named \x1b[2J")
         for piece in pieces:
             if on_delta:
