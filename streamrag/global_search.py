@@ -120,9 +120,12 @@ def resolve_level(tree: Tree, level: int, configured: int = -1) -> int:
 
 
 def static_selection(tree: Tree, level: int) -> list[Node]:
-    """The cut of the tree at ``level``: communities of that level plus shallower leaves."""
+    """The cut of the tree at ``level``: communities of that level plus shallower leaves, and a
+    deeper community whose parent has no report (a root of the tree) for its subtree."""
+    roots = {n.id for n in tree.roots}
     return sorted((n for n in tree.nodes.values()
-                   if n.level == level or (n.level < level and not tree.children(n))), key=_order)
+                   if n.level == level or (n.level < level and not tree.children(n))
+                   or (n.level > level and n.id in roots)), key=_order)
 
 
 class Selection(msgspec.Struct):

@@ -250,7 +250,7 @@ def _tree(*specs):
     nodes = {i: global_search.Node(id=i, level=lv, parent=par, size=1, title=i, summary=i, text=i)
              for i, lv, par in specs}
     for n in nodes.values():
-        if n.parent:
+        if n.parent in nodes:   # (a parent left out: a community without a report)
             nodes[n.parent].children.append(n.id)
     return global_search.Tree(nodes)
 
@@ -268,6 +268,15 @@ class RatingModel:
         if validate is not None and not validate(text):
             raise LLMOutputError("unreadable")
         return argparse.Namespace(text=text)
+
+
+def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
+    # A community without a report makes its children roots at level 1: static search at
+    # level 0 read neither it nor them, leaving its whole subtree out.
+    tree = _tree(("C1", 0, None), ("C3", 1, "C2"), ("C4", 1, "C2"), ("C5", 2, "C3"))   # C2: no report
+    assert [n.id for n in global_search.static_selection(tree, 0)] == ["C1", "C3", "C4"]
+    assert [n.id for n in global_search.static_selection(tree, 1)] == ["C1", "C3", "C4"]
+    assert [n.id for n in global_search.static_selection(tree, 2)] == ["C1", "C4", "C5"]
 
 
 async def test_reports_a_rating_answer_leaves_out_are_asked_about_again():
