@@ -24,6 +24,7 @@ each one quoted as an FTS5 string.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
@@ -95,13 +96,23 @@ def nearest(store: Store, kind: str, model: str, vector: list[float], k: int,
 
     qn = math.sqrt(sum(x * x for x in vector)) or 1.0
     scored = []
+    other = 0   # vectors of another length: the model under that name changed (not comparable)
     for item_id, blob in store.conn.execute(
             "SELECT item_id, vector FROM embeddings WHERE kind = ? AND model = ?", (kind, model)):
         if allowed is not None and item_id not in allowed:
             continue
         v = unpack(blob)
+        if len(v) != len(vector):
+            other += 1
+            continue
         vn = math.sqrt(sum(x * x for x in v)) or 1.0
-        scored.append((item_id, sum(a * b for a, b in zip(vector, v, strict=False)) / (qn * vn)))
+        scored.append((item_id, sum(a * b for a, b in zip(vector, v, strict=True)) / (qn * vn)))
+    if other:
+        logging.getLogger("streamrag").warning(
+            "%d of the index's %s vectors from %s have another length than the question's (%d): the "
+            "model under that name changed since the index was built, and they are left out; set "
+            "llm.embedding_model to the one that built it, or give the new one another name and run "
+            "`streamrag index` again", other, kind, model, len(vector))
     scored.sort(key=lambda p: (-p[1], p[0]))
     return scored[:k]
 

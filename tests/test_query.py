@@ -270,6 +270,24 @@ class RatingModel:
         return argparse.Namespace(text=text)
 
 
+def test_vectors_of_another_length_are_left_out_of_the_nearest_and_said(tmp_path, caplog):
+    # The model under the same name changed its size: cosine was taken over the shorter length,
+    # ranking entities by half a vector, with no word of it.
+    from streamrag.embeddings import pack
+
+    store = Store(tmp_path / "i.db")
+    with store.conn:
+        for item, vector in (("a", [1.0, 0.0, 0.0]), ("b", [0.0, 1.0, 0.0]), ("c", [1.0, 0.0]), ("d", [0.9, 0.1])):
+            store.conn.execute("INSERT INTO embeddings(kind, item_id, model, content_hash, vector) "
+                               "VALUES ('entity', ?, 'e1', '', ?)", (item, pack(vector)))
+    try:
+        near = local_search.nearest(store, "entity", "e1", [1.0, 0.0, 0.0], 4)
+    finally:
+        store.close()
+    assert [i for i, _ in near] == ["a", "b"]
+    assert "2 of the index's entity vectors from e1 have another length than the question's (3)" in caplog.text
+
+
 def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
     # A community without a report makes its children roots at level 1: static search at
     # level 0 read neither it nor them, leaving its whole subtree out.
