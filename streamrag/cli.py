@@ -564,7 +564,32 @@ def _last_watch_line(args: argparse.Namespace, message: str, code: int) -> None:
             pass
 
 
+def _open_closed_std_streams() -> None:
+    """A standard stream closed at the start (``2>&-``, ``>&-``, ``<&-``) is opened on
+    /dev/null, before anything else opens a file: Python leaves ``sys.stderr`` None then, so
+    ``print(file=sys.stderr)`` wrote to stdout (into ``--json``'s object), ``sys.stdout.write``
+    raised AttributeError, and the next file opened (the index's lock file) took the free
+    descriptor, where any write to the stream would have landed. What is sent to it is dropped."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            if null != fd:   # (the lowest free descriptor: fd itself unless a lower one is closed too)
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            continue
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8",
+                                    errors="backslashreplace", closefd=False))
+
+
 def main(argv: list[str] | None = None) -> int:
+    _open_closed_std_streams()
     for stream in (sys.stdout, sys.stderr):   # a terminal or pipe that cannot show a character
         with contextlib.suppress(AttributeError, ValueError):   # (PYTHONIOENCODING=ascii, a C locale)
             stream.reconfigure(errors="backslashreplace")      # gets \u escapes, not a traceback
