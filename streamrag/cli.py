@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import difflib
 import errno
+import io
 import json
 import logging
 import os
@@ -475,6 +476,45 @@ def _is_broken_pipe(e: BaseException) -> bool:
     return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE)
 
 
+class _Stderr:
+    """``sys.stderr`` whose reader may go away (``2> >(head -1)``, a log pipe closed) without
+    ending the run: progress, status lines and messages are not the result, so once a write to
+    it fails the rest is dropped (the descriptor goes to /dev/null, for writers that use it
+    directly and for the flush at exit). A BrokenPipeError there ended `index` with 141,
+    nothing published, and `watch` likewise."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.lost = False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return self.stream.write(text)
+            except (OSError, ValueError):
+                self._lose()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self._lose()
+
+    def _lose(self) -> None:
+        self.lost = True
+        with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.stream.fileno())
+            finally:
+                os.close(null)
+
+    def __getattr__(self, name: str):   # isatty, fileno, encoding ... of the stream
+        return getattr(self.stream, name)
+
+
 class _LogLines(logging.Handler):
     """Library log records as ``streamrag: ...`` lines on the stderr of the moment."""
 
@@ -593,6 +633,17 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):   # a terminal or pipe that cannot show a character
         with contextlib.suppress(AttributeError, ValueError):   # (PYTHONIOENCODING=ascii, a C locale)
             stream.reconfigure(errors="backslashreplace")      # gets \u escapes, not a traceback
+    stderr = sys.stderr
+    if not isinstance(stderr, _Stderr):
+        sys.stderr = _Stderr(stderr)
+    try:
+        return _main(argv)
+    finally:
+        if isinstance(sys.stderr, _Stderr) and sys.stderr.stream is stderr:
+            sys.stderr = stderr
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
     if not getattr(args, "func", None):
