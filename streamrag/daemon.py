@@ -1093,8 +1093,9 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
         nonlocal code
         # SIGHUP: the terminal closed (an ssh session dropped); stopping as for the others,
         # unless it is ignored (`nohup streamrag watch`: the daemon is to outlive the terminal).
-        hangup = [signal.SIGHUP] if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN else []
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, *hangup) as signals:
+        # SIGINT likewise: a job a script starts in the background has it ignored, as `index` does.
+        taken = [s for s in (signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
+        with anyio.open_signal_receiver(*taken, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name

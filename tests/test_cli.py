@@ -677,7 +677,8 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
     # Two indexers on one index each paid for the same calls, and one threw its version away.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "."], cwd=corpus, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lock = corpus / ".streamrag" / "index.db.lock"
     try:
         deadline = time.monotonic() + 60

@@ -1010,9 +1010,16 @@ def spawn(args: list[str], log: Path) -> subprocess.Popen:
            if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log, "ab") as f:
-        # SIGHUP as a terminal's session has it, whatever this run's (nohup ignores it).
         return subprocess.Popen([sys.executable, *args], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                cwd=log.parent, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+                                cwd=log.parent, preexec_fn=as_from_a_terminal)
+
+
+def as_from_a_terminal(hangup=signal.SIG_DFL) -> None:
+    """SIGHUP and SIGINT as a terminal's session has them, whatever this run's (nohup ignores
+    SIGHUP; a suite run in the background has SIGINT ignored, and watch heeds that as index does)."""
+    signal.signal(signal.SIGHUP, hangup)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 def wait_for(predicate, timeout: float, proc: subprocess.Popen, log: Path) -> None:
@@ -1118,7 +1125,7 @@ def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
     with open(log, "ab") as f:
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline",
                                  "--db", str(db)], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+                                preexec_fn=lambda: as_from_a_terminal(signal.SIG_IGN))
     try:
         wait_for(lambda: "idle" in log.read_text(), 30, proc, log)
         proc.send_signal(signal.SIGHUP)
@@ -1126,6 +1133,33 @@ def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
         assert proc.poll() is None, log.read_text()
         assert "SIGHUP" not in log.read_text()
         proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0, log.read_text()
+    finally:
+        stop(proc)
+
+
+def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, corpus):
+    # `bash -c 'streamrag watch w & ... kill -INT $!'`: the shell starts it with SIGINT
+    # ignored; watch stopped all the same (it took SIGINT over), while index ignores it.
+    db, log = tmp_path / "bg.db", tmp_path / "bg.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+
+    def in_the_background() -> None:
+        as_from_a_terminal()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    with open(log, "ab") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline",
+                                 "--db", str(db)], stdout=f, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=in_the_background)
+    try:
+        wait_for(lambda: "idle" in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()
+        assert "SIGINT" not in log.read_text()
+        proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0, log.read_text()
     finally:
         stop(proc)
