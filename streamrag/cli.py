@@ -1,9 +1,10 @@
 """The command line: parse, call the library, print. Results on stdout, progress on stderr.
 
 Exit codes: 0 success, 1 a user error (one line on stderr saying what to do), 2 usage (also one
-line), 130 interrupted, 141 stdout closed early (``streamrag status | head -1``: quiet, like other
-Unix tools). ``-v`` or ``STREAMRAG_DEBUG=1`` shows tracebacks and every debug line; warnings
-from the library (a retry, a wait for rate budget) are ``streamrag: ...`` lines on stderr.
+line), 75 the index busy (another streamrag writes it), 130 interrupted, 141 stdout closed early
+(``streamrag status | head -1``: quiet, like other Unix tools). ``-v`` or ``STREAMRAG_DEBUG=1``
+shows tracebacks and every debug line; warnings from the library (a retry, a wait for rate
+budget) are ``streamrag: ...`` lines on stderr.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import anyio
 
 from streamrag import __version__
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
-from streamrag.errors import ConfigError, IndexMissingError, StreamragError, UsageError, user_error
+from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
+                              user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store, default_db_path, indexed_root, last_opened, one_writer, read_as_unchanging
@@ -454,6 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Another streamrag writes the index (a cron `index` beside a running `watch`): busy, not
+# broken, so a script can tell it from a failure and try again later (sysexits' EX_TEMPFAIL).
+EXIT_BUSY = 75
+
 # A write that failed for want of room (or a device error): the output could not be written.
 _WRITE_FAILED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
@@ -664,7 +670,7 @@ def _main(argv: list[str] | None) -> int:
         if debug or error is None:
             raise
         print(f"streamrag: error: {error}", file=sys.stderr)
-        code = 2 if isinstance(error, UsageError) else 1
+        code = 2 if isinstance(error, UsageError) else EXIT_BUSY if isinstance(error, WriterBusyError) else 1
         _last_watch_line(args, str(error), code)
         return code
     except BrokenPipeError:

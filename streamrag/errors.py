@@ -9,6 +9,8 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
     ├── ConfigError          a settings file or environment variable is wrong
     │   └── FlagError        ... or a flag's value (also a UsageError: exit 2)
     ├── StoreError           the SQLite file cannot be opened or is from a newer streamrag
+    │   └── StoreBusyError   another process held its write lock past the wait
+    │       └── WriterBusyError  another streamrag writes the index (the CLI exits 75)
     ├── IndexMissingError    a query ran against an empty or missing index
     ├── InputError           a document cannot be read (recorded as a failure, the run goes on)
     └── LLMError             the model endpoint failed
@@ -45,6 +47,11 @@ class StoreError(StreamragError):
 
 class StoreBusyError(StoreError):
     """Another process held the index's write lock for longer than the wait allows."""
+
+
+class WriterBusyError(StoreBusyError):
+    """Another streamrag (``index``, ``watch``) holds the index's writer lock: the index is
+    busy, not broken, so the CLI exits 75 (EX_TEMPFAIL) and a script can try again later."""
 
 
 class IndexMissingError(StreamragError):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, disk_full
+from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, WriterBusyError, disk_full
 from streamrag.terms import fts_text
 
 log = logging.getLogger(__name__)
@@ -770,7 +770,7 @@ class WriterLock:
         self.file = None
 
     def take(self) -> None:
-        """Locks, or raises StoreBusyError naming the holder; StoreError if no lock file can be made."""
+        """Locks, or raises WriterBusyError naming the holder; StoreError if no lock file can be made."""
         try:
             import fcntl
         except ImportError:
@@ -793,7 +793,7 @@ class WriterLock:
             f.close()
             after = ("a running `streamrag watch` keeps the index current on its own" if " watch " in
                      f" {holder} " else "or wait for it to finish")
-            raise StoreBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
+            raise WriterBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
                                  f"that one first ({after}), or give this run its own index with --db "
                                  "(the lock goes with its process; its file needs no deleting)") from None
         try:
