@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streamrag import index_rows
-from streamrag.store import Store
+from streamrag.store import Store, writer_of
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors")
 
@@ -67,6 +67,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "failures_last_run": failures_of(store, last_run),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
+            # whether an index or watch is at work now: last_run cannot say (a run killed with
+            # -9 stays "running"; while watch runs, last_run is its last sync)
+            "writer": writer_of(store.path),
             "queries": queries,
         }
         if failures:
@@ -162,6 +165,8 @@ def format_status(info: dict, db: Path) -> str:
     if info["last_run"]:
         r = info["last_run"]
         lines.append(f"  last update    {r['command']} {r['id']}: {_outcome(info)}")
+    if info.get("writer"):
+        lines.append(f"  writing now    streamrag {info['writer']['command']} (pid {info['writer']['pid']})")
     if info["queries"]:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -845,6 +846,39 @@ def writer_at_work(db_path: Path | str) -> str | None:
             return _holder(f)
         fcntl.flock(f, fcntl.LOCK_UN)
     return None
+
+
+def writer_of(db_path: Path | str) -> dict | None:
+    """The streamrag that writes the index at ``db_path`` now, ``{"pid": 12, "command":
+    "watch"}``, or ``None``. Only reads (``status`` must not take the lock, even shared for a
+    moment: a writer starting then would be refused): what the lock file says, if its lock is
+    held, as /proc/locks tells; without /proc/locks, if that pid is alive. A writer killed
+    with -9 leaves its line in the file, but no lock."""
+    path = lock_path(db_path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096)
+            inode = os.fstat(f.fileno()).st_ino
+    except OSError:
+        return None
+    found = re.match(r"pid (\d+): streamrag (\S+)", line)
+    if found is None:   # released (emptied), or never taken
+        return None
+    pid, command = int(found[1]), found[2]
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            # "1: FLOCK  ADVISORY  WRITE 12 fe:00:2195517 0 EOF": the file by its inode
+            held = any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}")
+                       for fields in map(str.split, f))
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            held = True
+        except PermissionError:   # (alive, someone else's)
+            held = True
+        except OSError:
+            held = False
+    return {"pid": pid, "command": command} if held else None
 
 
 def _holder(f) -> str:

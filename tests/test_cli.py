@@ -690,11 +690,15 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
             assert out.returncode == 75, out   # busy, not broken: a script can try again later
             assert out.stderr.startswith("streamrag: error: .streamrag/index.db is being written by another "
                                          f"streamrag (pid {watcher.pid}: streamrag watch .); stop that one first")
-        assert run("status", cwd=corpus).returncode == 0          # readers take no lock
+        status = run("status", "--json", cwd=corpus)              # readers take no lock
+        assert status.returncode == 0
+        assert json.loads(status.stdout)["writer"] == {"pid": watcher.pid, "command": "watch"}
+        assert f"writing now    streamrag watch (pid {watcher.pid})" in run("status", cwd=corpus).stdout
     finally:
         watcher.send_signal(signal.SIGINT)
         watcher.communicate(timeout=60)
     assert run("index", "-q", ".", cwd=corpus).returncode == 0      # the lock went with it
+    assert json.loads(run("status", "--json", cwd=corpus).stdout)["writer"] is None
 
 
 def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, corpus):

@@ -400,6 +400,40 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
     second.release()
 
 
+@pytest.mark.parametrize("proc_locks", [True, False])
+def test_the_writer_at_work_is_told_without_taking_the_lock(tmp_path, monkeypatch, proc_locks):
+    # `status --json` could not tell a script whether an index or watch was alive: after
+    # kill -9 of index its last run stays "running"; while watch runs it is its last sync.
+    import fcntl
+
+    from streamrag.store import WriterLock, lock_path, writer_of as look
+
+    def writer_of(db):
+        with pytest.MonkeyPatch.context() as m:   # not even a shared lock for a moment
+            m.setattr(fcntl, "flock", lambda *a: pytest.fail("the lock was taken to look"))
+            return look(db)
+
+    if not proc_locks:   # (no /proc/locks: whether the pid the file names is alive)
+        real_open = open
+        monkeypatch.setattr("builtins.open", lambda f, *a, **k: (_ for _ in ()).throw(
+            FileNotFoundError(f)) if f == "/proc/locks" else real_open(f, *a, **k))
+    db = tmp_path / ".streamrag" / "index.db"
+    assert writer_of(db) is None                              # never written
+    lock = WriterLock(db, "streamrag watch .")
+    lock.take()
+    assert writer_of(db) == {"pid": os.getpid(), "command": "watch"}
+    lock.release()
+    assert writer_of(db) is None                              # released: the file is emptied
+    # kill -9: the line stays in the file, the lock went with the process
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    lock_path(db).write_text(f"pid {gone}: streamrag index .\n")
+    assert writer_of(db) is None
+    if proc_locks:   # the lock is what counts, not a live pid in the file (a pid used again)
+        lock_path(db).write_text(f"pid {os.getpid()}: streamrag index .\n")
+        assert writer_of(db) is None
+
+
 def _within(seconds, main):
     """Runs ``anyio.run(main)`` in a thread; fails instead of hanging the suite when it hangs."""
     import threading
