@@ -182,7 +182,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                                recluster=args.recluster)
     with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"), \
             progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
-        result = anyio.run(until_sigterm, partial(indexer.run, paths))
+        result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:
@@ -202,6 +202,28 @@ def cmd_index(args: argparse.Namespace) -> int:
               "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+_late_signals: list[int] = []
+
+
+def _after_the_run(signum: int, frame) -> None:
+    """SIGINT or SIGTERM once the run has ended and been recorded: the command still prints
+    its result and exits with the run's code (143 or 130 would say "recorded as interrupted"
+    of a run recorded as published). A second one ends it at once."""
+    if _late_signals:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    _late_signals.append(signum)
+
+
+def _run_recorded() -> None:
+    """From here on, a signal does not change how the command ends (``_after_the_run``)."""
+    _late_signals.clear()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):   # (not the main thread: a library caller's)
+            if signal.getsignal(signum) is not signal.SIG_IGN:   # (a background job's SIGINT)
+                signal.signal(signum, _after_the_run)
 
 
 def _last_failure(db: Path, run_id: str) -> str:
@@ -642,11 +664,19 @@ def main(argv: list[str] | None = None) -> int:
     stderr = sys.stderr
     if not isinstance(stderr, _Stderr):
         sys.stderr = _Stderr(stderr)
+    # Called with arguments (tests, a script's own Python) the caller's signal handlers are
+    # given back; as the program, those set once a run is recorded stay while the process
+    # ends (its last 0.1 s: a signal then made a published run exit 143).
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if argv is not None else {}
     try:
         return _main(argv)
     finally:
         if isinstance(sys.stderr, _Stderr) and sys.stderr.stream is stderr:
             sys.stderr = stderr
+        for signum, handler in handlers.items():
+            if handler is not None and signal.getsignal(signum) is not handler:
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(signum, handler)
 
 
 def _main(argv: list[str] | None) -> int:

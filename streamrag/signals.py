@@ -11,12 +11,17 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM during ``index`` or ``ask``: stopped like Ctrl-C, so the run is recorded as interrupted."""
 
 
-async def until_sigterm(work):
+async def until_sigterm(work, *, ended=None):
     """``await work()``, cancelled by SIGTERM like Ctrl-C cancels it (then ``Terminated`` is
     raised). The signal is taken inside the event loop: raising from a plain signal handler
     could land inside the async machinery and break it instead of stopping the run. What
-    ``work()`` raises comes out as it is, not inside an exception group."""
-    terminated = False
+    ``work()`` raises comes out as it is, not inside an exception group.
+
+    A SIGTERM that comes once ``work()`` has returned changes nothing: the run is recorded as
+    it ended (a published ``index`` exited 143, which says "recorded as interrupted").
+    ``ended()``, if given, is called then, as soon as this stops taking SIGTERM, so that the
+    caller can take the signals that come while it prints the result and exits."""
+    terminated = finished = False
     result = None
     try:
         async with anyio.create_task_group() as tg:
@@ -33,11 +38,16 @@ async def until_sigterm(work):
 
             tg.start_soon(on_sigterm)
             result = await work()
+            finished = True
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:   # (on_sigterm raises nothing: the one is work()'s)
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    if finished:
+        if ended is not None:
+            ended()
+        return result
     if terminated:
         raise Terminated()
     return result

@@ -582,6 +582,54 @@ def test_sigterm_cancels_the_run_through_the_event_loop():
     assert anyio.run(until_sigterm, quick) == 7   # no signal: the work's result
 
 
+def test_a_sigterm_after_the_work_ended_changes_nothing():
+    """The work returned (the run recorded as it ended): a SIGTERM before the event loop lets
+    go of it raised Terminated, and `index` exited 143, "recorded as interrupted"."""
+    from functools import partial
+
+    import anyio
+
+    from streamrag.signals import until_sigterm
+
+    async def work():
+        await anyio.sleep(0.05)   # (SIGTERM is taken by then)
+        with anyio.CancelScope(shield=True):   # the indexer's last write: finish_run, shielded
+            os.kill(os.getpid(), signal.SIGTERM)
+            await anyio.sleep(0.05)
+        return 7
+
+    ended = []
+    assert anyio.run(partial(until_sigterm, ended=lambda: ended.append(True)), work) == 7
+    assert ended == [True]
+
+
+@pytest.mark.parametrize("when", ["printing", "exiting"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_once_index_has_published_leaves_its_exit_status(corpus, signum, when):
+    # SIGTERM in the 0.1-0.2 s after `index --json` had printed its object (the run published
+    # and recorded ok) made it exit 143, which says the run was recorded as interrupted.
+    late = f"os.kill(os.getpid(), {int(signum)})"
+    script = (f"import atexit, os, signal, sys\n"
+              f"from streamrag import cli\n"
+              f"printing = cli._print_json\n"
+              f"def late(obj):\n"
+              f"    {late if when == 'printing' else 'pass'}   # published; its object not printed yet\n"
+              f"    printing(obj)\n"
+              f"cli._print_json = late\n"
+              f"if {when == 'exiting'}:\n"
+              f"    atexit.register(lambda: {late})   # as the process ends\n"
+              f"sys.argv = ['streamrag', 'index', '.', '--offline', '--json', '-q']\n"
+              f"raise SystemExit(cli.main())\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", script], cwd=corpus, env=env, capture_output=True,
+                         text=True, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert out.returncode == 0, out
+    assert json.loads(out.stdout)["published"] and out.stderr == ""
+    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    assert status["last_run"]["status"] == "ok"
+
+
 def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
     first = run("index", "-q", ".", cwd=corpus)
     chunks = int(re.search(r"chunks +(\d+) \((\d+) extracted now", first.stdout).group(1))
