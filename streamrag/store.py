@@ -393,7 +393,7 @@ class Store:
             # every sync after a new `status` upgraded its index).
             holder = writer_at_work(self.path)
             if holder is not None:
-                raise StoreBusyError(
+                raise WriterBusyError(
                     f"{self.path} is written by an older streamrag ({holder}), and this one would have "
                     "to upgrade it first: stop that one and start it again (it is this version now), "
                     "then run this again")

@@ -114,13 +114,13 @@ def test_an_older_index_is_migrated_forward(tmp_path):
 def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     # An older `watch` left running across an upgrade: a new `status` upgraded its index, and
     # the daemon failed every sync after ("written by a newer streamrag") until it was stopped.
-    from streamrag.errors import StoreBusyError
+    from streamrag.errors import WriterBusyError
     from streamrag.store import one_writer
 
     db = tmp_path / "old.db"
     _old_index(db)
     with one_writer(db, "streamrag watch notes"):
-        with pytest.raises(StoreBusyError, match=r"old\.db is written by an older streamrag \(pid \d+: "
+        with pytest.raises(WriterBusyError, match=r"old\.db is written by an older streamrag \(pid \d+: "
                                                  r"streamrag watch notes\).*stop that one and start it again"):
             Store(db, readonly=True)
     import sqlite3
