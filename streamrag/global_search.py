@@ -294,7 +294,9 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
                 result = await llm.chat(
                     prompt.render(question=question, reports=text), model=model, stage="rate",
                     prompt=prompt, max_tokens=RATE_TOKENS_PER_REPORT * len(ids) + 32,
-                    validate=lambda t: bool(parse_ratings(t, ids)))
+                    # (asked about the rest, "none of these" is an answer too)
+                    validate=(lambda t: bool(parse_ratings(t, ids))) if first else None,
+                    **({} if first else {"tries": 1}))
             except LLMOutputError as e:
                 log.warning("rating failed for %d reports, treated as irrelevant: %s", len(ids), e)
                 if first:
@@ -305,14 +307,11 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
             for k, v in got.items():
                 if k in by_id:
                     out[k] = min(5.0, max(0.0, v))
-            left = [(k, t) for k, t in batch if k not in got]
-            if left and first:
-                # A model that stopped early (or skipped some lines) is asked once more about the
-                # rest: they were rated 0 unsaid, and pruned with their subtrees.
-                await one(left, first=False)
-            elif left:
-                log.warning("%d reports were left unrated twice, treated as irrelevant", len(left))
-                rate.unrated += len(left)
+            if first and len(got) < len(ids) and set(got) == set(ids[:len(got)]):
+                # The first lines only, in order: a model that stopped early is asked once more
+                # about the rest (they were rated 0 unsaid, and pruned with their subtrees). One
+                # that leaves out the reports it finds irrelevant (many do) rates them 0.
+                await one(batch[len(got):], first=False)
 
         async with anyio.create_task_group() as tg:
             for batch in batches:

@@ -299,18 +299,22 @@ def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
 
 async def test_reports_a_rating_answer_leaves_out_are_asked_about_again():
     # A model that stopped after two of six lines had the other four rated 0 unsaid: pruned with
-    # their subtrees, and not counted in details.unrated.
+    # their subtrees.
     tree = _tree(*[(f"C{i}", 0, None) for i in range(1, 7)])
     model = RatingModel(lambda ids: "C1: 5\nC2: 1", lambda ids: "\n".join(f"{i}: 4" for i in ids))
     rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
     got = await rate(tree.roots)
     assert model.asked == [["C1", "C2", "C3", "C4", "C5", "C6"], ["C3", "C4", "C5", "C6"]]
     assert got == {"C1": 5, "C2": 1, "C3": 4, "C4": 4, "C5": 4, "C6": 4} and rate.unrated == 0
-    # Left out twice: counted as unrated (said on stderr and in details.unrated).
-    model = RatingModel(lambda ids: "C1: 5\nC2: 1", lambda ids: "C3: 2")
+    # Asked about the rest, "none of these" is an answer: asked once, not three times.
+    model = RatingModel(lambda ids: "C1: 5\nC2: 1", lambda ids: "None of these is relevant.")
     rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
-    got = await rate(tree.roots)
-    assert got == {"C1": 5, "C2": 1, "C3": 2} and rate.unrated == 3
+    assert await rate(tree.roots) == {"C1": 5, "C2": 1} and len(model.asked) == 2 and rate.unrated == 0
+    # A model that leaves out the reports it finds irrelevant (not the first lines in order) is
+    # not asked again: every ask paid three more calls for it.
+    model = RatingModel(lambda ids: "C2: 4\nC5: 3")
+    rate = global_search.llm_rater(model, "q?", model="m", batch_tokens=8000)
+    assert await rate(tree.roots) == {"C2": 4, "C5": 3} and len(model.asked) == 1 and rate.unrated == 0
 
 
 async def test_unreadable_ratings_of_a_deeper_level_leave_its_relevant_parents():
