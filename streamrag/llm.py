@@ -831,6 +831,7 @@ class LLMClient:
         limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
         parts: list[str] = []
+        thought = 0   # pieces of thinking streamed apart from the answer (_THINKING_KEYS)
         seen = ""   # this attempt's answer so far, thinking left out
         own = False   # what was shown is this attempt's answer
 
@@ -900,11 +901,14 @@ class LLMClient:
                         visible.feed(piece)
                         _progress()
                     elif any(isinstance(delta.get(k), str) and delta[k] for k in _THINKING_KEYS):
+                        thought += 1
                         _progress()   # a model thinking aloud apart from its answer is not hung
                     if _finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
-                if limit and len(parts) > 2 * limit + 64 and finish_reason is None:
-                    # A server that ignores max_tokens and streams on: cut off, as it should be.
+                if limit and finish_reason is None and (
+                        len(parts) > 2 * limit + 64 or thought > 2 * (limit + REASONING_ALLOWANCE) + 64):
+                    # A server that ignores max_tokens and streams on (an answer, or thinking that
+                    # never ends): cut off, as it should be.
                     finish_reason = "length"
                     break
         if not events and (page := _html_page("\n".join(other))):
@@ -923,6 +927,9 @@ class LLMClient:
                             payload["model"], self.chat_url)
             finish_reason = "stop"
         visible.flush()
+        if not own and seen != shown[0]:   # a retry's whole answer is shorter than what was shown
+            on_delta(f"{RESTARTED}{seen}")
+            shown[0] = seen
         latency = (time.perf_counter() - started) * 1000
         prompt_tokens, completion_tokens = _usage(usage)
         return _Answer(text="".join(parts), finish_reason=finish_reason,

@@ -533,6 +533,17 @@ async def test_a_retry_whose_answer_differs_is_shown_from_its_start_after_a_line
     assert "".join(deltas) == "Scrooge is a miser he" + llm_module.RESTARTED + result.text
 
 
+async def test_a_retry_whose_whole_answer_is_shorter_than_what_was_shown_is_shown_again(tmp_path):
+    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in ["The answer is 42", ", and also 43"]]))
+    endpoint = Endpoint(cut, stream_of(["The answer ", "is 42"]))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    assert result.text == "The answer is 42"
+    assert "".join(deltas) == "The answer is 42, and also 43" + llm_module.RESTARTED + result.text
+
+
 def unmarked_stream(pieces: list[str]) -> httpx.Response:
     """A whole answer streamed with neither a finish_reason nor [DONE] (a quirky server)."""
     return httpx.Response(200, content=sse([{"choices": [{"delta": {"content": p}}]} for p in pieces]))
@@ -891,6 +902,22 @@ async def test_a_model_thinking_aloud_in_its_own_field_is_not_cut_off(tmp_path, 
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
     assert result.text == "done" and len(endpoint.requests) == 1
+
+
+async def test_thinking_that_never_ends_is_cut_off_like_an_answer_that_never_ends(tmp_path):
+    # Thinking streamed apart from the answer counted as progress but not towards the cut-off
+    # of a server that ignores max_tokens: a model thinking in a loop held the call for ever.
+    async def forever() -> AsyncIterator[bytes]:
+        while True:
+            yield sse([delta({"content": None, "reasoning_content": "and so "})])
+            await anyio.sleep(0)
+
+    endpoint = Endpoint(lambda body: httpx.Response(200, content=forever(),
+                                                    headers={"content-type": "text/event-stream"}))
+    with anyio.fail_after(20):
+        async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", max_tokens=10, on_delta=lambda _t: None)
+    assert result.finish_reason == "length" and result.text == ""
 
 
 async def test_a_stream_that_runs_past_max_tokens_ends_as_cut_off(tmp_path):
