@@ -40,6 +40,29 @@ log = logging.getLogger(__name__)
 _BUSY_S = 30   # how long a write waits for another process's write lock before giving up
 
 
+def _fts_invisible(conn: sqlite3.Connection) -> None:
+    """The full-text rows of texts with invisible characters inside words (zero-width spaces and
+    joiners, word joiner, soft hyphen, BOM), which ``terms.words`` now leaves out: made again,
+    or such a word (Sinhala's ශ්‍රී, Persian written with ZWNJ) was no longer found."""
+    has = " OR ".join(f"instr({{col}}, char({c})) > 0" for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xAD))
+    ids = [r[0] for r in conn.execute(
+        f"SELECT f.id FROM chunks_fts f JOIN chunks c ON c.id = f.id WHERE {has.format(col='c.text')}")]
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        marks = ",".join("?" * len(part))
+        conn.execute(f"DELETE FROM chunks_fts WHERE id IN ({marks})", part)
+        conn.execute(f"INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id IN ({marks})",
+                     part)
+    ids = [r[0] for r in conn.execute(
+        f"SELECT id FROM entities WHERE {has.format(col='name')} OR {has.format(col='description')}")]
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        marks = ",".join("?" * len(part))
+        conn.execute(f"DELETE FROM entities_fts WHERE id IN ({marks})", part)
+        conn.execute("INSERT INTO entities_fts(id, name, description) SELECT id, fts_text(name), "
+                     f"fts_text(description) FROM entities WHERE id IN ({marks})", part)
+
+
 def _fts_words(conn: sqlite3.Connection) -> None:
     """The full-text tables hold the words of a text (``terms.fts_text``: accents folded, Indic
     words whole, text in scripts written without spaces as pairs of characters), and their
@@ -288,6 +311,7 @@ CREATE TABLE IF NOT EXISTS answers (
 );
 DROP TABLE IF EXISTS summary_answers;
 """),
+    ("fts_invisible", _fts_invisible),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

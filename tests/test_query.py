@@ -1300,6 +1300,33 @@ async def test_entities_named_in_chinese_are_found_by_local_search(tmp_path):
     assert answer.search == "local" and answer.details["entities"][0] == ids["李娜"]
 
 
+async def test_an_older_index_of_text_with_invisible_characters_inside_words_is_searched_anew(tmp_path):
+    # Questions lost the invisible characters inside words, and an index built before kept the
+    # words they split: the Sinhala ශ්‍රී (a zero-width joiner inside) was no longer found.
+    from streamrag.store import MIGRATIONS
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Si\u200blas Ostius visited ශ්\u200dරී Lanka with Ada Osk.\n")
+    (folder / "b.txt").write_text("Mira Osk stayed home all summer long.\n")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    store = Store(db)   # as the schema before left it: words split at those characters
+    with store.transaction() as conn:
+        for table, cols in (("chunks_fts", ("text",)), ("entities_fts", ("name", "description"))):
+            for row in conn.execute(f"SELECT rowid, {', '.join(cols)} FROM {table}").fetchall():
+                conn.execute(f"UPDATE {table} SET {', '.join(c + ' = ?' for c in cols)} WHERE rowid = ?",
+                             [v.replace("silas", "si las").replace("ශ්රී", "ශ් රී") for v in row[1:]] + [row[0]])
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(len(MIGRATIONS) - 1),))
+    store.close()
+    store = Store(db, readonly=True)   # upgraded, then read
+    try:
+        for word in ("silas", "ශ්රී"):
+            assert [r[0] for r in local_search.fts_chunks(store, word, 5)], word
+    finally:
+        store.close()
+
+
 async def test_an_older_index_of_chinese_text_is_made_searchable(tmp_path):
     folder = _zh_folder(tmp_path)
     settings, db = make_settings(""), tmp_path / "i.db"
