@@ -649,32 +649,46 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(]*$")
 
 def unknown_names(store: Store, question: str) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
-    person whose only file was deleted, a typo), as written; adjacent ones make one name.
+    person whose only file was deleted), as written; adjacent ones make one name.
 
-    A capitalised word opening a sentence, a stopword, a single letter and a question written
-    in Title Case or capitals (a stopword capitalised past its start) say nothing about names."""
+    A capitalised word opening a sentence, a stopword and a question written in Title Case or
+    capitals (a stopword capitalised inside a sentence) say nothing about names. A word the index
+    has in another form ("Tuesdays", "Londoner": its first letters begin a word there), and a
+    short one ("USA", "PhD"), is not a name it lacks unless a name it lacks holds it."""
     tokens = list(_TOKEN.finditer(question))
-    if any(t.group()[:1].isupper() and t.group().lower() in local_search.STOPWORDS for t in tokens[1:]):
+    opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
+    if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
+           and not first for t, first in zip(tokens, opening, strict=True)):
         return []
     absent: list[int] = []
+    strong: set[int] = set()   # absent in every form: a name the index lacks
     for i, t in enumerate(tokens):
         tok = t.group()
         ws = words(tok)
-        if (len(tok) < 2 or not tok[:1].isupper() or _SENTENCE_START.search(question[:t.start()])
+        if (len(tok) < 2 or not tok[:1].isupper() or opening[i]
                 or not ws or any(w in local_search.STOPWORDS for w in ws)):
             continue
-        phrase = '"' + " ".join(ws) + '"'
-        if not (store.scalar("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (phrase,))
-                or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
-                                ("name : " + phrase,))):
-            absent.append(i)
+        if _has_words(store, '"' + " ".join(ws) + '"'):
+            continue
+        absent.append(i)
+        word = ws[0]
+        if len(ws) > 1 or (len(word) >= 5 and not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')):
+            strong.add(i)
     names: list[list[int]] = []
     for i in absent:
         if names and names[-1][-1] == i - 1 and question[tokens[i - 1].end():tokens[i].start()].strip() in ("", "-"):
             names[-1].append(i)
         else:
             names.append([i])
-    return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()] for run in names))
+    return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
+                              for run in names if strong & set(run)))
+
+
+def _has_words(store: Store, match: str) -> bool:
+    """Whether a text or an entity name of the index matches the FTS5 expression ``match``."""
+    return bool(store.scalar("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (match,))
+                or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
+                                (f"name : ({match})",)))
 
 
 def choose_mode(store: Store, question: str) -> tuple[str, str]:

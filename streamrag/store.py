@@ -418,9 +418,9 @@ class Store:
             holder = writer_at_work(self.path)
             if holder is not None:
                 raise WriterBusyError(
-                    f"{self.path} is written by an older streamrag ({holder}), and this one would have "
-                    "to upgrade it first: stop that one and start it again (it is this version now), "
-                    "then run this again")
+                    f"{self.path} is being written by another streamrag ({holder}), and this one would "
+                    "have to upgrade it first: if that one is an older version (a `watch` left running "
+                    "across an upgrade), stop it and start it again; then run this again")
             try:
                 Store(self.path).close()
             except StoreBusyError:

@@ -860,11 +860,16 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     offline = make_settings("", index=INDEX)
     answer = await aask("Where was Zorblax Quintrell born, and did Mira Osk meet him?", offline, offline_db)
     assert answer.not_in_index == ["Zorblax Quintrell"] and answer.to_json()["not_in_index"] == answer.not_in_index
+    # "I" and a second sentence's first word are no Title Case (it was switched off by them).
+    answer = await aask("What should I know about Zorblax Quintrell? Who met him?", offline, offline_db)
+    assert answer.not_in_index == ["Zorblax Quintrell"]
     assert answer.text.startswith('Nothing in the index mentions "Zorblax Quintrell": the sentences below '
                                   "match the rest of the question only.\n\n")
     for question in ("Who hired the engineer Mira Osk?",           # names it has
                      "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
-                     "Zorblax hired whom?"):                       # nor does a sentence's first word
+                     "Zorblax hired whom?",                        # nor does a sentence's first word
+                     "What do the Councils do on Tuesdays?",       # words it has in another form
+                     "Did the USA fund the harbor?"):              # a short word, alone
         answer = await aask(question, offline, offline_db)
         assert answer.not_in_index == [] and not answer.text.startswith("Nothing in the index mentions"), question
     # With a model: said on stderr, and in --json.

@@ -120,8 +120,8 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     db = tmp_path / "old.db"
     _old_index(db)
     with one_writer(db, "streamrag watch notes"):
-        with pytest.raises(WriterBusyError, match=r"old\.db is written by an older streamrag \(pid \d+: "
-                                                 r"streamrag watch notes\).*stop that one and start it again"):
+        with pytest.raises(WriterBusyError, match=r"old\.db is being written by another streamrag \(pid \d+: "
+                                                  r"streamrag watch notes\).*older version.*stop it and start it again"):
             Store(db, readonly=True)
     import sqlite3
     conn = sqlite3.connect(db)
