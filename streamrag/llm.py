@@ -1064,6 +1064,9 @@ class LLMClient:
                             and len(self._timing_out_calls) > 1:
                         self._silent = True
                     cut = self._silent and not hung
+                    if cut and self._probe is not None:   # (a try of this call begun before it)
+                        await self._probe.wait()   # a try checks whether it is back: wait and see
+                        cut = self._silent and not hung
                 if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak

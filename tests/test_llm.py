@@ -758,6 +758,29 @@ async def test_calls_that_come_while_one_checks_a_hung_server_go_on_when_it_answ
     assert not llm._silent
 
 
+async def test_a_call_timed_out_while_one_checks_a_hung_server_waits_for_that_check(tmp_path):
+    # A try begun before the server was found silent, timing out while another try checked
+    # whether it was back, ended its call as "has answered nothing" though the check was answered.
+    async def answer(request: httpx.Request) -> httpx.Response:
+        text = json.loads(request.content)["messages"][-1]["content"]
+        await anyio.sleep(3600 if text == "slow" else 0.25)   # the check: within its 0.2 + 0.2 s
+        return httpx.Response(200, json=chat_body("echo: " + text))
+
+    out: dict[str, str] = {}
+    with anyio.fail_after(10):
+        async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=4) as (llm, _):
+            async def probe() -> None:   # from 0.25 s to 0.5 s; "slow" times out at 0.4 s
+                await anyio.sleep(0.25)
+                llm._silent = True   # as found after 1 + 2 + 4 timeouts
+                out.update(await gather_errors(llm, ["check"]))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(probe)
+                out.update(await gather_errors(llm, ["slow"]))
+    assert out["check"] == "echo: check"
+    assert "has answered nothing" not in out["slow"] and "failed 3 time(s)" in out["slow"], out["slow"]
+
+
 async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp_path):
     # One call too slow for any timeout, while other calls are answered: only it fails.
     async def answer(request: httpx.Request) -> httpx.Response:
