@@ -44,23 +44,20 @@ def _fts_invisible(conn: sqlite3.Connection) -> None:
     """The full-text rows of texts with invisible characters inside words (zero-width spaces and
     joiners, word joiner, soft hyphen, BOM), which ``terms.words`` now leaves out: made again,
     or such a word (Sinhala's ශ්‍රී, Persian written with ZWNJ) was no longer found."""
-    has = " OR ".join(f"instr({{col}}, char({c})) > 0" for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xAD))
-    ids = [r[0] for r in conn.execute(
-        f"SELECT f.id FROM chunks_fts f JOIN chunks c ON c.id = f.id WHERE {has.format(col='c.text')}")]
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        marks = ",".join("?" * len(part))
-        conn.execute(f"DELETE FROM chunks_fts WHERE id IN ({marks})", part)
-        conn.execute(f"INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id IN ({marks})",
-                     part)
-    ids = [r[0] for r in conn.execute(
-        f"SELECT id FROM entities WHERE {has.format(col='name')} OR {has.format(col='description')}")]
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        marks = ",".join("?" * len(part))
-        conn.execute(f"DELETE FROM entities_fts WHERE id IN ({marks})", part)
-        conn.execute("INSERT INTO entities_fts(id, name, description) SELECT id, fts_text(name), "
-                     f"fts_text(description) FROM entities WHERE id IN ({marks})", part)
+    def has(col: str) -> str:
+        return " OR ".join(f"instr({col}, char({c})) > 0" for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xAD))
+
+    for fts, columns, values, rows in (
+            ("chunks_fts", "id, text", "id, fts_text(text) FROM chunks",
+             f"SELECT f.id FROM chunks_fts f JOIN chunks c ON c.id = f.id WHERE {has('c.text')}"),
+            ("entities_fts", "id, name, description", "id, fts_text(name), fts_text(description) FROM entities",
+             f"SELECT id FROM entities WHERE {has('name')} OR {has('description')}")):
+        ids = [r[0] for r in conn.execute(rows)]
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            marks = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM {fts} WHERE id IN ({marks})", part)
+            conn.execute(f"INSERT INTO {fts}({columns}) SELECT {values} WHERE id IN ({marks})", part)
 
 
 def _fts_words(conn: sqlite3.Connection) -> None:
