@@ -56,7 +56,7 @@ from streamrag.signals import until_sigterm
 from streamrag.status import llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
-from streamrag.terms import words
+from streamrag.terms import INVISIBLE_TABLE, words
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
@@ -644,7 +644,7 @@ def _listed(names: list[str]) -> str:
 
 
 _TOKEN = re.compile(r"[^\W_]+")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(]*$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
 
 
 def unknown_names(store: Store, question: str) -> list[str]:
@@ -652,10 +652,13 @@ def unknown_names(store: Store, question: str) -> list[str]:
     person whose only file was deleted), as written; adjacent ones make one name.
 
     A capitalised word opening a sentence, a stopword and a question written in Title Case or
-    capitals (a stopword capitalised inside a sentence) say nothing about names. A word the index
-    has in another form ("Tuesdays", "Londoner": its first letters begin a word there), and a
-    short one ("USA", "PhD"), is not a name it lacks unless a name it lacks holds it."""
+    capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
+    not a name the index lacks when the index has it in another form ("Tuesdays", "Londoner":
+    its first letters begin a word there), when it is short or an acronym ("USA", "CEO"), or
+    when the question does not read as English (German writes every noun capitalised)."""
+    question = question.translate(INVISIBLE_TABLE)   # (as the search reads it)
     tokens = list(_TOKEN.finditer(question))
+    english = sum(t.group().lower() in local_search.STOPWORDS for t in tokens) >= 2
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
@@ -672,7 +675,8 @@ def unknown_names(store: Store, question: str) -> list[str]:
             continue
         absent.append(i)
         word = ws[0]
-        if len(ws) > 1 or (len(word) >= 5 and not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')):
+        if len(ws) > 1 or (english and len(word) >= 5 and not tok.isupper()
+                           and not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')):
             strong.add(i)
     names: list[list[int]] = []
     for i in absent:
@@ -681,7 +685,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
         else:
             names.append([i])
     return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
-                              for run in names if strong & set(run)))
+                              for run in names if strong & set(run) or len(run) > 1))
 
 
 def _has_words(store: Store, match: str) -> bool:

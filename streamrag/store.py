@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, WriterBusyError, disk_full
-from streamrag.terms import fts_text
+from streamrag.terms import INVISIBLE, fts_text
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +41,17 @@ _BUSY_S = 30   # how long a write waits for another process's write lock before 
 
 
 def _fts_invisible(conn: sqlite3.Connection) -> None:
-    """The full-text rows of texts with invisible characters inside words (zero-width spaces and
-    joiners, word joiner, soft hyphen, BOM), which ``terms.words`` now leaves out: made again,
-    or such a word (Sinhala's ශ්‍රී, Persian written with ZWNJ) was no longer found."""
-    def has(col: str) -> str:
-        return " OR ".join(f"instr({col}, char({c})) > 0" for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, 0xAD))
-
+    """The full-text rows of texts with invisible characters inside words (``terms.INVISIBLE``:
+    zero-width spaces and joiners, direction marks, soft hyphen ...), which ``terms.words`` now
+    leaves out: made again, or such a word (Sinhala's ශ්‍රී, Persian written with ZWNJ) was no
+    longer found."""
+    invisible = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in INVISIBLE) + "]")
     for fts, columns, values, rows in (
             ("chunks_fts", "id, text", "id, fts_text(text) FROM chunks",
-             f"SELECT f.id FROM chunks_fts f JOIN chunks c ON c.id = f.id WHERE {has('c.text')}"),
+             "SELECT f.id, c.text FROM chunks_fts f JOIN chunks c ON c.id = f.id"),
             ("entities_fts", "id, name, description", "id, fts_text(name), fts_text(description) FROM entities",
-             f"SELECT id FROM entities WHERE {has('name')} OR {has('description')}")):
-        ids = [r[0] for r in conn.execute(rows)]
+             "SELECT id, name || ' ' || description FROM entities")):
+        ids = [i for i, text in conn.execute(rows) if invisible.search(text)]
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]
             marks = ",".join("?" * len(part))

@@ -43,10 +43,17 @@ _WORD = re.compile(r"[^\W_]+")
 _WORD_WITH_MARKS = re.compile(f"(?:[^\\W_]|[\u0900-\u0dff\u0f00-\u0fff{_UNSPACED}])+")
 
 
+# Characters with no look of their own that text pasted from the web carries inside words:
+# zero-width spaces and joiners, direction marks and embeddings, invisible operators, the word
+# joiner, the Mongolian vowel separator, variation selectors, the soft hyphen and the BOM.
+INVISIBLE = ((0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x2069), (0x180E, 0x180E),
+             (0xFE00, 0xFE0F), (0x00AD, 0x00AD), (0xFEFF, 0xFEFF))
+INVISIBLE_TABLE = {c: None for lo, hi in INVISIBLE for c in range(lo, hi + 1)}
+
+
 def _accent_table() -> dict[int, str | None]:
     """Latin and Greek letters without their diacritics; combining diacritics, Arabic short
-    vowels and tatweel, Hebrew points, and the invisible characters text pasted from the web
-    carries inside words (zero-width spaces and joiners, word joiner, soft hyphen, BOM) removed."""
+    vowels and tatweel, Hebrew points, and ``INVISIBLE`` characters removed."""
     table: dict[int, str | None] = {}
     for lo, hi in ((0x00C0, 0x024F), (0x0370, 0x03FF), (0x1E00, 0x1FFF)):
         for code in range(lo, hi + 1):
@@ -56,8 +63,7 @@ def _accent_table() -> dict[int, str | None]:
     for lo, hi in ((0x0300, 0x036F), (0x1AB0, 0x1AFF), (0x1DC0, 0x1DFF), (0x20D0, 0x20FF),
                    (0xFE20, 0xFE2F), (0x064B, 0x065F), (0x0640, 0x0640), (0x0670, 0x0670),
                    (0x0591, 0x05BD), (0x05BF, 0x05BF), (0x05C1, 0x05C2), (0x05C4, 0x05C5),
-                   (0x05C7, 0x05C7), (0x200B, 0x200D), (0x2060, 0x2060), (0x00AD, 0x00AD),
-                   (0xFEFF, 0xFEFF)):
+                   (0x05C7, 0x05C7), *INVISIBLE):
         table.update(dict.fromkeys(range(lo, hi + 1)))
     return table
 

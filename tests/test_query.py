@@ -869,7 +869,10 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
                      "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
                      "Zorblax hired whom?",                        # nor does a sentence's first word
                      "What do the Councils do on Tuesdays?",       # words it has in another form
-                     "Did the USA fund the harbor?"):              # a short word, alone
+                     "Did the USA fund the harbor? Was the CEO paid?",   # short words, acronyms, alone
+                     "¿Quién contrató a Mira Osk?",                # a sentence opened with ¿
+                     "Wer hat die Ingenieurin Mira Osk eingestellt?",   # German capitalises nouns
+                     "Who hired the engineer Mi\u200bra O\u200esk?"):   # as the search reads it
         answer = await aask(question, offline, offline_db)
         assert answer.not_in_index == [] and not answer.text.startswith("Nothing in the index mentions"), question
     # With a model: said on stderr, and in --json.

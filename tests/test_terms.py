@@ -28,6 +28,7 @@ def test_words_of_english_text_are_its_lower_cased_letter_and_digit_runs():
     # Invisible characters pasted inside words (a zero-width space split "Silas" in two, and
     # the question found other people): left out.
     ("Si\u200blas Ost\u200cius, co\u00adoperate, a\u2060b\ufeffc", ["silas", "ostius", "cooperate", "abc"]),
+    ("Ken\u200eji Tor\u202aquay\u202c, a\u2066b\u2069c, x\ufe0fy", ["kenji", "torquay", "abc", "xy"]),   # marks
 ])
 def test_accents_do_not_count_and_vowel_signs_stay_inside_words(text, expected):
     assert words(text) == expected
