@@ -157,6 +157,37 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
     return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
 
 
+class GivenOnly:
+    """A streamed answer passed on to ``out`` with the citations of items it was not given (not
+    in ``context_tags``) dropped, exactly as ``check`` drops them from the whole answer: a
+    citation a document told the model to write was shown on the terminal, though the footer
+    said it was dropped. What may still change is held back: an open citation, and the spaces
+    and citations at the end (whether one goes takes the space before it, and the character
+    after it decides how). ``flush`` passes on the rest when the answer ends."""
+
+    _TAIL = re.compile(r"(?:\s|\[(?:E|L|R|T):[^\]]*\])*$")
+
+    def __init__(self, context_tags: list[str], out) -> None:
+        self.shown = set(parse_citations(" ".join(context_tags)))
+        self.out = out
+        self.text = ""   # the answer so far, as the model wrote it
+        self.sent = 0    # characters of its checked text passed on
+
+    def feed(self, piece: str) -> None:
+        self.text += piece
+        settled = self.text[:open_citation_at(self.text)]
+        self._send(settled[:self._TAIL.search(settled).start()])
+
+    def flush(self) -> None:
+        self._send(self.text)
+
+    def _send(self, text: str) -> None:
+        checked = drop_citations(text, {c for c in parse_citations(text) if c not in self.shown})
+        if len(checked) > self.sent:
+            self.out(checked[self.sent:])
+            self.sent = len(checked)
+
+
 def quoted_first(store: Store, quotes: list[str], documents: list[str]) -> list[str]:
     """``documents`` with those that hold the sentences an extractive answer quotes
     (``extractive.quotes``) first, in the answer's order. A quoted report sentence rests on every

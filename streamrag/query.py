@@ -246,6 +246,11 @@ class _Search:
         elif self.on_delta is not None:
             self.on_delta(text)
 
+    def _given_only(self) -> citations.GivenOnly | None:
+        """Where a model's answer streams to: ``on_delta`` without the citations of what it was
+        not given (``context_tags``, set before the call), as the answer's text will be."""
+        return None if self.on_delta is None else citations.GivenOnly(self.context_tags, self.on_delta)
+
     def _static(self) -> bool:
         return self.level is not None or self.settings.query.global_level >= 0
 
@@ -357,9 +362,12 @@ class _Search:
             self.answer.text = text
             self.answer.details = {**details, "reports": 0}
             return
+        given = self._given_only()
         mr = await global_search.map_reduce(self.llm, self.answer.question, nodes,
                                             settings=self.settings, encoding=self.encoding,
-                                            on_delta=self.on_delta)
+                                            on_delta=given and given.feed)
+        if given:
+            given.flush()
         self.answer.text = mr.text
         self.answer.cut_off = mr.cut_off
         if not mr.answered:
@@ -411,12 +419,15 @@ class _Search:
             return
         q = self.settings.query
         prompt = load_prompt("answer")
+        given = self._given_only()
         result = await self.llm.chat(
             prompt.render(question=self.answer.question, context=ctx.text,
                           max_words=global_search.max_words(q.answer_max_tokens)),
             model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
-            max_tokens=q.answer_max_tokens, on_delta=self.on_delta, validate=has_text,
+            max_tokens=q.answer_max_tokens, on_delta=given and given.feed, validate=has_text,
             on_length="keep")  # an answer at its length limit is still the answer, said to be cut
+        if given:
+            given.flush()
         self.answer.text = result.text
         self.answer.cut_off = result.finish_reason == "length"
 

@@ -733,7 +733,10 @@ async def test_a_citation_of_an_item_the_answer_was_not_given_is_dropped(llm_db,
         outside = next(e["id"] for e in far if e["id"] not in context)
         return f"Mira Osk designed it [E:{shown(m, 'E')}], see also [E:{outside}]."
 
-    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}))
+    streamed: list[str] = []
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}),
+                        on_delta=streamed.append)
+    assert "".join(streamed) == answer.text   # the terminal did show it
     assert len(answer.citations) == 1 and answer.citations[0]["id"] in given[0]
     assert len(answer.unresolved) == 1 and answer.unresolved[0][3:-1] not in given[0]
     assert answer.text == f"Mira Osk designed it {answer.citations[0]['tag']}, see also."
@@ -742,6 +745,20 @@ async def test_a_citation_of_an_item_the_answer_was_not_given_is_dropped(llm_db,
         assert answer.documents == citations.resolve(store, "E", answer.citations[0]["id"])["documents"]
     finally:
         store.close()
+
+
+def test_a_streamed_answer_loses_what_it_was_not_given_as_its_whole_text_does():
+    text = "Mira Osk [E:e1] met Bo [E:e9]. Also [R:C1; R:C7] and [T:t1], [T:t2].\n- item [L:l1]\n"
+    given = ["[E:e1]", "[R:C1]", "[T:t1]"]
+    whole = citations.drop_citations(text, {("E", "e9"), ("R", "C7"), ("T", "t2"), ("L", "l1")})
+    for size in (1, 2, 3, 5, 7, 11, len(text)):
+        out: list[str] = []
+        stream = citations.GivenOnly(given, out.append)
+        for i in range(0, len(text), size):
+            stream.feed(text[i:i + size])
+        stream.flush()
+        assert "".join(out) == whole, size
+    assert whole == "Mira Osk [E:e1] met Bo. Also [R:C1] and [T:t1],.\n- item\n"
 
 
 async def test_dropping_citations_keeps_the_rest_of_the_answer_as_written(llm_db, qs):
