@@ -128,6 +128,23 @@ def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
     return out + text[pos:]
 
 
+class Given:
+    """The items an answer was given (``context_tags``), found as a model may cite them: in
+    another case (``[E:ENT-3B..]``), a report by its number (``[R:8]`` for ``C8``), or with a
+    full stop caught in the bracket (``[E:ent-3b.]``)."""
+
+    def __init__(self, context_tags: list[str]) -> None:
+        self.items = {(k, i.lower()): (k, i) for k, i in parse_citations(" ".join(context_tags))}
+
+    def find(self, kind: str, ident: str) -> tuple[str, str] | None:
+        """The (kind, id) of the given item ``[kind:ident]`` names, or None."""
+        key = ident.rstrip(".,;:").lower()
+        found = self.items.get((kind, key))
+        if found is None and kind == "R" and key.isdigit():
+            found = self.items.get((kind, f"c{key}"))
+        return found
+
+
 def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[dict], list[str], list[str]]:
     """An answer's citations resolved against what it was given.
 
@@ -137,14 +154,16 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
     Returns that text, the resolved citations, the dropped ones, and the documents the answer
     rests on: those of its citations, most cited first (then in the order first cited), or,
     when it cites nothing, those of ``context_tags`` in their order."""
-    shown = set(parse_citations(" ".join(context_tags)))
-    cited, unresolved = [], []
+    given = Given(context_tags)
+    cited, unresolved, seen = [], [], set()
     for kind, ident in parse_citations(text):
-        record = resolve(store, kind, ident) if (kind, ident) in shown else None
-        if record is None:
+        item = given.find(kind, ident)
+        record = resolve(store, *item) if item is not None and item not in seen else None
+        if item is None or (record is None and item not in seen):
             unresolved.append(f"[{kind}:{ident}]")
-        else:
+        elif record is not None:
             cited.append(record)
+            seen.add(item)
     if unresolved:
         text = drop_citations(text, {(u[1], u[3:-1]) for u in unresolved})
     counts: Counter[str] = Counter()
@@ -168,7 +187,7 @@ class GivenOnly:
     _TAIL = re.compile(r"(?:\s|\[(?:E|L|R|T):[^\]]*\])*$")
 
     def __init__(self, context_tags: list[str], out) -> None:
-        self.shown = set(parse_citations(" ".join(context_tags)))
+        self.given = Given(context_tags)
         self.out = out
         self.text = ""   # the answer so far, as the model wrote it
         self.sent = 0    # characters of its checked text passed on
@@ -182,7 +201,7 @@ class GivenOnly:
         self._send(self.text)
 
     def _send(self, text: str) -> None:
-        checked = drop_citations(text, {c for c in parse_citations(text) if c not in self.shown})
+        checked = drop_citations(text, {c for c in parse_citations(text) if self.given.find(*c) is None})
         if len(checked) > self.sent:
             self.out(checked[self.sent:])
             self.sent = len(checked)

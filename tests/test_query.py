@@ -747,6 +747,20 @@ async def test_a_citation_of_an_item_the_answer_was_not_given_is_dropped(llm_db,
         store.close()
 
 
+async def test_a_given_item_cited_in_another_form_counts(llm_db, qs):
+    # [R:8] for C8, [E:ENT-..] in capitals, [E:ent-...] with a full stop caught in it: dropped
+    # as naming nothing the answer was given.
+    def fake(m):
+        ent, comm = shown(m, "E"), shown(m, "R")
+        return f"Mira Osk [E:{ent.upper()}] led it [R:{comm[1:].lower() if comm[0] == 'C' else comm}]; see [E:{ent}.]"
+
+    streamed: list[str] = []
+    answer = await aask("Who is Mira Osk?", qs, llm_db, mode="local", transport=mock({"answer": fake}),
+                        on_delta=streamed.append)
+    assert answer.unresolved == [] and [c["kind"] for c in answer.citations] == ["entity", "report"]
+    assert "".join(streamed) == answer.text and answer.documents
+
+
 def test_a_streamed_answer_loses_what_it_was_not_given_as_its_whole_text_does():
     text = "Mira Osk [E:e1] met Bo [E:e9]. Also [R:C1; R:C7] and [T:t1], [T:t2].\n- item [L:l1]\n"
     given = ["[E:e1]", "[R:C1]", "[T:t1]"]
