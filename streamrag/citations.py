@@ -207,16 +207,22 @@ class GivenOnly:
             self.sent = len(checked)
 
 
-def quoted_first(store: Store, quotes: list[str], documents: list[str]) -> list[str]:
+def quoted_first(store: Store, quotes: list[tuple[str, str]], documents: list[str]) -> list[str]:
     """``documents`` with those that hold the sentences an extractive answer quotes
-    (``extractive.quotes``) first, in the answer's order. A quoted report sentence rests on every
-    document of the community's members (hundreds, for a large one), but only a few say it: they
-    are found by a phrase of the quote's words in the full-text index. A local context line
-    starts with a label no document has ("Name (type): ", "A -- B: "), and an element's
-    description may join sentences from several documents: when the whole quote is found
-    nowhere, each sentence after the label is looked for on its own."""
+    (``extractive.quotes``: each with its passage's tag) first, in the answer's order. A quote
+    of source text is its chunk's document's. A quoted report sentence rests on every document
+    of the community's members (hundreds, for a large one), but only a few say it: they are
+    found by a phrase of the quote's words in the full-text index. A local context line starts
+    with a label no document has ("Name (type): ", "A -- B: "), and an element's description may
+    join sentences from several documents: when the whole quote is found nowhere, each sentence
+    after the label is looked for on its own."""
     allowed, first = set(documents), []
-    for quote in quotes:
+    for quote, tag in quotes:
+        cited = parse_citations(tag)
+        if cited and cited[0][0] == "T":
+            first += [p for (p,) in store.conn.execute(_DOCS_SQL["T"] + " ORDER BY d.path", (cited[0][1],))
+                      if p in allowed and p not in first]
+            continue
         whole, sentences = _phrases(quote)
         found = _holding(store, whole)
         for sentence in [] if found else sentences:

@@ -228,9 +228,10 @@ def overlap_rating(question_terms: set[str], text: str) -> float:
     return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))
 
 
-_QUOTE = re.compile(r"^- (.+?)(?: \.\.\.)? \[(?:E|L|R|T):[^\]]*\]$", re.MULTILINE)
+_QUOTE = re.compile(r"^- (.+?)(?: \.\.\.)? (\[(?:E|L|R|T):[^\]]*\])$", re.MULTILINE)
 
 
-def quotes(answer: str) -> list[str]:
-    """The sentences an extractive answer quotes, in order (shortened ones without their " ...")."""
+def quotes(answer: str) -> list[tuple[str, str]]:
+    """The sentences an extractive answer quotes, in order (shortened ones without their " ..."),
+    each with the tag of the passage it comes from."""
     return _QUOTE.findall(answer)

@@ -1414,12 +1414,33 @@ async def test_a_quoted_context_line_finds_its_document_past_its_label(tmp_path)
     store = Store(db, readonly=True)
     try:
         order = citations.quoted_first(store, [
-            "Harbor Workers Union -- Esme Coranti: Colleagues at the union describe Esme Coranti, its director, "
-            "as meticulous. The union was founded in 1921 by dock workers of the old harbor.",
-            "Esme Coranti (person): Esme Coranti likes tea and long walks."], ["a.txt", "b.txt", "c.txt"])
+            ("Harbor Workers Union -- Esme Coranti: Colleagues at the union describe Esme Coranti, its director, "
+             "as meticulous. The union was founded in 1921 by dock workers of the old harbor.", "[L:rel-1]"),
+            ("Esme Coranti (person): Esme Coranti likes tea and long walks.", "[E:ent-1]")],
+            ["a.txt", "b.txt", "c.txt"])
     finally:
         store.close()
     assert order == ["b.txt", "c.txt", "a.txt"]
+
+
+async def test_a_quote_of_source_text_lists_its_own_document_first(tmp_path):
+    # The phrase search also matched a longer sentence elsewhere ("... Marathon 2034"), and ties
+    # went by path: the first document listed did not hold the quote.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Dorell Semiconductors organised the Lake Marathon 2034 in the rain.\n")
+    (folder / "b.txt").write_text("Dorell Semiconductors organised the Lake Marathon. It was a fine day.\n")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    store = Store(db, readonly=True)
+    try:
+        chunk = store.scalar("SELECT dc.chunk_id FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
+                             "WHERE d.path = 'b.txt'")
+        order = citations.quoted_first(store, [("Dorell Semiconductors organised the Lake Marathon.",
+                                                f"[T:{chunk}]")], ["a.txt", "b.txt"])
+    finally:
+        store.close()
+    assert order == ["b.txt", "a.txt"]
 
 
 def test_documents_cited_as_often_come_in_the_order_first_cited(tmp_path):
