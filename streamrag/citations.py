@@ -14,7 +14,7 @@ from collections import Counter
 from streamrag.store import Store
 from streamrag.terms import words
 
-_CITATION = re.compile(r"\[(E|L|R|T):\s*([^\]]*)\]")
+_CITATION = re.compile(r"\[(E|L|R|T):[ \t]*([^\]\[\n]*)\]")   # (ids hold no bracket, no line end)
 # A citation the answer's length limit cut in two: "... [R:C24" at its very end.
 _OPEN_CITATION = re.compile(r"\s*\[(?:[ELRT](?::[^\]\[\n]*)?)?$")
 
@@ -91,11 +91,13 @@ def _cited(part: str, kind: str) -> tuple[str, str]:
     return (own.group(1), part[own.end():].strip()) if own else (kind, part)
 
 
-def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
-    """``text`` without the citations in ``bad`` ((kind letter, id) pairs).
+def drop_citations(text: str, bad: set[tuple[str, str]],
+                   rename: dict[tuple[str, str], tuple[str, str]] | None = None) -> str:
+    """``text`` without the citations in ``bad`` ((kind letter, id) pairs), and with those in
+    ``rename`` written as named there.
 
-    Only citation brackets naming something in ``bad`` are rewritten; every other character is
-    kept as it was. A bracket keeps its other parts, each under its own kind (``[E:x, L:y]``
+    Only citation brackets naming something in ``bad`` or ``rename`` are rewritten; every other
+    character is kept as it was. A bracket keeps its other parts, each under its own kind (``[E:x, L:y]``
     without ``E:x`` is ``[L:y]``). Where a whole bracket goes, the space it leaves is tidied:
     no space before the punctuation that followed it, and one space, not two, between words.
     """
@@ -104,9 +106,10 @@ def drop_citations(text: str, bad: set[tuple[str, str]]) -> str:
     for m in _CITATION.finditer(text):
         parts = [_cited(p, m.group(1)) for p in re.split(r"[,;]\s*", m.group(2))]
         parts = [(k, i) for k, i in parts if i]
-        if not any(p in bad for p in parts):
+        rename = rename or {}
+        if not any(p in bad or p in rename for p in parts):
             continue  # left exactly as written
-        kept = list(dict.fromkeys(p for p in parts if p not in bad))
+        kept = list(dict.fromkeys(rename.get(p, p) for p in parts if p not in bad))
         out += text[pos:m.start()]
         pos = m.end()
         if kept:
@@ -136,6 +139,14 @@ class Given:
     def __init__(self, context_tags: list[str]) -> None:
         self.items = {(k, i.lower()): (k, i) for k, i in parse_citations(" ".join(context_tags))}
 
+    def checked(self, text: str) -> str:
+        """``text`` without the citations of items not given, and those it cites in another
+        form written as the context wrote them (``[R:8]`` as ``[R:C8]``)."""
+        cited = parse_citations(text)
+        found = {c: self.find(*c) for c in cited}
+        return drop_citations(text, {c for c, f in found.items() if f is None},
+                              {c: f for c, f in found.items() if f is not None and f != c})
+
     def find(self, kind: str, ident: str) -> tuple[str, str] | None:
         """The (kind, id) of the given item ``[kind:ident]`` names, or None."""
         key = ident.rstrip(".,;:").lower()
@@ -156,16 +167,20 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
     when it cites nothing, those of ``context_tags`` in their order."""
     given = Given(context_tags)
     cited, unresolved, seen = [], [], set()
+    bad, rename = set(), {}
     for kind, ident in parse_citations(text):
         item = given.find(kind, ident)
         record = resolve(store, *item) if item is not None and item not in seen else None
         if item is None or (record is None and item not in seen):
             unresolved.append(f"[{kind}:{ident}]")
-        elif record is not None:
+            bad.add((kind, ident))
+            continue
+        if record is not None:
             cited.append(record)
             seen.add(item)
-    if unresolved:
-        text = drop_citations(text, {(u[1], u[3:-1]) for u in unresolved})
+        if item != (kind, ident):
+            rename[(kind, ident)] = item   # (written as the context wrote it)
+    text = drop_citations(text, bad, rename)
     counts: Counter[str] = Counter()
     for c in cited:
         counts.update(c["documents"])
@@ -177,31 +192,42 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
 
 
 class GivenOnly:
-    """A streamed answer passed on to ``out`` with the citations of items it was not given (not
-    in ``context_tags``) dropped, exactly as ``check`` drops them from the whole answer: a
-    citation a document told the model to write was shown on the terminal, though the footer
-    said it was dropped. What may still change is held back: an open citation, and the spaces
-    and citations at the end (whether one goes takes the space before it, and the character
-    after it decides how). ``flush`` passes on the rest when the answer ends."""
+    """A streamed answer passed on to ``out`` as ``check`` will have it: without the citations
+    of items it was not given (not in ``context_tags``), variants written as the context wrote
+    them. A citation a document told the model to write was shown on the terminal, though the
+    footer said it was dropped. What may still change is held back: an open citation, and the
+    spaces and citations at the end (whether one goes takes the space before it, and the
+    character after it decides how). What is settled is passed on and let go, all but its last
+    character (the context of what follows), so each piece costs what it holds. ``restarted``:
+    a piece beginning with it starts the answer over (``llm.RESTARTED``); ``flush`` passes on
+    the rest when the answer ends."""
 
-    _TAIL = re.compile(r"(?:\s|\[(?:E|L|R|T):[^\]]*\])*$")
+    _TAIL = re.compile(r"(?:\s|\[(?:E|L|R|T):[^\]\[\n]*\])*$")
 
-    def __init__(self, context_tags: list[str], out) -> None:
+    def __init__(self, context_tags: list[str], out, restarted: str = "") -> None:
         self.given = Given(context_tags)
         self.out = out
-        self.text = ""   # the answer so far, as the model wrote it
+        self.restarted = restarted
+        self.text = ""   # the answer as the model wrote it, from the last settled character
         self.sent = 0    # characters of its checked text passed on
 
     def feed(self, piece: str) -> None:
+        if self.restarted and piece.startswith(self.restarted):
+            self.flush()
+            self.out(self.restarted)
+            self.text, self.sent, piece = "", 0, piece[len(self.restarted):]
         self.text += piece
         settled = self.text[:open_citation_at(self.text)]
-        self._send(settled[:self._TAIL.search(settled).start()])
+        settled = settled[:self._TAIL.search(settled).start()]
+        self._send(settled)
+        if len(settled) > 1:   # (its last character stays, as it was passed on)
+            self.text, self.sent = self.text[len(settled) - 1:], 1
 
     def flush(self) -> None:
         self._send(self.text)
 
     def _send(self, text: str) -> None:
-        checked = drop_citations(text, {c for c in parse_citations(text) if self.given.find(*c) is None})
+        checked = self.given.checked(text)
         if len(checked) > self.sent:
             self.out(checked[self.sent:])
             self.sent = len(checked)

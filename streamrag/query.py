@@ -249,7 +249,9 @@ class _Search:
     def _given_only(self) -> citations.GivenOnly | None:
         """Where a model's answer streams to: ``on_delta`` without the citations of what it was
         not given (``context_tags``, set before the call), as the answer's text will be."""
-        return None if self.on_delta is None else citations.GivenOnly(self.context_tags, self.on_delta)
+        from streamrag.llm import RESTARTED
+
+        return None if self.on_delta is None else citations.GivenOnly(self.context_tags, self.on_delta, RESTARTED)
 
     def _static(self) -> bool:
         return self.level is not None or self.settings.query.global_level >= 0
@@ -655,6 +657,9 @@ def _listed(names: list[str]) -> str:
 
 
 _TOKEN = re.compile(r"[^\W_]+")
+# Words that say a question is English (not those German, Dutch or French share: was, in, an, so, is).
+_ENGLISH_CUES = frozenset("""the of what who whom whose which does did do how where when why and with
+about from this that for they their were has have there into than been would could should""".split())
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
 
 
@@ -666,10 +671,11 @@ def unknown_names(store: Store, question: str) -> list[str]:
     capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
     not a name the index lacks when the index has it in another form ("Tuesdays", "Londoner":
     its first letters begin a word there), when it is short or an acronym ("USA", "CEO"), or
-    when the question does not read as English (German writes every noun capitalised)."""
+    when the question does not read as English (German writes every noun capitalised); two
+    or more such words in a row are a name when one of them is absent in every form."""
     question = question.translate(INVISIBLE_TABLE)   # (as the search reads it)
     tokens = list(_TOKEN.finditer(question))
-    english = sum(t.group().lower() in local_search.STOPWORDS for t in tokens) >= 2
+    english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
@@ -686,7 +692,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
             continue
         absent.append(i)
         word = ws[0]
-        if len(ws) > 1 or (english and len(word) >= 5 and not tok.isupper()
+        if len(ws) > 1 or (len(word) >= 5 and not tok.isupper()
                            and not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')):
             strong.add(i)
     names: list[list[int]] = []
@@ -696,7 +702,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
         else:
             names.append([i])
     return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
-                              for run in names if strong & set(run) or len(run) > 1))
+                              for run in names if strong & set(run) and (english or len(run) > 1)))
 
 
 def _has_words(store: Store, match: str) -> bool:
