@@ -21,7 +21,7 @@ from streamrag.errors import StreamragError
 from streamrag.query import ask, format_footer
 from streamrag.signals import until_sigterm
 from streamrag.terminal import terminal_text
-from streamrag.store import Store
+from streamrag.store import Store, one_writer
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
 LOCAL_QUESTION = "Who is Bob Cratchit and how is he connected to Scrooge?"
@@ -69,7 +69,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say = lambda text="": print(text, flush=True)  # noqa: E731
         say(f"streamrag demo: indexing A Christmas Carol ({len(list(corpus.glob('*.txt')))} staves) "
             "offline, with no LLM ...")
-        result = anyio.run(until_sigterm, lambda: sync([corpus], settings, db, root=corpus, command="demo"))
+        with one_writer(db, f"streamrag demo --dir {work}"):   # (a watch may keep that index)
+            result = anyio.run(until_sigterm, lambda: sync([corpus], settings, db, root=corpus, command="demo"))
         say(f"Built in {result.wall_s:.1f} s: {result.documents} documents, {result.chunks} chunks, "
             f"{result.entities} entities, {result.relationships} relationships, "
             f"{result.communities} communities with reports.")

@@ -46,7 +46,7 @@ FOUND_LIST_TOKENS = 120
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
     with contextlib.ExitStack() as stack:
-        store = Store(db) if db.exists() else None
+        store = Store(db, readonly=True) if db.exists() else None   # (spends nothing, writes nothing)
         if store is not None:
             stack.callback(store.close)
         return _estimate(paths, settings, store, root=root, db=db)

@@ -267,6 +267,16 @@ def test_demo_dir_must_be_a_folder(cli, tmp_path):
     cli("demo", "--api-base", "localhost:1", code=2, fragments=("--api-base localhost:1: must start",))
 
 
+def test_demo_does_not_write_an_index_another_streamrag_writes(cli, tmp_path):
+    # `demo --dir D` took no writer lock: beside a `watch` of D's sample, two wrote one index.
+    from streamrag.store import one_writer
+
+    (tmp_path / "d").mkdir()
+    with one_writer(tmp_path / "d" / "index.db", "streamrag watch d/christmas_carol"):
+        cli("demo", "--dir", str(tmp_path / "d"), code=75,
+            fragments=("being written by another streamrag", "streamrag watch d/christmas_carol"))
+
+
 def test_index_of_something_that_is_neither_file_nor_folder(cli):
     cli("index", "/dev/null", code=1, fragments=("/dev/null: not a regular file or folder",))
 

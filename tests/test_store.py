@@ -114,7 +114,9 @@ def test_an_older_index_is_migrated_forward(tmp_path):
 def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
     # An older `watch` left running across an upgrade: a new `status` upgraded its index, and
     # the daemon failed every sync after ("written by a newer streamrag") until it was stopped.
+    from streamrag.config import load_settings
     from streamrag.errors import WriterBusyError
+    from streamrag.estimate import estimate
     from streamrag.store import one_writer
 
     db = tmp_path / "old.db"
@@ -123,6 +125,8 @@ def test_a_reader_does_not_upgrade_an_index_an_older_writer_holds(tmp_path):
         with pytest.raises(WriterBusyError, match=r"old\.db is being written by another streamrag \(pid \d+: "
                                                   r"streamrag watch notes\).*older version.*stop it and start it again"):
             Store(db, readonly=True)
+        with pytest.raises(WriterBusyError):   # nor does index --estimate, which spends nothing
+            estimate([tmp_path], load_settings(None, env={}), db, root=tmp_path)
     import sqlite3
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
