@@ -677,6 +677,11 @@ def main(argv: list[str] | None = None) -> int:
             if handler is not None and signal.getsignal(signum) is not handler:
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(signum, handler)
+        if argv is None:   # the program ends: Python puts back the default action of the signals
+            for signum in (signal.SIGINT, signal.SIGTERM):   # it handles as it shuts down (its
+                if signal.getsignal(signum) is _after_the_run:   # last 0.1 s), so one ignored
+                    with contextlib.suppress(ValueError):      # then ended a published run
+                        signal.signal(signum, signal.SIG_IGN)   # with -15, not 0
 
 
 def _main(argv: list[str] | None) -> int:

@@ -630,6 +630,24 @@ def test_a_signal_once_index_has_published_leaves_its_exit_status(corpus, signum
     assert status["last_run"]["status"] == "ok"
 
 
+def test_a_sigterm_as_index_shuts_down_leaves_its_exit_status(corpus):
+    # Python puts back the signals' default action as it shuts down: a SIGTERM in the 0.1 s
+    # after the JSON was printed killed the published run (-15), though its handler was set.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    codes = []
+    for delay in (0.0, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12):
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", ".", "--offline", "--json", "-q"],
+                                cwd=corpus, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        line = proc.stdout.readline()
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert "published" in json.loads(line)
+        codes.append(proc.returncode)
+    assert codes == [0] * len(codes), codes
+
+
 def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
     first = run("index", "-q", ".", cwd=corpus)
     chunks = int(re.search(r"chunks +(\d+) \((\d+) extracted now", first.stdout).group(1))
