@@ -808,7 +808,14 @@ class WriterLock:
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
                              "an index in a folder you may write with --db") from None
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for wait in (0.01, 0.02, 0.04, 0.08, 0):   # a reader looking (``writer_at_work``)
+                try:                                  # holds it shared for a moment
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if not wait:
+                        raise
+                    time.sleep(wait)
         except OSError:
             holder = _holder(f)
             f.close()

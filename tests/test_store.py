@@ -404,6 +404,25 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
     second.release()
 
 
+def test_a_reader_looking_at_the_writer_lock_does_not_turn_a_writer_away(tmp_path):
+    # writer_at_work holds the lock shared for a moment: an index starting just then exited 75,
+    # naming a process long dead (the lock file's last line).
+    import fcntl
+    import threading
+
+    from streamrag.store import lock_path, one_writer
+
+    db = tmp_path / "i.db"
+    lock = lock_path(db)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("pid 1: streamrag index gone\n")
+    f = open(lock)
+    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    threading.Timer(0.03, f.close).start()   # (closing lets it go)
+    with one_writer(db, "streamrag index notes"):
+        assert "streamrag index notes" in lock.read_text()
+
+
 @pytest.mark.parametrize("proc_locks", [True, False])
 def test_the_writer_at_work_is_told_without_taking_the_lock(tmp_path, monkeypatch, proc_locks):
     # `status --json` could not tell a script whether an index or watch was alive: after
