@@ -23,7 +23,7 @@ from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
-from streamrag.errors import EmptyInput, InputError
+from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
 from streamrag.pipeline import check_not_downgraded
@@ -46,10 +46,21 @@ FOUND_LIST_TOKENS = 120
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
     with contextlib.ExitStack() as stack:
-        store = Store(db, readonly=True) if db.exists() else None   # (spends nothing, writes nothing)
+        store = _published(db)
         if store is not None:
             stack.callback(store.close)
         return _estimate(paths, settings, store, root=root, db=db)
+
+
+def _published(db: Path) -> Store | None:
+    """The index at ``db`` opened as a reader (the estimate spends nothing and writes nothing),
+    or None when there is none yet: no file, or an empty one ``index`` would make it in."""
+    if not db.exists():
+        return None
+    try:
+        return Store(db, readonly=True)
+    except IndexMissingError:
+        return None
 
 
 def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,

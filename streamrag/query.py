@@ -681,7 +681,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
            and not first for t, first in zip(tokens, opening, strict=True)):
         return []
     absent: list[int] = []
-    strong: set[int] = set()   # absent in every form: a name the index lacks
+    strong: set[int] = set()   # absent in every form (not an acronym)
     for i, t in enumerate(tokens):
         tok = t.group()
         ws = words(tok)
@@ -692,8 +692,8 @@ def unknown_names(store: Store, question: str) -> list[str]:
             continue
         absent.append(i)
         word = ws[0]
-        if len(ws) > 1 or (len(word) >= 5 and not tok.isupper()
-                           and not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')):
+        if len(ws) > 1 or (not tok.isupper() and (   # (a short word's first letters begin many)
+                len(word) < 5 or not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *'))):
             strong.add(i)
     names: list[list[int]] = []
     for i in absent:
@@ -702,7 +702,8 @@ def unknown_names(store: Store, question: str) -> list[str]:
         else:
             names.append([i])
     return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
-                              for run in names if strong & set(run) and (english or len(run) > 1)))
+                              for run in names if strong & set(run)
+                              and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)))
 
 
 def _has_words(store: Store, match: str) -> bool:

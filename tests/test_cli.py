@@ -135,6 +135,16 @@ def test_ask_fresh_asks_the_model_again_and_replaces_its_cached_answers(corpus, 
     assert json.loads(run(*ask, cwd=corpus).stdout)["llm"]["cached"] == first["calls"]   # the new ones
 
 
+def test_the_estimate_of_an_empty_index_file_is_that_of_a_first_run(corpus, tmp_path):
+    # `touch x/index.db`: index builds in it, and --estimate (reading it as a reader) said
+    # "holds no index yet; run `streamrag index DIR`".
+    db = tmp_path / "index.db"
+    db.touch()
+    out = run("index", str(corpus), "--estimate", "--json", "--offline", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["documents"] == 4 and db.stat().st_size == 0
+
+
 def test_an_index_from_before_the_summary_key_says_its_summaries_are_redone(corpus, simulator):
     # An index built before the summary settings were recorded has every summary redone on its
     # first run (as it should: the requests changed), but only "chunking" was said.

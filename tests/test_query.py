@@ -934,6 +934,9 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     assert answer.not_in_index == ["Zorblax Quintrell"]
     assert answer.text.startswith('Nothing in the index mentions "Zorblax Quintrell": the sentences below '
                                   "match the rest of the question only.\n\n")
+    # A name of short words is a name too.
+    answer = await aask("Did Mira Osk meet Bo Tan or Li Wu?", offline, offline_db)
+    assert answer.not_in_index == ["Bo Tan", "Li Wu"]
     for question in ("Who hired the engineer Mira Osk?",           # names it has
                      "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
                      "Zorblax hired whom?",                        # nor does a sentence's first word
