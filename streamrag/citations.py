@@ -107,10 +107,10 @@ def drop_citations(text: str, bad: set[tuple[str, str]],
     """
     out = ""
     pos = 0
+    rename = rename or {}
     for m in _CITATION.finditer(text):
         parts = [_cited(p, m.group(1)) for p in re.split(r"[,;]\s*", m.group(2))]
         parts = [(k, i) for k, i in parts if i]
-        rename = rename or {}
         if not any(p in bad or p in rename for p in parts):
             continue  # left exactly as written
         kept = list(dict.fromkeys(rename.get(p, p) for p in parts if p not in bad))

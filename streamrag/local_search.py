@@ -34,6 +34,8 @@ from streamrag.store import Store
 from streamrag.terms import words
 from streamrag.tokens import count_tokens, fewest_tokens, truncate
 
+log = logging.getLogger(__name__)
+
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each even ever every few for
@@ -108,7 +110,7 @@ def nearest(store: Store, kind: str, model: str, vector: list[float], k: int,
         vn = math.sqrt(sum(x * x for x in v)) or 1.0
         scored.append((item_id, sum(a * b for a, b in zip(vector, v, strict=True)) / (qn * vn)))
     if other:
-        logging.getLogger("streamrag").warning(
+        log.warning(
             "%d of the index's %s vectors from %s have another length than the question's (%d): the "
             "model under that name changed since the index was built, and they are left out; set "
             "llm.embedding_model to the one that built it, or give the new one another name and run "

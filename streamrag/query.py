@@ -172,8 +172,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             answer.not_in_index = unknown_names(store, question)
             if answer.not_in_index and settings.llm.api_base:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
-            search = _Search(store, settings, answer, level, on_delta, status)
-            search.fresh = fresh
+            search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh)
             if not settings.llm.api_base:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
@@ -227,7 +226,8 @@ class _Search:
     """One query's search, run inside the caller's snapshot."""
 
     def __init__(self, store: Store, settings: Settings, answer: Answer, level: int | None,
-                 on_delta: Callable[[str], None] | None, status: Callable[[str], None]) -> None:
+                 on_delta: Callable[[str], None] | None, status: Callable[[str], None], *,
+                 fresh: bool = False) -> None:
         self.store = store
         self.settings = settings
         self.answer = answer
@@ -237,7 +237,7 @@ class _Search:
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
         self.llm = None
-        self.fresh = False   # the model's cached answers are not used, and are replaced
+        self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
 
     def _emit(self, text: str) -> None:

@@ -808,8 +808,8 @@ class WriterLock:
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
                              "an index in a folder you may write with --db") from None
         try:
-            for wait in (0.01, 0.02, 0.04, 0.08, 0):   # a reader looking (``writer_at_work``)
-                try:                                  # holds it shared for a moment
+            for wait in (0.01, 0.02, 0.04, 0.08, 0):   # an older streamrag's reader looking holds
+                try:                                  # it shared for a moment
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except OSError:
@@ -860,52 +860,41 @@ class WriterLock:
 
 def writer_at_work(db_path: Path | str) -> str | None:
     """What holds the writer lock of the index at ``db_path`` (``pid 12: streamrag watch
-    notes``), or ``None`` when nothing does. Only looks: the lock is not kept."""
-    try:
-        import fcntl
-        f = open(lock_path(db_path))
-    except (ImportError, OSError):
-        return None
-    with f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return _holder(f)
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return None
-
-
-def writer_of(db_path: Path | str) -> dict | None:
-    """The streamrag that writes the index at ``db_path`` now, ``{"pid": 12, "command":
-    "watch"}``, or ``None``. Only reads (``status`` must not take the lock, even shared for a
-    moment: a writer starting then would be refused): what the lock file says, if its lock is
-    held, as /proc/locks tells; without /proc/locks, if that pid is alive. A writer killed
+    notes``), or ``None`` when nothing does. Only reads, and takes no lock, not even shared for
+    a moment (a writer starting then was refused): the lock file's line while its lock is held,
+    as /proc/locks tells; without /proc/locks, while that line's pid is alive. A writer killed
     with -9 leaves its line in the file, but no lock."""
-    path = lock_path(db_path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(lock_path(db_path), encoding="utf-8", errors="replace") as f:
             line = f.read(4096)
             inode = os.fstat(f.fileno()).st_ino
     except OSError:
         return None
-    found = re.match(r"pid (\d+): streamrag (\S+)", line)
-    if found is None:   # released (emptied), or never taken
-        return None
-    pid, command = int(found[1]), found[2]
+    found = re.match(r"pid (\d+): ", line)
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
             # "1: FLOCK  ADVISORY  WRITE 12 fe:00:2195517 0 EOF": the file by its inode
             held = any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}")
                        for fields in map(str.split, f))
     except OSError:
-        try:
-            os.kill(pid, 0)
-            held = True
-        except PermissionError:   # (alive, someone else's)
-            held = True
-        except OSError:
-            held = False
-    return {"pid": pid, "command": command} if held else None
+        held = found is not None and _alive(int(found[1]))
+    return (" ".join(line.split()) or "another process") if held else None
+
+
+def writer_of(db_path: Path | str) -> dict | None:
+    """``writer_at_work`` as ``status --json`` has it: ``{"pid": 12, "command": "watch"}``."""
+    found = re.match(r"pid (\d+): streamrag (\S+)", writer_at_work(db_path) or "")
+    return {"pid": int(found[1]), "command": found[2]} if found else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except PermissionError:   # (alive, someone else's)
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _holder(f) -> str:

@@ -405,7 +405,8 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
 
 
 def test_a_reader_looking_at_the_writer_lock_does_not_turn_a_writer_away(tmp_path):
-    # writer_at_work holds the lock shared for a moment: an index starting just then exited 75,
+    # A reader that looks by taking the lock shared for a moment (an older streamrag's
+    # writer_at_work): an index starting just then exited 75,
     # naming a process long dead (the lock file's last line).
     import fcntl
     import threading
