@@ -66,6 +66,10 @@ def document_paths(store: Store) -> dict[str, str]:
     return dict(store.conn.execute("SELECT id, path FROM documents"))
 
 
+def document_title(store: Store, doc_id: str) -> str | None:
+    return store.scalar("SELECT title FROM documents WHERE id = ?", (doc_id,))
+
+
 def shown_paths(files: dict[str, tuple[str, int, float]]) -> dict[str, str]:
     """Document id -> the path it is shown with: the first, in order, of the files holding it."""
     shown: dict[str, str] = {}

@@ -819,8 +819,13 @@ class Indexer:
                 self.rechunked_all = False
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} chunks under the new chunk "
                                      "settings could not be extracted; it stays indexed as it was until they can")
-            else:
+            else:   # the file shows the old text, and with it the old title
                 scan.files[path] = old
+                title = index_rows.document_title(store, old[0])
+                if title is None:
+                    scan.titles.pop(path, None)
+                else:
+                    scan.titles[path] = title
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
                                      "be extracted; its previous version stays indexed until they can")
 

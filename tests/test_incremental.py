@@ -250,12 +250,22 @@ async def test_an_index_a_model_built_is_not_rebuilt_offline_for_want_of_an_endp
     assert (await sync([corpus], no_endpoint, db, root=corpus)).documents_added == 0
 
 
+def document_titles(db: Path) -> dict[str, str]:
+    store = Store(db, readonly=True)
+    try:
+        return {r["path"]: r["title"] for r in store.query("SELECT path, title FROM documents")}
+    finally:
+        store.close()
+
+
 async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus, tmp_path, sim_settings):
     db = tmp_path / "i.db"
     published = await sync([corpus], sim_settings, db, root=corpus)
     before = index_snapshot(db)
     victim = sorted(corpus.glob("*.txt"))[0]
-    victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    titles = document_titles(db)
+    # (The new first line is the new version's title.)
+    victim.write_text("Ferry news\n\n" + victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
 
     # Nothing listens at the endpoint: the run stops before publishing, and says so.
     down = make_settings("http://127.0.0.1:9/v1", index={"chunk_size": 80, "chunk_overlap": 10},
@@ -272,6 +282,7 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
         retried = await sync([corpus], broken, db, root=corpus)   # as watch retries an outage
     assert result.failures >= 1 and any(victim.name in w and "previous version" in w for w in result.warnings)
     assert index_snapshot(db) == before        # nothing the old version said was dropped
+    assert document_titles(db) == titles       # ... and it is shown as it was (it took the new title)
     store = Store(db, readonly=True)
     failed = [r["message"] for r in store.query("SELECT message FROM failures WHERE run_id = ? AND stage = "
                                                 "'extract'", (result.run_id,))]
@@ -283,6 +294,7 @@ async def test_an_edit_whose_extraction_fails_keeps_the_previous_version(corpus,
 
     again = await sync([corpus], sim_settings, db, root=corpus)   # the endpoint is back
     assert again.failures == 0 and not again.warnings
+    assert document_titles(db)[victim.name] == "Ferry news"
     store = Store(db, readonly=True)
     try:
         assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Quillon Marbeck'") == 1
