@@ -631,7 +631,8 @@ class LLMClient:
         stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
             started = time.perf_counter()
-            answer = self._cached_answer(key) if self.caching and not self.fresh else None
+            answer, unreadable = self._cached_answer(key) if self.caching and not self.fresh else (None, False)
+            stale = stale or unreadable
             if answer is not None and starts_with_reasoning(answer.text):
                 # Cached before thinking was left out of answers (later ones are stored without
                 # it: taking it out again could cut an answer that speaks of a closing tag).
@@ -693,15 +694,17 @@ class LLMClient:
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
                           answer.finish_reason, latency, key)
 
-    def _cached_answer(self, key: str) -> _Answer | None:
+    def _cached_answer(self, key: str) -> tuple[_Answer | None, bool]:
+        """The cached answer, if any; and whether a row is cached that cannot be read (cut
+        short, or of another shape): it is asked again, and the new answer replaces it."""
         assert self.store is not None
         raw = self.store.cache_get(key)
         if raw is None:
-            return None
+            return None, False
         try:
-            return msgspec.json.decode(raw, type=_Answer)
+            return msgspec.json.decode(raw, type=_Answer), False
         except msgspec.DecodeError:
-            return None  # a row of another shape: ask again, the new answer will not replace it
+            return None, True
 
     def _prompt_estimate(self, messages: list[dict]) -> int:
         return count_message_tokens(messages, self.encoding)
@@ -1495,12 +1498,10 @@ class LLMClient:
 
         def persist(store: Store) -> None:
             if caching and response is not None:
-                if replace:
-                    store.conn.execute("DELETE FROM llm_cache WHERE key = ?", (row["cache_key"],))
-                store.cache_put(row["cache_key"], model, response)
-            if caching and vectors:
+                store.cache_put(row["cache_key"], model, response, replace=replace)
+            if caching and vectors:   # (asked for as none was cached, or none that could be read)
                 for key, vector in vectors.items():
-                    store.cache_put(key, model, vector)
+                    store.cache_put(key, model, vector, replace=True)
             store.record_call(record)
 
         if self.writer is not None:

@@ -559,10 +559,11 @@ class Store:
     def cache_get(self, key: str) -> str | None:
         return self.scalar("SELECT response FROM llm_cache WHERE key = ?", (key,))
 
-    def cache_put(self, key: str, model: str, response: str) -> None:
+    def cache_put(self, key: str, model: str, response: str, *, replace: bool = False) -> None:
+        """Caches ``response``; over a row of ``key`` only when ``replace`` (one found unusable)."""
         self.conn.execute(
-            "INSERT OR IGNORE INTO llm_cache(key, model, response, created_at) VALUES (?,?,?,?)",
-            (key, model, response, time.time()))
+            f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO llm_cache(key, model, response, created_at) "
+            "VALUES (?,?,?,?)", (key, model, response, time.time()))
 
     def record_call(self, row: dict) -> None:
         cols = ("run_id", "stage", "model", "prompt", "prompt_version", "cache_key",

@@ -1052,7 +1052,23 @@ async def test_an_unreadable_cached_embedding_is_asked_again(tmp_path, row):
             await llm.embed(["a"], model="e1", stage="embed")
             store.conn.execute("UPDATE llm_cache SET response = ?", (row,))
             again = await llm.embed(["a"], model="e1", stage="embed")
-    assert again == [[1.0, 1.0]] and len(endpoint.bodies) == 2
+            # ... once: the new vector replaces the row (it stayed, and was paid for every time)
+            third = await llm.embed(["a"], model="e1", stage="embed")
+    assert again == third == [[1.0, 1.0]] and len(endpoint.bodies) == 2
+
+
+@pytest.mark.parametrize("row", ['{"not": "an answer"}', '{"text": "cut sh'])
+async def test_an_unreadable_cached_answer_is_asked_again_once(tmp_path, row):
+    # The row stayed (INSERT OR IGNORE), so the question was paid for on every ask.
+    endpoint = Endpoint()
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            await llm.chat(ask(), model="m1", stage="s")
+            store.conn.execute("UPDATE llm_cache SET response = ?", (row,))
+            again = await llm.chat(ask(), model="m1", stage="s")
+            third = await llm.chat(ask(), model="m1", stage="s")
+    assert not again.cached and third.cached and third.text == again.text
+    assert len(endpoint.requests) == 2
 
 
 async def test_callers_sharing_a_request_that_failed_each_record_their_failed_call(tmp_path):
