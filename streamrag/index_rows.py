@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
 from streamrag.store import Store
@@ -259,6 +260,7 @@ def check_version(store: Store, worked_from: int) -> None:
                          "(finished work is reused)")
 
 
+EMBEDDINGS = f"{EMBEDDING_SCHEME}-"   # how the cache key of an embedding begins
 PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
 # A stage's and model's usage, as `status` counts it, from llm_calls rows.
 _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
@@ -295,10 +297,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "extractions.extractor)", (cutoff,))
     # (Embeddings are kept: a hit on one is recorded under its batch's key, not its own. So
     # are the answers the index's summaries and reports are, which are never asked for again.)
-    conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND key NOT IN "
-                 "(SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND model NOT IN "
-                 "(SELECT DISTINCT model FROM llm_calls WHERE stage = 'embed') AND key NOT IN "
-                 "(SELECT key FROM answers)", (cutoff, cutoff))
+    conn.execute("DELETE FROM llm_cache WHERE created_at < ? AND substr(key, 1, ?) <> ? AND "
+                 "key NOT IN (SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND key NOT IN "
+                 "(SELECT key FROM answers)", (cutoff, len(EMBEDDINGS), EMBEDDINGS, cutoff))
     # Older calls are folded into their stage's and model's sums.
     conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE)}) "
                  f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "

@@ -725,6 +725,35 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     assert float(rows("SELECT value FROM meta WHERE key = 'pruned_at'")[0][0]) > long_ago
 
 
+def test_cached_embeddings_outlive_the_calls_that_made_them(tmp_path):
+    # Embeddings were kept while an embedding call was recorded; the same prune folds old calls
+    # into sums, so the next day's prune deleted every cached embedding, paid for again.
+    import time
+
+    from streamrag import index_rows
+    from streamrag.cache import embedding_key
+
+    store = Store(tmp_path / "index.db")
+    day, now = 86400.0, time.time()
+    vector, answer = embedding_key("e1", "Ada"), "chat-answer-key"
+    with store.transaction():
+        store.conn.execute("INSERT INTO llm_cache VALUES (?, 'e1', '[0.5, 0.25]', ?)", (vector, now - 40 * day))
+        store.conn.execute("INSERT INTO llm_cache VALUES (?, 'm1', '{\"text\": \"x\"}', ?)",
+                           (answer, now - 40 * day))
+        store.record_call({"run_id": "r", "stage": "embed", "model": "e1", "prompt": "", "prompt_version": "",
+                           "cache_key": "batch",
+                           "prompt_tokens": 5, "completion_tokens": 0, "latency_ms": 1, "cached": 0})
+        store.conn.execute("UPDATE llm_calls SET created_at = ?", (now - 35 * day,))
+    try:
+        for when in (now, now + 1.1 * day, now + 2.2 * day):
+            with store.transaction():
+                index_rows.prune(store, 30, when)
+        left = {k for (k,) in store.conn.execute("SELECT key FROM llm_cache")}
+    finally:
+        store.close()
+    assert left == {vector}   # (the old chat answer, unused, went the first day)
+
+
 async def test_an_edit_undone_costs_nothing_however_old_the_answers_it_undoes(corpus, tmp_path, simulator):
     # The answers the published summaries and reports are never asked for again, so the daily
     # prune took them keep_unused_days after they were made, while in use: undoing an edit of
