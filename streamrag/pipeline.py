@@ -190,10 +190,15 @@ def _covered(path: str, scope: list[str]) -> bool:
 def stored_files(stored: str, root: Path | None) -> list[Path]:
     """The files an indexed path may name: ``stored`` itself, then, longest first, the .jsonl /
     .csv files of which it may be a row (``file#row``; a file's own name may hold "#")."""
+    return [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c
+            for c in _file_names(stored)]
+
+
+def _file_names(stored: str) -> list[str]:
+    """``stored_files``' names, as stored (relative to the root, or absolute)."""
     # Rows come only from .jsonl and .csv files; a row's "#n" never holds a "/".
-    candidates = [stored] + [stored[:i] for i, ch in enumerate(stored)
-                             if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))][::-1]
-    return [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c for c in candidates]
+    return [stored] + [stored[:i] for i, ch in enumerate(stored)
+                       if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))][::-1]
 
 
 def _still_there(stored: str, root: Path | None) -> bool:
@@ -612,11 +617,8 @@ class Indexer:
 
         by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
         for p, v in known.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
-            by_file[p][p] = v       # (a name may hold "#" itself: every prefix before one counts)
-            cut = p.find("#")
-            while cut != -1:
-                by_file[p[:cut]][p] = v
-                cut = p.find("#", cut + 1)
+            for name in _file_names(p):   # (a name may hold "#" itself)
+                by_file[name][p] = v
 
         async def load() -> None:
             async with doc_send:

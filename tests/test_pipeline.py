@@ -419,6 +419,27 @@ def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
     assert not _still_there("a#b.txt", tmp_path)
 
 
+async def test_a_file_whose_name_goes_on_with_a_hash_is_no_row_of_another(tmp_path, monkeypatch):
+    # "a.md#2.md" was taken for a row of a.md when the run matched files to what it indexed, so
+    # a.md was never unchanged: every run read it again (and a.md that could not be read kept
+    # the other file's text).
+    from streamrag import loader
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Alice Walker met Bob Stone in Millbrook.\n")
+    (docs / "a.md#2.md").write_text("Carol King met David Moss in London.\n")
+    (docs / "rows.csv").write_text("text\nEve Hart met Frank Lane in Paris.\n")
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    read, real = [], loader.read_documents
+    monkeypatch.setattr(loader, "read_documents", lambda path, *a, **k: read.append(path.name) or real(path, *a, **k))
+    await sync([docs], settings, tmp_path / "i.db", root=docs)
+    assert sorted(read) == ["a.md", "a.md#2.md", "rows.csv"]
+    read.clear()
+    again = await sync([docs], settings, tmp_path / "i.db", root=docs)
+    assert read == [] and again.documents_unchanged == 3
+
+
 async def test_an_index_kept_among_the_documents_is_not_one_of_them(corpus, tmp_path):
     # `--db notes/index.txt`: the database matched index.include, and every later run failed
     # on it ("binary file, not indexed; remove it"), advising to delete the index.
