@@ -130,19 +130,3 @@ def group(mentions: Iterable[EntityMention] | Iterable[RelationshipMention]) -> 
     for m in mentions:
         out[m[0]].append(m)
     return out
-
-
-def merge_all(extractions: dict[str, Extraction], entity_types: Sequence[str] = ()
-              ) -> tuple[list[Entity], list[Relationship], list[Claim]]:
-    """Entities, relationships and claims of a whole set of chunk extractions."""
-    ents: list[EntityMention] = []
-    rels: list[RelationshipMention] = []
-    claims: list[Claim] = []
-    for chunk_id in sorted(extractions):
-        e, r, c = mentions_of(chunk_id, extractions[chunk_id])
-        ents += e
-        rels += r
-        claims += c
-    entities = [merge_entity(k, v, entity_types) for k, v in sorted(group(ents).items())]
-    relationships = [merge_relationship(k, v) for k, v in sorted(group(rels).items())]
-    return entities, relationships, sorted(claims, key=lambda c: c.id)

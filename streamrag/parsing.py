@@ -193,12 +193,6 @@ def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extrac
     return out
 
 
-def is_done_only(text: str) -> bool:
-    """True when the answer holds no record lines at all (just ``done``, prose or nothing)."""
-    ex = parse_records(text)
-    return not (ex.entities or ex.relationships or ex.claims or ex.dropped)
-
-
 def usable_extraction(text: str) -> bool:
     """Whether an extraction answer can be used: it holds records, or it says ``done`` and holds
     no record-like lines (nothing to extract). Prose, JSON or an empty answer is unusable: a

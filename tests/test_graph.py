@@ -4,7 +4,7 @@ import pytest
 
 from streamrag import ids
 from streamrag.graph import Graph, neighbour_counts, personalized_pagerank
-from streamrag.merge import merge_all
+from streamrag.merge import group, mentions_of, merge_entity, merge_relationship
 from streamrag.records import (
     ClaimRecord,
     Entity,
@@ -13,6 +13,20 @@ from streamrag.records import (
     Relationship,
     RelationshipRecord,
 )
+
+
+def merge_all(extractions, entity_types=()):
+    """Entities, relationships and claims of a whole set of chunk extractions, merged with the
+    pure functions ``graph_state.GraphState.apply`` merges each changed element with."""
+    ents, rels, claims = [], [], []
+    for chunk_id in sorted(extractions):
+        e, r, c = mentions_of(chunk_id, extractions[chunk_id])
+        ents += e
+        rels += r
+        claims += c
+    entities = [merge_entity(k, v, entity_types) for k, v in sorted(group(ents).items())]
+    relationships = [merge_relationship(k, v) for k, v in sorted(group(rels).items())]
+    return entities, relationships, sorted(claims, key=lambda c: c.id)
 
 
 def entity(eid: str) -> Entity:

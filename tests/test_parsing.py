@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from streamrag.ids import normalize_name
 from streamrag.parsing import (
-    is_done_only,
     parse_json_object,
     parse_map_points,
     parse_ratings,
@@ -141,15 +140,6 @@ done""")
         ClaimRecord("Mira Osk", None, "fraud", "SUSPECTED", None, None, "Accused of fraud.", "said to have"),
         ClaimRecord("X", "Y", "z", "SUSPECTED", None, None, "", ""),
     ]
-
-
-def test_is_done_only():
-    assert is_done_only("done")
-    assert is_done_only("```\nDONE.\n```")
-    assert is_done_only("")
-    assert is_done_only("Nothing is missing.\ndone")
-    assert not is_done_only("entity | A | person | x\ndone")
-    assert not is_done_only("relation | A | B | 3 | x")
 
 
 def test_yes_no():
@@ -327,7 +317,6 @@ def test_no_input_raises(text):
     ex = parse_records(text, entity_types=["person"])
     read = len(ex.entities) + len(ex.relationships) + len(ex.claims)
     assert 0 <= ex.dropped and read + ex.dropped <= len(text.splitlines())
-    assert is_done_only(text) is (read + ex.dropped == 0)
     assert parse_yes_no(text) in (True, False, None)
     obj = parse_json_object(text)
     assert obj is None or isinstance(obj, dict)
