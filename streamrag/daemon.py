@@ -55,9 +55,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from streamrag import index_rows
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import StreamragError, disk_full
-from streamrag.loader import (include_patterns, leads_outside, left_out_lines, read_documents, storable,
+from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, storable,
                               unstorable_folder)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
@@ -351,7 +352,7 @@ class Daemon:
         from streamrag.pipeline import stored_files
 
         with self._reading() as store:
-            stored = [r["path"] for r in store.query("SELECT path FROM files")] if store else []
+            stored = index_rows.file_paths(store) if store else []
         files: set[str] = set()
         folders: set[str] = set()
         for rel in stored:
@@ -380,9 +381,7 @@ class Daemon:
         with self._reading() as store:
             if store is None:
                 return False
-            prefix = rel + "/"
-            return bool(store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",
-                                     (len(prefix), prefix)))
+            return index_rows.holds_under(store, rel)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Store | None]:
@@ -400,20 +399,12 @@ class Daemon:
     @staticmethod
     def _is_indexed(store: Store | None, rel: str) -> bool:
         """Whether the index holds the file ``rel`` (or rows of it: ``data.jsonl#3``)."""
-        if store is None:
-            return False
-        prefix = rel + "#"
-        return bool(store.scalar("SELECT 1 FROM files WHERE path = ? OR substr(path, 1, ?) = ? LIMIT 1",
-                                 (rel, len(prefix), prefix)))
+        return store is not None and index_rows.holds_file(store, rel)
 
     @staticmethod
     def _indexed_in(store: Store | None, rel: str) -> set[str]:
         """The indexed files under the folder ``rel``."""
-        if store is None:
-            return set()
-        prefix = rel + "/"
-        rows = store.query("SELECT path FROM files WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
-        return {r["path"].split("#", 1)[0] for r in rows}
+        return set() if store is None else {file_of(p) for p in index_rows.paths_under(store, rel)}
 
     def _takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
@@ -735,9 +726,9 @@ class Daemon:
                 return {}
             was: dict[tuple[str, int], list[str]] = {}
             for rel in sorted(deleted):
-                rows = store.query("SELECT doc_id, size FROM files WHERE path = ?", (rel,))
-                if rows:
-                    was.setdefault((rows[0]["doc_id"], rows[0]["size"]), []).append(rel)
+                record = index_rows.file_record(store, rel)
+                if record is not None:
+                    was.setdefault(tuple(record), []).append(rel)
         sizes = {size for _doc, size in was}
         out: dict[str, str] = {}
         for rel in sorted(added):

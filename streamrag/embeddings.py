@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import math
 
+from streamrag import index_rows
 from streamrag.ids import text_hash
 from streamrag.store import Store
 
@@ -35,32 +36,24 @@ def entity_text(name: str, description: str) -> str:
     return f"{name}: {description}"
 
 
-def _stored_hashes(store: Store, kind: str, model: str) -> dict[str, str]:
-    return {r["item_id"]: r["content_hash"] for r in store.query(
-        "SELECT item_id, content_hash FROM embeddings WHERE kind = ? AND model = ?", (kind, model))}
-
-
 async def embed_missing(llm, store: Store, model: str, state, change, assignments) -> list[tuple]:
     """Vectors for every item about to be published whose text has none yet, as rows of the
     ``embeddings`` table. The caller writes them with the rest of the version, so a reader
     never meets a new vector beside the old row it describes (the LLM cache keeps them safe
     until then)."""
     todo: list[tuple[str, str, str]] = []  # (kind, item id, text)
-    have = _stored_hashes(store, "entity", model)
+    have = index_rows.embedded(store, "entity", model)
     for e in state.entities.values():
         text = entity_text(e.name, e.description)
         if have.get(e.id) != text_hash(text):
             todo.append(("entity", e.id, text))
-    have = _stored_hashes(store, "chunk", model)
-    missing_chunks = [c for c in sorted(change.live) if c not in have]
-    for i in range(0, len(missing_chunks), 500):
-        part = missing_chunks[i:i + 500]
-        for r in store.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-            todo.append(("chunk", r["id"], r["text"]))
-    have = _stored_hashes(store, "report", model)
+    have = index_rows.embedded(store, "chunk", model)
+    for chunk_id, text in index_rows.chunk_texts(store, [c for c in change.live if c not in have]):
+        todo.append(("chunk", chunk_id, text))
+    have = index_rows.embedded(store, "report", model)
     for _context_key, report_key in assignments.values():
         if report_key not in have:
-            text = store.scalar("SELECT text FROM reports WHERE key = ?", (report_key,))
+            text = index_rows.report_text(store, report_key)
             if text:
                 todo.append(("report", report_key, text))
                 have[report_key] = "pending"

@@ -68,8 +68,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     done: set[str] = set()
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
-        done = {r["chunk_id"] for r in store.query("SELECT chunk_id FROM extractions WHERE extractor = ?",
-                                                   (extractor_key(settings),))}
+        done = index_rows.extracted_with(store, extractor_key(settings))
     ix = settings.index
     new_chunks = {}
     docs = corpus_tokens = unreadable = 0
@@ -142,8 +141,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)):
                 # (new summaries change the descriptions reports are written from, and new
                 # clustering settings recluster: counted as if every report changed)
-                communities = max(communities, store.scalar(
-                    "SELECT count(*) FROM communities WHERE size >= ?", (ix.report_min_members,)) or 0)
+                communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members))
         if summaries:
             add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
         if communities:
@@ -163,15 +161,14 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
     ix = settings.index
     join = min(ix.summary_join_tokens, ix.summary_max_tokens)
     asked = 0
-    for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):
-        said: dict[str, set[str]] = {}
-        for r in store.query(f"SELECT {key} AS element, description FROM {table}"):
-            if r["description"].strip():   # (as merging takes them: empty ones are none)
-                said.setdefault(r["element"], set()).add(r["description"])
-        for descriptions in said.values():
-            chosen = summary_input(sorted(descriptions), ix.summary_max_descriptions)
-            if len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None:
-                asked += 1
+    said: dict[str, set[str]] = {}   # (entity and relationship ids differ: "ent-", "rel-")
+    for element, description in index_rows.element_descriptions(store):
+        if description.strip():   # (as merging takes them: empty ones are none)
+            said.setdefault(element, set()).add(description)
+    for descriptions in said.values():
+        chosen = summary_input(sorted(descriptions), ix.summary_max_descriptions)
+        if len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None:
+            asked += 1
     return asked
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.errors import StoreError
+from streamrag.loader import file_of
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
 from streamrag.store import Store
 from streamrag.terms import fts_text
@@ -56,6 +57,35 @@ def files(store: Store) -> dict[str, tuple[str, int, float]]:
     """The indexed files: path (``file`` or ``file#row``) -> (document id, size, change stamp)."""
     return {p: (d, size, stamp) for p, d, size, stamp in
             store.conn.execute("SELECT path, doc_id, size, stamp FROM files")}
+
+
+def file_paths(store: Store) -> list[str]:
+    return [p for (p,) in store.conn.execute("SELECT path FROM files")]
+
+
+def paths_under(store: Store, folder: str) -> list[str]:
+    """The indexed paths in the folder ``folder`` (relative to the root), at any depth."""
+    prefix = folder + "/"
+    return [p for (p,) in store.conn.execute("SELECT path FROM files WHERE substr(path, 1, ?) = ?",
+                                             (len(prefix), prefix))]
+
+
+def holds_under(store: Store, folder: str) -> bool:
+    prefix = folder + "/"
+    return store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",
+                        (len(prefix), prefix)) is not None
+
+
+def holds_file(store: Store, file: str) -> bool:
+    """Whether the file ``file`` is indexed (itself, or rows of it: ``data.jsonl#3``)."""
+    prefix = file + "#"
+    return any(p == file or file_of(p) == file for (p,) in store.conn.execute(
+        "SELECT path FROM files WHERE path = ? OR substr(path, 1, ?) = ?", (file, len(prefix), prefix)))
+
+
+def file_record(store: Store, path: str) -> tuple[str, int] | None:
+    """(document id, size) of the indexed ``path``."""
+    return store.conn.execute("SELECT doc_id, size FROM files WHERE path = ?", (path,)).fetchone()
 
 
 def document_ids(store: Store) -> set[str]:
@@ -133,6 +163,42 @@ def load_extractions(store: Store, chunk_ids: set[str], key: str) -> dict[str, E
                 (key, *part)):
             out[chunk_id] = _extraction_decode.decode(result)
     return out
+
+
+def chunk_texts(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]:
+    """(id, text) of the stored chunks of ``chunk_ids``."""
+    for part in _batches(chunk_ids):
+        yield from store.conn.execute(f"SELECT id, text FROM chunks WHERE {_in('id', part)}", part)
+
+
+def extracted_with(store: Store, key: str) -> set[str]:
+    """The chunks extracted with extractor ``key``, in use or not."""
+    return {c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
+
+
+def has_entities(store: Store) -> bool:
+    return store.scalar("SELECT 1 FROM entities LIMIT 1") is not None
+
+
+def element_descriptions(store: Store) -> Iterator[tuple[str, str]]:
+    """(entity or relationship id, description) of every live mention of one."""
+    for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):
+        yield from store.conn.execute(f"SELECT {key}, description FROM {table}")
+
+
+def communities_of_size(store: Store, members: int) -> int:
+    """How many communities have at least ``members`` members."""
+    return store.scalar("SELECT count(*) FROM communities WHERE size >= ?", (members,)) or 0
+
+
+def report_text(store: Store, key: str) -> str | None:
+    return store.scalar("SELECT text FROM reports WHERE key = ?", (key,))
+
+
+def embedded(store: Store, kind: str, model: str) -> dict[str, str]:
+    """Item id -> the hash of the text its stored ``kind`` vector (of ``model``) was made of."""
+    return dict(store.conn.execute(
+        "SELECT item_id, content_hash FROM embeddings WHERE kind = ? AND model = ?", (kind, model)))
 
 
 def report_keys(store: Store) -> set[str]:

@@ -183,6 +183,17 @@ def _safe(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
 
 
+_ROW = re.compile(r"(.+\.(?:jsonl|csv))#\d+", re.IGNORECASE | re.DOTALL)
+
+
+def file_of(stored: str) -> str:
+    """The file an indexed path is of: a row's file (``data.jsonl#3``: ``data.jsonl``; rows are
+    numbered, and only .jsonl and .csv files have them), else the path itself (``a.md#2.md`` is
+    a file's name)."""
+    row = _ROW.fullmatch(stored)
+    return row.group(1) if row else stored
+
+
 def shown(path: Path | str) -> str:
     """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
     return _safe(os.fspath(path))

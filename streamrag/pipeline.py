@@ -181,24 +181,23 @@ def _covered(path: str, scope: list[str]) -> bool:
 
     The root (".") covers what lies inside it, not files stored by absolute path: those came
     from another folder given with it (``index a b``), which ``index a`` leaves as it is."""
-    real = path.split("#", 1)[0]
+    real = loader.file_of(path)
     inside = not (real.startswith("/") or real.startswith("../"))
     return any((s in (".", "") and inside) or real == s or real.startswith(s.rstrip("/") + "/")
                for s in scope)
 
 
 def stored_files(stored: str, root: Path | None) -> list[Path]:
-    """The files an indexed path may name: ``stored`` itself, then, longest first, the .jsonl /
-    .csv files of which it may be a row (``file#row``; a file's own name may hold "#")."""
+    """The files an indexed path may name: ``stored`` itself, then the .jsonl or .csv file of
+    which it may be a row (``file#n``; a file's own name may hold "#")."""
     return [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c
             for c in _file_names(stored)]
 
 
 def _file_names(stored: str) -> list[str]:
     """``stored_files``' names, as stored (relative to the root, or absolute)."""
-    # Rows come only from .jsonl and .csv files; a row's "#n" never holds a "/".
-    return [stored] + [stored[:i] for i, ch in enumerate(stored)
-                       if ch == "#" and stored[:i].lower().endswith((".jsonl", ".csv"))][::-1]
+    file = loader.file_of(stored)
+    return [stored] if file == stored else [stored, file]
 
 
 def _still_there(stored: str, root: Path | None) -> bool:
@@ -403,8 +402,8 @@ class Indexer:
                             if built.startswith("llm-") else
                             f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
                             "answers in the cache cost nothing)"))
-        if said("summarizer") != self.summarizer_key and (said("summarizer") is not None or store.scalar(
-                "SELECT 1 FROM entities LIMIT 1")):   # (an index from before the key: redone too)
+        if said("summarizer") != self.summarizer_key and (
+                said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))
         if said("report_settings") not in (None, self._report_key()):
             changes.append(("report", "every report is written again"))

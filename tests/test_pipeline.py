@@ -438,6 +438,16 @@ async def test_a_file_whose_name_goes_on_with_a_hash_is_no_row_of_another(tmp_pa
     read.clear()
     again = await sync([docs], settings, tmp_path / "i.db", root=docs)
     assert read == [] and again.documents_unchanged == 3
+    # `index docs/a.md` updates a.md, and took a.md#2.md out of the index as if it were a row.
+    (docs / "a.md").write_text("Alice Walker met Bob Stone in Oldbrook.\n")
+    one = await sync([docs / "a.md"], settings, tmp_path / "i.db", root=docs)
+    assert (one.documents_added, one.documents_removed) == (1, 1)
+    store = Store(tmp_path / "i.db", readonly=True)
+    try:
+        paths = sorted(r["path"] for r in store.query("SELECT path FROM documents"))
+    finally:
+        store.close()
+    assert paths == ["a.md", "a.md#2.md", "rows.csv#1"]
 
 
 async def test_an_index_kept_among_the_documents_is_not_one_of_them(corpus, tmp_path):
