@@ -573,7 +573,8 @@ class LLMClient:
                    stop: str | list[str] | None = None, seed: int | None = None,
                    on_delta: Callable[[str], None] | None = None,
                    validate: Callable[[str], bool] | None = None,
-                   on_length: OnLength | None = None, tries: int = USABLE_TRIES) -> ChatResult:
+                   on_length: OnLength | None = None, tries: int = USABLE_TRIES,
+                   budget_setting: str = "") -> ChatResult:
         """One chat completion, from the cache when possible; ``on_delta`` streams the text.
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
@@ -587,6 +588,9 @@ class LLMClient:
         with ``on_delta``, whose text the caller has already shown) returned but never cached;
         a function of the text: usable and cached when it and ``validate`` say so, else
         ``"retry"`` (a summary already past its budget, which its caller trims anyway).
+
+        ``budget_setting`` names the setting ``max_tokens`` comes from, for the error when every
+        answer was cut off.
         """
         if prompt is not None:
             prompt_name, prompt_version = prompt.name, prompt.version
@@ -618,6 +622,8 @@ class LLMClient:
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
             hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
+            if budget_setting:
+                hint += f": raise {budget_setting}, or try a model that writes shorter answers"
         raise LLMOutputError(f"{model} gave no usable answer in {tries} tries (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "

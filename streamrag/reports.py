@@ -307,7 +307,8 @@ async def llm_report(llm, context: ReportContext, *, model: str, max_tokens: int
     """The LLM's report for ``context`` (raises LLMError when the model keeps failing)."""
     prompt = load_prompt("report")
     result = await llm.chat(prompt.render(context=context.text), model=model, stage="report",
-                            prompt=prompt, max_tokens=max_tokens, validate=usable_report)
+                            prompt=prompt, max_tokens=max_tokens, validate=usable_report,
+                            budget_setting="index.report_max_output_tokens")
     fields = parse_report(result.text, known_entity_ids=set(context.elements["entities"]),
                           known_relationship_ids=set(context.elements["relationships"]))
     if fields is None:  # the client validated it; only a changed parser could get here

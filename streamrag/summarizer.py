@@ -161,7 +161,8 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
     result = await llm.chat(messages, model=settings.llm.summary_model, stage="summarize",
                             prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
                             validate=usable_description,
-                            on_length=lambda text: count_tokens(text, encoding) > budget)
+                            on_length=lambda text: count_tokens(text, encoding) > budget,
+                            budget_setting="index.summary_max_tokens")
     return within_budget(result.text.strip(), budget, encoding), result.key
 
 

@@ -105,6 +105,19 @@ async def test_answers_that_stay_cut_off_fail_and_nothing_is_cached(tmp_path):
     assert all(e.startswith("unusable answer") for e in errors(store))
 
 
+async def test_a_report_that_stays_cut_off_names_the_setting_to_raise(tmp_path):
+    # A small index.report_max_output_tokens failed every report on every run, and the message
+    # said to run again "after fixing the cause" without naming it.
+    from streamrag.reports import ReportContext, llm_report
+
+    script = Script(('{"title": "T", "summary": "S", "findings": [{"summ', "length"))
+    context = ReportContext(text="entity | Ada | person", elements={"entities": ["e1"], "relationships": []},
+                            tokens=5)
+    async with client(tmp_path, script) as (llm, _store):
+        with pytest.raises(LLMOutputError, match=r"at 200 on the last try: raise index\.report_max_output_tokens"):
+            await llm_report(llm, context, model="m", max_tokens=50)
+
+
 async def test_a_one_token_answer_may_fill_max_tokens_when_the_caller_says_so(tmp_path):
     script = Script(("YES", "length"))
     async with client(tmp_path, script) as (llm, store):
