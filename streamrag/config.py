@@ -391,9 +391,14 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         problems.append(("llm.api_base", f"is the base URL, without {route.group(0)} (streamrag adds "
                          f"it): use {llm.api_base[:route.start()]!r}"))
     q = s.query
-    if not (0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1
-            and q.local_text_share + q.local_community_share <= 1):
-        problems.append(("query.local_text_share", "shares must be in [0, 1] and sum to at most 1"))
+    for name in ("local_text_share", "local_community_share"):
+        if not 0 <= getattr(q, name) <= 1:
+            problems.append((f"query.{name}", "must be between 0 and 1 (a share of query.local_max_tokens)"))
+    if 0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1 \
+            and q.local_text_share + q.local_community_share > 1:
+        problems.append(("query.local_community_share",
+                         f"and query.local_text_share ({q.local_text_share:g}) add up to more than 1: the "
+                         "rest of the local context is entities and relationships; lower one of them"))
     if not 0 <= q.dynamic_threshold <= 5:
         problems.append(("query.dynamic_threshold", "must be between 0 and 5 (reports are rated 0-5)"))
     if q.dynamic_max_depth < 0:

@@ -50,7 +50,11 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_base = "http://[::1"\n', "llm.api_base: has no valid host and port"),
     ('[llm]\napi_base = "http://:8080/v1"\n', "llm.api_base: names no host"),
     ('[llm]\napi_base = "http://exämple..com/v1"\n', "llm.api_base: has a host name that is not valid"),
-    ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n", "query.local_text_share"),
+    ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n",
+     "query.local_community_share: and query.local_text_share (0.9) add up to more than 1"),
+    # (The key at fault was said to be local_text_share.)
+    ("[query]\nlocal_community_share = 2\n", "query.local_community_share: must be between 0 and 1"),
+    ("[query]\nlocal_text_share = -0.5\n", "query.local_text_share: must be between 0 and 1"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
     ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
     ("[llm]\nrequest_timeout_s = nan\n", "llm.request_timeout_s: must be > 0"),
