@@ -724,8 +724,10 @@ def _open_error(path: Path, e: BaseException) -> StoreError:
         return StoreError(f"{path}: is a folder, not an index file; pass --db with the index's "
                           "file (e.g. DIR/.streamrag/index.db)")
     if isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
-        return StoreError(f"{path}: not a streamrag index (not an SQLite database); pass --db with "
-                          "the index's file, or remove this one and run `streamrag index DIR`")
+        # (Never "remove it": most likely a document given as the index by mistake.)
+        return StoreError(f"{path}: not a streamrag index (not an SQLite database: some other file); "
+                          "give --db (or store.path) the index's file, or a path where none is yet for "
+                          "`streamrag index DIR` to build one there")
     if isinstance(e, sqlite3.DatabaseError) and "malformed" in str(e):
         return StoreError(f"{path}: the index database is damaged ({e}); remove it and run "
                           "`streamrag index DIR` to build it again")

@@ -363,7 +363,9 @@ _SAYS = {   # what each case's message says to do
         r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
     "an older schema it may not upgrade, in WAL mode":
         r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
-    "not a database": r"not a streamrag index .*remove this one and run `streamrag index DIR`",
+    # (It said "or remove this one" of what was most likely a document given as --db.)
+    "not a database": r"not a streamrag index \(not an SQLite database: some other file\); give --db \(or "
+                      r"store.path\) the index's file, or a path where none is yet",
     "damaged": r"damaged \(.*malformed.*\); remove it and run `streamrag index DIR`",
 }
 
