@@ -800,7 +800,8 @@ class Daemon:
 
         progress.listeners.append(on_change)
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
-                          command="watch", transport=self.transport, graph_cache=self.graph_cache)
+                          command="watch", transport=self.transport, graph_cache=self.graph_cache,
+                          retried=not self._once)   # (`--once` is like `streamrag index`)
         started = anyio.current_time()
         try:
             if self.writer_lock is not None:

@@ -251,8 +251,12 @@ class Indexer:
 
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
-                 recluster: bool = False, graph_cache: GraphCache | None = None) -> None:
+                 recluster: bool = False, graph_cache: GraphCache | None = None,
+                 retried: bool = False) -> None:
+        """``retried``: the caller retries an outage itself (the daemon), so a run that reached
+        no endpoint publishes what it can rather than nothing."""
         self.settings = settings
+        self.retried = retried
         self.graph_cache = graph_cache
         self.recluster = recluster
         self.db_path = db_path
@@ -420,7 +424,7 @@ class Indexer:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
             await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
-        if self.unavailable and self.llm is not None and not self.llm.reached and self.command != "watch":
+        if self.unavailable and self.llm is not None and not self.llm.reached and not self.retried:
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon
             # publishes what it can and retries an outage itself, saying so.)

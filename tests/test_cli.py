@@ -359,6 +359,21 @@ def test_bad_config_is_one_line(tmp_path, corpus):
     assert "streamrag.toml: index.chunk_size: expected int" in out.stderr
 
 
+def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(corpus, tmp_path):
+    # It published a version of "1 document, 0 entities" and said only "2 LLM calls failed".
+    db, docs = tmp_path / "i.db", tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(sorted(corpus.glob("*.txt"))[0], docs)
+    (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    out = run("watch", str(docs), "--once", "--db", str(db), "--config", str(tmp_path / "s.toml"),
+              "--api-base", "http://127.0.0.1:9/v1")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions" in out.stderr
+    assert "Nothing was published" in out.stderr
+    status = run("status", "--json", "--db", str(db))
+    assert status.returncode != 0 or json.loads(status.stdout)["version"] == 0, status.stdout
+
+
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
