@@ -177,6 +177,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
             print(format_estimate(result))
         return 0
+    for line in settings.unused_by_indexing():
+        print(f"streamrag: warning: {line}", file=sys.stderr)
     prog = pipeline.Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)

@@ -142,6 +142,14 @@ class Settings(_Section):
             return False
         return not self.llm.api_base
 
+    def unused_by_indexing(self) -> list[str]:
+        """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
+        if self.offline and self.index.extract_claims:
+            where = f"{self.source}: " if self.source not in ("", "defaults") else ""
+            return [f"{where}index.extract_claims is set, but offline indexing extracts no claims (they "
+                    "need a model: set llm.api_base, or leave out --offline)"]
+        return []
+
 
 def _bad_host_or_port(url: str) -> str:
     """What is wrong with the host or port of an http(s) ``url`` ("" when nothing is): a port

@@ -518,6 +518,8 @@ class Daemon:
         self.emit("starting", f"{self.root} -> {self.db_path} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
                   root=str(self.root), db=str(self.db_path))
+        for line in self.settings.unused_by_indexing():
+            self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
         self._root_id = _identity(self.root)

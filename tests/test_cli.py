@@ -374,6 +374,17 @@ def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(corpu
     assert status.returncode != 0 or json.loads(status.stdout)["version"] == 0, status.stdout
 
 
+def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
+    # index.extract_claims = true gave 0 claims offline, without a word.
+    (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
+    said = "index.extract_claims is set, but offline indexing extracts no claims (they need a model"
+    for args in (("index", "-q"), ("watch", "--once")):
+        out = run(*args, str(corpus), "--offline", "--config", str(tmp_path / "s.toml"),
+                  "--db", str(tmp_path / "i.db"))
+        assert out.returncode == 0 and f"s.toml: {said}" in out.stderr, out.stderr
+    assert said not in run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
+
+
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
