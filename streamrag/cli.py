@@ -383,6 +383,14 @@ def _share(text: str) -> float:
     return share(text)
 
 
+def _at_least(least: float, kind: type = float, what: str = "0 or more"):
+    def parse(text: str):
+        from streamrag.simulator import at_least
+
+        return at_least(least, kind, what)(text)
+    return parse
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit 2), like every other streamrag error."""
 
@@ -459,19 +467,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "streamrag.toml), or a run waits for budget a real provider would need.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="0 picks a free port (default 8765)")
-    p.add_argument("--latency-ms", type=float, default=0.0, help="added to every answer (default 0)")
-    p.add_argument("--per-token-ms", type=float, default=0.0,
+    p.add_argument("--latency-ms", type=_at_least(0), default=0.0, help="added to every answer (default 0)")
+    p.add_argument("--per-token-ms", type=_at_least(0), default=0.0,
                    help="added per completion token (default 0)")
-    p.add_argument("--rpm", type=int, default=0, help="requests per minute before 429 (0 = no limit)")
-    p.add_argument("--tpm", type=int, default=0, help="tokens per minute before 429 (0 = no limit)")
+    p.add_argument("--rpm", type=_at_least(0, int), default=0, help="requests per minute before 429 (0 = no limit)")
+    p.add_argument("--tpm", type=_at_least(0, int), default=0, help="tokens per minute before 429 (0 = no limit)")
     p.add_argument("--fault-rate", type=_share, default=0.0,
                    help="share of requests that fail (0 to 1): HTTP 500, a hang of --timeout-s, a "
                         "malformed or a truncated answer")
     p.add_argument("--seed", type=int, default=0, help="which requests fail (default 0)")
     # The same flags as `python -m streamrag.simulator` (simulator.build_parser), declared here so
     # that `streamrag --help` does not import the simulator.
-    p.add_argument("--embedding-dim", type=int, default=64, help="length of embeddings (default 64)")
-    p.add_argument("--timeout-s", type=float, default=30.0, help="how long a simulated timeout holds the connection (default 30)")
+    p.add_argument("--embedding-dim", type=_at_least(1, int, "1 or more"), default=64, help="length of embeddings (default 64)")
+    p.add_argument("--timeout-s", type=_at_least(0), default=30.0, help="how long a simulated timeout holds the connection (default 30)")
     p.set_defaults(func=cmd_simulate)
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`

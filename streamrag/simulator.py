@@ -1426,6 +1426,19 @@ def port_number(text: str) -> int:
     return port
 
 
+def at_least(least: float, kind: type = float, what: str = "0 or more"):
+    """An argparse type: a number (``kind``) of at least ``least``."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; give {what}") from None
+        if not value >= least:   # (nan too)
+            raise argparse.ArgumentTypeError(f"{text} is out of range; give {what}")
+        return value
+    return parse
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     """The simulator's flags, added to ``parser`` (a new one by default)."""
     p = parser or argparse.ArgumentParser(
@@ -1434,14 +1447,14 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     d = SimulatorConfig()
     p.add_argument("--host", default=d.host)
     p.add_argument("--port", type=port_number, default=8765, help="0 picks a free port (default 8765)")
-    p.add_argument("--latency-ms", type=float, default=d.latency_ms)
-    p.add_argument("--per-token-ms", type=float, default=d.per_token_ms)
-    p.add_argument("--rpm", type=int, default=d.rpm, help="requests per minute, 0 = unlimited")
-    p.add_argument("--tpm", type=int, default=d.tpm, help="tokens per minute, 0 = unlimited")
+    p.add_argument("--latency-ms", type=at_least(0), default=d.latency_ms)
+    p.add_argument("--per-token-ms", type=at_least(0), default=d.per_token_ms)
+    p.add_argument("--rpm", type=at_least(0, int), default=d.rpm, help="requests per minute, 0 = unlimited")
+    p.add_argument("--tpm", type=at_least(0, int), default=d.tpm, help="tokens per minute, 0 = unlimited")
     p.add_argument("--fault-rate", type=share, default=d.fault_rate)
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--embedding-dim", type=int, default=d.embedding_dim)
-    p.add_argument("--timeout-s", type=float, default=d.timeout_s,
+    p.add_argument("--embedding-dim", type=at_least(1, int, "1 or more"), default=d.embedding_dim)
+    p.add_argument("--timeout-s", type=at_least(0), default=d.timeout_s,
                    help="how long a simulated timeout holds the connection")
     return p
 
