@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
@@ -161,14 +161,32 @@ def _stems(text: str) -> set[str]:
 
 
 def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
-                   limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset()
+                   limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset(),
+                   anchors: Sequence[str] = (), types: Mapping[str, str] | None = None
                    ) -> list[tuple[str, str, float]]:
-    """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first."""
+    """(sentence, tag, score) of the best sentences of ``passages`` (tag, text), best first.
+
+    ``anchors`` are the names of the entities the question names. A sentence that names more of
+    them comes first, whatever its other words: the passages of a local context are about the
+    anchor, so its name is common among them and weighs little by rarity, and a sentence about
+    someone else that shares one rare word with the question ("organization", "born") would
+    otherwise come before the anchor's own facts. A sentence naming an anchor by part of its
+    name ("Ms. Sarga") counts that part.
+
+    ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
+    entity of a type the question names ("Which organization ...") or asks for by its question
+    word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words."""
     terms = {stem(t) for t in query_terms(question, extra_stop=extra_stop)}
+    typed = _typed_names(question, terms, types or {})
+    kinds = set(typed[1].values()) - {""} if typed is not None else set()
+    anchor_stems = [s for s in ({stem(w) for w in words(name) if w not in STOPWORDS} for name in anchors) if s]
     candidates: list[tuple[int, int, str, str, set[str]]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
-            candidates.append((p_rank, s_rank, sentence, tag, _stems(sentence)))
+            ws = _stems(sentence)
+            if typed is not None:
+                ws |= {typed[1][name] for name in typed[0].findall(sentence)} - {""}
+            candidates.append((p_rank, s_rank, sentence, tag, ws))
     if not candidates:
         return []
     n = len(candidates)
@@ -184,6 +202,11 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # scaled by the share of the question's (findable) words it has: a sentence naming
             # both people asked about beats one that shares a single rare word with the question
             score = match * len(hit) / len(idf) + 0.5 / (1 + p_rank) + 0.1 / (1 + s_rank)
+            # The anchors named outrank a thing of the kind asked for, which outranks any mix of
+            # other words (those add at most sum(idf) + 0.6).
+            tier = sum(idf.values()) + 1.0
+            score += 2 * tier * sum(len(a & ws) / len(a) for a in anchor_stems)
+            score += tier * bool(kinds & ws)
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
         scored.append((-score, p_rank, s_rank, sentence, tag))
@@ -201,14 +224,37 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     return out
 
 
+# What a question word asks for, as entity types an index may have.
+_ASKED_TYPES = {"where": frozenset("geo location place city country region".split()),
+                "who": frozenset("person people".split())}
+
+
+def _typed_names(question: str, terms: set[str], types: Mapping[str, str]
+                 ) -> tuple[re.Pattern, dict[str, str]] | None:
+    """A pattern finding the names of ``types`` whose type the question asks for, and the word
+    (a stem, added to ``terms``) each such name stands for; None when it asks for no type."""
+    asked = {t for w in set(words(question)) for t in _ASKED_TYPES.get(w, ())}
+    kind_of: dict[str, str] = {}   # every name, so that a longer one holding a wanted one wins
+    for name, kind in types.items():
+        k = stem(kind.lower())
+        if len(name) > 1:
+            kind_of[name] = k if (k in terms or kind.lower() in asked) else ""
+    if not any(kind_of.values()):
+        return None
+    terms.update(k for k in kind_of.values() if k)
+    names = sorted(kind_of, key=len, reverse=True)
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, names)) + r")(?!\w)"), kind_of
+
+
 def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, what: str,
-                      extra_stop: frozenset[str] = frozenset()) -> tuple[str, bool]:
+                      extra_stop: frozenset[str] = frozenset(), anchors: Sequence[str] = (),
+                      types: Mapping[str, str] | None = None) -> tuple[str, bool]:
     """The labelled answer: the best sentences of ``passages`` as cited bullets, and whether
     any sentence matched (False: the text says nothing was found).
 
     ``what`` names where the sentences come from ("community reports", "source text" ...).
     """
-    picked = pick_sentences(question, passages, extra_stop=extra_stop)
+    picked = pick_sentences(question, passages, extra_stop=extra_stop, anchors=anchors, types=types)
     if not picked:
         return (f"{EXTRACTIVE_LABEL}: nothing in the {what} searched matches the words of this "
                 "question. Configure an LLM (llm.api_base) for answers written by a model."), False

@@ -166,8 +166,12 @@ class LocalData(msgspec.Struct):
     reports: list[dict]           # community, level, title, summary, hits
 
 
-def load_local_data(store: Store, entity_ids: Sequence[str]) -> LocalData:
-    """The rows the local context of ``entity_ids`` may use (call inside a snapshot)."""
+def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[str] = ()) -> LocalData:
+    """The rows the local context of ``entity_ids`` may use (call inside a snapshot).
+
+    ``anchors`` are the entities the question names (among ``entity_ids``): each chunk and
+    report counts how many of them it holds (``anchor_hits``), so that the context puts the
+    named entity's own sources first."""
     if not entity_ids:
         return LocalData([], [], [], [], [])
     marks = ",".join("?" * len(entity_ids))
@@ -177,11 +181,13 @@ def load_local_data(store: Store, entity_ids: Sequence[str]) -> LocalData:
     entities = [ents[e] for e in entity_ids if e in ents]
     rels = store.query(
         "SELECT r.id, r.source, r.target, r.description, r.weight, r.combined_degree, "
-        "a.name AS source_name, b.name AS target_name FROM relationships r "
+        "a.name AS source_name, b.name AS target_name, a.type AS source_type, b.type AS target_type "
+        "FROM relationships r "
         "JOIN entities a ON a.id = r.source JOIN entities b ON b.id = r.target "
         f"WHERE r.source IN ({marks}) OR r.target IN ({marks})", [*entity_ids, *entity_ids])
     claims = store.query(f"SELECT id, subject_id, type, status, description FROM claims "
                          f"WHERE subject_id IN ({marks}) ORDER BY id", list(entity_ids))
+    anchored = set(anchors)
     hits: dict[str, set[str]] = {}
     for r in store.query(f"SELECT DISTINCT chunk_id, entity_id FROM entity_sources WHERE entity_id IN ({marks})",
                          list(entity_ids)):
@@ -193,11 +199,15 @@ def load_local_data(store: Store, entity_ids: Sequence[str]) -> LocalData:
             part = ids[i:i + 500]
             for r in store.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
                 chunks.append({"id": r["id"], "text": r["text"], "hits": len(hits[r["id"]]),
-                               "rank": min(rank[e] for e in hits[r["id"]])})
+                               "rank": min(rank[e] for e in hits[r["id"]]),
+                               "anchor_hits": len(hits[r["id"]] & anchored)})
+    anchor_marks = ",".join("?" * len(anchored))
     reports = store.query(
-        "SELECT c.id AS community, c.level, r.title, r.summary, count(*) AS hits FROM community_members m "
+        "SELECT c.id AS community, c.level, r.title, r.summary, count(*) AS hits, "
+        + (f"sum(m.entity_id IN ({anchor_marks}))" if anchored else "0") + " AS anchor_hits "
+        "FROM community_members m "
         "JOIN communities c ON c.id = m.community_id JOIN reports r ON r.key = c.report_key "
-        f"WHERE m.entity_id IN ({marks}) GROUP BY c.id", list(entity_ids))
+        f"WHERE m.entity_id IN ({marks}) GROUP BY c.id", [*sorted(anchored), *entity_ids])
     return LocalData(entities, rels, claims, chunks, reports)
 
 
@@ -206,6 +216,7 @@ class Context(msgspec.Struct):
     sections: dict[str, int]      # tokens used per section
     budgets: dict[str, int]       # tokens allowed per section
     tags: list[str]               # every tag in the context, in order
+    types: dict[str, str] = {}    # entity name -> type, of the entities the context names
 
 
 def _clean(text: str) -> str:
@@ -246,12 +257,19 @@ class _Section:
 
 
 def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
-                        community_share: float, encoding: str = "o200k_base") -> Context:
-    """The local context of ``data`` within ``max_tokens``, each section within its share."""
+                        community_share: float, encoding: str = "o200k_base",
+                        anchors: Sequence[str] = ()) -> Context:
+    """The local context of ``data`` within ``max_tokens``, each section within its share.
+
+    ``anchors`` are the entities the question names: what they are part of comes first in every
+    section (their relationships, the reports of their communities, the chunks mentioning them),
+    before what merely ties other selected entities together; a question about one person is
+    answered from that person's neighbourhood, not from the busiest corner of the selection."""
     text_budget = int(max_tokens * text_share)
     community_budget = int(max_tokens * community_share)
     table_budget = max_tokens - text_budget - community_budget
     selected = {e["id"] for e in data.entities}
+    anchored = set(anchors)
     rank = {e["id"]: i for i, e in enumerate(data.entities)}
 
     tables = _Section("Entities, relationships and claims", table_budget, encoding)
@@ -265,7 +283,8 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
     def rel_key(r: dict) -> tuple:
         both = r["source"] in selected and r["target"] in selected
         best = min(rank.get(r["source"], 1 << 30), rank.get(r["target"], 1 << 30))
-        return (not both, best, -r["combined_degree"], -r["weight"], r["id"])
+        anchor = r["source"] in anchored or r["target"] in anchored
+        return (not anchor, not both, best, -r["combined_degree"], -r["weight"], r["id"])
 
     for r in sorted(data.relationships, key=rel_key):
         tag = f"[L:{r['id']}]"
@@ -273,15 +292,19 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
                         f"{_clean(r['description'])}")
 
     reports = _Section("Community reports", community_budget, encoding)
-    for r in sorted(data.reports, key=lambda r: (-r["hits"], -r["level"], r["community"])):
+    for r in sorted(data.reports, key=lambda r: (-r.get("anchor_hits", 0), -r["hits"], -r["level"],
+                                                r["community"])):
         tag = f"[R:{r['community']}]"
         reports.add(tag, f"{tag} {_clean(r['title'])}: {_clean(r['summary'])}", cut=True)
 
     sources = _Section("Source text", text_budget, encoding)
-    for c in sorted(data.chunks, key=lambda c: (-c["hits"], c["rank"], c["id"])):
+    for c in sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"])):
         tag = f"[T:{c['id']}]"
         sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
 
+    types = {r[f"{end}_name"]: r[f"{end}_type"] for r in data.relationships
+             for end in ("source", "target") if r.get(f"{end}_type")}
+    types.update((e["name"], e["type"]) for e in data.entities)
     parts = [s for s in (tables, reports, sources) if s.tags]
     return Context(
         text="\n\n".join(s.render() for s in parts),
@@ -289,7 +312,7 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
                   "reports": reports.used if reports.tags else 0,
                   "text": sources.used if sources.tags else 0},
         budgets={"tables": table_budget, "reports": community_budget, "text": text_budget},
-        tags=[t for s in parts for t in s.tags])
+        tags=[t for s in parts for t in s.tags], types=types)
 
 
 def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,

@@ -39,7 +39,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -236,6 +236,7 @@ class _Search:
         self.status = status
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
+        self.anchors: list[tuple[str, str]] = []   # (id, name) of the entities the question names
         self.llm = None
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
@@ -386,10 +387,11 @@ class _Search:
         """The local search context for the question (also what extractive local answers use)."""
         q = self.settings.query
         entities, how = await self._entities()
-        data = local_search.load_local_data(self.store, [e for e, _ in entities])
+        anchors = [a for a, _name in self.anchors]
+        data = local_search.load_local_data(self.store, [e for e, _ in entities], anchors)
         ctx = local_search.build_local_context(
             data, max_tokens=q.local_max_tokens, text_share=q.local_text_share,
-            community_share=q.local_community_share, encoding=self.encoding)
+            community_share=q.local_community_share, encoding=self.encoding, anchors=anchors)
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
@@ -464,6 +466,11 @@ class _Search:
         first: BM25 ranked "Torford Heights" (a long description) below "Torford Heights Braces"
         (a short one) for "Tell me about Torford Heights"."""
         named = named_entities(self.store, self.answer.question)
+        # The anchors: the names the question writes, not the shorter names inside them
+        # ("Norouxford" in "Norouxford Energy Conference 2033"), which it does not ask about.
+        name_words = [set(words(name)) for _e, name, _cap in named]
+        self.anchors = [(eid, name) for i, (eid, name, _cap) in enumerate(named)
+                        if not any(name_words[i] < other for other in name_words)]
         if not named:
             return seeds
         order = sorted(range(len(named)), key=lambda i: (-len(words(named[i][1])), i))
@@ -518,7 +525,9 @@ class _Search:
         if mode == "global":
             await self._extractive_global()
         elif mode == "local":
-            self._extract(_context_passages(await self._local_context()), "local context")
+            ctx = await self._local_context()
+            self._extract(_context_passages(ctx), "local context",
+                          anchors=[name for _e, name in self.anchors], types=ctx.types)
         else:
             hits = local_search.fts_chunks(self.store, self.answer.question,
                                            self.settings.query.basic_top_k)
@@ -578,12 +587,14 @@ class _Search:
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
                       "community reports", broad=broad)
 
-    def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False) -> None:
+    def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
+                 anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
         stop = RELATION_WORDS | (GENERIC_WORDS if self.answer.mode == "global" else frozenset())
         text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
-                                                   what=what, extra_stop=stop)
+                                                   what=what, extra_stop=stop, anchors=anchors,
+                                                   types=types)
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
         if self.answer.not_in_index:   # (the sentences matched the rest of the question)

@@ -1576,3 +1576,57 @@ async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, mo
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
                             "model built this index") for m in said), said
+
+
+def test_the_entity_a_question_names_anchors_every_section_of_the_local_context():
+    """The named entity's relationships, the chunks mentioning it and the reports of its
+    communities come before those tying other selected entities together (which came first)."""
+    ents = [{"id": f"ent-{i}", "name": f"Name {i}", "type": "person", "description": f"desc {i}"}
+            for i in range(3)]
+
+    def rel(rid, source, target, degree):
+        return {"id": rid, "source": source, "target": target, "source_name": source,
+                "target_name": target, "description": f"about {rid}", "weight": 1.0,
+                "combined_degree": degree, "source_type": "person", "target_type": "organization"}
+
+    rels = [rel("rel-both", "ent-1", "ent-2", 50),    # both ends selected, not the anchor
+            rel("rel-own", "ent-0", "ent-x", 1)]      # the anchor's own, reaching outside
+    chunks = [{"id": "chk-busy", "text": "busy", "hits": 2, "rank": 1, "anchor_hits": 0},
+              {"id": "chk-own", "text": "own", "hits": 1, "rank": 0, "anchor_hits": 1}]
+    reports = [{"community": "C1", "level": 1, "title": "t", "summary": "s", "hits": 2, "anchor_hits": 0},
+               {"community": "C2", "level": 0, "title": "t", "summary": "s", "hits": 1, "anchor_hits": 1}]
+    data = local_search.LocalData(ents, rels, [], chunks, reports)
+    ctx = local_search.build_local_context(data, max_tokens=2000, text_share=0.25,
+                                           community_share=0.25, anchors=["ent-0"])
+    assert [t for t in ctx.tags if t[:3] in ("[L:", "[T:", "[R:")] == [
+        "[L:rel-own]", "[L:rel-both]", "[R:C2]", "[R:C1]", "[T:chk-own]", "[T:chk-busy]"]
+    assert ctx.types == {"ent-0": "person", "ent-1": "person", "ent-2": "organization",
+                         "ent-x": "organization", "Name 0": "person", "Name 1": "person",
+                         "Name 2": "person"}
+
+
+def test_pick_sentences_puts_the_named_entitys_facts_before_rare_words_about_others():
+    """Every passage of a local context is about the anchor, so its name weighs little by
+    rarity: a sentence about someone else sharing one rare question word came first."""
+    passages = [("[R:C1]", "Lomden Logistics (organization) leads the region."),
+                ("[E:e1]", "Ada Osk chairs the board. Ada Osk likes tea. Ada Osk sings. Ms. Osk rows."),
+                ("[E:e2]", "Bo Tan was born in Pellric.")]
+    picked = pick_sentences("Which organization was Ada Osk born in?", passages, anchors=["Ada Osk"])
+    assert [p[0] for p in picked] == ["Ada Osk chairs the board.", "Ada Osk likes tea.", "Ada Osk sings.",
+                                      "Ms. Osk rows.",        # half the name: before the others
+                                      "Lomden Logistics (organization) leads the region.",
+                                      "Bo Tan was born in Pellric."]
+
+
+def test_pick_sentences_finds_the_kind_of_thing_a_question_asks_for():
+    """With the context's entity types, "Which organization" and "Where" ask for an entity of
+    that type: the anchor's sentence naming one comes first, and a place inside a longer name
+    (an event's) is not a place."""
+    types = {"Ada Osk": "person", "Galwen Energy": "organization", "Pellric": "geo",
+             "2031 Pellric Trade Summit": "event"}
+    passages = [("[E:e1]", "There is work to do, Ada Osk said. Ada Osk joined Galwen Energy in 2010. "
+                           "Ada Osk spoke at 2031 Pellric Trade Summit. Ada Osk grew up in Pellric.")]
+    first = lambda q: pick_sentences(q, passages, limit=1, anchors=["Ada Osk"], types=types)[0][0]
+    assert first("Which organization does Ada Osk work for?") == "Ada Osk joined Galwen Energy in 2010."
+    assert first("Where was Ada Osk raised?") == "Ada Osk grew up in Pellric."
+    assert first("Which organization does Ada Osk work for?") != first("What does Ada Osk work on?")
