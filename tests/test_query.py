@@ -1630,3 +1630,25 @@ def test_pick_sentences_finds_the_kind_of_thing_a_question_asks_for():
     assert first("Which organization does Ada Osk work for?") == "Ada Osk joined Galwen Energy in 2010."
     assert first("Where was Ada Osk raised?") == "Ada Osk grew up in Pellric."
     assert first("Which organization does Ada Osk work for?") != first("What does Ada Osk work on?")
+
+
+async def test_an_offline_local_answer_gives_the_named_persons_facts_before_anothers(tmp_path):
+    """'Which organization does Ada Osk work for?' listed 'Bo Tan works for Lomden Logistics'
+    (the question's words, another person) before Ada Osk's own sentences."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text(
+        "Ada Osk joined Galwen Energy in 2010. Ada Osk met Bo Tan at the quay. Ada Osk likes tea.\n\n"
+        "Bo Tan works for Lomden Logistics. Bo Tan has worked for Lomden Logistics for years. "
+        "Lomden Logistics is a firm in Pellric.\n")
+    (corpus / "b.txt").write_text("Galwen Energy is an energy company in Pellric. Galwen Energy hired "
+                                  "many engineers. Ada Osk and Bo Tan walked to Pellric.\n")
+    settings = make_settings("", index=INDEX)
+    await sync([corpus], settings, tmp_path / "index.db", root=corpus)
+    answer = await aask("Which organization does Ada Osk work for?", settings, tmp_path / "index.db",
+                        mode="local")
+    bullets = [line for line in answer.text.splitlines() if line.startswith("- ")]
+    assert "Ada Osk joined Galwen Energy" in bullets[0]
+    ada = [i for i, b in enumerate(bullets) if "Ada Osk" in b]
+    lomden = [i for i, b in enumerate(bullets) if "Lomden" in b]
+    assert ada and lomden and max(ada) < min(lomden), bullets
