@@ -180,20 +180,28 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     anchor_stems = [s for s in ({stem(w) for w in words(name) if w not in STOPWORDS} for name in anchors) if s]
-    candidates: list[tuple[int, int, str, str, set[str]]] = []
+    candidates: list[tuple[int, int, str, str, set[str], set[str]]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
-            ws = _stems(sentence)
+            # A context line's label ("Ada Osk -- Galwen Energy:", "Ada Osk (person):") names
+            # what the line is filed under, not what its sentence says: its words count for the
+            # anchors and the kinds asked for at half weight (``said`` holds the sentence's own).
+            label = _LABEL.match(sentence) if s_rank == 0 else None
+            body = sentence[label.end():] if label else sentence
+            said = _stems(body)
             if typed is not None:
-                ws |= {typed[1][name] for name in typed[0].findall(sentence)} - {""}
-            candidates.append((p_rank, s_rank, sentence, tag, ws))
+                said |= {typed[1][name] for name in typed[0].findall(body)} - {""}
+            ws = said | _stems(sentence)
+            if typed is not None and label:
+                ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
+            candidates.append((p_rank, s_rank, sentence, tag, ws, said))
     if not candidates:
         return []
     n = len(candidates)
     df = {t: sum(1 for c in candidates if t in c[4]) for t in terms}
     idf = {t: math.log(1 + n / df[t]) for t in terms if df[t]}
     scored = []
-    for p_rank, s_rank, sentence, tag, ws in candidates:
+    for p_rank, s_rank, sentence, tag, ws, said in candidates:
         if terms:
             hit = terms & ws
             match = sum(idf.get(t, 0.0) for t in hit)
@@ -205,8 +213,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # The anchors named outrank a thing of the kind asked for, which outranks any mix of
             # other words (those add at most sum(idf) + 0.6).
             tier = sum(idf.values()) + 1.0
-            score += 2 * tier * sum(len(a & ws) / len(a) for a in anchor_stems)
-            score += tier * bool(kinds & ws)
+            score += tier * sum((len(a & ws) + len(a & said)) / len(a) for a in anchor_stems)
+            score += tier * (bool(kinds & ws) + bool(kinds & said)) / 2
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
         scored.append((-score, p_rank, s_rank, sentence, tag))
@@ -223,6 +231,9 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             break
     return out
 
+
+# The label a local context line starts with: "A -- B: " (a relationship), "Name (type): " (an entity).
+_LABEL = re.compile(r"[^:\n]{1,200}? (?:-- [^:\n]{1,200}?|\([^()\n]{1,40}\)): ")
 
 # What a question word asks for, as entity types an index may have.
 _ASKED_TYPES = {"where": frozenset("geo location place city country region".split()),

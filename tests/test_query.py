@@ -1652,3 +1652,15 @@ async def test_an_offline_local_answer_gives_the_named_persons_facts_before_anot
     ada = [i for i, b in enumerate(bullets) if "Ada Osk" in b]
     lomden = [i for i, b in enumerate(bullets) if "Lomden" in b]
     assert ada and lomden and max(ada) < min(lomden), bullets
+
+
+def test_a_context_lines_label_counts_less_than_what_its_sentence_says():
+    """Every relationship line of the anchor names it in its label ('Ada Osk -- X: '): the
+    sentence that names the anchor and an organization itself comes before one that only sits
+    under such a label."""
+    types = {"Ada Osk": "person", "Lomden Logistics": "organization", "Galwen Energy": "organization"}
+    passages = [("[L:r1]", "Ada Osk -- Lomden Logistics: Lomden Logistics was criticised for the flood."),
+                ("[L:r2]", "Ada Osk -- Galwen Energy: Dr. Osk serves as director of Galwen Energy.")]
+    picked = pick_sentences("Which organization does Ada Osk work for?", passages, anchors=["Ada Osk"],
+                            types=types)
+    assert picked[0][1] == "[L:r2]"
