@@ -937,7 +937,7 @@ class Daemon:
             held = (f"{_n(h['documents'], 'document')}, {_n(h['entities'], 'entity')}, "
                     f"{_n(h['communities'], 'community')}")
         self.emit("health", f"{held}, {h['pending']} pending, last sync {last}, "
-                            f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error')} since start", **h)
+                            f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error line')} since start", **h)
         return True
 
     async def _health_loop(self) -> None:
