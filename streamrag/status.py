@@ -71,6 +71,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # -9 stays "running"; while watch runs, last_run is its last sync)
             "writer": writer_of(store.path),
             "queries": queries,
+            "size": _sizes(store),
         }
         if failures:
             # What failed in the last update, once per item (a daemon's retries repeat them);
@@ -132,6 +133,25 @@ def _outcome(info: dict) -> str:
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 
+def _sizes(store: Store) -> dict[str, int]:
+    """The database's bytes on disk (its write-ahead log too), of them the cached model answers'
+    (about: characters) and the free pages SQLite reuses before the file grows."""
+    on_disk = 0
+    for name in (store.path.name, store.path.name + "-wal"):
+        try:
+            on_disk += (store.path.parent / name).stat().st_size
+        except OSError:
+            pass
+    page = store.scalar("PRAGMA page_size") or 0
+    return {"database_bytes": on_disk,
+            "cache_bytes": store.scalar("SELECT coalesce(sum(length(response)), 0) FROM llm_cache"),
+            "free_bytes": (store.scalar("PRAGMA freelist_count") or 0) * page}
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -169,4 +189,7 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"  writing now    streamrag {info['writer']['command']} (pid {info['writer']['pid']})")
     if info["queries"]:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
+    size = info["size"]
+    lines.append(f"  database       {_mb(size['database_bytes'])} (cached model answers {_mb(size['cache_bytes'])}, "
+                 f"free for reuse {_mb(size['free_bytes'])}; see store.keep_unused_days)")
     return "\n".join(lines)

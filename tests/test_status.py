@@ -49,6 +49,7 @@ def _info(status: str, failures: int, unreadable: int) -> dict:
             "reports": 0, "extractive_reports": 0, "llm": llm_summary({}), "llm_by_model": [],
             "cache_hit_rate": None, "failures_total": failures, "failures_last_run": failures,
             "unreadable_last_run": unreadable, "queries": 0,
+            "size": {"database_bytes": 0, "cache_bytes": 0, "free_bytes": 0},
             "last_run": {"id": "r1", "command": "watch", "status": status}}
 
 
@@ -77,3 +78,22 @@ def test_queries_count_the_questions_answered(corpus, tmp_path):
         store.finish_run(f"ask-{i}", status)
     store.close()
     assert status_of(db)[0]["queries"] == 1
+
+
+def test_status_says_how_big_the_database_is_and_how_much_is_cached_answers(corpus, tmp_path, simulator):
+    # A daemon's database grew to three times a fresh index under churn (the cached answers of
+    # what changed are kept store.keep_unused_days), and nothing said so.
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url), db, root=corpus))
+    info, text = status_of(db)
+    with sqlite3.connect(db) as conn:
+        cached = conn.execute("SELECT sum(length(response)) FROM llm_cache").fetchone()[0]
+    conn.close()
+    size = info["size"]
+    on_disk = sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+    assert size["database_bytes"] == on_disk and 0 < cached == size["cache_bytes"] < on_disk
+    assert size["free_bytes"] >= 0
+    (line,) = [x for x in text.splitlines() if x.strip().startswith("database")]
+    assert f"{on_disk / 1e6:.1f} MB (cached model answers {cached / 1e6:.1f} MB" in line
