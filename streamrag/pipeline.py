@@ -29,8 +29,9 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from pathlib import Path
 
 import anyio
@@ -77,6 +78,8 @@ from streamrag.reports import (
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
+
+_T = TypeVar("_T")
 
 # Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
 # this share of the entities has changed since the last check (or on --recluster).
@@ -322,7 +325,8 @@ class Indexer:
     # -- the run -----------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
         """Brings the index to ``paths`` and publishes it."""
-        return await self._session(paths, publish=True)
+        started = time.monotonic()
+        return await self._session(lambda store, writer: self._sync(store, writer, paths, started))
 
     async def prefetch(self, paths: list[Path]) -> int:
         """Loads, chunks and extracts ``paths`` without publishing (a later ``run`` reuses it all).
@@ -330,14 +334,17 @@ class Indexer:
         The daemon calls this as files change, so that the sync after a quiet period only
         merges, clusters and reports. Returns the number of chunks extracted now.
         """
-        return await self._session(paths, publish=False)
+        async def extract(store: Store, writer: Writer) -> int:
+            await self._stream_stage(store, writer, paths, publishing=False)
+            return self.progress.counts["chunks_extracted"]
+        return await self._session(extract)
 
-    async def _session(self, paths: list[Path], *, publish: bool):
+    async def _session(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
+        """Runs ``work`` as one recorded run: the store, its one writer, the model client."""
         with user_errors_unwrapped():
-            return await self._session_body(paths, publish=publish)
+            return await self._session_body(work)
 
-    async def _session_body(self, paths: list[Path], *, publish: bool):
-        started = time.monotonic()
+    async def _session_body(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
         store = Store(self.db_path)
         try:
             async with Writer(store) as writer:
@@ -350,11 +357,7 @@ class Indexer:
                     if self.llm is not None:
                         await self.llm.__aenter__()
                     try:
-                        if publish:
-                            result = await self._sync(store, writer, paths, started)
-                        else:
-                            await self._stream_stage(store, writer, paths, publishing=False)
-                            result = self.progress.counts["chunks_extracted"]
+                        result = await work(store, writer)
                     finally:
                         if self.llm is not None:
                             with anyio.CancelScope(shield=True):
