@@ -458,13 +458,15 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                      [(c, key) for c in sorted(change.added_chunks)])
     for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):
         delete_in(store, table, "id" if table == "chunks_fts" else "chunk_id", change.removed_chunks)
+    # In primary-key order: inserted in chunk order, every row landed at a random place of the
+    # key's B-tree (93,000 provenance rows of 3,000 documents: 1.1 s, 0.6 s sorted).
     conn.executemany(
         "INSERT OR IGNORE INTO entity_sources(entity_id, chunk_id, name, type, description) VALUES (?,?,?,?,?)",
-        [(m.entity_id, m.chunk_id, m.name, m.type, m.description) for m in state.entity_mentions_added])
+        sorted((m.entity_id, m.chunk_id, m.name, m.type, m.description) for m in state.entity_mentions_added))
     conn.executemany(
         "INSERT OR IGNORE INTO relationship_sources(relationship_id, chunk_id, description, strength) "
         "VALUES (?,?,?,?)",
-        [(m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added])
+        sorted((m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added))
     conn.executemany(
         "INSERT OR REPLACE INTO claims(id, subject_id, object_id, type, status, start_date, end_date, "
         "description, source_text, chunk_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
