@@ -343,7 +343,7 @@ class Indexer:
 
     async def _session(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
         """Runs ``work`` as one recorded run: the store, its one writer, the model client."""
-        with user_errors_unwrapped():
+        with user_errors_unwrapped(), _fewer_collections():
             return await self._session_body(work)
 
     async def _session_body(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
@@ -1036,14 +1036,14 @@ async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Pa
     """Bring the index at ``db_path`` to the documents under ``paths`` (one published version)."""
     indexer = Indexer(settings, db_path, root=root, progress=progress, command=command,
                       transport=transport, recluster=recluster, graph_cache=graph_cache)
-    with _fewer_collections():
-        return await indexer.run([Path(p) for p in paths])
+    return await indexer.run([Path(p) for p in paths])
 
 
 # A sync makes millions of objects that live (mentions, tokens, the graph), few of them in
 # cycles: at Python's default thresholds the collector ran 4,700 times in an offline index of
 # 3,000 documents and took 3 s of its 32 s, most of it in full collections as the heap grew.
-# While syncs run, it runs about once per 50,000 new objects instead (0.7 s, 22 collections).
+# While syncs run (``index``, and each of a daemon's syncs and extractions ahead of them), it
+# runs about once per 50,000 new objects instead (0.7 s, 22 collections).
 _SYNC_GC_THRESHOLDS = (50_000, 20, 10)
 _syncing = 0
 _saved_thresholds: tuple[int, ...] = ()
