@@ -71,6 +71,9 @@ class GraphState:
         self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
         self.fallbacks: set[str] = set()         # fell back this time
         self.unusable: dict[str, int] = {}       # element -> runs in a row its summary answers were unusable
+        # report attempt (``pipeline.report_attempt``: context key and output budget) -> runs in
+        # a row its report answers were unusable (of this run, once ``_reports`` has run)
+        self.report_unusable: dict[str, int] = {}
         # element summarized this run -> the key in llm_cache of the answer its summary is (None:
         # no model wrote it); ``index_rows.publish`` keeps them in the table ``answers``
         self.answers: dict[str, str | None] = {}
@@ -82,6 +85,8 @@ class GraphState:
         st.stamp = store.get_meta("published_at", "") or ""
         st.retry_summaries = set(msgspec.json.decode(store.get_meta("summary_fallbacks", "[]") or "[]"))
         st.unusable = msgspec.json.decode(store.get_meta("summary_unusable", "{}") or "{}", type=dict[str, int])
+        st.report_unusable = msgspec.json.decode(store.get_meta("report_unusable", "{}") or "{}",
+                                                 type=dict[str, int])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
             st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
@@ -215,6 +220,7 @@ class GraphState:
         st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
         st.retry_summaries = set(self.fallbacks)
         st.unusable = self.published_unusable()
+        st.report_unusable = dict(sorted(self.report_unusable.items()))
         st.counted = True
         for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
             if (e := self.entities.get(eid)) is not None:
@@ -306,7 +312,8 @@ class GraphCache:
 def check_cached(cached: GraphState, loaded: GraphState) -> None:
     """Tests: a kept graph equals the graph read from the store."""
     for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
-                 "old_contexts", "old_reports", "retry_summaries", "unusable", "counted", "version"):
+                 "old_contexts", "old_reports", "retry_summaries", "unusable", "report_unusable", "counted",
+                 "version"):
         if getattr(cached, name) != getattr(loaded, name):
             raise AssertionError(f"the kept graph's {name} differ from the store's")
     if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \

@@ -88,6 +88,9 @@ _T = TypeVar("_T")
 _FRESH_CHECK_SHARE = 0.05
 # Runs in a row an element's summary answers may be unusable before it is no longer asked.
 UNUSABLE_RUNS = 3
+# Said of a community report settled as unusable (UNUSABLE_RUNS).
+_REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
+                   "(index.report_max_output_tokens among them): an extractive report stands in")
 # Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
@@ -493,6 +496,9 @@ class Indexer:
         unusable = msgspec.json.encode(state.published_unusable()).decode()
         if unusable != "{}" or store.get_meta("summary_unusable") is not None:  # (no new version for the key)
             marks["summary_unusable"] = unusable
+        report_unusable = msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode()
+        if report_unusable != "{}" or store.get_meta("report_unusable") is not None:
+            marks["report_unusable"] = report_unusable
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
         if self.root is not None:
@@ -939,6 +945,39 @@ class Indexer:
                 return reports[k.id]
             return index_rows.load_report(store, kept_keys[k.id]) if k.id in kept_keys else None
 
+        # Report answers unusable on runs in a row, by attempt (context and output budget): the
+        # published counts, and this run's (those of attempts made or settled now).
+        unusable_before, state.report_unusable = state.report_unusable, {}
+
+        async def ask(c: Community, ctx, key: str) -> Report | None:
+            """The model's report for ``c``; None (the failure recorded) when there is none."""
+            attempt = report_attempt(key, s.index.report_max_output_tokens)
+            runs = unusable_before.get(attempt, 0)
+            if runs >= UNUSABLE_RUNS:
+                # Settled: asking again would be paid for and answered alike, as on the runs before.
+                state.report_unusable[attempt] = runs
+                await self.fail(writer, "report", c.id, f"community {c.id}: its report answers were "
+                                f"unusable on {runs} runs in a row{_REPORT_SETTLED}", settled=True)
+                return None
+            try:
+                return await llm_report(self.llm, ctx, model=model, max_tokens=s.index.report_max_output_tokens,
+                                        encoding=s.index.encoding)
+            except LLMError as e:
+                message, settled = f"community {c.id}: {e}", False
+                if isinstance(e, LLMOutputError):
+                    # The model answered, and nothing it said was usable. Asked again on the next
+                    # runs, up to UNUSABLE_RUNS in a row (a flaky gateway's garbage passes); then
+                    # it would say the same on every run, each paid for. (An outage is asked
+                    # again on the next run, however many, and the count stays.)
+                    runs = state.report_unusable[attempt] = runs + 1
+                    settled = runs >= UNUSABLE_RUNS
+                elif runs:
+                    state.report_unusable[attempt] = runs
+                message += (f"; unusable on {runs} runs in a row{_REPORT_SETTLED}" if settled
+                            else "; an extractive report stands in until the next run")
+                await self.fail(writer, "report", c.id, message, e, settled=settled)
+                return None
+
         async def one(c: Community) -> None:
             nonlocal generated, kept
             kept_key = unchanged(c)
@@ -977,13 +1016,7 @@ class Indexer:
                 kept += 1
             else:
                 if by_llm:
-                    try:
-                        report = await llm_report(self.llm, ctx, model=model,
-                                                  max_tokens=s.index.report_max_output_tokens,
-                                                  encoding=s.index.encoding)
-                    except LLMError as e:
-                        await self.fail(writer, "report", c.id, f"community {c.id}: {e}; "
-                                        "an extractive report stands in until the next run", e)
+                    report = await ask(c, ctx, key)
                 if report is None:
                     report = built or extractive_report(c, ctx, entities=state.entities, relationships=rels,
                                                         children=kids, encoding=s.index.encoding)
@@ -1028,6 +1061,12 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
+
+
+def report_attempt(context_key: str, max_output_tokens: int) -> str:
+    """What a community's report answers are counted as unusable for (``UNUSABLE_RUNS``): its
+    context key (the context, the report model and prompt) and the room the answer is given."""
+    return f"{context_key}/{max_output_tokens}"
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

@@ -404,3 +404,110 @@ async def test_a_model_that_thinks_aloud_indexes_like_one_that_does_not(corpus, 
     answer = await aask("Who is Mira Osk?", settings, db, mode="local", on_delta=shown.append,
                         transport=httpx.MockTransport(_thinking))
     assert "".join(shown) == answer.text and "<think>" not in answer.text and answer.text
+
+
+# -- a community whose report answers are never usable -----------------------------------------
+class GarbleOneReport:
+    """The simulator's answers, but garbage for the report of the community holding ``name``
+    (counting those requests); ``stall`` makes them fail as an outage instead."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.asked = 0
+        self.stall = False
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        import re
+
+        from streamrag.simulator import ANSWERS, detect_task
+
+        payload = json.loads(request.content)
+        task = detect_task(payload["messages"])
+        if task == "report" and re.search(rf"^ent-\w+ \| {self.name} \|",
+                                          "\n".join(m["content"] for m in payload["messages"]), re.M):
+            self.asked += 1
+            if self.stall:
+                return httpx.Response(503, json={"error": {"message": "overloaded"}})
+            return httpx.Response(200, json=body(GARBAGE))
+        return httpx.Response(200, json=body(ANSWERS[task](payload["messages"])))
+
+
+def _reports_shown(db) -> dict[str, bool]:
+    """Community id -> whether its report shown is extractive, of those a model is asked for."""
+    store = Store(db, readonly=True)
+    try:
+        return {r["id"]: bool(r["extractive"]) for r in store.query(
+            "SELECT c.id, r.extractive FROM communities c JOIN reports r ON r.key = c.report_key "
+            "WHERE c.size >= 3")}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpus, tmp_path, kept):
+    # A community whose report answers were never valid JSON failed on every run: a cron
+    # `index` paid three answers for it and exited 1, for ever. (``kept``: as the daemon runs,
+    # the graph kept between syncs, and compared with the store's.)
+    from streamrag.graph_state import GraphCache
+    from streamrag.status import gather_status
+
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+
+    async def run():
+        before = endpoint.asked
+        result = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint),
+                            graph_cache=cache)
+        return result, endpoint.asked - before
+
+    runs = [await run() for _ in range(4)]
+    assert [asked for _, asked in runs] == [3, 3, 3, 0]          # three answers a run, then none
+    assert [r.failed_items for r, _ in runs] == [1, 1, 0, 0]     # the third is settled: exit 0
+    assert [r.failures for r, _ in runs] == [1, 1, 1, 1]         # still said, and listed
+    assert not runs[3][0].published
+    assert runs[3][0].llm.get("report", {}).get("calls", 0) == 0
+    store = Store(db, readonly=True)
+    try:
+        listed = gather_status(store, failures=True)["failures"]
+    finally:
+        store.close()
+    assert len(listed) == 1 and "not asked again" in listed[0]["message"], listed
+    shown = _reports_shown(db)
+    assert sum(shown.values()) == 1                  # its extractive stand-in; the others the model's
+    assert sum(not e for e in shown.values()) >= 2
+
+    # A changed context (a new member beside her) asks again, and counts afresh.
+    council = corpus / "council.txt"
+    council.write_text(council.read_text() + "\nMira Osk met the diver Petra Lund at the Kessel Bridge.\n")
+    changed, asked = await run()
+    assert asked == 3 and changed.failed_items == 1
+
+    for _ in range(2):
+        await run()   # settled again
+    again, asked = await run()
+    assert asked == 0 and again.failed_items == 0
+
+    # New report settings (more room for the answer) ask again too.
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0},
+                             index={"report_max_output_tokens": 2400})
+    again, asked = await run()
+    assert asked == 3 and again.failed_items == 1
+
+
+async def test_an_outage_does_not_count_towards_a_settled_report(corpus, tmp_path):
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    db = tmp_path / "i.db"
+    transport = httpx.MockTransport(endpoint)
+    results = []
+    for stall in (False, True, True, False, False):
+        endpoint.stall = stall
+        results.append(await sync([corpus], settings, db, root=corpus, transport=transport))
+    # Unusable on runs 1, 4 and 5 (the outages in between neither count nor break the row).
+    assert [r.failed_items for r in results] == [1, 1, 1, 1, 0]
+    endpoint.stall = False
+    before = endpoint.asked
+    last = await sync([corpus], settings, db, root=corpus, transport=transport)
+    assert endpoint.asked == before and last.failed_items == 0
