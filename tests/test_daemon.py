@@ -1271,3 +1271,26 @@ async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
         store.close()
     (line,) = [line for line in text.splitlines() if line.strip().startswith("last update")]
     assert f"ok, but {daemon.last_result.failed_items} item" in line and "failed" in line, line
+
+
+async def test_a_report_settled_as_unusable_is_not_retried(corpus, tmp_path):
+    """A community whose report answers are never usable: the daemon's retry syncs ask for it
+    until it is settled (UNUSABLE_RUNS in a row), then no sync is scheduled for it."""
+    import httpx
+    from test_bad_answers import GarbleOneReport
+
+    from streamrag.pipeline import UNUSABLE_RUNS
+
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0}, watch={"quiet_s": 0.05})
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "r.db", corpus, report=events, transport=httpx.MockTransport(endpoint))
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs >= UNUSABLE_RUNS and not daemon.pending, timeout=30)
+        await anyio.sleep(1.0)   # (a retry would come after 0.05 s times a few backoffs)
+        await send.aclose()
+    assert daemon.syncs == UNUSABLE_RUNS
+    assert endpoint.asked == 3 * UNUSABLE_RUNS
+    assert daemon.last_result.failed_items == 0 and daemon.last_result.failures == 1
