@@ -955,9 +955,8 @@ class Indexer:
             runs = unusable_before.get(attempt, 0)
             if runs >= UNUSABLE_RUNS:
                 # Settled: asking again would be paid for and answered alike, as on the runs before.
+                # (Said by the run that settled it, as a settled summary is: not a failure again.)
                 state.report_unusable[attempt] = runs
-                await self.fail(writer, "report", c.id, f"community {c.id}: its report answers were "
-                                f"unusable on {runs} runs in a row{_REPORT_SETTLED}", settled=True)
                 return None
             try:
                 return await llm_report(self.llm, ctx, model=model, max_tokens=s.index.report_max_output_tokens,
