@@ -379,13 +379,34 @@ def test_any_event_once_the_folder_is_gone_says_so_once(tmp_path):
     assert daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
 
 
+class GarbleExtractions(Switch):
+    """Forwards to the simulator, but answers every extraction with no records and no ``done``."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        import json
+
+        from streamrag.simulator import detect_task
+
+        if request.url.path.endswith("/chat/completions") \
+                and detect_task(json.loads(request.content)["messages"]) == "extract":
+            return httpx.Response(200, json={
+                "id": "g", "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "I cannot help."},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}})
+        return await super().__call__(request)
+
+
 async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_only(corpus, tmp_path, simulator):
-    # Reports cut off at 5 tokens (and 10, 20) are paid answers, not an outage: three retry syncs.
-    settings = make_settings(simulator.base_url, index={**SMALL, "report_max_output_tokens": 5},
-                             llm={"cache": False}, watch={"quiet_s": 0.02})
-    async with running(settings, tmp_path / "u.db", corpus) as (daemon, events, send):
+    # Unusable extraction answers are paid answers, not an outage: three retry syncs. (Reports
+    # cut off at every size served here until such a report settled after 3 runs in a row.)
+    garble = GarbleExtractions(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False}, watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "u.db", corpus,
+                       transport=httpx.MockTransport(garble)) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
         await send.aclose()
+    await garble.client.aclose()
     retries = [e for e in events if e["state"] == "error" and "llm_errors" in e and not e.get("gave_up")]
     assert len(retries) == 3 and not any(e["outage"] for e in retries)
     # Each error line says what it left out, as the README promises (only --once's did).
