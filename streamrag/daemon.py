@@ -57,7 +57,7 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, WatchSettings
-from streamrag.errors import StreamragError, disk_full
+from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, storable,
                               unstorable_folder)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
@@ -546,6 +546,8 @@ class Daemon:
             left.append(f"{_n(files, 'changed file')} not synced yet")
         if retry:
             left.append(f"{_n(retry, 'failed item')} left out of this version")
+        if self.pending.get(".") == "rescan":   # (the initial sync failed: a model server not up yet)
+            left.append("the whole folder not synced yet")
         if not self.root.is_dir():
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
@@ -817,9 +819,14 @@ class Daemon:
                 # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
                 caught = StreamragError(f"the disk holding the index is full ({_clause(full)}); free some "
                                         "space")
-            elif not isinstance(caught, StreamragError) or initial:
+            elif not isinstance(caught, StreamragError) or initial and not (
+                    isinstance(caught, LLMUnavailableError) and not self._once):
+                # (A daemon started before its model server, by a service manager say, waits
+                # for the server as it does when the server goes away later; --once stops.)
                 raise
             e = caught
+            if initial:
+                self.pending.setdefault(".", "rescan")
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
             self._spent_ahead(indexer)   # its calls were sent all the same

@@ -15,7 +15,7 @@ from conftest import index_snapshot, make_settings
 from streamrag.daemon import Daemon
 from streamrag.status import gather_status
 from streamrag.store import Store
-from test_daemon import SMALL, Events, running, until
+from test_daemon import SMALL, Events, running, scripted, until
 
 pytestmark = pytest.mark.anyio
 _MODIFIED, _DELETED = 2, 3
@@ -72,6 +72,46 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         await send.aclose()
     await switch.client.aclose()
     assert not any(e.get("gave_up") for e in events)
+
+
+async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp_path, simulator):
+    # With three or more chunks to extract, the initial sync gave up ("nothing answers at ...")
+    # and so did the daemon, exit 1; with one chunk it stayed up and retried.
+    switch = Switch(simulator.base_url)
+    switch.up = False
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.02})
+    db = tmp_path / "w.db"
+
+    async def watch(until_then) -> Events:
+        events = Events()
+        daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch))
+        send, recv = scripted()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: any(e["message"].startswith("sync failed: nothing answers at")
+                                    for e in events), timeout=30)
+            await until_then(daemon)
+            await send.aclose()
+        return events
+
+    async def stop(_daemon) -> None:
+        pass
+
+    stopped = (await watch(stop))[-1]
+    assert stopped["state"] == "stopped" and "the whole folder not synced yet" in stopped["message"], stopped
+
+    async def server_up(daemon) -> None:
+        switch.up = True
+        await until(lambda: daemon.syncs >= 1, timeout=60)
+
+    await watch(server_up)
+    await switch.client.aclose()
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM documents") == len([p for p in corpus.iterdir() if p.is_file()])
+        assert store.scalar("SELECT count(*) FROM entities") > 10
+    finally:
+        store.close()
 
 
 async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator):
