@@ -15,6 +15,7 @@ from xml.sax import saxutils
 
 import msgspec
 
+from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
 from streamrag.loader import include_patterns, matches
@@ -189,10 +190,7 @@ def _held_document(store: Store, out: Path, root: Path | None) -> str | None:
     if root is None:
         names.add(out.as_posix())
     for name in names:
-        # a .jsonl/.csv file's rows are stored as "file#row"; "$" is the character after "#"
-        row = store.conn.execute("SELECT path FROM files WHERE path = ? OR (path >= ? AND path < ?) "
-                                 "LIMIT 1", (name, name + "#", name + "$")).fetchone()
-        if row is not None:
+        if index_rows.holds_file(store, name):   # (a .jsonl/.csv file's rows: "file#3")
             return name
     return None
 

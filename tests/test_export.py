@@ -192,6 +192,21 @@ def test_export_refuses_a_document_named_from_another_folder(notes, monkeypatch,
     assert not (notes / "streamrag.toml").exists() and not (notes / "sub").exists()
 
 
+def test_export_may_write_a_file_whose_name_only_begins_an_indexed_one(notes, monkeypatch, capsys):
+    # "graph.json#2.md" is a document of its own, not a row of graph.json: `export graph.json`
+    # was refused as "a document the index holds (as graph.json)".
+    from streamrag.cli import main
+
+    (notes / "graph.json#2.md").write_text("Ada Osk met Bo Tan at the Kessel Bridge.\n")
+    assert main(["index", str(notes), "-q", "--offline"]) == 0
+    monkeypatch.chdir(notes)
+    capsys.readouterr()
+    rc, _, stderr = _cli(capsys, "graph.json")
+    assert rc == 0 and stderr.startswith("wrote graph.json: "), stderr
+    rc, _, stderr = _cli(capsys, "graph.json#2.md")
+    assert rc == 1 and "is a document the index holds" in stderr
+
+
 def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, capsys):
     monkeypatch.chdir(notes)
     rc, _, stderr = _cli(capsys, "graph.json")
