@@ -146,8 +146,10 @@ class Settings(_Section):
         """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
         if self.offline and self.index.extract_claims:
             where = f"{self.source}: " if self.source not in ("", "defaults") else ""
-            return [f"{where}index.extract_claims is set, but offline indexing extracts no claims (they "
-                    "need a model: set llm.api_base, or leave out --offline)"]
+            why = ("index.extractor is \"nlp\" (or --offline)" if self.index.extractor == "nlp"
+                   else "no llm.api_base is set")
+            return [f"{where}index.extract_claims is set, but this index is built offline ({why}), "
+                    "which extracts no claims: they need a model"]
         return []
 
 

@@ -377,12 +377,16 @@ def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(corpu
 def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
     # index.extract_claims = true gave 0 claims offline, without a word.
     (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
-    said = "index.extract_claims is set, but offline indexing extracts no claims (they need a model"
+    said = "index.extract_claims is set, but this index is built offline ({}), which extracts no claims"
     for args in (("index", "-q"), ("watch", "--once")):
         out = run(*args, str(corpus), "--offline", "--config", str(tmp_path / "s.toml"),
                   "--db", str(tmp_path / "i.db"))
-        assert out.returncode == 0 and f"s.toml: {said}" in out.stderr, out.stderr
-    assert said not in run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
+        why = 'index.extractor is "nlp" (or --offline)'
+        assert out.returncode == 0 and f"s.toml: {said.format(why)}" in out.stderr, out.stderr
+    # Offline for want of an endpoint, it says that (it said "leave out --offline", never given).
+    out = run("index", str(corpus), "-q", "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
+    assert said.format("no llm.api_base is set") in out.stderr, out.stderr
+    assert "extract_claims" not in run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
 
 
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
