@@ -1432,8 +1432,9 @@ def at_least(least: float, kind: type = float, what: str = "0 or more"):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number; give {what}") from None
-        if not value >= least:   # (nan too)
+            a = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {a}; give {what}") from None
+        if not least <= value < math.inf:   # (nan too)
             raise argparse.ArgumentTypeError(f"{text} is out of range; give {what}")
         return value
     return parse

@@ -294,7 +294,9 @@ def test_simulate_rejects_a_fault_rate_outside_0_to_1(cli, rate):
 
 @pytest.mark.parametrize("flag, value, least", [
     ("--latency-ms", "-5", "0 or more"), ("--per-token-ms", "nan", "0 or more"), ("--rpm", "-1", "0 or more"),
-    ("--tpm", "lots", "0 or more"), ("--embedding-dim", "0", "1 or more"), ("--timeout-s", "-1", "0 or more")])
+    ("--tpm", "lots", "0 or more"), ("--embedding-dim", "0", "1 or more"), ("--timeout-s", "-1", "0 or more"),
+    # (infinity was taken, and every answer then failed on an overflow)
+    ("--latency-ms", "inf", "0 or more"), ("--per-token-ms", "1e309", "0 or more"), ("--rpm", "1.5", "0 or more")])
 def test_simulate_rejects_a_negative_delay_or_limit(cli, flag, value, least):
     # Each was taken without a word (a negative --rpm as no limit at all).
     cli("simulate", flag, value, code=2, fragments=(flag, f"give {least}"))
