@@ -33,8 +33,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import msgspec
