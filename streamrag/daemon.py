@@ -870,6 +870,15 @@ class Daemon:
                   reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                   chunks_extracted=extracted, chunks_reused=reused,
                   llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
+        if result.settled:
+            # No longer retried, and no longer failures: said once, as the sync's error lines said
+            # the tries before (the retries simply stopped).
+            from streamrag.pipeline import UNUSABLE_RUNS
+
+            line = (f"{_n(result.settled, 'item')} no longer asked for: the model's answers were unusable on "
+                    f"{UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status --failures` "
+                    "says which and why); a change to them or to their settings asks again")
+            self.emit("warning", line, warning=line, settled=result.settled)
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).
         failed_calls = sum(s.get("errors", 0) for s in spent.values())

@@ -155,6 +155,7 @@ class SyncResult(msgspec.Struct):
     wall_s: float
     offline: bool
     failed_items: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
+    settled: int = 0        # of ``failures``, items settled now: unusable on UNUSABLE_RUNS runs in a row
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
     left_out: dict[str, int] = {}   # extension -> files of a document format index.include leaves out
@@ -282,6 +283,7 @@ class Indexer:
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.failed_items = 0
+        self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
@@ -309,6 +311,8 @@ class Indexer:
             self.unreadable.append(message)
         elif not settled:
             self.failed_items += 1
+        else:
+            self.settled += 1
         self.progress.add("failures")
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
@@ -476,7 +480,7 @@ class Indexer:
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
             reports_kept=kept, reclustered=reclustered, failures=self.failures,
-            failed_items=self.failed_items,
+            failed_items=self.failed_items, settled=self.settled,
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed)
@@ -929,16 +933,26 @@ class Indexer:
         stored = index_rows.report_keys(store)
         kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
 
-        def unchanged(c: Community) -> str | None:
-            """The key of the report ``c`` keeps when nothing its context is built from changed."""
+        def unchanged(c: Community) -> tuple[str, str] | None:
+            """(context key, key of the report shown) that ``c`` keeps when nothing its context
+            is built from changed."""
             kids = children.get(c.id, ())
             if c.id in dirty or {k.id for k in kids} != old_children.get(c.id, set()) or any(
                     assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
                 return None
-            key = state.old_contexts.get(c.id)
-            if not key or key != old.get(c.id):  # a stand-in or a kept older report: look again
+            key, shown = state.old_contexts.get(c.id), old.get(c.id)
+            if not key or shown not in stored:
                 return None
-            return key if key in stored else None
+            if key == shown:
+                return key, shown
+            # A stand-in (or a kept older report): looked at again, unless it stands in for good,
+            # its report answers unusable on UNUSABLE_RUNS runs in a row (it was written again,
+            # as it was, on every run).
+            attempt = report_attempt(key, s.index.report_max_output_tokens)
+            if use_llm and unusable_before.get(attempt, 0) >= UNUSABLE_RUNS:
+                state.report_unusable[attempt] = unusable_before[attempt]
+                return key, shown
+            return None
 
         def child_report(k: Community) -> Report | None:
             if k.id in reports:
@@ -979,14 +993,14 @@ class Indexer:
 
         async def one(c: Community) -> None:
             nonlocal generated, kept
-            kept_key = unchanged(c)
-            if kept_key is not None and not self.check_shortcuts:
-                kept_keys[c.id] = kept_key
-                assignments[c.id] = (kept_key, kept_key)
+            kept_as = unchanged(c)
+            if kept_as is not None and not self.check_shortcuts:
+                kept_keys[c.id] = kept_as[1]
+                assignments[c.id] = kept_as
                 kept += 1
                 self.progress.add("reports_done")
                 return
-            clean = kept_key is not None
+            clean = kept_as is not None
             by_llm = use_llm and len(c.members) >= s.index.report_min_members
             member_set = set(c.members)
             rels = [r for m in c.members for r in rels_by_entity.get(m, ()) if r.target in member_set]
@@ -1003,7 +1017,7 @@ class Indexer:
                 built = extractive_report(c, ctx, entities=state.entities, relationships=rels,
                                           children=kids, encoding=s.index.encoding)
                 key = built.key
-            if clean and key != kept_key:
+            if clean and key != kept_as[0]:
                 raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
             previous = old.get(c.id)
             report = index_rows.load_report(store, key)

@@ -444,7 +444,7 @@ def _reports_shown(db) -> dict[str, bool]:
 
 
 @pytest.mark.parametrize("kept", [False, True])
-async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpus, tmp_path, kept):
+async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpus, tmp_path, kept, monkeypatch):
     # A community whose report answers were never valid JSON failed on every run: a cron
     # `index` paid three answers for it and exited 1, for ever. (``kept``: as the daemon runs,
     # the graph kept between syncs, and compared with the store's.)
@@ -478,6 +478,14 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     assert [r.failures for r, _ in runs] == [1, 1, 1, 0]         # said once settled, as a summary is
     assert not runs[3][0].published and listed() == []
     assert runs[3][0].llm.get("report", {}).get("calls", 0) == 0
+    # ... nor written again, as it was, on every run ("62 reports written" by a run that
+    # changed nothing). (With the shortcuts taken, as outside the tests.)
+    from streamrag.pipeline import Indexer
+
+    monkeypatch.setattr(Indexer, "check_shortcuts", False)
+    quiet, asked = await run()
+    assert asked == 0 and quiet.reports_generated == 0 and not quiet.published
+    monkeypatch.setattr(Indexer, "check_shortcuts", True)
     shown = _reports_shown(db)
     assert sum(shown.values()) == 1                  # its extractive stand-in; the others the model's
     assert sum(not e for e in shown.values()) >= 2

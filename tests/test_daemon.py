@@ -1294,3 +1294,7 @@ async def test_a_report_settled_as_unusable_is_not_retried(corpus, tmp_path):
     assert daemon.syncs == UNUSABLE_RUNS
     assert endpoint.asked == 3 * UNUSABLE_RUNS
     assert daemon.last_result.failed_items == 0 and daemon.last_result.failures == 1
+    # ... and says so once: the error lines of the tries before simply stopped.
+    (said,) = [e for e in events if e.get("settled")]
+    assert said["state"] == "warning" and said["message"].startswith(
+        "1 item no longer asked for: the model's answers were unusable on 3 runs in a row"), said
