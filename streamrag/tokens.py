@@ -81,7 +81,7 @@ def _parse_bpe(data: bytes) -> dict[bytes, int]:
 
 def count_tokens(text: str, encoding: str = "o200k_base") -> int:
     """Number of tokens of ``text`` (special-token text is counted as ordinary text)."""
-    if len(text) <= _REMEMBERED_CHARS:
+    if len(text) <= _REMEMBERED_CHARS and text.isascii():
         return _count_short(text, encoding)
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
@@ -89,11 +89,13 @@ def count_tokens(text: str, encoding: str = "o200k_base") -> int:
 # Short texts are counted again and again: a sentence of a description in every summary of the
 # elements it describes, an element's line in the report context of each level holding it (an
 # offline index of 3,000 documents asked 176,000 counts, half of texts counted before). Their
-# counts are remembered (the last 65,536 of them: a few MB of text, 40 MB at worst).
+# counts are remembered: those of the last 32,768 ASCII texts of at most 512 characters, 25 MB
+# at worst. (Other texts take 2 or 4 bytes a character, and a copy in UTF-8 once tokenized:
+# 65,536 of CJK or emoji held 200-270 MB for good in a daemon.)
 _REMEMBERED_CHARS = 512
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 15)
 def _count_short(text: str, encoding: str) -> int:
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 

@@ -60,3 +60,17 @@ def test_the_shipped_encodings_are_tiktokens(encoding, n_vocab, ids):
     assert enc.n_vocab == n_vocab and enc.encode("hello world") == ids
     text = "Grüße, 東京! 🎄 tab\there"
     assert enc.decode(enc.encode(text)) == text
+
+
+def test_only_short_ascii_texts_have_their_counts_remembered():
+    # 65,536 remembered CJK or emoji texts held 200-270 MB for good in a daemon (each also keeps
+    # its UTF-8 copy once tokenized); ASCII ones of 512 characters at most, about 25 MB.
+    from streamrag import tokens
+
+    tokens._count_short.cache_clear()
+    for text in ("圣诞颂歌" * 20, "🎄" * 30, "x" * 513):
+        assert tokens.count_tokens(text) == len(tokens.get_encoding("o200k_base").encode(text))
+    assert tokens._count_short.cache_info().currsize == 0
+    assert tokens.count_tokens("Scrooge and Marley") == tokens.count_tokens("Scrooge and Marley") > 0
+    assert tokens._count_short.cache_info().currsize == 1
+    assert tokens._count_short.cache_info().maxsize * (512 + 200) < 30e6
