@@ -19,6 +19,8 @@ import contextlib
 import math
 from pathlib import Path
 
+import msgspec
+
 from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
 from streamrag.communities import settings_key as leiden_key
@@ -26,7 +28,7 @@ from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
-from streamrag.pipeline import check_not_downgraded
+from streamrag.pipeline import UNUSABLE_RUNS, check_not_downgraded, report_attempt
 from streamrag.prompts import load_prompt
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.status import llm_summary
@@ -142,6 +144,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 # (new summaries change the descriptions reports are written from, and new
                 # clustering settings recluster: counted as if every report changed)
                 communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members))
+            else:   # reports that failed are asked again; settled ones too, with a new output budget
+                communities += _reports_asked_again(store, ix.report_max_output_tokens)
         if summaries:
             add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
         if communities:
@@ -153,6 +157,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_to_extract": n, "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                        "report": settings.llm.report_model}}
+
+
+def _reports_asked_again(store: Store, max_output_tokens: int) -> int:
+    """The community reports whose answers were unusable, as published, that the next run asks
+    for again: not settled yet (``UNUSABLE_RUNS``), or settled with another output budget."""
+    counts = msgspec.json.decode(store.get_meta("report_unusable") or "{}", type=dict[str, int])
+    return sum(1 for attempt, runs in counts.items()
+               if runs < UNUSABLE_RUNS or attempt != report_attempt(attempt.rsplit("/", 1)[0], max_output_tokens))
 
 
 def _summaries_asked(store: Store, settings: Settings) -> int:

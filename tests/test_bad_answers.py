@@ -501,9 +501,14 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     again, asked = await run()
     assert asked == 0 and again.failed_items == 0
 
-    # New report settings (more room for the answer) ask again too.
+    # New report settings (more room for the answer) ask again too, as the estimate says first
+    # (it counted no call).
+    from streamrag.estimate import estimate
+
+    assert "report" not in estimate([corpus], settings, db, root=corpus)["llm"]["by_stage"]
     settings = make_settings("http://llm.test/v1", llm={"max_retries": 0},
                              index={"report_max_output_tokens": 2400})
+    assert estimate([corpus], settings, db, root=corpus)["llm"]["by_stage"]["report"]["calls"] == 1
     again, asked = await run()
     assert asked == 3 and again.failed_items == 1
 
