@@ -553,8 +553,8 @@ class Daemon:
                                                                  self._gone else ""),
                       pending=0, failed_items=0)
         elif left:
-            self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) picks "
-                                 "them up", pending=files, failed_items=retry)
+            self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) syncs "
+                                 "what is left", pending=files, failed_items=retry)
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0)
 
