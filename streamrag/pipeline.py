@@ -1023,7 +1023,10 @@ class Indexer:
             report = index_rows.load_report(store, key)
             if report is None and by_llm and previous is not None and s.index.report_regen_threshold > 0:
                 prev_report = index_rows.load_report(store, previous)
-                if prev_report is not None and changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
+                # (Not an extractive report standing in for a failed one: close to its context as it
+                # is, it was kept for good, and the model never asked again.)
+                if prev_report is not None and not prev_report.extractive and \
+                        changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
                     report = prev_report
             if report is not None:
                 kept += 1

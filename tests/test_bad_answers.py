@@ -513,6 +513,21 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     assert asked == 3 and again.failed_items == 1
 
 
+async def test_a_report_that_failed_is_asked_again_under_report_regen_threshold(corpus, tmp_path):
+    # Its extractive stand-in was taken for the previous report, close enough to the context to
+    # keep: the run after the failure asked nothing and exited 0, and no later one asked again.
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0}, index={"report_regen_threshold": 0.3})
+    asked, failed = [], []
+    for _ in range(4):
+        before = endpoint.asked
+        result = await sync([corpus], settings, tmp_path / "i.db", root=corpus,
+                            transport=httpx.MockTransport(endpoint))
+        asked.append(endpoint.asked - before)
+        failed.append(result.failed_items)
+    assert asked == [3, 3, 3, 0] and failed == [1, 1, 0, 0]
+
+
 async def test_an_outage_does_not_count_towards_a_settled_report(corpus, tmp_path):
     endpoint = GarbleOneReport("Mira Osk")
     settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
