@@ -374,6 +374,18 @@ def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(corpu
     assert status.returncode != 0 or json.loads(status.stdout)["version"] == 0, status.stdout
 
 
+def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(corpus, tmp_path, simulator):
+    # The run that settled reports printed only "failures 7: see ..." and exited 0.
+    (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                                     "[index]\nreport_max_output_tokens = 5\n")
+    args = ("index", str(corpus), "-q", "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"),
+            "--api-base", simulator.base_url)
+    said = "no longer asked for: the model's answers were unusable on 3 runs in a row"
+    outs = [run(*args) for _ in range(4)]
+    assert [o.returncode for o in outs] == [1, 1, 0, 0], [o.stderr for o in outs]
+    assert [said in o.stderr for o in outs] == [False, False, True, False], outs[2].stderr
+
+
 def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
     # index.extract_claims = true gave 0 claims offline, without a word.
     (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
