@@ -306,6 +306,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    """Gives the index's free pages back to the disk (SQLite's VACUUM), as the writer."""
+    from streamrag.status import file_bytes
+
+    settings = _reading_settings(args)
+    db = _db_for_reading(args, settings)
+    with one_writer(db, "streamrag vacuum"):
+        store = Store(db)
+        try:
+            before = file_bytes(store)
+            store.conn.execute("VACUUM")
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            after = file_bytes(store)
+        finally:
+            store.close()
+    if args.json:
+        _print_json({"db": str(db), "before_bytes": before, "after_bytes": after})
+    else:
+        print(f"{db}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import check_out, export, format_for
 
@@ -453,6 +475,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--failures", action="store_true", help="list the recorded failures")
     p.add_argument("--json", action="store_true", help="print as one JSON object")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("vacuum", help="give the index's free space back to the disk")
+    common(p)
+    p.add_argument("--json", action="store_true", help="print the sizes as one JSON object")
+    p.set_defaults(func=cmd_vacuum)
 
     p = sub.add_parser("export", help="write the index as JSON or GraphML")
     p.add_argument("out", metavar="OUT", type=path_arg, help="output file (- for standard output)")

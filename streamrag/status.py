@@ -133,17 +133,22 @@ def _outcome(info: dict) -> str:
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 
-def _sizes(store: Store) -> dict[str, int]:
-    """The database's bytes on disk (its write-ahead log too), of them the cached model answers'
-    (about: characters) and the free pages SQLite reuses before the file grows."""
+def file_bytes(store: Store) -> int:
+    """The database's bytes on disk, its write-ahead log's too."""
     on_disk = 0
     for name in (store.path.name, store.path.name + "-wal"):
         try:
             on_disk += (store.path.parent / name).stat().st_size
         except OSError:
             pass
+    return on_disk
+
+
+def _sizes(store: Store) -> dict[str, int]:
+    """The database's bytes on disk (its write-ahead log too), of them the cached model answers'
+    (about: characters) and the free pages SQLite reuses before the file grows."""
     page = store.scalar("PRAGMA page_size") or 0
-    return {"database_bytes": on_disk,
+    return {"database_bytes": file_bytes(store),
             "cache_bytes": store.scalar("SELECT coalesce(sum(length(response)), 0) FROM llm_cache"),
             "free_bytes": (store.scalar("PRAGMA freelist_count") or 0) * page}
 
@@ -191,5 +196,6 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
     size = info["size"]
     lines.append(f"  database       {_mb(size['database_bytes'])} (cached model answers {_mb(size['cache_bytes'])}, "
-                 f"free for reuse {_mb(size['free_bytes'])}; see store.keep_unused_days)")
+                 f"free for reuse {_mb(size['free_bytes'])}"
+                 + ("; `streamrag vacuum` gives it back to the disk" if size["free_bytes"] >= 1e6 else "") + ")")
     return "\n".join(lines)

@@ -386,6 +386,29 @@ def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(
     assert [said in o.stderr for o in outs] == [False, False, True, False], outs[2].stderr
 
 
+def test_vacuum_gives_the_free_space_back_and_keeps_the_index(corpus, tmp_path):
+    # `status` shows the space freed under churn; the README's way to give it back needed the
+    # sqlite3 program, which many machines lack.
+    from conftest import index_snapshot
+
+    db = tmp_path / "i.db"
+    for _ in range(2):
+        assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+        (corpus / "guild.txt").rename(tmp_path / "guild.txt")   # out, then back in
+        assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+        (tmp_path / "guild.txt").rename(corpus / "guild.txt")
+    before = index_snapshot(db)
+    size = json.loads(run("status", "--json", "--db", str(db)).stdout)["size"]
+    assert size["free_bytes"] > 0
+    out = run("vacuum", "--json", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    sizes = json.loads(out.stdout)
+    assert sizes["before_bytes"] == size["database_bytes"] and sizes["after_bytes"] < sizes["before_bytes"]
+    assert index_snapshot(db) == before
+    assert json.loads(run("status", "--json", "--db", str(db)).stdout)["size"]["free_bytes"] == 0
+    assert run("vacuum", "--db", str(db)).stdout.startswith(f"{db}: ")
+
+
 def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
     # index.extract_claims = true gave 0 claims offline, without a word.
     (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
@@ -808,6 +831,8 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
             assert out.returncode == 75, out   # busy, not broken: a script can try again later
             assert out.stderr.startswith("streamrag: error: .streamrag/index.db is being written by another "
                                          f"streamrag (pid {watcher.pid}: streamrag watch .); stop that one first")
+        out = run("vacuum", cwd=corpus)   # a writer too: it rewrites the whole file
+        assert out.returncode == 75 and "is being written by another streamrag" in out.stderr, out
         status = run("status", "--json", cwd=corpus)              # readers take no lock
         assert status.returncode == 0
         assert json.loads(status.stdout)["writer"] == {"pid": watcher.pid, "command": "watch"}
