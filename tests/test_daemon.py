@@ -1119,51 +1119,39 @@ def test_signals_finish_or_cancel(signals, tmp_path, corpus, slow_simulator, con
         assert db_count(db, "SELECT count(*) FROM extractions") >= 1
 
 
-def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
-    db, log = tmp_path / "nohup.db", tmp_path / "nohup.log"
+def _watch_ignores(tmp_path, corpus, preexec, ignored: signal.Signals, stopping: signal.Signals) -> None:
+    """A `watch` started with ``preexec`` leaves ``ignored`` ignored, and ``stopping`` stops it."""
+    db, log = tmp_path / "w.db", tmp_path / "w.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with open(log, "ab") as f:
         proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline",
                                  "--db", str(db)], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=lambda: as_from_a_terminal(signal.SIG_IGN))
+                                preexec_fn=preexec)
     try:
         wait_for(lambda: "idle" in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(ignored)
         time.sleep(0.5)
         assert proc.poll() is None, log.read_text()
-        assert "SIGHUP" not in log.read_text()
-        proc.send_signal(signal.SIGINT)
+        assert ignored.name not in log.read_text()
+        proc.send_signal(stopping)
         assert proc.wait(20) == 0, log.read_text()
     finally:
         stop(proc)
+
+
+def test_under_nohup_a_hangup_leaves_the_daemon_running(tmp_path, corpus):
+    _watch_ignores(tmp_path, corpus, lambda: as_from_a_terminal(signal.SIG_IGN), signal.SIGHUP, signal.SIGINT)
 
 
 def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, corpus):
     # `bash -c 'streamrag watch w & ... kill -INT $!'`: the shell starts it with SIGINT
     # ignored; watch stopped all the same (it took SIGINT over), while index ignores it.
-    db, log = tmp_path / "bg.db", tmp_path / "bg.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMRAG_") and k != "OPENAI_API_KEY"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-
     def in_the_background() -> None:
         as_from_a_terminal()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    with open(log, "ab") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline",
-                                 "--db", str(db)], stdout=f, stderr=subprocess.STDOUT, env=env,
-                                preexec_fn=in_the_background)
-    try:
-        wait_for(lambda: "idle" in log.read_text(), 30, proc, log)
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)
-        assert proc.poll() is None, log.read_text()
-        assert "SIGINT" not in log.read_text()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, log.read_text()
-    finally:
-        stop(proc)
+    _watch_ignores(tmp_path, corpus, in_the_background, signal.SIGINT, signal.SIGTERM)
 
 
 @pytest.mark.parametrize("command", ["index", "watch"])

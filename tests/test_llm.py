@@ -519,29 +519,23 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
-async def test_a_retry_whose_answer_differs_is_shown_from_its_start_after_a_line_saying_so(tmp_path):
+@pytest.mark.parametrize("shown, retry", [
     # After a dropped stream the retry's text was shown only past the length already shown: a
     # model that samples gave "Scrooge is a miser he miser, changes his ways." on the terminal
     # while the answer (and --json, and its checked citations) said another thing.
-    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in ["Scrooge is ", "a miser he"]]))
-    endpoint = Endpoint(cut, stream_of(["Ebenezer Scrooge, ", "the miser, ", "changes his ways."]))
+    (["Scrooge is ", "a miser he"], ["Ebenezer Scrooge, ", "the miser, ", "changes his ways."]),
+    # ... and a retry whose whole answer is shorter than what was shown is shown again too.
+    (["The answer is 42", ", and also 43"], ["The answer ", "is 42"]),
+])
+async def test_a_retry_whose_answer_differs_is_shown_from_its_start_after_a_line_saying_so(tmp_path, shown, retry):
+    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in shown]))
+    endpoint = Endpoint(cut, stream_of(retry))
     deltas: list[str] = []
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
-    assert result.text == "Ebenezer Scrooge, the miser, changes his ways."
-    assert "".join(deltas) == "Scrooge is a miser he" + llm_module.RESTARTED + result.text
-
-
-async def test_a_retry_whose_whole_answer_is_shorter_than_what_was_shown_is_shown_again(tmp_path):
-    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in ["The answer is 42", ", and also 43"]]))
-    endpoint = Endpoint(cut, stream_of(["The answer ", "is 42"]))
-    deltas: list[str] = []
-    with anyio.fail_after(5):
-        async with client(tmp_path, endpoint) as (llm, _):
-            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
-    assert result.text == "The answer is 42"
-    assert "".join(deltas) == "The answer is 42, and also 43" + llm_module.RESTARTED + result.text
+    assert result.text == "".join(retry)
+    assert "".join(deltas) == "".join(shown) + llm_module.RESTARTED + result.text
 
 
 def unmarked_stream(pieces: list[str]) -> httpx.Response:

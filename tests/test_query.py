@@ -1299,6 +1299,17 @@ ZH_NEWS = ("东京是日本的首都。张伟在北京大学工作，他每天�
            "张伟和李娜一起去了上海，参观了外滩。李娜是一名医生。\n")
 
 
+async def offline_index(tmp_path, texts: dict[str, str]):
+    """(folder, settings, db): ``texts`` (file name -> text) in a folder, indexed offline."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    settings, db = make_settings(""), tmp_path / "i.db"
+    await sync([folder], settings, db, root=folder)
+    return folder, settings, db
+
+
 def _zh_folder(tmp_path):
     folder = tmp_path / "zh"
     folder.mkdir()
@@ -1388,12 +1399,10 @@ async def test_an_older_index_of_text_with_invisible_characters_inside_words_is_
     # words they split: the Sinhala ශ්‍රී (a zero-width joiner inside) was no longer found.
     from streamrag.store import MIGRATIONS
 
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Si\u200blas Ostius visited ශ්\u200dරී Lanka with Ada Osk.\n")
-    (folder / "b.txt").write_text("Mira Osk stayed home all summer long.\n")
-    settings, db = make_settings(""), tmp_path / "i.db"
-    await sync([folder], settings, db, root=folder)
+    folder, settings, db = await offline_index(tmp_path, {
+        "a.txt": "Si\u200blas Ostius visited ශ්\u200dරී Lanka with Ada Osk.\n",
+        "b.txt": "Mira Osk stayed home all summer long.\n",
+    })
     store = Store(db)   # as the schema before left it: words split at those characters
     with store.transaction() as conn:
         for table, cols in (("chunks_fts", ("text",)), ("entities_fts", ("name", "description"))):
@@ -1428,13 +1437,9 @@ async def test_an_older_index_of_chinese_text_is_made_searchable(tmp_path):
 async def test_an_extractive_answer_lists_first_the_documents_that_hold_its_quotes(tmp_path):
     # A quoted report sentence rests on every document of the community: the file holding the
     # quote was 294th of 791 listed.
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for i in range(60):
-        (folder / f"n{i:03d}.txt").write_text(
-            f"Day {i}: Ada Osk visited Oslo with Bo Lund and spoke about harbour number {i} at length.\n")
-    settings, db = make_settings(""), tmp_path / "i.db"
-    await sync([folder], settings, db, root=folder)
+    folder, settings, db = await offline_index(tmp_path, {
+        f"n{i:03d}.txt": f"Day {i}: Ada Osk visited Oslo with Bo Lund and spoke about harbour number {i} at length.\n"
+        for i in range(60)})
     for mode in ("global", "local"):
         answer = await aask("Who visited Oslo on day 42?", settings, db, mode=mode)
         quote = re.search(r"^- (Day \d+):", answer.text, re.MULTILINE)
@@ -1448,13 +1453,11 @@ async def test_a_quoted_context_line_finds_its_document_past_its_label(tmp_path)
     # A local context line starts with a label ("A -- B: ", "Name (type): ") and an element's
     # description may join sentences of several documents: only the first four words were left
     # out, so the document saying the line was not found and another was listed first.
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Harbor Workers Union -- Esme Coranti chat. Esme Coranti likes tea and long walks.\n")
-    (folder / "b.txt").write_text("Colleagues at the union describe Esme Coranti, its director, as meticulous.\n")
-    (folder / "c.txt").write_text("The union was founded in 1921 by dock workers of the old harbor.\n")
-    settings, db = make_settings(""), tmp_path / "i.db"
-    await sync([folder], settings, db, root=folder)
+    folder, settings, db = await offline_index(tmp_path, {
+        "a.txt": "Harbor Workers Union -- Esme Coranti chat. Esme Coranti likes tea and long walks.\n",
+        "b.txt": "Colleagues at the union describe Esme Coranti, its director, as meticulous.\n",
+        "c.txt": "The union was founded in 1921 by dock workers of the old harbor.\n",
+    })
     store = Store(db, readonly=True)
     try:
         order = citations.quoted_first(store, [
@@ -1470,12 +1473,10 @@ async def test_a_quoted_context_line_finds_its_document_past_its_label(tmp_path)
 async def test_a_quote_of_source_text_lists_its_own_document_first(tmp_path):
     # The phrase search also matched a longer sentence elsewhere ("... Marathon 2034"), and ties
     # went by path: the first document listed did not hold the quote.
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Dorell Semiconductors organised the Lake Marathon 2034 in the rain.\n")
-    (folder / "b.txt").write_text("Dorell Semiconductors organised the Lake Marathon. It was a fine day.\n")
-    settings, db = make_settings(""), tmp_path / "i.db"
-    await sync([folder], settings, db, root=folder)
+    folder, settings, db = await offline_index(tmp_path, {
+        "a.txt": "Dorell Semiconductors organised the Lake Marathon 2034 in the rain.\n",
+        "b.txt": "Dorell Semiconductors organised the Lake Marathon. It was a fine day.\n",
+    })
     store = Store(db, readonly=True)
     try:
         chunk = store.scalar("SELECT dc.chunk_id FROM document_chunks dc JOIN documents d ON d.id = dc.doc_id "
