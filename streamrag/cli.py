@@ -194,10 +194,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if len(result.warnings) > 10:
             print(f"streamrag: ... and {len(result.warnings) - 10} more warnings (see --json)", file=sys.stderr)
         if result.settled:
-            print(f"streamrag: {result.settled} item(s) no longer asked for: the model's answers were unusable "
-                  f"on {pipeline.UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status "
-                  "--failures` says which and why); a change to them or to their settings asks again",
-                  file=sys.stderr)
+            print(f"streamrag: {pipeline.settled_line(result.settled)}", file=sys.stderr)
     if result.failed_items:
         # What succeeded is published; the exit status tells a script that something did not.
         # (An unreadable file is a warning: running again would not change it.) The newest

@@ -873,11 +873,9 @@ class Daemon:
         if result.settled:
             # No longer retried, and no longer failures: said once, as the sync's error lines said
             # the tries before (the retries simply stopped).
-            from streamrag.pipeline import UNUSABLE_RUNS
+            from streamrag.pipeline import settled_line
 
-            line = (f"{_n(result.settled, 'item')} no longer asked for: the model's answers were unusable on "
-                    f"{UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status --failures` "
-                    "says which and why); a change to them or to their settings asks again")
+            line = settled_line(result.settled)
             self.emit("warning", line, warning=line, settled=result.settled)
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).

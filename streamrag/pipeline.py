@@ -88,6 +88,15 @@ _T = TypeVar("_T")
 _FRESH_CHECK_SHARE = 0.05
 # Runs in a row an element's summary answers may be unusable before it is no longer asked.
 UNUSABLE_RUNS = 3
+
+
+def settled_line(items: int) -> str:
+    """What ``index`` and ``watch`` say of the items a run settled (``SyncResult.settled``)."""
+    return (f"{items} item{'' if items == 1 else 's'} no longer asked for: the model's answers were "
+            f"unusable on {UNUSABLE_RUNS} runs in a row, so extractive text stands in (`streamrag status "
+            "--failures` says which and why); a change to them or to their settings asks again")
+
+
 # Said of a community report settled as unusable (UNUSABLE_RUNS).
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
                    "(index.report_max_output_tokens among them): an extractive report stands in")
