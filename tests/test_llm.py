@@ -519,6 +519,18 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
+async def streamed_after_a_cut(tmp_path, first: list[str], second: list[str]):
+    """A streamed answer whose stream of ``first`` ends unmarked (cut), asked again: ``second``.
+    Returns the result and the text pieces shown, in order."""
+    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in first]))
+    endpoint = Endpoint(cut, stream_of(second))
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    return result, deltas
+
+
 @pytest.mark.parametrize("shown, retry", [
     # After a dropped stream the retry's text was shown only past the length already shown: a
     # model that samples gave "Scrooge is a miser he miser, changes his ways." on the terminal
@@ -528,12 +540,7 @@ async def test_a_cut_stream_is_retried(tmp_path):
     (["The answer is 42", ", and also 43"], ["The answer ", "is 42"]),
 ])
 async def test_a_retry_whose_answer_differs_is_shown_from_its_start_after_a_line_saying_so(tmp_path, shown, retry):
-    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in shown]))
-    endpoint = Endpoint(cut, stream_of(retry))
-    deltas: list[str] = []
-    with anyio.fail_after(5):
-        async with client(tmp_path, endpoint) as (llm, _):
-            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    result, deltas = await streamed_after_a_cut(tmp_path, shown, retry)
     assert result.text == "".join(retry)
     assert "".join(deltas) == "".join(shown) + llm_module.RESTARTED + result.text
 
@@ -1446,12 +1453,7 @@ async def test_an_embeddings_answer_with_a_bad_usage_is_counted(tmp_path, usage)
     (["<think>A long, long thought ", "that goes on"], ["<think>Short.</think>", "The quay ", "was rebuilt."]),
 ])
 async def test_a_streamed_retry_shows_the_answer_once_and_never_the_thinking(tmp_path, first, second):
-    cut = httpx.Response(200, content=sse([delta({"content": p}) for p in first]))
-    endpoint = Endpoint(cut, stream_of(second))
-    deltas: list[str] = []
-    with anyio.fail_after(5):
-        async with client(tmp_path, endpoint) as (llm, _):
-            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    result, deltas = await streamed_after_a_cut(tmp_path, first, second)
     assert result.text == "The quay was rebuilt." == "".join(deltas)
 
 
