@@ -32,7 +32,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
-from streamrag.store import Store, default_db_path, indexed_root, last_opened, one_writer, read_as_unchanging
+from streamrag.store import (Store, default_db_path, foreign_file_error, indexed_root, last_opened, one_writer,
+                             read_as_unchanging)
 
 
 def path_arg(text: str) -> str:
@@ -91,6 +92,17 @@ def _usable_db(path: Path) -> Path:
     if path.exists() and not path.is_file() and not path.is_dir():   # (a folder: said where opened)
         raise StreamragError(f"{path}: not a regular file (a device or a FIFO); give --db (or "
                              "store.path) an index file, e.g. DIR/.streamrag/index.db")
+    if path.is_file():
+        from streamrag.loader import DOCUMENT_SUFFIXES
+
+        foreign = foreign_file_error(path)
+        if foreign is not None:
+            raise foreign
+        if path.stat().st_size == 0 and path.suffix.lower() in DOCUMENT_SUFFIXES:
+            # (An empty notes.md given as --db became an index, the document lost to it.)
+            raise StreamragError(f"{path}: an empty {path.suffix} file, taken for a document, not an "
+                                 "index; give --db (or store.path) the index's file, e.g. "
+                                 "DIR/.streamrag/index.db (where none is yet, `streamrag index` builds it)")
     return path
 
 

@@ -125,6 +125,8 @@ NOT_TEXT_FORMATS = frozenset(".pdf .doc .docx .odt .rtf .epub .pages .ppt .pptx 
                              ".ods .html .htm".split())
 TEXT_FORMATS = frozenset(".rst .org .adoc .asciidoc .tex .mdx .text .textile .log".split())
 DOCUMENT_FORMATS = NOT_TEXT_FORMATS | TEXT_FORMATS
+# What a document's name ends in, those read by default too: an empty one given as --db is refused.
+DOCUMENT_SUFFIXES = DOCUMENT_FORMATS | {g.removeprefix("*") for g in DEFAULT_INCLUDE} | {".json"}
 
 
 def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:

@@ -718,16 +718,35 @@ def _uri_path(path: Path) -> str:
     return "file:" + quote(os.fsencode(path.absolute()), safe="/")   # (bytes: a name not UTF-8 too)
 
 
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def foreign_file_error(path: Path) -> StoreError | None:
+    """The refusal of ``path`` when it is a file with something in it other than an SQLite
+    database (most likely a document given as the index by mistake), else ``None``. Asked
+    before the writer lock is taken, which left ``notes.md.lock`` beside the document."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError:
+        return None   # (said where the file is opened)
+    if not head or head == _SQLITE_HEADER:
+        return None
+    # (Never "remove it".)
+    return StoreError(f"{path}: not a streamrag index (not an SQLite database: some other file); "
+                      "give --db (or store.path) the index's file, or a path where none is yet for "
+                      "`streamrag index DIR` to build one there")
+
+
 def _open_error(path: Path, e: BaseException) -> StoreError:
     """One line on why the file at ``path`` cannot be used as an index, and what to do."""
     if path.is_dir():
         return StoreError(f"{path}: is a folder, not an index file; pass --db with the index's "
                           "file (e.g. DIR/.streamrag/index.db)")
     if isinstance(e, sqlite3.DatabaseError) and "not a database" in str(e):
-        # (Never "remove it": most likely a document given as the index by mistake.)
-        return StoreError(f"{path}: not a streamrag index (not an SQLite database: some other file); "
-                          "give --db (or store.path) the index's file, or a path where none is yet for "
-                          "`streamrag index DIR` to build one there")
+        return foreign_file_error(path) or StoreError(
+            f"{path}: not a streamrag index (not an SQLite database); give --db (or store.path) the "
+            "index's file, or a path where none is yet for `streamrag index DIR` to build one there")
     if isinstance(e, sqlite3.DatabaseError) and "malformed" in str(e):
         return StoreError(f"{path}: the index database is damaged ({e}); remove it and run "
                           "`streamrag index DIR` to build it again")

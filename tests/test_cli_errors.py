@@ -79,6 +79,24 @@ def test_a_file_that_is_not_a_database(cli, tmp_path, command):
     cli(*command, "--db", "bad.db", code=1, fragments=("bad.db: not a streamrag index", "--db"))
 
 
+def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
+    # The refusal came after the writer lock was taken: notes.md.lock stayed beside the document.
+    # An empty notes.md was taken as a new database: the document became an index.
+    (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
+    (tmp_path / "notes.md").write_text("my notes\n")
+    cli("index", "-q", "doc.txt", "--db", "notes.md", code=1, fragments=("notes.md: not a streamrag index",))
+    (tmp_path / "empty.md").write_bytes(b"")
+    cli("index", "-q", "doc.txt", "--db", "empty.md", code=1,
+        fragments=("empty.md: an empty .md file, taken for a document", "--db"))
+    assert (tmp_path / "notes.md").read_text() == "my notes\n"
+    assert (tmp_path / "empty.md").read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt", "empty.md", "notes.md"]
+    # An empty file named as a database is where the index is made (`touch index.db` first).
+    (tmp_path / "made.db").write_bytes(b"")
+    assert main(["index", "-q", "--offline", "doc.txt", "--db", "made.db"]) == 0
+    assert (tmp_path / "made.db").read_bytes().startswith(b"SQLite format 3")
+
+
 def test_a_bad_database_from_a_real_subprocess(tmp_path):
     (tmp_path / "bad.db").write_text("garbage\n")
     one_line(run("status", "--db", "bad.db", cwd=tmp_path), 1, "bad.db: not a streamrag index")
