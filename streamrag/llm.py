@@ -6,9 +6,10 @@ Every request passes, in order:
 2. the **in-flight table**: an identical request already on the wire is awaited, not repeated;
 3. a **concurrency slot** (``llm.concurrency`` requests in flight at most);
 4. the **rate limits**: requests per minute and tokens per minute, each a budget over a sliding
-   window of a minute (``_MinuteBudget``): an idle client sends up to a whole minute's budget at
-   once, and no window of a minute ever holds more than the limit, so sustained throughput stays
-   within it whether the provider counts a sliding window or a continuously refilled bucket. A
+   window of a minute (``ratelimit.MinuteBudget``): an idle client sends up to a whole minute's
+   budget at once, and no window of a minute ever holds more than the limit, so sustained
+   throughput stays within it whether the provider counts a sliding window or a continuously
+   refilled bucket. A
    request booking more tokens than a whole minute's budget is clamped to it (it waits for an
    empty window instead of forever). An attempt that never reached the server (connection
    refused, connect or pool timeout) gives its budget back;
@@ -36,7 +37,6 @@ Without a store the client works the same, minus the cache and the rows.
 from __future__ import annotations
 
 import contextvars
-import email.utils
 import html
 import itertools
 import logging
@@ -45,9 +45,7 @@ import os
 import random
 import re
 import time
-from collections import deque
 from collections.abc import Callable
-from datetime import timezone
 from typing import Any, Literal
 
 import anyio
@@ -61,6 +59,7 @@ from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestE
                               LLMUnavailableError)
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
+from streamrag.ratelimit import MAX_RETRY_AFTER_S, MinuteBudget, asked_wait, minute_budget
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.writer import Writer
@@ -68,7 +67,6 @@ from streamrag.writer import Writer
 log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64
-MAX_RETRY_AFTER_S = 600.0
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
 _THINKERS: set[str] = set()    # models this process has warned of thinking aloud (LLMClient._thinks)
 # (api_base, model) -> the request parameters it refuses, as this process has seen (``_leave_out``).
@@ -277,132 +275,10 @@ class _Flight:
         self.error: LLMError | None = None
 
 
-# A minute, plus a second for a request's way to the server: a budget freed here must be free
-# at the server too, which stamps the request a little later than the client does.
-WINDOW_S = 61.0
-
-
-class _MinuteBudget:
-    """At most ``limit`` units (requests or tokens) taken in any ``WINDOW_S`` seconds.
-
-    An idle budget lets a whole minute's worth through at once; after that, units come back as
-    the ones taken a minute earlier leave the window. An amount above ``limit`` counts as
-    ``limit``: it waits for an empty window instead of forever. ``clock`` is for tests.
-    """
-
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic, *, setting: str = "") -> None:
-        self.limit = limit
-        self.setting = setting                    # the setting it enforces, for messages
-        self.clock = clock
-        self.taken: deque[list[float]] = deque()  # [time, amount], oldest first
-        self.total = 0.0                          # the amounts in ``taken``
-        self.waited_s = 0.0                       # time spent waiting for this budget
-
-    def clamp(self, amount: float) -> float:
-        return min(max(amount, 1.0), float(self.limit))
-
-    def _expire(self, now: float) -> None:
-        while self.taken and self.taken[0][0] <= now - WINDOW_S:
-            self.total -= self.taken.popleft()[1]
-        if not self.taken:
-            self.total = 0.0  # no float drift left behind
-
-    def wait_s(self, amount: float) -> float:
-        """Seconds until ``amount`` (clamped) fits in the window; 0 when it fits now."""
-        amount = self.clamp(amount)
-        now = self.clock()
-        self._expire(now)
-        excess = self.total + amount - self.limit
-        if excess <= 1e-9:
-            return 0.0
-        freed = 0.0
-        for stamp, taken in self.taken:
-            freed += taken
-            if freed >= excess - 1e-9:
-                return max(stamp + WINDOW_S - now, 1e-6)
-        return max(self.taken[-1][0] + WINDOW_S - now, 1e-6)  # unreachable: amount <= limit
-
-    def take(self, amount: float) -> list[float]:
-        """Take ``amount`` (clamped) now, whether or not it fits; the ticket gives it back."""
-        ticket = [self.clock(), self.clamp(amount)]
-        self.taken.append(ticket)
-        self.total += ticket[1]
-        return ticket
-
-    def give_back(self, ticket: list[float]) -> None:
-        for i, held in enumerate(self.taken):
-            if held is ticket:
-                del self.taken[i]
-                self.total -= ticket[1]
-                if not self.taken:
-                    self.total = 0.0
-                return
-
-
-def _minute_budget(per_minute: int, setting: str) -> _MinuteBudget | None:
-    return _MinuteBudget(per_minute, setting=setting) if per_minute > 0 else None
-
-
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
 WAIT_NOTICE_S = 5.0
 # Retry and wait lines: at most one of each kind this often; the rest are debug lines (-v).
 NOTICE_EVERY_S = 30.0
-
-
-def parse_retry_after(value: str | None, now: float | None = None, *, unit: float = 1.0,
-                      cap: float = MAX_RETRY_AFTER_S) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta seconds or HTTP date), at most
-    ``cap``; ``unit`` is the seconds a number counts (0.001 for OpenAI's and Azure's
-    ``retry-after-ms``)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value) * unit
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if math.isnan(seconds):
-        return None
-    return min(max(seconds, 0.0), cap)
-
-
-# "Please try again in 6m0s." (OpenAI), "Please retry after 20 seconds." (Azure), and the Go
-# durations of OpenAI's x-ratelimit-reset-* headers ("1s", "6m0s", "20ms", "1h2m3.5s").
-_TRY_AGAIN_IN = re.compile(r"(?:try again|retry) in ((?:\d+(?:\.\d+)?(?:ms|h|m|s))+)\b"
-                           r"|retry after (\d+(?:\.\d+)?) ?(?:seconds?|s)\b", re.IGNORECASE)
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _go_duration(text: str) -> float | None:
-    parts = _GO_DURATION.findall(text.strip())
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        return None
-    return sum(float(n) * _UNIT_S[u] for n, u in parts)
-
-
-def _asked_wait(resp: httpx.Response, message: str) -> float | None:
-    """Seconds a 429 or 503 asks to wait, uncapped: ``Retry-After`` (or ``retry-after-ms``),
-    else the wait its message names, else the reset of an OpenAI limit its headers say is used
-    up (``x-ratelimit-remaining-requests: 0`` -> ``x-ratelimit-reset-requests``); None when it
-    does not say."""
-    headers = resp.headers
-    wait = parse_retry_after(headers.get("retry-after"), cap=math.inf)
-    if wait is None:
-        wait = parse_retry_after(headers.get("retry-after-ms"), unit=0.001, cap=math.inf)
-    if wait is None and (m := _TRY_AGAIN_IN.search(message)):
-        wait = _go_duration(m.group(1)) if m.group(1) else float(m.group(2))
-    if wait is None:
-        resets = [_go_duration(headers.get(f"x-ratelimit-reset-{kind}", ""))
-                  for kind in ("requests", "tokens") if headers.get(f"x-ratelimit-remaining-{kind}") == "0"]
-        wait = max((r for r in resets if r is not None), default=None)
-    return wait
 
 
 def _duration(seconds: float) -> str:
@@ -523,8 +399,8 @@ class LLMClient:
             timeout=httpx.Timeout(settings.request_timeout_s),
             limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
         self._slots = anyio.CapacityLimiter(slots)
-        self._rpm = _minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
-        self._tpm = _minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
+        self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
+        self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
         self._notices: dict[str, tuple[float, int]] = {}  # kind -> (last said, lines held back since)
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
@@ -1239,7 +1115,7 @@ class LLMClient:
             f"too slow for llm.request_timeout_s = {self.settings.request_timeout_s:g}; restart it or "
             "raise the setting, then run the same command (finished work is kept)")
 
-    async def _admit(self, tokens: int) -> list[tuple[_MinuteBudget, list[float]]]:
+    async def _admit(self, tokens: int) -> list[tuple[MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,
         then take its share of each; returns the tickets that give it back."""
         wanted = [(budget, amount) for budget, amount in ((self._rpm, 1), (self._tpm, tokens))
@@ -1266,7 +1142,7 @@ class LLMClient:
             return [(budget, budget.take(amount)) for budget, amount in wanted]
 
     @staticmethod
-    def _give_back(tickets: list[tuple[_MinuteBudget, list[float]]]) -> None:
+    def _give_back(tickets: list[tuple[MinuteBudget, list[float]]]) -> None:
         for budget, ticket in tickets:
             budget.give_back(ticket)
 
@@ -1334,7 +1210,7 @@ class LLMClient:
         if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(said) \
                 and (param := _refused_param(resp, said)) is not None:
             raise _Refused(param, status, message)
-        retry_after = _asked_wait(resp, said) if status in (429, 503) else None
+        retry_after = asked_wait(resp, said) if status in (429, 503) else None
         if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
             # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
             # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
@@ -1651,4 +1527,4 @@ def _embeddings(data: list) -> list[list[float]]:
     return [v for _, _, v in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
-__all__ = ["ChatResult", "LLMClient", "parse_retry_after"]
+__all__ = ["ChatResult", "LLMClient"]

@@ -20,7 +20,8 @@ import pytest
 import streamrag.llm as llm_module
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
-from streamrag.llm import LLMClient, parse_retry_after
+from streamrag.llm import LLMClient
+from streamrag.ratelimit import parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens
 from streamrag.writer import Writer
@@ -322,10 +323,10 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
     # Times are taken where the requests arrive, after the client let them go: a busy machine
     # can delay one by tens of milliseconds, hence the 50 ms slack (without the limiter the gaps
     # would be about zero).
-    import streamrag.llm
+    import streamrag.ratelimit
 
     window = 0.4
-    monkeypatch.setattr(streamrag.llm, "WINDOW_S", window)
+    monkeypatch.setattr(streamrag.ratelimit, "WINDOW_S", window)
     endpoint = Endpoint()
     n, limit = 12, 5
     with anyio.fail_after(10):
@@ -344,8 +345,9 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
 async def test_a_long_wait_for_rate_budget_is_said_with_the_setting(tmp_path, monkeypatch, caplog):
     """A run waiting a minute for tokens_per_minute looked stuck: the wait is said, once."""
     import streamrag.llm
+    import streamrag.ratelimit
 
-    monkeypatch.setattr(streamrag.llm, "WINDOW_S", 0.4)
+    monkeypatch.setattr(streamrag.ratelimit, "WINDOW_S", 0.4)
     monkeypatch.setattr(streamrag.llm, "WAIT_NOTICE_S", 0.1)
     limit = count_message_tokens(ask("q0")) + 40   # one request a window
     with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
@@ -373,10 +375,10 @@ async def test_retries_are_one_warning_then_debug_lines(tmp_path, caplog):
 
 async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_still_goes(
         tmp_path, monkeypatch):
-    import streamrag.llm
+    import streamrag.ratelimit
 
     window = 0.4
-    monkeypatch.setattr(streamrag.llm, "WINDOW_S", window)
+    monkeypatch.setattr(streamrag.ratelimit, "WINDOW_S", window)
     endpoint = Endpoint()
     max_tokens = 40
     cost = count_message_tokens(ask("q00")) + max_tokens
@@ -401,10 +403,10 @@ async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_stil
 def test_minute_budget_never_exceeds_the_limit_in_any_window(per_minute):
     import random as rnd
 
-    from streamrag.llm import WINDOW_S, _MinuteBudget
+    from streamrag.ratelimit import WINDOW_S, MinuteBudget
 
     now = [0.0]
-    budget = _MinuteBudget(per_minute, clock=lambda: now[0])
+    budget = MinuteBudget(per_minute, clock=lambda: now[0])
     rng = rnd.Random(per_minute)
     sent: list[tuple[float, float]] = []
     assert budget.wait_s(per_minute) == 0  # idle: a whole minute's budget at once
@@ -423,7 +425,7 @@ def test_minute_budget_never_exceeds_the_limit_in_any_window(per_minute):
 
     # Saturated with equal requests, it runs close to the limit: a window's worth per window.
     now[0] += WINDOW_S
-    budget, sent, step = _MinuteBudget(per_minute, clock=lambda: now[0]), [], max(1, per_minute // 7)
+    budget, sent, step = MinuteBudget(per_minute, clock=lambda: now[0]), [], max(1, per_minute // 7)
     started = now[0]
     while now[0] < started + 10 * WINDOW_S:
         now[0] += budget.wait_s(step)
