@@ -37,11 +37,9 @@ Without a store the client works the same, minus the cache and the rows.
 from __future__ import annotations
 
 import contextvars
-import html
 import itertools
 import logging
 import math
-import os
 import random
 import re
 import time
@@ -59,6 +57,10 @@ from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestE
                               LLMUnavailableError)
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice,
+                                       base_setting, duration, error_code, html_page, key_advice,
+                                       key_source, model_settings, one_line, overflow_advice,
+                                       provider_message, reason, refused_param, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, MinuteBudget, asked_wait, minute_budget
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -83,50 +85,9 @@ OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
 _STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
 
 
-# The settings naming a chat model, for messages about a model the server does not know.
-_MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model",
-               "embedding_model")
-# A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
-_CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
-                               r"exceeds? the (?:available )?context", re.IGNORECASE)
-# Azure OpenAI's hosts (and Azure AI Foundry's).
-_AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.com$")
-# What sets the length of a stage's requests.
-_STAGE_BUDGETS = {
-    "extract": "index.chunk_size", "glean": "index.chunk_size", "glean_check": "index.chunk_size",
-    "claims": "index.chunk_size",
-    "summarize": "index.summary_max_descriptions or index.summary_max_tokens",
-    "report": "index.report_max_input_tokens or index.report_max_output_tokens",
-    "rate": "index.report_max_output_tokens (a report is rated whole)",
-    "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens",
-    "answer": "query.local_max_tokens or query.answer_max_tokens (basic search: query.basic_top_k)",
-}
-
-
-# Request parameters a model may refuse (OpenAI's reasoning models: o1, o3, o4-mini, gpt-5 ...;
-# an Azure api-version older than 2024-09-01 refuses stream_options): such a model is asked
-# again without them, and this client leaves them out of its later requests. Its max_tokens
-# goes as max_completion_tokens, with room for the reasoning that counts against it.
-_ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream_options")
+# A model that refuses max_tokens is sent max_completion_tokens instead, with this much more room
+# for the reasoning that counts against it.
 REASONING_ALLOWANCE = 8192
-
-
-def _names_refused(message: str, param: str) -> bool:
-    """Whether ``message`` refuses ``param`` itself ("Unsupported parameter: 'max_tokens'",
-    "'logit_bias' is not supported", "Unrecognized request argument supplied: stream_options",
-    pydantic's "'type': 'extra_forbidden', 'loc': ('body', 'stream_options')" of vLLM and other
-    FastAPI servers), not a value of it ("max_tokens values above 4096 are not supported").
-    One refused value counts: vLLM's "token_id(s) [...] in logit_bias contain out-of-vocab token
-    ids" (the bias names OpenAI token ids; no other value would be sent)."""
-    q = "['\"`]"   # a quote of any kind
-    quoted = rf"{q}?{param}{q}?"
-    ways = [rf"(?:unsupported (?:parameter|value)|unrecognized (?:request )?argument(?: supplied)?|"
-            rf"unknown (?:parameter|field|argument)|extra (?:inputs|fields)[^:]*)\W+{quoted}(?!\w)",
-            rf"(?<!\w){quoted} (?:is|are) (?:not supported|unsupported|not permitted)",
-            rf"extra_forbidden{q}?,\s*{q}?loc{q}?:\s*[(\[][^()\[\]]*{q}{param}{q}\s*,?\s*[)\]]"]
-    if param == "logit_bias":
-        ways.append(rf"(?<!\w)in {quoted} contains? out[- ]of[- ]vocab")
-    return re.search("|".join(ways), message, re.IGNORECASE) is not None
 
 
 _DROPPED = {
@@ -135,42 +96,6 @@ _DROPPED = {
     "logit_bias": "the gleaning check is asked in words",
     "stream_options": "a streamed answer's tokens are counted here",
 }
-
-
-class _Refused(Exception):
-    """A chat request was refused for a parameter the model does not take (``_ADAPTABLE``)."""
-
-    def __init__(self, param: str, status: int, message: str) -> None:
-        super().__init__(message)
-        self.param, self.status, self.message = param, status, message
-
-
-def _refused_param(resp: httpx.Response, message: str) -> str | None:
-    """The parameter of ``_ADAPTABLE`` a 400 says the model does not take, if it says so and
-    the request held it."""
-    refused = [p for p in _ADAPTABLE if _names_refused(message, p)]
-    if not refused:
-        return None
-    try:
-        body = msgspec.json.decode(resp.content)
-        named = body["error"].get("param")
-    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        named = None
-    # The error's own 'param', when it gives one, must be the parameter the message refuses.
-    param = next((p for p in refused if named in (None, p)), None)
-    if param is None:
-        return None
-    try:
-        sent = msgspec.json.decode(resp.request.content)
-    except (msgspec.DecodeError, RuntimeError):
-        return None
-    return param if isinstance(sent, dict) and param in sent else None
-
-
-def _overflow_advice(stage: str) -> str:
-    """The settings that shorten a stage's requests."""
-    budget = _STAGE_BUDGETS.get(stage)
-    return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
 
 
 class ChatResult(msgspec.Struct):
@@ -194,44 +119,6 @@ class _Answer(msgspec.Struct):
 class _Silent(Exception):
     """A try not made: the server has stopped answering and another try is finding out whether
     it is back (``LLMClient._attempt``)."""
-
-
-class _Retryable(Exception):
-    """An attempt failed in a way another attempt may not."""
-
-    def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
-                 refused: bool = False, timed_out: bool = False):
-        super().__init__(detail)
-        self.detail = detail
-        self.status = status
-        self.retry_after = retry_after
-        self.refused = refused  # nothing accepted the connection
-        self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
-        self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
-        self.free = False       # a refusal by an endpoint that answered before: uses no retry
-        self.refused_for = 0.0  # how long this call's refusals in a row have lasted
-        self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
-                                # free, its refused tries in a row): the backoff's exponent
-
-
-def _advice(e: _Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
-    """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
-    ``limited``: llm.requests_per_minute is set)."""
-    if e.status == 429:
-        if not limited:
-            return ("the provider kept refusing for its rate limit: set llm.requests_per_minute and "
-                    "llm.tokens_per_minute to your provider's limits (0 means no limit)")
-        return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
-    if e.status is not None and e.status >= 500:
-        if e.tries <= 1:   # llm.max_retries = 0
-            return "the server answered with an error, not retried as llm.max_retries = 0: check its logs, or raise llm.max_retries"
-        return "the server kept answering with errors: check its logs, or raise llm.max_retries"
-    if e.status == 200:
-        return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"
-    if "timeout" in e.detail:
-        return ("check that the server still answers (one that hangs needs a restart); for a slow "
-                "one, raise llm.request_timeout_s or lower llm.concurrency")
-    return f"check that the server is running and reachable at {setting}"
 
 
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
@@ -260,7 +147,6 @@ REFUSED_WAIT_MAX_S = 5.0
 # How long a server that says it is loading its model (llama.cpp's 503 "Loading model") is waited
 # for, in tries that use none of llm.max_retries: a large model takes minutes to load.
 LOADING_MAX_S = 600.0
-_LOADING = re.compile(r"\bloading\b", re.IGNORECASE)
 # The longest wait between other tries (without Retry-After).
 MAX_BACKOFF_S = 60.0
 
@@ -279,74 +165,6 @@ class _Flight:
 WAIT_NOTICE_S = 5.0
 # Retry and wait lines: at most one of each kind this often; the rest are debug lines (-v).
 NOTICE_EVERY_S = 30.0
-
-
-def _duration(seconds: float) -> str:
-    """``seconds`` as a person says it: "45 s", "12 min", "7 h 12 min"."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
-
-
-_HTML_TITLE = re.compile(r"<(title|h1)[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
-
-
-def _html_page(text: str) -> str | None:
-    """What an HTML page (a proxy's 502, a login page) says of itself: its title or first
-    heading, tags left out; None when ``text`` is not one."""
-    head = text.lstrip()[:200].lower()
-    if not head.startswith("<") or not any(t in head for t in ("<html", "<!doctype", "<head", "<title", "<body")):
-        return None
-    said = ""
-    for found in _HTML_TITLE.finditer(text):   # the title, or the first heading when it has none
-        said = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", found.group(2))).split())
-        if said:
-            break
-    return _one_line(f"an HTML page: {said}" if said else "an HTML page")
-
-
-def _provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
-    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
-    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
-    try:
-        body = msgspec.json.decode(resp.content)
-    except msgspec.DecodeError:
-        text = _html_page(resp.text) or resp.text
-    else:
-        err = body.get("error", body) if isinstance(body, dict) else body
-        if isinstance(err, dict):
-            text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
-        else:
-            text = str(err)
-    return " ".join(str(text).split()) if whole else _one_line(text)
-
-
-# What a transport error that gives no words of its own was (httpx's ReadError: "").
-_TRANSPORT_REASONS = {"ReadError": "the connection broke while reading the answer",
-                      "WriteError": "the connection broke while sending the request",
-                      "RemoteProtocolError": "the server closed the connection without a complete answer",
-                      "ConnectError": "the connection could not be made"}
-
-
-def _reason(e: Exception) -> str:
-    """``Name: message`` of a transport error, with words when it has none."""
-    said = " ".join(str(e).split()) or _TRANSPORT_REASONS.get(type(e).__name__, "no reason given")
-    return f"{type(e).__name__}: {said}"
-
-
-def _one_line(text: object) -> str:
-    """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _error_code(resp: httpx.Response) -> str:
-    try:
-        body = msgspec.json.decode(resp.content)
-        return str(body["error"].get("code") or body["error"].get("type") or "")
-    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
-        return ""
 
 
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
@@ -378,7 +196,7 @@ class LLMClient:
                               "https://api.openai.com/v1), or use the offline extractor")
         self.settings = settings
         self._base_from = base_setting   # what set api_base (Settings.api_base_from), for messages
-        self._api_key = check_api_key(api_key, self._key_source(api_key) or "api_key") if api_key else ""
+        self._api_key = check_api_key(api_key, key_source(settings, api_key) or "api_key") if api_key else ""
         self.store = store
         self.writer = writer
         self.run_id = run_id
@@ -614,7 +432,7 @@ class LLMClient:
                 answer, latency = await self._retrying(self.chat_url, model, prompt_tokens + expected,
                                                        attempt, spent)
                 break
-            except _Refused as e:
+            except Refused as e:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
                 log.debug("%s refused %s (HTTP %s: %s); asking again without it", model, e.param,
                           e.status, e.message)
@@ -681,20 +499,20 @@ class LLMClient:
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
         if not isinstance(body, dict):
-            raise _Retryable(f"the answer is not a JSON object ({_kind(body)})", 200)
+            raise Retryable(f"the answer is not a JSON object ({_kind(body)})", 200)
         choices = body.get("choices")
         if choices is not None and not isinstance(choices, list):
-            raise _Retryable(f"the answer's 'choices' is not a list ({_kind(choices)})", 200)
+            raise Retryable(f"the answer's 'choices' is not a list ({_kind(choices)})", 200)
         if not choices:
-            raise _Retryable(f"answer without choices ({_provider_message(resp)})", 200)
+            raise Retryable(f"answer without choices ({provider_message(resp)})", 200)
         choice = choices[0]
         if not isinstance(choice, dict):
-            raise _Retryable(f"the answer's first choice is not an object ({_kind(choice)})", 200)
+            raise Retryable(f"the answer's first choice is not an object ({_kind(choice)})", 200)
         message = choice.get("message")
         if message is None:
             message = {}
         elif not isinstance(message, dict):
-            raise _Retryable(f"the answer's 'message' is not an object ({_kind(message)})", 200)
+            raise Retryable(f"the answer's 'message' is not an object ({_kind(message)})", 200)
         prompt_tokens, completion_tokens = _usage(body.get("usage"))
         return _Answer(text=_content(message.get("content"), "the answer's"),
                        finish_reason=_finish(choice.get("finish_reason")),
@@ -758,8 +576,8 @@ class LLMClient:
                 try:
                     event = msgspec.json.decode(data)
                 except msgspec.DecodeError:
-                    raise _Retryable("a streamed event was not valid JSON (truncated?)",
-                                     200) from None
+                    raise Retryable("a streamed event was not valid JSON (truncated?)",
+                                    200) from None
                 if not isinstance(event, dict):
                     continue
                 if "error" in event:
@@ -768,18 +586,18 @@ class LLMClient:
                     usage = event["usage"]   # any other 'usage' is ignored, as a missing one
                 choices = event.get("choices")
                 if choices is not None and not isinstance(choices, list):
-                    raise _Retryable("a streamed event's 'choices' is not a list "
-                                     f"({_kind(choices)})", 200)
+                    raise Retryable("a streamed event's 'choices' is not a list "
+                                    f"({_kind(choices)})", 200)
                 for choice in choices or ():
                     if not isinstance(choice, dict):
-                        raise _Retryable("a streamed event's choice is not an object "
-                                         f"({_kind(choice)})", 200)
+                        raise Retryable("a streamed event's choice is not an object "
+                                        f"({_kind(choice)})", 200)
                     delta = choice.get("delta")
                     if delta is None:
                         delta = {}
                     elif not isinstance(delta, dict):
-                        raise _Retryable(f"a streamed event's 'delta' is not an object ({_kind(delta)})",
-                                         200)
+                        raise Retryable(f"a streamed event's 'delta' is not an object ({_kind(delta)})",
+                                        200)
                     piece = _content(delta.get("content"), "a streamed event's")
                     if piece:
                         parts.append(piece)
@@ -796,14 +614,15 @@ class LLMClient:
                     # never ends): cut off, as it should be.
                     finish_reason = "length"
                     break
-        if not events and (page := _html_page("\n".join(other))):
-            raise self._web_page(page, "a stream of events", self.chat_url)
+        if not events and (page := html_page("\n".join(other))):
+            raise web_page(page, "a stream of events", self.chat_url,
+                           base_setting(self.settings, self._base_from))
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
                 if unmarked is not None:
                     unmarked.append(text)
-                raise _Retryable("the stream ended before the answer did (truncated)", 200)
+                raise Retryable("the stream ended before the answer did (truncated)", 200)
             if server not in _UNMARKED:
                 _UNMARKED.add(server)
                 log.warning("%s at %s ends its streamed answers with neither a finish_reason nor "
@@ -880,8 +699,8 @@ class LLMClient:
             body = self._json(resp)
             data = body.get("data") if isinstance(body, dict) else None
             if not isinstance(data, list) or len(data) != len(texts):
-                raise _Retryable(f"expected {len(texts)} embeddings, got "
-                                 f"{len(data) if isinstance(data, list) else 'none'}", 200)
+                raise Retryable(f"expected {len(texts)} embeddings, got "
+                                f"{len(data) if isinstance(data, list) else 'none'}", 200)
             tokens, _ = _usage(body.get("usage"))
             return (_embeddings(data), tokens), (time.perf_counter() - started) * 1000
 
@@ -928,7 +747,7 @@ class LLMClient:
                 return await self._attempt(tokens, attempt, timeout)
             except _Silent:
                 raise self._silent_error(url) from None
-            except _Retryable as e:
+            except Retryable as e:
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
@@ -973,7 +792,7 @@ class LLMClient:
         retrying = AsyncRetrying(
             stop=stop,
             wait=self._wait,
-            retry=retry_if_exception_type(_Retryable),
+            retry=retry_if_exception_type(Retryable),
             sleep=anyio.sleep,
             before_sleep=self._log_retry(url),
             reraise=True,
@@ -982,25 +801,27 @@ class LLMClient:
             async for state in retrying:
                 with state:
                     return await one()
-        except _Retryable as e:
+        except Retryable as e:
             attempts = spent[1]
             if cut:
                 raise self._silent_error(url) from None
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
                     f"nothing answers at {url} ({e.detail}); start the server, or fix "
-                    f"{self._base_setting()}") from None
+                    f"{base_setting(self.settings, self._base_from)}") from None
             if e.refused and self._down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
                     f"{self._down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
                     "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
-                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; {_advice(e, self._base_setting(), self.settings.requests_per_minute > 0)}") from None
+                f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
+                f"{advice(e, base_setting(self.settings, self._base_from), self.settings.requests_per_minute > 0)}"
+            ) from None
         raise AssertionError("unreachable")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
-        """One try under a slot and the limits; transport failures become ``_Retryable``.
+        """One try under a slot and the limits; transport failures become ``Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
         ``llm.request_timeout_s``: httpx's timeout is per read, so a server trickling a byte now
@@ -1058,16 +879,16 @@ class LLMClient:
                     if self._refused_since is None:
                         self._refused_since = time.monotonic()
                     self._quiet_again()
-                    raise _Retryable(f"connection failed ({_reason(e)})", refused=True) from None
-                raise _Retryable(f"connection failed ({_reason(e)})") from None
+                    raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
+                raise Retryable(f"connection failed ({reason(e)})") from None
             except httpx.TimeoutException:
-                raise _Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
+                raise Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
             except httpx.TransportError as e:
-                raise _Retryable(f"connection failed ({_reason(e)})") from None
+                raise Retryable(f"connection failed ({reason(e)})") from None
             # Only the deadline's own cancellation ends up here; a cancellation from outside
             # goes on through the scope.
             assert deadline.cancelled_caught
-            raise _Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
+            raise Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
         finally:
             if probe:
                 probe.set()
@@ -1078,7 +899,7 @@ class LLMClient:
         """Stop early when connections are refused and the endpoint never answered this client,
         or has refused every connection for ``DOWN_AFTER_S`` since it last answered."""
         exc = state.outcome.exception() if state.outcome else None
-        if not (isinstance(exc, _Retryable) and exc.refused):
+        if not (isinstance(exc, Retryable) and exc.refused):
             return False
         if not self._reached:
             return state.attempt_number >= _REFUSED_ATTEMPTS
@@ -1197,24 +1018,24 @@ class LLMClient:
         status = resp.status_code
         if 200 <= status < 300:
             return
-        said = _provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
-        message = _one_line(said)
-        if status == 429 and _error_code(resp) == "insufficient_quota":
+        said = provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
+        message = one_line(said)
+        if status == 429 and error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
                                   "add credit or use another key", status, every_call=True)
-        if status == 400 and _error_code(resp) == "content_filter":   # Azure's filter, on the prompt
+        if status == 400 and error_code(resp) == "content_filter":   # Azure's filter, on the prompt
             raise LLMRequestError(f"the provider's content filter refused the request to {model} (stage "
                                   f"{stage or '-'}: {message}); the same request is refused again, so it is "
                                   "not retried in this run (each run asks once): change the deployment's "
                                   "content filter, or use another model", status)
-        if status in (400, 422) and url == self.chat_url and not _CONTEXT_OVERFLOW.search(said) \
-                and (param := _refused_param(resp, said)) is not None:
-            raise _Refused(param, status, message)
+        if status in (400, 422) and url == self.chat_url and not CONTEXT_OVERFLOW.search(said) \
+                and (param := refused_param(resp, said)) is not None:
+            raise Refused(param, status, message)
         retry_after = asked_wait(resp, said) if status in (429, 503) else None
         if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
             # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
             # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
-            raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {_duration(retry_after)} "
+            raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {duration(retry_after)} "
                                   f"before the next request ({message}); a daily or monthly limit: run the "
                                   "same command once it has passed (finished work is kept), or raise the "
                                   "limit with the provider", status, every_call=True)
@@ -1224,44 +1045,46 @@ class LLMClient:
 
     def _reject(self, status: int, message: str, url: str, model: str, stage: str,
                 retry_after: float | None = None) -> None:
-        """Raises what an HTTP error (or an error a stream carried) is: ``_Retryable``, or an
+        """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
         ``LLMRequestError`` that says what to change."""
-        if status != 429 and _CONTEXT_OVERFLOW.search(message):
+        if status != 429 and CONTEXT_OVERFLOW.search(message):
             # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
             # gets the same.
             raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "
-                                  f"{_overflow_advice(stage)}, or give the model a longer context "
+                                  f"{overflow_advice(stage)}, or give the model a longer context "
                                   "(llama.cpp: -c; Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len)",
                                   status)
         if status == 501:
             what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
                     "(llama.cpp: --embeddings)" if url == self.embeddings_url
-                    else f"check that {self._base_setting()} is an OpenAI-compatible endpoint")
+                    else f"check that {base_setting(self.settings, self._base_from)} is an "
+                         "OpenAI-compatible endpoint")
             raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
                                   f"{what}", status)
         if status in _RETRY_STATUS or status >= 500:
             if retry_after is not None:
                 self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
-            raise _Retryable(f"HTTP {status}: {message}", status, retry_after)
+            raise Retryable(f"HTTP {status}: {message}", status, retry_after)
         if status == 403 and "model" in message.lower():
             # OpenAI: "Project ... does not have access to model ...": the key is good.
-            keys = self._model_settings(model)
+            keys = model_settings(self.settings, model)
             raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
                                   f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
                                   "the key that model", status)
         if status in (401, 403):
-            raise LLMRequestError(f"{url}: HTTP {status}: {self._key_advice()} ({message})", status)
+            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key)} "
+                                  f"({message})", status)
         if status == 413:   # the server's or a proxy's limit on a request's size
             raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
-                                  f"in front of it) accepts ({message}); {_overflow_advice(stage)}, or "
+                                  f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
                                   "raise that limit", status)
         if status == 404:
-            keys = self._model_settings(model)
+            keys = model_settings(self.settings, model)
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
-            base, setting = self.settings.api_base, self._base_setting()
+            base, setting = self.settings.api_base, base_setting(self.settings, self._base_from)
             parsed = httpx.URL(base)
-            if _AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
+            if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
                     and not self.settings.api_version:
                 raise LLMRequestError(
                     f"{url}: HTTP 404 ({message}); an Azure OpenAI deployment URL needs "
@@ -1279,10 +1102,6 @@ class LLMClient:
         raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
                               status)
 
-    def _model_settings(self, model: str) -> list[str]:
-        """The settings that name ``model`` (``llm.extraction_model`` ...)."""
-        return [f"llm.{name}" for name in _MODEL_KEYS if getattr(self.settings, name) == model]
-
     def _stream_error(self, error: Any, model: str, stage: str) -> None:
         """Raises what an error sent inside a stream is. One that carries a client error's code
         (a context overflow, a bad request) is final, as that status would be; any other is
@@ -1295,63 +1114,24 @@ class LLMClient:
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else None
-        message = _one_line(message if message is not None else error)
+        message = one_line(message if message is not None else error)
         code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"
         if status in _RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
-            raise _Retryable(message, status)
-        if 400 <= status < 500 or _CONTEXT_OVERFLOW.search(message):
+            raise Retryable(message, status)
+        if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
             self._reject(status or 400, message, self.chat_url, model, stage)
-        raise _Retryable(message, 500)   # the server failed: its logs say more
-
-    def _base_setting(self) -> str:
-        """Where the endpoint came from, as a user would change it."""
-        if self._base_from:
-            return self._base_from
-        from_env = os.environ.get("STREAMRAG_API_BASE", "").strip().rstrip("/")
-        return "STREAMRAG_API_BASE" if from_env and from_env == self.settings.api_base else "llm.api_base"
-
-    def _key_names(self) -> list[str]:
-        """The variables a key is read from, first set wins."""
-        return list(dict.fromkeys(v for v in (self.settings.api_key_env, "STREAMRAG_API_KEY",
-                                              "OPENAI_API_KEY") if v))
-
-    def _key_source(self, key: str) -> str:
-        """The variable ``key`` was read from, if one holds it."""
-        return next((v for v in self._key_names() if (os.environ.get(v) or "").strip() == key), "")
-
-    def _key_advice(self) -> str:
-        """What to do about a 401/403: which variables are read, and which one the key came from."""
-        names = self._key_names()
-        if not self._api_key:
-            return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
-                    f"one of them, e.g. `export {names[0]}=...`")
-        source = self._key_source(self._api_key)
-        wanted = self.settings.api_key_env
-        if (source and wanted not in ("", "STREAMRAG_API_KEY", "OPENAI_API_KEY")
-                and not os.environ.get(wanted)):
-            # llm.api_key_env names an unset variable: a key meant for another service was sent.
-            return (f"the API key was rejected; it was read from {source} because {wanted} (named "
-                    f"by llm.api_key_env) is unset: export {wanted} with this server's key")
-        return (f"the API key was rejected; set {source or names[0]} to a valid key"
-                + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
-                   if source else ""))
+        raise Retryable(message, 500)   # the server failed: its logs say more
 
     def _json(self, resp: httpx.Response) -> Any:
         try:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
-            if page := _html_page(resp.text):
-                raise self._web_page(page, "JSON", str(resp.request.url)) from None
-            raise _Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
-
-    def _web_page(self, page: str, wanted: str, url: str) -> LLMRequestError:
-        """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
-        again gets the same page (a login page was asked for 7 times, half a minute an ask)."""
-        return LLMRequestError(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
-                               f"web page (a proxy's sign-in, a wrong path), not the API; check "
-                               f"{self._base_setting()}", 200)
+            if page := html_page(resp.text):
+                raise web_page(page, "JSON", str(resp.request.url),
+                               base_setting(self.settings, self._base_from)) from None
+            raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
 
     # -- accounting --------------------------------------------------------------------------
     async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,
@@ -1477,53 +1257,53 @@ def _kind(value: Any) -> str:
 def _content(content: Any, whose: str) -> str:
     """The text of a message's (or a delta's) ``content``: a string, null, or a list of parts
     (as some servers and proxies send), whose text parts are joined; other parts (images,
-    reasoning) are left out. Any other shape cannot be read (``_Retryable``)."""
+    reasoning) are left out. Any other shape cannot be read (``Retryable``)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise _Retryable(f"{whose} 'content' is neither text nor a list of parts ({_kind(content)})",
-                         200)
+        raise Retryable(f"{whose} 'content' is neither text nor a list of parts ({_kind(content)})",
+                        200)
     texts: list[str] = []
     for part in content:
         if isinstance(part, str):
             texts.append(part)
             continue
         if not isinstance(part, dict):
-            raise _Retryable(f"{whose} 'content' has a part that is not an object ({_kind(part)})",
-                             200)
+            raise Retryable(f"{whose} 'content' has a part that is not an object ({_kind(part)})",
+                            200)
         kind, text = part.get("type"), part.get("text")
         if kind is not None and kind not in ("text", "output_text"):
             continue
         if isinstance(text, dict) and isinstance(text.get("value"), str):   # {"text": {"value": ...}}
             text = text["value"]
         if not isinstance(text, str):
-            raise _Retryable(f"{whose} 'content' has a text part without text ({_kind(text)})", 200)
+            raise Retryable(f"{whose} 'content' has a text part without text ({_kind(text)})", 200)
         texts.append(text)
     return "".join(texts)
 
 
 def _embeddings(data: list) -> list[list[float]]:
     """The vectors of an embeddings answer's ``data``, in input order (by ``index`` when given).
-    Items of another shape make the answer unreadable (``_Retryable``)."""
+    Items of another shape make the answer unreadable (``Retryable``)."""
     found: list[tuple[int, int, list[float]]] = []
     for i, item in enumerate(data):
         if not isinstance(item, dict):
-            raise _Retryable(f"embedding {i} of the answer is not an object ({_kind(item)})", 200)
+            raise Retryable(f"embedding {i} of the answer is not an object ({_kind(item)})", 200)
         index = item.get("index", i)
         if not isinstance(index, int) or isinstance(index, bool):
-            raise _Retryable(f"embedding {i} of the answer has an 'index' that is not a whole "
-                             f"number ({_kind(index)})", 200)
+            raise Retryable(f"embedding {i} of the answer has an 'index' that is not a whole "
+                            f"number ({_kind(index)})", 200)
         vector = item.get("embedding")
         if (not isinstance(vector, list) or not vector
                 or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)):
             what = "an empty list" if vector == [] else (
                 "a list holding other things than numbers" if isinstance(vector, list) else _kind(vector))
-            raise _Retryable(f"embedding {i} of the answer is not a list of numbers ({what})", 200)
+            raise Retryable(f"embedding {i} of the answer is not a list of numbers ({what})", 200)
         found.append((index, i, [float(x) for x in vector]))
     if len({len(v) for _, _, v in found}) > 1:
-        raise _Retryable("the answer's embeddings are not all of the same length", 200)
+        raise Retryable("the answer's embeddings are not all of the same length", 200)
     return [v for _, _, v in sorted(found, key=lambda f: (f[0], f[1]))]
 
 

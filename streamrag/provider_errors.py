@@ -1,0 +1,265 @@
+"""What a provider's error is, and the one line that tells the user what to do about it.
+
+A failed request is either worth another try (``Retryable``: a rate limit, a server error, a
+timeout, an answer that could not be read), a parameter the model does not take (``Refused``:
+the client asks again without it), or final: then the message names the setting to change and
+how (``advice``, ``overflow_advice``, ``key_advice``, ``web_page``). The provider's own words
+come in one line of at most ~200 characters (``provider_message``, ``one_line``), an HTML page
+by its title (``html_page``). Nothing here sends or waits: it reads a response, an exception or
+the settings (and the environment, for where a key or an address came from) and returns words or
+the exception to raise; the client decides what to do.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+
+import httpx
+import msgspec
+
+from streamrag.config import LLMSettings
+from streamrag.errors import LLMRequestError
+
+
+# The settings naming a chat model, for messages about a model the server does not know.
+_MODEL_KEYS = ("extraction_model", "summary_model", "report_model", "rating_model", "answer_model",
+               "embedding_model")
+# A request longer than the model's context, as OpenAI, vLLM, llama.cpp and others say it.
+CONTEXT_OVERFLOW = re.compile(r"context[ _]length|maximum context|context (?:size|window)|\bn_ctx\b|"
+                              r"exceeds? the (?:available )?context", re.IGNORECASE)
+# Azure OpenAI's hosts (and Azure AI Foundry's).
+AZURE_HOST = re.compile(r"\.(?:openai|cognitiveservices|services\.ai)\.azure\.com$")
+# What sets the length of a stage's requests.
+_STAGE_BUDGETS = {
+    "extract": "index.chunk_size", "glean": "index.chunk_size", "glean_check": "index.chunk_size",
+    "claims": "index.chunk_size",
+    "summarize": "index.summary_max_descriptions or index.summary_max_tokens",
+    "report": "index.report_max_input_tokens or index.report_max_output_tokens",
+    "rate": "index.report_max_output_tokens (a report is rated whole)",
+    "map": "query.map_max_tokens", "reduce": "query.reduce_max_tokens",
+    "answer": "query.local_max_tokens or query.answer_max_tokens (basic search: query.basic_top_k)",
+}
+
+
+# Request parameters a model may refuse (OpenAI's reasoning models: o1, o3, o4-mini, gpt-5 ...;
+# an Azure api-version older than 2024-09-01 refuses stream_options): such a model is asked
+# again without them, and the client leaves them out of its later requests (``LLMClient._leave_out``).
+_ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream_options")
+
+
+def _names_refused(message: str, param: str) -> bool:
+    """Whether ``message`` refuses ``param`` itself ("Unsupported parameter: 'max_tokens'",
+    "'logit_bias' is not supported", "Unrecognized request argument supplied: stream_options",
+    pydantic's "'type': 'extra_forbidden', 'loc': ('body', 'stream_options')" of vLLM and other
+    FastAPI servers), not a value of it ("max_tokens values above 4096 are not supported").
+    One refused value counts: vLLM's "token_id(s) [...] in logit_bias contain out-of-vocab token
+    ids" (the bias names OpenAI token ids; no other value would be sent)."""
+    q = "['\"`]"   # a quote of any kind
+    quoted = rf"{q}?{param}{q}?"
+    ways = [rf"(?:unsupported (?:parameter|value)|unrecognized (?:request )?argument(?: supplied)?|"
+            rf"unknown (?:parameter|field|argument)|extra (?:inputs|fields)[^:]*)\W+{quoted}(?!\w)",
+            rf"(?<!\w){quoted} (?:is|are) (?:not supported|unsupported|not permitted)",
+            rf"extra_forbidden{q}?,\s*{q}?loc{q}?:\s*[(\[][^()\[\]]*{q}{param}{q}\s*,?\s*[)\]]"]
+    if param == "logit_bias":
+        ways.append(rf"(?<!\w)in {quoted} contains? out[- ]of[- ]vocab")
+    return re.search("|".join(ways), message, re.IGNORECASE) is not None
+
+
+class Refused(Exception):
+    """A chat request was refused for a parameter the model does not take (``_ADAPTABLE``)."""
+
+    def __init__(self, param: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.param, self.status, self.message = param, status, message
+
+
+def refused_param(resp: httpx.Response, message: str) -> str | None:
+    """The parameter of ``_ADAPTABLE`` a 400 says the model does not take, if it says so and
+    the request held it."""
+    refused = [p for p in _ADAPTABLE if _names_refused(message, p)]
+    if not refused:
+        return None
+    try:
+        body = msgspec.json.decode(resp.content)
+        named = body["error"].get("param")
+    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
+        named = None
+    # The error's own 'param', when it gives one, must be the parameter the message refuses.
+    param = next((p for p in refused if named in (None, p)), None)
+    if param is None:
+        return None
+    try:
+        sent = msgspec.json.decode(resp.request.content)
+    except (msgspec.DecodeError, RuntimeError):
+        return None
+    return param if isinstance(sent, dict) and param in sent else None
+
+
+def overflow_advice(stage: str) -> str:
+    """The settings that shorten a stage's requests."""
+    budget = _STAGE_BUDGETS.get(stage)
+    return f"lower {budget}" if budget else "lower index.chunk_size or query.*_max_tokens"
+
+
+# A 503 of a server loading its model (llama.cpp's "Loading model").
+_LOADING = re.compile(r"\bloading\b", re.IGNORECASE)
+
+
+class Retryable(Exception):
+    """An attempt failed in a way another attempt may not."""
+
+    def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
+                 refused: bool = False, timed_out: bool = False):
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+        self.retry_after = retry_after
+        self.refused = refused  # nothing accepted the connection
+        self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
+        self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
+        self.free = False       # a refusal by an endpoint that answered before: uses no retry
+        self.refused_for = 0.0  # how long this call's refusals in a row have lasted
+        self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when
+                                # free, its refused tries in a row): the backoff's exponent
+
+
+def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) -> str:
+    """What to do about a call that kept failing the same way (``setting``: what set the endpoint;
+    ``limited``: llm.requests_per_minute is set)."""
+    if e.status == 429:
+        if not limited:
+            return ("the provider kept refusing for its rate limit: set llm.requests_per_minute and "
+                    "llm.tokens_per_minute to your provider's limits (0 means no limit)")
+        return "the provider kept refusing for its rate limit: lower llm.requests_per_minute / llm.concurrency"
+    if e.status is not None and e.status >= 500:
+        if e.tries <= 1:   # llm.max_retries = 0
+            return "the server answered with an error, not retried as llm.max_retries = 0: check its logs, or raise llm.max_retries"
+        return "the server kept answering with errors: check its logs, or raise llm.max_retries"
+    if e.status == 200:
+        return f"the server's answers could not be read: check that {setting} is an OpenAI-compatible endpoint"
+    if "timeout" in e.detail:
+        return ("check that the server still answers (one that hangs needs a restart); for a slow "
+                "one, raise llm.request_timeout_s or lower llm.concurrency")
+    return f"check that the server is running and reachable at {setting}"
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person says it: "45 s", "12 min", "7 h 12 min"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
+_HTML_TITLE = re.compile(r"<(title|h1)[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def html_page(text: str) -> str | None:
+    """What an HTML page (a proxy's 502, a login page) says of itself: its title or first
+    heading, tags left out; None when ``text`` is not one."""
+    head = text.lstrip()[:200].lower()
+    if not head.startswith("<") or not any(t in head for t in ("<html", "<!doctype", "<head", "<title", "<body")):
+        return None
+    said = ""
+    for found in _HTML_TITLE.finditer(text):   # the title, or the first heading when it has none
+        said = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", found.group(2))).split())
+        if said:
+            break
+    return one_line(f"an HTML page: {said}" if said else "an HTML page")
+
+
+def provider_message(resp: httpx.Response, *, whole: bool = False) -> str:
+    """The error message in a provider's answer, one line, at most ~200 characters (``whole``:
+    all of it, to read a wait or a parameter from: OpenAI's say them after 200 characters)."""
+    try:
+        body = msgspec.json.decode(resp.content)
+    except msgspec.DecodeError:
+        text = html_page(resp.text) or resp.text
+    else:
+        err = body.get("error", body) if isinstance(body, dict) else body
+        if isinstance(err, dict):
+            text = err.get("message") or err.get("detail") or msgspec.json.encode(err).decode()
+        else:
+            text = str(err)
+    return " ".join(str(text).split()) if whole else one_line(text)
+
+
+# What a transport error that gives no words of its own was (httpx's ReadError: "").
+_TRANSPORT_REASONS = {"ReadError": "the connection broke while reading the answer",
+                      "WriteError": "the connection broke while sending the request",
+                      "RemoteProtocolError": "the server closed the connection without a complete answer",
+                      "ConnectError": "the connection could not be made"}
+
+
+def reason(e: Exception) -> str:
+    """``Name: message`` of a transport error, with words when it has none."""
+    said = " ".join(str(e).split()) or _TRANSPORT_REASONS.get(type(e).__name__, "no reason given")
+    return f"{type(e).__name__}: {said}"
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def error_code(resp: httpx.Response) -> str:
+    try:
+        body = msgspec.json.decode(resp.content)
+        return str(body["error"].get("code") or body["error"].get("type") or "")
+    except (msgspec.DecodeError, KeyError, TypeError, AttributeError):
+        return ""
+
+
+def model_settings(settings: LLMSettings, model: str) -> list[str]:
+    """The settings that name ``model`` (``llm.extraction_model`` ...)."""
+    return [f"llm.{name}" for name in _MODEL_KEYS if getattr(settings, name) == model]
+
+
+def base_setting(settings: LLMSettings, base_from: str = "") -> str:
+    """Where the endpoint came from, as a user would change it (``base_from``: what set it,
+    ``Settings.api_base_from``, when known)."""
+    if base_from:
+        return base_from
+    from_env = os.environ.get("STREAMRAG_API_BASE", "").strip().rstrip("/")
+    return "STREAMRAG_API_BASE" if from_env and from_env == settings.api_base else "llm.api_base"
+
+
+def key_names(settings: LLMSettings) -> list[str]:
+    """The variables a key is read from, first set wins."""
+    return list(dict.fromkeys(v for v in (settings.api_key_env, "STREAMRAG_API_KEY",
+                                          "OPENAI_API_KEY") if v))
+
+
+def key_source(settings: LLMSettings, key: str) -> str:
+    """The variable ``key`` was read from, if one holds it."""
+    return next((v for v in key_names(settings) if (os.environ.get(v) or "").strip() == key), "")
+
+
+def key_advice(settings: LLMSettings, api_key: str) -> str:
+    """What to do about a 401/403: which variables are read, and which one the key came from."""
+    names = key_names(settings)
+    if not api_key:
+        return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
+                f"one of them, e.g. `export {names[0]}=...`")
+    source = key_source(settings, api_key)
+    wanted = settings.api_key_env
+    if (source and wanted not in ("", "STREAMRAG_API_KEY", "OPENAI_API_KEY")
+            and not os.environ.get(wanted)):
+        # llm.api_key_env names an unset variable: a key meant for another service was sent.
+        return (f"the API key was rejected; it was read from {source} because {wanted} (named "
+                f"by llm.api_key_env) is unset: export {wanted} with this server's key")
+    return (f"the API key was rejected; set {source or names[0]} to a valid key"
+            + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
+               if source else ""))
+
+
+def web_page(page: str, wanted: str, url: str, setting: str) -> LLMRequestError:
+    """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
+    again gets the same page (a login page was asked for 7 times, half a minute an ask).
+    ``setting``: what set the address (``base_setting``)."""
+    return LLMRequestError(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
+                           f"web page (a proxy's sign-in, a wrong path), not the API; check "
+                           f"{setting}", 200)
