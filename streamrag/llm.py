@@ -51,6 +51,7 @@ import httpx
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
+from streamrag.answer_json import json_kind, read_content, read_embeddings, read_finish, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
@@ -499,23 +500,23 @@ class LLMClient:
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
         if not isinstance(body, dict):
-            raise Retryable(f"the answer is not a JSON object ({_kind(body)})", 200)
+            raise Retryable(f"the answer is not a JSON object ({json_kind(body)})", 200)
         choices = body.get("choices")
         if choices is not None and not isinstance(choices, list):
-            raise Retryable(f"the answer's 'choices' is not a list ({_kind(choices)})", 200)
+            raise Retryable(f"the answer's 'choices' is not a list ({json_kind(choices)})", 200)
         if not choices:
             raise Retryable(f"answer without choices ({provider_message(resp)})", 200)
         choice = choices[0]
         if not isinstance(choice, dict):
-            raise Retryable(f"the answer's first choice is not an object ({_kind(choice)})", 200)
+            raise Retryable(f"the answer's first choice is not an object ({json_kind(choice)})", 200)
         message = choice.get("message")
         if message is None:
             message = {}
         elif not isinstance(message, dict):
-            raise Retryable(f"the answer's 'message' is not an object ({_kind(message)})", 200)
-        prompt_tokens, completion_tokens = _usage(body.get("usage"))
-        return _Answer(text=_content(message.get("content"), "the answer's"),
-                       finish_reason=_finish(choice.get("finish_reason")),
+            raise Retryable(f"the answer's 'message' is not an object ({json_kind(message)})", 200)
+        prompt_tokens, completion_tokens = read_usage(body.get("usage"))
+        return _Answer(text=read_content(message.get("content"), "the answer's"),
+                       finish_reason=read_finish(choice.get("finish_reason")),
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
@@ -587,18 +588,18 @@ class LLMClient:
                 choices = event.get("choices")
                 if choices is not None and not isinstance(choices, list):
                     raise Retryable("a streamed event's 'choices' is not a list "
-                                    f"({_kind(choices)})", 200)
+                                    f"({json_kind(choices)})", 200)
                 for choice in choices or ():
                     if not isinstance(choice, dict):
                         raise Retryable("a streamed event's choice is not an object "
-                                        f"({_kind(choice)})", 200)
+                                        f"({json_kind(choice)})", 200)
                     delta = choice.get("delta")
                     if delta is None:
                         delta = {}
                     elif not isinstance(delta, dict):
-                        raise Retryable(f"a streamed event's 'delta' is not an object ({_kind(delta)})",
+                        raise Retryable(f"a streamed event's 'delta' is not an object ({json_kind(delta)})",
                                         200)
-                    piece = _content(delta.get("content"), "a streamed event's")
+                    piece = read_content(delta.get("content"), "a streamed event's")
                     if piece:
                         parts.append(piece)
                         visible.feed(piece)
@@ -606,7 +607,7 @@ class LLMClient:
                     elif any(isinstance(delta.get(k), str) and delta[k] for k in _THINKING_KEYS):
                         thought += 1
                         _progress()   # a model thinking aloud apart from its answer is not hung
-                    if _finish(choice.get("finish_reason")):
+                    if read_finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]
                 if limit and finish_reason is None and (
                         len(parts) > 2 * limit + 64 or thought > 2 * (limit + REASONING_ALLOWANCE) + 64):
@@ -635,7 +636,7 @@ class LLMClient:
             on_delta(f"{RESTARTED}{seen}")
             shown[0] = seen
         latency = (time.perf_counter() - started) * 1000
-        prompt_tokens, completion_tokens = _usage(usage)
+        prompt_tokens, completion_tokens = read_usage(usage)
         return _Answer(text="".join(parts), finish_reason=finish_reason,
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
@@ -701,8 +702,8 @@ class LLMClient:
             if not isinstance(data, list) or len(data) != len(texts):
                 raise Retryable(f"expected {len(texts)} embeddings, got "
                                 f"{len(data) if isinstance(data, list) else 'none'}", 200)
-            tokens, _ = _usage(body.get("usage"))
-            return (_embeddings(data), tokens), (time.perf_counter() - started) * 1000
+            tokens, _ = read_usage(body.get("usage"))
+            return (read_embeddings(data), tokens), (time.perf_counter() - started) * 1000
 
         try:
             (embeddings, tokens), latency = await self._retrying(
@@ -1195,11 +1196,6 @@ def _checker(validate: Callable[[str], bool],
     return check
 
 
-def _int(value: Any) -> int:
-    """A token count from ``usage``, or -1 when the provider gave none."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1
-
-
 # Said in a streamed answer when a retry's answer differs from what was already shown.
 RESTARTED = "\n\n(the connection was lost and the answer was asked again; it starts over:)\n\n"
 # Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
@@ -1219,92 +1215,6 @@ def _request_timeout() -> httpx.Timeout | Any:
     """httpx's timeout for a request of the try under way (its own, grown after a timeout)."""
     current = _TRY.get()
     return httpx.USE_CLIENT_DEFAULT if current is None else httpx.Timeout(current[2])
-
-
-def _usage(usage: Any) -> tuple[int, int]:
-    """(prompt, completion) tokens from an answer's ``usage``, -1 for each it does not give.
-
-    A ``usage`` that is not an object is ignored like a missing one (the counts are then
-    estimated): it says nothing about whether the answer itself is good. So is a prompt count
-    of 0."""
-    if not isinstance(usage, dict):
-        return -1, -1
-    prompt = _int(usage.get("prompt_tokens"))
-    # No prompt is 0 tokens: Ollama says 0 for one it had cached (and paid for before).
-    return (prompt or -1), _int(usage.get("completion_tokens"))
-
-
-def _finish(value: Any) -> str | None:
-    """A ``finish_reason``; one that is not a string is taken as none given."""
-    return value if isinstance(value, str) else None
-
-
-def _kind(value: Any) -> str:
-    """What a JSON value is, for a message about an answer of an unexpected shape."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
-def _content(content: Any, whose: str) -> str:
-    """The text of a message's (or a delta's) ``content``: a string, null, or a list of parts
-    (as some servers and proxies send), whose text parts are joined; other parts (images,
-    reasoning) are left out. Any other shape cannot be read (``Retryable``)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise Retryable(f"{whose} 'content' is neither text nor a list of parts ({_kind(content)})",
-                        200)
-    texts: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        if not isinstance(part, dict):
-            raise Retryable(f"{whose} 'content' has a part that is not an object ({_kind(part)})",
-                            200)
-        kind, text = part.get("type"), part.get("text")
-        if kind is not None and kind not in ("text", "output_text"):
-            continue
-        if isinstance(text, dict) and isinstance(text.get("value"), str):   # {"text": {"value": ...}}
-            text = text["value"]
-        if not isinstance(text, str):
-            raise Retryable(f"{whose} 'content' has a text part without text ({_kind(text)})", 200)
-        texts.append(text)
-    return "".join(texts)
-
-
-def _embeddings(data: list) -> list[list[float]]:
-    """The vectors of an embeddings answer's ``data``, in input order (by ``index`` when given).
-    Items of another shape make the answer unreadable (``Retryable``)."""
-    found: list[tuple[int, int, list[float]]] = []
-    for i, item in enumerate(data):
-        if not isinstance(item, dict):
-            raise Retryable(f"embedding {i} of the answer is not an object ({_kind(item)})", 200)
-        index = item.get("index", i)
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise Retryable(f"embedding {i} of the answer has an 'index' that is not a whole "
-                            f"number ({_kind(index)})", 200)
-        vector = item.get("embedding")
-        if (not isinstance(vector, list) or not vector
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)):
-            what = "an empty list" if vector == [] else (
-                "a list holding other things than numbers" if isinstance(vector, list) else _kind(vector))
-            raise Retryable(f"embedding {i} of the answer is not a list of numbers ({what})", 200)
-        found.append((index, i, [float(x) for x in vector]))
-    if len({len(v) for _, _, v in found}) > 1:
-        raise Retryable("the answer's embeddings are not all of the same length", 200)
-    return [v for _, _, v in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
 __all__ = ["ChatResult", "LLMClient"]
