@@ -14,9 +14,13 @@ from collections import Counter
 from streamrag.store import Store
 from streamrag.terms import words
 
-_CITATION = re.compile(r"\[(E|L|R|T):[ \t]*([^\]\[\n]*)\]")   # (ids hold no bracket, no line end)
+# What a citation holds after its kind: ids, no bracket, on one line, or on several where the
+# answer's lines were wrapped: a line may end right after the kind's colon or a separator
+# ("[R:C1,\n C2]"), never elsewhere (a blank line, prose after an unclosed "[E:x").
+_IDS = r"[ \t]*(?:\r?\n)?((?:[^\]\[\n]*[,;][ \t]*\r?\n)*[^\]\[\n]*)"
+_CITATION = re.compile(r"\[(E|L|R|T):" + _IDS + r"\]")
 # A citation the answer's length limit cut in two: "... [R:C24" at its very end.
-_OPEN_CITATION = re.compile(r"\[(?:[ELRT](?::[^\]\[\n]*)?)?")
+_OPEN_CITATION = re.compile(r"\[(?:[ELRT](?::" + _IDS + r")?)?")
 
 
 def without_open_citation(text: str) -> str:

@@ -700,6 +700,34 @@ def test_parse_citations_formats():
                                       ("E", "ent-2"), ("T", "chk-9"), ("L", "rel-4")]
 
 
+def test_a_citation_wrapped_across_a_line_end_is_parsed():
+    # A model wrapping its lines broke a citation after a separator or the kind's colon: its
+    # ids were neither counted nor checked, and a made-up one stayed in the text.
+    text = "A [R:C1,\n  C2] b [E:ent-1;\nL:rel-4] c [T:\n chk-9] d [R: C3 ,\r\n C4 ]"
+    assert parse_citations(text) == [("R", "C1"), ("R", "C2"), ("E", "ent-1"), ("L", "rel-4"),
+                                     ("T", "chk-9"), ("R", "C3"), ("R", "C4")]
+    assert citations.drop_citations("Fred came [R:C1,\n C9]. More", {("R", "C9")}) == "Fred came [R:C1]. More"
+    assert citations.drop_citations("Fred came [E:x,\n y].", {("E", "x"), ("E", "y")}) == "Fred came."
+    assert citations.without_open_citation("Fred came [R:C1,\n C2") == "Fred came"
+    # Not across a blank line, nor where a line ends inside the ids: that is prose.
+    for prose in ("a [R:C1,\n\nC2] b", "a [E:x\nand y] b", "a [E:\n\nx] b"):
+        assert parse_citations(prose) == [], prose
+        assert citations.without_open_citation(prose[:-3]) == prose[:-3]
+
+
+def test_a_streamed_citation_wrapped_across_a_line_end_is_checked_as_the_whole_text():
+    text = "Fred [R:C1,\n C7] and Bob [E:e9;\n R:C1] stay [E:e1, e9].\nNext [T:\n t1]."
+    whole = citations.Given(["[E:e1]", "[R:C1]", "[T:t1]"]).checked(text)
+    assert whole == "Fred [R:C1] and Bob [R:C1] stay [E:e1].\nNext [T:\n t1]."   # (kept as written)
+    for size in (1, 2, 3, 5, 8, len(text)):
+        out: list[str] = []
+        stream = citations.GivenOnly(["[E:e1]", "[R:C1]", "[T:t1]"], out.append)
+        for i in range(0, len(text), size):
+            stream.feed(text[i:i + size])
+        stream.flush()
+        assert "".join(out) == whole, size
+
+
 def shown(messages: list[dict], kind: str) -> str:
     """The id of the first ``kind`` item in the context a model was given."""
     return re.search(rf"\[{kind}:([^\]]+)\]", messages[-1]["content"]).group(1)
