@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from streamrag.local_search import STOPWORDS, query_terms
+from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
 from streamrag.terms import unspaced_chars, words
 
@@ -171,7 +171,9 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     anchor, so its name is common among them and weighs little by rarity, and a sentence about
     someone else that shares one rare word with the question ("organization", "born") would
     otherwise come before the anchor's own facts. A sentence naming an anchor by part of its
-    name ("Ms. Sarga") counts that part.
+    name ("Ms. Sarga") counts that part, but not where the part belongs to another name of
+    ``types`` that shares words with the anchor's ("Ghost of Christmas Yet" for the anchor
+    "Ghost of Christmas Past"): that sentence is about the other one.
 
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
@@ -180,7 +182,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     anchor_stems = [s for s in ({stem(w) for w in words(name) if w not in STOPWORDS} for name in anchors) if s]
-    candidates: list[tuple[int, int, str, str, set[str], set[str]]] = []
+    rivals = [_rivals(name, types or {}) for name in anchors if _name_stems(name)]
+    candidates: list[tuple[int, int, str, str, set[str], set[str], float]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
             # A context line's label ("Ada Osk -- Galwen Energy:", "Ada Osk (person):") names
@@ -194,14 +197,16 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             ws = said | _stems(sentence)
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
-            candidates.append((p_rank, s_rank, sentence, tag, ws, said))
+            credit = sum(_anchor_credit(a, r, ws, said, label.group() if label else "", body)
+                         for a, r in zip(anchor_stems, rivals, strict=True))
+            candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit))
     if not candidates:
         return []
     n = len(candidates)
     df = {t: sum(1 for c in candidates if t in c[4]) for t in terms}
     idf = {t: math.log(1 + n / df[t]) for t in terms if df[t]}
     scored = []
-    for p_rank, s_rank, sentence, tag, ws, said in candidates:
+    for p_rank, s_rank, sentence, tag, ws, said, credit in candidates:
         if terms:
             hit = terms & ws
             match = sum(idf.get(t, 0.0) for t in hit)
@@ -213,7 +218,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # The anchors named outrank a thing of the kind asked for, which outranks any mix of
             # other words (those add at most sum(idf) + 0.6).
             tier = sum(idf.values()) + 1.0
-            score += tier * sum((len(a & ws) + len(a & said)) / len(a) for a in anchor_stems)
+            score += tier * credit
             score += tier * (bool(kinds & ws) + bool(kinds & said)) / 2
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
@@ -230,6 +235,53 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         if len(out) >= limit:
             break
     return out
+
+
+def _name_stems(name: str) -> set[str]:
+    return {stem(w) for w in words(name) if w not in STOPWORDS}
+
+
+def _rivals(anchor: str, types: Mapping[str, str]) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+    """The names of ``types`` that share words with ``anchor``'s name, lack one of its words and
+    have one it lacks ("Ghost of Christmas Yet" for "Ghost of Christmas Past"; not "Scrooge",
+    nor "Scrooge's nephew", for "Scrooge"), as words, longest first; and the anchor's words."""
+    a = _name_stems(anchor)
+    out = []
+    for name in types:
+        n = _name_stems(name)
+        if n & a and n - a and not a <= n:
+            out.append(tuple(words(name)))
+    return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
+
+
+def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]],
+                   ws: set[str], said: set[str], label: str, body: str) -> float:
+    """How fully a sentence (its ``label`` and ``body``; ``ws`` and ``said`` their stems, as
+    ``pick_sentences`` has them) names the anchor of stems ``a``: the share of the anchor's
+    words it has, counted in its label and in its body, each without the rival names it
+    writes outside the anchor's own name."""
+    names, own = rivals
+    if names and a & ws:
+        said = said - _held_by(body, names, own)
+        ws = said | (ws - _held_by(label + " " + body, names, own))
+    return (len(a & ws) + len(a & said)) / len(a)
+
+
+def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...]) -> set[str]:
+    """The stems of ``text`` found only inside the ``names`` it writes, but for a name that
+    overlaps the anchor's ``own`` without holding it ("Ghost of Christmas" in "Ghost of
+    Christmas Past", for the anchor "Christmas Past")."""
+    tokens = words(text)
+    mine = runs(tokens, own)
+    inside = [False] * len(tokens)
+    for name in names:
+        for i, j in runs(tokens, name):
+            if not any(i < y and x < j and not i <= x < y <= j for x, y in mine):
+                inside[i:j] = [True] * (j - i)
+    if not any(inside):
+        return set()
+    kept = {stem(w) for w, held in zip(tokens, inside, strict=True) if not held}
+    return {stem(w) for w, held in zip(tokens, inside, strict=True) if held} - kept
 
 
 # The label a local context line starts with: "A -- B: " (a relationship), "Name (type): " (an entity).

@@ -66,6 +66,12 @@ def fts_match(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms if t)
 
 
+def runs(tokens: Sequence[str], name: Sequence[str]) -> list[tuple[int, int]]:
+    """(start, end) of every run of ``tokens`` that is the words ``name``."""
+    n = len(name)
+    return [(i, i + n) for i in range(len(tokens) - n + 1) if n and list(tokens[i:i + n]) == list(name)]
+
+
 # --------------------------------------------------------------------------------------------
 # Finding entities and chunks (SQL and model edges)
 # --------------------------------------------------------------------------------------------

@@ -1647,6 +1647,26 @@ def test_pick_sentences_puts_the_named_entitys_facts_before_rare_words_about_oth
                                       "Bo Tan was born in Pellric."]
 
 
+def test_pick_sentences_gives_no_anchor_credit_for_words_of_another_entitys_name():
+    """'What did the Ghost of Christmas Past show Scrooge?' ranked a line about the Ghost of
+    Christmas Yet third in A Christmas Carol: two of the anchor's three words were in it."""
+    types = {"Ghost of Christmas Past": "person", "Ghost of Christmas Yet": "person", "Scrooge": "person",
+             "Christmas": "event"}
+    passages = [("[E:e2]", "Ghost of Christmas Yet (person): The Ghost of Christmas Yet pointed onward, "
+                           "said Scrooge."),
+                ("[E:e3]", "Scrooge walked home alone. The Ghost showed Scrooge a boarding school."),
+                ("[E:e1]", "Ghost of Christmas Past (person): The Ghost of Christmas Past took Scrooge "
+                           "to his old school.")]
+    picked = [t for _s, t, _ in pick_sentences("What did the Ghost of Christmas Past show Scrooge?", passages,
+                                               anchors=["Ghost of Christmas Past", "Scrooge"], types=types)]
+    assert picked[:3] == ["[E:e1]", "[E:e3]", "[E:e2]"], picked
+    # Part of the anchor's own name still counts ("the Ghost"), as does the whole name beside another.
+    both = ("[E:e4]", "The Ghost of Christmas Past met the Ghost of Christmas Yet.")
+    picked = pick_sentences("Ghost of Christmas Past?", [passages[0], both], anchors=["Ghost of Christmas Past"],
+                            types=types)
+    assert picked[0][1] == "[E:e4]"
+
+
 def test_pick_sentences_finds_the_kind_of_thing_a_question_asks_for():
     """With the context's entity types, "Which organization" and "Where" ask for an entity of
     that type: the anchor's sentence naming one comes first, and a place inside a longer name
