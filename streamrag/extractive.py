@@ -173,7 +173,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     otherwise come before the anchor's own facts. A sentence naming an anchor by part of its
     name ("Ms. Sarga") counts that part, but not where the part belongs to another name of
     ``types`` that shares words with the anchor's ("Ghost of Christmas Yet" for the anchor
-    "Ghost of Christmas Past"): that sentence is about the other one.
+    "Ghost of Christmas Past"), or to another anchor holding it ("Kharos Financial Conduct
+    Board" for "Kharos", when the question names both): that sentence is about the other one.
 
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
@@ -182,7 +183,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     anchor_stems = [s for s in ({stem(w) for w in words(name) if w not in STOPWORDS} for name in anchors) if s]
-    rivals = [_rivals(name, types or {}) for name in anchors if _name_stems(name)]
+    rivals = [_rivals(name, types or {}, anchors) for name in anchors if _name_stems(name)]
     candidates: list[tuple[int, int, str, str, set[str], set[str], float]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
@@ -241,15 +242,18 @@ def _name_stems(name: str) -> set[str]:
     return {stem(w) for w in words(name) if w not in STOPWORDS}
 
 
-def _rivals(anchor: str, types: Mapping[str, str]) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
+def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str]
+            ) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     """The names of ``types`` that share words with ``anchor``'s name, lack one of its words and
     have one it lacks ("Ghost of Christmas Yet" for "Ghost of Christmas Past"; not "Scrooge",
-    nor "Scrooge's nephew", for "Scrooge"), as words, longest first; and the anchor's words."""
+    nor "Scrooge's nephew", for "Scrooge"), and the other ``anchors`` holding its words (the
+    question names "Kharos" apart from "Kharos Financial Conduct Board"), as words, longest
+    first; and the anchor's words."""
     a = _name_stems(anchor)
     out = []
-    for name in types:
+    for name in [*types, *anchors]:
         n = _name_stems(name)
-        if n & a and n - a and not a <= n:
+        if n & a and n - a and (not a <= n or name in anchors):
             out.append(tuple(words(name)))
     return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
 

@@ -66,6 +66,33 @@ def fts_match(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms if t)
 
 
+def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (id, name) of ``named`` (entities whose names the question has) that it asks about:
+    the names it writes, not the shorter names inside them ("Norouxford" in "Norouxford Energy
+    Conference 2033"), unless it also writes the shorter one on its own ("Is Kharos home to
+    the Kharos Financial Conduct Board?")."""
+    asked = words(question)
+    names = [words(name) for _e, name in named]
+    out = []
+    for i, (eid, name) in enumerate(named):
+        longer = [other for other in names if set(names[i]) < set(other)]
+        if not longer or _written_apart(asked, names[i], longer):
+            out.append((eid, name))
+    return out
+
+
+def _written_apart(asked: list[str], name: list[str], longer: list[list[str]]) -> bool:
+    """Whether the words ``asked`` have ``name`` outside each of the ``longer`` names holding
+    it; never when one of those is not written as a run of words (where it is, is not known)."""
+    held: list[tuple[int, int]] = []
+    for other in longer:
+        found = runs(asked, other)
+        if not found:
+            return False
+        held += found
+    return any(not any(x <= i and j <= y for x, y in held) for i, j in runs(asked, name))
+
+
 def runs(tokens: Sequence[str], name: Sequence[str]) -> list[tuple[int, int]]:
     """(start, end) of every run of ``tokens`` that is the words ``name``."""
     n = len(name)

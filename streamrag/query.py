@@ -466,11 +466,7 @@ class _Search:
         first: BM25 ranked "Torford Heights" (a long description) below "Torford Heights Braces"
         (a short one) for "Tell me about Torford Heights"."""
         named = named_entities(self.store, self.answer.question)
-        # The anchors: the names the question writes, not the shorter names inside them
-        # ("Norouxford" in "Norouxford Energy Conference 2033"), which it does not ask about.
-        name_words = [set(words(name)) for _e, name, _cap in named]
-        self.anchors = [(eid, name) for i, (eid, name, _cap) in enumerate(named)
-                        if not any(name_words[i] < other for other in name_words)]
+        self.anchors = local_search.anchors(self.answer.question, [(eid, name) for eid, name, _cap in named])
         if not named:
             return seeds
         order = sorted(range(len(named)), key=lambda i: (-len(words(named[i][1])), i))

@@ -1667,6 +1667,20 @@ def test_pick_sentences_gives_no_anchor_credit_for_words_of_another_entitys_name
     assert picked[0][1] == "[E:e4]"
 
 
+def test_a_short_name_the_question_writes_apart_from_a_longer_one_is_an_anchor_of_its_own():
+    named = [("ent-b", "Kharos Financial Conduct Board"), ("ent-k", "Kharos"), ("ent-c", "Board")]
+    asked = lambda q: [e for e, _name in local_search.anchors(q, named)]
+    assert asked("Is Kharos home to the Kharos Financial Conduct Board?") == ["ent-b", "ent-k"]
+    assert asked("Where is the Kharos Financial Conduct Board?") == ["ent-b"]
+    assert asked("Who chairs the Board of Kharos, the financial conduct one?") == ["ent-b"]   # (not a run)
+    # ... and the longer name's "Kharos" is then not the place's: the sentence naming both wins.
+    passages = [("[E:b]", "The Kharos Financial Conduct Board is home to many clerks."),
+                ("[E:k]", "The Kharos Financial Conduct Board sits in Kharos.")]
+    picked = pick_sentences("Is Kharos home to the Kharos Financial Conduct Board?", passages,
+                            anchors=["Kharos Financial Conduct Board", "Kharos"])
+    assert picked[0][1] == "[E:k]"
+
+
 def test_pick_sentences_finds_the_kind_of_thing_a_question_asks_for():
     """With the context's entity types, "Which organization" and "Where" ask for an entity of
     that type: the anchor's sentence naming one comes first, and a place inside a longer name
