@@ -318,6 +318,18 @@ def delete_in(store: Store, table: str, column: str, values: set[str]) -> None:
         store.conn.execute(f"DELETE FROM {table} WHERE {_in(column, part)}", part)
 
 
+_ENTITY_COLUMNS = ("id", "name", "type", "description", "mentions", "degree")
+_RELATIONSHIP_COLUMNS = ("id", "source", "target", "description", "weight", "mentions", "combined_degree")
+
+
+def _differing(store: Store, table: str, columns: tuple[str, ...], rows: list[tuple]) -> list[tuple]:
+    """Those of ``rows`` (``columns``, the id first) that ``table`` does not hold as they are."""
+    stored: set[tuple] = set()
+    for part in _batches(row[0] for row in rows):
+        stored.update(store.conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {_in('id', part)}", part))
+    return [row for row in rows if row not in stored]
+
+
 def check_version(store: Store, worked_from: int) -> None:
     """Refuses to go on from a version another indexer has replaced since."""
     if store.version != worked_from:
@@ -389,13 +401,16 @@ def prune(store: Store, keep_days: float, now: float) -> int:
 
 def publish(store: Store, scan: Scan, change: Change, state: GraphState,
             communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-            vectors: list[tuple], meta: dict[str, str]) -> int:
+            vectors: list[tuple], meta: dict[str, str], counts: dict[str, str]) -> int:
     """Replaces the published index with this run's, in the writer's one transaction, and
     returns its version: a new one, or the published one when no row and no mark differs (a
     sync that found nothing to change publishes nothing).
 
     ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
-    published with this version (what the next run compares its settings with)."""
+    published with this version (what the next run compares its settings with). ``counts``
+    are the next run's bookkeeping (answers unusable on runs in a row), which no query reads:
+    written whatever the version, they make none (each run counting up to settling an item
+    published a version that differed from the one before only in them)."""
     conn = store.conn
     check_version(store, state.version)
     # Files and documents: only the rows that differ are written (an update of a large index
@@ -407,6 +422,10 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                       if old_files.get(p) != (d, sz, mt)])
     # The files table is the scan's bookkeeping (sizes and change stamps, which names hold which
     # text), not what a query reads: a touched file, or a copy of indexed text, makes no version.
+    # Nor do the counts.
+    for name, value in counts.items():
+        if store.get_meta(name) != value:
+            store.set_meta(name, value)
     written_before = conn.total_changes
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
@@ -476,21 +495,23 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         "INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id = ?",
         [(c,) for c in sorted(change.added_chunks)])
 
-    # Entities and relationships.
-    gone_e = state.deleted_entities | state.changed_entities
+    # Entities and relationships: the rows that differ (an element summarized again, as one
+    # whose summary failed is, may come out as it was).
+    changed = _differing(store, "entities", _ENTITY_COLUMNS, [
+        (e.id, e.name, e.type, e.description, e.mentions, e.degree)
+        for eid in sorted(state.changed_entities) if (e := state.entities.get(eid))])
+    gone_e = state.deleted_entities | {row[0] for row in changed}
     delete_in(store, "entities", "id", gone_e)
     delete_in(store, "entities_fts", "id", gone_e)
-    changed = [state.entities[e] for e in sorted(state.changed_entities) if e in state.entities]
-    conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) VALUES (?,?,?,?,?,?)",
-                     [(e.id, e.name, e.type, e.description, e.mentions, e.degree) for e in changed])
+    conn.executemany(f"INSERT INTO entities({', '.join(_ENTITY_COLUMNS)}) VALUES (?,?,?,?,?,?)", changed)
     conn.executemany("INSERT INTO entities_fts(id, name, description) VALUES (?,?,?)",
-                     [(e.id, fts_text(e.name), fts_text(e.description)) for e in changed])
-    delete_in(store, "relationships", "id", state.deleted_relationships | state.changed_relationships)
-    conn.executemany(
-        "INSERT INTO relationships(id, source, target, description, weight, mentions, combined_degree) "
-        "VALUES (?,?,?,?,?,?,?)",
-        [(r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
-         for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
+                     [(eid, fts_text(name), fts_text(description)) for eid, name, _t, description, *_ in changed])
+    changed = _differing(store, "relationships", _RELATIONSHIP_COLUMNS, [
+        (r.id, r.source, r.target, r.description, r.weight, r.mentions, r.combined_degree)
+        for rid in sorted(state.changed_relationships) if (r := state.relationships.get(rid))])
+    delete_in(store, "relationships", "id", state.deleted_relationships | {row[0] for row in changed})
+    conn.executemany(f"INSERT INTO relationships({', '.join(_RELATIONSHIP_COLUMNS)}) VALUES (?,?,?,?,?,?,?)",
+                     changed)
 
     # The model answers summaries are (``prune`` keeps them): one that leaves is dated from
     # now, as an extraction is, so that a change undone within store.keep_unused_days costs

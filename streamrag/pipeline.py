@@ -473,7 +473,8 @@ class Indexer:
         vectors = await self._embed(store, writer, state, change, assignments)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
-                                   self.key, vectors, self._marks(store, state, next_id()))
+                                   self.key, vectors, self._marks(state, next_id()),
+                                   self._counts(state))
         if version != state.version:   # (a daemon's database would otherwise grow for ever)
             await writer.run(index_rows.prune, self.settings.store.keep_unused_days, time.time())
         if self.graph_cache is not None:
@@ -494,7 +495,7 @@ class Indexer:
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed)
 
-    def _marks(self, store: Store, state: GraphState, next_community_id: int) -> dict[str, str]:
+    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
         """The settings and counters published with the index, for the next run to compare."""
         marks = {
             "extractor": self.key,
@@ -503,20 +504,21 @@ class Indexer:
             "leiden": state.leiden_key,
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,
-            "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
             "next_community_id": str(next_community_id),
         }
-        unusable = msgspec.json.encode(state.published_unusable()).decode()
-        if unusable != "{}" or store.get_meta("summary_unusable") is not None:  # (no new version for the key)
-            marks["summary_unusable"] = unusable
-        report_unusable = msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode()
-        if report_unusable != "{}" or store.get_meta("report_unusable") is not None:
-            marks["report_unusable"] = report_unusable
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
         if self.root is not None:
             marks["root"] = str(Path(self.root).resolve())
         return marks
+
+    @staticmethod
+    def _counts(state: GraphState) -> dict[str, str]:
+        """The summaries to try again and the answers unusable on runs in a row, for the next
+        run to go on from (written with the index, but no part of a version: no query reads them)."""
+        return {"summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+                "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
+                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode()}
 
     def _graph(self, store: Store) -> GraphState:
         """The published graph: the one this process published last, if it is still the one

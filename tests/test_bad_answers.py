@@ -476,6 +476,9 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     assert [asked for _, asked in runs] == [3, 3, 3, 0]          # three answers a run, then none
     assert [r.failed_items for r, _ in runs] == [1, 1, 0, 0]     # the third is settled: exit 0
     assert [r.failures for r, _ in runs] == [1, 1, 1, 0]         # said once settled, as a summary is
+    # Counting up to settling changes nothing a query sees: one version (each run published one
+    # that differed from the one before only in the count).
+    assert [r.version for r, _ in runs] == [1, 1, 1, 1]
     assert not runs[3][0].published and listed() == []
     assert runs[3][0].llm.get("report", {}).get("calls", 0) == 0
     # ... nor written again, as it was, on every run ("62 reports written" by a run that
