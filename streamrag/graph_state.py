@@ -74,6 +74,9 @@ class GraphState:
         # report attempt (``pipeline.report_attempt``: context key and output budget) -> runs in
         # a row its report answers were unusable (of this run, once ``_reports`` has run)
         self.report_unusable: dict[str, int] = {}
+        # community held below index.report_min_members -> [attempt, runs]: the count its report
+        # had when a model last wrote it, kept for when it is asked for again
+        self.report_held: dict[str, list] = {}
         # element summarized this run -> the key in llm_cache of the answer its summary is (None:
         # no model wrote it); ``index_rows.publish`` keeps them in the table ``answers``
         self.answers: dict[str, str | None] = {}
@@ -87,6 +90,8 @@ class GraphState:
         st.unusable = msgspec.json.decode(store.get_meta("summary_unusable", "{}") or "{}", type=dict[str, int])
         st.report_unusable = msgspec.json.decode(store.get_meta("report_unusable", "{}") or "{}",
                                                  type=dict[str, int])
+        st.report_held = msgspec.json.decode(store.get_meta("report_unusable_held", "{}") or "{}",
+                                             type=dict[str, list])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
             st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
@@ -221,6 +226,7 @@ class GraphState:
         st.retry_summaries = set(self.fallbacks)
         st.unusable = self.published_unusable()
         st.report_unusable = dict(sorted(self.report_unusable.items()))
+        st.report_held = dict(sorted(self.report_held.items()))
         st.counted = True
         for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
             if (e := self.entities.get(eid)) is not None:
@@ -312,7 +318,7 @@ class GraphCache:
 def check_cached(cached: GraphState, loaded: GraphState) -> None:
     """Tests: a kept graph equals the graph read from the store."""
     for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
-                 "old_contexts", "old_reports", "retry_summaries", "unusable", "report_unusable", "counted",
+                 "old_contexts", "old_reports", "retry_summaries", "unusable", "report_unusable", "report_held", "counted",
                  "version"):
         if getattr(cached, name) != getattr(loaded, name):
             raise AssertionError(f"the kept graph's {name} differ from the store's")

@@ -518,7 +518,8 @@ class Indexer:
         run to go on from (written with the index, but no part of a version: no query reads them)."""
         return {"summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                 "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
-                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode()}
+                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
+                "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
 
     def _graph(self, store: Store) -> GraphState:
         """The published graph: the one this process published last, if it is still the one
@@ -955,13 +956,15 @@ class Indexer:
             if not key or shown not in stored:
                 return None
             if key == shown:
+                if c.id in held_before:   # (its context unchanged: the count its report had stays)
+                    state.report_held[c.id] = held_before[c.id]
                 return key, shown
             # A stand-in (or a kept older report): looked at again, unless it stands in for good,
             # its report answers unusable on UNUSABLE_RUNS runs in a row (it was written again,
             # as it was, on every run).
             attempt = report_attempt(key, s.index.report_max_output_tokens)
-            if use_llm and unusable_before.get(attempt, 0) >= UNUSABLE_RUNS:
-                state.report_unusable[attempt] = unusable_before[attempt]
+            if use_llm and runs_before(attempt) >= UNUSABLE_RUNS:
+                state.report_unusable[attempt] = runs_before(attempt)
                 return key, shown
             return None
 
@@ -973,11 +976,18 @@ class Indexer:
         # Report answers unusable on runs in a row, by attempt (context and output budget): the
         # published counts, and this run's (those of attempts made or settled now).
         unusable_before, state.report_unusable = state.report_unusable, {}
+        # Those of communities held below report_min_members, by community: a community held
+        # for a run, its context unchanged, had its count forgotten (three more paid runs).
+        held_before, state.report_held = state.report_held, {}
+        held_runs = {attempt: runs for attempt, runs in held_before.values()}
+
+        def runs_before(attempt: str) -> int:
+            return unusable_before.get(attempt) or held_runs.get(attempt, 0)
 
         async def ask(c: Community, ctx, key: str) -> Report | None:
             """The model's report for ``c``; None (the failure recorded) when there is none."""
             attempt = report_attempt(key, s.index.report_max_output_tokens)
-            runs = unusable_before.get(attempt, 0)
+            runs = runs_before(attempt)
             if runs >= UNUSABLE_RUNS:
                 # Settled: asking again would be paid for and answered alike, as on the runs before.
                 # (Said by the run that settled it, as a settled summary is: not a failure again.)
@@ -1028,6 +1038,11 @@ class Indexer:
                 built = extractive_report(c, ctx, entities=state.entities, relationships=rels,
                                           children=kids, encoding=s.index.encoding)
                 key = built.key
+                if use_llm and ctx.text and (unusable_before or held_runs):   # held below report_min_members
+                    attempt = report_attempt(context_key(ctx, model=model, prompt_version=prompt_version),
+                                             s.index.report_max_output_tokens)
+                    if runs := runs_before(attempt):
+                        state.report_held[c.id] = [attempt, runs]
             if clean and key != kept_as[0]:
                 raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
             previous = old.get(c.id)

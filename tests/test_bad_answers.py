@@ -516,6 +516,29 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     assert asked == 3 and again.failed_items == 1
 
 
+async def test_a_settled_report_held_below_report_min_members_stays_settled(corpus, tmp_path, monkeypatch):
+    # Its count was forgotten on a run that held its community below index.report_min_members
+    # (no report asked for): back to the setting before, the model was paid three runs more.
+    from streamrag.pipeline import Indexer
+
+    endpoint = GarbleOneReport("Mira Osk")
+    db = tmp_path / "i.db"
+
+    async def run(**index) -> int:
+        before = endpoint.asked
+        await sync([corpus], make_settings("http://llm.test/v1", llm={"max_retries": 0}, index=index), db,
+                   root=corpus, transport=httpx.MockTransport(endpoint))
+        return endpoint.asked - before
+
+    assert [await run() for _ in range(3)] == [3, 3, 3]   # settled
+    assert await run(report_min_members=50) == 0          # every community held
+    monkeypatch.setattr(Indexer, "check_shortcuts", False)
+    assert await run(report_min_members=50) == 0          # (held and unchanged: kept as it was)
+    monkeypatch.setattr(Indexer, "check_shortcuts", True)
+    assert await run() == 0 and await run() == 0
+    assert sum(_reports_shown(db).values()) == 1          # its extractive stand-in, still
+
+
 async def test_a_report_that_failed_is_asked_again_under_report_regen_threshold(corpus, tmp_path):
     # Its extractive stand-in was taken for the previous report, close enough to the context to
     # keep: the run after the failure asked nothing and exited 0, and no later one asked again.
