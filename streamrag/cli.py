@@ -181,7 +181,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.estimate:
         from streamrag.estimate import estimate
 
-        result = estimate(paths, settings, db, root=root)
+        result = estimate(paths, settings, db, root=root, recluster=args.recluster)
         if args.json:
             _print_json(result)
         else:

@@ -5,6 +5,9 @@ What depends on the model's answers is estimated with ratios seen on the bench c
 said to be estimates: completion length (about 0.4 of the chunk for the first round, 0.1 for a
 gleaning), how often the gleaning check says yes (half the time), how many descriptions need
 merging (about 2.5 per chunk), and how many communities get an LLM report (about 0.6 per chunk).
+The reports of the published communities a run asks for again are counted from the index
+(``_reports_asked``): after a new report_min_members or new clustering settings, those of
+contexts that change, not every one.
 
 Its ``llm`` object has the shape a run's has (``status.llm_summary``) and the same meanings, so
 the two compare stage by stage: ``calls`` includes the first-round extraction answers already in
@@ -23,14 +26,14 @@ import msgspec
 
 from streamrag import chunker, index_rows, loader
 from streamrag.cache import cache_key
+from streamrag.communities import hierarchical_leiden
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.llm import request_options
-from streamrag.pipeline import UNUSABLE_RUNS, check_not_downgraded, report_attempt
+from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
 from streamrag.prompts import load_prompt
-from streamrag.reports import settings_key as report_settings_key
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import short_join, summarizer_key, summary_input
@@ -46,12 +49,14 @@ REPORT_COMPLETION = 800
 FOUND_LIST_TOKENS = 120
 
 
-def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None) -> dict:
+def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None,
+             recluster: bool = False) -> dict:
+    """``recluster``: of a run with ``--recluster``."""
     with contextlib.ExitStack() as stack:
         store = _published(db)
         if store is not None:
             stack.callback(store.close)
-        return _estimate(paths, settings, store, root=root, db=db)
+        return _estimate(paths, settings, store, root=root, db=db, recluster=recluster)
 
 
 def _published(db: Path) -> Store | None:
@@ -66,7 +71,7 @@ def _published(db: Path) -> Store | None:
 
 
 def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,
-              db: Path) -> dict:
+              db: Path, recluster: bool) -> dict:
     done: set[str] = set()
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
@@ -138,14 +143,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             resummarized = store.get_meta("summarizer") != summarizer_key(settings)
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
-            if resummarized or store.get_meta("report_settings") != report_settings_key(
-                    settings, by_llm=True) or store.get_meta("leiden") not in (
-                    None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)):
-                # (new summaries change the descriptions reports are written from, and new
-                # clustering settings recluster: counted as if every report changed)
+            chosen_with = built_min_members(settings, store.get_meta, by_llm=True)
+            if resummarized or chosen_with is None:
+                # (new summaries change the descriptions reports are written from, new report
+                # settings every context: counted as if every report changed)
                 communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members))
-            else:   # reports that failed are asked again; settled ones too, with a new output budget
-                communities += _reports_asked_again(store, ix.report_max_output_tokens)
+            else:
+                communities += _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster or (
+                    store.get_meta("leiden") not in (None, leiden_key(ix.max_cluster_size, ix.leiden_seed,
+                                                                      ix.leiden_resolution))))
         if summaries:
             add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
         if communities:
@@ -159,12 +165,44 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                        "report": settings.llm.report_model}}
 
 
-def _reports_asked_again(store: Store, max_output_tokens: int) -> int:
-    """The community reports whose answers were unusable, as published, that the next run asks
-    for again: not settled yet (``UNUSABLE_RUNS``), or settled with another output budget."""
+def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, recluster: bool) -> int:
+    """The community reports of the published graph the next run asks a model for, its report
+    contexts the same (``chosen_with``: the report_min_members its reports were chosen with).
+    Every community of report_min_members or more members is asked for, but those showing the
+    model's report of their context (or one kept close to it) and those settled as unusable
+    (``UNUSABLE_RUNS``, with the same output budget). ``recluster``: the communities are those
+    a fresh clustering finds; one with the members of a published community is that one (its
+    context the same, but for sub-community reports it may hold)."""
+    ix = settings.index
+    budget = ix.report_max_output_tokens
     counts = msgspec.json.decode(store.get_meta("report_unusable") or "{}", type=dict[str, int])
-    return sum(1 for attempt, runs in counts.items()
-               if runs < UNUSABLE_RUNS or attempt != report_attempt(attempt.rsplit("/", 1)[0], max_output_tokens))
+    held = msgspec.json.decode(store.get_meta("report_unusable_held") or "{}", type=dict[str, list])
+    extractive = index_rows.extractive_report_keys(store)
+    published = {tuple(c.members): (c.id, context, report) for c, context, report in index_rows.load_communities(store)}
+    if recluster:
+        edges = [(source, target, weight) for _id, source, target, _d, weight, *_ in index_rows.relationship_rows(store)]
+        partition = [tuple(c.members) for c in hierarchical_leiden(
+            sorted(eid for eid, *_ in index_rows.entity_rows(store)), edges, max_cluster_size=ix.max_cluster_size,
+            seed=ix.leiden_seed, resolution=ix.leiden_resolution)]
+    else:
+        partition = list(published)
+    asked = 0
+    for members in partition:
+        if len(members) < ix.report_min_members:
+            continue
+        if members not in published:
+            asked += 1
+            continue
+        cid, context, report = published[members]
+        if report not in extractive:   # the model's
+            continue
+        if context != report:          # standing in for an answer that failed
+            asked += counts.get(report_attempt(context or "", budget), 0) < UNUSABLE_RUNS
+        elif len(members) < chosen_with:   # held below report_min_members until now
+            attempt, runs = held.get(cid) or ("", 0)
+            asked += runs < UNUSABLE_RUNS or attempt.rsplit("/", 1)[-1] != str(budget)
+        # (else a context with nothing in it, report_max_input_tokens too small: no call)
+    return asked
 
 
 def _summaries_asked(store: Store, settings: Settings) -> int:

@@ -191,6 +191,10 @@ def communities_of_size(store: Store, members: int) -> int:
     return store.scalar("SELECT count(*) FROM communities WHERE size >= ?", (members,)) or 0
 
 
+def extractive_report_keys(store: Store) -> set[str]:
+    return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
+
+
 def report_text(store: Store, key: str) -> str | None:
     return store.scalar("SELECT text FROM reports WHERE key = ?", (key,))
 

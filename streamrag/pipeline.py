@@ -431,7 +431,11 @@ class Indexer:
                 said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))
         if said("report_settings") not in (None, self._report_key()):
-            changes.append(("report", "every report is written again"))
+            if built_min_members(s, said, by_llm=self.llm is not None) is not None:   # (that one alone)
+                changes.append(("report", "reports are written for the communities that now reach "
+                                          "index.report_min_members (those written are kept)"))
+            else:
+                changes.append(("report", "every report is written again"))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         self.settings_changed = names = [what for what, _ in changes]
@@ -474,7 +478,7 @@ class Indexer:
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
                                    self.key, vectors, self._marks(state, next_id()),
-                                   self._counts(state))
+                                   self._bookkeeping(state))
         if version != state.version:   # (a daemon's database would otherwise grow for ever)
             await writer.run(index_rows.prune, self.settings.store.keep_unused_days, time.time())
         if self.graph_cache is not None:
@@ -512,11 +516,12 @@ class Indexer:
             marks["root"] = str(Path(self.root).resolve())
         return marks
 
-    @staticmethod
-    def _counts(state: GraphState) -> dict[str, str]:
-        """The summaries to try again and the answers unusable on runs in a row, for the next
-        run to go on from (written with the index, but no part of a version: no query reads them)."""
-        return {"summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+    def _bookkeeping(self, state: GraphState) -> dict[str, str]:
+        """The summaries to try again, the answers unusable on runs in a row and the
+        report_min_members the reports were chosen with, for the next run and its estimate to go
+        on from (written with the index, but no part of a version: no query reads them)."""
+        return {"report_min_members": str(self.settings.index.report_min_members),
+                "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
                 "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
                 "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
                 "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
@@ -1109,6 +1114,20 @@ def report_attempt(context_key: str, max_output_tokens: int) -> str:
     """What a community's report answers are counted as unusable for (``UNUSABLE_RUNS``): its
     context key (the context, the report model and prompt) and the room the answer is given."""
     return f"{context_key}/{max_output_tokens}"
+
+
+def built_min_members(settings: Settings, said: Callable[[str], str | None], *, by_llm: bool) -> int | None:
+    """The index.report_min_members the published index (its meta read by ``said``) chose its
+    reports with, when its report settings are ``settings``' but for that one; None when others
+    differ too (every context changes), or it is not known."""
+    published = said("report_settings")
+    if published == report_settings_key(settings, by_llm=by_llm):
+        return settings.index.report_min_members
+    chosen_with = said("report_min_members") or ""
+    if chosen_with.isdigit() and published == report_settings_key(settings, by_llm=by_llm,
+                                                                  min_members=int(chosen_with)):
+        return int(chosen_with)
+    return None
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

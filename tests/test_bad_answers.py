@@ -539,6 +539,35 @@ async def test_a_settled_report_held_below_report_min_members_stays_settled(corp
     assert sum(_reports_shown(db).values()) == 1          # its extractive stand-in, still
 
 
+@pytest.mark.parametrize("change", [{"report_min_members": 2}, {"report_min_members": 5},
+                                    {"leiden_resolution": 3.0}, {"max_cluster_size": 3}, "--recluster"])
+async def test_the_estimate_counts_the_reports_a_changed_report_or_clustering_setting_asks_for(
+        corpus, tmp_path, change, caplog):
+    # On a settled index a new report_min_members was said to write every report again, and
+    # the estimate counted every community of that size (68 reports; the run paid 30), as it
+    # did after new clustering settings: reports of unchanged contexts are kept, settled ones
+    # are not asked for.
+    from streamrag.estimate import estimate
+
+    endpoint = GarbleOneReport("Mira Osk")
+    db = tmp_path / "i.db"
+    for _ in range(3):   # Mira Osk's report settled
+        await sync([corpus], make_settings("http://llm.test/v1", llm={"max_retries": 0}), db, root=corpus,
+                   transport=httpx.MockTransport(endpoint))
+    recluster = change == "--recluster"
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0}, index={} if recluster else change)
+    said = estimate([corpus], settings, db, root=corpus, **({"recluster": True} if recluster else {}))["llm"]["by_stage"]
+    caplog.clear()
+    done = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint),
+                      recluster=recluster)
+    paid = done.llm.get("report", {"calls": 0, "cached": 0})
+    # (Mira Osk's report, in a new context, is asked for three times: failures are not predicted.)
+    assert said.get("report", {}).get("calls", 0) == paid["calls"] - paid["cached"] - 2 * done.failures, change
+    if "report_min_members" in change:
+        assert "every report is written again" not in caplog.text
+        assert "reports are written for the communities that now reach index.report_min_members" in caplog.text
+
+
 async def test_a_report_that_failed_is_asked_again_under_report_regen_threshold(corpus, tmp_path):
     # Its extractive stand-in was taken for the previous report, close enough to the context to
     # keep: the run after the failure asked nothing and exited 0, and no later one asked again.
