@@ -31,7 +31,7 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -68,7 +68,7 @@ from streamrag.graph_state import (
     dirty_communities,
 )
 from streamrag.prompts import load_prompt
-from streamrag.records import Chunk, Claim, Community, Document, Extraction, Relationship, Report
+from streamrag.records import Chunk, Community, Document, Extraction, Relationship, Report
 from streamrag.reports import (
     build_context,
     changed_fraction,
@@ -916,24 +916,15 @@ class Indexer:
         use_llm = not s.offline and self.llm is not None
         prompt_version = load_prompt("report").version if use_llm else None
         model = s.llm.report_model if use_llm else None
-        children: dict[str, list[Community]] = defaultdict(list)
-        for c in communities:
-            if c.parent:
-                children[c.parent].append(c)
-        rels_by_entity: dict[str, list[Relationship]] = defaultdict(list)
-        for r in state.relationships.values():
-            rels_by_entity[r.source].append(r)
-        claims_by_entity: dict[str, list[Claim]] = defaultdict(list)
-        for c in sorted(state.claims.values(), key=lambda c: c.id):  # a context takes them in this order
-            claims_by_entity[c.subject_id].append(c)
+        children = children_of(communities)
+        rels_by_entity = _grouped(state.relationships.values(), lambda r: r.source)
+        # (a context takes an entity's claims in id order)
+        claims_by_entity = _grouped(sorted(state.claims.values(), key=lambda c: c.id), lambda c: c.subject_id)
         reports: dict[str, Report] = {}          # community id -> report (this run)
         assignments: dict[str, tuple[str, str]] = {}
         generated = kept = 0
         self.progress.total("reports", len(communities))
         old = state.old_reports
-        by_level: dict[int, list[Community]] = defaultdict(list)
-        for c in communities:
-            by_level[c.level].append(c)
 
         # Communities whose context may have changed. The others keep their context and report
         # without rebuilding the context (tokenizing every community's context is most of an
@@ -941,10 +932,18 @@ class Indexer:
         state.report_settings = self._report_key()
         dirty = dirty_communities(state, communities,
                                    same_settings=store.get_meta("report_settings") == state.report_settings)
-        old_children: dict[str, set[str]] = defaultdict(set)
-        for c in state.old_communities:
-            if c.parent:
-                old_children[c.parent].add(c.id)
+        old_children = {parent: {k.id for k in kids} for parent, kids in children_of(state.old_communities).items()}
+
+        # Report answers unusable on runs in a row, by attempt (context and output budget): the
+        # published counts, and this run's (those of attempts made or settled now).
+        unusable_before, state.report_unusable = state.report_unusable, {}
+        # Those of communities held below report_min_members, by community: a community held
+        # for a run, its context unchanged, had its count forgotten (three more paid runs).
+        held_before, state.report_held = state.report_held, {}
+        held_runs = {attempt: runs for attempt, runs in held_before.values()}
+
+        def runs_before(attempt: str) -> int:
+            return unusable_before.get(attempt) or held_runs.get(attempt, 0)
 
         # A kept report is read only if a parent's context needs it (most never are).
         stored = index_rows.report_keys(store)
@@ -978,17 +977,6 @@ class Indexer:
                 return reports[k.id]
             return index_rows.load_report(store, kept_keys[k.id]) if k.id in kept_keys else None
 
-        # Report answers unusable on runs in a row, by attempt (context and output budget): the
-        # published counts, and this run's (those of attempts made or settled now).
-        unusable_before, state.report_unusable = state.report_unusable, {}
-        # Those of communities held below report_min_members, by community: a community held
-        # for a run, its context unchanged, had its count forgotten (three more paid runs).
-        held_before, state.report_held = state.report_held, {}
-        held_runs = {attempt: runs for attempt, runs in held_before.values()}
-
-        def runs_before(attempt: str) -> int:
-            return unusable_before.get(attempt) or held_runs.get(attempt, 0)
-
         async def ask(c: Community, ctx, key: str) -> Report | None:
             """The model's report for ``c``; None (the failure recorded) when there is none."""
             attempt = report_attempt(key, s.index.report_max_output_tokens)
@@ -1002,19 +990,12 @@ class Indexer:
                 return await llm_report(self.llm, ctx, model=model, max_tokens=s.index.report_max_output_tokens,
                                         encoding=s.index.encoding)
             except LLMError as e:
-                message, settled = f"community {c.id}: {e}", False
-                if isinstance(e, LLMOutputError):
-                    # The model answered, and nothing it said was usable. Asked again on the next
-                    # runs, up to UNUSABLE_RUNS in a row (a flaky gateway's garbage passes); then
-                    # it would say the same on every run, each paid for. (An outage is asked
-                    # again on the next run, however many, and the count stays.)
-                    runs = state.report_unusable[attempt] = runs + 1
-                    settled = runs >= UNUSABLE_RUNS
-                elif runs:
+                runs = unusable_runs(runs, e)
+                if runs:
                     state.report_unusable[attempt] = runs
-                message += (f"; unusable on {runs} runs in a row{_REPORT_SETTLED}" if settled
-                            else "; an extractive report stands in until the next run")
-                await self.fail(writer, "report", c.id, message, e, settled=settled)
+                settled = isinstance(e, LLMOutputError) and runs >= UNUSABLE_RUNS
+                await self.fail(writer, "report", c.id, report_failure(c.id, e, runs, settled=settled), e,
+                                settled=settled)
                 return None
 
         async def one(c: Community) -> None:
@@ -1028,8 +1009,7 @@ class Indexer:
                 return
             clean = kept_as is not None
             by_llm = use_llm and len(c.members) >= s.index.report_min_members
-            member_set = set(c.members)
-            rels = [r for m in c.members for r in rels_by_entity.get(m, ()) if r.target in member_set]
+            rels = internal_relationships(c, rels_by_entity)
             kids = [(k, r) for k in children.get(c.id, ()) if (r := child_report(k)) is not None]
             ctx = build_context(c, entities=state.entities, relationships=rels,
                                 claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
@@ -1054,10 +1034,7 @@ class Indexer:
             report = index_rows.load_report(store, key)
             if report is None and by_llm and previous is not None and s.index.report_regen_threshold > 0:
                 prev_report = index_rows.load_report(store, previous)
-                # (Not an extractive report standing in for a failed one: close to its context as it
-                # is, it was kept for good, and the model never asked again.)
-                if prev_report is not None and not prev_report.extractive and \
-                        changed_fraction(prev_report.elements, ctx.elements) < s.index.report_regen_threshold:
+                if close_enough(prev_report, ctx.elements, s.index.report_regen_threshold):
                     report = prev_report
             if report is not None:
                 kept += 1
@@ -1077,7 +1054,7 @@ class Indexer:
             assignments[c.id] = (key, report.key)
             self.progress.add("reports_done")
 
-        for level in sorted(by_level, reverse=True):
+        for level in deepest_first(communities):
             send, recv = anyio.create_memory_object_stream[Community](s.pipeline.queue_size)
 
             async def worker(recv) -> None:
@@ -1090,7 +1067,7 @@ class Indexer:
                     for _ in range(s.pipeline.report_workers if use_llm else 1):
                         tg.start_soon(worker, recv.clone())
                 async with send:
-                    for c in by_level[level]:
+                    for c in level:
                         await send.send(c)
         return assignments, generated, kept
 
@@ -1108,6 +1085,61 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
+
+
+# -- reports: the pure parts -------------------------------------------------------------------
+_G = TypeVar("_G")
+_K = TypeVar("_K", bound=Hashable)
+
+
+def _grouped(items: Iterable[_G], key: Callable[[_G], _K]) -> dict[_K, list[_G]]:
+    """``items`` by ``key``, in their order."""
+    groups: dict[_K, list[_G]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    return groups
+
+
+def children_of(communities: Iterable[Community]) -> dict[str, list[Community]]:
+    """Parent community id -> its sub-communities, in their order."""
+    return _grouped((c for c in communities if c.parent), lambda c: c.parent or "")
+
+
+def deepest_first(communities: Iterable[Community]) -> list[list[Community]]:
+    """The communities level by level, the deepest first (a parent's context may hold its
+    children's reports)."""
+    levels = _grouped(communities, lambda c: c.level)
+    return [levels[level] for level in sorted(levels, reverse=True)]
+
+
+def internal_relationships(c: Community, by_source: dict[str, list[Relationship]]) -> list[Relationship]:
+    """The relationships between members of ``c``, by member."""
+    members = set(c.members)
+    return [r for m in c.members for r in by_source.get(m, ()) if r.target in members]
+
+
+def close_enough(previous: Report | None, elements: dict, threshold: float) -> bool:
+    """Whether ``previous`` report is kept for a context of ``elements`` (under
+    index.report_regen_threshold). Not an extractive report standing in for a failed one:
+    close to its context as it is, it was kept for good, and the model never asked again."""
+    return previous is not None and not previous.extractive and \
+        changed_fraction(previous.elements, elements) < threshold
+
+
+def unusable_runs(runs: int, error: LLMError) -> int:
+    """The runs in a row a report's answers were unusable, after this run's ``error``. The model
+    answered, and nothing it said was usable: one more (asked again on the next runs, up to
+    UNUSABLE_RUNS in a row, as a flaky gateway's garbage passes; then it would say the same on
+    every run, each paid for). An outage is asked again on the next run, however many, and the
+    count stays."""
+    return runs + 1 if isinstance(error, LLMOutputError) else runs
+
+
+def report_failure(community_id: str, error: LLMError, runs: int, *, settled: bool) -> str:
+    """What a failed report is recorded with."""
+    return f"community {community_id}: {error}" + (
+        f"; unusable on {runs} runs in a row{_REPORT_SETTLED}" if settled
+        else "; an extractive report stands in until the next run")
 
 
 def report_attempt(context_key: str, max_output_tokens: int) -> str:

@@ -112,3 +112,27 @@ def test_changed_fraction():
     assert changed_fraction(a, a) == 0.0
     assert changed_fraction(None, a) == 1.0
     assert changed_fraction(a, {"entities": ["e1", "e2"], "relationships": ["r2"]}) == 0.5
+
+
+def test_communities_are_reported_deepest_level_first_with_their_children():
+    from streamrag.pipeline import children_of, deepest_first
+
+    top = Community(id="C0", level=0, parent=None, members=["a", "b", "c"])
+    kids = [Community(id="C1", level=1, parent="C0", members=["a"]),
+            Community(id="C2", level=1, parent="C0", members=["b", "c"])]
+    leaf = Community(id="C3", level=2, parent="C2", members=["b"])
+    assert [[c.id for c in level] for level in deepest_first([top, *kids, leaf])] == [["C3"], ["C1", "C2"], ["C0"]]
+    assert {p: [k.id for k in ks] for p, ks in children_of([top, *kids, leaf]).items()} == {
+        "C0": ["C1", "C2"], "C2": ["C3"]}
+
+
+def test_only_unusable_answers_count_towards_settling_a_report():
+    from streamrag.errors import LLMOutputError, LLMUnavailableError
+    from streamrag.pipeline import UNUSABLE_RUNS, report_failure, unusable_runs
+
+    assert unusable_runs(1, LLMOutputError("garbage")) == 2
+    assert unusable_runs(1, LLMUnavailableError("down")) == 1   # an outage neither counts nor breaks the row
+    said = report_failure("C7", LLMOutputError("garbage"), UNUSABLE_RUNS, settled=True)
+    assert said.startswith("community C7: garbage; unusable on 3 runs in a row") and "not asked again" in said
+    assert report_failure("C7", LLMUnavailableError("down"), 1, settled=False).endswith(
+        "an extractive report stands in until the next run")
