@@ -2,8 +2,10 @@
 
 Every request passes, in order:
 
-1. the **cache** (``llm_cache``, keyed by ``cache.cache_key``): a hit costs no HTTP call;
-2. the **in-flight table**: an identical request already on the wire is awaited, not repeated;
+1. the **cache** (``llm_cache``, keyed by ``cache.cache_key``; ``answer_cache.AnswerCache``):
+   a hit costs no HTTP call;
+2. the **in-flight table** (``AnswerCache.flying``): an identical request already on the wire is
+   awaited, not repeated;
 3. a **concurrency slot** (``llm.concurrency`` requests in flight at most);
 4. the **rate limits**: requests per minute and tokens per minute, each a budget over a sliding
    window of a minute (``ratelimit.MinuteBudget``): an idle client sends up to a whole minute's
@@ -28,8 +30,9 @@ older version that the checks now reject is asked for again and replaced.
 
 A usable paid answer is written to the cache through the writer and committed before ``chat``
 returns, so a crash right after never pays for it twice. Every call, served from the cache or
-not, failed or not, becomes one ``llm_calls`` row. ``stats`` keeps the same counts in memory for progress
-display; its token counts are what was paid for (cache hits are counted in ``cached`` only).
+not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``).
+``stats`` keeps the same counts in memory for progress display; its token counts are what was
+paid for (cache hits are counted in ``cached`` only).
 
 Without a store the client works the same, minus the cache and the rows.
 """
@@ -51,8 +54,10 @@ import httpx
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
+from streamrag.answer_cache import Answer, AnswerCache
 from streamrag.answer_json import json_kind, read_content, read_embeddings, read_finish, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
+from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
                               LLMUnavailableError)
@@ -78,12 +83,9 @@ _REFUSED: dict[tuple[str, str], set[str]] = {}
 _UNMARKED: set[tuple[str, str]] = set()
 _RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
-UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
 # What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
 OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
-# errors: calls that failed; unusable: those of them that got an answer the caller could not use
-_STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
 
 
 # A model that refuses max_tokens is sent max_completion_tokens instead, with this much more room
@@ -107,14 +109,6 @@ class ChatResult(msgspec.Struct):
     finish_reason: str | None
     latency_ms: float          # the answering HTTP request (or cache lookup), not queueing
     key: str = ""              # the answer's key in llm_cache (``cache.cache_key``)
-
-
-class _Answer(msgspec.Struct):
-    """What the cache holds for a chat request."""
-    text: str
-    finish_reason: str | None
-    prompt_tokens: int
-    completion_tokens: int
 
 
 class _Silent(Exception):
@@ -150,16 +144,6 @@ REFUSED_WAIT_MAX_S = 5.0
 LOADING_MAX_S = 600.0
 # The longest wait between other tries (without Retry-After).
 MAX_BACKOFF_S = 60.0
-
-
-class _Flight:
-    """An uncached request on the wire; identical requests wait for it."""
-    __slots__ = ("done", "answer", "error")
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.answer: _Answer | None = None
-        self.error: LLMError | None = None
 
 
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
@@ -198,8 +182,8 @@ class LLMClient:
         self.settings = settings
         self._base_from = base_setting   # what set api_base (Settings.api_base_from), for messages
         self._api_key = check_api_key(api_key, key_source(settings, api_key) or "api_key") if api_key else ""
-        self.store = store
-        self.writer = writer
+        self._cache = AnswerCache(store, settings.cache)
+        self._call_log = CallLog(store, writer)
         self.run_id = run_id
         self.encoding = encoding
         base = settings.api_base.rstrip("/")
@@ -233,8 +217,6 @@ class LLMClient:
         self._silent = False    # ... for as long as one call's tries take to end: it hangs
         self._probe: anyio.Event | None = None   # ... and one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
-        self._inflight: dict[str, _Flight] = {}
-        self._stats: dict[str, dict[str, int]] = {}
         self._answers = 0
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
@@ -252,13 +234,9 @@ class LLMClient:
         await self._http.aclose()
 
     @property
-    def caching(self) -> bool:
-        return self.settings.cache and self.store is not None
-
-    @property
     def stats(self) -> dict[str, dict[str, int]]:
-        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors."""
-        return {stage: dict(counts) for stage, counts in self._stats.items()}
+        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable."""
+        return self._call_log.stats
 
     # -- chat --------------------------------------------------------------------------------
     async def chat(self, messages: list[dict], *, model: str, stage: str,
@@ -326,13 +304,13 @@ class LLMClient:
 
     async def _chat_once(self, key: str, row: dict, payload: dict,
                          on_delta: Callable[[str], None] | None,
-                         check: Callable[[_Answer], str | None],
+                         check: Callable[[Answer], str | None],
                          cache_length: bool) -> ChatResult | str:
         """A cached, shared or new answer; the reason when a new answer was unusable."""
         stale = self.fresh  # a cached answer not to use: the next good answer replaces it
         while True:
             started = time.perf_counter()
-            answer, unreadable = self._cached_answer(key) if self.caching and not self.fresh else (None, False)
+            answer, unreadable = self._cache.answer(key) if not self.fresh else (None, False)
             stale = stale or unreadable
             if answer is not None and starts_with_reasoning(answer.text):
                 # Cached before thinking was left out of answers (later ones are stored without
@@ -340,11 +318,11 @@ class LLMClient:
                 answer.text = self._answer_text(answer.text, payload["model"])
             if answer is not None and check(answer) is not None:
                 answer, stale = None, True
-            flight = self._inflight.get(key) if self.settings.cache else None
+            flight = self._cache.in_flight(key)
             if answer is None and flight is not None:
                 await flight.done.wait()
                 if flight.error is not None:   # (a call of its own, failed: recorded as one)
-                    await self._account(row, 0, 0, 0.0, cached=False, error=str(flight.error))
+                    await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error))
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again
@@ -354,20 +332,18 @@ class LLMClient:
             latency = (time.perf_counter() - started) * 1000
             if on_delta is not None:
                 on_delta(answer.text)
-            await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                cached=True)
+            await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                        cached=True)
             return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, True,
                               answer.finish_reason, latency, key)
 
-        flight = _Flight()
-        if self.settings.cache:
-            self._inflight[key] = flight
-        try:
+        # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
+        with self._cache.flying(key) as flight:
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"])
             except LLMError as e:
                 flight.error = e
-                await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
+                await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
                 raise
             if answer.finish_reason == "content_filter":   # Azure's, and some gateways'
                 flight.error = LLMOutputError(
@@ -375,50 +351,33 @@ class LLMClient:
                     f"{row['stage']}); the same request is stopped again, so it is not retried in this run (each run "
                     "asks once): "
                     "change the deployment's content filter, rephrase, or use another model")
-                await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                    cached=False, error=str(flight.error))
+                await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                            cached=False, error=str(flight.error))
                 raise flight.error
             problem = check(answer)
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
-            response = msgspec.json.encode(answer).decode() if cacheable else None
-            await self._account(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                cached=False, error=problem, response=response, replace=stale)
+            put = self._cache.put_answer(key, row["model"], answer, replace=stale) if cacheable else None
+            await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
+                                        cached=False, error=problem, put=put)
             if cacheable:
                 flight.answer = answer
-        finally:
-            # Only now: the answer is committed, so a caller arriving later finds it cached.
-            flight.done.set()
-            if self._inflight.get(key) is flight:
-                del self._inflight[key]
         if problem is not None:
             return problem
         return ChatResult(answer.text, answer.prompt_tokens, answer.completion_tokens, False,
                           answer.finish_reason, latency, key)
 
-    def _cached_answer(self, key: str) -> tuple[_Answer | None, bool]:
-        """The cached answer, if any; and whether a row is cached that cannot be read (cut
-        short, or of another shape): it is asked again, and the new answer replaces it."""
-        assert self.store is not None
-        raw = self.store.cache_get(key)
-        if raw is None:
-            return None, False
-        try:
-            return msgspec.json.decode(raw, type=_Answer), False
-        except msgspec.DecodeError:
-            return None, True
-
     def _prompt_estimate(self, messages: list[dict]) -> int:
         return count_message_tokens(messages, self.encoding)
 
     async def _chat_http(self, payload: dict, on_delta: Callable[[str], None] | None,
-                         stage: str = "") -> tuple[_Answer, float]:
+                         stage: str = "") -> tuple[Answer, float]:
         messages = payload["messages"]
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         shown = [""]  # the answer (thinking left out) handed to on_delta, across retries
         unmarked: list[str] = []   # the texts of this call's streams that ended unmarked
 
-        async def attempt() -> tuple[_Answer, float]:
+        async def attempt() -> tuple[Answer, float]:
             if on_delta is None:
                 return await self._post_chat(payload, stage)
             return await self._stream_chat(payload, on_delta, shown, stage, unmarked)
@@ -492,7 +451,7 @@ class LLMClient:
             return _COMPLETION_GUESS
         return max(1, round(self._answer_tokens / self._answers))
 
-    async def _post_chat(self, payload: dict, stage: str = "") -> tuple[_Answer, float]:
+    async def _post_chat(self, payload: dict, stage: str = "") -> tuple[Answer, float]:
         started = time.perf_counter()
         resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
                                      timeout=_request_timeout())
@@ -515,13 +474,13 @@ class LLMClient:
         elif not isinstance(message, dict):
             raise Retryable(f"the answer's 'message' is not an object ({json_kind(message)})", 200)
         prompt_tokens, completion_tokens = read_usage(body.get("usage"))
-        return _Answer(text=read_content(message.get("content"), "the answer's"),
+        return Answer(text=read_content(message.get("content"), "the answer's"),
                        finish_reason=read_finish(choice.get("finish_reason")),
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[str], stage: str = "",
-                           unmarked: list[str] | None = None) -> tuple[_Answer, float]:
+                           unmarked: list[str] | None = None) -> tuple[Answer, float]:
         """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
         retry, only the part beyond what was shown, while it says what was shown. A retry whose
         answer differs (a model that samples, or thinks) is shown whole after a line saying the
@@ -637,7 +596,7 @@ class LLMClient:
             shown[0] = seen
         latency = (time.perf_counter() - started) * 1000
         prompt_tokens, completion_tokens = read_usage(usage)
-        return _Answer(text="".join(parts), finish_reason=finish_reason,
+        return Answer(text="".join(parts), finish_reason=finish_reason,
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
 
     # -- embeddings --------------------------------------------------------------------------
@@ -651,22 +610,19 @@ class LLMClient:
         for key, text in zip(keys, texts, strict=True):
             if key in vectors or key in todo:
                 continue
-            raw = self.store.cache_get(key) if self.caching else None  # type: ignore[union-attr]
-            if raw is not None:
-                try:
-                    vectors[key] = msgspec.json.decode(raw, type=list[float])
-                    continue
-                except msgspec.DecodeError:   # (a row cut short, or of another shape: asked again)
-                    pass
-            todo[key] = text
+            vector = self._cache.vector(key)
+            if vector is not None:
+                vectors[key] = vector
+            else:
+                todo[key] = text
         if vectors:
             hit_keys = list(vectors)
             tokens = sum(count_tokens(t, self.encoding) for k, t in zip(keys, texts, strict=True)
                          if k in vectors)
             row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                    "prompt_version": "", "cache_key": batch_key(hit_keys)}
-            await self._account(row, tokens, 0, (time.perf_counter() - started) * 1000,
-                                cached=True)
+            await self._call_log.record(row, tokens, 0, (time.perf_counter() - started) * 1000,
+                                        cached=True)
 
         items = list(todo.items())
         errors: list[LLMError] = []
@@ -709,11 +665,11 @@ class LLMClient:
             (embeddings, tokens), latency = await self._retrying(
                 self.embeddings_url, model, counted, attempt)
         except LLMError as e:
-            await self._account(row, 0, 0, 0.0, cached=False, error=str(e))
+            await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
             raise
         out = {key: vec for (key, _), vec in zip(batch, embeddings, strict=True)}
-        await self._account(row, counted if tokens < 0 else tokens, 0, latency, cached=False,
-                            vectors={k: msgspec.json.encode(v).decode() for k, v in out.items()})
+        await self._call_log.record(row, counted if tokens < 0 else tokens, 0, latency, cached=False,
+                                    put=self._cache.put_vectors(model, out))
         return out
 
     # -- the wire ----------------------------------------------------------------------------
@@ -1134,54 +1090,15 @@ class LLMClient:
                                base_setting(self.settings, self._base_from)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
 
-    # -- accounting --------------------------------------------------------------------------
-    async def _account(self, row: dict, prompt_tokens: int, completion_tokens: int,
-                       latency_ms: float, *, cached: bool, error: str | None = None,
-                       response: str | None = None, vectors: dict[str, str] | None = None,
-                       replace: bool = False) -> None:
-        """Count a call in ``stats``; persist its row (and a paid answer) in one transaction.
-        ``replace``: the answer replaces a cached one that was found unusable."""
-        counts = self._stats.setdefault(row["stage"], dict.fromkeys(_STAT_FIELDS, 0))
-        counts["calls"] += 1
-        if error is not None:
-            counts["errors"] += 1
-            if error.startswith(UNUSABLE):
-                counts["unusable"] += 1
-        if cached:
-            counts["cached"] += 1
-        else:  # paid for (a failed request reports no tokens)
-            counts["prompt_tokens"] += prompt_tokens
-            counts["completion_tokens"] += completion_tokens
-        if self.store is None:
-            return
-        record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
-        caching = self.settings.cache
-        model = row["model"]
-
-        def persist(store: Store) -> None:
-            if caching and response is not None:
-                store.cache_put(row["cache_key"], model, response, replace=replace)
-            if caching and vectors:   # (asked for as none was cached, or none that could be read)
-                for key, vector in vectors.items():
-                    store.cache_put(key, model, vector, replace=True)
-            store.record_call(record)
-
-        if self.writer is not None:
-            await self.writer.run(persist)
-        elif not self.store.readonly:
-            with self.store.transaction():
-                persist(self.store)
-
 
 def _always(_text: str) -> bool:
     return True
 
 
 def _checker(validate: Callable[[str], bool],
-             on_length: OnLength) -> Callable[[_Answer], str | None]:
+             on_length: OnLength) -> Callable[[Answer], str | None]:
     """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable."""
-    def check(answer: _Answer) -> str | None:
+    def check(answer: Answer) -> str | None:
         if answer.finish_reason == "content_filter":   # (cached before content filters were known)
             return UNUSABLE + ": stopped by a content filter"
         if answer.finish_reason == "length" and (

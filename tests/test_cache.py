@@ -1,10 +1,16 @@
-"""Cache keys cover everything that changes an answer, and nothing else."""
+"""Cache keys cover everything that changes an answer, and nothing else; the client's answer
+cache reads what it can and shares a request on the wire; its puts commit with the call's row."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
+from streamrag.answer_cache import Answer, AnswerCache
 from streamrag.cache import batch_key, cache_key, canonical_options, embedding_key
+from streamrag.call_log import CallLog
+from streamrag.store import Store
+from streamrag.writer import Writer
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 OPTIONS = {"temperature": 0.0, "max_tokens": 100}
@@ -75,3 +81,76 @@ def test_batch_key_ignores_order():
     keys = [embedding_key("e", t) for t in ("a", "b", "c")]
     assert batch_key(keys) == batch_key(list(reversed(keys)))
     assert batch_key(keys) != batch_key(keys[:2])
+
+
+def test_the_answer_cache_reads_what_it_put_and_flags_a_row_it_cannot_read(tmp_path):
+    store = Store(tmp_path / "index.db")
+    cache = AnswerCache(store, enabled=True)
+    answer = Answer("yes", "stop", 3, 1)
+    with store.transaction():
+        cache.put_answer("k1", "m1", answer, replace=False)(store)
+        cache.put_vectors("e1", {"v1": [0.5, 1.0]})(store)
+        store.cache_put("k2", "m1", '{"text": "cut sh')
+    assert cache.answer("k1") == (answer, False)
+    assert cache.answer("k2") == (None, True)      # asked again, and replaced
+    assert cache.answer("k3") == (None, False)
+    assert cache.vector("v1") == [0.5, 1.0] and cache.vector("k2") is None
+    off = AnswerCache(store, enabled=False)        # llm.cache = false: nothing read, nothing put
+    assert off.answer("k1") == (None, False) and off.vector("v1") is None
+    assert off.put_answer("k1", "m1", answer, replace=True) is None
+    assert off.put_vectors("e1", {"v": [1.0]}) is None
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_identical_request_waits_for_the_one_on_the_wire_only_while_caching():
+    cache = AnswerCache(None, enabled=True)
+    seen = []
+
+    async def second() -> None:
+        flight = cache.in_flight("k")
+        await flight.done.wait()
+        seen.append(flight.answer)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            with cache.flying("k") as flight:
+                tg.start_soon(second)
+                await anyio.sleep(0.01)
+                flight.answer = Answer("shared", "stop", 1, 1)
+    assert [a.text for a in seen] == ["shared"] and cache.in_flight("k") is None
+    off = AnswerCache(None, enabled=False)
+    with off.flying("k"):
+        assert off.in_flight("k") is None
+
+
+@pytest.mark.anyio
+async def test_a_call_is_counted_and_its_row_commits_with_its_cache_put_or_not_at_all(tmp_path):
+    store = Store(tmp_path / "index.db")
+    row = {"run_id": "r", "stage": "extract", "model": "m1", "prompt": "p", "prompt_version": "1",
+           "cache_key": "k1"}
+
+    def broken(_store: Store) -> None:
+        raise RuntimeError("disk full")
+
+    async with Writer(store) as writer:
+        calls = CallLog(store, writer)
+        put = AnswerCache(store, True).put_answer("k1", "m1", Answer("a", "stop", 10, 4), replace=False)
+        await calls.record(row, 10, 4, 12.34567, cached=False, put=put)
+        await calls.record(row, 10, 4, 0.5, cached=True)
+        await calls.record(row, 0, 0, 0.0, cached=False, error="unusable answer: empty")
+        with pytest.raises(RuntimeError):
+            await calls.record({**row, "cache_key": "k2"}, 1, 1, 0.0, cached=False, put=broken)
+    assert calls.stats == {"extract": {"calls": 4, "cached": 1, "prompt_tokens": 11, "completion_tokens": 5,
+                                       "errors": 1, "unusable": 1}}
+    rows = store.query("SELECT cache_key, prompt_tokens, latency_ms, cached, error FROM llm_calls "
+                       "ORDER BY id")
+    assert rows == [{"cache_key": "k1", "prompt_tokens": 10, "latency_ms": 12.346, "cached": 0, "error": None},
+                    {"cache_key": "k1", "prompt_tokens": 10, "latency_ms": 0.5, "cached": 1, "error": None},
+                    {"cache_key": "k1", "prompt_tokens": 0, "latency_ms": 0.0, "cached": 0,
+                     "error": "unusable answer: empty"}]
+    assert store.cache_get("k1") is not None
