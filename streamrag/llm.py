@@ -136,6 +136,11 @@ _TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = co
 # whose timed-out tries add up to 1 + 2 + 4 timeouts ends: a server that never answers fails as
 # soon as its 7 tries of one timeout each did before (a later call, at 4 times: after two).
 TIMEOUT_GROWTH_MAX = 4
+# ... and comes back down once answers come well within it again: after this many answers of the
+# model in a row, each within half its grown timeout, the timeout is halved (not below
+# llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
+# (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
+TIMEOUT_SHRINK_AFTER = 8
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -208,6 +213,7 @@ class LLMClient:
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts
+        self._quick: dict[str, int] = {}        # model -> answers in a row within half of that
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._refused_since: float | None = None  # every attempt refused since then
         self._last_answer = time.monotonic()    # (or when the client was made)
@@ -684,7 +690,8 @@ class LLMClient:
         free for ``DOWN_AFTER_S`` too, so a call refused while other calls get answers ends.
 
         ``spent`` carries a call's counted and made tries over from an earlier ``_retrying`` of
-        it (asked again without a refused parameter): a refusal does not start them afresh."""
+        it (asked again without a refused parameter): a refusal does not start them afresh.
+        ``attempt()`` returns its result and the milliseconds the answer took (``_settle_timeout``)."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
         call = next(self._calls)   # (an id() of a freed object is reused)
@@ -701,7 +708,7 @@ class LLMClient:
             spent[1] += 1
             timeout = self._timeouts.get(model, base)
             try:
-                return await self._attempt(tokens, attempt, timeout)
+                result = await self._attempt(tokens, attempt, timeout)
             except _Silent:
                 raise self._silent_error(url) from None
             except Retryable as e:
@@ -712,6 +719,7 @@ class LLMClient:
                     waited += timeout
                     hung = waited >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9)
                     self._timeouts[model] = max(self._timeouts.get(model, base), min(timeout * 2, longest))
+                    self._quick.pop(model, None)
                     # Tries of any call timing out, and no answer to any, for as long as one
                     # call's would take to end: the server hangs (``_attempt``). A slow server
                     # answering other calls meanwhile does not.
@@ -742,6 +750,8 @@ class LLMClient:
                     if not (e.refused or e.loading):
                         refused_n, streak = 0, None
                 raise
+            self._settle_timeout(model, result[1] / 1000)
+            return result
 
         def stop(state: RetryCallState) -> bool:
             return spent[0] >= self.settings.max_retries + 1 or hung or cut or self._never_answered(state)
@@ -776,6 +786,24 @@ class LLMClient:
                 f"{advice(e, base_setting(self.settings, self._base_from), self.settings.requests_per_minute > 0)}"
             ) from None
         raise AssertionError("unreachable")
+
+    def _settle_timeout(self, model: str, seconds: float) -> None:
+        """An answer of ``model`` took ``seconds``: its grown timeout is halved (not below
+        llm.request_timeout_s) after ``TIMEOUT_SHRINK_AFTER`` answers in a row within half of it."""
+        grown = self._timeouts.get(model)
+        if grown is None:
+            return
+        quick = self._quick.get(model, 0) + 1 if seconds < grown / 2 else 0
+        if quick < TIMEOUT_SHRINK_AFTER:
+            self._quick[model] = quick
+            return
+        self._quick[model] = 0
+        if grown / 2 > self.settings.request_timeout_s:
+            self._timeouts[model] = grown / 2
+        else:
+            del self._timeouts[model]
+        log.debug("%s answered %d times in a row within %g s: its tries now wait %g s", model,
+                  TIMEOUT_SHRINK_AFTER, grown / 2, self._timeouts.get(model, self.settings.request_timeout_s))
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.

@@ -686,6 +686,36 @@ async def test_a_server_that_hangs_now_and_then_keeps_every_calls_retries(tmp_pa
     assert [r.text for r in (first, second, third)] == ["echo: a", "echo: b", "echo: c"]
 
 
+async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_path):
+    # A server that hung once left every later try of the run (a daemon's whole life) waiting 4
+    # times request_timeout_s: the next real hang took 4 times as long to be noticed.
+    async def hang(body):
+        await anyio.sleep(10)
+
+    async def slow(body):   # within the grown 0.4 s, not within half of it
+        await anyio.sleep(0.25)
+        return httpx.Response(200, json=chat_body("slow"))
+
+    class Timed(Endpoint):
+        def __init__(self, *script) -> None:
+            super().__init__(*script)
+            self.timeouts: list[float] = []   # each try's timeout
+
+        async def __call__(self, request: httpx.Request) -> httpx.Response:
+            self.timeouts.append(llm_module._TRY.get()[2])
+            return await super().__call__(request)
+
+    n = llm_module.TIMEOUT_SHRINK_AFTER
+    endpoint = Timed(hang, hang)
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6) as (llm, _):
+            await llm.chat(ask("a"), model="m1", stage="s")   # 0.1, 0.2 s timed out; quick at 0.4
+            endpoint.script[:] = [slow]   # not quick: the quick answers are counted again from 0
+            for i in range(1 + 2 * n + 1):
+                await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+    assert endpoint.timeouts == [0.1, 0.2, 0.4, 0.4] + [0.4] * n + [0.2] * n + [0.1]
+
+
 class Hangs(Endpoint):
     """Hangs on every request while ``hanging``, else echoes."""
 
