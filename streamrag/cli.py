@@ -33,7 +33,7 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import (Store, default_db_path, foreign_file_error, indexed_root, last_opened, one_writer,
-                             read_as_unchanging)
+                             read_as_unchanging, vacuum)
 
 
 def path_arg(text: str) -> str:
@@ -321,12 +321,11 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
     settings = _reading_settings(args)
     db = _db_for_reading(args, settings)
-    with one_writer(db, "streamrag vacuum"):
+    with one_writer(db, "streamrag vacuum"), _sigterm_as_interrupt():
         store = Store(db)
         try:
             before = file_bytes(store)
-            store.conn.execute("VACUUM")
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            vacuum(store)
             after = file_bytes(store)
         finally:
             store.close()
@@ -335,6 +334,23 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     else:
         print(f"{db}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises ``Terminated`` (a Ctrl-C) for the block, where no event loop takes it."""
+    def stop(signum: int, frame) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:   # not the main thread: left as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -776,7 +792,9 @@ def _main(argv: list[str] | None) -> int:
         return _database_failed(e)
     except KeyboardInterrupt as e:
         print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
-                                          if args.command in ("index", "watch", "demo") else ""),
+                                          if args.command in ("index", "watch", "demo") else
+                                          "; the index is as it was (nothing given back)"
+                                          if args.command == "vacuum" else ""),
               file=sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
 

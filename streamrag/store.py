@@ -925,6 +925,36 @@ def _holder(f) -> str:
     return " ".join(f.read().split()) or "another process"
 
 
+def vacuum(store: Store) -> None:
+    """Gives the index's free pages back to the disk: SQLite's VACUUM, then a checkpoint that
+    empties the WAL. It runs on a thread, so that Ctrl-C (``KeyboardInterrupt``, SIGTERM's
+    ``Terminated`` too) stops it: the statement is interrupted, and, being one transaction,
+    leaves the index as it was; then the interrupt goes on up. Before, the signal waited for
+    the statement to end, and the command said "interrupted" about a vacuum that was done (or
+    SIGTERM's default action ended it without a word). Ended meanwhile, it is done: no raise."""
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            store.conn.execute("VACUUM")
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except BaseException as e:   # (given to the caller's thread)
+            failed.append(e)
+
+    worker = threading.Thread(target=work, name="streamrag-vacuum", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        store.conn.interrupt()
+        worker.join()
+        if failed:   # (interrupted: nothing changed)
+            raise
+    if failed:
+        raise failed[0]
+
+
 @contextlib.contextmanager
 def one_writer(db_path: Path | str, what: str) -> Iterator[WriterLock]:
     """Holds the index's writer lock (see ``WriterLock``) for the block."""

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -222,6 +223,7 @@ def test_a_connection_of_this_process_outside_store_keeps_the_wal(tmp_path):
 
 _HOLDER = """
 import sys
+import time
 from streamrag.store import Store
 s = Store(sys.argv[1])
 with s.transaction():
@@ -1072,3 +1074,43 @@ def test_another_programs_database_is_not_taken_over(tmp_path):
     conn = sqlite3.connect(db)
     assert [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["t"]
     conn.close()
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_a_vacuum_stopped_by_ctrl_c_leaves_the_index_as_it_was(tmp_path, interrupted):
+    # The signal waited for VACUUM to end (the main thread is in SQLite meanwhile): `vacuum`
+    # then said "interrupted" about a file it had shrunk, or SIGTERM ended it without a word.
+    import signal
+    import threading
+
+    from streamrag.store import vacuum
+
+    store = Store(tmp_path / "i.db")
+    store.conn.execute("CREATE TABLE filler(x TEXT)")
+    store.conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 2000,)] * 3000)
+    store.conn.execute("DELETE FROM filler WHERE rowid % 2 = 0")
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+    rows = store.conn.execute("SELECT count(*) FROM filler").fetchone()[0]
+    if interrupted:   # Ctrl-C lands once VACUUM is under way, which goes slowly till then
+        asked = threading.Event()
+
+        def slowly() -> int:
+            if not asked.is_set():
+                asked.set()
+                os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.002)
+            return 0
+
+        store.conn.set_progress_handler(slowly, 10)
+        with pytest.raises(KeyboardInterrupt):
+            vacuum(store)
+        store.conn.set_progress_handler(None, 0)
+        assert asked.is_set()
+        assert store.conn.execute("PRAGMA page_count").fetchone()[0] == pages
+    else:
+        vacuum(store)
+        assert store.conn.execute("PRAGMA page_count").fetchone()[0] < pages
+    assert store.conn.execute("SELECT count(*) FROM filler").fetchone()[0] == rows
+    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store.close()
