@@ -933,6 +933,7 @@ def vacuum(store: Store) -> None:
     the statement to end, and the command said "interrupted" about a vacuum that was done (or
     SIGTERM's default action ended it without a word). Ended meanwhile, it is done: no raise."""
     failed: list[BaseException] = []
+    done = threading.Event()   # (not Thread.join: one a Ctrl-C interrupts takes the thread for ended)
 
     def work() -> None:
         try:
@@ -940,15 +941,16 @@ def vacuum(store: Store) -> None:
             store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except BaseException as e:   # (given to the caller's thread)
             failed.append(e)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=work, name="streamrag-vacuum", daemon=True)
-    worker.start()
+    threading.Thread(target=work, name="streamrag-vacuum", daemon=True).start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt:
         store.conn.interrupt()
-        worker.join()
+        done.wait()
         if failed:   # (interrupted: nothing changed)
             raise
     if failed:
