@@ -719,8 +719,9 @@ class Daemon:
         self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
 
     def _renames(self, files: dict[str, str]) -> dict[str, str]:
-        """Added file -> deleted file it was renamed from: same size and same text (the sync
-        decides by content anyway; this only lets the queued line say "renamed")."""
+        """Added file -> deleted file it was renamed from: same size and same documents (a
+        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). The sync
+        decides by content anyway; this only lets the queued line say "renamed"."""
         deleted = [rel for rel, kind in files.items() if kind == "deleted"]
         added = [rel for rel, kind in files.items() if kind == "added"]
         if not deleted or not added:
@@ -728,7 +729,7 @@ class Daemon:
         with self._reading() as store:
             if store is None:
                 return {}
-            was: dict[tuple[str, int], list[str]] = {}
+            was: dict[tuple[tuple[str, ...], int], list[str]] = {}
             for rel in sorted(deleted):
                 record = index_rows.file_record(store, rel)
                 if record is not None:
@@ -745,7 +746,7 @@ class Daemon:
                                                  text_field=self.settings.index.text_field)
             except (OSError, StreamragError):
                 continue
-            sources = was.get((docs[0].id, size), []) if len(docs) == 1 else []
+            sources = was.get((tuple(sorted(doc.id for doc in docs)), size), [])
             if sources:
                 out[rel] = sources.pop(0)
         return out

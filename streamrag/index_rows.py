@@ -83,9 +83,16 @@ def holds_file(store: Store, file: str) -> bool:
         "SELECT path FROM files WHERE path = ? OR substr(path, 1, ?) = ?", (file, len(prefix), prefix)))
 
 
-def file_record(store: Store, path: str) -> tuple[str, int] | None:
-    """(document id, size) of the indexed ``path``."""
-    return store.conn.execute("SELECT doc_id, size FROM files WHERE path = ?", (path,)).fetchone()
+def file_record(store: Store, file: str) -> tuple[tuple[str, ...], int] | None:
+    """(document ids, size) of the indexed file ``file``: its one document, or the documents of
+    its rows (``data.jsonl#3``), sorted; ``None`` if the index does not hold it."""
+    prefix = file + "#"
+    rows = [(doc_id, size) for p, doc_id, size in store.conn.execute(
+        "SELECT path, doc_id, size FROM files WHERE path = ? OR substr(path, 1, ?) = ?",
+        (file, len(prefix), prefix)) if p == file or file_of(p) == file]
+    if not rows:
+        return None
+    return tuple(sorted(doc_id for doc_id, _size in rows)), rows[0][1]
 
 
 def document_ids(store: Store) -> set[str]:

@@ -1286,3 +1286,26 @@ async def test_a_report_settled_as_unusable_is_not_retried(corpus, tmp_path):
     (said,) = [e for e in events if e.get("settled")]
     assert said["state"] == "warning" and said["message"].startswith(
         "1 item no longer asked for: the model's answers were unusable on 3 runs in a row"), said
+
+
+async def test_a_folder_renamed_with_rows_files_inside_is_said_renamed(corpus, tmp_path):
+    # A .csv or .jsonl file is indexed as its rows (data.csv#1, ...): the rename of the folder
+    # holding one was said "1 added, 1 deleted, 2 renamed", the path itself never being indexed.
+    sub = corpus / "ledger"
+    sub.mkdir()
+    (sub / "notes.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    (sub / "data.csv").write_text("id,text\n1,Mira Osk chaired the Harbor Council.\n"
+                                  "2,Tomas Vell kept the Lantern Hall.\n")
+    (sub / "log.jsonl").write_text('{"text": "Ada Brenn mapped the Kessel shoals."}\n'
+                                   '{"text": "Ivo Sand rebuilt the north pier."}\n')
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "r.db", corpus) as (daemon, events, send):
+        assert db_count(tmp_path / "r.db", "SELECT count(*) FROM files WHERE path LIKE 'ledger/data.csv#%'") == 2
+        async with send:
+            mark = len(events)
+            sub.rename(corpus / "archive")
+            await send.send({(Change.deleted, str(sub)), (Change.added, str(corpus / "archive"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["message"].startswith("3 files (3 renamed); 3 pending"), queued["message"]
+    assert (queued["files"], queued["renamed"]) == (3, 3) and "added" not in queued and "deleted" not in queued
