@@ -162,6 +162,12 @@ def _release_memory() -> None:
 _malloc_trim: Any = None
 
 
+def _regular_files(root: Path, rels: list[str]) -> list[Path]:
+    """Those of the paths ``rels`` under ``root`` that are regular files (links to one
+    included), sorted."""
+    return [p for p in (root / rel for rel in sorted(rels)) if p.is_file()]
+
+
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -412,18 +418,23 @@ class Daemon:
         reach the store or the model)."""
         return path.is_file() and not leads_outside(path, self.root)
 
-    def _files_in(self, folder: Path) -> list[str]:
-        """The regular files under ``folder`` that the scan would index, relative to the root."""
+    def _files_in(self, folder: Path) -> list[str] | None:
+        """The regular files under ``folder`` that the scan would index, relative to the root;
+        ``None`` if it cannot be entered. Runs in a worker thread: it only reads the file system
+        and what the daemon never changes in place (its settings; the link map is replaced whole)."""
         out = []
-        for top, dirs, files in os.walk(folder):
-            dirs[:] = [d for d in dirs if not d.startswith(".") and storable(d)]
-            for name in files:
-                rel = self.relevant(_ADDED, Path(top) / name)
-                if rel is not None and self._takes(Path(top) / name):
-                    out.append(rel)
+        try:
+            for top, dirs, files in os.walk(folder):
+                dirs[:] = [d for d in dirs if not d.startswith(".") and storable(d)]
+                for name in files:
+                    rel = self.relevant(_ADDED, Path(top) / name)   # (an added path: no index read)
+                    if rel is not None and self._takes(Path(top) / name):
+                        out.append(rel)
+        except OSError:
+            return None
         return out
 
-    def _classify(self, changes: ChangeSet) -> dict[str, str]:
+    async def _classify(self, changes: ChangeSet) -> dict[str, str]:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
         whole folder). A folder made or moved in counts as the files under it, a folder deleted
         as the indexed files it held; a file created where one is indexed (an editor's save by
@@ -473,39 +484,48 @@ class Daemon:
                 kinds.setdefault(rel, set()).add(int(change))
         if not kinds:
             return out
+        looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)
+        for rel in kinds:
+            path = self.root / rel
+            try:
+                looked[rel] = (path.is_dir(), path.exists())
+            except OSError:
+                # Under a folder it may not read (chmod 000): the whole folder's sync says
+                # what it cannot read, as `index` does.
+                out["."] = "rescan"
+        # A folder made or moved in may hold 100,000 files: it is listed in a worker thread (two
+        # to three seconds of a stalled event loop, signals and progress held, measured), which
+        # returns the names and changes nothing; what they mean is decided here, on the loop.
+        listed: dict[str, list[str] | None] = {}
+        for rel, (is_dir, _exists) in looked.items():
+            if is_dir and not leads_outside(self.root / rel, self.root):   # a link elsewhere is not walked
+                listed[rel] = await anyio.to_thread.run_sync(self._files_in, self.root / rel,
+                                                             abandon_on_cancel=True)
         with self._reading() as store:
-            folders = []
-            for rel, seen in kinds.items():
+            for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
-                try:
-                    is_dir, exists = path.is_dir(), path.exists()
-                except OSError:
-                    # Under a folder it may not read (chmod 000): the whole folder's sync says
-                    # what it cannot read, as `index` does.
-                    out["."] = "rescan"
-                    continue
                 if is_dir:
-                    if not leads_outside(path, self.root):   # a link to a folder elsewhere is not walked
-                        folders.append(path)
-                elif not exists:
+                    continue
+                if not exists:
                     for gone in self._indexed_in(store, rel) or {rel}:
                         out[gone] = "deleted"
                 elif not self._takes(path):   # the scan skips it, so do we
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"
-                elif _ADDED in seen and not self._is_indexed(store, rel):
+                elif _ADDED in kinds[rel] and not self._is_indexed(store, rel):
                     out[rel] = "added"
                 else:
                     out[rel] = "modified"
-            for folder in folders:
-                try:
-                    found = self._files_in(folder)
-                except OSError:   # listed, but not entered (chmod 644): the whole folder's sync says so
+            for folder, found in listed.items():
+                if found is None:   # listed, but not entered (chmod 644): the whole folder's sync says so
                     out["."] = "rescan"
                     continue
+                indexed = self._indexed_in(store, folder)   # one query, not one per file found
+                inside = folder + "/"
                 for rel in found:
                     if rel not in out:
-                        out[rel] = "modified" if self._is_indexed(store, rel) else "added"
+                        held = rel in indexed if rel.startswith(inside) else self._is_indexed(store, rel)
+                        out[rel] = "modified" if held else "added"
         return out
 
     # -- the run ---------------------------------------------------------------------------
@@ -566,7 +586,7 @@ class Daemon:
                 iterator = aiter(source)
                 try:
                     async for changes in iterator:
-                        batch = self._classify(changes)
+                        batch = await self._classify(changes)
                         if batch:
                             await send.send(batch)
                 finally:
@@ -680,9 +700,10 @@ class Daemon:
             # (a file written on and on, a log, said the same line every second all day)
             self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
                       whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
-        existing = [self.root / rel for rel, kind in sorted(files.items())
-                    if kind != "deleted" and rel not in renamed and rel not in again
-                    and (self.root / rel).is_file()]  # no FIFO
+        wanted = [rel for rel, kind in files.items()
+                  if kind != "deleted" and rel not in renamed and rel not in again]
+        # (no FIFO) A stat per file, in a worker thread: a folder of 50,000 moved in took a second.
+        existing = await anyio.to_thread.run_sync(_regular_files, self.root, wanted, abandon_on_cancel=True)
         if not existing:
             return
         self._check_index()

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1309,3 +1310,33 @@ async def test_a_folder_renamed_with_rows_files_inside_is_said_renamed(corpus, t
     (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
     assert queued["message"].startswith("3 files (3 renamed); 3 pending"), queued["message"]
     assert (queued["files"], queued["renamed"]) == (3, 3) and "added" not in queued and "deleted" not in queued
+
+
+async def test_a_folder_moved_in_is_listed_while_the_event_loop_goes_on(corpus, tmp_path, monkeypatch):
+    # The listing of a folder moved in ran on the event loop: 100,000 files held signals and
+    # progress for seconds. Here the listing waits until the test, on the loop, lets it go on.
+    listing, go_on, went_on = threading.Event(), threading.Event(), []
+    real_walk = os.walk
+
+    def walk(top, *args, **kwargs):
+        listing.set()
+        went_on.append(go_on.wait(10))   # False: nothing on the loop could run meanwhile
+        yield from real_walk(top, *args, **kwargs)
+
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "l.db", corpus) as (daemon, events, send):
+        moved = tmp_path / "inbox"
+        (moved / "deep").mkdir(parents=True)
+        for i, name in enumerate(["a.txt", "b.txt", "deep/c.txt"]):
+            (moved / name).write_text(f"Captain Oskar Lind sailed to Kessel on day {i}.\n")
+        moved.rename(corpus / "inbox")
+        monkeypatch.setattr(os, "walk", walk)
+        async with send:
+            await send.send({(Change.added, str(corpus / "inbox"))})
+            await until(listing.is_set)
+            go_on.set()
+            await until(lambda: daemon.syncs == 2)
+    assert went_on == [True]
+    (queued,) = [e for e in events if e["state"] == "queued"]
+    assert queued["message"].startswith("3 files (3 added)"), queued["message"]
+    assert db_count(tmp_path / "l.db", "SELECT count(*) FROM files WHERE path LIKE 'inbox/%'") == 3

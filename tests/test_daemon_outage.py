@@ -409,14 +409,14 @@ async def test_the_real_watcher_waiting_for_a_folder_ends_at_once_on_stop(tmp_pa
             assert [c async for c in changes_of] == []
 
 
-def test_any_event_once_the_folder_is_gone_says_so_once(tmp_path):
+async def test_any_event_once_the_folder_is_gone_says_so_once(tmp_path):
     events = Events()
     daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone", report=events)
     for _ in range(2):   # nothing to queue: the folder's return is synced whole
-        assert daemon._classify({(_DELETED, str(tmp_path / "gone" / "a.txt"))}) == {}
+        assert await daemon._classify({(_DELETED, str(tmp_path / "gone" / "a.txt"))}) == {}
     assert events.states() == ["gone"]
     daemon._once = True  # `watch --once`: the sync says it is gone and stops
-    assert daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
+    assert await daemon._classify({(_DELETED, str(tmp_path / "gone"))}) == {".": "deleted"}
 
 
 class GarbleExtractions(Switch):
