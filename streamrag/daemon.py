@@ -32,6 +32,10 @@ Design notes:
 * **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
   reporting, publishing, idle) with counts and timings on stderr, or JSON objects on stdout
   with ``--json``; a health line when, and only when, its numbers changed.
+* **An outage is said once.** A model server that stops answering gets one full error line
+  (the endpoint, the fix); the syncs that retry it meanwhile are silent, but for a short
+  ``outage`` line when the pause between them grows (and once an hour at the cap), and one
+  ``recovered`` line when it answers again: a weekend's outage is a few dozen lines, not 5,000.
 """
 
 from __future__ import annotations
@@ -75,6 +79,9 @@ _STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "mer
            "embedding": "publishing", "publishing": "publishing"}
 _ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
 _MAX_BACKOFF_S = 300.0
+_OUTAGE_REMIND_S = 3600.0
+"""While the endpoint stays down with the pause between retries at its cap, a line this often."""
+_UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,12 +127,33 @@ def _s(seconds: float) -> str:
     return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
 
 
+def _clock(at: float) -> str:
+    """A wall-clock time as an outage line gives it: ``18:05``, or ``Fri 18:05`` on another day."""
+    same_day = time.localtime(at)[:3] == time.localtime()[:3]
+    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(at))
+
+
+def _span(seconds: float) -> str:
+    """A duration for a person: ``40 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 # --------------------------------------------------------------------------------------------
 # The daemon
 # --------------------------------------------------------------------------------------------
 def _paid(llm_stats: dict) -> int:
     """Calls sent to the endpoint, from a run's per-stage stats (cache hits left out)."""
     return sum(s.get("calls", 0) - s.get("cached", 0) for s in llm_stats.values())
+
+
+def _answered(llm_stats: dict) -> bool:
+    """Whether any call of a run's per-stage stats got an answer (an unusable one too)."""
+    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) > 0 or s.get("unusable", 0)
+               for s in llm_stats.values())
 
 
 def _added(*llm_stats: dict) -> dict[str, dict[str, int]]:
@@ -222,6 +250,10 @@ class Daemon:
         # leaves them out); an edit of one is said, and applies at the next start.
         self._own = {Path(f).resolve() for f in settings.own_files()}
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
+        # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
+        # pause last said ("every", None: the full line only), when ("at"), and "owed": a sync's
+        # lines were shown without saying it is still down.
+        self._outage: dict[str, Any] | None = None
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -651,9 +683,11 @@ class Daemon:
                 ok = await self._sync(self._why_sync())
                 failures_in_row = 0 if ok else failures_in_row + 1
                 if not ok:  # retry later, backing off, unless new events come first
-                    deadline = anyio.current_time() + min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
+                    pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
+                    deadline = anyio.current_time() + pause
                     if ended:
                         return
+                    self._still_down(pause)
             elif ended:
                 return
 
@@ -720,8 +754,14 @@ class Daemon:
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
             then = "the next start tries again" if self.stopping else "the next sync tries again"
+            if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
+                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
+                                    f"still down since {_clock(o['since'])}; {then}",
+                          outage=True, endpoint=o["endpoint"], since=round(o["since"], 3), error=str(e))
+                return
+            began = self._outage_began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
-                      error=str(e))
+                      error=str(e), **began)
             return
         finally:  # its calls were sent, whether or not the extraction failed after
             self._spent_ahead(indexer)
@@ -734,6 +774,45 @@ class Daemon:
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
+
+    def _outage_began(self) -> dict[str, Any]:
+        """Notes that the endpoint stopped answering; the fields of the line that says so."""
+        endpoint = self.settings.llm.api_base or "(llm.api_base not set)"
+        since = time.time()
+        self._outage = {"since": since, "endpoint": endpoint, "every": None,
+                        "at": time.monotonic(), "owed": False}
+        return {"outage": True, "endpoint": endpoint, "since": round(since, 3)}
+
+    def _recovered(self) -> None:
+        """The endpoint answers again: one line, and the outage is over."""
+        was, self._outage = self._outage, None
+        if was is None:
+            return
+        down = time.time() - was["since"]
+        self.emit("recovered", f"{was['endpoint']} answers again, after {_span(down)} down "
+                               f"(since {_clock(was['since'])})",
+                  outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
+                  down_s=round(down, 3))
+
+    def _still_down(self, pause: float) -> None:
+        """After a failed sync, during an outage: a short line when the pause before the next
+        retry grew, an hour went by, or the sync's own lines left it unsaid; else nothing."""
+        o = self._outage
+        if o is None or self.stopping:
+            return
+        now = time.monotonic()
+        if o["every"] is None and not o["owed"]:   # the full line said it just now
+            o.update(every=pause, at=now)
+            return
+        if not o["owed"] and pause <= (o["every"] or 0) and now - o["at"] < _OUTAGE_REMIND_S:
+            return
+        o.update(every=pause, at=now, owed=False)
+        down = time.time() - o["since"]
+        self.emit("outage", f"{o['endpoint']} still down since {_clock(o['since'])} "
+                            f"({_span(down)}); retrying every {_span(pause)}",
+                  outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
+                  down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
+                  failed_items=self._retry_items if self.pending.get(".") == "retry" else 0)
 
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
@@ -792,11 +871,18 @@ class Daemon:
             return False
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
         self._check_index()
+        # A sync only retrying while the endpoint is down is silent: it has no news until it
+        # answers again (``_still_down`` says the outage goes on).
+        quiet = self._outage is not None and set(self.pending) <= {"."}
         queued, self.pending = self.pending, {}
         progress = Progress()
         stage = {"state": "", "since": anyio.current_time()}
 
         def on_change(p: Progress) -> None:
+            nonlocal quiet
+            if quiet and indexer.llm is not None and _answered(indexer.llm.stats):
+                quiet = False   # it answers again: said now, and this sync's lines from here on
+                self._recovered()
             state = _STATES.get(p.stage, p.stage)
             if state == stage["state"]:
                 return
@@ -805,6 +891,8 @@ class Daemon:
             c, t = p.counts, p.totals
             previous = stage["state"]
             stage.update(state=state, since=now)
+            if quiet:
+                return
             if not previous:
                 self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", scanned=t["files"])
             elif previous == "extracting":
@@ -852,9 +940,18 @@ class Daemon:
             for rel, kind in queued.items():
                 self.pending.setdefault(rel, kind)
             self._spent_ahead(indexer)   # its calls were sent all the same
-            then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
+            unreachable = isinstance(e, LLMUnavailableError) and not self._once
+            if unreachable and self._outage is not None:   # said when it began
+                self._outage["owed"] = self._outage["owed"] or not quiet
+                return False
+            if self.stopping:
+                then = "the next start syncs what is pending"
+            elif unreachable:
+                then = _UNTIL_IT_ANSWERS
+            else:
+                then = "retrying after the next quiet period"
             self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
-                      pending=self._files_pending())
+                      pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
             return False
         took = anyio.current_time() - started
         _release_memory()
@@ -870,28 +967,38 @@ class Daemon:
         if initial:   # the one sync that scans the whole folder
             for line in left_out_lines(result.left_out, self.settings.index.include):
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")
-        self.last_result = result
+        previous, self.last_result = self.last_result, result
         # What this update cost, the extraction done as its files changed included (the sync
         # then finds those chunks extracted: "reused").
         ahead, self._ahead = self._ahead, {"chunks": 0, "llm": {}}
-        made = _paid(result.llm)   # calls this sync sent (cache hits cost nothing)
+        if self._outage is not None and _answered(result.llm):
+            self._recovered()
+            quiet = False
+        elif self._outage is not None and not result.failed_items:
+            self._outage = None   # nothing is left to ask it: no news of it
+            quiet = False
+        if quiet and (previous is None or result.version != previous.version):
+            quiet = False   # it published something after all: said as any sync is
         spent = _added(result.llm, ahead["llm"])
         calls = _paid(spent)
         cached = sum(s.get("cached", 0) for s in spent.values())   # (counted as `index` counts them)
         extracted = result.chunks_extracted + ahead["chunks"]
         reused = max(result.chunks_reused - ahead["chunks"], 0)
-        self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
-                          f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
-                          f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
-                          f"kept; {_n(calls + cached, 'LLM call')}{f' ({cached} from cache)' if cached else ''}; "
-                          f"sync {_s(took)}",
-                  version=result.version, documents=result.documents,
-                  documents_added=result.documents_added, documents_removed=result.documents_removed,
-                  documents_unchanged=result.documents_unchanged, entities=result.entities,
-                  relationships=result.relationships, communities=result.communities,
-                  reports_generated=result.reports_generated, reports_kept=result.reports_kept,
-                  chunks_extracted=extracted, chunks_reused=reused,
-                  llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
+        if quiet:   # a retry while the endpoint is still down: its calls go to the next idle line's
+            self._ahead = {"chunks": extracted, "llm": spent}
+        else:
+            self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
+                              f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
+                              f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
+                              f"kept; {_n(calls + cached, 'LLM call')}{f' ({cached} from cache)' if cached else ''}; "
+                              f"sync {_s(took)}",
+                      version=result.version, documents=result.documents,
+                      documents_added=result.documents_added, documents_removed=result.documents_removed,
+                      documents_unchanged=result.documents_unchanged, entities=result.entities,
+                      relationships=result.relationships, communities=result.communities,
+                      reports_generated=result.reports_generated, reports_kept=result.reports_kept,
+                      chunks_extracted=extracted, chunks_reused=reused,
+                      llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
         if result.settled:
             # No longer retried, and no longer failures: said once, as the sync's error lines said
             # the tries before (the retries simply stopped).
@@ -902,7 +1009,6 @@ class Daemon:
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).
         failed_calls = sum(s.get("errors", 0) for s in spent.values())
-        failed_now = sum(s.get("errors", 0) for s in result.llm.values())
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
@@ -926,18 +1032,23 @@ class Daemon:
         # for forever. While none succeeds the endpoint is down, and retrying (backing off up to
         # five minutes) costs nothing until it is back.
         # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
-        unusable = sum(s.get("unusable", 0) for s in result.llm.values())
-        outage = not unusable and failed_now >= made
+        outage = not _answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retries += 1
             self.pending.setdefault(".", "retry")
             self._retry_items = failed_items
-            endpoint = (self.settings.llm.api_base or "(llm.api_base not set)") if outage else None
-            why = f"; no call succeeded: is the endpoint {endpoint} down?" if outage else ""
+            if outage and self._outage is not None:   # said when it began
+                self._outage["owed"] = self._outage["owed"] or not quiet
+                return False
+            fields: dict[str, Any] = {"outage": False}
+            why = ""
+            if outage:
+                fields = self._outage_began()
+                why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
+                       f"fix llm.api_base ({_UNTIL_IT_ANSWERS})")
             self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                                f"retried after a pause{why}", llm_errors=failed_calls,
-                      failed_items=failed_items, outage=outage,
-                      **({"endpoint": endpoint} if outage else {}))
+                      failed_items=failed_items, **fields)
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "

@@ -62,8 +62,9 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         # More retry syncs than the few allowed while some calls succeed: every call fails.
         await until(lambda: sum(e.get("outage", False) for e in events) >= 5, timeout=60)
         assert index_snapshot(db) == before        # the old version of the file is still indexed
-        # The line names the endpoint that does not answer, as `streamrag index` does.
-        outage = [e for e in events if e.get("outage")][-1]
+        # The line names the endpoint that does not answer, as `streamrag index` does (the
+        # first: the others say briefly that it still does not).
+        outage = [e for e in events if e.get("outage")][0]
         assert outage["endpoint"].startswith(simulator.base_url.rstrip("/")), outage
         assert f"is the endpoint {outage['endpoint']} down?" in outage["message"], outage["message"]
 
@@ -114,10 +115,21 @@ async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp
         store.close()
 
 
-async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator):
+async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator,
+                                                                             monkeypatch):
     # Three changed chunks while the endpoint is down: the extraction ahead of the sync gives up
     # after three failed calls, and so does the sync. Their calls were sent all the same, and the
     # idle line that sums up the update dropped them.
+    failed_syncs = 0   # (the extraction's error line said the outage; the syncs' failures are quiet)
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        nonlocal failed_syncs
+        ok = await real_sync(self, reason, **kwargs)
+        failed_syncs += not ok
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
@@ -129,14 +141,13 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {k}.\n")
         await send.send({(_MODIFIED, str(victim)) for victim in victims})
         await until(lambda: any(e["message"].startswith("extracting 3 files failed") for e in events))
-        await until(lambda: any(e["message"].startswith("sync failed") for e in events))
+        await until(lambda: failed_syncs >= 1)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
     await switch.client.aclose()
     # So were those of the syncs that failed meanwhile (each gave up after three failed calls).
     idle = [e for e in events if e["state"] == "idle"][-1]
-    failed_syncs = sum(e["message"].startswith("sync failed") for e in events)
     assert failed_syncs >= 1
     assert idle["llm"]["by_stage"]["extract"]["errors"] >= 3 * (1 + failed_syncs), idle["llm"]
 
@@ -534,7 +545,7 @@ async def test_retries_through_an_outage_back_off_doubling_up_to_a_cap(corpus, t
     await switch.client.aclose()
     failed = syncs[1:7]                                    # the initial sync succeeded
     assert syncs[0][2] and not any(ok for _s, _e, ok in failed), syncs
-    assert sum(e.get("outage", False) for e in events) >= len(failed)
+    assert any(e.get("outage", False) for e in events)   # (once, then briefly: test_an_outage_is_said_once_...)
     # From the end of one failed sync to the start of the next: 2, 4 quiet periods, then the cap.
     pauses = [b[0] - a[1] for a, b in zip(failed, failed[1:])]
     expected = [2 * quiet, 4 * quiet, cap, cap, cap]
@@ -596,3 +607,83 @@ async def test_a_stop_during_the_extraction_ahead_starts_no_sync(corpus, tmp_pat
     assert not [e for e in after if "scanning" in e["message"]], [e["message"] for e in after]
     assert any(e["message"].endswith("the next start tries again") for e in after)
     assert "not synced yet" in after[-1]["message"]
+
+
+async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_when_over(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Every retry through an outage said the full error line, after its sync's six state lines:
+    # at five minutes apart, 5,000 lines over a weekend.
+    from streamrag import daemon as daemon_module
+
+    quiet, cap = 0.04, 0.2      # pauses between retries: 0.08, 0.16, then 0.2 s on
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
+    syncs: list[bool] = []
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append(ok)
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": quiet})
+    db = tmp_path / "q.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        victim = corpus / "guild.txt"
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        mark = len(events)
+        await send.send({(_MODIFIED, str(victim))})
+        await until(lambda: len(syncs) >= 8, timeout=30)     # the edit's sync and six retries
+        assert not any(syncs[1:])
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    during = events[mark:]
+    recovered = next((i for i, e in enumerate(during) if e["state"] == "recovered"), len(during))
+    errors = [e for e in during[:recovered] if e["state"] == "error"]
+    assert len(errors) == 1, [e["message"] for e in errors]
+    first = errors[0]
+    assert first["outage"] is True and first["endpoint"].startswith(simulator.base_url.rstrip("/"))
+    assert "fix llm.api_base" in first["message"], first["message"]
+    said = during[during.index(first) + 1:recovered]
+    # The retries are silent (no state lines of theirs) but for a short line as the pause grew.
+    assert [e["state"] for e in said if e["state"] != "health"] == ["outage", "outage"], \
+        [(e["state"], e["message"]) for e in said]
+    assert [e["retry_s"] for e in said if e["state"] == "outage"] == [0.16, cap]
+    for e in said:
+        if e["state"] == "outage":
+            assert e["outage"] is True and e["endpoint"] == first["endpoint"] and e["since"] == first["since"]
+            assert e["message"].startswith(f"{first['endpoint']} still down since "), e["message"]
+            assert "retrying every 0." in e["message"], e["message"]
+    back = during[recovered]
+    assert back["outage"] is False and back["endpoint"] == first["endpoint"] and back["down_s"] > 0
+    assert "answers again" in back["message"], back["message"]
+    # Said as soon as a call of the retry got an answer; that sync's lines follow from there on.
+    rest = [e["state"] for e in during[recovered + 1:]]
+    assert "idle" in rest and not {"error", "outage"} & set(rest[:rest.index("idle")]), rest
+    idle = during[recovered + 1 + rest.index("idle")]
+    assert idle["llm"]["errors"] >= 6, idle   # the silent retries' calls too
+    assert sum(e["state"] == "recovered" for e in during) == 1
+
+
+def test_while_the_pause_is_at_its_cap_the_outage_is_said_once_an_hour(tmp_path, monkeypatch):
+    from streamrag import daemon as daemon_module
+
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    now = [1000.0]
+    monkeypatch.setattr(daemon_module.time, "monotonic", lambda: now[0])
+    daemon._outage_began()    # (its full line is the sync's)
+    for pause in [2, 4, 300, 300, 300]:
+        daemon._still_down(pause)
+        now[0] += pause
+    assert [e["retry_s"] for e in events] == [4, 300]
+    now[0] += daemon_module._OUTAGE_REMIND_S
+    daemon._still_down(300)
+    daemon._still_down(300)
+    assert [e["retry_s"] for e in events] == [4, 300, 300]
+    assert all(e["state"] == "outage" and e["endpoint"] == "http://127.0.0.1:9/v1" for e in events)
