@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
 
 import msgspec
@@ -48,17 +49,27 @@ you your yours yourself yourselves tell know give show explain describe list any
 thing things does did done say said says happen happened happens
 """.split())
 
+# A question's words are ORed in one FTS5 query: a long one is cut to this many. Which stay
+# matters: a name at the end of a long question ("... for our history society lecture. Who is
+# Dmitri Quinquay?") was the 40th word, and its search found other people.
 MAX_TERMS = 32
 
 
 def query_terms(text: str, *, extra_stop: frozenset[str] = frozenset()) -> list[str]:
-    """The distinct content words of a question, in order (at most ``MAX_TERMS``)."""
+    """The distinct content words of a question, in order; of a long one the ``MAX_TERMS`` most
+    telling: words written capitalised (names) first, then the last ones (a question ends on
+    what it asks, after its background)."""
     out: list[str] = []
     for w in words(text):
         if len(w) < 2 or w in STOPWORDS or w in extra_stop or w in out:
             continue
         out.append(w)
-    return out[:MAX_TERMS]
+    if len(out) <= MAX_TERMS:
+        return out
+    named = {w for tok in re.findall(r"\w+", text) if tok[:1].isupper() for w in words(tok)}
+    last = {w: i for i, w in enumerate(words(text))}
+    kept = set(sorted(out, key=lambda w: (w not in named, -last[w]))[:MAX_TERMS])
+    return [w for w in out if w in kept]
 
 
 def fts_match(terms: Sequence[str]) -> str:

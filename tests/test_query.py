@@ -942,6 +942,30 @@ async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offlin
     assert "nothing in the" in answer.text and answer.documents == [] and answer.citations == []
 
 
+BACKGROUND = ("Having spent several rainy weekends sorting regional newspaper clippings, committee "
+              "minutes, harbour authority bulletins, festival programmes, marathon results, conference "
+              "brochures, railway timetables, parish registers, auction catalogues, weather diaries, "
+              "shipping manifests, school yearbooks, theatre posters and assorted private letters for "
+              "our village history society lecture next spring, one question keeps nagging me.")
+
+
+def test_a_long_question_keeps_its_names_and_last_words_among_its_terms():
+    terms = local_search.query_terms(BACKGROUND + " Who hired the engineer Mira Osk?")
+    assert len(terms) == local_search.MAX_TERMS
+    assert {"mira", "osk", "engineer", "hired", "nagging"} <= set(terms)   # names, then the last words
+    assert "rainy" not in terms and terms.index("nagging") < terms.index("mira")   # in their order
+
+
+@pytest.mark.parametrize("mode", ["auto", "local", "basic"])
+async def test_a_name_after_a_long_background_is_still_searched_for(offline_db, mode):
+    # A 40-word background before "Who is Dmitri Quinquay?" pushed the name past the 32 terms
+    # kept: auto went global ("matches no entity"), local and basic found other people.
+    answer = await aask(BACKGROUND + " Who hired the engineer Mira Osk?", make_settings("", index=INDEX),
+                        offline_db, mode=mode)
+    assert answer.mode == ("local" if mode == "auto" else mode)
+    assert "Mira Osk" in answer.text, answer.text
+
+
 async def test_an_offline_dynamic_selection_that_falls_back_says_so(offline_db):
     # The README says stderr tells when no report reached the threshold; offline it said nothing.
     said: list[str] = []
