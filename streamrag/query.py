@@ -616,8 +616,10 @@ def _usage(stats: dict[str, dict[str, int]]) -> dict:
 
 
 def checked_question(question: str) -> str:
-    """``question`` with its white space made single; ``UsageError`` when it is empty or too long."""
-    question = " ".join(question.split())
+    """``question`` with its white space made single and its invisible characters dropped;
+    ``UsageError`` when it is empty or too long."""
+    # (a question of zero-width spaces only was accepted, and paid for a whole global search)
+    question = " ".join(question.translate(INVISIBLE_TABLE).split())
     if not question:
         raise UsageError("the question is empty; ask something, e.g. "
                          "`streamrag ask \"What are the main themes?\"`")

@@ -368,6 +368,7 @@ def test_a_closed_stdout_ends_quietly(indexed, command):
 @pytest.mark.parametrize("args, fragment", [
     (("",), "the question is empty"),
     (("   ",), "the question is empty"),
+    (("\u200b\u200d\ufeff",), "the question is empty"),   # invisible only: ran a whole global search
     (("--level", "-5", "x"), "--level -5: must be 0 or more"),
     (("--mode", "local", "--level", "1", "x"), "--level only applies to global search"),
     (("--mode", "basic", "--level", "0", "x"), "--mode basic"),
