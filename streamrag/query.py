@@ -615,9 +615,19 @@ def _usage(stats: dict[str, dict[str, int]]) -> dict:
     return llm_summary(dict(sorted(stats.items())))
 
 
+_UNDECODED = re.compile("[\ud800-\udfff]")
+
+
 def checked_question(question: str) -> str:
     """``question`` with its white space made single and its invisible characters dropped;
-    ``UsageError`` when it is empty or too long."""
+    ``UsageError`` when it is empty, too long or has bytes that are not UTF-8."""
+    if bad := _UNDECODED.search(question):
+        # Python hands such bytes of the command line over as lone surrogates, which no model
+        # request, cache key or JSON output can carry. Not guessed at: read as Latin-1, bytes of
+        # another encoding (Shift JIS, GBK) would be searched as wrong letters, and answered.
+        shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", "surrogateescape")
+        raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
+                         "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
     # (a question of zero-width spaces only was accepted, and paid for a whole global search)
     question = " ".join(question.translate(INVISIBLE_TABLE).split())
     if not question:

@@ -536,6 +536,14 @@ def test_verbose_flag_after_the_command(cli):
         main(["ask", "-v", "--db", "missing.db", "anything"])
 
 
+def test_a_question_with_bytes_that_are_not_utf8_is_refused(indexed):
+    # $'Who is Zo\xe9 Quinquay?' (Latin-1) crashed in the answer cache with a traceback, and
+    # offline --json printed a lone surrogate. (The str's lone surrogate is the byte as argv.)
+    for extra in (("--api-base", "http://127.0.0.1:9/v1"), ("--json", "--api-base", "")):
+        one_line(run("ask", "Who is Zo\udce9 Quinquay?", *extra, cwd=indexed), 2,
+                 "bytes that are not UTF-8", "Zo\\xe9", "LANG=C.UTF-8")
+
+
 def test_a_question_longer_than_any_question_is_refused(indexed):
     # 121,600 characters went out with every rating and map batch: 136,437 prompt tokens.
     # Wrong usage, like an empty one: exit 2.
