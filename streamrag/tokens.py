@@ -125,7 +125,11 @@ def count_message_tokens(messages: list[dict], encoding: str = "o200k_base") -> 
 
 
 def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
-    """``text`` cut to at most ``max_tokens`` tokens."""
+    """``text`` cut to at most ``max_tokens`` tokens, never inside a character: a token may
+    hold part of one (CJK, emoji), and the cut ended on U+FFFD."""
     enc = get_encoding(encoding)
     ids = enc.encode(text, disallowed_special=())
-    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens])
+    if len(ids) <= max_tokens:
+        return text
+    # The tokens' bytes are a prefix of the text's UTF-8: only a last character can be broken.
+    return enc.decode_bytes(ids[:max(max_tokens, 0)]).decode("utf-8", errors="ignore")

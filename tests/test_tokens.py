@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrag.tokens import SHIPPED, count_tokens, fewest_tokens
+from streamrag.tokens import SHIPPED, count_tokens, fewest_tokens, truncate
 
 WORDS = st.lists(st.text(min_size=1, max_size=12), max_size=40)
 SPACES = st.sampled_from([" ", "  ", "\n", "\t", " \n ", "\u3000", "\u00a0"])
@@ -74,3 +74,21 @@ def test_only_short_ascii_texts_have_their_counts_remembered():
     assert tokens.count_tokens("Scrooge and Marley") == tokens.count_tokens("Scrooge and Marley") > 0
     assert tokens._count_short.cache_info().currsize == 1
     assert tokens._count_short.cache_info().maxsize * (512 + 200) < 30e6
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@pytest.mark.parametrize("text", ["张伟在北京大学工作，他的同事来自上海。", "🎄🎅🏽 Merry 👨‍👩‍👧 Christmas 🦃",
+                                  "Scrooge était très avare; 스크루지는 인색했다"])
+def test_a_cut_never_breaks_a_character(encoding, text):
+    # A token can hold part of a character: the cut ended on U+FFFD in CJK and emoji contexts.
+    for n in range(count_tokens(text, encoding) + 1):
+        cut = truncate(text, n, encoding)
+        assert "\ufffd" not in cut and text.startswith(cut) and count_tokens(cut, encoding) <= n
+    assert truncate(text, 10_000, encoding) == text
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=60), n=st.integers(0, 40))
+def test_a_cut_is_a_prefix_of_any_text(encoding, text, n):
+    assert text.startswith(truncate(text, n, encoding))
