@@ -25,7 +25,6 @@ each one quoted as an FTS5 string.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Sequence
 
@@ -138,28 +137,36 @@ def fts_chunks(store: Store, question: str, k: int) -> list[tuple[str, float]]:
 def nearest(store: Store, kind: str, model: str, vector: list[float], k: int,
             allowed: set[str] | None = None) -> list[tuple[str, float]]:
     """(item id, cosine) of the ``k`` stored vectors of ``kind`` nearest to ``vector``."""
-    from streamrag.embeddings import unpack
+    import numpy as np
 
-    qn = math.sqrt(sum(x * x for x in vector)) or 1.0
-    scored = []
+    ids: list[str] = []
+    blobs: list[bytes] = []
+    size = 4 * len(vector)   # float32
     other = 0   # vectors of another length: the model under that name changed (not comparable)
     for item_id, blob in store.conn.execute(
             "SELECT item_id, vector FROM embeddings WHERE kind = ? AND model = ?", (kind, model)):
         if allowed is not None and item_id not in allowed:
             continue
-        v = unpack(blob)
-        if len(v) != len(vector):
+        if len(blob) != size:
             other += 1
             continue
-        vn = math.sqrt(sum(x * x for x in v)) or 1.0
-        scored.append((item_id, sum(a * b for a, b in zip(vector, v, strict=True)) / (qn * vn)))
+        ids.append(item_id)
+        blobs.append(blob)
     if other:
         log.warning(
             "%d of the index's %s vectors from %s have another length than the question's (%d): the "
             "model under that name changed since the index was built, and they are left out; set "
             "llm.embedding_model to the one that built it, or give the new one another name and run "
             "`streamrag index` again", other, kind, model, len(vector))
-    scored.sort(key=lambda p: (-p[1], p[0]))
+    if not ids or k <= 0:
+        return []
+    # One matrix product (a loop in Python took 0.8 s for 5,000 vectors of 1,536)
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), len(vector)).astype(np.float64)
+    q = np.asarray(vector, dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    norms[norms == 0] = 1.0
+    scores = (matrix @ q) / (norms * (float(np.linalg.norm(q)) or 1.0))
+    scored = sorted(zip(ids, scores.tolist(), strict=True), key=lambda p: (-p[1], p[0]))
     return scored[:k]
 
 

@@ -288,6 +288,34 @@ def test_vectors_of_another_length_are_left_out_of_the_nearest_and_said(tmp_path
     assert "2 of the index's entity vectors from e1 have another length than the question's (3)" in caplog.text
 
 
+def test_nearest_ranks_by_cosine_ties_by_id_and_keeps_to_the_allowed(tmp_path):
+    import random
+
+    from streamrag.embeddings import cosine, pack, unpack
+
+    rng = random.Random(5)
+    vectors = {f"e{i:03d}": [rng.gauss(0, 1) for _ in range(16)] for i in range(200)}
+    vectors["tie-b"] = vectors["tie-a"] = [1.0] * 16   # the same vector: the id decides
+    vectors["zero"] = [0.0] * 16                       # no direction: cosine 0, not an error
+    store = Store(tmp_path / "i.db")
+    with store.conn:
+        store.conn.executemany("INSERT INTO embeddings(kind, item_id, model, content_hash, vector) "
+                               "VALUES ('chunk', ?, 'm', '', ?)", [(i, pack(v)) for i, v in vectors.items()])
+    try:
+        for question in ([1.0] * 16, [rng.gauss(0, 1) for _ in range(16)]):
+            near = local_search.nearest(store, "chunk", "m", question, 300)
+            expected = sorted(((i, cosine(unpack(pack(v)), question)) for i, v in vectors.items()),
+                              key=lambda p: (-p[1], p[0]))
+            assert [i for i, _ in near] == [i for i, _ in expected]
+            assert all(abs(a[1] - b[1]) < 1e-9 for a, b in zip(near, expected, strict=True))
+        assert [i for i, _ in local_search.nearest(store, "chunk", "m", [1.0] * 16, 2)] == ["tie-a", "tie-b"]
+        allowed = {"e001", "e002", "zero"}
+        assert {i for i, _ in local_search.nearest(store, "chunk", "m", [1.0] * 16, 9, allowed)} == allowed
+        assert local_search.nearest(store, "chunk", "other", [1.0] * 16, 9) == []
+    finally:
+        store.close()
+
+
 def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
     # A community without a report makes its children roots at level 1: static search at
     # level 0 read neither it nor them, leaving its whole subtree out.
