@@ -87,6 +87,11 @@ RELATION_WORDS = frozenset("""
 connected connection connections connect related relation relations relationship relationships
 relate linked link links involved involvement role roles play plays played associated association
 """.split())
+# What an offline global search leaves out of a question, both to rate reports and to pick their
+# sentences: rated on one set and picked on another, "Summarize the connections across the
+# collection" selected no report (no report says "connections") where "Summarize the collection"
+# answered from 13.
+GLOBAL_STOP = GENERIC_WORDS | RELATION_WORDS
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -536,7 +541,7 @@ class _Search:
         tree = global_search.load_tree(self.store)
         if self._no_communities(tree):
             return
-        terms = set(local_search.query_terms(self.answer.question, extra_stop=GENERIC_WORDS))
+        terms = set(local_search.query_terms(self.answer.question, extra_stop=GLOBAL_STOP))
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -587,7 +592,7 @@ class _Search:
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
-        stop = RELATION_WORDS | (GENERIC_WORDS if self.answer.mode == "global" else frozenset())
+        stop = GLOBAL_STOP if self.answer.mode == "global" else RELATION_WORDS
         text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
                                                    what=what, extra_stop=stop, anchors=anchors,
                                                    types=types)

@@ -1051,6 +1051,18 @@ async def test_an_offline_global_question_matching_no_report_finds_nothing(offli
         assert "\n- " in broad.text and broad.documents   # a broad question still gets the largest reports
 
 
+@pytest.mark.parametrize("level", [None, 0])
+async def test_an_offline_global_search_rates_and_picks_by_the_same_words(offline_db, level):
+    # Reports were rated without the generic words only, sentences picked without the relation
+    # words too: "Summarize the connections across the collection" selected no report.
+    settings = make_settings("", index=INDEX)
+    plain = await aask("Summarize the collection", settings, offline_db, mode="global", level=level)
+    answer = await aask("Summarize the connections across the collection", settings, offline_db,
+                        mode="global", level=level)
+    assert answer.details["reports"] == plain.details["reports"] > 0
+    assert answer.text == plain.text and "\n- " in answer.text and answer.documents
+
+
 async def test_offline_index_answered_by_an_llm(offline_db, qs):
     answer = await aask("Who hired the engineer Mira Osk?", qs, offline_db, mode="local")
     assert not answer.extractive and answer.llm["calls"] == 1
