@@ -56,7 +56,7 @@ from streamrag.signals import until_sigterm
 from streamrag.status import llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
-from streamrag.terms import INVISIBLE_TABLE, words
+from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
@@ -87,11 +87,41 @@ RELATION_WORDS = frozenset("""
 connected connection connections connect related relation relations relationship relationships
 relate linked link links involved involvement role roles play plays played associated association
 """.split())
+# The function and generic words of the other languages GLOBAL_CUES speaks: with English
+# stopwords only, "Quels sont les thèmes principaux ?" kept "quels sont les", "主要主题是什么？"
+# the pairs 要主 题是 是什 什么, which no report has, and the broad question found nothing.
+# (Accents folded. Those that are English words too, ``FOREIGN_ENGLISH``, only in a question that
+# does not read as English. In the scripts without spaces they are cut out of the question, its
+# character pairs straddling them: ``global_question``.)
+FOREIGN_WORDS = frozenset("""
+quels quelles quel quelle sont est les des une un le la du de et ce ces cette qui que quoi dans sur
+avec au aux il elle ils elles ou comment pourquoi leur leurs ensemble textes fichiers rapports
+documents sujets principal principale
+was sind ist der das dem des ein eine einen und oder welche welcher welches wer wie wo warum gibt es
+im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung
+cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
+documentos textos archivos informes notas coleccion principal principales
+什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
+何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます
+주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
+""".split())
+FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par".split())
 # What an offline global search leaves out of a question, both to rate reports and to pick their
 # sentences: rated on one set and picked on another, "Summarize the connections across the
 # collection" selected no report (no report says "connections") where "Summarize the collection"
 # answered from 13.
-GLOBAL_STOP = GENERIC_WORDS | RELATION_WORDS
+GLOBAL_STOP = GENERIC_WORDS | RELATION_WORDS | FOREIGN_WORDS
+_UNSPACED_STOP = re.compile("|".join(map(re.escape, sorted(
+    (w for w in GLOBAL_STOP if unspaced_chars(w) == len(w)), key=lambda w: (-len(w), w)))))
+
+
+def global_question(question: str) -> tuple[str, frozenset[str]]:
+    """``question`` as an offline global search reads it, and the words it leaves out: those
+    of ``GLOBAL_STOP`` in a script written without spaces are cut out (its character pairs
+    would straddle them: 要主, 题是), so that what is left of "主要主题是什么？" is no word, as of
+    "What are the main themes?"."""
+    english = any(w in _ENGLISH_CUES for w in words(question))
+    return _UNSPACED_STOP.sub(" ", question), GLOBAL_STOP if english else GLOBAL_STOP | FOREIGN_ENGLISH
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -541,7 +571,8 @@ class _Search:
         tree = global_search.load_tree(self.store)
         if self._no_communities(tree):
             return
-        terms = set(local_search.query_terms(self.answer.question, extra_stop=GLOBAL_STOP))
+        question, stop = global_question(self.answer.question)
+        terms = set(local_search.query_terms(question, extra_stop=stop))
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -592,8 +623,10 @@ class _Search:
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
-        stop = GLOBAL_STOP if self.answer.mode == "global" else RELATION_WORDS
-        text, found = extractive.extractive_answer("" if broad else self.answer.question, passages,
+        question, stop = self.answer.question, RELATION_WORDS
+        if self.answer.mode == "global":
+            question, stop = global_question(question)
+        text, found = extractive.extractive_answer("" if broad else question, passages,
                                                    what=what, extra_stop=stop, anchors=anchors,
                                                    types=types)
         if not found:

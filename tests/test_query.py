@@ -1063,6 +1063,23 @@ async def test_an_offline_global_search_rates_and_picks_by_the_same_words(offlin
     assert answer.text == plain.text and "\n- " in answer.text and answer.documents
 
 
+@pytest.mark.parametrize("question", ["Quels sont les thèmes principaux ?", "Was sind die Hauptthemen?",
+                                      "¿Cuáles son los temas principales?", "主要主题是什么？",
+                                      "주요 주제는 무엇입니까?"])
+async def test_an_offline_broad_question_in_another_language_is_answered_as_in_english(offline_db, question):
+    # Routed to global (GLOBAL_CUES speaks these languages), but only English words were left
+    # out: "quels sont les", the pairs 要主 题是 是什 什么, and no report matched.
+    settings = make_settings("", index=INDEX)
+    english = await aask("What are the main themes?", settings, offline_db, mode="global")
+    answer = await aask(question, settings, offline_db)
+    assert answer.mode == "global" and answer.details["reports"] == english.details["reports"] > 0
+    assert answer.text == english.text and answer.documents == english.documents
+    # ... and one naming what no report has still finds nothing
+    absent = await aask(question.rstrip(" ?？") + " Kubernetes quantique chromodynamik 量子色 쿠버네티스?",
+                        settings, offline_db, mode="global")
+    assert "nothing in the community reports" in absent.text and not absent.documents
+
+
 async def test_offline_index_answered_by_an_llm(offline_db, qs):
     answer = await aask("Who hired the engineer Mira Osk?", qs, offline_db, mode="local")
     assert not answer.extractive and answer.llm["calls"] == 1
