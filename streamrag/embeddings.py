@@ -36,6 +36,25 @@ def entity_text(name: str, description: str) -> str:
     return f"{name}: {description}"
 
 
+def fresh_vectors(store: Store, kind: str, model: str) -> tuple[set[str], int]:
+    """The ids of the index's ``kind`` items (``entity`` or ``chunk``) whose ``model`` vector was
+    made of their present text, and how many items have none such: an offline update or a
+    failed embedding stage writes none, and an entity's description changes under its vector.
+    (A chunk's id is the hash of its text: any vector of it is of its text.)"""
+    have = index_rows.embedded(store, kind, model)
+    if not have:
+        return set(), 0   # (never embedded with this model: nothing is missing, it is not used)
+    if kind == "chunk":
+        ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks")]
+        fresh = {i for i in ids if i in have}
+    else:
+        rows = store.conn.execute("SELECT id, name, description FROM entities").fetchall()
+        ids = [r[0] for r in rows]
+        fresh = {i for i, name, description in rows
+                 if have.get(i) == text_hash(entity_text(name, description))}
+    return fresh, len(ids) - len(fresh)
+
+
 async def embed_missing(llm, store: Store, model: str, state, change, assignments) -> list[tuple]:
     """Vectors for every item about to be published whose text has none yet, as rows of the
     ``embeddings`` table. The caller writes them with the rest of the version, so a reader

@@ -170,11 +170,6 @@ def nearest(store: Store, kind: str, model: str, vector: list[float], k: int,
     return scored[:k]
 
 
-def has_vectors(store: Store, kind: str, model: str) -> bool:
-    return bool(model) and store.scalar(
-        "SELECT 1 FROM embeddings WHERE kind = ? AND model = ? LIMIT 1", (kind, model)) is not None
-
-
 def fallback_entities(store: Store, k: int) -> list[tuple[str, float]]:
     """The most connected entities, for a question that matches no entity at all."""
     rows = store.conn.execute("SELECT id, degree FROM entities ORDER BY degree DESC, mentions DESC, id "

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -470,22 +471,37 @@ class _Search:
         self.answer.text = result.text
         self.answer.cut_off = result.finish_reason == "length"
 
-    async def _embedded(self, kind: str) -> list[float] | None:
+    async def _embedded(self, kind: str) -> tuple[list[float] | None, set[str]]:
+        """The question's vector and the ids of the ``kind`` items whose vector is of their
+        present text; no vector when none has one. Items without one are said once (and are
+        found by BM25 beside the vectors: an offline update made a new document unfindable)."""
         model = self.settings.llm.embedding_model
-        if self.llm is None or not local_search.has_vectors(self.store, kind, model):
-            return None
-        return (await self.llm.embed([self.answer.question], model=model, stage="embed"))[0]
+        if self.llm is None or not model:
+            return None, set()
+        from streamrag.embeddings import fresh_vectors
+
+        fresh, missing = fresh_vectors(self.store, kind, model)
+        if missing:
+            total = len(fresh) + missing
+            self.status(f"{'entities' if kind == 'entity' else 'chunks'} without an embedding from {model} "
+                        f"of their present text: {missing} of {total} (an offline update, or a failed "
+                        "embedding stage); BM25 finds them beside the embeddings. Run `streamrag index` "
+                        "with the endpoint set (llm.api_base) to embed them")
+        if not fresh:
+            return None, fresh
+        return (await self.llm.embed([self.answer.question], model=model, stage="embed"))[0], fresh
 
     async def _entities(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query
-        vector = await self._embedded("entity")
+        vector, fresh = await self._embedded("entity")
+        # (with vectors, BM25 ranks those without one: as deep as those with one may fill)
+        seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k + len(fresh))
+        how = "bm25"
         if vector is not None:
-            seeds = local_search.nearest(self.store, "entity", self.settings.llm.embedding_model,
-                                         vector, q.local_top_k)
-            how = "embedding"
-        else:
-            seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k)
-            how = "bm25"
+            near = local_search.nearest(self.store, "entity", self.settings.llm.embedding_model,
+                                        vector, q.local_top_k, allowed=fresh)
+            seeds, how = _with_unembedded(near, seeds, fresh, q.local_top_k)
+        seeds = seeds[:q.local_top_k]
         seeds = self._named_first(seeds, q.local_top_k)
         if not seeds:
             seeds, how = local_search.fallback_entities(self.store, q.local_top_k), "most connected"
@@ -511,11 +527,13 @@ class _Search:
 
     async def _chunks(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query
-        vector = await self._embedded("chunk")
-        if vector is not None:
-            return (local_search.nearest(self.store, "chunk", self.settings.llm.embedding_model,
-                                         vector, q.basic_top_k), "embedding")
-        return local_search.fts_chunks(self.store, self.answer.question, q.basic_top_k), "bm25"
+        vector, fresh = await self._embedded("chunk")
+        hits = local_search.fts_chunks(self.store, self.answer.question, q.basic_top_k + len(fresh))
+        if vector is None:
+            return hits[:q.basic_top_k], "bm25"
+        near = local_search.nearest(self.store, "chunk", self.settings.llm.embedding_model,
+                                    vector, q.basic_top_k, allowed=fresh)
+        return _with_unembedded(near, hits, fresh, q.basic_top_k)
 
     # -- without a model ---------------------------------------------------------------------
     async def run_extractive(self) -> None:
@@ -637,6 +655,22 @@ class _Search:
                     + "\n\n" + text)
         self._emit(text)
         self.answer.text = text
+
+
+def _with_unembedded(near: list[tuple[str, float]], bm25: list[tuple[str, float]], fresh: set[str],
+                     k: int) -> tuple[list[tuple[str, float]], str]:
+    """The ``k`` best of the embedding ranking ``near`` and the BM25 hits without a fresh vector
+    (which no embedding ranking can hold), taken in turn, each in its own order; ``near`` alone
+    when every hit has a vector. (Cosines and BM25 scores are not comparable: ranks are.)"""
+    rest = [(i, s) for i, s in bm25 if i not in fresh]
+    if not rest:
+        return near, "embedding"
+    out: dict[str, float] = {}
+    for pair in itertools.zip_longest(near, rest):
+        for item in pair:
+            if item is not None and item[0] not in out and len(out) < k:
+                out[item[0]] = item[1]
+    return list(out.items()), "embedding + bm25 for the items without one"
 
 
 def _context_passages(ctx: local_search.Context) -> list[tuple[str, str]]:

@@ -1286,6 +1286,64 @@ async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulato
     assert basic.details["chunk_search"] == "embedding" and basic.details["chunks"]
 
 
+async def test_items_without_a_fresh_vector_are_found_by_bm25_and_said(tmp_path, simulator):
+    # An offline update wrote no vector for a new document: with the embedding model set, basic
+    # and local search ranked only the vectors there were, and the document was unfindable.
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    db = tmp_path / "index.db"
+    settings = make_settings(simulator.base_url, index=INDEX,
+                             llm={"embedding_model": "text-embedding-3-small", "cache": False})
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "museum.txt").write_text("Yrsa Vantolm opened the Brackwater Lantern Museum in March 2035. "
+                                       "It shows the lanterns of the old Brackwater lighthouse.\n")
+    await sync([corpus], make_settings("", index={**INDEX, "extractor": "nlp"}), db, root=corpus)   # --offline
+    store = Store(db, readonly=True)
+    try:
+        new = store.scalar("SELECT chunk_id FROM document_chunks JOIN documents ON documents.id = doc_id "
+                           "WHERE path LIKE '%museum.txt'")
+        chunks = store.scalar("SELECT count(*) FROM chunks")
+        vectors = store.scalar("SELECT count(*) FROM embeddings WHERE kind = 'chunk'")
+    finally:
+        store.close()
+    said: list[str] = []
+    basic = await aask("Who opened the Brackwater Lantern Museum?", settings, db, mode="basic",
+                       on_status=said.append)
+    assert new in basic.details["chunks"] and any(d.endswith("museum.txt") for d in basic.documents)
+    assert basic.details["chunk_search"].startswith("embedding + bm25")
+    assert any(f"chunks without an embedding from text-embedding-3-small of their present text: "
+               f"{chunks - vectors} of {chunks}" in line and "streamrag index" in line
+               for line in said), said
+    local = await aask("Who opened the Brackwater Lantern Museum?", settings, db, mode="local")
+    assert any(d.endswith("museum.txt") for d in local.documents), local.text
+
+
+def test_a_vector_of_an_older_text_is_not_fresh(llm_db, tmp_path):
+    # nearest read every vector of the kind, one of an entity's older description too.
+    import shutil
+
+    from streamrag.embeddings import entity_text, fresh_vectors, pack
+    from streamrag.ids import text_hash
+
+    db = tmp_path / "copy.db"
+    shutil.copy(llm_db, db)
+    store = Store(db)
+    try:
+        assert fresh_vectors(store, "entity", "m") == (set(), 0)   # never embedded with m: not used
+        rows = store.query("SELECT id, name, description FROM entities ORDER BY id")
+        with store.conn:
+            for i, r in enumerate(rows):   # every other one of an older description
+                text = entity_text(r["name"], r["description"] + (" Once." if i % 2 else ""))
+                store.conn.execute("INSERT INTO embeddings(kind, item_id, model, content_hash, vector) "
+                                   "VALUES ('entity', ?, 'm', ?, ?)", (r["id"], text_hash(text), pack([1.0, 0.0])))
+        fresh, missing = fresh_vectors(store, "entity", "m")
+    finally:
+        store.close()
+    assert fresh == {r["id"] for i, r in enumerate(rows) if i % 2 == 0} and missing == len(rows) // 2
+
+
 def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
     from streamrag.query import format_footer
 
