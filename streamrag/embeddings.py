@@ -1,4 +1,6 @@
-"""Embeddings of entity descriptions, chunk texts and reports, for the query side.
+"""Embeddings of entity descriptions and chunk texts, for the query side (local search ranks
+entities by them, basic search chunks; no search reads a report's vector, so none is made:
+reports were a third of the embedding tokens of a small corpus).
 
 Only items whose text changed since their stored vector are sent (the row keeps a hash of the
 embedded text), so an update embeds what it changed and nothing else. Vectors are stored as
@@ -59,7 +61,8 @@ async def embed_missing(llm, store: Store, model: str, state, change, assignment
     """Vectors for every item about to be published whose text has none yet, as rows of the
     ``embeddings`` table. The caller writes them with the rest of the version, so a reader
     never meets a new vector beside the old row it describes (the LLM cache keeps them safe
-    until then)."""
+    until then). ``assignments`` (the communities' reports) is not read: reports are not
+    embedded."""
     todo: list[tuple[str, str, str]] = []  # (kind, item id, text)
     have = index_rows.embedded(store, "entity", model)
     for e in state.entities.values():
@@ -69,13 +72,6 @@ async def embed_missing(llm, store: Store, model: str, state, change, assignment
     have = index_rows.embedded(store, "chunk", model)
     for chunk_id, text in index_rows.chunk_texts(store, [c for c in change.live if c not in have]):
         todo.append(("chunk", chunk_id, text))
-    have = index_rows.embedded(store, "report", model)
-    for _context_key, report_key in assignments.values():
-        if report_key not in have:
-            text = index_rows.report_text(store, report_key)
-            if text:
-                todo.append(("report", report_key, text))
-                have[report_key] = "pending"
     rows: list[tuple] = []
     for i in range(0, len(todo), 256):
         batch = todo[i:i + 256]

@@ -316,6 +316,23 @@ async def test_embeddings_follow_what_is_live(corpus, tmp_path, simulator):
     store.close()
 
 
+async def test_only_what_a_search_reads_is_embedded(corpus, tmp_path, simulator):
+    # Reports were embedded too (a third of the embedding tokens of synth_small), and no search
+    # read their vectors.
+    settings = make_settings(simulator.base_url, llm={"embedding_model": "text-embedding-3-small"},
+                             index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        kinds = dict(store.conn.execute("SELECT kind, count(*) FROM embeddings GROUP BY kind").fetchall())
+        assert kinds == {"entity": store.scalar("SELECT count(*) FROM entities"),
+                         "chunk": store.scalar("SELECT count(*) FROM chunks")}
+        assert store.scalar("SELECT count(*) FROM communities") > 0
+    finally:
+        store.close()
+
+
 async def test_an_edit_that_keeps_size_and_mtime_is_still_seen(corpus, tmp_path):
     import os
 
