@@ -144,13 +144,19 @@ class Settings(_Section):
 
     def unused_by_indexing(self) -> list[str]:
         """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
+        where = f"{self.source}: " if self.source not in ("", "defaults") else ""
+        lines = []
         if self.offline and self.index.extract_claims:
-            where = f"{self.source}: " if self.source not in ("", "defaults") else ""
             why = ("index.extractor is \"nlp\" (or --offline)" if self.index.extractor == "nlp"
                    else "no llm.api_base is set")
-            return [f"{where}index.extract_claims is set, but this index is built offline ({why}), "
-                    "which extracts no claims: they need a model"]
-        return []
+            lines.append(f"{where}index.extract_claims is set, but this index is built offline ({why}), "
+                         "which extracts no claims: they need a model")
+        if self.llm.embedding_model and not self.llm.api_base:
+            # (It stopped the run with "no LLM configured", --offline given or not.)
+            lines.append(f"{where}llm.embedding_model is set, but no llm.api_base: this run embeds "
+                         "nothing (`ask` finds what has no vector by its words); set the endpoint to "
+                         "embed, or leave embedding_model empty")
+        return lines
 
 
 def _bad_host_or_port(url: str) -> str:

@@ -57,12 +57,11 @@ def fresh_vectors(store: Store, kind: str, model: str) -> tuple[set[str], int]:
     return fresh, len(ids) - len(fresh)
 
 
-async def embed_missing(llm, store: Store, model: str, state, change, assignments) -> list[tuple]:
+async def embed_missing(llm, store: Store, model: str, state, change) -> list[tuple]:
     """Vectors for every item about to be published whose text has none yet, as rows of the
     ``embeddings`` table. The caller writes them with the rest of the version, so a reader
     never meets a new vector beside the old row it describes (the LLM cache keeps them safe
-    until then). ``assignments`` (the communities' reports) is not read: reports are not
-    embedded."""
+    until then). Reports are not embedded: no search reads them."""
     todo: list[tuple[str, str, str]] = []  # (kind, item id, text)
     have = index_rows.embedded(store, "entity", model)
     for e in state.entities.values():

@@ -570,8 +570,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     _release_answers(store, unused, left_at)
     delete_in(store, "reports", "key", unused)
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
-    conn.execute("DELETE FROM embeddings WHERE kind = 'report' AND item_id NOT IN "
-                 "(SELECT report_key FROM communities WHERE report_key IS NOT NULL)")
+    conn.execute("DELETE FROM embeddings WHERE kind = 'report'")   # (made before reports were not)
     version = store.version + 1
     store.set_meta("version", str(version))
     for name, value in meta.items():

@@ -326,8 +326,8 @@ class Indexer:
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
     def _open_llm(self, store: Store, writer: Writer):
-        if self.settings.offline and not self.settings.llm.embedding_model:
-            return None
+        if self.settings.offline and not (self.settings.llm.embedding_model and self.settings.llm.api_base):
+            return None   # (an embedding model with no endpoint: nothing embedded, ask finds them by BM25)
         if not self.settings.llm.api_base and self.settings.index.extractor == "llm":
             source = self.settings.source
             raise ConfigError(f"{source + ': ' if source not in ('', 'defaults') else ''}"
@@ -474,7 +474,7 @@ class Indexer:
         self.progress.set_stage("reporting")
         assignments, generated, kept = await self._reports(store, writer, state, communities)
         self.progress.set_stage("embedding")
-        vectors = await self._embed(store, writer, state, change, assignments)
+        vectors = await self._embed(store, writer, state, change)
         self.progress.set_stage("publishing")
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
                                    self.key, vectors, self._marks(state, next_id()),
@@ -1072,8 +1072,7 @@ class Indexer:
         return assignments, generated, kept
 
     # -- stage 5: embeddings -----------------------------------------------------------------
-    async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change,
-                     assignments: dict[str, tuple[str, str]]) -> list[tuple]:
+    async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change) -> list[tuple]:
         """Vectors for what changed; written by ``publish`` with the rows they describe."""
         model = self.settings.llm.embedding_model
         if not model or self.llm is None:
@@ -1081,7 +1080,7 @@ class Indexer:
         from streamrag.embeddings import embed_missing
 
         try:
-            return await embed_missing(self.llm, store, model, state, change, assignments)
+            return await embed_missing(self.llm, store, model, state, change)
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []

@@ -217,7 +217,7 @@ CREATE TABLE reports (
 );
 
 CREATE TABLE embeddings (
-    kind TEXT NOT NULL,             -- entity | chunk | report
+    kind TEXT NOT NULL,             -- entity | chunk (report: made by older builds, dropped at publish)
     item_id TEXT NOT NULL,
     model TEXT NOT NULL,
     content_hash TEXT NOT NULL,

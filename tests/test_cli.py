@@ -424,6 +424,34 @@ def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
     assert "extract_claims" not in run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
 
 
+def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embeds_nothing(corpus, tmp_path):
+    # It stopped with "no LLM configured ... or use the offline extractor", --offline given.
+    (tmp_path / "s.toml").write_text('[llm]\nembedding_model = "text-embedding-3-small"\n')
+    for args in (("index", "-q", "--offline"), ("index", "-q"), ("watch", "--once")):
+        out = run(*args, str(corpus), "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
+        assert out.returncode == 0, out.stderr
+        assert "s.toml: llm.embedding_model is set, but no llm.api_base: this run embeds nothing" in out.stderr
+    out = run("ask", "--json", "--db", str(tmp_path / "i.db"), "--config", str(tmp_path / "s.toml"),
+              "--mode", "basic", "Who leads the Harbor Council?")
+    assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
+
+
+def test_report_vectors_older_builds_made_leave_with_the_next_version(corpus, tmp_path):
+    # Reports are no longer embedded (no search read their vectors): those of an index built
+    # before go as soon as a run publishes.
+    db = tmp_path / "i.db"
+    assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        keys = [k for (k,) in conn.execute("SELECT report_key FROM communities WHERE report_key IS NOT NULL")]
+        conn.executemany("INSERT INTO embeddings(kind, item_id, model, content_hash, vector) "
+                         "VALUES ('report', ?, 'm', 'h', x'00000000')", [(k,) for k in keys])
+    assert keys
+    (corpus / "late.txt").write_text("Ada Osk sailed to Brightwater with the Harbor Council.\n")
+    assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM embeddings WHERE kind = 'report'").fetchone() == (0,)
+
+
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
