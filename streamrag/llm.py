@@ -66,7 +66,7 @@ from streamrag.prompts import Prompt
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice,
                                        base_setting, duration, error_code, html_page, key_advice,
                                        key_source, model_settings, one_line, overflow_advice,
-                                       provider_message, reason, refused_param, web_page)
+                                       not_answering, provider_message, reason, refused_param, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, MinuteBudget, asked_wait, minute_budget
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -774,8 +774,7 @@ class LLMClient:
                 raise self._silent_error(url) from None
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
-                    f"nothing answers at {url} ({e.detail}); start the server, or fix "
-                    f"{base_setting(self.settings, self._base_from)}") from None
+                    not_answering(url, e.detail, base_setting(self.settings, self._base_from))) from None
             if e.refused and self._down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "

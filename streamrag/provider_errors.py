@@ -199,6 +199,20 @@ def reason(e: Exception) -> str:
     return f"{type(e).__name__}: {said}"
 
 
+def not_answering(url: str, detail: str, setting: str) -> str:
+    """Why no connection to ``url`` was ever made (``detail``, the last try's), and the fix
+    (``setting``: the one naming the endpoint). A server that is up but speaks plain HTTP to
+    an https:// address, or whose certificate is not trusted, was told to "start the server"."""
+    if url.startswith("https://") and "WRONG_VERSION_NUMBER" in detail:
+        return (f"{url}: the server there speaks plain HTTP, not HTTPS ({detail}); use "
+                f"http:// in {setting}")
+    if "CERTIFICATE_VERIFY_FAILED" in detail:
+        return (f"{url}: the server's certificate is not trusted ({detail}); give the file of the "
+                "authority that signed it with SSL_CERT_FILE=/path/to/ca.pem, or fix "
+                f"{setting} if it names the wrong host")
+    return f"nothing answers at {url} ({detail}); start the server, or fix {setting}"
+
+
 def one_line(text: object) -> str:
     """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
     text = " ".join(str(text).split())

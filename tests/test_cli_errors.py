@@ -329,6 +329,30 @@ def test_simulate_on_a_port_in_use():
 
 
 
+def test_https_to_a_plain_http_server_says_to_use_http(cli, tmp_path):
+    # The server was up; the message said "nothing answers at ...; start the server".
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:   # (its lines would go where the CLI's go)
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        folder = tmp_path / "notes"
+        folder.mkdir()
+        (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+        base = f"https://127.0.0.1:{server.server_port}/v1"
+        cli("index", "-q", "--api-base", base, str(folder), code=1,
+            fragments=(f"{base}/chat/completions: the server there speaks plain HTTP, not HTTPS",
+                       "use http:// in --api-base"))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_an_endpoint_nothing_answers_at_publishes_nothing(cli, tmp_path):
     """One document, one call, refused: the run used to publish an empty version and print
     "Indexed into ... (version 1, LLM)", the cause only in a line at the end."""
