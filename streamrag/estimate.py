@@ -5,6 +5,9 @@ What depends on the model's answers is estimated with ratios seen on the bench c
 said to be estimates: completion length (about 0.4 of the chunk for the first round, 0.1 for a
 gleaning), how often the gleaning check says yes (half the time), how many descriptions need
 merging (about 2.5 per chunk), and how many communities get an LLM report (about 0.6 per chunk).
+Those two count every chunk the published graph does not yet hold with the current extractor,
+extracted or not: a run interrupted after extracting (or one still under way) stored its chunks'
+extractions, but their summaries and reports come only with the run that publishes them.
 The reports of the published communities a run asks for again are counted from the index
 (``_reports_asked``): after a new report_min_members or new clustering settings, those of
 contexts that change, not every one.
@@ -72,12 +75,15 @@ def _published(db: Path) -> Store | None:
 
 def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, root: Path | None,
               db: Path, recluster: bool) -> dict:
-    done: set[str] = set()
+    done: set[str] = set()        # extracted with the current extractor
+    published: set[str] = set()   # and in the published graph with that extraction
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         done = index_rows.extracted_with(store, extractor_key(settings))
+        published = index_rows.published_with(store, extractor_key(settings))
     ix = settings.index
     new_chunks = {}
+    unpublished: set[str] = set()   # extracted, but not yet merged, summarized and reported
     docs = corpus_tokens = unreadable = 0
     for path in without_index_files(loader.scan(paths, ix.include), db, also=settings.own_files()):   # (as `index` does)
         try:
@@ -94,6 +100,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                                             encoding=ix.encoding):
                 if c.id not in done:
                     new_chunks[c.id] = c
+                elif c.id not in published:
+                    unpublished.add(c.id)
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
@@ -136,7 +144,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                                                       claim_description=ix.claim_description)
                 add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
     if not settings.offline:
-        summaries, communities = SUMMARIES_PER_CHUNK * n, COMMUNITIES_PER_CHUNK * n
+        due = n + len(unpublished)
+        summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
         if store is not None and store.version:
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
@@ -160,7 +169,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
-            "chunks_to_extract": n, "offline": settings.offline, "llm": llm_summary(stages),
+            "chunks_to_extract": n, "chunks_unpublished": len(unpublished), "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                        "report": settings.llm.report_model}}
 
@@ -229,8 +238,10 @@ def format_estimate(e: dict) -> str:
         head = (f"Offline indexing: {e['documents']} documents, {e['corpus_tokens']:,} tokens, "
                 f"{e['chunks_to_extract']} chunks to extract; no LLM calls, no cost.")
         return head + unreadable
+    unpublished = (f" (and {e['chunks_unpublished']} extracted by an earlier run, not yet published)"
+                   if e["chunks_unpublished"] else "")
     lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
-             f"{e['chunks_to_extract']} chunks to extract:"]
+             f"{e['chunks_to_extract']} chunks to extract{unpublished}:"]
     u = e["llm"]
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
         if stage != "total" and s["cached"] and s["calls"] == s["cached"]:

@@ -183,6 +183,11 @@ def extracted_with(store: Store, key: str) -> set[str]:
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
 
 
+def published_with(store: Store, key: str) -> set[str]:
+    """The published chunks whose result in the graph is extractor ``key``'s."""
+    return {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor = ?", (key,))}
+
+
 def has_entities(store: Store) -> bool:
     return store.scalar("SELECT 1 FROM entities LIMIT 1") is not None
 
