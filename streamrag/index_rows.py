@@ -372,6 +372,16 @@ def usage_rows(store: Store) -> list[dict]:
         "GROUP BY stage, model ORDER BY stage, model")
 
 
+def failures_recorded(store: Store) -> int:
+    """The failures of every update recorded (``status``: "recorded over all runs"): each item
+    once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's
+    extraction ahead of a sync (run ``watch:extract``), whose failures the sync after it meets
+    again and records (a binary file counted twice per sync)."""
+    return store.scalar(
+        "SELECT count(*) FROM (SELECT DISTINCT run_id, stage, item FROM failures WHERE run_id IS NULL "
+        "OR run_id NOT IN (SELECT id FROM runs WHERE command = 'watch:extract'))") or 0
+
+
 def prune(store: Store, keep_days: float, now: float) -> int:
     """Deletes what the published index does not use and nothing used for ``keep_days``: the
     extractions of chunks no document holds (dated from when they left, or were made), and
@@ -400,16 +410,17 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE), (cutoff,))
     conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
-    # Older runs and failures go too, counted on where `status` counts them.
-    for name, count, delete in (
-            ("archived_queries", "SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok' "
-                                 "AND started_at < ?", "DELETE FROM runs WHERE started_at < ?"),
-            ("archived_failures", "SELECT count(*) FROM failures WHERE created_at < ?",
-             "DELETE FROM failures WHERE created_at < ?")):
-        n = conn.execute(count, (cutoff,)).fetchone()[0]
+    # Older runs and failures go too, counted on where `status` counts them. (Failures are
+    # counted once per item and run, so what is archived is what the count loses; those of a
+    # run deleted go with it, or a daemon's extraction pass would count once its run is gone.)
+    recorded = failures_recorded(store)
+    queries = conn.execute("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok' "
+                           "AND started_at < ?", (cutoff,)).fetchone()[0]
+    conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
+    conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
+    for name, n in (("archived_queries", queries), ("archived_failures", recorded - failures_recorded(store))):
         if n:
             store.set_meta(name, str(int(store.get_meta(name) or 0) + n))
-        conn.execute(delete, (cutoff,))
     deleted = conn.total_changes - before
     store.set_meta("pruned_at", str(now))
     return deleted

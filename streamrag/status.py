@@ -63,7 +63,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "llm": llm,            # every run's calls: index, watch and ask
             "llm_by_model": usage,  # the same calls by stage and model
             "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
-            "failures_total": count("failures") + int(store.get_meta("archived_failures") or 0),
+            "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failures_of(store, last_run),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
@@ -75,7 +75,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         }
         if failures:
             # What failed in the last update, once per item (a daemon's retries repeat them);
-            # the table keeps every run's, which failures_total counts.
+            # the table keeps every run's, which failures_total counts, once per item and update.
             info["failures"] = store.query(
                 "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
                 "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",

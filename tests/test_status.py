@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio
@@ -97,3 +98,36 @@ def test_status_says_how_big_the_database_is_and_how_much_is_cached_answers(corp
     assert size["free_bytes"] >= 0
     (line,) = [x for x in text.splitlines() if x.strip().startswith("database")]
     assert f"{on_disk / 1e6:.1f} MB (cached model answers {cached / 1e6:.1f} MB" in line
+
+
+def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpus, tmp_path):
+    # Under `watch`, a binary file showed "1 in the last update (2 recorded over all runs)"
+    # after one sync: the extraction ahead of the sync (run "watch:extract") and the sync each
+    # recorded it. Run as the daemon runs them, offline.
+    from streamrag.index_rows import prune
+    from streamrag.pipeline import Indexer
+
+    (corpus / "bin.txt").write_bytes(b"\x00\x01binary\x00")
+    db = tmp_path / "w.db"
+
+    def watcher_sync() -> None:
+        settings = make_settings()
+        anyio.run(Indexer(settings, db, root=corpus, command="watch:extract").prefetch, [corpus])
+        anyio.run(Indexer(settings, db, root=corpus, command="watch").run, [corpus])
+
+    watcher_sync()
+    info, text = status_of(db)
+    assert info["failures_last_run"] == info["failures_total"] == 1
+    assert "failures       1 in the last update (list them" in text, text
+    # Each update that leaves the file out again counts it once more, as `index` twice does.
+    watcher_sync()
+    assert status_of(db)[0]["failures_total"] == 2
+    # Folded into the archive, the count stays the same.
+    store = Store(db)
+    try:
+        with store.conn:
+            prune(store, 1, time.time() + 3 * 86400)
+        assert store.scalar("SELECT count(*) FROM failures") == 0
+    finally:
+        store.close()
+    assert status_of(db)[0]["failures_total"] == 2
