@@ -317,7 +317,8 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
-def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> None:
+def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
+           model_used: bool = True) -> None:
     """Value checks; ``origins`` names where a key came from when not the file (env, a flag)."""
     ix, llm = s.index, s.llm
     problems = []
@@ -436,6 +437,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None) -> No
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:
                 problems.append((f"pipeline.{name}", "must be >= 1"))
+    if not model_used:
+        problems = [(key, what) for key, what in problems if not key.startswith("llm.")]
     if problems:
         key, what = problems[0]
         if origins and key in origins:
@@ -470,11 +473,13 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
 
 def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None = None,
                   overrides: dict | None = None,
-                  override_names: dict[str, str] | None = None) -> Settings:
+                  override_names: dict[str, str] | None = None, model_used: bool = True) -> Settings:
     """Defaults, then the file at ``path`` (if any), then the environment, then ``overrides``
     (the command line), validated. ``override_names`` maps a dotted key of ``overrides`` to the
     flag that set it (``{"llm.api_base": "--api-base"}``), for error messages. Relative paths in
-    the file (``store.path``, ``index.extraction_prompt``) are resolved against its folder."""
+    the file (``store.path``, ``index.extraction_prompt``) are resolved against its folder.
+    ``model_used`` false (a command that calls no model: ``status``, ``export``, ``vacuum``)
+    leaves the values of ``llm.*`` unchecked: STREAMRAG_API_BASE=nonsense stopped ``status``."""
     env = os.environ if env is None else env
     data = _read_toml(asset("config", "default.toml"))
     where = "defaults"
@@ -516,7 +521,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     settings.source = where
     if "llm.api_base" in origins:
         settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
-    _check(settings, where, origins)
+    _check(settings, where, origins, model_used=model_used)
     return settings
 
 

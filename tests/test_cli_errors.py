@@ -97,6 +97,19 @@ def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
     assert (tmp_path / "made.db").read_bytes().startswith(b"SQLite format 3")
 
 
+@pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
+def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
+                                                                       monkeypatch, command):
+    # STREAMRAG_API_BASE=nonsense (or a bad llm.* value) stopped `status`, which sends nothing.
+    db = str(indexed / ".streamrag" / "index.db")
+    monkeypatch.setenv("STREAMRAG_API_BASE", "nonsense")
+    (tmp_path / "bad.toml").write_text("[llm]\ntemperature = 7\n")
+    assert main([*command, "--db", db]) == 0
+    assert main([*command, "--db", db, "--config", "bad.toml"]) == 0
+    capsys.readouterr()
+    cli("ask", "anything", "--db", db, code=1, fragments=("STREAMRAG_API_BASE=nonsense: must start with http://",))
+
+
 def test_a_bad_database_from_a_real_subprocess(tmp_path):
     (tmp_path / "bad.db").write_text("garbage\n")
     one_line(run("status", "--db", "bad.db", cwd=tmp_path), 1, "bad.db: not a streamrag index")
