@@ -13,7 +13,10 @@ How a chunk is read:
 * Blocks are split on blank lines; hard-wrapped lines are joined. ALL-CAPS lines ("STAVE ONE",
   "MARLEY'S GHOST") are headings and yield nothing. A short single-line block without final
   punctuation whose words are mostly capitalised is a headline: title case makes every word
-  look like a name, so only names also found in the body are looked for in it.
+  look like a name, so only names also found in the body are looked for in it. Title case
+  leaves only small words in lower case (articles, conjunctions, prepositions); a line with a
+  lower-case verb or noun ("Kim Lowe met Leo Marsh in Dublin") is a sentence without its full
+  stop, as CSV and JSONL rows often are, and its capitals are names.
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
@@ -181,6 +184,15 @@ african asian indian arab arabic persian turkish polish swedish danish norwegian
 # "at" and "around" are left out: "smiled at Fred", "looked around Scrooge".
 _GEO_PREPOSITIONS = _words("in near across throughout outside inside within into")
 
+# The words title case leaves in lower case (articles, conjunctions, prepositions).
+_TITLE_SMALL = _words("""
+a an the and but or nor for so yet as if than vs v versus to of in on at by up
+about above across after against along amid amidst among around before behind below beneath
+beside besides between beyond despite down during except from inside into like near off onto
+out outside over past per since through throughout till toward towards under until upon via
+with within without
+""")
+
 _TYPE_SYNONYMS = {
     "person": _words("person people per persons character characters individual human"),
     "organization": _words("organization organisation organizations organisations org company "
@@ -211,6 +223,7 @@ _YEAR = re.compile(r"[12]\d{3}")
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
+_TRAILING = ".,:;!?\"')]\u201d\u2019"   # punctuation a word of a line may carry after it
 _APOSTROPHES = "'\u2019"
 _POSSESSIVE_CHARS = "sS'\u2019"
 
@@ -336,7 +349,11 @@ def _is_headline(line: str) -> bool:
         return False
     caps = sum(1 for w in words if w[0].isupper())
     small = sum(1 for w in words if w.lower() in _COMMON or w.lower() in _PARTICLES)
-    return caps >= 0.6 * len(words) and caps > small
+    if caps < 0.6 * len(words) or caps <= small:
+        return False
+    # "iPhone" is neither case; "met", "said" in lower case say the line is no title.
+    lower = (w.rstrip(_TRAILING) for w in words if w.islower())
+    return all(w in _TITLE_SMALL or w in _PARTICLES for w in lower)
 
 
 def _split_sentences(para: str) -> list[str]:

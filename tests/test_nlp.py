@@ -247,6 +247,36 @@ def test_never_raises(text):
     assert all(r.source != r.target for r in ext.relationships)
 
 
+@pytest.mark.parametrize("text", [
+    "Kim Lowe met Leo Marsh in Dublin",                 # a CSV or JSONL row: no full stop
+    "Kim Lowe met Leo Marsh in Dublin\n",
+    "Kim Lowe said Leo Marsh was in Dublin",           # "said", "was": common, still no title
+    "Kim Lowe met Leo Marsh in Dublin.",
+])
+def test_a_sentence_without_its_full_stop_is_no_headline(text):
+    ext = extract_offline(text)
+    assert names(text) == {"Kim Lowe": "person", "Leo Marsh": "person", "Dublin": "geo"}
+    assert set(pairs(ext)) == {frozenset(p) for p in [("Kim Lowe", "Leo Marsh"), ("Kim Lowe", "Dublin"),
+                                                      ("Leo Marsh", "Dublin")]}
+
+
+def test_a_last_line_without_its_full_stop_is_read_as_a_sentence():
+    found = names("The clerk wrote to Scrooge.\n\nKim Lowe met Leo Marsh in Dublin")
+    assert {"Scrooge", "Kim Lowe", "Leo Marsh", "Dublin"} <= set(found)
+
+
+@pytest.mark.parametrize("heading", [
+    "Chapter One: The Ghost of Marley",
+    "# The Harbor Council",
+    "Profile: Goran Tavvell and the Road to Drumholm Media Group",
+    "Regulators Turn Their Attention to Brevwin Press",
+    "Apple Unveils New iPhone",                          # "iPhone" is not a lower-case word
+])
+def test_title_case_headings_are_still_not_read_as_running_text(heading):
+    assert names(heading) == {}
+    assert names(heading + "\n\nThe clerk wrote a letter to Scrooge.") == {"Scrooge": "person"}
+
+
 # --- quality on the synthetic corpus ---
 
 @pytest.mark.skipif(not (SYNTH / "ground_truth.json").exists(), reason="synthetic corpus not present")
