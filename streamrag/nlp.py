@@ -46,7 +46,7 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "2"
+VERSION = "3"
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
