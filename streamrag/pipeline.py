@@ -484,6 +484,12 @@ class Indexer:
         if self.graph_cache is not None:
             self.graph_cache.keep(state.published(store, communities, assignments), store.path)
         llm_stats = self.llm.stats if self.llm is not None else {}
+        if self.settings.offline and change.live and not state.entities:
+            # (Said: an index of lower-case notes came out empty of entities without a word.)
+            scan.warnings.append(
+                f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
+                "capitalised words for names; text without them needs a model (set llm.api_base), "
+                "and `ask --mode basic` searches the text as it is")
         return SyncResult(
             run_id=self.run_id, version=version, published=version != state.version,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),

@@ -452,6 +452,17 @@ def test_report_vectors_older_builds_made_leave_with_the_next_version(corpus, tm
         assert conn.execute("SELECT count(*) FROM embeddings WHERE kind = 'report'").fetchone() == (0,)
 
 
+def test_an_offline_index_with_no_names_says_why(tmp_path):
+    # Lower-case notes gave "entities 0" and nothing more: the user could not tell why.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("bought seeds for the garden; the weather was dry all week.\n")
+    out = run("index", str(tmp_path / "notes"), "-q", "--offline", "--db", str(tmp_path / "i.db"))
+    assert out.returncode == 0, out.stderr
+    assert "offline extraction found no names in the 1 chunk(s) indexed" in out.stderr, out.stderr
+    out = run("ask", "--json", "--mode", "basic", "--db", str(tmp_path / "i.db"), "what about the garden seeds?")
+    assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
+
+
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
     assert run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
