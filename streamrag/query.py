@@ -768,6 +768,10 @@ def unknown_names(store: Store, question: str) -> list[str]:
     tokens = list(_TOKEN.finditer(question))
     english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
+    if 0 < len(tokens) <= 4 and all(t.group()[:1].isupper() for t in tokens) \
+            and not any(t.group().lower() in local_search.STOPWORDS for t in tokens):
+        # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it.
+        opening, english = [False] * len(tokens), True
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
         return []

@@ -1017,6 +1017,10 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     # A name of short words is a name too.
     answer = await aask("Did Mira Osk meet Bo Tan or Li Wu?", offline, offline_db)
     assert answer.not_in_index == ["Bo Tan", "Li Wu"]
+    # A question that is the name alone: its first word was taken for a sentence's.
+    answer = await aask("Zorblax Quintrell?", offline, offline_db)
+    assert answer.not_in_index == ["Zorblax Quintrell"]
+    assert (await aask("Mira Osk?", offline, offline_db)).not_in_index == []
     for question in ("Who hired the engineer Mira Osk?",           # names it has
                      "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
                      "Zorblax hired whom?",                        # nor does a sentence's first word
