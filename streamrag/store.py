@@ -933,25 +933,32 @@ def vacuum(store: Store) -> None:
     the statement to end, and the command said "interrupted" about a vacuum that was done (or
     SIGTERM's default action ended it without a word). Ended meanwhile, it is done: no raise."""
     failed: list[BaseException] = []
+    finished: list[bool] = []
+    stop = threading.Event()
     done = threading.Event()   # (not Thread.join: one a Ctrl-C interrupts takes the thread for ended)
 
     def work() -> None:
         try:
-            store.conn.execute("VACUUM")
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if not stop.is_set():
+                store.conn.execute("VACUUM")
+                store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finished.append(True)
         except BaseException as e:   # (given to the caller's thread)
             failed.append(e)
         finally:
             done.set()
 
-    threading.Thread(target=work, name="streamrag-vacuum", daemon=True).start()
+    worker = threading.Thread(target=work, name="streamrag-vacuum", daemon=True)
     try:
+        worker.start()   # (the signal may come while it starts: the thread may be at work already)
         while not done.wait(0.1):
             pass
     except KeyboardInterrupt:
+        stop.set()
         store.conn.interrupt()
-        done.wait()
-        if failed:   # (interrupted: nothing changed)
+        if worker.ident is not None:   # (started: the connection is not ours again until it ends)
+            done.wait()
+        if not finished:   # interrupted, or never begun: nothing changed
             raise
     if failed:
         raise failed[0]
