@@ -91,9 +91,10 @@ relate linked link links involved involvement role roles play plays played assoc
 # The function and generic words of the other languages GLOBAL_CUES speaks: with English
 # stopwords only, "Quels sont les thèmes principaux ?" kept "quels sont les", "主要主题是什么？"
 # the pairs 要主 题是 是什 什么, which no report has, and the broad question found nothing.
-# (Accents folded. Those that are English words too, ``FOREIGN_ENGLISH``, only in a question that
-# does not read as English. In the scripts without spaces they are cut out of the question, its
-# character pairs straddling them: ``global_question``.)
+# (Accents folded. Left out only of a question that does not read as English: many are English
+# words too, "hay", "ensemble", "con". In the scripts without spaces they are cut out of the
+# question, its character pairs straddling them: ``global_question``; never one character alone,
+# which is part of many words, 何 of the name 何伟.)
 FOREIGN_WORDS = frozenset("""
 quels quelles quel quelle sont est les des une un le la du de et ce ces cette qui que quoi dans sur
 avec au aux il elle ils elles ou comment pourquoi leur leurs ensemble textes fichiers rapports
@@ -107,22 +108,21 @@ documentos textos archivos informes notas coleccion principal principales
 주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
 """.split())
 FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par".split())
-# What an offline global search leaves out of a question, both to rate reports and to pick their
-# sentences: rated on one set and picked on another, "Summarize the connections across the
-# collection" selected no report (no report says "connections") where "Summarize the collection"
-# answered from 13.
-GLOBAL_STOP = GENERIC_WORDS | RELATION_WORDS | FOREIGN_WORDS
 _UNSPACED_STOP = re.compile("|".join(map(re.escape, sorted(
-    (w for w in GLOBAL_STOP if unspaced_chars(w) == len(w)), key=lambda w: (-len(w), w)))))
+    (w for w in GENERIC_WORDS | FOREIGN_WORDS if len(w) > 1 and unspaced_chars(w) == len(w)),
+    key=lambda w: (-len(w), w)))))
 
 
 def global_question(question: str) -> tuple[str, frozenset[str]]:
-    """``question`` as an offline global search reads it, and the words it leaves out: those
-    of ``GLOBAL_STOP`` in a script written without spaces are cut out (its character pairs
-    would straddle them: 要主, 题是), so that what is left of "主要主题是什么？" is no word, as of
-    "What are the main themes?"."""
-    english = any(w in _ENGLISH_CUES for w in words(question))
-    return _UNSPACED_STOP.sub(" ", question), GLOBAL_STOP if english else GLOBAL_STOP | FOREIGN_ENGLISH
+    """``question`` as an offline global search reads it, and the words it leaves out (to rate
+    reports and to pick their sentences alike): the generic words, and in a question that does
+    not read as English those of the other languages, cut out of a script written without spaces
+    (its character pairs would straddle them: 要主, 题是), so that what is left of "主要主题是什么？"
+    is no word, as of "What are the main themes?". (``RELATION_WORDS`` are left out only where
+    they match nothing: ``_Search._extractive_global``.)"""
+    if any(w in _ENGLISH_CUES for w in words(question)):
+        return question, GENERIC_WORDS
+    return _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | FOREIGN_ENGLISH
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -276,6 +276,7 @@ class _Search:
         self.llm = None
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
+        self._global_stop: frozenset[str] | None = None   # the words offline global search left out
 
     def _emit(self, text: str) -> None:
         if self._held is not None:
@@ -591,6 +592,37 @@ class _Search:
             return
         question, stop = global_question(self.answer.question)
         terms = set(local_search.query_terms(question, extra_stop=stop))
+        nodes = await self._global_nodes(tree, terms)
+        if terms & RELATION_WORDS and not any(extractive.overlap_rating(terms, n.text) for n in nodes):
+            # Words of how things relate that no report has ("Summarize the connections across
+            # the collection") ask about the rest; those a report has ("the themes of the plays")
+            # were kept: left out of both, the theatre's report was never quoted.
+            stop, terms = stop | RELATION_WORDS, terms - RELATION_WORDS
+            nodes = await self._global_nodes(tree, terms)
+        self._global_stop = stop
+        broad = False
+        if not nodes and terms:
+            # The question names something and no report has any of its words: say so, rather
+            # than quote the largest communities as if they were relevant.
+            self.answer.details["reports"] = 0
+            self._extract([], "community reports")
+            return
+        if not nodes:
+            # A broad question ("what are the main themes?") shares no words with any report:
+            # the largest top-level communities are what the collection is mostly about.
+            nodes = sorted((n for n in tree.nodes.values() if n.level == 0),
+                           key=lambda n: (-n.size, global_search._order(n)))[:8]
+            broad = True
+            self.answer.details["broad_fallback"] = True
+        ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text), -n.size,
+                                              global_search._order(n)))[:20]
+        self.context_tags = [f"[R:{n.id}]" for n in ranked]
+        self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
+                      "community reports", broad=broad)
+
+    async def _global_nodes(self, tree, terms: set[str]) -> list:
+        """The reports an offline global search reads for ``terms``: a level's (static), or
+        those dynamic selection rates highest by their overlap with the terms."""
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -617,33 +649,16 @@ class _Search:
                 self.status(f"global search, dynamic selection: no report's overlap with the question "
                             f"reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the "
                             f"best-rated {len(nodes)} are used")
-        broad = False
-        if not nodes and terms:
-            # The question names something and no report has any of its words: say so, rather
-            # than quote the largest communities as if they were relevant.
-            self.answer.details["reports"] = 0
-            self._extract([], "community reports")
-            return
-        if not nodes:
-            # A broad question ("what are the main themes?") shares no words with any report:
-            # the largest top-level communities are what the collection is mostly about.
-            nodes = sorted((n for n in tree.nodes.values() if n.level == 0),
-                           key=lambda n: (-n.size, global_search._order(n)))[:8]
-            broad = True
-            self.answer.details["broad_fallback"] = True
-        ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text), -n.size,
-                                              global_search._order(n)))[:20]
-        self.context_tags = [f"[R:{n.id}]" for n in ranked]
-        self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
-                      "community reports", broad=broad)
+        return nodes
 
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
         question, stop = self.answer.question, RELATION_WORDS
-        if self.answer.mode == "global":
+        if self.answer.mode == "global":   # (the words its reports were rated by)
             question, stop = global_question(question)
+            stop = self._global_stop or stop | RELATION_WORDS
         text, found = extractive.extractive_answer("" if broad else question, passages,
                                                    what=what, extra_stop=stop, anchors=anchors,
                                                    types=types)
@@ -697,7 +712,9 @@ def checked_question(question: str) -> str:
         # Python hands such bytes of the command line over as lone surrogates, which no model
         # request, cache key or JSON output can carry. Not guessed at: read as Latin-1, bytes of
         # another encoding (Shift JIS, GBK) would be searched as wrong letters, and answered.
-        shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", "surrogateescape")
+        # (One the command line does not make, from a caller's string, is shown escaped: \\ud83d.)
+        escaped = "surrogateescape" if "\udc80" <= bad.group() <= "\udcff" else "backslashreplace"
+        shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", escaped)
         raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
                          "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
     # (a question of zero-width spaces only was accepted, and paid for a whole global search)

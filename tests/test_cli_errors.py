@@ -579,6 +579,12 @@ def test_a_question_with_bytes_that_are_not_utf8_is_refused(indexed):
     for extra in (("--api-base", "http://127.0.0.1:9/v1"), ("--json", "--api-base", "")):
         one_line(run("ask", "Who is Zo\udce9 Quinquay?", *extra, cwd=indexed), 2,
                  "bytes that are not UTF-8", "Zo\\xe9", "LANG=C.UTF-8")
+    # A lone surrogate no command line makes, from a caller's own string: a traceback too.
+    from streamrag.errors import UsageError
+    from streamrag.query import checked_question
+
+    with pytest.raises(UsageError, match=r"not UTF-8 \(in b'Who is \\\\ud83d Scrooge"):
+        checked_question("Who is \ud83d Scrooge?")
 
 
 def test_a_question_longer_than_any_question_is_refused(indexed):

@@ -1870,3 +1870,27 @@ def test_a_context_lines_label_counts_less_than_what_its_sentence_says():
     picked = pick_sentences("Which organization does Ada Osk work for?", passages, anchors=["Ada Osk"],
                             types=types)
     assert picked[0][1] == "[L:r2]"
+
+
+async def test_an_offline_global_question_keeps_its_words_that_name_what_it_asks_about(tmp_path):
+    # English words that are function words elsewhere ("hay", "ensemble") were left out of every
+    # question; relation words ("plays") too, though a report has them; and 何 was cut out of the
+    # name 何伟 in a Chinese question. Each asked about nothing, and the right report went unquoted.
+    _folder, settings, db = await offline_index(tmp_path, {
+        "farm.txt": "The Ellison Farm cuts hay every June. Mara Ellison sells the hay to the Brook Stables.\n",
+        "theatre.txt": "The Kestrel Theatre staged three plays by Ivo Marsh. Greta Voss directed the plays "
+                       "at the Kestrel Theatre.\n",
+        "music.txt": "The Lindholm Ensemble played at the Oslo Hall. Carl Holm leads the Lindholm Ensemble.\n",
+        "visit.txt": "Anna Berg hosted 何伟 at the Lindholm Museum. Anna Berg and Carl Holm showed 何伟 the "
+                     "Lindholm Museum archive.\n",
+    })
+    for question, quoted in (("What are the main themes about hay?", "sells the hay"),
+                             ("Summarize what the collection says about the ensemble.", "Ensemble played"),
+                             ("What are the recurring themes of the plays?", "directed the plays"),
+                             ("总结何伟的经历", "hosted 何伟")):
+        answer = await aask(question, settings, db, mode="global")
+        assert quoted in answer.text, (question, answer.text)
+    # ... and relation words no report has still ask about the rest (here: the whole collection).
+    plain = await aask("Summarize the collection", settings, db, mode="global")
+    answer = await aask("Summarize the connections across the collection", settings, db, mode="global")
+    assert answer.text == plain.text and answer.documents
