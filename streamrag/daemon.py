@@ -62,8 +62,8 @@ import anyio
 from streamrag import index_rows
 from streamrag.config import Settings, WatchSettings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
-from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, storable,
-                              unstorable_folder)
+from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, shown,
+                              storable, unstorable_folder, why_unusable)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -444,6 +444,18 @@ class Daemon:
         """The indexed files under the folder ``rel``."""
         return set() if store is None else {file_of(p) for p in index_rows.paths_under(store, rel)}
 
+    def _queued_in(self, rel: str) -> set[str]:
+        """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
+        inside = rel + "/"
+        return {p for p, kind in self.pending.items() if (p == rel or p.startswith(inside))
+                and kind not in ("deleted", "renamed away")}
+
+    def _warn_once(self, line: str) -> None:
+        """A warning line, unless said already (by this or by the last sync, whose scan says it)."""
+        if line not in self.warned:
+            self.warned.add(line)
+            self.emit("warning", line, warning=line)
+
     def _takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
         out of the folder through a link, its own or a folder's on its way (its text must not
@@ -507,9 +519,7 @@ class Daemon:
                     what = "the settings" if Path(path) == self._config else "the extraction prompt"
                     line = (f"{path}: {what} changed; watch goes on with what it started with: restart "
                             "it to use the new ones")
-                    if line not in self.warned:
-                        self.warned.add(line)
-                        self.emit("warning", line, warning=line)
+                    self._warn_once(line)
                 continue   # (no document: nothing to sync)
             rel = self.relevant(int(change), path)
             if rel is not None:
@@ -539,8 +549,17 @@ class Daemon:
                 if is_dir:
                     continue
                 if not exists:
-                    for gone in self._indexed_in(store, rel) or {rel}:
-                        out[gone] = "deleted"
+                    # Only what the index holds, or a sync is queued for, can be deleted: a
+                    # broken link, which the polling watcher reports deleted at every poll, is
+                    # neither, and queued a sync that changed nothing every 10 * quiet_s. (No
+                    # index to read, gone with the folder say: the sync that makes it decides.)
+                    gone = self._indexed_in(store, rel) | self._queued_in(rel)
+                    if store is None or self._is_indexed(store, rel):
+                        gone.add(rel)
+                    for each in gone:
+                        out[each] = "deleted"
+                    if not gone and os.path.lexists(path):
+                        self._warn_once(f"{shown(rel)}: {why_unusable(path)}")
                 elif not self._takes(path):   # the scan skips it, so do we
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"

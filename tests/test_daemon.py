@@ -624,6 +624,50 @@ async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, t
     store.close()
 
 
+async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
+    # A path that is not there was queued as deleted even when it was never indexed: a broken
+    # link added said "1 file (1 deleted)" and synced nothing, and the polling watcher, which
+    # reports it deleted at every poll, made a sync every 10 * quiet_s for ever.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        link = corpus / "broken.txt"
+        link.symlink_to("nowhere")
+        (corpus / "fleeting.txt").write_text("Ivo Jax rowed to Port Vell.\n")
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(link))})
+            for _ in range(3):   # as each poll says it
+                await send.send({(Change.deleted, str(link))})
+            await anyio.sleep(0.3)
+            assert daemon.syncs == 1 and daemon.pending == {}
+            # A file queued, then deleted before its sync, is still taken off the queue.
+            await send.send({(Change.added, str(corpus / "fleeting.txt"))})
+            await until(lambda: daemon.pending.get("fleeting.txt") == "added")
+            (corpus / "fleeting.txt").unlink()
+            await send.send({(Change.deleted, str(corpus / "fleeting.txt"))})
+            await until(lambda: daemon.pending.get("fleeting.txt") == "deleted")
+            await send.send({(Change.added, str(new))})
+            await until(lambda: daemon.syncs == 2)
+            await send.send({(Change.deleted, str(link))})
+            await anyio.sleep(0.3)
+    after = events[mark:]
+    assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
+    assert daemon.syncs == 2
+    queued = [e for e in after if e["state"] == "queued"]
+    assert [e["message"] for e in queued] == ["1 file (1 added); 1 pending", "1 file (1 deleted); 1 pending",
+                                              "1 file (1 added); 2 pending"]
+    assert daemon.pending == {}
+    warned = [e["message"] for e in after if e["state"] == "warning"]
+    assert warned == ["broken.txt: broken symlink to nowhere, not indexed; fix or remove the link"], warned
+    store = Store(tmp_path / "k.db", readonly=True)
+    try:
+        assert {r["path"] for r in store.query("SELECT path FROM documents")} >= {"new.txt"}
+    finally:
+        store.close()
+
+
 async def test_a_folder_moved_in_with_a_name_that_is_not_utf8_inside_is_synced_without_it(corpus, tmp_path):
     # The daemon listed the folder's files itself and looked the undecodable name up in the
     # store, which cannot hold it: UnicodeEncodeError ended the daemon.
@@ -898,6 +942,8 @@ async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus,
         async with anyio.create_task_group() as tg:
             tg.start_soon(daemon.run, watch_folder(corpus, settings.watch, daemon.stop_event))
             await until(lambda: "error" in events.states())
+            # The polling watcher says a broken link deleted at each poll: not a change either.
+            (corpus / "broken.txt").symlink_to("nowhere")
             await anyio.sleep(3)                 # polling: no further error, no further sync
             (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
             await until(lambda: db_count(db, "SELECT count(*) FROM documents WHERE path = 'new.txt'") == 1)
@@ -905,6 +951,7 @@ async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus,
     errors = [e["message"] for e in events if e["state"] == "error"]
     assert len(errors) == 1 and "then restart watch. Meanwhile the watcher polls the folder each second" in errors[0], errors
     assert daemon.syncs <= 3, daemon.syncs   # the first, the one after the error, the new file
+    assert not any(e.get("deleted") for e in events if e["state"] == "queued"), events
 
 
 # --------------------------------------------------------------------------------------------
