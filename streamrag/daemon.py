@@ -36,6 +36,8 @@ Design notes:
   (the endpoint, the fix); the syncs that retry it meanwhile are silent, but for a short
   ``outage`` line when the pause between them grows (and once an hour at the cap), and one
   ``recovered`` line when it answers again: a weekend's outage is a few dozen lines, not 5,000.
+  The model client's own retry lines (``HTTP 500 ...; retry 1/3``) are limited across the
+  clients of every sync (``llm.sharing_notices``), and held while the outage lines speak.
 """
 
 from __future__ import annotations
@@ -254,6 +256,11 @@ class Daemon:
         # pause last said ("every", None: the full line only), when ("at"), and "owed": a sync's
         # lines were shown without saying it is still down.
         self._outage: dict[str, Any] | None = None
+        from streamrag.llm import Notices
+
+        # The model clients' retry and wait lines, limited across the clients of every sync and
+        # extraction ahead (each makes its own), and held while the outage lines speak for them.
+        self._notices = Notices()
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -585,6 +592,12 @@ class Daemon:
 
         When the source ends by itself, changes still queued are synced before returning.
         """
+        from streamrag.llm import sharing_notices
+
+        with sharing_notices(self._notices):   # (a new limit per sync said a line per retry)
+            await self._run(source)
+
+    async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
         self.emit("starting", f"{self.root} -> {self.db_path} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
@@ -800,11 +813,13 @@ class Daemon:
         since = time.time()
         self._outage = {"since": since, "endpoint": endpoint, "every": None,
                         "at": time.monotonic(), "owed": False}
+        self._notices.held = True   # the outage lines say it from now on
         return {"outage": True, "endpoint": endpoint, "since": round(since, 3)}
 
     def _recovered(self) -> None:
         """The endpoint answers again: one line, and the outage is over."""
         was, self._outage = self._outage, None
+        self._notices.held = False
         if was is None:
             return
         down = time.time() - was["since"]
@@ -995,6 +1010,7 @@ class Daemon:
             quiet = False
         elif self._outage is not None and not result.failed_items:
             self._outage = None   # nothing is left to ask it: no news of it
+            self._notices.held = False
             quiet = False
         if quiet and (previous is None or result.version != previous.version):
             quiet = False   # it published something after all: said as any sync is

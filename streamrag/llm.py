@@ -39,6 +39,7 @@ Without a store the client works the same, minus the cache and the rows.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import logging
@@ -46,7 +47,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import anyio
@@ -157,6 +158,46 @@ WAIT_NOTICE_S = 5.0
 NOTICE_EVERY_S = 30.0
 
 
+class Notices:
+    """When a retry or wait line was last said, per endpoint and kind, and how many were held back
+    since. A client keeps its own, unless it is made inside ``sharing_notices``: ``watch`` makes a
+    client per sync, and with one each, the limit began again at every retry of an outage (a
+    line per retry). ``held``: another says it meanwhile (``watch``'s outage lines), so each is a
+    debug line until it is cleared."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (last said, held back since)
+        self.held = False
+
+    def say(self, endpoint: str, kind: str, line: str) -> None:
+        """A warning, unless one of this endpoint and kind was given in the last
+        ``NOTICE_EVERY_S``, or ``held``: then a debug line (a flaky endpoint printed a warning per
+        retry, fifty for one small run)."""
+        now = time.monotonic()
+        last, back = self._last.get((endpoint, kind), (-math.inf, 0))
+        if self.held or now - last < NOTICE_EVERY_S:
+            log.debug(line)
+            self._last[endpoint, kind] = (last, back + 1)
+            return
+        more = f" (and {back} more like it since the last; -v shows each)" if back else ""
+        log.warning(line + more)
+        self._last[endpoint, kind] = (now, 0)
+
+
+_SHARED_NOTICES: contextvars.ContextVar[Notices | None] = contextvars.ContextVar("notices", default=None)
+
+
+@contextlib.contextmanager
+def sharing_notices(notices: Notices) -> Iterator[Notices]:
+    """The clients made within the block (and the tasks it starts) say their notices through
+    ``notices``: its limit carries from one client to the next."""
+    token = _SHARED_NOTICES.set(notices)
+    try:
+        yield notices
+    finally:
+        _SHARED_NOTICES.reset(token)
+
+
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
                     response_format: dict | None = None, stop: list[str] | None = None,
                     seed: int | None = None) -> dict:
@@ -209,7 +250,7 @@ class LLMClient:
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
-        self._notices: dict[str, tuple[float, int]] = {}  # kind -> (last said, lines held back since)
+        self._notices = _SHARED_NOTICES.get() or Notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts
@@ -985,17 +1026,7 @@ class LLMClient:
         return before_sleep
 
     def _notice(self, kind: str, line: str) -> None:
-        """A warning, unless one of this kind was given in the last ``NOTICE_EVERY_S``: then a
-        debug line (a flaky endpoint printed a warning per retry, fifty for one small run)."""
-        now = time.monotonic()
-        last, held = self._notices.get(kind, (-math.inf, 0))
-        if now - last < NOTICE_EVERY_S:
-            log.debug(line)
-            self._notices[kind] = (last, held + 1)
-            return
-        more = f" (and {held} more like it since the last; -v shows each)" if held else ""
-        log.warning(line + more)
-        self._notices[kind] = (now, 0)
+        self._notices.say(self.settings.api_base, kind, line)
 
     def _check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
         self._answered()

@@ -687,3 +687,58 @@ def test_while_the_pause_is_at_its_cap_the_outage_is_said_once_an_hour(tmp_path,
     daemon._still_down(300)
     assert [e["retry_s"] for e in events] == [4, 300, 300]
     assert all(e["state"] == "outage" and e["endpoint"] == "http://127.0.0.1:9/v1" for e in events)
+
+
+class Failing(Switch):
+    """A transport that forwards to the simulator while ``up`` and answers HTTP 500 otherwise."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        return await super().__call__(request)
+
+
+async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_of_an_outage(
+        corpus, tmp_path, simulator, monkeypatch, caplog):
+    # Each sync's model client had its own limit on retry lines: under a server answering 500,
+    # every retry sync said `URL: HTTP 500: boom; retry 1/1 in 0.7 s` again, a line each five
+    # minutes for as long as it lasted.
+    import logging
+
+    from streamrag import daemon as daemon_module, llm as llm_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)   # the client's own pause between tries
+    monkeypatch.setattr(llm_module, "NOTICE_EVERY_S", 0.0)   # retries far apart: held all the same
+    syncs: list[bool] = []
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append(ok)
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
+    failing = Failing(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 1},
+                             watch={"quiet_s": 0.04})
+    db = tmp_path / "r.db"
+    with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+        async with running(settings, db, corpus, transport=httpx.MockTransport(failing)) as (daemon, events, send):
+            failing.up = False
+            victim = corpus / "guild.txt"
+            victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+            await send.send({(_MODIFIED, str(victim))})
+            await until(lambda: any(e.get("outage") for e in events), timeout=30)
+            before = [r.getMessage() for r in caplog.records]   # the edit's extraction ahead, its sync
+            await until(lambda: len(syncs) >= 7, timeout=30)     # and five retries
+            assert not any(syncs[1:])
+            said_down = [r.getMessage() for r in caplog.records]
+            failing.up = True
+            await _until_indexed(db, "Quillon Marbeck", timeout=60)
+            await send.aclose()
+    await failing.client.aclose()
+    assert before and all("HTTP 500: boom; retry 1/1 in " in m for m in before), before
+    assert said_down == before, said_down[len(before):]   # the outage lines speak for the retries
+    assert [e["state"] for e in events].count("recovered") == 1
+    assert not daemon._notices.held   # answered again: its next trouble is said in full

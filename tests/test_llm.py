@@ -373,6 +373,38 @@ async def test_retries_are_one_warning_then_debug_lines(tmp_path, caplog):
     assert len(retries) == 5
     assert [r.levelno for r in retries].count(logging.WARNING) == 1 and retries[0].levelno == logging.WARNING
 
+
+async def test_clients_made_while_sharing_notices_say_one_retry_line_between_them(tmp_path, caplog):
+    """watch makes a client per sync: as each had its own limit, a long outage said a retry
+    line per sync. Shared, the limit carries across clients (per endpoint); ``held``, nothing is
+    said; a client made outside keeps its own limit, as before."""
+    def down(body):
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    async def fail(name: str, **settings) -> None:
+        (tmp_path / name).mkdir()
+        async with client(tmp_path / name, Endpoint(down, down), max_retries=1, **settings) as (llm, _):
+            with pytest.raises(LLMError):
+                await llm.chat(ask(), model="m1", stage="s")
+
+    notices = llm_module.Notices()
+    with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
+        with llm_module.sharing_notices(notices):
+            for i in range(3):
+                await fail(f"sync{i}")
+            await fail("other", api_base="http://other.test/v1")   # another endpoint: its own line
+            notices.held = True                                    # (watch says its outage)
+            await fail("held", api_base="http://third.test/v1")
+            notices.held = False
+            await fail("after", api_base="http://third.test/v1")
+        await fail("outside")
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [m.split("/v1")[0] for m in said] == [API.split("/v1")[0], "http://other.test",
+                                                 "http://third.test", API.split("/v1")[0]], said
+    assert all("HTTP 500: boom; retry 1/1 in " in m for m in said), said
+    assert said[2].endswith("(and 1 more like it since the last; -v shows each)"), said
+    assert sum("HTTP 500: boom" in r.getMessage() for r in caplog.records) == 7   # each try, at -v
+
 async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_still_goes(
         tmp_path, monkeypatch):
     import streamrag.ratelimit
