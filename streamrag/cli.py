@@ -51,7 +51,8 @@ CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or ab
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
 # --------------------------------------------------------------------------------------------
-def _settings(args: argparse.Namespace, near: Path | None = None, *, model_used: bool = True) -> Settings:
+def _settings(args: argparse.Namespace, near: Path | None = None, *,
+              models_for: tuple[str, ...] = ("index", "ask")) -> Settings:
     path = Path(args.config) if getattr(args, "config", None) else None
     if path is None:
         path = find_config(near) if near is not None else None
@@ -63,16 +64,16 @@ def _settings(args: argparse.Namespace, near: Path | None = None, *, model_used:
         overrides.setdefault("index", {})["extractor"] = "nlp"
     return load_settings(path, overrides=overrides or None,
                          override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"},
-                         model_used=model_used)
+                         models_for=models_for)
 
 
-def _reading_settings(args: argparse.Namespace, *, model_used: bool = True) -> Settings:
+def _reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:
     """The settings of a command that reads an index: with ``--db``, those of the indexed folder
     (or above) first, as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
-    looked elsewhere, and ``export`` wrote over the index's own settings file. ``model_used``:
+    looked elsewhere, and ``export`` wrote over the index's own settings file. ``models_for``:
     see ``load_settings``."""
     return _settings(args, indexed_root(Path(args.db)) if getattr(args, "db", None) else None,
-                     model_used=model_used)
+                     models_for=models_for)
 
 
 def _configured_db(settings: Settings) -> Path:
@@ -176,7 +177,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if (why := loader.unstorable_folder(p)) is not None:   # (a traceback at publish)
             raise StreamragError(why)
     root = paths[0] if paths[0].is_dir() else paths[0].parent
-    settings = _settings(args, root)
+    settings = _settings(args, root, models_for=("index",))
     db = _db_for_index(args, settings, root)
     # An existing index keeps naming documents from its own folder: `index sub` or
     # `index sub/file.txt` updates those files in it and leaves the rest alone.
@@ -304,7 +305,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings = _reading_settings(args, model_used=False)
+    settings = _reading_settings(args, models_for=())
     db = _db_for_reading(args, settings)
     store = Store(db, readonly=True)
     try:
@@ -322,7 +323,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     """Gives the index's free pages back to the disk (SQLite's VACUUM), as the writer."""
     from streamrag.status import file_bytes
 
-    settings = _reading_settings(args, model_used=False)
+    settings = _reading_settings(args, models_for=())
     db = _db_for_reading(args, settings)
     with one_writer(db, "streamrag vacuum"), _sigterm_as_interrupt():
         store = Store(db)
@@ -362,7 +363,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
-    settings = _reading_settings(args, model_used=False)
+    settings = _reading_settings(args, models_for=())
     db = _db_for_reading(args, settings)
     # The settings in use, and those of the index's folder (what `index` of it reads).
     settings_files = [Path(f) for f in (settings.source if settings.source != "defaults" else None,

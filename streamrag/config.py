@@ -318,7 +318,7 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
 
 
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
-           model_used: bool = True) -> None:
+           models_for: tuple[str, ...] = ("index", "ask")) -> None:
     """Value checks; ``origins`` names where a key came from when not the file (env, a flag)."""
     ix, llm = s.index, s.llm
     problems = []
@@ -368,8 +368,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
     # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
     # an endpoint is set)
-    indexing = () if s.offline else ("extraction_model", "summary_model", "report_model")
-    for name in (*indexing, "rating_model", "answer_model"):
+    indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",
+                                                                  "report_model")
+    for name in (*indexing, *(("rating_model", "answer_model") if "ask" in models_for else ())):
         if llm.api_base and not getattr(llm, name).strip():   # sent as "", every call would be refused
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))
@@ -437,7 +438,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:
                 problems.append((f"pipeline.{name}", "must be >= 1"))
-    if not model_used:
+    if not models_for:
         problems = [(key, what) for key, what in problems if not key.startswith("llm.")]
     if problems:
         key, what = problems[0]
@@ -473,13 +474,16 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
 
 def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None = None,
                   overrides: dict | None = None,
-                  override_names: dict[str, str] | None = None, model_used: bool = True) -> Settings:
+                  override_names: dict[str, str] | None = None,
+                  models_for: tuple[str, ...] = ("index", "ask")) -> Settings:
     """Defaults, then the file at ``path`` (if any), then the environment, then ``overrides``
     (the command line), validated. ``override_names`` maps a dotted key of ``overrides`` to the
     flag that set it (``{"llm.api_base": "--api-base"}``), for error messages. Relative paths in
     the file (``store.path``, ``index.extraction_prompt``) are resolved against its folder.
-    ``model_used`` false (a command that calls no model: ``status``, ``export``, ``vacuum``)
-    leaves the values of ``llm.*`` unchecked: STREAMRAG_API_BASE=nonsense stopped ``status``."""
+    ``models_for`` names the jobs the command calls models for, whose model names are checked:
+    ``ask`` (an empty llm.summary_model stopped it, which it never calls) or ``index``; none
+    (``status``, ``export``, ``vacuum``) leaves the values of ``llm.*`` unchecked:
+    STREAMRAG_API_BASE=nonsense stopped ``status``."""
     env = os.environ if env is None else env
     data = _read_toml(asset("config", "default.toml"))
     where = "defaults"
@@ -521,7 +525,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     settings.source = where
     if "llm.api_base" in origins:
         settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
-    _check(settings, where, origins, model_used=model_used)
+    _check(settings, where, origins, models_for=models_for)
     return settings
 
 

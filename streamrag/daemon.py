@@ -1306,7 +1306,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise StreamragError(f"{given}: no such folder; give the folder to watch")
     if (why := unstorable_folder(given)) is not None:
         raise StreamragError(why)
-    settings = _settings(args, given)
+    settings = _settings(args, given, models_for=("index",))
     # The folder a link names now: a link moved later (current -> release-2) leaves this watch,
     # and its index, on the folder it started with.
     root = given.resolve()

@@ -110,6 +110,25 @@ def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, cap
     cli("ask", "anything", "--db", db, code=1, fragments=("STREAMRAG_API_BASE=nonsense: must start with http://",))
 
 
+def test_an_empty_model_name_stops_only_the_commands_that_call_it(cli, capsys, tmp_path, indexed):
+    # ask was refused for an empty llm.summary_model, which it never calls.
+    db = str(indexed / ".streamrag" / "index.db")
+    base = 'api_base = "http://127.0.0.1:9/v1"\n'
+    (tmp_path / "no_summary.toml").write_text(f'[llm]\n{base}summary_model = ""\n')
+    (tmp_path / "no_answer.toml").write_text(f'[llm]\n{base}answer_model = ""\n')
+
+    def last_line(*argv: str) -> str:
+        assert main(list(argv)) == 1
+        return capsys.readouterr().err.splitlines()[-1]
+
+    ask = ("ask", "Who leads the council?", "--db", db, "--config")
+    index = ("index", "-q", str(indexed), "--db", str(tmp_path / "i.db"), "--config")
+    assert "nothing answers at http://127.0.0.1:9/v1" in last_line(*ask, "no_summary.toml")
+    assert "llm.answer_model: is empty" in last_line(*ask, "no_answer.toml")
+    assert "llm.summary_model: is empty" in last_line(*index, "no_summary.toml")
+    assert "nothing answers at http://127.0.0.1:9/v1" in last_line(*index, "no_answer.toml")
+
+
 def test_a_bad_database_from_a_real_subprocess(tmp_path):
     (tmp_path / "bad.db").write_text("garbage\n")
     one_line(run("status", "--db", "bad.db", cwd=tmp_path), 1, "bad.db: not a streamrag index")
@@ -192,9 +211,10 @@ def test_every_reader_given_db_reads_the_settings_of_that_indexs_folder(cli, ind
     # `export --db notes/.streamrag/index.db notes/streamrag.toml` wrote JSON over the settings.
     notes = tmp_path / "notes"
     shutil.copytree(indexed, notes)
-    (notes / "streamrag.toml").write_text("[llm]\nconcurrency = 0\n", encoding="utf-8")
+    # (Not an llm.* value: status and export, which call no model, leave those unchecked.)
+    (notes / "streamrag.toml").write_text("[index]\nchunk_size = 10\n", encoding="utf-8")
     cli(*command, "--db", str(notes / ".streamrag" / "index.db"), code=1,
-        fragments=(f"{notes / 'streamrag.toml'}: llm.concurrency",))
+        fragments=(f"{notes / 'streamrag.toml'}: index.chunk_size",))
 
 
 @pytest.mark.parametrize("status, said", [("interrupted", "was stopped"), ("failed", "failed")])
