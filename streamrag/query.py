@@ -717,9 +717,11 @@ def checked_question(question: str) -> str:
         shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", escaped)
         raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
                          "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
-    # (a question of zero-width spaces only was accepted, and paid for a whole global search)
-    question = " ".join(question.translate(INVISIBLE_TABLE).split())
-    if not question:
+    question = " ".join(question.split())
+    # (a question of zero-width spaces only was accepted, and paid for a whole global search;
+    # those inside one stay: a joiner is part of a Persian word or an emoji, and the search's
+    # words are read without them anyway)
+    if not question.translate(INVISIBLE_TABLE).strip():
         raise UsageError("the question is empty; ask something, e.g. "
                          "`streamrag ask \"What are the main themes?\"`")
     # Sent again with every rating and map batch. Words of scripts written without spaces count

@@ -605,6 +605,9 @@ def test_a_question_with_bytes_that_are_not_utf8_is_refused(indexed):
 
     with pytest.raises(UsageError, match=r"not UTF-8 \(in b'Who is \\\\ud83d Scrooge"):
         checked_question("Who is \ud83d Scrooge?")
+    # A joiner inside a question is part of a word (Persian) or an emoji: it goes to the model.
+    assert checked_question(" \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645  \U0001f468\u200d\U0001f467 ") == \
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \U0001f468\u200d\U0001f467"
 
 
 def test_a_question_longer_than_any_question_is_refused(indexed):
