@@ -676,12 +676,19 @@ def _with_unembedded(near: list[tuple[str, float]], bm25: list[tuple[str, float]
                      k: int) -> tuple[list[tuple[str, float]], str]:
     """The ``k`` best of the embedding ranking ``near`` and the BM25 hits without a fresh vector
     (which no embedding ranking can hold), taken in turn, each in its own order; ``near`` alone
-    when every hit has a vector. (Cosines and BM25 scores are not comparable: ranks are.)"""
+    when every hit has a vector. (Cosines and BM25 scores are not comparable: ranks are, and
+    each list's scores are given as shares of its best, which is what ``local_search.widen``
+    weighs seeds by: raw, a BM25 seed weighed 0.25-1 beside embedding seeds' 0.015-0.02.)"""
     rest = [(i, s) for i, s in bm25 if i not in fresh]
     if not rest:
         return near, "embedding"
+
+    def shares(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        top = max((s for _i, s in pairs), default=0.0)
+        return [(i, s / top) for i, s in pairs] if top > 0 else pairs
+
     out: dict[str, float] = {}
-    for pair in itertools.zip_longest(near, rest):
+    for pair in itertools.zip_longest(shares(near), shares(rest)):
         for item in pair:
             if item is not None and item[0] not in out and len(out) < k:
                 out[item[0]] = item[1]

@@ -281,3 +281,14 @@ def test_titles_and_initials_end_no_sentence_but_a_capitalised_word_does():
     assert ends_with_abbreviation("a letter from Messrs.") and ends_with_abbreviation("said J.")
     assert not ends_with_abbreviation("they sailed to the USA.")
     assert not ends_with_abbreviation("plan B is Mr")
+
+
+def test_seeds_from_embeddings_and_bm25_are_weighed_as_shares_of_their_own_best():
+    # Cosines (0-1) and BM25 scores (any size) were handed on raw to local_search.widen, which
+    # weighs seeds by score / top: the BM25 seeds of items without a vector outweighed the rest.
+    from streamrag.query import _with_unembedded
+
+    seeds, how = _with_unembedded([("e1", 0.02), ("e2", 0.01)], [("e3", 12.0), ("e1", 9.0), ("e4", 6.0)],
+                                  fresh={"e1", "e2"}, k=3)
+    assert seeds == [("e1", 1.0), ("e3", 1.0), ("e2", 0.5)] and how.startswith("embedding + bm25")
+    assert _with_unembedded([("e1", 0.5)], [("e1", 3.0)], fresh={"e1"}, k=3) == ([("e1", 0.5)], "embedding")
