@@ -329,10 +329,13 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         store = Store(db)
         try:
             before = file_bytes(store)
-            vacuum(store)
+            late = vacuum(store)
             after = file_bytes(store)
         finally:
             store.close()
+    if late:
+        print("streamrag: the interrupt came as the vacuum was finishing, too late to stop it: it "
+              "finished", file=sys.stderr)
     if args.json:
         _print_json({"db": str(db), "before_bytes": before, "after_bytes": after})
     else:

@@ -925,24 +925,30 @@ def _holder(f) -> str:
     return " ".join(f.read().split()) or "another process"
 
 
-def vacuum(store: Store) -> None:
+def vacuum(store: Store) -> bool:
     """Gives the index's free pages back to the disk: SQLite's VACUUM, then a checkpoint that
     empties the WAL. It runs on a thread, so that Ctrl-C (``KeyboardInterrupt``, SIGTERM's
-    ``Terminated`` too) stops it: the statement is interrupted, and, being one transaction,
+    ``Terminated`` too) can stop it: the statement is interrupted, and, being one transaction,
     leaves the index as it was; then the interrupt goes on up. Before, the signal waited for
     the statement to end, and the command said "interrupted" about a vacuum that was done (or
-    SIGTERM's default action ended it without a word). Ended meanwhile, it is done: no raise."""
+    SIGTERM's default action ended it without a word).
+
+    SQLite honours an interrupt only in the early part of a VACUUM: one that comes later is
+    too late, and the vacuum finishes. Then nothing is raised, and True is returned, for the
+    caller to say so. Signals that come while the thread ends are waited out: the connection
+    is not the caller's again until then (a second Ctrl-C closed it under the thread, which
+    crashed the process)."""
     failed: list[BaseException] = []
-    finished: list[bool] = []
     stop = threading.Event()
+    vacuumed = threading.Event()
     done = threading.Event()   # (not Thread.join: one a Ctrl-C interrupts takes the thread for ended)
 
     def work() -> None:
         try:
             if not stop.is_set():
                 store.conn.execute("VACUUM")
+                vacuumed.set()
                 store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                finished.append(True)
         except BaseException as e:   # (given to the caller's thread)
             failed.append(e)
         finally:
@@ -956,12 +962,18 @@ def vacuum(store: Store) -> None:
     except KeyboardInterrupt:
         stop.set()
         store.conn.interrupt()
-        if worker.ident is not None:   # (started: the connection is not ours again until it ends)
-            done.wait()
-        if not finished:   # interrupted, or never begun: nothing changed
+        while worker.ident is not None and not done.is_set():
+            try:
+                done.wait()
+            except KeyboardInterrupt:
+                continue
+        if not vacuumed.is_set():   # interrupted, or never begun: nothing changed
             raise
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # (the thread's may have been interrupted)
+        return True
     if failed:
         raise failed[0]
+    return False
 
 
 @contextlib.contextmanager
