@@ -1161,10 +1161,15 @@ def built_min_members(settings: Settings, said: Callable[[str], str | None], *, 
     if published == report_settings_key(settings, by_llm=by_llm):
         return settings.index.report_min_members
     chosen_with = said("report_min_members") or ""
-    if chosen_with.isdigit() and published == report_settings_key(settings, by_llm=by_llm,
-                                                                  min_members=int(chosen_with)):
-        return int(chosen_with)
+    # (An index published before the setting was recorded is matched against the likely ones:
+    # unknown, it was taken for one whose every report is written again.)
+    for tried in [int(chosen_with)] if chosen_with.isdigit() else range(1, _MIN_MEMBERS_TRIED + 1):
+        if published == report_settings_key(settings, by_llm=by_llm, min_members=tried):
+            return tried
     return None
+
+
+_MIN_MEMBERS_TRIED = 64   # the report_min_members values an index of unknown one is matched with
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

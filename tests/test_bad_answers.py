@@ -598,3 +598,28 @@ async def test_an_outage_does_not_count_towards_a_settled_report(corpus, tmp_pat
     before = endpoint.asked
     last = await sync([corpus], settings, db, root=corpus, transport=transport)
     assert endpoint.asked == before and last.failed_items == 0
+
+
+@pytest.mark.parametrize("min_members", [2, 5])
+async def test_an_index_from_before_the_report_min_members_mark_keeps_its_model_reports_in_the_estimate(
+        corpus, tmp_path, min_members, caplog):
+    # An index built before c45376f has no meta report_min_members: a new report_min_members
+    # was said to write every report again, and the estimate counted every community.
+    from streamrag.estimate import estimate
+
+    endpoint = GarbleOneReport("nobody at all")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings("http://llm.test/v1"), db, root=corpus,
+               transport=httpx.MockTransport(endpoint))
+    store = Store(db)
+    try:   # as published by yesterday's streamrag
+        store.conn.execute("DELETE FROM meta WHERE key = 'report_min_members'")
+    finally:
+        store.close()
+    settings = make_settings("http://llm.test/v1", index={"report_min_members": min_members})
+    said = estimate([corpus], settings, db, root=corpus)["llm"]["by_stage"].get("report", {}).get("calls", 0)
+    caplog.clear()
+    done = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint))
+    paid = done.llm.get("report", {"calls": 0, "cached": 0})
+    assert said == paid["calls"] - paid["cached"]
+    assert "every report is written again" not in caplog.text
