@@ -593,3 +593,14 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         store.set_meta(name, value)
     store.set_meta("published_at", str(time.time()))
     return version
+
+
+def files_of_chunks(store: Store, chunk_ids: set[str]) -> dict[str, str]:
+    """Chunk id -> the path of an indexed file whose document holds it (the estimate's: what a
+    changed file said before)."""
+    out: dict[str, str] = {}
+    for part in _batches(chunk_ids):
+        out.update(store.conn.execute(
+            "SELECT dc.chunk_id, MIN(f.path) FROM document_chunks dc JOIN files f ON f.doc_id = dc.doc_id "
+            f"WHERE {_in('dc.chunk_id', part)} GROUP BY dc.chunk_id", part))
+    return out

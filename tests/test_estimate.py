@@ -1,6 +1,7 @@
 """``index --estimate`` against the runs that follow it: chunks extracted by a run that never
 published (interrupted, or a watcher's extraction ahead of its sync) still cost their summaries
-and reports."""
+and reports; an update's new, edited and deleted files cost those of the entities they name
+and of their communities (the simulator answers alike each time: the counts are stable)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import make_settings
 from streamrag.estimate import estimate, format_estimate
 from streamrag.pipeline import Indexer, sync
 
@@ -65,3 +67,78 @@ async def test_an_update_extracted_but_never_published_still_costs_its_summaries
     assert est["chunks_to_extract"] == 0 and est["chunks_unpublished"] == extracted
     after = estimate([corpus], sim_settings, db, root=corpus)
     assert after["chunks_unpublished"] == 0 and after["llm"]["calls"] == 0
+
+
+NEWS = Path(__file__).parent / "data" / "news41"
+
+
+def asked(est: dict, stage: str) -> int:
+    return est["llm"]["by_stage"].get(stage, {}).get("calls", 0)
+
+
+def close(est: dict, done, factor: float) -> dict[str, tuple[int, int]]:
+    """The summary and report calls estimated and paid, by stage, where they are more than
+    ``factor`` apart (either way)."""
+    out = {}
+    for stage in ("summarize", "report"):
+        e, a = asked(est, stage), paid(done.llm, stage)
+        if not (a / factor <= e <= a * factor):
+            out[stage] = (e, a)
+    return out
+
+
+@pytest.fixture
+def news(tmp_path) -> Path:
+    """Ten articles of one synthetic world (each a chunk or two), indexed."""
+    dest = tmp_path / "news"
+    dest.mkdir()
+    for doc in sorted(NEWS.glob("doc_*.txt"))[:10]:
+        (dest / doc.name).write_text(doc.read_text())
+    return dest
+
+
+async def index_and_estimate(news: Path, settings, db: Path):
+    est = estimate([news], settings, db, root=news)
+    return est, await sync([news], settings, db, root=news)
+
+
+async def test_an_update_counts_the_summaries_and_reports_of_what_its_new_chunks_name(
+        news, tmp_path, simulator):
+    # New articles name people and bodies the index holds: their summaries are written again,
+    # and their communities' reports. Counted per new chunk, the estimate said 3 summaries and
+    # 1 report for one article of synth_small where the run made 14 and 14.
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    for doc in sorted(NEWS.glob("doc_*.txt"))[10:16]:
+        (news / doc.name).write_text(doc.read_text())
+    est, done = await index_and_estimate(news, settings, db)
+    assert paid(done.llm, "summarize") > 20 and paid(done.llm, "report") > 10, done.llm
+    assert not close(est, done, 1.35)
+
+
+async def test_a_deleted_file_counts_the_summaries_and_reports_of_what_it_named(news, tmp_path, simulator):
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "doc_00004.txt").unlink()
+    est, done = await index_and_estimate(news, settings, db)
+    assert est["chunks_to_extract"] == 0
+    assert paid(done.llm, "summarize") > 0 and paid(done.llm, "report") > 0, done.llm
+    assert not close(est, done, 1.35)   # (it said 0 and 0)
+
+
+async def test_an_edited_file_counts_what_its_new_passage_names_not_every_name_it_holds(
+        news, tmp_path, simulator):
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    # A passage quoted from another article, into the middle of one: every name of the file is
+    # merged again, but only those of the passage are said anew. Counted per new chunk, the
+    # estimate said 1 report where the run wrote 5.
+    paragraphs = (news / "doc_00005.txt").read_text().split("\n\n")
+    quoted = max((news / "doc_00007.txt").read_text().split("\n\n"), key=len)
+    (news / "doc_00005.txt").write_text("\n\n".join(paragraphs[:3] + [quoted] + paragraphs[3:]))
+    est, done = await index_and_estimate(news, settings, db)
+    assert est["chunks_to_extract"] >= 1 and paid(done.llm, "report") > 2, done.llm
+    assert not close(est, done, 1.35)
