@@ -13,11 +13,12 @@ of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning
   chunks merged in (``GraphState.apply``), Leiden from the published partition, and the
   communities whose report context changes, with those above them. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
-  (``nlp``, no call) standing in for the model's, and, in a changed file, with what its earlier
-  chunks said of the names it still holds (``_stand_in``). So a new chunk naming entities the
+  (``nlp``, no call) standing in for the model's, and, in a changed file, with what the earlier
+  chunks it shares a passage with said of the names it still holds (``_stand_in``). So a new chunk naming entities the
   index holds counts their summaries written again and their communities' reports, a deleted
-  file those of what it named. On the bench corpora this came within a fifth of the run for
-  added files and deletions, summaries and reports alike.
+  file those of what it named. On the bench corpora (synth_small, A Christmas Carol, corpusgen
+  ones) this came within a quarter of the run's summaries and reports for files added or
+  deleted; an edited file (a few calls) up to three times the run's reports.
 * The reports of the published communities a run asks for again whatever changed are counted
   from the index (``_reports_asked``): after a new report_min_members or new clustering
   settings, those of contexts that change, not every one.
@@ -231,8 +232,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     for cid in added & new_chunks.keys():
         chunk = new_chunks[cid]
-        extractions[cid] = _stand_in(chunk.text, *said.get(paths_of.get(chunk.doc_id, ""), (Extraction(), "")),
-                                     entity_types=ix.entity_types)
+        earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
+        extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     if not added and not removed and not resummarize:
         return 0, 0   # (nothing changed: the run asks for nothing new)
@@ -281,21 +282,30 @@ def _lines(state: GraphState) -> dict[str, tuple]:
     return out
 
 
-def _said_before(store: Store, removed: dict[str, str]) -> dict[str, tuple[Extraction, str]]:
-    """What the ``removed`` chunks (chunk -> the extractor whose result counts) said, and their
-    text, merged by the path of their document."""
+def _said_before(store: Store, removed: dict[str, str]) -> dict[str, list[tuple[Extraction, str]]]:
+    """What each of the ``removed`` chunks (chunk -> the extractor whose result counts) said,
+    with its text, by the path of its document."""
     file_of = index_rows.files_of_chunks(store, set(removed))
     texts = dict(index_rows.chunk_texts(store, sorted(removed)))
-    out: dict[str, tuple[Extraction, str]] = {}
+    out: dict[str, list[tuple[Extraction, str]]] = {}
     for key in set(removed.values()):
         chunks = {c for c, k in removed.items() if k == key}
         for cid, ext in sorted(index_rows.load_extractions(store, chunks, key).items()):
-            path = file_of.get(cid, "")
-            merged, text = out.get(path, (Extraction(), ""))
+            out.setdefault(file_of.get(cid, ""), []).append((ext, texts.get(cid, "")))
+    return out
+
+
+def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extraction, str]:
+    """What the ``earlier`` chunks of a file (extraction, text) that share a passage with the
+    chunk ``text`` said, merged, and their text."""
+    passages = [p.strip() for p in text.split("\n\n") if p.strip()]
+    merged, texts = Extraction(), []
+    for ext, old in earlier:
+        if any(p in old for p in passages):
             merged.entities += ext.entities
             merged.relationships += ext.relationships
-            out[path] = (merged, text + "\n\n" + texts.get(cid, ""))
-    return out
+            texts.append(old)
+    return merged, "\n\n".join(texts)
 
 
 def _stand_in(text: str, before: Extraction, before_text: str, entity_types: list[str]) -> Extraction:
