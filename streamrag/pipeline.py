@@ -258,6 +258,165 @@ def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> Non
                           "extractive reports replace the model's)")
 
 
+class _Extraction:
+    """One run of the streaming stage: the ``Scan`` its actors fill, and one method per actor
+    (loader, chunker, extractor ×N, gleaner ×N). ``Indexer._stream_stage`` wires the streams."""
+
+    def __init__(self, indexer: Indexer, store: Store, writer: Writer, scan: Scan, rechunk: bool,
+                 check: YesNoCheck) -> None:
+        self.indexer = indexer
+        self.settings = indexer.settings
+        self.root = indexer.root
+        self.progress = indexer.progress
+        self.store = store
+        self.writer = writer
+        self.scan = scan
+        self.rechunk = rechunk
+        self.check = check
+        self.scheduled: set[str] = set()
+        self.by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
+        for p, v in scan.indexed.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
+            for name in _file_names(p):   # (a name may hold "#" itself)
+                self.by_file[name][p] = v
+        self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
+
+    async def fail(self, stage: str, item: str, message: str, error: Exception | None = None) -> None:
+        await self.indexer.fail(self.writer, stage, item, message, error)
+
+    async def load_files(self, files: list[Path], send) -> None:
+        """The loader: reads each new or changed file and sends its new documents on."""
+        scan, root = self.scan, self.root
+        async with send:
+            for path in files:
+                rel = _rel(path, root)
+                rows = self.by_file.get(rel, {})
+                try:
+                    st = path.stat()
+                except OSError as e:
+                    if _deleted(path, root):   # since the scan found it: it leaves
+                        self.progress.add("files_done")
+                        continue
+                    # What was indexed from it stays until the file can be read again.
+                    scan.files.update(rows)
+                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
+                    continue
+                stamp = max(st.st_mtime, st.st_ctime)
+                same = bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
+                if same and not self.rechunk:
+                    scan.files.update(rows)  # unchanged on disk: not even read
+                    scan.unchanged_paths += 1
+                    self.progress.add("files_done")
+                    continue
+                try:
+                    docs, warnings = loader.read_documents(path, root=root,
+                                                           text_field=self.settings.index.text_field)
+                except InputError as e:
+                    await self.not_read(path, rel, rows, same, e)
+                    continue
+                scan.warnings += warnings
+                for doc in docs:
+                    scan.files[doc.path] = (doc.id, st.st_size, stamp)
+                    scan.titles[doc.path] = doc.title
+                    if doc.id not in scan.documents:
+                        scan.documents[doc.id] = msgspec.structs.replace(doc, text="")
+                        scan.chars[doc.id] = len(doc.text)
+                        await send.send(doc)
+                self.progress.add("files_done")
+
+    async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
+                       e: InputError) -> None:
+        """A file the loader could not read: what was indexed from it stays, or leaves."""
+        if _deleted(path, self.root):   # while it was read: it leaves
+            self.progress.add("files_done")
+            return
+        kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
+        if kept and isinstance(e, NoTextField):
+            self.indexer.rechunked_all = False  # read it again next run, and say so again
+        if kept:
+            # What was indexed from it stays until the file can be read again,
+            # or, the file being as it was, until index.text_field names a field
+            # it has again. A file that now holds no text (made empty, binary,
+            # or its rows' field dropped) leaves the index.
+            self.scan.files.update(rows)
+        if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
+            self.scan.warnings.append(str(e))
+        else:
+            await self.fail("load", rel, f"{e}; what was indexed from it stays"
+                            if kept and isinstance(e, NoTextField) else str(e))
+        self.progress.add("files_done")
+
+    async def chunk_documents(self, recv, send) -> None:
+        """The chunker: cuts and stores each document not chunked yet, and schedules its chunks
+        and those of the kept documents that lack an extraction."""
+        scan, ix = self.scan, self.settings.index
+        async with recv, send:
+            async for doc in recv:
+                if not self.rechunk and index_rows.is_chunked(self.store, doc.id):  # the same text is indexed already (a rename or a copy)
+                    continue
+                cut = functools.partial(chunker.chunk_document, doc, chunk_size=ix.chunk_size,
+                                        overlap=ix.chunk_overlap, encoding=ix.encoding)
+                if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
+                    chunks = cut()
+                else:  # seconds for a book-sized file: signals and other work go on meanwhile
+                    chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+                scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
+                await self.writer.run(index_rows.save_chunks, chunks)
+                for c in chunks:
+                    await self.schedule(c, send)
+            # Chunks of documents already indexed that lack an extraction by the current
+            # extractor: its settings changed, or an earlier run failed on them.
+            kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
+            for c in index_rows.backlog(self.store, kept, self.indexer.key):
+                await self.schedule(c, send)
+
+    async def schedule(self, c: Chunk, send) -> None:
+        """Sends ``c`` to the extractors, once, unless its extraction is stored already."""
+        if c.id in self.scheduled:
+            return
+        self.scheduled.add(c.id)
+        self.progress.add("chunks_total")
+        if index_rows.has_extraction(self.store, c.id, self.indexer.key):
+            self.progress.add("chunks_reused")
+            return
+        await send.send(c)
+
+    def where(self, c: Chunk) -> str:
+        """A chunk as a user finds it: its file, and which chunk of it."""
+        scan = self.scan
+        if c.doc_id not in scan.documents and c.doc_id not in self.paths_of:  # (the scan grows)
+            for path, (doc_id, _size, _stamp) in sorted(scan.files.items(), reverse=True):
+                self.paths_of[doc_id] = path   # the first in order wins
+        doc = scan.documents.get(c.doc_id)
+        path = doc.path if doc is not None else self.paths_of.get(c.doc_id, c.doc_id)
+        return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
+
+    async def extract_chunks(self, recv, send) -> None:
+        """An extractor: the first extraction of each chunk, sent on to the gleaners."""
+        ix = self.indexer
+        async with recv, send:
+            async for c in recv:
+                try:
+                    ext = await extract_chunk(ix.llm, ix.prompts, c, self.settings)
+                except LLMError as e:
+                    await self.fail("extract", c.id, f"{self.where(c)}: {e}", e)
+                    continue
+                await send.send((c, ext))
+
+    async def glean_chunks(self, recv) -> None:
+        """A gleaner: gleans and extracts the claims of each chunk, and stores its extraction."""
+        ix = self.indexer
+        async with recv:
+            async for c, ext in recv:
+                try:
+                    ext = await glean(ix.llm, ix.prompts, c, ext, self.settings, self.check)
+                    ext = await extract_claims(ix.llm, ix.prompts, c, ext, self.settings)
+                except LLMError as e:
+                    await self.fail("glean", c.id, f"{self.where(c)}: {e}", e)
+                    continue
+                await self.writer.run(index_rows.save_extraction, c.id, ix.key, ext)
+                self.progress.add("chunks_extracted")
+
+
 class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
@@ -618,6 +777,34 @@ class Indexer:
                             publishing: bool = True) -> Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
         s = self.settings
+        scan, files, rechunk = await self._scan(store, writer, paths, publishing)
+        self.progress.total("files", len(files))
+        self.progress.set_stage("extracting")
+        q = s.pipeline.queue_size
+        doc_send, doc_recv = anyio.create_memory_object_stream[Document](q)
+        chunk_send, chunk_recv = anyio.create_memory_object_stream[Chunk](q)
+        glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](q)
+        check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
+        stage = _Extraction(self, store, writer, scan, rechunk, check)
+        workers = 1 if s.offline else s.pipeline.extract_workers
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stage.load_files, files, doc_send)
+            tg.start_soon(stage.chunk_documents, doc_recv, chunk_send)
+            with chunk_recv, glean_send:  # workers hold clones; the originals close here
+                for _ in range(workers):
+                    tg.start_soon(stage.extract_chunks, chunk_recv.clone(), glean_send.clone())
+            with glean_recv:
+                for _ in range(workers):
+                    tg.start_soon(stage.glean_chunks, glean_recv.clone())
+        if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
+            scan.warnings.append(check.warning)
+        return scan
+
+    async def _scan(self, store: Store, writer: Writer, paths: list[Path],
+                    publishing: bool) -> tuple[Scan, list[Path], bool]:
+        """The scan to fill, with the indexed files this run keeps as they are; the files to
+        load; and whether every document is re-chunked (the chunker changed)."""
+        s = self.settings
         scan = Scan()
         known = scan.indexed = index_rows.files(store)
         # Files outside the paths given this time stay as they are (`index one.txt` inside an
@@ -648,153 +835,7 @@ class Indexer:
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")
-        self.progress.total("files", len(files))
-        self.progress.set_stage("extracting")
-        q = s.pipeline.queue_size
-        doc_send, doc_recv = anyio.create_memory_object_stream[Document](q)
-        chunk_send, chunk_recv = anyio.create_memory_object_stream[Chunk](q)
-        glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](q)
-        scheduled: set[str] = set()
-
-        by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
-        for p, v in known.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
-            for name in _file_names(p):   # (a name may hold "#" itself)
-                by_file[name][p] = v
-
-        async def load() -> None:
-            async with doc_send:
-                for path in files:
-                    rel = _rel(path, self.root)
-                    rows = by_file.get(rel, {})
-                    try:
-                        st = path.stat()
-                    except OSError as e:
-                        if _deleted(path, self.root):   # since the scan found it: it leaves
-                            self.progress.add("files_done")
-                            continue
-                        # What was indexed from it stays until the file can be read again.
-                        scan.files.update(rows)
-                        await self.fail(writer, "load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
-                        continue
-                    stamp = max(st.st_mtime, st.st_ctime)
-                    same = bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
-                    if same and not rechunk:
-                        scan.files.update(rows)  # unchanged on disk: not even read
-                        scan.unchanged_paths += 1
-                        self.progress.add("files_done")
-                        continue
-                    try:
-                        docs, warnings = loader.read_documents(path, root=self.root,
-                                                               text_field=s.index.text_field)
-                    except InputError as e:
-                        if _deleted(path, self.root):   # while it was read: it leaves
-                            self.progress.add("files_done")
-                            continue
-                        kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
-                        if kept and isinstance(e, NoTextField):
-                            self.rechunked_all = False  # read it again next run, and say so again
-                        if kept:
-                            # What was indexed from it stays until the file can be read again,
-                            # or, the file being as it was, until index.text_field names a field
-                            # it has again. A file that now holds no text (made empty, binary,
-                            # or its rows' field dropped) leaves the index.
-                            scan.files.update(rows)
-                        if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
-                            scan.warnings.append(str(e))
-                        else:
-                            await self.fail(writer, "load", rel, f"{e}; what was indexed from it stays"
-                                            if kept and isinstance(e, NoTextField) else str(e))
-                        self.progress.add("files_done")
-                        continue
-                    scan.warnings += warnings
-                    for doc in docs:
-                        scan.files[doc.path] = (doc.id, st.st_size, stamp)
-                        scan.titles[doc.path] = doc.title
-                        if doc.id not in scan.documents:
-                            scan.documents[doc.id] = msgspec.structs.replace(doc, text="")
-                            scan.chars[doc.id] = len(doc.text)
-                            await doc_send.send(doc)
-                    self.progress.add("files_done")
-
-        async def chunk_docs() -> None:
-            async with doc_recv, chunk_send:
-                async for doc in doc_recv:
-                    if not rechunk and index_rows.is_chunked(store, doc.id):  # the same text is indexed already (a rename or a copy)
-                        continue
-                    cut = functools.partial(chunker.chunk_document, doc, chunk_size=s.index.chunk_size,
-                                            overlap=s.index.chunk_overlap, encoding=s.index.encoding)
-                    if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
-                        chunks = cut()
-                    else:  # seconds for a book-sized file: signals and other work go on meanwhile
-                        chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
-                    scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
-                    await writer.run(index_rows.save_chunks, chunks)
-                    for c in chunks:
-                        await schedule(c)
-                # Chunks of documents already indexed that lack an extraction by the current
-                # extractor: its settings changed, or an earlier run failed on them.
-                kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
-                for c in index_rows.backlog(store, kept, self.key):
-                    await schedule(c)
-
-        async def schedule(c: Chunk) -> None:
-            if c.id in scheduled:
-                return
-            scheduled.add(c.id)
-            self.progress.add("chunks_total")
-            if index_rows.has_extraction(store, c.id, self.key):
-                self.progress.add("chunks_reused")
-                return
-            await chunk_send.send(c)
-
-        paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
-
-        def where(c: Chunk) -> str:
-            """A chunk as a user finds it: its file, and which chunk of it."""
-            if c.doc_id not in scan.documents and c.doc_id not in paths_of:  # (the scan grows)
-                for path, (doc_id, _size, _stamp) in sorted(scan.files.items(), reverse=True):
-                    paths_of[doc_id] = path   # the first in order wins
-            doc = scan.documents.get(c.doc_id)
-            path = doc.path if doc is not None else paths_of.get(c.doc_id, c.doc_id)
-            return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
-
-        check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
-
-        async def extract_worker(recv, send) -> None:
-            async with recv, send:
-                async for c in recv:
-                    try:
-                        ext = await extract_chunk(self.llm, self.prompts, c, s)
-                    except LLMError as e:
-                        await self.fail(writer, "extract", c.id, f"{where(c)}: {e}", e)
-                        continue
-                    await send.send((c, ext))
-
-        async def glean_worker(recv) -> None:
-            async with recv:
-                async for c, ext in recv:
-                    try:
-                        ext = await glean(self.llm, self.prompts, c, ext, s, check)
-                        ext = await extract_claims(self.llm, self.prompts, c, ext, s)
-                    except LLMError as e:
-                        await self.fail(writer, "glean", c.id, f"{where(c)}: {e}", e)
-                        continue
-                    await writer.run(index_rows.save_extraction, c.id, self.key, ext)
-                    self.progress.add("chunks_extracted")
-
-        workers = 1 if s.offline else s.pipeline.extract_workers
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(load)
-            tg.start_soon(chunk_docs)
-            with chunk_recv, glean_send:  # workers hold clones; the originals close here
-                for _ in range(workers):
-                    tg.start_soon(extract_worker, chunk_recv.clone(), glean_send.clone())
-            with glean_recv:
-                for _ in range(workers):
-                    tg.start_soon(glean_worker, glean_recv.clone())
-        if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
-            scan.warnings.append(check.warning)
-        return scan
+        return scan, files, rechunk
 
     # -- stage 2: what changed ---------------------------------------------------------------
     def _changes(self, store: Store, scan: Scan) -> Change:
