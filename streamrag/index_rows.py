@@ -426,20 +426,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     return deleted
 
 
-def publish(store: Store, scan: Scan, change: Change, state: GraphState,
-            communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
-            vectors: list[tuple], meta: dict[str, str], counts: dict[str, str]) -> int:
-    """Replaces the published index with this run's, in the writer's one transaction, and
-    returns its version: a new one, or the published one when no row and no mark differs (a
-    sync that found nothing to change publishes nothing).
-
-    ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
-    published with this version (what the next run compares its settings with). ``counts``
-    are the next run's bookkeeping (answers unusable on runs in a row), which no query reads:
-    written whatever the version, they make none (each run counting up to settling an item
-    published a version that differed from the one before only in them)."""
+def _write_bookkeeping(store: Store, scan: Scan, counts: dict[str, str]) -> None:
+    """The files table and the counts: written whatever the version, they make none."""
     conn = store.conn
-    check_version(store, state.version)
     # Files and documents: only the rows that differ are written (an update of a large index
     # used to rewrite every file, document and community row).
     old_files = files(store)   # read again inside the write transaction
@@ -453,7 +442,11 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     for name, value in counts.items():
         if store.get_meta(name) != value:
             store.set_meta(name, value)
-    written_before = conn.total_changes
+
+
+def _write_documents(store: Store, scan: Scan, change: Change) -> None:
+    """Documents and their chunk lists: the removed go, the added come, the kept are updated."""
+    conn = store.conn
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
     paths_by_doc = shown_paths(scan.files)
@@ -470,6 +463,12 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
             conn.execute("DELETE FROM document_chunks WHERE doc_id = ?", (doc_id,))
             conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
                              [(doc_id, c.idx, c.id) for c in chunks])
+    _write_kept_documents(store, scan, change, paths_by_doc)
+
+
+def _write_kept_documents(store: Store, scan: Scan, change: Change, paths_by_doc: dict[str, str]) -> None:
+    """The kept documents' path, title and chunks, where they differ from the published."""
+    conn = store.conn
     shown = {d: (path, title) for d, path, title in conn.execute("SELECT id, path, title FROM documents")}
     for doc_id in change.kept_docs:  # renames keep the document, with its new path
         path, title = shown.get(doc_id, (None, None))
@@ -494,6 +493,10 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                 conn.executemany("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?,?,?)",
                                  [(doc_id, c.idx, c.id) for c in chunks])
 
+
+def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> None:
+    """Live chunks, the entity and relationship mentions they hold, and their full-text rows."""
+    conn = store.conn
     # Live chunks and provenance. A chunk that leaves keeps its extraction (a file changed back
     # costs nothing), dated from now for ``prune``.
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
@@ -502,7 +505,7 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
                      [time.time(), *part])
     conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
                      [(c, key) for c in sorted(change.added_chunks)])
-    for table in ("entity_sources", "relationship_sources", "claims", "chunks_fts"):
+    for table in ("entity_sources", "relationship_sources", "chunks_fts"):
         delete_in(store, table, "id" if table == "chunks_fts" else "chunk_id", change.removed_chunks)
     # In primary-key order: inserted in chunk order, every row landed at a random place of the
     # key's B-tree (93,000 provenance rows of 3,000 documents: 1.1 s, 0.6 s sorted).
@@ -514,16 +517,25 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
         "VALUES (?,?,?,?)",
         sorted((m.relationship_id, m.chunk_id, m.description, m.strength) for m in state.relationship_mentions_added))
     conn.executemany(
+        "INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id = ?",
+        [(c,) for c in sorted(change.added_chunks)])
+
+
+def _write_claims(store: Store, change: Change, state: GraphState) -> None:
+    """The claims of the chunks that left go; those of the added chunks come."""
+    delete_in(store, "claims", "chunk_id", change.removed_chunks)
+    store.conn.executemany(
         "INSERT OR REPLACE INTO claims(id, subject_id, object_id, type, status, start_date, end_date, "
         "description, source_text, chunk_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
         [(c.id, c.subject_id, c.object_id, c.type, c.status, c.start_date, c.end_date, c.description,
           c.source_text, c.chunk_id) for c in state.claims_added])
-    conn.executemany(
-        "INSERT INTO chunks_fts(id, text) SELECT id, fts_text(text) FROM chunks WHERE id = ?",
-        [(c,) for c in sorted(change.added_chunks)])
 
-    # Entities and relationships: the rows that differ (an element summarized again, as one
-    # whose summary failed is, may come out as it was).
+
+def _write_elements(store: Store, state: GraphState) -> None:
+    """Entities (with their full-text rows) and relationships: the deleted, and the changed
+    rows that differ (an element summarized again, as one whose summary failed is, may come
+    out as it was)."""
+    conn = store.conn
     changed = _differing(store, "entities", _ENTITY_COLUMNS, [
         (e.id, e.name, e.type, e.description, e.mentions, e.degree)
         for eid in sorted(state.changed_entities) if (e := state.entities.get(eid))])
@@ -540,23 +552,29 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     conn.executemany(f"INSERT INTO relationships({', '.join(_RELATIONSHIP_COLUMNS)}) VALUES (?,?,?,?,?,?,?)",
                      changed)
 
+
+def _write_answers(store: Store, state: GraphState, left_at: float) -> None:
+    """Which model answer each element's summary is, where that differs."""
     # The model answers summaries are (``prune`` keeps them): one that leaves is dated from
     # now, as an extraction is, so that a change undone within store.keep_unused_days costs
     # nothing however old the answer (it was pruned 30 days after it was made, while in use).
-    left_at = time.time()
     gone = state.deleted_entities | state.deleted_relationships
     answered = set(state.answers) | gone
     before: dict[str, str] = {}
     for part in _batches(answered):
-        before.update(conn.execute(f"SELECT owner, key FROM answers WHERE {_in('owner', part)}",
-                                   part).fetchall())
+        before.update(store.conn.execute(f"SELECT owner, key FROM answers WHERE {_in('owner', part)}",
+                                         part).fetchall())
     after = {e: k for e, k in state.answers.items() if k is not None and e not in gone}
     differs = {e for e in answered if before.get(e) != after.get(e)}
     _release_answers(store, differs, left_at)
-    conn.executemany("INSERT INTO answers(owner, key) VALUES (?,?)",
-                     [(e, after[e]) for e in sorted(differs) if e in after])
+    store.conn.executemany("INSERT INTO answers(owner, key) VALUES (?,?)",
+                           [(e, after[e]) for e in sorted(differs) if e in after])
 
-    # Communities and the reports they show.
+
+def _write_communities(store: Store, state: GraphState, communities: list[Community],
+                       assignments: dict[str, tuple[str, str]]) -> None:
+    """Communities with the context and report each shows, and their members: the rows that differ."""
+    conn = store.conn
     row = {c.id: (c.level, c.parent, len(c.members), *assignments[c.id]) for c in communities}
     old_row = {c.id: (c.level, c.parent, len(c.members), state.old_contexts.get(c.id), state.old_reports.get(c.id))
                for c in state.old_communities}
@@ -571,22 +589,57 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     delete_in(store, "community_members", "community_id", regrouped)
     conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?,?)",
                      [(i, m) for i in sorted(regrouped) for m in members.get(i, ())])
-    conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
-                     "VALUES (?,?,?,?,?)", vectors)
+
+
+def _write_embeddings(store: Store, change: Change, state: GraphState, vectors: list[tuple]) -> None:
+    """This run's vectors; those of what no longer exists go."""
+    store.conn.executemany("INSERT OR REPLACE INTO embeddings(kind, item_id, model, content_hash, vector) "
+                           "VALUES (?,?,?,?,?)", vectors)
     # Vectors of what no longer exists would crowd out live items in similarity search.
     delete_in(store, "embeddings", "item_id", state.deleted_entities | change.removed_chunks - change.live)
-    if conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):
-        # Nothing published differs: the version stands. (Chunks this run stored for an edit it
-        # could not extract are not a change; they go with the next version's clean-up.)
-        return store.version
-    # Clean-up: rows nothing published refers to any more. A report's model answer is dated
-    # from now, for a change undone meanwhile to find it.
+
+
+def _clean_up(store: Store, left_at: float) -> None:
+    """Rows nothing published refers to any more. A report's model answer is dated from
+    ``left_at``, for a change undone meanwhile to find it."""
+    conn = store.conn
     unused = {key for (key,) in conn.execute("SELECT key FROM reports WHERE key NOT IN (SELECT "
                                              "report_key FROM communities WHERE report_key IS NOT NULL)")}
     _release_answers(store, unused, left_at)
     delete_in(store, "reports", "key", unused)
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report'")   # (made before reports were not)
+
+
+def publish(store: Store, scan: Scan, change: Change, state: GraphState,
+            communities: list[Community], assignments: dict[str, tuple[str, str]], key: str,
+            vectors: list[tuple], meta: dict[str, str], counts: dict[str, str]) -> int:
+    """Replaces the published index with this run's, in the writer's one transaction, and
+    returns its version: a new one, or the published one when no row and no mark differs (a
+    sync that found nothing to change publishes nothing).
+
+    ``key`` is the extractor the added chunks count with; ``meta`` holds the settings marks
+    published with this version (what the next run compares its settings with). ``counts``
+    are the next run's bookkeeping (answers unusable on runs in a row), which no query reads:
+    written whatever the version, they make none (each run counting up to settling an item
+    published a version that differed from the one before only in them)."""
+    check_version(store, state.version)
+    _write_bookkeeping(store, scan, counts)
+    written_before = store.conn.total_changes   # what follows is published: a change makes a version
+    _write_documents(store, scan, change)
+    _write_chunks(store, change, state, key)
+    _write_claims(store, change, state)
+    _write_elements(store, state)
+    left_at = time.time()   # when the answers that leave the index left it
+    _write_answers(store, state, left_at)
+    _write_communities(store, state, communities, assignments)
+    _write_embeddings(store, change, state, vectors)
+    if store.conn.total_changes == written_before and all(store.get_meta(k) == v for k, v in meta.items()):
+        # Nothing published differs: the version stands. (Chunks this run stored for an edit it
+        # could not extract are not a change; they go with the next version's clean-up.)
+        return store.version
+    _clean_up(store, left_at)
+    # The version marks.
     version = store.version + 1
     store.set_meta("version", str(version))
     for name, value in meta.items():
