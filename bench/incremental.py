@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path)
     ap.add_argument("--generate", type=int, metavar="N")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--corpusgen", type=Path, metavar="PATH",
+                    help="the corpus generator for --generate (default: ../shared/tools/corpusgen.py "
+                         "beside the checkout)")
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--api-base")
     ap.add_argument("--model")
@@ -76,9 +79,10 @@ def main() -> None:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         source = tmp / "source"
         if args.generate:
-            gen = ROOT.parent / "shared" / "tools" / "corpusgen.py"
-            if not gen.is_file():
-                ap.error(f"--generate needs {gen} (the project's corpus generator); give --corpus DIR instead")
+            gen = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
+            if not gen.is_file():   # (a checkout elsewhere, say a clone in /tmp, has no ../shared)
+                ap.error(f"--generate needs {gen} (the project's corpus generator); give its path with "
+                         "--corpusgen PATH, or --corpus DIR instead")
             made = subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale",
                                    str(args.generate), "--docs", str(args.generate + 1), "--out", str(source)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
