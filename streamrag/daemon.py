@@ -86,6 +86,16 @@ _OUTAGE_REMIND_S = 3600.0
 _UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
 
 
+def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
+    """The failed syncs in a row that set the pause before the next retry (it doubles with
+    each): one for new changes that fails as the last did does not lengthen it. Edits during a
+    35 s outage took the pause to 4 minutes, and the index stayed that stale after the server
+    was back."""
+    if ok:
+        return 0
+    return failures + 1 if only_retry or not failures else failures
+
+
 # --------------------------------------------------------------------------------------------
 # Status lines
 # --------------------------------------------------------------------------------------------
@@ -712,8 +722,9 @@ class Daemon:
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 first_batch = None
+                only_retry = set(self.pending) <= {"."}
                 ok = await self._sync(self._why_sync())
-                failures_in_row = 0 if ok else failures_in_row + 1
+                failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
                 if not ok:  # retry later, backing off, unless new events come first
                     pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
                     deadline = anyio.current_time() + pause
@@ -1335,3 +1346,4 @@ def add_watch_command(subparsers) -> None:
     p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")
     p.add_argument("--json", action="store_true", help="status lines as JSON objects on stdout")
     p.set_defaults(func=cmd_watch)
+

@@ -670,6 +670,40 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     assert sum(e["state"] == "recovered" for e in during) == 1
 
 
+async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_retry(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Each failed sync doubled the pause, those for new edits too: edits every 4 s during a 35 s
+    # outage took it to 4 minutes, and the index stayed that stale once the server was back.
+    syncs: list[bool] = []
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append(ok)
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.04})
+    async with running(settings, db := tmp_path / "e.db", corpus,
+                       transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        victim = corpus / "guild.txt"
+        mark = len(syncs)   # (the first sync's)
+        for n in range(6):   # each edit comes as soon as the last one's sync failed
+            victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {n}.\n")
+            await send.send({(_MODIFIED, str(victim))})
+            await until(lambda: len(syncs) > mark + n, timeout=30)
+        pauses = [e["retry_s"] for e in events if e["state"] == "outage" and "retry_s" in e]
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert not any(syncs[mark:mark + 6]) and pauses, (syncs, pauses)
+    assert max(pauses) <= 0.04 * 2 ** 2, pauses   # (six doublings: 2.56 s)
+
+
 def test_while_the_pause_is_at_its_cap_the_outage_is_said_once_an_hour(tmp_path, monkeypatch):
     from streamrag import daemon as daemon_module
 
