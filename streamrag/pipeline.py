@@ -70,6 +70,7 @@ from streamrag.graph_state import (
 from streamrag.prompts import load_prompt
 from streamrag.records import Chunk, Community, Document, Extraction, Relationship, Report
 from streamrag.reports import (
+    ReportContext,
     build_context,
     changed_fraction,
     context_key,
@@ -415,6 +416,223 @@ class _Extraction:
                     continue
                 await self.writer.run(index_rows.save_extraction, c.id, ix.key, ext)
                 self.progress.add("chunks_extracted")
+
+
+class _Reporting:
+    """One run of the report stage: what its workers share (this run's reports and the keys
+    assigned, the unusable and held counts, the counts written and kept), and one method per step
+    of a community's report. ``Indexer._reports`` runs it over the levels."""
+
+    def __init__(self, indexer: Indexer, store: Store, writer: Writer, state: GraphState,
+                 communities: list[Community]) -> None:
+        s = self.settings = indexer.settings
+        self.indexer = indexer
+        self.progress = indexer.progress
+        self.store = store
+        self.writer = writer
+        self.state = state
+        use_llm = self.use_llm = not s.offline and indexer.llm is not None
+        self.prompt_version = load_prompt("report").version if use_llm else None
+        self.model = s.llm.report_model if use_llm else None
+        self.children = children_of(communities)
+        self.rels_by_entity = _grouped(state.relationships.values(), lambda r: r.source)
+        # (a context takes an entity's claims in id order)
+        self.claims_by_entity = _grouped(sorted(state.claims.values(), key=lambda c: c.id),
+                                         lambda c: c.subject_id)
+        self.reports: dict[str, Report] = {}          # community id -> report (this run)
+        self.assignments: dict[str, tuple[str, str]] = {}
+        self.generated = self.kept = 0
+        self.progress.total("reports", len(communities))
+        self.old = state.old_reports
+
+        # Communities whose context may have changed. The others keep their context and report
+        # without rebuilding the context (tokenizing every community's context is most of an
+        # update's time on a large index).
+        state.report_settings = indexer._report_key()
+        same_settings = store.get_meta("report_settings") == state.report_settings
+        self.dirty = dirty_communities(state, communities, same_settings=same_settings)
+        self.old_children = {parent: {k.id for k in kids}
+                             for parent, kids in children_of(state.old_communities).items()}
+
+        # Report answers unusable on runs in a row, by attempt (context and output budget): the
+        # published counts, and this run's (those of attempts made or settled now).
+        self.unusable_before, state.report_unusable = state.report_unusable, {}
+        # Those of communities held below report_min_members, by community: a community held
+        # for a run, its context unchanged, had its count forgotten (three more paid runs).
+        self.held_before, state.report_held = state.report_held, {}
+        self.held_runs = {attempt: runs for attempt, runs in self.held_before.values()}
+
+        # A kept report is read only if a parent's context needs it (most never are).
+        self.stored = index_rows.report_keys(store)
+        self.kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
+
+    def runs_before(self, attempt: str) -> int:
+        """Runs in a row before this one on which the answers to ``attempt`` were unusable."""
+        return self.unusable_before.get(attempt) or self.held_runs.get(attempt, 0)
+
+    async def report_level(self, level: list[Community]) -> None:
+        """The reports of one level, by the report workers (one without a model)."""
+        s = self.settings
+        send, recv = anyio.create_memory_object_stream[Community](s.pipeline.queue_size)
+        async with anyio.create_task_group() as tg:
+            with recv:
+                for _ in range(s.pipeline.report_workers if self.use_llm else 1):
+                    tg.start_soon(self.report_communities, recv.clone())
+            async with send:
+                for c in level:
+                    await send.send(c)
+
+    async def report_communities(self, recv) -> None:
+        """A report worker: the report of each community it receives."""
+        async with recv:
+            async for c in recv:
+                await self.report(c)
+
+    async def report(self, c: Community) -> None:
+        """The report of ``c``: kept unread when nothing its context is built from changed; else
+        its context is built, and the report with its key (or an earlier one close enough) is
+        kept, or one is written."""
+        kept_as = self.unchanged(c)
+        if kept_as is not None and not self.indexer.check_shortcuts:
+            self.keep_unread(c, kept_as)
+            return
+        clean = kept_as is not None
+        by_llm = self.use_llm and len(c.members) >= self.settings.index.report_min_members
+        ctx, rels, kids = self.context(c)
+        built = None
+        by_llm = by_llm and bool(ctx.text)   # (nothing fitted report_max_input_tokens: no call for it)
+        if by_llm:
+            key = context_key(ctx, model=self.model, prompt_version=self.prompt_version)
+        else:  # extractive: named by what it says, which draws on more than the context text
+            built = self.extractive(c, ctx, rels, kids)
+            key = built.key
+            self.note_held(c, ctx)
+        if clean and key != kept_as[0]:
+            raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
+        report = self.found(c, ctx, key, by_llm)
+        if report is not None:
+            self.kept += 1
+        else:
+            if by_llm:
+                report = await self.ask(c, ctx, key)
+            if report is None:
+                report = built or self.extractive(c, ctx, rels, kids)
+            report = await self.save(report)
+        self.reports[c.id] = report
+        self.assignments[c.id] = (key, report.key)
+        self.progress.add("reports_done")
+
+    def unchanged(self, c: Community) -> tuple[str, str] | None:
+        """(context key, key of the report shown) that ``c`` keeps when nothing its context
+        is built from changed."""
+        state, old = self.state, self.old
+        kids = self.children.get(c.id, ())
+        if c.id in self.dirty or {k.id for k in kids} != self.old_children.get(c.id, set()) or any(
+                self.assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
+            return None
+        key, shown = state.old_contexts.get(c.id), old.get(c.id)
+        if not key or shown not in self.stored:
+            return None
+        if key == shown:
+            if c.id in self.held_before:   # (its context unchanged: the count its report had stays)
+                state.report_held[c.id] = self.held_before[c.id]
+            return key, shown
+        # A stand-in (or a kept older report): looked at again, unless it stands in for good,
+        # its report answers unusable on UNUSABLE_RUNS runs in a row (it was written again,
+        # as it was, on every run).
+        attempt = report_attempt(key, self.settings.index.report_max_output_tokens)
+        if self.use_llm and self.runs_before(attempt) >= UNUSABLE_RUNS:
+            state.report_unusable[attempt] = self.runs_before(attempt)
+            return key, shown
+        return None
+
+    def keep_unread(self, c: Community, kept_as: tuple[str, str]) -> None:
+        """``c`` keeps its context key and report, the report not read."""
+        self.kept_keys[c.id] = kept_as[1]
+        self.assignments[c.id] = kept_as
+        self.kept += 1
+        self.progress.add("reports_done")
+
+    def context(self, c: Community) -> tuple[ReportContext, list[Relationship],
+                                             list[tuple[Community, Report]]]:
+        """The context of ``c``'s report, with the relationships among its members and the
+        reports of its children it is built from."""
+        ix = self.settings.index
+        claims_by_entity = self.claims_by_entity
+        rels = internal_relationships(c, self.rels_by_entity)
+        kids = [(k, r) for k in self.children.get(c.id, ()) if (r := self.child_report(k)) is not None]
+        ctx = build_context(c, entities=self.state.entities, relationships=rels,
+                            claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
+                            children=kids, max_tokens=ix.report_max_input_tokens,
+                            encoding=ix.encoding)
+        return ctx, rels, kids
+
+    def child_report(self, k: Community) -> Report | None:
+        """The report of child ``k``: this run's, or the one it keeps, read now."""
+        if k.id in self.reports:
+            return self.reports[k.id]
+        return index_rows.load_report(self.store, self.kept_keys[k.id]) if k.id in self.kept_keys else None
+
+    def extractive(self, c: Community, ctx: ReportContext, rels: list[Relationship],
+                   kids: list[tuple[Community, Report]]) -> Report:
+        """The report of ``c`` built from its context, without a model."""
+        return extractive_report(c, ctx, entities=self.state.entities, relationships=rels,
+                                 children=kids, encoding=self.settings.index.encoding)
+
+    def note_held(self, c: Community, ctx: ReportContext) -> None:
+        """For ``c`` reported without a call though a model is there: the unusable count of the
+        attempt its context would be, kept (``state.report_held``)."""
+        # (held below report_min_members)
+        if self.use_llm and ctx.text and (self.unusable_before or self.held_runs):
+            attempt = report_attempt(context_key(ctx, model=self.model, prompt_version=self.prompt_version),
+                                     self.settings.index.report_max_output_tokens)
+            if runs := self.runs_before(attempt):
+                self.state.report_held[c.id] = [attempt, runs]
+
+    def found(self, c: Community, ctx: ReportContext, key: str, by_llm: bool) -> Report | None:
+        """The stored report with ``key``; else, for a model's report, the one ``c`` had if it
+        is close enough to the new context (index.report_regen_threshold); else None."""
+        ix = self.settings.index
+        previous = self.old.get(c.id)
+        report = index_rows.load_report(self.store, key)
+        if report is None and by_llm and previous is not None and ix.report_regen_threshold > 0:
+            prev_report = index_rows.load_report(self.store, previous)
+            if close_enough(prev_report, ctx.elements, ix.report_regen_threshold):
+                report = prev_report
+        return report
+
+    async def ask(self, c: Community, ctx: ReportContext, key: str) -> Report | None:
+        """The model's report for ``c``; None (the failure recorded) when there is none."""
+        s = self.settings
+        state = self.state
+        attempt = report_attempt(key, s.index.report_max_output_tokens)
+        runs = self.runs_before(attempt)
+        if runs >= UNUSABLE_RUNS:
+            # Settled: asking again would be paid for and answered alike, as on the runs before.
+            # (Said by the run that settled it, as a settled summary is: not a failure again.)
+            state.report_unusable[attempt] = runs
+            return None
+        try:
+            return await llm_report(self.indexer.llm, ctx, model=self.model,
+                                    max_tokens=s.index.report_max_output_tokens, encoding=s.index.encoding)
+        except LLMError as e:
+            runs = unusable_runs(runs, e)
+            if runs:
+                state.report_unusable[attempt] = runs
+            settled = isinstance(e, LLMOutputError) and runs >= UNUSABLE_RUNS
+            await self.indexer.fail(self.writer, "report", c.id,
+                                    report_failure(c.id, e, runs, settled=settled), e, settled=settled)
+            return None
+
+    async def save(self, report: Report) -> Report:
+        """Stores a report written now; the report as stored."""
+        await self.writer.run(index_rows.save_report, report)
+        # The stored row is the report: when a community with the same key was written
+        # meanwhile by another worker, its row stands, and parents are built from it.
+        report = index_rows.load_report(self.store, report.key) or report
+        self.generated += 1
+        self.progress.add("reports_written")
+        return report
 
 
 class Indexer:
@@ -958,165 +1176,12 @@ class Indexer:
     # -- stage 4: reports, deepest level first ---------------------------------------------
     async def _reports(self, store: Store, writer: Writer, state: GraphState,
                        communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
-        """Report key per community: (context key, key of the report shown)."""
-        s = self.settings
-        use_llm = not s.offline and self.llm is not None
-        prompt_version = load_prompt("report").version if use_llm else None
-        model = s.llm.report_model if use_llm else None
-        children = children_of(communities)
-        rels_by_entity = _grouped(state.relationships.values(), lambda r: r.source)
-        # (a context takes an entity's claims in id order)
-        claims_by_entity = _grouped(sorted(state.claims.values(), key=lambda c: c.id), lambda c: c.subject_id)
-        reports: dict[str, Report] = {}          # community id -> report (this run)
-        assignments: dict[str, tuple[str, str]] = {}
-        generated = kept = 0
-        self.progress.total("reports", len(communities))
-        old = state.old_reports
-
-        # Communities whose context may have changed. The others keep their context and report
-        # without rebuilding the context (tokenizing every community's context is most of an
-        # update's time on a large index).
-        state.report_settings = self._report_key()
-        dirty = dirty_communities(state, communities,
-                                   same_settings=store.get_meta("report_settings") == state.report_settings)
-        old_children = {parent: {k.id for k in kids} for parent, kids in children_of(state.old_communities).items()}
-
-        # Report answers unusable on runs in a row, by attempt (context and output budget): the
-        # published counts, and this run's (those of attempts made or settled now).
-        unusable_before, state.report_unusable = state.report_unusable, {}
-        # Those of communities held below report_min_members, by community: a community held
-        # for a run, its context unchanged, had its count forgotten (three more paid runs).
-        held_before, state.report_held = state.report_held, {}
-        held_runs = {attempt: runs for attempt, runs in held_before.values()}
-
-        def runs_before(attempt: str) -> int:
-            return unusable_before.get(attempt) or held_runs.get(attempt, 0)
-
-        # A kept report is read only if a parent's context needs it (most never are).
-        stored = index_rows.report_keys(store)
-        kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
-
-        def unchanged(c: Community) -> tuple[str, str] | None:
-            """(context key, key of the report shown) that ``c`` keeps when nothing its context
-            is built from changed."""
-            kids = children.get(c.id, ())
-            if c.id in dirty or {k.id for k in kids} != old_children.get(c.id, set()) or any(
-                    assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
-                return None
-            key, shown = state.old_contexts.get(c.id), old.get(c.id)
-            if not key or shown not in stored:
-                return None
-            if key == shown:
-                if c.id in held_before:   # (its context unchanged: the count its report had stays)
-                    state.report_held[c.id] = held_before[c.id]
-                return key, shown
-            # A stand-in (or a kept older report): looked at again, unless it stands in for good,
-            # its report answers unusable on UNUSABLE_RUNS runs in a row (it was written again,
-            # as it was, on every run).
-            attempt = report_attempt(key, s.index.report_max_output_tokens)
-            if use_llm and runs_before(attempt) >= UNUSABLE_RUNS:
-                state.report_unusable[attempt] = runs_before(attempt)
-                return key, shown
-            return None
-
-        def child_report(k: Community) -> Report | None:
-            if k.id in reports:
-                return reports[k.id]
-            return index_rows.load_report(store, kept_keys[k.id]) if k.id in kept_keys else None
-
-        async def ask(c: Community, ctx, key: str) -> Report | None:
-            """The model's report for ``c``; None (the failure recorded) when there is none."""
-            attempt = report_attempt(key, s.index.report_max_output_tokens)
-            runs = runs_before(attempt)
-            if runs >= UNUSABLE_RUNS:
-                # Settled: asking again would be paid for and answered alike, as on the runs before.
-                # (Said by the run that settled it, as a settled summary is: not a failure again.)
-                state.report_unusable[attempt] = runs
-                return None
-            try:
-                return await llm_report(self.llm, ctx, model=model, max_tokens=s.index.report_max_output_tokens,
-                                        encoding=s.index.encoding)
-            except LLMError as e:
-                runs = unusable_runs(runs, e)
-                if runs:
-                    state.report_unusable[attempt] = runs
-                settled = isinstance(e, LLMOutputError) and runs >= UNUSABLE_RUNS
-                await self.fail(writer, "report", c.id, report_failure(c.id, e, runs, settled=settled), e,
-                                settled=settled)
-                return None
-
-        async def one(c: Community) -> None:
-            nonlocal generated, kept
-            kept_as = unchanged(c)
-            if kept_as is not None and not self.check_shortcuts:
-                kept_keys[c.id] = kept_as[1]
-                assignments[c.id] = kept_as
-                kept += 1
-                self.progress.add("reports_done")
-                return
-            clean = kept_as is not None
-            by_llm = use_llm and len(c.members) >= s.index.report_min_members
-            rels = internal_relationships(c, rels_by_entity)
-            kids = [(k, r) for k in children.get(c.id, ()) if (r := child_report(k)) is not None]
-            ctx = build_context(c, entities=state.entities, relationships=rels,
-                                claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
-                                children=kids, max_tokens=s.index.report_max_input_tokens,
-                                encoding=s.index.encoding)
-            built = None
-            by_llm = by_llm and bool(ctx.text)   # (nothing fitted report_max_input_tokens: no call for it)
-            if by_llm:
-                key = context_key(ctx, model=model, prompt_version=prompt_version)
-            else:  # extractive: named by what it says, which draws on more than the context text
-                built = extractive_report(c, ctx, entities=state.entities, relationships=rels,
-                                          children=kids, encoding=s.index.encoding)
-                key = built.key
-                if use_llm and ctx.text and (unusable_before or held_runs):   # held below report_min_members
-                    attempt = report_attempt(context_key(ctx, model=model, prompt_version=prompt_version),
-                                             s.index.report_max_output_tokens)
-                    if runs := runs_before(attempt):
-                        state.report_held[c.id] = [attempt, runs]
-            if clean and key != kept_as[0]:
-                raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
-            previous = old.get(c.id)
-            report = index_rows.load_report(store, key)
-            if report is None and by_llm and previous is not None and s.index.report_regen_threshold > 0:
-                prev_report = index_rows.load_report(store, previous)
-                if close_enough(prev_report, ctx.elements, s.index.report_regen_threshold):
-                    report = prev_report
-            if report is not None:
-                kept += 1
-            else:
-                if by_llm:
-                    report = await ask(c, ctx, key)
-                if report is None:
-                    report = built or extractive_report(c, ctx, entities=state.entities, relationships=rels,
-                                                        children=kids, encoding=s.index.encoding)
-                await writer.run(index_rows.save_report, report)
-                # The stored row is the report: when a community with the same key was written
-                # meanwhile by another worker, its row stands, and parents are built from it.
-                report = index_rows.load_report(store, report.key) or report
-                generated += 1
-                self.progress.add("reports_written")
-            reports[c.id] = report
-            assignments[c.id] = (key, report.key)
-            self.progress.add("reports_done")
-
-        for level in deepest_first(communities):
-            send, recv = anyio.create_memory_object_stream[Community](s.pipeline.queue_size)
-
-            async def worker(recv) -> None:
-                async with recv:
-                    async for c in recv:
-                        await one(c)
-
-            async with anyio.create_task_group() as tg:
-                with recv:
-                    for _ in range(s.pipeline.report_workers if use_llm else 1):
-                        tg.start_soon(worker, recv.clone())
-                async with send:
-                    for c in level:
-                        await send.send(c)
-        return assignments, generated, kept
+        """Report key per community: (context key, key of the report shown); the counts
+        written and kept."""
+        run = _Reporting(self, store, writer, state, communities)
+        for level in deepest_first(communities):   # a parent's context takes its children's reports
+            await run.report_level(level)
+        return run.assignments, run.generated, run.kept
 
     # -- stage 5: embeddings -----------------------------------------------------------------
     async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change) -> list[tuple]:
