@@ -70,7 +70,7 @@ from streamrag.status import counted as _n, failures_of, last_update, llm_summar
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
-    from streamrag.pipeline import SyncResult
+    from streamrag.pipeline import Indexer, Progress, SyncResult
 
 ChangeSet = set[tuple[int, str]]
 """One batch of file events as watchfiles yields them: ``(Change, absolute path)``."""
@@ -215,6 +215,59 @@ def _has_ready(recv) -> bool:
         return False
     st = stats()
     return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
+
+
+def _stage_line(reason: str, previous: str, p: Progress, took: float) -> tuple[str, dict[str, Any]]:
+    """What a sync says as it leaves stage ``previous`` ("": as it begins) after ``took``
+    seconds, and the line's fields."""
+    c, t = p.counts, p.totals
+    if not previous:
+        return f"{reason}: scanning {_n(t['files'], 'file')}", dict(scanned=t["files"])
+    if previous == "extracting":
+        return (f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
+                f"{c['chunks_reused']} reused ({_s(took)})",
+                dict(chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
+                     took_s=round(took, 3)))
+    if previous == "merging":
+        return (f"merging done: {_n(t['summaries'], 'description')} summarized ({_s(took)})",
+                dict(summaries=t["summaries"], took_s=round(took, 3)))
+    if previous == "reporting":
+        written = c["reports_written"]
+        return (f"reporting done: {_n(written, 'report')} written, "
+                f"{c['reports_done'] - written} kept ({_s(took)})",
+                dict(reports=c["reports_done"], reports_generated=written,
+                     reports_kept=c["reports_done"] - written, took_s=round(took, 3)))
+    return f"{previous} done ({_s(took)})", dict(took_s=round(took, 3))
+
+
+class _StageLines:
+    """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
+    is ``quiet`` (a retry during an outage); the first answer the endpoint gives ends both."""
+
+    def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, *, quiet: bool) -> None:
+        self.daemon = daemon
+        self.indexer = indexer
+        self.reason = reason
+        self.quiet = quiet
+        self.state = ""
+        self.since = anyio.current_time()
+
+    def __call__(self, p: Progress) -> None:
+        llm = self.indexer.llm
+        if self.quiet and llm is not None and _answered(llm.stats):
+            self.quiet = False   # it answers again: said now, and this sync's lines from here on
+            self.daemon._recovered()
+        state = _STATES.get(p.stage, p.stage)
+        if state == self.state:
+            return
+        now = anyio.current_time()
+        took = now - self.since
+        previous = self.state
+        self.state, self.since = state, now
+        if self.quiet:
+            return
+        message, fields = _stage_line(self.reason, previous, p, took)
+        self.daemon.emit(state, message, **fields)
 
 
 class Daemon:
@@ -897,23 +950,12 @@ class Daemon:
         return out
 
     async def _sync(self, reason: str, *, initial: bool = False) -> bool:
-        """One full sync of the folder; a failure is reported (raised if ``initial``)."""
+        """One full sync of the folder; a failure is reported (raised if ``initial``), and
+        returns False (the next sync backs off)."""
         from streamrag.pipeline import Indexer, Progress
 
         if not self.root.is_dir():
-            if not self._once:
-                self._folder_gone()
-                return True   # nothing to sync until the folder is back
-            self.exit_code = 1
-            if self.db_path.exists():
-                index = f"the index keeps what it held: {self.db_path}"
-            else:  # the default .streamrag/index.db was inside it
-                index = f"its index {self.db_path} went with it"
-            self.emit("error", f"{self.root}: the watched folder is gone; stopping ({index})",
-                      error="folder gone")
-            self.pending.pop(".", None)  # nothing left to sync
-            self.stop("the watched folder is gone")
-            return False
+            return self._sync_without_folder()
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
         self._check_index()
         # A sync only retrying while the endpoint is down is silent: it has no news until it
@@ -921,89 +963,101 @@ class Daemon:
         quiet = self._outage is not None and set(self.pending) <= {"."}
         queued, self.pending = self.pending, {}
         progress = Progress()
-        stage = {"state": "", "since": anyio.current_time()}
-
-        def on_change(p: Progress) -> None:
-            nonlocal quiet
-            if quiet and indexer.llm is not None and _answered(indexer.llm.stats):
-                quiet = False   # it answers again: said now, and this sync's lines from here on
-                self._recovered()
-            state = _STATES.get(p.stage, p.stage)
-            if state == stage["state"]:
-                return
-            now = anyio.current_time()
-            took = now - stage["since"]
-            c, t = p.counts, p.totals
-            previous = stage["state"]
-            stage.update(state=state, since=now)
-            if quiet:
-                return
-            if not previous:
-                self.emit(state, f"{reason}: scanning {_n(t['files'], 'file')}", scanned=t["files"])
-            elif previous == "extracting":
-                self.emit(state, f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
-                                 f"{c['chunks_reused']} reused ({_s(took)})",
-                          chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
-                          took_s=round(took, 3))
-            elif previous == "merging":
-                self.emit(state, f"merging done: {_n(t['summaries'], 'description')} summarized "
-                                 f"({_s(took)})", summaries=t["summaries"], took_s=round(took, 3))
-            elif previous == "reporting":
-                written = c["reports_written"]
-                self.emit(state, f"reporting done: {_n(written, 'report')} written, "
-                                 f"{c['reports_done'] - written} kept ({_s(took)})",
-                          reports=c["reports_done"], reports_generated=written,
-                          reports_kept=c["reports_done"] - written, took_s=round(took, 3))
-            else:
-                self.emit(state, f"{previous} done ({_s(took)})", took_s=round(took, 3))
-
-        progress.listeners.append(on_change)
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
                           retried=not self._once)   # (`--once` is like `streamrag index`)
+        lines = _StageLines(self, indexer, reason, quiet=quiet)
+        progress.listeners.append(lines)
         started = anyio.current_time()
         try:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
-            full = disk_full(caught)
-            if full is not None and not initial:
-                # A full disk frees up (a log rotated, space made): what is pending is synced
-                # again, backing off, as after any failed sync; the daemon stayed down until
-                # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
-                caught = StreamragError(f"the disk holding the index is full ({_clause(full)}); free some "
-                                        "space")
-            elif not isinstance(caught, StreamragError) or initial and not (
-                    isinstance(caught, LLMUnavailableError) and not self._once):
-                # (A daemon started before its model server, by a service manager say, waits
-                # for the server as it does when the server goes away later; --once stops.)
+            e = self._survived(caught, initial=initial)
+            if e is None:
                 raise
-            e = caught
-            if initial:
-                self.pending.setdefault(".", "rescan")
-            for rel, kind in queued.items():
-                self.pending.setdefault(rel, kind)
-            self._spent_ahead(indexer)   # its calls were sent all the same
-            unreachable = isinstance(e, LLMUnavailableError) and not self._once
-            if unreachable and self._outage is not None:   # said when it began
-                self._outage["owed"] = self._outage["owed"] or not quiet
-                return False
-            if self.stopping:
-                then = "the next start syncs what is pending"
-            elif unreachable:
-                then = _UNTIL_IT_ANSWERS
-            else:
-                then = "retrying after the next quiet period"
-            self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
-                      pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
+            self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             return False
         took = anyio.current_time() - started
+        self._synced(took)
+        self._say_warnings(result, initial=initial)
+        previous, self.last_result = self.last_result, result
+        # What this update cost, the extraction done as its files changed included (the sync
+        # then finds those chunks extracted: "reused").
+        ahead, self._ahead = self._ahead, {"chunks": 0, "llm": {}}
+        quiet = self._outage_after(result, previous, quiet=lines.quiet)
+        spent = self._say_idle(result, ahead, took, quiet=quiet)
+        self._say_settled(result)
+        return self._left_out(result, spent, quiet=quiet)
+
+    def _sync_without_folder(self) -> bool:
+        """A sync that finds the watched folder gone: waits for it to come back (True), or,
+        ``--once``, stops the daemon with exit status 1 (False)."""
+        if not self._once:
+            self._folder_gone()
+            return True   # nothing to sync until the folder is back
+        self.exit_code = 1
+        if self.db_path.exists():
+            index = f"the index keeps what it held: {self.db_path}"
+        else:  # the default .streamrag/index.db was inside it
+            index = f"its index {self.db_path} went with it"
+        self.emit("error", f"{self.root}: the watched folder is gone; stopping ({index})",
+                  error="folder gone")
+        self.pending.pop(".", None)  # nothing left to sync
+        self.stop("the watched folder is gone")
+        return False
+
+    def _survived(self, caught: Exception, *, initial: bool) -> StreamragError | None:
+        """The error a failed sync reports, the daemon going on; None when ``caught`` is to
+        propagate (a bug, or a user error in the initial sync)."""
+        full = disk_full(caught)
+        if full is not None and not initial:
+            # A full disk frees up (a log rotated, space made): what is pending is synced
+            # again, backing off, as after any failed sync; the daemon stayed down until
+            # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
+            return StreamragError(f"the disk holding the index is full ({_clause(full)}); free some "
+                                  "space")
+        if not isinstance(caught, StreamragError) or initial and not (
+                isinstance(caught, LLMUnavailableError) and not self._once):
+            # (A daemon started before its model server, by a service manager say, waits
+            # for the server as it does when the server goes away later; --once stops.)
+            return None
+        return caught
+
+    def _sync_failed(self, e: StreamragError, indexer: Indexer, queued: dict[str, str], *,
+                     quiet: bool, initial: bool) -> None:
+        """After a sync that failed with ``e``: what it was to sync is pending again, its calls
+        go to the next idle line, and the error is said (during an outage, the outage lines
+        say it)."""
+        if initial:
+            self.pending.setdefault(".", "rescan")
+        for rel, kind in queued.items():
+            self.pending.setdefault(rel, kind)
+        self._spent_ahead(indexer)   # its calls were sent all the same
+        unreachable = isinstance(e, LLMUnavailableError) and not self._once
+        if unreachable and self._outage is not None:   # said when it began
+            self._outage["owed"] = self._outage["owed"] or not quiet
+            return
+        if self.stopping:
+            then = "the next start syncs what is pending"
+        elif unreachable:
+            then = _UNTIL_IT_ANSWERS
+        else:
+            then = "retrying after the next quiet period"
+        self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
+                  pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
+
+    def _synced(self, took: float) -> None:
+        """Bookkeeping after a sync that published, in ``took`` seconds."""
         _release_memory()
         self._note_links()
         self.syncs += 1
         self._index_gone_said = self._replaced = False
         self.last_sync_s = round(took, 3)
+
+    def _say_warnings(self, result: SyncResult, *, initial: bool) -> None:
+        """The warnings of a sync that published, and the files the initial sync left out."""
         # Skipped and unreadable files, each said once (not again by every sync that meets it).
         for line in result.warnings:
             if line not in self.warned:
@@ -1012,10 +1066,11 @@ class Daemon:
         if initial:   # the one sync that scans the whole folder
             for line in left_out_lines(result.left_out, self.settings.index.include):
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")
-        previous, self.last_result = self.last_result, result
-        # What this update cost, the extraction done as its files changed included (the sync
-        # then finds those chunks extracted: "reused").
-        ahead, self._ahead = self._ahead, {"chunks": 0, "llm": {}}
+
+    def _outage_after(self, result: SyncResult, previous: SyncResult | None, *, quiet: bool) -> bool:
+        """The outage after a sync that published: over when the endpoint answered (said so),
+        or no news when nothing is left to ask it. Whether the sync's lines stay unsaid
+        (``quiet``): only while the outage goes on and nothing new was published."""
         if self._outage is not None and _answered(result.llm):
             self._recovered()
             quiet = False
@@ -1025,6 +1080,12 @@ class Daemon:
             quiet = False
         if quiet and (previous is None or result.version != previous.version):
             quiet = False   # it published something after all: said as any sync is
+        return quiet
+
+    def _say_idle(self, result: SyncResult, ahead: dict[str, Any], took: float, *,
+                  quiet: bool) -> dict[str, dict[str, int]]:
+        """The idle line: what the update cost, the extraction ``ahead`` of the sync included
+        (``quiet``: kept for the next idle line instead). The calls spent, by stage."""
         spent = _added(result.llm, ahead["llm"])
         calls = _paid(spent)
         cached = sum(s.get("cached", 0) for s in spent.values())   # (counted as `index` counts them)
@@ -1045,6 +1106,10 @@ class Daemon:
                       reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                       chunks_extracted=extracted, chunks_reused=reused,
                       llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
+        return spent
+
+    def _say_settled(self, result: SyncResult) -> None:
+        """The items a sync settled (their answers unusable too often), said once."""
         if result.settled:
             # No longer retried, and no longer failures: said once, as the sync's error lines said
             # the tries before (the retries simply stopped).
@@ -1052,6 +1117,11 @@ class Daemon:
 
             line = settled_line(result.settled)
             self.emit("warning", line, warning=line, settled=result.settled)
+
+    def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], *, quiet: bool) -> bool:
+        """The items a sync that published left out, their calls failed (``spent``: the calls
+        of the update): retried by a sync after a pause (False), or not (True). ``--once``:
+        said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).
         failed_calls = sum(s.get("errors", 0) for s in spent.values())
@@ -1059,15 +1129,7 @@ class Daemon:
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
         if self._once and failed_items:
-            # `watch --once` is like `streamrag index`: what succeeded is published, and the
-            # exit status tells a script that something did not.
-            self.exit_code = 1
-            self.pending.setdefault(".", "retry")
-            self._retry_items = failed_items
-            calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
-            self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
-                               "run again to retry them (`streamrag status --failures` lists them)",
-                      llm_errors=failed_calls, failed_items=failed_items)
+            self._once_left_out(failed_items, failed_calls)
             return False
         if not failed_items:
             self._retries = 0
@@ -1080,27 +1142,44 @@ class Daemon:
         # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
         outage = not _answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
-            self._retries += 1
-            self.pending.setdefault(".", "retry")
-            self._retry_items = failed_items
-            if outage and self._outage is not None:   # said when it began
-                self._outage["owed"] = self._outage["owed"] or not quiet
-                return False
-            fields: dict[str, Any] = {"outage": False}
-            why = ""
-            if outage:
-                fields = self._outage_began()
-                why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
-                       f"fix llm.api_base ({_UNTIL_IT_ANSWERS})")
-            self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                               f"retried after a pause{why}", llm_errors=failed_calls,
-                      failed_items=failed_items, **fields)
+            self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet)
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True
+
+    def _once_left_out(self, failed_items: int, failed_calls: int) -> None:
+        """``--once``: the items left out make the run a failure, said as one."""
+        # `watch --once` is like `streamrag index`: what succeeded is published, and the
+        # exit status tells a script that something did not.
+        self.exit_code = 1
+        self.pending.setdefault(".", "retry")
+        self._retry_items = failed_items
+        calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
+        self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
+                           "run again to retry them (`streamrag status --failures` lists them)",
+                  llm_errors=failed_calls, failed_items=failed_items)
+
+    def _retry_left_out(self, failed_items: int, failed_calls: int, *, outage: bool, quiet: bool) -> None:
+        """Schedules a sync to retry the items left out, and says so (an ``outage``: says it
+        began, or, said already, leaves it to the outage lines)."""
+        self._retries += 1
+        self.pending.setdefault(".", "retry")
+        self._retry_items = failed_items
+        if outage and self._outage is not None:   # said when it began
+            self._outage["owed"] = self._outage["owed"] or not quiet
+            return
+        fields: dict[str, Any] = {"outage": False}
+        why = ""
+        if outage:
+            fields = self._outage_began()
+            why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
+                   f"fix llm.api_base ({_UNTIL_IT_ANSWERS})")
+        self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
+                           f"retried after a pause{why}", llm_errors=failed_calls,
+                  failed_items=failed_items, **fields)
 
     # -- health ----------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
