@@ -393,7 +393,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif llm.api_key_env and not _ENV_NAME_RE.fullmatch(llm.api_key_env):
         problems.append(("llm.api_key_env", "is the name of the environment variable holding the key "
                          "(e.g. OPENAI_API_KEY), not the key itself; export the key under that name"))
-    if llm.api_base and not llm.api_base.startswith(("http://", "https://")):
+    if llm.api_base in ("http:", "https:"):   # "http://" without its slashes, as they are stripped
+        problems.append(("llm.api_base", "names no host, e.g. http://localhost:11434/v1"))
+    elif llm.api_base and not llm.api_base.startswith(("http://", "https://")):
         problems.append(("llm.api_base", "must start with http:// or https://, "
                          "e.g. http://localhost:11434/v1"))
     elif llm.api_base and (bad := _bad_host_or_port(llm.api_base)):

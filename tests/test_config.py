@@ -49,6 +49,7 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
                                                         "is a number from 1 to 65535)"),
     ('[llm]\napi_base = "http://[::1"\n', "llm.api_base: has no valid host and port"),
     ('[llm]\napi_base = "http://:8080/v1"\n', "llm.api_base: names no host"),
+    ('[llm]\napi_base = "http://"\n', "llm.api_base: names no host"),   # (was "must start with http://")
     ('[llm]\napi_base = "http://exämple..com/v1"\n', "llm.api_base: has a host name that is not valid"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n",
      "query.local_community_share: and query.local_text_share (0.9) add up to more than 1"),
