@@ -795,9 +795,19 @@ def unknown_names(store: Store, question: str) -> list[str]:
     english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
     if 0 < len(tokens) <= 4 and all(t.group()[:1].isupper() for t in tokens) \
-            and not any(t.group().lower() in local_search.STOPWORDS for t in tokens):
-        # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it.
+            and not any(t.group().lower() in local_search.STOPWORDS for t in tokens) \
+            and not re.search(r"[.!?]\s", question):
+        # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it. (Not
+        # "Hello. Zorblax?": two sentences.)
         opening, english = [False] * len(tokens), True
+    for i in range(len(tokens) - 1):
+        # A sentence that opens on a name of two words or more ("I read the book. Zorblax
+        # Quintrell?"): its first word is the name's, not only the sentence's ('Quintrell' alone).
+        word, after = tokens[i].group(), tokens[i + 1]
+        if opening[i] and word[:1].isupper() and after.group()[:1].isupper() \
+                and not question[tokens[i].end():after.start()].strip() \
+                and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES:
+            opening[i] = False
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
         return []

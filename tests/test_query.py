@@ -1021,6 +1021,10 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     answer = await aask("Zorblax Quintrell?", offline, offline_db)
     assert answer.not_in_index == ["Zorblax Quintrell"]
     assert (await aask("Mira Osk?", offline, offline_db)).not_in_index == []
+    # ... and a sentence that opens on a name ('Quintrell' alone), but not a greeting before one.
+    answer = await aask("I read about the harbor. Zorblax Quintrell?", offline, offline_db)
+    assert answer.not_in_index == ["Zorblax Quintrell"]
+    assert (await aask("Hello. Zorblax?", offline, offline_db)).not_in_index == []
     for question in ("Who hired the engineer Mira Osk?",           # names it has
                      "What Is The Role Of Zorblax In The Harbor?",  # Title Case says nothing
                      "Zorblax hired whom?",                        # nor does a sentence's first word
