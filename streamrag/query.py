@@ -201,11 +201,20 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
         with store.snapshot():
             check_not_empty(store, db_path, settings.index.include)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
+            answer.not_in_index = unknown_names(store, question)
+            if answer.not_in_index and not _asks_more(question, answer.not_in_index):
+                # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
+                # with a model a whole global search was paid to find nothing.
+                answer.text = (f"Nothing in the index mentions {_listed(answer.not_in_index)}, and the "
+                               "question asks about nothing else: no search was made.")
+                answer.search, answer.details = "none", {"searched": False}
+                if on_delta is not None:
+                    on_delta(answer.text)
+                return answer
             if mode == "auto":
                 chosen, reason = choose_mode(store, question)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
-            answer.not_in_index = unknown_names(store, question)
             if answer.not_in_index and settings.llm.api_base:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh)
@@ -780,6 +789,12 @@ about from this that for they their were has have there into than been would cou
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
 
 
+def _asks_more(question: str, names: list[str]) -> bool:
+    """Whether ``question`` has words beyond ``names`` (and the words that ask nothing)."""
+    held = {w for name in names for w in words(name)}
+    return any(w not in held for w in local_search.query_terms(question.translate(INVISIBLE_TABLE)))
+
+
 def unknown_names(store: Store, question: str) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
     person whose only file was deleted), as written; adjacent ones make one name.
@@ -956,7 +971,7 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
     if answer.unresolved:
         lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing the answer was given: "
                      + " ".join(answer.unresolved))
-    how = answer.search.replace("_", " ") + " search"
+    how = "no search" if answer.search == "none" else answer.search.replace("_", " ") + " search"
     if answer.level is not None:
         how += f" at level {answer.level}"
     elif answer.details.get("communities") == 0:

@@ -1038,6 +1038,12 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
                      "Who hired the engineer Mi\u200bra O\u200esk?"):   # as the search reads it
         answer = await aask(question, offline, offline_db)
         assert answer.not_in_index == [] and not answer.text.startswith("Nothing in the index mentions"), question
+    # A question of such names only is answered so, with no search: with a model, a whole
+    # dynamic global search was paid to find nothing.
+    for settings in (offline, make_settings(simulator.base_url, index=INDEX)):
+        answer = await aask("Who is Zorblax Quintrell?", settings, offline_db)
+        assert answer.search == "none" and not answer.llm.get("calls") and not answer.documents
+        assert answer.text.startswith('Nothing in the index mentions "Zorblax Quintrell", and the question')
     # With a model: said on stderr, and in --json.
     said: list[str] = []
     answer = await aask("Did Mira Osk work with Ada Quintrell?", make_settings(simulator.base_url, index=INDEX),
