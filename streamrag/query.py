@@ -104,7 +104,8 @@ im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung
 cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
 documentos textos archivos informes notas coleccion principal principales
 什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
-何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます
+何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます は何 何か 何が 何を
+ありますか でしょうか
 주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
 """.split())
 FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par".split())
