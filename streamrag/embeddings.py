@@ -44,8 +44,6 @@ def fresh_vectors(store: Store, kind: str, model: str) -> tuple[set[str], int]:
     failed embedding stage writes none, and an entity's description changes under its vector.
     (A chunk's id is the hash of its text: any vector of it is of its text.)"""
     have = index_rows.embedded(store, kind, model)
-    if not have:
-        return set(), 0   # (never embedded with this model: nothing is missing, it is not used)
     if kind == "chunk":
         ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks")]
         fresh = {i for i in ids if i in have}

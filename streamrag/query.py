@@ -492,9 +492,14 @@ class _Search:
         from streamrag.embeddings import fresh_vectors
 
         fresh, missing = fresh_vectors(self.store, kind, model)
-        if missing:
+        items = "entities" if kind == "entity" else "chunks"
+        if missing and not fresh:   # (it said nothing: a model set after the index was built)
+            self.status(f"no {items} have an embedding from {model} (the index was built without it); "
+                        f"BM25 finds them. Run `streamrag index` with the endpoint set (llm.api_base) "
+                        "to embed them")
+        elif missing:
             total = len(fresh) + missing
-            self.status(f"{'entities' if kind == 'entity' else 'chunks'} without an embedding from {model} "
+            self.status(f"{items} without an embedding from {model} "
                         f"of their present text: {missing} of {total} (an offline update, or a failed "
                         "embedding stage); BM25 finds them beside the embeddings. Run `streamrag index` "
                         "with the endpoint set (llm.api_base) to embed them")

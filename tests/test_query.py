@@ -1334,6 +1334,15 @@ async def test_items_without_a_fresh_vector_are_found_by_bm25_and_said(tmp_path,
     assert any(d.endswith("museum.txt") for d in local.documents), local.text
 
 
+async def test_an_index_built_without_embeddings_says_so_when_asked_with_an_embedding_model(offline_db, simulator):
+    # With llm.embedding_model set after the index was built, ask used BM25 without a word.
+    said: list[str] = []
+    settings = make_settings(simulator.base_url, index=INDEX, llm={"embedding_model": "text-embedding-3-small"})
+    answer = await aask("Who hired Mira Osk?", settings, offline_db, mode="local", on_status=said.append)
+    assert answer.text and any(line.startswith("no entities have an embedding from text-embedding-3-small")
+                               and "streamrag index" in line for line in said), said
+
+
 def test_a_vector_of_an_older_text_is_not_fresh(llm_db, tmp_path):
     # nearest read every vector of the kind, one of an entity's older description too.
     import shutil
@@ -1345,8 +1354,8 @@ def test_a_vector_of_an_older_text_is_not_fresh(llm_db, tmp_path):
     shutil.copy(llm_db, db)
     store = Store(db)
     try:
-        assert fresh_vectors(store, "entity", "m") == (set(), 0)   # never embedded with m: not used
         rows = store.query("SELECT id, name, description FROM entities ORDER BY id")
+        assert fresh_vectors(store, "entity", "m") == (set(), len(rows))   # never embedded with m
         with store.conn:
             for i, r in enumerate(rows):   # every other one of an older description
                 text = entity_text(r["name"], r["description"] + (" Once." if i % 2 else ""))
