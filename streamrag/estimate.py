@@ -10,8 +10,10 @@ of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning
 * An index already there (or chunks extracted by a run that never published, interrupted or
   still under way: their summaries and reports come only with the run that publishes them): the
   run's own work is done on a copy of the graph, read only (``_update_calls``): the changed
-  chunks merged in (``GraphState.apply``), Leiden from the published partition, and the
-  communities whose report context changes, with those above them. A chunk extracted already
+  chunks merged in (``GraphState.apply``), the run's clustering step (Leiden from the
+  published partition, or a fresh clustering when it drifted by more than
+  index.recluster_drift: ``_partition``), and the communities whose report context changes,
+  with those above them (new communities among them). A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
   (``nlp``, no call) standing in for the model's, and, in a changed file, with what the earlier
   chunks it shares a passage with said of the names it still holds (``_stand_in``). So a new chunk naming entities the
@@ -33,6 +35,7 @@ not predicted).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 from pathlib import Path
@@ -41,16 +44,16 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
-from streamrag.communities import hierarchical_leiden, relabel
+from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
-from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
+from streamrag.pipeline import _FRESH_CHECK_SHARE, UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
 from streamrag.prompts import load_prompt
-from streamrag.records import Chunk, Extraction, RelationshipRecord
+from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import short_join, summarizer_key, summary_input
@@ -250,22 +253,12 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         chosen = summary_input(descriptions, ix.summary_max_descriptions)
         summaries += len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None
     state.finish_graph(store)
+    moved = len(state.changed_entities | state.deleted_entities)   # (as the run counts them)
     # Re-merged as it was (a chunk replaced by one saying the same): its report context is too.
     now = _lines(state)
     state.changed_entities = {e for e in state.changed_entities if now.get(e) != before.get(e)}
     state.changed_relationships = {r for r in state.changed_relationships if now.get(r) != before.get(r)}
-    counter = itertools.count()
-    new_id = lambda: f"new-{next(counter)}"  # noqa: E731  (never a published community's id)
-    edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
-    leiden = {"max_cluster_size": ix.max_cluster_size, "seed": ix.leiden_seed, "resolution": ix.leiden_resolution}
-    if state.old_communities and not recluster and state.same_graph():
-        communities = state.old_communities
-    elif state.old_communities and not recluster:
-        communities = hierarchical_leiden(sorted(state.entities), edges, **leiden, previous=state.old_communities,
-                                          new_id=new_id, changed=state.rewired | (set(state.entities) - set(state.old_degree)))
-    else:
-        communities = relabel(hierarchical_leiden(sorted(state.entities), edges, **leiden),
-                              state.old_communities, new_id)
+    communities = _partition(store, state, settings, recluster=recluster, moved=moved)
     dirty = dirty_communities(state, communities, same_settings=True)
     parent = {c.id: c.parent for c in communities}
     for cid in list(dirty):   # a report changed: its parent's context holds it
@@ -273,6 +266,38 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             dirty.add(cid)
     reports = sum(1 for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members)
     return summaries, reports
+
+
+def _partition(store: Store, state: GraphState, settings: Settings, *, recluster: bool,
+               moved: int) -> list[Community]:
+    """The communities the run's clustering step finds (``Pipeline._cluster``): the published
+    partition for the same graph; else Leiden from it, unless a fresh clustering (checked once
+    the entities ``moved`` since the last check reach a share of the graph) is better by more
+    than index.recluster_drift, or ``recluster``: then the fresh one, ids matched to the old."""
+    ix = settings.index
+    edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
+    counter = itertools.count()
+    new_id = lambda: f"new-{next(counter)}"  # noqa: E731  (never a published community's id)
+    leiden = {"max_cluster_size": ix.max_cluster_size, "seed": ix.leiden_seed, "resolution": ix.leiden_resolution}
+    fresh = functools.partial(hierarchical_leiden, sorted(state.entities), edges, **leiden)
+    if not state.old_communities:
+        return fresh()
+    same_settings = store.get_meta("leiden") == leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
+    if not recluster and state.same_graph() and same_settings:
+        return state.old_communities
+    if not recluster:
+        changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings else None
+        kept = fresh(previous=state.old_communities, new_id=new_id, changed=changed)
+        moved += int(store.get_meta("changed_since_fresh", "0") or 0)
+        if moved < _FRESH_CHECK_SHARE * len(state.entities):
+            return kept
+        found = fresh()
+        drift = (modularity(found, edges, resolution=ix.leiden_resolution)
+                 - modularity(kept, edges, resolution=ix.leiden_resolution))
+        if drift <= ix.recluster_drift:
+            return kept
+        return relabel(found, state.old_communities, new_id)
+    return relabel(fresh(), state.old_communities, new_id)
 
 
 def _lines(state: GraphState) -> dict[str, tuple]:

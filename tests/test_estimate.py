@@ -142,3 +142,22 @@ async def test_an_edited_file_counts_what_its_new_passage_names_not_every_name_i
     est, done = await index_and_estimate(news, settings, db)
     assert est["chunks_to_extract"] >= 1 and paid(done.llm, "report") > 2, done.llm
     assert not close(est, done, 1.35)
+
+
+async def test_an_update_the_run_reclusters_counts_the_reports_of_the_fresh_partition(tmp_path, simulator):
+    # Six of twenty articles deleted: the run's drift check (index.recluster_drift) finds a
+    # fresh clustering better and takes it, and reports every community it changes. The
+    # estimate started Leiden from the published partition and said 31 reports where the run
+    # made 36. (A deletion: the graph is known exactly, so the partition is too.)
+    settings = make_settings(simulator.base_url)
+    docs = tmp_path / "news"
+    docs.mkdir()
+    for doc in sorted(NEWS.glob("doc_*.txt"))[:20]:
+        (docs / doc.name).write_text(doc.read_text())
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    for doc in sorted(docs.glob("doc_*.txt"))[:6]:
+        doc.unlink()
+    est, done = await index_and_estimate(docs, settings, db)
+    assert done.reclustered
+    assert asked(est, "report") == paid(done.llm, "report") > 20, (est["llm"], done.llm)
