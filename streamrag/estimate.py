@@ -13,7 +13,9 @@ of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning
   chunks merged in (``GraphState.apply``), the run's clustering step (Leiden from the
   published partition, or a fresh clustering when it drifted by more than
   index.recluster_drift: ``_partition``), and the communities whose report context changes,
-  with those above them (new communities among them). A chunk extracted already
+  with those above them (new communities among them). Each report's prompt is its
+  community's context as the run builds it from the members' lines (``_report_prompt``); a
+  report not worked out on the graph (a first index, reports asked again) a full context. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
   (``nlp``, no call) standing in for the model's, and, in a changed file, with what the earlier
   chunks it shares a passage with said of the names it still holds (``_stand_in``). So a new chunk naming entities the
@@ -53,6 +55,7 @@ from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
 from streamrag.pipeline import _FRESH_CHECK_SHARE, UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
 from streamrag.prompts import load_prompt
+from streamrag.reports import build_context
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
@@ -170,6 +173,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     if not settings.offline:
         due = n + len(unpublished)
         summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
+        sized: list[int] = []   # the prompt tokens of reports whose community is known
         if store is not None and (store.version or unpublished):
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
@@ -177,9 +181,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
             wanted |= _staying(store, read, root)
-            summaries, communities = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted,
+            summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted,
                                                    paths_of=paths_of, resummarize=resummarized,
                                                    recluster=recluster)
+            communities = len(sized)
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
             chosen_with = built_min_members(settings, store.get_meta, by_llm=True)
@@ -194,8 +199,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         if summaries:
             add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
         if communities:
+            # (the others, communities not worked out on the graph: a full context, about)
             report_prompt = min(ix.report_max_input_tokens, 1800) + 250
-            add("report", communities, communities * report_prompt, communities * REPORT_COMPLETION)
+            prompts = sum(sized) + max(0, communities - len(sized)) * report_prompt
+            add("report", communities, prompts, communities * REPORT_COMPLETION)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
@@ -219,8 +226,8 @@ def _staying(store: Store, read: set[str], root: Path | None) -> set[str]:
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
-                  paths_of: dict[str, str], resummarize: bool, recluster: bool) -> tuple[int, int]:
-    """(summary calls, report calls) of a run bringing the published graph to the chunks
+                  paths_of: dict[str, str], resummarize: bool, recluster: bool) -> tuple[int, list[int]]:
+    """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
     when there is one, else the offline extractor's names standing in for the model's
@@ -239,7 +246,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     if not added and not removed and not resummarize:
-        return 0, 0   # (nothing changed: the run asks for nothing new)
+        return 0, []   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
     before = _lines(state)
     if resummarize:
@@ -264,8 +271,24 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     for cid in list(dirty):   # a report changed: its parent's context holds it
         while (cid := parent.get(cid)) is not None and cid not in dirty:
             dirty.add(cid)
-    reports = sum(1 for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members)
-    return summaries, reports
+    asked = [c for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members]
+    return summaries, [_report_prompt(c, state, settings) for c in asked]
+
+
+def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
+    """The prompt tokens of ``c``'s report: its members' lines as the run's context takes them,
+    up to index.report_max_input_tokens (a context too long for them holds its children's
+    reports instead: as long, about), in the report prompt."""
+    ix = settings.index
+    members = set(c.members)
+    rels = [r for r in state.relationships.values() if r.source in members and r.target in members]
+    claims: dict[str, list] = {}
+    for claim in sorted(state.claims.values(), key=lambda k: k.id):
+        if claim.subject_id in members:
+            claims.setdefault(claim.subject_id, []).append(claim)
+    ctx = build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
+                        max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
+    return count_message_tokens(load_prompt("report").render(context=ctx.text), ix.encoding)
 
 
 def _partition(store: Store, state: GraphState, settings: Settings, *, recluster: bool,

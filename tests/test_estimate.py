@@ -161,3 +161,18 @@ async def test_an_update_the_run_reclusters_counts_the_reports_of_the_fresh_part
     est, done = await index_and_estimate(docs, settings, db)
     assert done.reclustered
     assert asked(est, "report") == paid(done.llm, "report") > 20, (est["llm"], done.llm)
+
+
+async def test_a_report_prompt_is_counted_from_its_communitys_context(news, tmp_path, simulator):
+    # Reports of two- and three-member communities: each prompt is counted from its community's
+    # lines (as the run's context takes them), not as a full context: it said 2,050 tokens a
+    # report, about six times a small community's.
+    settings = make_settings(simulator.base_url, index={"report_min_members": 2})
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "doc_00004.txt").unlink()
+    est, done = await index_and_estimate(news, settings, db)
+    calls = paid(done.llm, "report")
+    assert calls > 5 and asked(est, "report") == calls, (est["llm"], done.llm)
+    tokens, actual = est["llm"]["by_stage"]["report"]["prompt_tokens"], done.llm["report"]["prompt_tokens"]
+    assert actual / 1.25 <= tokens <= actual * 1.25, (tokens, actual)
