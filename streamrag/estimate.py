@@ -8,7 +8,8 @@ of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning
 * A first index: about 2.5 descriptions to merge per chunk, and 0.6 communities with an LLM
   report per chunk.
 * An index already there (or chunks extracted by a run that never published, interrupted or
-  still under way: their summaries and reports come only with the run that publishes them): the
+  still under way, or whose extraction the index holds is another's, an offline run's since:
+  their summaries and reports come only with the run that publishes them): the
   run's own work is done on a copy of the graph, read only (``_update_calls``): the changed
   chunks merged in (``GraphState.apply``), the run's clustering step (Leiden from the
   published partition, or a fresh clustering when it drifted by more than
@@ -97,13 +98,16 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
               db: Path, recluster: bool) -> dict:
     done: set[str] = set()        # extracted with the current extractor
     published: set[str] = set()   # and in the published graph with that extraction
+    live: dict[str, str] = {}     # the published chunks -> the extractor whose result counts
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
+        live = index_rows.live_chunks(store)
     ix = settings.index
     new_chunks = {}
     unpublished: set[str] = set()   # extracted, but not yet merged, summarized and reported
+    replacing: set[str] = set()     # extracted, the graph holding another extractor's result
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document read -> its path
@@ -127,6 +131,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 wanted.add(c.id)
                 if c.id not in done:
                     new_chunks[c.id] = c
+                elif c.id in live and c.id not in published:
+                    replacing.add(c.id)   # (published by a run with other settings since: offline)
                 elif c.id not in published:
                     unpublished.add(c.id)
     stages: dict[str, dict[str, int]] = {}
@@ -171,10 +177,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                                                       claim_description=ix.claim_description)
                 add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
     if not settings.offline:
-        due = n + len(unpublished)
+        due = n + len(unpublished) + len(replacing)
         summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
         sized: list[int] = []   # the prompt tokens of reports whose community is known
-        if store is not None and (store.version or unpublished):
+        if store is not None and (store.version or unpublished or replacing):
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
             resummarized = bool(store.version) and store.get_meta("summarizer") != summarizer_key(settings)
@@ -206,7 +212,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
-            "chunks_to_extract": n, "chunks_unpublished": len(unpublished), "offline": settings.offline, "llm": llm_summary(stages),
+            "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
+            "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                        "report": settings.llm.report_model}}
 
@@ -442,8 +449,12 @@ def format_estimate(e: dict) -> str:
         head = (f"Offline indexing: {e['documents']} documents, {e['corpus_tokens']:,} tokens, "
                 f"{e['chunks_to_extract']} chunks to extract; no LLM calls, no cost.")
         return head + unreadable
-    unpublished = (f" (and {e['chunks_unpublished']} extracted by an earlier run, not yet published)"
-                   if e["chunks_unpublished"] else "")
+    stored = [f"{e['chunks_unpublished']} extracted by an earlier run, not yet published"] \
+        if e["chunks_unpublished"] else []
+    if e["chunks_replacing"]:
+        stored.append(f"{e['chunks_replacing']} extracted with these settings by an earlier run, to replace "
+                      "the extraction of them the index holds, made with other settings since")
+    unpublished = f" (and {'; '.join(stored)})" if stored else ""
     lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
              f"{e['chunks_to_extract']} chunks to extract{unpublished}:"]
     u = e["llm"]

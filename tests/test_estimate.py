@@ -176,3 +176,20 @@ async def test_a_report_prompt_is_counted_from_its_communitys_context(news, tmp_
     assert calls > 5 and asked(est, "report") == calls, (est["llm"], done.llm)
     tokens, actual = est["llm"]["by_stage"]["report"]["prompt_tokens"], done.llm["report"]["prompt_tokens"]
     assert actual / 1.25 <= tokens <= actual * 1.25, (tokens, actual)
+
+
+async def test_chunks_published_again_after_an_offline_run_are_not_called_unpublished(news, tmp_path, simulator):
+    # A model index, updated offline (its graph now the offline extractor's), indexed with the
+    # model again: the model's stored extractions go back in. The estimate said they were
+    # "extracted by an earlier run, not yet published": they were, and then replaced.
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    first = await sync([news], settings, db, root=news)
+    await sync([news], make_settings("", index={"extractor": "nlp"}), db, root=news)   # --offline
+    est, done = await index_and_estimate(news, settings, db)
+    assert done.chunks_extracted == 0 and first.chunks_extracted > 5
+    assert est["chunks_unpublished"] == 0 and est["chunks_replacing"] == first.chunks_extracted
+    text = format_estimate(est)
+    assert "not yet published" not in text
+    assert f"(and {first.chunks_extracted} extracted with these settings by an earlier run, to replace" in text
+    assert done.llm["report"]["calls"] > 0 and asked(est, "report") > 0   # (all cached: the same answers)
