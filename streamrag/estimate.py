@@ -110,8 +110,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     replacing: set[str] = set()     # extracted, the graph holding another extractor's result
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
-    paths_of: dict[str, str] = {}   # document read -> its path
-    docs = corpus_tokens = unreadable = 0
+    paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
+    corpus_tokens = unreadable = 0
     for path in without_index_files(loader.scan(paths, ix.include), db, also=settings.own_files()):   # (as `index` does)
         read.add(loader.stored_path(path, root))
         try:
@@ -122,8 +122,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             unreadable += 1
             continue
         for doc in documents:
-            docs += 1
             read.add(doc.path)
+            if doc.id in paths_of:
+                continue   # the same text in another file (a copy): one document, as `index` counts
             paths_of[doc.id] = doc.path
             corpus_tokens += count_tokens(doc.text, ix.encoding)
             for c in chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
@@ -211,7 +212,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             add("report", communities, prompts, communities * REPORT_COMPLETION)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
-    return {"documents": docs, "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
+    return {"documents": len(paths_of), "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,

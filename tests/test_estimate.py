@@ -193,3 +193,13 @@ async def test_chunks_published_again_after_an_offline_run_are_not_called_unpubl
     assert "not yet published" not in text
     assert f"(and {first.chunks_extracted} extracted with these settings by an earlier run, to replace" in text
     assert done.llm["report"]["calls"] > 0 and asked(est, "report") > 0   # (all cached: the same answers)
+
+
+async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
+    # Three files of one text are one document to `index`: the estimate said 12 for its 10.
+    (news / "copy.txt").write_text((news / "doc_00003.txt").read_text())
+    (news / "again.txt").write_text((news / "doc_00003.txt").read_text())
+    settings = make_settings(simulator.base_url)
+    est, done = await index_and_estimate(news, settings, tmp_path / "index.db")
+    assert est["documents"] == done.documents == 10
+    assert "Estimate for 10 documents" in format_estimate(est)
