@@ -66,6 +66,7 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, shown,
                               storable, unstorable_folder, why_unusable)
+from streamrag.provider_errors import base_setting
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -871,9 +872,13 @@ class Daemon:
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
 
+    def _base_setting(self) -> str:
+        """What set the endpoint, as the user would change it: ``--api-base``, ``llm.api_base`` ..."""
+        return base_setting(self.settings.llm, self.settings.api_base_from)
+
     def _outage_began(self) -> dict[str, Any]:
         """Notes that the endpoint stopped answering; the fields of the line that says so."""
-        endpoint = self.settings.llm.api_base or "(llm.api_base not set)"
+        endpoint = self.settings.llm.api_base or f"({self._base_setting()} not set)"
         since = time.time()
         self._outage = {"since": since, "endpoint": endpoint, "every": None,
                         "at": time.monotonic(), "owed": False}
@@ -1176,7 +1181,7 @@ class Daemon:
         if outage:
             fields = self._outage_began()
             why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
-                   f"fix llm.api_base ({_UNTIL_IT_ANSWERS})")
+                   f"fix {self._base_setting()} ({_UNTIL_IT_ANSWERS})")
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                            f"retried after a pause{why}", llm_errors=failed_calls,
                   failed_items=failed_items, **fields)

@@ -776,3 +776,15 @@ async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_o
     assert said_down == before, said_down[len(before):]   # the outage lines speak for the retries
     assert [e["state"] for e in events].count("recovered") == 1
     assert not daemon._notices.held   # answered again: its next trouble is said in full
+
+
+def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
+    # `watch --api-base URL` said "fix llm.api_base", a setting the user never wrote.
+    events = Events()
+    settings = make_settings("http://127.0.0.1:9/v1")
+    settings.api_base_from = "--api-base"   # as load_settings records the flag
+    daemon = Daemon(settings, tmp_path / "i.db", tmp_path, report=events)
+    daemon._retry_left_out(2, 2, outage=True, quiet=False)
+    [line] = events
+    assert line["outage"] is True and "fix --api-base (" in line["message"], line["message"]
+    assert "llm.api_base" not in line["message"], line["message"]
