@@ -130,6 +130,11 @@ _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 
 
+def _still(outage: dict[str, Any]) -> str:
+    """How an outage line says the endpoint fares: still down, or up but failing every call."""
+    return "still answering with errors" if outage["server_errors"] else "still down"
+
+
 def _clause(text: object) -> str:
     """An error text to embed before ``; ...``: without its own final period."""
     text = str(text).rstrip()
@@ -317,9 +322,11 @@ class Daemon:
         self._own = {Path(f).resolve() for f in settings.own_files()}
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
-        # pause last said ("every", None: the full line only), when ("at"), and "owed": a sync's
-        # lines were shown without saying it is still down.
+        # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
+        # lines were shown without saying it is still down, and "server_errors": it answers, with
+        # errors only (an HTTP 500 to every request), rather than not at all.
         self._outage: dict[str, Any] | None = None
+        self._server_errors = False   # the last sync or extraction ahead got HTTP answers (errors too)
         from streamrag.llm import Notices
 
         # The model clients' retry and wait lines, limited across the clients of every sync and
@@ -850,11 +857,13 @@ class Daemon:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
+            self._attempted(indexer)
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
                 self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
-                                    f"still down since {_clock(o['since'])}; {then}",
-                          outage=True, endpoint=o["endpoint"], since=round(o["since"], 3), error=str(e))
+                                    f"{_still(o)} since {_clock(o['since'])}; {then}",
+                          outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
+                          server_errors=o["server_errors"], error=str(e))
                 return
             began = self._outage_began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
@@ -864,6 +873,7 @@ class Daemon:
             self._spent_ahead(indexer)
             if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
                 self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
+        self._attempted(indexer)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
@@ -881,9 +891,18 @@ class Daemon:
         endpoint = self.settings.llm.api_base or f"({self._base_setting()} not set)"
         since = time.time()
         self._outage = {"since": since, "endpoint": endpoint, "every": None,
-                        "at": time.monotonic(), "owed": False}
+                        "at": time.monotonic(), "owed": False, "server_errors": self._server_errors}
         self._notices.held = True   # the outage lines say it from now on
-        return {"outage": True, "endpoint": endpoint, "since": round(since, 3)}
+        return {"outage": True, "endpoint": endpoint, "since": round(since, 3),
+                "server_errors": self._server_errors}
+
+    def _attempted(self, indexer: Indexer) -> None:
+        """Notes, after a sync or an extraction ahead, whether the endpoint gave any HTTP answer
+        (a server answering 500 to every call is up, and its logs say why; one that refuses or
+        times out is down)."""
+        self._server_errors = indexer.llm is not None and indexer.llm.reached
+        if self._outage is not None:
+            self._outage["server_errors"] = self._server_errors
 
     def _recovered(self) -> None:
         """The endpoint answers again: one line, and the outage is over."""
@@ -911,9 +930,10 @@ class Daemon:
             return
         o.update(every=pause, at=now, owed=False)
         down = time.time() - o["since"]
-        self.emit("outage", f"{o['endpoint']} still down since {_clock(o['since'])} "
+        self.emit("outage", f"{o['endpoint']} {_still(o)} since {_clock(o['since'])} "
                             f"({_span(down)}); retrying every {_span(pause)}",
                   outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
+                  server_errors=o["server_errors"],
                   down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
                   failed_items=self._retry_items if self.pending.get(".") == "retry" else 0)
 
@@ -979,11 +999,13 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
+            self._attempted(indexer)
             e = self._survived(caught, initial=initial)
             if e is None:
                 raise
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             return False
+        self._attempted(indexer)
         took = anyio.current_time() - started
         self._synced(took)
         self._say_warnings(result, initial=initial)
@@ -1180,8 +1202,12 @@ class Daemon:
         why = ""
         if outage:
             fields = self._outage_began()
-            why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
-                   f"fix {self._base_setting()} ({_UNTIL_IT_ANSWERS})")
+            if fields["server_errors"]:   # as `streamrag index` says it
+                why = (f"; no call succeeded: the server at {fields['endpoint']} kept answering with "
+                       f"errors: check its logs ({_UNTIL_IT_ANSWERS})")
+            else:
+                why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
+                       f"fix {self._base_setting()} ({_UNTIL_IT_ANSWERS})")
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                            f"retried after a pause{why}", llm_errors=failed_calls,
                   failed_items=failed_items, **fields)

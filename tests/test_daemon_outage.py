@@ -649,6 +649,7 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     first = errors[0]
     assert first["outage"] is True and first["endpoint"].startswith(simulator.base_url.rstrip("/"))
     assert "fix llm.api_base" in first["message"], first["message"]
+    assert first["server_errors"] is False   # refused: nothing answers
     said = during[during.index(first) + 1:recovered]
     # The retries are silent (no state lines of theirs) but for a short line as the pause grew.
     assert [e["state"] for e in said if e["state"] != "health"] == ["outage", "outage"], \
@@ -788,3 +789,34 @@ def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
     [line] = events
     assert line["outage"] is True and "fix --api-base (" in line["message"], line["message"]
     assert "llm.api_base" not in line["message"], line["message"]
+
+
+async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_to_be_down(
+        corpus, tmp_path, simulator, monkeypatch):
+    # A server answering HTTP 500 to every request was said to be down ("is the endpoint ...
+    # down? Start it", "still down since"), while `streamrag index` says it kept answering with
+    # errors: its logs say why, and starting it again is no fix.
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    failing = Failing(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.04})
+    async with running(settings, tmp_path / "e.db", corpus, transport=httpx.MockTransport(failing)) \
+            as (daemon, events, send):
+        failing.up = False
+        victim = corpus / "guild.txt"
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})
+        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
+        failing.up = True
+        await _until_indexed(tmp_path / "e.db", "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await failing.client.aclose()
+    first = next(e for e in events if e.get("outage"))
+    assert first["state"] == "error" and first["server_errors"] is True, first
+    assert "kept answering with errors: check its logs" in first["message"], first["message"]
+    assert "down?" not in first["message"], first["message"]
+    brief = next(e for e in events if e["state"] == "outage")
+    assert brief["server_errors"] is True and brief["outage"] is True, brief
+    assert brief["message"].startswith(f"{first['endpoint']} still answering with errors since "), brief
