@@ -71,6 +71,7 @@ from streamrag.status import counted as _n, failures_of, last_update, llm_summar
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
+    from streamrag.llm import Notices
     from streamrag.pipeline import Indexer, Progress, SyncResult
 
 ChangeSet = set[tuple[int, str]]
@@ -95,6 +96,25 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     if ok:
         return 0
     return failures + 1 if only_retry or not failures else failures
+
+
+def _timed_notices() -> Notices:
+    """The model clients' notices (``llm.Notices``), noting in ``failed_at`` when the first retry
+    line came since it was cleared: the time a call first failed (wall clock). (``streamrag.llm``
+    is imported here, when a daemon starts: every command builds watch's parser.)"""
+    from streamrag.llm import Notices
+
+    class TimedNotices(Notices):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failed_at: float | None = None
+
+        def say(self, endpoint: str, kind: str, line: str) -> None:
+            if kind == "retry" and self.failed_at is None:
+                self.failed_at = time.time()
+            super().say(endpoint, kind, line)
+
+    return TimedNotices()
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,11 +347,11 @@ class Daemon:
         # errors only (an HTTP 500 to every request), rather than not at all.
         self._outage: dict[str, Any] | None = None
         self._server_errors = False   # the last sync or extraction ahead got HTTP answers (errors too)
-        from streamrag.llm import Notices
-
+        # When the calls began failing, no call answered since (wall clock): an outage's "since".
+        self._failing_since: float | None = None
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
-        self._notices = Notices()
+        self._notices = _timed_notices()
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -848,7 +868,7 @@ class Daemon:
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
         from streamrag.pipeline import Indexer, Progress
 
-        started = anyio.current_time()
+        started, began = anyio.current_time(), time.time()
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch:extract", transport=self.transport)
@@ -857,7 +877,7 @@ class Daemon:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
-            self._attempted(indexer)
+            self._attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
                 self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
@@ -873,7 +893,7 @@ class Daemon:
             self._spent_ahead(indexer)
             if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
                 self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
-        self._attempted(indexer)
+        self._attempted(indexer, began)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
@@ -889,20 +909,28 @@ class Daemon:
     def _outage_began(self) -> dict[str, Any]:
         """Notes that the endpoint stopped answering; the fields of the line that says so."""
         endpoint = self.settings.llm.api_base or f"({self._base_setting()} not set)"
-        since = time.time()
+        since = self._failing_since or time.time()
         self._outage = {"since": since, "endpoint": endpoint, "every": None,
                         "at": time.monotonic(), "owed": False, "server_errors": self._server_errors}
         self._notices.held = True   # the outage lines say it from now on
         return {"outage": True, "endpoint": endpoint, "since": round(since, 3),
                 "server_errors": self._server_errors}
 
-    def _attempted(self, indexer: Indexer) -> None:
-        """Notes, after a sync or an extraction ahead, whether the endpoint gave any HTTP answer
-        (a server answering 500 to every call is up, and its logs say why; one that refuses or
-        times out is down)."""
+    def _attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:
+        """Notes, after a sync or an extraction ahead that began at ``began`` (wall clock; ``failed``:
+        for want of an endpoint), whether the endpoint gave any HTTP answer (a server answering
+        500 to every call is up, and its logs say why; one that refuses or times out is down),
+        and since when calls have failed with none answered: its first failed try, when a
+        client said one, else the start of the first such sync."""
+        stats = indexer.llm.stats if indexer.llm is not None else {}
         self._server_errors = indexer.llm is not None and indexer.llm.reached
         if self._outage is not None:
             self._outage["server_errors"] = self._server_errors
+        if _answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
+            self._failing_since = None
+        elif self._failing_since is None:
+            self._failing_since = self._notices.failed_at or began
+        self._notices.failed_at = None   # the next one's own
 
     def _recovered(self) -> None:
         """The endpoint answers again: one line, and the outage is over."""
@@ -987,6 +1015,7 @@ class Daemon:
         # answers again (``_still_down`` says the outage goes on).
         quiet = self._outage is not None and set(self.pending) <= {"."}
         queued, self.pending = self.pending, {}
+        began = time.time()
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
@@ -999,13 +1028,13 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
-            self._attempted(indexer)
+            self._attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             e = self._survived(caught, initial=initial)
             if e is None:
                 raise
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             return False
-        self._attempted(indexer)
+        self._attempted(indexer, began)
         took = anyio.current_time() - started
         self._synced(took)
         self._say_warnings(result, initial=initial)

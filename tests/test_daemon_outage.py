@@ -4,6 +4,7 @@ until the endpoint is back."""
 from __future__ import annotations
 
 import os
+import time
 import shutil
 from pathlib import Path
 
@@ -820,3 +821,48 @@ async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_
     brief = next(e for e in events if e["state"] == "outage")
     assert brief["server_errors"] is True and brief["outage"] is True, brief
     assert brief["message"].startswith(f"{first['endpoint']} still answering with errors since "), brief
+
+
+class SlowFailing(Failing):
+    """Answers HTTP 500 slowly while down, noting when the first such answer was given."""
+
+    first_failed: float | None = None
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.up:
+            return await super().__call__(request)
+        await anyio.sleep(0.25)
+        if self.first_failed is None:
+            self.first_failed = time.time()
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+
+async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp_path, simulator,
+                                                                     monkeypatch):
+    # "since" was the time of the line that said the outage, after the failing sync's retries:
+    # a first 500 at 23:51:51 was said as "since 23:53 ... after 55 s down".
+    from streamrag import daemon as daemon_module, llm as llm_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    failing = SlowFailing(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 2},
+                             watch={"quiet_s": 0.04})
+    async with running(settings, tmp_path / "s.db", corpus, transport=httpx.MockTransport(failing)) \
+            as (daemon, events, send):
+        failing.up = False
+        victim = corpus / "guild.txt"
+        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(_MODIFIED, str(victim))})
+        await until(lambda: any(e.get("outage") for e in events), timeout=30)
+        said_at = time.time()
+        first = next(e for e in events if e.get("outage"))
+        failing.up = True
+        await _until_indexed(tmp_path / "s.db", "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await failing.client.aclose()
+    # Its calls were each tried three times, 0.25 s a try: the line came a second after.
+    assert said_at - failing.first_failed > 0.6, (said_at, failing.first_failed)
+    assert abs(first["since"] - failing.first_failed) < 0.1, (first["since"], failing.first_failed)
+    back = next(e for e in events if e["state"] == "recovered")
+    assert back["since"] == first["since"]
