@@ -349,6 +349,7 @@ class Daemon:
         self._server_errors = False   # the last sync or extraction ahead got HTTP answers (errors too)
         # When the calls began failing, no call answered since (wall clock): an outage's "since".
         self._failing_since: float | None = None
+        self._tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
         self._notices = _timed_notices()
@@ -958,10 +959,15 @@ class Daemon:
             return
         o.update(every=pause, at=now, owed=False)
         down = time.time() - o["since"]
+        # The pause runs from the end of a failed sync, and each sync retries each call first
+        # ("retrying every 8 s" was said of syncs 40 s apart).
+        tries = self.settings.llm.max_retries + 1
+        took = f"the last took {_span(self._tried_s)}" + (
+            f", each call in it tried up to {tries} times" if tries > 1 else "")
         self.emit("outage", f"{o['endpoint']} {_still(o)} since {_clock(o['since'])} "
-                            f"({_span(down)}); retrying every {_span(pause)}",
+                            f"({_span(down)}); retrying {_span(pause)} after each failed sync ({took})",
                   outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
-                  server_errors=o["server_errors"],
+                  server_errors=o["server_errors"], took_s=round(self._tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
                   failed_items=self._retry_items if self.pending.get(".") == "retry" else 0)
 
@@ -1028,6 +1034,7 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
+            self._tried_s = anyio.current_time() - started
             self._attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             e = self._survived(caught, initial=initial)
             if e is None:
@@ -1035,7 +1042,7 @@ class Daemon:
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             return False
         self._attempted(indexer, began)
-        took = anyio.current_time() - started
+        took = self._tried_s = anyio.current_time() - started
         self._synced(took)
         self._say_warnings(result, initial=initial)
         previous, self.last_result = self.last_result, result

@@ -660,7 +660,9 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
         if e["state"] == "outage":
             assert e["outage"] is True and e["endpoint"] == first["endpoint"] and e["since"] == first["since"]
             assert e["message"].startswith(f"{first['endpoint']} still down since "), e["message"]
-            assert "retrying every 0." in e["message"], e["message"]
+            assert "; retrying 0." in e["message"] and " after each failed sync (the last took " in e["message"], \
+                e["message"]
+            assert e["took_s"] > 0 and e["call_tries"] == 1, e
     back = during[recovered]
     assert back["outage"] is False and back["endpoint"] == first["endpoint"] and back["down_s"] > 0
     assert "answers again" in back["message"], back["message"]
@@ -704,6 +706,21 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
     await switch.client.aclose()
     assert not any(syncs[mark:mark + 6]) and pauses, (syncs, pauses)
     assert max(pauses) <= 0.04 * 2 ** 2, pauses   # (six doublings: 2.56 s)
+
+
+def test_the_outage_line_says_the_pause_runs_from_the_end_of_a_sync_that_itself_retries(tmp_path):
+    # "retrying every 8 s" was said while each retry sync took 40 s, its calls retried 6 times.
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1", llm={"max_retries": 6}), tmp_path / "i.db",
+                    tmp_path, report=events)
+    daemon._outage_began()    # (its full line is the sync's)
+    daemon._still_down(4)
+    daemon._tried_s = 44.0    # the failed sync's length
+    daemon._still_down(8)
+    [line] = events
+    assert "; retrying 8 s after each failed sync (the last took 44 s, each call in it tried up to 7 " \
+           "times)" in line["message"], line["message"]
+    assert line["retry_s"] == 8 and line["took_s"] == 44.0 and line["call_tries"] == 7, line
 
 
 def test_while_the_pause_is_at_its_cap_the_outage_is_said_once_an_hour(tmp_path, monkeypatch):
