@@ -194,6 +194,16 @@ def _answered(llm_stats: dict) -> bool:
                for s in llm_stats.values())
 
 
+def _calls_said(paid: int, cached: int, llm_stats: dict) -> str:
+    """The calls of an update as its idle line says them, those that failed as failed: during an
+    outage "4 LLM calls, all failed", not "4 LLM calls"."""
+    failed = sum(s.get("errors", 0) for s in llm_stats.values())
+    said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
+    if failed and failed >= paid:
+        return said + (", failed" if paid == 1 else ", all failed")
+    return said + (f", {failed} failed" if failed else "")
+
+
 def _added(*llm_stats: dict) -> dict[str, dict[str, int]]:
     """Per-stage stats of several runs (a sync and the extraction done ahead of it), summed."""
     out: dict[str, dict[str, int]] = {}
@@ -1160,8 +1170,7 @@ class Daemon:
             self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
-                              f"kept; {_n(calls + cached, 'LLM call')}{f' ({cached} from cache)' if cached else ''}; "
-                              f"sync {_s(took)}",
+                              f"kept; {_calls_said(calls, cached, spent)}; sync {_s(took)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_unchanged=result.documents_unchanged, entities=result.entities,

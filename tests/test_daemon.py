@@ -63,6 +63,10 @@ class Events(list):
         if event["state"] == "idle" and "llm" in event:   # the line counts calls as its object does
             calls, cached = event["llm"]["calls"], event["llm"]["cached"]
             said = f"{calls} LLM call{'' if calls == 1 else 's'}" + (f" ({cached} from cache)" if cached else "")
+            failed = event["llm"]["errors"]   # said as failed: not "4 LLM calls" when all 4 failed
+            if failed:
+                said += ", failed" if failed == calls == 1 else ", all failed" if failed == calls - cached \
+                    else f", {failed} failed"
             assert f"; {said}; sync " in event["message"], event
         self.append(event)
 

@@ -883,3 +883,41 @@ async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp
     assert abs(first["since"] - failing.first_failed) < 0.1, (first["since"], failing.first_failed)
     back = next(e for e in events if e["state"] == "recovered")
     assert back["since"] == first["since"]
+
+
+async def test_the_idle_line_of_a_sync_whose_calls_all_failed_says_they_failed(corpus, tmp_path, simulator,
+                                                                              monkeypatch):
+    # "version 2: 5 documents ...; 2 LLM calls; sync 0.02s" when both calls had failed. (The
+    # version is the new file's document, its chunks not extracted; the retries publish none.)
+    from streamrag import daemon as daemon_module
+    from test_daemon import VERSION, db_count
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.1)
+    syncs: list[bool] = []
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append(ok)
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
+    failing = Failing(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.04})
+    db = tmp_path / "f.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(failing)) as (daemon, events, send):
+        failing.up = False
+        mark = len(events)
+        new = corpus / "new.txt"
+        new.write_text("Quillon Marbeck opened a ferry office at Port Vell.\n")
+        await send.send({(1, str(new))})
+        await until(lambda: len(syncs) >= 5, timeout=30)   # the edit's sync and three retries
+        version = db_count(db, VERSION)
+        await send.aclose()
+    await failing.client.aclose()
+    idle = [e for e in events[mark:] if e["state"] == "idle"]
+    assert len(idle) == 1 and idle[0]["version"] == version, [e["message"] for e in idle]   # retries: none
+    calls = idle[0]["llm"]["calls"]
+    assert calls and idle[0]["llm"]["errors"] == calls, idle[0]
+    assert f"; {calls} LLM calls, all failed; sync " in idle[0]["message"], idle[0]["message"]
