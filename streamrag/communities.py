@@ -582,3 +582,38 @@ def modularity(communities: Sequence[Community], edges: Iterable[tuple[str, str,
     if total == 0:
         return 0.0
     return sum(inside.values()) / total - resolution * sum(s * s for s in strength.values()) / (4 * total * total)
+
+
+FRESH_CHECK_SHARE = 0.05
+"""A fresh clustering, which checks a warm one for drift and costs seconds on a large graph,
+runs once the entities changed since the last check reach this share of the graph."""
+
+
+def updated_partition(old: list[Community], *, warm: Callable[[list[Community]], list[Community]],
+                      fresh: Callable[[], list[Community]], edges: list[tuple[str, str, float]],
+                      resolution: float, drift_allowed: float, entities: int, since_check: int,
+                      changed: int, same_graph: bool, recluster: bool,
+                      new_id: Callable[[], str]) -> tuple[list[Community], bool, int]:
+    """The partition an update publishes, from the published one ``old`` (not empty), as the
+    run's clustering step and the estimate of it both work it out: ``old`` itself for the same
+    graph (Leiden run again could still move a few nodes, and every report they touch would be
+    paid for again for nothing); else ``warm(old)``, Leiden from it, unless a fresh clustering
+    (``fresh()``, checked once ``since_check`` + ``changed`` entities reach
+    ``FRESH_CHECK_SHARE`` of ``entities``) is better by more than ``drift_allowed`` in
+    modularity, or ``recluster``: then the fresh one, its ids matched to the old ones.
+
+    Returns the partition, whether it is a fresh one, and the entities changed since the last
+    check once this one is published."""
+    if not recluster and same_graph:
+        return old, False, since_check
+    if not recluster:
+        kept = warm(old)
+        moved = since_check + changed
+        if moved < FRESH_CHECK_SHARE * entities:
+            return kept, False, moved
+    found = fresh()
+    if not recluster:
+        drift = modularity(found, edges, resolution=resolution) - modularity(kept, edges, resolution=resolution)
+        if drift <= drift_allowed:
+            return kept, False, 0
+    return relabel(found, old, new_id), True, 0

@@ -47,14 +47,14 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
-from streamrag.communities import hierarchical_leiden, modularity, relabel
+from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import entity_types_text, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
-from streamrag.pipeline import _FRESH_CHECK_SHARE, UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
+from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
 from streamrag.prompts import load_prompt
 from streamrag.reports import build_context
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
@@ -301,10 +301,8 @@ def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
 
 def _partition(store: Store, state: GraphState, settings: Settings, *, recluster: bool,
                moved: int) -> list[Community]:
-    """The communities the run's clustering step finds (``Pipeline._cluster``): the published
-    partition for the same graph; else Leiden from it, unless a fresh clustering (checked once
-    the entities ``moved`` since the last check reach a share of the graph) is better by more
-    than index.recluster_drift, or ``recluster``: then the fresh one, ids matched to the old."""
+    """The communities the run's clustering step finds (``communities.updated_partition``, as
+    ``Pipeline._cluster`` calls it), ``moved`` the entities this update changes."""
     ix = settings.index
     edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
     counter = itertools.count()
@@ -314,21 +312,13 @@ def _partition(store: Store, state: GraphState, settings: Settings, *, recluster
     if not state.old_communities:
         return fresh()
     same_settings = store.get_meta("leiden") == leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
-    if not recluster and state.same_graph() and same_settings:
-        return state.old_communities
-    if not recluster:
-        changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings else None
-        kept = fresh(previous=state.old_communities, new_id=new_id, changed=changed)
-        moved += int(store.get_meta("changed_since_fresh", "0") or 0)
-        if moved < _FRESH_CHECK_SHARE * len(state.entities):
-            return kept
-        found = fresh()
-        drift = (modularity(found, edges, resolution=ix.leiden_resolution)
-                 - modularity(kept, edges, resolution=ix.leiden_resolution))
-        if drift <= ix.recluster_drift:
-            return kept
-        return relabel(found, state.old_communities, new_id)
-    return relabel(fresh(), state.old_communities, new_id)
+    changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings else None
+    communities, _fresh, _moved = updated_partition(
+        state.old_communities, warm=lambda old: fresh(previous=old, new_id=new_id, changed=changed),
+        fresh=fresh, edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
+        entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
+        changed=moved, same_graph=state.same_graph() and same_settings, recluster=recluster, new_id=new_id)
+    return communities
 
 
 def _lines(state: GraphState) -> dict[str, tuple]:

@@ -41,7 +41,7 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader
 from streamrag import communities as communities_module
-from streamrag.communities import hierarchical_leiden, modularity, relabel
+from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
     ConfigError,
@@ -84,9 +84,6 @@ from streamrag.writer import Writer
 
 _T = TypeVar("_T")
 
-# Updates re-cluster from the previous partition; a fresh clustering checks it for drift once
-# this share of the entities has changed since the last check (or on --recluster).
-_FRESH_CHECK_SHARE = 0.05
 # Runs in a row an element's summary answers may be unusable before it is no longer asked.
 UNUSABLE_RUNS = 3
 
@@ -964,32 +961,19 @@ class Indexer:
         state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
         if not state.old_communities:
             return cluster(None), True, lambda: counter[0]
-        since_fresh = int(store.get_meta("changed_since_fresh", "0") or 0)
-        state.changed_since_fresh = since_fresh
         # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
         # fresh run finds with them: a warm start would keep much of the old settings' one.
         recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
-        if not recluster and state.same_graph() and store.get_meta("leiden") == self.leiden_key:
-            # The same graph keeps its partition: running Leiden again could still move a few
-            # nodes, and every report they touch would be paid for again for nothing.
-            return state.old_communities, False, lambda: counter[0]
-        if not recluster:
-            kept = cluster(state.old_communities)
-            # A fresh clustering to check for drift costs seconds on a large graph: it runs once
-            # the updates since the last check have changed enough of the graph to matter.
-            moved = since_fresh + len(state.changed_entities | state.deleted_entities)
-            if moved < _FRESH_CHECK_SHARE * len(state.entities):
-                state.changed_since_fresh = moved
-                return kept, False, lambda: counter[0]
-        state.changed_since_fresh = 0
-        fresh = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
-                                    seed=ix.leiden_seed, resolution=ix.leiden_resolution)
-        if not recluster:
-            drift = (modularity(fresh, edges, resolution=ix.leiden_resolution)
-                     - modularity(kept, edges, resolution=ix.leiden_resolution))
-            if drift <= ix.recluster_drift:
-                return kept, False, lambda: counter[0]
-        return relabel(fresh, state.old_communities, new_id), True, lambda: counter[0]
+        communities, reclustered, state.changed_since_fresh = updated_partition(
+            state.old_communities, warm=cluster,
+            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                              seed=ix.leiden_seed, resolution=ix.leiden_resolution),
+            edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
+            entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
+            changed=len(state.changed_entities | state.deleted_entities),
+            same_graph=state.same_graph() and store.get_meta("leiden") == self.leiden_key,
+            recluster=recluster, new_id=new_id)
+        return communities, reclustered, lambda: counter[0]
 
     async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path], *,
                             publishing: bool = True) -> Scan:

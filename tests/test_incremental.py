@@ -618,9 +618,9 @@ async def test_a_partition_that_drifted_is_replaced_by_the_fresh_one_with_its_ol
     """When the fresh clustering beats the kept partition by more than index.recluster_drift,
     the update publishes the fresh one (ids matched to the old communities); otherwise the kept
     one stays."""
-    import streamrag.pipeline as pipeline
+    import streamrag.communities as communities_module
 
-    monkeypatch.setattr(pipeline, "_FRESH_CHECK_SHARE", 0.0)   # check on every update
+    monkeypatch.setattr(communities_module, "FRESH_CHECK_SHARE", 0.0)   # check on every update
     settings = make_settings()
     corpus = folder(generated, tmp_path / "c", range(1, 41))
     db = tmp_path / "i.db"
@@ -631,13 +631,13 @@ async def test_a_partition_that_drifted_is_replaced_by_the_fresh_one_with_its_ol
     assert not calm.reclustered                 # a small edit: the fresh run is no better
     before = state(db)["communities"]
 
-    real = pipeline.modularity
+    real = communities_module.modularity
     calls = []
 
     def fresh_looks_better(communities, edges, **kwargs):
         calls.append(1)   # drift = modularity(fresh) - modularity(kept): the first call is fresh's
         return real(communities, edges, **kwargs) + (1.0 if len(calls) % 2 else 0.0)
-    monkeypatch.setattr(pipeline, "modularity", fresh_looks_better)
+    monkeypatch.setattr(communities_module, "modularity", fresh_looks_better)
     victim.write_text(victim.read_text() + "\n\nOfficials said Mara Quell would attend too.\n")
     drifted = await sync([corpus], settings, db, root=corpus)
     assert drifted.reclustered and calls
