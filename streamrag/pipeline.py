@@ -1087,15 +1087,22 @@ class Indexer:
         - An edited file keeps its old size and stamp, so the next run reads it again and retries.
         - The same text cut anew (the chunk settings changed) keeps the chunks it is indexed
           with, and the new chunker is not recorded, so the next run cuts it again.
+        - A new text none of whose chunks is extracted is left out, its files not recorded, so the
+          next run reads them again. (It was published as a document no search could find, and
+          counted as one: during an outage, each new file of a watched folder.)
         """
         before = scan.indexed   # nothing writes the files table before publish
+        unread: set[str] = set()   # new texts with nothing extracted
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id not in scan.doc_chunks:
                 continue
             old = before.get(path)
             recut = doc_id in old_docs
             if not recut and (old is None or old[0] not in old_docs):
-                continue  # a new file: nothing indexed to keep
+                chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}   # a new file: nothing indexed to keep
+                if chunk_ids and not index_rows.extracted(store, chunk_ids, self.key):
+                    unread.add(doc_id)
+                continue
             chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
             missing = len(chunk_ids - index_rows.extracted(store, chunk_ids, self.key))
             if not missing:
@@ -1114,6 +1121,13 @@ class Indexer:
                     scan.titles[path] = title
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
                                      "be extracted; its previous version stays indexed until they can")
+        for doc_id in unread:
+            del scan.doc_chunks[doc_id]
+        for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
+            if doc_id in unread:
+                del scan.files[path]
+                scan.titles.pop(path, None)
+                scan.warnings.append(f"{path}: none of its chunks could be extracted; it is indexed once they can be")
 
     # -- stage 3: summaries ------------------------------------------------------------------
     async def _summarize(self, writer: Writer, state: GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:

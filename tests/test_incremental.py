@@ -250,6 +250,25 @@ async def test_an_index_a_model_built_is_not_rebuilt_offline_for_want_of_an_endp
     assert (await sync([corpus], no_endpoint, db, root=corpus)).documents_added == 0
 
 
+async def test_a_new_file_none_of_whose_chunks_is_extracted_is_left_for_the_next_run(corpus, tmp_path,
+                                                                                    sim_settings):
+    # It was published as a document no search could find, and counted as one (a watched
+    # folder's new files during an outage).
+    db = tmp_path / "i.db"
+    published = await sync([corpus], sim_settings, db, root=corpus)
+    before = index_snapshot(db)
+    (corpus / "late.txt").write_text("Quillon Marbeck opened a ferry office in Port Vell.\n")
+    with Simulator(SimulatorConfig(fault_rate=1.0, timeout_s=0)) as failing:
+        broken = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
+                               llm={"max_retries": 0})
+        result = await sync([corpus], broken, db, root=corpus)
+    assert result.failed_items >= 1 and result.documents == published.documents
+    assert any(w.startswith("late.txt: none of its chunks could be extracted") for w in result.warnings)
+    assert index_snapshot(db) == before and "late.txt" not in document_titles(db)
+    again = await sync([corpus], sim_settings, db, root=corpus)   # the endpoint is back: read again
+    assert again.documents_added == 1 and again.failures == 0 and "late.txt" in document_titles(db)
+
+
 def document_titles(db: Path) -> dict[str, str]:
     store = Store(db, readonly=True)
     try:
