@@ -37,6 +37,20 @@ class Switch:
         return httpx.Response(r.status_code, headers=r.headers, content=r.content)
 
 
+def counted_syncs(monkeypatch) -> list[bool]:
+    """Whether each sync the daemon runs from now on succeeds, in order."""
+    syncs: list[bool] = []
+    real_sync = Daemon._sync
+
+    async def counted(self, reason, **kwargs):
+        ok = await real_sync(self, reason, **kwargs)
+        syncs.append(ok)
+        return ok
+
+    monkeypatch.setattr(Daemon, "_sync", counted)
+    return syncs
+
+
 async def _until_indexed(db, name: str, *, timeout: float) -> None:
     """Waits until the published index holds the entity ``name``."""
     store = Store(db, readonly=True)
@@ -618,15 +632,7 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
 
     quiet, cap = 0.04, 0.2      # pauses between retries: 0.08, 0.16, then 0.2 s on
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
-    syncs: list[bool] = []
-    real_sync = Daemon._sync
-
-    async def counted(self, reason, **kwargs):
-        ok = await real_sync(self, reason, **kwargs)
-        syncs.append(ok)
-        return ok
-
-    monkeypatch.setattr(Daemon, "_sync", counted)
+    syncs = counted_syncs(monkeypatch)
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": quiet})
@@ -678,15 +684,7 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
         corpus, tmp_path, simulator, monkeypatch):
     # Each failed sync doubled the pause, those for new edits too: edits every 4 s during a 35 s
     # outage took it to 4 minutes, and the index stayed that stale once the server was back.
-    syncs: list[bool] = []
-    real_sync = Daemon._sync
-
-    async def counted(self, reason, **kwargs):
-        ok = await real_sync(self, reason, **kwargs)
-        syncs.append(ok)
-        return ok
-
-    monkeypatch.setattr(Daemon, "_sync", counted)
+    syncs = counted_syncs(monkeypatch)
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
@@ -763,15 +761,7 @@ async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_o
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)   # the client's own pause between tries
     monkeypatch.setattr(llm_module, "NOTICE_EVERY_S", 0.0)   # retries far apart: held all the same
-    syncs: list[bool] = []
-    real_sync = Daemon._sync
-
-    async def counted(self, reason, **kwargs):
-        ok = await real_sync(self, reason, **kwargs)
-        syncs.append(ok)
-        return ok
-
-    monkeypatch.setattr(Daemon, "_sync", counted)
+    syncs = counted_syncs(monkeypatch)
     failing = Failing(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 1},
                              watch={"quiet_s": 0.04})
@@ -888,20 +878,12 @@ async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp
 async def test_the_idle_line_of_a_sync_whose_calls_all_failed_says_they_failed(corpus, tmp_path, simulator,
                                                                               monkeypatch):
     # "version 2: 5 documents ...; 2 LLM calls; sync 0.02s" when both calls had failed. (The
-    # version is the new file's document, its chunks not extracted; the retries publish none.)
+    # new file waits for its chunks to be extracted; the retries publish nothing either.)
     from streamrag import daemon as daemon_module
     from test_daemon import VERSION, db_count
 
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.1)
-    syncs: list[bool] = []
-    real_sync = Daemon._sync
-
-    async def counted(self, reason, **kwargs):
-        ok = await real_sync(self, reason, **kwargs)
-        syncs.append(ok)
-        return ok
-
-    monkeypatch.setattr(Daemon, "_sync", counted)
+    syncs = counted_syncs(monkeypatch)
     failing = Failing(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
