@@ -1283,7 +1283,8 @@ def test_global_search_on_an_index_without_communities_says_so(tmp_path, simulat
         assert answer.llm["calls"] == 0 and answer.documents == []
 
 
-async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulator):
+async def embedded_index(tmp_path, simulator):
+    """(folder, settings, db): tests/data/harbor indexed with the simulator's embedding model."""
     import shutil
 
     corpus = tmp_path / "corpus"
@@ -1292,6 +1293,11 @@ async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulato
     settings = make_settings(simulator.base_url, index=INDEX,
                              llm={"embedding_model": "text-embedding-3-small", "cache": False})
     await sync([corpus], settings, db, root=corpus)
+    return corpus, settings, db
+
+
+async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulator):
+    corpus, settings, db = await embedded_index(tmp_path, simulator)
     local = await aask("Who hired the engineer Mira Osk?", settings, db, mode="local")
     assert local.details["entity_search"].startswith("embedding")
     assert local.llm["by_stage"]["embed"]["calls"] == 1
@@ -1303,14 +1309,7 @@ async def test_local_and_basic_use_embeddings_when_configured(tmp_path, simulato
 async def test_items_without_a_fresh_vector_are_found_by_bm25_and_said(tmp_path, simulator):
     # An offline update wrote no vector for a new document: with the embedding model set, basic
     # and local search ranked only the vectors there were, and the document was unfindable.
-    import shutil
-
-    corpus = tmp_path / "corpus"
-    shutil.copytree(DATA / "harbor", corpus)
-    db = tmp_path / "index.db"
-    settings = make_settings(simulator.base_url, index=INDEX,
-                             llm={"embedding_model": "text-embedding-3-small", "cache": False})
-    await sync([corpus], settings, db, root=corpus)
+    corpus, settings, db = await embedded_index(tmp_path, simulator)
     (corpus / "museum.txt").write_text("Yrsa Vantolm opened the Brackwater Lantern Museum in March 2035. "
                                        "It shows the lanterns of the old Brackwater lighthouse.\n")
     await sync([corpus], make_settings("", index={**INDEX, "extractor": "nlp"}), db, root=corpus)   # --offline
