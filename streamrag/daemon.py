@@ -66,7 +66,6 @@ from streamrag.config import Settings, WatchSettings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, shown,
                               storable, unstorable_folder, why_unusable)
-from streamrag.provider_errors import base_setting
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -915,6 +914,8 @@ class Daemon:
 
     def _base_setting(self) -> str:
         """What set the endpoint, as the user would change it: ``--api-base``, ``llm.api_base`` ..."""
+        from streamrag.provider_errors import base_setting   # (httpx: 70 ms more for every command)
+
         return base_setting(self.settings.llm, self.settings.api_base_from)
 
     def _outage_began(self) -> dict[str, Any]:

@@ -935,3 +935,12 @@ def test_a_db_that_is_a_device_or_a_loop_of_links_is_one_line(tmp_path, corpus):
     (tmp_path / "streamrag.toml").write_text(f'[store]\npath = "{fifo}"\n')
     out = run("status", cwd=tmp_path)
     assert out.returncode != 0 and "not a regular file (a device or a FIFO)" in out.stderr, out.stderr
+
+
+def test_the_command_line_loads_no_http_client_until_a_command_calls_a_model():
+    # Every command builds watch's parser: the daemon's top-level import of provider_errors
+    # loaded httpx (70 ms) for `ask` offline, `status`, everything.
+    probe = ("import sys; from streamrag.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('httpx', 'streamrag.llm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "[]", out.stdout
