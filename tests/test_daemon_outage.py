@@ -51,6 +51,13 @@ def counted_syncs(monkeypatch) -> list[bool]:
     return syncs
 
 
+async def edit_guild(corpus, send) -> None:
+    """Adds a sentence naming Quillon Marbeck to guild.txt and tells the daemon, as the watcher would."""
+    victim = corpus / "guild.txt"
+    victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    await send.send({(_MODIFIED, str(victim))})
+
+
 async def _until_indexed(db, name: str, *, timeout: float) -> None:
     """Waits until the published index holds the entity ``name``."""
     store = Store(db, readonly=True)
@@ -639,10 +646,8 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     db = tmp_path / "q.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         switch.up = False
-        victim = corpus / "guild.txt"
-        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
         mark = len(events)
-        await send.send({(_MODIFIED, str(victim))})
+        await edit_guild(corpus, send)
         await until(lambda: len(syncs) >= 8, timeout=30)     # the edit's sync and six retries
         assert not any(syncs[1:])
         switch.up = True
@@ -769,9 +774,7 @@ async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_o
     with caplog.at_level(logging.WARNING, logger="streamrag.llm"):
         async with running(settings, db, corpus, transport=httpx.MockTransport(failing)) as (daemon, events, send):
             failing.up = False
-            victim = corpus / "guild.txt"
-            victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-            await send.send({(_MODIFIED, str(victim))})
+            await edit_guild(corpus, send)
             await until(lambda: any(e.get("outage") for e in events), timeout=30)
             before = [r.getMessage() for r in caplog.records]   # the edit's extraction ahead, its sync
             await until(lambda: len(syncs) >= 7, timeout=30)     # and five retries
@@ -813,9 +816,7 @@ async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_
     async with running(settings, tmp_path / "e.db", corpus, transport=httpx.MockTransport(failing)) \
             as (daemon, events, send):
         failing.up = False
-        victim = corpus / "guild.txt"
-        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})
+        await edit_guild(corpus, send)
         await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
         failing.up = True
         await _until_indexed(tmp_path / "e.db", "Quillon Marbeck", timeout=60)
@@ -858,9 +859,7 @@ async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp
     async with running(settings, tmp_path / "s.db", corpus, transport=httpx.MockTransport(failing)) \
             as (daemon, events, send):
         failing.up = False
-        victim = corpus / "guild.txt"
-        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})
+        await edit_guild(corpus, send)
         await until(lambda: any(e.get("outage") for e in events), timeout=30)
         said_at = time.time()
         first = next(e for e in events if e.get("outage"))
