@@ -70,7 +70,6 @@ from streamrag.status import counted as _n, failures_of, last_update, llm_summar
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
-    from streamrag.llm import Notices
     from streamrag.pipeline import Indexer, Progress, SyncResult
 
 ChangeSet = set[tuple[int, str]]
@@ -97,23 +96,6 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
-def _timed_notices() -> Notices:
-    """The model clients' notices (``llm.Notices``), noting in ``failed_at`` when the first retry
-    line came since it was cleared: the time a call first failed (wall clock). (``streamrag.llm``
-    is imported here, when a daemon starts: every command builds watch's parser.)"""
-    from streamrag.llm import Notices
-
-    class TimedNotices(Notices):
-        def __init__(self) -> None:
-            super().__init__()
-            self.failed_at: float | None = None
-
-        def say(self, endpoint: str, kind: str, line: str) -> None:
-            if kind == "retry" and self.failed_at is None:
-                self.failed_at = time.time()
-            super().say(endpoint, kind, line)
-
-    return TimedNotices()
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,7 +343,9 @@ class Daemon:
         self._tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
-        self._notices = _timed_notices()
+        from streamrag.llm import Notices   # (here: every command builds watch's parser)
+
+        self._notices = Notices()
 
     # -- control -------------------------------------------------------------------------
     @property

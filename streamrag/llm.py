@@ -163,16 +163,20 @@ class Notices:
     since. A client keeps its own, unless it is made inside ``sharing_notices``: ``watch`` makes a
     client per sync, and with one each, the limit began again at every retry of an outage (a
     line per retry). ``held``: another says it meanwhile (``watch``'s outage lines), so each is a
-    debug line until it is cleared."""
+    debug line until it is cleared. ``failed_at``: when the first retry line came since it was
+    last cleared (wall clock), the time a call first failed (``watch``'s outage "since")."""
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (last said, held back since)
         self.held = False
+        self.failed_at: float | None = None
 
     def say(self, endpoint: str, kind: str, line: str) -> None:
         """A warning, unless one of this endpoint and kind was given in the last
         ``NOTICE_EVERY_S``, or ``held``: then a debug line (a flaky endpoint printed a warning per
         retry, fifty for one small run)."""
+        if kind == "retry" and self.failed_at is None:
+            self.failed_at = time.time()
         now = time.monotonic()
         last, back = self._last.get((endpoint, kind), (-math.inf, 0))
         if self.held or now - last < NOTICE_EVERY_S:
