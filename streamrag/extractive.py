@@ -182,8 +182,9 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     terms = {stem(t) for t in query_terms(question, extra_stop=extra_stop)}
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
-    anchor_stems = [s for s in ({stem(w) for w in words(name) if w not in STOPWORDS} for name in anchors) if s]
-    rivals = [_rivals(name, types or {}, anchors) for name in anchors if _name_stems(name)]
+    named = [name for name in anchors if _name_stems(name)]
+    anchor_stems = [_name_stems(name) for name in named]
+    rivals = [_rivals(name, types or {}, anchors) for name in named]
     candidates: list[tuple[int, int, str, str, set[str], set[str], float]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
