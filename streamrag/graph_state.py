@@ -113,6 +113,32 @@ class GraphState:
     def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
         """Re-merges every element the changed chunks touch; returns the summaries to write."""
         removed = change.removed_chunks
+        ent_m, rel_m = self._take_mentions(change)
+        affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
+        affected_r = {m.relationship_id for m in rel_m} | index_rows.ids_for_chunks(
+            store, "relationship_sources", "relationship_id", removed)
+        retry = self.retry_summaries
+        affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
+        affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
+        limit = settings.index.summary_max_descriptions
+
+        def same_input(now: list[str], before: list[str]) -> bool:
+            """Whether the summary would be built from the same descriptions as before."""
+            return summary_input(now, limit) == summary_input(before, limit)
+
+        jobs: list[tuple[str, str, list[str]]] = []
+        renamed = self._remerge_entities(store, affected_e, merge.group(ent_m), removed, settings,
+                                         same_input, jobs)
+        # A relationship's summary is written under its entities' names: when one of them is now
+        # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
+        # index would write it.
+        affected_r |= {rid for rid, r in self.relationships.items()
+                       if r.source in renamed or r.target in renamed}
+        self._remerge_relationships(store, affected_r, merge.group(rel_m), removed, renamed, same_input, jobs)
+        return jobs
+
+    def _take_mentions(self, change: Change) -> tuple[list[merge.EntityMention], list[merge.RelationshipMention]]:
+        """The added chunks' mentions; claims of removed chunks are dropped and added ones taken."""
         ent_m: list[merge.EntityMention] = []
         rel_m: list[merge.RelationshipMention] = []
         for chunk_id in sorted(change.added_chunks):
@@ -121,31 +147,23 @@ class GraphState:
             rel_m += r
             self.claims_added += c
         self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
-        affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
-        affected_r = {m.relationship_id for m in rel_m} | index_rows.ids_for_chunks(
-            store, "relationship_sources", "relationship_id", removed)
-        retry = self.retry_summaries
-        affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
-        affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
-        for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in removed]:
+        for claim_id in [cid for cid, c in self.claims.items() if c.chunk_id in change.removed_chunks]:
             self.claim_subjects_changed.add(self.claims.pop(claim_id).subject_id)
         for c in self.claims_added:
             self.claims[c.id] = c
             self.claim_subjects_changed.add(c.subject_id)
+        return ent_m, rel_m
 
-        limit = settings.index.summary_max_descriptions
-
-        def same_input(now: list[str], before: list[str]) -> bool:
-            """Whether the summary would be built from the same descriptions as before."""
-            return summary_input(now, limit) == summary_input(before, limit)
-
-        old_e_sources = index_rows.sources(store, "entity_sources", "entity_id", affected_e)
-        new_e = merge.group(ent_m)
-        new_r = merge.group(rel_m)
-        jobs: list[tuple[str, str, list[str]]] = []
+    def _remerge_entities(self, store: Store, affected: set[str], new_e: dict[str, list[merge.EntityMention]],
+                          removed: set[str], settings: Settings, same_input: Callable[[list[str], list[str]], bool],
+                          jobs: list[tuple[str, str, list[str]]]) -> set[str]:
+        """Merges each affected entity from its remaining and new mentions (or drops it), adding
+        the summaries to write to ``jobs``; returns the entities now shown under another name."""
+        retry = self.retry_summaries
+        old_sources = index_rows.sources(store, "entity_sources", "entity_id", affected)
         renamed: set[str] = set()
-        for eid in sorted(affected_e):
-            old_rows = old_e_sources.get(eid, [])
+        for eid in sorted(affected):
+            old_rows = old_sources.get(eid, [])
             kept = [merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"])
                     for r in old_rows if r["chunk_id"] not in removed]
             mentions = kept + new_e.get(eid, [])
@@ -169,14 +187,18 @@ class GraphState:
                 renamed.add(eid)
             self.entities[eid] = ent
             self.changed_entities.add(eid)
-        # A relationship's summary is written under its entities' names: when one of them is now
-        # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
-        # index would write it.
-        affected_r |= {rid for rid, r in self.relationships.items()
-                       if r.source in renamed or r.target in renamed}
-        old_r_sources = index_rows.sources(store, "relationship_sources", "relationship_id", affected_r)
-        for rid in sorted(affected_r):
-            old_rows = old_r_sources.get(rid, [])
+        return renamed
+
+    def _remerge_relationships(self, store: Store, affected: set[str],
+                               new_r: dict[str, list[merge.RelationshipMention]], removed: set[str],
+                               renamed: set[str], same_input: Callable[[list[str], list[str]], bool],
+                               jobs: list[tuple[str, str, list[str]]]) -> None:
+        """Merges each affected relationship from its remaining and new mentions (or drops it),
+        noting the entities whose edges moved and adding the summaries to write to ``jobs``."""
+        retry = self.retry_summaries
+        old_sources = index_rows.sources(store, "relationship_sources", "relationship_id", affected)
+        for rid in sorted(affected):
+            old_rows = old_sources.get(rid, [])
             kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
                       for r in old_rows if r["chunk_id"] not in removed]
             mentions_r = new_r.get(rid, [])
@@ -210,7 +232,6 @@ class GraphState:
                 self.degree_delta.update((src, dst))
             self.relationships[rid] = rel
             self.changed_relationships.add(rid)
-        return jobs
 
     def published_unusable(self) -> dict[str, int]:
         """The elements whose summary answers were unusable, and on how many runs in a row, as
