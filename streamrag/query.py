@@ -68,9 +68,16 @@ common general whole collection corpus dataset documents topics topic key major 
 overarching recurring principal dominant
 principaux principales tendances thema themen hauptthemen uberblick zusammenfassung
 insgesamt allgemein tema temas resumen tendencias generales
+principais topicos assuntos resumo resuma sintese
+temi principali argomenti riassunto riassumi sintesi panoramica tendenze
+темы тема основные основных главные главных обзор резюме тенденции итоги
+المواضيع مواضيع الموضوعات موضوعات الرئيسية ملخص لخص تلخيص الاتجاهات
 主题 主要 总体 整体 总结 概述 概括 趋势 主題 全体 要約 概要 傾向 주제 요약 전체 개요 경향
-""".split())   # the same in French, German and Spanish (accents folded, as ``terms.words`` does;
-# none that is an English word too: "resume"), then Chinese, Japanese and Korean
+""".split())   # the same in French, German, Spanish, Portuguese, Italian, Russian and Arabic
+# (accents folded, as ``terms.words`` does; none that is an English word too, "resume", nor one
+# a question about one thing asks with: "general", "visao" (a vision), "assunto", "argomento" or
+# "موضوع" (the subject of a letter), "الرئيسي" (المقر الرئيسي, the head office)), then Chinese,
+# Japanese and Korean
 # Words a question about the collection uses without naming what it is about: with the cues and
 # stopwords gone, a question left with no word ("What do the texts say overall?") is broad.
 GENERIC_WORDS = GLOBAL_CUES | frozenset("""
@@ -103,12 +110,22 @@ was sind ist der das dem des ein eine einen und oder welche welcher welches wer 
 im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung
 cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
 documentos textos archivos informes notas coleccion principal principales
+quais qual sao os do da dos das em no na nos nas um uma uns umas quem onde porque sobre seu sua seus
+suas ha existem todos todas arquivos relatorios colecao conteudo
+quali quale sono il gli di della dello dei degli delle uno che chi cosa dove perche sul sulla nei nel
+nella tra fra questi questo queste tutti tutte ci documenti testi rapporti raccolta principale
+contenuto
+каковы каков какова какие какой какая что кто где как почему это эти этих об по из на для со про все
+всех весь всё есть ли документы документов тексты текстов файлы файлов отчеты отчёты отчетов
+отчётов заметки заметок коллекция коллекции
+ما هي هو ماذا من في على عن الى إلى هل كيف اين أين لماذا التي الذي هذه هذا كل جميع الوثائق
+المستندات النصوص الملفات التقارير الملاحظات المجموعة
 什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
 何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます は何 何か 何が 何を
 ありますか でしょうか
 주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
 """.split())
-FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par".split())
+FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par come file note".split())
 _UNSPACED_STOP = re.compile("|".join(map(re.escape, sorted(
     (w for w in GENERIC_WORDS | FOREIGN_WORDS if len(w) > 1 and unspaced_chars(w) == len(w)),
     key=lambda w: (-len(w), w)))))

@@ -704,6 +704,16 @@ def test_fts_queries_never_break_on_user_input(llm_db, question):
     ("What did Anton Heller say about the Old Quay?", "local"),
     ("How is the weather on Jupiter?", "global"),
     ("What does the resume of Mira Osk say?", "local"),   # the French cue "résumé" made it global
+    ("Quais são os temas principais dos documentos?", "global"),
+    ("Quali sono i temi principali?", "global"),
+    ("Каковы основные темы?", "global"),
+    ("ما هي المواضيع الرئيسية؟", "global"),
+    # ... but a question about one thing in words near those cues stays local
+    ("Qual é o assunto da visão geral de Mira Osk?", "local"),
+    ("Qual è l'argomento principale della lettera di Mira Osk?", "local"),
+    ("Какая главная задача у Mira Osk?", "local"),
+    ("أين المقر الرئيسي الذي تعمل فيه Mira Osk؟", "local"),
+    ("ما موضوع رسالة Mira Osk؟", "local"),
 ])
 def test_auto_routing(llm_db, question, mode):
     store = Store(llm_db, readonly=True)
@@ -1079,7 +1089,9 @@ async def test_an_offline_global_search_rates_and_picks_by_the_same_words(offlin
 
 @pytest.mark.parametrize("question", ["Quels sont les thèmes principaux ?", "Was sind die Hauptthemen?",
                                       "¿Cuáles son los temas principales?", "主要主题是什么？",
-                                      "주요 주제는 무엇입니까?", "主なテーマは何ですか？", "主題は何ですか"])
+                                      "주요 주제는 무엇입니까?", "主なテーマは何ですか？", "主題は何ですか",
+                                      "Quais são os temas principais?", "Quali sono i temi principali?",
+                                      "Каковы основные темы?", "ما هي المواضيع الرئيسية؟"])
 async def test_an_offline_broad_question_in_another_language_is_answered_as_in_english(offline_db, question):
     # Routed to global (GLOBAL_CUES speaks these languages), but only English words were left
     # out: "quels sont les", the pairs 要主 题是 是什 什么, and no report matched.
@@ -1092,6 +1104,19 @@ async def test_an_offline_broad_question_in_another_language_is_answered_as_in_e
     absent = await aask(question.rstrip(" ?？") + " Kubernetes quantique chromodynamik 量子色 쿠버네티스?",
                         settings, offline_db, mode="global")
     assert "nothing in the community reports" in absent.text and not absent.documents
+
+
+@pytest.mark.parametrize("question, cues", [
+    ("Quais são os temas principais?", "principais, temas"), ("Quali sono i temi principali?", "principali, temi"),
+    ("Каковы основные темы?", "основные, темы"), ("ما هي المواضيع الرئيسية؟", "الرئيسية, المواضيع")])
+def test_a_broad_question_in_portuguese_italian_russian_or_arabic_is_known_by_its_cue_words(offline_db, question, cues):
+    # Global only because no entity matched them: a question whose words matched one went local.
+    store = Store(offline_db, readonly=True)
+    try:
+        assert choose_mode(store, question) == (
+            "global", f"the question asks about the collection as a whole ({cues})")
+    finally:
+        store.close()
 
 
 async def test_offline_index_answered_by_an_llm(offline_db, qs):
