@@ -111,15 +111,16 @@ im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung
 cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
 documentos textos archivos informes notas coleccion principal principales
 quais qual sao os do da dos das em no na nos nas um uma uns umas quem onde porque sobre seu sua seus
-suas ha existem todos todas arquivos relatorios colecao conteudo
+suas ha existem todos todas arquivos relatorios colecao conteudo faca fale diga descreva explique
 quali quale sono il gli di della dello dei degli delle uno che chi cosa dove perche sul sulla nei nel
 nella tra fra questi questo queste tutti tutte ci documenti testi rapporti raccolta principale
-contenuto
+contenuto dimmi parlami descrivi spiega fai
 каковы каков какова какие какой какая что кто где как почему это эти этих об по из на для со про все
 всех весь всё есть ли документы документов тексты текстов файлы файлов отчеты отчёты отчетов
-отчётов заметки заметок коллекция коллекции
+отчётов заметки заметок коллекция коллекции документах текстах файлах отчетах отчётах заметках
+темах расскажи расскажите опиши опишите сделай сделайте дай дайте
 ما هي هو ماذا من في على عن الى إلى هل كيف اين أين لماذا التي الذي هذه هذا كل جميع الوثائق
-المستندات النصوص الملفات التقارير الملاحظات المجموعة
+المستندات النصوص الملفات التقارير الملاحظات المجموعة أهم اهم صف اشرح
 什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
 何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます は何 何か 何が 何を
 ありますか でしょうか

@@ -1091,7 +1091,9 @@ async def test_an_offline_global_search_rates_and_picks_by_the_same_words(offlin
                                       "¿Cuáles son los temas principales?", "主要主题是什么？",
                                       "주요 주제는 무엇입니까?", "主なテーマは何ですか？", "主題は何ですか",
                                       "Quais são os temas principais?", "Quali sono i temi principali?",
-                                      "Каковы основные темы?", "ما هي المواضيع الرئيسية؟"])
+                                      "Каковы основные темы?", "ما هي المواضيع الرئيسية؟",
+                                      "Faça um resumo dos textos", "Dimmi i temi principali dei documenti",
+                                      "Какие основные темы в документах?", "ما هي أهم المواضيع في النصوص؟"])
 async def test_an_offline_broad_question_in_another_language_is_answered_as_in_english(offline_db, question):
     # Routed to global (GLOBAL_CUES speaks these languages), but only English words were left
     # out: "quels sont les", the pairs 要主 题是 是什 什么, and no report matched.
