@@ -133,14 +133,23 @@ class Settings(_Section):
             files.append(Path(self.index.extraction_prompt))
         return files
 
+    # Two questions, asked apart: ``--offline`` indexes with the NLP extractor while ``ask``
+    # still answers with the endpoint, and embeddings are made whenever there is one.
     @property
     def offline(self) -> bool:
-        """True when indexing uses the NLP extractor instead of an LLM."""
+        """True when indexing calls no model (the NLP extractor, extractive summaries and
+        reports): ``index.extractor = "nlp"``, or ``"auto"`` with no endpoint."""
         if self.index.extractor == "nlp":
             return True
         if self.index.extractor == "llm":
             return False
-        return not self.llm.api_base
+        return not self.has_endpoint
+
+    @property
+    def has_endpoint(self) -> bool:
+        """True when an endpoint is set (llm.api_base): ``ask`` answers with a model, and
+        embeddings are made (offline indexing too) when an embedding model is named."""
+        return bool(self.llm.api_base)
 
     def unused_by_indexing(self) -> list[str]:
         """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
@@ -151,7 +160,7 @@ class Settings(_Section):
                    else "no llm.api_base is set")
             lines.append(f"{where}index.extract_claims is set, but this index is built offline ({why}), "
                          "which extracts no claims: they need a model")
-        if self.llm.embedding_model and not self.llm.api_base:
+        if self.llm.embedding_model and not self.has_endpoint:
             # (It stopped the run with "no LLM configured", --offline given or not.)
             lines.append(f"{where}llm.embedding_model is set, but no llm.api_base: this run embeds "
                          "nothing (`ask` finds what has no vector by its words); set the endpoint to "
@@ -371,7 +380,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",
                                                                   "report_model")
     for name in (*indexing, *(("rating_model", "answer_model") if "ask" in models_for else ())):
-        if llm.api_base and not getattr(llm, name).strip():   # sent as "", every call would be refused
+        if s.has_endpoint and not getattr(llm, name).strip():   # sent as "", every call would be refused
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))
     if llm.max_retries < 0:

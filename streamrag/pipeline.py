@@ -700,9 +700,9 @@ class Indexer:
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
     def _open_llm(self, store: Store, writer: Writer):
-        if self.settings.offline and not (self.settings.llm.embedding_model and self.settings.llm.api_base):
+        if self.settings.offline and not (self.settings.llm.embedding_model and self.settings.has_endpoint):
             return None   # (an embedding model with no endpoint: nothing embedded, ask finds them by BM25)
-        if not self.settings.llm.api_base and self.settings.index.extractor == "llm":
+        if not self.settings.has_endpoint and self.settings.index.extractor == "llm":
             source = self.settings.source
             raise ConfigError(f"{source + ': ' if source not in ('', 'defaults') else ''}"
                               "index.extractor = \"llm\" needs an "

@@ -234,10 +234,10 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 chosen, reason = choose_mode(store, question)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
-            if answer.not_in_index and settings.llm.api_base:   # (an extractive answer says it)
+            if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh)
-            if not settings.llm.api_base:
+            if not settings.has_endpoint:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
                     # on stderr under --json too, where a script may not find the settings)
