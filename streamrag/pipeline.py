@@ -428,7 +428,7 @@ class _Reporting:
         self.store = store
         self.writer = writer
         self.state = state
-        use_llm = self.use_llm = not s.offline and indexer.llm is not None
+        use_llm = self.use_llm = not s.offline
         self.prompt_version = load_prompt("report").version if use_llm else None
         self.model = s.llm.report_model if use_llm else None
         self.children = children_of(communities)
@@ -700,6 +700,8 @@ class Indexer:
         await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
 
     def _open_llm(self, store: Store, writer: Writer):
+        """The run's model client: one whenever indexing is not offline (stages that call a model
+        ask ``settings.offline`` alone), else one for embeddings only, or None."""
         if self.settings.offline and not (self.settings.llm.embedding_model and self.settings.has_endpoint):
             return None   # (an embedding model with no endpoint: nothing embedded, ask finds them by BM25)
         if not self.settings.has_endpoint and self.settings.index.extractor == "llm":
@@ -779,7 +781,7 @@ class Indexer:
 
     def _report_key(self) -> str:
         """The report settings of this run (``reports.settings_key``): with a model or without."""
-        return report_settings_key(self.settings, by_llm=not self.settings.offline and self.llm is not None)
+        return report_settings_key(self.settings, by_llm=not self.settings.offline)
 
     def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
@@ -805,7 +807,7 @@ class Indexer:
                 said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))
         if said("report_settings") not in (None, self._report_key()):
-            if built_min_members(s, said, by_llm=self.llm is not None) is not None:   # (that one alone)
+            if built_min_members(s, said, by_llm=not s.offline) is not None:   # (that one alone)
                 changes.append(("report", "reports are written for the communities that now reach "
                                           "index.report_min_members (those written are kept)"))
             else:

@@ -140,7 +140,7 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings)
         return "", None
     if len(descriptions) == 1:
         return truncate(descriptions[0], budget * 2, encoding), None
-    if llm is None or settings.offline:
+    if settings.offline:
         return extractive_summary(descriptions, budget, encoding), None
     joined = short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
     if joined is not None:
