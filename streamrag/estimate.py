@@ -1,6 +1,7 @@
 """``streamrag index --estimate``: the calls and tokens a run would need, before spending any.
 
-Extraction prompts are counted exactly (each new chunk is rendered into the real prompt).
+Extraction prompts are counted exactly (each new chunk's request is the one the run sends:
+``extractor.extraction_request``).
 What depends on the model's answers is estimated, and said to be: completion length (about 0.4
 of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning check says yes
 (half the time), from ratios seen on the bench corpora. Summaries and reports:
@@ -51,7 +52,7 @@ from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
-from streamrag.extractor import entity_types_text, extractor_key
+from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
 from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
@@ -149,33 +150,33 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     n = len(new_chunks)
     from_cache = 0
     if not settings.offline and n:
-        extract = load_prompt("extract", ix.extraction_prompt)
+        prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
         found = "x " * FOUND_LIST_TOKENS
-        options = request_options(settings.llm.temperature)   # as extract_chunk asks
-        asked = {c.id: extract.render(text=c.text, entity_types=types) for c in new_chunks.values()}
-        keys = {cid: cache_key(settings.llm.extraction_model, messages, options, extract.name,
-                               extract.version) for cid, messages in asked.items()}
+        options = request_options(settings.llm.temperature)   # (the request sets none of its own)
+        asked = {c.id: extraction_request(prompts, c, settings) for c in new_chunks.values()}
+        keys = {cid: cache_key(r.model, r.messages, options, r.prompt.name, r.prompt.version)
+                for cid, r in asked.items()}
         # Chat answers in the cache (an interrupted run's, say) are free.
         cached = index_rows.cached_keys(store, keys.values()) if store is not None else set()
         for c in new_chunks.values():
-            messages = asked[c.id]
             if keys[c.id] in cached:
                 from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
-                add("extract", 1, count_message_tokens(messages, ix.encoding), FIRST_ROUND_COMPLETION * c.tokens)
+                add("extract", 1, count_message_tokens(asked[c.id].messages, ix.encoding),
+                    FIRST_ROUND_COMPLETION * c.tokens)
             for _ in range(ix.max_gleanings):
                 if ix.glean_check != "off":
-                    check = load_prompt("glean_check").render(text=c.text, found=found)
+                    check = prompts.glean_check.render(text=c.text, found=found)
                     add("glean_check", 1, count_message_tokens(check, ix.encoding), 1)
                 share = GLEAN_SHARE if ix.glean_check != "off" else 1.0
-                glean = load_prompt("glean").render(text=c.text, found=found, entity_types=types)
+                glean = prompts.glean.render(text=c.text, found=found, entity_types=types)
                 add("glean", share, share * count_message_tokens(glean, ix.encoding),
                     share * GLEAN_COMPLETION * c.tokens)
             if ix.extract_claims:
-                claims = load_prompt("claims").render(text=c.text, entities=found,
-                                                      claim_description=ix.claim_description)
+                claims = prompts.claims.render(text=c.text, entities=found,
+                                               claim_description=ix.claim_description)
                 add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
     if not settings.offline:
         due = n + len(unpublished) + len(replacing)

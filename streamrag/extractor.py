@@ -7,6 +7,8 @@ keyed by (chunk id, extractor key), so a chunk is extracted once per configurati
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from streamrag import ids, nlp
 from streamrag.config import Settings
 from streamrag.parsing import parse_records, usable_extraction
@@ -50,13 +52,30 @@ def entity_types_text(settings: Settings) -> str:
     return ", ".join(t.lower() for t in settings.index.entity_types)
 
 
+@dataclass(frozen=True)
+class ExtractionRequest:
+    """The first-round extraction call of one chunk, as ``extract_chunk`` sends it (no option
+    of its own: the client's temperature). ``index --estimate`` counts its prompt tokens and
+    looks its answer up in the cache from this same request, so the two cannot differ."""
+    messages: list[dict[str, str]]
+    model: str
+    prompt: Prompt
+
+
+def extraction_request(prompts: ExtractionPrompts, chunk: Chunk, settings: Settings) -> ExtractionRequest:
+    """The request of ``chunk``'s first extraction round with a model."""
+    return ExtractionRequest(
+        messages=prompts.extract.render(text=chunk.text, entity_types=entity_types_text(settings)),
+        model=settings.llm.extraction_model, prompt=prompts.extract)
+
+
 async def extract_chunk(llm, prompts: ExtractionPrompts, chunk: Chunk, settings: Settings) -> Extraction:
     """The first extraction round of ``chunk`` (LLM) or the whole offline extraction (NLP)."""
     if settings.offline:
         return nlp.extract_offline(chunk.text, entity_types=settings.index.entity_types)
-    messages = prompts.extract.render(text=chunk.text, entity_types=entity_types_text(settings))
-    result = await llm.chat(messages, model=settings.llm.extraction_model, stage="extract",
-                            prompt=prompts.extract, validate=usable_records)
+    request = extraction_request(prompts, chunk, settings)
+    result = await llm.chat(request.messages, model=request.model, stage="extract",
+                            prompt=request.prompt, validate=usable_records)
     return parse_records(result.text, entity_types=settings.index.entity_types)
 
 
