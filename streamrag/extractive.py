@@ -180,6 +180,10 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     entity of a type the question names ("Which organization ...") or asks for by its question
     word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words."""
     terms = {stem(t) for t in query_terms(question, extra_stop=extra_stop)}
+    # The question's own words: a kind only its question word asks for ("Who": a person) ranks
+    # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
+    # without Belle, quoted the first sentences naming anyone.
+    own = set(terms)
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     named = [name for name in anchors if _name_stems(name)]
@@ -212,7 +216,7 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
         if terms:
             hit = terms & ws
             match = sum(idf.get(t, 0.0) for t in hit)
-            if match <= 0:
+            if match <= 0 or own and not own & hit:
                 continue
             # scaled by the share of the question's (findable) words it has: a sentence naming
             # both people asked about beats one that shares a single rare word with the question

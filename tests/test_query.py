@@ -1883,6 +1883,18 @@ def test_pick_sentences_finds_the_kind_of_thing_a_question_asks_for():
     assert first("Which organization does Ada Osk work for?") != first("What does Ada Osk work on?")
 
 
+def test_pick_sentences_quotes_no_one_for_a_question_only_its_question_word_matches():
+    """"Who is Zed Quill?" in a context that never names him: 'Who' asks for a person, which
+    ranks the sentences matching the question, and matched any sentence naming someone: the
+    answer quoted Ada Osk's and Bo Tan's sentences as the most relevant to it."""
+    types = {"Ada Osk": "person", "Bo Tan": "person", "Pellric": "geo"}
+    passages = [("[E:e1]", "Ada Osk joined Galwen Energy in 2010. Bo Tan grew up in Pellric."),
+                ("[E:e2]", "Pellric hosted the trade summit in 2031.")]
+    assert pick_sentences("Who is Zed Quill?", passages, types=types) == []
+    assert pick_sentences("where is the lighthouse?", passages, types=types) == []
+    assert pick_sentences("Who grew up in Pellric?", passages, types=types)[0][0] == "Bo Tan grew up in Pellric."
+
+
 async def test_an_offline_local_answer_gives_the_named_persons_facts_before_anothers(tmp_path):
     """'Which organization does Ada Osk work for?' listed 'Bo Tan works for Lomden Logistics'
     (the question's words, another person) before Ada Osk's own sentences."""
