@@ -268,7 +268,10 @@ def quoted_first(store: Store, quotes: list[tuple[str, str]], documents: list[st
         whole, sentences = _phrases(quote)
         found = _holding(store, whole)
         for sentence in [] if found else sentences:
-            found += _holding(store, sentence)
+            # (its first words only when the whole is found nowhere: those of a stock phrase,
+            # '"We are confident this is the right step for everyone involved," said Petra
+            # Harent.', are in every document, and the one that said it came 13th)
+            found += _holding(store, sentence) or _holding(store, sentence[:12])
         first += [p for p in dict.fromkeys(found) if p in allowed and p not in first]
     return first + [d for d in documents if d not in first]
 
@@ -289,7 +292,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def _phrases(quote: str) -> tuple[list[str], list[list[str]]]:
-    """The phrases ``quoted_first`` looks for: the whole quote (its first 30 words), and each
-    sentence (its first 12 words) of the quote without a context line's label."""
+    """The phrases ``quoted_first`` looks for: the whole quote, and each sentence of the quote
+    without a context line's label (their first 30 words)."""
     body = _LABEL.sub("", quote, count=1)
-    return words(quote)[:30], [words(s)[:12] for s in _SENTENCE.split(body)]
+    return words(quote)[:30], [words(s)[:30] for s in _SENTENCE.split(body)]

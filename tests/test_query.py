@@ -1686,6 +1686,23 @@ async def test_a_quoted_context_line_finds_its_document_past_its_label(tmp_path)
     assert order == ["b.txt", "c.txt", "a.txt"]
 
 
+async def test_a_quoted_stock_phrase_finds_the_document_of_the_one_who_said_it(tmp_path):
+    # Each sentence of a context line was looked for by its first 12 words, which a stock quote
+    # fills before its speaker's name: every document held them, and the first listed (by path)
+    # was not the one that said it.
+    said = '"We are confident this is the right step for everyone involved," said {}.\n'
+    folder, settings, db = await offline_index(tmp_path, {
+        "a.txt": said.format("Ada Osk"), "b.txt": said.format("Bo Tan"), "c.txt": said.format("Cy Lund")})
+    store = Store(db, readonly=True)
+    try:
+        order = citations.quoted_first(store, [
+            ('Cy Lund (person): "We are confident this is the right step for everyone involved," said Cy Lund.',
+             "[E:ent-1]")], ["a.txt", "b.txt", "c.txt"])
+    finally:
+        store.close()
+    assert order[0] == "c.txt"
+
+
 async def test_a_quote_of_source_text_lists_its_own_document_first(tmp_path):
     # The phrase search also matched a longer sentence elsewhere ("... Marathon 2034"), and ties
     # went by path: the first document listed did not hold the quote.
