@@ -222,10 +222,14 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # both people asked about beats one that shares a single rare word with the question
             score = match * len(hit) / len(idf) + 0.5 / (1 + p_rank) + 0.1 / (1 + s_rank)
             # The anchors named outrank a thing of the kind asked for, which outranks any mix of
-            # other words (those add at most sum(idf) + 0.6).
+            # other words (those add at most sum(idf) + 0.6). Without an anchor the kind is one
+            # of the question's words: "Who is Mr. Osttane?" (no entity is named so) quoted
+            # "... according to Mr. Quinent." first, as it names a person, and "Mr. Osttane grew
+            # up in Quinrellmouth." after.
             tier = sum(idf.values()) + 1.0
             score += tier * credit
-            score += tier * (bool(kinds & ws) + bool(kinds & said)) / 2
+            if named:
+                score += tier * (bool(kinds & ws) + bool(kinds & said)) / 2
         else:  # a broad question: lead sentences of the best passages
             score = 1.0 / (1 + p_rank) + 1.0 / (1 + s_rank)
         scored.append((-score, p_rank, s_rank, sentence, tag))

@@ -1912,6 +1912,17 @@ def test_pick_sentences_quotes_no_one_for_a_question_only_its_question_word_matc
     assert pick_sentences("Who grew up in Pellric?", passages, types=types)[0][0] == "Bo Tan grew up in Pellric."
 
 
+def test_pick_sentences_without_an_anchor_ranks_the_questions_words_before_the_kind_asked_for():
+    """"Who is Mr. Osttane?" names no entity in full (no anchor): a sentence naming a person
+    outranked any mix of the question's words, and "... according to Mr. Quinent." (a person,
+    and "Mr") came before "Mr. Osttane grew up in Quinrellmouth."."""
+    types = {"Quinent": "person", "Dmitri Osttane": "person", "Quinrellmouth": "geo"}
+    passages = [("[E:e1]", 'Quinent (person): "Our priority remains the people," according to Mr. Quinent.'),
+                ("[L:r1]", "Quinrellmouth -- Dmitri Osttane: Mr. Osttane grew up in Quinrellmouth.")]
+    picked = pick_sentences("Who is Mr. Osttane?", passages, types=types)
+    assert picked[0][0] == "Quinrellmouth -- Dmitri Osttane: Mr. Osttane grew up in Quinrellmouth."
+
+
 async def test_an_offline_local_answer_gives_the_named_persons_facts_before_anothers(tmp_path):
     """'Which organization does Ada Osk work for?' listed 'Bo Tan works for Lomden Logistics'
     (the question's words, another person) before Ada Osk's own sentences."""
