@@ -62,9 +62,15 @@ def _settings(args: argparse.Namespace, near: Path | None = None, *,
         overrides.setdefault("llm", {})["api_base"] = args.api_base  # --api-base "": no model
     if getattr(args, "offline", False):
         overrides.setdefault("index", {})["extractor"] = "nlp"
-    return load_settings(path, overrides=overrides or None,
-                         override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"},
-                         models_for=models_for)
+    settings = load_settings(path, overrides=overrides or None,
+                             override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"},
+                             models_for=models_for)
+    if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
+        more = len(settings.set_aside) - 1
+        print(f"streamrag: warning: {settings.set_aside[0]}{f' (and {more} more llm setting(s))' if more else ''}"
+              f" ({args.command} calls no model, so goes on; index, ask and watch refuse it until it is "
+              "fixed)", file=sys.stderr)
+    return settings
 
 
 def _reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:

@@ -10,6 +10,7 @@ Precedence, lowest first: shipped defaults, the user's TOML file, environment va
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import re
@@ -124,6 +125,9 @@ class Settings(_Section):
     api_key: str = ""
     source: str = ""
     api_base_from: str = "llm.api_base"   # what set it, as messages name it: --api-base, STREAMRAG_API_BASE
+    # What is wrong with llm.* for a command that calls no model (status, export, vacuum), which
+    # goes on with the defaults there; one line each, as the commands that call one say it.
+    set_aside: list[str] = msgspec.field(default_factory=list)
 
     def own_files(self) -> list[Path]:
         """The files these settings come from and name (the settings file, a custom extraction
@@ -301,6 +305,17 @@ def _valid_values(key: str) -> list[str]:
     return []
 
 
+def _default_line(key: str) -> str:
+    """``temperature = 0.0``: the TOML line of setting ``key`` at its default, or ""."""
+    section, _, field = key.partition(".")
+    typ = _sections().get(section)
+    if typ is None or field not in typ.__struct_fields__:
+        return ""
+    value = getattr(typ(), field)
+    shown = str(value).lower() if isinstance(value, bool) else json.dumps(value)
+    return f"{field} = {shown}"
+
+
 def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
     msg = str(err)
     m = _PATH_RE.search(msg)
@@ -323,6 +338,8 @@ def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
         what = what[0].lower() + what[1:]
         if what.startswith("invalid enum value") and (values := _valid_values(key)):
             what += "; use one of " + ", ".join(f"{v!r}" for v in values)
+        elif what.startswith("expected ") and (default := _default_line(key)):
+            what += f"; write it like its default: {default}"
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
@@ -450,13 +467,50 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
             if getattr(section, name) < 1:
                 problems.append((f"pipeline.{name}", "must be >= 1"))
     if not models_for:
+        s.set_aside += [_problem_line(key, what, where, origins) for key, what in problems
+                        if key.startswith("llm.")]
         problems = [(key, what) for key, what in problems if not key.startswith("llm.")]
     if problems:
         key, what = problems[0]
-        if origins and key in origins:
-            origin = origins[key]
-            raise (FlagError if origin.startswith("--") else ConfigError)(f"{origin}: {what}")
-        raise ConfigError(f"{where}: {key}: {what}")
+        line = _problem_line(key, what, where, origins)
+        raise (FlagError if origins and origins.get(key, "").startswith("--") else ConfigError)(line)
+
+
+def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | None) -> str:
+    """``FILE: KEY: WHAT``, or ``ORIGIN: WHAT`` for a key set by the environment or a flag."""
+    if origins and key in origins:
+        return f"{origins[key]}: {what}"
+    return f"{where}: {key}: {what}"
+
+
+def _convert(data: dict, defaults: dict, where: str, *, llm_unused: bool) -> tuple[Settings, list[str]]:
+    """``data`` as Settings, or the one-line ConfigError on its first mistyped key. With
+    ``llm_unused`` (a command that calls no model), a mistyped ``llm.*`` value is set aside
+    instead: put back to its default and said in the list returned (``llm.temperature = "hot"``
+    stopped ``status``, ahead of the value checks that already left llm.* alone for it)."""
+    set_aside: list[str] = []
+    while True:
+        try:
+            return msgspec.convert(data, Settings, str_keys=True), set_aside
+        except msgspec.ValidationError as e:
+            error = _explain(e, where)
+            m = _PATH_RE.search(str(e))
+            key = m.group(1) if m else ""
+            section, _, field = key.partition(".")
+            # (an unknown key is a typo to fix, not a value: refused as ever)
+            if not llm_unused or section != "llm" or str(e).startswith(
+                    "Object contains unknown field") or str(error) in set_aside:
+                raise error from None
+            set_aside.append(str(error))
+            default_llm = defaults.get("llm", {})
+            llm = dict(data["llm"]) if isinstance(data.get("llm"), dict) else {}
+            if not field:   # (`llm = 5`: the whole section)
+                llm = dict(default_llm)
+            elif field in default_llm:
+                llm[field] = default_llm[field]
+            else:
+                llm.pop(field, None)
+            data = {**data, "llm": llm}
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -496,7 +550,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     (``status``, ``export``, ``vacuum``) leaves the values of ``llm.*`` unchecked:
     STREAMRAG_API_BASE=nonsense stopped ``status``."""
     env = os.environ if env is None else env
-    data = _read_toml(asset("config", "default.toml"))
+    data = defaults = _read_toml(asset("config", "default.toml"))
     where = "defaults"
     if path is not None:
         path = Path(path)
@@ -507,7 +561,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 raise ConfigError(f"{path}: {key}: keys are not read from the settings file; put the "
                                   "key in the environment variable named by llm.api_key_env "
                                   "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`")
-        if found := next((k for k in ("source", "api_base_from") if k in user), None):
+        if found := next((k for k in ("source", "api_base_from", "set_aside") if k in user), None):
             raise ConfigError(f"{path}: {found}: unknown setting (every valid key is in "
                               f"{asset('config', 'default.toml')})")
         data = _merge(data, _resolve_paths(user, path.resolve().parent))
@@ -524,10 +578,8 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 key = f"{section}.{field}"
                 flag = (override_names or {}).get(key)
                 origins[key] = f"{flag} {value}" if flag else f"{key} = {value!r} (command line)"
-    try:
-        settings = msgspec.convert(data, Settings, str_keys=True)
-    except msgspec.ValidationError as e:
-        raise _explain(e, where) from None
+    settings, set_aside = _convert(data, defaults, where, llm_unused=not models_for)
+    settings.set_aside = set_aside
     settings.llm.api_base = settings.llm.api_base.strip().rstrip("/")   # (a pasted space or newline)
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():

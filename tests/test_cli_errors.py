@@ -110,6 +110,30 @@ def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, cap
     cli("ask", "anything", "--db", db, code=1, fragments=("STREAMRAG_API_BASE=nonsense: must start with http://",))
 
 
+@pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
+def test_a_mistyped_llm_setting_is_one_warning_for_a_command_that_calls_no_model(cli, capsys, tmp_path,
+                                                                                indexed, command):
+    # `temperature = "hot"` stopped status, export and vacuum: the type check came before the
+    # value checks that leave llm.* alone for them.
+    db = str(indexed / ".streamrag" / "index.db")
+    (tmp_path / "hot.toml").write_text('[llm]\ntemperature = "hot"\nmax_retries = "many"\n')
+    assert main([*command, "--db", db, "--config", "hot.toml"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1, warnings
+    assert "hot.toml: llm.temperature: expected float, got str" in warnings[0]
+    assert "(and 1 more llm setting(s))" in warnings[0]
+
+
+@pytest.mark.parametrize("command", [("ask", "anything"), ("index", "-q", "."), ("watch", ".")])
+def test_a_mistyped_llm_setting_stops_a_command_that_calls_a_model(cli, tmp_path, indexed, command):
+    (tmp_path / "hot.toml").write_text('[llm]\ntemperature = "hot"\n')
+    shutil.copytree(indexed, tmp_path / "docs")
+    os.chdir(tmp_path / "docs")
+    cli(*command, "--config", str(tmp_path / "hot.toml"), code=1,
+        fragments=("hot.toml: llm.temperature: expected float, got str; write it like its default: "
+                   "temperature = 0.0",))
+
+
 def test_an_empty_model_name_stops_only_the_commands_that_call_it(cli, capsys, tmp_path, indexed):
     # ask was refused for an empty llm.summary_model, which it never calls.
     db = str(indexed / ".streamrag" / "index.db")

@@ -275,3 +275,19 @@ def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
         f.truncate(2_000_000)
     with pytest.raises(ConfigError, match=r"big\.toml: 2,000,000 bytes is no settings file"):
         load_settings(big, env={})
+
+
+def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
+    path = write(tmp_path, '[llm]\ntemperature = "hot"\nconcurrency = 4\n[index]\nchunk_size = 300\n')
+    s = load_settings(path, env={}, models_for=())
+    assert s.llm.temperature == 0.0 and s.llm.concurrency == 4 and s.index.chunk_size == 300
+    assert s.set_aside == [f"{path}: llm.temperature: expected float, got str; write it like its default: "
+                           "temperature = 0.0"]
+    with pytest.raises(ConfigError, match="llm.temperature: expected float, got str"):
+        load_settings(path, env={}, models_for=("ask",))
+    # The whole section mistyped is set aside too; a misspelt key is a typo, refused as ever.
+    assert load_settings(write(tmp_path, "llm = 5\n"), env={}, models_for=()).llm.max_retries == 6
+    with pytest.raises(ConfigError, match="llm.temprature: unknown setting"):
+        load_settings(write(tmp_path, "[llm]\ntemprature = 1\n"), env={}, models_for=())
+    with pytest.raises(ConfigError, match="set_aside: unknown setting"):
+        load_settings(write(tmp_path, 'set_aside = ["x"]\n'), env={}, models_for=())
