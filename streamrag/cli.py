@@ -764,9 +764,22 @@ def main(argv: list[str] | None = None) -> int:
                         signal.signal(signum, signal.SIG_IGN)   # with -15, not 0
 
 
+def _interrupted(command: str | None, e: KeyboardInterrupt) -> int:
+    """One line for a Ctrl-C (or a SIGTERM taken like one); the exit code."""
+    print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
+                                      if command in ("index", "watch", "demo") else
+                                      "; the index is as it was (nothing given back)"
+                                      if command == "vacuum" else ""),
+          file=sys.stderr)
+    return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
+
+
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = _parse(parser, argv)
+    try:   # (the commands' modules load here: a Ctrl-C then was a traceback)
+        parser = build_parser()
+        args = _parse(parser, argv)
+    except KeyboardInterrupt as e:
+        return _interrupted(None, e)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -804,12 +817,7 @@ def _main(argv: list[str] | None) -> int:
             raise
         return _database_failed(e)
     except KeyboardInterrupt as e:
-        print("streamrag: interrupted" + ("; finished work is kept, run the same command to continue"
-                                          if args.command in ("index", "watch", "demo") else
-                                          "; the index is as it was (nothing given back)"
-                                          if args.command == "vacuum" else ""),
-              file=sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
+        return _interrupted(args.command, e)
 
 
 if __name__ == "__main__":   # (python -m streamrag.cli; python -m streamrag is the usual way)

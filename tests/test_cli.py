@@ -648,6 +648,51 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
     assert statuses == ["interrupted"]
 
 
+# Runs `python -m streamrag ARGS` with an import hook that, at the import of the module named by
+# argv[1], says "loading" on stdout and sleeps: a SIGINT then lands inside that import.
+_SLOW_IMPORT = """
+import importlib.abc, runpy, sys, time
+
+slow = sys.argv[1]
+
+class Slow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == slow:
+            sys.meta_path.remove(self)
+            print("loading", flush=True)
+            time.sleep(60)
+        return None
+
+sys.meta_path.insert(0, Slow())
+sys.argv = ["streamrag", *sys.argv[2:]]
+runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module", ["streamrag.config",    # while streamrag.cli is imported
+                                    "streamrag.daemon"])   # while the parser is built
+def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, module):
+    # Ctrl-C in the first 0.2 s of any command (its imports) printed a traceback.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
+    def as_from_a_terminal() -> None:   # (a suite run in the background ignores SIGINT, or blocks it)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, module, "status"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
+    try:
+        assert proc.stdout.readline() == "loading\n"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err == "streamrag: interrupted\n" and out == ""
+
+
 def test_status_of_a_run_that_never_finished(corpus):
     """A run killed with -9 records no end: status says it may be running or killed."""
     assert run("index", "-q", ".", cwd=corpus).returncode == 0
