@@ -584,18 +584,59 @@ def _is_broken_pipe(e: BaseException) -> bool:
     return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EPIPE)
 
 
+class _Stdout:
+    """``sys.stdout`` that knows whether its last line is left open (``ask``'s answer, streamed
+    as it comes), for ``_Stderr``."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.open = False
+
+    def write(self, text: str) -> int:
+        written = self.stream.write(text)
+        if text:
+            self.open = not text.endswith("\n")
+        return written
+
+    def __getattr__(self, name: str):   # flush, fileno, buffer, encoding ... of the stream
+        return getattr(self.stream, name)
+
+
+def _same_place(one, other) -> bool:
+    """Whether two streams show in one place: one terminal, or one file or pipe (``2>&1``)."""
+    try:
+        return (os.path.samestat(os.fstat(one.fileno()), os.fstat(other.fileno()))
+                or (one.isatty() and other.isatty()))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):   # (tests capture them)
+        return False
+
+
 class _Stderr:
     """``sys.stderr`` whose reader may go away (``2> >(head -1)``, a log pipe closed) without
     ending the run: progress, status lines and messages are not the result, so once a write to
     it fails the rest is dropped (the descriptor goes to /dev/null, for writers that use it
     directly and for the flush at exit). A BrokenPipeError there ended `index` with 141,
-    nothing published, and `watch` likewise."""
+    nothing published, and `watch` likewise.
 
-    def __init__(self, stream) -> None:
+    A message while stdout (``stdout``, when given) has a line open starts on a line of its own
+    where both show in one place: a retry line during ``ask`` landed inside the streamed answer.
+    The answer goes on on the next line; what stdout receives is unchanged."""
+
+    def __init__(self, stream, stdout: _Stdout | None = None) -> None:
         self.stream = stream
         self.lost = False
+        self.stdout = stdout
 
     def write(self, text: str) -> int:
+        if text and self.stdout is not None and self.stdout.open:
+            self.stdout.open = False
+            if _same_place(self.stdout, self.stream):
+                with contextlib.suppress(OSError, ValueError):   # (its own errors come where it is written)
+                    self.stdout.flush()   # (what it holds goes first)
+                self._write("\n")
+        return self._write(text)
+
+    def _write(self, text: str) -> int:
         if not self.lost:
             try:
                 return self.stream.write(text)
@@ -741,9 +782,11 @@ def main(argv: list[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):   # a terminal or pipe that cannot show a character
         with contextlib.suppress(AttributeError, ValueError):   # (PYTHONIOENCODING=ascii, a C locale)
             stream.reconfigure(errors="backslashreplace")      # gets \u escapes, not a traceback
-    stderr = sys.stderr
+    stdout, stderr = sys.stdout, sys.stderr
+    if not isinstance(stdout, _Stdout):
+        sys.stdout = _Stdout(stdout)
     if not isinstance(stderr, _Stderr):
-        sys.stderr = _Stderr(stderr)
+        sys.stderr = _Stderr(stderr, sys.stdout)
     # Called with arguments (tests, a script's own Python) the caller's signal handlers are
     # given back; as the program, those set once a run is recorded stay while the process
     # ends (its last 0.1 s: a signal then made a published run exit 143).
@@ -753,6 +796,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if isinstance(sys.stderr, _Stderr) and sys.stderr.stream is stderr:
             sys.stderr = stderr
+        if isinstance(sys.stdout, _Stdout) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
         for signum, handler in handlers.items():
             if handler is not None and signal.getsignal(signum) is not handler:
                 with contextlib.suppress(ValueError, TypeError):

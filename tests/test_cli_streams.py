@@ -102,3 +102,84 @@ def test_losing_stderr_does_not_end_watch(corpus):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+class _CutOnce:
+    """An OpenAI-compatible endpoint whose first streamed answer breaks off after its first
+    words (no finish_reason, no [DONE]): the client says a retry line, and asks again."""
+
+    ANSWER = "Ada Osk rebuilt the quay after the storm."
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        endpoint = self
+        self.streams = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:   # (its lines would go where the CLI's go)
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if not body.get("stream"):
+                    self._send(200, "application/json", json.dumps(
+                        {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                            "role": "assistant", "content": endpoint.ANSWER}}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode())
+                    return
+                endpoint.streams += 1
+                words = endpoint.ANSWER.split(" ")
+                pieces = [f"{w} " for w in words[:-1]] + [words[-1]]
+                cut = endpoint.streams == 1
+                events = [{"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                          for p in (pieces[:3] if cut else pieces)]
+                if not cut:
+                    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                                   "usage": {"prompt_tokens": 1, "completion_tokens": len(pieces)}})
+                text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ("" if cut else "data: [DONE]\n\n")
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(text.encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+            def _send(self, code: int, kind: str, data: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_retry_line_during_a_streamed_answer_starts_on_a_line_of_its_own(corpus):
+    # The retry line landed in the middle of the answer's line on the terminal (`2>&1` alike).
+    assert run("index", str(corpus), "--offline", "-q").returncode == 0
+    endpoint = _CutOnce()
+    try:
+        ask = ("ask", "--mode", "local", "--api-base", endpoint.base_url, "Who rebuilt the quay?")
+        together = run(*ask, cwd=corpus, stderr=subprocess.STDOUT)
+        endpoint.streams = 0
+        apart = run(*ask, "--fresh", cwd=corpus)
+    finally:
+        endpoint.close()
+    assert together.returncode == 0 and apart.returncode == 0, together.stdout
+    lines = together.stdout.splitlines()
+    retry = next(i for i, line in enumerate(lines) if "retry 1/" in line)
+    assert lines[retry].startswith("streamrag: ") and lines[retry - 1] == "Ada Osk rebuilt", lines
+    assert lines[retry + 1] == " the quay after the storm.", lines   # (the answer goes on below it)
+    # Where they show apart, the answer is one line, and stderr has no line broken in two.
+    assert apart.stdout.startswith(f"{_CutOnce.ANSWER}\n"), apart.stdout
+    assert "retry 1/" in apart.stderr and all(line.startswith("streamrag: ")
+                                              for line in apart.stderr.splitlines()), apart.stderr
