@@ -1,8 +1,11 @@
-"""What the bench scripts share: a simulator in its own process, peak memory, one JSON line."""
+"""What the bench scripts share: a simulator (in its own process or a thread) on a free port or
+the one ``--port`` gives, peak memory, one JSON line."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import errno
 import json
 import re
 import resource
@@ -10,26 +13,59 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
 
+if TYPE_CHECKING:
+    from streamrag.simulator import Simulator
+
+
+ANY_PORT = range(0, 1)   # port 0: the system picks a free one
+
+
+def ports(text: str) -> range:
+    """An argparse type for ``--port``: ``N``, or ``FIRST-LAST`` (the first of them free)."""
+    first, _, last = text.partition("-")
+    try:
+        span = range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a port (e.g. 8765) or a range of them "
+                                         "(e.g. 19300-19309)") from None
+    if not span or not 0 <= span[0] <= span[-1] <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: ports run from 1 to 65535, the first of a range "
+                                         "no higher than its last (0: any free port)")
+    return span
+
+
+def add_port_option(ap: argparse.ArgumentParser) -> None:
+    """``--port`` for a bench that starts its own simulator: runs side by side each get their own."""
+    ap.add_argument("--port", type=ports, default=ANY_PORT, metavar="N|FIRST-LAST",
+                    help="the simulator's port, or a range to take the first free port of "
+                         "(default: any free port)")
+
 
 @contextlib.contextmanager
-def simulator_process(**flags: object) -> Iterator[str]:
-    """Starts ``python -m streamrag.simulator`` on a free port; yields its base URL."""
-    args = [sys.executable, "-m", "streamrag.simulator", "--port", "0"]
+def simulator_process(port: range = ANY_PORT, **flags: object) -> Iterator[str]:
+    """Starts ``python -m streamrag.simulator`` on the first free port of ``port``; yields its
+    base URL."""
+    args = [sys.executable, "-m", "streamrag.simulator"]
     for name, value in flags.items():
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         args += [f"--{name.replace('_', '-')}", str(value)]
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
-    try:
+    for number in port:
+        proc = subprocess.Popen([*args, "--port", str(number)], stderr=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, text=True, cwd=ROOT)
         assert proc.stderr is not None
         line = proc.stderr.readline()
-        m = re.search(r"(http://\S+)", line)
-        if not m:
-            raise RuntimeError(f"the simulator did not start: {line.strip() or proc.wait()}")
+        if m := re.search(r"(http://\S+)", line):
+            break
+        code = proc.wait()
+        if "already in use" not in line or number == port[-1]:
+            raise RuntimeError(f"the simulator did not start: {line.strip() or code}")
+    try:
         yield m.group(1)
     finally:
         proc.terminate()
@@ -37,6 +73,25 @@ def simulator_process(**flags: object) -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@contextlib.contextmanager
+def simulator_thread(port: range = ANY_PORT, **config: object) -> Iterator[Simulator]:
+    """A ``Simulator`` in this process on the first free port of ``port``."""
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    for number in port:
+        sim = Simulator(SimulatorConfig(port=number, **config))
+        try:
+            sim.start()
+            break
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or number == port[-1]:
+                raise
+    try:
+        yield sim
+    finally:
+        sim.stop()
 
 
 def peak_rss_mb() -> float:

@@ -2,6 +2,7 @@
 
     python bench/incremental.py --corpus DIR          # DIR: at least 200 documents
     python bench/incremental.py --generate 200 --seed 11
+    python bench/incremental.py --generate 200 --port 19300-19309   # runs side by side: a range each
 
 With ``--corpus``, the last file (in name order) is held out and added as the new document;
 with ``--generate N`` the corpus is made by ``../shared/tools/corpusgen.py`` with N + 1
@@ -38,7 +39,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import ROOT, emit, peak_rss_mb, simulator_process
+from _harness import ROOT, add_port_option, emit, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.graph_state import GraphCache
@@ -71,6 +72,7 @@ def main() -> None:
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--api-base")
     ap.add_argument("--model")
+    add_port_option(ap)
     args = ap.parse_args()
     if not args.corpus and not args.generate:
         ap.error("give --corpus DIR or --generate N")
@@ -107,7 +109,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
         settings = load_settings(None, env=env, overrides=overrides)
         if not args.offline:
-            settings.llm.api_base = args.api_base or stack.enter_context(simulator_process())
+            settings.llm.api_base = args.api_base or stack.enter_context(simulator_process(args.port))
         db = tmp / "index.db"
 
         cache = GraphCache()  # as `watch` runs: the graph a sync published is kept for the next
@@ -153,7 +155,7 @@ def main() -> None:
         cited = "zz_fresh_note.txt" in answer.documents
 
     emit({"bench": "incremental", "corpus": str(args.corpus or f"corpusgen seed {args.seed} n {args.generate}"),
-          "docs": full.documents, "offline": settings.offline,
+          "docs": full.documents, "offline": settings.offline, "api_base": settings.llm.api_base,
           "full_tokens": paid_tokens(full), "add_tokens": paid_tokens(add), "modify_tokens": paid_tokens(modify),
           "delete_tokens": paid_tokens(delete), "add_alone_tokens": paid_tokens(alone),
           "add_report_tokens": report_tokens(add),

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import emit, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, peak_rss_mb, simulator_process
 
 from streamrag import chunker, loader
 from streamrag.config import load_settings
@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--gleanings", type=int)
     ap.add_argument("--claims", action="store_true")
     ap.add_argument("--db", help="keep the index here (default: a temporary file)")
+    add_port_option(ap)
     args = ap.parse_args()
 
     overrides: dict = {"index": {}, "llm": {}}
@@ -76,7 +77,7 @@ def main() -> None:
 
     with contextlib.ExitStack() as stack:
         if not args.offline:
-            settings.llm.api_base = args.api_base or stack.enter_context(simulator_process())
+            settings.llm.api_base = args.api_base or stack.enter_context(simulator_process(args.port))
         tmp = stack.enter_context(tempfile.TemporaryDirectory())
         db = Path(args.db) if args.db else Path(tmp) / "index.db"
         started = time.monotonic()

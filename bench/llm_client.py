@@ -28,11 +28,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+from _harness import add_port_option, simulator_thread   # (it puts the checkout on sys.path)
 
 from streamrag.config import LLMSettings
 from streamrag.errors import LLMError
@@ -89,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-base", help="run against this endpoint instead of the simulator")
     p.add_argument("--model", default="gpt-4o-mini")
     p.add_argument("--api-key-env", default="STREAMRAG_API_KEY")
+    add_port_option(p)
     args = p.parse_args(argv)
 
     if args.api_base:
@@ -96,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         result = anyio.run(run, args.api_base.rstrip("/"), api_key, args)
         server = None
     else:
-        from streamrag.simulator import Simulator, SimulatorConfig
-
-        config = SimulatorConfig(latency_ms=args.latency_ms, rpm=args.rpm)
-        with Simulator(config) as sim:
+        with simulator_thread(args.port, latency_ms=args.latency_ms, rpm=args.rpm) as sim:
             result = anyio.run(run, sim.base_url, "sk-bench", args, sim.reset)
             server = sim.stats()
 

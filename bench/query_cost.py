@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+from _harness import add_port_option, simulator_thread   # (it puts the checkout on sys.path)
 
 from streamrag.config import load_settings
 from streamrag.pipeline import sync
@@ -117,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-base", default="", help="OpenAI-compatible endpoint (default: in-process simulator)")
     p.add_argument("--model", default=None, help="model for every chat job (default: the settings' models)")
     p.add_argument("--db", type=Path, default=None, help="index database (default: a temporary file)")
+    add_port_option(p)
     args = p.parse_args(argv)
     api_key = os.environ.get("STREAMRAG_API_KEY") or os.environ.get("OPENAI_API_KEY") or ""
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,9 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.api_base:
             out = run(args.corpus, args.api_base.rstrip("/"), args.model, api_key, db)
         else:
-            from streamrag.simulator import Simulator, SimulatorConfig
-
-            with Simulator(SimulatorConfig()) as sim:
+            with simulator_thread(args.port) as sim:
                 out = run(args.corpus, sim.base_url, args.model, api_key, db)
     print(json.dumps({"bench": "query_cost", **out}))
     return 0

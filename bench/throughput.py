@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import emit, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.pipeline import sync
@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=25)
     ap.add_argument("--api-base", help="measure this endpoint instead (latency then is its own)")
     ap.add_argument("--model")
+    add_port_option(ap)
     args = ap.parse_args()
 
     overrides = {"llm": {"requests_per_minute": args.rpm, "tokens_per_minute": args.tpm,
@@ -64,7 +65,7 @@ def main() -> None:
             settings.llm.api_base = args.api_base
             base = contextlib.nullcontext(args.api_base)
         else:
-            base = simulator_process(**flags)
+            base = simulator_process(args.port, **flags)
         with base as url:
             settings.llm.api_base = url
             db = Path(tmp) / "index.db"
