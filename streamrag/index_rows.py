@@ -376,10 +376,22 @@ def failures_recorded(store: Store) -> int:
     """The failures of every update recorded (``status``: "recorded over all runs"): each item
     once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's
     extraction ahead of a sync (run ``watch:extract``), whose failures the sync after it meets
-    again and records (a binary file counted twice per sync)."""
+    again and records (a binary file counted twice per sync). A file that could not be read
+    counts once per version of it (its ``stamp``), however many updates name it again: a
+    binary file in a watched folder counted once per sync (14 became 772 in a day)."""
     return store.scalar(
-        "SELECT count(*) FROM (SELECT DISTINCT run_id, stage, item FROM failures WHERE run_id IS NULL "
-        "OR run_id NOT IN (SELECT id FROM runs WHERE command = 'watch:extract'))") or 0
+        "SELECT count(*) FROM (SELECT DISTINCT CASE WHEN stamp IS NULL THEN run_id END, stage, item, stamp "
+        "FROM failures WHERE run_id IS NULL OR run_id NOT IN (SELECT id FROM runs WHERE command = "
+        "'watch:extract'))") or 0
+
+
+def failed_reads(store: Store) -> dict[str, tuple[str, str]]:
+    """The files (and folders) that could not be read when last tried: path -> (its stamp
+    then, the failure's message). An extraction ahead of a sync's count too: it read them."""
+    rows = store.conn.execute(
+        "SELECT item, stamp, message FROM failures WHERE id IN (SELECT max(id) FROM failures "
+        "WHERE stage = 'load' AND stamp IS NOT NULL GROUP BY item)")
+    return {item: (stamp, message) for item, stamp, message in rows}
 
 
 def prune(store: Store, keep_days: float, now: float) -> int:

@@ -231,6 +231,11 @@ def _deleted(path: Path, root: Path | None) -> bool:
     return not os.path.lexists(path) and (root if root is not None else path.parent).is_dir()
 
 
+def file_stamp(size: int, stamp: float) -> str:
+    """A file's size and change stamp as a failure to read it records them (``failures.stamp``)."""
+    return f"{size} {stamp!r}"
+
+
 def _readable(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -277,9 +282,11 @@ class _Extraction:
             for name in _file_names(p):   # (a name may hold "#" itself)
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
+        self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
 
-    async def fail(self, stage: str, item: str, message: str, error: Exception | None = None) -> None:
-        await self.indexer.fail(self.writer, stage, item, message, error)
+    async def fail(self, stage: str, item: str, message: str, error: Exception | None = None, *,
+                   stamp: str | None = None) -> None:
+        await self.indexer.fail(self.writer, stage, item, message, error, stamp=stamp)
 
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
@@ -305,11 +312,19 @@ class _Extraction:
                     scan.unchanged_paths += 1
                     self.progress.add("files_done")
                     continue
+                as_is = file_stamp(st.st_size, stamp)
+                failed = self.failed_reads.get(rel)
+                if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
+                    # Unchanged since it could not be read: named again, not read again (nothing
+                    # indexed from it to keep or drop; read anew when it or the reading settings change).
+                    await self.fail("load", rel, failed[1], stamp=as_is)
+                    self.progress.add("files_done")
+                    continue
                 try:
                     docs, warnings = loader.read_documents(path, root=root,
                                                            text_field=self.settings.index.text_field)
                 except InputError as e:
-                    await self.not_read(path, rel, rows, same, e)
+                    await self.not_read(path, rel, rows, same, e, as_is)
                     continue
                 scan.warnings += warnings
                 for doc in docs:
@@ -322,8 +337,9 @@ class _Extraction:
                 self.progress.add("files_done")
 
     async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
-                       e: InputError) -> None:
-        """A file the loader could not read: what was indexed from it stays, or leaves."""
+                       e: InputError, stamp: str) -> None:
+        """A file the loader could not read (``stamp``: its ``file_stamp``): what was indexed
+        from it stays, or leaves."""
         if _deleted(path, self.root):   # while it was read: it leaves
             self.progress.add("files_done")
             return
@@ -340,7 +356,7 @@ class _Extraction:
             self.scan.warnings.append(str(e))
         else:
             await self.fail("load", rel, f"{e}; what was indexed from it stays"
-                            if kept and isinstance(e, NoTextField) else str(e))
+                            if kept and isinstance(e, NoTextField) else str(e), stamp=stamp)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:
@@ -677,9 +693,10 @@ class Indexer:
 
     # -- helpers ---------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
-                   error: Exception | None = None, *, settled: bool = False) -> None:
+                   error: Exception | None = None, *, settled: bool = False, stamp: str | None = None) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down.
-        ``settled``: running again would not change it (it does not make ``index`` exit 1)."""
+        ``settled``: running again would not change it (it does not make ``index`` exit 1).
+        ``stamp``: of the file or folder that could not be read (``file_stamp``)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
@@ -697,7 +714,7 @@ class Indexer:
         else:
             self.settled += 1
         self.progress.add("failures")
-        await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message))
+        await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message, stamp))
 
     def _open_llm(self, store: Store, writer: Writer):
         """The run's model client: one whenever indexing is not offline (stages that call a model
@@ -1034,8 +1051,13 @@ class Indexer:
             # What was indexed from a folder that cannot be listed now stays until it can.
             rel = _rel(folder, self.root)
             scan.files.update({p: v for p, v in known.items() if _covered(p, [rel])})
+            try:   # (a chmod that lets it be listed again changes it)
+                st = os.stat(folder)
+                stamp = file_stamp(st.st_size, max(st.st_mtime, st.st_ctime))
+            except OSError:
+                stamp = None
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
-                            "what was indexed from it stays; check its permissions")
+                            "what was indexed from it stays; check its permissions", stamp=stamp)
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")

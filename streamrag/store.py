@@ -82,6 +82,14 @@ def _fts_words(conn: sqlite3.Connection) -> None:
                  "SELECT id, fts_text(name), fts_text(description) FROM entities")
 
 
+def _failures_stamp(conn: sqlite3.Connection) -> None:
+    """``failures.stamp``, and an index to find a file's last failure by (as the migrations
+    before it, it may be applied again: the column is added only where it is missing)."""
+    if "stamp" not in {row[1] for row in conn.execute("PRAGMA table_info(failures)")}:
+        conn.execute("ALTER TABLE failures ADD COLUMN stamp TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS failures_item ON failures(stage, item)")
+
+
 MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     ("initial", """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -308,6 +316,10 @@ CREATE TABLE IF NOT EXISTS answers (
 DROP TABLE IF EXISTS summary_answers;
 """),
     ("fts_invisible", _fts_invisible),
+    # The size and change stamp of a file that could not be read, on its failure ("4096 1733390000.5"):
+    # an update that finds it unchanged names it again without reading it, and `status` counts
+    # the failure once, not once per update (a watched binary file counted once per sync).
+    ("failures_stamp", _failures_stamp),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -572,10 +584,12 @@ class Store:
             f"INSERT INTO llm_calls({', '.join(cols)}, created_at) VALUES ({', '.join('?' * len(cols))}, ?)",
             (*(row.get(c) for c in cols), time.time()))
 
-    def record_failure(self, run_id: str | None, stage: str, item: str, message: str) -> None:
+    def record_failure(self, run_id: str | None, stage: str, item: str, message: str,
+                       stamp: str | None = None) -> None:
+        """``stamp``: of the file (or folder) that could not be read, as it was (``failures_stamp``)."""
         self.conn.execute(
-            "INSERT INTO failures(run_id, stage, item, message, created_at) VALUES (?,?,?,?,?)",
-            (run_id, stage, item, message, time.time()))
+            "INSERT INTO failures(run_id, stage, item, message, created_at, stamp) VALUES (?,?,?,?,?,?)",
+            (run_id, stage, item, message, time.time(), stamp))
 
     def start_run(self, run_id: str, command: str) -> None:
         self.conn.execute("INSERT INTO runs(id, command, started_at, status) VALUES (?,?,?,?)",

@@ -232,6 +232,57 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
+async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus, tmp_path, monkeypatch):
+    # Every sync read a binary file again and recorded a new failure: `status` counted one more
+    # per sync for each such file (14 became 772 in a day's soak with 12 of them).
+    from streamrag import loader
+    from streamrag.status import gather_status
+
+    read: list[str] = []
+    reader = loader.read_documents
+
+    def reading(path, **kwargs):
+        read.append(Path(path).name)
+        return reader(path, **kwargs)
+
+    monkeypatch.setattr(loader, "read_documents", reading)
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "c.db"
+
+    def failures() -> tuple[int, int]:
+        store = Store(db, readonly=True)
+        try:
+            info = gather_status(store)
+        finally:
+            store.close()
+        return info["failures_total"], info["failures_last_run"]
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        assert read.count("scan.txt") == 1 and failures() == (1, 1)
+        async with send:
+            for n in range(3):   # syncs for other files: the binary one is named, not read again
+                (corpus / f"note{n}.txt").write_text(f"Mira Osk chaired meeting {n} of the Harbor Council.\n")
+                await send.send({(Change.added, str(corpus / f"note{n}.txt"))})
+                await until(lambda: daemon.syncs == 2 + n)
+                assert failures() == (1, 1)
+                assert daemon.health()["failures"] == 1
+            assert read.count("scan.txt") == 1
+            # Changed, and still binary: read again, and a new failure.
+            (corpus / "scan.txt").write_bytes(b"\x00\x02PK\x03\x04 still not text")
+            await send.send({(Change.modified, str(corpus / "scan.txt"))})
+            await until(lambda: daemon.syncs == 5)
+            assert read.count("scan.txt") >= 2 and failures() == (2, 1)
+            # Made text: indexed, and no failure of the last update.
+            (corpus / "scan.txt").write_text("Ansel Pirrow scanned the charts of Brisk Hollow.\n")
+            await send.send({(Change.modified, str(corpus / "scan.txt"))})
+            await until(lambda: daemon.syncs == 6)
+            assert failures() == (2, 0) and daemon.health()["failures"] == 0
+    assert db_count(db, "SELECT count(*) FROM files WHERE path = 'scan.txt'") == 1
+    warnings = [e["message"] for e in events if e["state"] == "warning"]
+    assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings   # (the same line)
+
+
 async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus, tmp_path):
     (corpus / "minutes.pdf").write_bytes(b"%PDF-1.4")
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast

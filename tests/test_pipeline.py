@@ -100,6 +100,43 @@ async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
     store.close()
 
 
+async def test_a_file_that_failed_is_not_read_again_until_it_or_the_reading_settings_change(
+        corpus, tmp_path, monkeypatch):
+    # Each run read a file that could not be used again, and recorded its failure anew.
+    from streamrag import loader
+    from streamrag.status import gather_status
+
+    read: list[str] = []
+    reader = loader.read_documents
+
+    def reading(path, **kwargs):
+        read.append(Path(path).name)
+        return reader(path, **kwargs)
+
+    monkeypatch.setattr(loader, "read_documents", reading)
+    (corpus / "rows.csv").write_text("title,body\nQuay,Mira Osk chaired the Harbor Council.\n")
+    db = tmp_path / "x.db"
+
+    async def run(**index) -> tuple:
+        result = await sync([corpus], make_settings(index=index), db, root=corpus)
+        store = Store(db, readonly=True)
+        try:
+            total = gather_status(store)["failures_total"]
+        finally:
+            store.close()
+        return result.failures, total, read.count("rows.csv")
+
+    assert await run() == (1, 1, 1)   # no "text" field
+    # Unchanged: named again, as the run's failure, but not read, and not counted again.
+    again = await sync([corpus], make_settings(), db, root=corpus)
+    assert again.failures == 1 and [w for w in again.warnings if "rows.csv" in w] == [
+        "rows.csv: no 'text' field in any row; name the column holding the text 'text' or set index.text_field"]
+    assert read.count("rows.csv") == 1
+    # The setting it is read with changed: read again, and indexed.
+    assert await run(text_field="body") == (0, 1, 2)
+    assert await run(text_field="body") == (0, 1, 2)   # indexed and unchanged: not read
+
+
 @pytest.mark.parametrize("offline", [True, False])
 async def test_changes_equal_a_fresh_index(corpus, tmp_path, simulator, offline):
     base = {"index": {"chunk_size": 80, "chunk_overlap": 10}}
