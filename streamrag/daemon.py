@@ -437,8 +437,8 @@ class Daemon:
         Hidden entries (the ``.streamrag`` folder among them), the database and files that
         ``index.include`` does not match are ignored, as the folder scan ignores them. A
         deleted path matching no pattern counts when indexed files lay under it (a folder).
-        Such an entry counts all the same where an indexed link leads (``_note_links``): as the
-        link's path.
+        Such an entry counts all the same where an indexed link leads, or a broken link would
+        (``_note_links``): as the link's path.
         """
         p = Path(path)
         p = p if p.is_absolute() else self.root / p
@@ -474,11 +474,12 @@ class Daemon:
             return rel_s
         return None
 
-    def _note_links(self) -> None:
+    def _note_links(self, broken: list[str] = ()) -> None:
         """Where the indexed symbolic links (to files, or to folders indexed files lie in) lead:
         an edit there changes what the link holds, though the target itself may be an event
         ``relevant`` ignores (hidden, or left out by index.include). After each sync: an lstat
-        per indexed file and folder (10,000 files in 100 folders: 50-80 ms, measured)."""
+        per indexed file and folder (10,000 files in 100 folders: 50-80 ms, measured). And where
+        the links the sync found ``broken`` would lead (``_note_broken``)."""
         from streamrag.pipeline import stored_files
 
         with self._reading() as store:
@@ -506,6 +507,19 @@ class Daemon:
                 with contextlib.suppress(OSError, RuntimeError):   # (a loop, on older Pythons)
                     targets[Path(os.path.realpath(full))] = rel
         self._link_targets = targets
+        for rel in broken:
+            self._note_broken(rel)
+
+    def _note_broken(self, rel: str) -> None:
+        """Notes where the broken link ``rel`` leads, so that the event of its target appearing
+        syncs the link: a target that index.include leaves out (``notes.txt -> notes.bin``), or
+        that is hidden, is an event ``relevant`` ignores, and the link stayed out of the index
+        until some other file changed. (A loop leads nowhere to wait for.)"""
+        full = os.path.join(self.root, rel)
+        with contextlib.suppress(OSError, RuntimeError, ValueError):
+            target = os.path.realpath(full)
+            if target != full and not leads_outside(target, self.root):   # (the watch sees no other)
+                self._link_targets = {**self._link_targets, Path(target): rel}   # (replaced whole)
 
     def _indexed_under(self, rel: str) -> bool:
         with self._reading() as store:
@@ -652,6 +666,7 @@ class Daemon:
                         out[each] = "deleted"
                     if not gone and os.path.lexists(path):
                         self._warn_once(f"{shown(rel)}: {why_unusable(path)}")
+                        self._note_broken(rel)
                 elif not self._takes(path):   # the scan skips it, so do we
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"
@@ -1038,7 +1053,7 @@ class Daemon:
             return False
         self._attempted(indexer, began)
         took = self._tried_s = anyio.current_time() - started
-        self._synced(took)
+        self._synced(took, indexer.broken_links)
         self._say_warnings(result, initial=initial)
         previous, self.last_result = self.last_result, result
         # What this update cost, the extraction done as its files changed included (the sync
@@ -1106,10 +1121,11 @@ class Daemon:
         self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
                   pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
 
-    def _synced(self, took: float) -> None:
-        """Bookkeeping after a sync that published, in ``took`` seconds."""
+    def _synced(self, took: float, broken: list[str]) -> None:
+        """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
+        it found leading nowhere)."""
         _release_memory()
-        self._note_links()
+        self._note_links(broken)
         self.syncs += 1
         self._index_gone_said = self._replaced = False
         self.last_sync_s = round(took, 3)

@@ -65,7 +65,7 @@ csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          skipped: list[str] | None = None,
          unlisted: list[tuple[Path, str]] | None = None,
-         left_out: dict[str, int] | None = None) -> list[Path]:
+         left_out: dict[str, int] | None = None, broken: list[Path] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
 
     A file named directly is taken whatever its name, even a symlink leading anywhere; folders
@@ -85,6 +85,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
 
     Files of a folder in a format documents are kept in (``DOCUMENT_FORMATS``) that ``include``
     does not match are counted by extension in ``left_out`` when given (``left_out_lines``).
+
+    The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
+    appended to ``broken`` when given: ``watch`` syncs one when its target appears.
     """
     patterns = include_patterns(include)
     found: set[Path] = set()
@@ -99,7 +102,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             else:
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
-            found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out))
+            found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out,
+                               broken=broken))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -275,7 +279,7 @@ def leads_outside(path: Path | str, top: Path | str) -> bool:
 
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
           unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
-          left_out: dict[str, int] | None = None) -> list[Path]:
+          left_out: dict[str, int] | None = None, broken: list[Path] | None = None) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
@@ -346,6 +350,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
+                if is_link and broken is not None and not os.path.exists(path):
+                    broken.append(path)
             elif is_link and not inside(path):
                 problems.append(
                     f"{_safe(stored_path(path, root))}: file symlink leads outside "

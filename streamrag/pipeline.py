@@ -684,6 +684,7 @@ class Indexer:
         self.failed_items = 0
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
+        self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.rechunked_all = True
@@ -1043,8 +1044,10 @@ class Indexer:
         self.rechunked_all = not rechunk or all(_covered(p, scope) for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
+        broken: list[Path] = []
         files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted,
-                            left_out=scan.left_out)
+                            left_out=scan.left_out, broken=broken)
+        self.broken_links = [_rel(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped
         for folder, why in unlisted:

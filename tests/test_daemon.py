@@ -486,6 +486,33 @@ async def test_an_edit_where_an_indexed_link_leads_is_synced(corpus, tmp_path, t
     assert db_count(db, "SELECT count(*) FROM files WHERE path = 'quay.txt'") == 0
 
 
+@pytest.mark.parametrize("made", ["before the start", "while watching"])
+@pytest.mark.parametrize("target", ["quay.bin", ".drafts/quay.txt"])
+async def test_a_broken_link_is_synced_when_its_target_appears(corpus, tmp_path, target, made):
+    # A broken link whose target index.include leaves out, or is hidden: no event named the link
+    # when the target appeared, so it stayed out of the index until some other file changed.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    where, link = corpus / target, corpus / "quay.txt"
+    if made == "before the start":
+        link.symlink_to(where)
+    db = tmp_path / "t.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            if made == "while watching":
+                link.symlink_to(where)
+                await send.send({(Change.added, str(link))})
+                await anyio.sleep(0.2)
+                assert daemon.syncs == 1 and daemon.pending == {}   # nothing to sync yet
+            where.parent.mkdir(exist_ok=True)
+            where.write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+            await send.send({(Change.added, str(p)) for p in {where.parent, where} - {corpus}})
+            await until(lambda: daemon.syncs == 2, timeout=10)
+    assert db_count(db, "SELECT count(*) FROM files WHERE path = 'quay.txt'") == 1
+    assert db_count(db, "SELECT count(*) FROM chunks WHERE text LIKE '%Zelda Quorn%'") == 1
+    warned = [e["message"] for e in events if e["state"] == "warning"]
+    assert warned == [f"quay.txt: broken symlink to {where}, not indexed; fix or remove the link"], warned
+
+
 def test_events_where_links_lead_are_named_as_the_links(corpus, tmp_path):
     # A link to a hidden folder, a link whose name holds "#", and a link to an indexed file.
     hidden = corpus / ".drafts"

@@ -212,7 +212,9 @@ def test_broken_links_loops_and_pipes_are_named_once(tmp_path):
     os.symlink("missing", root / "gone.pdf")      # not matched by include: not mentioned
     os.mkfifo(root / "fifo.pdf")
     skipped: list[str] = []
-    assert scan([root], ["*.txt", "*.md"], root=root, skipped=skipped) == [doc]
+    broken: list[Path] = []   # links leading nowhere, for `watch` to sync when their target appears
+    assert scan([root], ["*.txt", "*.md"], root=root, skipped=skipped, broken=broken) == [doc]
+    assert sorted(p.name for p in broken) == ["gone.txt", "loopA.txt", "loopB.txt"]
     pipe = "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
     assert skipped == [
         f"fifo.txt: {pipe}",
