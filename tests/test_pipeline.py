@@ -551,6 +551,15 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     (corpus / "new.txt").write_text("Mira Osk opened the Lantern Museum in Torford.")
     grown = await sync([corpus], settings, db, root=corpus)
     assert grown.documents == 5 and grown.documents_added == 1 and grown.documents_removed == 0
+    # Named by each update, but the folder is as it was: one failure, not one per update.
+    from streamrag.status import gather_status
+
+    store = Store(db, readonly=True)
+    try:
+        info = gather_status(store)
+        assert info["failures_last_run"] == info["failures_total"] == 1
+    finally:
+        store.close()
 
     monkeypatch.setattr(os, "scandir", real_scandir)
     again = await sync([corpus], settings, db, root=corpus)
