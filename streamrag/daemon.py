@@ -55,7 +55,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -474,7 +474,7 @@ class Daemon:
             return rel_s
         return None
 
-    def _note_links(self, broken: list[str] = ()) -> None:
+    def _note_links(self, broken: Iterable[str] = ()) -> None:
         """Where the indexed symbolic links (to files, or to folders indexed files lie in) lead:
         an edit there changes what the link holds, though the target itself may be an event
         ``relevant`` ignores (hidden, or left out by index.include). After each sync: an lstat

@@ -75,7 +75,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         }
         if failures:
             # What failed in the last update, once per item (a daemon's retries repeat them);
-            # the table keeps every run's, which failures_total counts, once per item and update.
+            # the table keeps every run's, which failures_total counts, once per item and update
+            # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
             info["failures"] = store.query(
                 "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
                 "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
