@@ -6,18 +6,33 @@ and becomes one ``llm_calls`` row. The row is written through the writer (or, wi
 straight to a writable store) in one transaction with the cache puts the call brings
 (``AnswerCache.put_answer``), committed before the call returns: a crash right after never pays
 for an answer twice. Without a store only the counts are kept.
+
+A call cancelled after it sent a request (a run that gave up, Ctrl-C, a task group cancelled)
+is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it) and noted in
+memory at once, without awaiting anything, so it can neither hang nor be cut short by the
+cancellation it comes from. Its row is written with the next call's, in that call's
+transaction, or by ``flush`` when the client closes.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 
+import anyio
+
+from streamrag.errors import StreamragError
 from streamrag.store import Store
 from streamrag.writer import Writer
 
+log = logging.getLogger(__name__)
+
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
-# errors: calls that failed; unusable: those of them that got an answer the caller could not use
-STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable")
+CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
+# errors: calls that failed; unusable: those of them that got an answer the caller could not use;
+# cancelled: calls stopped by their caller after they sent a request (no failure of the model's)
+STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "cancelled")
 
 
 class CallLog:
@@ -27,10 +42,12 @@ class CallLog:
         self.store = store
         self.writer = writer
         self._stats: dict[str, dict[str, int]] = {}
+        self._unwritten: list[dict] = []   # cancelled calls' rows, not written yet
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
-        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable."""
+        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
+        cancelled."""
         return {stage: dict(counts) for stage, counts in self._stats.items()}
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
@@ -53,17 +70,57 @@ class CallLog:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
+        await self._write([*self._take_unwritten(), record], put)
 
+    def cancelled(self, row: dict, requests: int, latency_ms: float) -> None:
+        """Counts a call its caller cancelled after it sent ``requests`` requests, none
+        answered, and notes its row for the next write (``record``, ``flush``). Awaits nothing:
+        it runs where a cancellation is being delivered."""
+        counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
+        counts["calls"] += 1
+        counts["cancelled"] += 1
+        if self.store is None:
+            return
+        self._unwritten.append({
+            **row, "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": round(latency_ms, 3),
+            "cached": 0, "cancelled": 1, "created_at": time.time(),
+            "error": f"{CANCELLED} after {requests} request{'' if requests == 1 else 's'}, none "
+                     "answered: its caller stopped waiting (a run that gave up, or was stopped)"})
+
+    async def flush(self) -> None:
+        """Writes the rows ``cancelled`` noted and no call's write took along (the client
+        closes). Shielded: it runs as a run is being stopped too. A write that fails is said."""
+        rows = self._take_unwritten()
+        if not rows:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._write(rows, None)
+            except StreamragError as e:
+                log.warning("%d cancelled LLM call(s) could not be recorded: %s", len(rows), e)
+
+    def _take_unwritten(self) -> list[dict]:
+        rows, self._unwritten = self._unwritten, []
+        return rows
+
+    async def _write(self, rows: list[dict], put: Callable[[Store], None] | None) -> None:
+        """Writes ``rows``, after ``put``, in one transaction; rows of cancelled calls among
+        them are noted again when it fails, for the next write."""
         def persist(store: Store) -> None:
             if put is not None:
                 put(store)
-            store.record_call(record)
+            for record in rows:
+                store.record_call(record)
 
-        if self.writer is not None:
-            await self.writer.run(persist)
-        elif not self.store.readonly:
-            with self.store.transaction():
-                persist(self.store)
+        try:
+            if self.writer is not None:
+                await self.writer.run(persist)
+            elif self.store is not None and not self.store.readonly:
+                with self.store.transaction():
+                    persist(self.store)
+        except Exception:   # (a cancelled wait still had them committed: ``Writer.run``)
+            self._unwritten[:0] = [r for r in rows if r.get("cancelled")]
+            raise
 
 
-__all__ = ["CallLog", "STAT_FIELDS", "UNUSABLE"]
+__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE"]

@@ -357,9 +357,11 @@ def check_version(store: Store, worked_from: int) -> None:
 EMBEDDINGS = f"{EMBEDDING_SCHEME}-"   # how the cache key of an embedding begins
 PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
 # A stage's and model's usage, as `status` counts it, from llm_calls rows.
-_USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors")
+# (A cancelled call is no error: its caller stopped it.)
+_USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "cancelled")
 _USAGE_SUMS = ("count(*)", "sum(cached)", "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
-               "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)", "sum(error IS NOT NULL)")
+               "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)",
+               "sum(error IS NOT NULL AND cancelled = 0)", "sum(cancelled)")
 
 
 def usage_rows(store: Store) -> list[dict]:

@@ -30,7 +30,9 @@ older version that the checks now reject is asked for again and replaced.
 
 A usable paid answer is written to the cache through the writer and committed before ``chat``
 returns, so a crash right after never pays for it twice. Every call, served from the cache or
-not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``).
+not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``);
+so does a call cancelled by its caller after it sent a request (a run that gave up, Ctrl-C),
+counted as ``cancelled``, not as an error, and written with the next row or as the client closes.
 ``stats`` keeps the same counts in memory for progress display; its token counts are what was
 paid for (cache hits are counted in ``cached`` only).
 
@@ -282,7 +284,15 @@ class LLMClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self._call_log.flush()   # (shielded: the rows of calls cancelled as a run stopped)
         await self._http.aclose()
+
+    def _cancelled(self, row: dict, sent: int, started: float) -> None:
+        """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
+        when it had sent a request; one that only waited (for a slot, the rate limits, an
+        identical request) asked nothing. Awaits nothing (``CallLog.cancelled``)."""
+        if sent:
+            self._call_log.cancelled(row, sent, (time.perf_counter() - started) * 1000)
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
@@ -390,8 +400,13 @@ class LLMClient:
 
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
         with self._cache.flying(key) as flight:
+            asked = [0]   # requests that went out
+            started = time.perf_counter()
             try:
-                answer, latency = await self._chat_http(payload, on_delta, row["stage"])
+                answer, latency = await self._chat_http(payload, on_delta, row["stage"], asked)
+            except anyio.get_cancelled_exc_class():
+                self._cancelled(row, asked[0], started)
+                raise
             except LLMError as e:
                 flight.error = e
                 await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
@@ -421,14 +436,17 @@ class LLMClient:
         return count_message_tokens(messages, self.encoding)
 
     async def _chat_http(self, payload: dict, on_delta: Callable[[str], None] | None,
-                         stage: str = "") -> tuple[Answer, float]:
+                         stage: str = "", asked: list[int] | None = None) -> tuple[Answer, float]:
+        """The answer and its latency; ``asked[0]`` counts the requests that went out."""
         messages = payload["messages"]
+        asked = [0] if asked is None else asked
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         shown = [""]  # the answer (thinking left out) handed to on_delta, across retries
         unmarked: list[str] = []   # the texts of this call's streams that ended unmarked
 
         async def attempt() -> tuple[Answer, float]:
+            asked[0] += 1
             if on_delta is None:
                 return await self._post_chat(payload, stage)
             return await self._stream_chat(payload, on_delta, shown, stage, unmarked)
@@ -699,7 +717,11 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                "prompt_version": "", "cache_key": batch_key([k for k, _ in batch])}
 
+        sent = 0   # requests that went out
+
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
+            nonlocal sent
+            sent += 1
             started = time.perf_counter()
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
                                          timeout=_request_timeout())
@@ -712,9 +734,13 @@ class LLMClient:
             tokens, _ = read_usage(body.get("usage"))
             return (read_embeddings(data), tokens), (time.perf_counter() - started) * 1000
 
+        began = time.perf_counter()
         try:
             (embeddings, tokens), latency = await self._retrying(
                 self.embeddings_url, model, counted, attempt)
+        except anyio.get_cancelled_exc_class():
+            self._cancelled(row, sent, began)
+            raise
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
             raise

@@ -9,7 +9,7 @@ from pathlib import Path
 from streamrag import index_rows
 from streamrag.store import Store, writer_of
 
-LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors")
+LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 
 
 def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
@@ -17,11 +17,12 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
 
     ``by_stage`` maps a stage to its counts (an LLM client's ``stats``, or rows summed from
     ``llm_calls``); missing counts are 0 and other keys are left out. Every key is always
-    there: ``{"calls", "prompt_tokens", "completion_tokens", "cached", "errors", "by_stage":
-    {stage: {the same five}}}``. ``calls`` counts every call, cache hits and failed ones
-    included; ``cached`` those answered from the cache; the token counts are what was paid
-    for (a cache hit's tokens are not counted); ``errors`` the calls that failed (an unusable
-    answer asked for again is one)."""
+    there: ``{"calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled",
+    "by_stage": {stage: {the same six}}}``. ``calls`` counts every call, cache hits, failed and
+    cancelled ones included; ``cached`` those answered from the cache; the token counts are what
+    was paid for (a cache hit's tokens are not counted); ``errors`` the calls that failed (an
+    unusable answer asked for again is one); ``cancelled`` those stopped by their caller after
+    they sent a request (a run that gave up, Ctrl-C), none answered: no failure of the model's."""
     stages = {stage: {k: int(counts.get(k) or 0) for k in LLM_FIELDS}
               for stage, counts in by_stage.items()}
     total = {k: sum(s[k] for s in stages.values()) for k in LLM_FIELDS}
@@ -176,10 +177,13 @@ def format_status(info: dict, db: Path) -> str:
     if info["llm_by_model"]:
         rate = info["cache_hit_rate"]
         lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})")
-        lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors")
+        cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
+        lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors"
+                     + ("  cancelled" if cancelled else ""))
         for r in info["llm_by_model"]:
             lines.append(f"    {r['stage']:<14} {r['model'][:26]:<26} {r['calls']:>5}  {r['cached'] or 0:>6}"
-                         f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}")
+                         f"  {r['prompt_tokens'] or 0:>11,}  {r['completion_tokens'] or 0:>15,}  {r['errors'] or 0:>6}"
+                         + (f"  {r['cancelled'] or 0:>9}" if cancelled else ""))
     else:
         lines.append("  LLM calls      none")
     last, total = info["failures_last_run"], info["failures_total"]

@@ -90,6 +90,14 @@ def _failures_stamp(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS failures_item ON failures(stage, item)")
 
 
+def _calls_cancelled(conn: sqlite3.Connection) -> None:
+    """``cancelled`` in ``llm_calls`` and its sums (an index brought back to an older schema
+    to be upgraded again keeps the column it has)."""
+    for table in ("llm_calls", "llm_usage_archive"):
+        if "cancelled" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     ("initial", """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -320,6 +328,9 @@ DROP TABLE IF EXISTS summary_answers;
     # an update that finds it unchanged names it again without reading it, and `status` counts
     # the failure once, not once per update (a watched binary file counted once per sync).
     ("failures_stamp", _failures_stamp),
+    # A call its caller cancelled after it sent a request (a run that gave up, Ctrl-C): recorded,
+    # and counted apart from the calls that failed (``call_log.CallLog.cancelled``).
+    ("llm_calls_cancelled", _calls_cancelled),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -578,11 +589,13 @@ class Store:
             "VALUES (?,?,?,?)", (key, model, response, time.time()))
 
     def record_call(self, row: dict) -> None:
+        """One ``llm_calls`` row (``created_at``: now, unless the row says when)."""
         cols = ("run_id", "stage", "model", "prompt", "prompt_version", "cache_key",
                 "prompt_tokens", "completion_tokens", "latency_ms", "cached", "error")
         self.conn.execute(
-            f"INSERT INTO llm_calls({', '.join(cols)}, created_at) VALUES ({', '.join('?' * len(cols))}, ?)",
-            (*(row.get(c) for c in cols), time.time()))
+            f"INSERT INTO llm_calls({', '.join(cols)}, cancelled, created_at) "
+            f"VALUES ({', '.join('?' * len(cols))}, ?, ?)",
+            (*(row.get(c) for c in cols), int(row.get("cancelled", 0)), row.get("created_at") or time.time()))
 
     def record_failure(self, run_id: str | None, stage: str, item: str, message: str,
                        stamp: str | None = None) -> None:

@@ -267,7 +267,7 @@ def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simula
     assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done["llm"]["by_stage"]["extract"]["prompt_tokens"]
 
 
-LLM_COUNTS = {"calls", "prompt_tokens", "completion_tokens", "cached", "errors"}
+LLM_COUNTS = {"calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled"}
 
 
 def assert_llm_object(llm: dict, *, used: bool) -> None:

@@ -269,6 +269,37 @@ async def test_a_new_file_none_of_whose_chunks_is_extracted_is_left_for_the_next
     assert again.documents_added == 1 and again.failures == 0 and "late.txt" in document_titles(db)
 
 
+async def test_the_calls_a_run_cancelled_as_it_gave_up_are_recorded_as_cancelled(corpus, tmp_path):
+    # A soak tester's endpoint answering HTTP 500 got 186 requests while llm_calls held 12
+    # calls: those still under way when the run gave up were cancelled, and not recorded.
+    import anyio
+
+    from streamrag.status import gather_status
+
+    seen: list[httpx.Request] = []
+
+    async def failing_then_slow(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) > 3:
+            await anyio.sleep(3600)   # still under way when the third failure stops the run
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    db = tmp_path / "i.db"
+    settings = make_settings("http://llm.test/v1", index={"chunk_size": 80, "chunk_overlap": 10},
+                             llm={"max_retries": 0})
+    with anyio.fail_after(20), pytest.raises(LLMUnavailableError, match="Nothing was published"):
+        await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(failing_then_slow))
+    store = Store(db, readonly=True)
+    try:
+        llm = gather_status(store)["llm"]
+    finally:
+        store.close()
+    assert len(seen) > 3
+    # One request a call (no retries): each is a call recorded, the cancelled ones as such.
+    assert llm["calls"] == len(seen) and llm["errors"] == 3, (len(seen), llm)
+    assert llm["cancelled"] == len(seen) - 3, (len(seen), llm)
+
+
 def document_titles(db: Path) -> dict[str, str]:
     store = Store(db, readonly=True)
     try:

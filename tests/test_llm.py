@@ -138,7 +138,7 @@ async def test_identical_request_is_served_from_the_cache(tmp_path):
     assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"]) == (17, 5)
     assert rows[0]["error"] is None
     assert llm.stats == {"extract": {"calls": 2, "cached": 1, "prompt_tokens": 17,
-                                     "completion_tokens": 5, "errors": 0, "unusable": 0}}
+                                     "completion_tokens": 5, "errors": 0, "unusable": 0, "cancelled": 0}}
 
 
 async def test_cache_survives_a_new_client(tmp_path):
@@ -1973,3 +1973,52 @@ async def test_a_web_page_where_the_api_should_answer_is_named_and_not_asked_aga
                                                       f"{wanted}: the address leads to a web page .*; check llm.api_base"):
                 await llm.chat(ask(), model="m1", stage="answer", on_delta=(lambda _t: None) if streamed else None)
     assert len(endpoint.requests) == 1
+
+
+async def _hang(_body: dict) -> httpx.Response:
+    await anyio.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+async def test_a_call_cancelled_after_its_requests_went_out_is_recorded_as_cancelled(tmp_path):
+    # A sync that gave up cancelled the calls still under way: a soak tester's endpoint answering
+    # HTTP 500 got 186 requests while llm_calls held 12 calls; the cancelled ones were not there.
+    from streamrag.status import gather_status
+
+    endpoint = Endpoint(httpx.Response(500, text="boom"), _hang)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=3, concurrency=1) as (llm, store):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: llm.chat(ask("one"), model="m1", stage="s"))
+                while len(endpoint.requests) < 2:   # a 500, then the retry that hangs
+                    await anyio.sleep(0.01)
+                tg.start_soon(lambda: llm.chat(ask("two"), model="m1", stage="s"))
+                await anyio.sleep(0.05)   # it waits for the one slot: it asks nothing
+                tg.cancel_scope.cancel()
+            stats = llm.stats["s"]
+            await llm.chat(ask("three"), model="m1", stage="s")   # its row goes with this one's
+            rows = calls(store)
+            assert [(r["cancelled"], r["error"] is None) for r in rows] == [(1, False), (0, True)], rows
+    assert stats["calls"] == stats["cancelled"] == 1 and stats["errors"] == 0, stats
+    row = rows[0]
+    assert row["error"].startswith("cancelled after 2 requests, none answered"), row["error"]
+    assert row["stage"] == "s" and row["model"] == "m1" and row["cached"] == 0 and row["run_id"] == "run-1"
+    assert row["prompt_tokens"] == row["completion_tokens"] == 0 and row["latency_ms"] > 0
+    assert row["created_at"] <= rows[1]["created_at"]
+    info = gather_status(store)
+    assert info["llm"]["calls"] == 2 and info["llm"]["cancelled"] == 1 and info["llm"]["errors"] == 0, info["llm"]
+    store.close()
+
+
+async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
+    endpoint = Endpoint(_hang)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            with anyio.move_on_after(0.2):   # (Ctrl-C, a task group cancelled)
+                await llm.embed(["a text"], model="e1")
+            assert calls(store) == []   # nothing awaited where the cancellation was delivered
+    rows = calls(store)
+    assert len(rows) == 1 and rows[0]["cancelled"] == 1 and rows[0]["stage"] == "embed", rows
+    assert rows[0]["error"].startswith("cancelled after 1 request, none answered"), rows[0]["error"]
+    assert llm.stats["embed"]["cancelled"] == 1 and llm.stats["embed"]["errors"] == 0
+    store.close()

@@ -771,6 +771,10 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
            "('old-ask', 'ask', ?, ?, 'ok')", long_ago, long_ago)
     change("INSERT INTO failures(run_id, stage, item, message, created_at) VALUES "
            "('old-ask', 'answer', 'q', 'x', ?)", long_ago)
+    # and a call that old question's run cancelled: counted apart from the failed ones, folded too.
+    change("INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, prompt_tokens, "
+           "completion_tokens, latency_ms, cached, error, cancelled, created_at) VALUES ('old-ask', "
+           "'answer', 'm1', '', '', 'k', 0, 0, 1.0, 0, 'cancelled after 1 request', 1, ?)", long_ago)
     (hit,) = rows("SELECT key FROM llm_cache LIMIT 1")[0]
     change("UPDATE llm_calls SET created_at = ? WHERE cache_key != ?", long_ago, hit)
     cached = rows("SELECT count(*) FROM llm_cache")[0][0]
@@ -804,6 +808,7 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     assert (after["calls"], after["cached"], after["prompt_tokens"]) == (
         before["calls"] + now[0], before["cached"] + now[1], before["prompt_tokens"] + (now[2] or 0))
     assert after["by_stage"].keys() == before["by_stage"].keys()
+    assert (after["cancelled"], after["errors"]) == (before["cancelled"], before["errors"]) == (1, 0), after
     assert counted() == counts == (1, 1)   # the old run and failure are gone, still counted
     assert rows("SELECT count(*) FROM runs WHERE id = 'old-ask'")[0][0] == 0
     assert rows("SELECT count(*) FROM failures WHERE run_id = 'old-ask'")[0][0] == 0
