@@ -170,19 +170,22 @@ def _paid(llm_stats: dict) -> int:
 
 
 def _answered(llm_stats: dict) -> bool:
-    """Whether any call of a run's per-stage stats got an answer (an unusable one too)."""
-    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) > 0 or s.get("unusable", 0)
-               for s in llm_stats.values())
+    """Whether any call of a run's per-stage stats got an answer (an unusable one too; a call
+    cancelled as its sync gave up got none)."""
+    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0) > 0
+               or s.get("unusable", 0) for s in llm_stats.values())
 
 
 def _calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     """The calls of an update as its idle line says them, those that failed as failed: during an
-    outage "4 LLM calls, all failed", not "4 LLM calls"."""
+    outage "4 LLM calls, all failed", not "4 LLM calls"; those cancelled as a sync gave up as
+    cancelled ("9 LLM calls, 3 failed, 6 cancelled")."""
     failed = sum(s.get("errors", 0) for s in llm_stats.values())
+    cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
     said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
-    if failed and failed >= paid:
+    if failed and not cancelled and failed >= paid:
         return said + (", failed" if paid == 1 else ", all failed")
-    return said + (f", {failed} failed" if failed else "")
+    return said + (f", {failed} failed" if failed else "") + (f", {cancelled} cancelled" if cancelled else "")
 
 
 def _added(*llm_stats: dict) -> dict[str, dict[str, int]]:

@@ -64,9 +64,12 @@ class Events(list):
             calls, cached = event["llm"]["calls"], event["llm"]["cached"]
             said = f"{calls} LLM call{'' if calls == 1 else 's'}" + (f" ({cached} from cache)" if cached else "")
             failed = event["llm"]["errors"]   # said as failed: not "4 LLM calls" when all 4 failed
-            if failed:
+            cancelled = event["llm"]["cancelled"]   # (as a sync gave up)
+            if failed and not cancelled:
                 said += ", failed" if failed == calls == 1 else ", all failed" if failed == calls - cached \
                     else f", {failed} failed"
+            elif cancelled:
+                said += (f", {failed} failed" if failed else "") + f", {cancelled} cancelled"
             assert f"; {said}; sync " in event["message"], event
         self.append(event)
 
