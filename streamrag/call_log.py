@@ -7,7 +7,7 @@ straight to a writable store) in one transaction with the cache puts the call br
 (``AnswerCache.put_answer``), committed before the call returns: a crash right after never pays
 for an answer twice. Without a store only the counts are kept.
 
-A call cancelled after it sent a request (a run that gave up, Ctrl-C, a task group cancelled)
+A call cancelled after its first try began (a run that gave up, Ctrl-C, a task group cancelled)
 is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it) and noted in
 memory at once, without awaiting anything, so it can neither hang nor be cut short by the
 cancellation it comes from. Its row is written with the next call's, in that call's
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use;
-# cancelled: calls stopped by their caller after they sent a request (no failure of the model's)
+# cancelled: calls stopped by their caller once a try of theirs began (no failure of the model's)
 STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "cancelled")
 
 
@@ -72,10 +72,10 @@ class CallLog:
                   "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
         await self._write([*self._take_unwritten(), record], put)
 
-    def cancelled(self, row: dict, requests: int, latency_ms: float) -> None:
-        """Counts a call its caller cancelled after it sent ``requests`` requests, none
-        answered, and notes its row for the next write (``record``, ``flush``). Awaits nothing:
-        it runs where a cancellation is being delivered."""
+    def cancelled(self, row: dict, tries: int, latency_ms: float) -> None:
+        """Counts a call its caller cancelled after ``tries`` tries, none answered, and notes
+        its row for the next write (``record``, ``flush``). Awaits nothing: it runs where a
+        cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         counts["cancelled"] += 1
@@ -84,8 +84,8 @@ class CallLog:
         self._unwritten.append({
             **row, "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": round(latency_ms, 3),
             "cached": 0, "cancelled": 1, "created_at": time.time(),
-            "error": f"{CANCELLED} after {requests} request{'' if requests == 1 else 's'}, none "
-                     "answered: its caller stopped waiting (a run that gave up, or was stopped)"})
+            "error": f"{CANCELLED} after {tries} tr{'y' if tries == 1 else 'ies'}, none answered: "
+                     "its caller stopped waiting (a run that gave up, or was stopped)"})
 
     async def flush(self) -> None:
         """Writes the rows ``cancelled`` noted and no call's write took along (the client

@@ -31,7 +31,7 @@ older version that the checks now reject is asked for again and replaced.
 A usable paid answer is written to the cache through the writer and committed before ``chat``
 returns, so a crash right after never pays for it twice. Every call, served from the cache or
 not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``);
-so does a call cancelled by its caller after it sent a request (a run that gave up, Ctrl-C),
+so does a call cancelled by its caller once a try of it began (a run that gave up, Ctrl-C),
 counted as ``cancelled``, not as an error, and written with the next row or as the client closes.
 ``stats`` keeps the same counts in memory for progress display; its token counts are what was
 paid for (cache hits are counted in ``cached`` only).
@@ -289,7 +289,7 @@ class LLMClient:
 
     def _cancelled(self, row: dict, sent: int, started: float) -> None:
         """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
-        when it had sent a request; one that only waited (for a slot, the rate limits, an
+        when a try of it had begun; one that only waited (for a slot, the rate limits, an
         identical request) asked nothing. Awaits nothing (``CallLog.cancelled``)."""
         if sent:
             self._call_log.cancelled(row, sent, (time.perf_counter() - started) * 1000)
@@ -400,7 +400,7 @@ class LLMClient:
 
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
         with self._cache.flying(key) as flight:
-            asked = [0]   # requests that went out
+            asked = [0]   # tries begun
             started = time.perf_counter()
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"], asked)
@@ -437,7 +437,7 @@ class LLMClient:
 
     async def _chat_http(self, payload: dict, on_delta: Callable[[str], None] | None,
                          stage: str = "", asked: list[int] | None = None) -> tuple[Answer, float]:
-        """The answer and its latency; ``asked[0]`` counts the requests that went out."""
+        """The answer and its latency; ``asked[0]`` counts its tries (``_attempt_in_slot``)."""
         messages = payload["messages"]
         asked = [0] if asked is None else asked
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
@@ -717,7 +717,7 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                "prompt_version": "", "cache_key": batch_key([k for k, _ in batch])}
 
-        sent = 0   # requests that went out
+        sent = 0   # tries begun
 
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
             nonlocal sent

@@ -21,8 +21,8 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
     "by_stage": {stage: {the same six}}}``. ``calls`` counts every call, cache hits, failed and
     cancelled ones included; ``cached`` those answered from the cache; the token counts are what
     was paid for (a cache hit's tokens are not counted); ``errors`` the calls that failed (an
-    unusable answer asked for again is one); ``cancelled`` those stopped by their caller after
-    they sent a request (a run that gave up, Ctrl-C), none answered: no failure of the model's."""
+    unusable answer asked for again is one); ``cancelled`` those stopped by their caller once a
+    try had begun (a run that gave up, Ctrl-C), none answered: no failure of the model's."""
     stages = {stage: {k: int(counts.get(k) or 0) for k in LLM_FIELDS}
               for stage, counts in by_stage.items()}
     total = {k: sum(s[k] for s in stages.values()) for k in LLM_FIELDS}

@@ -2001,7 +2001,7 @@ async def test_a_call_cancelled_after_its_requests_went_out_is_recorded_as_cance
             assert [(r["cancelled"], r["error"] is None) for r in rows] == [(1, False), (0, True)], rows
     assert stats["calls"] == stats["cancelled"] == 1 and stats["errors"] == 0, stats
     row = rows[0]
-    assert row["error"].startswith("cancelled after 2 requests, none answered"), row["error"]
+    assert row["error"].startswith("cancelled after 2 tries, none answered"), row["error"]
     assert row["stage"] == "s" and row["model"] == "m1" and row["cached"] == 0 and row["run_id"] == "run-1"
     assert row["prompt_tokens"] == row["completion_tokens"] == 0 and row["latency_ms"] > 0
     assert row["created_at"] <= rows[1]["created_at"]
@@ -2019,6 +2019,6 @@ async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
             assert calls(store) == []   # nothing awaited where the cancellation was delivered
     rows = calls(store)
     assert len(rows) == 1 and rows[0]["cancelled"] == 1 and rows[0]["stage"] == "embed", rows
-    assert rows[0]["error"].startswith("cancelled after 1 request, none answered"), rows[0]["error"]
+    assert rows[0]["error"].startswith("cancelled after 1 try, none answered"), rows[0]["error"]
     assert llm.stats["embed"]["cancelled"] == 1 and llm.stats["embed"]["errors"] == 0
     store.close()
