@@ -136,3 +136,22 @@ def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpu
     finally:
         store.close()
     assert status_of(db)[0]["failures_total"] == 2
+
+
+def test_calls_a_run_cancelled_are_counted_apart_from_those_that_failed(tmp_path):
+    # They were not recorded at all; counted as errors, they would blame the model for a run
+    # that gave up (or a Ctrl-C).
+    db = tmp_path / "s.db"
+    store = Store(db)
+    row = {"run_id": "r", "stage": "extract", "model": "m1", "prompt": "extract", "prompt_version": "1",
+           "cache_key": "k", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 1.0, "cached": 0}
+    with store.transaction():
+        store.record_call({**row, "error": "HTTP 500: boom"})
+        store.record_call({**row, "error": "cancelled after 2 tries, none answered", "cancelled": 1})
+    store.close()
+    info, text = status_of(db)
+    assert (info["llm"]["calls"], info["llm"]["errors"], info["llm"]["cancelled"]) == (2, 1, 1), info["llm"]
+    assert info["llm_by_model"][0]["cancelled"] == 1
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("stage"))
+    assert lines[header].endswith("errors  cancelled") and lines[header + 1].split()[-2:] == ["1", "1"], text
