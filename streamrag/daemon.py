@@ -890,6 +890,7 @@ class Daemon:
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
             self._attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
+            self._answered_ahead(indexer)
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
                 self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
@@ -906,6 +907,7 @@ class Daemon:
             if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
                 self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
         self._attempted(indexer, began)
+        self._answered_ahead(indexer)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
@@ -945,6 +947,13 @@ class Daemon:
         elif self._failing_since is None:
             self._failing_since = self._notices.failed_at or began
         self._notices.failed_at = None   # the next one's own
+
+    def _answered_ahead(self, indexer: Indexer) -> None:
+        """An extraction ahead whose calls got an answer ends the outage, said now: the sync
+        after it may ask the endpoint nothing (its chunks extracted, nothing to summarize or
+        report), and then has no news of it to say (``_outage_after``)."""
+        if self._outage is not None and indexer.llm is not None and _answered(indexer.llm.stats):
+            self._recovered()
 
     def _recovered(self) -> None:
         """The endpoint answers again: one line, and the outage is over."""

@@ -913,3 +913,38 @@ def test_calls_cancelled_as_a_sync_gave_up_got_no_answer_and_are_said_as_cancell
     assert not _answered(gave_up)
     assert _calls_said(9, 0, gave_up) == "9 LLM calls, 3 failed, 6 cancelled"
     assert _answered({"extract": {**gave_up["extract"], "calls": 10}})
+
+
+async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus, tmp_path, simulator,
+                                                                         monkeypatch):
+    # The endpoint answered again first in the extraction ahead of a sync, and that sync needed
+    # no call: the outage ended without a `recovered` line (the sync, asking the endpoint
+    # nothing, had no news of it and dropped it unsaid).
+    syncs = counted_syncs(monkeypatch)
+    failing = Failing(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.5})
+    note = corpus / "note.txt"   # (no capitalised names: nothing to summarize or report)
+    async with running(settings, tmp_path / "n.db", corpus, transport=httpx.MockTransport(failing)) \
+            as (daemon, events, send):
+        failing.up = False
+        note.write_text("the ferry left at noon and nobody spoke of it.\n")
+        await send.send({(1, str(note))})
+        await until(lambda: len(syncs) >= 2, timeout=30)   # the initial sync, the note's that failed
+        assert not syncs[-1] and daemon._outage is not None
+        mark = len(events)
+        failing.up = True
+        note.write_text("the ferry left at dawn, and the harbour was quiet.\n")
+        await send.send({(_MODIFIED, str(note))})   # (before the retry: its pause is 1 s)
+        await until(lambda: len(syncs) >= 3, timeout=30)
+        await send.aclose()
+    await failing.client.aclose()
+    after = events[mark:]
+    states = [e["state"] for e in after]
+    # The scene: the extraction ahead got the answers, the sync that published asked nothing.
+    assert "waiting" in states and syncs[2] and not daemon.last_result.llm, (states, daemon.last_result.llm)
+    assert states.count("recovered") == 1, [(e["state"], e["message"]) for e in after]
+    back = after[states.index("recovered")]
+    assert back["outage"] is False and back["down_s"] > 0 and "answers again" in back["message"], back
+    assert states.index("recovered") < states.index("idle")
+    assert not daemon._notices.held   # its next trouble is said in full
