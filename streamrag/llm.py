@@ -287,16 +287,17 @@ class LLMClient:
         await self._call_log.flush()   # (shielded: the rows of calls cancelled as a run stopped)
         await self._http.aclose()
 
-    def _cancelled(self, row: dict, sent: int, started: float) -> None:
+    def _cancelled(self, row: dict, tries: int, started: float) -> None:
         """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
         when a try of it had begun; one that only waited (for a slot, the rate limits, an
         identical request) asked nothing. Awaits nothing (``CallLog.cancelled``)."""
-        if sent:
-            self._call_log.cancelled(row, sent, (time.perf_counter() - started) * 1000)
+        if tries:
+            self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000)
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
-        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable."""
+        """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
+        cancelled."""
         return self._call_log.stats
 
     # -- chat --------------------------------------------------------------------------------
@@ -717,11 +718,11 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                "prompt_version": "", "cache_key": batch_key([k for k, _ in batch])}
 
-        sent = 0   # tries begun
+        tries = 0   # begun
 
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
-            nonlocal sent
-            sent += 1
+            nonlocal tries
+            tries += 1
             started = time.perf_counter()
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
                                          timeout=_request_timeout())
@@ -739,7 +740,7 @@ class LLMClient:
             (embeddings, tokens), latency = await self._retrying(
                 self.embeddings_url, model, counted, attempt)
         except anyio.get_cancelled_exc_class():
-            self._cancelled(row, sent, began)
+            self._cancelled(row, tries, began)
             raise
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
