@@ -800,6 +800,14 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
     return out
 
 
+def outermost(named: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
+    """``named`` (``named_entities``) without the names held in a longer one it has: "Lake" in
+    "Lake Kelholmford", "Brevberg" in "Hedda Brevberg" (the offline extractor makes entities of
+    a name's parts)."""
+    sets = [frozenset(words(name)) for _, name, _ in named]
+    return [n for n, own in zip(named, sets, strict=True) if not any(own < other for other in sets)]
+
+
 def _listed(names: list[str]) -> str:
     """``names`` quoted, as a list in words."""
     quoted = [f'"{n}"' for n in names]
@@ -891,7 +899,7 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
     proper = [n for _, n, cap in named if cap]
     local_score = len(proper) + 0.5 * (len(named) - len(proper))
     if named and local_score > len(cues):
-        names = ", ".join(dict.fromkeys(n for _, n, _ in named[:3]))
+        names = ", ".join(dict.fromkeys(n for _, n, _ in outermost(named)[:3]))
         return "local", f"the question names {names}"
     if cues:
         return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"

@@ -1981,3 +1981,17 @@ async def test_an_offline_global_question_keeps_its_words_that_name_what_it_asks
     plain = await aask("Summarize the collection", settings, db, mode="global")
     answer = await aask("Summarize the connections across the collection", settings, db, mode="global")
     assert answer.text == plain.text and answer.documents
+
+
+async def test_auto_mode_does_not_list_a_name_held_in_a_longer_one(tmp_path):
+    # 'Lake', an entity of its own offline, was listed beside "Lake Kelholmford".
+    folder, settings, db = await offline_index(tmp_path, {
+        "a.txt": "Ada Osk was born in Lake Kelholmford. Lake Kelholmford is a quiet town. Lake.\n",
+        "b.txt": "Bo Lund visited Lake Kelholmford in May. Lake Kelholmford welcomed him.\n"})
+    store = Store(db, readonly=True)
+    try:
+        assert {"Lake", "Lake Kelholmford"} <= {r["name"] for r in store.query("SELECT name FROM entities")}
+        assert choose_mode(store, "Who was born in Lake Kelholmford?") == (
+            "local", "the question names Lake Kelholmford")
+    finally:
+        store.close()
