@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from streamrag.store import Store
 from streamrag.terms import words
@@ -164,15 +165,18 @@ class Given:
         return found
 
 
-def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[dict], list[str], list[str]]:
+def check(store: Store, text: str, context_tags: list[str],
+          named: Sequence[str] = ()) -> tuple[str, list[dict], list[str], list[str]]:
     """An answer's citations resolved against what it was given.
 
     A citation counts when it names an item of ``context_tags`` (the context the answer was
     written from) that the index holds. Others (an id the model made up, or one a document told
     it to cite: a real item it was never shown) are dropped from the text and listed apart.
     Returns that text, the resolved citations, the dropped ones, and the documents the answer
-    rests on: those of its citations, most cited first (then in the order first cited), or,
-    when it cites nothing, those of ``context_tags`` in their order."""
+    rests on: those of its citations, or, when it cites nothing, those of ``context_tags`` in
+    their order. Cited documents come in the order of ``relevance``: first those that speak of
+    the entities the question names (``named``, ids), most cited next, then those holding more
+    of the entities the answer's reports are about; the rest in the order first cited."""
     given = Given(context_tags)
     cited, unresolved, seen = [], [], set()
     bad, rename = set(), {}
@@ -195,8 +199,32 @@ def check(store: Store, text: str, context_tags: list[str]) -> tuple[str, list[d
     if not cited:
         for kind, ident in parse_citations(" ".join(context_tags)):
             counts.update(sorted(r[0] for r in store.conn.execute(_DOCS_SQL[kind], (ident,))))
-    documents = [p for p, _ in sorted(counts.items(), key=lambda pc: -pc[1])]   # (stable: first seen)
+    documents = relevance(store, counts, named, [c["id"] for c in cited if c["kind"] == "report"])
     return text, [{k: v for k, v in c.items() if k != "documents"} for c in cited], unresolved, documents
+
+
+def relevance(store: Store, counts: Counter[str], named: Sequence[str], reports: Sequence[str]) -> list[str]:
+    """The documents of ``counts`` (each with how many citations rest on it, in the order first
+    cited) in the order an answer lists them: first those whose text gives more of the entities
+    ``named`` (ids: those the question names), then the most cited, then those giving more members of
+    the communities ``reports`` (ids). A report rests on every document of its members, all
+    cited once: 'Who is Pavel Ashberg?' answered from the report on him and a union listed
+    first two documents of the union that never name him, by path."""
+    speaks = _documents_giving(store, "SELECT ? AS entity_id", named)
+    members = _documents_giving(store, "SELECT entity_id FROM community_members WHERE community_id = ?", reports)
+    return sorted(counts, key=lambda p: (-speaks[p], -counts[p], -members[p]))   # (stable: first seen)
+
+
+def _documents_giving(store: Store, entities_sql: str, args: Sequence[str]) -> Counter[str]:
+    """How many of the entities ``entities_sql`` selects (run once for each of ``args``) each
+    document's chunks give, by path."""
+    out: Counter[str] = Counter()
+    for arg in dict.fromkeys(args):
+        out.update(p for p, _ in store.conn.execute(
+            f"SELECT DISTINCT d.path, s.entity_id FROM ({entities_sql}) e "
+            "JOIN entity_sources s ON s.entity_id = e.entity_id JOIN document_chunks dc ON dc.chunk_id = s.chunk_id "
+            "JOIN documents d ON d.id = dc.doc_id", (arg,)))
+    return out
 
 
 class GivenOnly:

@@ -24,7 +24,8 @@
   the answer was written from, in the snapshot (``citations.check``); one that names nothing
   given (made up, or an item of the index the model never saw) is dropped from the returned
   text and reported in ``unresolved``. The documents an answer rests on are those of its resolved
-  citations (or of its context when it cites nothing).
+  citations (or of its context when it cites nothing), first those that give the entities the
+  question names.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if answer.cut_off:   # the length limit may have cut its last citation in two
                 answer.text = citations.without_open_citation(answer.text)
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
-                store, answer.text, search.context_tags)
+                store, answer.text, search.context_tags, [eid for eid, _, _ in outermost(named_entities(store, question))])
             if answer.extractive:
                 answer.documents = citations.quoted_first(store, extractive.quotes(answer.text),
                                                           answer.documents)

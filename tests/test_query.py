@@ -1983,6 +1983,55 @@ async def test_an_offline_global_question_keeps_its_words_that_name_what_it_asks
     assert answer.text == plain.text and answer.documents
 
 
+async def test_a_cited_report_lists_first_the_documents_of_the_one_the_question_names(tmp_path, simulator, qs):
+    # A report rests on every document of its members, all cited once, and ties went by path:
+    # 'Who is Pavel Ashberg?' answered from the report on him and his union listed first the
+    # union's documents that never name him.
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in {
+        "a.txt": "The Harbor Workers Union met at Lunros Hall. The Harbor Workers Union voted on pay.\n",
+        "b.txt": "The Harbor Workers Union marched through Lunros Hall on Monday.\n",
+        "c.txt": "Pavel Ashberg directs the Harbor Workers Union. Pavel Ashberg grew up near Lunros Hall.\n",
+    }.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    db = tmp_path / "i.db"
+    await sync([folder], make_settings(simulator.base_url, index=INDEX), db, root=folder)
+    answer = await aask("Who is Pavel Ashberg?", qs, db, mode="global")
+    assert [c["kind"] for c in answer.citations] == ["report"], answer.text
+    assert answer.documents == ["c.txt", "a.txt", "b.txt"]
+
+
+def test_documents_of_a_report_come_by_the_entities_named_then_by_its_members_they_give(tmp_path):
+    store = Store(tmp_path / "i.db")
+    with store.conn:
+        sql = store.conn.execute
+        for doc, ents in (("d1", ["u"]), ("d2", ["u", "h"]), ("d3", ["p"]), ("d4", ["x"])):
+            sql("INSERT INTO documents(id, title, path, tokens, chars) VALUES (?, ?, ?, 1, 1)", (doc, doc, f"{doc}.txt"))
+            sql("INSERT INTO document_chunks(doc_id, idx, chunk_id) VALUES (?, 0, ?)", (doc, f"c-{doc}"))
+            for e in ents:
+                sql("INSERT INTO entity_sources(entity_id, chunk_id, name, type, description) "
+                    "VALUES (?, ?, ?, 'x', 'x')", (e, f"c-{doc}", e))
+        for e in "uhpx":
+            sql("INSERT INTO entities(id, name, type, description, mentions) VALUES (?, ?, 'x', 'x', 1)", (e, e))
+        for cid, members in (("C1", "uhp"), ("C2", "x")):
+            sql("INSERT INTO reports(key, title, summary, rating, rating_explanation, findings, text, tokens, "
+                "elements, created_at) VALUES (?, ?, '', 1, '', '[]', '', 1, '{}', 0)", (f"k{cid}", cid))
+            sql("INSERT INTO communities(id, level, size, context_key, report_key) VALUES (?, 0, 1, '', ?)",
+                (cid, f"k{cid}"))
+            sql("INSERT INTO community_members(community_id, entity_id) SELECT ?, value FROM json_each(?)",
+                (cid, json.dumps(list(members))))
+    try:
+        tags = ["[R:C1]", "[R:C2]"]
+        assert citations.check(store, "a [R:C1]", tags, ["p"])[3] == ["d3.txt", "d2.txt", "d1.txt"]
+        assert citations.check(store, "a [R:C1]", tags)[3] == ["d2.txt", "d1.txt", "d3.txt"]
+        # the documents naming what the question asks about come before the most cited
+        assert citations.check(store, "a [R:C2] b [R:C1] [E:x]", tags + ["[E:x]"], ["u"])[3] == [
+            "d2.txt", "d1.txt", "d4.txt", "d3.txt"]
+    finally:
+        store.close()
+
+
 async def test_auto_mode_does_not_list_a_name_held_in_a_longer_one(tmp_path):
     # 'Lake', an entity of its own offline, was listed beside "Lake Kelholmford".
     folder, settings, db = await offline_index(tmp_path, {
