@@ -20,7 +20,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
-from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION
+from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION,
+                                 ends_with_abbreviation)
 from streamrag.terms import unspaced_chars, words
 
 EXTRACTIVE_LABEL = "Extractive answer (no LLM used)"
@@ -160,6 +161,61 @@ def _stems(text: str) -> set[str]:
     return {stem(w) for w in words(text)}
 
 
+def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:
+    """The words of the names ``question`` asks about: those it writes capitalised where no
+    sentence opens (not first, nor after . ! ? : ; but a title's "Mr."), and those of the entity
+    names it holds (``anchors``). A question written in Title Case (a stop word capitalised
+    inside a sentence) names nothing by its capitals."""
+    caps, end = [], None
+    for m in re.finditer(r"[^\W\d_]+", question):
+        gap = "" if end is None else question[end:m.start()]
+        title = gap.strip() == "." and ends_with_abbreviation(question[max(0, end - 11):end + 1])
+        opens = end is None or (re.search(r"[.!?:;\u061f\u3002\uff01\uff1f]", gap) is not None and not title)
+        end = m.end()
+        if not opens and m.group()[:1].isupper() and m.group() != "I":
+            caps.append(m.group())
+    if any(w.lower() in STOPWORDS for w in caps):
+        caps = []
+    return frozenset(w for text in [*caps, *anchors] for w in words(text) if w not in STOPWORDS)
+
+
+class NameKeys:
+    """How ``pick_sentences`` compares words: by stem, but the words of the ``names`` asked
+    about (``asked_names``) by their own form (or their plural or singular, or a possessive's:
+    "the Cratchits'"), or by stem where a text writes them as a name (capitalised, not in capitals),
+    so "Belle" meets "Belle's" and not "the bells" ("belle" and "bells" both stem to "bell"),
+    "Port Velvellfield" not "portly", and "Scroog" still meets "Scrooge"."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.stems = {stem(n) for n in names}
+        self._keys: dict[tuple[str, bool], str] = {}
+
+    def word(self, w: str, capitalised: bool) -> str:
+        """The key of ``w`` (lower case, as ``words`` gives it), written ``capitalised`` or not."""
+        if w in self.names or w + "s" in self.names:
+            return "=" + stem(w)
+        if w[-1:] == "s" and len(w) > 3 and w[:-1] in self.names:   # ("Mrs" is not Mr's)
+            return "=" + stem(w[:-1])
+        s = stem(w)
+        return "=" + s if capitalised and s in self.stems else s
+
+    def of(self, text: str) -> list[str]:
+        """The keys of the words of ``text``, in order."""
+        ws = words(text)
+        if not self.names:
+            return [stem(w) for w in ws]
+        caps = {w for tok in re.findall(r"[^\W\d_]+", text)   # (not a heading's "PORTLY" for "Port")
+                if tok[:1].isupper() and not tok[1:].isupper() for w in words(tok)}
+        out = []
+        for w in ws:
+            k = (w, w in caps)
+            if k not in self._keys:
+                self._keys[k] = self.word(*k)
+            out.append(self._keys[k])
+        return out
+
+
 def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
                    limit: int = MAX_SENTENCES, extra_stop: frozenset[str] = frozenset(),
                    anchors: Sequence[str] = (), types: Mapping[str, str] | None = None
@@ -179,7 +235,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     ``types`` (entity name -> type) lets a question ask for a kind of thing: a sentence naming an
     entity of a type the question names ("Which organization ...") or asks for by its question
     word ("Where": a place, "Who": a person; ``_ASKED_TYPES``) has that type among its words."""
-    terms = {stem(t) for t in query_terms(question, extra_stop=extra_stop)}
+    key = NameKeys(asked_names(question, anchors))
+    terms = {key.word(t, t in key.names) for t in query_terms(question, extra_stop=extra_stop)}
     # The question's own words: a kind only its question word asks for ("Who": a person) ranks
     # the sentences that match them, and matches nothing alone: "Who is Belle?", in a context
     # without Belle, quoted the first sentences naming anyone.
@@ -187,8 +244,8 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     typed = _typed_names(question, terms, types or {})
     kinds = set(typed[1].values()) - {""} if typed is not None else set()
     named = [name for name in anchors if _name_stems(name)]
-    anchor_stems = [_name_stems(name) for name in named]
-    rivals = [_rivals(name, types or {}, anchors) for name in named]
+    anchor_stems = [_name_stems(name, key) for name in named]
+    rivals = [_rivals(name, types or {}, anchors, key) for name in named]
     candidates: list[tuple[int, int, str, str, set[str], set[str], float]] = []
     for p_rank, (tag, text) in enumerate(passages):
         for s_rank, sentence in enumerate(split_sentences(_TAG.sub("", text))):
@@ -197,13 +254,13 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
             # anchors and the kinds asked for at half weight (``said`` holds the sentence's own).
             label = _LABEL.match(sentence) if s_rank == 0 else None
             body = sentence[label.end():] if label else sentence
-            said = _stems(body)
+            said = set(key.of(body))
             if typed is not None:
                 said |= {typed[1][name] for name in typed[0].findall(body)} - {""}
-            ws = said | _stems(sentence)
+            ws = said | set(key.of(sentence))
             if typed is not None and label:
                 ws |= {typed[1][name] for name in typed[0].findall(label.group())} - {""}
-            credit = sum(_anchor_credit(a, r, ws, said, label.group() if label else "", body)
+            credit = sum(_anchor_credit(a, r, ws, said, label.group() if label else "", body, key)
                          for a, r in zip(anchor_stems, rivals, strict=True))
             candidates.append((p_rank, s_rank, sentence, tag, ws, said, credit))
     if not candidates:
@@ -247,40 +304,42 @@ def pick_sentences(question: str, passages: Sequence[tuple[str, str]], *,
     return out
 
 
-def _name_stems(name: str) -> set[str]:
-    return {stem(w) for w in words(name) if w not in STOPWORDS}
+def _name_stems(name: str, key: NameKeys | None = None) -> set[str]:
+    if key is None:
+        return {stem(w) for w in words(name) if w not in STOPWORDS}
+    return {k for w, k in zip(words(name), key.of(name), strict=True) if w not in STOPWORDS}
 
 
-def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str]
+def _rivals(anchor: str, types: Mapping[str, str], anchors: Sequence[str], key: NameKeys
             ) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     """The names of ``types`` that share words with ``anchor``'s name, lack one of its words and
     have one it lacks ("Ghost of Christmas Yet" for "Ghost of Christmas Past"; not "Scrooge",
     nor "Scrooge's nephew", for "Scrooge"), and the other ``anchors`` holding its words (the
     question names "Kharos" apart from "Kharos Financial Conduct Board"), as words, longest
     first; and the anchor's words."""
-    a = _name_stems(anchor)
+    a = _name_stems(anchor, key)
     out = []
     for name in [*types, *anchors]:
-        n = _name_stems(name)
+        n = _name_stems(name, key)
         if n & a and n - a and (not a <= n or name in anchors):
             out.append(tuple(words(name)))
     return sorted(set(out), key=lambda w: (-len(w), w)), tuple(words(anchor))
 
 
 def _anchor_credit(a: set[str], rivals: tuple[list[tuple[str, ...]], tuple[str, ...]],
-                   ws: set[str], said: set[str], label: str, body: str) -> float:
+                   ws: set[str], said: set[str], label: str, body: str, key: NameKeys) -> float:
     """How fully a sentence (its ``label`` and ``body``; ``ws`` and ``said`` their stems, as
     ``pick_sentences`` has them) names the anchor of stems ``a``: the share of the anchor's
     words it has, counted in its label and in its body, each without the rival names it
     writes outside the anchor's own name."""
     names, own = rivals
     if names and a & ws:
-        said = said - _held_by(body, names, own)
-        ws = said | (ws - _held_by(label + " " + body, names, own))
+        said = said - _held_by(body, names, own, key)
+        ws = said | (ws - _held_by(label + " " + body, names, own, key))
     return (len(a & ws) + len(a & said)) / len(a)
 
 
-def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...]) -> set[str]:
+def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...], key: NameKeys) -> set[str]:
     """The stems of ``text`` found only inside the ``names`` it writes, but for a name that
     overlaps the anchor's ``own`` without holding it ("Ghost of Christmas" in "Ghost of
     Christmas Past", for the anchor "Christmas Past")."""
@@ -293,8 +352,9 @@ def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...]) -> s
                 inside[i:j] = [True] * (j - i)
     if not any(inside):
         return set()
-    kept = {stem(w) for w, held in zip(tokens, inside, strict=True) if not held}
-    return {stem(w) for w, held in zip(tokens, inside, strict=True) if held} - kept
+    keys = key.of(text)
+    kept = {k for k, held in zip(keys, inside, strict=True) if not held}
+    return {k for k, held in zip(keys, inside, strict=True) if held} - kept
 
 
 # The label a local context line starts with: "A -- B: " (a relationship), "Name (type): " (an entity).

@@ -2044,3 +2044,34 @@ async def test_auto_mode_does_not_list_a_name_held_in_a_longer_one(tmp_path):
             "local", "the question names Lake Kelholmford")
     finally:
         store.close()
+
+
+def test_a_name_asked_about_meets_its_own_form_not_a_common_word_of_its_stem():
+    # "belle" and "bells" both stem to "bell": 'Who is Belle?' (local, A Christmas Carol)
+    # quoted "In time the bells ceased ..." as its answer; "Port" met "portly", "Tim" "times".
+    bells = ("[T:a]", "In time the bells ceased, and the bakers were shut up for the night.")
+    belle = ("[T:b]", "'Belle,' said the husband, turning to his wife with a smile.")
+    assert pick_sentences("Who is Belle?", [bells]) == []
+    assert [p[1] for p in pick_sentences("Who is Belle?", [bells, belle])] == ["[T:b]"]
+    assert [p[1] for p in pick_sentences("What did Belle's husband say?", [bells, belle])] == ["[T:b]"]
+    passages = [("[T:a]", "He beheld the portly gentleman with the population list."),
+                ("[T:b]", "THEY WERE PORTLY GENTLEMEN, PLEASANT TO BEHOLD IN THE PORT."),
+                ("[T:c]", "The Port of Velvell has a population of 9000 people.")]
+    assert pick_sentences("What is the population of the Port?", passages)[0][1] == "[T:c]"
+    assert [p[1] for p in pick_sentences("Where is the Port?", passages)] == ["[T:b]", "[T:c]"]
+    times = [("[T:a]", "Bob went down a slide twenty times in honour of it."),
+             ("[T:b]", "Bob took Tiny Tim beside him in a low stool.")]
+    assert [p[1] for p in pick_sentences("Who is Tim?", times)] == ["[T:b]"]
+    # the name still meets its plural, possessive and other forms where a text writes it as a name
+    family = [("[T:a]", "'Here's Martha, mother!' cried the two young Cratchits."),
+              ("[T:b]", "Scrooge's nephew came to dinner with the Cratchit family."),
+              ("[T:c]", "Nobody had seen the ratchet in the kitchen of the house.")]
+    assert {p[1] for p in pick_sentences("What happened to Cratchit?", family)} == {"[T:a]", "[T:b]"}
+    assert [p[1] for p in pick_sentences("Who is Scroog?", family)] == ["[T:b]"]
+    # a question written in Title Case names nothing by its capitals: its words meet by stem
+    assert {p[1] for p in pick_sentences("Where Were The Bells?", [bells, belle])} == {"[T:a]", "[T:b]"}
+    # nor does a word opening its sentence; a title's full stop opens none
+    assert [p[1] for p in pick_sentences("Bells? Which ones rang?", [bells])] == ["[T:a]"]
+    mr = [("[T:a]", "Mrs. Fezziwig danced with the others at the ball."),
+          ("[T:b]", "Old Mr. Fezziwig laid down his pen at seven.")]
+    assert pick_sentences("What did Mr. Fezziwig do?", mr)[0][1] == "[T:b]"
