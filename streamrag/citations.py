@@ -173,10 +173,10 @@ def check(store: Store, text: str, context_tags: list[str],
     written from) that the index holds. Others (an id the model made up, or one a document told
     it to cite: a real item it was never shown) are dropped from the text and listed apart.
     Returns that text, the resolved citations, the dropped ones, and the documents the answer
-    rests on: those of its citations, or, when it cites nothing, those of ``context_tags`` in
-    their order. Cited documents come in the order of ``relevance``: first those that speak of
-    the entities the question names (``named``, ids), most cited next, then those holding more
-    of the entities the answer's reports are about; the rest in the order first cited."""
+    rests on: those of its citations, or, when it cites nothing, those of ``context_tags``, in
+    the order of ``relevance``: first those that give the entities the question names
+    (``named``, ids), the most cited next, then those giving more of the entities its reports
+    are about; the rest in the order first cited."""
     given = Given(context_tags)
     cited, unresolved, seen = [], [], set()
     bad, rename = set(), {}
@@ -206,10 +206,10 @@ def check(store: Store, text: str, context_tags: list[str],
 def relevance(store: Store, counts: Counter[str], named: Sequence[str], reports: Sequence[str]) -> list[str]:
     """The documents of ``counts`` (each with how many citations rest on it, in the order first
     cited) in the order an answer lists them: first those whose text gives more of the entities
-    ``named`` (ids: those the question names), then the most cited, then those giving more members of
-    the communities ``reports`` (ids). A report rests on every document of its members, all
-    cited once: 'Who is Pavel Ashberg?' answered from the report on him and a union listed
-    first two documents of the union that never name him, by path."""
+    ``named`` (ids: those the question names), then the most cited, then those giving more
+    members of the communities ``reports`` (ids). A report rests on every document of its
+    members, all cited once: 'Who is Pavel Ashberg?' answered from the report on him and a
+    union listed first two documents of the union that never name him, by path."""
     speaks = _documents_giving(store, "SELECT ? AS entity_id", named)
     members = _documents_giving(store, "SELECT entity_id FROM community_members WHERE community_id = ?", reports)
     return sorted(counts, key=lambda p: (-speaks[p], -counts[p], -members[p]))   # (stable: first seen)
