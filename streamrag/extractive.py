@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION,
@@ -400,13 +400,22 @@ def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, wha
     return "\n".join(lines), True
 
 
-def overlap_rating(question_terms: set[str], text: str) -> float:
+def overlap_rating(question_terms: set[str], text: str, names: Sequence[str] = (),
+                   held: Collection[str] = ()) -> float:
     """A 0-5 relevance rating from the share of the question's words found in ``text`` (by
-    stem, as sentences are picked), the rating model's stand-in when there is no model."""
-    if not question_terms:
+    stem, as sentences are picked), the rating model's stand-in when there is no model.
+
+    ``names`` are the names of the entities the question names. Each is one of its words,
+    found only whole (every word of it in ``text``) or when it is among ``held`` (the names of
+    the entities the community rated holds): "Dmitri" alone (Dmitri Iskton's report) is not half
+    of "Who is Dmitri Quinquay?", which rated it 3 of 5 and read it instead of his own."""
+    parts = {name: part for name in names if (part := _name_stems(name))}
+    rest = {stem(t) for t in question_terms} - set().union(*parts.values())
+    if not rest and not parts:
         return 1.0
-    wanted = {stem(t) for t in question_terms}
-    share = len(wanted & _stems(text)) / len(wanted)
+    have = _stems(text)
+    found = len(rest & have) + sum(1 for name, part in parts.items() if name in held or part <= have)
+    share = found / (len(rest) + len(parts))
     return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))
 
 

@@ -16,6 +16,10 @@ Which reports are read:
   a broad question is best answered by the broadest reports. When every root is rated 0, the
   next level is rated (all of it) under the same rules, down to ``dynamic_max_depth``: a
   specific subject can sit in a sub-community its parent's summary never names.
+  A community holding an entity the question names (its own or a sub-community's member)
+  rates at least the threshold, whatever its rated text says: the rating sees a report's most
+  connected members only, and "Who is Dmitri Quinquay?" never opened his community, rated 0,
+  while a report naming a Dmitri Iskton was read instead.
 
 Map-reduce: the selected reports are shuffled (seeded) and packed into batches of
 ``map_max_tokens``; each batch yields JSON points scored 0-100 (concurrently); points scoring 0
@@ -32,7 +36,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import anyio
 import msgspec
@@ -106,6 +110,20 @@ def load_tree(store: Store) -> Tree:
     return Tree(nodes)
 
 
+def holding(store: Store, entity_ids: Collection[str]) -> dict[str, set[str]]:
+    """The communities holding any of ``entity_ids`` (a community holds every member of its
+    subtree), each with those it holds (call inside a snapshot)."""
+    out: dict[str, set[str]] = {}
+    ids = sorted(set(entity_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for community, entity in store.conn.execute(
+                "SELECT community_id, entity_id FROM community_members WHERE entity_id IN "
+                f"({','.join('?' * len(chunk))})", chunk):
+            out.setdefault(community, set()).add(entity)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Selection
 # --------------------------------------------------------------------------------------------
@@ -136,9 +154,10 @@ class Selection(msgspec.Struct):
     fallback: bool = False             # no root reached the threshold; best roots kept
 
 
-async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
-                            max_depth: int) -> Selection:
-    """Rate from the roots down; see the module docstring for the rules."""
+async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float, max_depth: int,
+                            named: Collection[str] = ()) -> Selection:
+    """Rate from the roots down; see the module docstring for the rules. The communities of
+    ``named`` (those holding an entity the question names) rate at least ``threshold``."""
     ratings: dict[str, float] = {}
     selected: set[str] = set()
     fallback = False
@@ -158,6 +177,8 @@ async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float,
             break
         for n in frontier:
             ratings[n.id] = float(got.get(n.id, 0.0))
+            if n.id in named:
+                ratings[n.id] = max(ratings[n.id], float(threshold))
         relevant = [n for n in frontier if ratings[n.id] >= threshold]
         if searching and not relevant:
             best = max((ratings[n.id] for n in frontier), default=0.0)

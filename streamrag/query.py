@@ -626,13 +626,18 @@ class _Search:
             return
         question, stop = global_question(self.answer.question)
         terms = set(local_search.query_terms(question, extra_stop=stop))
-        nodes = await self._global_nodes(tree, terms)
+        named = named_entities(self.store, self.answer.question)
+        self.anchors = local_search.anchors(self.answer.question, [(e, name) for e, name, _c in named])
+        names = [name for _e, name in self.anchors]
+        holding = {c: {name for e, name in self.anchors if e in held} for c, held in
+                   global_search.holding(self.store, [e for e, _n in self.anchors]).items()}
+        nodes = await self._global_nodes(tree, terms, names, holding)
         if terms & RELATION_WORDS and not any(extractive.overlap_rating(terms, n.text) for n in nodes):
             # Words of how things relate that no report has ("Summarize the connections across
             # the collection") ask about the rest; those a report has ("the themes of the plays")
             # were kept: left out of both, the theatre's report was never quoted.
             stop, terms = stop | RELATION_WORDS, terms - RELATION_WORDS
-            nodes = await self._global_nodes(tree, terms)
+            nodes = await self._global_nodes(tree, terms, names, holding)
         self._global_stop = stop
         broad = False
         if not nodes and terms:
@@ -648,15 +653,19 @@ class _Search:
                            key=lambda n: (-n.size, global_search._order(n)))[:8]
             broad = True
             self.answer.details["broad_fallback"] = True
-        ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text), -n.size,
-                                              global_search._order(n)))[:20]
+        ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text, names,
+                                                                         holding.get(n.id, ())),
+                                              -n.size, global_search._order(n)))[:20]
         self.context_tags = [f"[R:{n.id}]" for n in ranked]
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
                       "community reports", broad=broad)
 
-    async def _global_nodes(self, tree, terms: set[str]) -> list:
+    async def _global_nodes(self, tree, terms: set[str], names: list[str],
+                            holding: dict[str, set[str]]) -> list:
         """The reports an offline global search reads for ``terms``: a level's (static), or
-        those dynamic selection rates highest by their overlap with the terms."""
+        those dynamic selection rates highest by their overlap with the terms, the entity
+        ``names`` the question has each counting as one term (``extractive.overlap_rating``),
+        and opens because they hold one of them (``holding``: community -> those names)."""
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -667,12 +676,13 @@ class _Search:
                                    "reports": len(nodes)}
         else:
             async def rate(frontier):
-                return {n.id: extractive.overlap_rating(terms, global_search.rate_line(n))
+                return {n.id: extractive.overlap_rating(terms, global_search.rate_line(n), names,
+                                                        holding.get(n.id, ()))
                         for n in frontier}
 
             q = self.settings.query
             sel = await global_search.dynamic_selection(tree, rate, threshold=q.dynamic_threshold,
-                                                        max_depth=q.dynamic_max_depth)
+                                                        max_depth=q.dynamic_max_depth, named=holding)
             nodes = [tree.nodes[c] for c in sel.selected]
             self.answer.search = "global_dynamic"
             self.answer.details = {"communities": len(tree.nodes), "rated": sel.rated,

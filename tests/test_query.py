@@ -1007,7 +1007,8 @@ async def test_a_name_after_a_long_background_is_still_searched_for(offline_db, 
 async def test_an_offline_dynamic_selection_that_falls_back_says_so(offline_db):
     # The README says stderr tells when no report reached the threshold; offline it said nothing.
     said: list[str] = []
-    answer = await aask("What did the harbor council decide?", make_settings("", index=INDEX,
+    # (naming no entity: the community of one named is opened, whatever the threshold)
+    answer = await aask("What did the council decide?", make_settings("", index=INDEX,
                         query={"dynamic_threshold": 5}), offline_db, mode="global", on_status=said.append)
     assert answer.details["fallback"] and answer.details["selected"]
     assert any("reached query.dynamic_threshold (5), so the best-rated" in line for line in said), said
@@ -1159,6 +1160,55 @@ def test_the_offline_rating_reads_words_by_stem_too():
     assert overlap_rating({"criticising", "floods"}, report) == 5.0
     assert overlap_rating({"criticising", "harbour"}, report) == 3.0
     assert overlap_rating({"harbour"}, report) == 0.0
+
+
+def test_the_offline_rating_finds_a_name_whole_or_not_at_all():
+    # "Who is Dmitri Quinquay?" (synth_small) rated Dmitri Iskton's report 3 of 5 for "Dmitri",
+    # above the threshold, and read it instead of his own.
+    from streamrag.extractive import overlap_rating
+    terms, names = {"dmitri", "quinquay"}, ["Dmitri Quinquay"]
+    other = "Key entities: Idris Belwin, Dmitri Iskton."
+    assert overlap_rating(terms, other) == 3.0                 # a word of two, without the names
+    assert overlap_rating(terms, other, names) == 0.0          # half a name is none of it
+    assert overlap_rating(terms, "Key entities: Dmitri Quinquay, Lake Kelholmford.", names) == 5.0
+    assert overlap_rating(terms, "Lake Kelholmford Marathon 2034.", names, {"Dmitri Quinquay"}) == 5.0
+    # A name is one of the question's words, the others count as before.
+    both = ({"dmitri", "quinquay", "torvell", "energy"}, ["Dmitri Quinquay", "Torvell Energy"])
+    assert overlap_rating(*both[:1], "Galwen Energy and Dmitri Iskton.", both[1]) == 0.0
+    assert overlap_rating(*both[:1], "Torvell Energy in Pellric.", both[1]) == 3.0
+    assert overlap_rating({"quinquay", "flood"}, "The flood.", ["Quinquay"]) == 3.0
+
+
+async def test_dynamic_selection_opens_the_communities_holding_a_named_entity():
+    tree = _tree(("A", 0, None), ("B", 0, None), ("A1", 1, "A"), ("A2", 1, "A"), ("B1", 1, "B"))
+
+    async def rate(frontier):   # B's summary names half the name; A's never lists its member
+        return {n.id: 3.0 if n.id in ("B", "B1") else 0.0 for n in frontier}
+
+    sel = await global_search.dynamic_selection(tree, rate, threshold=2, max_depth=3, named={"A", "A2"})
+    assert set(sel.selected) == {"A2", "B1"} and sel.ratings["A"] == 2 and sel.ratings["A2"] == 2
+    sel = await global_search.dynamic_selection(tree, rate, threshold=4, max_depth=3, named={"A", "A2"})
+    assert sel.selected == ["A2"] and not sel.fallback
+
+
+async def test_an_offline_global_search_reads_the_communities_of_the_entity_named(offline_db):
+    # The rating saw a report's 6 most connected members only: "Who is Ilse Brandt?" never
+    # opened the community holding her (rated 0), and "Kessel Chamber of Commerce" read every
+    # community naming Kessel.
+    settings = make_settings("", index=INDEX)
+    con = sqlite3.connect(offline_db)
+
+    def holders(name):
+        return {c for (c,) in con.execute(
+            "SELECT community_id FROM community_members JOIN entities ON id = entity_id WHERE name = ?",
+            (name,))}
+
+    answer = await aask("Who is Ilse Brandt?", settings, offline_db, mode="global")
+    assert holders("Ilse Brandt") & set(answer.details["selected"]), answer.details
+    for name in ("Kessel Chamber of Commerce", "Vell Maritime Academy", "Port Vell Gazette"):
+        answer = await aask(f"What is {name}?", settings, offline_db, mode="global")
+        assert answer.details["selected"] and set(answer.details["selected"]) <= holders(name), answer.details
+        assert name in answer.text.split("\n- ")[1], answer.text
 
 
 def test_how_a_question_asks_is_not_what_it_is_about():
