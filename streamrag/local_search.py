@@ -112,9 +112,10 @@ def runs(tokens: Sequence[str], name: Sequence[str]) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------------------------
 # Finding entities and chunks (SQL and model edges)
 # --------------------------------------------------------------------------------------------
-def fts_entities(store: Store, question: str, k: int) -> list[tuple[str, float]]:
+def fts_entities(store: Store, question: str, k: int, *,
+                 extra_stop: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     """(entity id, score) of the best BM25 matches over names (weight 4) and descriptions."""
-    terms = query_terms(question)
+    terms = query_terms(question, extra_stop=extra_stop)
     if not terms or k <= 0:
         return []
     rows = store.conn.execute(
@@ -123,9 +124,10 @@ def fts_entities(store: Store, question: str, k: int) -> list[tuple[str, float]]
     return [(r[0], -float(r[1])) for r in rows]
 
 
-def fts_chunks(store: Store, question: str, k: int) -> list[tuple[str, float]]:
+def fts_chunks(store: Store, question: str, k: int, *,
+               extra_stop: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
     """(chunk id, score) of the best BM25 matches over chunk texts."""
-    terms = query_terms(question)
+    terms = query_terms(question, extra_stop=extra_stop)
     if not terms or k <= 0:
         return []
     rows = store.conn.execute(

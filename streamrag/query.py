@@ -42,7 +42,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 import anyio
@@ -143,6 +143,19 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
     if any(w in _ENGLISH_CUES for w in words(question)):
         return question, GENERIC_WORDS
     return _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | FOREIGN_ENGLISH
+
+
+def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
+    """The words a local or basic search leaves out of ``question``: the generic ones, as
+    ``global_question`` has them ("main", "themes", "documents"), but for the words of the
+    entity ``names`` it writes ("Climate Accord Talks"); None when no other word is left of a
+    question that had some: a broad one ("What are the main themes?"), which a few passages
+    sharing its words cannot answer ("TE moved its main offices to Pellric" was quoted)."""
+    _q, generic = global_question(question)
+    stop = generic - {w for name in names for w in words(name)}
+    if local_search.query_terms(question, extra_stop=stop):
+        return stop
+    return None if local_search.query_terms(question) else frozenset()
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -306,6 +319,12 @@ class _Search:
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
         self._global_stop: frozenset[str] | None = None   # the words offline global search left out
+
+    @cached_property
+    def local_stop(self) -> frozenset[str] | None:
+        """The words local and basic search leave out of the question (``content_stop``)."""
+        named = named_entities(self.store, self.answer.question)
+        return content_stop(self.answer.question, [name for _e, name, _c in named])
 
     def _emit(self, text: str) -> None:
         if self._held is not None:
@@ -530,7 +549,8 @@ class _Search:
         q = self.settings.query
         vector, fresh = await self._embedded("entity")
         # (with vectors, BM25 ranks those without one: as deep as those with one may fill)
-        seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k + len(fresh))
+        seeds = local_search.fts_entities(self.store, self.answer.question, q.local_top_k + len(fresh),
+                                          extra_stop=self.local_stop or frozenset())
         how = "bm25"
         if vector is not None:
             near = local_search.nearest(self.store, "entity", self.settings.llm.embedding_model,
@@ -563,7 +583,8 @@ class _Search:
     async def _chunks(self) -> tuple[list[tuple[str, float]], str]:
         q = self.settings.query
         vector, fresh = await self._embedded("chunk")
-        hits = local_search.fts_chunks(self.store, self.answer.question, q.basic_top_k + len(fresh))
+        hits = local_search.fts_chunks(self.store, self.answer.question, q.basic_top_k + len(fresh),
+                                       extra_stop=self.local_stop or frozenset())
         if vector is None:
             return hits[:q.basic_top_k], "bm25"
         near = local_search.nearest(self.store, "chunk", self.settings.llm.embedding_model,
@@ -606,7 +627,9 @@ class _Search:
             self._emit(text)
 
     async def _extractive(self, mode: str) -> None:
-        if mode == "global":
+        if mode != "global" and self.answer.requested_mode == mode and self.local_stop is None:
+            self._broad(mode)
+        elif mode == "global":
             await self._extractive_global()
         elif mode == "local":
             ctx = await self._local_context()
@@ -614,7 +637,8 @@ class _Search:
                           anchors=[name for _e, name in self.anchors], types=ctx.types)
         else:
             hits = local_search.fts_chunks(self.store, self.answer.question,
-                                           self.settings.query.basic_top_k)
+                                           self.settings.query.basic_top_k,
+                                           extra_stop=self.local_stop or frozenset())
             chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
             self.answer.search, self.answer.level = "basic", None
             self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25"}
@@ -695,11 +719,22 @@ class _Search:
                             f"best-rated {len(nodes)} are used")
         return nodes
 
+    def _broad(self, mode: str) -> None:
+        """Says that a broad question is one for global search, rather than quote the passages
+        sharing its generic words ("main", "themes") as its answer."""
+        self.answer.search, self.answer.level, self.answer.details = mode, None, {}
+        cues = ", ".join(local_search.query_terms(self.answer.question)[:3])
+        text = (f"{extractive.EXTRACTIVE_LABEL}: this question asks about the collection as a whole "
+                f"({cues}), which a {mode} search, quoting the few passages that share its words, cannot "
+                "answer; ask it with --mode global, which reads the community reports.")
+        self._emit(text)
+        self.answer.text = text
+
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
         if not self.context_tags:
             self.context_tags = [tag for tag, _ in passages]
-        question, stop = self.answer.question, RELATION_WORDS
+        question, stop = self.answer.question, RELATION_WORDS | (self.local_stop or frozenset())
         if self.answer.mode == "global":   # (the words its reports were rated by)
             question, stop = global_question(question)
             stop = self._global_stop or stop | RELATION_WORDS

@@ -1211,6 +1211,39 @@ async def test_an_offline_global_search_reads_the_communities_of_the_entity_name
         assert name in answer.text.split("\n- ")[1], answer.text
 
 
+def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_is_asked():
+    from streamrag.query import content_stop
+    stop = content_stop("What are the main themes of the Lantern Festival?", ["Lantern Festival"])
+    assert local_search.query_terms("What are the main themes of the Lantern Festival?", extra_stop=stop) == [
+        "lantern", "festival"]
+    # A word of a name the question writes stays one ("Talks" is a generic word).
+    stop = content_stop("What were the Climate Accord Talks?", ["Climate Accord Talks"])
+    assert "talks" not in stop
+    assert content_stop("What are the main themes in these documents?", []) is None   # a broad one
+    assert content_stop("What is it?", []) == frozenset()                             # no words at all
+
+
+@pytest.mark.parametrize("mode", ["local", "basic"])
+async def test_an_offline_local_or_basic_search_reads_no_generic_word_as_content(tmp_path, mode):
+    # ask --mode basic "What are the main themes in these documents?" quoted "TE moved its main
+    # offices to Pellric" ('main'), as the answer.
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    (corpus / "brix.txt").write_text("Brix Holdings moved its main offices to Ardent Vale several years "
+                                     "ago.\n\nThe main themes of Brix Holdings are trade and shipping.\n")
+    db = tmp_path / "index.db"
+    settings = make_settings("", index=INDEX)
+    await sync([corpus], settings, db, root=corpus)
+    answer = await aask("What are the main themes of the Lantern Festival?", settings, db, mode=mode)
+    assert "Lantern Festival" in answer.text and "main" not in answer.text, answer.text
+    # Nothing asked but the generic words: a question for global search, and said so.
+    answer = await aask("What are the main themes in these documents?", settings, db, mode=mode)
+    assert "asks about the collection as a whole (main, themes, documents)" in answer.text, answer.text
+    assert "--mode global" in answer.text and not answer.documents and answer.search == mode
+
+
 def test_how_a_question_asks_is_not_what_it_is_about():
     from streamrag.query import RELATION_WORDS
     passages = [("[E:e1]", "A death connected them all. Bob Cratchit thanked Scrooge.")]
