@@ -427,7 +427,8 @@ class _Search:
         rater = global_search.llm_rater(self.llm, self.answer.question, model=llm_s.rating_model,
                                         batch_tokens=q.map_max_tokens, encoding=self.encoding)
         sel = await global_search.dynamic_selection(tree, rater, threshold=q.dynamic_threshold,
-                                                    max_depth=q.dynamic_max_depth)
+                                                    max_depth=q.dynamic_max_depth,
+                                                    named=self._named_holding()[1])
         self.answer.search = "global_dynamic"
         unread = f", {rater.unrated} ratings unreadable or not given, counted as irrelevant" if rater.unrated else ""
         below = (f"; none reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the best-rated "
@@ -650,11 +651,7 @@ class _Search:
             return
         question, stop = global_question(self.answer.question)
         terms = set(local_search.query_terms(question, extra_stop=stop))
-        named = named_entities(self.store, self.answer.question)
-        self.anchors = local_search.anchors(self.answer.question, [(e, name) for e, name, _c in named])
-        names = [name for _e, name in self.anchors]
-        holding = {c: {name for e, name in self.anchors if e in held} for c, held in
-                   global_search.holding(self.store, [e for e, _n in self.anchors]).items()}
+        names, holding = self._named_holding()
         nodes = await self._global_nodes(tree, terms, names, holding)
         if terms & RELATION_WORDS and not any(extractive.overlap_rating(terms, n.text) for n in nodes):
             # Words of how things relate that no report has ("Summarize the connections across
@@ -683,6 +680,18 @@ class _Search:
         self.context_tags = [f"[R:{n.id}]" for n in ranked]
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
                       "community reports", broad=broad)
+
+    def _named_holding(self) -> tuple[list[str], dict[str, set[str]]]:
+        """The names of the entities the question names (``local_search.anchors``), and the
+        communities holding those it writes capitalised, each with the names it holds (a word
+        in lower case is no name to open a community for: "What happened at the quay?")."""
+        named = named_entities(self.store, self.answer.question)
+        self.anchors = local_search.anchors(self.answer.question, [(e, name) for e, name, _c in named])
+        written = {e for e, _name, capitalised in named if capitalised}
+        names = dict(self.anchors)
+        holding = {c: {names[e] for e in held} for c, held in
+                   global_search.holding(self.store, [e for e in names if e in written]).items()}
+        return list(names.values()), holding
 
     async def _global_nodes(self, tree, terms: set[str], names: list[str],
                             holding: dict[str, set[str]]) -> list:

@@ -1007,8 +1007,7 @@ async def test_a_name_after_a_long_background_is_still_searched_for(offline_db, 
 async def test_an_offline_dynamic_selection_that_falls_back_says_so(offline_db):
     # The README says stderr tells when no report reached the threshold; offline it said nothing.
     said: list[str] = []
-    # (naming no entity: the community of one named is opened, whatever the threshold)
-    answer = await aask("What did the council decide?", make_settings("", index=INDEX,
+    answer = await aask("What did the harbor council decide?", make_settings("", index=INDEX,
                         query={"dynamic_threshold": 5}), offline_db, mode="global", on_status=said.append)
     assert answer.details["fallback"] and answer.details["selected"]
     assert any("reached query.dynamic_threshold (5), so the best-rated" in line for line in said), said
@@ -1242,6 +1241,24 @@ async def test_an_offline_local_or_basic_search_reads_no_generic_word_as_content
     answer = await aask("What are the main themes in these documents?", settings, db, mode=mode)
     assert "asks about the collection as a whole (main, themes, documents)" in answer.text, answer.text
     assert "--mode global" in answer.text and not answer.documents and answer.search == mode
+
+
+async def test_a_rating_model_cannot_leave_closed_the_community_of_an_entity_named(llm_db, qs):
+    # It sees a report's most connected members only: "Who is Dmitri Quinquay?" (synth_small,
+    # the simulator) never read his community when he was not among them, nor did this model.
+    def all_zero(messages):
+        ids = sorted({t[3:-1] for t in tags_in(messages[-1]["content"].split("<reports>")[1])})
+        return "\n".join(f"{i}: 0" for i in ids)
+
+    con = sqlite3.connect(llm_db)
+    held = [c for (c,) in con.execute(   # one community a level, the deepest last
+        "SELECT m.community_id FROM community_members m JOIN entities e ON e.id = m.entity_id "
+        "JOIN communities c ON c.id = m.community_id WHERE e.name = 'Ilse Brandt' ORDER BY c.level")]
+    answer = await aask("Who is Ilse Brandt?", qs, llm_db, mode="global",
+                        transport=mock({"rate": all_zero}))
+    assert answer.details["selected"] == held[-1:], answer.details
+    assert all(answer.details["ratings"][c] == qs.query.dynamic_threshold for c in held)
+    assert "Ilse Brandt" in answer.text
 
 
 def test_how_a_question_asks_is_not_what_it_is_about():
