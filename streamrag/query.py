@@ -151,9 +151,9 @@ def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
     entity ``names`` it writes ("Climate Accord Talks"); None when no other word is left of a
     question that had some: a broad one ("What are the main themes?"), which a few passages
     sharing its words cannot answer ("TE moved its main offices to Pellric" was quoted)."""
-    _q, generic = global_question(question)
+    cut, generic = global_question(question)   # (cut: without the generic words of unspaced scripts)
     stop = generic - {w for name in names for w in words(name)}
-    if local_search.query_terms(question, extra_stop=stop):
+    if local_search.query_terms(cut, extra_stop=stop):
         return stop
     return None if local_search.query_terms(question) else frozenset()
 
@@ -732,7 +732,8 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
-        cues = ", ".join(local_search.query_terms(self.answer.question)[:3])
+        asked = local_search.query_terms(self.answer.question)
+        cues = ", ".join(([w for w in asked if w in GLOBAL_CUES] or asked)[:3])
         text = (f"{extractive.EXTRACTIVE_LABEL}: this question asks about the collection as a whole "
                 f"({cues}), which a {mode} search, quoting the few passages that share its words, cannot "
                 "answer; ask it with --mode global, which reads the community reports.")

@@ -1219,6 +1219,8 @@ def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_
     stop = content_stop("What were the Climate Accord Talks?", ["Climate Accord Talks"])
     assert "talks" not in stop
     assert content_stop("What are the main themes in these documents?", []) is None   # a broad one
+    assert content_stop("Quels sont les thèmes principaux ?", []) is None
+    assert content_stop("主要主题是什么？", []) is None
     assert content_stop("What is it?", []) == frozenset()                             # no words at all
 
 
