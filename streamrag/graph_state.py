@@ -123,8 +123,10 @@ class GraphState:
         limit = settings.index.summary_max_descriptions
 
         def same_input(now: list[str], before: list[str]) -> bool:
-            """Whether the summary would be built from the same descriptions as before."""
-            return summary_input(now, limit) == summary_input(before, limit)
+            """Whether the summary would be built from the same descriptions as before, the same
+            way: a lone description is kept whole, while a summary of several that
+            ``index.summary_max_descriptions`` = 1 cuts to one is held to the summary's budget."""
+            return summary_input(now, limit) == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1)
 
         jobs: list[tuple[str, str, list[str]]] = []
         renamed = self._remerge_entities(store, affected_e, merge.group(ent_m), removed, settings,

@@ -365,6 +365,30 @@ async def test_new_summary_settings_redo_the_summaries(corpus, tmp_path, simulat
     assert state(db)["descriptions"] != {}
 
 
+async def test_one_description_per_summary_gives_a_fresh_indexs_descriptions_as_mentions_come_and_go(
+        generated, tmp_path):
+    # An element's lone description is kept whole; one of several (summary_max_descriptions = 1
+    # keeps one) is held to the summary's budget. An update that gave an element a second
+    # description, or took it away, kept what it had.
+    settings = make_settings(index={"summary_max_descriptions": 1, "summary_max_tokens": 8})
+    corpus = folder(generated, tmp_path / "c", range(1, 9))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    for step, name in enumerate(["delete", "add"]):
+        if name == "add":
+            for i in range(4, 9):
+                shutil.copy2(generated / f"doc_{i:05d}.txt", corpus / f"doc_{i:05d}.txt")
+        else:
+            for i in range(4, 9):
+                (corpus / f"doc_{i:05d}.txt").unlink()
+        await sync([corpus], settings, db, root=corpus)
+        fresh = tmp_path / f"fresh{step}"
+        shutil.copytree(corpus, fresh)
+        await sync([fresh], settings, tmp_path / f"f{step}.db", root=fresh)
+        incremental, again = state(db)["descriptions"], state(tmp_path / f"f{step}.db")["descriptions"]
+        assert incremental and {e: d for e, d in incremental.items() if again.get(e) != d} == {}, name
+
+
 def _graph(db) -> tuple[dict, list, int]:
     s = state(db)
     store = Store(db, readonly=True)
