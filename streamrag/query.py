@@ -67,7 +67,7 @@ GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
 overarching recurring principal dominant
-principaux principales tendances thema themen hauptthemen uberblick zusammenfassung
+principaux principales tendances thema themen hauptthema hauptthemen uberblick zusammenfassung
 insgesamt allgemein tema temas resumen tendencias generales
 principais topicos assuntos resumo resuma sintese
 temi principali argomenti riassunto riassumi sintesi panoramica tendenze
@@ -106,20 +106,23 @@ relate linked link links involved involvement role roles play plays played assoc
 FOREIGN_WORDS = frozenset("""
 quels quelles quel quelle sont est les des une un le la du de et ce ces cette qui que quoi dans sur
 avec au aux il elle ils elles ou comment pourquoi leur leurs ensemble textes fichiers rapports
-documents sujets principal principale
+documents sujets principal principale parle parlent traite traitent resumez tout
 was sind ist der das dem des ein eine einen und oder welche welcher welches wer wie wo warum gibt es
-im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung
+im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung worum wovon geht handelt
+handeln fasse zusammen alles
 cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
-documentos textos archivos informes notas coleccion principal principales
+documentos textos archivos informes notas coleccion principal principales trata tratan habla hablan
+todo
 quais qual sao os do da dos das em no na nos nas um uma uns umas quem onde porque sobre seu sua seus
 suas ha existem todos todas arquivos relatorios colecao conteudo faca fale diga descreva explique
+tratam falam tudo
 quali quale sono il gli di della dello dei degli delle uno che chi cosa dove perche sul sulla nei nel
 nella tra fra questi questo queste tutti tutte ci documenti testi rapporti raccolta principale
-contenuto dimmi parlami descrivi spiega fai
+contenuto dimmi parlami descrivi spiega fai parla parlano tratta trattano tutto
 каковы каков какова какие какой какая что кто где как почему это эти этих об по из на для со про все
 всех весь всё есть ли документы документов тексты текстов файлы файлов отчеты отчёты отчетов
 отчётов заметки заметок коллекция коллекции документах текстах файлах отчетах отчётах заметках
-темах расскажи расскажите опиши опишите сделай сделайте дай дайте
+темах расскажи расскажите опиши опишите сделай сделайте дай дайте чём чем
 ما هي هو ماذا من في على عن الى إلى هل كيف اين أين لماذا التي الذي هذه هذا كل جميع الوثائق
 المستندات النصوص الملفات التقارير الملاحظات المجموعة أهم اهم صف اشرح
 什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
@@ -127,9 +130,23 @@ contenuto dimmi parlami descrivi spiega fai
 ありますか でしょうか
 주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
 """.split())
-FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par come file note".split())
+# Their possessive determiners, function words as "my" and "our" are in English: "Quels sont les
+# thèmes principaux de mes notes ?" kept "mes" and found nothing. (Arabic writes its own as an
+# ending of the noun, ملاحظاتي.)
+POSSESSIVES = frozenset("""
+mon ma mes ton ta tes sa ses notre nos votre vos
+mein meine meinen meinem meiner meines unser unsere unseren unserem unserer unseres dein deine
+deinen deinem deiner euer eure euren eurem ihr ihre ihren ihrem ihrer seinen seinem seiner
+mi mis tu tus nuestro nuestra nuestros nuestras vuestro vuestra vuestros vuestras
+meu minha meus minhas teu tua teus tuas nosso nossa nossos nossas
+mio mia miei mie tuo tuoi tue suo suoi nostro nostra nostri nostre vostro vostra vostri vostre loro
+мой моя моё мое мои моих моим моей наш наша наше наши наших нашим нашей ваш ваша ваше ваши ваших
+твой твоя твои твоих
+我的 我们的 私の 私たちの 우리 우리의 나의 저의
+""".split())
+FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par come file note resume".split())
 _UNSPACED_STOP = re.compile("|".join(map(re.escape, sorted(
-    (w for w in GENERIC_WORDS | FOREIGN_WORDS if len(w) > 1 and unspaced_chars(w) == len(w)),
+    (w for w in GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES if len(w) > 1 and unspaced_chars(w) == len(w)),
     key=lambda w: (-len(w), w)))))
 
 
@@ -142,7 +159,7 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
     they match nothing: ``_Search._extractive_global``.)"""
     if any(w in _ENGLISH_CUES for w in words(question)):
         return question, GENERIC_WORDS
-    return _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | FOREIGN_ENGLISH
+    return _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES | FOREIGN_ENGLISH
 
 
 def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:

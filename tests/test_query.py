@@ -1093,7 +1093,15 @@ async def test_an_offline_global_search_rates_and_picks_by_the_same_words(offlin
                                       "Quais são os temas principais?", "Quali sono i temi principali?",
                                       "Каковы основные темы?", "ما هي المواضيع الرئيسية؟",
                                       "Faça um resumo dos textos", "Dimmi i temi principali dei documenti",
-                                      "Какие основные темы в документах?", "ما هي أهم المواضيع في النصوص؟"])
+                                      "Какие основные темы в документах?", "ما هي أهم المواضيع في النصوص؟",
+                                      # their possessives are function words, as "my" is
+                                      "Quels sont les thèmes principaux de mes notes ?",
+                                      "Qual é o tema principal das minhas notas?",
+                                      "Quali sono i temi principali dei miei documenti?",
+                                      "Каковы основные темы моих заметок?", "我的文件的主要主题是什么？",
+                                      # ... and their words for "what ... is about"
+                                      "Worum geht es in meinen Notizen?", "¿De qué tratan mis notas?",
+                                      "De quoi parlent mes notes ?", "Was ist das Hauptthema?"])
 async def test_an_offline_broad_question_in_another_language_is_answered_as_in_english(offline_db, question):
     # Routed to global (GLOBAL_CUES speaks these languages), but only English words were left
     # out: "quels sont les", the pairs 要主 题是 是什 什么, and no report matched.
