@@ -89,6 +89,15 @@ idea ideas thing things stuff
 news article articles paper papers essay essays post posts page pages email emails mail message
 messages chat chats transcript transcripts entry entries record records memo memos letter letters
 chapter chapters section sections narrative plot folder folders archive archives corpus
+journal journals diary diaries
+""".split())
+# Words a broad question asks about the collection with and a specific one asks about something
+# in it with: generic only when the question has no other word left ("Who are the main
+# characters?", "Summarize everything", "What is the moral of the story?"), so that "Who is the
+# main character's sister?" and "What do the people in Camden Town eat?" keep them.
+COLLECTION_WORDS = frozenset("""
+everything everyone everybody character characters people person persons moral morals lesson
+lessons event events going
 """.split())
 # Words asking how things relate, not what about: "how is Bob connected to Scrooge?" is about Bob
 # and Scrooge, and a sentence that merely says "connected" answers nothing.
@@ -155,11 +164,17 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
     reports and to pick their sentences alike): the generic words, and in a question that does
     not read as English those of the other languages, cut out of a script written without spaces
     (its character pairs would straddle them: 要主, 题是), so that what is left of "主要主题是什么？"
-    is no word, as of "What are the main themes?". (``RELATION_WORDS`` are left out only where
+    is no word, as of "What are the main themes?"; and the ``COLLECTION_WORDS`` when no other
+    word is left ("Who are the main characters?"). (``RELATION_WORDS`` are left out only where
     they match nothing: ``_Search._extractive_global``.)"""
     if any(w in _ENGLISH_CUES for w in words(question)):
-        return question, GENERIC_WORDS
-    return _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES | FOREIGN_ENGLISH
+        cut, stop = question, GENERIC_WORDS
+    else:
+        cut, stop = _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES | FOREIGN_ENGLISH
+    left = local_search.query_terms(cut, extra_stop=stop)
+    if left and all(w in COLLECTION_WORDS for w in left):
+        stop |= COLLECTION_WORDS   # ("Who are the main characters?")
+    return cut, stop
 
 
 def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:

@@ -1232,6 +1232,36 @@ def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_
     assert content_stop("What is it?", []) == frozenset()                             # no words at all
 
 
+def test_a_word_for_the_people_or_the_story_is_generic_only_when_nothing_else_is_asked():
+    # "Who are the main characters?" searched "characters", "Summarize everything" "everything":
+    # sentences that happened to hold the word were the answer.
+    from streamrag.query import content_stop
+
+    for question in ("Who are the main characters?", "Summarize everything", "What is the moral of the story?",
+                     "Tell me about the people in my notes", "What is the journal about?",
+                     "Where is everyone going?"):
+        assert content_stop(question, []) is None, question
+    for question, kept in (("Who is the main character's sister?", ["character", "sister"]),
+                           ("What do the people in Camden Town eat?", ["people", "camden", "town", "eat"]),
+                           ("What happened to the story's narrator?", ["narrator"]),
+                           ("Tell me about Ada's notes", ["ada"]),
+                           ("What events took place in Pellric?", ["events", "took", "place", "pellric"])):
+        stop = content_stop(question, [])
+        assert stop is not None and local_search.query_terms(question, extra_stop=stop) == kept, question
+
+
+@pytest.mark.parametrize("question", ["Who are the main characters?", "Summarize everything",
+                                      "What is the moral of the story?", "Give me an overview of everything",
+                                      "Tell me about the people in my notes", "What is the journal about?"])
+async def test_an_offline_broad_question_about_the_people_or_the_story_gets_the_overview(offline_db, question):
+    settings = make_settings("", index=INDEX)
+    english = await aask("What are the main themes?", settings, offline_db, mode="global")
+    answer = await aask(question, settings, offline_db)
+    assert answer.mode == "global" and answer.text == english.text and answer.documents == english.documents
+    local = await aask(question, settings, offline_db, mode="local")
+    assert "asks about the collection as a whole" in local.text and not local.documents, local.text
+
+
 @pytest.mark.parametrize("mode", ["local", "basic"])
 async def test_an_offline_local_or_basic_search_reads_no_generic_word_as_content(tmp_path, mode):
     # ask --mode basic "What are the main themes in these documents?" quoted "TE moved its main
