@@ -11,7 +11,9 @@
   the words of an entity's name appear in it, found through FTS over names) goes to local search,
   one with global cue words ("themes", "overall", "main", "summarize" ...) to global search;
   when both appear the side with more evidence wins and ties go global; a question with neither
-  goes local if FTS finds entities at all, else global. The choice and its reason are returned.
+  goes global when it has no word but generic and function ones ("What are my notes about?",
+  "¿De qué tratan mis notas?", whose "de" is a word of "Roger de Coverley"), else local if FTS
+  finds entities at all, else global. The choice and its reason are returned.
 * **Global search** is dynamic selection unless a static level is asked for: ``level=N``
   (``--level N``) or a ``query.global_level >= 0`` in the settings. ``level=-1`` means
   ``query.global_level``, and its default -1 the deepest level of the tree. A level deeper than
@@ -180,14 +182,21 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
 def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
     """The words a local or basic search leaves out of ``question``: the generic ones, as
     ``global_question`` has them ("main", "themes", "documents"), but for the words of the
-    entity ``names`` it writes ("Climate Accord Talks"); None when no other word is left of a
-    question that had some: a broad one ("What are the main themes?"), which a few passages
-    sharing its words cannot answer ("TE moved its main offices to Pellric" was quoted)."""
+    entity ``names`` it writes ("Climate Accord Talks"); None when no other word is left: a
+    broad question ("What are the main themes?"), which a few passages sharing its words cannot
+    answer ("TE moved its main offices to Pellric" was quoted), or one of function words only
+    ("What is it?", which quoted the most connected entities)."""
     cut, generic = global_question(question)   # (cut: without the generic words of unspaced scripts)
     stop = generic - {w for name in names for w in words(name)}
-    if local_search.query_terms(cut, extra_stop=stop):
-        return stop
-    return None if local_search.query_terms(question) else frozenset()
+    return stop if local_search.query_terms(cut, extra_stop=stop) else None
+
+
+def broad_words(question: str) -> list[str]:
+    """Up to 3 words that make ``question`` a broad one, to name it by: its cue words ("main,
+    themes"), else its generic ones ("story", "characters"), else any; none for "What is it?"."""
+    asked = local_search.query_terms(question)
+    return ([w for w in asked if w in GLOBAL_CUES]
+            or [w for w in asked if w in GENERIC_WORDS or w in COLLECTION_WORDS] or asked)[:3]
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -764,11 +773,15 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
-        asked = local_search.query_terms(self.answer.question)
-        cues = ", ".join(([w for w in asked if w in GLOBAL_CUES] or asked)[:3])
-        text = (f"{extractive.EXTRACTIVE_LABEL}: this question asks about the collection as a whole "
-                f"({cues}), which a {mode} search, quoting the few passages that share its words, cannot "
-                "answer; ask it with --mode global, which reads the community reports.")
+        cues = broad_words(self.answer.question)
+        if cues:
+            text = (f"{extractive.EXTRACTIVE_LABEL}: this question asks about the collection as a whole "
+                    f"({', '.join(cues)}), which a {mode} search, quoting the few passages that share "
+                    "its words, cannot answer; ask it with --mode global, which reads the community reports.")
+        else:   # ("What is it?": the most connected entities were quoted, as if relevant)
+            text = (f"{extractive.EXTRACTIVE_LABEL}: this question names nothing for a {mode} search to "
+                    "look for; ask about something the documents name, or ask it with --mode global for "
+                    "an overview of the collection.")
         self._emit(text)
         self.answer.text = text
 
@@ -991,6 +1004,12 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
         return "local", f"the question names {names}"
     if cues:
         return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"
+    if content_stop(question, []) is None:   # (nothing named: named is empty here)
+        # Only generic and function words ("What are my notes about?", "¿De qué tratan mis
+        # notas?"): their few matches in entity names are not what it asks about.
+        shown = broad_words(question)
+        return "global", ("the question asks about the collection as a whole (" + ", ".join(shown) + ")"
+                          if shown else "the question names nothing, so the community reports answer it")
     if local_search.fts_entities(store, question, 1):
         return "local", "the question's words match entities of the index"
     return "global", "the question matches no entity, so the community reports answer it"

@@ -1229,7 +1229,7 @@ def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_
     assert content_stop("What are the main themes in these documents?", []) is None   # a broad one
     assert content_stop("Quels sont les thèmes principaux ?", []) is None
     assert content_stop("主要主题是什么？", []) is None
-    assert content_stop("What is it?", []) == frozenset()                             # no words at all
+    assert content_stop("What is it?", []) is None                                    # no words at all
 
 
 def test_a_word_for_the_people_or_the_story_is_generic_only_when_nothing_else_is_asked():
@@ -1260,6 +1260,37 @@ async def test_an_offline_broad_question_about_the_people_or_the_story_gets_the_
     assert answer.mode == "global" and answer.text == english.text and answer.documents == english.documents
     local = await aask(question, settings, offline_db, mode="local")
     assert "asks about the collection as a whole" in local.text and not local.documents, local.text
+
+
+async def test_auto_mode_sends_a_question_of_generic_and_function_words_to_global_search(tmp_path):
+    # "¿De qué tratan mis notas?" went local for its "de", a word of "Roger de Coverley", and
+    # quoted his sentences.
+    _folder, settings, db = await offline_index(tmp_path, {
+        "ball.txt": "Old Fezziwig danced Roger de Coverley with his wife at the Lunros Hall. Dick Wilkins "
+                    "played the fiddle at the Lunros Hall.\n",
+        "shop.txt": "Ebenezer Scrooge kept the counting house near the Lunros Hall. Bob Cratchit copied "
+                    "letters for Ebenezer Scrooge.\n"})
+    store = Store(db, readonly=True)
+    try:
+        chosen, reason = choose_mode(store, "¿De qué tratan mis notas?")
+        assert chosen == "global" and reason.startswith("the question asks about the collection as a whole")
+        assert choose_mode(store, "¿Quién bailó Roger de Coverley?")[0] == "local"
+    finally:
+        store.close()
+    english = await aask("What are the main themes?", settings, db, mode="global")
+    answer = await aask("¿De qué tratan mis notas?", settings, db)
+    assert answer.mode == "global" and answer.text == english.text and answer.documents
+
+
+async def test_an_offline_local_search_of_a_question_naming_nothing_says_so(offline_db):
+    # ask --mode local "What is it?" quoted the opening sentences of the most connected entities.
+    settings = make_settings("", index=INDEX)
+    for mode in ("local", "basic"):
+        answer = await aask("What is it?", settings, offline_db, mode=mode)
+        assert "names nothing" in answer.text and "--mode global" in answer.text, answer.text
+        assert not answer.documents and not answer.citations and answer.search == mode
+    answer = await aask("What is it?", settings, offline_db)
+    assert answer.mode == "global" and answer.auto_reason == "the question names nothing, so the community reports answer it"
 
 
 @pytest.mark.parametrize("mode", ["local", "basic"])
