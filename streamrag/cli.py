@@ -65,6 +65,7 @@ def _settings(args: argparse.Namespace, near: Path | None = None, *,
     settings = load_settings(path, overrides=overrides or None,
                              override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"},
                              models_for=models_for)
+    settings.no_network = bool(getattr(args, "offline", False))
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
         more = len(settings.set_aside) - 1
         print(f"streamrag: warning: {settings.set_aside[0]}{f' (and {more} more llm setting(s))' if more else ''}"

@@ -125,6 +125,10 @@ class Settings(_Section):
     api_key: str = ""
     source: str = ""
     api_base_from: str = "llm.api_base"   # what set it, as messages name it: --api-base, STREAMRAG_API_BASE
+    # --offline (index, watch): no call at all, embeddings too; ``index.extractor = "nlp"`` in a
+    # file still embeds with an endpoint. (--offline with an embedding model called the endpoint,
+    # and failed the run when it was down, the very case the flag is reached for.)
+    no_network: bool = False
     # What is wrong with llm.* for a command that calls no model (status, export, vacuum), which
     # goes on with the defaults there; one line each, as the commands that call one say it.
     set_aside: list[str] = msgspec.field(default_factory=list)
@@ -137,8 +141,9 @@ class Settings(_Section):
             files.append(Path(self.index.extraction_prompt))
         return files
 
-    # Two questions, asked apart: ``--offline`` indexes with the NLP extractor while ``ask``
-    # still answers with the endpoint, and embeddings are made whenever there is one.
+    # Two questions, asked apart: ``index.extractor = "nlp"`` indexes with the NLP extractor
+    # while ``ask`` still answers with the endpoint, and embeddings are made whenever there is
+    # one (``embeds``; not under --offline, which calls nothing).
     @property
     def offline(self) -> bool:
         """True when indexing calls no model (the NLP extractor, extractive summaries and
@@ -152,8 +157,13 @@ class Settings(_Section):
     @property
     def has_endpoint(self) -> bool:
         """True when an endpoint is set (llm.api_base): ``ask`` answers with a model, and
-        embeddings are made (offline indexing too) when an embedding model is named."""
+        embeddings are made when an embedding model is named (``embeds``)."""
         return bool(self.llm.api_base)
+
+    @property
+    def embeds(self) -> bool:
+        """True when indexing makes vectors: an embedding model, an endpoint, and not --offline."""
+        return bool(self.llm.embedding_model) and self.has_endpoint and not self.no_network
 
     def unused_by_indexing(self) -> list[str]:
         """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
@@ -164,7 +174,11 @@ class Settings(_Section):
                    else "no llm.api_base is set")
             lines.append(f"{where}index.extract_claims is set, but this index is built offline ({why}), "
                          "which extracts no claims: they need a model")
-        if self.llm.embedding_model and not self.has_endpoint:
+        if self.llm.embedding_model and self.has_endpoint and self.no_network:
+            lines.append(f"{where}llm.embedding_model is set, but --offline calls no model: this run "
+                         "embeds nothing (`ask` finds what has no vector by its words); to embed and "
+                         "still extract offline, set index.extractor = \"nlp\" instead")
+        elif self.llm.embedding_model and not self.has_endpoint:
             # (It stopped the run with "no LLM configured", --offline given or not.)
             lines.append(f"{where}llm.embedding_model is set, but no llm.api_base: this run embeds "
                          "nothing (`ask` finds what has no vector by its words); set the endpoint to "
@@ -561,7 +575,8 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 raise ConfigError(f"{path}: {key}: keys are not read from the settings file; put the "
                                   "key in the environment variable named by llm.api_key_env "
                                   "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`")
-        if found := next((k for k in ("source", "api_base_from", "set_aside") if k in user), None):
+        if found := next((k for k in ("source", "api_base_from", "set_aside", "no_network")
+                                if k in user), None):
             raise ConfigError(f"{path}: {found}: unknown setting (every valid key is in "
                               f"{asset('config', 'default.toml')})")
         data = _merge(data, _resolve_paths(user, path.resolve().parent))

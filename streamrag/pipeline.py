@@ -720,8 +720,8 @@ class Indexer:
     def _open_llm(self, store: Store, writer: Writer):
         """The run's model client: one whenever indexing is not offline (stages that call a model
         ask ``settings.offline`` alone), else one for embeddings only, or None."""
-        if self.settings.offline and not (self.settings.llm.embedding_model and self.settings.has_endpoint):
-            return None   # (an embedding model with no endpoint: nothing embedded, ask finds them by BM25)
+        if self.settings.offline and not self.settings.embeds:
+            return None   # (no vectors made: ask finds what has none by BM25)
         if not self.settings.has_endpoint and self.settings.index.extractor == "llm":
             source = self.settings.source
             raise ConfigError(f"{source + ': ' if source not in ('', 'defaults') else ''}"
@@ -1212,7 +1212,7 @@ class Indexer:
     async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change) -> list[tuple]:
         """Vectors for what changed; written by ``publish`` with the rows they describe."""
         model = self.settings.llm.embedding_model
-        if not model or self.llm is None:
+        if not self.settings.embeds or self.llm is None:
             return []
         from streamrag.embeddings import embed_missing
 

@@ -436,6 +436,43 @@ def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embe
     assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
 
 
+def test_offline_calls_no_embedding_model_even_with_an_endpoint_set(corpus, tmp_path, simulator):
+    # --offline with llm.embedding_model and llm.api_base set embedded through the endpoint: it
+    # paid for tokens while --json said "offline": true, and with the server down it failed
+    # ("nothing answers at .../v1/embeddings", exit 1), just when one reaches for --offline.
+    import socket
+
+    with socket.socket() as s:   # a port nothing listens on: the server is down
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    db = tmp_path / "i.db"
+    config = tmp_path / "s.toml"
+    text = '[llm]\napi_base = "{}"\nembedding_model = "text-embedding-3-small"\n{}'
+    config.write_text(text.format(simulator.base_url, ""))
+    assert run("index", str(corpus), "-q", "--config", str(config), "--db", str(db)).returncode == 0
+    said = "s.toml: llm.embedding_model is set, but --offline calls no model: this run embeds nothing"
+    for n, (args, api_base) in enumerate(((("index", "-q", "--offline", "--json"), simulator.base_url),
+                                          (("index", "-q", "--offline"), down),
+                                          (("watch", "--once", "--offline"), down))):
+        (corpus / f"new{n}.txt").write_text(f"Mira Quell rowed to Tarn Isle {n} times.\n")
+        config.write_text(text.format(api_base, ""))
+        out = run(*args, str(corpus), "--config", str(config), "--db", str(db))
+        assert out.returncode == 0, out.stderr
+        assert said in out.stderr and "nothing answers" not in out.stderr, out.stderr
+        if "--json" in args:
+            assert json.loads(out.stdout)["llm"]["calls"] == 0
+    with sqlite3.connect(db) as conn:   # the new chunks have no vector; ask finds them by BM25
+        assert conn.execute("SELECT count(*) FROM live_chunks WHERE chunk_id NOT IN "
+                            "(SELECT item_id FROM embeddings WHERE kind = 'chunk')").fetchone()[0] > 0
+    est = run("index", str(corpus), "--estimate", "--offline", "--config", str(config), "--db", str(db))
+    assert "no LLM calls" in est.stdout, est.stderr
+    # index.extractor = "nlp" in the file is offline extraction, embedded as before.
+    config.write_text(text.format(simulator.base_url, '[index]\nextractor = "nlp"\n'))
+    out = run("index", str(corpus), "-q", "--json", "--config", str(config), "--db", str(tmp_path / "n.db"))
+    assert out.returncode == 0 and "embeds nothing" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["llm"]["by_stage"]["embed"]["calls"] > 0
+
+
 def test_report_vectors_older_builds_made_leave_with_the_next_version(corpus, tmp_path):
     # Reports are no longer embedded (no search read their vectors): those of an index built
     # before go as soon as a run publishes.
