@@ -26,7 +26,7 @@ from pathlib import Path
 
 import anyio
 
-from streamrag import __version__
+from streamrag import __version__, index_rows
 from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
 from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
                               user_error)
@@ -223,8 +223,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         # (An unreadable file is a warning: running again would not change it.) The newest
         # failure's reason is named: an unknown model or a rejected key fails again as it is.
         first = _last_failure(db, result.run_id)
+        last = f" (last: {first})" if first else ""
+        if not result.documents:   # (it said "left out of this version" of a version of nothing)
+            print(f"streamrag: nothing was indexed: {result.failed_items} item(s) failed{last}; fix the "
+                  "cause and run the same command again (`streamrag status --failures` lists them)",
+                  file=sys.stderr)
+            return 1
         print(f"streamrag: {result.failed_items} item(s) failed and are left out of this version"
-              f"{f' (last: {first})' if first else ''}; run the same command again to retry them, "
+              f"{last}; run the same command again to retry them, "
               "after fixing the cause unless it was a passing outage (`streamrag status --failures` "
               "lists them)", file=sys.stderr)
         return 1
@@ -260,13 +266,11 @@ def _last_failure(db: Path, run_id: str) -> str:
     except (StreamragError, sqlite3.Error):
         return ""
     try:
-        rows = store.query("SELECT stage, message FROM failures WHERE run_id = ? "
-                           "ORDER BY id DESC LIMIT 1", (run_id,))
+        return index_rows.last_failure(store, run_id)
     except sqlite3.Error:
         return ""
     finally:
         store.close()
-    return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
 def _struct_dict(obj) -> dict:

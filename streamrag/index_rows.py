@@ -387,6 +387,13 @@ def failures_recorded(store: Store) -> int:
         "'watch:extract'))") or 0
 
 
+def last_failure(store: Store, run_id: str) -> str:
+    """``[stage] message`` of the newest failure ``run_id`` recorded, on one line, or ""."""
+    rows = store.query("SELECT stage, message FROM failures WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+                       (run_id,))
+    return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
+
+
 def failed_reads(store: Store) -> dict[str, tuple[str, str]]:
     """The files (and folders) that could not be read when last tried: path -> (its stamp
     then, the failure's message). An extraction ahead of a sync's count too: it read them."""

@@ -50,14 +50,14 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from streamrag import citations, extractive, global_search, local_search
+from streamrag import citations, extractive, global_search, index_rows, local_search
 from streamrag.config import Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
 from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.signals import until_sigterm
-from streamrag.status import llm_summary
+from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
@@ -320,8 +320,17 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
     read: never published (being built, its first run stopped, never built), or no document."""
     if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
         return
-    if store.version:  # indexed, but its folder held nothing to index
+    if store.version:  # indexed, but its folder held nothing to index, or nothing of it worked
         root = store.get_meta("root") or "its folder"
+        run = last_update(store)
+        if failed := failures_of(store, run):
+            # (It said "DIR had no file index.include matches; add such files" of a folder whose
+            # .txt files had all failed: an endpoint down, or answering with an HTML page.)
+            again = f"`streamrag index {root}`" if store.get_meta("root") else "`streamrag index DIR`"
+            raise IndexMissingError(
+                f"the index at {db_path} holds no documents: the last update could not index "
+                f"{failed} item(s) of what it read (`streamrag status --failures` lists them; last: "
+                f"{index_rows.last_failure(store, run['id'])}); fix the cause and run {again} again")
         raise IndexMissingError(f"the index at {db_path} holds no documents: {root} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
                                 "add such files (or widen index.include), then run `streamrag index` on it again")

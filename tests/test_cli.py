@@ -905,6 +905,47 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
     assert "holds no documents" in asked.stderr and "index.include" in asked.stderr
 
 
+def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
+    # An endpoint answering every call with a web page (a proxy's sign-in): index published a
+    # version of nothing, and ask said "DIR had no file index.include matches; add such files"
+    # of a folder of .txt files.
+    import http.server
+    import threading
+
+    class WebPage(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            page = b"<html><body>Please sign in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/v1"
+    (corpus / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    try:
+        indexed = run("index", "-q", "--api-base", base, ".", cwd=corpus)
+        asked = run("ask", "--api-base", base, "Who rebuilt the quay?", cwd=corpus)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert indexed.returncode == 1 and "streamrag: nothing was indexed: " in indexed.stderr, indexed.stderr
+    assert "the answer was an HTML page" in indexed.stderr.splitlines()[-1], indexed.stderr
+    assert asked.returncode == 1 and "index.include" not in asked.stderr, asked.stderr
+    said = asked.stderr.strip()
+    assert said.startswith("streamrag: error: the index at ") and (
+        "index.db holds no documents: the last update could not index 4 item(s) of what it read") in said
+    assert "`streamrag status --failures` lists them" in said and "the answer was an HTML page" in said
+    assert said.endswith(f"fix the cause and run `streamrag index {corpus.resolve()}` again"), said
+    assert len(said.splitlines()) == 1
+
+
 def test_retries_through_the_cli_are_one_streamrag_line(corpus):
     """A flaky endpoint: its retries are one `streamrag: ... retry` warning line on stderr (at
     most one per 30 s), not one per retry; -v shows each."""
