@@ -67,7 +67,7 @@ from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestE
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice,
-                                       base_setting, duration, error_code, html_page, key_advice,
+                                       base_setting, duration, error_code, forbidden_reason, html_page, key_advice,
                                        key_source, model_settings, one_line, overflow_advice,
                                        not_answering, provider_message, reason, refused_param, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, MinuteBudget, asked_wait, minute_budget
@@ -1087,12 +1087,12 @@ class LLMClient:
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
             retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self._reject(status, message, url, model, stage, retry_after)
+        self._reject(status, message, url, model, stage, retry_after, code=error_code(resp))
 
     def _reject(self, status: int, message: str, url: str, model: str, stage: str,
-                retry_after: float | None = None) -> None:
+                retry_after: float | None = None, *, code: str = "") -> None:
         """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
-        ``LLMRequestError`` that says what to change."""
+        ``LLMRequestError`` that says what to change (``code``: the error's code or type)."""
         if status != 429 and CONTEXT_OVERFLOW.search(message):
             # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
             # gets the same.
@@ -1111,6 +1111,9 @@ class LLMClient:
             if retry_after is not None:
                 self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
             raise Retryable(f"HTTP {status}: {message}", status, retry_after)
+        if status == 403 and (why := forbidden_reason(code, message, base_setting(self.settings,
+                                                                               self._base_from))):
+            raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
         if status == 403 and "model" in message.lower():
             # OpenAI: "Project ... does not have access to model ...": the key is good.
             keys = model_settings(self.settings, model)

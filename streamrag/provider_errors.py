@@ -3,7 +3,7 @@
 A failed request is either worth another try (``Retryable``: a rate limit, a server error, a
 timeout, an answer that could not be read), a parameter the model does not take (``Refused``:
 the client asks again without it), or final: then the message names the setting to change and
-how (``advice``, ``overflow_advice``, ``key_advice``, ``web_page``). The provider's own words
+how (``advice``, ``overflow_advice``, ``key_advice``, ``forbidden_reason``, ``web_page``). The provider's own words
 come in one line of at most ~200 characters (``provider_message``, ``one_line``), an HTML page
 by its title (``html_page``). Nothing here sends or waits: it reads a response, an exception or
 the settings (and the environment, for where a key or an address came from) and returns words or
@@ -268,6 +268,39 @@ def key_advice(settings: LLMSettings, api_key: str) -> str:
     return (f"the API key was rejected; set {source or names[0]} to a valid key"
             + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
                if source else ""))
+
+
+# A 403 about the key or the caller's rights (the words of OpenAI, Azure, Anthropic, Gemini ...).
+_ABOUT_THE_KEY = re.compile(r"key|auth|credential|permission|unauthori[sz]ed|scope|token", re.IGNORECASE)
+# A 403 for another reason: what it is, and what to do (``{setting}``: what set the endpoint).
+_NOT_THE_KEY = (
+    (re.compile(r"countr|region|territor|location|geograph", re.IGNORECASE),
+     "the provider does not serve requests from this country or region",
+     "use an endpoint that serves it: set {setting} to another provider's (or a local server's)"),
+    (re.compile(r"quota|billing|credit|balance|payment|funds|subscription", re.IGNORECASE),
+     "the account behind the API key cannot pay for requests",
+     "add credit or check the account's plan with the provider, or use another key"),
+    (re.compile(r"(?:account|organi[sz]ation|project|user)\b[^.]*\b(?:deactivated|disabled|suspended|"
+                r"banned)", re.IGNORECASE),
+     "the provider has disabled the account", "ask the provider why, or use another account's key"),
+    (re.compile(r"\bip\b|firewall|allow ?list|white ?list|\bvpn\b", re.IGNORECASE),
+     "the provider does not take requests from this machine's network address",
+     "allow it in the provider's (or the proxy's) settings, or call from an allowed network"),
+)
+
+
+def forbidden_reason(code: str, message: str, setting: str) -> str | None:
+    """What a 403 that is not about the key says, and what to do, or None when it may be about
+    the key (the provider's words name it, or name nothing else). A 403 "Country, region, or
+    territory not supported" said "the API key was rejected; set OPENAI_API_KEY", its reason in
+    parentheses. The error's ``code`` (or type) decides first, then its message."""
+    for said in (code, message):
+        for words, what, fix in _NOT_THE_KEY:
+            if words.search(said):
+                return f"{what} ({message or code}); {fix.format(setting=setting)}"
+        if _ABOUT_THE_KEY.search(said):
+            return None
+    return None
 
 
 def web_page(page: str, wanted: str, url: str, setting: str) -> LLMRequestError:

@@ -250,6 +250,40 @@ async def test_client_errors_fail_at_once_with_a_clear_message(tmp_path, status,
     assert calls(store)[0]["error"] == str(err.value)
 
 
+@pytest.mark.parametrize(("error", "expected"), [
+    ({"message": "Country, region, or territory not supported", "code": "unsupported_country_region_territory",
+      "type": "request_forbidden"},
+     "HTTP 403: the provider does not serve requests from this country or region (Country, region, or "
+     "territory not supported); use an endpoint that serves it: set llm.api_base to another provider's"),
+    ({"message": "Request not allowed", "code": "unsupported_country_region_territory"},
+     "HTTP 403: the provider does not serve requests from this country or region (Request not allowed)"),
+    ({"message": "Your account has no credit balance left; add billing details"},
+     "HTTP 403: the account behind the API key cannot pay for requests (Your account"),
+    ({"message": "Your organization has been disabled."},
+     "HTTP 403: the provider has disabled the account (Your organization has been disabled.)"),
+    ({"message": "Your IP address is not on the allow list of this resource", "type": "forbidden"},
+     "HTTP 403: the provider does not take requests from this machine's network address"),
+    # About the key (or saying nothing else): the key's advice, as before.
+    ({"message": "You have insufficient permissions for this operation: missing scopes; check that your "
+                 "restricted API key has the necessary scopes", "type": "invalid_request_error"},
+     "the API key was rejected"),
+    ({"message": "Your API key has been disabled"}, "the API key was rejected"),
+    ({"message": "Forbidden"}, "the API key was rejected"),
+])
+async def test_a_403_for_another_reason_than_the_key_leads_with_it(tmp_path, error, expected):
+    # "Country, region, or territory not supported" said "the API key was rejected; set
+    # STREAMRAG_API_KEY to a valid key", its reason in parentheses at the end.
+    endpoint = Endpoint(httpx.Response(403, json={"error": error}))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, _):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert expected in str(err.value) and "\n" not in str(err.value)
+    keyed = expected == "the API key was rejected"
+    assert keyed == ("the API key was rejected" in str(err.value)), str(err.value)
+    assert err.value.every_call and len(endpoint.requests) == 1
+
+
 @pytest.mark.parametrize("from_env", [False, True])
 async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, from_env):
     # It said "unknown model or wrong api_base: m1", though the server has the model and only
