@@ -10,12 +10,14 @@ regenerate exactly the reports whose input changed.
 
 Report: the LLM writes JSON (prompts/report.md) which is parsed and validated; without an LLM,
 or when the model's answer stays unusable, an extractive report with the same structure is
-built from the community's most central entities and strongest relationships.
+built from the community's most central entities and strongest relationships, and a last
+finding naming the members nothing else in it names (``MEMBERS_MAX_TOKENS``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -31,7 +33,12 @@ from streamrag.tokens import count_tokens
 if TYPE_CHECKING:
     from streamrag.config import Settings
 
-EXTRACTIVE_VERSION = "extractive-3"
+EXTRACTIVE_VERSION = "extractive-4"
+# The room of an extractive report's "Other members" finding: a sentence for each member the
+# rest of the report does not name, those no child report names first, while the names of the
+# others still fit in a list after them.
+MEMBERS_MAX_TOKENS = 250
+MEMBER_SENTENCE_WORDS = 40
 
 
 class ReportContext(msgspec.Struct):
@@ -260,6 +267,10 @@ def extractive_report(community: Community, context: ReportContext, *, entities:
             break
         findings.append({"summary": report.title, "explanation": report.summary,
                          "entities": [], "relationships": []})
+    said = "\n".join([title, summary, *(f"{f['summary']}\n{f['explanation']}" for f in findings)])
+    others = _members_finding(members, said, [r.text for _c, r in children], encoding)
+    if others is not None:
+        findings.append(others)
     rating = round(min(10.0, 1.0 + 2.0 * math.log2(1 + len(internal) + len(members))), 1)
     fields = {"title": title, "summary": summary, "rating": rating,
               "rating_explanation": f"{len(members)} entities and {len(internal)} relationships.",
@@ -282,6 +293,78 @@ def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names
             if r.source in names and r.target in names]
     text = f"{len(members)} entities and {len(internal)} relationships around {central_text}"
     return text + (f"; strongest ties: {'; '.join(ties)}." if ties else ".")
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether ``text`` writes ``name`` as a whole (not "Pellric" inside "Pellricford")."""
+    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) is not None
+
+
+def _members_finding(members: Sequence[Entity], said: str, child_texts: Sequence[str],
+                     encoding: str) -> dict | None:
+    """The finding naming the ``members`` (central first) that ``said`` (the rest of the report)
+    does not, within ``MEMBERS_MAX_TOKENS``: those no child report names first, each with a
+    sentence of its description while the names of the rest still fit in a list after them,
+    the rest listed by name (as many as fit, and how many more there are)."""
+    unnamed = [e for e in members if e.name and not _names(said, e.name)]
+    if not unnamed:
+        return None
+    unnamed.sort(key=lambda e: any(_names(t, e.name) for t in child_texts))   # (stable)
+    labels = {e.id: f"{e.name} ({e.type})" if e.type else e.name for e in unnamed}
+    label_cost = {e.id: count_tokens(labels[e.id] + ",", encoding) for e in unnamed}
+    room = MEMBERS_MAX_TOKENS - count_tokens("Also among its members: and 999 more.", encoding)
+    listed_cost = sum(label_cost.values())
+    told: dict[str, str] = {}
+    for e in unnamed:
+        if any(_names(x, e.name) for x in told.values()):   # named by another member's sentence
+            told[e.id] = ""
+            listed_cost -= label_cost[e.id]
+            continue
+        sentence = _member_sentence(e, members)
+        cost = count_tokens(sentence, encoding) + 1 if sentence else room + 1
+        if cost + listed_cost - label_cost[e.id] <= room:
+            told[e.id] = sentence
+            room -= cost
+            listed_cost -= label_cost[e.id]
+    listed: list[str] = []
+    rest = [e for e in unnamed if e.id not in told]
+    for e in rest:
+        if label_cost[e.id] > room:
+            break
+        listed.append(labels[e.id])
+        room -= label_cost[e.id]
+    parts = [x for x in told.values() if x]
+    if listed:
+        more = len(rest) - len(listed)
+        names = listed + [f"{more} more"] if more else listed
+        parts.append("Also among its members: " + (", ".join(names[:-1]) + " and " + names[-1]
+                                                   if len(names) > 1 else names[0]) + ".")
+    named = [e.id for e in unnamed if e.id in told] + [e.id for e in rest[:len(listed)]]
+    return {"summary": "Other members", "explanation": " ".join(parts),
+            "entities": named, "relationships": []} if parts else None
+
+
+def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
+    """A sentence of ``entity``'s description that names it (prefixed by its name and type
+    when none does), the one naming the most other members among those of five words or more,
+    cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
+    "(Also called Wexius.)" is not one)."""
+    sentences = [" ".join(x.split()) for x in SENTENCE_GAP.split(entity.description)
+                 if x.strip() and not x.strip().startswith("(")]
+    if not sentences:
+        return ""
+    own = [x for x in sentences if _names(x, entity.name)]
+    pool = [x for x in own or sentences if len(x.split()) >= 5] or own or sentences
+    others = [m.name for m in members[:20] if m.id != entity.id]
+    best = max(pool, key=lambda x: sum(1 for n in others if n in x))
+    words = best.split()
+    if len(words) > MEMBER_SENTENCE_WORDS:
+        best = " ".join(words[:MEMBER_SENTENCE_WORDS]) + " ..."
+    elif not best.endswith((".", "!", "?", "\u2026")):
+        best += "."
+    if not _names(best, entity.name):   # (none names it, or the cut left its name out)
+        best = f"{entity.name} ({entity.type}): {best}" if entity.type else f"{entity.name}: {best}"
+    return best
 
 
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:

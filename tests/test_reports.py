@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from streamrag.records import Community, Entity, Relationship, Report
-from streamrag.reports import build_context, changed_fraction, context_key, extractive_report
+from streamrag.reports import (MEMBERS_MAX_TOKENS, build_context, changed_fraction, context_key,
+                               extractive_report)
 from streamrag.tokens import count_tokens
 
 
@@ -105,6 +106,61 @@ def test_extractive_summary_says_what_the_graph_says_then_the_most_telling_sente
                         "and Name2 (person); strongest ties: Name0 and Name1; Name1 and Name2; Name2 and Name3")
     # Name0's sentence naming two other members, whole (not cut after "Mrs."), not its first one
     assert rest.startswith("Name0 sailed with Name1 and Name2 to the harbour of Mrs. Osk.")
+
+
+def test_extractive_report_names_every_member_not_only_the_central_ones():
+    # Name6 and Name7 are in no title, telling sentence or strongest tie (the top five): a
+    # global question about them opened this community and found nothing to quote.
+    ents, rels = graph(8)
+    ents["ent-0007"].description = "Name7 keeps the lighthouse at Osk with Name6. (Also called Seven.)"
+    ents["ent-0007"].degree = 3   # (told before Name6)
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    ctx = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+    r = extractive_report(c, ctx, entities=ents, relationships=rels, children=[])
+    assert all(f"Name{i}" in r.text for i in range(8))
+    others = r.findings[-1]
+    assert others["summary"] == "Other members" and set(others["entities"]) == {"ent-0006", "ent-0007"}
+    # its own sentence naming it (not the note), which names Name6 too; Name6 needs no other
+    assert others["explanation"] == "Name7 keeps the lighthouse at Osk with Name6."
+    # A pure function of the community: entities outside it change nothing.
+    more = dict(ents, **{"ent-0099": entity(99, degree=50)})
+    assert extractive_report(c, ctx, entities=more, relationships=rels, children=[]).key == r.key
+
+
+def members_finding(n: int, covered: int) -> tuple[str, list[int], list[int]]:
+    """The "Other members" finding of a community of ``n`` members of one long sentence each,
+    of which a child's report names the ``covered`` most central: (text, members told by a
+    sentence, members listed by name)."""
+    ents = {f"ent-{i:04d}": entity(i, degree=n - i) for i in range(n)}
+    for e in ents.values():
+        e.description = f"{e.name} chaired the harbour trust of Osk for many years before moving inland."
+    members = sorted(ents)
+    child = Community(id="C2", level=1, parent="C1", members=members[:covered])
+    named = " ".join(f"Name{i}" for i in range(covered))
+    report = Report(key="rpt-c2", title="Group", summary="A group.", rating=5, rating_explanation="",
+                    findings=[], text=f"# Group\n\n{named}\n", tokens=100, elements={})
+    c = Community(id="C1", level=0, parent=None, members=members)
+    ctx = build_context(c, entities=ents, relationships=[], claims={}, children=[(child, report)],
+                        max_tokens=500)
+    r = extractive_report(c, ctx, entities=ents, relationships=[], children=[(child, report)])
+    others = r.findings[-1]
+    assert others["summary"] == "Other members"
+    text = others["explanation"]
+    assert count_tokens(text) <= MEMBERS_MAX_TOKENS
+    return (text, [i for i in range(n) if f"Name{i} chaired" in text],
+            [i for i in range(n) if f"Name{i} (person)" in text])
+
+
+def test_members_no_child_report_names_come_first_within_the_members_budget():
+    # Room for every name and some sentences: the sentences go to the central members no
+    # child report names (the child's are found through it), the rest are named in a list.
+    text, told, listed = members_finding(30, covered=15)
+    assert told and all(i >= 15 for i in told) and told == sorted(told)
+    assert sorted(told + listed) == list(range(4, 30)) and "more" not in text   # (0-3: the summary)
+    # Too many for every name: no sentence, the names of those no child report names first.
+    text, told, listed = members_finding(150, covered=40)
+    assert not told and listed[0] == 40 and text.endswith(f"and {150 - 4 - len(listed)} more.")
+    assert listed == list(range(40, 40 + len(listed)))
 
 
 def test_changed_fraction():
