@@ -53,11 +53,13 @@ CONTEXT_VERSION = 2
 
 def settings_key(settings: Settings, *, by_llm: bool, min_members: int | None = None) -> str:
     """Everything besides its context that decides a community's report, written by the report
-    model or (``by_llm`` False) extractively; a changed key rebuilds every context.
+    model or (``by_llm`` False) extractively, by ``EXTRACTIVE_VERSION``; a changed key rebuilds
+    every context (and an offline index's every report, once, when the extractive one changes).
     ``min_members``: with that index.report_min_members instead of the settings' (all the rest
     of the key goes into every context key: a model's reports outlive a change of it alone)."""
     ix = settings.index
-    model, version = (settings.llm.report_model, load_prompt("report").version) if by_llm else (None, None)
+    model, version = ((settings.llm.report_model, load_prompt("report").version) if by_llm
+                      else (None, EXTRACTIVE_VERSION))
     return ids.digest(CONTEXT_VERSION, model, version, ix.encoding, ix.report_max_input_tokens,
                       ix.report_min_members if min_members is None else min_members)
 

@@ -591,6 +591,22 @@ async def test_an_unchanged_graph_keeps_its_partition_and_every_report(generated
     assert state(db)["communities"] == before["communities"]
 
 
+async def test_a_new_extractive_report_builder_rewrites_an_offline_index_once(generated, tmp_path, monkeypatch):
+    """An offline index's reports are the extractive builder's: when it changes (a new
+    EXTRACTIVE_VERSION) the next run writes every report again, once. (An unchanged community
+    kept the old builder's report for good, or with its shortcuts checked, failed the run.)"""
+    import streamrag.reports as reports
+
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 11))
+    db = tmp_path / "i.db"
+    first = await sync([corpus], settings, db, root=corpus)
+    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.reports_generated == again.reports == first.reports > 0
+    assert (await sync([corpus], settings, db, root=corpus)).reports_generated == 0
+
+
 async def test_the_first_update_after_a_fresh_index_keeps_an_unchanged_partition(generated, tmp_path,
                                                                                   monkeypatch):
     """The partition's Leiden settings are recorded by the very first run, so the next run on
