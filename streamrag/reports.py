@@ -297,9 +297,14 @@ def _overview(members: Sequence[Entity], internal: Sequence[Relationship], names
     return text + (f"; strongest ties: {'; '.join(ties)}." if ties else ".")
 
 
+def _words(text: str) -> str:
+    """``text``'s words, each between spaces: ``_words(name) in _words(text)`` when ``text``
+    writes ``name`` as a whole (not "Pellric" inside "Pellricford"), in one pass over it."""
+    return " " + " ".join(re.findall(r"\w+", text)) + " "
+
+
 def _names(text: str, name: str) -> bool:
-    """Whether ``text`` writes ``name`` as a whole (not "Pellric" inside "Pellricford")."""
-    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", text) is not None
+    return _words(name) in _words(text)
 
 
 def _members_finding(members: Sequence[Entity], said: str, child_texts: Sequence[str],
@@ -308,17 +313,22 @@ def _members_finding(members: Sequence[Entity], said: str, child_texts: Sequence
     does not, within ``MEMBERS_MAX_TOKENS``: those no child report names first, each with a
     sentence of its description while the names of the rest still fit in a list after them,
     the rest listed by name (as many as fit, and how many more there are)."""
-    unnamed = [e for e in members if e.name and not _names(said, e.name)]
+    said_words = _words(said)
+    name_words = {e.id: _words(e.name) for e in members}
+    unnamed = [e for e in members if name_words[e.id].strip() and name_words[e.id] not in said_words]
     if not unnamed:
         return None
-    unnamed.sort(key=lambda e: any(_names(t, e.name) for t in child_texts))   # (stable)
+    covered = _words(" ".join(child_texts))
+    unnamed.sort(key=lambda e: name_words[e.id] in covered)   # (stable)
     labels = {e.id: f"{e.name} ({e.type})" if e.type else e.name for e in unnamed}
     label_cost = {e.id: count_tokens(labels[e.id] + ",", encoding) for e in unnamed}
     room = MEMBERS_MAX_TOKENS - count_tokens("Also among its members: and 999 more.", encoding)
     listed_cost = sum(label_cost.values())
     told: dict[str, str] = {}
     for e in unnamed:
-        if any(_names(x, e.name) for x in told.values()):   # named by another member's sentence
+        if listed_cost > room:   # (a sentence costs more than the name it holds: none fits now)
+            break
+        if any(name_words[e.id] in _words(x) for x in told.values()):   # by another's sentence
             told[e.id] = ""
             listed_cost -= label_cost[e.id]
             continue
