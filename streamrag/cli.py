@@ -336,6 +336,9 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
     settings = _reading_settings(args, models_for=())
     db = _db_for_reading(args, settings)
+    # Refused as status refuses it before anything is made: where no index was, vacuum made an
+    # empty one (its folders, its lock file) and said it had shrunk it.
+    Store(db, readonly=True).close()
     with one_writer(db, "streamrag vacuum"), _sigterm_as_interrupt():
         store = Store(db)
         try:

@@ -97,6 +97,17 @@ def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
     assert (tmp_path / "made.db").read_bytes().startswith(b"SQLite format 3")
 
 
+@pytest.mark.parametrize("db", ["nosuch.db", "no/such/folder/x.db", "empty.db"])
+def test_vacuum_where_there_is_no_index_is_refused_making_nothing(cli, tmp_path, db):
+    # It made an empty index there (its folders and lock file too), said "0.4 MB -> 0.3 MB" and
+    # exited 0; status, ask and export say there is no index.
+    (tmp_path / "empty.db").write_bytes(b"")
+    said = cli("status", "--db", db, code=1)
+    assert cli("vacuum", "--db", db, code=1) == said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
+    assert (tmp_path / "empty.db").read_bytes() == b""
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):
