@@ -429,7 +429,10 @@ class Store:
             raise StoreError(f"{self.path} was written by a newer streamrag (schema {applied}, "
                              f"this one knows {SCHEMA_VERSION}); upgrade streamrag")
         if applied == 0:
-            raise IndexMissingError(f"{self.path} holds no index yet; run `streamrag index DIR`")
+            # (another program's database was said to hold "no index yet", and `index` of it
+            # then refused it)
+            raise self._foreign_tables_error() or IndexMissingError(
+                f"{self.path} holds no index yet; run `streamrag index DIR`")
         if applied < SCHEMA_VERSION:
             # Written by an older streamrag: bring the schema forward (a short write), then read;
             # not under a writer at work (an older `watch` left running across an upgrade failed
@@ -449,16 +452,23 @@ class Store:
                 raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
                                  f"upgraded here ({why}); run `streamrag index DIR` once") from None
 
+    def _foreign_tables_error(self) -> StoreError | None:
+        """The refusal of a database with no schema version that holds tables: another
+        program's, not an index (yet to be made), else ``None``."""
+        if not self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                           "AND name NOT LIKE 'sqlite_%'"):
+            return None
+        return StoreError(f"{self.path}: an SQLite database that is not a streamrag index (it holds "
+                          "other tables); give --db (or store.path) a new file, or an index's")
+
     def migrate(self) -> None:
         applied = self._applied()
         if applied > SCHEMA_VERSION:
             self._check_version()
         said = applied == 0   # a new index is made, not upgraded
-        if applied == 0 and self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                                        "AND name NOT LIKE 'sqlite_%'"):
+        if applied == 0 and (foreign := self._foreign_tables_error()) is not None:
             # (another program's database: some 60 tables were written in among its own)
-            raise StoreError(f"{self.path}: an SQLite database that is not a streamrag index (it holds "
-                             "other tables); give --db (or store.path) a new file, or an index's")
+            raise foreign
         for number, (_name, sql) in enumerate(MIGRATIONS[applied:], start=applied + 1):
             with self.transaction():
                 if self._applied() >= number:   # another process upgraded it while this one waited

@@ -79,6 +79,20 @@ def test_a_file_that_is_not_a_database(cli, tmp_path, command):
     cli(*command, "--db", "bad.db", code=1, fragments=("bad.db: not a streamrag index", "--db"))
 
 
+def test_another_programs_database_is_said_to_be_no_index_by_every_command(cli, tmp_path):
+    # status, ask and export said it "holds no index yet; run `streamrag index DIR`", and index
+    # then refused it as not an index.
+    conn = sqlite3.connect(tmp_path / "o.db")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
+    said = cli("index", "-q", "--offline", "doc.txt", "--db", "o.db", code=1,
+               fragments=("o.db: an SQLite database that is not a streamrag index", "a new file"))
+    for command in (("status",), ("ask", "anything"), ("export", "out.json"), ("vacuum",)):
+        assert cli(*command, "--db", "o.db", code=1) == said
+
+
 def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
     # The refusal came after the writer lock was taken: notes.md.lock stayed beside the document.
     # An empty notes.md was taken as a new database: the document became an index.

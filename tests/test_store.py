@@ -359,7 +359,9 @@ def _bad_index(case: str, db, monkeypatch) -> None:
 
 _SAYS = {   # what each case's message says to do
     "an empty file": r"holds no index yet; run `streamrag index DIR`",
-    "another program's database": r"holds no index yet; run `streamrag index DIR`",
+    # (It said "holds no index yet; run `streamrag index DIR`", which then refused it.)
+    "another program's database": r"an SQLite database that is not a streamrag index \(it holds other "
+                                  r"tables\); give --db \(or store.path\) a new file, or an index's",
     "a newer schema": r"written by a newer streamrag .*; upgrade streamrag",
     "an older schema it may not upgrade":
         r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
