@@ -878,11 +878,8 @@ class WriterLock:
         except OSError:
             holder = _holder(f)
             f.close()
-            after = ("a running `streamrag watch` keeps the index current on its own" if " watch " in
-                     f" {holder} " else "or wait for it to finish")
-            raise WriterBusyError(f"{self.db_path} is being written by another streamrag ({holder}); stop "
-                                 f"that one first ({after}), or give this run its own index with --db "
-                                 "(the lock goes with its process; its file needs no deleting)") from None
+            raise WriterBusyError(f"{self.db_path} is being written by another streamrag ({holder}); "
+                                  f"{_busy_advice(self.what, holder)}") from None
         try:
             f.truncate(0)
             f.write(f"pid {os.getpid()}: {self.what}\n")
@@ -915,6 +912,19 @@ class WriterLock:
             self.file.truncate(0)
             self.file.close()   # closing the file lets the lock go
             self.file = None
+
+
+def _busy_advice(what: str, holder: str) -> str:
+    """What to do when ``what`` (``streamrag vacuum``) finds the writer lock held by ``holder``."""
+    watch = " watch " in f" {holder} "
+    if what.split()[1:2] == ["vacuum"]:
+        # (It was told to give itself its own index with --db, as a second indexer is: no
+        # vacuum of another index shrinks this one.)
+        return ("stop that watch first and start it again after the vacuum, or vacuum later"
+                if watch else "vacuum once it has finished") + "; the index stays usable meanwhile"
+    after = "a running `streamrag watch` keeps the index current on its own" if watch else "or wait for it to finish"
+    return (f"stop that one first ({after}), or give this run its own index with --db (the lock goes "
+            "with its process; its file needs no deleting)")
 
 
 def writer_at_work(db_path: Path | str) -> str | None:

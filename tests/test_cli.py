@@ -995,7 +995,10 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
             assert out.stderr.startswith("streamrag: error: .streamrag/index.db is being written by another "
                                          f"streamrag (pid {watcher.pid}: streamrag watch .); stop that one first")
         out = run("vacuum", cwd=corpus)   # a writer too: it rewrites the whole file
-        assert out.returncode == 75 and "is being written by another streamrag" in out.stderr, out
+        assert out.returncode == 75 and out.stderr == (
+            f"streamrag: error: {lock.with_suffix('')} is being written by another streamrag (pid "
+            f"{watcher.pid}: streamrag watch .); stop that watch first and start it again after the "
+            "vacuum, or vacuum later; the index stays usable meanwhile\n"), out
         status = run("status", "--json", cwd=corpus)              # readers take no lock
         assert status.returncode == 0
         assert json.loads(status.stdout)["writer"] == {"pid": watcher.pid, "command": "watch"}

@@ -410,6 +410,28 @@ def test_the_writer_lock_is_taken_again_when_its_file_went_with_the_folder(tmp_p
     second.release()
 
 
+@pytest.mark.parametrize("holder, advice", [
+    ("streamrag watch .", "stop that watch first and start it again after the vacuum, or vacuum later; "
+                          "the index stays usable meanwhile"),
+    ("streamrag index .", "vacuum once it has finished; the index stays usable meanwhile")])
+def test_a_vacuum_turned_away_is_told_what_to_do_about_a_vacuum(tmp_path, holder, advice):
+    # It was given index's advice: "a running `streamrag watch` keeps the index current on its
+    # own ... or give this run its own index with --db".
+    from streamrag.errors import WriterBusyError
+    from streamrag.store import WriterLock
+
+    db = tmp_path / "index.db"
+    first = WriterLock(db, holder)
+    first.take()
+    try:
+        with pytest.raises(WriterBusyError) as caught:
+            WriterLock(db, "streamrag vacuum").take()
+    finally:
+        first.release()
+    assert str(caught.value) == (f"{db} is being written by another streamrag (pid {os.getpid()}: {holder}); "
+                                 f"{advice}")
+
+
 def test_a_reader_looking_at_the_writer_lock_does_not_turn_a_writer_away(tmp_path):
     # A reader that looks by taking the lock shared for a moment (an older streamrag's
     # writer_at_work): an index starting just then exited 75,
