@@ -17,6 +17,7 @@ import io
 import json
 import logging
 import os
+import shlex
 import signal
 import sqlite3
 import sys
@@ -32,8 +33,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
-from streamrag.store import (Store, default_db_path, foreign_file_error, indexed_root, last_opened, one_writer,
-                             read_as_unchanging, vacuum)
+from streamrag.store import (Store, database_of, default_db_path, foreign_file_error, indexed_root, last_opened,
+                             one_writer, read_as_unchanging, vacuum)
 
 
 def path_arg(text: str) -> str:
@@ -183,6 +184,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                                  ".jsonl or .csv file to index")
         if (why := loader.unstorable_folder(p)) is not None:   # (a traceback at publish)
             raise StreamragError(why)
+        if (why := _not_documents(p)) is not None:
+            raise StreamragError(f"{shown}: {why}")
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = _settings(args, root, models_for=("index",))
     db = _db_for_index(args, settings, root)
@@ -235,6 +238,28 @@ def cmd_index(args: argparse.Namespace) -> int:
               "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+def _not_documents(path: Path, command: str = "index") -> str | None:
+    """Why ``path``, given to `index` (or ``command``), holds no documents: an index's database (or a file of
+    it, or its ``.streamrag`` folder) or another SQLite database; else ``None``. An index's
+    database given so was read as a binary file, and a second index built beside it."""
+    from streamrag.loader import shown
+
+    index_folder = path.is_dir() and path.name == ".streamrag"
+    found = database_of(path / "index.db" if index_folder else path) if index_folder or path.is_file() else None
+    if found is None:
+        return None
+    db, is_index = found
+    if not is_index:
+        return ("an SQLite database, not a document; give the folder or the files to index (an index's "
+                "database goes with --db)")
+    folder = db.parent.parent if db.parent.name == ".streamrag" else indexed_root(db)
+    what = ("a streamrag index's folder" if index_folder else "a streamrag index's database" if db == path
+            else f"a file of the streamrag index {shown(db)}")
+    run = (f"run `streamrag {command} {shlex.quote(shown(folder))}` (its folder)" if folder is not None
+           else f"run `streamrag {command} DIR` on the folder it indexes")
+    return f"{what}, not documents; {run}, or pass the index as --db {shlex.quote(shown(db))}"
 
 
 _late_signals: list[int] = []

@@ -1476,9 +1476,11 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import _db_for_index, _settings
+    from streamrag.cli import _db_for_index, _not_documents, _settings
 
     given = Path(args.dir)
+    if (why := _not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
+        raise StreamragError(f"{shown(given)}: {why}")
     if given.is_file():
         raise StreamragError(f"{given}: is a file; give the folder to watch (e.g. {given.parent})")
     if not given.is_dir():

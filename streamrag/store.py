@@ -775,6 +775,36 @@ def foreign_file_error(path: Path) -> StoreError | None:
                       "`streamrag index DIR` to build one there")
 
 
+_SIDE_FILES = (".lock", "-wal", "-shm", "-journal")   # (``index_files``)
+
+
+def database_of(path: Path | str) -> tuple[Path, bool] | None:
+    """The SQLite database that ``path`` is, or is a side file of (its writer lock, its
+    write-ahead log), and whether it holds a streamrag index; ``None`` when it is neither (a
+    document). Only reads: given to `index` as a document, an index's database was read as a
+    binary file, and a second index was built inside the first's folder."""
+    path = Path(path)
+    for db in (path, *(path.with_name(path.name[:-len(s)]) for s in _SIDE_FILES
+                       if path.name.endswith(s) and len(path.name) > len(s))):
+        try:
+            with open(db, "rb") as f:
+                if f.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+                    continue
+        except OSError:
+            continue
+        try:
+            conn = sqlite3.connect(f"{_uri_path(db)}?mode=ro", uri=True)
+            try:
+                is_index = conn.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
+            finally:
+                conn.close()
+                fold_wal(db)   # (a reader of a WAL database leaves -wal and -shm behind)
+        except sqlite3.Error as e:   # no meta table; or unreadable here (a read-only folder's WAL)
+            is_index = db.parent.name == ".streamrag" and "no such table" not in str(e)
+        return db, is_index
+    return None
+
+
 def _open_error(path: Path, e: BaseException) -> StoreError:
     """One line on why the file at ``path`` cannot be used as an index, and what to do."""
     if path.is_dir():

@@ -93,6 +93,35 @@ def test_another_programs_database_is_said_to_be_no_index_by_every_command(cli, 
         assert cli(*command, "--db", "o.db", code=1) == said
 
 
+def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, indexed, tmp_path):
+    # Its database was read as a binary file ("not indexed", a warning) and a second index built
+    # inside the first's folder, .streamrag/.streamrag/index.db.
+    own = indexed / ".streamrag"
+    before = sorted(p.name for p in own.iterdir())
+    fix = f"run `streamrag index {indexed}` (its folder), or pass the index as --db {own / 'index.db'}"
+    for given, what in ((own / "index.db", "a streamrag index's database"), (own, "a streamrag index's folder"),
+                        (own / "index.db.lock", f"a file of the streamrag index {own / 'index.db'}")):
+        cli("index", "-q", "--offline", str(given), code=1, fragments=(f"{given}: {what}, not documents; {fix}",))
+    # (`watch DIR/.streamrag` built one there too)
+    cli("watch", "--once", "--offline", str(own), code=1,
+        fragments=(f"{own}: a streamrag index's folder, not documents; {fix.replace(' index ', ' watch ', 1)}",))
+    assert sorted(p.name for p in own.iterdir()) == before
+    # Another program's database is no document either; nor is an index of no folder.
+    conn = sqlite3.connect(tmp_path / "o.db")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    cli("index", "-q", "--offline", "o.db", code=1,
+        fragments=("o.db: an SQLite database, not a document; give the folder or the files to index",))
+    (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
+    assert main(["index", "-q", "--offline", "doc.txt", "--db", "x.db"]) == 0
+    (tmp_path / "doc.txt").unlink()
+    cli("index", "-q", "--offline", "x.db", code=1,
+        fragments=(f"x.db: a streamrag index's database, not documents; run `streamrag index {tmp_path}` "
+                   "(its folder), or pass the index as --db x.db",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.db", "x.db", "x.db.lock"]
+
+
 def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
     # The refusal came after the writer lock was taken: notes.md.lock stayed beside the document.
     # An empty notes.md was taken as a new database: the document became an index.
