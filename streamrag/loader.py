@@ -40,14 +40,19 @@ _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:
 # An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
 _HTML_COMMENT = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]+`)|<!--.*?-->",
                            re.DOTALL | re.MULTILINE)
+# A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
+# line, or one indented under another (a nested key, a block scalar's text). A --- block with
+# any other line is text: slides cut by --- lost their first slide as front matter.
+_YAML_LINE = re.compile(r"""[ \t].*|#.*|-(?:[ \t].*)?|(?:"[^"]*"|'[^']*'|[^\s#"'][^:]*?)[ \t]*:(?:[ \t].*)?""")
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 _BLOCK_SCALAR = re.compile(r"[>|][+-]?")
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
 # 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
 # UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
-# row's fields beyond the header's go back into its last column.
-VERSION = "4"
+# row's fields beyond the header's go back into its last column. 5: a leading --- block whose
+# lines are not YAML is text, not front matter.
+VERSION = "5"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -444,7 +449,8 @@ def _front_matter(text: str) -> tuple[str, str | None]:
     """A Markdown file's text without its leading YAML (``---``) or TOML (``+++``) front matter,
     and the ``title`` it sets, if any: metadata is not prose to extract from."""
     m = _FRONT_MATTER.match(text)
-    if not m:
+    if not m or m.group(1) == "---" and not all(
+            _YAML_LINE.fullmatch(line) for line in m.group(2).split("\n") if line):
         return text, None
     t = _FRONT_MATTER_TITLE.search(m.group(2))
     title = t.group(1).strip().strip("'\"").strip() if t else None

@@ -225,6 +225,43 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
         read_documents(only, root=tmp_path)
 
 
+def test_a_leading_block_of_lines_that_are_not_yaml_is_text_not_front_matter(tmp_path):
+    # Slides cut by --- lost the first slide, read as front matter though no line of it is YAML.
+    slides = write(tmp_path / "c.md", "---\nSlide one - Ada Osk in Lisbon\n---\nSlide two\n")
+    (doc,), _ = read_documents(slides, root=tmp_path)
+    assert doc.text == "---\nSlide one - Ada Osk in Lisbon\n---\nSlide two\n"
+    assert doc.title == "Slide one - Ada Osk in Lisbon"
+    # YAML's keys, list items, comments, blank and indented lines are front matter still.
+    yaml = write(tmp_path / "y.md", "---\n# notes\n\ntitle: Quay\n'the date': 2024\nauthors:\n  - Ada Osk\n"
+                                    "- loose\ndraft:\n---\nAda Osk sailed.\n")
+    (doc,), _ = read_documents(yaml, root=tmp_path)
+    assert (doc.title, doc.text) == ("Quay", "Ada Osk sailed.\n")
+    link = write(tmp_path / "l.md", "---\nSee https://example.org\n---\nAda Osk sailed.\n")
+    assert read_documents(link, root=tmp_path)[0][0].text.startswith("---\nSee https://example.org\n")
+
+
+def test_an_index_reads_again_the_files_the_loader_now_reads_otherwise(tmp_path, monkeypatch):
+    # A new way of reading files is a new loader version: an index of the first slide lost as
+    # front matter gets it once the file is read again, though the file did not change.
+    import re
+    import sqlite3
+
+    from streamrag import loader
+    from streamrag.cli import main
+
+    docs = tmp_path / "d"
+    write(docs / "c.md", "---\nSlide one - Ada Osk in Lisbon\n---\nSlide two\n")
+    monkeypatch.setattr(loader, "_YAML_LINE", re.compile(".*"), raising=False)   # as it read them
+    monkeypatch.setattr(loader, "VERSION", "4")
+    assert main(["index", "-q", "--offline", str(docs)]) == 0
+    monkeypatch.undo()
+    assert main(["index", "-q", "--offline", str(docs)]) == 0
+    conn = sqlite3.connect(docs / ".streamrag" / "index.db")
+    texts = [t for (t,) in conn.execute("SELECT text FROM chunks")]
+    conn.close()
+    assert any("Ada Osk in Lisbon" in t for t in texts), texts
+
+
 def test_text_is_composed_so_an_accent_typed_as_two_characters_is_one(tmp_path):
     import unicodedata
 
