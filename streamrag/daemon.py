@@ -47,6 +47,7 @@ import contextlib
 import ctypes
 import errno
 import fnmatch
+import hashlib
 import json
 import math
 import os
@@ -62,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag import index_rows
-from streamrag.config import Settings, WatchSettings
+from streamrag.config import CONFIG_NAME, Settings, WatchSettings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, shown,
                               storable, unstorable_folder, why_unusable)
@@ -84,6 +85,22 @@ _MAX_BACKOFF_S = 300.0
 _OUTAGE_REMIND_S = 3600.0
 """While the endpoint stays down with the pause between retries at its cap, a line this often."""
 _UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
+
+
+def _digest(path: Path) -> str | None:
+    """The content hash of a settings file (a prompt), ``None`` when it cannot be read: an
+    edit is said once per content, not once per event (an editor's save makes several)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _comparable(settings: Settings) -> Settings:
+    """``settings`` without what says where they came from: two files of the same settings match."""
+    import msgspec
+
+    return msgspec.structs.replace(settings, source="", api_base_from="", set_aside=[])
 
 
 def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
@@ -295,7 +312,8 @@ class Daemon:
 
     def __init__(self, settings: Settings, db_path: Path, root: Path, *,
                  report: Callable[[dict[str, Any]], None] = lambda event: None,
-                 transport=None, health_s: float = 60.0) -> None:
+                 transport=None, health_s: float = 60.0,
+                 reload: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
         self.db_path = Path(db_path)
         self.root = Path(root).resolve()
@@ -334,6 +352,12 @@ class Daemon:
         # The settings' own files (the settings file, a custom prompt): never documents (the scan
         # leaves them out); an edit of one is said, and applies at the next start.
         self._own = {Path(f).resolve() for f in settings.own_files()}
+        # The settings a restart would read (``cmd_watch``: as `watch DIR` with the same flags),
+        # and the content of each settings file last said (at the start: as read): its own files
+        # and the folder's streamrag.toml, which a restart may read though none was there.
+        self._reload = reload or (lambda: load_settings(find_config(self.root), models_for=("index",)))
+        self._settings_seen = {p: _digest(p) for p in (*self._own, self.root / CONFIG_NAME)}
+        self._settings_said: set[Path] = set()   # settings files an edit of was said
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
         # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
@@ -565,6 +589,51 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
+    def _settings_edited(self, path: Path) -> bool:
+        """Says what watch does about an edit of a settings file (or prompt) it follows, once per
+        content: it goes on with the settings it started with, which a restart replaces. False
+        when ``path`` is none of the settings, then or now (``--config`` elsewhere left the
+        folder's streamrag.toml a file like any other)."""
+        digest = _digest(path)
+        if digest == self._settings_seen[path]:
+            return path in self._own or path in self._settings_said
+        before, self._settings_seen[path] = self._settings_seen[path], digest
+        if path in self._own and path != self._config:   # the extraction prompt
+            then = ("changed; watch goes on with the one it started with: restart it to use the new one"
+                    if digest is not None else "was deleted; watch goes on with the one it started "
+                    "with: a restart needs it back (or index.extraction_prompt set to another)")
+            self._settings_line(path, f"{path}: the extraction prompt {then}")
+            return True
+        try:
+            after = self._reload()
+        except StreamragError as e:   # as a restart (or `index`) would say it
+            self._settings_line(path, f"{e}; watch goes on with what it started with: fix it, then "
+                                      "restart watch to use the new settings")
+            return True
+        read = {Path(f).resolve() for f in after.own_files()}   # (the settings file among them)
+        if path not in self._own and path not in read and path not in self._settings_said:
+            return False
+        same = _comparable(after) == _comparable(self.settings)
+        restart = ("the defaults" if after.source in ("", "defaults") else after.source)
+        if digest is None:
+            line = (f"{path}: the settings file was deleted; watch goes on with what it started with"
+                    + (", as a restart would" if same else f": a restart would use {restart}"))
+        elif same:
+            line = f"{path}: edited; the settings are those watch started with: nothing to restart for"
+        elif before is None:
+            line = (f"{path}: a settings file appeared; watch goes on with what it started with "
+                    f"({'the defaults' if self._config is None else self._config}): restart it to use "
+                    "the new ones")
+        else:
+            line = (f"{path}: the settings changed; watch goes on with what it started with: restart "
+                    "it to use the new ones")
+        self._settings_line(path, line)
+        return True
+
+    def _settings_line(self, path: Path, line: str) -> None:
+        self._settings_said.add(path)
+        self.emit("warning", line, warning=line)
+
     def _takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
         out of the folder through a link, its own or a folder's on its way (its text must not
@@ -623,12 +692,7 @@ class Daemon:
                                        "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
-            if Path(path) in self._own:   # (the settings file is one)
-                if int(change) != _DELETED:
-                    what = "the settings" if Path(path) == self._config else "the extraction prompt"
-                    line = (f"{path}: {what} changed; watch goes on with what it started with: restart "
-                            "it to use the new ones")
-                    self._warn_once(line)
+            if Path(path) in self._settings_seen and self._settings_edited(Path(path)):
                 continue   # (no document: nothing to sync)
             rel = self.relevant(int(change), path)
             if rel is not None:
@@ -1496,7 +1560,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
-    daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json))
+    daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
+                    reload=lambda: _settings(args, given, models_for=("index",)))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

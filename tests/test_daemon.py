@@ -561,11 +561,11 @@ async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tm
     # Adding *.rst to index.include in DIR/streamrag.toml did nothing, and nothing said so.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
     config = corpus / "streamrag.toml"
-    config.write_text("[index]\nchunk_size = 80\n")
+    config.write_text("[index]\nchunk_size = 80\nchunk_overlap = 10\n")
     settings.source = str(config)
     async with running(settings, tmp_path / "c.db", corpus) as (daemon, events, send):
         mark = len(events)
-        config.write_text('[index]\nchunk_size = 80\ninclude = ["*.txt", "*.rst"]\n')
+        config.write_text('[index]\nchunk_size = 80\nchunk_overlap = 10\ninclude = ["*.txt", "*.rst"]\n')
         async with send:
             await send.send({(Change.modified, str(config))})
             await send.send({(Change.modified, str(config))})   # said once
@@ -573,6 +573,69 @@ async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tm
     warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
     assert warned == [f"{config}: the settings changed; watch goes on with what it started with: "
                       "restart it to use the new ones"]
+
+
+def reloading(folder, overrides):
+    """The settings a restart of watch would read: streamrag.toml of ``folder`` (or none), then
+    ``overrides`` (its flags)."""
+    from streamrag.config import find_config
+
+    return lambda: load_settings(find_config(folder), env={}, overrides=overrides, models_for=("index",))
+
+
+async def test_every_edit_of_the_settings_file_in_use_is_said_a_typo_named(corpus, tmp_path):
+    # Only the first edit was said: a later one that brought in a typo (which a restart
+    # stops on) said nothing, nor did deleting the file.
+    config = corpus / "streamrag.toml"
+    config.write_text("[query]\nlocal_top_k = 5\n")
+    flags = {"index": SMALL, "watch": {"quiet_s": 0.05}}
+    settings = load_settings(config, env={}, overrides=flags)
+    reload = reloading(corpus, flags)
+    async with running(settings, tmp_path / "c.db", corpus, reload=reload) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            for said, text in enumerate(("[query]\nlocal_top_k = 5\n[index]\ninclude = [\"*.txt\", \"*.rst\"]\n",
+                         "[query]\nlocal_top_k = 5\n[index]\nchunk_sise = 80\n",
+                         "# back as it started\n[query]\nlocal_top_k = 5\n",
+                         None), 1):
+                if text is None:
+                    config.unlink()
+                else:
+                    config.write_text(text)
+                await send.send({(Change.modified if text else Change.deleted, str(config))})
+                await send.send({(Change.modified if text else Change.deleted, str(config))})   # unchanged
+                await until(lambda: sum(e["state"] == "warning" for e in events[mark:]) >= said)
+            await anyio.sleep(0.3)
+        assert daemon.syncs == 1
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert warned == [
+        f"{config}: the settings changed; watch goes on with what it started with: restart it to use "
+        "the new ones",
+        f"{config}: index.chunk_sise: unknown setting; did you mean index.chunk_size? (every valid key, "
+        f"with its default, is in {REPO / 'config' / 'default.toml'}; `streamrag init DIR` writes a "
+        "commented copy); watch goes on with what it started with: fix it, then restart watch to use "
+        "the new settings",
+        f"{config}: edited; the settings are those watch started with: nothing to restart for",
+        f"{config}: the settings file was deleted; watch goes on with what it started with: a restart "
+        "would use the defaults"]
+
+
+async def test_a_settings_file_made_in_the_folder_after_the_start_is_said(corpus, tmp_path):
+    # No streamrag.toml at the start: one written there (which a restart reads) said nothing.
+    config = corpus / "streamrag.toml"
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    reload = reloading(corpus, {})
+    async with running(settings, tmp_path / "m.db", corpus, reload=reload) as (daemon, events, send):
+        mark = len(events)
+        config.write_text("[index]\nchunk_size = 400\n")
+        async with send:
+            await send.send({(Change.added, str(config))})
+            await send.send({(Change.modified, str(config))})   # (the editor's second event)
+            await anyio.sleep(0.3)
+        assert daemon.syncs == 1
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert warned == [f"{config}: a settings file appeared; watch goes on with what it started with "
+                      "(the defaults): restart it to use the new ones"]
 
 
 async def test_an_edit_of_the_extraction_prompt_in_the_folder_is_said_not_synced(corpus, tmp_path):
@@ -589,6 +652,31 @@ async def test_an_edit_of_the_extraction_prompt_in_the_folder_is_said_not_synced
         assert daemon.syncs == 1
     assert [e["state"] for e in events[mark:] if e["state"] in ("queued", "warning")] == ["warning"]
     assert db_count(tmp_path / "p.db", "SELECT count(*) FROM files WHERE path = 'my_prompt.md'") == 0
+
+
+async def test_every_edit_of_the_extraction_prompt_is_said_once(corpus, tmp_path):
+    # Only its first edit was said, and its deletion (which a restart stops on) not at all.
+    prompt = corpus / "my_prompt.md"
+    prompt.write_text((Path(__file__).parents[1] / "prompts" / "extract.md").read_text())
+    settings = make_settings(index={**SMALL, "extraction_prompt": str(prompt)}, watch={"quiet_s": 0.05})
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            for said, text in enumerate(("\nBe brief.\n", "\nBe briefer.\n", None), 1):
+                if text is None:
+                    prompt.unlink()
+                else:
+                    prompt.write_text(prompt.read_text() + text)
+                for _ in range(2):   # (the second: the same content, said once)
+                    await send.send({(Change.modified if text else Change.deleted, str(prompt))})
+                await until(lambda: sum(e["state"] == "warning" for e in events[mark:]) >= said)
+            await anyio.sleep(0.3)
+        assert daemon.syncs == 1
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    edited = (f"{prompt}: the extraction prompt changed; watch goes on with the one it started with: "
+              "restart it to use the new one")
+    assert warned == [edited, edited, f"{prompt}: the extraction prompt was deleted; watch goes on with "
+                      "the one it started with: a restart needs it back (or index.extraction_prompt set to another)"]
 
 
 @pytest.mark.parametrize("inside", [True, False])
