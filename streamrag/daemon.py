@@ -1013,9 +1013,9 @@ class Daemon:
         self._notices.failed_at = None   # the next one's own
 
     def _answered_ahead(self, indexer: Indexer) -> None:
-        """An extraction ahead whose calls got an answer ends the outage, said now: the sync
-        after it may ask the endpoint nothing (its chunks extracted, nothing to summarize or
-        report), and then has no news of it to say (``_outage_after``)."""
+        """An extraction ahead (or a sync that failed) whose calls got an answer ends the
+        outage, said now: the sync after it may ask the endpoint nothing (its chunks extracted,
+        nothing to summarize or report), and then has no news of it to say (``_outage_after``)."""
         if self._outage is not None and indexer.llm is not None and _answered(indexer.llm.stats):
             self._recovered()
 
@@ -1122,6 +1122,9 @@ class Daemon:
         except Exception as caught:   # (groups too)
             self._tried_s = anyio.current_time() - started
             self._attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
+            # Answered, then failed for another reason (the index locked): the outage is over,
+            # said now, as the next sync may ask the endpoint nothing (``_answered_ahead``).
+            self._answered_ahead(indexer)
             e = self._survived(caught, initial=initial)
             if e is None:
                 raise

@@ -948,3 +948,51 @@ async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus,
     assert back["outage"] is False and back["down_s"] > 0 and "answers again" in back["message"], back
     assert states.index("recovered") < states.index("idle")
     assert not daemon._notices.held   # its next trouble is said in full
+
+
+async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_to_end(
+        corpus, tmp_path, simulator, monkeypatch):
+    # The endpoint answered again in a sync (of an edit: not a silent retry) that then failed for
+    # another reason, the index locked, and the sync after it needed no call: the outage ended
+    # without a `recovered` line (that sync, asking the endpoint nothing, dropped it unsaid).
+    from streamrag import index_rows
+    from streamrag.errors import StoreBusyError
+
+    syncs = counted_syncs(monkeypatch)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.05})
+    db = tmp_path / "k.db"
+    note = corpus / "note.txt"   # (no capitalised names: nothing to summarize or report)
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        note.write_text("the ferry left at noon and nobody spoke of it.\n")
+        await send.send({(1, str(note))})
+        await until(lambda: len(syncs) >= 2, timeout=30)   # the initial sync, the note's that failed
+        assert not syncs[-1] and daemon._outage is not None
+        mark, tried = len(events), len(syncs)
+        real_publish, busy = index_rows.publish, []
+
+        def publish(*args, **kwargs):
+            if not busy:   # once: the sync's calls were answered, then it cannot write
+                busy.append(True)
+                raise StoreBusyError(f"{db}: the index stayed locked by another program")
+            return real_publish(*args, **kwargs)
+
+        monkeypatch.setattr(index_rows, "publish", publish)
+        switch.up = True
+        (corpus / "festival.md").unlink()   # (no extraction ahead: the sync asks the endpoint)
+        await send.send({(_DELETED, str(corpus / "festival.md"))})
+        await until(lambda: any(syncs[tried:]), timeout=30)   # published at last
+        await send.aclose()
+    await switch.client.aclose()
+    after = events[mark:]
+    states = [e["state"] for e in after]
+    failed = next(e for e in after if e["state"] == "error")
+    assert busy and "stayed locked" in failed["message"], failed
+    # The scene: the sync that published asked the endpoint nothing (the failed one did).
+    assert not [s for s in daemon.last_result.llm.values() if s.get("calls", 0) > s.get("cached", 0)], \
+        daemon.last_result.llm
+    assert states.count("recovered") == 1, [(e["state"], e["message"]) for e in after]
+    assert states.index("recovered") < states.index("idle")
+    assert not daemon._notices.held   # its next trouble is said in full
