@@ -66,6 +66,11 @@ class EmptyInput(InputError):
     """A file with no text to index: a warning, not a failure."""
 
 
+class UnreadableFile(InputError):
+    """A file whose bytes the system would not give (an I/O or permission error): that may pass
+    with the file unchanged (a network mount back, a group granted), so it is read again."""
+
+
 class NoTextField(InputError):
     """A .jsonl/.csv file none of whose rows has ``index.text_field``: more likely a setting
     than the file, so what was indexed from it stays."""

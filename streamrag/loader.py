@@ -29,7 +29,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamrag.errors import EmptyInput, InputError, NoTextField
+from streamrag.errors import EmptyInput, InputError, NoTextField, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.records import Document
 
@@ -384,7 +384,7 @@ def read_documents(path: Path, *, root: Path | None,
                 _binary(label)
             data = head + f.read()
     except OSError as e:
-        raise InputError(f"{label}: cannot read ({_safe(e.strerror or str(e))}); check that it exists "
+        raise UnreadableFile(f"{label}: cannot read ({_safe(e.strerror or str(e))}); check that it exists "
                          "and is readable") from None
     warnings: list[str] = []
     text = _decode(data, label, warnings)

@@ -53,6 +53,7 @@ from streamrag.errors import (
     LLMUnavailableError,
     NoTextField,
     StreamragError,
+    UnreadableFile,
     user_error,
     user_errors_unwrapped,
 )
@@ -338,8 +339,8 @@ class _Extraction:
 
     async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
                        e: InputError, stamp: str) -> None:
-        """A file the loader could not read (``stamp``: its ``file_stamp``): what was indexed
-        from it stays, or leaves."""
+        """A file the loader could not read (``stamp``: its ``file_stamp``, recorded unless the
+        system would not give its bytes, ``UnreadableFile``): what was indexed from it stays, or leaves."""
         if _deleted(path, self.root):   # while it was read: it leaves
             self.progress.add("files_done")
             return
@@ -354,9 +355,10 @@ class _Extraction:
             self.scan.files.update(rows)
         if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
             self.scan.warnings.append(str(e))
-        else:
+        else:   # (an error of the system's may pass with the file as it is: no stamp, read again)
             await self.fail("load", rel, f"{e}; what was indexed from it stays"
-                            if kept and isinstance(e, NoTextField) else str(e), stamp=stamp)
+                            if kept and isinstance(e, NoTextField) else str(e),
+                            stamp=None if isinstance(e, UnreadableFile) else stamp)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:

@@ -137,6 +137,28 @@ async def test_a_file_that_failed_is_not_read_again_until_it_or_the_reading_sett
     assert await run(text_field="body") == (0, 1, 2)   # indexed and unchanged: not read
 
 
+async def test_a_file_the_system_would_not_read_is_read_again_though_unchanged(corpus, tmp_path, monkeypatch):
+    # An I/O error (a network mount gone for a moment) was remembered like a binary file's
+    # failure: the file, unchanged, was named again and never read until it changed.
+    import errno
+
+    opening = Path.open
+
+    def failing(self, *args, **kwargs):
+        if self.name == "guild.txt":
+            raise OSError(errno.EIO, "Input/output error")
+        return opening(self, *args, **kwargs)
+
+    db = tmp_path / "x.db"
+    monkeypatch.setattr(Path, "open", failing)
+    first = await sync([corpus], make_settings(), db, root=corpus)
+    assert first.failures == 1 and any("guild.txt: cannot read (Input/output error)" in w for w in first.warnings)
+    monkeypatch.setattr(Path, "open", opening)
+    again = await sync([corpus], make_settings(), db, root=corpus)
+    assert again.failures == 0 and not any("guild.txt" in w for w in again.warnings)
+    assert again.files == first.files + 1
+
+
 @pytest.mark.parametrize("offline", [True, False])
 async def test_changes_equal_a_fresh_index(corpus, tmp_path, simulator, offline):
     base = {"index": {"chunk_size": 80, "chunk_overlap": 10}}
