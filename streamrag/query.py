@@ -179,16 +179,40 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
     return cut, stop
 
 
+# Cue words a question about one thing uses too ("Where was the key?", "the main street"): alone,
+# or beside a word of the question's own, they make no question broad.
+WEAK_CUES = frozenset("key main major common general broad principal dominant whole across".split())
+# Generic words that say how a question asks, not what about: out of every local and basic search.
+GENERIC_VERBS = frozenset("""
+say says said tell told talk talks discuss discussed discusses mention mentioned mentions describe
+described describes cover covered covers
+""".split())
+
+
 def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
-    """The words a local or basic search leaves out of ``question``: the generic ones, as
-    ``global_question`` has them ("main", "themes", "documents"), but for the words of the
-    entity ``names`` it writes ("Climate Accord Talks"); None when no other word is left: a
-    broad question ("What are the main themes?"), which a few passages sharing its words cannot
-    answer ("TE moved its main offices to Pellric" was quoted), or one of function words only
-    ("What is it?", which quoted the most connected entities)."""
-    cut, generic = global_question(question)   # (cut: without the generic words of unspaced scripts)
-    stop = generic - {w for name in names for w in words(name)}
-    return stop if local_search.query_terms(cut, extra_stop=stop) else None
+    """The words a local or basic search leaves out of ``question``, or None for a question it
+    cannot answer: a broad one ("What are the main themes?", "Who are the main characters?"),
+    which a few passages sharing its words do not answer ("TE moved its main offices to
+    Pellric" was quoted), or one of function words only ("What is it?", which quoted the most
+    connected entities). A question with a strong cue ("themes", "overall", "summarize") leaves
+    out every generic word ("What are the main themes of the Lantern Festival?": the festival);
+    any other leaves out only the other languages' function words, the generic verbs and, beside
+    a word of its own, the weak cues: the generic nouns it asks with are what it asks about ("Where
+    was the key?", "Who was reading a book?" lost their subject). The words of the entity
+    ``names`` it writes stay ("Climate Accord Talks")."""
+    cut, stop = global_question(question)   # (cut: without the generic words of unspaced scripts)
+    stop = stop - {w for name in names for w in words(name)}
+    terms = local_search.query_terms(cut)
+    generic = GENERIC_WORDS | COLLECTION_WORDS
+    asked = [t for t in terms if t in stop and t in generic]
+    quiet = stop & ((stop - generic) | GENERIC_VERBS)   # (function words of the other languages)
+    strong = any(t in GLOBAL_CUES and t not in WEAK_CUES for t in asked)
+    if any(t not in stop for t in terms):   # a word of its own: a question about something
+        return stop if strong else quiet | (stop & WEAK_CUES - {"key"})   # (a noun as often: "the key to the door")
+    nouns = {t for t in asked if t not in GENERIC_VERBS}
+    if strong or len(nouns) != 1:
+        return None
+    return quiet   # one generic noun alone is what it asks about
 
 
 def broad_words(question: str) -> list[str]:
@@ -1004,7 +1028,8 @@ def _has_words(store: Store, match: str) -> bool:
 def choose_mode(store: Store, question: str) -> tuple[str, str]:
     """``global`` or ``local`` for ``question`` and why, without a model call."""
     qwords = words(question)
-    cues = sorted({w for w in qwords if w in GLOBAL_CUES})
+    # (a weak cue alone, "Where was the key?", is left to content_stop below)
+    cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
     named = named_entities(store, question)
     proper = [n for _, n, cap in named if cap]
     local_score = len(proper) + 0.5 * (len(named) - len(proper))
