@@ -915,7 +915,9 @@ def checked_question(question: str) -> str:
 # Routing
 # --------------------------------------------------------------------------------------------
 def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[str, str, bool]]:
-    """(id, name, written capitalised) of entities all of whose name words the question has."""
+    """(id, name, written capitalised) of entities all of whose name words the question has (a
+    name in a script without capitals counts as capitalised: global search opens the communities
+    of the names written so, and auto mode weighs them as names)."""
     terms = local_search.query_terms(question)
     if not terms:
         return []
@@ -928,8 +930,10 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
     for eid, name in rows:
         name_words = [w for w in words(name) if w not in local_search.STOPWORDS]
         if name_words and all(w in qwords for w in name_words):
-            capitalised = any(re.search(rf"\b{re.escape(w)}\b", question) for w in
-                              re.findall(r"[^\W\d_]+", name) if w[:1].isupper())
+            # (a name in a script without capitals, 张伟 or محمد, is written as a name is)
+            capitalised = not any(c.isupper() or c.islower() for c in name) or any(
+                re.search(rf"\b{re.escape(w)}\b", question) for w in re.findall(r"[^\W\d_]+", name)
+                if w[:1].isupper())
             out.append((eid, name, capitalised))
     return out
 

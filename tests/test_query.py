@@ -2253,3 +2253,23 @@ def test_a_name_asked_about_meets_its_own_form_not_a_common_word_of_its_stem():
     mr = [("[T:a]", "Mrs. Fezziwig danced with the others at the ball."),
           ("[T:b]", "Old Mr. Fezziwig laid down his pen at seven.")]
     assert pick_sentences("What did Mr. Fezziwig do?", mr)[0][1] == "[T:b]"
+
+
+def test_a_name_in_a_script_without_capitals_counts_as_written_like_a_name(tmp_path):
+    # Global search opens the communities of the entities a question names capitalised; a
+    # Chinese or Arabic name has no capitals, so its community was never opened (a reviewer).
+    from streamrag.query import named_entities
+    store = Store(tmp_path / "i.db")
+    with store.conn:
+        for eid, name in (("e1", "张伟"), ("e2", "محمد"), ("e3", "Ada Osk"), ("e4", "Quay")):
+            store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
+                               "VALUES (?, ?, 'person', '', 1)", (eid, name))
+        store.conn.execute("INSERT INTO entities_fts(id, name, description) "
+                           "SELECT id, fts_text(name), fts_text(description) FROM entities")
+    try:
+        assert [(e, cap) for e, _n, cap in named_entities(store, "张伟是谁？")] == [("e1", True)]
+        assert [(e, cap) for e, _n, cap in named_entities(store, "من هو محمد؟")] == [("e2", True)]
+        assert [(e, cap) for e, _n, cap in named_entities(store, "Who is Ada Osk?")] == [("e3", True)]
+        assert [(e, cap) for e, _n, cap in named_entities(store, "What happened at the quay?")] == [("e4", False)]
+    finally:
+        store.close()
