@@ -458,11 +458,9 @@ class Store:
     def _foreign_tables_error(self) -> StoreError | None:
         """The refusal of a database with no schema version that holds tables: another
         program's, not an index (yet to be made), else ``None``."""
-        if not self.scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                           "AND name NOT LIKE 'sqlite_%'"):
+        if not self.scalar(_OTHER_TABLES):
             return None
-        return StoreError(f"{self.path}: an SQLite database that is not a streamrag index (it holds "
-                          "other tables); give --db (or store.path) a new file, or an index's")
+        return _other_programs_database(self.path)
 
     def migrate(self) -> None:
         applied = self._applied()
@@ -761,21 +759,57 @@ def _uri_path(path: Path) -> str:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
+_OTHER_TABLES = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+
+
+def _other_programs_database(path: Path) -> StoreError:
+    return StoreError(f"{path}: an SQLite database that is not a streamrag index (it holds "
+                      "other tables); give --db (or store.path) a new file, or an index's")
+
+
 def foreign_file_error(path: Path) -> StoreError | None:
-    """The refusal of ``path`` when it is a file with something in it other than an SQLite
-    database (most likely a document given as the index by mistake), else ``None``. Asked
-    before the writer lock is taken, which left ``notes.md.lock`` beside the document."""
+    """The refusal of ``path`` when it is a file with something in it other than a streamrag
+    index (most likely a document given as the index by mistake, or another program's SQLite
+    database), else ``None``. Asked before the writer lock is taken, which left
+    ``notes.md.lock`` beside the document (and ``o.db.lock`` beside the database, turned to WAL)."""
     try:
         with open(path, "rb") as f:
             head = f.read(len(_SQLITE_HEADER))
     except OSError:
         return None   # (said where the file is opened)
-    if not head or head == _SQLITE_HEADER:
+    if head == _SQLITE_HEADER:
+        return _other_tables_error(path)
+    if not head:
         return None
     # (Never "remove it".)
     return StoreError(f"{path}: not a streamrag index (not an SQLite database: some other file); "
                       "give --db (or store.path) the index's file, or a path where none is yet for "
                       "`streamrag index DIR` to build one there")
+
+
+def _other_tables_error(db: Path) -> StoreError | None:
+    """The refusal of the SQLite database ``db`` when it holds tables but no schema version
+    (another program's), else ``None``; only reads, and leaves no -wal or -shm it made."""
+    side = [Path(f"{db}-wal"), Path(f"{db}-shm")]
+    had_side = any(f.exists() for f in side)
+    try:
+        conn = sqlite3.connect(f"{_uri_path(db)}?mode=ro", uri=True)
+        try:
+            if not conn.execute(_OTHER_TABLES).fetchone()[0]:
+                return None
+            if conn.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone():
+                return None   # an index (its version said where it is opened)
+            return _other_programs_database(db)
+        except sqlite3.OperationalError as e:
+            if "no such table" not in str(e):
+                return None   # (locked, unreadable here: said where it is opened)
+            return _other_programs_database(db)
+        finally:
+            conn.close()
+            if not had_side:
+                fold_wal(db)
+    except sqlite3.Error:
+        return None   # (damaged: said where it is opened)
 
 
 _SIDE_FILES = (".lock", "-wal", "-shm", "-journal")   # (``index_files``)

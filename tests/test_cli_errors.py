@@ -91,6 +91,14 @@ def test_another_programs_database_is_said_to_be_no_index_by_every_command(cli, 
                fragments=("o.db: an SQLite database that is not a streamrag index", "a new file"))
     for command in (("status",), ("ask", "anything"), ("export", "out.json"), ("vacuum",)):
         assert cli(*command, "--db", "o.db", code=1) == said
+    # Refused before the writer lock was taken: o.db.lock stayed beside it, and it was left in
+    # WAL mode. Nothing is made, nor changed.
+    (tmp_path / "notes").mkdir()
+    assert cli("watch", "--once", "--offline", "notes", "--db", "o.db", code=1) == said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt", "notes", "o.db"]
+    conn = sqlite3.connect(tmp_path / "o.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
 
 
 def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, indexed, tmp_path):
