@@ -26,6 +26,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import json
 import logging
 import os
 import time
@@ -681,6 +682,7 @@ class Indexer:
         self.leiden_key = communities_module.settings_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
         self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
                                       loader.VERSION, ix.text_field, length=12)
+        self.chunking = chunking_settings(settings)   # (what the key is of, to name a change)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.failed_items = 0
@@ -815,8 +817,9 @@ class Indexer:
             return False
         changes: list[tuple[str, str]] = []
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
-            changes.append(("chunking", "documents are chunked again as they are indexed (chunks with new "
-                                        "text are extracted)"))
+            changes.append(("chunking", f"{chunking_change(said('chunker_settings'), self.chunking)}, so "
+                                        "documents are read and chunked again as they are indexed (chunks with new text "
+                                        "are extracted)"))
         built = said("extractor") or ""
         if built and built != self.key:
             changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
@@ -836,7 +839,9 @@ class Indexer:
             changes.append(("clustering", "it is clustered afresh"))
         self.settings_changed = names = [what for what, _ in changes]
         if changes:
-            named = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            # (its text_field was said to be "the chunking settings")
+            shown = ["reading and chunking" if name == "chunking" else name for name in names]
+            named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
             log.warning(f"the {named} settings changed since this index was built: "
                         f"{'; '.join(effect for _, effect in changes)}")
         return "chunking" in names
@@ -914,6 +919,7 @@ class Indexer:
         }
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
+            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
         if self.root is not None:
             marks["root"] = str(Path(self.root).resolve())
         return marks
@@ -1284,6 +1290,32 @@ def report_attempt(context_key: str, max_output_tokens: int) -> str:
     """What a community's report answers are counted as unusable for (``UNUSABLE_RUNS``): its
     context key (the context, the report model and prompt) and the room the answer is given."""
     return f"{context_key}/{max_output_tokens}"
+
+
+def chunking_settings(settings: Settings) -> dict[str, object]:
+    """What the chunker key is of (``Indexer.chunker_key``), by setting name: published with the
+    index, so that a later run can name the one that changed."""
+    ix = settings.index
+    return {"index.chunk_size": ix.chunk_size, "index.chunk_overlap": ix.chunk_overlap,
+            "index.encoding": ix.encoding, "index.text_field": ix.text_field,
+            "chunker": chunker.VERSION, "loader": loader.VERSION}
+
+
+def chunking_change(built: str | None, now: dict[str, object]) -> str:
+    """What changed of the reading and chunking settings since ``built`` (``chunking_settings``
+    as published, ``None`` in an index from before it was), in words a user recognises."""
+    try:
+        was = json.loads(built) if built else None
+    except ValueError:
+        was = None
+    if not isinstance(was, dict):
+        return ("one of index.chunk_size, chunk_overlap, encoding and text_field, or how this streamrag "
+                "reads documents, differs from when the index was built")
+    named = [f"{name} is now {json.dumps(value)} (was {json.dumps(was.get(name))})"
+             for name, value in now.items() if name.startswith("index.") and was.get(name) != value]
+    if named:
+        return ", ".join(named)
+    return "this streamrag reads documents differently from the one that built the index (a newer version)"
 
 
 def built_min_members(settings: Settings, said: Callable[[str], str | None], *, by_llm: bool) -> int | None:

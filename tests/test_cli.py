@@ -91,8 +91,9 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
     out = run("index", str(corpus), *common)
     assert out.returncode == 0, out.stderr
-    assert ("the chunking, extraction and report settings changed since this index was built: documents "
-            "are chunked again as they are indexed") in out.stderr, out.stderr
+    assert ("the reading and chunking, extraction and report settings changed since this index was built: "
+            "index.chunk_size is now 300 (was 1200), index.chunk_overlap is now 20 (was 100), so documents "
+            "are read and chunked again as they are indexed") in out.stderr, out.stderr
     assert "changed since this index was built" not in run("index", str(corpus), *common).stderr
     # A script reads it in the result (it was on stderr alone).
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
@@ -106,7 +107,10 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\ntext_field = "body"\n')
     said = [run("index", str(corpus), *common).stderr for _ in range(2)]
-    assert "the chunking settings changed" in said[0] and "changed since this index was built" not in said[1]
+    # (text_field alone was said to be "the chunking settings")
+    assert ('the reading and chunking settings changed since this index was built: index.text_field is now '
+            '"body" (was "text"), so documents are read and chunked again') in said[0], said[0]
+    assert "changed since this index was built" not in said[1]
     # Offline, nothing is paid for: nothing is said.
     (corpus / "streamrag.toml").write_text('[index]\nchunk_size = 250\nchunk_overlap = 20\n')
     assert "changed since" not in run("index", str(corpus), "-q", "--offline").stderr

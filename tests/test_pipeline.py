@@ -982,3 +982,18 @@ async def test_the_answers_kept_are_those_the_published_summaries_are(corpus, tm
         if owner in before and before[owner][1] == response:   # the same answer, the same summary
             assert before[owner][0] == description, owner
     assert len(after) < len(before)
+
+
+def test_a_change_of_the_reading_and_chunking_settings_is_named():
+    # index.text_field alone changed was said as "the chunking settings changed".
+    from streamrag.pipeline import chunking_change, chunking_settings
+
+    built = chunking_settings(make_settings())
+    now = chunking_settings(make_settings(index={"text_field": "body", "chunk_size": 300}))
+    assert chunking_change(json.dumps(built), now) == ('index.chunk_size is now 300 (was 1200), '
+                                                       'index.text_field is now "body" (was "text")')
+    newer = dict(built, loader="0")
+    assert chunking_change(json.dumps(newer), built).startswith("this streamrag reads documents differently")
+    for unknown in (None, "", "not json", "[1]"):   # an index from before they were published
+        assert chunking_change(unknown, now).startswith("one of index.chunk_size, chunk_overlap, encoding "
+                                                        "and text_field, or how this streamrag reads documents")
