@@ -228,9 +228,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         first = _last_failure(db, result.run_id)
         last = f" (last: {first})" if first else ""
         if not result.documents:   # (it said "left out of this version" of a version of nothing)
-            print(f"streamrag: nothing was indexed: {result.failed_items} item(s) failed{last}; fix the "
-                  "cause and run the same command again (`streamrag status --failures` lists them)",
-                  file=sys.stderr)
+            print(f"streamrag: {pipeline.nothing_indexed_line(result.failed_items, first)}", file=sys.stderr)
             return 1
         print(f"streamrag: {result.failed_items} item(s) failed and are left out of this version"
               f"{last}; run the same command again to retry them, "

@@ -331,6 +331,7 @@ class Daemon:
         self._last_state: tuple[str, str] | None = None   # (state, message) of the last state line
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
+        self._nothing_indexed = False            # `--once`: every item failed, the index holds nothing
         self._once = False                       # run(None): one sync, nothing is retried
         self.exit_code = 0                       # 1 when the daemon stops on an error
         self.last_sync_s: float | None = None
@@ -796,7 +797,8 @@ class Daemon:
         if files:
             left.append(f"{_n(files, 'changed file')} not synced yet")
         if retry:
-            left.append(f"{_n(retry, 'failed item')} left out of this version")
+            left.append(f"nothing indexed ({_n(retry, 'failed item')})" if self._nothing_indexed else
+                        f"{_n(retry, 'failed item')} left out of this version")
         if self.pending.get(".") == "rescan":   # (the initial sync failed: a model server not up yet)
             left.append("the whole folder not synced yet")
         if not self.root.is_dir():
@@ -1281,7 +1283,7 @@ class Daemon:
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
         if self._once and failed_items:
-            self._once_left_out(failed_items, failed_calls)
+            self._once_left_out(result, failed_calls)
             return False
         if not failed_items:
             self._retries = 0
@@ -1302,13 +1304,23 @@ class Daemon:
                   llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True
 
-    def _once_left_out(self, failed_items: int, failed_calls: int) -> None:
+    def _once_left_out(self, result: SyncResult, failed_calls: int) -> None:
         """``--once``: the items left out make the run a failure, said as one."""
         # `watch --once` is like `streamrag index`: what succeeded is published, and the
         # exit status tells a script that something did not.
+        failed_items = result.failed_items
         self.exit_code = 1
         self.pending.setdefault(".", "retry")
         self._retry_items = failed_items
+        if not result.documents:   # (as `index` says it: "left out of this version" of nothing)
+            from streamrag.pipeline import nothing_indexed_line
+
+            self._nothing_indexed = True
+            with self._reading() as store:
+                last = "" if store is None else index_rows.last_failure(store, result.run_id)
+            self.emit("error", nothing_indexed_line(failed_items, last), llm_errors=failed_calls,
+                      failed_items=failed_items)
+            return
         calls = f" ({_n(failed_calls, 'LLM call')} failed)" if failed_calls else ""
         self.emit("error", f"left out of this version: {_n(failed_items, 'failed item')}{calls}; "
                            "run again to retry them (`streamrag status --failures` lists them)",

@@ -97,6 +97,13 @@ def settled_line(items: int) -> str:
             "--failures` says which and why); a change to them or to their settings asks again")
 
 
+def nothing_indexed_line(items: int, last: str) -> str:
+    """What ``index`` and ``watch --once`` say when every item failed, so the index holds
+    nothing: ``last``, the newest failure (``index_rows.last_failure``), names the cause."""
+    return (f"nothing was indexed: {items} item(s) failed{f' (last: {last})' if last else ''}; fix the "
+            "cause and run the same command again (`streamrag status --failures` lists them)")
+
+
 # Said of a community report settled as unusable (UNUSABLE_RUNS).
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
                    "(index.report_max_output_tokens among them): an extractive report stands in")

@@ -934,6 +934,8 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     base = f"http://127.0.0.1:{server.server_port}/v1"
     (corpus / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
     try:
+        # (watch --once said "left out of this version: 4 failed items" of a version of nothing)
+        watched = run("watch", "--once", "--api-base", base, "--db", str(corpus.parent / "w.db"), ".", cwd=corpus)
         indexed = run("index", "-q", "--api-base", base, ".", cwd=corpus)
         asked = run("ask", "--api-base", base, "Who rebuilt the quay?", cwd=corpus)
     finally:
@@ -941,6 +943,12 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
         server.server_close()
     assert indexed.returncode == 1 and "streamrag: nothing was indexed: " in indexed.stderr, indexed.stderr
     assert "the answer was an HTML page" in indexed.stderr.splitlines()[-1], indexed.stderr
+    head, _, tail = indexed.stderr.splitlines()[-1].removeprefix("streamrag: ").partition(" (last: ")
+    error = next(line for line in watched.stderr.splitlines() if " error " in line)
+    assert watched.returncode == 1 and f" {head} (last: " in error and "the answer was an HTML page" in error, watched.stderr
+    assert error.endswith("; fix the cause and run the same command again (`streamrag status --failures` "
+                          "lists them)") and tail.endswith(error.rpartition("); ")[2]), error
+    assert "left out of this version" not in watched.stderr, watched.stderr
     assert asked.returncode == 1 and "index.include" not in asked.stderr, asked.stderr
     said = asked.stderr.strip()
     assert said.startswith("streamrag: error: the index at ") and (
