@@ -1,6 +1,7 @@
-"""``python -m streamrag`` and the ``streamrag`` command: ``cli.main``, imported inside ``run``
-so that a Ctrl-C while the program loads (its imports take a few tenths of a second) ends it as
-a Ctrl-C during a command does, with one line and 130, not with a traceback."""
+"""``python -m streamrag`` (and ``python -m streamrag.cli``) and the ``streamrag`` command:
+``cli.main``, imported inside ``run`` so that a Ctrl-C while the program loads (its imports take
+a few tenths of a second) ends it as a Ctrl-C during a command does, with one line and 130, not
+with a traceback."""
 
 import sys
 

@@ -9,6 +9,13 @@ budget) are ``streamrag: ...`` lines on stderr.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # python -m streamrag.cli runs as python -m streamrag does, before this module's imports: a
+    # Ctrl-C during them printed a traceback (``__main__.run`` imports them and says it in one line).
+    from streamrag.__main__ import run
+
+    raise SystemExit(run())
+
 import argparse
 import contextlib
 import difflib
@@ -894,7 +901,3 @@ def _main(argv: list[str] | None) -> int:
         return _database_failed(e)
     except KeyboardInterrupt as e:
         return _interrupted(args.command, e)
-
-
-if __name__ == "__main__":   # (python -m streamrag.cli; python -m streamrag is the usual way)
-    raise SystemExit(main())

@@ -690,12 +690,12 @@ def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simul
     assert statuses == ["interrupted"]
 
 
-# Runs `python -m streamrag ARGS` with an import hook that, at the import of the module named by
-# argv[1], says "loading" on stdout and sleeps: a SIGINT then lands inside that import.
+# Runs `python -m MODULE ARGS` (MODULE: argv[1]) with an import hook that, at the import of the
+# module named by argv[2], says "loading" on stdout and sleeps: a SIGINT then lands inside that import.
 _SLOW_IMPORT = """
 import importlib.abc, runpy, sys, time
 
-slow = sys.argv[1]
+main, slow = sys.argv[1:3]
 
 class Slow(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -706,14 +706,15 @@ class Slow(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Slow())
-sys.argv = ["streamrag", *sys.argv[2:]]
-runpy.run_module("streamrag", run_name="__main__", alter_sys=True)
+sys.argv = ["streamrag", *sys.argv[3:]]
+runpy.run_module(main, run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("module", ["streamrag.config",    # while streamrag.cli is imported
-                                    "streamrag.daemon"])   # while the parser is built
-def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, module):
+@pytest.mark.parametrize("main, module", [("streamrag", "streamrag.config"),    # while streamrag.cli is imported
+                                          ("streamrag", "streamrag.daemon"),    # while the parser is built
+                                          ("streamrag.cli", "streamrag.config")])   # (a traceback)
+def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, module):
     # Ctrl-C in the first 0.2 s of any command (its imports) printed a traceback.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent.parent), env.get("PYTHONPATH", "")])
@@ -721,7 +722,7 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, module):
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, module, "status"], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", _SLOW_IMPORT, main, module, "status"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=as_from_a_terminal)
     try:
