@@ -24,6 +24,12 @@ How a chunk is read:
 * A capitalised word that opens a sentence (or a quotation) is dropped when it is a common
   word or appears in lower case elsewhere in the chunk; alone, it counts only if the chunk
   also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone and up to 6 letters.
+* Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
+  "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
+  or only ever puts a determiner or another name's possessive before it: English gives a
+  person's name neither. Used three times or more in the chunk, or speaking ("said the
+  Ghost"), it names a character all the same; a plural beside its surname is a family ("the
+  Cratchits" beside "Mrs. Cratchit").
 * Honorifics: "Mr.", "Ms.", "Dr.", "Prof.", "Sir" ... are dropped, so "Mr. Fezziwig" and
   "Fezziwig" are one person. "Mrs.", "Miss", "Lady" ... are kept ("Mrs. Cratchit") because
   they usually name a different person from the bare surname (a wife, a daughter).
@@ -32,7 +38,7 @@ How a chunk is read:
   resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
   "Kenji Torquay"; "DMG" -> "Drumholm Media Group"); when two names fit, it stays as written.
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
-  and prefixes, a small gazetteer, "in"/"at"/"near" before the name, honorifics; otherwise a
+  and prefixes, a small gazetteer, "in"/"near" before the name, honorifics; otherwise a
   multi-word name is a person, and so is a lone word.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
@@ -46,11 +52,14 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "3"
+VERSION = "4"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
 MAX_RELATIONSHIPS_PER_ENTITY = 10
+# A lone word capitalised this often in one chunk names a character even after "the" ("the
+# Ghost", "the Spirit"); used once or twice so, it is a common noun in capitals ("the Parrot").
+_EPITHET_USES = 3
 _PAIR_WINDOW = 8            # a sentence listing many names pairs each only with its neighbours
 _NEAR_SIDE = 6              # names per sentence considered for adjacent-sentence pairs
 
@@ -98,6 +107,18 @@ chapter stave illustration section part volume book page figure table appendix c
 mr mrs ms miss mx dr prof sir dame messrs mme mlle madam madame
 i ii iii iv v vi vii viii ix x xi xii xiii xiv xv xx
 am pm ad bc ok tv
+""")
+
+# Articles, demonstratives and possessive determiners: before a lone capitalised word they make it
+# a common noun ("the Parrot", "a Glee", "his Ghost"), before a name a place or a title.
+_DETERMINERS = _words("a an the this that these those another every each my your his her its our their thy")
+_KIN = _words("""
+uncle aunt nephew niece brother sister cousin son daughter father mother wife husband friend
+partner clerk grandfather grandmother
+""")
+_SPEECH_VERBS = _words("""
+said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
+demanded whispered muttered continued resumed added urged interrupted remarked
 """)
 
 # Dropped before a name; the bare name is the entity.
@@ -247,13 +268,14 @@ class _Token:
 
 
 class _Mention:
-    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym")
+    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "speaker")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
-                 prep: bool = False, poss: bool = False, acronym: bool = False) -> None:
+                 prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
+                 speaker: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
-        self.acronym = acronym
+        self.acronym, self.det, self.speaker = acronym, det, speaker
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -279,6 +301,9 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
         return Extraction()
 
     canon, types = _resolve(mentions, lower_words)
+    mentions = [m for m in mentions if canon[m.name] in types]
+    if not mentions:
+        return Extraction()
     allowed = _allowed_types(entity_types)
     # Dicts keep insertion order: names in order of first mention, sentences in text order.
     per_sentence: dict[int, dict[str, None]] = defaultdict(dict)
@@ -525,7 +550,45 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     name = _SPACES.sub(" ", sentence[start:end])
     poss = toks[last].poss
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
-    return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss)
+    det = not honorific and _determined(sentence, toks, first)
+    speaker = det and _speaker(sentence, toks, first, last)
+    return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
+                    det=det, speaker=speaker)
+
+
+def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
+    """Whether token ``j`` follows a determiner ("the Parrot", "a jolly Giant", "that blessed
+    Star") or another name's possessive ("the Sultan's Groom"): English gives a person's name
+    neither, so a lone word there is a common noun capitalised for emphasis."""
+    k = j - 1
+    adjectives = 0
+    while k >= 0 and _plain_gap(sentence, toks[k], toks[k + 1]):
+        t = toks[k]
+        low = t.text.lower()
+        if t.poss:
+            return t.cap and low not in _COMMON    # "Marley's Ghost", not "Here's Martha"
+        if low in _DETERMINERS:
+            # "that" is a conjunction as often ("convinced that Hamlet's father"), unless an
+            # adjective follows it ("that blessed Star").
+            return low != "that" or adjectives > 0
+        # "your uncle Scrooge", "his friend Topper": a title or kin word names the name.
+        if not t.text.islower() or low in _COMMON or low in _TITLE_SMALL or low in _KEEP_TITLES \
+                or low in _KIN or adjectives == 2:
+            return False
+        adjectives += 1
+        k -= 1
+    return False
+
+
+def _speaker(sentence: str, toks: list[_Token], first: int, last: int) -> bool:
+    """Whether tokens ``first``..``last``, after a determiner, speak: "said the Ghost", "the
+    Phantom replied". Who speaks is a character, however common the word that names it."""
+    if last + 1 < len(toks) and toks[last + 1].text in _SPEECH_VERBS \
+            and _plain_gap(sentence, toks[last], toks[last + 1]):
+        return True
+    k = first - 1
+    return k >= 1 and toks[k].text.lower() in _DETERMINERS and toks[k - 1].text in _SPEECH_VERBS \
+        and _plain_gap(sentence, toks[k - 1], toks[k])
 
 
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -652,12 +715,32 @@ def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str,
                 t = "organization"
             elif 2 * sum(m.prep for m in ms) > len(ms) and not any(m.poss for m in ms):
                 t = "geo"
-            elif " " not in target and target.lower() in lower_words:
-                t = "concept"           # a capitalised common noun: "Want", "Ignorance", "Past"
+            elif " " not in target and len(ms) < _EPITHET_USES and not any(m.speaker for m in ms) \
+                    and _common_noun(target, ms, lower_words) and not _family(target, by_name):
+                continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             else:
                 t = "person"
         types[target] = t
     return canon, types
+
+
+def _common_noun(word: str, ms: list[_Mention], lower_words: set[str]) -> bool:
+    """Whether a lone capitalised word reads as a common noun in this chunk: written in lower
+    case too (also as its plural or singular: "Spirits" beside "spirit"), or only ever after a
+    determiner or a possessive ("the Parrot", "a Glee", "the Sultan's Groom")."""
+    low = word.lower()
+    forms = {low, low + "s", low + "es", low[:-1] if low.endswith("s") else low,
+             low[:-2] if low.endswith("es") else low}
+    return bool(forms & lower_words) or all(m.det for m in ms)
+
+
+def _family(word: str, by_name: dict[str, list[_Mention]]) -> bool:
+    """Whether ``word`` is a family by its surname ("the Cratchits" beside "Mrs. Cratchit")."""
+    if len(word) < 3 or word[-1] != "s":
+        return False
+    stem = word[:-1]
+    return any(n != word and n.split()[-1] in (stem, word) and
+               (" " in n or any(m.honorific for m in ms)) for n, ms in by_name.items())
 
 
 def _allowed_types(entity_types: list[str] | None) -> list[str]:

@@ -277,6 +277,33 @@ def test_title_case_headings_are_still_not_read_as_running_text(heading):
     assert names(heading + "\n\nThe clerk wrote a letter to Scrooge.") == {"Scrooge": "person"}
 
 
+# --- capitalised common nouns (Dickens capitalises for emphasis) ---
+
+@pytest.mark.parametrize("text", [
+    "When they sung a Glee or Catch, Topper sang well. Nobody could catch him.",  # article; lower case
+    "'There's the Parrot!' cried Topper. 'It was the Parrot, you know.'",
+    "Then Topper saw the Sultan's Groom turned upside down.",         # after a possessive
+    "So Topper had learned a Truth like this. There sat a jolly Giant.",  # article, adjective
+    "So Topper knew another Hope as its great end, and had no hope left.",
+    "So Topper would never raise them to that blessed Star.",
+])
+def test_a_common_noun_in_capitals_is_no_entity(text):
+    # A person's name takes no article; a word the chunk also writes in lower case is a word.
+    assert names(text) == {"Topper": "person"}
+
+
+def test_a_character_named_by_a_common_noun_is_kept():
+    # Used three times, or speaking, or a family by its surname, it names someone.
+    ghost = "'I am here,' said the Ghost. The Ghost smiled. So Topper looked at the Ghost."
+    assert names(ghost) == {"Ghost": "person", "Topper": "person"}
+    assert names("'Look here,' pursued the Phantom.") == {"Phantom": "person"}
+    assert names("The two young Cratchits laughed, and the youngest Cratchits danced for "
+                 "Mrs. Cratchit.") == {"Cratchits": "person", "Mrs. Cratchit": "person"}
+    # A conjunction "that" and a kin word are no determiners.
+    assert names("We are convinced that Hamlet's father died. It's your uncle Scrooge.") == {
+        "Hamlet": "person", "Scrooge": "person"}
+
+
 # --- quality on the synthetic corpus ---
 
 @pytest.mark.skipif(not (SYNTH / "ground_truth.json").exists(), reason="synthetic corpus not present")
