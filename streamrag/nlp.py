@@ -21,15 +21,17 @@ How a chunk is read:
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
   ("2032 Torford Heights Trade Summit"). A possessive ends the name ("Scrooge's" -> "Scrooge").
-* A capitalised word that opens a sentence (or a quotation) is dropped when it is a common
-  word or appears in lower case elsewhere in the chunk; alone, it counts only if the chunk
-  also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone and up to 6 letters.
+* A capitalised word that opens a sentence (or a quotation, or an emphasis: "_Laden") is dropped
+  when it is a common word or appears in lower case elsewhere in the chunk; alone, it counts
+  only if the chunk also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone
+  and up to 6 letters.
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
   or only ever puts a determiner or another name's possessive before it: English gives a
   person's name neither. Used three times or more in the chunk, or speaking ("said the
   Ghost"), it names a character all the same; a plural beside its surname is a family ("the
-  Cratchits" beside "Mrs. Cratchit").
+  Cratchits" beside "Mrs. Cratchit"). A greeting's adjective is no part of the holiday ("Merry
+  Christmas" -> "Christmas").
 * Honorifics: "Mr.", "Ms.", "Dr.", "Prof.", "Sir" ... are dropped, so "Mr. Fezziwig" and
   "Fezziwig" are one person. "Mrs.", "Miss", "Lady" ... are kept ("Mrs. Cratchit") because
   they usually name a different person from the bare surname (a wife, a daughter).
@@ -95,6 +97,7 @@ meanwhile once regarding similarly speaking thanks unlike why yesterday
 eh whereat whereupon thereupon hereupon whereas anon
 come go look listen mind oh pray say see tell thank well why ay nay ha hallo halloa hum humbug
 bless god heaven
+hurrah hurray hooray huzza huzzah bravo amen
 """) | _ADJECTIVES
 
 # Capitalised words that are never an entity on their own (lower case).
@@ -120,6 +123,8 @@ _SPEECH_VERBS = _words("""
 said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
 demanded whispered muttered continued resumed added urged interrupted remarked
 """)
+# Greetings capitalise their adjective: "Merry Christmas" and "A Happy New Year" are the holiday.
+_GREETINGS = _words("merry happy")
 
 # Dropped before a name; the bare name is the entity.
 _HONORIFICS = _words("mr ms mx dr prof professor sir rev reverend messrs herr dr")
@@ -163,7 +168,7 @@ financial bancshares brands pictures publishing publishers airline railway railw
 """)
 _EVENT_WORDS = _words("""
 summit festival strike conference election elections fair talks marathon flood floods collapse
-forum war christmas year olympics games cup championship championships expo exhibition convention
+forum war christmas year night olympics games cup championship championships expo exhibition convention
 symposium treaty accord riot riots protest protests revolution crisis earthquake hurricane fire
 disaster ceremony awards gala parade carnival tournament race regatta rally day eve week
 scandal spill blackout outbreak massacre battle siege referendum hearing trial meeting concert
@@ -410,6 +415,8 @@ def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
             out.add(j)
             continue
         k = t.start - 1
+        while k > 0 and sentence[k] in "_*":     # emphasis: "[Illustration: _Laden with toys_]"
+            k -= 1
         if k >= 0 and sentence[k] in _OPEN_QUOTE and (k == 0 or not sentence[k - 1].isalnum()):
             out.add(j)
         elif k >= 1 and sentence[k] == " " and sentence[k - 1] in ":;\u2014":
@@ -523,6 +530,9 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
         lead += 1
     if lead == 0 and parts[0] in initial and common:
         lead = 1
+    if lead < len(words) - 1 and words[lead].lower() in _GREETINGS \
+            and _cue_type(" ".join(words[lead + 1:])) == "event":
+        lead += 1               # "Merry Christmas" is Christmas, "A Happy New Year" the New Year
     parts, words = parts[lead:], words[lead:]
     while words and (words[-1].islower() or (len(words) > 1 and words[-1].lower() in _NOISE
                                              and words[-1].lower() not in _KEEP_TITLES)):

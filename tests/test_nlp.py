@@ -304,6 +304,17 @@ def test_a_character_named_by_a_common_noun_is_kept():
         "Hamlet": "person", "Scrooge": "person"}
 
 
+def test_a_greeting_is_the_holiday_and_an_interjection_no_name():
+    found = names("'A merry Christmas, uncle!' 'Merry Christmas!' said Fred. 'And A Happy New Year!' "
+                  "Tiny Tim feebly cried Hurrah! They left a children's Twelfth-Night party.")
+    assert found == {"Christmas": "event", "Fred": "person", "New Year": "event", "Tiny Tim": "person",
+                     "Twelfth-Night": "event"}
+
+
+def test_an_emphasised_word_opening_a_caption_is_no_name():
+    assert names("[Illustration: _Laden with Christmas toys and presents_]") == {"Christmas": "event"}
+
+
 # --- quality on the synthetic corpus ---
 
 @pytest.mark.skipif(not (SYNTH / "ground_truth.json").exists(), reason="synthetic corpus not present")
