@@ -20,7 +20,8 @@ How a chunk is read:
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
-  ("2032 Torford Heights Trade Summit"). A possessive ends the name ("Scrooge's" -> "Scrooge").
+  ("2032 Torford Heights Trade Summit"). A possessive ends the name ("Scrooge's" -> "Scrooge"),
+  but a plural's goes on into the institution it names ("the Fishermen's Guild").
 * A capitalised word that opens a sentence (or a quotation, or an emphasis: "_Laden") is dropped
   when it is a common word or appears in lower case elsewhere in the chunk; alone, it counts
   only if the chunk also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone
@@ -40,8 +41,9 @@ How a chunk is read:
   resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
   "Kenji Torquay"; "DMG" -> "Drumholm Media Group"); when two names fit, it stays as written.
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
-  and prefixes, a small gazetteer, "in"/"near" before the name, honorifics; otherwise a
-  multi-word name is a person, and so is a lone word.
+  and prefixes, a small gazetteer, "in"/"near" before the name, honorifics, a building's head
+  after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
+  is a person, and so is a lone word.
 * Descriptions are the first sentences that mention the entity (about 40 words).
 * Relationships: two entities in one sentence (strong) or in adjacent sentences of one block
   (weak); strength 1..10 from those counts; each entity keeps its 10 strongest.
@@ -123,6 +125,17 @@ _SPEECH_VERBS = _words("""
 said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
 demanded whispered muttered continued resumed added urged interrupted remarked
 """)
+_IRREGULAR_PLURALS = ("men", "children", "people")
+# Heads of a building or an institution a plural's possessive names ("the Fishermen's Guild",
+# "the Children's Hospital"); a building's name is a place ("the Mansion House", "the Lantern Hall").
+_BUILDING_HEADS = _words("""
+house hall palace castle abbey cathedral chapel tower theatre theater inn tavern hotel asylum
+prison gaol workhouse mill market arcade
+""")
+_INSTITUTION_HEADS = _BUILDING_HEADS | _words("""
+guild union society association party club league church hospital school college institute
+fund bank court home
+""")
 # Greetings capitalise their adjective: "Merry Christmas" and "A Happy New Year" are the holiday.
 _GREETINGS = _words("merry happy")
 
@@ -158,7 +171,7 @@ inc ltd llc plc corp corporation co company companies authority university insti
 school academy council union ministry department bank bancorp foundation group press commission
 committee board office bureau agency consortium holdings logistics energy media semiconductors
 systems technologies technology industries partners capital airlines airways motors labs
-laboratories pharmaceuticals trust association society federation league club party church
+laboratories pharmaceuticals trust association society federation league club party church guild
 museum hospital court parliament congress senate army navy police service services network
 solutions communications insurance fund exchange times news post journal gazette herald tribune
 broadcasting records studios shipping mining petroleum oil gas power utilities telecom robotics commerce
@@ -255,16 +268,19 @@ _POSSESSIVE_CHARS = "sS'\u2019"
 
 
 class _Token:
-    __slots__ = ("text", "start", "end", "cap", "caps", "poss")
+    __slots__ = ("text", "start", "end", "cap", "caps", "poss", "plural_poss")
 
     def __init__(self, m: re.Match) -> None:
         # The hot loop of the module: one call per word, so cheap tests go first.
         w = m.group()
         self.start, self.end = m.start(), m.end()
-        self.poss = False
+        self.poss = self.plural_poss = False
         if w[-1] in _POSSESSIVE_CHARS and len(w) > 2:
             cut = w[:-2] if w[-2] in _APOSTROPHES else w[:-1]
             if w[-1] in _APOSTROPHES or w[-2] in _APOSTROPHES:
+                # "Workers'", "Fishermen's": a plural's possessive
+                self.plural_poss = cut[-1] in "sS" if w[-1] in _APOSTROPHES \
+                    else cut.lower().endswith(_IRREGULAR_PLURALS)
                 self.poss, w = True, cut
         self.text = w
         self.cap = (w[0].isupper() and not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w))
@@ -466,7 +482,11 @@ def _run(sentence: str, toks: list[_Token], j: int) -> list[int]:
     while True:
         k = parts[-1]
         cur = toks[k]
-        if cur.poss and not (toks[parts[0]].text.lower() in ("st", "saint") and len(parts) <= 2):
+        # "St. Paul's Churchyard"; a plural's possessive names an institution ("the Fishermen's
+        # Guild", "the Workers' Party"), a person's ends the name ("Scrooge's nephew").
+        if cur.poss and not (toks[parts[0]].text.lower() in ("st", "saint") and len(parts) <= 2) \
+                and not (cur.plural_poss and k + 1 < n and toks[k + 1].cap and not toks[k + 1].caps
+                         and toks[k + 1].text.lower() in _INSTITUTION_HEADS):
             break
         if k + 1 >= n:
             break
@@ -725,6 +745,9 @@ def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str,
                 t = "organization"
             elif 2 * sum(m.prep for m in ms) > len(ms) and not any(m.poss for m in ms):
                 t = "geo"
+            elif " " in target and _cue_words(target.split()[-1])[-1] in _BUILDING_HEADS \
+                    and any(m.det or m.prep for m in ms):
+                t = "geo"               # "the Mansion House", "at the Lantern Hall"; not "Stuart Hall"
             elif " " not in target and len(ms) < _EPITHET_USES and not any(m.speaker for m in ms) \
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity

@@ -315,6 +315,41 @@ def test_an_emphasised_word_opening_a_caption_is_no_name():
     assert names("[Illustration: _Laden with Christmas toys and presents_]") == {"Christmas": "event"}
 
 
+def test_a_building_is_a_place_and_a_plural_possessive_names_an_institution():
+    found = names("Tobias Reyn spoke for the Fishermen's Guild at the Lantern Hall. The Lord Mayor gave "
+                  "orders in the mighty Mansion House. Stuart Hall wrote to the Workers' Union.")
+    assert found == {"Tobias Reyn": "person", "Fishermen's Guild": "organization", "Lantern Hall": "geo",
+                     "Lord Mayor": "person", "Mansion House": "geo", "Stuart Hall": "person",
+                     "Workers' Union": "organization"}
+
+
+CAROL_DIR = SYNTH.parent / "christmas_carol"
+
+
+@pytest.mark.skipif(not CAROL_DIR.is_dir(), reason="christmas_carol corpus not present")
+def test_no_capitalised_common_nouns_from_a_christmas_carol():
+    from streamrag.chunker import chunk_document
+    from streamrag.config import IndexSettings
+    from streamrag.records import Document
+
+    ix = IndexSettings()
+    found: dict[str, str] = {}
+    for path in sorted(CAROL_DIR.glob("*.txt")):
+        doc = Document(id=path.name, path=str(path), title=path.stem, text=path.read_text())
+        for chunk in chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap, encoding=ix.encoding):
+            found.update(names(chunk.text))
+    # Measured on the 44 chunks of an offline index (labels in the commit message): 142 entities,
+    # 80 right, 10 mistyped, 52 no entity; now 109: 81 right, 7 mistyped, 21 no entity.
+    junk = {"Glee", "Catch", "Parrot", "Giant", "Ogre", "Groom", "Sultan", "Genii", "Porch", "Star",
+            "Truth", "Gothic", "Treadmill", "Prophet", "Parks", "Ward", "Weather", "Genius", "Grocers",
+            "Idol", "Hope", "Feast", "Time", "Founder", "Future", "Present", "Hurrah", "Laden",
+            "Merry Christmas", "Happy New Year"}
+    assert not junk & set(found), sorted(junk & set(found))
+    assert found["Mansion House"] == "geo" and found["Twelfth-Night"] == "event"
+    assert {"Scrooge", "Ghost", "Spirit", "Phantom", "Cratchits", "Hamlet", "Ignorance", "Want",
+            "Tiny Tim", "Fezziwig", "Mrs. Cratchit", "Christmas", "New Year"} <= set(found)
+
+
 # --- quality on the synthetic corpus ---
 
 @pytest.mark.skipif(not (SYNTH / "ground_truth.json").exists(), reason="synthetic corpus not present")
