@@ -601,9 +601,10 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
             # "that" is a conjunction as often ("convinced that Hamlet's father"), unless an
             # adjective follows it ("that blessed Star").
             return low != "that" or adjectives > 0
-        # "your uncle Scrooge", "his friend Topper": a title or kin word names the name.
+        # "your uncle Scrooge", "his friend Topper": a title or kin word names the name; a
+        # particle is another language's ("a visité la Bretagne": French "a" is no article).
         if not t.text.islower() or low in _COMMON or low in _TITLE_SMALL or low in _KEEP_TITLES \
-                or low in _KIN or adjectives == 2:
+                or low in _KIN or low in _PARTICLES or adjectives == 2:
             return False
         adjectives += 1
         k -= 1

@@ -302,6 +302,8 @@ def test_a_character_named_by_a_common_noun_is_kept():
     # A conjunction "that" and a kin word are no determiners.
     assert names("We are convinced that Hamlet's father died. It's your uncle Scrooge.") == {
         "Hamlet": "person", "Scrooge": "person"}
+    # Nor are words of another language: French "a" (has) is no article.
+    assert "Bretagne" in names("Le président Emmanuel Macron a visité la Bretagne.")
 
 
 def test_a_greeting_is_the_holiday_and_an_interjection_no_name():
