@@ -29,10 +29,10 @@ How a chunk is read:
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
   "a Glee or Catch", "the Parrot", "another Hope") when the chunk also writes it in lower case
   or only ever puts a determiner or another name's possessive before it: English gives a
-  person's name neither. Used three times or more in the chunk, or speaking ("said the
-  Ghost"), it names a character all the same; a plural beside its surname is a family ("the
-  Cratchits" beside "Mrs. Cratchit"). A greeting's adjective is no part of the holiday ("Merry
-  Christmas" -> "Christmas").
+  person's name neither. Used three times or more in the chunk, or speaking or acting right
+  after "the" ("said the Ghost", "the Phantom pointed"), it names a character all the same; a
+  plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). A greeting's
+  adjective is no part of the holiday ("Merry Christmas" -> "Christmas").
 * Honorifics: "Mr.", "Ms.", "Dr.", "Prof.", "Sir" ... are dropped, so "Mr. Fezziwig" and
   "Fezziwig" are one person. "Mrs.", "Miss", "Lady" ... are kept ("Mrs. Cratchit") because
   they usually name a different person from the bare surname (a wife, a daughter).
@@ -124,6 +124,11 @@ partner clerk grandfather grandmother
 _SPEECH_VERBS = _words("""
 said says replied cried asked returned pursued exclaimed observed answered rejoined inquired
 demanded whispered muttered continued resumed added urged interrupted remarked
+""")
+# Verbs of a story's subject that do not end in "-ed" (those that do are known by it).
+_NARRATIVE_VERBS = _words("""
+was is had has did does spoke speaks stood stands sat sits came comes went goes saw sees took
+takes gave gives made makes held holds knew knows rose rises spread spreads led leads told tells
 """)
 _IRREGULAR_PLURALS = ("men", "children", "people")
 # Heads of a building or an institution a plural's possessive names ("the Fishermen's Guild",
@@ -232,6 +237,8 @@ out outside over past per since through throughout till toward towards under unt
 with within without
 """)
 
+_PREPOSITIONS = _TITLE_SMALL - _words("a an the and but or nor for so yet as if than vs v versus")
+
 _TYPE_SYNONYMS = {
     "person": _words("person people per persons character characters individual human"),
     "organization": _words("organization organisation organizations organisations org company "
@@ -289,14 +296,14 @@ class _Token:
 
 
 class _Mention:
-    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "speaker")
+    __slots__ = ("sent", "name", "honorific", "title", "prep", "poss", "acronym", "det", "agent")
 
     def __init__(self, sent: int, name: str, *, honorific: bool = False, title: bool = False,
                  prep: bool = False, poss: bool = False, acronym: bool = False, det: bool = False,
-                 speaker: bool = False) -> None:
+                 agent: bool = False) -> None:
         self.sent, self.name = sent, name
         self.honorific, self.title, self.prep, self.poss = honorific, title, prep, poss
-        self.acronym, self.det, self.speaker = acronym, det, speaker
+        self.acronym, self.det, self.agent = acronym, det, agent
 
 
 def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -> Extraction:
@@ -581,9 +588,9 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     poss = toks[last].poss
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
     det = not honorific and _determined(sentence, toks, first)
-    speaker = det and _speaker(sentence, toks, first, last)
+    agent = det and _agent(sentence, toks, first, last)
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
-                    det=det, speaker=speaker)
+                    det=det, agent=agent)
 
 
 def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -611,15 +618,26 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
     return False
 
 
-def _speaker(sentence: str, toks: list[_Token], first: int, last: int) -> bool:
-    """Whether tokens ``first``..``last``, after a determiner, speak: "said the Ghost", "the
-    Phantom replied". Who speaks is a character, however common the word that names it."""
-    if last + 1 < len(toks) and toks[last + 1].text in _SPEECH_VERBS \
-            and _plain_gap(sentence, toks[last], toks[last + 1]):
-        return True
+def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> bool:
+    """Whether tokens ``first``..``last``, right after "the" (or "this", "that"), speak or act:
+    "said the Ghost", "the Phantom replied", "the Phantom (slowly) pointed", "the Phantom was".
+    Who does so is a character, however common the word naming it; "the Parrot, you know" is not."""
     k = first - 1
-    return k >= 1 and toks[k].text.lower() in _DETERMINERS and toks[k - 1].text in _SPEECH_VERBS \
-        and _plain_gap(sentence, toks[k - 1], toks[k])
+    if k < 0 or toks[k].text.lower() not in ("the", "this", "that") \
+            or not _plain_gap(sentence, toks[k], toks[first]):
+        return False            # "its mighty Founder was", "the Sultan's Groom turned": no one
+    if k >= 1 and toks[k - 1].text in _PREPOSITIONS:
+        return False            # "the Genius of the Weather sat": the Genius sits
+    if k >= 1 and toks[k - 1].text in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]):
+        return True
+    j = last + 1
+    if j < len(toks) and toks[j].text.endswith("ly") and _plain_gap(sentence, toks[j - 1], toks[j]):
+        j += 1                  # an adverb between
+    if j >= len(toks) or not _plain_gap(sentence, toks[j - 1], toks[j]):
+        return False
+    verb = toks[j].text
+    return verb in _SPEECH_VERBS or verb in _NARRATIVE_VERBS or (
+        len(verb) > 4 and verb.islower() and verb.endswith("ed"))
 
 
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -749,7 +767,7 @@ def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str,
             elif " " in target and _cue_words(target.split()[-1])[-1] in _BUILDING_HEADS \
                     and any(m.det or m.prep for m in ms):
                 t = "geo"               # "the Mansion House", "at the Lantern Hall"; not "Stuart Hall"
-            elif " " not in target and len(ms) < _EPITHET_USES and not any(m.speaker for m in ms) \
+            elif " " not in target and len(ms) < _EPITHET_USES and not any(m.agent for m in ms) \
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity
             else:

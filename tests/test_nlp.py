@@ -297,6 +297,8 @@ def test_a_character_named_by_a_common_noun_is_kept():
     ghost = "'I am here,' said the Ghost. The Ghost smiled. So Topper looked at the Ghost."
     assert names(ghost) == {"Ghost": "person", "Topper": "person"}
     assert names("'Look here,' pursued the Phantom.") == {"Phantom": "person"}
+    assert names("So the Phantom slowly pointed onward.") == {"Phantom": "person"}
+    assert names("So the Sultan's Groom turned upside down, and its mighty Founder was a child.") == {}
     assert names("The two young Cratchits laughed, and the youngest Cratchits danced for "
                  "Mrs. Cratchit.") == {"Cratchits": "person", "Mrs. Cratchit": "person"}
     # A conjunction "that" and a kin word are no determiners.
