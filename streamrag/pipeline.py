@@ -107,6 +107,9 @@ def nothing_indexed_line(items: int, last: str) -> str:
 # Said of a community report settled as unusable (UNUSABLE_RUNS).
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
                    "(index.report_max_output_tokens among them): an extractive report stands in")
+# A run stops once this many calls failed (after their retries) and no chunk was extracted:
+# the endpoint is plainly down, or answers nothing usable (``Indexer.fail``).
+GIVE_UP_AFTER = 3
 # Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
@@ -701,6 +704,7 @@ class Indexer:
         self.rechunked_all = True
         self.unavailable = 0
         self.unavailable_error = ""
+        self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
         self.llm = None
 
     # -- helpers ---------------------------------------------------------------------------
@@ -716,8 +720,17 @@ class Indexer:
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
             self.unavailable_error = str(error)
-            if self.unavailable >= 3 and self.progress.counts["chunks_extracted"] == 0:
-                raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
+        if isinstance(error, LLMUnavailableError) or (isinstance(error, LLMOutputError)
+                                                       and stage in ("extract", "glean")):
+            # An endpoint failing every call fails them in either way (HTTP 500s and dropped
+            # connections, garbage and cut-off answers): counting only the first, a run whose
+            # first calls all failed waited for the calls still hanging (30 s a try).
+            self.failed_calls += 1
+            if self.failed_calls >= GIVE_UP_AFTER and self.progress.counts["chunks_extracted"] == 0:
+                if isinstance(error, LLMUnavailableError):
+                    raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
+                raise LLMOutputError(f"the first {self.failed_calls} chunks to finish all failed, none "
+                                     f"was extracted; last: {error}{_NOTHING_PUBLISHED}") from None
         self.failures += 1
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)

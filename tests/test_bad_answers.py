@@ -207,6 +207,35 @@ def test_a_summary_over_budget_keeps_whole_sentences():
 
 # -- the pipeline against a faulty endpoint --------------------------------------------------
 
+async def test_a_run_whose_first_calls_all_fail_stops_however_they_failed(corpus, tmp_path):
+    # Against an endpoint failing every call (simulate --fault-rate 1.0: HTTP 500s and dropped
+    # connections, garbage and cut-off answers), only the calls failed by HTTP counted towards
+    # giving up: a run went on through every chunk's tries, then waited for the tries still
+    # hanging (30 s each), before it said that nothing was indexed.
+    asked: list[httpx.Request] = []
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        if len(asked) == 1:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        return httpx.Response(200, json=body(GARBAGE))
+
+    settings = make_settings("http://llm.test/v1", index={"chunk_size": 50, "chunk_overlap": 0},
+                             llm={"max_retries": 0}, pipeline={"extract_workers": 1})
+    with pytest.raises(LLMOutputError, match="the first 3 chunks to finish all failed.*Nothing was published"):
+        await sync([corpus], settings, tmp_path / "i.db", root=corpus, transport=httpx.MockTransport(failing))
+    store = Store(tmp_path / "i.db", readonly=True)
+    try:
+        chunks = store.scalar("SELECT count(*) FROM chunks")
+        calls = store.scalar("SELECT count(DISTINCT cache_key) FROM llm_calls")
+    finally:
+        store.close()
+    # One chunk's call failed with HTTP 500, two got garbage three times: the run stopped there,
+    # not after three answers for each of its chunks.
+    assert chunks > 6
+    assert (calls, len(asked)) == (3, 1 + 2 * 3), chunks
+
+
 def _validator(stage: str):
     return {"extract": usable_records, "glean": usable_records, "summarize": usable_description,
             "report": usable_report,
