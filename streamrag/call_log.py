@@ -8,9 +8,10 @@ straight to a writable store) in one transaction with the cache puts the call br
 for an answer twice. Without a store only the counts are kept.
 
 A call cancelled after its first try began (a run that gave up, Ctrl-C, a task group cancelled)
-is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it) and noted in
-memory at once, without awaiting anything, so it can neither hang nor be cut short by the
-cancellation it comes from. Its row is written with the next call's, in that call's
+is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it), with the
+tokens paid for all the same (the prompt of a request that went out, an answer streamed in
+part), and noted in memory at once, without awaiting anything, so it can neither hang nor be cut
+short by the cancellation it comes from. Its row is written with the next call's, in that call's
 transaction, or by ``flush`` when the client closes.
 """
 
@@ -72,19 +73,26 @@ class CallLog:
                   "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
         await self._write([*self._take_unwritten(), record], put)
 
-    def cancelled(self, row: dict, tries: int, latency_ms: float) -> None:
-        """Counts a call its caller cancelled after ``tries`` tries, none answered, and notes
-        its row for the next write (``record``, ``flush``). Awaits nothing: it runs where a
-        cancellation is being delivered."""
+    def cancelled(self, row: dict, tries: int, latency_ms: float,
+                  prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+        """Counts a call its caller cancelled after ``tries`` tries, none answered whole, and
+        notes its row for the next write (``record``, ``flush``). The tokens are those paid for
+        all the same (counted here: an answer streamed in part, and its prompt). Awaits nothing:
+        it runs where a cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         counts["cancelled"] += 1
+        counts["prompt_tokens"] += prompt_tokens
+        counts["completion_tokens"] += completion_tokens
         if self.store is None:
             return
+        answered = ("none answered" if not prompt_tokens
+                    else f"its answer cut short after {completion_tokens} token(s)" if completion_tokens
+                    else "its request sent, no answer begun")
         self._unwritten.append({
-            **row, "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": round(latency_ms, 3),
-            "cached": 0, "cancelled": 1, "created_at": time.time(),
-            "error": f"{CANCELLED} after {tries} tr{'y' if tries == 1 else 'ies'}, none answered: "
+            **row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "latency_ms": round(latency_ms, 3), "cached": 0, "cancelled": 1, "created_at": time.time(),
+            "error": f"{CANCELLED} after {tries} tr{'y' if tries == 1 else 'ies'}, {answered}: "
                      "its caller stopped waiting (a run that gave up, or was stopped)"})
 
     async def flush(self) -> None:

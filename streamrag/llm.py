@@ -114,6 +114,32 @@ class ChatResult(msgspec.Struct):
     key: str = ""              # the answer's key in llm_cache (``cache.cache_key``)
 
 
+class _Tries:
+    """What a chat call's tries got so far, for its row should its caller cancel it (``_cancelled``):
+    the tries begun and, of the try under way, whether its request went out whole (its prompt
+    is the provider's then, and paid for) and the pieces of answer streamed (thinking too)."""
+
+    __slots__ = ("begun", "sent", "pieces")
+
+    def __init__(self) -> None:
+        self.begun = 0
+        self.sent = False
+        self.pieces: list[str] = []
+
+    def next(self) -> None:
+        self.begun += 1
+        self.sent = False
+        self.pieces = []
+
+    def extensions(self) -> dict:
+        """httpx's request extensions telling it when the request went out (httpcore's trace; a
+        transport without one, ``MockTransport``, tells it by the answer's beginning)."""
+        async def trace(event: str, _info: dict) -> None:
+            if event.endswith("send_request_body.complete"):
+                self.sent = True
+        return {"trace": trace}
+
+
 class _Silent(Exception):
     """A try not made: the server has stopped answering and another try is finding out whether
     it is back (``LLMClient._attempt``)."""
@@ -287,12 +313,19 @@ class LLMClient:
         await self._call_log.flush()   # (shielded: the rows of calls cancelled as a run stopped)
         await self._http.aclose()
 
-    def _cancelled(self, row: dict, tries: int, started: float) -> None:
+    def _cancelled(self, row: dict, tries: int, started: float, messages: list[dict] | None = None,
+                   streamed: list[str] | None = None) -> None:
         """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
         when a try of it had begun; one that only waited (for a slot, the rate limits, an
-        identical request) asked nothing. Awaits nothing (``CallLog.cancelled``)."""
-        if tries:
-            self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000)
+        identical request) asked nothing. ``messages``: the prompt of the try under way, which
+        went out (a provider bills it, answered or not), and ``streamed``, the pieces of its
+        answer streamed so far: the row counts their tokens as an estimate does, not 0.
+        Awaits nothing (``CallLog.cancelled``)."""
+        if not tries:
+            return
+        prompt = self._prompt_estimate(messages) if messages is not None else 0
+        completion = count_tokens("".join(streamed or ()), self.encoding)
+        self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000, prompt, completion)
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
@@ -401,12 +434,13 @@ class LLMClient:
 
         # The answer is shared once committed (the block's end): a caller arriving later finds it cached.
         with self._cache.flying(key) as flight:
-            asked = [0]   # tries begun
+            tries = _Tries()
             started = time.perf_counter()
             try:
-                answer, latency = await self._chat_http(payload, on_delta, row["stage"], asked)
+                answer, latency = await self._chat_http(payload, on_delta, row["stage"], tries)
             except anyio.get_cancelled_exc_class():
-                self._cancelled(row, asked[0], started)
+                self._cancelled(row, tries.begun, started,
+                                payload["messages"] if tries.sent else None, tries.pieces)
                 raise
             except LLMError as e:
                 flight.error = e
@@ -437,20 +471,20 @@ class LLMClient:
         return count_message_tokens(messages, self.encoding)
 
     async def _chat_http(self, payload: dict, on_delta: Callable[[str], None] | None,
-                         stage: str = "", asked: list[int] | None = None) -> tuple[Answer, float]:
-        """The answer and its latency; ``asked[0]`` counts its tries (``_attempt_in_slot``)."""
+                         stage: str = "", tries: _Tries | None = None) -> tuple[Answer, float]:
+        """The answer and its latency; ``tries`` follows its tries (``_attempt_in_slot``)."""
         messages = payload["messages"]
-        asked = [0] if asked is None else asked
+        tries = _Tries() if tries is None else tries
         # Counting tokens costs time; do it only for the token limiter or when usage is missing.
         prompt_tokens = self._prompt_estimate(messages) if self._tpm is not None else -1
         shown = [""]  # the answer (thinking left out) handed to on_delta, across retries
         unmarked: list[str] = []   # the texts of this call's streams that ended unmarked
 
         async def attempt() -> tuple[Answer, float]:
-            asked[0] += 1
+            tries.next()
             if on_delta is None:
-                return await self._post_chat(payload, stage)
-            return await self._stream_chat(payload, on_delta, shown, stage, unmarked)
+                return await self._post_chat(payload, stage, tries)
+            return await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
 
         model = payload["model"]
         spent = [0, 0]   # tries, kept across the askings again without a refused parameter
@@ -521,10 +555,12 @@ class LLMClient:
             return _COMPLETION_GUESS
         return max(1, round(self._answer_tokens / self._answers))
 
-    async def _post_chat(self, payload: dict, stage: str = "") -> tuple[Answer, float]:
+    async def _post_chat(self, payload: dict, stage: str = "",
+                         tries: _Tries | None = None) -> tuple[Answer, float]:
         started = time.perf_counter()
         resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
-                                     timeout=_request_timeout())
+                                     timeout=_request_timeout(),
+                                     extensions=tries.extensions() if tries is not None else None)
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._json(resp)
         latency = (time.perf_counter() - started) * 1000
@@ -550,7 +586,8 @@ class LLMClient:
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[str], stage: str = "",
-                           unmarked: list[str] | None = None) -> tuple[Answer, float]:
+                           unmarked: list[str] | None = None,
+                           tries: _Tries | None = None) -> tuple[Answer, float]:
         """One streamed attempt. Its answer, thinking left out, is passed on as it comes; after a
         retry, only the part beyond what was shown, while it says what was shown. A retry whose
         answer differs (a model that samples, or thinks) is shown whole after a line saying the
@@ -559,11 +596,13 @@ class LLMClient:
         A stream that ends with neither a ``finish_reason`` nor ``[DONE]`` was cut short, and is
         asked again, unless the server is one that ends every stream so: the same text twice
         in one call (``unmarked``: this call's earlier such texts) says it is, and from then on
-        its streams are taken as they end (``_UNMARKED``)."""
+        its streams are taken as they end (``_UNMARKED``). ``tries``: the call's, told that the
+        request went out and each piece of the answer, for the row of a call cancelled midway."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         limit = payload.get("max_tokens")   # pieces are about a token each
         started = time.perf_counter()
         parts: list[str] = []
+        paid = tries.pieces if tries is not None else []   # ... and of thinking too, as they come
         thought = 0   # pieces of thinking streamed apart from the answer (_THINKING_KEYS)
         seen = ""   # this attempt's answer so far, thinking left out
         own = False   # what was shown is this attempt's answer
@@ -584,11 +623,14 @@ class LLMClient:
         usage: dict = {}
         done = False
         async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
-                                     timeout=_request_timeout()) as resp:
+                                     timeout=_request_timeout(),
+                                     extensions=tries.extensions() if tries is not None else None) as resp:
             self._answered()
             if resp.status_code != 200:
                 await resp.aread()
                 self._check_status(resp, self.chat_url, payload["model"], stage)
+            if tries is not None:
+                tries.sent = True   # (a transport without httpcore's trace says so here)
             events = 0
             other: list[str] = []   # the first lines that are no event: a web page, say
             async for line in resp.aiter_lines():
@@ -629,12 +671,15 @@ class LLMClient:
                         raise Retryable(f"a streamed event's 'delta' is not an object ({json_kind(delta)})",
                                         200)
                     piece = read_content(delta.get("content"), "a streamed event's")
+                    thinking = [delta[k] for k in _THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]]
                     if piece:
                         parts.append(piece)
+                        paid.append(piece)
                         visible.feed(piece)
                         _progress()
-                    elif any(isinstance(delta.get(k), str) and delta[k] for k in _THINKING_KEYS):
+                    elif thinking:
                         thought += 1
+                        paid.extend(thinking)
                         _progress()   # a model thinking aloud apart from its answer is not hung
                     if read_finish(choice.get("finish_reason")):
                         finish_reason = choice["finish_reason"]

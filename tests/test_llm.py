@@ -23,7 +23,7 @@ from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestEr
 from streamrag.llm import LLMClient
 from streamrag.ratelimit import parse_retry_after
 from streamrag.store import Store
-from streamrag.tokens import count_message_tokens
+from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.writer import Writer
 
 pytestmark = pytest.mark.anyio
@@ -2042,6 +2042,65 @@ async def test_a_call_cancelled_after_its_requests_went_out_is_recorded_as_cance
     info = gather_status(store)
     assert info["llm"]["calls"] == 2 and info["llm"]["cancelled"] == 1 and info["llm"]["errors"] == 0, info["llm"]
     store.close()
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_sent(tmp_path, streamed):
+    # `ask` stopped (SIGTERM) while a slow endpoint worked on the answer: its row said 0 tokens,
+    # though the provider had the prompt, and bills it (the simulator does).
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    store = Store(tmp_path / "index.db")
+    with Simulator(SimulatorConfig(latency_ms=20_000)) as sim:
+        async with Writer(store) as writer:
+            settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0)
+            async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1") as llm:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(lambda: llm.chat(ask("Who is Ada?"), model="gpt-4o-mini", stage="answer",
+                                                       on_delta=(lambda _t: None) if streamed else None))
+                        while sim.requests < 1:
+                            await anyio.sleep(0.01)
+                        tg.cancel_scope.cancel()
+                stats = llm.stats["answer"]
+        billed = sim.stats()["prompt_tokens"]
+    (row,) = calls(store)
+    store.close()
+    assert billed == count_message_tokens(ask("Who is Ada?")) > 0
+    assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (1, billed, 0), row
+    assert row["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), row["error"]
+    assert (stats["cancelled"], stats["prompt_tokens"], stats["completion_tokens"]) == (1, billed, 0), stats
+
+
+async def test_a_streamed_answer_cancelled_midway_records_what_it_streamed(tmp_path):
+    pieces = ["Ada Lovelace ", "wrote the first ", "program for the ", "Analytical Engine"]
+
+    async def streaming_then_stalled() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield sse([delta({"content": piece})])
+        yield sse([delta({"reasoning_content": "and then"})])
+        await anyio.sleep(3600)   # the rest never comes: the caller stops waiting
+
+    endpoint = Endpoint(lambda body: httpx.Response(200, content=streaming_then_stalled(),
+                                                    headers={"content-type": "text/event-stream"}))
+    shown: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: llm.chat(ask(), model="m-stalled", stage="answer", on_delta=shown.append))
+                while "".join(shown) != "".join(pieces):   # (a model no test saw think aloud)
+                    await anyio.sleep(0.01)
+                await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+            stats = llm.stats["answer"]
+    (row,) = calls(store)
+    store.close()
+    # Counted here as an estimate would: the prompt, and the answer (its thinking too) so far.
+    streamed = count_tokens("".join(pieces) + "and then")
+    assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (
+        1, count_message_tokens(ask()), streamed), row
+    assert row["error"].startswith(f"cancelled after 1 try, its answer cut short after {streamed} token(s)")
+    assert (stats["prompt_tokens"], stats["completion_tokens"]) == (count_message_tokens(ask()), streamed)
 
 
 async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
