@@ -720,11 +720,12 @@ class Indexer:
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
             self.unavailable_error = str(error)
-        if isinstance(error, LLMUnavailableError) or (isinstance(error, LLMOutputError)
+        if isinstance(error, LLMUnavailableError) or (isinstance(error, LLMOutputError) and not self.retried
                                                        and stage in ("extract", "glean")):
             # An endpoint failing every call fails them in either way (HTTP 500s and dropped
             # connections, garbage and cut-off answers): counting only the first, a run whose
-            # first calls all failed waited for the calls still hanging (30 s a try).
+            # first calls all failed waited for the calls still hanging (30 s a try). (The
+            # daemon publishes what it can and asks unusable answers again a few times only.)
             self.failed_calls += 1
             if self.failed_calls >= GIVE_UP_AFTER and self.progress.counts["chunks_extracted"] == 0:
                 if isinstance(error, LLMUnavailableError):
