@@ -108,8 +108,11 @@ def nothing_indexed_line(items: int, last: str) -> str:
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
                    "(index.report_max_output_tokens among them): an extractive report stands in")
 # A run stops once this many calls failed (after their retries) and no chunk was extracted:
-# the endpoint is plainly down, or answers nothing usable (``Indexer.fail``).
-GIVE_UP_AFTER = 3
+# the endpoint is plainly down (3 that it did not answer), or answers nothing usable (8 failed in
+# any way: a model that cannot follow the format, an HTML page; more than 3, so that a weak model
+# whose first few answers happen to be unusable is not stopped) (``Indexer.fail``).
+GIVE_UP_UNAVAILABLE = 3
+GIVE_UP_AFTER = 8
 # Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
@@ -727,6 +730,9 @@ class Indexer:
             # first calls all failed waited for the calls still hanging (30 s a try). (The
             # daemon publishes what it can and asks unusable answers again a few times only.)
             self.failed_calls += 1
+            if self.progress.counts["chunks_extracted"] == 0 and isinstance(error, LLMUnavailableError) \
+                    and self.unavailable >= GIVE_UP_UNAVAILABLE:
+                raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
             if self.failed_calls >= GIVE_UP_AFTER and self.progress.counts["chunks_extracted"] == 0:
                 if isinstance(error, LLMUnavailableError):
                     raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
