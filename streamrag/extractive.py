@@ -157,10 +157,6 @@ def _strip_ending(word: str) -> str:
     return word
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(w) for w in words(text)}
-
-
 def asked_names(question: str, anchors: Sequence[str] = ()) -> frozenset[str]:
     """The words of the names ``question`` asks about: those it writes capitalised where no
     sentence opens (not first, nor after . ! ? : ; but a title's "Mr."), and those of the entity
@@ -401,19 +397,23 @@ def extractive_answer(question: str, passages: Sequence[tuple[str, str]], *, wha
 
 
 def overlap_rating(question_terms: set[str], text: str, names: Sequence[str] = (),
-                   held: Collection[str] = ()) -> float:
-    """A 0-5 relevance rating from the share of the question's words found in ``text`` (by
-    stem, as sentences are picked), the rating model's stand-in when there is no model.
+                   held: Collection[str] = (), key: NameKeys | None = None) -> float:
+    """A 0-5 relevance rating from the share of the question's words found in ``text``, the
+    rating model's stand-in when there is no model. Words are compared as ``pick_sentences``
+    compares them, by ``key`` (the question's ``NameKeys``; by stem alone without one), so the
+    reports rated are those whose sentences can be quoted: "Who is Tim?" no longer rates a
+    report for its "times".
 
     ``names`` are the names of the entities the question names. Each is one of its words,
     found only whole (every word of it in ``text``) or when it is among ``held`` (the names of
     the entities the community rated holds): "Dmitri" alone (Dmitri Iskton's report) is not half
     of "Who is Dmitri Quinquay?", which rated it 3 of 5 and read it instead of his own."""
-    parts = {name: part for name in names if (part := _name_stems(name))}
-    rest = {stem(t) for t in question_terms} - set().union(*parts.values())
+    key = key or NameKeys(frozenset())
+    parts = {name: part for name in names if (part := _name_stems(name, key))}
+    rest = {key.word(t, t in key.names) for t in question_terms} - set().union(*parts.values())
     if not rest and not parts:
         return 1.0
-    have = _stems(text)
+    have = set(key.of(text))
     found = len(rest & have) + sum(1 for name, part in parts.items() if name in held or part <= have)
     share = found / (len(rest) + len(parts))
     return 0.0 if share == 0 else float(max(1, min(5, math.ceil(5 * share))))

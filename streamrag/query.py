@@ -726,13 +726,16 @@ class _Search:
         question, stop = global_question(self.answer.question)
         terms = set(local_search.query_terms(question, extra_stop=stop))
         names, holding = self._named_holding()
-        nodes = await self._global_nodes(tree, terms, names, holding)
-        if terms & RELATION_WORDS and not any(extractive.overlap_rating(terms, n.text) for n in nodes):
+        # Reports are rated by the words their sentences are picked by (``_extract``, which gives
+        # ``pick_sentences`` the same question and no anchors): a name asked about by its own form.
+        key = extractive.NameKeys(extractive.asked_names(question))
+        nodes = await self._global_nodes(tree, terms, names, holding, key)
+        if terms & RELATION_WORDS and not any(extractive.overlap_rating(terms, n.text, key=key) for n in nodes):
             # Words of how things relate that no report has ("Summarize the connections across
             # the collection") ask about the rest; those a report has ("the themes of the plays")
             # were kept: left out of both, the theatre's report was never quoted.
             stop, terms = stop | RELATION_WORDS, terms - RELATION_WORDS
-            nodes = await self._global_nodes(tree, terms, names, holding)
+            nodes = await self._global_nodes(tree, terms, names, holding, key)
         self._global_stop = stop
         broad = False
         if not nodes and terms:
@@ -749,7 +752,7 @@ class _Search:
             broad = True
             self.answer.details["broad_fallback"] = True
         ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text, names,
-                                                                         holding.get(n.id, ())),
+                                                                         holding.get(n.id, ()), key),
                                               -n.size, global_search._order(n)))[:20]
         self.context_tags = [f"[R:{n.id}]" for n in ranked]
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
@@ -768,11 +771,12 @@ class _Search:
         return list(names.values()), holding
 
     async def _global_nodes(self, tree, terms: set[str], names: list[str],
-                            holding: dict[str, set[str]]) -> list:
+                            holding: dict[str, set[str]], key: extractive.NameKeys) -> list:
         """The reports an offline global search reads for ``terms``: a level's (static), or
         those dynamic selection rates highest by their overlap with the terms, the entity
         ``names`` the question has each counting as one term (``extractive.overlap_rating``),
-        and opens because they hold one of them (``holding``: community -> those names)."""
+        and opens because they hold one of them (``holding``: community -> those names); words
+        compared by ``key``."""
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -784,7 +788,7 @@ class _Search:
         else:
             async def rate(frontier):
                 return {n.id: extractive.overlap_rating(terms, global_search.rate_line(n), names,
-                                                        holding.get(n.id, ()))
+                                                        holding.get(n.id, ()), key)
                         for n in frontier}
 
             q = self.settings.query

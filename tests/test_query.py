@@ -1186,6 +1186,22 @@ def test_the_offline_rating_finds_a_name_whole_or_not_at_all():
     assert overlap_rating({"quinquay", "flood"}, "The flood.", ["Quinquay"]) == 3.0
 
 
+def test_the_offline_rating_compares_a_name_asked_about_as_sentences_are_picked():
+    # "Who is Tim?" (A Christmas Carol, global) rated two reports 5 of 5 for their "times", and
+    # "Belle" meets "bells" by stem: the sentence picking (``NameKeys``) already told them apart.
+    from streamrag.extractive import NameKeys, asked_names, overlap_rating
+    tim = NameKeys(asked_names("Who is Tim?"))
+    assert overlap_rating({"tim"}, "Scrooge walked there three times.", key=tim) == 0.0
+    assert overlap_rating({"tim"}, "Tim's crutch stood by the fire.", key=tim) == 5.0
+    belle = NameKeys(asked_names("What did Belle say?"))
+    assert overlap_rating({"belle"}, "The bells rang out.", key=belle) == 0.0
+    assert overlap_rating({"belle"}, "The bells rang out.") == 5.0   # without the question's names: by stem
+    assert overlap_rating({"belle"}, "Belle's father came home.", ["Belle"], key=belle) == 5.0
+    assert overlap_rating({"belle", "bells"}, "The bells rang for Belle.", key=belle) == 5.0
+    # The other words still meet by stem.
+    assert overlap_rating({"belle", "singing"}, "Belle sings.", key=belle) == 5.0
+
+
 async def test_dynamic_selection_opens_the_communities_holding_a_named_entity():
     tree = _tree(("A", 0, None), ("B", 0, None), ("A1", 1, "A"), ("A2", 1, "A"), ("B1", 1, "B"))
 
@@ -1703,6 +1719,16 @@ async def offline_index(tmp_path, texts: dict[str, str]):
     settings, db = make_settings(""), tmp_path / "i.db"
     await sync([folder], settings, db, root=folder)
     return folder, settings, db
+
+
+async def test_offline_global_search_rates_no_report_for_a_word_sharing_the_stem_of_a_name(tmp_path):
+    _folder, settings, db = await offline_index(tmp_path, {
+        "tim.txt": "Tiny Tim sat by the fire beside Bob Cratchit. Bob Cratchit loved Tiny Tim.\n",
+        "town.txt": "Scrooge walked to Camden Town three times that winter. Fred laughed at Scrooge.\n"})
+    answer = await aask("Who is Tim?", settings, db, mode="global")
+    # Two communities, Tim's and the town's: the town's "times" is no "Tim".
+    assert sorted(answer.details["ratings"].values()) == [0, 5] and len(answer.details["selected"]) == 1
+    assert answer.documents == ["tim.txt"] and "Tiny Tim sat by the fire" in answer.text
 
 
 def _zh_folder(tmp_path):
