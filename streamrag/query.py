@@ -101,6 +101,28 @@ COLLECTION_WORDS = frozenset("""
 everything everyone everybody character characters people person persons moral morals lesson
 lessons event events going
 """.split())
+# The same in French, German, Spanish, Portuguese, Italian and Russian (accents folded), for a
+# question that does not read as English (``global_question``), with the words for what happens
+# ("Que se passe-t-il ?", as "happen" is an English stop word) and for the story, which is
+# history too ("l'histoire de Camden Town"): "Quels sont les personnages principaux ?" searched
+# "personnages" and found nothing. ("tout", "alles", "todo", "tudo", "tutto", "все" are
+# ``FOREIGN_WORDS`` already; many of these are English words too, "person", "moral", "passe".)
+FOREIGN_COLLECTION_WORDS = frozenset("""
+tous toutes personnage personnages personne personnes gens morale morales lecon lecons evenement
+evenements histoire histoires recit recits passe
+alle jeder jede figur figuren hauptfigur hauptfiguren person personen hauptperson hauptpersonen
+charakter charaktere leute menschen moral lehre lehren ereignis ereignisse geschichte geschichten
+passiert geschieht geschah
+todos todas personaje personajes protagonista protagonistas persona personas gente moraleja leccion
+lecciones evento eventos acontecimiento acontecimientos suceso sucesos historia historias relato
+relatos pasa paso sucede sucedio
+personagem personagens pessoa pessoas licao licoes acontece aconteceu
+personaggio personaggi persone lezione lezioni eventi avvenimento avvenimenti storia storie
+racconto racconti succede successo accade accaduto
+персонаж персонажи персонажей герой герои героев люди людей человек мораль урок уроки уроков
+персонажах героях событие события событий событиях людях история истории рассказ происходит
+произошло случилось
+""".split())
 # Words asking how things relate, not what about: "how is Bob connected to Scrooge?" is about Bob
 # and Scrooge, and a sentence that merely says "connected" answers nothing.
 RELATION_WORDS = frozenset("""
@@ -116,12 +138,12 @@ relate linked link links involved involvement role roles play plays played assoc
 # which is part of many words, 何 of the name 何伟.)
 FOREIGN_WORDS = frozenset("""
 quels quelles quel quelle sont est les des une un le la du de et ce ces cette qui que quoi dans sur
-avec au aux il elle ils elles ou comment pourquoi leur leurs ensemble textes fichiers rapports
+avec au aux il elle ils elles se ou comment pourquoi leur leurs ensemble textes fichiers rapports
 documents sujets principal principale parle parlent traite traitent resumez tout
 was sind ist der das dem des ein eine einen und oder welche welcher welches wer wie wo warum gibt es
 im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung worum wovon geht handelt
 handeln fasse zusammen alles
-cuales cual es los las el lo del que quien como donde por para con en unos unas sus su hay
+cuales cual es los las el lo del que quien quienes como donde por para con en unos unas sus su hay
 documentos textos archivos informes notas coleccion principal principales trata tratan habla hablan
 todo
 quais qual sao os do da dos das em no na nos nas um uma uns umas quem onde porque sobre seu sua seus
@@ -166,16 +188,18 @@ def global_question(question: str) -> tuple[str, frozenset[str]]:
     reports and to pick their sentences alike): the generic words, and in a question that does
     not read as English those of the other languages, cut out of a script written without spaces
     (its character pairs would straddle them: 要主, 题是), so that what is left of "主要主题是什么？"
-    is no word, as of "What are the main themes?"; and the ``COLLECTION_WORDS`` when no other
-    word is left ("Who are the main characters?"). (``RELATION_WORDS`` are left out only where
+    is no word, as of "What are the main themes?"; and the ``COLLECTION_WORDS`` (with the
+    other languages' in a question that does not read as English) when no other word is left
+    ("Who are the main characters?", "Quels sont les personnages principaux ?"). (``RELATION_WORDS`` are left out only where
     they match nothing: ``_Search._extractive_global``.)"""
     if any(w in _ENGLISH_CUES for w in words(question)):
-        cut, stop = question, GENERIC_WORDS
+        cut, stop, collection = question, GENERIC_WORDS, COLLECTION_WORDS
     else:
         cut, stop = _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES | FOREIGN_ENGLISH
+        collection = COLLECTION_WORDS | FOREIGN_COLLECTION_WORDS
     left = local_search.query_terms(cut, extra_stop=stop)
-    if left and all(w in COLLECTION_WORDS for w in left):
-        stop |= COLLECTION_WORDS   # ("Who are the main characters?")
+    if left and all(w in collection for w in left):
+        stop |= collection   # ("Who are the main characters?")
     return cut, stop
 
 
@@ -203,7 +227,7 @@ def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
     cut, stop = global_question(question)   # (cut: without the generic words of unspaced scripts)
     stop = stop - {w for name in names for w in words(name)}
     terms = local_search.query_terms(cut)
-    generic = GENERIC_WORDS | COLLECTION_WORDS
+    generic = GENERIC_WORDS | COLLECTION_WORDS | FOREIGN_COLLECTION_WORDS
     asked = [t for t in terms if t in stop and t in generic]
     quiet = stop & ((stop - generic) | GENERIC_VERBS)   # (function words of the other languages)
     strong = any(t in GLOBAL_CUES and t not in WEAK_CUES for t in asked)
@@ -220,7 +244,8 @@ def broad_words(question: str) -> list[str]:
     themes"), else its generic ones ("story", "characters"), else any; none for "What is it?"."""
     asked = local_search.query_terms(question)
     return ([w for w in asked if w in GLOBAL_CUES]
-            or [w for w in asked if w in GENERIC_WORDS or w in COLLECTION_WORDS] or asked)[:3]
+            or [w for w in asked if w in GENERIC_WORDS or w in COLLECTION_WORDS
+                or w in FOREIGN_COLLECTION_WORDS] or asked)[:3]
 
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the

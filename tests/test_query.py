@@ -1273,6 +1273,53 @@ def test_a_word_for_the_people_or_the_story_is_generic_only_when_nothing_else_is
         assert stop is not None and local_search.query_terms(question, extra_stop=stop) == kept, question
 
 
+def test_the_words_for_the_people_or_the_story_of_other_languages_are_generic_only_when_nothing_else_is_asked():
+    # "Quels sont les personnages principaux ?" searched "personnages", which no report had, and
+    # answered that nothing matched; "Who are the main characters?" got the overview.
+    from streamrag.query import content_stop, global_question
+
+    def left(question):
+        cut, stop = global_question(question)
+        return local_search.query_terms(cut, extra_stop=stop)
+
+    for question in ("Quels sont les personnages principaux ?", "Quelle est la morale de l'histoire ?",
+                     "Was ist die Moral der Geschichte?", "Wer sind die Hauptfiguren?",
+                     "¿Quiénes son los personajes principales?", "¿Cuál es la moraleja de la historia?",
+                     "Quem são os personagens principais?", "Qual é a moral da história?",
+                     "Chi sono i personaggi principali?", "Qual è la morale della storia?",
+                     "Кто главные персонажи?", "Какова мораль истории?", "Que se passe-t-il ?"):
+        assert left(question) == [], question
+    for question in ("Quels sont les personnages principaux ?", "Was ist die Moral der Geschichte?",
+                     "¿Cuál es la moraleja de la historia?", "Chi sono i personaggi principali?",
+                     "Какова мораль истории?"):
+        assert content_stop(question, []) is None, question
+    # Beside a word of the question's own they are what it asks about, as in English.
+    for question, kept in (("Qui est la sœur du personnage principal ?", ["sœur", "personnage"]),
+                           ("Que mangent les gens de Camden Town ?", ["mangent", "gens", "camden", "town"]),
+                           ("Quelle est l'histoire de Camden Town ?", ["histoire", "camden", "town"]),
+                           ("Wer ist die Schwester der Hauptfigur?", ["schwester", "hauptfigur"]),
+                           ("¿Qué comen las personas en Camden Town?", ["comen", "personas", "camden", "town"]),
+                           ("Quali eventi accaddero a Pellric?", ["eventi", "accaddero", "pellric"])):
+        assert left(question) == kept, question
+        stop = content_stop(question, [])
+        assert stop is not None and local_search.query_terms(question, extra_stop=stop) == kept, question
+    # An English question keeps them: "persona" and "moral" are English words too.
+    assert left("Who is the persona of Fred?") == ["persona", "fred"]
+    assert left("What is the moral?") == [] and left("Who is the Persona?") == ["persona"]
+
+
+@pytest.mark.parametrize("question", ["Quels sont les personnages principaux ?", "Quelle est la morale de l'histoire ?",
+                                      "¿Quiénes son los personajes principales?", "Quem são os personagens principais?",
+                                      "Chi sono i personaggi principali?", "Кто главные персонажи?",
+                                      "Was ist die Moral der Geschichte?"])
+async def test_an_offline_broad_question_about_the_people_or_the_story_in_another_language_gets_the_overview(
+        offline_db, question):
+    settings = make_settings("", index=INDEX)
+    english = await aask("What are the main themes?", settings, offline_db, mode="global")
+    answer = await aask(question, settings, offline_db)
+    assert answer.mode == "global" and answer.text == english.text and answer.documents == english.documents
+
+
 @pytest.mark.parametrize("question", ["Who are the main characters?", "Summarize everything",
                                       "What is the moral of the story?", "Give me an overview of everything",
                                       "Tell me about the people in my notes", "What are my journals and letters about?"])
