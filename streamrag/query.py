@@ -260,6 +260,7 @@ DETAILS: dict[str, dict] = {
                        "fallback": False, "unrated": 0},
     "local": {"entities": [], "entity_search": "", "context_tokens": {}, "context_budgets": {}},
     "basic": {"chunks": [], "chunk_search": "", "context_tokens": {}},
+    "none": {},   # (no search was made: nothing to count)
 }
 
 
@@ -267,7 +268,7 @@ class Answer(msgspec.Struct, kw_only=True):
     question: str
     requested_mode: str
     mode: str                       # global | local | basic
-    search: str                     # global_dynamic | global_static | local | basic
+    search: str                     # global_dynamic | global_static | local | basic | none
     auto_choice: str | None = None  # the mode auto chose (None when a mode was given)
     auto_reason: str | None = None
     level: int | None = None        # static global search level
@@ -330,7 +331,10 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 # with a model a whole global search was paid to find nothing.
                 answer.text = (f"Nothing in the index mentions {_listed(answer.not_in_index)}, and the "
                                "question asks about nothing else: no search was made.")
-                answer.search, answer.details = "none", {"searched": False}
+                answer.search = "none"
+                if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
+                    answer.auto_choice, answer.auto_reason = choose_mode(store, question)
+                    answer.mode = answer.auto_choice
                 if on_delta is not None:
                     on_delta(answer.text)
                 return answer
@@ -1182,7 +1186,7 @@ def format_footer(answer: Answer, max_documents: int = 20) -> str:
         how += f" at level {answer.level}"
     elif answer.details.get("communities") == 0:
         how += " (the index has no communities)"
-    if answer.auto_choice:
+    if answer.auto_choice and answer.search != "none":
         how += f", chosen automatically: {answer.auto_reason}"
     u = answer.llm
     cost = ("no LLM calls" if not u.get("calls") else

@@ -1062,6 +1062,32 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     assert any(line.startswith("nothing in the index mentions") for line in said), said
 
 
+async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_does(offline_db):
+    # "Zorblax Quintrell?" printed "mode": "auto", "auto_choice": null and "details":
+    # {"searched": false}: a mode no other answer has and a key the README does not name.
+    from streamrag.query import format_footer
+
+    offline = make_settings("", index=INDEX)
+    other = (await aask("Who hired the engineer Mira Osk?", offline, offline_db)).to_json()
+    answer = await aask("Zorblax Quintrell?", offline, offline_db)
+    shown = answer.to_json()
+    assert shown["search"] == "none" and shown.keys() == other.keys()
+    assert shown["mode"] in ("global", "local", "basic") and shown["auto_choice"] == shown["mode"]
+    assert (shown["mode"], shown["auto_reason"]) == choose_mode_of(offline_db, "Zorblax Quintrell?")
+    assert shown["details"] == {}
+    assert "chosen automatically" not in format_footer(answer)   # (nothing was searched)
+    given = (await aask("Zorblax Quintrell?", offline, offline_db, mode="basic")).to_json()
+    assert (given["mode"], given["auto_choice"], given["search"], given["details"]) == ("basic", None, "none", {})
+
+
+def choose_mode_of(db, question: str) -> tuple[str, str]:
+    store = Store(db, readonly=True)
+    try:
+        return choose_mode(store, question)
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("level", [None, 0])
 async def test_an_offline_global_question_matching_no_report_finds_nothing(offline_db, level):
     settings = make_settings("", index=INDEX)
