@@ -216,8 +216,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     return {"documents": len(paths_of), "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
-            "models": {"extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
-                       "report": settings.llm.report_model}}
+            "models": {} if settings.offline else {   # (offline: no model is called)
+                "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
+                "report": settings.llm.report_model}}
 
 
 def _staying(store: Store, read: set[str], root: Path | None) -> set[str]:

@@ -309,6 +309,7 @@ def test_json_outputs_share_one_vocabulary(corpus, tmp_path, simulator):
     assert not {"docs", "docs_added", "docs_removed", "docs_unchanged", "failed_calls"} & set(offline)
     est = json.loads(run("index", str(corpus), "--offline", "--estimate", "--json").stdout)
     assert_llm_object(est["llm"], used=False)
+    assert est["models"] == {}   # (it named the three gpt-4o-mini an offline run never calls)
     out = run("ask", "--json", "--mode", "global", "--level", "0", "What are the main themes?",
               cwd=corpus)
     assert out.returncode == 0, out.stderr
@@ -323,6 +324,7 @@ def test_json_outputs_share_one_vocabulary(corpus, tmp_path, simulator):
         f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
     est = json.loads(run("index", str(corpus), "--estimate", "--json").stdout)
     assert_llm_object(est["llm"], used=True)
+    assert est["models"] == dict.fromkeys(("extraction", "summary", "report"), "gpt-4o-mini")
     assert not {"chat_calls", "prompt_tokens", "completion_tokens", "by_stage",
                 "extractions_cached"} & set(est)
     out = run("index", str(corpus), "--json", "-q")
