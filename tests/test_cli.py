@@ -410,9 +410,31 @@ def test_vacuum_gives_the_free_space_back_and_keeps_the_index(corpus, tmp_path):
     assert out.returncode == 0, out.stderr
     sizes = json.loads(out.stdout)
     assert sizes["before_bytes"] == size["database_bytes"] and sizes["after_bytes"] < sizes["before_bytes"]
+    assert set(sizes) == set(re.findall(r"`(\w+)`", json_output_row("vacuum --json").split("(")[0]))
     assert index_snapshot(db) == before
     assert json.loads(run("status", "--json", "--db", str(db)).stdout)["size"]["free_bytes"] == 0
     assert run("vacuum", "--db", str(db)).stdout.startswith(f"{db}: ")
+
+
+def json_output_row(command: str) -> str:
+    """The README's "JSON output" table row of ``command`` (``index --json``), after its name."""
+    text = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = text.split("### JSON output", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith(f"| `{command}` | ")]
+    assert len(rows) == 1, f"no row for {command} in the README's JSON output"
+    return rows[0].split(" | ", 1)[1]
+
+
+def test_every_command_printing_one_json_object_has_its_row_in_the_readme():
+    # `vacuum --json` printed an object the JSON output section did not list.
+    from streamrag.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    printing = [name for name, p in commands.items() if name != "watch"   # (lines, described above it)
+                and any("--json" in a.option_strings for a in p._actions)]
+    assert set(printing) == {"index", "ask", "status", "vacuum"}
+    for command in [*(f"{name} --json" for name in printing), "index --estimate --json"]:
+        json_output_row(command)
 
 
 def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
