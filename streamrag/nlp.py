@@ -33,6 +33,15 @@ How a chunk is read:
   after "the" ("said the Ghost", "the Phantom pointed"), it names a character all the same; a
   plural beside its surname is a family ("the Cratchits" beside "Mrs. Cratchit"). A greeting's
   adjective is no part of the holiday ("Merry Christmas" -> "Christmas").
+* German capitalises every noun. A chunk where German function words ("der", "und", "nicht" ...)
+  make up 15% of the words is read so: a word after an article or its contraction ("den
+  Präsidenten", "am Montag", "im Haus") is a noun wherever it stands, and a run loses such
+  leading nouns and compound titles ("Bundespräsident Frank-Walter Steinmeier" -> "Frank-Walter
+  Steinmeier"); a capitalised adjective keeps the run whole ("die Deutsche Bank"). Only "von"
+  and "zu" are particles, after a first name and before a one-word surname ("Ursula von der
+  Leyen"; "der" between two nouns joins nothing). A lone word is a name only with a cue (a
+  known place or body, a place ending, "Herr"/"Frau"), as the short form of a longer name, or
+  used in two sentences, never after an article or a preposition ("Anna und Peter ... Peter").
 * Honorifics: "Mr.", "Ms.", "Dr.", "Prof.", "Sir" ... are dropped, so "Mr. Fezziwig" and
   "Fezziwig" are one person. "Mrs.", "Miss", "Lady" ... are kept ("Mrs. Cratchit") because
   they usually name a different person from the bare surname (a wife, a daughter).
@@ -56,7 +65,7 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "4"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+VERSION = "5"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -161,7 +170,47 @@ vs etc e.g i.e a.m p.m u.s u.k fig vol
 """)
 
 # Lower-case words that may join capitalised words inside one name.
-_PARTICLES = _words("van von der den de du da di del della la le ten ter bin al el y")
+_PARTICLES = _words("van von der den de du da di del della la le ten ter bin al el y zu")
+# German capitalises every noun, so a capital there says little (see the module notes). A chunk
+# is German when these words (none of them common in English) make up enough of it.
+_DE_FUNCTION = _words("""
+der die das den dem des und ist nicht mit von zu ein eine einen einem einer eines sich auf für
+im sind wurde wird auch bei nach aus noch nur über oder aber dass daß er sie es wir ich haben
+werden zum zur vom beim ins kein keine seine ihre sein ihr
+""")
+_DE_SHARE = 0.15
+# Before a German noun: articles, their contractions with a preposition, demonstratives and
+# possessives. A word after one is a noun, not a name ("den Präsidenten", "am Montag").
+_DE_DETERMINERS = _words("""
+der die das den dem des ein eine einen einem einer eines kein keine keinen keinem keiner keines
+im am zum zur vom beim ins ans aufs dieser diese dieses diesen diesem jeder jede jedes jeden
+jedem sein seine seinen seinem seiner seines ihr ihre ihren ihrem ihrer ihres mein meine meinen
+meinem meiner unser unsere unseren unserem unserer euer eure
+""")
+# In German only these join a name ("Ursula von der Leyen", "Karl-Theodor zu Guttenberg"); an
+# article between two nouns ("den Präsidenten der Bundesbank") joins nothing.
+_DE_PARTICLES = _words("von zu vom zur van de")
+# ... but "zu" before these is a preposition ("kommt Hans zu Besuch").
+_DE_ZU_NOUNS = _words("hause haus besuch fuß ende beginn gast hilfe recht tode lande wasser mittag abend")
+# Sentence openers that are no name's first word ("Wer Hinweise hat", "Laut Polizeisprecher ...").
+_DE_OPENERS = _words("""
+wer wen wem wessen wie wo wann warum weshalb weil wenn als dann danach dort hier heute gestern
+morgen später laut trotz während seit bis doch denn jedoch also auch immer jetzt nun schon
+mit für nach aus bei ohne über unter gegen um durch vor hinter neben zwischen wegen in an auf
+""")
+# Before a lone word these say "noun" as an article does: "mit Kaffee", "nach Hause".
+_DE_PREPOSITIONS = _words("""
+mit für nach aus bei ohne über unter gegen um durch seit von zu vor hinter neben zwischen wegen
+trotz während in an auf
+""")
+# A German title is a compound ending so ("Bundespräsident", "Polizeisprecherin"); before a full
+# name it goes, as the surname alone then resolves to the full name.
+_DE_TITLE_ENDINGS = tuple(e + f for e in ("präsident", "kanzler", "minister", "sprecher", "chef",
+                                          "direktor", "meister", "vorsitzende", "leiter")
+                          for f in ("", "in"))
+# A capitalised adjective in German is part of a name ("die Deutsche Bank", "der Europäischen
+# Zentralbank"): nouns do not end so.
+_DE_ADJECTIVE = re.compile(r"(?:isch|lich|deutsch)(?:e|en|er|es|em)$")
 _OF_HEADS = _words("""
 bank ministry department university institute college school academy council union board
 office bureau agency commission committee authority foundation society association federation
@@ -183,7 +232,14 @@ broadcasting records studios shipping mining petroleum oil gas power utilities t
 dynamics analytics software electronics biotech therapeutics foods alliance coalition
 organisation organization cooperative co-operative enterprises ventures investments securities
 financial bancshares brands pictures publishing publishers airline railway railways
+partei verband gesellschaft stiftung verein ministerium gericht universität kommission akademie
+bahn
 """)
+# German bodies named by one noun, with its article ("der Bundestag").
+_DE_ORG_ENDINGS = ("zentralbank", "landesbank", "partei", "verband", "gesellschaft", "ministerium",
+                   "gericht", "stiftung", "verein", "kommission", "behörde", "institut")
+_DE_BODIES = _words("bundesbank bundestag bundesrat bundesregierung bundeswehr bundesverfassungsgericht")
+_ORG_WORDS |= _DE_BODIES
 _EVENT_WORDS = _words("""
 summit festival strike conference election elections fair talks marathon flood floods collapse
 forum war christmas year night olympics games cup championship championships expo exhibition convention
@@ -215,6 +271,9 @@ amsterdam brussels geneva zurich stockholm oslo copenhagen helsinki istanbul cai
 lagos johannesburg delhi mumbai beijing shanghai tokyo seoul sydney melbourne toronto
 montreal vancouver chicago boston washington york california texas florida
 us usa uk uae eu
+deutschland frankreich österreich schweiz italien spanien russland polen europa amerika
+münchen köln frankfurt stuttgart düsseldorf dresden leipzig hannover bremen nürnberg bonn
+heidelberg brüssel wien genf bern prag
 """)
 _GEO_KNOWN_MULTI = frozenset({
     "united states", "united kingdom", "new york", "great britain", "city of london",
@@ -318,17 +377,18 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
     mid_caps = {t.text for i, toks in enumerate(tokens) if i not in headlines
                 for j, t in enumerate(toks) if t.cap and j not in initial[i]}
+    de = _german_nouns(sentences, tokens)
 
     mentions: list[_Mention] = []
     for i, toks in enumerate(tokens):
         if i not in headlines:
-            mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps))
+            mentions.extend(_sentence_mentions(i, sentences[i], toks, initial[i], lower_words, mid_caps, de))
     if headlines:
         mentions.extend(_headline_mentions(sentences, headlines, {m.name for m in mentions}))
     if not mentions:
         return Extraction()
 
-    canon, types = _resolve(mentions, lower_words)
+    canon, types = _resolve(mentions, lower_words, german=de is not None)
     mentions = [m for m in mentions if canon[m.name] in types]
     if not mentions:
         return Extraction()
@@ -449,12 +509,40 @@ def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
 
 # --- names ---
 
+def _german_nouns(sentences: list[str], tokens: list[list[_Token]]) -> frozenset[str] | None:
+    """None unless the chunk is German; then the capitalised words it puts after an article
+    ("der Hund", "im Haus"): nouns, wherever else they stand."""
+    words = hits = 0
+    for toks in tokens:
+        words += len(toks)
+        hits += sum(1 for t in toks if t.text.lower() in _DE_FUNCTION)
+    if hits < 2 or hits < _DE_SHARE * words:
+        return None
+    return frozenset(toks[j].text for s, toks in zip(sentences, tokens) for j in range(1, len(toks))
+                     if toks[j].cap and toks[j - 1].text.lower() in _DE_DETERMINERS
+                     and _plain_gap(s, toks[j - 1], toks[j]))
+
+
+def _de_determined(sentence: str, toks: list[_Token], j: int) -> bool:
+    """Whether German token ``j`` follows an article, maybe past adjectives ("den neuen Präsidenten")."""
+    k = j - 1
+    while k >= 0 and j - k <= 3 and _plain_gap(sentence, toks[k], toks[k + 1]):
+        low = toks[k].text.lower()
+        if low in _DE_DETERMINERS:
+            return True
+        if not toks[k].text.islower() or low in _DE_FUNCTION:
+            return False
+        k -= 1
+    return False
+
+
 def _plain_gap(sentence: str, a: _Token, b: _Token) -> bool:
     return b.start > a.end and sentence[a.end:b.start].isspace()
 
 
 def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[int],
-                       lower_words: set[str], mid_caps: set[str]) -> list[_Mention]:
+                       lower_words: set[str], mid_caps: set[str],
+                       de: frozenset[str] | None) -> list[_Mention]:
     out: list[_Mention] = []
     n = len(toks)
     j = 0
@@ -474,15 +562,15 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
                                     prep=_prep_before(sentence, toks, j)))
             j = k + 1
             continue
-        parts = _run(sentence, toks, j)
+        parts = _run(sentence, toks, j, german=de is not None)
         j = parts[-1] + 1
-        m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps)
+        m = _mention_from_run(i, sentence, toks, parts, initial, lower_words, mid_caps, de)
         if m is not None:
             out.append(m)
     return out
 
 
-def _run(sentence: str, toks: list[_Token], j: int) -> list[int]:
+def _run(sentence: str, toks: list[_Token], j: int, *, german: bool = False) -> list[int]:
     """Indexes of the tokens of the capitalised name starting at token ``j``."""
     parts = [j]
     n = len(toks)
@@ -517,9 +605,17 @@ def _run(sentence: str, toks: list[_Token], j: int) -> list[int]:
         after = toks[k + 2]
         if not _plain_gap(sentence, nxt, after):
             break
-        if word in _PARTICLES and after.cap and not after.caps and not after.text.isdigit():
-            parts += [k + 1, k + 2]
-            continue
+        # "Ursula von der Leyen", "Jan van den Berg": one or two particles, then a capital.
+        if word in (_DE_PARTICLES if german else _PARTICLES):
+            last = k + 2
+            if not after.cap and after.text in _PARTICLES and k + 3 < n \
+                    and _plain_gap(sentence, after, toks[k + 3]):
+                last = k + 3
+            end = toks[last]
+            if end.cap and not end.caps and not end.text.isdigit() and (not german or _de_particle(
+                    sentence, toks, parts, last)):
+                parts += list(range(k + 1, last + 1))
+                continue
         if word == "of" and low in _OF_HEADS:
             if after.cap and not after.caps and not after.text.isdigit():
                 parts += [k + 1, k + 2]
@@ -532,15 +628,27 @@ def _run(sentence: str, toks: list[_Token], j: int) -> list[int]:
     return parts
 
 
+def _de_particle(sentence: str, toks: list[_Token], parts: list[int], last: int) -> bool:
+    """Whether a German particle joins: after a first name only, before a one-word surname, and
+    not "zu" before a noun ("Karl-Theodor zu Guttenberg", not "Christine Lagarde von der
+    Europäischen Zentralbank" nor "Hans zu Besuch")."""
+    if len(parts) > 1 or (toks[parts[-1] + 1].text == "zu" and toks[last].text.lower() in _DE_ZU_NOUNS):
+        return False
+    return not (last + 1 < len(toks) and toks[last + 1].cap and _plain_gap(sentence, toks[last], toks[last + 1]))
+
+
 def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],
-                      initial: set[int], lower_words: set[str], mid_caps: set[str]) -> _Mention | None:
+                      initial: set[int], lower_words: set[str], mid_caps: set[str],
+                      de: frozenset[str] | None = None) -> _Mention | None:
     words = [toks[p].text for p in parts]
     common = False
     if parts[0] in initial:
         first = words[0].lower()
         common = not (first in _GEO_PREFIXES and len(words) > 1) and first not in _HONORIFICS \
             and first not in _KEEP_TITLES \
-            and (first in _COMMON or first in _NOISE or first in lower_words)
+            and (first in _COMMON or first in _NOISE or first in lower_words
+                 or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
+                                         or first in _DE_OPENERS)))
         if not common and len(words) == 1 and words[0] not in mid_caps:
             return None
     honorific = title = False
@@ -564,6 +672,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     while words and (words[-1].islower() or (len(words) > 1 and words[-1].lower() in _NOISE
                                              and words[-1].lower() not in _KEEP_TITLES)):
         parts, words = parts[:-1], words[:-1]
+    if words and de is not None:
+        parts, words = _de_name(sentence, toks, parts, words, de)
     if not words or all(len(w) < 2 for w in words):
         return None
     low = words[0].lower()
@@ -587,10 +697,31 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     name = _SPACES.sub(" ", sentence[start:end])
     poss = toks[last].poss
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
-    det = not honorific and _determined(sentence, toks, first)
+    if de is not None:          # a German word after a preposition may be a noun ("mit Kaffee")
+        det = first > 0 and toks[first - 1].text.lower() in _DE_PREPOSITIONS
+    else:
+        det = not honorific and _determined(sentence, toks, first)
     agent = det and _agent(sentence, toks, first, last)
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent)
+
+
+def _de_name(sentence: str, toks: list[_Token], parts: list[int], words: list[str],
+             nouns: frozenset[str]) -> tuple[list[int], list[str]]:
+    """The name in a German run: leading nouns go ("den Präsidenten", "Kanzlerin Angela Merkel"
+    beside "die Kanzlerin"), and a lone noun is none; an adjective keeps the run whole ("die
+    Deutsche Bank"), and a known place or body stays ("die Schweiz", "der Bundestag")."""
+    det = _de_determined(sentence, toks, parts[0])
+    if det and len(words) > 1 and _DE_ADJECTIVE.search(words[0].lower()):
+        return parts, words
+    while len(words) > 1 and (det or words[0].islower() or
+                              (words[0] in nouns and words[0].lower() not in _KEEP_TITLES) or
+                              (len(words) > 2 and words[0].lower().endswith(_DE_TITLE_ENDINGS))):
+        parts, words, det = parts[1:], words[1:], False
+    low = words[0].lower()
+    if len(words) == 1 and (det or words[0] in nouns) and low not in _GEO_KNOWN and low not in _DE_BODIES:
+        return [], []
+    return parts, words
 
 
 def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
@@ -681,7 +812,7 @@ def _cue_type(name: str) -> str | None:
     lows = [p for w in words for p in _cue_words(w)]
     if lows[-1] in _EVENT_WORDS or lows[0] == "christmas":
         return "event"
-    if any(w in _ORG_WORDS for w in lows):
+    if any(w in _ORG_WORDS for w in lows) or (len(lows) > 1 and lows[-1].endswith(_DE_ORG_ENDINGS)):
         return "organization"
     if lows[-1] in _GEO_SUFFIXES or (len(lows) > 1 and lows[0] in _GEO_PREFIXES):
         return "geo"
@@ -699,8 +830,10 @@ def _initials(name: str) -> tuple[str, str]:
     return caps.upper(), every
 
 
-def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Map every surface name to its canonical name in this chunk, and type the canonical names."""
+def _resolve(mentions: list[_Mention], lower_words: set[str], *,
+             german: bool = False) -> tuple[dict[str, str], dict[str, str]]:
+    """Map every surface name to its canonical name in this chunk, and type the canonical names.
+    In German, a lone word needs a cue, a title or a longer name it shortens to be a name."""
     by_name: dict[str, list[_Mention]] = defaultdict(list)
     for m in mentions:
         by_name[m.name].append(m)
@@ -767,6 +900,8 @@ def _resolve(mentions: list[_Mention], lower_words: set[str]) -> tuple[dict[str,
             elif " " in target and _cue_words(target.split()[-1])[-1] in _BUILDING_HEADS \
                     and any(m.det or m.prep for m in ms):
                 t = "geo"               # "the Mansion House", "at the Lantern Hall"; not "Stuart Hall"
+            elif " " not in target and german and (len({m.sent for m in ms}) < 2 or any(m.det for m in ms)):
+                continue                # German "Kaffee", "mit Kaffee": a name is used in two sentences
             elif " " not in target and len(ms) < _EPITHET_USES and not any(m.agent for m in ms) \
                     and _common_noun(target, ms, lower_words) and not _family(target, by_name):
                 continue                # "a Glee", "the Parrot", "Hope" beside "hope": no entity

@@ -406,3 +406,50 @@ def test_code_keys_and_base64_are_no_names():
     assert {"Ada Osk", "Bo Lund", "Oslo", "McDonald", "YouTube"} <= names
     assert not [n for n in names if any(c.isdigit() for c in n)], names
     assert len(names) <= 8, names
+
+
+# --- German, where every noun is capitalised ---
+
+@pytest.mark.parametrize("text, expected", [
+    ("Am Montag traf Olaf Scholz den Präsidenten der Bundesbank. Der Hund sah die Katze.",
+     {"Olaf Scholz": "person", "Bundesbank": "organization"}),
+    ("Die Kanzlerin Angela Merkel reiste am Dienstag nach München. Dort sprach sie mit dem Bürgermeister "
+     "über die Zukunft der Stadt. Merkel lobte die Arbeit der Feuerwehr und besuchte danach ein Krankenhaus "
+     "in Hamburg.",
+     {"Angela Merkel": "person", "München": "geo", "Hamburg": "geo"}),
+    ("Herr Müller wohnt seit zehn Jahren in einem kleinen Haus am Rand von Freiburg. Jeden Morgen geht er "
+     "mit seinem Hund in den Wald. Seine Nachbarin, Frau Schmidt, arbeitet bei der Deutschen Bahn in Karlsruhe.",
+     {"Müller": "person", "Freiburg": "geo", "Frau Schmidt": "person", "Deutschen Bahn": "organization",
+      "Karlsruhe": "geo"}),
+    ("Bundespräsident Frank-Walter Steinmeier empfing am Mittwoch den französischen Präsidenten. Steinmeier "
+     "sprach mit Emmanuel Macron über die Lage in der Ukraine. Danach fuhr Macron mit dem Zug nach Frankfurt, "
+     "wo er Christine Lagarde von der Europäischen Zentralbank traf.",
+     {"Frank-Walter Steinmeier": "person", "Emmanuel Macron": "person", "Ukraine": "geo", "Frankfurt": "geo",
+      "Christine Lagarde": "person", "Europäischen Zentralbank": "organization"}),
+    ("Die Polizei sucht nach einem Mann, der am Samstag in Köln eine Bank überfallen hat. Zeugen beschreiben "
+     "ihn als groß und schlank. Wer Hinweise hat, soll sich bei der Polizei melden. Laut Polizeisprecher "
+     "Jan Becker trug der Täter eine schwarze Jacke.",
+     {"Köln": "geo", "Jan Becker": "person"}),
+], ids=["scholz", "merkel", "freiburg", "steinmeier", "polizei"])
+def test_german_nouns_are_not_names(text, expected):
+    assert names(text) == expected
+
+
+def test_german_articles_join_no_names_but_von_and_zu_do():
+    found = names("Ursula von der Leyen sprach in Brüssel vor dem Parlament. Die Kommission will die Regeln "
+                  "für Banken ändern, sagte sie. Karl-Theodor zu Guttenberg kam mit Opa Hans zu Besuch.")
+    assert found == {"Ursula von der Leyen": "person", "Brüssel": "geo",
+                     "Karl-Theodor zu Guttenberg": "person", "Opa Hans": "person"}
+
+
+def test_a_lone_german_word_is_a_name_when_used_in_two_sentences_without_an_article():
+    found = names("Kinder spielen im Garten. Anna und Peter bauen eine Sandburg, während ihre Mutter Kaffee "
+                  "trinkt. Anna lacht, Peter weint. Später trinkt die Mutter mit Kaffee einen Kuchen.")
+    assert found == {"Peter": "person"}
+
+
+def test_english_text_keeps_its_capitals_and_reads_two_particles():
+    found = names("Ursula von der Leyen met Pieter van den Berg in Berlin. The Hund Society sent a letter "
+                  "to Anna, and Kaffee Holdings paid.")
+    assert found == {"Ursula von der Leyen": "person", "Pieter van den Berg": "person", "Berlin": "geo",
+                     "Hund Society": "organization", "Anna": "person", "Kaffee Holdings": "organization"}
