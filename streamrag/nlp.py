@@ -23,7 +23,8 @@ How a chunk is read:
   ("2032 Torford Heights Trade Summit"). A possessive ends the name ("Scrooge's" -> "Scrooge"),
   but a plural's goes on into the institution it names ("the Fishermen's Guild").
 * A capitalised word that opens a sentence (or a quotation, or an emphasis: "_Laden") is dropped
-  when it is a common word or appears in lower case elsewhere in the chunk; alone, it counts
+  when it is a common word (English, or a French or Russian opener: "Selon", "Mais", "Вчера",
+  "В") or appears in lower case elsewhere in the chunk, in any alphabet; alone, it counts
   only if the chunk also capitalises it mid-sentence. ALL-CAPS words are acronyms only alone
   and up to 6 letters.
 * Mid-sentence, a lone capitalised word without a type cue is a common noun in capitals (Dickens'
@@ -50,7 +51,7 @@ How a chunk is read:
   resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
   "Kenji Torquay"; "DMG" -> "Drumholm Media Group"); when two names fit, it stays as written.
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
-  and prefixes, a small gazetteer, "in"/"near" before the name, honorifics, a building's head
+  and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
   is a person, and so is a lone word.
 * Descriptions are the first sentences that mention the entity (about 40 words).
@@ -109,7 +110,15 @@ eh whereat whereupon thereupon hereupon whereas anon
 come go look listen mind oh pray say see tell thank well why ay nay ha hallo halloa hum humbug
 bless god heaven
 hurrah hurray hooray huzza huzzah bravo amen
-""") | _ADJECTIVES
+""") | _ADJECTIVES | _words("""
+à après au aussi aux avant avec ce ces cet cette chaque chez comme dans depuis des donc elle elles
+encore enfin ensuite entre et hier ils je les lorsque mais nous ou pendant plusieurs pour pourtant
+puis quand selon sous sur toutefois tous toute toutes très une vous
+в во на с со к ко по о об от из за у для до без при после перед через над под и а но или что как
+когда где это этот эта эти он она они оно мы вы я ты вчера сегодня завтра однако также тогда
+потом затем здесь там уже ещё еще даже только все всё весь вся однажды наконец кроме между его
+её ее их не ни так тут теперь сейчас поэтому хотя если чтобы
+""")   # French and Russian words that open sentences
 
 # Capitalised words that are never an entity on their own (lower case).
 _NOISE = _words("""
@@ -285,7 +294,7 @@ chinese japanese russian greek roman latin christian jewish muslim catholic prot
 african asian indian arab arabic persian turkish polish swedish danish norwegian
 """)
 # "at" and "around" are left out: "smiled at Fred", "looked around Scrooge".
-_GEO_PREPOSITIONS = _words("in near across throughout outside inside within into")
+_GEO_PREPOSITIONS = _words("in near across throughout outside inside within into à в во")
 
 # The words title case leaves in lower case (articles, conjunctions, prepositions).
 _TITLE_SMALL = _words("""
@@ -317,6 +326,7 @@ _SPACES = re.compile(r"\s+")
 # "Christmas-time", not "Eve--old"), with an optional possessive ending.
 _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
+_LETTERS_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]+(?:-[^\W\d_]+)*")   # any alphabet's
 # (Never starting inside a run of stops or dashes, and never giving back what a run took: 200,000
 # dashes in a file took 88 s, each start in the run scanning on to its end.)
 _SENTENCE_END = re.compile(r"((?<![.!?])[.!?]++|(?:(?<!-)-{2,}+|\u2014)(?=[\"'\u201d\u2019]))([\"'\u201d\u2019)\]]*+)\s+")
@@ -373,6 +383,8 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     if not sentences:
         return Extraction()
     lower_words = set(_LOWER_WORD.findall(chunk_text))
+    if not chunk_text.isascii():        # "вчера", "déjà": lower-case words of other alphabets
+        lower_words.update(w for w in _LETTERS_WORD.findall(chunk_text) if w[0].islower() and not w.isascii())
     tokens = [[_Token(m) for m in _WORD.finditer(s)] for s in sentences]
     initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
     mid_caps = {t.text for i, toks in enumerate(tokens) if i not in headlines

@@ -453,3 +453,16 @@ def test_english_text_keeps_its_capitals_and_reads_two_particles():
                   "to Anna, and Kaffee Holdings paid.")
     assert found == {"Ursula von der Leyen": "person", "Pieter van den Berg": "person", "Berlin": "geo",
                      "Hund Society": "organization", "Anna": "person", "Kaffee Holdings": "organization"}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Le Président Emmanuel Macron a rencontré le maire. Dans son discours, il a parlé de la France. "
+     "Selon Le Monde, la réunion a duré deux heures. Mais Macron n'a rien dit. Marie Curie est née à Varsovie.",
+     {"Président Emmanuel Macron": "person", "France": "geo", "Le Monde": "person", "Marie Curie": "person",
+      "Varsovie": "geo"}),
+    ("Вчера Владимир Путин встретился с делегацией. В Москве прошли переговоры. Однажды Анна Каренина "
+     "уехала в Санкт-Петербург. Вчера шёл дождь, однажды пошёл снег.",
+     {"Владимир Путин": "person", "Москве": "geo", "Анна Каренина": "person", "Санкт-Петербург": "geo"}),
+], ids=["french", "russian"])
+def test_french_and_russian_sentence_openers_are_no_part_of_a_name(text, expected):
+    assert names(text) == expected
