@@ -49,7 +49,8 @@ How a chunk is read:
   Titles such as "President" or "King" are kept as part of the name.
 * Within the chunk, a lone surname, first name, short organisation name or acronym is
   resolved to the one longer name it abbreviates ("Torquay" and "Mr. Torquay" ->
-  "Kenji Torquay"; "DMG" -> "Drumholm Media Group"); when two names fit, it stays as written.
+  "Kenji Torquay"; "DMG" -> "Drumholm Media Group"; "Fishermen's Guild" -> "Fishermen's Guild of
+  Port Vell"); when two names fit, it stays as written.
 * Types come from cues: event words at the end, organisation words anywhere, place suffixes
   and prefixes, a small gazetteer, "in"/"near"/"à"/"в" before the name, honorifics, a building's head
   after a determiner ("the Mansion House", "at the Lantern Hall"); otherwise a multi-word name
@@ -861,6 +862,10 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
     by_first: dict[str, list[str]] = defaultdict(list)
     by_initials: dict[str, list[str]] = defaultdict(list)
     yearless: dict[str, list[str]] = defaultdict(list)
+    of_heads: dict[str, list[str]] = defaultdict(list)
+    for n in by_name:
+        if " of " in n:         # "Fishermen's Guild of Port Vell" is also "Fishermen's Guild"
+            of_heads[n.split(" of ", 1)[0]].append(n)
     for n in multi:
         words = n.split()
         t = longer_type(n)
@@ -893,6 +898,8 @@ def _resolve(mentions: list[_Mention], lower_words: set[str], *,
                 target = cands[0]
         elif name in yearless and len(yearless[name]) == 1:
             target = yearless[name][0]
+        elif len(of_heads.get(name, ())) == 1 and cue[name] in (None, cue[of_heads[name][0]]):
+            target = of_heads[name][0]
         canon[name] = target
 
     members: dict[str, list[str]] = defaultdict(list)

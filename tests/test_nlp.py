@@ -466,3 +466,16 @@ def test_english_text_keeps_its_capitals_and_reads_two_particles():
 ], ids=["french", "russian"])
 def test_french_and_russian_sentence_openers_are_no_part_of_a_name(text, expected):
     assert names(text) == expected
+
+
+def test_a_name_is_the_short_form_of_its_one_longer_name_with_of():
+    text = (Path(__file__).parent / "data" / "harbor" / "guild.txt").read_text()
+    ext = extract_offline(text)
+    guilds = [e for e in ext.entities if "Guild" in e.name]
+    assert [e.name for e in guilds] == ["Fishermen's Guild of Port Vell"]
+    assert guilds[0].description.endswith("(Also called Fishermen's Guild.)")
+    assert frozenset(("Fishermen's Guild of Port Vell", "Tobias Reyn")) in pairs(ext)
+    # Two longer names fit: the short one stays as written.
+    assert set(names("The Harbor Council of Velo wrote to the Harbor Council of Port Vell. "
+                     "Mira Osk chairs the Harbor Council.")) == {
+        "Harbor Council of Velo", "Harbor Council of Port Vell", "Harbor Council", "Mira Osk"}
