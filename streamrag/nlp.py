@@ -327,7 +327,9 @@ _SPACES = re.compile(r"\s+")
 # "Christmas-time", not "Eve--old"), with an optional possessive ending.
 _WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*(?:['\u2019]s?)?")
 _LOWER_WORD = re.compile(r"(?<![\w'\u2019\-])[a-z][a-z\-]*")
-_LETTERS_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]+(?:-[^\W\d_]+)*")   # any alphabet's
+# a word with a letter beyond ASCII ("déjà", "вчера")
+_WIDE_WORD = re.compile(r"(?<![\w'\u2019\-])[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*(?:-[^\W\d_]+)*")
+_WIDE_LETTER = re.compile(r"[^\x00-\x7f\W\d_]")
 # (Never starting inside a run of stops or dashes, and never giving back what a run took: 200,000
 # dashes in a file took 88 s, each start in the run scanning on to its end.)
 _SENTENCE_END = re.compile(r"((?<![.!?])[.!?]++|(?:(?<!-)-{2,}+|\u2014)(?=[\"'\u201d\u2019]))([\"'\u201d\u2019)\]]*+)\s+")
@@ -383,14 +385,17 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     sentences, blocks, headlines = _sentences(chunk_text)
     if not sentences:
         return Extraction()
-    lower_words = set(_LOWER_WORD.findall(chunk_text))
-    if not chunk_text.isascii():        # "вчера", "déjà": lower-case words of other alphabets
-        lower_words.update(w for w in _LETTERS_WORD.findall(chunk_text) if w[0].islower() and not w.isascii())
+    lows = _LOWER_WORD.findall(chunk_text)
+    lower_words = set(lows)
+    if not chunk_text.isascii() and _WIDE_LETTER.search(chunk_text):
+        # "вчера", "déjà": lower-case words of other alphabets
+        lower_words.update(w for w in _WIDE_WORD.findall(chunk_text) if w[0].islower())
     tokens = [[_Token(m) for m in _WORD.finditer(s)] for s in sentences]
     initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
     mid_caps = {t.text for i, toks in enumerate(tokens) if i not in headlines
                 for j, t in enumerate(toks) if t.cap and j not in initial[i]}
-    de = _german_nouns(sentences, tokens)
+    german = " und " in chunk_text or " der " in chunk_text or " die " in chunk_text    # cheaply, first
+    de = _german_nouns(sentences, tokens, sum(map(_DE_FUNCTION.__contains__, lows)) if german else 0)
 
     mentions: list[_Mention] = []
     for i, toks in enumerate(tokens):
@@ -522,14 +527,10 @@ def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
 
 # --- names ---
 
-def _german_nouns(sentences: list[str], tokens: list[list[_Token]]) -> frozenset[str] | None:
-    """None unless the chunk is German; then the capitalised words it puts after an article
-    ("der Hund", "im Haus"): nouns, wherever else they stand."""
-    words = hits = 0
-    for toks in tokens:
-        words += len(toks)
-        hits += sum(1 for t in toks if t.text.lower() in _DE_FUNCTION)
-    if hits < 2 or hits < _DE_SHARE * words:
+def _german_nouns(sentences: list[str], tokens: list[list[_Token]], hits: int) -> frozenset[str] | None:
+    """None unless the chunk is German (``hits`` of its words German function words); then the
+    capitalised words it puts after an article ("der Hund", "im Haus"): nouns, wherever else they stand."""
+    if hits < 2 or hits < _DE_SHARE * sum(map(len, tokens)):
         return None
     return frozenset(toks[j].text for s, toks in zip(sentences, tokens) for j in range(1, len(toks))
                      if toks[j].cap and toks[j - 1].text.lower() in _DE_DETERMINERS
