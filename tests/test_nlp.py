@@ -430,7 +430,12 @@ def test_code_keys_and_base64_are_no_names():
      "ihn als groß und schlank. Wer Hinweise hat, soll sich bei der Polizei melden. Laut Polizeisprecher "
      "Jan Becker trug der Täter eine schwarze Jacke.",
      {"Köln": "geo", "Jan Becker": "person"}),
-], ids=["scholz", "merkel", "freiburg", "steinmeier", "polizei"])
+    ("Im Sommer 1989 flohen Tausende Menschen aus der DDR über Ungarn in den Westen. Erich Honecker hielt an "
+     "der Mauer fest. Am 9. November öffnete die Grenze in Berlin. Menschen aus Ost und West feierten "
+     "gemeinsam. Helmut Kohl sprach von einem historischen Tag.",
+     {"DDR": "organization", "Ungarn": "geo", "Erich Honecker": "person", "Berlin": "geo",
+      "Helmut Kohl": "person"}),
+], ids=["scholz", "merkel", "freiburg", "steinmeier", "polizei", "mauer"])
 def test_german_nouns_are_not_names(text, expected):
     assert names(text) == expected
 
