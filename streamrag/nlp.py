@@ -258,9 +258,10 @@ financial bancshares brands pictures publishing publishers airline railway railw
 partei verband gesellschaft stiftung verein ministerium gericht universität kommission akademie
 bahn
 """)
-# German bodies named by one noun, with its article ("der Bundestag").
+# German compounds naming a body at the end of a longer name ("Europäische Zentralbank").
 _DE_ORG_ENDINGS = ("zentralbank", "landesbank", "partei", "verband", "gesellschaft", "ministerium",
                    "gericht", "stiftung", "verein", "kommission", "behörde", "institut")
+# German bodies named by one noun, with its article ("der Bundestag").
 _DE_BODIES = _words("bundesbank bundestag bundesrat bundesregierung bundeswehr bundesverfassungsgericht")
 _ORG_WORDS |= _DE_BODIES
 _EVENT_WORDS = _words("""
