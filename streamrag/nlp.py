@@ -113,14 +113,14 @@ come go look listen mind oh pray say see tell thank well why ay nay ha hallo hal
 bless god heaven
 hurrah hurray hooray huzza huzzah bravo amen
 """) | _ADJECTIVES | _words("""
-à après au aussi aux avant avec ce ces cet cette chaque chez comme dans depuis des donc elle elles
-encore enfin ensuite entre et hier ils je les lorsque mais nous ou pendant plusieurs pour pourtant
-puis quand selon sous sur toutefois tous toute toutes très une vous
+à après aussi avant avec ce ces cet cette chaque chez comme dans depuis donc elles encore enfin
+ensuite entre et hier ils je lorsque mais nous ou pendant plusieurs pour pourtant puis quand selon
+sous sur toutefois tous toute toutes très une vous
 в во на с со к ко по о об от из за у для до без при после перед через над под и а но или что как
 когда где это этот эта эти он она они оно мы вы я ты вчера сегодня завтра однако также тогда
 потом затем здесь там уже ещё еще даже только все всё весь вся однажды наконец кроме между его
 её ее их не ни так тут теперь сейчас поэтому хотя если чтобы
-""")   # French and Russian words that open sentences
+""")   # French and Russian words that open sentences (not "Les", "Des", "Elle": Les Paul, Des Moines)
 
 # Capitalised words that are never an entity on their own (lower case).
 _NOISE = _words("""
@@ -671,7 +671,8 @@ def _de_particle(sentence: str, toks: list[_Token], parts: list[int], last: int)
     Europäischen Zentralbank" nor "Hans zu Besuch")."""
     if len(parts) > 1 or (toks[parts[-1] + 1].text == "zu" and toks[last].text.lower() in _DE_ZU_NOUNS):
         return False
-    return not (last + 1 < len(toks) and toks[last + 1].cap and _plain_gap(sentence, toks[last], toks[last + 1]))
+    nxt = last + 1
+    return not (nxt < len(toks) and toks[nxt].cap and _plain_gap(sentence, toks[last], toks[nxt]))
 
 
 def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],

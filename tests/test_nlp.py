@@ -458,6 +458,9 @@ def test_english_text_keeps_its_capitals_and_reads_two_particles():
                   "to Anna, and Kaffee Holdings paid.")
     assert found == {"Ursula von der Leyen": "person", "Pieter van den Berg": "person", "Berlin": "geo",
                      "Hund Society": "organization", "Anna": "person", "Kaffee Holdings": "organization"}
+    # French words that open sentences there open English names: "Les Paul", "Des Moines".
+    assert set(names("Les Paul played in Des Moines. Elle Macpherson met him. Later, Les Paul flew to "
+                     "Des Moines with Elle Macpherson.")) == {"Les Paul", "Des Moines", "Elle Macpherson"}
 
 
 @pytest.mark.parametrize("text, expected", [
