@@ -85,3 +85,19 @@ def index_snapshot(db) -> dict:
     return {"entities": ents, "relationships": rels, "entity_sources": esrc,
             "relationship_sources": rsrc, "claims": claims, "partition": partition, "reports": reports,
             "documents": docs}
+
+
+@pytest.fixture
+def files_read(monkeypatch) -> list[str]:
+    """The names of the files the loader reads, in order (a spy on ``loader.read_documents``)."""
+    from streamrag import loader
+
+    read: list[str] = []
+    reader = loader.read_documents
+
+    def reading(path, **kwargs):
+        read.append(Path(path).name)
+        return reader(path, **kwargs)
+
+    monkeypatch.setattr(loader, "read_documents", reading)
+    return read

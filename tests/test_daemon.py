@@ -235,20 +235,12 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings
 
 
-async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus, tmp_path, monkeypatch):
+async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus, tmp_path, files_read):
     # Every sync read a binary file again and recorded a new failure: `status` counted one more
     # per sync for each such file (14 became 772 in a day's soak with 12 of them).
-    from streamrag import loader
     from streamrag.status import gather_status
 
-    read: list[str] = []
-    reader = loader.read_documents
-
-    def reading(path, **kwargs):
-        read.append(Path(path).name)
-        return reader(path, **kwargs)
-
-    monkeypatch.setattr(loader, "read_documents", reading)
+    read = files_read
     (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "c.db"

@@ -101,19 +101,11 @@ async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
 
 
 async def test_a_file_that_failed_is_not_read_again_until_it_or_the_reading_settings_change(
-        corpus, tmp_path, monkeypatch):
+        corpus, tmp_path, files_read):
     # Each run read a file that could not be used again, and recorded its failure anew.
-    from streamrag import loader
     from streamrag.status import gather_status
 
-    read: list[str] = []
-    reader = loader.read_documents
-
-    def reading(path, **kwargs):
-        read.append(Path(path).name)
-        return reader(path, **kwargs)
-
-    monkeypatch.setattr(loader, "read_documents", reading)
+    read = files_read
     (corpus / "rows.csv").write_text("title,body\nQuay,Mira Osk chaired the Harbor Council.\n")
     db = tmp_path / "x.db"
 
