@@ -9,7 +9,9 @@ Design notes:
 
 * **Events are hints, the folder is the truth.** Every sync is ``Indexer.run`` on the whole
   folder, which decides by content what was added, changed, renamed or deleted. A missed event
-  is repaired by the next sync; a spurious one costs a scan of file sizes and times.
+  is repaired by the next sync. An event on an indexed file whose content is as indexed (a
+  ``touch``, a ``chmod``, a backup writing the same bytes) queues nothing: its size and change
+  stamp, else its documents' content hashes, are compared with the index's.
 * **Pay as files arrive, publish when things settle.** Extraction, the expensive per-file part,
   runs on each batch (``Indexer.prefetch``). Its products are content-addressed, so the sync
   after the quiet period finds them and only merges, clusters, reports and publishes.
@@ -661,7 +663,8 @@ class Daemon:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
         whole folder). A folder made or moved in counts as the files under it, a folder deleted
         as the indexed files it held; a file created where one is indexed (an editor's save by
-        rename) is ``modified``."""
+        rename) is ``modified``, unless its content is as indexed (``_as_indexed``): then, like a
+        ``touch``, it is left out."""
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
@@ -717,6 +720,7 @@ class Daemon:
             if is_dir and not leads_outside(self.root / rel, self.root):   # a link elsewhere is not walked
                 listed[rel] = await anyio.to_thread.run_sync(self._files_in, self.root / rel,
                                                              abandon_on_cancel=True)
+        touched: dict[str, dict[str, tuple[str, int, float]]] = {}   # indexed file -> its rows
         with self._reading() as store:
             for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
@@ -738,10 +742,12 @@ class Daemon:
                 elif not self._takes(path):   # the scan skips it, so do we
                     if self._is_indexed(store, rel):
                         out[rel] = "deleted"
-                elif _ADDED in kinds[rel] and not self._is_indexed(store, rel):
-                    out[rel] = "added"
-                else:
+                elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
+                    out[rel] = "added" if _ADDED in kinds[rel] else "modified"
+                elif rel in self.pending:   # as queued: what it is now is the sync's to find
                     out[rel] = "modified"
+                else:
+                    touched[rel] = rows
             for folder, found in listed.items():
                 if found is None:   # listed, but not entered (chmod 644): the whole folder's sync says so
                     out["."] = "rescan"
@@ -752,7 +758,31 @@ class Daemon:
                     if rel not in out:
                         held = rel in indexed if rel.startswith(inside) else self._is_indexed(store, rel)
                         out[rel] = "modified" if held else "added"
+        if touched:   # (it may read them: in a worker thread, as a folder is listed)
+            same = await anyio.to_thread.run_sync(self._as_indexed, touched, abandon_on_cancel=True)
+            out.update((rel, "modified") for rel in touched if rel not in same and rel not in out)
         return out
+
+    def _as_indexed(self, files: dict[str, dict[str, tuple[str, int, float]]]) -> set[str]:
+        """Those of ``files`` (relative to the root -> their indexed rows) whose content is as
+        indexed: a ``touch``, a ``chmod``, a backup or ``git checkout`` writing the same bytes.
+        Unchanged by size and change stamp as the sync's scan sees it (``same_on_disk``), else
+        the same documents (content hashes) read. Runs in a worker thread: it only reads."""
+        from streamrag.pipeline import same_on_disk
+
+        same = set()
+        for rel, rows in files.items():
+            path = self.root / rel
+            try:
+                if not same_on_disk(rows, path.stat()):
+                    docs, _warnings = read_documents(path, root=self.root,
+                                                     text_field=self.settings.index.text_field)
+                    if {doc.path: doc.id for doc in docs} != {p: row[0] for p, row in rows.items()}:
+                        continue
+            except (OSError, StreamragError):   # what it cannot read now is the sync's to say
+                continue
+            same.add(rel)
+        return same
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:

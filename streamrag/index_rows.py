@@ -83,16 +83,22 @@ def holds_file(store: Store, file: str) -> bool:
         "SELECT path FROM files WHERE path = ? OR substr(path, 1, ?) = ?", (file, len(prefix), prefix)))
 
 
+def file_rows(store: Store, file: str) -> dict[str, tuple[str, int, float]]:
+    """The indexed rows of the file ``file``, as ``files`` gives them: itself, or its rows
+    (``data.jsonl#3``); empty if the index does not hold it."""
+    prefix = file + "#"
+    return {p: (doc_id, size, stamp) for p, doc_id, size, stamp in store.conn.execute(
+        "SELECT path, doc_id, size, stamp FROM files WHERE path = ? OR substr(path, 1, ?) = ?",
+        (file, len(prefix), prefix)) if p == file or file_of(p) == file}
+
+
 def file_record(store: Store, file: str) -> tuple[tuple[str, ...], int] | None:
     """(document ids, size) of the indexed file ``file``: its one document, or the documents of
     its rows (``data.jsonl#3``), sorted; ``None`` if the index does not hold it."""
-    prefix = file + "#"
-    rows = [(doc_id, size) for p, doc_id, size in store.conn.execute(
-        "SELECT path, doc_id, size FROM files WHERE path = ? OR substr(path, 1, ?) = ?",
-        (file, len(prefix), prefix)) if p == file or file_of(p) == file]
+    rows = list(file_rows(store, file).values())
     if not rows:
         return None
-    return tuple(sorted(doc_id for doc_id, _size in rows)), rows[0][1]
+    return tuple(sorted(doc_id for doc_id, _size, _stamp in rows)), rows[0][1]
 
 
 def document_ids(store: Store) -> set[str]:

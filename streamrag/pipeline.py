@@ -251,6 +251,14 @@ def file_stamp(size: int, stamp: float) -> str:
     return f"{size} {stamp!r}"
 
 
+def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) -> bool:
+    """Whether a file whose indexed rows are ``rows`` (path -> document id, size, change stamp)
+    is as indexed, by its ``stat``: the same size and change stamp (the later of its modification
+    and status-change times, so ``cp -p`` is seen). No rows: not indexed, so not the same."""
+    stamp = max(st.st_mtime, st.st_ctime)
+    return bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
+
+
 def _readable(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -321,7 +329,7 @@ class _Extraction:
                     await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
                     continue
                 stamp = max(st.st_mtime, st.st_ctime)
-                same = bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
+                same = same_on_disk(rows, st)
                 if same and not self.rechunk:
                     scan.files.update(rows)  # unchanged on disk: not even read
                     scan.unchanged_paths += 1

@@ -225,10 +225,10 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     async with running(settings, tmp_path / "b.db", corpus) as (daemon, events, send):
         assert "warning" not in events.states()
         (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
-        (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n")
         async with send:
             await send.send({(Change.added, str(corpus / "scan.txt"))})
             await until(lambda: daemon.syncs == 2)
+            (corpus / "notes.txt").write_text("Mira Osk chaired the Harbor Council meeting.\n")
             await send.send({(Change.added, str(corpus / "notes.txt"))})
             await until(lambda: daemon.syncs == 3)
     warnings = [e["message"] for e in events if e["state"] == "warning"]
@@ -431,6 +431,40 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             sync_line = next(e for e in events[mark:] if e["state"] == "extracting" and "scanned" in e)
             assert sync_line["message"].startswith("2 changed files: "), sync_line["message"]
             assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
+
+
+async def test_an_event_on_a_file_whose_content_is_as_indexed_queues_nothing(corpus, tmp_path):
+    # `touch corp/*.txt` said "queued 43 files (43 modified)" and ran a sync that changed
+    # nothing: backups, `git checkout` and rsync filled the log with edits that were none.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    notes = corpus / "notes.txt"
+    notes.write_text("Mira Osk chaired the Harbor Council meeting at Lantern Hall.\n")
+    async with running(settings, tmp_path / "t.db", corpus) as (daemon, events, send):
+        async with send:
+            mark = len(events)
+            later = time.time() + 60
+            for name in ("council.txt", "festival.md"):   # touch: a new mtime (and ctime)
+                os.utime(corpus / name, (later, later))
+            os.chmod(corpus / "railway.txt", 0o600)       # chmod: a new ctime only
+            guild = corpus / "guild.txt"                  # written again, the same bytes, by rename
+            temp = corpus / ".guild.txt.tmp"
+            temp.write_bytes(guild.read_bytes())
+            os.replace(temp, guild)
+            await send.send({(Change.modified, str(corpus / "council.txt")),
+                             (Change.modified, str(corpus / "festival.md")),
+                             (Change.modified, str(corpus / "railway.txt")),
+                             (Change.added, str(guild))})
+            # An edit of the same size, its modification time put back (`cp -p`): changed.
+            st = notes.stat()
+            notes.write_text(notes.read_text().replace("Lantern Hall", "Lantern Hale"))
+            os.utime(notes, ns=(st.st_atime_ns, st.st_mtime_ns))
+            assert notes.stat().st_size == st.st_size
+            await send.send({(Change.modified, str(notes))})
+            await until(lambda: daemon.syncs == 2)
+    queued = [e for e in events[mark:] if e["state"] == "queued"]
+    assert len(queued) == 1 and queued[0]["files"] == 1 and queued[0]["modified"] == 1, \
+        [e["message"] for e in queued]
+    assert daemon.pending == {}
 
 
 async def test_a_link_to_a_file_outside_the_folder_is_never_read(corpus, tmp_path):
