@@ -256,12 +256,13 @@ def _has_ready(recv) -> bool:
     return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
 
 
-def _stage_line(reason: str, previous: str, p: Progress, took: float) -> tuple[str, dict[str, Any]]:
-    """What a sync says as it leaves stage ``previous`` ("": as it begins) after ``took``
-    seconds, and the line's fields."""
+def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
+                why: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """What a sync says as it leaves stage ``previous`` ("": as it begins, for ``reason``, whose
+    counts are ``why``) after ``took`` seconds, and the line's fields."""
     c, t = p.counts, p.totals
     if not previous:
-        return f"{reason}: scanning {_n(t['files'], 'file')}", dict(scanned=t["files"])
+        return f"{reason}: scanning {_n(t['files'], 'file')}", dict(**(why or {}), scanned=t["files"])
     if previous == "extracting":
         return (f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
                 f"{c['chunks_reused']} reused ({_s(took)})",
@@ -283,10 +284,12 @@ class _StageLines:
     """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
     is ``quiet`` (a retry during an outage); the first answer the endpoint gives ends both."""
 
-    def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, *, quiet: bool) -> None:
+    def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
+                 quiet: bool) -> None:
         self.daemon = daemon
         self.indexer = indexer
         self.reason = reason
+        self.why = why
         self.quiet = quiet
         self.state = ""
         self.since = anyio.current_time()
@@ -305,7 +308,7 @@ class _StageLines:
         self.state, self.since = state, now
         if self.quiet:
             return
-        message, fields = _stage_line(self.reason, previous, p, took)
+        message, fields = _stage_line(self.reason, previous, p, took, why=self.why)
         self.daemon.emit(state, message, **fields)
 
 
@@ -407,17 +410,22 @@ class Daemon:
         """Changed files waiting for a sync, without the ``"."`` marker (a retry, a rescan)."""
         return sum(1 for rel, kind in self.pending.items() if rel != "." and kind != "renamed away")
 
-    def _why_sync(self) -> str:
-        """What the next sync is for: ``2 changed files, retrying 3 failed items``."""
+    def _why_sync(self) -> tuple[str, dict[str, Any]]:
+        """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
+        as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` when it retries."""
         parts = []
-        if files := self._files_pending():
+        files = self._files_pending()
+        if files:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
+        why: dict[str, Any] = {"files": files}
         if marker == "retry":
             parts.append(f"retrying {_n(self._retry_items, 'failed item')}")
+            why["failed_items"] = self._retry_items
         elif marker == "rescan":
             parts.append("the whole folder")
-        return ", ".join(parts) or "the whole folder"
+        why["whole_folder"] = marker == "rescan" or not parts
+        return ", ".join(parts) or "the whole folder", why
 
     def _check_root(self, *, replaced: bool = False) -> bool:
         """True (and one status line) if the folder was replaced since last looked at: deleted
@@ -815,7 +823,7 @@ class Daemon:
                 else:
                     send.close()
                 if not self.stopping:
-                    await self._sync("initial sync", initial=True)
+                    await self._sync("initial sync", why={"files": 0, "whole_folder": True}, initial=True)
                 if source is not None and not self.stopping:
                     self.check_health()
                     tg.start_soon(self._health_loop)
@@ -912,7 +920,8 @@ class Daemon:
             if self.pending and (ended or anyio.current_time() >= deadline):
                 first_batch = None
                 only_retry = set(self.pending) <= {"."}
-                ok = await self._sync(self._why_sync())
+                reason, why = self._why_sync()
+                ok = await self._sync(reason, why=why)
                 failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
                 if not ok:  # retry later, backing off, unless new events come first
                     pause = min(_MAX_BACKOFF_S, quiet * 2 ** failures_in_row)
@@ -1126,9 +1135,9 @@ class Daemon:
                 out[rel] = sources.pop(0)
         return out
 
-    async def _sync(self, reason: str, *, initial: bool = False) -> bool:
-        """One full sync of the folder; a failure is reported (raised if ``initial``), and
-        returns False (the next sync backs off)."""
+    async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False) -> bool:
+        """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
+        failure is reported (raised if ``initial``), and returns False (the next sync backs off)."""
         from streamrag.pipeline import Indexer, Progress
 
         if not self.root.is_dir():
@@ -1144,7 +1153,7 @@ class Daemon:
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
                           retried=not self._once)   # (`--once` is like `streamrag index`)
-        lines = _StageLines(self, indexer, reason, quiet=quiet)
+        lines = _StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()
         try:

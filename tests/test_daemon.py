@@ -430,6 +430,9 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             assert event["message"].startswith("2 files (1 added, 1 renamed); 2 pending"), event["message"]
             sync_line = next(e for e in events[mark:] if e["state"] == "extracting" and "scanned" in e)
             assert sync_line["message"].startswith("2 changed files: "), sync_line["message"]
+            # --json gives the count the message gives (it had only "scanned"), as the queued line does.
+            assert sync_line["files"] == 2 and sync_line["whole_folder"] is False, sync_line
+            assert "failed_items" not in sync_line and sync_line["scanned"] == 5, sync_line
             assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
 
 
@@ -1478,6 +1481,12 @@ async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_p
     retry_start = next(e for e in events[first_idle:] if e["state"] == "extracting")
     assert retry_start["message"].startswith("retrying "), retry_start
     assert "changed file" not in retry_start["message"] and " failed item" in retry_start["message"]
+    # ... in its fields too, as the message counts them (--json had only "scanned").
+    retrying = int(retry_start["message"].split()[1])
+    assert (retry_start["files"], retry_start["failed_items"], retry_start["whole_folder"]) == \
+        (0, retrying, False), retry_start
+    initial = next(e for e in events if e["state"] == "extracting")
+    assert initial["message"].startswith("initial sync: ") and initial["whole_folder"] is True, initial
 
 
 async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
