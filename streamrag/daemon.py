@@ -35,7 +35,8 @@ Design notes:
   reporting, publishing, idle) with counts and timings on stderr, or JSON objects on stdout
   with ``--json``; a health line when, and only when, its numbers changed.
 * **An outage is said once.** A model server that stops answering gets one full error line
-  (the endpoint, the fix); the syncs that retry it meanwhile are silent, but for a short
+  (the endpoint, the fix); the syncs meanwhile (retries, and syncs of edits, which their queued
+  and extraction lines said) are silent, but for a short
   ``outage`` line when the pause between them grows (and once an hour at the cap), and one
   ``recovered`` line when it answers again: a weekend's outage is a few dozen lines, not 5,000.
   The model client's own retry lines (``HTTP 500 ...; retry 1/3``) are limited across the
@@ -282,7 +283,7 @@ def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
 
 class _StageLines:
     """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
-    is ``quiet`` (a retry during an outage); the first answer the endpoint gives ends both."""
+    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both."""
 
     def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
                  quiet: bool) -> None:
@@ -1144,9 +1145,11 @@ class Daemon:
             return self._sync_without_folder()
         self._check_root()  # replaced without the watcher saying so: this sync is whole anyway
         self._check_index()
-        # A sync only retrying while the endpoint is down is silent: it has no news until it
-        # answers again (``_still_down`` says the outage goes on).
-        quiet = self._outage is not None and set(self.pending) <= {"."}
+        # A sync while the endpoint is down is silent, one for new edits too (their queued and
+        # extraction lines said them): it has no news until it answers again, or publishes a
+        # new version (``_outage_after``); ``_still_down`` says the outage goes on. Its lines
+        # shown, the outage line was said again after them with the pause unchanged, at each edit.
+        quiet = self._outage is not None
         queued, self.pending = self.pending, {}
         began = time.time()
         progress = Progress()

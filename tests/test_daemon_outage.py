@@ -690,6 +690,10 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
     # Each failed sync doubled the pause, those for new edits too: edits every 4 s during a 35 s
     # outage took it to 4 minutes, and the index stayed that stale once the server was back.
     syncs = counted_syncs(monkeypatch)
+    pauses: list[float] = []   # (the pause is said only as it grows: each one the daemon takes)
+    still_down = Daemon._still_down
+    monkeypatch.setattr(Daemon, "_still_down", lambda self, pause: (pauses.append(pause),
+                                                                    still_down(self, pause)))
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
@@ -702,7 +706,6 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {n}.\n")
             await send.send({(_MODIFIED, str(victim))})
             await until(lambda: len(syncs) > mark + n, timeout=30)
-        pauses = [e["retry_s"] for e in events if e["state"] == "outage" and "retry_s" in e]
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
@@ -996,3 +999,45 @@ async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_
     assert states.count("recovered") == 1, [(e["state"], e["message"]) for e in after]
     assert states.index("recovered") < states.index("idle")
     assert not daemon._notices.held   # its next trouble is said in full
+
+
+
+async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path, simulator, monkeypatch,
+                                                             sentences=1):
+    # An edit during an outage showed its sync's lines, then the outage line again with the
+    # pause unchanged (`retrying 16 s` ... the edit's lines ... `retrying 16 s`), at every edit.
+    from streamrag import daemon as daemon_module
+
+    quiet, cap = 0.04, 0.2      # pauses between retries: 0.08, 0.16, then 0.2 s on
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
+    syncs = counted_syncs(monkeypatch)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": quiet})
+    db = tmp_path / "q.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        mark = len(events)
+        await edit_guild(corpus, send)
+        await until(lambda: any(e.get("retry_s") == 0.16 for e in events), timeout=30)
+        edit = len(events)
+        festival = corpus / "festival.md"
+        festival.write_text(festival.read_text() + "".join(
+            f"\n\nOrla Brand{n} rang the harbor bell at Pier {n} while the ferry Kestrel{n} "
+            f"left for Vell{n} with the mayor Ines Varr{n} aboard." for n in range(sentences)))
+        n = len(syncs)
+        await send.send({(_MODIFIED, str(festival))})
+        await until(lambda: len(syncs) >= n + 4, timeout=30)   # the edit's sync and retries
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert not any(syncs[n:n + 4]), syncs
+    during = events[mark:]
+    recovered = next(i for i, e in enumerate(during) if e["state"] == "recovered")
+    pauses = [e["retry_s"] for e in during[:recovered] if e["state"] == "outage" and "retry_s" in e]
+    assert pauses == [0.16, cap], [(e["state"], e["message"]) for e in during]
+    # The edit was taken (queued, extracted as far as it could be); its sync, silent as the
+    # retries are, said nothing the endpoint being down, and no state it was not in.
+    edited = [e["state"] for e in events[edit:mark + recovered]]
+    assert edited[0] == "queued" and "idle" not in edited and "merging" not in edited, edited
