@@ -877,6 +877,7 @@ class Daemon:
         deadline = anyio.current_time() + quiet if self.pending else math.inf
         first_batch: float | None = None  # when the oldest batch not synced yet came
         failures_in_row = 0
+        edited = False   # a batch was queued since the last sync
         while not self.stopping:
             batch: dict[str, str] = {}
             ended = False
@@ -904,6 +905,7 @@ class Daemon:
                 # forever: the sync comes at most max_wait after the first unsynced batch.
                 deadline = min(now + quiet, first_batch + max_wait)
                 await self._queue(batch)
+                edited = True
                 if self.stopping:  # stopped during the extraction: no new sync starts
                     return
                 if anyio.current_time() < deadline:
@@ -920,7 +922,9 @@ class Daemon:
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
                 first_batch = None
-                only_retry = set(self.pending) <= {"."}
+                # Retrying what failed, files among it: an edit whose sync failed stays pending,
+                # and kept the pause where it was (16 s all weekend) until the endpoint was back.
+                only_retry, edited = not edited, False
                 reason, why = self._why_sync()
                 ok = await self._sync(reason, why=why)
                 failures_in_row = _failures_after(failures_in_row, ok=ok, only_retry=only_retry)
