@@ -4,7 +4,8 @@ Local search starts from entities: the nearest by embedding when ``llm.embedding
 and vectors exist, otherwise SQLite FTS5 BM25 over entity names (weighted up) and descriptions.
 Personalized PageRank over the relationship graph, seeded with those entities, then adds the
 entities most connected to them (``query.local_pagerank``). The context has three sections,
-each held to its share of ``local_max_tokens``:
+each held to its share of the budget the caller gives (``local_max_tokens`` less the answer
+prompt and the question, when a model answers):
 
 * ``local_text_share`` - the source chunks the entities come from, those mentioning the most
   selected entities first;

@@ -61,10 +61,14 @@ from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
+from streamrag.tokens import count_message_tokens
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
 MAX_QUESTION_CHARS = 12_000
+# The least room a local or basic context needs beside the answer prompt and the question: less
+# holds no section title and a line.
+MIN_CONTEXT_TOKENS = 64
 GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
@@ -579,7 +583,7 @@ class _Search:
         anchors = [a for a, _name in self.anchors]
         data = local_search.load_local_data(self.store, [e for e, _ in entities], anchors)
         ctx = local_search.build_local_context(
-            data, max_tokens=q.local_max_tokens, text_share=q.local_text_share,
+            data, max_tokens=self._context_budget(), text_share=q.local_text_share,
             community_share=q.local_community_share, encoding=self.encoding, anchors=anchors)
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
@@ -592,16 +596,36 @@ class _Search:
         await self._answer(await self._local_context())
 
     async def _basic(self) -> None:
-        q = self.settings.query
         hits, how = await self._chunks()
         chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
-        ctx = local_search.build_basic_context(chunks, max_tokens=q.local_max_tokens,
+        ctx = local_search.build_basic_context(chunks, max_tokens=self._context_budget(),
                                                encoding=self.encoding)
         self.answer.search = "basic"
         self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": how,
                                "context_tokens": ctx.sections}
         self.status(f"basic search: {len(chunks)} chunks ({how})")
         await self._answer(ctx)
+
+    def _context_budget(self) -> int:
+        """The tokens a local or basic context may take: ``query.local_max_tokens`` less what the
+        answer prompt takes without it (its instructions and the question), so that the whole
+        prompt stays within the setting. (A 1,000-word question took 1,100 tokens past it.)
+        Without a model there is no prompt: the context has the whole budget."""
+        q = self.settings.query
+        if self.llm is None:
+            return q.local_max_tokens
+        fixed = count_message_tokens(self._answer_messages(""), self.encoding)
+        room = q.local_max_tokens - fixed
+        if room < MIN_CONTEXT_TOKENS:
+            raise UsageError(f"the question and the answer prompt take {fixed:,} of the "
+                             f"{q.local_max_tokens:,} tokens of query.local_max_tokens, leaving no room for the index's text; "
+                             "raise query.local_max_tokens or ask a shorter question")
+        return room
+
+    def _answer_messages(self, context: str) -> list[dict[str, str]]:
+        return load_prompt("answer").render(
+            question=self.answer.question, context=context,
+            max_words=global_search.max_words(self.settings.query.answer_max_tokens))
 
     async def _answer(self, ctx: local_search.Context) -> None:
         self.context_tags = ctx.tags
@@ -614,9 +638,8 @@ class _Search:
         prompt = load_prompt("answer")
         given = self._given_only()
         result = await self.llm.chat(
-            prompt.render(question=self.answer.question, context=ctx.text,
-                          max_words=global_search.max_words(q.answer_max_tokens)),
-            model=self.settings.llm.answer_model, stage="answer", prompt=prompt,
+            self._answer_messages(ctx.text), model=self.settings.llm.answer_model, stage="answer",
+            prompt=prompt,
             max_tokens=q.answer_max_tokens, on_delta=given and given.feed, validate=has_text,
             on_length="keep")  # an answer at its length limit is still the answer, said to be cut
         if given:

@@ -17,14 +17,14 @@ import pytest
 
 from conftest import DATA, make_settings
 from streamrag import citations, global_search, local_search
-from streamrag.errors import IndexMissingError, LLMOutputError
+from streamrag.errors import IndexMissingError, LLMOutputError, UsageError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
 from streamrag.query import Answer, aask, add_ask_command, choose_mode, cmd_ask
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
-from streamrag.tokens import count_tokens
+from streamrag.tokens import count_message_tokens, count_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -562,14 +562,37 @@ async def test_local_context_respects_proportions_and_budget(llm_db, simulator):
     answer = await aask("What did Mira Osk and Anton Heller study at the academy?", settings, llm_db,
                         mode="local", transport=mock(seen=seen))
     used, budgets = answer.details["context_tokens"], answer.details["context_budgets"]
-    assert budgets == {"tables": 200, "reports": 100, "text": 200}
+    room = sum(budgets.values())   # (the budget less the prompt and the question)
+    assert 300 < room < 500
+    assert budgets["text"] == int(room * 0.4) and budgets["reports"] == int(room * 0.2)
     for k in budgets:
         assert 0 < used[k] <= budgets[k], (k, used, budgets)
     context = seen[0][1]["messages"][-1]["content"].split("<context>")[1].split("</context>")[0]
-    assert count_tokens(context.strip()) <= 500
+    assert count_tokens(context.strip()) <= room
+    assert count_message_tokens(seen[0][1]["messages"]) <= 500
     for line in context.strip().splitlines():    # every evidence line starts with its tag
         assert re.match(r"^\[[ELRT]:[^\]]+\] ", line) or line in (
             "Entities, relationships and claims", "Community reports", "Source text", "")
+
+
+@pytest.mark.parametrize("mode", ["local", "basic"])
+async def test_long_question_counts_in_local_max_tokens(llm_db, simulator, mode):
+    """The question's own words are part of the prompt query.local_max_tokens holds: a long
+    question leaves less room for the context (it went past the budget by the question's size)."""
+    settings = make_settings(simulator.base_url, llm={"cache": False}, query={"local_max_tokens": 1500})
+    question = "What did Mira Osk study at the academy by the harbor? " + "Say what she learned there. " * 150
+    seen: list = []
+    answer = await aask(question, settings, llm_db, mode=mode, transport=mock(seen=seen))
+    (messages,) = [body["messages"] for task, body in seen if task == "answer"]
+    assert answer.details["context_tokens"] and answer.question in messages[-1]["content"]
+    assert 1400 < count_message_tokens(messages) <= 1500
+
+
+async def test_question_leaving_no_room_for_context_is_refused(llm_db, simulator):
+    settings = make_settings(simulator.base_url, llm={"cache": False}, query={"local_max_tokens": 600})
+    question = "What did Mira Osk study at the academy by the harbor? " + "Say what she learned there. " * 150
+    with pytest.raises(UsageError, match="query.local_max_tokens"):
+        await aask(question, settings, llm_db, mode="local", transport=mock())
 
 
 def test_build_local_context_pure():
