@@ -1098,13 +1098,17 @@ def choose_mode(store: Store, question: str) -> tuple[str, str]:
         return "local", f"the question names {names}"
     if cues:
         return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"
-    if content_stop(question, []) is None:   # (nothing named: named is empty here)
+    stop = content_stop(question, [])   # (nothing named: named is empty here)
+    if stop is None:
         # Only generic and function words ("What are my notes about?", "¿De qué tratan mis
         # notas?"): their few matches in entity names are not what it asks about.
         shown = broad_words(question)
         return "global", ("the question asks about the collection as a whole (" + ", ".join(shown) + ")"
                           if shown else "the question names nothing, so the community reports answer it")
-    if local_search.fts_entities(store, question, 1):
+    # The words local search would look for (``_Search.local_stop``): with English stopwords only,
+    # the German "die" of "Wer sind die Figuren?" matched "... will die" and went local to find
+    # nothing of what it asks.
+    if local_search.fts_entities(store, question, 1, extra_stop=stop):
         return "local", "the question's words match entities of the index"
     return "global", "the question matches no entity, so the community reports answer it"
 

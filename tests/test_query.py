@@ -1401,6 +1401,28 @@ async def test_auto_mode_sends_a_question_of_generic_and_function_words_to_globa
     assert answer.mode == "global" and answer.text == english.text and answer.documents
 
 
+async def test_auto_mode_leaves_the_other_languages_function_words_out_of_its_entity_search(tmp_path):
+    # "Wer sind die Figuren?" went local: its German "die" matched "... will die" in an entity's
+    # description, and the local search (which leaves "die" out) found nothing it asks about.
+    _folder, settings, db = await offline_index(tmp_path, {
+        "house.txt": "Tiny Tim will die unless Ebenezer Scrooge changes. Bob Cratchit carried Tiny Tim "
+                     "home from the Lunros Church.\n",
+        "shop.txt": "Ebenezer Scrooge kept the counting house near the Lunros Church. Bob Cratchit copied "
+                    "letters for Ebenezer Scrooge.\n"})
+    store = Store(db, readonly=True)
+    try:
+        assert local_search.fts_entities(store, "die", 1)   # (what the question matched)
+        for question in ("Wer sind die Figuren?", "Who are the characters?"):
+            assert choose_mode(store, question) == (
+                "global", "the question matches no entity, so the community reports answer it"), question
+        assert choose_mode(store, "Wer ist Ebenezer Scrooge?") == ("local", "the question names Ebenezer Scrooge")
+        assert choose_mode(store, "Who will die?")[0] == "local"   # (an English word there)
+    finally:
+        store.close()
+    answer = await aask("Wer sind die Figuren?", settings, db)
+    assert answer.mode == "global" and answer.documents, answer.text
+
+
 async def test_an_offline_local_search_of_a_question_naming_nothing_says_so(offline_db):
     # ask --mode local "What is it?" quoted the opening sentences of the most connected entities.
     settings = make_settings("", index=INDEX)
