@@ -10,8 +10,9 @@ Design notes:
 * **Events are hints, the folder is the truth.** Every sync is ``Indexer.run`` on the whole
   folder, which decides by content what was added, changed, renamed or deleted. A missed event
   is repaired by the next sync. An event on an indexed file whose content is as indexed (a
-  ``touch``, a ``chmod``, a backup writing the same bytes) queues nothing: its size and change
-  stamp, else its documents' content hashes, are compared with the index's.
+  ``touch``, a ``chmod``, a backup writing the same bytes, a folder moved out and back) queues
+  nothing: its size and change stamp, else its documents' content hashes, are compared with the
+  index's.
 * **Pay as files arrive, publish when things settle.** Extraction, the expensive per-file part,
   runs on each batch (``Indexer.prefetch``). Its products are content-addressed, so the sync
   after the quiet period finds them and only merges, clusters, reports and publishes.
@@ -672,8 +673,8 @@ class Daemon:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
         whole folder). A folder made or moved in counts as the files under it, a folder deleted
         as the indexed files it held; a file created where one is indexed (an editor's save by
-        rename) is ``modified``, unless its content is as indexed (``_as_indexed``): then, like a
-        ``touch``, it is left out."""
+        rename, a folder moved or copied in over indexed files) is ``modified``, unless its
+        content is as indexed (``_as_indexed``): then, like a ``touch``, it is left out."""
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
@@ -761,12 +762,23 @@ class Daemon:
                 if found is None:   # listed, but not entered (chmod 644): the whole folder's sync says so
                     out["."] = "rescan"
                     continue
-                indexed = self._indexed_in(store, folder)   # one query, not one per file found
+                # One query, not one per file found. A file the index holds there is a touched
+                # one: a folder moved out and back, or copied back over itself, changes nothing.
+                indexed = {} if store is None else index_rows.file_rows_under(store, folder)
                 inside = folder + "/"
                 for rel in found:
-                    if rel not in out:
-                        held = rel in indexed if rel.startswith(inside) else self._is_indexed(store, rel)
-                        out[rel] = "modified" if held else "added"
+                    if rel in out:
+                        continue
+                    if rel.startswith(inside) or store is None:
+                        rows = indexed.get(rel, {})
+                    else:
+                        rows = index_rows.file_rows(store, rel)
+                    if not rows:
+                        out[rel] = "added"
+                    elif rel in self.pending:
+                        out[rel] = "modified"
+                    else:
+                        touched[rel] = rows
         if touched:   # (it may read them: in a worker thread, as a folder is listed)
             same = await anyio.to_thread.run_sync(self._as_indexed, touched, abandon_on_cancel=True)
             out.update((rel, "modified") for rel in touched if rel not in same and rel not in out)

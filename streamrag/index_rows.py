@@ -70,6 +70,18 @@ def paths_under(store: Store, folder: str) -> list[str]:
                                              (len(prefix), prefix))]
 
 
+def file_rows_under(store: Store, folder: str) -> dict[str, dict[str, tuple[str, int, float]]]:
+    """The indexed files in the folder ``folder`` (at any depth), each with its rows as
+    ``file_rows`` gives them; one query for the whole folder."""
+    prefix = folder + "/"
+    out: dict[str, dict[str, tuple[str, int, float]]] = {}
+    for p, doc_id, size, stamp in store.conn.execute(
+            "SELECT path, doc_id, size, stamp FROM files WHERE substr(path, 1, ?) = ?",
+            (len(prefix), prefix)):
+        out.setdefault(file_of(p), {})[p] = (doc_id, size, stamp)
+    return out
+
+
 def holds_under(store: Store, folder: str) -> bool:
     prefix = folder + "/"
     return store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",

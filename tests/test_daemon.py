@@ -470,6 +470,36 @@ async def test_an_event_on_a_file_whose_content_is_as_indexed_queues_nothing(cor
     assert daemon.pending == {}
 
 
+async def test_a_folder_moved_out_and_back_or_copied_over_itself_queues_only_what_changed(corpus, tmp_path):
+    # `mv corp/sub /tmp/x && mv /tmp/x corp/sub` queued its files as modified and ran a sync
+    # that changed nothing: the files of a folder moved in were not compared as a touched one's.
+    sub, ledger = corpus / "sub", corpus / "ledger"
+    sub.mkdir()
+    (sub / "notes.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+    (sub / "data.csv").write_text("id,text\n1,Mira Osk chaired the Harbor Council.\n"
+                                  "2,Tomas Vell kept the Lantern Hall.\n")
+    ledger.mkdir()
+    (ledger / "kept.txt").write_text("Ada Brenn mapped the Kessel shoals.\n")
+    (ledger / "edited.txt").write_text("Ivo Sand rebuilt the north pier.\n")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "m.db", corpus) as (daemon, events, send):
+        async with send:
+            mark = len(events)
+            sub.rename(tmp_path / "x")                 # moved out and back: stamps unchanged
+            (tmp_path / "x").rename(sub)
+            shutil.move(ledger, tmp_path / "y")        # copied back (new change stamps), one file
+            shutil.copytree(tmp_path / "y", ledger)    # edited and one new file
+            (ledger / "edited.txt").write_text("Ivo Sand rebuilt the south pier.\n")
+            (ledger / "new.txt").write_text("Lena Varga opened the Kessel festival.\n")
+            await send.send({(Change.deleted, str(sub)), (Change.added, str(sub)),
+                             (Change.deleted, str(ledger)), (Change.added, str(ledger))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert (queued["files"], queued.get("added"), queued.get("modified")) == (2, 1, 1), queued["message"]
+    assert daemon.pending == {}
+    assert db_count(tmp_path / "m.db", "SELECT count(*) FROM files WHERE path LIKE 'ledger/%'") == 3
+
+
 async def test_a_link_to_a_file_outside_the_folder_is_never_read(corpus, tmp_path):
     # The folder scan leaves such a link out, but the daemon extracted it on its own as an
     # added file: its text reached the store (and, with a model, the endpoint).
