@@ -412,6 +412,10 @@ class Daemon:
         """Changed files waiting for a sync, without the ``"."`` marker (a retry, a rescan)."""
         return sum(1 for rel, kind in self.pending.items() if rel != "." and kind != "renamed away")
 
+    def _items_to_retry(self) -> int:
+        """The failed items the scheduled retry sync is for (0: none is scheduled)."""
+        return self._retry_items if self.pending.get(".") == "retry" else 0
+
     def _why_sync(self) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
         as its first line gives them: ``files``, ``whole_folder``, and ``failed_items`` when it retries."""
@@ -843,7 +847,7 @@ class Daemon:
                     await self._follow(recv)
                 tg.cancel_scope.cancel()
         files = self._files_pending()
-        retry = self._retry_items if self.pending.get(".") == "retry" else 0
+        retry = self._items_to_retry()
         left = []
         if files:
             left.append(f"{_n(files, 'changed file')} not synced yet")
@@ -1113,7 +1117,7 @@ class Daemon:
                   outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
                   server_errors=o["server_errors"], took_s=round(self._tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
-                  failed_items=self._retry_items if self.pending.get(".") == "retry" else 0)
+                  failed_items=self._items_to_retry())
 
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
@@ -1419,7 +1423,10 @@ class Daemon:
                         out[table] = store.scalar(f"SELECT count(*) FROM {table}")
                     # As `streamrag status` counts them: the last update's, once per item.
                     out["failures"] = failures_of(store, last_update(store))
-        out.update(pending=self._files_pending(), last_sync_s=self.last_sync_s, errors=self.errors)
+        # The failed items a retry sync waits for are pending too: an edit whose extraction
+        # failed in an outage was synced (its file is not pending) but waits all the same.
+        out.update(pending=self._files_pending(), failed_items=self._items_to_retry(),
+                   last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
     def check_health(self) -> bool:
@@ -1434,7 +1441,8 @@ class Daemon:
         else:
             held = (f"{_n(h['documents'], 'document')}, {_n(h['entities'], 'entity')}, "
                     f"{_n(h['communities'], 'community')}")
-        self.emit("health", f"{held}, {h['pending']} pending, last sync {last}, "
+        retry = f" ({_n(h['failed_items'], 'failed item')} to retry)" if h["failed_items"] else ""
+        self.emit("health", f"{held}, {h['pending']} pending{retry}, last sync {last}, "
                             f"{_n(h['failures'] or 0, 'failure')}, {_n(h['errors'], 'error line')} since start", **h)
         return True
 

@@ -97,6 +97,30 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
     assert not any(e.get("gave_up") for e in events)
 
 
+async def test_the_health_line_counts_an_edit_left_out_in_an_outage_as_pending(corpus, tmp_path, simulator):
+    # The edit's sync published the same version without its chunks, and the health line said
+    # "0 pending" while the outage lines said `failed_items` were waiting to be retried.
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    async with running(settings, tmp_path / "h.db", corpus, health_s=0.02,
+                       transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        (before,) = [e for e in events if e["state"] == "health"]
+        assert before["failed_items"] == 0 and " 0 pending, " in before["message"], before["message"]
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: any(e["state"] == "health" and e["failed_items"] for e in events), timeout=30)
+        health = next(e for e in events if e["state"] == "health" and e["failed_items"])
+        assert health["pending"] == 0 and health["failed_items"] == daemon._retry_items > 0, health
+        assert f" 0 pending ({health['failed_items']} failed item" in health["message"], health["message"]
+        assert " to retry), last sync " in health["message"], health["message"]
+        switch.up = True
+        await _until_indexed(tmp_path / "h.db", "Quillon Marbeck", timeout=60)
+        await until(lambda: [e for e in events if e["state"] == "health"][-1]["failed_items"] == 0)
+        await send.aclose()
+    await switch.client.aclose()
+
+
 async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp_path, simulator):
     # With three or more chunks to extract, the initial sync gave up ("nothing answers at ...")
     # and so did the daemon, exit 1; with one chunk it stayed up and retried.
