@@ -13,6 +13,7 @@ import pytest
 
 import anyio
 from conftest import index_snapshot, make_settings
+from streamrag.config import Settings
 from streamrag.daemon import Daemon
 from streamrag.status import gather_status
 from streamrag.store import Store
@@ -35,6 +36,17 @@ class Switch:
         r = await self.client.send(self.client.build_request(
             request.method, str(request.url), headers=request.headers, content=request.content))
         return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+
+def fast_outage(monkeypatch, simulator) -> tuple[Switch, Settings, float]:
+    """An outage in tenths of a second: retries after 0.08, 0.16, then every 0.2 s (the pause's
+    cap, returned); the switch that takes the endpoint down, and the settings to watch with."""
+    from streamrag import daemon as daemon_module
+
+    cap = 0.2
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0}, watch={"quiet_s": 0.04})
+    return Switch(simulator.base_url), settings, cap
 
 
 def counted_syncs(monkeypatch) -> list[bool]:
@@ -659,14 +671,8 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
         corpus, tmp_path, simulator, monkeypatch):
     # Every retry through an outage said the full error line, after its sync's six state lines:
     # at five minutes apart, 5,000 lines over a weekend.
-    from streamrag import daemon as daemon_module
-
-    quiet, cap = 0.04, 0.2      # pauses between retries: 0.08, 0.16, then 0.2 s on
-    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
     syncs = counted_syncs(monkeypatch)
-    switch = Switch(simulator.base_url)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
-                             watch={"quiet_s": quiet})
+    switch, settings, cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "q.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         switch.up = False
@@ -1033,14 +1039,8 @@ async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path,
     # pause unchanged (`retrying 16 s` ... the edit's lines ... `retrying 16 s`), at every edit.
     # An edit whose sync failed stayed pending, and its retries did not lengthen the pause:
     # 16 s apart all weekend, said once (12 sentences: more calls failed than a sync goes on after).
-    from streamrag import daemon as daemon_module
-
-    quiet, cap = 0.04, 0.2      # pauses between retries: 0.08, 0.16, then 0.2 s on
-    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", cap)
     syncs = counted_syncs(monkeypatch)
-    switch = Switch(simulator.base_url)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
-                             watch={"quiet_s": quiet})
+    switch, settings, cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "q.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         switch.up = False
