@@ -41,11 +41,11 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 import anyio
 import msgspec
 
-from streamrag.errors import LLMOutputError
+from streamrag.errors import LLMOutputError, UsageError
 from streamrag.parsing import has_text, parse_map_points, parse_ratings, usable_map_answer
 from streamrag.prompts import load_prompt
 from streamrag.store import Store
-from streamrag.tokens import count_tokens, truncate
+from streamrag.tokens import count_message_tokens, count_tokens, truncate
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +236,24 @@ def report_block(node: Node) -> str:
     return f"[R:{node.id}] {_one_line(node.title)}\n{body}"
 
 
+# The least room a batch of reports (or a local context) needs beside its prompt and the
+# question: less holds no report's title and a line.
+MIN_ROOM_TOKENS = 64
+
+
+def room_beside(messages: list[dict[str, str]], budget: int, encoding: str, *, what: str) -> int:
+    """The tokens of ``budget`` (``query.map_max_tokens``) a batch's ``what`` may take: less what
+    its prompt ``messages`` take without them (the instructions and the question), so that each
+    call stays within the setting (a 1,000-word question went past it in every batch)."""
+    fixed = count_message_tokens(messages, encoding)
+    room = budget - fixed
+    if room < MIN_ROOM_TOKENS:
+        raise UsageError(f"the question and the {what} prompt take {fixed:,} of the {budget:,} tokens of "
+                         "query.map_max_tokens, leaving no room for the reports; raise query.map_max_tokens "
+                         "or ask a shorter question")
+    return room
+
+
 def pack(blocks: Sequence[tuple[str, str]], budget: int, encoding: str = "o200k_base"
          ) -> list[list[tuple[str, str]]]:
     """Consecutive (id, text) blocks grouped into batches of at most ``budget`` tokens each.
@@ -304,7 +322,8 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
 
     async def rate(nodes: list[Node]) -> dict[str, float]:
         by_id = {n.id: n for n in nodes}
-        batches = pack([(n.id, rate_line(n)) for n in nodes], batch_tokens, encoding)
+        room = room_beside(prompt.render(question=question, reports=""), batch_tokens, encoding, what="rating")
+        batches = pack([(n.id, rate_line(n)) for n in nodes], room, encoding)
         out: dict[str, float] = {}
         errors: list[LLMOutputError] = []
 
@@ -369,7 +388,8 @@ async def map_reduce(llm, question: str, nodes: Sequence[Node], *, settings, enc
     model = settings.llm.answer_model
     map_prompt = load_prompt("map")
     blocks = [(n.id, report_block(n)) for n in shuffled(nodes, q.seed)]
-    batches = pack(blocks, q.map_max_tokens, encoding)
+    room = room_beside(map_prompt.render(question=question, reports=""), q.map_max_tokens, encoding, what="map")
+    batches = pack(blocks, room, encoding)
     points: list[Point] = []
     errors: list[LLMOutputError] = []
 

@@ -66,9 +66,6 @@ from streamrag.tokens import count_message_tokens
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
 MAX_QUESTION_CHARS = 12_000
-# The least room a local or basic context needs beside the answer prompt and the question: less
-# holds no section title and a line.
-MIN_CONTEXT_TOKENS = 64
 GLOBAL_CUES = frozenset("""
 theme themes overall main across summarize summarise summary summaries overview trends trend
 common general whole collection corpus dataset documents topics topic key major broad patterns
@@ -616,7 +613,7 @@ class _Search:
             return q.local_max_tokens
         fixed = count_message_tokens(self._answer_messages(""), self.encoding)
         room = q.local_max_tokens - fixed
-        if room < MIN_CONTEXT_TOKENS:
+        if room < global_search.MIN_ROOM_TOKENS:
             raise UsageError(f"the question and the answer prompt take {fixed:,} of the "
                              f"{q.local_max_tokens:,} tokens of query.local_max_tokens, leaving no room for the index's text; "
                              "raise query.local_max_tokens or ask a shorter question")

@@ -2417,3 +2417,24 @@ def test_a_name_in_a_script_without_capitals_counts_as_written_like_a_name(tmp_p
         assert [(e, cap) for e, _n, cap in named_entities(store, "What happened at the quay?")] == [("e4", False)]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("level", [None, 2])
+async def test_long_question_counts_in_map_max_tokens(llm_db, simulator, level):
+    """Every rating and map call stays within query.map_max_tokens, the question included (it
+    goes out with every batch of reports, and went past the budget by its own size)."""
+    settings = make_settings(simulator.base_url, llm={"cache": False}, query={"map_max_tokens": 700})
+    question = "What are the main themes across the harbor notes? " + "Say what the council decided. " * 80
+    seen: list = []
+    answer = await aask(question, settings, llm_db, mode="global", level=level, transport=mock(seen=seen))
+    sizes = {task: [count_message_tokens(body["messages"]) for t, body in seen if t == task]
+             for task in ("rate", "map")}
+    assert answer.details["map_batches"] and sizes["map"], sizes
+    assert all(n <= 700 for n in sizes["map"] + sizes["rate"]), sizes
+
+
+async def test_question_leaving_no_room_for_reports_is_refused(llm_db, simulator):
+    settings = make_settings(simulator.base_url, llm={"cache": False}, query={"map_max_tokens": 400})
+    question = "What are the main themes across the harbor notes? " + "Say what the council decided. " * 80
+    with pytest.raises(UsageError, match="query.map_max_tokens"):
+        await aask(question, settings, llm_db, mode="global", transport=mock())
