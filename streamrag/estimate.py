@@ -61,7 +61,7 @@ from streamrag.reports import build_context
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.status import llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import short_join, summarizer_key, summary_input
+from streamrag.summarizer import asks_model, summarizer_key
 from streamrag.tokens import count_message_tokens, count_tokens
 
 FIRST_ROUND_COMPLETION = 0.4
@@ -264,11 +264,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     jobs = state.apply(store, Change(added_docs=set(), removed_docs=set(), kept_docs=set(), doc_chunks={},
                                      live=set(), added_chunks=added, removed_chunks=removed,
                                      extractions=extractions), settings)
-    join = min(ix.summary_join_tokens, ix.summary_max_tokens)
-    summaries = 0
-    for _element, _name, descriptions in jobs:   # (as ``summarize`` decides whether to ask)
-        chosen = summary_input(descriptions, ix.summary_max_descriptions)
-        summaries += len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None
+    summaries = sum(asks_model(descriptions, settings) for _element, _name, descriptions in jobs)
     state.finish_graph(store)
     moved = len(state.changed_entities | state.deleted_entities)   # (as the run counts them)
     # Re-merged as it was (a chunk replaced by one saying the same): its report context is too.
@@ -421,18 +417,11 @@ def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, reclus
 def _summaries_asked(store: Store, settings: Settings) -> int:
     """The elements whose summary a model writes when every summary is made again: those whose
     descriptions (as ``summarize`` takes them) are several and too long to join."""
-    ix = settings.index
-    join = min(ix.summary_join_tokens, ix.summary_max_tokens)
-    asked = 0
     said: dict[str, set[str]] = {}   # (entity and relationship ids differ: "ent-", "rel-")
     for element, description in index_rows.element_descriptions(store):
         if description.strip():   # (as merging takes them: empty ones are none)
             said.setdefault(element, set()).add(description)
-    for descriptions in said.values():
-        chosen = summary_input(sorted(descriptions), ix.summary_max_descriptions)
-        if len(chosen) > 1 and short_join(chosen, join, ix.encoding) is None:
-            asked += 1
-    return asked
+    return sum(asks_model(sorted(descriptions), settings) for descriptions in said.values())
 
 
 def format_estimate(e: dict) -> str:

@@ -130,6 +130,15 @@ def summary_input(descriptions: list[str], limit: int) -> list[str]:
     return [d for d in descriptions if d in chosen]
 
 
+def asks_model(descriptions: list[str], settings: Settings) -> bool:
+    """Whether ``summarize`` (with a model) asks it for these descriptions: several of them as
+    ``summary_input`` takes them, too long to join (what ``index --estimate`` counts)."""
+    ix = settings.index
+    chosen = summary_input(descriptions, ix.summary_max_descriptions)
+    return len(chosen) > 1 and short_join(chosen, min(ix.summary_join_tokens, ix.summary_max_tokens),
+                                          ix.encoding) is None
+
+
 async def summarize(llm, name: str, descriptions: list[str], settings: Settings) -> tuple[str, str | None]:
     """A single description of ``name`` from its distinct ``descriptions`` (sorted), and the
     key in ``llm_cache`` of the model's answer it comes from (None when no model wrote it)."""
