@@ -246,16 +246,22 @@ def _deleted(path: Path, root: Path | None) -> bool:
     return not os.path.lexists(path) and (root if root is not None else path.parent).is_dir()
 
 
-def file_stamp(size: int, stamp: float) -> str:
+def change_stamp(st: os.stat_result) -> float:
+    """A file's change stamp as the index records it: the later of its modification and
+    status-change times (so ``cp -p`` is seen)."""
+    return max(st.st_mtime, st.st_ctime)
+
+
+def file_stamp(st: os.stat_result) -> str:
     """A file's size and change stamp as a failure to read it records them (``failures.stamp``)."""
-    return f"{size} {stamp!r}"
+    return f"{st.st_size} {change_stamp(st)!r}"
 
 
 def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) -> bool:
     """Whether a file whose indexed rows are ``rows`` (path -> document id, size, change stamp)
-    is as indexed, by its ``stat``: the same size and change stamp (the later of its modification
-    and status-change times, so ``cp -p`` is seen). No rows: not indexed, so not the same."""
-    stamp = max(st.st_mtime, st.st_ctime)
+    is as indexed, by its ``stat``: the same size and ``change_stamp``. No rows: not indexed,
+    so not the same."""
+    stamp = change_stamp(st)
     return bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
 
 
@@ -328,14 +334,14 @@ class _Extraction:
                     scan.files.update(rows)
                     await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
                     continue
-                stamp = max(st.st_mtime, st.st_ctime)
+                stamp = change_stamp(st)
                 same = same_on_disk(rows, st)
                 if same and not self.rechunk:
                     scan.files.update(rows)  # unchanged on disk: not even read
                     scan.unchanged_paths += 1
                     self.progress.add("files_done")
                     continue
-                as_is = file_stamp(st.st_size, stamp)
+                as_is = file_stamp(st)
                 failed = self.failed_reads.get(rel)
                 if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
                     # Unchanged since it could not be read: named again, not read again (nothing
@@ -1099,7 +1105,7 @@ class Indexer:
             scan.files.update({p: v for p, v in known.items() if _covered(p, [rel])})
             try:   # (a chmod that lets it be listed again changes it)
                 st = os.stat(folder)
-                stamp = file_stamp(st.st_size, max(st.st_mtime, st.st_ctime))
+                stamp = file_stamp(st)
             except OSError:
                 stamp = None
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
