@@ -1168,18 +1168,16 @@ class Indexer:
           counted as one: during an outage, each new file of a watched folder.)
         """
         before = scan.indexed   # nothing writes the files table before publish
-        unread: set[str] = set()   # new texts with nothing extracted
+        new_texts: dict[str, set[str]] = {}   # new texts -> their chunks (looked up at once, below)
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id not in scan.doc_chunks:
                 continue
             old = before.get(path)
             recut = doc_id in old_docs
-            if not recut and (old is None or old[0] not in old_docs):
-                chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}   # a new file: nothing indexed to keep
-                if chunk_ids and not index_rows.extracted(store, chunk_ids, self.key):
-                    unread.add(doc_id)
-                continue
             chunk_ids = {c.id for c in scan.doc_chunks[doc_id]}
+            if not recut and (old is None or old[0] not in old_docs):
+                new_texts[doc_id] = chunk_ids   # a new file: nothing indexed to keep
+                continue
             missing = len(chunk_ids - index_rows.extracted(store, chunk_ids, self.key))
             if not missing:
                 continue
@@ -1197,6 +1195,8 @@ class Indexer:
                     scan.titles[path] = title
                 scan.warnings.append(f"{path}: {missing} of its {len(chunk_ids)} changed chunks could not "
                                      "be extracted; its previous version stays indexed until they can")
+        done = index_rows.extracted(store, set().union(*new_texts.values()), self.key) if new_texts else set()
+        unread = {d for d, chunk_ids in new_texts.items() if chunk_ids and not chunk_ids & done}   # nothing extracted
         for doc_id in unread:
             del scan.doc_chunks[doc_id]
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
