@@ -90,9 +90,7 @@ def holds_under(store: Store, folder: str) -> bool:
 
 def holds_file(store: Store, file: str) -> bool:
     """Whether the file ``file`` is indexed (itself, or rows of it: ``data.jsonl#3``)."""
-    prefix = file + "#"
-    return any(p == file or file_of(p) == file for (p,) in store.conn.execute(
-        "SELECT path FROM files WHERE path = ? OR substr(path, 1, ?) = ?", (file, len(prefix), prefix)))
+    return bool(file_rows(store, file))
 
 
 def file_rows(store: Store, file: str) -> dict[str, tuple[str, int, float]]:

@@ -339,11 +339,15 @@ DROP TABLE IF EXISTS summary_answers;
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+# The files SQLite and the writer's lock (``lock_path``) keep beside an index's database.
+_SIDE_FILES = (".lock", "-wal", "-shm", "-journal")
+
+
 def index_files(db_path: Path) -> set[Path]:
     """The files an index at ``db_path`` is made of (its database, SQLite's side files and the
     writer's lock), resolved: never documents, wherever the index lies."""
     db = Path(db_path).resolve()
-    return {db, lock_path(db), *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))}
+    return {db, *(db.with_name(db.name + s) for s in _SIDE_FILES)}
 
 
 def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:
@@ -812,7 +816,6 @@ def _other_tables_error(db: Path) -> StoreError | None:
         return None   # (damaged: said where it is opened)
 
 
-_SIDE_FILES = (".lock", "-wal", "-shm", "-journal")   # (``index_files``)
 
 
 def database_of(path: Path | str) -> tuple[Path, bool] | None:
