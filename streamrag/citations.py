@@ -300,7 +300,7 @@ def quoted_first(store: Store, quotes: list[tuple[str, str]], documents: list[st
             # (its first words only when the whole is found nowhere: those of a stock phrase,
             # '"We are confident this is the right step for everyone involved," said Petra
             # Harent.', are in every document, and the one that said it came 13th)
-            found += _holding(store, sentence) or _holding(store, sentence[:12])
+            found += _holding(store, sentence) or (_holding(store, sentence[:12]) if len(sentence) > 12 else [])
         first += [p for p in dict.fromkeys(found) if p in allowed and p not in first]
     return first + [d for d in documents if d not in first]
 

@@ -241,16 +241,16 @@ def report_block(node: Node) -> str:
 MIN_ROOM_TOKENS = 64
 
 
-def room_beside(messages: list[dict[str, str]], budget: int, encoding: str, *, what: str) -> int:
-    """The tokens of ``budget`` (``query.map_max_tokens``) a batch's ``what`` may take: less what
-    its prompt ``messages`` take without them (the instructions and the question), so that each
-    call stays within the setting (a 1,000-word question went past it in every batch)."""
+def room_beside(messages: list[dict[str, str]], budget: int, encoding: str, *, what: str,
+                setting: str = "query.map_max_tokens", filling: str = "the reports") -> int:
+    """The tokens of ``budget`` (``setting``) what fills a prompt may take: less what its
+    ``messages`` take without it (the instructions and the question), so that each call stays
+    within the setting (a 1,000-word question went past it by its size, in every batch)."""
     fixed = count_message_tokens(messages, encoding)
     room = budget - fixed
     if room < MIN_ROOM_TOKENS:
         raise UsageError(f"the question and the {what} prompt take {fixed:,} of the {budget:,} tokens of "
-                         "query.map_max_tokens, leaving no room for the reports; raise query.map_max_tokens "
-                         "or ask a shorter question")
+                         f"{setting}, leaving no room for {filling}; raise {setting} or ask a shorter question")
     return room
 
 
@@ -319,10 +319,10 @@ def llm_rater(llm, question: str, *, model: str, batch_tokens: int,
               encoding: str = "o200k_base") -> Rater:
     """A rater asking ``model`` about many reports per call, concurrently per batch."""
     prompt = load_prompt("rate")
+    room = room_beside(prompt.render(question=question, reports=""), batch_tokens, encoding, what="rating")
 
     async def rate(nodes: list[Node]) -> dict[str, float]:
         by_id = {n.id: n for n in nodes}
-        room = room_beside(prompt.render(question=question, reports=""), batch_tokens, encoding, what="rating")
         batches = pack([(n.id, rate_line(n)) for n in nodes], room, encoding)
         out: dict[str, float] = {}
         errors: list[LLMOutputError] = []

@@ -61,7 +61,6 @@ from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
-from streamrag.tokens import count_message_tokens
 
 MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
@@ -327,6 +326,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             check_not_empty(store, db_path, settings.index.include)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
             answer.not_in_index = unknown_names(store, question)
+            named = named_entities(store, question)   # (once: routing, search and citations ask it)
             if answer.not_in_index and not _asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
                 # with a model a whole global search was paid to find nothing.
@@ -334,18 +334,18 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                                "question asks about nothing else: no search was made.")
                 answer.search = "none"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
-                    answer.auto_choice, answer.auto_reason = choose_mode(store, question)
+                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named)
                     answer.mode = answer.auto_choice
                 if on_delta is not None:
                     on_delta(answer.text)
                 return answer
             if mode == "auto":
-                chosen, reason = choose_mode(store, question)
+                chosen, reason = choose_mode(store, question, named)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
-            search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh)
+            search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named)
             if not settings.has_endpoint:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
@@ -360,7 +360,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if answer.cut_off:   # the length limit may have cut its last citation in two
                 answer.text = citations.without_open_citation(answer.text)
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
-                store, answer.text, search.context_tags, [eid for eid, _, _ in outermost(named_entities(store, question))])
+                store, answer.text, search.context_tags, [eid for eid, _, _ in outermost(named)])
             if answer.extractive:
                 answer.documents = citations.quoted_first(store, extractive.quotes(answer.text),
                                                           answer.documents)
@@ -409,7 +409,7 @@ class _Search:
 
     def __init__(self, store: Store, settings: Settings, answer: Answer, level: int | None,
                  on_delta: Callable[[str], None] | None, status: Callable[[str], None], *,
-                 fresh: bool = False) -> None:
+                 fresh: bool = False, named: list[tuple[str, str, bool]] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.answer = answer
@@ -418,6 +418,8 @@ class _Search:
         self.status = status
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
+        # (id, name, written capitalised) of the entities the question names (``named_entities``)
+        self.named = named_entities(store, answer.question) if named is None else named
         self.anchors: list[tuple[str, str]] = []   # (id, name) of the entities the question names
         self.llm = None
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
@@ -427,8 +429,7 @@ class _Search:
     @cached_property
     def local_stop(self) -> frozenset[str] | None:
         """The words local and basic search leave out of the question (``content_stop``)."""
-        named = named_entities(self.store, self.answer.question)
-        return content_stop(self.answer.question, [name for _e, name, _c in named])
+        return content_stop(self.answer.question, [name for _e, name, _c in self.named])
 
     def _emit(self, text: str) -> None:
         if self._held is not None:
@@ -611,13 +612,9 @@ class _Search:
         q = self.settings.query
         if self.llm is None:
             return q.local_max_tokens
-        fixed = count_message_tokens(self._answer_messages(""), self.encoding)
-        room = q.local_max_tokens - fixed
-        if room < global_search.MIN_ROOM_TOKENS:
-            raise UsageError(f"the question and the answer prompt take {fixed:,} of the "
-                             f"{q.local_max_tokens:,} tokens of query.local_max_tokens, leaving no room for the index's text; "
-                             "raise query.local_max_tokens or ask a shorter question")
-        return room
+        return global_search.room_beside(self._answer_messages(""), q.local_max_tokens, self.encoding,
+                                         what="answer", setting="query.local_max_tokens",
+                                         filling="the index's text")
 
     def _answer_messages(self, context: str) -> list[dict[str, str]]:
         return load_prompt("answer").render(
@@ -695,7 +692,7 @@ class _Search:
         """``seeds`` with the entities the question names in full first, the most specific name
         first: BM25 ranked "Torford Heights" (a long description) below "Torford Heights Braces"
         (a short one) for "Tell me about Torford Heights"."""
-        named = named_entities(self.store, self.answer.question)
+        named = self.named
         self.anchors = local_search.anchors(self.answer.question, [(eid, name) for eid, name, _cap in named])
         if not named:
             return seeds
@@ -811,7 +808,7 @@ class _Search:
         """The names of the entities the question names (``local_search.anchors``), and the
         communities holding those it writes capitalised, each with the names it holds (a word
         in lower case is no name to open a community for: "What happened at the quay?")."""
-        named = named_entities(self.store, self.answer.question)
+        named = self.named
         self.anchors = local_search.anchors(self.answer.question, [(e, name) for e, name, _c in named])
         written = {e for e, _name, capitalised in named if capitalised}
         names = dict(self.anchors)
@@ -1082,12 +1079,14 @@ def _has_words(store: Store, match: str) -> bool:
                                 (f"name : ({match})",)))
 
 
-def choose_mode(store: Store, question: str) -> tuple[str, str]:
-    """``global`` or ``local`` for ``question`` and why, without a model call."""
+def choose_mode(store: Store, question: str,
+                named: list[tuple[str, str, bool]] | None = None) -> tuple[str, str]:
+    """``global`` or ``local`` for ``question`` and why, without a model call (``named``: its
+    ``named_entities``, when the caller has them)."""
     qwords = words(question)
     # (a weak cue alone, "Where was the key?", is left to content_stop below)
     cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
-    named = named_entities(store, question)
+    named = named_entities(store, question) if named is None else named
     proper = [n for _, n, cap in named if cap]
     local_score = len(proper) + 0.5 * (len(named) - len(proper))
     if named and local_score > len(cues):
