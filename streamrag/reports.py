@@ -366,9 +366,7 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     if not sentences:
         return ""
     own = [x for x in sentences if _names(x, entity.name)]
-    pool = [x for x in own or sentences if len(x.split()) >= 5] or own or sentences
-    others = [m.name for m in members[:20] if m.id != entity.id]
-    best = max(pool, key=lambda x: sum(1 for n in others if n in x))
+    best = _most_telling(own or sentences, entity, members)
     words = best.split()
     if len(words) > MEMBER_SENTENCE_WORDS:
         best = " ".join(words[:MEMBER_SENTENCE_WORDS]) + " ..."
@@ -383,12 +381,18 @@ def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
     of at least five words when there is one; the earliest among equals)."""
     sentences = [x.strip() for x in SENTENCE_GAP.split(entity.description) if x.strip()]
-    long_enough = [x for x in sentences if len(x.split()) >= 5] or sentences
-    if not long_enough:
+    if not sentences:
         return ""
-    others = [m.name for m in members[:20] if m.id != entity.id]
-    best = max(long_enough, key=lambda x: sum(1 for n in others if n in x))
+    best = _most_telling(sentences, entity, members)
     return best if best.endswith((".", "!", "?", "\u2026")) else best + "."
+
+
+def _most_telling(sentences: list[str], entity: Entity, members: Sequence[Entity]) -> str:
+    """Of ``sentences`` (not empty), the one naming the most other members among those of five
+    words or more (all of them when none is); the earliest among equals."""
+    long_enough = [x for x in sentences if len(x.split()) >= 5] or sentences
+    others = [m.name for m in members[:20] if m.id != entity.id]
+    return max(long_enough, key=lambda x: sum(1 for n in others if n in x))
 
 
 def usable_report(text: str) -> bool:
