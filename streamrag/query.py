@@ -40,6 +40,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import sys
 import time
 import uuid
@@ -57,7 +58,7 @@ from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.signals import until_sigterm
-from streamrag.status import failures_of, last_update, llm_summary
+from streamrag.status import counted, failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
@@ -369,23 +370,35 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     return answer
 
 
+def _as_given(root: str) -> str:
+    """The indexed folder ``root`` (recorded absolute) as a user gives it here: relative to the
+    current folder when it is that folder or lies in it (``.``, ``notes``), else as recorded."""
+    try:
+        return str(Path(root).relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return root
+
+
 def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
     """Raises ``IndexMissingError``, saying why and what to do, when the index has nothing to
     read: never published (being built, its first run stopped, never built), or no document."""
     if store.version and store.scalar("SELECT 1 FROM document_chunks LIMIT 1"):
         return
     if store.version:  # indexed, but its folder held nothing to index, or nothing of it worked
-        root = store.get_meta("root") or "its folder"
+        recorded = store.get_meta("root")
+        root = shown(_as_given(recorded)) if recorded else "its folder"
+        again = f"`streamrag index {shlex.quote(root)}`" if recorded else "`streamrag index DIR`"
+        named = "the current folder" if root == "." else root
         run = last_update(store)
-        if failed := failures_of(store, run):
+        if failures_of(store, run):
             # (It said "DIR had no file index.include matches; add such files" of a folder whose
             # .txt files had all failed: an endpoint down, or answering with an HTML page.)
-            again = f"`streamrag index {root}`" if store.get_meta("root") else "`streamrag index DIR`"
+            files = index_rows.failed_files(store, run["id"])
             raise IndexMissingError(
                 f"the index at {db_path} holds no documents: the last update could not index "
-                f"{failed} item(s) of what it read (`streamrag status --failures` lists them; last: "
+                f"{counted(files, 'file')} of what it read (`streamrag status --failures` lists them; last: "
                 f"{index_rows.last_failure(store, run['id'])}); fix the cause and run {again} again")
-        raise IndexMissingError(f"the index at {db_path} holds no documents: {root} had no file "
+        raise IndexMissingError(f"the index at {db_path} holds no documents: {named} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
                                 "add such files (or widen index.include), then run `streamrag index` on it again")
     if (holder := writer_at_work(db_path)) is not None:

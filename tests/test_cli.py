@@ -932,6 +932,10 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
     assert asked.returncode == 1
     # It said "is empty; build it with `streamrag index DIR`", which the user had just done.
     assert "holds no documents" in asked.stderr and "index.include" in asked.stderr
+    # The folder as the user gives it here, not its absolute path.
+    assert "holds no documents: the current folder had no file index.include" in asked.stderr, asked.stderr
+    beside = run("ask", "--db", "papers/.streamrag/index.db", "What is in here?", cwd=tmp_path)
+    assert beside.returncode == 1 and "papers/.streamrag/index.db holds no documents: papers had no file" in beside.stderr
 
 
 def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
@@ -957,7 +961,10 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/v1"
-    (corpus / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    # (Chunks of 100 tokens: 7 failed chunks of 4 files (fewer than the 8 that give up); ask
+    # counted the chunks as "items".)
+    (corpus / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                                           "[index]\nchunk_size = 100\nchunk_overlap = 5\n")
     try:
         # (watch --once said "left out of this version: 4 failed items" of a version of nothing)
         watched = run("watch", "--once", "--api-base", base, "--db", str(corpus.parent / "w.db"), ".", cwd=corpus)
@@ -977,9 +984,10 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     assert asked.returncode == 1 and "index.include" not in asked.stderr, asked.stderr
     said = asked.stderr.strip()
     assert said.startswith("streamrag: error: the index at ") and (
-        "index.db holds no documents: the last update could not index 4 item(s) of what it read") in said
+        "index.db holds no documents: the last update could not index 4 files of what it read") in said
     assert "`streamrag status --failures` lists them" in said and "the answer was an HTML page" in said
-    assert said.endswith(f"fix the cause and run `streamrag index {corpus.resolve()}` again"), said
+    # (It named the folder by its absolute path, asked from inside it.)
+    assert said.endswith("fix the cause and run `streamrag index .` again"), said
     assert len(said.splitlines()) == 1
 
 
