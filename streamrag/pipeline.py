@@ -857,10 +857,14 @@ class Indexer:
         if not store.version or s.offline:
             return False
         changes: list[tuple[str, str]] = []
+        upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
-            changes.append(("chunking", f"{chunking_change(said('chunker_settings'), self.chunking)}, so "
-                                        "documents are read and chunked again as they are indexed (chunks with new text "
-                                        "are extracted)"))
+            what, of_settings = chunking_change(said("chunker_settings"), self.chunking)
+            if of_settings:
+                changes.append(("chunking", f"{what}, so documents are read and chunked again as they are "
+                                            "indexed (chunks with new text are extracted)"))
+            else:   # (it said "the reading and chunking settings changed" of an upgrade alone)
+                upgrade = what
         built = said("extractor") or ""
         if built and built != self.key:
             changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
@@ -878,7 +882,10 @@ class Indexer:
                 changes.append(("report", "every report is written again"))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
-        self.settings_changed = names = [what for what, _ in changes]
+        if upgrade:
+            log.warning(f"{upgrade}: its files are read and chunked again as they are indexed "
+                        "(chunks with new text are extracted)")
+        self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
         if changes:
             # (its text_field was said to be "the chunking settings")
             shown = ["reading and chunking" if name == "chunking" else name for name in names]
@@ -1342,21 +1349,26 @@ def chunking_settings(settings: Settings) -> dict[str, object]:
             "chunker": chunker.VERSION, "loader": loader.VERSION}
 
 
-def chunking_change(built: str | None, now: dict[str, object]) -> str:
+def chunking_change(built: str | None, now: dict[str, object]) -> tuple[str, bool]:
     """What changed of the reading and chunking settings since ``built`` (``chunking_settings``
-    as published, ``None`` in an index from before it was), in words a user recognises."""
+    as published, ``None`` in an index from before it was), in words a user recognises, and
+    whether a setting is of it: the ``index.`` settings that differ, else (``False``) the
+    streamrag upgrade that reads or chunks documents differently."""
     try:
         was = json.loads(built) if built else None
     except ValueError:
         was = None
     if not isinstance(was, dict):
         return ("one of index.chunk_size, chunk_overlap, encoding and text_field, or how this streamrag "
-                "reads documents, differs from when the index was built")
+                "reads documents, differs from when the index was built"), True
     named = [f"{name} is now {json.dumps(value)} (was {json.dumps(was.get(name))})"
              for name, value in now.items() if name.startswith("index.") and was.get(name) != value]
     if named:
-        return ", ".join(named)
-    return "this streamrag reads documents differently from the one that built the index (a newer version)"
+        return ", ".join(named), True
+    # No setting: a new streamrag's loader or chunker (their VERSION), which re-reads every file.
+    how = " and ".join(verb for verb, part in (("reads", "loader"), ("chunks", "chunker"))
+                       if was.get(part) != now.get(part)) or "reads"
+    return f"streamrag was upgraded since this index was built and {how} documents differently", False
 
 
 def built_min_members(settings: Settings, said: Callable[[str], str | None], *, by_llm: bool) -> int | None:

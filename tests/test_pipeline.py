@@ -983,9 +983,45 @@ def test_a_change_of_the_reading_and_chunking_settings_is_named():
     built = chunking_settings(make_settings())
     now = chunking_settings(make_settings(index={"text_field": "body", "chunk_size": 300}))
     assert chunking_change(json.dumps(built), now) == ('index.chunk_size is now 300 (was 1200), '
-                                                       'index.text_field is now "body" (was "text")')
+                                                       'index.text_field is now "body" (was "text")', True)
     newer = dict(built, loader="0")
-    assert chunking_change(json.dumps(newer), built).startswith("this streamrag reads documents differently")
+    assert chunking_change(json.dumps(newer), built) == (
+        "streamrag was upgraded since this index was built and reads documents differently", False)
+    assert chunking_change(json.dumps(dict(newer, chunker="0")), built)[0].endswith(
+        "and reads and chunks documents differently")
     for unknown in (None, "", "not json", "[1]"):   # an index from before they were published
-        assert chunking_change(unknown, now).startswith("one of index.chunk_size, chunk_overlap, encoding "
-                                                        "and text_field, or how this streamrag reads documents")
+        words, of_settings = chunking_change(unknown, now)
+        assert of_settings and words.startswith("one of index.chunk_size, chunk_overlap, encoding "
+                                                "and text_field, or how this streamrag reads documents")
+
+
+def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path, caplog):
+    # loader.VERSION bumped, no setting changed: it said "the reading and chunking settings
+    # changed since this index was built", which no user had done.
+    import logging
+
+    from streamrag import chunker, ids, loader
+    from streamrag.pipeline import Indexer, chunking_settings
+
+    settings = make_settings("http://127.0.0.1:9/v1")
+    indexer = Indexer(settings, tmp_path / "index.db", root=tmp_path)
+    ix = settings.index
+    old_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, "0", ix.text_field,
+                         length=12)
+    assert loader.VERSION != "0" and old_key != indexer.chunker_key
+
+    class Published:   # the meta of an index built by a streamrag whose loader was older
+        version = 3
+        meta = {"chunker": old_key, "chunker_settings": json.dumps(dict(chunking_settings(settings), loader="0")),
+                "extractor": indexer.key, "summarizer": indexer.summarizer_key,
+                "report_settings": indexer._report_key(), "leiden": indexer.leiden_key}
+
+        def get_meta(self, key):
+            return self.meta.get(key)
+
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        assert indexer._say_what_settings_redo(Published()) is True
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["streamrag was upgraded since this index was built and reads documents differently: its "
+                    "files are read and chunked again as they are indexed (chunks with new text are extracted)"]
+    assert indexer.settings_changed == ["chunking"]
