@@ -9,6 +9,7 @@ in-memory graph (``graph_state``), not here.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -420,6 +421,20 @@ def failed_files(store: Store, run_id: str) -> int:
         where = message.partition(f", {item}): ")[0].rpartition(" (chunk ")[0] if item.startswith("chk-") else ""
         files.add(file_of(where) if where else item if stage == "load" else f"{stage} {item}")
     return len(files)
+
+
+def empty_files(store: Store) -> dict[str, tuple[str, str]]:
+    """The files last read with nothing to index (``EmptyInput``): path -> (their stamp then,
+    the warning said of them). In the meta table, so an older streamrag opens the index still."""
+    try:
+        found = json.loads(store.get_meta("empty_files") or "{}")
+    except ValueError:
+        return {}
+    return {path: (stamp, said) for path, (stamp, said) in found.items()} if isinstance(found, dict) else {}
+
+
+def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
+    store.set_meta("empty_files", json.dumps(files, sort_keys=True))
 
 
 def failed_reads(store: Store) -> dict[str, tuple[str, str]]:

@@ -312,6 +312,8 @@ class _Extraction:
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
+        self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
+        self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
 
     async def fail(self, stage: str, item: str, message: str, error: Exception | None = None, *,
                    stamp: str | None = None) -> None:
@@ -349,6 +351,13 @@ class _Extraction:
                     await self.fail("load", rel, failed[1], stamp=as_is)
                     self.progress.add("files_done")
                     continue
+                empty = self.empty.get(rel)
+                if empty is not None and empty[0] == as_is and not rows and not self.rechunk:
+                    # Unchanged since it held nothing to index: said again, not read again.
+                    self.still_empty[rel] = empty
+                    scan.warnings.append(empty[1])
+                    self.progress.add("files_done")
+                    continue
                 try:
                     docs, warnings = loader.read_documents(path, root=root,
                                                            text_field=self.settings.index.text_field)
@@ -364,6 +373,17 @@ class _Extraction:
                         scan.chars[doc.id] = len(doc.text)
                         await send.send(doc)
                 self.progress.add("files_done")
+            await self._remember_empty(files)
+
+    async def _remember_empty(self, files: list[Path]) -> None:
+        """Records the files this run found with nothing to index, and forgets those it read
+        otherwise or that are gone (a run of a few files keeps what it did not look at)."""
+        looked_at = {_rel(path, self.root) for path in files}
+        kept = {rel: v for rel, v in self.empty.items()
+                if rel not in looked_at and os.path.lexists(Path(self.root or "") / rel)}
+        now = kept | self.still_empty
+        if now != self.empty:
+            await self.writer.run(index_rows.save_empty_files, now)
 
     async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
                        e: InputError, stamp: str) -> None:
@@ -383,6 +403,8 @@ class _Extraction:
             self.scan.files.update(rows)
         if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
             self.scan.warnings.append(str(e))
+            if not kept:   # (not read again while it stays as it is: ``load_files``)
+                self.still_empty[rel] = (stamp, str(e))
         else:   # (an error of the system's may pass with the file as it is: no stamp, read again)
             await self.fail("load", rel, f"{e}; what was indexed from it stays"
                             if kept and isinstance(e, NoTextField) else str(e),

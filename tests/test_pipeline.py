@@ -129,6 +129,48 @@ async def test_a_file_that_failed_is_not_read_again_until_it_or_the_reading_sett
     assert await run(text_field="body") == (0, 1, 2)   # indexed and unchanged: not read
 
 
+async def test_an_unchanged_empty_file_is_not_read_again(corpus, tmp_path, files_read):
+    # An empty file was opened and read by every run (and every sync of watch), though unchanged.
+    (corpus / "empty.md").write_text("  \n")
+    (corpus / "notes").mkdir()
+    (corpus / "notes" / "blank.txt").write_text("")
+    db = tmp_path / "x.db"
+    said = ["empty.md: empty file, nothing to index", "notes/blank.txt: empty file, nothing to index"]
+    first = await sync([corpus], make_settings(), db, root=corpus)
+    assert sorted(w for w in first.warnings if "empty file" in w) == said
+    assert files_read.count("empty.md") == 1 and files_read.count("blank.txt") == 1
+    again = await sync([corpus], make_settings(), db, root=corpus)
+    # Said again (watch says a warning once while each sync has it), but not read again.
+    assert sorted(w for w in again.warnings if "empty file" in w) == said and again.failures == 0
+    assert files_read.count("empty.md") == 1 and files_read.count("blank.txt") == 1
+    # `index notes/blank.txt` alone keeps empty.md remembered.
+    await sync([corpus / "notes" / "blank.txt"], make_settings(), db, root=corpus)
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert files_read.count("empty.md") == 1 and files_read.count("blank.txt") == 1
+    # Changed: read again, and indexed.
+    (corpus / "empty.md").write_text("Mira Osk rebuilt the north quay of Port Vell.\n")
+    changed = await sync([corpus], make_settings(), db, root=corpus)
+    assert files_read.count("empty.md") == 2 and changed.documents_added == 1
+    assert [w for w in changed.warnings if "empty file" in w] == said[1:]
+    # The reading settings changed: every file is read again, the empty one too.
+    await sync([corpus], make_settings(index={"chunk_size": 300, "chunk_overlap": 20}), db, root=corpus)
+    assert files_read.count("blank.txt") == 2
+    store = Store(db, readonly=True)
+    try:
+        from streamrag import index_rows
+
+        assert list(index_rows.empty_files(store)) == ["notes/blank.txt"]
+    finally:
+        store.close()
+    (corpus / "notes" / "blank.txt").unlink()   # gone: forgotten
+    await sync([corpus], make_settings(index={"chunk_size": 300, "chunk_overlap": 20}), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        assert index_rows.empty_files(store) == {}
+    finally:
+        store.close()
+
+
 async def test_a_file_the_system_would_not_read_is_read_again_though_unchanged(corpus, tmp_path, monkeypatch):
     # An I/O error (a network mount gone for a moment) was remembered like a binary file's
     # failure: the file, unchanged, was named again and never read until it changed.
