@@ -68,7 +68,7 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "5"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+VERSION = "6"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -196,9 +196,10 @@ uns ihm ihn ihnen
 # at most 0.1%), German text 12% and more even when counting lower-case ASCII words only.
 _DE_SHARE = 0.06
 # Counted: not the name particles, nor French "des", Spanish "es"; "der", "den", "dem" only
-# where no "von"/"van" makes them a name's ("Ursula von der Leyen" in English text).
-_DE_MARKERS = _DE_FUNCTION - _PARTICLES - _words("des es")
+# where no "von"/"van" makes them a name's ("Ursula von der Leyen" in English text), and once
+# ("dem", no particle, was a marker as well as an article: counted twice).
 _DE_ARTICLES = ("der", "den", "dem")
+_DE_MARKERS = _DE_FUNCTION - _PARTICLES - _words("des es") - frozenset(_DE_ARTICLES)
 _NAME_ARTICLES = ("von der ", "von den ", "von dem ", "van der ", "van den ", "van dem ")
 # Before a German noun: articles, their contractions with a preposition, demonstratives and
 # possessives. A word after one is a noun, not a name ("den Präsidenten", "am Montag").

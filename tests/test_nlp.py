@@ -440,6 +440,17 @@ def test_german_nouns_are_not_names(text, expected):
     assert names(text) == expected
 
 
+def test_german_function_words_are_counted_once_each():
+    # "dem" was a marker and an article both: counted twice, so German was found sooner.
+    from streamrag.nlp import _german_hits
+
+    text = "Er sprach mit dem Mann und der Frau."
+    lows = ["er", "sprach", "mit", "dem", "mann", "und", "der", "frau"]
+    assert _german_hits(text, lows) == 5   # er, mit, dem, und, der
+    # "der"/"den"/"dem" after "von"/"van" are a name's: not counted at all.
+    assert _german_hits(" Hans von dem Berg und ", ["hans", "von", "dem", "berg", "und"]) == 1
+
+
 def test_german_articles_join_no_names_but_von_and_zu_do():
     found = names("Ursula von der Leyen sprach in Brüssel vor dem Parlament. Die Kommission will die Regeln "
                   "für Banken ändern, sagte sie. Karl-Theodor zu Guttenberg kam mit Opa Hans zu Besuch.")
