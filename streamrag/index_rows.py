@@ -411,18 +411,6 @@ def last_failure(store: Store, run_id: str) -> str:
     return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
-def failed_files(store: Store, run_id: str) -> int:
-    """The files ``run_id`` failed on, each counted once: a file that could not be read (its
-    path the item), or one of whose chunks could not be extracted (its chunk the item, the
-    message beginning ``PATH (chunk N, CHUNK-ID): ``); a .jsonl or .csv file's rows are one file."""
-    files = set()
-    for stage, item, message in store.conn.execute(
-            "SELECT stage, item, message FROM failures WHERE run_id = ?", (run_id,)):
-        where = message.partition(f", {item}): ")[0].rpartition(" (chunk ")[0] if item.startswith("chk-") else ""
-        files.add(file_of(where) if where else item if stage == "load" else f"{stage} {item}")
-    return len(files)
-
-
 def empty_files(store: Store) -> dict[str, tuple[str, str]]:
     """The files last read with nothing to index (``EmptyInput``): path -> (their stamp then,
     the warning said of them). In the meta table, so an older streamrag opens the index still."""

@@ -58,7 +58,7 @@ from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.signals import until_sigterm
-from streamrag.status import counted, failures_of, last_update, llm_summary
+from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
@@ -393,10 +393,9 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
         if failures_of(store, run):
             # (It said "DIR had no file index.include matches; add such files" of a folder whose
             # .txt files had all failed: an endpoint down, or answering with an HTML page.)
-            files = index_rows.failed_files(store, run["id"])
             raise IndexMissingError(
-                f"the index at {db_path} holds no documents: the last update could not index "
-                f"{counted(files, 'file')} of what it read (`streamrag status --failures` lists them; last: "
+                f"the index at {db_path} holds no documents: the last update could not index any "
+                f"file it read (`streamrag status --failures` lists what failed; last: "
                 f"{index_rows.last_failure(store, run['id'])}); fix the cause and run {again} again")
         raise IndexMissingError(f"the index at {db_path} holds no documents: {named} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "

@@ -962,7 +962,7 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_port}/v1"
     # (Chunks of 100 tokens: 7 failed chunks of 4 files (fewer than the 8 that give up); ask
-    # counted the chunks as "items".)
+    # said "could not index 7 item(s)", counting chunks, of 4 files.)
     (corpus / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
                                            "[index]\nchunk_size = 100\nchunk_overlap = 5\n")
     try:
@@ -984,8 +984,8 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     assert asked.returncode == 1 and "index.include" not in asked.stderr, asked.stderr
     said = asked.stderr.strip()
     assert said.startswith("streamrag: error: the index at ") and (
-        "index.db holds no documents: the last update could not index 4 files of what it read") in said
-    assert "`streamrag status --failures` lists them" in said and "the answer was an HTML page" in said
+        "index.db holds no documents: the last update could not index any file it read") in said
+    assert "`streamrag status --failures` lists what failed" in said and "the answer was an HTML page" in said
     # (It named the folder by its absolute path, asked from inside it.)
     assert said.endswith("fix the cause and run `streamrag index .` again"), said
     assert len(said.splitlines()) == 1
