@@ -40,6 +40,9 @@ _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:
 # An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
 _HTML_COMMENT = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]+`)|<!--.*?-->",
                            re.DOTALL | re.MULTILINE)
+# Code (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its inside.
+_WIKILINK = re.compile(r"(^[ \t]*(```|~~~).*?(?:^[ \t]*\2[ \t]*$|\Z)|`[^`\n]+`)|(!?)\[\[([^\[\]\n]*)\]\]",
+                       re.DOTALL | re.MULTILINE)
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
@@ -399,9 +402,10 @@ def read_documents(path: Path, *, root: Path | None,
         title = None
         if suffix in _MARKDOWN:
             text, title = _front_matter(text)
-            text = _without_comments(text)   # not shown when read
+            text = _as_shown(_without_comments(text))   # as a reader sees it
             if not text.strip():
-                raise EmptyInput(f"{label}: no text outside front matter and comments, nothing to index")
+                raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
+                                 "(![[...]]), nothing to index")
         return [Document(id=document_id(text), path=shown, title=title or _title(text, path.stem),
                          text=text)], warnings
     return _row_documents(rows, shown, path.stem, text_field, warnings), warnings
@@ -418,6 +422,33 @@ def _without_comments(text: str) -> str:
     end = text.find("\n", last)
     end = len(text) if end < 0 else end
     return _HTML_COMMENT.sub(lambda m: m.group(1) or "", text[:end]) + text[end:]
+
+
+def _as_shown(text: str) -> str:
+    """Markdown ``text`` with its wikilinks (Obsidian, Foam, Logseq ...) as a reader sees them:
+    ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
+    ``Note > Heading``, a block's ``[[Note#^id]]`` the note's name, and an embed ``![[x.png]]``
+    nothing (its file is indexed on its own, if it is text). Code keeps them as written.
+    Left as written, a link's ``|`` split the model's ``|``-separated records, and answers
+    quoted the brackets."""
+    if "[[" not in text:
+        return text
+    return _WIKILINK.sub(_link_text, text)
+
+
+def _link_text(m: re.Match) -> str:
+    if m.group(1):   # code
+        return m.group(1)
+    if m.group(3):   # an embed
+        return ""
+    target, bar, alias = m.group(4).partition("|")
+    if bar and alias.strip():
+        return alias.strip()
+    note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|
+    note, part = note.strip(), part.strip()
+    if not part or part.startswith("^"):
+        return note
+    return f"{note} > {part}" if note else part
 
 
 def stored_path(path: Path, root: Path | None) -> str:

@@ -332,6 +332,25 @@ def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(
         assert _without_comments(text) == _HTML_COMMENT.sub(lambda m: m.group(1) or "", text), text
 
 
+def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
+    # An Obsidian vault's [[Note|alias]] reached the model, whose records are split on "|",
+    # and answers quoted "[[Port Vell|Vell]]" and "![[map.png]]" as written.
+    note = ("Ada Osk met [[Bo Lund]] in [[Port Vell|Vell]] ![[map.png]] (see [[Quay Plan#Costs]],\n"
+            "[[#Budget]], [[Quay Plan#^b1c2|the plan]], [[Rope\\|rope]] and ![[Bo Lund#Early life]]).\n\n"
+            "Code keeps them: `[[a|b]]`\n\n```\n[[x|y]] ![[z.png]]\n```\n")
+    write(tmp_path / "a.md", note)
+    [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
+    assert doc.text == ("Ada Osk met Bo Lund in Vell  (see Quay Plan > Costs,\n"
+                        "Budget, the plan, rope and ).\n\n"
+                        "Code keeps them: `[[a|b]]`\n\n```\n[[x|y]] ![[z.png]]\n```\n")
+    write(tmp_path / "b.txt", "[[Bo Lund]] stays as written outside Markdown.")
+    assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("[[Bo Lund]]")
+    write(tmp_path / "c.md", "![[scan.pdf]]\n")   # only embeds: nothing to index
+    from streamrag.errors import EmptyInput
+    with pytest.raises(EmptyInput, match="c.md"):
+        read_documents(tmp_path / "c.md", root=tmp_path)
+
+
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
     # Read as Latin-1, 200 KB of it became 248 chunks: 5,265 paid calls, and more on each run.
     import random
