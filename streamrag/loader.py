@@ -54,8 +54,8 @@ TITLE_CHARS = 100
 # 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
 # UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
 # row's fields beyond the header's go back into its last column. 5: a leading --- block whose
-# lines are not YAML is text, not front matter.
-VERSION = "5"
+# lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show.
+VERSION = "6"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's

@@ -390,6 +390,18 @@ async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
     store.close()
 
 
+async def test_markdown_indexed_before_wikilinks_were_read_as_shown_is_read_again(tmp_path, monkeypatch):
+    from streamrag import loader
+    with monkeypatch.context() as m:   # the reader before: links kept as written
+        m.setattr(loader, "VERSION", "5")
+        m.setattr(loader, "_as_shown", lambda text: text)
+        folder, db = await index_one_file(tmp_path, "a.md", "Ada Osk sailed to [[Velo Harbour|Velo]].\n")
+    await sync([folder], make_settings(), db, root=folder)   # the file unchanged on disk
+    store = Store(db, readonly=True)
+    assert [r["text"].strip() for r in store.query("SELECT text FROM chunks")] == ["Ada Osk sailed to Velo."]
+    store.close()
+
+
 async def test_embeddings_follow_what_is_live(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, llm={"embedding_model": "text-embedding-3-small"},
                              index={"chunk_size": 80, "chunk_overlap": 10})
