@@ -354,7 +354,11 @@ _CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNOR
 _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
 _HEADING_MARK = re.compile(r"^\s*(#{1,6}\s+|\*\*|__)")
+_ATX_HEADING = re.compile(r"#{1,6}\s")   # a Markdown heading line ("#tag" is none)
 _YEAR = re.compile(r"[12]\d{3}")
+# A Markdown line's marks: quotes (kept out), then a list item's bullet or number, its task box
+# or a callout's [!type] (group 1: the line begins an item of its own).
+_LINE_MARK = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*((?:[-*+]|\d{1,3}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?|\[![\w-]+\][+-]?[ \t]*)?")
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
@@ -460,20 +464,39 @@ def _sentences(text: str) -> tuple[list[str], list[int], set[int]]:
     headlines: set[int] = set()
     text = _CODE_FENCE.sub("\n\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     for b, block in enumerate(_BLOCK_SPLIT.split(text)):
-        lines = [ln.strip() for ln in block.split("\n")]
-        lines = [ln for ln in lines if ln and not _is_caps_line(ln)]
-        if not lines:
-            continue
-        if len(lines) == 1 and _is_headline(lines[0]):
-            sentences.append(_HEADING_MARK.sub("", lines[0]).strip(" #*_"))
-            blocks.append(b)
-            headlines.add(len(sentences) - 1)
-            continue
-        para = _SPACES.sub(" ", " ".join(lines))
-        for s in _split_sentences(para):
-            sentences.append(s)
-            blocks.append(b)
+        for item, lines in _line_groups(block):
+            if len(lines) == 1 and not item and _is_headline(lines[0]):
+                sentences.append(_HEADING_MARK.sub("", lines[0]).strip(" #*_"))
+                blocks.append(b)
+                headlines.add(len(sentences) - 1)
+                continue
+            para = _SPACES.sub(" ", " ".join(lines))
+            for s in _split_sentences(para):
+                sentences.append(s)
+                blocks.append(b)
     return sentences, blocks, headlines
+
+
+def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
+    """A block's lines, without their Markdown marks (quote, bullet, task box, callout), in the
+    runs that read as one text: a heading, a list item or a callout's title begins a run of its
+    own (joined to the line above, "## Notes" and "Met with ..." gave "Notes Met"), and a
+    heading ends its run. Other lines, prose a hard wrap cut, join the run above them. With each
+    run, whether it is a list item (in title case, "Submit to Energy Policy Journal", no
+    headline)."""
+    groups: list[tuple[bool, list[str]]] = []
+    heading = False
+    for raw in block.split("\n"):
+        m = _LINE_MARK.match(raw)
+        line = raw[m.end():].strip()
+        if not line or _is_caps_line(line):
+            continue
+        if m.group(1) or heading or not groups or _ATX_HEADING.match(line):
+            groups.append((bool(m.group(1)) and m.group(1)[0] != "[", [line]))
+        else:
+            groups[-1][1].append(line)
+        heading = _ATX_HEADING.match(line) is not None
+    return groups
 
 
 def _is_caps_line(line: str) -> bool:

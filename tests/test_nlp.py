@@ -498,3 +498,16 @@ def test_a_name_is_the_short_form_of_its_one_longer_name_with_of():
     assert set(names("The Harbor Council of Velo wrote to the Harbor Council of Port Vell. "
                      "Mira Osk chairs the Harbor Council.")) == {
         "Harbor Council of Velo", "Harbor Council of Port Vell", "Harbor Council", "Mira Osk"}
+
+
+def test_markdown_lines_are_not_run_together_into_names():
+    # An Obsidian daily note gave "Notes Met" (a heading joined to the line under it), and
+    # "Read", "Email", "Open" and "Check" as people (a task box or callout before them hid
+    # that they began their line).
+    note = ("## Tasks\n- [x] Read paper on Ada Osk\n- [ ] Email supervisor\n* Phone call with Bo Lund\n"
+            "1. Draft the summary\n## Notes\nMet with my supervisor. We talked about Bo Lund.\n\n"
+            "> [!note] Open question\n> How does Ada Osk relate to Bo Lund?\n\n"
+            "> [!warning]- Check this claim\n> The figures disagree.\n")
+    assert names(note) == {"Ada Osk": "person", "Bo Lund": "person"}
+    # Lines of prose a hard wrap cut are still one sentence.
+    assert names("The clerk wrote a letter\nto Ada Osk in\nPort Vell.") == {"Ada Osk": "person", "Port Vell": "geo"}
