@@ -56,6 +56,7 @@ class LLMSettings(_Section):
 class IndexSettings(_Section):
     extractor: Literal["auto", "llm", "nlp"] = "auto"
     include: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    exclude: list[str] = msgspec.field(default_factory=list)
     text_field: str = "text"
     chunk_size: int = 1200
     chunk_overlap: int = 100
@@ -382,6 +383,13 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                          "(e.g. [\"*.txt\", \"*.md\"]); leave the setting out for the default"))
     elif spaced is not None:
         problems.append(("index.include", f"pattern {spaced!r} has spaces around it, so no file name "
+                         f"matches it; use {spaced.strip()!r}"))
+    spaced = next((p for p in ix.exclude if p.strip() != p), None)
+    if not all(p.strip() for p in ix.exclude):
+        problems.append(("index.exclude", "a pattern is empty; name folders or files to leave out "
+                         "(e.g. [\"Templates\", \"*.excalidraw.md\"])"))
+    elif spaced is not None:
+        problems.append(("index.exclude", f"pattern {spaced!r} has spaces around it, so nothing "
                          f"matches it; use {spaced.strip()!r}"))
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "

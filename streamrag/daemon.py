@@ -69,8 +69,8 @@ import anyio
 from streamrag import index_rows
 from streamrag.config import CONFIG_NAME, Settings, WatchSettings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
-from streamrag.loader import (file_of, include_patterns, leads_outside, left_out_lines, read_documents, shown,
-                              storable, unstorable_folder, why_unusable)
+from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, left_out_lines,
+                              read_documents, shown, storable, unstorable_folder, why_unusable)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 
@@ -348,6 +348,7 @@ class Daemon:
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
         self._include = include_patterns(settings.index.include)
+        self._exclude = exclude_patterns(settings.index.exclude)
         self._db_files = index_files(self.db_path)
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
@@ -506,7 +507,7 @@ class Daemon:
         if not rel.parts or any(part.startswith(".") for part in rel.parts) or p in self._db_files:
             return None
         rel_s = rel.as_posix()
-        if not storable(rel_s):   # not valid UTF-8: the scan leaves it out, saying so
+        if not storable(rel_s) or excluded(rel_s, self._exclude):   # the scan leaves it out
             return None
         name, lowered = p.name.lower(), rel_s.lower()
         if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):

@@ -71,10 +71,11 @@ csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv
 
 
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
-         skipped: list[str] | None = None,
+         exclude: Sequence[str] = (), skipped: list[str] | None = None,
          unlisted: list[tuple[Path, str]] | None = None,
          left_out: dict[str, int] | None = None, broken: list[Path] | None = None) -> list[Path]:
-    """Files under ``paths`` matching ``include`` globs, sorted; hidden entries and loops skipped.
+    """Files under ``paths`` matching ``include`` globs, sorted; hidden entries, those ``exclude``
+    names (``excluded``) and loops skipped.
 
     A file named directly is taken whatever its name, even a symlink leading anywhere; folders
     are walked recursively. In a folder, these entries are left out with one line each naming
@@ -98,6 +99,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     appended to ``broken`` when given: ``watch`` syncs one when its target appears.
     """
     patterns = include_patterns(include)
+    leave = exclude_patterns(exclude)
     found: set[Path] = set()
     problems: list[str] = []
     closed: list[tuple[Path, str]] = [] if unlisted is None else unlisted
@@ -111,7 +113,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
             found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out,
-                               broken=broken))
+                               broken=broken, exclude=leave))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -246,6 +248,26 @@ def include_patterns(include: list[str] | None) -> list[str]:
     return patterns + [p for p in dict.fromkeys(more) if p not in patterns]
 
 
+def exclude_patterns(exclude: Sequence[str]) -> list[str]:
+    """``index.exclude`` as ``excluded`` takes it: as ``include_patterns`` makes them, and a
+    folder's trailing ``/`` dropped."""
+    return [p.rstrip("/") for p in include_patterns(list(exclude))] if exclude else []
+
+
+def excluded(rel: str, patterns: Sequence[str], *, folders: bool = True) -> bool:
+    """Whether ``rel``, a path from the indexed folder, is left out by ``patterns``
+    (``exclude_patterns``): its name or its path matches one, case aside, or, with ``folders``,
+    those of a folder it lies in ("Templates" leaves out Templates/Daily.md)."""
+    if not patterns:
+        return False
+    parts = rel.lower().split("/")
+    for i in range(0 if folders else len(parts) - 1, len(parts)):
+        path = "/".join(parts[:i + 1])
+        if any(fnmatch.fnmatchcase(parts[i], p) or fnmatch.fnmatchcase(path, p) for p in patterns):
+            return True
+    return False
+
+
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:
     """Whether ``path`` (under ``root``) matches one of ``patterns`` (lower-case), by its name or
     its path from ``root``, as the folder scan takes files."""
@@ -287,8 +309,10 @@ def leads_outside(path: Path | str, top: Path | str) -> bool:
 
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
           unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
-          left_out: dict[str, int] | None = None, broken: list[Path] | None = None) -> list[Path]:
-    """Files under the folder ``top``, by real folders first, then by folder symlinks.
+          left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
+          exclude: Sequence[str] = ()) -> list[Path]:
+    """Files under the folder ``top``, by real folders first, then by folder symlinks; what
+    ``exclude`` names (``exclude_patterns``) is not looked into.
 
     A folder symlink is followed only when its target lies inside ``top``, and only to a folder
     not walked yet, so a file is found once and under its real path where it has one. A file
@@ -297,6 +321,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
+    top_s = os.fspath(top)
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -332,6 +357,9 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if entry.name.startswith("."):
                 continue
             path = Path(folder) / entry.name
+            if exclude and excluded(_under(os.fspath(path), top_s) or path.relative_to(top).as_posix(),
+                                    exclude, folders=False):
+                continue   # (the folders above it were looked at as they were met)
             try:
                 is_link = entry.is_symlink()
             except OSError:

@@ -1123,8 +1123,8 @@ class Indexer:
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
-        files = loader.scan(paths, s.index.include, root=self.root, skipped=skipped, unlisted=unlisted,
-                            left_out=scan.left_out, broken=broken)
+        files = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=skipped,
+                            unlisted=unlisted, left_out=scan.left_out, broken=broken)
         self.broken_links = [_rel(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped

@@ -86,6 +86,8 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\ntext_field = " "\n', "index.text_field: must name the .jsonl/.csv field"),
     ("[index]\ninclude = []\n", "index.include: must hold at least one file pattern"),
     ('[index]\ninclude = [" *.txt"]\n', "index.include: pattern ' *.txt' has spaces around it"),
+    ('[index]\nexclude = [""]\n', "index.exclude: a pattern is empty"),
+    ('[index]\nexclude = ["Templates "]\n', "index.exclude: pattern 'Templates ' has spaces around it"),
     ('[index]\ntext_field = " body"\n', "index.text_field: has spaces around the name; use 'body'"),
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),

@@ -33,6 +33,21 @@ def test_scan_walks_matches_sorts_and_skips_hidden(tmp_path):
     assert found == [tmp_path / "a.md", tmp_path / "b.txt", tmp_path / "sub" / "c.TXT"]
 
 
+def test_scan_leaves_out_what_index_exclude_names(tmp_path):
+    # An Obsidian vault's Templates ("# {{title}}", "{{date}}") were indexed as notes, and no
+    # include pattern could leave a folder out: "*.md" takes every note by its name.
+    for rel in ("a.md", "Templates/Daily.md", "Templates/sub/Paper.md", "Notes/Templates/b.md",
+                "Archive/Old/c.md", "Archive/d.md", "Notes/e.excalidraw.md", "Templates/x.pdf"):
+        write(tmp_path / rel, "x")
+    left_out: dict[str, int] = {}
+    found = scan([tmp_path], ["*.md"], exclude=["Templates", "archive/old/", "*.excalidraw.md"],
+                 left_out=left_out)
+    assert found == [tmp_path / "Archive" / "d.md", tmp_path / "a.md"]
+    assert left_out == {}   # the PDF of a folder left out is not counted as left out
+    only = tmp_path / "Templates" / "Daily.md"
+    assert scan([only], ["*.md"], exclude=["Templates"]) == [only]   # a file named is taken
+
+
 def test_scan_default_globs_and_explicit_file(tmp_path):
     write(tmp_path / "rows.jsonl", '{"text": "x"}\n')
     write(tmp_path / "rows.csv", "text\nx\n")
