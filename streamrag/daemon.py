@@ -17,8 +17,9 @@ Design notes:
   runs on each batch (``Indexer.prefetch``). Its products are content-addressed, so the sync
   after the quiet period finds them and only merges, clusters, reports and publishes.
 * **The change source is a seam.** The daemon reads an async iterator of watchfiles-shaped
-  sets of ``(change, path)``; ``watch_folder`` wraps ``watchfiles.awatch``, tests feed scripted
-  sets. The watcher starts before the initial sync, so edits made during it are not missed.
+  sets of ``(change, path)``; ``watch_events.watch_folder`` wraps ``watchfiles.awatch``,
+  tests feed scripted sets. The watcher starts before the initial sync, so edits made during
+  it are not missed.
 * **Quiet, but not forever.** A sync waits for ``watch.quiet_s`` without events, but at most
   ten times that (``_MAX_WAIT_QUIETS``) after the first change it would publish: a file
   written steadily (an autosave, a log appended every second) is synced while it grows.
@@ -55,36 +56,33 @@ import hashlib
 import json
 import math
 import os
-import re
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from streamrag import index_rows
-from streamrag.config import CONFIG_NAME, Settings, WatchSettings, find_config, load_settings
+from streamrag.config import CONFIG_NAME, Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, left_out_lines,
                               read_documents, shown, storable, unstorable_folder, why_unusable)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
+from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
+                                    watch_folder)
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import Indexer, Progress, SyncResult
-
-ChangeSet = set[tuple[int, str]]
-"""One batch of file events as watchfiles yields them: ``(Change, absolute path)``."""
 
 # Pipeline stages as the daemon reports them: a sync shows five states, not eight.
 _STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "merging",
            "summarizing": "merging", "clustering": "clustering", "reporting": "reporting",
            "embedding": "publishing", "publishing": "publishing"}
-_ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
 _MAX_BACKOFF_S = 300.0
 _OUTAGE_REMIND_S = 3600.0
 """While the endpoint stays down with the pause between retries at its cap, a line this often."""
@@ -1454,123 +1452,8 @@ class Daemon:
 
 
 # --------------------------------------------------------------------------------------------
-# The real file system, signals, the command
+# Signals, the command
 # --------------------------------------------------------------------------------------------
-_RESCAN = -1
-_UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
-_POLL_MS = 1000
-"""A change kind of our own: the watcher failed and was restarted; the path is its error."""
-_REPLACED = -2
-"""A change kind of our own: the watched folder was deleted and made again (another inode);
-the watcher restarted on the new one. The path is the folder."""
-_GONE_WAIT_S = 2.0
-"""How long the watcher waits for a vanished folder to be made again before saying it is gone."""
-_GONE_POLL_S = 0.5
-"""How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """``(st_dev, st_ino)`` of ``path``, ``None`` if it is not there."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
-    """Batches of file events under ``root`` from watchfiles (filtering is the daemon's).
-
-    A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
-    so an editor saving every few hundred milliseconds makes one batch, not one per save. If
-    ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
-    ``_REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
-    takes a while), a ``_DELETED`` event for ``root`` says so, the watcher waits for it to come
-    back, for as long as it takes (``stop_event`` ends the wait), and says ``_REPLACED`` when
-    it does. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
-    ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
-    """
-    return _watch(Path(root).resolve(), settings, stop_event)
-
-
-async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
-    from watchfiles import awatch
-
-    quiet = max(1, settings.debounce_ms)
-    identity = _identity(root)
-    # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
-    # its polling watcher stops only when something changes under that name.
-    polling = False
-    while not stop_event.is_set():
-        replaced = False
-        try:
-            # yield_on_timeout: an empty set each second without events, to check that the folder
-            # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
-            changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
-                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True,
-                                force_polling=polling, poll_delay_ms=_POLL_MS,
-                                # A folder it may not read (chmod 000) made it raise, at the start
-                                # or when one appeared; the sync says what it cannot read.
-                                ignore_permission_denied=True)
-            try:
-                async for changes in changes_of:
-                    # The folder's own deletion, or another folder now (moved away, made again).
-                    gone = any(int(kind) == _DELETED and path == str(root) for kind, path in changes)
-                    now = _identity(root)
-                    waited = 0.0
-                    while now is None and waited < _GONE_WAIT_S and not stop_event.is_set():
-                        await anyio.sleep(0.1)   # `rm -rf DIR && mkdir DIR`: it may come back
-                        waited += 0.1
-                        now = _identity(root)
-                    if now is None:
-                        yield {(_DELETED, str(root))}
-                        now = await _wait_for_folder(root, stop_event)
-                        if now is None:
-                            return
-                        identity, replaced = now, True
-                        break
-                    if gone or now != identity:
-                        identity, replaced = now, True
-                        break
-                    if changes:
-                        yield changes
-            finally:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                    await changes_of.aclose()
-            if not replaced:
-                return
-        except (RuntimeError, BaseExceptionGroup) as caught:
-            # watchfiles' own errors derive from RuntimeError; anyio may wrap them in a group.
-            e: BaseException = caught
-            while isinstance(e, BaseExceptionGroup):
-                if e.subgroup(RuntimeError) is None:
-                    raise
-                e = e.subgroup(RuntimeError).exceptions[0]
-            if not root.is_dir():
-                yield {(_DELETED, str(root))}
-                now = await _wait_for_folder(root, stop_event)
-                if now is None:
-                    return
-                identity = now
-                yield {(_REPLACED, str(root))}
-                continue
-            polling = polling or _UNDECODABLE.search(str(e)) is not None
-            yield {(_RESCAN, f"{type(e).__name__}: {e}")}
-            await anyio.sleep(1.0)
-            continue
-        yield {(_REPLACED, str(root))}   # the loop watches the new folder
-
-
-async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:
-    """Waits until ``root`` is a folder again: its identity, or ``None`` once ``stop_event`` is set."""
-    while not stop_event.is_set():
-        if root.is_dir() and (now := _identity(root)) is not None:
-            return now
-        with anyio.move_on_after(_GONE_POLL_S):
-            await stop_event.wait()
-    return None
-
-
 async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     """Runs ``daemon`` under SIGINT/SIGTERM/SIGHUP handling; returns the exit code.
 

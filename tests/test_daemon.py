@@ -24,10 +24,11 @@ from watchfiles import Change
 from conftest import index_snapshot as snapshot, make_settings
 from streamrag.config import load_settings
 from streamrag.cli import main
-from streamrag.daemon import Daemon, Reporter, watch_folder
+from streamrag.daemon import Daemon, Reporter
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
+from streamrag.watch_events import watch_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = {"chunk_size": 80, "chunk_overlap": 10}

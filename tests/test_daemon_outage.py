@@ -241,7 +241,7 @@ async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_bac
         corpus, tmp_path, index_inside):
     """A restore (`rm -rf DIR; sleep 4; mkdir DIR`): one line says the folder is gone and that the
     daemon waits; it keeps waiting, and syncs the folder whole when it is back."""
-    from streamrag.daemon import _REPLACED
+    from streamrag.watch_events import _REPLACED
 
     db = corpus / ".streamrag" / "index.db" if index_inside else tmp_path / "g.db"
     async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
@@ -302,7 +302,7 @@ async def test_watch_once_on_a_folder_gone_stops_with_1(tmp_path):
 
 
 async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_path):
-    from streamrag.daemon import _RESCAN
+    from streamrag.watch_events import _RESCAN
 
     settings = make_settings("", watch={"quiet_s": 0.02})
     async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
@@ -327,7 +327,7 @@ async def watch_while(folder: Path, act, done) -> list[set]:
     """The batches the real watcher on ``folder`` yields while ``act(stop)`` changes the folder,
     until ``done(seen, batch)`` says enough (within 30 s)."""
     from streamrag.config import WatchSettings
-    from streamrag.daemon import watch_folder
+    from streamrag.watch_events import watch_folder
 
     stop = anyio.Event()
     seen: list[set] = []
@@ -343,7 +343,7 @@ async def watch_while(folder: Path, act, done) -> list[set]:
 
 
 async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
-    from streamrag.daemon import _RESCAN
+    from streamrag.watch_events import _RESCAN
 
     folder = tmp_path / "w"
     folder.mkdir()
@@ -365,7 +365,7 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
 @pytest.mark.parametrize("told", ["by our watcher", "by the folder's deletion"])
 async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path, told):
     """`rm -rf DIR && mkdir DIR`: the daemon says so once and syncs the new folder whole."""
-    from streamrag.daemon import _REPLACED
+    from streamrag.watch_events import _REPLACED
 
     db = corpus / ".streamrag" / "index.db"         # inside the folder, as by default: gone too
     async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
@@ -392,7 +392,7 @@ async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path,
 
 
 async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
-    from streamrag.daemon import _REPLACED
+    from streamrag.watch_events import _REPLACED
 
     folder = tmp_path / "w"
     folder.mkdir()
@@ -416,11 +416,11 @@ async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
 async def test_the_real_watcher_waits_for_a_folder_gone_for_a_while(tmp_path, monkeypatch):
     """Gone for longer than it waits for a quick re-creation: `_DELETED` for the folder, then
     `_REPLACED` when it is back, then the new folder's events."""
-    from streamrag import daemon as daemon_module
-    from streamrag.daemon import _REPLACED
+    from streamrag import watch_events
+    from streamrag.watch_events import _REPLACED
 
-    monkeypatch.setattr(daemon_module, "_GONE_WAIT_S", 0.2)   # 2 s in use
-    monkeypatch.setattr(daemon_module, "_GONE_POLL_S", 0.05)
+    monkeypatch.setattr(watch_events, "_GONE_WAIT_S", 0.2)   # 2 s in use
+    monkeypatch.setattr(watch_events, "_GONE_POLL_S", 0.05)
     folder = tmp_path / "w"
     folder.mkdir()
     said_gone = anyio.Event()
@@ -448,11 +448,11 @@ async def test_the_real_watcher_waits_for_a_folder_gone_for_a_while(tmp_path, mo
 
 
 async def test_the_real_watcher_waiting_for_a_folder_ends_at_once_on_stop(tmp_path, monkeypatch):
-    from streamrag import daemon as daemon_module
+    from streamrag import watch_events
     from streamrag.config import WatchSettings
-    from streamrag.daemon import watch_folder
+    from streamrag.watch_events import watch_folder
 
-    monkeypatch.setattr(daemon_module, "_GONE_WAIT_S", 0.1)
+    monkeypatch.setattr(watch_events, "_GONE_WAIT_S", 0.1)
     folder = tmp_path / "w"
     folder.mkdir()
     stop = anyio.Event()

@@ -1,0 +1,140 @@
+"""The file events ``streamrag watch`` follows: watchfiles' batches, made robust.
+
+The daemon reads an async iterator of watchfiles-shaped sets of ``(change, path)``
+(``ChangeSet``); ``watch_folder`` is the real one, tests feed scripted sets. Besides
+watchfiles' own kinds (1 added, 2 modified, 3 deleted) the iterator says two of its own:
+``_REPLACED`` (the folder was deleted and made again, the watch moved to the new one) and
+``_RESCAN`` (watchfiles failed and was restarted). Filtering the events is the daemon's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from streamrag.config import WatchSettings
+
+ChangeSet = set[tuple[int, str]]
+"""One batch of file events as watchfiles yields them: ``(Change, absolute path)``."""
+
+_ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
+_RESCAN = -1
+"""A change kind of our own: the watcher failed and was restarted; the path is its error."""
+_UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
+_POLL_MS = 1000
+_REPLACED = -2
+"""A change kind of our own: the watched folder was deleted and made again (another inode);
+the watcher restarted on the new one. The path is the folder."""
+_GONE_WAIT_S = 2.0
+"""How long the watcher waits for a vanished folder to be made again before saying it is gone."""
+_GONE_POLL_S = 0.5
+"""How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``path``, ``None`` if it is not there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
+    """Batches of file events under ``root`` from watchfiles (filtering is the daemon's).
+
+    A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
+    so an editor saving every few hundred milliseconds makes one batch, not one per save. If
+    ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
+    ``_REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
+    takes a while), a ``_DELETED`` event for ``root`` says so, the watcher waits for it to come
+    back, for as long as it takes (``stop_event`` ends the wait), and says ``_REPLACED`` when
+    it does. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
+    ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
+    """
+    return _watch(Path(root).resolve(), settings, stop_event)
+
+
+async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -> AsyncIterator[ChangeSet]:
+    from watchfiles import awatch
+
+    quiet = max(1, settings.debounce_ms)
+    identity = _identity(root)
+    # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
+    # its polling watcher stops only when something changes under that name.
+    polling = False
+    while not stop_event.is_set():
+        replaced = False
+        try:
+            # yield_on_timeout: an empty set each second without events, to check that the folder
+            # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
+            changes_of = awatch(root, watch_filter=None, step=quiet, debounce=10 * quiet,
+                                stop_event=stop_event, rust_timeout=1000, yield_on_timeout=True,
+                                force_polling=polling, poll_delay_ms=_POLL_MS,
+                                # A folder it may not read (chmod 000) made it raise, at the start
+                                # or when one appeared; the sync says what it cannot read.
+                                ignore_permission_denied=True)
+            try:
+                async for changes in changes_of:
+                    # The folder's own deletion, or another folder now (moved away, made again).
+                    gone = any(int(kind) == _DELETED and path == str(root) for kind, path in changes)
+                    now = _identity(root)
+                    waited = 0.0
+                    while now is None and waited < _GONE_WAIT_S and not stop_event.is_set():
+                        await anyio.sleep(0.1)   # `rm -rf DIR && mkdir DIR`: it may come back
+                        waited += 0.1
+                        now = _identity(root)
+                    if now is None:
+                        yield {(_DELETED, str(root))}
+                        now = await _wait_for_folder(root, stop_event)
+                        if now is None:
+                            return
+                        identity, replaced = now, True
+                        break
+                    if gone or now != identity:
+                        identity, replaced = now, True
+                        break
+                    if changes:
+                        yield changes
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await changes_of.aclose()
+            if not replaced:
+                return
+        except (RuntimeError, BaseExceptionGroup) as caught:
+            # watchfiles' own errors derive from RuntimeError; anyio may wrap them in a group.
+            e: BaseException = caught
+            while isinstance(e, BaseExceptionGroup):
+                if e.subgroup(RuntimeError) is None:
+                    raise
+                e = e.subgroup(RuntimeError).exceptions[0]
+            if not root.is_dir():
+                yield {(_DELETED, str(root))}
+                now = await _wait_for_folder(root, stop_event)
+                if now is None:
+                    return
+                identity = now
+                yield {(_REPLACED, str(root))}
+                continue
+            polling = polling or _UNDECODABLE.search(str(e)) is not None
+            yield {(_RESCAN, f"{type(e).__name__}: {e}")}
+            await anyio.sleep(1.0)
+            continue
+        yield {(_REPLACED, str(root))}   # the loop watches the new folder
+
+
+async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:
+    """Waits until ``root`` is a folder again: its identity, or ``None`` once ``stop_event`` is set."""
+    while not stop_event.is_set():
+        if root.is_dir() and (now := _identity(root)) is not None:
+            return now
+        with anyio.move_on_after(_GONE_POLL_S):
+            await stop_event.wait()
+    return None
