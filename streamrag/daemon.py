@@ -50,10 +50,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import errno
 import fnmatch
 import hashlib
-import json
 import math
 import os
 import signal
@@ -75,14 +73,12 @@ from streamrag.status import counted as _n, failures_of, last_update, llm_summar
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
                                     watch_folder)
+from streamrag.watch_lines import (Reporter, StageLines, answered, calls_said, clause, clock, paid,
+                                   seconds_said, span, summed)
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
-    from streamrag.pipeline import Indexer, Progress, SyncResult
+    from streamrag.pipeline import Indexer, SyncResult
 
-# Pipeline stages as the daemon reports them: a sync shows five states, not eight.
-_STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "merging",
-           "summarizing": "merging", "clustering": "clustering", "reporting": "reporting",
-           "embedding": "publishing", "publishing": "publishing"}
 _MAX_BACKOFF_S = 300.0
 _OUTAGE_REMIND_S = 3600.0
 """While the endpoint stays down with the pause between retries at its cap, a line this often."""
@@ -115,36 +111,6 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
-
-
-# --------------------------------------------------------------------------------------------
-# Status lines
-# --------------------------------------------------------------------------------------------
-class Reporter:
-    """Prints status events: ``HH:MM:SS state  message`` on stderr, or JSON lines on stdout."""
-
-    def __init__(self, *, json_lines: bool = False, stream=None) -> None:
-        self.json_lines = json_lines
-        self.stream = stream
-        self.closed = False   # the output went away (a terminal closed): the work goes on unsaid
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if self.closed:
-            return
-        if self.json_lines:
-            line = json.dumps({"time": round(time.time(), 3), **event}, default=str)
-            out = self.stream or sys.stdout
-        else:
-            line = f"{time.strftime('%H:%M:%S')} {event['state']:<11} {event['message']}"
-            out = self.stream or sys.stderr
-        try:
-            print(line, file=out, flush=True)
-        except OSError as e:
-            if e.errno != errno.EIO:   # a pipe closed early ends the command (exit 141), as before
-                raise
-            self.closed = True         # a terminal hung up: the sync under way still finishes
-
-
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
@@ -153,69 +119,6 @@ _MAX_WAIT_QUIETS = 10
 def _still(outage: dict[str, Any]) -> str:
     """How an outage line says the endpoint fares: still down, or up but failing every call."""
     return "still answering with errors" if outage["server_errors"] else "still down"
-
-
-def _clause(text: object) -> str:
-    """An error text to embed before ``; ...``: without its own final period."""
-    text = str(text).rstrip()
-    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
-
-
-def _s(seconds: float) -> str:
-    return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
-
-
-def _clock(at: float) -> str:
-    """A wall-clock time as an outage line gives it: ``18:05``, or ``Fri 18:05`` on another day."""
-    same_day = time.localtime(at)[:3] == time.localtime()[:3]
-    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(at))
-
-
-def _span(seconds: float) -> str:
-    """A duration for a person: ``40 s``, ``12 min``, ``3.5 h``."""
-    if seconds < 90:
-        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-# --------------------------------------------------------------------------------------------
-# The daemon
-# --------------------------------------------------------------------------------------------
-def _paid(llm_stats: dict) -> int:
-    """Calls sent to the endpoint, from a run's per-stage stats (cache hits left out)."""
-    return sum(s.get("calls", 0) - s.get("cached", 0) for s in llm_stats.values())
-
-
-def _answered(llm_stats: dict) -> bool:
-    """Whether any call of a run's per-stage stats got an answer (an unusable one too; a call
-    cancelled as its sync gave up got none)."""
-    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0) > 0
-               or s.get("unusable", 0) for s in llm_stats.values())
-
-
-def _calls_said(paid: int, cached: int, llm_stats: dict) -> str:
-    """The calls of an update as its idle line says them, those that failed as failed: during an
-    outage "4 LLM calls, all failed", not "4 LLM calls"; those cancelled as a sync gave up as
-    cancelled ("9 LLM calls, 3 failed, 6 cancelled")."""
-    failed = sum(s.get("errors", 0) for s in llm_stats.values())
-    cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
-    said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
-    if failed and not cancelled and failed >= paid:
-        return said + (", failed" if paid == 1 else ", all failed")
-    return said + (f", {failed} failed" if failed else "") + (f", {cancelled} cancelled" if cancelled else "")
-
-
-def _added(*llm_stats: dict) -> dict[str, dict[str, int]]:
-    """Per-stage stats of several runs (a sync and the extraction done ahead of it), summed."""
-    out: dict[str, dict[str, int]] = {}
-    for stats in llm_stats:
-        for stage, counts in stats.items():
-            into = out.setdefault(stage, {})
-            for k, n in counts.items():
-                into[k] = into.get(k, 0) + n
-    return out
 
 
 def _release_memory() -> None:
@@ -254,62 +157,6 @@ def _has_ready(recv) -> bool:
         return False
     st = stats()
     return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
-
-
-def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
-                why: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """What a sync says as it leaves stage ``previous`` ("": as it begins, for ``reason``, whose
-    counts are ``why``) after ``took`` seconds, and the line's fields."""
-    c, t = p.counts, p.totals
-    if not previous:
-        return f"{reason}: scanning {_n(t['files'], 'file')}", dict(**(why or {}), scanned=t["files"])
-    if previous == "extracting":
-        return (f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
-                f"{c['chunks_reused']} reused ({_s(took)})",
-                dict(chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
-                     took_s=round(took, 3)))
-    if previous == "merging":
-        return (f"merging done: {_n(t['summaries'], 'description')} summarized ({_s(took)})",
-                dict(summaries=t["summaries"], took_s=round(took, 3)))
-    if previous == "reporting":
-        written = c["reports_written"]
-        return (f"reporting done: {_n(written, 'report')} written, "
-                f"{c['reports_done'] - written} kept ({_s(took)})",
-                dict(reports=c["reports_done"], reports_generated=written,
-                     reports_kept=c["reports_done"] - written, took_s=round(took, 3)))
-    return f"{previous} done ({_s(took)})", dict(took_s=round(took, 3))
-
-
-class _StageLines:
-    """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
-    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both."""
-
-    def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
-                 quiet: bool) -> None:
-        self.daemon = daemon
-        self.indexer = indexer
-        self.reason = reason
-        self.why = why
-        self.quiet = quiet
-        self.state = ""
-        self.since = anyio.current_time()
-
-    def __call__(self, p: Progress) -> None:
-        llm = self.indexer.llm
-        if self.quiet and llm is not None and _answered(llm.stats):
-            self.quiet = False   # it answers again: said now, and this sync's lines from here on
-            self.daemon._recovered()
-        state = _STATES.get(p.stage, p.stage)
-        if state == self.state:
-            return
-        now = anyio.current_time()
-        took = now - self.since
-        previous = self.state
-        self.state, self.since = state, now
-        if self.quiet:
-            return
-        message, fields = _stage_line(self.reason, previous, p, took, why=self.why)
-        self.daemon.emit(state, message, **fields)
 
 
 class Daemon:
@@ -1019,12 +866,12 @@ class Daemon:
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
                 self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
-                                    f"{_still(o)} since {_clock(o['since'])}; {then}",
+                                    f"{_still(o)} since {clock(o['since'])}; {then}",
                           outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
                           server_errors=o["server_errors"], error=str(e))
                 return
             began = self._outage_began() if isinstance(e, LLMUnavailableError) else {}
-            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {_clause(e)}; {then}",
+            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
                       error=str(e), **began)
             return
         finally:  # its calls were sent, whether or not the extraction failed after
@@ -1036,7 +883,7 @@ class Daemon:
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
-        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {_s(took)}; "
+        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
@@ -1067,7 +914,7 @@ class Daemon:
         self._server_errors = indexer.llm is not None and indexer.llm.reached
         if self._outage is not None:
             self._outage["server_errors"] = self._server_errors
-        if _answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
+        if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
             self._failing_since = None
         elif self._failing_since is None:
             self._failing_since = self._notices.failed_at or began
@@ -1077,7 +924,7 @@ class Daemon:
         """An extraction ahead (or a sync that failed) whose calls got an answer ends the
         outage, said now: the sync after it may ask the endpoint nothing (its chunks extracted,
         nothing to summarize or report), and then has no news of it to say (``_outage_after``)."""
-        if self._outage is not None and indexer.llm is not None and _answered(indexer.llm.stats):
+        if self._outage is not None and indexer.llm is not None and answered(indexer.llm.stats):
             self._recovered()
 
     def _recovered(self) -> None:
@@ -1087,8 +934,8 @@ class Daemon:
         if was is None:
             return
         down = time.time() - was["since"]
-        self.emit("recovered", f"{was['endpoint']} answers again, after {_span(down)} down "
-                               f"(since {_clock(was['since'])})",
+        self.emit("recovered", f"{was['endpoint']} answers again, after {span(down)} down "
+                               f"(since {clock(was['since'])})",
                   outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
                   down_s=round(down, 3))
 
@@ -1109,10 +956,10 @@ class Daemon:
         # The pause runs from the end of a failed sync, and each sync retries each call first
         # ("retrying every 8 s" was said of syncs 40 s apart).
         tries = self.settings.llm.max_retries + 1
-        took = f"the last took {_span(self._tried_s)}" + (
+        took = f"the last took {span(self._tried_s)}" + (
             f", each call in it tried up to {tries} times" if tries > 1 else "")
-        self.emit("outage", f"{o['endpoint']} {_still(o)} since {_clock(o['since'])} "
-                            f"({_span(down)}); retrying {_span(pause)} after each failed sync ({took})",
+        self.emit("outage", f"{o['endpoint']} {_still(o)} since {clock(o['since'])} "
+                            f"({span(down)}); retrying {span(pause)} after each failed sync ({took})",
                   outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
                   server_errors=o["server_errors"], took_s=round(self._tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
@@ -1120,7 +967,7 @@ class Daemon:
 
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
-        self._ahead["llm"] = _added(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
+        self._ahead["llm"] = summed(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
 
     def _renames(self, files: dict[str, str]) -> dict[str, str]:
         """Added file -> deleted file it was renamed from: same size and same documents (a
@@ -1175,7 +1022,7 @@ class Daemon:
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
                           retried=not self._once)   # (`--once` is like `streamrag index`)
-        lines = _StageLines(self, indexer, reason, why, quiet=quiet)
+        lines = StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()
         try:
@@ -1231,7 +1078,7 @@ class Daemon:
             # A full disk frees up (a log rotated, space made): what is pending is synced
             # again, backing off, as after any failed sync; the daemon stayed down until
             # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
-            return StreamragError(f"the disk holding the index is full ({_clause(full)}); free some "
+            return StreamragError(f"the disk holding the index is full ({clause(full)}); free some "
                                   "space")
         if not isinstance(caught, StreamragError) or initial and not (
                 isinstance(caught, LLMUnavailableError) and not self._once):
@@ -1260,7 +1107,7 @@ class Daemon:
             then = _UNTIL_IT_ANSWERS
         else:
             then = "retrying after the next quiet period"
-        self.emit("error", f"sync failed: {_clause(e)}; {then}", error=str(e),
+        self.emit("error", f"sync failed: {clause(e)}; {then}", error=str(e),
                   pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
 
     def _synced(self, took: float, broken: list[str]) -> None:
@@ -1287,7 +1134,7 @@ class Daemon:
         """The outage after a sync that published: over when the endpoint answered (said so),
         or no news when nothing is left to ask it. Whether the sync's lines stay unsaid
         (``quiet``): only while the outage goes on and nothing new was published."""
-        if self._outage is not None and _answered(result.llm):
+        if self._outage is not None and answered(result.llm):
             self._recovered()
             quiet = False
         elif self._outage is not None and not result.failed_items:
@@ -1302,8 +1149,8 @@ class Daemon:
                   quiet: bool) -> dict[str, dict[str, int]]:
         """The idle line: what the update cost, the extraction ``ahead`` of the sync included
         (``quiet``: kept for the next idle line instead). The calls spent, by stage."""
-        spent = _added(result.llm, ahead["llm"])
-        calls = _paid(spent)
+        spent = summed(result.llm, ahead["llm"])
+        calls = paid(spent)
         cached = sum(s.get("cached", 0) for s in spent.values())   # (counted as `index` counts them)
         extracted = result.chunks_extracted + ahead["chunks"]
         reused = max(result.chunks_reused - ahead["chunks"], 0)
@@ -1313,7 +1160,7 @@ class Daemon:
             self.emit("idle", f"version {result.version}: {_n(result.documents, 'document')}, "
                               f"{_n(result.entities, 'entity')}, {_n(result.communities, 'community')}; "
                               f"{_n(result.reports_generated, 'report')} written, {result.reports_kept} "
-                              f"kept; {_calls_said(calls, cached, spent)}; sync {_s(took)}",
+                              f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
                       documents_unchanged=result.documents_unchanged, entities=result.entities,
@@ -1355,7 +1202,7 @@ class Daemon:
         # for forever. While none succeeds the endpoint is down, and retrying (backing off up to
         # five minutes) costs nothing until it is back.
         # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
-        outage = not _answered(result.llm)
+        outage = not answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet)
             return False
@@ -1434,7 +1281,7 @@ class Daemon:
         if h == self._last_health:
             return False
         self._last_health = h
-        last = "-" if h["last_sync_s"] is None else _s(h["last_sync_s"])
+        last = "-" if h["last_sync_s"] is None else seconds_said(h["last_sync_s"])
         if h["documents"] is None:
             held = "no index"
         else:

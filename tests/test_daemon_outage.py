@@ -940,12 +940,12 @@ async def test_the_idle_line_of_a_sync_whose_calls_all_failed_says_they_failed(c
 def test_calls_cancelled_as_a_sync_gave_up_got_no_answer_and_are_said_as_cancelled():
     # Recorded now (they were dropped), a sync's cancelled calls would have counted as answered:
     # an outage "recovered" by calls that never got an answer.
-    from streamrag.daemon import _answered, _calls_said
+    from streamrag.watch_lines import answered, calls_said
 
     gave_up = {"extract": {"calls": 9, "cached": 0, "errors": 3, "cancelled": 6, "unusable": 0}}
-    assert not _answered(gave_up)
-    assert _calls_said(9, 0, gave_up) == "9 LLM calls, 3 failed, 6 cancelled"
-    assert _answered({"extract": {**gave_up["extract"], "calls": 10}})
+    assert not answered(gave_up)
+    assert calls_said(9, 0, gave_up) == "9 LLM calls, 3 failed, 6 cancelled"
+    assert answered({"extract": {**gave_up["extract"], "calls": 10}})
 
 
 async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus, tmp_path, simulator,

@@ -1,0 +1,171 @@
+"""The lines ``streamrag watch`` prints, and the words in them.
+
+``Reporter`` prints one status event as ``HH:MM:SS state  message`` on stderr, or as a JSON
+object on stdout (``--json``). ``StageLines`` turns a sync's ``Progress`` into one line as
+each stage ends. The rest say durations, clock times and a run's LLM calls as the lines give
+them. What to say, and when, is the daemon's.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from streamrag.status import counted as _n
+
+if TYPE_CHECKING:
+    from streamrag.daemon import Daemon
+    from streamrag.pipeline import Indexer, Progress
+
+# Pipeline stages as the daemon reports them: a sync shows five states, not eight.
+_STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "merging",
+           "summarizing": "merging", "clustering": "clustering", "reporting": "reporting",
+           "embedding": "publishing", "publishing": "publishing"}
+
+
+class Reporter:
+    """Prints status events: ``HH:MM:SS state  message`` on stderr, or JSON lines on stdout."""
+
+    def __init__(self, *, json_lines: bool = False, stream=None) -> None:
+        self.json_lines = json_lines
+        self.stream = stream
+        self.closed = False   # the output went away (a terminal closed): the work goes on unsaid
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        if self.json_lines:
+            line = json.dumps({"time": round(time.time(), 3), **event}, default=str)
+            out = self.stream or sys.stdout
+        else:
+            line = f"{time.strftime('%H:%M:%S')} {event['state']:<11} {event['message']}"
+            out = self.stream or sys.stderr
+        try:
+            print(line, file=out, flush=True)
+        except OSError as e:
+            if e.errno != errno.EIO:   # a pipe closed early ends the command (exit 141), as before
+                raise
+            self.closed = True         # a terminal hung up: the sync under way still finishes
+
+
+def clause(text: object) -> str:
+    """An error text to embed before ``; ...``: without its own final period."""
+    text = str(text).rstrip()
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text
+
+
+def seconds_said(seconds: float) -> str:
+    """A duration as a stage, waiting or idle line gives it: ``0.42s``, ``12.3s``."""
+    return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+
+
+def clock(at: float) -> str:
+    """A wall-clock time as an outage line gives it: ``18:05``, or ``Fri 18:05`` on another day."""
+    same_day = time.localtime(at)[:3] == time.localtime()[:3]
+    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(at))
+
+
+def span(seconds: float) -> str:
+    """A duration for a person: ``40 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def paid(llm_stats: dict) -> int:
+    """Calls sent to the endpoint, from a run's per-stage stats (cache hits left out)."""
+    return sum(s.get("calls", 0) - s.get("cached", 0) for s in llm_stats.values())
+
+
+def answered(llm_stats: dict) -> bool:
+    """Whether any call of a run's per-stage stats got an answer (an unusable one too; a call
+    cancelled as its sync gave up got none)."""
+    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0) > 0
+               or s.get("unusable", 0) for s in llm_stats.values())
+
+
+def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
+    """The calls of an update as its idle line says them, those that failed as failed: during an
+    outage "4 LLM calls, all failed", not "4 LLM calls"; those cancelled as a sync gave up as
+    cancelled ("9 LLM calls, 3 failed, 6 cancelled")."""
+    failed = sum(s.get("errors", 0) for s in llm_stats.values())
+    cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
+    said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
+    if failed and not cancelled and failed >= paid:
+        return said + (", failed" if paid == 1 else ", all failed")
+    return said + (f", {failed} failed" if failed else "") + (f", {cancelled} cancelled" if cancelled else "")
+
+
+def summed(*llm_stats: dict) -> dict[str, dict[str, int]]:
+    """Per-stage stats of several runs (a sync and the extraction done ahead of it), summed."""
+    out: dict[str, dict[str, int]] = {}
+    for stats in llm_stats:
+        for stage, counts in stats.items():
+            into = out.setdefault(stage, {})
+            for k, n in counts.items():
+                into[k] = into.get(k, 0) + n
+    return out
+
+
+def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
+                why: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """What a sync says as it leaves stage ``previous`` ("": as it begins, for ``reason``, whose
+    counts are ``why``) after ``took`` seconds, and the line's fields."""
+    c, t = p.counts, p.totals
+    if not previous:
+        return f"{reason}: scanning {_n(t['files'], 'file')}", dict(**(why or {}), scanned=t["files"])
+    if previous == "extracting":
+        return (f"extracting done: {_n(c['chunks_extracted'], 'chunk')} extracted, "
+                f"{c['chunks_reused']} reused ({seconds_said(took)})",
+                dict(chunks_extracted=c["chunks_extracted"], chunks_reused=c["chunks_reused"],
+                     took_s=round(took, 3)))
+    if previous == "merging":
+        return (f"merging done: {_n(t['summaries'], 'description')} summarized ({seconds_said(took)})",
+                dict(summaries=t["summaries"], took_s=round(took, 3)))
+    if previous == "reporting":
+        written = c["reports_written"]
+        return (f"reporting done: {_n(written, 'report')} written, "
+                f"{c['reports_done'] - written} kept ({seconds_said(took)})",
+                dict(reports=c["reports_done"], reports_generated=written,
+                     reports_kept=c["reports_done"] - written, took_s=round(took, 3)))
+    return f"{previous} done ({seconds_said(took)})", dict(took_s=round(took, 3))
+
+
+class StageLines:
+    """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
+    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both."""
+
+    def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
+                 quiet: bool) -> None:
+        self.daemon = daemon
+        self.indexer = indexer
+        self.reason = reason
+        self.why = why
+        self.quiet = quiet
+        self.state = ""
+        self.since = anyio.current_time()
+
+    def __call__(self, p: Progress) -> None:
+        llm = self.indexer.llm
+        if self.quiet and llm is not None and answered(llm.stats):
+            self.quiet = False   # it answers again: said now, and this sync's lines from here on
+            self.daemon._recovered()
+        state = _STATES.get(p.stage, p.stage)
+        if state == self.state:
+            return
+        now = anyio.current_time()
+        took = now - self.since
+        previous = self.state
+        self.state, self.since = state, now
+        if self.quiet:
+            return
+        message, fields = _stage_line(self.reason, previous, p, took, why=self.why)
+        self.daemon.emit(state, message, **fields)
+
