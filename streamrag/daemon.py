@@ -51,7 +51,6 @@ import argparse
 import contextlib
 import ctypes
 import fnmatch
-import hashlib
 import math
 import os
 import signal
@@ -65,11 +64,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag import index_rows
-from streamrag.config import CONFIG_NAME, Settings, find_config, load_settings
+from streamrag.config import Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, left_out_lines,
                               read_documents, shown, storable, unstorable_folder, why_unusable)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
+from streamrag.settings_edits import SettingsEdits
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
                                     watch_folder)
@@ -83,22 +83,6 @@ _MAX_BACKOFF_S = 300.0
 _OUTAGE_REMIND_S = 3600.0
 """While the endpoint stays down with the pause between retries at its cap, a line this often."""
 _UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
-
-
-def _digest(path: Path) -> str | None:
-    """The content hash of a settings file (a prompt), ``None`` when it cannot be read: an
-    edit is said once per content, not once per event (an editor's save makes several)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def _comparable(settings: Settings) -> Settings:
-    """``settings`` without what says where they came from: two files of the same settings match."""
-    import msgspec
-
-    return msgspec.structs.replace(settings, source="", api_base_from="", set_aside=[])
 
 
 def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
@@ -201,17 +185,10 @@ class Daemon:
         self._gone = False                       # the folder is gone: waiting for it to come back
         self._index_gone_said = False            # the index was deleted under us, and we said so
         self._replaced = False                   # the folder was replaced since the last sync
-        # The settings file in use: an edit takes effect at the next start, and is said to.
-        self._config = Path(settings.source).resolve() if settings.source not in ("", "defaults") else None
-        # The settings' own files (the settings file, a custom prompt): never documents (the scan
-        # leaves them out); an edit of one is said, and applies at the next start.
-        self._own = {Path(f).resolve() for f in settings.own_files()}
-        # The settings a restart would read (``cmd_watch``: as `watch DIR` with the same flags),
-        # and the content of each settings file last said (at the start: as read): its own files
-        # and the folder's streamrag.toml, which a restart may read though none was there.
-        self._reload = reload or (lambda: load_settings(find_config(self.root), models_for=("index",)))
-        self._settings_seen = {p: _digest(p) for p in (*self._own, self.root / CONFIG_NAME)}
-        self._settings_said: set[Path] = set()   # settings files an edit of was said
+        # The settings files, followed: an edit is said, and applies at the next start.
+        self._settings_edits = SettingsEdits(
+            settings, self.root, say=lambda line: self.emit("warning", line, warning=line),
+            reload=reload or (lambda: load_settings(find_config(self.root), models_for=("index",))))
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
         # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
@@ -452,51 +429,6 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
-    def _settings_edited(self, path: Path) -> bool:
-        """Says what watch does about an edit of a settings file (or prompt) it follows, once per
-        content: it goes on with the settings it started with, which a restart replaces. False
-        when ``path`` is none of the settings, then or now (``--config`` elsewhere left the
-        folder's streamrag.toml a file like any other)."""
-        digest = _digest(path)
-        if digest == self._settings_seen[path]:
-            return path in self._own or path in self._settings_said
-        before, self._settings_seen[path] = self._settings_seen[path], digest
-        if path in self._own and path != self._config:   # the extraction prompt
-            then = ("changed; watch goes on with the one it started with: restart it to use the new one"
-                    if digest is not None else "was deleted; watch goes on with the one it started "
-                    "with: a restart needs it back (or index.extraction_prompt set to another)")
-            self._settings_line(path, f"{path}: the extraction prompt {then}")
-            return True
-        try:
-            after = self._reload()
-        except StreamragError as e:   # as a restart (or `index`) would say it
-            self._settings_line(path, f"{e}; watch goes on with what it started with: fix it, then "
-                                      "restart watch to use the new settings")
-            return True
-        read = {Path(f).resolve() for f in after.own_files()}   # (the settings file among them)
-        if path not in self._own and path not in read and path not in self._settings_said:
-            return False
-        same = _comparable(after) == _comparable(self.settings)
-        restart = ("the defaults" if after.source in ("", "defaults") else after.source)
-        if digest is None:
-            line = (f"{path}: the settings file was deleted; watch goes on with what it started with"
-                    + (", as a restart would" if same else f": a restart would use {restart}"))
-        elif same:
-            line = f"{path}: edited; the settings are those watch started with: nothing to restart for"
-        elif before is None:
-            line = (f"{path}: a settings file appeared; watch goes on with what it started with "
-                    f"({'the defaults' if self._config is None else self._config}): restart it to use "
-                    "the new ones")
-        else:
-            line = (f"{path}: the settings changed; watch goes on with what it started with: restart "
-                    "it to use the new ones")
-        self._settings_line(path, line)
-        return True
-
-    def _settings_line(self, path: Path, line: str) -> None:
-        self._settings_said.add(path)
-        self.emit("warning", line, warning=line)
-
     def _takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
         out of the folder through a link, its own or a folder's on its way (its text must not
@@ -556,7 +488,7 @@ class Daemon:
                                        "folder is synced again", error=path)
                 out["."] = "rescan"
                 continue
-            if Path(path) in self._settings_seen and self._settings_edited(Path(path)):
+            if self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
             rel = self.relevant(int(change), path)
             if rel is not None:
