@@ -100,11 +100,6 @@ _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
 
 
-def _still(outage: dict[str, Any]) -> str:
-    """How an outage line says the endpoint fares: still down, or up but failing every call."""
-    return "still answering with errors" if outage["server_errors"] else "still down"
-
-
 def _release_memory() -> None:
     """Hands the heap pages a sync freed back to the system (glibc keeps them for reuse).
 
@@ -192,10 +187,11 @@ class Daemon:
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
         # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
         # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
-        # lines were shown without saying it is still down, and "server_errors": it answers, with
-        # errors only (an HTTP 500 to every request), rather than not at all.
+        # lines were shown without saying it is still down.
         self._outage: dict[str, Any] | None = None
-        self._server_errors = False   # the last sync or extraction ahead got HTTP answers (errors too)
+        # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
+        # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
+        self._server_errors = False
         # When the calls began failing, no call answered since (wall clock): an outage's "since".
         self._failing_since: float | None = None
         self._tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
@@ -796,11 +792,9 @@ class Daemon:
             self._attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
             self._answered_ahead(indexer)
             then = "the next start tries again" if self.stopping else "the next sync tries again"
-            if isinstance(e, LLMUnavailableError) and (o := self._outage) is not None:   # said already
-                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {o['endpoint']} "
-                                    f"{_still(o)} since {clock(o['since'])}; {then}",
-                          outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
-                          server_errors=o["server_errors"], error=str(e))
+            if isinstance(e, LLMUnavailableError) and self._outage is not None:   # said already
+                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {self._down_since()}; "
+                                    f"{then}", **self._outage_fields(), error=str(e))
                 return
             began = self._outage_began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
@@ -831,10 +825,24 @@ class Daemon:
         endpoint = self.settings.llm.api_base or f"({self._base_setting()} not set)"
         since = self._failing_since or time.time()
         self._outage = {"since": since, "endpoint": endpoint, "every": None,
-                        "at": time.monotonic(), "owed": False, "server_errors": self._server_errors}
+                        "at": time.monotonic(), "owed": False}
         self._notices.held = True   # the outage lines say it from now on
-        return {"outage": True, "endpoint": endpoint, "since": round(since, 3),
+        return self._outage_fields()
+
+    def _outage_fields(self) -> dict[str, Any]:
+        """The fields of a line that says the outage under way."""
+        o = self._outage
+        assert o is not None
+        return {"outage": True, "endpoint": o["endpoint"], "since": round(o["since"], 3),
                 "server_errors": self._server_errors}
+
+    def _down_since(self) -> str:
+        """How a line says the outage under way: ``http://... still down since 18:05``; still
+        answering with errors, when the endpoint is up but fails every call."""
+        o = self._outage
+        assert o is not None
+        still = "still answering with errors" if self._server_errors else "still down"
+        return f"{o['endpoint']} {still} since {clock(o['since'])}"
 
     def _attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:
         """Notes, after a sync or an extraction ahead that began at ``began`` (wall clock; ``failed``:
@@ -844,8 +852,6 @@ class Daemon:
         client said one, else the start of the first such sync."""
         stats = indexer.llm.stats if indexer.llm is not None else {}
         self._server_errors = indexer.llm is not None and indexer.llm.reached
-        if self._outage is not None:
-            self._outage["server_errors"] = self._server_errors
         if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
             self._failing_since = None
         elif self._failing_since is None:
@@ -890,10 +896,9 @@ class Daemon:
         tries = self.settings.llm.max_retries + 1
         took = f"the last took {span(self._tried_s)}" + (
             f", each call in it tried up to {tries} times" if tries > 1 else "")
-        self.emit("outage", f"{o['endpoint']} {_still(o)} since {clock(o['since'])} "
-                            f"({span(down)}); retrying {span(pause)} after each failed sync ({took})",
-                  outage=True, endpoint=o["endpoint"], since=round(o["since"], 3),
-                  server_errors=o["server_errors"], took_s=round(self._tried_s, 3), call_tries=tries,
+        self.emit("outage", f"{self._down_since()} ({span(down)}); retrying {span(pause)} after each "
+                            f"failed sync ({took})",
+                  **self._outage_fields(), took_s=round(self._tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
                   failed_items=self._items_to_retry())
 
