@@ -573,15 +573,53 @@ class Daemon:
         for rel, rows in files.items():
             path = self.root / rel
             try:
-                if not same_on_disk(rows, path.stat()):
-                    docs, _warnings = read_documents(path, root=self.root,
-                                                     text_field=self.settings.index.text_field)
-                    if {doc.path: doc.id for doc in docs} != {p: row[0] for p, row in rows.items()}:
-                        continue
-            except (OSError, StreamragError):   # what it cannot read now is the sync's to say
+                unchanged = same_on_disk(rows, path.stat())
+            except OSError:   # what it cannot read now is the sync's to say
                 continue
-            same.add(rel)
+            if unchanged or self._documents_in(path) == {p: row[0] for p, row in rows.items()}:
+                same.add(rel)
         return same
+
+    def _renames(self, files: dict[str, str]) -> dict[str, str]:
+        """Added file -> deleted file it was renamed from: same size and same documents (a
+        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). The sync
+        decides by content anyway; this only lets the queued line say "renamed"."""
+        deleted = [rel for rel, kind in files.items() if kind == "deleted"]
+        added = [rel for rel, kind in files.items() if kind == "added"]
+        if not deleted or not added:
+            return {}
+        with self._reading() as store:
+            if store is None:
+                return {}
+            was: dict[tuple[tuple[str, ...], int], list[str]] = {}
+            for rel in sorted(deleted):
+                record = index_rows.file_record(store, rel)
+                if record is not None:
+                    was.setdefault(tuple(record), []).append(rel)
+        sizes = {size for _doc, size in was}
+        out: dict[str, str] = {}
+        for rel in sorted(added):
+            path = self.root / rel
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if size not in sizes or (docs := self._documents_in(path)) is None:
+                continue
+            sources = was.get((tuple(sorted(docs.values())), size), [])
+            if sources:
+                out[rel] = sources.pop(0)
+        return out
+
+    def _documents_in(self, path: Path) -> dict[str, str] | None:
+        """The documents the scan would read in ``path`` now, as shown path -> content hash (a
+        .jsonl or .csv file's rows each one, ``file#n``); ``None`` if it cannot be read (the
+        sync says why). Only reads: for the worker threads of ``_as_indexed`` and ``_renames``."""
+        try:
+            docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field)
+        except (OSError, StreamragError):
+            return None
+        return {doc.path: doc.id for doc in docs}
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:
@@ -905,39 +943,6 @@ class Daemon:
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
         self._ahead["llm"] = summed(self._ahead["llm"], indexer.llm.stats if indexer.llm else {})
-
-    def _renames(self, files: dict[str, str]) -> dict[str, str]:
-        """Added file -> deleted file it was renamed from: same size and same documents (a
-        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). The sync
-        decides by content anyway; this only lets the queued line say "renamed"."""
-        deleted = [rel for rel, kind in files.items() if kind == "deleted"]
-        added = [rel for rel, kind in files.items() if kind == "added"]
-        if not deleted or not added:
-            return {}
-        with self._reading() as store:
-            if store is None:
-                return {}
-            was: dict[tuple[tuple[str, ...], int], list[str]] = {}
-            for rel in sorted(deleted):
-                record = index_rows.file_record(store, rel)
-                if record is not None:
-                    was.setdefault(tuple(record), []).append(rel)
-        sizes = {size for _doc, size in was}
-        out: dict[str, str] = {}
-        for rel in sorted(added):
-            path = self.root / rel
-            try:
-                size = path.stat().st_size
-                if size not in sizes:
-                    continue
-                docs, _warnings = read_documents(path, root=self.root,
-                                                 text_field=self.settings.index.text_field)
-            except (OSError, StreamragError):
-                continue
-            sources = was.get((tuple(sorted(doc.id for doc in docs)), size), [])
-            if sources:
-                out[rel] = sources.pop(0)
-        return out
 
     async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False) -> bool:
         """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
