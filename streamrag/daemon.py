@@ -69,20 +69,17 @@ from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, left_out_lines,
                               read_documents, shown, storable, unstorable_folder, why_unusable)
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
+from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
 from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
                                     watch_folder)
-from streamrag.watch_lines import (Reporter, StageLines, answered, calls_said, clause, clock, paid,
-                                   seconds_said, span, summed)
+from streamrag.watch_lines import Reporter, StageLines, answered, calls_said, clause, paid, seconds_said, summed
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import Indexer, SyncResult
 
 _MAX_BACKOFF_S = 300.0
-_OUTAGE_REMIND_S = 3600.0
-"""While the endpoint stays down with the pause between retries at its cap, a line this often."""
-_UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
 
 
 def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
@@ -185,21 +182,8 @@ class Daemon:
             settings, self.root, say=lambda line: self.emit("warning", line, warning=line),
             reload=reload or (lambda: load_settings(find_config(self.root), models_for=("index",))))
         self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
-        # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
-        # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
-        # lines were shown without saying it is still down.
-        self._outage: dict[str, Any] | None = None
-        # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
-        # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
-        self._server_errors = False
-        # When the calls began failing, no call answered since (wall clock): an outage's "since".
-        self._failing_since: float | None = None
-        self._tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
-        # The model clients' retry and wait lines, limited across the clients of every sync and
-        # extraction ahead (each makes its own), and held while the outage lines speak for them.
-        from streamrag.llm import Notices   # (here: every command builds watch's parser)
-
-        self._notices = Notices()
+        # The endpoint, when it stops answering: said once, briefly while it lasts.
+        self.outage = Outage(settings, self.emit)
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -629,7 +613,7 @@ class Daemon:
         """
         from streamrag.llm import sharing_notices
 
-        with sharing_notices(self._notices):   # (a new limit per sync said a line per retry)
+        with sharing_notices(self.outage.notices):   # (a new limit per sync said a line per retry)
             await self._run(source)
 
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
@@ -765,6 +749,11 @@ class Daemon:
             elif ended:
                 return
 
+    def _still_down(self, pause: float) -> None:
+        """After a failed sync, ``pause`` before the next: the outage line, if it is owed."""
+        if not self.stopping:
+            self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry())
+
     def _check_index(self) -> None:
         """Says so when the index was deleted under the daemon: the next write makes a new one,
         without the answers cached in the old (a tool cleaning the folder took .streamrag/)."""
@@ -827,14 +816,14 @@ class Daemon:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
             extracted = await indexer.prefetch(existing)
         except StreamragError as e:
-            self._attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
-            self._answered_ahead(indexer)
+            self.outage.attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
+            self.outage.answered_ahead(indexer)
             then = "the next start tries again" if self.stopping else "the next sync tries again"
-            if isinstance(e, LLMUnavailableError) and self._outage is not None:   # said already
-                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {self._down_since()}; "
-                                    f"{then}", **self._outage_fields(), error=str(e))
+            if isinstance(e, LLMUnavailableError) and self.outage.current is not None:   # said already
+                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {self.outage.down_since()}; "
+                                    f"{then}", **self.outage.fields(), error=str(e))
                 return
-            began = self._outage_began() if isinstance(e, LLMUnavailableError) else {}
+            began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
                       error=str(e), **began)
             return
@@ -842,8 +831,8 @@ class Daemon:
             self._spent_ahead(indexer)
             if indexer.yes_no is not None and indexer.yes_no.warning:   # its sync will not say it
                 self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
-        self._attempted(indexer, began)
-        self._answered_ahead(indexer)
+        self.outage.attempted(indexer, began)
+        self.outage.answered_ahead(indexer)
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         self._ahead["chunks"] += extracted
@@ -851,94 +840,6 @@ class Daemon:
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
-
-    def _base_setting(self) -> str:
-        """What set the endpoint, as the user would change it: ``--api-base``, ``llm.api_base`` ..."""
-        from streamrag.provider_errors import base_setting   # (httpx: 70 ms more for every command)
-
-        return base_setting(self.settings.llm, self.settings.api_base_from)
-
-    def _outage_began(self) -> dict[str, Any]:
-        """Notes that the endpoint stopped answering; the fields of the line that says so."""
-        endpoint = self.settings.llm.api_base or f"({self._base_setting()} not set)"
-        since = self._failing_since or time.time()
-        self._outage = {"since": since, "endpoint": endpoint, "every": None,
-                        "at": time.monotonic(), "owed": False}
-        self._notices.held = True   # the outage lines say it from now on
-        return self._outage_fields()
-
-    def _outage_fields(self) -> dict[str, Any]:
-        """The fields of a line that says the outage under way."""
-        o = self._outage
-        assert o is not None
-        return {"outage": True, "endpoint": o["endpoint"], "since": round(o["since"], 3),
-                "server_errors": self._server_errors}
-
-    def _down_since(self) -> str:
-        """How a line says the outage under way: ``http://... still down since 18:05``; still
-        answering with errors, when the endpoint is up but fails every call."""
-        o = self._outage
-        assert o is not None
-        still = "still answering with errors" if self._server_errors else "still down"
-        return f"{o['endpoint']} {still} since {clock(o['since'])}"
-
-    def _attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:
-        """Notes, after a sync or an extraction ahead that began at ``began`` (wall clock; ``failed``:
-        for want of an endpoint), whether the endpoint gave any HTTP answer (a server answering
-        500 to every call is up, and its logs say why; one that refuses or times out is down),
-        and since when calls have failed with none answered: its first failed try, when a
-        client said one, else the start of the first such sync."""
-        stats = indexer.llm.stats if indexer.llm is not None else {}
-        self._server_errors = indexer.llm is not None and indexer.llm.reached
-        if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
-            self._failing_since = None
-        elif self._failing_since is None:
-            self._failing_since = self._notices.failed_at or began
-        self._notices.failed_at = None   # the next one's own
-
-    def _answered_ahead(self, indexer: Indexer) -> None:
-        """An extraction ahead (or a sync that failed) whose calls got an answer ends the
-        outage, said now: the sync after it may ask the endpoint nothing (its chunks extracted,
-        nothing to summarize or report), and then has no news of it to say (``_outage_after``)."""
-        if self._outage is not None and indexer.llm is not None and answered(indexer.llm.stats):
-            self._recovered()
-
-    def _recovered(self) -> None:
-        """The endpoint answers again: one line, and the outage is over."""
-        was, self._outage = self._outage, None
-        self._notices.held = False
-        if was is None:
-            return
-        down = time.time() - was["since"]
-        self.emit("recovered", f"{was['endpoint']} answers again, after {span(down)} down "
-                               f"(since {clock(was['since'])})",
-                  outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
-                  down_s=round(down, 3))
-
-    def _still_down(self, pause: float) -> None:
-        """After a failed sync, during an outage: a short line when the pause before the next
-        retry grew, an hour went by, or the sync's own lines left it unsaid; else nothing."""
-        o = self._outage
-        if o is None or self.stopping:
-            return
-        now = time.monotonic()
-        if o["every"] is None and not o["owed"]:   # the full line said it just now
-            o.update(every=pause, at=now)
-            return
-        if not o["owed"] and pause <= (o["every"] or 0) and now - o["at"] < _OUTAGE_REMIND_S:
-            return
-        o.update(every=pause, at=now, owed=False)
-        down = time.time() - o["since"]
-        # The pause runs from the end of a failed sync, and each sync retries each call first
-        # ("retrying every 8 s" was said of syncs 40 s apart).
-        tries = self.settings.llm.max_retries + 1
-        took = f"the last took {span(self._tried_s)}" + (
-            f", each call in it tried up to {tries} times" if tries > 1 else "")
-        self.emit("outage", f"{self._down_since()} ({span(down)}); retrying {span(pause)} after each "
-                            f"failed sync ({took})",
-                  **self._outage_fields(), took_s=round(self._tried_s, 3), call_tries=tries,
-                  down_s=round(down, 3), retry_s=round(pause, 3), pending=self._files_pending(),
-                  failed_items=self._items_to_retry())
 
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
@@ -955,9 +856,9 @@ class Daemon:
         self._check_index()
         # A sync while the endpoint is down is silent, one for new edits too (their queued and
         # extraction lines said them): it has no news until it answers again, or publishes a
-        # new version (``_outage_after``); ``_still_down`` says the outage goes on. Its lines
+        # new version (``_outage_after``); ``Outage.still_down`` says the outage goes on. Its lines
         # shown, the outage line was said again after them with the pause unchanged, at each edit.
-        quiet = self._outage is not None
+        quiet = self.outage.current is not None
         queued, self.pending = self.pending, {}
         began = time.time()
         progress = Progress()
@@ -972,18 +873,18 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
-            self._tried_s = anyio.current_time() - started
-            self._attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
+            self.outage.tried_s = anyio.current_time() - started
+            self.outage.attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             # Answered, then failed for another reason (the index locked): the outage is over,
             # said now, as the next sync may ask the endpoint nothing (``_answered_ahead``).
-            self._answered_ahead(indexer)
+            self.outage.answered_ahead(indexer)
             e = self._survived(caught, initial=initial)
             if e is None:
                 raise
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             return False
-        self._attempted(indexer, began)
-        took = self._tried_s = anyio.current_time() - started
+        self.outage.attempted(indexer, began)
+        took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links)
         self._say_warnings(result, initial=initial)
         previous, self.last_result = self.last_result, result
@@ -1040,17 +941,17 @@ class Daemon:
             self.pending.setdefault(rel, kind)
         self._spent_ahead(indexer)   # its calls were sent all the same
         unreachable = isinstance(e, LLMUnavailableError) and not self._once
-        if unreachable and self._outage is not None:   # said when it began
-            self._outage["owed"] = self._outage["owed"] or not quiet
+        if unreachable and self.outage.current is not None:   # said when it began
+            self.outage.owe(quiet=quiet)
             return
         if self.stopping:
             then = "the next start syncs what is pending"
         elif unreachable:
-            then = _UNTIL_IT_ANSWERS
+            then = UNTIL_IT_ANSWERS
         else:
             then = "retrying after the next quiet period"
         self.emit("error", f"sync failed: {clause(e)}; {then}", error=str(e),
-                  pending=self._files_pending(), **(self._outage_began() if unreachable else {}))
+                  pending=self._files_pending(), **(self.outage.began() if unreachable else {}))
 
     def _synced(self, took: float, broken: list[str]) -> None:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
@@ -1076,12 +977,11 @@ class Daemon:
         """The outage after a sync that published: over when the endpoint answered (said so),
         or no news when nothing is left to ask it. Whether the sync's lines stay unsaid
         (``quiet``): only while the outage goes on and nothing new was published."""
-        if self._outage is not None and answered(result.llm):
-            self._recovered()
+        if self.outage.current is not None and answered(result.llm):
+            self.outage.recovered()
             quiet = False
-        elif self._outage is not None and not result.failed_items:
-            self._outage = None   # nothing is left to ask it: no news of it
-            self._notices.held = False
+        elif self.outage.current is not None and not result.failed_items:
+            self.outage.no_news()   # nothing is left to ask it: no news of it
             quiet = False
         if quiet and (previous is None or result.version != previous.version):
             quiet = False   # it published something after all: said as any sync is
@@ -1182,19 +1082,19 @@ class Daemon:
         self._retries += 1
         self.pending.setdefault(".", "retry")
         self._retry_items = failed_items
-        if outage and self._outage is not None:   # said when it began
-            self._outage["owed"] = self._outage["owed"] or not quiet
+        if outage and self.outage.current is not None:   # said when it began
+            self.outage.owe(quiet=quiet)
             return
         fields: dict[str, Any] = {"outage": False}
         why = ""
         if outage:
-            fields = self._outage_began()
+            fields = self.outage.began()
             if fields["server_errors"]:   # as `streamrag index` says it
                 why = (f"; no call succeeded: the server at {fields['endpoint']} kept answering with "
-                       f"errors: check its logs ({_UNTIL_IT_ANSWERS})")
+                       f"errors: check its logs ({UNTIL_IT_ANSWERS})")
             else:
                 why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
-                       f"fix {self._base_setting()} ({_UNTIL_IT_ANSWERS})")
+                       f"fix {self.outage.base_setting()} ({UNTIL_IT_ANSWERS})")
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                            f"retried after a pause{why}", llm_errors=failed_calls,
                   failed_items=failed_items, **fields)

@@ -156,7 +156,7 @@ class StageLines:
         llm = self.indexer.llm
         if self.quiet and llm is not None and answered(llm.stats):
             self.quiet = False   # it answers again: said now, and this sync's lines from here on
-            self.daemon._recovered()
+            self.daemon.outage.recovered()
         state = _STATES.get(p.stage, p.stage)
         if state == self.state:
             return

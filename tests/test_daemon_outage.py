@@ -749,10 +749,10 @@ def test_the_outage_line_says_the_pause_runs_from_the_end_of_a_sync_that_itself_
     events = Events()
     daemon = Daemon(make_settings("http://127.0.0.1:9/v1", llm={"max_retries": 6}), tmp_path / "i.db",
                     tmp_path, report=events)
-    daemon._outage_began()    # (its full line is the sync's)
-    daemon._still_down(4)
-    daemon._tried_s = 44.0    # the failed sync's length
-    daemon._still_down(8)
+    daemon.outage.began()    # (its full line is the sync's)
+    daemon.outage.still_down(4)
+    daemon.outage.tried_s = 44.0    # the failed sync's length
+    daemon.outage.still_down(8)
     [line] = events
     assert "; retrying 8 s after each failed sync (the last took 44 s, each call in it tried up to 7 " \
            "times)" in line["message"], line["message"]
@@ -760,20 +760,20 @@ def test_the_outage_line_says_the_pause_runs_from_the_end_of_a_sync_that_itself_
 
 
 def test_while_the_pause_is_at_its_cap_the_outage_is_said_once_an_hour(tmp_path, monkeypatch):
-    from streamrag import daemon as daemon_module
+    from streamrag import outage as outage_module
 
     events = Events()
     daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
     now = [1000.0]
-    monkeypatch.setattr(daemon_module.time, "monotonic", lambda: now[0])
-    daemon._outage_began()    # (its full line is the sync's)
+    monkeypatch.setattr(outage_module.time, "monotonic", lambda: now[0])
+    daemon.outage.began()    # (its full line is the sync's)
     for pause in [2, 4, 300, 300, 300]:
-        daemon._still_down(pause)
+        daemon.outage.still_down(pause)
         now[0] += pause
     assert [e["retry_s"] for e in events] == [4, 300]
-    now[0] += daemon_module._OUTAGE_REMIND_S
-    daemon._still_down(300)
-    daemon._still_down(300)
+    now[0] += outage_module.OUTAGE_REMIND_S
+    daemon.outage.still_down(300)
+    daemon.outage.still_down(300)
     assert [e["retry_s"] for e in events] == [4, 300, 300]
     assert all(e["state"] == "outage" and e["endpoint"] == "http://127.0.0.1:9/v1" for e in events)
 
@@ -820,7 +820,7 @@ async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_o
     assert before and all("HTTP 500: boom; retry 1/1 in " in m for m in before), before
     assert said_down == before, said_down[len(before):]   # the outage lines speak for the retries
     assert [e["state"] for e in events].count("recovered") == 1
-    assert not daemon._notices.held   # answered again: its next trouble is said in full
+    assert not daemon.outage.notices.held   # answered again: its next trouble is said in full
 
 
 def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
@@ -964,7 +964,7 @@ async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus,
         note.write_text("the ferry left at noon and nobody spoke of it.\n")
         await send.send({(1, str(note))})
         await until(lambda: len(syncs) >= 2, timeout=30)   # the initial sync, the note's that failed
-        assert not syncs[-1] and daemon._outage is not None
+        assert not syncs[-1] and daemon.outage.current is not None
         mark = len(events)
         failing.up = True
         note.write_text("the ferry left at dawn, and the harbour was quiet.\n")
@@ -980,7 +980,7 @@ async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus,
     back = after[states.index("recovered")]
     assert back["outage"] is False and back["down_s"] > 0 and "answers again" in back["message"], back
     assert states.index("recovered") < states.index("idle")
-    assert not daemon._notices.held   # its next trouble is said in full
+    assert not daemon.outage.notices.held   # its next trouble is said in full
 
 
 async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_to_end(
@@ -1002,7 +1002,7 @@ async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_
         note.write_text("the ferry left at noon and nobody spoke of it.\n")
         await send.send({(1, str(note))})
         await until(lambda: len(syncs) >= 2, timeout=30)   # the initial sync, the note's that failed
-        assert not syncs[-1] and daemon._outage is not None
+        assert not syncs[-1] and daemon.outage.current is not None
         mark, tried = len(events), len(syncs)
         real_publish, busy = index_rows.publish, []
 
@@ -1028,7 +1028,7 @@ async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_
         daemon.last_result.llm
     assert states.count("recovered") == 1, [(e["state"], e["message"]) for e in after]
     assert states.index("recovered") < states.index("idle")
-    assert not daemon._notices.held   # its next trouble is said in full
+    assert not daemon.outage.notices.held   # its next trouble is said in full
 
 
 

@@ -1,0 +1,149 @@
+"""A model endpoint that stops answering, as ``streamrag watch`` follows it and says it.
+
+An outage is said once: a full error line when it begins (the endpoint, the fix: said by
+the daemon with ``began``'s fields), then a short ``outage`` line only when the pause
+between retries grows, once an hour at the cap, or when a sync's own lines left it unsaid
+(``still_down``), and one ``recovered`` line when the endpoint answers again. While it lasts
+the model clients' own retry lines are held (``notices``, shared by the clients of every
+sync). ``since`` is when calls began failing with none answered (wall clock); the pauses
+are timed with ``time.monotonic``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streamrag.watch_lines import answered, clock, span
+
+if TYPE_CHECKING:
+    from streamrag.config import Settings
+    from streamrag.pipeline import Indexer
+
+OUTAGE_REMIND_S = 3600.0
+"""While the endpoint stays down with the pause between retries at its cap, a line this often."""
+UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
+
+
+class Outage:
+    """The endpoint's outage, if one is under way (``current``), and what the lines about it need;
+    ``emit`` says a line (``Daemon.emit``)."""
+
+    def __init__(self, settings: Settings, emit: Callable[..., None]) -> None:
+        self.settings = settings
+        self.emit = emit
+        # The endpoint is down (no call of the last sync got an answer): since, endpoint, the
+        # pause last said ("every", None: the full line only), when ("at"), "owed": a sync's
+        # lines were shown without saying it is still down.
+        self.current: dict[str, Any] | None = None
+        # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
+        # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
+        self.server_errors = False
+        # When the calls began failing, no call answered since (wall clock): an outage's "since".
+        self.failing_since: float | None = None
+        self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
+        # The model clients' retry and wait lines, limited across the clients of every sync and
+        # extraction ahead (each makes its own), and held while the outage lines speak for them.
+        from streamrag.llm import Notices   # (here: every command builds watch's parser)
+
+        self.notices = Notices()
+
+    def base_setting(self) -> str:
+        """What set the endpoint, as the user would change it: ``--api-base``, ``llm.api_base`` ..."""
+        from streamrag.provider_errors import base_setting   # (httpx: 70 ms more for every command)
+
+        return base_setting(self.settings.llm, self.settings.api_base_from)
+
+    def began(self) -> dict[str, Any]:
+        """Notes that the endpoint stopped answering; the fields of the line that says so."""
+        endpoint = self.settings.llm.api_base or f"({self.base_setting()} not set)"
+        since = self.failing_since or time.time()
+        self.current = {"since": since, "endpoint": endpoint, "every": None,
+                        "at": time.monotonic(), "owed": False}
+        self.notices.held = True   # the outage lines say it from now on
+        return self.fields()
+
+    def fields(self) -> dict[str, Any]:
+        """The fields of a line that says the outage under way."""
+        o = self.current
+        assert o is not None
+        return {"outage": True, "endpoint": o["endpoint"], "since": round(o["since"], 3),
+                "server_errors": self.server_errors}
+
+    def down_since(self) -> str:
+        """How a line says the outage under way: ``http://... still down since 18:05``; still
+        answering with errors, when the endpoint is up but fails every call."""
+        o = self.current
+        assert o is not None
+        still = "still answering with errors" if self.server_errors else "still down"
+        return f"{o['endpoint']} {still} since {clock(o['since'])}"
+
+    def attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:
+        """Notes, after a sync or an extraction ahead that began at ``began`` (wall clock; ``failed``:
+        for want of an endpoint), whether the endpoint gave any HTTP answer (a server answering
+        500 to every call is up, and its logs say why; one that refuses or times out is down),
+        and since when calls have failed with none answered: its first failed try, when a
+        client said one, else the start of the first such sync."""
+        stats = indexer.llm.stats if indexer.llm is not None else {}
+        self.server_errors = indexer.llm is not None and indexer.llm.reached
+        if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
+            self.failing_since = None
+        elif self.failing_since is None:
+            self.failing_since = self.notices.failed_at or began
+        self.notices.failed_at = None   # the next one's own
+
+    def answered_ahead(self, indexer: Indexer) -> None:
+        """An extraction ahead (or a sync that failed) whose calls got an answer ends the
+        outage, said now: the sync after it may ask the endpoint nothing (its chunks extracted,
+        nothing to summarize or report), and then has no news of it to say (``Daemon._outage_after``)."""
+        if self.current is not None and indexer.llm is not None and answered(indexer.llm.stats):
+            self.recovered()
+
+    def recovered(self) -> None:
+        """The endpoint answers again: one line, and the outage is over."""
+        was, self.current = self.current, None
+        self.notices.held = False
+        if was is None:
+            return
+        down = time.time() - was["since"]
+        self.emit("recovered", f"{was['endpoint']} answers again, after {span(down)} down "
+                               f"(since {clock(was['since'])})",
+                  outage=False, endpoint=was["endpoint"], since=round(was["since"], 3),
+                  down_s=round(down, 3))
+
+    def still_down(self, pause: float, **counts: int) -> None:
+        """After a failed sync, during an outage: a short line when the pause before the next
+        retry grew, an hour went by, or the sync's own lines left it unsaid; else nothing.
+        ``counts``: what waits for the endpoint (``pending``, ``failed_items``), for the line."""
+        o = self.current
+        if o is None:
+            return
+        now = time.monotonic()
+        if o["every"] is None and not o["owed"]:   # the full line said it just now
+            o.update(every=pause, at=now)
+            return
+        if not o["owed"] and pause <= (o["every"] or 0) and now - o["at"] < OUTAGE_REMIND_S:
+            return
+        o.update(every=pause, at=now, owed=False)
+        down = time.time() - o["since"]
+        # The pause runs from the end of a failed sync, and each sync retries each call first
+        # ("retrying every 8 s" was said of syncs 40 s apart).
+        tries = self.settings.llm.max_retries + 1
+        took = f"the last took {span(self.tried_s)}" + (
+            f", each call in it tried up to {tries} times" if tries > 1 else "")
+        self.emit("outage", f"{self.down_since()} ({span(down)}); retrying {span(pause)} after each "
+                            f"failed sync ({took})",
+                  **self.fields(), took_s=round(self.tried_s, 3), call_tries=tries,
+                  down_s=round(down, 3), retry_s=round(pause, 3), **counts)
+
+    def owe(self, *, quiet: bool) -> None:
+        """A sync failed during the outage, said already: its lines, unless ``quiet``, were shown
+        without saying the outage goes on, so the next ``still_down`` says it."""
+        assert self.current is not None
+        self.current["owed"] = self.current["owed"] or not quiet
+
+    def no_news(self) -> None:
+        """Nothing is left to ask the endpoint: the outage is over unsaid."""
+        self.current = None
+        self.notices.held = False
