@@ -50,14 +50,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import fnmatch
 import math
 import os
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,15 +65,16 @@ import anyio
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
-from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, left_out_lines,
-                              read_documents, shown, storable, unstorable_folder, why_unusable)
-from streamrag.status import counted as _n, failures_of, last_update, llm_summary
+from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
-from streamrag.store import Store, WriterLock, index_files, indexed_root, one_writer
+from streamrag.status import counted as _n, failures_of, last_update, llm_summary
+from streamrag.store import WriterLock, indexed_root, one_writer
 from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
                                     watch_folder)
-from streamrag.watch_lines import Reporter, StageLines, answered, calls_said, clause, paid, seconds_said, summed
+from streamrag.watch_lines import (Reporter, StageLines, answered, calls_said, clause, paid, seconds_said,
+                                   summed)
+from streamrag.watched_folder import WatchedFolder, reading
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import Indexer, SyncResult
@@ -168,9 +168,6 @@ class Daemon:
         from streamrag.graph_state import GraphCache
 
         self.graph_cache = GraphCache()            # the graph the last sync published, for the next
-        self._include = include_patterns(settings.index.include)
-        self._exclude = exclude_patterns(settings.index.exclude)
-        self._db_files = index_files(self.db_path)
         self._pump_scope: anyio.CancelScope | None = None  # made in run(): needs the event loop
         self._last_health: dict | None = None
         self._root_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder watched
@@ -181,7 +178,8 @@ class Daemon:
         self._settings_edits = SettingsEdits(
             settings, self.root, say=lambda line: self.emit("warning", line, warning=line),
             reload=reload or (lambda: load_settings(find_config(self.root), models_for=("index",))))
-        self._link_targets: dict[Path, str] = {}   # where indexed symbolic links lead (``_note_links``)
+        # Which paths count, what a folder holds, whether a file is as indexed: read, not kept.
+        self.folder = WatchedFolder(settings, self.db_path, self.root)
         # The endpoint, when it stops answering: said once, briefly while it lasts.
         self.outage = Outage(settings, self.emit)
 
@@ -278,125 +276,6 @@ class Daemon:
                   gone=True, db_kept=self.db_path.exists())
 
     # -- which events matter ---------------------------------------------------------------
-    def relevant(self, change: int, path: str | Path) -> str | None:
-        """The path relative to the root if this event can change the index, else ``None``.
-
-        Hidden entries (the ``.streamrag`` folder among them), the database and files that
-        ``index.include`` does not match are ignored, as the folder scan ignores them. A
-        deleted path matching no pattern counts when indexed files lay under it (a folder).
-        Such an entry counts all the same where an indexed link leads, or a broken link would
-        (``_note_links``): as the link's path.
-        """
-        p = Path(path)
-        p = p if p.is_absolute() else self.root / p
-        rel = self._relevant(change, p)
-        if rel is None and self._link_targets:
-            for at in (p, *p.parents):
-                if (link := self._link_targets.get(at)) is not None:   # (a file link: indexed itself)
-                    return link if at == p else self._relevant(change, self.root / link / p.relative_to(at))
-                if at == self.root:
-                    break
-        return rel
-
-    def _relevant(self, change: int, p: Path) -> str | None:
-        try:
-            rel = p.relative_to(self.root)
-        except ValueError:
-            try:
-                rel = p.resolve().relative_to(self.root)
-            except ValueError:
-                return None
-        if not rel.parts or any(part.startswith(".") for part in rel.parts) or p in self._db_files:
-            return None
-        rel_s = rel.as_posix()
-        if not storable(rel_s) or excluded(rel_s, self._exclude):   # the scan leaves it out
-            return None
-        name, lowered = p.name.lower(), rel_s.lower()
-        if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):
-            return rel_s
-        with contextlib.suppress(OSError):   # (under a folder it may not read)
-            if p.is_dir():
-                return rel_s
-        if change == _DELETED and self._indexed_under(rel_s):
-            return rel_s
-        return None
-
-    def _note_links(self, broken: Iterable[str] = ()) -> None:
-        """Where the indexed symbolic links (to files, or to folders indexed files lie in) lead:
-        an edit there changes what the link holds, though the target itself may be an event
-        ``relevant`` ignores (hidden, or left out by index.include). After each sync: an lstat
-        per indexed file and folder (10,000 files in 100 folders: 50-80 ms, measured). And where
-        the links the sync found ``broken`` would lead (``_note_broken``)."""
-        from streamrag.pipeline import stored_files
-
-        with self._reading() as store:
-            stored = index_rows.file_paths(store) if store else []
-        files: set[str] = set()
-        folders: set[str] = set()
-        for rel in stored:
-            if "#" in rel:   # a row's "file#n", or a name that holds "#"
-                candidates = stored_files(rel, self.root)
-                found = next((f for f in candidates if os.path.lexists(f)), candidates[0])
-                rel = found.relative_to(self.root).as_posix() if self.root in found.parents else ""
-            if not rel or os.path.isabs(rel):   # (another folder's file)
-                continue
-            files.add(rel)
-            while "/" in rel:
-                rel = rel.rsplit("/", 1)[0]
-                if rel in folders:
-                    break
-                folders.add(rel)
-        root = str(self.root)
-        targets: dict[Path, str] = {}
-        for rel in sorted(files | folders):
-            full = os.path.join(root, rel)
-            if os.path.islink(full):
-                with contextlib.suppress(OSError, RuntimeError):   # (a loop, on older Pythons)
-                    targets[Path(os.path.realpath(full))] = rel
-        self._link_targets = targets
-        for rel in broken:
-            self._note_broken(rel)
-
-    def _note_broken(self, rel: str) -> None:
-        """Notes where the broken link ``rel`` leads, so that the event of its target appearing
-        syncs the link: a target that index.include leaves out (``notes.txt -> notes.bin``), or
-        that is hidden, is an event ``relevant`` ignores, and the link stayed out of the index
-        until some other file changed. (A loop leads nowhere to wait for.)"""
-        full = os.path.join(self.root, rel)
-        with contextlib.suppress(OSError, RuntimeError, ValueError):
-            target = os.path.realpath(full)
-            if target != full and not leads_outside(target, self.root):   # (the watch sees no other)
-                self._link_targets = {**self._link_targets, Path(target): rel}   # (replaced whole)
-
-    def _indexed_under(self, rel: str) -> bool:
-        with self._reading() as store:
-            if store is None:
-                return False
-            return index_rows.holds_under(store, rel)
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[Store | None]:
-        """The index, read-only, closed after the block; None while there is none to read."""
-        try:
-            store = Store(self.db_path, readonly=True)
-        except StreamragError:
-            yield None
-            return
-        try:
-            yield store
-        finally:
-            store.close()
-
-    @staticmethod
-    def _is_indexed(store: Store | None, rel: str) -> bool:
-        """Whether the index holds the file ``rel`` (or rows of it: ``data.jsonl#3``)."""
-        return store is not None and index_rows.holds_file(store, rel)
-
-    @staticmethod
-    def _indexed_in(store: Store | None, rel: str) -> set[str]:
-        """The indexed files under the folder ``rel``."""
-        return set() if store is None else {file_of(p) for p in index_rows.paths_under(store, rel)}
-
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
         inside = rel + "/"
@@ -409,34 +288,13 @@ class Daemon:
             self.warned.add(line)
             self.emit("warning", line, warning=line)
 
-    def _takes(self, path: Path) -> bool:
-        """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
-        out of the folder through a link, its own or a folder's on its way (its text must not
-        reach the store or the model)."""
-        return path.is_file() and not leads_outside(path, self.root)
-
-    def _files_in(self, folder: Path) -> list[str] | None:
-        """The regular files under ``folder`` that the scan would index, relative to the root;
-        ``None`` if it cannot be entered. Runs in a worker thread: it only reads the file system
-        and what the daemon never changes in place (its settings; the link map is replaced whole)."""
-        out = []
-        try:
-            for top, dirs, files in os.walk(folder):
-                dirs[:] = [d for d in dirs if not d.startswith(".") and storable(d)]
-                for name in files:
-                    rel = self.relevant(_ADDED, Path(top) / name)   # (an added path: no index read)
-                    if rel is not None and self._takes(Path(top) / name):
-                        out.append(rel)
-        except OSError:
-            return None
-        return out
-
     async def _classify(self, changes: ChangeSet) -> dict[str, str]:
         """The batch's files, each ``added``, ``modified`` or ``deleted`` (a ``"."`` key: the
         whole folder). A folder made or moved in counts as the files under it, a folder deleted
         as the indexed files it held; a file created where one is indexed (an editor's save by
         rename, a folder moved or copied in over indexed files) is ``modified``, unless its
-        content is as indexed (``_as_indexed``): then, like a ``touch``, it is left out."""
+        content is as indexed (``WatchedFolder.as_indexed``): then, like a ``touch``, it is
+        left out."""
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
@@ -470,7 +328,7 @@ class Daemon:
                 continue
             if self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
-            rel = self.relevant(int(change), path)
+            rel = self.folder.relevant(int(change), path)
             if rel is not None:
                 kinds.setdefault(rel, set()).add(int(change))
         if not kinds:
@@ -490,10 +348,10 @@ class Daemon:
         listed: dict[str, list[str] | None] = {}
         for rel, (is_dir, _exists) in looked.items():
             if is_dir and not leads_outside(self.root / rel, self.root):   # a link elsewhere is not walked
-                listed[rel] = await anyio.to_thread.run_sync(self._files_in, self.root / rel,
+                listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel,
                                                              abandon_on_cancel=True)
         touched: dict[str, dict[str, tuple[str, int, float]]] = {}   # indexed file -> its rows
-        with self._reading() as store:
+        with reading(self.db_path) as store:
             for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
                 if is_dir:
@@ -503,16 +361,16 @@ class Daemon:
                     # broken link, which the polling watcher reports deleted at every poll, is
                     # neither, and queued a sync that changed nothing every 10 * quiet_s. (No
                     # index to read, gone with the folder say: the sync that makes it decides.)
-                    gone = self._indexed_in(store, rel) | self._queued_in(rel)
-                    if store is None or self._is_indexed(store, rel):
+                    gone = self.folder.indexed_in(store, rel) | self._queued_in(rel)
+                    if store is None or self.folder.is_indexed(store, rel):
                         gone.add(rel)
                     for each in gone:
                         out[each] = "deleted"
                     if not gone and os.path.lexists(path):
                         self._warn_once(f"{shown(rel)}: {why_unusable(path)}")
-                        self._note_broken(rel)
-                elif not self._takes(path):   # the scan skips it, so do we
-                    if self._is_indexed(store, rel):
+                        self.folder.note_broken(rel)
+                elif not self.folder.takes(path):   # the scan skips it, so do we
+                    if self.folder.is_indexed(store, rel):
                         out[rel] = "deleted"
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if _ADDED in kinds[rel] else "modified"
@@ -542,68 +400,9 @@ class Daemon:
                     else:
                         touched[rel] = rows
         if touched:   # (it may read them: in a worker thread, as a folder is listed)
-            same = await anyio.to_thread.run_sync(self._as_indexed, touched, abandon_on_cancel=True)
+            same = await anyio.to_thread.run_sync(self.folder.as_indexed, touched, abandon_on_cancel=True)
             out.update((rel, "modified") for rel in touched if rel not in same and rel not in out)
         return out
-
-    def _as_indexed(self, files: dict[str, dict[str, tuple[str, int, float]]]) -> set[str]:
-        """Those of ``files`` (relative to the root -> their indexed rows) whose content is as
-        indexed: a ``touch``, a ``chmod``, a backup or ``git checkout`` writing the same bytes.
-        Unchanged by size and change stamp as the sync's scan sees it (``same_on_disk``), else
-        the same documents (content hashes) read. Runs in a worker thread: it only reads."""
-        from streamrag.pipeline import same_on_disk
-
-        same = set()
-        for rel, rows in files.items():
-            path = self.root / rel
-            try:
-                unchanged = same_on_disk(rows, path.stat())
-            except OSError:   # what it cannot read now is the sync's to say
-                continue
-            if unchanged or self._documents_in(path) == {p: row[0] for p, row in rows.items()}:
-                same.add(rel)
-        return same
-
-    def _renames(self, files: dict[str, str]) -> dict[str, str]:
-        """Added file -> deleted file it was renamed from: same size and same documents (a
-        .jsonl or .csv file's rows, each stored as ``file#n``, count as one file). The sync
-        decides by content anyway; this only lets the queued line say "renamed"."""
-        deleted = [rel for rel, kind in files.items() if kind == "deleted"]
-        added = [rel for rel, kind in files.items() if kind == "added"]
-        if not deleted or not added:
-            return {}
-        with self._reading() as store:
-            if store is None:
-                return {}
-            was: dict[tuple[tuple[str, ...], int], list[str]] = {}
-            for rel in sorted(deleted):
-                record = index_rows.file_record(store, rel)
-                if record is not None:
-                    was.setdefault(tuple(record), []).append(rel)
-        sizes = {size for _doc, size in was}
-        out: dict[str, str] = {}
-        for rel in sorted(added):
-            path = self.root / rel
-            try:
-                size = path.stat().st_size
-            except OSError:
-                continue
-            if size not in sizes or (docs := self._documents_in(path)) is None:
-                continue
-            sources = was.get((tuple(sorted(docs.values())), size), [])
-            if sources:
-                out[rel] = sources.pop(0)
-        return out
-
-    def _documents_in(self, path: Path) -> dict[str, str] | None:
-        """The documents the scan would read in ``path`` now, as shown path -> content hash (a
-        .jsonl or .csv file's rows each one, ``file#n``); ``None`` if it cannot be read (the
-        sync says why). Only reads: for the worker threads of ``_as_indexed`` and ``_renames``."""
-        try:
-            docs, _warnings = read_documents(path, root=self.root, text_field=self.settings.index.text_field)
-        except (OSError, StreamragError):
-            return None
-        return {doc.path: doc.id for doc in docs}
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self, source: AsyncIterable[ChangeSet] | None = None) -> None:
@@ -778,7 +577,7 @@ class Daemon:
         self.pending.update(batch)
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
-        renamed = await anyio.to_thread.run_sync(self._renames, files)   # it may read files
+        renamed = await anyio.to_thread.run_sync(self.folder.renames, files)   # it may read files
         for source in renamed.values():   # a rename is one changed file, in every count
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
@@ -957,7 +756,7 @@ class Daemon:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links
         it found leading nowhere)."""
         _release_memory()
-        self._note_links(broken)
+        self.folder.note_links(broken)
         self.syncs += 1
         self._index_gone_said = self._replaced = False
         self.last_sync_s = round(took, 3)
@@ -1066,7 +865,7 @@ class Daemon:
             from streamrag.pipeline import nothing_indexed_line
 
             self._nothing_indexed = True
-            with self._reading() as store:
+            with reading(self.db_path) as store:
                 last = "" if store is None else index_rows.last_failure(store, result.run_id)
             self.emit("error", nothing_indexed_line(failed_items, last), llm_errors=failed_calls,
                       failed_items=failed_items)
@@ -1104,7 +903,7 @@ class Daemon:
         """What the published index holds and how the daemon fares, as one flat dict."""
         out: dict[str, Any] = {"documents": None, "entities": None, "communities": None,
                                "failures": None}
-        with self._reading() as store:
+        with reading(self.db_path) as store:
             if store is not None:
                 with store.snapshot():
                     for table in ("documents", "entities", "communities"):

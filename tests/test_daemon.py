@@ -203,8 +203,8 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
         (corpus / "festival.md").unlink()
         shutil.rmtree(sub)
         # A deleted path matching no pattern counts when indexed files lay under it.
-        assert daemon.relevant(Change.deleted, sub) == "archive"
-        assert daemon.relevant(Change.deleted, corpus / "photos") is None
+        assert daemon.folder.relevant(Change.deleted, sub) == "archive"
+        assert daemon.folder.relevant(Change.deleted, corpus / "photos") is None
         async with send:
             await send.send({(Change.added, str(corpus / ".hidden.txt")),
                              (Change.added, str(corpus / "image.png"))})
@@ -589,11 +589,11 @@ def test_events_where_links_lead_are_named_as_the_links(corpus, tmp_path):
     settings = make_settings(index=SMALL)
     assert anyio.run(partial(sync, [corpus], settings, db, root=corpus)).files == 8
     daemon = Daemon(settings, db, corpus)
-    daemon._note_links()
-    assert daemon.relevant(Change.modified, hidden / "quay.txt") == "drafts/quay.txt"
-    assert daemon.relevant(Change.modified, hidden / "mill.md") == "C#notes.txt"
-    assert daemon.relevant(Change.deleted, corpus / "council.txt") == "council.txt"   # itself, not the link
-    assert daemon.relevant(Change.modified, hidden / "other.rst") is None
+    daemon.folder.note_links()
+    assert daemon.folder.relevant(Change.modified, hidden / "quay.txt") == "drafts/quay.txt"
+    assert daemon.folder.relevant(Change.modified, hidden / "mill.md") == "C#notes.txt"
+    assert daemon.folder.relevant(Change.deleted, corpus / "council.txt") == "council.txt"   # itself, not the link
+    assert daemon.folder.relevant(Change.modified, hidden / "other.rst") is None
 
 
 async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp_path):
@@ -935,17 +935,17 @@ def test_relevant_ignores_what_the_scan_ignores(tmp_path):
     (root / "sub").mkdir(parents=True)
     settings = make_settings(index={"include": ["*.txt", "notes/*.md"]})
     daemon = Daemon(settings, root / "index.db", root)
-    assert daemon.relevant(Change.added, root / "a.txt") == "a.txt"
-    assert daemon.relevant(Change.modified, str(root / "sub" / "b.TXT")) == "sub/b.TXT"
-    assert daemon.relevant(Change.added, root / "notes" / "c.md") == "notes/c.md"
-    assert daemon.relevant(Change.added, root / "d.md") is None               # not included
-    assert daemon.relevant(Change.added, root / ".streamrag" / "x.txt") is None
-    assert daemon.relevant(Change.added, root / "sub" / ".draft.txt") is None  # hidden
-    assert daemon.relevant(Change.added, tmp_path / "elsewhere.txt") is None   # outside the root
-    assert daemon.relevant(Change.added, root / "sub") == "sub"                # a folder moved in
+    assert daemon.folder.relevant(Change.added, root / "a.txt") == "a.txt"
+    assert daemon.folder.relevant(Change.modified, str(root / "sub" / "b.TXT")) == "sub/b.TXT"
+    assert daemon.folder.relevant(Change.added, root / "notes" / "c.md") == "notes/c.md"
+    assert daemon.folder.relevant(Change.added, root / "d.md") is None               # not included
+    assert daemon.folder.relevant(Change.added, root / ".streamrag" / "x.txt") is None
+    assert daemon.folder.relevant(Change.added, root / "sub" / ".draft.txt") is None  # hidden
+    assert daemon.folder.relevant(Change.added, tmp_path / "elsewhere.txt") is None   # outside the root
+    assert daemon.folder.relevant(Change.added, root / "sub") == "sub"                # a folder moved in
     everything = Daemon(make_settings(index={"include": ["*"]}), root / "index.db", root)
-    assert everything.relevant(Change.modified, root / "index.db") is None     # the index itself
-    assert everything.relevant(Change.modified, root / "index.db-wal") is None
+    assert everything.folder.relevant(Change.modified, root / "index.db") is None     # the index itself
+    assert everything.folder.relevant(Change.modified, root / "index.db-wal") is None
 
 
 def test_relevant_ignores_what_index_exclude_names(tmp_path):
