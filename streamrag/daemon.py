@@ -43,6 +43,11 @@ Design notes:
   ``recovered`` line when it answers again: a weekend's outage is a few dozen lines, not 5,000.
   The model client's own retry lines (``HTTP 500 ...; retry 1/3``) are limited across the
   clients of every sync (``llm.sharing_notices``), and held while the outage lines speak.
+
+This module is the orchestration (queue, prefetch, sync, retry, stop) and the command; its
+parts live beside it: ``watch_events`` (the file events), ``watched_folder`` (which paths
+count, what a folder holds, whether a file is as indexed), ``settings_edits`` (an edit of
+the settings), ``outage`` (an endpoint that stops answering) and ``watch_lines`` (the lines).
 """
 
 from __future__ import annotations
