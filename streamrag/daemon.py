@@ -624,8 +624,8 @@ class Daemon:
             self.outage.answered_ahead(indexer)
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and self.outage.current is not None:   # said already
-                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: {self.outage.down_since()}; "
-                                    f"{then}", **self.outage.fields(), error=str(e))
+                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: "
+                                    f"{self.outage.down_since()}; {then}", **self.outage.fields(), error=str(e))
                 return
             began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
