@@ -529,6 +529,13 @@ class _Reporting:
 
         # A kept report is read only if a parent's context needs it (most never are).
         self.stored = index_rows.report_keys(store)
+        # The extractive reports of a model-built index (communities held below
+        # report_min_members, stand-ins for the model's) are looked at again when their builder
+        # changed since it was published (EXTRACTIVE_VERSION): rewritten for free, while the
+        # model's reports, their settings unchanged, are kept unread as ever.
+        self.stale_extractive = (index_rows.extractive_report_keys(store) if use_llm and same_settings
+                                 and store.get_meta("extractive_settings") != indexer._extractive_key()
+                                 else set())
         self.kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
 
     def runs_before(self, attempt: str) -> int:
@@ -596,7 +603,7 @@ class _Reporting:
                 self.assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
             return None
         key, shown = state.old_contexts.get(c.id), old.get(c.id)
-        if not key or shown not in self.stored:
+        if not key or shown not in self.stored or shown in self.stale_extractive:
             return None
         if key == shown:
             if c.id in self.held_before:   # (its context unchanged: the count its report had stays)
@@ -868,6 +875,11 @@ class Indexer:
         """The report settings of this run (``reports.settings_key``): with a model or without."""
         return report_settings_key(self.settings, by_llm=not self.settings.offline)
 
+    def _extractive_key(self) -> str:
+        """The settings of this run's extractive reports, with a model as without: published,
+        as the model's report settings leave EXTRACTIVE_VERSION out."""
+        return report_settings_key(self.settings, by_llm=False)
+
     def _say_what_settings_redo(self, store: Store) -> bool:
         """One line, before the run starts, on the work that settings changed since the index
         was built make it do again for the whole index (paid: offline runs say nothing), while
@@ -982,6 +994,7 @@ class Indexer:
             "extractor": self.key,
             "summarizer": self.summarizer_key,
             "report_settings": state.report_settings,
+            "extractive_settings": self._extractive_key(),
             "leiden": state.leiden_key,
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,

@@ -607,6 +607,39 @@ async def test_a_new_extractive_report_builder_rewrites_an_offline_index_once(ge
     assert (await sync([corpus], settings, db, root=corpus)).reports_generated == 0
 
 
+async def test_a_new_extractive_report_builder_rewrites_only_the_extractive_reports_of_a_model_index(
+        generated, tmp_path, simulator, monkeypatch):
+    """In a model-built index the communities held below index.report_min_members have
+    extractive reports: a new EXTRACTIVE_VERSION rewrites those (free), and keeps every report
+    the model wrote, without a call. (They kept the old builder's text for good, or with the
+    shortcuts checked, failed the run.)"""
+    import streamrag.reports as reports
+
+    def shown(db) -> dict[str, tuple[str, bool]]:
+        store = Store(db, readonly=True)
+        rows = store.query("SELECT c.id, c.report_key, r.extractive FROM communities c "
+                           "JOIN reports r ON r.key = c.report_key")
+        store.close()
+        return {r["id"]: (r["report_key"], bool(r["extractive"])) for r in rows}
+
+    settings = make_settings(simulator.base_url, index={"report_min_members": 4})
+    corpus = folder(generated, tmp_path / "c", range(1, 11))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = shown(db)
+    held = {c for c, (_key, extractive) in before.items() if extractive}
+    assert held and len(held) < len(before)
+    monkeypatch.setattr(reports, "EXTRACTIVE_VERSION", "extractive-next")
+    asked = simulator.stats()["requests"]
+    again = await sync([corpus], settings, db, root=corpus)
+    after = shown(db)
+    assert simulator.stats()["requests"] == asked and sum(s["calls"] for s in again.llm.values()) == 0
+    assert {c for c in after if after[c][0] != before[c][0]} == held
+    assert {c for c, (_key, extractive) in after.items() if extractive} == held
+    assert again.reports_generated == len(held)
+    assert (await sync([corpus], settings, db, root=corpus)).reports_generated == 0
+
+
 async def test_the_first_update_after_a_fresh_index_keeps_an_unchanged_partition(generated, tmp_path,
                                                                                   monkeypatch):
     """The partition's Leiden settings are recorded by the very first run, so the next run on
