@@ -145,6 +145,10 @@ class _Silent(Exception):
     it is back (``LLMClient._attempt``)."""
 
 
+class _Hopeless(Exception):
+    """A try not made, or cut short: every try of the client so far failed (``HOPELESS_TRIES``)."""
+
+
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
 # (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
 _REFUSED_ATTEMPTS = 3
@@ -170,6 +174,19 @@ TIMEOUT_GROWTH_MAX = 4
 # llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
 # (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
 TIMEOUT_SHRINK_AFTER = 8
+# Before any try of a client was answered usably: once this many tries failed (an HTTP error or
+# a dropped connection, HOPELESS_SERVER_ERRORS of them at least, or an unusable answer) over at
+# least this many seconds, the endpoint fails everything, and every call ends at once, its try
+# in flight or its backoff cut short: a run whose every call had failed waited for a hung try,
+# 30 s a time, and each call's retries after it (3 small files against an endpoint failing every
+# request: 150 s). A flaky endpoint answers one usably long before (with 30% of tries failing,
+# the first 12 all fail once in 2 million runs); an outage at the start shorter than the time is
+# waited out as before (a run stopped after three calls' retries, about as long). Not signs: a
+# 429, a refusal, a model loading, a timeout (a slow model's first answers: its timeouts grow),
+# nor unusable answers alone (a model that cannot follow the format: GIVE_UP_AFTER's).
+HOPELESS_TRIES = 12
+HOPELESS_SERVER_ERRORS = 3
+HOPELESS_S = 30.0
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -297,6 +314,13 @@ class LLMClient:
         self._probe: anyio.Event | None = None   # ... and one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
+        self._usable = False       # some try was answered usably (an answer passed its check)
+        self._failed_tries = 0     # ... before it: tries that failed (``_tried``)
+        self._server_errors = 0    # ... of them, HTTP errors and dropped connections
+        self._failing_since: float | None = None
+        self._failing_for = 0.0
+        self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
+        self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
         self._answer_tokens = 0
@@ -456,6 +480,7 @@ class LLMClient:
                                             cached=False, error=str(flight.error))
                 raise flight.error
             problem = check(answer)
+            self._tried(usable=problem is None)
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
             put = self._cache.put_answer(key, row["model"], answer, replace=stale) if cacheable else None
             await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
@@ -790,6 +815,7 @@ class LLMClient:
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
             raise
+        self._tried(usable=True)
         out = {key: vec for (key, _), vec in zip(batch, embeddings, strict=True)}
         await self._call_log.record(row, counted if tokens < 0 else tokens, 0, latency, cached=False,
                                     put=self._cache.put_vectors(model, out))
@@ -828,7 +854,11 @@ class LLMClient:
                 result = await self._attempt(tokens, attempt, timeout)
             except _Silent:
                 raise self._silent_error(url) from None
+            except _Hopeless:
+                raise self._hopeless_error(url) from None
             except Retryable as e:
+                if not (e.refused or e.loading or e.timed_out or e.status == 429):
+                    self._tried(usable=False, server_error=True)
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
@@ -871,13 +901,14 @@ class LLMClient:
             return result
 
         def stop(state: RetryCallState) -> bool:
-            return spent[0] >= self.settings.max_retries + 1 or hung or cut or self._never_answered(state)
+            return (spent[0] >= self.settings.max_retries + 1 or hung or cut or self.hopeless
+                    or self._never_answered(state))
 
         retrying = AsyncRetrying(
             stop=stop,
             wait=self._wait,
             retry=retry_if_exception_type(Retryable),
-            sleep=anyio.sleep,
+            sleep=self._backoff,
             before_sleep=self._log_retry(url),
             reraise=True,
         )
@@ -889,6 +920,8 @@ class LLMClient:
             attempts = spent[1]
             if cut:
                 raise self._silent_error(url) from None
+            if self.hopeless:
+                raise self._hopeless_error(url) from None
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
                     not_answering(url, e.detail, base_setting(self.settings, self._base_from))) from None
@@ -902,6 +935,40 @@ class LLMClient:
                 f"{advice(e, base_setting(self.settings, self._base_from), self.settings.requests_per_minute > 0)}"
             ) from None
         raise AssertionError("unreachable")
+
+    def _tried(self, *, usable: bool, server_error: bool = False) -> None:
+        """A try was answered usably, or failed: the evidence for ``hopeless``."""
+        if usable:
+            self._usable = True
+        if self._usable or self.hopeless:
+            return
+        now = time.monotonic()
+        self._failing_since = self._failing_since or now
+        self._failed_tries += 1
+        self._server_errors += server_error
+        if self._failed_tries >= HOPELESS_TRIES and self._server_errors >= HOPELESS_SERVER_ERRORS \
+                and now - self._failing_since >= HOPELESS_S:
+            self.hopeless = True
+            self._failing_for = now - self._failing_since
+            for scope in list(self._cut_short):
+                scope.cancel()
+
+    async def _backoff(self, seconds: float) -> None:
+        """The wait before a retry, cut short once the client is ``hopeless``."""
+        with anyio.CancelScope() as scope:
+            self._cut_short.add(scope)
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                self._cut_short.discard(scope)
+
+    def _hopeless_error(self, url: str) -> LLMUnavailableError:
+        """The error of a call ended because every try of the client failed (``hopeless``)."""
+        return LLMUnavailableError(
+            f"{url} failed every one of the {self._failed_tries} tries made in {self._failing_for:.0f} s "
+            f"({self._server_errors} HTTP errors or dropped connections, the others unusable answers) and "
+            f"answered none usably: check the server and the model at "
+            f"{base_setting(self.settings, self._base_from)}, then run the same command (finished work is kept)")
 
     def _settle_timeout(self, model: str, seconds: float) -> None:
         """An answer of ``model`` took ``seconds``: its grown timeout is halved (not below
@@ -960,6 +1027,8 @@ class LLMClient:
     async def _attempt_in_slot(self, tokens: int, attempt: Callable[[], Any], timeout: float,
                                allowance: float) -> Any:
         """``_attempt``'s try, once it holds a slot."""
+        if self.hopeless:
+            raise _Hopeless
         probe = None
         if self._silent:   # at the setting's time, not the grown one: each stage paid 4 timeouts
             probe = self._probe = anyio.Event()   # to learn it still hangs
@@ -970,10 +1039,12 @@ class LLMClient:
             try:
                 with anyio.move_on_after(allowance) as deadline:
                     scope = _TRY.set((deadline, allowance, timeout))
+                    self._cut_short.add(deadline)
                     try:
                         return await attempt()
                     finally:
                         _TRY.reset(scope)
+                        self._cut_short.discard(deadline)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
                 if isinstance(e, httpx.ConnectError):
@@ -989,6 +1060,8 @@ class LLMClient:
             # Only the deadline's own cancellation ends up here; a cancellation from outside
             # goes on through the scope.
             assert deadline.cancelled_caught
+            if self.hopeless:
+                raise _Hopeless
             raise Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
         finally:
             if probe:

@@ -300,6 +300,41 @@ async def test_the_calls_a_run_cancelled_as_it_gave_up_are_recorded_as_cancelled
     assert llm["cancelled"] == len(seen) - 3, (len(seen), llm)
 
 
+async def test_a_run_against_an_endpoint_failing_every_try_does_not_wait_for_its_hung_tries(
+        corpus, tmp_path, monkeypatch):
+    """Every request fails (HTTP 500, garbage, cut-off answers, hangs of 30 s): once
+    HOPELESS_TRIES tries all failed over HOPELESS_S, the run stops, the hung tries cut short.
+    (It waited for each hung try, 30 s, and the retries after it: 150 s for 3 small files.)"""
+    import time
+
+    import anyio
+
+    import streamrag.llm as llm
+
+    monkeypatch.setattr(llm, "HOPELESS_S", 1.0)
+    with Simulator(SimulatorConfig(fault_rate=1.0, timeout_s=30)) as failing:
+        settings = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10})
+        started = time.monotonic()
+        with anyio.fail_after(25), pytest.raises(LLMUnavailableError, match="failed every one of the"):
+            await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+        assert time.monotonic() - started < 15
+        assert failing.faults.get("timeout")   # (tries did hang)
+
+
+async def test_a_flaky_endpoint_is_not_taken_for_one_failing_every_try(corpus, tmp_path, monkeypatch):
+    """With 30% of requests failing, some try is answered usably long before HOPELESS_TRIES
+    have failed (even with no HOPELESS_S): the run retries, and extracts every chunk."""
+    import streamrag.llm as llm
+
+    monkeypatch.setattr(llm, "HOPELESS_S", 0.0)
+    with Simulator(SimulatorConfig(fault_rate=0.3, timeout_s=0.2, seed=3)) as flaky:
+        settings = make_settings(flaky.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
+                                 llm={"max_retries": 6})
+        result = await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+        assert sum(flaky.faults.values()) >= 10
+    assert result.chunks_extracted == result.chunks > 0
+
+
 def document_titles(db: Path) -> dict[str, str]:
     store = Store(db, readonly=True)
     try:
