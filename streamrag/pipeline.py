@@ -86,6 +86,10 @@ from streamrag.writer import Writer
 
 _T = TypeVar("_T")
 
+# The chunker mark of an index whose documents are not all cut with one set of reading and
+# chunking settings: no settings' key, so the next run cuts them all again.
+MIXED_CHUNKING = "mixed"
+
 # Runs in a row an element's summary answers may be unusable before it is no longer asked.
 UNUSABLE_RUNS = 3
 
@@ -748,6 +752,7 @@ class Indexer:
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.rechunked_all = True
+        self.cut_anew = False   # (not every document re-chunked) some were, and differ
         self.unavailable = 0
         self.unavailable_error = ""
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
@@ -896,7 +901,10 @@ class Indexer:
         upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
             what, of_settings = chunking_change(said("chunker_settings"), self.chunking)
-            if of_settings:
+            if said("chunker") == MIXED_CHUNKING:   # a run cut some documents with other settings
+                what = f"{what} for some documents" if of_settings else \
+                    "some documents were read and chunked with other settings than the rest"
+            if of_settings or said("chunker") == MIXED_CHUNKING:
                 changes.append(("chunking", f"{what}, so documents are read and chunked again as they are "
                                             "indexed (chunks with new text are extracted)"))
             else:   # (it said "the reading and chunking settings changed" of an upgrade alone)
@@ -941,6 +949,7 @@ class Indexer:
             raise LLMUnavailableError(f"{self.unavailable_error}{_NOTHING_PUBLISHED}")
         worked_from = store.version
         change = self._changes(store, scan)
+        self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)
         self.progress.set_stage("merging")
         state = self._graph(store)
@@ -1004,6 +1013,13 @@ class Indexer:
         }
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
+            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
+        elif self.cut_anew:
+            # ... and others these settings' (a run given only some files, a recut that could
+            # not be extracted): the next run cuts every document again, whichever settings it
+            # has. (The mark stayed the old settings', and back on them the documents cut with
+            # the new ones kept their chunks.)
+            marks["chunker"] = MIXED_CHUNKING
             marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
         if self.root is not None:
             marks["root"] = str(Path(self.root).resolve())
@@ -1375,6 +1391,15 @@ def report_attempt(context_key: str, max_output_tokens: int) -> str:
     """What a community's report answers are counted as unusable for (``UNUSABLE_RUNS``): its
     context key (the context, the report model and prompt) and the room the answer is given."""
     return f"{context_key}/{max_output_tokens}"
+
+
+def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
+    """Whether this run publishes a document it cut: a new one, or a kept one with other chunks."""
+    cut = scan.doc_chunks
+    if change.added_docs & cut.keys():
+        return True
+    before = index_rows.chunk_ids_of(store, change.kept_docs & cut.keys())
+    return any(ids != [c.id for c in cut[doc_id]] for doc_id, ids in before.items())
 
 
 def chunking_settings(settings: Settings) -> dict[str, object]:
