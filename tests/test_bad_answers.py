@@ -111,8 +111,7 @@ async def test_a_report_that_stays_cut_off_names_the_setting_to_raise(tmp_path):
     from streamrag.reports import ReportContext, llm_report
 
     script = Script(('{"title": "T", "summary": "S", "findings": [{"summ', "length"))
-    context = ReportContext(text="entity | Ada | person", elements={"entities": ["e1"], "relationships": []},
-                            tokens=5)
+    context = ReportContext(text="entity | Ada | person", elements={"entities": ["e1"], "relationships": []})
     async with client(tmp_path, script) as (llm, _store):
         with pytest.raises(LLMOutputError, match=r"at 200 on the last try: raise index\.report_max_output_tokens"):
             await llm_report(llm, context, model="m", max_tokens=50)
