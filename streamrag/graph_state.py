@@ -111,7 +111,8 @@ class GraphState:
         return st
 
     def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
-        """Re-merges every element the changed chunks touch; returns the summaries to write."""
+        """Re-merges every element the changed chunks touch; returns the summaries to write.
+        ``change.extractions`` is emptied: each is let go once its mentions are taken."""
         removed = change.removed_chunks
         ent_m, rel_m = self._take_mentions(change)
         affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
@@ -140,11 +141,14 @@ class GraphState:
         return jobs
 
     def _take_mentions(self, change: Change) -> tuple[list[merge.EntityMention], list[merge.RelationshipMention]]:
-        """The added chunks' mentions; claims of removed chunks are dropped and added ones taken."""
+        """The added chunks' mentions; claims of removed chunks are dropped and added ones taken.
+
+        Each extraction is taken out of ``change`` as it is read: nothing reads it again, and a
+        first index of 10,000 documents held them all (165 MB) beside their mentions (220 MB)."""
         ent_m: list[merge.EntityMention] = []
         rel_m: list[merge.RelationshipMention] = []
         for chunk_id in sorted(change.added_chunks):
-            e, r, c = merge.mentions_of(chunk_id, change.extractions[chunk_id])
+            e, r, c = merge.mentions_of(chunk_id, change.extractions.pop(chunk_id))
             ent_m += e
             rel_m += r
             self.claims_added += c
