@@ -656,6 +656,58 @@ async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_pat
     assert result.documents == 4 and result.documents_removed == 0
 
 
+def _unsearchable(monkeypatch, folder: Path) -> None:
+    """``folder`` as a folder without execute (search) permission shows: its names are listed
+    (read permission), but nothing in it can be looked at. Tests run as root, so chmod 644 cannot
+    show it: a stat of what lies in it fails in its place."""
+    import errno
+
+    real_stat, real_lstat = os.stat, os.lstat
+
+    def refused(real):
+        def stat(path, *args, **kwargs):
+            if isinstance(path, (str, os.PathLike)) and Path(os.fspath(path)).parent == folder:
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+            return real(path, *args, **kwargs)
+        return stat
+
+    monkeypatch.setattr(os, "stat", refused(real_stat))
+    monkeypatch.setattr(os, "lstat", refused(real_lstat))
+
+
+async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it(corpus, tmp_path,
+                                                                                monkeypatch):
+    # `chmod a-x sub`: its files are listed but cannot be looked at; they were taken for deleted
+    # and left the index without a word.
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    (corpus / "sub").mkdir()
+    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = snapshot(db)
+    _unsearchable(monkeypatch, corpus / "sub")
+    result = await sync([corpus], settings, db, root=corpus)
+    assert snapshot(db) == before
+    assert result.documents == 4 and result.documents_removed == 0
+    named = [w for w in result.warnings if "guild.txt" in w]
+    assert len(named) == 1 and named[0].startswith("sub/guild.txt: cannot read (Permission denied)"), named
+
+
+async def test_a_file_given_beside_a_folder_without_search_permission(corpus, tmp_path, monkeypatch):
+    # `index notes/a.txt` looks whether the index's other files are still there: one in a folder
+    # it may not search stopped the run with a PermissionError traceback.
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    (corpus / "sub").mkdir()
+    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    before = snapshot(db)
+    _unsearchable(monkeypatch, corpus / "sub")
+    result = await sync([corpus / "council.txt"], settings, db, root=corpus)
+    assert snapshot(db) == before
+    assert result.documents == 4 and result.documents_removed == 0
+
+
 @pytest.mark.parametrize("fails", ["stat", "read"])
 async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(corpus, tmp_path, monkeypatch,
                                                                                fails):
