@@ -23,12 +23,14 @@ it decides is dirty, is ``graph_state``; every row read or written is ``index_ro
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import itertools
 import json
 import logging
 import os
+import stat
 import time
 import uuid
 from collections import defaultdict
@@ -235,19 +237,38 @@ def _file_names(stored: str) -> list[str]:
     return [stored] if file == stored else [stored, file]
 
 
+def _is_file(path: Path) -> bool | None:
+    """Whether ``path`` is a regular file; ``None`` when it cannot be looked at (a folder on its
+    way without search permission, `chmod a-x`): it may well be there."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:
+        return False if e.errno == errno.ELOOP else None
+
+
 def _still_there(stored: str, root: Path | None) -> bool:
-    """Whether an indexed file outside this run's paths stays indexed: it still exists, or its
-    folder is gone as a whole (a disk not mounted now may come back; a deleted file does not)."""
+    """Whether an indexed file outside this run's paths stays indexed: it still exists (or cannot
+    be looked at), or its folder is gone as a whole (a disk not mounted now may come back; a
+    deleted file does not)."""
     full = stored_files(stored, root)
-    if any(f.is_file() for f in full):
+    if any(_is_file(f) is not False for f in full):
         return True
     return not full[0].parent.is_dir()
 
 
 def _deleted(path: Path, root: Path | None) -> bool:
     """Whether the file ``path`` was deleted, the indexed folder still there: a folder gone as a
-    whole (moved away, a mount dropped) is no deletion of what it held, which stays indexed."""
-    return not os.path.lexists(path) and (root if root is not None else path.parent).is_dir()
+    whole (moved away, a mount dropped) is no deletion of what it held, which stays indexed; nor
+    is a file that cannot be looked at (``os.path.lexists`` says no to both)."""
+    try:
+        os.lstat(path)
+        return False
+    except (FileNotFoundError, NotADirectoryError):
+        return (root if root is not None else path.parent).is_dir()
+    except OSError:
+        return False
 
 
 def change_stamp(st: os.stat_result) -> float:
@@ -338,7 +359,8 @@ class _Extraction:
                         continue
                     # What was indexed from it stays until the file can be read again.
                     scan.files.update(rows)
-                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror})")
+                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror}); what was "
+                                    "indexed from it stays; check its permissions and its folder's")
                     continue
                 stamp = change_stamp(st)
                 same = same_on_disk(rows, st)
@@ -1207,7 +1229,7 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            file = next((f for f in stored_files(path, self.root) if f.is_file()), None)
+            file = next((f for f in stored_files(path, self.root) if _is_file(f)), None)
             if file is None:
                 continue
             try:
