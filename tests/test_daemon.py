@@ -698,6 +698,31 @@ async def test_a_settings_file_made_in_the_folder_after_the_start_is_said(corpus
                       "(the defaults): restart it to use the new ones"]
 
 
+async def test_a_pipe_made_as_the_settings_file_does_not_hang_the_daemon(corpus, tmp_path):
+    # `mkfifo streamrag.toml` in the watched folder: the daemon read it to see whether the
+    # settings changed, and waited for a writer for ever (SIGTERM too: the open is retried).
+    config = corpus / "streamrag.toml"
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    done, released = threading.Event(), threading.Event()
+
+    def release():   # a daemon stuck opening the pipe is let go (and the test fails)
+        if not done.wait(10):
+            released.set()
+            with contextlib.suppress(OSError):
+                os.close(os.open(config, os.O_WRONLY | os.O_NONBLOCK))
+
+    async with running(settings, tmp_path / "f.db", corpus, reload=reloading(corpus, {})) as (daemon, events, send):
+        os.mkfifo(config)
+        threading.Thread(target=release, daemon=True).start()
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await send.send({(Change.added, str(config)), (Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+        done.set()
+    assert not released.is_set(), "the daemon waited on the pipe"
+    assert db_count(tmp_path / "f.db", "SELECT count(*) FROM files WHERE path = 'new.txt'") == 1
+
+
 async def test_an_edit_of_the_extraction_prompt_in_the_folder_is_said_not_synced(corpus, tmp_path):
     # The prompt (no document) was queued as a changed file, and a sync that did nothing ran.
     prompt = corpus / "my_prompt.md"
