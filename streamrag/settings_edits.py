@@ -10,6 +10,8 @@ None of these files is a document: the scan leaves them out, and so do the daemo
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,9 +21,14 @@ from streamrag.errors import StreamragError
 
 def _digest(path: Path) -> str | None:
     """The content hash of a settings file (a prompt), ``None`` when it cannot be read: an
-    edit is said once per content, not once per event (an editor's save makes several)."""
+    edit is said once per content, not once per event (an editor's save makes several). A pipe
+    or device is none (opened without waiting, never read: reading a FIFO waited for a writer
+    for ever, and the daemon with it)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            return hashlib.sha256(f.read()).hexdigest()
     except OSError:
         return None
 
