@@ -17,7 +17,7 @@ from streamrag.config import Settings
 from streamrag.daemon import Daemon
 from streamrag.status import gather_status
 from streamrag.store import Store
-from test_daemon import SMALL, Events, running, scripted, until
+from test_daemon import SMALL, Events, db_count, running, scripted, until
 
 pytestmark = pytest.mark.anyio
 _MODIFIED, _DELETED = 2, 3
@@ -321,6 +321,30 @@ async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_pa
     named = [e["message"] for e in events if e["state"] == "error" and "bad" in e["message"]]
     assert named and named[0].startswith("/data/bad\\xFFname.txt: file name is not valid UTF-8")
     assert "rename it" in named[0]
+
+
+async def test_a_watcher_failing_again_and_again_is_said_once_naming_the_link(corpus, tmp_path):
+    # A name that is not UTF-8 makes watch poll, and the polling watcher, which follows links,
+    # fails at once on a symlink loop (`ln -s . self`), however often it is restarted: an error
+    # line (and a queued line) each second, all day, naming no fix.
+    from streamrag.daemon import _RESCAN
+
+    settings = make_settings("", watch={"quiet_s": 0.02})
+    loop = (f"WatchfilesRustInternalError: error in underlying watcher: File system loop found: "
+            f"{corpus}/self points to an ancestor {corpus}")
+    async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        for n in range(2, 5):
+            (corpus / f"missed{n}.txt").write_text(f"Quillon Marbeck opened ferry office {n} in Port Vale.\n")
+            await send.send({(_RESCAN, loop)})
+            await until(lambda: daemon.syncs >= n, timeout=30)   # each is still a whole-folder sync
+        await send.aclose()
+    said = [e["message"] for e in events[mark:] if e["state"] == "error"]
+    assert said == [f"{corpus}/self: a symlink loop stops the file watcher (it polls the folder, following "
+                    "links, since a name that is not UTF-8 stopped its events); remove or fix the link, "
+                    "then restart watch. Meanwhile the whole folder is synced again after each failure, "
+                    "said once"]
+    assert db_count(tmp_path / "w.db", "SELECT count(*) FROM files WHERE path LIKE 'missed%'") == 3
 
 
 async def watch_while(folder: Path, act, done) -> list[set]:
