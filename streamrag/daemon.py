@@ -75,8 +75,8 @@ from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import WriterLock, indexed_root, one_writer
-from streamrag.watch_events import (_ADDED, _DELETED, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet, _identity,
-                                    watch_folder)
+from streamrag.watch_events import (_ADDED, _DELETED, _LINK_LOOP, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet,
+                                    _identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, calls_said, clause, paid, seconds_said,
                                    summed)
 from streamrag.watched_folder import WatchedFolder, reading
@@ -187,6 +187,7 @@ class Daemon:
         self.folder = WatchedFolder(settings, self.db_path, self.root)
         # The endpoint, when it stops answering: said once, briefly while it lasts.
         self.outage = Outage(settings, self.emit)
+        self._watcher_failures: set[str] = set()   # the watcher's failures said (``_batch``)
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -326,9 +327,16 @@ class Daemon:
                                        "name, then restart watch. Meanwhile the watcher polls the "
                                        "folder each second; the whole folder is synced again",
                               error=path)
-                else:
-                    self.emit("error", f"the file watcher failed ({path}); restarted it, the whole "
-                                       "folder is synced again", error=path)
+                elif path not in self._watcher_failures:   # (one that fails on every restart: once)
+                    loop = _LINK_LOOP.search(path)
+                    self.emit("error", f"{loop.group(1) or loop.group(2)}: a symlink loop stops the file watcher (it "
+                                       "polls the folder, following links, since a name that is not "
+                                       "UTF-8 stopped its events); remove or fix the link, then restart "
+                                       "watch. Meanwhile the whole folder is synced again after each "
+                                       "failure, said once" if loop else
+                              f"the file watcher failed ({path}); restarted it, the whole "
+                              "folder is synced again", error=path)
+                self._watcher_failures.add(path)
                 out["."] = "rescan"
                 continue
             if self._settings_edits.edited(Path(path)):

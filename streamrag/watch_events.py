@@ -29,6 +29,9 @@ _RESCAN = -1
 """A change kind of our own: the watcher failed and was restarted; the path is its error."""
 _UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
 _POLL_MS = 1000
+# watchfiles' polling watcher's error for a symlink loop (a folder's, or two files' links)
+_LINK_LOOP = re.compile(r"File system loop found: (.+?) points to an ancestor|"
+                        r"IO error for operation on (.+?): Too many levels of symbolic links")
 _REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
 the watcher restarted on the new one. The path is the folder."""
