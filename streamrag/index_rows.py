@@ -64,29 +64,33 @@ def file_paths(store: Store) -> list[str]:
     return [p for (p,) in store.conn.execute("SELECT path FROM files")]
 
 
+def _starting(prefix: str) -> tuple[str, str]:
+    """The bounds of the paths that start with ``prefix``, for ``path >= ? AND path < ?``: a
+    search of the path index (``substr(path, ...) = ?`` read every path, 9 ms a call for 20,000
+    files, and the daemon made two per deleted file)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 def paths_under(store: Store, folder: str) -> list[str]:
     """The indexed paths in the folder ``folder`` (relative to the root), at any depth."""
-    prefix = folder + "/"
-    return [p for (p,) in store.conn.execute("SELECT path FROM files WHERE substr(path, 1, ?) = ?",
-                                             (len(prefix), prefix))]
+    return [p for (p,) in store.conn.execute("SELECT path FROM files WHERE path >= ? AND path < ?",
+                                             _starting(folder + "/"))]
 
 
 def file_rows_under(store: Store, folder: str) -> dict[str, dict[str, tuple[str, int, float]]]:
     """The indexed files in the folder ``folder`` (at any depth), each with its rows as
     ``file_rows`` gives them; one query for the whole folder."""
-    prefix = folder + "/"
     out: dict[str, dict[str, tuple[str, int, float]]] = {}
     for p, doc_id, size, stamp in store.conn.execute(
-            "SELECT path, doc_id, size, stamp FROM files WHERE substr(path, 1, ?) = ?",
-            (len(prefix), prefix)):
+            "SELECT path, doc_id, size, stamp FROM files WHERE path >= ? AND path < ?",
+            _starting(folder + "/")):
         out.setdefault(file_of(p), {})[p] = (doc_id, size, stamp)
     return out
 
 
 def holds_under(store: Store, folder: str) -> bool:
-    prefix = folder + "/"
-    return store.scalar("SELECT 1 FROM files WHERE substr(path, 1, ?) = ? LIMIT 1",
-                        (len(prefix), prefix)) is not None
+    return store.scalar("SELECT 1 FROM files WHERE path >= ? AND path < ? LIMIT 1",
+                        _starting(folder + "/")) is not None
 
 
 def holds_file(store: Store, file: str) -> bool:
@@ -97,10 +101,9 @@ def holds_file(store: Store, file: str) -> bool:
 def file_rows(store: Store, file: str) -> dict[str, tuple[str, int, float]]:
     """The indexed rows of the file ``file``, as ``files`` gives them: itself, or its rows
     (``data.jsonl#3``); empty if the index does not hold it."""
-    prefix = file + "#"
     return {p: (doc_id, size, stamp) for p, doc_id, size, stamp in store.conn.execute(
-        "SELECT path, doc_id, size, stamp FROM files WHERE path = ? OR substr(path, 1, ?) = ?",
-        (file, len(prefix), prefix)) if p == file or file_of(p) == file}
+        "SELECT path, doc_id, size, stamp FROM files WHERE path = ? OR (path >= ? AND path < ?)",
+        (file, *_starting(file + "#"))) if p == file or file_of(p) == file}
 
 
 def file_record(store: Store, file: str) -> tuple[tuple[str, ...], int] | None:
