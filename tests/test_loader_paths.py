@@ -381,6 +381,47 @@ def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):
         scan([fifo], ["*.txt"], root=tmp_path)
 
 
+def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path, monkeypatch):
+    # `rm notes.txt && mkfifo notes.txt` between the scan and the loader's turn (minutes, with a
+    # model): the loader opened the pipe and waited for a writer for ever.
+    import threading
+
+    from streamrag import loader
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    victim = corpus / "guild.txt"
+    real_scan = loader.scan
+
+    def scan_then_replace(*args, **kwargs):
+        found = real_scan(*args, **kwargs)
+        victim.unlink()
+        os.mkfifo(victim)
+        return found
+
+    done, released = threading.Event(), threading.Event()
+
+    def release():   # a run stuck opening the pipe is let go (and the test fails)
+        if not done.wait(20):
+            released.set()
+            try:
+                os.close(os.open(victim, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    monkeypatch.setattr(loader, "scan", scan_then_replace)
+    threading.Thread(target=release, daemon=True).start()
+    try:
+        result = anyio.run(lambda: sync([corpus], make_settings(""), tmp_path / "i.db", root=corpus))
+    finally:
+        done.set()
+    assert not released.is_set(), "the run waited on the pipe"
+    assert result.documents == 3
+    assert [w for w in result.warnings if "guild.txt" in w] == [
+        "guild.txt: not a regular file (a pipe, socket or device), not indexed; remove it or narrow "
+        "index.include"]
+
+
 @pytest.mark.parametrize("path, root", [
     ("docs/a.txt", "docs"), ("docs//sub/./a.txt", "docs/"), ("/tmp/x/a.txt", "/tmp/x"),
     ("/tmp/x/sub/a.txt", Path("/tmp/x")), ("/a.txt", "/"), ("/tmp/x/../y/a.txt", "/tmp/x"),
