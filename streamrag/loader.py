@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -409,6 +410,8 @@ def read_documents(path: Path, *, root: Path | None,
         raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):   # made a pipe since the scan: opening it waits
+            raise InputError(f"{label}: {why_unusable(path)}")
         with path.open("rb") as f:
             head = f.read(_SNIFF)
             if _clearly_binary(head):   # before the rest is read: a 3 GB sparse file took 3 GB

@@ -291,6 +291,8 @@ def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) ->
 
 
 def _readable(path: Path) -> bool:
+    if not _is_file(path):   # (a pipe is not opened: that waits for a writer)
+        return False
     try:
         with open(path, "rb") as f:
             f.read(1)
