@@ -1109,6 +1109,24 @@ def test_a_db_that_is_a_device_or_a_loop_of_links_is_one_line(tmp_path, corpus):
     assert out.returncode != 0 and "not a regular file (a device or a FIFO)" in out.stderr, out.stderr
 
 
+def test_a_default_index_path_that_is_a_fifo_is_said_so(corpus):
+    # `mkfifo DIR/.streamrag/index.db`: as --db it is named a FIFO; where the index goes by
+    # default it was "disk I/O error; check that its disk is not full", and `status` and `ask`
+    # in the folder, which find it there, waited on it for ever.
+    (corpus / ".streamrag").mkdir()
+    os.mkfifo(corpus / ".streamrag" / "index.db")
+    here = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}   # (run from the folder)
+    for command, where in ((("index", str(corpus), "--offline", "-q"), None), (("status",), corpus),
+                           (("ask", "Who is Mira Osk?"), corpus),
+                           (("watch", str(corpus), "--offline", "--once"), None)):
+        try:
+            out = run(*command, cwd=where, env=here)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command[0]} waited on the FIFO")
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert "index.db: not a regular file (a device or a FIFO)" in out.stderr, out.stderr
+
+
 def test_the_command_line_loads_no_http_client_until_a_command_calls_a_model():
     # Every command builds watch's parser: the daemon's top-level import of provider_errors
     # loaded httpx (70 ms) for `ask` offline, `status`, everything.
