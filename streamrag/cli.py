@@ -100,6 +100,15 @@ def _configured_db(settings: Settings) -> Path:
     return path
 
 
+def _not_special(path: Path) -> Path:
+    """``path``, unless it is a device or a FIFO (a folder is said where it is opened): SQLite
+    said "disk I/O error" of one where the index goes by default."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise StreamragError(f"{path}: not a regular file (a device or a FIFO); give --db (or "
+                             "store.path) an index file, e.g. DIR/.streamrag/index.db")
+    return path
+
+
 def _usable_db(path: Path) -> Path:
     """``path``, or one line on why no index can be there: --db /dev/null made /dev/null.lock
     and ended in a traceback, a loop of links in RuntimeError."""
@@ -108,9 +117,7 @@ def _usable_db(path: Path) -> Path:
     except (RuntimeError, OSError):
         raise StreamragError(f"{path}: a loop of symbolic links; give --db (or store.path) an index "
                              "file") from None
-    if path.exists() and not path.is_file() and not path.is_dir():   # (a folder: said where opened)
-        raise StreamragError(f"{path}: not a regular file (a device or a FIFO); give --db (or "
-                             "store.path) an index file, e.g. DIR/.streamrag/index.db")
+    _not_special(path)
     if path.is_file():
         from streamrag.loader import DOCUMENT_SUFFIXES
 
@@ -130,7 +137,7 @@ def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> P
         return _usable_db(Path(args.db))
     if settings.store.path:
         return _usable_db(_configured_db(settings))
-    return default_db_path(root)
+    return _not_special(default_db_path(root))
 
 
 def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
@@ -142,7 +149,7 @@ def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     for d in (here, *here.parents):
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
-            return candidate
+            return _not_special(candidate)
     raise IndexMissingError("no index found here or in a parent folder; build one with "
                             "`streamrag index DIR`, or pass --db PATH")
 
