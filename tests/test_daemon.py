@@ -976,10 +976,10 @@ def test_relevant_ignores_what_the_scan_ignores(tmp_path):
 def test_relevant_ignores_what_index_exclude_names(tmp_path):
     root = tmp_path / "vault"
     daemon = Daemon(make_settings(index={"exclude": ["Templates", "*.excalidraw.md"]}), root / "index.db", root)
-    assert daemon.relevant(Change.modified, root / "Templates" / "Daily.md") is None
-    assert daemon.relevant(Change.added, root / "Templates") is None              # the folder itself
-    assert daemon.relevant(Change.added, root / "Notes" / "Drawing.excalidraw.md") is None
-    assert daemon.relevant(Change.added, root / "Notes" / "Templates.md") == "Notes/Templates.md"
+    assert daemon.folder.relevant(Change.modified, root / "Templates" / "Daily.md") is None
+    assert daemon.folder.relevant(Change.added, root / "Templates") is None              # the folder itself
+    assert daemon.folder.relevant(Change.added, root / "Notes" / "Drawing.excalidraw.md") is None
+    assert daemon.folder.relevant(Change.added, root / "Notes" / "Templates.md") == "Notes/Templates.md"
 
 
 @pytest.mark.parametrize("when", ["prefetch", "sync"])
