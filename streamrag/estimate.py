@@ -59,7 +59,7 @@ from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downg
 from streamrag.prompts import load_prompt
 from streamrag.reports import build_context
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
-from streamrag.status import llm_summary
+from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, summarizer_key
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -425,11 +425,11 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
 
 
 def format_estimate(e: dict) -> str:
-    unreadable = (f"\n{e['unreadable_files']} file(s) cannot be indexed as they are (not counted); "
+    unreadable = (f"\n{counted(e['unreadable_files'], 'file')} cannot be indexed as they are (not counted); "
                   "`streamrag index` names them" if e["unreadable_files"] else "")
     if e["offline"]:
-        head = (f"Offline indexing: {e['documents']} documents, {e['corpus_tokens']:,} tokens, "
-                f"{e['chunks_to_extract']} chunks to extract; no LLM calls, no cost.")
+        head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
+                f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")
         return head + unreadable
     stored = [f"{e['chunks_unpublished']} extracted by an earlier run, not yet published"] \
         if e["chunks_unpublished"] else []
@@ -437,8 +437,8 @@ def format_estimate(e: dict) -> str:
         stored.append(f"{e['chunks_replacing']} extracted with these settings by an earlier run, to replace "
                       "the extraction of them the index holds, made with other settings since")
     unpublished = f" (and {'; '.join(stored)})" if stored else ""
-    lines = [f"Estimate for {e['documents']} documents ({e['corpus_tokens']:,} tokens), "
-             f"{e['chunks_to_extract']} chunks to extract{unpublished}:"]
+    lines = [f"Estimate for {counted(e['documents'], 'document')} ({e['corpus_tokens']:,} tokens), "
+             f"{counted(e['chunks_to_extract'], 'chunk')} to extract{unpublished}:"]
     u = e["llm"]
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
         if stage != "total" and s["cached"] and s["calls"] == s["cached"]:

@@ -203,3 +203,12 @@ async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_
     est, done = await index_and_estimate(news, settings, tmp_path / "index.db")
     assert est["documents"] == done.documents == 10
     assert "Estimate for 10 documents" in format_estimate(est)
+
+
+def test_an_estimate_of_one_document_and_one_chunk_says_them_in_the_singular(tmp_path):
+    # (It printed "1 documents, 10 tokens, 1 chunks to extract".)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("Ada Osk met Bob Tan on the quay.\n")
+    settings = make_settings()   # no endpoint: offline
+    text = format_estimate(estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d"))
+    assert text.startswith("Offline indexing: 1 document, ") and ", 1 chunk to extract;" in text, text
