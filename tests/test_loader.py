@@ -48,6 +48,15 @@ def test_scan_leaves_out_what_index_exclude_names(tmp_path):
     assert scan([only], ["*.md"], exclude=["Templates"]) == [only]   # a file named is taken
 
 
+def test_scan_of_a_subfolder_reads_exclude_paths_from_the_indexed_folder(tmp_path):
+    # `index DIR/Archive --db DIR/.streamrag/index.db` updates DIR's index: "Archive/old" names
+    # a path from DIR, as a full `index DIR` and watch read it (the scan read it from Archive).
+    for rel in ("Archive/old/a.md", "Archive/new/b.md"):
+        write(tmp_path / rel, "x")
+    found = scan([tmp_path / "Archive"], ["*.md"], root=tmp_path, exclude=["Archive/old"])
+    assert found == [tmp_path / "Archive" / "new" / "b.md"]
+
+
 def test_scan_default_globs_and_explicit_file(tmp_path):
     write(tmp_path / "rows.jsonl", '{"text": "x"}\n')
     write(tmp_path / "rows.csv", "text\nx\n")
