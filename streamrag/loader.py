@@ -323,6 +323,12 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     out: list[Path] = []
     top_real = os.path.realpath(top)
     top_s = os.fspath(top)
+    root_s = os.fspath(root) if root is not None else None
+
+    def _from_root(path: Path) -> str:   # as exclude names it: from the indexed folder, as watch reads it
+        path_s = os.fspath(path)
+        return ((root_s is not None and _under(path_s, root_s)) or _under(path_s, top_s)
+                or path.relative_to(top).as_posix())
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -358,8 +364,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if entry.name.startswith("."):
                 continue
             path = Path(folder) / entry.name
-            if exclude and excluded(_under(os.fspath(path), top_s) or path.relative_to(top).as_posix(),
-                                    exclude, folders=False):
+            if exclude and excluded(_from_root(path), exclude, folders=False):
                 continue   # (the folders above it were looked at as they were met)
             try:
                 is_link = entry.is_symlink()
