@@ -57,6 +57,13 @@ def test_scan_of_a_subfolder_reads_exclude_paths_from_the_indexed_folder(tmp_pat
     assert found == [tmp_path / "Archive" / "new" / "b.md"]
 
 
+def test_scan_of_a_subfolder_reads_include_paths_from_the_indexed_folder(tmp_path):
+    # include "docs/*.md": `index DIR/docs --db DIR/.streamrag/index.db` found nothing (it read
+    # the pattern from docs), and the run took docs/a.md out of DIR's index.
+    write(tmp_path / "docs" / "a.md", "x")
+    assert scan([tmp_path / "docs"], ["docs/*.md"], root=tmp_path) == [tmp_path / "docs" / "a.md"]
+
+
 def test_scan_default_globs_and_explicit_file(tmp_path):
     write(tmp_path / "rows.jsonl", '{"text": "x"}\n')
     write(tmp_path / "rows.csv", "text\nx\n")
