@@ -322,13 +322,10 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
-    top_s = os.fspath(top)
-    root_s = os.fspath(root) if root is not None else None
-
-    def _from_root(path: Path) -> str:   # as exclude names it: from the indexed folder, as watch reads it
-        path_s = os.fspath(path)
-        return ((root_s is not None and _under(path_s, root_s)) or _under(path_s, top_s)
-                or path.relative_to(top).as_posix())
+    # include and exclude paths are read from the indexed folder, as watch reads them, when
+    # ``top`` lies in it (`index DIR/docs` into DIR's index); else from ``top`` (`index a b`).
+    base = root if root is not None and (top == root or _under(os.fspath(top), os.fspath(root))) else top
+    base_s = os.fspath(base)
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -364,7 +361,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if entry.name.startswith("."):
                 continue
             path = Path(folder) / entry.name
-            if exclude and excluded(_from_root(path), exclude, folders=False):
+            if exclude and excluded(_under(os.fspath(path), base_s) or path.relative_to(base).as_posix(),
+                                    exclude, folders=False):
                 continue   # (the folders above it were looked at as they were met)
             try:
                 is_link = entry.is_symlink()
@@ -382,7 +380,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     links.append(path)
                 else:
                     subdirs.append(path)
-            elif not matches(path, top, patterns):
+            elif not matches(path, base, patterns):
                 kind = os.path.splitext(entry.name)[1].lower()
                 if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
                         and (not is_link or inside(path))):
