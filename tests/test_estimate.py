@@ -212,3 +212,14 @@ def test_an_estimate_of_one_document_and_one_chunk_says_them_in_the_singular(tmp
     settings = make_settings()   # no endpoint: offline
     text = format_estimate(estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d"))
     assert text.startswith("Offline indexing: 1 document, ") and ", 1 chunk to extract;" in text, text
+
+
+async def test_an_estimate_of_a_subfolder_leaves_out_what_index_exclude_names_from_the_indexed_folder(tmp_path):
+    # `index DIR/Archive --estimate` into DIR's index: "Archive/old" is a path from DIR, as the
+    # run reads it (the estimate read it from Archive, and counted Archive/old as to extract).
+    for rel, text in (("Archive/old/a.md", "Alice met Bob in Paris."), ("Archive/new/b.md", "Carol met Dave.")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    settings = make_settings(index={"extractor": "nlp", "exclude": ["Archive/old"]})
+    est = estimate([tmp_path / "Archive"], settings, tmp_path / "index.db", root=tmp_path)
+    assert est["documents"] == 1
