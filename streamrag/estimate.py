@@ -113,7 +113,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
     corpus_tokens = unreadable = 0
-    for path in without_index_files(loader.scan(paths, ix.include, exclude=ix.exclude), db, also=settings.own_files()):   # (as `index` does)
+    for path in without_index_files(loader.scan(paths, ix.include, root=root, exclude=ix.exclude), db,
+                                     also=settings.own_files()):   # (as `index` does)
         read.add(loader.stored_path(path, root))
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
