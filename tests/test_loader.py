@@ -382,6 +382,17 @@ def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
         read_documents(tmp_path / "c.md", root=tmp_path)
 
 
+
+def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
+    # A note showing a code block puts it in a longer fence (CommonMark: it closes only on as
+    # long a fence). The ``` inside closed the code: the links it showed were read as text,
+    # and the ```` after it opened code to the end, so the note's own links stayed [[...]].
+    write(tmp_path / "a.md", "Intro.\n\n````md\n```\n[[x|y]]\n```\n[[z|w]]\n````\n\nSee [[Note|the note]].\n")
+    text = read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text
+    assert "```\n[[x|y]]\n```\n[[z|w]]\n````" in text
+    assert text.endswith("See the note.\n")
+
+
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
     # Read as Latin-1, 200 KB of it became 248 chunks: 5,265 paid calls, and more on each run.
     import random
