@@ -187,7 +187,7 @@ class Daemon:
         self.folder = WatchedFolder(settings, self.db_path, self.root)
         # The endpoint, when it stops answering: said once, briefly while it lasts.
         self.outage = Outage(settings, self.emit)
-        self._watcher_failures: set[str] = set()   # the watcher's failures said (``_batch``)
+        self._watcher_failures: set[str] = set()   # the watcher's failures said (``_classify``)
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -688,7 +688,7 @@ class Daemon:
             self.outage.tried_s = anyio.current_time() - started
             self.outage.attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             # Answered, then failed for another reason (the index locked): the outage is over,
-            # said now, as the next sync may ask the endpoint nothing (``_answered_ahead``).
+            # said now, as the next sync may ask the endpoint nothing (``Outage.answered_ahead``).
             self.outage.answered_ahead(indexer)
             e = self._survived(caught, initial=initial)
             if e is None:
