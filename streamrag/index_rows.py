@@ -419,9 +419,9 @@ def empty_files(store: Store) -> dict[str, tuple[str, str]]:
     the warning said of them). In the meta table, so an older streamrag opens the index still."""
     try:
         found = json.loads(store.get_meta("empty_files") or "{}")
-    except ValueError:
+        return {path: (stamp, said) for path, (stamp, said) in found.items()}
+    except (ValueError, TypeError, AttributeError):   # not as written: every file is read again
         return {}
-    return {path: (stamp, said) for path, (stamp, said) in found.items()} if isinstance(found, dict) else {}
 
 
 def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
