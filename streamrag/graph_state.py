@@ -94,12 +94,12 @@ class GraphState:
                                              type=dict[str, list])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
-            st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description, sources=[],
+            st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description,
                                       mentions=mentions, degree=degree)
             st.old_degree[eid] = degree
         for rid, source, target, description, weight, mentions, combined in index_rows.relationship_rows(store):
             st.relationships[rid] = Relationship(
-                id=rid, source=source, target=target, description=description, weight=weight, sources=[],
+                id=rid, source=source, target=target, description=description, weight=weight,
                 mentions=mentions, combined_degree=combined)
             st.old_combined[rid] = combined
             st.old_weight[rid] = weight
@@ -255,12 +255,6 @@ class GraphState:
         st.report_unusable = dict(sorted(self.report_unusable.items()))
         st.report_held = dict(sorted(self.report_held.items()))
         st.counted = True
-        for eid in self.changed_entities:  # the store keeps no sources; neither does a loaded graph
-            if (e := self.entities.get(eid)) is not None:
-                e.sources = []
-        for rid in self.changed_relationships:
-            if (r := self.relationships.get(rid)) is not None:
-                r.sources = []
         st.entities, st.relationships = self.entities, self.relationships
         st.claims = self.claims  # in any order: a report context sorts them
         st.old_degree = {e.id: e.degree for e in self.entities.values()}

@@ -109,19 +109,19 @@ def merge_entity(entity_id: str, mentions: Sequence[EntityMention],
     return Entity(
         id=entity_id, name=name, type=_pick_type((m.type for m in mentions), entity_types),
         description="\n".join(descriptions),
-        sources=sorted({(m.chunk_id, m.name, m.type, m.description) for m in mentions}),
         mentions=len({m.chunk_id for m in mentions}))
 
 
 def merge_relationship(relationship_id: str, mentions: Sequence[RelationshipMention]) -> Relationship:
     """One relationship from all of its live mentions (description not yet summarized)."""
     first = mentions[0]
-    sources = sorted({(m.chunk_id, m.description, m.strength) for m in mentions})
+    # A repeat of the same (chunk, description, strength) counts once, as its provenance row does
+    # (summed in that order, so a float weight does not move with the mentions' order).
+    strengths = [s for _c, _d, s in sorted({(m.chunk_id, m.description, m.strength) for m in mentions})]
     return Relationship(
         id=relationship_id, source=first.source, target=first.target,
         description="\n".join(unique_descriptions(m.description for m in mentions)),
-        weight=round(sum(s for _c, _d, s in sources) / 10.0, 6),
-        sources=sources, mentions=len({m.chunk_id for m in mentions}))
+        weight=round(sum(strengths) / 10.0, 6), mentions=len({m.chunk_id for m in mentions}))
 
 
 def group(mentions: Iterable[EntityMention] | Iterable[RelationshipMention]) -> dict[str, list]:

@@ -64,7 +64,6 @@ class Entity(msgspec.Struct):
     name: str
     type: str
     description: str                              # summarized when several sources differ
-    sources: list[tuple[str, str, str, str]]      # (chunk id, name, type, description), sorted
     mentions: int
     degree: int = 0
 
@@ -76,7 +75,6 @@ class Relationship(msgspec.Struct):
     target: str
     description: str
     weight: float
-    sources: list[tuple[str, str, float]]         # (chunk id, description, strength), sorted
     mentions: int
     combined_degree: int = 0
 

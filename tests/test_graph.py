@@ -29,14 +29,21 @@ def merge_all(extractions, entity_types=()):
     return entities, relationships, sorted(claims, key=lambda c: c.id)
 
 
+def provenance(extractions, name):
+    """The entity_sources rows (chunk id, name, type, description) the index writes for the
+    entity named ``name``: its mentions, one per chunk and description."""
+    return sorted((m.chunk_id, m.name, m.type, m.description) for chunk_id in sorted(extractions)
+                  for m in mentions_of(chunk_id, extractions[chunk_id])[0] if m.entity_id == ids.entity_id(name))
+
+
 def entity(eid: str) -> Entity:
-    return Entity(id=eid, name=eid.upper(), type="THING", description="", sources=[], mentions=1)
+    return Entity(id=eid, name=eid.upper(), type="THING", description="", mentions=1)
 
 
 def rel(a: str, b: str, weight: float = 1.0) -> Relationship:
     a, b = sorted((a, b))
     return Relationship(
-        id=f"r-{a}-{b}", source=a, target=b, description="", weight=weight, sources=[], mentions=1
+        id=f"r-{a}-{b}", source=a, target=b, description="", weight=weight, mentions=1
     )
 
 
@@ -141,7 +148,9 @@ def test_merged_entity_name_descriptions_and_mentions_count_chunks_not_lines():
     assert entity.name == "Ada Osk"
     assert entity.mentions == 2
     assert entity.description.splitlines() == ["A clerk.", "Keeps the ledger.", "Works at the quay."]
-    assert len(entity.sources) == 3
+    assert provenance(extractions, "Ada Osk") == [("chk-1", "ada osk", "person", "A clerk."),
+                                                  ("chk-1", "ada osk", "person", "Keeps the ledger."),
+                                                  ("chk-2", "Ada Osk", "person", "Works at the quay.")]
 
 
 def test_merged_entity_type_is_the_typed_majority_then_the_configured_order():
@@ -167,7 +176,7 @@ def test_untyped_relation_ends_do_not_outvote_the_typed_mention():
     by_name = {e.name: e for e in entities}
     assert by_name["Ada"].type == "person" and by_name["Ada"].mentions == 3
     # A relation end nobody listed still becomes an entity, supported by its chunk.
-    assert by_name["Bo"].type == "unknown" and by_name["Bo"].sources == [("chk-2", "Bo", "", "")]
+    assert by_name["Bo"].type == "unknown" and provenance(extractions, "Bo") == [("chk-2", "Bo", "", "")]
     assert len(rels) == 2
 
 

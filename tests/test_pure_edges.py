@@ -19,8 +19,7 @@ def community(cid, level, members, parent=None):
 
 
 def link(a, b):
-    return Relationship(id=f"rel-{a}{b}", source=a, target=b, description="", weight=1.0,
-                        sources=[], mentions=1)
+    return Relationship(id=f"rel-{a}{b}", source=a, target=b, description="", weight=1.0, mentions=1)
 
 
 HIERARCHY = [
@@ -85,7 +84,7 @@ def test_a_claim_whose_object_changed_dirties_its_subjects_communities_at_every_
 
 
 def person(eid, degree=1, description="word " * 10):
-    return Entity(id=eid, name=f"Name {eid}", type="person", description=description, sources=[],
+    return Entity(id=eid, name=f"Name {eid}", type="person", description=description,
                   mentions=1, degree=degree)
 
 
@@ -114,7 +113,7 @@ def test_a_members_claims_are_in_its_context():
 def chain(n):
     ents = {f"ent-{i:02d}": person(f"ent-{i:02d}") for i in range(n)}
     rels = [Relationship(id=f"rel-{i:02d}", source=f"ent-{i:02d}", target=f"ent-{i + 1:02d}",
-                         description="works with", weight=1.0, sources=[], mentions=1, combined_degree=2)
+                         description="works with", weight=1.0, mentions=1, combined_degree=2)
             for i in range(n - 1)]
     return ents, rels
 

@@ -10,12 +10,12 @@ from streamrag.tokens import count_tokens
 
 def entity(i: int, degree: int, words: int = 20) -> Entity:
     return Entity(id=f"ent-{i:04d}", name=f"Name{i}", type="person",
-                  description=" ".join(["word"] * words), sources=[], mentions=1, degree=degree)
+                  description=" ".join(["word"] * words), mentions=1, degree=degree)
 
 
 def rel(a: int, b: int, combined: int) -> Relationship:
     return Relationship(id=f"rel-{a:02d}{b:02d}", source=f"ent-{a:04d}", target=f"ent-{b:04d}",
-                        description=f"Name{a} works with Name{b}", weight=1.0, sources=[], mentions=1,
+                        description=f"Name{a} works with Name{b}", weight=1.0, mentions=1,
                         combined_degree=combined)
 
 
