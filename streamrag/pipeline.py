@@ -532,6 +532,7 @@ class _Reporting:
         # (a context takes an entity's claims in id order)
         self.claims_by_entity = _grouped(sorted(state.claims.values(), key=lambda c: c.id),
                                          lambda c: c.subject_id)
+        self.line_costs: dict[str, int] = {}          # element id -> tokens of its context line
         self.reports: dict[str, Report] = {}          # community id -> report (this run)
         self.assignments: dict[str, tuple[str, str]] = {}
         self.generated = self.kept = 0
@@ -664,7 +665,7 @@ class _Reporting:
         ctx = build_context(c, entities=self.state.entities, relationships=rels,
                             claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
                             children=kids, max_tokens=ix.report_max_input_tokens,
-                            encoding=ix.encoding)
+                            encoding=ix.encoding, costs=self.line_costs)
         return ctx, rels, kids
 
     def child_report(self, k: Community) -> Report | None:

@@ -191,3 +191,27 @@ def test_only_unusable_answers_count_towards_settling_a_report():
     assert said.startswith("community C7: garbage; unusable on 3 runs in a row") and "not asked again" in said
     assert report_failure("C7", LLMUnavailableError("down"), 1, settled=False).endswith(
         "an extractive report stands in until the next run")
+
+
+def test_contexts_sharing_line_costs_count_each_element_line_once(monkeypatch):
+    import streamrag.reports as reports
+
+    ents, rels = graph(30)
+    members = sorted(ents)
+    leaves = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(3)]
+    root = Community(id="C0", level=0, parent=None, members=members)
+    fresh = [build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+             for c in (*leaves, root)]
+    counted: list[str] = []
+
+    def counting(text, encoding="o200k_base"):
+        counted.append(text)
+        return count_tokens(text, encoding)
+
+    monkeypatch.setattr(reports, "count_tokens", counting)
+    costs: dict[str, int] = {}
+    shared = [build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000,
+                            costs=costs) for c in (*leaves, root)]
+    assert [x.text for x in shared] == [x.text for x in fresh]
+    # The root holds every leaf's lines: only the two edges between leaves are new to it.
+    assert len(counted) == len(set(counted)) == len(ents) + len(rels) == len(costs)
