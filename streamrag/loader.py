@@ -45,6 +45,11 @@ _CODE = r"(^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|`
 _HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->", re.DOTALL | re.MULTILINE)
 # Code (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its inside.
 _WIKILINK = re.compile(_CODE + r"|(!?)\[\[([^\[\]\n]*)\]\]", re.DOTALL | re.MULTILINE)
+# A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
+# and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
+_QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
+_CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")   # closed by one of its character at least as long
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
@@ -56,7 +61,8 @@ TITLE_CHARS = 100
 # 3: text is composed (NFC); Markdown without its HTML comments. 4: a few bytes not UTF-8 in
 # UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
 # row's fields beyond the header's go back into its last column. 5: a leading --- block whose
-# lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show.
+# lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show;
+# so are quotes and callouts (their marks taken off).
 VERSION = "6"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -460,15 +466,55 @@ def _without_comments(text: str) -> str:
 
 
 def _as_shown(text: str) -> str:
-    """Markdown ``text`` with its wikilinks (Obsidian, Foam, Logseq ...) as a reader sees them:
+    """Markdown ``text`` as a reader sees it: its quotes and callouts without their marks
+    (``_unquoted``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
     ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
     ``Note > Heading``, a block's ``[[Note#^id]]`` the note's name, and an embed ``![[x.png]]``
     nothing (its file is indexed on its own, if it is text). Code keeps them as written.
     Left as written, a link's ``|`` split the model's ``|``-separated records, and answers
     quoted the brackets."""
+    text = _unquoted(text)
     if "[[" not in text:
         return text
     return _WIKILINK.sub(_link_text, text)
+
+
+def _unquoted(text: str) -> str:
+    """Markdown ``text`` with each blockquote line's ``>`` marks taken off (``> text`` is
+    ``text``, nested ``> > text`` too) and a callout's first line read as its title
+    (``> [!note]- Title`` is ``Title``, at the start of a quote; without one, the line is left empty: its type is a
+    label, not text). A fenced code block outside a quote keeps its lines as written; one
+    inside a quote loses only the marks, its callout-like lines kept. Left in, answers quoted
+    the marks ("> [!note] Open question > How does ...")."""
+    if not re.search(r"^ {0,3}>", text, re.MULTILINE):
+        return text
+    out: list[str] = []
+    fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
+    depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
+    for line in text.split("\n"):
+        if fence:
+            if re.fullmatch(rf"[ \t]*{fence}{fence[0]}*[ \t]*", line):
+                fence = None
+            out.append(line)
+            continue
+        quote = _QUOTE.match(line)
+        if not quote:
+            quoted_fence, depth = None, 0   # a fence in a quote ends with it
+            opened = _FENCE.match(line)
+            fence = opened.group(1) if opened else None
+            out.append(line)
+            continue
+        inner, was = quote.group(2), depth
+        depth = quote.group(1).count(">")
+        if quoted_fence:
+            if re.fullmatch(rf"[ \t]*{quoted_fence}{quoted_fence[0]}*[ \t]*", inner):
+                quoted_fence = None
+        elif opened := _FENCE.match(inner):
+            quoted_fence = opened.group(1)
+        elif depth > was and (callout := _CALLOUT.match(inner)):
+            inner = inner[callout.end():]
+        out.append(inner)
+    return "\n".join(out)
 
 
 def _link_text(m: re.Match) -> str:

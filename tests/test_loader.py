@@ -391,6 +391,32 @@ def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
     text = read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text
     assert "```\n[[x|y]]\n```\n[[z|w]]\n````" in text
     assert text.endswith("See the note.\n")
+    # A quote shown in such code stays as written too.
+    write(tmp_path / "q.md", "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\n> [!tip] Read\n")
+    assert read_documents(tmp_path / "q.md", root=tmp_path)[0][0].text == (
+        "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\nRead\n")
+
+
+def test_obsidian_callouts_and_quotes_are_read_as_the_text_they_show(tmp_path):
+    # An Obsidian vault's "> [!note] Open question" reached the chunks as written, and
+    # extractive answers quoted "> [!note] Open question > How does ...".
+    note = ("> [!note] Open question\n> How does Brynsby relate to [[Belmont Falls|Belmont]]?\n\n"
+            "> [!tip]- \n> A folded callout without a title.\n> [!mid] is text mid-quote\n"
+            "> > [!warning] Deeper\n>> nested quote\n\n"
+            "```\n> [!note] kept in code\n```\n"
+            "> ```\n> [!x] quoted code\n> ```\n"
+            "    > indented code\nEnd.\n")
+    write(tmp_path / "a.md", note)
+    [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
+    assert doc.text == ("Open question\nHow does Brynsby relate to Belmont?\n\n"
+                        "\nA folded callout without a title.\n[!mid] is text mid-quote\n"
+                        "Deeper\nnested quote\n\n"
+                        "```\n> [!note] kept in code\n```\n"
+                        "```\n[!x] quoted code\n```\n"
+                        "    > indented code\nEnd.\n")
+    assert doc.title == "Open question"
+    write(tmp_path / "b.txt", "> [!note] stays as written outside Markdown.")
+    assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("> [!note]")
 
 
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
