@@ -32,8 +32,11 @@ log = logging.getLogger(__name__)
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use;
+# asked_again: those unusable answers whose request was then answered usably (a report cut off at
+# max_tokens, asked again with more room): the call failed, its item did not;
 # cancelled: calls stopped by their caller once a try of theirs began (no failure of the model's)
-STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "cancelled")
+STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "asked_again",
+               "cancelled")
 
 
 class CallLog:
@@ -48,7 +51,7 @@ class CallLog:
     @property
     def stats(self) -> dict[str, dict[str, int]]:
         """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
-        cancelled."""
+        asked_again, cancelled."""
         return {stage: dict(counts) for stage, counts in self._stats.items()}
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
@@ -72,6 +75,12 @@ class CallLog:
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
         await self._write([*self._take_unwritten(), record], put)
+
+    def asked_again(self, stage: str, answers: int) -> None:
+        """Counts ``answers`` unusable answers (recorded as errors) whose request a later try
+        answered usably."""
+        counts = self._stats.setdefault(stage, dict.fromkeys(STAT_FIELDS, 0))
+        counts["asked_again"] += answers
 
     def cancelled(self, row: dict, tries: int, latency_ms: float,
                   prompt_tokens: int = 0, completion_tokens: int = 0) -> None:

@@ -821,7 +821,8 @@ class Daemon:
                       relationships=result.relationships, communities=result.communities,
                       reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                       chunks_extracted=extracted, chunks_reused=reused,
-                      llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s)
+                      llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s,
+                      asked_again=sum(s.get("asked_again", 0) for s in spent.values()))
         return spent
 
     def _say_settled(self, result: SyncResult) -> None:
@@ -840,7 +841,7 @@ class Daemon:
         said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).
-        failed_calls = sum(s.get("errors", 0) for s in spent.values())
+        failed_calls = sum(s.get("errors", 0) - s.get("asked_again", 0) for s in spent.values())
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items

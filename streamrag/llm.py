@@ -354,7 +354,7 @@ class LLMClient:
     @property
     def stats(self) -> dict[str, dict[str, int]]:
         """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
-        cancelled."""
+        asked_again, cancelled."""
         return self._call_log.stats
 
     # -- chat --------------------------------------------------------------------------------
@@ -401,6 +401,8 @@ class LLMClient:
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
             if isinstance(result, ChatResult):
+                if i:   # the unusable answers before it failed as calls, not as this request
+                    self._call_log.asked_again(stage, i)
                 return result
             last = result
             if result == CUT_OFF and max_tokens:

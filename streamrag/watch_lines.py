@@ -94,13 +94,19 @@ def answered(llm_stats: dict) -> bool:
 def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     """The calls of an update as its idle line says them, those that failed as failed: during an
     outage "4 LLM calls, all failed", not "4 LLM calls"; those cancelled as a sync gave up as
-    cancelled ("9 LLM calls, 3 failed, 6 cancelled")."""
-    failed = sum(s.get("errors", 0) for s in llm_stats.values())
+    cancelled ("9 LLM calls, 3 failed, 6 cancelled"). An unusable answer whose request was then
+    answered (a report cut off at max_tokens, asked again with more room) is said as asked
+    again, not failed ("24 LLM calls, 4 answers asked again"): nothing was left out for it, and
+    `status` said "failures 0"."""
+    again = sum(s.get("asked_again", 0) for s in llm_stats.values())
+    failed = sum(s.get("errors", 0) for s in llm_stats.values()) - again
     cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
     said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
-    if failed and not cancelled and failed >= paid:
+    if failed and not cancelled and not again and failed >= paid:
         return said + (", failed" if paid == 1 else ", all failed")
-    return said + (f", {failed} failed" if failed else "") + (f", {cancelled} cancelled" if cancelled else "")
+    return (said + (f", {failed} failed" if failed else "")
+            + (f", {_n(again, 'answer')} asked again" if again else "")
+            + (f", {cancelled} cancelled" if cancelled else ""))
 
 
 def summed(*llm_stats: dict) -> dict[str, dict[str, int]]:

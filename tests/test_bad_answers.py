@@ -93,6 +93,9 @@ async def test_an_answer_cut_off_at_max_tokens_is_asked_again_and_not_cached(tmp
     assert script.requests == 2 and script.max_tokens == [20, 40]   # asked again with room
     assert [a["finish_reason"] for a in cached(store)] == ["stop"]
     assert errors(store)[0].startswith("unusable answer: cut off")
+    # The cut-off answer failed as a call and was asked again: `watch` says it so, not as failed.
+    counts = llm.stats["extract"]
+    assert (counts["errors"], counts["unusable"], counts["asked_again"]) == (1, 1, 1)
 
 
 async def test_answers_that_stay_cut_off_fail_and_nothing_is_cached(tmp_path):
@@ -103,6 +106,7 @@ async def test_answers_that_stay_cut_off_fail_and_nothing_is_cached(tmp_path):
     assert script.requests == 3 and script.max_tokens == [50, 100, 200]
     assert cached(store) == []
     assert all(e.startswith("unusable answer") for e in errors(store))
+    assert (llm.stats["report"]["errors"], llm.stats["report"]["asked_again"]) == (3, 0)   # all failed
 
 
 async def test_a_report_that_stays_cut_off_names_the_setting_to_raise(tmp_path):

@@ -64,13 +64,18 @@ class Events(list):
         if event["state"] == "idle" and "llm" in event:   # the line counts calls as its object does
             calls, cached = event["llm"]["calls"], event["llm"]["cached"]
             said = f"{calls} LLM call{'' if calls == 1 else 's'}" + (f" ({cached} from cache)" if cached else "")
-            failed = event["llm"]["errors"]   # said as failed: not "4 LLM calls" when all 4 failed
+            # Said as failed: not "4 LLM calls" when all 4 failed; but an unusable answer whose
+            # request was then answered is said as asked again, not failed.
+            again = event.get("asked_again", 0)
+            failed = event["llm"]["errors"] - again
             cancelled = event["llm"]["cancelled"]   # (as a sync gave up)
-            if failed and not cancelled:
+            if failed and not cancelled and not again:
                 said += ", failed" if failed == calls == 1 else ", all failed" if failed == calls - cached \
                     else f", {failed} failed"
-            elif cancelled:
-                said += (f", {failed} failed" if failed else "") + f", {cancelled} cancelled"
+            else:
+                said += (f", {failed} failed" if failed else "") \
+                    + (f", {again} answer{'' if again == 1 else 's'} asked again" if again else "") \
+                    + (f", {cancelled} cancelled" if cancelled else "")
             assert f"; {said}; sync " in event["message"], event
         self.append(event)
 

@@ -590,6 +590,11 @@ async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tm
         assert cut.cut and daemon.last_result.failed_items == 0
         assert sum(s.get("errors", 0) for s in daemon.last_result.llm.values()) == 1
         assert "error" not in events.states() and daemon.syncs == 1 and not daemon.pending
+        # Nor is it said as a failed call: the idle line said "24 LLM calls, 4 failed" of report
+        # answers cut off at report_max_output_tokens and asked again, while status said
+        # "failures 0".
+        [idle] = [e for e in events if e["state"] == "idle"]
+        assert ", 1 answer asked again; sync " in idle["message"] and "failed" not in idle["message"], idle
         await send.aclose()
     await cut.client.aclose()
 
