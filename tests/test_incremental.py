@@ -335,6 +335,32 @@ async def test_a_flaky_endpoint_is_not_taken_for_one_failing_every_try(corpus, t
     assert result.chunks_extracted == result.chunks > 0
 
 
+async def test_tries_that_time_out_connecting_are_no_sign_of_an_endpoint_failing_everything(
+        corpus, tmp_path, monkeypatch):
+    """A host that does not take connections for a while (restarting, its backlog full) times
+    out connecting: a timeout, no answer, and no sign of an endpoint failing every request
+    (HOPELESS_TRIES). (Counted as HTTP errors, 13 of them over HOPELESS_S ended the run.)"""
+    import streamrag.llm as llm
+
+    monkeypatch.setattr(llm, "HOPELESS_S", 0.05, raising=False)
+    real = httpx.AsyncHTTPTransport()
+    timed_out = [0]
+
+    class Unreachable(httpx.AsyncBaseTransport):   # for its first 13 tries, then answering
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if timed_out[0] < 13:
+                timed_out[0] += 1
+                raise httpx.ConnectTimeout("timed out", request=request)
+            return await real.handle_async_request(request)
+
+    with Simulator(SimulatorConfig()) as sim:
+        settings = make_settings(sim.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
+                                 llm={"max_retries": 6})
+        result = await sync([corpus], settings, tmp_path / "i.db", root=corpus, transport=Unreachable())
+    assert timed_out[0] == 13
+    assert result.chunks_extracted == result.chunks > 0
+
+
 def document_titles(db: Path) -> dict[str, str]:
     store = Store(db, readonly=True)
     try:
