@@ -182,7 +182,8 @@ TIMEOUT_SHRINK_AFTER = 8
 # request: 150 s). A flaky endpoint answers one usably long before (with 30% of tries failing,
 # the first 12 all fail once in 2 million runs); an outage at the start shorter than the time is
 # waited out as before (a run stopped after three calls' retries, about as long). Not signs: a
-# 429, a refusal, a model loading, a timeout (a slow model's first answers: its timeouts grow),
+# 429, a refusal, a model loading, a timeout (a slow model's first answers: its timeouts grow;
+# a host taking no connection for a while, restarting or its backlog full, times out connecting),
 # nor unusable answers alone (a model that cannot follow the format: GIVE_UP_AFTER's).
 HOPELESS_TRIES = 12
 HOPELESS_SERVER_ERRORS = 3
@@ -859,7 +860,7 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                if not (e.refused or e.loading or e.timed_out or e.status == 429):
+                if not (e.refused or e.unconnected or e.loading or e.timed_out or e.status == 429):
                     self._tried(usable=False, server_error=True)
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
@@ -1054,7 +1055,7 @@ class LLMClient:
                         self._refused_since = time.monotonic()
                     self._quiet_again()
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
-                raise Retryable(f"connection failed ({reason(e)})") from None
+                raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
             except httpx.TimeoutException:
                 raise Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
             except httpx.TransportError as e:

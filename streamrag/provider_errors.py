@@ -111,13 +111,14 @@ class Retryable(Exception):
     """An attempt failed in a way another attempt may not."""
 
     def __init__(self, detail: str, status: int | None = None, retry_after: float | None = None,
-                 refused: bool = False, timed_out: bool = False):
+                 refused: bool = False, timed_out: bool = False, unconnected: bool = False):
         super().__init__(detail)
         self.detail = detail
         self.status = status
         self.retry_after = retry_after
         self.refused = refused  # nothing accepted the connection
         self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
+        self.unconnected = unconnected   # no connection made in time (connecting timed out)
         self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted
