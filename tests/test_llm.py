@@ -2116,3 +2116,40 @@ async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
     assert rows[0]["error"].startswith("cancelled after 1 try, none answered"), rows[0]["error"]
     assert llm.stats["embed"]["cancelled"] == 1 and llm.stats["embed"]["errors"] == 0
     store.close()
+
+
+
+async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path, monkeypatch):
+    """Once every try failed (HOPELESS_TRIES over HOPELESS_S), every call ends at once: one
+    waiting out the pause a server asked for (Retry-After) too. (It waited the 30 s, then sent
+    a try more, which could hang for a timeout: that wait was not cut short, nor looked at after.)"""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+
+    arrived = [0]
+
+    async def failing(body: dict) -> httpx.Response:
+        arrived[0] += 1
+        n = arrived[0]
+        await anyio.sleep({1: 0.15, 2: 0.1}.get(n, 0.5))
+        if n == 2:   # the server asks for a pause, and the first try's retry waits it out
+            return httpx.Response(503, headers={"Retry-After": "30"}, json={"error": {"message": "busy"}})
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    endpoint = Endpoint(*[failing] * 40)
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        try:
+            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    started = time.monotonic()
+    with anyio.fail_after(20):
+        async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(one, llm, i)
+    assert time.monotonic() - started < 10
+    assert len(endpoint.requests) == 12
+    assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
