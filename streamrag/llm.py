@@ -957,7 +957,7 @@ class LLMClient:
                 scope.cancel()
 
     async def _backoff(self, seconds: float) -> None:
-        """The wait before a retry, cut short once the client is ``hopeless``."""
+        """A wait (before a retry, for the limits or a pause) cut short once the client is ``hopeless``."""
         with anyio.CancelScope() as scope:
             self._cut_short.add(scope)
             try:
@@ -1039,6 +1039,9 @@ class LLMClient:
             allowance = timeout + min(1.0, timeout)
         try:
             tickets = await self._admit(tokens)
+            if self.hopeless:   # (while it waited for the limits or a pause)
+                self._give_back(tickets)
+                raise _Hopeless
             try:
                 with anyio.move_on_after(allowance) as deadline:
                     scope = _TRY.set((deadline, allowance, timeout))
@@ -1126,7 +1129,7 @@ class LLMClient:
                 for budget, wait in waits:
                     if wait > delay:
                         delay, limiting = wait, budget
-                if delay <= 0:
+                if delay <= 0 or self.hopeless:   # (``_attempt_in_slot`` ends the try)
                     break
                 for budget, wait in waits:
                     if wait > 0:
@@ -1136,7 +1139,7 @@ class LLMClient:
                         f"{limiting.setting} ({limiting.limit:,}) is used up for this minute; raise it to "
                         "your provider's limit, or set it to 0 for a server of your own"
                         if limiting is not None else "the server asked for a pause"))
-                await anyio.sleep(delay)
+                await self._backoff(delay)
             return [(budget, budget.take(amount)) for budget, amount in wanted]
 
     @staticmethod
