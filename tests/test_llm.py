@@ -2153,3 +2153,25 @@ async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path
     assert time.monotonic() - started < 10
     assert len(endpoint.requests) == 12
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
+
+
+async def test_a_hopeless_client_says_what_its_failed_tries_were(tmp_path, monkeypatch):
+    """Twelve HTTP errors and no unusable answer: the error does not speak of unusable ones.
+    (It said '12 HTTP errors or dropped connections, the others unusable answers'.)"""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    endpoint = Endpoint(*[httpx.Response(500, json={"error": {"message": "boom"}})] * 40)
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        try:
+            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(one, llm, i)
+    assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
+    assert all("(12 HTTP errors" in e and "unusable" not in e for e in errors), errors[0]
