@@ -174,17 +174,18 @@ TIMEOUT_GROWTH_MAX = 4
 # llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
 # (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
 TIMEOUT_SHRINK_AFTER = 8
-# Before any try of a client was answered usably: once this many tries failed (an HTTP error or
-# a dropped connection, HOPELESS_SERVER_ERRORS of them at least, or an unusable answer) over at
-# least this many seconds, the endpoint fails everything, and every call ends at once, its try
-# in flight or its backoff cut short: a run whose every call had failed waited for a hung try,
-# 30 s a time, and each call's retries after it (3 small files against an endpoint failing every
-# request: 150 s). A flaky endpoint answers one usably long before (with 30% of tries failing,
-# the first 12 all fail once in 2 million runs); an outage at the start shorter than the time is
-# waited out as before (a run stopped after three calls' retries, about as long). Not signs: a
-# 429, a refusal, a model loading, a timeout (a slow model's first answers: its timeouts grow;
-# a host taking no connection for a while, restarting or its backlog full, times out connecting),
-# nor unusable answers alone (a model that cannot follow the format: GIVE_UP_AFTER's).
+# Before any try of a client was answered usably: once this many tries failed (an HTTP error, a
+# dropped connection or a malformed answer, HOPELESS_SERVER_ERRORS of them at least, or an
+# unusable answer) over at least this many seconds, the endpoint fails everything, and every
+# call ends at once, its try in flight or its backoff cut short: a run whose every call had
+# failed waited for a hung try, 30 s a time, and each call's retries after it (3 small files
+# against an endpoint failing every request: 150 s). A flaky endpoint answers one usably long
+# before (with 30% of tries failing, the first 12 all fail once in 2 million runs); an outage at
+# the start shorter than the time is waited out as before (a run stopped after three calls'
+# retries, about as long). Not signs: a 429, a refusal, a model loading, a timeout (a slow
+# model's first answers: its timeouts grow; a host taking no connection for a while, restarting
+# or its backlog full, times out connecting), nor unusable answers alone (a model that cannot
+# follow the format: GIVE_UP_AFTER's).
 HOPELESS_TRIES = 12
 HOPELESS_SERVER_ERRORS = 3
 HOPELESS_S = 30.0
@@ -317,7 +318,7 @@ class LLMClient:
         self._answers = 0
         self._usable = False       # some try was answered usably (an answer passed its check)
         self._failed_tries = 0     # ... before it: tries that failed (``_tried``)
-        self._server_errors = 0    # ... of them, HTTP errors and dropped connections
+        self._server_errors = 0    # ... of them, HTTP errors, dropped connections, bad answers
         self._failing_since: float | None = None
         self._failing_for = 0.0
         self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
@@ -967,9 +968,11 @@ class LLMClient:
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
+        unusable = self._failed_tries - self._server_errors
         return LLMUnavailableError(
             f"{url} failed every one of the {self._failed_tries} tries made in {self._failing_for:.0f} s "
-            f"({self._server_errors} HTTP errors or dropped connections, the others unusable answers) and "
+            f"({self._server_errors} HTTP errors, dropped connections or malformed answers"
+            f"{f', {unusable} unusable answers' if unusable else ''}) and "
             f"answered none usably: check the server and the model at "
             f"{base_setting(self.settings, self._base_from)}, then run the same command (finished work is kept)")
 
