@@ -185,8 +185,10 @@ TIMEOUT_SHRINK_AFTER = 8
 # retries, about as long). Not signs: a 429, a refusal, a model loading, a timeout (a slow
 # model's first answers: its timeouts grow; a host taking no connection for a while, restarting
 # or its backlog full, times out connecting), nor unusable answers alone (a model that cannot
-# follow the format: GIVE_UP_AFTER's).
+# follow the format: GIVE_UP_AFTER's), nor a gateway's timeout (504, Cloudflare's 524: a slow
+# model behind a proxy).
 HOPELESS_TRIES = 12
+_NOT_HOPELESS_STATUSES = (429, 504, 524)
 HOPELESS_SERVER_ERRORS = 3
 HOPELESS_S = 30.0
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
@@ -861,7 +863,8 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                if not (e.refused or e.unconnected or e.loading or e.timed_out or e.status == 429):
+                if not (e.refused or e.unconnected or e.loading or e.timed_out
+                        or e.status in _NOT_HOPELESS_STATUSES):
                     self._tried(usable=False, server_error=True)
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,

@@ -2176,3 +2176,18 @@ async def test_a_hopeless_client_says_what_its_failed_tries_were(tmp_path, monke
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
     said = "(12 HTTP errors, dropped connections or malformed answers)"
     assert all(said in e and "unusable" not in e for e in errors), errors[0]
+
+
+async def test_a_gateway_timeout_is_no_sign_the_endpoint_fails_everything(tmp_path, monkeypatch):
+    """A proxy's 504 (or Cloudflare's 524) in front of a slow model is a timeout, not an error of
+    the model: thirteen of them, then an answer, and the call gets it (a slow model's first
+    answers ended the run as hopeless)."""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    gateway = [httpx.Response(504, text="Gateway Time-out"), httpx.Response(524, text="A timeout occurred")]
+    endpoint = Endpoint(*(gateway * 7)[:13], httpx.Response(200, json=chat_body("fine")))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=20) as (llm, _):
+            answer = await llm.chat(ask("q"), model="m1", stage="s")
+            assert not llm.hopeless
+    assert answer.text == "fine"
