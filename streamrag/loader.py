@@ -81,7 +81,8 @@ csv.field_size_limit(2**31 - 1)   # a document in one cell may be far beyond csv
 def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          exclude: Sequence[str] = (), skipped: list[str] | None = None,
          unlisted: list[tuple[Path, str]] | None = None,
-         left_out: dict[str, int] | None = None, broken: list[Path] | None = None) -> list[Path]:
+         left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
+         gone: list[Path] | None = None) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries, those ``exclude``
     names (``excluded``) and loops skipped.
 
@@ -94,7 +95,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     device: never opened, reading one could block). The lines are appended to ``skipped`` when
     given, else logged as warnings. Paths in them are shown relative to ``root`` when given, as
     ``read_documents`` shows them. A path given directly that cannot be indexed at all (missing,
-    a broken link, a pipe) raises ``InputError`` saying why.
+    a broken link, a pipe) raises ``InputError`` saying why; one that is not there (deleted, or
+    a link that now leads nowhere) is appended to ``gone`` instead when given (the daemon names
+    files as they change: one deleted since is no error).
 
     A folder that exists but cannot be listed (no permission) is appended to ``unlisted`` with
     the reason when given, so a caller can keep what was indexed from it; else it is a line of
@@ -125,6 +128,8 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
+        elif gone is not None:   # deleted since it was named
+            gone.append(path)
         elif path.is_symlink():   # it exists, but leads nowhere (broken, or a loop)
             raise InputError(f"{_safe(path.as_posix())}: {why_unusable(path)}")
         else:

@@ -1179,8 +1179,11 @@ class Indexer:
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
+        # The daemon's extraction ahead names files as they change: one deleted since is left to
+        # the sync (a file saved and deleted at once said "extracting 1 file failed").
         files = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=skipped,
-                            unlisted=unlisted, left_out=scan.left_out, broken=broken)
+                            unlisted=unlisted, left_out=scan.left_out, broken=broken,
+                            gone=None if publishing else [])
         self.broken_links = [_rel(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped

@@ -931,6 +931,42 @@ async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
         store.close()
 
 
+async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
+    # A file saved and deleted at once (an editor's temporary file) was found by the daemon's
+    # stat, then gone when the extraction ahead of the sync scanned it: "extracting 1 file
+    # failed: ...: no such file or folder" for a file that was simply deleted.
+    import streamrag.daemon as daemon_module
+    found = daemon_module._regular_files
+
+    def found_then_deleted(root, rels):
+        files = found(root, rels)
+        for path in files:
+            path.unlink()   # deleted right after the daemon saw it
+        return files
+
+    monkeypatch.setattr(daemon_module, "_regular_files", found_then_deleted)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.3})   # offline: fast
+    async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        gone = corpus / "gone.txt"
+        gone.write_text("Ivo Jax rowed to Port Vell.\n")
+        async with send:
+            await send.send({(Change.added, str(gone))})
+            await until(lambda: "waiting" in events.states(mark) or "error" in events.states(mark))
+            await send.send({(Change.deleted, str(gone))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
+    waiting = [e for e in after if e["state"] == "waiting"]
+    assert waiting and waiting[0]["chunks_extracted"] == 0, waiting
+    assert daemon.pending == {}
+    store = Store(tmp_path / "g.db", readonly=True)
+    try:
+        assert "gone.txt" not in {r["path"] for r in store.query("SELECT path FROM documents")}
+    finally:
+        store.close()
+
+
 async def test_a_folder_moved_in_with_a_name_that_is_not_utf8_inside_is_synced_without_it(corpus, tmp_path):
     # The daemon listed the folder's files itself and looked the undecodable name up in the
     # store, which cannot hold it: UnicodeEncodeError ended the daemon.
