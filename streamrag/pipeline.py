@@ -361,8 +361,10 @@ class _Extraction:
                         continue
                     # What was indexed from it stays until the file can be read again.
                     scan.files.update(rows)
-                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror}); what was "
-                                    "indexed from it stays; check its permissions and its folder's")
+                    # (said as a failed read is: ``loader.read_documents``)
+                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror or e}); what "
+                                    "was indexed from it stays; check that it exists and is readable "
+                                    "(its permissions, and its folder's)")
                     continue
                 stamp = change_stamp(st)
                 same = same_on_disk(rows, st)

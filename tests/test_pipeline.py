@@ -749,6 +749,8 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     why = "Input/output error" if fails == "stat" else "Permission denied"
     named = [w for w in result.warnings if "guild.txt" in w]
     assert len(named) == 1 and named[0].startswith(f"guild.txt: cannot read ({why})"), result.warnings
+    # The same advice, whichever failed (the stat's lacked "check that it exists and is readable").
+    assert "; check that it exists and is readable" in named[0], named
     store = Store(db, readonly=True)
     try:
         assert store.query("SELECT stage, item FROM failures") == [{"stage": "load", "item": "guild.txt"}]
