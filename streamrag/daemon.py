@@ -304,8 +304,6 @@ class Daemon:
         out: dict[str, str] = {}
         kinds: dict[str, set[int]] = {}
         if not self.root.is_dir():
-            if self._once:
-                return {".": "deleted"}  # the sync says so and stops
             self._folder_gone()          # said once; the folder's return is synced whole
             return {}
         if self._gone:                   # back, whatever the event (the sync checks again)
