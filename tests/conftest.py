@@ -3,9 +3,13 @@ copy of the project's small test corpus."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from streamrag.config import Settings, load_settings
@@ -101,3 +105,22 @@ def files_read(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(loader, "read_documents", reading)
     return read
+
+
+@contextlib.asynccontextmanager
+async def failing_for(marker: str, base_url: str) -> AsyncIterator[httpx.MockTransport]:
+    """A transport to the simulator at ``base_url`` that answers HTTP 500 to every request whose
+    last message holds ``marker`` (one file's chunks fail, the others are answered)."""
+    client = httpx.AsyncClient(base_url=base_url)
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        if marker in json.loads(request.content)["messages"][-1]["content"]:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        r = await client.send(client.build_request(request.method, str(request.url),
+                                                    headers=request.headers, content=request.content))
+        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+
+    try:
+        yield httpx.MockTransport(handle)
+    finally:
+        await client.aclose()

@@ -3,14 +3,13 @@ fresh index, and clustering quality that does not drift with history."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import index_snapshot, make_settings
+from conftest import failing_for, index_snapshot, make_settings
 from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
@@ -488,19 +487,10 @@ async def test_new_chunks_that_cannot_be_extracted_keep_what_the_document_said(c
     victim = sorted(corpus.glob("*.txt"))[0]
     before = _said_by(db, victim.name)
     marker = " ".join(victim.read_text().split()[:4])
-    client = httpx.AsyncClient(base_url=simulator.base_url)
-
-    async def failing_for_victim(request: httpx.Request) -> httpx.Response:
-        if marker in json.loads(request.content)["messages"][-1]["content"]:
-            return httpx.Response(500, json={"error": {"message": "boom"}})
-        r = await client.send(client.build_request(request.method, str(request.url),
-                                                    headers=request.headers, content=request.content))
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
     settings = make_settings(simulator.base_url, index={"chunk_size": 120, "chunk_overlap": 10},
                              llm={"max_retries": 0})
-    result = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(failing_for_victim))
-    await client.aclose()
+    async with failing_for(marker, simulator.base_url) as transport:
+        result = await sync([corpus], settings, db, root=corpus, transport=transport)
     assert result.failures >= 1
     assert any(victim.name in w and "new chunk settings" in w for w in result.warnings)
     assert _said_by(db, victim.name) == before     # its old chunks, and what they said, are still indexed

@@ -9,10 +9,9 @@ import json
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
-from conftest import index_snapshot, make_settings
+from conftest import failing_for, index_snapshot, make_settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
 
@@ -66,19 +65,10 @@ async def test_chunk_settings_reverted_after_a_failed_recut_give_a_fresh_index(c
     await sync([corpus], small, db, root=corpus)
     victim = sorted(corpus.glob("*.txt"))[0]
     marker = " ".join(victim.read_text().split()[:4])
-    client = httpx.AsyncClient(base_url=simulator.base_url)
-
-    async def failing_for_victim(request: httpx.Request) -> httpx.Response:
-        if marker in json.loads(request.content)["messages"][-1]["content"]:
-            return httpx.Response(500, json={"error": {"message": "boom"}})
-        r = await client.send(client.build_request(request.method, str(request.url),
-                                                    headers=request.headers, content=request.content))
-        return httpx.Response(r.status_code, headers=r.headers, content=r.content)
-
     large = make_settings(simulator.base_url, index={"chunk_size": 120, "chunk_overlap": 10},
                           llm={"max_retries": 0})
-    result = await sync([corpus], large, db, root=corpus, transport=httpx.MockTransport(failing_for_victim))
-    await client.aclose()
+    async with failing_for(marker, simulator.base_url) as transport:
+        result = await sync([corpus], large, db, root=corpus, transport=transport)
     assert result.failures >= 1 and result.published
     back = await sync([corpus], small, db, root=corpus)
     assert back.failures == 0
