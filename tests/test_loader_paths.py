@@ -444,3 +444,16 @@ def test_a_file_named_through_dot_dot_is_the_same_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert stored_path(tmp_path / "n" / "s" / ".." / "a.txt", tmp_path / "n") == "a.txt"
     assert stored_path(Path("n/s/../a.txt"), "n") == stored_path(Path("./n//s/../a.txt"), "n") == "a.txt"
+
+
+def test_a_pattern_written_from_the_folder_with_a_leading_slash_or_dot_matches(tmp_path):
+    # exclude = ["/Templates"] or ["./Templates"] left nothing out, without a word; so did
+    # include = ["./docs/*.md"] take nothing in.
+    from streamrag.loader import exclude_patterns, excluded, include_patterns, matches
+
+    for written in ("/Templates", "./Templates", "Templates/"):
+        assert excluded("Templates/Daily.md", exclude_patterns([written])), written
+    assert not excluded("Notes/Daily.md", exclude_patterns(["/Templates"]))
+    for written in ("./docs/*.md", "/docs/*.md"):
+        assert matches(tmp_path / "docs" / "a.md", tmp_path, include_patterns([written])), written
+    assert not matches(tmp_path / "b.md", tmp_path, include_patterns(["./docs/*.md"]))
