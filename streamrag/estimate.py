@@ -426,8 +426,9 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
 
 
 def format_estimate(e: dict) -> str:
-    unreadable = (f"\n{counted(e['unreadable_files'], 'file')} cannot be indexed as they are (not counted); "
-                  "`streamrag index` names them" if e["unreadable_files"] else "")
+    n = e["unreadable_files"]
+    unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} (not counted); "
+                  f"`streamrag index` names {'it' if n == 1 else 'them'}" if n else "")
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")

@@ -203,7 +203,7 @@ def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(corpus):
     est = json.loads(run("index", str(corpus), "--estimate", "--json", *db).stdout)
     assert est["unreadable_files"] == 1 and est["documents"] == 4
     text = run("index", str(corpus), "--estimate", *db).stdout
-    assert "1 file(s) cannot be indexed as they are (not counted)" in text
+    assert "1 file cannot be indexed as it is (not counted)" in text
 
 
 def test_estimate_leaves_out_extraction_answers_already_in_the_cache(corpus, simulator):
