@@ -64,6 +64,23 @@ def test_scan_of_a_subfolder_reads_include_paths_from_the_indexed_folder(tmp_pat
     assert scan([tmp_path / "docs"], ["docs/*.md"], root=tmp_path) == [tmp_path / "docs" / "a.md"]
 
 
+def test_scan_of_a_subfolder_named_relatively_or_by_a_link_reads_paths_from_the_indexed_folder(
+        tmp_path, monkeypatch):
+    # `cd DIR && streamrag index Archive`: the index's folder is DIR resolved, the path given
+    # "Archive" (or DIR reached through a symlink): exclude's "Archive/old" was read from
+    # Archive, and include's "Archive/*/*.md" matched nothing there.
+    root = tmp_path / "d"
+    for rel in ("Archive/old/a.md", "Archive/new/b.md"):
+        write(root / rel, "x")
+    os.symlink(root, tmp_path / "link")
+    monkeypatch.chdir(root)
+    assert scan([Path("Archive")], ["*.md"], root=root, exclude=["Archive/old"]) == [
+        Path("Archive/new/b.md")]
+    linked = tmp_path / "link" / "Archive"
+    assert scan([linked], ["*.md"], root=root, exclude=["Archive/old"]) == [linked / "new" / "b.md"]
+    assert scan([Path("Archive")], ["archive/new/*.md"], root=root) == [Path("Archive/new/b.md")]
+
+
 def test_scan_default_globs_and_explicit_file(tmp_path):
     write(tmp_path / "rows.jsonl", '{"text": "x"}\n')
     write(tmp_path / "rows.csv", "text\nx\n")
