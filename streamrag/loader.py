@@ -292,10 +292,16 @@ def excluded(rel: str, patterns: Sequence[str], *, folders: bool = True) -> bool
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:
     """Whether ``path`` (under ``root``) matches one of ``patterns`` (lower-case), by its name or
     its path from ``root``, as the folder scan takes files."""
-    name = path.name.lower()
+    return _matching(path.name, _under(os.fspath(path), os.fspath(root)) or path.relative_to(root).as_posix(),
+                     patterns)
+
+
+def _matching(name: str, rel: str, patterns: list[str]) -> bool:
+    """Whether a file's ``name`` or its path ``rel`` matches one of ``patterns`` (lower-case)."""
+    name = name.lower()
     if any(fnmatch.fnmatchcase(name, p) for p in patterns):
         return True
-    rel = (_under(os.fspath(path), os.fspath(root)) or path.relative_to(root).as_posix()).lower()
+    rel = rel.lower()
     return any(fnmatch.fnmatchcase(rel, p) for p in patterns)
 
 
@@ -342,10 +348,15 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
+    top_s = os.fspath(top)
     # include and exclude paths are read from the indexed folder, as watch reads them, when
     # ``top`` lies in it (`index DIR/docs` into DIR's index); else from ``top`` (`index a b`).
-    base = root if root is not None and (top == root or _under(os.fspath(top), os.fspath(root))) else top
-    base_s = os.fspath(base)
+    # ``lead``: ``top``'s path from there, by text, else by real paths (`cd DIR; index docs`,
+    # the index's folder resolved, or DIR reached through a symlink), as ``stored_path`` has it.
+    lead = _lead(top, top_real, root)
+
+    def rel(path: Path) -> str:   # ``path`` from the indexed folder (or ``top``)
+        return lead + (_under(os.fspath(path), top_s) or path.relative_to(top).as_posix())
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -381,8 +392,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if entry.name.startswith("."):
                 continue
             path = Path(folder) / entry.name
-            if exclude and excluded(_under(os.fspath(path), base_s) or path.relative_to(base).as_posix(),
-                                    exclude, folders=False):
+            if exclude and excluded(rel(path), exclude, folders=False):
                 continue   # (the folders above it were looked at as they were met)
             try:
                 is_link = entry.is_symlink()
@@ -400,7 +410,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     links.append(path)
                 else:
                     subdirs.append(path)
-            elif not matches(path, base, patterns):
+            elif not _matching(entry.name, rel(path), patterns):
                 kind = os.path.splitext(entry.name)[1].lower()
                 if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
                         and (not is_link or inside(path))):
@@ -421,6 +431,20 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 out.append(path)
         pending.extend(reversed(subdirs))
     return out
+
+
+def _lead(top: Path, top_real: str, root: Path | None) -> str:
+    """The path of the folder ``top`` from the indexed folder ``root`` with a closing "/" ("" for
+    ``root`` itself, or when ``top`` does not lie in it)."""
+    if root is None or top == root:
+        return ""
+    rel = _under(os.fspath(top), os.fspath(root))
+    if rel is None:
+        root_real = os.path.realpath(root)
+        if not _inside(top_real, root_real) or top_real == root_real:
+            return ""
+        rel = os.path.relpath(top_real, root_real).replace(os.sep, "/")
+    return rel + "/"
 
 
 def read_documents(path: Path, *, root: Path | None,
