@@ -436,6 +436,16 @@ def test_obsidian_callouts_and_quotes_are_read_as_the_text_they_show(tmp_path):
     assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("> [!note]")
 
 
+def test_code_in_a_quote_ends_with_the_quote(tmp_path):
+    # A fence opened in a quote and not closed there ends with the quote (CommonMark): once the
+    # marks were taken off, it opened code to the end of the note, and its links stayed [[...]].
+    write(tmp_path / "a.md", "> ```\n> code\n\nSee [[Note|the note]].\n")
+    text = read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text
+    assert text.startswith("```\ncode\n") and text.endswith("See the note.\n")
+    write(tmp_path / "b.md", "> > ~~~\n> > code\n> Back in [[Note|the outer quote]].\n")
+    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text.endswith("Back in the outer quote.\n")
+
+
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
     # Read as Latin-1, 200 KB of it became 248 chunks: 5,265 paid calls, and more on each run.
     import random
