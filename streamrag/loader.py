@@ -521,13 +521,14 @@ def _unquoted(text: str) -> str:
     ``text``, nested ``> > text`` too) and a callout's first line read as its title
     (``> [!note]- Title`` is ``Title``, at the start of a quote; without one, the line is left empty: its type is a
     label, not text). A fenced code block outside a quote keeps its lines as written; one
-    inside a quote loses only the marks, its callout-like lines kept. Left in, answers quoted
+    inside a quote loses only the marks, its callout-like lines kept, and ends with the quote. Left in, answers quoted
     the marks ("> [!note] Open question > How does ...")."""
     if not re.search(r"^ {0,3}>", text, re.MULTILINE):
         return text
     out: list[str] = []
     fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
+    fence_depth = 0   # ... those of the quote the open quoted fence is in
     for line in text.split("\n"):
         if fence:
             if re.fullmatch(rf"[ \t]*{fence}{fence[0]}*[ \t]*", line):
@@ -535,19 +536,25 @@ def _unquoted(text: str) -> str:
             out.append(line)
             continue
         quote = _QUOTE.match(line)
+        marks = quote.group(1).count(">") if quote else 0
+        if quoted_fence and marks < fence_depth:
+            # A fence in a quote ends with it (CommonMark): closed here, or without its marks
+            # it opened code to the end of the note (its links left as written).
+            out.append(quoted_fence)
+            quoted_fence = None
         if not quote:
-            quoted_fence, depth = None, 0   # a fence in a quote ends with it
+            depth = 0
             opened = _FENCE.match(line)
             fence = opened.group(1) if opened else None
             out.append(line)
             continue
         inner, was = quote.group(2), depth
-        depth = quote.group(1).count(">")
+        depth = marks
         if quoted_fence:
             if re.fullmatch(rf"[ \t]*{quoted_fence}{quoted_fence[0]}*[ \t]*", inner):
                 quoted_fence = None
         elif opened := _FENCE.match(inner):
-            quoted_fence = opened.group(1)
+            quoted_fence, fence_depth = opened.group(1), depth
         elif depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
         out.append(inner)
