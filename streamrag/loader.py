@@ -519,10 +519,10 @@ def _as_shown(text: str) -> str:
 def _unquoted(text: str) -> str:
     """Markdown ``text`` with each blockquote line's ``>`` marks taken off (``> text`` is
     ``text``, nested ``> > text`` too) and a callout's first line read as its title
-    (``> [!note]- Title`` is ``Title``, at the start of a quote; without one, the line is left empty: its type is a
-    label, not text). A fenced code block outside a quote keeps its lines as written; one
-    inside a quote loses only the marks, its callout-like lines kept, and ends with the quote. Left in, answers quoted
-    the marks ("> [!note] Open question > How does ...")."""
+    (``> [!note]- Title`` is ``Title``, at the start of a quote; without one, the line is left
+    empty: its type is a label, not text). A fenced code block outside a quote keeps its lines
+    as written; one inside a quote loses only the marks, its callout-like lines kept, and ends
+    with the quote. Left in, answers quoted the marks ("> [!note] Open question > How does ...")."""
     if not re.search(r"^ {0,3}>", text, re.MULTILINE):
         return text
     out: list[str] = []
