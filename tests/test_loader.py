@@ -446,6 +446,13 @@ def test_code_in_a_quote_ends_with_the_quote(tmp_path):
     assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text.endswith("Back in the outer quote.\n")
 
 
+def test_a_line_opening_with_inline_code_in_triple_backticks_opens_no_code_block(tmp_path):
+    # "```ls``` first." is a code span (CommonMark: a ``` fence's info string holds no
+    # backtick); taken for a fence, it opened code to the end: quotes and links stayed as written.
+    write(tmp_path / "a.md", "```ls``` first.\n\n> Then [[Note|the note]].\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "```ls``` first.\n\nThen the note.\n"
+
+
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
     # Read as Latin-1, 200 KB of it became 248 chunks: 5,265 paid calls, and more on each run.
     import random
