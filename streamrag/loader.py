@@ -39,8 +39,9 @@ _MARKDOWN = (".md", ".markdown")
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
 # Code, kept as written (group 1): a fenced block, closed by a fence of its character at least
-# as long (CommonMark: a ```` block shows ``` fences), or an inline code span.
-_CODE = r"(^[ \t]*(`{3,}|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|`[^`\n]+`)"
+# as long (CommonMark: a ```` block shows ``` fences), or an inline code span. A ``` fence's
+# info string holds no backtick: "```ls``` first." is a code span, not a fence.
+_CODE = r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|`[^`\n]+`)"
 # An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
 _HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->", re.DOTALL | re.MULTILINE)
 # Code (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its inside.
@@ -49,7 +50,7 @@ _WIKILINK = re.compile(_CODE + r"|(!?)\[\[([^\[\]\n]*)\]\]", re.DOTALL | re.MULT
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
-_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")   # closed by one of its character at least as long
+_FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
