@@ -77,8 +77,8 @@ from streamrag.status import counted as _n, failures_of, last_update, llm_summar
 from streamrag.store import WriterLock, indexed_root, one_writer
 from streamrag.watch_events import (_ADDED, _DELETED, _LINK_LOOP, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet,
                                     _identity, watch_folder)
-from streamrag.watch_lines import (Reporter, StageLines, answered, calls_said, clause, paid, seconds_said,
-                                   summed)
+from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
+                                   paid, seconds_said, summed)
 from streamrag.watched_folder import WatchedFolder, reading
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -820,7 +820,7 @@ class Daemon:
                       reports_generated=result.reports_generated, reports_kept=result.reports_kept,
                       chunks_extracted=extracted, chunks_reused=reused,
                       llm=llm_summary(spent), failures=result.failures, took_s=self.last_sync_s,
-                      asked_again=sum(s.get("asked_again", 0) for s in spent.values()))
+                      asked_again=asked_again(spent))
         return spent
 
     def _say_settled(self, result: SyncResult) -> None:
@@ -839,7 +839,7 @@ class Daemon:
         said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them; whether no call got an answer is this sync's own question (below).
-        failed_calls = sum(s.get("errors", 0) - s.get("asked_again", 0) for s in spent.values())
+        failed_calls = calls_failed(spent)
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items

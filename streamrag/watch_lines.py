@@ -98,8 +98,8 @@ def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     answered (a report cut off at max_tokens, asked again with more room) is said as asked
     again, not failed ("24 LLM calls, 4 answers asked again"): nothing was left out for it, and
     `status` said "failures 0"."""
-    again = sum(s.get("asked_again", 0) for s in llm_stats.values())
-    failed = sum(s.get("errors", 0) for s in llm_stats.values()) - again
+    again = asked_again(llm_stats)
+    failed = calls_failed(llm_stats)
     cancelled = sum(s.get("cancelled", 0) for s in llm_stats.values())
     said = _n(paid + cached, "LLM call") + (f" ({cached} from cache)" if cached else "")
     if failed and not cancelled and not again and failed >= paid:
@@ -107,6 +107,17 @@ def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     return (said + (f", {failed} failed" if failed else "")
             + (f", {_n(again, 'answer')} asked again" if again else "")
             + (f", {cancelled} cancelled" if cancelled else ""))
+
+
+def asked_again(llm_stats: dict) -> int:
+    """Of an update's calls (per-stage stats), the unusable answers a later try answered."""
+    return sum(s.get("asked_again", 0) for s in llm_stats.values())
+
+
+def calls_failed(llm_stats: dict) -> int:
+    """Of an update's calls (per-stage stats), those that failed: the answers asked again left
+    nothing out, so they are not among them."""
+    return sum(s.get("errors", 0) for s in llm_stats.values()) - asked_again(llm_stats)
 
 
 def summed(*llm_stats: dict) -> dict[str, dict[str, int]]:
