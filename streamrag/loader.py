@@ -517,6 +517,13 @@ def _as_shown(text: str) -> str:
     return _WIKILINK.sub(_link_text, text)
 
 
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes a code block opened by ``fence``: the same character, at least as
+    many, alone on the line."""
+    mark = line.strip(" \t")
+    return len(mark) >= len(fence) and mark == fence[0] * len(mark)
+
+
 def _unquoted(text: str) -> str:
     """Markdown ``text`` with each blockquote line's ``>`` marks taken off (``> text`` is
     ``text``, nested ``> > text`` too) and a callout's first line read as its title
@@ -532,7 +539,7 @@ def _unquoted(text: str) -> str:
     fence_depth = 0   # ... those of the quote the open quoted fence is in
     for line in text.split("\n"):
         if fence:
-            if re.fullmatch(rf"[ \t]*{fence}{fence[0]}*[ \t]*", line):
+            if _closes(fence, line):
                 fence = None
             out.append(line)
             continue
@@ -552,7 +559,7 @@ def _unquoted(text: str) -> str:
         inner, was = quote.group(2), depth
         depth = marks
         if quoted_fence:
-            if re.fullmatch(rf"[ \t]*{quoted_fence}{quoted_fence[0]}*[ \t]*", inner):
+            if _closes(quoted_fence, inner):
                 quoted_fence = None
         elif opened := _FENCE.match(inner):
             quoted_fence, fence_depth = opened.group(1), depth
