@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,13 @@ _REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
 the watcher restarted on the new one. The path is the folder."""
 _GONE_WAIT_S = 2.0
+# A watcher that fails is restarted after _RESTART_S; one that fails again at once (within
+# _FAILED_AT_ONCE_S of its start: the polling watcher on a symlink loop) after twice as long
+# each time, up to _RESTART_MAX_S, as each restart makes the daemon sync the whole folder (a
+# sync a second of a 20,000-file folder, all day).
+_RESTART_S = 1.0
+_RESTART_MAX_S = 60.0
+_FAILED_AT_ONCE_S = 10.0
 """How long the watcher waits for a vanished folder to be made again before saying it is gone."""
 _GONE_POLL_S = 0.5
 """How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
@@ -73,8 +81,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
     # its polling watcher stops only when something changes under that name.
     polling = False
+    failed_at_once = 0   # restarts in a row that failed again at once
     while not stop_event.is_set():
         replaced = False
+        started = time.monotonic()
         try:
             # yield_on_timeout: an empty set each second without events, to check that the folder
             # is still the one watched (after `rm -rf DIR && mkdir DIR` the watch is on a dead inode).
@@ -127,8 +137,10 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                 yield {(_REPLACED, str(root))}
                 continue
             polling = polling or _UNDECODABLE.search(str(e)) is not None
+            failed_at_once = failed_at_once + 1 if time.monotonic() - started < _FAILED_AT_ONCE_S else 0
             yield {(_RESCAN, f"{type(e).__name__}: {e}")}
-            await anyio.sleep(1.0)
+            with anyio.move_on_after(min(_RESTART_MAX_S, _RESTART_S * 2.0 ** max(0, failed_at_once - 1))):
+                await stop_event.wait()
             continue
         yield {(_REPLACED, str(root))}   # the loop watches the new folder
 

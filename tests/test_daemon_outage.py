@@ -1097,3 +1097,29 @@ async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path,
     # retries are, said nothing the endpoint being down, and no state it was not in.
     edited = [e["state"] for e in events[edit:mark + recovered]]
     assert edited[0] == "queued" and "idle" not in edited and "merging" not in edited, edited
+
+
+async def test_a_watcher_failing_at_once_again_is_restarted_less_and_less_often(tmp_path, monkeypatch):
+    # Each restart of a failed watcher makes the daemon sync the whole folder; one that fails at
+    # once every time (the polling watcher on a symlink loop) was restarted every second, so a
+    # 20,000-file folder was synced whole every second, all day.
+    import watchfiles
+
+    from streamrag import watch_events
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("error in underlying watcher: File system loop found")
+
+    monkeypatch.setattr(watchfiles, "awatch", failing)
+    monkeypatch.setattr(watch_events, "_RESTART_S", 0.05)
+    stop = anyio.Event()
+    times: list[float] = []
+    with anyio.fail_after(10):
+        async for batch in watch_events.watch_folder(tmp_path, make_settings("").watch, stop):
+            assert {kind for kind, _ in batch} == {watch_events._RESCAN}
+            times.append(time.monotonic())
+            if len(times) == 5:
+                stop.set()
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert gaps[0] < 0.3 and gaps[-1] >= 0.35, gaps   # 0.05, 0.1, 0.2, 0.4 s
+    assert all(b > a for a, b in zip(gaps, gaps[1:])), gaps
