@@ -75,8 +75,8 @@ from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import WriterLock, indexed_root, one_writer
-from streamrag.watch_events import (_ADDED, _DELETED, _LINK_LOOP, _REPLACED, _RESCAN, _UNDECODABLE, ChangeSet,
-                                    _identity, watch_folder)
+from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
+                                    folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
                                    paid, seconds_said, summed)
 from streamrag.watched_folder import WatchedFolder, reading
@@ -244,7 +244,7 @@ class Daemon:
         """True (and one status line) if the folder was replaced since last looked at: deleted
         and made again (``rm -rf DIR && mkdir DIR``) or moved away and made again. ``replaced``:
         an event said so (the file system may give the new folder the old one's inode number)."""
-        now = _identity(self.root) if self.root.is_dir() else None
+        now = folder_identity(self.root) if self.root.is_dir() else None
         if now is None:
             return False
         before, self._root_id = self._root_id, now
@@ -310,15 +310,15 @@ class Daemon:
             self._check_root(replaced=True)
             out["."] = "rescan"
         for change, path in changes:
-            if change == _REPLACED or (int(change) == _DELETED and Path(path) == self.root):
+            if change == REPLACED or (int(change) == DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
-                # new folder and says _REPLACED) saw its deletion.
+                # new folder and says REPLACED) saw its deletion.
                 if out.get(".") != "rescan":    # said once per batch
                     self._check_root(replaced=True)
                 out["."] = "rescan"
                 continue
-            if change == _RESCAN:
-                bad_name = _UNDECODABLE.search(path)
+            if change == RESCAN:
+                bad_name = UNDECODABLE.search(path)
                 if bad_name:  # watchfiles cannot pass on a name that is not UTF-8
                     self.emit("error", f"{bad_name.group(1)}: file name is not valid UTF-8, so the "
                                        "watcher stops at it; rename it (e.g. with `mv`) to a UTF-8 "
@@ -326,7 +326,7 @@ class Daemon:
                                        "folder each second; the whole folder is synced again",
                               error=path)
                 elif path not in self._watcher_failures:   # (one that fails on every restart: once)
-                    loop = _LINK_LOOP.search(path)
+                    loop = LINK_LOOP.search(path)
                     self.emit("error", f"{loop.group(1) or loop.group(2)}: a symlink loop stops the file watcher (it "
                                        "polls the folder, following links, since a name that is not "
                                        "UTF-8 stopped its events); remove or fix the link, then restart "
@@ -384,7 +384,7 @@ class Daemon:
                     if self.folder.is_indexed(store, rel):
                         out[rel] = "deleted"
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
-                    out[rel] = "added" if _ADDED in kinds[rel] else "modified"
+                    out[rel] = "added" if ADDED in kinds[rel] else "modified"
                 elif rel in self.pending:   # as queued: what it is now is the sync's to find
                     out[rel] = "modified"
                 else:
@@ -435,7 +435,7 @@ class Daemon:
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
-        self._root_id = _identity(self.root)
+        self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
             self._pump_scope.cancel()

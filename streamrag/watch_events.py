@@ -3,8 +3,8 @@
 The daemon reads an async iterator of watchfiles-shaped sets of ``(change, path)``
 (``ChangeSet``); ``watch_folder`` is the real one, tests feed scripted sets. Besides
 watchfiles' own kinds (1 added, 2 modified, 3 deleted) the iterator says two of its own:
-``_REPLACED`` (the folder was deleted and made again, the watch moved to the new one) and
-``_RESCAN`` (watchfiles failed and was restarted). Filtering the events is the daemon's.
+``REPLACED`` (the folder was deleted and made again, the watch moved to the new one) and
+``RESCAN`` (watchfiles failed and was restarted). Filtering the events is the daemon's.
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ if TYPE_CHECKING:
 ChangeSet = set[tuple[int, str]]
 """One batch of file events as watchfiles yields them: ``(Change, absolute path)``."""
 
-_ADDED, _DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
-_RESCAN = -1
+ADDED, DELETED = 1, 3  # watchfiles.Change values (an IntEnum), so scripted sets may use ints
+RESCAN = -1
 """A change kind of our own: the watcher failed and was restarted; the path is its error."""
-_UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
+UNDECODABLE = re.compile(r'Unable to decode path "([^"]+)"')   # watchfiles' error for such a name
 _POLL_MS = 1000
 # watchfiles' polling watcher's error for a symlink loop (a folder's, or two files' links)
-_LINK_LOOP = re.compile(r"File system loop found: (.+?) points to an ancestor|"
+LINK_LOOP = re.compile(r"File system loop found: (.+?) points to an ancestor|"
                         r"IO error for operation on (.+?): Too many levels of symbolic links")
-_REPLACED = -2
+REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
 the watcher restarted on the new one. The path is the folder."""
 _GONE_WAIT_S = 2.0
@@ -49,7 +49,7 @@ _GONE_POLL_S = 0.5
 """How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def folder_identity(path: Path) -> tuple[int, int] | None:
     """``(st_dev, st_ino)`` of ``path``, ``None`` if it is not there."""
     try:
         st = os.stat(path)
@@ -64,11 +64,11 @@ def watch_folder(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     A burst ends after ``debounce_ms`` without an event (a batch lasts ten times that at most),
     so an editor saving every few hundred milliseconds makes one batch, not one per save. If
     ``root`` is replaced (deleted and made again), the watch moves to the new folder and a
-    ``_REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
-    takes a while), a ``_DELETED`` event for ``root`` says so, the watcher waits for it to come
-    back, for as long as it takes (``stop_event`` ends the wait), and says ``_REPLACED`` when
+    ``REPLACED`` event makes the daemon sync it whole. If it is gone for longer (a restore
+    takes a while), a ``DELETED`` event for ``root`` says so, the watcher waits for it to come
+    back, for as long as it takes (``stop_event`` ends the wait), and says ``REPLACED`` when
     it does. If watchfiles fails (its Rust side cannot decode a file name, say), it is restarted and a
-    ``_RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
+    ``RESCAN`` event makes the daemon sync the whole folder, so nothing it missed is lost.
     """
     return _watch(Path(root).resolve(), settings, stop_event)
 
@@ -77,7 +77,7 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
     from watchfiles import awatch
 
     quiet = max(1, settings.debounce_ms)
-    identity = _identity(root)
+    identity = folder_identity(root)
     # A name that is not UTF-8 stops watchfiles' event watcher at once, however often it starts;
     # its polling watcher stops only when something changes under that name.
     polling = False
@@ -97,15 +97,15 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
             try:
                 async for changes in changes_of:
                     # The folder's own deletion, or another folder now (moved away, made again).
-                    gone = any(int(kind) == _DELETED and path == str(root) for kind, path in changes)
-                    now = _identity(root)
+                    gone = any(int(kind) == DELETED and path == str(root) for kind, path in changes)
+                    now = folder_identity(root)
                     waited = 0.0
                     while now is None and waited < _GONE_WAIT_S and not stop_event.is_set():
                         await anyio.sleep(0.1)   # `rm -rf DIR && mkdir DIR`: it may come back
                         waited += 0.1
-                        now = _identity(root)
+                        now = folder_identity(root)
                     if now is None:
-                        yield {(_DELETED, str(root))}
+                        yield {(DELETED, str(root))}
                         now = await _wait_for_folder(root, stop_event)
                         if now is None:
                             return
@@ -129,26 +129,26 @@ async def _watch(root: Path, settings: WatchSettings, stop_event: anyio.Event) -
                     raise
                 e = e.subgroup(RuntimeError).exceptions[0]
             if not root.is_dir():
-                yield {(_DELETED, str(root))}
+                yield {(DELETED, str(root))}
                 now = await _wait_for_folder(root, stop_event)
                 if now is None:
                     return
                 identity = now
-                yield {(_REPLACED, str(root))}
+                yield {(REPLACED, str(root))}
                 continue
-            polling = polling or _UNDECODABLE.search(str(e)) is not None
+            polling = polling or UNDECODABLE.search(str(e)) is not None
             failed_at_once = failed_at_once + 1 if time.monotonic() - started < _FAILED_AT_ONCE_S else 0
-            yield {(_RESCAN, f"{type(e).__name__}: {e}")}
+            yield {(RESCAN, f"{type(e).__name__}: {e}")}
             with anyio.move_on_after(min(_RESTART_MAX_S, _RESTART_S * 2.0 ** max(0, failed_at_once - 1))):
                 await stop_event.wait()
             continue
-        yield {(_REPLACED, str(root))}   # the loop watches the new folder
+        yield {(REPLACED, str(root))}   # the loop watches the new folder
 
 
 async def _wait_for_folder(root: Path, stop_event: anyio.Event) -> tuple[int, int] | None:
     """Waits until ``root`` is a folder again: its identity, or ``None`` once ``stop_event`` is set."""
     while not stop_event.is_set():
-        if root.is_dir() and (now := _identity(root)) is not None:
+        if root.is_dir() and (now := folder_identity(root)) is not None:
             return now
         with anyio.move_on_after(_GONE_POLL_S):
             await stop_event.wait()

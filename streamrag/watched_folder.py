@@ -21,7 +21,7 @@ from streamrag.errors import StreamragError
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, read_documents,
                               storable)
 from streamrag.store import Store, index_files
-from streamrag.watch_events import _ADDED, _DELETED
+from streamrag.watch_events import ADDED, DELETED
 
 
 @contextlib.contextmanager
@@ -89,7 +89,7 @@ class WatchedFolder:
         with contextlib.suppress(OSError):   # (under a folder it may not read)
             if p.is_dir():
                 return rel_s
-        if change == _DELETED and self._indexed_under(rel_s):
+        if change == DELETED and self._indexed_under(rel_s):
             return rel_s
         return None
 
@@ -171,7 +171,7 @@ class WatchedFolder:
             for top, dirs, files in os.walk(folder):
                 dirs[:] = [d for d in dirs if not d.startswith(".") and storable(d)]
                 for name in files:
-                    rel = self.relevant(_ADDED, Path(top) / name)   # (an added path: no index read)
+                    rel = self.relevant(ADDED, Path(top) / name)   # (an added path: no index read)
                     if rel is not None and self.takes(Path(top) / name):
                         out.append(rel)
         except OSError:

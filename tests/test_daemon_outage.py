@@ -20,7 +20,7 @@ from streamrag.store import Store
 from test_daemon import SMALL, Events, db_count, running, scripted, until
 
 pytestmark = pytest.mark.anyio
-_MODIFIED, _DELETED = 2, 3
+MODIFIED, DELETED = 2, 3
 
 
 class Switch:
@@ -67,7 +67,7 @@ async def edit_guild(corpus, send) -> None:
     """Adds a sentence naming Quillon Marbeck to guild.txt and tells the daemon, as the watcher would."""
     victim = corpus / "guild.txt"
     victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-    await send.send({(_MODIFIED, str(victim))})
+    await send.send({(MODIFIED, str(victim))})
 
 
 async def _until_indexed(db, name: str, *, timeout: float) -> None:
@@ -92,7 +92,7 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         switch.up = False
         victim = sorted(corpus.glob("*.txt"))[0]
         victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})
+        await send.send({(MODIFIED, str(victim))})
         # More retry syncs than the few allowed while some calls succeed: every call fails.
         await until(lambda: sum(e.get("outage", False) for e in events) >= 5, timeout=60)
         assert index_snapshot(db) == before        # the old version of the file is still indexed
@@ -197,7 +197,7 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
         victims = sorted(corpus.glob("*.txt"))[:3]
         for k, victim in enumerate(victims):
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {k}.\n")
-        await send.send({(_MODIFIED, str(victim)) for victim in victims})
+        await send.send({(MODIFIED, str(victim)) for victim in victims})
         await until(lambda: any(e["message"].startswith("extracting 3 files failed") for e in events))
         await until(lambda: failed_syncs >= 1)
         switch.up = True
@@ -222,7 +222,7 @@ async def test_the_error_line_counts_the_failed_calls_the_idle_line_counts(corpu
         switch.up = False
         victim = sorted(corpus.glob("*.txt"))[0]
         victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})
+        await send.send({(MODIFIED, str(victim))})
         await until(lambda: any("llm_errors" in e for e in events[mark:]))
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
@@ -241,15 +241,15 @@ async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_bac
         corpus, tmp_path, index_inside):
     """A restore (`rm -rf DIR; sleep 4; mkdir DIR`): one line says the folder is gone and that the
     daemon waits; it keeps waiting, and syncs the folder whole when it is back."""
-    from streamrag.watch_events import _REPLACED
+    from streamrag.watch_events import REPLACED
 
     db = corpus / ".streamrag" / "index.db" if index_inside else tmp_path / "g.db"
     async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
         before = index_snapshot(db)
         shutil.rmtree(corpus)
-        await send.send({(_DELETED, str(corpus / "council.txt")), (_DELETED, str(corpus))})
+        await send.send({(DELETED, str(corpus / "council.txt")), (DELETED, str(corpus))})
         await until(lambda: "gone" in events.states(), timeout=30)
-        await send.send({(_DELETED, str(corpus / "guild.txt"))})    # more news of the deletion
+        await send.send({(DELETED, str(corpus / "guild.txt"))})    # more news of the deletion
         await anyio.sleep(0.3)                                       # many quiet periods
         assert not daemon.stopping and daemon.syncs == 1 and daemon.exit_code == 0
         (gone,) = [e for e in events if e["state"] == "gone"]        # said once
@@ -264,7 +264,7 @@ async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_bac
 
         corpus.mkdir()                                               # the restore
         (corpus / "fresh.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
-        await send.send({(_REPLACED, str(corpus))})
+        await send.send({(REPLACED, str(corpus))})
         await until(lambda: daemon.syncs >= 2, timeout=30)
         await send.aclose()
     back = [e for e in events if e.get("replaced")]
@@ -283,7 +283,7 @@ async def test_a_stop_while_waiting_for_the_folder_is_prompt(corpus, tmp_path):
     async with running(make_settings("", watch={"quiet_s": 0.02}), tmp_path / "w.db", corpus) \
             as (daemon, events, send):
         shutil.rmtree(corpus)
-        await send.send({(_DELETED, str(corpus))})
+        await send.send({(DELETED, str(corpus))})
         await until(lambda: "gone" in events.states(), timeout=30)
         with anyio.fail_after(2):
             daemon.stop("SIGINT received")              # what the first signal does
@@ -302,17 +302,17 @@ async def test_watch_once_on_a_folder_gone_stops_with_1(tmp_path):
 
 
 async def test_a_failed_watcher_makes_the_whole_folder_sync_again(corpus, tmp_path):
-    from streamrag.watch_events import _RESCAN
+    from streamrag.watch_events import RESCAN
 
     settings = make_settings("", watch={"quiet_s": 0.02})
     async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
         # A file the failed watcher never reported: the rescan finds it.
         (corpus / "missed.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
-        await send.send({(_RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
+        await send.send({(RESCAN, "WatchfilesRustInternalError: Unable to decode path")})
         await until(lambda: daemon.syncs >= 2, timeout=30)
         added = daemon.last_result.documents_added
         # A name it cannot decode is named, with the fix.
-        await send.send({(_RESCAN, 'WatchfilesRustInternalError: Unable to decode path '
+        await send.send({(RESCAN, 'WatchfilesRustInternalError: Unable to decode path '
                                    '"/data/bad\\xFFname.txt" to string')})
         await until(lambda: daemon.syncs >= 3, timeout=30)
         await send.aclose()
@@ -327,7 +327,7 @@ async def test_a_watcher_failing_again_and_again_is_said_once_naming_the_link(co
     # A name that is not UTF-8 makes watch poll, and the polling watcher, which follows links,
     # fails at once on a symlink loop (`ln -s . self`), however often it is restarted: an error
     # line (and a queued line) each second, all day, naming no fix.
-    from streamrag.daemon import _RESCAN
+    from streamrag.daemon import RESCAN
 
     settings = make_settings("", watch={"quiet_s": 0.02})
     loop = (f"WatchfilesRustInternalError: error in underlying watcher: File system loop found: "
@@ -336,7 +336,7 @@ async def test_a_watcher_failing_again_and_again_is_said_once_naming_the_link(co
         mark = len(events)
         for n in range(2, 5):
             (corpus / f"missed{n}.txt").write_text(f"Quillon Marbeck opened ferry office {n} in Port Vale.\n")
-            await send.send({(_RESCAN, loop)})
+            await send.send({(RESCAN, loop)})
             await until(lambda: daemon.syncs >= n, timeout=30)   # each is still a whole-folder sync
         await send.aclose()
     said = [e["message"] for e in events[mark:] if e["state"] == "error"]
@@ -367,7 +367,7 @@ async def watch_while(folder: Path, act, done) -> list[set]:
 
 
 async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
-    from streamrag.watch_events import _RESCAN
+    from streamrag.watch_events import RESCAN
 
     folder = tmp_path / "w"
     folder.mkdir()
@@ -382,14 +382,14 @@ async def test_the_real_watcher_survives_a_file_name_it_cannot_decode(tmp_path):
         (folder / "good.txt").write_text("text")
 
     seen = await watch_while(folder, write_then_wait,
-                             lambda _seen, changes: any(kind == _RESCAN for kind, _ in changes))
-    assert any(kind == _RESCAN for batch in seen for kind, _ in batch)
+                             lambda _seen, changes: any(kind == RESCAN for kind, _ in changes))
+    assert any(kind == RESCAN for batch in seen for kind, _ in batch)
 
 
 @pytest.mark.parametrize("told", ["by our watcher", "by the folder's deletion"])
 async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path, told):
     """`rm -rf DIR && mkdir DIR`: the daemon says so once and syncs the new folder whole."""
-    from streamrag.watch_events import _REPLACED
+    from streamrag.watch_events import REPLACED
 
     db = corpus / ".streamrag" / "index.db"         # inside the folder, as by default: gone too
     async with running(make_settings("", watch={"quiet_s": 0.02}), db, corpus) as (daemon, events, send):
@@ -397,9 +397,9 @@ async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path,
         corpus.mkdir()
         (corpus / "fresh.txt").write_text("Quillon Marbeck opened a ferry office in Port Vale.\n")
         if told == "by our watcher":
-            await send.send({(_REPLACED, str(corpus))})
+            await send.send({(REPLACED, str(corpus))})
         else:   # what watchfiles reports (before it goes silent on the deleted folder)
-            await send.send({(_DELETED, str(corpus / "council.txt")), (_DELETED, str(corpus))})
+            await send.send({(DELETED, str(corpus / "council.txt")), (DELETED, str(corpus))})
         await until(lambda: daemon.syncs >= 2, timeout=30)
         await send.aclose()
     said = [e for e in events if e.get("replaced")]
@@ -416,7 +416,7 @@ async def test_a_replaced_folder_is_synced_whole_and_said_once(corpus, tmp_path,
 
 
 async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
-    from streamrag.watch_events import _REPLACED
+    from streamrag.watch_events import REPLACED
 
     folder = tmp_path / "w"
     folder.mkdir()
@@ -430,18 +430,18 @@ async def test_the_real_watcher_follows_a_replaced_folder(tmp_path):
             await anyio.sleep(0.2)
 
     def done(seen, changes) -> bool:
-        return any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
+        return any(kind == REPLACED for batch in seen for kind, _ in batch) and any(
             path.endswith("new.txt") for _kind, path in changes)
 
     seen = await watch_while(folder, replace_then_write, done)
-    assert any(kind == _REPLACED for batch in seen for kind, _ in batch)
+    assert any(kind == REPLACED for batch in seen for kind, _ in batch)
 
 
 async def test_the_real_watcher_waits_for_a_folder_gone_for_a_while(tmp_path, monkeypatch):
-    """Gone for longer than it waits for a quick re-creation: `_DELETED` for the folder, then
-    `_REPLACED` when it is back, then the new folder's events."""
+    """Gone for longer than it waits for a quick re-creation: `DELETED` for the folder, then
+    `REPLACED` when it is back, then the new folder's events."""
     from streamrag import watch_events
-    from streamrag.watch_events import _REPLACED
+    from streamrag.watch_events import REPLACED
 
     monkeypatch.setattr(watch_events, "_GONE_WAIT_S", 0.2)   # 2 s in use
     monkeypatch.setattr(watch_events, "_GONE_POLL_S", 0.05)
@@ -460,14 +460,14 @@ async def test_the_real_watcher_waits_for_a_folder_gone_for_a_while(tmp_path, mo
             await anyio.sleep(0.2)
 
     def done(seen, changes) -> bool:
-        if (_DELETED, str(folder)) in changes:
+        if (DELETED, str(folder)) in changes:
             said_gone.set()
-        return any(kind == _REPLACED for batch in seen for kind, _ in batch) and any(
+        return any(kind == REPLACED for batch in seen for kind, _ in batch) and any(
             path.endswith("new.txt") for _kind, path in changes)
 
     seen = await watch_while(folder, remove_wait_restore, done)
-    gone = next(i for i, b in enumerate(seen) if (_DELETED, str(folder)) in b)
-    back = next(i for i, b in enumerate(seen) if any(kind == _REPLACED for kind, _ in b))
+    gone = next(i for i, b in enumerate(seen) if (DELETED, str(folder)) in b)
+    back = next(i for i, b in enumerate(seen) if any(kind == REPLACED for kind, _ in b))
     assert gone < back
 
 
@@ -489,7 +489,7 @@ async def test_the_real_watcher_waiting_for_a_folder_ends_at_once_on_stop(tmp_pa
         async with anyio.create_task_group() as tg:
             tg.start_soon(remove)
             async for changes in changes_of:
-                if (_DELETED, str(folder)) in changes:
+                if (DELETED, str(folder)) in changes:
                     break
     # The generator now waits for the folder (polling every _GONE_POLL_S); a stop ends it.
     async def stop_soon() -> None:
@@ -506,7 +506,7 @@ async def test_any_event_once_the_folder_is_gone_says_so_once(tmp_path):
     events = Events()
     daemon = Daemon(make_settings(""), tmp_path / "i.db", tmp_path / "gone", report=events)
     for _ in range(2):   # nothing to queue: the folder's return is synced whole
-        assert await daemon._classify({(_DELETED, str(tmp_path / "gone" / "a.txt"))}) == {}
+        assert await daemon._classify({(DELETED, str(tmp_path / "gone" / "a.txt"))}) == {}
     assert events.states() == ["gone"]
     # (`watch --once` has no watcher, so no event: its sync says the folder is gone,
     # ``test_watch_once_on_a_folder_gone_stops_with_1``.)
@@ -625,7 +625,7 @@ async def test_retries_through_an_outage_back_off_doubling_up_to_a_cap(corpus, t
         switch.up = False
         victim = corpus / "guild.txt"
         victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})        # the only event: the rest are retries
+        await send.send({(MODIFIED, str(victim))})        # the only event: the rest are retries
         await until(lambda: len(syncs) >= 7, timeout=30)
         switch.up = True
         await send.aclose()
@@ -688,7 +688,7 @@ async def test_a_stop_during_the_extraction_ahead_starts_no_sync(corpus, tmp_pat
         mark = len(events)
         victim = sorted(corpus.glob("*.txt"))[0]
         victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(_MODIFIED, str(victim))})
+        await send.send({(MODIFIED, str(victim))})
         await until(lambda: any(e["state"] == "stopped" for e in events), timeout=30)
     after = events[mark:]
     assert not [e for e in after if "scanning" in e["message"]], [e["message"] for e in after]
@@ -763,7 +763,7 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
         mark = len(syncs)   # (the first sync's)
         for n in range(6):   # each edit comes as soon as the last one's sync failed
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {n}.\n")
-            await send.send({(_MODIFIED, str(victim))})
+            await send.send({(MODIFIED, str(victim))})
             await until(lambda: len(syncs) > mark + n, timeout=30)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
@@ -997,7 +997,7 @@ async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus,
         mark = len(events)
         failing.up = True
         note.write_text("the ferry left at dawn, and the harbour was quiet.\n")
-        await send.send({(_MODIFIED, str(note))})   # (before the retry: its pause is 1 s)
+        await send.send({(MODIFIED, str(note))})   # (before the retry: its pause is 1 s)
         await until(lambda: len(syncs) >= 3, timeout=30)
         await send.aclose()
     await failing.client.aclose()
@@ -1044,7 +1044,7 @@ async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_
         monkeypatch.setattr(index_rows, "publish", publish)
         switch.up = True
         (corpus / "festival.md").unlink()   # (no extraction ahead: the sync asks the endpoint)
-        await send.send({(_DELETED, str(corpus / "festival.md"))})
+        await send.send({(DELETED, str(corpus / "festival.md"))})
         await until(lambda: any(syncs[tried:]), timeout=30)   # published at last
         await send.aclose()
     await switch.client.aclose()
@@ -1082,7 +1082,7 @@ async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path,
             f"\n\nOrla Brand{n} rang the harbor bell at Pier {n} while the ferry Kestrel{n} "
             f"left for Vell{n} with the mayor Ines Varr{n} aboard." for n in range(sentences)))
         n = len(syncs)
-        await send.send({(_MODIFIED, str(festival))})
+        await send.send({(MODIFIED, str(festival))})
         await until(lambda: len(syncs) >= n + 4, timeout=30)   # the edit's sync and retries
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
@@ -1116,7 +1116,7 @@ async def test_a_watcher_failing_at_once_again_is_restarted_less_and_less_often(
     times: list[float] = []
     with anyio.fail_after(10):
         async for batch in watch_events.watch_folder(tmp_path, make_settings("").watch, stop):
-            assert {kind for kind, _ in batch} == {watch_events._RESCAN}
+            assert {kind for kind, _ in batch} == {watch_events.RESCAN}
             times.append(time.monotonic())
             if len(times) == 5:
                 stop.set()
