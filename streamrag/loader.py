@@ -293,11 +293,11 @@ def excluded(rel: str, patterns: Sequence[str], *, folders: bool = True) -> bool
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:
     """Whether ``path`` (under ``root``) matches one of ``patterns`` (lower-case), by its name or
     its path from ``root``, as the folder scan takes files."""
-    return _matching(path.name, _under(os.fspath(path), os.fspath(root)) or path.relative_to(root).as_posix(),
-                     patterns)
+    rel = _under(os.fspath(path), os.fspath(root)) or path.relative_to(root).as_posix()
+    return name_or_path_matches(path.name, rel, patterns)
 
 
-def _matching(name: str, rel: str, patterns: list[str]) -> bool:
+def name_or_path_matches(name: str, rel: str, patterns: list[str]) -> bool:
     """Whether a file's ``name`` or its path ``rel`` matches one of ``patterns`` (lower-case)."""
     name = name.lower()
     if any(fnmatch.fnmatchcase(name, p) for p in patterns):
@@ -411,7 +411,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                     links.append(path)
                 else:
                     subdirs.append(path)
-            elif not _matching(entry.name, rel(path), patterns):
+            elif not name_or_path_matches(entry.name, rel(path), patterns):
                 kind = os.path.splitext(entry.name)[1].lower()
                 if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
                         and (not is_link or inside(path))):

@@ -10,7 +10,6 @@ listing and content checks run in worker threads. What to queue is the daemon's.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,8 +17,8 @@ from pathlib import Path
 from streamrag import index_rows
 from streamrag.config import Settings
 from streamrag.errors import StreamragError
-from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside, read_documents,
-                              storable)
+from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside,
+                              name_or_path_matches, read_documents, storable)
 from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
 
@@ -83,8 +82,7 @@ class WatchedFolder:
         rel_s = rel.as_posix()
         if not storable(rel_s) or excluded(rel_s, self._exclude):   # the scan leaves it out
             return None
-        name, lowered = p.name.lower(), rel_s.lower()
-        if any(fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(lowered, pat) for pat in self._include):
+        if name_or_path_matches(p.name, rel_s, self._include):
             return rel_s
         with contextlib.suppress(OSError):   # (under a folder it may not read)
             if p.is_dir():
