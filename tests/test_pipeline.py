@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from conftest import index_snapshot as snapshot, make_settings
+from streamrag.config import Settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
 
@@ -675,10 +676,9 @@ def _unsearchable(monkeypatch, folder: Path) -> None:
     monkeypatch.setattr(os, "lstat", refused(real_lstat))
 
 
-async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it(corpus, tmp_path,
-                                                                                monkeypatch):
-    # `chmod a-x sub`: its files are listed but cannot be looked at; they were taken for deleted
-    # and left the index without a word.
+async def _indexed_then_unsearchable(corpus: Path, tmp_path: Path, monkeypatch) -> tuple[Settings, Path, dict]:
+    """``corpus`` indexed with guild.txt in a folder ``sub``, which then may not be searched
+    (`chmod a-x sub`): the settings, the index and what it held."""
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     (corpus / "sub").mkdir()
     (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
@@ -686,6 +686,14 @@ async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it
     await sync([corpus], settings, db, root=corpus)
     before = snapshot(db)
     _unsearchable(monkeypatch, corpus / "sub")
+    return settings, db, before
+
+
+async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it(corpus, tmp_path,
+                                                                                monkeypatch):
+    # `chmod a-x sub`: its files are listed but cannot be looked at; they were taken for deleted
+    # and left the index without a word.
+    settings, db, before = await _indexed_then_unsearchable(corpus, tmp_path, monkeypatch)
     result = await sync([corpus], settings, db, root=corpus)
     assert snapshot(db) == before
     assert result.documents == 4 and result.documents_removed == 0
@@ -696,13 +704,7 @@ async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it
 async def test_a_file_given_beside_a_folder_without_search_permission(corpus, tmp_path, monkeypatch):
     # `index notes/a.txt` looks whether the index's other files are still there: one in a folder
     # it may not search stopped the run with a PermissionError traceback.
-    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
-    (corpus / "sub").mkdir()
-    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
-    db = tmp_path / "x.db"
-    await sync([corpus], settings, db, root=corpus)
-    before = snapshot(db)
-    _unsearchable(monkeypatch, corpus / "sub")
+    settings, db, before = await _indexed_then_unsearchable(corpus, tmp_path, monkeypatch)
     result = await sync([corpus / "council.txt"], settings, db, root=corpus)
     assert snapshot(db) == before
     assert result.documents == 4 and result.documents_removed == 0
