@@ -2119,6 +2119,24 @@ async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
 
 
 
+async def _twelve_unavailable_calls(tmp_path, endpoint: Endpoint) -> list[str]:
+    """Twelve calls at once through one client (10 retries each): the errors of those the
+    endpoint was found unavailable for."""
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        try:
+            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(one, llm, i)
+    return errors
+
+
 async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path, monkeypatch):
     """Once every try failed (HOPELESS_TRIES over HOPELESS_S), every call ends at once: one
     waiting out the pause a server asked for (Retry-After) too. (It waited the 30 s, then sent
@@ -2136,20 +2154,9 @@ async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path
         return httpx.Response(500, json={"error": {"message": "boom"}})
 
     endpoint = Endpoint(*[failing] * 40)
-    errors: list[str] = []
-
-    async def one(llm: LLMClient, i: int) -> None:
-        try:
-            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
-        except LLMUnavailableError as e:
-            errors.append(str(e))
-
     started = time.monotonic()
     with anyio.fail_after(20):
-        async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
-            async with anyio.create_task_group() as tg:
-                for i in range(12):
-                    tg.start_soon(one, llm, i)
+        errors = await _twelve_unavailable_calls(tmp_path, endpoint)
     assert time.monotonic() - started < 10
     assert len(endpoint.requests) == 12
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
@@ -2160,19 +2167,8 @@ async def test_a_hopeless_client_says_what_its_failed_tries_were(tmp_path, monke
     (It said '12 HTTP errors or dropped connections, the others unusable answers'.)"""
     monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
     endpoint = Endpoint(*[httpx.Response(500, json={"error": {"message": "boom"}})] * 40)
-    errors: list[str] = []
-
-    async def one(llm: LLMClient, i: int) -> None:
-        try:
-            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
-        except LLMUnavailableError as e:
-            errors.append(str(e))
-
     with anyio.fail_after(10):
-        async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
-            async with anyio.create_task_group() as tg:
-                for i in range(12):
-                    tg.start_soon(one, llm, i)
+        errors = await _twelve_unavailable_calls(tmp_path, endpoint)
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
     said = "(12 HTTP errors, dropped connections or malformed answers)"
     assert all(said in e and "unusable" not in e for e in errors), errors[0]
