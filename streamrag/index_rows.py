@@ -227,10 +227,6 @@ def extractive_report_keys(store: Store) -> set[str]:
     return {key for (key,) in store.conn.execute("SELECT key FROM reports WHERE extractive = 1")}
 
 
-def report_text(store: Store, key: str) -> str | None:
-    return store.scalar("SELECT text FROM reports WHERE key = ?", (key,))
-
-
 def embedded(store: Store, kind: str, model: str) -> dict[str, str]:
     """Item id -> the hash of the text its stored ``kind`` vector (of ``model``) was made of."""
     return dict(store.conn.execute(
