@@ -63,8 +63,8 @@ TITLE_CHARS = 100
 # UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
 # row's fields beyond the header's go back into its last column. 5: a leading --- block whose
 # lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show;
-# so are quotes and callouts (their marks taken off).
-VERSION = "6"
+# so are quotes and callouts (their marks taken off). 7: [[Note#H#H2]] is "Note > H > H2".
+VERSION = "7"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -507,7 +507,7 @@ def _as_shown(text: str) -> str:
     """Markdown ``text`` as a reader sees it: its quotes and callouts without their marks
     (``_unquoted``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
     ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
-    ``Note > Heading``, a block's ``[[Note#^id]]`` the note's name, and an embed ``![[x.png]]``
+    ``Note > Heading`` (``[[Note#H#H2]]`` ``Note > H > H2``), a block's ``[[Note#^id]]`` the note's name, and an embed ``![[x.png]]``
     nothing (its file is indexed on its own, if it is text). Code keeps them as written.
     Left as written, a link's ``|`` split the model's ``|``-separated records, and answers
     quoted the brackets."""
@@ -581,7 +581,8 @@ def _link_text(m: re.Match) -> str:
     note, part = note.strip(), part.strip()
     if not part or part.startswith("^"):
         return note
-    return f"{note} > {part}" if note else part
+    # A heading under a heading, [[Note#H#H2]], shows each: "Note > H > H2".
+    return " > ".join(p for p in (note, *(h.strip() for h in part.split("#"))) if p)
 
 
 def stored_path(path: Path, root: Path | None) -> str:

@@ -400,6 +400,13 @@ def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
 
 
 
+def test_a_link_to_a_nested_heading_shows_each_heading(tmp_path):
+    # Obsidian shows [[Note#H#H2]] as "Note > H > H2"; it was read as "Note > H#H2".
+    write(tmp_path / "a.md", "See [[Quay Plan#Costs#Rope]] and [[#Budget#2024]].\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "See Quay Plan > Costs > Rope and Budget > 2024.\n")
+
+
 def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
     # A note showing a code block puts it in a longer fence (CommonMark: it closes only on as
     # long a fence). The ``` inside closed the code: the links it showed were read as text,
