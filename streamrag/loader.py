@@ -39,12 +39,15 @@ _MARKDOWN = (".md", ".markdown")
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
 # Code, kept as written (group 1): a fenced block, closed by a fence of its character at least
-# as long (CommonMark: a ```` block shows ``` fences), or an inline code span. A ``` fence's
-# info string holds no backtick: "```ls``` first." is a code span, not a fence.
-_CODE = r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)|`[^`\n]+`)"
+# as long (CommonMark: a ```` block shows ``` fences), or an inline code span, closed by a run of
+# as many backticks (group 3: ``a `[[x]]` b`` holds one; up to 16 of them: a run with no
+# match scans to the end of its line, and a line of runs of each length took seconds). A ```
+# fence's info string holds no backtick: "```ls``` first." is a code span, not a fence.
+_CODE = (r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)"
+         r"|(?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\3(?!`))")
 # An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
 _HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->", re.DOTALL | re.MULTILINE)
-# Code (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its inside.
+# Code (group 1, kept as written) or a wikilink: group 4 "!" for an embed, group 5 its inside.
 _WIKILINK = re.compile(_CODE + r"|(!?)\[\[([^\[\]\n]*)\]\]", re.DOTALL | re.MULTILINE)
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
@@ -63,7 +66,8 @@ TITLE_CHARS = 100
 # UTF-8 text are read as cp1252 alone; UTF-32; binary past the first 8 KB; NULs dropped; a CSV
 # row's fields beyond the header's go back into its last column. 5: a leading --- block whose
 # lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show;
-# so are quotes and callouts (their marks taken off). 7: [[Note#H#H2]] is "Note > H > H2".
+# so are quotes and callouts (their marks taken off). 7: [[Note#H#H2]] is "Note > H > H2";
+# a code span in double backticks keeps the link it shows.
 VERSION = "7"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -572,9 +576,9 @@ def _unquoted(text: str) -> str:
 def _link_text(m: re.Match) -> str:
     if m.group(1):   # code
         return m.group(1)
-    if m.group(3):   # an embed
+    if m.group(4):   # an embed
         return ""
-    target, bar, alias = m.group(4).partition("|")
+    target, bar, alias = m.group(5).partition("|")
     if bar and alias.strip():
         return alias.strip()
     note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|

@@ -407,6 +407,14 @@ def test_a_link_to_a_nested_heading_shows_each_heading(tmp_path):
         "See Quay Plan > Costs > Rope and Budget > 2024.\n")
 
 
+def test_a_code_span_in_double_backticks_keeps_the_link_it_shows(tmp_path):
+    # CommonMark: a span opened by `` closes only on a run of two, so it can show a backtick.
+    # The link in ``a `[[x|y]]` b`` was read as "y", and text went on as code to the next `.
+    write(tmp_path / "a.md", "Write ``a `[[x|y]]` b`` to link [[Note|the note]]; ``` `` ``` and [[Bo]].\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "Write ``a `[[x|y]]` b`` to link the note; ``` `` ``` and Bo.\n")
+
+
 def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
     # A note showing a code block puts it in a longer fence (CommonMark: it closes only on as
     # long a fence). The ``` inside closed the code: the links it showed were read as text,
