@@ -68,7 +68,8 @@ from collections import defaultdict
 
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
-VERSION = "6"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
+VERSION = "7"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -359,6 +360,7 @@ _YEAR = re.compile(r"[12]\d{3}")
 # A Markdown line's marks: quotes (kept out), then a list item's bullet or number, its task box
 # or a callout's [!type] (group 1: the line begins an item of its own).
 _LINE_MARK = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*((?:[-*+]|\d{1,3}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?|\[![\w-]+\][+-]?[ \t]*)?")
+_NUMBER = re.compile(r"\d+")
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
@@ -488,11 +490,18 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
     heading = False
     for raw in block.split("\n"):
         m = _LINE_MARK.match(raw)
-        line = raw[m.end():].strip()
+        mark = m.group(1)
+        if mark and mark[0].isdigit() and int(_NUMBER.match(mark).group()) != 1 and groups \
+                and not groups[-1][0] and not heading:
+            # Prose a hard wrap cut before a number ("... counted\n12. ships"): CommonMark
+            # lets only a list numbered from 1 interrupt a paragraph. (A bullet may: "- " is one.)
+            mark, line = None, raw[m.start(1):].strip()
+        else:
+            line = raw[m.end():].strip()
         if not line or _is_caps_line(line):
             continue
-        if m.group(1) or heading or not groups or _ATX_HEADING.match(line):
-            groups.append((bool(m.group(1)) and m.group(1)[0] != "[", [line]))
+        if mark or heading or not groups or _ATX_HEADING.match(line):
+            groups.append((bool(mark) and mark[0] != "[", [line]))
         else:
             groups[-1][1].append(line)
         heading = _ATX_HEADING.match(line) is not None

@@ -511,3 +511,14 @@ def test_markdown_lines_are_not_run_together_into_names():
     assert names(note) == {"Ada Osk": "person", "Bo Lund": "person"}
     # Lines of prose a hard wrap cut are still one sentence.
     assert names("The clerk wrote a letter\nto Ada Osk in\nPort Vell.") == {"Ada Osk": "person", "Port Vell": "geo"}
+
+
+def test_prose_wrapped_before_a_number_is_not_a_list_item():
+    # "12. " began a list item of its own, cutting the sentence in two (Ada Osk and Port Vell
+    # then only in adjacent sentences). CommonMark: only a list numbered from 1 interrupts prose.
+    wrapped = pairs(extract_offline("Ada Osk counted\n12. ships from Port Vell."))
+    assert wrapped == pairs(extract_offline("Ada Osk counted 12. ships from Port Vell."))
+    # A list still is one: from 1, after a heading, or an item after an item.
+    for text in ("Ada Osk counted\n1. ships from Port Vell.", "# Ada Osk counted\n12. ships from Port Vell.",
+                 "1. Ada Osk counted\n12. ships from Port Vell."):
+        assert pairs(extract_offline(text)) != wrapped, text
