@@ -54,6 +54,17 @@ _WIKILINK = re.compile(_CODE + r"|(!?)\[\[([^\[\]\n]*)\]\]", re.DOTALL | re.MULT
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
 _FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
+# Lines that may hold a quote or indented code (``_blocks``); a note with none is read as it is.
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*>|[ \t]*(?:[-+*]|\d{1,9}[.)])[ \t]+>| {0,3}\t| {4})", re.MULTILINE)
+_MARK = re.compile(r"[ \t]*>[ \t]?")
+# A list item's marker (group 1, a bullet or a number) and the blanks after it; a thematic
+# break (a "- - -" is none); an ATX heading.
+_ITEM = re.compile(r" {0,3}([-+*]|\d{1,9}[.)])(?:[ \t]+|$)")
+_BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes a heading of it
+# What closes on the line it opens on: a code span, an HTML comment.
+_CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->")
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
@@ -67,7 +78,9 @@ TITLE_CHARS = 100
 # row's fields beyond the header's go back into its last column. 5: a leading --- block whose
 # lines are not YAML is text, not front matter. 6: Markdown wikilinks read as the text they show;
 # so are quotes and callouts (their marks taken off). 7: [[Note#H#H2]] is "Note > H > H2";
-# a code span in double backticks keeps the link it shows.
+# a code span in double backticks keeps the link it shows; indented code is kept as written
+# (CommonMark: not a list item's text), and so is code in a quote once the quote's marks are
+# off; a quote in a list item ("1. > a") loses its marks.
 VERSION = "7"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -495,7 +508,16 @@ def read_documents(path: Path, *, root: Path | None,
 
 
 def _without_comments(text: str) -> str:
-    """Markdown ``text`` without its HTML comments (code kept). A ``<!--`` after the last
+    """Markdown ``text`` without its HTML comments; code, fenced (in a quote too) or indented,
+    kept as written."""
+    if "-->" not in text:
+        return text
+    _, code = _blocks(text, comments=True)
+    return _outside_code(text.split("\n"), code, _comments_off) if any(code) else _comments_off(text)
+
+
+def _comments_off(text: str) -> str:
+    """``text`` without its HTML comments (fences and code spans kept). A ``<!--`` after the last
     ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
     span ends with its line), or each such ``<!--`` would scan on to the end of the text
     (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
@@ -509,16 +531,27 @@ def _without_comments(text: str) -> str:
 
 def _as_shown(text: str) -> str:
     """Markdown ``text`` as a reader sees it: its quotes and callouts without their marks
-    (``_unquoted``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
+    (``_blocks``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
     ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
-    ``Note > Heading`` (``[[Note#H#H2]]`` ``Note > H > H2``), a block's ``[[Note#^id]]`` the note's name, and an embed ``![[x.png]]``
-    nothing (its file is indexed on its own, if it is text). Code keeps them as written.
-    Left as written, a link's ``|`` split the model's ``|``-separated records, and answers
-    quoted the brackets."""
-    text = _unquoted(text)
-    if "[[" not in text:
-        return text
-    return _WIKILINK.sub(_link_text, text)
+    ``Note > Heading`` (``[[Note#H#H2]]`` ``Note > H > H2``), a block's ``[[Note#^id]]`` the
+    note's name, and an embed ``![[x.png]]`` nothing (its file is indexed on its own, if it is
+    text). Code keeps them as written. Left as written, a link's ``|`` split the model's
+    ``|``-separated records, and answers quoted the brackets."""
+    lines, code = _blocks(text)
+    if any(code):
+        return _outside_code(lines, code, _links_shown)
+    return _links_shown("\n".join(lines))
+
+
+def _links_shown(text: str) -> str:
+    return _WIKILINK.sub(_link_text, text) if "[[" in text else text
+
+
+def _outside_code(lines: list[str], code: list[bool], change) -> str:
+    """``lines`` joined, ``change`` applied to each run of them that is not ``code``."""
+    runs = (("\n".join(line for _, line in run), kept)
+            for kept, run in itertools.groupby(zip(code, lines), key=lambda pair: pair[0]))
+    return "\n".join(text if kept else change(text) for text, kept in runs)
 
 
 def _closes(fence: str, line: str) -> bool:
@@ -528,49 +561,169 @@ def _closes(fence: str, line: str) -> bool:
     return len(mark) >= len(fence) and mark == fence[0] * len(mark)
 
 
-def _unquoted(text: str) -> str:
-    """Markdown ``text`` with each blockquote line's ``>`` marks taken off (``> text`` is
-    ``text``, nested ``> > text`` too) and a callout's first line read as its title
-    (``> [!note]- Title`` is ``Title``, at the start of a quote; without one, the line is left
-    empty: its type is a label, not text). A fenced code block outside a quote keeps its lines
-    as written; one inside a quote loses only the marks, its callout-like lines kept, and ends
-    with the quote. Left in, answers quoted the marks ("> [!note] Open question > How does ...")."""
-    if not re.search(r"^ {0,3}>", text, re.MULTILINE):
-        return text
+def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]]:
+    """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
+    whether each is code, kept as written: an indented code block, or a fenced one in a quote.
+    (Fenced code outside a quote is kept as written here too, and left to ``_CODE`` to find.)
+
+    Quotes: ``> text`` is ``text``, nested ``> > text`` too, in a list item as well (``1. > a``
+    is ``1. a``), and a callout's first line is read as its title (``> [!note]- Title`` is
+    ``Title``, at the start of a quote; without one, the line is left empty: its type is a
+    label, not text). Left in, answers quoted the marks ("> [!note] Open question > How ...").
+    A fence in a quote loses only that quote's marks (``> > prompt`` in it stays ``> prompt``)
+    and ends with the quote (CommonMark: without its marks it opened code to the end of the
+    note). Indented code (CommonMark): a line four columns in from the list item it is in,
+    after a blank line or at the start, never a paragraph's lazy continuation; a line four
+    columns in under a list item is the item's text. ``comments``: find the code of text whose
+    HTML comments are still in (none is looked for in a comment).
+    """
+    lines = text.split("\n")
+    if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
+        return lines, [False] * len(lines)
     out: list[str] = []
+    code: list[bool] = []
     fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
-    fence_depth = 0   # ... those of the quote the open quoted fence is in
-    for line in text.split("\n"):
-        if fence:
-            if _closes(fence, line):
+    fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
+    items: list[int] = []   # the columns where the text of each list item open begins, innermost last
+    para = False   # a paragraph is open: a line indented four columns continues it, and is no code
+    quote_para = False   # ... in a quote
+    in_comment = False
+    empty_item = False   # the line above opened a list item with no text: a blank line ends it
+    for line in lines:
+        if fence or in_comment:
+            if fence and _closes(fence, line):
                 fence = None
+            elif in_comment and "-->" in line:
+                in_comment = _opens_comment(line[line.index("-->") + 3:])
             out.append(line)
+            code.append(False)
             continue
-        quote = _QUOTE.match(line)
+        blank = not line.strip()
+        if blank and empty_item:
+            items.pop()   # (CommonMark: an item begins with at most one blank line)
+        empty_item = False
+        indent, start = _indent(line)
+        popped = False
+        while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:])):
+            items.pop()   # (else a lazy continuation of the item's paragraph)
+            popped = True
+        base = items[-1] if items else 0
+        if indent >= base:
+            start = _cut(line, base)
+        if quote_para and not _QUOTE.match(line, start) and _starts_block(line[start:]):
+            para = quote_para = False   # not a lazy line: the quote has ended
+        item = None
+        if not blank and indent - base < 4 and not _BREAK.match(line, start):
+            item = _ITEM.match(line, start)
+            rest = line[item.end():].strip() if item else ""
+            number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
+            if item and para and not popped and (not rest or number and int(number) != 1):
+                item = None   # CommonMark: only a list from 1, with text, interrupts a paragraph
+        if item:
+            marker_end = len(line[:item.end(1)].expandtabs(4))
+            text_at = len(line[:item.end()].expandtabs(4))
+            items.append(marker_end + 1 if not rest or text_at - marker_end > 4 else text_at)
+            start, empty_item = item.end(), not rest
+        elif para and not quote_para and indent >= base and _SETEXT.match(line, start):
+            # the paragraph above (not one this line would lazily continue) was a heading
+            out.append(line)
+            code.append(False)
+            para = False
+            continue
+        quote = _QUOTE.match(line, start) if indent - base < 4 or item else None
         marks = quote.group(1).count(">") if quote else 0
-        if quoted_fence and marks < fence_depth:
-            # A fence in a quote ends with it (CommonMark): closed here, or without its marks
-            # it opened code to the end of the note (its links left as written).
-            out.append(quoted_fence)
+        if quoted_fence and (marks < fence_depth or item or len(items) < fence_items):
+            # A fence in a quote ends with it (CommonMark), or with the list item the quote is
+            # in: closed here, or without its marks it opened code to the end of the note.
+            out[-1] += "\n" + quoted_fence
             quoted_fence = None
         if not quote:
             depth = 0
-            opened = _FENCE.match(line)
-            fence = opened.group(1) if opened else None
+            if blank or indent - base >= 4 and not item:
+                indented = not blank and not para
+                out.append(line)
+                code.append(indented)
+                para = para and not blank
+                quote_para = quote_para and para
+                in_comment = comments and not indented and _opens_comment(line)
+                continue
+            if opened := _FENCE.match(line):
+                fence = opened.group(1)
+            # (An HTML comment opening the line is a block of its own, as a heading is.)
+            quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
+            para = not opened and not _HEADING.match(line, start) and not _BREAK.match(line, start) \
+                and not line.startswith("<!--", start) and bool(line[start:].strip())
+            in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
+            code.append(False)
             continue
+        lead = line[:start] if items else ""   # a list item's indent and marker stay
         inner, was = quote.group(2), depth
         depth = marks
         if quoted_fence:
-            if _closes(quoted_fence, inner):
+            kept = _marks_off(line[quote.start(1):], fence_depth)
+            if _closes(quoted_fence, kept):
                 quoted_fence = None
-        elif opened := _FENCE.match(inner):
-            quoted_fence, fence_depth = opened.group(1), depth
-        elif depth > was and (callout := _CALLOUT.match(inner)):
+            out.append(lead + kept)
+            code.append(True)
+            continue
+        if opened := _FENCE.match(inner):
+            quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
+            out.append(lead + inner)
+            code.append(True)
+            para = False
+            continue
+        if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
-        out.append(inner)
-    return "\n".join(out)
+        para = quote_para = bool(inner.strip())
+        in_comment = comments and _opens_comment(inner)
+        out.append(lead + inner)
+        code.append(False)
+    return out, code
+
+
+def _indent(line: str) -> tuple[int, int]:
+    """The columns of ``line``'s leading blanks (a tab to the next stop of four) and their length."""
+    column = 0
+    for i, ch in enumerate(line):
+        if ch == " ":
+            column += 1
+        elif ch == "\t":
+            column += 4 - column % 4
+        else:
+            return column, i
+    return column, len(line)
+
+
+def _cut(line: str, columns: int) -> int:
+    """Where ``line``'s text begins once ``columns`` of its leading blanks are taken off."""
+    column = 0
+    for i, ch in enumerate(line):
+        if column >= columns or ch not in " \t":
+            return i
+        column += 1 if ch == " " else 4 - column % 4
+    return len(line)
+
+
+def _marks_off(quoted: str, marks: int) -> str:
+    """``quoted`` (a line from its first ``>``) without its first ``marks`` quote marks."""
+    at = 0
+    for _ in range(marks):
+        at = _MARK.match(quoted, at).end()
+    return quoted[at:]
+
+
+def _starts_block(text: str) -> bool:
+    """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
+    fence, a heading or a thematic break; one that does not continues a paragraph above."""
+    return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
+                or _BREAK.match(text))
+
+
+def _opens_comment(text: str) -> bool:
+    """Whether ``text`` opens an HTML comment it does not close (outside its code spans)."""
+    return "<!--" in text and "<!--" in _CLOSED_ON_LINE.sub("", text)
 
 
 def _link_text(m: re.Match) -> str:

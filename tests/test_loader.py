@@ -461,6 +461,43 @@ def test_code_in_a_quote_ends_with_the_quote(tmp_path):
     assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text.endswith("Back in the outer quote.\n")
 
 
+def test_code_in_a_quote_loses_only_that_quote_s_marks(tmp_path):
+    # A prompt shown in quoted code lost its own ">" too, and its HTML comment was taken out:
+    # code is kept as written once the quote's marks are off.
+    write(tmp_path / "a.md", "> ```\n> > prompt [[x|y]]\n> <!-- shown -->\n> ```\n> Then [[Note|the note]].\n"
+                             "\n> > ~~~\n> > >> deeper\n> > ~~~\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "```\n> prompt [[x|y]]\n<!-- shown -->\n```\nThen the note.\n\n~~~\n>> deeper\n~~~\n")
+    # A list item's quote ends it, as a quote's end does.
+    write(tmp_path / "b.md", "- > ```\n  > code [[x|y]]\n> Out of the item, [[Note|the note]].\n")
+    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text == (
+        "- ```\n  code [[x|y]]\n```\nOut of the item, the note.\n")
+
+
+def test_a_quote_in_a_list_item_is_read_without_its_marks(tmp_path):
+    # "1. > quote" kept its ">", and a callout in a list item its "[!note]".
+    write(tmp_path / "a.md", "1. > [!note] Title\n   > Quoted [[Note|the note]].\n- > plain\n\n- item\n\n    > deeper\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "1. Title\n   Quoted the note.\n- plain\n\n- item\n\n  deeper\n")
+
+
+def test_indented_code_is_kept_as_written_and_a_list_item_s_indented_text_is_read(tmp_path):
+    # Four columns in, after a blank line, is code (CommonMark), kept as written as fenced code
+    # is: its links were read as shown, its comments taken out, and a ``` in it opened code to
+    # the end of the note. Four columns in under a list item is the item's text, and under a
+    # line of text its lazy continuation: read as shown.
+    write(tmp_path / "a.md", "Run it:\n\n    ln -s [[x|y]] <!-- kept -->\n    ```\n\nSee [[Note|the note]].\n\n"
+                             "- An item\n\n    its text, [[Bo Lund|Bo]]\n\n1. Item\n\n       code [[k]]\n\n"
+                             "A line\n    wrapped [[Ada Osk|Ada]]\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "Run it:\n\n    ln -s [[x|y]] <!-- kept -->\n    ```\n\nSee the note.\n\n"
+        "- An item\n\n    its text, Bo\n\n1. Item\n\n       code [[k]]\n\n"
+        "A line\n    wrapped Ada\n")
+    write(tmp_path / "b.md", "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
+    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text == (
+        "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
+
+
 def test_a_line_opening_with_inline_code_in_triple_backticks_opens_no_code_block(tmp_path):
     # "```ls``` first." is a code span (CommonMark: a ``` fence's info string holds no
     # backtick); taken for a fence, it opened code to the end: quotes and links stayed as written.
