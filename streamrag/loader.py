@@ -47,15 +47,18 @@ _CODE = (r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)
          r"|(?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\3(?!`))")
 # An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
 _HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->", re.DOTALL | re.MULTILINE)
-# Code (group 1, kept as written) or a wikilink: group 4 "!" for an embed, group 5 its inside.
-_WIKILINK = re.compile(_CODE + r"|(!?)\[\[([^\[\]\n]*)\]\]", re.DOTALL | re.MULTILINE)
+# A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
+# inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
+# ("Para\n    ```") for a fence, and the links after it stayed as written.
+_WIKILINK = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|(!?)\[\[([^\[\]\n]*)\]\]")
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
 _FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
-# Lines that may hold a quote or indented code (``_blocks``); a note with none is read as it is.
-_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*>|[ \t]*(?:[-+*]|\d{1,9}[.)])[ \t]+>| {0,3}\t| {4})", re.MULTILINE)
+# Lines that may hold a quote or code (``_blocks``); a note with none is read as it is.
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~)| {0,3}\t| {4})",
+                              re.MULTILINE)
 _MARK = re.compile(r"[ \t]*>[ \t]?")
 # A list item's marker (group 1, a bullet or a number) and the blanks after it; a thematic
 # break (a "- - -" is none); an ATX heading.
@@ -80,7 +83,8 @@ TITLE_CHARS = 100
 # so are quotes and callouts (their marks taken off). 7: [[Note#H#H2]] is "Note > H > H2";
 # a code span in double backticks keeps the link it shows; indented code is kept as written
 # (CommonMark: not a list item's text), and so is code in a quote once the quote's marks are
-# off; a quote in a list item ("1. > a") loses its marks.
+# off, and fenced code where CommonMark opens it (after a list item's marker; never in a line of
+# text four columns in); a quote in a list item ("1. > a") loses its marks.
 VERSION = "7"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -563,8 +567,8 @@ def _closes(fence: str, line: str) -> bool:
 
 def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]]:
     """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
-    whether each is code, kept as written: an indented code block, or a fenced one in a quote.
-    (Fenced code outside a quote is kept as written here too, and left to ``_CODE`` to find.)
+    whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
+    or an indented one.
 
     Quotes: ``> text`` is ``text``, nested ``> > text`` too, in a list item as well (``1. > a``
     is ``1. a``), and a callout's first line is read as its title (``> [!note]- Title`` is
@@ -583,6 +587,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     out: list[str] = []
     code: list[bool] = []
     fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
+    fence_base = 0   # the column the list item the open fence is in begins its text at
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
     fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
     items: list[int] = []   # the columns where the text of each list item open begins, innermost last
@@ -591,10 +596,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     in_comment = False
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     for line in lines:
-        if fence or in_comment:
-            if fence and _closes(fence, line):
+        if fence and (not line.strip() or _indent(line)[0] >= fence_base):
+            if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
                 fence = None
-            elif in_comment and "-->" in line:
+            out.append(line)
+            code.append(True)
+            continue
+        fence = None   # (a line left of the list item the fence is in ends both)
+        if in_comment:
+            if "-->" in line:
                 in_comment = _opens_comment(line[line.index("-->") + 3:])
             out.append(line)
             code.append(False)
@@ -611,7 +621,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         base = items[-1] if items else 0
         if indent >= base:
             start = _cut(line, base)
-        if quote_para and not _QUOTE.match(line, start) and _starts_block(line[start:]):
+        if quote_para and indent - base < 4 and not _QUOTE.match(line, start) and _starts_block(line[start:]):
             para = quote_para = False   # not a lazy line: the quote has ended
         item = None
         if not blank and indent - base < 4 and not _BREAK.match(line, start):
@@ -648,15 +658,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 quote_para = quote_para and para
                 in_comment = comments and not indented and _opens_comment(line)
                 continue
-            if opened := _FENCE.match(line):
-                fence = opened.group(1)
+            if opened := _FENCE.match(line, start):   # (in a list item, after its marker)
+                fence, fence_base = opened.group(1), items[-1] if items else 0
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             para = not opened and not _HEADING.match(line, start) and not _BREAK.match(line, start) \
                 and not line.startswith("<!--", start) and bool(line[start:].strip())
             in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
-            code.append(False)
+            code.append(bool(opened))
             continue
         lead = line[:start] if items else ""   # a list item's indent and marker stay
         inner, was = quote.group(2), depth
@@ -729,9 +739,9 @@ def _opens_comment(text: str) -> bool:
 def _link_text(m: re.Match) -> str:
     if m.group(1):   # code
         return m.group(1)
-    if m.group(4):   # an embed
+    if m.group(3):   # an embed
         return ""
-    target, bar, alias = m.group(5).partition("|")
+    target, bar, alias = m.group(4).partition("|")
     if bar and alias.strip():
         return alias.strip()
     note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|

@@ -498,6 +498,17 @@ def test_indented_code_is_kept_as_written_and_a_list_item_s_indented_text_is_rea
         "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
 
 
+def test_a_fence_opens_where_commonmark_opens_one(tmp_path):
+    # A line of text four columns in ("    ```" under a line of text) opened code to the end of
+    # the note, its links left as written. A fence after a list item's marker is code (its
+    # link was read as shown, its comment taken out), and it ends with the item.
+    write(tmp_path / "a.md", "Text\n    ```\n\nSee [[Note|the note]].\n\n- ```\n  [[x|y]] <!-- kept -->\n  ```\n"
+                             "- ```\n  code [[z]]\nOut [[Bo|of it]].\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "Text\n    ```\n\nSee the note.\n\n- ```\n  [[x|y]] <!-- kept -->\n  ```\n"
+        "- ```\n  code [[z]]\nOut of it.\n")
+
+
 def test_a_line_opening_with_inline_code_in_triple_backticks_opens_no_code_block(tmp_path):
     # "```ls``` first." is a code span (CommonMark: a ``` fence's info string holds no
     # backtick); taken for a fence, it opened code to the end: quotes and links stayed as written.
