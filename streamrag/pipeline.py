@@ -23,14 +23,12 @@ it decides is dirty, is ``graph_state``; every row read or written is ``index_ro
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import gc
 import itertools
 import json
 import logging
 import os
-import stat
 import time
 import uuid
 from collections import defaultdict
@@ -42,7 +40,7 @@ from typing import TypeVar
 import anyio
 import msgspec
 
-from streamrag import chunker, ids, index_rows, loader
+from streamrag import chunker, ids, index_rows, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.config import Settings
@@ -213,93 +211,6 @@ class Scan:
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
 
 
-def _covered(path: str, scope: list[str]) -> bool:
-    """Whether the indexed ``path`` (``file`` or ``file#row``) lies under one of ``scope``.
-
-    The root (".") covers what lies inside it, not files stored by absolute path: those came
-    from another folder given with it (``index a b``), which ``index a`` leaves as it is."""
-    real = loader.file_of(path)
-    inside = not (real.startswith("/") or real.startswith("../"))
-    return any((s in (".", "") and inside) or real == s or real.startswith(s.rstrip("/") + "/")
-               for s in scope)
-
-
-def stored_files(stored: str, root: Path | None) -> list[Path]:
-    """The files an indexed path may name: ``stored`` itself, then the .jsonl or .csv file of
-    which it may be a row (``file#n``; a file's own name may hold "#")."""
-    return [Path(c) if root is None or Path(c).is_absolute() else Path(root) / c
-            for c in _file_names(stored)]
-
-
-def _file_names(stored: str) -> list[str]:
-    """``stored_files``' names, as stored (relative to the root, or absolute)."""
-    file = loader.file_of(stored)
-    return [stored] if file == stored else [stored, file]
-
-
-def _is_file(path: Path) -> bool | None:
-    """Whether ``path`` is a regular file; ``None`` when it cannot be looked at (a folder on its
-    way without search permission, `chmod a-x`): it may well be there."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError as e:
-        return False if e.errno == errno.ELOOP else None
-
-
-def _still_there(stored: str, root: Path | None) -> bool:
-    """Whether an indexed file outside this run's paths stays indexed: it still exists (or cannot
-    be looked at), or its folder is gone as a whole (a disk not mounted now may come back; a
-    deleted file does not)."""
-    full = stored_files(stored, root)
-    if any(_is_file(f) is not False for f in full):
-        return True
-    return not full[0].parent.is_dir()
-
-
-def _deleted(path: Path, root: Path | None) -> bool:
-    """Whether the file ``path`` was deleted, the indexed folder still there: a folder gone as a
-    whole (moved away, a mount dropped) is no deletion of what it held, which stays indexed; nor
-    is a file that cannot be looked at (``os.path.lexists`` says no to both)."""
-    try:
-        os.lstat(path)
-        return False
-    except (FileNotFoundError, NotADirectoryError):
-        return (root if root is not None else path.parent).is_dir()
-    except OSError:
-        return False
-
-
-def change_stamp(st: os.stat_result) -> float:
-    """A file's change stamp as the index records it: the later of its modification and
-    status-change times (so ``cp -p`` is seen)."""
-    return max(st.st_mtime, st.st_ctime)
-
-
-def file_stamp(st: os.stat_result) -> str:
-    """A file's size and change stamp as a failure to read it records them (``failures.stamp``)."""
-    return f"{st.st_size} {change_stamp(st)!r}"
-
-
-def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) -> bool:
-    """Whether a file whose indexed rows are ``rows`` (path -> document id, size, change stamp)
-    is as indexed, by its ``stat``: the same size and ``change_stamp``. No rows: not indexed,
-    so not the same."""
-    stamp = change_stamp(st)
-    return bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
-
-
-def _readable(path: Path) -> bool:
-    if not _is_file(path):   # (a pipe is not opened: that waits for a writer)
-        return False
-    try:
-        with open(path, "rb") as f:
-            f.read(1)
-        return True
-    except OSError:
-        return False
-
 
 _rel = loader.stored_path  # one naming for what the loader stores and what the scan compares
 
@@ -335,7 +246,7 @@ class _Extraction:
         self.scheduled: set[str] = set()
         self.by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
         for p, v in scan.indexed.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
-            for name in _file_names(p):   # (a name may hold "#" itself)
+            for name in on_disk.file_names(p):   # (a name may hold "#" itself)
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
@@ -356,7 +267,7 @@ class _Extraction:
                 try:
                     st = path.stat()
                 except OSError as e:
-                    if _deleted(path, root):   # since the scan found it: it leaves
+                    if on_disk.deleted(path, root):   # since the scan found it: it leaves
                         self.progress.add("files_done")
                         continue
                     # What was indexed from it stays until the file can be read again.
@@ -366,14 +277,14 @@ class _Extraction:
                                     "was indexed from it stays; check that it exists and is readable "
                                     "(its permissions, and its folder's)")
                     continue
-                stamp = change_stamp(st)
-                same = same_on_disk(rows, st)
+                stamp = on_disk.change_stamp(st)
+                same = on_disk.same_on_disk(rows, st)
                 if same and not self.rechunk:
                     scan.files.update(rows)  # unchanged on disk: not even read
                     scan.unchanged_paths += 1
                     self.progress.add("files_done")
                     continue
-                as_is = file_stamp(st)
+                as_is = on_disk.file_stamp(st)
                 failed = self.failed_reads.get(rel)
                 if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
                     # Unchanged since it could not be read: named again, not read again (nothing
@@ -417,12 +328,13 @@ class _Extraction:
 
     async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
                        e: InputError, stamp: str) -> None:
-        """A file the loader could not read (``stamp``: its ``file_stamp``, recorded unless the
-        system would not give its bytes, ``UnreadableFile``): what was indexed from it stays, or leaves."""
-        if _deleted(path, self.root):   # while it was read: it leaves
+        """A file the loader could not read (``stamp``: its ``on_disk.file_stamp``, recorded unless
+        the system would not give its bytes, ``UnreadableFile``): what was indexed from it stays, or
+        leaves."""
+        if on_disk.deleted(path, self.root):   # while it was read: it leaves
             self.progress.add("files_done")
             return
-        kept = rows and ((same and isinstance(e, NoTextField)) or not _readable(path))
+        kept = rows and ((same and isinstance(e, NoTextField)) or not on_disk.readable(path))
         if kept and isinstance(e, NoTextField):
             self.indexer.rechunked_all = False  # read it again next run, and say so again
         if kept:
@@ -790,7 +702,7 @@ class Indexer:
                    error: Exception | None = None, *, settled: bool = False, stamp: str | None = None) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down.
         ``settled``: running again would not change it (it does not make ``index`` exit 1).
-        ``stamp``: of the file or folder that could not be read (``file_stamp``)."""
+        ``stamp``: of the file or folder that could not be read (``on_disk.file_stamp``)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
@@ -1171,13 +1083,13 @@ class Indexer:
         # published) does without on every batch of changed files.
         scope = [_rel(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
-                           if not _covered(p, scope) and (not publishing or _still_there(p, self.root))})
+                           if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
         rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
         # The new chunker is recorded only once every document has been re-chunked with it:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
-        self.rechunked_all = not rechunk or all(_covered(p, scope) for p in known)
+        self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) for p in known)
         skipped: list[str] = []  # odd names, symlinks leading out of the folder
         unlisted: list[tuple[Path, str]] = []   # folders that could not be listed
         broken: list[Path] = []
@@ -1192,10 +1104,10 @@ class Indexer:
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.
             rel = _rel(folder, self.root)
-            scan.files.update({p: v for p, v in known.items() if _covered(p, [rel])})
+            scan.files.update({p: v for p, v in known.items() if on_disk.covered(p, [rel])})
             try:   # (a chmod that lets it be listed again changes it)
                 st = os.stat(folder)
-                stamp = file_stamp(st)
+                stamp = on_disk.file_stamp(st)
             except OSError:
                 stamp = None
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
@@ -1237,7 +1149,7 @@ class Indexer:
         for doc_id, path in index_rows.shown_paths(scan.files).items():
             if doc_id not in change.kept_docs or path == stored.get(doc_id) or path in scan.titles:
                 continue
-            file = next((f for f in stored_files(path, self.root) if _is_file(f)), None)
+            file = next((f for f in on_disk.stored_files(path, self.root) if on_disk.is_file(f)), None)
             if file is None:
                 continue
             try:

@@ -19,6 +19,7 @@ from streamrag.config import Settings
 from streamrag.errors import StreamragError
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside,
                               name_or_path_matches, read_documents, storable)
+from streamrag.on_disk import same_on_disk, stored_files
 from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
 
@@ -97,8 +98,6 @@ class WatchedFolder:
         ``relevant`` ignores (hidden, or left out by index.include). After each sync: an lstat
         per indexed file and folder (10,000 files in 100 folders: 50-80 ms, measured). And where
         the links the sync found ``broken`` would lead (``note_broken``)."""
-        from streamrag.pipeline import stored_files
-
         with reading(self.db_path) as store:
             stored = index_rows.file_paths(store) if store else []
         files: set[str] = set()
@@ -181,8 +180,6 @@ class WatchedFolder:
         indexed: a ``touch``, a ``chmod``, a backup or ``git checkout`` writing the same bytes.
         Unchanged by size and change stamp as the sync's scan sees it (``same_on_disk``), else
         the same documents (content hashes) read. Runs in a worker thread: it only reads."""
-        from streamrag.pipeline import same_on_disk
-
         same = set()
         for rel, rows in files.items():
             path = self.root / rel

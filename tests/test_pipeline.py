@@ -529,17 +529,17 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
 
 
 def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
-    from streamrag.pipeline import _still_there
+    from streamrag.on_disk import still_there
 
     (tmp_path / "there#dir").mkdir()
     (tmp_path / "there#dir" / "a.txt").write_text("x")
     (tmp_path / "rows.csv").write_text("text\nx\n")
-    assert _still_there(str(tmp_path / "there#dir" / "a.txt"), None)
-    assert not _still_there(str(tmp_path / "there#dir" / "deleted.txt"), None)
-    assert _still_there(str(tmp_path / "gone#dir" / "a.txt"), None)       # its folder is missing
-    assert _still_there("rows.csv#1", tmp_path) and not _still_there("gone.csv#1", tmp_path)
+    assert still_there(str(tmp_path / "there#dir" / "a.txt"), None)
+    assert not still_there(str(tmp_path / "there#dir" / "deleted.txt"), None)
+    assert still_there(str(tmp_path / "gone#dir" / "a.txt"), None)       # its folder is missing
+    assert still_there("rows.csv#1", tmp_path) and not still_there("gone.csv#1", tmp_path)
     (tmp_path / "a").write_text("x")                     # "a#b.txt" is a name, not a's row
-    assert not _still_there("a#b.txt", tmp_path)
+    assert not still_there("a#b.txt", tmp_path)
 
 
 async def test_a_file_whose_name_goes_on_with_a_hash_is_no_row_of_another(tmp_path, monkeypatch):
@@ -718,7 +718,7 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     # Tests run as root, so chmod cannot make it unreadable: its stat or read fails in its place.
     import errno
 
-    from streamrag import loader, pipeline
+    from streamrag import loader, on_disk
 
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
@@ -737,13 +737,13 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    scan, readable, real_open = loader.scan, pipeline._readable, Path.open
+    scan, readable, real_open = loader.scan, on_disk.readable, Path.open
     if fails == "stat":
         monkeypatch.setattr(loader, "scan", lambda *a, **k: [
             Unstattable(p) if p == victim else p for p in scan(*a, **k)])
     else:
         monkeypatch.setattr(Path, "open", path_open)
-        monkeypatch.setattr(pipeline, "_readable", lambda p: p != victim and readable(p))
+        monkeypatch.setattr(on_disk, "readable", lambda p: p != victim and readable(p))
     result = await sync([corpus], settings, db, root=corpus)
     assert snapshot(db) == before        # its document, chunks, entities and their sources stay
     assert result.documents == 4 and result.documents_removed == 0
@@ -763,7 +763,7 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     # Readable again: the next run takes what it holds now.
     monkeypatch.setattr(loader, "scan", scan)
     monkeypatch.setattr(Path, "open", real_open)
-    monkeypatch.setattr(pipeline, "_readable", readable)
+    monkeypatch.setattr(on_disk, "readable", readable)
     again = await sync([corpus], settings, db, root=corpus)
     assert again.failures == 0 and again.documents == 4
     if fails == "stat":
