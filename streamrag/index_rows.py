@@ -26,7 +26,7 @@ from streamrag.terms import fts_text
 
 if TYPE_CHECKING:
     from streamrag.graph_state import Change, GraphState
-    from streamrag.pipeline import Scan
+    from streamrag.extraction_stage import Scan
 
 _extraction_json = msgspec.json.Encoder()
 _extraction_decode = msgspec.json.Decoder(Extraction)

@@ -1,0 +1,249 @@
+"""The streaming first half of a sync: the loader, the chunker, the extractors and the gleaners,
+each an actor reading one stream (``ExtractionStage``), and the ``Scan`` they fill.
+
+``Indexer._stream_stage`` wires them with bounded streams, so a slow stage holds back the ones
+before it. Every product (chunks, extractions) is content-addressed and written through the
+run's one writer as soon as it exists: an interrupted run loses nothing, and the next finds it.
+A file unchanged on disk since it was indexed is not even read; a chunk whose extraction by the
+current extractor is stored is not sent to the model again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+
+from streamrag import chunker, index_rows, loader, on_disk
+from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
+from streamrag.extractor import extract_chunk, extract_claims
+from streamrag.gleaner import YesNoCheck, glean
+from streamrag.records import Chunk, Document
+from streamrag.store import Store
+from streamrag.writer import Writer
+
+if TYPE_CHECKING:
+    from streamrag.pipeline import Indexer
+
+# Documents at least this long are chunked in a worker thread, off the event loop.
+_CHUNK_IN_THREAD_CHARS = 200_000
+
+
+@dataclass
+class Scan:
+    """What the folder holds now: path -> (doc id, size, change stamp), per-document facts."""
+
+    files: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    # Newly read documents and the chunks of new documents, their text left out (the chunks'
+    # is in the store; a first index held the whole corpus twice until it published)
+    documents: dict[str, Document] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)   # path -> title, of every document read
+    doc_chunks: dict[str, list[Chunk]] = field(default_factory=dict)
+    chars: dict[str, int] = field(default_factory=dict)   # doc id -> characters of its text
+    warnings: list[str] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
+    unchanged_paths: int = 0
+    indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
+
+
+class ExtractionStage:
+    """One run of the streaming stage: the ``Scan`` its actors fill, and one method per actor
+    (loader, chunker, extractor ×N, gleaner ×N). ``Indexer._stream_stage`` wires the streams."""
+
+    def __init__(self, indexer: Indexer, store: Store, writer: Writer, scan: Scan, rechunk: bool,
+                 check: YesNoCheck) -> None:
+        self.indexer = indexer
+        self.settings = indexer.settings
+        self.root = indexer.root
+        self.progress = indexer.progress
+        self.store = store
+        self.writer = writer
+        self.scan = scan
+        self.rechunk = rechunk
+        self.check = check
+        self.scheduled: set[str] = set()
+        self.by_file: dict[str, dict[str, tuple[str, int, float]]] = defaultdict(dict)
+        for p, v in scan.indexed.items():  # a file's rows: "file" itself, or "file#row" for .jsonl/.csv
+            for name in on_disk.file_names(p):   # (a name may hold "#" itself)
+                self.by_file[name][p] = v
+        self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
+        self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
+        self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
+        self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
+
+    async def fail(self, stage: str, item: str, message: str, error: Exception | None = None, *,
+                   stamp: str | None = None) -> None:
+        await self.indexer.fail(self.writer, stage, item, message, error, stamp=stamp)
+
+    async def load_files(self, files: list[Path], send) -> None:
+        """The loader: reads each new or changed file and sends its new documents on."""
+        scan, root = self.scan, self.root
+        async with send:
+            for path in files:
+                rel = loader.stored_path(path, root)
+                rows = self.by_file.get(rel, {})
+                try:
+                    st = path.stat()
+                except OSError as e:
+                    if on_disk.deleted(path, root):   # since the scan found it: it leaves
+                        self.progress.add("files_done")
+                        continue
+                    # What was indexed from it stays until the file can be read again.
+                    scan.files.update(rows)
+                    # (said as a failed read is: ``loader.read_documents``)
+                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror or e}); what "
+                                    "was indexed from it stays; check that it exists and is readable "
+                                    "(its permissions, and its folder's)")
+                    continue
+                stamp = on_disk.change_stamp(st)
+                same = on_disk.same_on_disk(rows, st)
+                if same and not self.rechunk:
+                    scan.files.update(rows)  # unchanged on disk: not even read
+                    scan.unchanged_paths += 1
+                    self.progress.add("files_done")
+                    continue
+                as_is = on_disk.file_stamp(st)
+                failed = self.failed_reads.get(rel)
+                if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
+                    # Unchanged since it could not be read: named again, not read again (nothing
+                    # indexed from it to keep or drop; read anew when it or the reading settings change).
+                    await self.fail("load", rel, failed[1], stamp=as_is)
+                    self.progress.add("files_done")
+                    continue
+                empty = self.empty.get(rel)
+                if empty is not None and empty[0] == as_is and not rows and not self.rechunk:
+                    # Unchanged since it held nothing to index: said again, not read again.
+                    self.still_empty[rel] = empty
+                    scan.warnings.append(empty[1])
+                    self.progress.add("files_done")
+                    continue
+                try:
+                    docs, warnings = loader.read_documents(path, root=root,
+                                                           text_field=self.settings.index.text_field)
+                except InputError as e:
+                    await self.not_read(path, rel, rows, same, e, as_is)
+                    continue
+                scan.warnings += warnings
+                for doc in docs:
+                    scan.files[doc.path] = (doc.id, st.st_size, stamp)
+                    scan.titles[doc.path] = doc.title
+                    if doc.id not in scan.documents:
+                        scan.documents[doc.id] = msgspec.structs.replace(doc, text="")
+                        scan.chars[doc.id] = len(doc.text)
+                        await send.send(doc)
+                self.progress.add("files_done")
+            await self._remember_empty(files)
+
+    async def _remember_empty(self, files: list[Path]) -> None:
+        """Records the files this run found with nothing to index, and forgets those it read
+        otherwise or that are gone (a run of a few files keeps what it did not look at)."""
+        looked_at = {loader.stored_path(path, self.root) for path in files}
+        kept = {rel: v for rel, v in self.empty.items()
+                if rel not in looked_at and os.path.lexists(Path(self.root or "") / rel)}
+        now = kept | self.still_empty
+        if now != self.empty:
+            await self.writer.run(index_rows.save_empty_files, now)
+
+    async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
+                       e: InputError, stamp: str) -> None:
+        """A file the loader could not read (``stamp``: its ``on_disk.file_stamp``, recorded unless
+        the system would not give its bytes, ``UnreadableFile``): what was indexed from it stays, or
+        leaves."""
+        if on_disk.deleted(path, self.root):   # while it was read: it leaves
+            self.progress.add("files_done")
+            return
+        kept = rows and ((same and isinstance(e, NoTextField)) or not on_disk.readable(path))
+        if kept and isinstance(e, NoTextField):
+            self.indexer.rechunked_all = False  # read it again next run, and say so again
+        if kept:
+            # What was indexed from it stays until the file can be read again,
+            # or, the file being as it was, until index.text_field names a field
+            # it has again. A file that now holds no text (made empty, binary,
+            # or its rows' field dropped) leaves the index.
+            self.scan.files.update(rows)
+        if isinstance(e, EmptyInput):   # nothing failed: there is nothing to read
+            self.scan.warnings.append(str(e))
+            if not kept:   # (not read again while it stays as it is: ``load_files``)
+                self.still_empty[rel] = (stamp, str(e))
+        else:   # (an error of the system's may pass with the file as it is: no stamp, read again)
+            await self.fail("load", rel, f"{e}; what was indexed from it stays"
+                            if kept and isinstance(e, NoTextField) else str(e),
+                            stamp=None if isinstance(e, UnreadableFile) else stamp)
+        self.progress.add("files_done")
+
+    async def chunk_documents(self, recv, send) -> None:
+        """The chunker: cuts and stores each document not chunked yet, and schedules its chunks
+        and those of the kept documents that lack an extraction."""
+        scan, ix = self.scan, self.settings.index
+        async with recv, send:
+            async for doc in recv:
+                if not self.rechunk and index_rows.is_chunked(self.store, doc.id):  # the same text is indexed already (a rename or a copy)
+                    continue
+                cut = functools.partial(chunker.chunk_document, doc, chunk_size=ix.chunk_size,
+                                        overlap=ix.chunk_overlap, encoding=ix.encoding)
+                if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
+                    chunks = cut()
+                else:  # seconds for a book-sized file: signals and other work go on meanwhile
+                    chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+                scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
+                await self.writer.run(index_rows.save_chunks, chunks)
+                for c in chunks:
+                    await self.schedule(c, send)
+            # Chunks of documents already indexed that lack an extraction by the current
+            # extractor: its settings changed, or an earlier run failed on them.
+            kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
+            for c in index_rows.backlog(self.store, kept, self.indexer.key):
+                await self.schedule(c, send)
+
+    async def schedule(self, c: Chunk, send) -> None:
+        """Sends ``c`` to the extractors, once, unless its extraction is stored already."""
+        if c.id in self.scheduled:
+            return
+        self.scheduled.add(c.id)
+        self.progress.add("chunks_total")
+        if index_rows.has_extraction(self.store, c.id, self.indexer.key):
+            self.progress.add("chunks_reused")
+            return
+        await send.send(c)
+
+    def where(self, c: Chunk) -> str:
+        """A chunk as a user finds it: its file, and which chunk of it."""
+        scan = self.scan
+        if c.doc_id not in scan.documents and c.doc_id not in self.paths_of:  # (the scan grows)
+            for path, (doc_id, _size, _stamp) in sorted(scan.files.items(), reverse=True):
+                self.paths_of[doc_id] = path   # the first in order wins
+        doc = scan.documents.get(c.doc_id)
+        path = doc.path if doc is not None else self.paths_of.get(c.doc_id, c.doc_id)
+        return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
+
+    async def extract_chunks(self, recv, send) -> None:
+        """An extractor: the first extraction of each chunk, sent on to the gleaners."""
+        ix = self.indexer
+        async with recv, send:
+            async for c in recv:
+                try:
+                    ext = await extract_chunk(ix.llm, ix.prompts, c, self.settings)
+                except LLMError as e:
+                    await self.fail("extract", c.id, f"{self.where(c)}: {e}", e)
+                    continue
+                await send.send((c, ext))
+
+    async def glean_chunks(self, recv) -> None:
+        """A gleaner: gleans and extracts the claims of each chunk, and stores its extraction."""
+        ix = self.indexer
+        async with recv:
+            async for c, ext in recv:
+                try:
+                    ext = await glean(ix.llm, ix.prompts, c, ext, self.settings, self.check)
+                    ext = await extract_claims(ix.llm, ix.prompts, c, ext, self.settings)
+                except LLMError as e:
+                    await self.fail("glean", c.id, f"{self.where(c)}: {e}", e)
+                    continue
+                await self.writer.run(index_rows.save_extraction, c.id, ix.key, ext)
+                self.progress.add("chunks_extracted")
