@@ -53,10 +53,11 @@ from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, IndexMissingError, InputError
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.graph_state import Change, GraphState, dirty_communities
+from streamrag.graph_state import UNUSABLE_RUNS, Change, GraphState, dirty_communities
 from streamrag.llm import request_options
-from streamrag.pipeline import UNUSABLE_RUNS, built_min_members, check_not_downgraded, report_attempt
+from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
+from streamrag.report_stage import built_min_members, report_attempt
 from streamrag.reports import build_context
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.status import counted, llm_summary

@@ -27,6 +27,10 @@ from streamrag.summarizer import summary_input
 # (see GraphState.finish_graph); an index without this mark is recounted once.
 DEGREES_VERSION = "1"
 
+# Runs in a row an element's summary answers (or a community's report answers) may be unusable
+# before it is no longer asked (``unusable``, ``report_unusable``).
+UNUSABLE_RUNS = 3
+
 
 @dataclass
 class Change:
@@ -71,7 +75,7 @@ class GraphState:
         self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
         self.fallbacks: set[str] = set()         # fell back this time
         self.unusable: dict[str, int] = {}       # element -> runs in a row its summary answers were unusable
-        # report attempt (``pipeline.report_attempt``: context key and output budget) -> runs in
+        # report attempt (``report_stage.report_attempt``: context key and output budget) -> runs in
         # a row its report answers were unusable (of this run, once ``_reports`` has run)
         self.report_unusable: dict[str, int] = {}
         # community held below index.report_min_members -> [attempt, runs]: the count its report

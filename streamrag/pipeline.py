@@ -31,7 +31,7 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -58,24 +58,16 @@ from streamrag.extractor import ExtractionPrompts, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
     DEGREES_VERSION,
+    UNUSABLE_RUNS,
     Change,
     GraphCache,
     GraphState,
     check_cached,
     check_rewired,
-    dirty_communities,
 )
-from streamrag.prompts import load_prompt
-from streamrag.records import Chunk, Community, Document, Extraction, Relationship, Report
-from streamrag.reports import (
-    ReportContext,
-    build_context,
-    changed_fraction,
-    context_key,
-    extractive_report,
-    llm_report,
-    settings_key as report_settings_key,
-)
+from streamrag.records import Chunk, Community, Document, Extraction
+from streamrag.report_stage import ReportStage, built_min_members, deepest_first
+from streamrag.reports import settings_key as report_settings_key
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
@@ -85,9 +77,6 @@ _T = TypeVar("_T")
 # The chunker mark of an index whose documents are not all cut with one set of reading and
 # chunking settings: no settings' key, so the next run cuts them all again.
 MIXED_CHUNKING = "mixed"
-
-# Runs in a row an element's summary answers may be unusable before it is no longer asked.
-UNUSABLE_RUNS = 3
 
 
 def settled_line(items: int) -> str:
@@ -104,9 +93,6 @@ def nothing_indexed_line(items: int, last: str) -> str:
             "cause and run the same command again (`streamrag status --failures` lists them)")
 
 
-# Said of a community report settled as unusable (UNUSABLE_RUNS).
-_REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
-                   "(index.report_max_output_tokens among them): an extractive report stands in")
 # A run stops once this many calls failed (after their retries) and no chunk was extracted:
 # the endpoint is plainly down (3 that it did not answer), or answers nothing usable (8 failed in
 # any way: a model that cannot follow the format, an HTML page; more than 3, so that a weak model
@@ -202,231 +188,6 @@ def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> Non
                           "now (llm.api_base, STREAMRAG_API_BASE or --api-base): set one to update it, "
                           "or pass --offline to rebuild it offline (the NLP extractor's graph and "
                           "extractive reports replace the model's)")
-
-
-class _Reporting:
-    """One run of the report stage: what its workers share (this run's reports and the keys
-    assigned, the unusable and held counts, the counts written and kept), and one method per step
-    of a community's report. ``Indexer._reports`` runs it over the levels."""
-
-    def __init__(self, indexer: Indexer, store: Store, writer: Writer, state: GraphState,
-                 communities: list[Community]) -> None:
-        s = self.settings = indexer.settings
-        self.indexer = indexer
-        self.progress = indexer.progress
-        self.store = store
-        self.writer = writer
-        self.state = state
-        use_llm = self.use_llm = not s.offline
-        self.prompt_version = load_prompt("report").version if use_llm else None
-        self.model = s.llm.report_model if use_llm else None
-        self.children = children_of(communities)
-        self.rels_by_entity = _grouped(state.relationships.values(), lambda r: r.source)
-        # (a context takes an entity's claims in id order)
-        self.claims_by_entity = _grouped(sorted(state.claims.values(), key=lambda c: c.id),
-                                         lambda c: c.subject_id)
-        self.line_costs: dict[str, int] = {}          # element id -> tokens of its context line
-        self.reports: dict[str, Report] = {}          # community id -> report (this run)
-        self.assignments: dict[str, tuple[str, str]] = {}
-        self.generated = self.kept = 0
-        self.progress.total("reports", len(communities))
-        self.old = state.old_reports
-
-        # Communities whose context may have changed. The others keep their context and report
-        # without rebuilding the context (tokenizing every community's context is most of an
-        # update's time on a large index).
-        state.report_settings = indexer._report_key()
-        same_settings = store.get_meta("report_settings") == state.report_settings
-        self.dirty = dirty_communities(state, communities, same_settings=same_settings)
-        self.old_children = {parent: {k.id for k in kids}
-                             for parent, kids in children_of(state.old_communities).items()}
-
-        # Report answers unusable on runs in a row, by attempt (context and output budget): the
-        # published counts, and this run's (those of attempts made or settled now).
-        self.unusable_before, state.report_unusable = state.report_unusable, {}
-        # Those of communities held below report_min_members, by community: a community held
-        # for a run, its context unchanged, had its count forgotten (three more paid runs).
-        self.held_before, state.report_held = state.report_held, {}
-        self.held_runs = {attempt: runs for attempt, runs in self.held_before.values()}
-
-        # A kept report is read only if a parent's context needs it (most never are).
-        self.stored = index_rows.report_keys(store)
-        # The extractive reports of a model-built index (communities held below
-        # report_min_members, stand-ins for the model's) are looked at again when their builder
-        # changed since it was published (EXTRACTIVE_VERSION): rewritten for free, while the
-        # model's reports, their settings unchanged, are kept unread as ever.
-        self.stale_extractive = (index_rows.extractive_report_keys(store) if use_llm and same_settings
-                                 and store.get_meta("extractive_settings") != indexer._extractive_key()
-                                 else set())
-        self.kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
-
-    def runs_before(self, attempt: str) -> int:
-        """Runs in a row before this one on which the answers to ``attempt`` were unusable."""
-        return self.unusable_before.get(attempt) or self.held_runs.get(attempt, 0)
-
-    async def report_level(self, level: list[Community]) -> None:
-        """The reports of one level, by the report workers (one without a model)."""
-        s = self.settings
-        send, recv = anyio.create_memory_object_stream[Community](s.pipeline.queue_size)
-        async with anyio.create_task_group() as tg:
-            with recv:
-                for _ in range(s.pipeline.report_workers if self.use_llm else 1):
-                    tg.start_soon(self.report_communities, recv.clone())
-            async with send:
-                for c in level:
-                    await send.send(c)
-
-    async def report_communities(self, recv) -> None:
-        """A report worker: the report of each community it receives."""
-        async with recv:
-            async for c in recv:
-                await self.report(c)
-
-    async def report(self, c: Community) -> None:
-        """The report of ``c``: kept unread when nothing its context is built from changed; else
-        its context is built, and the report with its key (or an earlier one close enough) is
-        kept, or one is written."""
-        kept_as = self.unchanged(c)
-        if kept_as is not None and not self.indexer.check_shortcuts:
-            self.keep_unread(c, kept_as)
-            return
-        clean = kept_as is not None
-        by_llm = self.use_llm and len(c.members) >= self.settings.index.report_min_members
-        ctx, rels, kids = self.context(c)
-        built = None
-        by_llm = by_llm and bool(ctx.text)   # (nothing fitted report_max_input_tokens: no call for it)
-        if by_llm:
-            key = context_key(ctx, model=self.model, prompt_version=self.prompt_version)
-        else:  # extractive: named by what it says, which draws on more than the context text
-            built = self.extractive(c, ctx, rels, kids)
-            key = built.key
-            self.note_held(c, ctx)
-        if clean and key != kept_as[0]:
-            raise AssertionError(f"community {c.id}: context changed but counted as unchanged")
-        report = self.found(c, ctx, key, by_llm)
-        if report is not None:
-            self.kept += 1
-        else:
-            if by_llm:
-                report = await self.ask(c, ctx, key)
-            if report is None:
-                report = built or self.extractive(c, ctx, rels, kids)
-            report = await self.save(report)
-        self.reports[c.id] = report
-        self.assignments[c.id] = (key, report.key)
-        self.progress.add("reports_done")
-
-    def unchanged(self, c: Community) -> tuple[str, str] | None:
-        """(context key, key of the report shown) that ``c`` keeps when nothing its context
-        is built from changed."""
-        state, old = self.state, self.old
-        kids = self.children.get(c.id, ())
-        if c.id in self.dirty or {k.id for k in kids} != self.old_children.get(c.id, set()) or any(
-                self.assignments.get(k.id) != (state.old_contexts.get(k.id), old.get(k.id)) for k in kids):
-            return None
-        key, shown = state.old_contexts.get(c.id), old.get(c.id)
-        if not key or shown not in self.stored or shown in self.stale_extractive:
-            return None
-        if key == shown:
-            if c.id in self.held_before:   # (its context unchanged: the count its report had stays)
-                state.report_held[c.id] = self.held_before[c.id]
-            return key, shown
-        # A stand-in (or a kept older report): looked at again, unless it stands in for good,
-        # its report answers unusable on UNUSABLE_RUNS runs in a row (it was written again,
-        # as it was, on every run).
-        attempt = report_attempt(key, self.settings.index.report_max_output_tokens)
-        if self.use_llm and self.runs_before(attempt) >= UNUSABLE_RUNS:
-            state.report_unusable[attempt] = self.runs_before(attempt)
-            return key, shown
-        return None
-
-    def keep_unread(self, c: Community, kept_as: tuple[str, str]) -> None:
-        """``c`` keeps its context key and report, the report not read."""
-        self.kept_keys[c.id] = kept_as[1]
-        self.assignments[c.id] = kept_as
-        self.kept += 1
-        self.progress.add("reports_done")
-
-    def context(self, c: Community) -> tuple[ReportContext, list[Relationship],
-                                             list[tuple[Community, Report]]]:
-        """The context of ``c``'s report, with the relationships among its members and the
-        reports of its children it is built from."""
-        ix = self.settings.index
-        claims_by_entity = self.claims_by_entity
-        rels = internal_relationships(c, self.rels_by_entity)
-        kids = [(k, r) for k in self.children.get(c.id, ()) if (r := self.child_report(k)) is not None]
-        ctx = build_context(c, entities=self.state.entities, relationships=rels,
-                            claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},
-                            children=kids, max_tokens=ix.report_max_input_tokens,
-                            encoding=ix.encoding, costs=self.line_costs)
-        return ctx, rels, kids
-
-    def child_report(self, k: Community) -> Report | None:
-        """The report of child ``k``: this run's, or the one it keeps, read now."""
-        if k.id in self.reports:
-            return self.reports[k.id]
-        return index_rows.load_report(self.store, self.kept_keys[k.id]) if k.id in self.kept_keys else None
-
-    def extractive(self, c: Community, ctx: ReportContext, rels: list[Relationship],
-                   kids: list[tuple[Community, Report]]) -> Report:
-        """The report of ``c`` built from its context, without a model."""
-        return extractive_report(c, ctx, entities=self.state.entities, relationships=rels,
-                                 children=kids, encoding=self.settings.index.encoding)
-
-    def note_held(self, c: Community, ctx: ReportContext) -> None:
-        """For ``c`` reported without a call though a model is there: the unusable count of the
-        attempt its context would be, kept (``state.report_held``)."""
-        # (held below report_min_members)
-        if self.use_llm and ctx.text and (self.unusable_before or self.held_runs):
-            attempt = report_attempt(context_key(ctx, model=self.model, prompt_version=self.prompt_version),
-                                     self.settings.index.report_max_output_tokens)
-            if runs := self.runs_before(attempt):
-                self.state.report_held[c.id] = [attempt, runs]
-
-    def found(self, c: Community, ctx: ReportContext, key: str, by_llm: bool) -> Report | None:
-        """The stored report with ``key``; else, for a model's report, the one ``c`` had if it
-        is close enough to the new context (index.report_regen_threshold); else None."""
-        ix = self.settings.index
-        previous = self.old.get(c.id)
-        report = index_rows.load_report(self.store, key)
-        if report is None and by_llm and previous is not None and ix.report_regen_threshold > 0:
-            prev_report = index_rows.load_report(self.store, previous)
-            if close_enough(prev_report, ctx.elements, ix.report_regen_threshold):
-                report = prev_report
-        return report
-
-    async def ask(self, c: Community, ctx: ReportContext, key: str) -> Report | None:
-        """The model's report for ``c``; None (the failure recorded) when there is none."""
-        s = self.settings
-        state = self.state
-        attempt = report_attempt(key, s.index.report_max_output_tokens)
-        runs = self.runs_before(attempt)
-        if runs >= UNUSABLE_RUNS:
-            # Settled: asking again would be paid for and answered alike, as on the runs before.
-            # (Said by the run that settled it, as a settled summary is: not a failure again.)
-            state.report_unusable[attempt] = runs
-            return None
-        try:
-            return await llm_report(self.indexer.llm, ctx, model=self.model,
-                                    max_tokens=s.index.report_max_output_tokens, encoding=s.index.encoding)
-        except LLMError as e:
-            runs = unusable_runs(runs, e)
-            if runs:
-                state.report_unusable[attempt] = runs
-            settled = isinstance(e, LLMOutputError) and runs >= UNUSABLE_RUNS
-            await self.indexer.fail(self.writer, "report", c.id,
-                                    report_failure(c.id, e, runs, settled=settled), e, settled=settled)
-            return None
-
-    async def save(self, report: Report) -> Report:
-        """Stores a report written now; the report as stored."""
-        await self.writer.run(index_rows.save_report, report)
-        # The stored row is the report: when a community with the same key was written
-        # meanwhile by another worker, its row stands, and parents are built from it.
-        report = index_rows.load_report(self.store, report.key) or report
-        self.generated += 1
-        self.progress.add("reports_written")
-        return report
 
 
 class Indexer:
@@ -596,11 +357,11 @@ class Indexer:
         finally:
             store.close()
 
-    def _report_key(self) -> str:
+    def report_key(self) -> str:
         """The report settings of this run (``reports.settings_key``): with a model or without."""
         return report_settings_key(self.settings, by_llm=not self.settings.offline)
 
-    def _extractive_key(self) -> str:
+    def extractive_key(self) -> str:
         """The settings of this run's extractive reports, with a model as without: published,
         as the model's report settings leave EXTRACTIVE_VERSION out."""
         return report_settings_key(self.settings, by_llm=False)
@@ -636,7 +397,7 @@ class Indexer:
         if said("summarizer") != self.summarizer_key and (
                 said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
             changes.append(("summary", "every merged description is summarized again"))
-        if said("report_settings") not in (None, self._report_key()):
+        if said("report_settings") not in (None, self.report_key()):
             if built_min_members(s, said, by_llm=not s.offline) is not None:   # (that one alone)
                 changes.append(("report", "reports are written for the communities that now reach "
                                           "index.report_min_members (those written are kept)"))
@@ -723,7 +484,7 @@ class Indexer:
             "extractor": self.key,
             "summarizer": self.summarizer_key,
             "report_settings": state.report_settings,
-            "extractive_settings": self._extractive_key(),
+            "extractive_settings": self.extractive_key(),
             "leiden": state.leiden_key,
             "changed_since_fresh": str(state.changed_since_fresh),
             "degrees": DEGREES_VERSION,
@@ -1034,7 +795,7 @@ class Indexer:
                        communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
         """Report key per community: (context key, key of the report shown); the counts
         written and kept."""
-        run = _Reporting(self, store, writer, state, communities)
+        run = ReportStage(self, store, writer, state, communities)
         for level in deepest_first(communities):   # a parent's context takes its children's reports
             await run.report_level(level)
         return run.assignments, run.generated, run.kept
@@ -1052,67 +813,6 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
-
-
-# -- reports: the pure parts -------------------------------------------------------------------
-_G = TypeVar("_G")
-_K = TypeVar("_K", bound=Hashable)
-
-
-def _grouped(items: Iterable[_G], key: Callable[[_G], _K]) -> dict[_K, list[_G]]:
-    """``items`` by ``key``, in their order."""
-    groups: dict[_K, list[_G]] = defaultdict(list)
-    for item in items:
-        groups[key(item)].append(item)
-    return groups
-
-
-def children_of(communities: Iterable[Community]) -> dict[str, list[Community]]:
-    """Parent community id -> its sub-communities, in their order."""
-    return _grouped((c for c in communities if c.parent), lambda c: c.parent or "")
-
-
-def deepest_first(communities: Iterable[Community]) -> list[list[Community]]:
-    """The communities level by level, the deepest first (a parent's context may hold its
-    children's reports)."""
-    levels = _grouped(communities, lambda c: c.level)
-    return [levels[level] for level in sorted(levels, reverse=True)]
-
-
-def internal_relationships(c: Community, by_source: dict[str, list[Relationship]]) -> list[Relationship]:
-    """The relationships between members of ``c``, by member."""
-    members = set(c.members)
-    return [r for m in c.members for r in by_source.get(m, ()) if r.target in members]
-
-
-def close_enough(previous: Report | None, elements: dict, threshold: float) -> bool:
-    """Whether ``previous`` report is kept for a context of ``elements`` (under
-    index.report_regen_threshold). Not an extractive report standing in for a failed one:
-    close to its context as it is, it was kept for good, and the model never asked again."""
-    return previous is not None and not previous.extractive and \
-        changed_fraction(previous.elements, elements) < threshold
-
-
-def unusable_runs(runs: int, error: LLMError) -> int:
-    """The runs in a row a report's answers were unusable, after this run's ``error``. The model
-    answered, and nothing it said was usable: one more (asked again on the next runs, up to
-    UNUSABLE_RUNS in a row, as a flaky gateway's garbage passes; then it would say the same on
-    every run, each paid for). An outage is asked again on the next run, however many, and the
-    count stays."""
-    return runs + 1 if isinstance(error, LLMOutputError) else runs
-
-
-def report_failure(community_id: str, error: LLMError, runs: int, *, settled: bool) -> str:
-    """What a failed report is recorded with."""
-    return f"community {community_id}: {error}" + (
-        f"; unusable on {runs} runs in a row{_REPORT_SETTLED}" if settled
-        else "; an extractive report stands in until the next run")
-
-
-def report_attempt(context_key: str, max_output_tokens: int) -> str:
-    """What a community's report answers are counted as unusable for (``UNUSABLE_RUNS``): its
-    context key (the context, the report model and prompt) and the room the answer is given."""
-    return f"{context_key}/{max_output_tokens}"
 
 
 def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
@@ -1153,25 +853,6 @@ def chunking_change(built: str | None, now: dict[str, object]) -> tuple[str, boo
     how = " and ".join(verb for verb, part in (("reads", "loader"), ("chunks", "chunker"))
                        if was.get(part) != now.get(part)) or "reads"
     return f"streamrag was upgraded since this index was built and {how} documents differently", False
-
-
-def built_min_members(settings: Settings, said: Callable[[str], str | None], *, by_llm: bool) -> int | None:
-    """The index.report_min_members the published index (its meta read by ``said``) chose its
-    reports with, when its report settings are ``settings``' but for that one; None when others
-    differ too (every context changes), or it is not known."""
-    published = said("report_settings")
-    if published == report_settings_key(settings, by_llm=by_llm):
-        return settings.index.report_min_members
-    chosen_with = said("report_min_members") or ""
-    # (An index published before the setting was recorded is matched against the likely ones:
-    # unknown, it was taken for one whose every report is written again.)
-    for tried in [int(chosen_with)] if chosen_with.isdigit() else range(1, _MIN_MEMBERS_TRIED + 1):
-        if published == report_settings_key(settings, by_llm=by_llm, min_members=tried):
-            return tried
-    return None
-
-
-_MIN_MEMBERS_TRIED = 64   # the report_min_members values an index of unknown one is matched with
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

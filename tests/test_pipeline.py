@@ -1124,7 +1124,7 @@ def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path
         version = 3
         meta = {"chunker": old_key, "chunker_settings": json.dumps(dict(chunking_settings(settings), loader="0")),
                 "extractor": indexer.key, "summarizer": indexer.summarizer_key,
-                "report_settings": indexer._report_key(), "leiden": indexer.leiden_key}
+                "report_settings": indexer.report_key(), "leiden": indexer.leiden_key}
 
         def get_meta(self, key):
             return self.meta.get(key)

@@ -170,7 +170,7 @@ def test_changed_fraction():
 
 
 def test_communities_are_reported_deepest_level_first_with_their_children():
-    from streamrag.pipeline import children_of, deepest_first
+    from streamrag.report_stage import children_of, deepest_first
 
     top = Community(id="C0", level=0, parent=None, members=["a", "b", "c"])
     kids = [Community(id="C1", level=1, parent="C0", members=["a"]),
@@ -183,7 +183,8 @@ def test_communities_are_reported_deepest_level_first_with_their_children():
 
 def test_only_unusable_answers_count_towards_settling_a_report():
     from streamrag.errors import LLMOutputError, LLMUnavailableError
-    from streamrag.pipeline import UNUSABLE_RUNS, report_failure, unusable_runs
+    from streamrag.graph_state import UNUSABLE_RUNS
+    from streamrag.report_stage import report_failure, unusable_runs
 
     assert unusable_runs(1, LLMOutputError("garbage")) == 2
     assert unusable_runs(1, LLMUnavailableError("down")) == 1   # an outage neither counts nor breaks the row
