@@ -38,8 +38,9 @@ from typing import TypeVar
 import anyio
 import msgspec
 
-from streamrag import chunker, ids, index_rows, loader, on_disk
+from streamrag import index_rows, loader, on_disk
 from streamrag import communities as communities_module
+from streamrag.chunking_marks import MIXED_CHUNKING, chunker_key, chunking_change, chunking_settings, cut_anew
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
@@ -73,10 +74,6 @@ from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
 
 _T = TypeVar("_T")
-
-# The chunker mark of an index whose documents are not all cut with one set of reading and
-# chunking settings: no settings' key, so the next run cuts them all again.
-MIXED_CHUNKING = "mixed"
 
 
 def settled_line(items: int) -> str:
@@ -219,8 +216,7 @@ class Indexer:
         ix = settings.index
         self.summarizer_key = summarizer_key(settings)
         self.leiden_key = communities_module.settings_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution)
-        self.chunker_key = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
-                                      loader.VERSION, ix.text_field, length=12)
+        self.chunker_key = chunker_key(settings)
         self.chunking = chunking_settings(settings)   # (what the key is of, to name a change)
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
@@ -813,46 +809,6 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
-
-
-def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
-    """Whether this run publishes a document it cut: a new one, or a kept one with other chunks."""
-    cut = scan.doc_chunks
-    if change.added_docs & cut.keys():
-        return True
-    before = index_rows.chunk_ids_of(store, change.kept_docs & cut.keys())
-    return any(ids != [c.id for c in cut[doc_id]] for doc_id, ids in before.items())
-
-
-def chunking_settings(settings: Settings) -> dict[str, object]:
-    """What the chunker key is of (``Indexer.chunker_key``), by setting name: published with the
-    index, so that a later run can name the one that changed."""
-    ix = settings.index
-    return {"index.chunk_size": ix.chunk_size, "index.chunk_overlap": ix.chunk_overlap,
-            "index.encoding": ix.encoding, "index.text_field": ix.text_field,
-            "chunker": chunker.VERSION, "loader": loader.VERSION}
-
-
-def chunking_change(built: str | None, now: dict[str, object]) -> tuple[str, bool]:
-    """What changed of the reading and chunking settings since ``built`` (``chunking_settings``
-    as published, ``None`` in an index from before it was), in words a user recognises, and
-    whether a setting is of it: the ``index.`` settings that differ, else (``False``) the
-    streamrag upgrade that reads or chunks documents differently."""
-    try:
-        was = json.loads(built) if built else None
-    except ValueError:
-        was = None
-    if not isinstance(was, dict):
-        return ("one of index.chunk_size, chunk_overlap, encoding and text_field, or how this streamrag "
-                "reads documents, differs from when the index was built"), True
-    named = [f"{name} is now {json.dumps(value)} (was {json.dumps(was.get(name))})"
-             for name, value in now.items() if name.startswith("index.") and was.get(name) != value]
-    if named:
-        return ", ".join(named), True
-    # No setting: a new streamrag's loader or chunker (their VERSION), which re-reads every file.
-    how = " and ".join(verb for verb, part in (("reads", "loader"), ("chunks", "chunker"))
-                       if was.get(part) != now.get(part)) or "reads"
-    return f"streamrag was upgraded since this index was built and {how} documents differently", False
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,

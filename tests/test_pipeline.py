@@ -1088,7 +1088,7 @@ async def test_the_answers_kept_are_those_the_published_summaries_are(corpus, tm
 
 def test_a_change_of_the_reading_and_chunking_settings_is_named():
     # index.text_field alone changed was said as "the chunking settings changed".
-    from streamrag.pipeline import chunking_change, chunking_settings
+    from streamrag.chunking_marks import chunking_change, chunking_settings
 
     built = chunking_settings(make_settings())
     now = chunking_settings(make_settings(index={"text_field": "body", "chunk_size": 300}))
@@ -1111,7 +1111,8 @@ def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path
     import logging
 
     from streamrag import chunker, ids, loader
-    from streamrag.pipeline import Indexer, chunking_settings
+    from streamrag.chunking_marks import chunking_settings
+    from streamrag.pipeline import Indexer
 
     settings = make_settings("http://127.0.0.1:9/v1")
     indexer = Indexer(settings, tmp_path / "index.db", root=tmp_path)

@@ -1,0 +1,74 @@
+"""What an index records of how its documents were read and chunked, and what a run makes of it.
+
+A sync publishes the chunker key of the settings every document was cut with (``chunker_key``:
+the loader and chunker versions, index.chunk_size, chunk_overlap, encoding and text_field), and
+those settings by name (``chunking_settings``), so that a later run with other settings cuts
+every document again and can say which setting changed (``chunking_change``). A run that cut only
+some documents with its settings while others keep another's publishes ``MIXED_CHUNKING``
+instead (``cut_anew``): the next run cuts them all again, whichever settings it has.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from streamrag import chunker, ids, index_rows, loader
+from streamrag.config import Settings
+from streamrag.store import Store
+
+if TYPE_CHECKING:
+    from streamrag.extraction_stage import Scan
+    from streamrag.graph_state import Change
+
+# The chunker mark of an index whose documents are not all cut with one set of reading and
+# chunking settings: no settings' key, so the next run cuts them all again.
+MIXED_CHUNKING = "mixed"
+
+
+def chunker_key(settings: Settings) -> str:
+    """The key of the reading and chunking settings (published as the "chunker" mark): a change
+    of it cuts every document again."""
+    ix = settings.index
+    return ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
+                      loader.VERSION, ix.text_field, length=12)
+
+
+def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
+    """Whether this run publishes a document it cut: a new one, or a kept one with other chunks."""
+    cut = scan.doc_chunks
+    if change.added_docs & cut.keys():
+        return True
+    before = index_rows.chunk_ids_of(store, change.kept_docs & cut.keys())
+    return any(ids != [c.id for c in cut[doc_id]] for doc_id, ids in before.items())
+
+
+def chunking_settings(settings: Settings) -> dict[str, object]:
+    """What the chunker key is of (``chunker_key``), by setting name: published with the
+    index, so that a later run can name the one that changed."""
+    ix = settings.index
+    return {"index.chunk_size": ix.chunk_size, "index.chunk_overlap": ix.chunk_overlap,
+            "index.encoding": ix.encoding, "index.text_field": ix.text_field,
+            "chunker": chunker.VERSION, "loader": loader.VERSION}
+
+
+def chunking_change(built: str | None, now: dict[str, object]) -> tuple[str, bool]:
+    """What changed of the reading and chunking settings since ``built`` (``chunking_settings``
+    as published, ``None`` in an index from before it was), in words a user recognises, and
+    whether a setting is of it: the ``index.`` settings that differ, else (``False``) the
+    streamrag upgrade that reads or chunks documents differently."""
+    try:
+        was = json.loads(built) if built else None
+    except ValueError:
+        was = None
+    if not isinstance(was, dict):
+        return ("one of index.chunk_size, chunk_overlap, encoding and text_field, or how this streamrag "
+                "reads documents, differs from when the index was built"), True
+    named = [f"{name} is now {json.dumps(value)} (was {json.dumps(was.get(name))})"
+             for name, value in now.items() if name.startswith("index.") and was.get(name) != value]
+    if named:
+        return ", ".join(named), True
+    # No setting: a new streamrag's loader or chunker (their VERSION), which re-reads every file.
+    how = " and ".join(verb for verb, part in (("reads", "loader"), ("chunks", "chunker"))
+                       if was.get(part) != now.get(part)) or "reads"
+    return f"streamrag was upgraded since this index was built and {how} documents differently", False
