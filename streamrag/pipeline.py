@@ -16,8 +16,11 @@ from the previous partition, need not: see ``_cluster``). Nothing a query reads 
 replaces the published rows and bumps the version in one transaction (a run that changes
 nothing publishes no new version).
 
-This module holds the stages and their order. The graph the second half works on, and what
-it decides is dirty, is ``graph_state``; every row read or written is ``index_rows``.
+This module holds the stages in their order (``Indexer._sync``) and wires their streams. The
+first half's actors are ``extraction_stage``'s, the report of each community ``report_stage``'s.
+The graph the second half works on, and what it decides is dirty, is ``graph_state``; a file on
+disk as the index sees it, ``on_disk``; how the documents were chunked, ``chunking_marks``;
+every row read or written is ``index_rows``.
 """
 
 from __future__ import annotations
