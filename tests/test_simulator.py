@@ -136,6 +136,24 @@ def test_types_follow_cues(client):
     assert types["Vell Summit 2031"] == "event"
 
 
+def test_markdown_list_items_and_headings_are_sentences_of_their_own(client):
+    # An Obsidian note's list of links: a model relates the names a sentence relates, not every
+    # pair of items in the list (66 relationships from twelve links, each described by the list,
+    # all summarized again when one link was renamed).
+    text = ("Mira Osk joined Velta University in Port Vell.\n\n## Related\n"
+            "- Harbor Council\n- Mira Osk\n- Strand Bank\n1. Tull Strike\n"
+            "## Velta University\nA hard-wrapped line about\nthe Quill Authority.")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    names = {e[1] for e in entities}
+    assert {"Mira Osk", "Velta University", "Port Vell", "Harbor Council", "Strand Bank",
+            "Tull Strike", "Quill Authority"} <= names
+    pairs = {frozenset((r[1], r[2])) for r in relations}
+    assert pairs == {frozenset(p) for p in [("Mira Osk", "Velta University"), ("Mira Osk", "Port Vell"),
+                                             ("Velta University", "Port Vell")]}
+    assert {e[1]: e[3] for e in entities}["Quill Authority"] == "A hard-wrapped line about the Quill Authority."
+
+
 def test_gleaning_finds_what_the_first_extraction_left_out(client):
     extract = load_prompt("extract").render(text=MANY, entity_types=TYPES)
     first, _ = records(content(chat(client, extract)))
