@@ -155,6 +155,7 @@ _STOPWORDS = {
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]*[A-Z0-9])")
 _BLANK_LINES = re.compile(r"\n\s*\n")
 # A line that is a Markdown list item (bullet or number) or a heading ("#tag" is none).
+_LIST_LABEL = re.compile(r"[A-Z][\w ]{0,20}:\s")   # "Related: ", "See also: " before a list
 _ITEM_OR_HEADING = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+\S|#{1,6}[ \t])")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
@@ -400,7 +401,8 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     per_sentence: dict[int, list[str]] = {}
     for e in entities:
         for s in e.sentences:
-            per_sentence.setdefault(s, []).append(e.name)
+            if not _names_only(sentences[s]):
+                per_sentence.setdefault(s, []).append(e.name)
     for s, names in sorted(per_sentence.items()):
         names = sorted(set(names), key=lambda n: order[_norm(n)])
         for a_i, a in enumerate(names):
@@ -410,6 +412,18 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
                  for (a, b), ss in pairs.items()]
     relations.sort(key=lambda p: (p.first, order[_norm(p.source)], order[_norm(p.target)]))
     return entities, relations
+
+
+def _names_only(sentence: str) -> bool:
+    """Whether ``sentence`` is a list of names ("Related: [[A]], [[B]], [[C]]" as shown): a
+    label and a colon or two commas or more, and no lower-case word but those inside names and
+    "and" / "or" (a headline in title case is no list). It states no relation between them, so
+    a model reports none (every pair of twelve links described by the line made 66
+    relationships, all summarized again when one link was renamed)."""
+    if not (_LIST_LABEL.match(sentence) or sentence.count(",") + sentence.count(";") >= 2):
+        return False
+    return all(_is_cap(w) or w[:1].isdigit() or w in _CONNECTORS or w in ("the", "and", "or")
+               for w in _TOKEN.findall(sentence))
 
 
 def _records(entities: list[Found], relations: list[Pair]) -> str:

@@ -154,6 +154,17 @@ def test_markdown_list_items_and_headings_are_sentences_of_their_own(client):
     assert {e[1]: e[3] for e in entities}["Quill Authority"] == "A hard-wrapped line about the Quill Authority."
 
 
+def test_a_line_of_names_alone_relates_none_of_them(client):
+    # "Related: [[A]], [[B]], [[C]]" as the loader shows it: a line stating no relation.
+    text = ("Mira Osk joined Velta University.\n\nRelated: Harbor Council, Mira Osk, Strand Bank and "
+            "Tull Strike\n\nThe Harbor Council met the Strand Bank.")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    assert {"Tull Strike", "Harbor Council", "Strand Bank"} <= {e[1] for e in entities}
+    assert {frozenset((r[1], r[2])) for r in relations} == {frozenset(("Mira Osk", "Velta University")),
+                                                            frozenset(("Harbor Council", "Strand Bank"))}
+
+
 def test_gleaning_finds_what_the_first_extraction_left_out(client):
     extract = load_prompt("extract").render(text=MANY, entity_types=TYPES)
     first, _ = records(content(chat(client, extract)))
