@@ -323,6 +323,11 @@ def _repeats(n: int) -> str:
     return f"; {n} more {'file repeats' if n == 1 else 'files repeat'} another's text, indexed once"
 
 
+def _read_again(n: int) -> str:
+    """The documents line's count of unchanged files read anew (not edits: said apart)."""
+    return f"{n} read again, " if n > 0 else ""
+
+
 def _format_sync(r, db: Path, include: list[str]) -> str:
     from streamrag.loader import left_out_lines
 
@@ -333,7 +338,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
         f"  documents      {r.documents} ({r.documents_added} added, {r.documents_removed} removed, "
-        f"{r.documents_unchanged} unchanged{_repeats(r.files - r.documents)})",
+        f"{_read_again(r.documents_read_again)}{r.documents_unchanged} unchanged{_repeats(r.files - r.documents)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",

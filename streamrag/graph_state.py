@@ -44,6 +44,30 @@ class Change:
     extractions: dict[str, Extraction]
 
 
+def read_again(change: Change, before: dict[str, tuple[str, int, float]],
+               now: dict[str, tuple[str, int, float]]) -> tuple[set[str], set[str]]:
+    """The added documents that are unchanged files read anew (a loader upgrade, another
+    ``index.text_field``), and the removed documents they replace: ``before`` and ``now`` map a
+    path to its (doc id, size, change stamp), as the files table holds them and as scanned.
+
+    Every file of such a document is indexed already with the same size and stamp: its text
+    differs only in how it was read, so it is neither an added nor a removed document."""
+    def same_file(path: str) -> bool:
+        old = before.get(path)
+        return old is not None and old[1:] == now[path][1:]
+
+    paths_now: dict[str, list[str]] = {}
+    for path, (doc_id, _size, _stamp) in now.items():
+        paths_now.setdefault(doc_id, []).append(path)
+    paths_before: dict[str, list[str]] = {}
+    for path, (doc_id, _size, _stamp) in before.items():
+        paths_before.setdefault(doc_id, []).append(path)
+    new = {d for d in change.added_docs if paths_now.get(d) and all(same_file(p) for p in paths_now[d])}
+    old = {d for d in change.removed_docs
+           if paths_before.get(d) and all(p in now and same_file(p) for p in paths_before[d])}
+    return new, old
+
+
 
 class GraphState:
     def __init__(self) -> None:

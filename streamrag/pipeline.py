@@ -68,6 +68,7 @@ from streamrag.graph_state import (
     GraphState,
     check_cached,
     check_rewired,
+    read_again,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.report_stage import ReportStage, built_min_members, deepest_first
@@ -169,6 +170,9 @@ class SyncResult(msgspec.Struct):
     # index ("chunking", "extraction", "summary", "report", "clustering"), as said before it
     # started (with a model only: offline work is free)
     settings_changed: list[str] = []
+    # Documents of files unchanged but read anew to another text (a loader upgrade, another
+    # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
+    documents_read_again: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,11 +466,12 @@ class Indexer:
                 f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
+        again, replaced = read_again(change, scan.indexed, scan.files)
         return SyncResult(
             run_id=self.run_id, version=version, published=version != state.version,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
-            documents_added=len(change.added_docs), documents_removed=len(change.removed_docs),
-            documents_unchanged=len(change.kept_docs),
+            documents_added=len(change.added_docs - again), documents_removed=len(change.removed_docs - replaced),
+            documents_read_again=len(again), documents_unchanged=len(change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),

@@ -116,6 +116,35 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     assert "changed since" not in run("index", str(corpus), "-q", "--offline").stderr
 
 
+def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(tmp_path):
+    # A run after a reading change said "5 added, 5 removed": a mass edit of files nobody touched.
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "data.jsonl").write_text("".join(
+        json.dumps({"body": f"Mara Lind{i} runs the Harbor Council {i}.",
+                    "text": f"Henrik Salo{i} built the Kessel Bridge {i}."}) + "\n" for i in range(5)))
+    (folder / "note.txt").write_text("Cora Vey sailed from Harlow to Mintby with Ada Osk.\n")
+    (folder / "edited.txt").write_text("Ada Osk rebuilt the quay at Harlow.\n")
+    (folder / "streamrag.toml").write_text('[index]\ntext_field = "body"\n')
+    assert run("index", str(folder), "-q", "--offline").returncode == 0
+    (folder / "streamrag.toml").write_text('[index]\ntext_field = "text"\n')
+    (folder / "edited.txt").write_text("Ada Osk rebuilt the quay at Mintby, and the mill.\n")   # a real edit
+    out = run("index", str(folder), "-q", "--offline")
+    assert out.returncode == 0, out.stderr
+    assert "documents      7 (1 added, 1 removed, 5 read again, 1 unchanged)" in out.stdout, out.stdout
+    (folder / "streamrag.toml").write_text('[index]\ntext_field = "body"\n')
+    done = json.loads(run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert {k: done[k] for k in ("documents_added", "documents_removed", "documents_read_again",
+                                 "documents_unchanged")} == {"documents_added": 0, "documents_removed": 0,
+                                                             "documents_read_again": 5, "documents_unchanged": 2}
+    (folder / "streamrag.toml").write_text('[index]\ntext_field = "text"\n')
+    lines = [json.loads(line) for line in run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
+    idle = next(line for line in lines if line.get("state") == "idle")
+    assert (idle["documents_added"], idle["documents_removed"], idle["documents_read_again"]) == (0, 0, 5)
+    # Nothing read again: the usual line.
+    assert "documents      7 (0 added, 0 removed, 7 unchanged)" in run("index", str(folder), "-q", "--offline").stdout
+
+
 def test_estimate_spends_nothing(corpus, simulator):
     out = run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
     assert out.returncode == 0, out.stderr
