@@ -19,18 +19,38 @@ from streamrag.config import CONFIG_NAME, Settings
 from streamrag.errors import StreamragError
 
 
-def _digest(path: Path) -> str | None:
-    """The content hash of a settings file (a prompt), ``None`` when it cannot be read: an
-    edit is said once per content, not once per event (an editor's save makes several). A pipe
-    or device is none (opened without waiting, never read: reading a FIFO waited for a writer
-    for ever, and the daemon with it)."""
+def _digest(path: Path) -> tuple[str | None, str]:
+    """The content hash of a settings file (a prompt), and ``""``; or ``None`` and why it
+    cannot be read (``"deleted"``, ``"not a regular file"``, the system's reason): an edit is
+    said once per content, not once per event (an editor's save makes several). A pipe or
+    device is not read (opened without waiting: reading a FIFO waited for a writer for ever,
+    and the daemon with it)."""
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
+                return None, "not a regular file"
+            return hashlib.sha256(f.read()).hexdigest(), ""
+    except FileNotFoundError:
+        return None, "deleted"
+    except IsADirectoryError:
+        return None, "not a regular file"
+    except OSError as e:
+        return None, e.strerror or str(e)
+
+
+def _prompt_line(path: Path, digest: str | None, why: str) -> str:
+    """What watch says of an edit of the extraction prompt it follows (``_digest``'s answer)."""
+    if digest is not None:
+        return (f"{path}: the extraction prompt changed; watch goes on with the one it started with: "
+                "restart it to use the new one")
+    if why == "deleted":
+        then, needs = "was deleted", "it back"
+    elif why == "not a regular file":   # (a FIFO was said deleted)
+        then, needs = "is not a regular file now (a folder, pipe or device)", "a prompt file there"
+    else:
+        then, needs = f"cannot be read ({why})", "it readable"
+    return (f"{path}: the extraction prompt {then}; watch goes on with the one it started with: "
+            f"a restart needs {needs} (or index.extraction_prompt set to another)")
 
 
 def _comparable(settings: Settings) -> Settings:
@@ -67,15 +87,13 @@ class SettingsEdits:
         folder's streamrag.toml a file like any other)."""
         if path not in self._seen:
             return False
-        digest = _digest(path)
-        if digest == self._seen[path]:
+        state = _digest(path)
+        if state == self._seen[path]:
             return path in self._own or path in self._said
-        before, self._seen[path] = self._seen[path], digest
+        (before, _), self._seen[path] = self._seen[path], state
+        digest = state[0]
         if path in self._own and path != self._config:   # the extraction prompt
-            then = ("changed; watch goes on with the one it started with: restart it to use the new one"
-                    if digest is not None else "was deleted; watch goes on with the one it started "
-                    "with: a restart needs it back (or index.extraction_prompt set to another)")
-            self._line(path, f"{path}: the extraction prompt {then}")
+            self._line(path, _prompt_line(path, *state))
             return True
         try:
             after = self._reload()

@@ -769,6 +769,32 @@ async def test_every_edit_of_the_extraction_prompt_is_said_once(corpus, tmp_path
                       "the one it started with: a restart needs it back (or index.extraction_prompt set to another)"]
 
 
+async def test_an_extraction_prompt_replaced_by_a_pipe_or_a_folder_is_said_so_not_deleted(corpus, tmp_path):
+    # A prompt replaced by a FIFO was said "deleted", and its fix ("a restart needs it back") with it.
+    prompt = corpus / "my_prompt.md"
+    prompt.write_text((Path(__file__).parents[1] / "prompts" / "extract.md").read_text())
+    settings = make_settings(index={**SMALL, "extraction_prompt": str(prompt)}, watch={"quiet_s": 0.05})
+    async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        prompt.unlink()
+        async with send:
+            for said, replace in enumerate((os.mkfifo, None, os.mkdir), 1):
+                if replace is None:
+                    prompt.unlink()
+                else:
+                    replace(prompt)
+                await send.send({(Change.modified if replace else Change.deleted, str(prompt))})
+                await until(lambda: sum(e["state"] == "warning" for e in events[mark:]) >= said)
+            await anyio.sleep(0.2)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    not_a_file = (f"{prompt}: the extraction prompt is not a regular file now (a folder, pipe or device); "
+                  "watch goes on with the one it started with: a restart needs a prompt file there "
+                  "(or index.extraction_prompt set to another)")
+    assert warned == [not_a_file, f"{prompt}: the extraction prompt was deleted; watch goes on with the one it "
+                      "started with: a restart needs it back (or index.extraction_prompt set to another)",
+                      not_a_file], warned
+
+
 @pytest.mark.parametrize("inside", [True, False])
 async def test_an_index_deleted_with_a_replaced_folder_is_said_only_when_it_lay_outside(corpus, tmp_path, inside):
     # `rm -rf DIR && mkdir DIR`: an index inside went with the folder, as the "replaced" line
