@@ -65,8 +65,9 @@ def parse_prompt(name: str, text: str, path: str = "") -> Prompt:
 def load_prompt(name: str, override: str = "") -> Prompt:
     """The shipped prompt ``name``, or the file at ``override`` when a user set one."""
     path = Path(override).expanduser() if override else asset("prompts", f"{name}.md")
-    if override and path.exists() and not path.is_file():   # (a FIFO waited for ever)
-        raise ConfigError(f"{path}: not a regular file; index.extraction_prompt names a prompt file")
+    if path.exists() and not path.is_file():   # (a FIFO waited for ever; a shipped one too)
+        raise ConfigError(f"{path}: not a regular file; " + (
+            "index.extraction_prompt names a prompt file" if override else "reinstall streamrag"))
     try:
         data = path.read_bytes()
     except OSError as e:

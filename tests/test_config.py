@@ -270,6 +270,33 @@ def test_a_settings_or_prompt_file_that_is_no_regular_file_is_refused(tmp_path):
         load_prompt("extract", str(fifo))
 
 
+def test_a_shipped_prompt_that_is_no_regular_file_is_refused_not_waited_on(tmp_path, monkeypatch):
+    # prompts/extract.md replaced by a FIFO: the run waited for a writer for ever.
+    import os
+    import threading
+
+    import streamrag.prompts as prompts
+
+    os.mkfifo(tmp_path / "extract.md")
+    monkeypatch.setattr(prompts, "asset", lambda _folder, name: tmp_path / name)
+    prompts.load_prompt.cache_clear()
+    said: list[str] = []
+
+    def load():
+        try:
+            prompts.load_prompt("extract")
+        except ConfigError as e:
+            said.append(str(e))
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():   # (let it go: a writer that closes at once ends its read)
+        os.close(os.open(tmp_path / "extract.md", os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+    prompts.load_prompt.cache_clear()
+    assert said == [f"{tmp_path / 'extract.md'}: not a regular file; reinstall streamrag"]
+
+
 def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
     # A 2 GB sparse file given as the settings file was read whole (4 GB of memory).
     big = tmp_path / "big.toml"
