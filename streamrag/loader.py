@@ -257,9 +257,9 @@ def _bad_name(path: Path, root: Path | None, kind: str) -> str:
 
 def why_unusable(path: Path | str) -> str:
     """Why ``path``, which is neither a folder nor a regular file, or is a symlink that leads to
-    neither, is not indexed. Only looked at (``stat``), never opened: opening a pipe blocks."""
+    neither (or a file the scan found that is a folder now), is not indexed. Only looked at (``stat``), never opened: opening a pipe blocks."""
     try:
-        os.stat(path)
+        st = os.stat(path)
     except OSError as e:
         if e.errno == errno.ELOOP:
             return "symlink loop, not indexed; fix or remove the link"
@@ -270,6 +270,8 @@ def why_unusable(path: Path | str) -> str:
                 target = "a missing file"
             return f"broken symlink to {_safe(target)}, not indexed; fix or remove the link"
         return f"cannot be read ({_safe(e.strerror or str(e))}), not indexed; check that it is readable"
+    if stat.S_ISDIR(st.st_mode):   # (a file replaced by a folder since the scan was said a pipe)
+        return "is a folder now (it was a file when the folder was scanned), not read; the next run looks inside it"
     return "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
 
 

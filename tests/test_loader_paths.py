@@ -422,6 +422,30 @@ def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path
         "index.include"]
 
 
+def test_a_file_replaced_by_a_folder_after_the_scan_is_said_a_folder(tmp_path, monkeypatch):
+    # `rm notes.txt && mkdir notes.txt` between the scan and the loader's turn was said to be
+    # "a pipe, socket or device".
+    from streamrag import loader
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    victim = corpus / "guild.txt"
+    real_scan = loader.scan
+
+    def scan_then_replace(*args, **kwargs):
+        found = real_scan(*args, **kwargs)
+        victim.unlink()
+        victim.mkdir()
+        return found
+
+    monkeypatch.setattr(loader, "scan", scan_then_replace)
+    result = anyio.run(lambda: sync([corpus], make_settings(""), tmp_path / "i.db", root=corpus))
+    assert result.documents == 3
+    assert [w for w in result.warnings if "guild.txt" in w] == [
+        "guild.txt: is a folder now (it was a file when the folder was scanned), not read; the next run "
+        "looks inside it"]
+
+
 @pytest.mark.parametrize("path, root", [
     ("docs/a.txt", "docs"), ("docs//sub/./a.txt", "docs/"), ("/tmp/x/a.txt", "/tmp/x"),
     ("/tmp/x/sub/a.txt", Path("/tmp/x")), ("/a.txt", "/"), ("/tmp/x/../y/a.txt", "/tmp/x"),
