@@ -158,7 +158,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
     if unlisted is None:
         problems += [f"{_safe(stored_path(f, root))}: cannot list the folder ({why}), so its files are "
-                     "not indexed; check its permissions" for f, why in closed]
+                     f"not indexed; {unlisted_fix(why)}" for f, why in closed]
     for line in problems:
         if skipped is not None:
             skipped.append(line)
@@ -253,6 +253,14 @@ def shown(path: Path | str) -> str:
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:
     return (f"{_safe(stored_path(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
             f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
+
+
+def unlisted_fix(why: str) -> str:
+    """What to do about a folder the scan could not list for the reason ``why`` (``scan``'s
+    ``unlisted``): a path too long for the system is no matter of permissions."""
+    if why == os.strerror(errno.ENAMETOOLONG):
+        return "its path is too long for the system: move the folder up or shorten its folders' names"
+    return "check its permissions"
 
 
 def why_unusable(path: Path | str) -> str:

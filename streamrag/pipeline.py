@@ -656,7 +656,7 @@ class Indexer:
             except OSError:
                 stamp = None
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
-                            "what was indexed from it stays; check its permissions", stamp=stamp)
+                            f"what was indexed from it stays; {loader.unlisted_fix(why)}", stamp=stamp)
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")

@@ -446,6 +446,30 @@ def test_a_file_replaced_by_a_folder_after_the_scan_is_said_a_folder(tmp_path, m
         "looks inside it"]
 
 
+def test_a_folder_whose_path_is_too_long_to_list_is_not_blamed_on_permissions(tmp_path):
+    # A folder deeper than the system's longest path was said to need "its permissions" checked.
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    fd = os.open(corpus, os.O_RDONLY)
+    try:
+        for i in range(18):   # 18 names of 243 characters: past PATH_MAX (4096)
+            name = f"d{i:02}" + "x" * 240
+            os.mkdir(name, dir_fd=fd)
+            fd, parent = os.open(name, os.O_RDONLY, dir_fd=fd), fd
+            os.close(parent)
+    finally:
+        os.close(fd)
+    skipped: list[str] = []
+    scan([corpus], ["*.txt"], root=corpus, skipped=skipped)
+    assert len(skipped) == 1 and skipped[0].endswith(
+        ": cannot list the folder (File name too long), so its files are not indexed; its path is too "
+        "long for the system: move the folder up or shorten its folders' names"), skipped
+    result = anyio.run(lambda: sync([corpus], make_settings(""), tmp_path / "i.db", root=corpus))
+    assert [w.split(": ", 1)[1] for w in result.warnings if "cannot list" in w] == [
+        "cannot list the folder (File name too long); what was indexed from it stays; its path is too "
+        "long for the system: move the folder up or shorten its folders' names"]
+
+
 @pytest.mark.parametrize("path, root", [
     ("docs/a.txt", "docs"), ("docs//sub/./a.txt", "docs/"), ("/tmp/x/a.txt", "/tmp/x"),
     ("/tmp/x/sub/a.txt", Path("/tmp/x")), ("/a.txt", "/"), ("/tmp/x/../y/a.txt", "/tmp/x"),
