@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -124,3 +125,22 @@ async def failing_for(marker: str, base_url: str) -> AsyncIterator[httpx.MockTra
         yield httpx.MockTransport(handle)
     finally:
         await client.aclose()
+
+
+def unsearchable(monkeypatch, folder: Path) -> None:
+    """``folder`` as a folder without execute (search) permission shows: its names are listed
+    (read permission), but nothing in it can be looked at. Tests run as root, so chmod 644 cannot
+    show it: a stat of what lies in it fails in its place."""
+    import errno
+
+    real_stat, real_lstat = os.stat, os.lstat
+
+    def refused(real):
+        def stat(path, *args, **kwargs):
+            if isinstance(path, (str, os.PathLike)) and Path(os.fspath(path)).parent == folder:
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+            return real(path, *args, **kwargs)
+        return stat
+
+    monkeypatch.setattr(os, "stat", refused(real_stat))
+    monkeypatch.setattr(os, "lstat", refused(real_lstat))

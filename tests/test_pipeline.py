@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import index_snapshot as snapshot, make_settings
+from conftest import index_snapshot as snapshot, make_settings, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
@@ -658,25 +658,6 @@ async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_pat
     assert result.documents == 4 and result.documents_removed == 0
 
 
-def _unsearchable(monkeypatch, folder: Path) -> None:
-    """``folder`` as a folder without execute (search) permission shows: its names are listed
-    (read permission), but nothing in it can be looked at. Tests run as root, so chmod 644 cannot
-    show it: a stat of what lies in it fails in its place."""
-    import errno
-
-    real_stat, real_lstat = os.stat, os.lstat
-
-    def refused(real):
-        def stat(path, *args, **kwargs):
-            if isinstance(path, (str, os.PathLike)) and Path(os.fspath(path)).parent == folder:
-                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
-            return real(path, *args, **kwargs)
-        return stat
-
-    monkeypatch.setattr(os, "stat", refused(real_stat))
-    monkeypatch.setattr(os, "lstat", refused(real_lstat))
-
-
 async def _indexed_then_unsearchable(corpus: Path, tmp_path: Path, monkeypatch) -> tuple[Settings, Path, dict]:
     """``corpus`` indexed with guild.txt in a folder ``sub``, which then may not be searched
     (`chmod a-x sub`): the settings, the index and what it held."""
@@ -686,7 +667,7 @@ async def _indexed_then_unsearchable(corpus: Path, tmp_path: Path, monkeypatch) 
     db = tmp_path / "x.db"
     await sync([corpus], settings, db, root=corpus)
     before = snapshot(db)
-    _unsearchable(monkeypatch, corpus / "sub")
+    unsearchable(monkeypatch, corpus / "sub")
     return settings, db, before
 
 
