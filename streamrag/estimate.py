@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import math
 from pathlib import Path
 
@@ -51,10 +52,11 @@ from streamrag.cache import cache_key
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
-from streamrag.errors import EmptyInput, IndexMissingError, InputError
+from streamrag.errors import EmptyInput, IndexMissingError, InputError, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import UNUSABLE_RUNS, Change, GraphState, dirty_communities
 from streamrag.llm import request_options
+from streamrag.on_disk import covered, still_there
 from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, report_attempt
@@ -64,6 +66,8 @@ from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, summarizer_key
 from streamrag.tokens import count_message_tokens, count_tokens
+
+log = logging.getLogger(__name__)
 
 FIRST_ROUND_COMPLETION = 0.4
 GLEAN_COMPLETION = 0.1
@@ -113,13 +117,21 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
+    unread: set[str] = set()        # the files the system would not give (what `index` keeps)
+    unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
-    for path in without_index_files(loader.scan(paths, ix.include, root=root, exclude=ix.exclude), db,
-                                     also=settings.own_files()):   # (as `index` does)
+    found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, unlisted=unlisted)
+    for folder, why in unlisted:   # (said as the scan says them)
+        log.warning("%s", loader.unlisted_line(folder, why, root))
+    for path in without_index_files(found, db, also=settings.own_files()):   # (as `index` does)
         read.add(loader.stored_path(path, root))
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read
+            continue
+        except UnreadableFile:
+            unreadable += 1
+            unread.add(loader.stored_path(path, root))
             continue
         except InputError:
             unreadable += 1
@@ -139,6 +151,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     replacing.add(c.id)   # (published by a run with other settings since: offline)
                 elif c.id not in published:
                     unpublished.add(c.id)
+    # What the run keeps of the index without reading it counts as it counts it: documents,
+    # tokens, and the chunks the graph keeps.
+    indexed = index_rows.files(store) if store is not None else {}
+    kept_docs = _staying(indexed, read, root, scope=[loader.stored_path(p, root) for p in paths],
+                         unlisted=[loader.stored_path(f, root) for f, _why in unlisted], unread=unread)
+    kept_docs -= paths_of.keys()
+    if kept_docs:
+        corpus_tokens += index_rows.document_tokens(store, kept_docs)
+    unread_kept = len(unread & {loader.file_of(p) for p in indexed})
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
@@ -190,7 +211,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             resummarized = bool(store.version) and store.get_meta("summarizer") != summarizer_key(settings)
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
-            wanted |= _staying(store, read, root)
+            wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
             summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted,
                                                    paths_of=paths_of, resummarize=resummarized,
                                                    recluster=recluster)
@@ -215,7 +236,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             add("report", communities, prompts, communities * REPORT_COMPLETION)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
-    return {"documents": len(paths_of), "unreadable_files": unreadable, "corpus_tokens": corpus_tokens,
+    return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,
+            "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "models": {} if settings.offline else {   # (offline: no model is called)
@@ -223,18 +245,23 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 "report": settings.llm.report_model}}
 
 
-def _staying(store: Store, read: set[str], root: Path | None) -> set[str]:
-    """The chunks of indexed documents a run keeps without reading them: those of files it did
-    not read that are still there (another folder's, say), or whose whole folder is gone."""
+def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: Path | None, *,
+             scope: list[str], unlisted: list[str], unread: set[str]) -> set[str]:
+    """The indexed documents a run keeps without reading them, as it keeps them: those of files
+    the system would not give now (``unread``), of folders it could not list (``unlisted``),
+    and, outside the paths given (``scope``), of files still there (or whose whole folder is gone)."""
     kept = set()
-    for path, (doc_id, _size, _stamp) in index_rows.files(store).items():
-        if path in read:
-            continue
-        file = Path(loader.file_of(path))
-        full = file if root is None or file.is_absolute() else root / file
-        if full.is_file() or not full.parent.is_dir():
+    for path, (doc_id, _size, _stamp) in indexed.items():
+        if loader.file_of(path) in unread:
             kept.add(doc_id)
-    return {c for ids in index_rows.chunk_ids_of(store, kept).values() for c in ids}
+        elif path in read:
+            continue
+        elif covered(path, scope):
+            if covered(path, unlisted):
+                kept.add(doc_id)
+        elif still_there(path, root):
+            kept.add(doc_id)
+    return kept
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
@@ -427,9 +454,16 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
 
 
 def format_estimate(e: dict) -> str:
-    n = e["unreadable_files"]
-    unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} (not counted); "
-                  f"`streamrag index` names {'it' if n == 1 else 'them'}" if n else "")
+    n, kept = e["unreadable_files"], e.get("unreadable_kept", 0)
+    it = "it" if n == 1 else "them"
+    if kept == n:   # (the system would not give them: what was indexed from them stays)
+        counts = f"what was indexed from {it} stays, counted"
+    elif kept:
+        counts = f"what was indexed from {kept} of them stays, counted; the others not counted"
+    else:
+        counts = "not counted"
+    unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} ({counts}); "
+                  f"`streamrag index` names {it}" if n else "")
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")

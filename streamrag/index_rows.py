@@ -150,6 +150,12 @@ def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
     return out
 
 
+def document_tokens(store: Store, doc_ids: set[str]) -> int:
+    """The tokens of the indexed documents ``doc_ids``, together."""
+    return sum(store.scalar(f"SELECT coalesce(sum(tokens), 0) FROM documents WHERE {_in('id', part)}", part)
+               for part in _batches(doc_ids))
+
+
 def live_chunks(store: Store) -> dict[str, str]:
     """The published chunks: chunk id -> the extractor whose result counts."""
     return dict(store.conn.execute("SELECT chunk_id, extractor FROM live_chunks"))

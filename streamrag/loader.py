@@ -157,8 +157,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
         else:
             raise InputError(f"{_safe(path.as_posix())}: no such file or folder; check the path")
     if unlisted is None:
-        problems += [f"{_safe(stored_path(f, root))}: cannot list the folder ({why}), so its files are "
-                     f"not indexed; {unlisted_fix(why)}" for f, why in closed]
+        problems += [unlisted_line(f, why, root) for f, why in closed]
     for line in problems:
         if skipped is not None:
             skipped.append(line)
@@ -253,6 +252,12 @@ def shown(path: Path | str) -> str:
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:
     return (f"{_safe(stored_path(path, root))}: {kind} name is not valid UTF-8, so it is not indexed; "
             f"rename the {kind} (e.g. with `mv`) to a UTF-8 name")
+
+
+def unlisted_line(folder: Path, why: str, root: Path | None) -> str:
+    """The line ``scan`` says a folder it could not list with (one of its ``unlisted``)."""
+    return (f"{_safe(stored_path(folder, root))}: cannot list the folder ({why}), so its files are "
+            f"not indexed; {unlisted_fix(why)}")
 
 
 def unlisted_fix(why: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_settings
+from conftest import make_settings, unsearchable
 from streamrag.estimate import estimate, format_estimate
 from streamrag.pipeline import Indexer, sync
 
@@ -223,3 +223,25 @@ async def test_an_estimate_of_a_subfolder_leaves_out_what_index_exclude_names_fr
     settings = make_settings(index={"extractor": "nlp", "exclude": ["Archive/old"]})
     est = estimate([tmp_path / "Archive"], settings, tmp_path / "index.db", root=tmp_path)
     assert est["documents"] == 1
+
+
+@pytest.mark.parametrize("given", ["folder", "file"])
+async def test_a_folder_it_cannot_search_counts_the_documents_the_run_keeps(corpus, tmp_path, monkeypatch, given):
+    # `chmod a-x sub` after its file was indexed: the run keeps all 4 documents; the estimate
+    # said 3 (`index DIR`), or 1 (`index DIR/council.txt`), and counted guild.txt as deleted.
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10, "extractor": "nlp"})
+    (corpus / "sub").mkdir()
+    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
+    db = tmp_path / "x.db"
+    first = await sync([corpus], settings, db, root=corpus)
+    unsearchable(monkeypatch, corpus / "sub")
+    paths = [corpus] if given == "folder" else [corpus / "council.txt"]
+    est = estimate(paths, settings, db, root=corpus)
+    done = await sync(paths, settings, db, root=corpus)
+    assert est["documents"] == done.documents == first.documents == 4
+    text = format_estimate(est)
+    assert text.startswith("Offline indexing: 4 documents, "), text
+    if given == "folder":
+        assert est["unreadable_files"] == est["unreadable_kept"] == 1
+        assert text.endswith("\n1 file cannot be indexed as it is (what was indexed from it stays, counted); "
+                             "`streamrag index` names it"), text
