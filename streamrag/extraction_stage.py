@@ -50,6 +50,7 @@ class Scan:
     left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
     unchanged_paths: int = 0
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
+    scope: list[str] = field(default_factory=list)   # the paths this run looks at, as the index names them
 
 
 class ExtractionStage:
@@ -142,10 +143,12 @@ class ExtractionStage:
 
     async def _remember_empty(self, files: list[Path]) -> None:
         """Records the files this run found with nothing to index, and forgets those it read
-        otherwise or that are gone (a run of a few files keeps what it did not look at)."""
+        otherwise, that are gone, or that it no longer takes (index.include, index.exclude: under
+        its paths, not looked at). A run of a few files keeps what lies outside them."""
         looked_at = {loader.stored_path(path, self.root) for path in files}
         kept = {rel: v for rel, v in self.empty.items()
-                if rel not in looked_at and os.path.lexists(Path(self.root or "") / rel)}
+                if rel not in looked_at and not on_disk.covered(rel, self.scan.scope)
+                and os.path.lexists(Path(self.root or "") / rel)}
         now = kept | self.still_empty
         if now != self.empty:
             await self.writer.run(index_rows.save_empty_files, now)

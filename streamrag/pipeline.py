@@ -626,7 +626,7 @@ class Indexer:
         # indexed folder adds or updates that file; it does not drop the others), unless they
         # were deleted: a stat each, which the daemon's extraction ahead of a sync (nothing
         # published) does without on every batch of changed files.
-        scope = [_rel(p, self.root) for p in paths]
+        scope = scan.scope = [_rel(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)

@@ -172,6 +172,32 @@ async def test_an_unchanged_empty_file_is_not_read_again(corpus, tmp_path, files
         store.close()
 
 
+async def test_an_empty_file_no_longer_included_is_forgotten(corpus, tmp_path):
+    # index_rows.empty_files kept a file index.include (or index.exclude) no longer takes for ever.
+    from streamrag import index_rows
+
+    (corpus / "empty.md").write_text("  \n")
+    (corpus / "notes").mkdir()
+    (corpus / "notes" / "blank.txt").write_text("")
+    db = tmp_path / "x.db"
+
+    def remembered() -> list[str]:
+        store = Store(db, readonly=True)
+        try:
+            return sorted(index_rows.empty_files(store))
+        finally:
+            store.close()
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert remembered() == ["empty.md", "notes/blank.txt"]
+    await sync([corpus], make_settings(index={"include": ["*.txt"]}), db, root=corpus)
+    assert remembered() == ["notes/blank.txt"]
+    await sync([corpus], make_settings(index={"exclude": ["notes"]}), db, root=corpus)
+    assert remembered() == ["empty.md"]
+    # A run of one file keeps what lies outside it.
+    await sync([corpus / "council.txt"], make_settings(index={"include": ["*.txt"]}), db, root=corpus)
+    assert remembered() == ["empty.md"]
+
+
 async def test_a_file_the_system_would_not_read_is_read_again_though_unchanged(corpus, tmp_path, monkeypatch):
     # An I/O error (a network mount gone for a moment) was remembered like a binary file's
     # failure: the file, unchanged, was named again and never read until it changed.
