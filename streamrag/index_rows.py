@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from streamrag.cache import EMBEDDING_SCHEME
+from streamrag.call_log import UNUSABLE
 from streamrag.errors import StoreError
 from streamrag.loader import file_of
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
@@ -386,6 +387,19 @@ _USAGE_SUMS = ("count(*)", "sum(cached)", "sum(CASE WHEN cached = 0 THEN prompt_
                "sum(error IS NOT NULL AND cancelled = 0)", "sum(cancelled)")
 
 
+# The calls whose answer was unusable and whose request a later try of the same run answered
+# (``LLMClient.chat``: a report cut off, asked again with more room): failed as calls, not as items.
+_ASKED_AGAIN = (f"FROM llm_calls u WHERE u.error LIKE '{UNUSABLE}%' AND u.cancelled = 0 AND EXISTS ("
+                "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
+                "AND a.id > u.id AND a.error IS NULL)")
+
+
+def asked_again(store: Store) -> int:
+    """The unusable answers whose request was then answered (``errors`` counts them too), those
+    folded into the archive included (``prune``)."""
+    return store.scalar(f"SELECT count(*) {_ASKED_AGAIN}") + int(store.get_meta("archived_asked_again") or 0)
+
+
 def usage_rows(store: Store) -> list[dict]:
     """LLM usage by stage and model: the calls recorded, and those folded into the archive."""
     sums = ", ".join(f"{expr} AS {name}" for expr, name in zip(_USAGE_SUMS, _USAGE))
@@ -445,9 +459,9 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     cached chat answers neither made nor asked for again since (``llm_calls`` records every
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
-    Calls older than that are folded into ``llm_usage_archive``, and older runs and failures
-    into counts in ``meta`` (``archived_queries``, ``archived_failures``): what ``status`` counts
-    stays the same."""
+    Calls older than that are folded into ``llm_usage_archive``, and older runs, failures and
+    answers asked again into counts in ``meta`` (``archived_queries``, ``archived_failures``,
+    ``archived_asked_again``): what ``status`` counts stays the same."""
     if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
         return 0
     cutoff = now - keep_days * 86400
@@ -466,6 +480,7 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "
                  "GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE), (cutoff,))
+    again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
     conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
     # Older runs and failures go too, counted on where `status` counts them. (Failures are
     # counted once per item and run, so what is archived is what the count loses; those of a
@@ -475,7 +490,8 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                            "AND started_at < ?", (cutoff,)).fetchone()[0]
     conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
     conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
-    for name, n in (("archived_queries", queries), ("archived_failures", recorded - failures_recorded(store))):
+    for name, n in (("archived_queries", queries), ("archived_failures", recorded - failures_recorded(store)),
+                    ("archived_asked_again", again)):
         if n:
             store.set_meta(name, str(int(store.get_meta(name) or 0) + n))
     deleted = conn.total_changes - before

@@ -64,6 +64,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "llm": llm,            # every run's calls: index, watch and ask
             "llm_by_model": usage,  # the same calls by stage and model
             "cache_hit_rate": round(llm["cached"] / llm["calls"], 3) if llm["calls"] else None,
+            # of llm's errors, the unusable answers whose request a later try answered (as
+            # watch's idle line says them)
+            "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failures_of(store, last_run),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
@@ -176,7 +179,10 @@ def format_status(info: dict, db: Path) -> str:
     ]
     if info["llm_by_model"]:
         rate = info["cache_hit_rate"]
-        lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})")
+        again = info.get("asked_again", 0)
+        lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
+                     + (f"; {counted(again, 'answer')} asked again (in errors: the request was then "
+                        "answered)" if again else ""))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
         lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors"
                      + ("  cancelled" if cancelled else ""))

@@ -597,6 +597,15 @@ async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tm
         assert ", 1 answer asked again; sync " in idle["message"] and "failed" not in idle["message"], idle
         await send.aclose()
     await cut.client.aclose()
+    # status says it as the idle line does (it counted it among the errors alone).
+    from streamrag.status import gather_status
+
+    store = Store(db, readonly=True)
+    try:
+        info = gather_status(store)
+    finally:
+        store.close()
+    assert (info["asked_again"], info["llm"]["errors"]) == (idle["asked_again"], 1) == (1, 1)
 
 
 async def test_retries_through_an_outage_back_off_doubling_up_to_a_cap(corpus, tmp_path, simulator,

@@ -155,3 +155,56 @@ def test_calls_a_run_cancelled_are_counted_apart_from_those_that_failed(tmp_path
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.strip().startswith("stage"))
     assert lines[header].endswith("errors  cancelled") and lines[header + 1].split()[-2:] == ["1", "1"], text
+
+
+def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
+    # watch's idle line said "4 answers asked again" (its `asked_again`), status only 4 errors.
+    import httpx
+
+    from streamrag.config import LLMSettings
+    from streamrag.errors import LLMOutputError
+    from streamrag.index_rows import prune
+    from streamrag.llm import LLMClient
+    from streamrag.writer import Writer
+
+    answers = [("entity | Mira Osk | person | An engin", "length"), ("entity | Mira Osk | person | done", "stop"),
+               ("no", "length")]   # the last repeats: a request never answered usably
+
+    def script(request: httpx.Request) -> httpx.Response:
+        text, finish = answers.pop(0) if len(answers) > 1 else answers[0]
+        return httpx.Response(200, json={"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                                      "finish_reason": finish}],
+                                         "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+    db = tmp_path / "s.db"
+
+    async def calls() -> dict:
+        store = Store(db)
+        try:
+            async with Writer(store) as writer:
+                async with LLMClient(LLMSettings(api_base="http://llm.test/v1", requests_per_minute=0,
+                                                 tokens_per_minute=0), "k", store=store, writer=writer,
+                                     run_id="r", transport=httpx.MockTransport(script)) as llm:
+                    await llm.chat([{"role": "user", "content": "a"}], model="m", stage="report", max_tokens=20)
+                    try:   # three unusable answers: failed, not asked again
+                        await llm.chat([{"role": "user", "content": "b"}], model="m", stage="report", max_tokens=20)
+                    except LLMOutputError:
+                        pass
+                    return llm.stats["report"]
+        finally:
+            store.close()
+    stats = anyio.run(calls)
+    assert (stats["errors"], stats["asked_again"]) == (4, 1)
+    info, text = status_of(db)
+    assert info["llm"]["errors"] == 4 and info["asked_again"] == stats["asked_again"] == 1
+    assert "  LLM calls      5 (cache hit rate 0%); 1 answer asked again (in errors: the request was then answered)" \
+        in text.splitlines(), text
+    # Folded into the archive, the count stays the same.
+    store = Store(db)
+    try:
+        with store.conn:
+            prune(store, 1, time.time() + 3 * 86400)
+        assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+    finally:
+        store.close()
+    assert status_of(db)[0]["asked_again"] == 1
