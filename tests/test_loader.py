@@ -294,12 +294,12 @@ def test_an_index_reads_again_the_files_the_loader_now_reads_otherwise(tmp_path,
     import re
     import sqlite3
 
-    from streamrag import loader
+    from streamrag import loader, markdown
     from streamrag.cli import main
 
     docs = tmp_path / "d"
     write(docs / "c.md", "---\nSlide one - Ada Osk in Lisbon\n---\nSlide two\n")
-    monkeypatch.setattr(loader, "_YAML_LINE", re.compile(".*"), raising=False)   # as it read them
+    monkeypatch.setattr(markdown, "_YAML_LINE", re.compile(".*"))   # as it read them
     monkeypatch.setattr(loader, "VERSION", "4")
     assert main(["index", "-q", "--offline", str(docs)]) == 0
     monkeypatch.undo()
@@ -365,19 +365,19 @@ def test_html_comments_in_markdown_are_not_indexed(tmp_path):
 def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(tmp_path):
     import random
 
-    from streamrag.loader import _HTML_COMMENT, _without_comments
+    from streamrag.markdown import _HTML_COMMENT, without_comments
 
     # A <!-- with no --> after it hides nothing (each made the search scan to the end: 20,000
     # of them in 100 KB took 10 s).
     text = "Bo Lund <!-- gone --> stays.\n\nAda Osk. " + "<!-- " * 20000
-    assert _without_comments(text) == text.replace("<!-- gone -->", "")
+    assert without_comments(text) == text.replace("<!-- gone -->", "")
     # Otherwise it is the one regex over the whole text: code spans and fences that run past
     # the last --> keep what they hold.
     pieces = ["<!--", "-->", "```", "~~~", "`", "\n", "a b ", "\n```\n", "<!-- c -->", "\n~~~\n"]
     rng = random.Random(3)
     for _ in range(5000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
-        assert _without_comments(text) == _HTML_COMMENT.sub(lambda m: m.group(1) or "", text), text
+        assert without_comments(text) == _HTML_COMMENT.sub(lambda m: m.group(1) or "", text), text
 
 
 def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):

@@ -419,10 +419,10 @@ async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
 
 
 async def test_markdown_indexed_before_wikilinks_were_read_as_shown_is_read_again(tmp_path, monkeypatch):
-    from streamrag import loader
+    from streamrag import loader, markdown
     with monkeypatch.context() as m:   # the reader before: links kept as written
         m.setattr(loader, "VERSION", "5")
-        m.setattr(loader, "_as_shown", lambda text: text)
+        m.setattr(markdown, "as_shown", lambda text: text)
         folder, db = await index_one_file(tmp_path, "a.md", "Ada Osk sailed to [[Velo Harbour|Velo]].\n")
     await sync([folder], make_settings(), db, root=folder)   # the file unchanged on disk
     store = Store(db, readonly=True)

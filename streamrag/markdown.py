@@ -1,0 +1,312 @@
+"""Markdown as a reader sees it.
+
+What ``loader`` makes of a Markdown file's text before it is indexed: front matter is metadata
+(its ``title`` names the document), HTML comments are not shown, wikilinks read as the text they
+show, and quotes and callouts without their marks. Code (fenced, indented, or a code span) is
+kept as written, links, comments and all. ``_blocks`` is one line scanner that follows
+CommonMark's blocks (list items, quotes, fences, indented code) as far as those need; the rest
+are regexes over runs of lines that are not code. Pure functions of text: no files, no I/O.
+A change to what they make of a text is a new ``loader.VERSION`` (every file is read again).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+# Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
+# Code, kept as written (group 1): a fenced block, closed by a fence of its character at least
+# as long (CommonMark: a ```` block shows ``` fences), or an inline code span, closed by a run of
+# as many backticks (group 3: ``a `[[x]]` b`` holds one; up to 16 of them: a run with no
+# match scans to the end of its line, and a line of runs of each length took seconds). A ```
+# fence's info string holds no backtick: "```ls``` first." is a code span, not a fence.
+_CODE = (r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)"
+         r"|(?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\3(?!`))")
+# An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
+_HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->", re.DOTALL | re.MULTILINE)
+# A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
+# inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
+# ("Para\n    ```") for a fence, and the links after it stayed as written.
+_WIKILINK = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|(!?)\[\[([^\[\]\n]*)\]\]")
+# A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
+# and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
+_QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
+_CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
+_FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
+# Lines that may hold a quote or code (``_blocks``); a note with none is read as it is.
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~)| {0,3}\t| {4})",
+                              re.MULTILINE)
+_MARK = re.compile(r"[ \t]*>[ \t]?")
+# A list item's marker (group 1, a bullet or a number) and the blanks after it; a thematic
+# break (a "- - -" is none); an ATX heading.
+_ITEM = re.compile(r" {0,3}([-+*]|\d{1,9}[.)])(?:[ \t]+|$)")
+_BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes a heading of it
+# What closes on the line it opens on: a code span, an HTML comment.
+_CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->")
+# A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
+# line, or one indented under another (a nested key, a block scalar's text). A --- block with
+# any other line is text: slides cut by --- lost their first slide as front matter.
+_YAML_LINE = re.compile(r"""[ \t].*|#.*|-(?:[ \t].*)?|(?:"[^"]*"|'[^']*'|[^\s#"'][^:]*?)[ \t]*:(?:[ \t].*)?""")
+_FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
+_BLOCK_SCALAR = re.compile(r"[>|][+-]?")
+
+
+def front_matter(text: str) -> tuple[str, str | None]:
+    """A Markdown file's text without its leading YAML (``---``) or TOML (``+++``) front matter,
+    and the ``title`` it sets, if any: metadata is not prose to extract from."""
+    m = _FRONT_MATTER.match(text)
+    if not m or m.group(1) == "---" and not all(
+            _YAML_LINE.fullmatch(line) for line in m.group(2).split("\n") if line):
+        return text, None
+    t = _FRONT_MATTER_TITLE.search(m.group(2))
+    title = t.group(1).strip().strip("'\"").strip() if t else None
+    if t and _BLOCK_SCALAR.fullmatch(t.group(1).strip()):
+        # YAML's `title: >` (or `|`): the title is on the indented lines below.
+        below = itertools.takewhile(lambda line: line[:1] in (" ", "\t") or not line.strip(),
+                                    m.group(2)[t.end():].split("\n")[1:])
+        title = " ".join(line.strip() for line in below if line.strip()) or None
+    return text[m.end():], title or None
+
+
+def without_comments(text: str) -> str:
+    """Markdown ``text`` without its HTML comments; code, fenced (in a quote too) or indented,
+    kept as written."""
+    if "-->" not in text:
+        return text
+    _, code = _blocks(text, comments=True)
+    return _outside_code(text.split("\n"), code, _comments_off) if any(code) else _comments_off(text)
+
+
+def _comments_off(text: str) -> str:
+    """``text`` without its HTML comments (fences and code spans kept). A ``<!--`` after the last
+    ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
+    span ends with its line), or each such ``<!--`` would scan on to the end of the text
+    (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
+    last = text.rfind("-->")
+    if last < 0:
+        return text
+    end = text.find("\n", last)
+    end = len(text) if end < 0 else end
+    return _HTML_COMMENT.sub(lambda m: m.group(1) or "", text[:end]) + text[end:]
+
+
+def as_shown(text: str) -> str:
+    """Markdown ``text`` as a reader sees it: its quotes and callouts without their marks
+    (``_blocks``), and its wikilinks (Obsidian, Foam, Logseq ...) as the text they show:
+    ``[[Note|alias]]`` is its alias, ``[[Note]]`` the note's name, ``[[Note#Heading]]``
+    ``Note > Heading`` (``[[Note#H#H2]]`` ``Note > H > H2``), a block's ``[[Note#^id]]`` the
+    note's name, and an embed ``![[x.png]]`` nothing (its file is indexed on its own, if it is
+    text). Code keeps them as written. Left as written, a link's ``|`` split the model's
+    ``|``-separated records, and answers quoted the brackets."""
+    lines, code = _blocks(text)
+    if any(code):
+        return _outside_code(lines, code, _links_shown)
+    return _links_shown("\n".join(lines))
+
+
+def _links_shown(text: str) -> str:
+    return _WIKILINK.sub(_link_text, text) if "[[" in text else text
+
+
+def _outside_code(lines: list[str], code: list[bool], change) -> str:
+    """``lines`` joined, ``change`` applied to each run of them that is not ``code``."""
+    runs = (("\n".join(line for _, line in run), kept)
+            for kept, run in itertools.groupby(zip(code, lines), key=lambda pair: pair[0]))
+    return "\n".join(text if kept else change(text) for text, kept in runs)
+
+
+def _closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes a code block opened by ``fence``: the same character, at least as
+    many, alone on the line."""
+    mark = line.strip(" \t")
+    return len(mark) >= len(fence) and mark == fence[0] * len(mark)
+
+
+def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]]:
+    """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
+    whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
+    or an indented one.
+
+    Quotes: ``> text`` is ``text``, nested ``> > text`` too, in a list item as well (``1. > a``
+    is ``1. a``), and a callout's first line is read as its title (``> [!note]- Title`` is
+    ``Title``, at the start of a quote; without one, the line is left empty: its type is a
+    label, not text). Left in, answers quoted the marks ("> [!note] Open question > How ...").
+    A fence in a quote loses only that quote's marks (``> > prompt`` in it stays ``> prompt``)
+    and ends with the quote (CommonMark: without its marks it opened code to the end of the
+    note). Indented code (CommonMark): a line four columns in from the list item it is in,
+    after a blank line or at the start, never a paragraph's lazy continuation; a line four
+    columns in under a list item is the item's text. ``comments``: find the code of text whose
+    HTML comments are still in (none is looked for in a comment).
+    """
+    lines = text.split("\n")
+    if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
+        return lines, [False] * len(lines)
+    out: list[str] = []
+    code: list[bool] = []
+    fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
+    fence_base = 0   # the column the list item the open fence is in begins its text at
+    depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
+    fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
+    items: list[int] = []   # the columns where the text of each list item open begins, innermost last
+    para = False   # a paragraph is open: a line indented four columns continues it, and is no code
+    quote_para = False   # ... in a quote
+    in_comment = False
+    empty_item = False   # the line above opened a list item with no text: a blank line ends it
+    for line in lines:
+        if fence and (not line.strip() or _indent(line)[0] >= fence_base):
+            if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
+                fence = None
+            out.append(line)
+            code.append(True)
+            continue
+        fence = None   # (a line left of the list item the fence is in ends both)
+        if in_comment:
+            if "-->" in line:
+                in_comment = _opens_comment(line[line.index("-->") + 3:])
+            out.append(line)
+            code.append(False)
+            continue
+        blank = not line.strip()
+        if blank and empty_item:
+            items.pop()   # (CommonMark: an item begins with at most one blank line)
+        empty_item = False
+        indent, start = _indent(line)
+        popped = False
+        while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:])):
+            items.pop()   # (else a lazy continuation of the item's paragraph)
+            popped = True
+        base = items[-1] if items else 0
+        if indent >= base:
+            start = _cut(line, base)
+        if quote_para and indent - base < 4 and not _QUOTE.match(line, start) and _starts_block(line[start:]):
+            para = quote_para = False   # not a lazy line: the quote has ended
+        item = None
+        if not blank and indent - base < 4 and not _BREAK.match(line, start):
+            item = _ITEM.match(line, start)
+            rest = line[item.end():].strip() if item else ""
+            number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
+            if item and para and not popped and (not rest or number and int(number) != 1):
+                item = None   # CommonMark: only a list from 1, with text, interrupts a paragraph
+        if item:
+            marker_end = len(line[:item.end(1)].expandtabs(4))
+            text_at = len(line[:item.end()].expandtabs(4))
+            items.append(marker_end + 1 if not rest or text_at - marker_end > 4 else text_at)
+            start, empty_item = item.end(), not rest
+        elif para and not quote_para and indent >= base and _SETEXT.match(line, start):
+            # the paragraph above (not one this line would lazily continue) was a heading
+            out.append(line)
+            code.append(False)
+            para = False
+            continue
+        quote = _QUOTE.match(line, start) if indent - base < 4 or item else None
+        marks = quote.group(1).count(">") if quote else 0
+        if quoted_fence and (marks < fence_depth or item or len(items) < fence_items):
+            # A fence in a quote ends with it (CommonMark), or with the list item the quote is
+            # in: closed here, or without its marks it opened code to the end of the note.
+            out[-1] += "\n" + quoted_fence
+            quoted_fence = None
+        if not quote:
+            depth = 0
+            if blank or indent - base >= 4 and not item:
+                indented = not blank and not para
+                out.append(line)
+                code.append(indented)
+                para = para and not blank
+                quote_para = quote_para and para
+                in_comment = comments and not indented and _opens_comment(line)
+                continue
+            if opened := _FENCE.match(line, start):   # (in a list item, after its marker)
+                fence, fence_base = opened.group(1), items[-1] if items else 0
+            # (An HTML comment opening the line is a block of its own, as a heading is.)
+            quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
+            para = not opened and not _HEADING.match(line, start) and not _BREAK.match(line, start) \
+                and not line.startswith("<!--", start) and bool(line[start:].strip())
+            in_comment = comments and not opened and _opens_comment(line)
+            out.append(line)
+            code.append(bool(opened))
+            continue
+        lead = line[:start] if items else ""   # a list item's indent and marker stay
+        inner, was = quote.group(2), depth
+        depth = marks
+        if quoted_fence:
+            kept = _marks_off(line[quote.start(1):], fence_depth)
+            if _closes(quoted_fence, kept):
+                quoted_fence = None
+            out.append(lead + kept)
+            code.append(True)
+            continue
+        if opened := _FENCE.match(inner):
+            quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
+            out.append(lead + inner)
+            code.append(True)
+            para = False
+            continue
+        if depth > was and (callout := _CALLOUT.match(inner)):
+            inner = inner[callout.end():]
+        para = quote_para = bool(inner.strip())
+        in_comment = comments and _opens_comment(inner)
+        out.append(lead + inner)
+        code.append(False)
+    return out, code
+
+
+def _indent(line: str) -> tuple[int, int]:
+    """The columns of ``line``'s leading blanks (a tab to the next stop of four) and their length."""
+    column = 0
+    for i, ch in enumerate(line):
+        if ch == " ":
+            column += 1
+        elif ch == "\t":
+            column += 4 - column % 4
+        else:
+            return column, i
+    return column, len(line)
+
+
+def _cut(line: str, columns: int) -> int:
+    """Where ``line``'s text begins once ``columns`` of its leading blanks are taken off."""
+    column = 0
+    for i, ch in enumerate(line):
+        if column >= columns or ch not in " \t":
+            return i
+        column += 1 if ch == " " else 4 - column % 4
+    return len(line)
+
+
+def _marks_off(quoted: str, marks: int) -> str:
+    """``quoted`` (a line from its first ``>``) without its first ``marks`` quote marks."""
+    at = 0
+    for _ in range(marks):
+        at = _MARK.match(quoted, at).end()
+    return quoted[at:]
+
+
+def _starts_block(text: str) -> bool:
+    """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
+    fence, a heading or a thematic break; one that does not continues a paragraph above."""
+    return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
+                or _BREAK.match(text))
+
+
+def _opens_comment(text: str) -> bool:
+    """Whether ``text`` opens an HTML comment it does not close (outside its code spans)."""
+    return "<!--" in text and "<!--" in _CLOSED_ON_LINE.sub("", text)
+
+
+def _link_text(m: re.Match) -> str:
+    if m.group(1):   # code
+        return m.group(1)
+    if m.group(3):   # an embed
+        return ""
+    target, bar, alias = m.group(4).partition("|")
+    if bar and alias.strip():
+        return alias.strip()
+    note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|
+    note, part = note.strip(), part.strip()
+    if not part or part.startswith("^"):
+        return note
+    # A heading under a heading, [[Note#H#H2]], shows each: "Note > H > H2".
+    return " > ".join(p for p in (note, *(h.strip() for h in part.split("#"))) if p)
