@@ -102,7 +102,9 @@ def as_shown(text: str) -> str:
     text). Code keeps them as written. Left as written, a link's ``|`` split the model's
     ``|``-separated records, and answers quoted the brackets."""
     lines, code = _blocks(text)
-    if any(code):
+    # A link (and a code span) lies within a line, so the text is read in one pass unless a
+    # line of code holds one to keep.
+    if any("[[" in line for line, kept in zip(lines, code) if kept):
         return _outside_code(lines, code, _links_shown)
     return _links_shown("\n".join(lines))
 
@@ -170,29 +172,45 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             code.append(False)
             continue
         blank = not line.strip()
+        if not items and not quoted_fence and (blank or line[0].isalpha()):
+            # Most lines: blank, or a paragraph's text at the margin, outside a list or quoted
+            # code; what the general case below makes of them, without its matches per line.
+            if blank:
+                para = quote_para = False
+            else:
+                quote_para, para = quote_para and para, True
+                in_comment = comments and _opens_comment(line)
+            depth = 0
+            out.append(line)
+            code.append(False)
+            continue
         if blank and empty_item:
             items.pop()   # (CommonMark: an item begins with at most one blank line)
         empty_item = False
-        indent, start = _indent(line)
+        indent, start = _indent(line) if line[:1] in " \t" else (0, 0)
+        first = line[start:start + 1]   # (its first character that is not a blank)
         popped = False
-        while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:])):
+        while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:], first)):
             items.pop()   # (else a lazy continuation of the item's paragraph)
             popped = True
         base = items[-1] if items else 0
         if indent >= base:
-            start = _cut(line, base)
-        if quote_para and indent - base < 4 and not _QUOTE.match(line, start) and _starts_block(line[start:]):
+            start = _cut(line, base) if base else 0
+        if quote_para and indent - base < 4 and first != ">" and _starts_block(line[start:], first):
+            # (A line whose first character is ">" is in the quote, or, after a tab, no block.)
             para = quote_para = False   # not a lazy line: the quote has ended
         item = None
-        if not blank and indent - base < 4 and not _BREAK.match(line, start):
+        if not blank and indent - base < 4 and (first in "-+*" or first.isdigit()) \
+                and not _BREAK.match(line, start):   # (what a list item's marker begins with)
             item = _ITEM.match(line, start)
             rest = line[item.end():].strip() if item else ""
             number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
             if item and para and not popped and (not rest or number and int(number) != 1):
                 item = None   # CommonMark: only a list from 1, with text, interrupts a paragraph
         if item:
-            marker_end = len(line[:item.end(1)].expandtabs(4))
-            text_at = len(line[:item.end()].expandtabs(4))
+            marker_end, text_at = item.end(1), item.end()
+            if "\t" in line:
+                marker_end, text_at = len(line[:marker_end].expandtabs(4)), len(line[:text_at].expandtabs(4))
             items.append(marker_end + 1 if not rest or text_at - marker_end > 4 else text_at)
             start, empty_item = item.end(), not rest
         elif para and not quote_para and indent >= base and _SETEXT.match(line, start):
@@ -201,7 +219,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             code.append(False)
             para = False
             continue
-        quote = _QUOTE.match(line, start) if indent - base < 4 or item else None
+        quote = _QUOTE.match(line, start) if (indent - base < 4 or item) and ">" in line else None
         marks = quote.group(1).count(">") if quote else 0
         if quoted_fence and (marks < fence_depth or item or len(items) < fence_items):
             # A fence in a quote ends with it (CommonMark), or with the list item the quote is
@@ -218,7 +236,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 quote_para = quote_para and para
                 in_comment = comments and not indented and _opens_comment(line)
                 continue
-            if opened := _FENCE.match(line, start):   # (in a list item, after its marker)
+            # (in a list item, after its marker)
+            if opened := ("`" in line or "~" in line) and _FENCE.match(line, start):
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
@@ -238,7 +257,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append(lead + kept)
             code.append(True)
             continue
-        if opened := _FENCE.match(inner):
+        if opened := ("`" in inner or "~" in inner) and _FENCE.match(inner):
             quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
             out.append(lead + inner)
             code.append(True)
@@ -255,19 +274,16 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
 
 def _indent(line: str) -> tuple[int, int]:
     """The columns of ``line``'s leading blanks (a tab to the next stop of four) and their length."""
-    column = 0
-    for i, ch in enumerate(line):
-        if ch == " ":
-            column += 1
-        elif ch == "\t":
-            column += 4 - column % 4
-        else:
-            return column, i
-    return column, len(line)
+    start = len(line) - len(line.lstrip(" \t"))
+    blanks = line[:start]
+    return (len(blanks.expandtabs(4)) if "\t" in blanks else start), start
 
 
 def _cut(line: str, columns: int) -> int:
     """Where ``line``'s text begins once ``columns`` of its leading blanks are taken off."""
+    head = line[:columns]
+    if "\t" not in head:   # (a column a character)
+        return len(head) - len(head.lstrip(" "))
     column = 0
     for i, ch in enumerate(line):
         if column >= columns or ch not in " \t":
@@ -284,9 +300,12 @@ def _marks_off(quoted: str, marks: int) -> str:
     return quoted[at:]
 
 
-def _starts_block(text: str) -> bool:
+def _starts_block(text: str, first: str) -> bool:
     """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
-    fence, a heading or a thematic break; one that does not continues a paragraph above."""
+    fence, a heading or a thematic break; one that does not continues a paragraph above.
+    ``first``: its first character that is not a blank; most lines' tells they open none."""
+    if not (first in "-+*>`~#_" or first.isdigit()):
+        return False
     return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
                 or _BREAK.match(text))
 
