@@ -140,8 +140,11 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     and ends with the quote (CommonMark: without its marks it opened code to the end of the
     note). Indented code (CommonMark): a line four columns in from the list item it is in,
     after a blank line or at the start, never a paragraph's lazy continuation; a line four
-    columns in under a list item is the item's text. ``comments``: find the code of text whose
-    HTML comments are still in (none is looked for in a comment).
+    columns in under a list item is the item's text. In a quote the same holds four columns in
+    from its marks (``>     code`` is ``    code``), except under the quote's paragraph and in
+    a quote that holds a list item (its text: lists in a quote are followed no further).
+    ``comments``: find the code of text whose HTML comments are still in (none is looked for in
+    a comment).
     """
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
@@ -155,6 +158,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     items: list[int] = []   # the columns where the text of each list item open begins, innermost last
     para = False   # a paragraph is open: a line indented four columns continues it, and is no code
     quote_para = False   # ... in a quote
+    quote_items = False   # the quote holds a list item (whose indented lines are its text)
     in_comment = False
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     for line in lines:
@@ -180,7 +184,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             else:
                 quote_para, para = quote_para and para, True
                 in_comment = comments and _opens_comment(line)
-            depth = 0
+            depth, quote_items = 0, False
             out.append(line)
             code.append(False)
             continue
@@ -227,7 +231,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out[-1] += "\n" + quoted_fence
             quoted_fence = None
         if not quote:
-            depth = 0
+            depth, quote_items = 0, False
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
                 out.append(line)
@@ -257,12 +261,21 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append(lead + kept)
             code.append(True)
             continue
-        if opened := ("`" in inner or "~" in inner) and _FENCE.match(inner):
+        indent_in = _indent(inner)[0] if inner[:1] in " \t" else 0
+        if indent_in >= 4 and inner.strip() and (not quote_para or depth > was) and not quote_items:
+            # Indented code in the quote (CommonMark: not under its paragraph, which a deeper
+            # quote interrupts), kept as written once the marks are off.
+            out.append(lead + inner)
+            code.append(True)
+            para = quote_para = False
+            continue
+        if indent_in < 4 and (opened := ("`" in inner or "~" in inner) and _FENCE.match(inner)):
             quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
             out.append(lead + inner)
             code.append(True)
             para = False
             continue
+        quote_items = quote_items or bool(_ITEM.match(inner))
         if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
         para = quote_para = bool(inner.strip())

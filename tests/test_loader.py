@@ -498,6 +498,24 @@ def test_indented_code_is_kept_as_written_and_a_list_item_s_indented_text_is_rea
         "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
 
 
+def test_indented_code_in_a_quote_is_kept_as_written(tmp_path):
+    # Four columns in from a quote's marks, not under its paragraph, is code (CommonMark), as it
+    # is outside a quote: its link was read as shown ("    y") and its comment taken out. Under
+    # the quote's paragraph it is text, and so is a quoted list item's indented text; a ``` four
+    # columns in opens no code (it kept the rest of the quote as written).
+    write(tmp_path / "a.md", "> a\n>\n>     [[x|y]] <!-- kept -->\n>     more\n>\n> Back to [[Bo|text]].\n\n"
+                             "> > Deeper\n> >\n> >     ln [[z]]\n\n"
+                             "> Para\n>     wrapped [[Ada Osk|Ada]]\n\n"
+                             "> - item\n>\n>     its [[Eva|text]]\n\n"
+                             "> Text\n>     ```\n> [[Dag|shown]]\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+        "a\n\n    [[x|y]] <!-- kept -->\n    more\n\nBack to text.\n\n"
+        "Deeper\n\n    ln [[z]]\n\n"
+        "Para\n    wrapped Ada\n\n"
+        "- item\n\n    its text\n\n"
+        "Text\n    ```\nshown\n")
+
+
 def test_a_fence_opens_where_commonmark_opens_one(tmp_path):
     # A line of text four columns in ("    ```" under a line of text) opened code to the end of
     # the note, its links left as written. A fence after a list item's marker is code (its
