@@ -204,8 +204,9 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # (A line whose first character is ">" is in the quote, or, after a tab, no block.)
             para = quote_para = False   # not a lazy line: the quote has ended
         item = None
+        # (What a list item's marker begins with; a thematic break is three of its character.)
         if not blank and indent - base < 4 and (first in "-+*" or first.isdigit()) \
-                and not _BREAK.match(line, start):   # (what a list item's marker begins with)
+                and not (line.count(first) >= 3 and _BREAK.match(line, start)):
             item = _ITEM.match(line, start)
             rest = line[item.end():].strip() if item else ""
             number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
@@ -245,8 +246,10 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
-            para = not opened and not _HEADING.match(line, start) and not _BREAK.match(line, start) \
-                and not line.startswith("<!--", start) and bool(line[start:].strip())
+            at = line[start:start + 1] if item else first   # what a heading, break or comment begins with
+            para = not opened and not (at in "#-*_<" and (
+                _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
+                and bool(line[start:].strip())
             in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
             code.append(bool(opened))
