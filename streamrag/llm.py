@@ -49,6 +49,7 @@ import math
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -174,23 +175,30 @@ TIMEOUT_GROWTH_MAX = 4
 # llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
 # (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
 TIMEOUT_SHRINK_AFTER = 8
-# Before any try of a client was answered usably: once this many tries failed (an HTTP error, a
-# dropped connection or a malformed answer, HOPELESS_SERVER_ERRORS of them at least, or an
-# unusable answer) over at least this many seconds, the endpoint fails everything, and every
-# call ends at once, its try in flight or its backoff cut short: a run whose every call had
-# failed waited for a hung try, 30 s a time, and each call's retries after it (3 small files
-# against an endpoint failing every request: 150 s). A flaky endpoint answers one usably long
+# Before any try of a client was answered usably, an endpoint that plainly does not serve ends
+# every call at once, its try in flight or its backoff cut short: a run whose every call had failed
+# waited for a hung try, 30 s a time, and each call's retries after it (3 small files against an
+# endpoint failing every request: 150 s). It is one when, over at least HOPELESS_S, HOPELESS_TRIES
+# tries failed, most of them as such an endpoint fails (``_failure``: "hard", an HTTP 500 or 502, a
+# bare 503, a dropped connection, an answer that is not JSON; or "unusable", an answer that is
+# not what was asked and not cut off), HOPELESS_SERVER_ERRORS of them "hard". Against it count the
+# signs of a server that is up and working: an answer cut off at max_tokens (a thinking model's
+# first answers, asked again with more room), a 429, a 503 that is busy, overloaded or loading or
+# says when to come back (Ollama with its queue full: "server busy, please try again"). Neither
+# way: a timeout (a slow model's first answers: its timeouts grow; a host taking no connection for
+# a while times out connecting), a gateway's timeout (504, Cloudflare's 524: a slow model behind a
+# proxy), a refused connection (``_never_answered``'s). A flaky endpoint answers one usably long
 # before (with 30% of tries failing, the first 12 all fail once in 2 million runs); an outage at
-# the start shorter than the time is waited out as before (a run stopped after three calls'
-# retries, about as long). Not signs: a 429, a refusal, a model loading, a timeout (a slow
-# model's first answers: its timeouts grow; a host taking no connection for a while, restarting
-# or its backlog full, times out connecting), nor unusable answers alone (a model that cannot
-# follow the format: GIVE_UP_AFTER's), nor a gateway's timeout (504, Cloudflare's 524: a slow
-# model behind a proxy).
+# the start shorter than HOPELESS_S is waited out as before. Unusable answers alone never make it
+# (a model that cannot follow the format: GIVE_UP_AFTER's).
 HOPELESS_TRIES = 12
-_NOT_HOPELESS_STATUSES = (429, 504, 524)
+_GATEWAY_TIMEOUTS = (504, 524)
 HOPELESS_SERVER_ERRORS = 3
 HOPELESS_S = 30.0
+# What the kinds of failed tries (``_failure``) are called in the error of a hopeless client.
+_FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), ("unusable", "unusable answers"),
+             ("cut_off", "answers cut off at max_tokens"), ("wait", "asked to wait"),
+             ("timeout", "timed out or refused"))
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -319,8 +327,7 @@ class LLMClient:
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
         self._usable = False       # some try was answered usably (an answer passed its check)
-        self._failed_tries = 0     # ... before it: tries that failed (``_tried``)
-        self._server_errors = 0    # ... of them, HTTP errors, dropped connections, bad answers
+        self._failed: Counter[str] = Counter()   # ... before it: tries that failed, by kind (``_tried``)
         self._failing_since: float | None = None
         self._failing_for = 0.0
         self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
@@ -486,7 +493,7 @@ class LLMClient:
                                             cached=False, error=str(flight.error))
                 raise flight.error
             problem = check(answer)
-            self._tried(usable=problem is None)
+            self._tried("usable" if problem is None else "cut_off" if problem == CUT_OFF else "unusable")
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
             put = self._cache.put_answer(key, row["model"], answer, replace=stale) if cacheable else None
             await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
@@ -821,7 +828,7 @@ class LLMClient:
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
             raise
-        self._tried(usable=True)
+        self._tried("usable")
         out = {key: vec for (key, _), vec in zip(batch, embeddings, strict=True)}
         await self._call_log.record(row, counted if tokens < 0 else tokens, 0, latency, cached=False,
                                     put=self._cache.put_vectors(model, out))
@@ -863,9 +870,7 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                if not (e.refused or e.unconnected or e.loading or e.timed_out
-                        or e.status in _NOT_HOPELESS_STATUSES):
-                    self._tried(usable=False, server_error=True)
+                self._tried(_failure(e))
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
@@ -943,18 +948,17 @@ class LLMClient:
             ) from None
         raise AssertionError("unreachable")
 
-    def _tried(self, *, usable: bool, server_error: bool = False) -> None:
-        """A try was answered usably, or failed: the evidence for ``hopeless``."""
-        if usable:
+    def _tried(self, kind: str) -> None:
+        """A try was answered usably ("usable"), or failed (``_failure``'s kinds, or an answer
+        "unusable" or "cut_off"): the evidence for ``hopeless``."""
+        if kind == "usable":
             self._usable = True
         if self._usable or self.hopeless:
             return
         now = time.monotonic()
         self._failing_since = self._failing_since or now
-        self._failed_tries += 1
-        self._server_errors += server_error
-        if self._failed_tries >= HOPELESS_TRIES and self._server_errors >= HOPELESS_SERVER_ERRORS \
-                and now - self._failing_since >= HOPELESS_S:
+        self._failed[kind] += 1
+        if _hopeless(self._failed, now - self._failing_since):
             self.hopeless = True
             self._failing_for = now - self._failing_since
             for scope in list(self._cut_short):
@@ -971,12 +975,11 @@ class LLMClient:
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
-        unusable = self._failed_tries - self._server_errors
+        failed = self._failed
+        kinds = ", ".join(f"{failed[kind]} {what}" for kind, what in _FAILURES if failed[kind])
         return LLMUnavailableError(
-            f"{url} failed every one of the {self._failed_tries} tries made in {self._failing_for:.0f} s "
-            f"({self._server_errors} HTTP errors, dropped connections or malformed answers"
-            f"{f', {unusable} unusable answers' if unusable else ''}) and "
-            f"answered none usably: check the server and the model at "
+            f"{url} failed every one of the {failed.total()} tries made in {self._failing_for:.0f} s "
+            f"({kinds}) and answered none usably: check the server and the model at "
             f"{base_setting(self.settings, self._base_from)}, then run the same command (finished work is kept)")
 
     def _settle_timeout(self, model: str, seconds: float) -> None:
@@ -1311,6 +1314,27 @@ class LLMClient:
                 raise web_page(page, "JSON", str(resp.request.url),
                                base_setting(self.settings, self._base_from)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+
+
+def _failure(e: Retryable) -> str:
+    """What a failed try says of the endpoint (``_hopeless``): "hard", it is not serving (an HTTP
+    error of the server: 500, 502, a bare 503; a dropped connection; an answer that is not JSON);
+    "wait", it is up and asks to wait (429, a busy or loading 503); "timeout", nothing either way
+    (a timeout, a gateway's, a refused connection: ``_never_answered``'s)."""
+    if e.refused or e.unconnected or e.timed_out or e.status in _GATEWAY_TIMEOUTS:
+        return "timeout"
+    if e.busy or e.loading or (e.status is not None and e.status < 500 and e.status != 200):
+        return "wait"
+    return "hard"
+
+
+def _hopeless(failed: Counter[str], seconds: float) -> bool:
+    """Whether tries that all failed, ``failed`` by kind (``_failure``, and "unusable" and
+    "cut_off" answers) over ``seconds``, say the endpoint fails everything (``HOPELESS_TRIES``)."""
+    against = failed["cut_off"] + failed["wait"]
+    evidence = failed["hard"] + failed["unusable"]
+    return (evidence + against >= HOPELESS_TRIES and evidence > against
+            and failed["hard"] >= HOPELESS_SERVER_ERRORS and seconds >= HOPELESS_S)
 
 
 def _always(_text: str) -> bool:

@@ -105,6 +105,11 @@ def overflow_advice(stage: str) -> str:
 
 # A 503 of a server loading its model (llama.cpp's "Loading model").
 _LOADING = re.compile(r"\bloading\b", re.IGNORECASE)
+# A 503 (or Anthropic's 529) of a server that is up but asks to wait: busy, overloaded, at capacity
+# (Ollama with its queue full: "server busy, please try again"; OpenAI's "engine is currently
+# overloaded"), loading, or saying how long (Retry-After). A bare 503 is not one: a proxy or load
+# balancer with nothing behind it answers so.
+_BUSY = re.compile(r"\b(busy|overloaded|capacity|loading|try again|slow down)\b", re.IGNORECASE)
 
 
 class Retryable(Exception):
@@ -120,6 +125,7 @@ class Retryable(Exception):
         self.timed_out = timed_out   # no answer (or no progress) within the try's timeout
         self.unconnected = unconnected   # no connection made in time (connecting timed out)
         self.loading = status == 503 and _LOADING.search(detail) is not None   # a model loading
+        self.busy = status in (503, 529) and (retry_after is not None or _BUSY.search(detail) is not None)
         self.free = False       # a refusal by an endpoint that answered before: uses no retry
         self.refused_for = 0.0  # how long this call's refusals in a row have lasted
         self.tries = 0          # the call's tries so far that used up llm.max_retries (or, when

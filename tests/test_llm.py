@@ -2187,3 +2187,65 @@ async def test_a_gateway_timeout_is_no_sign_the_endpoint_fails_everything(tmp_pa
             answer = await llm.chat(ask("q"), model="m1", stage="s")
             assert not llm.hopeless
     assert answer.text == "fine"
+
+
+async def test_a_busy_server_is_no_sign_the_endpoint_fails_everything(tmp_path, monkeypatch):
+    """A server that is up and asks to wait (Ollama with its queue full, a 503 with Retry-After,
+    an overloaded engine), nine times, with three HTTP 500s besides: the call waits, and gets its
+    answer. (Every 503 not saying "loading" counted as an HTTP error: the twelfth try ended the run.)"""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    busy = [httpx.Response(503, json={"error": "server busy, please try again.  maximum pending requests exceeded"}),
+            httpx.Response(503, headers={"Retry-After": "0"}, text="Service Unavailable"),
+            httpx.Response(503, json={"error": {"message": "The engine is currently overloaded, please try again later",
+                                                "type": "server_error"}})]
+    boom = httpx.Response(500, json={"error": {"message": "boom"}})
+    endpoint = Endpoint(*busy * 3, boom, boom, boom, httpx.Response(200, json=chat_body("fine")))
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=20) as (llm, _):
+            answer = await llm.chat(ask("q"), model="m1", stage="s")
+            assert not llm.hopeless
+    assert answer.text == "fine" and len(endpoint.requests) == 13
+
+
+async def test_a_bare_503_is_an_endpoint_not_serving(tmp_path, monkeypatch):
+    """A load balancer with nothing behind it answers 503 without asking to wait: still an
+    endpoint failing everything, ended after twelve tries."""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    endpoint = Endpoint(*[httpx.Response(503, text="no healthy upstream")] * 40)
+    with anyio.fail_after(10):
+        errors = await _twelve_unavailable_calls(tmp_path, endpoint)
+    assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors), errors[:1]
+
+
+async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_fails_everything(
+        tmp_path, monkeypatch):
+    """Six calls to a model whose thinking fills max_tokens twice before it answers (each answer
+    cut off is asked again with twice the room), and three HTTP 500s on the way: every call gets
+    its answer. (Twelve tries with none usable, three HTTP errors among them, ended the run.)"""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    cut_off = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                            "finish_reason": "length"}], "usage": USAGE}
+    seen = [0]
+
+    def thinking(body: dict) -> httpx.Response:
+        seen[0] += 1
+        if seen[0] in (3, 8, 12):
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        if body["max_tokens"] < 64:
+            return httpx.Response(200, json=cut_off)
+        return httpx.Response(200, json=chat_body("fine"))
+
+    endpoint = Endpoint(*[thinking] * 40)
+    answers: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        answers.append((await llm.chat(ask(f"q{i}"), model="m1", stage="s", max_tokens=16)).text)
+
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=5, concurrency=6) as (llm, _):
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(one, llm, i)
+            assert not llm.hopeless
+    assert answers == ["fine"] * 6 and len(endpoint.requests) == 6 * 3 + 3
