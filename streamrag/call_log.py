@@ -83,11 +83,12 @@ class CallLog:
         counts["asked_again"] += answers
 
     def cancelled(self, row: dict, tries: int, latency_ms: float,
-                  prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
+                  prompt_tokens: int = 0, completion_tokens: int = 0, *, why: str | None = None) -> None:
         """Counts a call its caller cancelled after ``tries`` tries, none answered whole, and
         notes its row for the next write (``record``, ``flush``). The tokens are those paid for
-        all the same (counted here: an answer streamed in part, and its prompt). Awaits nothing:
-        it runs where a cancellation is being delivered."""
+        all the same (counted here: an answer streamed in part, and its prompt). ``why``: who
+        stopped it (a client that gave up on its endpoint too). Awaits nothing: it runs where a
+        cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         counts["cancelled"] += 1
@@ -102,7 +103,7 @@ class CallLog:
             **row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "latency_ms": round(latency_ms, 3), "cached": 0, "cancelled": 1, "created_at": time.time(),
             "error": f"{CANCELLED} after {tries} tr{'y' if tries == 1 else 'ies'}, {answered}: "
-                     "its caller stopped waiting (a run that gave up, or was stopped)"})
+                     f"{why or 'its caller stopped waiting (a run that gave up, or was stopped)'}"})
 
     async def flush(self) -> None:
         """Writes the rows ``cancelled`` noted and no call's write took along (the client

@@ -31,8 +31,9 @@ older version that the checks now reject is asked for again and replaced.
 A usable paid answer is written to the cache through the writer and committed before ``chat``
 returns, so a crash right after never pays for it twice. Every call, served from the cache or
 not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``);
-so does a call cancelled by its caller once a try of it began (a run that gave up, Ctrl-C),
-counted as ``cancelled``, not as an error, and written with the next row or as the client closes.
+so does a call cancelled by its caller once a try of it began (a run that gave up, Ctrl-C), or
+ended by the client when every try failed (``hopeless``), counted as ``cancelled``, not as an
+error, and written with the next row or as the client closes.
 ``stats`` keeps the same counts in memory for progress display; its token counts are what was
 paid for (cache hits are counted in ``cached`` only).
 
@@ -150,6 +151,11 @@ class _Hopeless(Exception):
     """A try not made, or cut short: every try of the client so far failed (``HOPELESS_TRIES``)."""
 
 
+class _GaveUp(LLMUnavailableError):
+    """A call ended by its client, not by its own tries: every try of the client failed
+    (``hopeless``). Recorded as cancelled, as the run that gives up with it would have it."""
+
+
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
 # (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
 _REFUSED_ATTEMPTS = 3
@@ -199,6 +205,8 @@ HOPELESS_S = 30.0
 _FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), ("unusable", "unusable answers"),
              ("cut_off", "answers cut off at max_tokens"), ("wait", "asked to wait"),
              ("timeout", "timed out or refused"))
+# The llm_calls row of a call a hopeless client ended (a cancelled one: ``CallLog.cancelled``).
+_GAVE_UP = "the client gave up: every try of the endpoint had failed (the run's error says how)"
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -349,18 +357,19 @@ class LLMClient:
         await self._http.aclose()
 
     def _cancelled(self, row: dict, tries: int, started: float, messages: list[dict] | None = None,
-                   streamed: list[str] | None = None) -> None:
+                   streamed: list[str] | None = None, why: str | None = None) -> None:
         """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
         when a try of it had begun; one that only waited (for a slot, the rate limits, an
         identical request) asked nothing. ``messages``: the prompt of the try under way, which
         went out (a provider bills it, answered or not), and ``streamed``, the pieces of its
         answer streamed so far: the row counts their tokens as an estimate does, not 0.
-        Awaits nothing (``CallLog.cancelled``)."""
+        ``why``: who stopped it, when not its caller (``_GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
         if not tries:
             return
         prompt = self._prompt_estimate(messages) if messages is not None else 0
         completion = count_tokens("".join(streamed or ()), self.encoding)
-        self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000, prompt, completion)
+        self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000, prompt, completion,
+                                 why=why)
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
@@ -454,7 +463,8 @@ class LLMClient:
             if answer is None and flight is not None:
                 await flight.done.wait()
                 if flight.error is not None:   # (a call of its own, failed: recorded as one)
-                    await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error))
+                    if not isinstance(flight.error, _GaveUp):   # (it only waited: it asked nothing)
+                        await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error))
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again
@@ -478,6 +488,11 @@ class LLMClient:
             except anyio.get_cancelled_exc_class():
                 self._cancelled(row, tries.begun, started,
                                 payload["messages"] if tries.sent else None, tries.pieces)
+                raise
+            except _GaveUp as e:
+                flight.error = e
+                self._cancelled(row, tries.begun, started,
+                                payload["messages"] if tries.sent else None, tries.pieces, why=_GAVE_UP)
                 raise
             except LLMError as e:
                 flight.error = e
@@ -825,6 +840,9 @@ class LLMClient:
         except anyio.get_cancelled_exc_class():
             self._cancelled(row, tries, began)
             raise
+        except _GaveUp:
+            self._cancelled(row, tries, began, why=_GAVE_UP)
+            raise
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
             raise
@@ -977,7 +995,7 @@ class LLMClient:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
         failed = self._failed
         kinds = ", ".join(f"{failed[kind]} {what}" for kind, what in _FAILURES if failed[kind])
-        return LLMUnavailableError(
+        return _GaveUp(
             f"{url} failed every one of the {failed.total()} tries made in {self._failing_for:.0f} s "
             f"({kinds}) and answered none usably: check the server and the model at "
             f"{base_setting(self.settings, self._base_from)}, then run the same command (finished work is kept)")

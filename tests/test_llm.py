@@ -2249,3 +2249,52 @@ async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_
                     tg.start_soon(one, llm, i)
             assert not llm.hopeless
     assert answers == ["fine"] * 6 and len(endpoint.requests) == 6 * 3 + 3
+
+
+async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_prompt_sent(tmp_path, monkeypatch):
+    """The calls ended because every try failed were not failed by their own tries: they are
+    cancelled rows, as those of a run that gave up, and the try hung at the server when they
+    ended counts the prompt it sent. (They were 13 errors, the hung one with 0 prompt tokens.)"""
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    real = httpx.AsyncHTTPTransport()
+
+    class Failing(httpx.AsyncBaseTransport):   # HTTP 500, but the slow question reaches the simulator
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if b"slow" in request.content:
+                return await real.handle_async_request(request)
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, question: str) -> None:
+        try:
+            await llm.chat(ask(question), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    store = Store(tmp_path / "index.db")
+    with Simulator(SimulatorConfig(latency_ms=20_000)) as sim:
+        settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0,
+                               max_retries=10, concurrency=13)
+        async with Writer(store) as writer:
+            async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
+                                 retry_base_s=0.05, transport=Failing()) as llm:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(one, llm, "slow")
+                        while sim.requests < 1:
+                            await anyio.sleep(0.01)
+                        for i in range(12):
+                            tg.start_soon(one, llm, f"q{i}")
+                stats = llm.stats["s"]
+    rows = calls(store)
+    store.close()
+    assert len(errors) == 13 and all("failed every one of the 12 tries" in e for e in errors), errors[:1]
+    assert (stats["calls"], stats["errors"], stats["cancelled"]) == (13, 0, 13), stats
+    assert [r["cancelled"] for r in rows] == [1] * 13, [r["error"] for r in rows]
+    assert all("the client gave up" in r["error"] for r in rows), rows[0]["error"]
+    (slow,) = [r for r in rows if r["prompt_tokens"]]
+    assert slow["prompt_tokens"] == count_message_tokens(ask("slow")), slow
+    assert slow["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), slow["error"]
