@@ -184,19 +184,19 @@ TIMEOUT_SHRINK_AFTER = 8
 # Before any try of a client was answered usably, an endpoint that plainly does not serve ends
 # every call at once, its try in flight or its backoff cut short: a run whose every call had failed
 # waited for a hung try, 30 s a time, and each call's retries after it (3 small files against an
-# endpoint failing every request: 150 s). It is one when, over at least HOPELESS_S, HOPELESS_TRIES
-# tries failed, most of them as such an endpoint fails (``_failure``: "hard", an HTTP 500 or 502, a
-# bare 503, a dropped connection, an answer that is not JSON; or "unusable", an answer that is
-# not what was asked and not cut off), HOPELESS_SERVER_ERRORS of them "hard". Against it count the
-# signs of a server that is up and working: an answer cut off at max_tokens (a thinking model's
-# first answers, asked again with more room), a 429, a 503 that is busy, overloaded or loading or
-# says when to come back (Ollama with its queue full: "server busy, please try again"). Neither
-# way: a timeout (a slow model's first answers: its timeouts grow; a host taking no connection for
-# a while times out connecting), a gateway's timeout (504, Cloudflare's 524: a slow model behind a
-# proxy), a refused connection (``_never_answered``'s). A flaky endpoint answers one usably long
-# before (with 30% of tries failing, the first 12 all fail once in 2 million runs); an outage at
-# the start shorter than HOPELESS_S is waited out as before. Unusable answers alone never make it
-# (a model that cannot follow the format: GIVE_UP_AFTER's).
+# endpoint failing every request: 150 s). It is one when HOPELESS_TRIES tries failed, most of them
+# as such an endpoint fails (``_failure``: "hard", an HTTP 500 or 502, a bare 503, a dropped
+# connection, an answer that is not JSON; or "unusable", an answer that is not what was asked and
+# not cut off), HOPELESS_SERVER_ERRORS of them "hard", the first of those at least HOPELESS_S
+# before. Against it count the signs of a server that is up and working: an answer cut off at
+# max_tokens (a thinking model's first answers, asked again with more room), a 429, a 503 that is
+# busy, overloaded or loading or says when to come back (Ollama with its queue full: "server busy,
+# please try again"). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
+# host taking no connection for a while times out connecting), a gateway's timeout (504,
+# Cloudflare's 524: a slow model behind a proxy), a refused connection (``_never_answered``'s). A
+# flaky endpoint answers one usably long before (with 30% of tries failing, the first 12 all fail
+# once in 2 million runs); an outage at the start shorter than HOPELESS_S is waited out as before.
+# Unusable answers alone never make it (a model that cannot follow the format: GIVE_UP_AFTER's).
 HOPELESS_TRIES = 12
 _GATEWAY_TIMEOUTS = (504, 524)
 HOPELESS_SERVER_ERRORS = 3
@@ -337,6 +337,7 @@ class LLMClient:
         self._usable = False       # some try was answered usably (an answer passed its check)
         self._failed: Counter[str] = Counter()   # ... before it: tries that failed, by kind (``_tried``)
         self._failing_since: float | None = None
+        self._hard_since: float | None = None   # ... the first "hard" one (``_failure``)
         self._failing_for = 0.0
         self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
         self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
@@ -975,8 +976,10 @@ class LLMClient:
             return
         now = time.monotonic()
         self._failing_since = self._failing_since or now
+        if kind == "hard":
+            self._hard_since = self._hard_since or now
         self._failed[kind] += 1
-        if _hopeless(self._failed, now - self._failing_since):
+        if self._hard_since is not None and _hopeless(self._failed, now - self._hard_since):
             self.hopeless = True
             self._failing_for = now - self._failing_since
             for scope in list(self._cut_short):
@@ -1348,7 +1351,8 @@ def _failure(e: Retryable) -> str:
 
 def _hopeless(failed: Counter[str], seconds: float) -> bool:
     """Whether tries that all failed, ``failed`` by kind (``_failure``, and "unusable" and
-    "cut_off" answers) over ``seconds``, say the endpoint fails everything (``HOPELESS_TRIES``)."""
+    "cut_off" answers), the first "hard" one ``seconds`` ago, say the endpoint fails everything
+    (``HOPELESS_TRIES``)."""
     against = failed["cut_off"] + failed["wait"]
     evidence = failed["hard"] + failed["unusable"]
     return (evidence + against >= HOPELESS_TRIES and evidence > against

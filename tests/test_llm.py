@@ -2251,6 +2251,21 @@ async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_
     assert answers == ["fine"] * 6 and len(endpoint.requests) == 6 * 3 + 3
 
 
+async def test_an_outage_after_tries_timed_out_is_waited_for_as_long_as_any(tmp_path, monkeypatch):
+    """A slow model's first tries time out, then twelve HTTP 500s come at once: they are an
+    outage of less than HOPELESS_S, waited out, and the call gets its answer. (The time was
+    counted from the first timeout: the twelfth 500 ended the run at once.)"""
+    monkeypatch.setattr(llm_module, "HOPELESS_S", 1.0, raising=False)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    boom = httpx.Response(500, json={"error": {"message": "boom"}})
+    endpoint = Endpoint(_hang, _hang, *[boom] * 12, httpx.Response(200, json=chat_body("fine")))
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, max_retries=20, request_timeout_s=0.4) as (llm, _):
+            answer = await llm.chat(ask("q"), model="m1", stage="s")
+            assert not llm.hopeless
+    assert answer.text == "fine" and time.monotonic() - started > 1.0
+
 async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_prompt_sent(tmp_path, monkeypatch):
     """The calls ended because every try failed were not failed by their own tries: they are
     cancelled rows, as those of a run that gave up, and the try hung at the server when they
