@@ -260,8 +260,8 @@ class Indexer:
             # first calls all failed waited for the calls still hanging (30 s a try). (The
             # daemon publishes what it can and asks unusable answers again a few times only.)
             self.failed_calls += 1
-            # (Or every try the run made failed, HOPELESS_TRIES over HOPELESS_S: the calls under
-            # way ended with it, a hung try's too, and none is waited for.)
+            # (Or the model client found the endpoint fails everything, ``llm.hopeless``: the
+            # calls under way ended with it, a hung try's too, and none is waited for.)
             if self.progress.counts["chunks_extracted"] == 0 and isinstance(error, LLMUnavailableError) \
                     and (self.unavailable >= GIVE_UP_UNAVAILABLE or self.llm is not None and self.llm.hopeless):
                 raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
