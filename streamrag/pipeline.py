@@ -240,7 +240,7 @@ class Indexer:
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
         self.llm = None
 
-    # -- helpers ---------------------------------------------------------------------------
+    # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
                    error: Exception | None = None, *, settled: bool = False, stamp: str | None = None) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down.
@@ -297,7 +297,7 @@ class Indexer:
                          run_id=self.run_id, transport=self.transport,
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from)
 
-    # -- the run -----------------------------------------------------------------------------
+    # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:
         """Brings the index to ``paths`` and publishes it."""
         started = time.monotonic()
@@ -359,66 +359,6 @@ class Indexer:
                             # what is said, not that its end could not be written.
         finally:
             store.close()
-
-    def report_key(self) -> str:
-        """The report settings of this run (``reports.settings_key``): with a model or without."""
-        return report_settings_key(self.settings, by_llm=not self.settings.offline)
-
-    def extractive_key(self) -> str:
-        """The settings of this run's extractive reports, with a model as without: published,
-        as the model's report settings leave EXTRACTIVE_VERSION out."""
-        return report_settings_key(self.settings, by_llm=False)
-
-    def _say_what_settings_redo(self, store: Store) -> bool:
-        """One line, before the run starts, on the work that settings changed since the index
-        was built make it do again for the whole index (paid: offline runs say nothing), while
-        it can still be stopped. Chunking is said once per new chunker (a file that cannot be
-        re-chunked yet keeps the old one recorded, and every run would say it again): returns
-        whether it was said now."""
-        s, said = self.settings, store.get_meta
-        self.settings_changed = []
-        if not store.version or s.offline:
-            return False
-        changes: list[tuple[str, str]] = []
-        upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
-        if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
-            what, of_settings = chunking_change(said("chunker_settings"), self.chunking)
-            if said("chunker") == MIXED_CHUNKING:   # a run cut some documents with other settings
-                what = f"{what} for some documents" if of_settings else \
-                    "some documents were read and chunked with other settings than the rest"
-            if of_settings or said("chunker") == MIXED_CHUNKING:
-                changes.append(("chunking", f"{what}, so documents are read and chunked again as they are "
-                                            "indexed (chunks with new text are extracted)"))
-            else:   # (it said "the reading and chunking settings changed" of an upgrade alone)
-                upgrade = what
-        built = said("extractor") or ""
-        if built and built != self.key:
-            changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
-                            if built.startswith("llm-") else
-                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
-                            "answers in the cache cost nothing)"))
-        if said("summarizer") != self.summarizer_key and (
-                said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
-            changes.append(("summary", "every merged description is summarized again"))
-        if said("report_settings") not in (None, self.report_key()):
-            if built_min_members(s, said, by_llm=not s.offline) is not None:   # (that one alone)
-                changes.append(("report", "reports are written for the communities that now reach "
-                                          "index.report_min_members (those written are kept)"))
-            else:
-                changes.append(("report", "every report is written again"))
-        if said("leiden") not in (None, self.leiden_key):
-            changes.append(("clustering", "it is clustered afresh"))
-        if upgrade:
-            log.warning(f"{upgrade}: its files are read and chunked again as they are indexed "
-                        "(chunks with new text are extracted)")
-        self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
-        if changes:
-            # (its text_field was said to be "the chunking settings")
-            shown = ["reading and chunking" if name == "chunking" else name for name in names]
-            named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
-            log.warning(f"the {named} settings changed since this index was built: "
-                        f"{'; '.join(effect for _, effect in changes)}")
-        return "chunking" in names
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
@@ -482,112 +422,68 @@ class Indexer:
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed)
 
-    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
-        """The settings and counters published with the index, for the next run to compare."""
-        marks = {
-            "extractor": self.key,
-            "summarizer": self.summarizer_key,
-            "report_settings": state.report_settings,
-            "extractive_settings": self.extractive_key(),
-            "leiden": state.leiden_key,
-            "changed_since_fresh": str(state.changed_since_fresh),
-            "degrees": DEGREES_VERSION,
-            "next_community_id": str(next_community_id),
-        }
-        if self.rechunked_all:  # else some documents still have the previous chunker's chunks
-            marks["chunker"] = self.chunker_key
-            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
-        elif self.cut_anew:
-            # ... and others these settings' (a run given only some files, a recut that could
-            # not be extracted): the next run cuts every document again, whichever settings it
-            # has. (The mark stayed the old settings', and back on them the documents cut with
-            # the new ones kept their chunks.)
-            marks["chunker"] = MIXED_CHUNKING
-            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
-        if self.root is not None:
-            marks["root"] = str(Path(self.root).resolve())
-        return marks
+    # -- before the run: the work changed settings make it do again ----------------------------
+    def _say_what_settings_redo(self, store: Store) -> bool:
+        """One line, before the run starts, on the work that settings changed since the index
+        was built make it do again for the whole index (paid: offline runs say nothing), while
+        it can still be stopped. Chunking is said once per new chunker (a file that cannot be
+        re-chunked yet keeps the old one recorded, and every run would say it again): returns
+        whether it was said now."""
+        s, said = self.settings, store.get_meta
+        self.settings_changed = []
+        if not store.version or s.offline:
+            return False
+        changes: list[tuple[str, str]] = []
+        upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
+        if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
+            what, of_settings = chunking_change(said("chunker_settings"), self.chunking)
+            if said("chunker") == MIXED_CHUNKING:   # a run cut some documents with other settings
+                what = f"{what} for some documents" if of_settings else \
+                    "some documents were read and chunked with other settings than the rest"
+            if of_settings or said("chunker") == MIXED_CHUNKING:
+                changes.append(("chunking", f"{what}, so documents are read and chunked again as they are "
+                                            "indexed (chunks with new text are extracted)"))
+            else:   # (it said "the reading and chunking settings changed" of an upgrade alone)
+                upgrade = what
+        built = said("extractor") or ""
+        if built and built != self.key:
+            changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
+                            if built.startswith("llm-") else
+                            f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "
+                            "answers in the cache cost nothing)"))
+        if said("summarizer") != self.summarizer_key and (
+                said("summarizer") is not None or index_rows.has_entities(store)):   # (an index from before the key: redone too)
+            changes.append(("summary", "every merged description is summarized again"))
+        if said("report_settings") not in (None, self.report_key()):
+            if built_min_members(s, said, by_llm=not s.offline) is not None:   # (that one alone)
+                changes.append(("report", "reports are written for the communities that now reach "
+                                          "index.report_min_members (those written are kept)"))
+            else:
+                changes.append(("report", "every report is written again"))
+        if said("leiden") not in (None, self.leiden_key):
+            changes.append(("clustering", "it is clustered afresh"))
+        if upgrade:
+            log.warning(f"{upgrade}: its files are read and chunked again as they are indexed "
+                        "(chunks with new text are extracted)")
+        self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
+        if changes:
+            # (its text_field was said to be "the chunking settings")
+            shown = ["reading and chunking" if name == "chunking" else name for name in names]
+            named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+            log.warning(f"the {named} settings changed since this index was built: "
+                        f"{'; '.join(effect for _, effect in changes)}")
+        return "chunking" in names
 
-    def _bookkeeping(self, state: GraphState) -> dict[str, str]:
-        """The summaries to try again, the answers unusable on runs in a row and the
-        report_min_members the reports were chosen with, for the next run and its estimate to go
-        on from (written with the index, but no part of a version: no query reads them)."""
-        return {"report_min_members": str(self.settings.index.report_min_members),
-                "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
-                "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
-                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
-                "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
+    def report_key(self) -> str:
+        """The report settings of this run (``reports.settings_key``): with a model or without."""
+        return report_settings_key(self.settings, by_llm=not self.settings.offline)
 
-    def _graph(self, store: Store) -> GraphState:
-        """The published graph: the one this process published last, if it is still the one
-        in the store, else read from the store."""
-        cached = self.graph_cache.take(store) if self.graph_cache is not None else None
-        if cached is None:
-            return GraphState.load(store)
-        if self.check_shortcuts:
-            check_cached(cached, GraphState.load(store))
-        return cached
+    def extractive_key(self) -> str:
+        """The settings of this run's extractive reports, with a model as without: published,
+        as the model's report settings leave EXTRACTIVE_VERSION out."""
+        return report_settings_key(self.settings, by_llm=False)
 
-    def _cluster(self, store: Store, state: GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
-        """Leiden from the previous partition, unless it drifted from what a fresh run finds.
-
-        Starting from the previous partition keeps untouched regions (and their reports) as
-        they are. Over many updates that partition could settle in a worse optimum than a fresh
-        run would find, so a fresh clustering is computed too (cheap next to any LLM call) and
-        replaces it, with ids still matched to the old communities, when its modularity is
-        better by more than ``index.recluster_drift`` (or always, with ``--recluster``).
-        """
-        ix = self.settings.index
-        edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
-        counter = [int(store.get_meta("next_community_id", "0") or 0)]
-        for c in state.old_communities:
-            digits = c.id.lstrip("C")
-            if digits.isdigit():
-                counter[0] = max(counter[0], int(digits) + 1)
-
-        def new_id() -> str:
-            counter[0] += 1
-            return f"C{counter[0] - 1}"
-
-        # Splits of communities no change reached are taken as they were (when the previous
-        # partition was made with these settings): most of a warm run's time on a large graph.
-        changed = None
-        if store.get_meta("leiden") == self.leiden_key:
-            changed = state.rewired | (set(state.entities) - set(state.old_degree))
-            if self.check_shortcuts:
-                check_rewired(store, state, changed)
-
-        def cluster(previous):
-            out = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
-                                      seed=ix.leiden_seed, resolution=ix.leiden_resolution,
-                                      previous=previous, new_id=new_id, changed=changed)
-            if self.check_shortcuts and previous and changed is not None:
-                spare = itertools.count()
-                full = communities_module.hierarchical_leiden(
-                    sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size, seed=ix.leiden_seed,
-                    resolution=ix.leiden_resolution, previous=previous, new_id=lambda: f"X{next(spare)}")
-                if {(c.level, tuple(c.members)) for c in full} != {(c.level, tuple(c.members)) for c in out}:
-                    raise AssertionError("communities taken as unchanged differ from a full warm run")
-            return out
-
-        state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
-        if not state.old_communities:
-            return cluster(None), True, lambda: counter[0]
-        # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
-        # fresh run finds with them: a warm start would keep much of the old settings' one.
-        recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
-        communities, reclustered, state.changed_since_fresh = updated_partition(
-            state.old_communities, warm=cluster,
-            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
-                                              seed=ix.leiden_seed, resolution=ix.leiden_resolution),
-            edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
-            entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
-            changed=len(state.changed_entities | state.deleted_entities),
-            same_graph=state.same_graph() and store.get_meta("leiden") == self.leiden_key,
-            recluster=recluster, new_id=new_id)
-        return communities, reclustered, lambda: counter[0]
-
-    # -- stage 1: scan, load, chunk, extract, glean (streaming) ------------------------------
+    # -- stage 1: scan, load, chunk, extract, glean (streaming) --------------------------------
     async def _stream_stage(self, store: Store, writer: Writer, paths: list[Path], *,
                             publishing: bool = True) -> Scan:
         """loader -> chunker -> extractor -> gleaner, joined by bounded streams."""
@@ -662,7 +558,7 @@ class Indexer:
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")
         return scan, files, rechunk
 
-    # -- stage 2: what changed ---------------------------------------------------------------
+    # -- stage 2: what changed -----------------------------------------------------------------
     def _changes(self, store: Store, scan: Scan) -> Change:
         old_docs = index_rows.document_ids(store)
         self._keep_previous_versions(store, scan, old_docs)
@@ -752,7 +648,17 @@ class Indexer:
                 scan.titles.pop(path, None)
                 scan.warnings.append(f"{path}: none of its chunks could be extracted; it is indexed once they can be")
 
-    # -- stage 3: summaries ------------------------------------------------------------------
+    def _graph(self, store: Store) -> GraphState:
+        """The published graph: the one this process published last, if it is still the one
+        in the store, else read from the store."""
+        cached = self.graph_cache.take(store) if self.graph_cache is not None else None
+        if cached is None:
+            return GraphState.load(store)
+        if self.check_shortcuts:
+            check_cached(cached, GraphState.load(store))
+        return cached
+
+    # -- stage 3: summaries --------------------------------------------------------------------
     async def _summarize(self, writer: Writer, state: GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:
         self.progress.total("summaries", len(jobs))
         send, recv = anyio.create_memory_object_stream[tuple[str, str, list[str]]](self.settings.pipeline.queue_size)
@@ -794,7 +700,67 @@ class Indexer:
                 for job in jobs:
                     await send.send(job)
 
-    # -- stage 4: reports, deepest level first ---------------------------------------------
+    # -- clustering: Leiden from the previous partition ----------------------------------------
+    def _cluster(self, store: Store, state: GraphState) -> tuple[list[Community], bool, Callable[[], int]]:
+        """Leiden from the previous partition, unless it drifted from what a fresh run finds.
+
+        Starting from the previous partition keeps untouched regions (and their reports) as
+        they are. Over many updates that partition could settle in a worse optimum than a fresh
+        run would find, so a fresh clustering is computed too (cheap next to any LLM call) and
+        replaces it, with ids still matched to the old communities, when its modularity is
+        better by more than ``index.recluster_drift`` (or always, with ``--recluster``).
+        """
+        ix = self.settings.index
+        edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
+        counter = [int(store.get_meta("next_community_id", "0") or 0)]
+        for c in state.old_communities:
+            digits = c.id.lstrip("C")
+            if digits.isdigit():
+                counter[0] = max(counter[0], int(digits) + 1)
+
+        def new_id() -> str:
+            counter[0] += 1
+            return f"C{counter[0] - 1}"
+
+        # Splits of communities no change reached are taken as they were (when the previous
+        # partition was made with these settings): most of a warm run's time on a large graph.
+        changed = None
+        if store.get_meta("leiden") == self.leiden_key:
+            changed = state.rewired | (set(state.entities) - set(state.old_degree))
+            if self.check_shortcuts:
+                check_rewired(store, state, changed)
+
+        def cluster(previous):
+            out = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                      seed=ix.leiden_seed, resolution=ix.leiden_resolution,
+                                      previous=previous, new_id=new_id, changed=changed)
+            if self.check_shortcuts and previous and changed is not None:
+                spare = itertools.count()
+                full = communities_module.hierarchical_leiden(
+                    sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size, seed=ix.leiden_seed,
+                    resolution=ix.leiden_resolution, previous=previous, new_id=lambda: f"X{next(spare)}")
+                if {(c.level, tuple(c.members)) for c in full} != {(c.level, tuple(c.members)) for c in out}:
+                    raise AssertionError("communities taken as unchanged differ from a full warm run")
+            return out
+
+        state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
+        if not state.old_communities:
+            return cluster(None), True, lambda: counter[0]
+        # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
+        # fresh run finds with them: a warm start would keep much of the old settings' one.
+        recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
+        communities, reclustered, state.changed_since_fresh = updated_partition(
+            state.old_communities, warm=cluster,
+            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+                                              seed=ix.leiden_seed, resolution=ix.leiden_resolution),
+            edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
+            entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
+            changed=len(state.changed_entities | state.deleted_entities),
+            same_graph=state.same_graph() and store.get_meta("leiden") == self.leiden_key,
+            recluster=recluster, new_id=new_id)
+        return communities, reclustered, lambda: counter[0]
+
+    # -- stage 4: reports, deepest level first -------------------------------------------------
     async def _reports(self, store: Store, writer: Writer, state: GraphState,
                        communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
         """Report key per community: (context key, key of the report shown); the counts
@@ -804,7 +770,7 @@ class Indexer:
             await run.report_level(level)
         return run.assignments, run.generated, run.kept
 
-    # -- stage 5: embeddings -----------------------------------------------------------------
+    # -- stage 5: embeddings -------------------------------------------------------------------
     async def _embed(self, store: Store, writer: Writer, state: GraphState, change: Change) -> list[tuple]:
         """Vectors for what changed; written by ``publish`` with the rows they describe."""
         model = self.settings.llm.embedding_model
@@ -817,6 +783,43 @@ class Indexer:
         except LLMError as e:
             await self.fail(writer, "embed", model, f"embeddings with {model}: {e}")
             return []
+
+    # -- publishing: what is published with the version, for the next run ----------------------
+    def _marks(self, state: GraphState, next_community_id: int) -> dict[str, str]:
+        """The settings and counters published with the index, for the next run to compare."""
+        marks = {
+            "extractor": self.key,
+            "summarizer": self.summarizer_key,
+            "report_settings": state.report_settings,
+            "extractive_settings": self.extractive_key(),
+            "leiden": state.leiden_key,
+            "changed_since_fresh": str(state.changed_since_fresh),
+            "degrees": DEGREES_VERSION,
+            "next_community_id": str(next_community_id),
+        }
+        if self.rechunked_all:  # else some documents still have the previous chunker's chunks
+            marks["chunker"] = self.chunker_key
+            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
+        elif self.cut_anew:
+            # ... and others these settings' (a run given only some files, a recut that could
+            # not be extracted): the next run cuts every document again, whichever settings it
+            # has. (The mark stayed the old settings', and back on them the documents cut with
+            # the new ones kept their chunks.)
+            marks["chunker"] = MIXED_CHUNKING
+            marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
+        if self.root is not None:
+            marks["root"] = str(Path(self.root).resolve())
+        return marks
+
+    def _bookkeeping(self, state: GraphState) -> dict[str, str]:
+        """The summaries to try again, the answers unusable on runs in a row and the
+        report_min_members the reports were chosen with, for the next run and its estimate to go
+        on from (written with the index, but no part of a version: no query reads them)."""
+        return {"report_min_members": str(self.settings.index.report_min_members),
+                "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+                "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
+                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
+                "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
 
 
 async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Path | None = None,
