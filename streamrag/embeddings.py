@@ -10,7 +10,6 @@ little-endian float32 blobs, written in the publish transaction.
 from __future__ import annotations
 
 import array
-import math
 
 from streamrag import index_rows
 from streamrag.ids import text_hash
@@ -19,19 +18,6 @@ from streamrag.store import Store
 
 def pack(vector: list[float]) -> bytes:
     return array.array("f", vector).tobytes()
-
-
-def unpack(blob: bytes) -> list[float]:
-    a = array.array("f")
-    a.frombytes(blob)
-    return a.tolist()
-
-
-def cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
 
 
 def entity_text(name: str, description: str) -> str:

@@ -7,7 +7,9 @@ community tree (C1 -> C6 -> C12/C13 ...), small enough to index in well under a 
 from __future__ import annotations
 
 import argparse
+import array
 import json
+import math
 import re
 import sqlite3
 
@@ -291,7 +293,17 @@ def test_vectors_of_another_length_are_left_out_of_the_nearest_and_said(tmp_path
 def test_nearest_ranks_by_cosine_ties_by_id_and_keeps_to_the_allowed(tmp_path):
     import random
 
-    from streamrag.embeddings import cosine, pack, unpack
+    from streamrag.embeddings import pack
+
+    def unpack(blob: bytes) -> list[float]:   # the float32 values as stored
+        a = array.array("f")
+        a.frombytes(blob)
+        return a.tolist()
+
+    def cosine(a: list[float], b: list[float]) -> float:   # the reference the numpy product matches
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+        return dot / (na * nb) if na and nb else 0.0
 
     rng = random.Random(5)
     vectors = {f"e{i:03d}": [rng.gauss(0, 1) for _ in range(16)] for i in range(200)}
