@@ -43,7 +43,7 @@ from streamrag import ids
 from streamrag.graph import sorted_pairs
 from streamrag.records import Community
 
-__all__ = ["hierarchical_leiden", "diff_communities"]
+__all__ = ["hierarchical_leiden"]
 
 Pairs = np.ndarray | Sequence[tuple[int, int]]   # edges (i, j) of a subgraph: an (edges, 2) array
 
@@ -118,28 +118,6 @@ def hierarchical_leiden(
 def settings_key(max_cluster_size: int, seed: int, resolution: float) -> str:
     """The settings a partition depends on: a partition made with others is clustered afresh."""
     return ids.digest(max_cluster_size, seed, resolution)
-
-
-def diff_communities(old: Iterable[Community], new: Iterable[Community]) -> dict[str, list[str]]:
-    """Which community ids were added, removed, changed (level, parent or members) or not.
-
-    Only the community itself is compared: a parent whose children were rearranged but whose
-    own members stayed is "unchanged"; callers that build reports from sub-reports should
-    also dirty the ancestors of changed communities.
-    """
-    before = {c.id: c for c in old}
-    after = {c.id: c for c in new}
-    changed, unchanged = [], []
-    for cid in sorted(before.keys() & after.keys()):
-        a, b = before[cid], after[cid]
-        same = a.level == b.level and a.parent == b.parent and sorted(a.members) == sorted(b.members)
-        (unchanged if same else changed).append(cid)
-    return {
-        "added": sorted(after.keys() - before.keys()),
-        "removed": sorted(before.keys() - after.keys()),
-        "changed": changed,
-        "unchanged": unchanged,
-    }
 
 
 _MAX_ITERATIONS = 2     # Leiden iterations per run, at most (leidenalg's default)
