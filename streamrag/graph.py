@@ -20,7 +20,7 @@ from operator import itemgetter
 import numpy as np
 import rustworkx as rx
 
-from streamrag.records import Entity, Relationship
+from streamrag.records import Relationship
 
 
 class Graph:
@@ -37,14 +37,6 @@ class Graph:
         self.pygraph.add_nodes_from(self.ids)
         self.pygraph.add_edges_from(list(zip(sources, targets, weights)))
         self._directed: rx.PyDiGraph | None = None
-
-    @classmethod
-    def from_records(cls, entities: Iterable[Entity], relationships: Iterable[Relationship]) -> Graph:
-        """Build the graph of merged entities and relationships (weight = relationship.weight)."""
-        return cls(
-            (e.id for e in entities),
-            ((r.source, r.target, r.weight) for r in relationships),
-        )
 
     def __len__(self) -> int:
         return len(self.ids)

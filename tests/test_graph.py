@@ -15,6 +15,11 @@ from streamrag.records import (
 )
 
 
+def graph_of(entities, relationships):
+    """The graph of merged entities and relationships (weight = relationship.weight)."""
+    return Graph((e.id for e in entities), ((r.source, r.target, r.weight) for r in relationships))
+
+
 def merge_all(extractions, entity_types=()):
     """Entities, relationships and claims of a whole set of chunk extractions, merged with the
     pure functions ``graph_state.GraphState.apply`` merges each changed element with."""
@@ -61,7 +66,7 @@ def two_triangles():
 
 def test_graph_indexes_sorted_ids_and_weights(two_triangles):
     entities, relationships = two_triangles
-    graph = Graph.from_records(reversed(entities), reversed(relationships))
+    graph = graph_of(reversed(entities), reversed(relationships))
     assert graph.ids == sorted("abcdxyz")
     assert graph.pygraph.num_nodes() == 7 and graph.pygraph.num_edges() == 7
     assert graph.weight("a", "b") == 2.0 and graph.weight("b", "a") == 2.0
@@ -89,13 +94,13 @@ def test_neighbour_counts_count_distinct_neighbours(two_triangles):
     entities, relationships = two_triangles
     counts = neighbour_counts(relationships + [rel("b", "a"), rel("d", "d")])  # a repeat, a loop
     assert counts == {"a": 2, "b": 2, "c": 3, "x": 3, "y": 2, "z": 2}
-    graph = Graph.from_records(entities, relationships)
+    graph = graph_of(entities, relationships)
     assert counts == {e: graph.degree(e) for e in graph.ids if graph.degree(e)}
 
 
 def test_personalized_pagerank_ranks_the_seed_neighbourhood_first(two_triangles):
     entities, relationships = two_triangles
-    graph = Graph.from_records(entities, relationships)
+    graph = graph_of(entities, relationships)
     ranked = personalized_pagerank(graph, {"a": 1.0})
     assert ranked[0][0] == "a"
     assert {eid for eid, _ in ranked[:3]} == set("abc")
@@ -108,7 +113,7 @@ def test_personalized_pagerank_ranks_the_seed_neighbourhood_first(two_triangles)
 
 def test_personalized_pagerank_seed_weights_and_unknown_seeds(two_triangles):
     entities, relationships = two_triangles
-    graph = Graph.from_records(entities, relationships)
+    graph = graph_of(entities, relationships)
     assert personalized_pagerank(graph, {"nobody": 1.0, "a": 0.0}) == []
     ranked = personalized_pagerank(graph, {"a": 0.1, "y": 1.0, "nobody": 5.0})
     assert ranked[0][0] == "y"
