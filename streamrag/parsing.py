@@ -564,14 +564,14 @@ def starts_with_reasoning(text: str) -> bool:
     return _REASONING_OPEN.match(text) is not None
 
 
-def _reasoning_end(text: str, m: re.Match | None, start: int = 0) -> re.Match | None:
+def _reasoning_end(text: str, m: re.Match | None) -> re.Match | None:
     """Where the reasoning block of ``text`` ends: the tag that closes ``m``'s (another
     reasoning tag only when that one never comes), or without ``m`` a lone </think> that no
-    opening tag precedes; searched from ``start``."""
+    opening tag precedes."""
     if m is not None:
-        same = re.compile(rf"</{m.group(1)}>", re.IGNORECASE).search(text, max(start, m.end()))
-        return same or _REASONING_CLOSE.search(text, max(start, m.end()))
-    close = _LONE_CLOSE.search(text, start)
+        same = re.compile(rf"</{m.group(1)}>", re.IGNORECASE).search(text, m.end())
+        return same or _REASONING_CLOSE.search(text, m.end())
+    close = _LONE_CLOSE.search(text)
     if close is None or _ANY_OPEN.search(text, 0, close.start()):
         return None
     return close
