@@ -987,7 +987,8 @@ _GARBAGE = ("Sure! Here is what I found in the text you sent:\n```\n{\"title\": 
 
 
 # --------------------------------------------------------------------------------------------
-# The HTTP server. State shared by handler threads lives in _State behind one lock.
+# The HTTP server. State shared by handler threads (counters, the rate-limit window, open
+# connections) lives in Simulator, behind its one lock (``_lock``).
 
 class _Limiter:
     """A sliding 60 s window of admitted (time, tokens); not thread-safe, the caller locks."""
