@@ -1031,13 +1031,13 @@ def _emit_type(kind: str, allowed: list[str]) -> str:
 
 # --- descriptions and relationships ---
 
-def _trim(text: str, limit: int = MAX_DESCRIPTION_WORDS) -> str:
+def _trim(text: str) -> str:
     # Split no further than needed: a chunk without sentence ends is one long "sentence", which
     # every relationship of the chunk quotes (splitting it whole each time was most of the time).
-    words = text.split(None, limit)
-    if len(words) <= limit:
+    words = text.split(None, MAX_DESCRIPTION_WORDS)
+    if len(words) <= MAX_DESCRIPTION_WORDS:
         return " ".join(words)
-    return " ".join(words[:limit]).rstrip(",;:") + " …"
+    return " ".join(words[:MAX_DESCRIPTION_WORDS]).rstrip(",;:") + " …"
 
 
 def _relationships(per_sentence: dict[int, list[str]], sentences: list[str], blocks: list[int],

@@ -826,12 +826,13 @@ def answer_rate(messages: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _best_sentences(question: str, text: str, n: int = 2) -> list[str]:
+def _best_sentences(question: str, text: str) -> list[str]:
+    """The two sentences of ``text`` sharing most content words with ``question``, in text order."""
     q = content_terms(question)
     sentences = _distinct_sentences(text)
     ranked = sorted(range(len(sentences)),
                     key=lambda i: (-len(q & content_terms(sentences[i])), i))
-    return [sentences[i] for i in sorted(ranked[:n])]
+    return [sentences[i] for i in sorted(ranked[:2])]
 
 
 def answer_map(messages: list[dict]) -> str:
