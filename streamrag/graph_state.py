@@ -80,7 +80,7 @@ class GraphState:
         self.old_degree: dict[str, int] = {}
         self.old_weight: dict[str, float] = {}
         self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
-        self.report_settings = ""                # what report contexts are built with (see _reports)
+        self.report_settings = ""                # what report contexts are built with (Indexer.report_key)
         self.changed_since_fresh = 0             # entities changed since the last drift check
         self.leiden_key = ""                     # the Leiden settings of this run's partition
         self.old_combined: dict[str, int] = {}
@@ -100,7 +100,7 @@ class GraphState:
         self.fallbacks: set[str] = set()         # fell back this time
         self.unusable: dict[str, int] = {}       # element -> runs in a row its summary answers were unusable
         # report attempt (``report_stage.report_attempt``: context key and output budget) -> runs in
-        # a row its report answers were unusable (of this run, once ``_reports`` has run)
+        # a row its report answers were unusable (of this run, once ``report_stage`` has run)
         self.report_unusable: dict[str, int] = {}
         # community held below index.report_min_members -> [attempt, runs]: the count its report
         # had when a model last wrote it, kept for when it is asked for again
