@@ -5,8 +5,9 @@ Design notes:
   whatever order they arrive in; every list this module returns is sorted too.
 - Relationships are undirected. Several relationships between one pair (should the store
   ever hold them) are summed into one edge; a relationship of an entity with itself is kept
-  out of the graph, since it says nothing about neighbourhoods. ``degree`` is the number of
-  distinct neighbours, the figure GraphRAG ranks entities and relationships by.
+  out of the graph, since it says nothing about neighbourhoods. An entity's degree
+  (``neighbour_counts``) is the number of distinct neighbours, the figure GraphRAG ranks
+  entities and relationships by.
 - A relationship whose endpoint is not among the entities is a bug upstream (the store keeps
   them consistent), so it raises rather than growing a phantom node.
 """
@@ -37,34 +38,6 @@ class Graph:
         self.pygraph.add_nodes_from(self.ids)
         self.pygraph.add_edges_from(list(zip(sources, targets, weights)))
         self._directed: rx.PyDiGraph | None = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __contains__(self, entity_id: object) -> bool:
-        return entity_id in self.index
-
-    def degree(self, entity_id: str) -> int:
-        """Number of distinct neighbours of an entity (KeyError if unknown)."""
-        return len(self.pygraph.neighbors(self.index[entity_id]))
-
-    def neighbors(self, entity_id: str) -> list[str]:
-        """Ids of the distinct neighbours of an entity, sorted."""
-        return sorted(self.ids[i] for i in self.pygraph.neighbors(self.index[entity_id]))
-
-    def weight(self, a: str, b: str) -> float:
-        """Summed weight of the edge between two entities; 0.0 when there is none."""
-        i, j = self.index[a], self.index[b]
-        return self.pygraph.get_edge_data(i, j) if self.pygraph.has_edge(i, j) else 0.0
-
-    def edges(self) -> list[tuple[str, str, float]]:
-        """Every edge once as (smaller id, larger id, weight), sorted."""
-        out = []
-        for (i, j), w in zip(self.pygraph.edge_list(), self.pygraph.edges()):
-            a, b = sorted((self.ids[i], self.ids[j]))
-            out.append((a, b, w))
-        out.sort()
-        return out
 
     def directed(self) -> rx.PyDiGraph:
         """Both directions of every edge, built once (rustworkx's PageRank wants a digraph)."""

@@ -144,3 +144,23 @@ def unsearchable(monkeypatch, folder: Path) -> None:
 
     monkeypatch.setattr(os, "stat", refused(real_stat))
     monkeypatch.setattr(os, "lstat", refused(real_lstat))
+
+
+# What a streamrag.graph.Graph holds, read off its rustworkx graph (the product reads only its
+# ids, index and directed view, for PageRank).
+
+def graph_neighbors(graph, entity_id: str) -> list[str]:
+    """Ids of the distinct neighbours of an entity, sorted (KeyError if unknown)."""
+    return sorted(graph.ids[i] for i in graph.pygraph.neighbors(graph.index[entity_id]))
+
+
+def graph_edges(graph) -> list[tuple[str, str, float]]:
+    """Every edge once as (smaller id, larger id, weight), sorted."""
+    return sorted((*sorted((graph.ids[i], graph.ids[j])), w)
+                  for (i, j), w in zip(graph.pygraph.edge_list(), graph.pygraph.edges(), strict=True))
+
+
+def graph_weight(graph, a: str, b: str) -> float:
+    """Summed weight of the edge between two entities; 0.0 when there is none."""
+    i, j = graph.index[a], graph.index[b]
+    return graph.pygraph.get_edge_data(i, j) if graph.pygraph.has_edge(i, j) else 0.0

@@ -3,6 +3,7 @@ from collections import defaultdict
 
 import pytest
 
+from conftest import graph_neighbors
 from streamrag import communities as communities_module
 from streamrag.communities import hierarchical_leiden, modularity, relabel
 from streamrag.graph import Graph
@@ -79,7 +80,7 @@ def _connected(graph, members):
     inside = set(members)
     seen, todo = {members[0]}, [members[0]]
     while todo:
-        for n in graph.neighbors(todo.pop()):
+        for n in graph_neighbors(graph, todo.pop()):
             if n in inside and n not in seen:
                 seen.add(n)
                 todo.append(n)

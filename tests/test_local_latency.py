@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from conftest import graph_edges
 from streamrag.graph import Graph, pair_weights, personalized_pagerank, sorted_pairs
 
 
@@ -66,7 +67,7 @@ def test_sorted_pairs_unknown_endpoint_raises_or_is_dropped():
     assert sorted_pairs(index, [("x", "y", 1.0)], drop_unknown=True) == ([], [], [])
     with pytest.raises(ValueError):
         Graph("abc", edges)
-    assert Graph("abc", edges, drop_unknown=True).edges() == [("a", "b", 1.0), ("b", "c", 2.0)]
+    assert graph_edges(Graph("abc", edges, drop_unknown=True)) == [("a", "b", 1.0), ("b", "c", 2.0)]
 
 
 def slow_ranking(graph, seeds):
