@@ -522,13 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors, and every retry and debug line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(p: argparse.ArgumentParser, db: bool = True,
-               db_default: str = "store.path, else .streamrag/index.db here or above",
+    def common(p: argparse.ArgumentParser, db_default: str = "store.path, else .streamrag/index.db here or above",
                config_default: str = CONFIG_DEFAULT) -> None:
         p.add_argument("--config", metavar="FILE", type=path_arg,
                        help=f"settings file (default: {config_default})")
-        if db:
-            p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {db_default})")
+        p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {db_default})")
 
     p = sub.add_parser("init", help="write a commented streamrag.toml to edit")
     p.add_argument("dir", nargs="?", default=".", type=path_arg, help="folder to write it in (default: here)")

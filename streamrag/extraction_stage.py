@@ -48,7 +48,6 @@ class Scan:
     chars: dict[str, int] = field(default_factory=dict)   # doc id -> characters of its text
     warnings: list[str] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
-    unchanged_paths: int = 0
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
     scope: list[str] = field(default_factory=list)   # the paths this run looks at, as the index names them
 
@@ -106,7 +105,6 @@ class ExtractionStage:
                 same = on_disk.same_on_disk(rows, st)
                 if same and not self.rechunk:
                     scan.files.update(rows)  # unchanged on disk: not even read
-                    scan.unchanged_paths += 1
                     self.progress.add("files_done")
                     continue
                 as_is = on_disk.file_stamp(st)
