@@ -268,6 +268,7 @@ DETAILS: dict[str, dict] = {
 class Answer(msgspec.Struct, kw_only=True):
     question: str
     requested_mode: str
+    version: int = 0                # the published version of the index the answer was read from
     mode: str                       # global | local | basic
     search: str                     # global_dynamic | global_static | local | basic | none
     auto_choice: str | None = None  # the mode auto chose (None when a mode was given)
@@ -286,7 +287,7 @@ class Answer(msgspec.Struct, kw_only=True):
     def to_json(self) -> dict:
         """The object ``ask --json`` prints."""
         return {
-            "question": self.question, "mode": self.mode, "requested_mode": self.requested_mode,
+            "question": self.question, "version": self.version, "mode": self.mode, "requested_mode": self.requested_mode,
             "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
             "level": self.level, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents,
@@ -325,7 +326,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     try:
         with store.snapshot():
             check_not_empty(store, db_path, settings.index.include)
-            answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode)
+            answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode,
+                            version=store.version)   # (in the snapshot: what every read below sees)
             answer.not_in_index = unknown_names(store, question)
             named = named_entities(store, question)   # (once: routing, search and citations ask it)
             if answer.not_in_index and not _asks_more(question, answer.not_in_index):

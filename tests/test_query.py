@@ -953,6 +953,9 @@ async def test_empty_or_missing_index_says_how_to_build_one(tmp_path, qs):
 
 async def test_a_query_sees_one_snapshot_while_the_index_changes(tmp_path, simulator, qs):
     db = await _abuild(tmp_path, simulator.base_url)
+    store = Store(db, readonly=True)
+    started_with = store.version
+    store.close()
 
     def publish_meanwhile(messages):
         conn = sqlite3.connect(db, timeout=30)
@@ -967,6 +970,8 @@ async def test_a_query_sees_one_snapshot_while_the_index_changes(tmp_path, simul
                         level=1, transport=mock({"map": publish_meanwhile}))
     assert answer.citations and all(c["resolved"] for c in answer.citations)
     assert not answer.unresolved                   # resolved against the version it started with
+    # and it says which that was, so a script can tell (99 was published while it ran)
+    assert answer.version == started_with != 99 and answer.to_json()["version"] == started_with
 
 
 async def test_query_calls_are_recorded_like_indexing_calls(tmp_path, simulator, qs):
