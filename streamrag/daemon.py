@@ -55,10 +55,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import logging
 import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterable, Callable
@@ -74,7 +76,7 @@ from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_fo
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
-from streamrag.store import WriterLock, indexed_root, one_writer
+from streamrag.store import Store, WriterLock, empty_wal, indexed_root, one_writer
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
@@ -86,6 +88,8 @@ if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stay
 
 _MAX_BACKOFF_S = 300.0
 
+log = logging.getLogger(__name__)
+
 
 def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     """The failed syncs in a row that set the pause before the next retry (it doubles with
@@ -95,6 +99,12 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     if ok:
         return 0
     return failures + 1 if only_retry or not failures else failures
+
+
+_WAL_BOUND = 64 * 2**20
+"""A write-ahead log past this many bytes after a publish is emptied, readers of older versions
+waited for (``store.empty_wal``): queries that overlap without a gap kept it growing by every
+version published, 37 MB in 3 minutes of a sync every few seconds under 12 looping `ask`s."""
 
 
 _MAX_RETRY_SYNCS = 3
@@ -696,6 +706,7 @@ class Daemon:
         self.outage.attempted(indexer, began)
         took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links)
+        await self._bound_wal()
         self._say_warnings(result, initial=initial)
         previous, self.last_result = self.last_result, result
         # What this update cost, the extraction done as its files changed included (the sync
@@ -705,6 +716,32 @@ class Daemon:
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
         return self._left_out(result, spent, quiet=quiet)
+
+    async def _bound_wal(self) -> None:
+        """Empties the index's write-ahead log once it is past ``_WAL_BOUND`` (``store.empty_wal``,
+        which waits for readers up to ``Store.busy_wait_s()``; tried again after the next publish
+        if they outlast it). In a thread of its own that never holds up the process's exit: a
+        stop does not wait for it, and SQLite cannot interrupt the wait."""
+        try:
+            size = Path(f"{self.db_path}-wal").stat().st_size
+        except OSError:
+            return
+        if size <= _WAL_BOUND or self.stopping:
+            return
+        done = threading.Event()
+        emptied: list[bool] = []
+        started = time.monotonic()
+
+        def work() -> None:
+            emptied.append(empty_wal(self.db_path, Store.busy_wait_s()))
+            done.set()
+
+        threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
+        while not done.is_set():
+            await anyio.sleep(0.05)
+        log.debug("%s-wal: %d bytes, %s in %.1f s", self.db_path, size,
+                  "emptied" if emptied[0] else "not emptied (readers of older versions outlasted the wait)",
+                  time.monotonic() - started)
 
     def _sync_without_folder(self) -> bool:
         """A sync that finds the watched folder gone: waits for it to come back (True), or,

@@ -707,6 +707,33 @@ def fold_wal(path: Path | str) -> None:
             conn.close()
 
 
+def empty_wal(path: Path | str, wait_s: float) -> bool:
+    """Copies every committed page of the WAL of the database at ``path`` into the main file
+    and empties the WAL (SQLite's ``wal_checkpoint(TRUNCATE)``); True if it did.
+
+    SQLite copies back only the pages no reader still needs, and starts the WAL over only when
+    no reader reads from it: readers that overlap without a gap (queries one after another,
+    each in its own snapshot) keep it growing for as long as they come, by every version
+    published meanwhile. This waits up to ``wait_s`` for the readers of older versions to
+    finish, holding the write lock meanwhile, so that new readers read the newest version and
+    then the main file alone. Readers are never held up; writers (an ``ask`` recording its
+    calls) wait. False when the wait ran out, or the database cannot be opened for writing."""
+    try:
+        conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=rw", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=wait_s)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
+        busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
+    except sqlite3.Error:
+        return False
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+
 def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     """``conn``, a read-only connection, or one that can read when it cannot.
 
