@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import io
 import json
 import os
@@ -19,7 +21,7 @@ from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
 from streamrag.loader import include_patterns, matches
-from streamrag.store import Store, lock_path
+from streamrag.store import Store, alive, lock_path
 
 
 def _rows(store: Store, sql: str):
@@ -221,6 +223,8 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     # renaming over it would replace the link, not write where it points.
     direct = out.is_symlink() or (out.exists() and not out.is_file())
     target = out if direct else out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    if not direct:
+        _remove_left_behind(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "w", encoding="utf-8") as f, store.snapshot():
@@ -236,6 +240,17 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
         if not direct and target.exists():
             target.unlink()
     return counts
+
+
+def _remove_left_behind(out: Path) -> None:
+    """Removes the files that exports to ``out`` stopped mid-write left beside it: a
+    ``.NAME.PID.tmp`` of a process no longer running (killed with -9, a power cut), which nothing
+    else ever removed; one a running export writes stays."""
+    for f in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
+        pid = f.name[len(out.name) + 2:-len(".tmp")]
+        if pid.isdigit() and not alive(int(pid)):
+            with contextlib.suppress(OSError):
+                f.unlink()
 
 
 def _write_json(store: Store, f: TextIO) -> dict[str, int]:

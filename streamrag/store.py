@@ -1043,7 +1043,7 @@ def writer_at_work(db_path: Path | str) -> str | None:
             held = any(len(fields) > 5 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}")
                        for fields in map(str.split, f))
     except OSError:
-        held = found is not None and _alive(int(found[1]))
+        held = found is not None and alive(int(found[1]))
     return (" ".join(line.split()) or "another process") if held else None
 
 
@@ -1053,7 +1053,8 @@ def writer_of(db_path: Path | str) -> dict | None:
     return {"pid": int(found[1]), "command": found[2]} if found else None
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` is running (someone else's too)."""
     try:
         os.kill(pid, 0)
     except PermissionError:   # (alive, someone else's)

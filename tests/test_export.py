@@ -90,6 +90,22 @@ def test_a_failed_export_leaves_the_previous_file(offline_db, tmp_path, monkeypa
     assert [p.name for p in tmp_path.iterdir()] == ["graph.json"]  # no temporary file left
 
 
+def test_an_export_killed_mid_write_leaves_no_file_behind_the_next(offline_db, tmp_path):
+    # `export` killed with -9 (a cron job's timeout, an OOM kill) left its hidden temporary file,
+    # half an export, beside OUT for good.
+    out = tmp_path / "graph.json"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    stale = tmp_path / f".graph.json.{int(gone.stdout)}.tmp"   # of a process no longer running
+    stale.write_text('{"version": 3, "documents": [', encoding="utf-8")
+    running = tmp_path / f".graph.json.{os.getppid()}.tmp"     # an export of a running process
+    running.write_text("{", encoding="utf-8")
+    other = tmp_path / f".other.json.{int(gone.stdout)}.tmp"    # another OUT's: not this export's to judge
+    other.write_text("{", encoding="utf-8")
+    assert json.loads(_exported(offline_db, out))["version"] >= 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, running.name, other.name])
+
+
 def _exported(db, out) -> str:
     store = Store(db, readonly=True)
     try:
