@@ -61,6 +61,7 @@ def test_offline_index_status_export_and_ask(corpus, tmp_path):
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert answer["extractive"] and answer["citations"] and answer["documents"]
+    assert answer["version"] == status["version"] == 1   # the version it was read from
     # A second index run finds nothing to do.
     again = json.loads(run("index", str(corpus), "--json", "-q").stdout)
     assert again["documents_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
