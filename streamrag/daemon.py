@@ -198,6 +198,7 @@ class Daemon:
         # The endpoint, when it stops answering: said once, briefly while it lasts.
         self.outage = Outage(settings, self.emit)
         self._watcher_failures: set[str] = set()   # the watcher's failures said (``_classify``)
+        self._wal_tried = 0                      # the log's size when emptying it last failed
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -719,14 +720,16 @@ class Daemon:
 
     async def _bound_wal(self) -> None:
         """Empties the index's write-ahead log once it is past ``_WAL_BOUND`` (``store.empty_wal``,
-        which waits for readers up to ``Store.busy_wait_s()``; tried again after the next publish
-        if they outlast it). In a thread of its own that never holds up the process's exit: a
-        stop does not wait for it, and SQLite cannot interrupt the wait."""
+        which waits for readers up to ``Store.busy_wait_s()``, writers waiting meanwhile). When
+        readers outlast the wait (one holding a snapshot open: a notebook, a stopped process) it is
+        tried again only once the log has doubled: not at every publish, each then held up as
+        long. In a thread of its own that never holds up the process's exit: a stop does not wait
+        for it, and SQLite cannot interrupt the wait."""
         try:
             size = Path(f"{self.db_path}-wal").stat().st_size
         except OSError:
             return
-        if size <= _WAL_BOUND or self.stopping:
+        if size <= max(_WAL_BOUND, self._wal_tried * 2) or self.stopping:
             return
         done = threading.Event()
         emptied: list[bool] = []
@@ -739,6 +742,7 @@ class Daemon:
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
         while not done.is_set():
             await anyio.sleep(0.05)
+        self._wal_tried = 0 if emptied[0] else size
         log.debug("%s-wal: %d bytes, %s in %.1f s", self.db_path, size,
                   "emptied" if emptied[0] else "not emptied (readers of older versions outlasted the wait)",
                   time.monotonic() - started)

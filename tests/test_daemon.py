@@ -374,6 +374,44 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     assert max(longest) < 1.0          # and no reader waited for it
 
 
+async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as_it_doubles(corpus, tmp_path,
+                                                                                            monkeypatch):
+    # A snapshot left open (a notebook, a stopped process) outlasts every wait to empty the log:
+    # writers must not be held up by that wait at every publish.
+    from streamrag import daemon as daemon_module, store as store_module
+
+    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
+    tried: list[int] = []
+
+    def empty_wal(path, wait_s):
+        tried.append(Path(f"{path}-wal").stat().st_size)
+        return store_module.empty_wal(path, wait_s)
+
+    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "n.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+        held.execute("BEGIN")
+        held.execute("SELECT count(*) FROM entities").fetchone()   # and never ends
+        sizes = []
+        try:
+            async with send:
+                for n in range(6):
+                    idle = events.states().count("idle")
+                    with (corpus / "guild.txt").open("a") as f:
+                        f.write(f"\nIn season {n} Guild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+                    await send.send({(Change.modified, str(corpus / "guild.txt"))})
+                    await until(lambda: events.states().count("idle") > idle, timeout=40)
+                    sizes.append(Path(f"{db}-wal").stat().st_size)
+        finally:
+            held.close()
+    assert tried, "the log was never emptied"
+    assert all(later > 2 * earlier for earlier, later in zip(tried, tried[1:]))
+    assert len(tried) < len(sizes)           # not at every publish
+
+
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
     # The warning came with the extraction ahead of a sync, which returned only its count: watch
     # never said it, and every extraction paid a biased glean check per worker again.
