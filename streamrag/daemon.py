@@ -720,7 +720,8 @@ class Daemon:
 
     async def _bound_wal(self) -> None:
         """Empties the index's write-ahead log once it is past ``_WAL_BOUND`` (``store.empty_wal``,
-        which waits for readers up to ``Store.busy_wait_s()``, writers waiting meanwhile). When
+        which waits for readers, writers waiting meanwhile: up to half ``Store.busy_wait_s()``
+        a lock, so that a write of this daemon's extraction ahead outwaits it). When
         readers outlast the wait (one holding a snapshot open: a notebook, a stopped process) it is
         tried again only once the log has doubled: not at every publish, each then held up as
         long. In a thread of its own that never holds up the process's exit: a stop does not wait
@@ -736,7 +737,7 @@ class Daemon:
         started = time.monotonic()
 
         def work() -> None:
-            emptied.append(empty_wal(self.db_path, Store.busy_wait_s()))
+            emptied.append(empty_wal(self.db_path, Store.busy_wait_s() / 2))
             done.set()
 
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
