@@ -287,7 +287,8 @@ class Answer(msgspec.Struct, kw_only=True):
     def to_json(self) -> dict:
         """The object ``ask --json`` prints."""
         return {
-            "question": self.question, "version": self.version, "mode": self.mode, "requested_mode": self.requested_mode,
+            "question": self.question, "version": self.version, "mode": self.mode,
+            "requested_mode": self.requested_mode,
             "auto_choice": self.auto_choice, "auto_reason": self.auto_reason, "search": self.search,
             "level": self.level, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents,
