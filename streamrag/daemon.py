@@ -745,10 +745,15 @@ class Daemon:
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
         while not done.is_set():
             await anyio.sleep(0.05)
+        took = time.monotonic() - started
         self._wal_tried = 0 if emptied[0] else size
-        log.debug("%s-wal: %d bytes, %s in %.1f s", self.db_path, size,
-                  "emptied" if emptied[0] else "not emptied (readers of older versions outlasted the wait)",
-                  time.monotonic() - started)
+        if emptied[0]:
+            log.debug("%s-wal: %d bytes, emptied in %.1f s", self.db_path, size, took)
+            return
+        line = (f"{self.db_path}-wal, the index's write-ahead log, is {size / 1e6:.0f} MB: readers kept it "
+                f"from being emptied for {took:.0f} s (queries that overlap without a gap, or a "
+                f"program holding the index open in one snapshot); tried again once it is twice as large")
+        self.emit("warning", line, warning=line, wal_bytes=size)
 
     def _sync_without_folder(self) -> bool:
         """A sync that finds the watched folder gone: waits for it to come back (True), or,

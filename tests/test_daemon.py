@@ -410,6 +410,9 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
     assert tried, "the log was never emptied"
     assert all(later > 2 * earlier for earlier, later in zip(tried, tried[1:]))
     assert len(tried) < len(sizes)           # not at every publish
+    said = [e for e in events if e["state"] == "warning" and "write-ahead log" in e["message"]]
+    assert [e["wal_bytes"] for e in said] == tried   # each failed try said once, with what to look for
+    assert "tried again once it is twice as large" in said[0]["message"]
 
 
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
