@@ -52,11 +52,11 @@ from streamrag.cache import cache_key
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
-from streamrag.errors import EmptyInput, IndexMissingError, InputError, UnreadableFile
+from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import UNUSABLE_RUNS, Change, GraphState, dirty_communities
 from streamrag.llm import request_options
-from streamrag.on_disk import covered, still_there
+from streamrag.on_disk import covered, file_names, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, report_attempt
@@ -117,9 +117,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
-    unread: set[str] = set()        # the files the system would not give (what `index` keeps)
+    unread: set[str] = set()        # the files read in vain whose indexed documents `index` keeps
     unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
+    indexed = index_rows.files(store) if store is not None else {}
+    rows_of: dict[str, dict[str, tuple[str, int, float]]] = {}   # a file's rows, as the run finds them
+    for p, v in indexed.items():
+        for name in file_names(p):
+            rows_of.setdefault(name, {})[p] = v
     found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, unlisted=unlisted)
     for folder, why in unlisted:   # (said as the scan says them)
         log.warning("%s", loader.unlisted_line(folder, why, root))
@@ -133,8 +138,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             unreadable += 1
             unread.add(loader.stored_path(path, root))
             continue
-        except InputError:
+        except InputError as e:
             unreadable += 1
+            if isinstance(e, NoTextField) and _unchanged(path, rows_of.get(loader.stored_path(path, root), {})):
+                # a file as indexed whose rows lack the field named now: what was indexed stays
+                unread.add(loader.stored_path(path, root))
             continue
         for doc in documents:
             read.add(doc.path)
@@ -153,7 +161,6 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     unpublished.add(c.id)
     # What the run keeps of the index without reading it counts as it counts it: documents,
     # tokens, and the chunks the graph keeps.
-    indexed = index_rows.files(store) if store is not None else {}
     kept_docs = _staying(indexed, read, root, scope=[loader.stored_path(p, root) for p in paths],
                          unlisted=[loader.stored_path(f, root) for f, _why in unlisted], unread=unread)
     kept_docs -= paths_of.keys()
@@ -245,10 +252,19 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 "report": settings.llm.report_model}}
 
 
+def _unchanged(path: Path, rows: dict[str, tuple[str, int, float]]) -> bool:
+    """Whether the file ``path``, indexed as ``rows``, is as indexed (``same_on_disk``)."""
+    try:
+        return same_on_disk(rows, path.stat())
+    except OSError:
+        return False
+
+
 def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: Path | None, *,
              scope: list[str], unlisted: list[str], unread: set[str]) -> set[str]:
     """The indexed documents a run keeps without reading them, as it keeps them: those of files
-    the system would not give now (``unread``), of folders it could not list (``unlisted``),
+    read in vain whose documents ``index`` keeps (``unread``: the system would not give them, or a file
+    as indexed lacks index.text_field now), of folders it could not list (``unlisted``),
     and, outside the paths given (``scope``), of files still there (or whose whole folder is gone)."""
     kept = set()
     for path, (doc_id, _size, _stamp) in indexed.items():

@@ -245,3 +245,30 @@ async def test_a_folder_it_cannot_search_counts_the_documents_the_run_keeps(corp
         assert est["unreadable_files"] == est["unreadable_kept"] == 1
         assert text.endswith("\n1 file cannot be indexed as it is (what was indexed from it stays, counted); "
                              "`streamrag index` names it"), text
+
+
+async def test_rows_as_indexed_without_the_text_field_named_now_are_counted_as_the_run_keeps_them(tmp_path):
+    # index.text_field renamed to a field one untouched .jsonl lacks: the run keeps its 3
+    # documents (said as kept); the estimate said 2 documents, the file "not counted".
+    import json
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "old.jsonl").write_text("".join(
+        json.dumps({"body": f"Mara Lind{i} runs the Harbor Council {i}."}) + "\n" for i in range(3)))
+    (folder / "both.jsonl").write_text("".join(
+        json.dumps({"body": f"Ada Osk{i} runs the Quay {i}.", "text": f"Bob Lin{i} sails to Harlow {i}."}) + "\n"
+        for i in range(2)))
+    db = tmp_path / "index.db"
+    await sync([folder], make_settings(index={"extractor": "nlp", "text_field": "body"}), db, root=folder)
+    settings = make_settings(index={"extractor": "nlp", "text_field": "text"})
+    est = estimate([folder], settings, db, root=folder)
+    done = await sync([folder], settings, db, root=folder)
+    assert est["documents"] == done.documents == 5
+    assert est["unreadable_files"] == est["unreadable_kept"] == 1
+    assert "(what was indexed from it stays, counted)" in format_estimate(est)
+    # Edited since: the run reads it, finds no such field, and drops it; so does the estimate.
+    (folder / "old.jsonl").write_text((folder / "old.jsonl").read_text() + json.dumps({"body": "Cora Vey."}) + "\n")
+    est = estimate([folder], settings, db, root=folder)
+    done = await sync([folder], settings, db, root=folder)
+    assert est["documents"] == done.documents == 2
+    assert (est["unreadable_files"], est["unreadable_kept"]) == (1, 0)
