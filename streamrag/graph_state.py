@@ -50,22 +50,15 @@ def read_again(change: Change, before: dict[str, tuple[str, int, float]],
     ``index.text_field``), and the removed documents they replace: ``before`` and ``now`` map a
     path to its (doc id, size, change stamp), as the files table holds them and as scanned.
 
-    Every file of such a document is indexed already with the same size and stamp: its text
-    differs only in how it was read, so it is neither an added nor a removed document."""
-    def same_file(path: str) -> bool:
-        old = before.get(path)
-        return old is not None and old[1:] == now[path][1:]
-
-    paths_now: dict[str, list[str]] = {}
-    for path, (doc_id, _size, _stamp) in now.items():
-        paths_now.setdefault(doc_id, []).append(path)
-    paths_before: dict[str, list[str]] = {}
-    for path, (doc_id, _size, _stamp) in before.items():
-        paths_before.setdefault(doc_id, []).append(path)
-    new = {d for d in change.added_docs if paths_now.get(d) and all(same_file(p) for p in paths_now[d])}
-    old = {d for d in change.removed_docs
-           if paths_before.get(d) and all(p in now and same_file(p) for p in paths_before[d])}
-    return new, old
+    A file indexed already with the same size and stamp whose document changed was read anew:
+    its text differs only in how it was read, so its documents, the one it held and the one it
+    holds, are neither removed nor added. Copies of the text in other files are counted as copies
+    are (indexed once): deleting or adding one in the same run reads no document as removed or
+    added (a rule asking every file of a document to be unchanged said "2 removed, 2 read
+    again" of two documents read again, their copies deleted)."""
+    same = [p for p, (doc_id, size, stamp) in now.items()
+            if p in before and before[p][1:] == (size, stamp) and before[p][0] != doc_id]
+    return ({now[p][0] for p in same} & change.added_docs, {before[p][0] for p in same} & change.removed_docs)
 
 
 

@@ -408,6 +408,30 @@ async def test_a_new_text_field_rereads_unchanged_rows(tmp_path):
     store.close()
 
 
+@pytest.mark.parametrize("copy", ["deleted", "added"])
+async def test_a_copy_deleted_or_added_as_its_rows_are_read_again_reads_no_document_as_removed_or_added(
+        tmp_path, copy):
+    # Two documents read again with another text_field, a copy of their file deleted in the same
+    # run: "2 removed, 2 read again" (2 documents before and after); a copy added: "2 added".
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    rows = "".join(json.dumps({"body": f"Mara Lind{i} runs the Harbor Council {i}.",
+                               "text": f"Henrik Salo{i} built the Kessel Bridge {i}."}) + "\n" for i in range(2))
+    (folder / "data.jsonl").write_text(rows)
+    if copy == "deleted":
+        (folder / "copy.jsonl").write_text(rows)
+    db = tmp_path / "index.db"
+    first = await sync([folder], make_settings(index={"extractor": "nlp", "text_field": "body"}), db, root=folder)
+    if copy == "deleted":
+        (folder / "copy.jsonl").unlink()
+    else:
+        (folder / "copy.jsonl").write_text(rows)
+    result = await sync([folder], make_settings(index={"extractor": "nlp", "text_field": "text"}), db, root=folder)
+    assert first.documents == result.documents == 2
+    assert (result.documents_added, result.documents_removed, result.documents_read_again,
+            result.documents_unchanged) == (0, 0, 2, 0)
+
+
 async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
     _folder, db = await index_one_file(
         tmp_path, "a.md", "---\ntitle: Harbour notes\nauthor: Carl Zed\n---\nAda Osk sailed to Velo.\n")
