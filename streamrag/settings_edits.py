@@ -26,16 +26,20 @@ def _digest(path: Path) -> tuple[str | None, str]:
     device is not read (opened without waiting: reading a FIFO waited for a writer for ever,
     and the daemon with it)."""
     try:
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None, "not a regular file"
-            return hashlib.sha256(f.read()).hexdigest(), ""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None, "deleted"
-    except IsADirectoryError:
-        return None, "not a regular file"
     except OSError as e:
         return None, e.strerror or str(e)
+    try:   # (open() of a folder's descriptor raised and left it open: one lost per event)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file"
+        with open(fd, "rb", closefd=False) as f:
+            return hashlib.sha256(f.read()).hexdigest(), ""
+    except OSError as e:
+        return None, e.strerror or str(e)
+    finally:
+        os.close(fd)
 
 
 def _prompt_line(path: Path, digest: str | None, why: str) -> str:

@@ -890,6 +890,20 @@ async def test_an_extraction_prompt_replaced_by_a_pipe_or_a_folder_is_said_so_no
                       not_a_file], warned
 
 
+def test_a_settings_file_replaced_by_a_folder_is_looked_at_without_keeping_a_descriptor_open(tmp_path):
+    # Each event on a prompt made a folder opened the folder and left its descriptor open: a
+    # watch running for weeks ran out of them.
+    from streamrag.settings_edits import _digest
+    (tmp_path / "prompt.md").mkdir()
+    os.mkfifo(tmp_path / "fifo.md")
+    (tmp_path / "ok.md").write_text("Extract.\n")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert _digest(tmp_path / "prompt.md") == _digest(tmp_path / "fifo.md") == (None, "not a regular file")
+        assert _digest(tmp_path / "ok.md")[1] == "" and _digest(tmp_path / "gone.md") == (None, "deleted")
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 @pytest.mark.parametrize("inside", [True, False])
 async def test_an_index_deleted_with_a_replaced_folder_is_said_only_when_it_lay_outside(corpus, tmp_path, inside):
     # `rm -rf DIR && mkdir DIR`: an index inside went with the folder, as the "replaced" line
