@@ -166,6 +166,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     kept_docs -= paths_of.keys()
     if kept_docs:
         corpus_tokens += index_rows.document_tokens(store, kept_docs)
+        # ... and the run extracts their chunks the current extractor has not (``ExtractionStage``:
+        # `index DIR/a.txt` after llm.extraction_model changed extracts every document's)
+        for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
+            new_chunks.setdefault(c.id, c)
     unread_kept = len(unread & {loader.file_of(p) for p in indexed})
     stages: dict[str, dict[str, int]] = {}
 

@@ -272,3 +272,27 @@ async def test_rows_as_indexed_without_the_text_field_named_now_are_counted_as_t
     done = await sync([folder], settings, db, root=folder)
     assert est["documents"] == done.documents == 2
     assert (est["unreadable_files"], est["unreadable_kept"]) == (1, 0)
+
+
+@pytest.mark.parametrize("given", ["file", "unreadable"])
+async def test_the_documents_a_run_keeps_unread_cost_the_extractions_it_makes_of_them(corpus, tmp_path, simulator,
+                                                                                    monkeypatch, given):
+    # Another llm.extraction_model, then `index DIR/council.txt` (or a file unreadable now): the
+    # run extracts every kept document's chunks anew; the estimate counted those of the file alone.
+    small = {"chunk_size": 80, "chunk_overlap": 10}
+    db = tmp_path / "x.db"
+    first = await sync([corpus], make_settings(simulator.base_url, index=small), db, root=corpus)
+    settings = make_settings(simulator.base_url, index=small, llm={"extraction_model": "other-model"})
+    if given == "file":
+        paths = [corpus / "council.txt"]
+    else:
+        paths = [corpus]
+        (corpus / "sub").mkdir()
+        (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
+        await sync(paths, make_settings(simulator.base_url, index=small), db, root=corpus)   # (moved: no call)
+        unsearchable(monkeypatch, corpus / "sub")
+    est = estimate(paths, settings, db, root=corpus)
+    done = await sync(paths, settings, db, root=corpus)
+    assert est["documents"] == done.documents == first.documents
+    assert est["chunks_to_extract"] == done.chunks_extracted == first.chunks
+    assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") == first.chunks
