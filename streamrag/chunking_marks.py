@@ -30,8 +30,28 @@ def chunker_key(settings: Settings) -> str:
     """The key of the reading and chunking settings (published as the "chunker" mark): a change
     of it cuts every document again."""
     ix = settings.index
-    return ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
-                      loader.VERSION, ix.text_field, length=12)
+    return _key(chunker.VERSION, loader.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, ix.text_field)
+
+
+def _key(chunker_version: object, loader_version: object, chunk_size: object, chunk_overlap: object,
+         encoding: object, text_field: object) -> str:
+    return ids.digest(chunker_version, chunk_size, chunk_overlap, encoding, loader_version, text_field, length=12)
+
+
+def _upgraded_from(built_key: str | None, now: dict[str, object]) -> str:
+    """What an earlier streamrag did differently ("reads", "chunks" or both) when ``built_key``,
+    the key alone that indexes from before ``chunking_settings`` published, is that of these same
+    settings with an earlier loader or chunker version; "" when none is (a setting changed)."""
+    if not built_key:
+        return ""
+    setting = [now[name] for name in ("index.chunk_size", "index.chunk_overlap", "index.encoding", "index.text_field")]
+    for c in range(1, int(str(now["chunker"])) + 1):
+        for r in range(1, int(str(now["loader"])) + 1):
+            if _key(str(c), str(r), *setting) == built_key:
+                return " and ".join(verb for verb, was, is_now in (("reads", str(r), now["loader"]),
+                                                                   ("chunks", str(c), now["chunker"]))
+                                    if was != is_now)
+    return ""
 
 
 def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
@@ -52,16 +72,18 @@ def chunking_settings(settings: Settings) -> dict[str, object]:
             "chunker": chunker.VERSION, "loader": loader.VERSION}
 
 
-def chunking_change(built: str | None, now: dict[str, object]) -> tuple[str, bool]:
+def chunking_change(built: str | None, now: dict[str, object], built_key: str | None = None) -> tuple[str, bool]:
     """What changed of the reading and chunking settings since ``built`` (``chunking_settings``
-    as published, ``None`` in an index from before it was), in words a user recognises, and
-    whether a setting is of it: the ``index.`` settings that differ, else (``False``) the
-    streamrag upgrade that reads or chunks documents differently."""
+    as published, ``None`` in an index from before it was, whose ``built_key`` alone says an
+    upgrade), in words a user recognises, and whether a setting is of it: the ``index.`` settings
+    that differ, else (``False``) the streamrag upgrade that reads or chunks documents differently."""
     try:
         was = json.loads(built) if built else None
     except ValueError:
         was = None
     if not isinstance(was, dict):
+        if how := _upgraded_from(built_key, now):   # the same settings, an earlier loader or chunker
+            return f"streamrag was upgraded since this index was built and {how} documents differently", False
         return ("one of index.chunk_size, chunk_overlap, encoding and text_field, or how this streamrag "
                 "reads documents, differs from when the index was built"), True
     named = [f"{name} is now {json.dumps(value)} (was {json.dumps(was.get(name))})"

@@ -436,7 +436,7 @@ class Indexer:
         changes: list[tuple[str, str]] = []
         upgrade = ""   # no setting changed, but how this streamrag reads or chunks documents
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
-            what, of_settings = chunking_change(said("chunker_settings"), self.chunking)
+            what, of_settings = chunking_change(said("chunker_settings"), self.chunking, said("chunker"))
             if said("chunker") == MIXED_CHUNKING:   # a run cut some documents with other settings
                 what = f"{what} for some documents" if of_settings else \
                     "some documents were read and chunked with other settings than the rest"

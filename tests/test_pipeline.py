@@ -1137,6 +1137,51 @@ def test_a_change_of_the_reading_and_chunking_settings_is_named():
                                                 "and text_field, or how this streamrag reads documents")
 
 
+def test_an_index_from_before_the_chunking_settings_were_published_is_said_upgraded_when_its_key_says_so(
+        tmp_path, caplog):
+    # An index built before chunker_settings were published (10c20e2, the day before) was told
+    # "the reading and chunking settings changed since this index was built: one of
+    # index.chunk_size, ... or how this streamrag reads documents, differs" on upgrading, though
+    # no setting had: its chunker key is that of the same settings with an earlier loader.
+    import logging
+
+    from streamrag import chunker, ids, loader
+    from streamrag.chunking_marks import chunking_change, chunking_settings
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings("http://127.0.0.1:9/v1")
+    indexer = Indexer(settings, tmp_path / "index.db", root=tmp_path)
+    ix = settings.index
+
+    def key(chunker_version, loader_version, chunk_size=ix.chunk_size):
+        return ids.digest(chunker_version, chunk_size, ix.chunk_overlap, ix.encoding, loader_version,
+                          ix.text_field, length=12)
+
+    earlier = str(int(loader.VERSION) - 1)
+    assert key(chunker.VERSION, loader.VERSION) == indexer.chunker_key
+
+    class Published:   # the meta of an index whose chunker key alone was published
+        version = 3
+        meta = {"chunker": key(chunker.VERSION, earlier), "extractor": indexer.key,
+                "summarizer": indexer.summarizer_key, "report_settings": indexer.report_key(),
+                "leiden": indexer.leiden_key}
+
+        def get_meta(self, key):
+            return self.meta.get(key)
+
+    with caplog.at_level(logging.WARNING, logger="streamrag.pipeline"):
+        assert indexer._say_what_settings_redo(Published()) is True
+    assert [r.getMessage() for r in caplog.records] == [
+        "streamrag was upgraded since this index was built and reads documents differently: its "
+        "files are read and chunked again as they are indexed (chunks with new text are extracted)"]
+    assert indexer.settings_changed == ["chunking"]
+    now = chunking_settings(settings)
+    assert chunking_change(None, now, key("1", earlier))[0].endswith("reads and chunks documents differently")
+    for other in (key(chunker.VERSION, earlier, chunk_size=ix.chunk_size + 1), "mixed", None):
+        words, of_settings = chunking_change(None, now, other)   # a setting changed, or unknowable
+        assert of_settings and words.startswith("one of index.chunk_size"), other
+
+
 def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path, caplog):
     # loader.VERSION bumped, no setting changed: it said "the reading and chunking settings
     # changed since this index was built", which no user had done.
