@@ -11,10 +11,12 @@ instead (``cut_anew``): the next run cuts them all again, whichever settings it 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamrag import chunker, ids, index_rows, loader
 from streamrag.config import Settings
+from streamrag.errors import StoreError
 from streamrag.store import Store
 
 if TYPE_CHECKING:
@@ -61,6 +63,33 @@ def cut_anew(store: Store, scan: Scan, change: Change) -> bool:
         return True
     before = index_rows.chunk_ids_of(store, change.kept_docs & cut.keys())
     return any(ids != [c.id for c in cut[doc_id]] for doc_id, ids in before.items())
+
+
+def check_not_newer(store: Store, db_path: Path) -> None:
+    """Refuses an index whose documents a newer streamrag read or chunked (a later loader or
+    chunker VERSION in its published ``chunking_settings``): this one would read every file
+    again its older way, saying it was upgraded, and the newer one again after it, each paying
+    for the chunks whose text changed. (The schema, which refuses a newer index, need not change
+    with them.)"""
+    try:
+        was = json.loads(store.get_meta("chunker_settings") or "")
+    except ValueError:
+        return
+    if not isinstance(was, dict):
+        return
+    newer = [f"{part} {was[part]}, this one {now}" for part, now in (("loader", loader.VERSION),
+                                                                    ("chunker", chunker.VERSION))
+             if _later(was.get(part), now)]
+    if newer:
+        raise StoreError(f"{db_path} was written by a newer streamrag, which reads documents differently "
+                         f"({'; '.join(newer)}); upgrade streamrag, or give this one its own index with --db")
+
+
+def _later(version: object, than: str) -> bool:
+    try:
+        return int(str(version)) > int(than)
+    except ValueError:
+        return False
 
 
 def chunking_settings(settings: Settings) -> dict[str, object]:

@@ -49,6 +49,7 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
+from streamrag.chunking_marks import check_not_newer
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
@@ -107,6 +108,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     live: dict[str, str] = {}     # the published chunks -> the extractor whose result counts
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
+        check_not_newer(store, db)
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)

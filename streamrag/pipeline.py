@@ -43,7 +43,8 @@ import msgspec
 
 from streamrag import index_rows, loader, on_disk
 from streamrag import communities as communities_module
-from streamrag.chunking_marks import MIXED_CHUNKING, chunker_key, chunking_change, chunking_settings, cut_anew
+from streamrag.chunking_marks import (MIXED_CHUNKING, check_not_newer, chunker_key, chunking_change, chunking_settings,
+                                     cut_anew)
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
@@ -328,6 +329,7 @@ class Indexer:
                     # Inside: a signal that lands as it commits still has the run row closed.
                     await writer.run(lambda s: s.start_run(self.run_id, self.command))
                     check_not_downgraded(self.settings, store, self.db_path)
+                    check_not_newer(store, self.db_path)
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

@@ -1213,3 +1213,45 @@ def test_a_new_loader_alone_is_said_as_an_upgrade_not_a_settings_change(tmp_path
     assert said == ["streamrag was upgraded since this index was built and reads documents differently: its "
                     "files are read and chunked again as they are indexed (chunks with new text are extracted)"]
     assert indexer.settings_changed == ["chunking"]
+
+
+async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_older_way(tmp_path):
+    # A c2e4c2b index run on one a newer loader had read said "streamrag was upgraded since this
+    # index was built", read every file again its older way and published (124 of 153 notes of a
+    # vault), and the newer one read them all again after it: the schema had not changed, so
+    # nothing refused it.
+    import sqlite3
+
+    from streamrag import loader
+    from streamrag.errors import StoreError
+    from streamrag.estimate import estimate
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Mira Osk\n\nMira Osk met Anton Heller in Port Vell.\n")
+    settings = make_settings()
+    db = tmp_path / "index.db"
+    first = await sync([folder], settings, db, root=folder)
+    conn = sqlite3.connect(db)
+    built = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'chunker_settings'").fetchone()[0])
+    assert built["loader"] == loader.VERSION
+    newer = json.dumps(dict(built, loader=str(int(loader.VERSION) + 1)), sort_keys=True)
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker_settings'", (newer,))
+        conn.execute("UPDATE meta SET value = 'newerloader0' WHERE key = 'chunker'")
+    conn.close()
+    said = f"written by a newer streamrag, which reads documents differently \\(loader {int(loader.VERSION) + 1}, " \
+           f"this one {loader.VERSION}\\); upgrade streamrag"
+    with pytest.raises(StoreError, match=said):
+        await sync([folder], settings, db, root=folder)
+    with pytest.raises(StoreError, match=said):
+        estimate([folder], settings, db, root=folder)
+    store = Store(db, readonly=True)
+    assert store.version == first.version and store.get_meta("chunker_settings") == newer
+    store.close()
+    built["loader"] = "not a number"   # what this one cannot compare is no newer
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker_settings'", (json.dumps(built),))
+    conn.close()
+    assert (await sync([folder], settings, db, root=folder)).published
