@@ -92,6 +92,17 @@ def _later(version: object, than: str) -> bool:
         return False
 
 
+def reading_change(store: Store, settings: Settings) -> str:
+    """Why a run with ``settings`` reads and chunks every document of the index in ``store``
+    again (``chunking_change``'s words; ``--estimate`` says it), or "" when it does not."""
+    built = store.get_meta("chunker")
+    if built in (None, chunker_key(settings)):
+        return ""
+    if built == MIXED_CHUNKING:
+        return "some documents were read and chunked with other settings than the rest"
+    return chunking_change(store.get_meta("chunker_settings"), chunking_settings(settings), built)[0]
+
+
 def chunking_settings(settings: Settings) -> dict[str, object]:
     """What the chunker key is of (``chunker_key``), by setting name: published with the
     index, so that a later run can name the one that changed."""

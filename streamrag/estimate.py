@@ -49,7 +49,7 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
-from streamrag.chunking_marks import check_not_newer
+from streamrag.chunking_marks import check_not_newer, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
@@ -253,6 +253,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
+            "read_again_because": reading_change(store, settings) if store is not None else "",
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
@@ -486,10 +487,13 @@ def format_estimate(e: dict) -> str:
         counts = "not counted"
     unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} ({counts}); "
                   f"`streamrag index` names {it}" if n else "")
+    # (An unchanged vault had 124 of 153 chunks to extract after an upgrade, and no word of why.)
+    because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
+        if e.get("read_again_because") else ""
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")
-        return head + unreadable
+        return head + because + unreadable
     stored = [f"{e['chunks_unpublished']} extracted by an earlier run, not yet published"] \
         if e["chunks_unpublished"] else []
     if e["chunks_replacing"]:
@@ -508,4 +512,4 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
     lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
-    return "\n".join(lines) + unreadable
+    return "\n".join(lines) + because + unreadable

@@ -296,3 +296,33 @@ async def test_the_documents_a_run_keeps_unread_cost_the_extractions_it_makes_of
     assert est["documents"] == done.documents == first.documents
     assert est["chunks_to_extract"] == done.chunks_extracted == first.chunks
     assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") == first.chunks
+
+
+async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
+    # After an upgrade whose loader reads Markdown differently, an untouched vault's estimate
+    # had 124 of 153 chunks to extract and no word of why (the run says it only once it starts).
+    import sqlite3
+
+    from streamrag import chunker, ids, loader
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("# Ada Osk\n\nAda Osk met Bob Tan on the quay.\n")
+    settings = make_settings()   # offline
+    db = tmp_path / "index.db"
+    await sync([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    assert est["read_again_because"] == "" and "read and chunked again" not in format_estimate(est)
+    ix = settings.index
+    earlier = ids.digest(chunker.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding,
+                         str(int(loader.VERSION) - 1), ix.text_field, length=12)
+    conn = sqlite3.connect(db)
+    with conn:   # as an index an earlier loader read holds it
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker'", (earlier,))
+        conn.execute("DELETE FROM meta WHERE key = 'chunker_settings'")
+    conn.close()
+    est = estimate([tmp_path / "d"], settings, db, root=tmp_path / "d")
+    said = "streamrag was upgraded since this index was built and reads documents differently"
+    assert est["read_again_because"] == said
+    assert format_estimate(est).splitlines()[1] == f"Every file is read and chunked again: {said}."
+    with_model = dict(est, offline=False)
+    assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
