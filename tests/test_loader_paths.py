@@ -381,11 +381,9 @@ def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):
         scan([fifo], ["*.txt"], root=tmp_path)
 
 
-def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path, monkeypatch):
-    # `rm notes.txt && mkfifo notes.txt` between the scan and the loader's turn (minutes, with a
-    # model): the loader opened the pipe and waited for a writer for ever.
-    import threading
-
+def _replaced_after_scan(tmp_path, monkeypatch, make):
+    """A copy of the harbor corpus whose guild.txt is deleted and made again with ``make`` (a
+    pipe, a folder) as soon as the loader's scan has listed it: the corpus and that path."""
     from streamrag import loader
 
     corpus = tmp_path / "corpus"
@@ -396,9 +394,19 @@ def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path
     def scan_then_replace(*args, **kwargs):
         found = real_scan(*args, **kwargs)
         victim.unlink()
-        os.mkfifo(victim)
+        make(victim)
         return found
 
+    monkeypatch.setattr(loader, "scan", scan_then_replace)
+    return corpus, victim
+
+
+def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path, monkeypatch):
+    # `rm notes.txt && mkfifo notes.txt` between the scan and the loader's turn (minutes, with a
+    # model): the loader opened the pipe and waited for a writer for ever.
+    import threading
+
+    corpus, victim = _replaced_after_scan(tmp_path, monkeypatch, os.mkfifo)
     done, released = threading.Event(), threading.Event()
 
     def release():   # a run stuck opening the pipe is let go (and the test fails)
@@ -409,7 +417,6 @@ def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path
             except OSError:
                 pass
 
-    monkeypatch.setattr(loader, "scan", scan_then_replace)
     threading.Thread(target=release, daemon=True).start()
     try:
         result = anyio.run(lambda: sync([corpus], make_settings(""), tmp_path / "i.db", root=corpus))
@@ -425,20 +432,7 @@ def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path
 def test_a_file_replaced_by_a_folder_after_the_scan_is_said_a_folder(tmp_path, monkeypatch):
     # `rm notes.txt && mkdir notes.txt` between the scan and the loader's turn was said to be
     # "a pipe, socket or device".
-    from streamrag import loader
-
-    corpus = tmp_path / "corpus"
-    shutil.copytree(DATA / "harbor", corpus)
-    victim = corpus / "guild.txt"
-    real_scan = loader.scan
-
-    def scan_then_replace(*args, **kwargs):
-        found = real_scan(*args, **kwargs)
-        victim.unlink()
-        victim.mkdir()
-        return found
-
-    monkeypatch.setattr(loader, "scan", scan_then_replace)
+    corpus, _ = _replaced_after_scan(tmp_path, monkeypatch, os.mkdir)
     result = anyio.run(lambda: sync([corpus], make_settings(""), tmp_path / "i.db", root=corpus))
     assert result.documents == 3
     assert [w for w in result.warnings if "guild.txt" in w] == [
