@@ -50,7 +50,6 @@ import math
 import random
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -64,6 +63,7 @@ from streamrag.answer_json import json_kind, read_content, read_embeddings, read
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
+from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
 from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
                               LLMUnavailableError)
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
@@ -148,12 +148,8 @@ class _Silent(Exception):
 
 
 class _Hopeless(Exception):
-    """A try not made, or cut short: every try of the client so far failed (``HOPELESS_TRIES``)."""
-
-
-class _GaveUp(LLMUnavailableError):
-    """A call ended by its client, not by its own tries: every try of the client failed
-    (``hopeless``). Recorded as cancelled, as the run that gives up with it would have it."""
+    """A try not made, or cut short: every try of the client so far failed
+    (``endpoint_health.HOPELESS_TRIES``)."""
 
 
 # Retries of a refused connection before the endpoint has ever answered: nothing listens there
@@ -181,32 +177,6 @@ TIMEOUT_GROWTH_MAX = 4
 # llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
 # (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
 TIMEOUT_SHRINK_AFTER = 8
-# Before any try of a client was answered usably, an endpoint that plainly does not serve ends
-# every call at once, its try in flight or its backoff cut short: a run whose every call had failed
-# waited for a hung try, 30 s a time, and each call's retries after it (3 small files against an
-# endpoint failing every request: 150 s). It is one when HOPELESS_TRIES tries failed, most of them
-# as such an endpoint fails (``_failure``: "hard", an HTTP 500 or 502, a bare 503, a dropped
-# connection, an answer that is not JSON; or "unusable", an answer that is not what was asked and
-# not cut off), HOPELESS_SERVER_ERRORS of them "hard", the first of those at least HOPELESS_S
-# before. Against it count the signs of a server that is up and working: an answer cut off at
-# max_tokens (a thinking model's first answers, asked again with more room), a 429, a 503 that is
-# busy, overloaded or loading or says when to come back (Ollama with its queue full: "server busy,
-# please try again"). Neither way: a timeout (a slow model's first answers: its timeouts grow; a
-# host taking no connection for a while times out connecting), a gateway's timeout (504,
-# Cloudflare's 524: a slow model behind a proxy), a refused connection (``_never_answered``'s). A
-# flaky endpoint answers one usably long before (with 30% of tries failing, the first 12 all fail
-# once in 2 million runs); an outage at the start shorter than HOPELESS_S is waited out as before.
-# Unusable answers alone never make it (a model that cannot follow the format: GIVE_UP_AFTER's).
-HOPELESS_TRIES = 12
-_GATEWAY_TIMEOUTS = (504, 524)
-HOPELESS_SERVER_ERRORS = 3
-HOPELESS_S = 30.0
-# What the kinds of failed tries (``_failure``) are called in the error of a hopeless client.
-_FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), ("unusable", "unusable answers"),
-             ("cut_off", "answers cut off at max_tokens"), ("wait", "asked to wait"),
-             ("timeout", "timed out or refused"))
-# The llm_calls row of a call a hopeless client ended (a cancelled one: ``CallLog.cancelled``).
-_GAVE_UP = "the client gave up: every try of the endpoint had failed (the run's error says how)"
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -334,12 +304,7 @@ class LLMClient:
         self._probe: anyio.Event | None = None   # ... and one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
-        self._usable = False       # some try was answered usably (an answer passed its check)
-        self._failed: Counter[str] = Counter()   # ... before it: tries that failed, by kind (``_tried``)
-        self._failing_since: float | None = None
-        self._hard_since: float | None = None   # ... the first "hard" one (``_failure``)
-        self._failing_for = 0.0
-        self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
+        self._health = EndpointHealth()   # whether every try failed (``hopeless``)
         self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
@@ -364,13 +329,19 @@ class LLMClient:
         identical request) asked nothing. ``messages``: the prompt of the try under way, which
         went out (a provider bills it, answered or not), and ``streamed``, the pieces of its
         answer streamed so far: the row counts their tokens as an estimate does, not 0.
-        ``why``: who stopped it, when not its caller (``_GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
+        ``why``: who stopped it, when not its caller (``GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
         if not tries:
             return
         prompt = self._prompt_estimate(messages) if messages is not None else 0
         completion = count_tokens("".join(streamed or ()), self.encoding)
         self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000, prompt, completion,
                                  why=why)
+
+    @property
+    def hopeless(self) -> bool:
+        """Whether every try of this client failed, as an endpoint that fails everything does
+        (``endpoint_health``): every call ends."""
+        return self._health.hopeless
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
@@ -464,7 +435,7 @@ class LLMClient:
             if answer is None and flight is not None:
                 await flight.done.wait()
                 if flight.error is not None:   # (a call of its own, failed: recorded as one)
-                    if not isinstance(flight.error, _GaveUp):   # (it only waited: it asked nothing)
+                    if not isinstance(flight.error, GaveUp):   # (it only waited: it asked nothing)
                         await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error))
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
@@ -490,10 +461,10 @@ class LLMClient:
                 self._cancelled(row, tries.begun, started,
                                 payload["messages"] if tries.sent else None, tries.pieces)
                 raise
-            except _GaveUp as e:
+            except GaveUp as e:
                 flight.error = e
                 self._cancelled(row, tries.begun, started,
-                                payload["messages"] if tries.sent else None, tries.pieces, why=_GAVE_UP)
+                                payload["messages"] if tries.sent else None, tries.pieces, why=GAVE_UP)
                 raise
             except LLMError as e:
                 flight.error = e
@@ -841,8 +812,8 @@ class LLMClient:
         except anyio.get_cancelled_exc_class():
             self._cancelled(row, tries, began)
             raise
-        except _GaveUp:
-            self._cancelled(row, tries, began, why=_GAVE_UP)
+        except GaveUp:
+            self._cancelled(row, tries, began, why=GAVE_UP)
             raise
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))
@@ -889,7 +860,7 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                self._tried(_failure(e))
+                self._tried(failure(e))
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
@@ -968,20 +939,9 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     def _tried(self, kind: str) -> None:
-        """A try was answered usably ("usable"), or failed (``_failure``'s kinds, or an answer
-        "unusable" or "cut_off"): the evidence for ``hopeless``."""
-        if kind == "usable":
-            self._usable = True
-        if self._usable or self.hopeless:
-            return
-        now = time.monotonic()
-        self._failing_since = self._failing_since or now
-        if kind == "hard":
-            self._hard_since = self._hard_since or now
-        self._failed[kind] += 1
-        if self._hard_since is not None and _hopeless(self._failed, now - self._hard_since):
-            self.hopeless = True
-            self._failing_for = now - self._failing_since
+        """A try's outcome, told to ``health``; the tries and backoffs under way are cut short
+        once it makes the endpoint ``hopeless``."""
+        if self._health.tried(kind):
             for scope in list(self._cut_short):
                 scope.cancel()
 
@@ -996,12 +956,7 @@ class LLMClient:
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
-        failed = self._failed
-        kinds = ", ".join(f"{failed[kind]} {what}" for kind, what in _FAILURES if failed[kind])
-        return _GaveUp(
-            f"{url} failed every one of the {failed.total()} tries made in {self._failing_for:.0f} s "
-            f"({kinds}) and answered none usably: check the server and the model at "
-            f"{base_setting(self.settings, self._base_from)}, then run the same command (finished work is kept)")
+        return self._health.error(url, base_setting(self.settings, self._base_from))
 
     def _settle_timeout(self, model: str, seconds: float) -> None:
         """An answer of ``model`` took ``seconds``: its grown timeout is halved (not below
@@ -1335,28 +1290,6 @@ class LLMClient:
                 raise web_page(page, "JSON", str(resp.request.url),
                                base_setting(self.settings, self._base_from)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
-
-
-def _failure(e: Retryable) -> str:
-    """What a failed try says of the endpoint (``_hopeless``): "hard", it is not serving (an HTTP
-    error of the server: 500, 502, a bare 503; a dropped connection; an answer that is not JSON);
-    "wait", it is up and asks to wait (429, a busy or loading 503); "timeout", nothing either way
-    (a timeout, a gateway's, a refused connection: ``_never_answered``'s)."""
-    if e.refused or e.unconnected or e.timed_out or e.status in _GATEWAY_TIMEOUTS:
-        return "timeout"
-    if e.busy or e.loading or (e.status is not None and e.status < 500 and e.status != 200):
-        return "wait"
-    return "hard"
-
-
-def _hopeless(failed: Counter[str], seconds: float) -> bool:
-    """Whether tries that all failed, ``failed`` by kind (``_failure``, and "unusable" and
-    "cut_off" answers), the first "hard" one ``seconds`` ago, say the endpoint fails everything
-    (``HOPELESS_TRIES``)."""
-    against = failed["cut_off"] + failed["wait"]
-    evidence = failed["hard"] + failed["unusable"]
-    return (evidence + against >= HOPELESS_TRIES and evidence > against
-            and failed["hard"] >= HOPELESS_SERVER_ERRORS and seconds >= HOPELESS_S)
 
 
 def _always(_text: str) -> bool:

@@ -308,9 +308,9 @@ async def test_a_run_against_an_endpoint_failing_every_try_does_not_wait_for_its
 
     import anyio
 
-    import streamrag.llm as llm
+    import streamrag.endpoint_health as endpoint_health
 
-    monkeypatch.setattr(llm, "HOPELESS_S", 1.0)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 1.0)
     with Simulator(SimulatorConfig(fault_rate=1.0, timeout_s=30)) as failing:
         settings = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10})
         started = time.monotonic()
@@ -323,9 +323,9 @@ async def test_a_run_against_an_endpoint_failing_every_try_does_not_wait_for_its
 async def test_a_flaky_endpoint_is_not_taken_for_one_failing_every_try(corpus, tmp_path, monkeypatch):
     """With 30% of requests failing, some try is answered usably long before HOPELESS_TRIES
     have failed (even with no HOPELESS_S): the run retries, and extracts every chunk."""
-    import streamrag.llm as llm
+    import streamrag.endpoint_health as endpoint_health
 
-    monkeypatch.setattr(llm, "HOPELESS_S", 0.0)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     with Simulator(SimulatorConfig(fault_rate=0.3, timeout_s=0.2, seed=3)) as flaky:
         settings = make_settings(flaky.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
                                  llm={"max_retries": 6})
@@ -339,9 +339,9 @@ async def test_tries_that_time_out_connecting_are_no_sign_of_an_endpoint_failing
     """A host that does not take connections for a while (restarting, its backlog full) times
     out connecting: a timeout, no answer, and no sign of an endpoint failing every request
     (HOPELESS_TRIES). (Counted as HTTP errors, 13 of them over HOPELESS_S ended the run.)"""
-    import streamrag.llm as llm
+    import streamrag.endpoint_health as endpoint_health
 
-    monkeypatch.setattr(llm, "HOPELESS_S", 0.05, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.05)
     real = httpx.AsyncHTTPTransport()
     timed_out = [0]
 

@@ -17,6 +17,7 @@ import anyio
 import httpx
 import pytest
 
+import streamrag.endpoint_health as endpoint_health
 import streamrag.llm as llm_module
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
@@ -2141,7 +2142,7 @@ async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path
     """Once every try failed (HOPELESS_TRIES over HOPELESS_S), every call ends at once: one
     waiting out the pause a server asked for (Retry-After) too. (It waited the 30 s, then sent
     a try more, which could hang for a timeout: that wait was not cut short, nor looked at after.)"""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
 
     arrived = [0]
 
@@ -2165,7 +2166,7 @@ async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path
 async def test_a_hopeless_client_says_what_its_failed_tries_were(tmp_path, monkeypatch):
     """Twelve HTTP errors and no unusable answer: the error does not speak of unusable ones.
     (It said '12 HTTP errors or dropped connections, the others unusable answers'.)"""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     endpoint = Endpoint(*[httpx.Response(500, json={"error": {"message": "boom"}})] * 40)
     with anyio.fail_after(10):
         errors = await _twelve_unavailable_calls(tmp_path, endpoint)
@@ -2178,7 +2179,7 @@ async def test_a_gateway_timeout_is_no_sign_the_endpoint_fails_everything(tmp_pa
     """A proxy's 504 (or Cloudflare's 524) in front of a slow model is a timeout, not an error of
     the model: thirteen of them, then an answer, and the call gets it (a slow model's first
     answers ended the run as hopeless)."""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
     gateway = [httpx.Response(504, text="Gateway Time-out"), httpx.Response(524, text="A timeout occurred")]
     endpoint = Endpoint(*(gateway * 7)[:13], httpx.Response(200, json=chat_body("fine")))
@@ -2193,7 +2194,7 @@ async def test_a_busy_server_is_no_sign_the_endpoint_fails_everything(tmp_path, 
     """A server that is up and asks to wait (Ollama with its queue full, a 503 with Retry-After,
     an overloaded engine), nine times, with three HTTP 500s besides: the call waits, and gets its
     answer. (Every 503 not saying "loading" counted as an HTTP error: the twelfth try ended the run.)"""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
     busy = [httpx.Response(503, json={"error": "server busy, please try again.  maximum pending requests exceeded"}),
             httpx.Response(503, headers={"Retry-After": "0"}, text="Service Unavailable"),
@@ -2211,7 +2212,7 @@ async def test_a_busy_server_is_no_sign_the_endpoint_fails_everything(tmp_path, 
 async def test_a_bare_503_is_an_endpoint_not_serving(tmp_path, monkeypatch):
     """A load balancer with nothing behind it answers 503 without asking to wait: still an
     endpoint failing everything, ended after twelve tries."""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     endpoint = Endpoint(*[httpx.Response(503, text="no healthy upstream")] * 40)
     with anyio.fail_after(10):
         errors = await _twelve_unavailable_calls(tmp_path, endpoint)
@@ -2223,7 +2224,7 @@ async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_
     """Six calls to a model whose thinking fills max_tokens twice before it answers (each answer
     cut off is asked again with twice the room), and three HTTP 500s on the way: every call gets
     its answer. (Twelve tries with none usable, three HTTP errors among them, ended the run.)"""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     cut_off = {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
                             "finish_reason": "length"}], "usage": USAGE}
     seen = [0]
@@ -2255,7 +2256,7 @@ async def test_an_outage_after_tries_timed_out_is_waited_for_as_long_as_any(tmp_
     """A slow model's first tries time out, then twelve HTTP 500s come at once: they are an
     outage of less than HOPELESS_S, waited out, and the call gets its answer. (The time was
     counted from the first timeout: the twelfth 500 ended the run at once.)"""
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 1.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 1.0)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
     boom = httpx.Response(500, json={"error": {"message": "boom"}})
     endpoint = Endpoint(_hang, _hang, *[boom] * 12, httpx.Response(200, json=chat_body("fine")))
@@ -2272,7 +2273,7 @@ async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_p
     ended counts the prompt it sent. (They were 13 errors, the hung one with 0 prompt tokens.)"""
     from streamrag.simulator import Simulator, SimulatorConfig
 
-    monkeypatch.setattr(llm_module, "HOPELESS_S", 0.0, raising=False)
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     real = httpx.AsyncHTTPTransport()
 
     class Failing(httpx.AsyncBaseTransport):   # HTTP 500, but the slow question reaches the simulator
