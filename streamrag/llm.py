@@ -48,7 +48,6 @@ import itertools
 import logging
 import math
 import random
-import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -59,20 +58,18 @@ import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from streamrag.answer_cache import Answer, AnswerCache
-from streamrag.answer_json import json_kind, read_content, read_embeddings, read_finish, read_usage
+from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
-from streamrag.errors import (ConfigError, LLMError, LLMOutputError, LLMRequestError,
-                              LLMUnavailableError)
+from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
-from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, advice,
-                                       base_setting, duration, error_code, forbidden_reason, html_page, key_advice,
-                                       key_source, model_settings, one_line, overflow_advice,
-                                       not_answering, provider_message, reason, refused_param, web_page)
-from streamrag.ratelimit import MAX_RETRY_AFTER_S, MinuteBudget, asked_wait, minute_budget
+from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
+                                       web_page)
+from streamrag.ratelimit import MinuteBudget, minute_budget
+from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.writer import Writer
@@ -86,7 +83,6 @@ _THINKERS: set[str] = set()    # models this process has warned of thinking alou
 _REFUSED: dict[tuple[str, str], set[str]] = {}
 # (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``_stream_chat``).
 _UNMARKED: set[tuple[str, str]] = set()
-_RETRY_STATUS = frozenset({408, 409, 429})
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
 CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
 # What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
@@ -265,7 +261,6 @@ class LLMClient:
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
                               "https://api.openai.com/v1), or use the offline extractor")
         self.settings = settings
-        self._base_from = base_setting   # what set api_base (Settings.api_base_from), for messages
         self._api_key = check_api_key(api_key, key_source(settings, api_key) or "api_key") if api_key else ""
         self._cache = AnswerCache(store, settings.cache)
         self._call_log = CallLog(store, writer)
@@ -274,6 +269,8 @@ class LLMClient:
         base = settings.api_base.rstrip("/")
         self.chat_url = f"{base}/chat/completions"
         self.embeddings_url = f"{base}/embeddings"
+        # How its replies are read; ``base_setting`` (Settings.api_base_from): what set api_base, for messages.
+        self._replies = Replies(settings, api_key, base_setting, self.chat_url, self.embeddings_url)
         headers = {"Content-Type": "application/json"}
         if api_key:
             if settings.api_version:
@@ -587,27 +584,9 @@ class LLMClient:
                                      timeout=_request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None)
         self._check_status(resp, self.chat_url, payload["model"], stage)
-        body = self._json(resp)
+        body = self._replies.json(resp)
         latency = (time.perf_counter() - started) * 1000
-        if not isinstance(body, dict):
-            raise Retryable(f"the answer is not a JSON object ({json_kind(body)})", 200)
-        choices = body.get("choices")
-        if choices is not None and not isinstance(choices, list):
-            raise Retryable(f"the answer's 'choices' is not a list ({json_kind(choices)})", 200)
-        if not choices:
-            raise Retryable(f"answer without choices ({provider_message(resp)})", 200)
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise Retryable(f"the answer's first choice is not an object ({json_kind(choice)})", 200)
-        message = choice.get("message")
-        if message is None:
-            message = {}
-        elif not isinstance(message, dict):
-            raise Retryable(f"the answer's 'message' is not an object ({json_kind(message)})", 200)
-        prompt_tokens, completion_tokens = read_usage(body.get("usage"))
-        return Answer(text=read_content(message.get("content"), "the answer's"),
-                       finish_reason=read_finish(choice.get("finish_reason")),
-                       prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
+        return chat_answer(body, resp), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[str], stage: str = "",
@@ -628,7 +607,7 @@ class LLMClient:
         started = time.perf_counter()
         parts: list[str] = []
         paid = tries.pieces if tries is not None else []   # ... and of thinking too, as they come
-        thought = 0   # pieces of thinking streamed apart from the answer (_THINKING_KEYS)
+        thought = 0   # pieces of thinking streamed apart from the answer (``replies.THINKING_KEYS``)
         seen = ""   # this attempt's answer so far, thinking left out
         own = False   # what was shown is this attempt's answer
 
@@ -660,7 +639,7 @@ class LLMClient:
             other: list[str] = []   # the first lines that are no event: a web page, say
             async for line in resp.aiter_lines():
                 if line.startswith("error:"):   # llama.cpp's server sends an error as its own event
-                    self._stream_error(line[6:].strip(), payload["model"], stage)
+                    self._replies.stream_error(line[6:].strip(), payload["model"], stage)
                 if not line.startswith("data:"):
                     if not events and len(other) < 200:
                         other.append(line)
@@ -670,33 +649,11 @@ class LLMClient:
                 if data == "[DONE]":
                     done = True
                     break
-                try:
-                    event = msgspec.json.decode(data)
-                except msgspec.DecodeError:
-                    raise Retryable("a streamed event was not valid JSON (truncated?)",
-                                    200) from None
-                if not isinstance(event, dict):
+                event = self._replies.stream_event(data, payload["model"], stage)
+                if event is None:
                     continue
-                if "error" in event:
-                    self._stream_error(event["error"], payload["model"], stage)
-                if isinstance(event.get("usage"), dict) and event["usage"]:
-                    usage = event["usage"]   # any other 'usage' is ignored, as a missing one
-                choices = event.get("choices")
-                if choices is not None and not isinstance(choices, list):
-                    raise Retryable("a streamed event's 'choices' is not a list "
-                                    f"({json_kind(choices)})", 200)
-                for choice in choices or ():
-                    if not isinstance(choice, dict):
-                        raise Retryable("a streamed event's choice is not an object "
-                                        f"({json_kind(choice)})", 200)
-                    delta = choice.get("delta")
-                    if delta is None:
-                        delta = {}
-                    elif not isinstance(delta, dict):
-                        raise Retryable(f"a streamed event's 'delta' is not an object ({json_kind(delta)})",
-                                        200)
-                    piece = read_content(delta.get("content"), "a streamed event's")
-                    thinking = [delta[k] for k in _THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]]
+                usage = event_usage(event) or usage
+                for piece, thinking, finish in event_deltas(event):
                     if piece:
                         parts.append(piece)
                         paid.append(piece)
@@ -706,8 +663,8 @@ class LLMClient:
                         thought += 1
                         paid.extend(thinking)
                         _progress()   # a model thinking aloud apart from its answer is not hung
-                    if read_finish(choice.get("finish_reason")):
-                        finish_reason = choice["finish_reason"]
+                    if finish:
+                        finish_reason = finish
                 if limit and finish_reason is None and (
                         len(parts) > 2 * limit + 64 or thought > 2 * (limit + REASONING_ALLOWANCE) + 64):
                     # A server that ignores max_tokens and streams on (an answer, or thinking that
@@ -715,8 +672,7 @@ class LLMClient:
                     finish_reason = "length"
                     break
         if not events and (page := html_page("\n".join(other))):
-            raise web_page(page, "a stream of events", self.chat_url,
-                           base_setting(self.settings, self._base_from))
+            raise web_page(page, "a stream of events", self.chat_url, self._replies.setting)
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
@@ -797,7 +753,7 @@ class LLMClient:
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
                                          timeout=_request_timeout())
             self._check_status(resp, self.embeddings_url, model)
-            body = self._json(resp)
+            body = self._replies.json(resp)
             data = body.get("data") if isinstance(body, dict) else None
             if not isinstance(data, list) or len(data) != len(texts):
                 raise Retryable(f"expected {len(texts)} embeddings, got "
@@ -926,7 +882,7 @@ class LLMClient:
                 raise self._hopeless_error(url) from None
             if e.refused and not self._reached:
                 raise LLMUnavailableError(
-                    not_answering(url, e.detail, base_setting(self.settings, self._base_from))) from None
+                    not_answering(url, e.detail, self._replies.setting)) from None
             if e.refused and self._down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
@@ -934,7 +890,7 @@ class LLMClient:
                     "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
-                f"{advice(e, base_setting(self.settings, self._base_from), self.settings.requests_per_minute > 0)}"
+                f"{advice(e, self._replies.setting, self.settings.requests_per_minute > 0)}"
             ) from None
         raise AssertionError("unreachable")
 
@@ -956,7 +912,7 @@ class LLMClient:
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
-        return self._health.error(url, base_setting(self.settings, self._base_from))
+        return self._health.error(url, self._replies.setting)
 
     def _settle_timeout(self, model: str, seconds: float) -> None:
         """An answer of ``model`` took ``seconds``: its grown timeout is halved (not below
@@ -1169,127 +1125,15 @@ class LLMClient:
         self._notices.say(self.settings.api_base, kind, line)
 
     def _check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
+        """The endpoint answered (``_answered``); an error status raises what it is
+        (``Replies.check_status``), a wait it asks for pausing every request of this client."""
         self._answered()
-        status = resp.status_code
-        if 200 <= status < 300:
-            return
-        said = provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
-        message = one_line(said)
-        if status == 429 and error_code(resp) == "insufficient_quota":
-            raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
-                                  "add credit or use another key", status, every_call=True)
-        if status == 400 and error_code(resp) == "content_filter":   # Azure's filter, on the prompt
-            raise LLMRequestError(f"the provider's content filter refused the request to {model} (stage "
-                                  f"{stage or '-'}: {message}); the same request is refused again, so it is "
-                                  "not retried in this run (each run asks once): change the deployment's "
-                                  "content filter, or use another model", status)
-        if status in (400, 422) and url == self.chat_url and not CONTEXT_OVERFLOW.search(said) \
-                and (param := refused_param(resp, said)) is not None:
-            raise Refused(param, status, message)
-        retry_after = asked_wait(resp, said) if status in (429, 503) else None
-        if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
-            # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
-            # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
-            raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {duration(retry_after)} "
-                                  f"before the next request ({message}); a daily or monthly limit: run the "
-                                  "same command once it has passed (finished work is kept), or raise the "
-                                  "limit with the provider", status, every_call=True)
-        if retry_after is not None:
-            retry_after = min(retry_after, MAX_RETRY_AFTER_S)
-        self._reject(status, message, url, model, stage, retry_after, code=error_code(resp))
-
-    def _reject(self, status: int, message: str, url: str, model: str, stage: str,
-                retry_after: float | None = None, *, code: str = "") -> None:
-        """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
-        ``LLMRequestError`` that says what to change (``code``: the error's code or type)."""
-        if status != 429 and CONTEXT_OVERFLOW.search(message):
-            # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
-            # gets the same.
-            raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "
-                                  f"{overflow_advice(stage)}, or give the model a longer context "
-                                  "(llama.cpp: -c; Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len)",
-                                  status)
-        if status == 501:
-            what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
-                    "(llama.cpp: --embeddings)" if url == self.embeddings_url
-                    else f"check that {base_setting(self.settings, self._base_from)} is an "
-                         "OpenAI-compatible endpoint")
-            raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
-                                  f"{what}", status)
-        if status in _RETRY_STATUS or status >= 500:
-            if retry_after is not None:
-                self._paused_until = max(self._paused_until, time.monotonic() + retry_after)
-            raise Retryable(f"HTTP {status}: {message}", status, retry_after)
-        if status == 403 and (why := forbidden_reason(code, message, base_setting(self.settings,
-                                                                               self._base_from))):
-            raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
-        if status == 403 and "model" in message.lower():
-            # OpenAI: "Project ... does not have access to model ...": the key is good.
-            keys = model_settings(self.settings, model)
-            raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
-                                  f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
-                                  "the key that model", status)
-        if status in (401, 403):
-            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key)} "
-                                  f"({message})", status)
-        if status == 413:   # the server's or a proxy's limit on a request's size
-            raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
-                                  f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
-                                  "raise that limit", status)
-        if status == 404:
-            keys = model_settings(self.settings, model)
-            where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
-                     if keys else "llm.*_model")
-            base, setting = self.settings.api_base, base_setting(self.settings, self._base_from)
-            parsed = httpx.URL(base)
-            if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
-                    and not self.settings.api_version:
-                raise LLMRequestError(
-                    f"{url}: HTTP 404 ({message}); an Azure OpenAI deployment URL needs "
-                    "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
-                    f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
-                    "deployment names", status)
-            if "model" not in message.lower() and not re.search(r"/v\d", parsed.path) \
-                    and not self.settings.api_version:
-                # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
-                # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
-                raise LLMRequestError(f"{url}: HTTP 404, no such route ({message}); most servers serve "
-                                      f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
-            raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"{where}, or {setting} ({message})", status)
-        raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
-                              status)
-
-    def _stream_error(self, error: Any, model: str, stage: str) -> None:
-        """Raises what an error sent inside a stream is. One that carries a client error's code
-        (a context overflow, a bad request) is final, as that status would be; any other is
-        retried as a server error."""
-        if isinstance(error, str):
-            try:
-                error = msgspec.json.decode(error)
-            except msgspec.DecodeError:
-                pass
-        if isinstance(error, dict) and isinstance(error.get("error"), dict):
-            error = error["error"]
-        message = error.get("message") if isinstance(error, dict) else None
-        message = one_line(message if message is not None else error)
-        code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
-        status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
-        message = f"error in the stream: {message}"
-        if status in _RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
-            raise Retryable(message, status)
-        if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
-            self._reject(status or 400, message, self.chat_url, model, stage)
-        raise Retryable(message, 500)   # the server failed: its logs say more
-
-    def _json(self, resp: httpx.Response) -> Any:
         try:
-            return msgspec.json.decode(resp.content)
-        except msgspec.DecodeError:
-            if page := html_page(resp.text):
-                raise web_page(page, "JSON", str(resp.request.url),
-                               base_setting(self.settings, self._base_from)) from None
-            raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+            self._replies.check_status(resp, url, model, stage)
+        except Retryable as e:
+            if e.retry_after is not None:
+                self._paused_until = max(self._paused_until, time.monotonic() + e.retry_after)
+            raise
 
 
 def _always(_text: str) -> bool:
@@ -1316,9 +1160,6 @@ def _checker(validate: Callable[[str], bool],
 
 # Said in a streamed answer when a retry's answer differs from what was already shown.
 RESTARTED = "\n\n(the connection was lost and the answer was asked again; it starts over:)\n\n"
-# Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
-# (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
-_THINKING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
 
 def _progress() -> None:

@@ -306,7 +306,7 @@ async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, 
     # Given with --api-base, the flag is named.
     endpoint = Endpoint(httpx.Response(404, text="404 page not found"))
     async with client(tmp_path / "flag", endpoint, api_base=base) as (llm, _):
-        llm._base_from = "--api-base"
+        llm._replies.base_from = "--api-base"
         with pytest.raises(LLMRequestError, match=f"set --api-base to '{base}/v1'"):
             await llm.chat(ask(), model="m1", stage="s")
 

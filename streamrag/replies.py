@@ -1,0 +1,241 @@
+"""What the endpoint's HTTP replies say: an error status, a chat answer's JSON, a streamed
+answer's events.
+
+A reply is read into an ``Answer`` or raises what it is: ``Retryable`` (worth another try; its
+``retry_after``, the pause the server asked of every request, is the client's to keep),
+``Refused`` (a parameter the model does not take) or an ``LLMRequestError`` that names the
+setting to change (``provider_errors`` words it). Nothing here sends, waits or keeps state
+between replies: the client (``llm.LLMClient``) does, and decides what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from streamrag.answer_cache import Answer
+from streamrag.answer_json import json_kind, read_content, read_finish, read_usage
+from streamrag.config import LLMSettings
+from streamrag.errors import LLMRequestError
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
+                                       duration, error_code, forbidden_reason, html_page, key_advice,
+                                       model_settings, one_line, overflow_advice, provider_message,
+                                       refused_param, web_page)
+from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
+
+RETRY_STATUS = frozenset({408, 409, 429})
+# Where servers stream a model's thinking apart from its answer: vLLM's reasoning parsers
+# (reasoning_content), Ollama and OpenRouter (reasoning), some proxies (thinking).
+THINKING_KEYS = ("reasoning_content", "reasoning", "thinking")
+
+
+class Replies:
+    """How one client reads its endpoint's replies: the settings its errors name, its key, and
+    which of its URLs a reply came from (chat or embeddings)."""
+
+    def __init__(self, settings: LLMSettings, api_key: str, base_from: str, chat_url: str,
+                 embeddings_url: str) -> None:
+        self.settings = settings
+        self._api_key = api_key
+        self.base_from = base_from   # what set api_base (Settings.api_base_from), for messages
+        self.chat_url = chat_url
+        self.embeddings_url = embeddings_url
+
+    @property
+    def setting(self) -> str:
+        """Where the endpoint came from, as the user would change it (``base_setting``)."""
+        return base_setting(self.settings, self.base_from)
+
+    def check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
+        """Nothing for a 2xx reply; else raises what its error is (``reject``): a ``Retryable``
+        says in ``retry_after`` how long the server asked every request to wait."""
+        status = resp.status_code
+        if 200 <= status < 300:
+            return
+        said = provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
+        message = one_line(said)
+        if status == 429 and error_code(resp) == "insufficient_quota":
+            raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
+                                  "add credit or use another key", status, every_call=True)
+        if status == 400 and error_code(resp) == "content_filter":   # Azure's filter, on the prompt
+            raise LLMRequestError(f"the provider's content filter refused the request to {model} (stage "
+                                  f"{stage or '-'}: {message}); the same request is refused again, so it is "
+                                  "not retried in this run (each run asks once): change the deployment's "
+                                  "content filter, or use another model", status)
+        if status in (400, 422) and url == self.chat_url and not CONTEXT_OVERFLOW.search(said) \
+                and (param := refused_param(resp, said)) is not None:
+            raise Refused(param, status, message)
+        retry_after = asked_wait(resp, said) if status in (429, 503) else None
+        if status == 429 and retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
+            # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
+            # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
+            raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {duration(retry_after)} "
+                                  f"before the next request ({message}); a daily or monthly limit: run the "
+                                  "same command once it has passed (finished work is kept), or raise the "
+                                  "limit with the provider", status, every_call=True)
+        if retry_after is not None:
+            retry_after = min(retry_after, MAX_RETRY_AFTER_S)
+        self.reject(status, message, url, model, stage, retry_after, code=error_code(resp))
+
+    def reject(self, status: int, message: str, url: str, model: str, stage: str,
+                retry_after: float | None = None, *, code: str = "") -> None:
+        """Raises what an HTTP error (or an error a stream carried) is: ``Retryable``, or an
+        ``LLMRequestError`` that says what to change (``code``: the error's code or type)."""
+        if status != 429 and CONTEXT_OVERFLOW.search(message):
+            # A 400 (OpenAI, vLLM, llama.cpp) or a 500 (some llama.cpp builds): asking again
+            # gets the same.
+            raise LLMRequestError(f"the request is longer than {model}'s context allows ({message}); "
+                                  f"{overflow_advice(stage)}, or give the model a longer context "
+                                  "(llama.cpp: -c; Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len)",
+                                  status)
+        if status == 501:
+            what = ("set llm.embedding_model = \"\" (no embeddings), or serve embeddings there "
+                    "(llama.cpp: --embeddings)" if url == self.embeddings_url
+                    else f"check that {self.setting} is an "
+                         "OpenAI-compatible endpoint")
+            raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
+                                  f"{what}", status)
+        if status in RETRY_STATUS or status >= 500:
+            raise Retryable(f"HTTP {status}: {message}", status, retry_after)
+        if status == 403 and (why := forbidden_reason(code, message, self.setting)):
+            raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
+        if status == 403 and "model" in message.lower():
+            # OpenAI: "Project ... does not have access to model ...": the key is good.
+            keys = model_settings(self.settings, model)
+            raise LLMRequestError(f"{url}: HTTP 403: the key may not use {model} ({message}); give "
+                                  f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
+                                  "the key that model", status)
+        if status in (401, 403):
+            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key)} "
+                                  f"({message})", status)
+        if status == 413:   # the server's or a proxy's limit on a request's size
+            raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
+                                  f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
+                                  "raise that limit", status)
+        if status == 404:
+            keys = model_settings(self.settings, model)
+            where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
+                     if keys else "llm.*_model")
+            base, setting = self.settings.api_base, self.setting
+            parsed = httpx.URL(base)
+            if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
+                    and not self.settings.api_version:
+                raise LLMRequestError(
+                    f"{url}: HTTP 404 ({message}); an Azure OpenAI deployment URL needs "
+                    "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
+                    f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
+                    "deployment names", status)
+            if "model" not in message.lower() and not re.search(r"/v\d", parsed.path) \
+                    and not self.settings.api_version:
+                # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
+                # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
+                raise LLMRequestError(f"{url}: HTTP 404, no such route ({message}); most servers serve "
+                                      f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
+            raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
+                                  f"{where}, or {setting} ({message})", status)
+        raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
+                              status)
+
+    def stream_error(self, error: Any, model: str, stage: str) -> None:
+        """Raises what an error sent inside a stream is. One that carries a client error's code
+        (a context overflow, a bad request) is final, as that status would be; any other is
+        retried as a server error."""
+        if isinstance(error, str):
+            try:
+                error = msgspec.json.decode(error)
+            except msgspec.DecodeError:
+                pass
+        if isinstance(error, dict) and isinstance(error.get("error"), dict):
+            error = error["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        message = one_line(message if message is not None else error)
+        code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
+        status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
+        message = f"error in the stream: {message}"
+        if status in RETRY_STATUS:   # a rate limit, a timeout: waited for and retried as such
+            raise Retryable(message, status)
+        if 400 <= status < 500 or CONTEXT_OVERFLOW.search(message):
+            self.reject(status or 400, message, self.chat_url, model, stage)
+        raise Retryable(message, 500)   # the server failed: its logs say more
+
+    def json(self, resp: httpx.Response) -> Any:
+        """The reply's JSON; a web page or a truncated body raises what it is."""
+        try:
+            return msgspec.json.decode(resp.content)
+        except msgspec.DecodeError:
+            if page := html_page(resp.text):
+                raise web_page(page, "JSON", str(resp.request.url),
+                               self.setting) from None
+            raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+
+    def stream_event(self, data: str, model: str, stage: str) -> dict | None:
+        """The event a streamed ``data:`` line carries (None: not an object, passed over);
+        an error event raises what it is (``stream_error``)."""
+        try:
+            event = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            raise Retryable("a streamed event was not valid JSON (truncated?)",
+                            200) from None
+        if not isinstance(event, dict):
+            return None
+        if "error" in event:
+            self.stream_error(event["error"], model, stage)
+        return event
+
+
+def chat_answer(body: Any, resp: httpx.Response) -> Answer:
+    """The answer a chat reply's JSON ``body`` holds; a body of another shape is ``Retryable``.
+    Token counts it does not give are -1."""
+    if not isinstance(body, dict):
+        raise Retryable(f"the answer is not a JSON object ({json_kind(body)})", 200)
+    choices = body.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise Retryable(f"the answer's 'choices' is not a list ({json_kind(choices)})", 200)
+    if not choices:
+        raise Retryable(f"answer without choices ({provider_message(resp)})", 200)
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise Retryable(f"the answer's first choice is not an object ({json_kind(choice)})", 200)
+    message = choice.get("message")
+    if message is None:
+        message = {}
+    elif not isinstance(message, dict):
+        raise Retryable(f"the answer's 'message' is not an object ({json_kind(message)})", 200)
+    prompt_tokens, completion_tokens = read_usage(body.get("usage"))
+    return Answer(text=read_content(message.get("content"), "the answer's"),
+                  finish_reason=read_finish(choice.get("finish_reason")),
+                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+
+def event_usage(event: dict) -> dict | None:
+    """A streamed event's token counts, when it has any (any other 'usage' is ignored, as a
+    missing one)."""
+    usage = event.get("usage")
+    return usage if isinstance(usage, dict) and usage else None
+
+
+def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
+    """Each choice of a streamed event: its piece of answer, the pieces of thinking streamed
+    apart from it (``THINKING_KEYS``), and its finish_reason (None until the last). A malformed
+    choice raises ``Retryable`` when it comes: the choices before it are taken."""
+    choices = event.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise Retryable("a streamed event's 'choices' is not a list "
+                        f"({json_kind(choices)})", 200)
+    for choice in choices or ():
+        if not isinstance(choice, dict):
+            raise Retryable("a streamed event's choice is not an object "
+                            f"({json_kind(choice)})", 200)
+        delta = choice.get("delta")
+        if delta is None:
+            delta = {}
+        elif not isinstance(delta, dict):
+            raise Retryable(f"a streamed event's 'delta' is not an object ({json_kind(delta)})",
+                            200)
+        piece = read_content(delta.get("content"), "a streamed event's")
+        thinking = [delta[k] for k in THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]]
+        yield piece, thinking, choice["finish_reason"] if read_finish(choice.get("finish_reason")) else None
