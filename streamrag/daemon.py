@@ -42,7 +42,7 @@ Design notes:
   ``outage`` line when the pause between them grows (and once an hour at the cap), and one
   ``recovered`` line when it answers again: a weekend's outage is a few dozen lines, not 5,000.
   The model client's own retry lines (``HTTP 500 ...; retry 1/3``) are limited across the
-  clients of every sync (``llm.sharing_notices``), and held while the outage lines speak.
+  clients of every sync (``notices.sharing_notices``), and held while the outage lines speak.
 
 This module is the orchestration (queue, prefetch, sync, retry, stop) and the command; its
 parts live beside it: ``watch_events`` (the file events), ``watched_folder`` (which paths
@@ -432,7 +432,7 @@ class Daemon:
 
         When the source ends by itself, changes still queued are synced before returning.
         """
-        from streamrag.llm import sharing_notices
+        from streamrag.notices import sharing_notices
 
         with sharing_notices(self.outage.notices):   # (a new limit per sync said a line per retry)
             await self._run(source)

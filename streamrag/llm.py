@@ -42,14 +42,12 @@ Without a store the client works the same, minus the cache and the rows.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import itertools
 import logging
-import math
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio
@@ -64,6 +62,7 @@ from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
@@ -185,54 +184,6 @@ MAX_BACKOFF_S = 60.0
 
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
 WAIT_NOTICE_S = 5.0
-# Retry and wait lines: at most one of each kind this often; the rest are debug lines (-v).
-NOTICE_EVERY_S = 30.0
-
-
-class Notices:
-    """When a retry or wait line was last said, per endpoint and kind, and how many were held back
-    since. A client keeps its own, unless it is made inside ``sharing_notices``: ``watch`` makes a
-    client per sync, and with one each, the limit began again at every retry of an outage (a
-    line per retry). ``held``: another says it meanwhile (``watch``'s outage lines), so each is a
-    debug line until it is cleared. ``failed_at``: when the first retry line came since it was
-    last cleared (wall clock), the time a call first failed (``watch``'s outage "since")."""
-
-    def __init__(self) -> None:
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # -> (last said, held back since)
-        self.held = False
-        self.failed_at: float | None = None
-
-    def say(self, endpoint: str, kind: str, line: str) -> None:
-        """A warning, unless one of this endpoint and kind was given in the last
-        ``NOTICE_EVERY_S``, or ``held``: then a debug line (a flaky endpoint printed a warning per
-        retry, fifty for one small run)."""
-        if kind == "retry" and self.failed_at is None:
-            self.failed_at = time.time()
-        now = time.monotonic()
-        last, back = self._last.get((endpoint, kind), (-math.inf, 0))
-        if self.held or now - last < NOTICE_EVERY_S:
-            log.debug(line)
-            self._last[endpoint, kind] = (last, back + 1)
-            return
-        more = f" (and {back} more like it since the last; -v shows each)" if back else ""
-        log.warning(line + more)
-        self._last[endpoint, kind] = (now, 0)
-
-
-_SHARED_NOTICES: contextvars.ContextVar[Notices | None] = contextvars.ContextVar("notices", default=None)
-
-
-@contextlib.contextmanager
-def sharing_notices(notices: Notices) -> Iterator[Notices]:
-    """The clients made within the block (and the tasks it starts) say their notices through
-    ``notices``: its limit carries from one client to the next."""
-    token = _SHARED_NOTICES.set(notices)
-    try:
-        yield notices
-    finally:
-        _SHARED_NOTICES.reset(token)
-
-
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
                     response_format: dict | None = None, stop: list[str] | None = None,
                     seed: int | None = None) -> dict:
@@ -286,7 +237,7 @@ class LLMClient:
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")
-        self._notices = _SHARED_NOTICES.get() or Notices()
+        self._notices = current_notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts

@@ -45,7 +45,7 @@ class Outage:
         self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
-        from streamrag.llm import Notices   # (here: every command builds watch's parser)
+        from streamrag.notices import Notices   # (here: every command builds watch's parser)
 
         self.notices = Notices()
 

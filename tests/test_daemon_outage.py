@@ -832,11 +832,11 @@ async def test_the_model_clients_retry_lines_are_not_said_again_by_every_retry_o
     # minutes for as long as it lasted.
     import logging
 
-    from streamrag import daemon as daemon_module, llm as llm_module
+    from streamrag import daemon as daemon_module, llm as llm_module, notices
 
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)   # the client's own pause between tries
-    monkeypatch.setattr(llm_module, "NOTICE_EVERY_S", 0.0)   # retries far apart: held all the same
+    monkeypatch.setattr(notices, "NOTICE_EVERY_S", 0.0)   # retries far apart: held all the same
     syncs = counted_syncs(monkeypatch)
     failing = Failing(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 1},

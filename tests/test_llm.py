@@ -22,6 +22,7 @@ import streamrag.llm as llm_module
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient
+from streamrag.notices import Notices, sharing_notices
 from streamrag.ratelimit import parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -423,9 +424,9 @@ async def test_clients_made_while_sharing_notices_say_one_retry_line_between_the
             with pytest.raises(LLMError):
                 await llm.chat(ask(), model="m1", stage="s")
 
-    notices = llm_module.Notices()
+    notices = Notices()
     with anyio.fail_after(10), caplog.at_level(logging.DEBUG, logger="streamrag.llm"):
-        with llm_module.sharing_notices(notices):
+        with sharing_notices(notices):
             for i in range(3):
                 await fail(f"sync{i}")
             await fail("other", api_base="http://other.test/v1")   # another endpoint: its own line
