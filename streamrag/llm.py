@@ -42,7 +42,6 @@ Without a store the client works the same, minus the cache and the rows.
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import logging
 import random
@@ -71,6 +70,7 @@ from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
+from streamrag.try_timeouts import ModelTimeouts, progress, request_timeout, try_under_way
 from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -156,22 +156,6 @@ _REFUSED_ATTEMPTS = 3
 # Until then, a refused try of such an endpoint (a restart) uses none of llm.max_retries: a server
 # down 12 s made calls fail after 7 quick tries.
 DOWN_AFTER_S = 60.0
-# The deadline of the try under way and the time each sign of progress gives it (``_attempt``);
-# a streamed answer moves it on as text comes (``_progress``).
-# It holds (deadline scope, allowance, the try's timeout in seconds).
-_TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = contextvars.ContextVar(
-    "streamrag_try", default=None)
-# A try that timed out gives the model's next tries twice the time, up to this many times
-# llm.request_timeout_s: an answer that takes longer than the timeout (a long report from a
-# model on a CPU) timed out the same way on every retry, each try paid for in full. A call
-# whose timed-out tries add up to 1 + 2 + 4 timeouts ends: a server that never answers fails as
-# soon as its 7 tries of one timeout each did before (a later call, at 4 times: after two).
-TIMEOUT_GROWTH_MAX = 4
-# ... and comes back down once answers come well within it again: after this many answers of the
-# model in a row, each within half its grown timeout, the timeout is halved (not below
-# llm.request_timeout_s). A server that hung once no longer keeps every later try of a long run
-# (or a daemon's life) waiting up to TIMEOUT_GROWTH_MAX timeouts before a hang is noticed.
-TIMEOUT_SHRINK_AFTER = 8
 # The longest wait between those refused tries (full jitter below it), so a restarted server is
 # found again within seconds.
 REFUSED_WAIT_MAX_S = 5.0
@@ -240,8 +224,7 @@ class LLMClient:
         self._notices = current_notices()
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
-        self._timeouts: dict[str, float] = {}   # model -> a try's timeout, grown after timeouts
-        self._quick: dict[str, int] = {}        # model -> answers in a row within half of that
+        self._timeouts = ModelTimeouts(settings.request_timeout_s)   # per model, grown after timeouts
         self._reached = False     # some request got an HTTP answer (the endpoint exists)
         self._refused_since: float | None = None  # every attempt refused since then
         self._last_answer = time.monotonic()    # (or when the client was made)
@@ -532,7 +515,7 @@ class LLMClient:
                          tries: _Tries | None = None) -> tuple[Answer, float]:
         started = time.perf_counter()
         resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
-                                     timeout=_request_timeout(),
+                                     timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None)
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._replies.json(resp)
@@ -578,7 +561,7 @@ class LLMClient:
         usage: dict = {}
         done = False
         async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
-                                     timeout=_request_timeout(),
+                                     timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None) as resp:
             self._answered()
             if resp.status_code != 200:
@@ -609,11 +592,11 @@ class LLMClient:
                         parts.append(piece)
                         paid.append(piece)
                         visible.feed(piece)
-                        _progress()
+                        progress()
                     elif thinking:
                         thought += 1
                         paid.extend(thinking)
-                        _progress()   # a model thinking aloud apart from its answer is not hung
+                        progress()   # a model thinking aloud apart from its answer is not hung
                     if finish:
                         finish_reason = finish
                 if limit and finish_reason is None and (
@@ -702,7 +685,7 @@ class LLMClient:
             tries += 1
             started = time.perf_counter()
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
-                                         timeout=_request_timeout())
+                                         timeout=request_timeout())
             self._check_status(resp, self.embeddings_url, model)
             body = self._replies.json(resp)
             data = body.get("data") if isinstance(body, dict) else None
@@ -744,14 +727,12 @@ class LLMClient:
 
         ``spent`` carries a call's counted and made tries over from an earlier ``_retrying`` of
         it (asked again without a refused parameter): a refusal does not start them afresh.
-        ``attempt()`` returns its result and the milliseconds the answer took (``_settle_timeout``)."""
+        ``attempt()`` returns its result and the milliseconds the answer took (``ModelTimeouts.answered``)."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
         call = next(self._calls)   # (an id() of a freed object is reused)
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
-        base = self.settings.request_timeout_s
-        longest = base * TIMEOUT_GROWTH_MAX
         waited = 0.0   # seconds this call's tries timed out after
         hung = False   # ... as long as a dead server's tries took before the timeouts grew
         cut = False    # ended early: another call found the server silent (``_silent``)
@@ -759,7 +740,7 @@ class LLMClient:
         async def one() -> Any:
             nonlocal refused_n, streak, hung, waited, cut
             spent[1] += 1
-            timeout = self._timeouts.get(model, base)
+            timeout = self._timeouts.of(model)
             try:
                 result = await self._attempt(tokens, attempt, timeout)
             except _Silent:
@@ -773,9 +754,8 @@ class LLMClient:
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
                     # up to 1 + 2 + 4 times the setting ends: a server that does not answer.
                     waited += timeout
-                    hung = waited >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9)
-                    self._timeouts[model] = max(self._timeouts.get(model, base), min(timeout * 2, longest))
-                    self._quick.pop(model, None)
+                    hung = waited >= self._timeouts.hang_s()
+                    self._timeouts.timed_out(model, timeout)
                     # Tries of any call timing out, and no answer to any, for as long as one
                     # call's would take to end: the server hangs (``_attempt``). A slow server
                     # answering other calls meanwhile does not.
@@ -785,8 +765,7 @@ class LLMClient:
                     self._timing_out_calls.add(call)
                     # ... of more than one call: one call slower than any timeout, alone, is not
                     # a server that stopped answering everyone.
-                    if now - self._timing_out_since >= (2 * TIMEOUT_GROWTH_MAX - 1) * base * (1 - 1e-9) \
-                            and len(self._timing_out_calls) > 1:
+                    if now - self._timing_out_since >= self._timeouts.hang_s() and len(self._timing_out_calls) > 1:
                         self._silent = True
                     cut = self._silent and not hung
                     if cut and self._probe is not None:   # (a try of this call begun before it)
@@ -806,7 +785,7 @@ class LLMClient:
                     if not (e.refused or e.loading):
                         refused_n, streak = 0, None
                 raise
-            self._settle_timeout(model, result[1] / 1000)
+            self._timeouts.answered(model, result[1] / 1000)
             return result
 
         def stop(state: RetryCallState) -> bool:
@@ -865,31 +844,13 @@ class LLMClient:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
         return self._health.error(url, self._replies.setting)
 
-    def _settle_timeout(self, model: str, seconds: float) -> None:
-        """An answer of ``model`` took ``seconds``: its grown timeout is halved (not below
-        llm.request_timeout_s) after ``TIMEOUT_SHRINK_AFTER`` answers in a row within half of it."""
-        grown = self._timeouts.get(model)
-        if grown is None:
-            return
-        quick = self._quick.get(model, 0) + 1 if seconds < grown / 2 else 0
-        if quick < TIMEOUT_SHRINK_AFTER:
-            self._quick[model] = quick
-            return
-        self._quick[model] = 0
-        if grown / 2 > self.settings.request_timeout_s:
-            self._timeouts[model] = grown / 2
-        else:
-            del self._timeouts[model]
-        log.debug("%s answered %d times in a row within %g s: its tries now wait %g s", model,
-                  TIMEOUT_SHRINK_AFTER, grown / 2, self._timeouts.get(model, self.settings.request_timeout_s))
-
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.
 
         The try is abandoned as a timeout when it has made no progress for a little more than
         ``llm.request_timeout_s``: httpx's timeout is per read, so a server trickling a byte now
         and then (a keep-alive) would otherwise hold the call forever. Progress is the whole
-        answer, or for a streamed one each piece of its text (``_progress``): a slow server
+        answer, or for a streamed one each piece of its text (``try_timeouts.progress``): a slow server
         streaming a long answer is not cut off. The little more lets httpx's own timeouts
         (connecting, the first byte) come first and say what they are. A streamed answer that runs on past
         twice its ``max_tokens`` pieces (a server that ignores it) ends as cut off. Waiting for
@@ -936,12 +897,11 @@ class LLMClient:
                 raise _Hopeless
             try:
                 with anyio.move_on_after(allowance) as deadline:
-                    scope = _TRY.set((deadline, allowance, timeout))
                     self._cut_short.add(deadline)
                     try:
-                        return await attempt()
+                        with try_under_way(deadline, allowance, timeout):
+                            return await attempt()
                     finally:
-                        _TRY.reset(scope)
                         self._cut_short.discard(deadline)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
@@ -1111,20 +1071,6 @@ def _checker(validate: Callable[[str], bool],
 
 # Said in a streamed answer when a retry's answer differs from what was already shown.
 RESTARTED = "\n\n(the connection was lost and the answer was asked again; it starts over:)\n\n"
-
-
-def _progress() -> None:
-    """A streamed answer moved on: the try under way gets its whole allowance again."""
-    current = _TRY.get()
-    if current is not None:
-        scope, allowance, _timeout = current
-        scope.deadline = anyio.current_time() + allowance
-
-
-def _request_timeout() -> httpx.Timeout | Any:
-    """httpx's timeout for a request of the try under way (its own, grown after a timeout)."""
-    current = _TRY.get()
-    return httpx.USE_CLIENT_DEFAULT if current is None else httpx.Timeout(current[2])
 
 
 __all__ = ["ChatResult", "LLMClient"]

@@ -19,6 +19,7 @@ import pytest
 
 import streamrag.endpoint_health as endpoint_health
 import streamrag.llm as llm_module
+import streamrag.try_timeouts as try_timeouts
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient
@@ -771,10 +772,10 @@ async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_
             self.timeouts: list[float] = []   # each try's timeout
 
         async def __call__(self, request: httpx.Request) -> httpx.Response:
-            self.timeouts.append(llm_module._TRY.get()[2])
+            self.timeouts.append(try_timeouts.TRY.get()[2])
             return await super().__call__(request)
 
-    n = llm_module.TIMEOUT_SHRINK_AFTER
+    n = try_timeouts.TIMEOUT_SHRINK_AFTER
     endpoint = Timed(hang, hang)
     with anyio.fail_after(10):
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6) as (llm, _):
@@ -794,7 +795,7 @@ class Hangs(Endpoint):
         self.timeouts: list[float] = []   # each try's timeout
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.timeouts.append(llm_module._TRY.get()[2])
+        self.timeouts.append(try_timeouts.TRY.get()[2])
         if self.hanging:
             self.requests.append((time.monotonic(), request, json.loads(request.content)))
             await anyio.sleep(3600)
@@ -829,7 +830,7 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
             # Still hanging: the try that checks has the setting's time, not the grown one
             # (each stage of a run paid four timeouts to learn the server still hangs).
             assert "has answered nothing" in (await gather_errors(llm, ["check"]))["check"]
-            assert endpoint.timeouts[-1] == 0.1 < llm._timeouts["m1"]
+            assert endpoint.timeouts[-1] == 0.1 < llm._timeouts.grown["m1"]
             endpoint.hanging = False   # back: the next call's one try finds out, and calls go on
             again = {**await gather_errors(llm, ["d1"]), **await gather_errors(llm, ["d2"])}
     # Nothing answered for one call's schedule (0.1 + 0.2 + 0.4 s of tries), then one try at a
@@ -925,7 +926,7 @@ async def test_silence_counts_from_the_last_answer(tmp_path):
     seen: dict[str, float] = {}
     with anyio.fail_after(30):
         async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=8) as (llm, _):
-            llm._timeouts["m1"] = 0.8   # as after earlier timeouts
+            llm._timeouts.grown["m1"] = 0.8   # as after earlier timeouts
             started = time.monotonic()
 
             async def later(name: str, delay: float) -> None:
