@@ -47,7 +47,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import httpx
@@ -55,6 +55,7 @@ import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from streamrag.answer_cache import Answer, AnswerCache
+from streamrag.answer_check import CUT_OFF, OnLength, checker
 from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
@@ -83,9 +84,6 @@ _REFUSED: dict[tuple[str, str], set[str]] = {}
 # (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``_stream_chat``).
 _UNMARKED: set[tuple[str, str]] = set()
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
-CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
-# What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
-OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
 
 
 # A model that refuses max_tokens is sent max_completion_tokens instead, with this much more room
@@ -318,7 +316,7 @@ class LLMClient:
         payload = {"model": model, "messages": messages, **options}
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
-        check = _checker(validate or _always, on_length)
+        check = checker(validate, on_length)
         last = UNUSABLE
         for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
@@ -1045,28 +1043,6 @@ class LLMClient:
             if e.retry_after is not None:
                 self._paused_until = max(self._paused_until, time.monotonic() + e.retry_after)
             raise
-
-
-def _always(_text: str) -> bool:
-    return True
-
-
-def _checker(validate: Callable[[str], bool],
-             on_length: OnLength) -> Callable[[Answer], str | None]:
-    """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable."""
-    def check(answer: Answer) -> str | None:
-        if answer.finish_reason == "content_filter":   # (cached before content filters were known)
-            return UNUSABLE + ": stopped by a content filter"
-        if answer.finish_reason == "length" and (
-                on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
-            return CUT_OFF
-        if validate(answer.text):
-            return None
-        # Nothing at all, cut off (a model's thinking ran to max_tokens and left no answer): asked
-        # again with more room, as a cut-off answer is. (Text the caller cannot use is no matter
-        # of room: a chatty summary asked again with twice the tokens only costs more.)
-        return CUT_OFF if answer.finish_reason == "length" and not answer.text.strip() else UNUSABLE
-    return check
 
 
 # Said in a streamed answer when a retry's answer differs from what was already shown.
