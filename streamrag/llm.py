@@ -62,6 +62,8 @@ from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
+                                    thinks_aloud, unmarked_seen)
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
@@ -78,25 +80,7 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 64
 _COMPLETION_GUESS = 256        # answer tokens booked without max_tokens, until answers are seen
-_THINKERS: set[str] = set()    # models this process has warned of thinking aloud (LLMClient._thinks)
-# (api_base, model) -> the request parameters it refuses, as this process has seen (``_leave_out``).
-_REFUSED: dict[tuple[str, str], set[str]] = {}
-# (api_base, model) whose streams end with neither a finish_reason nor [DONE] (``_stream_chat``).
-_UNMARKED: set[tuple[str, str]] = set()
 USABLE_TRIES = 3              # answers asked for before an unusable one is an error
-
-
-# A model that refuses max_tokens is sent max_completion_tokens instead, with this much more room
-# for the reasoning that counts against it.
-REASONING_ALLOWANCE = 8192
-
-
-_DROPPED = {
-    "max_tokens": f"max_completion_tokens is sent instead, with {REASONING_ALLOWANCE} more for its reasoning",
-    "temperature": "the model's default is used, and its answers may differ between runs (cached ones do not)",
-    "logit_bias": "the gleaning check is asked in words",
-    "stream_options": "a streamed answer's tokens are counted here",
-}
 
 
 class ChatResult(msgspec.Struct):
@@ -333,7 +317,7 @@ class LLMClient:
         hint = "try another model or prompt"
         if last == CUT_OFF and max_tokens:
             limit, extra = "max_tokens", 0
-            if "max_completion_tokens" in self._sendable(payload):   # the reasoning counts too
+            if "max_completion_tokens" in sendable(self.settings.api_base, payload):   # the reasoning counts too
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
             hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
@@ -443,7 +427,7 @@ class LLMClient:
         model = payload["model"]
         spent = [0, 0]   # tries, kept across the askings again without a refused parameter
         while True:
-            sent = self._sendable(payload)
+            sent = sendable(self.settings.api_base, payload)
             expected = (sent.get("max_tokens") or sent.get("max_completion_tokens")
                         or self._expected_completion())
             try:
@@ -454,7 +438,7 @@ class LLMClient:
                 # (Calls under way when the first refusal came are refused too: each asks again.)
                 log.debug("%s refused %s (HTTP %s: %s); asking again without it", model, e.param,
                           e.status, e.message)
-                self._leave_out(model, e.param)
+                leave_out(self.settings.api_base, model, e.param)
         if answer.prompt_tokens < 0:
             answer.prompt_tokens = (prompt_tokens if prompt_tokens >= 0
                                     else self._prompt_estimate(messages))
@@ -466,43 +450,16 @@ class LLMClient:
         self._answer_tokens += answer.completion_tokens
         return answer, latency
 
-    def _leave_out(self, model: str, param: str) -> None:
-        """Notes that ``model`` refuses ``param`` (a request without it is refused as any other)."""
-        refused = _REFUSED.setdefault((self.settings.api_base, model), set())
-        if param not in refused:
-            refused.add(param)
-            log.warning("%s does not take %s, so it is left out of its requests: %s", model, param,
-                        _DROPPED.get(param, "the server said so"))
-
     def refuses(self, model: str, param: str) -> bool:
-        """Whether ``model`` is known to refuse the request parameter ``param`` (``_leave_out``)."""
-        return param in _REFUSED.get((self.settings.api_base, model), ())
-
-    def _sendable(self, payload: dict) -> dict:
-        """``payload`` without what its model refuses (``_leave_out``)."""
-        refused = _REFUSED.get((self.settings.api_base, payload["model"]))
-        if not refused:
-            return payload
-        out = {k: v for k, v in payload.items() if k not in refused}
-        if "max_tokens" in refused and payload.get("max_tokens"):
-            out["max_completion_tokens"] = payload["max_tokens"] + REASONING_ALLOWANCE
-        return out
+        """Whether ``model`` is known to refuse the request parameter ``param`` (``model_quirks``)."""
+        return refuses(self.settings.api_base, model, param)
 
     def _answer_text(self, text: str, model: str) -> str:
         """``text`` without its reasoning block (``split_reasoning``), noting a model that thinks."""
         answer, tag = split_reasoning(text)
         if tag is not None:
-            self._thinks(model, tag)
+            thinks_aloud(model, tag, self.thinking)
         return answer
-
-    def _thinks(self, model: str, tag: str) -> None:
-        if model not in self.thinking and model not in _THINKERS:
-            log.warning("%s thinks before it answers (<%s> ... </%s> in its text): the thinking is "
-                        "paid for and left out of the answer, and an answer limited to a few tokens "
-                        "(the gleaning check) ends inside it. Turn its thinking off where the server "
-                        "allows (Qwen3: /no_think), or use a model without it", model, tag, tag)
-        self.thinking.add(model)
-        _THINKERS.add(model)
 
     def _expected_completion(self) -> int:
         if not self._answers:
@@ -512,7 +469,7 @@ class LLMClient:
     async def _post_chat(self, payload: dict, stage: str = "",
                          tries: _Tries | None = None) -> tuple[Answer, float]:
         started = time.perf_counter()
-        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
+        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(sendable(self.settings.api_base, payload)),
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None)
         self._check_status(resp, self.chat_url, payload["model"], stage)
@@ -532,7 +489,7 @@ class LLMClient:
         A stream that ends with neither a ``finish_reason`` nor ``[DONE]`` was cut short, and is
         asked again, unless the server is one that ends every stream so: the same text twice
         in one call (``unmarked``: this call's earlier such texts) says it is, and from then on
-        its streams are taken as they end (``_UNMARKED``). ``tries``: the call's, told that the
+        its streams are taken as they end (``model_quirks.ends_unmarked``). ``tries``: the call's, told that the
         request went out and each piece of the answer, for the row of a call cancelled midway."""
         payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         limit = payload.get("max_tokens")   # pieces are about a token each
@@ -554,11 +511,11 @@ class LLMClient:
                 on_delta(f"{RESTARTED}{seen}")
                 shown[0], own = seen, True
 
-        visible = ReasoningFilter(show, thinks=payload["model"] in _THINKERS)   # (holds self.thinking)
+        visible = ReasoningFilter(show, thinks=payload["model"] in THINKERS)   # (holds self.thinking)
         finish_reason = None
         usage: dict = {}
         done = False
-        async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(self._sendable(payload)),
+        async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(sendable(self.settings.api_base, payload)),
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None) as resp:
             self._answered()
@@ -607,16 +564,11 @@ class LLMClient:
             raise web_page(page, "a stream of events", self.chat_url, self._replies.setting)
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
-            if server not in _UNMARKED and not (text and unmarked is not None and text in unmarked):
+            if not ends_unmarked(*server) and not (text and unmarked is not None and text in unmarked):
                 if unmarked is not None:
                     unmarked.append(text)
                 raise Retryable("the stream ended before the answer did (truncated)", 200)
-            if server not in _UNMARKED:
-                _UNMARKED.add(server)
-                log.warning("%s at %s ends its streamed answers with neither a finish_reason nor "
-                            "[DONE]: they are taken as they end, so one the connection cuts short "
-                            "cannot be told from a whole one; --no-stream avoids that",
-                            payload["model"], self.chat_url)
+            unmarked_seen(*server, self.chat_url)
             finish_reason = "stop"
         visible.flush()
         if not own and seen != shown[0]:   # a retry's whole answer is shorter than what was shown

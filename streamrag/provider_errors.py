@@ -45,7 +45,7 @@ _STAGE_BUDGETS = {
 
 # Request parameters a model may refuse (OpenAI's reasoning models: o1, o3, o4-mini, gpt-5 ...;
 # an Azure api-version older than 2024-09-01 refuses stream_options): such a model is asked
-# again without them, and the client leaves them out of its later requests (``LLMClient._leave_out``).
+# again without them, and the client leaves them out of its later requests (``model_quirks.leave_out``).
 _ADAPTABLE = ("max_tokens", "temperature", "logit_bias", "stop", "seed", "stream_options")
 
 

@@ -19,6 +19,7 @@ import pytest
 
 import streamrag.endpoint_health as endpoint_health
 import streamrag.llm as llm_module
+import streamrag.model_quirks as model_quirks
 import streamrag.try_timeouts as try_timeouts
 from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
@@ -44,8 +45,8 @@ def anyio_backend():
 def no_refusals_seen(monkeypatch):
     """Each test starts from a process that has seen no model refuse a parameter, nor a server
     end its streams unmarked."""
-    monkeypatch.setattr(llm_module, "_REFUSED", {})
-    monkeypatch.setattr(llm_module, "_UNMARKED", set())
+    monkeypatch.setattr(model_quirks, "REFUSED", {})
+    monkeypatch.setattr(model_quirks, "UNMARKED", set())
 
 
 def ask(text: str = "hello") -> list[dict]:
@@ -1769,7 +1770,7 @@ async def test_a_reasoning_model_is_asked_without_the_parameters_it_refuses(tmp_
     assert result.text == again.text == "YES"
     assert len(endpoint.requests) == 4 + 1 + 1   # three refusals, then one request per call
     sent = endpoint.bodies[3]
-    assert sent["max_completion_tokens"] == 1 + llm_module.REASONING_ALLOWANCE
+    assert sent["max_completion_tokens"] == 1 + model_quirks.REASONING_ALLOWANCE
     assert not {"max_tokens", "temperature", "logit_bias"} & sent.keys()
     assert endpoint.bodies[4] == {**sent, "messages": ask("other")}
     assert endpoint.bodies[5]["max_tokens"] == 5 and endpoint.bodies[5]["temperature"] == 0.0  # other models as before
