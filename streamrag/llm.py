@@ -38,6 +38,15 @@ error, and written with the next row or as the client closes.
 paid for (cache hits are counted in ``cached`` only).
 
 Without a store the client works the same, minus the cache and the rows.
+
+This module is the flow of a call (cache, admission, tries, record) and what ties its tries
+together: retries and backoff, and an endpoint that refuses connections or stops answering
+(``_never_answered``, ``_silent``). Its parts live beside it: ``answer_cache`` (the cache and
+the in-flight table), ``call_log`` (stats and ``llm_calls`` rows), ``ratelimit`` (the minute
+budgets), ``try_timeouts`` (how long a try waits), ``replies`` (what an HTTP reply says, in
+``provider_errors``' words), ``answer_check`` (what an answer must be), ``endpoint_health``
+(whether the endpoint fails everything), ``model_quirks`` (what models refuse or do) and
+``notices`` (the retry and wait lines).
 """
 
 from __future__ import annotations
@@ -150,6 +159,8 @@ MAX_BACKOFF_S = 60.0
 
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
 WAIT_NOTICE_S = 5.0
+
+
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
                     response_format: dict | None = None, stop: list[str] | None = None,
                     seed: int | None = None) -> dict:
@@ -469,7 +480,8 @@ class LLMClient:
     async def _post_chat(self, payload: dict, stage: str = "",
                          tries: _Tries | None = None) -> tuple[Answer, float]:
         started = time.perf_counter()
-        resp = await self._http.post(self.chat_url, content=msgspec.json.encode(sendable(self.settings.api_base, payload)),
+        request = msgspec.json.encode(sendable(self.settings.api_base, payload))
+        resp = await self._http.post(self.chat_url, content=request,
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None)
         self._check_status(resp, self.chat_url, payload["model"], stage)
@@ -515,7 +527,8 @@ class LLMClient:
         finish_reason = None
         usage: dict = {}
         done = False
-        async with self._http.stream("POST", self.chat_url, content=msgspec.json.encode(sendable(self.settings.api_base, payload)),
+        request = msgspec.json.encode(sendable(self.settings.api_base, payload))
+        async with self._http.stream("POST", self.chat_url, content=request,
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None) as resp:
             self._answered()
