@@ -1,0 +1,171 @@
+"""The model client's pure parts, without HTTP: the hopeless rule (endpoint_health), each
+model's timeout (try_timeouts), what a reply says (replies), what an answer must be
+(answer_check) and what a model refuses (model_quirks). The client's own tests (test_llm)
+drive them through a mock transport."""
+
+from collections import Counter
+
+import httpx
+import pytest
+
+import streamrag.endpoint_health as endpoint_health
+import streamrag.model_quirks as model_quirks
+from streamrag.answer_cache import Answer
+from streamrag.answer_check import CUT_OFF, checker
+from streamrag.call_log import UNUSABLE
+from streamrag.config import LLMSettings
+from streamrag.endpoint_health import HOPELESS_TRIES, EndpointHealth, GaveUp, failure
+from streamrag.errors import LLMRequestError, LLMUnavailableError
+from streamrag.provider_errors import Retryable
+from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
+from streamrag.try_timeouts import TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts
+
+
+def test_what_a_failed_try_says_of_the_endpoint():
+    assert failure(Retryable("HTTP 500: boom", 500)) == "hard"
+    assert failure(Retryable("HTTP 503: Service Unavailable", 503)) == "hard"   # a bare 503
+    assert failure(Retryable("HTTP 503: server busy, please try again", 503)) == "wait"   # Ollama's queue
+    assert failure(Retryable("HTTP 429: slow down", 429)) == "wait"
+    assert failure(Retryable("HTTP 504: gateway timeout", 504)) == "timeout"
+    assert failure(Retryable("no answer within 30 s (timeout)", timed_out=True)) == "timeout"
+    assert failure(Retryable("connection failed", refused=True)) == "timeout"
+    assert failure(Retryable("the answer was not valid JSON (truncated?)", 200)) == "hard"
+
+
+def test_hard_failures_over_hopeless_s_make_an_endpoint_hopeless(monkeypatch):
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+    health = EndpointHealth()
+    said = [health.tried("hard") for _ in range(HOPELESS_TRIES)]
+    assert said == [False] * (HOPELESS_TRIES - 1) + [True]   # said once, by the try that made it
+    assert health.hopeless and not health.tried("hard")
+    error = health.error("http://x/v1/chat/completions", "llm.api_base")
+    assert isinstance(error, GaveUp) and isinstance(error, LLMUnavailableError)
+    assert str(error).startswith(f"http://x/v1/chat/completions failed every one of the {HOPELESS_TRIES} "
+                                 "tries made in 0 s (12 HTTP errors, dropped connections or malformed answers)")
+    assert "check the server and the model at llm.api_base" in str(error)
+
+
+def test_an_endpoint_up_and_working_is_never_hopeless(monkeypatch):
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+    # Cut-off answers and waits as many as the hard failures: a server that is up.
+    health = EndpointHealth()
+    for kind in ["hard", "cut_off", "wait"] * 8:
+        health.tried(kind)
+    assert not health.hopeless
+    # Timeouts count neither way; unusable answers alone never make it.
+    for kinds in (["timeout"] * 30 + ["hard"] * 2, ["unusable"] * 30):
+        health = EndpointHealth()
+        for kind in kinds:
+            health.tried(kind)
+        assert not health.hopeless, kinds
+    # One usable answer, and no number of failures after it counts.
+    health = EndpointHealth()
+    health.tried("usable")
+    for _ in range(3 * HOPELESS_TRIES):
+        health.tried("hard")
+    assert not health.hopeless and not health.failed
+
+
+def test_hopeless_needs_hopeless_s_since_the_first_hard_failure():
+    hard = Counter(hard=HOPELESS_TRIES)
+    assert not endpoint_health.hopeless(hard, endpoint_health.HOPELESS_S - 1)
+    assert endpoint_health.hopeless(hard, endpoint_health.HOPELESS_S)
+    assert not endpoint_health.hopeless(Counter(hard=2, unusable=20), endpoint_health.HOPELESS_S)
+
+
+def test_a_models_timeout_grows_after_timeouts_and_comes_back_down():
+    timeouts = ModelTimeouts(1.0)
+    assert timeouts.of("m") == 1.0
+    timeouts.timed_out("m", 1.0)
+    assert timeouts.of("m") == 2.0 and timeouts.of("other") == 1.0
+    for _ in range(5):
+        timeouts.timed_out("m", timeouts.of("m"))
+    assert timeouts.of("m") == TIMEOUT_GROWTH_MAX * 1.0
+    # Quick answers in a row halve it; a slow one among them starts the count again.
+    for _ in range(TIMEOUT_SHRINK_AFTER - 1):
+        timeouts.answered("m", 0.1)
+    timeouts.answered("m", 3.0)
+    assert timeouts.of("m") == TIMEOUT_GROWTH_MAX
+    for _ in range(TIMEOUT_SHRINK_AFTER):
+        timeouts.answered("m", 0.1)
+    assert timeouts.of("m") == TIMEOUT_GROWTH_MAX / 2
+    for _ in range(TIMEOUT_SHRINK_AFTER):
+        timeouts.answered("m", 0.1)
+    assert timeouts.of("m") == 1.0 and "m" not in timeouts.grown   # not below the setting
+    assert timeouts.hang_s() == pytest.approx((2 * TIMEOUT_GROWTH_MAX - 1) * 1.0)
+
+
+def answer(text: str = "ok", finish: str | None = "stop") -> Answer:
+    return Answer(text=text, finish_reason=finish, prompt_tokens=1, completion_tokens=1)
+
+
+def test_what_an_answer_must_be():
+    check = checker(lambda t: t == "ok", "retry")
+    assert check(answer()) is None
+    assert check(answer("chatty")) == UNUSABLE
+    assert check(answer("ok", "length")) == CUT_OFF
+    assert check(answer("ok", "content_filter")) == UNUSABLE + ": stopped by a content filter"
+    assert checker(None, "accept")(answer("anything", "length")) is None
+    assert checker(None, "keep")(answer("anything", "length")) is None
+    assert checker(None, lambda t: len(t) < 5)(answer("short", "length")) == CUT_OFF
+    assert checker(None, lambda t: len(t) < 9)(answer("short", "length")) is None
+    # Nothing at all, cut off (thinking ran to max_tokens): asked again with more room.
+    assert checker(lambda t: bool(t.strip()), "accept")(answer("  ", "length")) == CUT_OFF
+
+
+def test_a_chat_reply_is_read_or_retried():
+    resp = httpx.Response(200, json={})
+    got = chat_answer({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 1}}, resp)
+    assert got == Answer(text="hi", finish_reason="stop", prompt_tokens=3, completion_tokens=1)
+    assert chat_answer({"choices": [{"message": None}]}, resp).prompt_tokens == -1   # no usage: counted here
+    for body, said in (([], "not a JSON object"), ({"choices": {}}, "'choices' is not a list"),
+                       ({"choices": []}, "answer without choices"),
+                       ({"choices": [{"message": "hi"}]}, "'message' is not an object")):
+        with pytest.raises(Retryable, match=said):
+            chat_answer(body, resp)
+
+
+def test_a_streamed_events_pieces_thinking_and_finish():
+    event = {"choices": [{"delta": {"content": "Hel"}}, {"delta": {"reasoning_content": "hm"}},
+                         {"delta": {}, "finish_reason": "stop"}], "usage": {"completion_tokens": 2}}
+    assert list(event_deltas(event)) == [("Hel", [], None), ("", ["hm"], None), ("", [], "stop")]
+    assert event_usage(event) == {"completion_tokens": 2} and event_usage({"usage": {}}) is None
+    # A malformed choice raises when it comes: the choices before it were taken.
+    deltas = event_deltas({"choices": [{"delta": {"content": "a"}}, "b"]})
+    assert next(deltas) == ("a", [], None)
+    with pytest.raises(Retryable, match="choice is not an object"):
+        next(deltas)
+
+
+def replies(base_from: str = "") -> Replies:
+    settings = LLMSettings(api_base="http://x/v1")
+    return Replies(settings, "", base_from, "http://x/v1/chat/completions", "http://x/v1/embeddings")
+
+
+def test_an_error_status_is_retried_or_says_what_to_change():
+    url = "http://x/v1/chat/completions"
+    said = replies()
+    said.check_status(httpx.Response(200, json={}), url, "m1")
+    with pytest.raises(Retryable) as e:
+        said.check_status(httpx.Response(503, headers={"Retry-After": "7"}, json={"error": {"message": "busy"}}),
+                          url, "m1")
+    assert e.value.retry_after == 7 and e.value.status == 503   # the client pauses every request for it
+    with pytest.raises(LLMRequestError, match=r"wrong api_base: m1 at .*, or --api-base \(404 page not found\)"):
+        replies("--api-base").check_status(httpx.Response(404, text="404 page not found"), url, "m1")
+    with pytest.raises(LLMRequestError, match="longer than m1's context"):
+        said.stream_error({"message": "maximum context length exceeded", "code": 400}, "m1", "extract")
+    with pytest.raises(Retryable, match="error in the stream: boom"):
+        said.stream_error("boom", "m1", "extract")
+
+
+def test_a_refused_max_tokens_is_sent_as_max_completion_tokens(monkeypatch):
+    monkeypatch.setattr(model_quirks, "REFUSED", {})
+    payload = {"model": "o3", "messages": [], "max_tokens": 10, "temperature": 0.0}
+    assert model_quirks.sendable("http://x/v1", payload) is payload
+    model_quirks.leave_out("http://x/v1", "o3", "max_tokens")
+    model_quirks.leave_out("http://x/v1", "o3", "temperature")
+    assert model_quirks.sendable("http://x/v1", payload) == {
+        "model": "o3", "messages": [], "max_completion_tokens": 10 + model_quirks.REASONING_ALLOWANCE}
+    assert model_quirks.refuses("http://x/v1", "o3", "temperature")
+    assert not model_quirks.refuses("http://other/v1", "o3", "temperature")   # per endpoint
