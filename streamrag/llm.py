@@ -40,13 +40,14 @@ paid for (cache hits are counted in ``cached`` only).
 Without a store the client works the same, minus the cache and the rows.
 
 This module is the flow of a call (cache, admission, tries, record) and what ties its tries
-together: retries and backoff, and an endpoint that refuses connections or stops answering
-(``_never_answered``, ``_silent``). Its parts live beside it: ``answer_cache`` (the cache and
-the in-flight table), ``call_log`` (stats and ``llm_calls`` rows), ``ratelimit`` (the minute
-budgets), ``try_timeouts`` (how long a try waits), ``replies`` (what an HTTP reply says, in
-``provider_errors``' words), ``answer_check`` (what an answer must be), ``endpoint_health``
-(whether the endpoint fails everything), ``model_quirks`` (what models refuse or do) and
-``notices`` (the retry and wait lines).
+together: retries and backoff, the one try that checks whether a silent server is back, and
+when refusals end a call (``_never_answered``). Its parts live beside it: ``answer_cache`` (the
+cache and the in-flight table), ``call_log`` (stats and ``llm_calls`` rows), ``ratelimit`` (the
+minute budgets), ``try_timeouts`` (how long a try waits), ``replies`` (what an HTTP reply says,
+in ``provider_errors``' words), ``answer_check`` (what an answer must be), ``endpoint_reach``
+(whether the endpoint answers, refuses or hangs), ``endpoint_health`` (whether it fails
+everything), ``model_quirks`` (what models refuse or do) and ``notices`` (the retry and wait
+lines).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
+from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
                                     thinks_aloud, unmarked_seen)
@@ -218,14 +220,9 @@ class LLMClient:
         self._admission = anyio.Lock()  # requests take rate budget one at a time, in order
         self._paused_until = 0.0
         self._timeouts = ModelTimeouts(settings.request_timeout_s)   # per model, grown after timeouts
-        self._reached = False     # some request got an HTTP answer (the endpoint exists)
-        self._refused_since: float | None = None  # every attempt refused since then
-        self._last_answer = time.monotonic()    # (or when the client was made)
-        self._timing_out_since: float | None = None   # tries have timed out since, none answered
-        self._timing_out_calls: set[int] = set()      # ... of these calls (``_calls`` numbers)
+        self._reach = EndpointReach()   # answered at all, refusing since, silent (it hangs)
         self._calls = itertools.count()
-        self._silent = False    # ... for as long as one call's tries take to end: it hangs
-        self._probe: anyio.Event | None = None   # ... and one try is finding out whether it is
+        self._probe: anyio.Event | None = None   # once it hangs, one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
         self._health = EndpointHealth()   # whether every try failed (``hopeless``)
@@ -531,7 +528,7 @@ class LLMClient:
         async with self._http.stream("POST", self.chat_url, content=request,
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None) as resp:
-            self._answered()
+            self._reach.answered()
             if resp.status_code != 200:
                 await resp.aread()
                 self._check_status(resp, self.chat_url, payload["model"], stage)
@@ -698,7 +695,7 @@ class LLMClient:
         streak: float | None = None   # when they began
         waited = 0.0   # seconds this call's tries timed out after
         hung = False   # ... as long as a dead server's tries took before the timeouts grew
-        cut = False    # ended early: another call found the server silent (``_silent``)
+        cut = False    # ended early: another call found the server silent (``EndpointReach.silent``)
 
         async def one() -> Any:
             nonlocal refused_n, streak, hung, waited, cut
@@ -722,19 +719,12 @@ class LLMClient:
                     # Tries of any call timing out, and no answer to any, for as long as one
                     # call's would take to end: the server hangs (``_attempt``). A slow server
                     # answering other calls meanwhile does not.
-                    now = time.monotonic()   # (a try begun before the last answer counts from it)
-                    began = max(self._last_answer, now - timeout)
-                    self._timing_out_since = min(self._timing_out_since or began, began)
-                    self._timing_out_calls.add(call)
-                    # ... of more than one call: one call slower than any timeout, alone, is not
-                    # a server that stopped answering everyone.
-                    if now - self._timing_out_since >= self._timeouts.hang_s() and len(self._timing_out_calls) > 1:
-                        self._silent = True
-                    cut = self._silent and not hung
+                    self._reach.timed_out(call, timeout, self._timeouts.hang_s())
+                    cut = self._reach.silent and not hung
                     if cut and self._probe is not None:   # (a try of this call begun before it)
                         await self._probe.wait()   # a try checks whether it is back: wait and see
-                        cut = self._silent and not hung
-                if (e.refused and self._reached or e.loading) and self.settings.max_retries > 0:
+                        cut = self._reach.silent and not hung
+                if (e.refused and self._reach.reached or e.loading) and self.settings.max_retries > 0:
                     now = time.monotonic()   # (max_retries 0: never retry)
                     streak = now if streak is None else streak
                     e.refused_for = now - streak
@@ -773,13 +763,13 @@ class LLMClient:
                 raise self._silent_error(url) from None
             if self.hopeless:
                 raise self._hopeless_error(url) from None
-            if e.refused and not self._reached:
+            if e.refused and not self._reach.reached:
                 raise LLMUnavailableError(
                     not_answering(url, e.detail, self._replies.setting)) from None
-            if e.refused and self._down_s() >= DOWN_AFTER_S:
+            if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
-                    f"{self._down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
+                    f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
                     "run the same command (finished work is kept)") from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
@@ -826,7 +816,7 @@ class LLMClient:
         while True:
             await self._probe_outcome()
             async with self._slots:
-                if self._silent and self._probe is not None:
+                if self._reach.silent and self._probe is not None:
                     continue   # a try began checking while this one waited for a slot: wait for it
                 return await self._attempt_in_slot(tokens, attempt, timeout, allowance)
 
@@ -838,9 +828,9 @@ class LLMClient:
         at a 1 s timeout, 10 hours at the default); if it was answered, they go on (they failed
         as well, so a run that saw the server come back still ended with failed items)."""
         probe = self._probe
-        if self._silent and probe is not None:
+        if self._reach.silent and probe is not None:
             await probe.wait()
-            if self._silent:
+            if self._reach.silent:
                 raise _Silent
 
     async def _attempt_in_slot(self, tokens: int, attempt: Callable[[], Any], timeout: float,
@@ -849,7 +839,7 @@ class LLMClient:
         if self.hopeless:
             raise _Hopeless
         probe = None
-        if self._silent:   # at the setting's time, not the grown one: each stage paid 4 timeouts
+        if self._reach.silent:   # at the setting's time, not the grown one: each stage paid 4 timeouts
             probe = self._probe = anyio.Event()   # to learn it still hangs
             timeout = min(timeout, self.settings.request_timeout_s)
             allowance = timeout + min(1.0, timeout)
@@ -869,9 +859,7 @@ class LLMClient:
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
                 self._give_back(tickets)
                 if isinstance(e, httpx.ConnectError):
-                    if self._refused_since is None:
-                        self._refused_since = time.monotonic()
-                    self._quiet_again()
+                    self._reach.refused()
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
                 raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
             except httpx.TimeoutException:
@@ -896,40 +884,18 @@ class LLMClient:
         exc = state.outcome.exception() if state.outcome else None
         if not (isinstance(exc, Retryable) and exc.refused):
             return False
-        if not self._reached:
+        if not self._reach.reached:
             return state.attempt_number >= _REFUSED_ATTEMPTS
-        return self._down_s() >= DOWN_AFTER_S
-
-    def _down_s(self) -> float:
-        """Seconds every connection has been refused (0 while the endpoint answers)."""
-        return 0.0 if self._refused_since is None else time.monotonic() - self._refused_since
+        return self._reach.down_s() >= DOWN_AFTER_S
 
     @property
     def reached(self) -> bool:
         """Whether the endpoint has given any HTTP answer to this client (errors included)."""
-        return self._reached
-
-    def _answered(self) -> None:
-        """The endpoint gave an HTTP answer: it exists, and it is up."""
-        self._reached = True
-        self._refused_since = None
-        self._last_answer = time.monotonic()
-        self._quiet_again()
-
-    def _quiet_again(self) -> None:
-        """Forgets that tries timed out: an answer came, or a refused connection says the
-        server is down (``_never_answered`` says that, not "it hangs")."""
-        self._timing_out_since = None
-        self._timing_out_calls = set()
-        self._silent = False
+        return self._reach.reached
 
     def _silent_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because the server stopped answering (``_retrying``)."""
-        return LLMUnavailableError(
-            f"{url} has answered nothing for {time.monotonic() - self._last_answer:.0f} s, every try "
-            "timed out (one try at a time checks whether it answers again): the server hangs, or is "
-            f"too slow for llm.request_timeout_s = {self.settings.request_timeout_s:g}; restart it or "
-            "raise the setting, then run the same command (finished work is kept)")
+        return self._reach.silent_error(url, self.settings.request_timeout_s)
 
     async def _admit(self, tokens: int) -> list[tuple[MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,
@@ -989,7 +955,7 @@ class LLMClient:
                 line = (f"{url}: {getattr(exc, 'detail', exc)}; retry "
                         f"{getattr(exc, 'tries', 0) or state.attempt_number}/"
                         f"{self.settings.max_retries} in {wait:.1f} s")
-            if getattr(exc, "refused", False) and not self._reached:
+            if getattr(exc, "refused", False) and not self._reach.reached:
                 log.debug(line)
             else:
                 self._notice("retry", line)
@@ -999,9 +965,9 @@ class LLMClient:
         self._notices.say(self.settings.api_base, kind, line)
 
     def _check_status(self, resp: httpx.Response, url: str, model: str, stage: str = "") -> None:
-        """The endpoint answered (``_answered``); an error status raises what it is
+        """The endpoint answered (``EndpointReach.answered``); an error status raises what it is
         (``Replies.check_status``), a wait it asks for pausing every request of this client."""
-        self._answered()
+        self._reach.answered()
         try:
             self._replies.check_status(resp, url, model, stage)
         except Retryable as e:

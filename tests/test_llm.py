@@ -853,13 +853,13 @@ async def test_calls_that_come_while_one_checks_a_hung_server_go_on_when_it_answ
     with anyio.fail_after(10):
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
             await gather_errors(llm, [f"c{i}" for i in range(4)])
-            assert llm._silent
+            assert llm._reach.silent
             endpoint.hanging, endpoint.latency = False, 0.05   # back, and each answer takes 0.05 s
             sent = len(endpoint.timeouts)
             after = await gather_errors(llm, [f"d{i}" for i in range(6)])
     assert after == {f"d{i}": f"echo: d{i}" for i in range(6)}
     assert endpoint.timeouts[sent] == 0.1 and len(endpoint.timeouts) == sent + 6   # one checked first
-    assert not llm._silent
+    assert not llm._reach.silent
 
 
 async def test_a_call_timed_out_while_one_checks_a_hung_server_waits_for_that_check(tmp_path):
@@ -875,7 +875,7 @@ async def test_a_call_timed_out_while_one_checks_a_hung_server_waits_for_that_ch
         async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=4) as (llm, _):
             async def probe() -> None:   # from 0.25 s to 0.5 s; "slow" times out at 0.4 s
                 await anyio.sleep(0.25)
-                llm._silent = True   # as found after 1 + 2 + 4 timeouts
+                llm._reach.silent = True   # as found after 1 + 2 + 4 timeouts
                 out.update(await gather_errors(llm, ["check"]))
 
             async with anyio.create_task_group() as tg:
@@ -900,7 +900,7 @@ async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp
                 return [(await llm.chat(ask(f"q{i}"), model="m1", stage="s")).text for i in range(30)]
 
             results = await gather_errors(llm, ["slow"])   # alone, nothing else asked: not silent
-            assert "failed 3 time(s)" in results["slow"] and not llm._silent
+            assert "failed 3 time(s)" in results["slow"] and not llm._reach.silent
             assert (await gather_errors(llm, ["next"])) == {"next": "echo: next"}
             out: dict[str, object] = {}
             async with anyio.create_task_group() as tg:
@@ -937,7 +937,7 @@ async def test_silence_counts_from_the_last_answer(tmp_path):
                     seen["answer"] = time.monotonic() - started
 
             async def watch() -> None:
-                while not llm._silent:
+                while not llm._reach.silent:
                     await anyio.sleep(0.005)
                 seen["silent"] = time.monotonic() - started
 
@@ -968,11 +968,11 @@ async def test_a_refused_connection_after_a_hang_is_said_as_refused(tmp_path, mo
             await gather_errors(llm, ["first"])
             mode["now"] = "hang"
             await gather_errors(llm, [f"c{i}" for i in range(4)])
-            assert llm._silent
+            assert llm._reach.silent
             mode["now"] = "refuse"
             probe = await gather_errors(llm, ["d0"])   # one try at a time: this one, refused
             later = await gather_errors(llm, ["d1"])
-    assert not llm._silent
+    assert not llm._reach.silent
     assert "refused every connection" in probe["d0"] and "refused every connection" in later["d1"], (probe, later)
 
 
