@@ -1,7 +1,7 @@
-"""The model client's pure parts, without HTTP: the hopeless rule (endpoint_health), each
-model's timeout (try_timeouts), what a reply says (replies), what an answer must be
-(answer_check) and what a model refuses (model_quirks). The client's own tests (test_llm)
-drive them through a mock transport."""
+"""The model client's pure parts, without HTTP: the hopeless rule (endpoint_health), whether
+the endpoint answers (endpoint_reach), each model's timeout (try_timeouts), what a reply says
+(replies), what an answer must be (answer_check) and what a model refuses (model_quirks). The
+client's own tests (test_llm) drive them through a mock transport."""
 
 from collections import Counter
 
@@ -15,6 +15,7 @@ from streamrag.answer_check import CUT_OFF, checker
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings
 from streamrag.endpoint_health import HOPELESS_TRIES, EndpointHealth, GaveUp, failure
+from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import LLMRequestError, LLMUnavailableError
 from streamrag.provider_errors import Retryable
 from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
@@ -169,3 +170,29 @@ def test_a_refused_max_tokens_is_sent_as_max_completion_tokens(monkeypatch):
         "model": "o3", "messages": [], "max_completion_tokens": 10 + model_quirks.REASONING_ALLOWANCE}
     assert model_quirks.refuses("http://x/v1", "o3", "temperature")
     assert not model_quirks.refuses("http://other/v1", "o3", "temperature")   # per endpoint
+
+
+def test_an_endpoint_is_silent_once_tries_of_two_calls_timed_out_for_the_hang(monkeypatch):
+    import streamrag.endpoint_reach as endpoint_reach
+
+    clock = [100.0]
+    monkeypatch.setattr(endpoint_reach.time, "monotonic", lambda: clock[0])
+    reach = EndpointReach()
+    assert not reach.reached and reach.down_s() == 0.0
+    clock[0] += 10
+    reach.timed_out(1, 10.0, 7.0)
+    assert not reach.silent            # one call slower than any timeout is not a silent server
+    reach.timed_out(2, 10.0, 7.0)
+    assert reach.silent                # two calls' tries, timing out for the hang
+    assert str(reach.silent_error("http://x/v1/chat/completions", 1.0)).startswith(
+        "http://x/v1/chat/completions has answered nothing for 10 s, every try timed out")
+    reach.refused()                    # down, not hung
+    assert not reach.silent
+    clock[0] += 5
+    assert reach.down_s() == 5.0
+    reach.answered()
+    assert reach.reached and reach.down_s() == 0.0
+    clock[0] += 3
+    reach.timed_out(1, 10.0, 7.0)      # a try begun before the last answer counts from it
+    reach.timed_out(2, 10.0, 7.0)
+    assert not reach.silent
