@@ -16,17 +16,14 @@ import re
 
 # Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
 _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
-# Code, kept as written (group 1): a fenced block, closed by a fence of its character at least
-# as long (CommonMark: a ```` block shows ``` fences), or an inline code span, closed by a run of
-# as many backticks (group 3: ``a `[[x]]` b`` holds one; up to 16 of them: a run with no
-# match scans to the end of its line, and a line of runs of each length took seconds). A ```
-# fence's info string holds no backtick: "```ls``` first." is a code span, not a fence.
-_CODE = (r"(^[ \t]*(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ \t]*\2(?:(?<=`)`*|(?<=~)~*)[ \t]*$|\Z)"
-         r"|(?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\3(?!`))")
-# An HTML comment, outside code: fenced blocks and inline code spans are matched first and kept.
-# Group 4: a <!-- that closes nowhere, kept with all after it in one match (each such <!-- on
-# the line of the last --> scanned on to the end: 20,000 of them on one line took 7 s).
-_HTML_COMMENT = re.compile(_CODE + r"|<!--.*?-->|(<!--.*)", re.DOTALL | re.MULTILINE)
+# An HTML comment outside a code span (group 1, kept as written: closed by a run of as many
+# backticks, CommonMark, so ``a `<!--` b`` holds one; up to 16 of them: a run with no match
+# scans to the end of its line, and a line of runs of each length took seconds). Code blocks are
+# ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of text
+# four columns in ("Para\n    ```") for one, and the comments after it stayed in. Group 3: a <!--
+# that closes nowhere, kept with all after it in one match (each such <!-- on the line of the
+# last --> scanned on to the end: 20,000 of them on one line took 7 s).
+_HTML_COMMENT = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|<!--.*?-->|(<!--.*)", re.DOTALL)
 # A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
 # inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
 # ("Para\n    ```") for a fence, and the links after it stayed as written.
@@ -84,7 +81,7 @@ def without_comments(text: str) -> str:
 
 
 def _comments_off(text: str) -> str:
-    """``text`` without its HTML comments (fences and code spans kept). A ``<!--`` after the last
+    """``text`` (no code block in it) without its HTML comments, code spans kept. A ``<!--`` after the last
     ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
     span ends with its line), or each such ``<!--`` would scan on to the end of the text
     (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
@@ -93,7 +90,7 @@ def _comments_off(text: str) -> str:
         return text
     end = text.find("\n", last)
     end = len(text) if end < 0 else end
-    return _HTML_COMMENT.sub(lambda m: m.group(1) or m.group(4) or "", text[:end]) + text[end:]
+    return _HTML_COMMENT.sub(lambda m: m.group(1) or m.group(3) or "", text[:end]) + text[end:]
 
 
 def as_shown(text: str) -> str:
