@@ -49,7 +49,8 @@ TITLE_CHARS = 100
 # off, and fenced code where CommonMark opens it (after a list item's marker; never in a line of
 # text four columns in); a quote in a list item ("1. > a") loses its marks. 8: indented code
 # in a quote (">     code") is kept as written; a ``` four columns in a quote opens no code.
-# 9: nor does one under a paragraph hide the HTML comments after it from being taken out.
+# 9: nor does one under a paragraph hide the HTML comments after it from being taken out; a
+# line of no-break spaces is text, not a blank line.
 VERSION = "9"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up

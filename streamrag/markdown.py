@@ -162,7 +162,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     in_comment = False
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     for line in lines:
-        if fence and (not line.strip() or _indent(line)[0] >= fence_base):
+        if fence and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
                 fence = None
             out.append(line)
@@ -175,7 +175,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append(line)
             code.append(False)
             continue
-        blank = not line.strip()
+        blank = not line.strip(" \t")   # (CommonMark: a line of no-break spaces is text)
         if not items and not quoted_fence and (blank or line[0].isalpha()):
             # Most lines: blank, or a paragraph's text at the margin, outside a list or quoted
             # code; what the general case below makes of them, without its matches per line.
@@ -208,7 +208,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         if not blank and indent - base < 4 and (first in "-+*" or first.isdigit()) \
                 and not (line.count(first) >= 3 and _BREAK.match(line, start)):
             item = _ITEM.match(line, start)
-            rest = line[item.end():].strip() if item else ""
+            rest = line[item.end():].strip(" \t") if item else ""
             number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
             if item and para and not popped and (not rest or number and int(number) != 1):
                 item = None   # CommonMark: only a list from 1, with text, interrupts a paragraph
@@ -249,7 +249,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             at = line[start:start + 1] if item else first   # what a heading, break or comment begins with
             para = not opened and not (at in "#-*_<" and (
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
-                and bool(line[start:].strip())
+                and bool(line[start:].strip(" \t"))
             in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
             code.append(bool(opened))
@@ -265,7 +265,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             code.append(True)
             continue
         indent_in = _indent(inner)[0] if inner[:1] in " \t" else 0
-        if indent_in >= 4 and inner.strip() and (not quote_para or depth > was) and not quote_items:
+        if indent_in >= 4 and inner.strip(" \t") and (not quote_para or depth > was) and not quote_items:
             # Indented code in the quote (CommonMark: not under its paragraph, which a deeper
             # quote interrupts), kept as written once the marks are off.
             out.append(lead + inner)
@@ -281,7 +281,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         quote_items = quote_items or bool(_ITEM.match(inner))
         if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
-        para = quote_para = bool(inner.strip())
+        para = quote_para = bool(inner.strip(" \t"))
         in_comment = comments and _opens_comment(inner)
         out.append(lead + inner)
         code.append(False)

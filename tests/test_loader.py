@@ -394,6 +394,21 @@ def test_a_line_of_text_four_columns_in_opens_no_code_that_keeps_comments(tmp_pa
         assert "private" not in shown and shown.endswith("    ```\nBo Lund stayed.\n")
 
 
+def test_a_line_of_no_break_spaces_is_text_not_a_blank_line():
+    from streamrag.markdown import as_shown
+
+    # CommonMark: only spaces and tabs make a blank line. A line of U+00A0 (pasted from a web
+    # page) ended the paragraph, and its next line four columns in was read as code: the link
+    # in it kept as written, its "|" too.
+    for blank in ("\u00a0", " \u00a0 "):
+        assert as_shown(f"Ada Osk sailed.\n{blank}\n    with [[Bo Lund|Bo]].") == \
+            f"Ada Osk sailed.\n{blank}\n    with Bo."
+    assert as_shown("> Ada Osk sailed.\n>\u00a0\n>     with [[Bo Lund|Bo]].") == \
+        "Ada Osk sailed.\n\u00a0\n    with Bo."
+    assert as_shown("Ada Osk sailed.\n \t\n    with [[Bo Lund|Bo]].") == \
+        "Ada Osk sailed.\n \t\n    with [[Bo Lund|Bo]]."   # (a blank line, then code)
+
+
 def test_many_comments_never_closed_on_one_line_take_no_time():
     import time
 
