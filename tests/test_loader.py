@@ -288,6 +288,20 @@ def test_a_leading_block_of_lines_that_are_not_yaml_is_text_not_front_matter(tmp
     assert read_documents(link, root=tmp_path)[0][0].text.startswith("---\nSee https://example.org\n")
 
 
+def test_a_leading_block_with_long_runs_of_blanks_is_read_at_once():
+    import time
+
+    from streamrag.markdown import front_matter
+
+    # Whether a line is YAML tried each run of blanks from each character before it: a line of
+    # 100 runs of 10,000 (the most a file keeps) took 8 s.
+    text = "---\nSlide" + (" " * 10000 + "one") * 100 + "\n---\nSlide two\n"
+    start = time.process_time()
+    assert front_matter(text) == (text, None)
+    assert time.process_time() - start < 1
+    assert front_matter("---\ntitle : Quay\n'a b' : 1\n\"c\":\n---\nAda") == ("Ada", "Quay")
+
+
 def test_an_index_reads_again_the_files_the_loader_now_reads_otherwise(tmp_path, monkeypatch):
     # A new way of reading files is a new loader version: an index of the first slide lost as
     # front matter gets it once the file is read again, though the file did not change.
