@@ -50,7 +50,8 @@ TITLE_CHARS = 100
 # text four columns in); a quote in a list item ("1. > a") loses its marks. 8: indented code
 # in a quote (">     code") is kept as written; a ``` four columns in a quote opens no code.
 # 9: nor does one under a paragraph hide the HTML comments after it from being taken out; a
-# line of no-break spaces is text, not a blank line.
+# line of no-break spaces is text, not a blank line; a lazy line goes on with its quote, and a
+# quote after a list item holding one is a new quote.
 VERSION = "9"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up

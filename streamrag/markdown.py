@@ -186,7 +186,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             else:
                 quote_para, para = quote_para and para, True
                 in_comment = comments and _opens_comment(line)
-            depth, quote_items = 0, False
+            if not quote_para:   # (a lazy line of a quote's paragraph: the quote goes on)
+                depth, quote_items = 0, False
             out.append(line)
             code.append(False)
             continue
@@ -199,6 +200,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:], first)):
             items.pop()   # (else a lazy continuation of the item's paragraph)
             popped = True
+        if popped and first == ">" and indent - (items[-1] if items else 0) < 4:
+            depth, quote_para = 0, False   # a new quote: the one in the item ended with it
         base = items[-1] if items else 0
         if indent >= base:
             start = _cut(line, base) if base else 0
@@ -234,13 +237,14 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out[-1] += "\n" + quoted_fence
             quoted_fence = None
         if not quote:
-            depth, quote_items = 0, False
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
                 out.append(line)
                 code.append(indented)
                 para = para and not blank
                 quote_para = quote_para and para
+                if not quote_para:
+                    depth, quote_items = 0, False
                 in_comment = comments and not indented and _opens_comment(line)
                 continue
             # (in a list item, after its marker)
@@ -248,6 +252,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
+            if not quote_para:
+                depth, quote_items = 0, False
             at = line[start:start + 1] if item else first   # what a heading, break or comment begins with
             para = not opened and not (at in "#-*_<" and (
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \

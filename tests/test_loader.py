@@ -423,6 +423,21 @@ def test_a_line_of_no_break_spaces_is_text_not_a_blank_line():
         "Ada Osk sailed.\n \t\n    with [[Bo Lund|Bo]]."   # (a blank line, then code)
 
 
+def test_a_lazy_line_goes_on_with_its_quote_and_a_quote_after_a_list_item_is_a_new_one():
+    from streamrag.markdown import as_shown
+
+    # CommonMark: a line of text without ">" under a quote's paragraph continues it, and so
+    # does the quote: the next ">     " line is the paragraph's text, not code (the lazy line
+    # ended the quote, and the link in it was kept as written), nor is "[!tip]" a new callout.
+    assert as_shown("> [!note] Ada\nsailed on the\n>     [[Velo|harbour]] boat.") == \
+        "Ada\nsailed on the\n    harbour boat."
+    assert as_shown("> Ada\nsailed on the\n> [!tip] Velo.") == "Ada\nsailed on the\n[!tip] Velo."
+    # A quote in a list item ends with the item: a ">" at the margin opens a new quote, whose
+    # line four columns in is code (it was read as the item's quote's text).
+    assert as_shown("- > Ada sailed.\n>     ls [[x|y]]") == "- Ada sailed.\n    ls [[x|y]]"
+    assert as_shown("1. > Ada sailed.\n> [!tip] Bo [[x|y]]") == "1. Ada sailed.\nBo y"
+
+
 def test_many_comments_never_closed_on_one_line_take_no_time():
     import time
 
