@@ -24,6 +24,9 @@ _FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:
 # that closes nowhere, kept with all after it in one match (each such <!-- on the line of the
 # last --> scanned on to the end: 20,000 of them on one line took 7 s).
 _HTML_COMMENT = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|<!--.*?-->|(<!--.*)", re.DOTALL)
+# A code span (group 1, kept) or an Obsidian comment, %%...%% (hidden in its reading view: a
+# private note there was indexed and quoted). One left open stays text, as Obsidian shows it.
+_OBSIDIAN_COMMENT = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|%%.*?%%", re.DOTALL)
 # A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
 # inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
 # ("Para\n    ```") for a fence, and the links after it stayed as written.
@@ -74,25 +77,25 @@ def front_matter(text: str) -> tuple[str, str | None]:
 
 
 def without_comments(text: str) -> str:
-    """Markdown ``text`` without its HTML comments; code, fenced (in a quote too) or indented,
-    kept as written."""
-    if "-->" not in text:
+    """Markdown ``text`` without its HTML comments and Obsidian's ``%%`` comments; code, fenced
+    (in a quote too) or indented, kept as written."""
+    if "-->" not in text and "%%" not in text:
         return text
     _, code = _blocks(text, comments=True)
     return _outside_code(text.split("\n"), code, _comments_off) if any(code) else _comments_off(text)
 
 
 def _comments_off(text: str) -> str:
-    """``text`` (no code block in it) without its HTML comments, code spans kept. A ``<!--`` after the last
-    ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
+    """``text`` (no code block in it) without its HTML and ``%%`` comments, code spans kept. A
+    ``<!--`` after the last ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
     span ends with its line), or each such ``<!--`` would scan on to the end of the text
     (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
     last = text.rfind("-->")
-    if last < 0:
-        return text
-    end = text.find("\n", last)
-    end = len(text) if end < 0 else end
-    return _HTML_COMMENT.sub(lambda m: m.group(1) or m.group(3) or "", text[:end]) + text[end:]
+    if last >= 0:
+        end = text.find("\n", last)
+        end = len(text) if end < 0 else end
+        text = _HTML_COMMENT.sub(lambda m: m.group(1) or m.group(3) or "", text[:end]) + text[end:]
+    return _OBSIDIAN_COMMENT.sub(lambda m: m.group(1) or "", text) if "%%" in text else text
 
 
 def as_shown(text: str) -> str:

@@ -765,3 +765,19 @@ def test_a_run_of_a_million_blanks_is_cut_before_the_tokenizer_sees_it(tmp_path)
     [doc], _ = read_documents(f, root=tmp_path)
     assert doc.text == "Bob" + " " * 10_000 + ".\nAda\t\t met Bram.\n\n\n"
     assert count_tokens(doc.text) > 0
+
+
+def test_obsidian_comments_are_not_indexed(tmp_path):
+    # Obsidian hides %%...%% in its reading view; a private note there was indexed and quoted.
+    from streamrag.markdown import as_shown, without_comments
+
+    assert without_comments("Plan %%fire Bo%% now") == "Plan  now"
+    assert without_comments("Ada.\n%%\nprivate: Hidden Person\n%%\nBo.") == "Ada.\n\nBo."
+    assert without_comments("Use `%%x%%` in printf.") == "Use `%%x%%` in printf."   # code span
+    assert without_comments("```\n%% kept %%\n```\nAda %%gone%%.") == "```\n%% kept %%\n```\nAda ."
+    assert without_comments("A 50%% rise") == "A 50%% rise"   # one left open stays text
+    text = "Ada %%[[Secret|Hidden]]%% met [[Bo Lund|Bo]] <!-- x -->."
+    assert as_shown(without_comments(text)) == "Ada  met Bo ."
+    (tmp_path / "n.md").write_text("# Quay\n\nAda Osk rebuilt the quay. %%ask Hidden Person%%\n")
+    [doc], _ = read_documents(tmp_path / "n.md", root=tmp_path)
+    assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text
