@@ -430,6 +430,49 @@ def last_failure(store: Store, run_id: str) -> str:
     return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
+def settled_items(store: Store, runs: int) -> list[dict]:
+    """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
+    (``graph_state.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, runs,
+    message, created_at}`` with the newest failure recorded for each (``message`` None when
+    none is left: ``prune``), summaries first, then reports, each by item.
+
+    Only the run that settles an item records a failure for it (the runs after it ask nothing),
+    so they are found from the counts the runs leave in ``meta``: a summary's by element id
+    (``summary_unusable``; one in ``summary_fallbacks`` too, failed since in an outage, is asked
+    again), a report's by attempt (``report_unusable``: its context key and output budget),
+    recorded as failed under the community whose ``context_key`` that is."""
+    def meta(key: str, default: str, kind):
+        try:
+            return msgspec.json.decode(store.get_meta(key) or default, type=kind)
+        except msgspec.DecodeError:   # not as written: nothing is said settled
+            return kind()
+
+    unusable = meta("summary_unusable", "{}", dict[str, int])
+    retried = set(meta("summary_fallbacks", "[]", list[str]))
+    elements = {k: n for k, n in unusable.items() if n >= runs and k not in retried}
+    contexts = {a.rsplit("/", 1)[0]: n for a, n in meta("report_unusable", "{}", dict[str, int]).items()
+                if n >= runs}
+    found: list[tuple[str, str, int]] = []
+    for table, prefix in (("entities", "ent-"), ("relationships", "rel-")):
+        for batch in _batches(k for k in elements if k.startswith(prefix)):
+            found += [("summarize", r[0], elements[r[0]]) for r in store.conn.execute(
+                f"SELECT id FROM {table} WHERE id IN ({','.join('?' * len(batch))})", batch)]
+    reports = []
+    for batch in _batches(contexts):
+        reports += [("report", r[0], contexts[r[1]]) for r in store.conn.execute(
+            f"SELECT id, context_key FROM communities WHERE context_key IN ({','.join('?' * len(batch))})",
+            batch)]
+    found = sorted(found) + sorted(reports)
+    said: dict[tuple[str, str], tuple[str, float]] = {}
+    for stage in ("summarize", "report"):
+        for batch in _batches({item for s, item, _ in found if s == stage}):
+            said.update(((stage, item), (message, at)) for item, message, at in store.conn.execute(
+                "SELECT item, message, created_at FROM failures WHERE id IN (SELECT max(id) FROM failures "
+                f"WHERE stage = ? AND item IN ({','.join('?' * len(batch))}) GROUP BY item)", [stage, *batch]))
+    return [{"stage": stage, "item": item, "runs": n, "message": said.get((stage, item), (None, None))[0],
+             "created_at": said.get((stage, item), (None, None))[1]} for stage, item, n in found]
+
+
 def empty_files(store: Store) -> dict[str, tuple[str, str]]:
     """The files last read with nothing to index (``EmptyInput``): path -> (their stamp then,
     the warning said of them). In the meta table, so an older streamrag opens the index still."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streamrag import index_rows
+from streamrag.graph_state import UNUSABLE_RUNS
 from streamrag.store import Store, writer_of
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
@@ -43,6 +44,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
+        settled = index_rows.settled_items(store, UNUSABLE_RUNS)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -69,6 +71,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failures_of(store, last_run),
+            # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row:
+            # failures of the run that settled them only, so not among a later run's
+            "settled": len(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
@@ -85,6 +90,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
                 "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
                 (last_run["id"] if last_run else "", failure_limit))
+            # ... and what is no longer asked for, as long as it is so, and why.
+            info["settled_items"] = settled[:failure_limit]
     return info
 
 
@@ -136,6 +143,29 @@ def _outcome(info: dict) -> str:
     joined = " and ".join(left)
     # "ok, but 2 items failed"; a run that failed outright: "failed (2 items failed)".
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
+
+
+def settled_lines(info: dict) -> list[str]:
+    """The items no longer asked for (``settled``), and with ``--failures`` which and why."""
+    n = info.get("settled", 0)
+    if not n:
+        return []
+    items = info.get("settled_items")
+    lines = [f"  settled        {counted(n, 'item')} no longer asked for: the model's answers were unusable on "
+             f"{UNUSABLE_RUNS} runs in a row, so extractive text stands in"
+             + ("; a change to them or to their settings asks again" if items is not None
+                else " (list them with --failures)")]
+    for f in items or ():
+        lines.append(f"    [{f['stage']}] {f['message'] or _unsaid(f)}")
+    if items is not None and len(items) < n:
+        lines.append(f"    ... and {n - len(items)} more")
+    return lines
+
+
+def _unsaid(item: dict) -> str:
+    """Of a settled item whose failure is no longer kept (``store.keep_unused_days``)."""
+    what = f"community {item['item']}" if item["stage"] == "report" else item["item"]
+    return f"{what}: unusable on {item['runs']} runs in a row (the failure recorded then is no longer kept)"
 
 
 def file_bytes(store: Store) -> int:
@@ -198,6 +228,7 @@ def format_status(info: dict, db: Path) -> str:
                  + (" (list them with --failures)" if last and "failures" not in info else ""))
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
+    lines += settled_lines(info)
     if info["last_run"]:
         r = info["last_run"]
         lines.append(f"  last update    {r['command']} {r['id']}: {_outcome(info)}")

@@ -548,6 +548,49 @@ async def test_a_report_unusable_on_three_runs_in_a_row_is_not_asked_again(corpu
     assert asked == 3 and again.failed_items == 1
 
 
+async def test_status_lists_a_settled_report_as_long_as_it_is_settled(corpus, tmp_path):
+    # `index` said "1 item no longer asked for ... (`streamrag status --failures` says which
+    # and why)"; after one more run that changed nothing, `status --failures` listed none.
+    from streamrag.status import format_status, gather_status
+
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    db = tmp_path / "i.db"
+
+    async def run():
+        return await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint))
+
+    def status() -> tuple[dict, str]:
+        store = Store(db, readonly=True)
+        try:
+            info = gather_status(store, failures=True)
+        finally:
+            store.close()
+        return info, format_status(info, db)
+
+    for _ in range(3):
+        settling = await run()
+    assert settling.settled == 1
+    (said,) = status()[0]["failures"]
+    for _ in range(2):   # changing nothing, asking nothing
+        assert (await run()).failures == 0
+        info, text = status()
+        assert info["failures"] == [] and info["settled"] == 1
+        (item,) = info["settled_items"]
+        assert (item["stage"], item["item"], item["runs"], item["message"]) == ("report", said["item"], 3,
+                                                                               said["message"])
+        assert said["message"].startswith(f"community {said['item']}: ")
+        assert f"    [report] {said['message']}" in text.splitlines()
+    # A changed context (a new member beside her) asks again: no longer settled.
+    council = corpus / "council.txt"
+    council.write_text(council.read_text() + "\nMira Osk met the diver Petra Lund at the Kessel Bridge.\n")
+    asked = endpoint.asked
+    await run()
+    info, _text = status()
+    assert endpoint.asked > asked and info["settled"] == 0 and info["settled_items"] == []
+    assert len(info["failures"]) == 1   # (unusable once, in its new context)
+
+
 async def test_a_settled_report_held_below_report_min_members_stays_settled(corpus, tmp_path, monkeypatch):
     # Its count was forgotten on a run that held its community below index.report_min_members
     # (no report asked for): back to the setting before, the model was paid three runs more.

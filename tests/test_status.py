@@ -208,3 +208,62 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     finally:
         store.close()
     assert status_of(db)[0]["asked_again"] == 1
+
+
+def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_path, monkeypatch):
+    # `index` said "1 item no longer asked for ... (`streamrag status --failures` says which and
+    # why)"; after one more run that changed nothing, status listed none ("0 in the last
+    # update"): only the run that settled it recorded a failure.
+    from streamrag import pipeline
+    from streamrag.errors import LLMOutputError
+
+    real = pipeline.summarize
+    target: list[str] = []
+
+    async def summarize(llm, name, descriptions, settings):
+        if not target:
+            target.append(name)   # the first element summarized stands for the unlucky one
+        if name == target[0]:
+            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
+        return await real(llm, name, descriptions, settings)
+
+    monkeypatch.setattr(pipeline, "summarize", summarize)
+    db = tmp_path / "i.db"
+    for _ in range(3):
+        anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    settled_by = status_of(db, failures=True)[0]["failures"]
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))   # changes nothing
+
+    info, text = status_of(db)
+    assert info["failures_last_run"] == 0 and info["settled"] == 1
+    assert "settled_items" not in info
+    assert ("  settled        1 item no longer asked for: the model's answers were unusable on 3 runs in a row, "
+            "so extractive text stands in (list them with --failures)") in text.splitlines()
+    info, text = status_of(db, failures=True)
+    assert info["failures"] == []
+    (item,) = info["settled_items"]
+    (said,) = settled_by   # what the run that settled it recorded, as it recorded it
+    assert item["stage"] == "summarize" and item["item"] == said["item"] and item["item"].startswith(("ent-", "rel-"))
+    assert item["runs"] == 3 and item["message"] == said["message"]
+    assert item["message"].startswith(f"{target[0]}: ") and "unusable on 3 runs in a row" in item["message"]
+    assert f"    [summarize] {item['message']}" in text.splitlines()
+    assert "a change to them or to their settings asks again" in text
+
+    # New summary settings ask it again: no longer settled (its answer is unusable once now).
+    anyio.run(lambda: sync([corpus], make_settings(index={"summary_max_tokens": 120}), db, root=corpus))
+    info, text = status_of(db, failures=True)
+    assert info["settled"] == 0 and info["settled_items"] == [] and "settled" not in text
+    assert [f["item"] for f in info["failures"]] == [item["item"]]
+
+
+def test_a_settled_item_whose_failure_is_no_longer_kept_is_still_listed():
+    from streamrag.status import settled_lines
+
+    info = {"settled": 3, "settled_items": [
+        {"stage": "report", "item": "C7", "runs": 3, "message": None, "created_at": None},
+        {"stage": "summarize", "item": "ent-1", "runs": 4, "message": "Mira Osk: garbage", "created_at": 1.0}]}
+    assert settled_lines(info)[1:] == [
+        "    [report] community C7: unusable on 3 runs in a row (the failure recorded then is no longer kept)",
+        "    [summarize] Mira Osk: garbage",
+        "    ... and 1 more"]
+    assert settled_lines({"settled": 0}) == []
