@@ -420,6 +420,16 @@ def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(
     outs = [run(*args) for _ in range(4)]
     assert [o.returncode for o in outs] == [1, 1, 0, 0], [o.stderr for o in outs]
     assert [said in o.stderr for o in outs] == [False, False, True, False], outs[2].stderr
+    # ... and `status --failures` says which and why, after the run that changed nothing too (it
+    # listed "0 in the last update" and nothing else).
+    db = str(tmp_path / "i.db")
+    n = int(outs[2].stderr.split("streamrag: ")[-1].split(" item")[0])
+    listed = json.loads(run("status", "--failures", "--json", "--db", db).stdout)
+    assert listed["failures"] == [] and listed["settled"] == n
+    assert len(listed["settled_items"]) == n and {i["stage"] for i in listed["settled_items"]} == {"report"}
+    assert all("unusable on 3 runs in a row" in i["message"] for i in listed["settled_items"])
+    text = run("status", "--db", db).stdout
+    assert f"{n} items no longer asked for" in text and "(list them with --failures)" in text
 
 
 def test_vacuum_gives_the_free_space_back_and_keeps_the_index(corpus, tmp_path):
