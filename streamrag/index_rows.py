@@ -410,6 +410,22 @@ def usage_rows(store: Store) -> list[dict]:
         "GROUP BY stage, model ORDER BY stage, model")
 
 
+def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+    """The answered calls by stage and model, those folded into the archive included
+    (``prune``): (answered, paid for, their prompt tokens, their completion tokens). A call
+    answered is one neither failed nor cancelled; paid for, one of them not from the cache (an
+    archived failure's tokens, few, are the archive's sums: counted in)."""
+    rows = store.conn.execute(
+        "SELECT stage, model, sum(answered), sum(paid), sum(prompt_tokens), sum(completion_tokens) FROM ("
+        "SELECT stage, model, count(*) AS answered, sum(cached = 0) AS paid, "
+        "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END) AS prompt_tokens, "
+        "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END) AS completion_tokens "
+        "FROM llm_calls WHERE error IS NULL AND cancelled = 0 GROUP BY stage, model UNION ALL "
+        "SELECT stage, model, calls - errors - cancelled, calls - cached - errors - cancelled, "
+        "prompt_tokens, completion_tokens FROM llm_usage_archive) GROUP BY stage, model")
+    return {(r[0], r[1]): (int(r[2] or 0), int(r[3] or 0), int(r[4] or 0), int(r[5] or 0)) for r in rows}
+
+
 def failures_recorded(store: Store) -> int:
     """The failures of every update recorded (``status``: "recorded over all runs"): each item
     once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's

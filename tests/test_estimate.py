@@ -326,3 +326,23 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(est).splitlines()[1] == f"Every file is read and chunked again: {said}."
     with_model = dict(est, offline=False)
     assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
+
+
+def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
+    from streamrag.estimate_ratios import GLEAN_SHARE, REPORT_COMPLETION, ratios
+    models = dict(extraction_model="m", summary_model="m", report_model="big")
+    history = {("extract", "m"): (40, 40, 40_000, 47_600), ("glean_check", "m"): (40, 40, 38_000, 40),
+               ("glean", "m"): (40, 40, 44_000, 20_000), ("report", "m"): (30, 30, 60_000, 30_000),
+               ("summarize", "m"): (19, 19, 3_800, 1_900)}
+    r = ratios(history, **models)
+    assert r.extract_completion == 1190 and r.glean_share == 1.0 and r.glean_completion == 500
+    assert r.glean_prompt == 1.1 and r.check_prompt == 0.95
+    assert r.report_completion == REPORT_COMPLETION   # (another model's reports)
+    assert r.summary_prompt == 200 and r.summary_completion == 80   # (19 calls: too few)
+    assert r.calls == 120 and r.source() == ("Completion lengths, the gleaning rate and gleaning prompt "
+                                            "lengths from this index's 120 earlier calls")
+    # Half the checks said yes; too few extractions to measure their answers by.
+    r = ratios({("extract", "m"): (10, 10, 1, 1), ("glean_check", "m"): (24, 0, 0, 0),
+                ("glean", "m"): (12, 12, 1, 1)}, **models)
+    assert r.extract_completion is None and r.glean_share == 0.5 and r.measured == ["the gleaning rate"]
+    assert ratios({}, **models).glean_share == GLEAN_SHARE and ratios({}, **models).source() == ""

@@ -1,0 +1,100 @@
+"""The figures of ``index --estimate`` that depend on the model's answers: fixed ratios, or this
+index's own.
+
+A first index takes ratios seen on the bench corpora: an extraction answer about 0.4 of its
+chunk, a gleaning 0.1, the gleaning check saying yes half the time, a summary 200 tokens in and
+80 out, a report 800 out. A model and its prompts can differ from them by far (a check that
+always says yes, answers of 1,190 tokens: an update's completion tokens estimated 6 times under
+what it paid). So an index that has recorded ``MIN_CALLS`` or more calls of a stage with the
+model the run would ask (``llm_calls`` and its archive: ``index_rows.call_history``) has that
+stage's figures measured instead: the completion tokens per call paid for, the share of gleaning
+checks followed by a gleaning, the prompt tokens of a gleaning (and of its check) per extraction
+prompt (the list of names found, which the estimate cannot know, makes them longer), a summary's
+prompt. Pure: history in, ratios out.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+FIRST_ROUND_COMPLETION = 0.4   # of the chunk's tokens
+GLEAN_COMPLETION = 0.1
+CLAIMS_COMPLETION = 0.15
+GLEAN_SHARE = 0.5
+SUMMARY_PROMPT, SUMMARY_COMPLETION = 200, 80
+REPORT_COMPLETION = 800
+MIN_CALLS = 20   # the calls of a stage and model its figures are measured on, at least
+
+# (stage -> answered, paid for, prompt tokens and completion tokens of those paid for)
+History = dict[tuple[str, str], tuple[int, int, int, int]]
+
+
+class Ratios(msgspec.Struct, kw_only=True):
+    """Per call; None: the fixed ratio of the chunk's tokens (``FIRST_ROUND_COMPLETION``, ...)."""
+    extract_completion: float | None = None
+    glean_completion: float | None = None
+    claims_completion: float | None = None
+    glean_share: float = GLEAN_SHARE          # of the gleaning checks, those that say yes
+    glean_prompt: float | None = None         # per extraction prompt token; None: rendered
+    check_prompt: float | None = None
+    summary_prompt: float = SUMMARY_PROMPT
+    summary_completion: float = SUMMARY_COMPLETION
+    report_completion: float = REPORT_COMPLETION
+    measured: list[str] = msgspec.field(default_factory=list)   # the figures from the history
+    calls: int = 0                            # the calls they were measured on
+
+    def source(self) -> str:
+        """Where the figures come from, said as the estimate says it ("" for fixed ratios)."""
+        if not self.measured:
+            return ""
+        figures = self.measured[0] if len(self.measured) == 1 else \
+            f"{', '.join(self.measured[:-1])} and {self.measured[-1]}"
+        return f"{figures[0].upper()}{figures[1:]} from this index's {self.calls:,} earlier calls"
+
+
+def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str) -> Ratios:
+    """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
+    (with the model the run asks) measured."""
+    out = Ratios()
+    used: set[str] = set()
+    model = {"extract": extraction_model, "glean": extraction_model, "glean_check": extraction_model,
+             "claims": extraction_model, "summarize": summary_model, "report": report_model}
+
+    def paid(stage: str) -> tuple[int, int, int] | None:
+        """(calls, prompt tokens, completion tokens) paid for, when enough to go by."""
+        _answered, n, prompt, completion = history.get((stage, model[stage]), (0, 0, 0, 0))
+        return (n, prompt, completion) if n >= MIN_CALLS else None
+
+    def per_call(stage: str) -> float | None:
+        if (h := paid(stage)) is None:
+            return None
+        used.add(stage)
+        return h[2] / h[0]
+
+    out.extract_completion = per_call("extract")
+    out.glean_completion = per_call("glean")
+    out.claims_completion = per_call("claims")
+    if (summary := per_call("summarize")) is not None:
+        out.summary_completion = summary
+    if (report := per_call("report")) is not None:
+        out.report_completion = report
+    lengths = bool(used)
+    checks = history.get(("glean_check", extraction_model), (0,))[0]
+    if rate := checks >= MIN_CALLS:   # (a cache hit says yes or no as well: answered, not paid, counts)
+        gleans = history.get(("glean", extraction_model), (0,))[0]
+        out.glean_share = min(1.0, gleans / checks)
+        used.add("glean_check")
+    if (extract := paid("extract")) is not None and extract[1]:
+        per_prompt = extract[1] / extract[0]
+        for stage, field in (("glean", "glean_prompt"), ("glean_check", "check_prompt")):
+            if (h := paid(stage)) is not None:
+                setattr(out, field, h[1] / h[0] / per_prompt)
+                used.add(stage)
+    if (summary := paid("summarize")) is not None:
+        out.summary_prompt = summary[1] / summary[0]
+    out.measured = [figure for figure, there in (
+        ("completion lengths", lengths), ("the gleaning rate", rate),
+        ("gleaning prompt lengths", out.glean_prompt is not None or out.check_prompt is not None),
+        ("summary prompt lengths", paid("summarize") is not None)) if there]
+    out.calls = sum(history[(stage, model[stage])][1] for stage in used)
+    return out
