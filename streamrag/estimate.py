@@ -4,7 +4,9 @@ Extraction prompts are counted exactly (each new chunk's request is the one the 
 ``extractor.extraction_request``).
 What depends on the model's answers is estimated, and said to be: completion length (about 0.4
 of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning check says yes
-(half the time), from ratios seen on the bench corpora. Summaries and reports:
+(half the time), from ratios seen on the bench corpora; or, on an index whose own calls measure
+them (``estimate_ratios``: 20 calls of a stage with the model the run asks), from those, and said
+to be (``ratios_from`` in --json). Summaries and reports:
 
 * A first index: about 2.5 descriptions to merge per chunk, and 0.6 communities with an LLM
   report per chunk.
@@ -53,6 +55,7 @@ from streamrag.chunking_marks import check_not_newer, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
+from streamrag.estimate_ratios import CLAIMS_COMPLETION, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION, Ratios, ratios
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import UNUSABLE_RUNS, Change, GraphState, dirty_communities
@@ -70,13 +73,8 @@ from streamrag.tokens import count_message_tokens, count_tokens
 
 log = logging.getLogger(__name__)
 
-FIRST_ROUND_COMPLETION = 0.4
-GLEAN_COMPLETION = 0.1
-GLEAN_SHARE = 0.5
 SUMMARIES_PER_CHUNK = 2.5
-SUMMARY_PROMPT, SUMMARY_COMPLETION = 200, 80
 COMMUNITIES_PER_CHUNK = 0.6
-REPORT_COMPLETION = 800
 FOUND_LIST_TOKENS = 120
 
 
@@ -106,7 +104,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     done: set[str] = set()        # extracted with the current extractor
     published: set[str] = set()   # and in the published graph with that extraction
     live: dict[str, str] = {}     # the published chunks -> the extractor whose result counts
+    r = Ratios()                  # what depends on the answers: fixed, or this index's own
     if store is not None:
+        r = ratios(index_rows.call_history(store), extraction_model=settings.llm.extraction_model,
+                   summary_model=settings.llm.summary_model, report_model=settings.llm.report_model)
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         check_not_newer(store, db)
         done = index_rows.extracted_with(store, extractor_key(settings))
@@ -196,24 +197,28 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # Chat answers in the cache (an interrupted run's, say) are free.
         cached = index_rows.cached_keys(store, keys.values()) if store is not None else set()
         for c in new_chunks.values():
+            prompt = count_message_tokens(asked[c.id].messages, ix.encoding)
             if keys[c.id] in cached:
                 from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
-                add("extract", 1, count_message_tokens(asked[c.id].messages, ix.encoding),
-                    FIRST_ROUND_COMPLETION * c.tokens)
+                add("extract", 1, prompt, _per_call(r.extract_completion, FIRST_ROUND_COMPLETION * c.tokens))
+            reached = 1.0   # the share of chunks a round is asked for: each check said yes
             for _ in range(ix.max_gleanings):
                 if ix.glean_check != "off":
-                    check = prompts.glean_check.render(text=c.text, found=found)
-                    add("glean_check", 1, count_message_tokens(check, ix.encoding), 1)
-                share = GLEAN_SHARE if ix.glean_check != "off" else 1.0
-                glean = prompts.glean.render(text=c.text, found=found, entity_types=types)
-                add("glean", share, share * count_message_tokens(glean, ix.encoding),
-                    share * GLEAN_COMPLETION * c.tokens)
+                    check = r.check_prompt * prompt if r.check_prompt is not None else \
+                        count_message_tokens(prompts.glean_check.render(text=c.text, found=found), ix.encoding)
+                    add("glean_check", reached, reached * check, reached)
+                    reached *= r.glean_share
+                glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_message_tokens(
+                    prompts.glean.render(text=c.text, found=found, entity_types=types), ix.encoding)
+                add("glean", reached, reached * glean,
+                    reached * _per_call(r.glean_completion, GLEAN_COMPLETION * c.tokens))
             if ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
-                add("claims", 1, count_message_tokens(claims, ix.encoding), 0.15 * c.tokens)
+                add("claims", 1, count_message_tokens(claims, ix.encoding),
+                    _per_call(r.claims_completion, CLAIMS_COMPLETION * c.tokens))
     if not settings.offline:
         due = n + len(unpublished) + len(replacing)
         summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
@@ -241,12 +246,12 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 # (a new partition: the communities it changes are among those counted for it)
                 communities = max(communities, asked) if recluster else communities + asked
         if summaries:
-            add("summarize", summaries, summaries * SUMMARY_PROMPT, summaries * SUMMARY_COMPLETION)
+            add("summarize", summaries, summaries * r.summary_prompt, summaries * r.summary_completion)
         if communities:
             # (the others, communities not worked out on the graph: a full context, about)
             report_prompt = min(ix.report_max_input_tokens, 1800) + 250
             prompts = sum(sized) + max(0, communities - len(sized)) * report_prompt
-            add("report", communities, prompts, communities * REPORT_COMPLETION)
+            add("report", communities, prompts, communities * r.report_completion)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,
@@ -254,9 +259,16 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "read_again_because": reading_change(store, settings) if store is not None else "",
+            # (the figures measured on this index's calls, and how many: "" and 0 for fixed ratios)
+            "ratios_from": "" if settings.offline else r.source(),
+            "ratios_calls": 0 if settings.offline else r.calls,
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
+
+
+def _per_call(measured: float | None, fixed: float) -> float:
+    return fixed if measured is None else measured
 
 
 def _unchanged(path: Path, rows: dict[str, tuple[str, int, float]]) -> bool:
@@ -512,4 +524,6 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
     lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
+    if e.get("ratios_from"):   # (a first index: fixed ratios alone, unsaid as before)
+        lines.append(f"{e['ratios_from']}; the rest from fixed ratios.")
     return "\n".join(lines) + because + unreadable

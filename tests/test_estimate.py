@@ -5,6 +5,7 @@ and of their communities (the simulator answers alike each time: the counts are 
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,80 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(est).splitlines()[1] == f"Every file is read and chunked again: {said}."
     with_model = dict(est, offline=False)
     assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
+
+
+def completion(stats: dict, stages: tuple[str, ...] = ("extract", "glean_check", "glean")) -> int:
+    return sum(stats.get(stage, {}).get("completion_tokens", 0) for stage in stages)
+
+
+def off_by(estimated: float, paid: float) -> float:
+    return abs(estimated - paid) / paid
+
+
+async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the_index_s_own_calls(
+        tmp_path, simulator, monkeypatch):
+    # An upgrade tester's index said yes to every gleaning check, ~1,190 tokens per extraction
+    # answer: the estimate, from fixed ratios (half the chunks gleaned, an answer 0.4 of its
+    # chunk), had completion tokens 6 times under the run's, gleanings 62 for 124. (Here the
+    # simulator's check, of chunks this short, says yes to about one in 15, its answers 300 tokens.)
+    from streamrag import index_rows
+    docs = tmp_path / "news"
+    docs.mkdir()
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    for doc in articles[:30]:
+        (docs / doc.name).write_text(doc.read_text())
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    db = tmp_path / "index.db"
+    first = await sync([docs], settings, db, root=docs)
+    assert paid(first.llm, "extract") >= 20
+    with sqlite3.connect(db) as conn:   # (the gleanings, 11, too few to measure theirs by)
+        calls = conn.execute("SELECT count(*) FROM llm_calls WHERE error IS NULL AND cached = 0 AND stage IN "
+                             "('extract', 'glean_check', 'summarize', 'report')").fetchone()[0]
+    conn.close()
+    for doc in articles[30:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est = estimate([docs], settings, db, root=docs)
+    with monkeypatch.context() as m:   # the same index, its history left unread: the fixed ratios
+        m.setattr(index_rows, "call_history", lambda store: {})
+        fixed = estimate([docs], settings, db, root=docs)
+    done = await sync([docs], settings, db, root=docs)
+    assert est["chunks_to_extract"] == fixed["chunks_to_extract"] == paid(done.llm, "extract") >= 8
+    gleaned = paid(done.llm, "glean")
+    assert off_by(asked(fixed, "glean"), gleaned) > 0.25 and off_by(asked(est, "glean"), gleaned) <= 0.25, \
+        (asked(fixed, "glean"), asked(est, "glean"), gleaned)
+    tokens = completion(done.llm)
+    assert off_by(completion(fixed["llm"]["by_stage"]), tokens) > 0.25, (fixed["llm"], tokens)
+    assert off_by(completion(est["llm"]["by_stage"]), tokens) <= 0.25, (est["llm"], tokens)
+    # (reports: ~830 tokens an answer, close to the fixed 800; measured, they stay close)
+    assert off_by(est["llm"]["by_stage"]["report"]["completion_tokens"], done.llm["report"]["completion_tokens"]) <= 0.25
+    said = (f"Completion lengths, the gleaning rate, gleaning prompt lengths and summary prompt lengths "
+            f"from this index's {calls:,} earlier calls; the rest from fixed ratios.")
+    assert said in format_estimate(est) and est["ratios_calls"] == calls
+    assert "earlier calls" not in format_estimate(fixed) and fixed["ratios_from"] == ""
+
+
+async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(news, tmp_path, simulator):
+    import time
+
+    from streamrag import index_rows
+    from streamrag.store import Store
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "extra.txt").write_text((NEWS / "doc_00040.txt").read_text())
+    before = estimate([news], settings, db, root=news)
+    store = Store(db)
+    try:
+        history = index_rows.call_history(store)
+        with store.conn:
+            index_rows.prune(store, 1, time.time() + 3 * 86400)
+        assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+        assert index_rows.call_history(store) == history
+    finally:
+        store.close()
+    after = estimate([news], settings, db, root=news)
+    assert after["ratios_from"] == before["ratios_from"] != ""
+    assert after["llm"]["by_stage"]["glean"] == before["llm"]["by_stage"]["glean"]
 
 
 def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
