@@ -106,10 +106,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     live: dict[str, str] = {}     # the published chunks -> the extractor whose result counts
     r = Ratios()                  # what depends on the answers: fixed, or this index's own
     if store is not None:
-        r = ratios(index_rows.call_history(store), extraction_model=settings.llm.extraction_model,
-                   summary_model=settings.llm.summary_model, report_model=settings.llm.report_model)
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         check_not_newer(store, db)
+        r = ratios(index_rows.call_history(store), extraction_model=settings.llm.extraction_model,
+                   summary_model=settings.llm.summary_model, report_model=settings.llm.report_model)
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)
