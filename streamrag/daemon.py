@@ -150,6 +150,16 @@ def _has_ready(recv) -> bool:
     return st.current_buffer_used > 0 or st.tasks_waiting_send > 0
 
 
+def _take_ready(recv) -> dict[str, str]:
+    """The batches waiting in ``recv`` now, as one (none: empty); the stream's end is left for
+    the next receive to find."""
+    batch: dict[str, str] = {}
+    with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+        while True:
+            batch.update(recv.receive_nowait())
+    return batch
+
+
 class Daemon:
     """Keeps the index at ``db_path`` equal to the folder ``root``: ``await daemon.run(source)``."""
 
@@ -554,6 +564,15 @@ class Daemon:
                     deadline = min(now + settle, first_batch + max_wait)
                     continue
             if self.pending and (ended or anyio.current_time() >= deadline):
+                # Batches waiting now (they came as an extraction outlasted max_wait) are changes
+                # on disk, which this sync scans whole: they join it, extracted by it. Left in
+                # the stream, they made a sync of their own after it, which found nothing new.
+                ready = _take_ready(recv)
+                if ready:
+                    await self._queue(ready, ahead=False)
+                    edited = True
+                    if self.stopping:
+                        return
                 first_batch = None
                 # Retrying what failed, files among it: an edit whose sync failed stays pending,
                 # and kept the pause where it was (16 s all weekend) until the endpoint was back.
@@ -591,7 +610,9 @@ class Daemon:
                                                 "store.path)" if inside else ""))
         self.emit("warning", line, warning=line)
 
-    async def _queue(self, batch: dict[str, str]) -> None:
+    async def _queue(self, batch: dict[str, str], *, ahead: bool = True) -> None:
+        """Queues ``batch`` for the next sync, saying so, and extracts its files now (``ahead``),
+        so that the sync finds them extracted; without ``ahead`` the sync, starting now, does."""
         # A file changed again before the sync (a log appended to, an autosave) is extracted by
         # the sync, as it then is: extracting every version of it paid a call per append.
         again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
@@ -618,6 +639,8 @@ class Daemon:
             # (a file written on and on, a log, said the same line every second all day)
             self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
                       whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
+        if not ahead:
+            return
         wanted = [rel for rel, kind in files.items()
                   if kind != "deleted" and rel not in renamed and rel not in again]
         # (no FIFO) A stat per file, in a worker thread: a folder of 50,000 moved in took a second.

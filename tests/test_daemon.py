@@ -1463,6 +1463,55 @@ async def test_events_that_come_while_extracting_are_taken_before_syncing(corpus
     assert daemon.syncs == 2
 
 
+async def test_a_batch_waiting_when_an_extraction_outlasted_the_longest_wait_joins_the_sync(
+        corpus, tmp_path, monkeypatch):
+    """An extraction longer than 10 x quiet_s (a real model on a big file; a loaded machine)
+    made the sync start with a batch waiting: left in the stream, it was queued after the sync
+    (whose scan of the folder had taken its file) and made a second sync, which found nothing."""
+    from streamrag.pipeline import Indexer
+
+    extract = Indexer.prefetch
+
+    async def slow_extract(self, paths):
+        extracted = await extract(self, paths)
+        await anyio.sleep(0.7)    # past the longest wait, 10 x quiet_s (and the batch is in by then)
+        return extracted
+
+    monkeypatch.setattr(Indexer, "prefetch", slow_extract)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    first, second = corpus / "first.txt", corpus / "second.txt"
+    events = Events()
+    send, recv = scripted()
+    armed = False
+
+    def report(event: dict) -> None:
+        nonlocal armed
+        events(event)
+        if armed and event["state"] == "extracting":   # the second batch comes during the extraction
+            armed = False
+            send.send_nowait({(Change.added, str(second))})
+
+    daemon = Daemon(settings, tmp_path / "w.db", corpus, report=report)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: daemon.syncs == 1)
+        mark = len(events)
+        first.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        second.write_text("Mayor Ada Quill opened the Kessel ferry terminal.\n")
+        async with send:
+            armed = True
+            await send.send({(Change.added, str(first))})
+            await until(lambda: daemon.syncs >= 2 and not daemon.pending)
+            await anyio.sleep(0.3)   # a second sync, if any, would start within the quiet period
+    after = events[mark:]
+    assert [e["state"] for e in after].count("idle") == 1 and daemon.syncs == 2, [e["message"] for e in after]
+    assert [e["files"] for e in after if e["state"] == "queued"] == [1, 1]
+    assert [e["state"] for e in after].count("waiting") == 1     # the second is extracted by the sync
+    synced = next(e for e in after if e["state"] == "extracting" and "scanning" in e["message"])
+    assert synced["message"].startswith("2 changed files: "), synced["message"]
+    assert db_count(tmp_path / "w.db", "SELECT count(*) FROM documents WHERE path IN ('first.txt', 'second.txt')") == 2
+
+
 async def test_a_batch_just_after_an_extraction_that_outlasted_the_quiet_period_joins_its_sync(
         corpus, tmp_path):
     """The watcher holds events back while they keep coming (a log appended to every 0.2 s
