@@ -1371,10 +1371,14 @@ async def test_real_watch_picks_up_a_new_file(corpus, tmp_path):
     assert daemon.pending == {}
 
 
-async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus, tmp_path):
+async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus, tmp_path, monkeypatch):
     # watchfiles' event watcher fails at once in such a folder, every time it starts: the
     # daemon restarted it and synced the whole folder again and again, about once a second.
     # Now it says so once and polls, and a new file is still picked up.
+    from streamrag import watch_events
+
+    monkeypatch.setattr(watch_events, "_RESTART_S", 0.1)   # 1 s in use
+    monkeypatch.setattr(watch_events, "_POLL_MS", 100)     # 1 s in use
     settings = make_settings(index=SMALL, watch={"debounce_ms": 50, "quiet_s": 0.1})
     (corpus / os.fsdecode(b"sub\xff")).mkdir()
     (corpus / os.fsdecode(b"sub\xff") / "b.txt").write_text("Kai Lu sailed to Lima.\n")
@@ -1387,7 +1391,7 @@ async def test_real_watch_polls_a_folder_holding_a_name_that_is_not_utf8(corpus,
             await until(lambda: "error" in events.states())
             # The polling watcher says a broken link deleted at each poll: not a change either.
             (corpus / "broken.txt").symlink_to("nowhere")
-            await anyio.sleep(3)                 # polling: no further error, no further sync
+            await anyio.sleep(0.8)               # polling, 6 polls or so: no further error, no further sync
             (corpus / "new.txt").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
             await until(lambda: db_count(db, "SELECT count(*) FROM documents WHERE path = 'new.txt'") == 1)
             daemon.stop()
