@@ -1478,7 +1478,8 @@ async def test_a_batch_waiting_when_an_extraction_outlasted_the_longest_wait_joi
 
     async def slow_extract(self, paths):
         extracted = await extract(self, paths)
-        await anyio.sleep(0.7)    # past the longest wait, 10 x quiet_s (and the batch is in by then)
+        await anyio.sleep(0.7)    # past the longest wait, 10 x quiet_s
+        await until(lambda: classified)   # and the second batch is waiting
         return extracted
 
     monkeypatch.setattr(Indexer, "prefetch", slow_extract)
@@ -1496,6 +1497,16 @@ async def test_a_batch_waiting_when_an_extraction_outlasted_the_longest_wait_joi
             send.send_nowait({(Change.added, str(second))})
 
     daemon = Daemon(settings, tmp_path / "w.db", corpus, report=report)
+    classified: list[dict] = []
+    classify = daemon._classify
+
+    async def noted(changes):
+        batch = await classify(changes)
+        if "second.txt" in batch:
+            classified.append(batch)
+        return batch
+
+    daemon._classify = noted
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run, recv)
         await until(lambda: daemon.syncs == 1)
