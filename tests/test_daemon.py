@@ -1528,12 +1528,14 @@ async def test_a_batch_waiting_when_an_extraction_outlasted_the_longest_wait_joi
 
 
 async def test_a_batch_just_after_an_extraction_that_outlasted_the_quiet_period_joins_its_sync(
-        corpus, tmp_path):
+        corpus, tmp_path, simulator):
     """The watcher holds events back while they keep coming (a log appended to every 0.2 s
     reached the daemon about once a second): the sync began the moment an extraction longer
     than quiet_s ended, and the next batch, a moment later, made a sync of its own (a version
     every 2 s with quiet_s = 1). The daemon now waits a moment for it."""
     first, second = corpus / "first.txt", corpus / "second.txt"
+    # Indexed beforehand without latency: the daemon's initial sync finds every answer cached.
+    await sync([corpus], make_settings(simulator.base_url, index=SMALL), tmp_path / "w.db", root=corpus)
     with Simulator(SimulatorConfig(latency_ms=300)) as sim:   # an extraction takes 0.6 s or more
         settings = make_settings(sim.base_url, index=SMALL, watch={"quiet_s": 0.4, "debounce_ms": 200})
         async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
