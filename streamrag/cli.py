@@ -451,7 +451,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_ask_checked(args: argparse.Namespace) -> int:
     """``ask``'s arguments checked before anything is opened, then ``query.cmd_ask``."""
-    from streamrag.query import checked_question, cmd_ask
+    from streamrag.query import cmd_ask
+    from streamrag.question import checked_question
 
     checked_question(args.question)
     if args.level is not None:

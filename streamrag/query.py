@@ -7,13 +7,10 @@
   half-seen. The model calls are recorded (``llm_calls``, stages ``rate``, ``map``, ``reduce``,
   ``answer``, ``embed``) through a separate writable connection and its ``Writer``, under a
   ``runs`` row with command ``ask``, exactly like indexing calls.
-* **Routing.** ``auto`` costs no model call: a question that names entities of the index (all
-  the words of an entity's name appear in it, found through FTS over names) goes to local search,
-  one with global cue words ("themes", "overall", "main", "summarize" ...) to global search;
-  when both appear the side with more evidence wins and ties go global; a question with neither
-  goes global when it has no word but generic and function ones ("What are my notes about?",
-  "¿De qué tratan mis notas?", whose "de" is a word of "Roger de Coverley"), else local if FTS
-  finds entities at all, else global. The choice and its reason are returned.
+* **Routing.** ``auto`` costs no model call: ``question.choose_mode`` picks global or local
+  search from the question's words and the entities of the index it names. The choice and its
+  reason are returned. A question naming only names the index lacks (``question.unknown_names``)
+  is answered without a search.
 * **Global search** is dynamic selection unless a static level is asked for: ``level=N``
   (``--level N``) or a ``query.global_level >= 0`` in the settings. ``level=-1`` means
   ``query.global_level``, and its default -1 the deepest level of the tree. A level deeper than
@@ -53,201 +50,18 @@ import msgspec
 
 from streamrag import citations, extractive, global_search, index_rows, local_search
 from streamrag.config import Settings
-from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, UsageError, user_errors_unwrapped
+from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
+from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, checked_question,
+                                choose_mode, content_stop, global_question, named_entities, outermost,
+                                unknown_names)
 from streamrag.signals import until_sigterm
 from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import TerminalText, terminal_text
-from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
-
-MODES = ("auto", "global", "local", "basic")
-MAX_QUESTION_WORDS = 1000
-MAX_QUESTION_CHARS = 12_000
-GLOBAL_CUES = frozenset("""
-theme themes overall main across summarize summarise summary summaries overview trends trend
-common general whole collection corpus dataset documents topics topic key major broad patterns
-overarching recurring principal dominant
-principaux principales tendances thema themen hauptthema hauptthemen uberblick zusammenfassung
-insgesamt allgemein tema temas resumen tendencias generales
-principais topicos assuntos resumo resuma sintese
-temi principali argomenti riassunto riassumi sintesi panoramica tendenze
-темы тема основные основных главные главных обзор резюме тенденции итоги
-المواضيع مواضيع الموضوعات موضوعات الرئيسية ملخص لخص تلخيص الاتجاهات
-主题 主要 总体 整体 总结 概述 概括 趋势 主題 全体 要約 概要 傾向 주제 요약 전체 개요 경향
-""".split())   # the same in French, German, Spanish, Portuguese, Italian, Russian and Arabic
-# (accents folded, as ``terms.words`` does; none that is an English word too, "resume", nor one
-# a question about one thing asks with: "general", "visao" (a vision), "assunto", "argomento" or
-# "موضوع" (the subject of a letter), "الرئيسي" (المقر الرئيسي, the head office)), then Chinese,
-# Japanese and Korean
-# Words a question about the collection uses without naming what it is about: with the cues and
-# stopwords gone, a question left with no word ("What do the texts say overall?") is broad.
-GENERIC_WORDS = GLOBAL_CUES | frozenset("""
-report reports text texts file files document doc docs story stories book books note notes
-content contents material materials writing writings say says said tell told talk talks discuss
-discussed discusses mention mentioned mentions describe described describes cover covered covers
-idea ideas thing things stuff
-news article articles paper papers essay essays post posts page pages email emails mail message
-messages chat chats transcript transcripts entry entries record records memo memos letter letters
-chapter chapters section sections narrative plot folder folders archive archives corpus
-journal journals diary diaries
-""".split())
-# Words a broad question asks about the collection with and a specific one asks about something
-# in it with: generic only when the question has no other word left ("Who are the main
-# characters?", "Summarize everything", "What is the moral of the story?"), so that "Who is the
-# main character's sister?" and "What do the people in Camden Town eat?" keep them.
-COLLECTION_WORDS = frozenset("""
-everything everyone everybody character characters people person persons moral morals lesson
-lessons event events going
-""".split())
-# The same in French, German, Spanish, Portuguese, Italian and Russian (accents folded), for a
-# question that does not read as English (``global_question``), with the words for what happens
-# ("Que se passe-t-il ?", as "happen" is an English stop word) and for the story, which is
-# history too ("l'histoire de Camden Town"): "Quels sont les personnages principaux ?" searched
-# "personnages" and found nothing. ("tout", "alles", "todo", "tudo", "tutto", "все" are
-# ``FOREIGN_WORDS`` already; many of these are English words too, "person", "moral", "passe".)
-FOREIGN_COLLECTION_WORDS = frozenset("""
-tous toutes personnage personnages personne personnes gens morale morales lecon lecons evenement
-evenements histoire histoires recit recits passe
-alle jeder jede figur figuren hauptfigur hauptfiguren person personen hauptperson hauptpersonen
-charakter charaktere leute menschen moral lehre lehren ereignis ereignisse geschichte geschichten
-passiert geschieht geschah
-todos todas personaje personajes protagonista protagonistas persona personas gente moraleja leccion
-lecciones evento eventos acontecimiento acontecimientos suceso sucesos historia historias relato
-relatos pasa paso sucede sucedio
-personagem personagens pessoa pessoas licao licoes acontece aconteceu
-personaggio personaggi persone lezione lezioni eventi avvenimento avvenimenti storia storie
-racconto racconti succede successo accade accaduto
-персонаж персонажи персонажей герой герои героев люди людей человек мораль урок уроки уроков
-персонажах героях событие события событий событиях людях история истории рассказ происходит
-произошло случилось
-""".split())
-# Words asking how things relate, not what about: "how is Bob connected to Scrooge?" is about Bob
-# and Scrooge, and a sentence that merely says "connected" answers nothing.
-RELATION_WORDS = frozenset("""
-connected connection connections connect related relation relations relationship relationships
-relate linked link links involved involvement role roles play plays played associated association
-""".split())
-# The function and generic words of the other languages GLOBAL_CUES speaks: with English
-# stopwords only, "Quels sont les thèmes principaux ?" kept "quels sont les", "主要主题是什么？"
-# the pairs 要主 题是 是什 什么, which no report has, and the broad question found nothing.
-# (Accents folded. Left out only of a question that does not read as English: many are English
-# words too, "hay", "ensemble", "con". In the scripts without spaces they are cut out of the
-# question, its character pairs straddling them: ``global_question``; never one character alone,
-# which is part of many words, 何 of the name 何伟.)
-FOREIGN_WORDS = frozenset("""
-quels quelles quel quelle sont est les des une un le la du de et ce ces cette qui que quoi dans sur
-avec au aux il elle ils elles se ou comment pourquoi leur leurs ensemble textes fichiers rapports
-documents sujets principal principale parle parlent traite traitent resumez tout
-was sind ist der das dem des ein eine einen und oder welche welcher welches wer wie wo warum gibt es
-im von zu mit auf haupt dokumente texte dateien berichte notizen sammlung worum wovon geht handelt
-handeln fasse zusammen alles
-cuales cual es los las el lo del que quien quienes como donde por para con en unos unas sus su hay
-documentos textos archivos informes notas coleccion principal principales trata tratan habla hablan
-todo
-quais qual sao os do da dos das em no na nos nas um uma uns umas quem onde porque sobre seu sua seus
-suas ha existem todos todas arquivos relatorios colecao conteudo faca fale diga descreva explique
-tratam falam tudo
-quali quale sono il gli di della dello dei degli delle uno che chi cosa dove perche sul sulla nei nel
-nella tra fra questi questo queste tutti tutte ci documenti testi rapporti raccolta principale
-contenuto dimmi parlami descrivi spiega fai parla parlano tratta trattano tutto
-каковы каков какова какие какой какая что кто где как почему это эти этих об по из на для со про все
-всех весь всё есть ли документы документов тексты текстов файлы файлов отчеты отчёты отчетов
-отчётов заметки заметок коллекция коллекции документах текстах файлах отчетах отчётах заметках
-темах расскажи расскажите опиши опишите сделай сделайте дай дайте чём чем
-ما هي هو ماذا من في على عن الى إلى هل كيف اين أين لماذا التي الذي هذه هذا كل جميع الوثائق
-المستندات النصوص الملفات التقارير الملاحظات المجموعة أهم اهم صف اشرح
-什么 哪些 哪个 是什么 有哪些 文档 文件 文本 资料 报告 所有 内容
-何 なに どんな どの 主な テーマ 文書 ファイル 資料 全体 について ですか です ます は何 何か 何が 何を
-ありますか でしょうか
-주요 무엇 무엇입니까 입니까 습니까 인가요 무엇인가요 뭔가요 어떤 있나요 문서 파일 자료 내용 모든
-""".split())
-# Their possessive determiners, function words as "my" and "our" are in English: "Quels sont les
-# thèmes principaux de mes notes ?" kept "mes" and found nothing. (Arabic writes its own as an
-# ending of the noun, ملاحظاتي.)
-POSSESSIVES = frozenset("""
-mon ma mes ton ta tes sa ses notre nos votre vos
-mein meine meinen meinem meiner meines unser unsere unseren unserem unserer unseres dein deine
-deinen deinem deiner euer eure euren eurem ihr ihre ihren ihrem ihrer seinen seinem seiner
-mi mis tu tus nuestro nuestra nuestros nuestras vuestro vuestra vuestros vuestras
-meu minha meus minhas teu tua teus tuas nosso nossa nossos nossas
-mio mia miei mie tuo tuoi tue suo suoi nostro nostra nostri nostre vostro vostra vostri vostre loro
-мой моя моё мое мои моих моим моей наш наша наше наши наших нашим нашей ваш ваша ваше ваши ваших
-твой твоя твои твоих
-我的 我们的 私の 私たちの 우리 우리의 나의 저의
-""".split())
-FOREIGN_ENGLISH = frozenset("son sons die den hay pour plus uber fur par come file note resume".split())
-_UNSPACED_STOP = re.compile("|".join(map(re.escape, sorted(
-    (w for w in GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES if len(w) > 1 and unspaced_chars(w) == len(w)),
-    key=lambda w: (-len(w), w)))))
-
-
-def global_question(question: str) -> tuple[str, frozenset[str]]:
-    """``question`` as an offline global search reads it, and the words it leaves out (to rate
-    reports and to pick their sentences alike): the generic words, and in a question that does
-    not read as English those of the other languages, cut out of a script written without spaces
-    (its character pairs would straddle them: 要主, 题是), so that what is left of "主要主题是什么？"
-    is no word, as of "What are the main themes?"; and the ``COLLECTION_WORDS`` (with the
-    other languages' in a question that does not read as English) when no other word is left
-    ("Who are the main characters?", "Quels sont les personnages principaux ?"). (``RELATION_WORDS`` are left out only where
-    they match nothing: ``_Search._extractive_global``.)"""
-    if any(w in _ENGLISH_CUES for w in words(question)):
-        cut, stop, collection = question, GENERIC_WORDS, COLLECTION_WORDS
-    else:
-        cut, stop = _UNSPACED_STOP.sub(" ", question), GENERIC_WORDS | FOREIGN_WORDS | POSSESSIVES | FOREIGN_ENGLISH
-        collection = COLLECTION_WORDS | FOREIGN_COLLECTION_WORDS
-    left = local_search.query_terms(cut, extra_stop=stop)
-    if left and all(w in collection for w in left):
-        stop |= collection   # ("Who are the main characters?")
-    return cut, stop
-
-
-# Cue words a question about one thing uses too ("Where was the key?", "the main street"): alone,
-# or beside a word of the question's own, they make no question broad.
-WEAK_CUES = frozenset("key main major common general broad principal dominant whole across".split())
-# Generic words that say how a question asks, not what about: out of every local and basic search.
-GENERIC_VERBS = frozenset("""
-say says said tell told talk talks discuss discussed discusses mention mentioned mentions describe
-described describes cover covered covers
-""".split())
-
-
-def content_stop(question: str, names: Sequence[str]) -> frozenset[str] | None:
-    """The words a local or basic search leaves out of ``question``, or None for a question it
-    cannot answer: a broad one ("What are the main themes?", "Who are the main characters?"),
-    which a few passages sharing its words do not answer ("TE moved its main offices to
-    Pellric" was quoted), or one of function words only ("What is it?", which quoted the most
-    connected entities). A question with a strong cue ("themes", "overall", "summarize") leaves
-    out every generic word ("What are the main themes of the Lantern Festival?": the festival);
-    any other leaves out only the other languages' function words, the generic verbs and, beside
-    a word of its own, the weak cues: the generic nouns it asks with are what it asks about ("Where
-    was the key?", "Who was reading a book?" lost their subject). The words of the entity
-    ``names`` it writes stay ("Climate Accord Talks")."""
-    cut, stop = global_question(question)   # (cut: without the generic words of unspaced scripts)
-    stop = stop - {w for name in names for w in words(name)}
-    terms = local_search.query_terms(cut)
-    generic = GENERIC_WORDS | COLLECTION_WORDS | FOREIGN_COLLECTION_WORDS
-    asked = [t for t in terms if t in stop and t in generic]
-    quiet = stop & ((stop - generic) | GENERIC_VERBS)   # (function words of the other languages)
-    strong = any(t in GLOBAL_CUES and t not in WEAK_CUES for t in asked)
-    if any(t not in stop for t in terms):   # a word of its own: a question about something
-        return stop if strong else quiet | (stop & WEAK_CUES - {"key"})   # (a noun as often: "the key to the door")
-    nouns = {t for t in asked if t not in GENERIC_VERBS}
-    if strong or len(nouns) != 1:
-        return None
-    return quiet   # one generic noun alone is what it asks about
-
-
-def broad_words(question: str) -> list[str]:
-    """Up to 3 words that make ``question`` a broad one, to name it by: its cue words ("main,
-    themes"), else its generic ones ("story", "characters"), else any; none for "What is it?"."""
-    asked = local_search.query_terms(question)
-    return ([w for w in asked if w in GLOBAL_CUES]
-            or [w for w in asked if w in GENERIC_WORDS or w in COLLECTION_WORDS
-                or w in FOREIGN_COLLECTION_WORDS] or asked)[:3]
-
+from streamrag.terms import words
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
 # search did not get that far (no communities, no report selected, no model): a key is never
@@ -331,7 +145,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                             version=store.version)   # (in the snapshot: what every read below sees)
             answer.not_in_index = unknown_names(store, question)
             named = named_entities(store, question)   # (once: routing, search and citations ask it)
-            if answer.not_in_index and not _asks_more(question, answer.not_in_index):
+            if answer.not_in_index and not asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
                 # with a model a whole global search was paid to find nothing.
                 answer.text = (f"Nothing in the index mentions {_listed(answer.not_in_index)}, and the "
@@ -941,187 +755,10 @@ def _usage(stats: dict[str, dict[str, int]]) -> dict:
     return llm_summary(dict(sorted(stats.items())))
 
 
-_UNDECODED = re.compile("[\ud800-\udfff]")
-
-
-def checked_question(question: str) -> str:
-    """``question`` with its white space made single and its invisible characters dropped;
-    ``UsageError`` when it is empty, too long or has bytes that are not UTF-8."""
-    if bad := _UNDECODED.search(question):
-        # Python hands such bytes of the command line over as lone surrogates, which no model
-        # request, cache key or JSON output can carry. Not guessed at: read as Latin-1, bytes of
-        # another encoding (Shift JIS, GBK) would be searched as wrong letters, and answered.
-        # (One the command line does not make, from a caller's string, is shown escaped: \\ud83d.)
-        escaped = "surrogateescape" if "\udc80" <= bad.group() <= "\udcff" else "backslashreplace"
-        shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", escaped)
-        raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
-                         "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
-    question = " ".join(question.split())
-    # (a question of zero-width spaces only was accepted, and paid for a whole global search;
-    # those inside one stay: a joiner is part of a Persian word or an emoji, and the search's
-    # words are read without them anyway)
-    if not question.translate(INVISIBLE_TABLE).strip():
-        raise UsageError("the question is empty; ask something, e.g. "
-                         "`streamrag ask \"What are the main themes?\"`")
-    # Sent again with every rating and map batch. Words of scripts written without spaces count
-    # as the answers count them (two characters a word), and a "word" of 100,000 letters by its
-    # length: a question of one such word cost 60,000 prompt tokens.
-    n = extractive.word_count(question)
-    if n > MAX_QUESTION_WORDS or len(question) > MAX_QUESTION_CHARS:
-        size = f"{n:,} words" if n > MAX_QUESTION_WORDS else f"{len(question):,} characters"
-        raise UsageError(f"the question is {size} long; ask in at most {MAX_QUESTION_WORDS:,} words "
-                         f"(two characters of a script written without spaces count as one) and "
-                         f"{MAX_QUESTION_CHARS:,} characters: it is sent with every batch of reports a "
-                         "global search reads; put long material in the indexed folder instead")
-    return question
-
-
-# --------------------------------------------------------------------------------------------
-# Routing
-# --------------------------------------------------------------------------------------------
-def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[str, str, bool]]:
-    """(id, name, written capitalised) of entities all of whose name words the question has (a
-    name in a script without capitals counts as capitalised: global search opens the communities
-    of the names written so, and auto mode weighs them as names)."""
-    terms = local_search.query_terms(question)
-    if not terms:
-        return []
-    qwords = set(words(question))
-    rows = store.conn.execute(   # the name as written: the FTS table's may be spelled as words
-        "SELECT entities.id, entities.name FROM entities_fts JOIN entities USING (id) "
-        "WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), entities.id LIMIT ?",
-        ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
-    out = []
-    for eid, name in rows:
-        name_words = [w for w in words(name) if w not in local_search.STOPWORDS]
-        if name_words and all(w in qwords for w in name_words):
-            # (a name in a script without capitals, 张伟 or محمد, is written as a name is)
-            capitalised = not any(c.isupper() or c.islower() for c in name) or any(
-                re.search(rf"\b{re.escape(w)}\b", question) for w in re.findall(r"[^\W\d_]+", name)
-                if w[:1].isupper())
-            out.append((eid, name, capitalised))
-    return out
-
-
-def outermost(named: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
-    """``named`` (``named_entities``) without the names held in a longer one it has: "Lake" in
-    "Lake Kelholmford", "Brevberg" in "Hedda Brevberg" (the offline extractor makes entities of
-    a name's parts)."""
-    sets = [frozenset(words(name)) for _, name, _ in named]
-    return [n for n, own in zip(named, sets, strict=True) if not any(own < other for other in sets)]
-
-
 def _listed(names: list[str]) -> str:
     """``names`` quoted, as a list in words."""
     quoted = [f'"{n}"' for n in names]
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-
-
-_TOKEN = re.compile(r"[^\W_]+")
-# Words that say a question is English (not those German, Dutch or French share: was, in, an, so, is).
-_ENGLISH_CUES = frozenset("""the of what who whom whose which does did do how where when why and with
-about from this that for they their were has have there into than been would could should""".split())
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
-
-
-def _asks_more(question: str, names: list[str]) -> bool:
-    """Whether ``question`` has words beyond ``names`` (and the words that ask nothing)."""
-    held = {w for name in names for w in words(name)}
-    return any(w not in held for w in local_search.query_terms(question.translate(INVISIBLE_TABLE)))
-
-
-def unknown_names(store: Store, question: str) -> list[str]:
-    """The names ``question`` writes capitalised that no text or entity of the index has (a
-    person whose only file was deleted), as written; adjacent ones make one name.
-
-    A capitalised word opening a sentence, a stopword and a question written in Title Case or
-    capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
-    not a name the index lacks when the index has it in another form ("Tuesdays", "Londoner":
-    its first letters begin a word there), when it is short or an acronym ("USA", "CEO"), or
-    when the question does not read as English (German writes every noun capitalised); two
-    or more such words in a row are a name when one of them is absent in every form."""
-    question = question.translate(INVISIBLE_TABLE)   # (as the search reads it)
-    tokens = list(_TOKEN.finditer(question))
-    english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
-    opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
-    if 0 < len(tokens) <= 4 and all(t.group()[:1].isupper() for t in tokens) \
-            and not any(t.group().lower() in local_search.STOPWORDS for t in tokens) \
-            and not re.search(r"[.!?]\s", question):
-        # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it. (Not
-        # "Hello. Zorblax?": two sentences.)
-        opening, english = [False] * len(tokens), True
-    for i in range(len(tokens) - 1):
-        # A sentence that opens on a name of two words or more ("I read the book. Zorblax
-        # Quintrell?"): its first word is the name's, not only the sentence's ('Quintrell' alone).
-        word, after = tokens[i].group(), tokens[i + 1]
-        if opening[i] and word[:1].isupper() and after.group()[:1].isupper() \
-                and not question[tokens[i].end():after.start()].strip() \
-                and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES:
-            opening[i] = False
-    if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
-           and not first for t, first in zip(tokens, opening, strict=True)):
-        return []
-    absent: list[int] = []
-    strong: set[int] = set()   # absent in every form (not an acronym)
-    for i, t in enumerate(tokens):
-        tok = t.group()
-        ws = words(tok)
-        if (len(tok) < 2 or not tok[:1].isupper() or opening[i]
-                or not ws or any(w in local_search.STOPWORDS for w in ws)):
-            continue
-        if _has_words(store, '"' + " ".join(ws) + '"'):
-            continue
-        absent.append(i)
-        word = ws[0]
-        if len(ws) > 1 or (not tok.isupper() and (   # (a short word's first letters begin many)
-                len(word) < 5 or not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *'))):
-            strong.add(i)
-    names: list[list[int]] = []
-    for i in absent:
-        if names and names[-1][-1] == i - 1 and question[tokens[i - 1].end():tokens[i].start()].strip() in ("", "-"):
-            names[-1].append(i)
-        else:
-            names.append([i])
-    return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
-                              for run in names if strong & set(run)
-                              and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)))
-
-
-def _has_words(store: Store, match: str) -> bool:
-    """Whether a text or an entity name of the index matches the FTS5 expression ``match``."""
-    return bool(store.scalar("SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (match,))
-                or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
-                                (f"name : ({match})",)))
-
-
-def choose_mode(store: Store, question: str,
-                named: list[tuple[str, str, bool]] | None = None) -> tuple[str, str]:
-    """``global`` or ``local`` for ``question`` and why, without a model call (``named``: its
-    ``named_entities``, when the caller has them)."""
-    qwords = words(question)
-    # (a weak cue alone, "Where was the key?", is left to content_stop below)
-    cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
-    named = named_entities(store, question) if named is None else named
-    proper = [n for _, n, cap in named if cap]
-    local_score = len(proper) + 0.5 * (len(named) - len(proper))
-    if named and local_score > len(cues):
-        names = ", ".join(dict.fromkeys(n for _, n, _ in outermost(named)[:3]))
-        return "local", f"the question names {names}"
-    if cues:
-        return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"
-    stop = content_stop(question, [])   # (nothing named: named is empty here)
-    if stop is None:
-        # Only generic and function words ("What are my notes about?", "¿De qué tratan mis
-        # notas?"): their few matches in entity names are not what it asks about.
-        shown = broad_words(question)
-        return "global", ("the question asks about the collection as a whole (" + ", ".join(shown) + ")"
-                          if shown else "the question names nothing, so the community reports answer it")
-    # The words local search would look for (``_Search.local_stop``): with English stopwords only,
-    # the German "die" of "Wer sind die Figuren?" matched "... will die" and went local to find
-    # nothing of what it asks.
-    if local_search.fts_entities(store, question, 1, extra_stop=stop):
-        return "local", "the question's words match entities of the index"
-    return "global", "the question matches no entity, so the community reports answer it"
 
 
 # --------------------------------------------------------------------------------------------

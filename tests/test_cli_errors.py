@@ -687,7 +687,7 @@ def test_a_question_with_bytes_that_are_not_utf8_is_refused(indexed):
                  "bytes that are not UTF-8", "Zo\\xe9", "LANG=C.UTF-8")
     # A lone surrogate no command line makes, from a caller's own string: a traceback too.
     from streamrag.errors import UsageError
-    from streamrag.query import checked_question
+    from streamrag.question import checked_question
 
     with pytest.raises(UsageError, match=r"not UTF-8 \(in b'Who is \\\\ud83d Scrooge"):
         checked_question("Who is \ud83d Scrooge?")

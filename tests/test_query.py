@@ -23,7 +23,8 @@ from streamrag.errors import IndexMissingError, LLMOutputError, UsageError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
-from streamrag.query import Answer, aask, add_ask_command, choose_mode, cmd_ask
+from streamrag.query import Answer, aask, add_ask_command, cmd_ask
+from streamrag.question import choose_mode
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -1301,7 +1302,7 @@ async def test_an_offline_global_search_reads_the_communities_of_the_entity_name
 
 
 def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_is_asked():
-    from streamrag.query import content_stop
+    from streamrag.question import content_stop
     stop = content_stop("What are the main themes of the Lantern Festival?", ["Lantern Festival"])
     assert local_search.query_terms("What are the main themes of the Lantern Festival?", extra_stop=stop) == [
         "lantern", "festival"]
@@ -1317,7 +1318,7 @@ def test_local_and_basic_search_leave_the_generic_words_out_unless_nothing_else_
 def test_a_word_for_the_people_or_the_story_is_generic_only_when_nothing_else_is_asked():
     # "Who are the main characters?" searched "characters", "Summarize everything" "everything":
     # sentences that happened to hold the word were the answer.
-    from streamrag.query import content_stop
+    from streamrag.question import content_stop
 
     for question in ("Who are the main characters?", "Summarize everything", "What is the moral of the story?",
                      "Tell me about the people in my notes", "Where is everyone going?"):
@@ -1342,7 +1343,7 @@ def test_a_word_for_the_people_or_the_story_is_generic_only_when_nothing_else_is
 def test_the_words_for_the_people_or_the_story_of_other_languages_are_generic_only_when_nothing_else_is_asked():
     # "Quels sont les personnages principaux ?" searched "personnages", which no report had, and
     # answered that nothing matched; "Who are the main characters?" got the overview.
-    from streamrag.query import content_stop, global_question
+    from streamrag.question import content_stop, global_question
 
     def left(question):
         cut, stop = global_question(question)
@@ -1491,7 +1492,7 @@ async def test_a_rating_model_cannot_leave_closed_the_community_of_an_entity_nam
 
 
 def test_how_a_question_asks_is_not_what_it_is_about():
-    from streamrag.query import RELATION_WORDS
+    from streamrag.question import RELATION_WORDS
     passages = [("[E:e1]", "A death connected them all. Bob Cratchit thanked Scrooge.")]
     question = "How is Bob Cratchit connected to Scrooge?"
     assert len(pick_sentences(question, passages)) == 2
@@ -2419,7 +2420,7 @@ def test_a_name_asked_about_meets_its_own_form_not_a_common_word_of_its_stem():
 def test_a_name_in_a_script_without_capitals_counts_as_written_like_a_name(tmp_path):
     # Global search opens the communities of the entities a question names capitalised; a
     # Chinese or Arabic name has no capitals, so its community was never opened (a reviewer).
-    from streamrag.query import named_entities
+    from streamrag.question import named_entities
     store = Store(tmp_path / "i.db")
     with store.conn:
         for eid, name in (("e1", "张伟"), ("e2", "محمد"), ("e3", "Ada Osk"), ("e4", "Quay")):
