@@ -450,8 +450,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_ask_checked(args: argparse.Namespace) -> int:
-    """``ask``'s arguments checked before anything is opened, then ``query.cmd_ask``."""
-    from streamrag.query import cmd_ask
+    """``ask``'s arguments checked before anything is opened, then ``ask_command.cmd_ask``."""
+    from streamrag.ask_command import cmd_ask
     from streamrag.question import checked_question
 
     checked_question(args.question)
@@ -548,9 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_index)
 
+    from streamrag.ask_command import add_ask_command
     from streamrag.daemon import add_watch_command
     from streamrag.demo import add_demo_command
-    from streamrag.query import add_ask_command
 
     add_ask_command(sub)
     sub.choices["ask"].set_defaults(func=cmd_ask_checked)

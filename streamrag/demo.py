@@ -18,7 +18,6 @@ import anyio
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
-from streamrag.query import ask, format_footer
 from streamrag.signals import until_sigterm
 from streamrag.terminal import terminal_text
 from streamrag.store import Store, one_writer
@@ -43,7 +42,10 @@ def add_demo_command(subparsers) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from streamrag.pipeline import sync  # loaded here: every command builds the demo's parser
+    # (loaded here, not with the module: every command builds the demo's parser)
+    from streamrag.ask_command import format_footer
+    from streamrag.pipeline import sync
+    from streamrag.query import ask
 
     started = time.monotonic()
     answer_settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"},

@@ -29,7 +29,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
@@ -38,7 +37,6 @@ import math
 import os
 import re
 import shlex
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -60,7 +58,6 @@ from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, c
 from streamrag.signals import until_sigterm
 from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
-from streamrag.terminal import TerminalText, terminal_text
 from streamrag.terms import words
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -759,116 +756,6 @@ def _listed(names: list[str]) -> str:
     """``names`` quoted, as a list in words."""
     quoted = [f'"{n}"' for n in names]
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-
-
-# --------------------------------------------------------------------------------------------
-# Command line (wired into streamrag.cli)
-# --------------------------------------------------------------------------------------------
-def add_ask_command(subparsers) -> None:
-    """The ``ask`` subcommand."""
-    from streamrag.cli import CONFIG_DEFAULT, path_arg
-
-    p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
-    p.add_argument("question", metavar="QUESTION", help="the question, quoted")
-    p.add_argument("--mode", choices=MODES, default="auto",
-                   help="global: community reports; local: entities and their sources; basic: plain "
-                        "chunk retrieval; auto (default): global or local, chosen without a model call")
-    p.add_argument("--level", type=int, metavar="N",
-                   help="global search over the reports of level N (static); -1 = query.global_level, "
-                        "or the deepest level (default: dynamic selection from the root)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else .streamrag/index.db here or above)")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT})")
-    p.add_argument("--api-base", metavar="URL",
-                   help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
-    p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")
-    p.add_argument("--fresh", action="store_true",
-                   help="ask the model again instead of answering from its cached answers (which "
-                        "the new ones replace): for an answer a passing fault spoiled")
-    p.set_defaults(func=cmd_ask)
-
-
-def cmd_ask(args: argparse.Namespace) -> int:
-    from streamrag.cli import _db_for_reading, _reading_settings
-
-    settings = _reading_settings(args)
-    db = _db_for_reading(args, settings)
-    stream = not args.json and not args.no_stream
-    # Document text reaches the terminal through the answer, the footer and status lines: it
-    # must not drive the terminal (colours, titles, cursor moves), so escapes are dropped there.
-    terminal = TerminalText()
-    streamed = []
-    held = [""]   # a citation still open ("[E:ent-3b"): shown once it closes
-
-    def on_delta(piece: str) -> None:
-        text = held[0] + terminal.feed(piece)
-        cut = citations.open_citation_at(text)
-        held[0] = text[cut:]
-        streamed.append(text[:cut])
-        sys.stdout.write(text[:cut])
-        sys.stdout.flush()
-
-    def on_status(message: str) -> None:
-        if not args.json:
-            print(f"streamrag: {terminal_text(message)}", file=sys.stderr, flush=True)
-
-    try:
-        answer = ask(args.question, settings, db, mode=args.mode, level=args.level,
-                     on_delta=on_delta if stream else None, on_status=on_status, sigterm=True,
-                     fresh=args.fresh)
-    except BaseException:   # (Ctrl-C, an error): its line does not go on the answer's last one
-        if "".join(streamed) and not "".join(streamed).endswith("\n"):
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-        raise
-    if args.json:
-        # (\u escapes where the output cannot take UTF-8: the CLI's escaping of what it cannot
-        # encode would make the JSON invalid)
-        utf8 = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8"
-        print(json.dumps(answer.to_json(), ensure_ascii=not utf8, default=str))
-        return 0
-    if stream:
-        rest = held[0] + terminal.flush()
-        if answer.cut_off:   # the length limit cut a citation in two: it names nothing
-            rest = citations.without_open_citation(rest)
-        streamed.append(rest)
-        sys.stdout.write(rest)
-        if "".join(streamed) and not "".join(streamed).endswith("\n"):
-            sys.stdout.write("\n")
-    else:
-        print(terminal_text(answer.text))
-    print(terminal_text(format_footer(answer)))
-    return 0
-
-
-def format_footer(answer: Answer, max_documents: int = 20) -> str:
-    """What follows an answer on the terminal: its documents, dropped citations, mode and cost."""
-    lines = [""]
-    if answer.documents:
-        # An answer that cites nothing is not shown as resting on everything it was given.
-        lines.append("Documents:" if answer.citations or answer.extractive
-                     else "Documents it was given (the answer cites none of them):")
-        lines += [f"  {shown(p)}" for p in answer.documents[:max_documents]]  # one line each
-        if len(answer.documents) > max_documents:
-            lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")
-    if answer.cut_off:
-        lines.append("The answer was cut off at query.answer_max_tokens; raise it for a longer one.")
-    if answer.unresolved:
-        lines.append(f"Dropped {len(answer.unresolved)} citation(s) that name nothing the answer was given: "
-                     + " ".join(answer.unresolved))
-    how = "no search" if answer.search == "none" else answer.search.replace("_", " ") + " search"
-    if answer.level is not None:
-        how += f" at level {answer.level}"
-    elif answer.details.get("communities") == 0:
-        how += " (the index has no communities)"
-    if answer.auto_choice and answer.search != "none":
-        how += f", chosen automatically: {answer.auto_reason}"
-    u = answer.llm
-    cost = ("no LLM calls" if not u.get("calls") else
-            f"{u['calls']} LLM call(s), {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} "
-            f"completion tokens" + (f", {u['cached']} from cache" if u.get("cached") else ""))
-    lines.append(f"[{how}; {'extractive, ' if answer.extractive else ''}{cost}]")
-    return "\n".join(lines)
 
 
 _ASK_WAIT_S = 2.0   # ask's writes are its own records: an answer waits this long for them, no more

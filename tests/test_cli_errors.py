@@ -243,12 +243,12 @@ def test_a_damaged_page_of_the_index_is_one_line_too(cli, tmp_path, indexed, mod
                                                             sqlite3.OperationalError("database is locked")])])
 def test_a_bug_near_the_database_is_not_called_damage(indexed, monkeypatch, error):
     # "delete the damaged file and index again" for a bug would have a user delete a good index.
-    from streamrag import query
+    from streamrag import ask_command
 
     def failing(args):
         raise error
 
-    monkeypatch.setattr(query, "cmd_ask", failing)
+    monkeypatch.setattr(ask_command, "cmd_ask", failing)
     with pytest.raises(type(error)):
         main(["ask", "--db", str(indexed / ".streamrag" / "index.db"), "anything"])
 
@@ -263,12 +263,12 @@ def test_output_to_a_full_disk_is_one_line(indexed, command):
 
 
 def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, indexed, monkeypatch):
-    from streamrag import query
+    from streamrag import ask_command
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(query, "cmd_ask", interrupted)
+    monkeypatch.setattr(ask_command, "cmd_ask", interrupted)
     err = cli("ask", "--db", str(indexed / ".streamrag" / "index.db"), "anything", code=130)
     assert err == "streamrag: interrupted\n"
 

@@ -23,7 +23,8 @@ from streamrag.errors import IndexMissingError, LLMOutputError, UsageError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
-from streamrag.query import Answer, aask, add_ask_command, cmd_ask
+from streamrag.ask_command import add_ask_command, cmd_ask
+from streamrag.query import Answer, aask
 from streamrag.question import choose_mode
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
@@ -1106,7 +1107,7 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
 async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_does(offline_db):
     # "Zorblax Quintrell?" printed "mode": "auto", "auto_choice": null and "details":
     # {"searched": false}: a mode no other answer has and a key the README does not name.
-    from streamrag.query import format_footer
+    from streamrag.ask_command import format_footer
 
     offline = make_settings("", index=INDEX)
     other = (await aask("Who hired the engineer Mira Osk?", offline, offline_db)).to_json()
@@ -1725,7 +1726,7 @@ def test_a_vector_of_an_older_text_is_not_fresh(llm_db, tmp_path):
 
 
 def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
-    from streamrag.query import format_footer
+    from streamrag.ask_command import format_footer
 
     bare = Answer(question="q", requested_mode="local", mode="local", search="local",
                   text="The context does not hold the answer.", documents=["a.txt", "b.txt"])
@@ -1737,7 +1738,7 @@ def test_an_answer_that_cites_nothing_does_not_claim_to_rest_on_its_context():
 
 def test_a_document_path_with_control_characters_is_listed_on_one_escaped_line():
     # A file named "evil\x1b[31mRED\nline.txt" was listed as two lines, its escape dropped.
-    from streamrag.query import format_footer
+    from streamrag.ask_command import format_footer
 
     answer = Answer(question="q", requested_mode="local", mode="local", search="local", text="x",
                     extractive=True, documents=["evil\x1b[31mRED\nline.txt", "b.txt"])
@@ -1747,7 +1748,7 @@ def test_a_document_path_with_control_characters_is_listed_on_one_escaped_line()
 
 @pytest.mark.parametrize("mode", ["local", "global"])
 async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
-    from streamrag.query import format_footer
+    from streamrag.ask_command import format_footer
 
     short = make_settings(simulator.base_url, index=INDEX, llm={"cache": False},
                           query={"answer_max_tokens": 8})
