@@ -14,8 +14,11 @@ from __future__ import annotations
 import itertools
 import re
 
-# Front matter: a first line of --- (YAML) or +++ (TOML), then up to 200 lines, then the same.
-_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,200}?)\1[ \t]*(?:\n|\Z)")
+# Front matter: a first line of --- (YAML) or +++ (TOML), then up to 10,000 lines (a
+# long tag list is metadata still: past 200 lines a note's was indexed as text, its title lost;
+# the lines are matched once, so a 5 MB file with no closing line is read in milliseconds), then
+# the same line.
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)\1[ \t]*(?:\n|\Z)")
 # An HTML comment outside a code span (group 1, kept as written: closed by a run of as many
 # backticks, CommonMark, so ``a `<!--` b`` holds one; up to 16 of them: a run with no match
 # scans to the end of its line, and a line of runs of each length took seconds). Code blocks are

@@ -302,6 +302,24 @@ def test_a_leading_block_with_long_runs_of_blanks_is_read_at_once():
     assert front_matter("---\ntitle : Quay\n'a b' : 1\n\"c\":\n---\nAda") == ("Ada", "Quay")
 
 
+def test_long_front_matter_is_metadata_still_and_a_leading_rule_never_closed_is_read_at_once(tmp_path):
+    import time
+
+    from streamrag.markdown import front_matter
+
+    # Past 200 lines (a long tag list) the front matter was indexed as text and its title lost.
+    tags = "---\ntags:\n" + "  - t\n" * 205 + "title: Big\n---\nBody"
+    assert front_matter(tags) == ("Body", "Big")
+    write(tmp_path / "t.md", tags)
+    [doc], _ = read_documents(tmp_path / "t.md", root=tmp_path)
+    assert (doc.title, doc.text) == ("Big", "Body")
+    # Its lines are matched once: 5 MB after an opening --- that nothing closes is text, at once.
+    for text in ("---\n" + "- t\n" * 1_300_000, "---\n" + "----\n" * 1_000_000, "---\n" + "x" * 5_000_000):
+        start = time.process_time()
+        assert front_matter(text) == (text, None)
+        assert time.process_time() - start < 1
+
+
 def test_an_index_reads_again_the_files_the_loader_now_reads_otherwise(tmp_path, monkeypatch):
     # A new way of reading files is a new loader version: an index of the first slide lost as
     # front matter gets it once the file is read again, though the file did not change.
