@@ -14,11 +14,11 @@ from __future__ import annotations
 import itertools
 import re
 
-# Front matter: a first line of --- (YAML) or +++ (TOML), then up to 10,000 lines (a
+# Front matter: a first line of --- (YAML, group 1) or +++ (TOML), then up to 10,000 lines (a
 # long tag list is metadata still: past 200 lines a note's was indexed as text, its title lost;
 # the lines are matched once, so a 5 MB file with no closing line is read in milliseconds), then
-# the same line.
-_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)\1[ \t]*(?:\n|\Z)")
+# the same line, or for YAML its end of document, "..." (Pandoc's metadata blocks).
+_FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)(?:---|\.\.\.)|\+\+\+)[ \t]*(?:\n|\Z)")
 # An HTML comment outside a code span (group 1, kept as written: closed by a run of as many
 # backticks, CommonMark, so ``a `<!--` b`` holds one; up to 16 of them: a run with no match
 # scans to the end of its line, and a line of runs of each length took seconds). Code blocks are
@@ -66,7 +66,7 @@ def front_matter(text: str) -> tuple[str, str | None]:
     """A Markdown file's text without its leading YAML (``---``) or TOML (``+++``) front matter,
     and the ``title`` it sets, if any: metadata is not prose to extract from."""
     m = _FRONT_MATTER.match(text)
-    if not m or m.group(1) == "---" and not all(
+    if not m or m.group(1) and not all(
             _YAML_LINE.fullmatch(line) for line in m.group(2).split("\n") if line):
         return text, None
     t = _FRONT_MATTER_TITLE.search(m.group(2))

@@ -268,6 +268,11 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
     # YAML's folded and literal titles are the lines below (the title was ">").
     folded = write(tmp_path / "e.md", "---\ntitle: >-\n  Harbour\n  notes\ndate: 2024\n---\nAda Osk.\n")
     assert read_documents(folded, root=tmp_path)[0][0].title == "Harbour notes"
+    # YAML's end of document, "...", closes it too (Pandoc's metadata blocks), not TOML's.
+    dots = write(tmp_path / "f.md", "---\ntitle: Doc\n...\nBody\n")
+    assert [(d.title, d.text) for d in read_documents(dots, root=tmp_path)[0]] == [("Doc", "Body\n")]
+    toml_dots = write(tmp_path / "g.md", "+++\ntitle = 'Doc'\n...\nBody\n")
+    assert read_documents(toml_dots, root=tmp_path)[0][0].text.startswith("+++\ntitle")
     only = write(tmp_path / "d.md", "---\ntitle: x\n---\n\n")
     with pytest.raises(InputError, match=r"d\.md: no text outside front matter"):
         read_documents(only, root=tmp_path)
