@@ -60,6 +60,10 @@ _CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->|(
 _YAML_LINE = re.compile(r"""[ \t].*|#.*|-(?:[ \t].*)?|(?:"[^"]*"[ \t]*|'[^']*'[ \t]*|[^\s#"'][^:]*):(?:[ \t].*)?""")
 _FRONT_MATTER_TITLE = re.compile(r"^title[ \t]*[:=][ \t]*(.+)$", re.MULTILINE)
 _BLOCK_SCALAR = re.compile(r"[>|][+-]?")
+# A quoted value: YAML's (and TOML's) "..." (group 1, its \" and \\ escaped) or '...' (group 2,
+# YAML's '' a quote); and outside one, a comment: a "#" after a blank, or opening the value.
+_QUOTED = re.compile(r"""\"((?:[^"\\]|\\.)*)"|'((?:[^']|'')*)'""")
+_COMMENT = re.compile(r"(?:\A|[ \t])#")
 
 
 def front_matter(text: str) -> tuple[str, str | None]:
@@ -70,13 +74,23 @@ def front_matter(text: str) -> tuple[str, str | None]:
             _YAML_LINE.fullmatch(line) for line in m.group(2).split("\n") if line):
         return text, None
     t = _FRONT_MATTER_TITLE.search(m.group(2))
-    title = t.group(1).strip().strip("'\"").strip() if t else None
-    if t and _BLOCK_SCALAR.fullmatch(t.group(1).strip()):
+    title = _scalar(t.group(1)) if t else None
+    if t and _BLOCK_SCALAR.fullmatch(_COMMENT.split(t.group(1), 1)[0].strip()):
         # YAML's `title: >` (or `|`): the title is on the indented lines below.
         below = itertools.takewhile(lambda line: line[:1] in (" ", "\t") or not line.strip(),
                                     m.group(2)[t.end():].split("\n")[1:])
         title = " ".join(line.strip() for line in below if line.strip()) or None
     return text[m.end():], title or None
+
+
+def _scalar(value: str) -> str:
+    """A front matter key's ``value`` as written on its line: a quoted one's text, or a plain one
+    up to its comment (``title: Doc # draft`` is "Doc"; ``C#`` and ``"C# notes"`` keep theirs)."""
+    value = value.strip()
+    if q := _QUOTED.match(value):
+        double, single = q.groups()
+        return re.sub(r'\\([\\"])', r"\1", double) if double is not None else single.replace("''", "'")
+    return _COMMENT.split(value, 1)[0].strip().strip("'\"").strip()
 
 
 def without_comments(text: str) -> str:

@@ -278,6 +278,17 @@ def test_markdown_front_matter_is_left_out_and_gives_the_title(tmp_path):
         read_documents(only, root=tmp_path)
 
 
+def test_a_comment_after_a_front_matter_title_is_no_part_of_it():
+    from streamrag.markdown import front_matter
+
+    # YAML: " #" outside quotes opens a comment; "Doc # draft" was the document's title.
+    for value, title in (("Doc # draft", "Doc"), ("Doc\t#1", "Doc"), ('"C# notes" # x', "C# notes"),
+                         ("C#", "C#"), ("'It''s' # x", "It's"), ('"Say \\"hi\\""', 'Say "hi"'),
+                         ("# none yet", None), (">- # folded\n  Harbour\n  notes", "Harbour notes")):
+        assert front_matter(f"---\ntitle: {value}\n---\nBody") == ("Body", title), value
+    assert front_matter('+++\ntitle = "Doc" # draft\n+++\nBody') == ("Body", "Doc")   # (TOML's too)
+
+
 def test_a_leading_block_of_lines_that_are_not_yaml_is_text_not_front_matter(tmp_path):
     # Slides cut by --- lost the first slide, read as front matter though no line of it is YAML.
     slides = write(tmp_path / "c.md", "---\nSlide one - Ada Osk in Lisbon\n---\nSlide two\n")
