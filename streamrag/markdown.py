@@ -3,7 +3,8 @@
 What ``loader`` makes of a Markdown file's text before it is indexed: front matter is metadata
 (its ``title`` names the document), HTML comments are not shown, wikilinks read as the text they
 show, and quotes and callouts without their marks. Code (fenced, indented, or a code span) is
-kept as written, links, comments and all. ``_blocks`` is one line scanner that follows
+kept as written, links, comments and all; so is a raw HTML block (``<pre>`` ...), its comments
+hidden as a browser hides them. ``_blocks`` is one line scanner that follows
 CommonMark's blocks (list items, quotes, fences, indented code) as far as those need; the rest
 are regexes over runs of lines that are not code. Pure functions of text: no files, no I/O.
 A change to what they make of a text is a new ``loader.VERSION`` (every file is read again).
@@ -40,7 +41,8 @@ _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
 _FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
 # Lines that may hold a quote or code (``_blocks``); a note with none is read as it is.
-_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~)| {0,3}\t| {4})",
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~|<(?i:pre|script|style|textarea))"
+                              r"| {0,3}\t| {4})",
                               re.MULTILINE)
 _MARK = re.compile(r"[ \t]*>[ \t]?")
 # A list item's marker (group 1, a bullet or a number) and the blanks after it; a thematic
@@ -49,6 +51,10 @@ _ITEM = re.compile(r" {0,3}([-+*]|\d{1,9}[.)])(?:[ \t]+|$)")
 _BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes a heading of it
+# A raw HTML block whose text is shown as written (CommonMark's first kind: a line opening with
+# one of these tags, to the line holding the end of any of them); a link in it is no link.
+_RAW_HTML = re.compile(r"[ \t]*<(?:pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
+_RAW_HTML_END = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
 # What closes on the line it opens on: a code span, an HTML comment; or (group 2) a <!-- that
 # does not, to the end of the line in one match (each scanned on to it: 50,000 took 54 s).
 _CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->|(<!--)")
@@ -165,6 +171,9 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     columns in under a list item is the item's text. In a quote the same holds four columns in
     from its marks (``>     code`` is ``    code``), except under the quote's paragraph and in
     a quote that holds a list item (its text: lists in a quote are followed no further).
+    A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
+    ``<textarea>`` opening a line, outside a quote) is kept to the line that ends one, and is
+    no code in ``comments``: a browser hides the comments in it.
     ``comments``: find the code of text whose HTML comments are still in (none is looked for in
     a comment).
     """
@@ -183,6 +192,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     quote_items = False   # the quote holds a list item (whose indented lines are its text)
     in_comment = False
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
+    raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base)
     for line in lines:
         if fence and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
@@ -191,6 +201,12 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             code.append(True)
             continue
         fence = None   # (a line left of the list item the fence is in ends both)
+        if raw_html and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
+            raw_html = not _RAW_HTML_END.search(line)
+            out.append(line)
+            code.append(not comments)   # (its HTML comments are hidden, as a browser hides them)
+            continue
+        raw_html = False
         if in_comment:
             if "-->" in line:
                 in_comment = _opens_comment(line[line.index("-->") + 3:])
@@ -268,8 +284,12 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 in_comment = comments and not indented and _opens_comment(line)
                 continue
             # (in a list item, after its marker)
+            html = None
             if opened := ("`" in line or "~" in line) and _FENCE.match(line, start):
                 fence, fence_base = opened.group(1), items[-1] if items else 0
+            elif html := "<" in line and _RAW_HTML.match(line, start):
+                raw_html, fence_base = not _RAW_HTML_END.search(line, html.end()), items[-1] if items else 0
+                opened = html
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             if not quote_para:
@@ -280,7 +300,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 and bool(line[start:].strip(" \t"))
             in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
-            code.append(bool(opened))
+            code.append(bool(opened) and not (comments and html))
             continue
         lead = line[:start] if items else ""   # a list item's indent and marker stay
         inner, was = quote.group(2), depth
@@ -346,12 +366,12 @@ def _marks_off(quoted: str, marks: int) -> str:
 
 def _starts_block(text: str, first: str) -> bool:
     """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
-    fence, a heading or a thematic break; one that does not continues a paragraph above.
-    ``first``: its first character that is not a blank; most lines' tells they open none."""
-    if not (first in "-+*>`~#_" or first.isdigit()):
+    fence, a heading, a thematic break or a raw HTML block; one that does not continues a paragraph
+    above. ``first``: its first character that is not a blank; most lines' tells they open none."""
+    if not (first in "-+*>`~#_<" or first.isdigit()):
         return False
     return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
-                or _BREAK.match(text))
+                or _BREAK.match(text) or _RAW_HTML.match(text))
 
 
 def _opens_comment(text: str) -> bool:

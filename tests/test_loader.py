@@ -801,6 +801,24 @@ def test_a_run_of_a_million_blanks_is_cut_before_the_tokenizer_sees_it(tmp_path)
     assert count_tokens(doc.text) > 0
 
 
+def test_a_raw_html_block_of_preformatted_text_keeps_its_links_as_written():
+    from streamrag.markdown import as_shown, without_comments
+
+    # CommonMark: a line opening with <pre>, <script>, <style> or <textarea> opens a raw HTML
+    # block, shown as written to the line that ends one: its [[x|y]] was read as "y".
+    assert as_shown("<pre>\n[[x|y]]\n</pre>\n[[a|b]]") == "<pre>\n[[x|y]]\n</pre>\nb"
+    assert as_shown("Ada [[a|b]]\n<PRE class=x>\n\n[[x|y]]\n</pre> [[c|d]]\nBo [[e|f]]") == \
+        "Ada b\n<PRE class=x>\n\n[[x|y]]\n</pre> [[c|d]]\nBo f"   # (it interrupts a paragraph)
+    assert as_shown("- a\n  <script>\n  [[x|y]]\n  </script>\n  [[c|d]]") == \
+        "- a\n  <script>\n  [[x|y]]\n  </script>\n  d"   # (in a list item, ended by a line left of it)
+    assert as_shown("- a [[c|d]]\n<pre>\n[[x|y]]") == "- a d\n<pre>\n[[x|y]]"
+    assert as_shown("<prefix>\n[[x|y]]") == "<prefix>\ny"   # (no such tag)
+    # Its comments are hidden, as a browser hides them, and a fence in it opens no code.
+    assert as_shown(without_comments("<pre>\n<!-- c -->\n[[x|y]]\n</pre>")) == "<pre>\n\n[[x|y]]\n</pre>"
+    assert as_shown(without_comments("<pre>\n```\n<!-- c -->[[x|y]]\n</pre>\nAda [[a|b]]<!-- d -->")) == \
+        "<pre>\n```\n[[x|y]]\n</pre>\nAda b"
+
+
 def test_obsidian_comments_are_not_indexed(tmp_path):
     # Obsidian hides %%...%% in its reading view; a private note there was indexed and quoted.
     from streamrag.markdown import as_shown, without_comments
