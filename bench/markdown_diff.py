@@ -5,7 +5,7 @@
 
 A change meant to keep the output (a faster scanner) must show no difference here: each
 snippet is random lines drawn from a pool of Markdown constructs (quotes, callouts, fences,
-indented code, list items, comments, links, front matter), read by both ``streamrag/markdown.py``
+indented code, list items, comments, links, front matter, raw HTML), read by both ``streamrag/markdown.py``
 versions (front matter, comments, links and quotes, and ``_blocks``' lines and code). The first
 few that differ are printed; the exit status is 1 if any does. ``--corpus``: the time each takes
 to read the folder's .md files (CPU time, best of five). Prints one JSON line.
@@ -34,13 +34,16 @@ _LINES = ["", "", "", "{p}", "{p}", "> {p}", "> > {p}", ">", "> [!note] Title", 
           "- > {p}", "1. > {p}", "-\t> {p}", "  > {p}", ">\t{p}", ">     {p}", ">>     {p}",
           "```", "```py", "~~~", "````", "```ls``` first.", "  ```", "    ```", "> ```", "> ~~~",
           "> > ```", "1. ```", "- ```", "# {p}", "## [[Note#H]]", "===", "---", "- - -", "***",
-          "___", "<!-- c -->", "<!--", "-->", "| a | [[T\\|alias]] |", "- [ ] task [[n|m]]"]
+          "___", "<!-- c -->", "<!--", "-->", "| a | [[T\\|alias]] |", "- [ ] task [[n|m]]", "<pre>",
+          "</pre>", "  <script>{p}"]
 
 
 def _snippet(rng: random.Random) -> str:
     text = "\n".join(rng.choice(_LINES).replace("{p}", rng.choice(_PROSE))
                      for _ in range(rng.randint(0, 25)))
-    return ("---\ntitle: T\n---\n" + text) if rng.random() < 0.1 else text
+    front = rng.choice(["---\ntitle: T\n---\n", "---\ntitle: T # c\n---\n", "---\ntitle: T\n...\n",
+                        "+++\ntitle = 'T'\n+++\n"])
+    return (front + text) if rng.random() < 0.1 else text
 
 
 def _read(m: types.ModuleType, text: str) -> tuple:
