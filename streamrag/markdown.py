@@ -96,7 +96,10 @@ def _scalar(value: str) -> str:
     if q := _QUOTED.match(value):
         double, single = q.groups()
         return re.sub(r'\\([\\"])', r"\1", double) if double is not None else single.replace("''", "'")
-    return _COMMENT.split(value, 1)[0].strip().strip("'\"").strip()
+    plain = _COMMENT.split(value, 1)[0].strip()
+    # (Quotes inside a plain value are its text: 'Ada "Bo"' lost its last one. A value opened by
+    # a quote it never closes as YAML would is read without its quotes.)
+    return plain.strip("'\"").strip() if plain[:1] in ("'", '"') else plain
 
 
 def without_comments(text: str) -> str:

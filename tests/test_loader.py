@@ -284,7 +284,8 @@ def test_a_comment_after_a_front_matter_title_is_no_part_of_it():
     # YAML: " #" outside quotes opens a comment; "Doc # draft" was the document's title.
     for value, title in (("Doc # draft", "Doc"), ("Doc\t#1", "Doc"), ('"C# notes" # x', "C# notes"),
                          ("C#", "C#"), ("'It''s' # x", "It's"), ('"Say \\"hi\\""', 'Say "hi"'),
-                         ("# none yet", None), (">- # folded\n  Harbour\n  notes", "Harbour notes")):
+                         ("# none yet", None), (">- # folded\n  Harbour\n  notes", "Harbour notes"),
+                         ('Ada "Bo" Lund', 'Ada "Bo" Lund'), ('Ada "Bo"', 'Ada "Bo"')):   # (plain: its quotes are text)
         assert front_matter(f"---\ntitle: {value}\n---\nBody") == ("Body", title), value
     assert front_matter('+++\ntitle = "Doc" # draft\n+++\nBody') == ("Body", "Doc")   # (TOML's too)
 
