@@ -330,12 +330,20 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             para = False
             continue
         quote_items = quote_items or bool(_ITEM.match(inner))
+        titled = False
         if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
+            titled = bool(inner.strip(" \t"))
         para = quote_para = bool(inner.strip(" \t"))
         in_comment = comments and _opens_comment(inner)
         out.append(lead + inner)
         code.append(False)
+        if titled and not comments:
+            # A callout's title is a line of its own, shown apart from the text under it: read
+            # as prose, "Supply Route" and "The route from ..." made an entity "Supply Route The".
+            # (Not when only the code of the text's own lines is wanted.)
+            out.append("")
+            code.append(False)
     return out, code
 
 

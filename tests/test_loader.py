@@ -465,12 +465,12 @@ def test_a_lazy_line_goes_on_with_its_quote_and_a_quote_after_a_list_item_is_a_n
     # does the quote: the next ">     " line is the paragraph's text, not code (the lazy line
     # ended the quote, and the link in it was kept as written), nor is "[!tip]" a new callout.
     assert as_shown("> [!note] Ada\nsailed on the\n>     [[Velo|harbour]] boat.") == \
-        "Ada\nsailed on the\n    harbour boat."
+        "Ada\n\nsailed on the\n    harbour boat."
     assert as_shown("> Ada\nsailed on the\n> [!tip] Velo.") == "Ada\nsailed on the\n[!tip] Velo."
     # A quote in a list item ends with the item: a ">" at the margin opens a new quote, whose
     # line four columns in is code (it was read as the item's quote's text).
     assert as_shown("- > Ada sailed.\n>     ls [[x|y]]") == "- Ada sailed.\n    ls [[x|y]]"
-    assert as_shown("1. > Ada sailed.\n> [!tip] Bo [[x|y]]") == "1. Ada sailed.\nBo y"
+    assert as_shown("1. > Ada sailed.\n> [!tip] Bo [[x|y]]") == "1. Ada sailed.\nBo y\n"
 
 
 def test_many_comments_never_closed_on_one_line_take_no_time():
@@ -536,7 +536,7 @@ def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
     # A quote shown in such code stays as written too.
     write(tmp_path / "q.md", "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\n> [!tip] Read\n")
     assert read_documents(tmp_path / "q.md", root=tmp_path)[0][0].text == (
-        "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\nRead\n")
+        "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\nRead\n\n")
 
 
 def test_obsidian_callouts_and_quotes_are_read_as_the_text_they_show(tmp_path):
@@ -550,9 +550,9 @@ def test_obsidian_callouts_and_quotes_are_read_as_the_text_they_show(tmp_path):
             "    > indented code\nEnd.\n")
     write(tmp_path / "a.md", note)
     [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
-    assert doc.text == ("Open question\nHow does Brynsby relate to Belmont?\n\n"
+    assert doc.text == ("Open question\n\nHow does Brynsby relate to Belmont?\n\n"
                         "\nA folded callout without a title.\n[!mid] is text mid-quote\n"
-                        "Deeper\nnested quote\n\n"
+                        "Deeper\n\nnested quote\n\n"
                         "```\n> [!note] kept in code\n```\n"
                         "```\n[!x] quoted code\n```\n"
                         "    > indented code\nEnd.\n")
@@ -588,7 +588,7 @@ def test_a_quote_in_a_list_item_is_read_without_its_marks(tmp_path):
     # "1. > quote" kept its ">", and a callout in a list item its "[!note]".
     write(tmp_path / "a.md", "1. > [!note] Title\n   > Quoted [[Note|the note]].\n- > plain\n\n- item\n\n    > deeper\n")
     assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
-        "1. Title\n   Quoted the note.\n- plain\n\n- item\n\n  deeper\n")
+        "1. Title\n\n   Quoted the note.\n- plain\n\n- item\n\n  deeper\n")
 
 
 def test_indented_code_is_kept_as_written_and_a_list_item_s_indented_text_is_read(tmp_path):
@@ -834,3 +834,14 @@ def test_obsidian_comments_are_not_indexed(tmp_path):
     (tmp_path / "n.md").write_text("# Quay\n\nAda Osk rebuilt the quay. %%ask Hidden Person%%\n")
     [doc], _ = read_documents(tmp_path / "n.md", root=tmp_path)
     assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text
+
+
+def test_a_callout_title_is_a_line_of_its_own_offline_too(tmp_path):
+    # Read as prose, the title ran into the text under it: "Supply Route The" was an entity.
+    from streamrag.nlp import extract_offline
+
+    write(tmp_path / "a.md", "> [!note] Supply Route\n> The route from Alpha Station runs past Phobos.\n")
+    [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
+    assert doc.text == "Supply Route\n\nThe route from Alpha Station runs past Phobos.\n"
+    names = {e.name for e in extract_offline(doc.text).entities}
+    assert "Supply Route The" not in names and {"Supply Route", "Alpha Station"} <= names
