@@ -324,12 +324,14 @@ class Indexer:
         store = Store(self.db_path)
         try:
             async with Writer(store) as writer:
+                # Before the run row: an index this streamrag must not write (built offline where
+                # it has a model, read by a newer one) keeps its last update as it was, not "failed".
+                check_not_downgraded(self.settings, store, self.db_path)
+                check_not_newer(store, self.db_path)
                 status = "interrupted"
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
                     await writer.run(lambda s: s.start_run(self.run_id, self.command))
-                    check_not_downgraded(self.settings, store, self.db_path)
-                    check_not_newer(store, self.db_path)
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

@@ -1248,6 +1248,8 @@ async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_old
         estimate([folder], settings, db, root=folder)
     store = Store(db, readonly=True)
     assert store.version == first.version and store.get_meta("chunker_settings") == newer
+    # The refused run leaves no run row: the newer streamrag's last update is not "failed".
+    assert [r["status"] for r in store.query("SELECT status FROM runs")] == ["ok"]
     store.close()
     built["loader"] = "not a number"   # what this one cannot compare is no newer
     conn = sqlite3.connect(db)
