@@ -76,7 +76,7 @@ from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_fo
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
-from streamrag.store import Store, WriterLock, empty_wal, indexed_root, one_writer
+from streamrag.store import WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
@@ -99,12 +99,6 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     if ok:
         return 0
     return failures + 1 if only_retry or not failures else failures
-
-
-_WAL_BOUND = 64 * 2**20
-"""A write-ahead log past this many bytes after a publish is emptied, readers of older versions
-waited for (``store.empty_wal``): queries that overlap without a gap kept it growing by every
-version published, 37 MB in 3 minutes of a sync every few seconds under 12 looping `ask`s."""
 
 
 _MAX_RETRY_SYNCS = 3
@@ -742,40 +736,30 @@ class Daemon:
         return self._left_out(result, spent, quiet=quiet)
 
     async def _bound_wal(self) -> None:
-        """Empties the index's write-ahead log once it is past ``_WAL_BOUND`` (``store.empty_wal``,
-        which waits up to ``Store.busy_wait_s()`` for readers of older versions, other writers
-        waiting meanwhile: an ``ask`` recording its calls; this daemon's own extraction and syncs
-        come after it in the one loop, ``_follow``). Under queries of 30 s one after another,
-        the wait took 14 to 23 s; half of it was too short. When readers outlast the wait (one
-        holding a snapshot open: a notebook, a stopped process) it is tried again only once the
-        log has doubled: not at every publish, each then held up as long. In a thread of its own
-        that never holds up the process's exit: a stop does not wait for it, and SQLite cannot
-        interrupt the wait."""
-        try:
-            size = Path(f"{self.db_path}-wal").stat().st_size
-        except OSError:
-            return
-        if size <= max(_WAL_BOUND, self._wal_tried * 2) or self.stopping:
-            return
+        """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``;
+        this daemon's own extraction and syncs come after it in the one loop, ``_follow``). In a
+        thread of its own that never holds up the process's exit: a stop does not wait for it,
+        and SQLite cannot interrupt the wait."""
+        if self.stopping or wal_past_bound(self.db_path, self._wal_tried) is None:
+            return   # (no await: nothing else runs between the publish and its idle line)
         done = threading.Event()
-        emptied: list[bool] = []
-        started = time.monotonic()
+        tried: list[tuple[bool, int, float] | None] = []
 
         def work() -> None:
-            emptied.append(empty_wal(self.db_path, Store.busy_wait_s()))
+            tried.append(bound_wal(self.db_path, self._wal_tried))
             done.set()
 
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
         while not done.is_set():
             await anyio.sleep(0.05)
-        took = time.monotonic() - started
-        self._wal_tried = 0 if emptied[0] else size
-        if emptied[0]:
+        if tried[0] is None:
+            return
+        emptied, size, took = tried[0]
+        self._wal_tried = 0 if emptied else size
+        if emptied:
             log.debug("%s-wal: %d bytes, emptied in %.1f s", self.db_path, size, took)
             return
-        line = (f"{self.db_path}-wal, the index's write-ahead log, is {size / 1e6:.0f} MB: readers kept it "
-                f"from being emptied for {took:.0f} s (queries that overlap without a gap, or a "
-                f"program holding the index open in one snapshot); tried again once it is twice as large")
+        line = wal_kept_line(self.db_path, size, took, "tried again once it is twice as large")
         self.emit("warning", line, warning=line, wal_bytes=size)
 
     def _sync_without_folder(self) -> bool:

@@ -734,6 +734,51 @@ def empty_wal(path: Path | str, wait_s: float) -> bool:
             conn.close()
 
 
+WAL_BOUND = 64 * 2**20
+"""A write-ahead log past this many bytes after a publish is emptied (``bound_wal``): queries
+that overlap without a gap kept it growing by every version published, 37 MB in 3 minutes of a
+sync every few seconds under 12 looping `ask`s (``watch``), and without bound under a cron
+``index`` next to them."""
+
+
+def bound_wal(path: Path | str, tried: int = 0) -> tuple[bool, int, float] | None:
+    """Empties the WAL of the database at ``path`` once it is past ``WAL_BOUND`` and twice
+    ``tried`` (its size when emptying it last failed); ``(emptied, size, took_s)``, or None
+    when it was not tried. The index's writer calls it after a publish, holding the writer lock.
+
+    ``empty_wal`` waits up to ``Store.busy_wait_s()`` for readers of older versions, other
+    writers waiting meanwhile (an ``ask`` recording its calls). Under queries of 30 s one after
+    another the wait took 14 to 23 s; half of it was too short. When readers outlast the wait
+    (one holding a snapshot open: a notebook, a stopped process) the caller passes the size as
+    ``tried`` next time, so that it is tried again only once the log has doubled: not at every
+    publish, each then held up as long. SQLite cannot interrupt the wait: callers run it in a
+    thread of its own."""
+    size = wal_past_bound(path, tried)
+    if size is None:
+        return None
+    started = time.monotonic()
+    emptied = empty_wal(path, Store.busy_wait_s())
+    return emptied, size, time.monotonic() - started
+
+
+def wal_past_bound(path: Path | str, tried: int = 0) -> int | None:
+    """The size of the WAL of the database at ``path`` when ``bound_wal`` would empty it, else
+    None: a look only, for a caller that must not wait for a thread at every publish."""
+    try:
+        size = Path(f"{path}-wal").stat().st_size
+    except OSError:
+        return None
+    return size if size > max(WAL_BOUND, tried * 2) else None
+
+
+def wal_kept_line(path: Path | str, size: int, took: float, again: str) -> str:
+    """The warning when readers kept the WAL of ``path`` (``size`` bytes) from being emptied;
+    ``again`` says when it is tried again."""
+    return (f"{path}-wal, the index's write-ahead log, is {size / 1e6:.0f} MB: readers kept it "
+            f"from being emptied for {took:.0f} s (queries that overlap without a gap, or a "
+            f"program holding the index open in one snapshot); {again}")
+
+
 def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     """``conn``, a read-only connection, or one that can read when it cannot.
 

@@ -324,9 +324,9 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     # Queries that overlap without a gap (a web app, a notebook, a cron job asking at once)
     # each read in a snapshot, and SQLite starts its write-ahead log over only when no reader
     # reads from it: under `watch` it grew by every version published, 37 MB in 3 minutes.
-    from streamrag import daemon as daemon_module
+    from streamrag import store as store_module
 
-    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)   # (64 MiB: every sync here)
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)   # (64 MiB: every sync here)
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "q.db"
     wal = Path(f"{db}-wal")
@@ -352,6 +352,8 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
 
     sizes = []
     async with running(settings, db, corpus) as (daemon, events, send):
+        # (a sync is counted before the log is emptied and "idle" said: each edit below waits for its own)
+        await until(lambda: "idle" in events.states())
         readers = [threading.Thread(target=reader, args=(offset,)) for offset in (0, 0.1)]
         for t in readers:
             t.start()
@@ -378,20 +380,22 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
                                                                                             monkeypatch):
     # A snapshot left open (a notebook, a stopped process) outlasts every wait to empty the log:
     # writers must not be held up by that wait at every publish.
-    from streamrag import daemon as daemon_module, store as store_module
+    from streamrag import store as store_module
 
-    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
     tried: list[int] = []
+    real_empty_wal = store_module.empty_wal
 
     def empty_wal(path, wait_s):
         tried.append(Path(f"{path}-wal").stat().st_size)
-        return store_module.empty_wal(path, wait_s)
+        return real_empty_wal(path, wait_s)
 
-    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "n.db"
     async with running(settings, db, corpus) as (daemon, events, send):
+        await until(lambda: "idle" in events.states())   # (as above)
         held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
         held.execute("BEGIN")
         held.execute("SELECT count(*) FROM entities").fetchone()   # and never ends
