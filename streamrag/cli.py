@@ -28,6 +28,7 @@ import shlex
 import signal
 import sqlite3
 import sys
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -40,8 +41,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
-from streamrag.store import (Store, database_of, default_db_path, foreign_file_error, indexed_root, last_opened,
-                             one_writer, read_as_unchanging, vacuum)
+from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
+                             last_opened, one_writer, read_as_unchanging, vacuum, wal_kept_line)
 
 
 def path_arg(text: str) -> str:
@@ -222,9 +223,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     prog = pipeline.Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
-    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"), \
-            progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
-        result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
+    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"):
+        with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
+            result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
+        _bound_wal(db)   # (the writer lock still held)
     if args.json:
         _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
     else:
@@ -250,6 +252,22 @@ def cmd_index(args: argparse.Namespace) -> int:
               "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+def _bound_wal(db: Path) -> None:
+    """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``):
+    queries that overlap without a gap, next to an ``index`` run by cron, kept it growing by every
+    version published. In a thread of its own, so that a second Ctrl-C still ends the command
+    while SQLite waits for readers (the run is recorded: the first is taken as ``_after_the_run``)."""
+    tried: list[tuple[bool, int, float] | None] = []
+    worker = threading.Thread(target=lambda: tried.append(bound_wal(db)), name="streamrag-empty-wal", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if tried and tried[0] is not None and not tried[0][0]:
+        _emptied, size, took = tried[0]
+        print(f"streamrag: warning: {wal_kept_line(db, size, took, 'tried again at the next index run')}",
+              file=sys.stderr)
 
 
 def _not_documents(path: Path, command: str = "index") -> str | None:
