@@ -738,7 +738,7 @@ WAL_BOUND = 64 * 2**20
 """A write-ahead log past this many bytes after a publish is emptied (``bound_wal``): queries
 that overlap without a gap kept it growing by every version published, 37 MB in 3 minutes of a
 sync every few seconds under 12 looping `ask`s (``watch``), and without bound under a cron
-``index`` next to them."""
+``index`` next to long-lived readers (a web app or notebook holding its connection)."""
 
 
 def bound_wal(path: Path | str, tried: int = 0) -> tuple[bool, int, float] | None:
