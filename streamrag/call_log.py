@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
+# Runs in a row an element's summary answers (or a community's report answers) may be unusable
+# before it is no longer asked (``GraphState.unusable``, ``report_unusable``). Here, not in
+# graph_state, so that ``status`` (every command's parser) does not import the graph's numpy.
+UNUSABLE_RUNS = 3
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use;
 # asked_again: those unusable answers whose request was then answered usably (a report cut off at
 # max_tokens, asked again with more room): the call failed, its item did not;
@@ -141,4 +145,4 @@ class CallLog:
             raise
 
 
-__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE"]
+__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS"]

@@ -51,6 +51,7 @@ import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
+from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import check_not_newer, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
@@ -58,7 +59,7 @@ from streamrag.config import Settings
 from streamrag.estimate_ratios import CLAIMS_COMPLETION, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION, Ratios, ratios
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.graph_state import UNUSABLE_RUNS, Change, GraphState, dirty_communities
+from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded

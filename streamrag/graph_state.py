@@ -27,10 +27,6 @@ from streamrag.summarizer import summary_input
 # (see GraphState.finish_graph); an index without this mark is recounted once.
 DEGREES_VERSION = "1"
 
-# Runs in a row an element's summary answers (or a community's report answers) may be unusable
-# before it is no longer asked (``unusable``, ``report_unusable``).
-UNUSABLE_RUNS = 3
-
 
 @dataclass
 class Change:

@@ -448,7 +448,7 @@ def last_failure(store: Store, run_id: str) -> str:
 
 def settled_items(store: Store, runs: int) -> list[dict]:
     """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
-    (``graph_state.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, runs,
+    (``call_log.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, runs,
     message, created_at}`` with the newest failure recorded for each (``message`` None when
     none is left: ``prune``), summaries first, then reports, each by item.
 

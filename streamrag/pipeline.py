@@ -43,6 +43,7 @@ import msgspec
 
 from streamrag import index_rows, loader, on_disk
 from streamrag import communities as communities_module
+from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, check_not_newer, chunker_key, chunking_change, chunking_settings,
                                      cut_anew)
 from streamrag.communities import hierarchical_leiden, updated_partition
@@ -63,7 +64,6 @@ from streamrag.extractor import ExtractionPrompts, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
     DEGREES_VERSION,
-    UNUSABLE_RUNS,
     Change,
     GraphCache,
     GraphState,

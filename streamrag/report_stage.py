@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 
 from streamrag import index_rows
+from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.config import Settings
 from streamrag.errors import LLMError, LLMOutputError
-from streamrag.graph_state import UNUSABLE_RUNS, GraphState, dirty_communities
+from streamrag.graph_state import GraphState, dirty_communities
 from streamrag.prompts import load_prompt
 from streamrag.records import Community, Relationship, Report
 from streamrag.reports import (

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from streamrag import index_rows
-from streamrag.graph_state import UNUSABLE_RUNS
+from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, writer_of
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")

@@ -1167,10 +1167,12 @@ def test_a_default_index_path_that_is_a_fifo_is_said_so(corpus):
         assert "index.db: not a regular file (a device or a FIFO)" in out.stderr, out.stderr
 
 
-def test_the_command_line_loads_no_http_client_until_a_command_calls_a_model():
+def test_the_command_line_loads_no_http_client_nor_graph_until_a_command_needs_one():
     # Every command builds watch's parser: the daemon's top-level import of provider_errors
-    # loaded httpx (70 ms) for `ask` offline, `status`, everything.
+    # loaded httpx (70 ms) for `ask` offline, `status`, everything; status's import of a constant
+    # from graph_state loaded rustworkx and numpy (80 ms) for `--help`.
     probe = ("import sys; from streamrag.cli import build_parser; build_parser(); "
-             "print(sorted(m for m in ('httpx', 'streamrag.llm') if m in sys.modules))")
+             "print(sorted(m for m in ('httpx', 'streamrag.llm', 'streamrag.graph', 'rustworkx', 'numpy') "
+             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[0] == "[]", out.stdout

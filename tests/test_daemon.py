@@ -1844,7 +1844,7 @@ async def test_a_report_settled_as_unusable_is_not_retried(corpus, tmp_path):
     import httpx
     from test_bad_answers import GarbleOneReport
 
-    from streamrag.graph_state import UNUSABLE_RUNS
+    from streamrag.call_log import UNUSABLE_RUNS
 
     endpoint = GarbleOneReport("Mira Osk")
     settings = make_settings("http://llm.test/v1", llm={"max_retries": 0}, watch={"quiet_s": 0.05})

@@ -183,7 +183,7 @@ def test_communities_are_reported_deepest_level_first_with_their_children():
 
 def test_only_unusable_answers_count_towards_settling_a_report():
     from streamrag.errors import LLMOutputError, LLMUnavailableError
-    from streamrag.graph_state import UNUSABLE_RUNS
+    from streamrag.call_log import UNUSABLE_RUNS
     from streamrag.report_stage import report_failure, unusable_runs
 
     assert unusable_runs(1, LLMOutputError("garbage")) == 2
