@@ -73,6 +73,7 @@ from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
+from streamrag.notices import sharing_notices
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
@@ -436,8 +437,6 @@ class Daemon:
 
         When the source ends by itself, changes still queued are synced before returning.
         """
-        from streamrag.notices import sharing_notices
-
         with sharing_notices(self.outage.notices):   # (a new limit per sync said a line per retry)
             await self._run(source)
 

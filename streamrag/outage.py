@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamrag.notices import Notices
 from streamrag.watch_lines import answered, clock, span
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ class Outage:
         self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
-        from streamrag.notices import Notices   # (here: every command builds watch's parser)
-
         self.notices = Notices()
 
     def base_setting(self) -> str:
