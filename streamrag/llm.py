@@ -44,7 +44,7 @@ together: retries and backoff, the one try that checks whether a silent server i
 when refusals end a call (``_never_answered``). Its parts live beside it: ``answer_cache`` (the
 cache and the in-flight table), ``call_log`` (stats and ``llm_calls`` rows), ``ratelimit`` (the
 minute budgets), ``try_timeouts`` (how long a try waits), ``replies`` (what an HTTP reply says,
-in ``provider_errors``' words), ``answer_check`` (what an answer must be), ``endpoint_reach``
+in ``provider_errors``' words, and what an answer must be to be used), ``endpoint_reach``
 (whether the endpoint answers, refuses or hangs), ``endpoint_health`` (whether it fails
 everything), ``model_quirks`` (what models refuse or do) and ``notices`` (the retry and wait
 lines).
@@ -65,7 +65,6 @@ import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from streamrag.answer_cache import Answer, AnswerCache
-from streamrag.answer_check import CUT_OFF, OnLength, checker
 from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
@@ -81,7 +80,7 @@ from streamrag.prompts import Prompt
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
                                        web_page)
 from streamrag.ratelimit import MinuteBudget, minute_budget
-from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
+from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.try_timeouts import ModelTimeouts, progress, request_timeout, try_under_way

@@ -1,24 +1,30 @@
 """What the endpoint's HTTP replies say: an error status, a chat answer's JSON, a streamed
-answer's events.
+answer's events; and whether an answer read is one its caller can use.
 
 A reply is read into an ``Answer`` or raises what it is: ``Retryable`` (worth another try; its
 ``retry_after``, the pause the server asked of every request, is the client's to keep),
 ``Refused`` (a parameter the model does not take) or an ``LLMRequestError`` that names the
 setting to change (``provider_errors`` words it). Nothing here sends, waits or keeps state
 between replies: the client (``llm.LLMClient``) does, and decides what to do.
+
+An answer is usable when its caller's ``validate`` accepts it and, unless the caller says
+otherwise (``OnLength``), it was not cut off at ``max_tokens``: ``checker`` says why one is not,
+the ``llm_calls`` error of its row (``UNUSABLE``, ``CUT_OFF``), or None. The client asks again,
+with more room after a cut-off answer.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
 
 import httpx
 import msgspec
 
 from streamrag.answer_cache import Answer
 from streamrag.answer_json import json_kind, read_content, read_finish, read_usage
+from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings
 from streamrag.errors import LLMRequestError
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
@@ -239,3 +245,28 @@ def event_deltas(event: dict) -> Iterator[tuple[str, list[str], str | None]]:
         piece = read_content(delta.get("content"), "a streamed event's")
         thinking = [delta[k] for k in THINKING_KEYS if isinstance(delta.get(k), str) and delta[k]]
         yield piece, thinking, choice["finish_reason"] if read_finish(choice.get("finish_reason")) else None
+
+
+# -- whether an answer is usable ----------------------------------------------------------------
+CUT_OFF = "unusable answer: cut off at max_tokens (finish_reason length)"
+# What an answer cut off at max_tokens is (``LLMClient.chat``); a function: usable when it says so.
+OnLength = Literal["retry", "accept", "keep"] | Callable[[str], bool]
+
+
+def checker(validate: Callable[[str], bool] | None,
+            on_length: OnLength) -> Callable[[Answer], str | None]:
+    """Why an answer is unusable (the ``llm_calls`` error), or None when it is usable;
+    ``validate`` None: any text is."""
+    def check(answer: Answer) -> str | None:
+        if answer.finish_reason == "content_filter":   # (cached before content filters were known)
+            return UNUSABLE + ": stopped by a content filter"
+        if answer.finish_reason == "length" and (
+                on_length == "retry" or (callable(on_length) and not on_length(answer.text))):
+            return CUT_OFF
+        if validate is None or validate(answer.text):
+            return None
+        # Nothing at all, cut off (a model's thinking ran to max_tokens and left no answer): asked
+        # again with more room, as a cut-off answer is. (Text the caller cannot use is no matter
+        # of room: a chatty summary asked again with twice the tokens only costs more.)
+        return CUT_OFF if answer.finish_reason == "length" and not answer.text.strip() else UNUSABLE
+    return check

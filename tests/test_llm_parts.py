@@ -1,6 +1,6 @@
 """The model client's pure parts, without HTTP: the hopeless rule (endpoint_health), whether
 the endpoint answers (endpoint_reach), each model's timeout (try_timeouts), what a reply says
-(replies), what an answer must be (answer_check) and what a model refuses (model_quirks). The
+(replies), what an answer must be (replies.checker) and what a model refuses (model_quirks). The
 client's own tests (test_llm) drive them through a mock transport."""
 
 from collections import Counter
@@ -11,14 +11,13 @@ import pytest
 import streamrag.endpoint_health as endpoint_health
 import streamrag.model_quirks as model_quirks
 from streamrag.answer_cache import Answer
-from streamrag.answer_check import CUT_OFF, checker
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings
 from streamrag.endpoint_health import HOPELESS_TRIES, EndpointHealth, GaveUp, failure
 from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import LLMRequestError, LLMUnavailableError
 from streamrag.provider_errors import Retryable
-from streamrag.replies import Replies, chat_answer, event_deltas, event_usage
+from streamrag.replies import CUT_OFF, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.try_timeouts import TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts
 
 
