@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 
 from conftest import make_settings
+from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import Store
@@ -20,6 +21,18 @@ def status_of(db: Path, **kwargs) -> tuple[dict, str]:
     finally:
         store.close()
     return info, format_status(info, db)
+
+
+def pruned(db: Path, table: str) -> int:
+    """Folds what the index no longer uses into its archive, as a run three days on would; the
+    rows left in ``table``."""
+    store = Store(db)
+    try:
+        with store.conn:
+            prune(store, 1, time.time() + 3 * 86400)
+        return store.scalar(f"SELECT count(*) FROM {table}")
+    finally:
+        store.close()
 
 
 def last_update_line(text: str) -> str:
@@ -104,7 +117,6 @@ def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpu
     # Under `watch`, a binary file showed "1 in the last update (2 recorded over all runs)"
     # after one sync: the extraction ahead of the sync (run "watch:extract") and the sync each
     # recorded it. Run as the daemon runs them, offline.
-    from streamrag.index_rows import prune
     from streamrag.pipeline import Indexer
 
     (corpus / "bin.txt").write_bytes(b"\x00\x01binary\x00")
@@ -128,13 +140,7 @@ def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpu
     watcher_sync()
     assert status_of(db)[0]["failures_total"] == 2
     # Folded into the archive, the count stays the same.
-    store = Store(db)
-    try:
-        with store.conn:
-            prune(store, 1, time.time() + 3 * 86400)
-        assert store.scalar("SELECT count(*) FROM failures") == 0
-    finally:
-        store.close()
+    assert pruned(db, "failures") == 0
     assert status_of(db)[0]["failures_total"] == 2
 
 
@@ -163,7 +169,6 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
 
     from streamrag.config import LLMSettings
     from streamrag.errors import LLMOutputError
-    from streamrag.index_rows import prune
     from streamrag.llm import LLMClient
     from streamrag.writer import Writer
 
@@ -200,13 +205,7 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert "  LLM calls      5 (cache hit rate 0%); 1 answer asked again (in errors: the request was then answered)" \
         in text.splitlines(), text
     # Folded into the archive, the count stays the same.
-    store = Store(db)
-    try:
-        with store.conn:
-            prune(store, 1, time.time() + 3 * 86400)
-        assert store.scalar("SELECT count(*) FROM llm_calls") == 0
-    finally:
-        store.close()
+    assert pruned(db, "llm_calls") == 0
     assert status_of(db)[0]["asked_again"] == 1
 
 
