@@ -47,11 +47,11 @@ def add_ask_command(subparsers) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from streamrag.cli import _db_for_reading, _reading_settings
+    from streamrag.cli import db_for_reading, reading_settings
     from streamrag.query import ask
 
-    settings = _reading_settings(args)
-    db = _db_for_reading(args, settings)
+    settings = reading_settings(args)
+    db = db_for_reading(args, settings)
     stream = not args.json and not args.no_stream
     # Document text reaches the terminal through the answer, the footer and status lines: it
     # must not drive the terminal (colours, titles, cursor moves), so escapes are dropped there.

@@ -53,15 +53,18 @@ def path_arg(text: str) -> str:
     return text
 
 
-# Where a command that reads an index finds its settings (``_reading_settings``), for --help.
+# Where a command that reads an index finds its settings (``reading_settings``), for --help.
 CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above, else here "
                   "or above")
 
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
 # --------------------------------------------------------------------------------------------
-def _settings(args: argparse.Namespace, near: Path | None = None, *,
-              models_for: tuple[str, ...] = ("index", "ask")) -> Settings:
+def command_settings(args: argparse.Namespace, near: Path | None = None, *,
+                     models_for: tuple[str, ...] = ("index", "ask")) -> Settings:
+    """The settings a command runs with: ``--config``, else the streamrag.toml found from
+    ``near`` (or above), else from here, with --api-base and --offline over it. ``models_for``:
+    see ``load_settings``."""
     path = Path(args.config) if getattr(args, "config", None) else None
     if path is None:
         path = find_config(near) if near is not None else None
@@ -83,13 +86,13 @@ def _settings(args: argparse.Namespace, near: Path | None = None, *,
     return settings
 
 
-def _reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:
+def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:
     """The settings of a command that reads an index: with ``--db``, those of the indexed folder
     (or above) first, as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
     looked elsewhere, and ``export`` wrote over the index's own settings file. ``models_for``:
     see ``load_settings``."""
-    return _settings(args, indexed_root(Path(args.db)) if getattr(args, "db", None) else None,
-                     models_for=models_for)
+    return command_settings(args, indexed_root(Path(args.db)) if getattr(args, "db", None) else None,
+                            models_for=models_for)
 
 
 def _configured_db(settings: Settings) -> Path:
@@ -133,7 +136,7 @@ def _usable_db(path: Path) -> Path:
     return path
 
 
-def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
+def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Path:
     if getattr(args, "db", None):
         return _usable_db(Path(args.db))
     if settings.store.path:
@@ -141,7 +144,7 @@ def _db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> P
     return _not_special(default_db_path(root))
 
 
-def _db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
+def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     if getattr(args, "db", None):
         return _usable_db(Path(args.db))
     if settings.store.path:
@@ -199,11 +202,11 @@ def cmd_index(args: argparse.Namespace) -> int:
                                  ".jsonl or .csv file to index")
         if (why := loader.unstorable_folder(p)) is not None:   # (a traceback at publish)
             raise StreamragError(why)
-        if (why := _not_documents(p)) is not None:
+        if (why := not_documents(p)) is not None:
             raise StreamragError(f"{shown}: {why}")
     root = paths[0] if paths[0].is_dir() else paths[0].parent
-    settings = _settings(args, root, models_for=("index",))
-    db = _db_for_index(args, settings, root)
+    settings = command_settings(args, root, models_for=("index",))
+    db = db_for_index(args, settings, root)
     # An existing index keeps naming documents from its own folder: `index sub` or
     # `index sub/file.txt` updates those files in it and leaves the rest alone.
     root = indexed_root(db) or root
@@ -270,7 +273,7 @@ def _bound_wal(db: Path) -> None:
               file=sys.stderr)
 
 
-def _not_documents(path: Path, command: str = "index") -> str | None:
+def not_documents(path: Path, command: str = "index") -> str | None:
     """Why ``path``, given to `index` (or ``command``), holds no documents: an index's database (or a file of
     it, or its ``.streamrag`` folder) or another SQLite database; else ``None``. An index's
     database given so was read as a binary file, and a second index built beside it."""
@@ -376,8 +379,8 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    settings = _reading_settings(args, models_for=())
-    db = _db_for_reading(args, settings)
+    settings = reading_settings(args, models_for=())
+    db = db_for_reading(args, settings)
     store = Store(db, readonly=True)
     try:
         info = gather_status(store, failures=args.failures)
@@ -394,8 +397,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     """Gives the index's free pages back to the disk (SQLite's VACUUM), as the writer."""
     from streamrag.status import file_bytes
 
-    settings = _reading_settings(args, models_for=())
-    db = _db_for_reading(args, settings)
+    settings = reading_settings(args, models_for=())
+    db = db_for_reading(args, settings)
     # Refused as status refuses it before anything is made: where no index was, vacuum made an
     # empty one (its folders, its lock file) and said it had shrunk it.
     Store(db, readonly=True).close()
@@ -440,8 +443,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
-    settings = _reading_settings(args, models_for=())
-    db = _db_for_reading(args, settings)
+    settings = reading_settings(args, models_for=())
+    db = db_for_reading(args, settings)
     # The settings in use, and those of the index's folder (what `index` of it reads).
     settings_files = [Path(f) for f in (settings.source if settings.source != "defaults" else None,
                                         find_config(indexed_root(db) or db.parent)) if f]
@@ -490,8 +493,8 @@ def _note_clamped_level(args: argparse.Namespace) -> None:
     """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest)."""
     from streamrag import global_search
 
-    settings = _reading_settings(args)
-    store = Store(_db_for_reading(args, settings), readonly=True)
+    settings = reading_settings(args)
+    store = Store(db_for_reading(args, settings), readonly=True)
     try:
         with store.snapshot():
             tree = global_search.load_tree(store)

@@ -1061,10 +1061,10 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import _db_for_index, _not_documents, _settings
+    from streamrag.cli import command_settings, db_for_index, not_documents
 
     given = Path(args.dir)
-    if (why := _not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
+    if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
         raise StreamragError(f"{shown(given)}: {why}")
     if given.is_file():
         raise StreamragError(f"{given}: is a file; give the folder to watch (e.g. {given.parent})")
@@ -1072,17 +1072,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise StreamragError(f"{given}: no such folder; give the folder to watch")
     if (why := unstorable_folder(given)) is not None:
         raise StreamragError(why)
-    settings = _settings(args, given, models_for=("index",))
+    settings = command_settings(args, given, models_for=("index",))
     # The folder a link names now: a link moved later (current -> release-2) leaves this watch,
     # and its index, on the folder it started with.
     root = given.resolve()
-    db = _db_for_index(args, settings, given if root == given.absolute() else root)
+    db = db_for_index(args, settings, given if root == given.absolute() else root)
     indexed = indexed_root(db)
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
-                    reload=lambda: _settings(args, given, models_for=("index",)))
+                    reload=lambda: command_settings(args, given, models_for=("index",)))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)
