@@ -6,6 +6,8 @@ those settings by name (``chunking_settings``), so that a later run with other s
 every document again and can say which setting changed (``chunking_change``). A run that cut only
 some documents with its settings while others keep another's publishes ``MIXED_CHUNKING``
 instead (``cut_anew``): the next run cuts them all again, whichever settings it has.
+``reading_change`` says why a run would (``--estimate``); ``check_not_newer`` refuses an index
+whose documents a newer streamrag read or chunked.
 """
 
 from __future__ import annotations
