@@ -50,6 +50,9 @@ class Scan:
     left_out: dict[str, int] = field(default_factory=dict)   # loader.scan's
     indexed: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # the files table, as read
     scope: list[str] = field(default_factory=list)   # the paths this run looks at, as the index names them
+    # Documents kept as read with the previous reading settings (a file as indexed whose rows lack
+    # the index.text_field named now): not every document is read with this run's settings
+    old_reading_kept: bool = False
 
 
 class ExtractionStage:
@@ -161,7 +164,7 @@ class ExtractionStage:
             return
         kept = rows and ((same and isinstance(e, NoTextField)) or not on_disk.readable(path))
         if kept and isinstance(e, NoTextField):
-            self.indexer.rechunked_all = False  # read it again next run, and say so again
+            self.scan.old_reading_kept = True  # read it again next run, and say so again
         if kept:
             # What was indexed from it stays until the file can be read again,
             # or, the file being as it was, until index.text_field names a field

@@ -368,6 +368,7 @@ class Indexer:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
             await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
+        self.rechunked_all = self.rechunked_all and not scan.old_reading_kept
         if self.unavailable and self.llm is not None and not self.llm.reached and not self.retried:
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon

@@ -1257,3 +1257,28 @@ async def test_an_index_a_newer_streamrag_read_is_refused_not_read_again_the_old
         conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker_settings'", (json.dumps(built),))
     conn.close()
     assert (await sync([folder], settings, db, root=folder)).published
+
+
+async def test_rows_kept_as_read_with_the_old_text_field_keep_the_index_marked_for_another_reading(tmp_path):
+    # index.text_field renamed to a field one untouched .jsonl lacks: its documents stay as read
+    # with the old field, so the index is not marked as read with the new one (the next run reads
+    # that file again, and says so), though every other file was.
+    import json
+
+    from streamrag.chunking_marks import chunker_key
+
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "old.jsonl").write_text(json.dumps({"body": "Mara Lind runs the Harbor Council."}) + "\n")
+    (folder / "both.jsonl").write_text(json.dumps({"body": "Ada Osk runs the Quay.",
+                                                   "text": "Bob Lin sails to Harlow."}) + "\n")
+    db = tmp_path / "index.db"
+    await sync([folder], make_settings(index={"extractor": "nlp", "text_field": "body"}), db, root=folder)
+    settings = make_settings(index={"extractor": "nlp", "text_field": "text"})
+    done = await sync([folder], settings, db, root=folder)
+    assert done.documents == 2
+    store = Store(db, readonly=True)
+    try:
+        assert store.get_meta("chunker") != chunker_key(settings)
+    finally:
+        store.close()
