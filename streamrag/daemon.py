@@ -737,8 +737,9 @@ class Daemon:
     async def _bound_wal(self) -> None:
         """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``;
         this daemon's own extraction and syncs come after it in the one loop, ``_follow``). In a
-        thread of its own that never holds up the process's exit: a stop does not wait for it,
-        and SQLite cannot interrupt the wait."""
+        thread of its own that never holds up the process's exit: a stop does not wait for it
+        (SQLite cannot interrupt the wait; the locks it holds go with the process), else SIGTERM
+        under a reader waited out the grace period and cancelled with 143, the sync published."""
         if self.stopping or wal_past_bound(self.db_path, self._wal_tried) is None:
             return   # (no await: nothing else runs between the publish and its idle line)
         done = threading.Event()
@@ -750,6 +751,8 @@ class Daemon:
 
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
         while not done.is_set():
+            if self.stopping:
+                return
             await anyio.sleep(0.05)
         if tried[0] is None:
             return

@@ -419,6 +419,43 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
     assert "tried again once it is twice as large" in said[0]["message"]
 
 
+async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, monkeypatch):
+    # SIGTERM while a reader held the log (a snapshot left open) waited out the grace period,
+    # then cancelled with 143: the wait to empty it (30 s) ran on though the sync had published.
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    entered, release = threading.Event(), threading.Event()
+
+    def empty_wal(path, wait_s):   # the reader outlasts the wait
+        entered.set()
+        release.wait(wait_s)
+        return False
+
+    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    db = tmp_path / "s.db"
+    try:
+        async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
+            held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+            held.execute("BEGIN")
+            held.execute("SELECT count(*) FROM entities").fetchone()   # (the log is kept for it)
+            async with send:
+                with (corpus / "guild.txt").open("a") as f:
+                    f.write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+                await send.send({(Change.modified, str(corpus / "guild.txt"))})
+                await until(entered.is_set, timeout=20)   # published, and waiting
+                began = anyio.current_time()
+                daemon.stop("SIGTERM received")
+                await until(lambda: events.states()[-1] == "stopped", timeout=5)
+                took = anyio.current_time() - began
+    finally:
+        release.set()
+        held.close()
+    assert took < 1.0, took   # (the wait: 30 s; the default grace: 10 s)
+    assert events[-1]["message"] == "index is current"
+    assert not [e for e in events if "write-ahead log" in e["message"]]   # not said as readers' doing
+
+
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
     # The warning came with the extraction ahead of a sync, which returned only its count: watch
     # never said it, and every extraction paid a biased glean check per worker again.
