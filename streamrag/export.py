@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import io
 import json
@@ -228,6 +227,8 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "w", encoding="utf-8") as f, store.snapshot():
+            if not direct:
+                _hold(f)
             counts = write(store, f)
         if not direct:
             os.replace(target, out)
@@ -242,15 +243,41 @@ def export(store: Store, out: Path, fmt: str, *, settings_files: Iterable[Path] 
     return counts
 
 
+def _hold(f) -> None:
+    """Locks ``f``, the temporary file an export writes, for as long as it is open: a later
+    export to the same OUT tells by the lock that it is still written (``_remove_left_behind``)."""
+    try:
+        import fcntl
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):   # (Windows; a file system without locks)
+        pass
+
+
 def _remove_left_behind(out: Path) -> None:
     """Removes the files that exports to ``out`` stopped mid-write left beside it: a
     ``.NAME.PID.tmp`` of a process no longer running (killed with -9, a power cut), which nothing
-    else ever removed; one a running export writes stays."""
+    else ever removed. One a running export writes stays: its PID alive here, or its lock held
+    (``_hold``): an export on another machine (a network share) or in another container, whose
+    PID means nothing here, was removed mid-write. Without ``flock`` (Windows) none is removed."""
+    try:
+        import fcntl
+    except ImportError:
+        return
     for f in out.parent.glob(f".{glob.escape(out.name)}.*.tmp"):
         pid = f.name[len(out.name) + 2:-len(".tmp")]
-        if pid.isdigit() and not alive(int(pid)):
-            with contextlib.suppress(OSError):
-                f.unlink()
+        if not pid.isdigit() or alive(int(pid)):
+            continue
+        try:
+            fd = os.open(f, os.O_WRONLY)   # (written to: a lock over NFS needs it)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            f.unlink()
+        except OSError:
+            pass   # held: still written
+        finally:
+            os.close(fd)
 
 
 def _write_json(store: Store, f: TextIO) -> dict[str, int]:

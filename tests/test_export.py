@@ -106,6 +106,31 @@ def test_an_export_killed_mid_write_leaves_no_file_behind_the_next(offline_db, t
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, running.name, other.name])
 
 
+def test_a_temporary_file_an_export_still_writes_is_kept_though_its_pid_is_not_running_here(offline_db, tmp_path):
+    # An export on another machine (OUT on a network share) or in another container writes a
+    # .NAME.PID.tmp whose PID means nothing here: it was removed as left behind, mid-write.
+    out = tmp_path / "graph.json"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    elsewhere = tmp_path / f".graph.json.{int(gone.stdout)}.tmp"
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        "f = open(sys.argv[1], 'w')\n"
+        "fcntl.flock(f, fcntl.LOCK_EX)\n"   # as an export holds the file it writes
+        "f.write('{'); f.flush(); print('writing', flush=True); time.sleep(60)\n"), str(elsewhere)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "writing\n"
+        assert json.loads(_exported(offline_db, out))["version"] >= 1
+        assert elsewhere.read_text(encoding="utf-8") == "{"
+    finally:
+        writer.kill()
+        writer.wait()
+        writer.stdout.close()
+    _exported(offline_db, out)   # its writer gone: removed
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
 def _exported(db, out) -> str:
     store = Store(db, readonly=True)
     try:
