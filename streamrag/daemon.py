@@ -736,11 +736,20 @@ class Daemon:
 
     async def _bound_wal(self) -> None:
         """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``;
-        this daemon's own extraction and syncs come after it in the one loop, ``_follow``). In a
-        thread of its own that never holds up the process's exit: a stop does not wait for it
-        (SQLite cannot interrupt the wait; the locks it holds go with the process), else SIGTERM
-        under a reader waited out the grace period and cancelled with 143, the sync published."""
-        if self.stopping or wal_past_bound(self.db_path, self._wal_tried) is None:
+        this daemon's own extraction and syncs come after it in the one loop, ``_follow``). When
+        readers outlast the wait it is tried again once the log has doubled, or, emptied meanwhile,
+        once past the bound again. In a thread of its own that never holds up the process's exit: a
+        stop does not wait for it (SQLite cannot interrupt the wait; the locks it holds go with
+        the process), else SIGTERM under a reader waited out the grace period and cancelled with
+        143, the sync published."""
+        if self.stopping:
+            return
+        try:
+            if Path(f"{self.db_path}-wal").stat().st_size < self._wal_tried:
+                self._wal_tried = 0   # emptied meanwhile (its readers gone, the last connection folded it)
+        except OSError:
+            self._wal_tried = 0
+        if wal_past_bound(self.db_path, self._wal_tried) is None:
             return   # (no await: nothing else runs between the publish and its idle line)
         done = threading.Event()
         tried: list[tuple[bool, int, float] | None] = []

@@ -419,6 +419,45 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
     assert "tried again once it is twice as large" in said[0]["message"]
 
 
+async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bound(corpus, tmp_path, monkeypatch):
+    # A try that readers outlasted set the next at twice that size for good: the log emptied
+    # meanwhile (the reader gone, the last connection folding it), it grew again under other
+    # readers to the bound, and was left to grow to twice the size that had failed.
+    from streamrag import daemon as daemon_module, store as store_module
+
+    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
+    tried: list[int] = []
+
+    def empty_wal(path, wait_s):
+        tried.append(Path(f"{path}-wal").stat().st_size)
+        return store_module.empty_wal(path, wait_s)
+
+    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    db = tmp_path / "e.db"
+    async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
+        async with send:
+            for n in range(3):
+                held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+                held.execute("BEGIN")
+                held.execute("SELECT count(*) FROM entities").fetchone()   # outlasts the wait
+                try:
+                    idle = events.states().count("idle")
+                    with (corpus / "guild.txt").open("a") as f:
+                        f.write(f"\nIn season {n} Guild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+                    await send.send({(Change.modified, str(corpus / "guild.txt"))})
+                    await until(lambda: events.states().count("idle") > idle, timeout=40)
+                finally:
+                    held.close()
+                if n < 2:   # a sync with no reader left: the log is folded into the index
+                    idle = events.states().count("idle")
+                    (corpus / f"new{n}.txt").write_text(f"Net Maker Ilse Varn sailed {n} times to Port Vell.\n")
+                    await send.send({(Change.added, str(corpus / f"new{n}.txt"))})
+                    await until(lambda: events.states().count("idle") > idle, timeout=40)
+                    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size < tried[-1]
+    assert len(tried) == 3, tried   # each time past the bound anew
+
+
 async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, monkeypatch):
     # SIGTERM while a reader held the log (a snapshot left open) waited out the grace period,
     # then cancelled with 143: the wait to empty it (30 s) ran on though the sync had published.
