@@ -423,17 +423,18 @@ async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bo
     # A try that readers outlasted set the next at twice that size for good: the log emptied
     # meanwhile (the reader gone, the last connection folding it), it grew again under other
     # readers to the bound, and was left to grow to twice the size that had failed.
-    from streamrag import daemon as daemon_module, store as store_module
+    from streamrag import store as store_module
 
-    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
     tried: list[int] = []
+    real_empty_wal = store_module.empty_wal
 
     def empty_wal(path, wait_s):
         tried.append(Path(f"{path}-wal").stat().st_size)
-        return store_module.empty_wal(path, wait_s)
+        return real_empty_wal(path, wait_s)
 
-    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     db = tmp_path / "e.db"
     async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
         async with send:
@@ -461,9 +462,9 @@ async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bo
 async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, monkeypatch):
     # SIGTERM while a reader held the log (a snapshot left open) waited out the grace period,
     # then cancelled with 143: the wait to empty it (30 s) ran on though the sync had published.
-    from streamrag import daemon as daemon_module
+    from streamrag import store as store_module
 
-    monkeypatch.setattr(daemon_module, "_WAL_BOUND", 1, raising=False)
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     entered, release = threading.Event(), threading.Event()
 
     def empty_wal(path, wait_s):   # the reader outlasts the wait
@@ -471,7 +472,7 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
         release.wait(wait_s)
         return False
 
-    monkeypatch.setattr(daemon_module, "empty_wal", empty_wal, raising=False)
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     db = tmp_path / "s.db"
     try:
         async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
