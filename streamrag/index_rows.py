@@ -385,6 +385,11 @@ _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "ca
 _USAGE_SUMS = ("count(*)", "sum(cached)", "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
                "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)",
                "sum(error IS NOT NULL AND cancelled = 0)", "sum(cancelled)")
+# ... and of the paid calls answered usably, apart (``call_history``: the lengths of answers).
+_ANSWERED = ("answered_paid", "answered_prompt_tokens", "answered_completion_tokens")
+_PAID_ANSWER = "cached = 0 AND error IS NULL AND cancelled = 0"
+_ANSWERED_SUMS = (f"sum({_PAID_ANSWER})", f"sum(CASE WHEN {_PAID_ANSWER} THEN prompt_tokens ELSE 0 END)",
+                  f"sum(CASE WHEN {_PAID_ANSWER} THEN completion_tokens ELSE 0 END)")
 
 
 # The calls whose answer was unusable and whose request a later try of the same run answered
@@ -413,16 +418,16 @@ def usage_rows(store: Store) -> list[dict]:
 def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int]]:
     """The answered calls by stage and model, those folded into the archive included
     (``prune``): (answered, paid for, their prompt tokens, their completion tokens). A call
-    answered is one neither failed nor cancelled; paid for, one of them not from the cache (an
-    archived failure's tokens, few, are the archive's sums: counted in)."""
+    answered is one neither failed nor cancelled; paid for, one of them not from the cache (of
+    the archive, those folded in since it kept them apart: ``answered_paid``)."""
     rows = store.conn.execute(
         "SELECT stage, model, sum(answered), sum(paid), sum(prompt_tokens), sum(completion_tokens) FROM ("
         "SELECT stage, model, count(*) AS answered, sum(cached = 0) AS paid, "
         "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END) AS prompt_tokens, "
         "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END) AS completion_tokens "
         "FROM llm_calls WHERE error IS NULL AND cancelled = 0 GROUP BY stage, model UNION ALL "
-        "SELECT stage, model, calls - errors - cancelled, calls - cached - errors - cancelled, "
-        "prompt_tokens, completion_tokens FROM llm_usage_archive) GROUP BY stage, model")
+        f"SELECT stage, model, calls - errors - cancelled, {', '.join(_ANSWERED)} FROM llm_usage_archive) "
+        "GROUP BY stage, model")
     return {(r[0], r[1]): (int(r[2] or 0), int(r[3] or 0), int(r[4] or 0), int(r[5] or 0)) for r in rows}
 
 
@@ -535,10 +540,10 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "key NOT IN (SELECT cache_key FROM llm_calls WHERE created_at >= ?) AND key NOT IN "
                  "(SELECT key FROM answers)", (cutoff, len(EMBEDDINGS), EMBEDDINGS, cutoff))
     # Older calls are folded into their stage's and model's sums.
-    conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE)}) "
-                 f"SELECT stage, model, {', '.join(_USAGE_SUMS)} FROM llm_calls WHERE created_at < ? "
-                 "GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
-                 + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE), (cutoff,))
+    conn.execute(f"INSERT INTO llm_usage_archive(stage, model, {', '.join(_USAGE + _ANSWERED)}) "
+                 f"SELECT stage, model, {', '.join(_USAGE_SUMS + _ANSWERED_SUMS)} FROM llm_calls "
+                 "WHERE created_at < ? GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
+                 + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), (cutoff,))
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
     conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
     # Older runs and failures go too, counted on where `status` counts them. (Failures are

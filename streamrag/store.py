@@ -101,6 +101,16 @@ def _calls_cancelled(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0")
 
 
+def _archive_answered(conn: sqlite3.Connection) -> None:
+    """The paid calls' sums of ``llm_usage_archive`` for those answered usably alone (added where
+    missing, as ``_calls_cancelled``). Rows archived before count none: their sums hold the
+    unusable answers' and cancelled calls' tokens too, not to be measured as answers."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(llm_usage_archive)")}
+    for column in ("answered_paid", "answered_prompt_tokens", "answered_completion_tokens"):
+        if column not in have:
+            conn.execute(f"ALTER TABLE llm_usage_archive ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     ("initial", """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -334,6 +344,9 @@ DROP TABLE IF EXISTS summary_answers;
     # A call its caller cancelled after it sent a request (a run that gave up, Ctrl-C): recorded,
     # and counted apart from the calls that failed (``call_log.CallLog.cancelled``).
     ("llm_calls_cancelled", _calls_cancelled),
+    # What the archived calls answered usably paid for, apart (``index_rows.call_history``
+    # measures an estimate's ratios on them: a report cut off at its budget is not an answer's length).
+    ("llm_usage_archive_answered", _archive_answered),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -403,6 +403,40 @@ async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(news, 
     assert after["llm"]["by_stage"]["glean"] == before["llm"]["by_stage"]["glean"]
 
 
+def test_the_archive_measures_the_usable_answers_alone_as_llm_calls_does(tmp_path):
+    # Unusable answers (a report cut off at its budget) and cancelled calls are paid for, but
+    # the history measures answers by the usable ones: folded into the archive, their tokens
+    # were summed in with the usable calls' count, a report 2,950 tokens, 800 before ``prune``.
+    import time
+
+    from streamrag import index_rows
+    from streamrag.store import Store
+    store = Store(tmp_path / "index.db")
+    old = time.time() - 10
+    try:
+        with store.conn:
+            for i, (tokens, error, cancelled) in enumerate([(800, None, 0)] * 20 + [(4000, "unusable answer", 0)] * 10
+                                                           + [(3000, "cancelled", 1), (0, "HTTP 500", 0)]):
+                store.record_call(dict(run_id="r", stage="report", model="m", prompt="p", prompt_version="1",
+                                       cache_key=f"k{i}", prompt_tokens=1000, completion_tokens=tokens,
+                                       latency_ms=1, cached=0, error=error, cancelled=cancelled, created_at=old))
+            store.record_call(dict(run_id="r", stage="report", model="m", prompt="p", prompt_version="1",
+                                   cache_key="k0", prompt_tokens=1000, completion_tokens=800, latency_ms=1,
+                                   cached=1, error=None, created_at=old))
+        history = index_rows.call_history(store)
+        assert history == {("report", "m"): (21, 20, 20_000, 16_000)}
+        with store.conn:
+            index_rows.prune(store, 1, time.time() + 3 * 86400)
+        assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+        assert index_rows.call_history(store) == history
+        # (status counts every call paid for, as before)
+        usage = {r["stage"]: r for r in index_rows.usage_rows(store)}["report"]
+        assert (usage["calls"], usage["completion_tokens"], usage["errors"], usage["cancelled"]) == \
+            (33, 59_000, 11, 1)
+    finally:
+        store.close()
+
+
 def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
     from streamrag.estimate_ratios import GLEAN_SHARE, REPORT_COMPLETION, ratios
     models = dict(extraction_model="m", summary_model="m", report_model="big")
