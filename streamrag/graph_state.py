@@ -206,6 +206,7 @@ class GraphState:
             else:
                 ent.description = descriptions[0] if descriptions else ""
                 self.answers[eid] = None   # (no model's answer now, whatever it was)
+                self.unusable.pop(eid, None)   # (nor a summary to ask: none is settled)
             if previous is not None and previous.name != ent.name:
                 renamed.add(eid)
             self.entities[eid] = ent
@@ -249,6 +250,7 @@ class GraphState:
                 jobs.append((rid, names, descriptions))
             else:
                 self.answers[rid] = None
+                self.unusable.pop(rid, None)
             if prev is None or prev.weight != rel.weight or (prev.source, prev.target) != (src, dst):
                 self.rewired |= {src, dst}
             if prev is None and src != dst:

@@ -255,6 +255,51 @@ def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_pa
     assert [f["item"] for f in info["failures"]] == [item["item"]]
 
 
+def test_a_settled_summary_whose_element_needs_none_now_is_not_said_settled(corpus, tmp_path, monkeypatch):
+    # Its documents removed but one, the element kept one description, no summary to ask: status
+    # still said it "no longer asked for: the model's answers were unusable" (its count kept:
+    # given two descriptions again, one unusable answer would have settled it again).
+    from streamrag import pipeline
+    from streamrag.errors import LLMOutputError
+
+    real = pipeline.summarize
+    target: list[str] = []
+
+    async def summarize(llm, name, descriptions, settings):
+        if not target:
+            target.append(name)
+        if name == target[0]:
+            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
+        return await real(llm, name, descriptions, settings)
+
+    monkeypatch.setattr(pipeline, "summarize", summarize)
+    db = tmp_path / "i.db"
+    for _ in range(3):
+        anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    (item,) = status_of(db, failures=True)[0]["settled_items"]
+    store = Store(db)
+    try:
+        table = "entity_sources" if item["item"].startswith("ent-") else "relationship_sources"
+        column = "entity_id" if table == "entity_sources" else "relationship_id"
+        holding = [r["path"] for r in store.query(
+            f"SELECT DISTINCT f.path FROM {table} s JOIN document_chunks c ON c.chunk_id = s.chunk_id JOIN files f "
+            f"ON f.doc_id = c.doc_id WHERE s.{column} = ? ORDER BY f.path", (item["item"],))]
+    finally:
+        store.close()
+    assert len(holding) >= 2, holding
+    for path in holding[1:]:
+        (corpus / path).unlink()
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    store = Store(db)
+    try:
+        left = store.scalar(f"SELECT count(DISTINCT description) FROM {table} WHERE {column} = ?", (item["item"],))
+    finally:
+        store.close()
+    assert left == 1
+    info, text = status_of(db, failures=True)
+    assert info["settled"] == 0 and info["settled_items"] == [] and "no longer asked for" not in text
+
+
 def test_a_settled_item_whose_failure_is_no_longer_kept_is_still_listed():
     from streamrag.status import settled_lines
 
