@@ -109,7 +109,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         check_not_newer(store, db)
-        r = ratios(index_rows.call_history(store), extraction_model=settings.llm.extraction_model,
+        ix = settings.index
+        # (the stages this run asks: another's figures, unused, are not said measured)
+        asks = {"extract", "summarize", "report"} | ({"claims"} if ix.extract_claims else set()) | (
+            {"glean"} if ix.max_gleanings else set()) | (
+            {"glean_check"} if ix.max_gleanings and ix.glean_check != "off" else set())
+        history = {key: h for key, h in index_rows.call_history(store).items() if key[0] in asks}
+        r = ratios(history, extraction_model=settings.llm.extraction_model,
                    summary_model=settings.llm.summary_model, report_model=settings.llm.report_model)
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))

@@ -437,6 +437,39 @@ def test_the_archive_measures_the_usable_answers_alone_as_llm_calls_does(tmp_pat
         store.close()
 
 
+async def test_the_figures_of_a_stage_the_run_does_not_ask_are_not_said_measured(news, tmp_path, simulator):
+    # With index.max_gleanings 0 the estimate counted no gleaning, yet said "the gleaning rate,
+    # gleaning prompt lengths ... from this index's 327 earlier calls", the checks counted in
+    # (and with index.glean_check off, "the gleaning rate", no check asked).
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    (news / "extra.txt").write_text((NEWS / "doc_00040.txt").read_text())
+    with sqlite3.connect(db) as conn:   # (twenty calls more of each, as a larger index has)
+        conn.executemany(
+            "INSERT INTO llm_calls(run_id, stage, model, prompt, prompt_version, cache_key, prompt_tokens, "
+            "completion_tokens, latency_ms, cached, error, created_at) VALUES ('r', ?, ?, 'p', '1', 'k', 900, ?, "
+            "1, 0, NULL, 0)", [(stage, settings.llm.extraction_model, tokens)
+                               for stage, tokens in (("extract", 300), ("glean_check", 1), ("glean", 120))
+                               for _ in range(20)])
+        calls = dict(conn.execute("SELECT stage, count(*) FROM llm_calls WHERE error IS NULL AND cached = 0 "
+                                  "GROUP BY stage").fetchall())
+    conn.close()
+    assert min(calls[s] for s in ("extract", "glean_check", "glean")) >= 20
+
+    def measured_on(*stages: str) -> int:
+        return sum(calls.get(s, 0) for s in stages if calls.get(s, 0) >= 20)
+    every = estimate([news], settings, db, root=news)
+    assert "the gleaning rate" in every["ratios_from"] and every["ratios_calls"] == measured_on(
+        "extract", "glean_check", "glean", "summarize", "report")
+    none = estimate([news], make_settings(simulator.base_url, index={"max_gleanings": 0}), db, root=news)
+    assert "glean" not in none["llm"]["by_stage"]
+    assert none["ratios_from"].startswith("Completion lengths") and "gleaning" not in none["ratios_from"]
+    assert none["ratios_calls"] == measured_on("extract", "summarize", "report")
+    unchecked = estimate([news], make_settings(simulator.base_url, index={"glean_check": "off"}), db, root=news)
+    assert "glean_check" not in unchecked["llm"]["by_stage"] and "the gleaning rate" not in unchecked["ratios_from"]
+
+
 def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
     from streamrag.estimate_ratios import GLEAN_SHARE, REPORT_COMPLETION, ratios
     models = dict(extraction_model="m", summary_model="m", report_model="big")
