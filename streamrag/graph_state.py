@@ -51,10 +51,24 @@ def read_again(change: Change, before: dict[str, tuple[str, int, float]],
     holds, are neither removed nor added. Copies of the text in other files are counted as copies
     are (indexed once): deleting or adding one in the same run reads no document as removed or
     added (a rule asking every file of a document to be unchanged said "2 removed, 2 read
-    again" of two documents read again, their copies deleted)."""
-    same = [p for p, (doc_id, size, stamp) in now.items()
-            if p in before and before[p][1:] == (size, stamp) and before[p][0] != doc_id]
-    return ({now[p][0] for p in same} & change.added_docs, {before[p][0] for p in same} & change.removed_docs)
+    again" of two documents read again, their copies deleted).
+
+    A document read again is one added paired with one removed, one for one, so that the
+    documents before, plus those added, less those removed, are those after: a file read anew
+    into another file's text has its document removed, not unsaid; one whose old text another
+    file keeps has its new one added."""
+    again: set[str] = set()
+    replaced: set[str] = set()
+    for p in sorted(now):
+        doc_id, size, stamp = now[p]
+        if p not in before or before[p][1:] != (size, stamp) or before[p][0] == doc_id:
+            continue
+        was = before[p][0]
+        if doc_id in change.added_docs and was in change.removed_docs and doc_id not in again \
+                and was not in replaced:
+            again.add(doc_id)
+            replaced.add(was)
+    return again, replaced
 
 
 

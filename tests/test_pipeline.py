@@ -432,6 +432,34 @@ async def test_a_copy_deleted_or_added_as_its_rows_are_read_again_reads_no_docum
             result.documents_unchanged) == (0, 0, 2, 0)
 
 
+def test_documents_read_again_are_paired_one_for_one_so_the_counts_add_up():
+    # A file read anew into the text another file holds: its document left, said neither
+    # removed nor read again ("0 added, 0 removed" of 2 documents before, 1 after); read anew
+    # with its old text kept by another file: said read again of 1 document before, 2 after.
+    from streamrag.graph_state import Change, read_again
+
+    def counts(added, removed, kept, before, now):
+        change = Change(set(added), set(removed), set(kept), {}, set(), set(), set(), {})
+        again, replaced = read_again(change, before, now)
+        out = (len(change.added_docs - again), len(change.removed_docs - replaced), len(again))
+        docs_before = len({d for d, *_ in before.values()})
+        assert docs_before + out[0] - out[1] == len({d for d, *_ in now.values()}), out
+        return out
+
+    # p1 read anew into p3's text: A leaves
+    assert counts([], ["A"], ["B"], {"p1": ("A", 10, 1.0), "p3": ("B", 20, 1.0)},
+                  {"p1": ("B", 10, 1.0), "p3": ("B", 20, 1.0)}) == (0, 1, 0)
+    # p1 read anew; A stays, p6's
+    assert counts(["A2"], [], ["A"], {"p1": ("A", 10, 1.0), "p6": ("A", 11, 1.0)},
+                  {"p1": ("A2", 10, 1.0), "p6": ("A", 11, 1.0)}) == (1, 0, 0)
+    # two documents read anew into one text: one read again, the other removed
+    assert counts(["C"], ["A", "B"], [], {"p1": ("A", 10, 1.0), "p2": ("B", 11, 1.0)},
+                  {"p1": ("C", 10, 1.0), "p2": ("C", 11, 1.0)}) == (0, 1, 1)
+    # copies read anew alike: one document read again
+    assert counts(["A2"], ["A"], [], {"p1": ("A", 10, 1.0), "p2": ("A", 10, 1.0)},
+                  {"p1": ("A2", 10, 1.0), "p2": ("A2", 10, 1.0)}) == (0, 0, 1)
+
+
 async def test_markdown_front_matter_is_metadata_not_text(tmp_path):
     _folder, db = await index_one_file(
         tmp_path, "a.md", "---\ntitle: Harbour notes\nauthor: Carl Zed\n---\nAda Osk sailed to Velo.\n")
