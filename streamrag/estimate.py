@@ -209,7 +209,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
-                add("extract", 1, prompt, _per_call(r.extract_completion, FIRST_ROUND_COMPLETION * c.tokens))
+                add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * c.tokens))
             reached = 1.0   # the share of chunks a round is asked for: each check said yes
             for _ in range(ix.max_gleanings):
                 if ix.glean_check != "off":
@@ -220,12 +220,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_message_tokens(
                     prompts.glean.render(text=c.text, found=found, entity_types=types), ix.encoding)
                 add("glean", reached, reached * glean,
-                    reached * _per_call(r.glean_completion, GLEAN_COMPLETION * c.tokens))
+                    reached * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
             if ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
-                add("claims", 1, count_message_tokens(claims, ix.encoding),
-                    _per_call(r.claims_completion, CLAIMS_COMPLETION * c.tokens))
+                claims_prompt = count_message_tokens(claims, ix.encoding)
+                add("claims", 1, claims_prompt,
+                    _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * c.tokens))
     if not settings.offline:
         due = n + len(unpublished) + len(replacing)
         summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
@@ -274,8 +275,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 "report": settings.llm.report_model}}
 
 
-def _per_call(measured: float | None, fixed: float) -> float:
-    return fixed if measured is None else measured
+def _measured(per_prompt: float | None, prompt: float, fixed: float) -> float:
+    """A call's completion tokens: ``per_prompt`` token of its ``prompt`` (``Ratios``), else ``fixed``."""
+    return fixed if per_prompt is None else per_prompt * prompt
 
 
 def _unchanged(path: Path, rows: dict[str, tuple[str, int, float]]) -> bool:

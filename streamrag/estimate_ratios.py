@@ -7,7 +7,10 @@ chunk, a gleaning 0.1, the gleaning check saying yes half the time, a summary 20
 always says yes, answers of 1,190 tokens: an update's completion tokens estimated 6 times under
 what it paid). So an index that has recorded ``MIN_CALLS`` or more calls of a stage with the
 model the run would ask (``llm_calls`` and its archive: ``index_rows.call_history``) has that
-stage's figures measured instead: the completion tokens per call paid for, the share of gleaning
+stage's figures measured instead: the completion tokens paid for, per prompt token of an
+extraction, gleaning and claims call (an answer grows with its chunk: measured per call on chunks
+of 200 tokens, an update cutting them to 1,200 was estimated 12,255 for 33,711), per call of a
+summary and report; the share of gleaning
 checks followed by a gleaning, the prompt tokens of a gleaning (and of its check) per extraction
 prompt (the list of names found, which the estimate cannot know, makes them longer), a summary's
 prompt. Pure: history in, ratios out.
@@ -30,7 +33,8 @@ History = dict[tuple[str, str], tuple[int, int, int, int]]
 
 
 class Ratios(msgspec.Struct, kw_only=True):
-    """Per call; None: the fixed ratio of the chunk's tokens (``FIRST_ROUND_COMPLETION``, ...)."""
+    """The completions of an extraction, gleaning and claims call per prompt token of it (None:
+    the fixed ratio of the chunk's tokens, ``FIRST_ROUND_COMPLETION``, ...); the rest per call."""
     extract_completion: float | None = None
     glean_completion: float | None = None
     claims_completion: float | None = None
@@ -71,9 +75,15 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
         used.add(stage)
         return h[2] / h[0]
 
-    out.extract_completion = per_call("extract")
-    out.glean_completion = per_call("glean")
-    out.claims_completion = per_call("claims")
+    def per_prompt(stage: str) -> float | None:
+        if (h := paid(stage)) is None or not h[1]:   # (no prompt tokens said: nothing to go by)
+            return None
+        used.add(stage)
+        return h[2] / h[1]
+
+    out.extract_completion = per_prompt("extract")
+    out.glean_completion = per_prompt("glean")
+    out.claims_completion = per_prompt("claims")
     if (summary := per_call("summarize")) is not None:
         out.summary_completion = summary
     if (report := per_call("report")) is not None:

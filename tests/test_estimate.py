@@ -470,6 +470,26 @@ async def test_the_figures_of_a_stage_the_run_does_not_ask_are_not_said_measured
     assert "glean_check" not in unchecked["llm"]["by_stage"] and "the gleaning rate" not in unchecked["ratios_from"]
 
 
+async def test_answers_measured_on_smaller_chunks_are_scaled_to_the_chunks_now(tmp_path, simulator):
+    # index.chunk_size 200, then 1200: every document cut again, each extraction answer longer.
+    # Taken per call from the 200-token chunks' answers, the completion tokens were estimated
+    # 12,255 for 33,711 paid.
+    docs = tmp_path / "news"
+    docs.mkdir()
+    for doc in sorted(NEWS.glob("doc_*.txt")):
+        (docs / doc.name).write_text(doc.read_text())
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 200, "chunk_overlap": 20}),
+               db, root=docs)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 1200})
+    est = estimate([docs], settings, db, root=docs)
+    done = await sync([docs], settings, db, root=docs)
+    assert "Completion lengths" in est["ratios_from"]
+    assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") >= 20
+    assert off_by(est["llm"]["by_stage"]["extract"]["completion_tokens"], done.llm["extract"]["completion_tokens"]) \
+        <= 0.25, (est["llm"]["by_stage"]["extract"], done.llm["extract"])
+
+
 def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
     from streamrag.estimate_ratios import GLEAN_SHARE, REPORT_COMPLETION, ratios
     models = dict(extraction_model="m", summary_model="m", report_model="big")
@@ -477,7 +497,8 @@ def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
                ("glean", "m"): (40, 40, 44_000, 20_000), ("report", "m"): (30, 30, 60_000, 30_000),
                ("summarize", "m"): (19, 19, 3_800, 1_900)}
     r = ratios(history, **models)
-    assert r.extract_completion == 1190 and r.glean_share == 1.0 and r.glean_completion == 500
+    # (completions per prompt token)
+    assert r.extract_completion == 1.19 and r.glean_share == 1.0 and r.glean_completion == 20_000 / 44_000
     assert r.glean_prompt == 1.1 and r.check_prompt == 0.95
     assert r.report_completion == REPORT_COMPLETION   # (another model's reports)
     assert r.summary_prompt == 200 and r.summary_completion == 80   # (19 calls: too few)
