@@ -106,5 +106,9 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
         ("completion lengths", lengths), ("the gleaning rate", rate),
         ("gleaning prompt lengths", out.glean_prompt is not None or out.check_prompt is not None),
         ("summary prompt lengths", paid("summarize") is not None)) if there]
-    out.calls = sum(history[(stage, model[stage])][1] for stage in used)
+    # (the calls measured on: those paid for, and for the gleaning rate every check and gleaning
+    # answered, cache hits too)
+    counted = {"glean_check", "glean"} if rate else set()
+    out.calls = sum(history.get((stage, model[stage]), (0, 0))[0 if stage in counted else 1]
+                    for stage in used | counted)
     return out

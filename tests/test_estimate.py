@@ -354,8 +354,10 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
     first = await sync([docs], settings, db, root=docs)
     assert paid(first.llm, "extract") >= 20
     with sqlite3.connect(db) as conn:   # (the gleanings, 11, too few to measure theirs by)
-        calls = conn.execute("SELECT count(*) FROM llm_calls WHERE error IS NULL AND cached = 0 AND stage IN "
-                             "('extract', 'glean_check', 'summarize', 'report')").fetchone()[0]
+        # (the gleaning rate: every check and gleaning answered, cache hits too)
+        calls = conn.execute("SELECT count(*) FROM llm_calls WHERE error IS NULL AND cancelled = 0 AND ("
+                             "cached = 0 AND stage IN ('extract', 'summarize', 'report') OR "
+                             "stage IN ('glean_check', 'glean'))").fetchone()[0]
     conn.close()
     for doc in articles[30:]:
         (docs / doc.name).write_text(doc.read_text())
@@ -508,4 +510,6 @@ def test_a_stage_with_too_few_calls_or_another_model_keeps_the_fixed_ratios():
     r = ratios({("extract", "m"): (10, 10, 1, 1), ("glean_check", "m"): (24, 0, 0, 0),
                 ("glean", "m"): (12, 12, 1, 1)}, **models)
     assert r.extract_completion is None and r.glean_share == 0.5 and r.measured == ["the gleaning rate"]
+    # (the checks answered from the cache, none paid for: measured on 36 calls, not "0 earlier calls")
+    assert r.calls == 36 and r.source() == "The gleaning rate from this index's 36 earlier calls"
     assert ratios({}, **models).glean_share == GLEAN_SHARE and ratios({}, **models).source() == ""
