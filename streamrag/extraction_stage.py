@@ -6,6 +6,9 @@ before it. Every product (chunks, extractions) is content-addressed and written 
 run's one writer as soon as it exists: an interrupted run loses nothing, and the next finds it.
 A file unchanged on disk since it was indexed is not even read; a chunk whose extraction by the
 current extractor is stored is not sent to the model again.
+
+A run of the stage sees of the Indexer only what it is given (``ExtractionStageContext``), and
+tells it what it found through the ``Scan``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,15 +25,17 @@ import anyio
 import msgspec
 
 from streamrag import chunker, index_rows, loader, on_disk
+from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
-from streamrag.extractor import extract_chunk, extract_claims
+from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims
 from streamrag.gleaner import YesNoCheck, glean
 from streamrag.records import Chunk, Document
 from streamrag.store import Store
 from streamrag.writer import Writer
 
 if TYPE_CHECKING:
-    from streamrag.pipeline import Indexer
+    from streamrag.llm import LLMClient
+    from streamrag.pipeline import Progress
 
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000
@@ -55,16 +61,34 @@ class Scan:
     old_reading_kept: bool = False
 
 
+@dataclass(frozen=True)
+class ExtractionStageContext:
+    """What the Indexer gives a run of the streaming stage (``Indexer._stream_stage``)."""
+
+    settings: Settings
+    root: Path | None                   # what stored paths are relative to
+    progress: Progress                  # the counters it bumps
+    llm: LLMClient | None               # the run's model client (None offline without embeddings)
+    prompts: ExtractionPrompts | None   # None offline
+    key: str                            # the extractor's (``extractor_key``): extractions are stored under it
+    # Records a failed item, and stops the run when the endpoint is plainly down (``Indexer.fail``
+    # through the run's writer): (stage, item, message, error=None, *, stamp=None).
+    fail: Callable[..., Awaitable[None]]
+
+
 class ExtractionStage:
     """One run of the streaming stage: the ``Scan`` its actors fill, and one method per actor
     (loader, chunker, extractor ×N, gleaner ×N). ``Indexer._stream_stage`` wires the streams."""
 
-    def __init__(self, indexer: Indexer, store: Store, writer: Writer, scan: Scan, rechunk: bool,
-                 check: YesNoCheck) -> None:
-        self.indexer = indexer
-        self.settings = indexer.settings
-        self.root = indexer.root
-        self.progress = indexer.progress
+    def __init__(self, given: ExtractionStageContext, store: Store, writer: Writer, scan: Scan,
+                 rechunk: bool, check: YesNoCheck) -> None:
+        self.settings = given.settings
+        self.root = given.root
+        self.progress = given.progress
+        self.llm = given.llm
+        self.prompts = given.prompts
+        self.key = given.key
+        self.fail = given.fail
         self.store = store
         self.writer = writer
         self.scan = scan
@@ -79,10 +103,6 @@ class ExtractionStage:
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
-
-    async def fail(self, stage: str, item: str, message: str, error: Exception | None = None, *,
-                   stamp: str | None = None) -> None:
-        await self.indexer.fail(self.writer, stage, item, message, error, stamp=stamp)
 
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
@@ -202,7 +222,7 @@ class ExtractionStage:
             # Chunks of documents already indexed that lack an extraction by the current
             # extractor: its settings changed, or an earlier run failed on them.
             kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
-            for c in index_rows.backlog(self.store, kept, self.indexer.key):
+            for c in index_rows.backlog(self.store, kept, self.key):
                 await self.schedule(c, send)
 
     async def schedule(self, c: Chunk, send) -> None:
@@ -211,7 +231,7 @@ class ExtractionStage:
             return
         self.scheduled.add(c.id)
         self.progress.add("chunks_total")
-        if index_rows.has_extraction(self.store, c.id, self.indexer.key):
+        if index_rows.has_extraction(self.store, c.id, self.key):
             self.progress.add("chunks_reused")
             return
         await send.send(c)
@@ -228,11 +248,10 @@ class ExtractionStage:
 
     async def extract_chunks(self, recv, send) -> None:
         """An extractor: the first extraction of each chunk, sent on to the gleaners."""
-        ix = self.indexer
         async with recv, send:
             async for c in recv:
                 try:
-                    ext = await extract_chunk(ix.llm, ix.prompts, c, self.settings)
+                    ext = await extract_chunk(self.llm, self.prompts, c, self.settings)
                 except LLMError as e:
                     await self.fail("extract", c.id, f"{self.where(c)}: {e}", e)
                     continue
@@ -240,14 +259,13 @@ class ExtractionStage:
 
     async def glean_chunks(self, recv) -> None:
         """A gleaner: gleans and extracts the claims of each chunk, and stores its extraction."""
-        ix = self.indexer
         async with recv:
             async for c, ext in recv:
                 try:
-                    ext = await glean(ix.llm, ix.prompts, c, ext, self.settings, self.check)
-                    ext = await extract_claims(ix.llm, ix.prompts, c, ext, self.settings)
+                    ext = await glean(self.llm, self.prompts, c, ext, self.settings, self.check)
+                    ext = await extract_claims(self.llm, self.prompts, c, ext, self.settings)
                 except LLMError as e:
                     await self.fail("glean", c.id, f"{self.where(c)}: {e}", e)
                     continue
-                await self.writer.run(index_rows.save_extraction, c.id, ix.key, ext)
+                await self.writer.run(index_rows.save_extraction, c.id, self.key, ext)
                 self.progress.add("chunks_extracted")

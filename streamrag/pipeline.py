@@ -26,6 +26,7 @@ every row read or written is ``index_rows``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import itertools
 import json
@@ -59,7 +60,7 @@ from streamrag.errors import (
     user_error,
     user_errors_unwrapped,
 )
-from streamrag.extraction_stage import ExtractionStage, Scan
+from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan
 from streamrag.extractor import ExtractionPrompts, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
@@ -72,7 +73,7 @@ from streamrag.graph_state import (
     read_again,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
-from streamrag.report_stage import ReportStage, built_min_members, deepest_first
+from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
@@ -501,7 +502,9 @@ class Indexer:
         chunk_send, chunk_recv = anyio.create_memory_object_stream[Chunk](q)
         glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](q)
         check = self.yes_no = YesNoCheck(s)   # how the glean workers ask their YES/NO checks
-        stage = ExtractionStage(self, store, writer, scan, rechunk, check)
+        given = ExtractionStageContext(settings=s, root=self.root, progress=self.progress, llm=self.llm,
+                                       prompts=self.prompts, key=self.key, fail=functools.partial(self.fail, writer))
+        stage = ExtractionStage(given, store, writer, scan, rechunk, check)
         workers = 1 if s.offline else s.pipeline.extract_workers
         async with anyio.create_task_group() as tg:
             tg.start_soon(stage.load_files, files, doc_send)
@@ -770,7 +773,10 @@ class Indexer:
                        communities: list[Community]) -> tuple[dict[str, tuple[str, str]], int, int]:
         """Report key per community: (context key, key of the report shown); the counts
         written and kept."""
-        run = ReportStage(self, store, writer, state, communities)
+        given = ReportStageContext(settings=self.settings, progress=self.progress, llm=self.llm,
+                                   report_key=self.report_key(), extractive_key=self.extractive_key(),
+                                   check_shortcuts=self.check_shortcuts, fail=functools.partial(self.fail, writer))
+        run = ReportStage(given, store, writer, state, communities)
         for level in deepest_first(communities):   # a parent's context takes its children's reports
             await run.report_level(level)
         return run.assignments, run.generated, run.kept

@@ -12,7 +12,8 @@ stands for good, until the context or the report settings change.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -37,11 +38,29 @@ from streamrag.store import Store
 from streamrag.writer import Writer
 
 if TYPE_CHECKING:
-    from streamrag.pipeline import Indexer
+    from streamrag.llm import LLMClient
+    from streamrag.pipeline import Progress
 
 # Said of a community report settled as unusable (UNUSABLE_RUNS).
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "
                    "(index.report_max_output_tokens among them): an extractive report stands in")
+
+
+@dataclass(frozen=True)
+class ReportStageContext:
+    """What the Indexer gives a run of the report stage (``Indexer._reports``)."""
+
+    settings: Settings
+    progress: Progress                  # the counters it bumps
+    llm: LLMClient | None               # the run's model client (None offline without embeddings)
+    report_key: str                     # this run's report settings (``Indexer.report_key``)
+    extractive_key: str                 # those of its extractive reports (``Indexer.extractive_key``)
+    # ``Indexer.check_shortcuts`` (tests): a community counted as unchanged has its context built
+    # anyway, and one that did change fails the run.
+    check_shortcuts: bool
+    # Records a failed item, and stops the run when the endpoint is plainly down (``Indexer.fail``
+    # through the run's writer): (stage, item, message, error=None, *, settled=False).
+    fail: Callable[..., Awaitable[None]]
 
 
 class ReportStage:
@@ -49,11 +68,13 @@ class ReportStage:
     assigned, the unusable and held counts, the counts written and kept), and one method per step
     of a community's report. ``Indexer._reports`` runs it over the levels."""
 
-    def __init__(self, indexer: Indexer, store: Store, writer: Writer, state: GraphState,
+    def __init__(self, given: ReportStageContext, store: Store, writer: Writer, state: GraphState,
                  communities: list[Community]) -> None:
-        s = self.settings = indexer.settings
-        self.indexer = indexer
-        self.progress = indexer.progress
+        s = self.settings = given.settings
+        self.progress = given.progress
+        self.llm = given.llm
+        self.check_shortcuts = given.check_shortcuts
+        self.fail = given.fail
         self.store = store
         self.writer = writer
         self.state = state
@@ -75,7 +96,7 @@ class ReportStage:
         # Communities whose context may have changed. The others keep their context and report
         # without rebuilding the context (tokenizing every community's context is most of an
         # update's time on a large index).
-        state.report_settings = indexer.report_key()
+        state.report_settings = given.report_key
         same_settings = store.get_meta("report_settings") == state.report_settings
         self.dirty = dirty_communities(state, communities, same_settings=same_settings)
         self.old_children = {parent: {k.id for k in kids}
@@ -96,7 +117,7 @@ class ReportStage:
         # changed since it was published (EXTRACTIVE_VERSION): rewritten for free, while the
         # model's reports, their settings unchanged, are kept unread as ever.
         self.stale_extractive = (index_rows.extractive_report_keys(store) if use_llm and same_settings
-                                 and store.get_meta("extractive_settings") != indexer.extractive_key()
+                                 and store.get_meta("extractive_settings") != given.extractive_key
                                  else set())
         self.kept_keys: dict[str, str] = {}   # community id -> key of the report it keeps, unread
 
@@ -127,7 +148,7 @@ class ReportStage:
         its context is built, and the report with its key (or an earlier one close enough) is
         kept, or one is written."""
         kept_as = self.unchanged(c)
-        if kept_as is not None and not self.indexer.check_shortcuts:
+        if kept_as is not None and not self.check_shortcuts:
             self.keep_unread(c, kept_as)
             return
         clean = kept_as is not None
@@ -247,15 +268,14 @@ class ReportStage:
             state.report_unusable[attempt] = runs
             return None
         try:
-            return await llm_report(self.indexer.llm, ctx, model=self.model,
+            return await llm_report(self.llm, ctx, model=self.model,
                                     max_tokens=s.index.report_max_output_tokens, encoding=s.index.encoding)
         except LLMError as e:
             runs = unusable_runs(runs, e)
             if runs:
                 state.report_unusable[attempt] = runs
             settled = isinstance(e, LLMOutputError) and runs >= UNUSABLE_RUNS
-            await self.indexer.fail(self.writer, "report", c.id,
-                                    report_failure(c.id, e, runs, settled=settled), e, settled=settled)
+            await self.fail("report", c.id, report_failure(c.id, e, runs, settled=settled), e, settled=settled)
             return None
 
     async def save(self, report: Report) -> Report:
