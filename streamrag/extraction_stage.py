@@ -30,12 +30,12 @@ from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, Unre
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims
 from streamrag.gleaner import YesNoCheck, glean
 from streamrag.records import Chunk, Document
+from streamrag.run_progress import Progress
 from streamrag.store import Store
 from streamrag.writer import Writer
 
 if TYPE_CHECKING:
     from streamrag.llm import LLMClient
-    from streamrag.pipeline import Progress
 
 # Documents at least this long are chunked in a worker thread, off the event loop.
 _CHUNK_IN_THREAD_CHARS = 200_000

@@ -34,7 +34,6 @@ import logging
 import os
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -75,6 +74,7 @@ from streamrag.graph_state import (
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import settings_key as report_settings_key
+from streamrag.run_progress import Progress
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
 from streamrag.writer import Writer
@@ -109,34 +109,8 @@ log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
-# Progress and results
+# Results
 # --------------------------------------------------------------------------------------------
-class Progress:
-    """Counters the stages bump; a display (``progress.py``) reads them. No I/O here."""
-
-    def __init__(self) -> None:
-        self.stage = "scanning"
-        self.counts: dict[str, int] = defaultdict(int)
-        self.totals: dict[str, int] = defaultdict(int)
-        self.listeners: list[Callable[[Progress], None]] = []
-
-    def set_stage(self, stage: str) -> None:
-        self.stage = stage
-        self.changed()
-
-    def add(self, key: str, n: int = 1) -> None:
-        self.counts[key] += n
-        self.changed()
-
-    def total(self, key: str, n: int) -> None:
-        self.totals[key] = n
-        self.changed()
-
-    def changed(self) -> None:
-        for listener in self.listeners:
-            listener(self)
-
-
 class SyncResult(msgspec.Struct):
     """What one sync did; ``index --json`` prints it (README, "JSON output"), with ``llm`` as
     the shared ``llm`` object (``status.llm_summary``)."""

@@ -34,12 +34,12 @@ from streamrag.reports import (
     llm_report,
     settings_key as report_settings_key,
 )
+from streamrag.run_progress import Progress
 from streamrag.store import Store
 from streamrag.writer import Writer
 
 if TYPE_CHECKING:
     from streamrag.llm import LLMClient
-    from streamrag.pipeline import Progress
 
 # Said of a community report settled as unusable (UNUSABLE_RUNS).
 _REPORT_SETTLED = (", so it is not asked again while its context and the report settings stay "

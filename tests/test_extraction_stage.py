@@ -1,0 +1,59 @@
+"""The streaming stage's actors run alone: given their context (``ExtractionStageContext``),
+with no Indexer behind them."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from conftest import make_settings
+
+from streamrag.errors import LLMUnavailableError
+from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan
+from streamrag.extractor import ExtractionPrompts, extractor_key
+from streamrag.gleaner import YesNoCheck
+from streamrag.records import Chunk, Document, Extraction
+from streamrag.run_progress import Progress
+from streamrag.store import Store
+from streamrag.writer import Writer
+
+pytestmark = pytest.mark.anyio
+
+
+class DownModel:
+    """A model client whose every call fails as an endpoint that is down does."""
+
+    async def chat(self, *args, **kwargs):
+        raise LLMUnavailableError("connection refused")
+
+
+async def test_an_extractor_records_a_failed_call_through_its_context_and_sends_nothing_on(tmp_path):
+    settings = make_settings("http://127.0.0.1:9/v1")
+    failed: list[tuple] = []
+
+    async def fail(stage, item, message, error=None, **kw):
+        failed.append((stage, item, message, type(error)))
+
+    given = ExtractionStageContext(settings=settings, root=tmp_path, progress=Progress(), llm=DownModel(),
+                                   prompts=ExtractionPrompts.load(settings), key=extractor_key(settings),
+                                   fail=fail)
+    doc = Document(id="doc-1", path="notes/a.txt", title="a", text="Scrooge met Marley.")
+    chunk = Chunk(id="chk-1", doc_id=doc.id, idx=0, text=doc.text, tokens=5)
+    scan = Scan(documents={doc.id: doc})
+    store = Store(tmp_path / "index.db")
+    try:
+        with anyio.fail_after(10):
+            async with Writer(store) as writer:
+                stage = ExtractionStage(given, store, writer, scan, False, YesNoCheck(settings))
+                chunk_send, chunk_recv = anyio.create_memory_object_stream[Chunk](1)
+                glean_send, glean_recv = anyio.create_memory_object_stream[tuple[Chunk, Extraction]](1)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stage.extract_chunks, chunk_recv, glean_send)
+                    async with chunk_send:
+                        await chunk_send.send(chunk)
+                async with glean_recv:
+                    sent_on = [item async for item in glean_recv]
+    finally:
+        store.close()
+    assert failed == [("extract", "chk-1", "notes/a.txt (chunk 1, chk-1): connection refused",
+                       LLMUnavailableError)]
+    assert sent_on == []
