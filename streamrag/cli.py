@@ -189,6 +189,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from streamrag import loader, pipeline, progress
+    from streamrag.run_progress import Progress
 
     paths = [Path(p) for p in args.paths]
     for p in paths:
@@ -223,7 +224,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
-    prog = pipeline.Progress()
+    prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
     with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"):

@@ -75,6 +75,7 @@ from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
+from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_of, last_update, llm_summary
 from streamrag.store import WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
@@ -642,7 +643,7 @@ class Daemon:
             return
         self._check_index()
         self.emit("extracting", _n(len(existing), "file"), files=len(existing))
-        from streamrag.pipeline import Indexer, Progress
+        from streamrag.pipeline import Indexer
 
         started, began = anyio.current_time(), time.time()
         progress = Progress()
@@ -685,7 +686,7 @@ class Daemon:
     async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False) -> bool:
         """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
         failure is reported (raised if ``initial``), and returns False (the next sync backs off)."""
-        from streamrag.pipeline import Indexer, Progress
+        from streamrag.pipeline import Indexer
 
         if not self.root.is_dir():
             return self._sync_without_folder()

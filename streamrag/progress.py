@@ -1,7 +1,7 @@
 """Progress on stderr: a live panel on a terminal; otherwise one line per stage change, and the
 counts every ten seconds or so within a long stage, also when none of them moves.
 
-The pipeline only bumps counters (``pipeline.Progress``); this module decides how to show
+The pipeline only bumps counters (``run_progress.Progress``); this module decides how to show
 them, so library users and tests get no output at all.
 """
 
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from streamrag.pipeline import Progress
+from streamrag.run_progress import Progress
 
 
 class _Panel:

@@ -1,5 +1,5 @@
 """The counters a run's stages bump (``Progress``), apart from the pipeline that makes them, so
-a stage can name them without importing it. Callers take it as ``pipeline.Progress``.
+a stage, the daemon and the display can name them without importing it.
 """
 
 from __future__ import annotations

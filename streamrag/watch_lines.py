@@ -20,7 +20,8 @@ from streamrag.status import counted as _n
 
 if TYPE_CHECKING:
     from streamrag.daemon import Daemon
-    from streamrag.pipeline import Indexer, Progress
+    from streamrag.pipeline import Indexer
+    from streamrag.run_progress import Progress
 
 # Pipeline stages as the daemon reports them: a sync shows five states, not eight.
 _STATES = {"scanning": "extracting", "extracting": "extracting", "merging": "merging",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streamrag import progress as shown
-from streamrag.pipeline import Progress
+from streamrag.run_progress import Progress
 
 
 def test_a_long_stage_off_a_terminal_prints_its_counts(capsys, monkeypatch):
