@@ -7,6 +7,9 @@ import contextlib
 import json
 import os
 import shutil
+import sqlite3
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -164,3 +167,28 @@ def graph_weight(graph, a: str, b: str) -> float:
     """Summed weight of the edge between two entities; 0.0 when there is none."""
     i, j = graph.index[a], graph.index[b]
     return graph.pygraph.get_edge_data(i, j) if graph.pygraph.has_edge(i, j) else 0.0
+
+
+def overlapping_readers(db: Path, stop, longest: list[float], errors: list[BaseException]) -> list:
+    """Two connections reading in snapshots of 0.2 s one after another, the two overlapping
+    (a web app, a notebook asking at once): SQLite never finds the log without a reader."""
+    def reader(offset: float) -> None:
+        time.sleep(offset)
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=30)
+        try:
+            while not stop.is_set():
+                began = time.monotonic()
+                conn.execute("BEGIN")
+                conn.execute("SELECT count(*) FROM entities").fetchone()
+                longest.append(time.monotonic() - began)
+                time.sleep(0.2)
+                conn.execute("COMMIT")
+        except BaseException as e:  # noqa: BLE001 - said by the test
+            errors.append(e)
+        finally:
+            conn.close()
+
+    readers = [threading.Thread(target=reader, args=(offset,)) for offset in (0, 0.1)]
+    for t in readers:
+        t.start()
+    return readers

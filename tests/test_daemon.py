@@ -21,7 +21,7 @@ from functools import partial
 import pytest
 from watchfiles import Change
 
-from conftest import index_snapshot as snapshot, make_settings
+from conftest import index_snapshot as snapshot, make_settings, overlapping_readers
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag.daemon import Daemon, Reporter
@@ -334,29 +334,11 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     longest: list[float] = []
     errors: list[BaseException] = []
 
-    def reader(offset: float) -> None:   # a snapshot of 0.2 s after another, the two overlapping
-        time.sleep(offset)
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=30)
-        try:
-            while not stop.is_set():
-                began = time.monotonic()
-                conn.execute("BEGIN")
-                conn.execute("SELECT count(*) FROM entities").fetchone()
-                longest.append(time.monotonic() - began)
-                time.sleep(0.2)
-                conn.execute("COMMIT")
-        except BaseException as e:  # noqa: BLE001 - said by the test
-            errors.append(e)
-        finally:
-            conn.close()
-
     sizes = []
     async with running(settings, db, corpus) as (daemon, events, send):
         # (a sync is counted before the log is emptied and "idle" said: each edit below waits for its own)
         await until(lambda: "idle" in events.states())
-        readers = [threading.Thread(target=reader, args=(offset,)) for offset in (0, 0.1)]
-        for t in readers:
-            t.start()
+        readers = overlapping_readers(db, stop, longest, errors)
         try:
             async with send:
                 for n in range(4):

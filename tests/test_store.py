@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from conftest import overlapping_readers
 
 from streamrag.errors import IndexMissingError, StoreError
 from streamrag.store import SCHEMA_VERSION, Store
@@ -222,34 +223,6 @@ def test_a_connection_of_this_process_outside_store_keeps_the_wal(tmp_path):
     assert _rows_in_copy(db, tmp_path, "SELECT id FROM runs ORDER BY id") == [("o1",), ("o2",)]
 
 
-def _overlapping_readers(db: Path, stop, longest: list[float], errors: list[BaseException]) -> list:
-    """Two connections reading in snapshots of 0.2 s one after another, the two overlapping
-    (a web app, a notebook asking at once): SQLite never finds the log without a reader."""
-    import sqlite3
-    import threading
-
-    def reader(offset: float) -> None:
-        time.sleep(offset)
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=30)
-        try:
-            while not stop.is_set():
-                began = time.monotonic()
-                conn.execute("BEGIN")
-                conn.execute("SELECT count(*) FROM entities").fetchone()
-                longest.append(time.monotonic() - began)
-                time.sleep(0.2)
-                conn.execute("COMMIT")
-        except BaseException as e:  # noqa: BLE001 - said by the test
-            errors.append(e)
-        finally:
-            conn.close()
-
-    readers = [threading.Thread(target=reader, args=(offset,)) for offset in (0, 0.1)]
-    for t in readers:
-        t.start()
-    return readers
-
-
 def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_gap(corpus, tmp_path, monkeypatch):
     # Only `watch` emptied it: an `index` run by cron next to such queries left the log growing
     # by every version published (a 200-document folder: 1 MB a run, 7 MB after 6, and on).
@@ -265,7 +238,7 @@ def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_ga
     stop = threading.Event()
     longest: list[float] = []
     errors: list[BaseException] = []
-    readers = _overlapping_readers(db, stop, longest, errors)
+    readers = overlapping_readers(db, stop, longest, errors)
     sizes = []
     try:
         time.sleep(0.3)
