@@ -209,10 +209,9 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert status_of(db)[0]["asked_again"] == 1
 
 
-def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_path, monkeypatch):
-    # `index` said "1 item no longer asked for ... (`streamrag status --failures` says which and
-    # why)"; after one more run that changed nothing, status listed none ("0 in the last
-    # update"): only the run that settled it recorded a failure.
+def _one_summary_always_unusable(monkeypatch) -> list[str]:
+    """The first element summarized (standing for an unlucky one) gets no usable summary answer,
+    run after run; the others are summarized as usual. Returns where its name will be."""
     from streamrag import pipeline
     from streamrag.errors import LLMOutputError
 
@@ -221,12 +220,20 @@ def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_pa
 
     async def summarize(llm, name, descriptions, settings):
         if not target:
-            target.append(name)   # the first element summarized stands for the unlucky one
+            target.append(name)
         if name == target[0]:
             raise LLMOutputError(f"{name}: no usable answer in 3 tries")
         return await real(llm, name, descriptions, settings)
 
     monkeypatch.setattr(pipeline, "summarize", summarize)
+    return target
+
+
+def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_path, monkeypatch):
+    # `index` said "1 item no longer asked for ... (`streamrag status --failures` says which and
+    # why)"; after one more run that changed nothing, status listed none ("0 in the last
+    # update"): only the run that settled it recorded a failure.
+    target = _one_summary_always_unusable(monkeypatch)
     db = tmp_path / "i.db"
     for _ in range(3):
         anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
@@ -259,20 +266,7 @@ def test_a_settled_summary_whose_element_needs_none_now_is_not_said_settled(corp
     # Its documents removed but one, the element kept one description, no summary to ask: status
     # still said it "no longer asked for: the model's answers were unusable" (its count kept:
     # given two descriptions again, one unusable answer would have settled it again).
-    from streamrag import pipeline
-    from streamrag.errors import LLMOutputError
-
-    real = pipeline.summarize
-    target: list[str] = []
-
-    async def summarize(llm, name, descriptions, settings):
-        if not target:
-            target.append(name)
-        if name == target[0]:
-            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
-        return await real(llm, name, descriptions, settings)
-
-    monkeypatch.setattr(pipeline, "summarize", summarize)
+    _one_summary_always_unusable(monkeypatch)
     db = tmp_path / "i.db"
     for _ in range(3):
         anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
