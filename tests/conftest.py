@@ -192,3 +192,40 @@ def overlapping_readers(db: Path, stop, longest: list[float], errors: list[BaseE
     for t in readers:
         t.start()
     return readers
+
+
+@pytest.fixture
+def cli_run(capsys, monkeypatch):
+    """``streamrag ARGS`` run in this process (no interpreter start, no imports): the same
+    ``CompletedProcess`` (exit code, stdout, stderr) a subprocess gives, for tests where the
+    process itself is not the point. Like the subprocess helpers, the caller's ``STREAMRAG_*``
+    and ``OPENAI_*`` variables are left out; ``env`` and ``cwd`` hold for the one call."""
+    import subprocess
+
+    from streamrag.cli import main
+
+    for name in list(os.environ):
+        if name.startswith(("STREAMRAG_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+    def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedProcess:
+        capsys.readouterr()   # (what the test printed before is not this call's output)
+        here, saved = os.getcwd(), {k: os.environ.get(k) for k in env or {}}
+        os.environ.update(env or {})
+        try:
+            if cwd is not None:
+                os.chdir(cwd)
+            try:
+                code = main(list(args))
+            except SystemExit as e:   # argparse's own usage errors
+                code = e.code if isinstance(e.code, int) else 1
+        finally:
+            os.chdir(here)
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["streamrag", *args], code, out, err)
+    return run

@@ -67,57 +67,57 @@ def test_offline_index_status_export_and_ask(corpus, tmp_path):
     assert again["documents_added"] == 0 and again["chunks_extracted"] == 0 and again["reports_generated"] == 0
 
 
-def test_a_custom_prompt_kept_in_the_folder_is_no_document(corpus, simulator):
+def test_a_custom_prompt_kept_in_the_folder_is_no_document(cli_run, corpus, simulator):
     # The prompt's own example text went into the graph, and answers cited it as a document.
     prompt = corpus / "my_extract_prompt.md"
     prompt.write_text((Path(__file__).parents[1] / "prompts" / "extract.md").read_text())
     (corpus / "streamrag.toml").write_text('[index]\nextraction_prompt = "my_extract_prompt.md"\n')
     common = ("--json", "-q", "--api-base", simulator.base_url)
-    done = json.loads(run("index", str(corpus), *common).stdout)
+    done = json.loads(cli_run("index", str(corpus), *common).stdout)
     assert done["documents"] == 4
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url).stdout)
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url).stdout)
     assert est["documents"] == 4
-    exported = json.loads(run("export", "-", cwd=corpus).stdout)
+    exported = json.loads(cli_run("export", "-", cwd=corpus).stdout)
     assert "my_extract_prompt.md" not in {d["path"] for d in exported["documents"]}
 
 
-def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(corpus, simulator):
+def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(cli_run, corpus, simulator):
     # After a chunk_size or model change a run re-extracted everything and its summary only
     # showed "32 extracted now", with no reason; it is said first, so it can still be stopped.
     common = ("-q", "--api-base", simulator.base_url)
-    assert run("index", str(corpus), *common).returncode == 0
-    again = run("index", str(corpus), *common)
+    assert cli_run("index", str(corpus), *common).returncode == 0
+    again = cli_run("index", str(corpus), *common)
     assert again.returncode == 0 and "changed since this index was built" not in again.stderr
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m3"\n'
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
-    out = run("index", str(corpus), *common)
+    out = cli_run("index", str(corpus), *common)
     assert out.returncode == 0, out.stderr
     assert ("the reading and chunking, extraction and report settings changed since this index was built: "
             "index.chunk_size is now 300 (was 1200), index.chunk_overlap is now 20 (was 100), so documents "
             "are read and chunked again as they are indexed") in out.stderr, out.stderr
-    assert "changed since this index was built" not in run("index", str(corpus), *common).stderr
+    assert "changed since this index was built" not in cli_run("index", str(corpus), *common).stderr
     # A script reads it in the result (it was on stderr alone).
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\n')
-    done = json.loads(run("index", str(corpus), "--json", *common).stdout)
+    done = json.loads(cli_run("index", str(corpus), "--json", *common).stdout)
     assert done["settings_changed"] == ["report"]
-    assert json.loads(run("index", str(corpus), "--json", *common).stdout)["settings_changed"] == []
+    assert json.loads(cli_run("index", str(corpus), "--json", *common).stdout)["settings_changed"] == []
     # Said once per new chunker, though a file that cannot be re-chunked keeps the old one recorded.
     (corpus / "rows.jsonl").write_text('{"text": "Ada Osk rebuilt the quay."}\n')
-    assert run("index", str(corpus), *common).returncode == 0
+    assert cli_run("index", str(corpus), *common).returncode == 0
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\nreport_model = "m4"\n'
                                            '[index]\nchunk_size = 300\nchunk_overlap = 20\ntext_field = "body"\n')
-    said = [run("index", str(corpus), *common).stderr for _ in range(2)]
+    said = [cli_run("index", str(corpus), *common).stderr for _ in range(2)]
     # (text_field alone was said to be "the chunking settings")
     assert ('the reading and chunking settings changed since this index was built: index.text_field is now '
             '"body" (was "text"), so documents are read and chunked again') in said[0], said[0]
     assert "changed since this index was built" not in said[1]
     # Offline, nothing is paid for: nothing is said.
     (corpus / "streamrag.toml").write_text('[index]\nchunk_size = 250\nchunk_overlap = 20\n')
-    assert "changed since" not in run("index", str(corpus), "-q", "--offline").stderr
+    assert "changed since" not in cli_run("index", str(corpus), "-q", "--offline").stderr
 
 
-def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(tmp_path):
+def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(cli_run, tmp_path):
     # A run after a reading change said "5 added, 5 removed": a mass edit of files nobody touched.
     folder = tmp_path / "rows"
     folder.mkdir()
@@ -127,27 +127,27 @@ def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(
     (folder / "note.txt").write_text("Cora Vey sailed from Harlow to Mintby with Ada Osk.\n")
     (folder / "edited.txt").write_text("Ada Osk rebuilt the quay at Harlow.\n")
     (folder / "streamrag.toml").write_text('[index]\ntext_field = "body"\n')
-    assert run("index", str(folder), "-q", "--offline").returncode == 0
+    assert cli_run("index", str(folder), "-q", "--offline").returncode == 0
     (folder / "streamrag.toml").write_text('[index]\ntext_field = "text"\n')
     (folder / "edited.txt").write_text("Ada Osk rebuilt the quay at Mintby, and the mill.\n")   # a real edit
-    out = run("index", str(folder), "-q", "--offline")
+    out = cli_run("index", str(folder), "-q", "--offline")
     assert out.returncode == 0, out.stderr
     assert "documents      7 (1 added, 1 removed, 5 read again, 1 unchanged)" in out.stdout, out.stdout
     (folder / "streamrag.toml").write_text('[index]\ntext_field = "body"\n')
-    done = json.loads(run("index", str(folder), "-q", "--offline", "--json").stdout)
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
     assert {k: done[k] for k in ("documents_added", "documents_removed", "documents_read_again",
                                  "documents_unchanged")} == {"documents_added": 0, "documents_removed": 0,
                                                              "documents_read_again": 5, "documents_unchanged": 2}
     (folder / "streamrag.toml").write_text('[index]\ntext_field = "text"\n')
-    lines = [json.loads(line) for line in run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
+    lines = [json.loads(line) for line in cli_run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
     idle = next(line for line in lines if line.get("state") == "idle")
     assert (idle["documents_added"], idle["documents_removed"], idle["documents_read_again"]) == (0, 0, 5)
     # Nothing read again: the usual line.
-    assert "documents      7 (0 added, 0 removed, 7 unchanged)" in run("index", str(folder), "-q", "--offline").stdout
+    assert "documents      7 (0 added, 0 removed, 7 unchanged)" in cli_run("index", str(folder), "-q", "--offline").stdout
 
 
-def test_estimate_spends_nothing(corpus, simulator):
-    out = run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
+def test_estimate_spends_nothing(cli_run, corpus, simulator):
+    out = cli_run("index", str(corpus), "--estimate", "--json", "--api-base", simulator.base_url)
     assert out.returncode == 0, out.stderr
     est = json.loads(out.stdout)
     assert est["chunks_to_extract"] >= 4 and est["llm"]["calls"] > est["chunks_to_extract"]
@@ -156,54 +156,54 @@ def test_estimate_spends_nothing(corpus, simulator):
 
 
 
-def test_ask_fresh_asks_the_model_again_and_replaces_its_cached_answers(corpus, simulator):
+def test_ask_fresh_asks_the_model_again_and_replaces_its_cached_answers(cli_run, corpus, simulator):
     # An answer a passing fault spoiled came back from the cache on every later ask, and ask had
     # no way around it but llm.cache = false in the settings file.
     common = ("--api-base", simulator.base_url)
-    assert run("index", str(corpus), "-q", *common).returncode == 0
+    assert cli_run("index", str(corpus), "-q", *common).returncode == 0
     ask = ("ask", "--mode", "local", "--json", "Who is Mira Osk?", *common)
-    first = json.loads(run(*ask, cwd=corpus).stdout)["llm"]
-    again = json.loads(run(*ask, cwd=corpus).stdout)["llm"]
-    fresh = json.loads(run(*ask, "--fresh", cwd=corpus).stdout)["llm"]
+    first = json.loads(cli_run(*ask, cwd=corpus).stdout)["llm"]
+    again = json.loads(cli_run(*ask, cwd=corpus).stdout)["llm"]
+    fresh = json.loads(cli_run(*ask, "--fresh", cwd=corpus).stdout)["llm"]
     assert first["calls"] == again["calls"] == again["cached"] == fresh["calls"] > 0 == fresh["cached"] == first["cached"]
-    assert json.loads(run(*ask, cwd=corpus).stdout)["llm"]["cached"] == first["calls"]   # the new ones
+    assert json.loads(cli_run(*ask, cwd=corpus).stdout)["llm"]["cached"] == first["calls"]   # the new ones
 
 
-def test_the_estimate_of_an_empty_index_file_is_that_of_a_first_run(corpus, tmp_path):
+def test_the_estimate_of_an_empty_index_file_is_that_of_a_first_run(cli_run, corpus, tmp_path):
     # `touch x/index.db`: index builds in it, and --estimate (reading it as a reader) said
     # "holds no index yet; run `streamrag index DIR`".
     db = tmp_path / "index.db"
     db.touch()
-    out = run("index", str(corpus), "--estimate", "--json", "--offline", "--db", str(db))
+    out = cli_run("index", str(corpus), "--estimate", "--json", "--offline", "--db", str(db))
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["documents"] == 4 and db.stat().st_size == 0
 
 
-def test_an_index_from_before_the_summary_key_says_its_summaries_are_redone(corpus, simulator):
+def test_an_index_from_before_the_summary_key_says_its_summaries_are_redone(cli_run, corpus, simulator):
     # An index built before the summary settings were recorded has every summary redone on its
     # first run (as it should: the requests changed), but only "chunking" was said.
     common = ("--json", "--api-base", simulator.base_url)
-    assert run("index", str(corpus), *common).returncode == 0
+    assert cli_run("index", str(corpus), *common).returncode == 0
     db = corpus / ".streamrag" / "index.db"
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("DELETE FROM meta WHERE key = 'summarizer'")
     conn.close()
-    done = json.loads(run("index", str(corpus), *common).stdout)
+    done = json.loads(cli_run("index", str(corpus), *common).stdout)
     assert done["settings_changed"] == ["summary"]
-    assert json.loads(run("index", str(corpus), *common).stdout)["settings_changed"] == []
+    assert json.loads(cli_run("index", str(corpus), *common).stdout)["settings_changed"] == []
 
 
-def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(corpus, simulator):
+def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(cli_run, corpus, simulator):
     # A new report model (or summary budget) rewrites every report (or summary) though no chunk
     # is extracted: the estimate said "0 calls" before a run that paid for all of them.
     common = ("--api-base", simulator.base_url)
-    assert run("index", str(corpus), "-q", *common).returncode == 0
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    assert cli_run("index", str(corpus), "-q", *common).returncode == 0
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *common).stdout)
     assert est["chunks_to_extract"] == 0 and est["llm"]["calls"] == 0
     (corpus / "streamrag.toml").write_text('[llm]\nreport_model = "gpt-4.1-mini"\n[index]\nsummary_join_tokens = 0\n')
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
-    done = json.loads(run("index", str(corpus), "--json", "-q", *common).stdout)
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    done = json.loads(cli_run("index", str(corpus), "--json", "-q", *common).stdout)
     for stage in ("report", "summarize"):
         paid = done["llm"]["by_stage"][stage]["calls"] - done["llm"]["by_stage"][stage]["cached"]
         assert paid > 0 and est["llm"]["by_stage"][stage]["calls"] >= paid / 2, stage
@@ -212,51 +212,51 @@ def test_the_estimate_counts_reports_and_summaries_a_changed_setting_rewrites(co
     # counted as the run counts them; new clustering settings: the reports they may rewrite.
     (corpus / "streamrag.toml").write_text('[llm]\nreport_model = "gpt-4.1-mini"\nsummary_model = "m2"\n'
                                            '[index]\nsummary_join_tokens = 0\nleiden_resolution = 3.0\n')
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
-    done = json.loads(run("index", str(corpus), "--json", "-q", *common).stdout)
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    done = json.loads(cli_run("index", str(corpus), "--json", "-q", *common).stdout)
     summarize = done["llm"]["by_stage"]["summarize"]
     assert est["llm"]["by_stage"]["summarize"]["calls"] == summarize["calls"] - summarize["cached"] > 0
     report = done["llm"]["by_stage"]["report"]
     assert done["reclustered"] and est["llm"]["by_stage"]["report"]["calls"] >= (report["calls"] - report["cached"]) / 2 > 0
     # No endpoint for an index a model built: the estimate refuses as the run would.
-    out = run("index", str(corpus), "--estimate", "--api-base", "")
+    out = cli_run("index", str(corpus), "--estimate", "--api-base", "")
     assert out.returncode == 1 and "built with a model, and no endpoint is set" in out.stderr
 
 
-def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(corpus):
+def test_the_estimate_counts_as_unreadable_only_what_index_cannot_read(cli_run, corpus):
     # The index's own database (--db among the documents) and empty files were counted, and the
     # text output never said how many there were.
     (corpus / "empty.txt").write_text("")
     (corpus / "broken.txt").write_bytes(b"\x00\x01\x02binary")
     db = ("--db", str(corpus / "index.txt"))
-    assert run("index", str(corpus), "-q", *db).returncode == 0
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", *db).stdout)
+    assert cli_run("index", str(corpus), "-q", *db).returncode == 0
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *db).stdout)
     assert est["unreadable_files"] == 1 and est["documents"] == 4
-    text = run("index", str(corpus), "--estimate", *db).stdout
+    text = cli_run("index", str(corpus), "--estimate", *db).stdout
     assert "1 file cannot be indexed as it is (not counted)" in text
 
 
-def test_estimate_leaves_out_extraction_answers_already_in_the_cache(corpus, simulator):
+def test_estimate_leaves_out_extraction_answers_already_in_the_cache(cli_run, corpus, simulator):
     """After an interrupted run, the extraction answers it paid for are in the cache: the
     estimate counted them again (44 chunks to extract, 10 of them cached)."""
     common = ("--api-base", simulator.base_url)
-    assert run("index", str(corpus), "-q", *common).returncode == 0
+    assert cli_run("index", str(corpus), "-q", *common).returncode == 0
     db = corpus / ".streamrag" / "index.db"
     with sqlite3.connect(db) as conn:        # as if killed after the answers, before the results
         conn.execute("DELETE FROM extractions")
     conn.close()
-    est = json.loads(run("index", str(corpus), "--estimate", "--json", *common).stdout)
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json", *common).stdout)
     extract = est["llm"]["by_stage"]["extract"]
     assert est["chunks_to_extract"] >= 4 and est["llm"]["cached"] == est["chunks_to_extract"]
     assert extract["calls"] == extract["cached"] == est["chunks_to_extract"]   # as a run counts them
     assert extract["prompt_tokens"] == extract["completion_tokens"] == 0       # free
     assert est["llm"]["by_stage"]["glean_check"]["calls"] >= 4
-    text = run("index", str(corpus), "--estimate", *common).stdout
+    text = cli_run("index", str(corpus), "--estimate", *common).stdout
     assert f"({est['llm']['cached']} first extraction answers are in the cache" in text
     assert "  extract " not in text          # no paid extraction calls to show
 
 
-def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simulator):
+def test_the_estimate_counts_what_the_index_then_extracts_exactly(cli_run, corpus, simulator):
     """The chunks to extract and their extraction prompt tokens are counted, not estimated: the
     run that follows extracts those chunks and is billed those prompt tokens, first build and
     update alike."""
@@ -265,10 +265,10 @@ def test_the_estimate_counts_what_the_index_then_extracts_exactly(corpus, simula
     db = corpus / ".streamrag" / "index.db"
 
     def estimate_then_index() -> tuple[dict, dict]:
-        out = run("index", str(corpus), "--estimate", "--json", *common)
+        out = cli_run("index", str(corpus), "--estimate", "--json", *common)
         assert out.returncode == 0, out.stderr
         est = json.loads(out.stdout)
-        out = run("index", str(corpus), "--json", "-q", *common)
+        out = cli_run("index", str(corpus), "--json", "-q", *common)
         assert out.returncode == 0, out.stderr
         done = json.loads(out.stdout)
         with sqlite3.connect(db) as conn:      # the calls the run recorded agree with its summary
@@ -317,30 +317,30 @@ def assert_llm_object(llm: dict, *, used: bool) -> None:
         assert llm == {**dict.fromkeys(LLM_COUNTS, 0), "by_stage": {}}
 
 
-def test_json_outputs_share_one_vocabulary(corpus, tmp_path, simulator):
+def test_json_outputs_share_one_vocabulary(cli_run, corpus, tmp_path, simulator):
     """index, ask, status and index --estimate: one ``llm`` object, ``documents*`` names,
     ``null`` for a time that never was, and every key of a search's details."""
     from streamrag.query import DETAILS
     from streamrag.store import Store
 
     Store(tmp_path / "empty.db").close()
-    never = json.loads(run("status", "--json", "--db", str(tmp_path / "empty.db")).stdout)
+    never = json.loads(cli_run("status", "--json", "--db", str(tmp_path / "empty.db")).stdout)
     assert never["published_at"] is None
     assert_llm_object(never["llm"], used=False)
     assert never["llm_by_model"] == [] and never["cache_hit_rate"] is None
 
     # Offline: every key there, zeros.
-    out = run("index", str(corpus), "--offline", "--json", "-q")
+    out = cli_run("index", str(corpus), "--offline", "--json", "-q")
     assert out.returncode == 0, out.stderr
     offline = json.loads(out.stdout)
     assert_llm_object(offline["llm"], used=False)
     assert offline["documents"] == offline["documents_added"] == 4 == offline["files"]
     assert offline["documents_removed"] == offline["documents_unchanged"] == offline["failed_items"] == 0
     assert not {"docs", "docs_added", "docs_removed", "docs_unchanged", "failed_calls"} & set(offline)
-    est = json.loads(run("index", str(corpus), "--offline", "--estimate", "--json").stdout)
+    est = json.loads(cli_run("index", str(corpus), "--offline", "--estimate", "--json").stdout)
     assert_llm_object(est["llm"], used=False)
     assert est["models"] == {}   # (it named the three gpt-4o-mini an offline run never calls)
-    out = run("ask", "--json", "--mode", "global", "--level", "0", "What are the main themes?",
+    out = cli_run("ask", "--json", "--mode", "global", "--level", "0", "What are the main themes?",
               cwd=corpus)
     assert out.returncode == 0, out.stderr
     extractive = json.loads(out.stdout)
@@ -352,24 +352,24 @@ def test_json_outputs_share_one_vocabulary(corpus, tmp_path, simulator):
     # With a model: the same shape, filled.
     (corpus / "streamrag.toml").write_text(
         f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
-    est = json.loads(run("index", str(corpus), "--estimate", "--json").stdout)
+    est = json.loads(cli_run("index", str(corpus), "--estimate", "--json").stdout)
     assert_llm_object(est["llm"], used=True)
     assert est["models"] == dict.fromkeys(("extraction", "summary", "report"), "gpt-4o-mini")
     assert not {"chat_calls", "prompt_tokens", "completion_tokens", "by_stage",
                 "extractions_cached"} & set(est)
-    out = run("index", str(corpus), "--json", "-q")
+    out = cli_run("index", str(corpus), "--json", "-q")
     assert out.returncode == 0, out.stderr
     done = json.loads(out.stdout)
     assert_llm_object(done["llm"], used=True)
     assert done["llm"]["by_stage"]["extract"]["calls"] == est["llm"]["by_stage"]["extract"]["calls"]
     assert done["documents_unchanged"] == 4 and done["failed_items"] == 0
-    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    status = json.loads(cli_run("status", "--json", cwd=corpus).stdout)
     assert_llm_object(status["llm"], used=True)
     assert not {"llm_usage", "llm_calls"} & set(status)
     assert status["llm"]["calls"] == sum(r["calls"] for r in status["llm_by_model"])
     assert status["llm"]["by_stage"]["extract"] == done["llm"]["by_stage"]["extract"]  # one run's
     assert isinstance(status["published_at"], float) and status["published_at"] > 0
-    out = run("ask", "--json", "--mode", "global", "What are the main themes?", cwd=corpus)
+    out = cli_run("ask", "--json", "--mode", "global", "What are the main themes?", cwd=corpus)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert answer["search"] == "global_dynamic" and not answer["extractive"]
@@ -388,72 +388,72 @@ def test_user_errors_are_one_line_with_exit_1(tmp_path, args, message):
     assert message in out.stderr and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
 
-def test_bad_config_is_one_line(tmp_path, corpus):
+def test_bad_config_is_one_line(cli_run, tmp_path, corpus):
     (corpus / "streamrag.toml").write_text("[index]\nchunk_size = 'x'\n")
-    out = run("index", str(corpus))
+    out = cli_run("index", str(corpus))
     assert out.returncode == 1
     assert "streamrag.toml: index.chunk_size: expected int" in out.stderr
 
 
-def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(corpus, tmp_path):
+def test_watch_once_with_nothing_answering_publishes_nothing_as_index_does(cli_run, corpus, tmp_path):
     # It published a version of "1 document, 0 entities" and said only "2 LLM calls failed".
     db, docs = tmp_path / "i.db", tmp_path / "docs"
     docs.mkdir()
     shutil.copy(sorted(corpus.glob("*.txt"))[0], docs)
     (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
-    out = run("watch", str(docs), "--once", "--db", str(db), "--config", str(tmp_path / "s.toml"),
+    out = cli_run("watch", str(docs), "--once", "--db", str(db), "--config", str(tmp_path / "s.toml"),
               "--api-base", "http://127.0.0.1:9/v1")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "streamrag: error: nothing answers at http://127.0.0.1:9/v1/chat/completions" in out.stderr
     assert "Nothing was published" in out.stderr
-    status = run("status", "--json", "--db", str(db))
+    status = cli_run("status", "--json", "--db", str(db))
     assert status.returncode != 0 or json.loads(status.stdout)["version"] == 0, status.stdout
 
 
-def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(corpus, tmp_path, simulator):
+def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(cli_run, corpus, tmp_path, simulator):
     # The run that settled reports printed only "failures 7: see ..." and exited 0.
     (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
                                      "[index]\nreport_max_output_tokens = 5\n")
     args = ("index", str(corpus), "-q", "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"),
             "--api-base", simulator.base_url)
     said = "no longer asked for: the model's answers were unusable on 3 runs in a row"
-    outs = [run(*args) for _ in range(4)]
+    outs = [cli_run(*args) for _ in range(4)]
     assert [o.returncode for o in outs] == [1, 1, 0, 0], [o.stderr for o in outs]
     assert [said in o.stderr for o in outs] == [False, False, True, False], outs[2].stderr
     # ... and `status --failures` says which and why, after the run that changed nothing too (it
     # listed "0 in the last update" and nothing else).
     db = str(tmp_path / "i.db")
     n = int(outs[2].stderr.split("streamrag: ")[-1].split(" item")[0])
-    listed = json.loads(run("status", "--failures", "--json", "--db", db).stdout)
+    listed = json.loads(cli_run("status", "--failures", "--json", "--db", db).stdout)
     assert listed["failures"] == [] and listed["settled"] == n
     assert len(listed["settled_items"]) == n and {i["stage"] for i in listed["settled_items"]} == {"report"}
     assert all("unusable on 3 runs in a row" in i["message"] for i in listed["settled_items"])
-    text = run("status", "--db", db).stdout
+    text = cli_run("status", "--db", db).stdout
     assert f"{n} items no longer asked for" in text and "(list them with --failures)" in text
 
 
-def test_vacuum_gives_the_free_space_back_and_keeps_the_index(corpus, tmp_path):
+def test_vacuum_gives_the_free_space_back_and_keeps_the_index(cli_run, corpus, tmp_path):
     # `status` shows the space freed under churn; the README's way to give it back needed the
     # sqlite3 program, which many machines lack.
     from conftest import index_snapshot
 
     db = tmp_path / "i.db"
     for _ in range(2):
-        assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+        assert cli_run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
         (corpus / "guild.txt").rename(tmp_path / "guild.txt")   # out, then back in
-        assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+        assert cli_run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
         (tmp_path / "guild.txt").rename(corpus / "guild.txt")
     before = index_snapshot(db)
-    size = json.loads(run("status", "--json", "--db", str(db)).stdout)["size"]
+    size = json.loads(cli_run("status", "--json", "--db", str(db)).stdout)["size"]
     assert size["free_bytes"] > 0
-    out = run("vacuum", "--json", "--db", str(db))
+    out = cli_run("vacuum", "--json", "--db", str(db))
     assert out.returncode == 0, out.stderr
     sizes = json.loads(out.stdout)
     assert sizes["before_bytes"] == size["database_bytes"] and sizes["after_bytes"] < sizes["before_bytes"]
     assert set(sizes) == set(re.findall(r"`(\w+)`", json_output_row("vacuum --json").split("(")[0]))
     assert index_snapshot(db) == before
-    assert json.loads(run("status", "--json", "--db", str(db)).stdout)["size"]["free_bytes"] == 0
-    assert run("vacuum", "--db", str(db)).stdout.startswith(f"{db}: ")
+    assert json.loads(cli_run("status", "--json", "--db", str(db)).stdout)["size"]["free_bytes"] == 0
+    assert cli_run("vacuum", "--db", str(db)).stdout.startswith(f"{db}: ")
 
 
 def json_output_row(command: str) -> str:
@@ -477,34 +477,34 @@ def test_every_command_printing_one_json_object_has_its_row_in_the_readme():
         json_output_row(command)
 
 
-def test_claims_asked_for_offline_are_said_to_need_a_model(corpus, tmp_path):
+def test_claims_asked_for_offline_are_said_to_need_a_model(cli_run, corpus, tmp_path):
     # index.extract_claims = true gave 0 claims offline, without a word.
     (tmp_path / "s.toml").write_text("[index]\nextract_claims = true\n")
     said = "index.extract_claims is set, but this index is built offline ({}), which extracts no claims"
     for args in (("index", "-q"), ("watch", "--once")):
-        out = run(*args, str(corpus), "--offline", "--config", str(tmp_path / "s.toml"),
+        out = cli_run(*args, str(corpus), "--offline", "--config", str(tmp_path / "s.toml"),
                   "--db", str(tmp_path / "i.db"))
         why = 'index.extractor is "nlp" (or --offline)'
         assert out.returncode == 0 and f"s.toml: {said.format(why)}" in out.stderr, out.stderr
     # Offline for want of an endpoint, it says that (it said "leave out --offline", never given).
-    out = run("index", str(corpus), "-q", "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
+    out = cli_run("index", str(corpus), "-q", "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
     assert said.format("no llm.api_base is set") in out.stderr, out.stderr
-    assert "extract_claims" not in run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
+    assert "extract_claims" not in cli_run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
 
 
-def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embeds_nothing(corpus, tmp_path):
+def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embeds_nothing(cli_run, corpus, tmp_path):
     # It stopped with "no LLM configured ... or use the offline extractor", --offline given.
     (tmp_path / "s.toml").write_text('[llm]\nembedding_model = "text-embedding-3-small"\n')
     for args in (("index", "-q", "--offline"), ("index", "-q"), ("watch", "--once")):
-        out = run(*args, str(corpus), "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
+        out = cli_run(*args, str(corpus), "--config", str(tmp_path / "s.toml"), "--db", str(tmp_path / "i.db"))
         assert out.returncode == 0, out.stderr
         assert "s.toml: llm.embedding_model is set, but no llm.api_base: this run embeds nothing" in out.stderr
-    out = run("ask", "--json", "--db", str(tmp_path / "i.db"), "--config", str(tmp_path / "s.toml"),
+    out = cli_run("ask", "--json", "--db", str(tmp_path / "i.db"), "--config", str(tmp_path / "s.toml"),
               "--mode", "basic", "Who leads the Harbor Council?")
     assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
 
 
-def test_offline_calls_no_embedding_model_even_with_an_endpoint_set(corpus, tmp_path, simulator):
+def test_offline_calls_no_embedding_model_even_with_an_endpoint_set(cli_run, corpus, tmp_path, simulator):
     # --offline with llm.embedding_model and llm.api_base set embedded through the endpoint: it
     # paid for tokens while --json said "offline": true, and with the server down it failed
     # ("nothing answers at .../v1/embeddings", exit 1), just when one reaches for --offline.
@@ -517,14 +517,14 @@ def test_offline_calls_no_embedding_model_even_with_an_endpoint_set(corpus, tmp_
     config = tmp_path / "s.toml"
     text = '[llm]\napi_base = "{}"\nembedding_model = "text-embedding-3-small"\n{}'
     config.write_text(text.format(simulator.base_url, ""))
-    assert run("index", str(corpus), "-q", "--config", str(config), "--db", str(db)).returncode == 0
+    assert cli_run("index", str(corpus), "-q", "--config", str(config), "--db", str(db)).returncode == 0
     said = "s.toml: llm.embedding_model is set, but --offline calls no model: this run embeds nothing"
     for n, (args, api_base) in enumerate(((("index", "-q", "--offline", "--json"), simulator.base_url),
                                           (("index", "-q", "--offline"), down),
                                           (("watch", "--once", "--offline"), down))):
         (corpus / f"new{n}.txt").write_text(f"Mira Quell rowed to Tarn Isle {n} times.\n")
         config.write_text(text.format(api_base, ""))
-        out = run(*args, str(corpus), "--config", str(config), "--db", str(db))
+        out = cli_run(*args, str(corpus), "--config", str(config), "--db", str(db))
         assert out.returncode == 0, out.stderr
         assert said in out.stderr and "nothing answers" not in out.stderr, out.stderr
         if "--json" in args:
@@ -532,46 +532,46 @@ def test_offline_calls_no_embedding_model_even_with_an_endpoint_set(corpus, tmp_
     with sqlite3.connect(db) as conn:   # the new chunks have no vector; ask finds them by BM25
         assert conn.execute("SELECT count(*) FROM live_chunks WHERE chunk_id NOT IN "
                             "(SELECT item_id FROM embeddings WHERE kind = 'chunk')").fetchone()[0] > 0
-    est = run("index", str(corpus), "--estimate", "--offline", "--config", str(config), "--db", str(db))
+    est = cli_run("index", str(corpus), "--estimate", "--offline", "--config", str(config), "--db", str(db))
     assert "no LLM calls" in est.stdout, est.stderr
     # index.extractor = "nlp" in the file is offline extraction, embedded as before.
     config.write_text(text.format(simulator.base_url, '[index]\nextractor = "nlp"\n'))
-    out = run("index", str(corpus), "-q", "--json", "--config", str(config), "--db", str(tmp_path / "n.db"))
+    out = cli_run("index", str(corpus), "-q", "--json", "--config", str(config), "--db", str(tmp_path / "n.db"))
     assert out.returncode == 0 and "embeds nothing" not in out.stderr, out.stderr
     assert json.loads(out.stdout)["llm"]["by_stage"]["embed"]["calls"] > 0
 
 
-def test_report_vectors_older_builds_made_leave_with_the_next_version(corpus, tmp_path):
+def test_report_vectors_older_builds_made_leave_with_the_next_version(cli_run, corpus, tmp_path):
     # Reports are no longer embedded (no search read their vectors): those of an index built
     # before go as soon as a run publishes.
     db = tmp_path / "i.db"
-    assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+    assert cli_run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
     with sqlite3.connect(db) as conn:
         keys = [k for (k,) in conn.execute("SELECT report_key FROM communities WHERE report_key IS NOT NULL")]
         conn.executemany("INSERT INTO embeddings(kind, item_id, model, content_hash, vector) "
                          "VALUES ('report', ?, 'm', 'h', x'00000000')", [(k,) for k in keys])
     assert keys
     (corpus / "late.txt").write_text("Ada Osk sailed to Brightwater with the Harbor Council.\n")
-    assert run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
+    assert cli_run("index", str(corpus), "-q", "--offline", "--db", str(db)).returncode == 0
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM embeddings WHERE kind = 'report'").fetchone() == (0,)
 
 
-def test_an_offline_index_with_no_names_says_why(tmp_path):
+def test_an_offline_index_with_no_names_says_why(cli_run, tmp_path):
     # Lower-case notes gave "entities 0" and nothing more: the user could not tell why.
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("bought seeds for the garden; the weather was dry all week.\n")
-    out = run("index", str(tmp_path / "notes"), "-q", "--offline", "--db", str(tmp_path / "i.db"))
+    out = cli_run("index", str(tmp_path / "notes"), "-q", "--offline", "--db", str(tmp_path / "i.db"))
     assert out.returncode == 0, out.stderr
     assert "offline extraction found no names in the 1 chunk(s) indexed" in out.stderr, out.stderr
-    out = run("ask", "--json", "--mode", "basic", "--db", str(tmp_path / "i.db"), "what about the garden seeds?")
+    out = cli_run("ask", "--json", "--mode", "basic", "--db", str(tmp_path / "i.db"), "what about the garden seeds?")
     assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
 
 
-def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
-    assert run("index", str(corpus), "-q").returncode == 0
+def test_unreachable_endpoint_fails_fast_and_keeps_the_index(cli_run, corpus):
+    assert cli_run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
-    out = run("index", str(corpus), "-q", "--api-base", "http://127.0.0.1:9/v1")
+    out = cli_run("index", str(corpus), "-q", "--api-base", "http://127.0.0.1:9/v1")
     # The offline index is not the LLM one: every chunk needs extracting, and none can be.
     assert out.returncode == 1 and "Traceback" not in out.stderr
     # Said first: the offline index is extracted anew with a model. Then one line: where
@@ -586,13 +586,13 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(corpus):
         re.escape(")); start the server, or fix --api-base. "
                   "Nothing was published; the index is as it was, and a run after the fix reuses the "
                   "finished work"), lines[0]), lines[0]
-    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    status = json.loads(cli_run("status", "--json", cwd=corpus).stdout)
     assert status["documents"] == 4 and status["entities"] > 10
     # What set the endpoint is what the message names: the variable, or the file's key.
-    out = run("index", str(corpus), "-q", env={"STREAMRAG_API_BASE": "http://127.0.0.1:9/v1"})
+    out = cli_run("index", str(corpus), "-q", env={"STREAMRAG_API_BASE": "http://127.0.0.1:9/v1"})
     assert out.stderr.count("\n") == 2 and "start the server, or fix STREAMRAG_API_BASE." in out.stderr
     (corpus / "streamrag.toml").write_text('[llm]\nmax_retries = 1\napi_base = "http://127.0.0.1:9/v1"\n')
-    out = run("index", str(corpus), "-q")
+    out = cli_run("index", str(corpus), "-q")
     assert out.stderr.count("\n") == 2 and "start the server, or fix llm.api_base." in out.stderr
 
 
@@ -603,39 +603,39 @@ def test_demo_runs_offline():
     assert out.stdout.count("Extractive answer") == 2
 
 
-def test_an_unknown_model_stops_the_run_at_once(corpus, simulator):
+def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
-    out = run("index", str(corpus), "-q", "--api-base", simulator.base_url)
+    out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "missing-model" in out.stderr and "Nothing was published" in out.stderr
     assert not (corpus / ".streamrag" / "index.db").exists() or \
-        json.loads(run("status", "--json", cwd=corpus).stdout)["documents"] == 0
+        json.loads(cli_run("status", "--json", cwd=corpus).stdout)["documents"] == 0
 
 
-def test_status_lists_what_failed_in_the_last_update_once(corpus):
+def test_status_lists_what_failed_in_the_last_update_once(cli_run, corpus):
     (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
     for _ in range(2):
-        out = run("index", "-q", ".", cwd=corpus)
+        out = cli_run("index", "-q", ".", cwd=corpus)
         assert out.returncode == 0
         # The run names the file and why, not only a count: on stderr, with the other messages.
         assert "streamrag: warning: broken.txt: binary file, not indexed" in out.stderr
         assert "broken.txt" not in out.stdout
-    info = json.loads(run("status", "--json", "--failures", cwd=corpus).stdout)
+    info = json.loads(cli_run("status", "--json", "--failures", cwd=corpus).stdout)
     # The second run names the file again (it still fails), but counts no new failure.
     assert info["failures_last_run"] == 1 and info["failures_total"] == 1
     assert [f["item"] for f in info["failures"]] == ["broken.txt"]
     (corpus / "broken.txt").unlink()
-    assert run("index", "-q", ".", cwd=corpus).returncode == 0
-    text = run("status", "--failures", cwd=corpus).stdout
+    assert cli_run("index", "-q", ".", cwd=corpus).returncode == 0
+    text = cli_run("status", "--failures", cwd=corpus).stdout
     assert "0 in the last update (1 recorded over all runs)" in text and "broken.txt" not in text
 
 
-def test_a_copied_folder_with_its_index_updates_the_copy(corpus, tmp_path):
-    assert run("index", ".", "-q", cwd=corpus).returncode == 0
+def test_a_copied_folder_with_its_index_updates_the_copy(cli_run, corpus, tmp_path):
+    assert cli_run("index", ".", "-q", cwd=corpus).returncode == 0
     copy = tmp_path / "copy"
     shutil.copytree(corpus, copy)           # .streamrag/index.db comes along, naming `corpus`
     (copy / "guild.txt").unlink()
-    out = run("index", str(copy), "--json", "-q")
+    out = cli_run("index", str(copy), "--json", "-q")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["documents_removed"] == 1
     con = sqlite3.connect(copy / ".streamrag" / "index.db")
@@ -646,10 +646,10 @@ def test_a_copied_folder_with_its_index_updates_the_copy(corpus, tmp_path):
         con.close()
     assert paths == sorted(p.name for p in copy.iterdir() if p.is_file())   # relative, of the copy
     assert root == str(copy.resolve())
-    assert run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
+    assert cli_run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
 
 
-def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(corpus, tmp_path):
+def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(cli_run, corpus, tmp_path):
     (corpus / "sub").mkdir()
     moved = sorted(corpus.glob("*.txt"))[0]
     moved.rename(corpus / "sub" / moved.name)
@@ -662,19 +662,19 @@ def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(co
         finally:
             con.close()
 
-    assert run("index", ".", "-q", cwd=corpus).returncode == 0
+    assert cli_run("index", ".", "-q", cwd=corpus).returncode == 0
     before = stored()
     assert f"sub/{moved.name}" in before and len(before) == 4
     target = corpus / "sub" / moved.name
     target.write_text(target.read_text() + "\n\nPetra Lind joined the Northern Rail Company.\n")
-    out = run("index", "sub", "--json", "-q", cwd=corpus)      # the settings file finds index.db
+    out = cli_run("index", "sub", "--json", "-q", cwd=corpus)      # the settings file finds index.db
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["documents"] == 4 and stored() == before
     target.write_text(target.read_text() + "\nAda Quill joined the Northern Rail Company.\n")
-    assert run("index", f"sub/{moved.name}", "-q", cwd=corpus).returncode == 0
+    assert cli_run("index", f"sub/{moved.name}", "-q", cwd=corpus).returncode == 0
     assert stored() == before
     # The daemon keeps one folder per index: watching another one with it is refused.
-    out = run("watch", "sub", "--once", cwd=corpus)
+    out = cli_run("watch", "sub", "--once", cwd=corpus)
     assert out.returncode == 1 and "is the index of" in out.stderr
 
 
@@ -800,14 +800,14 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, mo
     assert err == "streamrag: interrupted\n" and out == ""
 
 
-def test_status_of_a_run_that_never_finished(corpus):
+def test_status_of_a_run_that_never_finished(cli_run, corpus):
     """A run killed with -9 records no end: status says it may be running or killed."""
-    assert run("index", "-q", ".", cwd=corpus).returncode == 0
+    assert cli_run("index", "-q", ".", cwd=corpus).returncode == 0
     con = sqlite3.connect(corpus / ".streamrag" / "index.db")
     with con:
         con.execute("UPDATE runs SET status = 'running', finished_at = NULL")
     con.close()
-    text = run("status", cwd=corpus).stdout
+    text = cli_run("status", cwd=corpus).stdout
     assert "running, or killed before it finished" in text
 
 
@@ -914,31 +914,31 @@ def test_a_sigterm_as_index_shuts_down_leaves_its_exit_status(corpus):
     assert codes == [0] * len(codes), codes
 
 
-def test_a_second_run_says_its_chunks_were_extracted_before(corpus):
-    first = run("index", "-q", ".", cwd=corpus)
+def test_a_second_run_says_its_chunks_were_extracted_before(cli_run, corpus):
+    first = cli_run("index", "-q", ".", cwd=corpus)
     chunks = int(re.search(r"chunks +(\d+) \((\d+) extracted now", first.stdout).group(1))
     assert f"({chunks} extracted now, 0 already extracted)" in first.stdout
-    again = run("index", "-q", ".", cwd=corpus)   # it said "0 extracted now, 0 reused"
+    again = cli_run("index", "-q", ".", cwd=corpus)   # it said "0 extracted now, 0 reused"
     assert f"chunks         {chunks} (0 extracted now, {chunks} already extracted)" in again.stdout
     assert again.stdout.startswith("Nothing changed: ") and "stays at version 1" in again.stdout
-    assert json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)["published"] is False
+    assert json.loads(cli_run("index", "-q", "--json", ".", cwd=corpus).stdout)["published"] is False
 
 
-def test_files_repeating_another_files_text_are_counted_and_said(corpus):
+def test_files_repeating_another_files_text_are_counted_and_said(cli_run, corpus):
     first = sorted(p for p in corpus.iterdir() if p.is_file())[0]
     shutil.copy(first, corpus / "copy_one.txt")
     shutil.copy(first, corpus / "copy_two.txt")
     files = sum(1 for p in corpus.iterdir() if p.is_file())
-    out = run("index", "-q", ".", cwd=corpus)   # the documents count was 2 short, unexplained
+    out = cli_run("index", "-q", ".", cwd=corpus)   # the documents count was 2 short, unexplained
     assert out.returncode == 0, out.stderr
     assert f"documents      {files - 2} (" in out.stdout
     assert "; 2 more files repeat another's text, indexed once)" in out.stdout
     (corpus / "copy_two.txt").unlink()
-    again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
+    again = json.loads(cli_run("index", "-q", "--json", ".", cwd=corpus).stdout)
     assert (again["files"], again["documents"]) == (files - 1, files - 2)
 
 
-def test_documents_in_formats_left_out_are_counted_with_what_to_do(corpus):
+def test_documents_in_formats_left_out_are_counted_with_what_to_do(cli_run, corpus):
     # A folder of notes and PDFs indexed the notes and said nothing of the PDFs.
     (corpus / "sub").mkdir()
     for name in ("a.pdf", "sub/b.PDF", "c.docx", "d.rst", "e.png", "f.py", ".hidden.pdf"):
@@ -948,7 +948,7 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(corpus):
     (corpus / "out.pdf").symlink_to(outside)             # not counted: none the index would take
     (corpus / "broken.pdf").symlink_to(corpus / "nowhere.pdf")
     os.mkfifo(corpus / "pipe.pdf")
-    out = run("index", "-q", ".", cwd=corpus)
+    out = cli_run("index", "-q", ".", cwd=corpus)
     assert out.returncode == 0, out.stderr
     assert ("  left out       2 .pdf, 1 .docx (not plain text: convert them to .txt or .md, with "
             "pdftotext or pandoc for example, to index them)\n") in out.stdout
@@ -958,23 +958,23 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(corpus):
     (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.md", "*.markdown", "*.jsonl", '
                                           '"*.csv", "*.rst"]\n')
     (corpus / "d.rst").write_text("Ada Osk met Bo Lund in Oslo.\n")
-    again = json.loads(run("index", "-q", "--json", ".", cwd=corpus).stdout)
+    again = json.loads(cli_run("index", "-q", "--json", ".", cwd=corpus).stdout)
     assert again["left_out"] == {".docx": 1, ".pdf": 2} and again["documents_added"] == 1
 
 
-def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(tmp_path):
+def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(cli_run, tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir()
     (folder / "scan.pdf").write_bytes(b"%PDF-1.4")
-    indexed = run("index", "-q", ".", cwd=folder)
+    indexed = cli_run("index", "-q", ".", cwd=folder)
     assert indexed.returncode == 0 and "matches index.include" in indexed.stderr
-    asked = run("ask", "What is in here?", cwd=folder)
+    asked = cli_run("ask", "What is in here?", cwd=folder)
     assert asked.returncode == 1
     # It said "is empty; build it with `streamrag index DIR`", which the user had just done.
     assert "holds no documents" in asked.stderr and "index.include" in asked.stderr
     # The folder as the user gives it here, not its absolute path.
     assert "holds no documents: the current folder had no file index.include" in asked.stderr, asked.stderr
-    beside = run("ask", "--db", "papers/.streamrag/index.db", "What is in here?", cwd=tmp_path)
+    beside = cli_run("ask", "--db", "papers/.streamrag/index.db", "What is in here?", cwd=tmp_path)
     assert beside.returncode == 1 and "papers/.streamrag/index.db holds no documents: papers had no file" in beside.stderr
 
 
@@ -1048,15 +1048,15 @@ def test_retries_through_the_cli_are_one_streamrag_line(corpus):
     assert len([line for line in loud.stderr.splitlines() if "; retry " in line]) > len(said) + 2, loud.stderr
 
 
-def test_ask_with_db_uses_the_settings_beside_that_index(corpus, tmp_path, simulator):
+def test_ask_with_db_uses_the_settings_beside_that_index(cli_run, corpus, tmp_path, simulator):
     """`index notes` read notes/streamrag.toml; `ask --db notes/.streamrag/index.db` from
     elsewhere answered extractively, as if no model were configured."""
     (corpus / "streamrag.toml").write_text(
         f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
-    assert run("index", "-q", str(corpus), cwd=tmp_path).returncode == 0
+    assert cli_run("index", "-q", str(corpus), cwd=tmp_path).returncode == 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = run("ask", "--json", "--db", str(corpus / ".streamrag" / "index.db"),
+    out = cli_run("ask", "--json", "--db", str(corpus / ".streamrag" / "index.db"),
               "What did Anton Heller do?", cwd=elsewhere)
     answer = json.loads(out.stdout)
     assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
