@@ -978,7 +978,7 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(cli_run, tmp_
     assert beside.returncode == 1 and "papers/.streamrag/index.db holds no documents: papers had no file" in beside.stderr
 
 
-def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
+def test_asking_an_index_whose_every_file_failed_says_they_failed(cli_run, corpus):
     # An endpoint answering every call with a web page (a proxy's sign-in): index published a
     # version of nothing, and ask said "DIR had no file index.include matches; add such files"
     # of a folder of .txt files.
@@ -1007,9 +1007,9 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
                                            "[index]\nchunk_size = 100\nchunk_overlap = 5\n")
     try:
         # (watch --once said "left out of this version: 4 failed items" of a version of nothing)
-        watched = run("watch", "--once", "--api-base", base, "--db", str(corpus.parent / "w.db"), ".", cwd=corpus)
-        indexed = run("index", "-q", "--api-base", base, ".", cwd=corpus)
-        asked = run("ask", "--api-base", base, "Who rebuilt the quay?", cwd=corpus)
+        watched = cli_run("watch", "--once", "--api-base", base, "--db", str(corpus.parent / "w.db"), ".", cwd=corpus)
+        indexed = cli_run("index", "-q", "--api-base", base, ".", cwd=corpus)
+        asked = cli_run("ask", "--api-base", base, "Who rebuilt the quay?", cwd=corpus)
     finally:
         server.shutdown()
         server.server_close()
@@ -1031,17 +1031,25 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(corpus):
     assert len(said.splitlines()) == 1
 
 
-def test_retries_through_the_cli_are_one_streamrag_line(corpus):
+def test_retries_through_the_cli_are_one_streamrag_line(cli_run, corpus, monkeypatch):
     """A flaky endpoint: its retries are one `streamrag: ... retry` warning line on stderr (at
     most one per 30 s), not one per retry; -v shows each."""
+    from streamrag.llm import LLMClient
     from streamrag.simulator import Simulator, SimulatorConfig
 
+    real_init = LLMClient.__init__
+
+    def quick_backoff(self, *args, **kwargs):   # (the backoffs were most of its 9 s)
+        real_init(self, *args, **kwargs)
+        self._retry_base_s = 0.02
+
+    monkeypatch.setattr(LLMClient, "__init__", quick_backoff)
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 6\n[index]\nchunk_size = 80\n"
                                            "chunk_overlap = 10\n")
     with Simulator(SimulatorConfig(fault_rate=0.3, timeout_s=0, seed=5)) as flaky:
-        quiet = run("index", "-q", "--api-base", flaky.base_url, ".", cwd=corpus)
+        quiet = cli_run("index", "-q", "--api-base", flaky.base_url, ".", cwd=corpus)
         shutil.rmtree(corpus / ".streamrag")
-        loud = run("index", "-q", "-v", "--api-base", flaky.base_url, ".", cwd=corpus)
+        loud = cli_run("index", "-q", "-v", "--api-base", flaky.base_url, ".", cwd=corpus)
     said = [line for line in quiet.stderr.splitlines() if "; retry " in line]
     # One line per 30 s: a run of a few seconds says one (two, should this machine crawl).
     assert 1 <= len(said) <= 2 and all(s.startswith("streamrag: http") for s in said), quiet.stderr
