@@ -74,8 +74,9 @@ def test_losing_stderr_does_not_end_the_run(corpus):
     assert status["version"] == 1 and status["last_run"]["status"] == "ok"
 
 
-def test_losing_stderr_does_not_end_watch(corpus):
+def test_losing_stderr_does_not_end_watch(corpus, cli_run):
     # `streamrag watch w 2>&1 >/dev/null | head -1` ended with 141 at its second line.
+    (corpus / "streamrag.toml").write_text("[watch]\ndebounce_ms = 50\nquiet_s = 0.2\n")   # (its waits)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline"],
@@ -87,8 +88,8 @@ def test_losing_stderr_does_not_end_watch(corpus):
 
         def wait_for_version(n: int) -> None:
             deadline = time.monotonic() + 60
-            while not (db.exists() and json.loads(run("status", "--json", "--db", str(db)).stdout
-                                                   or "{}").get("version") == n):
+            while not (db.exists() and json.loads(cli_run("status", "--json", "--db", str(db)).stdout
+                                                       or "{}").get("version") == n):
                 assert proc.poll() is None, proc.returncode
                 assert time.monotonic() < deadline
                 time.sleep(0.2)
