@@ -3,6 +3,8 @@ exit code the README promises (1 a problem to fix, 2 wrong usage), never a trace
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -65,8 +67,13 @@ def indexed(tmp_path_factory) -> Path:
 
     dest = tmp_path_factory.mktemp("indexed") / "corpus"
     shutil.copytree(Path(__file__).parent / "data" / "harbor", dest)
-    out = run("index", str(dest), "-q")
-    assert out.returncode == 0, out.stderr
+    err = io.StringIO()
+    with (pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(io.StringIO()),
+          contextlib.redirect_stderr(err)):   # (in this process: no start-up to pay)
+        for name in list(os.environ):
+            if name.startswith(("STREAMRAG_", "OPENAI_")):
+                m.delenv(name)
+        assert main(["index", str(dest), "-q"]) == 0, err.getvalue()
     return dest
 
 
@@ -376,17 +383,17 @@ def test_a_folder_given_as_store_path_names_the_setting(cli, tmp_path, command):
                                   str(tmp_path / "db" / "index.db")))
 
 
-def test_export_to_a_folder_or_an_unwritable_place(tmp_path, indexed):
+def test_export_to_a_folder_or_an_unwritable_place(cli_run, tmp_path, indexed):
     db = str(indexed / ".streamrag" / "index.db")
-    one_line(run("export", "--format", "graphml", str(tmp_path), "--db", db), 1,
+    one_line(cli_run("export", "--format", "graphml", str(tmp_path), "--db", db), 1,
              "is a folder", str(tmp_path / "graph.graphml"))
     (tmp_path / "file").write_text("x")
-    one_line(run("export", str(tmp_path / "file" / "g.json"), "--db", db), 1, "cannot write the export")
+    one_line(cli_run("export", str(tmp_path / "file" / "g.json"), "--db", db), 1, "cannot write the export")
     # A missing parent folder is created.
-    out = run("export", str(tmp_path / "new" / "g.json"), "--db", db)
+    out = cli_run("export", str(tmp_path / "new" / "g.json"), "--db", db)
     assert out.returncode == 0 and json.loads((tmp_path / "new" / "g.json").read_text())["entities"]
     # A folder that does not exist yet, named with its slash: not a file called "later".
-    one_line(run("export", str(tmp_path / "later") + "/", "--db", db), 1,
+    one_line(cli_run("export", str(tmp_path / "later") + "/", "--db", db), 1,
              "names a folder", str(tmp_path / "later" / "graph.json"))
     assert not (tmp_path / "later").exists()
 
@@ -542,16 +549,16 @@ def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
     assert "did you mean" not in err          # nothing close: no guess
 
 
-def test_a_level_deeper_than_the_index_is_said(indexed):
-    out = run("ask", "--level", "9", "--json", "What are the main themes?", cwd=indexed)
+def test_a_level_deeper_than_the_index_is_said(cli_run, indexed):
+    out = cli_run("ask", "--level", "9", "--json", "What are the main themes?", cwd=indexed)
     assert out.returncode == 0, out.stderr
     assert "--level 9 is deeper than this index's deepest level" in out.stderr
     answer = json.loads(out.stdout)
     assert answer["mode"] == "global" and answer["level"] < 9
 
 
-def test_level_makes_auto_mode_global(indexed):
-    out = run("ask", "--level", "0", "--json", "Who did the Harbor Council hire?", cwd=indexed)
+def test_level_makes_auto_mode_global(cli_run, indexed):
+    out = cli_run("ask", "--level", "0", "--json", "Who did the Harbor Council hire?", cwd=indexed)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["mode"] == "global"
 
@@ -619,16 +626,16 @@ def test_relative_paths_in_a_config_file_are_relative_to_it(tmp_path):
     assert load_settings(path, env={}).store.path == "/abs/my.db"
 
 
-def test_the_index_is_found_again_from_a_subfolder(tmp_path, indexed):
+def test_the_index_is_found_again_from_a_subfolder(cli_run, tmp_path, indexed):
     import shutil
 
     project = tmp_path / "sp"
     shutil.copytree(indexed, project / "docs", ignore=shutil.ignore_patterns(".streamrag"))
     (project / "streamrag.toml").write_text('[store]\npath = "idx/my.db"\n')
-    out = run("index", "docs", "-q", cwd=project)
+    out = cli_run("index", "docs", "-q", cwd=project)
     assert out.returncode == 0, out.stderr
     assert (project / "idx" / "my.db").exists()
-    out = run("status", "--json", cwd=project / "docs")
+    out = cli_run("status", "--json", cwd=project / "docs")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["db"] == str(project / "idx" / "my.db")
 
@@ -696,21 +703,21 @@ def test_a_question_with_bytes_that_are_not_utf8_is_refused(indexed):
         "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \U0001f468\u200d\U0001f467"
 
 
-def test_a_question_longer_than_any_question_is_refused(indexed):
+def test_a_question_longer_than_any_question_is_refused(cli_run, indexed):
     # 121,600 characters went out with every rating and map batch: 136,437 prompt tokens.
     # Wrong usage, like an empty one: exit 2.
-    one_line(run("ask", "word " * 1500, cwd=indexed), 2, "1,500 words long", "at most 1,000")
+    one_line(cli_run("ask", "word " * 1500, cwd=indexed), 2, "1,500 words long", "at most 1,000")
     # Unspaced scripts count two characters a word; one endless "word" counts by its length.
-    one_line(run("ask", "斯克鲁奇是谁他做了什么" * 300, cwd=indexed), 2, "1,650 words long")
-    one_line(run("ask", "Scrooge " + "x" * 20_000, cwd=indexed), 2, "20,008 characters long", "12,000 characters")
+    one_line(cli_run("ask", "斯克鲁奇是谁他做了什么" * 300, cwd=indexed), 2, "1,650 words long")
+    one_line(cli_run("ask", "Scrooge " + "x" * 20_000, cwd=indexed), 2, "20,008 characters long", "12,000 characters")
 
 
-def test_an_empty_api_base_flag_answers_without_a_model(indexed, tmp_path):
+def test_an_empty_api_base_flag_answers_without_a_model(cli_run, indexed, tmp_path):
     """The settings name an endpoint (here one where nothing listens); `--api-base ""` is the way
     to answer extractively anyway (it was ignored, and the endpoint was asked)."""
     config = tmp_path / "remote.toml"
     config.write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n')
-    out = run("ask", "--config", str(config), "--api-base", "", "--json", "What is the quay?", cwd=indexed)
+    out = cli_run("ask", "--config", str(config), "--api-base", "", "--json", "What is the quay?", cwd=indexed)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert answer["extractive"] and answer["llm"]["calls"] == 0
