@@ -24,24 +24,24 @@ def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedPr
                           capture_output=True, text=True, errors="surrogateescape", timeout=120)
 
 
-def test_version_and_help():
-    out = run("--version")
+def test_version_and_help(cli_run):
+    out = run("--version")   # (the two ways to start the program, as processes)
     assert out.returncode == 0 and out.stdout.startswith("streamrag ")
     cli = subprocess.run([sys.executable, "-m", "streamrag.cli", "--version"], capture_output=True, text=True)
     assert cli.returncode == 0 and cli.stdout == out.stdout   # (it printed nothing)
-    out = run("--help")
+    out = cli_run("--help")
     for command in ("init", "index", "ask", "watch", "status", "export", "simulate", "demo"):
         assert command in out.stdout
-    assert run().returncode == 2
-    assert run("index").returncode == 2
+    assert cli_run().returncode == 2
+    assert cli_run("index").returncode == 2
 
 
-def test_init_writes_a_config_once(tmp_path):
-    out = run("init", str(tmp_path))
+def test_init_writes_a_config_once(cli_run, tmp_path):
+    out = cli_run("init", str(tmp_path))
     assert out.returncode == 0 and (tmp_path / "streamrag.toml").exists()
-    again = run("init", str(tmp_path))
+    again = cli_run("init", str(tmp_path))
     assert again.returncode == 1 and "--force" in again.stderr
-    assert run("init", str(tmp_path), "--force").returncode == 0
+    assert cli_run("init", str(tmp_path), "--force").returncode == 0
 
 
 def test_offline_index_status_export_and_ask(corpus, tmp_path):
@@ -596,8 +596,8 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(cli_run, corpus):
     assert out.stderr.count("\n") == 2 and "start the server, or fix llm.api_base." in out.stderr
 
 
-def test_demo_runs_offline():
-    out = run("demo")
+def test_demo_runs_offline(cli_run):
+    out = cli_run("demo")
     assert out.returncode == 0, out.stderr
     assert "Most connected entities" in out.stdout and "Scrooge" in out.stdout
     assert out.stdout.count("Extractive answer") == 2
