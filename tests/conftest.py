@@ -200,6 +200,7 @@ def cli_run(capsys, monkeypatch):
     ``CompletedProcess`` (exit code, stdout, stderr) a subprocess gives, for tests where the
     process itself is not the point. Like the subprocess helpers, the caller's ``STREAMRAG_*``
     and ``OPENAI_*`` variables are left out; ``env`` and ``cwd`` hold for the one call."""
+    import logging
     import subprocess
 
     from streamrag.cli import main
@@ -211,6 +212,8 @@ def cli_run(capsys, monkeypatch):
     def run(*args: str, cwd=None, env: dict | None = None) -> subprocess.CompletedProcess:
         capsys.readouterr()   # (what the test printed before is not this call's output)
         here, saved = os.getcwd(), {k: os.environ.get(k) for k in env or {}}
+        logger = logging.getLogger("streamrag")   # (main sets its level and adds its handler)
+        level, handlers = logger.level, list(logger.handlers)
         os.environ.update(env or {})
         try:
             if cwd is not None:
@@ -221,6 +224,8 @@ def cli_run(capsys, monkeypatch):
                 code = e.code if isinstance(e.code, int) else 1
         finally:
             os.chdir(here)
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
