@@ -382,8 +382,8 @@ def test_json_outputs_share_one_vocabulary(cli_run, corpus, tmp_path, simulator)
     (("status",), "streamrag index"),
     (("index", "/no/such/folder"), "no such file or folder"),
 ])
-def test_user_errors_are_one_line_with_exit_1(tmp_path, args, message):
-    out = run(*args, cwd=tmp_path)
+def test_user_errors_are_one_line_with_exit_1(cli_run, tmp_path, args, message):
+    out = cli_run(*args, cwd=tmp_path)
     assert out.returncode == 1
     assert message in out.stderr and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
@@ -713,12 +713,12 @@ def test_sigterm_stops_index_like_ctrl_c(corpus, tmp_path):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(corpus, simulator, signum):
+def test_a_signal_stops_ask_and_its_run_is_recorded_as_interrupted(cli_run, corpus, simulator, signum):
     # SIGTERM killed `ask` outright (its run stayed 'running' for good, its streamed line open);
     # Ctrl-C was recorded as a failure.
     from streamrag.simulator import Simulator, SimulatorConfig
 
-    assert run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
     # (slow enough that the answer is still streaming when the signal comes on a loaded machine:
     # at 30 ms a token it had ended once, under CI)
     with Simulator(SimulatorConfig(per_token_ms=200)) as slow:
@@ -871,7 +871,7 @@ def test_a_sigterm_after_the_work_ended_changes_nothing():
 
 @pytest.mark.parametrize("when", ["printing", "exiting"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_once_index_has_published_leaves_its_exit_status(corpus, signum, when):
+def test_a_signal_once_index_has_published_leaves_its_exit_status(cli_run, corpus, signum, when):
     # SIGTERM in the 0.1-0.2 s after `index --json` had printed its object (the run published
     # and recorded ok) made it exit 143, which says the run was recorded as interrupted.
     late = f"os.kill(os.getpid(), {int(signum)})"
@@ -892,7 +892,7 @@ def test_a_signal_once_index_has_published_leaves_its_exit_status(corpus, signum
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert out.returncode == 0, out
     assert json.loads(out.stdout)["published"] and out.stderr == ""
-    status = json.loads(run("status", "--json", cwd=corpus).stdout)
+    status = json.loads(cli_run("status", "--json", cwd=corpus).stdout)
     assert status["last_run"]["status"] == "ok"
 
 
@@ -1070,7 +1070,7 @@ def test_ask_with_db_uses_the_settings_beside_that_index(cli_run, corpus, tmp_pa
     assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
 
 
-def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
+def test_a_second_writer_of_one_index_is_refused_naming_the_first(cli_run, corpus):
     # Two indexers on one index each paid for the same calls, and one threw its version away.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "."], cwd=corpus, env=env,
@@ -1092,18 +1092,18 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(corpus):
             f"streamrag: error: {lock.with_suffix('')} is being written by another streamrag (pid "
             f"{watcher.pid}: streamrag watch .); stop that watch first and start it again after the "
             "vacuum, or vacuum later; the index stays usable meanwhile\n"), out
-        status = run("status", "--json", cwd=corpus)              # readers take no lock
+        status = cli_run("status", "--json", cwd=corpus)              # readers take no lock
         assert status.returncode == 0
         assert json.loads(status.stdout)["writer"] == {"pid": watcher.pid, "command": "watch"}
-        assert f"writing now    streamrag watch (pid {watcher.pid})" in run("status", cwd=corpus).stdout
+        assert f"writing now    streamrag watch (pid {watcher.pid})" in cli_run("status", cwd=corpus).stdout
     finally:
         watcher.send_signal(signal.SIGINT)
         watcher.communicate(timeout=60)
-    assert run("index", "-q", ".", cwd=corpus).returncode == 0      # the lock went with it
-    assert json.loads(run("status", "--json", cwd=corpus).stdout)["writer"] is None
+    assert cli_run("index", "-q", ".", cwd=corpus).returncode == 0      # the lock went with it
+    assert json.loads(cli_run("status", "--json", cwd=corpus).stdout)["writer"] is None
 
 
-def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, corpus):
+def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(cli_run, tmp_path, corpus):
     # Its files were left out one by one, and the run then failed with a traceback writing the
     # folder's own path (the lock file's line, the index's record of its folder).
     bad = tmp_path / os.fsdecode(b"notes\xff")
@@ -1116,16 +1116,16 @@ def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(tmp_path, corpus
                                            "UTF-8 name"), out.stderr
     # An index file of such a name (given with --db) is read: its URI was a traceback.
     db = tmp_path / os.fsdecode(b"idx\xff.db")
-    assert run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
-    status = run("status", "--db", str(db), "--json")
+    assert cli_run("index", str(corpus), "--offline", "-q", "--db", str(db)).returncode == 0
+    status = cli_run("status", "--db", str(db), "--json")
     assert status.returncode == 0 and json.loads(status.stdout)["documents"] == 4, status.stderr
 
 
-def test_output_a_terminal_cannot_show_is_escaped_not_a_traceback(tmp_path, corpus):
+def test_output_a_terminal_cannot_show_is_escaped_not_a_traceback(cli_run, tmp_path, corpus):
     # A document named in Unicode, printed to an ASCII-only output (PYTHONIOENCODING=ascii, a C
     # locale): ask's list of documents ended in UnicodeEncodeError.
     (corpus / "guild.txt").rename(corpus / "gilde_café.txt")
-    assert run("index", str(corpus), "--offline", "-q").returncode == 0
+    assert cli_run("index", str(corpus), "--offline", "-q").returncode == 0
     out = run("ask", "--mode", "local", "Who leads the Fishermen's Guild?", cwd=corpus,
               env={"PYTHONIOENCODING": "ascii"})
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
