@@ -1,4 +1,8 @@
-"""The command line as a user runs it: a real subprocess, real files, exit codes and stdout."""
+"""The command line as a user runs it: real files, exit codes, stdout and stderr. Where the process
+itself is the point (signals, start-up, locks, a terminal's encoding, FIFOs) it is a real subprocess
+(``run``); elsewhere ``main`` runs in the test's process (``cli_run``), which saves an interpreter
+start and the imports per call. ``test_offline_index_status_export_and_ask`` goes through every
+main command as a subprocess."""
 
 from __future__ import annotations
 
