@@ -768,21 +768,35 @@ async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_
     # outage took it to 4 minutes, and the index stayed that stale once the server was back.
     syncs = counted_syncs(monkeypatch)
     pauses: list[float] = []   # (the pause is said only as it grows: each one the daemon takes)
+    victim = corpus / "guild.txt"
+    sender: list = []
+
+    def edit() -> None:
+        n = len(pauses)
+        victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {n}.\n")
+        sender[0].send_nowait({(MODIFIED, str(victim))})
+
     still_down = Daemon._still_down
-    monkeypatch.setattr(Daemon, "_still_down", lambda self, pause: (pauses.append(pause),
-                                                                    still_down(self, pause)))
+
+    def pause_then_edit(self, pause: float) -> None:
+        # Each edit comes as soon as the last one's sync failed, as the daemon takes its pause
+        # (sent by the test after it, an edit late on a loaded machine let a retry double it).
+        pauses.append(pause)
+        still_down(self, pause)
+        if len(pauses) < 6:
+            edit()
+
+    monkeypatch.setattr(Daemon, "_still_down", pause_then_edit)
     switch = Switch(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
     async with running(settings, db := tmp_path / "e.db", corpus,
                        transport=httpx.MockTransport(switch)) as (daemon, events, send):
         switch.up = False
-        victim = corpus / "guild.txt"
+        sender.append(send)
         mark = len(syncs)   # (the first sync's)
-        for n in range(6):   # each edit comes as soon as the last one's sync failed
-            victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {n}.\n")
-            await send.send({(MODIFIED, str(victim))})
-            await until(lambda: len(syncs) > mark + n, timeout=30)
+        edit()
+        await until(lambda: len(syncs) >= mark + 6, timeout=30)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
