@@ -55,9 +55,10 @@ _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes 
 # one of these tags, to the line holding the end of any of them); a link in it is no link.
 _RAW_HTML = re.compile(r"[ \t]*<(?:pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
 _RAW_HTML_END = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
-# What closes on the line it opens on: a code span, an HTML comment; or (group 2) a <!-- that
-# does not, to the end of the line in one match (each scanned on to it: 50,000 took 54 s).
-_CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->|(<!--)")
+# What closes on the line it opens on: a code span, an HTML or ``%%`` comment; or (group 2) a
+# <!-- or %% that does not, to the end of the line in one match (each scanned on to it: 50,000
+# took 54 s).
+_CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->|%%.*?%%|(<!--.*|%%.*)")
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
@@ -177,8 +178,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
     ``<textarea>`` opening a line, outside a quote) is kept to the line that ends one, and is
     no code in ``comments``: a browser hides the comments in it.
-    ``comments``: find the code of text whose HTML comments are still in (none is looked for in
-    a comment).
+    ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
+    looked for in a comment).
     """
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
@@ -193,10 +194,14 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     para = False   # a paragraph is open: a line indented four columns continues it, and is no code
     quote_para = False   # ... in a quote
     quote_items = False   # the quote holds a list item (whose indented lines are its text)
-    in_comment = False
+    in_comment: str | None | bool = False   # an open comment's closing mark, "-->" or "%%"
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base)
-    for line in lines:
+    # (A %% with none after it closes nowhere and stays text, as Obsidian shows it.)
+    last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
+    for i, line in enumerate(lines):
+        if in_comment == "%%" and i > last_pct:
+            in_comment = None
         if fence and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
                 fence = None
@@ -211,8 +216,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             continue
         raw_html = False
         if in_comment:
-            if "-->" in line:
-                in_comment = _opens_comment(line[line.index("-->") + 3:])
+            if in_comment in line:   # (what closes the comment open: --> or %%)
+                in_comment = _opens_comment(line[line.index(in_comment) + len(in_comment):])
             out.append(line)
             code.append(False)
             continue
@@ -385,9 +390,16 @@ def _starts_block(text: str, first: str) -> bool:
                 or _BREAK.match(text) or _RAW_HTML.match(text))
 
 
-def _opens_comment(text: str) -> bool:
-    """Whether ``text`` opens an HTML comment it does not close (outside its code spans)."""
-    return "<!--" in text and any(m.group(2) for m in _CLOSED_ON_LINE.finditer(text))
+def _opens_comment(text: str) -> str | None:
+    """What closes the comment ``text`` opens and does not close (outside its code spans): "-->"
+    for an HTML comment, "%%" for Obsidian's (a code block commented out between %% lines was
+    read as code, and indexed with its %% marks); ``None`` when it opens none."""
+    if "<!--" not in text and "%%" not in text:
+        return None
+    for m in _CLOSED_ON_LINE.finditer(text):
+        if m.group(2):
+            return "-->" if m.group(2).startswith("<!--") else "%%"
+    return None
 
 
 def _link_text(m: re.Match) -> str:

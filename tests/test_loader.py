@@ -836,6 +836,20 @@ def test_obsidian_comments_are_not_indexed(tmp_path):
     assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text
 
 
+def test_a_code_block_between_obsidian_comment_lines_is_commented_out():
+    # Commenting out a section holding code is what %% is for; the fence was taken for code
+    # kept as written, and the private code and both %% marks were indexed.
+    from streamrag.markdown import as_shown, without_comments
+
+    text = "Ada.\n\n%%\n```js\nleak(Hidden)\n```\n%%\n\nSee [[Bo Lund|Bo]]."
+    assert as_shown(without_comments(text)) == "Ada.\n\n\n\nSee Bo."
+    assert without_comments("> %%\n> ```\n> Hidden\n> ```\n> %%\nAda.") == "> \nAda."
+    # A %% none closes stays text, and a comment in a code block after it stays in the code.
+    assert without_comments("A 50%% rise\n```\n<!-- c -->\n```") == "A 50%% rise\n```\n<!-- c -->\n```"
+    # A fence inside an HTML comment opens no code either (as before).
+    assert without_comments("Ada.\n<!--\n```\nHidden\n```\n-->\nBo.") == "Ada.\n\nBo."
+
+
 def test_a_callout_title_is_a_line_of_its_own_offline_too(tmp_path):
     # Read as prose, the title ran into the text under it: "Supply Route The" was an entity.
     from streamrag.nlp import extract_offline
