@@ -754,16 +754,23 @@ class Daemon:
             return   # (no await: nothing else runs between the publish and its idle line)
         done = threading.Event()
         tried: list[tuple[bool, int, float] | None] = []
+        failed: list[BaseException] = []
 
         def work() -> None:
-            tried.append(bound_wal(self.db_path, self._wal_tried))
-            done.set()
+            try:
+                tried.append(bound_wal(self.db_path, self._wal_tried))
+            except BaseException as e:   # (raised here below: a bug the thread kept left watch waiting for ever)
+                failed.append(e)
+            finally:
+                done.set()
 
         threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
         while not done.is_set():
             if self.stopping:
                 return
             await anyio.sleep(0.05)
+        if failed:
+            raise failed[0]
         if tried[0] is None:
             return
         emptied, size, took = tried[0]

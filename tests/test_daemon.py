@@ -358,6 +358,32 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     assert max(longest) < 1.0          # and no reader waited for it
 
 
+async def test_a_failure_emptying_the_log_is_raised_not_waited_on_for_ever(corpus, tmp_path, monkeypatch):
+    # The log is emptied in a thread of its own; an error there (a bug) ended the thread before
+    # it said it was done, and watch polled for it for ever: no sync, no line, no exit.
+    from streamrag import store as store_module
+
+    def empty_wal(path, wait_s):
+        raise RuntimeError("no log for you")
+
+    settings, db = make_settings(index=SMALL), tmp_path / "e.db"   # offline: fast
+    await sync([corpus], settings, db, root=corpus)
+    held = sqlite3.connect(db)   # (open, so that the log outlives the sync's connection)
+    held.execute("SELECT count(*) FROM entities").fetchone()
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    daemon = Daemon(settings, db, corpus, report=Events())
+    send, recv = scripted()
+    await send.aclose()   # (the initial sync, then the end of the changes)
+    try:
+        with anyio.fail_after(20), pytest.raises(BaseExceptionGroup) as raised:   # (a bug: it propagates)
+            await daemon.run(recv)
+    finally:
+        held.close()
+    assert raised.group_contains(RuntimeError, match="no log for you", depth=1)
+    assert daemon.syncs == 1
+
+
 async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as_it_doubles(corpus, tmp_path,
                                                                                             monkeypatch):
     # A snapshot left open (a notebook, a stopped process) outlasts every wait to empty the log:
