@@ -427,9 +427,17 @@ class LLMClient:
 
         async def attempt() -> tuple[Answer, float]:
             tries.next()
-            if on_delta is None:
-                return await self._post_chat(payload, stage, tries)
-            return await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
+            try:
+                if on_delta is None:
+                    return await self._post_chat(payload, stage, tries)
+                return await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
+            except Retryable as e:
+                if e.status not in (None, 200) and not tries.pieces:
+                    # The server answered this try with an HTTP error: its prompt is not the
+                    # provider's to bill. (A call then cancelled in its backoff, by its caller or
+                    # a hopeless client, counted it as sent and paid, "no answer begun".)
+                    tries.sent = False
+                raise
 
         model = payload["model"]
         spent = [0, 0]   # tries, kept across the askings again without a refused parameter

@@ -2317,3 +2317,47 @@ async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_p
     (slow,) = [r for r in rows if r["prompt_tokens"]]
     assert slow["prompt_tokens"] == count_message_tokens(ask("slow")), slow
     assert slow["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), slow["error"]
+
+
+async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_tries_answered_with_errors(
+        tmp_path, monkeypatch):
+    """A call ended while it waited to try again after an HTTP 500 has no try under way: the
+    prompts its tries sent were answered with errors, not billed. (Over a real connection, whose
+    trace says the request went out whole, each such call was recorded "its request sent, no
+    answer begun" with its prompt counted as paid: 1,076 and 1,422 tokens for an endpoint that
+    answered nothing but 500s.)"""
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+
+    class Failing(httpx.AsyncBaseTransport):   # as httpcore does: the body goes out, then the 500
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            trace = request.extensions.get("trace")
+            if trace is not None:
+                await trace("http11.send_request_body.complete", {})
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, question: str) -> None:
+        try:
+            await llm.chat(ask(question), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    store = Store(tmp_path / "index.db")
+    settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0, max_retries=10,
+                           concurrency=12)
+    async with Writer(store) as writer:
+        async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
+                             retry_base_s=0.05, transport=Failing()) as llm:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    for i in range(12):
+                        tg.start_soon(one, llm, f"q{i}")
+            stats = llm.stats["s"]
+    rows = calls(store)
+    store.close()
+    assert len(errors) == 12 and all("failed every one of the" in e for e in errors), errors[:1]
+    assert [r["cancelled"] for r in rows] == [1] * 12, [r["error"] for r in rows]
+    assert [r["prompt_tokens"] for r in rows] == [0] * 12, [r["error"] for r in rows]
+    assert all(", none answered: the client gave up" in r["error"] for r in rows), rows[0]["error"]
+    assert (stats["cancelled"], stats["prompt_tokens"]) == (12, 0), stats
