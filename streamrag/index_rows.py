@@ -453,7 +453,7 @@ def last_failure(store: Store, run_id: str) -> str:
 
 def settled_items(store: Store, runs: int) -> list[dict]:
     """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
-    (``call_log.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, runs,
+    (``call_log.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, name, runs,
     message, created_at}`` with the newest failure recorded for each (``message`` None when
     none is left: ``prune``), summaries first, then reports, each by item.
 
@@ -474,10 +474,13 @@ def settled_items(store: Store, runs: int) -> list[dict]:
     contexts = {a.rsplit("/", 1)[0]: n for a, n in meta("report_unusable", "{}", dict[str, int]).items()
                 if n >= runs}
     found: list[tuple[str, str, int]] = []
-    for table, prefix in (("entities", "ent-"), ("relationships", "rel-")):
+    names: dict[str, str] = {}   # an element's name, as its summary's failure names it
+    for named, prefix in (("e.id, e.name FROM entities e WHERE e.id", "ent-"), (_RELATIONSHIP_NAMES, "rel-")):
         for batch in _batches(k for k in elements if k.startswith(prefix)):
-            found += [("summarize", r[0], elements[r[0]]) for r in store.conn.execute(
-                f"SELECT id FROM {table} WHERE id IN ({','.join('?' * len(batch))})", batch)]
+            for item, name in store.conn.execute(
+                    f"SELECT {named} IN ({','.join('?' * len(batch))})", batch):
+                found.append(("summarize", item, elements[item]))
+                names[item] = name
     reports = []
     for batch in _batches(contexts):
         reports += [("report", r[0], contexts[r[1]]) for r in store.conn.execute(
@@ -490,8 +493,14 @@ def settled_items(store: Store, runs: int) -> list[dict]:
             said.update(((stage, item), (message, at)) for item, message, at in store.conn.execute(
                 "SELECT item, message, created_at FROM failures WHERE id IN (SELECT max(id) FROM failures "
                 f"WHERE stage = ? AND item IN ({','.join('?' * len(batch))}) GROUP BY item)", [stage, *batch]))
-    return [{"stage": stage, "item": item, "runs": n, "message": said.get((stage, item), (None, None))[0],
+    return [{"stage": stage, "item": item, "name": names.get(item, item), "runs": n,
+             "message": said.get((stage, item), (None, None))[0],
              "created_at": said.get((stage, item), (None, None))[1]} for stage, item, n in found]
+
+
+# A relationship's name as its summary's failure says it: "<source's name> and <target's name>".
+_RELATIONSHIP_NAMES = ("r.id, coalesce(s.name, r.source) || ' and ' || coalesce(t.name, r.target) FROM relationships r "
+                       "LEFT JOIN entities s ON s.id = r.source LEFT JOIN entities t ON t.id = r.target WHERE r.id")
 
 
 def empty_files(store: Store) -> dict[str, tuple[str, str]]:

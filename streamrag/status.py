@@ -164,7 +164,7 @@ def settled_lines(info: dict) -> list[str]:
 
 def _unsaid(item: dict) -> str:
     """Of a settled item whose failure is no longer kept (``store.keep_unused_days``)."""
-    what = f"community {item['item']}" if item["stage"] == "report" else item["item"]
+    what = f"community {item['item']}" if item["stage"] == "report" else item.get("name") or item["item"]
     return f"{what}: unusable on {item['runs']} runs in a row (the failure recorded then is no longer kept)"
 
 

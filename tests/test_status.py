@@ -305,3 +305,27 @@ def test_a_settled_item_whose_failure_is_no_longer_kept_is_still_listed():
         "    [summarize] Mira Osk: garbage",
         "    ... and 1 more"]
     assert settled_lines({"settled": 0}) == []
+
+
+def test_a_settled_summary_whose_failure_is_no_longer_kept_is_named_as_its_failure_named_it(corpus, tmp_path):
+    # Once its failure was pruned (store.keep_unused_days), a settled summary was listed by its id
+    # ("[summarize] ent-0ba69eb0e25e9581: unusable on 3 runs in a row ..."), not by the name its
+    # failure gave it ("Mira Osk: ...", "Mira Osk and Harbor Board: ...").
+    db = tmp_path / "i.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    store = Store(db)
+    try:
+        ent, name = store.conn.execute("SELECT id, name FROM entities ORDER BY id LIMIT 1").fetchone()
+        rel, pair = store.conn.execute(
+            "SELECT r.id, s.name || ' and ' || t.name FROM relationships r JOIN entities s ON s.id = r.source "
+            "JOIN entities t ON t.id = r.target ORDER BY r.id LIMIT 1").fetchone()
+        with store.transaction():
+            store.set_meta("summary_unusable", f'{{"{ent}": 3, "{rel}": 4}}')
+    finally:
+        store.close()
+    info, text = status_of(db, failures=True)
+    assert [(i["item"], i["name"]) for i in info["settled_items"]] == [(ent, name), (rel, pair)]
+    assert f"    [summarize] {name}: unusable on 3 runs in a row (the failure recorded then is no longer kept)" \
+        in text.splitlines()
+    assert f"    [summarize] {pair}: unusable on 4 runs in a row (the failure recorded then is no longer kept)" \
+        in text.splitlines()
