@@ -2255,6 +2255,18 @@ async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_
     assert answers == ["fine"] * 6 and len(endpoint.requests) == 6 * 3 + 3
 
 
+def _asking_into(errors: list[str]):
+    """A call of ``llm.chat`` on ``question`` whose give-up error (the client found the endpoint
+    hopeless) goes into ``errors``."""
+
+    async def one(llm: LLMClient, question: str) -> None:
+        try:
+            await llm.chat(ask(question), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+    return one
+
+
 async def test_an_outage_after_tries_timed_out_is_waited_for_as_long_as_any(tmp_path, monkeypatch):
     """A slow model's first tries time out, then twelve HTTP 500s come at once: they are an
     outage of less than HOPELESS_S, waited out, and the call gets its answer. (The time was
@@ -2286,12 +2298,7 @@ async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_p
             return httpx.Response(500, json={"error": {"message": "boom"}})
 
     errors: list[str] = []
-
-    async def one(llm: LLMClient, question: str) -> None:
-        try:
-            await llm.chat(ask(question), model="m1", stage="s")
-        except LLMUnavailableError as e:
-            errors.append(str(e))
+    one = _asking_into(errors)
 
     store = Store(tmp_path / "index.db")
     with Simulator(SimulatorConfig(latency_ms=20_000)) as sim:
@@ -2336,12 +2343,7 @@ async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_
             return httpx.Response(500, json={"error": {"message": "boom"}})
 
     errors: list[str] = []
-
-    async def one(llm: LLMClient, question: str) -> None:
-        try:
-            await llm.chat(ask(question), model="m1", stage="s")
-        except LLMUnavailableError as e:
-            errors.append(str(e))
+    one = _asking_into(errors)
 
     store = Store(tmp_path / "index.db")
     settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0, max_retries=10,
