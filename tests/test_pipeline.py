@@ -674,12 +674,7 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     run as root, so chmod cannot show it: listing the folder fails in its place."""
     import errno
 
-    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
-    (corpus / "sub").mkdir()
-    (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
-    db = tmp_path / "x.db"
-    await sync([corpus], settings, db, root=corpus)
-    before = snapshot(db)
+    settings, db, before = await _indexed_with_a_subfolder(corpus, tmp_path)
 
     real_scandir = os.scandir
 
@@ -736,17 +731,22 @@ async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_pat
     assert result.documents == 4 and result.documents_removed == 0
 
 
-async def _indexed_then_unsearchable(corpus: Path, tmp_path: Path, monkeypatch) -> tuple[Settings, Path, dict]:
-    """``corpus`` indexed with guild.txt in a folder ``sub``, which then may not be searched
-    (`chmod a-x sub`): the settings, the index and what it held."""
+async def _indexed_with_a_subfolder(corpus: Path, tmp_path: Path) -> tuple[Settings, Path, dict]:
+    """``corpus`` indexed with guild.txt in a folder ``sub``: the settings, the index and what it
+    held."""
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     (corpus / "sub").mkdir()
     (corpus / "guild.txt").rename(corpus / "sub" / "guild.txt")
     db = tmp_path / "x.db"
     await sync([corpus], settings, db, root=corpus)
-    before = snapshot(db)
+    return settings, db, snapshot(db)
+
+
+async def _indexed_then_unsearchable(corpus: Path, tmp_path: Path, monkeypatch) -> tuple[Settings, Path, dict]:
+    """As ``_indexed_with_a_subfolder``, then ``sub`` may not be searched (`chmod a-x sub`)."""
+    indexed = await _indexed_with_a_subfolder(corpus, tmp_path)
     unsearchable(monkeypatch, corpus / "sub")
-    return settings, db, before
+    return indexed
 
 
 async def test_a_folder_without_search_permission_keeps_what_was_indexed_from_it(corpus, tmp_path,
