@@ -169,9 +169,15 @@ def graph_weight(graph, a: str, b: str) -> float:
     return graph.pygraph.get_edge_data(i, j) if graph.pygraph.has_edge(i, j) else 0.0
 
 
-def overlapping_readers(db: Path, stop, longest: list[float], errors: list[BaseException]) -> list:
+@contextlib.contextmanager
+def overlapping_readers(db: Path):
     """Two connections reading in snapshots of 0.2 s one after another, the two overlapping
-    (a web app, a notebook asking at once): SQLite never finds the log without a reader."""
+    (a web app, a notebook asking at once): SQLite never finds the log without a reader. Yields
+    the lists of their snapshots' times and of their errors; stopped on leaving."""
+    stop = threading.Event()
+    longest: list[float] = []
+    errors: list[BaseException] = []
+
     def reader(offset: float) -> None:
         time.sleep(offset)
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=30)
@@ -191,7 +197,12 @@ def overlapping_readers(db: Path, stop, longest: list[float], errors: list[BaseE
     readers = [threading.Thread(target=reader, args=(offset,)) for offset in (0, 0.1)]
     for t in readers:
         t.start()
-    return readers
+    try:
+        yield longest, errors
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
 
 
 @pytest.fixture

@@ -330,16 +330,11 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "q.db"
     wal = Path(f"{db}-wal")
-    stop = threading.Event()
-    longest: list[float] = []
-    errors: list[BaseException] = []
-
     sizes = []
     async with running(settings, db, corpus) as (daemon, events, send):
         # (a sync is counted before the log is emptied and "idle" said: each edit below waits for its own)
         await until(lambda: "idle" in events.states())
-        readers = overlapping_readers(db, stop, longest, errors)
-        try:
+        with overlapping_readers(db) as (longest, errors):
             async with send:
                 for n in range(4):
                     idle = events.states().count("idle")
@@ -348,10 +343,6 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
                     await send.send({(Change.modified, str(corpus / "council.txt"))})
                     await until(lambda: events.states().count("idle") > idle, timeout=40)
                     sizes.append(wal.stat().st_size if wal.exists() else 0)
-        finally:
-            stop.set()
-            for t in readers:
-                t.join()
     assert not errors
     assert daemon.syncs == 5
     assert sizes == [0, 0, 0, 0]       # emptied after every publish (it grew: 4 versions' pages)

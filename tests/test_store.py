@@ -226,8 +226,6 @@ def test_a_connection_of_this_process_outside_store_keeps_the_wal(tmp_path):
 def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_gap(corpus, tmp_path, monkeypatch):
     # Only `watch` emptied it: an `index` run by cron next to such queries left the log growing
     # by every version published (a 200-document folder: 1 MB a run, 7 MB after 6, and on).
-    import threading
-
     from streamrag import cli, store as store_module
 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)   # (64 MiB: every run here)
@@ -235,22 +233,14 @@ def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_ga
     wal = Path(f"{db}-wal")
     index = ["index", str(corpus), "--offline", "-q", "--json", "--db", str(db)]
     assert cli.main(index) == 0
-    stop = threading.Event()
-    longest: list[float] = []
-    errors: list[BaseException] = []
-    readers = overlapping_readers(db, stop, longest, errors)
     sizes = []
-    try:
+    with overlapping_readers(db) as (longest, errors):
         time.sleep(0.3)
         for n in range(2):
             with (corpus / "council.txt").open("a") as f:
                 f.write(f"\nAt meeting {n} Mayor Ines Duarte named Pilot Arvo Kesk to the harbor board.\n")
             assert cli.main(index) == 0
             sizes.append(wal.stat().st_size if wal.exists() else 0)
-    finally:
-        stop.set()
-        for t in readers:
-            t.join()
     assert not errors
     assert sizes == [0, 0]            # emptied after each run's publish
     assert max(longest) < 1.0         # and no reader waited for it
