@@ -324,7 +324,7 @@ class LLMClient:
         hint = "try another model or prompt"
         if last == CUT_OFF and max_tokens:
             limit, extra = "max_tokens", 0
-            if "max_completion_tokens" in sendable(self.settings.api_base, payload):   # the reasoning counts too
+            if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
                 limit, extra = "max_completion_tokens", REASONING_ALLOWANCE
             hint = (f"the answers were cut off at {limit}={max_tokens + extra} and at "
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
