@@ -737,7 +737,6 @@ def empty_wal(path: Path | str, wait_s: float) -> bool:
     except sqlite3.Error:
         return False
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(wait_s * 1000)}")
         busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         return busy == 0
     except sqlite3.Error:
