@@ -42,7 +42,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, vacuum, wal_kept_line)
+                             last_opened, one_writer, read_as_unchanging, vacuum, wal_kept_line,
+                             wal_past_bound)
 
 
 def path_arg(text: str) -> str:
@@ -263,6 +264,8 @@ def _bound_wal(db: Path) -> None:
     queries that overlap without a gap, next to an ``index`` run by cron, kept it growing by every
     version published. In a thread of its own, so that a second Ctrl-C still ends the command
     while SQLite waits for readers (the run is recorded: the first is taken as ``_after_the_run``)."""
+    if wal_past_bound(db) is None:
+        return   # (a look only: no thread at every run)
     tried: list[tuple[bool, int, float] | None] = []
     worker = threading.Thread(target=lambda: tried.append(bound_wal(db)), name="streamrag-empty-wal", daemon=True)
     worker.start()
