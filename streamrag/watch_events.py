@@ -37,6 +37,7 @@ REPLACED = -2
 """A change kind of our own: the watched folder was deleted and made again (another inode);
 the watcher restarted on the new one. The path is the folder."""
 _GONE_WAIT_S = 2.0
+"""How long the watcher waits for a vanished folder to be made again before saying it is gone."""
 # A watcher that fails is restarted after _RESTART_S; one that fails again at once (within
 # _FAILED_AT_ONCE_S of its start: the polling watcher on a symlink loop) after twice as long
 # each time, up to _RESTART_MAX_S, as each restart makes the daemon sync the whole folder (a
@@ -44,7 +45,6 @@ _GONE_WAIT_S = 2.0
 _RESTART_S = 1.0
 _RESTART_MAX_S = 60.0
 _FAILED_AT_ONCE_S = 10.0
-"""How long the watcher waits for a vanished folder to be made again before saying it is gone."""
 _GONE_POLL_S = 0.5
 """How often the watcher looks for a folder that is gone (it waits for it as ``tail -F`` does)."""
 
