@@ -29,13 +29,13 @@ class EndpointReach:
         self.reached = True
         self._refused_since = None
         self.last_answer = time.monotonic()
-        self.quiet_again()
+        self._quiet_again()
 
     def refused(self) -> None:
         """A connection was refused: the server is down (or restarting), not hung."""
         if self._refused_since is None:
             self._refused_since = time.monotonic()
-        self.quiet_again()
+        self._quiet_again()
 
     def down_s(self) -> float:
         """Seconds every connection has been refused (0 while the endpoint answers)."""
@@ -52,7 +52,7 @@ class EndpointReach:
         if now - self._timing_out_since >= hang_s and len(self._timing_out_calls) > 1:
             self.silent = True
 
-    def quiet_again(self) -> None:
+    def _quiet_again(self) -> None:
         """Forgets that tries timed out: an answer came, or a refused connection says the
         server is down (``down_s`` says that, not "it hangs")."""
         self._timing_out_since = None
