@@ -58,7 +58,7 @@ def sendable(api_base: str, payload: dict) -> dict:
 def thinks_aloud(model: str, tag: str, seen: set[str]) -> None:
     """Notes that ``model`` thinks in ``<tag>`` before it answers, in ``seen`` (a client's) too;
     said once."""
-    if model not in seen and model not in THINKERS:
+    if model not in THINKERS:   # (every model in ``seen`` is in it)
         log.warning("%s thinks before it answers (<%s> ... </%s> in its text): the thinking is "
                     "paid for and left out of the answer, and an answer limited to a few tokens "
                     "(the gleaning check) ends inside it. Turn its thinking off where the server "
