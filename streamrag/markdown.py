@@ -15,6 +15,10 @@ from __future__ import annotations
 import itertools
 import re
 
+# A code span (a group of its own, then its run of backticks as group 2), kept as written:
+# closed by a run of as many backticks (CommonMark), within its line. Opens the comment and
+# wikilink patterns below, which keep what it matches.
+_CODE_SPAN = r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))"
 # Front matter: a first line of --- (YAML, group 1) or +++ (TOML), then up to 10,000 lines (a
 # long tag list is metadata still: past 200 lines a note's was indexed as text, its title lost;
 # the lines are matched once, so a 5 MB file with no closing line is read in milliseconds), then
@@ -27,14 +31,14 @@ _FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)
 # four columns in ("Para\n    ```") for one, and the comments after it stayed in. Group 3: a <!--
 # that closes nowhere, kept with all after it in one match (each such <!-- on the line of the
 # last --> scanned on to the end: 20,000 of them on one line took 7 s).
-_HTML_COMMENT = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|<!--.*?-->|(<!--.*)", re.DOTALL)
+_HTML_COMMENT = re.compile(_CODE_SPAN + r"|<!--.*?-->|(<!--.*)", re.DOTALL)
 # A code span (group 1, kept) or an Obsidian comment, %%...%% (hidden in its reading view: a
 # private note there was indexed and quoted). One left open stays text, as Obsidian shows it.
-_OBSIDIAN_COMMENT = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|%%.*?%%", re.DOTALL)
+_OBSIDIAN_COMMENT = re.compile(_CODE_SPAN + r"|%%.*?%%", re.DOTALL)
 # A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
 # inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
 # ("Para\n    ```") for a fence, and the links after it stayed as written.
-_WIKILINK = re.compile(r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))|(!?)\[\[([^\[\]\n]*)\]\]")
+_WIKILINK = re.compile(_CODE_SPAN + r"|(!?)\[\[([^\[\]\n]*)\]\]")
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
