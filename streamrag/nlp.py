@@ -500,11 +500,12 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
             line = raw[m.end():].strip()
         if not line or _is_caps_line(line):
             continue
-        if mark or heading or not groups or _ATX_HEADING.match(line):
+        is_heading = _ATX_HEADING.match(line) is not None
+        if mark or heading or not groups or is_heading:
             groups.append((bool(mark) and mark[0] != "[", [line]))
         else:
             groups[-1][1].append(line)
-        heading = _ATX_HEADING.match(line) is not None
+        heading = is_heading
     return groups
 
 
