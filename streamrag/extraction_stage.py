@@ -240,8 +240,7 @@ class ExtractionStage:
         """A chunk as a user finds it: its file, and which chunk of it."""
         scan = self.scan
         if c.doc_id not in scan.documents and c.doc_id not in self.paths_of:  # (the scan grows)
-            for path, (doc_id, _size, _stamp) in sorted(scan.files.items(), reverse=True):
-                self.paths_of[doc_id] = path   # the first in order wins
+            self.paths_of.update(index_rows.shown_paths(scan.files))
         doc = scan.documents.get(c.doc_id)
         path = doc.path if doc is not None else self.paths_of.get(c.doc_id, c.doc_id)
         return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
