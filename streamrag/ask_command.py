@@ -56,15 +56,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
     # Document text reaches the terminal through the answer, the footer and status lines: it
     # must not drive the terminal (colours, titles, cursor moves), so escapes are dropped there.
     terminal = TerminalText()
-    streamed = []
+    line_open = [False]   # what was streamed so far ends inside a line
     held = [""]   # a citation still open ("[E:ent-3b"): shown once it closes
+
+    def write(text: str) -> None:
+        if text:
+            line_open[0] = not text.endswith("\n")
+        sys.stdout.write(text)
 
     def on_delta(piece: str) -> None:
         text = held[0] + terminal.feed(piece)
         cut = citations.open_citation_at(text)
         held[0] = text[cut:]
-        streamed.append(text[:cut])
-        sys.stdout.write(text[:cut])
+        write(text[:cut])
         sys.stdout.flush()
 
     def on_status(message: str) -> None:
@@ -76,7 +80,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                      on_delta=on_delta if stream else None, on_status=on_status, sigterm=True,
                      fresh=args.fresh)
     except BaseException:   # (Ctrl-C, an error): its line does not go on the answer's last one
-        if "".join(streamed) and not "".join(streamed).endswith("\n"):
+        if line_open[0]:
             sys.stdout.write("\n")
             sys.stdout.flush()
         raise
@@ -90,9 +94,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         rest = held[0] + terminal.flush()
         if answer.cut_off:   # the length limit cut a citation in two: it names nothing
             rest = citations.without_open_citation(rest)
-        streamed.append(rest)
-        sys.stdout.write(rest)
-        if "".join(streamed) and not "".join(streamed).endswith("\n"):
+        write(rest)
+        if line_open[0]:
             sys.stdout.write("\n")
     else:
         print(terminal_text(answer.text))
