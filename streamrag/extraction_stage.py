@@ -107,9 +107,11 @@ class ExtractionStage:
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
         scan, root = self.scan, self.root
+        looked_at: set[str] = set()   # the files as the index names them
         async with send:
             for path in files:
                 rel = loader.stored_path(path, root)
+                looked_at.add(rel)
                 rows = self.by_file.get(rel, {})
                 try:
                     st = path.stat()
@@ -160,13 +162,13 @@ class ExtractionStage:
                         scan.chars[doc.id] = len(doc.text)
                         await send.send(doc)
                 self.progress.add("files_done")
-            await self._remember_empty(files)
+            await self._remember_empty(looked_at)
 
-    async def _remember_empty(self, files: list[Path]) -> None:
+    async def _remember_empty(self, looked_at: set[str]) -> None:
         """Records the files this run found with nothing to index, and forgets those it read
-        otherwise, that are gone, or that it no longer takes (index.include, index.exclude: under
-        its paths, not looked at). A run of a few files keeps what lies outside them."""
-        looked_at = {loader.stored_path(path, self.root) for path in files}
+        otherwise (``looked_at``: every file it loaded, by its indexed path), that are gone, or
+        that it no longer takes (index.include, index.exclude: under its paths, not looked at).
+        A run of a few files keeps what lies outside them."""
         kept = {rel: v for rel, v in self.empty.items()
                 if rel not in looked_at and not on_disk.covered(rel, self.scan.scope)
                 and os.path.lexists(Path(self.root or "") / rel)}
