@@ -154,9 +154,6 @@ class SyncResult(msgspec.Struct):
 # --------------------------------------------------------------------------------------------
 # One sync: the stages in order
 # --------------------------------------------------------------------------------------------
-_rel = loader.stored_path  # one naming for what the loader stores and what the scan compares
-
-
 def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> None:
     """Refuses to index offline, for want of an endpoint, an index a model built: its graph and
     reports would be replaced by the NLP extractor's without a word (a job run without the
@@ -504,7 +501,7 @@ class Indexer:
         # indexed folder adds or updates that file; it does not drop the others), unless they
         # were deleted: a stat each, which the daemon's extraction ahead of a sync (nothing
         # published) does without on every batch of changed files.
-        scope = scan.scope = [_rel(p, self.root) for p in paths]
+        scope = scan.scope = [loader.stored_path(p, self.root) for p in paths]
         scan.files.update({p: v for p, v in known.items()
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
@@ -521,12 +518,12 @@ class Indexer:
         files = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=skipped,
                             unlisted=unlisted, left_out=scan.left_out, broken=broken,
                             gone=None if publishing else [])
-        self.broken_links = [_rel(p, self.root) for p in broken]
+        self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.
-            rel = _rel(folder, self.root)
+            rel = loader.stored_path(folder, self.root)
             scan.files.update({p: v for p, v in known.items() if on_disk.covered(p, [rel])})
             try:   # (a chmod that lets it be listed again changes it)
                 st = os.stat(folder)
