@@ -83,7 +83,6 @@ class GraphState:
         self.old_degree: dict[str, int] = {}
         self.old_weight: dict[str, float] = {}
         self.claim_subjects_changed: set[str] = set()  # entities a claim was added to or removed from
-        self.report_settings = ""                # what report contexts are built with (Indexer.report_key)
         self.changed_since_fresh = 0             # entities changed since the last drift check
         self.leiden_key = ""                     # the Leiden settings of this run's partition
         self.old_combined: dict[str, int] = {}

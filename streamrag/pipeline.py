@@ -772,7 +772,7 @@ class Indexer:
         marks = {
             "extractor": self.key,
             "summarizer": self.summarizer_key,
-            "report_settings": state.report_settings,
+            "report_settings": self.report_key(),
             "extractive_settings": self.extractive_key(),
             "leiden": state.leiden_key,
             "changed_since_fresh": str(state.changed_since_fresh),

@@ -96,8 +96,7 @@ class ReportStage:
         # Communities whose context may have changed. The others keep their context and report
         # without rebuilding the context (tokenizing every community's context is most of an
         # update's time on a large index).
-        state.report_settings = given.report_key
-        same_settings = store.get_meta("report_settings") == state.report_settings
+        same_settings = store.get_meta("report_settings") == given.report_key
         self.dirty = dirty_communities(state, communities, same_settings=same_settings)
         self.old_children = {parent: {k.id for k in kids}
                              for parent, kids in children_of(state.old_communities).items()}
