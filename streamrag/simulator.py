@@ -401,9 +401,10 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     per_sentence: dict[int, list[str]] = {}
     for e in entities:
         for s in e.sentences:
-            if not _names_only(sentences[s]):
-                per_sentence.setdefault(s, []).append(e.name)
+            per_sentence.setdefault(s, []).append(e.name)
     for s, names in sorted(per_sentence.items()):
+        if _names_only(sentences[s]):   # (looked at once a sentence, not once a name in it)
+            continue
         names = sorted(set(names), key=lambda n: order[_norm(n)])
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
