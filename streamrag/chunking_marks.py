@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 # The chunker mark of an index whose documents are not all cut with one set of reading and
 # chunking settings: no settings' key, so the next run cuts them all again.
 MIXED_CHUNKING = "mixed"
+# How such an index is described (``reading_change``, and a run's warning when no setting changed).
+MIXED_CHUNKING_SAID = "some documents were read and chunked with other settings than the rest"
 
 
 def chunker_key(settings: Settings) -> str:
@@ -101,7 +103,7 @@ def reading_change(store: Store, settings: Settings) -> str:
     if built in (None, chunker_key(settings)):
         return ""
     if built == MIXED_CHUNKING:
-        return "some documents were read and chunked with other settings than the rest"
+        return MIXED_CHUNKING_SAID
     return chunking_change(store.get_meta("chunker_settings"), chunking_settings(settings), built)[0]
 
 

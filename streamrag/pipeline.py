@@ -44,8 +44,8 @@ import msgspec
 from streamrag import index_rows, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.chunking_marks import (MIXED_CHUNKING, check_not_newer, chunker_key, chunking_change, chunking_settings,
-                                     cut_anew)
+from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
+                                     chunking_change, chunking_settings, cut_anew)
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
@@ -415,8 +415,7 @@ class Indexer:
         if said("chunker") not in (None, self.chunker_key) and said("chunker_said") != self.chunker_key:
             what, of_settings = chunking_change(said("chunker_settings"), self.chunking, said("chunker"))
             if said("chunker") == MIXED_CHUNKING:   # a run cut some documents with other settings
-                what = f"{what} for some documents" if of_settings else \
-                    "some documents were read and chunked with other settings than the rest"
+                what = f"{what} for some documents" if of_settings else MIXED_CHUNKING_SAID
             if of_settings or said("chunker") == MIXED_CHUNKING:
                 changes.append(("chunking", f"{what}, so documents are read and chunked again as they are "
                                             "indexed (chunks with new text are extracted)"))
