@@ -90,10 +90,14 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
 def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:
     """The settings of a command that reads an index: with ``--db``, those of the indexed folder
     (or above) first, as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
-    looked elsewhere, and ``export`` wrote over the index's own settings file. ``models_for``:
-    see ``load_settings``."""
-    return command_settings(args, indexed_root(Path(args.db)) if getattr(args, "db", None) else None,
-                            models_for=models_for)
+    looked elsewhere, and ``export`` wrote over the index's own settings file. With ``ask``'s
+    DIR, those of DIR (or above) first, as ``index DIR`` reads them. ``models_for``: see
+    ``load_settings``."""
+    if getattr(args, "db", None):
+        near = indexed_root(Path(args.db))
+    else:
+        near = Path(args.folder) if getattr(args, "folder", None) else None
+    return command_settings(args, near, models_for=models_for)
 
 
 def _configured_db(settings: Settings) -> Path:
@@ -146,15 +150,24 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
 
 
 def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
+    """The index a reading command opens: --db, else store.path, else .streamrag/index.db in the
+    folder it runs in (``ask``'s DIR, else here) or above."""
     if getattr(args, "db", None):
         return _usable_db(Path(args.db))
     if settings.store.path:
         return _usable_db(_configured_db(settings))
-    here = Path.cwd().resolve()
+    folder = getattr(args, "folder", None)
+    here = Path(folder or ".").resolve()
     for d in (here, *here.parents):
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
             return _not_special(candidate)
+    if folder:
+        from streamrag.loader import shown
+
+        quoted = shlex.quote(shown(folder))
+        raise IndexMissingError(f"{shown(folder)}: no index in it or in a folder above it; run "
+                                f"`streamrag index {quoted}` first, or pass --db PATH")
     raise IndexMissingError("no index found here or in a parent folder; build one with "
                             "`streamrag index DIR`, or pass --db PATH")
 
@@ -480,6 +493,8 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
     from streamrag.question import checked_question
 
     checked_question(args.question)
+    if args.folder is not None:
+        _check_asked_folder(args)
     if args.level is not None:
         if args.level < -1:
             raise UsageError(f"--level {args.level}: must be 0 or more (0 = the top level), or -1 for "
@@ -491,6 +506,32 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
         if args.level >= 0:
             _note_clamped_level(args)
     return cmd_ask(args)
+
+
+def _check_asked_folder(args: argparse.Namespace) -> None:
+    """``ask QUESTION DIR``'s DIR: a folder, and the only way the index is given. A file there
+    (a document, an index's database) is refused in one line saying what to give instead."""
+    from streamrag.loader import shown
+
+    folder = Path(args.folder)
+    if args.db:
+        raise UsageError(f"{shown(folder)} and --db {shown(args.db)}: give the index once, as the "
+                         "folder after the question or as --db, not both")
+    if folder.is_dir():
+        return
+    if not folder.exists():
+        raise StreamragError(f"{shown(folder)}: no such folder; give the indexed folder after the "
+                             "question (and quote a question of several words)")
+    found = database_of(folder) if folder.is_file() else None
+    if found is not None and found[1]:
+        db = found[0]
+        its = (f"its folder, {shlex.quote(shown(db.parent.parent))}" if db.parent.name == ".streamrag"
+               else "the folder it indexes")
+        raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give {its}, or "
+                             f"pass it as --db {shlex.quote(shown(db))}")
+    what = "a file" if folder.is_file() else "not a regular file or folder"
+    raise StreamragError(f"{shown(folder)}: {what}, not a folder; ask answers from a whole index: "
+                         "give the indexed folder after the question (or its index file as --db)")
 
 
 def _note_clamped_level(args: argparse.Namespace) -> None:
@@ -773,6 +814,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
             close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.75)
             if close:
                 hints.append(f"{extra.split('=', 1)[0]}: did you mean {close[0]}?")
+    if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
+        # (`ask What is it` took "What" for the question and "is" for the folder)
+        hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
 

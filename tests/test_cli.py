@@ -1074,6 +1074,51 @@ def test_ask_with_db_uses_the_settings_beside_that_index(cli_run, corpus, tmp_pa
     assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
 
 
+def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_path, simulator):
+    """`streamrag index notes` then `streamrag ask "..." notes` was refused as "unrecognized
+    arguments": the folder means what running ask in it means (its settings, its index)."""
+    (corpus / "streamrag.toml").write_text(
+        f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
+    assert cli_run("index", "-q", str(corpus), cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    question = "What did Anton Heller do?"
+    inside = json.loads(cli_run("ask", "--json", question, cwd=corpus).stdout)
+    for folder, cwd in ((str(corpus), elsewhere), (corpus.name, tmp_path), (".", corpus)):
+        out = cli_run("ask", "--json", question, folder, cwd=cwd)
+        assert out.returncode == 0, out.stderr
+        answer = json.loads(out.stdout)   # the model of the folder's streamrag.toml, not none
+        assert not answer["extractive"] and answer["llm"]["calls"] >= 1
+        assert answer["answer"] == inside["answer"] and answer["documents"] == inside["documents"]
+
+
+def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_path):
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    (tmp_path / "empty").mkdir()
+    db = corpus / ".streamrag" / "index.db"
+    cases = [
+        (("nowhere",), 1, "streamrag: error: nowhere: no such folder; give the indexed folder after the question"),
+        (("empty",), 1, "streamrag: error: empty: no index in it or in a folder above it; run "
+                        "`streamrag index empty` first"),
+        (("corpus/council.txt",), 1, "streamrag: error: corpus/council.txt: a file, not a folder; "),
+        (("corpus/.streamrag/index.db",), 1, "streamrag: error: corpus/.streamrag/index.db: an index's "
+                                             "database, not a folder; give its folder, corpus, or pass it "
+                                             "as --db corpus/.streamrag/index.db"),
+        (("corpus", "--db", str(db)), 2, "streamrag: error: corpus and --db "),
+    ]
+    for extra, code, said in cases:
+        out = cli_run("ask", "Who rebuilt the quay?", *extra, cwd=tmp_path)
+        assert out.returncode == code and out.stderr.startswith(said), (extra, out.stderr)
+        assert len(out.stderr.splitlines()) == 1 and out.stdout == "", out
+    # A question of several words unquoted: its second word was taken for the folder.
+    out = cli_run("ask", "Who", "rebuilt", "it", cwd=tmp_path)
+    assert out.returncode == 2 and 'quote a question of several words: streamrag ask "QUESTION" [DIR]' in out.stderr
+    # A subfolder of an indexed folder is asked as ask run in it is: with the index above it.
+    (corpus / "sub").mkdir()
+    out = cli_run("ask", "--json", "Who rebuilt the quay?", "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
+
+
 def test_a_second_writer_of_one_index_is_refused_naming_the_first(cli_run, corpus):
     # Two indexers on one index each paid for the same calls, and one threw its version away.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
