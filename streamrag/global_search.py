@@ -75,17 +75,19 @@ class Tree(msgspec.Struct):
     @property
     def roots(self) -> list[Node]:
         return sorted((n for n in self.nodes.values() if n.parent is None or n.parent not in self.nodes),
-                      key=_order)
+                      key=community_order)
 
     @property
     def deepest(self) -> int:
         return max((n.level for n in self.nodes.values()), default=0)
 
     def children(self, node: Node) -> list[Node]:
-        return sorted((self.nodes[c] for c in node.children if c in self.nodes), key=_order)
+        return sorted((self.nodes[c] for c in node.children if c in self.nodes), key=community_order)
 
 
-def _order(n: Node) -> tuple:
+def community_order(n: Node) -> tuple:
+    """The order communities are listed in (roots, children, a selection; query's offline
+    fallback too): by level, then by number (C2 before C10), then by id."""
     digits = "".join(ch for ch in n.id if ch.isdigit())
     return (n.level, int(digits) if digits else 0, n.id)
 
@@ -143,7 +145,7 @@ def static_selection(tree: Tree, level: int) -> list[Node]:
     roots = {n.id for n in tree.roots}
     return sorted((n for n in tree.nodes.values()
                    if n.level == level or (n.level < level and not tree.children(n))
-                   or (n.level > level and n.id in roots)), key=_order)
+                   or (n.level > level and n.id in roots)), key=community_order)
 
 
 class Selection(msgspec.Struct):
@@ -202,7 +204,7 @@ async def dynamic_selection(tree: Tree, rater: Rater, *, threshold: float, max_d
         searching = False
         frontier = nxt
     selected.discard(None)
-    return Selection(selected=sorted(selected, key=lambda c: _order(tree.nodes[c])),
+    return Selection(selected=sorted(selected, key=lambda c: community_order(tree.nodes[c])),
                      rated=len(ratings), pruned=len(tree.nodes) - len(ratings), ratings=ratings,
                      fallback=fallback)
 
@@ -279,7 +281,7 @@ def pack(blocks: Sequence[tuple[str, str]], budget: int, encoding: str = "o200k_
 
 
 def shuffled(nodes: Sequence[Node], seed: int) -> list[Node]:
-    out = sorted(nodes, key=_order)
+    out = sorted(nodes, key=community_order)
     random.Random(seed).shuffle(out)
     return out
 

@@ -620,12 +620,12 @@ class _Search:
             # A broad question ("what are the main themes?") shares no words with any report:
             # the largest top-level communities are what the collection is mostly about.
             nodes = sorted((n for n in tree.nodes.values() if n.level == 0),
-                           key=lambda n: (-n.size, global_search._order(n)))[:8]
+                           key=lambda n: (-n.size, global_search.community_order(n)))[:8]
             broad = True
             self.answer.details["broad_fallback"] = True
         ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text, names,
                                                                          holding.get(n.id, ()), key),
-                                              -n.size, global_search._order(n)))[:20]
+                                              -n.size, global_search.community_order(n)))[:20]
         self.context_tags = [f"[R:{n.id}]" for n in ranked]
         self._extract([(f"[R:{n.id}]", f"{n.summary}\n\n{n.text}") for n in ranked],
                       "community reports", broad=broad)
