@@ -14,7 +14,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
-  search; when both appear the side with more evidence wins and ties go global; a question with
+  search; when both appear the side with more evidence wins (a name written counts once, however
+  many entities of its parts the index has) and ties go global; a question with
   neither goes global when it has no word but generic and function ones ("What are my notes
   about?", "¿De qué tratan mis notas?", whose "de" is a word of "Roger de Coverley"), else local
   if FTS finds entities at all, else global. The choice and its reason are returned.
@@ -374,11 +375,21 @@ def choose_mode(store: Store, question: str,
     # (a weak cue alone, "Where was the key?", is left to content_stop below)
     cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
     named = named_entities(store, question) if named is None else named
-    proper = [n for _, n, cap in named if cap]
-    local_score = len(proper) + 0.5 * (len(named) - len(proper))
+    # Each name written counts once: "Kessel Bridge" is one name whether or not the index also
+    # has "Kessel" (the offline extractor makes entities of a name's parts), and one entity
+    # per type of a name is one name too; counted so, a two-word name outweighed a cue
+    # ("What are the main themes of the Kessel Bridge?" went local, "... of the Lantern Hall?" global).
+    written: dict[frozenset[str], bool] = {}
+    for _, name, cap in outermost(named):
+        key = frozenset(words(name))
+        written[key] = written.get(key, False) or cap
+    local_score = sum(1 if cap else 0.5 for cap in written.values())
+    names = ", ".join(dict.fromkeys(n for _, n, _ in outermost(named)[:3]))
     if named and local_score > len(cues):
-        names = ", ".join(dict.fromkeys(n for _, n, _ in outermost(named)[:3]))
         return "local", f"the question names {names}"
+    if cues and named:   # (global search reads the communities of the names it writes)
+        return "global", (f"the question asks about the collection ({', '.join(cues[:3])}), and "
+                          f"the names it has ({names}) do not outweigh that")
     if cues:
         return "global", "the question asks about the collection as a whole (" + ", ".join(cues[:3]) + ")"
     stop = content_stop(question, [])   # (nothing named: named is empty here)

@@ -25,7 +25,7 @@ from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
 from streamrag.ask_command import add_ask_command, cmd_ask
 from streamrag.query import Answer, aask
-from streamrag.question import choose_mode
+from streamrag.question import choose_mode, named_entities
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -759,6 +759,28 @@ def test_auto_routing(llm_db, question, mode):
     finally:
         store.close()
     assert chosen == mode and reason
+
+
+def test_a_name_weighs_once_against_a_cue_however_many_entities_its_parts_are(offline_db):
+    # The offline index has "Kessel" and "Kessel Bridge", but no entity of "Lantern Hall"'s
+    # parts: the first question went local (two names against one cue), the second global.
+    store = Store(offline_db, readonly=True)
+    try:
+        assert {n for _, n, _ in named_entities(store, "the Kessel Bridge")} == {"Kessel", "Kessel Bridge"}
+        chosen = {q: choose_mode(store, q) for q in ("What are the main themes of the Kessel Bridge?",
+                                                     "What are the main themes of the Lantern Hall?",
+                                                     "What are the main themes of Kessel?")}
+        # Two names against one cue still go local; and a name alone, or its words in another order.
+        local = [choose_mode(store, q) for q in ("What themes link Mira Osk and Anton Heller?",
+                                                 "What did Kessel Bridge do?", "What did Bridge Kessel do?")]
+    finally:
+        store.close()
+    assert {mode for mode, _ in chosen.values()} == {"global"}, chosen   # a tie goes global
+    assert chosen["What are the main themes of the Kessel Bridge?"][1] == (
+        "the question asks about the collection (themes), and the names it has (Kessel Bridge) do not "
+        "outweigh that")
+    assert [mode for mode, _ in local] == ["local"] * 3, local
+    assert local[1] == local[2] == ("local", "the question names Kessel Bridge")
 
 
 async def test_auto_mode_says_what_it_chose(llm_db, qs):
@@ -2421,7 +2443,6 @@ def test_a_name_asked_about_meets_its_own_form_not_a_common_word_of_its_stem():
 def test_a_name_in_a_script_without_capitals_counts_as_written_like_a_name(tmp_path):
     # Global search opens the communities of the entities a question names capitalised; a
     # Chinese or Arabic name has no capitals, so its community was never opened (a reviewer).
-    from streamrag.question import named_entities
     store = Store(tmp_path / "i.db")
     with store.conn:
         for eid, name in (("e1", "张伟"), ("e2", "محمد"), ("e3", "Ada Osk"), ("e4", "Quay")):
