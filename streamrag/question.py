@@ -321,15 +321,16 @@ def unknown_names(store: Store, question: str) -> list[str]:
             and not any(t.group().lower() in local_search.STOPWORDS for t in tokens) \
             and not re.search(r"[.!?]\s", question):
         # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it. (Not
-        # "Hello. Zorblax?": two sentences.)
-        opening, english = [False] * len(tokens), True
+        # "Hello. Zorblax?": two sentences; nor "Summarize Mira Osk", which asks with it.)
+        opening, english = [i == 0 and _asks_with(t.group()) for i, t in enumerate(tokens)], True
     for i in range(len(tokens) - 1):
         # A sentence that opens on a name of two words or more ("I read the book. Zorblax
         # Quintrell?"): its first word is the name's, not only the sentence's ('Quintrell' alone).
         word, after = tokens[i].group(), tokens[i + 1]
         if opening[i] and word[:1].isupper() and after.group()[:1].isupper() \
                 and not question[tokens[i].end():after.start()].strip() \
-                and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES:
+                and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES \
+                and not _asks_with(word):
             opening[i] = False
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
@@ -358,6 +359,13 @@ def unknown_names(store: Store, question: str) -> list[str]:
     return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
                               for run in names if strong & set(run)
                               and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)))
+
+
+def _asks_with(token: str) -> bool:
+    """Whether ``token`` is a word a question asks with ("Summarize", "Overview"), not a name's
+    first word, where it opens the question before a name."""
+    ws = words(token)
+    return len(ws) == 1 and ws[0] in GENERIC_WORDS
 
 
 def _has_words(store: Store, match: str) -> bool:
