@@ -77,16 +77,24 @@ def fts_match(terms: Sequence[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms if t)
 
 
+def name_words(name: str) -> list[str]:
+    """The words of an entity's name a question has when it names it (``question.named_entities``):
+    its stopwords left out, so "Who is Scrooge?" names "Up Scrooge" as much as "Scrooge"."""
+    return [w for w in words(name) if w not in STOPWORDS]
+
+
 def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (id, name) of ``named`` (entities whose names the question has) that it asks about:
     the names it writes, not the shorter names inside them ("Norouxford" in "Norouxford Energy
     Conference 2033"), unless it also writes the shorter one on its own ("Is Kharos home to
-    the Kharos Financial Conduct Board?")."""
+    the Kharos Financial Conduct Board?"). Longer by the words that name it (``name_words``):
+    "Scrooge" is not inside "Up Scrooge", which it was left out for."""
     asked = words(question)
     names = [words(name) for _e, name in named]
+    held = [set(name_words(name)) for _e, name in named]
     out = []
     for i, (eid, name) in enumerate(named):
-        longer = [other for other in names if set(names[i]) < set(other)]
+        longer = [other for other, own in zip(names, held, strict=True) if held[i] < own]
         if not longer or _written_apart(asked, names[i], longer):
             out.append((eid, name))
     return out

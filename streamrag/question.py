@@ -272,7 +272,7 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
         ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
     out = []
     for eid, name in rows:
-        name_words = [w for w in words(name) if w not in local_search.STOPWORDS]
+        name_words = local_search.name_words(name)
         if name_words and all(w in qwords for w in name_words):
             # (a name in a script without capitals, 张伟 or محمد, is written as a name is)
             capitalised = not any(c.isupper() or c.islower() for c in name) or any(
@@ -285,8 +285,9 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
 def outermost(named: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
     """``named`` (``named_entities``) without the names held in a longer one it has: "Lake" in
     "Lake Kelholmford", "Brevberg" in "Hedda Brevberg" (the offline extractor makes entities of
-    a name's parts)."""
-    sets = [frozenset(words(name)) for _, name, _ in named]
+    a name's parts). Longer by the words that name it (``local_search.name_words``): "Scrooge"
+    was left out for "Up Scrooge", which "Who is Scrooge?" has only as "Scrooge"."""
+    sets = [frozenset(local_search.name_words(name)) for _, name, _ in named]
     return [n for n, own in zip(named, sets, strict=True) if not any(own < other for other in sets)]
 
 
@@ -387,12 +388,16 @@ def choose_mode(store: Store, question: str,
     # has "Kessel" (the offline extractor makes entities of a name's parts), and one entity
     # per type of a name is one name too; counted so, a two-word name outweighed a cue
     # ("What are the main themes of the Kessel Bridge?" went local, "... of the Lantern Hall?" global).
-    written: dict[frozenset[str], bool] = {}
+    asked = words(question)
+    written: dict[frozenset[str], tuple[str, bool]] = {}   # the words naming it: (name shown, capitalised)
     for _, name, cap in outermost(named):
-        key = frozenset(words(name))
-        written[key] = written.get(key, False) or cap
-    local_score = sum(1 if cap else 0.5 for cap in written.values())
-    names = ", ".join(dict.fromkeys(n for _, n, _ in outermost(named)[:3]))
+        key = frozenset(local_search.name_words(name))
+        shown, was_cap = written.get(key, (name, False))
+        if key in written and not local_search.runs(asked, words(shown)) and local_search.runs(asked, words(name)):
+            shown = name   # the name as the question writes it ("Scrooge", not "Up Scrooge")
+        written[key] = (shown, was_cap or cap)
+    local_score = sum(1 if cap else 0.5 for _, cap in written.values())
+    names = ", ".join(dict.fromkeys(n for n, _ in list(written.values())[:3]))
     if named and local_score > len(cues):
         return "local", f"the question names {names}"
     if cues and named:   # (global search reads the communities of the names it writes)

@@ -783,6 +783,36 @@ def test_a_name_weighs_once_against_a_cue_however_many_entities_its_parts_are(of
     assert local[1] == local[2] == ("local", "the question names Kessel Bridge")
 
 
+def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path):
+    # A Christmas Carol through the simulator has "Up Scrooge" and "Scrooge Scrooge" beside
+    # "Scrooge": "Who is Scrooge?" names all three ("up" is a stopword), and "Scrooge" was left
+    # out as held in "Up Scrooge": not an anchor of local search, and auto mode said "the
+    # question names Up Scrooge". "Up Scrooge" was no part of "Ebenezer Scrooge" either, so the
+    # themes of Ebenezer Scrooge's story weighed two names against one cue (local), Scrooge's one.
+    store = Store(tmp_path / "i.db")
+    names = {"e-es": "Ebenezer Scrooge", "e-s": "Scrooge", "e-up": "Up Scrooge", "e-ss": "Scrooge Scrooge"}
+    with store.conn:
+        for eid, name in names.items():
+            store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
+                               "VALUES (?, ?, 'person', '', 1)", (eid, name))
+        store.conn.execute("INSERT INTO entities_fts(id, name, description) "
+                           "SELECT id, fts_text(name), fts_text(description) FROM entities")
+    try:
+        named = {q: named_entities(store, q) for q in ("Who is Scrooge?", "Who is Ebenezer Scrooge?")}
+        chosen = [choose_mode(store, q) for q in ("Who is Scrooge?", "What are the themes of Scrooge's story?",
+                                                  "What are the themes of Ebenezer Scrooge's story?")]
+    finally:
+        store.close()
+    anchored = {q: sorted(e for e, _ in local_search.anchors(q, [(e, n) for e, n, _c in found]))
+                for q, found in named.items()}
+    assert "e-s" in anchored["Who is Scrooge?"] and anchored["Who is Ebenezer Scrooge?"] == ["e-es"], anchored
+    assert chosen == [("local", "the question names Scrooge"),
+                      ("global", "the question asks about the collection (themes), and the names it has "
+                                 "(Scrooge) do not outweigh that"),
+                      ("global", "the question asks about the collection (themes), and the names it has "
+                                 "(Ebenezer Scrooge) do not outweigh that")], chosen
+
+
 async def test_auto_mode_says_what_it_chose(llm_db, qs):
     answer = await aask("Who is Mira Osk?", qs, llm_db)
     assert answer.requested_mode == "auto" and answer.auto_choice == "local" == answer.mode
