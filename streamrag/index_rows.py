@@ -451,11 +451,11 @@ def last_failure(store: Store, run_id: str) -> str:
     return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
-def settled_items(store: Store, runs: int) -> list[dict]:
+def settled(store: Store, runs: int) -> list[dict]:
     """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
-    (``call_log.UNUSABLE_RUNS``), as the published index holds them: ``{stage, item, name, runs,
-    message, created_at}`` with the newest failure recorded for each (``message`` None when
-    none is left: ``prune``), summaries first, then reports, each by item.
+    (``call_log.UNUSABLE_RUNS``) or more, as the published index holds them: ``{stage, item,
+    runs}``, summaries first, then reports, each by item. Only what counting them needs is read
+    (``settled_items`` names them).
 
     Only the run that settles an item records a failure for it (the runs after it ask nothing),
     so they are found from the counts the runs leave in ``meta``: a summary's by element id
@@ -473,29 +473,38 @@ def settled_items(store: Store, runs: int) -> list[dict]:
     elements = {k: n for k, n in unusable.items() if n >= runs and k not in retried}
     contexts = {a.rsplit("/", 1)[0]: n for a, n in meta("report_unusable", "{}", dict[str, int]).items()
                 if n >= runs}
-    found: list[tuple[str, str, int]] = []
-    names: dict[str, str] = {}   # an element's name, as its summary's failure names it
-    for named, prefix in (("e.id, e.name FROM entities e WHERE e.id", "ent-"), (_RELATIONSHIP_NAMES, "rel-")):
+    found = []
+    for table, prefix in (("entities", "ent-"), ("relationships", "rel-")):
         for batch in _batches(k for k in elements if k.startswith(prefix)):
-            for item, name in store.conn.execute(
-                    f"SELECT {named} IN ({','.join('?' * len(batch))})", batch):
-                found.append(("summarize", item, elements[item]))
-                names[item] = name
-    reports = []
+            found += [{"stage": "summarize", "item": item, "runs": elements[item]}
+                      for (item,) in store.conn.execute(f"SELECT id FROM {table} WHERE {_in('id', batch)}", batch)]
+    reports: dict[str, dict] = {}
     for batch in _batches(contexts):
-        reports += [("report", r[0], contexts[r[1]]) for r in store.conn.execute(
-            f"SELECT id, context_key FROM communities WHERE context_key IN ({','.join('?' * len(batch))})",
-            batch)]
-    found = sorted(found) + sorted(reports)
+        for item, key in store.conn.execute(
+                f"SELECT id, context_key FROM communities WHERE {_in('context_key', batch)}", batch):
+            reports[item] = {"stage": "report", "item": item, "runs": contexts[key]}
+    return sorted(found, key=lambda f: f["item"]) + [reports[item] for item in sorted(reports)]
+
+
+def settled_items(store: Store, found: list[dict]) -> list[dict]:
+    """Items of ``settled`` as ``status --failures`` lists them: ``{stage, item, name, runs,
+    message, created_at}`` with the newest failure recorded for each (``message`` None when
+    none is left: ``prune``). ``name`` is an element's name as its summary's failure names it
+    (a community's id for a report)."""
+    names: dict[str, str] = {}
+    for named, prefix in (("e.id, e.name FROM entities e WHERE e.id", "ent-"), (_RELATIONSHIP_NAMES, "rel-")):
+        for batch in _batches(f["item"] for f in found if f["stage"] == "summarize" and f["item"].startswith(prefix)):
+            names.update(store.conn.execute(f"SELECT {named} IN ({','.join('?' * len(batch))})", batch))
     said: dict[tuple[str, str], tuple[str, float]] = {}
     for stage in ("summarize", "report"):
-        for batch in _batches({item for s, item, _ in found if s == stage}):
+        for batch in _batches({f["item"] for f in found if f["stage"] == stage}):
             said.update(((stage, item), (message, at)) for item, message, at in store.conn.execute(
                 "SELECT item, message, created_at FROM failures WHERE id IN (SELECT max(id) FROM failures "
                 f"WHERE stage = ? AND item IN ({','.join('?' * len(batch))}) GROUP BY item)", [stage, *batch]))
-    return [{"stage": stage, "item": item, "name": names.get(item, item), "runs": n,
-             "message": said.get((stage, item), (None, None))[0],
-             "created_at": said.get((stage, item), (None, None))[1]} for stage, item, n in found]
+    return [{"stage": f["stage"], "item": f["item"], "name": names.get(f["item"], f["item"]), "runs": f["runs"],
+             "message": said.get((f["stage"], f["item"]), (None, None))[0],
+             "created_at": said.get((f["stage"], f["item"]), (None, None))[1]}
+            for f in found]
 
 
 # A relationship's name as its summary's failure says it: "<source's name> and <target's name>".

@@ -44,7 +44,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
-        settled = index_rows.settled_items(store, UNUSABLE_RUNS)
+        settled = index_rows.settled(store, UNUSABLE_RUNS)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -90,8 +90,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
                 "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
                 (last_run["id"] if last_run else "", failure_limit))
-            # ... and what is no longer asked for, as long as it is so, and why.
-            info["settled_items"] = settled[:failure_limit]
+            # ... and what is no longer asked for, as long as it is so, and why (named only
+            # when listed: on a large index that is most of what status reads).
+            info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
     return info
 
 

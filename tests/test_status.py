@@ -329,3 +329,35 @@ def test_a_settled_summary_whose_failure_is_no_longer_kept_is_named_as_its_failu
         in text.splitlines()
     assert f"    [summarize] {pair}: unusable on 4 runs in a row (the failure recorded then is no longer kept)" \
         in text.splitlines()
+
+
+def test_status_names_only_the_settled_items_it_lists(corpus, tmp_path, monkeypatch):
+    # Without --failures, status read every settled item's name and failure to print a count
+    # (on a large index, most of what it read); with --failures, every one's for the 50 it lists.
+    import json
+
+    from streamrag import index_rows
+
+    db = tmp_path / "i.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    store = Store(db)
+    try:
+        ids = [r[0] for r in store.conn.execute("SELECT id FROM entities UNION ALL SELECT id FROM relationships")]
+        with store.transaction():
+            store.set_meta("summary_unusable", json.dumps(dict.fromkeys(ids, 3)))
+    finally:
+        store.close()
+    named: list[int] = []
+    real = index_rows.settled_items
+
+    def naming(store, *args):
+        items = real(store, *args)
+        named.append(len(items))
+        return items
+
+    monkeypatch.setattr(index_rows, "settled_items", naming)
+    info, text = status_of(db)
+    assert info["settled"] == len(ids) > 2 and f"  settled        {len(ids)} items no longer asked for" in text
+    assert named == []
+    info, text = status_of(db, failures=True, failure_limit=2)
+    assert named == [2] and len(info["settled_items"]) == 2 and f"    ... and {len(ids) - 2} more" in text
