@@ -507,6 +507,25 @@ def settled_items(store: Store, found: list[dict]) -> list[dict]:
             for f in found]
 
 
+def failed_in(store: Store, run_id: str, items: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of ``items`` (``(stage, item)`` of summaries and reports), those ``run_id`` recorded as failed."""
+    if not items:
+        return set()
+    return items & set(store.conn.execute(
+        "SELECT DISTINCT stage, item FROM failures WHERE run_id = ? AND stage IN ('summarize', 'report')", (run_id,)))
+
+
+def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset()) -> list[dict]:
+    """What failed in run ``run_id``, once per item (a daemon's retries repeat them), the newest
+    first, at most ``limit``: ``{run_id, stage, item, message, created_at, times}``; the
+    ``(stage, item)`` in ``leaving`` left out."""
+    rows = store.query(
+        "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
+        "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
+        (run_id, limit + len(leaving)))
+    return [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
+
+
 # A relationship's name as its summary's failure says it: "<source's name> and <target's name>".
 _RELATIONSHIP_NAMES = ("r.id, coalesce(s.name, r.source) || ' and ' || coalesce(t.name, r.target) FROM relationships r "
                        "LEFT JOIN entities s ON s.id = r.source LEFT JOIN entities t ON t.id = r.target WHERE r.id")

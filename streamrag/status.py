@@ -45,6 +45,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         llm = llm_summary(per_stage)
         last_run = last_update(store)
         settled = index_rows.settled(store, UNUSABLE_RUNS)
+        # The items the last update settled: it recorded them as failed, but they are said as
+        # settled, not among its failures (the run is not asked to be run again for them).
+        settled_now = index_rows.failed_in(store, last_run["id"], {(f["stage"], f["item"]) for f in settled}) \
+            if last_run else set()
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -70,9 +74,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # watch's idle line says them)
             "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
-            "failures_last_run": failures_of(store, last_run),
-            # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row:
-            # failures of the run that settled them only, so not among a later run's
+            "failures_last_run": failures_of(store, last_run) - len(settled_now),
+            # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
+            # (found from counts, not failures: the run that settled them recorded one, a later
+            # run none)
             "settled": len(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
@@ -86,10 +91,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # What failed in the last update, once per item (a daemon's retries repeat them);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
-            info["failures"] = store.query(
-                "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
-                "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
-                (last_run["id"] if last_run else "", failure_limit))
+            info["failures"] = index_rows.run_failures(store, last_run["id"] if last_run else "", failure_limit,
+                                                       leaving=settled_now)
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])

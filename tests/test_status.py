@@ -35,6 +35,15 @@ def pruned(db: Path, table: str) -> int:
         store.close()
 
 
+def recorded_failures(db: Path) -> list[dict]:
+    """Every failure the index recorded, oldest first: ``{run_id, stage, item, message}``."""
+    store = Store(db, readonly=True)
+    try:
+        return store.query("SELECT run_id, stage, item, message FROM failures ORDER BY id")
+    finally:
+        store.close()
+
+
 def last_update_line(text: str) -> str:
     (line,) = [line for line in text.splitlines() if line.strip().startswith("last update")]
     return line
@@ -237,7 +246,7 @@ def test_a_summary_no_longer_asked_for_is_listed_as_long_as_it_is(corpus, tmp_pa
     db = tmp_path / "i.db"
     for _ in range(3):
         anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
-    settled_by = status_of(db, failures=True)[0]["failures"]
+    settled_by = recorded_failures(db)[-1:]
     anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))   # changes nothing
 
     info, text = status_of(db)
@@ -361,3 +370,48 @@ def test_status_names_only_the_settled_items_it_lists(corpus, tmp_path, monkeypa
     assert named == []
     info, text = status_of(db, failures=True, failure_limit=2)
     assert named == [2] and len(info["settled_items"]) == 2 and f"    ... and {len(ids) - 2} more" in text
+
+
+def _garbled_report_runs(corpus: Path, db: Path, runs: int, **index) -> None:
+    """``runs`` runs of ``index`` against the simulator's answers, but garbage for the report of
+    Mira Osk's community (settled on the third), with ``index`` settings."""
+    import httpx
+    from test_bad_answers import GarbleOneReport
+
+    endpoint = GarbleOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0}, index=index)
+    for _ in range(runs):
+        anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint)))
+
+
+def _said_once(text: str, message: str) -> int:
+    return sum(message in line for line in text.splitlines())
+
+
+def test_what_the_last_update_settled_is_said_settled_not_failed(corpus, tmp_path, monkeypatch):
+    # The run that settled an item recorded it as failed, and `status --failures` listed it
+    # twice, under the last update's failures ("ok, but 1 item failed (left out of this
+    # version)") and under settled; `index` itself had exited 0 for it.
+    db = tmp_path / "r.db"
+    _garbled_report_runs(corpus, db, 3)
+    (said,) = [f for f in recorded_failures(db) if f["run_id"] == status_of(db)[0]["last_run"]["id"]]
+    assert "unusable on 3 runs in a row" in said["message"]
+    info, text = status_of(db, failures=True)
+    assert info["failures"] == [] and info["failures_last_run"] == 0 and info["settled"] == 1
+    assert [i["item"] for i in info["settled_items"]] == [said["item"]]
+    assert _said_once(text, said["message"].split(": ", 1)[1]) == 1, text
+    assert "  failures       0 in the last update (3 recorded over all runs)" in text.splitlines()
+    assert last_update_line(text).endswith(": ok"), text
+    assert last_update_line(status_of(db)[1]).endswith(": ok")
+
+    # A summary, as its last update settled it.
+    _one_summary_always_unusable(monkeypatch)
+    db = tmp_path / "s.db"
+    for _ in range(3):
+        anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    (said,) = [f for f in recorded_failures(db) if f["run_id"] == status_of(db)[0]["last_run"]["id"]]
+    info, text = status_of(db, failures=True)
+    assert info["failures"] == [] and info["failures_last_run"] == 0
+    assert [(i["item"], i["message"]) for i in info["settled_items"]] == [(said["item"], said["message"])]
+    assert _said_once(text, said["message"]) == 1, text
+
