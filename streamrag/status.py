@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -76,9 +77,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failures_of(store, last_run) - len(settled_now),
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
-            # (found from counts, not failures: the run that settled them recorded one, a later
-            # run none)
+            # or more (found from counts, not failures: the run that settled them recorded one,
+            # a later run none); by those runs ({"3": 5, "4": 1}), for the line that says them
             "settled": len(settled),
+            "settled_by_runs": _by_runs(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
@@ -97,6 +99,12 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
     return info
+
+
+def _by_runs(settled: list[dict]) -> dict[str, int]:
+    """The settled items by the runs in a row their answers were unusable: ``{"3": 5, "4": 1}``."""
+    counts = Counter(f["runs"] for f in settled)
+    return {str(runs): counts[runs] for runs in sorted(counts)}
 
 
 def last_update(store: Store) -> dict | None:
@@ -156,7 +164,7 @@ def settled_lines(info: dict) -> list[str]:
         return []
     items = info.get("settled_items")
     lines = [f"  settled        {counted(n, 'item')} no longer asked for: the model's answers were unusable on "
-             f"{UNUSABLE_RUNS} runs in a row, so extractive text stands in"
+             f"{_runs_said(info)} runs in a row, so extractive text stands in"
              + ("; a change to them or to their settings asks again" if items is not None
                 else " (list them with --failures)")]
     for f in items or ():
@@ -164,6 +172,13 @@ def settled_lines(info: dict) -> list[str]:
     if items is not None and len(items) < n:
         lines.append(f"    ... and {n - len(items)} more")
     return lines
+
+
+def _runs_said(info: dict) -> str:
+    """The runs in a row of the settled items, as true of each: ``3``, ``3 or 4``, ``3 to 5``."""
+    runs = sorted(int(r) for r in info.get("settled_by_runs") or {str(UNUSABLE_RUNS): 1})
+    low, high = runs[0], runs[-1]
+    return str(low) if low == high else f"{low} or {high}" if high == low + 1 else f"{low} to {high}"
 
 
 def _unsaid(item: dict) -> str:

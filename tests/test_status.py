@@ -415,3 +415,58 @@ def test_what_the_last_update_settled_is_said_settled_not_failed(corpus, tmp_pat
     assert [(i["item"], i["message"]) for i in info["settled_items"]] == [(said["item"], said["message"])]
     assert _said_once(text, said["message"]) == 1, text
 
+
+
+def _one_entity_summary_always_unusable(monkeypatch) -> list[str]:
+    """As ``_one_summary_always_unusable``, of an entity's summary (a relationship's is said
+    "A and B")."""
+    from streamrag import pipeline
+    from streamrag.errors import LLMOutputError
+
+    real = pipeline.summarize
+    target: list[str] = []
+
+    async def summarize(llm, name, descriptions, settings):
+        if not target and " and " not in name:
+            target.append(name)
+        if target and name == target[0]:
+            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
+        return await real(llm, name, descriptions, settings)
+
+    monkeypatch.setattr(pipeline, "summarize", summarize)
+    return target
+
+
+def test_the_settled_line_says_the_runs_its_items_were_unusable_on(corpus, tmp_path, monkeypatch):
+    # A settled summary whose mentions changed is asked again; unusable again, it settles at 4
+    # runs in a row, and its line said so under "the model's answers were unusable on 3 runs in
+    # a row".
+    target = _one_entity_summary_always_unusable(monkeypatch)
+    db = tmp_path / "i.db"
+    for _ in range(3):
+        anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    (corpus / "quay.txt").write_text(f"{target[0]} stood dark all winter, and the fishermen said so at every tide.\n")
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    for failures in (False, True):
+        info, text = status_of(db, failures=failures)
+        assert "  settled        1 item no longer asked for: the model's answers were unusable on 4 runs in a row" \
+            in text, text
+        assert info["settled"] == 1 and info["settled_by_runs"] == {"4": 1}
+    assert "unusable on 4 runs in a row" in info["settled_items"][0]["message"]
+
+    # Items of several counts: a range true of each line.
+    store = Store(db)
+    try:
+        ent, rel = store.conn.execute("SELECT (SELECT min(id) FROM entities), (SELECT min(id) FROM relationships)"
+                                      ).fetchone()
+        with store.transaction():
+            store.set_meta("summary_unusable", f'{{"{ent}": 3, "{rel}": 5}}')
+    finally:
+        store.close()
+    info, text = status_of(db)
+    assert "2 items no longer asked for: the model's answers were unusable on 3 to 5 runs in a row" in text, text
+    assert info["settled_by_runs"] == {"3": 1, "5": 1}
+    from streamrag.status import settled_lines
+
+    assert "unusable on 3 or 4 runs in a row," in settled_lines({"settled": 3, "settled_by_runs": {"3": 2, "4": 1}})[0]
+
