@@ -454,14 +454,16 @@ def last_failure(store: Store, run_id: str) -> str:
 def settled(store: Store, runs: int) -> list[dict]:
     """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
     (``call_log.UNUSABLE_RUNS``) or more, as the published index holds them: ``{stage, item,
-    runs}``, summaries first, then reports, each by item. Only what counting them needs is read
-    (``settled_items`` names them).
+    runs, held}``, summaries first, then reports, each by item. Only what counting them needs
+    is read (``settled_items`` names them).
 
     Only the run that settles an item records a failure for it (the runs after it ask nothing),
     so they are found from the counts the runs leave in ``meta``: a summary's by element id
     (``summary_unusable``; one in ``summary_fallbacks`` too, failed since in an outage, is asked
     again), a report's by attempt (``report_unusable``: its context key and output budget),
-    recorded as failed under the community whose ``context_key`` that is."""
+    recorded as failed under the community whose ``context_key`` that is, and by community
+    for one held below index.report_min_members (``report_unusable_held``, ``held``: its count
+    kept, it is not asked while held nor once it comes back)."""
     def meta(key: str, default: str, kind):
         try:
             return msgspec.json.decode(store.get_meta(key) or default, type=kind)
@@ -473,28 +475,39 @@ def settled(store: Store, runs: int) -> list[dict]:
     elements = {k: n for k, n in unusable.items() if n >= runs and k not in retried}
     contexts = {a.rsplit("/", 1)[0]: n for a, n in meta("report_unusable", "{}", dict[str, int]).items()
                 if n >= runs}
+    held = {cid: n for cid, (_attempt, n) in meta("report_unusable_held", "{}", dict[str, tuple[str, int]]).items()
+            if n >= runs}
     found = []
     for table, prefix in (("entities", "ent-"), ("relationships", "rel-")):
         for batch in _batches(k for k in elements if k.startswith(prefix)):
-            found += [{"stage": "summarize", "item": item, "runs": elements[item]}
+            found += [{"stage": "summarize", "item": item, "runs": elements[item], "held": False}
                       for (item,) in store.conn.execute(f"SELECT id FROM {table} WHERE {_in('id', batch)}", batch)]
     reports: dict[str, dict] = {}
+    for batch in _batches(held):
+        for (item,) in store.conn.execute(f"SELECT id FROM communities WHERE {_in('id', batch)}", batch):
+            reports[item] = {"stage": "report", "item": item, "runs": held[item], "held": True}
     for batch in _batches(contexts):
         for item, key in store.conn.execute(
                 f"SELECT id, context_key FROM communities WHERE {_in('context_key', batch)}", batch):
-            reports[item] = {"stage": "report", "item": item, "runs": contexts[key]}
+            reports[item] = {"stage": "report", "item": item, "runs": contexts[key], "held": False}
     return sorted(found, key=lambda f: f["item"]) + [reports[item] for item in sorted(reports)]
 
 
 def settled_items(store: Store, found: list[dict]) -> list[dict]:
     """Items of ``settled`` as ``status --failures`` lists them: ``{stage, item, name, runs,
-    message, created_at}`` with the newest failure recorded for each (``message`` None when
-    none is left: ``prune``). ``name`` is an element's name as its summary's failure names it
-    (a community's id for a report)."""
+    message, created_at, held, title}`` with the newest failure recorded for each (``message``
+    None when none is left: ``prune``). ``name`` is an element's name as its summary's failure
+    names it (a community's id for a report); ``title`` the title of the report that stands for
+    a community (None for a summary)."""
     names: dict[str, str] = {}
     for named, prefix in (("e.id, e.name FROM entities e WHERE e.id", "ent-"), (_RELATIONSHIP_NAMES, "rel-")):
         for batch in _batches(f["item"] for f in found if f["stage"] == "summarize" and f["item"].startswith(prefix)):
             names.update(store.conn.execute(f"SELECT {named} IN ({','.join('?' * len(batch))})", batch))
+    titles: dict[str, str] = {}
+    for batch in _batches(f["item"] for f in found if f["stage"] == "report"):
+        titles.update(store.conn.execute(
+            f"SELECT c.id, r.title FROM communities c JOIN reports r ON r.key = c.report_key "
+            f"WHERE {_in('c.id', batch)}", batch))
     said: dict[tuple[str, str], tuple[str, float]] = {}
     for stage in ("summarize", "report"):
         for batch in _batches({f["item"] for f in found if f["stage"] == stage}):
@@ -503,7 +516,8 @@ def settled_items(store: Store, found: list[dict]) -> list[dict]:
                 f"WHERE stage = ? AND item IN ({','.join('?' * len(batch))}) GROUP BY item)", [stage, *batch]))
     return [{"stage": f["stage"], "item": f["item"], "name": names.get(f["item"], f["item"]), "runs": f["runs"],
              "message": said.get((f["stage"], f["item"]), (None, None))[0],
-             "created_at": said.get((f["stage"], f["item"]), (None, None))[1]}
+             "created_at": said.get((f["stage"], f["item"]), (None, None))[1],
+             "held": f["held"], "title": titles.get(f["item"]) if f["stage"] == "report" else None}
             for f in found]
 
 

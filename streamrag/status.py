@@ -168,7 +168,7 @@ def settled_lines(info: dict) -> list[str]:
              + ("; a change to them or to their settings asks again" if items is not None
                 else " (list them with --failures)")]
     for f in items or ():
-        lines.append(f"    [{f['stage']}] {f['message'] or _unsaid(f)}")
+        lines.append(f"    [{f['stage']}] {_settled_said(f)}")
     if items is not None and len(items) < n:
         lines.append(f"    ... and {n - len(items)} more")
     return lines
@@ -179,6 +179,19 @@ def _runs_said(info: dict) -> str:
     runs = sorted(int(r) for r in info.get("settled_by_runs") or {str(UNUSABLE_RUNS): 1})
     low, high = runs[0], runs[-1]
     return str(low) if low == high else f"{low} or {high}" if high == low + 1 else f"{low} to {high}"
+
+
+def _settled_said(item: dict) -> str:
+    """A settled item's line: the failure recorded by the run that settled it, a report's led by
+    its title (the failure names its community by id only), and said if it is held below
+    index.report_min_members now."""
+    said = item["message"] or _unsaid(item)
+    if item["stage"] != "report":
+        return said
+    community = f"community {item['item']}"
+    notes = [community] + (["held below index.report_min_members"] if item.get("held") else [])
+    what = f'"{item["title"]}" ({", ".join(notes)})' if item.get("title") else ", ".join(notes)
+    return what + said[len(community):] if said.startswith(f"{community}:") else f"{what}: {said}"
 
 
 def _unsaid(item: dict) -> str:

@@ -584,7 +584,9 @@ async def test_status_lists_a_settled_report_as_long_as_it_is_settled(corpus, tm
         assert (item["stage"], item["item"], item["runs"], item["message"]) == ("report", said["item"], 3,
                                                                                said["message"])
         assert said["message"].startswith(f"community {said['item']}: ")
-        assert f"    [report] {said['message']}" in text.splitlines()
+        # (led by its report's title: the failure names the community by id only)
+        cause = said["message"].split(": ", 1)[1]
+        assert f'    [report] "{said["title"]}" (community {said["item"]}): {cause}' in text.splitlines()
     # A changed context (a new member beside her) asks again: no longer settled.
     council = corpus / "council.txt"
     council.write_text(council.read_text() + "\nMira Osk met the diver Petra Lund at the Kessel Bridge.\n")

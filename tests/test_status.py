@@ -470,3 +470,34 @@ def test_the_settled_line_says_the_runs_its_items_were_unusable_on(corpus, tmp_p
 
     assert "unusable on 3 or 4 runs in a row," in settled_lines({"settled": 3, "settled_by_runs": {"3": 2, "4": 1}})[0]
 
+
+
+def test_a_settled_report_is_listed_by_its_title_and_counted_while_held(corpus, tmp_path):
+    # It was listed by its community's id only ("[report] community C3: ..."), and once
+    # index.report_min_members held its community back (its count kept: it stays settled when it
+    # comes back), it was not counted at all.
+    db = tmp_path / "i.db"
+    _garbled_report_runs(corpus, db, 3)
+    info, text = status_of(db, failures=True)
+    (item,) = info["settled_items"]
+    store = Store(db, readonly=True)
+    try:
+        title = store.scalar("SELECT r.title FROM communities c JOIN reports r ON r.key = c.report_key "
+                             "WHERE c.id = ?", (item["item"],))
+    finally:
+        store.close()
+    cause = item["message"].removeprefix(f"community {item['item']}: ")
+    assert title and f'    [report] "{title}" (community {item["item"]}): {cause}' in text.splitlines(), text
+    assert item["title"] == title and not item["held"]
+    assert item["name"] == item["item"]   # (as before: --json keys and values kept)
+
+    _garbled_report_runs(corpus, db, 1, report_min_members=50)   # every community held back
+    info, text = status_of(db, failures=True)
+    assert info["settled"] == 1 and "  settled        1 item no longer asked for" in text, text
+    assert info["settled_by_runs"] == {"3": 1}
+    (held,) = info["settled_items"]
+    assert (held["item"], held["held"], held["message"]) == (item["item"], True, item["message"])
+    assert f'(community {item["item"]}, held below index.report_min_members): {cause}' in text, text
+    _garbled_report_runs(corpus, db, 1)   # back: still settled, not asked
+    assert status_of(db, failures=True)[0]["settled_items"][0]["held"] is False
+
