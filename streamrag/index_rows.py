@@ -540,6 +540,11 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
     return [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
 
 
+def run_status(store: Store, run_id: str) -> str | None:
+    """The ``status`` of run ``run_id`` as its row says it now (None once pruned)."""
+    return store.scalar("SELECT status FROM runs WHERE id = ?", (run_id,))
+
+
 # A relationship's name as its summary's failure says it: "<source's name> and <target's name>".
 _RELATIONSHIP_NAMES = ("r.id, coalesce(s.name, r.source) || ' and ' || coalesce(t.name, r.target) FROM relationships r "
                        "LEFT JOIN entities s ON s.id = r.source LEFT JOIN entities t ON t.id = r.target WHERE r.id")

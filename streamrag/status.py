@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.store import Store, writer_of
+from streamrag.store import Store, writer_of, writers_lock
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 
@@ -84,7 +84,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
-            # -9 stays "running"; while watch runs, last_run is its last sync)
+            # -9 stays "running"; while watch runs, last_run is its last sync). Read after
+            # last_run, for killed below.
             "writer": writer_of(store.path),
             "queries": queries,
             "size": _sizes(store),
@@ -98,7 +99,25 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
+    if last_run is not None:
+        last_run["killed"] = _killed(store, last_run, info["writer"])
     return info
+
+
+def _killed(store: Store, run: dict, writer: dict | None) -> bool | None:
+    """Whether ``run``, its row read as "running", stopped without finishing (killed with -9,
+    the machine gone down); None where that cannot be told.
+
+    An index, watch or demo takes the writer lock before its run row is written and lets it go
+    only after the row says how it ended, and the lock goes with its process however it ends.
+    So a row still "running" (read again now, outside the snapshot: it may have ended since)
+    after no process was seen holding the lock is of a process that is gone. Where writers hold
+    no lock (no ``flock``: Windows) nothing tells."""
+    if run["status"] != "running" or writer is not None:
+        return False
+    if not writers_lock():
+        return None
+    return index_rows.run_status(store, run["id"]) == "running"
 
 
 def _by_runs(settled: list[dict]) -> dict[str, int]:
@@ -139,8 +158,12 @@ def _outcome(info: dict) -> str:
     A run that finished is ``ok`` in the runs table even when items failed (what worked is
     published, and ``index`` or ``watch --once`` exited 1): the failures are said beside it."""
     state = info["last_run"]["status"]
-    if state == "running":  # nothing records a killed process: say both readings
-        return "running, or killed before it finished (a new run continues its work)"
+    if state == "running":
+        killed = info["last_run"].get("killed")
+        if killed:
+            return "killed before it finished: no streamrag is writing the index (a new run continues its work)"
+        if killed is None:   # (where writers hold no lock: say both readings)
+            return "running, or killed before it finished (a new run continues its work)"
     unreadable = info.get("unreadable_last_run", 0)
     failed = info["failures_last_run"] - unreadable
     left = []

@@ -22,6 +22,7 @@ Writers go through ``writer.Writer`` (one task owns the write connection); reade
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import re
@@ -1102,6 +1103,12 @@ def writer_at_work(db_path: Path | str) -> str | None:
     except OSError:
         held = found is not None and alive(int(found[1]))
     return (" ".join(line.split()) or "another process") if held else None
+
+
+def writers_lock() -> bool:
+    """Whether writers hold ``WriterLock`` here, so that ``writer_at_work`` tells a run under way
+    from one killed (not where there is no ``flock``: Windows)."""
+    return importlib.util.find_spec("fcntl") is not None
 
 
 def writer_of(db_path: Path | str) -> dict | None:

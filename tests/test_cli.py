@@ -805,14 +805,15 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, mo
 
 
 def test_status_of_a_run_that_never_finished(cli_run, corpus):
-    """A run killed with -9 records no end: status says it may be running or killed."""
+    """A run killed with -9 records no end: its row says "running" while no process holds the
+    index's writer lock, so status says it was killed (test_status has the real kill)."""
     assert cli_run("index", "-q", ".", cwd=corpus).returncode == 0
     con = sqlite3.connect(corpus / ".streamrag" / "index.db")
     with con:
         con.execute("UPDATE runs SET status = 'running', finished_at = NULL")
     con.close()
     text = cli_run("status", cwd=corpus).stdout
-    assert "running, or killed before it finished" in text
+    assert ": killed before it finished: no streamrag is writing the index" in text, text
 
 
 def test_sigterm_cancels_the_run_through_the_event_loop():
