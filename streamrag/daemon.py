@@ -77,7 +77,7 @@ from streamrag.notices import sharing_notices
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import counted as _n, failures_of, last_update, llm_summary
+from streamrag.status import counted as _n, failures_said, last_update, llm_summary
 from streamrag.store import WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
@@ -996,8 +996,9 @@ class Daemon:
                 with store.snapshot():
                     for table in ("documents", "entities", "communities"):
                         out[table] = store.scalar(f"SELECT count(*) FROM {table}")
-                    # As `streamrag status` counts them: the last update's, once per item.
-                    out["failures"] = failures_of(store, last_update(store))
+                    # As `streamrag status` counts them: the last update's, once per item, but
+                    # those it settled.
+                    out["failures"] = failures_said(store, last_update(store))
         # The failed items a retry sync waits for are pending too: an edit whose extraction
         # failed in an outage was synced (its file is not pending) but waits all the same.
         out.update(pending=self._files_pending(), failed_items=self._items_to_retry(),

@@ -46,10 +46,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         llm = llm_summary(per_stage)
         last_run = last_update(store)
         settled = index_rows.settled(store, UNUSABLE_RUNS)
-        # The items the last update settled: it recorded them as failed, but they are said as
-        # settled, not among its failures (the run is not asked to be run again for them).
-        settled_now = index_rows.failed_in(store, last_run["id"], {(f["stage"], f["item"]) for f in settled}) \
-            if last_run else set()
+        settled_now = settled_by(store, last_run, settled)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -131,6 +128,21 @@ def last_update(store: Store) -> dict | None:
     rows = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
                        "WHERE command NOT IN ('ask', 'watch:extract') ORDER BY started_at DESC LIMIT 1")
     return rows[0] if rows else None
+
+
+def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple[str, str]]:
+    """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that ``run``
+    settled: it recorded them as failed, but they are said settled, not among its failures (it
+    is not to be run again for them)."""
+    if run is None:
+        return set()
+    return index_rows.failed_in(store, run["id"], {(f["stage"], f["item"]) for f in settled})
+
+
+def failures_said(store: Store, run: dict | None) -> int:
+    """Items that failed in ``run`` as ``status`` counts them (``failures_last_run``): each once,
+    those it settled left out."""
+    return failures_of(store, run) - len(settled_by(store, run, index_rows.settled(store, UNUSABLE_RUNS)))
 
 
 def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:

@@ -1935,6 +1935,15 @@ async def test_a_report_settled_as_unusable_is_not_retried(corpus, tmp_path):
     assert daemon.syncs == UNUSABLE_RUNS
     assert endpoint.asked == 3 * UNUSABLE_RUNS
     assert daemon.last_result.failed_items == 0 and daemon.last_result.failures == 1
+    # Its health line counts failures as status does: settled, it is not one of them.
+    from streamrag.status import gather_status
+
+    store = Store(tmp_path / "r.db", readonly=True)
+    try:
+        info = gather_status(store)
+    finally:
+        store.close()
+    assert daemon.health()["failures"] == info["failures_last_run"] == 0 and info["settled"] == 1
     # ... and says so once: the error lines of the tries before simply stopped.
     (said,) = [e for e in events if e.get("settled")]
     assert said["state"] == "warning" and said["message"].startswith(
