@@ -88,7 +88,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "size": _sizes(store),
         }
         if failures:
-            # What failed in the last update, once per item (a daemon's retries repeat them);
+            # What failed in the last update, once per item (a daemon's retries repeat them),
+            # but what it settled (said settled below);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
             info["failures"] = index_rows.run_failures(store, last_run["id"] if last_run else "", failure_limit,
@@ -109,7 +110,8 @@ def _killed(store: Store, run: dict, writer: dict | None) -> bool | None:
     only after the row says how it ended, and the lock goes with its process however it ends.
     So a row still "running" (read again now, outside the snapshot: it may have ended since)
     after no process was seen holding the lock is of a process that is gone. Where writers hold
-    no lock (no ``flock``: Windows) nothing tells."""
+    no lock (no ``flock``: Windows) nothing tells. (A run of the Python API, ``pipeline.sync``
+    called without ``store.one_writer``, holds none either: one under way is said killed.)"""
     if run["status"] != "running" or writer is not None:
         return False
     if not writers_lock():
