@@ -157,6 +157,7 @@ _BLANK_LINES = re.compile(r"\n\s*\n")
 # A line that is a Markdown list item (bullet or number) or a heading ("#tag" is none).
 _LIST_LABEL = re.compile(r"[A-Z][\w ]{0,20}:\s")   # "Related: ", "See also: " before a list
 _ITEM_OR_HEADING = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+\S|#{1,6}[ \t])")
+_ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
 _SPACES = re.compile(r"\s+")
@@ -193,15 +194,24 @@ def split_sentences(text: str) -> list[str]:
 
 def _markdown_lines(paragraph: str) -> list[str]:
     """``paragraph`` cut before each list item or heading line and after each heading line
-    (other lines, prose a hard wrap cut, stay with the line above)."""
+    (other lines, prose a hard wrap cut, stay with the line above).
+
+    Prose wrapped before a number ("... counted\n12. ships") goes on: as in CommonMark, and as
+    offline extraction reads it (``nlp._line_groups``), only a list numbered from 1 interrupts
+    a paragraph; a bullet does, and so does any number after a list item or a heading.
+    """
     if "\n" not in paragraph:
         return [paragraph]
     parts: list[list[str]] = []
-    after_heading = False
+    in_prose = after_heading = False
     for line in paragraph.split("\n"):
         own = _ITEM_OR_HEADING.match(line)
+        number = _ITEM_NUMBER.match(line)
+        if own and number and int(number.group(1)) != 1 and in_prose:
+            own = None
         if own or after_heading or not parts:
             parts.append([line])
+            in_prose = not own
         else:
             parts[-1].append(line)
         after_heading = bool(own) and line.lstrip().startswith("#")

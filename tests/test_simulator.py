@@ -165,6 +165,20 @@ def test_a_line_of_names_alone_relates_none_of_them(client):
                                                             frozenset(("Harbor Council", "Strand Bank"))}
 
 
+def test_prose_wrapped_before_a_number_goes_on(client):
+    # "... in\n12. ships" is a hard wrap, not a list item (only a list numbered from 1
+    # interrupts prose, as offline extraction reads it): one sentence relating all three.
+    # A list from 1 and its later items are items still.
+    text = ("Mira Osk counted the ships of Harbor Council in\n12. ships were lost with the Strand Bank.\n\n"
+            "Ada Brenn visited\n1. Port Vell\n2. Velta University")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    assert {e[1]: e[3] for e in entities}["Strand Bank"] == (
+        "Mira Osk counted the ships of Harbor Council in 12. ships were lost with the Strand Bank.")
+    assert {frozenset((r[1], r[2])) for r in relations} == {frozenset(p) for p in [
+        ("Mira Osk", "Harbor Council"), ("Mira Osk", "Strand Bank"), ("Harbor Council", "Strand Bank")]}
+
+
 def test_gleaning_finds_what_the_first_extraction_left_out(client):
     extract = load_prompt("extract").render(text=MANY, entity_types=TYPES)
     first, _ = records(content(chat(client, extract)))
