@@ -298,9 +298,19 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
                 j += 1
                 continue
             break
-        runs.append((run, initial, before))
+        if not _in_link_path(sentence, tokens, i):
+            runs.append((run, initial, before))
         i = j
     return runs
+
+
+def _in_link_path(sentence: str, tokens: list[re.Match], i: int) -> bool:
+    """Whether token ``i`` begins a heading of a link to a note's heading: the loader shows
+    ``[[Note#Background#Early years]]`` as "Note > Background > Early years". The headings are
+    the linked note's outline, no names of this text: a model takes "Note" at most."""
+    if not i or sentence[tokens[i - 1].end():tokens[i].start()] != " > ":
+        return False
+    return tokens[i - 1].group()[-1] not in ".!?:;"
 
 
 def _clean_run(run: list[str], initial: bool) -> tuple[str, bool]:

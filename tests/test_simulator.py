@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from streamrag.markdown import as_shown
 from streamrag.prompts import load_prompt
 from streamrag.simulator import (
     FAULT_KINDS,
@@ -163,6 +164,18 @@ def test_a_line_of_names_alone_relates_none_of_them(client):
     assert {"Tull Strike", "Harbor Council", "Strand Bank"} <= {e[1] for e in entities}
     assert {frozenset((r[1], r[2])) for r in relations} == {frozenset(("Mira Osk", "Velta University")),
                                                             frozenset(("Harbor Council", "Strand Bank"))}
+
+
+def test_a_link_to_a_heading_gives_the_note_and_none_of_its_headings(client):
+    # [[Note#Background#Early years]] is shown as "Note > Background > Early years": the
+    # headings are the linked note's outline ("Background" and "Early" were entities, related
+    # to the note and to each other); a model takes the note at most.
+    text = as_shown("Mira Osk wrote about [[Harbor Council#Background#Early years]] for the "
+                    "Strand Bank, and about [[Port Vell#History]].")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    assert [e[1] for e in entities] == ["Mira Osk", "Harbor Council", "Strand Bank", "Port Vell"]
+    assert {n for r in relations for n in r[1:3]} == {e[1] for e in entities}
 
 
 def test_prose_wrapped_before_a_number_goes_on(client):
