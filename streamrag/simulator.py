@@ -157,6 +157,9 @@ _BLANK_LINES = re.compile(r"\n\s*\n")
 # A line that is a Markdown list item (bullet or number) or a heading ("#tag" is none).
 _LIST_LABEL = re.compile(r"[A-Z][\w ]{0,20}:\s")   # "Related: ", "See also: " before a list
 _ITEM_OR_HEADING = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+\S|#{1,6}[ \t])")
+# What joins the items of a list of names: "A, B", "A; B", "A and B", "A, and the B", "A & B".
+_LIST_GAP = re.compile(r"\s*(?:[,;&]\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)(?:the\s+)?")
+_LIST_JOIN = re.compile(r"[,;&]|\b(?:and|or)\b")
 _ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
@@ -250,6 +253,8 @@ class Mention(msgspec.Struct, frozen=True):
     name: str
     sentence: int
     preceded_by: str        # the lower-cased word before the mention ("" at a sentence start)
+    start: int = 0          # where its run of capitalised words lies in the sentence
+    end: int = 0
 
 
 def _is_cap(tok: str) -> bool:
@@ -261,9 +266,10 @@ def _is_shouting(tok: str) -> bool:
     return len(letters) > 1 and all(c.isupper() for c in letters)
 
 
-def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
-    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before)."""
-    runs: list[tuple[list[str], bool, str]] = []
+def _runs(sentence: str) -> list[tuple[list[str], bool, str, int, int]]:
+    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before,
+    start, end)."""
+    runs: list[tuple[list[str], bool, str, int, int]] = []
     tokens = list(_TOKEN.finditer(sentence))
     i = 0
     while i < len(tokens):
@@ -299,7 +305,7 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
                 continue
             break
         if not _in_link_path(sentence, tokens, i):
-            runs.append((run, initial, before))
+            runs.append((run, initial, before, m.start(), tokens[j - 1].end()))
         i = j
     return runs
 
@@ -341,15 +347,14 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     same word also appears capitalised elsewhere, where capitals mean a name.
     """
     sentences = split_sentences(text)
-    raw: list[tuple[str, bool, int, str]] = []
+    raw: list[tuple[str, bool, Mention]] = []
     for idx, sentence in enumerate(sentences):
-        for run, initial, before in _runs(sentence):
+        for run, initial, before, start, end in _runs(sentence):
             name, initial = _clean_run(run, initial)
             if name:
-                raw.append((name, initial, idx, before))
-    mid_sentence = {_norm(n) for n, initial, _, _ in raw if not initial}
-    mentions = [Mention(n, idx, before) for n, initial, idx, before in raw
-                if not initial or _norm(n) in mid_sentence]
+                raw.append((name, initial, Mention(name, idx, before, start, end)))
+    mid_sentence = {_norm(n) for n, initial, _ in raw if not initial}
+    mentions = [m for n, initial, m in raw if not initial or _norm(n) in mid_sentence]
     return sentences, mentions
 
 
@@ -418,30 +423,54 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
                               _clean_field(sentences[idxs[0]]), idxs))
     pairs: dict[tuple[str, str], list[int]] = {}
     order = {_norm(e.name): i for i, e in enumerate(entities)}
-    per_sentence: dict[int, list[str]] = {}
-    for e in entities:
-        for s in e.sentences:
-            per_sentence.setdefault(s, []).append(e.name)
-    for s, names in sorted(per_sentence.items()):
+    per_sentence: dict[int, list[Mention]] = {}
+    for m in mentions:
+        per_sentence.setdefault(m.sentence, []).append(m)
+    for s, in_sentence in sorted(per_sentence.items()):
         if _names_only(sentences[s]):   # (looked at once a sentence, not once a name in it)
             continue
-        names = sorted(set(names), key=lambda n: order[_norm(n)])
+        names = sorted({display[_norm(m.name)] for m in in_sentence}, key=lambda n: order[_norm(n)])
+        lists = _name_lists(sentences[s], in_sentence)
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
-                pairs.setdefault((a, b), []).append(s)
+                if not _listed_together(a, b, lists, len(names)):
+                    pairs.setdefault((a, b), []).append(s)
     relations = [Pair(a, b, min(10, 2 + 2 * len(ss)), _clean_field(sentences[ss[0]]), ss[0])
                  for (a, b), ss in pairs.items()]
     relations.sort(key=lambda p: (p.first, order[_norm(p.source)], order[_norm(p.target)]))
     return entities, relations
 
 
+def _name_lists(sentence: str, mentions: list[Mention]) -> list[set[str]]:
+    """The names of ``sentence`` in runs joined by commas, "and" or "or" ("Alice, Bob and
+    Carol"), each run of two or more as a set of normalised names."""
+    lists: list[set[str]] = []
+    previous: Mention | None = None
+    for m in sorted(mentions, key=lambda m: m.start):
+        if previous and _LIST_GAP.fullmatch(sentence[previous.end:m.start]):
+            lists[-1].add(_norm(m.name))
+        else:
+            lists.append({_norm(m.name)})
+        previous = m
+    return [names for names in lists if len(names) > 1]
+
+
+def _listed_together(a: str, b: str, lists: list[set[str]], names: int) -> bool:
+    """Whether names ``a`` and ``b`` (of ``names`` in their sentence) are items of one list
+    with some other name of the sentence outside it: the sentence relates each item to that
+    name ("Alice and Bob founded Velta Labs": each founded it), not the items to each other
+    as a model reads it. A list that is all the names ("Alice and Bob met") relates them."""
+    a, b = _norm(a), _norm(b)
+    return any(a in items and b in items and len(items) < names for items in lists)
+
+
 def _names_only(sentence: str) -> bool:
-    """Whether ``sentence`` is a list of names ("Related: [[A]], [[B]], [[C]]" as shown): a
-    label and a colon or two commas or more, and no lower-case word but those inside names and
-    "and" / "or" (a headline in title case is no list). It states no relation between them, so
-    a model reports none (every pair of twelve links described by the line made 66
+    """Whether ``sentence`` is a list of names ("Related: [[A]], [[B]], [[C]]" as shown, "Alice,
+    Bob and Carol"): a label and a colon, or names joined by commas, "and" or "or", and no
+    lower-case word but those inside names and "and" / "or". It states no relation between
+    them, so a model reports none (every pair of twelve links described by the line made 66
     relationships, all summarized again when one link was renamed)."""
-    if not (_LIST_LABEL.match(sentence) or sentence.count(",") + sentence.count(";") >= 2):
+    if not (_LIST_LABEL.match(sentence) or _LIST_JOIN.search(sentence)):
         return False
     return all(_is_cap(w) or w[:1].isdigit() or w in _CONNECTORS or w in ("the", "and", "or")
                for w in _TOKEN.findall(sentence))

@@ -178,6 +178,23 @@ def test_a_link_to_a_heading_gives_the_note_and_none_of_its_headings(client):
     assert {n for r in relations for n in r[1:3]} == {e[1] for e in entities}
 
 
+def test_names_listed_together_are_related_through_what_the_sentence_says(client):
+    # A line of names and no verb states no relation; names listed as one subject or object
+    # are each related to the other names of the sentence, not to each other; a list that is
+    # all the names of a sentence ("... met") is related.
+    text = ("Mira Osk, Ada Brenn and Boris Calder\n\n"
+            "Cleo Dunmore and Dario Elst founded Velta Labs.\n\n"
+            "Edda Farrow hired Felix Gorran, Greta Holm, and Hugo Ibsen.\n\n"
+            "Later, Ilse Jorgen and Jonas Kettle met.")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    assert {"Mira Osk", "Ada Brenn", "Boris Calder", "Velta Labs", "Hugo Ibsen"} <= {e[1] for e in entities}
+    assert {frozenset((r[1], r[2])) for r in relations} == {frozenset(p) for p in [
+        ("Cleo Dunmore", "Velta Labs"), ("Dario Elst", "Velta Labs"),
+        ("Edda Farrow", "Felix Gorran"), ("Edda Farrow", "Greta Holm"), ("Edda Farrow", "Hugo Ibsen"),
+        ("Ilse Jorgen", "Jonas Kettle")]}
+
+
 def test_prose_wrapped_before_a_number_goes_on(client):
     # "... in\n12. ships" is a hard wrap, not a list item (only a list numbered from 1
     # interrupts prose, as offline extraction reads it): one sentence relating all three.
