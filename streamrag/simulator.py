@@ -11,8 +11,10 @@ test runs its real client, retries and rate limiting. Nothing is random except w
   co-occurrences in sentences, rating scores the overlap of content words between the question
   and each report, and so on. The first extraction deliberately returns only the first
   ``EXTRACT_BATCH`` entities so gleaning has something to find.
-- **Faults are a function of (seed, request sequence number).** Request *n* (1-based, counting
-  chat and embedding requests in arrival order) draws from ``Random(sha256(seed, n))``; with
+- **Faults are a function of (seed, request, attempt).** The *n*-th time the same request
+  arrives (the same route and body, whether streamed or not) it draws from
+  ``Random(sha256(seed, sha256(request), n))``, so which requests fail does not depend on the
+  order concurrent requests arrive in, and a retry of a failed request draws again. With
   probability ``fault_rate`` it fails in one of four ways, chosen evenly: HTTP 500, a hang of
   ``timeout_s`` followed by closing the connection unanswered, a malformed 200 answer (prose and
   broken JSON), or a truncated 200 answer (cut in the middle, ``finish_reason: "length"``).
@@ -1098,7 +1100,7 @@ class Simulator:
         self.reset()
 
     def reset(self) -> None:
-        """Zero the counters and the rate-limit window (the request sequence restarts at 1)."""
+        """Zero the counters and the rate-limit window (every request's next attempt is its first)."""
         with self._lock:
             self.requests = 0
             self.by_task: Counter[str] = Counter()
@@ -1107,6 +1109,7 @@ class Simulator:
             self.tokens_by_task: dict[str, list[int]] = {}
             self.rejected = 0
             self.faults: Counter[str] = Counter()
+            self._attempts: Counter[str] = Counter()
             self._limiter = _Limiter(self.config.rpm, self.config.tpm)
 
     # -- lifecycle
@@ -1170,11 +1173,10 @@ class Simulator:
         with self._lock:
             (self._connections.add if add else self._connections.discard)(conn)
 
-    def _arrive(self, task: str) -> int:
+    def _arrive(self, task: str) -> None:
         with self._lock:
             self.requests += 1
             self.by_task[task] += 1
-            return self.requests
 
     def _admit(self, tokens: int) -> tuple[float, tuple[int, int]]:
         with self._lock:
@@ -1191,21 +1193,39 @@ class Simulator:
             row[0] += prompt
             row[1] += completion
 
-    def _fault(self, seq: int) -> str | None:
+    def _fault(self, key: str) -> str | None:
+        """The fault the next attempt of the request ``key`` (``request_key``) meets, if any."""
         if self.config.fault_rate <= 0:
             return None
-        seed = hashlib.sha256(f"{self.config.seed}:{seq}".encode()).digest()
-        rng = random.Random(seed)
-        if rng.random() >= self.config.fault_rate:
-            return None
-        kind = FAULT_KINDS[rng.randrange(len(FAULT_KINDS))]
         with self._lock:
-            self.faults[kind] += 1
+            self._attempts[key] += 1
+            attempt = self._attempts[key]
+        kind = fault_of(self.config.seed, key, attempt, self.config.fault_rate)
+        if kind:
+            with self._lock:
+                self.faults[kind] += 1
         return kind
 
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the server stops first; False when it stopped."""
         return seconds <= 0 or not self._stopping.wait(seconds)
+
+
+def request_key(route: str, request: dict) -> str:
+    """What identifies a request for its faults: its route and body, without the choice of
+    streaming (the same answer either way)."""
+    body = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    canonical = json.dumps([route, body], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def fault_of(seed: int, key: str, attempt: int, rate: float) -> str | None:
+    """The fault (one of ``FAULT_KINDS``) attempt ``attempt`` (1-based) of request ``key`` meets
+    at ``rate``, or None: a pure function, whatever else the server is doing."""
+    rng = random.Random(hashlib.sha256(f"{seed}:{key}:{attempt}".encode()).digest())
+    if rng.random() >= rate:
+        return None
+    return FAULT_KINDS[rng.randrange(len(FAULT_KINDS))]
 
 
 def _error(message: str, kind: str, code: str | None = None) -> dict:
@@ -1343,11 +1363,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         enc = get_encoding("o200k_base")
         texts = [enc.decode(x) if isinstance(x, list) else str(x) for x in inputs]
-        seq = sim._arrive("embed")
+        sim._arrive("embed")
         tokens = sum(count_tokens(t) for t in texts)
         if self._limited(tokens):
             return
-        fault = sim._fault(seq)
+        fault = sim._fault(request_key("embeddings", request))
         if fault in ("malformed", "truncated"):
             fault = "http_500"           # an embedding has no text to garble
         if self._fail_early(fault):
@@ -1376,7 +1396,7 @@ class _Handler(BaseHTTPRequestHandler):
         bias = request.get("logit_bias") or {}
         max_tokens = request.get("max_completion_tokens") or request.get("max_tokens")
         task = detect_task(messages, logit_bias=bool(bias))
-        seq = sim._arrive(task)
+        sim._arrive(task)
         text = ANSWERS[task](messages)
         finish = "stop"
         if bias and max_tokens == 1:
@@ -1388,7 +1408,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_tokens = count_message_tokens(messages)
         if self._limited(prompt_tokens + count_tokens(text)):
             return
-        fault = sim._fault(seq)
+        fault = sim._fault(request_key("chat", request))
         if self._fail_early(fault):
             return
         if fault == "malformed":

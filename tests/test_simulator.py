@@ -22,6 +22,7 @@ from streamrag.simulator import (
     SimulatorConfig,
     detect_task,
     parse_reports,
+    request_key,
 )
 from streamrag.tokens import get_encoding
 
@@ -537,8 +538,9 @@ def test_stop_wakes_a_request_held_by_a_timeout_fault():
     sim = Simulator(SimulatorConfig(fault_rate=1.0, seed=1, timeout_s=30))
     url = sim.start()
     kinds = []
-    while "timeout" not in kinds:      # seed 1 draws a timeout within the first few requests
-        kinds.append(sim._fault(len(kinds) + 1))
+    x = request_key("embeddings", {"model": "m", "input": "x"})
+    while "timeout" not in kinds:      # seed 1 draws a timeout within the first few attempts
+        kinds.append(sim._fault(x))
     sim.reset()
     with ThreadPoolExecutor(1) as pool:
         for _ in kinds[:-1]:
@@ -568,9 +570,47 @@ def test_stats_endpoint(sim, client):
 
 def test_fault_rate_is_roughly_honoured():
     with Simulator(SimulatorConfig(fault_rate=0.25, seed=5, timeout_s=0.05)) as sim:
-        faults = [sim._fault(n) for n in range(1, 401)]
-    share = sum(f is not None for f in faults) / len(faults)
-    assert 0.18 < share < 0.32
+        requests = [sim._fault(f"request {n}") for n in range(1, 401)]
+        attempts = [sim._fault("one request") for _ in range(400)]
+    for faults in (requests, attempts):
+        share = sum(f is not None for f in faults) / len(faults)
+        assert 0.18 < share < 0.32
+
+
+def _what_each_request_met(order: list[int], texts: list[str]) -> dict[str, list[str]]:
+    """Each request sent (8 at a time, in ``order``) until answered, at most three times:
+    what each try met."""
+    met: dict[str, list[str]] = {}
+    with Simulator(SimulatorConfig(fault_rate=0.5, seed=7, timeout_s=0)) as sim, \
+            httpx.Client(base_url=sim.base_url, timeout=10) as c:
+        def tries(i: int) -> None:
+            messages = load_prompt("extract").render(text=texts[i], entity_types=TYPES)
+            met[texts[i]] = []
+            while len(met[texts[i]]) < 3 and "ok" not in met[texts[i]]:
+                try:
+                    r = c.post("/chat/completions", json={"model": "m", "messages": messages})
+                except httpx.RemoteProtocolError:
+                    met[texts[i]].append("timeout")
+                    continue
+                choice = r.json()["choices"][0] if r.status_code == 200 else {}
+                met[texts[i]].append(
+                    "http_500" if r.status_code == 500 else "truncated" if choice["finish_reason"] == "length"
+                    else "ok" if "entity |" in choice["message"]["content"] else "malformed")
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(tries, order))
+    return met
+
+
+def test_faults_follow_the_request_not_the_order_requests_arrive_in():
+    # A fault was drawn for the n-th request to arrive: with concurrent workers, two runs
+    # against the same simulator failed different calls, and indexes differed row by row.
+    texts = [f"{PEOPLE[i % 20]} met {PEOPLE[(i + 7) % 20]} in Port Vell {i}." for i in range(40)]
+    forward = _what_each_request_met(list(range(40)), texts)
+    assert forward == _what_each_request_met(list(reversed(range(40))), texts)
+    kinds = [k for met in forward.values() for k in met]
+    assert set(kinds) == set(FAULT_KINDS) | {"ok"}
+    assert any(met[0] != "ok" and met[-1] == "ok" for met in forward.values())   # a retry draws again
 
 
 def test_latency_is_applied():
