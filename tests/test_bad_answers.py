@@ -259,9 +259,10 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
                 result = await sync([corpus], settings, db, root=corpus)
                 break
             except LLMUnavailableError:
-                # The first three calls to finish all failed (which ones the faults hit depends
-                # on the order concurrent requests arrive in): the run stopped as it does for a
-                # dead endpoint, publishing nothing; the next one goes on from its finished work.
+                # The first three calls to finish all failed (the faults hit the same requests
+                # every run, but which calls finish first depends on timing): the run stopped as
+                # it does for a dead endpoint, publishing nothing; the next one goes on from its
+                # finished work.
                 continue
         kinds = dict(faulty.faults)
     assert kinds.get("malformed") and kinds.get("truncated")          # the faults did happen
