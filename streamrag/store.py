@@ -721,25 +721,45 @@ def fold_wal(path: Path | str) -> None:
             conn.close()
 
 
-def empty_wal(path: Path | str, wait_s: float) -> bool:
+EMPTY_PASS_S = 0.1
+"""How long one try of ``empty_wal`` waits for readers, holding the write lock."""
+EMPTY_GAP_S = 0.2
+"""The pause between two tries of ``empty_wal``, the write lock free: longer than the longest
+sleep of a writer waiting for it (``writer.Writer``'s 0.1 s, SQLite's busy handler's 0.1 s),
+so that every waiting writer gets it in one pause."""
+
+
+def empty_wal(path: Path | str, wait_s: float, stop: threading.Event | None = None) -> bool:
     """Copies every committed page of the WAL of the database at ``path`` into the main file
     and empties the WAL (SQLite's ``wal_checkpoint(TRUNCATE)``); True if it did.
 
     SQLite copies back only the pages no reader still needs, and starts the WAL over only when
     no reader reads from it: readers that overlap without a gap (queries one after another,
     each in its own snapshot) keep it growing for as long as they come, by every version
-    published meanwhile. This waits up to ``wait_s`` for the readers of older versions to
-    finish, holding the write lock meanwhile, so that new readers read the newest version and
-    then the main file alone. Readers are never held up; writers (an ``ask`` recording its
-    calls) wait. False when the wait ran out, or the database cannot be opened for writing."""
+    published meanwhile. A try holds the write lock while it waits for the readers of older
+    versions, so that new readers read the newest version and then the main file alone; it
+    waits ``EMPTY_PASS_S`` at most, and tries follow, ``EMPTY_GAP_S`` apart, for up to
+    ``wait_s`` in all (or until ``stop`` is set). Readers are never held up; a writer (an ``ask``
+    recording its calls) waits one try at most: one wait of up to 30 s held the lock throughout,
+    and an ``ask`` made meanwhile gave up recording after its 2 s. The copying goes first,
+    without the write lock (``PASSIVE``), so that a try does not hold it while a large log is
+    copied. False when the wait ran out, ``stop`` was set, or the database cannot be opened for
+    writing."""
+    deadline = time.monotonic() + wait_s
+    stop = stop or threading.Event()
     try:
         conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=rw", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=wait_s)
+                               check_same_thread=False, timeout=EMPTY_PASS_S)
     except sqlite3.Error:
         return False
     try:
-        busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return busy == 0
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        while True:
+            busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy == 0:
+                return True
+            if time.monotonic() + EMPTY_GAP_S >= deadline or stop.wait(EMPTY_GAP_S):
+                return False
     except sqlite3.Error:
         return False
     finally:
@@ -754,23 +774,23 @@ sync every few seconds under 12 looping `ask`s (``watch``), and without bound un
 ``index`` next to long-lived readers (a web app or notebook holding its connection)."""
 
 
-def bound_wal(path: Path | str, tried: int = 0) -> tuple[bool, int, float] | None:
+def bound_wal(path: Path | str, tried: int = 0,
+              stop: threading.Event | None = None) -> tuple[bool, int, float] | None:
     """Empties the WAL of the database at ``path`` once it is past ``WAL_BOUND`` and twice
     ``tried`` (its size when emptying it last failed); ``(emptied, size, took_s)``, or None
     when it was not tried. The index's writer calls it after a publish, holding the writer lock.
 
-    ``empty_wal`` waits up to ``Store.busy_wait_s()`` for readers of older versions, other
-    writers waiting meanwhile (an ``ask`` recording its calls). Under queries of 30 s one after
-    another the wait took 14 to 23 s; half of it was too short. When readers outlast the wait
-    (one holding a snapshot open: a notebook, a stopped process) the caller passes the size as
-    ``tried`` next time, so that it is tried again only once the log has doubled: not at every
-    publish, each then held up as long. SQLite cannot interrupt the wait: callers run it in a
-    thread of its own."""
+    ``empty_wal`` waits up to ``Store.busy_wait_s()`` for readers of older versions (or until
+    ``stop`` is set). Under queries of 30 s one after another the wait took 14 to 23 s; half
+    of it was too short. When readers outlast the wait (one holding a snapshot open: a notebook,
+    a stopped process) the caller passes the size as ``tried`` next time, so that it is tried
+    again only once the log has doubled: not at every publish, each then waiting as long.
+    SQLite cannot interrupt a try: callers run it in a thread of its own."""
     size = wal_past_bound(path, tried)
     if size is None:
         return None
     started = time.monotonic()
-    emptied = empty_wal(path, Store.busy_wait_s())
+    emptied = empty_wal(path, Store.busy_wait_s(), stop)
     return emptied, size, time.monotonic() - started
 
 

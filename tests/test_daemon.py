@@ -354,7 +354,7 @@ async def test_a_failure_emptying_the_log_is_raised_not_waited_on_for_ever(corpu
     # it said it was done, and watch polled for it for ever: no sync, no line, no exit.
     from streamrag import store as store_module
 
-    def empty_wal(path, wait_s):
+    def empty_wal(path, wait_s, stop=None):
         raise RuntimeError("no log for you")
 
     settings, db = make_settings(index=SMALL), tmp_path / "e.db"   # offline: fast
@@ -386,9 +386,9 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
     tried: list[int] = []
     real_empty_wal = store_module.empty_wal
 
-    def empty_wal(path, wait_s):
+    def empty_wal(path, wait_s, stop=None):
         tried.append(Path(f"{path}-wal").stat().st_size)
-        return real_empty_wal(path, wait_s)
+        return real_empty_wal(path, wait_s, stop)
 
     monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
@@ -429,9 +429,9 @@ async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bo
     tried: list[int] = []
     real_empty_wal = store_module.empty_wal
 
-    def empty_wal(path, wait_s):
+    def empty_wal(path, wait_s, stop=None):
         tried.append(Path(f"{path}-wal").stat().st_size)
-        return real_empty_wal(path, wait_s)
+        return real_empty_wal(path, wait_s, stop)
 
     monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     db = tmp_path / "e.db"
@@ -466,7 +466,7 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     entered, release = threading.Event(), threading.Event()
 
-    def empty_wal(path, wait_s):   # the reader outlasts the wait
+    def empty_wal(path, wait_s, stop=None):   # the reader outlasts the wait
         entered.set()
         release.wait(wait_s)
         return False

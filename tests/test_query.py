@@ -1863,6 +1863,51 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
     store.close()
 
 
+def test_an_ask_made_while_the_log_is_emptied_is_recorded(tmp_path, simulator, qs, monkeypatch, caplog):
+    # After a publish, `watch` and `index` empty a large write-ahead log (``store.bound_wal``),
+    # waiting up to 30 s for the queries still reading older versions. The wait held the index's
+    # write lock throughout: an ask made meanwhile waited its 2 s to record, gave up, and its
+    # answer was paid for again when asked again (24 of 108 asks under a stress test).
+    import threading
+    import time
+
+    from streamrag import store as store_module
+
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
+    db = _build(tmp_path, simulator.base_url)
+    reader = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM entities").fetchone()   # a query of this version ...
+    newer = sqlite3.connect(db, isolation_level=None)
+    newer.execute("INSERT INTO meta(key, value) VALUES ('pad', hex(randomblob(100000)))")   # ... and a newer one
+    newer.close()
+    ends = threading.Timer(4, reader.close)   # the query ends in 4 s: longer than ask waits to record
+    emptied: list = []
+    worker = threading.Thread(target=lambda: emptied.append(store_module.bound_wal(db)))
+    ends.start()
+    worker.start()
+    try:
+        time.sleep(0.3)   # (the emptying waits for the query)
+        assert worker.is_alive()
+        with caplog.at_level("WARNING", logger="streamrag"):
+            answer = anyio.run(lambda: aask("Who is Mira Osk?", qs, db, mode="local"))
+        assert worker.is_alive()   # (the ask was made while the log was being emptied)
+    finally:
+        worker.join(30)
+        ends.cancel()
+        reader.close()
+    assert answer.text and answer.llm["calls"]
+    assert not [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()]
+    store = Store(db, readonly=True)
+    try:
+        run = store.query("SELECT id, status FROM runs WHERE command = 'ask'")
+        assert [r["status"] for r in run] == ["ok"]
+        assert store.scalar("SELECT count(*) FROM llm_calls WHERE run_id = ?", (run[0]["id"],)) == answer.llm["calls"]
+    finally:
+        store.close()
+    assert emptied[0][0], emptied   # and the log was emptied all the same
+
+
 def test_an_index_read_only_to_the_asker_is_answered_from_unrecorded(llm_db, qs, caplog, monkeypatch):
     # A read-only mount or another user's index: ask opened it for writing to record its run
     # and failed ("attempt to write a readonly database") without answering. Tests run as root,
