@@ -283,7 +283,7 @@ class _Search:
             if _writable(db_path):
                 wstore = Store(db_path)
                 stack.callback(wstore.close)
-                writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)))
+                writer = _Unrecorded(await stack.enter_async_context(Writer(wstore, patience=_ASK_WAIT_S)), db_path)
             else:   # a read-only mount, another user's index: answered, from the cache too
                 wstore = Store(db_path, readonly=True)
                 stack.callback(wstore.close)
@@ -767,8 +767,9 @@ class _Unrecorded:
     ``_ASK_WAIT_S``: an answer already streamed was followed by an error and exit 1, after a
     30 s wait. (A run row written before the lock was taken then stays open.)"""
 
-    def __init__(self, writer) -> None:
+    def __init__(self, writer, db_path: Path | None = None) -> None:
         self.writer = writer
+        self.db_path = db_path
         self.busy = False
 
     def skip(self, why: object, what: str = "the rest of this answer") -> None:
@@ -782,8 +783,22 @@ class _Unrecorded:
         try:
             return await self.writer.run(fn, *args)
         except StoreBusyError as e:
-            self.skip(e)
+            self.skip(self._held_by() or e)
             return None
+
+    def _held_by(self) -> str | None:
+        """Who held the write lock, when it is a streamrag writer (``index``, ``watch``): what it
+        does with it, said instead of the busy error's advice (let it finish, else stop it),
+        which is no advice for a `watch` that runs for good."""
+        from streamrag.store import writer_at_work
+
+        holder = self.db_path is not None and writer_at_work(self.db_path)
+        if not holder:
+            return None
+        found = re.match(r"pid (\d+): (.+)", holder)   # ("pid 12: streamrag watch notes")
+        holder = f"{found[2]} (pid {found[1]})" if found else holder
+        return (f"{self.db_path}: {holder} held its write lock past {_ASK_WAIT_S:g} s (publishing a "
+                "version, or emptying the index's write-ahead log after one)")
 
 
 def _writable(db_path: Path) -> bool:

@@ -1863,6 +1863,29 @@ def test_an_answer_is_given_when_another_program_holds_the_write_lock(llm_db, qs
     store.close()
 
 
+def test_an_answer_not_recorded_under_a_streamrag_writer_says_which_and_what_it_does(llm_db, qs, caplog):
+    # The skip said "if another streamrag is writing it, let it finish, else stop the program
+    # holding it": no advice for a `watch` that runs for good (and the answer was given by then).
+    import os
+
+    from streamrag.store import one_writer
+
+    with one_writer(llm_db, "streamrag watch notes"):
+        holder = sqlite3.connect(llm_db, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")   # (watch publishing, or emptying the log)
+        try:
+            with caplog.at_level("WARNING", logger="streamrag"):
+                answer = anyio.run(lambda: aask("Who is Mira Osk?", qs, llm_db, mode="local"))
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert answer.text
+    said = [r.getMessage() for r in caplog.records if "not recorded or cached" in r.getMessage()]
+    assert said == [f"{llm_db}: streamrag watch notes (pid {os.getpid()}) held its write lock past 2 s "
+                    "(publishing a version, or emptying the index's write-ahead log after one); the rest of "
+                    "this answer is not recorded or cached"]
+
+
 def test_an_ask_made_while_the_log_is_emptied_is_recorded(tmp_path, simulator, qs, monkeypatch, caplog):
     # After a publish, `watch` and `index` empty a large write-ahead log (``store.bound_wal``),
     # waiting up to 30 s for the queries still reading older versions. The wait held the index's
