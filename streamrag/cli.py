@@ -42,8 +42,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import format_status, gather_status, llm_summary
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, vacuum, wal_kept_line,
-                             wal_past_bound)
+                             last_opened, one_writer, read_as_unchanging, remember_wal_tried,
+                             vacuum, wal_kept_line, wal_past_bound, wal_tried)
 
 
 def path_arg(text: str) -> str:
@@ -275,19 +275,28 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _bound_wal(db: Path) -> None:
     """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``):
     queries that overlap without a gap, next to an ``index`` run by cron, kept it growing by every
-    version published. In a thread of its own, so that a second Ctrl-C still ends the command
-    while SQLite waits for readers (the run is recorded: the first is taken as ``_after_the_run``)."""
+    version published. When readers outlast the wait, the log's size is noted in the index
+    (``store.remember_wal_tried``) and it is tried again once twice as large, as ``watch`` does:
+    every later run waited the whole 30 s for the same reader, a snapshot left open. In a thread
+    of its own, so that a second Ctrl-C still ends the command while SQLite waits for readers
+    (the run is recorded: the first is taken as ``_after_the_run``)."""
     if wal_past_bound(db) is None:
         return   # (a look only: no thread at every run)
+    tried_before = wal_tried(db)
+    if wal_past_bound(db, tried_before) is None:
+        return   # (readers kept it at this size before, and it has not doubled since)
     tried: list[tuple[bool, int, float] | None] = []
-    worker = threading.Thread(target=lambda: tried.append(bound_wal(db)), name="streamrag-empty-wal", daemon=True)
+    worker = threading.Thread(target=lambda: tried.append(bound_wal(db, tried_before)),
+                              name="streamrag-empty-wal", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.1)
-    if tried and tried[0] is not None and not tried[0][0]:
-        _emptied, size, took = tried[0]
-        print(f"streamrag: warning: {wal_kept_line(db, size, took, 'tried again at the next index run')}",
-              file=sys.stderr)
+    if not tried or tried[0] is None:
+        return
+    emptied, size, took = tried[0]
+    remember_wal_tried(db, 0 if emptied else size)
+    if not emptied:
+        print(f"streamrag: warning: {wal_kept_line(db, size, took)}", file=sys.stderr)
 
 
 def not_documents(path: Path, command: str = "index") -> str | None:

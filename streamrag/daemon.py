@@ -778,7 +778,7 @@ class Daemon:
         if emptied:
             log.debug("%s-wal: %d bytes, emptied in %.1f s", self.db_path, size, took)
             return
-        line = wal_kept_line(self.db_path, size, took, "tried again once it is twice as large")
+        line = wal_kept_line(self.db_path, size, took)
         self.emit("warning", line, warning=line, wal_bytes=size)
 
     def _sync_without_folder(self) -> bool:

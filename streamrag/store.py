@@ -794,6 +794,68 @@ def bound_wal(path: Path | str, tried: int = 0,
     return emptied, size, time.monotonic() - started
 
 
+def wal_tried(path: Path | str) -> int:
+    """The size of the WAL of the database at ``path`` when emptying it last failed, as
+    ``remember_wal_tried`` noted it in the index, for ``bound_wal``'s ``tried``; 0 when it did
+    not fail, or the log was started over since (emptied, or folded in by the last connection:
+    its readers gone). A command run again and again (`index` by cron) otherwise waited the
+    whole wait at every run for the same reader, a snapshot left open."""
+    stamp = _wal_stamp(path)
+    if stamp is None:
+        return 0
+    try:
+        conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=ro", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=_BUSY_S)
+    except sqlite3.Error:
+        return 0
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'wal_tried'").fetchone()
+    except sqlite3.Error:
+        return 0
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+    size, _, of = (row[0] if row else "").partition(" ")
+    return int(size) if of == stamp and size.isdigit() else 0
+
+
+def remember_wal_tried(path: Path | str, tried: int) -> None:
+    """Notes in the index at ``path`` that emptying its WAL failed at ``tried`` bytes, with the
+    log's stamp (``_wal_stamp``), or that it did not fail (0), for ``wal_tried``; nothing is
+    written when that is noted already. Bookkeeping only: when the index cannot be written
+    now, it is left as it is."""
+    value = f"{tried} {_wal_stamp(path)}" if tried else None
+    try:
+        conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=rw", uri=True, isolation_level=None,
+                               check_same_thread=False, timeout=EMPTY_PASS_S * 20)
+    except sqlite3.Error:
+        return
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'wal_tried'").fetchone()
+        if (row[0] if row else None) == value:
+            return
+        if value is not None:
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('wal_tried', ?)", (value,))
+        else:
+            conn.execute("DELETE FROM meta WHERE key = 'wal_tried'")
+    except sqlite3.Error:
+        return
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+
+def _wal_stamp(path: Path | str) -> str | None:
+    """What tells this WAL of the database at ``path`` from a later one: its header's checkpoint
+    sequence and salts, which SQLite changes whenever it starts the log over; None without one."""
+    try:
+        with open(f"{path}-wal", "rb") as f:
+            header = f.read(24)
+    except OSError:
+        return None
+    return header[12:24].hex() if len(header) == 24 else None
+
+
 def wal_past_bound(path: Path | str, tried: int = 0) -> int | None:
     """The size of the WAL of the database at ``path`` when ``bound_wal`` would empty it, else
     None: a look only, for a caller that must not wait for a thread at every publish."""
@@ -804,12 +866,13 @@ def wal_past_bound(path: Path | str, tried: int = 0) -> int | None:
     return size if size > max(WAL_BOUND, tried * 2) else None
 
 
-def wal_kept_line(path: Path | str, size: int, took: float, again: str) -> str:
-    """The warning when readers kept the WAL of ``path`` (``size`` bytes) from being emptied;
-    ``again`` says when it is tried again."""
+def wal_kept_line(path: Path | str, size: int, took: float) -> str:
+    """The warning when readers kept the WAL of ``path`` (``size`` bytes) from being emptied
+    (by ``index`` or ``watch``: both try again once it has doubled, ``bound_wal``'s ``tried``)."""
     return (f"{path}-wal, the index's write-ahead log, is {size / 1e6:.0f} MB: readers kept it "
             f"from being emptied for {took:.0f} s (queries that overlap without a gap, or a "
-            f"program holding the index open in one snapshot); {again}")
+            f"program holding the index open in one snapshot); tried again once it is twice as "
+            "large")
 
 
 def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:

@@ -248,32 +248,65 @@ def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_ga
 
 def test_index_says_when_a_reader_kept_the_log_from_being_emptied(corpus, tmp_path, monkeypatch, capsys):
     # A snapshot left open (a notebook, a stopped process) outlasts the wait: the run is
-    # published all the same, and the warning names the log and its size.
+    # published all the same, and the warning names the log and its size. It said "tried again
+    # at the next index run", but nothing was remembered: every later run waited the whole
+    # 30 s again for the same reader. Now its size is noted in the index, and the next try is
+    # once the log has doubled, as under `watch`; the reader gone, it is emptied at the next run.
     import sqlite3
 
     from streamrag import cli, store as store_module
 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
+    tried: list[int] = []
+    real_empty_wal = store_module.empty_wal
+
+    def empty_wal(path, wait_s, stop=None):
+        tried.append(Path(f"{path}-wal").stat().st_size)
+        return real_empty_wal(path, wait_s, stop)
+
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     db = tmp_path / "h.db"
+    wal = Path(f"{db}-wal")
     index = ["index", str(corpus), "--offline", "-q", "--json", "--db", str(db)]
     assert cli.main(index) == 0
     held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    errs = []
     try:
         held.execute("BEGIN")
         held.execute("SELECT count(*) FROM entities").fetchone()   # and never ends
+        pad = sqlite3.connect(db, isolation_level=None)   # (a log that one run does not double)
+        pad.execute("INSERT INTO meta(key, value) VALUES ('pad', hex(randomblob(2000000)))")
+        pad.close()
         capsys.readouterr()
-        (corpus / "guild.txt").open("a").write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
-        assert cli.main(index) == 0
-        out, err = capsys.readouterr()
-        size = Path(f"{db}-wal").stat().st_size
+        for n in range(2):
+            with (corpus / "guild.txt").open("a") as f:
+                f.write(f"\nIn season {n} Guild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+            assert cli.main(index) == 0
+            out, err = capsys.readouterr()
+            errs.append(err)
+            assert json.loads(out)["published"]
+        kept = tried[-1]
     finally:
         held.close()
-    assert json.loads(out)["published"]
-    warning = [line for line in err.splitlines() if "write-ahead log" in line]
-    assert warning == [f"streamrag: warning: {db}-wal, the index's write-ahead log, is {size / 1e6:.0f} MB: "
+    warning = [line for line in errs[0].splitlines() if "write-ahead log" in line]
+    assert warning == [f"streamrag: warning: {db}-wal, the index's write-ahead log, is {kept / 1e6:.0f} MB: "
                        "readers kept it from being emptied for 0 s (queries that overlap without a gap, or "
-                       "a program holding the index open in one snapshot); tried again at the next index run"]
+                       "a program holding the index open in one snapshot); tried again once it is twice as large"]
+    assert len(tried) == 1, tried              # the next run, the log not doubled, did not wait again
+    assert "write-ahead log" not in errs[1]
+    # The reader gone and the log started over since (emptied by another program, or folded in
+    # by the last connection to close): the failure is forgotten, and the next run empties it.
+    other = sqlite3.connect(db, isolation_level=None)
+    try:
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (corpus / "new.txt").write_text("Net Maker Ilse Varn sailed to Port Vell.\n")
+        assert cli.main(index) == 0
+        assert "write-ahead log" not in capsys.readouterr().err
+        assert len(tried) == 2 and wal.stat().st_size < 20_000   # (emptied; then the note deleted)
+        assert other.execute("SELECT count(*) FROM meta WHERE key = 'wal_tried'").fetchone() == (0,)
+    finally:
+        other.close()
 
 
 _HOLDER = """
