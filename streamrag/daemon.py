@@ -34,8 +34,9 @@ Design notes:
   as it takes; a signal stops it as usual. ``watch --once`` does not wait: a folder that is
   not there is an error.
 * **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
-  reporting, publishing, idle) with counts and timings on stderr, or JSON objects on stdout
-  with ``--json``; a health line when, and only when, its numbers changed.
+  reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
+  counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
+  and only when, its numbers changed.
 * **An outage is said once.** A model server that stops answering gets one full error line
   (the endpoint, the fix); the syncs meanwhile (retries, and syncs of edits, which their queued
   and extraction lines said) are silent, but for a short
@@ -78,7 +79,7 @@ from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_said, last_update, llm_summary
-from streamrag.store import WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
+from streamrag.store import Store, WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
@@ -89,6 +90,9 @@ if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stay
     from streamrag.pipeline import Indexer, SyncResult
 
 _MAX_BACKOFF_S = 300.0
+_SAY_EMPTYING_S = 1.0
+"""Emptying the write-ahead log after a publish (``Daemon._bound_wal``) that takes longer than
+this is said: nothing was said between "publishing" and "idle" while it waited up to 30 s."""
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +209,7 @@ class Daemon:
         self.outage = Outage(settings, self.emit)
         self._watcher_failures: set[str] = set()   # the watcher's failures said (``_classify``)
         self._wal_tried = 0                      # the log's size when emptying it last failed
+        self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
 
     # -- control -------------------------------------------------------------------------
     @property
@@ -439,7 +444,10 @@ class Daemon:
         When the source ends by itself, changes still queued are synced before returning.
         """
         with sharing_notices(self.outage.notices):   # (a new limit per sync said a line per retry)
-            await self._run(source)
+            try:
+                await self._run(source)
+            finally:
+                await self._end_emptying()
 
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
@@ -739,10 +747,10 @@ class Daemon:
         """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``;
         this daemon's own extraction and syncs come after it in the one loop, ``_follow``). When
         readers outlast the wait it is tried again once the log has doubled, or, emptied meanwhile,
-        once past the bound again. In a thread of its own that never holds up the process's exit: a
-        stop does not wait for it (SQLite cannot interrupt the wait; the locks it holds go with
-        the process), else SIGTERM under a reader waited out the grace period and cancelled with
-        143, the sync published."""
+        once past the bound again. In a thread of its own, which a stop does not wait for here
+        (SIGTERM under a reader waited out the grace period and cancelled with 143, the sync
+        published): it is told to stop, and ends within one try of ``store.empty_wal``, before
+        ``run`` returns (``_end_emptying``). A wait longer than ``_SAY_EMPTYING_S`` is said, once."""
         if self.stopping:
             return
         try:
@@ -750,25 +758,37 @@ class Daemon:
                 self._wal_tried = 0   # emptied meanwhile (its readers gone, the last connection folded it)
         except OSError:
             self._wal_tried = 0
-        if wal_past_bound(self.db_path, self._wal_tried) is None:
+        size = wal_past_bound(self.db_path, self._wal_tried)
+        if size is None:
             return   # (no await: nothing else runs between the publish and its idle line)
-        done = threading.Event()
+        done, halt = threading.Event(), threading.Event()
         tried: list[tuple[bool, int, float] | None] = []
         failed: list[BaseException] = []
 
         def work() -> None:
             try:
-                tried.append(bound_wal(self.db_path, self._wal_tried))
+                tried.append(bound_wal(self.db_path, self._wal_tried, halt))
             except BaseException as e:   # (raised here below: a bug the thread kept left watch waiting for ever)
                 failed.append(e)
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="streamrag-empty-wal", daemon=True).start()
+        thread = threading.Thread(target=work, name="streamrag-empty-wal", daemon=True)
+        self._emptying = (thread, halt)
+        thread.start()
+        started, said = anyio.current_time(), False
         while not done.is_set():
             if self.stopping:
+                halt.set()
                 return
+            if not said and anyio.current_time() - started > _SAY_EMPTYING_S:
+                said = True
+                wait = Store.busy_wait_s()
+                self.emit("emptying", f"the index's write-ahead log ({size / 1e6:.0f} MB), once the queries "
+                                      f"reading older versions end (up to {wait:g}s; queries and asks go on)",
+                          wal_bytes=size)
             await anyio.sleep(0.05)
+        self._emptying = None
         if failed:
             raise failed[0]
         if tried[0] is None:
@@ -780,6 +800,18 @@ class Daemon:
             return
         line = wal_kept_line(self.db_path, size, took)
         self.emit("warning", line, warning=line, wal_bytes=size)
+
+    async def _end_emptying(self) -> None:
+        """Stops the emptying of the log a stop left running (``_bound_wal``) and waits for it: it
+        holds the index's write lock in its tries, and ``run`` returned with it running, the lock
+        held up to 30 s more in a process that goes on (``Daemon.run`` used as a library)."""
+        if self._emptying is None:
+            return
+        thread, halt = self._emptying
+        self._emptying = None
+        halt.set()
+        with anyio.CancelScope(shield=True):   # (one try of ``empty_wal``: a fraction of a second)
+            await anyio.to_thread.run_sync(thread.join)
 
     def _sync_without_folder(self) -> bool:
         """A sync that finds the watched folder gone: waits for it to come back (True), or,

@@ -461,18 +461,15 @@ async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bo
 async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, monkeypatch):
     # SIGTERM while a reader held the log (a snapshot left open) waited out the grace period,
     # then cancelled with 143: the wait to empty it (30 s) ran on though the sync had published.
+    # Then `run` returned with that wait still going on in its thread, holding the index's write
+    # lock up to 30 s more: a program using `Daemon.run` as a library (it goes on) could not
+    # write the index meanwhile. And nothing was said between "publishing" and "idle" while it
+    # waited: a wait of more than a second is said, once.
     from streamrag import store as store_module
 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)
-    entered, release = threading.Event(), threading.Event()
-
-    def empty_wal(path, wait_s, stop=None):   # the reader outlasts the wait
-        entered.set()
-        release.wait(wait_s)
-        return False
-
-    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     db = tmp_path / "s.db"
+    held = None
     try:
         async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
             held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
@@ -482,17 +479,29 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
                 with (corpus / "guild.txt").open("a") as f:
                     f.write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
                 await send.send({(Change.modified, str(corpus / "guild.txt"))})
-                await until(entered.is_set, timeout=20)   # published, and waiting
+                await until(lambda: "emptying" in events.states(), timeout=20)   # published, and waiting
                 began = anyio.current_time()
                 daemon.stop("SIGTERM received")
                 await until(lambda: events.states()[-1] == "stopped", timeout=5)
                 took = anyio.current_time() - began
+        # `run` has returned: the index's write lock is free (it was held up to 30 s more)
+        free = sqlite3.connect(db, isolation_level=None, timeout=0)
+        try:
+            free.execute("BEGIN IMMEDIATE")
+            free.execute("ROLLBACK")
+        finally:
+            free.close()
+        assert not [t for t in threading.enumerate() if t.name == "streamrag-empty-wal"]
     finally:
-        release.set()
-        held.close()
+        if held is not None:
+            held.close()
     assert took < 1.0, took   # (the wait: 30 s; the default grace: 10 s)
     assert events[-1]["message"] == "index is current"
-    assert not [e for e in events if "write-ahead log" in e["message"]]   # not said as readers' doing
+    assert not [e for e in events if "write-ahead log" in e["message"] and e["state"] == "warning"]
+    emptying = [e for e in events if e["state"] == "emptying"]
+    assert len(emptying) == 1 and emptying[0]["wal_bytes"] > 0, emptying
+    assert emptying[0]["message"].startswith("the index's write-ahead log (")
+    assert events.states()[events.states().index("emptying") - 1] == "publishing"
 
 
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
