@@ -46,6 +46,7 @@ class LLMSettings(_Section):
     temperature: float = 0.0
     request_timeout_s: float = 120.0
     max_retries: int = 6
+    give_up_after_s: float = 300.0
     concurrency: int = 16
     requests_per_minute: int = 500
     tokens_per_minute: int = 200000
@@ -424,6 +425,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                              "\"llama3.1:8b\"), or leave the key out for the default"))
     if llm.max_retries < 0:
         problems.append(("llm.max_retries", "must be >= 0 (0 = never retry)"))
+    if not (llm.give_up_after_s >= 0 and math.isfinite(llm.give_up_after_s)):
+        problems.append(("llm.give_up_after_s", "must be >= 0 seconds (0 = never give up on an endpoint "
+                         "that only answers with errors or asks to wait)"))
     if not -2**63 <= ix.leiden_seed < 2**63:   # leidenalg takes a 64-bit integer
         problems.append(("index.leiden_seed", "must be a 64-bit integer (between -2^63 and 2^63 - 1)"))
     if not (ix.leiden_resolution > 0 and math.isfinite(ix.leiden_resolution)):

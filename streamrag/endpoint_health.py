@@ -19,15 +19,33 @@ Cloudflare's 524: a slow model behind a proxy), a refused connection (the client
 failing, the first 12 all fail once in 2 million runs); an outage at the start shorter than
 HOPELESS_S is waited out as before. Unusable answers alone never make it (a model that cannot
 follow the format: GIVE_UP_AFTER's).
+
+A server that only asks to wait is up, so the rule above never counts it; but a proxy or load
+balancer whose server behind it is down answers every request so too (a bare 503 "please try
+again later", a 408 to everything), and every call then spent all its retries, run after run (a
+1,000-chunk index: hours). So an endpoint is hopeless too once it has answered tries only with
+errors and requests to wait (``failure``'s "hard" and "wait") for ``llm.give_up_after_s``
+(``give_up_after_s``; 0: never), HOPELESS_TRIES of them at least, none answered by the model
+since (usable, unusable or cut off), before any usable answer or since the last. It counts from
+the first such try after the model last answered, not from that answer (a run idle for an hour is
+no outage). A wall clock, not a count of calls: with llm.max_retries 0 a call is one try, and a
+blip of 503s ends a dozen at once. Five minutes by default: a provider's limits are per minute,
+so a real 429 lets some request through within about one (and any usable answer starts the span
+again); an overloaded engine or a restarting upstream is back within a minute or two; a call
+spends its own retries in about a minute (backoff 1 + 2 + ... + 32 s), so five minutes of nothing
+is several calls in a row spent in vain. A server loading its model (llama.cpp's 503 "Loading
+model", "loading") is waited for by the client for up to ``llm.LOADING_MAX_S``, and counts
+neither way; timeouts and refusals have their own bounds (``endpoint_reach``).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from streamrag.errors import LLMUnavailableError
-from streamrag.provider_errors import Retryable
+from streamrag.provider_errors import Retryable, duration
 
 HOPELESS_TRIES = 12
 GATEWAY_TIMEOUTS = (504, 524)
@@ -36,36 +54,52 @@ HOPELESS_S = 30.0
 # What the kinds of failed tries (``failure``) are called in the error of a hopeless client.
 FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), ("unusable", "unusable answers"),
             ("cut_off", "answers cut off at max_tokens"), ("wait", "asked to wait"),
-            ("timeout", "timed out or refused"))
+            ("loading", "said the model was loading"), ("timeout", "timed out or refused"))
+# The kinds of tries the model answered (usably or not), which end a span of only failed tries.
+ANSWERED = ("usable", "unusable", "cut_off")
 # The llm_calls row of a call a hopeless client ended (a cancelled one: ``CallLog.cancelled``).
-GAVE_UP = "the client gave up: every try of the endpoint had failed (the run's error says how)"
+GAVE_UP = "the client gave up: the endpoint's tries had all failed (the run's error says how)"
 
 
 class GaveUp(LLMUnavailableError):
-    """A call ended by its client, not by its own tries: every try of the client failed
-    (``hopeless``). Recorded as cancelled, as the run that gives up with it would have it."""
+    """A call ended by its client, not by its own tries: every try of the client failed, or every
+    one for ``llm.give_up_after_s`` (``hopeless``). Recorded as cancelled, as the run that gives up
+    with it would have it."""
 
 
 class EndpointHealth:
     """The tries of one client that failed before any was answered usably, by kind, and whether
-    they say the endpoint fails everything (``hopeless``: it stays so)."""
+    they say the endpoint fails everything (``hopeless``: it stays so); and the tries answered
+    only with errors and requests to wait since the model last answered (``give_up_after_s``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, give_up_after_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.usable = False       # some try was answered usably (an answer passed its check)
         self.failed: Counter[str] = Counter()   # ... before it: tries that failed, by kind
         self._failing_since: float | None = None
         self._hard_since: float | None = None   # ... the first "hard" one (``failure``)
         self.failing_for = 0.0
         self.hopeless = False      # ... HOPELESS_TRIES of them over HOPELESS_S: every call ends
+        self.give_up_after_s = give_up_after_s   # (llm.give_up_after_s; 0: never)
+        self._clock = clock
+        self.unanswered: Counter[str] = Counter()   # "hard" and "wait" tries since the model answered
+        self._unanswered_since: float | None = None   # ... the first of them
+        self.waited_out = False    # hopeless for those, not for the tries before any usable one
 
     def tried(self, kind: str) -> bool:
         """A try was answered usably ("usable"), or failed (``failure``'s kinds, or an answer
         "unusable" or "cut_off"); True when this try made the endpoint ``hopeless``."""
+        if self.hopeless:
+            return False
+        now = self._clock()
+        if self._answered_nothing(kind, now):
+            self.hopeless = self.waited_out = True
+            self.failing_for = now - (self._unanswered_since or now)
+            return True
         if kind == "usable":
             self.usable = True
-        if self.usable or self.hopeless:
+        if self.usable:
             return False
-        now = time.monotonic()
         self._failing_since = self._failing_since or now
         if kind == "hard":
             self._hard_since = self._hard_since or now
@@ -76,25 +110,58 @@ class EndpointHealth:
             return True
         return False
 
+    def _answered_nothing(self, kind: str, now: float) -> bool:
+        """Notes ``kind`` in the span of tries answered only with errors and requests to wait;
+        whether that span has lasted ``give_up_after_s`` (``unanswered_too_long``)."""
+        if kind in ANSWERED:
+            self.unanswered.clear()
+            self._unanswered_since = None
+            return False
+        if kind not in ("hard", "wait"):   # (loading, timeouts: neither way)
+            return False
+        if self._unanswered_since is None:
+            self._unanswered_since = now
+        self.unanswered[kind] += 1
+        return unanswered_too_long(self.unanswered, now - self._unanswered_since, self.give_up_after_s)
+
     def error(self, url: str, setting: str) -> GaveUp:
         """The error of a call ended because every try failed (``hopeless``); ``setting`` names
         what set the endpoint."""
+        if self.waited_out:
+            return self._waited_out_error(url, setting)
         failed = self.failed
-        kinds = ", ".join(f"{failed[kind]} {what}" for kind, what in FAILURES if failed[kind])
         return GaveUp(
             f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
-            f"({kinds}) and answered none usably: check the server and the model at "
+            f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
             f"{setting}, then run the same command (finished work is kept)")
+
+    def _waited_out_error(self, url: str, setting: str) -> GaveUp:
+        tries = self.unanswered
+        fix = (f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
+               "a proxy or load balancer answers so while the server behind it is down: check that server "
+               f"and the model behind {setting} (for HTTP 429, the account's limits)")
+        return GaveUp(
+            f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
+            f"({kinds_said(tries)}): {fix}, or raise llm.give_up_after_s ({self.give_up_after_s:g} s) to "
+            "wait longer; then run the same command (finished work is kept)")
+
+
+def kinds_said(failed: Counter[str]) -> str:
+    """How many tries failed of each kind, as an error says it (``FAILURES``)."""
+    return ", ".join(f"{failed[kind]} {what}" for kind, what in FAILURES if failed[kind])
 
 
 def failure(e: Retryable) -> str:
     """What a failed try says of the endpoint (``hopeless``): "hard", it is not serving (an HTTP
     error of the server: 500, 502, a bare 503; a dropped connection; an answer that is not JSON);
     "wait", it is up and asks to wait (429, a busy or loading 503); "timeout", nothing either way
-    (a timeout, a gateway's, a refused connection: the client's ``_never_answered``'s)."""
+    (a timeout, a gateway's, a refused connection: the client's ``_never_answered``'s); "loading",
+    it is up and loading its model (a 503 that says so: the client waits for it apart)."""
     if e.refused or e.unconnected or e.timed_out or e.status in GATEWAY_TIMEOUTS:
         return "timeout"
-    if e.busy or e.loading or (e.status is not None and e.status < 500 and e.status != 200):
+    if e.loading:
+        return "loading"
+    if e.busy or (e.status is not None and e.status < 500 and e.status != 200):
         return "wait"
     return "hard"
 
@@ -103,7 +170,14 @@ def hopeless(failed: Counter[str], seconds: float) -> bool:
     """Whether tries that all failed, ``failed`` by kind (``failure``, and "unusable" and
     "cut_off" answers), the first "hard" one ``seconds`` ago, say the endpoint fails everything
     (``HOPELESS_TRIES``)."""
-    against = failed["cut_off"] + failed["wait"]
+    against = failed["cut_off"] + failed["wait"] + failed["loading"]
     evidence = failed["hard"] + failed["unusable"]
     return (evidence + against >= HOPELESS_TRIES and evidence > against
             and failed["hard"] >= HOPELESS_SERVER_ERRORS and seconds >= HOPELESS_S)
+
+
+def unanswered_too_long(tries: Counter[str], seconds: float, limit: float) -> bool:
+    """Whether tries answered only with errors and requests to wait, ``tries`` by kind, the first
+    ``seconds`` ago, say the endpoint serves nothing: HOPELESS_TRIES of them over ``limit``
+    (``llm.give_up_after_s``; 0: never)."""
+    return limit > 0 and tries.total() >= HOPELESS_TRIES and seconds >= limit

@@ -224,7 +224,7 @@ class LLMClient:
         self._probe: anyio.Event | None = None   # once it hangs, one try is finding out whether it is
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
-        self._health = EndpointHealth()   # whether every try failed (``hopeless``)
+        self._health = EndpointHealth(settings.give_up_after_s)   # whether every try failed (``hopeless``)
         self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)

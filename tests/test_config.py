@@ -60,6 +60,8 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
     ("[llm]\nrequest_timeout_s = nan\n", "llm.request_timeout_s: must be > 0"),
     ("[llm]\nmax_retries = -1\n", "llm.max_retries: must be >= 0"),
+    ("[llm]\ngive_up_after_s = -1\n", "llm.give_up_after_s: must be >= 0 seconds (0 = never give up"),
+    ("[llm]\ngive_up_after_s = inf\n", "llm.give_up_after_s: must be >= 0 seconds"),
     ("[llm]\ntokens_per_minute = -1\n", "llm.tokens_per_minute: must be >= 0"),
     ("[index]\nleiden_resolution = 0\n", "index.leiden_resolution: must be > 0"),
     ("[index]\nleiden_resolution = -1.5\n", "index.leiden_resolution: must be > 0"),

@@ -2222,6 +2222,66 @@ async def test_a_bare_503_is_an_endpoint_not_serving(tmp_path, monkeypatch):
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors), errors[:1]
 
 
+@pytest.mark.parametrize("answer", [
+    # A load balancer or proxy whose server behind it is down.
+    lambda: httpx.Response(503, text="Service temporarily unavailable, please try again later"),
+    lambda: httpx.Response(408, text="Request Timeout"),
+], ids=["503-try-again-later", "408"])
+async def test_an_endpoint_that_only_asks_to_wait_is_given_up_on_after_give_up_after_s(
+        tmp_path, monkeypatch, answer):
+    """The model answers once, then every try is answered with a request to wait: up, by the
+    hopeless rule, so each call spent all its retries (a 1,000-chunk run: hours). After
+    llm.give_up_after_s of nothing else, every call ends, saying what to check and which setting
+    waits longer. (Each of the four calls went on to its 1,001st try.)"""
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")), *[lambda _body: answer()] * 10_000)
+    errors: list[str] = []
+    one = _asking_into(errors)
+    started = time.monotonic()
+    with anyio.fail_after(30):
+        async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
+                          give_up_after_s=0.5) as (llm, _):
+            assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
+            async with anyio.create_task_group() as tg:
+                for i in range(4):
+                    tg.start_soon(one, llm, f"q{i}")
+            assert llm.hopeless
+    assert len(errors) == 4 and time.monotonic() - started < 10, errors[:1]
+    assert len(endpoint.requests) < 1 + 4 * 1001, len(endpoint.requests)
+    assert all(" asked to wait)" in e and "raise llm.give_up_after_s (0.5 s) to wait longer" in e
+               and "check that server and the model behind llm.api_base" in e for e in errors), errors[0]
+
+
+async def test_a_rate_limit_that_lets_requests_through_is_never_given_up_on(tmp_path, monkeypatch):
+    """A provider's rate limit refuses three tries in four with a 429 for longer than
+    llm.give_up_after_s: each request let through starts the span again, and every call gets its
+    answer."""
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.02)
+    seen = [0]
+
+    def limited(body: dict) -> httpx.Response:
+        seen[0] += 1
+        if seen[0] % 4:
+            return httpx.Response(429, json={"error": {"message": "Rate limit reached", "type": "requests"}})
+        return httpx.Response(200, json=chat_body("ok " + body["messages"][-1]["content"]))
+
+    endpoint = Endpoint(*[limited] * 100_000, latency=0.01)
+    started = time.monotonic()
+    answers: list[str] = []
+    with anyio.fail_after(20):
+        async with client(tmp_path, endpoint, max_retries=1000, concurrency=2,
+                          give_up_after_s=0.2) as (llm, _):
+            async def one(i: int) -> None:
+                answers.append((await llm.chat(ask(f"q{i}"), model="m1", stage="s")).text)
+
+            async with anyio.create_task_group() as tg:
+                for i in range(40):
+                    tg.start_soon(one, i)
+            assert not llm.hopeless
+    assert sorted(answers) == sorted(f"ok q{i}" for i in range(40))
+    assert time.monotonic() - started > 3 * 0.2 and len(endpoint.requests) >= 4 * 40 - 3
+
+
 async def test_a_thinking_models_cut_off_first_answers_are_no_sign_the_endpoint_fails_everything(
         tmp_path, monkeypatch):
     """Six calls to a model whose thinking fills max_tokens twice before it answers (each answer

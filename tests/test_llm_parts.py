@@ -26,6 +26,9 @@ def test_what_a_failed_try_says_of_the_endpoint():
     assert failure(Retryable("HTTP 503: Service Unavailable", 503)) == "hard"   # a bare 503
     assert failure(Retryable("HTTP 503: server busy, please try again", 503)) == "wait"   # Ollama's queue
     assert failure(Retryable("HTTP 429: slow down", 429)) == "wait"
+    assert failure(Retryable("HTTP 408: Request Timeout", 408)) == "wait"
+    assert failure(Retryable("HTTP 503: Service Unavailable, please try again later", 503)) == "wait"
+    assert failure(Retryable("HTTP 503: Loading model", 503)) == "loading"
     assert failure(Retryable("HTTP 504: gateway timeout", 504)) == "timeout"
     assert failure(Retryable("no answer within 30 s (timeout)", timed_out=True)) == "timeout"
     assert failure(Retryable("connection failed", refused=True)) == "timeout"
@@ -71,6 +74,95 @@ def test_hopeless_needs_hopeless_s_since_the_first_hard_failure():
     assert not endpoint_health.hopeless(hard, endpoint_health.HOPELESS_S - 1)
     assert endpoint_health.hopeless(hard, endpoint_health.HOPELESS_S)
     assert not endpoint_health.hopeless(Counter(hard=2, unusable=20), endpoint_health.HOPELESS_S)
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_endpoint_that_only_asks_to_wait_is_hopeless_after_give_up_after_s():
+    """A proxy whose server behind it is down answers every try "try again later" (or 408): up
+    and asking to wait, so never hopeless by the tries before any usable answer; after
+    give_up_after_s of nothing else it is, whether the model answered earlier in the run or not."""
+    for first in (None, "usable"):
+        clock = Clock()
+        health = EndpointHealth(300.0, clock)
+        if first:
+            health.tried(first)
+            clock.now += 3600   # an hour idle: no outage
+        said = []
+        for _ in range(30):   # a try every 10 s for 290 s
+            said.append(health.tried("wait"))
+            clock.now += 10
+        assert not any(said) and not health.hopeless
+        assert health.tried("wait")   # (300 s after the first) and health.hopeless and not health.tried("wait")
+        error = health.error("http://x/v1/chat/completions", "llm.api_base")
+        assert isinstance(error, GaveUp) and "\n" not in str(error)
+        assert str(error).startswith("http://x/v1/chat/completions answered none of the 31 tries of the last "
+                                     "5 min (31 asked to wait): a proxy or load balancer answers so while the "
+                                     "server behind it is down: check that server and the model behind "
+                                     "llm.api_base"), str(error)
+        assert "raise llm.give_up_after_s (300 s) to wait longer" in str(error), str(error)
+
+
+def test_errors_alone_long_after_an_answer_make_an_endpoint_hopeless_too():
+    """A server that died mid-run answering 500 to everything: hopeless after give_up_after_s
+    (before any usable answer HOPELESS_S of them is enough); the error says to check it."""
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    for _ in range(HOPELESS_TRIES):   # a try every 5 s: twelve in 55 s
+        assert not health.tried("hard")
+        clock.now += 5
+    assert health.tried("hard")
+    error = str(health.error("http://x/v1/chat/completions", "--api-base"))
+    assert error.startswith("http://x/v1/chat/completions answered none of the 13 tries of the last 60 s "
+                            "(13 HTTP errors, dropped connections or malformed answers): check the server "
+                            "and the model at --api-base, or raise llm.give_up_after_s (60 s)"), error
+
+
+def test_a_rate_limit_with_answers_between_and_a_short_blip_are_never_hopeless():
+    clock = Clock()
+    health = EndpointHealth(300.0, clock)
+    # A provider's rate limit for an hour: a 429 a second, and some request let through every
+    # four minutes (a model's answer of any kind, usable or not, is one).
+    for minute in range(60):
+        for _ in range(60):
+            health.tried("wait")
+            clock.now += 1
+        if minute % 4 == 3:
+            health.tried(["usable", "cut_off", "unusable"][minute % 3])
+    assert not health.hopeless
+    # A blip: 503s and 500s for two minutes, fifty of them, then answers again.
+    for _ in range(50):
+        health.tried("wait")
+        health.tried("hard")
+        clock.now += 2.4
+    health.tried("usable")
+    assert not health.hopeless
+    # A model loading for ten minutes (the client waits LOADING_MAX_S), then timeouts: neither way.
+    for kind in ["loading"] * 100 + ["timeout"] * 100:
+        health.tried(kind)
+        clock.now += 6
+    assert not health.hopeless
+    # Fewer than HOPELESS_TRIES tries, however long (a server's Retry-After pauses).
+    health = EndpointHealth(300.0, clock)
+    for _ in range(HOPELESS_TRIES - 1):
+        health.tried("wait")
+        clock.now += 600
+    assert not health.hopeless
+    # 0: never.
+    health = EndpointHealth(0.0, clock)
+    for _ in range(1000):
+        health.tried("wait")
+        clock.now += 60
+    assert not health.hopeless
 
 
 def test_a_models_timeout_grows_after_timeouts_and_comes_back_down():
