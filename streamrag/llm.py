@@ -104,9 +104,10 @@ class ChatResult(msgspec.Struct):
 
 
 class _Tries:
-    """What a chat call's tries got so far, for its row should its caller cancel it (``_cancelled``):
-    the tries begun and, of the try under way, whether its request went out whole (its prompt
-    is the provider's then, and paid for) and the pieces of answer streamed (thinking too)."""
+    """What a call's tries got so far (chat or embeddings), for its row should it be cancelled
+    (``_cancelled``): the tries begun and, of the try under way, whether its request went out
+    whole (its prompt is the provider's then, and paid for) and the pieces of answer streamed
+    (thinking too)."""
 
     __slots__ = ("begun", "sent", "pieces")
 
@@ -119,6 +120,14 @@ class _Tries:
         self.begun += 1
         self.sent = False
         self.pieces = []
+
+    def failed(self, e: Retryable) -> None:
+        """The try under way failed: one the server answered with an HTTP error before any of
+        its answer came had its prompt refused, not billed. (A call then cancelled in its
+        backoff, by its caller or a hopeless client, counted it as sent and paid, "no answer
+        begun".)"""
+        if e.status not in (None, 200) and not self.pieces:
+            self.sent = False
 
     def extensions(self) -> dict:
         """httpx's request extensions telling it when the request went out (httpcore's trace; a
@@ -242,20 +251,20 @@ class LLMClient:
         await self._call_log.flush()   # (shielded: the rows of calls cancelled as a run stopped)
         await self._http.aclose()
 
-    def _cancelled(self, row: dict, tries: int, started: float, messages: list[dict] | None = None,
-                   streamed: list[str] | None = None, why: str | None = None) -> None:
+    def _cancelled(self, row: dict, tries: _Tries, started: float, prompt: Callable[[], int],
+                   why: str | None = None) -> None:
         """A call cancelled by its caller (a run that gave up, Ctrl-C): counted and recorded
         when a try of it had begun; one that only waited (for a slot, the rate limits, an
-        identical request) asked nothing. ``messages``: the prompt of the try under way, which
-        went out (a provider bills it, answered or not), and ``streamed``, the pieces of its
-        answer streamed so far: the row counts their tokens as an estimate does, not 0.
-        ``why``: who stopped it, when not its caller (``GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
-        if not tries:
+        identical request) asked nothing. ``prompt()``: the tokens of the prompt (a chat call's
+        messages, an embedding call's inputs), counted when the try under way sent it (a provider
+        bills it, answered or not), and the pieces of its answer streamed so far: the row counts
+        them as an estimate does, not 0. ``why``: who stopped it, when not its caller
+        (``GAVE_UP``). Awaits nothing (``CallLog.cancelled``)."""
+        if not tries.begun:
             return
-        prompt = self._prompt_estimate(messages) if messages is not None else 0
-        completion = count_tokens("".join(streamed or ()), self.encoding)
-        self._call_log.cancelled(row, tries, (time.perf_counter() - started) * 1000, prompt, completion,
-                                 why=why)
+        completion = count_tokens("".join(tries.pieces), self.encoding)
+        self._call_log.cancelled(row, tries.begun, (time.perf_counter() - started) * 1000,
+                                 prompt() if tries.sent else 0, completion, why=why)
 
     @property
     def hopeless(self) -> bool:
@@ -378,13 +387,12 @@ class LLMClient:
             try:
                 answer, latency = await self._chat_http(payload, on_delta, row["stage"], tries)
             except anyio.get_cancelled_exc_class():
-                self._cancelled(row, tries.begun, started,
-                                payload["messages"] if tries.sent else None, tries.pieces)
+                self._cancelled(row, tries, started, lambda: self._prompt_estimate(payload["messages"]))
                 raise
             except GaveUp as e:
                 flight.error = e
-                self._cancelled(row, tries.begun, started,
-                                payload["messages"] if tries.sent else None, tries.pieces, why=GAVE_UP)
+                self._cancelled(row, tries, started, lambda: self._prompt_estimate(payload["messages"]),
+                                why=GAVE_UP)
                 raise
             except LLMError as e:
                 flight.error = e
@@ -432,11 +440,7 @@ class LLMClient:
                     return await self._post_chat(payload, stage, tries)
                 return await self._stream_chat(payload, on_delta, shown, stage, unmarked, tries)
             except Retryable as e:
-                if e.status not in (None, 200) and not tries.pieces:
-                    # The server answered this try with an HTTP error: its prompt is not the
-                    # provider's to bill. (A call then cancelled in its backoff, by its caller or
-                    # a hopeless client, counted it as sent and paid, "no answer begun".)
-                    tries.sent = False
+                tries.failed(e)
                 raise
 
         model = payload["model"]
@@ -645,15 +649,18 @@ class LLMClient:
         row = {"run_id": self.run_id, "stage": stage, "model": model, "prompt": "",
                "prompt_version": "", "cache_key": batch_key([k for k, _ in batch])}
 
-        tries = 0   # begun
+        tries = _Tries()   # for the row of a call cancelled midway: its inputs went out, and are paid
 
         async def attempt() -> tuple[tuple[list[list[float]], int], float]:
-            nonlocal tries
-            tries += 1
+            tries.next()
             started = time.perf_counter()
             resp = await self._http.post(self.embeddings_url, content=msgspec.json.encode(payload),
-                                         timeout=request_timeout())
-            self._check_status(resp, self.embeddings_url, model)
+                                         timeout=request_timeout(), extensions=tries.extensions())
+            try:
+                self._check_status(resp, self.embeddings_url, model)
+            except Retryable as e:
+                tries.failed(e)
+                raise
             body = self._replies.json(resp)
             data = body.get("data") if isinstance(body, dict) else None
             if not isinstance(data, list) or len(data) != len(texts):
@@ -667,10 +674,10 @@ class LLMClient:
             (embeddings, tokens), latency = await self._retrying(
                 self.embeddings_url, model, counted, attempt)
         except anyio.get_cancelled_exc_class():
-            self._cancelled(row, tries, began)
+            self._cancelled(row, tries, began, lambda: counted)
             raise
         except GaveUp:
-            self._cancelled(row, tries, began, why=GAVE_UP)
+            self._cancelled(row, tries, began, lambda: counted, why=GAVE_UP)
             raise
         except LLMError as e:
             await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(e))

@@ -2077,6 +2077,70 @@ async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_s
     assert (stats["cancelled"], stats["prompt_tokens"], stats["completion_tokens"]) == (1, billed, 0), stats
 
 
+async def test_an_embedding_call_cancelled_while_its_request_is_out_records_the_inputs_it_sent(tmp_path):
+    # A run stopped while a slow endpoint embedded a batch: its row said 0 prompt tokens (a chat
+    # call's says its prompt), though the provider had the inputs, and bills them (the simulator does).
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    texts = ["Ada Lovelace wrote the first program.", "Charles Babbage designed the Analytical Engine."]
+    store = Store(tmp_path / "index.db")
+    with Simulator(SimulatorConfig(latency_ms=20_000)) as sim:
+        async with Writer(store) as writer:
+            settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0)
+            async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1") as llm:
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(lambda: llm.embed(texts, model="text-embedding-3-small"))
+                        while sim.requests < 1:
+                            await anyio.sleep(0.01)
+                        tg.cancel_scope.cancel()
+                stats = llm.stats["embed"]
+        billed = sim.stats()["prompt_tokens"]
+    (row,) = calls(store)
+    store.close()
+    assert billed == sum(count_tokens(t) for t in texts) > 0
+    assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (1, billed, 0), row
+    assert row["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), row["error"]
+    assert (stats["cancelled"], stats["prompt_tokens"]) == (1, billed), stats
+
+
+async def test_an_embedding_call_a_hopeless_client_ends_counts_no_inputs_of_tries_answered_with_errors(
+        tmp_path, monkeypatch):
+    """Embedding calls ended while they waited to try again after HTTP 500s: those inputs were
+    refused, not billed (as a chat call's prompt)."""
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+
+    class Failing(httpx.AsyncBaseTransport):   # as httpcore does: the body goes out, then the 500
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            trace = request.extensions.get("trace")
+            if trace is not None:
+                await trace("http11.send_request_body.complete", {})
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+
+    store = Store(tmp_path / "index.db")
+    settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0, max_retries=20,
+                           concurrency=4)
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        try:
+            await llm.embed([f"text {i}"], model="e1")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    async with Writer(store) as writer:
+        async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
+                             retry_base_s=0.05, transport=Failing()) as llm:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    for i in range(4):
+                        tg.start_soon(one, llm, i)
+    rows = calls(store)
+    store.close()
+    assert len(errors) == 4 and all("failed every one of the" in e for e in errors), errors[:1]
+    assert [(r["cancelled"], r["prompt_tokens"]) for r in rows] == [(1, 0)] * 4, [r["error"] for r in rows]
+
+
 async def test_a_streamed_answer_cancelled_midway_records_what_it_streamed(tmp_path):
     pieces = ["Ada Lovelace ", "wrote the first ", "program for the ", "Analytical Engine"]
 
