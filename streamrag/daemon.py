@@ -166,12 +166,13 @@ class Daemon:
     def __init__(self, settings: Settings, db_path: Path, root: Path, *,
                  report: Callable[[dict[str, Any]], None] = lambda event: None,
                  transport=None, health_s: float = 60.0,
-                 reload: Callable[[], Settings] | None = None) -> None:
+                 reload: Callable[[], Settings] | None = None, retry_base_s: float | None = None) -> None:
         self.settings = settings
         self.db_path = Path(db_path)
         self.root = Path(root).resolve()
         self.report = report
         self.transport = transport
+        self.retry_base_s = retry_base_s   # (tests: the model clients' first backoff, ``llm.RETRY_BASE_S``)
         self.health_s = health_s
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
@@ -656,7 +657,8 @@ class Daemon:
         started, began = anyio.current_time(), time.time()
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
-                          command="watch:extract", transport=self.transport)
+                          command="watch:extract", transport=self.transport,
+                          retry_base_s=self.retry_base_s)
         try:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
@@ -710,7 +712,7 @@ class Daemon:
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
-                          retried=not self._once)   # (`--once` is like `streamrag index`)
+                          retried=not self._once, retry_base_s=self.retry_base_s)   # (`--once` is like `streamrag index`)
         lines = StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()

@@ -165,6 +165,8 @@ REFUSED_WAIT_MAX_S = 5.0
 LOADING_MAX_S = 600.0
 # The longest wait between other tries (without Retry-After).
 MAX_BACKOFF_S = 60.0
+# The wait before a first retry (full jitter below it), doubled for each retry after it.
+RETRY_BASE_S = 1.0
 
 
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
@@ -192,7 +194,7 @@ class LLMClient:
     def __init__(self, settings: LLMSettings, api_key: str = "", *, store: Store | None = None,
                  writer: Writer | None = None, run_id: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 encoding: str = "o200k_base", retry_base_s: float = 1.0,
+                 encoding: str = "o200k_base", retry_base_s: float | None = None,
                  base_setting: str = "") -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
@@ -238,8 +240,9 @@ class LLMClient:
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
         self._answer_tokens = 0
-        # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute.
-        self._retry_base_s = retry_base_s
+        # Full jitter: the n-th retry waits up to retry_base_s * 2**(n-1), at most a minute (tests
+        # shrink it; None: RETRY_BASE_S).
+        self._retry_base_s = RETRY_BASE_S if retry_base_s is None else retry_base_s
 
     async def __aenter__(self) -> LLMClient:
         return self

@@ -179,9 +179,10 @@ class Indexer:
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
                  recluster: bool = False, graph_cache: GraphCache | None = None,
-                 retried: bool = False) -> None:
+                 retried: bool = False, retry_base_s: float | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
-        no endpoint publishes what it can rather than nothing."""
+        no endpoint publishes what it can rather than nothing. ``transport`` and ``retry_base_s``
+        (the model client's first backoff, ``llm.RETRY_BASE_S``) are for tests."""
         self.settings = settings
         self.retried = retried
         self.graph_cache = graph_cache
@@ -191,6 +192,7 @@ class Indexer:
         self.progress = progress or Progress()
         self.command = command
         self.transport = transport
+        self.retry_base_s = retry_base_s
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         ix = settings.index
@@ -267,7 +269,7 @@ class Indexer:
         from streamrag.llm import LLMClient
 
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
-                         run_id=self.run_id, transport=self.transport,
+                         run_id=self.run_id, transport=self.transport, retry_base_s=self.retry_base_s,
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from)
 
     # -- the run -------------------------------------------------------------------------------

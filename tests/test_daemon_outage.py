@@ -143,7 +143,9 @@ async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp
 
     async def watch(until_then) -> Events:
         events = Events()
-        daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch))
+        # (retry_base_s: the refused tries' backoffs, 1 + 2 s, were most of its time)
+        daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch),
+                        retry_base_s=0.01)
         send, recv = scripted()
         async with anyio.create_task_group() as tg:
             tg.start_soon(daemon.run, recv)
