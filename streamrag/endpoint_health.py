@@ -1,6 +1,8 @@
 """Whether an endpoint fails everything: the evidence of a client's failed tries, kept until one
-is answered usably. Pure: no HTTP, no clock but ``time.monotonic``; ``LLMClient`` tells it each
-try's outcome (``tried``) and ends its calls once it says ``hopeless`` (``GaveUp``).
+is answered usably (or, of tries answered only with errors and requests to wait, until the model
+answers). Pure: no HTTP, no clock but ``time.monotonic`` (or the one a test gives it);
+``LLMClient`` tells it each try's outcome (``tried``) and ends its calls once it says
+``hopeless`` (``GaveUp``).
 
 Before any try of a client was answered usably, an endpoint that plainly does not serve ends
 every call at once, its try in flight or its backoff cut short: a run whose every call had failed
