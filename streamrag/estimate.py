@@ -2,9 +2,9 @@
 
 Extraction prompts are counted exactly (each new chunk's request is the one the run sends:
 ``extractor.extraction_request``).
-What depends on the model's answers is estimated, and said to be: completion length (about 0.4
-of the chunk for the first round, 0.1 for a gleaning) and how often the gleaning check says yes
-(half the time), from ratios seen on the bench corpora; or, on an index whose own calls measure
+What depends on the model's answers is estimated, and said to be: completion length (about 0.8
+of the chunk for the first round, 0.45 for a gleaning) and how often the gleaning check says yes
+(7 times in 10), from fixed ratios (``estimate_ratios``, where each is measured); or, on an index whose own calls measure
 them (``estimate_ratios``: 20 calls of a stage with the model the run asks), from those, and said
 to be (``ratios_from`` in --json). Summaries and reports:
 
@@ -76,7 +76,11 @@ log = logging.getLogger(__name__)
 
 SUMMARIES_PER_CHUNK = 2.5
 COMMUNITIES_PER_CHUNK = 0.6
+# The list of what was found, which the estimate cannot know: names alone in a gleaning check,
+# names and relation pairs in a gleaning (simulator, first indexes: gleaning prompts ~215 tokens
+# longer than rendered with the 120 of a check, on all three corpora).
 FOUND_LIST_TOKENS = 120
+GLEAN_FOUND_TOKENS = 335
 
 
 def estimate(paths: list[Path], settings: Settings, db: Path, *, root: Path | None,
@@ -196,7 +200,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     if not settings.offline and n:
         prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
-        found = "x " * FOUND_LIST_TOKENS
+        found, found_all = "x " * FOUND_LIST_TOKENS, "x " * GLEAN_FOUND_TOKENS
         options = request_options(settings.llm.temperature)   # (the request sets none of its own)
         asked = {c.id: extraction_request(prompts, c, settings) for c in new_chunks.values()}
         keys = {cid: cache_key(r.model, r.messages, options, r.prompt.name, r.prompt.version)
@@ -218,7 +222,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     add("glean_check", reached, reached * check, reached)
                     reached *= r.glean_share
                 glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_message_tokens(
-                    prompts.glean.render(text=c.text, found=found, entity_types=types), ix.encoding)
+                    prompts.glean.render(text=c.text, found=found_all, entity_types=types), ix.encoding)
                 add("glean", reached, reached * glean,
                     reached * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
             if ix.extract_claims:
