@@ -120,7 +120,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             {"glean_check"} if ix.max_gleanings and ix.glean_check != "off" else set())
         history = {key: h for key, h in index_rows.call_history(store).items() if key[0] in asks}
         r = ratios(history, extraction_model=settings.llm.extraction_model,
-                   summary_model=settings.llm.summary_model, report_model=settings.llm.report_model)
+                   summary_model=settings.llm.summary_model, report_model=settings.llm.report_model,
+                   unchecked=index_rows.unchecked_answers(store))
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)

@@ -62,9 +62,13 @@ class Ratios(msgspec.Struct, kw_only=True):
         return f"{figures[0].upper()}{figures[1:]} from this index's {self.calls:,} earlier calls"
 
 
-def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str) -> Ratios:
+def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
+           unchecked: dict[tuple[str, str], int] | None = None) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
-    (with the model the run asks) measured."""
+    (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
+    by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
+    their gleanings followed no check, and are left out of the gleaning rate."""
+    unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
     model = {"extract": extraction_model, "glean": extraction_model, "glean_check": extraction_model,
@@ -96,9 +100,11 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
         out.report_completion = report
     lengths = bool(used)
     checks = history.get(("glean_check", extraction_model), (0,))[0]
+    # (of the gleanings, those that followed a check: a run with index.glean_check off gleaned
+    # every chunk, and took the rate measured with them to 1)
+    gleans = history.get(("glean", extraction_model), (0,))[0] - unchecked.get(("glean", extraction_model), 0)
     if rate := checks >= MIN_CALLS:   # (a cache hit says yes or no as well: answered, not paid, counts)
-        gleans = history.get(("glean", extraction_model), (0,))[0]
-        out.glean_share = min(1.0, gleans / checks)
+        out.glean_share = min(1.0, max(0, gleans) / checks)
         used.add("glean_check")
     if (extract := paid("extract")) is not None and extract[1]:
         per_prompt = extract[1] / extract[0]
@@ -117,4 +123,6 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     counted = {"glean_check", "glean"} if rate else set()
     out.calls = sum(history.get((stage, model[stage]), (0, 0))[0 if stage in counted else 1]
                     for stage in used | counted)
+    if rate and "glean" not in used:   # (the gleanings counted for the rate alone: those checked)
+        out.calls -= min(unchecked.get(("glean", extraction_model), 0), history.get(("glean", extraction_model), (0,))[0])
     return out

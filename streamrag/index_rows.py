@@ -431,6 +431,32 @@ def call_history(store: Store) -> dict[tuple[str, str], tuple[int, int, int, int
     return {(r[0], r[1]): (int(r[2] or 0), int(r[3] or 0), int(r[4] or 0), int(r[5] or 0)) for r in rows}
 
 
+# The extraction and gleaning answers of runs that asked no gleaning check (index.glean_check
+# off, or a model thinking aloud): every chunk of such a run gleaned, they are no measure of how
+# often a check says yes.
+_UNCHECKED = ("error IS NULL AND cancelled = 0 AND stage IN ('extract', 'glean') AND coalesce(run_id, '') "
+              "NOT IN (SELECT coalesce(run_id, '') FROM llm_calls WHERE stage = 'glean_check')")
+
+
+def unchecked_answers(store: Store) -> dict[tuple[str, str], int]:
+    """The extraction and gleaning calls answered (cache hits too) in runs that asked no
+    gleaning check, by stage and model, those ``prune`` folded into the archive included
+    (``meta`` ``archived_unchecked``)."""
+    out = _archived_unchecked(store)
+    for stage, model, n in store.conn.execute(
+            f"SELECT stage, model, count(*) FROM llm_calls WHERE {_UNCHECKED} GROUP BY stage, model"):
+        out[(stage, model)] = out.get((stage, model), 0) + n
+    return out
+
+
+def _archived_unchecked(store: Store) -> dict[tuple[str, str], int]:
+    try:   # (stage, model, count) triples: JSON has no tuple keys
+        rows = msgspec.json.decode(store.get_meta("archived_unchecked") or "[]", type=list[tuple[str, str, int]])
+    except msgspec.DecodeError:   # not as written: none counted
+        return {}
+    return {(stage, model): n for stage, model, n in rows}
+
+
 def failures_recorded(store: Store) -> int:
     """The failures of every update recorded (``status``: "recorded over all runs"): each item
     once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's
@@ -601,6 +627,12 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "WHERE created_at < ? GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), (cutoff,))
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
+    unchecked = _archived_unchecked(store)
+    for stage, model, n in conn.execute(f"SELECT stage, model, count(*) FROM llm_calls WHERE {_UNCHECKED} "
+                                        "AND created_at < ? GROUP BY stage, model", (cutoff,)).fetchall():
+        unchecked[(stage, model)] = unchecked.get((stage, model), 0) + n
+    if unchecked:
+        store.set_meta("archived_unchecked", json.dumps(sorted([*k, n] for k, n in unchecked.items())))
     conn.execute("DELETE FROM llm_calls WHERE created_at < ?", (cutoff,))
     # Older runs and failures go too, counted on where `status` counts them. (Failures are
     # counted once per item and run, so what is archived is what the count loses; those of a

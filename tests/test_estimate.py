@@ -532,3 +532,41 @@ async def test_a_first_index_s_answers_are_estimated_from_ratios_measured_throug
     glean = est["llm"]["by_stage"]["glean"]
     per_call = glean["prompt_tokens"] / glean["calls"]
     assert off_by(per_call, done.llm["glean"]["prompt_tokens"] / paid(done.llm, "glean")) <= 0.1, (glean, done.llm)
+
+
+async def test_gleanings_of_runs_without_a_check_are_left_out_of_the_gleaning_rate(tmp_path, simulator):
+    # An index built with the check, extracted again with index.glean_check off (every chunk
+    # gleaned), then with the check again (llm.logit_bias off: other extractions, none to count
+    # rounds on): the rate took the unchecked gleanings over the checks, 1.0, and counted a
+    # gleaning for every chunk where the run made a few. Folded into the archive, the same.
+    import time
+
+    from streamrag import index_rows
+    from streamrag.store import Store
+    docs = tmp_path / "news"
+    docs.mkdir()
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    for doc in articles[:30]:
+        (docs / doc.name).write_text(doc.read_text())
+    db = tmp_path / "index.db"
+    first = await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 300}), db, root=docs)
+    await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 300, "glean_check": "off"}), db, root=docs)
+    assert paid(first.llm, "glean_check") >= 20 and paid(first.llm, "glean") < paid(first.llm, "glean_check") / 3
+    for doc in articles[30:]:
+        (docs / doc.name).write_text(doc.read_text())
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300}, llm={"logit_bias": False})
+    est = estimate([docs], settings, db, root=docs)
+    store = Store(db)
+    try:
+        with store.conn:
+            index_rows.prune(store, 1, time.time() + 3 * 86400)
+        assert store.scalar("SELECT count(*) FROM llm_calls") == 0
+    finally:
+        store.close()
+    archived = estimate([docs], settings, db, root=docs)
+    done = await sync([docs], settings, db, root=docs)
+    gleaned = paid(done.llm, "glean")
+    assert est["chunks_to_extract"] == paid(done.llm, "extract") and gleaned > 0
+    assert asked(est, "glean") == asked(archived, "glean") and off_by(asked(est, "glean"), gleaned) <= 0.5, \
+        (asked(est, "glean"), gleaned)
+    assert "the gleaning rate" in est["ratios_from"] and est["ratios_calls"] == archived["ratios_calls"]
