@@ -121,7 +121,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         history = {key: h for key, h in index_rows.call_history(store).items() if key[0] in asks}
         r = ratios(history, extraction_model=settings.llm.extraction_model,
                    summary_model=settings.llm.summary_model, report_model=settings.llm.report_model,
-                   unchecked=index_rows.unchecked_answers(store))
+                   unchecked=index_rows.unchecked_answers(store),
+                   rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings)
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)
@@ -215,17 +216,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * c.tokens))
-            reached = 1.0   # the share of chunks a round is asked for: each check said yes
-            for _ in range(ix.max_gleanings):
-                if ix.glean_check != "off":
+            for checked, gleaned in _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off"):
+                if checked:
                     check = r.check_prompt * prompt if r.check_prompt is not None else \
                         count_message_tokens(prompts.glean_check.render(text=c.text, found=found), ix.encoding)
-                    add("glean_check", reached, reached * check, reached)
-                    reached *= r.glean_share
+                    add("glean_check", checked, checked * check, checked)
                 glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_message_tokens(
                     prompts.glean.render(text=c.text, found=found_all, entity_types=types), ix.encoding)
-                add("glean", reached, reached * glean,
-                    reached * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
+                add("glean", gleaned, gleaned * glean,
+                    gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
             if ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
@@ -278,6 +277,23 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
+
+
+def _rounds(r: Ratios, max_gleanings: int, *, checks: bool) -> list[tuple[float, float]]:
+    """(the share of chunks checked, and gleaned) of each gleaning round. A round goes on after
+    a gleaning that added something (``glean_adds``), when its check says yes: as many as the
+    extractions with the run's settings went on (``gleaned``), or the gleaning rate each round."""
+    out, reached = [], 1.0   # (the chunks a round's check is asked of)
+    for k in range(max_gleanings):
+        if r.gleaned is not None:
+            gleaned = r.gleaned[k]
+            # those gleaned again were checked; of those that stopped, the ones whose last gleaning added something
+            reached = 1.0 if k == 0 else gleaned + (r.gleaned[k - 1] - gleaned) * r.glean_adds
+        else:
+            gleaned = reached * (r.glean_share if checks else 1.0)
+        out.append((reached if checks else 0.0, gleaned))
+        reached = gleaned * r.glean_adds
+    return out
 
 
 def _measured(per_prompt: float | None, prompt: float, fixed: float) -> float:

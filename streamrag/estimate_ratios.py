@@ -14,6 +14,15 @@ summary and report; the share of gleaning
 checks followed by a gleaning, the prompt tokens of a gleaning (and of its check) per extraction
 prompt (the list of names found, which the estimate cannot know, makes them longer), a summary's
 prompt. Pure: history in, ratios out.
+
+Gleaning goes round by round: a chunk is gleaned again only when its last gleaning added
+something and the check (if asked) says yes again. So where the index holds ``MIN_CALLS``
+extractions made with the run's extractor (its model, prompts, index.max_gleanings and
+index.glean_check: ``extractor.extractor_key``), their rounds say how many chunks each round
+gleans (``gleaned``); a check of a later round is asked after every gleaning that added
+something, a share (``glean_adds``) measured from the checks the index's checked runs asked
+per extraction. Otherwise each round is taken as the first (the simulator's checks of a second
+round say no; a real model's are not known) and every gleaning as adding something.
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ class Ratios(msgspec.Struct, kw_only=True):
     glean_completion: float | None = None
     claims_completion: float | None = None
     glean_share: float = GLEAN_SHARE          # of the gleaning checks, those that say yes
+    # of the chunks, those gleaned at least 1, 2, ... index.max_gleanings times (None: not known)
+    gleaned: list[float] | None = None
+    glean_adds: float = 1.0                   # of the gleanings before the last round, those adding something
     glean_prompt: float | None = None         # per extraction prompt token; None: rendered
     check_prompt: float | None = None
     summary_prompt: float = SUMMARY_PROMPT
@@ -63,11 +75,14 @@ class Ratios(msgspec.Struct, kw_only=True):
 
 
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
-           unchecked: dict[tuple[str, str], int] | None = None) -> Ratios:
+           unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
+           max_gleanings: int = 1) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
     (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
     by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
-    their gleanings followed no check, and are left out of the gleaning rate."""
+    their gleanings followed no check, and are left out of the gleaning rate. ``rounds``: how
+    many of the extractions made with the run's extractor were gleaned how many times
+    (``index_rows.gleaning_rounds``), of a run gleaning ``max_gleanings`` rounds at most."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -106,6 +121,20 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     if rate := checks >= MIN_CALLS:   # (a cache hit says yes or no as well: answered, not paid, counts)
         out.glean_share = min(1.0, max(0, gleans) / checks)
         used.add("glean_check")
+    chunks = sum((rounds or {}).values())
+    if chunks >= MIN_CALLS and max_gleanings:
+        out.gleaned = [sum(n for g, n in rounds.items() if g >= k) / chunks for k in range(1, max_gleanings + 1)]
+        rate = True
+        used.add("glean_check")
+        # The checks asked per extraction in checked runs: one of the first round, and one after
+        # each gleaning (but of the last round) that added something.
+        extractions = history.get(("extract", extraction_model), (0,))[0] - unchecked.get(
+            ("extract", extraction_model), 0)
+        share = [1.0, *out.gleaned]   # (gleaned at least 0, 1, ... times)
+        later = sum(share[k] - share[k + 1] for k in range(1, max_gleanings))   # stopped after k < max
+        if later and extractions >= MIN_CALLS and checks:
+            sure = sum(share[k + 1] for k in range(1, max_gleanings))   # (gleaned again: checked)
+            out.glean_adds = min(1.0, max(0.0, (checks / extractions - 1 - sure) / later))
     if (extract := paid("extract")) is not None and extract[1]:
         per_prompt = extract[1] / extract[0]
         for stage, field in (("glean", "glean_prompt"), ("glean_check", "check_prompt")):

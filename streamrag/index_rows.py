@@ -210,6 +210,13 @@ def extracted_with(store: Store, key: str) -> set[str]:
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions WHERE extractor = ?", (key,))}
 
 
+def gleaning_rounds(store: Store, key: str) -> dict[int, int]:
+    """How many chunks extractor ``key`` gleaned how many times (its stored extractions, in
+    use or not: a round is a gleaning call, whether it added anything or not)."""
+    return {int(g): n for g, n in store.conn.execute(
+        "SELECT max(rounds - 1, 0), count(*) FROM extractions WHERE extractor = ? GROUP BY 1", (key,))}
+
+
 def published_with(store: Store, key: str) -> set[str]:
     """The published chunks whose result in the graph is extractor ``key``'s."""
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor = ?", (key,))}

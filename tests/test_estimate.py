@@ -364,6 +364,7 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
     est = estimate([docs], settings, db, root=docs)
     with monkeypatch.context() as m:   # the same index, its history left unread: the fixed ratios
         m.setattr(index_rows, "call_history", lambda store: {})
+        m.setattr(index_rows, "gleaning_rounds", lambda store, key: {})
         fixed = estimate([docs], settings, db, root=docs)
     done = await sync([docs], settings, db, root=docs)
     assert est["chunks_to_extract"] == fixed["chunks_to_extract"] == paid(done.llm, "extract") >= 8
@@ -570,3 +571,26 @@ async def test_gleanings_of_runs_without_a_check_are_left_out_of_the_gleaning_ra
     assert asked(est, "glean") == asked(archived, "glean") and off_by(asked(est, "glean"), gleaned) <= 0.5, \
         (asked(est, "glean"), gleaned)
     assert "the gleaning rate" in est["ratios_from"] and est["ratios_calls"] == archived["ratios_calls"]
+
+
+async def test_a_gleaning_round_goes_on_only_after_a_gleaning_that_added_something(tmp_path, simulator, monkeypatch):
+    # A model that, asked for what it missed, says again what it found: the run stops a chunk's
+    # gleaning there, no second check. The estimate counted a second round for every yes (the
+    # gleaning rate measured on every check): 1.6 checks a chunk for 1, and gleanings again.
+    from streamrag import simulator as sim
+    monkeypatch.setitem(sim.ANSWERS, "glean", sim.answer_extract)   # (the first round's names again)
+    docs = tmp_path / "news"
+    docs.mkdir()
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    for doc in articles[:30]:
+        (docs / doc.name).write_text(doc.read_text())
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
+    db = tmp_path / "index.db"
+    first = await sync([docs], settings, db, root=docs)
+    assert paid(first.llm, "glean_check") == paid(first.llm, "extract") >= 20 and paid(first.llm, "glean") >= 10
+    for doc in articles[30:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est, done = await index_and_estimate(docs, settings, db)
+    assert asked(est, "glean_check") == paid(done.llm, "glean_check") == paid(done.llm, "extract"), \
+        (est["llm"], done.llm)
+    assert off_by(asked(est, "glean"), paid(done.llm, "glean")) <= 0.25, (asked(est, "glean"), done.llm)
