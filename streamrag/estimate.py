@@ -21,7 +21,9 @@ to be (``ratios_from`` in --json). Summaries and reports:
   community's context as the run builds it from the members' lines (``_report_prompt``); a
   report not worked out on the graph (a first index, reports asked again) a full context. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
-  (``nlp``, no call) standing in for the model's, and, in a changed file, with what the earlier
+  (``nlp``, no call) standing in for the model's (the summaries of their names and pairs
+  scaled by how many more or fewer a model's extraction asks on the index's own documents,
+  replayed both ways: ``_stand_in_ratios``), and, in a changed file, with what the earlier
   chunks it shares a passage with said of the names it still holds (``_stand_in``). So a new chunk naming entities the
   index holds counts their summaries written again and their communities' reports, a deleted
   file those of what it named. On the bench corpora (synth_small, A Christmas Carol, corpusgen
@@ -56,11 +58,13 @@ from streamrag.chunking_marks import check_not_newer, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
-from streamrag.estimate_ratios import CLAIMS_COMPLETION, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION, Ratios, ratios
+from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION, Ratios, ratios,
+                                       stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
+from streamrag.merge import mentions_of, unique_descriptions
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
@@ -344,10 +348,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     removed = {c for c, k in live.items() if c not in wanted or k != key}
     extractions = index_rows.load_extractions(store, added - new_chunks.keys(), key)
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
+    guessed: set[str] = set()   # the elements the offline extractor's names stand in for
     for cid in added & new_chunks.keys():
         chunk = new_chunks[cid]
         earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
-        extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types)
+        extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     if not added and not removed and not resummarize:
         return 0, []   # (nothing changed: the run asks for nothing new)
@@ -358,7 +363,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     jobs = state.apply(store, Change(added_docs=set(), removed_docs=set(), kept_docs=set(), doc_chunks={},
                                      live=set(), added_chunks=added, removed_chunks=removed,
                                      extractions=extractions), settings)
-    summaries = sum(asks_model(descriptions, settings) for _element, _name, descriptions in jobs)
+    # (those of the offline extractor's names and pairs, as many as a model would find of them)
+    names, pairs = _stand_in_ratios(store, key, settings) if guessed else (1.0, 1.0)
+    summaries = sum(asks_model(descriptions, settings) * (
+        1.0 if element not in guessed else names if element.startswith("ent-") else pairs)
+        for element, _name, descriptions in jobs)
     state.finish_graph(store)
     moved = len(state.changed_entities | state.deleted_entities)   # (as the run counts them)
     # Re-merged as it was (a chunk replaced by one saying the same): its report context is too.
@@ -372,7 +381,51 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         while (cid := parent.get(cid)) is not None and cid not in dirty:
             dirty.add(cid)
     asked = [c for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members]
-    return summaries, [_report_prompt(c, state, settings) for c in asked]
+    return math.floor(summaries + 0.5), [_report_prompt(c, state, settings) for c in asked]
+
+
+STAND_IN_SAMPLE = 200   # the chunks the stand-in ratios are replayed on, at most
+
+
+def _stand_in_ratios(store: Store, key: str, settings: Settings) -> tuple[float, float]:
+    """The entity and relationship summaries a model's extraction asks for per one the offline
+    extractor's does (``estimate_ratios.stand_in``), replayed on the index: every other published
+    document (by id, up to ``STAND_IN_SAMPLE`` chunks extractor ``key`` read) taken as new, its
+    chunks' elements merged with what the rest of the index says of them, once with the stored
+    extractions and once with the offline extractor's. 1 and 1 on too few."""
+    docs = sorted(index_rows.chunk_ids_of(store, index_rows.document_ids(store)).items())[::2]
+    live = index_rows.live_chunks(store)
+    chunks = [c for _doc, ids_ in docs for c in ids_ if live.get(c) == key][:STAND_IN_SAMPLE]
+    model = index_rows.load_extractions(store, set(chunks), key)
+    offline = {cid: nlp.extract_offline(text, entity_types=settings.index.entity_types)
+               for cid, text in index_rows.chunk_texts(store, sorted(model))}
+    replayed = set(offline)
+    model = {c: e for c, e in model.items() if c in replayed}
+    measured = stand_in(_summaries_of(store, model, replayed, settings),
+                        _summaries_of(store, offline, replayed, settings), len(replayed))
+    return measured or (1.0, 1.0)
+
+
+def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: set[str],
+                  settings: Settings) -> tuple[int, int]:
+    """The entity and relationship summaries the ``extractions`` of the ``replayed`` chunks ask
+    for, their elements' descriptions merged with those the other chunks of the index give."""
+    said: dict[str, list[str]] = {}
+    for cid, ext in extractions.items():
+        entities, relationships, _claims = mentions_of(cid, ext)
+        for m in entities:
+            said.setdefault(m.entity_id, []).append(m.description)
+        for m in relationships:
+            said.setdefault(m.relationship_id, []).append(m.description)
+    out = [0, 0]
+    for kind, table, column in ((0, "entity_sources", "entity_id"), (1, "relationship_sources", "relationship_id")):
+        elements = {e for e in said if e.startswith(("ent-", "rel-")[kind])}
+        others = index_rows.sources(store, table, column, elements)
+        for element in elements:
+            descriptions = said[element] + [r["description"] for r in others.get(element, [])
+                                            if r["chunk_id"] not in replayed]
+            out[kind] += asks_model(unique_descriptions(descriptions), settings)
+    return out[0], out[1]
 
 
 def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
@@ -446,11 +499,13 @@ def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extr
     return merged, "\n\n".join(texts)
 
 
-def _stand_in(text: str, before: Extraction, before_text: str, entity_types: list[str]) -> Extraction:
+def _stand_in(text: str, before: Extraction, before_text: str, entity_types: list[str],
+              guessed: set[str]) -> Extraction:
     """What a model would extract from the chunk ``text`` of a file whose earlier chunks said
     ``before`` of ``before_text``: what it said then of the names ``text`` still holds, and the
     offline extractor's names of the passages that are new (a file edited in one place reads
-    the same elsewhere, and the model's names for it are known)."""
+    the same elsewhere, and the model's names for it are known). The elements of the offline
+    extractor's names and pairs are added to ``guessed``."""
     new = "\n\n".join(p for p in text.split("\n\n") if p.strip() and p.strip() not in before_text)
     predicted = nlp.extract_offline(new, entity_types=entity_types) if new else Extraction()
     # (a name the new passages hold is said anew: the model's first words of it may be there)
@@ -464,8 +519,10 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
 
     kept = [r for r in before.relationships if pair(r) <= named]
     known = {pair(r) for r in kept}
-    return Extraction(entities=entities, relationships=kept + [r for r in predicted.relationships
-                                                               if pair(r) not in known])
+    new_pairs = [r for r in predicted.relationships if pair(r) not in known]
+    guessed.update(ids.entity_id(e.name) for e in predicted.entities)
+    guessed.update(ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target)) for r in new_pairs)
+    return Extraction(entities=entities, relationships=kept + new_pairs)
 
 
 def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, recluster: bool) -> int:

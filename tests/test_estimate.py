@@ -594,3 +594,23 @@ async def test_a_gleaning_round_goes_on_only_after_a_gleaning_that_added_somethi
     assert asked(est, "glean_check") == paid(done.llm, "glean_check") == paid(done.llm, "extract"), \
         (est["llm"], done.llm)
     assert off_by(asked(est, "glean"), paid(done.llm, "glean")) <= 0.25, (asked(est, "glean"), done.llm)
+
+
+async def test_an_update_s_summaries_are_counted_as_many_as_a_model_s_names_ask(tmp_path, simulator):
+    # 21 articles added to 20: their chunks are counted with the offline extractor's names, fewer
+    # than a model's, and more pairs of them. Taken one for one they said 190 summaries for the
+    # run's 161 (on a 200-document corpusgen corpus, 446 for 341); the index's own documents,
+    # replayed with its extractions and with the offline extractor's, say how many more or fewer.
+    docs = tmp_path / "news"
+    docs.mkdir()
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    for doc in articles[:20]:
+        (docs / doc.name).write_text(doc.read_text())
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    for doc in articles[20:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est, done = await index_and_estimate(docs, settings, db)
+    assert paid(done.llm, "summarize") > 100
+    assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.15, (asked(est, "summarize"), done.llm)
