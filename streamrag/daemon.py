@@ -332,6 +332,7 @@ class Daemon:
         if self._gone:                   # back, whatever the event (the sync checks again)
             self._check_root(replaced=True)
             out["."] = "rescan"
+        named: list[tuple[int, str]] = []   # the events on paths, which ``relevant`` decides
         for change, path in changes:
             if change == REPLACED or (int(change) == DELETED and Path(path) == self.root):
                 # The folder was deleted, and is there again: the watcher (ours restarts on the
@@ -362,9 +363,11 @@ class Daemon:
                 continue
             if self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
-            rel = self.folder.relevant(int(change), path)
-            if rel is not None:
-                kinds.setdefault(rel, set()).add(int(change))
+            named.append((int(change), path))
+        with self.folder.batch() as relevant:   # (the index opened once for them, if at all)
+            for change, path in named:
+                if (rel := relevant(change, path)) is not None:
+                    kinds.setdefault(rel, set()).add(change)
         if not kinds:
             return out
         looked: dict[str, tuple[bool, bool]] = {}   # rel -> (is a folder, exists)

@@ -24,6 +24,7 @@ from watchfiles import Change
 from conftest import index_snapshot as snapshot, make_settings, overlapping_readers
 from streamrag.config import load_settings
 from streamrag.cli import main
+from streamrag import watched_folder
 from streamrag.daemon import Daemon, Reporter
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
@@ -224,6 +225,30 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
     store.close()
     assert paths == {"council.txt", "guild.txt"}
     assert "Lena Varga" not in names                                 # only festival.md named her
+
+
+async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(corpus, tmp_path, monkeypatch):
+    # A deleted path that matches no include pattern may be a folder that held indexed files:
+    # the index is asked, opened once for the batch (10,000 deleted thumbnails opened it 10,000 times).
+    (corpus / "archive").mkdir()
+    shutil.move(corpus / "railway.txt", corpus / "archive" / "railway.txt")
+    settings = make_settings(index=SMALL)
+    db = tmp_path / "b.db"
+    await sync([corpus], settings, db, root=corpus)
+    daemon = Daemon(settings, db, corpus)
+    opened = []
+
+    def counted(*args, **kwargs):
+        opened.append(args)
+        return Store(*args, **kwargs)
+
+    monkeypatch.setattr(watched_folder, "Store", counted)
+    (corpus / "festival.md").unlink()
+    shutil.rmtree(corpus / "archive")
+    burst = {(Change.deleted, str(corpus / "thumbs" / f"{i}.png")) for i in range(300)}
+    burst |= {(Change.deleted, str(corpus / "festival.md")), (Change.deleted, str(corpus / "archive"))}
+    assert await daemon._classify(burst) == {"festival.md": "deleted", "archive/railway.txt": "deleted"}
+    assert len(opened) <= 2, len(opened)   # the paths asked about, then the files classified
 
 
 async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
