@@ -148,7 +148,7 @@ class ExtractionStage:
                     self.progress.add("files_done")
                     continue
                 try:
-                    docs, warnings = loader.read_documents(path, root=root,
+                    docs, warnings = loader.read_documents(path, root=root, st=st,
                                                            text_field=self.settings.index.text_field)
                 except InputError as e:
                     await self.not_read(path, rel, rows, same, e, as_is)

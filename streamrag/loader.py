@@ -353,27 +353,25 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     """
     out: list[Path] = []
     top_real = os.path.realpath(top)
-    top_s = os.fspath(top)
     # include and exclude paths are read from the indexed folder, as watch reads them, when
     # ``top`` lies in it (`index DIR/docs` into DIR's index); else from ``top`` (`index a b`).
     # ``lead``: ``top``'s path from there, by text, else by real paths (`cd DIR; index docs`,
     # the index's folder resolved, or DIR reached through a symlink), as ``stored_path`` has it.
+    # A folder is walked with its path from there (its entries': that and their names), made
+    # once per folder, not once or twice per entry from the entry's whole path.
     lead = _lead(top, top_real, root)
-
-    def rel(path: Path) -> str:   # ``path`` from the indexed folder (or ``top``)
-        return lead + (_under(os.fspath(path), top_s) or path.relative_to(top).as_posix())
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
 
     seen: set[tuple[int, int]] = set()
-    links: list[Path] = []
-    pending = [top]
+    links: list[tuple[Path, str]] = []   # (folder, its path from the indexed folder, with a closing "/")
+    pending = [(top, lead)]
     while pending or links:
         if pending:
-            folder = pending.pop()
+            folder, prefix = pending.pop()
         else:
-            folder = links.pop(0)
+            folder, prefix = links.pop(0)
             target = os.path.realpath(folder)
             if not _inside(target, top_real):
                 problems.append(
@@ -392,12 +390,13 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
         if (st.st_dev, st.st_ino) in seen:   # a symlink loop or a second way in
             continue
         seen.add((st.st_dev, st.st_ino))
-        subdirs: list[Path] = []
+        subdirs: list[tuple[Path, str]] = []
         for entry in entries:
-            if entry.name.startswith("."):
+            name = entry.name
+            if name.startswith("."):
                 continue
-            path = Path(folder) / entry.name
-            if exclude and excluded(rel(path), exclude, folders=False):
+            rel = prefix + name   # from the indexed folder (or ``top``)
+            if exclude and excluded(rel, exclude, folders=False):
                 continue   # (the folders above it were looked at as they were met)
             try:
                 is_link = entry.is_symlink()
@@ -409,19 +408,22 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             except OSError:   # a symlink loop: neither, said below
                 is_dir = is_file = False
             if is_dir:
-                if not storable(entry.name):
+                path = folder / name
+                if not storable(name):
                     problems.append(_bad_name(path, root, "folder"))
                 elif is_link:
-                    links.append(path)
+                    links.append((path, rel + "/"))
                 else:
-                    subdirs.append(path)
-            elif not name_or_path_matches(entry.name, rel(path), patterns):
-                kind = os.path.splitext(entry.name)[1].lower()
-                if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(entry.name)
-                        and (not is_link or inside(path))):
+                    subdirs.append((path, rel + "/"))
+                continue
+            if not name_or_path_matches(name, rel, patterns):
+                kind = os.path.splitext(name)[1].lower()
+                if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(name)
+                        and (not is_link or inside(folder / name))):
                     left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue
-            elif not storable(entry.name):
+            path = folder / name
+            if not storable(name):
                 problems.append(_bad_name(path, root, "file"))
             elif not is_file:   # broken symlink, symlink loop, pipe, socket, device
                 problems.append(f"{_safe(stored_path(path, root))}: {why_unusable(path)}")
@@ -452,9 +454,12 @@ def _lead(top: Path, top_real: str, root: Path | None) -> str:
     return rel + "/"
 
 
-def read_documents(path: Path, *, root: Path | None,
-                   text_field: str = "text") -> tuple[list[Document], list[str]]:
-    """The documents in one file and any warnings; ``InputError`` if the file cannot be used."""
+def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
+                   st: os.stat_result | None = None) -> tuple[list[Document], list[str]]:
+    """The documents in one file and any warnings; ``InputError`` if the file cannot be used.
+
+    ``st``: the file's ``os.stat`` as the caller has just taken it (the loader, which compares
+    it with the index first), not taken again; else it is taken here."""
     path = Path(path)
     shown = stored_path(path, root)   # the path stored; ``label``: it as messages show it
     label = _safe(shown)
@@ -462,7 +467,7 @@ def read_documents(path: Path, *, root: Path | None,
         raise InputError(f"{label}: path is not valid UTF-8, so it is not indexed; "
                          "rename the file or folder to a UTF-8 name")
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):   # made a pipe since the scan: opening it waits
+        if not stat.S_ISREG((st or os.stat(path)).st_mode):   # made a pipe since the scan: opening it waits
             raise InputError(f"{label}: {why_unusable(path)}")
         with path.open("rb") as f:
             head = f.read(_SNIFF)

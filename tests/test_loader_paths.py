@@ -499,3 +499,42 @@ def test_a_pattern_written_from_the_folder_with_a_leading_slash_or_dot_matches(t
     for written in ("./docs/*.md", "/docs/*.md"):
         assert matches(tmp_path / "docs" / "a.md", tmp_path, include_patterns([written])), written
     assert not matches(tmp_path / "b.md", tmp_path, include_patterns(["./docs/*.md"]))
+
+
+def test_the_scan_makes_each_path_from_the_folder_once(tmp_path, monkeypatch):
+    # Each entry's path from the indexed folder was made from its whole path, twice with
+    # index.exclude set (once to exclude it, once to match it): it is its folder's and its name.
+    from streamrag import loader
+
+    for i in range(30):
+        write(tmp_path / "notes" / "deep" / f"n{i}.md")
+    write(tmp_path / "Templates" / "daily.md")
+    write(tmp_path / "notes" / "draft.excalidraw.md")
+    made = []
+    real = loader._under
+    monkeypatch.setattr(loader, "_under", lambda path, root: made.append(path) or real(path, root))
+    found = scan([tmp_path], ["notes/**/*.md"], root=tmp_path, exclude=["Templates", "*.excalidraw.md"])
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == sorted(f"notes/deep/n{i}.md" for i in range(30))
+    assert len(made) < 3, len(made)
+
+
+def test_a_file_read_again_is_looked_at_once(tmp_path, monkeypatch):
+    # The loader stats a file to compare it with the index, then read_documents stat'ed it again.
+    corpus = tmp_path / "corpus"
+    shutil.copytree(DATA / "harbor", corpus)
+    settings = make_settings("")
+    anyio.run(lambda: sync([corpus], settings, tmp_path / "i.db", root=corpus))
+    edited = corpus / "guild.txt"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nAda Osk joined the guild.\n", encoding="utf-8")
+    looked = []
+    real = os.stat
+
+    def counted(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(edited):
+            looked.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counted)
+    result = anyio.run(lambda: sync([corpus], settings, tmp_path / "i.db", root=corpus))
+    assert (result.documents_added, result.documents_removed) == (1, 1)
+    assert len(looked) == 1, looked
