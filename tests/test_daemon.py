@@ -810,6 +810,34 @@ def test_events_where_links_lead_are_named_as_the_links(corpus, tmp_path):
     assert daemon.folder.relevant(Change.modified, hidden / "other.rst") is None
 
 
+def test_a_folder_moved_in_is_listed_with_a_look_at_each_file(tmp_path, monkeypatch):
+    # Each file's path was parsed anew and resolved, with the root's, by an lstat per folder on
+    # the way: a dozen looks a file (50,000 files moved in: 5.5 s of listing). A file is looked
+    # at once; only links are resolved.
+    root = tmp_path / "root"
+    inbox = root / "inbox"
+    for i in range(60):
+        (inbox / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        (inbox / f"d{i % 3}" / f"n{i}.txt").write_text(f"Note {i}.\n")
+    (inbox / "photo.png").write_text("not text")
+    (inbox / ".draft.txt").write_text("hidden")
+    (inbox / "d0" / "again.txt").symlink_to(inbox / "d1" / "n1.txt")       # inside: taken
+    (tmp_path / "secret.txt").write_text("private")
+    (inbox / "d0" / "secret.txt").symlink_to(tmp_path / "secret.txt")      # outside: not taken
+    (inbox / "d0" / "gone.txt").symlink_to(inbox / "nowhere.txt")          # broken: not taken
+    os.mkfifo(inbox / "d2" / "pipe.txt")                                   # not a file: not taken
+    daemon = Daemon(make_settings(), tmp_path / "index.db", root)
+    looks = []
+    for name in ("stat", "lstat"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda path, *a, real=real, **k: looks.append(path) or real(path, *a, **k))
+    found = daemon.folder.files_in(inbox)
+    assert sorted(found) == sorted([f"inbox/d{i % 3}/n{i}.txt" for i in range(60)] + ["inbox/d0/again.txt"])
+    looks = [os.fspath(p) for p in looks]
+    assert {looks.count(str(inbox / f"d{i % 3}" / f"n{i}.txt")) for i in range(2, 60)} == {1}   # (n1: a link's target)
+    assert looks.count(str(tmp_path)) < 10, looks.count(str(tmp_path))   # (resolving the links)
+
+
 async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp_path):
     # The daemon walked the link's target and extracted what it found there (/etc, a home
     # folder): its text reached the store and the model, though the sync then left it out.
@@ -1074,16 +1102,22 @@ async def test_a_folder_it_may_not_enter_syncs_the_folder_instead_of_crashing(co
     locked = corpus / "locked"
     locked.mkdir()
     (locked / "in.md").write_text("Ada Osk met Bram Tell at the quay.\n")
-    real_stat = Path.stat
+    real_stat, real_lstat = Path.stat, os.lstat
 
     def stat(self, *args, **kwargs):
         if locked in self.parents:
             raise PermissionError(13, "Permission denied", str(self))
         return real_stat(self, *args, **kwargs)
 
+    def lstat(path, *args, **kwargs):   # (the listing of a folder moved in looks at a file so)
+        if locked in Path(path).parents:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
     async with running(settings, tmp_path / "p.db", corpus) as (daemon, events, send):
         mark = len(events)
         monkeypatch.setattr(Path, "stat", stat)
+        monkeypatch.setattr(os, "lstat", lstat)
         async with send:
             await send.send({(Change.added, str(locked / "in.md" if event == "file" else locked))})
             await until(lambda: daemon.syncs == 2)
