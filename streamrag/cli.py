@@ -375,6 +375,16 @@ def _read_again(n: int) -> str:
     return f"{n} read again, " if n > 0 else ""
 
 
+def _unchanged(r) -> str:
+    """The documents line's count of unchanged documents, saying those whose files were read
+    again for new change times alone (a `cp -a` restore read 145 files and changed nothing)."""
+    if r.documents_new_times <= 0:
+        return f"{r.documents_unchanged} unchanged"
+    if r.documents_new_times >= r.documents_unchanged:
+        return f"{r.documents_unchanged} unchanged, read again for new file times"
+    return f"{r.documents_unchanged} unchanged, {r.documents_new_times} read again for new file times"
+
+
 def _format_sync(r, db: Path, include: list[str]) -> str:
     from streamrag.loader import left_out_lines
 
@@ -385,7 +395,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
         f"  documents      {r.documents} ({r.documents_added} added, {r.documents_removed} removed, "
-        f"{_read_again(r.documents_read_again)}{r.documents_unchanged} unchanged{_repeats(r.files - r.documents)})",
+        f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",
         f"  entities       {r.entities}",

@@ -59,6 +59,12 @@ class Scan:
     # Documents kept as read with the previous reading settings (a file as indexed whose rows lack
     # the index.text_field named now): not every document is read with this run's settings
     old_reading_kept: bool = False
+    # Files read again only for their new change times (a touch, `cp -a`, a vault restored from a
+    # backup) that hold the documents indexed: those documents' ids
+    new_times: set[str] = field(default_factory=set)
+    # Indexed paths (a file's, or its rows': ``file#n``) of files as indexed but for a new
+    # status-change time (``on_disk.retimed``): unchanged files, as ``graph_state.read_again`` counts them
+    retimed: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,11 @@ class ExtractionStage:
                     await self.not_read(path, rel, rows, same, e, as_is)
                     continue
                 scan.warnings += warnings
+                if rows and not same:
+                    if {doc.path: doc.id for doc in docs} == {p: v[0] for p, v in rows.items()}:
+                        scan.new_times.update(doc.id for doc in docs)   # the same documents
+                    elif on_disk.retimed(rows, st):
+                        scan.retimed.update(rows)
                 for doc in docs:
                     scan.files[doc.path] = (doc.id, st.st_size, stamp)
                     scan.titles[doc.path] = doc.title

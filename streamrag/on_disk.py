@@ -95,6 +95,15 @@ def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) ->
     return bool(rows) and all(v[1] == st.st_size and v[2] == stamp for v in rows.values())
 
 
+def retimed(rows: dict[str, tuple[str, int, float]], st: os.stat_result) -> bool:
+    """Whether a file whose indexed rows are ``rows`` is as indexed but for a new status-change
+    time, by its ``stat``: the same size, and its modification time the change stamp it was
+    indexed with (a file is written with the two times equal). `cp -a` (a vault restored from a
+    backup), `chmod` and `chown` keep the modification time and make a new status-change time;
+    an edit makes a new modification time."""
+    return bool(rows) and all(v[1] == st.st_size and v[2] == st.st_mtime for v in rows.values())
+
+
 def readable(path: Path) -> bool:
     """Whether ``path`` is a regular file whose bytes can be read."""
     if not is_file(path):   # (a pipe is not opened: that waits for a writer)

@@ -149,6 +149,9 @@ class SyncResult(msgspec.Struct):
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
     documents_read_again: int = 0
+    # Of ``documents_unchanged``, those whose files were read again for their new change times
+    # alone (a touch, `cp -a`, a vault restored from a backup) and hold the text indexed
+    documents_new_times: int = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,12 +388,13 @@ class Indexer:
                 f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
-        again, replaced = read_again(change, scan.indexed, scan.files)
+        again, replaced = read_again(change, scan.indexed, scan.files, scan.retimed)
         return SyncResult(
             run_id=self.run_id, version=version, published=version != state.version,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
             documents_added=len(change.added_docs - again), documents_removed=len(change.removed_docs - replaced),
             documents_read_again=len(again), documents_unchanged=len(change.kept_docs),
+            documents_new_times=len(scan.new_times & change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], entities=len(state.entities),
             relationships=len(state.relationships), claims=len(state.claims),

@@ -121,6 +121,22 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     assert "changed since" not in cli_run("index", str(corpus), "-q", "--offline").stderr
 
 
+def test_a_folder_restored_with_cp_a_is_said_unchanged_read_again_for_new_file_times(cli_run, corpus, tmp_path):
+    # Every file of a restored folder is read again (new change times) and holds the text
+    # indexed: "4 unchanged" said nothing of the reading, or of why a run took its time.
+    assert cli_run("index", str(corpus), "-q", "--offline").returncode == 0
+    shutil.copytree(corpus, tmp_path / "backup")   # `cp -a`: the times kept, to the nanosecond
+    shutil.rmtree(corpus)
+    shutil.copytree(tmp_path / "backup", corpus)
+    out = cli_run("index", str(corpus), "-q", "--offline")
+    assert "documents      4 (0 added, 0 removed, 4 unchanged, read again for new file times)" in out.stdout, out.stdout
+    (corpus / "guild.txt").touch()
+    out = cli_run("index", str(corpus), "-q", "--offline")
+    assert "documents      4 (0 added, 0 removed, 4 unchanged, 1 read again for new file times)" in out.stdout, out.stdout
+    out = cli_run("index", str(corpus), "-q", "--offline")
+    assert "documents      4 (0 added, 0 removed, 4 unchanged)" in out.stdout, out.stdout
+
+
 def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(cli_run, tmp_path):
     # A run after a reading change said "5 added, 5 removed": a mass edit of files nobody touched.
     folder = tmp_path / "rows"

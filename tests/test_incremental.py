@@ -3,6 +3,7 @@ fresh index, and clustering quality that does not drift with history."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -903,3 +904,56 @@ async def test_a_summary_unusable_on_three_runs_in_a_row_is_not_asked_again(corp
     # New summary settings ask every element afresh.
     await sync([corpus], make_settings(index={"summary_max_tokens": 120}), db, root=corpus)
     assert len(asked) == 4
+
+
+def restored(folder_: Path, backup: Path) -> None:
+    """``folder_`` restored from a backup as `cp -a` makes one and copies it back: the same
+    paths and bytes and modification times, new status-change times."""
+    shutil.copytree(folder_, backup)   # (shutil.copy2: times kept, to the nanosecond)
+    shutil.rmtree(folder_)
+    shutil.copytree(backup, folder_)
+
+
+async def test_a_folder_restored_with_cp_a_costs_no_call_and_is_said_unchanged(corpus, tmp_path, sim_settings):
+    # Every file is read again (its change stamp is new) and holds the text indexed: nothing is
+    # asked of the model, and the run says its documents are unchanged, read again for that.
+    db = tmp_path / "i.db"
+    first = await sync([corpus], sim_settings, db, root=corpus)
+
+    def calls() -> int:
+        store = Store(db, readonly=True)
+        try:
+            return store.scalar("SELECT count(*) FROM llm_calls")
+        finally:
+            store.close()
+
+    before = calls()
+    restored(corpus, tmp_path / "backup")
+    again = await sync([corpus], sim_settings, db, root=corpus)
+    assert calls() == before
+    assert (again.documents_added, again.documents_removed, again.documents_unchanged,
+            again.documents_new_times) == (0, 0, first.documents, first.documents)
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\nAda Osk joined.\n")
+    (corpus / "railway.txt").touch()
+    edited = await sync([corpus], sim_settings, db, root=corpus)
+    assert (edited.documents_added, edited.documents_removed, edited.documents_new_times) == (1, 1, 1)
+    assert (await sync([corpus], sim_settings, db, root=corpus)).documents_new_times == 0   # not read
+
+
+async def test_rows_read_anew_after_a_cp_a_restore_are_read_again_not_added_and_removed(tmp_path):
+    # A restore and a reading change in one run said "5 added, 5 removed" of rows nobody
+    # edited; in place, "5 read again". A row edited to the same size is still an edit.
+    folder_ = tmp_path / "rows"
+    folder_.mkdir()
+    rows = [{"body": f"Mara Lind{i} runs the Harbor Council {i}.", "text": f"Henrik Salo{i} built the Kessel Bridge {i}."}
+            for i in range(5)]
+    (folder_ / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder_ / "note.txt").write_text("Cora Vey sailed from Harlow to Mintby with Ada Osk.\n")
+    (folder_ / "same_size.jsonl").write_text(json.dumps({"body": "Ada Osk sailed.", "text": "Bram Tell rowed."}) + "\n")
+    db = tmp_path / "i.db"
+    await sync([folder_], make_settings(index={"text_field": "body"}), db, root=folder_)
+    restored(folder_, tmp_path / "backup")
+    (folder_ / "same_size.jsonl").write_text(json.dumps({"body": "Ada Osk sailed.", "text": "Bram Tell waded."}) + "\n")
+    again = await sync([folder_], make_settings(index={"text_field": "text"}), db, root=folder_)
+    assert (again.documents_added, again.documents_removed, again.documents_read_again,
+            again.documents_unchanged, again.documents_new_times) == (1, 1, 5, 1, 1)
