@@ -60,6 +60,7 @@ import logging
 import math
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -137,8 +138,16 @@ _malloc_trim: Any = None
 
 def _regular_files(root: Path, rels: list[str]) -> list[Path]:
     """Those of the paths ``rels`` under ``root`` that are regular files (links to one
-    included), sorted."""
-    return [p for p in (root / rel for rel in sorted(rels)) if p.is_file()]
+    included), sorted. One it may no longer look at (its folder chmod'ed since its event) is
+    left out: the sync reads the folder and says what it cannot read."""
+    return [p for p in (root / rel for rel in sorted(rels)) if _is_regular(p)]
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):   # (Path.is_file lets PermissionError out)
+        return False
 
 
 def _has_ready(recv) -> bool:

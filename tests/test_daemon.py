@@ -1126,6 +1126,27 @@ async def test_a_folder_it_may_not_enter_syncs_the_folder_instead_of_crashing(co
     assert queued["whole_folder"], queued["message"]
 
 
+def test_a_file_it_may_list_but_not_look_at_is_left_to_the_sync(corpus, monkeypatch):
+    # A folder chmod'ed between a batch's classification and the extraction ahead of its sync:
+    # Path.is_file raised PermissionError out of _regular_files (run by the daemon's task
+    # group), and the daemon died. The sync that follows reads the folder and says what it
+    # cannot read.
+    from streamrag import daemon as daemon_module
+    locked = corpus / "locked"
+    locked.mkdir()
+    (locked / "in.md").write_text("Ada Osk met Bram Tell at the quay.\n")
+    real_stat = Path.stat
+
+    def stat(self, *args, **kwargs):
+        if locked in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    found = daemon_module._regular_files(corpus, ["locked/in.md", "guild.txt"])
+    assert found == [corpus / "guild.txt"]
+
+
 async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus, tmp_path):
     # rsync --delete or git clean -x on the folder took .streamrag/: the next sync made a new
     # index without a word, and with a model every answer was paid for again.
