@@ -52,8 +52,9 @@ TITLE_CHARS = 100
 # 9: nor does one under a paragraph hide the HTML comments after it from being taken out; a
 # line of no-break spaces is text, not a blank line; a lazy line goes on with its quote, and a
 # quote after a list item holding one is a new quote. 10: a code block between %% lines
-# (Obsidian's comment) is commented out, not code kept with its %% marks.
-VERSION = "10"
+# (Obsidian's comment) is commented out, not code kept with its %% marks. 11: a wikilink in a
+# front matter title reads as the text it shows.
+VERSION = "11"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's

@@ -79,7 +79,8 @@ _COMMENT = re.compile(r"(?:\A|[ \t])#")
 
 def front_matter(text: str) -> tuple[str, str | None]:
     """A Markdown file's text without its leading YAML (``---``) or TOML (``+++``) front matter,
-    and the ``title`` it sets, if any: metadata is not prose to extract from."""
+    and the ``title`` it sets, if any: metadata is not prose to extract from. A wikilink in the
+    title reads as the text it shows (``"[[Ada|Lady Ada]]"`` is "Lady Ada"), as in the text."""
     m = _FRONT_MATTER.match(text)
     if not m or m.group(1) and not all(
             _YAML_LINE.fullmatch(line) for line in m.group(2).split("\n") if line):
@@ -91,7 +92,8 @@ def front_matter(text: str) -> tuple[str, str | None]:
         below = itertools.takewhile(lambda line: line[:1] in (" ", "\t") or not line.strip(),
                                     m.group(2)[t.end():].split("\n")[1:])
         title = " ".join(line.strip() for line in below if line.strip()) or None
-    return text[m.end():], title or None
+    # (Obsidian links a note to its author by title: "[[Ada]]" titled answers with its brackets.)
+    return text[m.end():], (title and _links_shown(title).strip()) or None
 
 
 def _scalar(value: str) -> str:

@@ -859,3 +859,16 @@ def test_a_callout_title_is_a_line_of_its_own_offline_too(tmp_path):
     assert doc.text == "Supply Route\n\nThe route from Alpha Station runs past Phobos.\n"
     names = {e.name for e in extract_offline(doc.text).entities}
     assert "Supply Route The" not in names and {"Supply Route", "Alpha Station"} <= names
+
+
+def test_a_wikilink_in_a_front_matter_title_reads_as_the_text_it_shows(tmp_path):
+    from streamrag.markdown import front_matter
+
+    # Obsidian's properties link a note by title ('title: "[[Ada]]"'): the document was titled
+    # "[[Ada]]", brackets and all, and answers cited it so.
+    for value, title in (('"[[Ada]]"', "Ada"), ('"[[Ada|Lady Ada]]"', "Lady Ada"),
+                         ("Notes on [[Ada Osk#Early life]]", "Notes on Ada Osk > Early life"),
+                         ('"![[cover.png]]"', None), ('"`[[kept]]`"', "`[[kept]]`")):
+        assert front_matter(f"---\ntitle: {value}\n---\nBody") == ("Body", title), value
+    note = write(tmp_path / "a.md", '---\ntitle: "[[Ada Osk|Lady Ada]]"\n---\nAda sailed.\n')
+    assert read_documents(note, root=tmp_path)[0][0].title == "Lady Ada"
