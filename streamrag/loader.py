@@ -53,7 +53,8 @@ TITLE_CHARS = 100
 # line of no-break spaces is text, not a blank line; a lazy line goes on with its quote, and a
 # quote after a list item holding one is a new quote. 10: a code block between %% lines
 # (Obsidian's comment) is commented out, not code kept with its %% marks. 11: a wikilink in a
-# front matter title reads as the text it shows.
+# front matter title reads as the text it shows; a raw HTML <textarea>, <script> or <style>
+# keeps the "<!--" it holds (raw text: a browser shows it).
 VERSION = "11"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up

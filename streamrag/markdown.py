@@ -3,8 +3,9 @@
 What ``loader`` makes of a Markdown file's text before it is indexed: front matter is metadata
 (its ``title`` names the document), HTML comments are not shown, wikilinks read as the text they
 show, and quotes and callouts without their marks. Code (fenced, indented, or a code span) is
-kept as written, links, comments and all; so is a raw HTML block (``<pre>`` ...), its comments
-hidden as a browser hides them. ``_blocks`` is one line scanner that follows
+kept as written, links, comments and all; so is a raw HTML block (``<pre>`` ...), a ``<pre>``'s
+comments hidden as a browser hides them (in a ``<textarea>``, ``<script>`` or ``<style>`` it
+shows or runs them as text). ``_blocks`` is one line scanner that follows
 CommonMark's blocks (list items, quotes, fences, indented code) as far as those need; the rest
 are regexes over runs of lines that are not code. Pure functions of text: no files, no I/O.
 A change to what they make of a text is a new ``loader.VERSION`` (every file is read again).
@@ -56,8 +57,10 @@ _BREAK = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes a heading of it
 # A raw HTML block whose text is shown as written (CommonMark's first kind: a line opening with
-# one of these tags, to the line holding the end of any of them); a link in it is no link.
-_RAW_HTML = re.compile(r"[ \t]*<(?:pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
+# one of these tags, group 1, to the line holding the end of any of them); a link in it is no
+# link. In a <pre> a browser hides an HTML comment; <script>, <style> and <textarea> hold raw
+# text, where "<!--" is text (a textarea shows it, a script runs it): kept, as code keeps it.
+_RAW_HTML = re.compile(r"[ \t]*<(pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
 _RAW_HTML_END = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
 # What closes on the line it opens on: a code span, an HTML or ``%%`` comment; or (group 2) a
 # <!-- or %% that does not, to the end of the line in one match (each scanned on to it: 50,000
@@ -182,8 +185,9 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     from its marks (``>     code`` is ``    code``), except under the quote's paragraph and in
     a quote that holds a list item (its text: lists in a quote are followed no further).
     A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
-    ``<textarea>`` opening a line, outside a quote) is kept to the line that ends one, and is
-    no code in ``comments``: a browser hides the comments in it.
+    ``<textarea>`` opening a line, outside a quote) is kept to the line that ends one; a
+    ``<pre>`` is no code in ``comments`` (a browser hides the comments in it), the others are
+    (raw text, where a browser reads ``<!--`` as text).
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
     looked for in a comment).
     """
@@ -203,6 +207,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     in_comment: str | None | bool = False   # an open comment's closing mark, "-->" or "%%"
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base)
+    raw_text = False   # ... and opened by a tag holding raw text (no comment in it): code in ``comments`` too
     # (A %% with none after it closes nowhere and stays text, as Obsidian shows it.)
     last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
     for i, line in enumerate(lines):
@@ -218,7 +223,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         if raw_html and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             raw_html = not _RAW_HTML_END.search(line)
             out.append(line)
-            code.append(not comments)   # (its HTML comments are hidden, as a browser hides them)
+            code.append(not comments or raw_text)   # (a <pre>'s comments are hidden, as a browser hides them)
             continue
         raw_html = False
         if in_comment:
@@ -303,7 +308,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             elif html := "<" in line and _RAW_HTML.match(line, start):
                 raw_html, fence_base = not _RAW_HTML_END.search(line, html.end()), items[-1] if items else 0
-                opened = html
+                opened, raw_text = html, html.group(1).lower() != "pre"
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             if not quote_para:
@@ -314,7 +319,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 and bool(line[start:].strip(" \t"))
             in_comment = comments and not opened and _opens_comment(line)
             out.append(line)
-            code.append(bool(opened) and not (comments and html))
+            code.append(bool(opened) and not (comments and html and not raw_text))
             continue
         lead = line[:start] if items else ""   # a list item's indent and marker stay
         inner, was = quote.group(2), depth

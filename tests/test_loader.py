@@ -872,3 +872,19 @@ def test_a_wikilink_in_a_front_matter_title_reads_as_the_text_it_shows(tmp_path)
         assert front_matter(f"---\ntitle: {value}\n---\nBody") == ("Body", title), value
     note = write(tmp_path / "a.md", '---\ntitle: "[[Ada Osk|Lady Ada]]"\n---\nAda sailed.\n')
     assert read_documents(note, root=tmp_path)[0][0].title == "Lady Ada"
+
+
+def test_comments_in_a_textarea_script_or_style_block_are_its_text():
+    from streamrag.markdown import as_shown, without_comments
+
+    # CommonMark passes a raw HTML block (its first kind) to the browser as written. There a
+    # <textarea>, <script> or <style> holds raw text: "<!-- x -->" in a textarea is shown, in a
+    # script it is code. They were taken out as comments. A <pre>'s are comments, hidden.
+    for tag in ("textarea", "script", "style", "TEXTAREA rows=3"):
+        name = tag.split()[0]
+        text = f"<{tag}>\n<!-- kept -->\n[[x|y]]\n</{name}>\nAda <!-- gone -->[[a|b]]"
+        assert as_shown(without_comments(text)) == f"<{tag}>\n<!-- kept -->\n[[x|y]]\n</{name}>\nAda b"
+    assert without_comments("<textarea><!-- kept --></textarea>") == "<textarea><!-- kept --></textarea>"
+    assert without_comments("- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  <!-- gone -->") == \
+        "- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  "
+    assert without_comments("<pre>\n<!-- gone -->\n</pre>") == "<pre>\n\n</pre>"
