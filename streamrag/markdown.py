@@ -185,7 +185,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     from its marks (``>     code`` is ``    code``), except under the quote's paragraph and in
     a quote that holds a list item (its text: lists in a quote are followed no further).
     A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
-    ``<textarea>`` opening a line, outside a quote) is kept to the line that ends one; a
+    ``<textarea>`` opening a line, in a quote too) is kept to the line that ends one; a
     ``<pre>`` is no code in ``comments`` (a browser hides the comments in it), the others are
     (raw text, where a browser reads ``<!--`` as text).
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
@@ -200,10 +200,12 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     fence_base = 0   # the column the list item the open fence is in begins its text at
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
     fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
+    fence_in_item = 0   # ... and where the text begins of the quote's list item it is in
+    quoted_html = False   # a raw HTML block is open in a quote (the quoted fence's depth and items)
     items: list[int] = []   # the columns where the text of each list item open begins, innermost last
     para = False   # a paragraph is open: a line indented four columns continues it, and is no code
     quote_para = False   # ... in a quote
-    quote_items = False   # the quote holds a list item (whose indented lines are its text)
+    quote_items: list[int] = []   # ``items`` of the quote: where the text of each begins in it
     in_comment: str | None | bool = False   # an open comment's closing mark, "-->" or "%%"
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
     raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base)
@@ -236,13 +238,14 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         if not items and not quoted_fence and (blank or line[0].isalpha()):
             # Most lines: blank, or a paragraph's text at the margin, outside a list or quoted
             # code; what the general case below makes of them, without its matches per line.
+            quoted_html = False   # (no lazy line goes on with an HTML block)
             if blank:
                 para = quote_para = False
             else:
                 quote_para, para = quote_para and para, True
                 in_comment = comments and _opens_comment(line)
             if not quote_para:   # (a lazy line of a quote's paragraph: the quote goes on)
-                depth, quote_items = 0, False
+                depth, quote_items = 0, []
             out.append(line)
             code.append(False)
             continue
@@ -286,11 +289,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             continue
         quote = _QUOTE.match(line, start) if (indent - base < 4 or item) and ">" in line else None
         marks = quote.group(1).count(">") if quote else 0
-        if quoted_fence and (marks < fence_depth or item or len(items) < fence_items):
-            # A fence in a quote ends with it (CommonMark), or with the list item the quote is
-            # in: closed here, or without its marks it opened code to the end of the note.
-            out[-1] += "\n" + quoted_fence
-            quoted_fence = None
+        if (quoted_fence or quoted_html) and (
+                marks < fence_depth or item or len(items) < fence_items
+                or fence_in_item and _left_of(_marks_off(line[quote.start(1):], fence_depth), fence_in_item)):
+            # A fence (or raw HTML) in a quote ends with it (CommonMark), or with the list item
+            # the quote is in, or the quote's list item it is in: a fence closed here, or
+            # without its marks it opened code to the end of the note.
+            if quoted_fence:
+                out[-1] += "\n" + quoted_fence
+            quoted_fence = quoted_html = None
         if not quote:
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
@@ -299,7 +306,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 para = para and not blank
                 quote_para = quote_para and para
                 if not quote_para:
-                    depth, quote_items = 0, False
+                    depth, quote_items = 0, []
                 in_comment = comments and not indented and _opens_comment(line)
                 continue
             # (in a list item, after its marker)
@@ -312,7 +319,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             if not quote_para:
-                depth, quote_items = 0, False
+                depth, quote_items = 0, []
             at = line[start:start + 1] if item else first   # what a heading, break or comment begins with
             para = not opened and not (at in "#-*_<" and (
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
@@ -331,21 +338,51 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append(lead + kept)
             code.append(True)
             continue
-        indent_in = _indent(inner)[0] if inner[:1] in " \t" else 0
-        if indent_in >= 4 and inner.strip(" \t") and (not quote_para or depth > was) and not quote_items:
+        if quoted_html:
+            kept = _marks_off(line[quote.start(1):], fence_depth)
+            quoted_html = not _RAW_HTML_END.search(kept)
+            out.append(lead + kept)
+            code.append(not comments or raw_text)
+            continue
+        if depth != was:
+            quote_items = []   # (a quote in or out of this one: its list items are followed no further)
+        indent_in, blanks = _indent(inner) if inner[:1] in " \t" else (0, 0)
+        shown = inner.strip(" \t")
+        # The quote's list items, followed as those outside a quote are: one ends at a line left
+        # of its text, unless the line is a lazy continuation of its paragraph.
+        while quote_items and shown and indent_in < quote_items[-1] and \
+                not (quote_para and not _starts_block(inner[blanks:], inner[blanks:blanks + 1])):
+            quote_items.pop()
+        in_item = quote_items[-1] if quote_items else 0
+        if indent_in - in_item >= 4 and shown and (not quote_para or depth > was):
             # Indented code in the quote (CommonMark: not under its paragraph, which a deeper
-            # quote interrupts), kept as written once the marks are off.
+            # quote interrupts; four columns in from the list item it is in), kept as written
+            # once the marks are off.
             out.append(lead + inner)
             code.append(True)
             para = quote_para = False
             continue
-        if indent_in < 4 and (opened := ("`" in inner or "~" in inner) and _FENCE.match(inner)):
+        item_in = shown and indent_in - in_item < 4 and _quoted_item(inner, in_item, quote_para)
+        if item_in:
+            quote_items.append(item_in[0])
+        # (A fence after a list item's marker opens code in the item, as outside a quote.)
+        if indent_in - in_item < 4 and (opened := ("`" in inner or "~" in inner)
+                                        and _FENCE.match(inner, item_in[1] if item_in else 0)):
             quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
+            fence_in_item = quote_items[-1] if quote_items else 0
             out.append(lead + inner)
             code.append(True)
-            para = False
+            para = quote_para = False
             continue
-        quote_items = quote_items or bool(_ITEM.match(inner))
+        if indent_in - in_item < 4 and "<" in inner and (html := _RAW_HTML.match(inner, item_in[1] if item_in else 0)):
+            # A raw HTML block in the quote, as outside one; it ends with the quote.
+            quoted_html, raw_text = not _RAW_HTML_END.search(inner, html.end()), html.group(1).lower() != "pre"
+            fence_depth, fence_items = depth, len(items)
+            fence_in_item = quote_items[-1] if quote_items else 0
+            out.append(lead + inner)
+            code.append(not comments or raw_text)
+            para = quote_para = False
+            continue
         titled = False
         if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
@@ -361,6 +398,30 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append("")
             code.append(False)
     return out, code
+
+
+def _left_of(text: str, column: int) -> bool:
+    """Whether ``text`` (a line) holds text that begins left of ``column``."""
+    return bool(text.strip(" \t")) and _indent(text)[0] < column
+
+
+def _quoted_item(inner: str, base: int, para: bool) -> tuple[int, int] | None:
+    """The column where the text begins of the list item that a quote's line opens (``inner``,
+    its marks off; ``base``: where the text of the item it is in begins), and where its marker
+    and the blanks after it end in ``inner``; ``None`` if it opens none."""
+    at = _cut(inner, base) if base else 0
+    if inner.count(inner[at:at + 1] or "\n") >= 3 and _BREAK.match(inner, at):
+        return None
+    if not (item := _ITEM.match(inner, at)):
+        return None
+    rest = inner[item.end():].strip(" \t")
+    number = item.group(1)[:-1] if item.group(1)[0].isdigit() else None
+    if para and (not rest or number and int(number) != 1):
+        return None   # CommonMark: only a list from 1, with text, interrupts a paragraph
+    marker_end, text_at = item.end(1), item.end()
+    if "\t" in inner:
+        marker_end, text_at = len(inner[:marker_end].expandtabs(4)), len(inner[:text_at].expandtabs(4))
+    return (marker_end + 1 if not rest or text_at - marker_end > 4 else text_at), item.end()
 
 
 def _indent(line: str) -> tuple[int, int]:

@@ -888,3 +888,38 @@ def test_comments_in_a_textarea_script_or_style_block_are_its_text():
     assert without_comments("- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  <!-- gone -->") == \
         "- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  "
     assert without_comments("<pre>\n<!-- gone -->\n</pre>") == "<pre>\n\n</pre>"
+
+
+def test_a_list_in_a_quote_is_followed_as_one_outside_it():
+    from streamrag.markdown import as_shown, without_comments
+
+    # CommonMark: four columns in from a quoted list item's text, after a blank line, is code;
+    # lists in a quote were followed no further, and it was read as the item's text (its link
+    # as "y", its comment taken out). Less far in it is the item's text, as before.
+    assert as_shown("> - item\n>\n>       code [[x|y]]") == "- item\n\n      code [[x|y]]"
+    assert without_comments("> - item\n>\n>       code <!-- kept -->") == "> - item\n>\n>       code <!-- kept -->"
+    assert as_shown("> 1. item\n>\n>        ls [[x|y]]\n>\n>     its [[Eva|text]]") == \
+        "1. item\n\n       ls [[x|y]]\n\n    its text"
+    assert as_shown("> - a\n>   - b\n>\n>         ls [[x|y]]\n>\n>       its [[Eva|text]]") == \
+        "- a\n  - b\n\n        ls [[x|y]]\n\n      its text"
+    # A line left of the item's text ends it (unless it is a lazy line of its paragraph).
+    assert as_shown("> - a\n>\n> b\n>\n>     ls [[x|y]]") == "- a\n\nb\n\n    ls [[x|y]]"
+    assert as_shown("> - a\n> b\n>\n>     its [[Eva|text]]") == "- a\nb\n\n    its text"
+    # A fence after a quoted item's marker opens code, which ends with the item.
+    assert as_shown("> - ```\n>   [[x|y]]\n>   ```\n> [[a|b]]") == "- ```\n  [[x|y]]\n  ```\nb"
+    assert as_shown("> - ```\n>   [[x|y]]\n> [[a|b]]") == "- ```\n  [[x|y]]\n```\nb"
+
+
+def test_a_raw_html_block_in_a_quote_is_kept_as_written_to_its_end_or_the_quote_s():
+    from streamrag.markdown import as_shown, without_comments
+
+    # CommonMark reads a quote's lines, marks off, as it reads a note: "> <pre>" opens a raw
+    # HTML block there too, shown as written (its [[x|y]] was read as "y"). It ends with the
+    # quote: a lazy line goes on with a paragraph, never with an HTML block.
+    assert as_shown("> <pre>\n> [[x|y]]\n> </pre>\n> [[a|b]]") == "<pre>\n[[x|y]]\n</pre>\nb"
+    assert as_shown("> Ada [[c|d]]\n> <script>\n> [[x|y]]\n>\n> </script> [[g|h]]\n> [[a|b]]") == \
+        "Ada d\n<script>\n[[x|y]]\n\n</script> [[g|h]]\nb"
+    assert as_shown("> <pre>\n> [[x|y]]\n[[a|b]]") == "<pre>\n[[x|y]]\nb"
+    assert as_shown("> - <pre>\n>   [[x|y]]\n> [[a|b]]") == "- <pre>\n  [[x|y]]\nb"   # (it ends with its item)
+    assert without_comments("> <pre>\n> <!-- gone -->\n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>") == \
+        "> <pre>\n> \n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>"
