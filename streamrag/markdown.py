@@ -3,7 +3,7 @@
 What ``loader`` makes of a Markdown file's text before it is indexed: front matter is metadata
 (its ``title`` names the document), HTML comments are not shown, wikilinks read as the text they
 show, and quotes and callouts without their marks. Code (fenced, indented, or a code span) is
-kept as written, links, comments and all; so is a raw HTML block (``<pre>`` ...), a ``<pre>``'s
+kept as written, links, comments and all; so is a raw HTML block (``<pre>``, ``<div>`` ...), a ``<pre>``'s
 comments hidden as a browser hides them (in a ``<textarea>``, ``<script>`` or ``<style>`` it
 shows or runs them as text). ``_blocks`` is one line scanner that follows
 CommonMark's blocks (list items, quotes, fences, indented code) as far as those need; the rest
@@ -46,7 +46,7 @@ _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
 _FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
 # Lines that may hold a quote or code (``_blocks``); a note with none is read as it is.
-_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~|<(?i:pre|script|style|textarea))"
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~|<[/a-zA-Z])"
                               r"| {0,3}\t| {4})",
                               re.MULTILINE)
 _MARK = re.compile(r"[ \t]*>[ \t]?")
@@ -60,7 +60,13 @@ _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes 
 # one of these tags, group 1, to the line holding the end of any of them); a link in it is no
 # link. In a <pre> a browser hides an HTML comment; <script>, <style> and <textarea> hold raw
 # text, where "<!--" is text (a textarea shows it, a script runs it): kept, as code keeps it.
-_RAW_HTML = re.compile(r"[ \t]*<(pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
+# Or (CommonMark's sixth kind) a line opening with a block tag's (a <div>, a </table>, ...), to
+# a blank line: a browser hides its comments too, and its links are as written.
+_RAW_HTML = re.compile(r"[ \t]*<(?:(pre|script|style|textarea)(?:[ \t>]|$)|/?(?:address|article|aside|base|basefont|"
+                       r"blockquote|body|caption|center|col|colgroup|dd|details|dialog|dir|div|dl|dt|fieldset|"
+                       r"figcaption|figure|footer|form|frame|frameset|h[1-6]|head|header|hr|html|iframe|legend|li|"
+                       r"link|main|menu|menuitem|nav|noframes|ol|optgroup|option|p|param|search|section|summary|"
+                       r"table|tbody|td|tfoot|th|thead|title|tr|track|ul)(?:[ \t>]|/>|$))", re.IGNORECASE)
 _RAW_HTML_END = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
 # What closes on the line it opens on: a code span, an HTML or ``%%`` comment; or (group 2) a
 # <!-- or %% that does not, to the end of the line in one match (each scanned on to it: 50,000
@@ -187,7 +193,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
     ``<textarea>`` opening a line, in a quote too) is kept to the line that ends one; a
     ``<pre>`` is no code in ``comments`` (a browser hides the comments in it), the others are
-    (raw text, where a browser reads ``<!--`` as text).
+    (raw text, where a browser reads ``<!--`` as text). So is one of its sixth kind (a block
+    tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``.
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
     looked for in a comment).
     """
@@ -201,14 +208,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
     fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
     fence_in_item = 0   # ... and where the text begins of the quote's list item it is in
-    quoted_html = False   # a raw HTML block is open in a quote (the quoted fence's depth and items)
+    quoted_html = False   # a raw HTML block is open in a quote (the quoted fence's depth and items): _html_end
     items: list[int] = []   # the columns where the text of each list item open begins, innermost last
     para = False   # a paragraph is open: a line indented four columns continues it, and is no code
     quote_para = False   # ... in a quote
     quote_items: list[int] = []   # ``items`` of the quote: where the text of each begins in it
     in_comment: str | None | bool = False   # an open comment's closing mark, "-->" or "%%"
     empty_item = False   # the line above opened a list item with no text: a blank line ends it
-    raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base)
+    raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base): what
+    # ends it, "</" the end tag of its first kind, "\n" a blank line (its sixth kind)
     raw_text = False   # ... and opened by a tag holding raw text (no comment in it): code in ``comments`` too
     # (A %% with none after it closes nowhere and stays text, as Obsidian shows it.)
     last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
@@ -222,8 +230,10 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             code.append(True)
             continue
         fence = None   # (a line left of the list item the fence is in ends both)
+        if raw_html == "\n" and not line.strip(" \t"):
+            raw_html = False   # (the blank line that ends it is no part of it)
         if raw_html and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
-            raw_html = not _RAW_HTML_END.search(line)
+            raw_html = _html_end(raw_html, line)
             out.append(line)
             code.append(not comments or raw_text)   # (a <pre>'s comments are hidden, as a browser hides them)
             continue
@@ -297,7 +307,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # without its marks it opened code to the end of the note.
             if quoted_fence:
                 out[-1] += "\n" + quoted_fence
-            quoted_fence = quoted_html = None
+            quoted_fence, quoted_html = None, False
         if not quote:
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
@@ -314,8 +324,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             if opened := ("`" in line or "~" in line) and _FENCE.match(line, start):
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             elif html := "<" in line and _RAW_HTML.match(line, start):
-                raw_html, fence_base = not _RAW_HTML_END.search(line, html.end()), items[-1] if items else 0
-                opened, raw_text = html, html.group(1).lower() != "pre"
+                raw_html, fence_base = _html_end(_html_opened(html), line, html.end()), items[-1] if items else 0
+                opened, raw_text = html, bool(html.group(1)) and html.group(1).lower() != "pre"
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             if not quote_para:
@@ -338,12 +348,13 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append(lead + kept)
             code.append(True)
             continue
-        if quoted_html:
+        if quoted_html and not (quoted_html == "\n" and not inner.strip(" \t")):
             kept = _marks_off(line[quote.start(1):], fence_depth)
-            quoted_html = not _RAW_HTML_END.search(kept)
+            quoted_html = _html_end(quoted_html, kept)
             out.append(lead + kept)
             code.append(not comments or raw_text)
             continue
+        quoted_html = False
         if depth != was:
             quote_items = []   # (a quote in or out of this one: its list items are followed no further)
         indent_in, blanks = _indent(inner) if inner[:1] in " \t" else (0, 0)
@@ -376,7 +387,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             continue
         if indent_in - in_item < 4 and "<" in inner and (html := _RAW_HTML.match(inner, item_in[1] if item_in else 0)):
             # A raw HTML block in the quote, as outside one; it ends with the quote.
-            quoted_html, raw_text = not _RAW_HTML_END.search(inner, html.end()), html.group(1).lower() != "pre"
+            quoted_html = _html_end(_html_opened(html), inner, html.end())
+            raw_text = bool(html.group(1)) and html.group(1).lower() != "pre"
             fence_depth, fence_items = depth, len(items)
             fence_in_item = quote_items[-1] if quote_items else 0
             out.append(lead + inner)
@@ -398,6 +410,18 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             out.append("")
             code.append(False)
     return out, code
+
+
+def _html_opened(html: re.Match) -> str:
+    """What ends the raw HTML block ``html`` (a match of ``_RAW_HTML``) opens: "</", the end tag of
+    its first kind; "\n", a blank line."""
+    return "</" if html.group(1) else "\n"
+
+
+def _html_end(ends: str, line: str, at: int = 0) -> str | bool:
+    """What ends a raw HTML block (``ends``, as ``_html_opened``) still open after ``line`` (from
+    ``at``), or ``False`` if the line ends it."""
+    return ends if ends == "\n" or not _RAW_HTML_END.search(line, at) else False
 
 
 def _left_of(text: str, column: int) -> bool:

@@ -923,3 +923,19 @@ def test_a_raw_html_block_in_a_quote_is_kept_as_written_to_its_end_or_the_quote_
     assert as_shown("> - <pre>\n>   [[x|y]]\n> [[a|b]]") == "- <pre>\n  [[x|y]]\nb"   # (it ends with its item)
     assert without_comments("> <pre>\n> <!-- gone -->\n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>") == \
         "> <pre>\n> \n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>"
+
+
+def test_a_block_of_html_is_kept_as_written_to_a_blank_line_in_a_quote_or_not():
+    from streamrag.markdown import as_shown, without_comments
+
+    # CommonMark's sixth kind of HTML block: a line opening with a block tag (<div>, </table>,
+    # <details> ...) to a blank line, passed to the browser as written; "> <div>" in a quote
+    # too. Its [[x|y]] was read as "y". Its comments a browser hides, as before.
+    assert as_shown("<div>\n[[x|y]]\n</div>\n[[a|b]]\n\n[[c|d]]") == "<div>\n[[x|y]]\n</div>\n[[a|b]]\n\nd"
+    assert as_shown("> <div>\n> [[x|y]]\n> </div>\n>\n> [[a|b]]") == "<div>\n[[x|y]]\n</div>\n\nb"
+    assert as_shown("> <div class=x>\n> [[x|y]]\n[[c|d]]") == "<div class=x>\n[[x|y]]\nd"   # (it ends with the quote)
+    assert as_shown("Ada [[a|b]]\n<details>\n<summary>[[x|y]]</summary>\n\nBody [[c|d]]") == \
+        "Ada b\n<details>\n<summary>[[x|y]]</summary>\n\nBody d"   # (it interrupts a paragraph)
+    assert as_shown("<span>\n[[x|y]]") == "<span>\ny"   # (no block tag: CommonMark's seventh kind is not followed)
+    assert without_comments("<div>\n<!-- c -->\n</div>\n\n> <div><!-- d -->\n> ```\n> <!-- e -->") == \
+        "<div>\n\n</div>\n\n> <div>\n> ```\n> "   # (a fence in it opens no code)
