@@ -51,7 +51,15 @@ def _snippet(rng: random.Random) -> str:
 def _read(m: types.ModuleType, text: str) -> tuple:
     body, title = m.front_matter(text)
     shown = m.without_comments(body)
-    return body, title, shown, m.as_shown(shown), m._blocks(body), m._blocks(body, comments=True)
+    return body, title, shown, m.as_shown(shown), _lines(m, body, False), _lines(m, body, True)
+
+
+def _lines(m: types.ModuleType, text: str, comments: bool) -> list[tuple[str, bool]]:
+    """``_blocks``' lines of ``text`` as shown, each with whether it is code (a line it adds, as
+    the fence closing a quote's code, may be one of its own or end the one above it; what it
+    says besides, where paragraphs go on, is newer)."""
+    lines, code = m._blocks(text, comments=comments)[:2]
+    return [(part, kept) for line, kept in zip(lines, code) for part in line.split("\n")]
 
 
 def _at(rev: str) -> types.ModuleType:

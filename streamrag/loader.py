@@ -56,7 +56,8 @@ TITLE_CHARS = 100
 # front matter title reads as the text it shows; a raw HTML <textarea>, <script> or <style>
 # keeps the "<!--" it holds (raw text: a browser shows it); a quote's list items are followed
 # (indented code in one is kept), and a raw HTML block opens in a quote too; one of a block tag
-# (<div> ...) is kept as written to a blank line.
+# (<div> ...) is kept as written to a blank line; a code span of any number of backticks, or
+# over a line break in its paragraph, is code.
 VERSION = "11"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up

@@ -2,44 +2,42 @@
 
 What ``loader`` makes of a Markdown file's text before it is indexed: front matter is metadata
 (its ``title`` names the document), HTML comments are not shown, wikilinks read as the text they
-show, and quotes and callouts without their marks. Code (fenced, indented, or a code span) is
-kept as written, links, comments and all; so is a raw HTML block (``<pre>``, ``<div>`` ...), a ``<pre>``'s
-comments hidden as a browser hides them (in a ``<textarea>``, ``<script>`` or ``<style>`` it
-shows or runs them as text). ``_blocks`` is one line scanner that follows
-CommonMark's blocks (list items, quotes, fences, indented code) as far as those need; the rest
-are regexes over runs of lines that are not code. Pure functions of text: no files, no I/O.
-A change to what they make of a text is a new ``loader.VERSION`` (every file is read again).
+show, and quotes and callouts without their marks. Code (fenced, indented, or a code span, of
+any number of backticks and over the line breaks of its paragraph) is kept as written, links,
+comments and all; so is a raw HTML block (``<pre>``, ``<div>`` ...), a ``<pre>``'s comments
+hidden as a browser hides them (in a ``<textarea>``, ``<script>`` or ``<style>`` it shows or
+runs them as text). ``_blocks`` is one line scanner that follows CommonMark's blocks (list
+items, quotes, fences, indented code) as far as those need, and says where paragraphs go on;
+the rest is read from runs of lines that are not code (``_sub``). Pure functions of text: no
+files, no I/O. A change to what they make of a text is a new ``loader.VERSION`` (every file is
+read again).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 
-# A code span (a group of its own, then its run of backticks as group 2), kept as written:
-# closed by a run of as many backticks (CommonMark), within its line. Opens the comment and
-# wikilink patterns below, which keep what it matches.
-_CODE_SPAN = r"((?<!`)(`{1,16})(?!`)[^\n]*?(?<!`)\2(?!`))"
+# A run of backticks (group 1), which opens a code span kept as written when a run of as many
+# closes it in its paragraph (CommonMark; ``_sub``). Opens the comment and wikilink patterns
+# below: what comes first in the text is read first.
+_TICKS = r"(`+)"
 # Front matter: a first line of --- (YAML, group 1) or +++ (TOML), then up to 10,000 lines (a
 # long tag list is metadata still: past 200 lines a note's was indexed as text, its title lost;
 # the lines are matched once, so a 5 MB file with no closing line is read in milliseconds), then
 # the same line, or for YAML its end of document, "..." (Pandoc's metadata blocks).
 _FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)(?:---|\.\.\.)|\+\+\+)[ \t]*(?:\n|\Z)")
-# An HTML comment outside a code span (group 1, kept as written: closed by a run of as many
-# backticks, CommonMark, so ``a `<!--` b`` holds one; up to 16 of them: a run with no match
-# scans to the end of its line, and a line of runs of each length took seconds). Code blocks are
-# ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of text
-# four columns in ("Para\n    ```") for one, and the comments after it stayed in. Group 3: a <!--
-# that closes nowhere, kept with all after it in one match (each such <!-- on the line of the
-# last --> scanned on to the end: 20,000 of them on one line took 7 s).
-_HTML_COMMENT = re.compile(_CODE_SPAN + r"|<!--.*?-->|(<!--.*)", re.DOTALL)
-# A code span (group 1, kept) or an Obsidian comment, %%...%% (hidden in its reading view: a
-# private note there was indexed and quoted). One left open stays text, as Obsidian shows it.
-_OBSIDIAN_COMMENT = re.compile(_CODE_SPAN + r"|%%.*?%%", re.DOTALL)
-# A code span (group 1, kept as written) or a wikilink: group 3 "!" for an embed, group 4 its
-# inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
+# What opens an HTML comment (group 2) or an Obsidian one, %%...%% (group 3: hidden in its
+# reading view, a private note there was indexed and quoted), outside a code span (``a `<!--`
+# b`` holds none); where each closes is found by ``_comment_end``, not a regex: a <!-- that
+# closes nowhere scanned on to the end (20,000 of them on one line took 7 s). Code blocks are
+# ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of
+# text four columns in ("Para\n    ```") for one, and the comments after it stayed in.
+_COMMENTS = re.compile(_TICKS + r"|(<!--)|(%%)")
+# A wikilink: group 2 "!" for an embed, group 3 its inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
 # ("Para\n    ```") for a fence, and the links after it stayed as written.
-_WIKILINK = re.compile(_CODE_SPAN + r"|(!?)\[\[([^\[\]\n]*)\]\]")
+_WIKILINK = re.compile(_TICKS + r"|(!?)\[\[([^\[\]\n]*)\]\]")
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
@@ -68,10 +66,7 @@ _RAW_HTML = re.compile(r"[ \t]*<(?:(pre|script|style|textarea)(?:[ \t>]|$)|/?(?:
                        r"link|main|menu|menuitem|nav|noframes|ol|optgroup|option|p|param|search|section|summary|"
                        r"table|tbody|td|tfoot|th|thead|title|tr|track|ul)(?:[ \t>]|/>|$))", re.IGNORECASE)
 _RAW_HTML_END = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
-# What closes on the line it opens on: a code span, an HTML or ``%%`` comment; or (group 2) a
-# <!-- or %% that does not, to the end of the line in one match (each scanned on to it: 50,000
-# took 54 s).
-_CLOSED_ON_LINE = re.compile(r"(?<!`)(`{1,16})(?!`).*?(?<!`)\1(?!`)|<!--.*?-->|%%.*?%%|(<!--.*|%%.*)")
+_TICK_RUN = re.compile(_TICKS)
 # A line YAML front matter is made of: a key and its value, a list item, a comment, a blank
 # line, or one indented under another (a nested key, a block scalar's text). A --- block with
 # any other line is text: slides cut by --- lost their first slide as front matter.
@@ -123,21 +118,39 @@ def without_comments(text: str) -> str:
     (in a quote too) or indented, kept as written."""
     if "-->" not in text and "%%" not in text:
         return text
-    _, code = _blocks(text, comments=True)
-    return _outside_code(text.split("\n"), code, _comments_off) if any(code) else _comments_off(text)
+    lines, code, joined = _blocks(text, comments=True)
+    return _outside_code(text.split("\n"), code, joined, _comments_off)
 
 
-def _comments_off(text: str) -> str:
-    """``text`` (no code block in it) without its HTML and ``%%`` comments, code spans kept. A
-    ``<!--`` after the last ``-->`` closes nowhere and stays text; the search stops at the end of that line (a code
-    span ends with its line), or each such ``<!--`` would scan on to the end of the text
-    (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
-    last = text.rfind("-->")
-    if last >= 0:
-        end = text.find("\n", last)
-        end = len(text) if end < 0 else end
-        text = _HTML_COMMENT.sub(lambda m: m.group(1) or m.group(3) or "", text[:end]) + text[end:]
-    return _OBSIDIAN_COMMENT.sub(lambda m: m.group(1) or "", text) if "%%" in text else text
+def _comments_off(text: str, joined: list[bool] | None = None) -> str:
+    """``text`` (no code block in it) without its HTML and ``%%`` comments, code spans kept
+    (``joined``: as ``_sub`` reads it). A ``<!--`` after the last ``-->`` closes nowhere and
+    stays text; the search for one stops at the end of that line, or each such ``<!--`` would
+    scan on to the end of the text (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
+    if "<!--" not in text and "%%" not in text:
+        return text
+    last = text.rfind("-->"), text.rfind("%%")
+
+    def off(m: re.Match) -> str | tuple[str, int]:
+        end = _comment_end(text, m, last)
+        # (One that closes nowhere stays text: a <!-- with all after it on its line.)
+        return ("", end) if end >= 0 else (text[m.start():-end - 1], -end - 1)
+
+    return _sub(_COMMENTS, off, text, joined)
+
+
+def _comment_end(text: str, m: re.Match, last: tuple[int, int]) -> int:
+    """Where the comment ``m`` opens (a ``_COMMENTS`` match) ends, after its closing mark; if it
+    closes nowhere, -1 - where what stays text ends (the line's end for a <!--). ``last``: the
+    last --> and %% of ``text`` (what is after them closes nowhere, found with no search)."""
+    if m.group(2):
+        if last[0] >= m.end():
+            return text.find("-->", m.end()) + 3
+        end = text.find("\n", m.end())
+        return -1 - (len(text) if end < 0 else end)
+    if last[1] >= m.end():
+        return text.find("%%", m.end()) + 2
+    return -1 - m.end()
 
 
 def as_shown(text: str) -> str:
@@ -148,23 +161,86 @@ def as_shown(text: str) -> str:
     note's name, and an embed ``![[x.png]]`` nothing (its file is indexed on its own, if it is
     text). Code keeps them as written. Left as written, a link's ``|`` split the model's
     ``|``-separated records, and answers quoted the brackets."""
-    lines, code = _blocks(text)
-    # A link (and a code span) lies within a line, so the text is read in one pass unless a
-    # line of code holds one to keep.
+    lines, code, joined = _blocks(text)
+    # A link lies within a line (and a code span within a paragraph, which code lines end), so
+    # the text is read in one pass unless a line of code holds one to keep.
     if any("[[" in line for line, kept in zip(lines, code) if kept):
-        return _outside_code(lines, code, _links_shown)
-    return _links_shown("\n".join(lines))
+        return _outside_code(lines, code, joined, _links_shown)
+    return _links_shown("\n".join(lines), joined)
 
 
-def _links_shown(text: str) -> str:
-    return _WIKILINK.sub(_link_text, text) if "[[" in text else text
+def _links_shown(text: str, joined: list[bool] | None = None) -> str:
+    if "[[" not in text:
+        return text
+    return _sub(_WIKILINK, _link_text, text, joined) if "`" in text else _WIKILINK.sub(_link_text, text)
 
 
-def _outside_code(lines: list[str], code: list[bool], change) -> str:
-    """``lines`` joined, ``change`` applied to each run of them that is not ``code``."""
-    runs = (("\n".join(line for _, line in run), kept)
-            for kept, run in itertools.groupby(zip(code, lines), key=lambda pair: pair[0]))
-    return "\n".join(text if kept else change(text) for text, kept in runs)
+def _outside_code(lines: list[str], code: list[bool], joined: list[bool] | None, change) -> str:
+    """``lines`` joined, ``change(text, joined)`` applied to each run of them that is not
+    ``code`` (``joined``: ``_blocks``', of its lines)."""
+    if not any(code):
+        return change("\n".join(lines), joined)
+    out = []
+    at = 0
+    for kept, run in itertools.groupby(code):
+        n = sum(1 for _ in run)
+        text = "\n".join(lines[at:at + n])
+        out.append(text if kept else change(text, joined and joined[at:at + n]))
+        at += n
+    return "\n".join(out)
+
+
+def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> str:
+    """``text`` with each match of ``pattern`` outside a code span replaced by ``replace(m)``.
+    (``replace`` may say where the text it replaces ends: ``(text, end)``.)
+    ``pattern``'s group 1 is a run of backticks, which opens a code span (kept as written) when
+    a run of as many closes it in its paragraph (CommonMark; any number of them, found by
+    bisection, not a regex: a run with no match scanned on, and a line of runs of each length
+    took seconds). ``joined``: whether each line of ``text`` goes on with the paragraph of the
+    line above, as ``_blocks`` finds (a code span runs over a line break into it); ``None``:
+    no span runs over one."""
+    runs: dict[int, list[int]] = {}   # where each run of backticks begins, by its length
+    for run in _TICK_RUN.finditer(text):
+        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    ends: list[int] | None = None   # where the paragraph of each line ends
+    line = counted = 0   # the line of ``text`` at ``counted``
+    out = []
+    at = 0
+    while m := pattern.search(text, at):
+        if m.group(1) is None:
+            shown = replace(m)
+            shown, end = shown if isinstance(shown, tuple) else (shown, m.end())
+            out += (text[at:m.start()], shown)
+            at = end
+            continue
+        width = m.end() - m.start()
+        starts = runs[width]
+        j = bisect.bisect_right(starts, m.start())
+        close = starts[j] if j < len(starts) else -1
+        if close >= 0 and text.find("\n", m.end(), close) >= 0:   # (not on its line)
+            if not joined:
+                close = -1
+            else:
+                if ends is None:
+                    ends = _paragraph_ends(text, joined)
+                line += text.count("\n", counted, m.start())
+                counted = m.start()
+                close = close if close < ends[line] else -1
+        end = close + width if close >= 0 else m.end()
+        out.append(text[at:end])
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _paragraph_ends(text: str, joined: list[bool]) -> list[int]:
+    """For each line of ``text``, where the paragraph it is in ends (``joined``: as ``_sub``)."""
+    breaks = [m.start() for m in re.finditer("\n", text)] + [len(text)]
+    ends = breaks[:]
+    for i in range(len(breaks) - 2, -1, -1):
+        if i + 1 < len(joined) and joined[i + 1]:
+            ends[i] = ends[i + 1]
+    return ends
 
 
 def _closes(fence: str, line: str) -> bool:
@@ -174,7 +250,7 @@ def _closes(fence: str, line: str) -> bool:
     return len(mark) >= len(fence) and mark == fence[0] * len(mark)
 
 
-def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]]:
+def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool], list[bool] | None]:
     """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
     whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
     or an indented one.
@@ -196,13 +272,17 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     (raw text, where a browser reads ``<!--`` as text). So is one of its sixth kind (a block
     tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``.
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
-    looked for in a comment).
+    looked for in a comment, nor in a code span, which may run over a line break: ``_Spans``).
+    Third, whether each line goes on with the paragraph of the line above, where a code span
+    may run on (CommonMark); ``None`` when no line holds a backtick.
     """
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
-        return lines, [False] * len(lines)
+        return lines, [False] * len(lines), _joined(lines) if "`" in text else None
     out: list[str] = []
     code: list[bool] = []
+    joined: list[bool] = []   # the line goes on with the paragraph of the line above
+    spans = _Spans(text, lines)   # (code spans over line breaks, when comments are looked for)
     fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
     fence_base = 0   # the column the list item the open fence is in begins its text at
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
@@ -221,6 +301,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     # (A %% with none after it closes nowhere and stays text, as Obsidian shows it.)
     last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
     for i, line in enumerate(lines):
+        joined.append(False)   # (the paragraph's lines say so below)
+        was_para, was_quote_para = para, quote_para
         if in_comment == "%%" and i > last_pct:
             in_comment = None
         if fence and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
@@ -240,9 +322,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         raw_html = False
         if in_comment:
             if in_comment in line:   # (what closes the comment open: --> or %%)
-                in_comment = _opens_comment(line[line.index(in_comment) + len(in_comment):])
+                at = line.index(in_comment) + len(in_comment)
+                in_comment = _opens_comment(line[at:], spans.on(i, False), at)
             out.append(line)
             code.append(False)
+            # (A line in a comment goes on with the paragraph the comment is in, unless it
+            # opens a block: a code span in it would run on.)
+            lstripped = line.lstrip(" \t")
+            joined[-1] = bool(lstripped) and not _starts_block(lstripped, lstripped[:1]) \
+                and not lstripped.startswith("<!--")
             continue
         blank = not line.strip(" \t")   # (CommonMark: a line of no-break spaces is text)
         if not items and not quoted_fence and (blank or line[0].isalpha()):
@@ -253,7 +341,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
                 para = quote_para = False
             else:
                 quote_para, para = quote_para and para, True
-                in_comment = comments and _opens_comment(line)
+                joined[-1] = was_para
+                in_comment = comments and _opens_comment(line, spans.on(i, was_para))
             if not quote_para:   # (a lazy line of a quote's paragraph: the quote goes on)
                 depth, quote_items = 0, []
             out.append(line)
@@ -305,19 +394,24 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # A fence (or raw HTML) in a quote ends with it (CommonMark), or with the list item
             # the quote is in, or the quote's list item it is in: a fence closed here, or
             # without its marks it opened code to the end of the note.
-            if quoted_fence:
+            if quoted_fence and comments:   # (the code of the text's own lines is wanted)
                 out[-1] += "\n" + quoted_fence
+            elif quoted_fence:
+                out.append(quoted_fence)
+                code.append(True)
+                joined.insert(len(joined) - 1, False)
             quoted_fence, quoted_html = None, False
         if not quote:
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
                 out.append(line)
                 code.append(indented)
+                joined[-1] = para and not blank
                 para = para and not blank
                 quote_para = quote_para and para
                 if not quote_para:
                     depth, quote_items = 0, []
-                in_comment = comments and not indented and _opens_comment(line)
+                in_comment = comments and not indented and _opens_comment(line, spans.on(i, para and not blank))
                 continue
             # (in a list item, after its marker)
             html = None
@@ -334,7 +428,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             para = not opened and not (at in "#-*_<" and (
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
                 and bool(line[start:].strip(" \t"))
-            in_comment = comments and not opened and _opens_comment(line)
+            joined[-1] = was_para and para and not item and not popped
+            in_comment = comments and not opened and _opens_comment(line, spans.on(i, joined[-1]))
             out.append(line)
             code.append(bool(opened) and not (comments and html and not raw_text))
             continue
@@ -400,7 +495,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             inner = inner[callout.end():]
             titled = bool(inner.strip(" \t"))
         para = quote_para = bool(inner.strip(" \t"))
-        in_comment = comments and _opens_comment(inner)
+        joined[-1] = para and was_para and was_quote_para and depth <= was and not item_in
+        in_comment = comments and _opens_comment(inner, spans.on(i, joined[-1]), quote.start(2))
         out.append(lead + inner)
         code.append(False)
         if titled and not comments:
@@ -409,7 +505,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # (Not when only the code of the text's own lines is wanted.)
             out.append("")
             code.append(False)
-    return out, code
+            joined.append(False)
+    return out, code, joined
 
 
 def _html_opened(html: re.Match) -> str:
@@ -446,6 +543,26 @@ def _quoted_item(inner: str, base: int, para: bool) -> tuple[int, int] | None:
     if "\t" in inner:
         marker_end, text_at = len(inner[:marker_end].expandtabs(4)), len(inner[:text_at].expandtabs(4))
     return (marker_end + 1 if not rest or text_at - marker_end > 4 else text_at), item.end()
+
+
+def _joined(lines: list[str]) -> list[bool]:
+    """``_blocks``' ``joined`` of ``lines`` that hold no quote, code or HTML block: a line of text
+    goes on with the paragraph of the line above unless it opens a block (a list item, a
+    heading, a thematic break) or is a heading's underline."""
+    joined = []
+    para = False
+    for line in lines:
+        first = line.lstrip(" \t")[:1]
+        if not line.strip(" \t"):
+            para = False
+            joined.append(False)
+            continue
+        opens = (first in "-+*#_=<" or first.isdigit()) and (
+            _starts_block(line.lstrip(" \t"), first) or para and _SETEXT.match(line)
+            or line.lstrip(" \t").startswith("<!--"))   # (a comment opening a line is a block of its own)
+        joined.append(para and not opens)
+        para = not opens or bool(_ITEM.match(line)) and not _BREAK.match(line)
+    return joined
 
 
 def _indent(line: str) -> tuple[int, int]:
@@ -486,24 +603,100 @@ def _starts_block(text: str, first: str) -> bool:
                 or _BREAK.match(text) or _RAW_HTML.match(text))
 
 
-def _opens_comment(text: str) -> str | None:
+def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str | None:
     """What closes the comment ``text`` opens and does not close (outside its code spans): "-->"
     for an HTML comment, "%%" for Obsidian's (a code block commented out between %% lines was
-    read as code, and indexed with its %% marks); ``None`` when it opens none."""
-    if "<!--" not in text and "%%" not in text:
+    read as code, and indexed with its %% marks); ``None`` when it opens none. ``spans``: the
+    code spans that run over its line breaks (``text`` is its line from ``at``), which it
+    follows; else a code span ends with the line."""
+    if spans and spans.width:   # a code span from the lines above: the text is in it to its close
+        close = _run(text, spans.width, 0)
+        if close < 0:
+            return None
+        text, at, spans.width = text[close + spans.width:], at + close + spans.width, 0
+    if "<!--" not in text and "%%" not in text and not (spans and "`" in text):
         return None
-    for m in _CLOSED_ON_LINE.finditer(text):
-        if m.group(2):
-            return "-->" if m.group(2).startswith("<!--") else "%%"
+    last = text.rfind("-->"), text.rfind("%%")
+    start = 0
+    while m := _COMMENTS.search(text, start):
+        if m.group(1):
+            width = m.end() - m.start()
+            close = _run(text, width, m.end())
+            if close >= 0:
+                start = close + width
+            elif spans and spans.closes_later(at + m.end(), width):
+                spans.width = width   # (the rest of the line is in it)
+                return None
+            else:
+                start = m.end()   # (a run none closes is text)
+            continue
+        end = _comment_end(text, m, last)
+        if end < 0:   # (the first that closes nowhere: the rest of the line is in it)
+            return "-->" if m.group(2) else "%%"
+        start = end
     return None
 
 
+def _run(text: str, width: int, at: int) -> int:
+    """Where in ``text`` from ``at`` a run of exactly ``width`` backticks begins, or -1."""
+    for run in _TICK_RUN.finditer(text, at):
+        if run.end() - run.start() == width:
+            return run.start()
+    return -1
+
+
+class _Spans:
+    """What ``_blocks`` (finding comments) knows of the code spans that run over a line break:
+    the ``width`` of the run that opened one still open, and whether a run closes in a later
+    line of its paragraph (as far as a line scanner can tell ahead: to a blank line, or one
+    that opens a block). A ``<!--`` in one is no comment: a fence after it was taken for text."""
+
+    def __init__(self, text: str, lines: list[str]) -> None:
+        self.text, self.lines, self.width = text, lines, 0
+        self.line = 0   # the line being read
+        self._runs: dict[int, list[int]] | None = None   # where runs of each width begin
+        self._starts: list[int] = []   # where each line begins in ``text``
+        self._ends = (-1, -1)   # lines from the first to (before) the second are one paragraph
+
+    def on(self, line: int, goes_on: bool) -> _Spans:
+        """These spans, reading ``line``; ``goes_on``: whether it goes on with the paragraph
+        above (else no span is open in it)."""
+        self.line = line
+        if not goes_on:
+            self.width = 0
+        return self
+
+    def closes_later(self, at: int, width: int) -> bool:
+        """Whether a run of ``width`` begins in a later line of the paragraph than the line
+        being read (``at``: a place in it after the run opening the span)."""
+        if self._runs is None:
+            self._runs = {}
+            for run in _TICK_RUN.finditer(self.text):
+                self._runs.setdefault(run.end() - run.start(), []).append(run.start())
+            self._starts = list(itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0))
+        runs = self._runs.get(width, [])
+        j = bisect.bisect_right(runs, self._starts[self.line] + at)
+        if j == len(runs):
+            return False
+        return bisect.bisect_right(self._starts, runs[j]) - 1 < self._end(self.line)
+
+    def _end(self, i: int) -> int:
+        """The first line after ``i`` that ends its paragraph (blank, or opening a block)."""
+        if not self._ends[0] <= i < self._ends[1]:
+            k = i + 1
+            while k < len(self.lines):
+                rest = self.lines[k].lstrip(" \t>")
+                if not rest.strip(" \t") or _starts_block(rest, rest[:1]) or rest.startswith("<!--"):
+                    break
+                k += 1
+            self._ends = (i, k)
+        return self._ends[1]
+
+
 def _link_text(m: re.Match) -> str:
-    if m.group(1):   # code
-        return m.group(1)
-    if m.group(3):   # an embed
+    if m.group(2):   # an embed
         return ""
-    target, bar, alias = m.group(4).partition("|")
+    target, bar, alias = m.group(3).partition("|")
     if bar and alias.strip():
         return alias.strip()
     note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|
