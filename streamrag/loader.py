@@ -57,7 +57,9 @@ TITLE_CHARS = 100
 # keeps the "<!--" it holds (raw text: a browser shows it); a quote's list items are followed
 # (indented code in one is kept), and a raw HTML block opens in a quote too; one of a block tag
 # (<div> ...) is kept as written to a blank line; a code span of any number of backticks, or
-# over a line break in its paragraph, is code.
+# over a line break in its paragraph, is code; comments, quotes and links are read in one scan
+# of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
+# nowhere hides no block after it).
 VERSION = "11"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -495,7 +497,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = None
         if suffix in _MARKDOWN:
             text, title = markdown.front_matter(text)
-            text = markdown.as_shown(markdown.without_comments(text))   # as a reader sees it
+            text = markdown.readable(text)   # as a reader sees it
             if not text.strip():
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")

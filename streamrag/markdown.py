@@ -34,10 +34,13 @@ _FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)
 # closes nowhere scanned on to the end (20,000 of them on one line took 7 s). Code blocks are
 # ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of
 # text four columns in ("Para\n    ```") for one, and the comments after it stayed in.
-_COMMENTS = re.compile(_TICKS + r"|(<!--)|(%%)")
-# A wikilink: group 2 "!" for an embed, group 3 its inside. Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
+_COMMENTS = re.compile(r"(?=[`<%])(?:" + _TICKS + r"|(<!--)|(%%))")
+# A wikilink: group 2 "!" for an embed, group 3 its inside. (``_READ``: both, in one pass.) Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
 # ("Para\n    ```") for a fence, and the links after it stayed as written.
-_WIKILINK = re.compile(_TICKS + r"|(!?)\[\[([^\[\]\n]*)\]\]")
+# (Each opens with a look at the characters they may begin with: the regex engine skips to one,
+# where it tried each of them at each character, 3 times as slow.)
+_WIKILINK = re.compile(r"(?=[`!\[])(?:" + _TICKS + r"|(!?)\[\[([^\[\]\n]*)\]\])")
+_READ = re.compile(r"(?=[`<%!\[])(?:" + _TICKS + r"|(<!--)|(%%)|(!?)\[\[([^\[\]\n]*)\]\])")
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
 # and, in that text, an Obsidian callout's first line: "[!type]", a fold mark, its title.
 _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
@@ -113,6 +116,51 @@ def _scalar(value: str) -> str:
     return plain.strip("'\"").strip() if plain[:1] in ("'", '"') else plain
 
 
+def readable(text: str) -> str:
+    """``as_shown(without_comments(text))`` (Markdown as a reader sees it) read with one scan of
+    its blocks (``_blocks``), not one for each: a note with a comment was scanned twice."""
+    if "-->" not in text and "%%" not in text:
+        return as_shown(text)
+    lines, code, joined = _blocks(text, comments=True, shown=True)
+    if not any(code):
+        return _read("\n".join(lines), joined)
+    out = []
+    at = 0
+    # (2: code, kept; 1: a raw HTML block whose comments are hidden, its links kept as written:
+    # one pass over both, so a comment runs on from one into the other, as it did.)
+    for kept, run in itertools.groupby(code, key=lambda kept: kept == 2):
+        levels = list(run)
+        part = "\n".join(lines[at:at + len(levels)])
+        out.append(part if kept else _read(part, joined and joined[at:at + len(levels)],
+                                           levels if any(levels) else None))
+        at += len(levels)
+    return "\n".join(out)
+
+
+def _read(text: str, joined: list[bool] | None, html: list[int] | None = None) -> str:
+    """``text`` (no code in it) without its comments and with its links as shown, in one pass
+    (``html``: for each line whether it is of a raw HTML block, whose links are as written)."""
+    if "<!--" not in text and "%%" not in text and not html:
+        return _links_shown(text, joined)
+    last = text.rfind("-->"), text.rfind("%%")
+    line = counted = 0   # the line at ``counted``
+
+    def read(m: re.Match) -> str | tuple[str, int]:
+        nonlocal line, counted
+        if m.group(5) is not None:   # a link (the comments in it taken out first, as they were)
+            if html:
+                line += text.count("\n", counted, m.start())
+                counted = m.start()
+                if html[line]:
+                    return m.group()
+            inside = m.group(5)
+            return _shown_link(m.group(4), _comments_off(inside) if "<!--" in inside or "%%" in inside else inside)
+        end = _comment_end(text, m, last)
+        return ("", end) if end >= 0 else (text[m.start():-end - 1], -end - 1)
+
+    return _sub(_READ, read, text, joined)
+
+
 def without_comments(text: str) -> str:
     """Markdown ``text`` without its HTML comments and Obsidian's ``%%`` comments; code, fenced
     (in a quote too) or indented, kept as written."""
@@ -173,6 +221,10 @@ def _links_shown(text: str, joined: list[bool] | None = None) -> str:
     if "[[" not in text:
         return text
     return _sub(_WIKILINK, _link_text, text, joined) if "`" in text else _WIKILINK.sub(_link_text, text)
+
+
+def _link_text(m: re.Match) -> str:
+    return _shown_link(m.group(2), m.group(3))
 
 
 def _outside_code(lines: list[str], code: list[bool], joined: list[bool] | None, change) -> str:
@@ -250,7 +302,8 @@ def _closes(fence: str, line: str) -> bool:
     return len(mark) >= len(fence) and mark == fence[0] * len(mark)
 
 
-def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool], list[bool] | None]:
+def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
+            ) -> tuple[list[str], list[int], list[bool] | None]:
     """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
     whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
     or an indented one.
@@ -273,9 +326,15 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``.
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
     looked for in a comment, nor in a code span, which may run over a line break: ``_Spans``).
+    ``shown`` (with ``comments``): the lines as shown still, and each line's code says what
+    is kept as written: 2 all (code), 1 its links (a raw HTML block whose comments are hidden),
+    0 nothing; one scan for ``readable``.
     Third, whether each line goes on with the paragraph of the line above, where a code span
     may run on (CommonMark); ``None`` when no line holds a backtick.
     """
+    shown = not comments if shown is None else shown
+    as_code = 2 if comments and shown else True   # a line of code
+    kept_html = (as_code, (1 if shown else False) if comments else True)   # raw text or not: (its comments hidden)
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
         return lines, [False] * len(lines), _joined(lines) if "`" in text else None
@@ -298,18 +357,20 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
     raw_html = False   # a raw HTML block is open (in the list item whose text begins at fence_base): what
     # ends it, "</" the end tag of its first kind, "\n" a blank line (its sixth kind)
     raw_text = False   # ... and opened by a tag holding raw text (no comment in it): code in ``comments`` too
-    # (A %% with none after it closes nowhere and stays text, as Obsidian shows it.)
+    # (A %% with none after it closes nowhere and stays text, as Obsidian shows it; so does a
+    # <!-- with no --> after it, and the blocks after it are read: a fence was not.)
     last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
+    last_end = max((i for i, line in enumerate(lines) if "-->" in line), default=-1) if comments else -1
     for i, line in enumerate(lines):
         joined.append(False)   # (the paragraph's lines say so below)
         was_para, was_quote_para = para, quote_para
-        if in_comment == "%%" and i > last_pct:
+        if in_comment == "%%" and i > last_pct or in_comment == "-->" and i > last_end:
             in_comment = None
         if fence and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             if _closes(fence, line) and _indent(line)[0] < fence_base + 4:
                 fence = None
             out.append(line)
-            code.append(True)
+            code.append(as_code)
             continue
         fence = None   # (a line left of the list item the fence is in ends both)
         if raw_html == "\n" and not line.strip(" \t"):
@@ -317,7 +378,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         if raw_html and (not line.strip(" \t") or _indent(line)[0] >= fence_base):
             raw_html = _html_end(raw_html, line)
             out.append(line)
-            code.append(not comments or raw_text)   # (a <pre>'s comments are hidden, as a browser hides them)
+            code.append(kept_html[not raw_text])   # (a <pre>'s comments are hidden, as a browser hides them)
             continue
         raw_html = False
         if in_comment:
@@ -394,18 +455,18 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             # A fence (or raw HTML) in a quote ends with it (CommonMark), or with the list item
             # the quote is in, or the quote's list item it is in: a fence closed here, or
             # without its marks it opened code to the end of the note.
-            if quoted_fence and comments:   # (the code of the text's own lines is wanted)
+            if quoted_fence and not shown:   # (the code of the text's own lines is wanted)
                 out[-1] += "\n" + quoted_fence
             elif quoted_fence:
                 out.append(quoted_fence)
-                code.append(True)
+                code.append(as_code)
                 joined.insert(len(joined) - 1, False)
             quoted_fence, quoted_html = None, False
         if not quote:
             if blank or indent - base >= 4 and not item:
                 indented = not blank and not para
                 out.append(line)
-                code.append(indented)
+                code.append(as_code if indented else False)
                 joined[-1] = para and not blank
                 para = para and not blank
                 quote_para = quote_para and para
@@ -431,7 +492,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             joined[-1] = was_para and para and not item and not popped
             in_comment = comments and not opened and _opens_comment(line, spans.on(i, joined[-1]))
             out.append(line)
-            code.append(bool(opened) and not (comments and html and not raw_text))
+            code.append(kept_html[not raw_text] if html else as_code if opened else False)
             continue
         lead = line[:start] if items else ""   # a list item's indent and marker stay
         inner, was = quote.group(2), depth
@@ -441,34 +502,34 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             if _closes(quoted_fence, kept):
                 quoted_fence = None
             out.append(lead + kept)
-            code.append(True)
+            code.append(as_code)
             continue
         if quoted_html and not (quoted_html == "\n" and not inner.strip(" \t")):
             kept = _marks_off(line[quote.start(1):], fence_depth)
             quoted_html = _html_end(quoted_html, kept)
             out.append(lead + kept)
-            code.append(not comments or raw_text)
+            code.append(kept_html[not raw_text])
             continue
         quoted_html = False
         if depth != was:
             quote_items = []   # (a quote in or out of this one: its list items are followed no further)
         indent_in, blanks = _indent(inner) if inner[:1] in " \t" else (0, 0)
-        shown = inner.strip(" \t")
+        has_text = inner.strip(" \t")
         # The quote's list items, followed as those outside a quote are: one ends at a line left
         # of its text, unless the line is a lazy continuation of its paragraph.
-        while quote_items and shown and indent_in < quote_items[-1] and \
+        while quote_items and has_text and indent_in < quote_items[-1] and \
                 not (quote_para and not _starts_block(inner[blanks:], inner[blanks:blanks + 1])):
             quote_items.pop()
         in_item = quote_items[-1] if quote_items else 0
-        if indent_in - in_item >= 4 and shown and (not quote_para or depth > was):
+        if indent_in - in_item >= 4 and has_text and (not quote_para or depth > was):
             # Indented code in the quote (CommonMark: not under its paragraph, which a deeper
             # quote interrupts; four columns in from the list item it is in), kept as written
             # once the marks are off.
             out.append(lead + inner)
-            code.append(True)
+            code.append(as_code)
             para = quote_para = False
             continue
-        item_in = shown and indent_in - in_item < 4 and _quoted_item(inner, in_item, quote_para)
+        item_in = has_text and indent_in - in_item < 4 and _quoted_item(inner, in_item, quote_para)
         if item_in:
             quote_items.append(item_in[0])
         # (A fence after a list item's marker opens code in the item, as outside a quote.)
@@ -477,7 +538,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             quoted_fence, fence_depth, fence_items = opened.group(1), depth, len(items)
             fence_in_item = quote_items[-1] if quote_items else 0
             out.append(lead + inner)
-            code.append(True)
+            code.append(as_code)
             para = quote_para = False
             continue
         if indent_in - in_item < 4 and "<" in inner and (html := _RAW_HTML.match(inner, item_in[1] if item_in else 0)):
@@ -487,7 +548,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
             fence_depth, fence_items = depth, len(items)
             fence_in_item = quote_items[-1] if quote_items else 0
             out.append(lead + inner)
-            code.append(not comments or raw_text)
+            code.append(kept_html[not raw_text])
             para = quote_para = False
             continue
         titled = False
@@ -499,7 +560,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[bool]
         in_comment = comments and _opens_comment(inner, spans.on(i, joined[-1]), quote.start(2))
         out.append(lead + inner)
         code.append(False)
-        if titled and not comments:
+        if titled and shown:
             # A callout's title is a line of its own, shown apart from the text under it: read
             # as prose, "Supply Route" and "The route from ..." made an entity "Supply Route The".
             # (Not when only the code of the text's own lines is wanted.)
@@ -595,12 +656,12 @@ def _marks_off(quoted: str, marks: int) -> str:
 
 def _starts_block(text: str, first: str) -> bool:
     """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
-    fence, a heading, a thematic break or a raw HTML block; one that does not continues a paragraph
-    above. ``first``: its first character that is not a blank; most lines' tells they open none."""
+    fence, a heading, a thematic break, a raw HTML block or a comment (CommonMark's second kind
+    of HTML block); one that does not continues a paragraph above. ``first``: its first character that is not a blank; most lines' tells they open none."""
     if not (first in "-+*>`~#_<" or first.isdigit()):
         return False
     return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
-                or _BREAK.match(text) or _RAW_HTML.match(text))
+                or _BREAK.match(text) or _RAW_HTML.match(text) or text.startswith("<!--"))
 
 
 def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str | None:
@@ -693,10 +754,11 @@ class _Spans:
         return self._ends[1]
 
 
-def _link_text(m: re.Match) -> str:
-    if m.group(2):   # an embed
+def _shown_link(embed: str, inside: str) -> str:
+    """The text a wikilink shows (``embed``: its "!", ``inside``: what is between its brackets)."""
+    if embed:
         return ""
-    target, bar, alias = m.group(3).partition("|")
+    target, bar, alias = inside.partition("|")
     if bar and alias.strip():
         return alias.strip()
     note, _, part = target.rstrip("\\").partition("#")   # a table's link escapes its bar: \|

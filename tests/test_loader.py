@@ -999,3 +999,21 @@ def test_many_runs_of_backticks_that_close_nowhere_take_no_time():
     lines = "\n".join("Ada " + "`" * n + " [[a|b]] <!-- c -->" for n in range(1, 2000))
     assert "[[" not in as_shown(without_comments(lines)) and "<!--" not in without_comments(lines)
     assert time.process_time() - start < 2
+
+
+def test_a_note_is_read_with_one_scan_of_its_blocks_as_they_are_written(monkeypatch):
+    from streamrag import markdown
+
+    # Its comments were taken out with one scan, then its quotes and links read with another,
+    # of the text without them: twice the time on an outline with a comment, and the blocks
+    # read were not those written. A comment opening a line is a block of its own (CommonMark's
+    # second kind of HTML block), so a list item ends at it and a line four columns in after
+    # it is code; taken out first, it left a blank line, and the code was the item's text.
+    scans = []
+    real = markdown._blocks
+    monkeypatch.setattr(markdown, "_blocks", lambda *a, **k: scans.append(1) or real(*a, **k))
+    text = "- Ada [[Bo Lund|Bo]] <!-- x -->\n<!-- c -->\n    ls [[x|y]] <!-- kept -->\n\n> [!note] T %%y%%\n> [[a|b]]"
+    assert markdown.readable(text) == "- Ada Bo \n\n    ls [[x|y]] <!-- kept -->\n\nT \n\nb"
+    assert len(scans) == 1
+    # A block of HTML runs on to a blank line, over a comment's line too.
+    assert markdown.readable("<div>\n<!-- c -->\n> [[x|y]]\n\n> [[a|b]]") == "<div>\n\n> [[x|y]]\n\nb"
