@@ -9,7 +9,7 @@ indented code, list items, comments, links, front matter, raw HTML), read by bot
 ``streamrag/markdown.py`` versions (front matter, comments, links and quotes, what ``loader``
 reads, and ``_blocks``' lines and code). The first few that differ are printed; the exit status
 is 1 if any does. ``--corpus``: the time each takes to read the folder's .md files (CPU time,
-best of five). Prints one JSON line.
+best of five), and how many of them are read otherwise (text or title). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -68,6 +68,12 @@ def _lines(m: types.ModuleType, text: str, comments: bool) -> list[tuple[str, bo
     return [(part, kept) for line, kept in zip(lines, code) for part in line.split("\n")]
 
 
+def _document(m: types.ModuleType, text: str) -> tuple[str, str | None]:
+    """A file's text as ``loader`` reads it, and its front matter title."""
+    body, title = m.front_matter(text)
+    return _readable(m, body), title
+
+
 def _at(rev: str) -> types.ModuleType:
     source = subprocess.run(["git", "show", f"{rev}:streamrag/markdown.py"], check=True,
                             capture_output=True, text=True).stdout
@@ -105,8 +111,9 @@ def main() -> int:
     result = {"rev": args.rev, "snippets": args.snippets, "differ": differ}
     if args.corpus:
         texts = [p.read_text(encoding="utf-8") for p in sorted(args.corpus.rglob("*.md"))]
-        result.update(corpus_chars=sum(map(len, texts)), seconds_at_rev=_seconds(old, texts),
-                      seconds_now=_seconds(markdown, texts))
+        result.update(corpus_files=len(texts), corpus_chars=sum(map(len, texts)),
+                      corpus_files_differ=sum(_document(old, t) != _document(markdown, t) for t in texts),
+                      seconds_at_rev=_seconds(old, texts), seconds_now=_seconds(markdown, texts))
     emit(result)
     return 1 if differ else 0
 
