@@ -35,10 +35,11 @@ _FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)
 # ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of
 # text four columns in ("Para\n    ```") for one, and the comments after it stayed in.
 _COMMENTS = re.compile(r"(?=[`<%])(?:" + _TICKS + r"|(<!--)|(%%))")
-# A wikilink: group 2 "!" for an embed, group 3 its inside. (``_READ``: both, in one pass.) Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
-# ("Para\n    ```") for a fence, and the links after it stayed as written.
-# (Each opens with a look at the characters they may begin with: the regex engine skips to one,
-# where it tried each of them at each character, 3 times as slow.)
+# A wikilink: group 2 "!" for an embed, group 3 its inside (``_READ``: comments and links, in
+# one pass). Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
+# ("Para\n    ```") for a fence, and the links after it stayed as written. (Each pattern opens
+# with a look at the characters it may begin with: the regex engine skips to one; trying each
+# alternative at each character was 3 times as slow.)
 _WIKILINK = re.compile(r"(?=[`!\[])(?:" + _TICKS + r"|(!?)\[\[([^\[\]\n]*)\]\])")
 _READ = re.compile(r"(?=[`<%!\[])(?:" + _TICKS + r"|(<!--)|(%%)|(!?)\[\[([^\[\]\n]*)\]\])")
 # A blockquote line (up to 3 spaces, then its ">" marks; group 1 all of them, group 2 the text)
@@ -154,7 +155,9 @@ def _read(text: str, joined: list[bool] | None, html: list[int] | None = None) -
                 if html[line]:
                     return m.group()
             inside = m.group(5)
-            return _shown_link(m.group(4), _comments_off(inside) if "<!--" in inside or "%%" in inside else inside)
+            if "<!--" in inside or "%%" in inside:
+                inside = _comments_off(inside)
+            return _shown_link(m.group(4), inside)
         end = _comment_end(text, m, last)
         return ("", end) if end >= 0 else (text[m.start():-end - 1], -end - 1)
 
@@ -166,7 +169,7 @@ def without_comments(text: str) -> str:
     (in a quote too) or indented, kept as written."""
     if "-->" not in text and "%%" not in text:
         return text
-    lines, code, joined = _blocks(text, comments=True)
+    _, code, joined = _blocks(text, comments=True)
     return _outside_code(text.split("\n"), code, joined, _comments_off)
 
 
@@ -227,7 +230,7 @@ def _link_text(m: re.Match) -> str:
     return _shown_link(m.group(2), m.group(3))
 
 
-def _outside_code(lines: list[str], code: list[bool], joined: list[bool] | None, change) -> str:
+def _outside_code(lines: list[str], code: list[int], joined: list[bool] | None, change) -> str:
     """``lines`` joined, ``change(text, joined)`` applied to each run of them that is not
     ``code`` (``joined``: ``_blocks``', of its lines)."""
     if not any(code):
@@ -317,8 +320,8 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
     note). Indented code (CommonMark): a line four columns in from the list item it is in,
     after a blank line or at the start, never a paragraph's lazy continuation; a line four
     columns in under a list item is the item's text. In a quote the same holds four columns in
-    from its marks (``>     code`` is ``    code``), except under the quote's paragraph and in
-    a quote that holds a list item (its text: lists in a quote are followed no further).
+    from its marks (``>     code`` is ``    code``), except under the quote's paragraph, and
+    four columns in from the text of the quote's list item it is in (less is the item's text).
     A raw HTML block (CommonMark's first kind, ``<pre>``, ``<script>``, ``<style>`` or
     ``<textarea>`` opening a line, in a quote too) is kept to the line that ends one; a
     ``<pre>`` is no code in ``comments`` (a browser hides the comments in it), the others are
@@ -330,16 +333,17 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
     is kept as written: 2 all (code), 1 its links (a raw HTML block whose comments are hidden),
     0 nothing; one scan for ``readable``.
     Third, whether each line goes on with the paragraph of the line above, where a code span
-    may run on (CommonMark); ``None`` when no line holds a backtick.
+    may run on (CommonMark); ``None`` for a text with no block to scan and no backtick.
     """
     shown = not comments if shown is None else shown
     as_code = 2 if comments and shown else True   # a line of code
-    kept_html = (as_code, (1 if shown else False) if comments else True)   # raw text or not: (its comments hidden)
+    # a line of a raw HTML block: raw text (a <textarea>'s) or not (its comments hidden)
+    kept_html = (as_code, (1 if shown else False) if comments else True)
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
         return lines, [False] * len(lines), _joined(lines) if "`" in text else None
     out: list[str] = []
-    code: list[bool] = []
+    code: list[int] = []
     joined: list[bool] = []   # the line goes on with the paragraph of the line above
     spans = _Spans(text, lines)   # (code spans over line breaks, when comments are looked for)
     fence = quoted_fence = None   # the open fence's mark, outside or inside a quote
@@ -347,7 +351,7 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
     depth = 0   # the previous line's ">" marks: a callout opens a quote (or a deeper one)
     fence_depth = fence_items = 0   # ... those of the quote the open quoted fence is in, and its list items
     fence_in_item = 0   # ... and where the text begins of the quote's list item it is in
-    quoted_html = False   # a raw HTML block is open in a quote (the quoted fence's depth and items): _html_end
+    quoted_html = False   # what ends a raw HTML block open in a quote (as raw_html; depth and items: the fence's)
     items: list[int] = []   # the columns where the text of each list item open begins, innermost last
     para = False   # a paragraph is open: a line indented four columns continues it, and is no code
     quote_para = False   # ... in a quote
@@ -657,7 +661,8 @@ def _marks_off(quoted: str, marks: int) -> str:
 def _starts_block(text: str, first: str) -> bool:
     """Whether ``text`` (a line from its first character) opens a block: a list item, a quote, a
     fence, a heading, a thematic break, a raw HTML block or a comment (CommonMark's second kind
-    of HTML block); one that does not continues a paragraph above. ``first``: its first character that is not a blank; most lines' tells they open none."""
+    of HTML block); one that does not continues a paragraph above. ``first``: its first
+    character that is not a blank; most lines' tells they open none."""
     if not (first in "-+*>`~#_<" or first.isdigit()):
         return False
     return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
