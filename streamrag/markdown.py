@@ -559,7 +559,9 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
         if depth > was and (callout := _CALLOUT.match(inner)):
             inner = inner[callout.end():]
             titled = bool(inner.strip(" \t"))
-        para = quote_para = bool(inner.strip(" \t"))
+        # (A heading or a thematic break in the quote is no paragraph: nothing goes on with it.)
+        para = quote_para = bool(inner.strip(" \t")) and not (
+            inner.lstrip(" ")[:1] in "#-*_" and not item_in and (_HEADING.match(inner) or _BREAK.match(inner)))
         joined[-1] = para and was_para and was_quote_para and depth <= was and not item_in
         in_comment = comments and _opens_comment(inner, spans.on(i, joined[-1]), quote.start(2))
         out.append(lead + inner)
@@ -622,9 +624,9 @@ def _joined(lines: list[str]) -> list[bool]:
             para = False
             joined.append(False)
             continue
-        opens = (first in "-+*#_=<" or first.isdigit()) and (
-            _starts_block(line.lstrip(" \t"), first) or para and _SETEXT.match(line)
-            or line.lstrip(" \t").startswith("<!--"))   # (a comment opening a line is a block of its own)
+        text = line.lstrip(" \t")
+        opens = _interrupts(text, first) if para else _starts_block(text, first)
+        opens = opens or para and first in "=-" and bool(_SETEXT.match(line))
         joined.append(para and not opens)
         para = not opens or bool(_ITEM.match(line)) and not _BREAK.match(line)
     return joined
@@ -667,6 +669,14 @@ def _starts_block(text: str, first: str) -> bool:
         return False
     return bool(_ITEM.match(text) or text.startswith(">") or _FENCE.match(text) or _HEADING.match(text)
                 or _BREAK.match(text) or _RAW_HTML.match(text) or text.startswith("<!--"))
+
+
+def _interrupts(text: str, first: str) -> bool:
+    """Whether ``text`` (a line from its first character, ``first``) opens a block that ends a
+    paragraph above it: as ``_starts_block``, but a list item only from 1, with text (CommonMark)."""
+    if not _starts_block(text, first):
+        return False
+    return not (_ITEM.match(text) and not _BREAK.match(text) and not _quoted_item(text, 0, True))
 
 
 def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str | None:
@@ -752,7 +762,7 @@ class _Spans:
             k = i + 1
             while k < len(self.lines):
                 rest = self.lines[k].lstrip(" \t>")
-                if not rest.strip(" \t") or _starts_block(rest, rest[:1]) or rest.startswith("<!--"):
+                if not rest.strip(" \t") or _interrupts(rest, rest[:1]):
                     break
                 k += 1
             self._ends = (i, k)

@@ -977,6 +977,11 @@ def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_cod
                         ("Ada `ls\n# [[x|y]]` [[a|b]]", "Ada `ls\n# y` b"),
                         ("Ada `ls\n```\n[[x|y]]\n```\n` [[a|b]]", "Ada `ls\n```\n[[x|y]]\n```\n` b")):
         assert as_shown(text) == shown, text
+    # A list item not from 1 interrupts no paragraph, so the span runs on into it; a heading
+    # in a quote is no paragraph to run on from, and its next line four columns in is code.
+    assert as_shown("Ada `ls\n2. [[x|y]]` [[a|b]]") == "Ada `ls\n2. [[x|y]]` b"
+    assert as_shown("> Ada `ls\n> # [[x|y]]` [[a|b]]") == "Ada `ls\n# y` b"
+    assert as_shown("> # Quay\n>     ls [[x|y]]") == "# Quay\n    ls [[x|y]]"
     # A <!-- in one opens no comment, so the code block after it keeps its own.
     assert without_comments("Ada `ls <!--\nb` c\n```\n<!-- k -->\n```\n-->") == \
         "Ada `ls <!--\nb` c\n```\n<!-- k -->\n```\n-->"
