@@ -813,6 +813,29 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
                                  "(Ebenezer Scrooge) do not outweigh that")], chosen
 
 
+def test_the_reason_names_the_longest_name_the_question_writes(tmp_path):
+    # "tell" is a stopword, so "Bram Tell" and "Bram" are named by the same word, "bram": the
+    # reason named the one found first, "Bram", for "Who is Bram Tell?", whichever the index
+    # ranked first.
+    for order in (("Bram", "Bram Tell"), ("Bram Tell", "Bram")):
+        store = Store(tmp_path / f"{order[0]}.db")
+        with store.conn:
+            for i, name in enumerate(order):
+                store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
+                                   "VALUES (?, ?, 'person', '', 1)", (f"e-{i}", name))
+            store.conn.execute("INSERT INTO entities_fts(id, name, description) "
+                               "SELECT id, fts_text(name), fts_text(description) FROM entities")
+        try:
+            chosen = [choose_mode(store, q) for q in ("Who is Bram Tell?", "Who is Bram?", "What did Tell Bram do?",
+                                                      "What are the themes of Bram Tell's story?")]
+        finally:
+            store.close()
+        assert chosen == [("local", "the question names Bram Tell"), ("local", "the question names Bram"),
+                          ("local", "the question names Bram"),
+                          ("global", "the question asks about the collection (themes), and the names it "
+                                     "has (Bram Tell) do not outweigh that")], (order, chosen)
+
+
 async def test_auto_mode_says_what_it_chose(llm_db, qs):
     answer = await aask("Who is Mira Osk?", qs, llm_db)
     assert answer.requested_mode == "auto" and answer.auto_choice == "local" == answer.mode
