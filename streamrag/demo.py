@@ -20,7 +20,7 @@ from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
 from streamrag.terminal import terminal_text
-from streamrag.store import Store, one_writer
+from streamrag.store import Store, index_files, one_writer
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
 LOCAL_QUESTION = "Who is Bob Cratchit and how is he connected to Scrooge?"
@@ -28,6 +28,21 @@ LOCAL_QUESTION = "Who is Bob Cratchit and how is he connected to Scrooge?"
 
 def sample_dir() -> Path:
     return asset_dir("data") / "sample" / "christmas_carol"
+
+
+def not_the_demos(folder: Path) -> list[str]:
+    """The names in ``folder`` an earlier demo did not put there (sorted): anything but the
+    sample's folder with the sample's files and the index's own files. ``demo --dir ~/notes``
+    put both into the notes, and the next ``index ~/notes`` took the five staves in as notes."""
+    own = {"christmas_carol", *(p.name for p in index_files(folder / "index.db"))}
+    staves = {p.name for p in sample_dir().iterdir() if p.suffix != ".md"}
+    others = [p.name for p in folder.iterdir() if p.name not in own]
+    corpus = folder / "christmas_carol"
+    if corpus.is_dir() and not corpus.is_symlink():
+        others += [f"christmas_carol/{p.name}" for p in corpus.iterdir() if p.name not in staves]
+    elif corpus.exists() or corpus.is_symlink():
+        others.append("christmas_carol")
+    return sorted(others)
 
 
 def add_demo_command(subparsers) -> None:
@@ -55,11 +70,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if keep and Path(args.dir).exists() and not Path(args.dir).is_dir():
         raise StreamragError(f"--dir {args.dir}: not a folder; give a folder for the sample and its "
                              "index (it is created if missing), or leave --dir out")
+    if keep and Path(args.dir).is_dir():
+        try:
+            others = not_the_demos(Path(args.dir))
+        except OSError as e:
+            raise StreamragError(f"--dir {args.dir}: cannot read the folder ({e.strerror or e}); give a "
+                                 "new or empty folder you can write to, or leave --dir out") from None
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise StreamragError(f"--dir {args.dir}: holds files of its own ({shown}), which the sample and "
+                                 "its index would be put beside; give a new or empty folder (or one an "
+                                 "earlier demo made), or leave --dir out")
     work = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="streamrag-demo-"))
     try:
         corpus = work / "christmas_carol"
-        if corpus.exists() and not corpus.is_dir():
-            raise StreamragError(f"--dir {args.dir}: {corpus} is a file; give another folder")
         if not corpus.exists():
             try:
                 shutil.copytree(sample_dir(), corpus, ignore=shutil.ignore_patterns("*.md"))

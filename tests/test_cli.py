@@ -623,6 +623,15 @@ def test_demo_runs_offline(cli_run):
     assert out.stdout.count("Extractive answer") == 2
 
 
+def test_a_kept_demo_folder_is_used_again(cli_run, tmp_path):
+    # (`demo --dir` refuses a folder holding anything else: an earlier demo's own is not that)
+    for _ in range(2):
+        out = cli_run("demo", "--dir", str(tmp_path / "demo"))
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("Extractive answer") == 2
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == ["christmas_carol", "index.db", "index.db.lock"]
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)

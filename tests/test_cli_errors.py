@@ -411,11 +411,30 @@ def test_demo_dir_must_be_a_folder(cli, tmp_path):
     cli("demo", "--api-base", "localhost:1", code=2, fragments=("--api-base localhost:1: must start",))
 
 
+def test_demo_keeps_out_of_a_folder_of_the_users(cli, tmp_path):
+    # `demo --dir ~/notes` put christmas_carol/ and index.db among the notes without a word, and
+    # the next `index ~/notes` took the five staves in as notes.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("buy milk\n")
+    cli("demo", "--dir", "notes", code=1,
+        fragments=("--dir notes: holds files of its own (todo.md)", "give a new or empty folder"))
+    assert [p.name for p in notes.iterdir()] == ["todo.md"]
+    # A file of the user's among the sample's is no earlier demo's either.
+    (tmp_path / "d" / "christmas_carol").mkdir(parents=True)
+    (tmp_path / "d" / "christmas_carol" / "mine.txt").write_text("mine\n")
+    cli("demo", "--dir", "d", code=1, fragments=("(christmas_carol/mine.txt)",))
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "christmas_carol").write_text("a file\n")
+    cli("demo", "--dir", "e", code=1, fragments=("(christmas_carol)",))
+
+
 def test_demo_does_not_write_an_index_another_streamrag_writes(cli, tmp_path):
     # `demo --dir D` took no writer lock: beside a `watch` of D's sample, two wrote one index.
     from streamrag.store import one_writer
 
-    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "christmas_carol").mkdir(parents=True)   # (an earlier demo's: not refused)
+    (tmp_path / "d" / "christmas_carol" / "stave1_marleys_ghost.txt").write_text("Marley was dead.\n")
     with one_writer(tmp_path / "d" / "index.db", "streamrag watch d/christmas_carol"):
         cli("demo", "--dir", str(tmp_path / "d"), code=75,
             fragments=("being written by another streamrag", "streamrag watch d/christmas_carol"))
