@@ -332,12 +332,27 @@ def _default_line(key: str) -> str:
     return f"{field} = {shown}"
 
 
-def _explain(err: msgspec.ValidationError, where: str) -> ConfigError:
+def _toml_value(value: object) -> str:
+    """``value`` as TOML writes it (``3``, ``"x"``, ``true``), for a message."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except TypeError:   # (a TOML date)
+        return str(value)
+
+
+def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None) -> ConfigError:
     msg = str(err)
     m = _PATH_RE.search(msg)
     key = m.group(1) if m else ""
     what = _PATH_RE.sub("", msg).rstrip(" -")
     what = what.replace("`", "")
+    if key in _sections() and what.startswith("Expected object") and data is not None and key in data:
+        # (`llm = 3` said "llm: expected object, got int")
+        return ConfigError(f"{where}: {key}: must be a [{key}] table of settings, not {_toml_value(data[key])}; "
+                           f"write a line [{key}] with its settings below it (`streamrag init` writes "
+                           "every one with its default), or leave it out")
     if what.startswith("Object contains unknown field"):
         field = what.split()[-1]
         hint = _did_you_mean(key, field)
@@ -519,7 +534,7 @@ def _convert(data: dict, defaults: dict, where: str, *, llm_unused: bool) -> tup
         try:
             return msgspec.convert(data, Settings, str_keys=True), set_aside
         except msgspec.ValidationError as e:
-            error = _explain(e, where)
+            error = _explain(e, where, data)
             m = _PATH_RE.search(str(e))
             key = m.group(1) if m else ""
             section, _, field = key.partition(".")

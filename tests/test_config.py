@@ -308,6 +308,19 @@ def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
         load_settings(big, env={})
 
 
+def test_a_section_given_a_value_says_it_is_a_table(tmp_path):
+    # `llm = 3` said "llm: expected object, got int", set aside or not.
+    for text, shown in (("llm = 3\n", "[llm] table of settings, not 3"),
+                        ('index = "big"\n', '[index] table of settings, not "big"')):
+        path = write(tmp_path, text)
+        with pytest.raises(ConfigError) as e:
+            load_settings(path, env={})
+        assert str(e.value).startswith(f"{path}: {text.split()[0]}: must be a {shown}; write a line [")
+    assert load_settings(write(tmp_path, "llm = 3\n"), env={}, models_for=()).set_aside == [
+        f"{tmp_path / 'streamrag.toml'}: llm: must be a [llm] table of settings, not 3; write a line [llm] "
+        "with its settings below it (`streamrag init` writes every one with its default), or leave it out"]
+
+
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
     path = write(tmp_path, '[llm]\ntemperature = "hot"\nconcurrency = 4\n[index]\nchunk_size = 300\n')
     s = load_settings(path, env={}, models_for=())
