@@ -374,22 +374,29 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
+def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
+    """(key, what is wrong) of a number out of its bounds: the ``rule`` it breaks and what to
+    set it to, with its default ("must be >= 1" alone left the fix to guess)."""
+    default = _default_line(key)
+    return key, f"{rule}; set it to {to}" + (f" (its default: {default})" if default else "")
+
+
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
            models_for: tuple[str, ...] = ("index", "ask")) -> None:
     """Value checks; ``origins`` names where a key came from when not the file (env, a flag)."""
     ix, llm = s.index, s.llm
     problems = []
     if ix.chunk_size < 50:
-        problems.append(("index.chunk_size", "must be at least 50 tokens"))
+        problems.append(_bound("index.chunk_size", "must be at least 50 tokens", "50 or more"))
     if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
         default = " (its default)" if ix.chunk_overlap == IndexSettings().chunk_overlap else ""
         fix = "set it to 0 or more" if ix.chunk_overlap < 0 else f"set it below {ix.chunk_size // 2}"
         problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and below "
                          f"{ix.chunk_size // 2} (half of index.chunk_size, {ix.chunk_size}, rounded down): {fix}"))
     if ix.max_gleanings < 0:
-        problems.append(("index.max_gleanings", "must be >= 0"))
+        problems.append(_bound("index.max_gleanings", "must be >= 0 (0 = no extra rounds)", "0 or more"))
     if ix.max_cluster_size < 2:
-        problems.append(("index.max_cluster_size", "must be >= 2"))
+        problems.append(_bound("index.max_cluster_size", "must be >= 2", "2 or more"))
     if not ix.entity_types or not all(t.strip() for t in ix.entity_types):
         problems.append(("index.entity_types", "must name at least one type, each a non-empty word "
                          "(e.g. [\"person\", \"organization\"])"))
@@ -413,23 +420,23 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif ix.text_field != ix.text_field.strip():
         problems.append(("index.text_field", f"has spaces around the name; use {ix.text_field.strip()!r}"))
     if not 0 <= ix.report_regen_threshold < 1:
-        problems.append(("index.report_regen_threshold", "must be in [0, 1)"))
+        problems.append(_bound("index.report_regen_threshold", "must be in [0, 1)", "0 or more and below 1"))
     if ix.summary_join_tokens < 0:
-        problems.append(("index.summary_join_tokens", "must be >= 0 (0 = always merge with the LLM)"))
+        problems.append(_bound("index.summary_join_tokens", "must be >= 0 (0 = always merge with the LLM)", "0 or more"))
     if ix.summary_max_descriptions < 0:
-        problems.append(("index.summary_max_descriptions", "must be >= 0 (0 = no limit)"))
+        problems.append(_bound("index.summary_max_descriptions", "must be >= 0 (0 = no limit)", "0 or more"))
     if ix.report_min_members < 1:
-        problems.append(("index.report_min_members", "must be >= 1"))
+        problems.append(_bound("index.report_min_members", "must be >= 1", "1 or more"))
     if not 0 <= llm.temperature <= 2:
-        problems.append(("llm.temperature", "must be between 0 and 2 (0 = most deterministic)"))
+        problems.append(_bound("llm.temperature", "must be between 0 and 2 (0 = most deterministic)", "a number from 0 to 2"))
     if llm.concurrency < 1:
-        problems.append(("llm.concurrency", "must be >= 1"))
+        problems.append(_bound("llm.concurrency", "must be >= 1 (requests in flight at once)", "1 or more"))
     for name in ("requests_per_minute", "tokens_per_minute"):
         if getattr(llm, name) < 0:
-            problems.append((f"llm.{name}", "must be >= 0 (0 = unlimited)"))
+            problems.append(_bound(f"llm.{name}", "must be >= 0 (0 = unlimited)", "0 or more"))
     # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
     if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
-        problems.append(("llm.request_timeout_s", "must be > 0 seconds"))
+        problems.append(_bound("llm.request_timeout_s", "must be > 0 seconds", "a number of seconds above 0"))
     # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
     # an endpoint is set)
     indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",
@@ -439,21 +446,22 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
             problems.append((f"llm.{name}", "is empty; name the model to use (e.g. \"gpt-4o-mini\", "
                              "\"llama3.1:8b\"), or leave the key out for the default"))
     if llm.max_retries < 0:
-        problems.append(("llm.max_retries", "must be >= 0 (0 = never retry)"))
+        problems.append(_bound("llm.max_retries", "must be >= 0 (0 = never retry)", "0 or more"))
     if not (llm.give_up_after_s >= 0 and math.isfinite(llm.give_up_after_s)):
-        problems.append(("llm.give_up_after_s", "must be >= 0 seconds (0 = never give up on an endpoint "
-                         "that only answers with errors or asks to wait)"))
+        problems.append(_bound("llm.give_up_after_s", "must be >= 0 seconds (0 = never give up on an endpoint "
+                               "that only answers with errors or asks to wait)", "0 or more seconds"))
     if not -2**63 <= ix.leiden_seed < 2**63:   # leidenalg takes a 64-bit integer
-        problems.append(("index.leiden_seed", "must be a 64-bit integer (between -2^63 and 2^63 - 1)"))
+        problems.append(_bound("index.leiden_seed", "must be a 64-bit integer (between -2^63 and 2^63 - 1)",
+                               "a whole number in that range"))
     if not (ix.leiden_resolution > 0 and math.isfinite(ix.leiden_resolution)):
-        problems.append(("index.leiden_resolution", "must be > 0 (1.0 = standard modularity)"))
+        problems.append(_bound("index.leiden_resolution", "must be > 0 (1.0 = standard modularity)", "a number above 0"))
     for name in ("summary_max_tokens", "report_max_input_tokens", "report_max_output_tokens"):
         if getattr(ix, name) < 1:
-            problems.append((f"index.{name}", "must be >= 1 token"))
+            problems.append(_bound(f"index.{name}", "must be >= 1 token", "1 or more"))
     if not ix.recluster_drift >= 0:
-        problems.append(("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)"))
+        problems.append(_bound("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)", "0 or more"))
     if not s.store.keep_unused_days >= 0:
-        problems.append(("store.keep_unused_days", "must be >= 0 (0 = keep for ever)"))
+        problems.append(_bound("store.keep_unused_days", "must be >= 0 (0 = keep for ever)", "0 or more days"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(
             llm.api_key_env.strip()):
         problems.append(("llm.api_key_env", f"has spaces around the name; use {llm.api_key_env.strip()!r}"))
@@ -480,33 +488,36 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     q = s.query
     for name in ("local_text_share", "local_community_share"):
         if not 0 <= getattr(q, name) <= 1:
-            problems.append((f"query.{name}", "must be between 0 and 1 (a share of query.local_max_tokens)"))
+            problems.append(_bound(f"query.{name}", "must be between 0 and 1 (a share of query.local_max_tokens)",
+                                   "a number from 0 to 1"))
     if 0 <= q.local_text_share <= 1 and 0 <= q.local_community_share <= 1 \
             and q.local_text_share + q.local_community_share > 1:
         problems.append(("query.local_community_share",
                          f"and query.local_text_share ({q.local_text_share:g}) add up to more than 1: the "
                          "rest of the local context is entities and relationships; lower one of them"))
     if not 0 <= q.dynamic_threshold <= 5:
-        problems.append(("query.dynamic_threshold", "must be between 0 and 5 (reports are rated 0-5)"))
+        problems.append(_bound("query.dynamic_threshold", "must be between 0 and 5 (reports are rated 0-5)",
+                               "a number from 0 to 5"))
     if q.dynamic_max_depth < 0:
-        problems.append(("query.dynamic_max_depth", "must be >= 0 (0 = rate the top level only)"))
+        problems.append(_bound("query.dynamic_max_depth", "must be >= 0 (0 = rate the top level only)", "0 or more"))
     if q.global_level < -1:
-        problems.append(("query.global_level", "must be >= -1 (-1 = dynamic selection, N = static search at level N)"))
+        problems.append(_bound("query.global_level", "must be >= -1 (-1 = dynamic selection, N = static search at "
+                               "level N)", "-1 or more"))
     for name in ("map_max_tokens", "reduce_max_tokens", "answer_max_tokens", "local_max_tokens",
                  "local_top_k", "basic_top_k"):
         if getattr(q, name) < 1:
-            problems.append((f"query.{name}", "must be >= 1"))
+            problems.append(_bound(f"query.{name}", "must be >= 1", "1 or more"))
     w = s.watch
     if w.debounce_ms < 0:
-        problems.append(("watch.debounce_ms", "must be >= 0 milliseconds"))
+        problems.append(_bound("watch.debounce_ms", "must be >= 0 milliseconds", "0 or more"))
     for name in ("quiet_s", "grace_s"):
         value = getattr(w, name)
         if not (value >= 0 and math.isfinite(value)):
-            problems.append((f"watch.{name}", "must be >= 0 seconds"))
+            problems.append(_bound(f"watch.{name}", "must be >= 0 seconds", "0 or more seconds"))
     for section in (s.pipeline,):
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:
-                problems.append((f"pipeline.{name}", "must be >= 1"))
+                problems.append(_bound(f"pipeline.{name}", "must be >= 1", "1 or more"))
     if not models_for:
         s.set_aside += [_problem_line(key, what, where, origins) for key, what in problems
                         if key.startswith("llm.")]

@@ -321,6 +321,28 @@ def test_a_section_given_a_value_says_it_is_a_table(tmp_path):
         "with its settings below it (`streamrag init` writes every one with its default), or leave it out"]
 
 
+@pytest.mark.parametrize("text", [
+    "[index]\nchunk_size = 10\n", "[index]\nmax_gleanings = -1\n", "[index]\nmax_cluster_size = 1\n",
+    "[index]\nreport_regen_threshold = 1\n", "[index]\nsummary_join_tokens = -1\n",
+    "[index]\nsummary_max_descriptions = -1\n", "[index]\nreport_min_members = 0\n",
+    "[llm]\ntemperature = 3\n", "[llm]\nconcurrency = 0\n", "[llm]\nconcurrency = -1\n",
+    "[llm]\nrequests_per_minute = -1\n", "[llm]\ntokens_per_minute = -1\n", "[llm]\nrequest_timeout_s = 0\n",
+    "[llm]\nmax_retries = -1\n", "[llm]\ngive_up_after_s = -1\n", "[index]\nleiden_seed = 9223372036854775808\n",
+    "[index]\nleiden_resolution = 0\n", "[index]\nsummary_max_tokens = 0\n", "[index]\nrecluster_drift = -1\n",
+    "[store]\nkeep_unused_days = -1\n", "[query]\nlocal_text_share = 2\n", "[query]\ndynamic_threshold = 6\n",
+    "[query]\ndynamic_max_depth = -1\n", "[query]\nglobal_level = -2\n", "[query]\nlocal_top_k = 0\n",
+    "[watch]\ndebounce_ms = -1\n", "[watch]\ngrace_s = -1\n", "[pipeline]\nqueue_size = 0\n",
+])
+def test_a_number_out_of_bounds_says_what_to_set_it_to(tmp_path, text):
+    # `concurrency = 0` said "must be >= 1", and no more.
+    path = write(tmp_path, text)
+    section, field = text[1:].split("]")[0], text.split("\n")[1].split(" =")[0]
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    assert str(e.value).startswith(f"{path}: {section}.{field}: must be ")
+    assert "; set it to " in str(e.value) and f"(its default: {field} = " in str(e.value), str(e.value)
+
+
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
     path = write(tmp_path, '[llm]\ntemperature = "hot"\nconcurrency = 4\n[index]\nchunk_size = 300\n')
     s = load_settings(path, env={}, models_for=())
