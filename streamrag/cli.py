@@ -36,7 +36,8 @@ from pathlib import Path
 import anyio
 
 from streamrag import __version__, index_rows
-from streamrag.config import CONFIG_NAME, Settings, default_config_text, find_config, load_settings
+from streamrag.config import (CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
+                              problems_line)
 from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
@@ -80,8 +81,7 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
                              models_for=models_for)
     settings.no_network = bool(getattr(args, "offline", False))
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
-        more = len(settings.set_aside) - 1
-        print(f"streamrag: warning: {settings.set_aside[0]}{f' (and {more} more llm setting(s))' if more else ''}"
+        print(f"streamrag: warning: {problems_line(settings.set_aside, settings.source)}"
               f" ({args.command} calls no model, so goes on; index, ask and watch refuse it until it is "
               "fixed)", file=sys.stderr)
     return settings

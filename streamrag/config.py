@@ -382,10 +382,11 @@ def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
 
 
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
-           models_for: tuple[str, ...] = ("index", "ask")) -> None:
-    """Value checks; ``origins`` names where a key came from when not the file (env, a flag)."""
+           models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = ()) -> None:
+    """Value checks; ``origins`` names where a key came from when not the file (env, a flag).
+    Every problem is said, the ``mistyped`` values (``_convert``) first, in one ConfigError."""
     ix, llm = s.index, s.llm
-    problems = []
+    problems: list[tuple[str, str]] = []
     if ix.chunk_size < 50:
         problems.append(_bound("index.chunk_size", "must be at least 50 tokens", "50 or more"))
     if not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
@@ -518,14 +519,23 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:
                 problems.append(_bound(f"pipeline.{name}", "must be >= 1", "1 or more"))
-    if not models_for:
-        s.set_aside += [_problem_line(key, what, where, origins) for key, what in problems
-                        if key.startswith("llm.")]
-        problems = [(key, what) for key, what in problems if not key.startswith("llm.")]
-    if problems:
-        key, what = problems[0]
-        line = _problem_line(key, what, where, origins)
-        raise (FlagError if origins and origins.get(key, "").startswith("--") else ConfigError)(line)
+    lines = [*mistyped, *((key, _problem_line(key, what, where, origins)) for key, what in problems)]
+    if not models_for:   # (status, export, vacuum go on with llm.*'s defaults, and say so)
+        s.set_aside += [line for key, line in lines if key.partition(".")[0] == "llm"]
+        lines = [(key, line) for key, line in lines if key.partition(".")[0] != "llm"]
+    if lines:
+        flag = origins and origins.get(lines[0][0], "").startswith("--")
+        raise (FlagError if flag else ConfigError)(problems_line([line for _, line in lines], where))
+
+
+def problems_line(lines: list[str], where: str) -> str:
+    """The one line saying every problem of ``lines`` (each ``FILE: KEY: WHAT``): the first in
+    full, then the others without the file name it shares. One line, as every error is (a script,
+    or `watch --json`'s last line, reads one), and all of them, so that one edit fixes the file."""
+    if len(lines) < 2:
+        return "".join(lines)
+    rest = [line.removeprefix(f"{where}: ") for line in lines[1:]]
+    return f"{lines[0]} (and {len(rest)} more setting(s) to fix: {' | '.join(rest)})"
 
 
 def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | None) -> str:
@@ -535,34 +545,33 @@ def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | Non
     return f"{where}: {key}: {what}"
 
 
-def _convert(data: dict, defaults: dict, where: str, *, llm_unused: bool) -> tuple[Settings, list[str]]:
-    """``data`` as Settings, or the one-line ConfigError on its first mistyped key. With
-    ``llm_unused`` (a command that calls no model), a mistyped ``llm.*`` value is set aside
-    instead: put back to its default and said in the list returned (``llm.temperature = "hot"``
-    stopped ``status``, ahead of the value checks that already left llm.* alone for it)."""
-    set_aside: list[str] = []
+def _convert(data: dict, defaults: dict, where: str) -> tuple[Settings, list[tuple[str, str]]]:
+    """``data`` as Settings, every mistyped value put back to its default, and (key, line) of
+    each of those: a command that calls no model sets the ``llm.*`` ones aside
+    (``llm.temperature = "hot"`` stopped ``status``), the others say them all at once with the
+    value checks (``_check``). An unknown key is a typo to fix, not a value: the ConfigError at once."""
+    mistyped: list[tuple[str, str]] = []
     while True:
         try:
-            return msgspec.convert(data, Settings, str_keys=True), set_aside
+            return msgspec.convert(data, Settings, str_keys=True), mistyped
         except msgspec.ValidationError as e:
             error = _explain(e, where, data)
             m = _PATH_RE.search(str(e))
             key = m.group(1) if m else ""
-            section, _, field = key.partition(".")
-            # (an unknown key is a typo to fix, not a value: refused as ever)
-            if not llm_unused or section != "llm" or str(e).startswith(
-                    "Object contains unknown field") or str(error) in set_aside:
+            section, _, rest = key.partition(".")
+            field = re.split(r"[.\[]", rest)[0]   # (index.include[0]: the list)
+            if section not in defaults or str(e).startswith("Object contains unknown field") \
+                    or any(str(error) == line for _, line in mistyped):
                 raise error from None
-            set_aside.append(str(error))
-            default_llm = defaults.get("llm", {})
-            llm = dict(data["llm"]) if isinstance(data.get("llm"), dict) else {}
+            mistyped.append((f"{section}.{field}" if field else section, str(error)))
+            values = dict(data[section]) if isinstance(data.get(section), dict) else {}
             if not field:   # (`llm = 5`: the whole section)
-                llm = dict(default_llm)
-            elif field in default_llm:
-                llm[field] = default_llm[field]
+                values = dict(defaults[section])
+            elif field in defaults[section]:
+                values[field] = defaults[section][field]
             else:
-                llm.pop(field, None)
-            data = {**data, "llm": llm}
+                values.pop(field, None)
+            data = {**data, section: values}
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -631,8 +640,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 key = f"{section}.{field}"
                 flag = (override_names or {}).get(key)
                 origins[key] = f"{flag} {value}" if flag else f"{key} = {value!r} (command line)"
-    settings, set_aside = _convert(data, defaults, where, llm_unused=not models_for)
-    settings.set_aside = set_aside
+    settings, mistyped = _convert(data, defaults, where)
     settings.llm.api_base = settings.llm.api_base.strip().rstrip("/")   # (a pasted space or newline)
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():
@@ -641,7 +649,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     settings.source = where
     if "llm.api_base" in origins:
         settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
-    _check(settings, where, origins, models_for=models_for)
+    _check(settings, where, origins, models_for=models_for, mistyped=mistyped)
     return settings
 
 

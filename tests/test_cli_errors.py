@@ -190,17 +190,19 @@ def test_a_mistyped_llm_setting_is_one_warning_for_a_command_that_calls_no_model
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1, warnings
     assert "hot.toml: llm.temperature: expected float, got str" in warnings[0]
-    assert "(and 1 more llm setting(s))" in warnings[0]
+    assert ("(and 1 more setting(s) to fix: llm.max_retries: expected int, got str; write it like its "
+            "default: max_retries = 6) (" + command[0] + " calls no model") in warnings[0]
 
 
 @pytest.mark.parametrize("command", [("ask", "anything"), ("index", "-q", "."), ("watch", ".")])
 def test_a_mistyped_llm_setting_stops_a_command_that_calls_a_model(cli, tmp_path, indexed, command):
-    (tmp_path / "hot.toml").write_text('[llm]\ntemperature = "hot"\n')
+    (tmp_path / "hot.toml").write_text('[llm]\ntemperature = "hot"\nconcurrency = 0\n')
     shutil.copytree(indexed, tmp_path / "docs")
     os.chdir(tmp_path / "docs")
+    # (both said, as status says both: only the first was, and fixed, the next run said the second)
     cli(*command, "--config", str(tmp_path / "hot.toml"), code=1,
         fragments=("hot.toml: llm.temperature: expected float, got str; write it like its default: "
-                   "temperature = 0.0",))
+                   "temperature = 0.0 (and 1 more setting(s) to fix: llm.concurrency: must be >= 1",))
 
 
 def test_an_empty_model_name_stops_only_the_commands_that_call_it(cli, capsys, tmp_path, indexed):

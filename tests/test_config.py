@@ -343,6 +343,27 @@ def test_a_number_out_of_bounds_says_what_to_set_it_to(tmp_path, text):
     assert "; set it to " in str(e.value) and f"(its default: {field} = " in str(e.value), str(e.value)
 
 
+def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
+    # Two bad llm values: index and ask said the first, status "(and 1 more llm setting(s))".
+    path = write(tmp_path, '[llm]\nconcurrency = 0\nmax_retries = "many"\ntemperature = 5\n'
+                           '[index]\nchunk_size = 10\nchunk_overlap = 0\n')
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={}, models_for=("ask",))
+    message = str(e.value)
+    assert "\n" not in message and message.count(str(path)) == 1, message
+    assert message.startswith(f"{path}: llm.max_retries: expected int, got str; write it like its default: "
+                              "max_retries = 6 (and 3 more setting(s) to fix: index.chunk_size: must be "), message
+    for key in ("llm.temperature: must be between 0 and 2", "llm.concurrency: must be >= 1"):
+        assert f" | {key}" in message, message
+    # A command that calls no model sets the llm ones aside, and says the rest as one line too.
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={}, models_for=())
+    assert str(e.value) == f"{path}: index.chunk_size: must be at least 50 tokens; set it to 50 or more (its default: chunk_size = 1200)"
+    s = load_settings(write(tmp_path, '[llm]\nconcurrency = 0\nmax_retries = "many"\n'), env={}, models_for=())
+    assert [line.split(": ")[1] for line in s.set_aside] == ["llm.max_retries", "llm.concurrency"]
+    assert (s.llm.max_retries, s.llm.concurrency) == (6, 0)
+
+
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
     path = write(tmp_path, '[llm]\ntemperature = "hot"\nconcurrency = 4\n[index]\nchunk_size = 300\n')
     s = load_settings(path, env={}, models_for=())
