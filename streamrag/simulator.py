@@ -94,7 +94,21 @@ _LEADING_STOP = {
     "according", "among", "during", "since", "until", "although", "though", "because", "also",
     "however", "meanwhile", "later", "earlier", "today", "yesterday", "tomorrow", "critics",
     "officials", "local", "several", "independent", "supporters", "residents", "experts",
+    # Words a model knows are no part of a name though a sentence or a quotation starts with
+    # them: "Up Scrooge went", "Perhaps Scrooge could not", "See Note > H here", "O Man!",
+    # "'Have I the pleasure", "'Is it a bear?'".
+    "o", "lo", "alas", "bah", "pooh", "hallo", "hello", "hurrah", "perhaps", "whereat",
+    "whereupon", "wherefore", "up", "down", "even", "still", "just", "only", "again", "indeed",
+    "thus", "hence", "therefore", "instead", "besides", "otherwise", "suddenly", "soon", "once",
+    "sometimes", "often", "never", "always", "nor", "unless", "upon", "into", "through",
+    "without", "within", "against", "about", "over", "under", "behind", "beyond", "whether",
+    "see", "let", "look", "am", "is", "are", "was", "were", "be", "been", "have", "has", "had",
+    "do", "does", "did", "can", "could", "would", "should", "shall", "must", "might", "me",
+    "him", "them", "something", "nothing", "anything", "everything",
 } | _TITLES
+# "I'll", "I'm", "Don't", "Couldn't", "Let's": contractions, never a word of a name.
+_CONTRACTION = re.compile(r"i['’](?:ll|m|d|ve)|(?:let|you|we|they|he|she|it|that|there|what)"
+                          r"['’](?:s|ll|re|ve|d)|\w+n['’]t")
 _CALENDAR = {"january", "february", "march", "april", "may", "june", "july", "august",
              "september", "october", "november", "december", "monday", "tuesday", "wednesday",
              "thursday", "friday", "saturday", "sunday"}
@@ -133,6 +147,7 @@ _EVENT_CUES = {
     "convention", "symposium", "negotiations", "treaty", "merger", "scandal", "blackout",
     "festivity", "holiday", "feast", "show", "exhibition", "award", "awards", "prize", "year",
 }
+_CUES = _ORG_CUES | _GEO_CUES | _EVENT_CUES | _CONNECTORS
 _GEO_PREPOSITIONS = {"in", "near", "from", "across", "outside", "inside", "to", "around"}
 
 _STOPWORDS = {
@@ -184,12 +199,13 @@ def split_sentences(text: str) -> list[str]:
             continue
         pieces = _SENTENCE_END.split(block)
         current = ""
-        for piece in pieces:
+        for i, piece in enumerate(pieces):
             current = f"{current} {piece}" if current else piece
             last = current.rstrip("\"'”’)]").split(" ")[-1]
             word = last.rstrip(".").casefold()
-            if last.endswith(".") and (word in _ABBREVIATIONS or len(word) == 1):
-                continue
+            if last.endswith(".") and (word in _ABBREVIATIONS or len(word) == 1) and (
+                    word != "no" or pieces[i + 1:i + 2] and pieces[i + 1][:1].isdigit()):
+                continue    # "Dr. Fenanti", "No. 5", but "No. Never."
             out.append(current.strip())
             current = ""
         if current:
@@ -263,6 +279,12 @@ def _is_cap(tok: str) -> bool:
     return tok[:1].isupper()
 
 
+def _no_name_word(word: str) -> bool:
+    """Whether ``word`` is one a name does not start with ("The", "Perhaps", "I'll")."""
+    folded = word.casefold().rstrip(".")
+    return re.sub(r"['’]s$", "", folded) in _LEADING_STOP or bool(_CONTRACTION.fullmatch(folded))
+
+
 def _is_shouting(tok: str) -> bool:
     letters = [c for c in tok if c.isalpha()]
     return len(letters) > 1 and all(c.isupper() for c in letters)
@@ -281,7 +303,7 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str, int, int]]:
             i += 1
             continue
         gap_before = sentence[tokens[i - 1].end():m.start()] if i else sentence[:m.start()]
-        initial = i == 0 or bool(re.search(r"[\"“‘(\[:;—–]|--|' ", gap_before))
+        initial = i == 0 or bool(re.search(r"[\"“‘(\[:;—–]|--|' |(?:^|\s)'$", gap_before))
         before = "" if i == 0 else tokens[i - 1].group().casefold()
         run = [tok]
         j = i + 1
@@ -289,7 +311,9 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str, int, int]]:
             gap = sentence[tokens[j - 1].end():tokens[j].start()]
             nxt = tokens[j].group()
             prev = tokens[j - 1].group()
-            if gap.strip() or (prev.endswith(".") and len(prev.rstrip(".")) > 1
+            # "called Scrooge Scrooge": a word repeated is the name twice, not a longer name.
+            if gap.strip() or nxt.casefold() == prev.casefold() or (
+                    prev.endswith(".") and len(prev.rstrip(".")) > 1
                                and prev.rstrip(".").casefold() not in _TITLES | {"st", "mt", "ft"}):
                 break
             # "of" and kin join "Bank of England" and "Ghost of Christmas Past", but not
@@ -321,14 +345,22 @@ def _in_link_path(sentence: str, tokens: list[re.Match], i: int) -> bool:
     return tokens[i - 1].group()[-1] not in ".!?:;"
 
 
-def _clean_run(run: list[str], initial: bool) -> tuple[str, bool]:
-    """The entity name a run stands for ("" for none) and whether it still starts a sentence."""
-    words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w)
-             else re.sub(r"['’]s$", "", w.rstrip(".-'’")).rstrip(".") for w in run]
+def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset()) -> tuple[str, bool]:
+    """The entity name a run stands for ("" for none) and whether it still starts a sentence.
+
+    ``common`` holds words the text writes in lower case and never capitalises mid-sentence:
+    first in a run at a sentence start ("Presently Scrooge"), such a word is no part of the name.
+    """
+    words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w) else w.rstrip(".-'’_").rstrip(".") for w in run]
     words = [w for w in words if w]
-    if len(words) > 1 and all(_is_shouting(w) for w in words):
-        return "", False                                    # a heading or dateline
-    while words and (words[0].casefold().rstrip(".") in _LEADING_STOP):
+    if words:   # "Scrooge's" is Scrooge, but "Marley's Ghost" is not Marley Ghost
+        words[-1] = re.sub(r"['’]s$", "", words[-1])
+    if len(words) > 1 and not any(c.islower() for w in words for c in w) and any(map(_is_shouting, words)):
+        return "", False                                    # a heading, dateline or caption
+    if initial and len(words) > 1 and words[0].casefold() in common:
+        words.pop(0)
+        initial = False
+    while words and _no_name_word(words[0]):
         words.pop(0)
         initial = False
     while words and (words[-1] in _CONNECTORS or words[-1] == "the"):
@@ -349,10 +381,14 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     same word also appears capitalised elsewhere, where capitals mean a name.
     """
     sentences = split_sentences(text)
+    runs = [_runs(sentence) for sentence in sentences]
+    named = {w.casefold() for in_sentence in runs for run, initial, *_ in in_sentence
+             if not initial for w in run}
+    common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
     raw: list[tuple[str, bool, Mention]] = []
-    for idx, sentence in enumerate(sentences):
-        for run, initial, before, start, end in _runs(sentence):
-            name, initial = _clean_run(run, initial)
+    for idx, in_sentence in enumerate(runs):
+        for run, initial, before, start, end in in_sentence:
+            name, initial = _clean_run(run, initial, common)
             if name:
                 raw.append((name, initial, Mention(name, idx, before, start, end)))
     mid_sentence = {_norm(n) for n, initial, _ in raw if not initial}

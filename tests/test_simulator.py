@@ -23,6 +23,7 @@ from streamrag.simulator import (
     detect_task,
     parse_reports,
     request_key,
+    split_sentences,
 )
 from streamrag.tokens import get_encoding
 
@@ -177,6 +178,58 @@ def test_a_link_to_a_heading_gives_the_note_and_none_of_its_headings(client):
     entities, relations = records(content(chat(client, messages)))
     assert [e[1] for e in entities] == ["Mira Osk", "Harbor Council", "Strand Bank", "Port Vell"]
     assert {n for r in relations for n in r[1:3]} == {e[1] for e in entities}
+
+
+def names_in(client: httpx.Client, text: str) -> list[str]:
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    return [e[1] for e in records(content(chat(client, messages)))[0]]
+
+
+def test_a_word_repeated_is_the_name_twice(client):
+    # A Christmas Carol: "called Scrooge Scrooge" made an entity "Scrooge Scrooge".
+    assert names_in(client, "Sometimes people new to the business called Scrooge Scrooge, and "
+                            "sometimes Marley.") == ["Scrooge", "Marley"]
+
+
+def test_no_word_a_name_never_starts_with_leads_a_name(client):
+    # Sentence-initial adverbs, interjections, verbs and contractions were joined to the name
+    # after them ("Up Scrooge", "Perhaps Scrooge", "See Note", "O Man", "Have I", "Here's
+    # Martha") or were names themselves ("I'll", "Don't", "Is"), once seen mid-sentence.
+    text = ("Up Scrooge went. Perhaps Scrooge could not tell. Whereat Scrooge blushed. "
+            + as_shown("See [[Note#H]] here.") + " 'O Marley! look here!' cried Fred. "
+            "'Have I the pleasure of addressing Mr. Scrooge?' 'Is it a bear?' asked Fred, and "
+            "'Is it a cat?' "
+            "'I'll go,' said Fred, and I'll stay. Here's Martha, and Don't, said Scrooge.")
+    assert names_in(client, text) == ["Scrooge", "Note", "Marley", "Fred", "Martha"]
+
+
+def test_a_word_the_text_writes_in_lower_case_starts_no_name_at_a_sentence_start(client):
+    # What the text itself writes in lower case ("presently") is a word, not a name, when a
+    # sentence starts with it; a word it also capitalises mid-sentence ("Tiny Tim"), or a
+    # word naming a kind of place or body ("Lake"), stays.
+    text = ("Presently Scrooge rose. He went presently to Marley. Tiny Tim sang. The tiny boy "
+            "was Tiny Tim. Lake Vell froze. The lake was cold.")
+    assert names_in(client, text) == ["Scrooge", "Marley", "Tiny Tim", "Lake Vell"]
+
+
+def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
+    # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
+    # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
+    text = ("[Illustration: HE PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE, AND A BLOCK OF "
+            "CURIOUSLY HEAVY CAKE]\n\nThen Scrooge said, 'Bah!' again to _Marley_ and Fred.")
+    assert names_in(client, text) == ["Scrooge", "Marley", "Fred"]
+
+
+def test_a_possessive_inside_a_name_stays(client):
+    # "Marley's Ghost" was "Marley Ghost", a name the text never wrote.
+    assert names_in(client, "Marley's Ghost came to Scrooge's door in St Paul's Churchyard.") == [
+        "Marley's Ghost", "Scrooge", "St Paul's Churchyard"]
+
+
+def test_no_ends_a_sentence_unless_a_number_follows():
+    # "'No, no. Something else to think of.'" made "Something" a name mid-sentence.
+    assert split_sentences("He said no. Never. He lived at No. 5 Bell Yard.") == [
+        "He said no.", "Never.", "He lived at No. 5 Bell Yard."]
 
 
 def test_names_listed_together_are_related_through_what_the_sentence_says(client):
