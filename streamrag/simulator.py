@@ -378,22 +378,50 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     """The sentences of ``text`` and every capitalised-phrase mention in them.
 
     A lone capitalised word at the start of a sentence ("Officials", "Mind") counts only if the
-    same word also appears capitalised elsewhere, where capitals mean a name.
+    same word also appears capitalised elsewhere, where capitals mean a name. In a headline
+    written in title case capitals mean nothing: only names the rest of the text uses count.
     """
     sentences = split_sentences(text)
     runs = [_runs(sentence) for sentence in sentences]
-    named = {w.casefold() for in_sentence in runs for run, initial, *_ in in_sentence
-             if not initial for w in run}
+    headline = [_is_headline(sentence) for sentence in sentences]
+    named = {w.casefold() for idx, in_sentence in enumerate(runs) if not headline[idx]
+             for run, initial, *_ in in_sentence if not initial for w in run}
     common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
     raw: list[tuple[str, bool, Mention]] = []
     for idx, in_sentence in enumerate(runs):
         for run, initial, before, start, end in in_sentence:
             name, initial = _clean_run(run, initial, common)
             if name:
-                raw.append((name, initial, Mention(name, idx, before, start, end)))
+                raw.append((name, initial or headline[idx], Mention(name, idx, before, start, end)))
     mid_sentence = {_norm(n) for n, initial, _ in raw if not initial}
-    mentions = [m for n, initial, m in raw if not initial or _norm(n) in mid_sentence]
+    mentions = []
+    for n, initial, m in raw:
+        if headline[m.sentence]:
+            mentions += [msgspec.structs.replace(m, name=part) for part in _known_parts(n, mid_sentence)]
+        elif not initial or _norm(n) in mid_sentence:
+            mentions.append(m)
     return sentences, mentions
+
+
+def _is_headline(sentence: str) -> bool:
+    """Whether ``sentence`` is a title-case headline ("Galwen Energy Reports Results", "How
+    Ostoux Crossing Became a Hub for Industry"): four words or more, every word of four
+    letters or more capitalised, and no full stop, question or exclamation mark at its end.
+    A line of names ("Related: Harbor Council, Mira Osk and Strand Bank") is none."""
+    words = [w for w in _WORDS.findall(sentence) if not w.isdigit()]
+    return (len(words) >= 4 and not sentence.rstrip("\"'”’)]").endswith((".", "!", "?"))
+            and all(_is_cap(w) for w in words if len(w) >= 4) and not _names_only(sentence))
+
+
+def _known_parts(name: str, known: set[str]) -> list[str]:
+    """The longest spans of ``name``'s words that are ``known`` names, left to right."""
+    words, parts, i = name.split(), [], 0
+    while i < len(words):
+        j = next((j for j in range(len(words), i, -1) if _norm(" ".join(words[i:j])) in known), i)
+        if j > i:
+            parts.append(" ".join(words[i:j]))
+        i = max(j, i + 1)
+    return parts
 
 
 def guess_type(name: str, mentions: list[Mention], allowed: list[str]) -> str:

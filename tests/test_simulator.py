@@ -226,6 +226,17 @@ def test_a_possessive_inside_a_name_stays(client):
         "Marley's Ghost", "Scrooge", "St Paul's Churchyard"]
 
 
+def test_a_title_case_headline_gives_only_the_names_the_text_uses(client):
+    # synth_small's headlines made "Galwen Energy Reports Results", "Crowds Gather", "Probe
+    # Widens" and "Ostoux Crossing Became" entities: in title case capitals mark no name.
+    text = ("Galwen Energy Reports Results\n\nHow Ostoux Crossing Became a Hub for Industry\n\n"
+            "Crowds Gather for the Vell Summit\n\n"
+            "Galwen Energy said profits rose in Ostoux Crossing. Mira Osk agreed.\n\n"
+            "## Harbor Council\n- Strand Bank\n- Tull Strike")
+    assert names_in(client, text) == ["Galwen Energy", "Ostoux Crossing", "Mira Osk",
+                                      "Harbor Council", "Strand Bank", "Tull Strike"]
+
+
 def test_no_ends_a_sentence_unless_a_number_follows():
     # "'No, no. Something else to think of.'" made "Something" a name mid-sentence.
     assert split_sentences("He said no. Never. He lived at No. 5 Bell Yard.") == [
