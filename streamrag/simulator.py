@@ -383,8 +383,8 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     """
     sentences = split_sentences(text)
     runs = [_runs(sentence) for sentence in sentences]
-    headline = [_is_headline(sentence) for sentence in sentences]
-    named = {w.casefold() for idx, in_sentence in enumerate(runs) if not headline[idx]
+    title_case = [_is_title_case(sentence) for sentence in sentences]
+    named = {w.casefold() for idx, in_sentence in enumerate(runs) if not title_case[idx]
              for run, initial, *_ in in_sentence if not initial for w in run}
     common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
     raw: list[tuple[str, bool, Mention]] = []
@@ -392,8 +392,11 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
         for run, initial, before, start, end in in_sentence:
             name, initial = _clean_run(run, initial, common)
             if name:
-                raw.append((name, initial or headline[idx], Mention(name, idx, before, start, end)))
-    mid_sentence = {_norm(n) for n, initial, _ in raw if not initial}
+                raw.append((name, initial, Mention(name, idx, before, start, end)))
+    known = {_norm(n) for n, initial, m in raw if not initial and not title_case[m.sentence]}
+    headline = [title_case[idx] and _is_headline(sentence, [r[0] for r in runs[idx]], known)
+                for idx, sentence in enumerate(sentences)]
+    mid_sentence = {_norm(n) for n, initial, m in raw if not initial and not headline[m.sentence]}
     mentions = []
     for n, initial, m in raw:
         if headline[m.sentence]:
@@ -403,14 +406,29 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     return sentences, mentions
 
 
-def _is_headline(sentence: str) -> bool:
-    """Whether ``sentence`` is a title-case headline ("Galwen Energy Reports Results", "How
-    Ostoux Crossing Became a Hub for Industry"): four words or more, every word of four
-    letters or more capitalised, and no full stop, question or exclamation mark at its end.
-    A line of names ("Related: Harbor Council, Mira Osk and Strand Bank") is none."""
+def _is_title_case(sentence: str) -> bool:
+    """Whether ``sentence`` is written in title case: four words or more, every word of four
+    letters or more capitalised, and no full stop, question or exclamation mark at its end."""
     words = [w for w in _WORDS.findall(sentence) if not w.isdigit()]
     return (len(words) >= 4 and not sentence.rstrip("\"'”’)]").endswith((".", "!", "?"))
-            and all(_is_cap(w) for w in words if len(w) >= 4) and not _names_only(sentence))
+            and all(_is_cap(w) for w in words if len(w) >= 4))
+
+
+def _is_headline(sentence: str, runs: list[list[str]], known: set[str]) -> bool:
+    """Whether a title-case ``sentence`` is a headline ("Galwen Energy Reports Results, Outlines
+    Plans", "How Ostoux Crossing Became a Hub for Industry"), not a line of names ("Related:
+    Harbor Council, Mira Osk", "Mira Osk, Ada Brenn and Boris Calder"): words outside the
+    names joined, or a run of capitalised words holding a name the text uses and more."""
+    if not _names_only(sentence):
+        return True
+    if _LIST_LABEL.match(sentence):
+        return False
+    for run in runs:
+        words = " ".join(w.strip(".,:;'’") for w in run)
+        parts = _known_parts(words, known)
+        if parts and parts != [words]:
+            return True
+    return False
 
 
 def _known_parts(name: str, known: set[str]) -> list[str]:

@@ -227,14 +227,16 @@ def test_a_possessive_inside_a_name_stays(client):
 
 
 def test_a_title_case_headline_gives_only_the_names_the_text_uses(client):
-    # synth_small's headlines made "Galwen Energy Reports Results", "Crowds Gather", "Probe
-    # Widens" and "Ostoux Crossing Became" entities: in title case capitals mark no name.
-    text = ("Galwen Energy Reports Results\n\nHow Ostoux Crossing Became a Hub for Industry\n\n"
+    # synth_small's headlines made "Galwen Energy Reports Results", "Outlines Plans", "Crowds
+    # Gather" and "Ostoux Crossing Became" entities: in title case capitals mark no name. A
+    # line of names stays one ("Ilse Jorgen, Ada Brenn and Boris Calder").
+    text = ("Galwen Energy Reports Results, Outlines Plans\n\nHow Ostoux Crossing Became a Hub for Industry\n\n"
             "Crowds Gather for the Vell Summit\n\n"
             "Galwen Energy said profits rose in Ostoux Crossing. Mira Osk agreed.\n\n"
-            "## Harbor Council\n- Strand Bank\n- Tull Strike")
-    assert names_in(client, text) == ["Galwen Energy", "Ostoux Crossing", "Mira Osk",
-                                      "Harbor Council", "Strand Bank", "Tull Strike"]
+            "## Harbor Council\n- Strand Bank\n- Tull Strike\n\nIlse Jorgen, Ada Brenn and Boris Calder")
+    assert names_in(client, text) == ["Galwen Energy", "Ostoux Crossing", "Mira Osk", "Harbor Council",
+                                      "Strand Bank", "Tull Strike", "Ilse Jorgen", "Ada Brenn",
+                                      "Boris Calder"]
 
 
 def test_no_ends_a_sentence_unless_a_number_follows():
