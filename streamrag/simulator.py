@@ -174,8 +174,6 @@ _BLANK_LINES = re.compile(r"\n\s*\n")
 # A line that is a Markdown list item (bullet or number) or a heading ("#tag" is none).
 _LIST_LABEL = re.compile(r"[A-Z][\w ]{0,20}:\s")   # "Related: ", "See also: " before a list
 _ITEM_OR_HEADING = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,3}[.)])[ \t]+\S|#{1,6}[ \t])")
-# What joins the items of a list of names: "A, B", "A; B", "A and B", "A, and the B", "A & B".
-_LIST_GAP = re.compile(r"\s*(?:[,;&]\s*(?:(?:and|or)\s+)?|(?:and|or)\s+)(?:the\s+)?")
 _LIST_JOIN = re.compile(r"[,;&]|\b(?:and|or)\b")
 _ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
@@ -271,8 +269,6 @@ class Mention(msgspec.Struct, frozen=True):
     name: str
     sentence: int
     preceded_by: str        # the lower-cased word before the mention ("" at a sentence start)
-    start: int = 0          # where its run of capitalised words lies in the sentence
-    end: int = 0
 
 
 def _is_cap(tok: str) -> bool:
@@ -290,10 +286,9 @@ def _is_shouting(tok: str) -> bool:
     return len(letters) > 1 and all(c.isupper() for c in letters)
 
 
-def _runs(sentence: str) -> list[tuple[list[str], bool, str, int, int]]:
-    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before,
-    start, end)."""
-    runs: list[tuple[list[str], bool, str, int, int]] = []
+def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
+    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before)."""
+    runs: list[tuple[list[str], bool, str]] = []
     tokens = list(_TOKEN.finditer(sentence))
     i = 0
     while i < len(tokens):
@@ -331,7 +326,7 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str, int, int]]:
                 continue
             break
         if not _in_link_path(sentence, tokens, i):
-            runs.append((run, initial, before, m.start(), tokens[j - 1].end()))
+            runs.append((run, initial, before))
         i = j
     return runs
 
@@ -389,10 +384,10 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
     raw: list[tuple[str, bool, Mention]] = []
     for idx, in_sentence in enumerate(runs):
-        for run, initial, before, start, end in in_sentence:
+        for run, initial, before in in_sentence:
             name, initial = _clean_run(run, initial, common)
             if name:
-                raw.append((name, initial, Mention(name, idx, before, start, end)))
+                raw.append((name, initial, Mention(name, idx, before)))
     known = {_norm(n) for n, initial, m in raw if not initial and not title_case[m.sentence]}
     headline = [title_case[idx] and _is_headline(sentence, [r[0] for r in runs[idx]], known)
                 for idx, sentence in enumerate(sentences)]
@@ -513,39 +508,17 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     for s, in_sentence in sorted(per_sentence.items()):
         if _names_only(sentences[s]):   # (looked at once a sentence, not once a name in it)
             continue
+        # Names listed together are related too: "Henrik Salo and Ilse Brandt signed an
+        # agreement" makes them parties to one, "the friendship between Kessel and Port Vell"
+        # is theirs, as a model reports them.
         names = sorted({display[_norm(m.name)] for m in in_sentence}, key=lambda n: order[_norm(n)])
-        lists = _name_lists(sentences[s], in_sentence)
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
-                if not _listed_together(a, b, lists, len(names)):
-                    pairs.setdefault((a, b), []).append(s)
+                pairs.setdefault((a, b), []).append(s)
     relations = [Pair(a, b, min(10, 2 + 2 * len(ss)), _clean_field(sentences[ss[0]]), ss[0])
                  for (a, b), ss in pairs.items()]
     relations.sort(key=lambda p: (p.first, order[_norm(p.source)], order[_norm(p.target)]))
     return entities, relations
-
-
-def _name_lists(sentence: str, mentions: list[Mention]) -> list[set[str]]:
-    """The names of ``sentence`` in runs joined by commas, "and" or "or" ("Alice, Bob and
-    Carol"), each run of two or more as a set of normalised names."""
-    lists: list[set[str]] = []
-    previous: Mention | None = None
-    for m in sorted(mentions, key=lambda m: m.start):
-        if previous and _LIST_GAP.fullmatch(sentence[previous.end:m.start]):
-            lists[-1].add(_norm(m.name))
-        else:
-            lists.append({_norm(m.name)})
-        previous = m
-    return [names for names in lists if len(names) > 1]
-
-
-def _listed_together(a: str, b: str, lists: list[set[str]], names: int) -> bool:
-    """Whether names ``a`` and ``b`` (of ``names`` in their sentence) are items of one list
-    with some other name of the sentence outside it: the sentence relates each item to that
-    name ("Alice and Bob founded Velta Labs": each founded it), not the items to each other
-    as a model reads it. A list that is all the names ("Alice and Bob met") relates them."""
-    a, b = _norm(a), _norm(b)
-    return any(a in items and b in items and len(items) < names for items in lists)
 
 
 def _names_only(sentence: str) -> bool:

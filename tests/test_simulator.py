@@ -245,10 +245,10 @@ def test_no_ends_a_sentence_unless_a_number_follows():
         "He said no.", "Never.", "He lived at No. 5 Bell Yard."]
 
 
-def test_names_listed_together_are_related_through_what_the_sentence_says(client):
-    # A line of names and no verb states no relation; names listed as one subject or object
-    # are each related to the other names of the sentence, not to each other; a list that is
-    # all the names of a sentence ("... met") is related.
+def test_a_line_of_names_relates_none_and_a_sentence_relates_its_names(client):
+    # A line of names and no verb states no relation ("A, B and C", "A and B" alike); a
+    # sentence relates the names in it, those listed together included ("Cleo and Dario
+    # founded Velta Labs": co-founders).
     text = ("Mira Osk, Ada Brenn and Boris Calder\n\n"
             "Cleo Dunmore and Dario Elst founded Velta Labs.\n\n"
             "Edda Farrow hired Felix Gorran, Greta Holm, and Hugo Ibsen.\n\n"
@@ -257,8 +257,9 @@ def test_names_listed_together_are_related_through_what_the_sentence_says(client
     entities, relations = records(content(chat(client, messages)))
     assert {"Mira Osk", "Ada Brenn", "Boris Calder", "Velta Labs", "Hugo Ibsen"} <= {e[1] for e in entities}
     assert {frozenset((r[1], r[2])) for r in relations} == {frozenset(p) for p in [
-        ("Cleo Dunmore", "Velta Labs"), ("Dario Elst", "Velta Labs"),
+        ("Cleo Dunmore", "Velta Labs"), ("Dario Elst", "Velta Labs"), ("Cleo Dunmore", "Dario Elst"),
         ("Edda Farrow", "Felix Gorran"), ("Edda Farrow", "Greta Holm"), ("Edda Farrow", "Hugo Ibsen"),
+        ("Felix Gorran", "Greta Holm"), ("Felix Gorran", "Hugo Ibsen"), ("Greta Holm", "Hugo Ibsen"),
         ("Ilse Jorgen", "Jonas Kettle")]}
 
 
