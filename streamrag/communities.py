@@ -18,8 +18,8 @@ run, so a community's split depends only on its own subgraph and not on what ran
 Why it is incremental: with ``previous``, each (sub)graph starts from the previous partition
 at its level. Newcomers start alone and are placed while everyone else stays fixed; parts that
 fell apart are cut into their connected pieces. If then no node would gain by moving, that
-partition is kept as it is. Otherwise only the parts holding such a node are re-optimised and
-every other node keeps its part. Every run ends with local moves until no node wants to move,
+partition is kept as it is. Otherwise only the nodes that would gain enough by moving are
+re-optimised and every other node keeps its part. Every run ends with local moves until no node wants to move,
 so an unchanged input with its own output as ``previous`` gives the same output, and a change
 reaches only the parts it unsettles. Ids are then matched to the previous communities (see
 ``_assign_ids``), so an unchanged community keeps its id and its report.
@@ -241,10 +241,13 @@ def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs:
     """``membership`` re-optimised where a node wants to move, until none does (at most
     ``rounds`` times).
 
-    Only the parts holding such a node are re-optimised; every other node stays where it was (a
-    free node may still join it). One round may not be enough: a node of a fixed part can want
-    to move once its neighbours have, and cutting parts into connected pieces can unsettle a
-    node. The answer must be settled, because the next run keeps an unchanged community's split
+    Only the nodes that want to move are free; every other node stays where it was (a free node
+    may still join its part). Freeing the whole part of such a node let Leiden move every member
+    it could gain a crumb on, below ``MOVE_GAIN``: on a 10,000-document index, one added
+    document gave two nodes an edge that made them want to move, their two parts were
+    re-optimised, and 18 entities moved (35 of the 64 reports rewritten for it were of
+    communities it does not touch). One round may not be enough: a node can want to move once
+    its neighbours have, and cutting parts into connected pieces can unsettle a node. The answer must be settled, because the next run keeps an unchanged community's split
     as it is (``_KeptSplits``) on the promise that a warm start would return it unchanged.
     The first level is never kept that way, and settling it could take several passes over the
     whole graph, so it gets one round, as before.
@@ -253,8 +256,8 @@ def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs:
         unstable = _unstable(membership, pairs, weights, resolution)
         if not unstable:
             break
-        free = {membership[v] for v in unstable}
-        fixed = [label not in free for label in membership]
+        free = set(unstable)
+        fixed = [v not in free for v in range(len(membership))]
         membership = _connected(_optimise(graph, weights, membership, seed, resolution, fixed=fixed), pairs,
                                 graph)
     return membership

@@ -465,3 +465,28 @@ def test_reoptimising_some_parts_moves_only_their_nodes_and_settles_them():
         assert quality >= before - 1e-9, seed
         restless = communities_module._unstable(after, pairs, weights, 1.0)
         assert not [v for v in restless if not fixed[v]], seed
+
+
+def test_settling_moves_only_the_nodes_that_want_to_move():
+    # An update re-optimises a kept partition where a node gains more than MOVE_GAIN by moving.
+    # Freeing that node's whole part let Leiden move its other members for crumbs: on a
+    # 10,000-document index, one added document made two nodes want to move, and 18 entities
+    # moved, with the reports of the communities they left and joined at every level. Only the
+    # nodes that want to move may move: no two others come to share a part they did not share.
+    for seed in range(60):
+        rng = random.Random(seed)
+        n = rng.randint(30, 80)
+        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(3 * n)})
+        weights = [rng.choice([0.5, 1.0, 2.0]) for _ in pairs]
+        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        before = communities_module._optimise(graph, weights, None, 42, 1.0)
+        before = communities_module._settle(graph, weights, before, pairs, 42, 1.0, 10)
+        new_edges = {tuple(sorted(rng.sample(range(n), 2))) for _ in range(2)} - set(pairs)
+        grown = sorted(set(pairs) | new_edges)
+        grown_weights = [2.0 if p in new_edges else weights[pairs.index(p)] for p in grown]
+        grown_graph = communities_module.ig.Graph(n=n, edges=grown)
+        restless = set(communities_module._unstable(before, grown, grown_weights, 1.0))
+        after = communities_module._settle(grown_graph, grown_weights, before, grown, 42, 1.0, 1)
+        still = [v for v in range(n) if v not in restless]
+        joined = [(u, v) for u in still for v in still if after[u] == after[v] and before[u] != before[v]]
+        assert joined == [], seed
