@@ -18,11 +18,12 @@ run, so a community's split depends only on its own subgraph and not on what ran
 Why it is incremental: with ``previous``, each (sub)graph starts from the previous partition
 at its level. Newcomers start alone and are placed while everyone else stays fixed; parts that
 fell apart are cut into their connected pieces. If then no node would gain by moving, that
-partition is kept as it is. Otherwise only the nodes that would gain enough by moving are
-re-optimised and every other node keeps its part. Every run ends with local moves until no node wants to move,
-so an unchanged input with its own output as ``previous`` gives the same output, and a change
-reaches only the parts it unsettles. Ids are then matched to the previous communities (see
-``_assign_ids``), so an unchanged community keeps its id and its report.
+partition is kept as it is. Otherwise only the nodes that would gain enough by moving
+(``MOVE_GAIN``) are re-optimised and every other node keeps its part. Every run ends with local
+moves until no node wants to move, so an unchanged input with its own output as ``previous``
+gives the same output, and a change reaches only the parts it unsettles. Ids are then matched
+to the previous communities (see ``_assign_ids``), so an unchanged community keeps its id and
+its report.
 
 Leiden runs ``_MAX_ITERATIONS`` iterations at most: graphs without structure keep improving
 by crumbs for dozens of iterations, and the final local moves make the answer a fixed point.
@@ -247,10 +248,11 @@ def _settle(graph: ig.Graph, weights: list[float], membership: list[int], pairs:
     document gave two nodes an edge that made them want to move, their two parts were
     re-optimised, and 18 entities moved (35 of the 64 reports rewritten for it were of
     communities it does not touch). One round may not be enough: a node can want to move once
-    its neighbours have, and cutting parts into connected pieces can unsettle a node. The answer must be settled, because the next run keeps an unchanged community's split
-    as it is (``_KeptSplits``) on the promise that a warm start would return it unchanged.
-    The first level is never kept that way, and settling it could take several passes over the
-    whole graph, so it gets one round, as before.
+    its neighbours have, and cutting parts into connected pieces can unsettle a node. The
+    answer must be settled, because the next run keeps an unchanged community's split as it is
+    (``_KeptSplits``) on the promise that a warm start would return it unchanged. The first
+    level is never kept that way, and settling it could take several passes over the whole
+    graph, so it gets one round, as before.
     """
     for _ in range(rounds):
         unstable = _unstable(membership, pairs, weights, resolution)
