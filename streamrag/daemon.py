@@ -108,6 +108,10 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
+_LOOK_S = 1.0
+"""How often an idle daemon looks whether its index is still there (a stat): an index deleted
+under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and stayed deleted,
+``ask`` failing "no index", until a file changed."""
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
@@ -502,6 +506,10 @@ class Daemon:
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
                       pending=0, failed_items=0)
+        elif self.syncs and self._index_missing():   # deleted since, and not built again yet
+            self.emit("stopped", f"no index: {self.db_path} was deleted and is not built again yet; "
+                                 "the next start (or `streamrag index`) builds it from the folder",
+                      pending=files, failed_items=retry)
         elif left:
             self.emit("stopped", f"{'; '.join(left)}; the next start (or `streamrag index`) syncs "
                                  "what is left", pending=files, failed_items=retry)
@@ -548,13 +556,19 @@ class Daemon:
                 ended = True
             if not batch and not ended:
                 wait = max(0.0, deadline - anyio.current_time()) if self.pending else math.inf
-                with anyio.move_on_after(wait):
+                with anyio.move_on_after(min(wait, _LOOK_S)):
                     try:
                         batch.update(await recv.receive())
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
                         ended = True
             if self.stopping:
                 return
+            if not batch and not ended and self._index_lost():
+                # Built again as after any change: once the folder has been quiet (a `git
+                # clean -x` may be followed by a checkout).
+                first_batch = now = anyio.current_time()
+                deadline, edited = now + quiet, True
+                continue
             if batch:
                 now = anyio.current_time()
                 if first_batch is None:
@@ -609,10 +623,34 @@ class Daemon:
         if not self.stopping:
             self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry())
 
+    def _index_lost(self) -> bool:
+        """Whether the index was deleted under the idle daemon (no sync queued, which would build
+        it again): a sync of the whole folder is queued, which says so (``_check_index``).
+        Not said now: the folder may have been deleted and made again (``rm -rf DIR && mkdir
+        DIR``), the index inside going with it, and the watcher's ``REPLACED`` event, which says
+        that instead, may come a moment later."""
+        if self.pending or not self.syncs or self._gone or not self._index_missing():
+            return False
+        if not self.root.is_dir():   # it went with the folder: the watcher says that, and waits
+            return False
+        self.pending["."] = "rescan"
+        return True
+
+    def _index_missing(self) -> bool:
+        """Whether there is no index file at ``db_path`` (one it may not look at is there: the
+        sync says why it cannot open it; ``Path.exists`` raised PermissionError)."""
+        try:
+            os.stat(self.db_path)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError:
+            return False
+        return False
+
     def _check_index(self) -> None:
         """Says so when the index was deleted under the daemon: the next write makes a new one,
         without the answers cached in the old (a tool cleaning the folder took .streamrag/)."""
-        if not self.syncs or self._index_gone_said or self.db_path.exists():
+        if not self.syncs or self._index_gone_said or not self._index_missing():
             return
         inside = not leads_outside(self.db_path.parent, self.root)
         if inside and (self._replaced or self._gone):

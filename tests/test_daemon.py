@@ -1165,6 +1165,70 @@ async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus,
     assert db_count(db, "SELECT count(*) FROM files") == len(list(corpus.rglob("*.*")))
 
 
+@pytest.mark.parametrize("inside", [True, False])
+async def test_an_index_deleted_while_no_file_changes_is_built_again_within_the_quiet_period(
+        corpus, tmp_path, monkeypatch, inside):
+    # `rm -rf DIR/.streamrag` (git clean -x, rsync --delete) with watch idle: no sync ran until a
+    # file changed; meanwhile `ask` failed "no index" and the health line said "no index".
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db" if inside else tmp_path / "gone" / "i.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        shutil.rmtree(db.parent)
+        async with send:   # (no event: an index's files are no documents)
+            await until(lambda: daemon.syncs == 2, timeout=10)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert len(warned) == 1 and "the index was deleted while watch ran" in warned[0], warned
+    assert ("git clean -x" in warned[0]) == inside
+    assert [e for e in events[mark:] if e.get("whole_folder")], events[mark:]   # the sync that built it
+    assert db_count(db, "SELECT count(*) FROM documents") == 4
+    assert events[-1]["state"] == "stopped" and events[-1]["message"] == "index is current"
+
+
+async def test_an_index_gone_with_its_folder_replaced_is_said_as_the_replacement_only(corpus, monkeypatch):
+    # `rm -rf DIR && mkdir DIR`: the daemon may find the index inside missing before the
+    # watcher's event says the folder was replaced; its line is the replacement's, not "the
+    # index was deleted while watch ran (rsync --delete or git clean -x on the folder?)".
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 1})
+    db = corpus / ".streamrag" / "index.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        mark = len(events)
+        shutil.rmtree(corpus)
+        corpus.mkdir()
+        (corpus / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        async with send:
+            await until(lambda: daemon.pending == {".": "rescan"})   # found missing first
+            await send.send({(Change.deleted, str(corpus)), (Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert len(warned) == 1 and "was replaced" in warned[0], warned
+    assert db_count(db, "SELECT count(*) FROM documents") == 1
+
+
+async def test_a_stop_before_a_deleted_index_is_built_again_does_not_call_it_current(corpus, monkeypatch):
+    # SIGTERM with the index deleted said "stopped  index is current".
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 30})
+    db = corpus / ".streamrag" / "index.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        shutil.rmtree(db.parent)
+        async with send:
+            await until(lambda: daemon.pending == {".": "rescan"})   # noticed; its sync waits 30 s
+            daemon.stop()
+    assert daemon.syncs == 1 and not db.exists()
+    assert events[-1]["state"] == "stopped", events[-1]
+    assert events[-1]["message"] == (f"no index: {db} was deleted and is not built again yet; the next "
+                                     "start (or `streamrag index`) builds it from the folder")
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 async def test_a_fifo_among_new_files_is_skipped_not_failing_the_batch(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
