@@ -1204,7 +1204,8 @@ def add_watch_command(subparsers) -> None:
                    "else here or above)")
     p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
-    p.add_argument("--api-base", metavar="URL", help="OpenAI-compatible endpoint (overrides settings)")
+    p.add_argument("--api-base", metavar="URL",
+                   help="OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model")
     p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")
     p.add_argument("--json", action="store_true", help="status lines as JSON objects on stdout")
     p.set_defaults(func=cmd_watch)

@@ -40,6 +40,22 @@ def test_version_and_help(cli_run):
     assert cli_run("index").returncode == 2
 
 
+@pytest.mark.parametrize("command, does", [("index", "indexes"), ("watch", "indexes"), ("ask", "answers")])
+def test_help_says_what_an_empty_api_base_does(cli_run, corpus, command, does):
+    # `watch --help` said only "OpenAI-compatible endpoint (overrides settings)"; `index` and
+    # `ask` said what --api-base "" does.
+    out = cli_run(command, "--help")
+    assert out.returncode == 0
+    assert (f'--api-base URL OpenAI-compatible endpoint (overrides settings); "" {does} without a model'
+            in " ".join(out.stdout.split())), out.stdout
+    if command == "watch":   # as it says: the endpoint the settings name is not asked
+        (corpus / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n')
+        done = cli_run("watch", "--once", "--json", "--api-base", "", str(corpus))
+        assert done.returncode == 0, done.stderr
+        idle = [json.loads(line) for line in done.stdout.splitlines() if '"idle"' in line]
+        assert idle[0]["documents"] == 4 and idle[0]["llm"]["calls"] == 0
+
+
 def test_init_writes_a_config_once(cli_run, tmp_path):
     out = cli_run("init", str(tmp_path))
     assert out.returncode == 0 and (tmp_path / "streamrag.toml").exists()
