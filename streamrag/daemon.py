@@ -563,6 +563,8 @@ class Daemon:
                         ended = True
             if self.stopping:
                 return
+            if not batch and not ended:
+                self._keep_lock()
             if not batch and not ended and self._index_lost():
                 # Built again as after any change: once the folder has been quiet (a `git
                 # clean -x` may be followed by a checkout).
@@ -622,6 +624,14 @@ class Daemon:
         """After a failed sync, ``pause`` before the next: the outage line, if it is owed."""
         if not self.stopping:
             self.outage.still_down(pause, pending=self._files_pending(), failed_items=self._items_to_retry())
+
+    def _keep_lock(self) -> None:
+        """Takes the writer lock again at once if its file was deleted (``WriterLock.check``):
+        while the daemon idled, an `index` of the same index was not refused until the next
+        file event. A writer that took the new file meanwhile is said by the next sync."""
+        if self.writer_lock is not None:
+            with contextlib.suppress(StreamragError):
+                self.writer_lock.check()
 
     def _index_lost(self) -> bool:
         """Whether the index was deleted under the idle daemon (no sync queued, which would build

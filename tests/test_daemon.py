@@ -137,6 +137,35 @@ async def test_a_deleted_lock_file_is_taken_again_before_extracting_ahead(corpus
         daemon.writer_lock.release()
 
 
+async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, tmp_path, monkeypatch):
+    # `rm .streamrag/index.db.lock` with watch idle: `streamrag index` ran beside it, both writing
+    # the index, until a file event made watch look at its lock.
+    import streamrag.daemon as daemon_module
+    from streamrag.errors import StoreBusyError
+    from streamrag.store import WriterLock, lock_path
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("", watch={"quiet_s": 30})
+    db = tmp_path / "w.db"
+    daemon = Daemon(settings, db, corpus, report=Events())
+    daemon.writer_lock = WriterLock(db, "streamrag watch .")
+    daemon.writer_lock.take()
+    send, recv = scripted()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: daemon.syncs == 1)
+            async with send:
+                lock_path(db).unlink()
+                await until(lambda: lock_path(db).exists(), timeout=5)
+                with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
+                    WriterLock(db, "streamrag index .").take()
+                daemon.stop()
+    finally:
+        daemon.writer_lock.release()
+    assert daemon.syncs == 1 and not daemon.pending
+
+
 async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.3})
     db = tmp_path / "w.db"
