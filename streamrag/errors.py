@@ -59,7 +59,14 @@ class IndexMissingError(StreamragError):
 
 
 class InputError(StreamragError):
-    """A document could not be read or decoded."""
+    """A document could not be read or decoded.
+
+    ``kind``: what its failure is recorded as (``failures.kind``), for `status` to say what is
+    true of it: "unreadable" (the system would not give it), "not_text" (binary, a PDF),
+    "unusable" (anything else: no JSON object, no text field, a pipe); a folder that could not
+    be listed is "unlisted"."""
+
+    kind = "unusable"
 
 
 class EmptyInput(InputError):
@@ -69,6 +76,14 @@ class EmptyInput(InputError):
 class UnreadableFile(InputError):
     """A file whose bytes the system would not give (an I/O or permission error): that may pass
     with the file unchanged (a network mount back, a group granted), so it is read again."""
+
+    kind = "unreadable"
+
+
+class NotText(InputError):
+    """A binary file, or one in a format that is not plain text (a PDF): not indexed."""
+
+    kind = "not_text"
 
 
 class NoTextField(InputError):

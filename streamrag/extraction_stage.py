@@ -78,7 +78,7 @@ class ExtractionStageContext:
     prompts: ExtractionPrompts | None   # None offline
     key: str                            # the extractor's (``extractor_key``): extractions are stored under it
     # Records a failed item, and stops the run when the endpoint is plainly down (``Indexer.fail``
-    # through the run's writer): (stage, item, message, error=None, *, stamp=None).
+    # through the run's writer): (stage, item, message, error=None, *, stamp=None, kind=None).
     fail: Callable[..., Awaitable[None]]
 
 
@@ -106,7 +106,7 @@ class ExtractionStage:
             for name in on_disk.file_names(p):   # (a name may hold "#" itself)
                 self.by_file[name][p] = v
         self.paths_of: dict[str, str] = {}   # doc id -> a path of it, made when a failure needs it
-        self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message) when last tried
+        self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message, kind) when last tried
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
 
@@ -130,7 +130,8 @@ class ExtractionStage:
                     # (said as a failed read is: ``loader.read_documents``)
                     await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror or e}); what "
                                     "was indexed from it stays; check that it exists and is readable "
-                                    "(its permissions, and its folder's)")
+                                    "(its permissions, and its folder's)",
+                                    stamp=on_disk.failure_stamp(path), kind=UnreadableFile.kind)
                     continue
                 stamp = on_disk.change_stamp(st)
                 same = on_disk.same_on_disk(rows, st)
@@ -141,9 +142,9 @@ class ExtractionStage:
                 as_is = on_disk.file_stamp(st)
                 failed = self.failed_reads.get(rel)
                 if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
-                    # Unchanged since it could not be read: named again, not read again (nothing
+                    # Unchanged since it could not be used: named again, not read again (nothing
                     # indexed from it to keep or drop; read anew when it or the reading settings change).
-                    await self.fail("load", rel, failed[1], stamp=as_is)
+                    await self.fail("load", rel, failed[1], stamp=as_is, kind=failed[2])
                     self.progress.add("files_done")
                     continue
                 empty = self.empty.get(rel)
@@ -189,9 +190,9 @@ class ExtractionStage:
 
     async def not_read(self, path: Path, rel: str, rows: dict[str, tuple[str, int, float]], same: bool,
                        e: InputError, stamp: str) -> None:
-        """A file the loader could not read (``stamp``: its ``on_disk.file_stamp``, recorded unless
-        the system would not give its bytes, ``UnreadableFile``): what was indexed from it stays, or
-        leaves."""
+        """A file the loader could not read (``stamp``: its ``on_disk.file_stamp``, recorded with
+        the failure, so that it counts once until the file changes): what was indexed from it
+        stays, or leaves."""
         if on_disk.deleted(path, self.root):   # while it was read: it leaves
             self.progress.add("files_done")
             return
@@ -208,10 +209,9 @@ class ExtractionStage:
             self.scan.warnings.append(str(e))
             if not kept:   # (not read again while it stays as it is: ``load_files``)
                 self.still_empty[rel] = (stamp, str(e))
-        else:   # (an error of the system's may pass with the file as it is: no stamp, read again)
+        else:   # (one the system would not read is read again all the same: ``index_rows.failed_reads``)
             await self.fail("load", rel, f"{e}; what was indexed from it stays"
-                            if kept and isinstance(e, NoTextField) else str(e),
-                            stamp=None if isinstance(e, UnreadableFile) else stamp)
+                            if kept and isinstance(e, NoTextField) else str(e), stamp=stamp, kind=e.kind)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:

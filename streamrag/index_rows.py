@@ -468,9 +468,11 @@ def failures_recorded(store: Store) -> int:
     """The failures of every update recorded (``status``: "recorded over all runs"): each item
     once per run, as a run counts it (a daemon's retries repeat one), and none of a daemon's
     extraction ahead of a sync (run ``watch:extract``), whose failures the sync after it meets
-    again and records (a binary file counted twice per sync). A file that could not be read
+    again and records (a binary file counted twice per sync). A file that could not be used
     counts once per version of it (its ``stamp``), however many updates name it again: a
-    binary file in a watched folder counted once per sync (14 became 772 in a day)."""
+    binary file in a watched folder counted once per sync (14 became 772 in a day), and one
+    the system would not read once per update (it is read again by each: its stamp is of what
+    can be looked at, ``on_disk.failure_stamp``)."""
     return store.scalar(
         "SELECT count(*) FROM (SELECT DISTINCT CASE WHEN stamp IS NULL THEN run_id END, stage, item, stamp "
         "FROM failures WHERE run_id IS NULL OR run_id NOT IN (SELECT id FROM runs WHERE command = "
@@ -597,13 +599,16 @@ def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
     store.set_meta("empty_files", json.dumps(files, sort_keys=True))
 
 
-def failed_reads(store: Store) -> dict[str, tuple[str, str]]:
-    """The files (and folders) that could not be read when last tried: path -> (its stamp
-    then, the failure's message). An extraction ahead of a sync's count too: it read them."""
+def failed_reads(store: Store) -> dict[str, tuple[str, str, str]]:
+    """The files (and folders) that could not be used when last tried, and are not read again
+    while they stay so: path -> (its stamp then, the failure's message, its kind). An extraction
+    ahead of a sync's count too: it read them. One the system would not give (``unreadable``)
+    is left out: that may pass with the file as it is (a group granted, a mount back); and so is
+    one recorded before failures had a kind (read once more, for its kind)."""
     rows = store.conn.execute(
-        "SELECT item, stamp, message FROM failures WHERE id IN (SELECT max(id) FROM failures "
-        "WHERE stage = 'load' AND stamp IS NOT NULL GROUP BY item)")
-    return {item: (stamp, message) for item, stamp, message in rows}
+        "SELECT item, stamp, message, kind FROM failures WHERE id IN (SELECT max(id) FROM failures "
+        "WHERE stage = 'load' AND stamp IS NOT NULL GROUP BY item) AND kind IN ('not_text', 'unusable')")
+    return {item: (stamp, message, kind) for item, stamp, message, kind in rows}
 
 
 def prune(store: Store, keep_days: float, now: float) -> int:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from streamrag import markdown
-from streamrag.errors import EmptyInput, InputError, NoTextField, UnreadableFile
+from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.records import Document
 
@@ -579,9 +579,9 @@ def _controls(text: str) -> int:
 def _binary(label: str) -> None:
     kind = Path(label).suffix.lower()
     if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
-        raise InputError(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
+        raise NotText(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
                          ".txt or .md (with pdftotext or pandoc, for example) and index that")
-    raise InputError(f"{label}: binary file, not indexed; move it out of the folder, or leave "
+    raise NotText(f"{label}: binary file, not indexed; move it out of the folder, or leave "
                      "its kind of name out of index.include")
 
 

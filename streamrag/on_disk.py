@@ -87,6 +87,23 @@ def file_stamp(st: os.stat_result) -> str:
     return f"{st.st_size} {change_stamp(st)!r}"
 
 
+def failure_stamp(path: Path) -> str | None:
+    """The ``file_stamp`` a failure to use ``path`` records when its ``stat`` failed: its own
+    ``lstat``'s, else that of the nearest folder above it that can be looked at (`chmod a-x` on
+    a folder refuses a stat of what lies in it; a chmod of the folder changes its stamp). None
+    when nothing can be (each update then counts the failure anew)."""
+    try:
+        return file_stamp(os.lstat(path))
+    except OSError:
+        pass
+    for folder in Path(path).parents:
+        try:
+            return file_stamp(os.stat(folder))
+        except OSError:
+            continue
+    return None
+
+
 def same_on_disk(rows: dict[str, tuple[str, int, float]], st: os.stat_result) -> bool:
     """Whether a file whose indexed rows are ``rows`` (path -> document id, size, change stamp)
     is as indexed, by its ``stat``: the same size and ``change_stamp``. No rows: not indexed,

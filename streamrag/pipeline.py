@@ -220,10 +220,12 @@ class Indexer:
 
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
-                   error: Exception | None = None, *, settled: bool = False, stamp: str | None = None) -> None:
+                   error: Exception | None = None, *, settled: bool = False, stamp: str | None = None,
+                   kind: str | None = None) -> None:
         """Records one failed item; the run goes on, unless the endpoint is plainly down.
         ``settled``: running again would not change it (it does not make ``index`` exit 1).
-        ``stamp``: of the file or folder that could not be read (``on_disk.file_stamp``)."""
+        ``stamp``: of the file or folder that could not be read (``on_disk.file_stamp``);
+        ``kind``: what a load failure is of (``InputError.kind``, or "unlisted" for a folder)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
             raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
@@ -256,7 +258,7 @@ class Indexer:
         else:
             self.settled += 1
         self.progress.add("failures")
-        await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message, stamp))
+        await writer.run(lambda s: s.record_failure(self.run_id, stage, item, message, stamp, kind))
 
     def _open_llm(self, store: Store, writer: Writer):
         """The run's model client: one whenever indexing is not offline (stages that call a model
@@ -531,12 +533,11 @@ class Indexer:
             rel = loader.stored_path(folder, self.root)
             scan.files.update({p: v for p, v in known.items() if on_disk.covered(p, [rel])})
             try:   # (a chmod that lets it be listed again changes it)
-                st = os.stat(folder)
-                stamp = on_disk.file_stamp(st)
+                stamp = on_disk.file_stamp(os.stat(folder))
             except OSError:
-                stamp = None
+                stamp = on_disk.failure_stamp(folder)
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
-                            f"what was indexed from it stays; {loader.unlisted_fix(why)}", stamp=stamp)
+                            f"what was indexed from it stays; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")

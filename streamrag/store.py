@@ -94,6 +94,12 @@ def _failures_stamp(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS failures_read ON failures(item) WHERE stage = 'load' AND stamp IS NOT NULL")
 
 
+def _failures_kind(conn: sqlite3.Connection) -> None:
+    """``failures.kind`` (applied again, the column is added only where it is missing)."""
+    if "kind" not in {row[1] for row in conn.execute("PRAGMA table_info(failures)")}:
+        conn.execute("ALTER TABLE failures ADD COLUMN kind TEXT")
+
+
 def _calls_cancelled(conn: sqlite3.Connection) -> None:
     """``cancelled`` in ``llm_calls`` and its sums (an index brought back to an older schema
     to be upgraded again keeps the column it has)."""
@@ -348,6 +354,11 @@ DROP TABLE IF EXISTS summary_answers;
     # What the archived calls answered usably paid for, apart (``index_rows.call_history``
     # measures an estimate's ratios on them: a report cut off at its budget is not an answer's length).
     ("llm_usage_archive_answered", _archive_answered),
+    # What kind of file (or folder) a load failure is of (``errors.LOAD_KINDS``: "unreadable",
+    # "not_text", "unlisted", "unusable"; NULL for every other stage's, and for a load failure
+    # recorded before): `status` said a binary file and a folder it could not list "could not
+    # be read"; and one the system would not read is read again, though its stamp is unchanged.
+    ("failures_kind", _failures_kind),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -627,11 +638,12 @@ class Store:
             (*(row.get(c) for c in cols), int(row.get("cancelled", 0)), row.get("created_at") or time.time()))
 
     def record_failure(self, run_id: str | None, stage: str, item: str, message: str,
-                       stamp: str | None = None) -> None:
-        """``stamp``: of the file (or folder) that could not be read, as it was (``failures_stamp``)."""
+                       stamp: str | None = None, kind: str | None = None) -> None:
+        """``stamp``: of the file (or folder) that could not be read, as it was (``failures_stamp``);
+        ``kind``: what a load failure is of (``failures_kind``)."""
         self.conn.execute(
-            "INSERT INTO failures(run_id, stage, item, message, created_at, stamp) VALUES (?,?,?,?,?,?)",
-            (run_id, stage, item, message, time.time(), stamp))
+            "INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) VALUES (?,?,?,?,?,?,?)",
+            (run_id, stage, item, message, time.time(), stamp, kind))
 
     def start_run(self, run_id: str, command: str) -> None:
         self.conn.execute("INSERT INTO runs(id, command, started_at, status) VALUES (?,?,?,?)",

@@ -834,6 +834,56 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
         assert "Anton Hollar" in names and "Anton Heller" not in names
 
 
+@pytest.mark.parametrize("fails", ["read", "stat"])
+async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_once_it_may(
+        corpus, tmp_path, monkeypatch, files_read, fails):
+    # `chmod 000 locked.md` (or a folder's `chmod a-x`): status said "(3 recorded over all runs)",
+    # then 4, and 8 after a watch with 3 edits, the file never changed: its failure was
+    # recorded without the file's stamp, so each update counted it anew. Tests run as root, so
+    # chmod cannot refuse a read: the open (or the stat) of the file fails in its place.
+    import errno
+
+    from streamrag.status import gather_status
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    locked = corpus / "locked.md"
+    locked.write_text("Mira Osk chaired the Harbor Council in Torford.\n")
+    real_open, real_stat = Path.open, Path.stat
+
+    def path_open(path, *args, **kwargs):
+        if path == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    def path_stat(path, *args, **kwargs):
+        if path == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, *(("open", path_open) if fails == "read" else ("stat", path_stat)))
+
+    def counted() -> tuple[int, int]:
+        store = Store(db, readonly=True)
+        try:
+            info = gather_status(store)
+        finally:
+            store.close()
+        return info["failures_last_run"], info["failures_total"]
+
+    for _ in range(3):
+        result = await sync([corpus], settings, db, root=corpus)
+        assert result.failures == 1 and any(w.startswith("locked.md: cannot read (Permission denied)")
+                                            for w in result.warnings), result.warnings
+        assert counted() == (1, 1)
+    # The system may give it on a later update though the file is as it was (a group granted,
+    # a mount back): it is tried on every update, and once it can be read, it is indexed.
+    assert files_read.count("locked.md") == (3 if fails == "read" else 0)
+    monkeypatch.undo()
+    again = await sync([corpus], settings, db, root=corpus)
+    assert again.failures == 0 and again.documents_added == 1 and counted() == (0, 1)
+
+
 async def test_a_stop_landing_as_the_run_row_is_written_still_closes_it(corpus, tmp_path, monkeypatch):
     # A stop (Ctrl-C, SIGTERM) that lands while the run's row is being written: the write
     # commits, the caller is cancelled right after it, and the row stayed "running" for good.
