@@ -41,7 +41,7 @@ from streamrag.config import (CONFIG_NAME, Settings, default_config_text, find_c
 from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
-from streamrag.status import format_status, gather_status, llm_summary
+from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
                              last_opened, one_writer, read_as_unchanging, remember_wal_tried,
                              vacuum, wal_kept_line, wal_past_bound, wal_tried)
@@ -410,7 +410,11 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     if calls:
         lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")
     if r.failures:
-        lines.append(f"  failures       {r.failures}: see `streamrag status --failures`")
+        # What is true of the files and folders among them (a binary file "could not be read").
+        unusable = unusable_said(r.unreadable_by_kind)
+        items = r.failures - sum(r.unreadable_by_kind.values())
+        said = " and ".join(([f"{_n(items, 'item')} failed"] if items and unusable else []) + ([unusable] if unusable else []))
+        lines.append(f"  failures       {r.failures}{f' ({said})' if said else ''}: see `streamrag status --failures`")
     return "\n".join(lines)
 
 

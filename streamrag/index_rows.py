@@ -479,6 +479,14 @@ def failures_recorded(store: Store) -> int:
         "'watch:extract'))") or 0
 
 
+def load_failures_by_kind(store: Store, run_id: str) -> dict[str, int]:
+    """The files and folders run ``run_id`` could not use, each once, by their failure's kind
+    (``errors.InputError.kind``; one recorded before failures had a kind is "unusable")."""
+    return dict(store.conn.execute(
+        "SELECT coalesce(kind, 'unusable'), count(DISTINCT item) FROM failures "
+        "WHERE run_id = ? AND stage = 'load' GROUP BY 1", (run_id,)))
+
+
 def last_failure(store: Store, run_id: str) -> str:
     """``[stage] message`` of the newest failure ``run_id`` recorded, on one line, or ""."""
     rows = store.query("SELECT stage, message FROM failures WHERE run_id = ? ORDER BY id DESC LIMIT 1",

@@ -34,6 +34,7 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -139,6 +140,9 @@ class SyncResult(msgspec.Struct):
     offline: bool
     failed_items: int = 0   # of ``failures``, those that running again may fix (not unreadable files)
     settled: int = 0        # of ``failures``, items settled now: unusable on UNUSABLE_RUNS runs in a row
+    # Of ``failures``, the files and folders that could not be used, by kind (``InputError.kind``:
+    # "unreadable", "not_text", "unusable"; "unlisted" for a folder), those of none left out
+    unreadable_by_kind: dict[str, int] = {}
     published: bool = True  # False: nothing differed, and ``version`` is the one already published
     files: int = 0          # files (and .jsonl/.csv rows) indexed: more than ``documents`` when texts repeat
     left_out: dict[str, int] = {}   # extension -> files of a document format index.include leaves out
@@ -208,6 +212,7 @@ class Indexer:
         self.failed_items = 0
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
+        self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
@@ -253,6 +258,7 @@ class Indexer:
         self.failures += 1
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
+            self.unreadable_kinds[kind or InputError.kind] += 1
         elif not settled:
             self.failed_items += 1
         else:
@@ -402,7 +408,7 @@ class Indexer:
             relationships=len(state.relationships), claims=len(state.claims),
             communities=len(communities), reports=len(assignments), reports_generated=generated,
             reports_kept=kept, reclustered=reclustered, failures=self.failures,
-            failed_items=self.failed_items, settled=self.settled,
+            failed_items=self.failed_items, settled=self.settled, unreadable_by_kind=dict(self.unreadable_kinds),
             warnings=self.unreadable + scan.warnings, left_out=dict(sorted(scan.left_out.items())),
             llm=llm_stats, wall_s=round(time.monotonic() - started, 3), offline=self.settings.offline,
             settings_changed=self.settings_changed)

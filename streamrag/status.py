@@ -79,6 +79,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "settled": len(settled),
             "settled_by_runs": _by_runs(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
+            # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
+            "unreadable_by_kind": unreadable_by_kind(store, last_run),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
             # -9 stays "running"; while watch runs, last_run is its last sync). Read after
@@ -159,6 +161,36 @@ def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> 
                         (run["id"],))
 
 
+# What a file or folder an update could not use is (``errors.InputError.kind``, "unlisted" for
+# a folder), in the order the lines say them.
+UNUSABLE_KINDS = ("unreadable", "not_text", "unusable", "unlisted")
+
+
+def unreadable_by_kind(store: Store, run: dict | None) -> dict[str, int]:
+    """``unreadable_last_run`` by kind: every one of ``UNUSABLE_KINDS``, 0 when none is."""
+    found = index_rows.load_failures_by_kind(store, run["id"]) if run is not None else {}
+    return {kind: found.get(kind, 0) for kind in UNUSABLE_KINDS}
+
+
+def unusable_said(by_kind: Mapping[str, int]) -> str:
+    """The files and folders an update could not use, as what is true of them: ``1 file could
+    not be read, 1 is not text, 1 folder could not be listed`` ("" for none). A binary file was
+    said to be one that "could not be read", and so was a folder that could not be listed."""
+    parts, named = [], False
+    for kind in UNUSABLE_KINDS:
+        n = by_kind.get(kind, 0)
+        if not n:
+            continue
+        if kind == "unlisted":
+            parts.append(f"{counted(n, 'folder')} could not be listed")
+            continue
+        what = f"{n} {'' if named else 'file ' if n == 1 else 'files '}"
+        named = True
+        parts.append(what + {"unreadable": "could not be read", "unusable": "could not be used",
+                             "not_text": "is not text" if n == 1 else "are not text"}[kind])
+    return ", ".join(parts)
+
+
 def counted(n: int, word: str) -> str:
     """``1 entity``, ``2 entities``, ``3 files``: a count with its word (status and watch lines)."""
     if n == 1:
@@ -167,7 +199,8 @@ def counted(n: int, word: str) -> str:
 
 
 def _outcome(info: dict) -> str:
-    """The last update's state, with what it left out: ``ok, but 1 file could not be read``.
+    """The last update's state, with what it left out: ``ok, but 1 file could not be read``
+    (or is not text; ``unusable_said``).
 
     A run that finished is ``ok`` in the runs table even when items failed (what worked is
     published, and ``index`` or ``watch --once`` exited 1): the failures are said beside it."""
@@ -185,7 +218,7 @@ def _outcome(info: dict) -> str:
         # A run that did not finish published nothing: no version left anything out.
         left.append(f"{counted(failed, 'item')} failed" + (" (left out of this version)" if state == "ok" else ""))
     if unreadable:
-        left.append(f"{counted(unreadable, 'file')} could not be read")
+        left.append(unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}))
     if not left:
         return state
     see = "" if "failures" in info else "; see --failures"

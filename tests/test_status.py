@@ -56,14 +56,66 @@ def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
     info, text = status_of(db)
     assert info["failures_last_run"] == 1 and info["unreadable_last_run"] == 1
     line = last_update_line(text)
-    assert line.endswith(": ok, but 1 file could not be read; see --failures"), line
+    assert line.endswith(": ok, but 1 file is not text; see --failures"), line
     # With --failures the list follows, so the pointer to it is left out.
     _info, text = status_of(db, failures=True)
-    assert last_update_line(text).endswith(": ok, but 1 file could not be read")
+    assert last_update_line(text).endswith(": ok, but 1 file is not text")
 
     (corpus / "scan.txt").unlink()
     anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
     assert last_update_line(status_of(db)[1]).endswith(": ok")
+
+
+def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_path, monkeypatch):
+    # A binary file, a file it may not read (`chmod 000`) and a folder it may not list were
+    # "ok, but 3 files could not be read", in `status` and `index` alike. Tests run as root, so
+    # chmod cannot refuse them: the open of the file and the listing of the folder fail instead.
+    import errno
+    import os
+
+    from streamrag.cli import _format_sync
+
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    locked = corpus / "locked.md"
+    locked.write_text("Mira Osk chaired the Harbor Council in Torford.\n")
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "in.md").write_text("Bram Tell kept the quay.\n")
+    real_open, real_scandir = Path.open, os.scandir
+
+    def path_open(path, *args, **kwargs):
+        if path == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    def scandir(path="."):
+        if Path(path) == corpus / "sub":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(Path, "open", path_open)
+    monkeypatch.setattr(os, "scandir", scandir)
+    db = tmp_path / "s.db"
+    result = anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    said = "1 file could not be read, 1 is not text, 1 folder could not be listed"
+    assert result.unreadable_by_kind == {"unreadable": 1, "not_text": 1, "unlisted": 1}
+    assert f"  failures       3 ({said}): see `streamrag status --failures`" in _format_sync(
+        result, db, ["*.txt", "*.md"]).splitlines()
+    info, text = status_of(db)
+    assert info["unreadable_last_run"] == info["failures_last_run"] == 3   # (the keys as they were)
+    assert info["unreadable_by_kind"] == {"unreadable": 1, "not_text": 1, "unusable": 0, "unlisted": 1}
+    line = last_update_line(text)
+    assert line.endswith(f": ok, but {said}; see --failures"), line
+    # Others of a kind, and items failed beside them.
+    (corpus / "more.txt").write_bytes(b"\x00\x02 more not text")
+    (corpus / "rows.jsonl").write_text("not json\n")
+    result = anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    result.failures += 2   # (as if two chunks' extractions had failed too)
+    assert ("  failures       7 (2 items failed and 1 file could not be read, 2 are not text, 1 could "
+            "not be used, 1 folder could not be listed): see `streamrag status --failures`"
+            in _format_sync(result, db, ["*.txt", "*.md"]).splitlines())
+    assert last_update_line(status_of(db)[1]).endswith(
+        ": ok, but 1 file could not be read, 2 are not text, 1 could not be used, 1 folder could not be "
+        "listed; see --failures")
 
 
 def _info(status: str, failures: int, unreadable: int) -> dict:
@@ -71,7 +123,7 @@ def _info(status: str, failures: int, unreadable: int) -> dict:
             "relationships": 0, "claims": 0, "communities": 0, "communities_by_level": {},
             "reports": 0, "extractive_reports": 0, "llm": llm_summary({}), "llm_by_model": [],
             "cache_hit_rate": None, "failures_total": failures, "failures_last_run": failures,
-            "unreadable_last_run": unreadable, "queries": 0,
+            "unreadable_last_run": unreadable, "unreadable_by_kind": {"unreadable": unreadable}, "queries": 0,
             "size": {"database_bytes": 0, "cache_bytes": 0, "free_bytes": 0},
             "last_run": {"id": "r1", "command": "watch", "status": status}}
 
