@@ -834,7 +834,7 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
         assert "Anton Hollar" in names and "Anton Heller" not in names
 
 
-@pytest.mark.parametrize("fails", ["read", "stat"])
+@pytest.mark.parametrize("fails", ["read", "stat", "folder"])
 async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_once_it_may(
         corpus, tmp_path, monkeypatch, files_read, fails):
     # `chmod 000 locked.md` (or a folder's `chmod a-x`): status said "(3 recorded over all runs)",
@@ -847,9 +847,11 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
 
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
-    locked = corpus / "locked.md"
+    locked = corpus / ("sub/locked.md" if fails == "folder" else "locked.md")
+    locked.parent.mkdir(exist_ok=True)
     locked.write_text("Mira Osk chaired the Harbor Council in Torford.\n")
     real_open, real_stat = Path.open, Path.stat
+    name = locked.relative_to(corpus).as_posix()
 
     def path_open(path, *args, **kwargs):
         if path == locked:
@@ -861,7 +863,10 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_stat(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, *(("open", path_open) if fails == "read" else ("stat", path_stat)))
+    if fails == "folder":   # `chmod a-x sub`: its names are listed, nothing in it looked at
+        unsearchable(monkeypatch, locked.parent)
+    else:
+        monkeypatch.setattr(Path, *(("open", path_open) if fails == "read" else ("stat", path_stat)))
 
     def counted() -> tuple[int, int]:
         store = Store(db, readonly=True)
@@ -873,7 +878,7 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
 
     for _ in range(3):
         result = await sync([corpus], settings, db, root=corpus)
-        assert result.failures == 1 and any(w.startswith("locked.md: cannot read (Permission denied)")
+        assert result.failures == 1 and any(w.startswith(f"{name}: cannot read (Permission denied)")
                                             for w in result.warnings), result.warnings
         assert counted() == (1, 1)
     # The system may give it on a later update though the file is as it was (a group granted,
