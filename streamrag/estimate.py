@@ -8,8 +8,14 @@ of the chunk for the first round, 0.45 for a gleaning) and how often the gleanin
 them (``estimate_ratios``: 20 calls of a stage with the model the run asks), from those, and said
 to be (``ratios_from`` in --json). Summaries and reports:
 
-* A first index: about 2.5 descriptions to merge per chunk, and 0.6 communities with an LLM
-  report per chunk.
+* A first index: worked out as the run works it out (``first_graph``), on the offline
+  extractor's names for every chunk (``nlp``, no call): merged into a graph in memory, the
+  run's clustering, a report for each community of index.report_min_members or more; the
+  summaries of each kind and the reports scaled by how many more or fewer a model's extraction
+  asks (fixed stand-in ratios measured through the simulator: ``estimate_ratios``). Past
+  ``FIRST_SAMPLE`` chunks a sample is worked out and scaled (``_first_index``). (Counted per
+  chunk, 2.5 summaries and 0.6 reports, a 200-document corpusgen corpus was estimated 157
+  reports for the run's 43, 655 summaries for 376; now 29 and 321.)
 * An index already there (or chunks extracted by a run that never published, interrupted or
   still under way, or whose extraction the index holds is another's, an offline run's since:
   their summaries and reports come only with the run that publishes them): the
@@ -48,6 +54,7 @@ import itertools
 import logging
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -58,8 +65,9 @@ from streamrag.chunking_marks import check_not_newer, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
-from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION, Ratios, ratios,
-                                       stand_in)
+from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES, FIRST_RELATIONSHIP_SUMMARIES,
+                                       FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
+                                       Ratios, ratios, stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
@@ -78,8 +86,6 @@ from streamrag.tokens import count_message_tokens, count_tokens
 
 log = logging.getLogger(__name__)
 
-SUMMARIES_PER_CHUNK = 2.5
-COMMUNITIES_PER_CHUNK = 0.6
 # The list of what was found, which the estimate cannot know: names alone in a gleaning check,
 # names and relation pairs in a gleaning (simulator, first indexes: gleaning prompts ~215 tokens
 # longer than rendered with the 120 of a check, on all three corpora).
@@ -236,10 +242,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 add("claims", 1, claims_prompt,
                     _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * c.tokens))
     if not settings.offline:
-        due = n + len(unpublished) + len(replacing)
-        summaries, communities = SUMMARIES_PER_CHUNK * due, COMMUNITIES_PER_CHUNK * due
-        sized: list[int] = []   # the prompt tokens of reports whose community is known
-        if store is not None and (store.version or unpublished or replacing):
+        summaries = communities = report_tokens = 0.0
+        if store is None or not (store.version or unpublished or replacing):
+            # A first index: worked out on the offline extractor's names (``_first_index``)
+            summaries, communities, report_tokens = _first_index(new_chunks, settings)
+        else:
             # Settings that change every summary, or every report, since the published index
             # (a model, a prompt, a budget): all of them are written again, changed chunks or not.
             resummarized = bool(store.version) and store.get_meta("summarizer") != summarizer_key(settings)
@@ -249,7 +256,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted,
                                                    paths_of=paths_of, resummarize=resummarized,
                                                    recluster=recluster)
-            communities = len(sized)
+            communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
             chosen_with = built_min_members(settings, store.get_meta, by_llm=True)
@@ -261,13 +268,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 asked = _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster)
                 # (a new partition: the communities it changes are among those counted for it)
                 communities = max(communities, asked) if recluster else communities + asked
+            # (the others, communities not worked out on the graph: a full context, about)
+            report_prompt = min(ix.report_max_input_tokens, 1800) + 250
+            report_tokens = sum(sized) + max(0, communities - len(sized)) * report_prompt
         if summaries:
             add("summarize", summaries, summaries * r.summary_prompt, summaries * r.summary_completion)
         if communities:
-            # (the others, communities not worked out on the graph: a full context, about)
-            report_prompt = min(ix.report_max_input_tokens, 1800) + 250
-            prompts = sum(sized) + max(0, communities - len(sized)) * report_prompt
-            add("report", communities, prompts, communities * r.report_completion)
+            add("report", communities, report_tokens, communities * r.report_completion)
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,
@@ -382,6 +389,74 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             dirty.add(cid)
     asked = [c for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members]
     return math.floor(summaries + 0.5), [_report_prompt(c, state, settings) for c in asked]
+
+
+class FirstGraph(NamedTuple):
+    """What a first index of some chunks' extractions asks a model for (``first_graph``)."""
+    entity_summaries: int
+    relationship_summaries: int
+    reports: list[int]   # the prompt tokens of each report
+    entities: int        # in the graph
+
+
+def first_graph(extractions: dict[str, Extraction], settings: Settings) -> FirstGraph:
+    """The summaries and reports a first index of these chunk ``extractions`` asks a model
+    for, worked out as the run works them out:
+    merged into an empty graph (``GraphState.apply``, on an index in memory: nothing is written),
+    clustered as the run clusters (``_partition``: a fresh hierarchical Leiden), a report for
+    each community of index.report_min_members or more."""
+    with contextlib.closing(Store(":memory:")) as empty:
+        state = GraphState.load(empty)
+        jobs = state.apply(empty, Change(added_docs=set(), removed_docs=set(), kept_docs=set(), doc_chunks={},
+                                         live=set(), added_chunks=set(extractions), removed_chunks=set(),
+                                         extractions=dict(extractions)), settings)
+        state.finish_graph(empty)
+        communities = _partition(empty, state, settings, recluster=False, moved=0)
+    asked = [asks_model(descriptions, settings) for _element, _name, descriptions in jobs]
+    entities = sum(a for a, (element, _n, _d) in zip(asked, jobs) if element.startswith("ent-"))
+    reports = [_report_prompt(c, state, settings) for c in communities
+               if len(c.members) >= settings.index.report_min_members]
+    return FirstGraph(entities, sum(asked) - entities, reports, len(state.entities))
+
+
+FIRST_SAMPLE = 1000   # the chunks of a first index worked out, at most (the rest scaled)
+
+
+def _first_index(chunks: dict[str, Chunk], settings: Settings) -> tuple[float, float, float]:
+    """(summary calls, report calls, report prompt tokens) of a first index of ``chunks``: worked
+    out on the offline extractor's names (``first_graph``), scaled kind by kind to a model's
+    (``estimate_ratios.FIRST_ENTITY_SUMMARIES``, ...).
+
+    Over ``FIRST_SAMPLE`` chunks (the offline extractor takes ~3 ms a chunk: 40 s more on
+    10,000 documents), those first by id (a content hash: a spread of the corpus) are worked
+    out, and half of them again: each count grows from the half to the whole sample as a power of the
+    chunks, and is taken on to every chunk at that rate (a corpus naming the same entities
+    throughout grows little, one naming new ones in each document about linearly). Reports grow
+    as the graph's entities do (a community holds 10 at most: index.max_cluster_size), a
+    steadier count than the communities Leiden finds on a part of the graph."""
+    ix = settings.index
+    order = sorted(chunks)
+    sample = order[:FIRST_SAMPLE]
+    offline = {cid: nlp.extract_offline(chunks[cid].text, entity_types=ix.entity_types) for cid in sample}
+    g = first_graph(offline, settings)
+    ent, rel, reports, entities = g.entity_summaries, g.relationship_summaries, len(g.reports), g.entities
+    mean_prompt = sum(g.reports) / len(g.reports) if g.reports else 0
+    if len(order) > len(sample):
+        half = sample[:len(sample) // 2]
+        h = first_graph({c: offline[c] for c in half}, settings)
+        whole, part = len(order) / len(sample), len(sample) / len(half)
+
+        def grown(now: float, before: float) -> float:
+            # (between not growing and growing with the chunks: a sample's noise kept in bounds)
+            rate = min(1.0, max(0.0, math.log(now / before) / math.log(part))) if now and before else 1.0
+            return now * whole ** rate
+
+        ent, rel = grown(ent, h.entity_summaries), grown(rel, h.relationship_summaries)
+        if entities:
+            reports *= grown(entities, h.entities) / entities
+    communities = reports * FIRST_REPORTS
+    return (ent * FIRST_ENTITY_SUMMARIES + rel * FIRST_RELATIONSHIP_SUMMARIES, communities,
+            communities * mean_prompt * FIRST_REPORT_PROMPT)
 
 
 STAND_IN_SAMPLE = 200   # the chunks the stand-in ratios are replayed on, at most

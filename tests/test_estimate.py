@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+import streamrag.estimate as estimate_module
 from conftest import make_settings, unsearchable
-from streamrag.estimate import estimate, format_estimate
+from streamrag import index_rows, nlp
+from streamrag.estimate import estimate, first_graph, format_estimate
+from streamrag.extractor import extractor_key
 from streamrag.pipeline import Indexer, sync
+from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
 
@@ -616,3 +620,60 @@ async def test_an_update_s_summaries_are_counted_as_many_as_a_model_s_names_ask(
     est, done = await index_and_estimate(docs, settings, db)
     assert paid(done.llm, "summarize") > 100
     assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.15, (asked(est, "summarize"), done.llm)
+
+
+def news_copy(tmp_path: Path, n: int = 41) -> Path:
+    docs = tmp_path / "news"
+    docs.mkdir()
+    for doc in sorted(NEWS.glob("doc_*.txt"))[:n]:
+        (docs / doc.name).write_text(doc.read_text())
+    return docs
+
+
+async def test_a_first_index_s_summaries_and_reports_are_worked_out_on_its_graph(tmp_path, simulator):
+    # Counted per chunk (2.5 summaries, 0.6 reports), 41 articles cut into 263 chunks were
+    # estimated 658 summaries and 158 reports for the run's 168 and 47: more chunks of the same
+    # articles name the same entities, and make no more communities.
+    docs = news_copy(tmp_path)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    est, done = await index_and_estimate(docs, settings, tmp_path / "index.db")
+    assert est["chunks_to_extract"] == paid(done.llm, "extract") > 150
+    assert paid(done.llm, "summarize") > 100 and paid(done.llm, "report") > 30, done.llm
+    # (within the spread of the stand-in ratios measured on other corpora: estimate_ratios)
+    for stage in ("summarize", "report"):
+        assert off_by(asked(est, stage), paid(done.llm, stage)) <= 0.4, (stage, est["llm"], done.llm)
+
+
+async def test_a_first_index_worked_out_on_the_run_s_own_extractions_gives_its_calls(tmp_path, simulator):
+    # The estimate's path (merged in memory, the run's Leiden, report_min_members) is the run's:
+    # with the model's extractions in place of the offline extractor's, it gives the run's
+    # summary and report calls exactly (the offline names are what it cannot know).
+    docs = news_copy(tmp_path, 20)
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    done = await sync([docs], settings, db, root=docs)
+    store = Store(db, readonly=True)
+    try:
+        chunks = set(index_rows.live_chunks(store))
+        worked = first_graph(index_rows.load_extractions(store, chunks, extractor_key(settings)), settings)
+    finally:
+        store.close()
+    assert worked.entity_summaries + worked.relationship_summaries == paid(done.llm, "summarize") > 20
+    assert len(worked.reports) == paid(done.llm, "report") > 20
+
+
+async def test_a_large_first_index_is_worked_out_on_a_sample_of_its_chunks(tmp_path, simulator, monkeypatch):
+    # The offline extractor takes ~3 ms a chunk (10,000 documents: 40 s): past FIRST_SAMPLE
+    # chunks a sample is worked out and its counts taken on to every chunk at the rate they
+    # grow from half the sample to the whole.
+    docs = news_copy(tmp_path)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    whole = estimate([docs], settings, tmp_path / "index.db", root=docs)
+    read: list[str] = []
+    extract = nlp.extract_offline
+    monkeypatch.setattr(nlp, "extract_offline", lambda text, **kw: read.append(text) or extract(text, **kw))
+    monkeypatch.setattr(estimate_module, "FIRST_SAMPLE", 130)
+    sampled = estimate([docs], settings, tmp_path / "index.db", root=docs)
+    assert len(read) == 130 and sampled["chunks_to_extract"] == whole["chunks_to_extract"] > 150
+    for stage in ("summarize", "report"):
+        assert off_by(asked(sampled, stage), asked(whole, stage)) <= 0.3, (stage, sampled["llm"], whole["llm"])
