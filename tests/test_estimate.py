@@ -13,7 +13,7 @@ import pytest
 import streamrag.estimate as estimate_module
 from conftest import make_settings, unsearchable
 from streamrag import index_rows, nlp
-from streamrag.estimate import estimate, first_graph, format_estimate
+from streamrag.estimate import _grown, estimate, first_graph, format_estimate
 from streamrag.extractor import extractor_key
 from streamrag.pipeline import Indexer, sync
 from streamrag.store import Store
@@ -677,3 +677,11 @@ async def test_a_large_first_index_is_worked_out_on_a_sample_of_its_chunks(tmp_p
     assert len(read) == 130 and sampled["chunks_to_extract"] == whole["chunks_to_extract"] > 150
     for stage in ("summarize", "report"):
         assert off_by(asked(sampled, stage), asked(whole, stage)) <= 0.3, (stage, sampled["llm"], whole["llm"])
+
+
+def test_a_sample_s_counts_are_taken_on_as_they_grew():
+    assert _grown((10, 20, 40), doublings=2) == 160   # with the chunks
+    assert _grown((50, 50, 50), doublings=3) == 50    # the same entities throughout
+    assert _grown((10, 40, 160), doublings=1) == 320  # (faster than the chunks: held to them)
+    # Growing ever slower (a rate of 0.5, then 0.25): taken on at 0.125, 0.0625, not at 0.25.
+    assert round(_grown((100, 2 ** 0.5 * 100, 2 ** 0.75 * 100), doublings=2), 3) == round(100 * 2 ** 0.9375, 3)
