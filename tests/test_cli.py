@@ -1095,6 +1095,7 @@ def test_retries_through_the_cli_are_one_streamrag_line(cli_run, corpus, monkeyp
     with Simulator(SimulatorConfig(fault_rate=0.3, timeout_s=0, seed=5)) as flaky:
         quiet = cli_run("index", "-q", "--api-base", flaky.base_url, ".", cwd=corpus)
         shutil.rmtree(corpus / ".streamrag")
+        flaky.reset()   # (faults follow each request's tries: the same ones again, said one by one)
         loud = cli_run("index", "-q", "-v", "--api-base", flaky.base_url, ".", cwd=corpus)
     said = [line for line in quiet.stderr.splitlines() if "; retry " in line]
     # One line per 30 s: a run of a few seconds says one (two, should this machine crawl).

@@ -687,7 +687,10 @@ def test_index_publishes_what_worked_and_exits_1_when_items_failed(tmp_path, cap
     config.write_text("[llm]\nmax_retries = 0\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
                       "request_timeout_s = 2\n")
     db = tmp_path / "i.db"
-    with Simulator(SimulatorConfig(fault_rate=0.5, seed=3, timeout_s=0.2)) as sim:
+    # (Faults follow the request: under seed 3 a first extraction's connection is dropped
+    # before any answer came, and with no retries allowed the endpoint is said unreachable,
+    # nothing published: right, but not this test. Seed 1 published in 6 runs of 6.)
+    with Simulator(SimulatorConfig(fault_rate=0.5, seed=1, timeout_s=0.2)) as sim:
         rc = main(["index", str(corpus), "-q", "--json", "--config", str(config), "--db", str(db),
                    "--api-base", sim.base_url])
     out, err = capsys.readouterr()
