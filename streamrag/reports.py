@@ -193,6 +193,10 @@ def build_context(community: Community, *, entities: dict[str, Entity],
                        [lines[k] for k in kinds["claims"]], list(reports.values()))
         elements = {k: sorted(v) for k, v in kinds.items()}
         elements["reports"] = sorted(reports)
+        # What each element's line says, that a kept report's likeness to a changed context
+        # (index.report_regen_threshold) sees a description changed, not only an id come or gone.
+        elements["lines"] = sorted(f"{key}={ids.text_hash(line, 8)}"
+                                   for key, line in (*lines.items(), *reports.items()))
         return ReportContext(text=text, elements=elements)
 
     lines, _used, fits = picker.select(community.members, max_tokens)
@@ -225,11 +229,19 @@ def context_key(context: ReportContext, *, model: str | None, prompt_version: st
 
 
 def changed_fraction(old_elements: dict[str, list[str]] | None, new_elements: dict[str, list[str]]) -> float:
-    """Share of the elements of two contexts that differ (1.0 when there is no old one)."""
+    """Share of the elements of two contexts that differ: come, gone, or their line changed (a
+    new description); 1.0 when there is no old one. A report stored before its elements' lines
+    were kept (no ``lines``) is compared by ids alone."""
     if not old_elements:
         return 1.0
-    old = {f"{k}:{v}" for k, vs in old_elements.items() for v in vs}
-    new = {f"{k}:{v}" for k, vs in new_elements.items() for v in vs}
+    if "lines" in old_elements and "lines" in new_elements:
+        old_lines = dict(item.split("=", 1) for item in old_elements["lines"])
+        new_lines = dict(item.split("=", 1) for item in new_elements["lines"])
+        union = old_lines.keys() | new_lines.keys()
+        changed = sum(1 for key in union if old_lines.get(key) != new_lines.get(key))
+        return changed / len(union) if union else 0.0
+    old = {f"{k}:{v}" for k, vs in old_elements.items() if k != "lines" for v in vs}
+    new = {f"{k}:{v}" for k, vs in new_elements.items() if k != "lines" for v in vs}
     union = old | new
     return len(old ^ new) / len(union) if union else 0.0
 

@@ -162,6 +162,26 @@ def test_members_no_child_report_names_come_first_within_the_members_budget():
     assert listed == list(range(40, 40 + len(listed)))
 
 
+def test_changed_fraction_sees_a_description_changed_not_only_ids():
+    # index.report_regen_threshold compared the contexts' element ids only: a community whose
+    # members were all described anew measured 0.0 changed, and with any threshold its report
+    # was kept for good. (A report stored without lines is still compared by ids.)
+    import msgspec
+    ents, rels = graph(4)
+    c = Community(id="C1", level=0, parent=None, members=sorted(ents))
+    before = build_context(c, entities=ents, relationships=rels, claims={}, children=[], max_tokens=5000)
+    one = dict(ents, **{"ent-0001": msgspec.structs.replace(ents["ent-0001"], description="A new account.")})
+    after_one = build_context(c, entities=one, relationships=rels, claims={}, children=[], max_tokens=5000)
+    assert after_one.elements["entities"] == before.elements["entities"]
+    assert changed_fraction(before.elements, after_one.elements) == 1 / 7     # 4 entities, 3 edges
+    every = {k: msgspec.structs.replace(e, description=f"Told again: {e.name}.") for k, e in ents.items()}
+    after_all = build_context(c, entities=every, relationships=rels, claims={}, children=[], max_tokens=5000)
+    assert changed_fraction(before.elements, after_all.elements) == 4 / 7
+    assert changed_fraction(before.elements, before.elements) == 0.0
+    stored_before_lines = {k: v for k, v in before.elements.items() if k != "lines"}
+    assert changed_fraction(stored_before_lines, after_one.elements) == 0.0
+
+
 def test_changed_fraction():
     a = {"entities": ["e1", "e2"], "relationships": ["r1"]}
     assert changed_fraction(a, a) == 0.0
