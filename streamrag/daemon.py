@@ -628,10 +628,12 @@ class Daemon:
     def _keep_lock(self) -> None:
         """Takes the writer lock again at once if its file was deleted (``WriterLock.check``):
         while the daemon idled, an `index` of the same index was not refused until the next
-        file event. A writer that took the new file meanwhile is said by the next sync."""
-        if self.writer_lock is not None:
+        file event. A writer that took the new file meanwhile is said by the next sync. A lock
+        whose folder is gone (the index's folder deleted, or the watched folder with it) is
+        taken by the sync that builds the index again, not made again here."""
+        if self.writer_lock is not None and not self._gone:
             with contextlib.suppress(StreamragError):
-                self.writer_lock.check()
+                self.writer_lock.check(make_folder=False)
 
     def _index_lost(self) -> bool:
         """Whether the index was deleted under the idle daemon (no sync queued, which would build

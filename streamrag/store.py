@@ -1143,10 +1143,14 @@ class WriterLock:
         self.release()
         self.file = f
 
-    def check(self) -> None:
+    def check(self, *, make_folder: bool = True) -> None:
         """Takes the lock again if its file was deleted (the index's folder deleted and made
-        again): another writer could otherwise lock the new file."""
+        again): another writer could otherwise lock the new file. Without ``make_folder``, a
+        lock whose folder is gone is left until it is back: taking it would make the folder
+        again (and the watched folder holding it, deleted a moment ago)."""
         if self.file is None:
+            return
+        if not make_folder and not self.path.parent.is_dir():
             return
         try:
             now = os.stat(self.path)

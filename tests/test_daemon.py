@@ -166,6 +166,40 @@ async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, 
     assert daemon.syncs == 1 and not daemon.pending
 
 
+async def test_a_watched_folder_deleted_is_not_made_again_by_the_lock(corpus, monkeypatch):
+    # `rm -rf notes` under watch with its index inside: the once-a-second look at the writer
+    # lock took it again, making notes/.streamrag/ anew, so the folder came back, was said
+    # "replaced" and was indexed empty; a later `mv notes.bak notes` landed inside it.
+    import streamrag.daemon as daemon_module
+    from streamrag.store import WriterLock
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("", watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events)
+    daemon.writer_lock = WriterLock(db, "streamrag watch .")
+    daemon.writer_lock.take()
+    send, recv = scripted()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: daemon.syncs == 1)
+            async with send:
+                shutil.rmtree(corpus)
+                await anyio.sleep(0.5)          # ten looks at the lock, no event yet
+                assert not corpus.exists()
+                await send.send({(Change.deleted, str(corpus))})
+                await until(lambda: daemon._gone)
+                await anyio.sleep(0.3)
+                assert not corpus.exists()
+                daemon.stop()
+    finally:
+        daemon.writer_lock.release()
+    assert daemon.syncs == 1
+    assert not [e for e in events if e["state"] == "warning" and "replaced" in e["message"]]
+
+
 async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator):
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.3})
     db = tmp_path / "w.db"
