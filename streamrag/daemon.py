@@ -60,7 +60,6 @@ import logging
 import math
 import os
 import signal
-import stat
 import sys
 import threading
 import time
@@ -76,6 +75,7 @@ from streamrag.config import Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
+from streamrag.on_disk import is_file
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
@@ -144,14 +144,8 @@ def _regular_files(root: Path, rels: list[str]) -> list[Path]:
     """Those of the paths ``rels`` under ``root`` that are regular files (links to one
     included), sorted. One it may no longer look at (its folder chmod'ed since its event) is
     left out: the sync reads the folder and says what it cannot read."""
-    return [p for p in (root / rel for rel in sorted(rels)) if _is_regular(p)]
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except (OSError, ValueError):   # (Path.is_file lets PermissionError out)
-        return False
+    return [p for p in (root / rel for rel in sorted(rels)) if is_file(p)]   # (not Path.is_file:
+    # it lets PermissionError out)
 
 
 def _has_ready(recv) -> bool:
