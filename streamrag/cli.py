@@ -548,10 +548,14 @@ def _check_asked_folder(args: argparse.Namespace) -> None:
     found = database_of(folder) if folder.is_file() else None
     if found is not None and found[1]:
         db = found[0]
-        its = (f"its folder, {shlex.quote(shown(db.parent.parent))}" if db.parent.name == ".streamrag"
-               else "the folder it indexes")
-        raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give {its}, or "
-                             f"pass it as --db {shlex.quote(shown(db))}")
+        if db.parent.name == ".streamrag":
+            raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give its folder, "
+                                 f"{shlex.quote(shown(db.parent.parent))}, or pass it as --db "
+                                 f"{shlex.quote(shown(db))}")
+        # (An index kept elsewhere, by --db or store.path, is found from its folder only through
+        # that folder's streamrag.toml: naming the folder would build a second index.)
+        raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
+                             f"{shlex.quote(shown(db))}")
     what = "a file" if folder.is_file() else "not a regular file or folder"
     raise StreamragError(f"{shown(folder)}: {what}, not a folder; ask answers from a whole index: "
                          "give the indexed folder after the question (or its index file as --db)")

@@ -1137,9 +1137,14 @@ def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_pa
 
 def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_path):
     assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    # An index kept outside its folder: naming the folder would build a second index, so it is
+    # given as --db only (it said "give the folder it indexes").
+    assert cli_run("index", "-q", "--offline", "--db", str(tmp_path / "kept.db"), str(corpus)).returncode == 0
     (tmp_path / "empty").mkdir()
     db = corpus / ".streamrag" / "index.db"
     cases = [
+        (("kept.db",), 1, "streamrag: error: kept.db: an index's database, not a folder; pass it as "
+                          "--db kept.db"),
         (("nowhere",), 1, "streamrag: error: nowhere: no such folder; give the indexed folder after the question"),
         (("empty",), 1, "streamrag: error: empty: no index in it or in a folder above it; run "
                         "`streamrag index empty` first"),
