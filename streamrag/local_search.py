@@ -87,14 +87,17 @@ def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, 
     """The (id, name) of ``named`` (entities whose names the question has) that it asks about:
     the names it writes, not the shorter names inside them ("Norouxford" in "Norouxford Energy
     Conference 2033"), unless it also writes the shorter one on its own ("Is Kharos home to
-    the Kharos Financial Conduct Board?"). Longer by the words that name it (``name_words``):
-    "Scrooge" is not inside "Up Scrooge", which it was left out for."""
+    the Kharos Financial Conduct Board?"). Longer by the words that name it (``name_words``),
+    or, of names those words name alike, by its own words where the question writes the longer
+    one: "Bram" is inside "Bram Tell" for "Who is Bram Tell?" ("tell" is a stopword), and
+    "Scrooge" not inside "Up Scrooge" for "Who is Scrooge?", which it was left out for."""
     asked = words(question)
     names = [words(name) for _e, name in named]
     held = [set(name_words(name)) for _e, name in named]
     out = []
     for i, (eid, name) in enumerate(named):
-        longer = [other for other, own in zip(names, held, strict=True) if held[i] < own]
+        longer = [other for other, own in zip(names, held, strict=True)
+                  if held[i] < own or (held[i] == own and set(names[i]) < set(other) and runs(asked, other))]
         if not longer or _written_apart(asked, names[i], longer):
             out.append((eid, name))
     return out

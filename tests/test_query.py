@@ -814,7 +814,8 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
         store.conn.execute("INSERT INTO entities_fts(id, name, description) "
                            "SELECT id, fts_text(name), fts_text(description) FROM entities")
     try:
-        named = {q: named_entities(store, q) for q in ("Who is Scrooge?", "Who is Ebenezer Scrooge?")}
+        named = {q: named_entities(store, q) for q in ("Who is Scrooge?", "Who is Ebenezer Scrooge?",
+                                                       "What did Up Scrooge do?")}
         chosen = [choose_mode(store, q) for q in ("Who is Scrooge?", "What are the themes of Scrooge's story?",
                                                   "What are the themes of Ebenezer Scrooge's story?")]
     finally:
@@ -822,6 +823,14 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
     anchored = {q: sorted(e for e, _ in local_search.anchors(q, [(e, n) for e, n, _c in found]))
                 for q, found in named.items()}
     assert "e-s" in anchored["Who is Scrooge?"] and anchored["Who is Ebenezer Scrooge?"] == ["e-es"], anchored
+    # ... and of names the same words name, the shorter is inside the longer where the question
+    # writes the longer: compared by those words alone, "Scrooge" and "Up Scrooge" were equal,
+    # and neither was left out of "What did Up Scrooge do?" ("Bram" of "Who is Bram Tell?").
+    assert anchored["What did Up Scrooge do?"] == ["e-up"], anchored
+    bram = [("e-b", "Bram"), ("e-bt", "Bram Tell")]
+    assert local_search.anchors("Who is Bram Tell?", bram) == [("e-bt", "Bram Tell")]
+    assert local_search.anchors("Is Bram the son of Bram Tell?", bram) == bram   # (written apart)
+    assert local_search.anchors("Who is Bram?", bram)[0] == ("e-b", "Bram")
     assert chosen == [("local", "the question names Scrooge"),
                       ("global", "the question asks about the collection (themes), and the names it has "
                                  "(Scrooge) do not outweigh that"),
