@@ -398,9 +398,13 @@ def choose_mode(store: Store, question: str,
     # has "Kessel" (the offline extractor makes entities of a name's parts), and one entity
     # per type of a name is one name too; counted so, a two-word name outweighed a cue
     # ("What are the main themes of the Kessel Bridge?" went local, "... of the Lantern Hall?" global).
+    # The names it writes, as local search anchors on them: not "Pellric" inside "2032 Pellric
+    # Flood", but "Pellric" too where the question writes it apart ("... around Pellric and the
+    # 2032 Pellric Flood?", two names: with ``outermost`` it weighed one against a cue, and went global).
     asked = words(question)
+    anchored = set(local_search.anchors(question, [(eid, name) for eid, name, _ in named]))
     written: dict[frozenset[str], tuple[str, bool]] = {}   # the words naming it: (name shown, capitalised)
-    for _, name, cap in outermost(named):
+    for _, name, cap in (n for n in named if n[:2] in anchored):
         key = frozenset(local_search.name_words(name))
         shown, was_cap = written.get(key, (name, False))
         if key in written and _writes_more_of(asked, name, shown):

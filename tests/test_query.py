@@ -838,6 +838,33 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
                                  "(Ebenezer Scrooge) do not outweigh that")], chosen
 
 
+def entity_store(path, names: dict[str, str]) -> Store:
+    """A store at ``path`` holding only the entities ``names`` (id -> name), their names searchable."""
+    store = Store(path)
+    with store.conn:
+        for eid, name in names.items():
+            store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
+                               "VALUES (?, ?, 'event', '', 1)", (eid, name))
+        store.conn.execute("INSERT INTO entities_fts(id, name, description) "
+                           "SELECT id, fts_text(name), fts_text(description) FROM entities")
+    return store
+
+
+def test_auto_mode_counts_a_name_written_apart_from_a_longer_one_that_holds_it(tmp_path):
+    # Offline synth_small has "Pellric" and "2032 Pellric Flood": auto mode counted only the
+    # longest name, so two names written against one cue were one, and the question went global.
+    store = entity_store(tmp_path / "i.db", {"e-p": "Pellric", "e-f": "2032 Pellric Flood"})
+    try:
+        both = choose_mode(store, "What are the key themes around Pellric and the 2032 Pellric Flood?")
+        one = choose_mode(store, "What are the key themes of the 2032 Pellric Flood?")
+    finally:
+        store.close()
+    assert both == ("local", "the question names 2032 Pellric Flood, Pellric") or \
+        both == ("local", "the question names Pellric, 2032 Pellric Flood"), both
+    assert one == ("global", "the question asks about the collection (themes), and the names it has "
+                             "(2032 Pellric Flood) do not outweigh that")   # ("Pellric" only inside it)
+
+
 def test_the_reason_names_the_longest_name_the_question_writes(tmp_path):
     # "tell" is a stopword, so "Bram Tell" and "Bram" are named by the same word, "bram": the
     # reason named the one found first, "Bram", for "Who is Bram Tell?", whichever the index
