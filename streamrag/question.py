@@ -323,7 +323,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
             and not re.search(r"[.!?]\s", question):
         # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it. (Not
         # "Hello. Zorblax?": two sentences; nor "Summarize Mira Osk", which asks with it.)
-        opening, english = [i == 0 and _asks_with(t.group()) for i, t in enumerate(tokens)], True
+        opening, english = [i == 0 and _asks_with(store, question, tokens, 0) for i in range(len(tokens))], True
     for i in range(len(tokens) - 1):
         # A sentence that opens on a name of two words or more ("I read the book. Zorblax
         # Quintrell?"): its first word is the name's, not only the sentence's ('Quintrell' alone).
@@ -331,7 +331,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
         if opening[i] and word[:1].isupper() and after.group()[:1].isupper() \
                 and not question[tokens[i].end():after.start()].strip() \
                 and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES \
-                and not _asks_with(word):
+                and not _asks_with(store, question, tokens, i):
             opening[i] = False
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
@@ -362,11 +362,22 @@ def unknown_names(store: Store, question: str) -> list[str]:
                               and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)))
 
 
-def _asks_with(token: str) -> bool:
-    """Whether ``token`` is a word a question asks with ("Summarize", "Overview"), not a name's
-    first word, where it opens the question before a name."""
-    ws = words(token)
-    return len(ws) == 1 and ws[0] in GENERIC_WORDS
+def _asks_with(store: Store, question: str, tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether ``tokens[i]``, opening a sentence, is a word a question asks with ("Summarize",
+    "Overview"), not a name's first word: a generic word followed by no capitalised word, by two
+    or more ("Summarize Mira Osk", "Summarize Zorblax Quintrell"), or by one the index has
+    ("Summarize Kessel"). Followed by one it lacks, it is the name's own ("Story Musgrave?",
+    "Post Malone?": 'Nothing in the index mentions "Musgrave"')."""
+    ws = words(tokens[i].group())
+    if len(ws) != 1 or ws[0] not in GENERIC_WORDS:
+        return False
+    end = i + 1
+    while end < len(tokens) and tokens[end].group()[:1].isupper() \
+            and not question[tokens[end - 1].end():tokens[end].start()].strip():
+        end += 1
+    if end - i != 2:
+        return True
+    return _has_words(store, '"' + " ".join(words(tokens[i + 1].group())) + '"')
 
 
 def _has_words(store: Store, match: str) -> bool:
