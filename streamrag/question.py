@@ -15,7 +15,9 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
   search; when both appear the side with more evidence wins (a name written counts once, however
-  many entities of its parts the index has) and ties go global; a question with
+  many entities of its parts the index has: the names local search anchors on) and ties go
+  global, but for a tie of summary cues only ("Summarize Rosalind Joroux": a summary of what it
+  names, local); a question with
   neither goes global when it has no word but generic and function ones ("What are my notes
   about?", "¿De qué tratan mis notas?", whose "de" is a word of "Roger de Coverley"), else local
   if FTS finds entities at all, else global. The choice and its reason are returned.
@@ -53,6 +55,13 @@ temi principali argomenti riassunto riassumi sintesi panoramica tendenze
 # a question about one thing asks with: "general", "visao" (a vision), "assunto", "argomento" or
 # "موضوع" (the subject of a letter), "الرئيسي" (المقر الرئيسي, the head office)), then Chinese,
 # Japanese and Korean
+# Cues that ask for a summary of their object: where a question names something, of that thing
+# ("Summarize Rosalind Joroux", "Give an overview of the Kessel Bridge"), which its neighbourhood
+# answers; "themes", "trends", "topics" ask what recurs across passages, which reports answer.
+SUMMARY_CUES = frozenset("""
+summarize summarise summary summaries overview uberblick zusammenfassung resumen resumo resuma
+sintese riassunto riassumi sintesi panoramica обзор резюме ملخص لخص تلخيص 总结 概述 概括 要約 概要 요약 개요
+""".split())
 # Words a question about the collection uses without naming what it is about: with the cues and
 # stopwords gone, a question left with no word ("What do the texts say overall?") is broad.
 GENERIC_WORDS = GLOBAL_CUES | frozenset("""
@@ -425,6 +434,10 @@ def choose_mode(store: Store, question: str,
     names = ", ".join(dict.fromkeys(n for n, _ in list(written.values())[:3]))
     if named and local_score > len(cues):
         return "local", f"the question names {names}"
+    if named and local_score == len(cues) and all(c in SUMMARY_CUES for c in cues):
+        # A tie of summary cues only: a summary of what it names, not of the collection (since
+        # 4b0ef16 a name weighs once, and "Summarize Rosalind Joroux" went global).
+        return "local", f"the question asks for a summary ({', '.join(cues[:3])}) of what it names: {names}"
     if cues and named:   # (global search reads the communities of the names it writes)
         return "global", (f"the question asks about the collection ({', '.join(cues[:3])}), and "
                           f"the names it has ({names}) do not outweigh that")

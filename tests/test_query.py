@@ -757,6 +757,8 @@ def test_fts_queries_never_break_on_user_input(llm_db, question):
     ("What did Anton Heller say about the Old Quay?", "local"),
     ("How is the weather on Jupiter?", "global"),
     ("What does the resume of Mira Osk say?", "local"),   # the French cue "résumé" made it global
+    ("Summarize Mira Osk", "local"),   # (a summary of what it names: a tie of one name and one cue went global)
+    ("Give an overview of Anton Heller", "local"),
     ("Quais são os temas principais dos documentos?", "global"),
     ("Quali sono i temi principali?", "global"),
     ("Каковы основные темы?", "global"),
@@ -863,6 +865,27 @@ def test_auto_mode_counts_a_name_written_apart_from_a_longer_one_that_holds_it(t
         both == ("local", "the question names Pellric, 2032 Pellric Flood"), both
     assert one == ("global", "the question asks about the collection (themes), and the names it has "
                              "(2032 Pellric Flood) do not outweigh that")   # ("Pellric" only inside it)
+
+
+def test_a_tie_of_summary_cues_and_a_name_asks_for_a_summary_of_that_thing(tmp_path):
+    # Since a name weighs once, one name against one cue is a tie, and ties went global:
+    # "Summarize Rosalind Joroux" read the collection's reports, not her neighbourhood. A cue of
+    # themes or trends still weighs against a name, and two cues outweigh one name.
+    store = entity_store(tmp_path / "i.db", {"e-r": "Rosalind Joroux", "e-j": "Joroux", "e-k": "Kessel",
+                                             "e-b": "Kessel Bridge"})
+    try:
+        chosen = {q: choose_mode(store, q) for q in (
+            "Summarize Rosalind Joroux", "Give an overview of the Kessel Bridge", "Zusammenfassung Joroux",
+            "What are the main themes of the Kessel Bridge?", "Summarize the main themes of Rosalind Joroux",
+            "Summarize the overall trends", "What are the main themes?", "Summarize Zorblax")}
+    finally:
+        store.close()
+    assert chosen.pop("Summarize Rosalind Joroux") == (
+        "local", "the question asks for a summary (summarize) of what it names: Rosalind Joroux")
+    assert chosen.pop("Give an overview of the Kessel Bridge") == (
+        "local", "the question asks for a summary (overview) of what it names: Kessel Bridge")
+    assert chosen.pop("Zusammenfassung Joroux")[0] == "local"
+    assert {q: mode for q, (mode, _) in chosen.items()} == dict.fromkeys(chosen, "global"), chosen
 
 
 def test_the_reason_names_the_longest_name_the_question_writes(tmp_path):
