@@ -75,9 +75,14 @@ class EmptyInput(InputError):
 
 class UnreadableFile(InputError):
     """A file whose bytes the system would not give (an I/O or permission error): that may pass
-    with the file unchanged (a network mount back, a group granted), so it is read again."""
+    with the file unchanged (a network mount back, a group granted), so it is read again.
+    ``why``: the system's reason, for a caller that keeps what was indexed from the file to say so."""
 
     kind = "unreadable"
+
+    def __init__(self, message: str, *, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 class NotText(InputError):

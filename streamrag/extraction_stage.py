@@ -128,9 +128,8 @@ class ExtractionStage:
                     # What was indexed from it stays until the file can be read again.
                     scan.files.update(rows)
                     # (said as a failed read is: ``loader.read_documents``)
-                    await self.fail("load", rel, f"{loader.shown(rel)}: cannot read ({e.strerror or e}); what "
-                                    "was indexed from it stays; check that it exists and is readable "
-                                    "(its permissions, and its folder's)",
+                    await self.fail("load", rel, loader.unreadable_line(loader.shown(rel), e.strerror or str(e),
+                                                                        kept=bool(rows)),
                                     stamp=on_disk.failure_stamp(path), kind=UnreadableFile.kind)
                     continue
                 stamp = on_disk.change_stamp(st)
@@ -210,8 +209,11 @@ class ExtractionStage:
             if not kept:   # (not read again while it stays as it is: ``load_files``)
                 self.still_empty[rel] = (stamp, str(e))
         else:   # (one the system would not read is read again all the same: ``index_rows.failed_reads``)
-            await self.fail("load", rel, f"{e}; what was indexed from it stays"
-                            if kept and isinstance(e, NoTextField) else str(e), stamp=stamp, kind=e.kind)
+            if kept and isinstance(e, UnreadableFile):
+                said = loader.unreadable_line(loader.shown(rel), e.why, kept=True)
+            else:
+                said = f"{e}; what was indexed from it stays" if kept and isinstance(e, NoTextField) else str(e)
+            await self.fail("load", rel, said, stamp=stamp, kind=e.kind)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:

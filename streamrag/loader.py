@@ -235,6 +235,14 @@ def unlisted_line(folder: Path, why: str, root: Path | None) -> str:
             f"not indexed; {unlisted_fix(why)}")
 
 
+def unreadable_line(label: str, why: str, *, kept: bool) -> str:
+    """The line for a file the system would not read or look at (``label``: its path as shown,
+    ``why``: the system's reason), saying what is true of the index: ``kept``, what was indexed
+    from it stays; else nothing was, so it is not indexed."""
+    told = "; what was indexed from it stays" if kept else ", so it is not indexed"
+    return f"{label}: cannot read ({_safe(why)}){told}; check that it exists and is readable (its permissions, and its folder's)"
+
+
 def unlisted_fix(why: str) -> str:
     """What to do about a folder the scan could not list for the reason ``why`` (``scan``'s
     ``unlisted``): a path too long for the system is no matter of permissions."""
@@ -482,8 +490,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
                 _binary(label)
             data = head + f.read()
     except OSError as e:
-        raise UnreadableFile(f"{label}: cannot read ({_safe(e.strerror or str(e))}); check that it exists "
-                         "and is readable") from None
+        why = e.strerror or str(e)
+        raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
     text = _decode(data, label, warnings)
     if not text.strip():

@@ -537,13 +537,15 @@ class Indexer:
         for folder, why in unlisted:
             # What was indexed from a folder that cannot be listed now stays until it can.
             rel = loader.stored_path(folder, self.root)
-            scan.files.update({p: v for p, v in known.items() if on_disk.covered(p, [rel])})
+            kept = {p: v for p, v in known.items() if on_disk.covered(p, [rel])}
+            scan.files.update(kept)
             try:   # (a chmod that lets it be listed again changes it)
                 stamp = on_disk.file_stamp(os.stat(folder))
             except OSError:
                 stamp = on_disk.failure_stamp(folder)
-            await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why}); "
-                            f"what was indexed from it stays; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
+            told = "; what was indexed from it stays" if kept else ", so its files are not indexed"
+            await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why})"
+                            f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
                                  f"({', '.join(s.index.include)}); add such files, or widen index.include")

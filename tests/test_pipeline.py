@@ -710,6 +710,30 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     assert again.documents_added == again.documents_removed == 0 and not again.published
 
 
+async def test_a_new_folder_that_cannot_be_listed_is_said_to_hold_nothing_indexed(corpus, tmp_path, monkeypatch):
+    # `mkdir new; chmod 000 new`: nothing was ever indexed from it, yet it was said to keep
+    # "what was indexed from it".
+    import errno
+
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    db = tmp_path / "x.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "new").mkdir()
+    (corpus / "new" / "a.txt").write_text("Mira Osk opened the Lantern Museum in Torford.")
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == corpus / "new":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = await sync([corpus], settings, db, root=corpus)
+    assert result.warnings == ["new: cannot list the folder (Permission denied), so its files are not indexed; "
+                               "check its permissions"]
+    assert result.failures == 1 and result.documents == 4
+
+
 async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_path, monkeypatch):
     # It was also said to hold no file matching index.include, which contradicted the first line.
     import errno
@@ -813,6 +837,8 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     assert len(named) == 1 and named[0].startswith(f"guild.txt: cannot read ({why})"), result.warnings
     # The same advice, whichever failed (the stat's lacked "check that it exists and is readable").
     assert "; check that it exists and is readable" in named[0], named
+    # ... and it says what is true: what was indexed from it stays (a failed read said nothing).
+    assert f"cannot read ({why}); what was indexed from it stays; check" in named[0], named
     store = Store(db, readonly=True)
     try:
         assert store.query("SELECT stage, item FROM failures") == [{"stage": "load", "item": "guild.txt"}]
@@ -880,6 +906,10 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
         result = await sync([corpus], settings, db, root=corpus)
         assert result.failures == 1 and any(w.startswith(f"{name}: cannot read (Permission denied)")
                                             for w in result.warnings), result.warnings
+        # Nothing was ever indexed from it: it was said to keep "what was indexed from it".
+        named = [w for w in result.warnings if w.startswith(name)]
+        assert len(named) == 1 and named[0].startswith(
+            f"{name}: cannot read (Permission denied), so it is not indexed; check that it exists"), named
         assert counted() == (1, 1)
     # The system may give it on a later update though the file is as it was (a group granted,
     # a mount back): it is tried on every update, and once it can be read, it is indexed.
