@@ -382,9 +382,12 @@ def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
 
 
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
-           models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = ()) -> None:
+           models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = (),
+           unknown: list[tuple[str, str]] = (), order: dict[str, int] | None = None) -> None:
     """Value checks; ``origins`` names where a key came from when not the file (env, a flag).
-    Every problem is said, the ``mistyped`` values (``_convert``) first, in one ConfigError."""
+    Every problem is said in one ConfigError: the ``unknown`` keys and ``mistyped`` values
+    (``_convert``) with those of the values, those set by a flag or the environment first, then
+    the file's in file order (``order``: ``file_order``), then the rest."""
     ix, llm = s.index, s.llm
     problems: list[tuple[str, str]] = []
     if ix.chunk_size < 50:
@@ -521,11 +524,39 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                 problems.append(_bound(f"pipeline.{name}", "must be >= 1", "1 or more"))
     lines = [*mistyped, *((key, _problem_line(key, what, where, origins)) for key, what in problems)]
     if not models_for:   # (status, export, vacuum go on with llm.*'s defaults, and say so)
-        s.set_aside += [line for key, line in lines if key.partition(".")[0] == "llm"]
+        s.set_aside += [line for key, line in _in_order(lines, origins, order) if key.partition(".")[0] == "llm"]
         lines = [(key, line) for key, line in lines if key.partition(".")[0] != "llm"]
+    lines = _in_order([*unknown, *lines], origins, order)   # (a misspelt key is never set aside)
     if lines:
         flag = origins and origins.get(lines[0][0], "").startswith("--")
         raise (FlagError if flag else ConfigError)(problems_line([line for _, line in lines], where))
+
+
+def file_order(user: dict) -> dict[str, int]:
+    """Each key of a settings file as read (``section``, ``section.field``) -> its place in the
+    file. TOML reads a table once, whole, and keeps its keys in the order written, so the order
+    of the dict is that of the file."""
+    order: dict[str, int] = {}
+    for section, values in user.items():
+        order[section] = len(order)
+        for field in (values if isinstance(values, dict) else ()):
+            order[f"{section}.{field}"] = len(order)
+    return order
+
+
+def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,
+              order: dict[str, int] | None) -> list[tuple[str, str]]:
+    """``lines`` (key, line) as they are said: those of a key a flag or the environment set
+    first, then the file's in file order, then those of a key the file does not hold (a value
+    made wrong by another: chunk_overlap by chunk_size), each group as it was."""
+    def place(item: tuple[str, str]) -> tuple[int, int]:
+        key = item[0]
+        if origins and key in origins:
+            return 0, 0
+        if order and key in order:
+            return 1, order[key]
+        return 2, 0
+    return sorted(lines, key=place)
 
 
 def problems_line(lines: list[str], where: str) -> str:
@@ -545,19 +576,31 @@ def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | Non
     return f"{where}: {key}: {what}"
 
 
-def _convert(data: dict, defaults: dict, where: str) -> tuple[Settings, list[tuple[str, str]]]:
-    """``data`` as Settings, every mistyped value put back to its default, and (key, line) of
-    each of those: a command that calls no model sets the ``llm.*`` ones aside
-    (``llm.temperature = "hot"`` stopped ``status``), the others say them all at once with the
-    value checks (``_check``). An unknown key is a typo to fix, not a value: the ConfigError at once."""
+def _convert(data: dict, defaults: dict, where: str
+             ) -> tuple[Settings, list[tuple[str, str]], list[tuple[str, str]]]:
+    """``data`` as Settings, every mistyped value put back to its default and every unknown key
+    left out, and (key, line) of each of those: a command that calls no model sets the mistyped
+    ``llm.*`` ones aside (``llm.temperature = "hot"`` stopped ``status``), the others are said
+    all at once with the value checks (``_check``). An unknown key is a typo to fix, not a
+    value: never set aside (but said with the rest: it stopped at the first one)."""
     mistyped: list[tuple[str, str]] = []
+    unknown: list[tuple[str, str]] = []
     while True:
         try:
-            return msgspec.convert(data, Settings, str_keys=True), mistyped
+            return msgspec.convert(data, Settings, str_keys=True), mistyped, unknown
         except msgspec.ValidationError as e:
             error = _explain(e, where, data)
             m = _PATH_RE.search(str(e))
             key = m.group(1) if m else ""
+            if str(e).startswith("Object contains unknown field") and "." not in key and "[" not in key \
+                    and isinstance(data.get(key, data) if key else data, dict):
+                field = str(e).split("`")[1]   # (`$` is the top level, `$.llm` a section)
+                if key:
+                    data = {**data, key: {k: v for k, v in data[key].items() if k != field}}
+                else:
+                    data = {k: v for k, v in data.items() if k != field}
+                unknown.append((f"{key}.{field}" if key else field, str(error)))
+                continue
             section, _, rest = key.partition(".")
             field = re.split(r"[.\[]", rest)[0]   # (index.include[0]: the list)
             if section not in defaults or str(e).startswith("Object contains unknown field") \
@@ -613,19 +656,27 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     env = os.environ if env is None else env
     data = defaults = _read_toml(asset("config", "default.toml"))
     where = "defaults"
+    order: dict[str, int] = {}
+    refused: list[tuple[str, str]] = []   # keys the file may not set: said with its other problems
     if path is not None:
         path = Path(path)
         user = _read_toml(path)
-        llm_section = user.get("llm") if isinstance(user.get("llm"), dict) else {}
-        for key, found in (("api_key", "api_key" in user), ("llm.api_key", "api_key" in llm_section)):
-            if found:  # GraphRAG's settings take llm.api_key; `did you mean api_key_env` misleads
-                raise ConfigError(f"{path}: {key}: keys are not read from the settings file; put the "
-                                  "key in the environment variable named by llm.api_key_env "
-                                  "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`")
-        if found := next((k for k in ("source", "api_base_from", "set_aside", "no_network")
-                                if k in user), None):
-            raise ConfigError(f"{path}: {found}: unknown setting (every valid key is in "
-                              f"{asset('config', 'default.toml')})")
+        order = file_order(user)
+        for key in ("api_key", "llm.api_key", "source", "api_base_from", "set_aside", "no_network"):
+            if key not in order:
+                continue
+            section, _, field = key.rpartition(".")
+            if section:
+                user = {**user, section: {k: v for k, v in user[section].items() if k != field}}
+            else:
+                user = {k: v for k, v in user.items() if k != key}
+            if field == "api_key":   # GraphRAG's settings take llm.api_key; `did you mean api_key_env` misleads
+                refused.append((key, f"{path}: {key}: keys are not read from the settings file; put the "
+                                     "key in the environment variable named by llm.api_key_env "
+                                     "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`"))
+            else:
+                refused.append((key, f"{path}: {key}: unknown setting (every valid key is in "
+                                     f"{asset('config', 'default.toml')})"))
         data = _merge(data, _resolve_paths(user, path.resolve().parent))
         where = str(path)
     origins: dict[str, str] = {}
@@ -640,7 +691,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 key = f"{section}.{field}"
                 flag = (override_names or {}).get(key)
                 origins[key] = f"{flag} {value}" if flag else f"{key} = {value!r} (command line)"
-    settings, mistyped = _convert(data, defaults, where)
+    settings, mistyped, unknown = _convert(data, defaults, where)
     settings.llm.api_base = settings.llm.api_base.strip().rstrip("/")   # (a pasted space or newline)
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():
@@ -649,7 +700,8 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     settings.source = where
     if "llm.api_base" in origins:
         settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
-    _check(settings, where, origins, models_for=models_for, mistyped=mistyped)
+    _check(settings, where, origins, models_for=models_for, mistyped=mistyped, unknown=refused + unknown,
+           order=order)
     return settings
 
 

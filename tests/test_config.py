@@ -351,17 +351,46 @@ def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
         load_settings(path, env={}, models_for=("ask",))
     message = str(e.value)
     assert "\n" not in message and message.count(str(path)) == 1, message
-    assert message.startswith(f"{path}: llm.max_retries: expected int, got str; write it like its default: "
-                              "max_retries = 6 (and 3 more setting(s) to fix: index.chunk_size: must be "), message
-    for key in ("llm.temperature: must be between 0 and 2", "llm.concurrency: must be >= 1"):
-        assert f" | {key}" in message, message
+    # In file order (the mistyped ones were said first, then the rest in the code's order).
+    assert message.startswith(f"{path}: llm.concurrency: must be >= 1 (requests in flight at once); set it "
+                              "to 1 or more (its default: concurrency = 16) (and 3 more setting(s) to fix: "
+                              "llm.max_retries: expected int, got str; "), message
+    assert [part.split(":")[0] for part in message.split(" | ")[1:]] == ["llm.temperature", "index.chunk_size"]
     # A command that calls no model sets the llm ones aside, and says the rest as one line too.
     with pytest.raises(ConfigError) as e:
         load_settings(path, env={}, models_for=())
     assert str(e.value) == f"{path}: index.chunk_size: must be at least 50 tokens; set it to 50 or more (its default: chunk_size = 1200)"
     s = load_settings(write(tmp_path, '[llm]\nconcurrency = 0\nmax_retries = "many"\n'), env={}, models_for=())
-    assert [line.split(": ")[1] for line in s.set_aside] == ["llm.max_retries", "llm.concurrency"]
+    assert [line.split(": ")[1] for line in s.set_aside] == ["llm.concurrency", "llm.max_retries"]
     assert (s.llm.max_retries, s.llm.concurrency) == (6, 0)
+
+
+def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
+    # `[llm] temprature = 1, concurrency = 0` said llm.temprature alone: a second run found
+    # concurrency, a third the next misspelt key.
+    path = write(tmp_path, "[llm]\ntemprature = 1\nconcurrency = 0\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    message = str(e.value)
+    assert message.startswith(f"{path}: llm.temprature: unknown setting; did you mean llm.temperature? "), message
+    assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
+                            "flight at once); set it to 1 or more (its default: concurrency = 16))"), message
+    path = write(tmp_path, 'source = "x"\n[index]\nchunk_size = 10\nchunk_sise = 3\n[llm]\nmax_retries = "many"\n'
+                           'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={}, models_for=())
+    message = str(e.value)
+    assert "\n" not in message and message.count(str(path)) == 1 and "sk-1" not in message, message
+    first, _, rest = message.partition(" (and 6 more setting(s) to fix: ")
+    keys = [first.split(": ")[1], *(part.split(":")[0] for part in rest.split(" | "))]
+    # (index.chunk_overlap, not in the file, is made wrong by chunk_size: said last)
+    assert keys == ["source", "index.chunk_size", "index.chunk_sise", "llm.api_key", "indx", "watch.llm",
+                    "index.chunk_overlap"], message
+    assert "index.chunk_sise: unknown setting; did you mean index.chunk_size?" in message
+    assert "indx: unknown setting; did you mean [index]?" in message
+    # (llm.max_retries, mistyped, is set aside by a command that calls no model; a misspelt key never is)
+    with pytest.raises(ConfigError, match=r"llm.temprature: unknown setting.*\(and 2 more"):
+        load_settings(write(tmp_path, '[llm]\ntemprature = 1\n[index]\nchunk_size = 10\n'), env={}, models_for=())
 
 
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
