@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
 
+from streamrag import index_rows
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
@@ -30,13 +32,46 @@ def sample_dir() -> Path:
     return asset_dir("data") / "sample" / "christmas_carol"
 
 
+# What a file manager leaves in any folder it shows (macOS Finder, Windows Explorer): no file of
+# the user's (a new folder opened in Finder was refused as holding ".DS_Store").
+OS_LITTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+
+
+def _staves() -> set[str]:
+    return {p.name for p in sample_dir().iterdir() if p.suffix != ".md"}
+
+
+def is_demos_index(db: Path) -> bool:
+    """Whether the index at ``db`` is one an earlier demo built: of a folder named
+    christmas_carol (the demo's copy of the sample, wherever the demo's folder has moved since),
+    holding none but the sample's files. An index of the user's (`cp ~/notes.db d/index.db`) was
+    taken for the demo's and written into; one that cannot be opened is no demo's either."""
+    try:
+        store = Store(db, readonly=True)
+    except (StreamragError, sqlite3.Error):
+        return False
+    try:
+        root, paths = store.get_meta("root"), index_rows.file_paths(store)
+    except sqlite3.Error:
+        return False
+    finally:
+        store.close()
+    if root is None:   # nothing published yet (a first demo stopped early): nothing to lose
+        return not paths
+    return Path(root).name == "christmas_carol" and set(paths) <= _staves()
+
+
 def not_the_demos(folder: Path) -> list[str]:
     """The names in ``folder`` an earlier demo did not put there (sorted): anything but the
-    sample's folder with the sample's files and the index's own files. ``demo --dir ~/notes``
+    sample's folder with the sample's files and the index's own files, a demo's index
+    (``is_demos_index``), and what a file manager leaves (``OS_LITTER``). ``demo --dir ~/notes``
     put both into the notes, and the next ``index ~/notes`` took the five staves in as notes."""
-    own = {"christmas_carol", *(p.name for p in index_files(folder / "index.db"))}
-    staves = {p.name for p in sample_dir().iterdir() if p.suffix != ".md"}
+    db = folder / "index.db"
+    own = {"christmas_carol", *OS_LITTER, *(p.name for p in index_files(db))}
+    staves = _staves() | OS_LITTER
     others = [p.name for p in folder.iterdir() if p.name not in own]
+    if db.exists() and not (db.is_file() and is_demos_index(db)):
+        others.append(f"{db.name} (not a demo's index)")
     corpus = folder / "christmas_carol"
     if corpus.is_dir() and not corpus.is_symlink():
         others += [f"christmas_carol/{p.name}" for p in corpus.iterdir() if p.name not in staves]

@@ -640,12 +640,21 @@ def test_demo_runs_offline(cli_run):
 
 
 def test_a_kept_demo_folder_is_used_again(cli_run, tmp_path):
-    # (`demo --dir` refuses a folder holding anything else: an earlier demo's own is not that)
+    # (`demo --dir` refuses a folder holding anything else: an earlier demo's own is not that,
+    # nor what a file manager leaves: a new folder opened in Finder was refused for its .DS_Store)
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     for _ in range(2):
         out = cli_run("demo", "--dir", str(tmp_path / "demo"))
         assert out.returncode == 0, out.stderr
         assert out.stdout.count("Extractive answer") == 2
-    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == ["christmas_carol", "index.db", "index.db.lock"]
+        (tmp_path / "demo" / "christmas_carol" / "Thumbs.db").write_bytes(b"\0")
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == [
+        ".DS_Store", "christmas_carol", "index.db", "index.db.lock"]
+    # A demo's folder moved is still a demo's (its index names the christmas_carol it was in).
+    (tmp_path / "demo").rename(tmp_path / "moved")
+    out = cli_run("demo", "--dir", str(tmp_path / "moved"))
+    assert out.returncode == 0, out.stderr
 
 
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):

@@ -431,6 +431,25 @@ def test_demo_keeps_out_of_a_folder_of_the_users(cli, tmp_path):
     cli("demo", "--dir", "e", code=1, fragments=("(christmas_carol)",))
 
 
+def test_demo_keeps_out_of_an_index_that_is_no_demos(cli, tmp_path):
+    # A folder holding only an index.db of the user's was taken for an earlier demo's, and the
+    # staves were indexed into it.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.md").write_text("Mira Osk chaired the Harbor Council in Torford.\n")
+    (tmp_path / "d").mkdir()
+    assert main(["index", "notes", "-q", "--offline", "--db", str(tmp_path / "d" / "index.db")]) == 0
+    before = (tmp_path / "d" / "index.db").read_bytes()
+    cli("demo", "--dir", "d", code=1,
+        fragments=("--dir d: holds files of its own (index.db (not a demo's index))", "give a new or empty folder"))
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["index.db", "index.db.lock"]
+    assert (tmp_path / "d" / "index.db").read_bytes() == before
+    # Nor is a file that is no index at all.
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "index.db").write_text("my notes\n")
+    cli("demo", "--dir", "e", code=1, fragments=("(index.db (not a demo's index))",))
+
+
 def test_demo_does_not_write_an_index_another_streamrag_writes(cli, tmp_path):
     # `demo --dir D` took no writer lock: beside a `watch` of D's sample, two wrote one index.
     from streamrag.store import one_writer
