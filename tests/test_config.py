@@ -365,6 +365,17 @@ def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
     assert (s.llm.max_retries, s.llm.concurrency) == (6, 0)
 
 
+def test_an_overlap_is_not_judged_against_a_mistyped_chunk_size(tmp_path):
+    # chunk_size = "big": put back to its default, 1200, the overlap of 700 was said to have to
+    # be "below 600 (half of index.chunk_size, 1200)", a size the file never set.
+    path = write(tmp_path, '[index]\nchunk_size = "big"\nchunk_overlap = 700\n')
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    message = str(e.value)
+    assert message.startswith(f"{path}: index.chunk_size: expected int, got str"), message
+    assert "chunk_overlap" not in message and "1200" not in message.split(";")[0], message
+
+
 def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     # `[llm] temprature = 1, concurrency = 0` said llm.temprature alone: a second run found
     # concurrency, a third the next misspelt key.
