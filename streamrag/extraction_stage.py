@@ -195,7 +195,10 @@ class ExtractionStage:
         if on_disk.deleted(path, self.root):   # while it was read: it leaves
             self.progress.add("files_done")
             return
-        kept = rows and ((same and isinstance(e, NoTextField)) or not on_disk.readable(path))
+        # A read that failed (UnreadableFile: an I/O error, a refusal) keeps it, even where a
+        # second look reads it (a flaky mount): what it holds now is not known.
+        kept = rows and ((same and isinstance(e, NoTextField)) or isinstance(e, UnreadableFile)
+                         or not on_disk.readable(path))
         if kept and isinstance(e, NoTextField):
             self.scan.old_reading_kept = True  # read it again next run, and say so again
         if kept:
