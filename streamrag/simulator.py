@@ -286,8 +286,28 @@ def _is_shouting(tok: str) -> bool:
     return len(letters) > 1 and all(c.isupper() for c in letters)
 
 
-def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
-    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before)."""
+def _bare(tok: str) -> str:
+    """``tok`` as a word to compare: folded, without a full stop, quote or possessive after it."""
+    return re.sub(r"['’]s$", "", tok.rstrip(".'’")).casefold()
+
+
+def _doubled(sentences: list[str]) -> frozenset[str]:
+    """Capitalised words the text writes twice in a row more than once: a name ("Bora Bora",
+    "Baden-Baden" read as words), where once is the name said twice ("called Scrooge Scrooge")."""
+    seen: dict[str, int] = {}
+    for sentence in sentences:
+        tokens = list(_TOKEN.finditer(sentence))
+        for a, b in zip(tokens, tokens[1:]):
+            if (_is_cap(a.group()) and not sentence[a.end():b.start()].strip()
+                    and _bare(a.group()) == _bare(b.group())):
+                seen[_bare(a.group())] = seen.get(_bare(a.group()), 0) + 1
+    return frozenset(w for w, n in seen.items() if n > 1)
+
+
+def _runs(sentence: str, doubled: frozenset[str]) -> list[tuple[list[str], bool, str]]:
+    """Runs of capitalised tokens in one sentence: (tokens, starts the sentence, word before).
+
+    A word written twice in a row ends the run at the first unless ``doubled`` holds it."""
     runs: list[tuple[list[str], bool, str]] = []
     tokens = list(_TOKEN.finditer(sentence))
     i = 0
@@ -307,7 +327,7 @@ def _runs(sentence: str) -> list[tuple[list[str], bool, str]]:
             nxt = tokens[j].group()
             prev = tokens[j - 1].group()
             # "called Scrooge Scrooge": a word repeated is the name twice, not a longer name.
-            if gap.strip() or nxt.casefold() == prev.casefold() or (
+            if gap.strip() or _bare(nxt) == _bare(prev) and _bare(prev) not in doubled or (
                     prev.endswith(".") and len(prev.rstrip(".")) > 1
                                and prev.rstrip(".").casefold() not in _TITLES | {"st", "mt", "ft"}):
                 break
@@ -377,7 +397,8 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     written in title case capitals mean nothing: only names the rest of the text uses count.
     """
     sentences = split_sentences(text)
-    runs = [_runs(sentence) for sentence in sentences]
+    doubled = _doubled(sentences)
+    runs = [_runs(sentence, doubled) for sentence in sentences]
     title_case = [_is_title_case(sentence) for sentence in sentences]
     named = {w.casefold() for idx, in_sentence in enumerate(runs) if not title_case[idx]
              for run, initial, *_ in in_sentence if not initial for w in run}

@@ -191,6 +191,14 @@ def test_a_word_repeated_is_the_name_twice(client):
                             "sometimes Marley.") == ["Scrooge", "Marley"]
 
 
+def test_a_word_the_text_writes_twice_in_a_row_more_than_once_is_one_name(client):
+    # "Bora Bora" was cut to "Bora" mid-sentence but kept at a sentence end ("Bora Bora."):
+    # the full stop made the words differ, and both were entities.
+    assert names_in(client, "The resort on Bora Bora hired Ada Brenn. Ada Brenn later visited "
+                            "Bora Bora.") == ["Bora Bora", "Ada Brenn"]
+    assert names_in(client, "Then Marley called Scrooge Scrooge.") == ["Marley", "Scrooge"]
+
+
 def test_no_word_a_name_never_starts_with_leads_a_name(client):
     # Sentence-initial adverbs, interjections, verbs and contractions were joined to the name
     # after them ("Up Scrooge", "Perhaps Scrooge", "See Note", "O Man", "Have I", "Here's
