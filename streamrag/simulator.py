@@ -360,11 +360,14 @@ def _in_link_path(sentence: str, tokens: list[re.Match], i: int) -> bool:
     return tokens[i - 1].group()[-1] not in ".!?:;"
 
 
-def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset()) -> tuple[str, bool]:
+def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset(),
+               alone: frozenset[str] = frozenset()) -> tuple[str, bool]:
     """The entity name a run stands for ("" for none) and whether it still starts a sentence.
 
-    ``common`` holds words the text writes in lower case and never capitalises mid-sentence:
-    first in a run at a sentence start ("Presently Scrooge"), such a word is no part of the name.
+    ``common`` holds words the text writes in lower case and never capitalises mid-sentence,
+    ``alone`` the names its runs give. First in a run at a sentence start, such a word is no
+    part of the name when the rest is a name the text writes without it ("Presently Scrooge",
+    "Scrooge" elsewhere): "Grace Holm" stays though the text speaks of "her grace".
     """
     words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w) else w.rstrip(".-'’_").rstrip(".") for w in run]
     words = [w for w in words if w]
@@ -372,7 +375,8 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
         words[-1] = re.sub(r"['’]s$", "", words[-1])
     if len(words) > 1 and not any(c.islower() for w in words for c in w) and any(map(_is_shouting, words)):
         return "", False                                    # a heading, dateline or caption
-    if initial and len(words) > 1 and words[0].casefold() in common:
+    if (initial and len(words) > 1 and words[0].casefold() in common
+            and _norm(" ".join(words[1:])) in alone):
         words.pop(0)
         initial = False
     while words and _no_name_word(words[0]):
@@ -403,10 +407,12 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     named = {w.casefold() for idx, in_sentence in enumerate(runs) if not title_case[idx]
              for run, initial, *_ in in_sentence if not initial for w in run}
     common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
+    alone = frozenset(_norm(_clean_run(run, initial)[0]) for idx, in_sentence in enumerate(runs)
+                      if not title_case[idx] for run, initial, _ in in_sentence)
     raw: list[tuple[str, bool, Mention]] = []
     for idx, in_sentence in enumerate(runs):
         for run, initial, before in in_sentence:
-            name, initial = _clean_run(run, initial, common)
+            name, initial = _clean_run(run, initial, common, alone)
             if name:
                 raw.append((name, initial, Mention(name, idx, before)))
     known = {_norm(n) for n, initial, m in raw if not initial and not title_case[m.sentence]}

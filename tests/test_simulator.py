@@ -215,9 +215,14 @@ def test_a_word_the_text_writes_in_lower_case_starts_no_name_at_a_sentence_start
     # What the text itself writes in lower case ("presently") is a word, not a name, when a
     # sentence starts with it; a word it also capitalises mid-sentence ("Tiny Tim"), or a
     # word naming a kind of place or body ("Lake"), stays.
-    text = ("Presently Scrooge rose. He went presently to Marley. Tiny Tim sang. The tiny boy "
-            "was Tiny Tim. Lake Vell froze. The lake was cold.")
+    # It goes only when the rest is a name the text writes without it ("Scrooge"): a first
+    # name the text also writes as a word ("her grace", "he will", "to be frank") stays.
+    text = ("Presently Scrooge rose. He went presently to Marley and Scrooge. Tiny Tim sang. The "
+            "tiny boy was Tiny Tim. Lake Vell froze. The lake was cold.")
     assert names_in(client, text) == ["Scrooge", "Marley", "Tiny Tim", "Lake Vell"]
+    text = ("Grace Holm founded Velta Labs. Her grace impressed everyone at Velta Labs. "
+            "Will Turner sailed. He will return. Frank Osk agreed. To be frank, it rained.")
+    assert names_in(client, text) == ["Grace Holm", "Velta Labs", "Will Turner", "Frank Osk"]
 
 
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
