@@ -254,9 +254,7 @@ def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> 
     took seconds). ``joined``: whether each line of ``text`` goes on with the paragraph of the
     line above, as ``_blocks`` finds (a code span runs over a line break into it); ``None``:
     no span runs over one."""
-    runs: dict[int, list[int]] = {}   # where each run of backticks begins, by its length
-    for run in _TICK_RUN.finditer(text):
-        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    runs = _tick_runs(text)
     ends: list[int] | None = None   # where the paragraph of each line ends
     line = counted = 0   # the line of ``text`` at ``counted``
     out = []
@@ -269,9 +267,7 @@ def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> 
             at = end
             continue
         width = m.end() - m.start()
-        starts = runs[width]
-        j = bisect.bisect_right(starts, m.start())
-        close = starts[j] if j < len(starts) else -1
+        close = _next_run(runs, width, m.end())
         if close >= 0 and text.find("\n", m.end(), close) >= 0:   # (not on its line)
             if not joined:
                 close = -1
@@ -286,6 +282,22 @@ def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> 
         at = end
     out.append(text[at:])
     return "".join(out)
+
+
+def _tick_runs(text: str) -> dict[int, list[int]]:
+    """Where each run of backticks in ``text`` begins, by its length (for ``_next_run``)."""
+    runs: dict[int, list[int]] = {}
+    for run in _TICK_RUN.finditer(text):
+        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    return runs
+
+
+def _next_run(runs: dict[int, list[int]], width: int, at: int) -> int:
+    """Where the first run of exactly ``width`` backticks from ``at`` begins (``runs``:
+    ``_tick_runs``' of the text), or -1: by bisection, not a scan of the runs on the way."""
+    starts = runs.get(width, [])
+    j = bisect.bisect_left(starts, at)
+    return starts[j] if j < len(starts) else -1
 
 
 def _paragraph_ends(text: str, joined: list[bool]) -> list[int]:
@@ -685,19 +697,22 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
     read as code, and indexed with its %% marks); ``None`` when it opens none. ``spans``: the
     code spans that run over its line breaks (``text`` is its line from ``at``), which it
     follows; else a code span ends with the line."""
+    runs = None   # (the runs of backticks of ``text``, looked up once there is one to close)
+    start = 0
     if spans and spans.width:   # a code span from the lines above: the text is in it to its close
-        close = _run(text, spans.width, 0)
+        runs = _tick_runs(text)
+        close = _next_run(runs, spans.width, 0)
         if close < 0:
             return None
-        text, at, spans.width = text[close + spans.width:], at + close + spans.width, 0
-    if "<!--" not in text and "%%" not in text and not (spans and "`" in text):
+        start, spans.width = close + spans.width, 0
+    if text.find("<!--", start) < 0 and text.find("%%", start) < 0 and not (spans and text.find("`", start) >= 0):
         return None
     last = text.rfind("-->"), text.rfind("%%")
-    start = 0
     while m := _COMMENTS.search(text, start):
         if m.group(1):
             width = m.end() - m.start()
-            close = _run(text, width, m.end())
+            runs = runs if runs is not None else _tick_runs(text)
+            close = _next_run(runs, width, m.end())
             if close >= 0:
                 start = close + width
             elif spans and spans.closes_later(at + m.end(), width):
@@ -711,14 +726,6 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
             return "-->" if m.group(2) else "%%"
         start = end
     return None
-
-
-def _run(text: str, width: int, at: int) -> int:
-    """Where in ``text`` from ``at`` a run of exactly ``width`` backticks begins, or -1."""
-    for run in _TICK_RUN.finditer(text, at):
-        if run.end() - run.start() == width:
-            return run.start()
-    return -1
 
 
 class _Spans:
@@ -746,15 +753,10 @@ class _Spans:
         """Whether a run of ``width`` begins in a later line of the paragraph than the line
         being read (``at``: a place in it after the run opening the span)."""
         if self._runs is None:
-            self._runs = {}
-            for run in _TICK_RUN.finditer(self.text):
-                self._runs.setdefault(run.end() - run.start(), []).append(run.start())
+            self._runs = _tick_runs(self.text)
             self._starts = list(itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0))
-        runs = self._runs.get(width, [])
-        j = bisect.bisect_right(runs, self._starts[self.line] + at)
-        if j == len(runs):
-            return False
-        return bisect.bisect_right(self._starts, runs[j]) - 1 < self._end(self.line)
+        close = _next_run(self._runs, width, self._starts[self.line] + at)
+        return close >= 0 and bisect.bisect_right(self._starts, close) - 1 < self._end(self.line)
 
     def _end(self, i: int) -> int:
         """The first line after ``i`` that ends its paragraph (blank, or opening a block)."""
