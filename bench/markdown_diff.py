@@ -15,6 +15,7 @@ best of five), and how many of them are read otherwise (text or title). Prints o
 from __future__ import annotations
 
 import argparse
+import inspect
 import random
 import subprocess
 import sys
@@ -51,8 +52,7 @@ def _snippet(rng: random.Random) -> str:
 
 def _read(m: types.ModuleType, text: str) -> tuple:
     body, title = m.front_matter(text)
-    shown = m.without_comments(body)
-    return body, title, shown, m.as_shown(shown), _readable(m, body), _lines(m, body, False), _lines(m, body, True)
+    return body, title, m.as_shown(body), _readable(m, body), _lines(m, body, False), _lines(m, body, True)
 
 
 def _readable(m: types.ModuleType, text: str) -> str:
@@ -63,8 +63,11 @@ def _readable(m: types.ModuleType, text: str) -> str:
 def _lines(m: types.ModuleType, text: str, comments: bool) -> list[tuple[str, bool]]:
     """``_blocks``' lines of ``text`` as shown, each with whether it is code (a line it adds, as
     the fence closing a quote's code, may be one of its own or end the one above it; what it
-    says besides, where paragraphs go on, is newer)."""
-    lines, code = m._blocks(text, comments=comments)[:2]
+    says besides, where paragraphs go on, is newer). With ``comments``, as ``readable`` scans
+    them (a commit between 505a6b1 and the one that took out ``without_comments`` says so with
+    ``shown=True``)."""
+    shown = {"shown": True} if comments and "shown" in inspect.signature(m._blocks).parameters else {}
+    lines, code = m._blocks(text, comments=comments, **shown)[:2]
     return [(part, kept) for line, kept in zip(lines, code) for part in line.split("\n")]
 
 

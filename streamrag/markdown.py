@@ -31,9 +31,8 @@ _FRONT_MATTER = re.compile(r"\A(?:(---)|\+\+\+)[ \t]*\n((?:.*\n){0,10000}?)(?(1)
 # What opens an HTML comment (group 2) or an Obsidian one, %%...%% (group 3: hidden in its
 # reading view, a private note there was indexed and quoted), outside a code span (``a `<!--`
 # b`` holds none); where each closes is found by ``_comment_end``, not a regex: a <!-- that
-# closes nowhere scanned on to the end (20,000 of them on one line took 7 s). Code blocks are
-# ``_blocks``' to find, and ``without_comments`` leaves them out: a fence here took a line of
-# text four columns in ("Para\n    ```") for one, and the comments after it stayed in.
+# closes nowhere scanned on to the end (20,000 of them on one line took 7 s). ``_blocks`` looks
+# for them in a line with it (``_opens_comment``), ``readable`` takes them out with ``_READ``.
 _COMMENTS = re.compile(r"(?=[`<%])(?:" + _TICKS + r"|(<!--)|(%%))")
 # A wikilink: group 2 "!" for an embed, group 3 its inside (``_READ``: comments and links, in
 # one pass). Code blocks are ``_blocks``' to find: a regex took a line of text four columns in
@@ -118,11 +117,12 @@ def _scalar(value: str) -> str:
 
 
 def readable(text: str) -> str:
-    """``as_shown(without_comments(text))`` (Markdown as a reader sees it) read with one scan of
-    its blocks (``_blocks``), not one for each: a note with a comment was scanned twice."""
+    """Markdown ``text`` as a reader sees it: ``as_shown``, and without its HTML comments and
+    Obsidian's ``%%`` comments (code, fenced, in a quote too, or indented, kept as written),
+    read with one scan of its blocks (``_blocks``): a note with a comment was scanned twice."""
     if "-->" not in text and "%%" not in text:
         return as_shown(text)
-    lines, code, joined = _blocks(text, comments=True, shown=True)
+    lines, code, joined = _blocks(text, comments=True)
     if not any(code):
         return _read("\n".join(lines), joined)
     out = []
@@ -156,38 +156,12 @@ def _read(text: str, joined: list[bool] | None, html: list[int] | None = None) -
                     return m.group()
             inside = m.group(5)
             if "<!--" in inside or "%%" in inside:
-                inside = _comments_off(inside)
+                inside = _read(inside, None)   # (no link in it: its comments out)
             return _shown_link(m.group(4), inside)
         end = _comment_end(text, m, last)
         return ("", end) if end >= 0 else (text[m.start():-end - 1], -end - 1)
 
     return _sub(_READ, read, text, joined)
-
-
-def without_comments(text: str) -> str:
-    """Markdown ``text`` without its HTML comments and Obsidian's ``%%`` comments; code, fenced
-    (in a quote too) or indented, kept as written."""
-    if "-->" not in text and "%%" not in text:
-        return text
-    _, code, joined = _blocks(text, comments=True)
-    return _outside_code(text.split("\n"), code, joined, _comments_off)
-
-
-def _comments_off(text: str, joined: list[bool] | None = None) -> str:
-    """``text`` (no code block in it) without its HTML and ``%%`` comments, code spans kept
-    (``joined``: as ``_sub`` reads it). A ``<!--`` after the last ``-->`` closes nowhere and
-    stays text; the search for one stops at the end of that line, or each such ``<!--`` would
-    scan on to the end of the text (20,000 of them in 100 KB took 10 s, and Ctrl-C waited)."""
-    if "<!--" not in text and "%%" not in text:
-        return text
-    last = text.rfind("-->"), text.rfind("%%")
-
-    def off(m: re.Match) -> str | tuple[str, int]:
-        end = _comment_end(text, m, last)
-        # (One that closes nowhere stays text: a <!-- with all after it on its line.)
-        return ("", end) if end >= 0 else (text[m.start():-end - 1], -end - 1)
-
-    return _sub(_COMMENTS, off, text, joined)
 
 
 def _comment_end(text: str, m: re.Match, last: tuple[int, int]) -> int:
@@ -317,8 +291,7 @@ def _closes(fence: str, line: str) -> bool:
     return len(mark) >= len(fence) and mark == fence[0] * len(mark)
 
 
-def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
-            ) -> tuple[list[str], list[int], list[bool] | None]:
+def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int], list[bool] | None]:
     """Markdown ``text``'s lines as shown, each blockquote line's ``>`` marks taken off, and
     whether each is code, kept as written: a fenced code block (in a quote too, or a list item)
     or an indented one.
@@ -341,16 +314,14 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
     tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``.
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
     looked for in a comment, nor in a code span, which may run over a line break: ``_Spans``).
-    ``shown`` (with ``comments``): the lines as shown still, and each line's code says what
-    is kept as written: 2 all (code), 1 its links (a raw HTML block whose comments are hidden),
-    0 nothing; one scan for ``readable``.
+    With ``comments`` each line's code says what is kept as written: 2 all (code), 1 its links
+    (a raw HTML block whose comments are hidden), 0 nothing; one scan for ``readable``.
     Third, whether each line goes on with the paragraph of the line above, where a code span
     may run on (CommonMark); ``None`` for a text with no block to scan and no backtick.
     """
-    shown = not comments if shown is None else shown
-    as_code = 2 if comments and shown else True   # a line of code
+    as_code = 2 if comments else True   # a line of code
     # a line of a raw HTML block: raw text (a <textarea>'s) or not (its comments hidden)
-    kept_html = (as_code, (1 if shown else False) if comments else True)
+    kept_html = (as_code, 1 if comments else True)
     lines = text.split("\n")
     if not _MAY_HOLD_BLOCKS.search(text):   # no quote, no indented line: nothing to do
         return lines, [False] * len(lines), _joined(lines) if "`" in text else None
@@ -471,9 +442,7 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
             # A fence (or raw HTML) in a quote ends with it (CommonMark), or with the list item
             # the quote is in, or the quote's list item it is in: a fence closed here, or
             # without its marks it opened code to the end of the note.
-            if quoted_fence and not shown:   # (the code of the text's own lines is wanted)
-                out[-1] += "\n" + quoted_fence
-            elif quoted_fence:
+            if quoted_fence:
                 out.append(quoted_fence)
                 code.append(as_code)
                 joined.insert(len(joined) - 1, False)
@@ -578,10 +547,9 @@ def _blocks(text: str, *, comments: bool = False, shown: bool | None = None
         in_comment = comments and _opens_comment(inner, spans.on(i, joined[-1]), quote.start(2))
         out.append(lead + inner)
         code.append(False)
-        if titled and shown:
+        if titled:
             # A callout's title is a line of its own, shown apart from the text under it: read
             # as prose, "Supply Route" and "The route from ..." made an entity "Supply Route The".
-            # (Not when only the code of the text's own lines is wanted.)
             out.append("")
             code.append(False)
             joined.append(False)

@@ -415,12 +415,12 @@ def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(
     import random
     import re
 
-    from streamrag.markdown import without_comments
+    from streamrag.markdown import readable
 
     # A <!-- with no --> after it hides nothing (each made the search scan to the end: 20,000
     # of them in 100 KB took 10 s).
     text = "Bo Lund <!-- gone --> stays.\n\nAda Osk. " + "<!-- " * 20000
-    assert without_comments(text) == text.replace("<!-- gone -->", "")
+    assert readable(text) == text.replace("<!-- gone -->", "")
     # Otherwise it is one regex over the whole text: code spans and fences that run past
     # the last --> keep what they hold. A code span runs on over a line break in a paragraph
     # (not into a blank line, a fence or a comment opening a line: those end it).
@@ -441,10 +441,10 @@ def test_comments_never_closed_stay_text_and_the_rest_is_read_as_one_pass_would(
         expected = one_pass.sub(lambda m: m.group(1) or "", text)
         if not block.search(text) or expected == on_its_line.sub(lambda m: m.group(1) or "", text):
             checked += 1
-            assert without_comments(text) == expected, text
+            assert readable(text) == expected, text
     assert checked > 4500
-    assert without_comments("<!-- c -->`a\nb <!-- d -->`") == "`a\nb `"
-    assert without_comments("Ada <!-- c -->`a\nb <!-- d -->`") == "Ada `a\nb <!-- d -->`"
+    assert readable("<!-- c -->`a\nb <!-- d -->`") == "`a\nb `"
+    assert readable("Ada <!-- c -->`a\nb <!-- d -->`") == "Ada `a\nb <!-- d -->`"
 
 
 def test_a_line_of_text_four_columns_in_opens_no_code_that_keeps_comments(tmp_path):
@@ -491,7 +491,7 @@ def test_a_lazy_line_goes_on_with_its_quote_and_a_quote_after_a_list_item_is_a_n
 def test_many_comments_never_closed_on_one_line_take_no_time():
     import time
 
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import readable
 
     # Each <!-- after the last --> of its line, or on a line of text above a quote (whose
     # comment opening the next line was looked for), scanned to the end of the line: 20,000 on
@@ -501,7 +501,7 @@ def test_many_comments_never_closed_on_one_line_take_no_time():
                         (f"Ada Osk {opens}\n-->\n> Bo Lund", "Ada Osk \nBo Lund"),
                         (f"Ada `{opens}\n-->\n> Bo", "Ada `\nBo")):   # (a ` alone is no code span)
         start = time.process_time()
-        assert as_shown(without_comments(text)) == shown
+        assert readable(text) == shown
         assert time.process_time() - start < 1, shown[:20]
 
 
@@ -818,7 +818,7 @@ def test_a_run_of_a_million_blanks_is_cut_before_the_tokenizer_sees_it(tmp_path)
 
 
 def test_a_raw_html_block_of_preformatted_text_keeps_its_links_as_written():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import as_shown, readable
 
     # CommonMark: a line opening with <pre>, <script>, <style> or <textarea> opens a raw HTML
     # block, shown as written to the line that ends one: its [[x|y]] was read as "y".
@@ -830,22 +830,22 @@ def test_a_raw_html_block_of_preformatted_text_keeps_its_links_as_written():
     assert as_shown("- a [[c|d]]\n<pre>\n[[x|y]]") == "- a d\n<pre>\n[[x|y]]"
     assert as_shown("<prefix>\n[[x|y]]") == "<prefix>\ny"   # (no such tag)
     # Its comments are hidden, as a browser hides them, and a fence in it opens no code.
-    assert as_shown(without_comments("<pre>\n<!-- c -->\n[[x|y]]\n</pre>")) == "<pre>\n\n[[x|y]]\n</pre>"
-    assert as_shown(without_comments("<pre>\n```\n<!-- c -->[[x|y]]\n</pre>\nAda [[a|b]]<!-- d -->")) == \
+    assert readable("<pre>\n<!-- c -->\n[[x|y]]\n</pre>") == "<pre>\n\n[[x|y]]\n</pre>"
+    assert readable("<pre>\n```\n<!-- c -->[[x|y]]\n</pre>\nAda [[a|b]]<!-- d -->") == \
         "<pre>\n```\n[[x|y]]\n</pre>\nAda b"
 
 
 def test_obsidian_comments_are_not_indexed(tmp_path):
     # Obsidian hides %%...%% in its reading view; a private note there was indexed and quoted.
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import readable
 
-    assert without_comments("Plan %%fire Bo%% now") == "Plan  now"
-    assert without_comments("Ada.\n%%\nprivate: Hidden Person\n%%\nBo.") == "Ada.\n\nBo."
-    assert without_comments("Use `%%x%%` in printf.") == "Use `%%x%%` in printf."   # code span
-    assert without_comments("```\n%% kept %%\n```\nAda %%gone%%.") == "```\n%% kept %%\n```\nAda ."
-    assert without_comments("A 50%% rise") == "A 50%% rise"   # one left open stays text
+    assert readable("Plan %%fire Bo%% now") == "Plan  now"
+    assert readable("Ada.\n%%\nprivate: Hidden Person\n%%\nBo.") == "Ada.\n\nBo."
+    assert readable("Use `%%x%%` in printf.") == "Use `%%x%%` in printf."   # code span
+    assert readable("```\n%% kept %%\n```\nAda %%gone%%.") == "```\n%% kept %%\n```\nAda ."
+    assert readable("A 50%% rise") == "A 50%% rise"   # one left open stays text
     text = "Ada %%[[Secret|Hidden]]%% met [[Bo Lund|Bo]] <!-- x -->."
-    assert as_shown(without_comments(text)) == "Ada  met Bo ."
+    assert readable(text) == "Ada  met Bo ."
     (tmp_path / "n.md").write_text("# Quay\n\nAda Osk rebuilt the quay. %%ask Hidden Person%%\n")
     [doc], _ = read_documents(tmp_path / "n.md", root=tmp_path)
     assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text
@@ -854,15 +854,15 @@ def test_obsidian_comments_are_not_indexed(tmp_path):
 def test_a_code_block_between_obsidian_comment_lines_is_commented_out():
     # Commenting out a section holding code is what %% is for; the fence was taken for code
     # kept as written, and the private code and both %% marks were indexed.
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import readable
 
     text = "Ada.\n\n%%\n```js\nleak(Hidden)\n```\n%%\n\nSee [[Bo Lund|Bo]]."
-    assert as_shown(without_comments(text)) == "Ada.\n\n\n\nSee Bo."
-    assert without_comments("> %%\n> ```\n> Hidden\n> ```\n> %%\nAda.") == "> \nAda."
+    assert readable(text) == "Ada.\n\n\n\nSee Bo."
+    assert readable("> %%\n> ```\n> Hidden\n> ```\n> %%\nAda.") == "\nAda."
     # A %% none closes stays text, and a comment in a code block after it stays in the code.
-    assert without_comments("A 50%% rise\n```\n<!-- c -->\n```") == "A 50%% rise\n```\n<!-- c -->\n```"
+    assert readable("A 50%% rise\n```\n<!-- c -->\n```") == "A 50%% rise\n```\n<!-- c -->\n```"
     # A fence inside an HTML comment opens no code either (as before).
-    assert without_comments("Ada.\n<!--\n```\nHidden\n```\n-->\nBo.") == "Ada.\n\nBo."
+    assert readable("Ada.\n<!--\n```\nHidden\n```\n-->\nBo.") == "Ada.\n\nBo."
 
 
 def test_a_callout_title_is_a_line_of_its_own_offline_too(tmp_path):
@@ -890,7 +890,7 @@ def test_a_wikilink_in_a_front_matter_title_reads_as_the_text_it_shows(tmp_path)
 
 
 def test_comments_in_a_textarea_script_or_style_block_are_its_text():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import readable
 
     # CommonMark passes a raw HTML block (its first kind) to the browser as written. There a
     # <textarea>, <script> or <style> holds raw text: "<!-- x -->" in a textarea is shown, in a
@@ -898,21 +898,21 @@ def test_comments_in_a_textarea_script_or_style_block_are_its_text():
     for tag in ("textarea", "script", "style", "TEXTAREA rows=3"):
         name = tag.split()[0]
         text = f"<{tag}>\n<!-- kept -->\n[[x|y]]\n</{name}>\nAda <!-- gone -->[[a|b]]"
-        assert as_shown(without_comments(text)) == f"<{tag}>\n<!-- kept -->\n[[x|y]]\n</{name}>\nAda b"
-    assert without_comments("<textarea><!-- kept --></textarea>") == "<textarea><!-- kept --></textarea>"
-    assert without_comments("- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  <!-- gone -->") == \
+        assert readable(text) == f"<{tag}>\n<!-- kept -->\n[[x|y]]\n</{name}>\nAda b"
+    assert readable("<textarea><!-- kept --></textarea>") == "<textarea><!-- kept --></textarea>"
+    assert readable("- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  <!-- gone -->") == \
         "- a\n  <script>\n  <!-- kept\n  -->\n  </script>\n  "
-    assert without_comments("<pre>\n<!-- gone -->\n</pre>") == "<pre>\n\n</pre>"
+    assert readable("<pre>\n<!-- gone -->\n</pre>") == "<pre>\n\n</pre>"
 
 
 def test_a_list_in_a_quote_is_followed_as_one_outside_it():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import as_shown, readable
 
     # CommonMark: four columns in from a quoted list item's text, after a blank line, is code;
     # lists in a quote were followed no further, and it was read as the item's text (its link
     # as "y", its comment taken out). Less far in it is the item's text, as before.
     assert as_shown("> - item\n>\n>       code [[x|y]]") == "- item\n\n      code [[x|y]]"
-    assert without_comments("> - item\n>\n>       code <!-- kept -->") == "> - item\n>\n>       code <!-- kept -->"
+    assert readable("> - item\n>\n>       code <!-- kept -->") == "- item\n\n      code <!-- kept -->"
     assert as_shown("> 1. item\n>\n>        ls [[x|y]]\n>\n>     its [[Eva|text]]") == \
         "1. item\n\n       ls [[x|y]]\n\n    its text"
     assert as_shown("> - a\n>   - b\n>\n>         ls [[x|y]]\n>\n>       its [[Eva|text]]") == \
@@ -926,7 +926,7 @@ def test_a_list_in_a_quote_is_followed_as_one_outside_it():
 
 
 def test_a_raw_html_block_in_a_quote_is_kept_as_written_to_its_end_or_the_quote_s():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import as_shown, readable
 
     # CommonMark reads a quote's lines, marks off, as it reads a note: "> <pre>" opens a raw
     # HTML block there too, shown as written (its [[x|y]] was read as "y"). It ends with the
@@ -936,12 +936,12 @@ def test_a_raw_html_block_in_a_quote_is_kept_as_written_to_its_end_or_the_quote_
         "Ada d\n<script>\n[[x|y]]\n\n</script> [[g|h]]\nb"
     assert as_shown("> <pre>\n> [[x|y]]\n[[a|b]]") == "<pre>\n[[x|y]]\nb"
     assert as_shown("> - <pre>\n>   [[x|y]]\n> [[a|b]]") == "- <pre>\n  [[x|y]]\nb"   # (it ends with its item)
-    assert without_comments("> <pre>\n> <!-- gone -->\n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>") == \
-        "> <pre>\n> \n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>"
+    assert readable("> <pre>\n> <!-- gone -->\n> </pre>\n> <textarea>\n> <!-- kept -->\n> </textarea>") == \
+        "<pre>\n\n</pre>\n<textarea>\n<!-- kept -->\n</textarea>"
 
 
 def test_a_block_of_html_is_kept_as_written_to_a_blank_line_in_a_quote_or_not():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import as_shown, readable
 
     # CommonMark's sixth kind of HTML block: a line opening with a block tag (<div>, </table>,
     # <details> ...) to a blank line, passed to the browser as written; "> <div>" in a quote
@@ -952,22 +952,22 @@ def test_a_block_of_html_is_kept_as_written_to_a_blank_line_in_a_quote_or_not():
     assert as_shown("Ada [[a|b]]\n<details>\n<summary>[[x|y]]</summary>\n\nBody [[c|d]]") == \
         "Ada b\n<details>\n<summary>[[x|y]]</summary>\n\nBody d"   # (it interrupts a paragraph)
     assert as_shown("<span>\n[[x|y]]") == "<span>\ny"   # (no block tag: CommonMark's seventh kind is not followed)
-    assert without_comments("<div>\n<!-- c -->\n</div>\n\n> <div><!-- d -->\n> ```\n> <!-- e -->") == \
-        "<div>\n\n</div>\n\n> <div>\n> ```\n> "   # (a fence in it opens no code)
+    assert readable("<div>\n<!-- c -->\n</div>\n\n> <div><!-- d -->\n> ```\n> <!-- e -->") == \
+        "<div>\n\n</div>\n\n<div>\n```\n"   # (a fence in it opens no code)
 
 
 def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_code():
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import as_shown, readable
 
     # CommonMark: a code span opens with a run of backticks of any length and closes with the
     # next run as long, within its paragraph, over its line breaks too. One of 17 backticks, or
     # one wrapped onto the next line, was read as text: its link as shown, its comment taken out.
     ticks = "`" * 17
     assert as_shown(f"Ada {ticks}[[x|y]]{ticks} [[a|b]]") == f"Ada {ticks}[[x|y]]{ticks} b"
-    assert without_comments(f"Ada {ticks}<!-- x -->{ticks} <!-- y -->") == f"Ada {ticks}<!-- x -->{ticks} "
+    assert readable(f"Ada {ticks}<!-- x -->{ticks} <!-- y -->") == f"Ada {ticks}<!-- x -->{ticks} "
     assert as_shown("Ada `ls\n[[x|y]]` [[a|b]]") == "Ada `ls\n[[x|y]]` b"
     assert as_shown("Ada ``ls\n[[x|y]] ` b`` [[a|b]]") == "Ada ``ls\n[[x|y]] ` b`` b"
-    assert without_comments("Ada `ls <!--\n-->` c <!-- y -->") == "Ada `ls <!--\n-->` c "
+    assert readable("Ada `ls <!--\n-->` c <!-- y -->") == "Ada `ls <!--\n-->` c "
     assert as_shown("> Ada `ls\n> [[x|y]]` [[a|b]]") == "Ada `ls\n[[x|y]]` b"   # (in a quote)
     assert as_shown("- Ada `ls\n  [[x|y]]` [[a|b]]") == "- Ada `ls\n  [[x|y]]` b"   # (in a list item)
     assert as_shown("Ada `ls\nlazy [[x|y]]`\n\n    code") == "Ada `ls\nlazy [[x|y]]`\n\n    code"
@@ -983,16 +983,16 @@ def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_cod
     assert as_shown("> Ada `ls\n> # [[x|y]]` [[a|b]]") == "Ada `ls\n# y` b"
     assert as_shown("> # Quay\n>     ls [[x|y]]") == "# Quay\n    ls [[x|y]]"
     # A <!-- in one opens no comment, so the code block after it keeps its own.
-    assert without_comments("Ada `ls <!--\nb` c\n```\n<!-- k -->\n```\n-->") == \
+    assert readable("Ada `ls <!--\nb` c\n```\n<!-- k -->\n```\n-->") == \
         "Ada `ls <!--\nb` c\n```\n<!-- k -->\n```\n-->"
-    assert without_comments("> Ada `a <!--\n> `\n> ```\n> <!-- k -->\n> ```") == \
-        "> Ada `a <!--\n> `\n> ```\n> <!-- k -->\n> ```"
+    assert readable("> Ada `a <!--\n> `\n> ```\n> <!-- k -->\n> ```") == \
+        "Ada `a <!--\n`\n```\n<!-- k -->\n```"
 
 
 def test_many_runs_of_backticks_that_close_nowhere_take_no_time():
     import time
 
-    from streamrag.markdown import as_shown, without_comments
+    from streamrag.markdown import readable
 
     # Runs of each length from 1 to 2,000 on one line (the last closed: a code span), and one
     # long paragraph of lines that each open a run none closes: a search for each one's close
@@ -1000,9 +1000,9 @@ def test_many_runs_of_backticks_that_close_nowhere_take_no_time():
     ticks = "`" * 1999
     runs = " ".join("`" * n for n in range(1, 2000)) + f" [[a|b]] {ticks} [[c|d]] <!-- e -->"
     start = time.process_time()
-    assert as_shown(without_comments(runs)).endswith(f"{ticks} [[a|b]] {ticks} d ")
+    assert readable(runs).endswith(f"{ticks} [[a|b]] {ticks} d ")
     lines = "\n".join("Ada " + "`" * n + " [[a|b]] <!-- c -->" for n in range(1, 2000))
-    assert "[[" not in as_shown(without_comments(lines)) and "<!--" not in without_comments(lines)
+    assert "[[" not in readable(lines) and "<!--" not in readable(lines)
     assert time.process_time() - start < 2
 
 
