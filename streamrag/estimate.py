@@ -82,7 +82,7 @@ from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, summarizer_key
-from streamrag.tokens import count_message_tokens, count_tokens
+from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         live = index_rows.live_chunks(store)
     ix = settings.index
     new_chunks = {}
+    chunked: set[str] = set()       # the chunks cut here (their token counts this encoding's)
     unpublished: set[str] = set()   # extracted, but not yet merged, summarized and reported
     replacing: set[str] = set()     # extracted, the graph holding another extractor's result
     wanted: set[str] = set()        # every chunk of the documents read
@@ -181,6 +182,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 wanted.add(c.id)
                 if c.id not in done:
                     new_chunks[c.id] = c
+                    chunked.add(c.id)
                 elif c.id in live and c.id not in published:
                     replacing.add(c.id)   # (published by a run with other settings since: offline)
                 elif c.id not in published:
@@ -220,7 +222,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         # Chat answers in the cache (an interrupted run's, say) are free.
         cached = index_rows.cached_keys(store, keys.values()) if store is not None else set()
         for c in new_chunks.values():
-            prompt = count_message_tokens(asked[c.id].messages, ix.encoding)
+            # (a stored chunk's count may be another encoding's: counted again)
+            tokens = c.tokens if c.id in chunked else count_tokens(c.text, ix.encoding)
+            prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             if keys[c.id] in cached:
                 from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
@@ -229,16 +233,18 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             for checked, gleaned in _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off"):
                 if checked:
                     check = r.check_prompt * prompt if r.check_prompt is not None else \
-                        count_message_tokens(prompts.glean_check.render(text=c.text, found=found), ix.encoding)
+                        count_prompt_tokens(prompts.glean_check.render(text=c.text, found=found), c.text, tokens,
+                                            ix.encoding)
                     add("glean_check", checked, checked * check, checked)
-                glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_message_tokens(
-                    prompts.glean.render(text=c.text, found=found_all, entity_types=types), ix.encoding)
+                glean = r.glean_prompt * prompt if r.glean_prompt is not None else count_prompt_tokens(
+                    prompts.glean.render(text=c.text, found=found_all, entity_types=types), c.text, tokens,
+                    ix.encoding)
                 add("glean", gleaned, gleaned * glean,
                     gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
             if ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
-                claims_prompt = count_message_tokens(claims, ix.encoding)
+                claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
                 add("claims", 1, claims_prompt,
                     _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * c.tokens))
     if not settings.offline:

@@ -133,3 +133,103 @@ def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
         return text
     # The tokens' bytes are a prefix of the text's UTF-8: only a last character can be broken.
     return enc.decode_bytes(ids[:max(max_tokens, 0)]).decode("utf-8", errors="ignore")
+
+
+# ---------------------------------------------------------------------------- prompts around a text
+#
+# A prompt is a fixed template around a chunk's text, and the chunker has counted the text. The
+# shipped encodings first split text into pieces with a regex matched left to right, then
+# encode each piece alone, so count(a + b) == count(a) + count(b) whenever the split of a + b
+# has a piece boundary at the seam and the pieces of a are those of a alone. A seam guarantees
+# both when (1) no alternative of the regex can take its left character and then its right one
+# into a piece (a path reaching past the seam must take both: there is no lookbehind, ``^`` or
+# ``\b``), and (2) its left character is not whitespace (the lookahead ``(?!\S)`` and cl100k's
+# ``$`` are tried only after ``\s+`` took it). Both hold for an ASCII letter or digit followed by
+# ASCII whitespace or punctuation other than ``'`` (``'s`` joins a word in both): after a word
+# the letter alternatives end (or take a contraction, from ``'``), after digits ``\p{N}{1,3}``
+# ends, and no other alternative takes a letter or digit at all. ("t>" is such a seam, ".\n" and
+# ">\n" are not: o200k and cl100k take punctuation with the line breaks after it, o200k slashes
+# too; " x" is not, the space leading the word.) Proved for these patterns only: a tokenizer
+# with another one is counted whole.
+_ANALYSED = frozenset((
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+    r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+    r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",   # o200k_base
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s""",   # cl100k_base
+))
+# A letter or digit with a safe seam after it (the character after it looked at, not taken).
+_SEAM = re.compile(r"[A-Za-z0-9](?=[\t\n\x0b\x0c\r !-&(-/:-@\[-`{-~])")
+
+
+def count_prompt_tokens(messages: list[dict], text: str, text_tokens: int, encoding: str = "o200k_base") -> int:
+    """``count_message_tokens(messages, encoding)``, exactly, for messages rendered around ``text``
+    of ``text_tokens`` tokens (``count_tokens(text, encoding)``, which the caller vouches for):
+    the template's parts are counted once (``count_around``)."""
+    total = 3
+    for m in messages:
+        content = str(m.get("content") or "")
+        at = content.find(text) if text else -1
+        if at < 0:
+            total += _count_fixed(content, encoding) + 4
+        else:
+            total += count_around(content[:at], text, content[at + len(text):], text_tokens, encoding) + 4
+    return total
+
+
+def count_around(before: str, text: str, after: str, text_tokens: int, encoding: str = "o200k_base") -> int:
+    """``count_tokens(before + text + after, encoding)``, ``text_tokens`` being ``text``'s count.
+
+    The whole is cut at safe seams (see above) nearest each edge of ``text``, on either side:
+    what lies before the first cut and after the last is the template's own (counted once and
+    remembered), what lies between the cuts at an edge a few characters counted each time, and
+    the text's inside its count less those of its own few edge characters. A text with no safe
+    seam inside it, or a tokenizer not analysed, is counted whole."""
+    whole = before + text + after
+    if not text or get_encoding(encoding)._pat_str not in _ANALYSED:
+        return count_tokens(whole, encoding)
+    s, e = len(before), len(before) + len(text)
+    if not before or _SEAM.match(whole, s - 1, s + 1):
+        l1 = l2 = s
+    else:
+        first = _SEAM.search(whole, s, e)   # (a cut inside the text: the end of this match)
+        if first is None:
+            return count_tokens(whole, encoding)
+        l1, l2 = _last_seam(before), first.end()
+    if not after or _SEAM.match(whole, e - 1, e + 1):
+        r1 = r2 = e
+    else:
+        r1 = None
+        for start in dict.fromkeys((max(l2 - 1, s, e - 64), max(l2 - 1, s))):   # (near the end first)
+            for m in _SEAM.finditer(whole, start, e):
+                r1 = m.end()
+            if r1 is not None:
+                break
+        if r1 is None:
+            return count_tokens(whole, encoding)
+        r2 = e + _first_seam(after)
+    return (_count_fixed(whole[:l1], encoding) + count_tokens(whole[l1:l2], encoding)
+            + text_tokens - count_tokens(text[:l2 - s], encoding) - count_tokens(text[r1 - s:], encoding)
+            + count_tokens(whole[r1:r2], encoding) + _count_fixed(whole[r2:], encoding))
+
+
+@functools.lru_cache(maxsize=64)
+def _count_fixed(text: str, encoding: str) -> int:
+    """A template's part (the same for every chunk): counted once."""
+    return count_tokens(text, encoding)
+
+
+@functools.lru_cache(maxsize=64)
+def _last_seam(text: str) -> int:
+    """The last safe cut inside ``text`` (0 if none)."""
+    cut = 0
+    for m in _SEAM.finditer(text):
+        cut = m.end()
+    return cut
+
+
+@functools.lru_cache(maxsize=64)
+def _first_seam(text: str) -> int:
+    """The first safe cut inside ``text`` (its length if none)."""
+    m = _SEAM.search(text)
+    return m.end() if m else len(text)
