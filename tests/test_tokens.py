@@ -1,12 +1,18 @@
-"""Token counting: the shipped encodings, and the cheap lower bound packers rely on."""
+"""Token counting: the shipped encodings, the cheap lower bound packers rely on, and prompts
+counted around a text whose count is known (exactly: ``index --estimate`` promises it)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamrag.tokens import SHIPPED, count_tokens, fewest_tokens, truncate
+from streamrag import chunker, loader, tokens
+from streamrag.prompts import Prompt, load_prompt
+from streamrag.tokens import (SHIPPED, count_around, count_message_tokens, count_prompt_tokens, count_tokens,
+                              fewest_tokens, truncate)
 
 WORDS = st.lists(st.text(min_size=1, max_size=12), max_size=40)
 SPACES = st.sampled_from([" ", "  ", "\n", "\t", " \n ", "\u3000", "\u00a0"])
@@ -92,3 +98,106 @@ def test_a_cut_never_breaks_a_character(encoding, text):
 @given(text=st.text(max_size=60), n=st.integers(0, 40))
 def test_a_cut_is_a_prefix_of_any_text(encoding, text, n):
     assert text.startswith(truncate(text, n, encoding))
+
+
+# ---------------------------------------------------------------------------- prompts around a text
+
+DATA = Path(__file__).parent / "data"
+SHARED = Path("/work/shared/corpus")
+CORPORA = [DATA / "harbor", DATA / "news41", SHARED / "synth_small", SHARED / "christmas_carol"]
+# Texts whose edges a tokenizer may join to a template's: spaces, line breaks, a contraction,
+# digits, slashes (o200k takes them after a line break), punctuation (it takes the line breaks
+# after it), CJK and emoji (no ASCII seam at all), marks.
+EDGES = ["", "a", "7", ".", " x", "x ", "\nx", "x\n", "\r\nx y\r\n", "'s own", "Scrooge's", "the clerk's",
+         "don't", "1999", "in 2026", "1234567", "/usr/bin is here", "ends with a slash/", "//\n//", "said he.",
+         "Stop!", "(quoted)", "\u6771\u4eac\u5927\u5b66\u3067\u50cd\u304f", "\u6771\u4eac A b",
+         "\U0001f384 emoji \U0001f385\U0001f3fd", "Merry \U0001f384", "cafe\u0301 au lait", "e\u0301",
+         "tab\tend\t", "  two leading", "two trailing  ", "x" * 700, "word " * 150 + "end.", "'", "''s'"]
+TEMPLATES = [("<text>\n", "\n</text>"), ("Text: ", "."), ("Text:", "'s"), ("x", "y"), ("1", "2"), ("", ""),
+             ("says ", " end"), ("/", "/"), ("a ", "\n\n"), ("\u6771", "\u4eac"), ("n't ", "'ll"), ("a", ""),
+             ("", "b"), ("<found>\nx x x\n</found>\n\n<text>\n", "\n</text>\n")]
+
+
+def chunks_of(folder: Path, encoding: str, chunk_size: int) -> list:
+    out = []
+    for path in loader.scan([folder], ["*.txt", "*.md"], root=folder):
+        documents, _warnings = loader.read_documents(path, root=folder, text_field="text")
+        for doc in documents:
+            out += chunker.chunk_document(doc, chunk_size=chunk_size, overlap=chunk_size // 6, encoding=encoding)
+    return out
+
+
+def shipped_prompts(text: str) -> list[list[dict]]:
+    """The messages of a chunk's extraction, gleaning check, gleaning and claims, as the
+    estimate renders them, and those of a template of one's own with risky seams."""
+    found = "x " * 120
+    own = Prompt(name="own", version="1", system="Read $text and say", user="Text:$text's, $text/ and 1$text${text}1",
+                 path="own.md")
+    return [load_prompt("extract").render(text=text, entity_types="person, organization"),
+            load_prompt("glean_check").render(text=text, found=found),
+            load_prompt("glean").render(text=text, found="x " * 335, entity_types="person, organization"),
+            load_prompt("claims").render(text=text, entities=found, claim_description="any claim"),
+            own.render(text=text)]
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@pytest.mark.parametrize("folder", CORPORA, ids=lambda p: p.name)
+def test_a_prompt_counted_around_its_chunk_is_counted_exactly_on_every_chunk(encoding, folder):
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not here")
+    chunks = chunks_of(folder, encoding, 600) + chunks_of(folder, encoding, 80)
+    assert len(chunks) > 8
+    for c in chunks:
+        # (the estimate takes the chunker's count for the text's: the two must agree)
+        assert c.tokens == count_tokens(c.text, encoding), c.text
+        for messages in shipped_prompts(c.text):
+            assert count_prompt_tokens(messages, c.text, c.tokens, encoding) == \
+                count_message_tokens(messages, encoding), (c.text, messages)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_a_prompt_counted_around_an_awkward_text_is_counted_exactly(encoding):
+    for text in EDGES:
+        n = count_tokens(text, encoding)
+        for before, after in TEMPLATES:
+            assert count_around(before, text, after, n, encoding) == count_tokens(before + text + after, encoding), \
+                (before, text, after)
+        for messages in shipped_prompts(text):
+            assert count_prompt_tokens(messages, text, n, encoding) == count_message_tokens(messages, encoding), text
+
+
+PIECES = st.sampled_from(["a", "Z", "7", "42", "1234", " ", "  ", "\n", "\r\n", "\t", "'", "'s", "'ll", "n't", ".",
+                          "!", "/", "//", "<", ">", "_", "-", "\u00a0", "\u3000", "\u6771", "\u00e9", "e\u0301",
+                          "\U0001f384", "\U0001f3fd", "word", "Word", "WORD", "x y", ". ", "\n\n"])
+TEXTS = st.lists(PIECES, max_size=24).map("".join)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+@settings(max_examples=600, deadline=None)
+@given(before=TEXTS, text=TEXTS, after=TEXTS)
+def test_counting_around_a_text_is_exact_for_any_texts(encoding, before, text, after):
+    assert count_around(before, text, after, count_tokens(text, encoding), encoding) == \
+        count_tokens(before + text + after, encoding)
+
+
+def test_a_prompt_around_a_chunk_counts_a_few_characters_of_it_not_the_whole(monkeypatch):
+    # Counting every extraction, gleaning check and gleaning prompt whole took 13 of the 45 s
+    # of `index --estimate` on 10,000 corpusgen documents (37,929 prompts of ~1,000 tokens).
+    text = ("Marley was dead: to begin with. There is no doubt whatever about that. " * 30).strip()
+    messages = load_prompt("extract").render(text=text, entity_types="person")
+    assert count_prompt_tokens(messages, text, count_tokens(text), "o200k_base") == count_message_tokens(messages)
+    counted: list[str] = []
+    real = tokens.count_tokens
+    monkeypatch.setattr(tokens, "count_tokens", lambda t, encoding="o200k_base": counted.append(t) or real(t, encoding))
+    other = text.replace("Marley", "Fezziwig")   # (the template's parts are remembered already)
+    messages = load_prompt("extract").render(text=other, entity_types="person")
+    whole, n = count_message_tokens(messages), real(other)
+    counted.clear()
+    assert count_prompt_tokens(messages, other, n, "o200k_base") == whole
+    assert counted and max(map(len, counted)) < 40, counted
+
+
+def test_a_tokenizer_not_analysed_is_counted_whole(monkeypatch):
+    monkeypatch.setattr(tokens, "_ANALYSED", frozenset())
+    # (a wrong count of the text would show: it is not used)
+    assert count_around("<text>\n", "Hello there.", "\n</text>", 999) == count_tokens("<text>\nHello there.\n</text>")
