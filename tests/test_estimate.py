@@ -212,6 +212,19 @@ async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_
     assert "Estimate for 10 documents" in format_estimate(est)
 
 
+async def test_extraction_prompts_of_stored_chunks_are_counted_in_the_encoding_asked(corpus, tmp_path, simulator):
+    # `index DIR/council.txt` after index.encoding changed: the other documents' chunks are
+    # extracted from the index, their stored token counts cl100k_base's. A prompt counted
+    # around its chunk from that count was one token short of the run's.
+    db, small = tmp_path / "index.db", {"chunk_size": 80, "chunk_overlap": 10}
+    await sync([corpus], make_settings(index={"extractor": "nlp", "encoding": "cl100k_base", **small}), db, root=corpus)
+    settings = make_settings(simulator.base_url, index=small)
+    est = estimate([corpus / "council.txt"], settings, db, root=corpus)
+    done = await sync([corpus / "council.txt"], settings, db, root=corpus)
+    assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") == 11
+    assert est["llm"]["by_stage"]["extract"]["prompt_tokens"] == done.llm["extract"]["prompt_tokens"]
+
+
 def test_an_estimate_of_one_document_and_one_chunk_says_them_in_the_singular(tmp_path):
     # (It printed "1 documents, 10 tokens, 1 chunks to extract".)
     (tmp_path / "d").mkdir()
