@@ -1,7 +1,8 @@
 """``streamrag index --estimate``: the calls and tokens a run would need, before spending any.
 
 Extraction prompts are counted exactly (each new chunk's request is the one the run sends:
-``extractor.extraction_request``).
+``extractor.extraction_request``), from the chunker's count of the chunk and the template's parts
+counted once (``tokens.count_prompt_tokens``: exact, where the tokenizer cannot join them).
 What depends on the model's answers is estimated, and said to be: completion length (about 0.8
 of the chunk for the first round, 0.45 for a gleaning) and how often the gleaning check says yes
 (7 times in 10), from fixed ratios (``estimate_ratios``, where each is measured); or, on an index whose own calls measure
