@@ -400,6 +400,8 @@ class Store:
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        # (an index in memory, ``estimate.first_graph``'s: no file, so none said opened, no WAL to fold)
+        self._memory = str(path) == ":memory:"
         if readonly and not self.path.exists():
             raise IndexMissingError(
                 f"no index at {self.path}; build one with `streamrag index DIR` "
@@ -434,7 +436,8 @@ class Store:
         # meanwhile is under the reader's feet, with no lock to hold it off (``snapshot``).
         self._unchanging_stamp = stamp if str(self.path) in _unchanging else None
         self._closed = False
-        _opened(self.path)
+        if not self._memory:
+            _opened(self.path)
         try:
             if readonly:
                 self._check_version()
@@ -592,7 +595,7 @@ class Store:
         try:
             self.conn.close()
         finally:
-            if _closed_last(self.path):
+            if not self._memory and _closed_last(self.path):
                 fold_wal(self.path)
 
     # -- small helpers -----------------------------------------------------------------------

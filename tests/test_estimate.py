@@ -698,3 +698,15 @@ def test_a_sample_s_counts_are_taken_on_as_they_grew():
     assert _grown((10, 40, 160), doublings=1) == 320  # (faster than the chunks: held to them)
     # Growing ever slower (a rate of 0.5, then 0.25): taken on at 0.125, 0.0625, not at 0.25.
     assert round(_grown((100, 2 ** 0.5 * 100, 2 ** 0.75 * 100), doublings=2), 3) == round(100 * 2 ** 0.9375, 3)
+
+
+def test_the_graph_worked_out_in_memory_is_not_the_index_an_error_names(tmp_path):
+    # first_graph merges into Store(":memory:"): it was taken as the index opened last, and a
+    # damaged index met later in the same run was said to be ':memory:'.
+    from streamrag.store import last_opened
+    db = tmp_path / "index.db"
+    Store(db).close()
+    settings = make_settings()
+    text = "Alice Smith met Bob Jones in Paris. Bob Jones wrote to Alice Smith."
+    first_graph({"c1": nlp.extract_offline(text, entity_types=settings.index.entity_types)}, settings)
+    assert last_opened() == db
