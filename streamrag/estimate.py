@@ -133,7 +133,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         r = ratios(history, extraction_model=settings.llm.extraction_model,
                    summary_model=settings.llm.summary_model, report_model=settings.llm.report_model,
                    unchecked=index_rows.unchecked_answers(store),
-                   rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings)
+                   rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings,
+                   stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings))
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)

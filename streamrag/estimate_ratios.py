@@ -20,9 +20,12 @@ something and the check (if asked) says yes again. So where the index holds ``MI
 extractions made with the run's extractor (its model, prompts, index.max_gleanings and
 index.glean_check: ``extractor.extractor_key``), their rounds say how many chunks each round
 gleans (``gleaned``); a check of a later round is asked after every gleaning that added
-something, a share (``glean_adds``) measured from the checks the index's checked runs asked
-per extraction. Otherwise each round is taken as the first (the simulator's checks of a second
-round say no; a real model's are not known) and every gleaning as adding something.
+something, a share (``glean_adds``) measured on the same extractions: of those that stopped
+gleaning before the last round, the ones checked once more (each records its checks; the
+checks of the model's whole history, set against the rounds of the run's extractor alone, took
+it to 0 after index.max_gleanings went from 1 to 2). Otherwise each round is taken as the first
+(the simulator's checks of a second round say no; a real model's are not known) and every
+gleaning as adding something (so too on extractions stored before their checks were recorded).
 """
 
 from __future__ import annotations
@@ -94,13 +97,15 @@ class Ratios(msgspec.Struct, kw_only=True):
 
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
            unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
-           max_gleanings: int = 1) -> Ratios:
+           max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0)) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
     (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
     by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
     their gleanings followed no check, and are left out of the gleaning rate. ``rounds``: how
     many of the extractions made with the run's extractor were gleaned how many times
-    (``index_rows.gleaning_rounds``), of a run gleaning ``max_gleanings`` rounds at most."""
+    (``index_rows.gleaning_rounds``), of a run gleaning ``max_gleanings`` rounds at most;
+    ``stopped``: of them, those that stopped after a gleaning before the last round, and of
+    those the ones checked once more (``index_rows.gleanings_stopped``)."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -144,15 +149,8 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
         out.gleaned = [sum(n for g, n in rounds.items() if g >= k) / chunks for k in range(1, max_gleanings + 1)]
         rate = True
         used.add("glean_check")
-        # The checks asked per extraction in checked runs: one of the first round, and one after
-        # each gleaning (but of the last round) that added something.
-        extractions = history.get(("extract", extraction_model), (0,))[0] - unchecked.get(
-            ("extract", extraction_model), 0)
-        share = [1.0, *out.gleaned]   # (gleaned at least 0, 1, ... times)
-        later = sum(share[k] - share[k + 1] for k in range(1, max_gleanings))   # stopped after k < max
-        if later and extractions >= MIN_CALLS and checks:
-            sure = sum(share[k + 1] for k in range(1, max_gleanings))   # (gleaned again: checked)
-            out.glean_adds = min(1.0, max(0.0, (checks / extractions - 1 - sure) / later))
+        if stopped[0]:   # (checked once more: the gleaning before added something)
+            out.glean_adds = min(1.0, stopped[1] / stopped[0])
     if (extract := paid("extract")) is not None and extract[1]:
         per_prompt = extract[1] / extract[0]
         for stage, field in (("glean", "glean_prompt"), ("glean_check", "check_prompt")):

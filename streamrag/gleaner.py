@@ -90,6 +90,7 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
                            settings: Settings, check: YesNoCheck) -> bool:
     if settings.index.glean_check == "off" or _thinks(llm, settings):
         return True
+    extraction.checks += 1   # (asked, however many calls its answer takes)
     # Names alone are enough to judge whether something is missed, and cost fewer tokens.
     messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
     ask = dict(model=settings.llm.extraction_model, stage="glean_check", prompt=prompts.glean_check,

@@ -217,6 +217,17 @@ def gleaning_rounds(store: Store, key: str) -> dict[int, int]:
         "SELECT max(rounds - 1, 0), count(*) FROM extractions WHERE extractor = ? GROUP BY 1", (key,))}
 
 
+def gleanings_stopped(store: Store, key: str, max_gleanings: int) -> tuple[int, int]:
+    """Of extractor ``key``'s stored extractions with their checks recorded, those whose
+    gleaning stopped before round ``max_gleanings`` after a gleaning, and of them those checked
+    again after it (their last gleaning added something: a chunk gleaned g times was checked g
+    times, and once more then)."""
+    n, checked = store.conn.execute(
+        "SELECT count(*), sum(checks > rounds - 1) FROM extractions WHERE extractor = ? AND checks IS NOT NULL "
+        "AND rounds - 1 BETWEEN 1 AND ?", (key, max_gleanings - 1)).fetchone()
+    return int(n or 0), int(checked or 0)
+
+
 def published_with(store: Store, key: str) -> set[str]:
     """The published chunks whose result in the graph is extractor ``key``'s."""
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor = ?", (key,))}
@@ -334,9 +345,9 @@ def save_chunks(store: Store, chunks: list[Chunk]) -> None:
 
 def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
     store.conn.execute(
-        "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, created_at) "
-        "VALUES (?,?,?,?,?,?)",
-        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, time.time()))
+        "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, checks, created_at) "
+        "VALUES (?,?,?,?,?,?,?)",
+        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, ext.checks, time.time()))
 
 
 def save_report(store: Store, r: Report) -> None:

@@ -56,6 +56,7 @@ class Extraction(msgspec.Struct):
     claims: list[ClaimRecord] = msgspec.field(default_factory=list)
     dropped: int = 0        # lines that could not be parsed
     rounds: int = 1         # model calls that produced records (1 + gleanings)
+    checks: int = 0         # gleaning checks asked (one before each gleaning, when index.glean_check is on)
 
 
 class Entity(msgspec.Struct):

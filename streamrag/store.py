@@ -118,6 +118,13 @@ def _archive_answered(conn: sqlite3.Connection) -> None:
             conn.execute(f"ALTER TABLE llm_usage_archive ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
 
 
+def _extraction_checks(conn: sqlite3.Connection) -> None:
+    """``extractions.checks`` (added where missing, as ``_calls_cancelled``): NULL on a row
+    stored before, whose checks are not known."""
+    if "checks" not in {row[1] for row in conn.execute("PRAGMA table_info(extractions)")}:
+        conn.execute("ALTER TABLE extractions ADD COLUMN checks INTEGER")
+
+
 MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
     ("initial", """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -359,6 +366,11 @@ DROP TABLE IF EXISTS summary_answers;
     # recorded before): `status` said a binary file and a folder it could not list "could not
     # be read"; and one the system would not read is read again, though its stamp is unchanged.
     ("failures_kind", _failures_kind),
+    # The gleaning checks an extraction asked (``records.Extraction.checks``): the estimate
+    # measures how many of the chunks that stopped gleaning were checked once more on the
+    # extractions it measures their rounds on (``index_rows.gleanings_stopped``), not on every
+    # check of the model's history, whose runs may have gleaned under other settings.
+    ("extractions_checks", _extraction_checks),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

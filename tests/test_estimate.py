@@ -710,3 +710,42 @@ def test_the_graph_worked_out_in_memory_is_not_the_index_an_error_names(tmp_path
     text = "Alice Smith met Bob Jones in Paris. Bob Jones wrote to Alice Smith."
     first_graph({"c1": nlp.extract_offline(text, entity_types=settings.index.entity_types)}, settings)
     assert last_opened() == db
+
+
+def test_the_share_of_gleanings_adding_something_is_measured_on_the_extractions_whose_rounds_count():
+    # 100 earlier runs gleaned one round at most (a check per extraction); 20 extractions of the
+    # run's extractor (two rounds) stopped 7 after their first gleaning, 5 of them checked once
+    # more. The checks of the whole history over the 20's rounds said 0, without them 1.0.
+    from streamrag.estimate_ratios import ratios
+    models = dict(extraction_model="m", summary_model="m", report_model="m")
+    now = {("extract", "m"): (20, 20, 20_000, 16_000), ("glean_check", "m"): (25, 25, 20_000, 25),
+           ("glean", "m"): (21, 21, 20_000, 9_000)}
+    earlier = {k: tuple(v * 101 for v in h) for k, h in now.items()}
+    earlier[("glean_check", "m")] = tuple(v * 100 for v in (20, 20, 16_000, 20))   # (one a chunk)
+    for history in (now, earlier):
+        r = ratios(history, **models, rounds={0: 6, 1: 7, 2: 7}, max_gleanings=2, stopped=(7, 5))
+        assert r.gleaned == [0.7, 0.35] and r.glean_adds == 5 / 7, history
+    # (no extraction of the run's extractor recorded its checks: every gleaning taken as adding something)
+    assert ratios(earlier, **models, rounds={0: 6, 1: 7, 2: 7}, max_gleanings=2).glean_adds == 1.0
+
+
+async def test_gleanings_adding_something_are_counted_after_index_max_gleanings_changed(tmp_path, simulator):
+    # Built gleaning one round at most, then again with two: the share of gleanings adding
+    # something (a second check after each) was measured on the checks of both runs over the
+    # second's rounds, about half what it was: an update's checks were estimated 38 for the
+    # run's 45 (now 49).
+    docs = tmp_path / "news"
+    docs.mkdir()
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    for doc in articles[:20]:
+        (docs / doc.name).write_text(doc.read_text())
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
+    again = await sync([docs], settings, db, root=docs)
+    assert again.llm["glean_check"]["calls"] > 1.5 * again.llm["extract"]["calls"] >= 20, again.llm
+    for doc in articles[20:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est, done = await index_and_estimate(docs, settings, db)
+    assert "the gleaning rate" in est["ratios_from"]
+    assert off_by(asked(est, "glean_check"), paid(done.llm, "glean_check")) <= 0.1, (est["llm"], done.llm)
