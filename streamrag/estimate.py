@@ -430,7 +430,7 @@ def first_graph(extractions: dict[str, Extraction], settings: Settings) -> First
 FIRST_SAMPLE = 1000   # the chunks of a first index worked out, at most (the rest scaled)
 
 
-def _first_index(chunks: dict[str, Chunk], settings: Settings) -> tuple[float, float, float]:
+def _first_index(chunks: dict[str, Chunk], settings: Settings) -> tuple[int, int, float]:
     """(summary calls, report calls, report prompt tokens) of a first index of ``chunks``: worked
     out on the offline extractor's names (``first_graph``), scaled kind by kind to a model's
     (``estimate_ratios.FIRST_ENTITY_SUMMARIES``, ...).
@@ -455,9 +455,11 @@ def _first_index(chunks: dict[str, Chunk], settings: Settings) -> tuple[float, f
         rel = grown((q.relationship_summaries, h.relationship_summaries, rel))
         if entities:
             reports *= grown((q.entities, h.entities, entities)) / entities
-    communities = reports * FIRST_REPORTS
-    return (ent * FIRST_ENTITY_SUMMARIES + rel * FIRST_RELATIONSHIP_SUMMARIES, communities,
-            communities * mean_prompt * FIRST_REPORT_PROMPT)
+    # Whole calls, their tokens those of the calls counted (as an update's are counted): 1.37
+    # reports of one chunk were said "1 calls" with 1.37 calls' tokens.
+    summaries = math.floor(ent * FIRST_ENTITY_SUMMARIES + rel * FIRST_RELATIONSHIP_SUMMARIES + 0.5)
+    communities = math.floor(reports * FIRST_REPORTS + 0.5)
+    return summaries, communities, communities * mean_prompt * FIRST_REPORT_PROMPT
 
 
 def _grown(counts: tuple[int, int, int], *, doublings: float) -> float:

@@ -749,3 +749,26 @@ async def test_gleanings_adding_something_are_counted_after_index_max_gleanings_
     est, done = await index_and_estimate(docs, settings, db)
     assert "the gleaning rate" in est["ratios_from"]
     assert off_by(asked(est, "glean_check"), paid(done.llm, "glean_check")) <= 0.1, (est["llm"], done.llm)
+
+
+def test_a_first_index_s_summaries_and_reports_are_whole_calls_and_their_tokens_those_of_the_calls(tmp_path):
+    # Two chunks' one community was said "report 1 calls ... 1,233 completion" (1.37 reports'
+    # tokens, FIRST_REPORTS), their 9.6 summaries 10 calls of 1,920 prompt tokens: the calls
+    # were rounded, their tokens not.
+    from streamrag.estimate_ratios import REPORT_COMPLETION, SUMMARY_COMPLETION, SUMMARY_PROMPT
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text(
+        "Ada Osk met Bob Tan and Cy Lee in Paris on a long grey morning after the storm had passed over "
+        "the old harbour and its cranes. Ada Osk wrote to Bob Tan and Cy Lee from Rome about the ship, "
+        "the cargo of olive oil and the debts that the company had left unpaid for a year.\n")
+    (tmp_path / "d" / "b.txt").write_text(
+        "Bob Tan, Cy Lee and Ada Osk sailed from Paris to Rome with Dee Ng, who kept the ledgers and "
+        "argued with the captain over every coin spent at each port. In Rome Ada Osk and Bob Tan sold "
+        "the olive oil at a loss while Cy Lee wrote long letters home to Paris about the weather and the food.\n")
+    settings = make_settings("http://127.0.0.1:9/v1")   # (nothing is asked of it)
+    by_stage = estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d")["llm"]["by_stage"]
+    assert by_stage["report"]["calls"] == 1, by_stage
+    assert by_stage["report"]["completion_tokens"] == REPORT_COMPLETION
+    summaries = by_stage["summarize"]
+    assert (summaries["prompt_tokens"], summaries["completion_tokens"]) == (
+        summaries["calls"] * SUMMARY_PROMPT, summaries["calls"] * SUMMARY_COMPLETION) != (0, 0), summaries
