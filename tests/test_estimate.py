@@ -661,18 +661,24 @@ async def test_a_first_index_worked_out_on_the_run_s_own_extractions_gives_its_c
     # The estimate's path (merged in memory, the run's Leiden, report_min_members) is the run's:
     # with the model's extractions in place of the offline extractor's, it gives the run's
     # summary and report calls exactly (the offline names are what it cannot know).
-    docs = news_copy(tmp_path, 20)
-    settings = make_settings(simulator.base_url)
+    docs = news_copy(tmp_path)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
     db = tmp_path / "index.db"
     done = await sync([docs], settings, db, root=docs)
     store = Store(db, readonly=True)
     try:
         chunks = set(index_rows.live_chunks(store))
         worked = first_graph(index_rows.load_extractions(store, chunks, extractor_key(settings)), settings)
+        prompts = [n for (n,) in store.conn.execute(
+            "SELECT prompt_tokens FROM llm_calls WHERE stage = 'report' AND error IS NULL")]
     finally:
         store.close()
     assert worked.entity_summaries + worked.relationship_summaries == paid(done.llm, "summarize") > 20
-    assert len(worked.reports) == paid(done.llm, "report") > 20
+    assert len(worked.reports) == paid(done.llm, "report") == len(prompts) > 20
+    # Their contexts as the run builds them, of summaries: with every description joined a report
+    # prompt came out 1,816 tokens for the run's 1,506 (1,884 chunks of a corpusgen corpus: 4,765
+    # for 3,476, more still past the contexts' budget); now 1,434.
+    assert off_by(sum(worked.reports) / len(worked.reports), sum(prompts) / len(prompts)) <= 0.1
 
 
 async def test_a_large_first_index_is_worked_out_on_a_sample_of_its_chunks(tmp_path, simulator, monkeypatch):
@@ -690,6 +696,10 @@ async def test_a_large_first_index_is_worked_out_on_a_sample_of_its_chunks(tmp_p
     assert len(read) == 130 and sampled["chunks_to_extract"] == whole["chunks_to_extract"] > 150
     for stage in ("summarize", "report"):
         assert off_by(asked(sampled, stage), asked(whole, stage)) <= 0.3, (stage, sampled["llm"], whole["llm"])
+    # A report's prompt: the sample's contexts about as long as the whole's (each description
+    # joined, the whole's ran longer: 1,587 tokens a report for 1,946; now 1,505 for 1,642).
+    per_report = [e["llm"]["by_stage"]["report"]["prompt_tokens"] / asked(e, "report") for e in (sampled, whole)]
+    assert off_by(*per_report) <= 0.1, per_report
 
 
 def test_a_sample_s_counts_are_taken_on_as_they_grew():
