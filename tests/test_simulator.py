@@ -617,6 +617,17 @@ def test_faults_produce_every_kind_deterministically():
 def test_stop_wakes_a_request_held_by_a_timeout_fault():
     sim = Simulator(SimulatorConfig(fault_rate=1.0, seed=1, timeout_s=30))
     url = sim.start()
+    # (Not timed: what the held request's 30 s sleep returned says whether the stop woke it.)
+    held_sleep, sleep, woken = [], sim._sleep, threading.Event()
+
+    def recorded(seconds: float) -> bool:
+        slept_out = sleep(seconds)
+        if seconds == 30:
+            held_sleep.append(slept_out)
+            woken.set()
+        return slept_out
+
+    sim._sleep = recorded
     kinds = []
     x = request_key("embeddings", {"model": "m", "input": "x"})
     while "timeout" not in kinds:      # seed 1 draws a timeout within the first few attempts
@@ -634,9 +645,8 @@ def test_stop_wakes_a_request_held_by_a_timeout_fault():
         while sim.requests < len(kinds):   # the request is in the server, held by its fault
             assert time.monotonic() < deadline and not held.done(), "the request never arrived"
             time.sleep(0.01)
-        start = time.perf_counter()
         sim.stop()
-        assert time.perf_counter() - start < 3
+        assert woken.wait(60) and held_sleep == [False], held_sleep   # (True: it slept its 30 s out)
         with pytest.raises(httpx.HTTPError):
             held.result(timeout=5)
 
