@@ -748,50 +748,97 @@ def fold_wal(path: Path | str) -> None:
             conn.close()
 
 
-EMPTY_PASS_S = 0.1
-"""How long one try of ``empty_wal`` waits for readers, holding the write lock."""
+EMPTY_TRIES_S = (0.1, 1.5)
+"""How long the tries of ``empty_wal`` hold the write lock, waiting for readers: a short one
+first (the queries of older versions about to end), then 1.5 s each, below the 2 s an ``ask``
+waits for the lock to record its answer (``query._ASK_WAIT_S``). A try empties the log under
+queries up to half its length one after another (see ``empty_wal``); tries of 0.1 s, all
+alike, never did under queries of 0.5 s and a write every 0.15 s: the write landed between two
+tries, and every try found a query reading it."""
 EMPTY_GAP_S = 0.2
 """The pause between two tries of ``empty_wal``, the write lock free: longer than the longest
 sleep of a writer waiting for it (``writer.Writer``'s 0.1 s, SQLite's busy handler's 0.1 s),
 so that every waiting writer gets it in one pause."""
+EMPTY_PATIENT_S = 5.0
+"""How long ``empty_wal`` tries with pauses for writers before the rest of its wait is one try."""
+EMPTY_SLICE_S = 0.25
+"""A try waits for readers in slices of this, one after another without a pause (a writer
+hardly gets in between), so that a stop ends it within a slice: SQLite's wait cannot be interrupted."""
 
 
 def empty_wal(path: Path | str, wait_s: float, stop: threading.Event | None = None) -> bool:
     """Copies every committed page of the WAL of the database at ``path`` into the main file
     and empties the WAL (SQLite's ``wal_checkpoint(TRUNCATE)``); True if it did.
 
-    SQLite copies back only the pages no reader still needs, and starts the WAL over only when
-    no reader reads from it: readers that overlap without a gap (queries one after another,
-    each in its own snapshot) keep it growing for as long as they come, by every version
-    published meanwhile. A try holds the write lock while it waits for the readers of older
-    versions, so that new readers read the newest version and then the main file alone; it
-    waits ``EMPTY_PASS_S`` at most, and tries follow, ``EMPTY_GAP_S`` apart, for up to
-    ``wait_s`` in all (or until ``stop`` is set). Readers are never held up; a writer (an ``ask``
-    recording its calls) waits one try at most: one wait of up to 30 s held the lock throughout,
-    and an ``ask`` made meanwhile gave up recording after its 2 s. The copying goes first,
-    without the write lock (``PASSIVE``), so that a try does not hold it while a large log is
-    copied. False when the wait ran out, ``stop`` was set, or the database cannot be opened for
-    writing."""
-    deadline = time.monotonic() + wait_s
+    SQLite copies a page back only once no reader of an older version needs it, and starts the
+    WAL over only once no reader reads from it. A try holds the write lock, so no version comes
+    while it waits: it waits for the readers of older versions to end, copies the rest, and
+    then for the readers begun meanwhile, which still read from the log; readers begun after
+    the copy read the main file alone. Under queries of L seconds one after another a try thus
+    needs up to 2 L from the last write before it. Tries hold the lock for ``EMPTY_TRIES_S``
+    (growing), the lock free ``EMPTY_GAP_S`` between them, for ``EMPTY_PATIENT_S``: a writer
+    (an ``ask`` recording its calls) waits one try at most, 1.5 s. (One wait of up to 30 s held
+    the lock throughout: an ``ask`` made meanwhile gave up recording after its 2 s, 7 of 33
+    under a stress test.) Under longer queries while a writer comes at every pause, no try
+    short enough for a writer can empty the log (6 queries of 2 s, a write every second: the
+    write in each pause is read by queries that outlast the next try); then the rest of
+    ``wait_s`` is one try, so that the log stays bounded, a writer meanwhile maybe giving up.
+    Readers are never held up.
+
+    The copying goes first, without the write lock (``PASSIVE``), so that a try does not hold
+    it while a large log is copied (300 MB: 2.4 s). ``stop`` ends it all within a slice of a
+    try (``EMPTY_SLICE_S``), the copying at once. False when the wait ran out, ``stop`` was
+    set, or the database cannot be opened for writing."""
+    started = time.monotonic()
+    deadline, patient = started + wait_s, started + EMPTY_PATIENT_S
     stop = stop or threading.Event()
     try:
         conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=rw", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=EMPTY_PASS_S)
+                               check_same_thread=False, timeout=EMPTY_TRIES_S[0])
     except sqlite3.Error:
         return False
+    ended = threading.Event()
+
+    def interrupt_on_stop() -> None:   # (SQLite is interrupted from another thread)
+        while not ended.wait(0.05):
+            if stop.is_set():
+                conn.interrupt()   # (a copy ends at once; a wait for readers at its end)
+                return
+
+    threading.Thread(target=interrupt_on_stop, name="streamrag-empty-wal-stop", daemon=True).start()
     try:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        tries = 0
         while True:
-            busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy == 0:
+            if time.monotonic() < patient:
+                hold = EMPTY_TRIES_S[min(tries, len(EMPTY_TRIES_S) - 1)]
+            else:
+                hold = wait_s   # (the rest of the wait: one try)
+            tries += 1
+            if _try_emptying(conn, min(time.monotonic() + hold, deadline), stop):
                 return True
-            if time.monotonic() + EMPTY_GAP_S >= deadline or stop.wait(EMPTY_GAP_S):
+            if stop.is_set() or time.monotonic() >= deadline:
                 return False
-    except sqlite3.Error:
+            if time.monotonic() < patient and stop.wait(EMPTY_GAP_S):
+                return False
+    except sqlite3.Error:   # (interrupted by ``stop``, or the database failed)
         return False
     finally:
+        ended.set()
         with contextlib.suppress(sqlite3.Error):
             conn.close()
+
+
+def _try_emptying(conn: sqlite3.Connection, until: float, stop: threading.Event) -> bool:
+    """One try of ``empty_wal``, in slices until ``until`` (or ``stop``); True if it emptied."""
+    while True:
+        wait = min(EMPTY_SLICE_S, max(until - time.monotonic(), 0.0))
+        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        busy, _log, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy == 0:
+            return True
+        if stop.is_set() or time.monotonic() >= until:
+            return False
 
 
 WAL_BOUND = 64 * 2**20
@@ -854,7 +901,7 @@ def remember_wal_tried(path: Path | str, tried: int) -> None:
     value = f"{tried} {_wal_stamp(path)}" if tried else None
     try:
         conn = sqlite3.connect(f"{_uri_path(Path(path))}?mode=rw", uri=True, isolation_level=None,
-                               check_same_thread=False, timeout=EMPTY_PASS_S * 20)
+                               check_same_thread=False, timeout=2.0)
     except sqlite3.Error:
         return
     try:

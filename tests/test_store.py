@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -245,6 +246,123 @@ def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_ga
     assert not errors
     assert sizes == [0, 0]            # emptied after each run's publish
     assert max(longest) < 1.0         # and no reader waited for it
+
+
+@contextlib.contextmanager
+def _queries_and_a_writer(db: Path, query_s: float, readers: int, write_every: float):
+    """``readers`` connections reading in snapshots of ``query_s`` one after another, staggered,
+    and a writer (an ``ask`` recording its calls: it waits 2 s for the lock, no more) writing a
+    row every ``write_every`` s. Yields the writer's errors; stopped on leaving."""
+    import sqlite3
+    import threading
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader(k: int) -> None:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+        time.sleep(k * query_s / readers)
+        while not stop.is_set():
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM t").fetchone()
+            time.sleep(query_s)
+            conn.execute("COMMIT")
+        conn.close()
+
+    def writer() -> None:
+        conn = sqlite3.connect(db, isolation_level=None, timeout=2)
+        while not stop.is_set():
+            try:
+                conn.execute("INSERT INTO t VALUES (randomblob(100))")
+            except sqlite3.OperationalError as e:
+                errors.append(e)
+            time.sleep(write_every)
+        conn.close()
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(readers)]
+    threads.append(threading.Thread(target=writer))
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)   # (all of them under way)
+        yield errors
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
+def _logged(db: Path) -> None:
+    """A database in WAL mode of 2 MB in its log, never folded in by SQLite itself."""
+    import sqlite3
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.executemany("INSERT INTO t VALUES (randomblob(10000))", [()] * 200)
+    conn.close()
+
+
+def test_the_log_is_emptied_under_queries_while_a_writer_writes_between_tries(tmp_path):
+    # Tries of 0.1 s, the lock free 0.2 s between them (so that an ask records its answer):
+    # the writer wrote in every pause, the queries begun after it read from the log, and every
+    # try found one of them: not emptied in 6 s (3.9 MB left); one wait holding the lock, 0.9 s.
+    from streamrag import store as store_module
+
+    db = tmp_path / "q.db"
+    _logged(db)
+    with _queries_and_a_writer(db, query_s=0.5, readers=4, write_every=0.15) as errors:
+        began = time.monotonic()
+        emptied = store_module.empty_wal(db, 6.0)
+        took = time.monotonic() - began
+    assert emptied and Path(f"{db}-wal").stat().st_size < 100_000, took   # (2 MB, and the writer's since)
+    assert took < 3.0, took
+    assert not errors   # and the writer never gave up (a try holds the lock 1.5 s at most)
+
+
+def test_under_queries_longer_than_a_try_the_log_is_emptied_all_the_same(tmp_path, monkeypatch):
+    # Queries of 1 s one after another outlast any try short enough for a writer (up to 2 s
+    # from the last write): with a write in every pause, the log was never emptied. After
+    # EMPTY_PATIENT_S (5 s; 1.5 here) the rest of the wait is one try: the log stays bounded.
+    from streamrag import store as store_module
+
+    monkeypatch.setattr(store_module, "EMPTY_PATIENT_S", 1.5, raising=False)
+    db = tmp_path / "l.db"
+    _logged(db)
+    with _queries_and_a_writer(db, query_s=1.0, readers=4, write_every=0.5):
+        began = time.monotonic()
+        emptied = store_module.empty_wal(db, 6.0)
+        took = time.monotonic() - began
+    assert emptied and Path(f"{db}-wal").stat().st_size < 100_000, took
+    assert took < 5.0, took
+
+
+def test_a_stop_ends_the_copying_of_a_large_log_at_once(tmp_path):
+    # The copying that goes first (wal_checkpoint(PASSIVE)) did not look at the stop: a log of
+    # 300 MB took 2.4 s to copy, and watch's stop (``Daemon._end_emptying``) waited for it.
+    import sqlite3
+    import threading
+
+    from streamrag import store as store_module
+
+    db = tmp_path / "big.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.executemany("INSERT INTO t VALUES (randomblob(1000000))", [()] * 120)   # (kept open: its
+    try:                                                                             # close folds the log)
+        stop = threading.Event()
+        threading.Timer(0.05, stop.set).start()
+        began = time.monotonic()
+        assert not store_module.empty_wal(db, 30.0, stop)
+        took = time.monotonic() - began
+        assert took < 0.3, took   # (the copying: 1 s)
+        assert Path(f"{db}-wal").stat().st_size > 100e6   # (not emptied)
+        assert store_module.empty_wal(db, 30.0)   # and a later try copies it all
+    finally:
+        conn.close()
 
 
 def test_index_says_when_a_reader_kept_the_log_from_being_emptied(corpus, tmp_path, monkeypatch, capsys):
