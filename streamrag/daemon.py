@@ -94,6 +94,8 @@ _MAX_BACKOFF_S = 300.0
 _SAY_EMPTYING_S = 1.0
 """Emptying the write-ahead log after a publish (``Daemon._bound_wal``) that takes longer than
 this is said: nothing was said between "publishing" and "idle" while it waited up to 30 s."""
+_END_EMPTYING_S = 2.0
+"""How long ``run`` waits, stopped, for the emptying of the log to end (``Daemon._end_emptying``)."""
 
 log = logging.getLogger(__name__)
 
@@ -807,8 +809,8 @@ class Daemon:
         readers outlast the wait it is tried again once the log has doubled, or, emptied meanwhile,
         once past the bound again. In a thread of its own, which a stop does not wait for here
         (SIGTERM under a reader waited out the grace period and cancelled with 143, the sync
-        published): it is told to stop, and ends within one try of ``store.empty_wal``, before
-        ``run`` returns (``_end_emptying``). A wait longer than ``_SAY_EMPTYING_S`` is said, once."""
+        published): it is told to stop, and ends within a quarter of a second (``store.empty_wal``),
+        before ``run`` returns (``_end_emptying``). A wait longer than ``_SAY_EMPTYING_S`` is said, once."""
         if self.stopping:
             return
         try:
@@ -843,7 +845,7 @@ class Daemon:
                 said = True
                 wait = Store.busy_wait_s()
                 self.emit("emptying", f"the index's write-ahead log ({size / 1e6:.0f} MB), once the queries "
-                                      f"reading older versions end (up to {wait:g}s; queries and asks go on)",
+                                      f"reading older versions end (up to {wait:g}s; queries go on)",
                           wal_bytes=size)
             await anyio.sleep(0.05)
         self._emptying = None
@@ -860,16 +862,23 @@ class Daemon:
         self.emit("warning", line, warning=line, wal_bytes=size)
 
     async def _end_emptying(self) -> None:
-        """Stops the emptying of the log a stop left running (``_bound_wal``) and waits for it: it
-        holds the index's write lock in its tries, and ``run`` returned with it running, the lock
-        held up to 30 s more in a process that goes on (``Daemon.run`` used as a library)."""
+        """Stops the emptying of the log a stop left running (``_bound_wal``) and waits for it,
+        ``_END_EMPTYING_S`` at most: it holds the index's write lock in its tries, and ``run``
+        returned with it running, the lock held up to 30 s more in a process that goes on
+        (``Daemon.run`` used as a library). Told to stop, it ends within a quarter of a second
+        (``store.empty_wal``). The wait is not shielded: it was, and its first step, copying the
+        log, did not look at the stop (300 MB: 2.4 s), so a second signal ("cancelling now")
+        waited for the copy too. Cancelled, ``run`` returns at once and the emptying ends by
+        itself moments later."""
         if self._emptying is None:
             return
         thread, halt = self._emptying
         self._emptying = None
         halt.set()
-        with anyio.CancelScope(shield=True):   # (one try of ``empty_wal``: a fraction of a second)
-            await anyio.to_thread.run_sync(thread.join)
+        await anyio.to_thread.run_sync(thread.join, _END_EMPTYING_S, abandon_on_cancel=True)
+        if thread.is_alive():
+            log.debug("%s: the emptying of its write-ahead log did not end in %g s; left to end by itself",
+                      self.db_path, _END_EMPTYING_S)
 
     def _sync_without_folder(self) -> bool:
         """A sync that finds the watched folder gone: waits for it to come back (True), or,

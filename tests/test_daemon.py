@@ -592,6 +592,62 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
     assert events.states()[events.states().index("emptying") - 1] == "publishing"
 
 
+@pytest.mark.parametrize("how", ["stop", "second signal"])
+async def test_run_does_not_wait_long_for_an_emptying_of_the_log_that_ignores_the_stop(corpus, tmp_path,
+                                                                                       monkeypatch, how):
+    # ``run`` joined the emptying thread in a shielded scope, as long as it took: its first
+    # step, copying the log (wal_checkpoint(PASSIVE)), did not look at the stop (300 MB: 2.4 s,
+    # more on a slow disk), and a second Ctrl-C ("cancelling now") waited for it too. A stop
+    # waits for it 2 s at most; a second signal (``serve`` cancels the work) not at all.
+    from streamrag import store as store_module
+
+    released = threading.Event()
+
+    def empty_wal(path, wait_s, stop=None):
+        released.wait(10)   # (a copy that does not look at the stop)
+        return False
+
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "c.db"
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events)
+    send, recv = scripted()
+    work = anyio.CancelScope()
+
+    async def run() -> None:
+        with work:
+            await daemon.run(recv)
+
+    held = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await until(lambda: daemon.syncs >= 1, timeout=30)
+            held = sqlite3.connect(db)   # (open, so that the log outlives the sync's connection)
+            held.execute("SELECT count(*) FROM entities").fetchone()
+            with (corpus / "guild.txt").open("a") as f:
+                f.write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+            await send.send({(Change.modified, str(corpus / "guild.txt"))})
+            await until(lambda: "emptying" in events.states(), timeout=30)   # published, and emptying
+            began = anyio.current_time()
+            daemon.stop("SIGINT received")
+            if how == "second signal":
+                await anyio.sleep(0.1)
+                work.cancel()
+        took = anyio.current_time() - began
+    finally:
+        released.set()
+        send.close()
+        if held is not None:
+            held.close()
+    if how == "stop":
+        assert took < 3.0, took   # (``_END_EMPTYING_S``: 2 s)
+    else:
+        assert took < 0.5, took
+
+
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
     # The warning came with the extraction ahead of a sync, which returned only its count: watch
     # never said it, and every extraction paid a biased glean check per worker again.
