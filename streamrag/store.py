@@ -801,12 +801,13 @@ def empty_wal(path: Path | str, wait_s: float, stop: threading.Event | None = No
 
     def interrupt_on_stop() -> None:   # (SQLite is interrupted from another thread)
         while not ended.wait(0.05):
-            if stop.is_set():
-                conn.interrupt()   # (a copy ends at once; a wait for readers at its end)
-                return
+            if stop.is_set():   # (a copy ends at once, a wait for readers at its end; again,
+                conn.interrupt()   # as one between two statements is lost)
 
     threading.Thread(target=interrupt_on_stop, name="streamrag-empty-wal-stop", daemon=True).start()
     try:
+        if stop.is_set():
+            return False
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         tries = 0
         while True:
