@@ -166,7 +166,7 @@ async def test_a_server_stopped_mid_run_fails_the_remaining_calls_fast(monkeypat
     # Before, each call went through its own minute of backoff: 8 minutes for 50 documents.
     import streamrag.llm as llm_module
 
-    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3, raising=False)
+    monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3)
     server = {"up": True, "requests": 0}
 
     def endpoint(request: httpx.Request) -> httpx.Response:
