@@ -194,6 +194,10 @@ class Daemon:
         self._last_state: tuple[str, str] | None = None   # (state, message) of the last state line
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
+        # The first run of the update the next sync goes on with: set while syncs leave items
+        # missing (failed, or published without them) and retry them, so `status` counts an item
+        # once per update, not once per retry of an outage; None once none is left, or given up.
+        self._update_of: str | None = None
         self._nothing_indexed = False            # `--once`: every item failed, the index holds nothing
         self._once = False                       # run(None): one sync, nothing is retried
         self.exit_code = 0                       # 1 when the daemon stops on an error
@@ -770,7 +774,8 @@ class Daemon:
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
-                          retried=not self._once, retry_base_s=self.retry_base_s)   # (`--once` is like `streamrag index`)
+                          retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
+                          update_of=self._update_of)
         lines = StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()
@@ -788,6 +793,7 @@ class Daemon:
             if e is None:
                 raise
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
+            self._update_of = self._update_of or indexer.run_id   # what it was for is still missing
             return False
         self.outage.attempted(indexer, began)
         took = self.outage.tried_s = anyio.current_time() - started
@@ -801,7 +807,9 @@ class Daemon:
         quiet = self._outage_after(result, previous, quiet=lines.quiet)
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
-        return self._left_out(result, spent, quiet=quiet)
+        done = self._left_out(result, spent, quiet=quiet)
+        self._update_of = None if done else self._update_of or result.run_id
+        return done
 
     async def _bound_wal(self) -> None:
         """Empties the index's write-ahead log once it is past ``store.WAL_BOUND`` (``store.bound_wal``;

@@ -483,11 +483,13 @@ def failures_recorded(store: Store) -> int:
     counts once per version of it (its ``stamp``), however many updates name it again: a
     binary file in a watched folder counted once per sync (14 became 772 in a day), and one
     the system would not read once per update (it is read again by each: its stamp is of what
-    can be looked at, ``on_disk.failure_stamp``)."""
+    can be looked at, ``on_disk.failure_stamp``). A daemon's syncs that go on with an update
+    (``runs.update_of``: they retry what the ones before them left missing) count as that update:
+    an item failing in each retry of an hours-long outage counts once, not once per retry."""
     return store.scalar(
-        "SELECT count(*) FROM (SELECT DISTINCT CASE WHEN stamp IS NULL THEN run_id END, stage, item, stamp "
-        "FROM failures WHERE run_id IS NULL OR run_id NOT IN (SELECT id FROM runs WHERE command = "
-        "'watch:extract'))") or 0
+        "SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN coalesce(r.update_of, f.run_id) END, "
+        "f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r ON r.id = f.run_id "
+        "WHERE r.command IS NULL OR r.command != 'watch:extract')") or 0
 
 
 def load_failures_by_kind(store: Store, run_id: str) -> dict[str, int]:
@@ -584,14 +586,23 @@ def failed_in(store: Store, run_id: str, items: set[tuple[str, str]]) -> set[tup
 
 
 def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset()) -> list[dict]:
-    """What failed in run ``run_id``, once per item (a daemon's retries repeat them), the newest
-    first, at most ``limit``: ``{run_id, stage, item, message, created_at, times}``; the
-    ``(stage, item)`` in ``leaving`` left out."""
+    """What failed in run ``run_id``, once per item, the newest first, at most ``limit``:
+    ``{run_id, stage, item, message, created_at, times}``; the ``(stage, item)`` in ``leaving``
+    left out. ``times``: how often its update recorded it (a run's retries, and a daemon's
+    syncs that go on with the update, ``runs.update_of``, repeat one)."""
     rows = store.query(
         "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
         "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
         (run_id, limit + len(leaving)))
-    return [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
+    rows = [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
+    update = store.scalar("SELECT coalesce(update_of, id) FROM runs WHERE id = ?", (run_id,))
+    if rows and update is not None:
+        times = {(stage, item): n for stage, item, n in store.conn.execute(
+            "SELECT stage, item, count(*) FROM failures WHERE run_id IN (SELECT id FROM runs "
+            "WHERE id = ? OR update_of = ?) GROUP BY stage, item", (update, update))}
+        for r in rows:
+            r["times"] = times.get((r["stage"], r["item"]), r["times"])
+    return rows
 
 
 def run_status(store: Store, run_id: str) -> str | None:

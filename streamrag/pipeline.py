@@ -186,10 +186,13 @@ class Indexer:
     def __init__(self, settings: Settings, db_path: Path, *, root: Path | None,
                  progress: Progress | None = None, command: str = "index", transport=None,
                  recluster: bool = False, graph_cache: GraphCache | None = None,
-                 retried: bool = False, retry_base_s: float | None = None) -> None:
+                 retried: bool = False, retry_base_s: float | None = None,
+                 update_of: str | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
-        no endpoint publishes what it can rather than nothing. ``transport`` and ``retry_base_s``
-        (the model client's first backoff, ``llm.RETRY_BASE_S``) are for tests."""
+        no endpoint publishes what it can rather than nothing. ``update_of``: the first run of the
+        update this one goes on with (a daemon's retry of what the syncs before it left missing).
+        ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
+        are for tests."""
         self.settings = settings
         self.retried = retried
         self.graph_cache = graph_cache
@@ -200,6 +203,7 @@ class Indexer:
         self.command = command
         self.transport = transport
         self.retry_base_s = retry_base_s
+        self.update_of = update_of
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         ix = settings.index
@@ -316,7 +320,7 @@ class Indexer:
                 status = "interrupted"
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
-                    await writer.run(lambda s: s.start_run(self.run_id, self.command))
+                    await writer.run(lambda s: s.start_run(self.run_id, self.command, self.update_of))
                     self.llm = self._open_llm(store, writer)
                     if self.llm is not None:
                         await self.llm.__aenter__()

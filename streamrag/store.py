@@ -100,6 +100,12 @@ def _failures_kind(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE failures ADD COLUMN kind TEXT")
 
 
+def _runs_update_of(conn: sqlite3.Connection) -> None:
+    """``runs.update_of`` (applied again, the column is added only where it is missing)."""
+    if "update_of" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN update_of TEXT")
+
+
 def _calls_cancelled(conn: sqlite3.Connection) -> None:
     """``cancelled`` in ``llm_calls`` and its sums (an index brought back to an older schema
     to be upgraded again keeps the column it has)."""
@@ -371,6 +377,11 @@ DROP TABLE IF EXISTS summary_answers;
     # extractions it measures their rounds on (``index_rows.gleanings_stopped``), not on every
     # check of the model's history, whose runs may have gleaned under other settings.
     ("extractions_checks", _extraction_checks),
+    # The update a daemon's sync goes on with (the id of its first run; NULL: the run is its own
+    # update): a sync after one that left items missing (a retry, through an outage, or one for
+    # edits meanwhile) asks for them again, and `status` counts an item once per update, not once
+    # per retry ("2 in the last update (8 recorded over all runs)" after four retries of an outage).
+    ("runs_update_of", _runs_update_of),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -660,9 +671,10 @@ class Store:
             "INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) VALUES (?,?,?,?,?,?,?)",
             (run_id, stage, item, message, time.time(), stamp, kind))
 
-    def start_run(self, run_id: str, command: str) -> None:
-        self.conn.execute("INSERT INTO runs(id, command, started_at, status) VALUES (?,?,?,?)",
-                          (run_id, command, time.time(), "running"))
+    def start_run(self, run_id: str, command: str, update_of: str | None = None) -> None:
+        """``update_of``: the first run of the update this one goes on with (``runs_update_of``)."""
+        self.conn.execute("INSERT INTO runs(id, command, started_at, status, update_of) VALUES (?,?,?,?,?)",
+                          (run_id, command, time.time(), "running", update_of))
 
     def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
         self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",

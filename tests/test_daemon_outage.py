@@ -549,13 +549,12 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
     assert all(e["failed_items"] > 0 for e in (*retries, gave_up)), retries
     # The health line counts what failed in the last update, as `streamrag status` does, not
     # every retry's repeat of the same items.
-    store = Store(tmp_path / "u.db", readonly=True)
-    try:
-        status = gather_status(store)
-    finally:
-        store.close()
+    status = _failures_said(tmp_path / "u.db")
     assert daemon.health()["failures"] == status["failures_last_run"] > 0
-    assert status["failures_total"] > status["failures_last_run"]
+    # The retry syncs asked for the same items again: one update, each item counted once,
+    # recorded by the sync and its three retries.
+    assert status["failures_total"] == status["failures_last_run"]
+    assert {f["times"] for f in status["failures"]} == {4}, status["failures"]
 
 
 class CutOnce(Switch):
@@ -1157,3 +1156,60 @@ async def test_a_watcher_failing_at_once_again_is_restarted_less_and_less_often(
     gaps = [b - a for a, b in zip(times, times[1:])]
     assert gaps[0] < 0.3 and gaps[-1] >= 0.35, gaps   # 0.05, 0.1, 0.2, 0.4 s
     assert all(b > a for a, b in zip(gaps, gaps[1:])), gaps
+
+
+def _failures_said(db: Path) -> dict:
+    store = Store(db, readonly=True)
+    try:
+        return gather_status(store, failures=True)
+    finally:
+        store.close()
+
+
+async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, tmp_path, simulator, monkeypatch):
+    # Each silent retry of an outage is a run of its own, and each recorded the items it asked
+    # for again: `status` said "2 in the last update (6 recorded over all runs)" after a minute
+    # down, 8 after the end, and `--failures` said `times: 1` of each, retried four times.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "c.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 6, timeout=30)     # the edit's sync and four retries
+        assert not any(syncs[1:])
+        during = _failures_said(db)
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert during["failures_last_run"] >= 1, during
+    # Every item the outage left missing, once, however often it was retried.
+    assert during["failures_total"] == during["failures_last_run"], during
+    assert all(f["times"] >= 4 for f in during["failures"]), during["failures"]
+    after = _failures_said(db)
+    assert after["failures_last_run"] == 0
+    assert after["failures_total"] == during["failures_total"], (during, after)
+
+
+async def test_a_failure_after_the_outage_is_over_counts_again(corpus, tmp_path, simulator, monkeypatch):
+    # An update is the syncs that retry what the ones before them left missing: once one leaves
+    # nothing missing, the next outage's failures are its own.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "d.db"
+    totals = []   # failures_total during each outage
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        for name in ("Quillon Marbeck", "Ysolde Parrin"):
+            switch.up = False
+            victim = corpus / "guild.txt"
+            victim.write_text(victim.read_text() + f"\n\n{name} opened a ferry office.\n")
+            await send.send({(MODIFIED, str(victim))})
+            done = len(syncs)
+            await until(lambda: len(syncs) >= done + 3, timeout=30)
+            totals.append(_failures_said(db)["failures_total"])
+            switch.up = True
+            await _until_indexed(db, name, timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert totals[1] > totals[0] >= 1, totals
