@@ -175,6 +175,27 @@ class ExtractionStage:
                 self.progress.add("files_done")
             await self._remember_empty(looked_at)
 
+    def not_indexed(self, files: list[Path]) -> list[str]:
+        """Of ``files`` (the loader's), those a run that publishes nothing leaves as they were,
+        read or not yet, as the index names them: new, or changed since the published version.
+        Not those as indexed (or only retimed), unchanged since they could not be used or held
+        nothing (their failure, or warning, says them), or gone."""
+        out = []
+        for path in files:
+            rel = loader.stored_path(path, self.root)
+            rows = self.by_file.get(rel, {})
+            try:
+                st = path.stat()
+            except OSError:   # gone, or said as a failure to read it
+                continue
+            if not self.rechunk and (on_disk.same_on_disk(rows, st) or on_disk.retimed(rows, st)):
+                continue
+            said = self.failed_reads.get(rel), self.empty.get(rel)
+            if not rows and not self.rechunk and any(s is not None and s[0] == on_disk.file_stamp(st) for s in said):
+                continue
+            out.append(rel)
+        return out
+
     async def _remember_empty(self, looked_at: set[str]) -> None:
         """Records the files this run found with nothing to index, and forgets those it read
         otherwise (``looked_at``: every file it loaded, by its indexed path), that are gone, or

@@ -605,6 +605,16 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
     return rows
 
 
+def not_indexed(store: Store, run_id: str) -> tuple[int, list[str]]:
+    """The new or changed files run ``run_id`` left unindexed, failed before it published
+    (``runs.stats``, ``Indexer._not_indexed``): how many, and the first of them by name."""
+    try:
+        stats = json.loads(store.scalar("SELECT stats FROM runs WHERE id = ?", (run_id,)) or "{}")
+        return int(stats.get("not_indexed", 0)), [str(f) for f in stats.get("not_indexed_files", [])]
+    except (ValueError, TypeError, AttributeError):   # not as written: none said
+        return 0, []
+
+
 def run_status(store: Store, run_id: str) -> str | None:
     """The ``status`` of run ``run_id`` as its row says it now (None once pruned)."""
     return store.scalar("SELECT status FROM runs WHERE id = ?", (run_id,))

@@ -106,6 +106,8 @@ GIVE_UP_AFTER = 8
 # Said when a run stops for an endpoint that does not answer.
 _NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
                       "the finished work")
+# A failed run names this many of the files it leaves unindexed (it counts them all).
+NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
 
 
@@ -226,6 +228,8 @@ class Indexer:
         self.unavailable_error = ""
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
         self.llm = None
+        # The new or changed files of the run, should it publish nothing (``_not_indexed``).
+        self._unpublished: Callable[[], list[str]] | None = None
 
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
@@ -344,7 +348,8 @@ class Indexer:
                         writer.stop_waiting()
                     with anyio.CancelScope(shield=True):
                         try:
-                            await writer.run(lambda s: s.finish_run(self.run_id, status))
+                            stats = await self._not_indexed() if status == "failed" else None
+                            await writer.run(lambda s: s.finish_run(self.run_id, status, stats))
                         except StreamragError:
                             if status == "ok":
                                 raise
@@ -352,6 +357,16 @@ class Indexer:
                             # what is said, not that its end could not be written.
         finally:
             store.close()
+
+    async def _not_indexed(self) -> str | None:
+        """A failed run's ``runs.stats``: the new or changed files it was for, which it leaves
+        unindexed (it published nothing), ``{"not_indexed": 50, "not_indexed_files": [...]}``,
+        the first ``NOT_INDEXED_NAMED`` by name (``status --failures`` says them: a sync given
+        up in an outage recorded only the few chunks whose calls it waited for)."""
+        if self._unpublished is None:
+            return None
+        files = sorted(await anyio.to_thread.run_sync(self._unpublished))
+        return json.dumps({"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]})
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)
@@ -493,6 +508,8 @@ class Indexer:
         given = ExtractionStageContext(settings=s, root=self.root, progress=self.progress, llm=self.llm,
                                        prompts=self.prompts, key=self.key, fail=functools.partial(self.fail, writer))
         stage = ExtractionStage(given, store, writer, scan, rechunk, check)
+        if publishing:
+            self._unpublished = functools.partial(stage.not_indexed, files)
         workers = 1 if s.offline else s.pipeline.extract_workers
         async with anyio.create_task_group() as tg:
             tg.start_soon(stage.load_files, files, doc_send)

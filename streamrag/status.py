@@ -47,6 +47,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         last_run = last_update(store)
         settled = index_rows.settled(store, UNUSABLE_RUNS)
         settled_now = settled_by(store, last_run, settled)
+        unindexed, unindexed_files = index_rows.not_indexed(store, last_run["id"]) if last_run else (0, [])
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -79,6 +80,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "settled": len(settled),
             "settled_by_runs": _by_runs(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
+            # the new or changed files a last update that failed left unindexed (it published
+            # nothing): a sync given up in an outage recorded only the chunks it waited for
+            "not_indexed_last_run": unindexed,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
             "unreadable_by_kind": unreadable_by_kind(store, last_run),
             "last_run": last_run,
@@ -99,6 +103,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
+            info["not_indexed_files"] = unindexed_files[:failure_limit]
     if last_run is not None:
         last_run["killed"] = _killed(store, last_run, info["writer"])
     return info
@@ -227,6 +232,22 @@ def _outcome(info: dict) -> str:
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 
+def not_indexed_lines(info: dict) -> list[str]:
+    """The new or changed files the last update left unindexed, as it failed (``not_indexed_last_run``),
+    and with ``--failures`` the first of them by name."""
+    n = info.get("not_indexed_last_run", 0)
+    if not n:
+        return []
+    named = info.get("not_indexed_files")
+    lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update failed and published nothing; "
+             "the next that gets through indexes them"
+             + ("" if named is not None else " (list them with --failures)")]
+    lines += [f"    {name}" for name in named or []]
+    if named and n > len(named):
+        lines.append(f"    and {n - len(named)} more")
+    return lines
+
+
 def settled_lines(info: dict) -> list[str]:
     """The items no longer asked for (``settled``), and with ``--failures`` which and why."""
     n = info.get("settled", 0)
@@ -330,6 +351,7 @@ def format_status(info: dict, db: Path) -> str:
                  + (" (list them with --failures)" if last and "failures" not in info else ""))
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
+    lines += not_indexed_lines(info)
     lines += settled_lines(info)
     if info["last_run"]:
         r = info["last_run"]

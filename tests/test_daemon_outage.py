@@ -1213,3 +1213,27 @@ async def test_a_failure_after_the_outage_is_over_counts_again(corpus, tmp_path,
         await send.aclose()
     await switch.client.aclose()
     assert totals[1] > totals[0] >= 1, totals
+
+
+async def test_status_says_the_files_a_sync_given_up_in_an_outage_left_unindexed(corpus, tmp_path, simulator,
+                                                                                 monkeypatch):
+    # A daemon started while nothing answers: each sync gave up at its first calls' failures, and
+    # `status --failures` listed those two or three chunks only, every file of the folder unindexed.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    switch.up = False
+    db = tmp_path / "g.db"
+    daemon = Daemon(settings, db, corpus, report=Events(), transport=httpx.MockTransport(switch), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= 3, timeout=30)
+        during = _failures_said(db)
+        switch.up = True
+        await until(lambda: daemon.syncs >= 1, timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    files = sorted(p.name for p in corpus.iterdir() if p.is_file())
+    assert during["last_run"]["status"] == "failed" and 0 < during["failures_last_run"] < len(files), during
+    assert during["not_indexed_last_run"] == len(files) and during["not_indexed_files"] == files, during
+    assert _failures_said(db)["not_indexed_last_run"] == 0

@@ -601,3 +601,38 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--json", "--db", str(db)],
                          env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout)["last_run"]["killed"] is True, out.stderr
+
+
+def _refused(request):
+    import httpx
+
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path, simulator):
+    # A sync given up as nothing answered recorded the two or three chunks whose calls it waited
+    # for: `status --failures` said "2 in the last update" of an index holding none of the files.
+    import httpx
+    import pytest
+
+    from streamrag.errors import LLMUnavailableError
+
+    db = tmp_path / "n.db"
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+    with pytest.raises(LLMUnavailableError):
+        anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(_refused)))
+    info, text = status_of(db)
+    assert info["last_run"]["status"] == "failed"
+    # What it was for, the files new or changed since the published version; not the others.
+    assert info["not_indexed_last_run"] == 2, info
+    assert "not indexed    2 new or changed files: the last update failed and published nothing" in text, text
+    info, text = status_of(db, failures=True)
+    assert info["not_indexed_files"] == ["guild.txt", "new.txt"]
+    assert "\n    guild.txt\n    new.txt\n" in text, text
+
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    info, text = status_of(db, failures=True)
+    assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed" not in text
