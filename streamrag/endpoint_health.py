@@ -61,6 +61,10 @@ FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), (
 ANSWERED = ("usable", "unusable", "cut_off")
 # The llm_calls row of a call a hopeless client ended (a cancelled one: ``CallLog.cancelled``).
 GAVE_UP = "the client gave up: the endpoint's tries had all failed (the run's error says how)"
+# How an error about an endpoint that failed ends for a command run once (a daemon retries by itself).
+RUN_AGAIN = "then run the same command (finished work is kept)"
+# The statuses a proxy or load balancer answers while the server behind it is down.
+PROXY_STATUSES = frozenset({408, 502, 503})
 
 
 class GaveUp(LLMUnavailableError):
@@ -85,16 +89,18 @@ class EndpointHealth:
         self.give_up_after_s = give_up_after_s   # (llm.give_up_after_s; 0: never)
         self._clock = clock
         self.unanswered: Counter[str] = Counter()   # "hard" and "wait" tries since the model answered
+        self.unanswered_statuses: Counter[int | None] = Counter()   # ... by HTTP status (None: none)
         self._unanswered_since: float | None = None   # ... the first of them
         self.waited_out = False    # hopeless for those, not for the tries before any usable one
 
-    def tried(self, kind: str) -> bool:
+    def tried(self, kind: str, status: int | None = None) -> bool:
         """A try was answered usably ("usable"), or failed (``failure``'s kinds, or an answer
-        "unusable" or "cut_off"); True when this try made the endpoint ``hopeless``."""
+        "unusable" or "cut_off"; ``status``: its HTTP status, if any); True when this try made
+        the endpoint ``hopeless``."""
         if self.hopeless:
             return False
         now = self._clock()
-        if self._answered_nothing(kind, now):
+        if self._answered_nothing(kind, status, now):
             self.hopeless = self.waited_out = True
             self.failing_for = now - (self._unanswered_since or now)
             return True
@@ -112,11 +118,12 @@ class EndpointHealth:
             return True
         return False
 
-    def _answered_nothing(self, kind: str, now: float) -> bool:
+    def _answered_nothing(self, kind: str, status: int | None, now: float) -> bool:
         """Notes ``kind`` in the span of tries answered only with errors and requests to wait;
         whether that span has lasted ``give_up_after_s`` (``unanswered_too_long``)."""
         if kind in ANSWERED:
             self.unanswered.clear()
+            self.unanswered_statuses.clear()
             self._unanswered_since = None
             return False
         if kind not in ("hard", "wait"):   # (loading, timeouts: neither way)
@@ -124,28 +131,48 @@ class EndpointHealth:
         if self._unanswered_since is None:
             self._unanswered_since = now
         self.unanswered[kind] += 1
+        self.unanswered_statuses[status] += 1
         return unanswered_too_long(self.unanswered, now - self._unanswered_since, self.give_up_after_s)
 
-    def error(self, url: str, setting: str) -> GaveUp:
+    def error(self, url: str, setting: str, then: str = RUN_AGAIN) -> GaveUp:
         """The error of a call ended because every try failed (``hopeless``); ``setting`` names
-        what set the endpoint."""
+        what set the endpoint; ``then``, what to do once it is fixed ("": nothing, a daemon)."""
+        then = f"; {then}" if then else ""
         if self.waited_out:
-            return self._waited_out_error(url, setting)
+            return self._waited_out_error(url, setting, then)
         failed = self.failed
         return GaveUp(
             f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
             f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
-            f"{setting}, then run the same command (finished work is kept)")
+            f"{setting}{then}")
 
-    def _waited_out_error(self, url: str, setting: str) -> GaveUp:
+    def _waited_out_error(self, url: str, setting: str, then: str) -> GaveUp:
         tries = self.unanswered
-        fix = (f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
-               "a proxy or load balancer answers so while the server behind it is down: check that server "
-               f"and the model behind {setting} (for HTTP 429, the account's limits)")
+        fix = only_errors(self.unanswered_statuses, setting) or (
+            f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
+            "a proxy or load balancer answers so while the server behind it is down: check that server "
+            f"and the model behind {setting} (for HTTP 429, the account's limits)")
         return GaveUp(
             f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
-            f"({kinds_said(tries)}): {fix}, or raise llm.give_up_after_s ({self.give_up_after_s:g} s) to "
-            "wait longer; then run the same command (finished work is kept)")
+            f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "
+            f"waits longer{then}")
+
+
+def only_errors(statuses: Counter[int | None], setting: str) -> str | None:
+    """What tries all answered with HTTP errors and requests to wait say, ``statuses`` by HTTP
+    status: which the server behind ``setting`` answers, and to check it; None when some try was
+    no such answer (no status, a gateway's timeout, a 501) or one of a rate limit (429s alone)."""
+    if not statuses or any(s is None or s in GATEWAY_TIMEOUTS or s == 501 or (s < 500 and s not in (408, 429))
+                           for s in statuses):
+        return None
+    if set(statuses) == {429}:   # a provider's rate limit: its own advice
+        return None
+    said = " and ".join(str(s) for s in sorted(statuses))   # (None ruled out above)
+    fix = (f"the server behind {setting} answers only HTTP {said} (a proxy or load balancer answers "
+           "so while the server behind it is down): check that server and its logs"
+           if PROXY_STATUSES & set(statuses) else
+           f"the server at {setting} answers only HTTP {said}: check its logs")
+    return fix + (" and, for HTTP 429, the account's limits" if 429 in statuses else "")
 
 
 def kinds_said(failed: Counter[str]) -> str:

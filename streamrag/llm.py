@@ -56,6 +56,7 @@ import itertools
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -69,7 +70,7 @@ from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
-from streamrag.endpoint_health import GAVE_UP, EndpointHealth, GaveUp, failure
+from streamrag.endpoint_health import GAVE_UP, RUN_AGAIN, EndpointHealth, GaveUp, failure, only_errors
 from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
@@ -195,7 +196,7 @@ class LLMClient:
                  writer: Writer | None = None, run_id: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  encoding: str = "o200k_base", retry_base_s: float | None = None,
-                 base_setting: str = "") -> None:
+                 base_setting: str = "", retried: bool = False) -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
@@ -236,6 +237,9 @@ class LLMClient:
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
         self._health = EndpointHealth(settings.give_up_after_s)   # whether every try failed (``hopeless``)
+        # What an error about the endpoint says to do once it is fixed: nothing for a caller that
+        # retries by itself (``retried``: the daemon), else to run the command again.
+        self._then = "" if retried else RUN_AGAIN
         self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
@@ -707,6 +711,7 @@ class LLMClient:
         ``attempt()`` returns its result and the milliseconds the answer took (``ModelTimeouts.answered``)."""
         # [tries that used up llm.max_retries, tries in all]
         spent = [0, 0] if spent is None else spent
+        statuses: Counter[int | None] = Counter()   # this call's failed tries, by HTTP status
         call = next(self._calls)   # (an id() of a freed object is reused)
         refused_n = 0                 # free refused (or loading) tries in a row
         streak: float | None = None   # when they began
@@ -725,7 +730,9 @@ class LLMClient:
             except _Hopeless:
                 raise self._hopeless_error(url) from None
             except Retryable as e:
-                self._tried(failure(e))
+                self._tried(failure(e), e.status)
+                if not e.loading:   # (a model loading is waited for apart)
+                    statuses[e.status] += 1
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add
@@ -786,18 +793,30 @@ class LLMClient:
             if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
-                    f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again, then "
-                    "run the same command (finished work is kept)") from None
+                    f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again"
+                    + (f", {self._then}" if self._then else "")) from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
-                f"{advice(e, self._replies.setting, self.settings.requests_per_minute > 0)}"
-            ) from None
+                f"{self._call_advice(e, statuses)}") from None
         raise AssertionError("unreachable")
 
-    def _tried(self, kind: str) -> None:
+    def _call_advice(self, e: Retryable, statuses: Counter[int | None]) -> str:
+        """What to do about a call whose tries all failed, the last with ``e`` (``statuses``: the
+        call's failed tries by HTTP status). Answered only with HTTP errors and requests to wait
+        (a proxy whose server behind it is down: a bare 503 to everything), it says that server
+        answers only so: more retries, or a longer llm.give_up_after_s, wait longer."""
+        setting = self._replies.setting
+        said = only_errors(statuses, setting) if self.settings.max_retries > 0 else None
+        if said is None:
+            return advice(e, setting, self.settings.requests_per_minute > 0)
+        longer = "llm.max_retries" + (f" or llm.give_up_after_s ({self.settings.give_up_after_s:g} s)"
+                                      if self.settings.give_up_after_s > 0 else "")
+        return f"{said}; raising {longer} waits longer"
+
+    def _tried(self, kind: str, status: int | None = None) -> None:
         """A try's outcome, told to ``health``; the tries and backoffs under way are cut short
         once it makes the endpoint ``hopeless``."""
-        if self._health.tried(kind):
+        if self._health.tried(kind, status):
             for scope in list(self._cut_short):
                 scope.cancel()
 
@@ -812,7 +831,7 @@ class LLMClient:
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``)."""
-        return self._health.error(url, self._replies.setting)
+        return self._health.error(url, self._replies.setting, self._then)
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.

@@ -207,7 +207,7 @@ async def test_transient_failures_are_retried(tmp_path, failure):
     assert len(calls(store)) == 1
 
 
-@pytest.mark.parametrize(("status", "advice"), [(503, "check its logs"), (429, "requests_per_minute")])
+@pytest.mark.parametrize(("status", "advice"), [(503, "check that server and its logs"), (429, "requests_per_minute")])
 async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, status, advice):
     endpoint = Endpoint(*[httpx.Response(status, text="down")] * 3)
     with anyio.fail_after(5):
@@ -221,6 +221,37 @@ async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, st
     rows = calls(store)
     assert len(rows) == 1 and rows[0]["error"] == message and rows[0]["cached"] == 0
     assert llm.stats["s"]["errors"] == 1
+
+
+@pytest.mark.parametrize("answer", [
+    lambda: httpx.Response(503, text="Service Unavailable"),
+    lambda: httpx.Response(503, json={"error": {"message": "try again later", "type": "error", "code": None}}),
+], ids=["bare", "try-again-later"])
+async def test_a_call_answered_only_503_says_the_server_behind_the_endpoint_is_to_check(tmp_path, answer):
+    """A proxy whose server behind it is down answers every try 503, bare or "try again later"
+    (a request to wait): the call's error says so, and that more retries only wait longer.
+    (It said "the server kept answering with errors: check its logs, or raise llm.max_retries".)"""
+    endpoint = Endpoint(*[lambda _body: answer()] * 4)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=3) as (llm, _):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    message = str(err.value)
+    assert len(endpoint.requests) == 4 and "failed 4 time(s), last: HTTP 503: " in message, message
+    assert message.endswith("; the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "
+                            "answers so while the server behind it is down): check that server and its logs; "
+                            "raising llm.max_retries or llm.give_up_after_s (300 s) waits longer"), message
+    assert "raise llm.max_retries" not in message
+
+
+async def test_a_call_whose_tries_were_not_all_http_errors_keeps_its_advice(tmp_path):
+    """A dropped connection among the 503s is no answer of a server behind a proxy: the advice of
+    the last try's kind, as before."""
+    endpoint = Endpoint(httpx.ReadError(""), httpx.Response(503, text="Service Unavailable"))
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, _):
+            with pytest.raises(LLMUnavailableError, match="the server kept answering with errors: check its logs"):
+                await llm.chat(ask(), model="m1", stage="s")
 
 
 async def test_one_server_error_under_max_retries_0_is_not_said_to_repeat(tmp_path):
@@ -2312,8 +2343,9 @@ async def test_an_endpoint_that_only_asks_to_wait_is_given_up_on_after_give_up_a
             assert llm.hopeless
     assert len(errors) == 4 and time.monotonic() - started < 10, errors[:1]
     assert len(endpoint.requests) < 1 + 4 * 1001, len(endpoint.requests)
-    assert all(" asked to wait)" in e and "raise llm.give_up_after_s (0.5 s) to wait longer" in e
-               and "check that server and the model behind llm.api_base" in e for e in errors), errors[0]
+    assert all(" asked to wait)" in e and "raising llm.give_up_after_s (0.5 s) waits longer" in e
+               and "check that server and its logs" in e and "the server behind llm.api_base answers only HTTP " in e
+               for e in errors), errors[0]
 
 
 async def test_a_rate_limit_that_lets_requests_through_is_never_given_up_on(tmp_path, monkeypatch):

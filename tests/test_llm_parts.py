@@ -108,7 +108,7 @@ def test_an_endpoint_that_only_asks_to_wait_is_hopeless_after_give_up_after_s():
                                      "5 min (31 asked to wait): a proxy or load balancer answers so while the "
                                      "server behind it is down: check that server and the model behind "
                                      "llm.api_base"), str(error)
-        assert "raise llm.give_up_after_s (300 s) to wait longer" in str(error), str(error)
+        assert "raising llm.give_up_after_s (300 s) waits longer" in str(error), str(error)
 
 
 def test_errors_alone_long_after_an_answer_make_an_endpoint_hopeless_too():
@@ -124,7 +124,41 @@ def test_errors_alone_long_after_an_answer_make_an_endpoint_hopeless_too():
     error = str(health.error("http://x/v1/chat/completions", "--api-base"))
     assert error.startswith("http://x/v1/chat/completions answered none of the 13 tries of the last 60 s "
                             "(13 HTTP errors, dropped connections or malformed answers): check the server "
-                            "and the model at --api-base, or raise llm.give_up_after_s (60 s)"), error
+                            "and the model at --api-base; raising llm.give_up_after_s (60 s) waits longer; "
+                            "then run the same command (finished work is kept)"), error
+
+
+@pytest.mark.parametrize("kind", ["hard", "wait"])   # a bare 503, a 503 "try again later"
+def test_an_endpoint_answering_only_503_is_said_to_have_its_server_down_behind_it(kind):
+    """A proxy whose server behind it is down answers 503 to everything, bare or "try again later":
+    either way the error names the status and the server behind the endpoint, as a call's own
+    give-up does (``only_errors``). (A bare 503, an HTTP error, said only "check the server and
+    the model at llm.api_base"; both told a daemon to run the same command.)"""
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    for _ in range(HOPELESS_TRIES + 1):
+        hopeless = health.tried(kind, 503)
+        clock.now += 5
+    assert hopeless
+    error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then=""))
+    assert error.endswith(": the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "
+                          "answers so while the server behind it is down): check that server and its logs; "
+                          "raising llm.give_up_after_s (60 s) waits longer"), error
+    assert "run the same command" not in error
+
+
+def test_what_tries_answered_only_with_errors_say():
+    said = endpoint_health.only_errors
+    assert said(Counter({503: 7}), "--api-base").startswith("the server behind --api-base answers only HTTP 503 (")
+    assert said(Counter({502: 2, 503: 1}), "llm.api_base").startswith("the server behind llm.api_base answers "
+                                                                      "only HTTP 502 and 503 (")
+    assert said(Counter({500: 3}), "llm.api_base") == "the server at llm.api_base answers only HTTP 500: check its logs"
+    assert said(Counter({503: 2, 429: 1}), "x").endswith("its logs and, for HTTP 429, the account's limits")
+    # Not only HTTP errors and requests to wait: a dropped connection, a gateway's timeout (a slow
+    # model), a rate limit alone, none at all: each has its own advice.
+    for other in ({503: 2, None: 1}, {504: 3}, {429: 3}, {}, {503: 1, 400: 1}):
+        assert said(Counter(other), "x") is None, other
 
 
 def test_a_rate_limit_with_answers_between_and_a_short_blip_are_never_hopeless():
