@@ -735,7 +735,7 @@ class Daemon:
                 return
             began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
-                      error=str(e), **began)
+                      error=str(e), **self._failed_counts(indexer), **began)
             return
         finally:  # its calls were sent, whether or not the extraction failed after
             self._spent_ahead(indexer)
@@ -942,8 +942,15 @@ class Daemon:
             then = UNTIL_IT_ANSWERS
         else:
             then = "retrying after the next quiet period"
-        self.emit("error", f"sync failed: {clause(e)}; {then}", error=str(e),
-                  pending=self._files_pending(), **(self.outage.began() if unreachable else {}))
+        self.emit("error", f"sync failed: {clause(e)}; {then}", error=str(e), **self._failed_counts(indexer),
+                  **(self.outage.began() if unreachable else {}))
+
+    def _failed_counts(self, indexer: Indexer) -> dict[str, int]:
+        """What an error line about a sync or an extraction ahead that failed counts, as the
+        ``outage`` and ``stopped`` lines do: its calls that failed (``llm_errors``), the changed files
+        not synced yet (``pending``), and the failed items a retry sync waits for (``failed_items``)."""
+        failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
+        return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry()}
 
     def _synced(self, took: float, broken: list[str]) -> None:
         """Bookkeeping after a sync that published, in ``took`` seconds (``broken``: the links

@@ -104,8 +104,8 @@ def nothing_indexed_line(items: int, last: str) -> str:
 GIVE_UP_UNAVAILABLE = 3
 GIVE_UP_AFTER = 8
 # Said when a run stops for an endpoint that does not answer.
-_NOTHING_PUBLISHED = (". Nothing was published; the index is as it was, and a run after the fix reuses "
-                      "the finished work")
+_NOTHING_HERE = ". Nothing was published; the index is as it was"
+_NOTHING_PUBLISHED = f"{_NOTHING_HERE}, and a run after the fix reuses the finished work"
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -197,6 +197,10 @@ class Indexer:
         are for tests."""
         self.settings = settings
         self.retried = retried
+        # Its errors say to run the command again after the fix, unless a daemon runs it: the
+        # daemon syncs again by itself (its extraction ahead too, ``watch:extract``).
+        self.retries_itself = retried or command == "watch:extract"
+        self._nothing_published = _NOTHING_HERE if self.retries_itself else _NOTHING_PUBLISHED
         self.graph_cache = graph_cache
         self.recluster = recluster
         self.db_path = db_path
@@ -257,12 +261,12 @@ class Indexer:
             # calls under way ended with it, a hung try's too, and none is waited for.)
             if self.progress.counts["chunks_extracted"] == 0 and isinstance(error, LLMUnavailableError) \
                     and (self.unavailable >= GIVE_UP_UNAVAILABLE or self.llm is not None and self.llm.hopeless):
-                raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
+                raise LLMUnavailableError(f"{error}{self._nothing_published}") from None
             if self.failed_calls >= GIVE_UP_AFTER and self.progress.counts["chunks_extracted"] == 0:
                 if isinstance(error, LLMUnavailableError):
-                    raise LLMUnavailableError(f"{error}{_NOTHING_PUBLISHED}") from None
+                    raise LLMUnavailableError(f"{error}{self._nothing_published}") from None
                 raise LLMOutputError(f"the first {self.failed_calls} chunks to finish all failed, none "
-                                     f"was extracted; last: {error}{_NOTHING_PUBLISHED}") from None
+                                     f"was extracted; last: {error}{self._nothing_published}") from None
         self.failures += 1
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
@@ -289,7 +293,8 @@ class Indexer:
 
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
                          run_id=self.run_id, transport=self.transport, retry_base_s=self.retry_base_s,
-                         encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from)
+                         encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from,
+                         retried=self.retries_itself)
 
     # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:

@@ -1237,3 +1237,44 @@ async def test_status_says_the_files_a_sync_given_up_in_an_outage_left_unindexed
     assert during["last_run"]["status"] == "failed" and 0 < during["failures_last_run"] < len(files), during
     assert during["not_indexed_last_run"] == len(files) and during["not_indexed_files"] == files, during
     assert _failures_said(db)["not_indexed_last_run"] == 0
+
+
+class AskingToWait(Switch):
+    """A transport that forwards to the simulator while ``up`` and otherwise answers 503 "try
+    again later", as a proxy whose server behind it is down does."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            return httpx.Response(503, json={"error": {"message": "try again later", "type": "error"}})
+        return await super().__call__(request)
+
+
+async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_counts_its_failed_calls(
+        corpus, tmp_path, simulator, monkeypatch):
+    # The error line of an endpoint found hopeless (answering only 503 for llm.give_up_after_s)
+    # told the daemon's user to "run the same command (finished work is kept)", while the daemon
+    # retries by itself; and it had neither `llm_errors` nor `failed_items`, which an error line
+    # about failed calls carries.
+    from streamrag import daemon as daemon_module, llm as llm_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    waiting = AskingToWait(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.04},
+                             llm={"max_retries": 1000, "give_up_after_s": 0.3})
+    async with running(settings, tmp_path / "g.db", corpus, transport=httpx.MockTransport(waiting),
+                       retry_base_s=0.01) as (daemon, events, send):
+        waiting.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: any(e["state"] == "error" and e.get("outage") for e in events), timeout=30)
+        waiting.up = True
+        await _until_indexed(tmp_path / "g.db", "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await waiting.client.aclose()
+    error = next(e for e in events if e["state"] == "error" and e.get("outage"))
+    message = error["message"]
+    assert "the server behind llm.api_base answers only HTTP 503" in message, message
+    assert "raising llm.give_up_after_s (0.3 s) waits longer" in message, message
+    assert "run the same command" not in message and "a run after the fix" not in message, message
+    # (The calls the client gave up on are cancelled, not failed, as the idle line counts them.)
+    assert error["llm_errors"] == 0 and error["failed_items"] == 0 and error["pending"] == 1, error
