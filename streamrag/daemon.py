@@ -185,6 +185,7 @@ class Daemon:
         self.health_s = health_s
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
+        self._syncing: dict[str, str] = {}       # ... of the sync under way (not synced yet either)
         self.syncs = 0
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
         # Since the last sync that published: chunks extracted as files changed, and the calls
@@ -252,8 +253,11 @@ class Daemon:
                      "message": message, **fields})
 
     def _files_pending(self) -> int:
-        """Changed files waiting for a sync, without the ``"."`` marker (a retry, a rescan)."""
-        return sum(1 for rel, kind in self.pending.items() if rel != "." and kind != "renamed away")
+        """Changed files not synced yet, without the ``"."`` marker (a retry, a rescan): those
+        waiting for a sync and those of the sync under way (during an outage, a retry sync holds
+        them for minutes), each once."""
+        return len({rel for changes in (self._syncing, self.pending) for rel, kind in changes.items()
+                    if rel != "." and kind != "renamed away"})
 
     def _items_to_retry(self) -> int:
         """The failed items the scheduled retry sync is for (0: none is scheduled)."""
@@ -770,6 +774,7 @@ class Daemon:
         # shown, the outage line was said again after them with the pause unchanged, at each edit.
         quiet = self.outage.current is not None
         queued, self.pending = self.pending, {}
+        self._syncing = queued   # (left so when cancelled: not synced)
         began = time.time()
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
@@ -784,6 +789,7 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
+            self._syncing = {}   # (pending again, ``_sync_failed``)
             self.outage.tried_s = anyio.current_time() - started
             self.outage.attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             # Answered, then failed for another reason (the index locked): the outage is over,
@@ -795,6 +801,7 @@ class Daemon:
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             self._update_of = self._update_of or indexer.run_id   # what it was for is still missing
             return False
+        self._syncing = {}
         self.outage.attempted(indexer, began)
         took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links)

@@ -1278,3 +1278,37 @@ async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_count
     assert "run the same command" not in message and "a run after the fix" not in message, message
     # (The calls the client gave up on are cancelled, not failed, as the idle line counts them.)
     assert error["llm_errors"] == 0 and error["failed_items"] == 0 and error["pending"] == 1, error
+
+
+async def test_the_health_line_counts_the_files_of_a_sync_under_way_as_pending(corpus, tmp_path, simulator,
+                                                                              monkeypatch):
+    # During an outage the changed files are inside a retry sync most of the time (its calls
+    # retrying, for minutes), and the health line said "0 pending" for files not synced yet.
+    from streamrag import pipeline
+
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.04})
+    async with running(settings, tmp_path / "p.db", corpus, health_s=3600) as (daemon, events, send):
+        entered, gate = anyio.Event(), anyio.Event()   # the sync under way, held until let go on
+        real_run = pipeline.Indexer.run
+
+        async def held(self, paths):
+            entered.set()
+            await gate.wait()
+            return await real_run(self, paths)
+
+        monkeypatch.setattr(pipeline.Indexer, "run", held)
+        victims = sorted(corpus.glob("*.txt"))[:2]
+        for victim in victims:
+            victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+        await send.send({(MODIFIED, str(v)) for v in victims})
+        with anyio.fail_after(30):
+            await entered.wait()
+        assert not daemon.pending   # (taken by the sync)
+        daemon.check_health()
+        health = [e for e in events if e["state"] == "health"][-1]
+        assert health["pending"] == 2 and " 2 pending, " in health["message"], health
+        gate.set()
+        await until(lambda: daemon.syncs >= 2, timeout=60)
+        daemon.check_health()
+        assert [e for e in events if e["state"] == "health"][-1]["pending"] == 0
+        await send.aclose()
