@@ -162,7 +162,7 @@ def only_errors(statuses: Counter[int | None], setting: str) -> str | None:
     """What tries all answered with HTTP errors and requests to wait say, ``statuses`` by HTTP
     status: which the server behind ``setting`` answers, and to check it; None when some try was
     no such answer (no status, a gateway's timeout, a 501) or one of a rate limit (429s alone)."""
-    if not statuses or any(s is None or s in GATEWAY_TIMEOUTS or s == 501 or (s < 500 and s not in (408, 429))
+    if not statuses or any(s is None or s in GATEWAY_TIMEOUTS or s == 501 or (s < 500 and s not in (408, 409, 429))
                            for s in statuses):
         return None
     if set(statuses) == {429}:   # a provider's rate limit: its own advice

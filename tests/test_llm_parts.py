@@ -155,6 +155,7 @@ def test_what_tries_answered_only_with_errors_say():
                                                                       "only HTTP 502 and 503 (")
     assert said(Counter({500: 3}), "llm.api_base") == "the server at llm.api_base answers only HTTP 500: check its logs"
     assert said(Counter({503: 2, 429: 1}), "x").endswith("its logs and, for HTTP 429, the account's limits")
+    assert said(Counter({409: 12}), "x") == "the server at x answers only HTTP 409: check its logs"
     # Not only HTTP errors and requests to wait: a dropped connection, a gateway's timeout (a slow
     # model), a rate limit alone, none at all: each has its own advice.
     for other in ({503: 2, None: 1}, {504: 3}, {429: 3}, {}, {503: 1, 400: 1}):
