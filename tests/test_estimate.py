@@ -782,3 +782,22 @@ def test_a_first_index_s_summaries_and_reports_are_whole_calls_and_their_tokens_
     summaries = by_stage["summarize"]
     assert (summaries["prompt_tokens"], summaries["completion_tokens"]) == (
         summaries["calls"] * SUMMARY_PROMPT, summaries["calls"] * SUMMARY_COMPLETION) != (0, 0), summaries
+
+
+async def test_a_word_changed_in_a_sentence_counts_the_names_of_that_sentence_not_of_its_paragraph(
+        news, tmp_path, simulator):
+    # One word changed in a sentence of each of three articles: told apart by paragraph, every
+    # name of the paragraph was said anew and its every two names paired by the offline
+    # extractor, new edges that moved the partition (synth_small, two such edits: 9 reports
+    # estimated for the run's 2).
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    for name in ("doc_00003.txt", "doc_00006.txt", "doc_00008.txt"):
+        path = news / name
+        path.write_text(path.read_text().replace(" the ", " a ", 1))
+    est, done = await index_and_estimate(news, settings, db)
+    assert est["chunks_to_extract"] == 3, est
+    counts = {stage: (asked(est, stage), paid(done.llm, stage)) for stage in ("summarize", "report")}
+    assert all(e <= a + 2 for e, a in counts.values()), counts
+
