@@ -54,6 +54,7 @@ import functools
 import itertools
 import logging
 import math
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -644,10 +645,10 @@ def _new_sentences(text: str, before_text: str) -> str:
 def _stand_in(text: str, before: Extraction, before_text: str, entity_types: list[str],
               guessed: set[str]) -> Extraction:
     """What a model would extract from the chunk ``text`` of a file whose earlier chunks said
-    ``before`` of ``before_text``: what it said then of the names ``text`` still holds, and the
-    offline extractor's names of the sentences that are new (a file edited in one place reads
-    the same elsewhere, and the model's names for it are known). The elements of the offline
-    extractor's names and pairs are added to ``guessed``.
+    ``before`` of ``before_text``: what it said then of the names ``text`` still says on their
+    own (``_said_alone``), and the offline extractor's names of the sentences that are new (a
+    file edited in one place reads the same elsewhere, and the model's names for it are known).
+    The elements of the offline extractor's names and pairs are added to ``guessed``.
 
     Told apart by sentence, not by paragraph: a paragraph with one word changed had each of its
     names described anew and its every two names paired by the offline extractor (two small
@@ -662,21 +663,35 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
         predicted.entities = [e for e in predicted.entities if ids.entity_id(e.name) in whole]
         predicted.relationships = [r for r in predicted.relationships
                                    if ids.entity_id(r.source) in whole and ids.entity_id(r.target) in whole]
+    names = {e.name for e in before.entities} | {e.name for e in predicted.entities}
+    names |= {n for r in before.relationships for n in (r.source, r.target)}
+    alone = {n for n in names if _said_alone(n, text, names)}
     # (a name the new sentences hold is said anew: the model's first words of it may be there)
-    said = {ids.entity_id(e.name): e for e in reversed(before.entities) if e.name in text}
+    said = {ids.entity_id(e.name): e for e in reversed(before.entities) if e.name in alone}
     said.update({ids.entity_id(e.name): e for e in predicted.entities})
     entities = list(said.values())
-    named = {ids.entity_id(e.name) for e in entities}
 
     def pair(r: RelationshipRecord) -> frozenset[str]:
         return frozenset((ids.entity_id(r.source), ids.entity_id(r.target)))
 
-    kept = [r for r in before.relationships if pair(r) <= named]
+    # (an end the model named in a relationship alone, not listed as an entity, is one still)
+    kept = [r for r in before.relationships if r.source in alone and r.target in alone]
     known = {pair(r) for r in kept}
     new_pairs = [r for r in predicted.relationships if pair(r) not in known]
     guessed.update(ids.entity_id(e.name) for e in predicted.entities)
     guessed.update(ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target)) for r in new_pairs)
     return Extraction(entities=entities, relationships=kept + new_pairs)
+
+
+def _said_alone(name: str, text: str, names: set[str]) -> bool:
+    """Whether ``text`` says ``name`` other than inside a longer one of ``names`` ("Quinquay"
+    once every "Dr. Quinquay" is "Dmitri Quinquay": a model lists it no more)."""
+    if name not in text:
+        return False
+    longer = [n for n in names if name in n and n != name]
+    inside = [m.span() for n in longer for m in re.finditer(re.escape(n), text)]
+    return any(not any(a <= m.start() and m.end() <= b for a, b in inside)
+               for m in re.finditer(re.escape(name), text))
 
 
 def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, recluster: bool) -> int:

@@ -12,10 +12,11 @@ import pytest
 
 import streamrag.estimate as estimate_module
 from conftest import make_settings, unsearchable
-from streamrag import index_rows, nlp
-from streamrag.estimate import _grown, estimate, first_graph, format_estimate
+from streamrag import ids, index_rows, nlp
+from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
 from streamrag.extractor import extractor_key
 from streamrag.pipeline import Indexer, sync
+from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 from streamrag.store import Store
 
 pytestmark = pytest.mark.anyio
@@ -801,3 +802,34 @@ async def test_a_word_changed_in_a_sentence_counts_the_names_of_that_sentence_no
     counts = {stage: (asked(est, stage), paid(done.llm, stage)) for stage in ("summarize", "report")}
     assert all(e <= a + 2 for e, a in counts.values()), counts
 
+
+def test_a_changed_file_s_stand_in_keeps_what_the_model_said_of_its_names_still_said_alone():
+    # What the model said of a file, and its text edited in two places: "Dr. Vell" became
+    # "Ansel Vell" throughout (the model lists "Vell" no more: it was said inside the longer
+    # name, and the relationships of "Vell" went with it), and one word of another sentence
+    # changed. A relationship to a name the model gave no entity line ("Harbor Talks") stays.
+    before_text = ("Ansel Vell chairs the Harbor Council. Dr. Vell spoke at Harbor Talks.\n\n"
+                   "Edda Lind met Ansel Vell in Kessel. The ferry ran late.")
+    before = Extraction(
+        entities=[EntityRecord("Ansel Vell", "person", "Chair of the Harbor Council."),
+                  EntityRecord("Harbor Council", "organization", "The council Ansel Vell chairs."),
+                  EntityRecord("Vell", "person", "Spoke at Harbor Talks."),
+                  EntityRecord("Edda Lind", "person", "Met Ansel Vell in Kessel."),
+                  EntityRecord("Kessel", "geo", "Where Edda Lind met Ansel Vell.")],
+        relationships=[RelationshipRecord("Ansel Vell", "Harbor Council", "Ansel Vell chairs it."),
+                       RelationshipRecord("Vell", "Harbor Talks", "Vell spoke there."),
+                       RelationshipRecord("Ansel Vell", "Harbor Talks", "Ansel Vell spoke there."),
+                       RelationshipRecord("Edda Lind", "Ansel Vell", "They met in Kessel.")])
+    text = before_text.replace("Dr. Vell", "Ansel Vell").replace("ran late", "ran early")
+    guessed: set[str] = set()
+    got = _stand_in(text, before, before_text, entity_types=None, guessed=guessed)
+    names = {e.name: e.description for e in got.entities}
+    assert "Vell" not in names   # (it was kept: "Vell" is in "Ansel Vell")
+    pairs = {(r.source, r.target) for r in got.relationships}
+    assert ("Vell", "Harbor Talks") not in pairs
+    assert ("Ansel Vell", "Harbor Talks") in pairs   # (it was dropped: no entity line for its end)
+    # The second paragraph's names are kept as the model said them: its edited sentence names
+    # none (told apart by paragraph, Edda Lind and Kessel were the offline extractor's, and
+    # paired with Ansel Vell anew).
+    assert names["Edda Lind"] == "Met Ansel Vell in Kessel." and names["Kessel"] == "Where Edda Lind met Ansel Vell."
+    assert all(ids.entity_id(n) not in guessed for n in ("Edda Lind", "Kessel"))
