@@ -84,7 +84,7 @@ from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.sentences import SENTENCE_GAP
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import asks_model, summarizer_key, summary_input
+from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 log = logging.getLogger(__name__)
@@ -540,13 +540,18 @@ def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: se
         for m in relationships:
             said.setdefault(m.relationship_id, []).append(m.description)
     out = [0, 0]
+    limit = settings.index.summary_max_descriptions
     for kind, table, column in ((0, "entity_sources", "entity_id"), (1, "relationship_sources", "relationship_id")):
         elements = {e for e in said if e.startswith(("ent-", "rel-")[kind])}
         others = index_rows.sources(store, table, column, elements)
         for element in elements:
-            descriptions = said[element] + [r["description"] for r in others.get(element, [])
-                                            if r["chunk_id"] not in replayed]
-            out[kind] += asks_model(unique_descriptions(descriptions), settings)
+            before = unique_descriptions(r["description"] for r in others.get(element, [])
+                                         if r["chunk_id"] not in replayed)
+            descriptions = unique_descriptions(before + said[element])
+            # (as the run asks: not when the descriptions a summary takes are those it took,
+            # a hub's chosen index.summary_max_descriptions)
+            if not same_summary_input(descriptions, before, limit):
+                out[kind] += asks_model(descriptions, settings)
     return out[0], out[1]
 
 

@@ -21,7 +21,7 @@ from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
 from streamrag.records import Claim, Community, Entity, Extraction, Relationship
 from streamrag.store import Store
-from streamrag.summarizer import summary_input
+from streamrag.summarizer import same_summary_input
 
 # Published entity degrees are distinct-neighbour counts kept up to date from each run's changes
 # (see GraphState.finish_graph); an index without this mark is recounted once.
@@ -156,10 +156,7 @@ class GraphState:
         limit = settings.index.summary_max_descriptions
 
         def same_input(now: list[str], before: list[str]) -> bool:
-            """Whether the summary would be built from the same descriptions as before, the same
-            way: a lone description is kept whole, while a summary of several that
-            ``index.summary_max_descriptions`` = 1 cuts to one is held to the summary's budget."""
-            return summary_input(now, limit) == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1)
+            return same_summary_input(now, before, limit)
 
         jobs: list[tuple[str, str, list[str]]] = []
         renamed = self._remerge_entities(store, affected_e, merge.group(ent_m), removed, settings,

@@ -130,6 +130,13 @@ def summary_input(descriptions: list[str], limit: int) -> list[str]:
     return [d for d in descriptions if d in chosen]
 
 
+def same_summary_input(now: list[str], before: list[str], limit: int) -> bool:
+    """Whether a summary of the descriptions ``now`` would be built from those it was built from
+    ``before``, the same way: a lone description is kept whole, while a summary of several that
+    ``index.summary_max_descriptions`` (``limit``) = 1 cuts to one is held to the summary's budget."""
+    return summary_input(now, limit) == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1)
+
+
 def asks_model(descriptions: list[str], settings: Settings) -> bool:
     """Whether ``summarize`` (with a model) asks it for these descriptions: several of them as
     ``summary_input`` takes them, too long to join (what ``index --estimate`` counts)."""

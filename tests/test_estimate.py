@@ -5,6 +5,7 @@ and of their communities (the simulator answers alike each time: the counts are 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -15,9 +16,11 @@ from conftest import make_settings, unsearchable
 from streamrag import ids, index_rows, nlp
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
 from streamrag.extractor import extractor_key
+from streamrag.merge import unique_descriptions
 from streamrag.pipeline import Indexer, sync
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 from streamrag.store import Store
+from streamrag.summarizer import summary_input
 
 pytestmark = pytest.mark.anyio
 
@@ -833,3 +836,27 @@ def test_a_changed_file_s_stand_in_keeps_what_the_model_said_of_its_names_still_
     # paired with Ansel Vell anew).
     assert names["Edda Lind"] == "Met Ansel Vell in Kessel." and names["Kessel"] == "Where Edda Lind met Ansel Vell."
     assert all(ids.entity_id(n) not in guessed for n in ("Edda Lind", "Kessel"))
+
+
+
+async def test_the_stand_in_replay_counts_a_summary_only_when_its_chosen_descriptions_change(corpus, tmp_path):
+    # The replay measuring how many summaries a model's extraction asks per one of the offline
+    # extractor's counted every element it touched, but the run summarizes a name described in
+    # many chunks again only when a new description enters its chosen
+    # index.summary_max_descriptions: 1,500 corpusgen documents, 200 added, were estimated 551
+    # summaries for the run's 289 (now 277).
+    settings = make_settings(index={"extractor": "nlp", "summary_max_descriptions": 2, "summary_join_tokens": 0})
+    db = tmp_path / "index.db"
+    await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        eid = ids.entity_id("Mira Osk")
+        before = unique_descriptions(r["description"] for r in index_rows.sources(
+            store, "entity_sources", "entity_id", {eid})[eid])
+        assert len(before) > 2
+        said = [f"Mira Osk, engineer, designed bridge number {n}." for n in range(40)]
+        unseen = next(d for d in said if summary_input(sorted(before + [d]), 2) == summary_input(before, 2))
+        seen = next(d for d in said if summary_input(sorted(before + [d]), 2) != summary_input(before, 2))
+        asked = [estimate_module._summaries_of(
+            store, {"chk-new": Extraction(entities=[EntityRecord("Mira Osk", "person", d)])}, {"chk-new"}, settings)
+            for d in (unseen, seen)]
+    assert asked == [(0, 0), (1, 0)]
