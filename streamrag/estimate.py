@@ -35,7 +35,10 @@ to be (``ratios_from`` in --json). Summaries and reports:
   index holds counts their summaries written again and their communities' reports, a deleted
   file those of what it named. On the bench corpora (synth_small, A Christmas Carol, corpusgen
   ones) this came within a quarter of the run's summaries and reports for files added or
-  deleted; an edited file (a few calls) up to three times the run's reports.
+  deleted. An edited file's chunks are told from what the model said of them by sentence: the
+  names of its new sentences are said anew (synth_small, one-word edits, a sentence appended, a
+  name replaced throughout: the run's reports, or 4 for its 2 where a `sed` put a full name
+  for a title, whose first mention the simulator's reading keeps).
 * The reports of the published communities a run asks for again whatever changed are counted
   from the index (``_reports_asked``): after a new report_min_members or new clustering
   settings, those of contexts that change, not every one.
