@@ -44,6 +44,24 @@ def simulator():
         yield sim
 
 
+def wal_tries(monkeypatch) -> list[int]:
+    """Every publish empties the index's write-ahead log (``store.WAL_BOUND`` 1 byte), waiting
+    0.3 s for readers, not 30; the list gets the log's size at each try."""
+    from streamrag import store as store_module
+
+    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
+    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)
+    tried: list[int] = []
+    real_empty_wal = store_module.empty_wal
+
+    def empty_wal(path, wait_s, stop=None):
+        tried.append(Path(f"{path}-wal").stat().st_size)
+        return real_empty_wal(path, wait_s, stop)
+
+    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    return tried
+
+
 def make_settings(api_base: str = "", **sections: dict) -> Settings:
     """Settings from the shipped defaults plus overrides, ignoring the caller's environment."""
     overrides: dict = {"llm": {"api_base": api_base, "requests_per_minute": 0, "tokens_per_minute": 0,

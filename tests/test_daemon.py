@@ -21,7 +21,7 @@ from functools import partial
 import pytest
 from watchfiles import Change
 
-from conftest import index_snapshot as snapshot, make_settings, overlapping_readers
+from conftest import index_snapshot as snapshot, make_settings, overlapping_readers, wal_tries
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag import watched_folder
@@ -467,18 +467,8 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
                                                                                             monkeypatch):
     # A snapshot left open (a notebook, a stopped process) outlasts every wait to empty the log:
     # writers must not be held up by that wait at every publish.
-    from streamrag import store as store_module
 
-    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
-    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
-    tried: list[int] = []
-    real_empty_wal = store_module.empty_wal
-
-    def empty_wal(path, wait_s, stop=None):
-        tried.append(Path(f"{path}-wal").stat().st_size)
-        return real_empty_wal(path, wait_s, stop)
-
-    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    tried = wal_tries(monkeypatch)
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "n.db"
     async with running(settings, db, corpus) as (daemon, events, send):
@@ -510,18 +500,8 @@ async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bo
     # A try that readers outlasted set the next at twice that size for good: the log emptied
     # meanwhile (the reader gone, the last connection folding it), it grew again under other
     # readers to the bound, and was left to grow to twice the size that had failed.
-    from streamrag import store as store_module
 
-    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
-    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
-    tried: list[int] = []
-    real_empty_wal = store_module.empty_wal
-
-    def empty_wal(path, wait_s, stop=None):
-        tried.append(Path(f"{path}-wal").stat().st_size)
-        return real_empty_wal(path, wait_s, stop)
-
-    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    tried = wal_tries(monkeypatch)
     db = tmp_path / "e.db"
     async with running(make_settings(index=SMALL, watch={"quiet_s": 0.05}), db, corpus) as (daemon, events, send):
         async with send:

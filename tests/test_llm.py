@@ -2135,18 +2135,23 @@ async def test_an_embedding_call_cancelled_while_its_request_is_out_records_the_
     assert (stats["cancelled"], stats["prompt_tokens"]) == (1, billed), stats
 
 
+class FailsAfterSending(httpx.AsyncBaseTransport):
+    """Answers every request with HTTP 500 after its body went out, as httpcore does (its trace
+    says the request was sent whole)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        trace = request.extensions.get("trace")
+        if trace is not None:
+            await trace("http11.send_request_body.complete", {})
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+
 async def test_an_embedding_call_a_hopeless_client_ends_counts_no_inputs_of_tries_answered_with_errors(
         tmp_path, monkeypatch):
     """Embedding calls ended while they waited to try again after HTTP 500s: those inputs were
     refused, not billed (as a chat call's prompt)."""
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
 
-    class Failing(httpx.AsyncBaseTransport):   # as httpcore does: the body goes out, then the 500
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            trace = request.extensions.get("trace")
-            if trace is not None:
-                await trace("http11.send_request_body.complete", {})
-            return httpx.Response(500, json={"error": {"message": "boom"}})
 
     store = Store(tmp_path / "index.db")
     settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0, max_retries=20,
@@ -2161,7 +2166,7 @@ async def test_an_embedding_call_a_hopeless_client_ends_counts_no_inputs_of_trie
 
     async with Writer(store) as writer:
         async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
-                             retry_base_s=0.05, transport=Failing()) as llm:
+                             retry_base_s=0.05, transport=FailsAfterSending()) as llm:
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
                     for i in range(4):
@@ -2491,12 +2496,6 @@ async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_
     answered nothing but 500s.)"""
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
 
-    class Failing(httpx.AsyncBaseTransport):   # as httpcore does: the body goes out, then the 500
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            trace = request.extensions.get("trace")
-            if trace is not None:
-                await trace("http11.send_request_body.complete", {})
-            return httpx.Response(500, json={"error": {"message": "boom"}})
 
     errors: list[str] = []
     one = _asking_into(errors)
@@ -2506,7 +2505,7 @@ async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_
                            concurrency=12)
     async with Writer(store) as writer:
         async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1",
-                             retry_base_s=0.05, transport=Failing()) as llm:
+                             retry_base_s=0.05, transport=FailsAfterSending()) as llm:
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
                     for i in range(12):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import overlapping_readers
+from conftest import overlapping_readers, wal_tries
 
 from streamrag.errors import IndexMissingError, StoreError
 from streamrag.store import SCHEMA_VERSION, Store
@@ -371,18 +371,9 @@ def test_index_says_when_a_reader_kept_the_log_from_being_emptied(corpus, tmp_pa
     # once the log has doubled, as under `watch`; the reader gone, it is emptied at the next run.
     import sqlite3
 
-    from streamrag import cli, store as store_module
+    from streamrag import cli
 
-    monkeypatch.setattr(store_module, "WAL_BOUND", 1)
-    monkeypatch.setattr(store_module, "_BUSY_S", 0.3)      # (the wait, 30 s)
-    tried: list[int] = []
-    real_empty_wal = store_module.empty_wal
-
-    def empty_wal(path, wait_s, stop=None):
-        tried.append(Path(f"{path}-wal").stat().st_size)
-        return real_empty_wal(path, wait_s, stop)
-
-    monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    tried = wal_tries(monkeypatch)
     db = tmp_path / "h.db"
     wal = Path(f"{db}-wal")
     index = ["index", str(corpus), "--offline", "-q", "--json", "--db", str(db)]
