@@ -90,16 +90,26 @@ def scripted():
 
 
 @contextlib.asynccontextmanager
-async def running(settings, db, corpus, **kwargs):
+async def running(settings, db, corpus, *, locked: bool = False, **kwargs):
     """A daemon on a scripted change source, past its initial sync: (daemon, events, send).
-    Closing ``send`` ends it; the block exits once it has."""
+    Closing ``send`` ends it; the block exits once it has. ``locked``: it holds the index's
+    writer lock, as `streamrag watch` does (released at the end)."""
+    from streamrag.store import WriterLock
+
     events = Events()
     daemon = Daemon(settings, db, corpus, report=events, **kwargs)
+    if locked:
+        daemon.writer_lock = WriterLock(db, "streamrag watch .")
+        daemon.writer_lock.take()
     send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: daemon.syncs >= 1, timeout=30)
-        yield daemon, events, send
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: daemon.syncs >= 1, timeout=30)
+            yield daemon, events, send
+    finally:
+        if locked:
+            daemon.writer_lock.release()
 
 
 pytestmark = pytest.mark.anyio
@@ -116,25 +126,16 @@ async def test_a_deleted_lock_file_is_taken_again_before_extracting_ahead(corpus
 
     settings = make_settings("", watch={"quiet_s": 30})
     db = tmp_path / "w.db"
-    daemon = Daemon(settings, db, corpus, report=Events())
-    daemon.writer_lock = WriterLock(db, "streamrag watch .")
-    daemon.writer_lock.take()
-    send, recv = scripted()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, recv)
-            await until(lambda: daemon.syncs == 1)
-            lock_path(db).unlink()
-            new = corpus / "new.txt"
-            new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
-            async with send:
-                await send.send({(Change.added, str(new))})
-                await until(lambda: lock_path(db).exists())
-                with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
-                    WriterLock(db, "streamrag index .").take()
-                daemon.stop()
-    finally:
-        daemon.writer_lock.release()
+    async with running(settings, db, corpus, locked=True) as (daemon, _events, send):
+        lock_path(db).unlink()
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(new))})
+            await until(lambda: lock_path(db).exists())
+            with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
+                WriterLock(db, "streamrag index .").take()
+            daemon.stop()
 
 
 async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, tmp_path, monkeypatch):
@@ -147,22 +148,13 @@ async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, 
     monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
     settings = make_settings("", watch={"quiet_s": 30})
     db = tmp_path / "w.db"
-    daemon = Daemon(settings, db, corpus, report=Events())
-    daemon.writer_lock = WriterLock(db, "streamrag watch .")
-    daemon.writer_lock.take()
-    send, recv = scripted()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, recv)
-            await until(lambda: daemon.syncs == 1)
-            async with send:
-                lock_path(db).unlink()
-                await until(lambda: lock_path(db).exists(), timeout=5)
-                with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
-                    WriterLock(db, "streamrag index .").take()
-                daemon.stop()
-    finally:
-        daemon.writer_lock.release()
+    async with running(settings, db, corpus, locked=True) as (daemon, _events, send):
+        async with send:
+            lock_path(db).unlink()
+            await until(lambda: lock_path(db).exists(), timeout=5)
+            with pytest.raises(StoreBusyError, match="is being written by another streamrag"):
+                WriterLock(db, "streamrag index .").take()
+            daemon.stop()
     assert daemon.syncs == 1 and not daemon.pending
 
 
@@ -171,31 +163,20 @@ async def test_a_watched_folder_deleted_is_not_made_again_by_the_lock(corpus, mo
     # lock took it again, making notes/.streamrag/ anew, so the folder came back, was said
     # "replaced" and was indexed empty; a later `mv notes.bak notes` landed inside it.
     import streamrag.daemon as daemon_module
-    from streamrag.store import WriterLock
 
     monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
     settings = make_settings("", watch={"quiet_s": 0.05})
     db = corpus / ".streamrag" / "index.db"
-    events = Events()
-    daemon = Daemon(settings, db, corpus, report=events)
-    daemon.writer_lock = WriterLock(db, "streamrag watch .")
-    daemon.writer_lock.take()
-    send, recv = scripted()
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(daemon.run, recv)
-            await until(lambda: daemon.syncs == 1)
-            async with send:
-                shutil.rmtree(corpus)
-                await anyio.sleep(0.5)          # ten looks at the lock, no event yet
-                assert not corpus.exists()
-                await send.send({(Change.deleted, str(corpus))})
-                await until(lambda: daemon._gone)
-                await anyio.sleep(0.3)
-                assert not corpus.exists()
-                daemon.stop()
-    finally:
-        daemon.writer_lock.release()
+    async with running(settings, db, corpus, locked=True) as (daemon, events, send):
+        async with send:
+            shutil.rmtree(corpus)
+            await anyio.sleep(0.5)          # ten looks at the lock, no event yet
+            assert not corpus.exists()
+            await send.send({(Change.deleted, str(corpus))})
+            await until(lambda: daemon._gone)
+            await anyio.sleep(0.3)
+            assert not corpus.exists()
+            daemon.stop()
     assert daemon.syncs == 1
     assert not [e for e in events if e["state"] == "warning" and "replaced" in e["message"]]
 
