@@ -236,7 +236,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
-                add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * c.tokens))
+                add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
             for checked, gleaned in _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off"):
                 if checked:
                     check = r.check_prompt * prompt if r.check_prompt is not None else \
@@ -247,13 +247,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                     prompts.glean.render(text=c.text, found=found_all, entity_types=types), c.text, tokens,
                     ix.encoding)
                 add("glean", gleaned, gleaned * glean,
-                    gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * c.tokens))
+                    gleaned * _measured(r.glean_completion, glean, GLEAN_COMPLETION * tokens))
             if ix.extract_claims:
                 claims = prompts.claims.render(text=c.text, entities=found,
                                                claim_description=ix.claim_description)
                 claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
                 add("claims", 1, claims_prompt,
-                    _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * c.tokens))
+                    _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * tokens))
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
         if store is None or not (store.version or unpublished or replacing):

@@ -81,11 +81,6 @@ class Ratios(msgspec.Struct, kw_only=True):
     summary_prompt: float = SUMMARY_PROMPT
     summary_completion: float = SUMMARY_COMPLETION
     report_completion: float = REPORT_COMPLETION
-    # the entity and relationship summaries a model's extraction asks for per one the offline
-    # extractor's asks for (``stand_in``): an update's new chunks are counted with the offline
-    # extractor's names, whose summaries are scaled by them, kind by kind
-    entity_names: float = 1.0
-    relationship_pairs: float = 1.0
     measured: list[str] = msgspec.field(default_factory=list)   # the figures from the history
     calls: int = 0                            # the calls they were measured on
 

@@ -186,7 +186,8 @@ def count_around(before: str, text: str, after: str, text_tokens: int, encoding:
     the text's inside its count less those of its own few edge characters. A text with no safe
     seam inside it, or a tokenizer not analysed, is counted whole."""
     whole = before + text + after
-    if not text or get_encoding(encoding)._pat_str not in _ANALYSED:
+    # (``_pat_str``: tiktoken's own regex, private: a tiktoken without it is counted whole)
+    if not text or getattr(get_encoding(encoding), "_pat_str", None) not in _ANALYSED:
         return count_tokens(whole, encoding)
     s, e = len(before), len(before) + len(text)
     if not before or _SEAM.match(whole, s - 1, s + 1):
