@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.store import Store, writer_of, writers_lock
+from streamrag.store import Store, writer_at_work, writer_of, writers_lock
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 
@@ -105,11 +105,13 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
             info["not_indexed_files"] = unindexed_files[:failure_limit]
     if last_run is not None:
-        last_run["killed"] = _killed(store, last_run, info["writer"])
+        # (Any holder of the lock, not only one whose line names a streamrag command: a job
+        # holding it under a name of its own, `one_writer(db, "nightly job")`, is at work too.)
+        last_run["killed"] = _killed(store, last_run, writer_at_work(store.path))
     return info
 
 
-def _killed(store: Store, run: dict, writer: dict | None) -> bool | None:
+def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     """Whether ``run``, its row read as "running", stopped without finishing (killed with -9,
     the machine gone down); None where that cannot be told.
 

@@ -555,6 +555,29 @@ def test_a_settled_report_is_listed_by_its_title_and_counted_while_held(corpus, 
 
 
 
+def test_a_run_whose_writer_holds_the_lock_under_a_name_of_its_own_is_not_said_killed(corpus, tmp_path):
+    # `one_writer(db, "nightly job")`: its lock line names no streamrag command, so `writer` is
+    # null, and the run it was making was said "killed before it finished" while under way.
+    from streamrag.store import one_writer
+
+    db = tmp_path / "i.db"
+    anyio.run(sync, [corpus], make_settings(), db)
+    for holder in ("streamrag index /x", "nightly job"):
+        with one_writer(db, holder):
+            store = Store(db)
+            store.start_run(f"r-{len(holder)}", "index")
+            store.close()
+            store = Store(db, readonly=True)
+            try:
+                info = gather_status(store)
+            finally:
+                store.close()
+            assert info["last_run"]["status"] == "running" and info["last_run"]["killed"] is False, (holder, info)
+            store = Store(db)
+            store.finish_run(f"r-{len(holder)}", "ok")
+            store.close()
+
+
 def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     # An `index` killed with -9 left its run "running" for good, and status said "running, or
     # killed before it finished" ever after, though nothing held the index's lock. (Run with
