@@ -636,7 +636,9 @@ class Daemon:
         whose folder is gone (the index's folder deleted, or the watched folder with it) is
         taken by the sync that builds the index again, not made again here."""
         if self.writer_lock is not None and not self._gone:
-            with contextlib.suppress(StreamragError):
+            # (OSError: a folder on the way it may no longer search, `chmod a-x notes`, raised
+            # PermissionError out of the look and ended the daemon; the next sync says why)
+            with contextlib.suppress(StreamragError, OSError):
                 self.writer_lock.check(make_folder=False)
 
     def _index_lost(self) -> bool:

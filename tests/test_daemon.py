@@ -158,6 +158,31 @@ async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, 
     assert daemon.syncs == 1 and not daemon.pending
 
 
+async def test_a_look_at_the_lock_it_may_not_take_leaves_the_daemon_running(corpus, monkeypatch):
+    # `chmod a-x notes` while watch idled (the index inside): the once-a-second look at the
+    # writer lock raised PermissionError out of Path.is_dir and the daemon died.
+    import streamrag.daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_LOOK_S", 0.05)
+    settings = make_settings("", watch={"quiet_s": 0.05})
+    db = corpus / ".streamrag" / "index.db"
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):   # (as root nothing is refused, so the refusal is made)
+        if Path(path) == db.parent or db.parent in Path(path).parents:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    async with running(settings, db, corpus, locked=True) as (daemon, _events, send):
+        async with send:
+            os.unlink(f"{db}.lock")          # so the look tries to take it again
+            monkeypatch.setattr(os, "stat", stat)
+            await anyio.sleep(0.5)           # ten looks
+            monkeypatch.setattr(os, "stat", real_stat)
+            assert not daemon.stopping
+    assert daemon.syncs == 1
+
+
 async def test_a_watched_folder_deleted_is_not_made_again_by_the_lock(corpus, monkeypatch):
     # `rm -rf notes` under watch with its index inside: the once-a-second look at the writer
     # lock took it again, making notes/.streamrag/ anew, so the folder came back, was said
