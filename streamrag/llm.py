@@ -804,14 +804,13 @@ class LLMClient:
         """What to do about a call whose tries all failed, the last with ``e`` (``statuses``: the
         call's failed tries by HTTP status). Answered only with HTTP errors and requests to wait
         (a proxy whose server behind it is down: a bare 503 to everything), it says that server
-        answers only so: more retries, or a longer llm.give_up_after_s, wait longer."""
+        answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
+        later: it is no help to this one)."""
         setting = self._replies.setting
         said = only_errors(statuses, setting) if self.settings.max_retries > 0 else None
         if said is None:
             return advice(e, setting, self.settings.requests_per_minute > 0)
-        longer = "llm.max_retries" + (f" or llm.give_up_after_s ({self.settings.give_up_after_s:g} s)"
-                                      if self.settings.give_up_after_s > 0 else "")
-        return f"{said}; raising {longer} waits longer"
+        return f"{said}; raising llm.max_retries only waits longer"
 
     def _tried(self, kind: str, status: int | None = None) -> None:
         """A try's outcome, told to ``health``; the tries and backoffs under way are cut short

@@ -240,7 +240,7 @@ async def test_a_call_answered_only_503_says_the_server_behind_the_endpoint_is_t
     assert len(endpoint.requests) == 4 and "failed 4 time(s), last: HTTP 503: " in message, message
     assert message.endswith("; the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "
                             "answers so while the server behind it is down): check that server and its logs; "
-                            "raising llm.max_retries or llm.give_up_after_s (300 s) waits longer"), message
+                            "raising llm.max_retries only waits longer"), message
     assert "raise llm.max_retries" not in message
 
 
