@@ -95,6 +95,7 @@ class ExtractionStage:
         self.prompts = given.prompts
         self.key = given.key
         self.fail = given.fail
+        self.load_failed: set[str] = set()   # this run's files it could not use (``fail_load``)
         self.store = store
         self.writer = writer
         self.scan = scan
@@ -128,9 +129,9 @@ class ExtractionStage:
                     # What was indexed from it stays until the file can be read again.
                     scan.files.update(rows)
                     # (said as a failed read is: ``loader.read_documents``)
-                    await self.fail("load", rel, loader.unreadable_line(loader.shown(rel), e.strerror or str(e),
-                                                                        kept=bool(rows)),
-                                    stamp=on_disk.failure_stamp(path), kind=UnreadableFile.kind)
+                    await self.fail_load(rel, loader.unreadable_line(loader.shown(rel), e.strerror or str(e),
+                                                                     kept=bool(rows)),
+                                         stamp=on_disk.failure_stamp(path), kind=UnreadableFile.kind)
                     continue
                 stamp = on_disk.change_stamp(st)
                 same = on_disk.same_on_disk(rows, st)
@@ -143,7 +144,7 @@ class ExtractionStage:
                 if failed is not None and failed[0] == as_is and not rows and not self.rechunk:
                     # Unchanged since it could not be used: named again, not read again (nothing
                     # indexed from it to keep or drop; read anew when it or the reading settings change).
-                    await self.fail("load", rel, failed[1], stamp=as_is, kind=failed[2])
+                    await self.fail_load(rel, failed[1], stamp=as_is, kind=failed[2])
                     self.progress.add("files_done")
                     continue
                 empty = self.empty.get(rel)
@@ -175,14 +176,23 @@ class ExtractionStage:
                 self.progress.add("files_done")
             await self._remember_empty(looked_at)
 
+    async def fail_load(self, rel: str, said: str, **kwargs) -> None:
+        """Records that file ``rel`` could not be used (``fail``), and remembers it for
+        ``not_indexed``: no later run indexes it as it is."""
+        self.load_failed.add(rel)
+        await self.fail("load", rel, said, **kwargs)
+
     def not_indexed(self, files: list[Path]) -> list[str]:
         """Of ``files`` (the loader's), those a run that publishes nothing leaves as they were,
         read or not yet, as the index names them: new, or changed since the published version.
-        Not those as indexed (or only retimed), unchanged since they could not be used or held
-        nothing (their failure, or warning, says them), or gone."""
+        Not those as indexed (or only retimed), that could not be used (this run's failure, or an
+        earlier one's while unchanged, says them), that held nothing (a warning says them), or
+        gone."""
         out = []
         for path in files:
             rel = loader.stored_path(path, self.root)
+            if rel in self.load_failed:   # (its failure says it: a binary file, one unreadable)
+                continue
             rows = self.by_file.get(rel, {})
             try:
                 st = path.stat()
@@ -237,7 +247,7 @@ class ExtractionStage:
                 said = loader.unreadable_line(loader.shown(rel), e.why, kept=True)
             else:
                 said = f"{e}; what was indexed from it stays" if kept and isinstance(e, NoTextField) else str(e)
-            await self.fail("load", rel, said, stamp=stamp, kind=e.kind)
+            await self.fail_load(rel, said, stamp=stamp, kind=e.kind)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:

@@ -645,6 +645,8 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
     (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+    # ... and not a file that run could not use: its failure says it, and no run indexes it so.
+    (corpus / "aaa_binary.txt").write_bytes(bytes(range(256)) * 8)
     with pytest.raises(LLMUnavailableError):
         anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(_refused)))
     info, text = status_of(db)
@@ -658,4 +660,4 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
 
     anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     info, text = status_of(db, failures=True)
-    assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed" not in text
+    assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed    " not in text
