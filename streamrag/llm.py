@@ -930,7 +930,7 @@ class LLMClient:
 
     def _silent_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because the server stopped answering (``_retrying``)."""
-        return self._reach.silent_error(url, self.settings.request_timeout_s)
+        return self._reach.silent_error(url, self.settings.request_timeout_s, self._then)
 
     async def _admit(self, tokens: int) -> list[tuple[MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,

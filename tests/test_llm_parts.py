@@ -310,8 +310,11 @@ def test_an_endpoint_is_silent_once_tries_of_two_calls_timed_out_for_the_hang(mo
     assert not reach.silent            # one call slower than any timeout is not a silent server
     reach.timed_out(2, 10.0, 7.0)
     assert reach.silent                # two calls' tries, timing out for the hang
-    assert str(reach.silent_error("http://x/v1/chat/completions", 1.0)).startswith(
-        "http://x/v1/chat/completions has answered nothing for 10 s, every try timed out")
+    said = str(reach.silent_error("http://x/v1/chat/completions", 1.0, "then run the same command"))
+    assert said.startswith("http://x/v1/chat/completions has answered nothing for 10 s, every try timed out")
+    assert said.endswith("raise the setting, then run the same command"), said
+    # A daemon retries by itself: nothing to run again (watch said "run the same command").
+    assert str(reach.silent_error("http://x/v1/chat/completions", 1.0, "")).endswith("raise the setting")
     reach.refused()                    # down, not hung
     assert not reach.silent
     clock[0] += 5
