@@ -83,11 +83,17 @@ def _fts_words(conn: sqlite3.Connection) -> None:
                  "SELECT id, fts_text(name), fts_text(description) FROM entities")
 
 
+def _add_column(conn: sqlite3.Connection, table: str, column: str, decl: str) -> None:
+    """``ALTER TABLE table ADD COLUMN column decl`` where the table has no such column yet: a
+    migration that adds columns may be applied again (an index brought back to an older schema
+    to be upgraded once more keeps the columns it has)."""
+    if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+
+
 def _failures_stamp(conn: sqlite3.Connection) -> None:
-    """``failures.stamp``, and an index to find a file's last failure to read by (as the migrations
-    before it, it may be applied again: the column is added only where it is missing)."""
-    if "stamp" not in {row[1] for row in conn.execute("PRAGMA table_info(failures)")}:
-        conn.execute("ALTER TABLE failures ADD COLUMN stamp TEXT")
+    """``failures.stamp``, and an index to find a file's last failure to read by."""
+    _add_column(conn, "failures", "stamp", "TEXT")
     # (partial: a file's last failure to read is found among those alone; over (stage, item) the
     # lookup read every failure's row, 0.2 s at 400,000 failures, now 0.03 s)
     conn.execute("DROP INDEX IF EXISTS failures_item")
@@ -95,40 +101,32 @@ def _failures_stamp(conn: sqlite3.Connection) -> None:
 
 
 def _failures_kind(conn: sqlite3.Connection) -> None:
-    """``failures.kind`` (applied again, the column is added only where it is missing)."""
-    if "kind" not in {row[1] for row in conn.execute("PRAGMA table_info(failures)")}:
-        conn.execute("ALTER TABLE failures ADD COLUMN kind TEXT")
+    """``failures.kind``."""
+    _add_column(conn, "failures", "kind", "TEXT")
 
 
 def _runs_update_of(conn: sqlite3.Connection) -> None:
-    """``runs.update_of`` (applied again, the column is added only where it is missing)."""
-    if "update_of" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
-        conn.execute("ALTER TABLE runs ADD COLUMN update_of TEXT")
+    """``runs.update_of``."""
+    _add_column(conn, "runs", "update_of", "TEXT")
 
 
 def _calls_cancelled(conn: sqlite3.Connection) -> None:
-    """``cancelled`` in ``llm_calls`` and its sums (an index brought back to an older schema
-    to be upgraded again keeps the column it has)."""
+    """``cancelled`` in ``llm_calls`` and its sums."""
     for table in ("llm_calls", "llm_usage_archive"):
-        if "cancelled" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0")
+        _add_column(conn, table, "cancelled", "INTEGER NOT NULL DEFAULT 0")
 
 
 def _archive_answered(conn: sqlite3.Connection) -> None:
-    """The paid calls' sums of ``llm_usage_archive`` for those answered usably alone (added where
-    missing, as ``_calls_cancelled``). Rows archived before count none: their sums hold the
-    unusable answers' and cancelled calls' tokens too, not to be measured as answers."""
-    have = {row[1] for row in conn.execute("PRAGMA table_info(llm_usage_archive)")}
+    """The paid calls' sums of ``llm_usage_archive`` for those answered usably alone. Rows
+    archived before count none: their sums hold the unusable answers' and cancelled calls'
+    tokens too, not to be measured as answers."""
     for column in ("answered_paid", "answered_prompt_tokens", "answered_completion_tokens"):
-        if column not in have:
-            conn.execute(f"ALTER TABLE llm_usage_archive ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+        _add_column(conn, "llm_usage_archive", column, "INTEGER NOT NULL DEFAULT 0")
 
 
 def _extraction_checks(conn: sqlite3.Connection) -> None:
-    """``extractions.checks`` (added where missing, as ``_calls_cancelled``): NULL on a row
-    stored before, whose checks are not known."""
-    if "checks" not in {row[1] for row in conn.execute("PRAGMA table_info(extractions)")}:
-        conn.execute("ALTER TABLE extractions ADD COLUMN checks INTEGER")
+    """``extractions.checks``: NULL on a row stored before, whose checks are not known."""
+    _add_column(conn, "extractions", "checks", "INTEGER")
 
 
 MIGRATIONS: list[tuple[str, str | Callable[[sqlite3.Connection], None]]] = [
