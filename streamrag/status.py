@@ -12,6 +12,7 @@ from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.store import Store, writer_at_work, writer_of, writers_lock
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
+_LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list
 
 
 def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
@@ -234,24 +235,26 @@ def _outcome(info: dict) -> str:
     return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
 
 
-def not_indexed_lines(info: dict) -> list[str]:
+def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     """The new or changed files the last update left unindexed, as it failed (``not_indexed_last_run``),
-    and with ``--failures`` the first of them by name."""
+    and with ``--failures`` the first of them by name. ``told``: a line above already said how
+    to list them (``_LIST_THEM``)."""
     n = info.get("not_indexed_last_run", 0)
     if not n:
         return []
     named = info.get("not_indexed_files")
     lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update failed and published nothing; "
              "the next that gets through indexes them"
-             + ("" if named is not None else " (list them with --failures)")]
+             + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]
     if named and n > len(named):
         lines.append(f"    and {n - len(named)} more")
     return lines
 
 
-def settled_lines(info: dict) -> list[str]:
-    """The items no longer asked for (``settled``), and with ``--failures`` which and why."""
+def settled_lines(info: dict, *, told: bool = False) -> list[str]:
+    """The items no longer asked for (``settled``), and with ``--failures`` which and why.
+    ``told``: a line above already said how to list them (``_LIST_THEM``)."""
     n = info.get("settled", 0)
     if not n:
         return []
@@ -259,7 +262,7 @@ def settled_lines(info: dict) -> list[str]:
     lines = [f"  settled        {counted(n, 'item')} no longer asked for: the model's answers were unusable on "
              f"{_runs_said(info)} runs in a row, so extractive text stands in"
              + ("; a change to them or to their settings asks again" if items is not None
-                else " (list them with --failures)")]
+                else "" if told else _LIST_THEM)]
     for f in items or ():
         lines.append(f"    [{f['stage']}] {_settled_said(f)}")
     if items is not None and len(items) < n:
@@ -348,13 +351,17 @@ def format_status(info: dict, db: Path) -> str:
     else:
         lines.append("  LLM calls      none")
     last, total = info["failures_last_run"], info["failures_total"]
+    # How to list them is said once, on the first of the failures, not indexed and settled lines
+    # that has any (it was said on each: twice when an update failed with items failed).
+    told = bool(last) and "failures" not in info
     lines.append(f"  failures       {last} in the last update"
                  + (f" ({total} recorded over all runs)" if total != last else "")
-                 + (" (list them with --failures)" if last and "failures" not in info else ""))
+                 + (_LIST_THEM if told else ""))
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
-    lines += not_indexed_lines(info)
-    lines += settled_lines(info)
+    lines += not_indexed_lines(info, told=told)
+    told = told or (bool(info.get("not_indexed_last_run")) and "failures" not in info)
+    lines += settled_lines(info, told=told)
     if info["last_run"]:
         r = info["last_run"]
         lines.append(f"  last update    {r['command']} {r['id']}: {_outcome(info)}")

@@ -143,6 +143,23 @@ def test_failed_items_are_said_beside_ok():
     assert line.endswith("failed (1 item failed); see --failures"), line   # not "failed, but ... failed"
 
 
+def test_how_to_list_failures_is_said_once_on_the_first_line_with_any():
+    # With items failed, files left unindexed and items settled, plain `status` said
+    # "(list them with --failures)" on each of the three lines.
+    def said(failed: int, not_indexed: int, settled: int, **more) -> list[str]:
+        info = {**_info("failed", failed, 0), "not_indexed_last_run": not_indexed, "settled": settled, **more}
+        return [line for line in format_status(info, Path("i.db")).splitlines() if "list them with" in line]
+
+    (line,) = said(2, 3, 1)
+    assert line.startswith("  failures       2 in the last update (list them with --failures)"), line
+    (line,) = said(0, 3, 1)
+    assert line.startswith("  not indexed    3 new or changed files: ") and line.endswith("(list them with --failures)")
+    (line,) = said(0, 0, 1)
+    assert line.startswith("  settled        1 item no longer asked for: "), line
+    # With --failures each lists its items, and none says how.
+    assert said(2, 3, 1, failures=[], not_indexed_files=[], settled_items=[]) == []
+
+
 def test_queries_count_the_questions_answered(corpus, tmp_path):
     # An `ask` killed with -9 (or stopped) left its run 'running' and was counted for good.
     db = tmp_path / "q.db"
@@ -654,6 +671,9 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     # What it was for, the files new or changed since the published version; not the others.
     assert info["not_indexed_last_run"] == 2, info
     assert "not indexed    2 new or changed files: the last update failed and published nothing" in text, text
+    # How to list them is said once, on the failures line: it was said on both lines.
+    assert text.count("(list them with --failures)") == 1, text
+    assert "failures       3 in the last update (list them with --failures)\n" in text, text
     info, text = status_of(db, failures=True)
     assert info["not_indexed_files"] == ["guild.txt", "new.txt"]
     assert "\n    guild.txt\n    new.txt\n" in text, text
