@@ -363,8 +363,7 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
                                f"the [{key}] header is read as {key}.{field}.NAME; write it as `NAME = ...` "
                                f"in the [{field}] section")
         key = f"{key}.{field}" if key else field
-        what = (f"unknown setting{hint} (every valid key, with its default, is in "
-                f"{asset('config', 'default.toml')}; `streamrag init DIR` writes a commented copy)")
+        what = f"unknown setting{hint} ({keys_note()})"
     else:
         what = what[0].lower() + what[1:]
         if what.startswith("invalid enum value") and (values := _valid_values(key)):
@@ -562,14 +561,26 @@ def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,
     return sorted(lines, key=place)
 
 
+def keys_note() -> str:
+    """Where every valid key is, said after an unknown one (once a line: ``problems_line``)."""
+    return (f"every valid key, with its default, is in {asset('config', 'default.toml')}; "
+            "`streamrag init DIR` writes a commented copy")
+
+
 def problems_line(lines: list[str], where: str) -> str:
     """The one line saying every problem of ``lines`` (each ``FILE: KEY: WHAT``): the first in
     full, then the others without the file name it shares. One line, as every error is (a script,
-    or `watch --json`'s last line, reads one), and all of them, so that one edit fixes the file."""
+    or `watch --json`'s last line, reads one), and all of them, so that one edit fixes the file.
+    Where every valid key is (``keys_note``) is said once, at the end: after each unknown key,
+    two of them made a line of some 500 characters."""
     if len(lines) < 2:
         return "".join(lines)
+    note = f" ({keys_note()})"
+    noted = any(line.endswith(note) for line in lines)
+    lines = [line.removesuffix(note) for line in lines]
     rest = [line.removeprefix(f"{where}: ") for line in lines[1:]]
-    return f"{lines[0]} (and {len(rest)} more setting(s) to fix: {' | '.join(rest)})"
+    return (f"{lines[0]} (and {len(rest)} more setting(s) to fix: {' | '.join(rest)})"
+            + (f"; {keys_note()}" if noted else ""))
 
 
 def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | None) -> str:
@@ -678,8 +689,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                                      "key in the environment variable named by llm.api_key_env "
                                      "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`"))
             else:
-                refused.append((key, f"{path}: {key}: unknown setting (every valid key is in "
-                                     f"{asset('config', 'default.toml')})"))
+                refused.append((key, f"{path}: {key}: unknown setting ({keys_note()})"))
         data = _merge(data, _resolve_paths(user, path.resolve().parent))
         where = str(path)
     origins: dict[str, str] = {}

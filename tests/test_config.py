@@ -9,6 +9,8 @@ import pytest
 from streamrag.config import default_config_text, find_config, load_settings
 from streamrag.errors import ConfigError
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def write(tmp_path, text: str):
     path = tmp_path / "streamrag.toml"
@@ -385,7 +387,10 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     message = str(e.value)
     assert message.startswith(f"{path}: llm.temprature: unknown setting; did you mean llm.temperature? "), message
     assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
-                            "flight at once); set it to 1 or more (its default: concurrency = 16))"), message
+                            "flight at once); set it to 1 or more (its default: concurrency = 16)); every "
+                            "valid key, with its default, is in "
+                            f"{REPO / 'config' / 'default.toml'}; `streamrag init DIR` writes a commented "
+                            "copy"), message
     path = write(tmp_path, 'source = "x"\n[index]\nchunk_size = 10\nchunk_sise = 3\n[llm]\nmax_retries = "many"\n'
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
     with pytest.raises(ConfigError) as e:
@@ -402,6 +407,32 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     # (llm.max_retries, mistyped, is set aside by a command that calls no model; a misspelt key never is)
     with pytest.raises(ConfigError, match=r"llm.temprature: unknown setting.*\(and 2 more"):
         load_settings(write(tmp_path, '[llm]\ntemprature = 1\n[index]\nchunk_size = 10\n'), env={}, models_for=())
+
+
+def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
+    # `[llm] foo = 1, bar = 2` said "(every valid key, with its default, is in .../default.toml;
+    # `streamrag init DIR` writes a commented copy)" after each key: a line of some 500 characters.
+    note = (f"every valid key, with its default, is in {REPO / 'config' / 'default.toml'}; "
+            "`streamrag init DIR` writes a commented copy")
+    path = write(tmp_path, "[llm]\nfoo = 1\nbar = 2\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    assert str(e.value) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
+                            f"unknown setting); {note}")
+    # A key the file may not set is an unknown one too (its note was another, shorter one), and
+    # a line whose unknown key is not the first still ends with the note, once.
+    path = write(tmp_path, "api_base_from = 1\n[index]\nchunk_size = 10\nchunk_sise = 3\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    message = str(e.value)
+    assert message.count("every valid key") == 1 and message.endswith(f"); {note}"), message
+    assert message.startswith(f"{path}: api_base_from: unknown setting (and 3 more"), message
+    assert "| index.chunk_sise: unknown setting; did you mean index.chunk_size? |" in message
+    # One unknown key alone: the note in brackets after it, as before.
+    path = write(tmp_path, "[llm]\nfoo = 1\n")
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={})
+    assert str(e.value) == f"{path}: llm.foo: unknown setting ({note})"
 
 
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
