@@ -36,6 +36,9 @@ def sample_dir() -> Path:
 # the user's (a new folder opened in Finder was refused as holding ".DS_Store").
 OS_LITTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
 
+# How ``not_the_demos`` names an index.db in the folder that no demo built.
+NOT_A_DEMOS_INDEX = "index.db (not a demo's index)"
+
 
 def _staves() -> set[str]:
     return {p.name for p in sample_dir().iterdir() if p.suffix != ".md"}
@@ -71,13 +74,26 @@ def not_the_demos(folder: Path) -> list[str]:
     staves = _staves() | OS_LITTER
     others = [p.name for p in folder.iterdir() if p.name not in own]
     if db.exists() and not (db.is_file() and is_demos_index(db)):
-        others.append(f"{db.name} (not a demo's index)")
+        others.append(NOT_A_DEMOS_INDEX)
     corpus = folder / "christmas_carol"
     if corpus.is_dir() and not corpus.is_symlink():
         others += [f"christmas_carol/{p.name}" for p in corpus.iterdir() if p.name not in staves]
     elif corpus.exists() or corpus.is_symlink():
         others.append("christmas_carol")
     return sorted(others)
+
+
+def _refusal(others: list[str]) -> str:
+    """What is wrong with a folder holding ``others`` (``not_the_demos``), said as it is: the
+    demo writes its index into the index.db there (not "beside" it, as was said), and puts its
+    sample beside the rest."""
+    rest = [name for name in others if name != NOT_A_DEMOS_INDEX]
+    shown = ", ".join(rest[:3]) + (f" and {len(rest) - 3} more" if len(rest) > 3 else "")
+    if NOT_A_DEMOS_INDEX not in others:
+        return f"holds files of its own ({shown}), which the sample and its index would be put beside"
+    index = "holds an index.db that is not a demo's index, which the demo would write its own index into"
+    return index + (f", and other files of its own ({shown}), which the sample would be put beside"
+                    if rest else "")
 
 
 def add_demo_command(subparsers) -> None:
@@ -112,10 +128,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             raise StreamragError(f"--dir {args.dir}: cannot read the folder ({e.strerror or e}); give a "
                                  "new or empty folder you can write to, or leave --dir out") from None
         if others:
-            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-            raise StreamragError(f"--dir {args.dir}: holds files of its own ({shown}), which the sample and "
-                                 "its index would be put beside; give a new or empty folder (or one an "
-                                 "earlier demo made), or leave --dir out")
+            raise StreamragError(f"--dir {args.dir}: {_refusal(others)}; give a new or empty folder (or one "
+                                 "an earlier demo made), or leave --dir out")
     work = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="streamrag-demo-"))
     try:
         corpus = work / "christmas_carol"

@@ -440,14 +440,22 @@ def test_demo_keeps_out_of_an_index_that_is_no_demos(cli, tmp_path):
     (tmp_path / "d").mkdir()
     assert main(["index", "notes", "-q", "--offline", "--db", str(tmp_path / "d" / "index.db")]) == 0
     before = (tmp_path / "d" / "index.db").read_bytes()
+    # (the demo would write into that index.db, not "put its index beside" it, as was said)
     cli("demo", "--dir", "d", code=1,
-        fragments=("--dir d: holds files of its own (index.db (not a demo's index))", "give a new or empty folder"))
+        fragments=("--dir d: holds an index.db that is not a demo's index, which the demo would write its own "
+                   "index into; give a new or empty folder",))
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["index.db", "index.db.lock"]
     assert (tmp_path / "d" / "index.db").read_bytes() == before
     # Nor is a file that is no index at all.
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "index.db").write_text("my notes\n")
-    cli("demo", "--dir", "e", code=1, fragments=("(index.db (not a demo's index))",))
+    cli("demo", "--dir", "e", code=1, fragments=("--dir e: holds an index.db that is not a demo's index,",))
+    # Beside files of the user's, each is said for what the demo would do with it.
+    (tmp_path / "e" / "todo.md").write_text("buy milk\n")
+    cli("demo", "--dir", "e", code=1,
+        fragments=("--dir e: holds an index.db that is not a demo's index, which the demo would write its own "
+                   "index into, and other files of its own (todo.md), which the sample would be put beside; "
+                   "give a new or empty folder",))
 
 
 def test_demo_does_not_write_an_index_another_streamrag_writes(cli, tmp_path):
