@@ -16,13 +16,12 @@ from pathlib import Path
 
 import anyio
 
-from streamrag import index_rows
 from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
 from streamrag.terminal import terminal_text
-from streamrag.store import Store, index_files, one_writer
+from streamrag.store import Store, index_files, one_writer, root_and_paths
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
 LOCAL_QUESTION = "Who is Bob Cratchit and how is he connected to Scrooge?"
@@ -49,16 +48,10 @@ def is_demos_index(db: Path) -> bool:
     christmas_carol (the demo's copy of the sample, wherever the demo's folder has moved since),
     holding none but the sample's files. An index of the user's (`cp ~/notes.db d/index.db`) was
     taken for the demo's and written into; one that cannot be opened is no demo's either."""
-    try:
-        store = Store(db, readonly=True)
-    except (StreamragError, sqlite3.Error):
-        return False
-    try:
-        root, paths = store.get_meta("root"), index_rows.file_paths(store)
+    try:   # (not through Store: it upgraded an older index of the user's, then refused it)
+        root, paths = root_and_paths(db)
     except sqlite3.Error:
         return False
-    finally:
-        store.close()
     if root is None:   # nothing published yet (a first demo stopped early): nothing to lose
         return not paths
     return Path(root).name == "christmas_carol" and set(paths) <= _staves()

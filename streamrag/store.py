@@ -396,6 +396,26 @@ def index_files(db_path: Path) -> set[Path]:
     return {db, *(db.with_name(db.name + s) for s in _SIDE_FILES)}
 
 
+def root_and_paths(db_path: Path) -> tuple[str | None, list[str]]:
+    """The folder the index at ``db_path`` was built of (``None`` before its first publish) and
+    its files' paths, read as the file is, through a plain read-only connection: no ``Store``,
+    which upgrades an older schema before the first read, even a reader's (a look at an index
+    to decide whether to write it wrote it). Read alike by every schema version; raises
+    ``sqlite3.Error`` for a file that is no index. The -wal and -shm a reader of a WAL index
+    makes (and cannot remove) are removed after it, unless they were there before."""
+    db_path = Path(db_path)
+    side = [Path(f"{db_path}{s}") for s in ("-wal", "-shm")]
+    had_side = any(f.exists() for f in side)
+    conn = sqlite3.connect(f"{_uri_path(db_path)}?mode=ro", uri=True, isolation_level=None)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+        return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
+    finally:
+        conn.close()
+        if not had_side:
+            fold_wal(db_path)
+
+
 def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:
     """``files`` less the index's own (``index_files``) and ``also`` (``Settings.own_files``):
     `--db notes/index.txt`, or a custom prompt kept beside the notes, is no document."""

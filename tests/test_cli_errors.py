@@ -458,6 +458,40 @@ def test_demo_keeps_out_of_an_index_that_is_no_demos(cli, tmp_path):
                    "give a new or empty folder",))
 
 
+def test_demo_does_not_upgrade_an_older_index_it_refuses(cli, tmp_path):
+    # The look at an index.db in --dir opened it with Store, which upgrades an older schema
+    # first: the demo wrote to a user's index it then refused, and "upgrading the index ..."
+    # was said before the refusal.
+    from streamrag.store import MIGRATIONS, _split_sql
+
+    (tmp_path / "d").mkdir()
+    db = tmp_path / "d" / "index.db"
+    conn = sqlite3.connect(db)
+    for statement in _split_sql(MIGRATIONS[0][1]):
+        conn.execute(statement)
+    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', '1'), ('root', '/home/me/notes')")
+    conn.execute("INSERT INTO files(path, doc_id, size, mtime) VALUES ('todo.md', 'doc-1', 9, 1.5)")
+    conn.execute("INSERT INTO chunks(id, text, tokens) VALUES ('chk-1', 'buy milk', 2)")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    err = cli("demo", "--dir", "d", code=1,
+              fragments=("--dir d: holds an index.db that is not a demo's index, which the demo would write",))
+    assert "upgrading" not in err, err
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["index.db"]
+    # An older demo's own index is read as one, as it is (the demo's run upgrades it).
+    from streamrag.demo import is_demos_index
+
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value = '/tmp/demo/christmas_carol' WHERE key = 'root'")
+    conn.execute("UPDATE files SET path = 'stave1_marleys_ghost.txt'")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    assert is_demos_index(db) and db.read_bytes() == before
+
+
 def test_demo_does_not_write_an_index_another_streamrag_writes(cli, tmp_path):
     # `demo --dir D` took no writer lock: beside a `watch` of D's sample, two wrote one index.
     from streamrag.store import one_writer
