@@ -89,18 +89,30 @@ def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, 
     Conference 2033"), unless it also writes the shorter one on its own ("Is Kharos home to
     the Kharos Financial Conduct Board?"). Longer by the words that name it (``name_words``),
     or, of names those words name alike, by its own words where the question writes the longer
-    one: "Bram" is inside "Bram Tell" for "Who is Bram Tell?" ("tell" is a stopword), and
-    "Scrooge" not inside "Up Scrooge" for "Who is Scrooge?", which it was left out for."""
+    one (``writes_more_of``): "Bram" is inside "Bram Tell" for "Who is Bram Tell?" ("tell" is a
+    stopword), and "Scrooge" not inside "Up Scrooge" for "Who is Scrooge?", which it was left
+    out for."""
     asked = words(question)
     names = [words(name) for _e, name in named]
     held = [set(name_words(name)) for _e, name in named]
     out = []
     for i, (eid, name) in enumerate(named):
-        longer = [other for other, own in zip(names, held, strict=True)
-                  if held[i] < own or (held[i] == own and set(names[i]) < set(other) and runs(asked, other))]
+        longer = [other for other, own in zip(names, held, strict=True) if held[i] < own or (
+            held[i] == own and set(names[i]) < set(other) and writes_more_of(asked, other, names[i]))]
         if not longer or _written_apart(asked, names[i], longer):
             out.append((eid, name))
     return out
+
+
+def writes_more_of(asked: Sequence[str], name: Sequence[str], other: Sequence[str]) -> bool:
+    """Whether the question's words ``asked`` write the words ``name`` as a name, rather than
+    ``other`` (of a name the same words name, ``name_words``): as a run of words, and ``other``
+    not, or in fewer words. "Who is Bram Tell?" writes "Bram Tell", not "Bram" ("tell" is a
+    stopword, so both are named by "bram"); "Who is Scrooge?" writes "Scrooge", not "Up Scrooge".
+    (``anchors`` and ``question.choose_mode`` both decide by it which of such names is asked.)"""
+    if not runs(asked, name):
+        return False
+    return not runs(asked, other) or len(name) > len(other)
 
 
 def _written_apart(asked: list[str], name: list[str], longer: list[list[str]]) -> bool:

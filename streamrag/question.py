@@ -396,16 +396,6 @@ def _has_words(store: Store, match: str) -> bool:
                                 (f"name : ({match})",)))
 
 
-def _writes_more_of(asked: list[str], name: str, shown: str) -> bool:
-    """Whether the question's words ``asked`` write ``name`` as it is, and ``shown`` (a name of
-    the same words that name it) not, or in fewer words: "Who is Bram Tell?" names "Bram Tell",
-    not "Bram" ("tell" is a stopword, so both are named by "bram"); "Who is Scrooge?" names
-    "Scrooge", not "Up Scrooge"."""
-    if not local_search.runs(asked, words(name)):
-        return False
-    return not local_search.runs(asked, words(shown)) or len(words(name)) > len(words(shown))
-
-
 def choose_mode(store: Store, question: str,
                 named: list[tuple[str, str, bool]] | None = None) -> tuple[str, str]:
     """``global`` or ``local`` for ``question`` and why, without a model call (``named``: its
@@ -427,7 +417,7 @@ def choose_mode(store: Store, question: str,
     for _, name, cap in (n for n in named if n[:2] in anchored):
         key = frozenset(local_search.name_words(name))
         shown, was_cap = written.get(key, (name, False))
-        if key in written and _writes_more_of(asked, name, shown):
+        if key in written and local_search.writes_more_of(asked, words(name), words(shown)):
             shown = name   # the name as the question writes it ("Scrooge", not "Up Scrooge")
         written[key] = (shown, was_cap or cap)
     local_score = sum(1 if cap else 0.5 for _, cap in written.values())
