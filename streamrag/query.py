@@ -53,7 +53,7 @@ from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, checked_question,
-                                choose_mode, content_stop, global_question, named_entities, outermost,
+                                choose_mode, content_stop, global_question, named_entities,
                                 unknown_names)
 from streamrag.signals import until_sigterm
 from streamrag.status import failures_of, last_update, llm_summary
@@ -174,8 +174,11 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                     await search.run_with_llm(db_path, transport)
             if answer.cut_off:   # the length limit may have cut its last citation in two
                 answer.text = citations.without_open_citation(answer.text)
+            # The documents first of the names local search anchors on ("Pellric", written apart
+            # from "the 2032 Pellric Flood" that holds it, too: not only the longest names).
+            anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
-                store, answer.text, search.context_tags, [eid for eid, _, _ in outermost(named)])
+                store, answer.text, search.context_tags, [eid for eid, _ in anchored])
             if answer.extractive:
                 answer.documents = citations.quoted_first(store, extractive.quotes(answer.text),
                                                           answer.documents)

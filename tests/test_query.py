@@ -2602,6 +2602,34 @@ def test_documents_of_a_report_come_by_the_entities_named_then_by_its_members_th
         store.close()
 
 
+async def test_the_documents_of_a_name_written_apart_from_a_longer_one_holding_it_come_first(tmp_path):
+    # Offline synth_small has "Pellric" and "2032 Pellric Flood": local search anchors on both
+    # for "... around Pellric and the 2032 Pellric Flood?", but an answer's documents came first
+    # by the longest names only, and those of Pellric alone ranked with those naming neither.
+    _folder, _settings, db = await offline_index(tmp_path, {
+        "flood.txt": "The 2032 Pellric Flood closed the harbor of Marrow Bay. Traders of Marrow Bay "
+                     "lost their stock in the 2032 Pellric Flood.\n",
+        "town.txt": "Hana Velberg grew up in Pellric. Zofia Belford was raised in Pellric by a family "
+                    "of shopkeepers.\n",
+        "bay.txt": "Marrow Bay holds the harbor. Hana Velberg and Zofia Belford met in Marrow Bay. Marrow "
+                   "Bay traders met Hana Velberg there.\n"})
+    store = Store(db, readonly=True)
+    try:
+        chunk = dict(store.conn.execute("SELECT d.path, dc.chunk_id FROM documents d "
+                                        "JOIN document_chunks dc ON dc.doc_id = d.id").fetchall())
+        question = "What are the key themes around Pellric and the 2032 Pellric Flood?"
+        assert {name for _e, name, _c in named_entities(store, question)} == {"Pellric", "2032 Pellric Flood"}
+    finally:
+        store.close()
+    # (the one naming neither cited first and most, which comes after those naming what it asks)
+    said = (f"Traders met there [T:{chunk['bay.txt']}] [T:{chunk['bay.txt']}]. The flood closed the "
+            f"harbor [T:{chunk['flood.txt']}]. Hana Velberg grew up in Pellric [T:{chunk['town.txt']}].")
+    settings = make_settings("http://127.0.0.1:9/v1", llm={"cache": False})
+    answer = await aask(question, settings, db, mode="local", transport=mock({"answer": lambda m: said}))
+    assert len(answer.citations) == 3 and not answer.extractive, answer.text
+    assert answer.documents == ["flood.txt", "town.txt", "bay.txt"]
+
+
 async def test_auto_mode_does_not_list_a_name_held_in_a_longer_one(tmp_path):
     # 'Lake', an entity of its own offline, was listed beside "Lake Kelholmford".
     folder, settings, db = await offline_index(tmp_path, {
