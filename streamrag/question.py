@@ -8,9 +8,9 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   local or basic search leaves out (generic, function and other languages' words), and
   ``broad_words`` the words that make a question a broad one.
 * **Which names.** ``named_entities`` are the entities of the index all of whose name words the
-  question has (``outermost``: without those held in a longer one); ``unknown_names`` those it
-  writes capitalised that no text or entity of the index has, and ``asks_more`` whether it asks
-  anything beyond them.
+  question has (of those, the ones it asks about, not the shorter names inside those it writes,
+  are ``local_search.anchors``); ``unknown_names`` those it writes capitalised that no text or
+  entity of the index has, and ``asks_more`` whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
@@ -291,15 +291,6 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
     return out
 
 
-def outermost(named: list[tuple[str, str, bool]]) -> list[tuple[str, str, bool]]:
-    """``named`` (``named_entities``) without the names held in a longer one it has: "Lake" in
-    "Lake Kelholmford", "Brevberg" in "Hedda Brevberg" (the offline extractor makes entities of
-    a name's parts). Longer by the words that name it (``local_search.name_words``): "Scrooge"
-    was left out for "Up Scrooge", which "Who is Scrooge?" has only as "Scrooge"."""
-    sets = [frozenset(local_search.name_words(name)) for _, name, _ in named]
-    return [n for n, own in zip(named, sets, strict=True) if not any(own < other for other in sets)]
-
-
 _TOKEN = re.compile(r"[^\W_]+")
 # Words that say a question is English (not those German, Dutch or French share: was, in, an, so, is).
 _ENGLISH_CUES = frozenset("""the of what who whom whose which does did do how where when why and with
@@ -410,7 +401,8 @@ def choose_mode(store: Store, question: str,
     # ("What are the main themes of the Kessel Bridge?" went local, "... of the Lantern Hall?" global).
     # The names it writes, as local search anchors on them: not "Pellric" inside "2032 Pellric
     # Flood", but "Pellric" too where the question writes it apart ("... around Pellric and the
-    # 2032 Pellric Flood?", two names: with ``outermost`` it weighed one against a cue, and went global).
+    # 2032 Pellric Flood?", two names: with the longest names only it weighed one against a cue,
+    # and went global).
     asked = words(question)
     anchored = set(local_search.anchors(question, [(eid, name) for eid, name, _ in named]))
     written: dict[frozenset[str], tuple[str, bool]] = {}   # the words naming it: (name shown, capitalised)
