@@ -80,7 +80,8 @@ from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_said, last_update, llm_summary
-from streamrag.store import Store, WriterLock, bound_wal, indexed_root, one_writer, wal_kept_line, wal_past_bound
+from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
+                             wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
@@ -223,7 +224,8 @@ class Daemon:
         # The endpoint, when it stops answering: said once, briefly while it lasts.
         self.outage = Outage(settings, self.emit)
         self._watcher_failures: set[str] = set()   # the watcher's failures said (``_classify``)
-        self._wal_tried = 0                      # the log's size when emptying it last failed
+        # The log's size when emptying it last failed; None until read from the index (``_bound_wal``).
+        self._wal_tried: int | None = None
         self._emptying: tuple[threading.Thread, threading.Event] | None = None   # its thread, and its stop
 
     # -- control -------------------------------------------------------------------------
@@ -827,15 +829,25 @@ class Daemon:
         once past the bound again. In a thread of its own, which a stop does not wait for here
         (SIGTERM under a reader waited out the grace period and cancelled with 143, the sync
         published): it is told to stop, and ends within a quarter of a second (``store.empty_wal``),
-        before ``run`` returns (``_end_emptying``). A wait longer than ``_SAY_EMPTYING_S`` is said, once."""
+        before ``run`` returns (``_end_emptying``). A wait longer than ``_SAY_EMPTYING_S`` is said, once.
+
+        It starts from the failure the index remembers (``store.wal_tried``: an ``index`` run, or a
+        watch before, outlasted by the same reader), and notes its own there as ``index`` does
+        (``store.remember_wal_tried``), in the emptying's thread, right after the sync's publish:
+        a new watch waited the whole 30 s again for a reader that had kept ``index`` waiting."""
         if self.stopping:
             return
+        if self._wal_tried is None:   # (read once, when first past the bound: no look at every start)
+            if wal_past_bound(self.db_path) is None:
+                return
+            self._wal_tried = wal_tried(self.db_path)
         try:
             if Path(f"{self.db_path}-wal").stat().st_size < self._wal_tried:
                 self._wal_tried = 0   # emptied meanwhile (its readers gone, the last connection folded it)
         except OSError:
             self._wal_tried = 0
-        size = wal_past_bound(self.db_path, self._wal_tried)
+        before = self._wal_tried
+        size = wal_past_bound(self.db_path, before)
         if size is None:
             return   # (no await: nothing else runs between the publish and its idle line)
         done, halt = threading.Event(), threading.Event()
@@ -844,7 +856,10 @@ class Daemon:
 
         def work() -> None:
             try:
-                tried.append(bound_wal(self.db_path, self._wal_tried, halt))
+                result = bound_wal(self.db_path, before, halt)
+                if result is not None and not halt.is_set():   # (a stop's is no failure to note)
+                    remember_wal_tried(self.db_path, 0 if result[0] else result[1])
+                tried.append(result)
             except BaseException as e:   # (raised here below: a bug the thread kept left watch waiting for ever)
                 failed.append(e)
             finally:

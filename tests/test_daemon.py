@@ -502,6 +502,70 @@ async def test_a_reader_that_never_ends_holds_up_the_emptying_of_the_log_only_as
     assert "tried again once it is twice as large" in said[0]["message"]
 
 
+@contextlib.contextmanager
+def a_reader_left_open(db: Path):
+    """A snapshot of ``db`` left open (a notebook, a stopped process), which outlasts every wait to
+    empty the log; and the log padded with 4 MB, so that a run or a sync does not double it."""
+    held = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    try:
+        held.execute("BEGIN")
+        held.execute("SELECT count(*) FROM entities").fetchone()   # and never ends
+        pad = sqlite3.connect(db, isolation_level=None)
+        pad.execute("INSERT INTO meta(key, value) VALUES ('pad', hex(randomblob(2000000)))")
+        pad.close()
+        yield
+    finally:
+        held.close()
+
+
+def _edit_guild(corpus: Path, n: int) -> None:
+    with (corpus / "guild.txt").open("a") as f:
+        f.write(f"\nIn season {n} Guild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
+
+
+def test_watch_starts_from_the_failure_to_empty_the_log_that_index_remembers(corpus, tmp_path, monkeypatch,
+                                                                             capsys):
+    # `index` notes in the index that a reader kept it from emptying the log (meta.wal_tried), and
+    # tries again only once the log has doubled; watch kept its own count from 0, so a watch
+    # started after it waited the whole 30 s again for the same reader, and warned again.
+    tried = wal_tries(monkeypatch)
+    db = tmp_path / "i.db"
+    assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
+    with a_reader_left_open(db):
+        _edit_guild(corpus, 0)
+        assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
+        assert tried and "write-ahead log" in capsys.readouterr().err   # (kept by the reader)
+        before = len(tried)
+        _edit_guild(corpus, 1)
+        assert main(["watch", str(corpus), "--offline", "--db", str(db), "--once", "--json"]) == 0
+        out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [e["version"] for e in lines if e["state"] == "idle"] == [3]   # (synced the edit)
+    assert len(tried) == before, tried   # the log has not doubled: not tried again
+    assert not [e for e in lines if "write-ahead log" in e["message"]], lines
+
+
+def test_a_failure_to_empty_the_log_under_watch_is_remembered_for_index(corpus, tmp_path, monkeypatch, capsys):
+    # Watch kept its failures to itself: an `index` run after it waited the whole 30 s again for
+    # the reader that had outlasted watch's wait. Noted in the index as `index` notes its own.
+    tried = wal_tries(monkeypatch)
+    db = tmp_path / "w.db"
+    assert main(["index", str(corpus), "--offline", "-q", "--db", str(db)]) == 0
+    capsys.readouterr()
+    with a_reader_left_open(db):
+        _edit_guild(corpus, 0)
+        assert main(["watch", str(corpus), "--offline", "--db", str(db), "--once", "--json"]) == 0
+        said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert tried and [e for e in said if "write-ahead log" in e["message"]]   # (kept by the reader)
+        before = len(tried)
+        _edit_guild(corpus, 1)
+        assert main(["index", str(corpus), "--offline", "-q", "--json", "--db", str(db)]) == 0
+        out, err = capsys.readouterr()
+    assert json.loads(out)["published"]
+    assert len(tried) == before, tried   # the log has not doubled: not tried again
+    assert "write-ahead log" not in err, err
+
+
 async def test_once_the_log_is_emptied_otherwise_it_is_emptied_again_past_the_bound(corpus, tmp_path, monkeypatch):
     # A try that readers outlasted set the next at twice that size for good: the log emptied
     # meanwhile (the reader gone, the last connection folding it), it grew again under other
