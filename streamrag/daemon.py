@@ -1116,8 +1116,7 @@ class Daemon:
         if outage:
             fields = self.outage.began()
             if fields["server_errors"]:   # as `streamrag index` says it
-                why = (f"; no call succeeded: the server at {fields['endpoint']} kept answering with "
-                       f"errors: check its logs ({UNTIL_IT_ANSWERS})")
+                why = f"; no call succeeded: {self.outage.errors_said()} ({UNTIL_IT_ANSWERS})"
             else:
                 why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
                        f"fix {self.outage.base_setting()} ({UNTIL_IT_ANSWERS})")

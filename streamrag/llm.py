@@ -237,6 +237,9 @@ class LLMClient:
         # back; set when that try ends (the calls that came meanwhile wait for it)
         self._answers = 0
         self._health = EndpointHealth(settings.give_up_after_s)   # whether every try failed (``hopeless``)
+        # Every failed try by HTTP status (None: no answer), a model loading left out, as a call's
+        # own (``_call_advice``): what a caller says of calls that all failed (``only_errors``).
+        self.failed_statuses: Counter[int | None] = Counter()
         # What an error about the endpoint says to do once it is fixed: nothing for a caller that
         # retries by itself (``retried``: the daemon), else to run the command again.
         self._then = "" if retried else RUN_AGAIN
@@ -733,6 +736,7 @@ class LLMClient:
                 self._tried(failure(e), e.status)
                 if not e.loading:   # (a model loading is waited for apart)
                     statuses[e.status] += 1
+                    self.failed_statuses[e.status] += 1
                 if e.timed_out:
                     # The model's next tries (this call's and every other's) get twice the time,
                     # up to TIMEOUT_GROWTH_MAX times the setting. A call whose timed-out tries add

@@ -12,6 +12,7 @@ are timed with ``time.monotonic``.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ class Outage:
         # The last sync or extraction ahead got HTTP answers, errors too: during an outage, the
         # endpoint answers with errors only (an HTTP 500 to every request), rather than not at all.
         self.server_errors = False
+        # ... and its failed tries by HTTP status (``LLMClient.failed_statuses``), for ``errors_said``.
+        self.statuses: Counter[int | None] = Counter()
         # When the calls began failing, no call answered since (wall clock): an outage's "since".
         self.failing_since: float | None = None
         self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
@@ -62,6 +65,17 @@ class Outage:
                         "at": time.monotonic(), "owed": False}
         self.notices.held = True   # the outage lines say it from now on
         return self.fields()
+
+    def errors_said(self) -> str:
+        """What the line of an outage begun says of a server answering with errors (``server_errors``):
+        as the model client says it (``endpoint_health.only_errors``) when the failed tries were all
+        HTTP errors and requests to wait, a proxy's bare 503 whose server behind it is down too
+        (it said "kept answering with errors: check its logs", the proxy's logs)."""
+        from streamrag.endpoint_health import only_errors   # (httpx, as ``base_setting``)
+
+        assert self.current is not None
+        return only_errors(self.statuses, self.base_setting()) or (
+            f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
 
     def fields(self) -> dict[str, Any]:
         """The fields of a line that says the outage under way."""
@@ -86,6 +100,7 @@ class Outage:
         client said one, else the start of the first such sync."""
         stats = indexer.llm.stats if indexer.llm is not None else {}
         self.server_errors = indexer.llm is not None and indexer.llm.reached
+        self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
         if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
             self.failing_since = None
         elif self.failing_since is None:

@@ -897,6 +897,27 @@ def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
     assert "llm.api_base" not in line["message"], line["message"]
 
 
+@pytest.mark.parametrize("statuses, said", [
+    ({503: 4}, "the server behind --api-base answers only HTTP 503 (a proxy or load balancer answers so "
+               "while the server behind it is down): check that server and its logs ("),
+    ({503: 3, None: 1}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs ("),
+    ({400: 4}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs ("),
+])
+def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp_path, statuses, said):
+    # A try without an answer (a timeout, a refusal) among them, or a 400, is no proxy's answer:
+    # the server answered with errors, its logs say why, as before.
+    from collections import Counter
+
+    events = Events()
+    settings = make_settings("http://127.0.0.1:9/v1")
+    settings.api_base_from = "--api-base"
+    daemon = Daemon(settings, tmp_path / "i.db", tmp_path, report=events)
+    daemon.outage.server_errors, daemon.outage.statuses = True, Counter(statuses)
+    daemon._retry_left_out(2, 2, outage=True, quiet=False)
+    [line] = events
+    assert f"; no call succeeded: {said}" in line["message"], line["message"]
+
+
 async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_to_be_down(
         corpus, tmp_path, simulator, monkeypatch):
     # A server answering HTTP 500 to every request was said to be down ("is the endpoint ...
@@ -919,11 +940,42 @@ async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_
     await failing.client.aclose()
     first = next(e for e in events if e.get("outage"))
     assert first["state"] == "error" and first["server_errors"] is True, first
-    assert "kept answering with errors: check its logs" in first["message"], first["message"]
+    # (said as the model client says it: the server answers only HTTP 500)
+    assert "no call succeeded: the server at llm.api_base answers only HTTP 500: check its logs (" \
+        in first["message"], first["message"]
     assert "down?" not in first["message"], first["message"]
     brief = next(e for e in events if e["state"] == "outage")
     assert brief["server_errors"] is True and brief["outage"] is True, brief
     assert brief["message"].startswith(f"{first['endpoint']} still answering with errors since "), brief
+
+
+async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(corpus, tmp_path, simulator,
+                                                                              monkeypatch):
+    # A proxy whose server behind it is down answers 503 "try again later" to everything: the
+    # line of the outage begun said "the server at URL kept answering with errors: check its
+    # logs" (the proxy's, which say nothing of it), while the model client's error names the
+    # statuses and the server behind llm.api_base to check (``endpoint_health.only_errors``).
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    waiting = AskingToWait(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.04})
+    async with running(settings, tmp_path / "p.db", corpus, transport=httpx.MockTransport(waiting)) \
+            as (daemon, events, send):
+        waiting.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: any(e.get("outage") for e in events), timeout=30)
+        waiting.up = True
+        await _until_indexed(tmp_path / "p.db", "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await waiting.client.aclose()
+    first = next(e for e in events if e.get("outage"))
+    assert first["state"] == "error" and first["server_errors"] is True, first
+    assert ("; no call succeeded: the server behind llm.api_base answers only HTTP 503 (a proxy or load "
+            "balancer answers so while the server behind it is down): check that server and its logs "
+            "(retrying until it answers") in first["message"], first["message"]
+    assert "kept answering with errors" not in first["message"], first["message"]
 
 
 class SlowFailing(Failing):
