@@ -404,16 +404,19 @@ def root_and_paths(db_path: Path) -> tuple[str | None, list[str]]:
     ``sqlite3.Error`` for a file that is no index. The -wal and -shm a reader of a WAL index
     makes (and cannot remove) are removed after it, unless they were there before."""
     db_path = Path(db_path)
-    side = [Path(f"{db_path}{s}") for s in ("-wal", "-shm")]
-    had_side = any(f.exists() for f in side)
+    wal, shm = Path(f"{db_path}-wal"), Path(f"{db_path}-shm")
+    had_wal, had_shm = wal.exists(), shm.exists()
     conn = sqlite3.connect(f"{_uri_path(db_path)}?mode=ro", uri=True, isolation_level=None)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
         return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
     finally:
         conn.close()
-        if not had_side:
+        if not had_wal and not had_shm:
             fold_wal(db_path)
+        elif not had_shm:   # a log there (another's, kept as it is), and the -shm this look made
+            with contextlib.suppress(OSError):
+                shm.unlink()
 
 
 def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:

@@ -1398,3 +1398,29 @@ def test_a_file_or_folder_is_looked_up_by_the_path_index_not_by_reading_every_pa
     assert len(index_rows.paths_under(s, "big")) == len(index_rows.file_rows_under(s, "big")) == 20_000
     assert index_rows.paths_under(s, "data.jsonl") == [] and index_rows.file_rows_under(s, "bi") == {}
     s.close()
+
+
+def test_a_look_at_an_index_left_with_its_log_adds_no_file_beside_it(tmp_path):
+    # demo's read-only look (root_and_paths) at a folder holding index.db and its -wal but no
+    # -shm left the -shm it made there: it removed side files only when neither was there.
+    import shutil
+    import sqlite3
+
+    from streamrag.store import root_and_paths
+
+    made = tmp_path / "made"
+    made.mkdir()
+    conn = sqlite3.connect(made / "index.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("CREATE TABLE files(path TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('root', '/notes')")
+    conn.execute("INSERT INTO files VALUES ('a.md')")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("index.db", "index.db-wal"):   # (copied while the writer holds it open)
+        shutil.copy(made / name, copy / name)
+    conn.close()
+    assert root_and_paths(copy / "index.db") == ("/notes", ["a.md"])
+    assert sorted(p.name for p in copy.iterdir()) == ["index.db", "index.db-wal"]
