@@ -2080,10 +2080,10 @@ async def test_a_call_cancelled_after_its_requests_went_out_is_recorded_as_cance
     store.close()
 
 
-@pytest.mark.parametrize("streamed", [True, False])
-async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_sent(tmp_path, streamed):
-    # `ask` stopped (SIGTERM) while a slow endpoint worked on the answer: its row said 0 tokens,
-    # though the provider had the prompt, and bills it (the simulator does).
+async def _cancelled_once_sent(tmp_path, call, stage: str):
+    """Runs ``call(llm)`` against a simulator slow to answer and cancels it once its request is
+    out: (its ``llm_calls`` row, the client's stats of ``stage``, the prompt tokens the simulator
+    billed)."""
     from streamrag.simulator import Simulator, SimulatorConfig
 
     store = Store(tmp_path / "index.db")
@@ -2093,15 +2093,24 @@ async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_s
             async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1") as llm:
                 with anyio.fail_after(10):
                     async with anyio.create_task_group() as tg:
-                        tg.start_soon(lambda: llm.chat(ask("Who is Ada?"), model="gpt-4o-mini", stage="answer",
-                                                       on_delta=(lambda _t: None) if streamed else None))
+                        tg.start_soon(call, llm)
                         while sim.requests < 1:
                             await anyio.sleep(0.01)
                         tg.cancel_scope.cancel()
-                stats = llm.stats["answer"]
+                stats = llm.stats[stage]
         billed = sim.stats()["prompt_tokens"]
     (row,) = calls(store)
     store.close()
+    return row, stats, billed
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_sent(tmp_path, streamed):
+    # `ask` stopped (SIGTERM) while a slow endpoint worked on the answer: its row said 0 tokens,
+    # though the provider had the prompt, and bills it (the simulator does).
+    row, stats, billed = await _cancelled_once_sent(
+        tmp_path, lambda llm: llm.chat(ask("Who is Ada?"), model="gpt-4o-mini", stage="answer",
+                                       on_delta=(lambda _t: None) if streamed else None), "answer")
     assert billed == count_message_tokens(ask("Who is Ada?")) > 0
     assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (1, billed, 0), row
     assert row["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), row["error"]
@@ -2111,24 +2120,9 @@ async def test_a_call_cancelled_while_its_request_is_out_records_the_prompt_it_s
 async def test_an_embedding_call_cancelled_while_its_request_is_out_records_the_inputs_it_sent(tmp_path):
     # A run stopped while a slow endpoint embedded a batch: its row said 0 prompt tokens (a chat
     # call's says its prompt), though the provider had the inputs, and bills them (the simulator does).
-    from streamrag.simulator import Simulator, SimulatorConfig
-
     texts = ["Ada Lovelace wrote the first program.", "Charles Babbage designed the Analytical Engine."]
-    store = Store(tmp_path / "index.db")
-    with Simulator(SimulatorConfig(latency_ms=20_000)) as sim:
-        async with Writer(store) as writer:
-            settings = LLMSettings(api_base=sim.base_url, requests_per_minute=0, tokens_per_minute=0)
-            async with LLMClient(settings, "sk-test", store=store, writer=writer, run_id="run-1") as llm:
-                with anyio.fail_after(10):
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(lambda: llm.embed(texts, model="text-embedding-3-small"))
-                        while sim.requests < 1:
-                            await anyio.sleep(0.01)
-                        tg.cancel_scope.cancel()
-                stats = llm.stats["embed"]
-        billed = sim.stats()["prompt_tokens"]
-    (row,) = calls(store)
-    store.close()
+    row, stats, billed = await _cancelled_once_sent(
+        tmp_path, lambda llm: llm.embed(texts, model="text-embedding-3-small"), "embed")
     assert billed == sum(count_tokens(t) for t in texts) > 0
     assert (row["cancelled"], row["prompt_tokens"], row["completion_tokens"]) == (1, billed, 0), row
     assert row["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), row["error"]
