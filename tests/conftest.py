@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -60,6 +62,28 @@ def wal_tries(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(store_module, "empty_wal", empty_wal)
     return tried
+
+
+@contextlib.contextmanager
+def index_under_way(corpus: Path, db: Path, latency_ms: float):
+    """A `streamrag index` of ``corpus`` into ``db`` in a process of its own, through a simulator
+    ``latency_ms`` slow to answer, yielded once its first model call has reached it (its stderr
+    piped; killed at the end if still running)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    with Simulator(SimulatorConfig(latency_ms=latency_ms)) as sim:
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(corpus), "-q",
+                                 "--api-base", sim.base_url, "--db", str(db)],
+                                env={**env, "STREAMRAG_API_KEY": "x"}, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while sim.requests == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sim.requests > 0, "the indexer never called the model"
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def make_settings(api_base: str = "", **sections: dict) -> Settings:

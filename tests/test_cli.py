@@ -736,26 +736,13 @@ def test_sigterm_stops_index_like_ctrl_c(corpus, tmp_path):
     """SIGTERM (a service manager, `kill`) ends `index` as Ctrl-C does: the run is recorded as
     interrupted, not left 'running' forever, and the exit code says which signal stopped it."""
     import signal
-    import time
 
-    from streamrag.simulator import Simulator, SimulatorConfig
+    from conftest import index_under_way
 
     db = tmp_path / "t.db"
-    with Simulator(SimulatorConfig(latency_ms=200)) as sim:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(corpus), "-q",
-                                 "--api-base", sim.base_url, "--db", str(db)],
-                                env={**env, "STREAMRAG_API_KEY": "x"}, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while sim.requests == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert sim.requests > 0, "the indexer never called the model"
-            proc.send_signal(signal.SIGTERM)
-            _out, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with index_under_way(corpus, db, latency_ms=200) as proc:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "interrupted; finished work is kept" in err
     con = sqlite3.connect(db)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from conftest import make_settings
+from conftest import index_under_way, make_settings
 from streamrag.index_rows import prune
 from streamrag.pipeline import sync
 from streamrag.status import format_status, gather_status, llm_summary
@@ -605,39 +605,25 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     import subprocess
     import sys
 
-    from streamrag.simulator import Simulator, SimulatorConfig
-
     db = tmp_path / "k.db"
 
     def status() -> tuple[dict, str]:
         info = status_of(db)[0]
         return info, last_update_line(format_status(info, db))
 
-    with Simulator(SimulatorConfig(latency_ms=300)) as sim:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(corpus), "-q",
-                                 "--api-base", sim.base_url, "--db", str(db)],
-                                env={**env, "STREAMRAG_API_KEY": "x"}, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 60
-            while sim.requests == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert sim.requests > 0, "the indexer never called the model"
-            info, line = status()   # under way: its process holds the lock
-            assert info["writer"]["pid"] == proc.pid and line.endswith(": running"), line
-            assert info["last_run"]["status"] == "running" and info["last_run"]["killed"] is False
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    with index_under_way(corpus, db, latency_ms=300) as proc:
+        info, line = status()   # under way: its process holds the lock
+        assert info["writer"]["pid"] == proc.pid and line.endswith(": running"), line
+        assert info["last_run"]["status"] == "running" and info["last_run"]["killed"] is False
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     info, line = status()
     assert info["last_run"]["status"] == "running" and info["writer"] is None
     assert line.endswith(": killed before it finished: no streamrag is writing the index "
                          "(a new run continues its work)"), line
     assert info["last_run"]["killed"] is True
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
     out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--json", "--db", str(db)],
                          env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout)["last_run"]["killed"] is True, out.stderr
