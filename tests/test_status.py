@@ -287,9 +287,10 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert status_of(db)[0]["asked_again"] == 1
 
 
-def _one_summary_always_unusable(monkeypatch) -> list[str]:
-    """The first element summarized (standing for an unlucky one) gets no usable summary answer,
-    run after run; the others are summarized as usual. Returns where its name will be."""
+def _one_summary_always_unusable(monkeypatch, *, entity: bool = False) -> list[str]:
+    """The first element summarized (standing for an unlucky one; with ``entity``, the first
+    entity: a relationship's is said "A and B") gets no usable summary answer, run after run;
+    the others are summarized as usual. Returns where its name will be."""
     from streamrag import pipeline
     from streamrag.errors import LLMOutputError
 
@@ -297,9 +298,9 @@ def _one_summary_always_unusable(monkeypatch) -> list[str]:
     target: list[str] = []
 
     async def summarize(llm, name, descriptions, settings):
-        if not target:
+        if not target and not (entity and " and " in name):
             target.append(name)
-        if name == target[0]:
+        if target and name == target[0]:
             raise LLMOutputError(f"{name}: no usable answer in 3 tries")
         return await real(llm, name, descriptions, settings)
 
@@ -486,31 +487,11 @@ def test_what_the_last_update_settled_is_said_settled_not_failed(corpus, tmp_pat
 
 
 
-def _one_entity_summary_always_unusable(monkeypatch) -> list[str]:
-    """As ``_one_summary_always_unusable``, of an entity's summary (a relationship's is said
-    "A and B")."""
-    from streamrag import pipeline
-    from streamrag.errors import LLMOutputError
-
-    real = pipeline.summarize
-    target: list[str] = []
-
-    async def summarize(llm, name, descriptions, settings):
-        if not target and " and " not in name:
-            target.append(name)
-        if target and name == target[0]:
-            raise LLMOutputError(f"{name}: no usable answer in 3 tries")
-        return await real(llm, name, descriptions, settings)
-
-    monkeypatch.setattr(pipeline, "summarize", summarize)
-    return target
-
-
 def test_the_settled_line_says_the_runs_its_items_were_unusable_on(corpus, tmp_path, monkeypatch):
     # A settled summary whose mentions changed is asked again; unusable again, it settles at 4
     # runs in a row, and its line said so under "the model's answers were unusable on 3 runs in
     # a row".
-    target = _one_entity_summary_always_unusable(monkeypatch)
+    target = _one_summary_always_unusable(monkeypatch, entity=True)
     db = tmp_path / "i.db"
     for _ in range(3):
         anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
