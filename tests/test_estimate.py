@@ -99,11 +99,7 @@ def close(est: dict, done, factor: float) -> dict[str, tuple[int, int]]:
 @pytest.fixture
 def news(tmp_path) -> Path:
     """Ten articles of one synthetic world (each a chunk or two), indexed."""
-    dest = tmp_path / "news"
-    dest.mkdir()
-    for doc in sorted(NEWS.glob("doc_*.txt"))[:10]:
-        (dest / doc.name).write_text(doc.read_text())
-    return dest
+    return news_copy(tmp_path, 10)
 
 
 async def index_and_estimate(news: Path, settings, db: Path):
@@ -161,10 +157,7 @@ async def test_an_update_the_run_reclusters_counts_the_reports_of_the_fresh_part
     # takes the fresh clustering whenever it is better, whichever articles the simulator's
     # reading makes the six that move it.)
     settings = make_settings(simulator.base_url, index={"recluster_drift": 0.0})
-    docs = tmp_path / "news"
-    docs.mkdir()
-    for doc in sorted(NEWS.glob("doc_*.txt"))[:20]:
-        (docs / doc.name).write_text(doc.read_text())
+    docs = news_copy(tmp_path, 20)
     db = tmp_path / "index.db"
     await sync([docs], settings, db, root=docs)
     for doc in sorted(docs.glob("doc_*.txt"))[:6]:
@@ -367,11 +360,8 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
     # chunk), had completion tokens 6 times under the run's, gleanings 62 for 124. (Here the
     # simulator's check, of chunks this short, says yes to about one in 15, its answers 300 tokens.)
     from streamrag import index_rows
-    docs = tmp_path / "news"
-    docs.mkdir()
+    docs = news_copy(tmp_path, 30)
     articles = sorted(NEWS.glob("doc_*.txt"))
-    for doc in articles[:30]:
-        (docs / doc.name).write_text(doc.read_text())
     settings = make_settings(simulator.base_url, index={"chunk_size": 300})
     db = tmp_path / "index.db"
     first = await sync([docs], settings, db, root=docs)
@@ -501,10 +491,7 @@ async def test_answers_measured_on_smaller_chunks_are_scaled_to_the_chunks_now(t
     # index.chunk_size 200, then 1200: every document cut again, each extraction answer longer.
     # Taken per call from the 200-token chunks' answers, the completion tokens were estimated
     # 12,255 for 33,711 paid.
-    docs = tmp_path / "news"
-    docs.mkdir()
-    for doc in sorted(NEWS.glob("doc_*.txt")):
-        (docs / doc.name).write_text(doc.read_text())
+    docs = news_copy(tmp_path)
     db = tmp_path / "index.db"
     await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 200, "chunk_overlap": 20}),
                db, root=docs)
@@ -544,10 +531,7 @@ async def test_a_first_index_s_answers_are_estimated_from_ratios_measured_throug
     # No history: fixed ratios. An extraction answer taken as 0.4 of its chunk and a gleaning as
     # 0.1 had a first index's completion tokens at about half the simulator's (synth_small: 23,082
     # for 57,456), and its gleaning prompts ~215 tokens short each (a list of names and pairs).
-    docs = tmp_path / "news"
-    docs.mkdir()
-    for doc in sorted(NEWS.glob("doc_*.txt")):
-        (docs / doc.name).write_text(doc.read_text())
+    docs = news_copy(tmp_path)
     settings = make_settings(simulator.base_url)
     est, done = await index_and_estimate(docs, settings, tmp_path / "index.db")
     assert est["ratios_from"] == "" and est["chunks_to_extract"] == paid(done.llm, "extract") >= 20
@@ -567,11 +551,8 @@ async def test_gleanings_of_runs_without_a_check_are_left_out_of_the_gleaning_ra
 
     from streamrag import index_rows
     from streamrag.store import Store
-    docs = tmp_path / "news"
-    docs.mkdir()
+    docs = news_copy(tmp_path, 30)
     articles = sorted(NEWS.glob("doc_*.txt"))
-    for doc in articles[:30]:
-        (docs / doc.name).write_text(doc.read_text())
     db = tmp_path / "index.db"
     first = await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 300}), db, root=docs)
     await sync([docs], make_settings(simulator.base_url, index={"chunk_size": 300, "glean_check": "off"}), db, root=docs)
@@ -602,11 +583,8 @@ async def test_a_gleaning_round_goes_on_only_after_a_gleaning_that_added_somethi
     # gleaning rate measured on every check): 1.6 checks a chunk for 1, and gleanings again.
     from streamrag import simulator as sim
     monkeypatch.setitem(sim.ANSWERS, "glean", sim.answer_extract)   # (the first round's names again)
-    docs = tmp_path / "news"
-    docs.mkdir()
+    docs = news_copy(tmp_path, 30)
     articles = sorted(NEWS.glob("doc_*.txt"))
-    for doc in articles[:30]:
-        (docs / doc.name).write_text(doc.read_text())
     settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
     db = tmp_path / "index.db"
     first = await sync([docs], settings, db, root=docs)
@@ -624,11 +602,8 @@ async def test_an_update_s_summaries_are_counted_as_many_as_a_model_s_names_ask(
     # than a model's, and more pairs of them. Taken one for one they said 190 summaries for the
     # run's 161 (on a 200-document corpusgen corpus, 446 for 341); the index's own documents,
     # replayed with its extractions and with the offline extractor's, say how many more or fewer.
-    docs = tmp_path / "news"
-    docs.mkdir()
+    docs = news_copy(tmp_path, 20)
     articles = sorted(NEWS.glob("doc_*.txt"))
-    for doc in articles[:20]:
-        (docs / doc.name).write_text(doc.read_text())
     settings = make_settings(simulator.base_url, index={"chunk_size": 300})
     db = tmp_path / "index.db"
     await sync([docs], settings, db, root=docs)
@@ -639,7 +614,8 @@ async def test_an_update_s_summaries_are_counted_as_many_as_a_model_s_names_ask(
     assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.15, (asked(est, "summarize"), done.llm)
 
 
-def news_copy(tmp_path: Path, n: int = 41) -> Path:
+def news_copy(tmp_path: Path, n: int | None = None) -> Path:
+    """A folder ``tmp_path/news`` of the first ``n`` articles of tests/data/news41 (all 41 without)."""
     docs = tmp_path / "news"
     docs.mkdir()
     for doc in sorted(NEWS.glob("doc_*.txt"))[:n]:
@@ -748,11 +724,8 @@ async def test_gleanings_adding_something_are_counted_after_index_max_gleanings_
     # something (a second check after each) was measured on the checks of both runs over the
     # second's rounds, about half what it was: an update's checks were estimated 38 for the
     # run's 45 (now 49).
-    docs = tmp_path / "news"
-    docs.mkdir()
+    docs = news_copy(tmp_path, 20)
     articles = sorted(NEWS.glob("doc_*.txt"))
-    for doc in articles[:20]:
-        (docs / doc.name).write_text(doc.read_text())
     db = tmp_path / "index.db"
     await sync([docs], make_settings(simulator.base_url), db, root=docs)
     settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
