@@ -106,6 +106,7 @@ _LEADING_STOP = {
     "do", "does", "did", "can", "could", "would", "should", "shall", "must", "might", "me",
     "him", "them", "something", "nothing", "anything", "everything",
 } | _TITLES
+_HEADLINE_OPENERS = _LEADING_STOP - _TITLES - {"the", "old", "young", "poor", "dear", "good"}
 # "I'll", "I'm", "Don't", "Couldn't", "Let's": contractions, never a word of a name.
 _CONTRACTION = re.compile(r"i['’](?:ll|m|d|ve)|(?:let|you|we|they|he|she|it|that|there|what)"
                           r"['’](?:s|ll|re|ve|d)|\w+n['’]t")
@@ -113,6 +114,14 @@ _CALENDAR = {"january", "february", "march", "april", "may", "june", "july", "au
              "september", "october", "november", "december", "monday", "tuesday", "wednesday",
              "thursday", "friday", "saturday", "sunday"}
 _CONNECTORS = {"of", "de", "del", "da", "van", "von", "der", "la", "le", "du", "al", "bin"}
+# Heads a model knows are named "... of ...": "Tessaly Ministry of Trade", "Massachusetts
+# Institute of Technology", "Royal Bank of Scotland" are one name though the run before "of"
+# has more than one capitalised word ("Mira Osk of Harbor Council" is two).
+_OF_HEADS = {
+    "ministry", "institute", "chamber", "bank", "university", "department", "bureau", "office",
+    "board", "court", "museum", "academy", "college", "school", "society", "commission",
+    "federation", "council", "republic", "kingdom", "church", "cathedral", "league", "union",
+}
 
 _ORG_CUES = {
     "inc", "corp", "corporation", "ltd", "llc", "plc", "company", "co", "authority", "university",
@@ -127,6 +136,7 @@ _ORG_CUES = {
     "consortium", "works", "foods", "robotics", "dynamics", "aerospace", "analytics",
     "shipping", "railways", "telecom", "insurance", "mills", "farms", "coalition", "initiative",
     "observatory", "museum", "library", "gallery", "theatre", "orchestra", "mining", "bancorp",
+    "chamber",
 }
 _GEO_CUES = {
     "lake", "river", "mount", "mountain", "city", "street", "bay", "island", "islands",
@@ -332,10 +342,12 @@ def _runs(sentence: str, doubled: frozenset[str]) -> list[tuple[list[str], bool,
                                and prev.rstrip(".").casefold() not in _TITLES | {"st", "mt", "ft"}):
                 break
             # "of" and kin join "Bank of England" and "Ghost of Christmas Past", but not
-            # "Mira Osk of Harbor Council": only a single capitalised word takes a connector.
+            # "Mira Osk of Harbor Council": only a single capitalised word takes a connector,
+            # or a run ending in a head named with "of" ("Tessaly Ministry of Trade").
             if _is_cap(nxt) or (nxt.rstrip(".").isdigit() and len(nxt.rstrip(".")) <= 4) or (
                     nxt in _CONNECTORS and j + 1 < len(tokens)
-                    and sum(w.casefold().rstrip(".") not in _LEADING_STOP for w in run) == 1
+                    and (sum(w.casefold().rstrip(".") not in _LEADING_STOP for w in run) == 1
+                         or nxt == "of" and run[-1].casefold() in _OF_HEADS)
                     and _is_cap(tokens[j + 1].group())):
                 run.append(nxt)
                 j += 1
@@ -384,7 +396,11 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
         initial = False
     while words and (words[-1] in _CONNECTORS or words[-1] == "the"):
         words.pop()
-    if not words or words[0].isdigit():
+    # "At 2031 Ashbergfield Mayoral Election, ...": named as mid-sentence, where the run starts
+    # at the first capital ("spoke at 2031 Ashbergfield Mayoral Election"), not dropped.
+    while words and words[0].isdigit():
+        words.pop(0)
+    if not words:
         return "", False
     if all(w.casefold() in _CALENDAR or w.isdigit() for w in words):
         return "", False
@@ -445,6 +461,10 @@ def _is_headline(sentence: str, runs: list[list[str]], known: set[str]) -> bool:
         return True
     if _LIST_LABEL.match(sentence):
         return False
+    # "2031 Ashbergfield Mayoral Election: What Happened and Why It Matters": a run that opens
+    # with a word no name starts with is a headline's words, not a name in a list.
+    if any(run[0].casefold().rstrip(".,:;") in _HEADLINE_OPENERS for run in runs):
+        return True
     for run in runs:
         words = " ".join(w.strip(".,:;'’") for w in run)
         parts = _known_parts(words, known)
@@ -472,7 +492,8 @@ def guess_type(name: str, mentions: list[Mention], allowed: list[str]) -> str:
         kind = "person"
     elif any(w in _EVENT_CUES for w in words) or name.split()[-1].isdigit():
         kind = "event"
-    elif words and (words[-1] in _ORG_CUES or any(w in _ORG_CUES for w in words[1:])):
+    elif words and (words[-1] in _ORG_CUES or any(w in _ORG_CUES for w in words[1:])
+                    or "of" in words[1:] and words[words.index("of") - 1] in _ORG_CUES):  # "Bank of England"
         kind = "organization"
     elif len(name) <= 5 and _is_shouting(name):
         kind = "organization"               # an acronym

@@ -185,6 +185,30 @@ def names_in(client: httpx.Client, text: str) -> list[str]:
     return [e[1] for e in records(content(chat(client, messages)))[0]]
 
 
+def test_a_name_whose_head_is_named_with_of_is_one_name(client):
+    # corpusgen's "Tessaly Ministry of Trade" was two entities, "Tessaly Ministry" and a person
+    # "Trade", and the hub of every article naming the ministry; so were its Chambers of
+    # Commerce and Institutes of Technology.
+    text = ("Mira Osk of Harbor Council met officials of Tessaly Ministry of Trade. Lake Vell "
+            "Chamber of Commerce hosted Velta Institute of Technology.")
+    assert names_in(client, text) == ["Mira Osk", "Harbor Council", "Tessaly Ministry of Trade",
+                                      "Lake Vell Chamber of Commerce", "Velta Institute of Technology"]
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    types = {e[1]: e[2] for e in records(content(chat(client, messages)))[0]}
+    assert {types[n] for n in ("Tessaly Ministry of Trade", "Lake Vell Chamber of Commerce",
+                               "Velta Institute of Technology")} == {"organization"}
+
+
+def test_a_headline_asking_what_happened_names_only_what_the_article_names(client):
+    # corpusgen's "...: What Happened and Why It Matters" made persons "Happened" and "Matters",
+    # each the hub of every article with that headline; and an event named after a year at a
+    # sentence start ("At 2031 Ashbergfield ...") was dropped, though named mid-sentence.
+    text = ("2031 Ashbergfield Mayoral Election: What Happened and Why It Matters\n\n"
+            "At 2031 Ashbergfield Mayoral Election, Jasper Drumberg argued for calm. Una Lomstad "
+            "spoke at 2031 Ashbergfield Mayoral Election too.")
+    assert names_in(client, text) == ["Ashbergfield Mayoral Election", "Jasper Drumberg", "Una Lomstad"]
+
+
 def test_a_word_repeated_is_the_name_twice(client):
     # A Christmas Carol: "called Scrooge Scrooge" made an entity "Scrooge Scrooge".
     assert names_in(client, "Sometimes people new to the business called Scrooge Scrooge, and "
