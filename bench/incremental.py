@@ -24,6 +24,11 @@ reports <= 10% of all reports for one changed document. ``wall_*_s`` are each sy
 time: with ``--offline --generate 3000`` they show how an update's time grows with the index.
 The syncs of the one index run as `streamrag watch` runs them, keeping the graph each published
 in memory for the next (`streamrag index` reads it from the store again).
+
+One document's share depends on which document it is. ``--samples K`` (with ``--generate``)
+also adds each of K more documents alone to a copy of the full index, and deletes each of K of
+its documents alone, and prints the mean and largest share of each (``add_share_mean``,
+``add_share_max``, ``adds_over_10pct``; the same for deletes).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -69,6 +75,9 @@ def main() -> None:
     ap.add_argument("--corpusgen", type=Path, metavar="PATH",
                     help="the corpus generator for --generate (default: ../shared/tools/corpusgen.py "
                          "beside the checkout)")
+    ap.add_argument("--samples", type=int, default=0, metavar="K",
+                    help="with --generate: also the mean and largest share of reports rewritten over "
+                         "K documents added alone and K deleted alone")
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--api-base")
     ap.add_argument("--model")
@@ -76,6 +85,8 @@ def main() -> None:
     args = ap.parse_args()
     if not args.corpus and not args.generate:
         ap.error("give --corpus DIR or --generate N")
+    if args.samples and not args.generate:
+        ap.error("--samples needs --generate (the documents added are made by the same generator)")
 
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -86,15 +97,19 @@ def main() -> None:
                 ap.error(f"--generate needs {gen} (the project's corpus generator); give its path with "
                          "--corpusgen PATH, or --corpus DIR instead")
             made = subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale",
-                                   str(args.generate), "--docs", str(args.generate + 1), "--out", str(source)],
+                                   str(args.generate), "--docs", str(args.generate + max(1, args.samples)), "--out", str(source)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if made.returncode:
                 last = (made.stderr.strip().splitlines() or ["no message"])[-1]
-                sys.exit(f"incremental.py: corpusgen could not make {args.generate + 1} documents with "
+                sys.exit(f"incremental.py: corpusgen could not make {args.generate + max(1, args.samples)} documents with "
                          f"seed {args.seed} ({last}); try another --seed (7 makes 10,000)")
         else:
             shutil.copytree(args.corpus, source)
         files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
+        # (the same N documents and the next one whatever --samples says: corpusgen's
+        # --docs N + K is the documents of N + 1 and K - 1 more)
+        held_out = files[args.generate:] if args.generate else files[-1:]
+        files = files[:len(files) - len(held_out) + 1]
         corpus = tmp / "corpus"
         corpus.mkdir()
         for f in files[:-1]:
@@ -119,6 +134,8 @@ def main() -> None:
                                           graph_cache=cache if database == db else None))
 
         full = run(corpus, db)
+        samples = one_at_a_time(corpus, db, held_out[:args.samples], tmp / "sample.db", run) \
+            if args.samples else {}
         added = corpus / extra.name
         shutil.copy2(extra, added)
         add = run(corpus, db)
@@ -172,7 +189,49 @@ def main() -> None:
           "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
           "noop_tokens": paid_tokens(noop), "reports_regenerated_noop": noop.reports_generated,
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
-          "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s, "peak_rss_mb": peak_rss_mb()})
+          "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
+          **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb()})
+
+
+def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -> dict[str, list[int]]:
+    """Reports rewritten by each of ``extras`` added alone to a copy of ``db`` (the index of
+    ``corpus``), and by each of as many of ``corpus``'s documents, spread over it, deleted alone.
+    ``corpus`` is left as it was."""
+    def fresh_copy() -> None:
+        for p in copy.parent.glob(copy.name + "*"):
+            p.unlink()
+        conn = sqlite3.connect(db)
+        conn.execute("VACUUM INTO ?", (str(copy),))
+        conn.close()
+
+    rewritten: dict[str, list[int]] = {"add": [], "delete": []}
+    for f in extras:
+        fresh_copy()
+        shutil.copy2(f, corpus / f.name)
+        rewritten["add"].append(run(corpus, copy).reports_generated)
+        (corpus / f.name).unlink()
+    own = sorted(corpus.iterdir())
+    for f in own[::max(1, len(own) // len(extras))][:len(extras)]:
+        fresh_copy()
+        kept = f.read_bytes(), f.stat()
+        f.unlink()
+        rewritten["delete"].append(run(corpus, copy).reports_generated)
+        f.write_bytes(kept[0])
+        os.utime(f, ns=(kept[1].st_atime_ns, kept[1].st_mtime_ns))
+    for p in copy.parent.glob(copy.name + "*"):
+        p.unlink()
+    return rewritten
+
+
+def shares(samples: dict[str, list[int]], total: int) -> dict[str, object]:
+    """The mean and largest share of ``total`` reports rewritten per sampled change."""
+    out: dict[str, object] = {}
+    for kind, counts in samples.items():
+        out[f"samples_{kind}"] = len(counts)
+        out[f"{kind}_share_mean"] = round(sum(counts) / len(counts) / max(1, total), 4)
+        out[f"{kind}_share_max"] = round(max(counts) / max(1, total), 4)
+        out[f"{kind}s_over_10pct"] = sum(c > 0.1 * total for c in counts)
+    return out
 
 
 if __name__ == "__main__":

@@ -69,3 +69,39 @@ def test_incremental_runs_its_simulator_on_the_port_given():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert first < port_of(result["api_base"]) <= first + 20 and result["fresh_doc_cited"]
+
+
+def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_path):
+    # --samples adds and deletes documents one at a time on copies of the index, between the
+    # bench's own steps: the folder and the index those steps go on with must not move.
+    import anyio
+    from incremental import one_at_a_time, shares
+
+    from streamrag.config import load_settings
+    from streamrag.pipeline import sync
+    from streamrag.store import Store
+
+    harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in harbor[:-1]:
+        (corpus / f.name).write_text(f.read_text())
+    settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
+    db = tmp_path / "index.db"
+
+    def run(folder, database):
+        return anyio.run(lambda: sync([folder], settings, database, root=folder, command="bench"))
+
+    full = run(corpus, db)
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in corpus.iterdir()}
+    counts = one_at_a_time(corpus, db, harbor[-1:], tmp_path / "sample.db", run)
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in corpus.iterdir()} == before
+    assert len(counts["add"]) == len(counts["delete"]) == 1 and counts["add"][0] > 0
+    assert not list(tmp_path.glob("sample.db*"))
+    again = run(corpus, db)   # the index saw none of it: nothing to do
+    assert again.reports_generated == 0 and again.documents_added == again.documents_removed == 0
+    store = Store(db, readonly=True)
+    assert store.query("SELECT count(*) AS n FROM communities")[0]["n"] == full.reports
+    store.close()
+    s = shares(counts, full.reports)
+    assert s["samples_add"] == 1 and s["add_share_max"] == round(counts["add"][0] / full.reports, 4)
