@@ -229,10 +229,11 @@ def _outcome(info: dict) -> str:
         left.append(unusable_said(info.get("unreadable_by_kind") or {"unusable": unreadable}))
     if not left:
         return state
-    see = "" if "failures" in info else "; see --failures"
+    # (How to list them is the failures line's to say, above: this line said it too, twice in
+    # plain `status`.)
     joined = " and ".join(left)
     # "ok, but 2 items failed"; a run that failed outright: "failed (2 items failed)".
-    return f"{state}, but {joined}{see}" if state == "ok" else f"{state} ({joined}){see}"
+    return f"{state}, but {joined}" if state == "ok" else f"{state} ({joined})"
 
 
 def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:

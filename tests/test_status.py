@@ -56,10 +56,13 @@ def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
     info, text = status_of(db)
     assert info["failures_last_run"] == 1 and info["unreadable_last_run"] == 1
     line = last_update_line(text)
-    assert line.endswith(": ok, but 1 file is not text; see --failures"), line
-    # With --failures the list follows, so the pointer to it is left out.
+    assert line.endswith(": ok, but 1 file is not text"), line
+    # How to list them is said once, on the failures line: the last update's line said
+    # "; see --failures" too.
+    assert text.count("--failures") == 1 and "  failures       1 in the last update (list them with --failures)" \
+        in text.splitlines(), text
     _info, text = status_of(db, failures=True)
-    assert last_update_line(text).endswith(": ok, but 1 file is not text")
+    assert last_update_line(text).endswith(": ok, but 1 file is not text") and "--failures" not in text
 
     (corpus / "scan.txt").unlink()
     anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
@@ -104,7 +107,7 @@ def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_pa
     assert info["unreadable_last_run"] == info["failures_last_run"] == 3   # (the keys as they were)
     assert info["unreadable_by_kind"] == {"unreadable": 1, "not_text": 1, "unusable": 0, "unlisted": 1}
     line = last_update_line(text)
-    assert line.endswith(f": ok, but {said}; see --failures"), line
+    assert line.endswith(f": ok, but {said}"), line
     # Others of a kind, and items failed beside them.
     (corpus / "more.txt").write_bytes(b"\x00\x02 more not text")
     (corpus / "rows.jsonl").write_text("not json\n")
@@ -115,7 +118,7 @@ def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_pa
             in _format_sync(result, db, ["*.txt", "*.md"]).splitlines())
     assert last_update_line(status_of(db)[1]).endswith(
         ": ok, but 1 file could not be read, 2 are not text, 1 could not be used, 1 folder could not be "
-        "listed; see --failures")
+        "listed")
 
 
 def _info(status: str, failures: int, unreadable: int) -> dict:
@@ -132,15 +135,15 @@ def test_failed_items_are_said_beside_ok():
     # `watch --once` or `index` that exited 1: the run finished ("ok"), items were left out.
     line = last_update_line(format_status(_info("ok", 3, 1), Path("i.db")))
     assert line.endswith("watch r1: ok, but 2 items failed (left out of this version) and 1 file "
-                         "could not be read; see --failures"), line
+                         "could not be read"), line
     line = last_update_line(format_status(_info("ok", 1, 0), Path("i.db")))
-    assert line.endswith("ok, but 1 item failed (left out of this version); see --failures"), line
+    assert line.endswith("ok, but 1 item failed (left out of this version)"), line
     assert last_update_line(format_status(_info("ok", 0, 0), Path("i.db"))).endswith("watch r1: ok")
     assert "killed" in last_update_line(format_status(_info("running", 0, 0), Path("i.db")))
     # A run that stopped (a dead endpoint: "Nothing was published") made no version to leave
     # anything out of.
     line = last_update_line(format_status(_info("failed", 1, 0), Path("i.db")))
-    assert line.endswith("failed (1 item failed); see --failures"), line   # not "failed, but ... failed"
+    assert line.endswith("failed (1 item failed)"), line   # not "failed, but ... failed"
 
 
 def test_how_to_list_failures_is_said_once_on_the_first_line_with_any():
