@@ -105,6 +105,23 @@ def _failures_kind(conn: sqlite3.Connection) -> None:
     _add_column(conn, "failures", "kind", "TEXT")
 
 
+# The messages of the load failures of each kind, as every streamrag has written them (the
+# file's or folder's path before them): errors.NotText's two, UnreadableFile's (and the scan's,
+# of a file it could not look at), and the scan's of a folder it could not list.
+_KIND_SAID = (("not_text", ("%: binary file, not indexed%", "%: a .% file is not plain text, not indexed%")),
+              ("unreadable", ("%: cannot read (%",)),
+              ("unlisted", ("%: cannot list the folder (%",)))
+
+
+def _failures_kind_inferred(conn: sqlite3.Connection) -> None:
+    """The kind of a load failure recorded before ``failures.kind``, told by its message where
+    that says it; others stay NULL ("could not be used", and read again once for their kind)."""
+    for kind, patterns in _KIND_SAID:
+        said = " OR ".join("message LIKE ?" for _ in patterns)
+        conn.execute(f"UPDATE failures SET kind = ? WHERE stage = 'load' AND kind IS NULL AND ({said})",
+                     (kind, *patterns))
+
+
 def _runs_update_of(conn: sqlite3.Connection) -> None:
     """``runs.update_of``."""
     _add_column(conn, "runs", "update_of", "TEXT")
@@ -380,6 +397,9 @@ DROP TABLE IF EXISTS summary_answers;
     # edits meanwhile) asks for them again, and `status` counts an item once per update, not once
     # per retry ("2 in the last update (8 recorded over all runs)" after four retries of an outage).
     ("runs_update_of", _runs_update_of),
+    # The kind of the load failures recorded before failures.kind, where their message tells it:
+    # `status` said a binary file of such an index "could not be used" until the next update.
+    ("failures_kind_inferred", _failures_kind_inferred),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -121,6 +121,35 @@ def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_pa
         "listed")
 
 
+def test_an_index_from_before_failures_had_a_kind_says_what_its_messages_tell(corpus, tmp_path):
+    # Its load failures have no kind (NULL): `status` said a binary file, a .pdf, a file the system
+    # would not read and a folder it could not list "could not be used" until the next update.
+    from streamrag import loader
+    from streamrag.store import MIGRATIONS
+
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    (corpus / "paper.pdf").write_bytes(b"%PDF-1.4 \x00\x01")
+    (corpus / "rows.jsonl").write_text("not json\n")
+    db = tmp_path / "s.db"
+    anyio.run(lambda: sync([corpus, corpus / "paper.pdf"], make_settings(), db, root=corpus))
+    store = Store(db)
+    try:
+        run = store.scalar("SELECT run_id FROM failures WHERE stage = 'load'")
+        store.record_failure(run, "load", "locked.md", loader.unreadable_line("locked.md", "Permission denied", kept=False))
+        store.record_failure(run, "load", "sealed", "sealed: cannot list the folder (Permission denied); what was "
+                             "indexed from it stays; check its permissions")
+        before = [name for name, _sql in MIGRATIONS].index("failures_kind")   # (the schema before it)
+        with store.transaction():
+            store.conn.execute("UPDATE failures SET kind = NULL")
+            store.set_meta("schema_version", str(before))
+    finally:
+        store.close()
+    info, text = status_of(db)   # (status upgrades it as it reads it)
+    assert info["unreadable_by_kind"] == {"unreadable": 1, "not_text": 2, "unusable": 1, "unlisted": 1}, info
+    assert last_update_line(text).endswith(": ok, but 1 file could not be read, 2 are not text, 1 could not be "
+                                           "used, 1 folder could not be listed"), text
+
+
 def _info(status: str, failures: int, unreadable: int) -> dict:
     return {"version": 1, "published_at": None, "documents": 1, "chunks": 1, "entities": 0,
             "relationships": 0, "claims": 0, "communities": 0, "communities_by_level": {},
