@@ -620,6 +620,20 @@ def run_status(store: Store, run_id: str) -> str | None:
     return store.scalar("SELECT status FROM runs WHERE id = ?", (run_id,))
 
 
+def run_process(store: Store, run_id: str) -> tuple[int | None, str | None]:
+    """The process run ``run_id`` is made by: ``(runs.pid, runs.process)``, None of a run an
+    older streamrag made."""
+    rows = store.conn.execute("SELECT pid, process FROM runs WHERE id = ?", (run_id,)).fetchall()
+    return rows[0] if rows else (None, None)
+
+
+def asks_running(store: Store) -> list[dict]:
+    """The ``ask`` runs whose rows say "running" (under way, or killed before they ended):
+    ``{id, pid, process, started_at}``, the oldest first."""
+    return store.query("SELECT id, pid, process, started_at FROM runs WHERE command = 'ask' "
+                       "AND status = 'running' ORDER BY started_at")
+
+
 # A relationship's name as its summary's failure says it: "<source's name> and <target's name>".
 _RELATIONSHIP_NAMES = ("r.id, coalesce(s.name, r.source) || ' and ' || coalesce(t.name, r.target) FROM relationships r "
                        "LEFT JOIN entities s ON s.id = r.source LEFT JOIN entities t ON t.id = r.target WHERE r.id")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.store import Store, writer_at_work, writer_of, writers_lock
+from streamrag.store import Store, process_gone, writer_at_work, writer_of, writers_lock
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 _LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list
@@ -92,6 +92,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # last_run, for killed below.
             "writer": writer_of(store.path),
             "queries": queries,
+            # the asks under way now, as their processes tell: an ask takes no lock, and one
+            # killed with -9 (or the machine gone down) left its row "running" for good
+            "asking": asking(store),
             "size": _sizes(store),
         }
         if failures:
@@ -112,6 +115,14 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
     return info
 
 
+def asking(store: Store) -> list[dict]:
+    """The ``ask`` runs under way now: ``[{"pid": 12, "run": "ask-..."}]``, the oldest first.
+    Those whose rows say "running" of a process that is gone are not (killed); nor are those
+    of an older streamrag, whose rows name no process: that cannot be told of them."""
+    return [{"pid": r["pid"], "run": r["id"]} for r in index_rows.asks_running(store)
+            if process_gone(r["pid"], r["process"]) is False]
+
+
 def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     """Whether ``run``, its row read as "running", stopped without finishing (killed with -9,
     the machine gone down); None where that cannot be told.
@@ -120,12 +131,15 @@ def _killed(store: Store, run: dict, writer: str | None) -> bool | None:
     only after the row says how it ended, and the lock goes with its process however it ends.
     So a row still "running" (read again now, outside the snapshot: it may have ended since)
     after no process was seen holding the lock is of a process that is gone. Where writers hold
-    no lock (no ``flock``: Windows) nothing tells. (A run of the Python API, ``pipeline.sync``
-    called without ``store.one_writer``, holds none either: one under way is said killed.)"""
+    no lock (no ``flock``: Windows) the process its row names tells, as of an ask's
+    (``process_gone``), if it names one. (A run of the Python API, ``pipeline.sync`` called
+    without ``store.one_writer``, holds none either: one under way is said killed.)"""
     if run["status"] != "running" or writer is not None:
         return False
     if not writers_lock():
-        return None
+        gone = process_gone(*index_rows.run_process(store, run["id"]))
+        if not gone:
+            return gone
     return index_rows.run_status(store, run["id"]) == "running"
 
 
@@ -370,6 +384,10 @@ def format_status(info: dict, db: Path) -> str:
         lines.append(f"  writing now    streamrag {info['writer']['command']} (pid {info['writer']['pid']})")
     if info["queries"]:
         lines.append(f"  queries        {info['queries']} asked (their calls are in the table above)")
+    if info.get("asking"):
+        asks = info["asking"]
+        lines.append(f"  asking now     {counted(len(asks), 'question')} "
+                     f"(pid{'s' if len(asks) > 1 else ''} {', '.join(str(a['pid']) for a in asks)})")
     size = info["size"]
     lines.append(f"  database       {_mb(size['database_bytes'])} (cached model answers {_mb(size['cache_bytes'])}, "
                  f"free for reuse {_mb(size['free_bytes'])}"

@@ -127,6 +127,12 @@ def _runs_update_of(conn: sqlite3.Connection) -> None:
     _add_column(conn, "runs", "update_of", "TEXT")
 
 
+def _runs_process(conn: sqlite3.Connection) -> None:
+    """``runs.pid`` and ``runs.process``."""
+    _add_column(conn, "runs", "pid", "INTEGER")
+    _add_column(conn, "runs", "process", "TEXT")
+
+
 def _calls_cancelled(conn: sqlite3.Connection) -> None:
     """``cancelled`` in ``llm_calls`` and its sums."""
     for table in ("llm_calls", "llm_usage_archive"):
@@ -400,6 +406,10 @@ DROP TABLE IF EXISTS summary_answers;
     # The kind of the load failures recorded before failures.kind, where their message tells it:
     # `status` said a binary file of such an index "could not be used" until the next update.
     ("failures_kind_inferred", _failures_kind_inferred),
+    # The process a run is made by (its pid, and when it started: ``process_stamp``), for
+    # `status` to tell a run under way from one killed where no lock tells: an `ask` takes no
+    # writer lock, and one killed with -9 left its row "running" for good.
+    ("runs_process", _runs_process),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -713,9 +723,12 @@ class Store:
             (run_id, stage, item, message, time.time(), stamp, kind))
 
     def start_run(self, run_id: str, command: str, update_of: str | None = None) -> None:
-        """``update_of``: the first run of the update this one goes on with (``runs_update_of``)."""
-        self.conn.execute("INSERT INTO runs(id, command, started_at, status, update_of) VALUES (?,?,?,?,?)",
-                          (run_id, command, time.time(), "running", update_of))
+        """``update_of``: the first run of the update this one goes on with (``runs_update_of``).
+        The row names this process (``runs_process``: ``process_gone`` tells once it is gone)."""
+        pid = os.getpid()
+        self.conn.execute("INSERT INTO runs(id, command, started_at, status, update_of, pid, process) "
+                          "VALUES (?,?,?,?,?,?,?)",
+                          (run_id, command, time.time(), "running", update_of, pid, process_stamp(pid)))
 
     def finish_run(self, run_id: str, status: str, stats: str | None = None) -> None:
         self.conn.execute("UPDATE runs SET finished_at = ?, status = ?, stats = ? WHERE id = ?",
@@ -1342,6 +1355,30 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def process_stamp(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks after boot, as /proc has it), which tells it
+    from a later process given the same pid; None where that cannot be read (no /proc, gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            # "12 (python3) S 1 ...": the start time is the 22nd field, the 20th after the name
+            # (which may hold spaces and parentheses: cut at its last ")")
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_gone(pid: int | None, stamp: str | None) -> bool | None:
+    """Whether the process a run row names (``runs.pid`` and ``runs.process``) has ended: none
+    is running with that pid, or the one that is started at another time (the pid given again).
+    None where the row names none (a run of an older streamrag)."""
+    if pid is None:
+        return None
+    if not alive(pid):
+        return True
+    now = process_stamp(pid)
+    return bool(stamp) and now is not None and now != stamp
 
 
 def _holder(f) -> str:

@@ -642,6 +642,95 @@ def test_status_says_a_run_killed_with_sigkill_was_killed(corpus, tmp_path):
     assert json.loads(out.stdout)["last_run"]["killed"] is True, out.stderr
 
 
+def test_an_ask_killed_with_sigkill_is_not_said_to_be_asking(corpus, tmp_path, simulator):
+    # An ask takes no writer lock, and one killed with -9 left its run "running" for good: its
+    # row names its process now, and status says the asks under way by it, not that one.
+    # (Run with PYTHONPATH at the checkout: the subprocess imports streamrag.)
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    db = tmp_path / "a.db"
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url), db, root=corpus))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    with Simulator(SimulatorConfig(latency_ms=30_000)) as slow:
+        proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "What does the Harbor Council do?",
+                                 "--mode", "global", "--db", str(db), "--api-base", slow.base_url],
+                                env={**env, "STREAMRAG_API_KEY": "x"}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while slow.requests == 0 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            assert slow.requests > 0, proc.stderr.read() if proc.poll() is not None else "no call"
+            info, text = status_of(db)
+            assert info["asking"] == [{"pid": proc.pid, "run": info["asking"][0]["run"]}], info["asking"]
+            assert f"  asking now     1 question (pid {proc.pid})" in text.splitlines(), text
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT status FROM runs WHERE command = 'ask'") == "running"
+    finally:
+        store.close()
+    info, text = status_of(db)
+    assert info["asking"] == [] and "asking now" not in text, text
+    assert info["queries"] == 0
+
+
+def test_a_running_ask_row_whose_process_is_another_now_is_not_said_to_be_asking(corpus, tmp_path):
+    # The pid given again to another process after the ask's ended (a reboot, a busy machine):
+    # its start time is not the ask's. A row of an older streamrag names no process: not said.
+    import os
+
+    db = tmp_path / "a.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    store = Store(db)
+    try:
+        for run in ("ask-here", "ask-reused", "ask-older"):
+            store.start_run(run, "ask")
+        store.conn.execute("UPDATE runs SET process = 'x' || process WHERE id = 'ask-reused'")
+        store.conn.execute("UPDATE runs SET pid = NULL, process = NULL WHERE id = 'ask-older'")
+    finally:
+        store.close()
+    assert status_of(db)[0]["asking"] == [{"pid": os.getpid(), "run": "ask-here"}]
+
+
+def test_where_writers_hold_no_lock_the_process_a_run_names_tells_if_it_was_killed(corpus, tmp_path, monkeypatch):
+    # Without flock (Windows) a run row still "running" was said "running, or killed before it
+    # finished", under way or killed long ago: its row names its process now.
+    import subprocess
+    import sys
+
+    from streamrag import status
+
+    monkeypatch.setattr(status, "writers_lock", lambda: False)
+    db = tmp_path / "i.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+
+    def killed(run: str, **row) -> bool | None:
+        store = Store(db)
+        try:
+            store.start_run(run, "index")
+            for column, value in row.items():
+                store.conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (value, run))
+        finally:
+            store.close()
+        return status_of(db)[0]["last_run"]["killed"]
+
+    assert killed("r1") is False                               # this process: under way
+    assert killed("r2", pid=ended.pid) is True                 # its process gone
+    assert killed("r3", pid=None, process=None) is None        # an older streamrag's: not told
+    assert "running, or killed before it finished" in last_update_line(status_of(db)[1])
+
+
 def _refused(request):
     import httpx
 
