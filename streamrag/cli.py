@@ -423,7 +423,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     db = db_for_reading(args, settings)
     store = Store(db, readonly=True)
     try:
-        info = gather_status(store, failures=args.failures)
+        info = gather_status(store, failures=args.failures,
+                             report_budget=settings.index.report_max_output_tokens)
     finally:
         store.close()
     if args.json:

@@ -507,7 +507,7 @@ def last_failure(store: Store, run_id: str) -> str:
     return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 
-def settled(store: Store, runs: int) -> list[dict]:
+def settled(store: Store, runs: int, budget: int | None = None) -> list[dict]:
     """The items no longer asked for, their model's answers unusable on ``runs`` runs in a row
     (``call_log.UNUSABLE_RUNS``) or more, as the published index holds them: ``{stage, item,
     runs, held}``, summaries first, then reports, each by item. Only what counting them needs
@@ -519,7 +519,10 @@ def settled(store: Store, runs: int) -> list[dict]:
     again), a report's by attempt (``report_unusable``: its context key and output budget),
     recorded as failed under the community whose ``context_key`` that is, and by community
     for one held below index.report_min_members (``report_unusable_held``, ``held``: its count
-    kept, it is not asked while held nor once it comes back)."""
+    kept, it is not asked while held nor once it comes back). ``budget``: the
+    index.report_max_output_tokens the next run gives a report's answer; a report settled with
+    another is asked again (raising it is the fix for answers cut off), so it is not settled
+    (None: with any)."""
     def meta(key: str, default: str, kind):
         try:
             return msgspec.json.decode(store.get_meta(key) or default, type=kind)
@@ -529,10 +532,12 @@ def settled(store: Store, runs: int) -> list[dict]:
     unusable = meta("summary_unusable", "{}", dict[str, int])
     retried = set(meta("summary_fallbacks", "[]", list[str]))
     elements = {k: n for k, n in unusable.items() if n >= runs and k not in retried}
+    given = (lambda attempt: True) if budget is None else (   # noqa: E731
+        lambda attempt: attempt.rsplit("/", 1)[-1] == str(budget))   # (report_stage.report_attempt)
     contexts = {a.rsplit("/", 1)[0]: n for a, n in meta("report_unusable", "{}", dict[str, int]).items()
-                if n >= runs}
-    held = {cid: n for cid, (_attempt, n) in meta("report_unusable_held", "{}", dict[str, tuple[str, int]]).items()
-            if n >= runs}
+                if n >= runs and given(a)}
+    held = {cid: n for cid, (attempt, n) in meta("report_unusable_held", "{}", dict[str, tuple[str, int]]).items()
+            if n >= runs and given(attempt)}
     found = []
     for table, prefix in (("entities", "ent-"), ("relationships", "rel-")):
         for batch in _batches(k for k in elements if k.startswith(prefix)):

@@ -32,8 +32,11 @@ def llm_summary(by_stage: Mapping[str, Mapping[str, int | None]]) -> dict:
     return {**total, "by_stage": stages}
 
 
-def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50) -> dict:
-    """Counts, LLM usage by stage and model, cache hit rate and recent failures, as one dict."""
+def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 50,
+                  report_budget: int | None = None) -> dict:
+    """Counts, LLM usage by stage and model, cache hit rate and recent failures, as one dict.
+    ``report_budget``: the settings' index.report_max_output_tokens, which the next run gives
+    reports: one settled with another is not said settled (it is asked again), none with any."""
     with store.snapshot():
         count = lambda table: store.scalar(f"SELECT count(*) FROM {table}")  # noqa: E731
         levels = {str(r["level"]): r["n"] for r in store.query(
@@ -46,8 +49,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
-        settled = index_rows.settled(store, UNUSABLE_RUNS)
-        settled_now = settled_by(store, last_run, settled)
+        settled = index_rows.settled(store, UNUSABLE_RUNS, report_budget)
+        # (what the last update settled is no failure of it, whatever the settings are now)
+        settled_now = settled_by(store, last_run, settled if report_budget is None
+                                 else index_rows.settled(store, UNUSABLE_RUNS))
         unindexed, unindexed_files = index_rows.not_indexed(store, last_run["id"]) if last_run else (0, [])
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)

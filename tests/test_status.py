@@ -585,6 +585,39 @@ def test_a_settled_report_is_listed_by_its_title_and_counted_while_held(corpus, 
 
 
 
+def test_a_settled_report_is_not_said_settled_once_its_output_budget_is_raised(corpus, tmp_path, capsys, monkeypatch):
+    # Raising index.report_max_output_tokens is the fix for reports cut off, and the next run
+    # asks a settled report again with the room it gives (as the estimate counts it): status
+    # still said it "no longer asked for", held below index.report_min_members or not.
+    import json
+
+    import os
+
+    from streamrag.cli import main
+
+    monkeypatch.chdir(tmp_path)   # (no streamrag.toml here, no setting from the environment)
+    for name in [n for n in os.environ if n.startswith(("STREAMRAG_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    db = tmp_path / "r.db"
+    _garbled_report_runs(corpus, db, 3)
+    raised = tmp_path / "raised.toml"
+    raised.write_text("[index]\nreport_max_output_tokens = 2400\n")
+    budget = make_settings().index.report_max_output_tokens
+    for held in (False, True):
+        if held:
+            _garbled_report_runs(corpus, db, 1, report_min_members=50)
+        info, _text = status_of(db, failures=True, report_budget=budget)
+        assert info["settled"] == 1 and info["settled_items"][0]["held"] is held
+        info, text = status_of(db, failures=True, report_budget=2400)
+        assert info["settled"] == 0 and info["settled_items"] == [] and "settled    " not in text, text
+        # ... and what the update that settled it recorded is no failure of it, as before.
+        assert info["failures_last_run"] == 0 and info["failures"] == []
+        assert main(["status", "--json", "--db", str(db), "--config", str(raised)]) == 0
+        assert json.loads(capsys.readouterr().out)["settled"] == 0
+        assert main(["status", "--json", "--db", str(db)]) == 0
+        assert json.loads(capsys.readouterr().out)["settled"] == 1
+
+
 def test_a_run_whose_writer_holds_the_lock_under_a_name_of_its_own_is_not_said_killed(corpus, tmp_path):
     # `one_writer(db, "nightly job")`: its lock line names no streamrag command, so `writer` is
     # null, and the run it was making was said "killed before it finished" while under way.
