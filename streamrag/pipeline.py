@@ -353,7 +353,9 @@ class Indexer:
                         writer.stop_waiting()
                     with anyio.CancelScope(shield=True):
                         try:
-                            stats = await self._not_indexed() if status == "failed" else None
+                            # (interrupted too: Ctrl-C, SIGTERM, a daemon's second signal left
+                            # them unindexed as a failure does, and `status` did not say which)
+                            stats = await self._not_indexed() if status != "ok" else None
                             await writer.run(lambda s: s.finish_run(self.run_id, status, stats))
                         except StreamragError:
                             if status == "ok":
@@ -364,8 +366,8 @@ class Indexer:
             store.close()
 
     async def _not_indexed(self) -> str | None:
-        """A failed run's ``runs.stats``: the new or changed files it was for, which it leaves
-        unindexed (it published nothing), ``{"not_indexed": 50, "not_indexed_files": [...]}``,
+        """A failed or interrupted run's ``runs.stats``: the new or changed files it was for, which
+        it leaves unindexed (it published nothing), ``{"not_indexed": 50, "not_indexed_files": [...]}``,
         the first ``NOT_INDEXED_NAMED`` by name (``status --failures`` says them: a sync given
         up in an outage recorded only the few chunks whose calls it waited for)."""
         if self._unpublished is None:
@@ -409,6 +411,7 @@ class Indexer:
         version = await writer.run(index_rows.publish, scan, change, state, communities, assignments,
                                    self.key, vectors, self._marks(state, next_id()),
                                    self._bookkeeping(state))
+        self._unpublished = None   # (published: a stop from here on leaves no file unindexed)
         if version != state.version:   # (a daemon's database would otherwise grow for ever)
             await writer.run(index_rows.prune, self.settings.store.keep_unused_days, time.time())
         if self.graph_cache is not None:

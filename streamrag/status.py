@@ -86,8 +86,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "settled": len(settled),
             "settled_by_runs": _by_runs(settled),
             "unreadable_last_run": failures_of(store, last_run, stage="load"),
-            # the new or changed files a last update that failed left unindexed (it published
-            # nothing): a sync given up in an outage recorded only the chunks it waited for
+            # the new or changed files a last update that failed or was interrupted left
+            # unindexed (it published nothing): a sync given up in an outage recorded only the chunks it waited for
             "not_indexed_last_run": unindexed,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
             "unreadable_by_kind": unreadable_by_kind(store, last_run),
@@ -256,14 +256,16 @@ def _outcome(info: dict) -> str:
 
 
 def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
-    """The new or changed files the last update left unindexed, as it failed (``not_indexed_last_run``),
+    """The new or changed files the last update left unindexed, as it failed or was interrupted
+    (``not_indexed_last_run``),
     and with ``--failures`` the first of them by name. ``told``: a line above already said how
     to list them (``_LIST_THEM``)."""
     n = info.get("not_indexed_last_run", 0)
     if not n:
         return []
     named = info.get("not_indexed_files")
-    lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update failed and published nothing; "
+    ended = "was interrupted" if (info.get("last_run") or {}).get("status") == "interrupted" else "failed"
+    lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update {ended} and published nothing; "
              "the next that gets through indexes them"
              + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]

@@ -802,3 +802,38 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     info, text = status_of(db, failures=True)
     assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed    " not in text
+
+
+def test_an_update_interrupted_says_the_files_it_left_unindexed(corpus, tmp_path, simulator):
+    # A run stopped by a signal as its calls waited (Ctrl-C, SIGTERM, a daemon's second signal)
+    # published nothing either, but recorded no files: `status` said "interrupted" and not which
+    # files the next update has to index.
+    import httpx
+
+    db = tmp_path / "i.db"
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+
+    async def interrupted() -> None:
+        asked = anyio.Event()
+
+        async def hangs(request):
+            asked.set()
+            await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(hangs)))
+            with anyio.fail_after(30):
+                await asked.wait()
+            tg.cancel_scope.cancel()   # as a signal stops it
+
+    anyio.run(interrupted)
+    info, text = status_of(db, failures=True)
+    assert info["last_run"]["status"] == "interrupted", info["last_run"]
+    assert info["not_indexed_last_run"] == 2 and info["not_indexed_files"] == ["guild.txt", "new.txt"], info
+    assert "not indexed    2 new or changed files: the last update was interrupted and published nothing" in text, text
+
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    assert status_of(db)[0]["not_indexed_last_run"] == 0
