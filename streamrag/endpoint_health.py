@@ -175,6 +175,12 @@ def only_errors(statuses: Counter[int | None], setting: str) -> str | None:
     return fix + (" and, for HTTP 429, the account's limits" if 429 in statuses else "")
 
 
+def behind_a_proxy(statuses: Counter[int | None]) -> bool:
+    """Whether tries answered so, ``statuses`` by HTTP status, are said as a proxy's whose server
+    behind it is down (``only_errors``: "the server behind ... answers only HTTP 503")."""
+    return only_errors(statuses, "") is not None and bool(PROXY_STATUSES & set(statuses))
+
+
 def kinds_said(failed: Counter[str]) -> str:
     """How many tries failed of each kind, as an error says it (``FAILURES``)."""
     return ", ".join(f"{failed[kind]} {what}" for kind, what in FAILURES if failed[kind])

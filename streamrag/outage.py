@@ -86,9 +86,16 @@ class Outage:
 
     def down_since(self) -> str:
         """How a line says the outage under way: ``http://... still down since 18:05``; still
-        answering with errors, when the endpoint is up but fails every call."""
+        answering with errors, when the endpoint is up but fails every call; ``the server behind
+        http://... still down``, when it answers only as a proxy does for a server down behind
+        it, as the line of the outage begun says it (``errors_said``): it said "still answering
+        with errors", the proxy's logs to check."""
+        from streamrag.endpoint_health import behind_a_proxy   # (httpx, as ``base_setting``)
+
         o = self.current
         assert o is not None
+        if self.server_errors and behind_a_proxy(self.statuses):
+            return f"the server behind {o['endpoint']} still down since {clock(o['since'])}"
         still = "still answering with errors" if self.server_errors else "still down"
         return f"{o['endpoint']} {still} since {clock(o['since'])}"
 

@@ -897,15 +897,21 @@ def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
     assert "llm.api_base" not in line["message"], line["message"]
 
 
-@pytest.mark.parametrize("statuses, said", [
+@pytest.mark.parametrize("statuses, said, still", [
     ({503: 4}, "the server behind --api-base answers only HTTP 503 (a proxy or load balancer answers so "
-               "while the server behind it is down): check that server and its logs ("),
-    ({503: 3, None: 1}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs ("),
-    ({400: 4}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs ("),
+               "while the server behind it is down): check that server and its logs (",
+     "the server behind http://127.0.0.1:9/v1 still down since "),
+    ({503: 3, None: 1}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs (",
+     "http://127.0.0.1:9/v1 still answering with errors since "),
+    ({400: 4}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs (",
+     "http://127.0.0.1:9/v1 still answering with errors since "),
+    ({408: 2, 503: 2}, "the server behind --api-base answers only HTTP 408 and 503 (a proxy",
+     "the server behind http://127.0.0.1:9/v1 still down since "),
 ])
-def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp_path, statuses, said):
+def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp_path, statuses, said, still):
     # A try without an answer (a timeout, a refusal) among them, or a 400, is no proxy's answer:
-    # the server answered with errors, its logs say why, as before.
+    # the server answered with errors, its logs say why, as before. The line after it says the
+    # outage as it did: a proxy's 503s were "still answering with errors", the proxy's logs to check.
     from collections import Counter
 
     events = Events()
@@ -916,6 +922,10 @@ def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp
     daemon._retry_left_out(2, 2, outage=True, quiet=False)
     [line] = events
     assert f"; no call succeeded: {said}" in line["message"], line["message"]
+    daemon.outage.still_down(1)   # (the full line said it just now)
+    daemon.outage.still_down(2)   # the pause grew
+    [_, brief] = events
+    assert brief["state"] == "outage" and brief["message"].startswith(still), brief["message"]
 
 
 async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_to_be_down(
@@ -965,7 +975,7 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
             as (daemon, events, send):
         waiting.up = False
         await edit_guild(corpus, send)
-        await until(lambda: any(e.get("outage") for e in events), timeout=30)
+        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
         waiting.up = True
         await _until_indexed(tmp_path / "p.db", "Quillon Marbeck", timeout=60)
         await send.aclose()
@@ -976,6 +986,9 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
             "balancer answers so while the server behind it is down): check that server and its logs "
             "(retrying until it answers") in first["message"], first["message"]
     assert "kept answering with errors" not in first["message"], first["message"]
+    # ... and the line after it as the first: it said "still answering with errors since".
+    brief = next(e for e in events if e["state"] == "outage")
+    assert brief["message"].startswith(f"the server behind {first['endpoint']} still down since "), brief
 
 
 class SlowFailing(Failing):
