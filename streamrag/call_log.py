@@ -38,9 +38,11 @@ UNUSABLE_RUNS = 3
 # errors: calls that failed; unusable: those of them that got an answer the caller could not use;
 # asked_again: those unusable answers whose request was then answered usably (a report cut off at
 # max_tokens, asked again with more room): the call failed, its item did not;
-# cancelled: calls stopped by their caller once a try of theirs began (no failure of the model's)
+# cancelled: calls stopped by their caller once a try of theirs began (no failure of the model's);
+# gave_up: those of them the client ended, every try of the endpoint failing (``endpoint_health``):
+# their rows are cancelled ones, but their tries failed, and the lines of a run say them as failed
 STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "asked_again",
-               "cancelled")
+               "cancelled", "gave_up")
 
 
 class CallLog:
@@ -55,7 +57,7 @@ class CallLog:
     @property
     def stats(self) -> dict[str, dict[str, int]]:
         """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
-        asked_again, cancelled."""
+        asked_again, cancelled, gave_up (``STAT_FIELDS``)."""
         return {stage: dict(counts) for stage, counts in self._stats.items()}
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
@@ -91,11 +93,13 @@ class CallLog:
         """Counts a call its caller cancelled after ``tries`` tries, none answered whole, and
         notes its row for the next write (``record``, ``flush``). The tokens are those paid for
         all the same (counted here: an answer streamed in part, and its prompt). ``why``: who
-        stopped it (a client that gave up on its endpoint too). Awaits nothing: it runs where a
+        stopped it, when not its caller (a client that gave up on its endpoint: ``gave_up``). Awaits nothing: it runs where a
         cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         counts["cancelled"] += 1
+        if why is not None:
+            counts["gave_up"] += 1
         counts["prompt_tokens"] += prompt_tokens
         counts["completion_tokens"] += completion_tokens
         if self.store is None:

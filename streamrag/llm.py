@@ -285,7 +285,7 @@ class LLMClient:
     @property
     def stats(self) -> dict[str, dict[str, int]]:
         """Per stage: calls, cached, prompt_tokens, completion_tokens (paid), errors, unusable,
-        asked_again, cancelled."""
+        asked_again, cancelled, gave_up (``call_log.STAT_FIELDS``)."""
         return self._call_log.stats
 
     # -- chat --------------------------------------------------------------------------------

@@ -121,6 +121,15 @@ def calls_failed(llm_stats: dict) -> int:
     return sum(s.get("errors", 0) for s in llm_stats.values()) - asked_again(llm_stats)
 
 
+def calls_failed_or_given_up(llm_stats: dict) -> int:
+    """Of an update's calls (per-stage stats), as an error line counts them (``llm_errors``): those
+    that failed (``calls_failed``) and those the client gave up on, every try of the endpoint
+    failing (``llm.give_up_after_s``). Those are cancelled rows, and the idle line says them so
+    (their caller did not fail them), but the error line of an endpoint given up on said
+    ``llm_errors`` 0 of the calls whose failed tries made it give up."""
+    return calls_failed(llm_stats) + sum(s.get("gave_up", 0) for s in llm_stats.values())
+
+
 def summed(*llm_stats: dict) -> dict[str, dict[str, int]]:
     """Per-stage stats of several runs (a sync and the extraction done ahead of it), summed."""
     out: dict[str, dict[str, int]] = {}

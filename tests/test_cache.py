@@ -146,7 +146,8 @@ async def test_a_call_is_counted_and_its_row_commits_with_its_cache_put_or_not_a
         with pytest.raises(RuntimeError):
             await calls.record({**row, "cache_key": "k2"}, 1, 1, 0.0, cached=False, put=broken)
     assert calls.stats == {"extract": {"calls": 4, "cached": 1, "prompt_tokens": 11, "completion_tokens": 5,
-                                       "errors": 1, "unusable": 1, "asked_again": 0, "cancelled": 0}}
+                                       "errors": 1, "unusable": 1, "asked_again": 0, "cancelled": 0,
+                                       "gave_up": 0}}
     rows = store.query("SELECT cache_key, prompt_tokens, latency_ms, cached, error FROM llm_calls "
                        "ORDER BY id")
     assert rows == [{"cache_key": "k1", "prompt_tokens": 10, "latency_ms": 12.346, "cached": 0, "error": None},

@@ -15,6 +15,7 @@ import anyio
 from conftest import index_snapshot, make_settings
 from streamrag.config import Settings
 from streamrag.daemon import Daemon
+from streamrag.endpoint_health import GAVE_UP
 from streamrag.status import gather_status
 from streamrag.store import Store
 from test_daemon import SMALL, Events, db_count, running, scripted, until
@@ -1073,6 +1074,13 @@ def test_calls_cancelled_as_a_sync_gave_up_got_no_answer_and_are_said_as_cancell
     assert not answered(gave_up)
     assert calls_said(9, 0, gave_up) == "9 LLM calls, 3 failed, 6 cancelled"
     assert answered({"extract": {**gave_up["extract"], "calls": 10}})
+    # Of them, those the client gave up on (its endpoint failing every try) are cancelled rows,
+    # as the idle line says them, but an error line counts them as failed (``llm_errors``).
+    from streamrag.watch_lines import calls_failed_or_given_up
+
+    given_up = {"extract": {**gave_up["extract"], "gave_up": 4}}
+    assert calls_said(9, 0, given_up) == "9 LLM calls, 3 failed, 6 cancelled"
+    assert calls_failed_or_given_up(given_up) == 7 and calls_failed_or_given_up(gave_up) == 3
 
 
 async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus, tmp_path, simulator,
@@ -1341,8 +1349,16 @@ async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_count
     assert "the server behind llm.api_base answers only HTTP 503" in message, message
     assert "raising llm.give_up_after_s (0.3 s) waits longer" in message, message
     assert "run the same command" not in message and "a run after the fix" not in message, message
-    # (The calls the client gave up on are cancelled, not failed, as the idle line counts them.)
-    assert error["llm_errors"] == 0 and error["failed_items"] == 0 and error["pending"] == 1, error
+    assert error["failed_items"] == 0 and error["pending"] == 1, error
+    # The calls the client gave up on failed (their rows are cancelled ones): the line said
+    # `llm_errors` 0 of an endpoint that had failed every try for llm.give_up_after_s.
+    store = Store(tmp_path / "g.db", readonly=True)
+    try:
+        gave_up = store.query("SELECT run_id, count(*) AS n FROM llm_calls WHERE cancelled = 1 AND error LIKE ? "
+                              "GROUP BY run_id ORDER BY min(id)", (f"%{GAVE_UP}%",))
+    finally:
+        store.close()
+    assert gave_up and error["llm_errors"] == gave_up[0]["n"] >= 1, (error, gave_up)
 
 
 async def test_the_health_line_counts_the_files_of_a_sync_under_way_as_pending(corpus, tmp_path, simulator,

@@ -143,7 +143,7 @@ async def test_identical_request_is_served_from_the_cache(tmp_path):
     assert rows[0]["error"] is None
     assert llm.stats == {"extract": {"calls": 2, "cached": 1, "prompt_tokens": 17,
                                      "completion_tokens": 5, "errors": 0, "unusable": 0, "asked_again": 0,
-                                     "cancelled": 0}}
+                                     "cancelled": 0, "gave_up": 0}}
 
 
 async def test_cache_survives_a_new_client(tmp_path):
