@@ -79,7 +79,7 @@ from streamrag.on_disk import is_file
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import counted as _n, failures_said, last_update, llm_summary
+from streamrag.status import counted as _n, failures_said, last_update, llm_summary, unfinished_update
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
@@ -199,6 +199,7 @@ class Daemon:
         # The first run of the update the next sync goes on with: set while syncs leave items
         # missing (failed, or published without them) and retry them, so `status` counts an item
         # once per update, not once per retry of an outage; None once none is left, or given up.
+        # A start goes on with the update the last watch left so (``_unfinished_update``).
         self._update_of: str | None = None
         self._nothing_indexed = False            # `--once`: every item failed, the index holds nothing
         self._once = False                       # run(None): one sync, nothing is retried
@@ -481,6 +482,8 @@ class Daemon:
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
+        if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
+            self._update_of = self._unfinished_update()
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
@@ -521,6 +524,13 @@ class Daemon:
                                  "what is left", pending=files, failed_items=retry)
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0)
+
+    def _unfinished_update(self) -> str | None:
+        """The update the watch before this one left unfinished (``status.unfinished_update``),
+        which its syncs go on with: the items it left missing are the same pending work, and a
+        restart during an outage counted each of them again in `status`."""
+        with reading(self.db_path) as store:
+            return None if store is None else unfinished_update(store)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""

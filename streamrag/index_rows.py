@@ -600,7 +600,7 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
         "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
         (run_id, limit + len(leaving)))
     rows = [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
-    update = store.scalar("SELECT coalesce(update_of, id) FROM runs WHERE id = ?", (run_id,))
+    update = update_of(store, run_id)
     if rows and update is not None:
         times = {(stage, item): n for stage, item, n in store.conn.execute(
             "SELECT stage, item, count(*) FROM failures WHERE run_id IN (SELECT id FROM runs "
@@ -608,6 +608,12 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
         for r in rows:
             r["times"] = times.get((r["stage"], r["item"]), r["times"])
     return rows
+
+
+def update_of(store: Store, run_id: str) -> str | None:
+    """The first run of the update run ``run_id`` is part of (``runs.update_of``; itself when it
+    began one); None when there is no such run."""
+    return store.scalar("SELECT coalesce(update_of, id) FROM runs WHERE id = ?", (run_id,))
 
 
 def not_indexed(store: Store, run_id: str) -> tuple[int, list[str]]:

@@ -161,6 +161,21 @@ def last_update(store: Store) -> dict | None:
     return rows[0] if rows else None
 
 
+def unfinished_update(store: Store) -> str | None:
+    """The update a watch left unfinished, which the next watch goes on with: the first run of
+    the last update when that was a watch's sync (``runs.update_of``) that left items missing
+    (failed items; files that could not be read are no work left) or did not finish (failed,
+    interrupted, killed); None when it finished, or was another command's (``index`` begins an
+    update of its own at every run). A watch restarted during an outage began a new update, and
+    `status` counted each item its syncs retry again."""
+    run = last_update(store)
+    if run is None or run["command"] != "watch":
+        return None
+    if run["status"] == "ok" and failures_said(store, run) <= failures_of(store, run, stage="load"):
+        return None
+    return index_rows.update_of(store, run["id"])
+
+
 def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple[str, str]]:
     """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that ``run``
     settled: it recorded them as failed, but they are said settled, not among its failures (it

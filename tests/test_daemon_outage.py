@@ -1265,6 +1265,67 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
     assert after["failures_total"] == during["failures_total"], (during, after)
 
 
+async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus, tmp_path, simulator, monkeypatch):
+    # The items an outage left missing are the same pending work after a restart, but the new
+    # watch's syncs were a new update: `status` counted each item again ("2 in the last update
+    # (4 recorded over all runs)"), once more at each restart.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "r.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 3, timeout=30)     # the edit's sync and retries
+        daemon.stop()
+    before = _failures_said(db)
+    assert before["failures_last_run"] >= 1 and before["failures_total"] == before["failures_last_run"], before
+
+    daemon = Daemon(settings, db, corpus, report=Events(), transport=httpx.MockTransport(switch))
+    send, recv = scripted()
+    done = len(syncs)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= done + 2, timeout=30)   # its initial sync and a retry
+        during = _failures_said(db)
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert during["last_run"]["id"] != before["last_run"]["id"], during
+    assert during["failures_total"] == before["failures_total"], (before, during)
+    assert all(f["times"] > b["times"] for f, b in zip(during["failures"], before["failures"])), (before, during)
+    after = _failures_said(db)
+    assert after["failures_last_run"] == 0 and after["failures_total"] == before["failures_total"], after
+
+
+async def test_a_watch_started_after_an_update_that_finished_begins_its_own(corpus, tmp_path, simulator,
+                                                                           monkeypatch):
+    # ... but one whose last update left nothing missing starts anew: its failures are its own.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "n.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        daemon.stop()
+    assert _failures_said(db)["failures_total"] == 0
+    switch.up = False
+    syncs = counted_syncs(monkeypatch)
+    victim = corpus / "guild.txt"
+    victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    daemon = Daemon(settings, db, corpus, report=Events(), transport=httpx.MockTransport(switch))
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= 2, timeout=30)
+        daemon.stop()
+    await switch.client.aclose()
+    store = Store(db, readonly=True)
+    try:
+        chained = store.scalar("SELECT count(*) FROM runs WHERE update_of IS NOT NULL")
+        first = store.scalar("SELECT update_of FROM runs WHERE command = 'watch' ORDER BY started_at LIMIT 1 OFFSET 1")
+    finally:
+        store.close()
+    assert first is None and chained >= 1, (first, chained)
+
+
 async def test_a_failure_after_the_outage_is_over_counts_again(corpus, tmp_path, simulator, monkeypatch):
     # An update is the syncs that retry what the ones before them left missing: once one leaves
     # nothing missing, the next outage's failures are its own.
