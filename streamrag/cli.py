@@ -56,21 +56,26 @@ def path_arg(text: str) -> str:
 
 
 # Where a command that reads an index finds its settings (``reading_settings``), for --help.
-CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above, else here "
-                  "or above")
+CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above; without --db, "
+                  "here or above")
 
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
 # --------------------------------------------------------------------------------------------
 def command_settings(args: argparse.Namespace, near: Path | None = None, *,
-                     models_for: tuple[str, ...] = ("index", "ask")) -> Settings:
+                     models_for: tuple[str, ...] = ("index", "ask"), quiet: bool = False) -> Settings:
     """The settings a command runs with: ``--config``, else the streamrag.toml found from
-    ``near`` (or above), else from here, with --api-base and --offline over it. ``models_for``:
-    see ``load_settings``."""
+    ``near`` (the folder the command is about) or above, else, without ``near``, from here, with
+    --api-base and --offline over it. ``models_for``: see ``load_settings``. ``quiet``: the
+    settings read again, and the line on a settings file passed over not said again."""
     path = Path(args.config) if getattr(args, "config", None) else None
     if path is None:
-        path = find_config(near) if near is not None else None
-        path = path or find_config()
+        # Not the working folder's for a folder named: `index DIR` run from a project folder
+        # read the project's streamrag.toml, which `ask` run in DIR did not (and `ask "Q" DIR`
+        # did): one index, two settings, depending on where the command ran.
+        path = find_config(near) if near is not None else find_config()
+        if path is None and near is not None and not quiet and (here := find_config()) is not None:
+            print(f"streamrag: warning: {_passed_over(here, near)}", file=sys.stderr)
     overrides: dict = {}
     if getattr(args, "api_base", None) is not None:  # the flag beats the file and the environment;
         overrides.setdefault("llm", {})["api_base"] = args.api_base  # --api-base "": no model
@@ -87,17 +92,28 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     return settings
 
 
-def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",)) -> Settings:
+def _passed_over(here: Path, near: Path) -> str:
+    """The line saying the working folder's settings file ``here`` is not read for ``near``."""
+    from streamrag.loader import shown
+
+    given = shlex.quote(shown(CONFIG_NAME if here.parent == Path.cwd().resolve() else here))
+    return (f"{given} is not read for {shown(near)}: a folder's settings are the {CONFIG_NAME} in it "
+            f"or a folder above it, and it has none (the defaults apply); pass --config {given} to "
+            "use that one")
+
+
+def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = ("ask",),
+                     quiet: bool = False) -> Settings:
     """The settings of a command that reads an index: with ``--db``, those of the indexed folder
-    (or above) first, as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
+    (or above), as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
     looked elsewhere, and ``export`` wrote over the index's own settings file. With ``ask``'s
-    DIR, those of DIR (or above) first, as ``index DIR`` reads them. ``models_for``: see
-    ``load_settings``."""
+    DIR, those of DIR (or above), as ``index DIR`` reads them. ``models_for`` and ``quiet``: see
+    ``load_settings`` and ``command_settings``."""
     if getattr(args, "db", None):
         near = indexed_root(Path(args.db))
     else:
         near = Path(args.folder) if getattr(args, "folder", None) else None
-    return command_settings(args, near, models_for=models_for)
+    return command_settings(args, near, models_for=models_for, quiet=quiet)
 
 
 def _configured_db(settings: Settings) -> Path:
@@ -566,7 +582,7 @@ def _note_clamped_level(args: argparse.Namespace) -> None:
     """Says on stderr when ``--level N`` is deeper than the index (the search uses the deepest)."""
     from streamrag import global_search
 
-    settings = reading_settings(args)
+    settings = reading_settings(args, quiet=True)   # (ask reads them next, and says what it finds)
     store = Store(db_for_reading(args, settings), readonly=True)
     try:
         with store.snapshot():
@@ -631,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
     p.add_argument("paths", nargs="+", metavar="PATH", type=path_arg, help="folder(s) or file(s) to index")
     common(p, db_default="store.path, else .streamrag/index.db in the first PATH (a file's folder)",
-           config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above, else here or above")
+           config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model")

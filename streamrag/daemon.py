@@ -1253,7 +1253,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
-                    reload=lambda: command_settings(args, given, models_for=("index",)))
+                    reload=lambda: command_settings(args, given, models_for=("index",), quiet=True))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)
@@ -1265,8 +1265,7 @@ def add_watch_command(subparsers) -> None:
     from streamrag.cli import path_arg
 
     p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in DIR or above, "
-                   "else here or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in DIR or above)")
     p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",

@@ -1131,6 +1131,34 @@ def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_pa
         assert answer["answer"] == inside["answer"] and answer["documents"] == inside["documents"]
 
 
+def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(corpus, tmp_path):
+    """`index DIR`, `watch DIR`, `ask "Q" DIR` and `ask --db DIR/...` run from a project folder
+    read the project's streamrag.toml when DIR had none: its endpoint (down here) failed them,
+    where the same commands run in DIR answered. Said on one line, with the flag that reads it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
+    said = ("streamrag: warning: streamrag.toml is not read for {}: a folder's settings are the "
+            "streamrag.toml in it or a folder above it, and it has none (the defaults apply); pass "
+            "--config streamrag.toml to use that one")
+    indexed = run("index", "-q", "--json", "../corpus", cwd=project)
+    assert indexed.returncode == 0, indexed.stderr
+    assert json.loads(indexed.stdout)["documents"] == 4
+    assert said.format("../corpus") in indexed.stderr.splitlines(), indexed.stderr
+    db = corpus / ".streamrag" / "index.db"
+    for args in (("ask", "--json", "Who rebuilt the quay?", "../corpus"),
+                 ("ask", "--json", "--db", str(db), "Who rebuilt the quay?")):
+        out = run(*args, cwd=project)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["extractive"] and "127.0.0.1:9" not in out.stderr
+        assert said.format("../corpus" if "--db" not in args else corpus.resolve()) in out.stderr.splitlines()
+    watched = run("watch", "--once", "../corpus", cwd=project)
+    assert watched.returncode == 0 and "127.0.0.1:9" not in watched.stderr, watched.stderr
+    # Given as --config, it is the one read, and nothing is said of it.
+    refused = run("ask", "--config", "streamrag.toml", "Who rebuilt the quay?", "../corpus", cwd=project)
+    assert refused.returncode == 1 and "127.0.0.1:9" in refused.stderr and "is not read" not in refused.stderr
+
+
 def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_path):
     assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
     # An index kept outside its folder: naming the folder would build a second index, so it is
