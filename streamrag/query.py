@@ -141,7 +141,9 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode,
                             version=store.version)   # (in the snapshot: what every read below sees)
             answer.not_in_index = unknown_names(store, question)
-            named = named_entities(store, question)   # (once: routing, search and citations ask it)
+            # Once: routing, search and citations ask them, and must agree.
+            named = named_entities(store, question)
+            anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             if answer.not_in_index and not asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
                 # with a model a whole global search was paid to find nothing.
@@ -149,18 +151,19 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                                "question asks about nothing else: no search was made.")
                 answer.search = "none"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
-                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named)
+                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named, anchored)
                     answer.mode = answer.auto_choice
                 if on_delta is not None:
                     on_delta(answer.text)
                 return answer
             if mode == "auto":
-                chosen, reason = choose_mode(store, question, named)
+                chosen, reason = choose_mode(store, question, named, anchored)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
-            search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named)
+            search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named,
+                             anchors=anchored)
             if not settings.has_endpoint:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
@@ -176,7 +179,6 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 answer.text = citations.without_open_citation(answer.text)
             # The documents first of the names local search anchors on ("Pellric", written apart
             # from "the 2032 Pellric Flood" that holds it, too: not only the longest names).
-            anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             answer.text, answer.citations, answer.unresolved, answer.documents = citations.check(
                 store, answer.text, search.context_tags, [eid for eid, _ in anchored])
             if answer.extractive:
@@ -238,7 +240,8 @@ class _Search:
 
     def __init__(self, store: Store, settings: Settings, answer: Answer, level: int | None,
                  on_delta: Callable[[str], None] | None, status: Callable[[str], None], *,
-                 fresh: bool = False, named: list[tuple[str, str, bool]] | None = None) -> None:
+                 fresh: bool = False, named: list[tuple[str, str, bool]] | None = None,
+                 anchors: list[tuple[str, str]] | None = None) -> None:
         self.store = store
         self.settings = settings
         self.answer = answer
@@ -249,7 +252,9 @@ class _Search:
         self.context_tags: list[str] = []
         # (id, name, written capitalised) of the entities the question names (``named_entities``)
         self.named = named_entities(store, answer.question) if named is None else named
-        self.anchors: list[tuple[str, str]] = []   # (id, name) of the entities the question names
+        # (id, name) of those it asks about (``local_search.anchors``)
+        self.anchors = (local_search.anchors(answer.question, [(e, name) for e, name, _c in self.named])
+                        if anchors is None else anchors)
         self.llm = None
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
@@ -522,7 +527,6 @@ class _Search:
         first: BM25 ranked "Torford Heights" (a long description) below "Torford Heights Braces"
         (a short one) for "Tell me about Torford Heights"."""
         named = self.named
-        self.anchors = local_search.anchors(self.answer.question, [(eid, name) for eid, name, _cap in named])
         if not named:
             return seeds
         order = sorted(range(len(named)), key=lambda i: (-len(words(named[i][1])), i))
@@ -638,7 +642,6 @@ class _Search:
         communities holding those it writes capitalised, each with the names it holds (a word
         in lower case is no name to open a community for: "What happened at the quay?")."""
         named = self.named
-        self.anchors = local_search.anchors(self.answer.question, [(e, name) for e, name, _c in named])
         written = {e for e, _name, capitalised in named if capitalised}
         names = dict(self.anchors)
         holding = {c: {names[e] for e in held} for c, held in

@@ -387,10 +387,11 @@ def _has_words(store: Store, match: str) -> bool:
                                 (f"name : ({match})",)))
 
 
-def choose_mode(store: Store, question: str,
-                named: list[tuple[str, str, bool]] | None = None) -> tuple[str, str]:
-    """``global`` or ``local`` for ``question`` and why, without a model call (``named``: its
-    ``named_entities``, when the caller has them)."""
+def choose_mode(store: Store, question: str, named: list[tuple[str, str, bool]] | None = None,
+                anchored: Sequence[tuple[str, str]] | None = None) -> tuple[str, str]:
+    """``global`` or ``local`` for ``question`` and why, without a model call (``named`` and
+    ``anchored``: its ``named_entities`` and their ``local_search.anchors``, when the caller
+    has them)."""
     qwords = words(question)
     # (a weak cue alone, "Where was the key?", is left to content_stop below)
     cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
@@ -404,9 +405,11 @@ def choose_mode(store: Store, question: str,
     # 2032 Pellric Flood?", two names: with the longest names only it weighed one against a cue,
     # and went global).
     asked = words(question)
-    anchored = set(local_search.anchors(question, [(eid, name) for eid, name, _ in named]))
+    if anchored is None:
+        anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
+    asked_about = set(anchored)
     written: dict[frozenset[str], tuple[str, bool]] = {}   # the words naming it: (name shown, capitalised)
-    for _, name, cap in (n for n in named if n[:2] in anchored):
+    for _, name, cap in (n for n in named if n[:2] in asked_about):
         key = frozenset(local_search.name_words(name))
         shown, was_cap = written.get(key, (name, False))
         if key in written and local_search.writes_more_of(asked, words(name), words(shown)):

@@ -1166,6 +1166,21 @@ async def test_extractive_answers_offline(offline_db, mode, level):
     store.close()
 
 
+@pytest.mark.parametrize("db, mode", [("offline_db", "auto"), ("offline_db", "local"),
+                                      ("offline_db", "global"), ("llm_db", "local")])
+async def test_the_names_a_question_asks_about_are_worked_out_once_per_ask(offline_db, llm_db, qs, monkeypatch,
+                                                                          db, mode):
+    """Routing, the search (local's seeds and context, global's communities opened) and the
+    documents put first each worked out the question's anchors again: one answer, one reading."""
+    real, calls = local_search.anchors, []
+    monkeypatch.setattr(local_search, "anchors", lambda *args: calls.append(args) or real(*args))
+    settings = qs if db == "llm_db" else make_settings("", index=INDEX)
+    answer = await aask("Who hired the engineer Mira Osk?", settings, llm_db if db == "llm_db" else offline_db,
+                        mode=mode)
+    assert answer.mode == ("local" if mode == "auto" else mode) and answer.documents
+    assert len(calls) == 1, calls
+
+
 @pytest.mark.parametrize("mode", ["local", "basic"])
 async def test_an_extractive_answer_that_finds_nothing_lists_no_documents(offline_db, mode):
     answer = await aask("Zyxwv qwertyuiop?", make_settings("", index=INDEX), offline_db, mode=mode)
