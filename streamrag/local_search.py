@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 
 import msgspec
@@ -83,6 +84,17 @@ def name_words(name: str) -> list[str]:
     return [w for w in words(name) if w not in STOPWORDS]
 
 
+def is_named(asked: Sequence[str], name: str) -> bool:
+    """Whether the question's words ``asked`` name the entity ``name``: they have all its
+    ``name_words``, and a name repeating a word ("Humbert Humbert"; "Scrooge Scrooge", a slip of
+    an extraction) written whole, as a run of words. "Who is Scrooge?" does not name "Scrooge
+    Scrooge", and "Was Fred fond of Scrooge, as Scrooge was of him?" names "Scrooge" only."""
+    own = name_words(name)
+    if not own or not set(own) <= set(asked):
+        return False
+    return len(set(own)) == len(own) or bool(runs(asked, words(name)))
+
+
 def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (id, name) of ``named`` (entities whose names the question has) that it asks about:
     the names it writes, not the shorter names inside them ("Norouxford" in "Norouxford Energy
@@ -91,14 +103,14 @@ def anchors(question: str, named: Sequence[tuple[str, str]]) -> list[tuple[str, 
     or, of names those words name alike, by its own words where the question writes the longer
     one (``writes_more_of``): "Bram" is inside "Bram Tell" for "Who is Bram Tell?" ("tell" is a
     stopword), and "Scrooge" not inside "Up Scrooge" for "Who is Scrooge?", which it was left
-    out for."""
+    out for. Words are counted: "Humbert" is inside "Humbert Humbert"."""
     asked = words(question)
     names = [words(name) for _e, name in named]
-    held = [set(name_words(name)) for _e, name in named]
+    held = [Counter(name_words(name)) for _e, name in named]
     out = []
     for i, (eid, name) in enumerate(named):
         longer = [other for other, own in zip(names, held, strict=True) if held[i] < own or (
-            held[i] == own and set(names[i]) < set(other) and writes_more_of(asked, other, names[i]))]
+            held[i] == own and Counter(names[i]) < Counter(other) and writes_more_of(asked, other, names[i]))]
         if not longer or _written_apart(asked, names[i], longer):
             out.append((eid, name))
     return out

@@ -8,9 +8,10 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   local or basic search leaves out (generic, function and other languages' words), and
   ``broad_words`` the words that make a question a broad one.
 * **Which names.** ``named_entities`` are the entities of the index all of whose name words the
-  question has (of those, the ones it asks about, not the shorter names inside those it writes,
-  are ``local_search.anchors``); ``unknown_names`` those it writes capitalised that no text or
-  entity of the index has, and ``asks_more`` whether it asks anything beyond them.
+  question has, a name repeating a word ("Humbert Humbert") written whole (of those, the ones
+  it asks about, not the shorter names inside those it writes, are ``local_search.anchors``);
+  ``unknown_names`` those it writes capitalised that no text or entity of the index has, and
+  ``asks_more`` whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
@@ -268,21 +269,20 @@ def checked_question(question: str) -> str:
 # Routing
 # --------------------------------------------------------------------------------------------
 def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[str, str, bool]]:
-    """(id, name, written capitalised) of entities all of whose name words the question has (a
-    name in a script without capitals counts as capitalised: global search opens the communities
-    of the names written so, and auto mode weighs them as names)."""
+    """(id, name, written capitalised) of the entities the question names (``local_search.is_named``);
+    a name in a script without capitals counts as capitalised (global search opens the
+    communities of the names written so, and auto mode weighs them as names)."""
     terms = local_search.query_terms(question)
     if not terms:
         return []
-    qwords = set(words(question))
+    asked = words(question)
     rows = store.conn.execute(   # the name as written: the FTS table's may be spelled as words
         "SELECT entities.id, entities.name FROM entities_fts JOIN entities USING (id) "
         "WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), entities.id LIMIT ?",
         ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
     out = []
     for eid, name in rows:
-        name_words = local_search.name_words(name)
-        if name_words and all(w in qwords for w in name_words):
+        if local_search.is_named(asked, name):
             # (a name in a script without capitals, 张伟 or محمد, is written as a name is)
             capitalised = not any(c.isupper() or c.islower() for c in name) or any(
                 re.search(rf"\b{re.escape(w)}\b", question) for w in re.findall(r"[^\W\d_]+", name)

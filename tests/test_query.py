@@ -803,7 +803,7 @@ def test_a_name_weighs_once_against_a_cue_however_many_entities_its_parts_are(of
 
 def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path):
     # A Christmas Carol through the simulator has "Up Scrooge" and "Scrooge Scrooge" beside
-    # "Scrooge": "Who is Scrooge?" names all three ("up" is a stopword), and "Scrooge" was left
+    # "Scrooge": "Who is Scrooge?" named all three ("up" is a stopword), and "Scrooge" was left
     # out as held in "Up Scrooge": not an anchor of local search, and auto mode said "the
     # question names Up Scrooge". "Up Scrooge" was no part of "Ebenezer Scrooge" either, so the
     # themes of Ebenezer Scrooge's story weighed two names against one cue (local), Scrooge's one.
@@ -838,6 +838,26 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
                                  "(Scrooge) do not outweigh that"),
                       ("global", "the question asks about the collection (themes), and the names it has "
                                  "(Ebenezer Scrooge) do not outweigh that")], chosen
+
+
+def test_a_name_repeating_a_word_is_named_only_where_the_question_writes_it_whole(tmp_path):
+    # A Christmas Carol through the simulator had "Scrooge Scrooge" beside "Scrooge": "Who is
+    # Scrooge?" named and anchored both, and local search put the slip's sources first with his.
+    store = entity_store(tmp_path / "i.db", {"e-s": "Scrooge", "e-ss": "Scrooge Scrooge",
+                                             "e-h": "Humbert", "e-hh": "Humbert Humbert"})
+    try:
+        named = {q: [(e, n) for e, n, _c in named_entities(store, q)] for q in (
+            "Who is Scrooge?", "Was Fred fond of Scrooge, as Scrooge was of him?",
+            "Who is Humbert Humbert?", "Did Humbert Humbert write to Humbert?")}
+    finally:
+        store.close()
+    anchored = {q: sorted(e for e, _ in local_search.anchors(q, found)) for q, found in named.items()}
+    assert anchored == {"Who is Scrooge?": ["e-s"],
+                        "Was Fred fond of Scrooge, as Scrooge was of him?": ["e-s"],
+                        "Who is Humbert Humbert?": ["e-hh"],   # ("Humbert" inside it, counted)
+                        "Did Humbert Humbert write to Humbert?": ["e-h", "e-hh"]}, anchored
+    assert not local_search.is_named(["who", "is", "scrooge"], "Scrooge Scrooge")
+    assert local_search.is_named(["who", "is", "scrooge", "scrooge"], "Scrooge Scrooge")
 
 
 def entity_store(path, names: dict[str, str]) -> Store:
