@@ -59,8 +59,9 @@ TITLE_CHARS = 100
 # (<div> ...) is kept as written to a blank line; a code span of any number of backticks, or
 # over a line break in its paragraph, is code; comments, quotes and links are read in one scan
 # of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
-# nowhere hides no block after it).
-VERSION = "11"
+# nowhere hides no block after it). 12: CJK text in UTF-16 without a byte-order mark is read as
+# such (it was a binary file, or Latin-1 when it held no NUL).
+VERSION = "12"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -543,7 +544,8 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
     """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
-    early on are UTF-16 without one, or a binary file. Else UTF-8; a file that is UTF-8 but for
+    early on are UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
+    without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8 but for
     a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as cp1252,
     and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of control
     characters, wherever they begin, is a binary file; a few NULs are dropped."""
@@ -560,7 +562,10 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         if text is None:
             _binary(label)
     if text is None:
-        text = _utf8_or_cp1252(data, label, warnings)
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
+            text = _utf16_without_bom(data) or _utf8_or_cp1252(data, label, warnings)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -639,30 +644,87 @@ def _many_nuls(head: bytes) -> bool:
 
 def _clearly_binary(head: bytes) -> bool:
     """Whether a file's first ``_SNIFF`` bytes say binary without the rest: NULs beyond a stray
-    few, and not on one side of every other byte (UTF-16 without a byte-order mark)."""
+    few, and not UTF-16 without a byte-order mark (``_utf16_codec``)."""
     if not _many_nuls(head) or any(head.startswith(bom) for bom, _codec in _BOMS):
         return False
-    even, odd = head[0::2].count(0), head[1::2].count(0)
-    return not (min(even, odd) == 0 and max(even, odd) > 0.3 * (len(head) // 2))
+    return _utf16_codec(head) is None
 
 
 def _utf16_without_bom(data: bytes) -> str | None:
-    """The text of UTF-16 written without a byte-order mark, or None: text in a Latin script
-    has a zero in every other byte, on one side; a binary file has them anywhere."""
-    sniff = data[:_SNIFF]
-    even, odd = sniff[0::2].count(0), sniff[1::2].count(0)
-    half = len(sniff) // 2
-    if len(data) % 2 or half < 8:
+    """The text of UTF-16 written without a byte-order mark (``_utf16_codec``), or None."""
+    codec = _utf16_codec(data[:_SNIFF])
+    if codec is None or len(data) % 2:
         return None
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError:
+        return None
+
+
+def _utf16_codec(head: bytes) -> str | None:
+    """Which UTF-16, "utf-16-le" or "utf-16-be", a file's first bytes are written in without a
+    byte-order mark, or None when they are not.
+
+    Text in a Latin script has a zero in every other byte, on one side; a binary file has them
+    anywhere. CJK text has few zeros or none (一 is 4E 00, 中 2D 4E), so it is told by what its
+    characters are (``_reads_as_cjk``); a file of 8-bit text, UTF-8 or a legacy CJK encoding
+    paired up into 16-bit units reads as no such text."""
+    half = len(head) // 2
+    if half < 8:
+        return None
+    even, odd = head[0::2].count(0), head[1::2].count(0)
     for zeros, others, codec in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
         if zeros > 0.3 * half and others == 0:
-            try:
-                text = data.decode(codec)
-            except UnicodeDecodeError:
+            text = _head_text(head, codec)
+            if text is None:
                 return None
-            printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text[:4096])
-            return text if printable >= 0.98 * min(len(text), 4096) else None
-    return None
+            printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text)
+            return codec if printable >= 0.98 * len(text) else None
+    cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec))]
+    return cjk[0] if len(cjk) == 1 else None
+
+
+def _head_text(head: bytes, codec: str) -> str | None:
+    """``head``, a file's first bytes, read as ``codec`` (a character cut at its end left out),
+    or None if it is not that."""
+    try:
+        return codecs.getincrementaldecoder(codec)().decode(head[: len(head) - len(head) % 2])
+    except UnicodeDecodeError:
+        return None
+
+
+# The characters of text in Chinese, Japanese or Korean: ASCII and Latin, Greek and Cyrillic,
+# general punctuation and symbols (※ → ① ─ ■ ★), CJK radicals, punctuation, kana, bopomofo,
+# Hangul Jamo, enclosed and compatibility characters, ideographs, Hangul syllables, CJK
+# compatibility ideographs and forms, full-width forms, and (below) the supplementary planes.
+_CJK_TEXT = re.compile("[\t\n\r\x20-\x7e\xa0-\u024f\u0370-\u04ff\u2000-\u206f\u2100-\u27bf"
+                       "\u2e80-\u2fdf\u3000-\u9fff\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef"
+                       "\U00010000-\U0010ffff]")
+# Of those, the ones a 16-bit unit can be only in UTF-16: with a zero byte (ASCII: spaces, line
+# ends, digits), and CJK punctuation, kana and full-width forms, whose 0x30 or 0xFF byte is no
+# byte of a legacy CJK encoding (Shift-JIS, EUC, GBK, Big5: their bytes are 0x40 and over, and
+# never 0xFF) nor of 8-bit text but for a digit zero.
+_UTF16_ONLY = re.compile("[\x01-\xff\u3000-\u30ff\uff00-\uffef]")
+# Ideographs and Hangul syllables. About half of them have a low byte of 0x80 or more (的 is
+# 0x7684); two ASCII letters paired up make one whose low byte is below 0x80 (Latin-1 "Hello"
+# read as UTF-16 is 效汬...).
+_CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
+
+
+def _reads_as_cjk(text: str | None) -> bool:
+    """Whether ``text``, a file's first bytes read as UTF-16, is text in Chinese, Japanese or
+    Korean: nearly all of it CJK text's characters (``_CJK_TEXT``: not the private use area,
+    Yi, Glagolitic ... where 8-bit text and legacy encodings paired up fall), some of them only
+    UTF-16 makes (``_UTF16_ONLY``: sentences end in 。 or ！, lines in a line end, and Korean
+    is spaced; Shift-JIS read as UTF-16 is ideographs alone), and its ideographs not all pairs
+    of ASCII letters (``_CJK_LETTER``)."""
+    if text is None or len(text) < 8:
+        return False
+    n = len(text)
+    if len(_CJK_TEXT.findall(text)) < 0.95 * n or len(_UTF16_ONLY.findall(text)) < 0.03 * n:
+        return False
+    letters = _CJK_LETTER.findall(text)
+    return len(letters) < 8 or sum(ord(ch) & 0x80 != 0 for ch in letters) >= 0.25 * len(letters)
 
 
 def _newlines(text: str) -> str:

@@ -798,6 +798,30 @@ def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
         read_documents(tmp_path / "zip.txt", root=tmp_path)
 
 
+def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_not_taken_for_it(tmp_path):
+    # CJK text has few NULs or none (一 is 4E 00): with some on both sides it was called binary,
+    # with none it was read as Latin-1 ("qg¬No0åe...").
+    texts = {"zh": "中华人民共和国成立于一九四九年。北京是首都，上海是最大的城市。\n" * 3,
+             "ja": "東京は日本の首都です。大阪は商業の都市です。",   # not one NUL byte
+             "ko": "서울은 대한민국의 수도입니다. 부산은 항구 도시입니다.\n"}
+    for lang, text in texts.items():
+        for codec in ("utf-16-le", "utf-16-be"):
+            f = write(tmp_path / f"{lang}-{codec}.txt", text.encode(codec))
+            [doc], warnings = read_documents(f, root=tmp_path)
+            assert (doc.text, warnings) == (text, []), (f.name, doc.text[:20])
+    # Paired up into 16-bit units, these read as ideographs too (Shift-JIS lines ended by CRLF
+    # as nothing but ideographs, "Hello" as 效汬); they are read as before.
+    zh, ja = texts["zh"], texts["ja"].replace("。", "。\r\n") * 3
+    for name, data, said in (("sjis.txt", ja.encode("shift_jis"), "not valid UTF-8, read as"),
+                             ("gbk.txt", zh.replace("\n", "\r\n").encode("gbk"), "not valid UTF-8, read as"),
+                             ("euckr.txt", texts["ko"].encode("euc_kr"), "not valid UTF-8, read as"),
+                             ("cut.txt", zh.encode()[:-2], "byte(s) are not UTF-8"),   # (its last 。 cut)
+                             ("fr.txt", "Le garçon très âgé a mangé une crème brûlée.\n".encode("cp1252") * 10,
+                              "not valid UTF-8, read as")):
+        [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
+        assert len(data) % 2 == 0 and said in warnings[0], (name, doc.text[:20], warnings)
+
+
 def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
     # Arrays nested 100,000 deep raised RecursionError, and a lone surrogate escape
     # ("\ud800") reached the store as text no UTF-8 holds: each stopped `index` and `watch`.
