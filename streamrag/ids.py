@@ -16,6 +16,8 @@ from typing import Any
 
 import msgspec
 
+from streamrag.invisible import visible
+
 ID_SCHEME = "v1"
 
 _json = msgspec.json.Encoder(order="sorted")
@@ -49,12 +51,13 @@ _POSSESSIVE = re.compile(r"['\u2019]s\W*$", re.IGNORECASE)
 
 @functools.lru_cache(maxsize=1 << 16)   # names repeat across mentions: most calls are repeats
 def normalize_name(name: str) -> str:
-    """The key entities merge on: case, whitespace, quotes and edge punctuation ignored.
+    """The key entities merge on: case, whitespace, quotes, edge punctuation and the characters
+    no reader sees (``invisible``, which the loader takes out of documents too) ignored.
 
     ``"  The  'Cratchit' family. "`` and ``"the cratchit family"`` are one entity. Inner
     punctuation that carries meaning (``"AT&T"``, ``"U.S."``'s inner dots) is kept.
     """
-    s = unicodedata.normalize("NFKC", name)
+    s = unicodedata.normalize("NFKC", visible(name))
     s = _SPACES.sub(" ", s).strip()
     s = _POSSESSIVE.sub("", s)
     s = "".join(ch for ch in s if ch not in _QUOTES)

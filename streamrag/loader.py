@@ -9,7 +9,9 @@ warning strings instead. ``scan`` leaves out, with one such line each, names tha
 UTF-8 (no such path reaches the index), symlinks leading outside the indexed folder, broken
 symlinks, symlink loops and entries that are not regular files (pipes, sockets, devices). Every
 path in a message goes through ``_safe``, so one message is always one line. A Markdown file's
-text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too.
+text is read as a reader sees it (``markdown``); ``VERSION`` covers that reading too. So is every
+document's: without the characters no reader sees (``invisible``: a zero-width space inside a
+word), its lines where they were.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from streamrag import markdown
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
+from streamrag.invisible import visible
 from streamrag.records import Document
 
 DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]  # = index.include in config/default.toml
@@ -60,7 +63,8 @@ TITLE_CHARS = 100
 # over a line break in its paragraph, is code; comments, quotes and links are read in one scan
 # of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
 # nowhere hides no block after it). 12: CJK text in UTF-16 without a byte-order mark is read as
-# such (it was a binary file, or Latin-1 when it held no NUL).
+# such (it was a binary file, or Latin-1 when it held no NUL); the characters no reader sees
+# (``invisible``: zero-width spaces, soft hyphens ...) are taken out of every document.
 VERSION = "12"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -495,9 +499,11 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
     text = _decode(data, label, warnings)
+    suffix = path.suffix.lower()
+    if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence, opens none)
+        text = visible(text)
     if not text.strip():
         raise EmptyInput(f"{label}: empty file, nothing to index")
-    suffix = path.suffix.lower()
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, label, warnings)
     elif suffix == ".csv":
@@ -506,7 +512,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = None
         if suffix in _MARKDOWN:
             text, title = markdown.front_matter(text)
-            text = markdown.readable(text)   # as a reader sees it
+            text = visible(markdown.readable(text))   # as a reader sees it
+            title = visible(title) if title else title
             if not text.strip():
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
@@ -865,7 +872,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         value = row.get(key) if key is not None else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             value = str(value)   # (NaN and Infinity, which JSON's reader takes, are no text)
-        if not isinstance(value, str) or not value.strip():
+        value = visible(value) if isinstance(value, str) else None   # (a JSON "\u200b" is one once parsed)
+        if not value or not value.strip():
             skipped += 1
             continue
         value, halves = _whole_characters(value)
@@ -877,7 +885,8 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         seen.add(doc_id)
         title_key = field(row, "title")
         title = row.get(title_key) if title_key is not None else None
-        title = title.strip() if isinstance(title, str) and title.strip() else _title(text, f"{stem} #{number}")
+        title = visible(title).strip() if isinstance(title, str) else ""
+        title = title or _title(text, f"{stem} #{number}")
         title, title_halves = _whole_characters(title)
         lone += halves or title_halves
         docs.append(Document(id=doc_id, path=f"{shown}#{number}", title=title[:TITLE_CHARS], text=text))

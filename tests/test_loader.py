@@ -436,6 +436,37 @@ def test_text_is_composed_so_an_accent_typed_as_two_characters_is_one(tmp_path):
     assert {"Benoît Lefèvre", "Zoë Müller"} <= names, names
 
 
+def test_characters_no_reader_sees_are_taken_out_of_the_text_its_lines_kept(tmp_path):
+    from streamrag.nlp import extract_offline
+
+    # A zero-width space inside a word cut it for the extractor ("Bo Lu"), and made the
+    # name the model copied with it an entity beside the name without; so did a word joiner,
+    # a byte-order mark mid-text (two files joined), a soft hyphen and a non-joiner in Latin.
+    text = ("Ada Osk met Bo Lu\u200bnd in Os\u2060lo.\n\ufeffBo Lund left for Ber\u200cgen.\n"
+            "Zoë Mül\u00adler stayed.\n")
+    seen = "Ada Osk met Bo Lund in Oslo.\nBo Lund left for Bergen.\nZoë Müller stayed.\n"
+    [doc], _ = read_documents(write(tmp_path / "a.txt", text), root=tmp_path)
+    assert doc.text == seen and doc.id == document_id(seen)
+    names = {e.name for e in extract_offline(doc.text).entities}
+    assert {"Bo Lund", "Oslo", "Bergen", "Zoë Müller"} <= names and "Bo Lu" not in names, names
+    # What shapes the text stays: the non-joiner of Persian, the joiner of an emoji family.
+    shaped = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \U0001F468\u200d\U0001F469\u200d\U0001F467\n"
+    [doc], _ = read_documents(write(tmp_path / "fa.txt", shaped), root=tmp_path)
+    assert doc.text == shaped
+    # Rows: a JSON "\u200b" once parsed, a byte-order mark opening a line (files joined).
+    rows = write(tmp_path / "r.jsonl", '{"text": "Bo Lu\\u200bnd", "title": "T\\u200b1"}\n'
+                                       '\ufeff{"text": "Ada Osk"}\n{"text": "\\u200b"}\n')
+    docs, warnings = read_documents(rows, root=tmp_path)
+    assert [(d.text, d.title) for d in docs] == [("Bo Lund", "T1"), ("Ada Osk", "Ada Osk")]
+    assert warnings == ["r.jsonl: 1 row(s) without text in the field 'text' (index.text_field), skipped"]
+    # Markdown is read first: "``\u200b`" in code (a fence shown, not one) closes nothing.
+    note = "# N\u200bote\n\n```\n``\u200b`\n<!-- in code -->\n```\n"
+    [doc], _ = read_documents(write(tmp_path / "n.md", note), root=tmp_path)
+    assert (doc.title, doc.text) == ("Note", "# Note\n\n```\n```\n<!-- in code -->\n```\n")
+    with pytest.raises(InputError, match="empty file"):
+        read_documents(write(tmp_path / "z.txt", "\u200b\n\ufeff"), root=tmp_path)
+
+
 def test_a_csv_separated_by_semicolons_or_tabs_is_read_by_its_header(tmp_path):
     # Excel writes semicolons where the comma is the decimal mark: "no 'text' field in any row".
     (tmp_path / "semi.csv").write_text("title;text\nQuay;Ada Osk rebuilt the quay, at last.\n"

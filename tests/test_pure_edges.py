@@ -180,6 +180,15 @@ def test_names_merge_across_case_width_quotes_possessives_and_edge_punctuation()
     assert ids.entity_id(" ADA. ") == ids.entity_id("Ada")
 
 
+def test_a_name_with_a_character_no_reader_sees_is_the_name_without_it():
+    # "Bo Lu\u200bnd" (a zero-width space pasted from the web) was an entity beside "Bo Lund".
+    one = ids.normalize_name
+    for name in ("Bo Lu\u200bnd", "Bo\u2060 Lund", "\ufeffBo Lund", "Bo Lu\u00adnd", "Bo Lu\u200cn\u200dd"):
+        assert one(name) == "bo lund" and ids.entity_id(name) == ids.entity_id("Bo Lund"), repr(name)
+    # The non-joiner shapes Persian: kept there (the loader keeps it in the text too).
+    assert one("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+
+
 def test_relationship_ids_are_undirected_and_claim_ids_cover_the_description():
     assert ids.relationship_id("ent-a", "ent-b") == ids.relationship_id("ent-b", "ent-a")
     assert ids.relationship_id("ent-a", "ent-b") != ids.relationship_id("ent-a", "ent-c")
