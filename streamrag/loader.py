@@ -17,6 +17,7 @@ word), its lines where they were.
 from __future__ import annotations
 
 import codecs
+import collections
 import csv
 import errno
 import fnmatch
@@ -63,8 +64,10 @@ TITLE_CHARS = 100
 # over a line break in its paragraph, is code; comments, quotes and links are read in one scan
 # of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
 # nowhere hides no block after it). 12: CJK text in UTF-16 without a byte-order mark is read as
-# such (it was a binary file, or Latin-1 when it held no NUL); the characters no reader sees
-# (``invisible``: zero-width spaces, soft hyphens ...) are taken out of every document.
+# such (it was a binary file, or Latin-1 when it held no NUL), and so is text in an alphabet
+# with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari: a binary file); the
+# characters no reader sees (``invisible``: zero-width spaces, soft hyphens ...) are taken out
+# of every document.
 VERSION = "12"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -673,15 +676,18 @@ def _utf16_codec(head: bytes) -> str | None:
     byte-order mark, or None when they are not.
 
     Text in a Latin script has a zero in every other byte, on one side; a binary file has them
-    anywhere. CJK text has few zeros or none (一 is 4E 00, 中 2D 4E), so it is told by what its
-    characters are (``_reads_as_cjk``); a file of 8-bit text, UTF-8 or a legacy CJK encoding
-    paired up into 16-bit units reads as no such text."""
+    anywhere. So has text in another alphabet, where a space, a digit or a line end is (Hebrew,
+    Arabic, Thai, Devanagari ...): the bytes on that side are zeros and its block's (``_one_block``).
+    CJK text has few zeros or none (一 is 4E 00, 中 2D 4E), so it is told by what its characters
+    are (``_reads_as_cjk``); a file of 8-bit text, UTF-8 or a legacy CJK encoding paired up into
+    16-bit units reads as no such text."""
     half = len(head) // 2
     if half < 8:
         return None
     even, odd = head[0::2].count(0), head[1::2].count(0)
-    for zeros, others, codec in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
-        if zeros > 0.3 * half and others == 0:
+    for zeros, others, codec, high in ((odd, even, "utf-16-le", head[1::2]),
+                                       (even, odd, "utf-16-be", head[0::2])):
+        if others == 0 and (zeros > 0.3 * half or zeros >= max(2, 0.02 * half) and _one_block(high)):
             text = _head_text(head, codec)
             if text is None:
                 return None
@@ -689,6 +695,15 @@ def _utf16_codec(head: bytes) -> str | None:
             return codec if printable >= 0.98 * len(text) else None
     cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec))]
     return cjk[0] if len(cjk) == 1 else None
+
+
+def _one_block(high: bytes) -> bool:
+    """Whether ``high``, the high bytes of a file read as UTF-16, are those of text in one
+    alphabet: zeros (ASCII), its block's (0x05 in Hebrew, 0x0E in Thai) and General
+    Punctuation's (0x20: dashes and quotes), nearly all."""
+    counts = collections.Counter(high)
+    block = max((b for b in counts if b not in (0, 0x20)), key=counts.__getitem__, default=0)
+    return counts[0] + counts[0x20] + (counts[block] if block else 0) >= 0.98 * len(high)
 
 
 def _head_text(head: bytes, codec: str) -> str | None:

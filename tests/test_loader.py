@@ -829,6 +829,24 @@ def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
         read_documents(tmp_path / "zip.txt", root=tmp_path)
 
 
+def test_utf16_without_a_byte_order_mark_in_any_alphabet_is_read_and_numbers_in_16_bits_are_not(tmp_path):
+    # A zero on one side wherever a space or a line end is, too few for Latin's rule: binary.
+    import random
+    import struct
+
+    for lang, line in (("he", "ירושלים היא עיר הבירה של ישראל.\n"), ("ar", "القاهرة هي عاصمة مصر وأكبر مدنها.\n"),
+                       ("th", "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย\n"), ("hi", "नई दिल्ली भारत की राजधानी है।\n")):
+        for codec in ("utf-16-le", "utf-16-be"):
+            f = write(tmp_path / f"{lang}-{codec}.txt", (line * 5).encode(codec))
+            [doc], warnings = read_documents(f, root=tmp_path)
+            assert (doc.text, warnings) == (line * 5, []), f.name
+    # Numbers of 16 bits whose high bytes are a script's and zeros, and no low byte zero: binary still.
+    numbers = random.Random(1).choices([*range(0x01, 0x100), *range(0x401, 0x500)], k=3000)
+    f = write(tmp_path / "n.txt", struct.pack(f"<{len(numbers)}H", *numbers))
+    with pytest.raises(InputError, match="binary file"):
+        read_documents(f, root=tmp_path)
+
+
 def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_not_taken_for_it(tmp_path):
     # CJK text has few NULs or none (一 is 4E 00): with some on both sides it was called binary,
     # with none it was read as Latin-1 ("qg¬No0åe...").
