@@ -503,7 +503,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     warnings: list[str] = []
     text = _decode(data, label, warnings)
     suffix = path.suffix.lower()
-    if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence, opens none)
+    if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = visible(text)
     if not text.strip():
         raise EmptyInput(f"{label}: empty file, nothing to index")
@@ -555,10 +555,10 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
-    without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8 but for
-    a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as cp1252,
-    and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of control
-    characters, wherever they begin, is a binary file; a few NULs are dropped."""
+    without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8
+    but for a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as
+    cp1252, and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of
+    control characters, wherever they begin, is a binary file; a few NULs are dropped."""
     text = None
     for bom, codec in _BOMS:
         if data.startswith(bom):
@@ -887,7 +887,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
         value = row.get(key) if key is not None else None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             value = str(value)   # (NaN and Infinity, which JSON's reader takes, are no text)
-        value = visible(value) if isinstance(value, str) else None   # (a JSON "\u200b" is one once parsed)
+        value = visible(value) if isinstance(value, str) else None   # (a JSON "\u200b" once parsed)
         if not value or not value.strip():
             skipped += 1
             continue
