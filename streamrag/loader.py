@@ -65,7 +65,8 @@ TITLE_CHARS = 100
 # of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
 # nowhere hides no block after it). 12: CJK text in UTF-16 without a byte-order mark is read as
 # such (it was a binary file, or Latin-1 when it held no NUL), and so is text in an alphabet
-# with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari: a binary file); the
+# with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari: a binary file), and one
+# cut short or broken past its first bytes is not indexed (it was Latin-1 garbage); the
 # characters no reader sees (``invisible``: zero-width spaces, soft hyphens ...) are taken out
 # of every document.
 VERSION = "12"
@@ -568,14 +569,14 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
                 pass
             break
     if text is None and _many_nuls(data[:_SNIFF]):
-        text = _utf16_without_bom(data)
+        text = _utf16_without_bom(data, label)
         if text is None:
             _binary(label)
     if text is None:
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data) or _utf8_or_cp1252(data, label, warnings)
+            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -660,15 +661,19 @@ def _clearly_binary(head: bytes) -> bool:
     return _utf16_codec(head) is None
 
 
-def _utf16_without_bom(data: bytes) -> str | None:
-    """The text of UTF-16 written without a byte-order mark (``_utf16_codec``), or None."""
+def _utf16_without_bom(data: bytes, label: str) -> str | None:
+    """The text of UTF-16 written without a byte-order mark (``_utf16_codec``), or None when its
+    first bytes are not that. A file whose first bytes are and whose rest is not (cut short, or
+    broken further on) is not indexed: read as anything else it was garbage."""
     codec = _utf16_codec(data[:_SNIFF])
-    if codec is None or len(data) % 2:
+    if codec is None:
         return None
     try:
         return data.decode(codec)
-    except UnicodeDecodeError:
-        return None
+    except UnicodeDecodeError as e:
+        where = "its last byte is half a character" if e.start == len(data) - 1 else f"byte {e.start:,} is not UTF-16"
+        raise InputError(f"{label}: UTF-16 without a byte-order mark by its first bytes, but {where}, so it "
+                         "is not indexed; save it as UTF-8") from None
 
 
 def _utf16_codec(head: bytes) -> str | None:

@@ -858,6 +858,13 @@ def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_n
             f = write(tmp_path / f"{lang}-{codec}.txt", text.encode(codec))
             [doc], warnings = read_documents(f, root=tmp_path)
             assert (doc.text, warnings) == (text, []), (f.name, doc.text[:20])
+    # Cut short, or broken past its first 8 KB, it is said, not read as Latin-1 ("qg¬No0åe...").
+    for name, data, said in (("cut16.txt", texts["ja"].encode("utf-16-le")[:-1], "its last byte is half a character"),
+                             ("bad16.txt", (texts["ja"] * 200).encode("utf-16-be") + b"\xdc\x00",
+                              "byte 8,800 is not UTF-16")):
+        with pytest.raises(InputError, match=f"^{name}: UTF-16 without a byte-order mark by its first bytes, "
+                                             f"but {said}, so it is not indexed; save it as UTF-8$"):
+            read_documents(write(tmp_path / name, data), root=tmp_path)
     # Paired up into 16-bit units, these read as ideographs too (Shift-JIS lines ended by CRLF
     # as nothing but ideographs, "Hello" as 效汬); they are read as before.
     zh, ja = texts["zh"], texts["ja"].replace("。", "。\r\n") * 3
