@@ -240,8 +240,8 @@ def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> 
             out += (text[at:m.start()], shown)
             at = end
             continue
-        width = m.end() - m.start()
-        close = _next_run(runs, width, m.end())
+        width = _opening(text, m, at)
+        close = _next_run(runs, width, m.end()) if width else -1
         if close >= 0 and text.find("\n", m.end(), close) >= 0:   # (not on its line)
             if not joined:
                 close = -1
@@ -256,6 +256,19 @@ def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> 
         at = end
     out.append(text[at:])
     return "".join(out)
+
+
+def _opening(text: str, run: re.Match, since: int) -> int:
+    """The width of the code span that a run of backticks (``run``, in ``text`` after ``since``)
+    may open: its own, or one less if a backslash escapes its first tick (CommonMark: the tick
+    is shown, and opened a span that kept the links and comments after it as written; two
+    backslashes are an escaped one, and the tick opens a span). A run that closes a span needs
+    no look: in a span a backslash is text."""
+    width = run.end() - run.start()
+    k = run.start()
+    while k > since and text[k - 1] == "\\":
+        k -= 1
+    return width - (run.start() - k) % 2
 
 
 def _tick_runs(text: str) -> dict[int, list[int]]:
@@ -678,12 +691,12 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
     last = text.rfind("-->"), text.rfind("%%")
     while m := _COMMENTS.search(text, start):
         if m.group(1):
-            width = m.end() - m.start()
+            width = _opening(text, m, start)
             runs = runs if runs is not None else _tick_runs(text)
-            close = _next_run(runs, width, m.end())
+            close = _next_run(runs, width, m.end()) if width else -1
             if close >= 0:
                 start = close + width
-            elif spans and spans.closes_later(at + m.end(), width):
+            elif width and spans and spans.closes_later(at + m.end(), width):
                 spans.width = width   # (the rest of the line is in it)
                 return None
             else:

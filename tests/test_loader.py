@@ -1138,6 +1138,23 @@ def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_cod
         "Ada `a <!--\n`\n```\n<!-- k -->\n```"
 
 
+def test_a_backtick_escaped_by_a_backslash_opens_no_code_span(tmp_path):
+    from streamrag.markdown import as_shown, readable
+
+    # CommonMark: \` shows a backtick and opens no code span. It opened one to the next tick:
+    # the link after it stayed [[...]] and the comment was indexed, or, over its line, a fence
+    # in the comment opened code to the end of the note.
+    write(tmp_path / "a.md", "Type \\` then [[Bo Lund|Bo]] <!-- draft --> and a tick: `.\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "Type \\` then Bo  and a tick: `.\n"
+    assert readable("Ada \\`x <!-- a ` \n```\n--> [[q|r]]") == "Ada \\`x  r"
+    # Two backslashes are an escaped one: the tick opens a span. Of a longer run only the first
+    # tick is escaped, and the rest opens a span closed by as many. In a span a backslash is text.
+    assert as_shown("Ada \\\\`[[x|y]]` [[a|b]]") == "Ada \\\\`[[x|y]]` b"
+    assert as_shown("Ada \\```[[x|y]]`` [[a|b]]") == "Ada \\```[[x|y]]`` b"
+    assert as_shown("Ada `[[x|y]] \\` [[a|b]]") == "Ada `[[x|y]] \\` b"
+    assert as_shown("Ada \\`ls\n[[x|y]]` [[a|b]]") == "Ada \\`ls\ny` b"   # (over a line break too)
+
+
 def test_many_runs_of_backticks_that_close_nowhere_look_each_close_up_in_a_table(monkeypatch):
     from streamrag import markdown
 
