@@ -64,7 +64,9 @@ TITLE_CHARS = 100
 # over a line break in its paragraph, is code; comments, quotes and links are read in one scan
 # of the blocks as written (a comment opening a line is a block of its own; a <!-- that closes
 # nowhere hides no block after it). 12: a backtick escaped by a backslash (\`) opens no code
-# span; CJK text in UTF-16 without a byte-order mark is read as
+# span; an HTML block of CommonMark's third to fifth kinds (<?...?>, <!DOCTYPE ...>,
+# <![CDATA[...]]>) is kept as written; a comment running on from a callout's title leaves the
+# title apart; CJK text in UTF-16 without a byte-order mark is read as
 # such (it was a binary file, or Latin-1 when it held no NUL), and so is text in an alphabet
 # with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari: a binary file), and one
 # cut short or broken past its first bytes is not indexed (it was Latin-1 garbage); the

@@ -47,7 +47,7 @@ _QUOTE = re.compile(r" {0,3}((?:>[ \t]?)+)(.*)")
 _CALLOUT = re.compile(r"\[![^\]\n]*\][+-]?[ \t]*")
 _FENCE = re.compile(r"[ \t]*(`{3,}(?=[^`]*$)|~{3,})")   # closed by one of its character at least as long
 # Lines that may hold a quote or code (``_blocks``); a note with none is read as it is.
-_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~|<[/a-zA-Z])"
+_MAY_HOLD_BLOCKS = re.compile(r"^(?:[ \t]*(?:(?:[-+*]|\d{1,9}[.)])[ \t]+)?(?:>|```|~~~|<[/a-zA-Z?]|<![a-zA-Z\[])"
                               r"| {0,3}\t| {4})",
                               re.MULTILINE)
 _MARK = re.compile(r"[ \t]*>[ \t]?")
@@ -61,9 +61,13 @@ _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")   # under a paragraph, it makes 
 # one of these tags, group 1, to the line holding the end of any of them); a link in it is no
 # link. In a <pre> a browser hides an HTML comment; <script>, <style> and <textarea> hold raw
 # text, where "<!--" is text (a textarea shows it, a script runs it): kept, as code keeps it.
-# Or (CommonMark's sixth kind) a line opening with a block tag's (a <div>, a </table>, ...), to
-# a blank line: a browser hides its comments too, and its links are as written.
-_RAW_HTML = re.compile(r"[ \t]*<(?:(pre|script|style|textarea)(?:[ \t>]|$)|/?(?:address|article|aside|base|basefont|"
+# Or (its third to fifth kinds, group 2) a line opening with "<?" (a processing instruction, to
+# the line holding "?>"), "<!" and a letter (a declaration, <!DOCTYPE ..., to a ">") or
+# "<![CDATA[" (to "]]>"): kept as written, as raw text is; read as text, a "```" in one opened
+# code to the end of the note. Or (its sixth kind) a line opening with a block tag's (a <div>,
+# a </table>, ...), to a blank line: a browser hides its comments too, and its links are as
+# written. (Its seventh kind, any other tag alone on a line, is not followed.)
+_RAW_HTML = re.compile(r"[ \t]*<(?:(pre|script|style|textarea)(?:[ \t>]|$)|(\?|(?-i:!\[CDATA\[)|![a-zA-Z])|/?(?:address|article|aside|base|basefont|"
                        r"blockquote|body|caption|center|col|colgroup|dd|details|dialog|dir|div|dl|dt|fieldset|"
                        r"figcaption|figure|footer|form|frame|frameset|h[1-6]|head|header|hr|html|iframe|legend|li|"
                        r"link|main|menu|menuitem|nav|noframes|ol|optgroup|option|p|param|search|section|summary|"
@@ -324,7 +328,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
     ``<textarea>`` opening a line, in a quote too) is kept to the line that ends one; a
     ``<pre>`` is no code in ``comments`` (a browser hides the comments in it), the others are
     (raw text, where a browser reads ``<!--`` as text). So is one of its sixth kind (a block
-    tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``.
+    tag, ``<div>``, ``</table>`` ..., opening a line) to a blank line, no code in ``comments``;
+    and of its third to fifth (``<?``, ``<!DOCTYPE``, ``<![CDATA[``) to the line that ends one, code.
     ``comments``: find the code of text whose HTML and ``%%`` comments are still in (none is
     looked for in a comment, nor in a code span, which may run over a line break: ``_Spans``).
     With ``comments`` each line's code says what is kept as written: 2 all (code), 1 its links
@@ -477,8 +482,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             if opened := ("`" in line or "~" in line) and _FENCE.match(line, start):
                 fence, fence_base = opened.group(1), items[-1] if items else 0
             elif html := "<" in line and _RAW_HTML.match(line, start):
-                raw_html, fence_base = _html_end(_html_opened(html), line, html.end()), items[-1] if items else 0
-                opened, raw_text = html, bool(html.group(1)) and html.group(1).lower() != "pre"
+                raw_html, fence_base = _html_opened(html), items[-1] if items else 0
+                opened, raw_text = html, _raw_text(html)
             # (An HTML comment opening the line is a block of its own, as a heading is.)
             quote_para = quote_para and para and not item   # (a lazy line of a quote's paragraph)
             if not quote_para:
@@ -541,8 +546,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             continue
         if indent_in - in_item < 4 and "<" in inner and (html := _RAW_HTML.match(inner, item_in[1] if item_in else 0)):
             # A raw HTML block in the quote, as outside one; it ends with the quote.
-            quoted_html = _html_end(_html_opened(html), inner, html.end())
-            raw_text = bool(html.group(1)) and html.group(1).lower() != "pre"
+            quoted_html, raw_text = _html_opened(html), _raw_text(html)
             fence_depth, fence_items = depth, len(items)
             fence_in_item = quote_items[-1] if quote_items else 0
             out.append(lead + inner)
@@ -569,16 +573,32 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
     return out, code, joined
 
 
-def _html_opened(html: re.Match) -> str:
-    """What ends the raw HTML block ``html`` (a match of ``_RAW_HTML``) opens: "</", the end tag of
-    its first kind; "\n", a blank line."""
-    return "</" if html.group(1) else "\n"
+def _html_opened(html: re.Match) -> str | bool:
+    """What ends the raw HTML block ``html`` (a match of ``_RAW_HTML`` in its line) opens, if its
+    line does not end it (else ``False``): "</", the end tag of its first kind; "?>", ">" or
+    "]]>", the end of its third, fourth or fifth (found from its "<", as CommonMark's reference
+    parser finds it: "<?>" ends on its line); "\n", a blank line."""
+    if opener := html.group(2):
+        ends = "?>" if opener == "?" else "]]>" if opener[1:2] == "[" else ">"
+        return _html_end(ends, html.string, html.start(2) - 1)
+    return _html_end("</", html.string, html.end()) if html.group(1) else "\n"
+
+
+def _raw_text(html: re.Match) -> bool:
+    """Whether the raw HTML block ``html`` (a match of ``_RAW_HTML``) holds raw text, where an
+    HTML comment is text (a <textarea>'s, a <script>'s ...; a <!DOCTYPE>'s, a <?...?>'s and a
+    CDATA's too): kept as code is, in ``_blocks``' ``comments`` too."""
+    return bool(html.group(2)) or bool(html.group(1)) and html.group(1).lower() != "pre"
 
 
 def _html_end(ends: str, line: str, at: int = 0) -> str | bool:
     """What ends a raw HTML block (``ends``, as ``_html_opened``) still open after ``line`` (from
     ``at``), or ``False`` if the line ends it."""
-    return ends if ends == "\n" or not _RAW_HTML_END.search(line, at) else False
+    if ends == "\n":
+        return ends
+    if ends == "</":
+        return False if _RAW_HTML_END.search(line, at) else ends
+    return False if line.find(ends, at) >= 0 else ends
 
 
 def _left_of(text: str, column: int) -> bool:

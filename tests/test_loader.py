@@ -1105,6 +1105,28 @@ def test_a_block_of_html_is_kept_as_written_to_a_blank_line_in_a_quote_or_not():
         "<div>\n\n</div>\n\n<div>\n```\n"   # (a fence in it opens no code)
 
 
+def test_a_processing_instruction_declaration_or_cdata_block_is_kept_as_written(tmp_path):
+    from streamrag.markdown import as_shown, readable
+
+    # CommonMark's third to fifth kinds of HTML block: a line opening with "<?" (to the line
+    # holding "?>"), "<!" and a letter (<!DOCTYPE ..., to a ">") or "<![CDATA[" (to "]]>"),
+    # passed on as written. Read as text, the "```" in one opened code to the end of the note
+    # (the links after it kept as [[...]]), its quote lost its mark, its link was read as shown.
+    write(tmp_path / "a.md", "<![CDATA[\n> [[x|y]]\n```\n]]>\nAda met [[Bo Lund|Bo]].\n")
+    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == \
+        "<![CDATA[\n> [[x|y]]\n```\n]]>\nAda met Bo.\n"
+    assert as_shown("<?php\n$a = '[[x|y]]';\n?>\n[[a|b]]") == "<?php\n$a = '[[x|y]]';\n?>\nb"
+    assert as_shown("<!DOCTYPE note\n[[x|y]]>\n[[a|b]]") == "<!DOCTYPE note\n[[x|y]]>\nb"
+    assert as_shown("<!doctype html>\n[[a|b]]") == "<!doctype html>\nb"   # (it ends on its line)
+    assert as_shown("<?>\n[[a|b]]") == "<?>\nb"   # (its end is looked for from its "<")
+    assert as_shown("<![cdata[\n[[a|b]]") == "<![cdata[\nb"   # (CDATA in capitals only: text)
+    assert as_shown("> <?x\n> [[x|y]]\n> ?>\n> [[a|b]]") == "<?x\n[[x|y]]\n?>\nb"   # (in a quote)
+    # What it holds is text, not HTML: a comment in it is kept, as a <textarea>'s. Each
+    # interrupts a paragraph, so a code span does not run on over it.
+    assert readable("<?x <!-- a --> ?>\n<!-- b -->") == "<?x <!-- a --> ?>\n"
+    assert as_shown("Ada `a\n<?x ?>\n[[x|y]]` [[a|b]]") == "Ada `a\n<?x ?>\ny` b"
+
+
 def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_code():
     from streamrag.markdown import as_shown, readable
 
