@@ -554,22 +554,31 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             para = quote_para = False
             continue
         titled = False
+        at = quote.start(2)   # (where ``inner`` begins in the line)
         if depth > was and (callout := _CALLOUT.match(inner)):
-            inner = inner[callout.end():]
+            inner, at = inner[callout.end():], at + callout.end()
             titled = bool(inner.strip(" \t"))
         # (A heading or a thematic break in the quote is no paragraph: nothing goes on with it.)
         para = quote_para = bool(inner.strip(" \t")) and not (
             inner.lstrip(" ")[:1] in "#-*_" and not item_in and (_HEADING.match(inner) or _BREAK.match(inner)))
         joined[-1] = para and was_para and was_quote_para and depth <= was and not item_in
-        in_comment = comments and _opens_comment(inner, spans.on(i, joined[-1]), quote.start(2))
-        out.append(lead + inner)
-        code.append(False)
+        opener = comments and _comment_opener(inner, spans.on(i, joined[-1]), at)
+        in_comment = opener and ("-->" if opener.group(2) else "%%")
         if titled:
             # A callout's title is a line of its own, shown apart from the text under it: read
             # as prose, "Supply Route" and "The route from ..." made an entity "Supply Route The".
-            out.append("")
-            code.append(False)
+            # (A comment from the title on into the text under it: the title ends where it
+            # opens. After it, the blank line was in the comment, and taken out with it.)
+            cut = opener.start() if opener else len(inner)
+            out += (lead + inner[:cut], "")
+            code += (False, False)
             joined.append(False)
+            if not opener:
+                continue
+            lead, inner = "", inner[cut:]
+            joined.append(False)
+        out.append(lead + inner)
+        code.append(False)
     return out, code, joined
 
 
@@ -698,6 +707,13 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
     read as code, and indexed with its %% marks); ``None`` when it opens none. ``spans``: the
     code spans that run over its line breaks (``text`` is its line from ``at``), which it
     follows; else a code span ends with the line."""
+    opener = _comment_opener(text, spans, at)
+    return ("-->" if opener.group(2) else "%%") if opener else None
+
+
+def _comment_opener(text: str, spans: _Spans | None = None, at: int = 0) -> re.Match | None:
+    """The opening mark (a ``_COMMENTS`` match) of the comment ``text`` opens and does not close,
+    as ``_opens_comment``."""
     runs = None   # (the runs of backticks of ``text``, looked up once there is one to close)
     start = 0
     if spans and spans.width:   # a code span from the lines above: the text is in it to its close
@@ -724,7 +740,7 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
             continue
         end = _comment_end(text, m, last)
         if end < 0:   # (the first that closes nowhere: the rest of the line is in it)
-            return "-->" if m.group(2) else "%%"
+            return m
         start = end
     return None
 

@@ -1025,6 +1025,28 @@ def test_a_callout_title_is_a_line_of_its_own_offline_too(tmp_path):
     assert "Supply Route The" not in names and {"Supply Route", "Alpha Station"} <= names
 
 
+def test_a_comment_from_a_callout_title_on_into_its_text_leaves_the_title_apart(tmp_path):
+    from streamrag.markdown import readable
+    from streamrag.nlp import extract_offline
+
+    # The blank line after the title was in the comment, taken out with it: the title ran into
+    # the text under it again ("Supply Route The"). The title ends where the comment opens.
+    write(tmp_path / "a.md", "> [!note] Supply Route <!-- draft\n> name -->\n"
+                             "> The route from Alpha Station runs past Phobos.\n")
+    [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
+    assert doc.text == "Supply Route \n\n\nThe route from Alpha Station runs past Phobos.\n"
+    names = {e.name for e in extract_offline(doc.text).entities}
+    assert "Supply Route The" not in names and {"Supply Route", "Alpha Station"} <= names
+    # Obsidian's %% too; text after the comment's close is text under the title; a code span
+    # in the title (its line's, as the title is) hides no comment from it.
+    assert readable("> [!tip] Route %% draft\n> %% Ada\n> Bo") == "Route \n\n Ada\nBo"
+    assert readable("> [!tip] Route `a` <!-- b\n> --> Ada\n> Bo") == "Route `a` \n\n Ada\nBo"
+    assert readable("> [!tip] Route `a <!-- b\n> --> Ada\n> Bo") == "Route `a \n\n Ada\nBo"
+    assert readable("> [!tip] Route `a <!-- b\n> ```\n> --> Ada\n> Bo") == \
+        "Route `a \n\n Ada\nBo"   # (the tick was looked for a callout's mark too early: a fence opened)
+    assert readable("> [!tip] Route <!-- b -->\n> Ada") == "Route \n\nAda"   # (as before)
+
+
 def test_a_wikilink_in_a_front_matter_title_reads_as_the_text_it_shows(tmp_path):
     from streamrag.markdown import front_matter
 
