@@ -364,8 +364,9 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
     raw_text = False   # ... and opened by a tag holding raw text (no comment in it): code in ``comments`` too
     # (A %% with none after it closes nowhere and stays text, as Obsidian shows it; so does a
     # <!-- with no --> after it, and the blocks after it are read: a fence was not.)
-    last_pct = max((i for i, line in enumerate(lines) if "%%" in line), default=-1) if comments else -1
-    last_end = max((i for i, line in enumerate(lines) if "-->" in line), default=-1) if comments else -1
+    # (The line of the last of each: as many line breaks as are before it.)
+    last_pct, last_end = (text.count("\n", 0, at) if comments and at >= 0 else -1
+                          for at in (text.rfind("%%"), text.rfind("-->")))
     for i, line in enumerate(lines):
         joined.append(False)   # (the paragraph's lines say so below)
         was_para, was_quote_para = para, quote_para
@@ -398,7 +399,8 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             joined[-1] = bool(lstripped) and not _starts_block(lstripped, lstripped[:1]) \
                 and not lstripped.startswith("<!--")
             continue
-        blank = not line.strip(" \t")   # (CommonMark: a line of no-break spaces is text)
+        lstripped = line.lstrip(" \t")
+        blank = not lstripped   # (CommonMark: a line of no-break spaces is text)
         if not items and not quoted_fence and (blank or line[0].isalpha()):
             # Most lines: blank, or a paragraph's text at the margin, outside a list or quoted
             # code; what the general case below makes of them, without its matches per line.
@@ -417,17 +419,21 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
         if blank and empty_item:
             items.pop()   # (CommonMark: an item begins with at most one blank line)
         empty_item = False
-        indent, start = _indent(line) if line[:1] in " \t" else (0, 0)
-        first = line[start:start + 1]   # (its first character that is not a blank)
+        # (``_indent``'s, from the line's text: the loop's most frequent work, in an outline.)
+        start = len(line) - len(lstripped)
+        tabbed = start and "\t" in line[:start]
+        indent = len(line[:start].expandtabs(4)) if tabbed else start
+        first = lstripped[:1]   # (its first character that is not a blank)
         popped = False
-        while items and not blank and indent < items[-1] and not (para and not _starts_block(line[start:], first)):
-            items.pop()   # (else a lazy continuation of the item's paragraph)
+        if items and not blank and indent < items[-1] and not (para and not _starts_block(lstripped, first)):
+            while items and indent < items[-1]:
+                items.pop()   # (else a lazy continuation of the item's paragraph)
             popped = True
         if popped and first == ">" and indent - (items[-1] if items else 0) < 4:
             depth, quote_para = 0, False   # a new quote: the one in the item ended with it
         base = items[-1] if items else 0
-        if indent >= base:
-            start = _cut(line, base) if base else 0
+        if indent >= base:   # (without a tab, a column a character)
+            start = (_cut(line, base) if tabbed else base) if base else 0
         if quote_para and indent - base < 4 and first != ">" and _starts_block(line[start:], first):
             # (A line whose first character is ">" is in the quote, or, after a tab, no block.)
             para = quote_para = False   # not a lazy line: the quote has ended
@@ -437,8 +443,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
                 and not (line.count(first) >= 3 and _BREAK.match(line, start)):
             item = _ITEM.match(line, start)
             rest = line[item.end():].strip(" \t") if item else ""
-            number = item.group(1)[:-1] if item and item.group(1)[0].isdigit() else None
-            if item and para and not popped and (not rest or number and int(number) != 1):
+            if item and para and not popped and (not rest or first.isdigit() and int(item.group(1)[:-1]) != 1):
                 item = None   # CommonMark: only a list from 1, with text, interrupts a paragraph
         if item:
             marker_end, text_at = item.end(1), item.end()
@@ -491,7 +496,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             at = line[start:start + 1] if item else first   # what a heading, break or comment begins with
             para = not opened and not (at in "#-*_<" and (
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
-                and bool(line[start:].strip(" \t"))
+                and (bool(rest) if item else not blank)   # (the text from ``start``)
             joined[-1] = was_para and para and not item and not popped
             in_comment = comments and not opened and _opens_comment(line, spans.on(i, joined[-1]))
             out.append(line)
@@ -707,6 +712,8 @@ def _opens_comment(text: str, spans: _Spans | None = None, at: int = 0) -> str |
     read as code, and indexed with its %% marks); ``None`` when it opens none. ``spans``: the
     code spans that run over its line breaks (``text`` is its line from ``at``), which it
     follows; else a code span ends with the line."""
+    if not (spans and spans.width) and "<!--" not in text and "%%" not in text and not (spans and "`" in text):
+        return None   # (most lines: what ``_comment_opener`` finds first, without a call)
     opener = _comment_opener(text, spans, at)
     return ("-->" if opener.group(2) else "%%") if opener else None
 
