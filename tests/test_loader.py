@@ -1123,6 +1123,11 @@ def test_a_block_of_html_is_kept_as_written_to_a_blank_line_in_a_quote_or_not():
     assert as_shown("Ada [[a|b]]\n<details>\n<summary>[[x|y]]</summary>\n\nBody [[c|d]]") == \
         "Ada b\n<details>\n<summary>[[x|y]]</summary>\n\nBody d"   # (it interrupts a paragraph)
     assert as_shown("<span>\n[[x|y]]") == "<span>\ny"   # (no block tag: CommonMark's seventh kind is not followed)
+    # (Nor, as CommonMark says of it, does a tag alone on a line interrupt a paragraph: a code
+    # span runs on over it, in a quote and a list item too.)
+    for text in ("Ada `a\n<span>\n[[x|y]]`", "Ada `a\n</span>\n[[x|y]]`", "> Ada `a\n> <span>\n> [[x|y]]`",
+                 "- Ada `a\n  <span class=x>\n  [[x|y]]`"):
+        assert "[[x|y]]" in readable(text + " <!-- c -->") and "<!--" not in readable(text + " <!-- c -->")
     assert readable("<div>\n<!-- c -->\n</div>\n\n> <div><!-- d -->\n> ```\n> <!-- e -->") == \
         "<div>\n\n</div>\n\n<div>\n```\n"   # (a fence in it opens no code)
 
