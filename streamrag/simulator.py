@@ -189,6 +189,7 @@ _ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
 _SPACES = re.compile(r"\s+")
+_POSSESSIVE = re.compile(r"['’]s$")       # "Scrooge's" is Scrooge
 
 
 def split_sentences(text: str) -> list[str]:
@@ -288,7 +289,7 @@ def _is_cap(tok: str) -> bool:
 def _no_name_word(word: str) -> bool:
     """Whether ``word`` is one a name does not start with ("The", "Perhaps", "I'll")."""
     folded = word.casefold().rstrip(".")
-    return re.sub(r"['’]s$", "", folded) in _LEADING_STOP or bool(_CONTRACTION.fullmatch(folded))
+    return _POSSESSIVE.sub("", folded) in _LEADING_STOP or bool(_CONTRACTION.fullmatch(folded))
 
 
 def _is_shouting(tok: str) -> bool:
@@ -298,7 +299,7 @@ def _is_shouting(tok: str) -> bool:
 
 def _bare(tok: str) -> str:
     """``tok`` as a word to compare: folded, without a full stop, quote or possessive after it."""
-    return re.sub(r"['’]s$", "", tok.rstrip(".'’")).casefold()
+    return _POSSESSIVE.sub("", tok.rstrip(".'’")).casefold()
 
 
 def _doubled(sentences: list[str]) -> frozenset[str]:
@@ -384,7 +385,7 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
     words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w) else w.rstrip(".-'’_").rstrip(".") for w in run]
     words = [w for w in words if w]
     if words:   # "Scrooge's" is Scrooge, but "Marley's Ghost" is not Marley Ghost
-        words[-1] = re.sub(r"['’]s$", "", words[-1])
+        words[-1] = _POSSESSIVE.sub("", words[-1])
     if len(words) > 1 and not any(c.islower() for w in words for c in w) and any(map(_is_shouting, words)):
         return "", False                                    # a heading, dateline or caption
     if (initial and len(words) > 1 and words[0].casefold() in common
