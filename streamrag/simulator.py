@@ -189,6 +189,8 @@ _ITEM_NUMBER = re.compile(r"[ \t]*(\d{1,3})[.)][ \t]")
 _TOKEN = re.compile(r"[^\W_](?:[\w&'’.]|-(?!-))*")
 _WORDS = re.compile(r"[^\W_]+")
 _SPACES = re.compile(r"\s+")
+# A lower-case word after an article or a possessive is a noun ("her grace", "the grace period").
+_AFTER_DETERMINER = re.compile(r"\b(?i:the|an?|her|his|its|their|my|your|our)\s+([a-z]+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")       # "Scrooge's" is Scrooge
 
 
@@ -374,13 +376,16 @@ def _in_link_path(sentence: str, tokens: list[re.Match], i: int) -> bool:
 
 
 def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset(),
-               alone: frozenset[str] = frozenset()) -> tuple[str, bool]:
+               alone: frozenset[str] = frozenset(), nouns: frozenset[str] = frozenset()
+               ) -> tuple[str, bool]:
     """The entity name a run stands for ("" for none) and whether it still starts a sentence.
 
     ``common`` holds words the text writes in lower case and never capitalises mid-sentence,
-    ``alone`` the names its runs give. First in a run at a sentence start, such a word is no
-    part of the name when the rest is a name the text writes without it ("Presently Scrooge",
-    "Scrooge" elsewhere): "Grace Holm" stays though the text speaks of "her grace".
+    ``alone`` the names its runs give, ``nouns`` the words it writes in lower case after an
+    article or a possessive. First in a run at a sentence start, a common word is no part of
+    the name when the rest is a name the text writes without it ("Presently Scrooge",
+    "Scrooge" elsewhere), unless the text uses it as a noun: nouns are given names and adverbs
+    are not, so "Grace Holm" stays though the text speaks of "her grace" and of "Holm" alone.
     """
     words = [w if re.fullmatch(r"(?:[A-Z]\.)+", w) else w.rstrip(".-'’_").rstrip(".") for w in run]
     words = [w for w in words if w]
@@ -388,7 +393,7 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
         words[-1] = _POSSESSIVE.sub("", words[-1])
     if len(words) > 1 and not any(c.islower() for w in words for c in w) and any(map(_is_shouting, words)):
         return "", False                                    # a heading, dateline or caption
-    if (initial and len(words) > 1 and words[0].casefold() in common
+    if (initial and len(words) > 1 and words[0].casefold() in common - nouns
             and _norm(" ".join(words[1:])) in alone):
         words.pop(0)
         initial = False
@@ -424,12 +429,13 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     named = {w.casefold() for idx, in_sentence in enumerate(runs) if not title_case[idx]
              for run, initial, *_ in in_sentence if not initial for w in run}
     common = frozenset(w for w in _WORDS.findall(text) if w.islower()) - named - _CUES
+    nouns = frozenset(_AFTER_DETERMINER.findall(text))
     alone = frozenset(_norm(_clean_run(run, initial)[0]) for idx, in_sentence in enumerate(runs)
                       if not title_case[idx] for run, initial, _ in in_sentence)
     raw: list[tuple[str, bool, Mention]] = []
     for idx, in_sentence in enumerate(runs):
         for run, initial, before in in_sentence:
-            name, initial = _clean_run(run, initial, common, alone)
+            name, initial = _clean_run(run, initial, common, alone, nouns)
             if name:
                 raw.append((name, initial, Mention(name, idx, before)))
     known = {_norm(n) for n, initial, m in raw if not initial and not title_case[m.sentence]}

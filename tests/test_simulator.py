@@ -249,6 +249,15 @@ def test_a_word_the_text_writes_in_lower_case_starts_no_name_at_a_sentence_start
     assert names_in(client, text) == ["Grace Holm", "Velta Labs", "Will Turner", "Frank Osk"]
 
 
+def test_a_first_name_the_text_uses_as_a_noun_stays_though_the_surname_stands_alone(client):
+    # "Grace Holm" was cut to "Holm" when the text also wrote "Holm" alone and "grace" in
+    # lower case, as "Presently Scrooge" is "Scrooge": but "the grace period" makes "grace" a
+    # noun, and a noun before a surname is a given name, an adverb ("presently") is not.
+    text = ("Grace Holm runs the mill. Holm said the grace period ended. Presently Holm left. "
+            "He went presently.")
+    assert names_in(client, text) == ["Grace Holm", "Holm"]
+
+
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
     # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
     # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
