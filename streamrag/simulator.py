@@ -397,9 +397,14 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
             and _norm(" ".join(words[1:])) in alone):
         words.pop(0)
         initial = False
+    # "Up Scrooge went" names Scrooge, but "'O Man!'" names no one: a word the text writes in
+    # lower case ("the man") still needs a capital mid-sentence, as if it started the sentence.
+    dropped = False
     while words and _no_name_word(words[0]):
         words.pop(0)
-        initial = False
+        dropped = True
+    if dropped:
+        initial = initial and len(words) == 1 and words[0].casefold() in common
     while words and (words[-1] in _CONNECTORS or words[-1] == "the"):
         words.pop()
     # "At 2031 Ashbergfield Mayoral Election, ...": named as mid-sentence, where the run starts

@@ -258,6 +258,13 @@ def test_a_first_name_the_text_uses_as_a_noun_stays_though_the_surname_stands_al
     assert names_in(client, text) == ["Grace Holm", "Holm"]
 
 
+def test_a_word_the_text_writes_in_lower_case_is_no_name_after_an_interjection(client):
+    # A Christmas Carol's "'O Man! look here!'" gave a person "Man": the capital is the
+    # sentence's, "the man" elsewhere is a word. "'O Marley!'" still names Marley.
+    text = ("'O Man! look here!' exclaimed the Ghost. The man wept. 'O Marley!' cried Fred.")
+    assert names_in(client, text) == ["Ghost", "Marley", "Fred"]
+
+
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
     # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
     # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
