@@ -448,12 +448,33 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
                 for idx, sentence in enumerate(sentences)]
     mid_sentence = {_norm(n) for n, initial, m in raw if not initial and not headline[m.sentence]}
     mentions = []
-    for n, initial, m in raw:
+    for k, (n, initial, m) in enumerate(raw):
         if headline[m.sentence]:
             mentions += [msgspec.structs.replace(m, name=part) for part in _known_parts(n, mid_sentence)]
         elif not initial or _norm(n) in mid_sentence:
             mentions.append(m)
+        elif (k + 1 < len(raw) and raw[k + 1][2].sentence == m.sentence
+              and _place_in(sentences[m.sentence], n, raw[k + 1][0])
+              and guess_type(n, [], []) == guess_type(raw[k + 1][0], [], []) == "geo"):
+            mentions.append(m)     # "Paris, France is large.": a place, and where it is
     return sentences, mentions
+
+
+def _place_in(sentence: str, place: str, region: str) -> bool:
+    """Whether ``sentence`` writes ``place`` then a comma and ``region`` ("Paris, France"), the
+    way a place is placed in a larger one (the caller checks both are places)."""
+    return bool(re.search(rf"(?<![\w'’]){re.escape(place)}, {re.escape(region)}(?![\w'’])",
+                          sentence))
+
+
+def _placed(line: str, a: str, b: str, places: set[str]) -> bool:
+    """Whether a line of names (``_names_only``) relates ``a`` and ``b`` all the same: places
+    written one in the other ("Paris, France", a dateline or an address), where no "and", "or"
+    or label makes the line a list of places ("Kessel, Port Vell and Lake Vell")."""
+    if _norm(a) not in places or _norm(b) not in places or _LIST_LABEL.match(line) or re.search(
+            r"[;&]|\b(?:and|or)\b", line):
+        return False
+    return _place_in(line, a, b) or _place_in(line, b, a)
 
 
 def _is_title_case(sentence: str) -> bool:
@@ -565,16 +586,17 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     per_sentence: dict[int, list[Mention]] = {}
     for m in mentions:
         per_sentence.setdefault(m.sentence, []).append(m)
+    places = {key for key, ms in by_name.items() if guess_type(display[key], ms, []) == "geo"}
     for s, in_sentence in sorted(per_sentence.items()):
-        if _names_only(sentences[s]):   # (looked at once a sentence, not once a name in it)
-            continue
         # Names listed together are related too: "Henrik Salo and Ilse Brandt signed an
         # agreement" makes them parties to one, "the friendship between Kessel and Port Vell"
         # is theirs, as a model reports them.
         names = sorted({display[_norm(m.name)] for m in in_sentence}, key=lambda n: order[_norm(n)])
+        listed = _names_only(sentences[s])  # (looked at once a sentence, not once a name in it)
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
-                pairs.setdefault((a, b), []).append(s)
+                if not listed or _placed(sentences[s], a, b, places):
+                    pairs.setdefault((a, b), []).append(s)
     relations = [Pair(a, b, min(10, 2 + 2 * len(ss)), _clean_field(sentences[ss[0]]), ss[0])
                  for (a, b), ss in pairs.items()]
     relations.sort(key=lambda p: (p.first, order[_norm(p.source)], order[_norm(p.target)]))

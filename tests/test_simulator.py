@@ -292,6 +292,21 @@ def test_a_title_case_headline_gives_only_the_names_the_text_uses(client):
                                       "Boris Calder"]
 
 
+def test_a_place_and_the_place_it_is_in_are_related(client):
+    # "Paris, France" (a dateline, an address) gave no relationship: a line of names relates
+    # none, and "Paris" starting a sentence was no name. A list of places still relates none.
+    text = ("Paris, France\n\nParis, France is where Ada Brenn lives.\n\n"
+            "Port Vell, Lake Vell and Harbor Council")
+    messages = load_prompt("extract").render(text=text, entity_types=TYPES)
+    entities, relations = records(content(chat(client, messages)))
+    assert [(e[1], e[2]) for e in entities] == [("Paris", "geo"), ("France", "geo"), ("Ada Brenn", "person"),
+                                                ("Port Vell", "geo"), ("Lake Vell", "geo"),
+                                                ("Harbor Council", "organization")]
+    assert [(r[1], r[2], r[4]) for r in relations] == [
+        ("Paris", "France", "Paris, France"), ("Paris", "Ada Brenn", "Paris, France is where Ada Brenn lives."),
+        ("France", "Ada Brenn", "Paris, France is where Ada Brenn lives.")]
+
+
 def test_no_ends_a_sentence_unless_a_number_follows():
     # "'No, no. Something else to think of.'" made "Something" a name mid-sentence.
     assert split_sentences("He said no. Never. He lived at No. 5 Bell Yard.") == [
