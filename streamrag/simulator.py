@@ -113,6 +113,11 @@ _CONTRACTION = re.compile(r"i['’](?:ll|m|d|ve)|(?:let|you|we|they|he|she|it|th
 _CALENDAR = {"january", "february", "march", "april", "may", "june", "july", "august",
              "september", "october", "november", "december", "monday", "tuesday", "wednesday",
              "thursday", "friday", "saturday", "sunday"}
+# "The bell struck Twelve", "Twelve!": an hour or a count, however written, names nothing.
+_NUMBER_WORDS = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                 "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+                 "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy",
+                 "eighty", "ninety", "hundred", "thousand", "million", "billion", "dozen"}
 _CONNECTORS = {"of", "de", "del", "da", "van", "von", "der", "la", "le", "du", "al", "bin"}
 # Heads a model knows are named "... of ...": "Tessaly Ministry of Trade", "Massachusetts
 # Institute of Technology", "Royal Bank of Scotland" are one name though the run before "of"
@@ -413,7 +418,8 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
         words.pop(0)
     if not words:
         return "", False
-    if all(w.casefold() in _CALENDAR or w.isdigit() for w in words):
+    if all(w.casefold() in _CALENDAR or w.isdigit()
+           or all(part in _NUMBER_WORDS for part in w.casefold().split("-")) for w in words):
         return "", False
     if len(words) == 1 and _is_shouting(words[0]) and len(words[0]) > 5:
         return "", False

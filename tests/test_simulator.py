@@ -265,6 +265,14 @@ def test_a_word_the_text_writes_in_lower_case_is_no_name_after_an_interjection(c
     assert names_in(client, text) == ["Ghost", "Marley", "Fred"]
 
 
+def test_a_number_in_words_is_no_name(client):
+    # A Christmas Carol's "The bell struck Twelve" and "Twelve!" gave a person "Twelve". A
+    # name with a number in it stays.
+    text = ("The bell struck Twelve. Twelve! Marley came at Twenty-Five past. Fred read Twelve "
+            "Oaks to Marley.")
+    assert names_in(client, text) == ["Marley", "Twelve Oaks"]
+
+
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
     # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
     # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
