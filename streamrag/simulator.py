@@ -328,7 +328,7 @@ def _runs(sentence: str, doubled: frozenset[str]) -> list[tuple[list[str], bool,
     A word written twice in a row ends the run at the first unless ``doubled`` holds it."""
     runs: list[tuple[list[str], bool, str]] = []
     tokens = list(_TOKEN.finditer(sentence))
-    i = 0
+    i = kind_end = 0
     while i < len(tokens):
         m = tokens[i]
         tok = m.group()
@@ -365,10 +365,28 @@ def _runs(sentence: str, doubled: frozenset[str]) -> list[tuple[list[str], bool,
                 j += 1
                 continue
             break
-        if not _in_link_path(sentence, tokens, i):
+        if len(run) == 1 and _a_kind(sentence, tokens, i, j, kind_end):
+            kind_end = j
+        elif not _in_link_path(sentence, tokens, i):
             runs.append((run, initial, before))
         i = j
     return runs
+
+
+def _a_kind(sentence: str, tokens: list[re.Match], i: int, j: int, kind_end: int) -> bool:
+    """Whether the one capitalised word ``tokens[i]`` (``j`` the token after it) is a kind of
+    thing, not a name: after "a" or "an" ("sung a Glee or Catch", "a Truth like this"), or
+    joined by "or" / "and" to such a word (``kind_end``: the token after the last one). "a
+    Christmas carol" and "a London merchant" use a name for a kind: a word follows it."""
+    def joined(k: int) -> bool:     # tokens k - 1 and k with nothing but spaces between
+        return 0 < k < len(tokens) and not sentence[tokens[k - 1].end():tokens[k].start()].strip()
+
+    before = tokens[i - 1].group().casefold() if i else ""
+    if not joined(i) or not (before in ("a", "an") or before in ("or", "and")
+                             and kind_end == i - 1 and joined(i - 1)):
+        return False
+    after = tokens[j].group() if joined(j) else ""
+    return not (after.islower() and after not in _STOPWORDS)
 
 
 def _in_link_path(sentence: str, tokens: list[re.Match], i: int) -> bool:

@@ -273,6 +273,14 @@ def test_a_number_in_words_is_no_name(client):
     assert names_in(client, text) == ["Marley", "Twelve Oaks"]
 
 
+def test_a_capitalised_word_after_a_or_an_is_a_kind_not_a_name(client):
+    # A Christmas Carol's "they sung a Glee or Catch" gave persons "Glee" and "Catch": songs of
+    # a kind, capitalised. A name used for a kind, a word after it, stays ("a Christmas tune").
+    text = ("They sung a Glee or Catch with Topper, and a Truth like this. Then Fred hummed a "
+            "Christmas tune to Topper.")
+    assert names_in(client, text) == ["Topper", "Fred", "Christmas"]
+
+
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
     # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
     # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
