@@ -281,6 +281,16 @@ def test_a_capitalised_word_after_a_or_an_is_a_kind_not_a_name(client):
     assert names_in(client, text) == ["Topper", "Fred", "Christmas"]
 
 
+def test_food_and_drink_by_the_portion_are_no_names(client):
+    # A Christmas Carol's "a great piece of Cold\nRoast ... a great piece of Cold Boiled ...
+    # after the Roast and Boiled" gave persons "Cold Roast", "Cold Boiled", "Roast" and
+    # "Boiled". A place named for a drink's origin stays ("a glass of Port Vell wine").
+    text = ("There was a great piece of Cold\nRoast, and a great piece of Cold Boiled for "
+            "Fezziwig. After the Roast and Boiled, Fezziwig danced with Topper, who drank a "
+            "glass of Port Vell wine.")
+    assert names_in(client, text) == ["Fezziwig", "Topper", "Port Vell"]
+
+
 def test_a_caption_in_capitals_is_no_name_and_a_quotation_starts_a_sentence(client):
     # An illustration's caption in capitals gave "PRODUCED A DECANTER OF CURIOUSLY LIGHT WINE";
     # "said, 'Bah!'" gave "Bah" (a name mid-sentence) and _Scrooge_ gave "Scrooge_".
