@@ -423,6 +423,7 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
     if len(words) > 1 and not any(c.islower() for w in words for c in w) and any(map(_is_shouting, words)):
         return "", False                                    # a heading, dateline or caption
     if (initial and len(words) > 1 and words[0].casefold() in common - nouns
+            and not _no_name_word(words[0])       # "O", though "o'clock" writes "o": below
             and _norm(" ".join(words[1:])) in alone):
         words.pop(0)
         initial = False

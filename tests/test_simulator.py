@@ -261,7 +261,10 @@ def test_a_first_name_the_text_uses_as_a_noun_stays_though_the_surname_stands_al
 def test_a_word_the_text_writes_in_lower_case_is_no_name_after_an_interjection(client):
     # A Christmas Carol's "'O Man! look here!'" gave a person "Man": the capital is the
     # sentence's, "the man" elsewhere is a word. "'O Marley!'" still names Marley.
-    text = ("'O Man! look here!' exclaimed the Ghost. The man wept. 'O Marley!' cried Fred.")
+    # ("o'clock" writes "o" in lower case, which took "O" for a word of a name and "Man" for
+    # a name the text writes alone, as "Presently Scrooge" is Scrooge.)
+    text = ("'O Man! look here!' exclaimed the Ghost. The man wept at one o'clock. 'O Marley!' "
+            "cried Fred.")
     assert names_in(client, text) == ["Ghost", "Marley", "Fred"]
 
 
