@@ -460,12 +460,15 @@ def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(
     # listed "0 in the last update" and nothing else).
     db = str(tmp_path / "i.db")
     n = int(outs[2].stderr.split("streamrag: ")[-1].split(" item")[0])
-    listed = json.loads(cli_run("status", "--failures", "--json", "--db", db).stdout)
+    # (with the settings the runs had: a report settled with another report budget is asked again)
+    config = ("--config", str(tmp_path / "s.toml"))
+    listed = json.loads(cli_run("status", "--failures", "--json", "--db", db, *config).stdout)
     assert listed["failures"] == [] and listed["settled"] == n
     assert len(listed["settled_items"]) == n and {i["stage"] for i in listed["settled_items"]} == {"report"}
     assert all("unusable on 3 runs in a row" in i["message"] for i in listed["settled_items"])
-    text = cli_run("status", "--db", db).stdout
+    text = cli_run("status", "--db", db, *config).stdout
     assert f"{n} items no longer asked for" in text and "(list them with --failures)" in text
+    assert json.loads(cli_run("status", "--json", "--db", db).stdout)["settled"] == 0   # (1200 tokens)
 
 
 def test_vacuum_gives_the_free_space_back_and_keeps_the_index(cli_run, corpus, tmp_path):
