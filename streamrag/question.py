@@ -10,8 +10,9 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
 * **Which names.** ``named_entities`` are the entities of the index all of whose name words the
   question has, a name repeating a word ("Humbert Humbert") written whole (of those, the ones
   it asks about, not the shorter names inside those it writes, are ``local_search.anchors``);
-  ``unknown_names`` those it writes capitalised that no text or entity of the index has, and
-  ``asks_more`` whether it asks anything beyond them.
+  ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
+  whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
+  Ulmard"), and ``asks_more`` whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
@@ -306,7 +307,8 @@ def asks_more(question: str, names: list[str]) -> bool:
 
 def unknown_names(store: Store, question: str) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
-    person whose only file was deleted), as written; adjacent ones make one name.
+    person whose only file was deleted), as written; adjacent ones make one name. Those of
+    words it has, but never together, too (``_never_together``).
 
     A capitalised word opening a sentence, a stopword and a question written in Title Case or
     capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
@@ -357,9 +359,98 @@ def unknown_names(store: Store, question: str) -> list[str]:
             names[-1].append(i)
         else:
             names.append([i])
-    return list(dict.fromkeys(question[tokens[run[0]].start():tokens[run[-1]].end()]
-                              for run in names if strong & set(run)
-                              and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)))
+    found = [(tokens[run[0]].start(), tokens[run[-1]].end()) for run in names if strong & set(run)
+             and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)]
+    found += _never_together(store, question, tokens, opening, set(absent))
+    return list(dict.fromkeys(question[start:end] for start, end in sorted(found)))
+
+
+# Words that say what someone is, not which one ("Mr Scrooge", "Dr. Ulmard", "Mayor Ilse
+# Brandt"): left out when a name's words are looked for together, so that another title, or
+# none, is the same name.
+TITLES = frozenset("""
+mr mrs ms miss mx dr doctor prof professor sir dame lady lord st saint rev reverend fr father
+mother sister brother uncle aunt capt captain col colonel gen general lt lieutenant sgt sergeant
+major mayor judge president senator governor minister chancellor king queen prince princess duke
+duchess count countess baron baroness master mistress madam madame mme mlle monsieur herr frau
+senor senora don dona director chairman chairwoman chief inspector detective bishop emperor empress
+""".split())
+
+
+def _never_together(store: Store, question: str, tokens: list[re.Match[str]], opening: list[bool],
+                    absent: set[int]) -> list[tuple[int, int]]:
+    """(start, end) of the names ``question`` writes whose every word the index has, but never
+    together: "Zeno Ulmard" of an index with "Zeno Ulmford" and "Greta Ulmard" only.
+
+    A name is a run of two or more capitalised words (not an acronym, nor a sentence's first
+    word: ``opening``), apart by a space or a hyphen, or by a point after a title or an initial
+    ("Dr. Zeno Ulmard", "J. Ulmard"), whose words the texts write capitalised (``_name_word``);
+    a run with a word the index lacks (``absent``) is left to ``unknown_names``. Titles and
+    initials are left out of its words ("Mrs Ulmard" and "Dr. Ulmard" are one name), and it is
+    in the index when two of its words in a row are (``_together``), so a longer run holding a
+    name ("Kessel Mira Osk", "Mayor Ilse Brandt") is no missing name."""
+    def is_word(i: int) -> bool:
+        tok = tokens[i].group()
+        return (tok[:1].isupper() and not (len(tok) > 1 and tok.isupper()) and (i not in absent or shortened(i))
+                and tok.lower() not in local_search.STOPWORDS)
+
+    def shortened(i: int) -> bool:   # a title or an initial, which a point may follow
+        tok = tokens[i].group()
+        return len(tok) == 1 or tok.lower() in TITLES
+
+    runs: list[list[int]] = []
+    for i in range(len(tokens)):
+        if not is_word(i):
+            continue
+        gap = question[tokens[i - 1].end():tokens[i].start()] if i else ""
+        joined = runs and runs[-1][-1] == i - 1 and (
+            gap.strip() in ("", "-") or gap.strip() == "." and shortened(i - 1))
+        if joined:
+            runs[-1].append(i)
+        elif not opening[i]:
+            runs.append([i])
+    out = []
+    for run in runs:
+        own = [w for i in run if not shortened(i) for w in words(tokens[i].group())]
+        if len(own) < 2 or any(_together(store, a, b) for a, b in zip(own, own[1:])) \
+                or not all(_name_word(store, w) for w in own):
+            continue
+        out.append((tokens[run[0]].start(), tokens[run[-1]].end()))
+    return out
+
+
+def _name_word(store: Store, word: str) -> bool:
+    """Whether the texts of the index write ``word`` capitalised at least as often as not (of
+    up to 50 that have it): a name's ("Zeno", "Cratchit"), not a word a question capitalises
+    ("Christmas Dinner", "Nephew Fred", "London Town": the texts' "dinner", "nephew", "town")."""
+    found = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
+    capital = lower = 0
+    for (text,) in store.conn.execute(
+            "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50",
+            (local_search.fts_match([word]),)):
+        for m in found.finditer(text):
+            capital += m.group()[:1].isupper()
+            lower += m.group()[:1].islower()
+    return capital >= lower
+
+
+def _together(store: Store, a: str, b: str) -> bool:
+    """Whether the index has the words ``a b`` together: as a phrase of a text ("Zeno\nUlmard",
+    across a line break), both in one entity's name, in any order and with others ("Scrooge
+    Ebenezer", "Vell Academy" of "Vell Maritime Academy"), or close in a text (three words
+    apart at most, in any order) where the first is someone's whole name ("Martha?' cried Bob
+    Cratchit": the index's "Martha" may be the "Martha Cratchit" asked about; but a "Mr.
+    Marstad" beside "Nadia Harberg" is no "Nadia Marstad")."""
+    qa, qb = local_search.fts_match([a]), local_search.fts_match([b])
+    in_text = "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1"
+    if (store.scalar(in_text, (local_search.fts_match([f"{a} {b}"]),))
+            or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
+                            (f"name : ({qa} AND {qb})",))):
+        return True
+    if not store.scalar(in_text, (f"NEAR({qa} {qb}, 3)",)):
+        return False
+    return any([w for w in words(name) if w not in TITLES] == [a] for (name,) in store.conn.execute(
+        "SELECT name FROM entities_fts WHERE entities_fts MATCH ? LIMIT 2000", (f"name : ({qa})",)))
 
 
 def _asks_with(store: Store, question: str, tokens: list[re.Match[str]], i: int) -> bool:

@@ -1300,6 +1300,54 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     assert any(line.startswith("nothing in the index mentions") for line in said), said
 
 
+async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missing(offline_db, simulator):
+    # "Who is Zeno Ulmard?" of an index with "Zeno Ulmford" and "Greta Ulmard" (never "Zeno
+    # Ulmard") quoted facts about the other Zenos, and never said Zeno Ulmard is not in it.
+    offline = make_settings("", index=INDEX)
+    for settings in (offline, make_settings(simulator.base_url, index=INDEX)):
+        answer = await aask("Who is Mira Brandt?", settings, offline_db)
+        assert answer.not_in_index == ["Mira Brandt"] and answer.search == "none", answer.text
+        assert answer.text == ('Nothing in the index mentions "Mira Brandt", and the question asks about '
+                               'nothing else: no search was made.') and not answer.llm.get("calls")
+    answer = await aask("Did Anton Varga meet Mira Osk?", offline, offline_db)
+    assert answer.not_in_index == ["Anton Varga"] and answer.search == "local"
+    assert answer.text.startswith('Nothing in the index mentions "Anton Varga": the sentences below match '
+                                  'the rest of the question only.')
+    said: list[str] = []
+    answer = await aask("Did Mira Osk work with Tobias Heller?", make_settings(simulator.base_url, index=INDEX),
+                        offline_db, mode="local", on_status=said.append)
+    assert 'nothing in the index mentions "Tobias Heller"' in said, said
+    # Other forms of names it has: a title more or less, another order, words of a longer name,
+    # a name inside a longer run, a possessive; and a name it lacks beside one it has.
+    for question, absent in (("What did Dr. Lena Varga teach?", []), ("What did Mr Salo sign?", []),
+                             ("Who is Osk Mira?", []), ("What did the Vell Academy students build?", []),
+                             ("Did Professor Mira Osk teach?", []), ("What did Mayor Ilse Brandt promise?", []),
+                             ("What did Henrik Salo's company announce?", []),
+                             ("Who is the Harbor Council's Mira Osk?", []),
+                             ("Did Ilse Salo's plan pass? Ask Mira Osk.", ["Ilse Salo"]),
+                             ("Was Dr. Anton Varga there?", ["Dr. Anton Varga"])):
+        assert (await aask(question, offline, offline_db)).not_in_index == absent, question
+
+
+async def test_names_never_together_are_told_from_names_written_otherwise(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "letters.txt").write_text(
+        "The Ulmard Letters\n\nZeno Ulmford chaired the board of the Ostard Water Authority. Greta Ulmard "
+        "met Rhea\nBostock at the quay in Ostard.\n\n\"Martha!\" cried Bob Cratchit, and Martha laughed. "
+        "Mr. Bostock was late for dinner, and the dinner went cold.\n")
+    offline = make_settings("", index=INDEX)
+    await sync([corpus], offline, tmp_path / "index.db", root=corpus)
+    answer = await aask("Who is Zeno Ulmard?", offline, tmp_path / "index.db")
+    assert answer.not_in_index == ["Zeno Ulmard"] and answer.search == "none"
+    for question, absent in (("Who is Rhea Bostock?", []),         # across a line break
+                             ("Who is Martha Cratchit?", []),      # someone of one name, beside the other
+                             ("Who is Dr. Bostock?", []),
+                             ("What was the Ostard Dinner like?", []),   # a word the texts write in lower case
+                             ("Did Greta Ulmford chair it?", ["Greta Ulmford"])):
+        assert (await aask(question, offline, tmp_path / "index.db")).not_in_index == absent, question
+
+
 async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_does(offline_db):
     # "Zorblax Quintrell?" printed "mode": "auto", "auto_choice": null and "details":
     # {"searched": false}: a mode no other answer has and a key the README does not name.
