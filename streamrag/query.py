@@ -54,7 +54,7 @@ from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, checked_question,
                                 choose_mode, content_stop, global_question, named_entities,
-                                unknown_names)
+                                near_names, unknown_names)
 from streamrag.signals import until_sigterm
 from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
@@ -93,6 +93,8 @@ class Answer(msgspec.Struct, kw_only=True):
     extractive: bool = False
     cut_off: bool = False           # the model's answer reached query.answer_max_tokens
     not_in_index: list[str] = msgspec.field(default_factory=list)   # names no document has
+    # of each of those, the closest names the index has (``question.near_names``)
+    near_names: dict[str, list[str]] = msgspec.field(default_factory=dict)
     details: dict = msgspec.field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -104,7 +106,8 @@ class Answer(msgspec.Struct, kw_only=True):
             "level": self.level, "answer": self.text, "citations": self.citations,
             "unresolved_citations": self.unresolved, "documents": self.documents,
             "llm": self.llm or llm_summary({}), "extractive": self.extractive, "cut_off": self.cut_off,
-            "not_in_index": self.not_in_index, "details": {**DETAILS.get(self.search, {}), **self.details},
+            "not_in_index": self.not_in_index, "near_names": self.near_names,
+            "details": {**DETAILS.get(self.search, {}), **self.details},
         }
 
 
@@ -141,13 +144,14 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode,
                             version=store.version)   # (in the snapshot: what every read below sees)
             answer.not_in_index = unknown_names(store, question)
+            answer.near_names = {name: near_names(store, name) for name in answer.not_in_index}
             # Once: routing, search and citations ask them, and must agree.
             named = named_entities(store, question)
             anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             if answer.not_in_index and not asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
                 # with a model a whole global search was paid to find nothing.
-                answer.text = (f"Nothing in the index mentions {_listed(answer.not_in_index)}, and the "
+                answer.text = (f"Nothing in the index mentions {_missing(answer)}, and the "
                                "question asks about nothing else: no search was made.")
                 answer.search = "none"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
@@ -161,7 +165,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
-                status(f"nothing in the index mentions {_listed(answer.not_in_index)}")
+                status(f"nothing in the index mentions {_missing(answer)}")
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named,
                              anchors=anchored)
             if not settings.has_endpoint:
@@ -714,7 +718,7 @@ class _Search:
         if not found:
             self.context_tags = []  # an answer that found nothing rests on no document
         if self.answer.not_in_index:   # (the sentences matched the rest of the question)
-            text = (f"Nothing in the index mentions {_listed(self.answer.not_in_index)}"
+            text = (f"Nothing in the index mentions {_missing(self.answer)}"
                     + (": the sentences below match the rest of the question only." if found else ".")
                     + "\n\n" + text)
         self._emit(text)
@@ -758,9 +762,12 @@ def _usage(stats: dict[str, dict[str, int]]) -> dict:
     return llm_summary(dict(sorted(stats.items())))
 
 
-def _listed(names: list[str]) -> str:
-    """``names`` quoted, as a list in words."""
-    quoted = [f'"{n}"' for n in names]
+def _missing(answer: Answer) -> str:
+    """The names the index lacks (``not_in_index``) quoted, as a list in words, each with the
+    closest names it has (``near_names``): "Zeno Ulmard" (names it has: Zeno Ulmford, ...)'."""
+    near = answer.near_names
+    quoted = [f'"{n}"' + (f" (names it has: {', '.join(near[n])})" if near.get(n) else "")
+              for n in answer.not_in_index]
     return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 

@@ -12,7 +12,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   it asks about, not the shorter names inside those it writes, are ``local_search.anchors``);
   ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
   whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
-  Ulmard"), and ``asks_more`` whether it asks anything beyond them.
+  Ulmard"), ``near_names`` the names of the index closest to one, and ``asks_more``
+  whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
@@ -27,6 +28,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -451,6 +454,40 @@ def _together(store: Store, a: str, b: str) -> bool:
         return False
     return any([w for w in words(name) if w not in TITLES] == [a] for (name,) in store.conn.execute(
         "SELECT name FROM entities_fts WHERE entities_fts MATCH ? LIMIT 2000", (f"name : ({qa})",)))
+
+
+NEAR_NAMES = 5   # the names of the index an answer offers for one it lacks
+
+
+def near_names(store: Store, name: str, limit: int = NEAR_NAMES) -> list[str]:
+    """The names of the index closest to ``name`` (one it lacks, ``unknown_names``): those of
+    the entities sharing a word of it (titles and initials aside), the most alike in their
+    letters first, then the most mentioned ("Zeno Ulmford" and "Greta Ulmard" for "Zeno
+    Ulmard"); none for a name none shares a word with."""
+    own = [w for w in words(name) if len(w) > 1 and w not in TITLES and w not in local_search.STOPWORDS]
+    if not own:
+        return []
+    rows = store.conn.execute(
+        "SELECT entities.name, entities.mentions FROM entities_fts JOIN entities USING (id) "
+        "WHERE entities_fts MATCH ? ORDER BY entities.mentions DESC, entities.name LIMIT 500",
+        ("name : (" + local_search.fts_match(own) + ")",)).fetchall()
+    asked = " ".join(own)
+    # By the words shared, in turn, so that one common word ("Zeno", 57 people) does not crowd
+    # out those of the other ("Greta Ulmard"); each group's most alike first, to a tenth (which
+    # other first name is more like "Zeno" says little), then the most mentioned.
+    # (not a word alone that a longer name holds: "Jacob Marley", not "Marley" too)
+    held = [frozenset(w for w in words(name) if w not in TITLES) for name, _m in rows]
+    groups: dict[frozenset[str], list[tuple[float, int, str]]] = {}
+    for (name, mentions), have in zip(rows, held, strict=True):
+        shared = have & frozenset(own)
+        if shared and not (len(have) == 1 and any(have < other for other in held)):
+            alike = difflib.SequenceMatcher(None, asked, " ".join(words(name))).ratio()
+            groups.setdefault(shared, []).append((-round(alike, 1), -mentions, name))
+    ordered = sorted((sorted(group) for group in groups.values()), key=lambda g: (g[0], len(g)))
+    taken: dict[frozenset[str], str] = {}   # (one form of a name: "Mayor Ilse Brandt" or "Ilse Brandt")
+    for row in (row for turn in itertools.zip_longest(*ordered) for row in turn if row):
+        taken.setdefault(frozenset(w for w in words(row[2]) if w not in TITLES), row[2])
+    return list(taken.values())[:limit]
 
 
 def _asks_with(store: Store, question: str, tokens: list[re.Match[str]], i: int) -> bool:

@@ -1007,6 +1007,20 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(cli_run, corp
     assert again["left_out"] == {".docx": 1, ".pdf": 2} and again["documents_added"] == 1
 
 
+def test_ask_says_a_name_never_written_together_is_missing_and_names_those_it_has(corpus):
+    # "Who is Zeno Ulmard?" (the index has "Zeno Ulmford" and "Greta Ulmard") quoted other Zenos.
+    here = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}   # (this code, not an installed one)
+    assert run("index", "-q", ".", "--offline", cwd=corpus, env=here).returncode == 0
+    out = run("ask", "Who is Mira Brandt?", cwd=corpus, env=here)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith('Nothing in the index mentions "Mira Brandt" (names it has: Ilse Brandt, '
+                                 'Mira Osk), and the question asks about nothing else: no search was made.\n')
+    shown = json.loads(run("ask", "--json", "Did Anton Varga meet Mira Osk?", cwd=corpus, env=here).stdout)
+    assert shown["not_in_index"] == ["Anton Varga"] and shown["search"] == "local"
+    assert shown["near_names"] == {"Anton Varga": ["Lena Varga", "Anton Heller"]}
+    assert json.loads(run("ask", "--json", "Who is Mira Osk?", cwd=corpus, env=here).stdout)["near_names"] == {}
+
+
 def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(cli_run, tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir()

@@ -1307,16 +1307,18 @@ async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missi
     for settings in (offline, make_settings(simulator.base_url, index=INDEX)):
         answer = await aask("Who is Mira Brandt?", settings, offline_db)
         assert answer.not_in_index == ["Mira Brandt"] and answer.search == "none", answer.text
-        assert answer.text == ('Nothing in the index mentions "Mira Brandt", and the question asks about '
-                               'nothing else: no search was made.') and not answer.llm.get("calls")
+        assert answer.near_names == {"Mira Brandt": ["Ilse Brandt", "Mira Osk"]}   # (one form of a name)
+        assert answer.text == ('Nothing in the index mentions "Mira Brandt" (names it has: Ilse Brandt, '
+                               'Mira Osk), and the question asks about nothing else: no search was made.')
+        assert answer.to_json()["near_names"] == answer.near_names and not answer.llm.get("calls")
     answer = await aask("Did Anton Varga meet Mira Osk?", offline, offline_db)
     assert answer.not_in_index == ["Anton Varga"] and answer.search == "local"
-    assert answer.text.startswith('Nothing in the index mentions "Anton Varga": the sentences below match '
-                                  'the rest of the question only.')
+    assert answer.text.startswith('Nothing in the index mentions "Anton Varga" (names it has: Lena Varga, '
+                                  'Anton Heller): the sentences below match the rest of the question only.')
     said: list[str] = []
     answer = await aask("Did Mira Osk work with Tobias Heller?", make_settings(simulator.base_url, index=INDEX),
                         offline_db, mode="local", on_status=said.append)
-    assert 'nothing in the index mentions "Tobias Heller"' in said, said
+    assert 'nothing in the index mentions "Tobias Heller" (names it has: Anton Heller, Tobias Reyn)' in said, said
     # Other forms of names it has: a title more or less, another order, words of a longer name,
     # a name inside a longer run, a possessive; and a name it lacks beside one it has.
     for question, absent in (("What did Dr. Lena Varga teach?", []), ("What did Mr Salo sign?", []),
@@ -1339,7 +1341,7 @@ async def test_names_never_together_are_told_from_names_written_otherwise(tmp_pa
     offline = make_settings("", index=INDEX)
     await sync([corpus], offline, tmp_path / "index.db", root=corpus)
     answer = await aask("Who is Zeno Ulmard?", offline, tmp_path / "index.db")
-    assert answer.not_in_index == ["Zeno Ulmard"] and answer.search == "none"
+    assert answer.near_names == {"Zeno Ulmard": ["Zeno Ulmford", "Greta Ulmard"]} and answer.search == "none"
     for question, absent in (("Who is Rhea Bostock?", []),         # across a line break
                              ("Who is Martha Cratchit?", []),      # someone of one name, beside the other
                              ("Who is Dr. Bostock?", []),
