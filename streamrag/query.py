@@ -54,7 +54,7 @@ from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, checked_question,
                                 choose_mode, content_stop, global_question, named_entities,
-                                near_names, unknown_names)
+                                missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm
 from streamrag.status import failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
@@ -145,8 +145,9 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                             version=store.version)   # (in the snapshot: what every read below sees)
             answer.not_in_index = unknown_names(store, question)
             answer.near_names = {name: near_names(store, name) for name in answer.not_in_index}
-            # Once: routing, search and citations ask them, and must agree.
-            named = named_entities(store, question)
+            # Once: routing, search and citations ask them, and must agree. Not the entities
+            # inside a name the index lacks: "Ulmard" is not who "Zeno Ulmard" is.
+            named = _outside(named_entities(store, question), answer.not_in_index)
             anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             if answer.not_in_index and not asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
@@ -191,6 +192,13 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     finally:
         store.close()
     return answer
+
+
+def _outside(named: list[tuple[str, str, bool]], missing: list[str]) -> list[tuple[str, str, bool]]:
+    """``named`` (``named_entities``) without those whose name's words are all of one of the
+    ``missing`` names' (the index's "Ulmard" or "Zeno" of a "Zeno Ulmard" it lacks)."""
+    held = [set(words(name)) for name in missing]
+    return [n for n in named if not any(set(local_search.name_words(n[1])) <= own for own in held)]
 
 
 def _as_given(root: str) -> str:
@@ -263,11 +271,14 @@ class _Search:
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
         self._global_stop: frozenset[str] | None = None   # the words offline global search left out
+        # the words of the names the index lacks, searched for by no search ("Zeno Ulmard": "zeno")
+        self.missing = missing_words(answer.question, answer.not_in_index)
 
     @cached_property
     def local_stop(self) -> frozenset[str] | None:
         """The words local and basic search leave out of the question (``content_stop``)."""
-        return content_stop(self.answer.question, [name for _e, name, _c in self.named])
+        stop = content_stop(self.answer.question, [name for _e, name, _c in self.named])
+        return None if stop is None else stop | self.missing
 
     def _emit(self, text: str) -> None:
         if self._held is not None:
@@ -607,6 +618,7 @@ class _Search:
         if self._no_communities(tree):
             return
         question, stop = global_question(self.answer.question)
+        stop |= self.missing
         terms = set(local_search.query_terms(question, extra_stop=stop))
         names, holding = self._named_holding()
         # Reports are rated by the words their sentences are picked by (``_extract``, which gives

@@ -12,8 +12,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   it asks about, not the shorter names inside those it writes, are ``local_search.anchors``);
   ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
   whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
-  Ulmard"), ``near_names`` the names of the index closest to one, and ``asks_more``
-  whether it asks anything beyond them.
+  Ulmard"), ``near_names`` the names of the index closest to one, ``missing_words`` the words
+  of those a search leaves out, and ``asks_more`` whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
@@ -306,6 +306,16 @@ def asks_more(question: str, names: list[str]) -> bool:
     """Whether ``question`` has words beyond ``names`` (and the words that ask nothing)."""
     held = {w for name in names for w in words(name)}
     return any(w not in held for w in local_search.query_terms(question.translate(INVISIBLE_TABLE)))
+
+
+def missing_words(question: str, names: Sequence[str]) -> frozenset[str]:
+    """The words of ``names`` (``unknown_names``) ``question`` has nowhere else, which a search
+    leaves out: "zeno" and "ulmard" of "Did Zeno Ulmard meet Mira Osk?", whose sentences about
+    other Zenos answer nothing it asks."""
+    rest = question.translate(INVISIBLE_TABLE)
+    for name in names:
+        rest = rest.replace(name, " ")
+    return frozenset(w for name in names for w in words(name)) - set(words(rest))
 
 
 def unknown_names(store: Store, question: str) -> list[str]:
