@@ -485,12 +485,14 @@ def near_names(store: Store, name: str, limit: int = NEAR_NAMES) -> list[str]:
     # By the words shared, in turn, so that one common word ("Zeno", 57 people) does not crowd
     # out those of the other ("Greta Ulmard"); each group's most alike first, to a tenth (which
     # other first name is more like "Zeno" says little), then the most mentioned.
-    # (not a word alone that a longer name holds: "Jacob Marley", not "Marley" too)
-    held = [frozenset(w for w in words(name) if w not in TITLES) for name, _m in rows]
+    # (not one word, titles aside, that a longer name writes: "Jacob Marley", not "Marley" too;
+    # "Master Peter Cratchit", not "Master Peter"; but "Mrs. Cratchit" beside "Bob Cratchit")
+    written = [words(name) for name, _m in rows]
     groups: dict[frozenset[str], list[tuple[float, int, str]]] = {}
-    for (name, mentions), have in zip(rows, held, strict=True):
-        shared = have & frozenset(own)
-        if shared and not (len(have) == 1 and any(have < other for other in held)):
+    for (name, mentions), have in zip(rows, written, strict=True):
+        shared = frozenset(have) & frozenset(own)
+        if shared and not (len([w for w in have if w not in TITLES]) == 1 and any(
+                len(other) > len(have) and local_search.runs(other, have) for other in written)):
             alike = difflib.SequenceMatcher(None, asked, " ".join(words(name))).ratio()
             groups.setdefault(shared, []).append((-round(alike, 1), -mentions, name))
     ordered = sorted((sorted(group) for group in groups.values()), key=lambda g: (g[0], len(g)))

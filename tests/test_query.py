@@ -1340,11 +1340,19 @@ async def test_names_never_together_are_told_from_names_written_otherwise(tmp_pa
     (corpus / "letters.txt").write_text(
         "The Ulmard Letters\n\nZeno Ulmford chaired the board of the Ostard Water Authority. Greta Ulmard "
         "met Rhea\nBostock at the quay in Ostard.\n\n\"Martha!\" cried Bob Cratchit, and Martha laughed. "
-        "Mr. Bostock was late for dinner, and the dinner went cold.\n")
+        "Mr. Bostock was late for dinner, and the dinner went cold. Master Peter came in. Master Peter "
+        "Cratchit and Mrs. Cratchit sat down; Cratchit smiled.\n")
     offline = make_settings("", index=INDEX)
     await sync([corpus], offline, tmp_path / "index.db", root=corpus)
     answer = await aask("Who is Zeno Ulmard?", offline, tmp_path / "index.db")
     assert answer.near_names == {"Zeno Ulmard": ["Zeno Ulmford", "Greta Ulmard"]} and answer.search == "none"
+    # Not a name of one word that a longer one writes ("Master Peter", "Cratchit"), but one with
+    # a title beside another's ("Mrs. Cratchit" beside "Bob Cratchit").
+    answer = await aask("Who is Rhea Cratchit?", offline, tmp_path / "index.db")
+    assert answer.near_names == {"Rhea Cratchit": ["Mrs. Cratchit", "Rhea Bostock", "Bob Cratchit",
+                                                   "Master Peter Cratchit"]}
+    answer = await aask("Who is Peter Ulmard?", offline, tmp_path / "index.db")
+    assert answer.near_names == {"Peter Ulmard": ["Greta Ulmard", "Master Peter Cratchit"]}
     for question, absent in (("Who is Rhea Bostock?", []),         # across a line break
                              ("Who is Martha Cratchit?", []),      # someone of one name, beside the other
                              ("Who is Dr. Bostock?", []),
