@@ -320,8 +320,9 @@ def missing_words(question: str, names: Sequence[str]) -> frozenset[str]:
 
 def unknown_names(store: Store, question: str) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
-    person whose only file was deleted), as written; adjacent ones make one name. Those of
-    words it has, but never together, too (``_never_together``).
+    person whose only file was deleted), as written, with the words of the name they are
+    written in ("Jacob Cratchit" of an index with "Bob Cratchit" only, "Mr. Zorblax"); adjacent
+    ones make one name. Those of words it has, but never together, too (``_never_together``).
 
     A capitalised word opening a sentence, a stopword and a question written in Title Case or
     capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
@@ -348,6 +349,10 @@ def unknown_names(store: Store, question: str) -> list[str]:
                 and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES \
                 and not _asks_with(store, question, tokens, i):
             opening[i] = False
+    for i in range(1, len(tokens)):
+        # A point after a title or an initial ends no sentence: "Who is Mr. Zorblax?"
+        if opening[i] and _in_name(question, tokens, i) and _name_token(tokens[i].group()):
+            opening[i] = False
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
            and not first for t, first in zip(tokens, opening, strict=True)):
         return []
@@ -368,12 +373,23 @@ def unknown_names(store: Store, question: str) -> list[str]:
             strong.add(i)
     names: list[list[int]] = []
     for i in absent:
-        if names and names[-1][-1] == i - 1 and question[tokens[i - 1].end():tokens[i].start()].strip() in ("", "-"):
+        if names and names[-1][-1] == i - 1 and _in_name(question, tokens, i):
             names[-1].append(i)
         else:
             names.append([i])
-    found = [(tokens[run[0]].start(), tokens[run[-1]].end()) for run in names if strong & set(run)
-             and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5)]
+    found = []
+    for run in names:
+        if strong & set(run) and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5):
+            # The whole name it is written in: "Jacob Cratchit", "Mayor Zorblax" (the index's
+            # "Cratchit" and "Mayor" are not who it asks about, nor searched for).
+            first, last = run[0], run[-1]
+            while first > 0 and _in_name(question, tokens, first) and not opening[first - 1] \
+                    and _name_token(tokens[first - 1].group()):
+                first -= 1
+            while last + 1 < len(tokens) and _in_name(question, tokens, last + 1) \
+                    and _name_token(tokens[last + 1].group()):
+                last += 1
+            found.append((tokens[first].start(), tokens[last].end()))
     found += _never_together(store, question, tokens, opening, set(absent))
     return list(dict.fromkeys(question[start:end] for start, end in sorted(found)))
 
@@ -402,34 +418,42 @@ def _never_together(store: Store, question: str, tokens: list[re.Match[str]], op
     initials are left out of its words ("Mrs Ulmard" and "Dr. Ulmard" are one name), and it is
     in the index when two of its words in a row are (``_together``), so a longer run holding a
     name ("Kessel Mira Osk", "Mayor Ilse Brandt") is no missing name."""
-    def is_word(i: int) -> bool:
-        tok = tokens[i].group()
-        return (tok[:1].isupper() and not (len(tok) > 1 and tok.isupper()) and (i not in absent or shortened(i))
-                and tok.lower() not in local_search.STOPWORDS)
-
-    def shortened(i: int) -> bool:   # a title or an initial, which a point may follow
-        tok = tokens[i].group()
-        return len(tok) == 1 or tok.lower() in TITLES
-
     runs: list[list[int]] = []
-    for i in range(len(tokens)):
-        if not is_word(i):
+    for i, t in enumerate(tokens):
+        if not _name_token(t.group()) or i in absent and not _shortened(t.group()):
             continue
-        gap = question[tokens[i - 1].end():tokens[i].start()] if i else ""
-        joined = runs and runs[-1][-1] == i - 1 and (
-            gap.strip() in ("", "-") or gap.strip() == "." and shortened(i - 1))
-        if joined:
+        if runs and runs[-1][-1] == i - 1 and _in_name(question, tokens, i):
             runs[-1].append(i)
         elif not opening[i]:
             runs.append([i])
     out = []
     for run in runs:
-        own = [w for i in run if not shortened(i) for w in words(tokens[i].group())]
+        own = [w for i in run if not _shortened(tokens[i].group()) for w in words(tokens[i].group())]
         if len(own) < 2 or any(_together(store, a, b) for a, b in zip(own, own[1:])) \
                 or not all(_name_word(store, w) for w in own):
             continue
         out.append((tokens[run[0]].start(), tokens[run[-1]].end()))
     return out
+
+
+def _name_token(tok: str) -> bool:
+    """Whether the word ``tok`` of a question may be a name's: capitalised, not an acronym
+    ("USA CEO") and no stopword."""
+    return tok[:1].isupper() and not (len(tok) > 1 and tok.isupper()) and tok.lower() not in local_search.STOPWORDS
+
+
+def _shortened(tok: str) -> bool:
+    """Whether ``tok`` is a title or an initial, which a point may follow ("Dr.", "J.")."""
+    return len(tok) == 1 or tok.lower() in TITLES
+
+
+def _in_name(question: str, tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether ``tokens[i]`` is written in one name with the word before it: apart by a space
+    or a hyphen, or by a point after a title or an initial ("Dr. Zeno Ulmard", "J. Ulmard")."""
+    if i == 0:
+        return False
+    gap = question[tokens[i - 1].end():tokens[i].start()].strip()
+    return gap in ("", "-") or gap == "." and _shortened(tokens[i - 1].group())
 
 
 def _name_word(store: Store, word: str) -> bool:

@@ -1332,6 +1332,15 @@ async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missi
                              ("Did Ilse Salo's plan pass? Ask Mira Osk.", ["Ilse Salo"]),
                              ("Was Dr. Anton Varga there?", ["Dr. Anton Varga"])):
         assert (await aask(question, offline, offline_db)).not_in_index == absent, question
+    # A word the index lacks is said with the whole name it is written in, whose other words are
+    # not searched for: "Who is Mira Zorblax?" said 'Nothing ... "Zorblax"' and quoted Mira Osk.
+    answer = await aask("Who is Mira Zorblax?", offline, offline_db)
+    assert answer.not_in_index == ["Mira Zorblax"] and answer.search == "none"
+    assert answer.near_names == {"Mira Zorblax": ["Mira Osk"]}
+    for question, absent in (("Did Mayor Zorblax sign it?", ["Mayor Zorblax"]),
+                             ("Who is Mr. Zorblax?", ["Mr. Zorblax"]),   # (a point after a title ends no sentence)
+                             ("Did Mira Osk meet Zorblax Brandt?", ["Zorblax Brandt"])):
+        assert (await aask(question, offline, offline_db)).not_in_index == absent, question
 
 
 async def test_names_never_together_are_told_from_names_written_otherwise(tmp_path):
