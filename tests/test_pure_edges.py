@@ -280,6 +280,57 @@ def test_overlap_rating_without_question_words_and_rounding_up():
     assert overlap_rating({"harbor"}, "Nothing here.") == 0.0
 
 
+# Texts whose capitalised words, headings, possessives, accents and unspaced scripts the keys see.
+KEYED_TEXTS = [
+    "Tim's crutch stood by the fire. Scrooge walked there three times; TIMES were hard.",
+    "The bells rang for Belle, and Belle's father came home to the Bells' house.",
+    "PORTLY men at Port Velvellfield: the port's master, Mr. Port, and the portly clerk.",
+    "État and Etat, İstanbul, ÉCOLE and the école; 张伟在北京大学工作. Müller met MÜLLER.",
+    "", "   ", "1999 2000 3rd_of_May snake_case Words_With Under_Scores",
+]
+
+
+def _old_keys_of(key, text):
+    """NameKeys.of as it was: the capitalised words token by token."""
+    import re
+
+    from streamrag.extractive import stem
+    from streamrag.terms import words
+    if not key.names:
+        return [stem(w) for w in words(text)]
+    caps = {w for tok in re.findall(r"[^\W\d_]+", text)
+            if tok[:1].isupper() and not tok[1:].isupper() for w in words(tok)}
+    return [key.word(w, w in caps) for w in words(text)]
+
+
+def test_name_keys_set_of_is_the_set_of_the_keys_in_order_of_every_text():
+    # ``set_of`` (what a report is rated by) keys each distinct word once and remembers a text:
+    # the same keys as ``of`` gives in order, as it gave before, with or without names asked.
+    from streamrag.extractive import NameKeys, asked_names
+    for question in ("Who is Tim?", "What did Belle say?", "Where is Port Velvellfield?",
+                     "Who is Müller of İstanbul?", "Who is 张伟?", "what happened?"):
+        key = NameKeys(asked_names(question))
+        for text in KEYED_TEXTS:
+            old = _old_keys_of(key, text)
+            assert key.of(text) == old
+            assert key.set_of(text) == frozenset(old)
+            assert key.set_of(text) is key.set_of(text)   # remembered
+    assert NameKeys(frozenset({"port"})).set_of(KEYED_TEXTS[2]) >= {"=port", "port"}   # Port; portly
+
+
+def test_overlap_rating_works_out_the_question_once_per_key():
+    # The names' and terms' keys are the question's, not the report's: worked out once per key.
+    from streamrag.extractive import NameKeys, asked_names
+    key = NameKeys(asked_names("Who is Dmitri Quinquay of Torvell Energy?"))
+    terms, names = {"dmitri", "quinquay", "torvell", "energy", "flood"}, ["Dmitri Quinquay", "Torvell Energy"]
+    assert overlap_rating(terms, "Torvell Energy in Pellric.", names, key=key) == 2.0
+    assert overlap_rating(terms, "Dmitri Quinquay and the flood.", names, key=key) == 4.0
+    assert overlap_rating(terms, "Dmitri Iskton.", names, {"Dmitri Quinquay"}, key=key) == 2.0
+    parts, rest = key.asked(terms, names)
+    assert parts == {"Dmitri Quinquay": {"=dmitri", "=quinquay"}, "Torvell Energy": {"=torvell", "=energy"}}
+    assert rest == {"flood"} and key.asked(set(terms), list(names)) is key.asked(terms, names)
+
+
 # ---------------------------------------------------------------------------- sentence ends
 
 
