@@ -388,7 +388,10 @@ def _held_by(text: str, names: list[tuple[str, ...]], own: tuple[str, ...], key:
     tokens = words(text)
     mine = runs(tokens, own)
     inside = [False] * len(tokens)
+    present = set(tokens)
     for name in names:
+        if not name or name[0] not in present:   # (most names, where many share a word: no run)
+            continue
         for i, j in runs(tokens, name):
             if not any(i < y and x < j and not i <= x < y <= j for x, y in mine):
                 inside[i:j] = [True] * (j - i)

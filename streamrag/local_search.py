@@ -140,9 +140,25 @@ def _written_apart(asked: list[str], name: list[str], longer: list[list[str]]) -
 
 
 def runs(tokens: Sequence[str], name: Sequence[str]) -> list[tuple[int, int]]:
-    """(start, end) of every run of ``tokens`` that is the words ``name``."""
+    """(start, end) of every run of ``tokens`` that is the words ``name``. (Found from where its
+    first word is, by ``index``: an extractive answer looks for every name sharing a word with
+    the one asked about in each sentence, 65,000 looks for "Lake Yorrell Harbor Port Authority".)"""
     n = len(name)
-    return [(i, i + n) for i in range(len(tokens) - n + 1) if n and list(tokens[i:i + n]) == list(name)]
+    if not n:
+        return []
+    name = list(name)
+    first, last = name[0], len(tokens) - n
+    out = []
+    i = -1
+    while True:
+        try:
+            i = tokens.index(first, i + 1)
+        except ValueError:
+            return out
+        if i > last:
+            return out
+        if n == 1 or list(tokens[i:i + n]) == name:
+            out.append((i, i + n))
 
 
 # --------------------------------------------------------------------------------------------

@@ -351,3 +351,34 @@ def test_seeds_from_embeddings_and_bm25_are_weighed_as_shares_of_their_own_best(
                                   fresh={"e1", "e2"}, k=3)
     assert seeds == [("e1", 1.0), ("e3", 1.0), ("e2", 0.5)] and how.startswith("embedding + bm25")
     assert _with_unembedded([("e1", 0.5)], [("e1", 3.0)], fresh={"e1"}, k=3) == ([("e1", 0.5)], "embedding")
+
+
+# ---------------------------------------------------------------------------- runs of words
+
+
+def test_runs_finds_every_run_of_a_name_as_the_plain_scan_did():
+    # ``local_search.runs`` looks from where a name's first word is (``index``), and
+    # ``extractive._held_by`` skips the names whose first word a sentence lacks: every run
+    # found, overlapping ones too, as the scan of every position found them.
+    import random
+
+    from streamrag.extractive import NameKeys, _held_by
+    from streamrag.local_search import runs
+
+    def scan(tokens, name):
+        n = len(name)
+        return [(i, i + n) for i in range(len(tokens) - n + 1) if n and list(tokens[i:i + n]) == list(name)]
+
+    rng = random.Random(3)
+    vocab = ["lake", "port", "harbor", "yorrell", "authority", "of", "the"]
+    for _ in range(400):
+        tokens = [rng.choice(vocab) for _ in range(rng.randint(0, 14))]
+        for name in ([], [rng.choice(vocab)], [rng.choice(vocab) for _ in range(rng.randint(2, 4))],
+                     tokens[2:5], tokens, tokens + ["lake"]):
+            assert runs(tokens, name) == scan(tokens, name)
+            assert runs(tuple(tokens), tuple(name)) == scan(tokens, name)
+    assert runs(["lake", "lake", "lake"], ["lake", "lake"]) == [(0, 2), (1, 3)]
+    key = NameKeys(frozenset({"lake", "yorrell"}))
+    text = "Lake Yorrell Harbor Port Authority met the Lake Yorrell council at Port Kessel."
+    rivals = [("lake", "yorrell", "council"), ("port", "kessel"), ("kessel", "bridge"), ()]
+    assert _held_by(text, rivals, ("lake", "yorrell", "harbor", "port", "authority"), key) == {"council", "kessel"}
