@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION,
@@ -203,7 +203,7 @@ class NameKeys:
         ws = words(text)
         if not self.names:
             return [stem(w) for w in ws]
-        caps = _capitalised(text)
+        caps = self._capitalised(text, ws)
         keys = self._keys
         out = []
         for w in ws:
@@ -216,15 +216,14 @@ class NameKeys:
     def set_of(self, text: str) -> frozenset[str]:
         """``set(self.of(text))``, each distinct word keyed once, and remembered for the same
         text: an offline global search rates every report it reads by its whole text (twice for
-        a question of relation words), which was most of such an ask on an index of 3,000
-        documents (2.6 s of 3 s)."""
+        a question of relation words), most of such an ask's work on a large index."""
         found = self._sets.get(text)
         if found is None:
             ws = set(words(text))
             if not self.names:
                 found = frozenset(map(stem, ws))
             else:
-                caps, keys = _capitalised(text), self._keys
+                caps, keys = self._capitalised(text, ws), self._keys
                 out = set()
                 for w in ws:
                     k = (w, w in caps)
@@ -234,6 +233,11 @@ class NameKeys:
                 found = frozenset(out)
             self._sets[text] = found
         return found
+
+    def _capitalised(self, text: str, ws: Iterable[str]) -> Collection[str]:
+        """The words of ``text`` (of words ``ws``) written capitalised, where one may be keyed
+        by it: none is, unless its stem is a name's (``word``), and most texts have none."""
+        return _capitalised(text) if any(stem(w) in self.stems for w in ws) else ()
 
     def asked(self, terms: Collection[str], names: Sequence[str]) -> tuple[dict[str, set[str]], set[str]]:
         """What ``overlap_rating`` looks for in every report it rates for one question: the keys
