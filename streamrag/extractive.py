@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from streamrag.local_search import STOPWORDS, query_terms, runs
 from streamrag.sentences import (CJK_CLOSERS, CJK_TERMINATORS, NOT_AFTER_ABBREVIATION,
@@ -187,6 +187,7 @@ class NameKeys:
         self.stems = {stem(n) for n in names}
         self._keys: dict[tuple[str, bool], str] = {}
         self._sets: dict[str, frozenset[str]] = {}
+        self._plains: dict[str, str | None] = {}
         self._asked: dict[tuple, tuple[dict[str, set[str]], set[str]]] = {}
 
     def word(self, w: str, capitalised: bool) -> str:
@@ -203,14 +204,14 @@ class NameKeys:
         ws = words(text)
         if not self.names:
             return [stem(w) for w in ws]
-        caps = self._capitalised(text, ws)
-        keys = self._keys
+        caps = None
         out = []
         for w in ws:
-            k = (w, w in caps)
-            if k not in keys:
-                keys[k] = self.word(*k)
-            out.append(keys[k])
+            k = self._plain(w)
+            if k is None:   # (its capitals say which key: the text's are read once, if ever)
+                caps = _capitalised(text) if caps is None else caps
+                k = self._key(w, w in caps)
+            out.append(k)
         return out
 
     def set_of(self, text: str) -> frozenset[str]:
@@ -223,21 +224,37 @@ class NameKeys:
             if not self.names:
                 found = frozenset(map(stem, ws))
             else:
-                caps, keys = self._capitalised(text, ws), self._keys
-                out = set()
+                out, pending = set(), []
                 for w in ws:
-                    k = (w, w in caps)
-                    if k not in keys:
-                        keys[k] = self.word(*k)
-                    out.add(keys[k])
+                    k = self._plain(w)
+                    if k is None:
+                        pending.append(w)
+                    else:
+                        out.add(k)
+                if pending:   # (most texts have no word whose capitals say which key)
+                    caps = _capitalised(text)
+                    out.update(self._key(w, w in caps) for w in pending)
                 found = frozenset(out)
             self._sets[text] = found
         return found
 
-    def _capitalised(self, text: str, ws: Iterable[str]) -> Collection[str]:
-        """The words of ``text`` (of words ``ws``) written capitalised, where one may be keyed
-        by it: none is, unless its stem is a name's (``word``), and most texts have none."""
-        return _capitalised(text) if any(stem(w) in self.stems for w in ws) else ()
+    def _plain(self, w: str) -> str | None:
+        """The key of ``w`` however it is written, or None where its capitals say which (its
+        stem is a name's: ``word``). Worked out once a word."""
+        try:
+            return self._plains[w]
+        except KeyError:
+            k = self._key(w, False)
+            k = self._plains[w] = k if self._key(w, True) == k else None
+            return k
+
+    def _key(self, w: str, capitalised: bool) -> str:
+        """``word(w, capitalised)``, worked out once."""
+        try:
+            return self._keys[w, capitalised]
+        except KeyError:
+            k = self._keys[w, capitalised] = self.word(w, capitalised)
+            return k
 
     def asked(self, terms: Collection[str], names: Sequence[str]) -> tuple[dict[str, set[str]], set[str]]:
         """What ``overlap_rating`` looks for in every report it rates for one question: the keys

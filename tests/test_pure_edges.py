@@ -318,6 +318,22 @@ def test_name_keys_set_of_is_the_set_of_the_keys_in_order_of_every_text():
     assert NameKeys(frozenset({"port"})).set_of(KEYED_TEXTS[2]) >= {"=port", "port"}   # Port; portly
 
 
+def test_name_keys_read_a_texts_capitals_only_where_a_word_has_a_names_stem(monkeypatch):
+    # Capitals key only the words with the stem of a name asked about: a text without one (most
+    # reports a global search rates) is keyed without reading them, and keyed the same.
+    from streamrag import extractive
+    read = []
+    real = extractive._capitalised
+    monkeypatch.setattr(extractive, "_capitalised", lambda text: read.append(text) or real(text))
+    key = extractive.NameKeys(extractive.asked_names("Who is Tim?"))
+    assert key.of("The Bells rang at Port Velvellfield.") == ["the", "bell", "rang", "at", "port", "velvellfield"]
+    assert key.set_of("Scrooge walked there three days.") == {"scroog", "walk", "there", "thre", "day"}
+    assert read == []
+    assert key.of("Tim's crutch; and TIM") == ["=tim", "s", "crutch", "and", "=tim"]   # the name's own form
+    assert key.set_of("Timely Tims, timing and times.") == {"=tim", "time", "tim", "and"}   # "times": no name
+    assert read == ["Timely Tims, timing and times."]
+
+
 def test_overlap_rating_works_out_the_question_once_per_key():
     # The names' and terms' keys are the question's, not the report's: worked out once per key.
     from streamrag.extractive import NameKeys, asked_names
