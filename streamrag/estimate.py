@@ -28,7 +28,8 @@ to be (``ratios_from`` in --json). Summaries and reports:
   community's context as the run builds it from the members' lines (``_report_prompt``); a
   report not worked out on the graph (a first index, reports asked again) a full context. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
-  (``nlp``, no call) standing in for the model's (the summaries of their names and pairs
+  (``nlp``, no call) standing in for the model's, described as long as the model describes a
+  name on this index (``_as_long``: the offline extractor quotes two sentences) (the summaries of their names and pairs
   scaled by how many more or fewer a model's extraction asks on the index's own documents,
   replayed both ways: ``_stand_in_ratios``), and, in a changed file, with what the earlier
   chunks it shares a passage with said of the names it still holds (``_stand_in``). So a new chunk naming entities the
@@ -369,10 +370,12 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     extractions = index_rows.load_extractions(store, added - new_chunks.keys(), key)
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     guessed: set[str] = set()   # the elements the offline extractor's names stand in for
+    lengths = _description_lengths(store, key) if added & new_chunks.keys() else None
     for cid in added & new_chunks.keys():
         chunk = new_chunks[cid]
         earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
-        extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed)
+        extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
+                                     lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     if not added and not removed and not resummarize:
         return 0, []   # (nothing changed: the run asks for nothing new)
@@ -522,7 +525,8 @@ def _stand_in_ratios(store: Store, key: str, settings: Settings) -> tuple[float,
     live = index_rows.live_chunks(store)
     chunks = [c for _doc, ids_ in docs for c in ids_ if live.get(c) == key][:STAND_IN_SAMPLE]
     model = index_rows.load_extractions(store, set(chunks), key)
-    offline = {cid: nlp.extract_offline(text, entity_types=settings.index.entity_types)
+    lengths = _description_lengths(store, key)   # (as the stand-ins are cut: ``_as_long``)
+    offline = {cid: _as_long(nlp.extract_offline(text, entity_types=settings.index.entity_types), lengths)
                for cid, text in index_rows.chunk_texts(store, sorted(model))}
     replayed = set(offline)
     model = {c: e for c, e in model.items() if c in replayed}
@@ -651,7 +655,7 @@ def _new_sentences(text: str, before_text: str) -> str:
 
 
 def _stand_in(text: str, before: Extraction, before_text: str, entity_types: list[str],
-              guessed: set[str]) -> Extraction:
+              guessed: set[str], lengths: tuple[float, float] | None = None) -> Extraction:
     """What a model would extract from the chunk ``text`` of a file whose earlier chunks said
     ``before`` of ``before_text``: what it said then of the names ``text`` still says on their
     own (``_said_alone``), and the offline extractor's names of the sentences that are new (a
@@ -662,7 +666,7 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     names described anew and its every two names paired by the offline extractor (two small
     edits of synth_small were estimated 9 reports for the run's 2)."""
     new = _new_sentences(text, before_text)
-    predicted = nlp.extract_offline(new, entity_types=entity_types) if new else Extraction()
+    predicted = _as_long(nlp.extract_offline(new, entity_types=entity_types) if new else Extraction(), lengths)
     if predicted.entities:
         # A name of a new sentence the whole chunk reads as another's ("TE" of "Torvell Energy",
         # the offline extractor's alias) is not one the model names either.
@@ -689,6 +693,43 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     guessed.update(ids.entity_id(e.name) for e in predicted.entities)
     guessed.update(ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target)) for r in new_pairs)
     return Extraction(entities=entities, relationships=kept + new_pairs)
+
+
+def _description_lengths(store: Store, key: str) -> tuple[float, float] | None:
+    """The mean words of an entity's and of a relationship's description in the extractions of
+    extractor ``key`` the index holds (up to ``STAND_IN_SAMPLE`` chunks, by id), or None when it
+    holds none."""
+    chunks = sorted(c for c, k in index_rows.live_chunks(store).items() if k == key)[:STAND_IN_SAMPLE]
+    said: tuple[list[int], list[int]] = ([], [])
+    for ext in index_rows.load_extractions(store, set(chunks), key).values():
+        said[0].extend(len(e.description.split()) for e in ext.entities)
+        said[1].extend(len(r.description.split()) for r in ext.relationships)
+    if not said[0]:
+        return None
+    entity = sum(said[0]) / len(said[0])
+    return entity, sum(said[1]) / len(said[1]) if said[1] else entity
+
+
+def _as_long(extraction: Extraction, lengths: tuple[float, float] | None) -> Extraction:
+    """``extraction`` (the offline extractor's) with each description cut to the sentences that
+    fit the model's mean length of its kind (``lengths``, words; one sentence at least; None:
+    as it is). The offline extractor quotes two sentences of a name where the model said one:
+    more descriptions too long to join, and summaries counted that the run never asks (news41,
+    six articles added to ten: 33 for the run's 21)."""
+    if lengths is None:
+        return extraction
+
+    def cut(description: str, words: float) -> str:
+        kept: list[str] = []
+        for sentence in _split(description):
+            if kept and len(" ".join([*kept, sentence]).split()) > words:
+                break
+            kept.append(sentence)
+        return " ".join(kept)
+    return Extraction(
+        entities=[msgspec.structs.replace(e, description=cut(e.description, lengths[0])) for e in extraction.entities],
+        relationships=[msgspec.structs.replace(r, description=cut(r.description, lengths[1]))
+                       for r in extraction.relationships], claims=extraction.claims)
 
 
 def _said_alone(name: str, text: str, names: set[str]) -> bool:
