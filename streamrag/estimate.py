@@ -37,9 +37,11 @@ to be (``ratios_from`` in --json). Summaries and reports:
   file those of what it named. On the bench corpora (synth_small, A Christmas Carol, corpusgen
   ones) this came within a quarter of the run's summaries and reports for files added or
   deleted. An edited file's chunks are told from what the model said of them by sentence: the
-  names of its new sentences are said anew (synth_small, one-word edits, a sentence appended, a
+  names of its new sentences are said anew where the chunk names them first, a name it named
+  before keeping what the model said of it (synth_small, one-word edits, a sentence appended, a
   name replaced throughout: the run's reports, or 4 for its 2 where a `sed` put a full name
-  for a title, whose first mention the simulator's reading keeps).
+  for a title, whose first mention the simulator's reading keeps; a sentence appended had 3
+  summaries for the run's 0, each name it said counted described anew).
 * The reports of the published communities a run asks for again whatever changed are counted
   from the index (``_reports_asked``): after a new report_min_members or new clustering
   settings, those of contexts that change, not every one.
@@ -678,9 +680,14 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     names = {e.name for e in before.entities} | {e.name for e in predicted.entities}
     names |= {n for r in before.relationships for n in (r.source, r.target)}
     alone = {n for n in names if _said_alone(n, text, names)}
-    # (a name the new sentences hold is said anew: the model's first words of it may be there)
     said = {ids.entity_id(e.name): e for e in reversed(before.entities) if e.name in alone}
-    said.update({ids.entity_id(e.name): e for e in predicted.entities})
+    # A name the new sentences hold is said anew where they name it first (the model's first
+    # words of it are there); one the chunk named already in a sentence it held keeps what the
+    # model said of it (a sentence appended naming a hub was counted its summary written again).
+    fresh = {s for s in _sentences(text) if s not in before_text}
+    anew = [e for e in predicted.entities
+            if ids.entity_id(e.name) not in said or _first_said_in(e.name, text, fresh)]
+    said.update({ids.entity_id(e.name): e for e in anew})
     entities = list(said.values())
 
     def pair(r: RelationshipRecord) -> frozenset[str]:
@@ -690,7 +697,7 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     kept = [r for r in before.relationships if r.source in alone and r.target in alone]
     known = {pair(r) for r in kept}
     new_pairs = [r for r in predicted.relationships if pair(r) not in known]
-    guessed.update(ids.entity_id(e.name) for e in predicted.entities)
+    guessed.update(ids.entity_id(e.name) for e in anew)
     guessed.update(ids.relationship_id(ids.entity_id(r.source), ids.entity_id(r.target)) for r in new_pairs)
     return Extraction(entities=entities, relationships=kept + new_pairs)
 
@@ -730,6 +737,11 @@ def _as_long(extraction: Extraction, lengths: tuple[float, float] | None) -> Ext
         entities=[msgspec.structs.replace(e, description=cut(e.description, lengths[0])) for e in extraction.entities],
         relationships=[msgspec.structs.replace(r, description=cut(r.description, lengths[1]))
                        for r in extraction.relationships], claims=extraction.claims)
+
+
+def _first_said_in(name: str, text: str, sentences: set[str]) -> bool:
+    """Whether the first sentence of ``text`` saying ``name`` is one of ``sentences``."""
+    return next((s in sentences for s in _sentences(text) if name in s), True)
 
 
 def _said_alone(name: str, text: str, names: set[str]) -> bool:

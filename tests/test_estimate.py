@@ -837,3 +837,38 @@ async def test_the_stand_in_replay_counts_a_summary_only_when_its_chosen_descrip
             store, {"chk-new": Extraction(entities=[EntityRecord("Mira Osk", "person", d)])}, {"chk-new"}, settings)
             for d in (unseen, seen)]
     assert asked == [(0, 0), (1, 0)]
+
+
+def test_a_name_an_appended_sentence_says_again_keeps_what_the_model_said_of_it():
+    # A sentence appended to a chunk names a name the chunk named before, and one it did not:
+    # the model still describes the first where the chunk first names it (its description, and
+    # so its summary, stay); the second is the offline extractor's. Both were taken as said
+    # anew: appending a sentence to a synth_small article was estimated 3 summaries for the run's 0.
+    before_text = "Ansel Vell chairs the Harbor Council. The ferry ran late."
+    before = Extraction(entities=[EntityRecord("Ansel Vell", "person", "Chair of the Harbor Council."),
+                                  EntityRecord("Harbor Council", "organization", "The council Ansel Vell chairs.")],
+                        relationships=[RelationshipRecord("Ansel Vell", "Harbor Council", "Ansel Vell chairs it.")])
+    text = before_text + " Ansel Vell later met Edda Lind in Kessel."
+    guessed: set[str] = set()
+    got = _stand_in(text, before, before_text, entity_types=None, guessed=guessed)
+    names = {e.name: e.description for e in got.entities}
+    assert names["Ansel Vell"] == "Chair of the Harbor Council." and ids.entity_id("Ansel Vell") not in guessed
+    assert "Edda Lind" in names and ids.entity_id("Edda Lind") in guessed
+    # (a name the new sentence says first is said anew there: the model's first words of it)
+    text = "Ansel Vell spoke first. " + before_text
+    got = _stand_in(text, before, before_text, entity_types=None, guessed=guessed)
+    assert {e.name: e.description for e in got.entities}["Ansel Vell"] != "Chair of the Harbor Council."
+
+
+async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_first(news, tmp_path, simulator):
+    # A sentence appended to an article, naming a body and two people the article names: the
+    # run writes no summary again (the model describes each where the chunk names it first).
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    path = news / "doc_00005.txt"
+    path.write_text(path.read_text().rstrip("\n") + " Port Ruvickton Transit Authority later hired Katja "
+                    "Wexstad and Bastian Caelberg from New Drumanti Falls University.\n")
+    est, done = await index_and_estimate(news, settings, db)
+    assert est["chunks_to_extract"] == 1
+    assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
