@@ -301,6 +301,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # (the figures measured on this index's calls, and how many: "" and 0 for fixed ratios)
             "ratios_from": "" if settings.offline else r.source(),
             "ratios_calls": 0 if settings.offline else r.calls,
+            # (no figure measured: each a stand-in, the index holding no calls of these models yet)
+            "stand_in_ratios": not settings.offline and not r.measured,
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
@@ -840,7 +842,10 @@ def format_estimate(e: dict) -> str:
     if u["cached"]:
         lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
-    lines.append("Extraction prompts are counted exactly; answers, summaries and reports are estimated.")
-    if e.get("ratios_from"):   # (a first index: fixed ratios alone, unsaid as before)
+    # (A first index's estimate read as if measured on its model: nothing said it had no calls to go by.)
+    stand_in = ", from stand-in ratios (no history of these models in this index yet)" \
+        if e.get("stand_in_ratios") else ""
+    lines.append(f"Extraction prompts are counted exactly; answers, summaries and reports are estimated{stand_in}.")
+    if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from fixed ratios.")
     return "\n".join(lines) + because + unreadable

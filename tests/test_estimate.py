@@ -398,6 +398,11 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
             f"from this index's {calls:,} earlier calls; the rest from fixed ratios.")
     assert said in format_estimate(est) and est["ratios_calls"] == calls
     assert "earlier calls" not in format_estimate(fixed) and fixed["ratios_from"] == ""
+    # Said when every figure is a stand-in (the history unread: as on a first index), not else.
+    assert fixed["stand_in_ratios"] and not est["stand_in_ratios"]
+    assert format_estimate(fixed).endswith(
+        "reports are estimated, from stand-in ratios (no history of these models in this index yet).")
+    assert "stand-in" not in format_estimate(est)
 
 
 async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(news, tmp_path, simulator):
@@ -757,7 +762,11 @@ def test_a_first_index_s_summaries_and_reports_are_whole_calls_and_their_tokens_
         "argued with the captain over every coin spent at each port. In Rome Ada Osk and Bob Tan sold "
         "the olive oil at a loss while Cy Lee wrote long letters home to Paris about the weather and the food.\n")
     settings = make_settings("http://127.0.0.1:9/v1")   # (nothing is asked of it)
-    by_stage = estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d")["llm"]["by_stage"]
+    est = estimate([tmp_path / "d"], settings, tmp_path / "e.db", root=tmp_path / "d")
+    by_stage = est["llm"]["by_stage"]
+    # (no index, no calls of the model: the figures are stand-ins, and said to be)
+    assert est["stand_in_ratios"] and format_estimate(est).endswith(
+        "summaries and reports are estimated, from stand-in ratios (no history of these models in this index yet).")
     assert by_stage["report"]["calls"] == 1, by_stage
     assert by_stage["report"]["completion_tokens"] == REPORT_COMPLETION
     summaries = by_stage["summarize"]
