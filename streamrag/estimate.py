@@ -142,7 +142,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                    summary_model=settings.llm.summary_model, report_model=settings.llm.report_model,
                    unchecked=index_rows.unchecked_answers(store),
                    rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings,
-                   stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings))
+                   stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings),
+                   later=index_rows.later_checks(store, _gleaning_keys(settings)))
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)
@@ -311,18 +312,27 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
 def _rounds(r: Ratios, max_gleanings: int, *, checks: bool) -> list[tuple[float, float]]:
     """(the share of chunks checked, and gleaned) of each gleaning round. A round goes on after
     a gleaning that added something (``glean_adds``), when its check says yes: as many as the
-    extractions with the run's settings went on (``gleaned``), or the gleaning rate each round."""
+    extractions with the run's settings went on (``gleaned``), or the gleaning rate for the first
+    round and the share of later checks saying yes for each after it (``glean_continue``)."""
     out, reached = [], 1.0   # (the chunks a round's check is asked of)
     for k in range(max_gleanings):
         if r.gleaned is not None:
             gleaned = r.gleaned[k]
             # those gleaned again were checked; of those that stopped, the ones whose last gleaning added something
             reached = 1.0 if k == 0 else gleaned + (r.gleaned[k - 1] - gleaned) * r.glean_adds
-        else:
-            gleaned = reached * (r.glean_share if checks else 1.0)
+        else:   # (a later round's check: after a gleaning, which left less to find)
+            gleaned = reached * ((r.glean_share if k == 0 else r.glean_continue) if checks else 1.0)
         out.append((reached if checks else 0.0, gleaned))
         reached = gleaned * r.glean_adds
     return out
+
+
+def _gleaning_keys(settings: Settings) -> set[str]:
+    """The extractors of the run's model, prompts and gleaning check with any index.max_gleanings
+    from 2 (of 2 to 8, or the run's): their later rounds' checks measure the run's."""
+    ix = settings.index
+    return {extractor_key(msgspec.structs.replace(settings, index=msgspec.structs.replace(ix, max_gleanings=m)))
+            for m in range(2, max(8, ix.max_gleanings) + 1)}
 
 
 def _measured(per_prompt: float | None, prompt: float, fixed: float) -> float:

@@ -23,9 +23,13 @@ gleans (``gleaned``); a check of a later round is asked after every gleaning tha
 something, a share (``glean_adds``) measured on the same extractions: of those that stopped
 gleaning before the last round, the ones checked once more (each records its checks; the
 checks of the model's whole history, set against the rounds of the run's extractor alone, took
-it to 0 after index.max_gleanings went from 1 to 2). Otherwise each round is taken as the first
-(the simulator's checks of a second round say no; a real model's are not known) and every
-gleaning as adding something (so too on extractions stored before their checks were recorded).
+it to 0 after index.max_gleanings went from 1 to 2). Otherwise the first round's check says yes
+at the gleaning rate, and a later round's at the share of later checks saying yes measured on
+the extractions made with the run's settings but for index.max_gleanings (``glean_continue``,
+``MIN_CALLS`` checks or more), else a fixed one (``GLEAN_CONTINUE``: each round taken as the
+first counted a first index with index.max_gleanings 3 twice the gleanings the simulator
+made); every gleaning is taken as adding something (so too on extractions stored before
+their checks were recorded).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ FIRST_ROUND_COMPLETION = 0.8   # of the chunk's tokens (simulator 0.79, 0.63, 0.
 GLEAN_COMPLETION = 0.45        # of the chunk's tokens, a gleaning (simulator 0.46, 0.05 of 6 calls, 0.49)
 CLAIMS_COMPLETION = 0.1        # (simulator, synth_small with index.extract_claims: 0.095)
 GLEAN_SHARE = 0.7              # checks saying yes (simulator 0.73, 0.14, 0.70; the real model 1.0)
+# A check after a gleaning that added something (a second round's, a third's ...) saying yes:
+# what the first gleaning left is less than the first round left (simulator, first indexes with
+# index.max_gleanings 3: 0 of 43 on synth_small, 0 of 4 on A Christmas Carol, 3 of 173 on a
+# 200-document corpusgen corpus; each round taken as the first, at GLEAN_SHARE, had its checks
+# 136 for the run's 105 and its gleanings 95 for 43 on synth_small). A real model's is not known.
+GLEAN_CONTINUE = 0.02
 SUMMARY_PROMPT, SUMMARY_COMPLETION = 200, 95   # a call (simulator 184-219 in, 87-111 out)
 REPORT_COMPLETION = 900        # a call (simulator 880, 891, 1,102)
 MIN_CALLS = 20   # the calls of a stage and model its figures are measured on, at least
@@ -75,6 +85,7 @@ class Ratios(msgspec.Struct, kw_only=True):
     glean_completion: float | None = None
     claims_completion: float | None = None
     glean_share: float = GLEAN_SHARE          # of the gleaning checks, those that say yes
+    glean_continue: float = GLEAN_CONTINUE    # of those of a later round (after a gleaning), those that say yes
     # of the chunks, those gleaned at least 1, 2, ... index.max_gleanings times (None: not known)
     gleaned: list[float] | None = None
     glean_adds: float = 1.0                   # of the gleanings before the last round, those adding something
@@ -97,7 +108,7 @@ class Ratios(msgspec.Struct, kw_only=True):
 
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
            unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
-           max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0)) -> Ratios:
+           max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0), later: tuple[int, int] = (0, 0)) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
     (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
     by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
@@ -105,7 +116,9 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     many of the extractions made with the run's extractor were gleaned how many times
     (``index_rows.gleaning_rounds``), of a run gleaning ``max_gleanings`` rounds at most;
     ``stopped``: of them, those that stopped after a gleaning before the last round, and of
-    those the ones checked once more (``index_rows.gleanings_stopped``)."""
+    those the ones checked once more (``index_rows.gleanings_stopped``); ``later``: the checks
+    of a later round (after a gleaning) of the extractions made with the run's extraction
+    settings, index.max_gleanings aside, and of them those that said yes (``index_rows.later_checks``)."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -142,7 +155,14 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     # every chunk, and took the rate measured with them to 1)
     gleans = history.get(("glean", extraction_model), (0,))[0] - unchecked.get(("glean", extraction_model), 0)
     if rate := checks >= MIN_CALLS:   # (a cache hit says yes or no as well: answered, not paid, counts)
-        out.glean_share = min(1.0, max(0, gleans) / checks)
+        # (a first round's: the checks after a gleaning, which say yes less often, left out; with
+        # them an index gleaning 2 rounds had its first round's share 0.44 for 0.77)
+        first = checks - later[0] if 0 < later[0] < checks else checks
+        out.glean_share = min(1.0, max(0, gleans - (later[1] if first < checks else 0)) / first)
+        used.add("glean_check")
+    if later[0] >= MIN_CALLS:   # (the per-round share itself, where the rounds below are not known)
+        out.glean_continue = later[1] / later[0]
+        rate = True
         used.add("glean_check")
     chunks = sum((rounds or {}).values())
     if chunks >= MIN_CALLS and max_gleanings:

@@ -228,6 +228,20 @@ def gleanings_stopped(store: Store, key: str, max_gleanings: int) -> tuple[int, 
     return int(n or 0), int(checked or 0)
 
 
+def later_checks(store: Store, keys: set[str]) -> tuple[int, int]:
+    """Of extractors ``keys``' stored extractions with their checks recorded, the gleaning
+    checks asked after a gleaning, and of them those that said yes (a chunk gleaned g times was
+    checked g times, or g + 1 when the last check said no: its checks after the first said yes
+    g - 1 times)."""
+    n = yes = 0
+    for part in _batches(sorted(keys)):
+        a, b = store.conn.execute(
+            f"SELECT sum(max(checks - 1, 0)), sum(max(rounds - 2, 0)) FROM extractions WHERE checks > 0 "
+            f"AND {_in('extractor', part)}", part).fetchone()
+        n, yes = n + int(a or 0), yes + int(b or 0)
+    return n, yes
+
+
 def published_with(store: Store, key: str) -> set[str]:
     """The published chunks whose result in the graph is extractor ``key``'s."""
     return {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks WHERE extractor = ?", (key,))}

@@ -881,3 +881,54 @@ async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_fir
     est, done = await index_and_estimate(news, settings, db)
     assert est["chunks_to_extract"] == 1
     assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
+
+
+async def test_a_first_index_gleaning_several_rounds_counts_a_later_round_at_its_own_share(tmp_path, simulator):
+    # index.max_gleanings 3 on a first index: each round was counted as the first (7 checks in
+    # 10 saying yes, round after round), where a check after a gleaning finds less to say yes
+    # to (the simulator's, nearly never): synth_small's checks were estimated 136 for the run's
+    # 105, its gleanings 95 for 43.
+    docs = news_copy(tmp_path, 20)
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 3})
+    est, done = await index_and_estimate(docs, settings, tmp_path / "index.db")
+    assert est["stand_in_ratios"] and paid(done.llm, "glean") >= 10, done.llm
+    for stage in ("glean_check", "glean"):
+        assert off_by(asked(est, stage), paid(done.llm, stage)) <= 0.25, (stage, est["llm"], done.llm)
+
+
+def test_a_later_gleaning_round_is_counted_at_the_share_of_later_checks_saying_yes():
+    from streamrag.estimate import _rounds
+    from streamrag.estimate_ratios import GLEAN_CONTINUE, ratios
+    models = dict(extraction_model="m", summary_model="m", report_model="m")
+    history = {("extract", "m"): (40, 40, 40_000, 30_000), ("glean_check", "m"): (40, 40, 38_000, 40),
+               ("glean", "m"): (20, 20, 20_000, 9_000)}
+    # No extraction of the run's extractor to count rounds on, nor later checks: the fixed share.
+    r = ratios(history, **models, max_gleanings=3)
+    assert r.glean_share == 0.5 and r.glean_continue == GLEAN_CONTINUE
+    assert _rounds(r, 3, checks=True) == [(1.0, 0.5), (0.5, 0.5 * GLEAN_CONTINUE),
+                                          (0.5 * GLEAN_CONTINUE, 0.5 * GLEAN_CONTINUE ** 2)]
+    # 40 checks after a gleaning, 10 of them yes (an index gleaning 2 rounds, asked for 3): measured.
+    r = ratios(history, **models, max_gleanings=3, later=(40, 10))
+    assert r.glean_continue == 0.25 and "the gleaning rate" in r.measured
+    assert _rounds(r, 3, checks=True) == [(1.0, 0.5), (0.5, 0.125), (0.125, 0.03125)]
+    assert ratios(history, **models, max_gleanings=3, later=(19, 19)).glean_continue == GLEAN_CONTINUE   # (too few)
+
+
+async def test_the_later_checks_of_an_index_gleaning_other_rounds_measure_a_run_s(tmp_path, simulator):
+    # Built with index.max_gleanings 2, estimated with 3: the run's extractor has no extraction
+    # to count rounds on, the other's later checks (a second round's) say how often one says yes.
+    from streamrag.estimate import _gleaning_keys
+    docs = news_copy(tmp_path, 30)
+    db = tmp_path / "index.db"
+    built = await sync([docs], make_settings(simulator.base_url, index={"max_gleanings": 2}), db, root=docs)
+    # (a check a chunk, and one after each first gleaning that added something)
+    later = paid(built.llm, "glean_check") - paid(built.llm, "extract")
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 3})
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        checks, yes = index_rows.later_checks(store, _gleaning_keys(settings))
+        assert not index_rows.gleaning_rounds(store, extractor_key(settings))
+    assert checks == later >= 20 and yes <= checks
+    est, done = await index_and_estimate(docs, settings, db)
+    assert "the gleaning rate" in est["ratios_from"]
+    for stage in ("glean_check", "glean"):   # (the run's answers from the cache: the same requests)
+        assert off_by(asked(est, stage), done.llm[stage]["calls"]) <= 0.15, (stage, est["llm"], done.llm)
