@@ -49,8 +49,9 @@ to be (``ratios_from`` in --json). Summaries and reports:
 Its ``llm`` object has the shape a run's has (``status.llm_summary``) and the same meanings, so
 the two compare stage by stage: ``calls`` includes the first-round extraction answers already in
 the cache (an interrupted run's), which are also counted in ``cached`` and cost no tokens (no
-other answer is looked up: they are estimated as paid); ``errors`` is always 0 (failures are
-not predicted).
+other answer is looked up: they are estimated as paid); ``errors`` are the answers cut off
+(or unusable) and asked again, as often per paid call as on this index (``Ratios.again``: none
+on a first index); other failures are not predicted.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                    unchecked=index_rows.unchecked_answers(store),
                    rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings,
                    stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings),
-                   later=index_rows.later_checks(store, _gleaning_keys(settings)))
+                   later=index_rows.later_checks(store, _gleaning_keys(settings)),
+                   unusable=index_rows.unusable_answers(store))
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)
@@ -292,6 +294,16 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             add("summarize", summaries, summaries * r.summary_prompt, summaries * r.summary_completion)
         if communities:
             add("report", communities, report_tokens, communities * r.report_completion)
+    # Answers cut off (or unusable) and asked again, as often as on this index: paid calls and
+    # failed ones, as the run counts them (a 1,500-document index's update asked 18 of its 40
+    # report calls again, none counted).
+    for stage, (share, tokens) in r.again.items():
+        if (counts := stages.get(stage)) is not None and (paid := counts["calls"] - counts["cached"]) > 0:
+            extra = paid * share
+            counts["calls"] += extra
+            counts["errors"] = counts.get("errors", 0) + extra
+            counts["prompt_tokens"] += extra * counts["prompt_tokens"] / paid   # (the same requests)
+            counts["completion_tokens"] += extra * tokens
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
     stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
     return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,

@@ -94,6 +94,9 @@ class Ratios(msgspec.Struct, kw_only=True):
     summary_prompt: float = SUMMARY_PROMPT
     summary_completion: float = SUMMARY_COMPLETION
     report_completion: float = REPORT_COMPLETION
+    # stage -> (unusable answers per usable one paid for, completion tokens of one): the
+    # answers cut off and asked again (None of a stage: none measured, none counted)
+    again: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
     measured: list[str] = msgspec.field(default_factory=list)   # the figures from the history
     calls: int = 0                            # the calls they were measured on
 
@@ -108,7 +111,8 @@ class Ratios(msgspec.Struct, kw_only=True):
 
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
            unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
-           max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0), later: tuple[int, int] = (0, 0)) -> Ratios:
+           max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0), later: tuple[int, int] = (0, 0),
+           unusable: dict[tuple[str, str], tuple[int, int, int]] | None = None) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
     (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
     by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
@@ -118,7 +122,10 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     ``stopped``: of them, those that stopped after a gleaning before the last round, and of
     those the ones checked once more (``index_rows.gleanings_stopped``); ``later``: the checks
     of a later round (after a gleaning) of the extractions made with the run's extraction
-    settings, index.max_gleanings aside, and of them those that said yes (``index_rows.later_checks``)."""
+    settings, index.max_gleanings aside, and of them those that said yes (``index_rows.later_checks``);
+    ``unusable``: by stage and model, the usable answers paid for, the unusable ones (cut off)
+    and their completion tokens (``index_rows.unusable_answers``): where ``MIN_CALLS`` usable
+    ones are, each paid call of the stage costs that share of one more, asked again."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -179,10 +186,15 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
                 used.add(stage)
     if (summary := paid("summarize")) is not None:
         out.summary_prompt = summary[1] / summary[0]
+    for stage in model:
+        usable, bad, tokens = (unusable or {}).get((stage, model[stage]), (0, 0, 0))
+        if usable >= MIN_CALLS and bad:
+            out.again[stage] = (bad / usable, tokens / bad)
     out.measured = [figure for figure, there in (
         ("completion lengths", lengths), ("the gleaning rate", rate),
         ("gleaning prompt lengths", out.glean_prompt is not None or out.check_prompt is not None),
-        ("summary prompt lengths", paid("summarize") is not None)) if there]
+        ("summary prompt lengths", paid("summarize") is not None),
+        ("the answers cut off and asked again", bool(out.again))) if there]
     # (the calls measured on: those paid for, and for the gleaning rate every check and gleaning
     # answered, cache hits too)
     counted = {"glean_check", "glean"} if rate else set()

@@ -431,6 +431,18 @@ _ASKED_AGAIN = (f"FROM llm_calls u WHERE u.error LIKE '{UNUSABLE}%' AND u.cancel
                 "AND a.id > u.id AND a.error IS NULL)")
 
 
+def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """By stage and model, of the calls ``llm_calls`` holds (the archive keeps no count of them
+    by stage): (the usable answers paid for, the unusable ones, their completion tokens). An
+    unusable answer (cut off at max_tokens, or not of the kind asked) is paid for, and its
+    request asked again (a report cut off, with twice the room)."""
+    return {(stage, model): (int(usable or 0), int(unusable or 0), int(tokens or 0))
+            for stage, model, usable, unusable, tokens in store.conn.execute(
+                f"SELECT stage, model, sum({_PAID_ANSWER}), sum(error LIKE '{UNUSABLE}%'), "
+                f"sum(CASE WHEN error LIKE '{UNUSABLE}%' THEN completion_tokens ELSE 0 END) FROM llm_calls "
+                "WHERE cancelled = 0 AND cached = 0 GROUP BY stage, model")}
+
+
 def asked_again(store: Store) -> int:
     """The unusable answers whose request was then answered (``errors`` counts them too), those
     folded into the archive included (``prune``)."""

@@ -932,3 +932,34 @@ async def test_the_later_checks_of_an_index_gleaning_other_rounds_measure_a_run_
     assert "the gleaning rate" in est["ratios_from"]
     for stage in ("glean_check", "glean"):   # (the run's answers from the cache: the same requests)
         assert off_by(asked(est, stage), done.llm[stage]["calls"]) <= 0.15, (stage, est["llm"], done.llm)
+
+
+async def test_reports_cut_off_and_asked_again_are_counted_as_often_as_on_the_index(tmp_path, simulator, monkeypatch):
+    # Reports cut off at index.report_max_output_tokens are paid for and asked again with more
+    # room: none was counted (a 1,500-document index's update: 18 of its 40 report calls).
+    # Counted per paid call as often as the index's own calls were (here 16 of 58 on the first
+    # run; the update's larger communities are cut off more often still, 35 of 82).
+    docs = news_copy(tmp_path, 20)
+    articles = sorted(NEWS.glob("doc_*.txt"))
+    settings = make_settings(simulator.base_url, index={"report_max_output_tokens": 800})
+    db = tmp_path / "index.db"
+    first = await sync([docs], settings, db, root=docs)
+    cut = first.llm["report"]["asked_again"]
+    assert cut >= 5 and first.llm["report"]["errors"] == cut, first.llm
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        usable, unusable, _tokens = index_rows.unusable_answers(store)[("report", settings.llm.report_model)]
+    assert (usable, unusable) == (paid(first.llm, "report") - cut, cut)
+    for doc in articles[20:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est = estimate([docs], settings, db, root=docs)
+    with monkeypatch.context() as m:
+        m.setattr(index_rows, "unusable_answers", lambda store: {})
+        uncut = estimate([docs], settings, db, root=docs)
+    done = await sync([docs], settings, db, root=docs)
+    report, was = est["llm"]["by_stage"]["report"], uncut["llm"]["by_stage"]["report"]
+    assert report["errors"] > 0 and abs(report["errors"] - was["calls"] * unusable / usable) <= 1 and was["errors"] == 0
+    assert abs(report["calls"] - was["calls"] - report["errors"]) <= 1   # (each whole: rounded apart)
+    assert report["completion_tokens"] > was["completion_tokens"]
+    assert "the answers cut off and asked again" in est["ratios_from"]
+    assert done.llm["report"]["asked_again"] > 0
+    assert off_by(report["calls"], paid(done.llm, "report")) < off_by(was["calls"], paid(done.llm, "report"))
