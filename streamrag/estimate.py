@@ -24,7 +24,8 @@ to be (``ratios_from`` in --json). Summaries and reports:
   chunks merged in (``GraphState.apply``), the run's clustering step (Leiden from the
   published partition, or a fresh clustering when it drifted by more than
   index.recluster_drift: ``_partition``), and the communities whose report context changes,
-  with those above them (new communities among them). Each report's prompt is its
+  with those above them (new communities among them), but those whose context comes out as a
+  stored report's (the run keeps that report). Each report's prompt is its
   community's context as the run builds it from the members' lines (``_report_prompt``); a
   report not worked out on the graph (a first index, reports asked again) a full context. A chunk extracted already
   counts with its stored extraction; one not yet extracted with the offline extractor's names
@@ -85,13 +86,13 @@ from streamrag.merge import mentions_of, unique_descriptions
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded
 from streamrag.prompts import load_prompt
-from streamrag.report_stage import built_min_members, report_attempt
-from streamrag.reports import build_context
+from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
+from streamrag.reports import ReportContext, build_context, context_key
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.sentences import SENTENCE_GAP
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input
+from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input, without_model
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 log = logging.getLogger(__name__)
@@ -417,6 +418,13 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     summaries = sum(asks_model(descriptions, settings) * (
         1.0 if element not in guessed else names if element.startswith("ent-") else pairs)
         for element, _name, descriptions in jobs)
+    # What the run writes of them without a model, as it writes it; a model's summary is not known.
+    rewritten: set[str] = set()
+    for element, _name, descriptions in jobs:
+        if (written := without_model(descriptions, settings)) is None:
+            rewritten.add(element)
+        elif (e := state.entities.get(element) or state.relationships.get(element)) is not None:
+            e.description = written
     state.finish_graph(store)
     moved = len(state.changed_entities | state.deleted_entities)   # (as the run counts them)
     # Re-merged as it was (a chunk replaced by one saying the same): its report context is too.
@@ -425,12 +433,30 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     state.changed_relationships = {r for r in state.changed_relationships if now.get(r) != before.get(r)}
     communities = _partition(store, state, settings, recluster=recluster, moved=moved)
     dirty = dirty_communities(state, communities, same_settings=True)
-    parent = {c.id: c.parent for c in communities}
-    for cid in list(dirty):   # a report changed: its parent's context holds it
-        while (cid := parent.get(cid)) is not None and cid not in dirty:
-            dirty.add(cid)
-    asked = [c for c in communities if c.id in dirty and len(c.members) >= ix.report_min_members]
-    return math.floor(summaries + 0.5), [_report_prompt(c, state, settings) for c in asked]
+    # As the run writes them, the deepest first: a community whose elements changed, or whose
+    # child's report did (its context may hold it), has its context built; one built as a stored
+    # report's was (its key) keeps that report, with no call. Counted by what changed alone, a
+    # sentence appended to a synth_small article was estimated 5 reports for the run's 0 (an
+    # entity's degree, or a relationship between communities, is no line of a context).
+    stored = index_rows.report_keys(store)
+    model, version = settings.llm.report_model, load_prompt("report").version
+    children = children_of(communities)
+    changed: set[str] = set()
+    prompts = []
+    for level in deepest_first(communities):
+        for c in level:
+            if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
+                continue
+            ctx = _report_context(c, state, settings)
+            members = set(c.members)
+            shows_new = rewritten & (members | {r.id for r in state.relationships.values()
+                                                if r.source in members and r.target in members})
+            if not shows_new and context_key(ctx, model=model, prompt_version=version) in stored:
+                continue
+            changed.add(c.id)
+            if len(c.members) >= ix.report_min_members:
+                prompts.append(count_message_tokens(load_prompt("report").render(context=ctx.text), ix.encoding))
+    return math.floor(summaries + 0.5), prompts
 
 
 class FirstGraph(NamedTuple):
@@ -592,6 +618,12 @@ def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
     """The prompt tokens of ``c``'s report: its members' lines as the run's context takes them,
     up to index.report_max_input_tokens (a context too long for them holds its children's
     reports instead: as long, about), in the report prompt."""
+    ctx = _report_context(c, state, settings)
+    return count_message_tokens(load_prompt("report").render(context=ctx.text), settings.index.encoding)
+
+
+def _report_context(c: Community, state: GraphState, settings: Settings) -> ReportContext:
+    """``c``'s report context as the run builds it, but for its children's reports (``_report_prompt``)."""
     ix = settings.index
     members = set(c.members)
     rels = [r for r in state.relationships.values() if r.source in members and r.target in members]
@@ -599,9 +631,8 @@ def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
     for claim in sorted(state.claims.values(), key=lambda k: k.id):
         if claim.subject_id in members:
             claims.setdefault(claim.subject_id, []).append(claim)
-    ctx = build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
-                        max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
-    return count_message_tokens(load_prompt("report").render(context=ctx.text), ix.encoding)
+    return build_context(c, entities=state.entities, relationships=rels, claims=claims, children=[],
+                         max_tokens=ix.report_max_input_tokens, encoding=ix.encoding)
 
 
 def _partition(store: Store, state: GraphState, settings: Settings, *, recluster: bool,

@@ -146,21 +146,29 @@ def asks_model(descriptions: list[str], settings: Settings) -> bool:
                                           ix.encoding) is None
 
 
+def without_model(descriptions: list[str], settings: Settings) -> str | None:
+    """The summary ``summarize`` writes of ``descriptions`` without a model: none, one kept
+    whole, a few short ones joined, or (offline) the extractive summary; None when it asks one."""
+    budget = settings.index.summary_max_tokens
+    encoding = settings.index.encoding
+    descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
+    if not descriptions:
+        return ""
+    if len(descriptions) == 1:
+        return truncate(descriptions[0], budget * 2, encoding)
+    if settings.offline:
+        return extractive_summary(descriptions, budget, encoding)
+    return short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
+
+
 async def summarize(llm, name: str, descriptions: list[str], settings: Settings) -> tuple[str, str | None]:
     """A single description of ``name`` from its distinct ``descriptions`` (sorted), and the
     key in ``llm_cache`` of the model's answer it comes from (None when no model wrote it)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
+    if (written := without_model(descriptions, settings)) is not None:
+        return written, None
     descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
-    if not descriptions:
-        return "", None
-    if len(descriptions) == 1:
-        return truncate(descriptions[0], budget * 2, encoding), None
-    if settings.offline:
-        return extractive_summary(descriptions, budget, encoding), None
-    joined = short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
-    if joined is not None:
-        return joined, None
     prompt = load_prompt("summarize")
     joined = "\n".join(f"- {d}" for d in descriptions)
     # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
