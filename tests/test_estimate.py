@@ -979,3 +979,18 @@ async def test_a_report_whose_context_comes_out_as_stored_is_not_counted(news, t
     est, done = await index_and_estimate(news, settings, db)
     assert est["chunks_to_extract"] == 1 and done.reports_kept > 20
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
+
+async def test_the_stand_in_replay_takes_both_halves_of_a_small_index(tmp_path, simulator):
+    # 24 articles: every other one replayed gave 17 chunks, too few to measure how many more
+    # summaries a model's names ask than the offline extractor's (taken 1 for 1): the 17 added
+    # were estimated 104 summaries for the run's 120. Both halves in turn measure it.
+    docs = news_copy(tmp_path, 24)
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    for doc in sorted(NEWS.glob("doc_*.txt"))[24:]:
+        (docs / doc.name).write_text(doc.read_text())
+    est, done = await index_and_estimate(docs, settings, db)
+    assert paid(done.llm, "summarize") > 100
+    assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.1, (est["llm"], done.llm)
