@@ -869,16 +869,22 @@ def test_a_name_an_appended_sentence_says_again_keeps_what_the_model_said_of_it(
     assert {e.name: e.description for e in got.entities}["Ansel Vell"] != "Chair of the Harbor Council."
 
 
-async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_first(news, tmp_path, simulator):
-    # A sentence appended to an article, naming a body and two people the article names: the
-    # run writes no summary again (the model describes each where the chunk names it first).
+async def appended_and_estimated(news: Path, tmp_path: Path, simulator, sentence: str):
+    """The estimate and the run of an update appending ``sentence`` to an indexed article."""
     settings = make_settings(simulator.base_url)
     db = tmp_path / "index.db"
     await sync([news], settings, db, root=news)
     path = news / "doc_00005.txt"
-    path.write_text(path.read_text().rstrip("\n") + " Port Ruvickton Transit Authority later hired Katja "
-                    "Wexstad and Bastian Caelberg from New Drumanti Falls University.\n")
-    est, done = await index_and_estimate(news, settings, db)
+    path.write_text(path.read_text().rstrip("\n") + f" {sentence}\n")
+    return await index_and_estimate(news, settings, db)
+
+
+async def test_a_sentence_appended_counts_the_summaries_of_the_names_it_says_first(news, tmp_path, simulator):
+    # A sentence appended to an article, naming a body and two people the article names: the
+    # run writes no summary again (the model describes each where the chunk names it first).
+    est, done = await appended_and_estimated(news, tmp_path, simulator, (
+        "Port Ruvickton Transit Authority later hired Katja Wexstad and Bastian Caelberg from New "
+        "Drumanti Falls University."))
     assert est["chunks_to_extract"] == 1
     assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
 
@@ -970,13 +976,8 @@ async def test_a_report_whose_context_comes_out_as_stored_is_not_counted(news, t
     # relationship between two communities, but no line of a report context; the run builds
     # each context as its stored report's and keeps the report. Counted by what changed, the
     # estimate said 4 reports for the run's 0 (synth_small, such a sentence: 5 for 0).
-    settings = make_settings(simulator.base_url)
-    db = tmp_path / "index.db"
-    await sync([news], settings, db, root=news)
-    path = news / "doc_00005.txt"
-    path.write_text(path.read_text().rstrip("\n") + " Port Ruvickton Transit Authority later hired Katja "
-                    "Wexstad from New Drumanti Falls University.\n")
-    est, done = await index_and_estimate(news, settings, db)
+    est, done = await appended_and_estimated(news, tmp_path, simulator, (
+        "Port Ruvickton Transit Authority later hired Katja Wexstad from New Drumanti Falls University."))
     assert est["chunks_to_extract"] == 1 and done.reports_kept > 20
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
 
