@@ -748,7 +748,7 @@ class Indexer:
         # partition was made with these settings): most of a warm run's time on a large graph.
         changed = None
         if store.get_meta("leiden") == self.leiden_key:
-            changed = state.rewired | (set(state.entities) - set(state.old_degree))
+            changed = state.rewired | state.new_entities()
             if self.check_shortcuts:
                 check_rewired(store, state, changed)
 
