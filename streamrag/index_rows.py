@@ -326,6 +326,24 @@ def ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
     return found
 
 
+def ids_from(store: Store, entity_ids: set[str]) -> set[str]:
+    """Ids of the published relationships whose source is among ``entity_ids``."""
+    found: set[str] = set()
+    for part in _batches(entity_ids):
+        found.update(r for (r,) in store.conn.execute(
+            f"SELECT id FROM relationships WHERE {_in('source', part)}", part))
+    return found
+
+
+def claim_ids_of(store: Store, entity_ids: set[str]) -> set[str]:
+    """Ids of the published claims whose subject is among ``entity_ids``."""
+    found: set[str] = set()
+    for part in _batches(entity_ids):
+        found.update(r for (r,) in store.conn.execute(
+            f"SELECT id FROM claims WHERE {_in('subject_id', part)}", part))
+    return found
+
+
 def ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -> set[str]:
     """The elements (``column`` of the provenance ``table``) that ``chunk_ids`` support."""
     out: set[str] = set()
