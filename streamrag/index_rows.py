@@ -326,15 +326,6 @@ def ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
     return found
 
 
-def ids_from(store: Store, entity_ids: set[str]) -> set[str]:
-    """Ids of the published relationships whose source is among ``entity_ids``."""
-    found: set[str] = set()
-    for part in _batches(entity_ids):
-        found.update(r for (r,) in store.conn.execute(
-            f"SELECT id FROM relationships WHERE {_in('source', part)}", part))
-    return found
-
-
 def claim_ids_of(store: Store, entity_ids: set[str]) -> set[str]:
     """Ids of the published claims whose subject is among ``entity_ids``."""
     found: set[str] = set()

@@ -94,9 +94,8 @@ class ReportStage:
         # update's time on a large index).
         same_settings = store.get_meta("report_settings") == given.report_key
         self.dirty = dirty_communities(state, communities, same_settings=same_settings)
-        # The relationships and claims contexts are built from, by entity: for the whole graph
-        # when many contexts are built (a first index), else looked up for each context built
-        # (grouping 200,000 relationships was a fifth of a second of every update).
+        # The relationships and claims contexts are built from, by entity (grouping 200,000
+        # relationships was a fifth of a second of every update).
         self.elements = ElementsByEntity(store, state, whole=not state.old_communities
                                          or len(self.dirty) * _FEW_DIRTY > len(communities))
         self.old_children = {parent: {k.id for k in kids}
@@ -294,8 +293,8 @@ class ReportStage:
         return report
 
 
-# Contexts are built from relationships and claims looked up per community while fewer than one
-# community in this many is dirty; else from the whole graph's, grouped once.
+# Contexts are built from claims looked up per entity while fewer than one community in this
+# many is dirty; else from the whole graph's, grouped once.
 _FEW_DIRTY = 20
 
 
@@ -306,40 +305,31 @@ class ElementsByEntity:
     def __init__(self, store: Store, state: GraphState, *, whole: bool) -> None:
         self.store = store
         self.state = state
+        self.by_source = state.relationships_by_source()
         self.whole = whole
         if whole:
-            self.rels = _grouped(state.relationships.values(), lambda r: r.source)
             self.claims = _grouped(sorted(state.claims.values(), key=lambda c: c.id), lambda c: c.subject_id)
             return
         # Looked up once per entity (a parent's members are its children's): entity -> its
-        # relationships, claims (empty when it has none).
-        self.rels, self.claims = {}, {}
-        # This run's relationships and claims, which the published rows may not hold (or not there).
-        self.changed_rels = _grouped((r for rid in state.changed_relationships
-                                      if (r := state.relationships.get(rid)) is not None), lambda r: r.source)
+        # claims (empty when it has none). This run's, which the published rows may not hold.
+        self.claims = {}
         self.added_claims = _grouped(state.claims_added, lambda c: c.subject_id)
 
     def of(self, members: list[str]) -> tuple[dict[str, list[Relationship]], dict[str, list]]:
         """(relationships by source, claims by subject) of ``members``."""
-        if self.whole:
-            return self.rels, self.claims
         state = self.state
-        missing = {m for m in members if m not in self.rels}
+        rels = {m: [state.relationships[rid] for rid in ids] for m in members if (ids := self.by_source.get(m))}
+        if self.whole:
+            return rels, self.claims
+        missing = {m for m in members if m not in self.claims}
         if missing:
-            # Published rows with a source among them, and this run's changed ones: the graph's
-            # relationships iterate in id order (``GraphState.finish_graph``), so sorted ids keep it.
-            rids = index_rows.ids_from(self.store, missing) | {
-                r.id for m in missing for r in self.changed_rels.get(m, ())}
-            rels = _grouped((r for rid in sorted(rids) if (r := state.relationships.get(rid)) is not None
-                             and r.source in missing), lambda r: r.source)
             cids = index_rows.claim_ids_of(self.store, missing) | {
                 c.id for m in missing for c in self.added_claims.get(m, ())}
             claims = _grouped((c for cid in sorted(cids) if (c := state.claims.get(cid)) is not None
                                and c.subject_id in missing), lambda c: c.subject_id)
             for m in missing:
-                self.rels[m], self.claims[m] = rels.get(m, []), claims.get(m, [])
-        return ({m: self.rels[m] for m in members if self.rels[m]},
-                {m: self.claims[m] for m in members if self.claims[m]})
+                self.claims[m] = claims.get(m, [])
+        return rels, {m: self.claims[m] for m in members if self.claims[m]}
 
 
 # -- the pure parts ---------------------------------------------------------------------------
