@@ -87,29 +87,32 @@ def hierarchical_leiden(
     for c in previous or ():
         while len(prev_label) <= c.level:
             prev_label.append({})
-        for eid in c.members:
-            if eid in index:
-                prev_label[c.level][index[eid]] = c.id
+        # (members no longer in the graph land on None, dropped below: no Python loop per member)
+        prev_label[c.level].update(zip(map(index.get, c.members), itertools.repeat(c.id)))
+    for labels in prev_label:
+        labels.pop(None, None)
 
     kept_split = _KeptSplits(previous, index, prev_label, changed) if previous and changed is not None else None
     clusters: list[_Cluster] = []
     everyone = list(range(len(nodes)))
-    frontier = [(None, everyone)]  # (parent cluster position, members to partition)
+    # (parent cluster position, members to partition, the previous community they are, if known)
+    frontier: list[tuple[int | None, list[int], Community | None]] = [(None, everyone, None)]
     level = 0
     while frontier:
         labels = prev_label[level] if level < len(prev_label) else {}
         next_frontier = []
-        for parent, members in frontier:
-            parts = kept_split.get(level, members) if kept_split and parent is not None else None
+        for parent, members, was in frontier:
+            parts = kept_split.get(level, members, was) if kept_split and parent is not None else None
             if parts is None:
-                parts = _leiden_parts(members, graph_edges, labels, seed, resolution,
-                                      rounds=1 if parent is None else _MAX_SETTLE_ROUNDS)
+                parts = [(part, None) for part in _leiden_parts(
+                    members, graph_edges, labels, seed, resolution,
+                    rounds=1 if parent is None else _MAX_SETTLE_ROUNDS)]
             if parent is not None and len(parts) < 2:
                 continue  # cannot be split further: the parent stays a leaf
-            for part in parts:
-                clusters.append(_Cluster(level, part, parent))
+            for part, origin in parts:
+                clusters.append(_Cluster(level, part, parent, origin))
                 if len(part) > max_cluster_size:
-                    next_frontier.append((len(clusters) - 1, part))
+                    next_frontier.append((len(clusters) - 1, part, origin))
         frontier = next_frontier
         level += 1
 
@@ -128,12 +131,13 @@ _MAX_SETTLE_ROUNDS = 10  # re-optimisations of unsettled parts, at most (see _se
 
 
 class _Cluster:
-    __slots__ = ("level", "members", "parent")
+    __slots__ = ("level", "members", "parent", "origin")
 
-    def __init__(self, level: int, members: list[int], parent: int | None):
+    def __init__(self, level: int, members: list[int], parent: int | None, origin: Community | None = None):
         self.level = level
         self.members = members  # node indices, ascending (so sorted by id)
         self.parent = parent    # position of the parent in the cluster list
+        self.origin = origin    # a previous community of this level with these members, sorted
 
 
 class _KeptSplits:
@@ -150,22 +154,30 @@ class _KeptSplits:
                 self.children.setdefault(c.parent, []).append(c)
         self.index = index
 
-    def get(self, level: int, members: list[int]) -> list[list[int]] | None:
-        """The parts of ``members`` at ``level``, when they are a previous community at
-        ``level - 1``, unchanged, that was split; else None."""
+    def get(self, level: int, members: list[int], was: Community | None = None,
+            ) -> list[tuple[list[int], Community | None]] | None:
+        """The parts of ``members`` at ``level``, each with the previous community it is
+        (when its members are sorted), when they are a previous community at ``level - 1``,
+        unchanged, that was split; else None. ``was``: the previous community ``members`` are,
+        a part of a split taken so: its members were found unchanged with its parent's, and
+        are not looked at again (every member of every kept community was, on every update)."""
         above = self.prev_label[level - 1] if level - 1 < len(self.prev_label) else {}
         parent = above.get(members[0])
         if parent is None or self.size.get(parent) != len(members) or not self.children.get(parent):
             return None
-        if any(m in self.dirty or above.get(m) != parent for m in members):
+        if (was is None or was.id != parent) and any(m in self.dirty or above.get(m) != parent for m in members):
             return None
+        parts = []
         try:
-            parts = [sorted(self.index[e] for e in child.members) for child in self.children[parent]]
+            for child in self.children[parent]:
+                part = list(map(self.index.__getitem__, child.members))
+                in_order = child.level == level and part == sorted(part)   # (then its members are sorted by id too)
+                parts.append((part if in_order else sorted(part), child if in_order else None))
         except KeyError:   # a member left the graph (then the sizes would differ; be safe)
             return None
-        if sum(map(len, parts)) != len(members):
+        if sum(len(part) for part, _ in parts) != len(members):
             return None
-        return sorted(parts, key=lambda g: g[0])
+        return sorted(parts, key=lambda g: g[0][0])
 
 
 class _Edges:
@@ -501,6 +513,9 @@ def _assign_ids(
         unmatched = []
         for pos in positions:
             members = clusters[pos].members
+            if clusters[pos].origin is not None:   # a previous community's split, taken as it was
+                ids[pos] = clusters[pos].origin.id
+                continue
             match = by_first.get(nodes[members[0]])
             if match is not None and len(match.members) == len(members) \
                     and match.members == [nodes[n] for n in members]:
@@ -540,7 +555,7 @@ def _assign_ids(
             id=ids[pos],
             level=cluster.level,
             parent=None if cluster.parent is None else ids[cluster.parent],
-            members=[nodes[n] for n in cluster.members],
+            members=list(cluster.origin.members) if cluster.origin is not None else [nodes[n] for n in cluster.members],
         )
         for pos, cluster in enumerate(clusters)
     ]
