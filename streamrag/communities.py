@@ -602,7 +602,7 @@ runs once the entities changed since the last check reach this share of the grap
 
 
 def updated_partition(old: list[Community], *, warm: Callable[[list[Community]], list[Community]],
-                      fresh: Callable[[], list[Community]], edges: list[tuple[str, str, float]],
+                      fresh: Callable[[], list[Community]], edges: Callable[[], list[tuple[str, str, float]]],
                       resolution: float, drift_allowed: float, entities: int, since_check: int,
                       changed: int, same_graph: bool, recluster: bool,
                       new_id: Callable[[], str]) -> tuple[list[Community], bool, int]:
@@ -613,6 +613,7 @@ def updated_partition(old: list[Community], *, warm: Callable[[list[Community]],
     (``fresh()``, checked once ``since_check`` + ``changed`` entities reach
     ``FRESH_CHECK_SHARE`` of ``entities``) is better by more than ``drift_allowed`` in
     modularity, or ``recluster``: then the fresh one, its ids matched to the old ones.
+    ``edges()``: the graph's edges, for the modularity (made only when it is worked out).
 
     Returns the partition, whether it is a fresh one, and the entities changed since the last
     check once this one is published."""
@@ -625,7 +626,7 @@ def updated_partition(old: list[Community], *, warm: Callable[[list[Community]],
             return kept, False, moved
     found = fresh()
     if not recluster:
-        drift = modularity(found, edges, resolution=resolution) - modularity(kept, edges, resolution=resolution)
+        drift = modularity(found, edges(), resolution=resolution) - modularity(kept, edges(), resolution=resolution)
         if drift <= drift_allowed:
             return kept, False, 0
     return relabel(found, old, new_id), True, 0

@@ -661,7 +661,7 @@ def _partition(store: Store, state: GraphState, settings: Settings, *, recluster
     changed = state.rewired | (set(state.entities) - set(state.old_degree)) if same_settings else None
     communities, _fresh, _moved = updated_partition(
         state.old_communities, warm=lambda old: fresh(previous=old, new_id=new_id, changed=changed),
-        fresh=fresh, edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
+        fresh=fresh, edges=lambda: edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
         entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
         changed=moved, same_graph=state.same_graph() and same_settings, recluster=recluster, new_id=new_id)
     return communities

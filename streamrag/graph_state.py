@@ -171,8 +171,9 @@ class GraphState:
         # A relationship's summary is written under its entities' names: when one of them is now
         # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
         # index would write it.
-        affected_r |= {rid for rid, r in self.relationships.items()
-                       if r.source in renamed or r.target in renamed}
+        # (Those of the published graph, which this state still is: looked up, not found by a
+        # pass over every relationship.)
+        affected_r |= index_rows.ids_touching(store, renamed) if renamed else set()
         self._remerge_relationships(store, affected_r, merge.group(rel_m), removed, renamed, same_input, jobs)
         return jobs
 
@@ -444,6 +445,8 @@ def check_cached(cached: GraphState, loaded: GraphState) -> None:
                  "version"):
         if getattr(cached, name) != getattr(loaded, name):
             raise AssertionError(f"the kept graph's {name} differ from the store's")
+    if cached.by_source is not None and cached.relationships_by_source() != loaded.relationships_by_source():
+        raise AssertionError("the kept graph's relationships by source differ from the store's")
     if [(c.id, c.level, c.parent, c.members) for c in cached.old_communities] != \
             [(c.id, c.level, c.parent, c.members) for c in loaded.old_communities]:
         raise AssertionError("the kept graph's communities differ from the store's")

@@ -733,7 +733,13 @@ class Indexer:
         better by more than ``index.recluster_drift`` (or always, with ``--recluster``).
         """
         ix = self.settings.index
-        edges = [(r.source, r.target, r.weight) for r in state.relationships.values()]
+        made: list[list[tuple[str, str, float]]] = []
+
+        def edges() -> list[tuple[str, str, float]]:
+            # (not made for a graph that did not change: the published partition is kept)
+            if not made:
+                made.append([(r.source, r.target, r.weight) for r in state.relationships.values()])
+            return made[0]
         counter = [int(store.get_meta("next_community_id", "0") or 0)]
         for c in state.old_communities:
             digits = c.id.lstrip("C")
@@ -753,13 +759,13 @@ class Indexer:
                 check_rewired(store, state, changed)
 
         def cluster(previous):
-            out = hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+            out = hierarchical_leiden(sorted(state.entities), edges(), max_cluster_size=ix.max_cluster_size,
                                       seed=ix.leiden_seed, resolution=ix.leiden_resolution,
                                       previous=previous, new_id=new_id, changed=changed)
             if self.check_shortcuts and previous and changed is not None:
                 spare = itertools.count()
                 full = communities_module.hierarchical_leiden(
-                    sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size, seed=ix.leiden_seed,
+                    sorted(state.entities), edges(), max_cluster_size=ix.max_cluster_size, seed=ix.leiden_seed,
                     resolution=ix.leiden_resolution, previous=previous, new_id=lambda: f"X{next(spare)}")
                 if {(c.level, tuple(c.members)) for c in full} != {(c.level, tuple(c.members)) for c in out}:
                     raise AssertionError("communities taken as unchanged differ from a full warm run")
@@ -773,7 +779,7 @@ class Indexer:
         recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
         communities, reclustered, state.changed_since_fresh = updated_partition(
             state.old_communities, warm=cluster,
-            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges, max_cluster_size=ix.max_cluster_size,
+            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges(), max_cluster_size=ix.max_cluster_size,
                                               seed=ix.leiden_seed, resolution=ix.leiden_resolution),
             edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
             entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),
