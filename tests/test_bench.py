@@ -17,7 +17,7 @@ sys.path.insert(0, str(BENCH))
 
 from _harness import ports, simulator_process, simulator_thread  # noqa: E402
 
-SIMULATING = ("incremental", "index_cost", "throughput", "query_cost", "llm_client", "rename")
+SIMULATING = ("incremental", "index_cost", "throughput", "query_cost", "llm_client", "rename", "watch_soak")
 
 
 def busy_port() -> socket.socket:
@@ -105,3 +105,16 @@ def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_pat
     store.close()
     s = shares(counts, full.reports)
     assert s["samples_add"] == 1 and s["add_share_max"] == round(counts["add"][0] / full.reports, 4)
+
+
+def test_watch_soak_samples_the_daemon_after_each_change():
+    out = subprocess.run([sys.executable, str(BENCH / "watch_soak.py"), "--corpus",
+                          str(BENCH.parent / "tests" / "data" / "harbor"), "--changes", "3", "--offline"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    # One held out, added; one modified; one deleted: the daemon synced each and stopped clean.
+    assert result["changes"] == 3 and result["docs"] == 3 and result["documents_last"] == 3
+    assert result["errors"] == 0 and result["exit"] == 0 and result["stopped"] == "index is current"
+    assert result["rss_mb"]["first"] > 0 and result["fds"]["last"] > 0 and result["db_mb"]["last"] > 0
+    assert [k for k, v in result["latency_median_by_kind_s"].items() if v is not None] == ["add", "modify", "delete"]
