@@ -1,3 +1,4 @@
+import gc
 import random
 from collections import defaultdict
 
@@ -465,6 +466,31 @@ def test_reoptimising_some_parts_moves_only_their_nodes_and_settles_them():
         assert quality >= before - 1e-9, seed
         restless = communities_module._unstable(after, pairs, weights, 1.0)
         assert not [v for v in restless if not fixed[v]], seed
+
+
+def test_a_partial_reoptimisation_leaves_no_objects_behind():
+    # leidenalg's aggregate_partition() hands the contracted graph's edge, weight and node-size
+    # lists to Python with a reference too many: never freed, `watch` grew by the contracted
+    # graph after each change's clustering (1.3 MB per 100 changes of 200 documents,
+    # bench/watch_soak.py; 100 KB per call on a graph of 300 nodes and 1,500 edges).
+    rng = random.Random(5)
+    n = 200
+    pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(5 * n)})
+    weights = [1.0] * len(pairs)
+    graph = communities_module.ig.Graph(n=n, edges=pairs)
+    start = [v % 30 for v in range(n)]
+    fixed = [label >= 3 for label in start]
+
+    def run() -> list[int]:
+        return communities_module._optimise(graph, weights, start, 42, 1.0, fixed=fixed)
+
+    first = run()
+    gc.collect()
+    before = len(gc.get_objects())
+    for _ in range(20):
+        assert run() == first
+    gc.collect()
+    assert len(gc.get_objects()) - before < 20   # (the lists left behind: 3 per run, 60)
 
 
 def test_settling_moves_only_the_nodes_that_want_to_move():
