@@ -39,6 +39,7 @@ from _harness import ROOT, add_port_option, emit, simulator_process
 
 _KINDS = ("add", "modify", "delete", "rename")
 _MARK = "Soak note "   # the line a modification replaces (the document's size stays)
+_NOTED = 8             # documents modified, at most: then the same ones again
 
 
 def make_corpus(args: argparse.Namespace, out: Path, spare: int) -> list[Path]:
@@ -61,7 +62,8 @@ def make_corpus(args: argparse.Namespace, out: Path, spare: int) -> list[Path]:
     files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".md"))
     if len(files) < 2:
         sys.exit(f"watch_soak.py: {args.corpus or source} holds fewer than 2 .txt or .md documents")
-    keep = max(1, len(files) - spare) if args.corpus else min(args.docs, len(files))
+    # (from --corpus, a quarter of its documents at most: the adds then bring deleted ones back)
+    keep = len(files) - min(spare, max(1, len(files) // 4)) if args.corpus else min(args.docs, len(files))
     out.mkdir()
     for f in files[:keep]:
         shutil.copy2(f, out / f.name)
@@ -69,14 +71,15 @@ def make_corpus(args: argparse.Namespace, out: Path, spare: int) -> list[Path]:
 
 
 class Changes:
-    """The scripted changes: add, modify, delete, rename, in turn; the folder's size stays
-    about the same (an add and a delete each cycle)."""
+    """The scripted changes: add, modify, delete, rename, in turn. What the folder holds stays
+    about the same size (an add and a delete each cycle; a modification replaces its line, in
+    ``_NOTED`` documents at most), so that what grows is the daemon's, not the content's."""
 
     def __init__(self, folder: Path, spare: list[Path]) -> None:
         self.folder = folder
         self.spare = list(spare)
-        self.deleted: list[str] = []   # texts deleted, added again (a new line in them) once spares run out
-        self.turn = 0
+        self.deleted: list[str] = []   # texts deleted: added again under a new name once spares run out
+        self.noted: set[str] = set()   # the documents holding a modification's line
 
     def _docs(self) -> list[Path]:
         return sorted(p for p in self.folder.iterdir() if p.is_file() and p.suffix in (".txt", ".md"))
@@ -89,24 +92,34 @@ class Changes:
         if kind == "add":
             if self.spare:
                 src = self.spare.pop(0)
-                text, name = src.read_text(), src.name
-            else:
-                text = (self.deleted.pop(0) if self.deleted else victim.read_text())
-                name = f"soak_added_{i:06d}.txt"
-                text = f"{text.rstrip()}\n\n{_MARK}{i}: Orla Vantry filed report {i} from the harbor.\n"
-            (self.folder / name).write_text(text)
+                (self.folder / src.name).write_text(src.read_text())
+            else:   # (a document back from the trash)
+                text = self.deleted.pop(0) if self.deleted else victim.read_text()
+                (self.folder / f"soak_added_{i:06d}.txt").write_text(text)
         elif kind == "modify":
-            lines = [ln for ln in victim.read_text().splitlines() if not ln.startswith(_MARK)]
-            victim.write_text("\n".join(lines) + f"\n{_MARK}{i}: Teodor Maskell signed ledger {i} at the quay.\n")
+            noted = sorted(self.noted)
+            if len(noted) >= _NOTED:
+                victim = self.folder / noted[(i // len(_KINDS)) % len(noted)]
+            victim.write_text(_unmarked(victim.read_text()) +
+                              f"\n{_MARK}{i}: Teodor Maskell signed ledger {i} at the quay.\n")
+            self.noted.add(victim.name)
         elif kind == "delete":
             if len(docs) < 2:
                 return self.make(i + 1)
-            self.deleted.append(victim.read_text())
+            self.deleted.append(_unmarked(victim.read_text()))
+            self.noted.discard(victim.name)
             victim.unlink()
         else:
-            stem = victim.stem.split("__r")[0]
-            victim.rename(victim.with_name(f"{stem}__r{i:06d}{victim.suffix}"))
+            moved = victim.with_name(f"{victim.stem.split('__r')[0]}__r{i:06d}{victim.suffix}")
+            victim.rename(moved)
+            if victim.name in self.noted:
+                self.noted.remove(victim.name)
+                self.noted.add(moved.name)
         return kind
+
+
+def _unmarked(text: str) -> str:
+    return "\n".join(ln for ln in text.splitlines() if not ln.startswith(_MARK))
 
 
 class Watch:
@@ -209,8 +222,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--changes", type=int, default=300, help="changes made, one at a time")
     ap.add_argument("--docs", type=int, default=200, help="documents corpusgen makes (not with --corpus)")
-    ap.add_argument("--corpus", type=Path, help="copy this folder instead (a quarter of --changes, at "
-                                                "most all but one, of its documents kept out for the adds)")
+    ap.add_argument("--corpus", type=Path, help="copy this folder instead (one document per add, a quarter "
+                                                "of them at most, kept out for the adds)")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--corpusgen", type=Path, metavar="PATH",
                     help="the corpus generator (default: ../shared/tools/corpusgen.py beside the checkout)")
@@ -229,6 +242,8 @@ def main() -> None:
     if args.corpus is not None and not args.corpus.is_dir():
         ap.error(f"--corpus {args.corpus}: no such folder")
 
+    # A SIGTERM ends it as Ctrl-C does: the daemon and the simulator it started are stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     spare = -(-args.changes // len(_KINDS))   # one per add
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
