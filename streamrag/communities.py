@@ -39,7 +39,6 @@ from collections.abc import Callable, Iterable, Sequence
 import igraph as ig
 import leidenalg as la
 import numpy as np
-from leidenalg import _c_leiden   # (private: ``_aggregate``)
 
 from streamrag import ids
 from streamrag.graph import sorted_pairs
@@ -331,8 +330,9 @@ def _aggregate(fine: la.RBConfigurationVertexPartition) -> la.RBConfigurationVer
     The same C aggregate (so the same clusters), wrapped as ``aggregate_partition`` wraps it
     but for its ``graph``, edgeless here: the optimiser, the membership and the quality read
     only the C partition. A leidenalg without that function gets its own ``aggregate_partition``."""
-    make = getattr(_c_leiden, "_MutableVertexPartition_aggregate_partition", None)
-    read = getattr(_c_leiden, "_MutableVertexPartition_get_membership", None)
+    c_leiden = getattr(la, "_c_leiden", None)   # (private, hence looked for)
+    make = getattr(c_leiden, "_MutableVertexPartition_aggregate_partition", None)
+    read = getattr(c_leiden, "_MutableVertexPartition_get_membership", None)
     if make is None or read is None:
         return fine.aggregate_partition()
     collapsed = make(fine._partition)
