@@ -335,11 +335,14 @@ def _aggregate(fine: la.RBConfigurationVertexPartition) -> la.RBConfigurationVer
     read = getattr(c_leiden, "_MutableVertexPartition_get_membership", None)
     if make is None or read is None:
         return fine.aggregate_partition()
-    collapsed = make(fine._partition)
-    out = la.RBConfigurationVertexPartition(ig.Graph(n=len(read(collapsed))),
-                                            resolution_parameter=fine.resolution_parameter)
-    out._partition = collapsed
-    out._update_internal_membership()
+    try:
+        collapsed = make(fine._partition)
+        out = la.RBConfigurationVertexPartition(ig.Graph(n=len(read(collapsed))),
+                                                resolution_parameter=fine.resolution_parameter)
+        out._partition = collapsed
+        out._update_internal_membership()
+    except (AttributeError, TypeError):   # (another leidenalg's wrapper: its own way, leak and all)
+        return fine.aggregate_partition()
     return out
 
 
