@@ -4,6 +4,8 @@ fresh index, and clustering quality that does not drift with history."""
 from __future__ import annotations
 
 import json
+import random
+import re
 import shutil
 from pathlib import Path
 
@@ -234,6 +236,94 @@ async def test_a_kept_graph_keeps_each_entitys_relationships_by_source_up_to_dat
             grouped.setdefault(row["source"], []).append(row["id"])
         assert kept.by_source == grouped == loaded.relationships_by_source(), step
         cache.keep(kept, db)
+
+
+def _reports(db) -> list[tuple]:
+    store = Store(db, readonly=True)
+    rows = sorted(tuple(v for k, v in r.items() if k != "created_at") for r in store.query("SELECT * FROM reports"))
+    store.close()
+    return rows
+
+
+def _random_edit(rnd: random.Random, roots: tuple[Path, Path], generated: Path, step: int) -> list:
+    """One step of random edits, made alike in both folders: documents added, deleted, renamed,
+    appended to, cut, replaced by another's text, a name shouted (the entity's shown name
+    changes) and two names related the other way round (a relationship's source changes)."""
+    names = sorted(p.name for p in generated.iterdir())
+    ops = []
+    for _ in range(rnd.randint(1, 3)):
+        present = sorted(p.name for p in roots[0].iterdir() if p.is_file())
+        op = rnd.choice(["add", "delete", "append", "rename", "shout", "cut", "replace", "flip"])
+        if op == "add":
+            if absent := [n for n in names if n not in present]:
+                ops.append(("add", rnd.choice(absent), "", 0.0))
+        elif present:
+            ops.append((op, rnd.choice(present), rnd.choice(names), rnd.random()))
+    for root in roots:
+        for op, name, other, r in ops:
+            path = root / name
+            if op == "add":
+                shutil.copy2(generated / name, path)
+                continue
+            if not path.exists():
+                continue
+            pick, text = random.Random(r), path.read_text()
+            if op == "delete":
+                path.unlink()
+            elif op == "rename":
+                path.rename(root / f"r{step}_{name}")
+            elif op == "append":
+                path.write_text(text + "\n\n" + pick.choice((generated / other).read_text().split("\n\n")) + "\n")
+            elif op == "cut":
+                paragraphs = text.split("\n\n")
+                if len(paragraphs) > 2:
+                    del paragraphs[pick.randrange(1, len(paragraphs))]
+                path.write_text("\n\n".join(paragraphs))
+            elif op == "replace":
+                path.write_text((generated / other).read_text())
+            elif op == "shout" and (words := sorted(set(re.findall(r"\b[A-Z][a-z]{3,}\b", text)))):
+                w = pick.choice(words).upper()
+                path.write_text(text + "\n\n" + f"The council thanked {w}. Then {w} spoke. Later {w} left. " * 2)
+            elif op == "flip" and len(two := sorted(set(re.findall(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b", text)))) > 1:
+                x, y = pick.sample(two, 2)
+                path.write_text(text + "\n\n" + f"{y} praised {x} for the work. {y} met {x} again.\n")
+    return ops
+
+
+@pytest.mark.parametrize("seed,offline", [(3, True), (8, True), (5, False)])
+async def test_random_changes_give_a_kept_graph_the_index_a_store_read_gives(generated, tmp_path, simulator,
+                                                                            monkeypatch, seed, offline):
+    # A daemon's syncs start from the graph it kept (GraphCache), whose degrees, weights,
+    # relationships by source, order and partition are brought up to date from what each run
+    # merged; `index` reads them from the store. After any sequence of changes, settings changes
+    # and --recluster, both must publish the same index: entities, relationships, provenance,
+    # claims, communities with their ids, report keys and contexts, and reports.
+    from streamrag.pipeline import Indexer
+
+    monkeypatch.setattr(Indexer, "check_shortcuts", not offline)   # (offline: the daemon's own path)
+    rnd = random.Random(seed)
+    base = "" if offline else simulator.base_url
+    claims = {} if offline else {"extract_claims": True}
+    settings = make_settings(base, index=claims)
+    kept, read = (folder(generated, tmp_path / name, range(1, 16)) for name in ("k", "r"))
+    cache = GraphCache()
+    await sync([kept], settings, tmp_path / "k.db", root=kept, graph_cache=cache)
+    await sync([read], settings, tmp_path / "r.db", root=read)
+    for step in range(7):
+        ops = _random_edit(rnd, (kept, read), generated, step)
+        if rnd.random() < 0.25:
+            index = {"leiden_resolution": rnd.choice([1.0, 0.6]), "max_cluster_size": rnd.choice([10, 6]),
+                     "summary_max_descriptions": rnd.choice([10, 2]), "report_max_input_tokens": rnd.choice([6000, 800]),
+                     "report_min_members": rnd.choice([3, 1]), "recluster_drift": rnd.choice([0.02, 0.0])}
+            settings = make_settings(base, index={**index, **claims})
+            ops.append(("settings", index))
+        recluster = rnd.random() < 0.15
+        await sync([kept], settings, tmp_path / "k.db", root=kept, graph_cache=cache, recluster=recluster)
+        await sync([read], settings, tmp_path / "r.db", root=read, recluster=recluster)
+        k, r = tmp_path / "k.db", tmp_path / "r.db"
+        assert index_snapshot(k) == index_snapshot(r), (step, ops)
+        assert state(k) == state(r), (step, ops)
+        assert _reports(k) == _reports(r), (step, ops)
 
 
 async def test_recluster_gives_the_fresh_partition_with_old_ids(generated, tmp_path):
