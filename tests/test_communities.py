@@ -516,3 +516,34 @@ def test_settling_moves_only_the_nodes_that_want_to_move():
         still = [v for v in range(n) if v not in restless]
         joined = [(u, v) for u in still for v in still if after[u] == after[v] and before[u] != before[v]]
         assert joined == [], seed
+
+
+def test_the_aggregate_without_aggregate_partition_is_leidenalgs_own():
+    # _aggregate() wraps leidenalg's private C aggregate (aggregate_partition() leaks): it must
+    # give the partition aggregate_partition() gives, with its quality and resolution, and the
+    # same re-optimisation; a leidenalg without them falls back to it.
+    def own(fine):
+        return fine.aggregate_partition()
+
+    for seed in range(25):
+        rng = random.Random(seed)
+        n = rng.randint(20, 200)
+        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(rng.randint(n, 5 * n))})
+        weights = [rng.choice([0.5, 1.0, 2.0, 3.7]) for _ in pairs]
+        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        start = [rng.randrange(rng.randint(2, 30)) for _ in range(n)]
+        fixed = [rng.random() < 0.8 for _ in range(n)]
+        resolution = rng.choice([1.0, 0.5, 1.7])
+        fine = communities_module.la.RBConfigurationVertexPartition(
+            graph, initial_membership=start, weights=weights, resolution_parameter=resolution)
+        ours, theirs = communities_module._aggregate(fine), own(fine)
+        assert ours.membership == theirs.membership
+        assert ours.resolution_parameter == theirs.resolution_parameter == resolution
+        assert abs(ours.quality() - theirs.quality()) < 1e-9 and abs(ours.quality() - fine.quality()) < 1e-9
+        result = communities_module._optimise(graph, weights, start, seed, resolution, fixed=fixed)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(communities_module, "_aggregate", own)
+            assert communities_module._optimise(graph, weights, start, seed, resolution, fixed=fixed) == result, seed
+        with pytest.MonkeyPatch.context() as mp:   # a leidenalg without the private module
+            mp.delattr(communities_module.la, "_c_leiden")
+            assert communities_module._optimise(graph, weights, start, seed, resolution, fixed=fixed) == result, seed
