@@ -197,6 +197,7 @@ class Daemon:
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self._syncing: dict[str, str] = {}       # ... of the sync under way (not synced yet either)
         self.syncs = 0
+        self.indexers_made = 0                   # (a sync that made one collects it: ``_sync``)
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
         # Since the last sync that published: chunks extracted as files changed, and the calls
         # of that extraction and of syncs that failed (the idle line sums up the whole update).
@@ -785,13 +786,14 @@ class Daemon:
     async def _sync(self, reason: str, *, why: dict[str, Any], initial: bool = False) -> bool:
         """One full sync of the folder for ``reason`` (``why``: its counts, ``_why_sync``); a
         failure is reported (raised if ``initial``), and returns False (the next sync backs off).
-        One that published frees its memory once its own frame, which holds its ``Indexer``, is
-        gone (``_release_memory``)."""
-        before = self.syncs
+        One that made an ``Indexer`` frees its memory once its own frame, which holds it, is gone
+        (``_release_memory``): one that failed too (a full disk, retried every few minutes at
+        most), whose Indexer and model client sit in the same cycles."""
+        before = self.indexers_made
         try:
             return await self._sync_once(reason, why=why, initial=initial)
         finally:
-            if self.syncs != before:
+            if self.indexers_made != before:
                 _release_memory()
 
     async def _sync_once(self, reason: str, *, why: dict[str, Any], initial: bool) -> bool:
@@ -814,6 +816,7 @@ class Daemon:
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           update_of=self._update_of)
+        self.indexers_made += 1
         lines = StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()

@@ -319,6 +319,47 @@ async def test_a_sync_leaves_no_indexer_or_model_client_behind(corpus, tmp_path,
         send.close()
 
 
+async def test_a_sync_that_failed_leaves_no_indexer_or_model_client_behind(corpus, tmp_path, simulator,
+                                                                           monkeypatch):
+    # A sync that raised (a full disk, say, retried every few minutes at most) left its
+    # Indexer and model client in their reference cycles as one that published did (only those
+    # were collected), each client with its TLS context, for Python's rare full collection.
+    import gc
+
+    from streamrag.errors import StreamragError
+    from streamrag.llm import LLMClient
+    from streamrag.pipeline import Indexer
+
+    def alive() -> int:
+        return sum(isinstance(o, (Indexer, LLMClient)) for o in gc.get_objects())
+
+    real_run = Indexer.run
+
+    async def failing(self, paths):
+        if self.command == "watch" and failing.on:
+            await real_run(self, [])   # (an index of nothing: its model client made, no version)
+            raise StreamragError("the disk holding the index is full")
+        return await real_run(self, paths)
+
+    failing.on = False
+    monkeypatch.setattr(Indexer, "run", failing)
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.05})
+    gc.disable()   # (only the daemon's own collections count)
+    try:
+        async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+            await until(lambda: alive() == 0, timeout=10)
+            failing.on = True
+            note = corpus / "note.txt"
+            note.write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+            await send.send({(Change.added, str(note))})
+            await until(lambda: any("disk holding the index is full" in str(e) for e in events))
+            await anyio.sleep(0.2)
+            assert alive() == 0
+            send.close()
+    finally:
+        gc.enable()
+
+
 async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(corpus, tmp_path, monkeypatch):
     # A deleted path that matches no include pattern may be a folder that held indexed files:
     # the index is asked, opened once for the batch (10,000 deleted thumbnails opened it 10,000 times).
