@@ -31,7 +31,9 @@ by crumbs for dozens of iterations, and the final local moves make the answer a 
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -330,20 +332,35 @@ def _aggregate(fine: la.RBConfigurationVertexPartition) -> la.RBConfigurationVer
     The same C aggregate (so the same clusters), wrapped as ``aggregate_partition`` wraps it
     but for its ``graph``, edgeless here: the optimiser, the membership and the quality read
     only the C partition. A leidenalg without that function gets its own ``aggregate_partition``."""
-    c_leiden = getattr(la, "_c_leiden", None)   # (private, hence looked for)
-    make = getattr(c_leiden, "_MutableVertexPartition_aggregate_partition", None)
-    read = getattr(c_leiden, "_MutableVertexPartition_get_membership", None)
-    if make is None or read is None:
+    if not _private_aggregate_works():
         return fine.aggregate_partition()
-    try:
-        collapsed = make(fine._partition)
-        out = la.RBConfigurationVertexPartition(ig.Graph(n=len(read(collapsed))),
-                                                resolution_parameter=fine.resolution_parameter)
-        out._partition = collapsed
-        out._update_internal_membership()
-    except (AttributeError, TypeError):   # (another leidenalg's wrapper: its own way, leak and all)
-        return fine.aggregate_partition()
+    return _private_aggregate(fine)
+
+
+def _private_aggregate(fine: la.RBConfigurationVertexPartition) -> la.RBConfigurationVertexPartition:
+    """The aggregate of ``fine`` made through leidenalg's private C module (see ``_aggregate``)."""
+    c_leiden = la._c_leiden
+    collapsed = c_leiden._MutableVertexPartition_aggregate_partition(fine._partition)
+    n = len(c_leiden._MutableVertexPartition_get_membership(collapsed))
+    out = la.RBConfigurationVertexPartition(ig.Graph(n=n), resolution_parameter=fine.resolution_parameter)
+    out._partition = collapsed
+    out._update_internal_membership()
     return out
+
+
+@functools.cache
+def _private_aggregate_works() -> bool:
+    """Whether this leidenalg's private parts make the aggregate its ``aggregate_partition``
+    makes (membership, quality and re-optimisation read only the C partition): checked once a
+    process on a small graph, so that another leidenalg (the pin has no upper bound) falls back
+    to its own way, leak and all, instead of clustering otherwise."""
+    try:
+        graph = ig.Graph.Famous("Zachary")
+        fine = la.RBConfigurationVertexPartition(graph, initial_membership=[v % 5 for v in range(34)])
+        ours, theirs = _private_aggregate(fine), fine.aggregate_partition()
+        return ours.membership == theirs.membership and math.isclose(ours.quality(), theirs.quality())
+    except Exception:   # (missing, renamed or changed: not ours to use)
+        return False
 
 
 def _improve(partition: la.RBConfigurationVertexPartition, seed: int, fixed: list[bool] | None) -> None:

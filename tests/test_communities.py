@@ -546,4 +546,30 @@ def test_the_aggregate_without_aggregate_partition_is_leidenalgs_own():
             assert communities_module._optimise(graph, weights, start, seed, resolution, fixed=fixed) == result, seed
         with pytest.MonkeyPatch.context() as mp:   # a leidenalg without the private module
             mp.delattr(communities_module.la, "_c_leiden")
+            communities_module._private_aggregate_works.cache_clear()   # (checked once a process)
             assert communities_module._optimise(graph, weights, start, seed, resolution, fixed=fixed) == result, seed
+        communities_module._private_aggregate_works.cache_clear()
+
+
+def test_a_leidenalg_whose_private_aggregate_differs_clusters_with_its_own(monkeypatch):
+    # The private parts _aggregate() uses may change in another leidenalg (the pin has no upper
+    # bound): checked once on a small graph, a way that makes another aggregate, or fails, is
+    # not used, and leidenalg's own aggregate_partition() is.
+    graph = communities_module.ig.Graph.Famous("Zachary")
+    fine = communities_module.la.RBConfigurationVertexPartition(graph, initial_membership=[v % 3 for v in range(34)])
+    other = communities_module.la.RBConfigurationVertexPartition(graph, initial_membership=[v % 7 for v in range(34)])
+    own = fine.aggregate_partition().membership
+    private = communities_module._private_aggregate
+
+    def raises(_fine):
+        raise RuntimeError("changed")
+
+    for broken in (lambda _fine: private(other), raises):
+        monkeypatch.setattr(communities_module, "_private_aggregate", broken)
+        communities_module._private_aggregate_works.cache_clear()
+        assert communities_module._aggregate(fine).membership == own
+        assert not communities_module._private_aggregate_works()
+    monkeypatch.undo()
+    communities_module._private_aggregate_works.cache_clear()
+    assert communities_module._private_aggregate_works()
+    assert communities_module._aggregate(fine).membership == own
