@@ -340,6 +340,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
         # A question that is a name alone ("Zyx Qwerty?"): its first word is part of it. (Not
         # "Hello. Zorblax?": two sentences; nor "Summarize Mira Osk", which asks with it.)
         opening, english = [i == 0 and _asks_with(store, question, tokens, 0) for i in range(len(tokens))], True
+    unsure: set[int] = set()   # a sentence's first word taken for a name's below
     for i in range(len(tokens) - 1):
         # A sentence that opens on a name of two words or more ("I read the book. Zorblax
         # Quintrell?"): its first word is the name's, not only the sentence's ('Quintrell' alone).
@@ -349,6 +350,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
                 and word.lower() not in local_search.STOPWORDS and word.lower() not in _ENGLISH_CUES \
                 and not _asks_with(store, question, tokens, i):
             opening[i] = False
+            unsure.add(i)
     for i in range(1, len(tokens)):
         # A point after a title or an initial ends no sentence: "Who is Mr. Zorblax?"
         if opening[i] and _in_name(question, tokens, i) and _name_token(tokens[i].group()):
@@ -379,16 +381,25 @@ def unknown_names(store: Store, question: str) -> list[str]:
             names.append([i])
     found = []
     for run in names:
-        if strong & set(run) and (len(run) > 1 or english and len(tokens[run[0]].group()) >= 5):
-            # The whole name it is written in: "Jacob Cratchit", "Mayor Zorblax" (the index's
-            # "Cratchit" and "Mayor" are not who it asks about, nor searched for).
-            first, last = run[0], run[-1]
-            while first > 0 and _in_name(question, tokens, first) and not opening[first - 1] \
-                    and _name_token(tokens[first - 1].group()):
-                first -= 1
-            while last + 1 < len(tokens) and _in_name(question, tokens, last + 1) \
-                    and _name_token(tokens[last + 1].group()):
-                last += 1
+        if not strong & set(run):
+            continue
+        # The whole name it is written in: "Jacob Cratchit", "Mayor Zorblax" (the index's
+        # "Cratchit" and "Mayor" are not who it asks about, nor searched for).
+        first, last = run[0], run[-1]
+        while first > 0 and _in_name(question, tokens, first) and not opening[first - 1] \
+                and _name_token(tokens[first - 1].group()):
+            first -= 1
+        while last + 1 < len(tokens) and _in_name(question, tokens, last + 1) \
+                and _name_token(tokens[last + 1].group()):
+            last += 1
+        # A short word alone may be anything ("Tom?"); written before a name's word, not first
+        # in a sentence ("Ask Mira Osk."), it is a name's: "Bob Marley" of an index with no Bob
+        # was not missing, and quoted Gideon Marley. (After one it may be a word capitalised
+        # as in a title: "Did Mira Osk Quit?")
+        beside = run[0] not in unsure and any(
+            not _shortened(tokens[i].group()) for i in range(run[-1] + 1, last + 1))
+        if len(run) > 1 or english and (len(tokens[run[0]].group()) >= 5
+                                        or beside and not _shortened(tokens[run[0]].group())):
             found.append((tokens[first].start(), tokens[last].end()))
     found += _never_together(store, question, tokens, opening, set(absent))
     return list(dict.fromkeys(question[start:end] for start, end in sorted(found)))

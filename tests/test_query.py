@@ -1341,6 +1341,17 @@ async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missi
                              ("Who is Mr. Zorblax?", ["Mr. Zorblax"]),   # (a point after a title ends no sentence)
                              ("Did Mira Osk meet Zorblax Brandt?", ["Zorblax Brandt"])):
         assert (await aask(question, offline, offline_db)).not_in_index == absent, question
+    # So is a short word the index lacks, written with a name's: "Who is Bob Marley?" of an
+    # index with no Bob quoted its Gideon Marley and never said Bob Marley is not in it.
+    answer = await aask("Who is Bob Varga?", offline, offline_db)
+    assert answer.not_in_index == ["Bob Varga"] and answer.search == "none", answer.text
+    assert answer.near_names == {"Bob Varga": ["Lena Varga"]}
+    for question, absent in (("Did Ilse Brandt meet Ada Salo?", ["Ada Salo"]), ("Ada Salo?", ["Ada Salo"]),
+                             ("Did it pass? Ask Mira Osk.", []),   # a sentence's first word may be no name's
+                             ("Did Mira Osk Quit?", []),           # nor one after a name
+                             ("Who is Dr Varga?", []),      # a title the index lacks is no name
+                             ("Who is Tom?", [])):          # nor a short word alone
+        assert (await aask(question, offline, offline_db)).not_in_index == absent, question
 
 
 async def test_names_never_together_are_told_from_names_written_otherwise(tmp_path):
