@@ -1357,16 +1357,23 @@ def alive(pid: int) -> bool:
     return True
 
 
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the process's name (its state first); None where that
+    cannot be read (no /proc, gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            # "12 (python3) S 1 ...": the name may hold spaces and parentheses: cut at its last ")"
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields if len(fields) > 19 else None
+
+
 def process_stamp(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks after boot, as /proc has it), which tells it
     from a later process given the same pid; None where that cannot be read (no /proc, gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            # "12 (python3) S 1 ...": the start time is the 22nd field, the 20th after the name
-            # (which may hold spaces and parentheses: cut at its last ")")
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = _proc_stat(pid)
+    return None if fields is None else fields[19]   # (the 22nd field)
 
 
 def process_gone(pid: int | None, stamp: str | None) -> bool | None:
@@ -1377,8 +1384,12 @@ def process_gone(pid: int | None, stamp: str | None) -> bool | None:
         return None
     if not alive(pid):
         return True
-    now = process_stamp(pid)
-    return bool(stamp) and now is not None and now != stamp
+    fields = _proc_stat(pid)
+    if fields is not None and fields[0] in ("Z", "X"):
+        # ended, and not yet waited for by its parent (a script that killed the ask it ran):
+        # os.kill still finds it, and /proc still has its start time
+        return True
+    return bool(stamp) and fields is not None and fields[19] != stamp
 
 
 def _holder(f) -> str:

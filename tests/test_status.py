@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from conftest import index_under_way, make_settings
 from streamrag.index_rows import prune
@@ -732,6 +733,40 @@ def test_a_running_ask_row_whose_process_is_another_now_is_not_said_to_be_asking
     finally:
         store.close()
     assert status_of(db)[0]["asking"] == [{"pid": os.getpid(), "run": "ask-here"}]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="a process's state is read in /proc")
+def test_an_ask_killed_but_not_yet_waited_for_is_not_said_to_be_asking(corpus, tmp_path):
+    # A script that runs `streamrag ask` and kills it leaves a zombie until it waits for it:
+    # its pid answers os.kill and /proc keeps its start time, and status said it asking.
+    import signal
+    import subprocess
+    import sys
+
+    from streamrag.store import process_stamp
+
+    db = tmp_path / "a.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stamp = process_stamp(child.pid)
+        store = Store(db)
+        try:
+            store.start_run("ask-killed", "ask")
+            store.conn.execute("UPDATE runs SET pid = ?, process = ? WHERE id = 'ask-killed'", (child.pid, stamp))
+        finally:
+            store.close()
+        assert status_of(db)[0]["asking"] == [{"pid": child.pid, "run": "ask-killed"}]
+        child.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z" \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+        info, text = status_of(db)
+        assert info["asking"] == [] and "asking now" not in text, text
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_where_writers_hold_no_lock_the_process_a_run_names_tells_if_it_was_killed(corpus, tmp_path, monkeypatch):
