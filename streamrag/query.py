@@ -147,7 +147,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             answer.near_names = {name: near_names(store, name) for name in answer.not_in_index}
             # Once: routing, search and citations ask them, and must agree. Not the entities
             # inside a name the index lacks: "Ulmard" is not who "Zeno Ulmard" is.
-            named = _outside(named_entities(store, question), answer.not_in_index)
+            missing = missing_words(question, answer.not_in_index)
+            named = _outside(named_entities(store, question), answer.not_in_index, missing)
             anchored = local_search.anchors(question, [(eid, name) for eid, name, _ in named])
             if answer.not_in_index and not asks_more(question, answer.not_in_index):
                 # Only names the index lacks ("Zorblax Quintrell?"): nothing to search for, and
@@ -156,13 +157,13 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                                "question asks about nothing else: no search was made.")
                 answer.search = "none"
                 if mode == "auto":   # (``mode`` is a search's, as in every answer: the one auto picks)
-                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named, anchored)
+                    answer.auto_choice, answer.auto_reason = choose_mode(store, question, named, anchored, missing)
                     answer.mode = answer.auto_choice
                 if on_delta is not None:
                     on_delta(answer.text)
                 return answer
             if mode == "auto":
-                chosen, reason = choose_mode(store, question, named, anchored)
+                chosen, reason = choose_mode(store, question, named, anchored, missing)
                 answer.auto_choice, answer.auto_reason, answer.mode = chosen, reason, chosen
                 status(f"auto mode: {chosen} search ({reason})")
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
@@ -194,10 +195,13 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
     return answer
 
 
-def _outside(named: list[tuple[str, str, bool]], missing: list[str]) -> list[tuple[str, str, bool]]:
+def _outside(named: list[tuple[str, str, bool]], missing: list[str],
+             only_in: frozenset[str] = frozenset()) -> list[tuple[str, str, bool]]:
     """``named`` (``named_entities``) without those whose name's words are all of one of the
-    ``missing`` names' (the index's "Ulmard" or "Zeno" of a "Zeno Ulmard" it lacks)."""
-    held = [set(words(name)) for name in missing]
+    ``missing`` names' (the index's "Ulmard" or "Zeno" of a "Zeno Ulmard" it lacks), or all
+    words the question writes only in those (``missing_words``: "Bob Cratchit" and "Jacob
+    Marley" of "Did Bob Marley meet Jacob Cratchit?", names it lacks both)."""
+    held = [set(words(name)) for name in missing] + [set(only_in)]
     return [n for n in named if not any(set(local_search.name_words(n[1])) <= own for own in held)]
 
 

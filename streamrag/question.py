@@ -563,10 +563,12 @@ def _has_words(store: Store, match: str) -> bool:
 
 
 def choose_mode(store: Store, question: str, named: list[tuple[str, str, bool]] | None = None,
-                anchored: Sequence[tuple[str, str]] | None = None) -> tuple[str, str]:
+                anchored: Sequence[tuple[str, str]] | None = None,
+                missing: frozenset[str] = frozenset()) -> tuple[str, str]:
     """``global`` or ``local`` for ``question`` and why, without a model call (``named`` and
     ``anchored``: its ``named_entities`` and their ``local_search.anchors``, when the caller
-    has them)."""
+    has them; ``missing``: the words of the names it lacks, which no search looks for,
+    ``missing_words``)."""
     qwords = words(question)
     # (a weak cue alone, "Where was the key?", is left to content_stop below)
     cues = sorted({w for w in qwords if w in GLOBAL_CUES - WEAK_CUES})
@@ -613,6 +615,7 @@ def choose_mode(store: Store, question: str, named: list[tuple[str, str, bool]] 
     # The words local search would look for (``query._Search.local_stop``): with English stopwords only,
     # the German "die" of "Wer sind die Figuren?" matched "... will die" and went local to find
     # nothing of what it asks.
-    if local_search.fts_entities(store, question, 1, extra_stop=stop):
+    # (not the words of a name the index lacks: "Bob Marley" matched its Gideon Marley)
+    if local_search.fts_entities(store, question, 1, extra_stop=stop | missing):
         return "local", "the question's words match entities of the index"
     return "global", "the question matches no entity, so the community reports answer it"

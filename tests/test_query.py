@@ -1341,6 +1341,18 @@ async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missi
                              ("Who is Mr. Zorblax?", ["Mr. Zorblax"]),   # (a point after a title ends no sentence)
                              ("Did Mira Osk meet Zorblax Brandt?", ["Zorblax Brandt"])):
         assert (await aask(question, offline, offline_db)).not_in_index == absent, question
+    # Nor the entities made of the words of two names it lacks: "Did Lena Brandt meet Ilse
+    # Varga?" was answered about Lena Varga and Ilse Brandt ("the question names Lena Varga, ...").
+    for question in ("Did Lena Brandt meet Ilse Varga?", "Did Lena Brandt meet Ilse Varga at the quay?"):
+        answer = await aask(question, offline, offline_db)
+        assert answer.not_in_index == ["Lena Brandt", "Ilse Varga"], question
+        assert "names" not in answer.auto_reason, answer.auto_reason
+        body = answer.text.split("\n\n", 1)[1]
+        assert "Lena Varga" not in body and "Varga" not in body, body
+    # ... and a question of such names only is said to match no entity, as it does
+    answer = await aask("Who is Lena Brandt?", offline, offline_db)
+    assert (answer.search, answer.auto_reason) == ("none", "the question matches no entity, so the community "
+                                                   "reports answer it")
     # So is a short word the index lacks, written with a name's: "Who is Bob Marley?" of an
     # index with no Bob quoted its Gideon Marley and never said Bob Marley is not in it.
     answer = await aask("Who is Bob Varga?", offline, offline_db)
