@@ -69,13 +69,14 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     --api-base and --offline over it. ``models_for``: see ``load_settings``. ``quiet``: the
     settings read again, and the line on a settings file passed over not said again."""
     path = Path(args.config) if getattr(args, "config", None) else None
+    passed_over = None
     if path is None:
         # Not the working folder's for a folder named: `index DIR` run from a project folder
         # read the project's streamrag.toml, which `ask` run in DIR did not (and `ask "Q" DIR`
         # did): one index, two settings, depending on where the command ran.
         path = find_config(near) if near is not None else find_config()
-        if path is None and near is not None and not quiet and (here := find_config()) is not None:
-            print(f"streamrag: warning: {_passed_over(here, near)}", file=sys.stderr)
+        if path is None and near is not None and not quiet:
+            passed_over = find_config()
     overrides: dict = {}
     if getattr(args, "api_base", None) is not None:  # the flag beats the file and the environment;
         overrides.setdefault("llm", {})["api_base"] = args.api_base  # --api-base "": no model
@@ -85,6 +86,8 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
                              override_names={"llm.api_base": "--api-base", "index.extractor": "--offline"},
                              models_for=models_for)
     settings.no_network = bool(getattr(args, "offline", False))
+    if passed_over is not None:
+        print(f"streamrag: warning: {_passed_over(passed_over, near, settings)}", file=sys.stderr)
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
         print(f"streamrag: warning: {problems_line(settings.set_aside, settings.source)}"
               f" ({args.command} calls no model, so goes on; index, ask and watch refuse it until it is "
@@ -92,13 +95,23 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     return settings
 
 
-def _passed_over(here: Path, near: Path) -> str:
-    """The line saying the working folder's settings file ``here`` is not read for ``near``."""
+def _passed_over(here: Path, near: Path, settings: Settings) -> str:
+    """The line saying the working folder's settings file ``here`` is not read for ``near``
+    (``settings``: what the command runs with instead). A model it names and the defaults
+    lack is said: without it the run went offline, and said nothing more."""
+    import tomllib
+
     from streamrag.loader import shown
 
     given = shlex.quote(shown(CONFIG_NAME if here.parent == Path.cwd().resolve() else here))
+    try:
+        names_model = bool(tomllib.loads(here.read_text(encoding="utf-8")).get("llm", {}).get("api_base"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        names_model = False
+    applied = ("the defaults apply: no model, so offline, though it names one"
+               if names_model and not settings.has_endpoint else "the defaults apply")
     return (f"{given} is not read for {shown(near)}: a folder's settings are the {CONFIG_NAME} in it "
-            f"or a folder above it, and it has none (the defaults apply); pass --config {given} to "
+            f"or a folder above it, and it has none ({applied}); pass --config {given} to "
             "use that one")
 
 

@@ -1156,8 +1156,8 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     project.mkdir()
     (project / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
     said = ("streamrag: warning: streamrag.toml is not read for {}: a folder's settings are the "
-            "streamrag.toml in it or a folder above it, and it has none (the defaults apply); pass "
-            "--config streamrag.toml to use that one")
+            "streamrag.toml in it or a folder above it, and it has none (the defaults apply: no model, "
+            "so offline, though it names one); pass --config streamrag.toml to use that one")
     indexed = run("index", "-q", "--json", "../corpus", cwd=project)
     assert indexed.returncode == 0, indexed.stderr
     assert json.loads(indexed.stdout)["documents"] == 4
@@ -1174,6 +1174,10 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     # Given as --config, it is the one read, and nothing is said of it.
     refused = run("ask", "--config", "streamrag.toml", "Who rebuilt the quay?", "../corpus", cwd=project)
     assert refused.returncode == 1 and "127.0.0.1:9" in refused.stderr and "is not read" not in refused.stderr
+    # One naming no model: the defaults are what it would have given the run, said plainly.
+    (project / "streamrag.toml").write_text("[index]\nchunk_size = 800\n")
+    indexed = run("index", "-q", "../corpus", cwd=project)
+    assert indexed.returncode == 0 and "(the defaults apply); pass --config" in indexed.stderr, indexed.stderr
 
 
 def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_path):
