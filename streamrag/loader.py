@@ -68,7 +68,8 @@ TITLE_CHARS = 100
 # <![CDATA[...]]>) is kept as written; a comment running on from a callout's title leaves the
 # title apart; CJK text in UTF-16 without a byte-order mark is read as
 # such (it was a binary file, or Latin-1 when it held no NUL), and so is text in an alphabet
-# with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari: a binary file), and one
+# with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari, Persian with its
+# non-joiners: a binary file), and one
 # cut short or broken past its first bytes is not indexed (it was Latin-1 garbage); the
 # characters no reader sees (``invisible``: zero-width spaces, soft hyphens ...) are taken out
 # of every document.
@@ -699,10 +700,18 @@ def _utf16_codec(head: bytes) -> str | None:
             text = _head_text(head, codec)
             if text is None:
                 return None
-            printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text)
+            printable = sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in text)
             return codec if printable >= 0.98 * len(text) else None
     cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec))]
     return cjk[0] if len(cjk) == 1 else None
+
+
+# Characters of text that str.isprintable() says are not: line ends and tabs, and the format
+# characters of text (Cf): Persian's non-joiner (U+200C) in every other word, emoji's
+# joiner, direction marks, a soft hyphen. With them counted out, Persian in UTF-16 without a
+# byte-order mark was a binary file.
+_SHOWN_UNPRINTABLE = frozenset("\n\r\t\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u2028\u2029"
+                               "\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069\ufeff")
 
 
 def _one_block(high: bytes) -> bool:

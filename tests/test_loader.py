@@ -847,6 +847,18 @@ def test_utf16_without_a_byte_order_mark_in_any_alphabet_is_read_and_numbers_in_
         read_documents(f, root=tmp_path)
 
 
+def test_utf16_without_a_byte_order_mark_holding_joiners_is_read(tmp_path):
+    # Persian writes a non-joiner (U+200C) in every other word, emoji sequences a joiner: format
+    # characters, which str.isprintable() says are not, so 2% of them made either a binary file.
+    persian = "\u06a9\u062a\u0627\u0628\u200c\u0647\u0627 \u0631\u0627 \u0645\u06cc\u200c\u062e\u0648\u0627\u0646\u0645.\n"
+    emoji = "Ada Osk and her family \U0001f468\u200d\U0001f469\u200d\U0001f467 met Bo Lund.\n"
+    for name, text in (("fa", persian * 8), ("emoji", emoji * 8)):
+        for codec in ("utf-16-le", "utf-16-be"):
+            f = write(tmp_path / f"{name}-{codec}.txt", text.encode(codec))
+            [doc], warnings = read_documents(f, root=tmp_path)
+            assert (doc.text, warnings) == (text, []), f.name
+
+
 def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_not_taken_for_it(tmp_path):
     # CJK text has few NULs or none (一 is 4E 00): with some on both sides it was called binary,
     # with none it was read as Latin-1 ("qg¬No0åe...").
