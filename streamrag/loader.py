@@ -509,7 +509,9 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     text = _decode(data, label, warnings)
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
-        text = visible(text)
+        text, decoded = visible(text), text
+        if not text.strip() and decoded.strip():
+            raise EmptyInput(f"{label}: {_ONLY_UNSEEN}, nothing to index")
     if not text.strip():
         raise EmptyInput(f"{label}: empty file, nothing to index")
     if suffix == ".jsonl":
@@ -520,8 +522,11 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = None
         if suffix in _MARKDOWN:
             text, title = markdown.front_matter(text)
-            text = visible(markdown.readable(text))   # as a reader sees it
+            readable = markdown.readable(text)
+            text = visible(readable)   # as a reader sees it
             title = visible(title) if title else title
+            if not text.strip() and readable.strip():
+                raise EmptyInput(f"{label}: {_ONLY_UNSEEN}, nothing to index")
             if not text.strip():
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
@@ -553,6 +558,10 @@ def stored_path(path: Path, root: Path | None) -> str:
         return resolved.relative_to(Path(root).resolve()).as_posix()
     except ValueError:
         return resolved.as_posix()
+
+
+# What a file holding text no reader sees is said to hold ("empty file" it was not).
+_ONLY_UNSEEN = "nothing but characters no reader sees (zero-width spaces, word joiners, soft hyphens)"
 
 
 def _decode(data: bytes, label: str, warnings: list[str]) -> str:

@@ -11,7 +11,7 @@ from re import _parser as _re_parser
 
 import pytest
 
-from streamrag.errors import InputError
+from streamrag.errors import EmptyInput, InputError
 from streamrag.ids import document_id
 from streamrag.loader import read_documents, scan
 
@@ -463,7 +463,7 @@ def test_characters_no_reader_sees_are_taken_out_of_the_text_its_lines_kept(tmp_
     note = "# N\u200bote\n\n```\n``\u200b`\n<!-- in code -->\n```\n"
     [doc], _ = read_documents(write(tmp_path / "n.md", note), root=tmp_path)
     assert (doc.title, doc.text) == ("Note", "# Note\n\n```\n```\n<!-- in code -->\n```\n")
-    with pytest.raises(InputError, match="empty file"):
+    with pytest.raises(InputError, match="^z.txt: nothing but characters no reader sees"):
         read_documents(write(tmp_path / "z.txt", "\u200b\n\ufeff"), root=tmp_path)
 
 
@@ -483,7 +483,6 @@ def test_a_csv_separated_by_semicolons_or_tabs_is_read_by_its_header(tmp_path):
 
 
 def test_a_csv_of_a_header_alone_is_empty_not_missing_its_text_column(tmp_path):
-    from streamrag.errors import EmptyInput
 
     (tmp_path / "a.csv").write_text("title,text\n")
     with pytest.raises(EmptyInput, match="a header and no rows"):
@@ -499,7 +498,6 @@ def test_html_comments_in_markdown_are_not_indexed(tmp_path):
     (tmp_path / "c.md").write_text(code)   # in code it is text to read
     [doc], _ = read_documents(tmp_path / "a.md", root=tmp_path)
     assert "Hidden" not in doc.text and "Ada Osk rebuilt the quay." in doc.text and "Bo Lund" in doc.text
-    from streamrag.errors import EmptyInput
     with pytest.raises(EmptyInput):
         read_documents(tmp_path / "b.md", root=tmp_path)
     assert read_documents(tmp_path / "c.md", root=tmp_path)[0][0].text == code
@@ -619,7 +617,6 @@ def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
     write(tmp_path / "b.txt", "[[Bo Lund]] stays as written outside Markdown.")
     assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("[[Bo Lund]]")
     write(tmp_path / "c.md", "![[scan.pdf]]\n")   # only embeds: nothing to index
-    from streamrag.errors import EmptyInput
     with pytest.raises(EmptyInput, match="c.md"):
         read_documents(tmp_path / "c.md", root=tmp_path)
 
@@ -857,6 +854,18 @@ def test_utf16_without_a_byte_order_mark_holding_joiners_is_read(tmp_path):
             f = write(tmp_path / f"{name}-{codec}.txt", text.encode(codec))
             [doc], warnings = read_documents(f, root=tmp_path)
             assert (doc.text, warnings) == (text, []), f.name
+
+
+def test_a_file_of_nothing_but_characters_no_reader_sees_is_said_so_not_empty(tmp_path):
+    # Its zero-width spaces taken out, nothing was left: it was said an empty file, or a note
+    # with no text outside front matter and comments, though it held bytes and text neither.
+    said = "nothing but characters no reader sees (zero-width spaces, word joiners, soft hyphens), nothing to index"
+    for name in ("zw.txt", "zw.md"):
+        f = write(tmp_path / name, "\u200b\u200b\n\u2060 \u00ad\n".encode())
+        with pytest.raises(EmptyInput, match=f"^{name}: {re.escape(said)}$"):
+            read_documents(f, root=tmp_path)
+    with pytest.raises(EmptyInput, match="^empty.txt: empty file, nothing to index$"):
+        read_documents(write(tmp_path / "empty.txt", b" \n"), root=tmp_path)
 
 
 def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_not_taken_for_it(tmp_path):
