@@ -77,7 +77,7 @@ from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES, FIRST_RELATIONSHIP_SUMMARIES,
                                        FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
-                                       SUMMARY_COMPLETION, Ratios, ratios, stand_in)
+                                       MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, ratios, stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
@@ -131,6 +131,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     published: set[str] = set()   # and in the published graph with that extraction
     live: dict[str, str] = {}     # the published chunks -> the extractor whose result counts
     r = Ratios()                  # what depends on the answers: fixed, or this index's own
+    model_calls = 0               # the calls of the run's models the index holds, however few
     if store is not None:
         check_not_downgraded(settings, store, db)   # the run would refuse: so does its estimate
         check_not_newer(store, db)
@@ -147,6 +148,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                    stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings),
                    later=index_rows.later_checks(store, _gleaning_keys(settings)),
                    unusable=index_rows.unusable_answers(store))
+        model_calls = calls_of_models(history, extraction_model=settings.llm.extraction_model,
+                                      summary_model=settings.llm.summary_model,
+                                      report_model=settings.llm.report_model)
         done = index_rows.extracted_with(store, extractor_key(settings))
         published = index_rows.published_with(store, extractor_key(settings))
         live = index_rows.live_chunks(store)
@@ -317,6 +321,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "ratios_calls": 0 if settings.offline else r.calls,
             # (no figure measured: each a stand-in, the index holding no calls of these models yet)
             "stand_in_ratios": not settings.offline and not r.measured,
+            # (of them, those the index holds: fewer than a stage's MIN_CALLS, and none of a first index)
+            "model_calls": 0 if settings.offline else model_calls,
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
@@ -906,8 +912,12 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
                      "earlier run: not counted)")
     # (A first index's estimate read as if measured on its model: nothing said it had no calls to go by.)
-    stand_in = ", from stand-in ratios (no history of these models in this index yet)" \
-        if e.get("stand_in_ratios") else ""
+    # (An index of 15 calls of these models was said to hold none: 20 of a stage are needed.)
+    few = e.get("model_calls", 0)
+    stand_in = "" if not e.get("stand_in_ratios") else \
+        ", from stand-in ratios (no history of these models in this index yet)" if not few else \
+        (f", from stand-in ratios (this index's {counted(few, 'call')} of these models "
+         f"{'is' if few == 1 else 'are'} too few to measure by: {MIN_CALLS} of a stage are needed)")
     lines.append(f"Extraction prompts are counted exactly; answers, summaries and reports are estimated{stand_in}.")
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from fixed ratios.")

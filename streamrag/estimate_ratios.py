@@ -109,6 +109,18 @@ class Ratios(msgspec.Struct, kw_only=True):
         return f"{figures[0].upper()}{figures[1:]} from this index's {self.calls:,} earlier calls"
 
 
+def _models(extraction_model: str, summary_model: str, report_model: str) -> dict[str, str]:
+    """The model each stage asks."""
+    return {"extract": extraction_model, "glean": extraction_model, "glean_check": extraction_model,
+            "claims": extraction_model, "summarize": summary_model, "report": report_model}
+
+
+def calls_of_models(history: History, *, extraction_model: str, summary_model: str, report_model: str) -> int:
+    """The calls ``history`` holds answered by the model each stage asks, however few."""
+    model = _models(extraction_model, summary_model, report_model)
+    return sum(h[0] for (stage, m), h in history.items() if model.get(stage) == m)
+
+
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
            unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
            max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0), later: tuple[int, int] = (0, 0),
@@ -129,8 +141,7 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
-    model = {"extract": extraction_model, "glean": extraction_model, "glean_check": extraction_model,
-             "claims": extraction_model, "summarize": summary_model, "report": report_model}
+    model = _models(extraction_model, summary_model, report_model)
 
     def paid(stage: str) -> tuple[int, int, int] | None:
         """(calls, prompt tokens, completion tokens) paid for, when enough to go by."""

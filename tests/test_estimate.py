@@ -995,3 +995,28 @@ async def test_the_stand_in_replay_takes_both_halves_of_a_small_index(tmp_path, 
     est, done = await index_and_estimate(docs, settings, db)
     assert paid(done.llm, "summarize") > 100
     assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.1, (est["llm"], done.llm)
+
+
+async def test_an_index_of_too_few_calls_to_measure_by_is_said_so_not_said_to_hold_none(tmp_path, simulator):
+    # Two articles indexed (15 calls of the models, fewer than 20 of any stage), two added: the
+    # estimate said its stand-in ratios were for an index with "no history of these models".
+    from streamrag.estimate_ratios import MIN_CALLS
+    docs = news_copy(tmp_path, 2)
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    with sqlite3.connect(db) as conn:
+        calls = conn.execute("SELECT count(*) FROM llm_calls WHERE error IS NULL AND cancelled = 0").fetchone()[0]
+        most = conn.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM llm_calls GROUP BY stage)").fetchone()[0]
+    conn.close()
+    assert 0 < most < MIN_CALLS, (calls, most)   # (too few of every stage: stand-ins all)
+    for doc in sorted(NEWS.glob("doc_*.txt"))[2:4]:
+        (docs / doc.name).write_text(doc.read_text())
+    est = estimate([docs], settings, db, root=docs)
+    assert est["stand_in_ratios"] and est["model_calls"] == calls
+    assert format_estimate(est).endswith(
+        f"reports are estimated, from stand-in ratios (this index's {calls} calls of these models are too "
+        f"few to measure by: {MIN_CALLS} of a stage are needed).")
+    # A first index holds none, and says so.
+    first = estimate([docs], settings, tmp_path / "new.db", root=docs)
+    assert first["model_calls"] == 0 and format_estimate(first).endswith("(no history of these models in this index yet).")
