@@ -757,6 +757,8 @@ _UTF16_ONLY = re.compile("[\x01-\xff\u3000-\u30ff\uff00-\uffef]")
 # 0x7684); two ASCII letters paired up make one whose low byte is below 0x80 (Latin-1 "Hello"
 # read as UTF-16 is 效汬...).
 _CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
+# Characters a 16-bit unit holding a zero byte is, but for a NUL (ASCII and Latin-1 in UTF-16).
+_ZERO_BYTE = re.compile("[\x01-\xff]")
 
 
 def _reads_as_cjk(text: str | None) -> bool:
@@ -772,7 +774,11 @@ def _reads_as_cjk(text: str | None) -> bool:
     if len(_CJK_TEXT.findall(text)) < 0.95 * n or len(_UTF16_ONLY.findall(text)) < 0.03 * n:
         return False
     letters = _CJK_LETTER.findall(text)
-    return len(letters) < 8 or sum(ord(ch) & 0x80 != 0 for ch in letters) >= 0.25 * len(letters)
+    # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
+    # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming
+    # 中国一汽 and 长春 was a binary file.)
+    return len(letters) < 8 or sum(ord(ch) & 0x80 != 0 for ch in letters) >= 0.25 * len(letters) or \
+        len(_ZERO_BYTE.findall(text)) >= 0.1 * n
 
 
 def _newlines(text: str) -> str:

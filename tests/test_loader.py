@@ -868,6 +868,17 @@ def test_a_file_of_nothing_but_characters_no_reader_sees_is_said_so_not_empty(tm
         read_documents(write(tmp_path / "empty.txt", b" \n"), root=tmp_path)
 
 
+def test_utf16_without_a_byte_order_mark_of_latin_text_naming_a_few_ideographs_is_read(tmp_path):
+    # Ideographs with a zero byte (\u4e00) put zeros on both sides, so it was asked whether it
+    # reads as CJK, where its few ideographs, mostly of low bytes under 0x80, were taken for
+    # paired-up ASCII letters: a binary file (with 7 ideographs or fewer, read).
+    text = "The carmaker \u4e2d\u56fd\u4e00\u6c7d (FAW) signed a deal with Volkswagen in 2019 in \u957f\u6625.\n" * 10
+    for codec in ("utf-16-le", "utf-16-be"):
+        f = write(tmp_path / f"{codec}.txt", text.encode(codec))
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert (doc.text, warnings) == (text, []), f.name
+
+
 def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_not_taken_for_it(tmp_path):
     # CJK text has few NULs or none (一 is 4E 00): with some on both sides it was called binary,
     # with none it was read as Latin-1 ("qg¬No0åe...").
