@@ -309,8 +309,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             counts["errors"] = counts.get("errors", 0) + extra
             counts["prompt_tokens"] += extra * counts["prompt_tokens"] / paid   # (the same requests)
             counts["completion_tokens"] += extra * tokens
-    # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens).
-    stages = {k: {f: math.floor(v + 0.5) for f, v in s.items()} for k, s in stages.items()}
+    # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens),
+    # and the tokens are those of the whole calls: a chunk's 0.13 gleanings were '0 calls  61
+    # prompt  8 completion'.
+    stages = {k: _whole_calls(s) for k, s in stages.items()}
     return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
@@ -326,6 +328,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
+
+
+def _whole_calls(s: dict[str, float]) -> dict[str, int]:
+    """A stage's expected counts as whole calls, its tokens scaled to them (as many per call)."""
+    calls = math.floor(s["calls"] + 0.5)
+    scale = calls / s["calls"] if s["calls"] else 1.0
+    return {f: math.floor((v * scale if f.endswith("_tokens") else v) + 0.5) for f, v in s.items()}
 
 
 def _rounds(r: Ratios, max_gleanings: int, *, checks: bool) -> list[tuple[float, float]]:
@@ -904,8 +913,8 @@ def format_estimate(e: dict) -> str:
              f"{counted(e['chunks_to_extract'], 'chunk')} to extract{unpublished}:"]
     u = e["llm"]
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
-        if stage != "total" and s["cached"] and s["calls"] == s["cached"]:
-            continue   # every call from the cache: nothing to pay
+        if stage != "total" and s["calls"] == s["cached"]:
+            continue   # every call from the cache, or none expected (0.13 gleanings): nothing to pay
         lines.append(f"  {stage:<12} {s['calls'] - s['cached']:>6} calls  {s['prompt_tokens']:>12,} prompt  "
                      f"{s['completion_tokens']:>10,} completion")
     if u["cached"]:

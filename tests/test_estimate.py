@@ -1020,3 +1020,21 @@ async def test_an_index_of_too_few_calls_to_measure_by_is_said_so_not_said_to_ho
     # A first index holds none, and says so.
     first = estimate([docs], settings, tmp_path / "new.db", root=docs)
     assert first["model_calls"] == 0 and format_estimate(first).endswith("(no history of these models in this index yet).")
+
+
+async def test_an_estimate_s_tokens_are_those_of_its_whole_calls(tmp_path, simulator):
+    # One chunk's expected gleaning on an index that gleans a few chunks in a hundred, a tenth
+    # of a call, was said '0 calls  61 prompt  8 completion': the calls rounded, their tokens not.
+    docs = news_copy(tmp_path, 30)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    path = docs / "doc_00005.txt"
+    path.write_text(path.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
+    est = estimate([docs], settings, db, root=docs)
+    assert est["chunks_to_extract"] == 1
+    assert est["llm"]["by_stage"]["glean"]["calls"] == 0   # (else this test tests nothing)
+    for stage, s in est["llm"]["by_stage"].items():
+        assert s["calls"] or not (s["prompt_tokens"] or s["completion_tokens"]), (stage, s)
+    rows = format_estimate(est).splitlines()[1:]
+    assert not [row for row in rows if row.split()[1:3] == ["0", "calls"]], rows
