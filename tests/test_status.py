@@ -805,6 +805,16 @@ def _refused(request):
     raise httpx.ConnectError("connection refused", request=request)
 
 
+def _indexed_then_changed(corpus, db, simulator):
+    """``corpus`` indexed into ``db`` through ``simulator`` (calls not retried), then guild.txt
+    edited and new.txt written: (db, the settings)."""
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
+    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+    return db, settings
+
+
 def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path, simulator):
     # A sync given up as nothing answered recorded the two or three chunks whose calls it waited
     # for: `status --failures` said "2 in the last update" of an index holding none of the files.
@@ -813,11 +823,7 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
 
     from streamrag.errors import LLMUnavailableError
 
-    db = tmp_path / "n.db"
-    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
-    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
-    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-    (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+    db, settings = _indexed_then_changed(corpus, tmp_path / "n.db", simulator)
     # ... and not a file that run could not use: its failure says it, and no run indexes it so.
     (corpus / "aaa_binary.txt").write_bytes(bytes(range(256)) * 8)
     with pytest.raises(LLMUnavailableError):
@@ -845,11 +851,7 @@ def test_an_update_interrupted_says_the_files_it_left_unindexed(corpus, tmp_path
     # files the next update has to index.
     import httpx
 
-    db = tmp_path / "i.db"
-    settings = make_settings(simulator.base_url, llm={"max_retries": 0})
-    anyio.run(lambda: sync([corpus], settings, db, root=corpus))
-    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-    (corpus / "new.txt").write_text("Ysolde Parrin rowed across the harbor to meet Quillon Marbeck.\n" * 20)
+    db, settings = _indexed_then_changed(corpus, tmp_path / "i.db", simulator)
 
     async def interrupted() -> None:
         asked = anyio.Event()
