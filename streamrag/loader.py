@@ -66,7 +66,8 @@ TITLE_CHARS = 100
 # nowhere hides no block after it). 12: a backtick escaped by a backslash (\`) opens no code
 # span; an HTML block of CommonMark's third to fifth kinds (<?...?>, <!DOCTYPE ...>,
 # <![CDATA[...]]>) is kept as written; a comment running on from a callout's title leaves the
-# title apart; CJK text in UTF-16 without a byte-order mark is read as
+# title apart; UTF-32 without a byte-order mark is read (a binary file); CJK text in UTF-16
+# without a byte-order mark is read as
 # such (it was a binary file, or Latin-1 when it held no NUL), and so is text in an alphabet
 # with fewer spaces than Latin's (Hebrew, Arabic, Thai, Devanagari, Persian with its
 # non-joiners: a binary file), and one
@@ -568,7 +569,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
     """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
-    early on are UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
+    early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
     without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8
     but for a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as
     cp1252, and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of
@@ -582,7 +583,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
                 pass
             break
     if text is None and _many_nuls(data[:_SNIFF]):
-        text = _utf16_without_bom(data, label)
+        text = _utf32_without_bom(data) or _utf16_without_bom(data, label)
         if text is None:
             _binary(label)
     if text is None:
@@ -671,7 +672,26 @@ def _clearly_binary(head: bytes) -> bool:
     few, and not UTF-16 without a byte-order mark (``_utf16_codec``)."""
     if not _many_nuls(head) or any(head.startswith(bom) for bom, _codec in _BOMS):
         return False
-    return _utf16_codec(head) is None
+    return _utf16_codec(head) is None and _utf32_without_bom(head[:len(head) - len(head) % 4]) is None
+
+
+def _utf32_without_bom(data: bytes) -> str | None:
+    """The text of UTF-32 written without a byte-order mark, or None: every four bytes a code
+    point, at most 0x10FFFF (so one byte of each is zero and the next at most 0x10), that
+    decodes whole and reads as text (it was "binary file ... move it out of the folder")."""
+    head = data[:_SNIFF - _SNIFF % 4]
+    if len(data) % 4 or len(head) < 16:
+        return None
+    for codec, zero, small in (("utf-32-le", 3, 2), ("utf-32-be", 0, 1)):
+        if head[zero::4].count(0) == len(head) // 4 and max(head[small::4]) <= 0x10:
+            try:
+                text = data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+            sample = text[:4096]
+            printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in sample)
+            return text if printable >= 0.98 * len(sample) else None
+    return None
 
 
 def _utf16_without_bom(data: bytes, label: str) -> str | None:

@@ -814,6 +814,19 @@ def test_utf32_and_late_nuls(tmp_path):
                         "was written"]
 
 
+def test_utf32_without_a_byte_order_mark_is_read_and_32_bit_numbers_are_not(tmp_path):
+    # It was "binary file, not indexed; move it out of the folder": the wrong fix for text.
+    text = "Ada Osk met Zoë Lund in Oslo, 東京 and 😀 too.\nThe quay was rebuilt.\n" * 20
+    for codec in ("utf-32-le", "utf-32-be"):
+        [doc], warnings = read_documents(write(tmp_path / f"{codec}.txt", text.encode(codec)), root=tmp_path)
+        assert doc.text == text and not warnings
+    numbers = b"".join(n.to_bytes(4, "little") for n in range(0, 3000, 7))
+    cut = text.encode("utf-32-le") + b"x"
+    for name, data in (("numbers.txt", numbers), ("cut.txt", cut), ("zeros.txt", bytes(4096))):
+        with pytest.raises(InputError, match="binary file"):
+            read_documents(write(tmp_path / name, data), root=tmp_path)
+
+
 def test_utf16_without_a_byte_order_mark_is_read_not_called_binary(tmp_path):
     text = "Ada Osk met Bo Lund in Oslo.\nThe quay was rebuilt.\n"
     (tmp_path / "le.txt").write_bytes(text.encode("utf-16-le"))
