@@ -929,5 +929,5 @@ def format_estimate(e: dict) -> str:
          f"{'is' if few == 1 else 'are'} too few to measure by: {MIN_CALLS} of a stage are needed)")
     lines.append(f"Extraction prompts are counted exactly; answers, summaries and reports are estimated{stand_in}.")
     if e.get("ratios_from"):
-        lines.append(f"{e['ratios_from']}; the rest from fixed ratios.")
+        lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
     return "\n".join(lines) + because + unreadable

@@ -395,14 +395,14 @@ async def test_an_update_takes_completion_lengths_and_the_gleaning_rate_from_the
     # (reports: ~830 tokens an answer, close to the fixed 800; measured, they stay close)
     assert off_by(est["llm"]["by_stage"]["report"]["completion_tokens"], done.llm["report"]["completion_tokens"]) <= 0.25
     said = (f"Completion lengths, the gleaning rate, gleaning prompt lengths and summary prompt lengths "
-            f"from this index's {calls:,} earlier calls; the rest from fixed ratios.")
+            f"from this index's {calls:,} earlier calls; the rest from stand-in ratios.")
     assert said in format_estimate(est) and est["ratios_calls"] == calls
     assert "earlier calls" not in format_estimate(fixed) and fixed["ratios_from"] == ""
     # Said when every figure is a stand-in (the history unread: as on a first index), not else.
     assert fixed["stand_in_ratios"] and not est["stand_in_ratios"]
     assert format_estimate(fixed).endswith(
         "reports are estimated, from stand-in ratios (no history of these models in this index yet).")
-    assert "stand-in" not in format_estimate(est)
+    assert "estimated, from stand-in ratios" not in format_estimate(est)
 
 
 async def test_the_calls_folded_into_the_archive_still_measure_the_ratios(news, tmp_path, simulator):
