@@ -514,13 +514,15 @@ class Daemon:
         files = self._files_pending()
         retry = self._items_to_retry()
         left = []
-        if files:
+        whole = self.pending.get(".") == "rescan"   # (the initial sync failed: a model server not up yet)
+        if whole:   # (its files, as far as it found them: ``_sync_failed``)
+            left.append("the whole folder not synced yet"
+                        + (f" ({_n(files, 'new or changed file')})" if files else ""))
+        elif files:
             left.append(f"{_n(files, 'changed file')} not synced yet")
         if retry:
             left.append(f"nothing indexed ({_n(retry, 'failed item')})" if self._nothing_indexed else
                         f"{_n(retry, 'failed item')} left out of this version")
-        if self.pending.get(".") == "rescan":   # (the initial sync failed: a model server not up yet)
-            left.append("the whole folder not synced yet")
         if not self.root.is_dir():
             self.emit("stopped", "the watched folder is gone" + (" (it was not back yet)" if
                                                                  self._gone else ""),
@@ -987,6 +989,10 @@ class Daemon:
             self.pending.setdefault(".", "rescan")
         for rel, kind in queued.items():
             self.pending.setdefault(rel, kind)
+        # The new or changed files it found and left unindexed, as `status` counts them: those
+        # a restart during an outage finds are known only so (its whole-folder sync's).
+        for rel in indexer.not_indexed_files or ():
+            self.pending.setdefault(rel, "modified")
         self._spent_ahead(indexer)   # its calls were sent all the same
         unreachable = isinstance(e, LLMUnavailableError) and not self._once
         if unreachable and self.outage.current is not None:   # said when it began

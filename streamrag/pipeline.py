@@ -234,6 +234,7 @@ class Indexer:
         self.llm = None
         # The new or changed files of the run, should it publish nothing (``_not_indexed``).
         self._unpublished: Callable[[], list[str]] | None = None
+        self.not_indexed_files: list[str] | None = None   # ... as found then (None: not looked)
 
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
@@ -372,7 +373,7 @@ class Indexer:
         up in an outage recorded only the few chunks whose calls it waited for)."""
         if self._unpublished is None:
             return None
-        files = sorted(await anyio.to_thread.run_sync(self._unpublished))
+        files = self.not_indexed_files = sorted(await anyio.to_thread.run_sync(self._unpublished))
         return json.dumps({"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]})
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:

@@ -1454,3 +1454,53 @@ async def test_the_health_line_counts_the_files_of_a_sync_under_way_as_pending(c
         daemon.check_health()
         assert [e for e in events if e["state"] == "health"][-1]["pending"] == 0
         await send.aclose()
+
+
+
+async def _restart_down(settings, db, corpus, switch, syncs) -> Events:
+    """A watch started while the endpoint is down, stopped after its initial sync and a retry:
+    its events."""
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch), health_s=0.02)
+    send, recv = scripted()
+    done = len(syncs)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= done + 2, timeout=30)   # its initial sync and a retry
+        await until(lambda: any(e["state"] == "health" for e in events), timeout=30)
+        daemon.stop()
+    return events
+
+
+def _counts(events: Events, state: str) -> list[tuple[int, int]]:
+    return [(e["pending"], e["failed_items"]) for e in events if e["state"] == state]
+
+
+async def test_a_watch_restarted_during_an_outage_counts_the_files_it_is_to_sync_as_pending(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Four files added during an outage, then a restart: its error, health and stopped lines
+    # said "pending 0, failed_items 0" and "the whole folder not synced yet" while `streamrag
+    # status` said 4 files were not indexed.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "p.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        added = [corpus / f"new{i}.txt" for i in range(4)]
+        for i, path in enumerate(added):
+            path.write_text(f"Captain Oskar Lind{i} sailed the Blue Heron from Port Vell to Kessel.\n")
+        await send.send({(1, str(path)) for path in added})
+        await until(lambda: len(syncs) >= 3, timeout=30)
+        daemon.stop()
+    assert _failures_said(db)["not_indexed_last_run"] == 4
+
+    events = await _restart_down(settings, db, corpus, switch, syncs)
+    await switch.client.aclose()
+    assert _failures_said(db)["not_indexed_last_run"] == 4
+    assert _counts(events, "error") and set(_counts(events, "error")) == {(4, 0)}, events
+    assert set(_counts(events, "health")) == {(4, 0)}, events
+    assert _counts(events, "stopped") == [(4, 0)], events
+    stopped = events[-1]["message"]
+    assert stopped.startswith("the whole folder not synced yet (4 new or changed files); "), stopped
+    assert any(" 4 pending, " in e["message"] for e in events if e["state"] == "health"), events
+
