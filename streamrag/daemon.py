@@ -80,7 +80,7 @@ from streamrag.on_disk import is_file
 from streamrag.outage import UNTIL_IT_ANSWERS, Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
-from streamrag.status import counted as _n, failures_said, last_update, llm_summary, unfinished_update
+from streamrag.status import counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
@@ -273,8 +273,11 @@ class Daemon:
                     if rel != "." and kind != "renamed away"})
 
     def _items_to_retry(self) -> int:
-        """The failed items the scheduled retry sync is for (0: none is scheduled)."""
-        return self._retry_items if self.pending.get(".") == "retry" else 0
+        """The failed items the scheduled retry sync, or the one under way, is for (0: none is
+        scheduled); before a sync got through, those the update it goes on with left missing
+        (``_unfinished_update``), which a whole-folder sync retries."""
+        marker = self.pending.get(".") or self._syncing.get(".")
+        return self._retry_items if marker == "retry" or marker == "rescan" and not self.syncs else 0
 
     def _why_sync(self) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
@@ -493,7 +496,7 @@ class Daemon:
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
-            self._update_of = self._unfinished_update()
+            self._update_of, self._retry_items = self._unfinished_update()
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
@@ -537,12 +540,14 @@ class Daemon:
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0)
 
-    def _unfinished_update(self) -> str | None:
+    def _unfinished_update(self) -> tuple[str | None, int]:
         """The update the watch before this one left unfinished (``status.unfinished_update``),
         which its syncs go on with: the items it left missing are the same pending work, and a
-        restart during an outage counted each of them again in `status`."""
+        restart during an outage counted each of them again in `status`; and how many failed
+        items it published without (``status.left_missing``), counted until a sync gets through."""
         with reading(self.db_path) as store:
-            return None if store is None else unfinished_update(store)
+            update = None if store is None else unfinished_update(store)
+            return update, 0 if update is None else left_missing(store)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""

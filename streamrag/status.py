@@ -176,6 +176,17 @@ def unfinished_update(store: Store) -> str | None:
     return index_rows.update_of(store, run["id"])
 
 
+def left_missing(store: Store) -> int:
+    """The failed items the last update published without (``failures_said``, but files that
+    could not be read: no work left), which a watch that goes on with it (``unfinished_update``)
+    retries; 0 when its last run published nothing: its failures are of the files it left
+    unindexed (``not_indexed_last_run``)."""
+    run = last_update(store)
+    if run is None or run["status"] != "ok":
+        return 0
+    return max(0, failures_said(store, run) - failures_of(store, run, stage="load"))
+
+
 def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple[str, str]]:
     """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that ``run``
     settled: it recorded them as failed, but they are said settled, not among its failures (it

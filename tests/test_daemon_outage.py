@@ -1504,3 +1504,30 @@ async def test_a_watch_restarted_during_an_outage_counts_the_files_it_is_to_sync
     assert stopped.startswith("the whole folder not synced yet (4 new or changed files); "), stopped
     assert any(" 4 pending, " in e["message"] for e in events if e["state"] == "health"), events
 
+
+async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goes_on_with(
+        corpus, tmp_path, simulator, monkeypatch):
+    # An edit published without its chunks in an outage, then files added and a restart whose
+    # initial sync gets nowhere: the items the last watch left missing are pending too.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "f.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 3, timeout=30)
+        daemon.stop()
+    left = _failures_said(db)["failures_last_run"]
+    assert left >= 1
+    for i in range(4):
+        (corpus / f"new{i}.txt").write_text(f"Captain Oskar Lind{i} sailed the Blue Heron from Port Vell to Kessel.\n")
+
+    events = await _restart_down(settings, db, corpus, switch, syncs)
+    await switch.client.aclose()
+    # As `status` says it: 4 new files and guild.txt, whose new version is not indexed.
+    assert _failures_said(db)["not_indexed_last_run"] == 5
+    assert _counts(events, "error") and set(_counts(events, "error")) == {(5, left)}, events
+    assert set(_counts(events, "health")) == {(5, left)}, events   # (a retry under way too)
+    assert _counts(events, "stopped") == [(5, left)], events
+    stopped = events[-1]["message"]
+    assert stopped.startswith(f"the whole folder not synced yet (5 new or changed files); {left} failed item"), stopped
