@@ -1,6 +1,7 @@
 import gc
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 
 import pytest
 
@@ -441,6 +442,14 @@ def test_every_split_is_settled_so_an_unchanged_community_can_keep_it():
         assert _unsettled(cold, nodes, edges) == [] and _unsettled(warm, nodes, grown) == [], seed
 
 
+def _random_graph(rng: random.Random, n: int, tries: int, weights_from: Sequence[float] | None = None):
+    """``tries`` random edges among ``n`` nodes (repeats dropped), weighted from
+    ``weights_from`` at random (1.0 without): (pairs, weights, the igraph graph)."""
+    pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(tries)})
+    weights = [rng.choice(weights_from) for _ in pairs] if weights_from else [1.0] * len(pairs)
+    return pairs, weights, communities_module.ig.Graph(n=n, edges=pairs)
+
+
 def test_reoptimising_some_parts_moves_only_their_nodes_and_settles_them():
     # A partial re-optimisation pins every node of a settled part and runs Leiden on the
     # graph with each such part contracted to one node; mapped back, the pinned nodes must
@@ -448,9 +457,7 @@ def test_reoptimising_some_parts_moves_only_their_nodes_and_settles_them():
     for seed in range(40):
         rng = random.Random(seed)
         n = rng.randint(30, 80)
-        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(3 * n)})
-        weights = [rng.choice([0.5, 1.0, 2.0]) for _ in pairs]
-        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        pairs, weights, graph = _random_graph(rng, n, 3 * n, [0.5, 1.0, 2.0])
         start = [rng.randrange(6) for _ in range(n)]
         free_parts = set(rng.sample(range(6), 2))
         fixed = [label not in free_parts for label in start]
@@ -475,9 +482,7 @@ def test_a_partial_reoptimisation_leaves_no_objects_behind():
     # bench/watch_soak.py; 100 KB per call on a graph of 300 nodes and 1,500 edges).
     rng = random.Random(5)
     n = 200
-    pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(5 * n)})
-    weights = [1.0] * len(pairs)
-    graph = communities_module.ig.Graph(n=n, edges=pairs)
+    pairs, weights, graph = _random_graph(rng, n, 5 * n)
     start = [v % 30 for v in range(n)]
     fixed = [label >= 3 for label in start]
 
@@ -502,9 +507,7 @@ def test_settling_moves_only_the_nodes_that_want_to_move():
     for seed in range(60):
         rng = random.Random(seed)
         n = rng.randint(30, 80)
-        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(3 * n)})
-        weights = [rng.choice([0.5, 1.0, 2.0]) for _ in pairs]
-        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        pairs, weights, graph = _random_graph(rng, n, 3 * n, [0.5, 1.0, 2.0])
         before = communities_module._optimise(graph, weights, None, 42, 1.0)
         before = communities_module._settle(graph, weights, before, pairs, 42, 1.0, 10)
         new_edges = {tuple(sorted(rng.sample(range(n), 2))) for _ in range(2)} - set(pairs)
@@ -528,9 +531,7 @@ def test_the_aggregate_without_aggregate_partition_is_leidenalgs_own():
     for seed in range(25):
         rng = random.Random(seed)
         n = rng.randint(20, 200)
-        pairs = sorted({tuple(sorted(rng.sample(range(n), 2))) for _ in range(rng.randint(n, 5 * n))})
-        weights = [rng.choice([0.5, 1.0, 2.0, 3.7]) for _ in pairs]
-        graph = communities_module.ig.Graph(n=n, edges=pairs)
+        pairs, weights, graph = _random_graph(rng, n, rng.randint(n, 5 * n), [0.5, 1.0, 2.0, 3.7])
         start = [rng.randrange(rng.randint(2, 30)) for _ in range(n)]
         fixed = [rng.random() < 0.8 for _ in range(n)]
         resolution = rng.choice([1.0, 0.5, 1.7])

@@ -81,6 +81,21 @@ async def _until_indexed(db, name: str, *, timeout: float) -> None:
         store.close()
 
 
+async def _down_then_back(endpoint, settings, db, corpus, said, **running_kw) -> Events:
+    """A watch of ``corpus`` through ``endpoint`` (a switchable MockTransport handler): down for
+    an edit of guild.txt until ``said(events)``, then up until the edit is indexed; its events."""
+    async with running(settings, db, corpus, transport=httpx.MockTransport(endpoint), **running_kw) \
+            as (_daemon, events, send):
+        endpoint.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: said(events), timeout=30)
+        endpoint.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await endpoint.client.aclose()
+    return events
+
+
 async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_ends(
         corpus, tmp_path, simulator):
     switch = Switch(simulator.base_url)
@@ -937,18 +952,10 @@ async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_
     from streamrag import daemon as daemon_module
 
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
-    failing = Failing(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
-    async with running(settings, tmp_path / "e.db", corpus, transport=httpx.MockTransport(failing)) \
-            as (daemon, events, send):
-        failing.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
-        failing.up = True
-        await _until_indexed(tmp_path / "e.db", "Quillon Marbeck", timeout=60)
-        await send.aclose()
-    await failing.client.aclose()
+    events = await _down_then_back(Failing(simulator.base_url), settings, tmp_path / "e.db", corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
     first = next(e for e in events if e.get("outage"))
     assert first["state"] == "error" and first["server_errors"] is True, first
     # (said as the model client says it: the server answers only HTTP 500)
@@ -969,18 +976,10 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
     from streamrag import daemon as daemon_module
 
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
-    waiting = AskingToWait(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.04})
-    async with running(settings, tmp_path / "p.db", corpus, transport=httpx.MockTransport(waiting)) \
-            as (daemon, events, send):
-        waiting.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
-        waiting.up = True
-        await _until_indexed(tmp_path / "p.db", "Quillon Marbeck", timeout=60)
-        await send.aclose()
-    await waiting.client.aclose()
+    events = await _down_then_back(AskingToWait(simulator.base_url), settings, tmp_path / "p.db", corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
     first = next(e for e in events if e.get("outage"))
     assert first["state"] == "error" and first["server_errors"] is True, first
     assert ("; no call succeeded: the server behind llm.api_base answers only HTTP 503 (a proxy or load "
@@ -1393,18 +1392,11 @@ async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_count
 
     monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
-    waiting = AskingToWait(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.04},
                              llm={"max_retries": 1000, "give_up_after_s": 0.3})
-    async with running(settings, tmp_path / "g.db", corpus, transport=httpx.MockTransport(waiting),
-                       retry_base_s=0.01) as (daemon, events, send):
-        waiting.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: any(e["state"] == "error" and e.get("outage") for e in events), timeout=30)
-        waiting.up = True
-        await _until_indexed(tmp_path / "g.db", "Quillon Marbeck", timeout=60)
-        await send.aclose()
-    await waiting.client.aclose()
+    events = await _down_then_back(AskingToWait(simulator.base_url), settings, tmp_path / "g.db", corpus,
+                                   lambda events: any(e["state"] == "error" and e.get("outage") for e in events),
+                                   retry_base_s=0.01)
     error = next(e for e in events if e["state"] == "error" and e.get("outage"))
     message = error["message"]
     assert "the server behind llm.api_base answers only HTTP 503" in message, message
