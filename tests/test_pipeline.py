@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -201,8 +202,6 @@ async def test_an_empty_file_no_longer_included_is_forgotten(corpus, tmp_path):
 async def test_a_file_the_system_would_not_read_is_read_again_though_unchanged(corpus, tmp_path, monkeypatch):
     # An I/O error (a network mount gone for a moment) was remembered like a binary file's
     # failure: the file, unchanged, was named again and never read until it changed.
-    import errno
-
     opening = Path.open
 
     def failing(self, *args, **kwargs):
@@ -672,18 +671,9 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     """A subfolder whose permissions changed (chmod 000) cannot be listed: what was indexed from
     it stays, the folder is named once as a failure, and the rest of the folder is synced. Tests
     run as root, so chmod cannot show it: listing the folder fails in its place."""
-    import errno
-
     settings, db, before = await _indexed_with_a_subfolder(corpus, tmp_path)
 
-    real_scandir = os.scandir
-
-    def scandir(path="."):
-        if Path(path) == corpus / "sub":
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    _unlistable(monkeypatch, corpus / "sub")
     result = await sync([corpus], settings, db, root=corpus)
     assert snapshot(db) == before
     assert result.documents == 4 and result.documents_removed == 0
@@ -704,7 +694,7 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
     finally:
         store.close()
 
-    monkeypatch.setattr(os, "scandir", real_scandir)
+    monkeypatch.undo()   # (listed again)
     again = await sync([corpus], settings, db, root=corpus)
     assert again.failures == 0 and again.documents == 5
     assert again.documents_added == again.documents_removed == 0 and not again.published
@@ -713,21 +703,12 @@ async def test_a_folder_that_cannot_be_listed_now_keeps_what_was_indexed_from_it
 async def test_a_new_folder_that_cannot_be_listed_is_said_to_hold_nothing_indexed(corpus, tmp_path, monkeypatch):
     # `mkdir new; chmod 000 new`: nothing was ever indexed from it, yet it was said to keep
     # "what was indexed from it".
-    import errno
-
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
     await sync([corpus], settings, db, root=corpus)
     (corpus / "new").mkdir()
     (corpus / "new" / "a.txt").write_text("Mira Osk opened the Lantern Museum in Torford.")
-    real_scandir = os.scandir
-
-    def scandir(path="."):
-        if Path(path) == corpus / "new":
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    _unlistable(monkeypatch, corpus / "new")
     result = await sync([corpus], settings, db, root=corpus)
     assert result.warnings == ["new: cannot list the folder (Permission denied), so its files are not indexed; "
                                "check its permissions"]
@@ -736,23 +717,27 @@ async def test_a_new_folder_that_cannot_be_listed_is_said_to_hold_nothing_indexe
 
 async def test_a_folder_given_that_cannot_be_listed_is_said_once(corpus, tmp_path, monkeypatch):
     # It was also said to hold no file matching index.include, which contradicted the first line.
-    import errno
-
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
     await sync([corpus], settings, db, root=corpus)
-    real_scandir = os.scandir
-
-    def scandir(path="."):
-        if Path(path) == corpus:
-            raise PermissionError(errno.EACCES, "Permission denied", str(path))
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
+    _unlistable(monkeypatch, corpus)
     result = await sync([corpus], settings, db, root=corpus)
     assert result.warnings == [f"{corpus}: cannot list the folder (Permission denied); what was indexed "
                                "from it stays; check its permissions"]
     assert result.documents == 4 and result.documents_removed == 0
+
+
+def _unlistable(monkeypatch, folder: Path) -> None:
+    """Listing ``folder`` fails as a chmod 000 would (tests run as root, where chmod cannot)."""
+
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if Path(path) == folder:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
 
 
 async def _indexed_with_a_subfolder(corpus: Path, tmp_path: Path) -> tuple[Settings, Path, dict]:
@@ -800,8 +785,6 @@ async def test_an_indexed_file_that_cannot_be_read_now_keeps_what_was_indexed(co
     # A file that cannot be read this time (its permissions changed, a network mount went stale)
     # is named once as unreadable, and what was indexed from it stays until it can be read again.
     # Tests run as root, so chmod cannot make it unreadable: its stat or read fails in its place.
-    import errno
-
     from streamrag import loader, on_disk
 
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
@@ -870,8 +853,6 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
     # then 4, and 8 after a watch with 3 edits, the file never changed: its failure was
     # recorded without the file's stamp, so each update counted it anew. Tests run as root, so
     # chmod cannot refuse a read: the open (or the stat) of the file fails in its place.
-    import errno
-
     from streamrag.status import gather_status
 
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
