@@ -109,6 +109,17 @@ def corpus(tmp_path) -> Path:
     return dest
 
 
+def status_info(db: Path, **options) -> dict:
+    """What `streamrag status --json` says of the index ``db`` (``gather_status``'s options)."""
+    from streamrag.status import gather_status
+
+    store = Store(db, readonly=True)
+    try:
+        return gather_status(store, **options)
+    finally:
+        store.close()
+
+
 def index_snapshot(db) -> dict:
     """The published index in a form two indexes can be compared by: graph with provenance,
     claims, community partition (ids left out), number of distinct reports, documents."""

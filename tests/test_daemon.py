@@ -21,7 +21,7 @@ from functools import partial
 import pytest
 from watchfiles import Change
 
-from conftest import index_snapshot as snapshot, make_settings, overlapping_readers, wal_tries
+from conftest import index_snapshot as snapshot, make_settings, overlapping_readers, status_info, wal_tries
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag import watched_folder
@@ -402,19 +402,13 @@ async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
 async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus, tmp_path, files_read):
     # Every sync read a binary file again and recorded a new failure: `status` counted one more
     # per sync for each such file (14 became 772 in a day's soak with 12 of them).
-    from streamrag.status import gather_status
-
     read = files_read
     (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "c.db"
 
     def failures() -> tuple[int, int]:
-        store = Store(db, readonly=True)
-        try:
-            info = gather_status(store)
-        finally:
-            store.close()
+        info = status_info(db)
         return info["failures_total"], info["failures_last_run"]
 
     async with running(settings, db, corpus) as (daemon, events, send):

@@ -12,11 +12,10 @@ import httpx
 import pytest
 
 import anyio
-from conftest import index_snapshot, make_settings
+from conftest import index_snapshot, make_settings, status_info
 from streamrag.config import Settings
 from streamrag.daemon import Daemon
 from streamrag.endpoint_health import GAVE_UP
-from streamrag.status import gather_status
 from streamrag.store import Store
 from test_daemon import SMALL, Events, db_count, running, scripted, until
 
@@ -565,7 +564,7 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
     assert all(e["failed_items"] > 0 for e in (*retries, gave_up)), retries
     # The health line counts what failed in the last update, as `streamrag status` does, not
     # every retry's repeat of the same items.
-    status = _failures_said(tmp_path / "u.db")
+    status = status_info(tmp_path / "u.db", failures=True)
     assert daemon.health()["failures"] == status["failures_last_run"] > 0
     # The retry syncs asked for the same items again: one update, each item counted once,
     # recorded by the sync and its three retries.
@@ -615,13 +614,7 @@ async def test_a_call_asked_again_successfully_is_no_failure_to_retry(corpus, tm
         await send.aclose()
     await cut.client.aclose()
     # status says it as the idle line does (it counted it among the errors alone).
-    from streamrag.status import gather_status
-
-    store = Store(db, readonly=True)
-    try:
-        info = gather_status(store)
-    finally:
-        store.close()
+    info = status_info(db)
     assert (info["asked_again"], info["llm"]["errors"]) == (idle["asked_again"], 1) == (1, 1)
 
 
@@ -1230,14 +1223,6 @@ async def test_a_watcher_failing_at_once_again_is_restarted_less_and_less_often(
     assert all(b > a for a, b in zip(gaps, gaps[1:])), gaps
 
 
-def _failures_said(db: Path) -> dict:
-    store = Store(db, readonly=True)
-    try:
-        return gather_status(store, failures=True)
-    finally:
-        store.close()
-
-
 async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, tmp_path, simulator, monkeypatch):
     # Each silent retry of an outage is a run of its own, and each recorded the items it asked
     # for again: `status` said "2 in the last update (6 recorded over all runs)" after a minute
@@ -1250,7 +1235,7 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
         await edit_guild(corpus, send)
         await until(lambda: len(syncs) >= 6, timeout=30)     # the edit's sync and four retries
         assert not any(syncs[1:])
-        during = _failures_said(db)
+        during = status_info(db, failures=True)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
@@ -1259,7 +1244,7 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
     # Every item the outage left missing, once, however often it was retried.
     assert during["failures_total"] == during["failures_last_run"], during
     assert all(f["times"] >= 4 for f in during["failures"]), during["failures"]
-    after = _failures_said(db)
+    after = status_info(db, failures=True)
     assert after["failures_last_run"] == 0
     assert after["failures_total"] == during["failures_total"], (during, after)
 
@@ -1276,7 +1261,7 @@ async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus
         await edit_guild(corpus, send)
         await until(lambda: len(syncs) >= 3, timeout=30)     # the edit's sync and retries
         daemon.stop()
-    before = _failures_said(db)
+    before = status_info(db, failures=True)
     assert before["failures_last_run"] >= 1 and before["failures_total"] == before["failures_last_run"], before
 
     daemon = Daemon(settings, db, corpus, report=Events(), transport=httpx.MockTransport(switch))
@@ -1285,7 +1270,7 @@ async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run, recv)
         await until(lambda: len(syncs) >= done + 2, timeout=30)   # its initial sync and a retry
-        during = _failures_said(db)
+        during = status_info(db, failures=True)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
@@ -1293,7 +1278,7 @@ async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus
     assert during["last_run"]["id"] != before["last_run"]["id"], during
     assert during["failures_total"] == before["failures_total"], (before, during)
     assert all(f["times"] > b["times"] for f, b in zip(during["failures"], before["failures"])), (before, during)
-    after = _failures_said(db)
+    after = status_info(db, failures=True)
     assert after["failures_last_run"] == 0 and after["failures_total"] == before["failures_total"], after
 
 
@@ -1304,7 +1289,7 @@ async def test_a_watch_started_after_an_update_that_finished_begins_its_own(corp
     db = tmp_path / "n.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         daemon.stop()
-    assert _failures_said(db)["failures_total"] == 0
+    assert status_info(db, failures=True)["failures_total"] == 0
     switch.up = False
     syncs = counted_syncs(monkeypatch)
     victim = corpus / "guild.txt"
@@ -1340,7 +1325,7 @@ async def test_a_failure_after_the_outage_is_over_counts_again(corpus, tmp_path,
             await send.send({(MODIFIED, str(victim))})
             done = len(syncs)
             await until(lambda: len(syncs) >= done + 3, timeout=30)
-            totals.append(_failures_said(db)["failures_total"])
+            totals.append(status_info(db, failures=True)["failures_total"])
             switch.up = True
             await _until_indexed(db, name, timeout=60)
         await send.aclose()
@@ -1361,7 +1346,7 @@ async def test_status_says_the_files_a_sync_given_up_in_an_outage_left_unindexed
     async with anyio.create_task_group() as tg:
         tg.start_soon(daemon.run, recv)
         await until(lambda: len(syncs) >= 3, timeout=30)
-        during = _failures_said(db)
+        during = status_info(db, failures=True)
         switch.up = True
         await until(lambda: daemon.syncs >= 1, timeout=60)
         await send.aclose()
@@ -1369,7 +1354,7 @@ async def test_status_says_the_files_a_sync_given_up_in_an_outage_left_unindexed
     files = sorted(p.name for p in corpus.iterdir() if p.is_file())
     assert during["last_run"]["status"] == "failed" and 0 < during["failures_last_run"] < len(files), during
     assert during["not_indexed_last_run"] == len(files) and during["not_indexed_files"] == files, during
-    assert _failures_said(db)["not_indexed_last_run"] == 0
+    assert status_info(db, failures=True)["not_indexed_last_run"] == 0
 
 
 class AskingToWait(Switch):
@@ -1484,11 +1469,11 @@ async def test_a_watch_restarted_during_an_outage_counts_the_files_it_is_to_sync
         await send.send({(1, str(path)) for path in added})
         await until(lambda: len(syncs) >= 3, timeout=30)
         daemon.stop()
-    assert _failures_said(db)["not_indexed_last_run"] == 4
+    assert status_info(db, failures=True)["not_indexed_last_run"] == 4
 
     events = await _restart_down(settings, db, corpus, switch, syncs)
     await switch.client.aclose()
-    assert _failures_said(db)["not_indexed_last_run"] == 4
+    assert status_info(db, failures=True)["not_indexed_last_run"] == 4
     assert _counts(events, "error") and set(_counts(events, "error")) == {(4, 0)}, events
     assert set(_counts(events, "health")) == {(4, 0)}, events
     assert _counts(events, "stopped") == [(4, 0)], events
@@ -1509,7 +1494,7 @@ async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goe
         await edit_guild(corpus, send)
         await until(lambda: len(syncs) >= 3, timeout=30)
         daemon.stop()
-    left = _failures_said(db)["failures_last_run"]
+    left = status_info(db, failures=True)["failures_last_run"]
     assert left >= 1
     for i in range(4):
         (corpus / f"new{i}.txt").write_text(f"Captain Oskar Lind{i} sailed the Blue Heron from Port Vell to Kessel.\n")
@@ -1517,7 +1502,7 @@ async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goe
     events = await _restart_down(settings, db, corpus, switch, syncs)
     await switch.client.aclose()
     # As `status` says it: 4 new files and guild.txt, whose new version is not indexed.
-    assert _failures_said(db)["not_indexed_last_run"] == 5
+    assert status_info(db, failures=True)["not_indexed_last_run"] == 5
     assert _counts(events, "error") and set(_counts(events, "error")) == {(5, left)}, events
     assert set(_counts(events, "health")) == {(5, left)}, events   # (a retry under way too)
     assert _counts(events, "stopped") == [(5, left)], events

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import index_snapshot as snapshot, make_settings, unsearchable
+from conftest import index_snapshot as snapshot, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
@@ -853,7 +853,6 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
     # then 4, and 8 after a watch with 3 edits, the file never changed: its failure was
     # recorded without the file's stamp, so each update counted it anew. Tests run as root, so
     # chmod cannot refuse a read: the open (or the stat) of the file fails in its place.
-    from streamrag.status import gather_status
 
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
@@ -879,11 +878,7 @@ async def test_a_file_it_may_not_read_counts_once_until_it_changes_and_is_read_o
         monkeypatch.setattr(Path, *(("open", path_open) if fails == "read" else ("stat", path_stat)))
 
     def counted() -> tuple[int, int]:
-        store = Store(db, readonly=True)
-        try:
-            info = gather_status(store)
-        finally:
-            store.close()
+        info = status_info(db)
         return info["failures_last_run"], info["failures_total"]
 
     for _ in range(3):
