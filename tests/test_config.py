@@ -18,6 +18,13 @@ def write(tmp_path, text: str):
     return path
 
 
+def refusal(path, **options) -> str:
+    """The message ``load_settings`` refuses the file ``path`` with (no environment)."""
+    with pytest.raises(ConfigError) as e:
+        load_settings(path, env={}, **options)
+    return str(e.value)
+
+
 def test_defaults_are_offline_and_complete():
     s = load_settings(None, env={})
     assert s.offline and s.llm.api_base == ""
@@ -107,9 +114,7 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
 ])
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    message = str(e.value)
+    message = refusal(path)
     assert message.startswith(str(path)) and expected in message
     assert "\n" not in message
 
@@ -150,9 +155,7 @@ def test_find_config_walks_up(tmp_path):
 def test_a_utf16_file_is_one_line_saying_save_as_utf8(tmp_path):
     path = tmp_path / "streamrag.toml"
     path.write_bytes("[index]\nchunk_size = 800\n".encode("utf-16"))   # as Windows Notepad saves
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    message = str(e.value)
+    message = refusal(path)
     assert message.startswith(str(path)) and "UTF-8" in message and "\n" not in message
 
 
@@ -315,9 +318,7 @@ def test_a_section_given_a_value_says_it_is_a_table(tmp_path):
     for text, shown in (("llm = 3\n", "[llm] table of settings, not 3"),
                         ('index = "big"\n', '[index] table of settings, not "big"')):
         path = write(tmp_path, text)
-        with pytest.raises(ConfigError) as e:
-            load_settings(path, env={})
-        assert str(e.value).startswith(f"{path}: {text.split()[0]}: must be a {shown}; write a line [")
+        assert refusal(path).startswith(f"{path}: {text.split()[0]}: must be a {shown}; write a line [")
     assert load_settings(write(tmp_path, "llm = 3\n"), env={}, models_for=()).set_aside == [
         f"{tmp_path / 'streamrag.toml'}: llm: must be a [llm] table of settings, not 3; write a line [llm] "
         "with its settings below it (`streamrag init` writes every one with its default), or leave it out"]
@@ -339,19 +340,16 @@ def test_a_number_out_of_bounds_says_what_to_set_it_to(tmp_path, text):
     # `concurrency = 0` said "must be >= 1", and no more.
     path = write(tmp_path, text)
     section, field = text[1:].split("]")[0], text.split("\n")[1].split(" =")[0]
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    assert str(e.value).startswith(f"{path}: {section}.{field}: must be ")
-    assert "; set it to " in str(e.value) and f"(its default: {field} = " in str(e.value), str(e.value)
+    message = refusal(path)
+    assert message.startswith(f"{path}: {section}.{field}: must be ")
+    assert "; set it to " in message and f"(its default: {field} = " in message, message
 
 
 def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
     # Two bad llm values: index and ask said the first, status "(and 1 more llm setting(s))".
     path = write(tmp_path, '[llm]\nconcurrency = 0\nmax_retries = "many"\ntemperature = 5\n'
                            '[index]\nchunk_size = 10\nchunk_overlap = 0\n')
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={}, models_for=("ask",))
-    message = str(e.value)
+    message = refusal(path, models_for=("ask",))
     assert "\n" not in message and message.count(str(path)) == 1, message
     # In file order (the mistyped ones were said first, then the rest in the code's order).
     assert message.startswith(f"{path}: llm.concurrency: must be >= 1 (requests in flight at once); set it "
@@ -359,9 +357,7 @@ def test_every_problem_of_a_file_is_said_in_one_line(tmp_path):
                               "llm.max_retries: expected int, got str; "), message
     assert [part.split(":")[0] for part in message.split(" | ")[1:]] == ["llm.temperature", "index.chunk_size"]
     # A command that calls no model sets the llm ones aside, and says the rest as one line too.
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={}, models_for=())
-    assert str(e.value) == f"{path}: index.chunk_size: must be at least 50 tokens; set it to 50 or more (its default: chunk_size = 1200)"
+    assert refusal(path, models_for=()) == f"{path}: index.chunk_size: must be at least 50 tokens; set it to 50 or more (its default: chunk_size = 1200)"
     s = load_settings(write(tmp_path, '[llm]\nconcurrency = 0\nmax_retries = "many"\n'), env={}, models_for=())
     assert [line.split(": ")[1] for line in s.set_aside] == ["llm.concurrency", "llm.max_retries"]
     assert (s.llm.max_retries, s.llm.concurrency) == (6, 0)
@@ -371,9 +367,7 @@ def test_an_overlap_is_not_judged_against_a_mistyped_chunk_size(tmp_path):
     # chunk_size = "big": put back to its default, 1200, the overlap of 700 was said to have to
     # be "below 600 (half of index.chunk_size, 1200)", a size the file never set.
     path = write(tmp_path, '[index]\nchunk_size = "big"\nchunk_overlap = 700\n')
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    message = str(e.value)
+    message = refusal(path)
     assert message.startswith(f"{path}: index.chunk_size: expected int, got str"), message
     assert "chunk_overlap" not in message and "1200" not in message.split(";")[0], message
 
@@ -382,9 +376,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     # `[llm] temprature = 1, concurrency = 0` said llm.temprature alone: a second run found
     # concurrency, a third the next misspelt key.
     path = write(tmp_path, "[llm]\ntemprature = 1\nconcurrency = 0\n")
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    message = str(e.value)
+    message = refusal(path)
     assert message.startswith(f"{path}: llm.temprature: unknown setting; did you mean llm.temperature? "), message
     assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
                             "flight at once); set it to 1 or more (its default: concurrency = 16)); every "
@@ -393,9 +385,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
                             "copy"), message
     path = write(tmp_path, 'source = "x"\n[index]\nchunk_size = 10\nchunk_sise = 3\n[llm]\nmax_retries = "many"\n'
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={}, models_for=())
-    message = str(e.value)
+    message = refusal(path, models_for=())
     assert "\n" not in message and message.count(str(path)) == 1 and "sk-1" not in message, message
     first, _, rest = message.partition(" (and 6 more setting(s) to fix: ")
     keys = [first.split(": ")[1], *(part.split(":")[0] for part in rest.split(" | "))]
@@ -415,24 +405,18 @@ def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
     note = (f"every valid key, with its default, is in {REPO / 'config' / 'default.toml'}; "
             "`streamrag init DIR` writes a commented copy")
     path = write(tmp_path, "[llm]\nfoo = 1\nbar = 2\n")
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    assert str(e.value) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
+    assert refusal(path) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
                             f"unknown setting); {note}")
     # A key the file may not set is an unknown one too (its note was another, shorter one), and
     # a line whose unknown key is not the first still ends with the note, once.
     path = write(tmp_path, "api_base_from = 1\n[index]\nchunk_size = 10\nchunk_sise = 3\n")
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    message = str(e.value)
+    message = refusal(path)
     assert message.count("every valid key") == 1 and message.endswith(f"); {note}"), message
     assert message.startswith(f"{path}: api_base_from: unknown setting (and 3 more"), message
     assert "| index.chunk_sise: unknown setting; did you mean index.chunk_size? |" in message
     # One unknown key alone: the note in brackets after it, as before.
     path = write(tmp_path, "[llm]\nfoo = 1\n")
-    with pytest.raises(ConfigError) as e:
-        load_settings(path, env={})
-    assert str(e.value) == f"{path}: llm.foo: unknown setting ({note})"
+    assert refusal(path) == f"{path}: llm.foo: unknown setting ({note})"
 
 
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):
