@@ -807,14 +807,8 @@ def test_a_name_is_compared_with_a_longer_one_by_the_words_that_name_it(tmp_path
     # out as held in "Up Scrooge": not an anchor of local search, and auto mode said "the
     # question names Up Scrooge". "Up Scrooge" was no part of "Ebenezer Scrooge" either, so the
     # themes of Ebenezer Scrooge's story weighed two names against one cue (local), Scrooge's one.
-    store = Store(tmp_path / "i.db")
     names = {"e-es": "Ebenezer Scrooge", "e-s": "Scrooge", "e-up": "Up Scrooge", "e-ss": "Scrooge Scrooge"}
-    with store.conn:
-        for eid, name in names.items():
-            store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
-                               "VALUES (?, ?, 'person', '', 1)", (eid, name))
-        store.conn.execute("INSERT INTO entities_fts(id, name, description) "
-                           "SELECT id, fts_text(name), fts_text(description) FROM entities")
+    store = entity_store(tmp_path / "i.db", names, "person")
     try:
         named = {q: named_entities(store, q) for q in ("Who is Scrooge?", "Who is Ebenezer Scrooge?",
                                                        "What did Up Scrooge do?")}
@@ -860,13 +854,14 @@ def test_a_name_repeating_a_word_is_named_only_where_the_question_writes_it_whol
     assert local_search.is_named(["who", "is", "scrooge", "scrooge"], "Scrooge Scrooge")
 
 
-def entity_store(path, names: dict[str, str]) -> Store:
-    """A store at ``path`` holding only the entities ``names`` (id -> name), their names searchable."""
+def entity_store(path, names: dict[str, str], kind: str = "event") -> Store:
+    """A store at ``path`` holding only the entities ``names`` (id -> name) of type ``kind``,
+    their names searchable."""
     store = Store(path)
     with store.conn:
         for eid, name in names.items():
             store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
-                               "VALUES (?, ?, 'event', '', 1)", (eid, name))
+                               "VALUES (?, ?, ?, '', 1)", (eid, name, kind))
         store.conn.execute("INSERT INTO entities_fts(id, name, description) "
                            "SELECT id, fts_text(name), fts_text(description) FROM entities")
     return store
@@ -913,13 +908,7 @@ def test_the_reason_names_the_longest_name_the_question_writes(tmp_path):
     # reason named the one found first, "Bram", for "Who is Bram Tell?", whichever the index
     # ranked first.
     for order in (("Bram", "Bram Tell"), ("Bram Tell", "Bram")):
-        store = Store(tmp_path / f"{order[0]}.db")
-        with store.conn:
-            for i, name in enumerate(order):
-                store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
-                                   "VALUES (?, ?, 'person', '', 1)", (f"e-{i}", name))
-            store.conn.execute("INSERT INTO entities_fts(id, name, description) "
-                               "SELECT id, fts_text(name), fts_text(description) FROM entities")
+        store = entity_store(tmp_path / f"{order[0]}.db", {f"e-{i}": name for i, name in enumerate(order)}, "person")
         try:
             chosen = [choose_mode(store, q) for q in ("Who is Bram Tell?", "Who is Bram?", "What did Tell Bram do?",
                                                       "What are the themes of Bram Tell's story?")]
@@ -2809,13 +2798,7 @@ def test_a_name_asked_about_meets_its_own_form_not_a_common_word_of_its_stem():
 def test_a_name_in_a_script_without_capitals_counts_as_written_like_a_name(tmp_path):
     # Global search opens the communities of the entities a question names capitalised; a
     # Chinese or Arabic name has no capitals, so its community was never opened (a reviewer).
-    store = Store(tmp_path / "i.db")
-    with store.conn:
-        for eid, name in (("e1", "张伟"), ("e2", "محمد"), ("e3", "Ada Osk"), ("e4", "Quay")):
-            store.conn.execute("INSERT INTO entities(id, name, type, description, mentions) "
-                               "VALUES (?, ?, 'person', '', 1)", (eid, name))
-        store.conn.execute("INSERT INTO entities_fts(id, name, description) "
-                           "SELECT id, fts_text(name), fts_text(description) FROM entities")
+    store = entity_store(tmp_path / "i.db", {"e1": "张伟", "e2": "محمد", "e3": "Ada Osk", "e4": "Quay"}, "person")
     try:
         assert [(e, cap) for e, _n, cap in named_entities(store, "张伟是谁？")] == [("e1", True)]
         assert [(e, cap) for e, _n, cap in named_entities(store, "من هو محمد؟")] == [("e2", True)]
