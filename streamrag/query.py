@@ -169,7 +169,7 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_missing(answer)}")
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named,
-                             anchors=anchored)
+                             anchors=anchored, missing=missing)
             if not settings.has_endpoint:
                 if settings.api_base_from != "--api-base" and (store.get_meta("extractor") or "").startswith("llm-"):
                     # (a model built it: its user may not know the endpoint is not set here; said
@@ -256,8 +256,8 @@ class _Search:
 
     def __init__(self, store: Store, settings: Settings, answer: Answer, level: int | None,
                  on_delta: Callable[[str], None] | None, status: Callable[[str], None], *,
-                 fresh: bool = False, named: list[tuple[str, str, bool]] | None = None,
-                 anchors: list[tuple[str, str]] | None = None) -> None:
+                 named: list[tuple[str, str, bool]], anchors: list[tuple[str, str]],
+                 missing: frozenset[str], fresh: bool = False) -> None:
         self.store = store
         self.settings = settings
         self.answer = answer
@@ -267,16 +267,14 @@ class _Search:
         self.encoding = settings.index.encoding
         self.context_tags: list[str] = []
         # (id, name, written capitalised) of the entities the question names (``named_entities``)
-        self.named = named_entities(store, answer.question) if named is None else named
-        # (id, name) of those it asks about (``local_search.anchors``)
-        self.anchors = (local_search.anchors(answer.question, [(e, name) for e, name, _c in self.named])
-                        if anchors is None else anchors)
+        self.named = named
+        self.anchors = anchors   # (id, name) of those it asks about (``local_search.anchors``)
         self.llm = None
         self.fresh = fresh   # the model's cached answers are not used, and are replaced
         self._held: list[str] | None = None   # emitted text held back while a fallback may replace it
         self._global_stop: frozenset[str] | None = None   # the words offline global search left out
         # the words of the names the index lacks, searched for by no search ("Zeno Ulmard": "zeno")
-        self.missing = missing_words(answer.question, answer.not_in_index)
+        self.missing = missing
 
     @cached_property
     def local_stop(self) -> frozenset[str] | None:
