@@ -609,10 +609,7 @@ def _convert(data: dict, defaults: dict, where: str
             if str(e).startswith("Object contains unknown field") and "." not in key and "[" not in key \
                     and isinstance(data.get(key, data) if key else data, dict):
                 field = str(e).split("`")[1]   # (`$` is the top level, `$.llm` a section)
-                if key:
-                    data = {**data, key: {k: v for k, v in data[key].items() if k != field}}
-                else:
-                    data = {k: v for k, v in data.items() if k != field}
+                data = _without(data, key, field)
                 unknown.append((f"{key}.{field}" if key else field, str(error)))
                 continue
             section, _, rest = key.partition(".")
@@ -655,6 +652,14 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
     return out
 
 
+def _without(data: dict, section: str, field: str) -> dict:
+    """``data`` (settings as read) less ``section``'s ``field``, or the top-level key ``field``
+    for no ``section``; ``data`` is left as it is."""
+    if section:
+        return {**data, section: {k: v for k, v in data[section].items() if k != field}}
+    return {k: v for k, v in data.items() if k != field}
+
+
 def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None = None,
                   overrides: dict | None = None,
                   override_names: dict[str, str] | None = None,
@@ -680,10 +685,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
             if key not in order:
                 continue
             section, _, field = key.rpartition(".")
-            if section:
-                user = {**user, section: {k: v for k, v in user[section].items() if k != field}}
-            else:
-                user = {k: v for k, v in user.items() if k != key}
+            user = _without(user, section, field)
             if field == "api_key":   # GraphRAG's settings take llm.api_key; `did you mean api_key_env` misleads
                 refused.append((key, f"{path}: {key}: keys are not read from the settings file; put the "
                                      "key in the environment variable named by llm.api_key_env "
