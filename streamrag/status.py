@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.store import Store, process_gone, writer_at_work, writer_of, writers_lock
+from streamrag.store import Store, process_gone, writer_at_work, writer_said, writers_lock
 
 LLM_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached", "errors", "cancelled")
 _LIST_THEM = " (list them with --failures)"   # said once, on the first line with items to list
@@ -57,6 +57,10 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
+        # What holds the writer lock, read once (after last_run, for killed below): any holder,
+        # not only one whose line names a streamrag command (a job holding it under a name of
+        # its own, `one_writer(db, "nightly job")`, is at work too).
+        holder = writer_at_work(store.path)
         info = {
             "version": store.version,
             "published_at": float(published or 0) or None,   # None: never published
@@ -93,9 +97,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "unreadable_by_kind": unreadable_by_kind(store, last_run),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
-            # -9 stays "running"; while watch runs, last_run is its last sync). Read after
-            # last_run, for killed below.
-            "writer": writer_of(store.path),
+            # -9 stays "running"; while watch runs, last_run is its last sync).
+            "writer": writer_said(holder),
             "queries": queries,
             # the asks under way now, as their processes tell: an ask takes no lock, and one
             # killed with -9 (or the machine gone down) left its row "running" for good
@@ -114,9 +117,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
             info["not_indexed_files"] = unindexed_files[:failure_limit]
     if last_run is not None:
-        # (Any holder of the lock, not only one whose line names a streamrag command: a job
-        # holding it under a name of its own, `one_writer(db, "nightly job")`, is at work too.)
-        last_run["killed"] = _killed(store, last_run, writer_at_work(store.path))
+        last_run["killed"] = _killed(store, last_run, holder)
     return info
 
 
