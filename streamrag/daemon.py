@@ -598,12 +598,12 @@ class Daemon:
                 return
             if not batch and not ended:
                 self._keep_lock()
-            if not batch and not ended and self._index_lost():
-                # Built again as after any change: once the folder has been quiet (a `git
-                # clean -x` may be followed by a checkout).
-                first_batch = now = anyio.current_time()
-                deadline, edited = now + quiet, True
-                continue
+                if self._index_lost():
+                    # Built again as after any change: once the folder has been quiet (a `git
+                    # clean -x` may be followed by a checkout).
+                    first_batch = now = anyio.current_time()
+                    deadline, edited = now + quiet, True
+                    continue
             if batch:
                 now = anyio.current_time()
                 if first_batch is None:
