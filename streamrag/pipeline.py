@@ -734,13 +734,11 @@ class Indexer:
         better by more than ``index.recluster_drift`` (or always, with ``--recluster``).
         """
         ix = self.settings.index
-        made: list[list[tuple[str, str, float]]] = []
 
+        @functools.cache   # (not made for a graph that did not change: the published partition is kept)
         def edges() -> list[tuple[str, str, float]]:
-            # (not made for a graph that did not change: the published partition is kept)
-            if not made:
-                made.append([(r.source, r.target, r.weight) for r in state.relationships.values()])
-            return made[0]
+            return [(r.source, r.target, r.weight) for r in state.relationships.values()]
+
         counter = [int(store.get_meta("next_community_id", "0") or 0)]
         for c in state.old_communities:
             digits = c.id.lstrip("C")
