@@ -10,6 +10,7 @@ from come from ``index_rows``; what it computes is published there too.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -160,11 +161,7 @@ class GraphState:
         retry = self.retry_summaries
         affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
         affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
-        limit = settings.index.summary_max_descriptions
-
-        def same_input(now: list[str], before: list[str]) -> bool:
-            return same_summary_input(now, before, limit)
-
+        same_input = functools.partial(same_summary_input, limit=settings.index.summary_max_descriptions)
         jobs: list[tuple[str, str, list[str]]] = []
         renamed = self._remerge_entities(store, affected_e, merge.group(ent_m), removed, settings,
                                          same_input, jobs)
