@@ -323,8 +323,8 @@ def _doubled(sentences: list[str]) -> frozenset[str]:
         tokens = list(_TOKEN.finditer(sentence))
         for a, b in zip(tokens, tokens[1:]):
             if (_is_cap(a.group()) and not sentence[a.end():b.start()].strip()
-                    and _bare(a.group()) == _bare(b.group())):
-                seen[_bare(a.group())] = seen.get(_bare(a.group()), 0) + 1
+                    and (word := _bare(a.group())) == _bare(b.group())):
+                seen[word] = seen.get(word, 0) + 1
     return frozenset(w for w, n in seen.items() if n > 1)
 
 
