@@ -510,9 +510,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     text = _decode(data, label, warnings)
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
-        text, decoded = visible(text), text
-        if not text.strip() and decoded.strip():
-            raise EmptyInput(f"{label}: {_ONLY_UNSEEN}, nothing to index")
+        text = _seen(text, label)
     if not text.strip():
         raise EmptyInput(f"{label}: empty file, nothing to index")
     if suffix == ".jsonl":
@@ -523,11 +521,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         title = None
         if suffix in _MARKDOWN:
             text, title = markdown.front_matter(text)
-            readable = markdown.readable(text)
-            text = visible(readable)   # as a reader sees it
+            text = _seen(markdown.readable(text), label)   # as a reader sees it
             title = visible(title) if title else title
-            if not text.strip() and readable.strip():
-                raise EmptyInput(f"{label}: {_ONLY_UNSEEN}, nothing to index")
             if not text.strip():
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
@@ -561,8 +556,14 @@ def stored_path(path: Path, root: Path | None) -> str:
         return resolved.as_posix()
 
 
-# What a file holding text no reader sees is said to hold ("empty file" it was not).
-_ONLY_UNSEEN = "nothing but characters no reader sees (zero-width spaces, word joiners, soft hyphens)"
+def _seen(text: str, label: str) -> str:
+    """``text`` without the characters no reader sees (``invisible``); a file holding text
+    but nothing else is said to (``label``: its path as messages show it), not "empty file"."""
+    seen = visible(text)
+    if not seen.strip() and text.strip():
+        raise EmptyInput(f"{label}: nothing but characters no reader sees (zero-width spaces, word joiners, "
+                         "soft hyphens), nothing to index")
+    return seen
 
 
 def _decode(data: bytes, label: str, warnings: list[str]) -> str:
