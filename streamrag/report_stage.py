@@ -148,13 +148,11 @@ class ReportStage:
                 await self.report(c)
 
     async def report(self, c: Community) -> None:
-        """The report of ``c``: kept unread when nothing its context is built from changed; else
-        its context is built, and the report with its key (or an earlier one close enough) is
-        kept, or one is written."""
-        kept_as = self.unchanged(c)
-        if kept_as is not None and not self.check_shortcuts:
-            self.keep_unread(c, kept_as)
-            return
+        """The report of ``c``, one ``report_level`` did not keep unread (nothing its context is
+        built from changed): its context is built, and the report with its key (or an earlier
+        one close enough) is kept, or one is written. Checking shortcuts, every community comes
+        here, and one counted as unchanged must build the context it kept."""
+        kept_as = self.unchanged(c) if self.check_shortcuts else None   # (else None: report_level asked)
         clean = kept_as is not None
         by_llm = self.use_llm and len(c.members) >= self.settings.index.report_min_members
         ctx, rels, kids = self.context(c)
