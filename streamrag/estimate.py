@@ -412,7 +412,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     extractions = index_rows.load_extractions(store, added - new_chunks.keys(), key)
     said = _said_before(store, {c: k for c, k in live.items() if c in removed})
     guessed: set[str] = set()   # the elements the offline extractor's names stand in for
-    lengths = _description_lengths(store, key) if added & new_chunks.keys() else None
+    lengths = _description_lengths(live, store, key) if added & new_chunks.keys() else None
     for cid in added & new_chunks.keys():
         chunk = new_chunks[cid]
         earlier = _overlapping(chunk.text, said.get(paths_of.get(chunk.doc_id, ""), []))
@@ -429,7 +429,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                                      live=set(), added_chunks=added, removed_chunks=removed,
                                      extractions=extractions), settings)
     # (those of the offline extractor's names and pairs, as many as a model would find of them)
-    names, pairs = _stand_in_ratios(store, key, settings) if guessed else (1.0, 1.0)
+    names, pairs = _stand_in_ratios(store, key, settings, live=live, lengths=lengths) if guessed else (1.0, 1.0)
     summaries = sum(asks_model(descriptions, settings) * (
         1.0 if element not in guessed else names if element.startswith("ent-") else pairs)
         for element, _name, descriptions in jobs)
@@ -582,7 +582,8 @@ def _grown(counts: tuple[int, int, int], *, doublings: float) -> float:
 STAND_IN_SAMPLE = 200   # the chunks the stand-in ratios are replayed on, at most
 
 
-def _stand_in_ratios(store: Store, key: str, settings: Settings) -> tuple[float, float]:
+def _stand_in_ratios(store: Store, key: str, settings: Settings, *, live: dict[str, str],
+                     lengths: tuple[float, float] | None) -> tuple[float, float]:
     """The entity and relationship summaries a model's extraction asks for per one the offline
     extractor's does (``estimate_ratios.stand_in``), replayed on the index: every other published
     document (by id) taken as new, its chunks' elements merged with what the rest of the index
@@ -590,10 +591,9 @@ def _stand_in_ratios(store: Store, key: str, settings: Settings) -> tuple[float,
     short of ``STAND_IN_SAMPLE`` chunks extractor ``key`` read, the other half the same way (30
     synth_small articles gave 17 chunks a half, too few: 20 added were estimated 109 summaries
     for the run's 133, where both halves measured 1.2 a model's per offline name). 1 and 1 on
-    too few."""
+    too few. ``live``: the published chunks (``index_rows.live_chunks``); ``lengths``: the
+    model's description lengths (``_description_lengths``), the stand-ins cut to them (``_as_long``)."""
     docs = sorted(index_rows.chunk_ids_of(store, index_rows.document_ids(store)).items())
-    live = index_rows.live_chunks(store)
-    lengths = _description_lengths(store, key)   # (as the stand-ins are cut: ``_as_long``)
     model_asks, offline_asks, chunks = [0, 0], [0, 0], 0
     for half in (docs[::2], docs[1::2]):
         if chunks >= STAND_IN_SAMPLE:
@@ -782,11 +782,11 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     return Extraction(entities=entities, relationships=kept + new_pairs)
 
 
-def _description_lengths(store: Store, key: str) -> tuple[float, float] | None:
+def _description_lengths(live: dict[str, str], store: Store, key: str) -> tuple[float, float] | None:
     """The mean words of an entity's and of a relationship's description in the extractions of
-    extractor ``key`` the index holds (up to ``STAND_IN_SAMPLE`` chunks, by id), or None when it
-    holds none."""
-    chunks = sorted(c for c, k in index_rows.live_chunks(store).items() if k == key)[:STAND_IN_SAMPLE]
+    extractor ``key`` the index holds (up to ``STAND_IN_SAMPLE`` of the published chunks
+    ``live``, by id), or None when it holds none."""
+    chunks = sorted(c for c, k in live.items() if k == key)[:STAND_IN_SAMPLE]
     said: tuple[list[int], list[int]] = ([], [])
     for ext in index_rows.load_extractions(store, set(chunks), key).values():
         said[0].extend(len(e.description.split()) for e in ext.entities)
