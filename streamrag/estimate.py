@@ -430,14 +430,14 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                                      extractions=extractions), settings)
     # (those of the offline extractor's names and pairs, as many as a model would find of them)
     names, pairs = _stand_in_ratios(store, key, settings, live=live, lengths=lengths) if guessed else (1.0, 1.0)
-    summaries = sum(asks_model(descriptions, settings) * (
-        1.0 if element not in guessed else names if element.startswith("ent-") else pairs)
-        for element, _name, descriptions in jobs)
-    # What the run writes of them without a model, as it writes it; a model's summary is not known.
+    # What the run writes of them without a model, as it writes it; a model's summary is not known
+    # (``rewritten``: asked of the model, as ``asks_model`` says of a run with one).
+    summaries = 0.0
     rewritten: set[str] = set()
     for element, _name, descriptions in jobs:
         if (written := without_model(descriptions, settings)) is None:
             rewritten.add(element)
+            summaries += 1.0 if element not in guessed else names if element.startswith("ent-") else pairs
         elif (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
     state.finish_graph(store)
