@@ -470,7 +470,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 continue
             changed.add(c.id)
             if len(c.members) >= ix.report_min_members:
-                prompts.append(count_message_tokens(load_prompt("report").render(context=ctx.text), ix.encoding))
+                prompts.append(_report_prompt(ctx, settings))
     return math.floor(summaries + 0.5), prompts
 
 
@@ -498,7 +498,7 @@ def first_graph(extractions: dict[str, Extraction], settings: Settings) -> First
         communities = _partition(empty, state, settings, recluster=False, moved=0)
     asked = [asks_model(descriptions, settings) for _element, _name, descriptions in jobs]
     entities = sum(a for a, (element, _n, _d) in zip(asked, jobs) if element.startswith("ent-"))
-    reports = [_report_prompt(c, state, settings) for c in communities
+    reports = [_report_prompt(_report_context(c, state, settings), settings) for c in communities
                if len(c.members) >= settings.index.report_min_members]
     return FirstGraph(entities, sum(asked) - entities, reports, len(state.entities))
 
@@ -639,16 +639,16 @@ def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: se
     return out[0], out[1]
 
 
-def _report_prompt(c: Community, state: GraphState, settings: Settings) -> int:
-    """The prompt tokens of ``c``'s report: its members' lines as the run's context takes them,
-    up to index.report_max_input_tokens (a context too long for them holds its children's
-    reports instead: as long, about), in the report prompt."""
-    ctx = _report_context(c, state, settings)
+def _report_prompt(ctx: ReportContext, settings: Settings) -> int:
+    """The prompt tokens of a community's report of context ``ctx`` (``_report_context``: its
+    members' lines as the run's context takes them, up to index.report_max_input_tokens; a
+    context too long for them holds its children's reports instead: as long, about), in the
+    report prompt."""
     return count_message_tokens(load_prompt("report").render(context=ctx.text), settings.index.encoding)
 
 
 def _report_context(c: Community, state: GraphState, settings: Settings) -> ReportContext:
-    """``c``'s report context as the run builds it, but for its children's reports (``_report_prompt``)."""
+    """``c``'s report context as the run builds it, but for its children's reports."""
     ix = settings.index
     members = set(c.members)
     rels = [r for r in state.relationships.values() if r.source in members and r.target in members]
