@@ -456,6 +456,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     stored = index_rows.report_keys(store)
     model, version = settings.llm.report_model, load_prompt("report").version
     children = children_of(communities)
+    # (the ends of the relationships written anew: a community holding both shows one)
+    rewritten_ends = [(r.source, r.target) for e in rewritten if (r := state.relationships.get(e)) is not None]
     changed: set[str] = set()
     prompts = []
     for level in deepest_first(communities):
@@ -464,8 +466,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                 continue
             ctx = _report_context(c, state, settings)
             members = set(c.members)
-            shows_new = rewritten & (members | {r.id for r in state.relationships.values()
-                                                if r.source in members and r.target in members})
+            shows_new = not rewritten.isdisjoint(members) or any(
+                s in members and t in members for s, t in rewritten_ends)
             if not shows_new and context_key(ctx, model=model, prompt_version=version) in stored:
                 continue
             changed.add(c.id)
