@@ -766,9 +766,10 @@ def _stand_in(text: str, before: Extraction, before_text: str, entity_types: lis
     # A name the new sentences hold is said anew where they name it first (the model's first
     # words of it are there); one the chunk named already in a sentence it held keeps what the
     # model said of it (a sentence appended naming a hub was counted its summary written again).
-    fresh = {s for s in _sentences(text) if s not in before_text}
+    sentences = _sentences(text)
+    fresh = {s for s in sentences if s not in before_text}
     anew = [e for e in predicted.entities
-            if ids.entity_id(e.name) not in said or _first_said_in(e.name, text, fresh)]
+            if ids.entity_id(e.name) not in said or _first_said_in(e.name, sentences, fresh)]
     said.update({ids.entity_id(e.name): e for e in anew})
     entities = list(said.values())
 
@@ -821,9 +822,9 @@ def _as_long(extraction: Extraction, lengths: tuple[float, float] | None) -> Ext
                        for r in extraction.relationships], claims=extraction.claims)
 
 
-def _first_said_in(name: str, text: str, sentences: set[str]) -> bool:
-    """Whether the first sentence of ``text`` saying ``name`` is one of ``sentences``."""
-    return next((s in sentences for s in _sentences(text) if name in s), True)
+def _first_said_in(name: str, sentences: list[str], fresh: set[str]) -> bool:
+    """Whether the first of a chunk's ``sentences`` (``_sentences``) saying ``name`` is one of ``fresh``."""
+    return next((s in fresh for s in sentences if name in s), True)
 
 
 def _said_alone(name: str, text: str, names: set[str]) -> bool:
