@@ -277,7 +277,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
             wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
-            summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted,
+            summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted, live=live,
                                                    paths_of=paths_of, resummarize=resummarized,
                                                    recluster=recluster)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
@@ -397,16 +397,17 @@ def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: P
 
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
-                  paths_of: dict[str, str], resummarize: bool, recluster: bool) -> tuple[int, list[int]]:
+                  live: dict[str, str], paths_of: dict[str, str], resummarize: bool,
+                  recluster: bool) -> tuple[int, list[int]]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
     when there is one, else the offline extractor's names standing in for the model's
     (``new_chunks``: those not yet extracted). A new chunk names existing entities: their
-    summaries are written again, and the reports of their communities and of those above."""
+    summaries are written again, and the reports of their communities and of those above.
+    ``live``: the published chunks (``index_rows.live_chunks``)."""
     ix = settings.index
     key = extractor_key(settings)
-    live = index_rows.live_chunks(store)
     added = {c for c in wanted if live.get(c) != key}
     removed = {c for c, k in live.items() if c not in wanted or k != key}
     extractions = index_rows.load_extractions(store, added - new_chunks.keys(), key)
