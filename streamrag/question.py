@@ -355,8 +355,10 @@ def unknown_names(store: Store, question: str) -> list[str]:
         # A point after a title or an initial ends no sentence: "Who is Mr. Zorblax?"
         if opening[i] and _in_name(question, tokens, i) and _name_token(tokens[i].group()):
             opening[i] = False
+    sentence_case = any(t.group()[:1].islower() and t.group() not in _TITLE_CASE_SMALL for t in tokens)
     if any(t.group()[:1].isupper() and t.group() != "I" and t.group().lower() in local_search.STOPWORDS
-           and not first for t, first in zip(tokens, opening, strict=True)):
+           and not first and not (sentence_case and _glued(question, tokens, i))
+           for i, (t, first) in enumerate(zip(tokens, opening, strict=True))):
         return []
     absent: list[int] = []
     strong: set[int] = set()   # absent in every form (not an acronym)
@@ -445,6 +447,24 @@ def _never_together(store: Store, question: str, tokens: list[re.Match[str]], op
             continue
         out.append((tokens[run[0]].start(), tokens[run[-1]].end()))
     return out
+
+
+# The words a title in Title Case writes in lower case ("What Is the Role of Zorblax?"): a
+# question with any other word so ("did", "meet") is written as a sentence.
+_TITLE_CASE_SMALL = frozenset("a an the of in on at to for and or but nor by with from as into vs".split())
+
+
+def _glued(question: str, tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether ``tokens[i]``, a stopword capitalised inside a question written as a sentence, is
+    a sentence's first word copied with the name written after it at once ("What did Up Scrooge
+    do?" of the text's "Up Scrooge went"): a capitalised word that is no stopword follows.
+    Such a word is no name's (stopwords never are: "Scrooge" is asked about), and it does not
+    make the question one in Title Case, whose names say nothing: "Did Up Scrooge meet Jacob
+    Cratchit?" said nothing of Jacob Cratchit, whom the index lacks."""
+    if i + 1 >= len(tokens):
+        return False
+    after = tokens[i + 1].group()
+    return _in_name(question, tokens, i + 1) and after[:1].isupper() and after.lower() not in local_search.STOPWORDS
 
 
 def _name_token(tok: str) -> bool:

@@ -1385,6 +1385,29 @@ async def test_names_never_together_are_told_from_names_written_otherwise(tmp_pa
     assert answer.not_in_index == ["Martha Ulmard"] and answer.auto_reason == "the question names Zeno Ulmford"
 
 
+async def test_a_sentence_first_word_copied_with_a_name_is_not_title_case(tmp_path):
+    # "What did Up Scrooge do?" (A Christmas Carol's "Up Scrooge went") has "Up", a stopword,
+    # capitalised inside a sentence, which was taken for a question in Title Case: no name of
+    # it was looked for, and "Did Up Scrooge meet Jacob Cratchit?" never said the index has no
+    # Jacob Cratchit. "Up" is no name's word (as "Bob" of "Bob Marley" is): Scrooge is asked about.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "stave.txt").write_text(
+        "Marley's Ghost\n\nUp Scrooge went, not caring a button for that. Scrooge locked the door. "
+        "Bob Cratchit warmed himself at the candle, and Scrooge watched Bob Cratchit.\n")
+    offline = make_settings("", index=INDEX)
+    db = tmp_path / "index.db"
+    await sync([corpus], offline, db, root=corpus)
+    answer = await aask("What did Up Scrooge do?", offline, db)
+    assert answer.not_in_index == [] and answer.auto_reason == "the question names Scrooge", answer.auto_reason
+    for question, absent in (("Did Up Scrooge meet Jacob Cratchit?", ["Jacob Cratchit"]),
+                             ("What did Up Zorblax do?", ["Zorblax"]),
+                             ("What did Bob Marley do?", ["Bob Marley"]),
+                             # Title Case still says nothing of names
+                             ("What Did Zorblax Say?", []), ("What Is the Role of Zorblax?", [])):
+        assert (await aask(question, offline, db)).not_in_index == absent, question
+
+
 async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_does(offline_db):
     # "Zorblax Quintrell?" printed "mode": "auto", "auto_choice": null and "details":
     # {"searched": false}: a mode no other answer has and a key the README does not name.
