@@ -2,7 +2,9 @@
 
 It parses, asks, prints: the answer streams to stdout as the model writes it (a citation held
 back until it closes, escapes of document text dropped), status lines go to stderr, and a
-footer names the documents, the search and its cost; ``--json`` prints ``Answer.to_json()``.
+footer names the documents, the search and its cost; ``--json`` prints ``Answer.to_json()``. A
+model's answer to a question naming what the index lacks is printed after a line saying so
+(``query.missing_note``), as an extractive answer's text begins.
 ``query`` is imported when the command runs, not when the parser is built (``--help``).
 """
 
@@ -51,7 +53,7 @@ def add_ask_command(subparsers) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from streamrag.cli import db_for_reading, reading_settings
-    from streamrag.query import ask
+    from streamrag.query import ask, missing_note
 
     settings = reading_settings(args)
     db = db_for_reading(args, settings)
@@ -100,8 +102,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         write(rest)
         if line_open[0]:
             sys.stdout.write("\n")
-    else:
-        print(terminal_text(answer.text))
+    else:   # (streamed, the note came first through on_delta)
+        note = missing_note(answer)
+        print(terminal_text(f"{note}\n\n{answer.text}" if note else answer.text))
     print(terminal_text(format_footer(answer)))
     return 0
 

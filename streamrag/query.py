@@ -168,6 +168,8 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
                 status(f"auto mode: {chosen} search ({reason})")
             if answer.not_in_index and settings.has_endpoint:   # (an extractive answer says it)
                 status(f"nothing in the index mentions {_missing(answer)}")
+                if on_delta is not None:   # (the model's answer never says it: printed first)
+                    on_delta(missing_note(answer) + "\n\n")
             search = _Search(store, settings, answer, level, on_delta, status, fresh=fresh, named=named,
                              anchors=anchored, missing=missing)
             if not settings.has_endpoint:
@@ -774,6 +776,16 @@ def _context_passages(ctx: local_search.Context) -> list[tuple[str, str]]:
 def _usage(stats: dict[str, dict[str, int]]) -> dict:
     """The query's calls as the shared ``llm`` object, stages in name order."""
     return llm_summary(dict(sorted(stats.items())))
+
+
+def missing_note(answer: Answer) -> str:
+    """The line a model's answer is printed after when the question names what the index lacks
+    (``not_in_index``), as an extractive answer's text begins: the model answers the rest of
+    the question and never says so, which stderr and ``--json``'s ``not_in_index`` alone did.
+    "" for an answer whose text says it (extractive, or no search made) or names nothing missing."""
+    if not answer.not_in_index or answer.extractive or answer.search == "none":
+        return ""
+    return f"Nothing in the index mentions {_missing(answer)}: the answer below is to the rest of the question only."
 
 
 def _missing(answer: Answer) -> str:

@@ -1879,6 +1879,28 @@ def test_cmd_ask_json(llm_db, simulator, capsys):
     assert out["documents"]
 
 
+@pytest.mark.parametrize("flag", [None, "--no-stream", "--json"])
+def test_cmd_ask_prints_a_model_answer_after_the_names_the_index_lacks(llm_db, simulator, capsys, flag):
+    # With a model the missing name was said on stderr and in --json's not_in_index only: the
+    # printed answer, the model's, answered the rest of the question and never said so (an
+    # extractive answer's text begins with it). --json's answer stays the model's.
+    args = _parse(["ask", "Did Anton Varga meet Mira Osk?", "--db", str(llm_db), "--mode", "local",
+                   "--api-base", simulator.base_url] + ([flag] if flag else []))
+    assert cmd_ask(args) == 0
+    out = capsys.readouterr().out
+    note = ('Nothing in the index mentions "Anton Varga" (names it has: Lena Varga, Anton Heller): the '
+            'answer below is to the rest of the question only.\n\n')
+    if flag == "--json":
+        answer = json.loads(out)
+        assert answer["not_in_index"] == ["Anton Varga"] and not answer["answer"].startswith("Nothing"), answer
+        return
+    assert out.startswith(note) and len(out) > len(note) + 20 and "Nothing in the index" not in out[len(note):], out
+    # A question naming nothing missing has no note.
+    assert cmd_ask(_parse(["ask", "Who is Mira Osk?", "--db", str(llm_db), "--mode", "local",
+                           "--api-base", simulator.base_url] + ([flag] if flag else []))) == 0
+    assert "Nothing in the index" not in capsys.readouterr().out
+
+
 def test_cmd_ask_streams_and_ends_with_the_documents(offline_db, capsys, monkeypatch):
     monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
     args = _parse(["ask", "What are the main themes?", "--db", str(offline_db), "--mode", "global",
