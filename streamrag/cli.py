@@ -121,9 +121,12 @@ def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = 
     (or above), as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
     looked elsewhere, and ``export`` wrote over the index's own settings file. With ``ask``'s
     DIR, those of DIR (or above), as ``index DIR`` reads them. ``models_for`` and ``quiet``: see
-    ``load_settings`` and ``command_settings``."""
+    ``load_settings`` and ``command_settings``. An index whose folder is gone (moved or deleted,
+    the index kept elsewhere) takes those of its own file's folder (or above): it read the
+    working folder's, another endpoint or none, where the same command answered the day before."""
     if getattr(args, "db", None):
-        near = indexed_root(Path(args.db))
+        db = Path(args.db)
+        near = indexed_root(db) or (db.resolve().parent if db.is_file() else None)
     else:
         near = Path(args.folder) if getattr(args, "folder", None) else None
     return command_settings(args, near, models_for=models_for, quiet=quiet)

@@ -1130,6 +1130,34 @@ def test_ask_with_db_uses_the_settings_beside_that_index(cli_run, corpus, tmp_pa
     assert out.returncode == 0 and not answer["extractive"] and answer["llm"]["calls"] >= 1, out.stderr
 
 
+def test_ask_with_db_of_an_index_whose_folder_is_gone_reads_the_settings_beside_it(cli_run, corpus, tmp_path,
+                                                                                  simulator):
+    """An index kept outside its folder (--db, store.path), the folder since deleted: `ask --db`
+    read the working folder's streamrag.toml (here an endpoint that is down, and failed), where
+    with the folder it read the folder's. Its own file's folder (or above) is read instead."""
+    import shutil
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "streamrag.toml").write_text(
+        f'[llm]\napi_base = "{simulator.base_url}"\nrequests_per_minute = 0\ntokens_per_minute = 0\n')
+    db = kept / "index.db"
+    assert cli_run("index", "-q", "--db", str(db), str(corpus), cwd=kept).returncode == 0
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\nmax_retries = 0\n')
+    shutil.rmtree(corpus)
+    out = cli_run("ask", "--json", "--db", str(db), "What did Anton Heller do?", cwd=project)
+    assert out.returncode == 0 and "127.0.0.1:9" not in out.stderr, out.stderr
+    answer = json.loads(out.stdout)
+    assert not answer["extractive"] and answer["llm"]["calls"] >= 1
+    # With none beside it, the defaults, and the working folder's passed over is said.
+    (kept / "streamrag.toml").unlink()
+    out = cli_run("ask", "--json", "--db", str(db), "What did Anton Heller do?", cwd=project)
+    assert out.returncode == 0 and json.loads(out.stdout)["extractive"], out.stderr
+    assert f"streamrag.toml is not read for {kept.resolve()}: " in out.stderr, out.stderr
+
+
 def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_path, simulator):
     """`streamrag index notes` then `streamrag ask "..." notes` was refused as "unrecognized
     arguments": the folder means what running ask in it means (its settings, its index)."""
