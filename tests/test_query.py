@@ -1408,6 +1408,35 @@ async def test_a_sentence_first_word_copied_with_a_name_is_not_title_case(tmp_pa
         assert (await aask(question, offline, db)).not_in_index == absent, question
 
 
+def test_a_name_shortened_by_a_word_of_its_middle_is_not_missing(tmp_path):
+    # "Who is the Kessel Council?" of texts writing "the Kessel City Council", where no entity
+    # holds both words (a model named it "City Council"), was said missing, and nothing about
+    # the council was searched for. Words apart in a text (a comma, a word in lower case) are
+    # no one name, and "Zeno Ulmard" stays missing.
+    from streamrag.question import unknown_names
+
+    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-z": "Zeno Ulmford",
+                                             "e-g": "Greta Ulmard", "e-n": "Nadia Harberg",
+                                             "e-o": "Osk"}, kind="person")
+    texts = ["The Kessel City Council met on Tuesday; the council hired Osk.",
+             "Zeno Ulmford, Greta Ulmard and Nadia Harberg met Mr. Marstad in Kessel. Many Council members came.",
+             "Port Ashden Heights Chamber of Commerce"]
+    with store.conn:
+        for i, text in enumerate(texts):
+            store.conn.execute("INSERT INTO chunks(id, text, tokens) VALUES (?, ?, 10)", (f"chk-{i}", text))
+            store.conn.execute("INSERT INTO chunks_fts(id, text) VALUES (?, ?)", (f"chk-{i}", text))
+    try:
+        said = {q: unknown_names(store, q) for q in (
+            "Who is the Kessel Council?", "What did the Port Chamber do?", "Who is Zeno Ulmard?",
+            "Who is Nadia Marstad?", "Who is Greta Harberg?", "Who is the Ulmard Council?")}
+    finally:
+        store.close()
+    assert said == {"Who is the Kessel Council?": [], "What did the Port Chamber do?": [],
+                    "Who is Zeno Ulmard?": ["Zeno Ulmard"], "Who is Nadia Marstad?": ["Nadia Marstad"],
+                    "Who is Greta Harberg?": ["Greta Harberg"],
+                    "Who is the Ulmard Council?": ["Ulmard Council"]}, said
+
+
 async def test_a_question_of_unknown_names_only_answers_json_as_every_answer_does(offline_db):
     # "Zorblax Quintrell?" printed "mode": "auto", "auto_choice": null and "details":
     # {"searched": false}: a mode no other answer has and a key the README does not name.
