@@ -217,6 +217,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
             new_chunks.setdefault(c.id, c)
     unread_kept = len(unread & {loader.file_of(p) for p in indexed})
+    added_docs, edited_docs, removed_docs = _changes(indexed, paths_of, kept_docs)
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
@@ -313,7 +314,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # and the tokens are those of the whole calls: a chunk's 0.13 gleanings were '0 calls  61
     # prompt  8 completion'.
     stages = {k: _whole_calls(s) for k, s in stages.items()}
-    return {"documents": len(paths_of) + len(kept_docs), "unreadable_files": unreadable,
+    return {"documents": len(paths_of) + len(kept_docs),
+            # (of an update: what it works on, as the run counts documents added and removed)
+            "update": bool(store is not None and store.version), "documents_added": added_docs,
+            "documents_edited": edited_docs, "documents_removed": removed_docs, "unreadable_files": unreadable,
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
@@ -328,6 +332,17 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model}}
+
+
+def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:
+    """(documents added, edited, removed) of an update: of the documents ``read`` (id -> path),
+    those the index does not hold, an edited one's path indexed with another text since gone;
+    of the ``indexed`` files' documents, those neither read nor ``kept`` (without reading them)."""
+    held = {doc_id for doc_id, _size, _stamp in indexed.values()}
+    gone = held - read.keys() - kept
+    new = [path for doc_id, path in read.items() if doc_id not in held]
+    edited = sum(1 for path in new if (was := indexed.get(path)) is not None and was[0] in gone)
+    return len(new) - edited, edited, len(gone) - edited
 
 
 def _whole_calls(s: dict[str, float]) -> dict[str, int]:
@@ -913,9 +928,17 @@ def format_estimate(e: dict) -> str:
         stored.append(f"{e['chunks_replacing']} extracted with these settings by an earlier run, to replace "
                       "the extraction of them the index holds, made with other settings since")
     unpublished = f" (and {'; '.join(stored)})" if stored else ""
-    lines = [f"Estimate for {counted(e['documents'], 'document')} ({e['corpus_tokens']:,} tokens), "
-             f"{counted(e['chunks_to_extract'], 'chunk')} to extract{unpublished}:"]
     u = e["llm"]
+    changed = e.get("documents_added", 0) + e.get("documents_edited", 0)
+    if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
+                                or e["chunks_unpublished"] or e["chunks_replacing"]):
+        # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
+        return (f"Nothing to do: the index is up to date with {counted(e['documents'], 'document')} "
+                f"({e['corpus_tokens']:,} tokens); no LLM calls." + because + unreadable)
+    lines = [f"Estimate for {_worked_on(e)}{counted(e['chunks_to_extract'], 'chunk')} to extract{unpublished}:"]
+    if not u["calls"]:
+        lines[0] = lines[0][:-1] + "; no LLM calls."
+        return "\n".join(lines) + because + unreadable
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
         if stage != "total" and s["calls"] == s["cached"]:
             continue   # every call from the cache, or none expected (0.13 gleanings): nothing to pay
@@ -935,3 +958,15 @@ def format_estimate(e: dict) -> str:
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
     return "\n".join(lines) + because + unreadable
+
+
+def _worked_on(e: dict) -> str:
+    """The documents an estimate is for, up to its chunks: of an update, those it works on
+    among them (an update of 2 files in 50 said "Estimate for 50 documents")."""
+    every = f"{counted(e['documents'], 'document')} ({e['corpus_tokens']:,} tokens)"
+    if not e.get("update"):
+        return every + ", "
+    added, edited, removed = e["documents_added"], e["documents_edited"], e["documents_removed"]
+    parts = [f"{n} {what}" for n, what in ((added, "added"), (edited, "edited"), (removed, "removed")) if n]
+    head = f"{added + edited} changed of {every}" if added + edited else f"an update of {every}"
+    return f"{head}: {', '.join(parts) or 'none changed'}; "

@@ -209,6 +209,51 @@ async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_
     assert "Estimate for 10 documents" in format_estimate(est)
 
 
+async def test_an_update_s_estimate_says_the_documents_it_works_on(news, tmp_path, simulator):
+    # Two articles added, one edited, one deleted of ten: the estimate said "Estimate for 11
+    # documents", the whole folder, where the run works on four of them.
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    for doc in sorted(NEWS.glob("doc_*.txt"))[10:12]:
+        (news / doc.name).write_text(doc.read_text())
+    edited = news / "doc_00005.txt"
+    edited.write_text(edited.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
+    (news / "doc_00004.txt").unlink()
+    est, done = await index_and_estimate(news, settings, db)
+    # (the run counts an edited file's text as a document added and one removed)
+    assert (est["documents_added"] + est["documents_edited"], est["documents_edited"] + est["documents_removed"]) \
+        == (done.documents_added, done.documents_removed) == (3, 2)
+    assert est["documents"] == done.documents == 11
+    assert format_estimate(est).startswith(
+        f"Estimate for 3 changed of 11 documents ({est['corpus_tokens']:,} tokens): 2 added, 1 edited, 1 removed; "
+        f"{est['chunks_to_extract']} chunks to extract:")
+
+
+async def test_an_unchanged_index_s_estimate_says_there_is_nothing_to_do(news, tmp_path, simulator):
+    # It printed "total 0 calls" and "answers, summaries and reports are estimated".
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    est, done = await index_and_estimate(news, settings, db)
+    assert not done.published and llm_calls(done) == 0, done.llm
+    assert est["llm"]["calls"] == 0
+    text = format_estimate(est)
+    assert text == f"Nothing to do: the index is up to date with 10 documents ({est['corpus_tokens']:,} tokens); " \
+        "no LLM calls.", text
+    # A file touched, its text the same: still nothing to do. One removed: the run works on it.
+    (news / "doc_00003.txt").write_text((news / "doc_00003.txt").read_text())
+    assert format_estimate(estimate([news], settings, db, root=news)).startswith("Nothing to do:")
+    (news / "doc_00003.txt").unlink()
+    text = format_estimate(estimate([news], settings, db, root=news))
+    assert text.startswith("Estimate for an update of 9 documents ("), text
+    assert "): 1 removed; 0 chunks to extract:" in text.splitlines()[0], text
+
+
+def llm_calls(done) -> int:
+    return sum(s["calls"] for s in done.llm.values())
+
+
 async def test_extraction_prompts_of_stored_chunks_are_counted_in_the_encoding_asked(corpus, tmp_path, simulator):
     # `index DIR/council.txt` after index.encoding changed: the other documents' chunks are
     # extracted from the index, their stored token counts cl100k_base's. A prompt counted
