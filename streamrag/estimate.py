@@ -447,12 +447,10 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # (those of the offline extractor's names and pairs, as many as a model would find of them)
     names, pairs = _stand_in_ratios(store, key, settings, live=live, lengths=lengths) if guessed else (1.0, 1.0)
     # What the run writes of them without a model, as it writes it; a model's summary is not known
-    # (``rewritten``: asked of the model, as ``asks_model`` says of a run with one).
+    # (asked of the model, as ``asks_model`` says of a run with one: its descriptions stay joined).
     summaries = 0.0
-    rewritten: set[str] = set()
     for element, _name, descriptions in jobs:
         if (written := without_model(descriptions, settings)) is None:
-            rewritten.add(element)
             summaries += 1.0 if element not in guessed else names if element.startswith("ent-") else pairs
         elif (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
@@ -472,8 +470,6 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     stored = index_rows.report_keys(store)
     model, version = settings.llm.report_model, load_prompt("report").version
     children = children_of(communities)
-    # (the ends of the relationships written anew: a community holding both shows one)
-    rewritten_ends = [(r.source, r.target) for e in rewritten if (r := state.relationships.get(e)) is not None]
     changed: set[str] = set()
     prompts = []
     for level in deepest_first(communities):
@@ -481,10 +477,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
                 continue
             ctx = _report_context(c, state, settings)
-            members = set(c.members)
-            shows_new = not rewritten.isdisjoint(members) or any(
-                s in members and t in members for s, t in rewritten_ends)
-            if not shows_new and context_key(ctx, model=model, prompt_version=version) in stored:
+            # (A context showing an element whose summary a model writes anew is never a stored
+            # report's: the element's line here is its descriptions joined, as merged, not the
+            # summary a report was written from. Not shown, cut at index.report_max_input_tokens,
+            # the run's context does not show it either, and keeps the report.)
+            if context_key(ctx, model=model, prompt_version=version) in stored:
                 continue
             changed.add(c.id)
             if len(c.members) >= ix.report_min_members:
