@@ -77,7 +77,8 @@ from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
 from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES, FIRST_RELATIONSHIP_SUMMARIES,
                                        FIRST_REPORT_PROMPT, FIRST_REPORTS, FIRST_ROUND_COMPLETION, GLEAN_COMPLETION,
-                                       MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, ratios, stand_in)
+                                       MIN_CALLS, SUMMARY_COMPLETION, Ratios, calls_of_models, cut_share, ratios,
+                                       stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
@@ -147,7 +148,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                    rounds=index_rows.gleaning_rounds(store, extractor_key(settings)), max_gleanings=ix.max_gleanings,
                    stopped=index_rows.gleanings_stopped(store, extractor_key(settings), ix.max_gleanings),
                    later=index_rows.later_checks(store, _gleaning_keys(settings)),
-                   unusable=index_rows.unusable_answers(store))
+                   unusable=index_rows.unusable_answers(store),
+                   report_answers=index_rows.report_answers(store, settings.llm.report_model))
         model_calls = calls_of_models(history, extraction_model=settings.llm.extraction_model,
                                       summary_model=settings.llm.summary_model,
                                       report_model=settings.llm.report_model)
@@ -266,6 +268,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 claims_prompt = count_prompt_tokens(claims, c.text, tokens, ix.encoding)
                 add("claims", 1, claims_prompt,
                     _measured(r.claims_completion, claims_prompt, CLAIMS_COMPLETION * tokens))
+    sized: list[int] = []   # the prompt tokens of the reports whose community is worked out
     if not settings.offline:
         summaries = communities = report_tokens = 0.0
         if store is None or not (store.version or unpublished or replacing):
@@ -305,10 +308,18 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # report calls again, none counted).
     for stage, (share, tokens) in r.again.items():
         if (counts := stages.get(stage)) is not None and (paid := counts["calls"] - counts["cached"]) > 0:
-            extra = paid * share
+            extra, prompts = paid * share, paid * share * counts["prompt_tokens"] / paid   # (the same requests)
+            if stage == "report" and sized and cut_share(r.report_answers, 0) is not None:
+                # Each report worked out at the share of the index's reports of prompts like its
+                # own, the others at the share of every report.
+                near = [cut_share(r.report_answers, p) or 0.0 for p in sized]
+                rest = max(0.0, paid - len(sized))
+                extra = sum(near) + rest * share
+                prompts = sum(n * p for n, p in zip(near, sized)) + (
+                    rest * share * (counts["prompt_tokens"] - sum(sized)) / rest if rest else 0.0)
             counts["calls"] += extra
             counts["errors"] = counts.get("errors", 0) + extra
-            counts["prompt_tokens"] += extra * counts["prompt_tokens"] / paid   # (the same requests)
+            counts["prompt_tokens"] += prompts
             counts["completion_tokens"] += extra * tokens
     # Half a call is a call (round() took 0.5 gleaning calls to 0 while counting their tokens),
     # and the tokens are those of the whole calls: a chunk's 0.13 gleanings were '0 calls  61

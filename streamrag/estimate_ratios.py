@@ -34,6 +34,8 @@ their checks were recorded).
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 # The fixed ratios, measured by first indexes through the simulator (`streamrag simulate`,
@@ -97,6 +99,9 @@ class Ratios(msgspec.Struct, kw_only=True):
     # stage -> (unusable answers per usable one paid for, completion tokens of one): the
     # answers cut off and asked again (None of a stage: none measured, none counted)
     again: dict[str, tuple[float, float]] = msgspec.field(default_factory=dict)
+    # the report answers paid for, (prompt tokens, unusable), by prompt tokens: a report's share
+    # asked again is that of those nearest its prompt (``cut_share``)
+    report_answers: list[tuple[int, bool]] = msgspec.field(default_factory=list)
     measured: list[str] = msgspec.field(default_factory=list)   # the figures from the history
     calls: int = 0                            # the calls they were measured on
 
@@ -124,7 +129,8 @@ def calls_of_models(history: History, *, extraction_model: str, summary_model: s
 def ratios(history: History, *, extraction_model: str, summary_model: str, report_model: str,
            unchecked: dict[tuple[str, str], int] | None = None, rounds: dict[int, int] | None = None,
            max_gleanings: int = 1, stopped: tuple[int, int] = (0, 0), later: tuple[int, int] = (0, 0),
-           unusable: dict[tuple[str, str], tuple[int, int, int]] | None = None) -> Ratios:
+           unusable: dict[tuple[str, str], tuple[int, int, int]] | None = None,
+           report_answers: list[tuple[int, bool]] | None = None) -> Ratios:
     """The figures an estimate takes, those of stages ``history`` holds ``MIN_CALLS`` calls of
     (with the model the run asks) measured. ``unchecked``: of the answers ``history`` counts,
     by stage and model, those of runs that asked no gleaning check (``index_rows.unchecked_answers``):
@@ -137,7 +143,10 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
     settings, index.max_gleanings aside, and of them those that said yes (``index_rows.later_checks``);
     ``unusable``: by stage and model, the usable answers paid for, the unusable ones (cut off)
     and their completion tokens (``index_rows.unusable_answers``): where ``MIN_CALLS`` usable
-    ones are, each paid call of the stage costs that share of one more, asked again."""
+    ones are, each paid call of the stage costs that share of one more, asked again;
+    ``report_answers``: the report model's answers paid for, (prompt tokens, unusable), by prompt
+    tokens (``index_rows.report_answers``): a report's share is that of the answers nearest its
+    prompt (``cut_share``)."""
     unchecked = unchecked or {}
     out = Ratios()
     used: set[str] = set()
@@ -201,6 +210,8 @@ def ratios(history: History, *, extraction_model: str, summary_model: str, repor
         usable, bad, tokens = (unusable or {}).get((stage, model[stage]), (0, 0, 0))
         if usable >= MIN_CALLS and bad:
             out.again[stage] = (bad / usable, tokens / bad)
+    if "report" in out.again:
+        out.report_answers = list(report_answers or [])
     out.measured = [figure for figure, there in (
         ("completion lengths", lengths), ("the gleaning rate", rate),
         ("gleaning prompt lengths", out.glean_prompt is not None or out.check_prompt is not None),
@@ -232,3 +243,26 @@ def stand_in(model: tuple[int, int], offline: tuple[int, int], chunks: int) -> t
         return None
     ent, rel = (m / o if o >= MIN_CALLS else 1.0 for m, o in zip(model, offline))
     return ent, rel
+
+
+def cut_share(answers: list[tuple[int, bool]], prompt: float) -> float | None:
+    """The unusable answers per usable one of the ``MIN_CALLS`` usable ``answers`` (prompt
+    tokens, unusable; by prompt tokens) nearest in prompt tokens to ``prompt``, with the unusable
+    ones among them; None on fewer. A report's answer grows with its context, and is cut off at
+    index.report_max_output_tokens the more often: a 200-document corpusgen index had none of
+    its 41 reports of prompts under 1,780 tokens cut off, 16 of its 32 over (taken at the share
+    of every report, an update rewriting the larger communities was counted 15 asked again
+    for 35)."""
+    usable = [i for i, (_tokens, bad) in enumerate(answers) if not bad]
+    if len(usable) < MIN_CALLS:
+        return None
+    # the window of MIN_CALLS usable answers nearest the prompt, slid from the smallest
+    lo = 0
+    while lo + MIN_CALLS < len(usable) and \
+            prompt - answers[usable[lo]][0] > answers[usable[lo + MIN_CALLS]][0] - prompt:
+        lo += 1
+    # (those past the smallest or the largest usable one count with it)
+    first = answers[usable[lo]][0] if lo else -1
+    last = answers[usable[lo + MIN_CALLS - 1]][0] if lo + MIN_CALLS < len(usable) else math.inf
+    bad = sum(1 for tokens, cut in answers if cut and first <= tokens <= last)
+    return bad / MIN_CALLS

@@ -452,6 +452,15 @@ def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]
                 "WHERE cancelled = 0 AND cached = 0 GROUP BY stage, model")}
 
 
+def report_answers(store: Store, model: str) -> list[tuple[int, bool]]:
+    """The report answers of ``model`` paid for that ``llm_calls`` holds, as (prompt tokens,
+    unusable), by prompt tokens: the usable ones (``unusable_answers``) and the unusable ones."""
+    return [(int(tokens), bool(bad)) for tokens, bad in store.conn.execute(
+        f"SELECT prompt_tokens, error IS NOT NULL FROM llm_calls WHERE stage = 'report' AND model = ? "
+        f"AND cached = 0 AND cancelled = 0 AND (error IS NULL OR error LIKE '{UNUSABLE}%') "
+        "ORDER BY prompt_tokens, id", (model,))]
+
+
 def asked_again(store: Store) -> int:
     """The unusable answers whose request was then answered (``errors`` counts them too), those
     folded into the archive included (``prune``)."""
