@@ -283,7 +283,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
             summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted, live=live,
                                                    paths_of=paths_of, resummarize=resummarized,
-                                                   recluster=recluster)
+                                                   recluster=recluster, summary_tokens=r.summary_completion)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
@@ -424,14 +424,15 @@ def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: P
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
                   live: dict[str, str], paths_of: dict[str, str], resummarize: bool,
-                  recluster: bool) -> tuple[int, list[int]]:
+                  recluster: bool, summary_tokens: float = SUMMARY_COMPLETION) -> tuple[int, list[int]]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
     when there is one, else the offline extractor's names standing in for the model's
     (``new_chunks``: those not yet extracted). A new chunk names existing entities: their
     summaries are written again, and the reports of their communities and of those above.
-    ``live``: the published chunks (``index_rows.live_chunks``)."""
+    ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
+    summary's length (``Ratios.summary_completion``), of those a report's context shows."""
     ix = settings.index
     key = extractor_key(settings)
     added = {c for c in wanted if live.get(c) != key}
@@ -458,12 +459,15 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # (those of the offline extractor's names and pairs, as many as a model would find of them)
     names, pairs = _stand_in_ratios(store, key, settings, live=live, lengths=lengths) if guessed else (1.0, 1.0)
     # What the run writes of them without a model, as it writes it; a model's summary is not known
-    # (asked of the model, as ``asks_model`` says of a run with one: its descriptions stay joined).
+    # (asked of the model, as ``asks_model`` says of a run with one), and stood in for as long as
+    # the model's are (``_summarized``: joined, the descriptions made an update's report prompts
+    # 3,216 tokens each for the run's 2,519, and more of them counted cut off and asked again).
     summaries = 0.0
     for element, _name, descriptions in jobs:
         if (written := without_model(descriptions, settings)) is None:
             summaries += 1.0 if element not in guessed else names if element.startswith("ent-") else pairs
-        elif (e := state.entities.get(element) or state.relationships.get(element)) is not None:
+            written = _summary_stand_in(descriptions, settings, summary_tokens)
+        if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
     state.finish_graph(store)
     moved = len(state.changed_entities | state.deleted_entities)   # (as the run counts them)
@@ -536,11 +540,17 @@ def _summarized(state: GraphState, jobs: list[tuple[str, str, list[str]]], setti
     its summary) filled a community's context past index.report_max_input_tokens: 1,884
     chunks' reports came out 483 prompt tokens each (a context of what fitted), a sample's
     2,353, the run's 3,476; taken as summaries, 3,090 and 3,109 (the run's own extractions: 3,348)."""
-    ix = settings.index
-    length = min(SUMMARY_COMPLETION, ix.summary_max_tokens)
     for element, _name, descriptions in jobs:
-        text = truncate(" ".join(summary_input(descriptions, ix.summary_max_descriptions)), length, ix.encoding)
-        (state.entities if element.startswith("ent-") else state.relationships)[element].description = text
+        (state.entities if element.startswith("ent-") else state.relationships)[element].description = \
+            _summary_stand_in(descriptions, settings, SUMMARY_COMPLETION)
+
+
+def _summary_stand_in(descriptions: list[str], settings: Settings, tokens: float) -> str:
+    """A model's summary of ``descriptions`` as long as one (``tokens``, up to index.summary_max_tokens):
+    the first tokens of those it is written from."""
+    ix = settings.index
+    length = max(1, min(round(tokens), ix.summary_max_tokens))
+    return truncate(" ".join(summary_input(descriptions, ix.summary_max_descriptions)), length, ix.encoding)
 
 
 FIRST_SAMPLE = 1000   # the chunks of a first index worked out, at most (the rest scaled)

@@ -250,9 +250,10 @@ def cut_share(answers: list[tuple[int, bool]], prompt: float) -> float | None:
     tokens, unusable; by prompt tokens) nearest in prompt tokens to ``prompt``, with the unusable
     ones among them; None on fewer. A report's answer grows with its context, and is cut off at
     index.report_max_output_tokens the more often: a 200-document corpusgen index had none of
-    its 41 reports of prompts under 1,780 tokens cut off, 16 of its 32 over (taken at the share
-    of every report, an update rewriting the larger communities was counted 15 asked again
-    for 35)."""
+    its 30 reports of prompts under 1,780 tokens cut off, 16 of its 27 over. (Taken at the share
+    of every report, an update rewriting the larger communities was counted 14 asked again for
+    35; 16 so. The rest: its contexts, of longer summaries, were cut off more often than the
+    index's own of as many tokens.)"""
     usable = [i for i, (_tokens, bad) in enumerate(answers) if not bad]
     if len(usable) < MIN_CALLS:
         return None
