@@ -492,10 +492,11 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
                 continue
             ctx = _report_context(c, state, settings)
-            # (A context showing an element whose summary a model writes anew is never a stored
-            # report's: the element's line here is its descriptions joined, as merged, not the
-            # summary a report was written from. Not shown, cut at index.report_max_input_tokens,
-            # the run's context does not show it either, and keeps the report.)
+            # (A context showing an element whose summary a model writes anew is not a stored
+            # report's: the element's line here stands in for a summary of descriptions other than
+            # those of the summary a report was written from (``_summary_stand_in``). Not shown,
+            # cut at index.report_max_input_tokens, the run's context does not show it either,
+            # and keeps the report.)
             if context_key(ctx, model=model, prompt_version=version) in stored:
                 continue
             changed.add(c.id)
