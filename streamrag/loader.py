@@ -73,8 +73,10 @@ TITLE_CHARS = 100
 # non-joiners: a binary file), and one
 # cut short or broken past its first bytes is not indexed (it was Latin-1 garbage); the
 # characters no reader sees (``invisible``: zero-width spaces, soft hyphens ...) are taken out
-# of every document.
-VERSION = "12"
+# of every document. 13: a "> quote" line under a paragraph (or a deeper quote under a quote's)
+# ends it, so a backtick in it closes no code span opened above (a comment after the open
+# tick was read as code).
+VERSION = "13"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's

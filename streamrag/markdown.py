@@ -390,7 +390,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
         if in_comment:
             if in_comment in line:   # (what closes the comment open: --> or %%)
                 at = line.index(in_comment) + len(in_comment)
-                in_comment = _opens_comment(line[at:], spans.on(i, False), at)
+                in_comment = _opens_comment(line[at:], spans.on(i, False, depth), at)
             out.append(line)
             code.append(False)
             # (A line in a comment goes on with the paragraph the comment is in, unless it
@@ -410,7 +410,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
             else:
                 quote_para, para = quote_para and para, True
                 joined[-1] = was_para
-                in_comment = comments and _opens_comment(line, spans.on(i, was_para))
+                in_comment = comments and _opens_comment(line, spans.on(i, was_para, depth if quote_para else 0))
             if not quote_para:   # (a lazy line of a quote's paragraph: the quote goes on)
                 depth, quote_items = 0, []
             out.append(line)
@@ -480,7 +480,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
                 quote_para = quote_para and para
                 if not quote_para:
                     depth, quote_items = 0, []
-                in_comment = comments and not indented and _opens_comment(line, spans.on(i, para and not blank))
+                in_comment = comments and not indented and _opens_comment(line, spans.on(i, para and not blank, depth))
                 continue
             # (in a list item, after its marker)
             html = None
@@ -498,7 +498,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
                 _HEADING.match(line, start) or _BREAK.match(line, start) or line.startswith("<!--", start))) \
                 and (bool(rest) if item else not blank)   # (the text from ``start``)
             joined[-1] = was_para and para and not item and not popped
-            in_comment = comments and not opened and _opens_comment(line, spans.on(i, joined[-1]))
+            in_comment = comments and not opened and _opens_comment(line, spans.on(i, joined[-1], depth))
             out.append(line)
             code.append(kept_html[not raw_text] if html else as_code if opened else False)
             continue
@@ -567,7 +567,7 @@ def _blocks(text: str, *, comments: bool = False) -> tuple[list[str], list[int],
         para = quote_para = bool(inner.strip(" \t")) and not (
             inner.lstrip(" ")[:1] in "#-*_" and not item_in and (_HEADING.match(inner) or _BREAK.match(inner)))
         joined[-1] = para and was_para and was_quote_para and depth <= was and not item_in
-        opener = comments and _comment_opener(inner, spans.on(i, joined[-1]), at)
+        opener = comments and _comment_opener(inner, spans.on(i, joined[-1], depth), at)
         in_comment = opener and ("-->" if opener.group(2) else "%%")
         if titled:
             # A callout's title is a line of its own, shown apart from the text under it: read
@@ -761,14 +761,16 @@ class _Spans:
     def __init__(self, text: str, lines: list[str]) -> None:
         self.text, self.lines, self.width = text, lines, 0
         self.line = 0   # the line being read
+        self.depth = 0   # ... and the ">" marks of the quote its paragraph is in
         self._runs: dict[int, list[int]] | None = None   # where runs of each width begin
         self._starts: list[int] = []   # where each line begins in ``text``
         self._ends = (-1, -1)   # lines from the first to (before) the second are one paragraph
 
-    def on(self, line: int, goes_on: bool) -> _Spans:
+    def on(self, line: int, goes_on: bool, depth: int = 0) -> _Spans:
         """These spans, reading ``line``; ``goes_on``: whether it goes on with the paragraph
-        above (else no span is open in it)."""
-        self.line = line
+        above (else no span is open in it); ``depth``: the ">" marks of the quote its paragraph
+        is in (0: none)."""
+        self.line, self.depth = line, depth
         if not goes_on:
             self.width = 0
         return self
@@ -783,12 +785,16 @@ class _Spans:
         return close >= 0 and bisect.bisect_right(self._starts, close) - 1 < self._end(self.line)
 
     def _end(self, i: int) -> int:
-        """The first line after ``i`` that ends its paragraph (blank, or opening a block)."""
+        """The first line after ``i`` that ends its paragraph (blank, or opening a block): a
+        line with more ">" marks than the quote the paragraph is in (``depth``) opens a quote
+        (CommonMark: "> quote" under a paragraph is none of it; its "`" closed a span opened
+        above, and a comment after that was read as code)."""
         if not self._ends[0] <= i < self._ends[1]:
             k = i + 1
             while k < len(self.lines):
                 rest = self.lines[k].lstrip(" \t>")
-                if not rest.strip(" \t") or _interrupts(rest, rest[:1]):
+                if not rest.strip(" \t") or _interrupts(rest, rest[:1]) or \
+                        self.lines[k].count(">", 0, len(self.lines[k]) - len(rest)) > self.depth:
                     break
                 k += 1
             self._ends = (i, k)

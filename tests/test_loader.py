@@ -1232,6 +1232,25 @@ def test_a_code_span_of_any_length_and_over_a_line_break_in_its_paragraph_is_cod
         "Ada `a <!--\n`\n```\n<!-- k -->\n```"
 
 
+def test_a_quote_under_a_paragraph_is_no_part_of_a_code_span_opened_in_it(tmp_path):
+    from streamrag.markdown import readable
+
+    # CommonMark: "> quote" under a paragraph opens a block quote, which ends the paragraph, so
+    # a tick in it closes no span opened above (and a deeper quote ends a quote's paragraph).
+    # The quote's marks were taken off when looking for the close: the <!-- after the open tick
+    # was read as code, so the fence the comment hides opened code, keeping the link after it.
+    for text in ("Intro `tick <!-- hidden\n> quote ` text\n```\n-->\nAfter [[Note|the note]].\n",
+                 "> Intro `tick <!-- hidden\n> > quote ` text\n> ```\n-->\nAfter [[Note|the note]].\n"):
+        assert readable(text) == "Intro `tick \nAfter the note.\n", text
+        write(tmp_path / "a.md", text)
+        assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "Intro `tick \nAfter the note.\n"
+    # In the quote (or lazily under it, or from a deeper one), the span runs on as before.
+    for text in ("> Intro `tick <!-- kept\n> quote ` text\n> ```\n> x\n> ```\nAfter [[Note|the note]].\n",
+                 "> Intro `tick <!-- kept\nlazy ` text\n```\nx\n```\nAfter [[Note|the note]].\n",
+                 ">> Intro `tick <!-- kept\n> quote ` text\n```\nx\n```\nAfter [[Note|the note]].\n"):
+        assert readable(text).endswith(" ` text\n```\nx\n```\nAfter the note.\n"), text
+
+
 def test_a_backtick_escaped_by_a_backslash_opens_no_code_span(tmp_path):
     from streamrag.markdown import as_shown, readable
 
