@@ -28,12 +28,13 @@ import logging
 import math
 import os
 import re
+import shlex
 import stat
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamrag import markdown
+from streamrag import legacy, markdown
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.invisible import visible
@@ -75,7 +76,9 @@ TITLE_CHARS = 100
 # characters no reader sees (``invisible``: zero-width spaces, soft hyphens ...) are taken out
 # of every document. 13: a "> quote" line under a paragraph (or a deeper quote under a quote's)
 # ends it, so a backtick in it closes no code span opened above (a comment after the open
-# tick was read as code).
+# tick was read as code); a file not in UTF-8 is read in the legacy code page its letters say
+# (``legacy``: cp1251, KOI8-R, ISO-8859-7, Shift-JIS, GBK, Big5, EUC-KR ...), when exactly one
+# does (it was cp1252 garbage).
 VERSION = "13"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -575,7 +578,8 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
     without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8
     but for a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as
-    cp1252, and one with no UTF-8 beyond ASCII is cp1252 (or Latin-1) throughout. Text full of
+    cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
+    (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
     control characters, wherever they begin, is a binary file; a few NULs are dropped."""
     text = None
     for bom, codec in _BOMS:
@@ -644,13 +648,29 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
         return _STRAY.sub(lambda m: _cp1252(ord(m.group()) - 0xDC00), mixed)
+    # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
+    reading = legacy.read(data)
+    if reading.text is not None:
+        warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
+                        f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, label)})")
+        return reading.text
     try:
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
-    warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in "
-                    "answers, save it as UTF-8 (e.g. `iconv -f <its encoding> -t utf-8`)")
+    if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
+        names = " or ".join(e.name for e in reading.likely)
+        warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
+                        f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, label)})")
+    else:
+        warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in answers, "
+                        f"save it as UTF-8 from its encoding (the output of {_iconv('<its encoding>', label)})")
     return text
+
+
+def _iconv(encoding: str, label: str) -> str:
+    """The command that writes the file ``label`` (as messages show it) in UTF-8, from ``encoding``."""
+    return f"`iconv -f {encoding} -t UTF-8 {shlex.quote(label)}`"
 
 
 _STRAY = re.compile("[\udc80-\udcff]")

@@ -145,6 +145,60 @@ def test_cp1252_fallback_warns(tmp_path):
     assert "save it as UTF-8" in warnings[0]
 
 
+_LEGACY = {
+    "ru": "Москва - столица России, крупнейший по численности населения город страны. Лев Николаевич "
+          "Толстой родился в Ясной Поляне и написал роман \"Война и мир\".\n",
+    "uk": "Київ - столиця та найбільше місто України. Розташований на річці Дніпро, є одним з "
+          "найстаріших міст Східної Європи.\n",
+    "el": "Η Αθήνα είναι η πρωτεύουσα της Ελλάδας και η μεγαλύτερη πόλη της χώρας. Ο Παρθενώνας "
+          "βρίσκεται στην Ακρόπολη.\n",
+    "he": "ירושלים היא עיר הבירה של ישראל והעיר הגדולה ביותר בה. העיר נמצאת בהרי יהודה, בין הים התיכון "
+          "לים המלח.\n",
+    "ja": "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。東京は日本の首都です。\n",
+    "zh": "中华人民共和国成立于一九四九年。北京是首都，上海是最大的城市。我们今天去公园散步，天气很好。\n",
+    "zh_tw": "中華民國是位於東亞的國家。臺北是首都，高雄是最大的港口城市。我們今天去公園散步，天氣很好。\n",
+    "ko": "서울은 대한민국의 수도입니다. 부산은 항구 도시입니다. 우리는 내일 친구들과 함께 공원에 갈 예정입니다.\n",
+}
+
+
+@pytest.mark.parametrize("lang, codec, name, iconv", [
+    ("ru", "cp1251", "cp1251 (Cyrillic)", "CP1251"), ("ru", "koi8_r", "KOI8-R (Cyrillic)", "KOI8-R"),
+    ("uk", "cp1251", "cp1251 (Cyrillic)", "CP1251"), ("uk", "koi8_u", "KOI8-U (Cyrillic)", "KOI8-U"),
+    ("el", "iso8859_7", "ISO-8859-7 (Greek)", "ISO-8859-7"), ("he", "cp1255", "cp1255 (Hebrew)", "CP1255"),
+    ("ja", "shift_jis", "Shift-JIS (Japanese)", "CP932"), ("ja", "euc_jp", "EUC-JP (Japanese)", "EUC-JP"),
+    ("zh", "gb2312", "GBK (GB2312, Chinese)", "GBK"), ("zh_tw", "big5", "Big5 (Chinese)", "CP950"),
+    ("ko", "euc_kr", "EUC-KR (Korean)", "CP949"),
+])
+def test_a_file_in_a_legacy_code_page_is_read_in_the_one_its_letters_say(tmp_path, lang, codec, name, iconv):
+    # Read as cp1252, it was garbage ("Ìîñêâà") the extractor took names from, under a warning
+    # that named no encoding. (Hebrew's letters read as Greek ones in ISO-8859-7: it is read in
+    # neither unless just one fits.)
+    f = write(tmp_path / "old notes.txt", _LEGACY[lang].encode(codec))
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text == _LEGACY[lang]
+    assert warnings == [f"old notes.txt: not valid UTF-8, read as {name} by its letters; to be sure of them, "
+                        f"save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 'old notes.txt'`)"]
+
+
+def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_not_read(tmp_path):
+    # Accented letters in words of ASCII ones are a Western file's, however many: cp1252, as before.
+    for text in ("Le garçon très âgé a mangé une crème brûlée. Où est la bibliothèque ? Ça dépend.\n",
+                 "Größere Übungen für Mädchen: Äpfel, Öl. Straße, Fußgänger, Grüße aus München.\n",
+                 "Þetta er íslenska. Ég á heima í Reykjavík. Þjóðin er fámenn en ötul.\n",
+                 "He said \u201chello\u201d and left \u2014 it\u2019s fine. Price: 5\u20ac.\n"):
+        f = write(tmp_path / "w.txt", text.encode("cp1252") * 5)
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert doc.text == text * 5 and warnings == [
+            "w.txt: not valid UTF-8, read as cp1252; if its accents look wrong in answers, save it as UTF-8 "
+            "from its encoding (the output of `iconv -f <its encoding> -t UTF-8 w.txt`)"], text
+    # A few words of Russian or Chinese are too few to be sure of: read as before, the code page named.
+    for text, codec, named in (("Привет, мир!\n", "cp1251", "cp1251 (Cyrillic)"), ("你好，世界。\n", "gbk", "GBK")):
+        f = write(tmp_path / "s.txt", text.encode(codec))
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert doc.text == text.encode(codec).decode("cp1252") and len(warnings) == 1
+        assert warnings[0].startswith(f"s.txt: not valid UTF-8, read as cp1252; it looks like {named}"), warnings
+
+
 def test_binary_file(tmp_path):
     f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; move it out of the folder"):

@@ -1,0 +1,220 @@
+"""Which legacy encoding a file that is not UTF-8 is written in, when its characters say so.
+
+Files written before UTF-8 (and by some Windows tools since) are in their language's code
+page: cp1251 or KOI8-R for Russian, ISO-8859-7 for Greek, cp1255 for Hebrew, Shift-JIS or
+EUC-JP for Japanese, GBK (GB2312) or Big5 for Chinese, EUC-KR for Korean. Read as cp1252 they
+were garbage ("Ìîñêâà") that the extractor took names from, under a warning naming no encoding.
+
+Nearly any bytes decode in several of these, so a file is read in one only when exactly one
+reads as text of its language (``_reads_as``): decoded without an error, its words beyond
+ASCII of that script's letters alone, in lower case as prose is, with the letters the language
+writes most (a wrong code page gives another script, or the right one's rarer letters in the
+wrong case), and for CJK its characters in the common part of the code page (a wrong one lands
+in its rare extensions), at least ``_FEW`` of them. When none does, or more than one, ``read``
+names the nearest (``likely``) and the caller reads the file as before. Western text, whose
+accented letters are in words of ASCII ones, reads as none. Pure: bytes in, text out.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Encoding:
+    codec: str   # Python's name for it (a superset where Windows wrote one: cp932, cp949, cp950)
+    name: str    # as a user knows it, in the warning
+    iconv: str   # iconv's name for it, in the fix
+
+
+CP1251 = Encoding("cp1251", "cp1251 (Cyrillic)", "CP1251")
+KOI8_R = Encoding("koi8_r", "KOI8-R (Cyrillic)", "KOI8-R")
+KOI8_U = Encoding("koi8_u", "KOI8-U (Cyrillic)", "KOI8-U")
+GREEK = Encoding("iso8859_7", "ISO-8859-7 (Greek)", "ISO-8859-7")
+CP1253 = Encoding("cp1253", "cp1253 (Greek)", "CP1253")
+HEBREW = Encoding("cp1255", "cp1255 (Hebrew)", "CP1255")
+SHIFT_JIS = Encoding("cp932", "Shift-JIS (Japanese)", "CP932")
+EUC_JP = Encoding("euc_jp", "EUC-JP (Japanese)", "EUC-JP")
+GBK = Encoding("gbk", "GBK (GB2312, Chinese)", "GBK")
+BIG5 = Encoding("cp950", "Big5 (Chinese)", "CP950")
+EUC_KR = Encoding("cp949", "EUC-KR (Korean)", "CP949")
+# Each with what to try when it does not decode: Windows' Greek where ISO's has no character.
+# (Hebrew is among them as much so that a Hebrew file, whose letters read as Greek or Cyrillic
+# in those code pages, is not taken for either.)
+_CANDIDATES = ((CP1251,), (KOI8_U,), (GREEK, CP1253), (HEBREW,), (SHIFT_JIS,), (EUC_JP,), (GBK,), (BIG5,),
+               (EUC_KR,))
+
+# How much of a file's text is looked at (the whole is decoded, in C, to be sure it decodes).
+_SAMPLE = 65_536
+_FEW = 16   # letters of a script (CJK characters) below which a file says too little to be read in it
+_SHORT = 0.9   # ``_reads_as`` of a text that would read as its language's but for being that short
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_WORD = re.compile(r"[^\W\d_]{2,}")   # (a word of one letter, French "à", says nothing)
+# For each alphabet: a word of its letters, its small letters, what its text never holds, and
+# the letters it writes most (its vowels: a third of a Slavic text's letters, nearly half a
+# Greek one's and a third of a Hebrew one's).
+_CYRILLIC_WORD = re.compile("[\u0400-\u04ff]+")
+_CYRILLIC_LOWER = re.compile("[\u0430-\u045f\u0491]")
+_CYRILLIC_WRONG = re.compile("[\u0430-\u045f\u0491][\u0400-\u042f\u0490]")   # a capital after a small letter
+_CYRILLIC_COMMON = re.compile("[оаеиіОАЕИІ]")
+_GREEK_WORD = re.compile("[\u0370-\u03ff]+")
+_GREEK_LOWER = re.compile("[\u03ac-\u03ce]")
+# (a capital after a small letter, a final sigma within a word, a sigma ending one)
+_GREEK_WRONG = re.compile("[\u03ac-\u03ce][\u0386-\u03ab]|ς(?=[\u0370-\u03ff])|σ(?![\u0370-\u03ff])")
+_GREEK_COMMON = re.compile("[αεηιοάέήίόΑΕΗΙΟ]")
+_HEBREW_WORD = re.compile("[\u05d0-\u05ea]+")
+_HEBREW_WRONG = re.compile("[\u05da\u05dd\u05df\u05e3\u05e5](?=[\u05d0-\u05ea])")   # a final form within a word
+_HEBREW_COMMON = re.compile("[\u05d0\u05d4\u05d5\u05d9]")   # alef, he, vav, yod
+# CJK text: ideographs, kana, Hangul syllables, CJK punctuation and full-width forms
+# (half-width katakana are not: Shift-JIS makes them of any byte from 0xA1 to 0xDF).
+_CJK = re.compile("[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff\uff01-\uff60]")
+_KANA = re.compile("[\u3040-\u30ff]")
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+_IDEOGRAPH = re.compile("[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff01-\uff60]")
+# A space between two CJK characters (after an ASCII comma or stop too): Korean spaces its
+# words, Chinese and Japanese do not.
+_SPACED = re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3][,.;:!?]? (?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7a3])")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What ``read`` makes of a file: the ``text`` in ``encoding`` when exactly one reads as
+    its language's text (else None), and the candidates that come nearest (``likely``)."""
+    text: str | None
+    encoding: Encoding | None
+    likely: tuple[Encoding, ...]
+
+
+def read(data: bytes) -> Reading:
+    """``data`` (not UTF-8) read in the one legacy encoding whose text it is, if exactly one."""
+    fits: list[tuple[Encoding, str]] = []
+    near: list[tuple[float, Encoding]] = []
+    for tries in _CANDIDATES:
+        decoded = _decoded(data, tries)
+        if decoded is None:
+            continue
+        encoding, text = decoded
+        score = _reads_as(encoding, text[:_SAMPLE])
+        if score >= 1:
+            fits.append((encoding, text))
+        elif score > 0:
+            near.append((score, encoding))
+    if len(fits) == 1:
+        encoding, text = fits[0]
+        encoding = _koi8(encoding, data)
+        return Reading(text, encoding, (encoding,))
+    near.sort(key=lambda n: -n[0])
+    likely = [e for e, _ in fits] or [e for score, e in near if score >= _SHORT] or [e for _, e in near[:1]]
+    return Reading(None, None, tuple(_koi8(e, data) for e in likely))
+
+
+def _koi8(encoding: Encoding, data: bytes) -> Encoding:
+    """KOI8-U, the Cyrillic ``encoding`` ``data`` is read in, is KOI8-R when no Ukrainian
+    letter is in it (where KOI8-R draws boxes)."""
+    if encoding is KOI8_U and data.decode(KOI8_U.codec) == data.decode(KOI8_R.codec):
+        return KOI8_R
+    return encoding
+
+
+def _decoded(data: bytes, tries: tuple[Encoding, ...]) -> tuple[Encoding, str] | None:
+    for encoding in tries:
+        try:
+            return encoding, data.decode(encoding.codec)
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
+def _count(pattern: re.Pattern, text: str) -> int:
+    return sum(1 for _ in pattern.finditer(text))
+
+
+def _reads_as(encoding: Encoding, text: str) -> float:
+    """How well ``text`` (a file decoded in ``encoding``) reads as its language's text: 1 when
+    it does, between 0 and 1 when it comes near (its script, too little or mixed), else 0."""
+    if encoding in (CP1251, KOI8_U):
+        return _alphabet(text, _CYRILLIC_WORD, _CYRILLIC_LOWER, _CYRILLIC_WRONG, _CYRILLIC_COMMON, 0.25)
+    if encoding in (GREEK, CP1253):
+        return _alphabet(text, _GREEK_WORD, _GREEK_LOWER, _GREEK_WRONG, _GREEK_COMMON, 0.3)
+    if encoding is HEBREW:
+        return _alphabet(text, _HEBREW_WORD, None, _HEBREW_WRONG, _HEBREW_COMMON, 0.25)
+    return _cjk(encoding, text)
+
+
+def _alphabet(text: str, word: re.Pattern, lower: re.Pattern | None, wrong: re.Pattern,
+              common: re.Pattern, least: float) -> float:
+    """``_reads_as`` for an alphabet: its words beyond ASCII nearly all of the script's letters
+    alone (a Western file's accented letters are in words of ASCII ones: "café" read in cp1251
+    is "cafй"), and so nearly every character beyond ASCII (a CJK file read in it is half
+    box-drawing); most letters in lower case, none in upper case after one in lower case in a
+    word (Greek's accented vowels are capitals in cp1251), and at least ``least`` of them its
+    ``common`` ones (the vowels; a wrong code page gives rarer letters)."""
+    words = [w for w in _WORD.findall(text) if not w.isascii()]
+    pure = [w for w in words if word.fullmatch(w)]
+    n = sum(map(len, pure))
+    if not pure or len(pure) < 0.8 * len(words) or n < 0.85 * _count(_NON_ASCII, text):
+        return 0
+    if _count(common, text) < least * n or _count(wrong, text) > 0.01 * n or \
+            lower and _count(lower, text) < 0.6 * n:
+        return len(pure) / len(words) / 2
+    return 1 if n >= _FEW else _SHORT
+
+
+def _cjk(encoding: Encoding, text: str) -> float:
+    """``_reads_as`` for Japanese, Chinese or Korean: nearly every character beyond ASCII of
+    CJK text, as many as a third of the letters, and of the language's own kind: kana in
+    Japanese, Hangul syllables spaced as words in Korean, ideographs of the code page's common
+    part in Chinese (``_chinese``); Chinese and Japanese put no space between words."""
+    cjk = _count(_CJK, text)
+    if not cjk or cjk < 0.95 * _count(_NON_ASCII, text) or cjk < 0.3 * (cjk + _count(_ASCII_LETTER, text)):
+        return 0
+    kana, hangul, spaced = _count(_KANA, text), _count(_HANGUL, text), _count(_SPACED, text)
+    if encoding is EUC_KR:
+        fits = hangul >= 0.6 * cjk and spaced >= 0.05 * hangul
+    elif spaced > 0.05 * cjk:
+        fits = False
+    elif encoding in (SHIFT_JIS, EUC_JP):
+        fits = kana >= 0.15 * cjk
+    else:
+        fits = _count(_IDEOGRAPH, text) >= 0.9 * cjk and \
+            _chinese(encoding, collections.Counter(_NON_ASCII.findall(text)))
+    return (1 if cjk >= _FEW else _SHORT) if fits else 0.5
+
+
+def _chinese(encoding: Encoding, chars: collections.Counter) -> bool:
+    """Whether the characters beyond ASCII of a text read in ``encoding`` (GBK or Big5) are
+    Chinese text's: in GBK, nine in ten of GB2312 (text in another code page read in GBK falls
+    in its extensions); in Big5, nine in ten of its symbols and first, common, level (lead
+    bytes up to 0xC6), and some with a second byte below 0x80 (as two in five of Big5's
+    characters have; EUC-JP's and EUC-KR's, which read in Big5 too, never do)."""
+    total = sum(chars.values())
+    if encoding is GBK:
+        return sum(n for ch, n in chars.items() if _in_gb2312(ch)) >= 0.9 * total
+    pairs = [(ch.encode(encoding.codec), n) for ch, n in chars.items()]
+    return sum(n for b, n in pairs if b[0] <= 0xC6) >= 0.9 * total and \
+        sum(n for b, n in pairs if len(b) == 2 and b[1] < 0x80) >= 0.1 * total
+
+
+def _in_gb2312(ch: str) -> bool:
+    try:
+        ch.encode("gb2312")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def cjk_codec(data: bytes) -> Encoding | None:
+    """The CJK encoding ``data`` (a file's first bytes, maybe cut in a character at their end)
+    reads as text in, if any: bytes that also read as UTF-16 are that only when none does."""
+    for encoding in (SHIFT_JIS, EUC_JP, GBK, BIG5, EUC_KR):
+        try:
+            text = codecs.getincrementaldecoder(encoding.codec)().decode(data)
+        except UnicodeDecodeError:
+            continue
+        if _cjk(encoding, text) > 0:
+            return encoding
+    return None
