@@ -188,23 +188,27 @@ def _cjk(encoding: Encoding, text: str) -> float:
 def _chinese(encoding: Encoding, chars: collections.Counter) -> bool:
     """Whether the characters beyond ASCII of a text read in ``encoding`` (GBK or Big5) are
     Chinese text's: in GBK, nine in ten of GB2312 (text in another code page read in GBK falls
-    in its extensions); in Big5, nine in ten of its symbols and first, common, level (lead
-    bytes up to 0xC6), and some with a second byte below 0x80 (as two in five of Big5's
-    characters have; EUC-JP's and EUC-KR's, which read in Big5 too, never do)."""
+    in its extensions), and some with a first byte of 0xC9 or more (是 我 这 中 在 有 ...: a
+    third of Chinese text's; Korean in EUC-KR, read in GBK as GB2312's ideographs, has none);
+    in Big5, nine in ten of its symbols and first, common, level (first bytes up to 0xC6), and
+    some with a second byte below 0x80 (as two in five of Big5's characters have; EUC-JP's and
+    EUC-KR's, which read in Big5 too, never do)."""
     total = sum(chars.values())
     if encoding is GBK:
-        return sum(n for ch, n in chars.items() if _in_gb2312(ch)) >= 0.9 * total
+        pairs = [(_gb2312(ch), n) for ch, n in chars.items()]
+        return sum(n for b, n in pairs if b) >= 0.9 * total and \
+            sum(n for b, n in pairs if b and b[0] >= 0xC9) >= 0.1 * total
     pairs = [(ch.encode(encoding.codec), n) for ch, n in chars.items()]
     return sum(n for b, n in pairs if b[0] <= 0xC6) >= 0.9 * total and \
         sum(n for b, n in pairs if len(b) == 2 and b[1] < 0x80) >= 0.1 * total
 
 
-def _in_gb2312(ch: str) -> bool:
+def _gb2312(ch: str) -> bytes:
+    """``ch`` in GB2312, or b"" if it has no place there."""
     try:
-        ch.encode("gb2312")
-        return True
+        return ch.encode("gb2312")
     except UnicodeEncodeError:
-        return False
+        return b""
 
 
 def cjk_codec(data: bytes) -> Encoding | None:

@@ -191,6 +191,11 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         assert doc.text == text * 5 and warnings == [
             "w.txt: not valid UTF-8, read as cp1252; if its accents look wrong in answers, save it as UTF-8 "
             "from its encoding (the output of `iconv -f <its encoding> -t UTF-8 w.txt`)"], text
+    # Korean with no space is read in no code page: in GBK it is GB2312's ideographs (it was
+    # read as Chinese), lacking the commonest (是 我 这 中 在 ...).
+    f = write(tmp_path / "ko.txt", "서울은대한민국의수도입니다부산은항구도시입니다".encode("euc_kr") * 3)
+    [doc], warnings = read_documents(f, root=tmp_path)
+    assert doc.text.startswith("¼¿ïÀº") and "read as cp1252; it looks like" in warnings[0]
     # A few words of Russian or Chinese are too few to be sure of: read as before, the code page named.
     for text, codec, named in (("Привет, мир!\n", "cp1251", "cp1251 (Cyrillic)"), ("你好，世界。\n", "gbk", "GBK")):
         f = write(tmp_path / "s.txt", text.encode(codec))
