@@ -53,6 +53,7 @@ _FEW = 16   # letters of a script (CJK characters) below which a file says too l
 _SHORT = 0.9   # ``_reads_as`` of a text that would read as its language's but for being that short
 _ASCII_LETTER = re.compile(r"[A-Za-z]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _WORD = re.compile(r"[^\W\d_]{2,}")   # (a word of one letter, French "à", says nothing)
 # For each alphabet: a word of its letters, its small letters, what its text never holds, and
 # the letters it writes most (its vowels: a third of a Slavic text's letters, nearly half a
@@ -213,12 +214,14 @@ def _gb2312(ch: str) -> bytes:
 
 def cjk_codec(data: bytes) -> Encoding | None:
     """The CJK encoding ``data`` (a file's first bytes, maybe cut in a character at their end)
-    reads as text in, if any: bytes that also read as UTF-16 are that only when none does."""
+    reads as text in, if any: mostly CJK, and no control character (UTF-16 CJK text read in
+    GBK is ideographs among ASCII controls and NULs). Bytes that read as CJK text in UTF-16 too
+    are UTF-16 only when none does."""
     for encoding in (SHIFT_JIS, EUC_JP, GBK, BIG5, EUC_KR):
         try:
             text = codecs.getincrementaldecoder(encoding.codec)().decode(data)
         except UnicodeDecodeError:
             continue
-        if _cjk(encoding, text) > 0:
+        if not _CONTROL.search(text) and _cjk(encoding, text) > 0:
             return encoding
     return None

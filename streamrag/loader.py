@@ -78,7 +78,8 @@ TITLE_CHARS = 100
 # ends it, so a backtick in it closes no code span opened above (a comment after the open
 # tick was read as code); a file not in UTF-8 is read in the legacy code page its letters say
 # (``legacy``: cp1251, KOI8-R, ISO-8859-7, Shift-JIS, GBK, Big5, EUC-KR ...), when exactly one
-# does (it was cp1252 garbage).
+# does (it was cp1252 garbage); UTF-16 without a byte-order mark in polytonic Greek, with
+# combining accents, or in CJK with no punctuation in its first 8 KB is read (a binary file).
 VERSION = "13"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -746,15 +747,19 @@ def _utf16_codec(head: bytes) -> str | None:
     if half < 8:
         return None
     even, odd = head[0::2].count(0), head[1::2].count(0)
+    # (A zero on the other side is a character U+XX00's, as few are: ἀ, Ā, a combining grave
+    # accent; polytonic Greek was a binary file. Never both: a NUL is no text's.)
+    nuls = bytes(a | b for a, b in zip(head[0::2], head[1::2])).count(0) if even and odd else 0
     for zeros, others, codec, high in ((odd, even, "utf-16-le", head[1::2]),
                                        (even, odd, "utf-16-be", head[0::2])):
-        if others == 0 and (zeros > 0.3 * half or zeros >= max(2, 0.02 * half) and _one_block(high)):
+        if not nuls and others <= 0.05 * half and (
+                zeros > 0.3 * half or zeros >= max(2, 0.02 * half) and _one_block(high)):
             text = _head_text(head, codec)
             if text is None:
                 return None
             printable = sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in text)
             return codec if printable >= 0.98 * len(text) else None
-    cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec))]
+    cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec), head)]
     return cjk[0] if len(cjk) == 1 else None
 
 
@@ -768,20 +773,27 @@ _SHOWN_UNPRINTABLE = frozenset("\n\r\t\u00ad\u061c\u200b\u200c\u200d\u200e\u200f
 
 def _one_block(high: bytes) -> bool:
     """Whether ``high``, the high bytes of a file read as UTF-16, are those of text in one
-    alphabet: zeros (ASCII), its block's (0x05 in Hebrew, 0x0E in Thai) and General
-    Punctuation's (0x20: dashes and quotes), nearly all."""
+    alphabet: zeros (ASCII), its blocks' (0x05 in Hebrew, 0x0E in Thai; 0x03 and Greek
+    Extended's 0x1F in polytonic Greek, which was a binary file) and General Punctuation's
+    (0x20: dashes and quotes), nearly all."""
     counts = collections.Counter(high)
-    block = max((b for b in counts if b not in (0, 0x20)), key=counts.__getitem__, default=0)
-    return counts[0] + counts[0x20] + (counts[block] if block else 0) >= 0.98 * len(high)
+    blocks = sorted((b for b in counts if b not in (0, 0x20)), key=counts.__getitem__, reverse=True)[:2]
+    return counts[0] + counts[0x20] + sum(counts[b] for b in blocks) >= 0.98 * len(high)
 
 
 def _head_text(head: bytes, codec: str) -> str | None:
     """``head``, a file's first bytes, read as ``codec`` (a character cut at its end left out),
-    or None if it is not that."""
+    or None if it is not that. A few halves of a character (lone surrogates: at most 1% of
+    it, or 2) are left out too, said by the whole file's reading: with one, a short UTF-16
+    file was a binary one."""
     try:
-        return codecs.getincrementaldecoder(codec)().decode(head[: len(head) - len(head) % 2])
+        text = codecs.getincrementaldecoder(codec)("surrogatepass").decode(head[: len(head) - len(head) % 2])
     except UnicodeDecodeError:
         return None
+    halves = len(_LONE_SURROGATE.findall(text))
+    if halves > max(2, 0.01 * len(text)):
+        return None
+    return _LONE_SURROGATE.sub("", text) if halves else text
 
 
 # The characters of text in Chinese, Japanese or Korean: ASCII and Latin, Greek and Cyrillic,
@@ -804,19 +816,26 @@ _CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
 _ZERO_BYTE = re.compile("[\x01-\xff]")
 
 
-def _reads_as_cjk(text: str | None) -> bool:
-    """Whether ``text``, a file's first bytes read as UTF-16, is text in Chinese, Japanese or
-    Korean: nearly all of it CJK text's characters (``_CJK_TEXT``: not the private use area,
-    Yi, Glagolitic ... where 8-bit text and legacy encodings paired up fall), some of them only
-    UTF-16 makes (``_UTF16_ONLY``: sentences end in 。 or ！, lines in a line end, and Korean
-    is spaced; Shift-JIS read as UTF-16 is ideographs alone), and its ideographs not all pairs
-    of ASCII letters (``_CJK_LETTER``)."""
+def _reads_as_cjk(text: str | None, head: bytes) -> bool:
+    """Whether ``text``, a file's first bytes (``head``) read as UTF-16, is text in Chinese,
+    Japanese or Korean: nearly all of it CJK text's characters (``_CJK_TEXT``: not the private
+    use area, Yi, Glagolitic ... where 8-bit text and legacy encodings paired up fall), some of
+    them only UTF-16 makes (``_UTF16_ONLY``: sentences end in 。 or ！, lines in a line end,
+    and Korean is spaced; Shift-JIS read as UTF-16 is ideographs alone) or else nearly all
+    ideographs or Hangul, some of them again and again as a text's are (16-bit numbers that
+    fall there are nearly all different), when no legacy CJK encoding reads the bytes as text
+    (``legacy``): Chinese with no punctuation, or Korean with no space, in its first 8 KB was
+    a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``)."""
     if text is None or len(text) < 8:
         return False
     n = len(text)
-    if len(_CJK_TEXT.findall(text)) < 0.95 * n or len(_UTF16_ONLY.findall(text)) < 0.03 * n:
+    if len(_CJK_TEXT.findall(text)) < 0.95 * n:
         return False
     letters = _CJK_LETTER.findall(text)
+    if len(_UTF16_ONLY.findall(text)) < 0.03 * n and (
+            len(letters) < 0.9 * n or len(letters) >= 200 and len(set(letters)) > 0.75 * len(letters)
+            or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None):
+        return False
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming
     # 中国一汽 and 长春 was a binary file.)

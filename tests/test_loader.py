@@ -982,6 +982,40 @@ def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_n
         assert len(data) % 2 == 0 and said in warnings[0], (name, doc.text[:20], warnings)
 
 
+def test_utf16_without_a_byte_order_mark_that_was_called_binary_is_read_or_said_utf16(tmp_path):
+    import random
+    import struct
+    import unicodedata
+
+    # Polytonic Greek (Greek and Greek Extended: two blocks), and accents written as combining
+    # marks (U+0300: a zero on the other side, as in ἀ U+1F00) were binary files.
+    greek = "Ἐν ἀρχῇ ἦν ὁ λόγος, καὶ ὁ λόγος ἦν πρὸς τὸν θεόν, καὶ θεὸς ἦν ὁ λόγος.\n"
+    decomposed = unicodedata.normalize("NFD", "Le garçon très âgé a mangé une crème brûlée à la fenêtre.\n")
+    # Chinese with no punctuation and Korean with no space in the first 8 KB: no character
+    # only UTF-16 makes, and binary files.
+    chinese = "".join(ch for ch in _LEGACY["zh"] + _LEGACY["zh_tw"] if "\u4e00" <= ch <= "\u9fff") * 3
+    korean = "".join(ch for ch in _LEGACY["ko"] if "\uac00" <= ch <= "\ud7a3") * 3
+    for name, text in (("el", greek * 5), ("el-short", greek), ("nfd", unicodedata.normalize("NFC", decomposed) * 5),
+                       ("zh", chinese), ("ko", korean)):
+        written = decomposed * 5 if name == "nfd" else text
+        for codec in ("utf-16-le", "utf-16-be"):
+            f = write(tmp_path / f"{name}-{codec}.txt", written.encode(codec))
+            [doc], warnings = read_documents(f, root=tmp_path)
+            assert (doc.text, warnings) == (text, []), f.name
+    # A short one with half a character (a lone surrogate) was a binary file: it is UTF-16 broken.
+    for codec, half in (("utf-16-le", b"\x00\xd8"), ("utf-16-be", b"\xd8\x00")):
+        data = "Ada Osk met Bo Lund.\n".encode(codec)
+        with pytest.raises(InputError, match=r"^s\.txt: UTF-16 without a byte-order mark by its first bytes, "
+                                             r"but byte 20 is not UTF-16, so it is not indexed; save it as UTF-8$"):
+            read_documents(write(tmp_path / "s.txt", data[:20] + half + data[20:]), root=tmp_path)
+    # 16-bit numbers that fall among ideographs or Hangul, nearly all different, are binary still.
+    rng = random.Random(2)
+    for low, high in ((0x4E00, 0xA000), (0xAC00, 0xD7A4)):
+        f = write(tmp_path / "n.txt", struct.pack("<3000H", *(rng.randrange(low, high) for _ in range(3000))))
+        with pytest.raises(InputError, match="binary file"):
+            read_documents(f, root=tmp_path)
+
+
 def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
     # Arrays nested 100,000 deep raised RecursionError, and a lone surrogate escape
     # ("\ud800") reached the store as text no UTF-8 holds: each stopped `index` and `watch`.
