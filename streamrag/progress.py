@@ -33,7 +33,7 @@ class _Panel:
         table.add_column(style="bold cyan")
         table.add_column()
         table.add_row("stage", f"{p.stage}  ({time.monotonic() - self.started:.0f} s)")
-        table.add_row("files", f"{c['files_done']}/{t['files']}")
+        table.add_row("files", f"{c['files_done']}/{t.get('files', 0)}")
         table.add_row("chunks", f"{c['chunks_extracted']} extracted, {c['chunks_reused']} reused, "
                                 f"{c['chunks_total']} seen")
         if t["summaries"]:
@@ -57,7 +57,7 @@ STILL_S = 10.0  # off a terminal: seconds without a line before one says the sta
 
 def _counts_line(p: Progress) -> str:
     c, t = p.counts, p.totals
-    parts = [f"files {c['files_done']}/{t['files']}",
+    parts = [f"files {c['files_done']}/{t.get('files', 0)}",
              f"chunks {c['chunks_extracted']} extracted, {c['chunks_reused']} reused"]
     if t["summaries"]:
         parts.append(f"summaries {c['summaries_done']}/{t['summaries']}")

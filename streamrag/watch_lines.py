@@ -184,6 +184,8 @@ class StageLines:
         if self.quiet and llm is not None and answered(llm.stats):
             self.quiet = False   # it answers again: said now, and this sync's lines from here on
             self.daemon.outage.recovered()
+        if p.stage == "scanning" and "files" not in p.totals:
+            return   # a failure met while scanning (a folder it cannot list) comes before the count
         state = _STATES.get(p.stage, p.stage)
         if state == self.state:
             return

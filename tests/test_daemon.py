@@ -878,6 +878,33 @@ async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modifi
             assert (event["files"], event["renamed"], event["added"]) == (2, 1, 1) and "deleted" not in event
 
 
+async def test_a_sync_line_counts_the_files_it_scans_beside_a_folder_it_cannot_list(corpus, tmp_path, monkeypatch):
+    # A subfolder at chmod 000 made every sync say "initial sync: scanning 0 files" (`scanned`
+    # 0 in --json) of a folder of 4: its failure, recorded during the scan, made the line before
+    # the scan had counted them.
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "locked.txt").write_text("Lena Varga kept the keys of Lantern Hall.\n")
+    real_scandir = os.scandir
+
+    def scandir(path="."):   # (tests run as root, where chmod 000 refuses nothing)
+        if Path(path) == corpus / "sub":
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        async with send:
+            mark = len(events)
+            (corpus / "new.txt").write_text("Mira Osk opened the Lantern Museum in Torford.\n")
+            await send.send({(Change.added, str(corpus / "new.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    initial, changed = [e for e in events if e["state"] == "extracting" and "scanned" in e]
+    assert initial["message"] == "initial sync: scanning 4 files" and initial["scanned"] == 4, initial
+    assert changed["message"] == "1 changed file: scanning 5 files" and changed["scanned"] == 5, changed
+    assert any("sub: cannot list the folder" in e["message"] for e in events[:mark]), events
+
+
 async def test_an_event_on_a_file_whose_content_is_as_indexed_queues_nothing(corpus, tmp_path):
     # `touch corp/*.txt` said "queued 43 files (43 modified)" and ran a sync that changed
     # nothing: backups, `git checkout` and rsync filled the log with edits that were none.
