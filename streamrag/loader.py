@@ -627,8 +627,9 @@ def _binary(label: str) -> None:
     if kind in NOT_TEXT_FORMATS:   # (named on the command line: index.include is no matter)
         raise NotText(f"{label}: a {kind} file is not plain text, not indexed; convert it to "
                          ".txt or .md (with pdftotext or pandoc, for example) and index that")
-    raise NotText(f"{label}: binary file, not indexed; move it out of the folder, or leave "
-                     "its kind of name out of index.include")
+    # (Not "leave its kind of name out of index.include": for a blob.txt that drops every .txt.)
+    raise NotText(f"{label}: binary file, not indexed; move it out of the folder, or add it "
+                     "to index.exclude")
 
 
 def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:

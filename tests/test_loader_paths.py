@@ -371,7 +371,7 @@ def test_sync_leaves_out_outside_file_links_and_keeps_messages_on_one_line(tmp_p
         conn.close()
     assert "link_out.txt" not in paths
     assert message == ("evil\\nname.txt: binary file, not indexed; move it out of the folder, or "
-                       "leave its kind of name out of index.include")
+                       "add it to index.exclude")
 
 
 def test_a_pipe_given_by_name_is_not_called_missing(tmp_path):

@@ -651,6 +651,22 @@ async def test_a_file_whose_name_goes_on_with_a_hash_is_no_row_of_another(tmp_pa
     assert paths == ["a.md", "a.md#2.md", "rows.csv#1"]
 
 
+async def test_a_binary_file_among_text_is_named_with_a_fix_that_keeps_the_text(corpus, tmp_path):
+    # A binary blob.txt was "not indexed; move it out of the folder, or leave its kind of name
+    # out of index.include": leaving "*.txt" out would drop every text file with it.
+    (corpus / "blob.txt").write_bytes(bytes(range(256)) * 12)
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
+    first = await sync([corpus], settings, tmp_path / "b.db", root=corpus)
+    assert first.documents == 4 and first.failures == 1
+    [said] = [w for w in first.warnings if w.startswith("blob.txt: ")]
+    assert said == "blob.txt: binary file, not indexed; move it out of the folder, or add it to index.exclude"
+    # The fix it names: the file is left out, the text files stay, nothing fails.
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10, "exclude": ["blob.txt"]})
+    fixed = await sync([corpus], settings, tmp_path / "b.db", root=corpus)
+    assert fixed.documents == 4 and fixed.failures == 0 and fixed.documents_removed == 0
+    assert not [w for w in fixed.warnings if "blob.txt" in w], fixed.warnings
+
+
 async def test_an_index_kept_among_the_documents_is_not_one_of_them(corpus, tmp_path):
     # `--db notes/index.txt`: the database matched index.include, and every later run failed
     # on it ("binary file, not indexed; remove it"), advising to delete the index.
