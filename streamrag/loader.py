@@ -288,7 +288,7 @@ def why_unusable(path: Path | str) -> str:
         return f"cannot be read ({_safe(e.strerror or str(e))}), not indexed; check that it is readable"
     if stat.S_ISDIR(st.st_mode):   # (a file replaced by a folder since the scan was said a pipe)
         return "is a folder now (it was a file when the folder was scanned), not read; the next run looks inside it"
-    return "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
+    return "not a regular file (a pipe, socket or device), not indexed; remove it, or add it to index.exclude"
 
 
 def include_patterns(include: list[str] | None) -> list[str]:

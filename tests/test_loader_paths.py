@@ -215,13 +215,17 @@ def test_broken_links_loops_and_pipes_are_named_once(tmp_path):
     broken: list[Path] = []   # links leading nowhere, for `watch` to sync when their target appears
     assert scan([root], ["*.txt", "*.md"], root=root, skipped=skipped, broken=broken) == [doc]
     assert sorted(p.name for p in broken) == ["gone.txt", "loopA.txt", "loopB.txt"]
-    pipe = "not a regular file (a pipe, socket or device), not indexed; remove it or narrow index.include"
+    pipe = "not a regular file (a pipe, socket or device), not indexed; remove it, or add it to index.exclude"
     assert skipped == [
         f"fifo.txt: {pipe}",
         "gone.txt: broken symlink to missing, not indexed; fix or remove the link",
         "loopA.txt: symlink loop, not indexed; fix or remove the link",
         "loopB.txt: symlink loop, not indexed; fix or remove the link",
         f"pipe_link.md: {pipe}"]
+    # The fix it names leaves that one out alone ("narrow index.include" would drop every .txt).
+    skipped = []
+    assert scan([root], ["*.txt", "*.md"], root=root, exclude=["fifo.txt", "pipe_link.md"], skipped=skipped) == [doc]
+    assert not [s for s in skipped if "pipe" in s], skipped
 
 
 def test_socket_in_a_folder_is_named(tmp_path):
@@ -238,7 +242,7 @@ def test_socket_in_a_folder_is_named(tmp_path):
     skipped: list[str] = []
     assert scan([root], ["*.txt"], root=root, skipped=skipped) == [doc]
     assert skipped == ["sock.txt: not a regular file (a pipe, socket or device), not indexed; "
-                       "remove it or narrow index.include"]
+                       "remove it, or add it to index.exclude"]
 
 
 def test_broken_link_or_loop_named_directly_says_why(tmp_path):
@@ -425,8 +429,8 @@ def test_a_file_replaced_by_a_pipe_after_the_scan_does_not_hang_the_run(tmp_path
     assert not released.is_set(), "the run waited on the pipe"
     assert result.documents == 3
     assert [w for w in result.warnings if "guild.txt" in w] == [
-        "guild.txt: not a regular file (a pipe, socket or device), not indexed; remove it or narrow "
-        "index.include"]
+        "guild.txt: not a regular file (a pipe, socket or device), not indexed; remove it, or add it "
+        "to index.exclude"]
 
 
 def test_a_file_replaced_by_a_folder_after_the_scan_is_said_a_folder(tmp_path, monkeypatch):
