@@ -703,11 +703,13 @@ class Daemon:
         if inside and (self._replaced or self._gone):
             return   # it went with the folder, as the "replaced" or "gone" line said
         self._index_gone_said = True
+        paid = not self.settings.offline or self.settings.embeds   # (offline: nothing was paid for)
         line = (f"{self.db_path}: the index was deleted while watch ran"
                 + (" (rsync --delete or git clean -x on the folder?)" if inside else "")
-                + "; it is built again from the folder, and the answers it cached went with it, so "
-                "their calls are paid again" + ("; keep the index out of the folder (--db FILE or "
-                                                "store.path)" if inside else ""))
+                + ("; it is built again from the folder, and the answers it cached went with it, so "
+                   "their calls are paid again" if paid else
+                   "; it is built again from the folder (offline, it costs no model call)")
+                + ("; keep the index out of the folder (--db FILE or store.path)" if inside else ""))
         self.emit("warning", line, warning=line)
 
     async def _queue(self, batch: dict[str, str], *, ahead: bool = True) -> None:

@@ -1416,6 +1416,8 @@ async def test_an_index_deleted_under_the_daemon_is_said_and_built_again(corpus,
             await until(lambda: daemon.syncs == 2)
     warned = [e["message"] for e in events[mark:] if e["state"] == "warning"]
     assert len(warned) == 1 and "the index was deleted while watch ran" in warned[0], warned
+    # Offline nothing was paid for ("so their calls are paid again" was said of a free index).
+    assert "paid again" not in warned[0] and "offline, it costs no model call" in warned[0], warned
     assert db_count(db, "SELECT count(*) FROM files") == len(list(corpus.rglob("*.*")))
 
 
