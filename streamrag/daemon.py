@@ -196,6 +196,7 @@ class Daemon:
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
         self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
         self._syncing: dict[str, str] = {}       # ... of the sync under way (not synced yet either)
+        self._sync_run: str | None = None        # the run id of the sync under way
         self.syncs = 0
         self.indexers_made = 0                   # (a sync that made one collects it: ``_sync``)
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
@@ -826,6 +827,7 @@ class Daemon:
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           update_of=self._update_of)
         self.indexers_made += 1
+        self._sync_run = indexer.run_id
         lines = StageLines(self, indexer, reason, why, quiet=quiet)
         progress.listeners.append(lines)
         started = anyio.current_time()
@@ -834,7 +836,7 @@ class Daemon:
                 self.writer_lock.check()   # its file may have gone with a deleted folder
             result = await indexer.run([self.root])
         except Exception as caught:   # (groups too)
-            self._syncing = {}   # (pending again, ``_sync_failed``)
+            self._syncing, self._sync_run = {}, None   # (pending again, ``_sync_failed``)
             self.outage.tried_s = anyio.current_time() - started
             self.outage.attempted(indexer, began, failed=isinstance(caught, LLMUnavailableError))
             # Answered, then failed for another reason (the index locked): the outage is over,
@@ -846,7 +848,7 @@ class Daemon:
             self._sync_failed(e, indexer, queued, quiet=lines.quiet, initial=initial)
             self._update_of = self._update_of or indexer.run_id   # what it was for is still missing
             return False
-        self._syncing = {}
+        self._syncing, self._sync_run = {}, None
         self.outage.attempted(indexer, began)
         took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links)
@@ -1181,8 +1183,9 @@ class Daemon:
                     for table in ("documents", "entities", "communities"):
                         out[table] = store.scalar(f"SELECT count(*) FROM {table}")
                     # As `streamrag status` counts them: the last update's, once per item, but
-                    # those it settled.
-                    out["failures"] = failures_said(store, last_update(store))
+                    # those it settled; of the last sync that ended: the one under way records
+                    # its items as it meets them (a retry's line said 2, 0, 1, 2 failures).
+                    out["failures"] = failures_said(store, last_update(store, leaving=self._sync_run))
         # The failed items a retry sync waits for are pending too: an edit whose extraction
         # failed in an outage was synced (its file is not pending) but waits all the same.
         out.update(pending=self._files_pending(), failed_items=self._items_to_retry(),

@@ -155,10 +155,12 @@ def _by_runs(settled: list[dict]) -> dict[str, int]:
     return {str(runs): counts[runs] for runs in sorted(counts)}
 
 
-def last_update(store: Store) -> dict | None:
-    """The newest run that changed the index (not a query, not a daemon's extraction pass)."""
+def last_update(store: Store, *, leaving: str | None = None) -> dict | None:
+    """The newest run that changed the index (not a query, not a daemon's extraction pass), but
+    run ``leaving`` (a daemon's sync under way, whose failures grow as it goes)."""
     rows = store.query("SELECT id, command, started_at, finished_at, status FROM runs "
-                       "WHERE command NOT IN ('ask', 'watch:extract') ORDER BY started_at DESC LIMIT 1")
+                       "WHERE command NOT IN ('ask', 'watch:extract') AND id IS NOT ? "
+                       "ORDER BY started_at DESC LIMIT 1", (leaving,))
     return rows[0] if rows else None
 
 

@@ -1508,3 +1508,29 @@ async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goe
     assert _counts(events, "stopped") == [(5, left)], events
     stopped = events[-1]["message"]
     assert stopped.startswith(f"the whole folder not synced yet (5 new or changed files); {left} failed item"), stopped
+
+
+async def test_the_health_lines_failures_are_the_last_finished_syncs_not_the_retry_under_way(
+        corpus, tmp_path, simulator, monkeypatch):
+    # The health line read the failures of the sync under way, which records its items as it
+    # meets them: a retry in an outage made it say "2 failures", "0 failures", "1 failure",
+    # "2 failures", each a new health line, while nothing changed.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "h.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 3, timeout=30)
+        daemon.stop()
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch), health_s=0.005)
+    send, recv = scripted()
+    done = len(syncs)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= done + 5, timeout=30)   # its initial sync and retries
+        daemon.stop()
+    await switch.client.aclose()
+    said = [e["failures"] for e in events if e["state"] == "health"]
+    assert len(said) >= 2 and set(said) == {status_info(db)["failures_last_run"]}, said
