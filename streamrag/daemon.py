@@ -207,6 +207,10 @@ class Daemon:
         self._last_state: tuple[str, str] | None = None   # (state, message) of the last state line
         self._retries = 0                        # syncs scheduled only to retry failed calls
         self._retry_items = 0                    # items the scheduled retry sync is for
+        self._retry_chunks = 0                   # ... of them chunks, whose files' new versions wait
+        # The last sync failed and listed the files it left unindexed (pending now): the files of
+        # the chunks to retry are among them, and count as files, not as their chunks too.
+        self._files_listed = False
         # The first run of the update the next sync goes on with: set while syncs leave items
         # missing (failed, or published without them) and retry them, so `status` counts an item
         # once per update, not once per retry of an outage; None once none is left, or given up.
@@ -278,7 +282,13 @@ class Daemon:
         scheduled); before a sync got through, those the update it goes on with left missing
         (``_unfinished_update``), which a whole-folder sync retries."""
         marker = self.pending.get(".") or self._syncing.get(".")
-        return self._retry_items if marker == "retry" or marker == "rescan" and not self.syncs else 0
+        return self._retrying() if marker == "retry" or marker == "rescan" and not self.syncs else 0
+
+    def _retrying(self) -> int:
+        """The failed items to retry, each file or item once: a chunk's not while its file is
+        pending (a restart during an outage said "5 pending (1 failed item to retry)" of 5 files,
+        the one whose chunk failed counted twice)."""
+        return self._retry_items - (self._retry_chunks if self._files_listed else 0)
 
     def _why_sync(self) -> tuple[str, dict[str, Any]]:
         """What the next sync is for, ``2 changed files, retrying 3 failed items``, and its counts
@@ -290,8 +300,8 @@ class Daemon:
         marker = self.pending.get(".")
         why: dict[str, Any] = {"files": files}
         if marker == "retry":
-            parts.append(f"retrying {_n(self._retry_items, 'failed item')}")
-            why["failed_items"] = self._retry_items
+            parts.append(f"retrying {_n(self._retrying(), 'failed item')}")
+            why["failed_items"] = self._retrying()
         elif marker == "rescan":
             parts.append("the whole folder")
         why["whole_folder"] = marker == "rescan" or not parts
@@ -324,7 +334,7 @@ class Daemon:
         from streamrag.graph_state import GraphCache
 
         self.pending.clear()
-        self._retries = self._retry_items = 0
+        self._retries = self._retry_items = self._retry_chunks = 0
         self.graph_cache = GraphCache()   # a restored folder may bring an older index with it
         if self._gone:
             return
@@ -497,7 +507,7 @@ class Daemon:
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
-            self._update_of, self._retry_items = self._unfinished_update()
+            self._update_of, self._retry_items, self._retry_chunks = self._unfinished_update()
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
@@ -541,14 +551,18 @@ class Daemon:
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0)
 
-    def _unfinished_update(self) -> tuple[str | None, int]:
+    def _unfinished_update(self) -> tuple[str | None, int, int]:
         """The update the watch before this one left unfinished (``status.unfinished_update``),
         which its syncs go on with: the items it left missing are the same pending work, and a
         restart during an outage counted each of them again in `status`; and how many failed
-        items it published without (``status.left_missing``), counted until a sync gets through."""
+        items it published without (``status.left_missing``), counted until a sync gets through,
+        and of them the chunks."""
         with reading(self.db_path) as store:
             update = None if store is None else unfinished_update(store)
-            return update, 0 if update is None else left_missing(store)
+            if update is None:
+                return None, 0, 0
+            left = left_missing(store)
+            return update, left, left and len(index_rows.failed_chunks(store, last_update(store)["id"]))
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""
@@ -1002,6 +1016,8 @@ class Daemon:
         # a restart during an outage finds are known only so (its whole-folder sync's).
         for rel in indexer.not_indexed_files or ():
             self.pending.setdefault(rel, "modified")
+        if indexer.not_indexed_files is not None:   # (those of the chunks to retry among them)
+            self._files_listed = True
         self._spent_ahead(indexer)   # its calls were sent all the same
         unreachable = isinstance(e, LLMUnavailableError) and not self._once
         if unreachable and self.outage.current is not None:   # said when it began
@@ -1029,7 +1045,7 @@ class Daemon:
         it found leading nowhere)."""
         self.folder.note_links(broken)
         self.syncs += 1
-        self._index_gone_said = self._replaced = False
+        self._index_gone_said = self._replaced = self._files_listed = False
         self.last_sync_s = round(took, 3)
 
     def _say_warnings(self, result: SyncResult, *, initial: bool) -> None:
@@ -1106,6 +1122,7 @@ class Daemon:
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
+        self._retry_chunks = self._chunks_failed(result.run_id) if failed_items else 0
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)
             return False
@@ -1127,6 +1144,11 @@ class Daemon:
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True
+
+    def _chunks_failed(self, run_id: str) -> int:
+        """The chunks run ``run_id`` could not extract (``index_rows.failed_chunks``)."""
+        with reading(self.db_path) as store:
+            return 0 if store is None else len(index_rows.failed_chunks(store, run_id))
 
     def _once_left_out(self, result: SyncResult, failed_calls: int) -> None:
         """``--once``: the items left out make the run a failure, said as one."""

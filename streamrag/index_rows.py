@@ -529,11 +529,19 @@ def failures_recorded(store: Store) -> int:
     the system would not read once per update (it is read again by each: its stamp is of what
     can be looked at, ``on_disk.failure_stamp``). A daemon's syncs that go on with an update
     (``runs.update_of``: they retry what the ones before them left missing) count as that update:
-    an item failing in each retry of an hours-long outage counts once, not once per retry."""
+    an item failing in each retry of an hours-long outage counts once, not once per retry. The
+    chunks of a run that published nothing and left files unindexed are counted as those files
+    (``status.unindexed_chunks``), not as failures."""
     return store.scalar(
         "SELECT count(*) FROM (SELECT DISTINCT CASE WHEN f.stamp IS NULL THEN coalesce(r.update_of, f.run_id) END, "
         "f.stage, f.item, f.stamp FROM failures f LEFT JOIN runs r ON r.id = f.run_id "
-        "WHERE r.command IS NULL OR r.command != 'watch:extract')") or 0
+        "WHERE (r.command IS NULL OR r.command != 'watch:extract') AND NOT (f.stage IN ('extract', 'glean') "
+        f"AND {_UNINDEXED_FILES}))") or 0
+
+
+# A run that published nothing and left files unindexed (``not_indexed``), as ``runs r``.
+_UNINDEXED_FILES = ("coalesce(r.status != 'ok' AND json_valid(r.stats) "
+                    "AND coalesce(json_extract(r.stats, '$.not_indexed'), 0) > 0, 0)")
 
 
 def load_failures_by_kind(store: Store, run_id: str) -> dict[str, int]:
@@ -652,6 +660,13 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
         for r in rows:
             r["times"] = times.get((r["stage"], r["item"]), r["times"])
     return rows
+
+
+def failed_chunks(store: Store, run_id: str) -> set[tuple[str, str]]:
+    """The ``(stage, item)`` of the chunks run ``run_id`` could not extract (stages ``extract``
+    and ``glean``): the new version of a file holding one stays unpublished until it is extracted."""
+    return set(store.conn.execute("SELECT DISTINCT stage, item FROM failures WHERE run_id = ? "
+                                  "AND stage IN ('extract', 'glean')", (run_id,)))
 
 
 def update_of(store: Store, run_id: str) -> str | None:

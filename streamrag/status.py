@@ -54,6 +54,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         settled_now = settled_by(store, last_run, settled if report_budget is None
                                  else index_rows.settled(store, UNUSABLE_RUNS))
         unindexed, unindexed_files = index_rows.not_indexed(store, last_run["id"]) if last_run else (0, [])
+        in_unindexed = unindexed_chunks(store, last_run)   # (counted as their files)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -83,7 +84,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # watch's idle line says them)
             "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
-            "failures_last_run": failures_of(store, last_run) - len(settled_now),
+            "failures_last_run": failures_of(store, last_run) - len(settled_now) - len(in_unindexed),
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
             # or more (found from counts, not failures: the run that settled them recorded one,
             # a later run none); by those runs ({"3": 5, "4": 1}), for the line that says them
@@ -110,8 +111,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # but what it settled (said settled below);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
-            info["failures"] = index_rows.run_failures(store, last_run["id"] if last_run else "", failure_limit,
-                                                       leaving=settled_now)
+            listed = index_rows.run_failures(store, last_run["id"] if last_run else "",
+                                             failure_limit + len(in_unindexed), leaving=settled_now)
+            info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in in_unindexed][:failure_limit]
+            # ... those of the files it left unindexed: why they were (said with them)
+            info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in in_unindexed][:failure_limit]
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
@@ -201,8 +205,19 @@ def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple
 
 def failures_said(store: Store, run: dict | None) -> int:
     """Items that failed in ``run`` as ``status`` counts them (``failures_last_run``): each once,
-    those it settled left out."""
-    return failures_of(store, run) - len(settled_by(store, run, index_rows.settled(store, UNUSABLE_RUNS)))
+    those it settled left out, and the chunks of the files it left unindexed (``unindexed_chunks``)."""
+    return (failures_of(store, run) - len(settled_by(store, run, index_rows.settled(store, UNUSABLE_RUNS)))
+            - len(unindexed_chunks(store, run)))
+
+
+def unindexed_chunks(store: Store, run: dict | None) -> set[tuple[str, str]]:
+    """The ``(stage, item)`` of the chunks ``run`` failed to extract when it published nothing and
+    left files unindexed (``not_indexed_last_run``): chunks of those files, which count once, as
+    files. A restart during an outage said "failures 2 in the last update" beside "not indexed 5
+    new or changed files", two of the five counted twice."""
+    if run is None or run["status"] == "ok" or not index_rows.not_indexed(store, run["id"])[0]:
+        return set()
+    return index_rows.failed_chunks(store, run["id"])
 
 
 def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:
@@ -300,6 +315,7 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     lines += [f"    {name}" for name in named or []]
     if named and n > len(named):
         lines.append(f"    and {n - len(named)} more")
+    lines += [f"    [{f['stage']}] {f['message']}" for f in info.get("not_indexed_failures") or ()]
     return lines
 
 

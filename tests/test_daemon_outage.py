@@ -1352,8 +1352,11 @@ async def test_status_says_the_files_a_sync_given_up_in_an_outage_left_unindexed
         await send.aclose()
     await switch.client.aclose()
     files = sorted(p.name for p in corpus.iterdir() if p.is_file())
-    assert during["last_run"]["status"] == "failed" and 0 < during["failures_last_run"] < len(files), during
+    assert during["last_run"]["status"] == "failed", during
     assert during["not_indexed_last_run"] == len(files) and during["not_indexed_files"] == files, during
+    # The chunks it waited for are of those files, counted once, as the files; said with them.
+    assert during["failures_last_run"] == 0 and during["failures"] == [], during
+    assert 0 < len(during["not_indexed_failures"]) < len(files), during
     assert status_info(db, failures=True)["not_indexed_last_run"] == 0
 
 
@@ -1482,10 +1485,13 @@ async def test_a_watch_restarted_during_an_outage_counts_the_files_it_is_to_sync
     assert any(" 4 pending, " in e["message"] for e in events if e["state"] == "health"), events
 
 
-async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goes_on_with(
+async def test_a_watch_restarted_during_an_outage_counts_each_file_it_goes_on_with_once(
         corpus, tmp_path, simulator, monkeypatch):
     # An edit published without its chunks in an outage, then files added and a restart whose
-    # initial sync gets nowhere: the items the last watch left missing are pending too.
+    # initial sync gets nowhere: the edited file is pending, and its chunk the last watch left
+    # missing is not pending a second time. Its lines said "5 pending (1 failed item to retry)",
+    # and `status` "failures 2 in the last update" beside "not indexed 5 new or changed files",
+    # of 5 files in all.
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "f.db"
@@ -1502,12 +1508,14 @@ async def test_a_watch_restarted_during_an_outage_counts_the_failed_items_it_goe
     events = await _restart_down(settings, db, corpus, switch, syncs)
     await switch.client.aclose()
     # As `status` says it: 4 new files and guild.txt, whose new version is not indexed.
-    assert status_info(db, failures=True)["not_indexed_last_run"] == 5
-    assert _counts(events, "error") and set(_counts(events, "error")) == {(5, left)}, events
-    assert set(_counts(events, "health")) == {(5, left)}, events   # (a retry under way too)
-    assert _counts(events, "stopped") == [(5, left)], events
+    info = status_info(db, failures=True)
+    assert info["not_indexed_last_run"] == 5 and info["failures_last_run"] == 0, info
+    assert info["failures_total"] == left, info   # (the update's, once)
+    assert _counts(events, "error") and set(_counts(events, "error")) == {(5, 0)}, events
+    assert set(_counts(events, "health")) == {(5, 0)}, events   # (a retry under way too)
+    assert _counts(events, "stopped") == [(5, 0)], events
     stopped = events[-1]["message"]
-    assert stopped.startswith(f"the whole folder not synced yet (5 new or changed files); {left} failed item"), stopped
+    assert stopped.startswith("the whole folder not synced yet (5 new or changed files); the next start"), stopped
 
 
 async def test_the_health_lines_failures_are_the_last_finished_syncs_not_the_retry_under_way(

@@ -835,10 +835,14 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     assert "not indexed    2 new or changed files: the last update failed and published nothing" in text, text
     # How to list them is said once, on the failures line: it was said on both lines.
     assert text.count("(list them with --failures)") == 1, text
-    assert "failures       3 in the last update (list them with --failures)\n" in text, text
+    # Each file once: the binary file is a failure; the chunks the run waited for are of the files
+    # not indexed, which count them (it said "3 in the last update" beside those 2 files).
+    assert "failures       1 in the last update (list them with --failures)\n" in text, text
+    assert info["failures_last_run"] == info["failures_total"] == 1, info
     info, text = status_of(db, failures=True)
     assert info["not_indexed_files"] == ["guild.txt", "new.txt"]
-    assert "\n    guild.txt\n    new.txt\n" in text, text
+    assert "\n    guild.txt\n    new.txt\n    [extract] " in text, text   # (why, said with them)
+    assert [f["stage"] for f in info["failures"]] == ["load"] and info["not_indexed_failures"], info
 
     anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     info, text = status_of(db, failures=True)
