@@ -12,7 +12,9 @@ is one too: counted in ``cancelled`` (not ``errors``: the model did not fail it)
 tokens paid for all the same (the prompt of a request that went out, an answer streamed in
 part), and noted in memory at once, without awaiting anything, so it can neither hang nor be cut
 short by the cancellation it comes from. Its row is written with the next call's, in that call's
-transaction, or by ``flush`` when the client closes.
+transaction, or by ``flush`` when the client closes. A call the client itself ended, every try of
+the endpoint failing (``endpoint_health.GaveUp``), is noted so too, but as failed: its tries
+failed, and the error lines, the idle line and ``status`` all count it in ``errors``.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ UNUSABLE_RUNS = 3
 # asked_again: those unusable answers whose request was then answered usably (a report cut off at
 # max_tokens, asked again with more room): the call failed, its item did not;
 # cancelled: calls stopped by their caller once a try of theirs began (no failure of the model's);
-# gave_up: those of them the client ended, every try of the endpoint failing (``endpoint_health``):
-# their rows are cancelled ones, but their tries failed, and the lines of a run say them as failed
+# gave_up: of the errors, the calls the client ended, every try of the endpoint failing
+# (``endpoint_health``): failed, not cancelled (their rows too), as every line and `status` say them
 STAT_FIELDS = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "unusable", "asked_again",
                "cancelled", "gave_up")
 
@@ -52,7 +54,7 @@ class CallLog:
         self.store = store
         self.writer = writer
         self._stats: dict[str, dict[str, int]] = {}
-        self._unwritten: list[dict] = []   # cancelled calls' rows, not written yet
+        self._unwritten: list[dict] = []   # rows of calls cancelled (or given up), not written yet
 
     @property
     def stats(self) -> dict[str, dict[str, int]]:
@@ -80,7 +82,7 @@ class CallLog:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
-        await self._write([*self._take_unwritten(), record], put)
+        await self._write(self._take_unwritten(), [record], put)
 
     def asked_again(self, stage: str, answers: int) -> None:
         """Counts ``answers`` unusable answers (recorded as errors) whose request a later try
@@ -93,11 +95,13 @@ class CallLog:
         """Counts a call its caller cancelled after ``tries`` tries, none answered whole, and
         notes its row for the next write (``record``, ``flush``). The tokens are those paid for
         all the same (counted here: an answer streamed in part, and its prompt). ``why``: who
-        stopped it, when not its caller (a client that gave up on its endpoint: ``gave_up``). Awaits nothing: it runs where a
-        cancellation is being delivered."""
+        stopped it, when not its caller: a client that gave up on its endpoint, whose call failed
+        (``errors`` and ``gave_up``, its row an error, not cancelled: an idle line said "1
+        cancelled" and `status` "errors 0" of calls the error line counted as failed). Awaits
+        nothing: it runs where a cancellation is being delivered."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
-        counts["cancelled"] += 1
+        counts["cancelled" if why is None else "errors"] += 1
         if why is not None:
             counts["gave_up"] += 1
         counts["prompt_tokens"] += prompt_tokens
@@ -109,9 +113,9 @@ class CallLog:
                     else "its request sent, no answer begun")
         self._unwritten.append({
             **row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "latency_ms": round(latency_ms, 3), "cached": 0, "cancelled": 1, "created_at": time.time(),
-            "error": f"{CANCELLED} after {tries} tr{'y' if tries == 1 else 'ies'}, {answered}: "
-                     f"{why or 'its caller stopped waiting (a run that gave up, or was stopped)'}"})
+            "latency_ms": round(latency_ms, 3), "cached": 0, "cancelled": int(why is None), "created_at": time.time(),
+            "error": f"{CANCELLED if why is None else 'ended'} after {tries} tr{'y' if tries == 1 else 'ies'}, "
+                     f"{answered}: {why or 'its caller stopped waiting (a run that gave up, or was stopped)'}"})
 
     async def flush(self) -> None:
         """Writes the rows ``cancelled`` noted and no call's write took along (the client
@@ -121,7 +125,7 @@ class CallLog:
             return
         with anyio.CancelScope(shield=True):
             try:
-                await self._write(rows, None)
+                await self._write(rows, [], None)
             except StreamragError as e:
                 log.warning("%d cancelled LLM call(s) could not be recorded: %s", len(rows), e)
 
@@ -129,13 +133,13 @@ class CallLog:
         rows, self._unwritten = self._unwritten, []
         return rows
 
-    async def _write(self, rows: list[dict], put: Callable[[Store], None] | None) -> None:
-        """Writes ``rows``, after ``put``, in one transaction; rows of cancelled calls among
-        them are noted again when it fails, for the next write."""
+    async def _write(self, noted: list[dict], rows: list[dict], put: Callable[[Store], None] | None) -> None:
+        """Writes the rows ``noted`` (``cancelled``'s) and ``rows``, after ``put``, in one
+        transaction; those ``noted`` are noted again when it fails, for the next write."""
         def persist(store: Store) -> None:
             if put is not None:
                 put(store)
-            for record in rows:
+            for record in (*noted, *rows):
                 store.record_call(record)
 
         try:
@@ -145,7 +149,7 @@ class CallLog:
                 with self.store.transaction():
                     persist(self.store)
         except Exception:   # (a cancelled wait still had them committed: ``Writer.run``)
-            self._unwritten[:0] = [r for r in rows if r.get("cancelled")]
+            self._unwritten[:0] = noted
             raise
 
 

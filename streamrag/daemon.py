@@ -85,8 +85,8 @@ from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_wri
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
-from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed_or_given_up, calls_said,
-                                   clause, paid, seconds_said, summed)
+from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
+                                   paid, seconds_said, summed)
 from streamrag.watched_folder import WatchedFolder, reading
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -1034,10 +1034,10 @@ class Daemon:
 
     def _failed_counts(self, indexer: Indexer) -> dict[str, int]:
         """What an error line about a sync or an extraction ahead that failed counts, as the
-        ``outage`` and ``stopped`` lines do: its calls that failed or were given up on (``llm_errors``),
+        ``outage`` and ``stopped`` lines do: its calls that failed, given up on too (``llm_errors``),
         the changed files not synced yet (``pending``), and the failed items a retry sync waits for
         (``failed_items``)."""
-        failed = calls_failed_or_given_up(indexer.llm.stats) if indexer.llm is not None else 0
+        failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
         return {"llm_errors": failed, "pending": self._files_pending(), "failed_items": self._items_to_retry()}
 
     def _synced(self, took: float, broken: list[str]) -> None:
@@ -1116,9 +1116,9 @@ class Daemon:
         of the update): retried by a sync after a pause (False), or not (True). ``--once``:
         said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
-        # counts them, and those the client gave up on (cancelled there, their tries failed);
-        # whether no call got an answer is this sync's own question (below).
-        failed_calls = calls_failed_or_given_up(spent)
+        # counts them (those the client gave up on too); whether no call got an answer is this
+        # sync's own question (below).
+        failed_calls = calls_failed(spent)
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items

@@ -59,7 +59,7 @@ FAILURES = (("hard", "HTTP errors, dropped connections or malformed answers"), (
             ("loading", "said the model was loading"), ("timeout", "timed out or refused"))
 # The kinds of tries the model answered (usably or not), which end a span of only failed tries.
 ANSWERED = ("usable", "unusable", "cut_off")
-# The llm_calls row of a call a hopeless client ended (a cancelled one: ``CallLog.cancelled``).
+# The llm_calls row of a call a hopeless client ended (an error, not cancelled: ``CallLog.cancelled``).
 GAVE_UP = "the client gave up: the endpoint's tries had all failed (the run's error says how)"
 # How an error about an endpoint that failed ends for a command run once (a daemon retries by itself).
 RUN_AGAIN = "then run the same command (finished work is kept)"
@@ -69,8 +69,7 @@ PROXY_STATUSES = frozenset({408, 502, 503})
 
 class GaveUp(LLMUnavailableError):
     """A call ended by its client, not by its own tries: every try of the client failed, or every
-    one for ``llm.give_up_after_s`` (``hopeless``). Recorded as cancelled, as the run that gives up
-    with it would have it."""
+    one for ``llm.give_up_after_s`` (``hopeless``). Recorded as failed: its tries failed."""
 
 
 class EndpointHealth:

@@ -31,9 +31,9 @@ older version that the checks now reject is asked for again and replaced.
 A usable paid answer is written to the cache through the writer and committed before ``chat``
 returns, so a crash right after never pays for it twice. Every call, served from the cache or
 not, failed or not, becomes one ``llm_calls`` row, in the same transaction (``call_log.CallLog``);
-so does a call cancelled by its caller once a try of it began (a run that gave up, Ctrl-C), or
-ended by the client when every try failed (``hopeless``), counted as ``cancelled``, not as an
-error, and written with the next row or as the client closes.
+so does a call cancelled by its caller once a try of it began (a run that gave up, Ctrl-C),
+counted as ``cancelled``, not as an error, and one ended by the client when every try failed
+(``hopeless``), counted as an error; both are written with the next row or as the client closes.
 ``stats`` keeps the same counts in memory for progress display; its token counts are what was
 paid for (cache hits are counted in ``cached`` only).
 

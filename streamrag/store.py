@@ -139,6 +139,13 @@ def _calls_cancelled(conn: sqlite3.Connection) -> None:
         _add_column(conn, table, "cancelled", "INTEGER NOT NULL DEFAULT 0")
 
 
+def _calls_given_up_failed(conn: sqlite3.Connection) -> None:
+    """The calls a client gave up on, every try of its endpoint failing, recorded as cancelled
+    (``endpoint_health.GAVE_UP``): failed, as the lines of the run that made them said."""
+    conn.execute("UPDATE llm_calls SET cancelled = 0 WHERE cancelled = 1 AND error LIKE ?",
+                 ("%: the client gave up: %",))
+
+
 def _archive_answered(conn: sqlite3.Connection) -> None:
     """The paid calls' sums of ``llm_usage_archive`` for those answered usably alone. Rows
     archived before count none: their sums hold the unusable answers' and cancelled calls'
@@ -410,6 +417,10 @@ DROP TABLE IF EXISTS summary_answers;
     # `status` to tell a run under way from one killed where no lock tells: an `ask` takes no
     # writer lock, and one killed with -9 left its row "running" for good.
     ("runs_process", _runs_process),
+    # The calls a client gave up on were recorded as cancelled, and `status` said "errors 0" of
+    # them while the error lines of `watch` counted them as failed. (Those already folded into
+    # llm_usage_archive stay counted as cancelled: its sums do not tell them apart.)
+    ("calls_given_up_failed", _calls_given_up_failed),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -94,8 +94,9 @@ def answered(llm_stats: dict) -> bool:
 
 def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     """The calls of an update as its idle line says them, those that failed as failed: during an
-    outage "4 LLM calls, all failed", not "4 LLM calls"; those cancelled as a sync gave up as
-    cancelled ("9 LLM calls, 3 failed, 6 cancelled"). An unusable answer whose request was then
+    outage "4 LLM calls, all failed", not "4 LLM calls" (those the client gave up on, every try
+    failing, among them); those cancelled as a sync gave up as cancelled ("9 LLM calls, 3
+    failed, 6 cancelled"). An unusable answer whose request was then
     answered (a report cut off at max_tokens, asked again with more room) is said as asked
     again, not failed ("24 LLM calls, 4 answers asked again"): nothing was left out for it, and
     `status` said "failures 0"."""
@@ -116,18 +117,10 @@ def asked_again(llm_stats: dict) -> int:
 
 
 def calls_failed(llm_stats: dict) -> int:
-    """Of an update's calls (per-stage stats), those that failed: the answers asked again left
-    nothing out, so they are not among them."""
+    """Of an update's calls (per-stage stats), those that failed, as the idle line and an error
+    line (``llm_errors``) count them: those the client gave up on (``llm.give_up_after_s``)
+    included; the answers asked again left nothing out, so they are not among them."""
     return sum(s.get("errors", 0) for s in llm_stats.values()) - asked_again(llm_stats)
-
-
-def calls_failed_or_given_up(llm_stats: dict) -> int:
-    """Of an update's calls (per-stage stats), as an error line counts them (``llm_errors``): those
-    that failed (``calls_failed``) and those the client gave up on, every try of the endpoint
-    failing (``llm.give_up_after_s``). Those are cancelled rows, and the idle line says them so
-    (their caller did not fail them), but the error line of an endpoint given up on said
-    ``llm_errors`` 0 of the calls whose failed tries made it give up."""
-    return calls_failed(llm_stats) + sum(s.get("gave_up", 0) for s in llm_stats.values())
 
 
 def summed(*llm_stats: dict) -> dict[str, dict[str, int]]:

@@ -1066,13 +1066,13 @@ def test_calls_cancelled_as_a_sync_gave_up_got_no_answer_and_are_said_as_cancell
     assert not answered(gave_up)
     assert calls_said(9, 0, gave_up) == "9 LLM calls, 3 failed, 6 cancelled"
     assert answered({"extract": {**gave_up["extract"], "calls": 10}})
-    # Of them, those the client gave up on (its endpoint failing every try) are cancelled rows,
-    # as the idle line says them, but an error line counts them as failed (``llm_errors``).
-    from streamrag.watch_lines import calls_failed_or_given_up
+    # Those the client gave up on (its endpoint failing every try) are failed ones, as the idle
+    # line and an error line (``llm_errors``) both count them (``CallLog.cancelled``).
+    from streamrag.watch_lines import calls_failed
 
-    given_up = {"extract": {**gave_up["extract"], "gave_up": 4}}
-    assert calls_said(9, 0, given_up) == "9 LLM calls, 3 failed, 6 cancelled"
-    assert calls_failed_or_given_up(given_up) == 7 and calls_failed_or_given_up(gave_up) == 3
+    given_up = {"extract": {**gave_up["extract"], "errors": 7, "cancelled": 2, "gave_up": 4}}
+    assert calls_said(9, 0, given_up) == "9 LLM calls, 7 failed, 2 cancelled"
+    assert calls_failed(given_up) == 7 and calls_failed(gave_up) == 3
 
 
 async def test_an_outage_that_ends_in_an_extraction_ahead_is_said_to_end(corpus, tmp_path, simulator,
@@ -1370,7 +1370,7 @@ class AskingToWait(Switch):
         return await super().__call__(request)
 
 
-async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_counts_its_failed_calls(
+async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_its_calls_as_failed_everywhere(
         corpus, tmp_path, simulator, monkeypatch):
     # The error line of an endpoint found hopeless (answering only 503 for llm.give_up_after_s)
     # told the daemon's user to "run the same command (finished work is kept)", while the daemon
@@ -1391,15 +1391,22 @@ async def test_an_endpoint_given_up_on_is_said_as_a_daemon_retrying_it_and_count
     assert "raising llm.give_up_after_s (0.3 s) waits longer" in message, message
     assert "run the same command" not in message and "a run after the fix" not in message, message
     assert error["failed_items"] == 0 and error["pending"] == 1, error
-    # The calls the client gave up on failed (their rows are cancelled ones): the line said
-    # `llm_errors` 0 of an endpoint that had failed every try for llm.give_up_after_s.
+    # The calls the client gave up on failed: the line said `llm_errors` 0 of an endpoint that
+    # had failed every try for llm.give_up_after_s.
     store = Store(tmp_path / "g.db", readonly=True)
     try:
-        gave_up = store.query("SELECT run_id, count(*) AS n FROM llm_calls WHERE cancelled = 1 AND error LIKE ? "
+        gave_up = store.query("SELECT run_id, count(*) AS n FROM llm_calls WHERE cancelled = 0 AND error LIKE ? "
                               "GROUP BY run_id ORDER BY min(id)", (f"%{GAVE_UP}%",))
     finally:
         store.close()
     assert gave_up and error["llm_errors"] == gave_up[0]["n"] >= 1, (error, gave_up)
+    # ... and so did the idle line and `status`, which said them "cancelled" ("3 LLM calls, 1
+    # cancelled"; errors 0), as if the run had stopped them.
+    idle = [e for e in events if e["state"] == "idle"][-1]
+    assert idle["llm"]["cancelled"] == 0 and idle["llm"]["errors"] == error["llm_errors"], idle
+    assert f", {error['llm_errors']} failed; sync " in idle["message"], idle["message"]
+    llm = status_info(tmp_path / "g.db")["llm"]
+    assert llm["cancelled"] == 0 and llm["errors"] == sum(r["n"] for r in gave_up), (llm, gave_up)
 
 
 async def test_the_health_line_counts_the_files_of_a_sync_under_way_as_pending(corpus, tmp_path, simulator,

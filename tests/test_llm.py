@@ -2168,7 +2168,7 @@ async def test_an_embedding_call_a_hopeless_client_ends_counts_no_inputs_of_trie
     rows = calls(store)
     store.close()
     assert len(errors) == 4 and all("failed every one of the" in e for e in errors), errors[:1]
-    assert [(r["cancelled"], r["prompt_tokens"]) for r in rows] == [(1, 0)] * 4, [r["error"] for r in rows]
+    assert [(r["cancelled"], r["prompt_tokens"]) for r in rows] == [(0, 0)] * 4, [r["error"] for r in rows]
 
 
 async def test_a_streamed_answer_cancelled_midway_records_what_it_streamed(tmp_path):
@@ -2437,10 +2437,10 @@ async def test_an_outage_after_tries_timed_out_is_waited_for_as_long_as_any(tmp_
             assert not llm.hopeless
     assert answer.text == "fine" and time.monotonic() - started > 1.0
 
-async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_prompt_sent(tmp_path, monkeypatch):
-    """The calls ended because every try failed were not failed by their own tries: they are
-    cancelled rows, as those of a run that gave up, and the try hung at the server when they
-    ended counts the prompt it sent. (They were 13 errors, the hung one with 0 prompt tokens.)"""
+async def test_calls_a_hopeless_client_ends_are_recorded_as_failed_with_the_prompt_sent(tmp_path, monkeypatch):
+    """The calls ended because every try failed are failed calls (not cancelled ones: the idle
+    line and `status` said "cancelled" of calls the daemon's error lines counted as failed), and
+    the try hung at the server when they ended counts the prompt it sent. (It had 0 prompt tokens.)"""
     from streamrag.simulator import Simulator, SimulatorConfig
 
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
@@ -2473,12 +2473,12 @@ async def test_calls_a_hopeless_client_ends_are_recorded_as_cancelled_with_the_p
     rows = calls(store)
     store.close()
     assert len(errors) == 13 and all("failed every one of the 12 tries" in e for e in errors), errors[:1]
-    assert (stats["calls"], stats["errors"], stats["cancelled"]) == (13, 0, 13), stats
-    assert [r["cancelled"] for r in rows] == [1] * 13, [r["error"] for r in rows]
+    assert (stats["calls"], stats["errors"], stats["cancelled"], stats["gave_up"]) == (13, 13, 0, 13), stats
+    assert [r["cancelled"] for r in rows] == [0] * 13, [r["error"] for r in rows]
     assert all("the client gave up" in r["error"] for r in rows), rows[0]["error"]
     (slow,) = [r for r in rows if r["prompt_tokens"]]
     assert slow["prompt_tokens"] == count_message_tokens(ask("slow")), slow
-    assert slow["error"].startswith("cancelled after 1 try, its request sent, no answer begun"), slow["error"]
+    assert slow["error"].startswith("ended after 1 try, its request sent, no answer begun"), slow["error"]
 
 
 async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_tries_answered_with_errors(
@@ -2508,7 +2508,7 @@ async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_
     rows = calls(store)
     store.close()
     assert len(errors) == 12 and all("failed every one of the" in e for e in errors), errors[:1]
-    assert [r["cancelled"] for r in rows] == [1] * 12, [r["error"] for r in rows]
+    assert [r["cancelled"] for r in rows] == [0] * 12, [r["error"] for r in rows]
     assert [r["prompt_tokens"] for r in rows] == [0] * 12, [r["error"] for r in rows]
     assert all(", none answered: the client gave up" in r["error"] for r in rows), rows[0]["error"]
-    assert (stats["cancelled"], stats["prompt_tokens"]) == (12, 0), stats
+    assert (stats["errors"], stats["cancelled"], stats["prompt_tokens"]) == (12, 0, 0), stats

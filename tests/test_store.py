@@ -1424,3 +1424,30 @@ def test_a_look_at_an_index_left_with_its_log_adds_no_file_beside_it(tmp_path):
     conn.close()
     assert root_and_paths(copy / "index.db") == ("/notes", ["a.md"])
     assert sorted(p.name for p in copy.iterdir()) == ["index.db", "index.db-wal"]
+
+
+def test_calls_a_client_gave_up_on_recorded_as_cancelled_are_made_failed(tmp_path):
+    # Recorded as cancelled, they were "errors 0, cancelled 2" in `status` of calls whose tries
+    # had all failed (the daemon's error lines counted them as failed); a call its run stopped
+    # stays cancelled.
+    from streamrag.endpoint_health import GAVE_UP
+    from streamrag.status import gather_status
+    from streamrag.store import MIGRATIONS
+
+    db = tmp_path / "old.db"
+    s = Store(db)
+    rows = [("cancelled after 3 tries, none answered: " + GAVE_UP, 1), ("cancelled after 1 try, none answered: "
+            + GAVE_UP, 1), ("cancelled after 1 try, none answered: its caller stopped waiting", 1)]
+    for error, cancelled in rows:
+        s.record_call({"run_id": "r", "stage": "extract", "model": "m", "prompt": "", "prompt_version": "",
+                       "cache_key": "k", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 1.0,
+                       "cached": 0, "error": error, "cancelled": cancelled})
+    s.set_meta("schema_version", str(len(MIGRATIONS) - 1))   # as written before the fix-up
+    s.conn.commit()
+    s.close()
+    s = Store(db, readonly=True)
+    try:
+        llm = gather_status(s)["llm"]
+    finally:
+        s.close()
+    assert (llm["calls"], llm["errors"], llm["cancelled"]) == (3, 2, 1), llm
