@@ -299,7 +299,7 @@ class Daemon:
             parts.append(_n(files, "changed file"))
         marker = self.pending.get(".")
         why: dict[str, Any] = {"files": files}
-        if marker == "retry":
+        if marker == "retry" and self._retrying():   # (none: its chunks' files are pending, said above)
             parts.append(f"retrying {_n(self._retrying(), 'failed item')}")
             why["failed_items"] = self._retrying()
         elif marker == "rescan":
