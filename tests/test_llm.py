@@ -25,7 +25,7 @@ from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
-from streamrag.ratelimit import parse_retry_after
+from streamrag.ratelimit import MinuteBudget, parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.writer import Writer
@@ -375,23 +375,37 @@ async def test_a_fresh_client_sends_a_minutes_budget_at_once(tmp_path):
         async with client(tmp_path, endpoint, requests_per_minute=LLMSettings().requests_per_minute,
                           tokens_per_minute=LLMSettings().tokens_per_minute,
                           concurrency=64) as (llm, _):
-            started = time.monotonic()
             await llm.chat(ask(big), model="m1", stage="s")
-            first = endpoint.times[0] - started
+            # Nothing waited for, the first request either (the old one-second bucket held it
+            # 1.4 s): counted by the budgets' waits, not timed.
+            assert llm._tpm.waited_s == 0 and llm._rpm.waited_s == 0
             async with anyio.create_task_group() as tg:
                 for i in range(n - 1):
                     tg.start_soon(lambda i=i: llm.chat(ask(f"{big}{i:02}"), model="m1", stage="s"))
             assert llm._tpm.waited_s == 0 and llm._rpm.waited_s == 0
             assert llm._rpm.total == n
     assert len(endpoint.requests) == n
-    assert first < 1.0  # nothing waited for; the old one-second bucket took > 1.4 s here
+
+
+def admissions(budget: MinuteBudget) -> list[tuple[float, float]]:
+    """Filled as ``budget`` lets each request go: the time on its clock, and its waits so far."""
+    let_go: list[tuple[float, float]] = []
+    take = budget.take
+
+    def taking(amount: float) -> list[float]:
+        ticket = take(amount)
+        let_go.append((ticket[0], budget.waited_s))
+        return ticket
+
+    budget.take = taking
+    return let_go
 
 
 async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, monkeypatch):
     # The window shrunk from 61 s to 0.4 s: 5 requests a window, so of 12 sent at once, every
     # request goes at least a window after the one 5 before it (no window holds more than 5).
-    # Times are taken where the requests arrive, after the client let them go: a busy machine
-    # can delay one by tens of milliseconds, hence the 50 ms slack (without the limiter the gaps
+    # Times are the limiter's own, as it let each request go (``admissions``): where they
+    # arrive, a busy machine delayed one by tens of milliseconds (without the limiter the gaps
     # would be about zero).
     import streamrag.ratelimit
 
@@ -399,16 +413,17 @@ async def test_requests_beyond_a_minutes_budget_wait_for_the_window(tmp_path, mo
     monkeypatch.setattr(streamrag.ratelimit, "WINDOW_S", window)
     endpoint = Endpoint()
     n, limit = 12, 5
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, requests_per_minute=limit, concurrency=64) as (llm, _):
+            let_go = admissions(llm._rpm)
             async with anyio.create_task_group() as tg:
                 for i in range(n):
                     tg.start_soon(lambda i=i: llm.chat(ask(f"q{i}"), model="m1", stage="s"))
-    times = endpoint.times
-    assert len(times) == n
+    assert len(endpoint.requests) == len(let_go) == n
+    times = [t for t, _ in let_go]
     for i in range(limit, n):
-        assert times[i] - times[i - limit] >= window - 0.05, f"request {i} too early"
-    assert times[limit - 1] - times[0] < window  # the first window's worth went at once
+        assert times[i] - times[i - limit] >= window - 1e-9, f"request {i} too early"
+    assert [waited for _, waited in let_go[:limit]] == [0] * limit   # the first window's worth went at once
 
 
 
@@ -485,8 +500,9 @@ async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_stil
     max_tokens = 40
     cost = count_message_tokens(ask("q00")) + max_tokens
     limit = 3 * cost  # three requests a window
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, tokens_per_minute=limit, concurrency=64) as (llm, _):
+            let_go = admissions(llm._tpm)   # (the limiter's times: see the test above)
             async with anyio.create_task_group() as tg:
                 for i in range(7):
                     tg.start_soon(lambda i=i: llm.chat(ask(f"q{i:02}"), model="m1", stage="s",
@@ -494,11 +510,11 @@ async def test_tokens_beyond_a_minutes_budget_wait_and_an_oversized_request_stil
             # Bigger than a whole window's budget: clamped to it, so it waits, but it goes.
             await llm.chat(ask("huge " * 2000), model="m1", stage="s", max_tokens=max_tokens)
             assert llm._tpm.total <= limit
-    times = endpoint.times
-    assert len(times) == 8
+    assert len(endpoint.requests) == len(let_go) == 8
+    times = [t for t, _ in let_go]
     for i in range(3, 7):
-        assert times[i] - times[i - 3] >= window - 0.05, f"request {i} too early"
-    assert times[7] - times[6] >= window - 0.05  # the oversized one waited for an empty window
+        assert times[i] - times[i - 3] >= window - 1e-9, f"request {i} too early"
+    assert times[7] - times[6] >= window - 1e-9  # the oversized one waited for an empty window
 
 
 @pytest.mark.parametrize("per_minute", [1, 2, 7, 60, 500, 200000])
@@ -736,15 +752,14 @@ class Trickle:
 async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_s(tmp_path, kind):
     # A server trickling bytes (keep-alives, a body that never ends) hung index and ask forever:
     # httpx's timeout is per read. A try that makes no progress for request_timeout_s (and a
-    # margin) is now a timeout, retried as max_retries says.
+    # margin) is now a timeout, retried as max_retries says. (Each server here never ends, or is
+    # silent for an hour: a try not cut short meets the guard.)
     endpoint = Trickle(kind)
-    started = time.monotonic()
-    with anyio.fail_after(4):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=1) as (llm, store):
             with pytest.raises(LLMUnavailableError) as err:
                 await llm.chat(ask(), model="m1", stage="s",
                                on_delta=(lambda _t: None) if kind == "keepalive" else None)
-    assert time.monotonic() - started < 3
     message = str(err.value)   # (the retry had twice the time)
     assert "made no progress for 0.6 s (timeout)" in message and "llm.request_timeout_s" in message
     assert "failed 2 time(s)" in message and "\n" not in message
@@ -756,7 +771,7 @@ async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
     # A whole answer that takes longer than request_timeout_s (a long report from a model on a
     # CPU) timed out the same way on each of its 7 tries, every one generated in full.
     endpoint = Endpoint(latency=0.7)
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=3) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="report")
             again = await llm.chat(ask("next"), model="m1", stage="report")   # the model's time is kept
@@ -765,7 +780,7 @@ async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
     # Growth stops at TIMEOUT_GROWTH_MAX times the setting, and a try timed out at that ends the
     # call: a server that never answers fails after 0.1 + 0.2 + 0.4 s of tries.
     slow = Endpoint(latency=1.0)
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path / "slow", slow, request_timeout_s=0.1, max_retries=6) as (llm, _):
             with pytest.raises(LLMUnavailableError, match=r"failed 3 time\(s\), last: the answer made no "
                                                           r"progress for 0.4 s \(timeout\)"):
@@ -776,10 +791,10 @@ async def test_a_server_that_hangs_now_and_then_keeps_every_calls_retries(tmp_pa
     # Once the model's timeout had grown to its longest, any one hang ended a call with no
     # retry ("failed 1 time(s)" under max_retries 6), for the rest of the run.
     async def hang(body):
-        await anyio.sleep(10)
+        await anyio.sleep(3600)
 
     endpoint = Endpoint(hang, hang)   # then answers
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6) as (llm, _):
             first = await llm.chat(ask("a"), model="m1", stage="s")    # 0.1, 0.2 s timed out; answered
             second = await llm.chat(ask("b"), model="m1", stage="s")   # empty script: answered at once
@@ -792,10 +807,10 @@ async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_
     # A server that hung once left every later try of the run (a daemon's whole life) waiting 4
     # times request_timeout_s: the next real hang took 4 times as long to be noticed.
     async def hang(body):
-        await anyio.sleep(10)
+        await anyio.sleep(3600)
 
-    async def slow(body):   # within the grown 0.4 s, not within half of it
-        await anyio.sleep(0.25)
+    async def slow(body):   # within the grown 0.8 s, not within half of it
+        await anyio.sleep(0.45)
         return httpx.Response(200, json=chat_body("slow"))
 
     class Timed(Endpoint):
@@ -807,15 +822,17 @@ async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_
             self.timeouts.append(try_timeouts.TRY.get()[2])
             return await super().__call__(request)
 
+    # (From 0.2 s: an answer at once is within half of each grown timeout, 0.8 s and 0.4 s, on a
+    # busy machine too; from 0.1 s, one there took longer than half of 0.2 s.)
     n = try_timeouts.TIMEOUT_SHRINK_AFTER
     endpoint = Timed(hang, hang)
-    with anyio.fail_after(10):
-        async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6) as (llm, _):
-            await llm.chat(ask("a"), model="m1", stage="s")   # 0.1, 0.2 s timed out; quick at 0.4
+    with anyio.fail_after(60):
+        async with client(tmp_path, endpoint, request_timeout_s=0.2, max_retries=6) as (llm, _):
+            await llm.chat(ask("a"), model="m1", stage="s")   # 0.2, 0.4 s timed out; quick at 0.8
             endpoint.script[:] = [slow]   # not quick: the quick answers are counted again from 0
             for i in range(1 + 2 * n + 1):
                 await llm.chat(ask(f"q{i}"), model="m1", stage="s")
-    assert endpoint.timeouts == [0.1, 0.2, 0.4, 0.4] + [0.4] * n + [0.2] * n + [0.1]
+    assert endpoint.timeouts == [0.2, 0.4, 0.8, 0.8] + [0.8] * n + [0.4] * n + [0.2]
 
 
 class Hangs(Endpoint):
@@ -854,11 +871,9 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
     # A server that stopped answering mid-run made each batch of calls wait out its whole
     # schedule of timeouts: 60 documents took 5 minutes at a 1 s timeout (10 hours at 120 s).
     endpoint = Hangs()
-    started = time.monotonic()
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
             results = await gather_errors(llm, [f"c{i}" for i in range(40)])
-            elapsed = time.monotonic() - started
             # Still hanging: the try that checks has the setting's time, not the grown one
             # (each stage of a run paid four timeouts to learn the server still hangs).
             assert "has answered nothing" in (await gather_errors(llm, ["check"]))["check"]
@@ -866,8 +881,7 @@ async def test_once_a_server_hangs_other_calls_fail_at_once_until_it_answers_aga
             endpoint.hanging = False   # back: the next call's one try finds out, and calls go on
             again = {**await gather_errors(llm, ["d1"]), **await gather_errors(llm, ["d2"])}
     # Nothing answered for one call's schedule (0.1 + 0.2 + 0.4 s of tries), then one try at a
-    # time: not ten batches of schedules (about 7 s, 85 tries).
-    assert elapsed < 2.5, elapsed
+    # time: not ten batches of schedules (about 7 s, 85 tries), counted by the tries, not timed.
     assert len(endpoint.requests) <= 24, len(endpoint.requests)
     silent = [m for m in results.values() if "has answered nothing for" in m]
     assert len(results) == 40 and len(silent) >= 30
@@ -881,7 +895,7 @@ async def test_calls_that_come_while_one_checks_a_hung_server_go_on_when_it_answ
     # Calls that came while one try checked whether the hung server was back failed at once,
     # even when that try was answered: a run that saw the server come back ended with failures.
     endpoint = Hangs()
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.1, max_retries=6, concurrency=4) as (llm, _):
             await gather_errors(llm, [f"c{i}" for i in range(4)])
             assert llm._reach.silent
@@ -902,7 +916,7 @@ async def test_a_call_timed_out_while_one_checks_a_hung_server_waits_for_that_ch
         return httpx.Response(200, json=chat_body("echo: " + text))
 
     out: dict[str, str] = {}
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=4) as (llm, _):
             async def probe() -> None:   # from 0.25 s to 0.5 s; "slow" times out at 0.4 s
                 await anyio.sleep(0.25)
@@ -925,7 +939,7 @@ async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp
         await anyio.sleep(0.05)
         return httpx.Response(200, json=chat_body("echo: " + body["messages"][-1]["content"]))
 
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, answer, request_timeout_s=0.1, max_retries=6, concurrency=2) as (llm, _):
             async def others() -> list[str]:
                 return [(await llm.chat(ask(f"q{i}"), model="m1", stage="s")).text for i in range(30)]
@@ -949,13 +963,17 @@ async def test_a_slow_call_does_not_make_a_server_that_answers_others_silent(tmp
 async def test_silence_counts_from_the_last_answer(tmp_path):
     # A try begun before the last answer and timed out after it counted from its start: the
     # server was called silent 0.75 s after an answer where 1 + 2 + 4 timeouts (1.4 s) are due.
+    # The answer's time is taken as the server sends it, before the client can have it: a busy
+    # machine that hands it over late makes the span only longer.
+    seen: dict[str, float] = {}
+
     async def answer(request: httpx.Request) -> httpx.Response:
         text = json.loads(request.content)["messages"][-1]["content"]
         if text.startswith("slow"):
             await anyio.sleep(3600)
+        seen["answer"] = time.monotonic() - started
         return httpx.Response(200, json=chat_body("echo: " + text))
 
-    seen: dict[str, float] = {}
     with anyio.fail_after(30):
         async with client(tmp_path, answer, request_timeout_s=0.2, max_retries=6, concurrency=8) as (llm, _):
             llm._timeouts.grown["m1"] = 0.8   # as after earlier timeouts
@@ -964,8 +982,6 @@ async def test_silence_counts_from_the_last_answer(tmp_path):
             async def later(name: str, delay: float) -> None:
                 await anyio.sleep(delay)
                 await gather_errors(llm, [name])
-                if name == "quick":
-                    seen["answer"] = time.monotonic() - started
 
             async def watch() -> None:
                 while not llm._reach.silent:
@@ -977,7 +993,7 @@ async def test_silence_counts_from_the_last_answer(tmp_path):
                 tg.start_soon(later, "slowB", 0.65)
                 tg.start_soon(later, "quick", 1.5)
                 tg.start_soon(watch)
-    assert seen["silent"] - seen["answer"] >= 1.4 * 0.99, seen
+    assert seen["silent"] - seen["answer"] >= 1.4 * (1 - 1e-6), seen
 
 
 async def test_a_refused_connection_after_a_hang_is_said_as_refused(tmp_path, monkeypatch):
@@ -1036,7 +1052,7 @@ async def test_a_slow_streamed_answer_longer_than_request_timeout_s_is_not_cut(t
     endpoint = Endpoint(lambda body: httpx.Response(200, content=slowly(),
                                                     headers={"content-type": "text/event-stream"}))
     shown: list[str] = []
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="s", on_delta=shown.append)
     assert result.text == "word " * 12 and "".join(shown) == result.text
@@ -1056,7 +1072,7 @@ async def test_a_model_thinking_aloud_in_its_own_field_is_not_cut_off(tmp_path, 
 
     endpoint = Endpoint(lambda body: httpx.Response(200, content=thinking(),
                                                     headers={"content-type": "text/event-stream"}))
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, request_timeout_s=0.3, max_retries=0) as (llm, _):
             result = await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _t: None)
     assert result.text == "done" and len(endpoint.requests) == 1
@@ -1091,20 +1107,20 @@ async def test_a_stream_that_runs_past_max_tokens_ends_as_cut_off(tmp_path):
 
 
 async def test_a_cancel_from_outside_still_cancels_a_call_under_its_deadline(tmp_path):
+    # The answer streams on forever and the other server is silent for an hour, each try having
+    # an hour too: a cancel not heard meets the guard.
     endpoint = Trickle("sse")
-    started = time.monotonic()
-    with anyio.fail_after(3):
-        async with client(tmp_path, endpoint, request_timeout_s=30) as (llm, _):
+    with anyio.fail_after(60):
+        async with client(tmp_path, endpoint, request_timeout_s=3600) as (llm, _):
             with anyio.move_on_after(0.3) as outer:
                 await llm.chat(ask(), model="m1", stage="s", on_delta=lambda _text: None)
             assert outer.cancelled_caught                # cancelled, not retried nor an error
             assert len(endpoint.sent) == 1
             # The client is still usable afterwards (the slot was given back).
             endpoint.kind = "silent"
-            with anyio.move_on_after(0.1):
+            with anyio.move_on_after(0.1) as other:
                 await llm.chat(ask("other"), model="m1", stage="s")
-            assert len(endpoint.sent) == 2
-    assert time.monotonic() - started < 2
+            assert other.cancelled_caught and len(endpoint.sent) == 2
 
 
 async def test_concurrent_identical_requests_are_sent_once(tmp_path):
@@ -2238,7 +2254,8 @@ async def _twelve_unavailable_calls(tmp_path, endpoint: Endpoint) -> list[str]:
 async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path, monkeypatch):
     """Once every try failed (HOPELESS_TRIES over HOPELESS_S), every call ends at once: one
     waiting out the pause a server asked for (Retry-After) too. (It waited the 30 s, then sent
-    a try more, which could hang for a timeout: that wait was not cut short, nor looked at after.)"""
+    a try more, which could hang for a timeout: that wait was not cut short, nor looked at after.)
+    The pause asked here is the longest waited (600 s): a wait not cut short meets the guard."""
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
 
     arrived = [0]
@@ -2248,14 +2265,13 @@ async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path
         n = arrived[0]
         await anyio.sleep({1: 0.15, 2: 0.1}.get(n, 0.5))
         if n == 2:   # the server asks for a pause, and the first try's retry waits it out
-            return httpx.Response(503, headers={"Retry-After": "30"}, json={"error": {"message": "busy"}})
+            return httpx.Response(503, headers={"Retry-After": "600"}, json={"error": {"message": "busy"}})
         return httpx.Response(500, json={"error": {"message": "boom"}})
 
+    assert parse_retry_after("600") == 600
     endpoint = Endpoint(*[failing] * 40)
-    started = time.monotonic()
-    with anyio.fail_after(20):
+    with anyio.fail_after(100):
         errors = await _twelve_unavailable_calls(tmp_path, endpoint)
-    assert time.monotonic() - started < 10
     assert len(endpoint.requests) == 12
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors)
 
@@ -2331,8 +2347,7 @@ async def test_an_endpoint_that_only_asks_to_wait_is_given_up_on_after_give_up_a
     endpoint = Endpoint(httpx.Response(200, json=chat_body("fine")), *[lambda _body: answer()] * 10_000)
     errors: list[str] = []
     one = _asking_into(errors)
-    started = time.monotonic()
-    with anyio.fail_after(30):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, max_retries=1000, concurrency=4,
                           give_up_after_s=0.5) as (llm, _):
             assert (await llm.chat(ask("first"), model="m1", stage="s")).text == "fine"
@@ -2340,7 +2355,9 @@ async def test_an_endpoint_that_only_asks_to_wait_is_given_up_on_after_give_up_a
                 for i in range(4):
                     tg.start_soon(one, llm, f"q{i}")
             assert llm.hopeless
-    assert len(errors) == 4 and time.monotonic() - started < 10, errors[:1]
+    assert len(errors) == 4, errors[:1]
+    # Given up on, not tried to the end (counted by the tries, not timed): 0.5 s of tries of
+    # 0.01 s each on average, four at once, is about 200.
     assert len(endpoint.requests) < 1 + 4 * 1001, len(endpoint.requests)
     assert all(" asked to wait)" in e and "raising llm.give_up_after_s (0.5 s) waits longer" in e
                and "check that server and its logs" in e and "the server behind llm.api_base answers only HTTP " in e
@@ -2431,7 +2448,7 @@ async def test_an_outage_after_tries_timed_out_is_waited_for_as_long_as_any(tmp_
     boom = httpx.Response(500, json={"error": {"message": "boom"}})
     endpoint = Endpoint(_hang, _hang, *[boom] * 12, httpx.Response(200, json=chat_body("fine")))
     started = time.monotonic()
-    with anyio.fail_after(10):
+    with anyio.fail_after(60):
         async with client(tmp_path, endpoint, max_retries=20, request_timeout_s=0.4) as (llm, _):
             answer = await llm.chat(ask("q"), model="m1", stage="s")
             assert not llm.hopeless
