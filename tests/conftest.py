@@ -223,17 +223,18 @@ def graph_weight(graph, a: str, b: str) -> float:
 
 
 @contextlib.contextmanager
-def overlapping_readers(db: Path):
+def overlapping_readers(db: Path, busy_s: float = 30):
     """Two connections reading in snapshots of 0.2 s one after another, the two overlapping
     (a web app, a notebook asking at once): SQLite never finds the log without a reader. Yields
-    the lists of their snapshots' times and of their errors; stopped on leaving."""
+    the lists of their snapshots' times and of their errors; stopped on leaving. ``busy_s``: how
+    long a reader waits for a lock (0: a reader kept waiting is an error at once)."""
     stop = threading.Event()
     longest: list[float] = []
     errors: list[BaseException] = []
 
     def reader(offset: float) -> None:
         time.sleep(offset)
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=30)
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None, timeout=busy_s)
         try:
             while not stop.is_set():
                 began = time.monotonic()

@@ -236,16 +236,15 @@ def test_index_empties_the_log_after_its_publish_though_queries_never_leave_a_ga
     index = ["index", str(corpus), "--offline", "-q", "--json", "--db", str(db)]
     assert cli.main(index) == 0
     sizes = []
-    with overlapping_readers(db) as (longest, errors):
+    with overlapping_readers(db, busy_s=0) as (_longest, errors):   # (kept waiting: an error)
         time.sleep(0.3)
         for n in range(2):
             with (corpus / "council.txt").open("a") as f:
                 f.write(f"\nAt meeting {n} Mayor Ines Duarte named Pilot Arvo Kesk to the harbor board.\n")
             assert cli.main(index) == 0
             sizes.append(wal.stat().st_size if wal.exists() else 0)
-    assert not errors
+    assert not errors                 # no reader waited for it (not timed: a wait is an error)
     assert sizes == [0, 0]            # emptied after each run's publish
-    assert max(longest) < 1.0         # and no reader waited for it
 
 
 @contextlib.contextmanager
@@ -353,10 +352,11 @@ def test_a_stop_ends_the_copying_of_a_large_log_at_once(tmp_path):
     try:                                                                             # close folds the log)
         stop = threading.Event()
         threading.Timer(0.05, stop.set).start()
-        began = time.monotonic()
         assert not store_module.empty_wal(db, 30.0, stop)
-        took = time.monotonic() - began
-        assert took < 0.8, took   # (the copying: 1 s unloaded; a stop, not a timing: bounds kept loose)
+        # The copying (1 s unloaded, slower loaded) was ended, not waited out: told by what it
+        # copied into the main file, which grows page by page, not by timing it. A copy run to
+        # its end leaves the main file as large as the log's 120 MB.
+        assert db.stat().st_size < 60e6, db.stat().st_size
         assert Path(f"{db}-wal").stat().st_size > 100e6   # (not emptied)
         assert store_module.empty_wal(db, 30.0)   # and a later try copies it all
     finally:
@@ -438,35 +438,51 @@ print("closed", flush=True)
 """
 
 
-def test_another_process_holding_the_index_open_is_never_blocked_nor_loses_a_write(tmp_path):
+@contextlib.contextmanager
+def _never_kept_waiting_by(holder: subprocess.Popen, guard_s: float = 60):
+    """Fails the block if it was still running after ``guard_s``: kept waiting for ``holder``'s
+    lock (the test makes such a wait an hour), which is then ended by killing ``holder``."""
+    import threading
+
+    fired: list[bool] = []
+    timer = threading.Timer(guard_s, lambda: (fired.append(True), holder.kill()))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+    assert not fired, f"kept waiting {guard_s} s for the other process"
+
+
+def test_another_process_holding_the_index_open_is_never_blocked_nor_loses_a_write(tmp_path, monkeypatch):
     """Like `streamrag watch` or a running `index` in another process: status (read-only) and
     ask (reader + writer) close without waiting for it or disturbing it; the WAL stays while it
-    is open, and when it closes last everything it and they committed is in the main file."""
-    import time
+    is open, and when it closes last everything it and they committed is in the main file.
+    A wait for its lock here lasts an hour (not 30 s), and meets the guard; not timed."""
+    from streamrag import store as store_module
 
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
     db = _built(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(db)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "writing"
-        t0 = time.monotonic()
-        r = Store(db, readonly=True)                        # status, during the other's write
-        assert r.scalar("SELECT status FROM runs WHERE id = 'w-1'") == "running"
-        r.close()
-        assert time.monotonic() - t0 < 5
+        with _never_kept_waiting_by(holder):
+            r = Store(db, readonly=True)                    # status, during the other's write
+            assert r.scalar("SELECT status FROM runs WHERE id = 'w-1'") == "running"
+            r.close()
         assert _side_files(db)
         holder.stdin.write("\n")
         holder.stdin.flush()
         assert holder.stdout.readline().strip() == "idle"
-        t0 = time.monotonic()
-        r = Store(db, readonly=True)                        # ask, while the other is open
-        w = Store(db)
-        with w.transaction():
-            w.start_run("ask-1", "ask")
-        w.close()
-        assert r.scalar("SELECT count(*) FROM runs") == 2
-        r.close()
-        assert time.monotonic() - t0 < 5
+        with _never_kept_waiting_by(holder):
+            r = Store(db, readonly=True)                    # ask, while the other is open
+            w = Store(db)
+            with w.transaction():
+                w.start_run("ask-1", "ask")
+            w.close()
+            assert r.scalar("SELECT count(*) FROM runs") == 2
+            r.close()
         assert _side_files(db)  # the other process still has it open
         holder.stdin.write("\n")
         holder.stdin.flush()
