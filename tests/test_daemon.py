@@ -296,18 +296,27 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
     assert "Lena Varga" not in names                                 # only festival.md named her
 
 
-async def test_a_sync_leaves_no_indexer_or_model_client_behind(corpus, tmp_path, simulator):
-    # They sit in reference cycles, and went only with Python's rare full collection, each
-    # client with its TLS context (a megabyte outside Python's heap, which no collection
-    # threshold counts): `watch` grew 8 MB every 100 changes of 200 documents (bench/watch_soak.py).
+def _made_here():
+    """How many Indexers and model clients made from now on are alive (no collection made:
+    what the daemon leaves is what is counted). Those of earlier tests in the process, which
+    some keep, are not counted."""
     import gc
 
     from streamrag.llm import LLMClient
     from streamrag.pipeline import Indexer
 
-    def alive() -> int:   # (no collection here: what the daemon leaves is what is counted)
-        return sum(isinstance(o, (Indexer, LLMClient)) for o in gc.get_objects())
+    def kept() -> list:
+        return [o for o in gc.get_objects() if isinstance(o, (Indexer, LLMClient))]
 
+    before = {id(o): o for o in kept()}   # (held, so that no new object takes one of their ids)
+    return lambda: sum(id(o) not in before for o in kept())
+
+
+async def test_a_sync_leaves_no_indexer_or_model_client_behind(corpus, tmp_path, simulator):
+    # They sit in reference cycles, and went only with Python's rare full collection, each
+    # client with its TLS context (a megabyte outside Python's heap, which no collection
+    # threshold counts): `watch` grew 8 MB every 100 changes of 200 documents (bench/watch_soak.py).
+    alive = _made_here()
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.05})
     async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
         for n in range(3):
@@ -328,12 +337,9 @@ async def test_a_sync_that_failed_leaves_no_indexer_or_model_client_behind(corpu
 
     import streamrag.daemon as daemon_module
     from streamrag.errors import StreamragError
-    from streamrag.llm import LLMClient
     from streamrag.pipeline import Indexer
 
-    def alive() -> int:
-        return sum(isinstance(o, (Indexer, LLMClient)) for o in gc.get_objects())
-
+    alive = _made_here()
     real_run = Indexer.run
 
     async def failing(self, paths):
