@@ -118,6 +118,11 @@ _NUMBER_WORDS = {"one", "two", "three", "four", "five", "six", "seven", "eight",
                  "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
                  "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy",
                  "eighty", "ninety", "hundred", "thousand", "million", "billion", "dozen"}
+# "They are Man's", "God bless Us": a pronoun or a noun for people in general, capitalised for
+# emphasis, names no one when it stands alone ("Isle of Man" is a name all the same).
+_NO_NAME_ALONE = {"us", "ye", "thee", "thou", "thyself", "myself", "yourself", "ourselves",
+                  "man", "men", "woman", "women", "mankind", "humankind", "humanity", "people",
+                  "everyone", "everybody", "someone", "somebody", "anyone", "anybody", "nobody"}
 _CONNECTORS = {"of", "de", "del", "da", "van", "von", "der", "la", "le", "du", "al", "bin"}
 # Heads a model knows are named "... of ...": "Tessaly Ministry of Trade", "Massachusetts
 # Institute of Technology", "Royal Bank of Scotland" are one name though the run before "of"
@@ -446,7 +451,8 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
     if all(w.casefold() in _CALENDAR or w.isdigit()
            or all(part in _NUMBER_WORDS for part in w.casefold().split("-")) for w in words):
         return "", False
-    if len(words) == 1 and _is_shouting(words[0]) and len(words[0]) > 5:
+    if len(words) == 1 and (_is_shouting(words[0]) and len(words[0]) > 5
+                            or words[0].casefold() in _NO_NAME_ALONE and not _is_shouting(words[0])):
         return "", False
     return " ".join(words), initial and len(words) == 1
 
