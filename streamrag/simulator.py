@@ -375,6 +375,14 @@ def _runs(sentence: str, doubled: frozenset[str]) -> list[tuple[list[str], bool,
                 run.append(nxt)
                 j += 1
                 continue
+            # "the Ghost of Christmas Yet to Come": a name does not end in a word like "Yet",
+            # so the run goes on over "to" (but "Paris to London" is two names).
+            if (nxt == "to" and len(run) > 1 and run[-1].casefold() in _LEADING_STOP
+                    and j + 1 < len(tokens) and _is_cap(tokens[j + 1].group())
+                    and not sentence[tokens[j].end():tokens[j + 1].start()].strip()):
+                run += [nxt, tokens[j + 1].group()]
+                j += 2
+                continue
             break
         if len(run) == 1 and _a_kind(sentence, tokens, i, j, kind_end):
             kind_end = j

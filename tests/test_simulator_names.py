@@ -25,3 +25,10 @@ def test_a_pronoun_or_a_noun_for_people_capitalised_alone_names_no_one():
     text = ("'They are Man's,' said the Spirit. Tiny Tim observed, God bless Us, Every One! "
             "Ada Brenn sailed to the Isle of Man.")
     assert names(text) == ["Spirit", "Tiny Tim", "God", "Ada Brenn", "Isle of Man"]
+
+
+def test_a_name_ending_in_yet_goes_on_over_to():
+    # "the Ghost of Christmas Yet to Come" gave "Ghost of Christmas Yet" and a name "Come".
+    text = ("'I am in the presence of the Ghost of Christmas Yet to Come?' said Scrooge. "
+            "Ada Brenn flew from Paris to London.")
+    assert names(text) == ["Ghost of Christmas Yet to Come", "Scrooge", "Ada Brenn", "Paris", "London"]
