@@ -206,6 +206,8 @@ _PORTION = re.compile(r"\b(?:pieces?|slices?|cups?|glass(?:es)?|bottles?|plates?
                       r"([A-Z][\w'’-]*(?:(?:[ \t]+|[ \t]*\n[ \t]*)[A-Z][\w'’-]*)*)")
 _NEXT_WORD = re.compile(r"[ \t]*\n?[ \t]*([^\W_]+)")     # on this line or the next
 # A lower-case word after an article or a possessive is a noun ("her grace", "the grace period").
+_DETERMINERS = {"the", "a", "an", "her", "his", "its", "their", "my", "your", "our", "this",
+                "that", "some", "more"}
 _AFTER_DETERMINER = re.compile(r"\b(?i:the|an?|her|his|its|their|my|your|our)\s+([a-z]+)\b")
 _POSSESSIVE = re.compile(r"['’]s$")       # "Scrooge's" is Scrooge
 
@@ -465,18 +467,33 @@ def _clean_run(run: list[str], initial: bool, common: frozenset[str] = frozenset
     return " ".join(words), initial and len(words) == 1
 
 
-def _dishes(text: str) -> frozenset[str]:
-    """Capitalised food and drink of ``text`` ("a piece of Cold Roast"), folded, each with its
-    last word: "after the Roast and Boiled" speaks of the same dishes. No model names them, but
-    the place in "a glass of Port Vell wine" it names."""
-    dishes = set()
+def _dishes(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Capitalised food and drink of ``text`` ("a piece of Cold Roast"), folded, and their last
+    words: "after the Roast and Boiled" speaks of the same dishes. No model names them, but the
+    place in "a glass of Port Vell wine" it names."""
+    dishes, last = set(), set()
     for m in _PORTION.finditer(text):
         after = _NEXT_WORD.match(text, m.end())
         if after and after.group(1).islower() and after.group(1) not in _STOPWORDS:
             continue
         words = _norm(m.group(1)).split()
-        dishes.update((" ".join(words), words[-1]))
-    return frozenset(dishes)
+        dishes.add(" ".join(words))
+        last.add(words[-1])
+    return frozenset(dishes), frozenset(last)
+
+
+def _a_dish(name: str, run: list[str], before: str, after_dish: bool,
+            dishes: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether ``name`` (of ``run``, ``before`` the word before it) is a dish of ``dishes``:
+    one written whole ("Earl Grey"), or its last word as a noun, after "the" or another dish
+    ("after the Roast and Boiled"). Written alone otherwise it is a name: "a cup of Earl
+    Grey" makes no dish of "Grey said" or "Mr Grey"."""
+    whole, last = dishes
+    key = _norm(name)
+    if key in whole:
+        return True
+    return (key in last and _bare(run[0]) == key
+            and (before in _DETERMINERS or after_dish and before in ("and", "or")))
 
 
 def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
@@ -499,9 +516,11 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     dishes = _dishes(text)
     raw: list[tuple[str, bool, Mention]] = []
     for idx, in_sentence in enumerate(runs):
+        after_dish = False
         for run, initial, before in in_sentence:
             name, initial = _clean_run(run, initial, common, alone, nouns)
-            if name and _norm(name) not in dishes:
+            after_dish = bool(name) and _a_dish(name, run, before, after_dish, dishes)
+            if name and not after_dish:
                 raw.append((name, initial, Mention(name, idx, before)))
     known = {_norm(n) for n, initial, m in raw if not initial and not title_case[m.sentence]}
     headline = [title_case[idx] and _is_headline(sentence, [r[0] for r in runs[idx]], known)

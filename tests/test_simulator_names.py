@@ -32,3 +32,12 @@ def test_a_name_ending_in_yet_goes_on_over_to():
     text = ("'I am in the presence of the Ghost of Christmas Yet to Come?' said Scrooge. "
             "Ada Brenn flew from Paris to London.")
     assert names(text) == ["Ghost of Christmas Yet to Come", "Scrooge", "Ada Brenn", "Paris", "London"]
+
+
+def test_the_last_word_of_a_dish_alone_is_a_name_unless_written_as_a_noun():
+    # "a cup of Earl Grey" dropped every "Grey" of the text, a person Grey too; "after the
+    # Roast and Boiled" still speaks of dishes.
+    text = ("Ada Brenn drank a cup of Earl Grey. Later Grey said the tea was cold. "
+            "There was a piece of Cold Roast and a piece of Cold Boiled for Fezziwig. "
+            "After the Roast and Boiled, Fezziwig danced.")
+    assert names(text) == ["Ada Brenn", "Grey", "Fezziwig"]
