@@ -526,6 +526,9 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
     headline = [title_case[idx] and _is_headline(sentence, [r[0] for r in runs[idx]], known)
                 for idx, sentence in enumerate(sentences)]
     mid_sentence = {_norm(n) for n, initial, m in raw if not initial and not headline[m.sentence]}
+    said: dict[str, list[Mention]] = {}
+    for n, _, m in raw:
+        said.setdefault(_norm(n), []).append(m)
     mentions = []
     for k, (n, initial, m) in enumerate(raw):
         if headline[m.sentence]:
@@ -534,8 +537,13 @@ def find_mentions(text: str) -> tuple[list[str], list[Mention]]:
             mentions.append(m)
         elif (k + 1 < len(raw) and raw[k + 1][2].sentence == m.sentence
               and _place_in(sentences[m.sentence], n, raw[k + 1][0])
-              and guess_type(n, [], []) == guess_type(raw[k + 1][0], [], []) == "geo"):
-            mentions.append(m)     # "Paris, France is large.": a place, and where it is
+              and guess_type(raw[k + 1][0], said[_norm(raw[k + 1][0])], []) == "geo"
+              and (guess_type(n, [], []) == "geo" or _norm(n) not in common
+                   and not n.casefold().endswith("ly"))):
+            # "Paris, France is large.", "Lyon, France": a place, and the place it is in. Not
+            # "Finally, France agreed" nor "Still, France ...": an adverb, or a word the text
+            # writes in lower case, is no place.
+            mentions.append(m)
     return sentences, mentions
 
 
@@ -554,6 +562,40 @@ def _placed(line: str, a: str, b: str, places: set[str]) -> bool:
             r"[;&]|\b(?:and|or)\b", line):
         return False
     return _place_in(line, a, b) or _place_in(line, b, a)
+
+
+def _place_lists(sentence: str, names: list[str], places: set[str]) -> list[set[str]]:
+    """The lists of three names or more in ``sentence`` that hold a place ("visited Lyon, Paris,
+    and Nice"): places listed side by side are not in one another, nor otherwise related by
+    the sentence, as "Paris, France" is (a model relates each to the sentence's other names)."""
+    if len(names) < 3 or not any(_norm(n) in places for n in names):
+        return []
+    name = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    item = rf"(?<![\w'’])(?:{name})(?:['’]s)?(?![\w'’])"
+    found = []
+    for m in re.finditer(rf"{item}(?:, {item})+,? (?:and|or) {item}", sentence):
+        items = {n for n in names if re.search(rf"(?<![\w'’]){re.escape(n)}(?![\w'’])", m.group())}
+        if any(_norm(n) in places for n in items):
+            found.append(items)
+    return found
+
+
+def _places_too(sentences: list[str], in_order: dict[int, list[str]], lists: dict[int, list[set[str]]],
+                places: set[str], by_name: dict[str, list[Mention]], kinds: dict[str, str]) -> set[str]:
+    """Names with no cue to their kind that a model reads as places all the same: one written
+    in a place ("Lyon, France"), or a word listed with places ("visited Lyon, Paris, and Nice")."""
+    def unmarked(name: str) -> bool:     # no cue, no title ("Mr Lyon" is a person)
+        key = _norm(name)
+        return kinds[key] == "person" and not any(m.preceded_by.rstrip(".") in _TITLES
+                                                  for m in by_name[key])
+    more = set()
+    for s, names in in_order.items():
+        for a, b in zip(names, names[1:]):
+            if _norm(b) in places and unmarked(a) and _place_in(sentences[s], a, b):
+                more.add(_norm(a))
+        for items in lists[s]:     # (one word: "Ada Brenn" listed with places is a person)
+            more.update(_norm(n) for n in items if " " not in n and unmarked(n))
+    return more
 
 
 def _is_title_case(sentence: str) -> bool:
@@ -651,29 +693,35 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     sentences, mentions = find_mentions(text)
     by_name: dict[str, list[Mention]] = {}
     display: dict[str, str] = {}
+    per_sentence: dict[int, list[Mention]] = {}
     for m in mentions:
         key = _norm(m.name)
         by_name.setdefault(key, []).append(m)
         display.setdefault(key, m.name)
+        per_sentence.setdefault(m.sentence, []).append(m)
+    kinds = {key: guess_type(display[key], ms, []) for key, ms in by_name.items()}
+    places = {key for key, kind in kinds.items() if kind == "geo"}
+    order = {key: i for i, key in enumerate(by_name)}
+    in_order = {s: sorted({display[_norm(m.name)] for m in ms}, key=lambda n: order[_norm(n)])
+                for s, ms in per_sentence.items()}
+    lists = {s: _place_lists(sentences[s], names, places) for s, names in in_order.items()}
+    places |= _places_too(sentences, in_order, lists, places, by_name, kinds)
     entities = []
     for key, ms in by_name.items():
         idxs = sorted({m.sentence for m in ms})
-        entities.append(Found(display[key], guess_type(display[key], ms, allowed_types),
-                              _clean_field(sentences[idxs[0]]), idxs))
+        kind = (_closest_type("geo", allowed_types) if key in places
+                else guess_type(display[key], ms, allowed_types))
+        entities.append(Found(display[key], kind, _clean_field(sentences[idxs[0]]), idxs))
     pairs: dict[tuple[str, str], list[int]] = {}
-    order = {_norm(e.name): i for i, e in enumerate(entities)}
-    per_sentence: dict[int, list[Mention]] = {}
-    for m in mentions:
-        per_sentence.setdefault(m.sentence, []).append(m)
-    places = {key for key, ms in by_name.items() if guess_type(display[key], ms, []) == "geo"}
-    for s, in_sentence in sorted(per_sentence.items()):
+    for s, names in sorted(in_order.items()):
         # Names listed together are related too: "Henrik Salo and Ilse Brandt signed an
         # agreement" makes them parties to one, "the friendship between Kessel and Port Vell"
-        # is theirs, as a model reports them.
-        names = sorted({display[_norm(m.name)] for m in in_sentence}, key=lambda n: order[_norm(n)])
+        # is theirs, as a model reports them; places in a list ("Lyon, Paris, and Nice") not.
         listed = _names_only(sentences[s])  # (looked at once a sentence, not once a name in it)
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
+                if any(a in items and b in items for items in lists[s]):
+                    continue
                 if not listed or _placed(sentences[s], a, b, places):
                     pairs.setdefault((a, b), []).append(s)
     relations = [Pair(a, b, min(10, 2 + 2 * len(ss)), _clean_field(sentences[ss[0]]), ss[0])

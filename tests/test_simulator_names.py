@@ -41,3 +41,26 @@ def test_the_last_word_of_a_dish_alone_is_a_name_unless_written_as_a_noun():
             "There was a piece of Cold Roast and a piece of Cold Boiled for Fezziwig. "
             "After the Roast and Boiled, Fezziwig danced.")
     assert names(text) == ["Ada Brenn", "Grey", "Fezziwig"]
+
+
+def test_places_in_a_list_are_not_related_to_each_other():
+    # "visited Lyon, Paris, and Nice" related the three places pairwise as if one was in
+    # another, as "Paris, France" is; each is still related to the sentence's other names.
+    text = "Ada Brenn visited Lyon, Paris, and Nice. Paris, France is large."
+    assert pairs(text) == {("Ada Brenn", "Lyon"), ("Ada Brenn", "Paris"), ("Ada Brenn", "Nice"),
+                           ("Paris", "France")}
+    assert kinds(text) == {"Ada Brenn": "person", "Lyon": "geo", "Paris": "geo", "Nice": "geo",
+                           "France": "geo"}
+    # People listed together are still parties to what the sentence says.
+    assert pairs("Henrik Salo, Ilse Brandt and Ada Brenn signed in Paris.") >= {
+        ("Henrik Salo", "Ilse Brandt"), ("Ilse Brandt", "Ada Brenn")}
+
+
+def test_a_place_written_in_its_country_at_a_sentence_start_is_a_place():
+    # "Lyon, France" (a dateline) gave France only: "Lyon" at a sentence start with no cue to
+    # a place was no name. An adverb before a comma stays none.
+    assert analyse("Lyon, France\n\nAda Brenn lives there.", TYPES)[1][0].source == "Lyon"
+    assert kinds("Lyon, France is where Ada Brenn lives.") == {
+        "Lyon": "geo", "France": "geo", "Ada Brenn": "person"}
+    assert pairs("Lyon, France") == {("Lyon", "France")}
+    assert names("Finally, France agreed with Ada Brenn.") == ["France", "Ada Brenn"]
