@@ -644,7 +644,10 @@ def guess_type(name: str, mentions: list[Mention], allowed: list[str]) -> str:
     titled = any(m.preceded_by.rstrip(".") in _TITLES for m in mentions)
     if titled and len(words) <= 3:
         kind = "person"
-    elif any(w in _EVENT_CUES for w in words) or name.split()[-1].isdigit():
+    # What follows "of" is what the name is of, not what it is: "Festival of Lights" is an
+    # event, "Ghost of Christmas Past" none.
+    elif any(w in _EVENT_CUES for w in (words[:words.index("of")] if "of" in words[1:] else words)
+             ) or name.split()[-1].isdigit():
         kind = "event"
     elif words and (words[-1] in _ORG_CUES or any(w in _ORG_CUES for w in words[1:])
                     or "of" in words[1:] and words[words.index("of") - 1] in _ORG_CUES):  # "Bank of England"

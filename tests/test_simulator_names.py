@@ -64,3 +64,9 @@ def test_a_place_written_in_its_country_at_a_sentence_start_is_a_place():
         "Lyon": "geo", "France": "geo", "Ada Brenn": "person"}
     assert pairs("Lyon, France") == {("Lyon", "France")}
     assert names("Finally, France agreed with Ada Brenn.") == ["France", "Ada Brenn"]
+
+
+def test_what_a_name_is_of_does_not_make_its_kind():
+    # "Ghost of Christmas Past" was an event, for the "Christmas" it is of.
+    assert kinds("The Ghost of Christmas Past met Scrooge at the Festival of Lights.") == {
+        "Ghost of Christmas Past": "person", "Scrooge": "person", "Festival of Lights": "event"}
