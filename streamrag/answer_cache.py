@@ -8,11 +8,20 @@ only after that commit (``flying``): a caller arriving later finds it cached.
 
 With ``llm.cache`` off nothing is looked up, put or shared; without a store, nothing is looked
 up or put, but identical requests in flight are still sent once.
+
+A row's ``response`` is the JSON of what is cached: as text when short, else zlib-compressed,
+as a blob that starts with ``PACKED`` (``pack``). A report's answer is some 3.5 KB of JSON and
+compresses to about 1 KB; the answers of one change to a watched folder (an added document's
+extraction, then a score of summaries and reports) are most of what the index grows by each
+change, and are kept ``store.keep_unused_days``. Rows written as text (every row before
+``llm_cache_packed``) are read as they are; a blob without the marker, or that does not
+decompress, is a row that cannot be read: asked again and replaced, as one cut short is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Callable, Iterator
 
 import anyio
@@ -20,6 +29,32 @@ import msgspec
 
 from streamrag.errors import LLMError
 from streamrag.store import Store
+
+
+PACKED = b"zlib:"     # what a compressed row's blob starts with (a format marker, for a later one)
+_PACK_FROM = 200      # bytes of JSON from which a row is compressed (a shorter one gains little)
+
+
+def pack(body: bytes) -> str | bytes:
+    """What ``llm_cache.response`` holds of the JSON ``body``: compressed, marked, when that is
+    shorter; else the JSON as text."""
+    if len(body) >= _PACK_FROM:
+        packed = PACKED + zlib.compress(body, 6)
+        if len(packed) < len(body):
+            return packed
+    return body.decode()
+
+
+def unpack(raw: str | bytes) -> str | bytes | None:
+    """The JSON a row's ``response`` holds, or None when it cannot be read."""
+    if isinstance(raw, str):
+        return raw
+    if not raw.startswith(PACKED):
+        return None
+    try:
+        return zlib.decompress(raw[len(PACKED):])
+    except zlib.error:
+        return None
 
 
 class Answer(msgspec.Struct):
@@ -64,8 +99,11 @@ class AnswerCache:
         raw = self.store.cache_get(key)
         if raw is None:
             return None, False
+        body = unpack(raw)
+        if body is None:
+            return None, True
         try:
-            return msgspec.json.decode(raw, type=Answer), False
+            return msgspec.json.decode(body, type=Answer), False
         except msgspec.DecodeError:
             return None, True
 
@@ -76,10 +114,11 @@ class AnswerCache:
             return None
         assert self.store is not None
         raw = self.store.cache_get(key)
-        if raw is None:
+        body = None if raw is None else unpack(raw)
+        if body is None:
             return None
         try:
-            return msgspec.json.decode(raw, type=list[float])
+            return msgspec.json.decode(body, type=list[float])
         except msgspec.DecodeError:
             return None
 
@@ -106,7 +145,7 @@ class AnswerCache:
         """The write that caches ``answer``; ``replace``: over a cached one found unusable."""
         if not self.enabled:
             return None
-        response = msgspec.json.encode(answer).decode()
+        response = pack(msgspec.json.encode(answer))
         return lambda store: store.cache_put(key, model, response, replace=replace)
 
     def put_vectors(self, model: str, vectors: dict[str, list[float]]) -> Put | None:
@@ -114,7 +153,7 @@ class AnswerCache:
         be read: they replace what is there)."""
         if not self.enabled or not vectors:
             return None
-        rows = {key: msgspec.json.encode(vector).decode() for key, vector in vectors.items()}
+        rows = {key: pack(msgspec.json.encode(vector)) for key, vector in vectors.items()}
 
         def put(store: Store) -> None:
             for key, vector in rows.items():
@@ -122,4 +161,4 @@ class AnswerCache:
         return put
 
 
-__all__ = ["Answer", "AnswerCache", "Flight"]
+__all__ = ["Answer", "AnswerCache", "Flight", "PACKED", "pack", "unpack"]

@@ -376,7 +376,8 @@ def file_bytes(store: Store) -> int:
 
 def _sizes(store: Store) -> dict[str, int]:
     """The database's bytes on disk (its write-ahead log too), of them the cached model answers'
-    (about: characters) and the free pages SQLite reuses before the file grows."""
+    (as stored: compressed, most of them: ``answer_cache.pack``) and the free pages SQLite
+    reuses before the file grows."""
     page = store.scalar("PRAGMA page_size") or 0
     return {"database_bytes": file_bytes(store),
             "cache_bytes": store.scalar("SELECT coalesce(sum(length(response)), 0) FROM llm_cache"),

@@ -122,6 +122,12 @@ def _failures_kind_inferred(conn: sqlite3.Connection) -> None:
                      (kind, *patterns))
 
 
+def _cache_packed(conn: sqlite3.Connection) -> None:
+    """Nothing to change: rows stored as text are read as they were. The step marks an index
+    that may hold compressed answers (``answer_cache.pack``), which an older streamrag would
+    take for answers it cannot read and pay for again: it refuses the index instead."""
+
+
 def _runs_update_of(conn: sqlite3.Connection) -> None:
     """``runs.update_of``."""
     _add_column(conn, "runs", "update_of", "TEXT")
@@ -421,6 +427,10 @@ DROP TABLE IF EXISTS summary_answers;
     # them while the error lines of `watch` counted them as failed. (Those already folded into
     # llm_usage_archive stay counted as cancelled: its sums do not tell them apart.)
     ("calls_given_up_failed", _calls_given_up_failed),
+    # A cached answer of 200 bytes of JSON or more is stored zlib-compressed, a blob marked as
+    # such (``answer_cache.pack``): a third of the size. A watched folder's index grew some
+    # 60 KB per change by its cached answers alone, kept store.keep_unused_days.
+    ("llm_cache_packed", _cache_packed),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -707,10 +717,11 @@ class Store:
         return int(self.get_meta("version", "0") or 0)
 
     # -- cache and accounting ----------------------------------------------------------------
-    def cache_get(self, key: str) -> str | None:
+    def cache_get(self, key: str) -> str | bytes | None:
+        """A cached ``response`` as stored: text, or a compressed blob (``answer_cache.unpack``)."""
         return self.scalar("SELECT response FROM llm_cache WHERE key = ?", (key,))
 
-    def cache_put(self, key: str, model: str, response: str, *, replace: bool = False) -> None:
+    def cache_put(self, key: str, model: str, response: str | bytes, *, replace: bool = False) -> None:
         """Caches ``response``; over a row of ``key`` only when ``replace`` (one found unusable)."""
         self.conn.execute(
             f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO llm_cache(key, model, response, created_at) "

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from conftest import index_snapshot, make_settings
+from streamrag.answer_cache import unpack
 from streamrag.config import LLMSettings
 from streamrag.errors import LLMOutputError, LLMUnavailableError
 from streamrag.extractor import usable_records
@@ -73,7 +74,7 @@ def ask(text: str = "hello") -> list[dict]:
 
 def cached(store: Store) -> list[dict]:
     rows = store.query("SELECT response FROM llm_cache")
-    return [msgspec.json.decode(r["response"]) for r in rows]
+    return [msgspec.json.decode(unpack(r["response"])) for r in rows]
 
 
 def errors(store: Store) -> list[str | None]:
@@ -271,7 +272,7 @@ async def test_a_faulty_endpoint_leaves_no_bad_answer_in_the_cache_or_the_index(
     try:
         stage_of = {r["cache_key"]: r["stage"]
                     for r in store.query("SELECT cache_key, stage FROM llm_calls")}
-        answers = [(stage_of[r["key"]], msgspec.json.decode(r["response"]))
+        answers = [(stage_of[r["key"]], msgspec.json.decode(unpack(r["response"])))
                    for r in store.query("SELECT key, response FROM llm_cache")
                    if r["key"] in stage_of]
         rejected = store.scalar(

@@ -4,9 +4,10 @@ cache reads what it can and shares a request on the wire; its puts commit with t
 from __future__ import annotations
 
 import anyio
+import msgspec
 import pytest
 
-from streamrag.answer_cache import Answer, AnswerCache
+from streamrag.answer_cache import PACKED, Answer, AnswerCache
 from streamrag.cache import batch_key, cache_key, canonical_options, embedding_key
 from streamrag.call_log import CallLog
 from streamrag.store import Store
@@ -99,6 +100,33 @@ def test_the_answer_cache_reads_what_it_put_and_flags_a_row_it_cannot_read(tmp_p
     assert off.answer("k1") == (None, False) and off.vector("v1") is None
     assert off.put_answer("k1", "m1", answer, replace=True) is None
     assert off.put_vectors("e1", {"v": [1.0]}) is None
+
+
+def test_a_long_answer_is_stored_compressed_and_rows_stored_as_text_are_read_as_before(tmp_path):
+    # A report's answer (some 3.5 KB of JSON) was stored as it came, and kept for
+    # store.keep_unused_days: most of what a watched folder's index grew by per change.
+    store = Store(tmp_path / "index.db")
+    cache = AnswerCache(store, enabled=True)
+    long = Answer("entity | Port Selden | geo | a harbour town on the coast\n" * 60, "stop", 900, 700)
+    short = Answer("yes", "stop", 3, 1)
+    old = Answer("an answer cached by the streamrag before, as JSON text\n" * 40, "length", 50, 400)
+    vector = [i / 7 for i in range(256)]
+    with store.transaction():
+        cache.put_answer("long", "m1", long, replace=False)(store)
+        cache.put_answer("short", "m1", short, replace=False)(store)
+        cache.put_vectors("e1", {"vec": vector})(store)
+        store.cache_put("old", "m1", msgspec.json.encode(old).decode())   # as rows were written
+        store.cache_put("broken", "m1", PACKED + b"not zlib at all")
+        store.cache_put("unmarked", "m1", b"\x00\x01 a blob of no known format")
+    rows = dict(store.conn.execute("SELECT key, response FROM llm_cache"))
+    assert isinstance(rows["long"], bytes) and rows["long"].startswith(PACKED)
+    assert len(rows["long"]) * 5 < len(msgspec.json.encode(long))
+    assert isinstance(rows["short"], str) and isinstance(rows["vec"], bytes)
+    assert cache.answer("long") == (long, False) and cache.answer("short") == (short, False)
+    assert cache.answer("old") == (old, False)
+    assert cache.vector("vec") == vector
+    assert cache.answer("broken") == (None, True) and cache.answer("unmarked") == (None, True)
+    assert cache.vector("broken") is None
 
 
 @pytest.fixture

@@ -2529,3 +2529,23 @@ async def test_calls_a_hopeless_client_ends_in_their_backoff_count_no_prompt_of_
     assert [r["prompt_tokens"] for r in rows] == [0] * 12, [r["error"] for r in rows]
     assert all(", none answered: the client gave up" in r["error"] for r in rows), rows[0]["error"]
     assert (stats["errors"], stats["cancelled"], stats["prompt_tokens"]) == (12, 0, 0), stats
+
+
+async def test_a_long_answer_cached_compressed_is_not_paid_for_again_after_a_restart(tmp_path):
+    # Stored compressed (a third of its JSON), it is still the answer a later process finds.
+    from streamrag.answer_cache import PACKED
+
+    long = "entity | Port Selden | geo | a harbour town on the north coast\n" * 50
+    paid = Endpoint(httpx.Response(200, json=chat_body(long)))
+    async with client(tmp_path, paid) as (llm, store):
+        first = await llm.chat(ask(), model="m1", stage="extract")
+        (raw,) = [r["response"] for r in store.query("SELECT response FROM llm_cache")]
+    store.close()
+    assert isinstance(raw, bytes) and raw.startswith(PACKED) and len(raw) * 5 < len(long)
+    down = Endpoint(*[httpx.Response(500)] * 5)
+    async with client(tmp_path, down, max_retries=0) as (llm, store):
+        again = await llm.chat(ask(), model="m1", stage="extract")
+        rows = store.query("SELECT cached, prompt_tokens FROM llm_calls ORDER BY id")
+    store.close()
+    assert again.text == first.text == long and again.cached and not down.requests
+    assert [r["cached"] for r in rows] == [0, 1]

@@ -1193,6 +1193,8 @@ async def test_the_answers_kept_are_those_the_published_summaries_are(corpus, tm
     # old summary's answer stayed, and kept that answer from the prune for as long as it lived.
     import sqlite3
 
+    from streamrag.answer_cache import unpack
+
     settings = make_settings(simulator.base_url, index={"chunk_size": 80, "chunk_overlap": 10,
                                                         "summary_join_tokens": 0})
     db = tmp_path / "i.db"
@@ -1206,7 +1208,8 @@ async def test_the_answers_kept_are_those_the_published_summaries_are(corpus, tm
                 table = "entities" if owner.startswith("ent-") else "relationships"
                 (description,) = conn.execute(f"SELECT description FROM {table} WHERE id = ?", (owner,)).fetchone()
                 (response,) = conn.execute("SELECT response FROM llm_cache WHERE key = ?", (key,)).fetchone()
-                out[owner] = (description, response)
+                body = unpack(response)   # (a compressed row's JSON is bytes)
+                out[owner] = (description, body if isinstance(body, str) else body.decode())
             return out
         finally:
             conn.close()

@@ -1298,6 +1298,46 @@ def test_an_index_built_with_the_earlier_name_of_the_answers_table_gets_it(tmp_p
         store.close()
 
 
+def test_an_index_from_before_compressed_answers_is_upgraded_and_its_answers_read(tmp_path):
+    # Its rows are JSON text; one it upgrades may hold compressed ones, which the streamrag
+    # before would take for answers it cannot read (and pay for again): it refuses the index.
+    import sqlite3
+
+    import msgspec
+
+    from streamrag.answer_cache import Answer, AnswerCache
+    from streamrag.store import MIGRATIONS
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    before = [name for name, _ in MIGRATIONS].index("llm_cache_packed")
+    answer = Answer("a report's answer, as the streamrag before cached it\n" * 50, "stop", 2400, 800)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("INSERT INTO llm_cache(key, model, response, created_at) VALUES ('k', 'm', ?, 0)",
+                     (msgspec.json.encode(answer).decode(),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
+    conn.close()
+    reader = Store(db, readonly=True)   # (`status`, `ask`: brought forward, then read)
+    try:
+        assert reader.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert AnswerCache(reader, enabled=True).answer("k") == (answer, False)
+    finally:
+        reader.close()
+    store = Store(db)
+    try:
+        AnswerCache(store, enabled=True).put_answer("k2", "m", answer, replace=False)(store)
+        store.conn.commit()
+        assert AnswerCache(store, enabled=True).answer("k") == (answer, False)
+    finally:
+        store.close()
+    from unittest import mock
+
+    with mock.patch("streamrag.store.SCHEMA_VERSION", before):   # the streamrag before
+        with pytest.raises(StoreError, match="newer streamrag"):
+            Store(db, readonly=True)
+
+
 def test_another_programs_database_is_not_taken_over(tmp_path):
     # --db naming some other SQLite file: streamrag wrote its 60 tables in among that file's own.
     import sqlite3
