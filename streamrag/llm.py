@@ -52,9 +52,12 @@ lines).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import os
 import random
+import ssl
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -184,6 +187,19 @@ def request_options(temperature: float, *, max_tokens: int | None = None, logit_
     return {k: v for k, v in options.items() if v is not None}
 
 
+@functools.cache
+def _tls(_cafile: str | None, _capath: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()   # (which reads those two variables: they key the cache)
+
+
+def tls_context() -> ssl.SSLContext:
+    """The TLS context of every client of this process: made once, as httpx makes one (its CA
+    bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). httpx made one per client, loading the CA
+    bundle again (50 ms, some 1 MB) for each sync of a daemon, an http:// endpoint's too.
+    An ``SSLContext`` is shared safely between connections, clients and event loops."""
+    return _tls(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
 class LLMClient:
     """Chat completions and embeddings against ``settings.api_base``.
 
@@ -221,7 +237,7 @@ class LLMClient:
         params = {"api-version": settings.api_version} if settings.api_version else None
         slots = max(1, settings.concurrency)
         self._http = httpx.AsyncClient(
-            headers=headers, params=params, transport=transport,
+            headers=headers, params=params, transport=transport, verify=tls_context(),
             timeout=httpx.Timeout(settings.request_timeout_s),
             limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
         self._slots = anyio.CapacityLimiter(slots)

@@ -2549,3 +2549,24 @@ async def test_a_long_answer_cached_compressed_is_not_paid_for_again_after_a_res
     store.close()
     assert again.text == first.text == long and again.cached and not down.requests
     assert [r["cached"] for r in rows] == [0, 1]
+
+
+async def test_the_clients_of_one_process_share_one_tls_context(tmp_path, monkeypatch):
+    # Each client (one per sync of a daemon) loaded the CA bundle into a new context of its own,
+    # 50 ms and some 1 MB, an http:// endpoint's too.
+    import ssl
+
+    import certifi
+
+    LLMClient(LLMSettings(api_base=API), "")   # (the process's first client makes it)
+    made = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: made.append(k) or real(*a, **k))
+    clients = [LLMClient(LLMSettings(api_base=base, concurrency=n), "")
+               for n, base in enumerate((API, "https://api.example.com/v1", "http://127.0.0.1:9/v1"), 1)]
+    for llm in clients:
+        await llm.aclose()
+    assert made == []
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())   # (read as httpx reads it)
+    assert llm_module.tls_context() is llm_module.tls_context()
+    assert made == [{"cafile": certifi.where()}]
