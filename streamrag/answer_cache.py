@@ -9,18 +9,22 @@ only after that commit (``flying``): a caller arriving later finds it cached.
 With ``llm.cache`` off nothing is looked up, put or shared; without a store, nothing is looked
 up or put, but identical requests in flight are still sent once.
 
-A row's ``response`` is the JSON of what is cached: as text when short, else zlib-compressed,
-as a blob that starts with ``PACKED`` (``pack``). A report's answer is some 3.5 KB of JSON and
-compresses to about 1 KB; the answers of one change to a watched folder (an added document's
-extraction, then a score of summaries and reports) are most of what the index grows by each
-change, and are kept ``store.keep_unused_days``. Rows written as text (every row before
-``llm_cache_packed``) are read as they are; a blob without the marker, or that does not
+A chat answer's row holds its JSON: as text when short, else zlib-compressed, as a blob that
+starts with ``PACKED`` (``pack``). A report's answer is some 3.5 KB of JSON and compresses to
+about 1 KB; the answers of one change to a watched folder (an added document's extraction, then
+a score of summaries and reports) are most of what the index grows by each change, and are kept
+``store.keep_unused_days``. An embedding's row holds its float32s after ``VECTOR`` (the
+precision the index keeps them in: ``embeddings.pack``): 6 KB for 1,536 dimensions, not 32 KB
+of JSON, and these rows are never pruned. Rows written as text (every row before
+``llm_cache_packed``) are read as they are; a blob of no known marker, or that does not
 decompress, is a row that cannot be read: asked again and replaced, as one cut short is.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 
@@ -32,6 +36,7 @@ from streamrag.store import Store
 
 
 PACKED = b"zlib:"     # what a compressed row's blob starts with (a format marker, for a later one)
+VECTOR = b"f32:"      # ... and an embedding's, little-endian float32s
 _PACK_FROM = 200      # bytes of JSON from which a row is compressed (a shorter one gains little)
 
 
@@ -54,6 +59,33 @@ def unpack(raw: str | bytes) -> str | bytes | None:
     try:
         return zlib.decompress(raw[len(PACKED):])
     except zlib.error:
+        return None
+
+
+def pack_vector(vector: list[float]) -> bytes:
+    """What ``llm_cache.response`` holds of an embedding."""
+    floats = array.array("f", vector)
+    if sys.byteorder == "big":
+        floats.byteswap()
+    return VECTOR + floats.tobytes()
+
+
+def unpack_vector(raw: str | bytes) -> list[float] | None:
+    """The embedding a row holds (as float32s, or as JSON: text, or compressed), or None when
+    it cannot be read."""
+    if isinstance(raw, bytes) and raw.startswith(VECTOR):
+        if (len(raw) - len(VECTOR)) % 4:
+            return None
+        floats = array.array("f", raw[len(VECTOR):])
+        if sys.byteorder == "big":
+            floats.byteswap()
+        return floats.tolist()
+    body = unpack(raw)
+    if body is None:
+        return None
+    try:
+        return msgspec.json.decode(body, type=list[float])
+    except msgspec.DecodeError:
         return None
 
 
@@ -114,13 +146,7 @@ class AnswerCache:
             return None
         assert self.store is not None
         raw = self.store.cache_get(key)
-        body = None if raw is None else unpack(raw)
-        if body is None:
-            return None
-        try:
-            return msgspec.json.decode(body, type=list[float])
-        except msgspec.DecodeError:
-            return None
+        return None if raw is None else unpack_vector(raw)
 
     def in_flight(self, key: str) -> Flight | None:
         """The identical request on the wire, if any: wait for it rather than send another."""
@@ -153,7 +179,7 @@ class AnswerCache:
         be read: they replace what is there)."""
         if not self.enabled or not vectors:
             return None
-        rows = {key: pack(msgspec.json.encode(vector)) for key, vector in vectors.items()}
+        rows = {key: pack_vector(vector) for key, vector in vectors.items()}
 
         def put(store: Store) -> None:
             for key, vector in rows.items():
@@ -161,4 +187,4 @@ class AnswerCache:
         return put
 
 
-__all__ = ["Answer", "AnswerCache", "Flight", "PACKED", "pack", "unpack"]
+__all__ = ["Answer", "AnswerCache", "Flight", "PACKED", "VECTOR", "pack", "pack_vector", "unpack", "unpack_vector"]

@@ -124,8 +124,9 @@ def _failures_kind_inferred(conn: sqlite3.Connection) -> None:
 
 def _cache_packed(conn: sqlite3.Connection) -> None:
     """Nothing to change: rows stored as text are read as they were. The step marks an index
-    that may hold compressed answers (``answer_cache.pack``), which an older streamrag would
-    take for answers it cannot read and pay for again: it refuses the index instead."""
+    that may hold compressed answers and packed vectors (``answer_cache.pack``, ``pack_vector``),
+    which an older streamrag would take for rows it cannot read and pay for again: it refuses
+    the index instead."""
 
 
 def _runs_update_of(conn: sqlite3.Connection) -> None:
@@ -429,7 +430,8 @@ DROP TABLE IF EXISTS summary_answers;
     ("calls_given_up_failed", _calls_given_up_failed),
     # A cached answer of 200 bytes of JSON or more is stored zlib-compressed, a blob marked as
     # such (``answer_cache.pack``): a third of the size. A watched folder's index grew some
-    # 60 KB per change by its cached answers alone, kept store.keep_unused_days.
+    # 60 KB per change by its cached answers alone, kept store.keep_unused_days. A cached
+    # embedding is stored as float32s (``pack_vector``): a fifth of its JSON, kept for good.
     ("llm_cache_packed", _cache_packed),
 ]
 

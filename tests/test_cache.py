@@ -110,23 +110,44 @@ def test_a_long_answer_is_stored_compressed_and_rows_stored_as_text_are_read_as_
     long = Answer("entity | Port Selden | geo | a harbour town on the coast\n" * 60, "stop", 900, 700)
     short = Answer("yes", "stop", 3, 1)
     old = Answer("an answer cached by the streamrag before, as JSON text\n" * 40, "length", 50, 400)
-    vector = [i / 7 for i in range(256)]
     with store.transaction():
         cache.put_answer("long", "m1", long, replace=False)(store)
         cache.put_answer("short", "m1", short, replace=False)(store)
-        cache.put_vectors("e1", {"vec": vector})(store)
         store.cache_put("old", "m1", msgspec.json.encode(old).decode())   # as rows were written
         store.cache_put("broken", "m1", PACKED + b"not zlib at all")
         store.cache_put("unmarked", "m1", b"\x00\x01 a blob of no known format")
     rows = dict(store.conn.execute("SELECT key, response FROM llm_cache"))
     assert isinstance(rows["long"], bytes) and rows["long"].startswith(PACKED)
     assert len(rows["long"]) * 5 < len(msgspec.json.encode(long))
-    assert isinstance(rows["short"], str) and isinstance(rows["vec"], bytes)
+    assert isinstance(rows["short"], str)
     assert cache.answer("long") == (long, False) and cache.answer("short") == (short, False)
     assert cache.answer("old") == (old, False)
-    assert cache.vector("vec") == vector
     assert cache.answer("broken") == (None, True) and cache.answer("unmarked") == (None, True)
     assert cache.vector("broken") is None
+
+
+def test_an_embedding_is_stored_as_float32s_and_one_stored_as_json_is_read_as_before(tmp_path):
+    # A 1,536-dimension vector was 32 KB of JSON in a row never pruned; the index keeps its
+    # vectors as float32s, so nothing it uses is lost.
+    import array
+
+    from streamrag.answer_cache import VECTOR, pack
+
+    store = Store(tmp_path / "index.db")
+    cache = AnswerCache(store, enabled=True)
+    vector = [((i * 7919) % 1000 - 500) / 12345.678 for i in range(1536)]
+    as_kept = array.array("f", vector).tolist()
+    with store.transaction():
+        cache.put_vectors("e1", {"new": vector})(store)
+        store.cache_put("old", "e1", msgspec.json.encode(vector).decode())    # as rows were written
+        store.cache_put("zipped", "e1", pack(msgspec.json.encode(vector)))
+        store.cache_put("cut", "e1", VECTOR + b"\x00\x00\x80")
+    raw = store.cache_get("new")
+    assert isinstance(raw, bytes) and len(raw) == len(VECTOR) + 4 * 1536
+    assert len(raw) * 5 < len(msgspec.json.encode(vector))
+    assert cache.vector("new") == as_kept
+    assert cache.vector("old") == vector and cache.vector("zipped") == vector
+    assert cache.vector("cut") is None
 
 
 @pytest.fixture
