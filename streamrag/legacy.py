@@ -12,7 +12,9 @@ writes most (a wrong code page gives another script, or the right one's rarer le
 wrong case), and for CJK its characters in the common part of the code page (a wrong one lands
 in its rare extensions), at least ``_FEW`` of them. When none does, or more than one, ``read``
 names the nearest (``likely``) and the caller reads the file as before. Western text, whose
-accented letters are in words of ASCII ones, reads as none. Pure: bytes in, text out.
+accented letters are in words of ASCII ones, reads as none. A file in a 7-bit encoding
+(ISO-2022-JP, ISO-2022-KR, HZ) is UTF-8 as well, ASCII: its escape sequences say it
+(``escaped``), not its letters. Pure: bytes in, text out.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ EUC_JP = Encoding("euc_jp", "EUC-JP (Japanese)", "EUC-JP")
 GBK = Encoding("gbk", "GBK (GB2312, Chinese)", "GBK")
 BIG5 = Encoding("cp950", "Big5 (Chinese)", "CP950")
 EUC_KR = Encoding("cp949", "EUC-KR (Korean)", "CP949")
+# 7-bit encodings (every byte ASCII's, so a file in one is UTF-8 too) said by their escape
+# sequences, not by their letters (``escaped``): ISO-2022-JP (ESC $ B before Japanese, ESC ( B
+# after it), or its superset ISO-2022-JP-2 when the file holds more (JIS X 0212, Korean ...),
+# ISO-2022-KR (ESC $ ) C once, then SO before Korean and SI after it), HZ (~{ before Chinese,
+# ~} after it). (glibc's iconv knows no HZ; GNU libiconv, macOS's, does as HZ-GB-2312.)
+ISO2022_JP = Encoding("iso2022_jp", "ISO-2022-JP (Japanese)", "ISO-2022-JP")
+ISO2022_JP_2 = Encoding("iso2022_jp_2", "ISO-2022-JP-2 (Japanese)", "ISO-2022-JP-2")
+ISO2022_KR = Encoding("iso2022_kr", "ISO-2022-KR (Korean)", "ISO-2022-KR")
+HZ = Encoding("hz", "HZ-GB-2312 (Chinese)", "HZ-GB-2312")
 # Each with what to try when it does not decode: Windows' Greek where ISO's has no character.
 # (Hebrew is among them as much so that a Hebrew file, whose letters read as Greek or Cyrillic
 # in those code pages, is not taken for either.)
@@ -111,6 +122,45 @@ def read(data: bytes) -> Reading:
     near.sort(key=lambda n: -n[0])
     likely = [e for e, _ in fits] or [e for score, e in near if score >= _SHORT] or [e for _, e in near[:1]]
     return Reading(None, None, tuple(_koi8(e, data) for e in likely))
+
+
+# HZ as RFC 1843 writes it: "~~" a tilde, "~" and a line end none, "~{" GB2312's characters as
+# pairs of bytes (each 0x80 less) closed by "~}" within the line; no other "~" (text that
+# holds "~{" is not HZ: "x = ~{1, 2}", "~/{a,b}").
+_HZ = re.compile(rb"(?:[^~]|~~|~\n|~\{(?:[\x21-\x7d][\x21-\x7e])*~\})*")
+_SHIFTS = re.compile("[\x0e\x0f\x1b]")   # SO, SI, ESC
+
+
+def escaped(data: bytes) -> Reading | None:
+    """``data`` read in the 7-bit encoding its escape sequences say (ISO-2022-JP, ISO-2022-KR,
+    HZ), if it is in one: every byte ASCII, the encoding's sequences in it (HZ's well formed:
+    ``_HZ``), decoded without an error and with no escape or shift left (a log in colour holds
+    ESC [ ... m, which ISO-2022-JP's decoder lets through), into text whose characters beyond
+    ASCII are CJK ones, nearly all (a wrong reading gives Greek, Cyrillic and box drawing). No
+    ``_FEW``: the sequences say the encoding, however little text they hold. Else None."""
+    if not data.isascii():
+        return None
+    if b"\x1b$)C" in data:
+        tries: tuple[Encoding, ...] = (ISO2022_KR,)
+    elif b"\x1b$" in data:
+        tries = (ISO2022_JP, ISO2022_JP_2)
+    elif b"~{" in data and _HZ.fullmatch(data):
+        tries = (HZ,)
+    else:
+        return None
+    decoded = _decoded(data, tries)
+    if decoded is None:
+        return None
+    encoding, text = decoded
+    cjk = _count(_CJK, text)
+    if _SHIFTS.search(text) or not cjk or cjk < 0.9 * _count(_NON_ASCII, text):
+        return None
+    if encoding is HZ:   # (any two ASCII letters in "~{ ~}" are a character: ask for common ones,
+        # GB2312's symbols and first level, bytes below 0xD8, as Chinese text's nearly all are)
+        chars = _NON_ASCII.findall(text)
+        if sum(_gb2312(ch)[:1] < b"\xd8" for ch in chars) < 0.9 * len(chars):
+            return None
+    return Reading(text, encoding, (encoding,))
 
 
 def _koi8(encoding: Encoding, data: bytes) -> Encoding:

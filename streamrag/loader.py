@@ -80,7 +80,9 @@ TITLE_CHARS = 100
 # (``legacy``: cp1251, KOI8-R, ISO-8859-7, Shift-JIS, GBK, Big5, EUC-KR ...), when exactly one
 # does (it was cp1252 garbage); UTF-16 without a byte-order mark in polytonic Greek, with
 # combining accents, or in CJK with no punctuation in its first 8 KB is read (a binary file).
-VERSION = "13"
+# 14: a file in ISO-2022-JP, ISO-2022-KR or HZ, said by its escape sequences, is read in it
+# (``legacy.escaped``: it was ASCII garbage, "$BEl5~$O", or with ISO-2022-KR's shifts a binary file).
+VERSION = "14"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -577,7 +579,8 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
-    without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file that is UTF-8
+    without a byte-order mark if it reads as CJK text (``_utf16_codec``); a file of ASCII whose
+    escape sequences say a 7-bit CJK encoding is read in it (``_escaped``); a file that is UTF-8
     but for a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as
     cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
@@ -599,6 +602,8 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
             text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings)
+        else:
+            text = _escaped(data, label, warnings) or text
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -668,6 +673,21 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
         warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in answers, "
                         f"save it as UTF-8 from its encoding (the output of {_iconv('<its encoding>', label)})")
     return text
+
+
+def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
+    """The text of ``data``, ASCII bytes, in the 7-bit CJK encoding its escape sequences say
+    (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
+    (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
+    shifts a binary file.)"""
+    if b"\x1b$" not in data and b"~{" not in data:
+        return None
+    reading = legacy.escaped(data)
+    if reading is None:
+        return None
+    warnings.append(f"{label}: written in {reading.encoding.name}, read as such by its escape sequences; "
+                    f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, label)})")
+    return reading.text
 
 
 def _iconv(encoding: str, label: str) -> str:

@@ -204,6 +204,39 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         assert warnings[0].startswith(f"s.txt: not valid UTF-8, read as cp1252; it looks like {named}"), warnings
 
 
+@pytest.mark.parametrize("lang, codec, name, iconv", [
+    ("ja", "iso2022_jp", "ISO-2022-JP (Japanese)", "ISO-2022-JP"),
+    ("ko", "iso2022_kr", "ISO-2022-KR (Korean)", "ISO-2022-KR"),
+    ("zh", "hz", "HZ-GB-2312 (Chinese)", "HZ-GB-2312"),
+])
+def test_a_file_in_a_7_bit_cjk_encoding_is_read_by_its_escape_sequences(tmp_path, lang, codec, name, iconv):
+    # Every byte ASCII's, so valid UTF-8: read as escape-code garbage ("\x1b$BEl5~$O") with no
+    # warning, or with ISO-2022-KR's shifts (SO, SI) a binary file. Short text too: the escape
+    # sequences, not the letters, say the encoding.
+    for text in (_LEGACY[lang], _LEGACY[lang].split("\u3002")[0].split(". ")[0] + "\n",
+                 f"Notes of the meeting.\n{_LEGACY[lang]}Bye.\n"):
+        f = write(tmp_path / "old notes.txt", text.encode(codec))
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert doc.text == text
+        assert warnings == [f"old notes.txt: written in {name}, read as such by its escape sequences; to be sure "
+                            f"of it, save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 'old notes.txt'`)"]
+
+
+def test_ascii_text_with_escapes_or_tildes_is_not_taken_for_a_7_bit_cjk_encoding(tmp_path):
+    import random
+
+    # "~{" in code or LaTeX, HZ's segments unclosed or of rare characters (two lower-case letters),
+    # a log in colour (tput's ESC ( B before ESC [ m), ASCII after ESC $ B, and ISO-2022-JP-2's
+    # Greek (not mostly CJK): read as they are, ASCII.
+    garbage = bytes(random.Random(3).choices(range(0x21, 0x7F), k=40))
+    for data in (b"Use a tie: Dr.~{Smith} and x = ~{1, 2}\n", b"ls ~/{a,b} and ~{VP~} then ~x\n",
+                 b"Hello ~{VP and more text\n", b"see ~{ab~} here\n",
+                 b"\x1b(B\x1b[mok \x1b[31mred\x1b(B\x1b[m\n", b"\x1b$B" + garbage + b"\x1b(B\n",
+                 "\u0391\u03b8\u03ae\u03bd\u03b1 \u6771\u4eac\n".encode("iso2022_jp_2")):
+        [doc], warnings = read_documents(write(tmp_path / "a.txt", data), root=tmp_path)
+        assert (doc.text, warnings) == (data.decode(), []), data
+
+
 def test_binary_file(tmp_path):
     f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; move it out of the folder"):
