@@ -81,7 +81,8 @@ TITLE_CHARS = 100
 # does (it was cp1252 garbage); UTF-16 without a byte-order mark in polytonic Greek, with
 # combining accents, or in CJK with no punctuation in its first 8 KB is read (a binary file).
 # 14: a file in ISO-2022-JP, ISO-2022-KR or HZ, said by its escape sequences, is read in it
-# (``legacy.escaped``: it was ASCII garbage, "$BEl5~$O", or with ISO-2022-KR's shifts a binary file).
+# (``legacy.escaped``: it was ASCII garbage, "$BEl5~$O", or with ISO-2022-KR's shifts a binary file);
+# fewer than 200 16-bit numbers among ideographs or Hangul are not UTF-16 text (``legacy.common``).
 VERSION = "14"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -843,7 +844,9 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     use area, Yi, Glagolitic ... where 8-bit text and legacy encodings paired up fall), some of
     them only UTF-16 makes (``_UTF16_ONLY``: sentences end in 。 or ！, lines in a line end,
     and Korean is spaced; Shift-JIS read as UTF-16 is ideographs alone) or else nearly all
-    ideographs or Hangul, some of them again and again as a text's are (16-bit numbers that
+    ideographs or Hangul, four in five of them common ones (``legacy.common``: a third of
+    16-bit numbers that fall among ideographs are, a fifth among Hangul; under 200 of them
+    were read as text) and some of them again and again as a text's are (16-bit numbers that
     fall there are nearly all different), when no legacy CJK encoding reads the bytes as text
     (``legacy``): Chinese with no punctuation, or Korean with no space, in its first 8 KB was
     a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``)."""
@@ -855,7 +858,7 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     letters = _CJK_LETTER.findall(text)
     if len(_UTF16_ONLY.findall(text)) < 0.03 * n and (
             len(letters) < 0.9 * n or len(letters) >= 200 and len(set(letters)) > 0.75 * len(letters)
-            or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None):
+            or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None):
         return False
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming

@@ -1049,6 +1049,32 @@ def test_utf16_without_a_byte_order_mark_that_was_called_binary_is_read_or_said_
             read_documents(f, root=tmp_path)
 
 
+def test_few_16_bit_numbers_among_ideographs_are_not_utf16_text_and_short_cjk_text_is(tmp_path):
+    import random
+    import struct
+
+    # Under 200 of them, nearly all different as text's characters are not, they were read as
+    # UTF-16 text without a word ("2_2_..."): of characters drawn at random a third of ideographs
+    # and a fifth of Hangul syllables are common ones (a code page's first level), of a text's
+    # nearly all. They are read as 8-bit text, with its warning, or a binary file.
+    rng = random.Random(5)
+    for n in (20, 50, 100, 199):
+        for low, high in ((0x4E00, 0xA000), (0xAC00, 0xD7A4)):
+            data = struct.pack(f"<{n}H", *(rng.randrange(low, high) for _ in range(n)))
+            try:
+                [doc], warnings = read_documents(write(tmp_path / "n.txt", data), root=tmp_path)
+            except InputError as e:
+                assert "binary file" in str(e), (n, hex(low))
+            else:
+                assert doc.text != data.decode("utf-16-le") and "not valid UTF-8, read as" in warnings[0], (n, hex(low))
+    # Short text with no punctuation, all of its characters different, is read still.
+    for text in ("北京上海广州深圳成都重庆武汉西安南京杭州", "山田太郎鈴木花子佐藤健高橋一生", "김철수이영희박민수최지우정해인강동원",
+                 "서울은대한민국의수도입니다", "北京是中华人民共和国的首都"):
+        for codec in ("utf-16-le", "utf-16-be"):
+            [doc], warnings = read_documents(write(tmp_path / "s.txt", text.encode(codec)), root=tmp_path)
+            assert (doc.text, warnings) == (text, []), (text, codec)
+
+
 def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
     # Arrays nested 100,000 deep raised RecursionError, and a lone surrogate escape
     # ("\ud800") reached the store as text no UTF-8 holds: each stopped `index` and `watch`.
