@@ -392,9 +392,14 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if ix.chunk_size < 50:
         problems.append(_bound("index.chunk_size", "must be at least 50 tokens", "50 or more"))
     mistyped_keys = {key for key, _line in mistyped}
-    # (Against a chunk_size mistyped, and so put back to its default, the overlap is not
-    # judged: "below 600 (half of index.chunk_size, 1200)" named a size the file never set.)
-    if "index.chunk_size" not in mistyped_keys and not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
+    # (Against a chunk_size mistyped, and so put back to its default, the overlap is judged only
+    # as >= 0: "below 600 (half of index.chunk_size, 1200)" named a size the file never set,
+    # but a negative overlap is wrong whatever the size, and was said only after the fix.)
+    if "index.chunk_size" in mistyped_keys:
+        if ix.chunk_overlap < 0:
+            problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}; it must be >= 0 (and below half "
+                             "of index.chunk_size): set it to 0 or more"))
+    elif not 0 <= ix.chunk_overlap < ix.chunk_size // 2:
         default = " (its default)" if ix.chunk_overlap == IndexSettings().chunk_overlap else ""
         fix = "set it to 0 or more" if ix.chunk_overlap < 0 else f"set it below {ix.chunk_size // 2}"
         problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}{default}; it must be >= 0 and below "

@@ -372,6 +372,17 @@ def test_an_overlap_is_not_judged_against_a_mistyped_chunk_size(tmp_path):
     assert "chunk_overlap" not in message and "1200" not in message.split(";")[0], message
 
 
+def test_a_negative_overlap_is_said_beside_a_mistyped_chunk_size(tmp_path):
+    # It is wrong whatever the size: the file's one line left it out, and fixing chunk_size
+    # alone met it on the next run (the README: one edit fixes them all).
+    path = write(tmp_path, '[index]\nchunk_size = "big"\nchunk_overlap = -5\n')
+    message = refusal(path)
+    assert message.startswith(f"{path}: index.chunk_size: expected int, got str"), message
+    assert message.endswith("(and 1 more setting(s) to fix: index.chunk_overlap: is -5; it must be >= 0 "
+                            "(and below half of index.chunk_size): set it to 0 or more)"), message
+    assert "1200" not in message.partition("chunk_overlap")[2] and "600" not in message, message
+
+
 def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     # `[llm] temprature = 1, concurrency = 0` said llm.temprature alone: a second run found
     # concurrency, a third the next misspelt key.
