@@ -45,6 +45,7 @@ from streamrag.status import counted as _n, format_status, gather_status, llm_su
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
                              last_opened, one_writer, read_as_unchanging, remember_wal_tried,
                              vacuum, wal_kept_line, wal_past_bound, wal_tried)
+from streamrag.watch_lines import asked_again
 
 
 def path_arg(text: str) -> str:
@@ -278,7 +279,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
         _bound_wal(db)   # (the writer lock still held)
     if args.json:
-        _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm)})
+        # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
+        # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
+        _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm),
+                     "asked_again": asked_again(result.llm)})
     else:
         print(_format_sync(result, db, settings.index.include))
         for w in result.warnings[:10]:  # on stderr, with the other messages about the run

@@ -471,6 +471,26 @@ def test_index_says_when_it_stops_asking_for_what_the_model_keeps_getting_wrong(
     assert json.loads(cli_run("status", "--json", "--db", db).stdout)["settled"] == 0   # (1200 tokens)
 
 
+def test_index_json_counts_the_answers_asked_again_as_status_and_watch_do(cli_run, corpus, tmp_path, simulator):
+    # A report cut off at its budget, asked again with more room, is one of llm.errors that left
+    # nothing out: watch's idle line and status --json said how many (asked_again), index --json
+    # did not, so a script saw errors and failed_items 0 and could not tell why.
+    (tmp_path / "s.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                                     "[index]\nreport_max_output_tokens = 300\n")
+    db = str(tmp_path / "i.db")
+    out = cli_run("index", str(corpus), "-q", "--json", "--config", str(tmp_path / "s.toml"), "--db", db,
+                  "--api-base", simulator.base_url)
+    assert out.returncode == 0, out.stderr
+    run = json.loads(out.stdout)
+    status = json.loads(cli_run("status", "--json", "--db", db).stdout)
+    assert run["failed_items"] == 0 and run["llm"]["errors"] > 0, run
+    assert run["asked_again"] == status["asked_again"] == run["llm"]["errors"], (run, status["asked_again"])
+    # Offline, where nothing is asked: 0, the key there all the same.
+    offline = json.loads(cli_run("index", str(corpus), "-q", "--json", "--offline", "--db",
+                                 str(tmp_path / "o.db")).stdout)
+    assert offline["asked_again"] == 0
+
+
 def test_vacuum_gives_the_free_space_back_and_keeps_the_index(cli_run, corpus, tmp_path):
     # `status` shows the space freed under churn; the README's way to give it back needed the
     # sqlite3 program, which many machines lack.
