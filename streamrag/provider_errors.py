@@ -226,6 +226,19 @@ def one_line(text: object) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+# A model the server does not serve, as a 400 (or 422) says it: OpenAI-compatible proxies
+# (LiteLLM, OpenRouter, vLLM) answer so where OpenAI answers 404 ("The model `x` does not exist",
+# code model_not_found).
+_UNKNOWN_MODEL = re.compile(r"model[_ ]not[_ ]found|\bmodel\b[^.;]{0,120}?\b(?:does not exist|not found|"
+                            r"is not (?:available|served))|\b(?:unknown|invalid|no such) model\b",
+                            re.IGNORECASE)
+
+
+def unknown_model(code: str, message: str) -> bool:
+    """Whether an error's ``code`` or ``message`` says the model asked for is not served."""
+    return bool(_UNKNOWN_MODEL.search(code) or _UNKNOWN_MODEL.search(message))
+
+
 def error_code(resp: httpx.Response) -> str:
     try:
         body = msgspec.json.decode(resp.content)

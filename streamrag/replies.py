@@ -30,7 +30,7 @@ from streamrag.errors import LLMRequestError
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
                                        duration, error_code, forbidden_reason, html_page, key_advice,
                                        model_settings, one_line, overflow_advice, provider_message,
-                                       refused_param, web_page)
+                                       refused_param, unknown_model, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -122,6 +122,13 @@ class Replies:
             raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
                                   f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
                                   "raise that limit", status)
+        if status in (400, 422) and unknown_model(code, message):
+            # (A proxy's 400 for what OpenAI answers 404: every call would fail alike.)
+            keys = model_settings(self.settings, model)
+            where = f"{' / '.join(keys)} = {model!r}" if keys else "llm.*_model"
+            raise LLMRequestError(f"unknown model: {url} does not serve {model} ({message}); give "
+                                  f"{where} a model the server serves, or check {self.setting}",
+                                  status, every_call=True)
         if status == 404:
             keys = model_settings(self.settings, model)
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"

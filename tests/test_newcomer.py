@@ -237,3 +237,45 @@ def test_index_with_failed_items_names_the_last_reason(tmp_path, capsys, monkeyp
     assert rc == 1 and last.startswith("streamrag: 1 item(s) failed")
     assert "(last: [embed] " in last and "unknown model or wrong api_base: missing-model" in last
     assert "llm.embedding_model = 'missing-model'" in last and "run the same command again" in last
+
+
+# -- a proxy's 400 for an unknown model -------------------------------------------------------
+@pytest.mark.anyio
+@pytest.mark.parametrize("error", [
+    {"code": "model_not_found", "message": "provider says no"},
+    {"message": "The model `nope-7b` does not exist"},
+    {"message": "model nope-7b does not exist"},
+])
+async def test_a_400_for_an_unknown_model_stops_the_run_at_once(tmp_path, error):
+    # A proxy (LiteLLM, OpenRouter ...) answers 400 where OpenAI answers 404: every chunk failed on
+    # its own (44 calls, 44 failures) and an empty version 1 was published.
+    from conftest import make_settings
+
+    from streamrag.pipeline import sync
+    from streamrag.store import Store
+
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"d{i}.txt").write_text(f"Document {i} tells of Ada Lovelace and Charles Babbage. " * 20)
+    asked: list[httpx.Request] = []
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(400, json={"error": {"type": "invalid_request_error", **error}})
+
+    settings = make_settings(API, index={"chunk_size": 60, "chunk_overlap": 0},
+                             llm={"extraction_model": "nope-7b"}, pipeline={"extract_workers": 1})
+    db = tmp_path / "i.db"
+    with anyio.fail_after(60), pytest.raises(LLMRequestError) as e:
+        await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint))
+    message = str(e.value)
+    assert message.startswith("unknown model: http://llm.test/v1/chat/completions does not serve nope-7b")
+    assert "llm.extraction_model = 'nope-7b'" in message and "\n" not in message
+    assert "Nothing was published" in message
+    assert len(asked) == 1
+    store = Store(db, readonly=True)
+    try:
+        assert store.version == 0
+    finally:
+        store.close()
