@@ -103,9 +103,16 @@ def nothing_indexed_line(items: int, last: str) -> str:
 # whose first few answers happen to be unusable is not stopped) (``Indexer.fail``).
 GIVE_UP_UNAVAILABLE = 3
 GIVE_UP_AFTER = 8
-# Said when a run stops for an endpoint that does not answer.
-_NOTHING_HERE = ". Nothing was published; the index is as it was"
-_NOTHING_PUBLISHED = f"{_NOTHING_HERE}, and a run after the fix reuses the finished work"
+
+
+def nothing_published(indexed: bool, reuses: bool = True) -> str:
+    """What a run that stops (for an endpoint that does not answer) says it left: the index as it
+    was, or none yet (``indexed``: a version was published before; the first failed sync of a
+    folder said "the index is as it was" of no index); ``reuses``: and that a run after the fix
+    reuses the finished work (not said by a daemon, which syncs again by itself)."""
+    said = ". Nothing was published; " + ("the index is as it was" if indexed else "there is no index yet")
+    return said + (", and a run after the fix reuses the finished work" if reuses else "")
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -200,7 +207,7 @@ class Indexer:
         # Its errors say to run the command again after the fix, unless a daemon runs it: the
         # daemon syncs again by itself (its extraction ahead too, ``watch:extract``).
         self.retries_itself = retried or command == "watch:extract"
-        self._nothing_published = _NOTHING_HERE if self.retries_itself else _NOTHING_PUBLISHED
+        self.indexed = True   # a version was published before the run (known once the store is open)
         self.graph_cache = graph_cache
         self.recluster = recluster
         self.db_path = db_path
@@ -236,6 +243,10 @@ class Indexer:
         self._unpublished: Callable[[], list[str]] | None = None
         self.not_indexed_files: list[str] | None = None   # ... as found then (None: not looked)
 
+    @property
+    def _nothing_published(self) -> str:
+        return nothing_published(self.indexed, reuses=not self.retries_itself)
+
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
                    error: Exception | None = None, *, settled: bool = False, stamp: str | None = None,
@@ -246,7 +257,7 @@ class Indexer:
         ``kind``: what a load failure is of (``InputError.kind``, or "unlisted" for a folder)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
-            raise LLMRequestError(f"{error}. Nothing was published; the index is as it was",
+            raise LLMRequestError(f"{error}{nothing_published(self.indexed, reuses=False)}",
                                   error.status, every_call=True) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
@@ -327,6 +338,7 @@ class Indexer:
                 # it has a model, read by a newer one) keeps its last update as it was, not "failed".
                 check_not_downgraded(self.settings, store, self.db_path)
                 check_not_newer(store, self.db_path)
+                self.indexed = bool(store.version)
                 status = "interrupted"
                 try:
                     # Inside: a signal that lands as it commits still has the run row closed.
@@ -385,7 +397,7 @@ class Indexer:
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon
             # publishes what it can and retries an outage itself, saying so.)
-            raise LLMUnavailableError(f"{self.unavailable_error}{_NOTHING_PUBLISHED}")
+            raise LLMUnavailableError(f"{self.unavailable_error}{nothing_published(self.indexed)}")
         worked_from = store.version
         change = self._changes(store, scan)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)

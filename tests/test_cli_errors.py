@@ -806,3 +806,12 @@ def test_an_empty_api_base_flag_answers_without_a_model(cli_run, indexed, tmp_pa
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert answer["extractive"] and answer["llm"]["calls"] == 0
+
+
+def test_a_first_index_where_nothing_answers_says_there_is_no_index_yet(cli_run, corpus):
+    # It said "Nothing was published; the index is as it was" of a folder never indexed.
+    out = cli_run("index", str(corpus), "-q", "--api-base", "http://127.0.0.1:9/v1")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.rstrip().endswith("start the server, or fix --api-base. Nothing was published; "
+                                        "there is no index yet, and a run after the fix reuses the "
+                                        "finished work"), out.stderr
