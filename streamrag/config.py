@@ -241,7 +241,7 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: not UTF-8 text ({not_utf8_reason(data, e)}); save the file as "
                           "UTF-8") from None
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file; run `streamrag init` to write one") from None
+        raise ConfigError(f"{path}: no such config file; {_missing_fix(Path(path))}") from None
     except tomllib.TOMLDecodeError as e:
         fresh = (f", or start over with `streamrag init --force {path.parent}` (it overwrites the file)"
                  if path.name == CONFIG_NAME else "")
@@ -259,6 +259,19 @@ _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROUTE_RE = re.compile(r"/(chat/completions|completions|embeddings)$")
 _TWICE_RE = re.compile(r"Cannot declare \((.*)\) twice")
 _LINE_RE = re.compile(r"at line (\d+)")
+
+
+def _missing_fix(path: Path) -> str:
+    """What to do about a settings file that is not there. ``streamrag init DIR`` writes
+    DIR/streamrag.toml and no other name ("run `streamrag init` to write one" was said of
+    nofile.toml, which init never writes), in a folder that exists."""
+    import shlex
+
+    folder = shlex.quote(str(path.parent))
+    if path.name == CONFIG_NAME and path.parent.is_dir():
+        return f"run `streamrag init {folder}` to write it, or leave out --config"
+    return (f"create it, or leave out --config to read the {CONFIG_NAME} of the folder (or a folder "
+            f"above it); `streamrag init DIR` writes DIR/{CONFIG_NAME}")
 
 
 def _toml_fix(e: tomllib.TOMLDecodeError, data: bytes) -> str:

@@ -815,3 +815,19 @@ def test_a_first_index_where_nothing_answers_says_there_is_no_index_yet(cli_run,
     assert out.stderr.rstrip().endswith("start the server, or fix --api-base. Nothing was published; "
                                         "there is no index yet, and a run after the fix reuses the "
                                         "finished work"), out.stderr
+
+
+def test_a_missing_config_file_gets_advice_that_writes_it(cli, tmp_path):
+    # "run `streamrag init` to write one": init writes DIR/streamrag.toml, never nofile.toml.
+    (tmp_path / "cc").mkdir()
+    (tmp_path / "cc" / "a.txt").write_text("Ada met Charles.")
+    err = cli("index", "cc", "--config", "nofile.toml", code=1)
+    assert err == ("streamrag: error: nofile.toml: no such config file; create it, or leave out --config "
+                   "to read the streamrag.toml of the folder (or a folder above it); `streamrag init DIR` "
+                   "writes DIR/streamrag.toml\n")
+    # A streamrag.toml in a folder that exists: init writes that very file.
+    cli("index", "cc", "--config", "cc/streamrag.toml", code=1,
+        fragments=("cc/streamrag.toml: no such config file; run `streamrag init cc` to write it, or "
+                   "leave out --config",))
+    cli("init", "cc", code=0)
+    assert (tmp_path / "cc" / "streamrag.toml").is_file()
