@@ -217,11 +217,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder; give the folder to write {CONFIG_NAME} in "
                           "(default: the current one)")
+    if not folder.exists():
+        # (A typo made a new folder, and the settings file in it was never read.)
+        raise ConfigError(f"{folder}: no such folder; give a folder that exists (create it first "
+                          f"with `mkdir -p {shlex.quote(str(folder))}` if it is new)")
     target = folder / CONFIG_NAME
     if target.exists() and not args.force:
         raise ConfigError(f"{target} exists already; edit it, or pass --force to overwrite it")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(default_config_text(), encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"{target}: cannot write it ({e.strerror or e}); give a folder you can "

@@ -817,6 +817,14 @@ def test_a_first_index_where_nothing_answers_says_there_is_no_index_yet(cli_run,
                                         "finished work"), out.stderr
 
 
+def test_init_refuses_a_folder_that_does_not_exist(cli, tmp_path):
+    # `streamrag init nodir/sub` made both folders: a typo gave a settings file nothing read.
+    cli("init", "nodir/sub", code=1,
+        fragments=("nodir/sub: no such folder; give a folder that exists (create it first with "
+                   "`mkdir -p nodir/sub` if it is new)",))
+    assert not (tmp_path / "nodir").exists()
+
+
 def test_a_missing_config_file_gets_advice_that_writes_it(cli, tmp_path):
     # "run `streamrag init` to write one": init writes DIR/streamrag.toml, never nofile.toml.
     (tmp_path / "cc").mkdir()
