@@ -186,9 +186,9 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     """The index a reading command opens: --db, else store.path, else .streamrag/index.db in the
     folder it runs in (``ask``'s DIR, else here) or above."""
     if getattr(args, "db", None):
-        return _usable_db(Path(args.db))
+        return _missing_said(_usable_db(Path(args.db)), "--db")
     if settings.store.path:
-        return _usable_db(_configured_db(settings))
+        return _missing_said(_usable_db(_configured_db(settings)), f"store.path in {settings.source}")
     folder = getattr(args, "folder", None)
     here = Path(folder or ".").resolve()
     for d in (here, *here.parents):
@@ -203,6 +203,19 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
                                 f"`streamrag index {quoted}` first, or pass --db PATH")
     raise IndexMissingError("no index found here or in a parent folder; build one with "
                             "`streamrag index DIR`, or pass --db PATH")
+
+
+def _missing_said(db: Path, given: str) -> Path:
+    """``db``, unless no file is there: then the index to build is that one (``given``: what named
+    it). It said "build one with `streamrag index DIR` (or pass --db ...)" of the --db passed."""
+    if db.exists() or db.is_symlink():
+        return db
+    from streamrag.loader import shown
+
+    flag = f" --db {shlex.quote(shown(db))}" if given == "--db" else ""
+    raise IndexMissingError(f"no index at {shown(db)} (named by {given}); build it with "
+                            f"`streamrag index DIR{flag}`, or give {given.split(' in ')[0]} an index "
+                            "that exists")
 
 
 def _print_json(obj: object) -> None:

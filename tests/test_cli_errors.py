@@ -839,3 +839,16 @@ def test_a_missing_config_file_gets_advice_that_writes_it(cli, tmp_path):
                    "leave out --config",))
     cli("init", "cc", code=0)
     assert (tmp_path / "cc" / "streamrag.toml").is_file()
+
+
+@pytest.mark.parametrize("command", [("ask", "Who?"), ("status",), ("export", "g.json")])
+def test_a_db_that_is_not_there_is_built_with_that_db(cli, tmp_path, command):
+    # It said "build one with `streamrag index DIR` (or pass --db ...)", --db passed.
+    err = cli(*command, "--db", "nope.db", code=1)
+    assert err == ("streamrag: error: no index at nope.db (named by --db); build it with "
+                   "`streamrag index DIR --db nope.db`, or give --db an index that exists\n")
+    assert not (tmp_path / "nope.db").exists()
+    (tmp_path / "st.toml").write_text('[store]\npath = "x/y.db"\n')
+    cli(*command, "--config", "st.toml", code=1,
+        fragments=(f"no index at {tmp_path / 'x' / 'y.db'} (named by store.path in st.toml); build it "
+                   "with `streamrag index DIR`",))
