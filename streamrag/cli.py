@@ -297,7 +297,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.json:
         # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
         # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
-        _print_json({"db": str(db), **_struct_dict(result), "llm": llm_summary(result.llm),
+        _print_json({"db": os.path.abspath(db), **_struct_dict(result), "llm": llm_summary(result.llm),
                      "asked_again": asked_again(result.llm)})
     else:
         print(_format_sync(result, db, settings.index.include))
@@ -480,7 +480,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if args.json:
-        _print_json({"db": str(db), **info})
+        _print_json({"db": os.path.abspath(db), **info})
     else:
         print(format_status(info, db))
     return 0
@@ -507,7 +507,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         print("streamrag: the interrupt came as the vacuum was finishing, too late to stop it: it "
               "finished", file=sys.stderr)
     if args.json:
-        _print_json({"db": str(db), "before_bytes": before, "after_bytes": after})
+        _print_json({"db": os.path.abspath(db), "before_bytes": before, "after_bytes": after})
     else:
         print(f"{db}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
     return 0

@@ -1374,3 +1374,15 @@ def test_the_command_line_loads_no_http_client_nor_graph_until_a_command_needs_o
              "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[0] == "[]", out.stdout
+
+
+def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cli_run, corpus):
+    # `index cc --json` said "cc/.streamrag/index.db", `status --json` run in cc the absolute path.
+    expected = str(corpus / ".streamrag" / "index.db")
+    cwd = corpus.parent
+    done = json.loads(cli_run("index", corpus.name, "--offline", "--json", "-q", cwd=cwd).stdout)
+    relative = f"{corpus.name}/.streamrag/index.db"
+    status_here = json.loads(cli_run("status", "--json", cwd=corpus).stdout)
+    status_db = json.loads(cli_run("status", "--json", "--db", relative, cwd=cwd).stdout)
+    vacuum = json.loads(cli_run("vacuum", "--json", "--db", relative, cwd=cwd).stdout)
+    assert [done["db"], status_here["db"], status_db["db"], vacuum["db"]] == [expected] * 4
