@@ -36,7 +36,7 @@ from pathlib import Path
 import anyio
 
 from streamrag import __version__, index_rows
-from streamrag.config import (CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
+from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
                               problems_line)
 from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
                               user_error)
@@ -686,7 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
            config_default=f"{CONFIG_NAME} in the first PATH (a file's folder) or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",
-                   help="OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model")
+                   help=API_BASE_HELP)
     p.add_argument("--estimate", action="store_true", help="print the calls and tokens a run would need, spend nothing")
     p.add_argument("--recluster", action="store_true",
                    help="cluster from scratch instead of from the previous partition (ids are still kept)")

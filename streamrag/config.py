@@ -27,6 +27,10 @@ from streamrag.errors import ConfigError, FlagError
 from streamrag.loader import DEFAULT_INCLUDE
 
 CONFIG_NAME = "streamrag.toml"
+# ``index`` and ``watch``'s --api-base: "" means no endpoint, which a model-built index refuses
+# (``pipeline.check_not_downgraded``); --help said only that it "indexes without a model".
+API_BASE_HELP = ("OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model "
+                 "(refused for an index a model built: --offline rebuilds it offline)")
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

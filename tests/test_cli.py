@@ -1386,3 +1386,17 @@ def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cl
     status_db = json.loads(cli_run("status", "--json", "--db", relative, cwd=cwd).stdout)
     vacuum = json.loads(cli_run("vacuum", "--json", "--db", relative, cwd=cwd).stdout)
     assert [done["db"], status_here["db"], status_db["db"], vacuum["db"]] == [expected] * 4
+
+
+@pytest.mark.parametrize("command", ["index", "watch"])
+def test_help_says_an_empty_api_base_is_refused_for_an_index_a_model_built(cli_run, corpus, simulator, command):
+    # --help said `--api-base ""` "indexes without a model", and such a run of an index a
+    # model built is refused.
+    said = " ".join(cli_run(command, "--help").stdout.split())
+    assert ('"" indexes without a model (refused for an index a model built: --offline rebuilds '
+            'it offline)') in said, said
+    assert cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url).returncode == 0
+    args = ("watch", "--once") if command == "watch" else ("index", "-q")
+    out = cli_run(*args, str(corpus), "--api-base", "")
+    assert out.returncode == 1 and "this index was built with a model" in out.stderr, out.stderr
+    assert "pass --offline to rebuild it offline" in out.stderr
