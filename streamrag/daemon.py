@@ -497,11 +497,20 @@ class Daemon:
             finally:
                 await self._end_emptying()
 
+    def _mode(self) -> tuple[str, str | None, str]:
+        """How it indexes, for the first line: ``"offline"`` or ``"llm"``, the endpoint (None
+        offline), and the words (`index` says "version 1, LLM"; `watch` said neither, nor where)."""
+        s = self.settings
+        if s.offline:
+            return "offline", None, "offline (NLP extraction, extractive reports)"
+        return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"
+
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
-        self.emit("starting", f"{self.root} -> {self.db_path} (debounce {w.debounce_ms} ms, "
+        mode, endpoint, said = self._mode()
+        self.emit("starting", f"{self.root} -> {self.db_path}, {said} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
-                  root=str(self.root), db=str(self.db_path))
+                  root=str(self.root), db=str(self.db_path), mode=mode, endpoint=endpoint)
         for line in self.settings.unused_by_indexing():
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)

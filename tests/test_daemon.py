@@ -2430,3 +2430,17 @@ async def test_a_folder_moved_in_is_listed_while_the_event_loop_goes_on(corpus, 
     (queued,) = [e for e in events if e["state"] == "queued"]
     assert queued["message"].startswith("3 files (3 added)"), queued["message"]
     assert db_count(tmp_path / "l.db", "SELECT count(*) FROM files WHERE path LIKE 'inbox/%'") == 3
+
+
+def test_the_first_line_says_offline_or_which_model_at_which_endpoint(corpus, tmp_path, capsys, simulator):
+    # `index` says "version 1, LLM"; watch's first line said neither that nor the endpoint.
+    db = tmp_path / "w.db"
+    assert main(["watch", str(corpus), "--offline", "--db", str(db), "--once", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (first["state"], first["mode"], first["endpoint"]) == ("starting", "offline", None)
+    assert ", offline (NLP extraction, extractive reports) (debounce" in first["message"]
+    db = tmp_path / "w2.db"
+    assert main(["watch", str(corpus), "--api-base", simulator.base_url, "--db", str(db), "--once"]) == 0
+    first = capsys.readouterr().err.splitlines()[0]   # (text lines go to stderr)
+    assert first.endswith(f"{corpus} -> {db}, LLM gpt-4o-mini at {simulator.base_url} (debounce 500 ms, "
+                          "quiet 2s, grace 10s)"), first
