@@ -508,9 +508,10 @@ class Daemon:
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
         mode, endpoint, said = self._mode()
-        self.emit("starting", f"{self.root} -> {self.db_path}, {said} (debounce {w.debounce_ms} ms, "
+        db = os.path.abspath(self.db_path)   # (as `index --json` and `status --json` give it)
+        self.emit("starting", f"{self.root} -> {db}, {said} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
-                  root=str(self.root), db=str(self.db_path), mode=mode, endpoint=endpoint)
+                  root=str(self.root), db=db, mode=mode, endpoint=endpoint)
         for line in self.settings.unused_by_indexing():
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)

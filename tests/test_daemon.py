@@ -2444,3 +2444,12 @@ def test_the_first_line_says_offline_or_which_model_at_which_endpoint(corpus, tm
     first = capsys.readouterr().err.splitlines()[0]   # (text lines go to stderr)
     assert first.endswith(f"{corpus} -> {db}, LLM gpt-4o-mini at {simulator.base_url} (debounce 500 ms, "
                           "quiet 2s, grace 10s)"), first
+
+
+def test_the_first_line_names_the_index_by_its_absolute_path(corpus, capsys, monkeypatch):
+    # `watch DIR` said "DIR/.streamrag/index.db" (and "db" so in JSON), `status --json` the absolute path.
+    monkeypatch.chdir(corpus.parent)
+    assert main(["watch", corpus.name, "--offline", "--once", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    expected = str(corpus / ".streamrag" / "index.db")
+    assert first["db"] == expected and f" -> {expected}, offline" in first["message"]
