@@ -13,6 +13,12 @@ import time
 from streamrag.errors import LLMUnavailableError
 
 
+# Tries of a call whose connections are refused by an endpoint that has never answered: nothing
+# listens there (a wrong llm.api_base, a server not started), so say so in seconds rather than a
+# minute (``LLMClient._never_answered``; ``Outage.still_down`` says it of a daemon's failed sync).
+REFUSED_ATTEMPTS = 3
+
+
 class EndpointReach:
     """What one client's tries have met of its endpoint: answers, refusals, timeouts."""
 
@@ -36,6 +42,11 @@ class EndpointReach:
         if self._refused_since is None:
             self._refused_since = time.monotonic()
         self._quiet_again()
+
+    @property
+    def refusing(self) -> bool:
+        """Every connection has been refused since some try, none answered since."""
+        return self._refused_since is not None
 
     def down_s(self) -> float:
         """Seconds every connection has been refused (0 while the endpoint answers)."""

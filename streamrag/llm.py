@@ -74,7 +74,7 @@ from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, RUN_AGAIN, EndpointHealth, GaveUp, failure, only_errors
-from streamrag.endpoint_reach import EndpointReach
+from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
                                     thinks_aloud, unmarked_seen)
@@ -152,9 +152,6 @@ class _Hopeless(Exception):
     (``endpoint_health.HOPELESS_TRIES``)."""
 
 
-# Retries of a refused connection before the endpoint has ever answered: nothing listens there
-# (a wrong llm.api_base, a server not started), so say so in seconds rather than a minute.
-_REFUSED_ATTEMPTS = 3
 # A server that answered, then refused every connection for this long, has stopped (not restarted):
 # every call still waiting fails at its next refused attempt, instead of each one going through its
 # own minute of backoff (a 50-document index against a server stopped mid-run took 8 minutes).
@@ -940,13 +937,18 @@ class LLMClient:
         if not (isinstance(exc, Retryable) and exc.refused):
             return False
         if not self._reach.reached:
-            return state.attempt_number >= _REFUSED_ATTEMPTS
+            return state.attempt_number >= REFUSED_ATTEMPTS
         return self._reach.down_s() >= DOWN_AFTER_S
 
     @property
     def reached(self) -> bool:
         """Whether the endpoint has given any HTTP answer to this client (errors included)."""
         return self._reach.reached
+
+    @property
+    def refusing(self) -> bool:
+        """Whether every connection has been refused since some try (none answered since)."""
+        return self._reach.refusing
 
     def _silent_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because the server stopped answering (``_retrying``)."""

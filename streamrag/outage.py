@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
 from streamrag.watch_lines import answered, clock, span
 
@@ -47,6 +48,9 @@ class Outage:
         # When the calls began failing, no call answered since (wall clock): an outage's "since".
         self.failing_since: float | None = None
         self.tried_s = 0.0   # how long the last sync took, failed or not (its calls' retries in it)
+        # ... and its endpoint refused every connection, never answering: each call then stopped
+        # after ``REFUSED_ATTEMPTS`` tries, not llm.max_retries + 1 (said "up to 7 times").
+        self.refused = False
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
         self.notices = Notices()
@@ -107,6 +111,7 @@ class Outage:
         client said one, else the start of the first such sync."""
         stats = indexer.llm.stats if indexer.llm is not None else {}
         self.server_errors = indexer.llm is not None and indexer.llm.reached
+        self.refused = indexer.llm is not None and not indexer.llm.reached and indexer.llm.refusing
         self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
         if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
             self.failing_since = None
@@ -151,6 +156,8 @@ class Outage:
         # The pause runs from the end of a failed sync, and each sync retries each call first
         # ("retrying every 8 s" was said of syncs 40 s apart).
         tries = self.settings.llm.max_retries + 1
+        if self.refused:
+            tries = min(tries, REFUSED_ATTEMPTS)
         took = f"the last took {span(self.tried_s)}" + (
             f", each call in it tried up to {tries} times" if tries > 1 else "")
         self.emit("outage", f"{self.down_since()} ({span(down)}); retrying {span(pause)} after each "

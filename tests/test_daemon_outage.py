@@ -1549,3 +1549,43 @@ async def test_the_health_lines_failures_are_the_last_finished_syncs_not_the_ret
     await switch.client.aclose()
     said = [e["failures"] for e in events if e["state"] == "health"]
     assert len(said) >= 2 and set(said) == {status_info(db)["failures_last_run"]}, said
+
+
+async def test_the_outage_line_says_how_many_times_a_refused_call_was_really_tried(
+        corpus, tmp_path, simulator, monkeypatch):
+    # With llm.max_retries = 6 it said "each call in it tried up to 7 times" of calls whose
+    # connections were refused, which stop after 3 tries where nothing ever answered.
+    from streamrag import llm as llm_module
+
+    monkeypatch.setattr(llm_module, "RETRY_BASE_S", 0.01)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    settings.llm.max_retries = 6
+    from streamrag.endpoint_reach import EndpointReach
+
+    refused: dict[int, int] = {}   # each model client's (each sync's) refused tries
+    asked: set[bytes] = set()
+    real_refused = EndpointReach.refused
+
+    def counted_refused(self) -> None:
+        refused[id(self)] = refused.get(id(self), 0) + 1
+        real_refused(self)
+
+    monkeypatch.setattr(EndpointReach, "refused", counted_refused)
+
+    async def counted(request: httpx.Request) -> httpx.Response:
+        if not switch.up:
+            asked.add(request.content)
+        return await switch(request)
+
+    async with running(settings, tmp_path / "r.db", corpus,
+                       transport=httpx.MockTransport(counted)) as (_daemon, events, send):
+        switch.up = False
+        mark = len(events)
+        await edit_guild(corpus, send)
+        await until(lambda: any(e["state"] == "outage" for e in events[mark:]), timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    line = next(e for e in events[mark:] if e["state"] == "outage")
+    assert "each call in it tried up to 3 times)" in line["message"] and line["call_tries"] == 3, line
+    # As it says: the one call (the edited chunk's) of each sync (and extraction ahead) was tried 3 times.
+    assert len(asked) == 1 and set(refused.values()) == {3}, refused
