@@ -3,6 +3,7 @@
     python bench/incremental.py --corpus DIR          # DIR: at least 200 documents
     python bench/incremental.py --generate 200 --seed 11
     python bench/incremental.py --generate 200 --port 19300-19309   # runs side by side: a range each
+    python bench/incremental.py --generate 200 --config regen.toml  # other settings (a streamrag.toml)
 
 With ``--corpus``, the last file (in name order) is held out and added as the new document;
 with ``--generate N`` the corpus is made by ``../shared/tools/corpusgen.py`` with N + 1
@@ -48,6 +49,7 @@ import anyio
 from _harness import ROOT, add_port_option, emit, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
+from streamrag.errors import ConfigError
 from streamrag.graph_state import GraphCache
 from streamrag.pipeline import sync
 from streamrag.query import ask
@@ -81,6 +83,10 @@ def main() -> None:
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--api-base")
     ap.add_argument("--model")
+    ap.add_argument("--config", type=Path, metavar="FILE",
+                    help="a settings file for every sync (e.g. [index] report_regen_threshold = 0.02); "
+                         "the rate limits stay off, and --offline and --model still win, the "
+                         "simulator (or --api-base) still the endpoint")
     add_port_option(ap)
     args = ap.parse_args()
     if not args.corpus and not args.generate:
@@ -122,7 +128,10 @@ def main() -> None:
         if args.model:
             overrides["llm"].update({f"{j}_model": args.model for j in ("extraction", "summary", "report")})
         env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
-        settings = load_settings(None, env=env, overrides=overrides)
+        try:
+            settings = load_settings(args.config, env=env, overrides=overrides)
+        except ConfigError as e:
+            sys.exit(f"incremental.py: {e}")
         if not args.offline:
             settings.llm.api_base = args.api_base or stack.enter_context(simulator_process(args.port))
         db = tmp / "index.db"

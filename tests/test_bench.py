@@ -107,6 +107,25 @@ def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_pat
     assert s["samples_add"] == 1 and s["add_share_max"] == round(counts["add"][0] / full.reports, 4)
 
 
+def test_incremental_syncs_with_the_settings_file_given(tmp_path):
+    # Its settings were the defaults: trying a setting (index.report_regen_threshold, say) meant
+    # editing the script. Offline, so that no simulator is started.
+    def bench(*extra):
+        return subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus",
+                               str(BENCH.parent / "tests" / "data" / "harbor"), *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    config = tmp_path / "streamrag.toml"
+    config.write_text("[index]\nmax_cluster_size = 2\n")
+    default, split = bench(), bench("--config", str(config))
+    assert default.returncode == split.returncode == 0, default.stderr + split.stderr
+    assert json.loads(split.stdout)["reports_total"] > json.loads(default.stdout)["reports_total"]
+    config.write_text("[index]\nmax_cluster_size = 1\n")
+    bad = bench("--config", str(config))
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and str(config) in bad.stderr and "max_cluster_size" in bad.stderr
+
+
 def test_watch_soak_samples_the_daemon_after_each_change():
     out = subprocess.run([sys.executable, str(BENCH / "watch_soak.py"), "--corpus",
                           str(BENCH.parent / "tests" / "data" / "harbor"), "--changes", "3", "--offline"],
