@@ -838,6 +838,13 @@ _CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
 _ZERO_BYTE = re.compile("[\x01-\xff]")
 
 
+# The bytes of a Western 8-bit text (cp1252, Latin-1): ASCII letters, digits, spaces and
+# punctuation, Latin-1's letters and cp1252's quotes and dashes. Short, with no character only
+# UTF-16 makes, such a text reads as ideographs in UTF-16 ("canción schön to" as 捡湣槳渠獣棶渠瑯);
+# UTF-16 CJK text's bytes are nearly never all of these (a low byte is any of 256).
+_WESTERN = re.compile("[\t\n\r A-Za-z0-9.,;:!?'\"()/&\\-\u0091-\u0097\u00ab\u00bb\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff]*")
+
+
 def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     """Whether ``text``, a file's first bytes (``head``) read as UTF-16, is text in Chinese,
     Japanese or Korean: nearly all of it CJK text's characters (``_CJK_TEXT``: not the private
@@ -858,7 +865,8 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     letters = _CJK_LETTER.findall(text)
     if len(_UTF16_ONLY.findall(text)) < 0.03 * n and (
             len(letters) < 0.9 * n or len(letters) >= 200 and len(set(letters)) > 0.75 * len(letters)
-            or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None):
+            or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None
+            or _WESTERN.fullmatch(head.decode("latin-1"))):
         return False
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming

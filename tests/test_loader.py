@@ -1075,6 +1075,17 @@ def test_few_16_bit_numbers_among_ideographs_are_not_utf16_text_and_short_cjk_te
             assert (doc.text, warnings) == (text, []), (text, codec)
 
 
+def test_short_western_8_bit_text_is_not_utf16_cjk_text(tmp_path):
+    # A few words of cp1252 hold no character only UTF-16 makes, and read as UTF-16 they are
+    # ideographs, common ones: since CJK text with no punctuation is read, "canción schön to"
+    # was 捡湣槳渠獣棶渠瑯, and one of an odd length was refused as broken UTF-16. Their bytes
+    # are a Western text's (``_WESTERN``): read as cp1252, as before.
+    for text in ("canción schön to", "to für final für", "on général final", "brûlée Österreich",
+                 "Ødum final Zürich", "in forêt for général\n"):
+        [doc], warnings = read_documents(write(tmp_path / "w.txt", text.encode("cp1252")), root=tmp_path)
+        assert doc.text == text and "not valid UTF-8, read as cp1252" in warnings[0], (text, doc.text, warnings)
+
+
 def test_hostile_jsonl_lines_are_warnings_not_a_stopped_run(tmp_path):
     # Arrays nested 100,000 deep raised RecursionError, and a lone surrogate escape
     # ("\ud800") reached the store as text no UTF-8 holds: each stopped `index` and `watch`.
