@@ -549,21 +549,22 @@ def _one_run(store: Store, a: str, b: str, near: str) -> bool:
     Council", a name shortened by a word of its middle, where no entity's name holds both (a
     model named it "City Council"). Not across a point or a comma ("Zeno Ulmford. Greta
     Ulmard"), nor past a word in lower case ("Nadia Harberg met Mr. Marstad")."""
-    first = re.compile(rf"(?<![^\W_]){re.escape(a)}(?![^\W_])", re.IGNORECASE)
     for (text,) in store.conn.execute(
             "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50", (near,)):
-        for m in first.finditer(text):
-            if not m.group()[:1].isupper():
+        for m in _FIRST_WORD.finditer(text):
+            if not m.group()[:1].isupper() or words(m.group())[:1] != [a]:
                 continue
             pos, between = m.end(), 0
             while between <= 3 and (w := _RUN_WORD.match(text, pos)) and w.group(1)[:1].isupper():
-                if between and w.group(1).casefold() == b:
+                # (A word as the index has it: "Council's" is "council", "Zoë" is "zoe".)
+                if between and words(w.group(1))[:1] == [b]:
                     return True
                 pos, between = w.end(), between + 1
     return False
 
 
 _RUN_WORD = re.compile(r"\s+([^\W_][\w'’-]*)")   # the next word of a run of names, space before it
+_FIRST_WORD = re.compile(r"(?<![\w'’-])[^\W_][\w'’-]*")   # a word that may begin one
 
 
 NEAR_NAMES = 5   # the names of the index an answer offers for one it lacks
