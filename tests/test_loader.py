@@ -237,6 +237,24 @@ def test_ascii_text_with_escapes_or_tildes_is_not_taken_for_a_7_bit_cjk_encoding
         assert (doc.text, warnings) == (data.decode(), []), data
 
 
+def test_a_large_ascii_file_holding_a_tilde_brace_is_judged_not_hz_in_little_memory():
+    import tracemalloc
+
+    from streamrag import legacy
+
+    # Whether ASCII holding "~{" is well-formed HZ was a regular expression taken a byte at a
+    # time, keeping each byte's backtracking: 120 bytes of memory a byte (a 20 MB log with one
+    # "~{ab~}" took 11 s and 2.4 GB to read; 100 MB would not have been read at all).
+    data = b"see ~{ab~} here\n" + b"The quick brown fox jumps over the lazy dog.\n" * 45_000   # 2 MB
+    tracemalloc.start()
+    try:
+        assert legacy.escaped(data) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * len(data), peak   # (its HZ reading, 4 bytes a character at most, and little more)
+
+
 def test_binary_file(tmp_path):
     f = write(tmp_path / "img.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     with pytest.raises(InputError, match=r"img\.txt: binary file, not indexed; move it out of the folder"):
