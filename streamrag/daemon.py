@@ -499,8 +499,13 @@ class Daemon:
 
     def _mode(self) -> tuple[str, str | None, str]:
         """How it indexes, for the first line: ``"offline"`` or ``"llm"``, the endpoint (None
-        offline), and the words (`index` says "version 1, LLM"; `watch` said neither, nor where)."""
+        offline, unless it embeds), and the words (`index` says "version 1, LLM"; `watch` said
+        neither, nor where). Offline with an embedding model (``index.extractor = "nlp"``) still
+        calls the endpoint: it said "offline" and no endpoint of a watch whose outage lines named one."""
         s = self.settings
+        if s.offline and s.embeds:
+            return ("offline", s.llm.api_base, "offline (NLP extraction, extractive reports), embeddings "
+                    f"{s.llm.embedding_model} at {s.llm.api_base}")
         if s.offline:
             return "offline", None, "offline (NLP extraction, extractive reports)"
         return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"

@@ -2453,3 +2453,19 @@ def test_the_first_line_names_the_index_by_its_absolute_path(corpus, capsys, mon
     first = json.loads(capsys.readouterr().out.splitlines()[0])
     expected = str(corpus / ".streamrag" / "index.db")
     assert first["db"] == expected and f" -> {expected}, offline" in first["message"]
+
+
+def test_the_first_line_names_the_endpoint_an_offline_watch_embeds_at(corpus, tmp_path, capsys, simulator):
+    # index.extractor = "nlp" with an embedding model: offline extraction, but every sync sends
+    # its embeddings to the endpoint; the first line said "offline" and endpoint None.
+    config = tmp_path / "nlp.toml"
+    config.write_text('[index]\nextractor = "nlp"\n[llm]\nembedding_model = "text-embedding-3-small"\n'
+                      'requests_per_minute = 0\ntokens_per_minute = 0\n', encoding="utf-8")
+    db = tmp_path / "w.db"
+    assert main(["watch", str(corpus), "--config", str(config), "--api-base", simulator.base_url,
+                 "--db", str(db), "--once", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (first["state"], first["mode"], first["endpoint"]) == ("starting", "offline", simulator.base_url)
+    assert (f", offline (NLP extraction, extractive reports), embeddings text-embedding-3-small at "
+            f"{simulator.base_url} (debounce") in first["message"], first["message"]
+    assert db_count(db, "SELECT count(*) FROM llm_calls WHERE stage = 'embed'") > 0
