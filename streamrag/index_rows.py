@@ -539,9 +539,14 @@ def failures_recorded(store: Store) -> int:
         f"AND {_UNINDEXED_FILES}))") or 0
 
 
-# A run that published nothing and left files unindexed (``not_indexed``), as ``runs r``.
+# A failure ``f`` of a chunk of a file run ``r`` left unindexed, publishing nothing
+# (``not_indexed``): one of the chunks its stats name (``not_indexed_chunks``), or any of a run
+# recorded before they were named. (A chunk of an unchanged file, extracted again for another
+# extraction model, is no chunk of the files a run leaves unindexed: a failure.)
 _UNINDEXED_FILES = ("coalesce(r.status != 'ok' AND json_valid(r.stats) "
-                    "AND coalesce(json_extract(r.stats, '$.not_indexed'), 0) > 0, 0)")
+                    "AND coalesce(json_extract(r.stats, '$.not_indexed'), 0) > 0 "
+                    "AND (json_type(r.stats, '$.not_indexed_chunks') IS NULL OR f.item IN "
+                    "(SELECT value FROM json_each(r.stats, '$.not_indexed_chunks'))), 0)")
 
 
 def load_failures_by_kind(store: Store, run_id: str) -> dict[str, int]:
@@ -664,9 +669,13 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
 
 def failed_chunks(store: Store, run_id: str) -> set[tuple[str, str]]:
     """The ``(stage, item)`` of the chunks run ``run_id`` could not extract (stages ``extract``
-    and ``glean``): the new version of a file holding one stays unpublished until it is extracted."""
+    and ``glean``) that no published document holds: the new version of a file holding one stays
+    unpublished until it is extracted. (Read after that run, before another publishes.) A chunk
+    of an unchanged file, extracted again for another extraction model, is published: its file
+    is not left unindexed, and its failure is one."""
     return set(store.conn.execute("SELECT DISTINCT stage, item FROM failures WHERE run_id = ? "
-                                  "AND stage IN ('extract', 'glean')", (run_id,)))
+                                  "AND stage IN ('extract', 'glean') AND item NOT IN "
+                                  "(SELECT chunk_id FROM document_chunks)", (run_id,)))
 
 
 def update_of(store: Store, run_id: str) -> str | None:

@@ -369,7 +369,7 @@ class Indexer:
                             # (interrupted too: Ctrl-C, SIGTERM, a daemon's second signal left
                             # them unindexed as a failure does, and `status` did not say which)
                             stats = await self._not_indexed() if status != "ok" else None
-                            await writer.run(lambda s: s.finish_run(self.run_id, status, stats))
+                            await writer.run(lambda s: s.finish_run(self.run_id, status, self._stats_said(s, stats)))
                         except StreamragError:
                             if status == "ok":
                                 raise
@@ -378,7 +378,7 @@ class Indexer:
         finally:
             store.close()
 
-    async def _not_indexed(self) -> str | None:
+    async def _not_indexed(self) -> dict | None:
         """A failed or interrupted run's ``runs.stats``: the new or changed files it was for, which
         it leaves unindexed (it published nothing), ``{"not_indexed": 50, "not_indexed_files": [...]}``,
         the first ``NOT_INDEXED_NAMED`` by name (``status --failures`` says them: a sync given
@@ -386,7 +386,16 @@ class Indexer:
         if self._unpublished is None:
             return None
         files = self.not_indexed_files = sorted(await anyio.to_thread.run_sync(self._unpublished))
-        return json.dumps({"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]})
+        return {"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]}
+
+    def _stats_said(self, store: Store, stats: dict | None) -> str | None:
+        """``stats`` (``_not_indexed``) as written, with the chunks of those files that failed
+        (``not_indexed_chunks``, ``index_rows.failed_chunks``), counted as the files, not as
+        failures, in `status`'s count over all runs, after other runs have published."""
+        if stats is None:
+            return None
+        chunks = sorted({item for _stage, item in index_rows.failed_chunks(store, self.run_id)})
+        return json.dumps({**stats, "not_indexed_chunks": chunks})
 
     async def _sync(self, store: Store, writer: Writer, paths: list[Path], started: float) -> SyncResult:
         if self._say_what_settings_redo(store):   # (a note for messages, not part of a version)

@@ -849,6 +849,29 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed    " not in text
 
 
+def test_a_failed_update_counts_a_chunk_of_an_unchanged_file_as_a_failure(corpus, tmp_path, simulator):
+    # Another extraction model extracts every chunk again. A failed chunk of a file unchanged on
+    # disk is a failure of the update (the file stays indexed as it was), not one of the files it
+    # left unindexed: status said "failures 0" and listed it under the one file edited.
+    import httpx
+    import pytest
+
+    from streamrag.errors import LLMUnavailableError
+
+    db = tmp_path / "m.db"
+    anyio.run(lambda: sync([corpus], make_settings(simulator.base_url, llm={"max_retries": 0}), db, root=corpus))
+    (corpus / "guild.txt").write_text((corpus / "guild.txt").read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+    settings = make_settings(simulator.base_url, llm={"max_retries": 0, "extraction_model": "gpt-4o"})
+    with pytest.raises(LLMUnavailableError):
+        anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(_refused)))
+    info, text = status_of(db, failures=True)
+    assert info["not_indexed_files"] == ["guild.txt"], info
+    assert all(f["message"].startswith("guild.txt ") for f in info["not_indexed_failures"]), info
+    assert info["failures"] and all(f["stage"] == "extract" and not f["message"].startswith("guild.txt ")
+                                    for f in info["failures"]), info
+    assert info["failures_last_run"] == len(info["failures"]) == info["failures_total"], info
+
+
 def test_an_update_interrupted_says_the_files_it_left_unindexed(corpus, tmp_path, simulator):
     # A run stopped by a signal as its calls waited (Ctrl-C, SIGTERM, a daemon's second signal)
     # published nothing either, but recorded no files: `status` said "interrupted" and not which
