@@ -465,24 +465,58 @@ async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus,
                         "or pandoc for example, to index them)"], warnings
 
 
-async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path):
-    """Events that never pause for quiet_s (a log appended to) delay the sync 10 x quiet_s at most."""
+class DaemonClock:
+    """The time as the daemon reads it (``anyio.current_time`` in ``streamrag.daemon``), moved
+    on by the test alone: its quiet periods and waits are counted in the test's steps, whatever
+    a loaded machine does to the real time between them. (Its waits for events still end in
+    real time: the daemon then reads the clock, finds its deadline not reached, and waits again.)"""
+
+    def __init__(self, monkeypatch) -> None:
+        import types
+
+        from streamrag import daemon as daemon_module
+
+        self.now = 1000.0
+        clock = types.ModuleType("anyio")
+        clock.__dict__.update(vars(anyio))
+        clock.current_time = lambda: self.now
+        monkeypatch.setattr(daemon_module, "anyio", clock)
+
+
+async def test_a_file_written_steadily_is_synced_while_it_grows(corpus, tmp_path, monkeypatch):
+    """Events that never pause for quiet_s (a log appended to) delay the sync 10 x quiet_s at most:
+    an edit every 0.03 s of the daemon's clock, each sent once the one before was queued, so no
+    quiet period ever passes; the sync starts at the first edit 1 s (10 x 0.1 s) after the first.
+    Told by the edits queued before it, not timed (the test took 1 s, and it was 4.0 s at most)."""
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.1})   # offline: fast
     log = corpus / "log.txt"
     async with running(settings, tmp_path / "g.db", corpus) as (daemon, _events, send):
-        started = anyio.current_time()
+        clock = DaemonClock(monkeypatch)
+        queued: list[int] = []          # the edits queued, one a batch
+        at_sync: list[int] = []         # how many were queued when a sync began
+        queue, sync_ = daemon._queue, daemon._sync
+
+        async def queueing(batch, **kwargs):
+            await queue(batch, **kwargs)
+            queued.append(len(queued) + 1)
+
+        async def syncing(reason, **kwargs):
+            at_sync.append(len(queued))
+            return await sync_(reason, **kwargs)
+
+        daemon._queue, daemon._sync = queueing, syncing
         async with send:
-            with anyio.move_on_after(6):          # edits every 30 ms, never 100 ms apart
-                n = 0
-                while daemon.syncs < 2:
-                    n += 1
-                    with log.open("a") as f:
-                        f.write(f"Line {n}: Captain Oskar Lind logged the tide at Port Vell.\n")
-                    await send.send({(Change.added if n == 1 else Change.modified, str(log))})
-                    await anyio.sleep(0.03)
-            waited = anyio.current_time() - started
-    assert daemon.syncs >= 2, "never synced while the file kept changing"
-    assert waited < 4.0                        # 1 s of max wait, plus prefetch and sync time
+            for n in range(1, 200):    # (without the bound: 6 s of the clock, 60 quiet periods, no sync)
+                if at_sync:
+                    break
+                clock.now += 0.03
+                with log.open("a") as f:
+                    f.write(f"Line {n}: Captain Oskar Lind logged the tide at Port Vell.\n")
+                await send.send({(Change.added if n == 1 else Change.modified, str(log))})
+                await until(lambda: len(queued) == n or at_sync, timeout=60)
+    assert daemon.syncs == 2   # (the end of the edits, closing ``send``, syncs what is left: none)
+    # 1 s of edits 0.03 s apart after the first: the 35th (0.03 * 34 = 1.02 s) began the sync.
+    assert at_sync == [35], (at_sync, len(queued))
     store = Store(tmp_path / "g.db", readonly=True)
     assert store.scalar("SELECT count(*) FROM documents WHERE path = 'log.txt'") == 1
     store.close()
@@ -502,7 +536,7 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
     async with running(settings, db, corpus) as (daemon, events, send):
         # (a sync is counted before the log is emptied and "idle" said: each edit below waits for its own)
         await until(lambda: "idle" in events.states())
-        with overlapping_readers(db) as (longest, errors):
+        with overlapping_readers(db, busy_s=0) as (_longest, errors):   # (kept waiting: an error)
             async with send:
                 for n in range(4):
                     idle = events.states().count("idle")
@@ -511,10 +545,9 @@ async def test_the_log_is_emptied_after_a_publish_though_queries_never_leave_a_g
                     await send.send({(Change.modified, str(corpus / "council.txt"))})
                     await until(lambda: events.states().count("idle") > idle, timeout=40)
                     sizes.append(wal.stat().st_size if wal.exists() else 0)
-    assert not errors
+    assert not errors                  # no reader waited for it (not timed: a wait is an error)
     assert daemon.syncs == 5
     assert sizes == [0, 0, 0, 0]       # emptied after every publish (it grew: 4 versions' pages)
-    assert max(longest) < 1.0          # and no reader waited for it
 
 
 async def test_a_failure_emptying_the_log_is_raised_not_waited_on_for_ever(corpus, tmp_path, monkeypatch):
@@ -676,10 +709,12 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
     # Then `run` returned with that wait still going on in its thread, holding the index's write
     # lock up to 30 s more: a program using `Daemon.run` as a library (it goes on) could not
     # write the index meanwhile. And nothing was said between "publishing" and "idle" while it
-    # waited: a wait of more than a second is said, once.
+    # waited: a wait of more than a second is said, once. (The wait for the reader lasts an hour
+    # here, not 30 s: a stop that waited for it meets the guard; not timed.)
     from streamrag import store as store_module
 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)
+    monkeypatch.setattr(store_module, "_BUSY_S", 3600)
     db = tmp_path / "s.db"
     held = None
     try:
@@ -692,10 +727,8 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
                     f.write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
                 await send.send({(Change.modified, str(corpus / "guild.txt"))})
                 await until(lambda: "emptying" in events.states(), timeout=20)   # published, and waiting
-                began = anyio.current_time()
                 daemon.stop("SIGTERM received")
-                await until(lambda: events.states()[-1] == "stopped", timeout=5)
-                took = anyio.current_time() - began
+                await until(lambda: events.states()[-1] == "stopped", timeout=60)
         # `run` has returned: the index's write lock is free (it was held up to 30 s more)
         free = sqlite3.connect(db, isolation_level=None, timeout=0)
         try:
@@ -707,7 +740,6 @@ async def test_a_stop_does_not_wait_for_the_log_to_be_emptied(corpus, tmp_path, 
     finally:
         if held is not None:
             held.close()
-    assert took < 1.0, took   # (the wait: 30 s; the default grace: 10 s)
     assert events[-1]["message"] == "index is current"
     assert not [e for e in events if "write-ahead log" in e["message"] and e["state"] == "warning"]
     emptying = [e for e in events if e["state"] == "emptying"]
@@ -722,17 +754,25 @@ async def test_run_does_not_wait_long_for_an_emptying_of_the_log_that_ignores_th
     # ``run`` joined the emptying thread in a shielded scope, as long as it took: its first
     # step, copying the log (wal_checkpoint(PASSIVE)), did not look at the stop (300 MB: 2.4 s,
     # more on a slow disk), and a second Ctrl-C ("cancelling now") waited for it too. A stop
-    # waits for it 2 s at most; a second signal (``serve`` cancels the work) not at all.
+    # waits for it ``_END_EMPTYING_S`` at most; a second signal (``serve`` cancels the work)
+    # not at all. Not timed: the emptying here ignores the stop for an hour, and a second
+    # signal's wait for it is made an hour too; a wait for either meets the guard, which then
+    # lets the emptying end.
+    from streamrag import daemon as daemon_module
     from streamrag import store as store_module
 
-    released = threading.Event()
+    released, guard_fired = threading.Event(), []
+    ended: list[bool] = []   # the emptying's end
 
     def empty_wal(path, wait_s, stop=None):
-        released.wait(10)   # (a copy that does not look at the stop)
+        released.wait(3600)   # (a copy that does not look at the stop)
+        ended.append(True)
         return False
 
     monkeypatch.setattr(store_module, "WAL_BOUND", 1)
     monkeypatch.setattr(store_module, "empty_wal", empty_wal)
+    if how == "second signal":
+        monkeypatch.setattr(daemon_module, "_END_EMPTYING_S", 3600)
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     db = tmp_path / "c.db"
     events = Events()
@@ -745,6 +785,7 @@ async def test_run_does_not_wait_long_for_an_emptying_of_the_log_that_ignores_th
             await daemon.run(recv)
 
     held = None
+    guard = threading.Timer(60, lambda: (guard_fired.append(True), released.set()))
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run)
@@ -755,21 +796,20 @@ async def test_run_does_not_wait_long_for_an_emptying_of_the_log_that_ignores_th
                 f.write("\nGuild Master Tomas Ruud hired Net Maker Ilse Varn.\n")
             await send.send({(Change.modified, str(corpus / "guild.txt"))})
             await until(lambda: "emptying" in events.states(), timeout=30)   # published, and emptying
-            began = anyio.current_time()
+            guard.start()
             daemon.stop("SIGINT received")
             if how == "second signal":
                 await anyio.sleep(0.1)
                 work.cancel()
-        took = anyio.current_time() - began
+        gone_on = not ended   # (`run` returned with the emptying still going on)
     finally:
+        guard.cancel()
         released.set()
         send.close()
         if held is not None:
             held.close()
-    if how == "stop":
-        assert took < 3.0, took   # (``_END_EMPTYING_S``: 2 s)
-    else:
-        assert took < 0.5, took
+    assert not guard_fired, "run waited for the emptying of the log"
+    assert gone_on
 
 
 async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_path, simulator, monkeypatch):
