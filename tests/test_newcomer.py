@@ -164,9 +164,16 @@ async def test_nothing_listening_is_one_error_without_a_warning_per_retry(caplog
 @pytest.mark.anyio
 async def test_a_server_stopped_mid_run_fails_the_remaining_calls_fast(monkeypatch):
     # Before, each call went through its own minute of backoff: 8 minutes for 50 documents.
+    # Told by the tries made and the waits taken, not timed: each wait is as long as its jitter
+    # allows, so a call refused since the server last answered ends at its first try 0.3 s
+    # (DOWN_AFTER_S) after its first refusal, the second: two tries, one wait of 0.3 s, however
+    # slow the machine (its own backoff: seven tries, 19 s of waits).
+    import types
+
     import streamrag.llm as llm_module
 
     monkeypatch.setattr(llm_module, "DOWN_AFTER_S", 0.3)
+    monkeypatch.setattr(llm_module, "random", types.SimpleNamespace(uniform=lambda low, high: high))
     server = {"up": True, "requests": 0}
 
     def endpoint(request: httpx.Request) -> httpx.Response:
@@ -179,16 +186,27 @@ async def test_a_server_stopped_mid_run_fails_the_remaining_calls_fast(monkeypat
     llm = LLMClient(LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0,
                                 max_retries=6), "", transport=httpx.MockTransport(endpoint),
                     retry_base_s=0.3)
+    waits: list[float] = []
+    backoff = llm._backoff
+
+    async def waiting(seconds: float) -> None:
+        waits.append(seconds)
+        await backoff(seconds)
+
+    llm._backoff = waiting
     try:
         assert (await llm.chat(ask(), model="m", stage="extract")).text == "ok"
         server["up"] = False
-        with anyio.fail_after(10), pytest.raises(LLMUnavailableError,
+        before = server["requests"]
+        with anyio.fail_after(60), pytest.raises(LLMUnavailableError,
                                                 match="refused every connection .*start it again"):
             await llm.chat([{"role": "user", "content": "second"}], model="m", stage="extract")
+        assert server["requests"] - before == 2 and waits == [pytest.approx(0.3)], \
+            (server["requests"] - before, waits)
         before = server["requests"]
-        with anyio.fail_after(10), pytest.raises(LLMUnavailableError, match="the server stopped"):
+        with anyio.fail_after(60), pytest.raises(LLMUnavailableError, match="the server stopped"):
             await llm.chat([{"role": "user", "content": "third"}], model="m", stage="extract")
-        assert server["requests"] == before + 1      # one try, not seven
+        assert server["requests"] == before + 1 and len(waits) == 1   # one try, not seven; no wait
         server["up"] = True                           # back: calls go through again
         assert (await llm.chat([{"role": "user", "content": "4"}], model="m", stage="x")).text == "ok"
     finally:
