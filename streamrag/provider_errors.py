@@ -234,9 +234,13 @@ _UNKNOWN_MODEL = re.compile(r"model[_ ]not[_ ]found|\bmodel\b[^.;]{0,120}?\b(?:d
                             re.IGNORECASE)
 
 
-def unknown_model(code: str, message: str) -> bool:
-    """Whether an error's ``code`` or ``message`` says the model asked for is not served."""
-    return bool(_UNKNOWN_MODEL.search(code) or _UNKNOWN_MODEL.search(message))
+def unknown_model(code: str, message: str, model: str) -> bool:
+    """Whether an error's ``code`` or ``message`` says ``model``, the one asked for, is not
+    served: a message must name it ("An unknown model parameter was set", "Invalid model output:
+    tool call not found" say nothing of which model a server serves)."""
+    if re.search(r"model[_ ]not[_ ]found", code, re.IGNORECASE):
+        return True
+    return bool(model) and model.casefold() in message.casefold() and bool(_UNKNOWN_MODEL.search(message))
 
 
 def error_code(resp: httpx.Response) -> str:

@@ -122,7 +122,7 @@ class Replies:
             raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
                                   f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
                                   "raise that limit", status)
-        if status in (400, 422) and unknown_model(code, message):
+        if status in (400, 422) and unknown_model(code, message, model):
             # (A proxy's 400 for what OpenAI answers 404: every call would fail alike.)
             keys = model_settings(self.settings, model)
             where = f"{' / '.join(keys)} = {model!r}" if keys else "llm.*_model"

@@ -297,3 +297,15 @@ async def test_a_400_for_an_unknown_model_stops_the_run_at_once(tmp_path, error)
         assert store.version == 0
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("message", ["An unknown model parameter was set",
+                                     "Invalid model output: tool call not found",
+                                     "model gpt-4o does not exist"])
+def test_a_400_that_names_no_missing_model_asked_for_is_no_unknown_model(message):
+    # Such a 400 stopped the whole run as "unknown model: ... does not serve nope-7b".
+    from streamrag.provider_errors import unknown_model
+
+    assert not unknown_model("invalid_request_error", message, "nope-7b")
+    assert unknown_model("model_not_found", message, "nope-7b")
+
