@@ -854,9 +854,9 @@ def test_a_name_repeating_a_word_is_named_only_where_the_question_writes_it_whol
     assert local_search.is_named(["who", "is", "scrooge", "scrooge"], "Scrooge Scrooge")
 
 
-def entity_store(path, names: dict[str, str], kind: str = "event") -> Store:
+def entity_store(path, names: dict[str, str], kind: str = "event", texts: tuple[str, ...] = ()) -> Store:
     """A store at ``path`` holding only the entities ``names`` (id -> name) of type ``kind``,
-    their names searchable."""
+    their names searchable, and chunks of ``texts`` (``chk-0`` ...), searchable."""
     store = Store(path)
     with store.conn:
         for eid, name in names.items():
@@ -864,6 +864,9 @@ def entity_store(path, names: dict[str, str], kind: str = "event") -> Store:
                                "VALUES (?, ?, ?, '', 1)", (eid, name, kind))
         store.conn.execute("INSERT INTO entities_fts(id, name, description) "
                            "SELECT id, fts_text(name), fts_text(description) FROM entities")
+        for i, text in enumerate(texts):
+            store.conn.execute("INSERT INTO chunks(id, text, tokens) VALUES (?, ?, 10)", (f"chk-{i}", text))
+            store.conn.execute("INSERT INTO chunks_fts(id, text) VALUES (?, ?)", (f"chk-{i}", text))
     return store
 
 
@@ -1416,17 +1419,13 @@ def test_a_name_shortened_by_a_word_of_its_middle_is_not_missing(tmp_path):
     # end ("... to Zeno. Ulmard said", which FTS finds as the phrase "zeno ulmard").
     from streamrag.question import unknown_names
 
-    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-z": "Zeno Ulmford",
-                                             "e-g": "Greta Ulmard", "e-n": "Nadia Harberg",
-                                             "e-o": "Osk"}, kind="person")
-    texts = ["The Kessel City Council met on Tuesday; the council hired Osk.",
+    texts = ("The Kessel City Council met on Tuesday; the council hired Osk.",
              "Greta Ulmard spoke to Zeno. Ulmard said nothing, and Nadia\nHarberg left.",
              "Zeno Ulmford, Greta Ulmard and Nadia Harberg met Mr. Marstad in Kessel. Many Council members came.",
-             "Port Ashden Heights Chamber of Commerce"]
-    with store.conn:
-        for i, text in enumerate(texts):
-            store.conn.execute("INSERT INTO chunks(id, text, tokens) VALUES (?, ?, 10)", (f"chk-{i}", text))
-            store.conn.execute("INSERT INTO chunks_fts(id, text) VALUES (?, ?)", (f"chk-{i}", text))
+             "Port Ashden Heights Chamber of Commerce")
+    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-z": "Zeno Ulmford",
+                                             "e-g": "Greta Ulmard", "e-n": "Nadia Harberg",
+                                             "e-o": "Osk"}, kind="person", texts=texts)
     try:
         said = {q: unknown_names(store, q) for q in (
             "Who is the Kessel Council?", "What did the Port Chamber do?", "Who is Zeno Ulmard?",
@@ -1447,13 +1446,9 @@ def test_a_name_shortened_by_a_word_of_its_middle_is_found_as_the_index_reads_wo
     # said missing.
     from streamrag.question import unknown_names
 
-    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-o": "Osk"}, kind="person")
-    texts = ["The Kessel City Council's vote passed; the council hired Osk.",
-             "The Brünner City Council met Osk."]
-    with store.conn:
-        for i, text in enumerate(texts):
-            store.conn.execute("INSERT INTO chunks(id, text, tokens) VALUES (?, ?, 10)", (f"chk-{i}", text))
-            store.conn.execute("INSERT INTO chunks_fts(id, text) VALUES (?, ?)", (f"chk-{i}", text))
+    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-o": "Osk"}, kind="person",
+                         texts=("The Kessel City Council's vote passed; the council hired Osk.",
+                                "The Brünner City Council met Osk."))
     try:
         said = {q: unknown_names(store, q) for q in (
             "Who is the Kessel Council?", "Who is the Brünner Council?", "Who is the Brunner Council?",
