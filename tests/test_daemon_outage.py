@@ -1264,6 +1264,16 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
     assert after["failures_total"] == during["failures_total"], (during, after)
 
 
+async def _edited_while_down(settings, db, corpus, switch, syncs) -> None:
+    """A watch whose endpoint goes down, then guild.txt edited: stopped after the edit's sync
+    and two retries (``syncs``: ``counted_syncs``)."""
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, _events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 3, timeout=30)     # the edit's sync and retries
+        daemon.stop()
+
+
 async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus, tmp_path, simulator, monkeypatch):
     # The items an outage left missing are the same pending work after a restart, but the new
     # watch's syncs were a new update: `status` counted each item again ("2 in the last update
@@ -1271,11 +1281,7 @@ async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "r.db"
-    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
-        switch.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 3, timeout=30)     # the edit's sync and retries
-        daemon.stop()
+    await _edited_while_down(settings, db, corpus, switch, syncs)
     before = status_info(db, failures=True)
     assert before["failures_last_run"] >= 1 and before["failures_total"] == before["failures_last_run"], before
 
@@ -1517,11 +1523,7 @@ async def test_a_watch_restarted_during_an_outage_counts_each_file_it_goes_on_wi
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "f.db"
-    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
-        switch.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 3, timeout=30)
-        daemon.stop()
+    await _edited_while_down(settings, db, corpus, switch, syncs)
     left = status_info(db, failures=True)["failures_last_run"]
     assert left >= 1
     for i in range(4):
@@ -1548,11 +1550,7 @@ async def test_the_health_lines_failures_are_the_last_finished_syncs_not_the_ret
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "h.db"
-    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
-        switch.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 3, timeout=30)
-        daemon.stop()
+    await _edited_while_down(settings, db, corpus, switch, syncs)
     events = Events()
     daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch), health_s=0.005)
     send, recv = scripted()
