@@ -477,12 +477,16 @@ async def test_a_run_against_an_endpoint_failing_every_try_does_not_wait_for_its
 
     import streamrag.endpoint_health as endpoint_health
 
-    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 1.0)
+    # No span of time asked of the failed tries: HOPELESS_S 1.0 let a fast run meet its 12
+    # failures within a second, its tries in flight all hung then, and nothing more came.
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
     with Simulator(SimulatorConfig(fault_rate=1.0, timeout_s=3600)) as failing:
         settings = make_settings(failing.base_url, index={"chunk_size": 80, "chunk_overlap": 10},
                                  llm={"request_timeout_s": 120})
-        with anyio.fail_after(100), pytest.raises(LLMUnavailableError, match="failed every one of the"):
-            await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+        with anyio.move_on_after(100) as guard:
+            with pytest.raises(LLMUnavailableError, match="failed every one of the"):
+                await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+        assert not guard.cancelled_caught, f"still waiting after 100 s: {failing.stats()}"
         assert failing.faults.get("timeout")   # (tries did hang)
 
 
