@@ -204,6 +204,40 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         assert warnings[0].startswith(f"s.txt: not valid UTF-8, read as cp1252; it looks like {named}"), warnings
 
 
+def test_a_large_file_not_in_utf8_is_judged_in_little_memory_and_read_as_before(tmp_path):
+    import tracemalloc
+
+    from streamrag import legacy
+
+    # Each of nine code pages decoded the whole file to judge it (125 MB for a 25 MB cp1252
+    # file): a sample is judged, and only a code page it reads as, or nearly, is
+    # decoded whole. A cp1252 file reads as none: nothing decoded whole. A cp1251 one: its text.
+    # (The sample's words, a megabyte, are the same for any file.)
+    western = _LEGACY_WESTERN.encode("cp1252") * 30_000   # 4 MB
+    russian = _LEGACY["ru"].encode("cp1251") * 20_000   # 3 MB
+    for data, encoding, most in ((western, None, 0.5), (russian, legacy.CP1251, 3.5)):
+        tracemalloc.start()
+        try:
+            reading = legacy.read(data)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert reading.encoding is encoding and peak < most * len(data), (encoding, peak / len(data))
+    # Bytes past the sample that a code page has no character for (cp1251's 0x98) rule it out
+    # still; so do ISO-8859-7's for it, where cp1253 reads them (® is 0xAE there).
+    data = _LEGACY["ru"].encode("cp1251") * 1_000 + b"\x98"
+    [doc], warnings = read_documents(write(tmp_path / "big.txt", data), root=tmp_path)
+    assert doc.text == data.decode("cp1252") and warnings[0].startswith(
+        "big.txt: not valid UTF-8, read as cp1252; it looks like KOI8-R (Cyrillic): if so"), warnings
+    text = _LEGACY["el"] * 1_000 + "®\n"
+    [doc], warnings = read_documents(write(tmp_path / "big.txt", text.encode("cp1253")), root=tmp_path)
+    assert doc.text == text and warnings[0].startswith("big.txt: not valid UTF-8, read as cp1253 (Greek) by its letters")
+
+
+_LEGACY_WESTERN = "Le garçon très âgé a mangé une crème brûlée. Où est la bibliothèque ? Ça dépend. " \
+    "Größere Übungen für Mädchen: Äpfel, Öl. \u201cQuoted\u201d \u2014 fine.\n"
+
+
 @pytest.mark.parametrize("lang, codec, name, iconv", [
     ("ja", "iso2022_jp", "ISO-2022-JP (Japanese)", "ISO-2022-JP"),
     ("ko", "iso2022_kr", "ISO-2022-KR (Korean)", "ISO-2022-KR"),
