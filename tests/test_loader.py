@@ -1127,6 +1127,31 @@ def test_few_16_bit_numbers_among_ideographs_are_not_utf16_text_and_short_cjk_te
             assert (doc.text, warnings) == (text, []), (text, codec)
 
 
+def test_16_bit_numbers_among_cjk_symbols_are_not_utf16_text_and_kana_text_is(tmp_path):
+    import random
+    import struct
+
+    # Bopomofo, Hangul's jamo, strokes, enclosed and compatibility characters (U+3180-U+33F0):
+    # CJK text's characters, none of them an ideograph or a Hangul syllable (``legacy.common``
+    # judges those alone), and no character only UTF-16 makes. 3,000 of them at random were
+    # read as UTF-16 text.
+    rng = random.Random(7)
+    for n in (3000, 100, 20):
+        data = struct.pack(f"<{n}H", *(rng.randrange(0x3180, 0x33F0) for _ in range(n)))
+        try:
+            [doc], warnings = read_documents(write(tmp_path / "n.txt", data), root=tmp_path)
+        except InputError as e:
+            assert "n.txt: binary file" in str(e), n
+        else:   # (read as 8-bit text, with its warning)
+            assert doc.text != data.decode("utf-16-le") and "not valid UTF-8, read as" in warnings[0], n
+    # Japanese heavy with kana (U+3040-U+30FF), with and without punctuation, is read still.
+    kana = "ひらがなとカタカナのぶんしょうです。わたしはねこがすきです。トウキョウへいきました。\n"
+    for text in (kana, kana * 50, kana.replace("。", "").replace("\n", "") * 20):
+        for codec in ("utf-16-le", "utf-16-be"):
+            [doc], warnings = read_documents(write(tmp_path / "k.txt", text.encode(codec)), root=tmp_path)
+            assert (doc.text, warnings) == (text, []), (text[:10], codec)
+
+
 def test_short_western_8_bit_text_is_not_utf16_cjk_text(tmp_path):
     # A few words of cp1252 hold no character only UTF-16 makes, and read as UTF-16 they are
     # ideographs, common ones: since CJK text with no punctuation is read, "canción schön to"
