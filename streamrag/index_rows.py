@@ -678,6 +678,23 @@ def failed_chunks(store: Store, run_id: str) -> set[tuple[str, str]]:
                                   "(SELECT chunk_id FROM document_chunks)", (run_id,)))
 
 
+def carry_failures(store: Store, run_id: str, update: str) -> None:
+    """Records as ``run_id``'s, a run that published nothing going on with ``update``
+    (``runs.update_of``), the failed items the update's run before it left missing that it did
+    not record itself (files that could not be read but: no work left). It may give up before it
+    reaches them (a chunk of a file edited meanwhile, refused by a server gone): a restarted watch
+    and `status` said "failures 0" of an update still missing a report. (Once per item: the
+    update counts each once, ``failures_recorded``.)"""
+    store.conn.execute(
+        "INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) "
+        "SELECT ?, stage, item, message, max(created_at), stamp, kind FROM failures AS f "
+        "WHERE run_id = (SELECT id FROM runs WHERE coalesce(update_of, id) = ? AND id != ? "
+        "AND started_at <= (SELECT started_at FROM runs WHERE id = ?) ORDER BY started_at DESC LIMIT 1) "
+        "AND stage != 'load' AND NOT EXISTS (SELECT 1 FROM failures AS g WHERE g.run_id = ? "
+        "AND g.stage = f.stage AND g.item = f.item) GROUP BY stage, item",
+        (run_id, update, run_id, run_id, run_id))
+
+
 def update_of(store: Store, run_id: str) -> str | None:
     """The first run of the update run ``run_id`` is part of (``runs.update_of``; itself when it
     began one); None when there is no such run."""

@@ -369,6 +369,9 @@ class Indexer:
                             # (interrupted too: Ctrl-C, SIGTERM, a daemon's second signal left
                             # them unindexed as a failure does, and `status` did not say which)
                             stats = await self._not_indexed() if status != "ok" else None
+                            if status != "ok" and self.update_of is not None:
+                                # (what the update left missing still is: this run published nothing)
+                                await writer.run(lambda s: index_rows.carry_failures(s, self.run_id, self.update_of))
                             await writer.run(lambda s: s.finish_run(self.run_id, status, self._stats_said(s, stats)))
                         except StreamragError:
                             if status == "ok":

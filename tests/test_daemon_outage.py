@@ -1602,3 +1602,57 @@ async def test_the_outage_line_says_how_many_times_a_refused_call_was_really_tri
     assert "each call in it tried up to 3 times)" in line["message"] and line["call_tries"] == 3, line
     # As it says: the one call (the edited chunk's) of each sync (and extraction ahead) was tried 3 times.
     assert len(asked) == 1 and set(refused.values()) == {3}, refused
+
+
+class FailingReports(Switch):
+    """A ``Switch`` that, while ``reports_fail``, answers every report request with HTTP 500."""
+
+    reports_fail = True
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        import json
+
+        from streamrag.simulator import detect_task
+
+        if self.up and self.reports_fail and request.url.path.endswith("/chat/completions") \
+                and detect_task(json.loads(request.content)["messages"]) == "report":
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        return await super().__call__(request)
+
+
+async def test_a_watch_restarted_after_an_update_left_a_report_out_still_counts_it(
+        corpus, tmp_path, simulator, monkeypatch):
+    # An update published without a report, the server then gone, the watch stopped, a file
+    # edited: the restarted watch's sync gave up at that file's chunk, and its lines and
+    # `status` said "failures 0" while the report was still missing from the version.
+    syncs = counted_syncs(monkeypatch)
+    _switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    switch = FailingReports(simulator.base_url)
+    db = tmp_path / "m.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        daemon.stop()
+    left = status_info(db, failures=True)
+    missing = {(f["stage"], f["item"]) for f in left["failures"]}
+    assert left["failures_last_run"] >= 1 and {s for s, _ in missing} == {"report"}, left
+    victim = corpus / "guild.txt"
+    victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
+
+    events = await _restart_down(settings, db, corpus, switch, syncs)
+    during = status_info(db, failures=True)
+    assert during["not_indexed_last_run"] == 1, during
+    assert during["failures_last_run"] == left["failures_last_run"], (left, during)
+    assert {(f["stage"], f["item"]) for f in during["failures"]} == missing, during["failures"]
+    assert during["failures_total"] == left["failures_total"], (left, during)
+    stopped = [e for e in events if e["state"] == "stopped"][-1]
+    assert stopped["pending"] == 1 and stopped["failed_items"] == left["failures_last_run"], stopped
+
+    # ... and it is retried once the server is back, once.
+    switch.up, switch.reports_fail = True, False
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await until(lambda: status_info(db)["failures_last_run"] == 0, timeout=30)
+        await send.aclose()
+    await switch.client.aclose()
+    after = status_info(db, failures=True)
+    assert after["failures_last_run"] == 0 and after["failures_total"] == left["failures_total"], after
