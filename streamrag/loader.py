@@ -685,8 +685,6 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
     shifts a binary file.)"""
-    if b"\x1b$" not in data and b"~{" not in data:
-        return None
     reading = legacy.escaped(data)
     if reading is None:
         return None
