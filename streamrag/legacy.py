@@ -304,8 +304,9 @@ def _chinese(encoding: Encoding, chars: collections.Counter) -> bool:
         sum(n for b, n in pairs if len(b) == 2 and b[1] < 0x80) >= 0.1 * total
 
 
-# Ideographs (the unified ones, extension A, compatibility ones) and Hangul syllables.
-_LETTER = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3]")
+# Ideographs (the unified ones, extension A, compatibility ones) and Hangul syllables: what
+# ``common`` judges (and the loader asks UTF-16 CJK text with no punctuation to be nearly all of).
+IDEOGRAPH_OR_SYLLABLE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7a3]")
 # The first (common) level of each CJK code page, by its first bytes: GB2312's 3,755 ideographs,
 # Big5's 5,401 (up to C6 7E), JIS X 0208's 2,965 (in EUC-JP), KS X 1001's 2,350 Hangul syllables.
 _FIRST_LEVELS = (("gb2312", b"\xb0\xa1", b"\xd7\xfe"), ("cp950", b"\xa4\x40", b"\xc6\x7e"),
@@ -317,7 +318,7 @@ def common(letters: list[str]) -> float:
     in a CJK code page's first level (1 when there are none): nearly all of a text's, and of
     characters drawn at random a third of ideographs (7,174 of 20,992) and a fifth of Hangul
     syllables (2,350 of 11,172)."""
-    judged = [ch for ch in letters if _LETTER.match(ch)]
+    judged = [ch for ch in letters if IDEOGRAPH_OR_SYLLABLE.match(ch)]
     return sum(map(_common, judged)) / len(judged) if judged else 1.0
 
 

@@ -86,7 +86,7 @@ TITLE_CHARS = 100
 # 15: a few words of Western 8-bit text are not UTF-16 CJK text with no punctuation (``_WESTERN``:
 # 14 read "canción schön to" in cp1252 as 捡湣槳渠獣棶渠瑯). 16: 16-bit numbers among Bopomofo,
 # jamo, enclosed and compatibility characters (U+3100-U+33FF) are not UTF-16 text with no
-# punctuation (``_IDEOGRAPH_OR_SYLLABLE``: 15 read them as such).
+# punctuation (``legacy.IDEOGRAPH_OR_SYLLABLE``: 15 read them as such).
 VERSION = "16"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -836,11 +836,12 @@ _UTF16_ONLY = re.compile("[\x01-\xff\u3000-\u30ff\uff00-\uffef]")
 # 0x7684); two ASCII letters paired up make one whose low byte is below 0x80 (Latin-1 "Hello"
 # read as UTF-16 is 效汬...).
 _CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
-# Of those, the ideographs and Hangul syllables alone: CJK text with no character only UTF-16
-# makes is nearly all of them. Bopomofo, Hangul's jamo, strokes, enclosed and compatibility
-# characters (U+3100-U+33FF) are a text's now and then, and 16-bit numbers drawn among them
-# were read as UTF-16 text (``legacy.common`` judges ideographs and Hangul syllables only).
-_IDEOGRAPH_OR_SYLLABLE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
+# (Of those, the ideographs and Hangul syllables alone, ``legacy.IDEOGRAPH_OR_SYLLABLE``: CJK
+# text with no character only UTF-16 makes is nearly all of them. Bopomofo, Hangul's jamo,
+# strokes, enclosed and compatibility characters (U+3100-U+33FF) are a text's now and then, and
+# 16-bit numbers drawn among them were read as UTF-16 text: ``legacy.common`` judges ideographs
+# and Hangul syllables only.)
+
 # Characters a 16-bit unit holding a zero byte is, but for a NUL (ASCII and Latin-1 in UTF-16).
 _ZERO_BYTE = re.compile("[\x01-\xff]")
 
@@ -858,7 +859,7 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     use area, Yi, Glagolitic ... where 8-bit text and legacy encodings paired up fall), some of
     them only UTF-16 makes (``_UTF16_ONLY``: sentences end in 。 or ！, lines in a line end,
     and Korean is spaced; Shift-JIS read as UTF-16 is ideographs alone) or else nearly all
-    ideographs or Hangul syllables (``_IDEOGRAPH_OR_SYLLABLE``: not Bopomofo, jamo, enclosed
+    ideographs or Hangul syllables (``legacy.IDEOGRAPH_OR_SYLLABLE``: not Bopomofo, jamo, enclosed
     or compatibility characters), four in five of them common ones (``legacy.common``: a third of
     16-bit numbers that fall among ideographs are, a fifth among Hangul; under 200 of them
     were read as text) and some of them again and again as a text's are (16-bit numbers that
@@ -872,7 +873,7 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
         return False
     letters = _CJK_LETTER.findall(text)
     if len(_UTF16_ONLY.findall(text)) < 0.03 * n and (
-            len(_IDEOGRAPH_OR_SYLLABLE.findall(text)) < 0.9 * n
+            len(legacy.IDEOGRAPH_OR_SYLLABLE.findall(text)) < 0.9 * n
             or len(letters) >= 200 and len(set(letters)) > 0.75 * len(letters)
             or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None
             or _WESTERN.fullmatch(head.decode("latin-1"))):
