@@ -31,7 +31,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from streamrag import extractive, local_search
@@ -487,15 +487,19 @@ def _in_name(question: str, tokens: list[re.Match[str]], i: int) -> bool:
     return gap in ("", "-") or gap == "." and _shortened(tokens[i - 1].group())
 
 
+def _chunk_texts(store: Store, match: str) -> Iterator[str]:
+    """The texts of up to 50 chunks the FTS5 expression ``match`` finds, read as they are asked for."""
+    return (text for (text,) in store.conn.execute(
+        "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50", (match,)))
+
+
 def _name_word(store: Store, word: str) -> bool:
     """Whether the texts of the index write ``word`` capitalised at least as often as not (of
     up to 50 that have it): a name's ("Zeno", "Cratchit"), not a word a question capitalises
     ("Christmas Dinner", "Nephew Fred", "London Town": the texts' "dinner", "nephew", "town")."""
     found = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
     capital = lower = 0
-    for (text,) in store.conn.execute(
-            "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50",
-            (local_search.fts_match([word]),)):
+    for text in _chunk_texts(store, local_search.fts_match([word])):
         for m in found.finditer(text):
             capital += m.group()[:1].isupper()
             lower += m.group()[:1].islower()
@@ -512,15 +516,14 @@ def _together(store: Store, a: str, b: str) -> bool:
     "Martha Cratchit" asked about; but a "Mr. Marstad" beside "Nadia Harberg" is no "Nadia
     Marstad")."""
     qa, qb = local_search.fts_match([a]), local_search.fts_match([b])
-    in_text = "SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1"
     if (_in_one_sentence(store, a, b, local_search.fts_match([f"{a} {b}"]))
             or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
                             (f"name : ({qa} AND {qb})",))):
         return True
-    near = f"NEAR({qa} {qb}, 3)"
-    if not store.scalar(in_text, (near,)):
+    close = list(_chunk_texts(store, f"NEAR({qa} {qb}, 3)"))
+    if not close:
         return False
-    if _one_run(store, a, b, near):
+    if _one_run(close, a, b):
         return True
     return any([w for w in words(name) if w not in TITLES] == [a] for (name,) in store.conn.execute(
         "SELECT name FROM entities_fts WHERE entities_fts MATCH ? LIMIT 2000", (f"name : ({qa})",)))
@@ -534,8 +537,7 @@ def _in_one_sentence(store: Store, a: str, b: str, phrase: str) -> bool:
     """Whether a text (of up to 50 FTS finds for ``phrase``, "a b") writes ``a b`` within one
     sentence: FTS reads past punctuation, and "Who is Zeno Ulmard?" of "... spoke to Zeno.
     Ulmard said nothing" was no missing name. (Across a line break it is one: "Zeno\nUlmard".)"""
-    for (text,) in store.conn.execute(
-            "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50", (phrase,)):
+    for text in _chunk_texts(store, phrase):
         for part in _APART.split(text):
             ws = words(part)
             if any(x == a and y == b for x, y in zip(ws, ws[1:])):
@@ -543,14 +545,13 @@ def _in_one_sentence(store: Store, a: str, b: str, phrase: str) -> bool:
     return False
 
 
-def _one_run(store: Store, a: str, b: str, near: str) -> bool:
-    """Whether a text (of up to 50 with ``a`` and ``b`` close: ``near``) writes ``a``, then
+def _one_run(texts: list[str], a: str, b: str) -> bool:
+    """Whether a text (of ``texts``: up to 50 with ``a`` and ``b`` close) writes ``a``, then
     ``b`` one to three words on, all of them capitalised: "Kessel City Council" for "Kessel
     Council", a name shortened by a word of its middle, where no entity's name holds both (a
     model named it "City Council"). Not across a point or a comma ("Zeno Ulmford. Greta
     Ulmard"), nor past a word in lower case ("Nadia Harberg met Mr. Marstad")."""
-    for (text,) in store.conn.execute(
-            "SELECT chunks.text FROM chunks_fts JOIN chunks USING (id) WHERE chunks_fts MATCH ? LIMIT 50", (near,)):
+    for text in texts:
         for m in _FIRST_WORD.finditer(text):
             if not m.group()[:1].isupper() or words(m.group())[:1] != [a]:
                 continue
