@@ -712,8 +712,7 @@ def analyse(text: str, allowed_types: list[str]) -> tuple[list[Found], list[Pair
     entities = []
     for key, ms in by_name.items():
         idxs = sorted({m.sentence for m in ms})
-        kind = (_closest_type("geo", allowed_types) if key in places
-                else guess_type(display[key], ms, allowed_types))
+        kind = _closest_type("geo" if key in places else kinds[key], allowed_types)
         entities.append(Found(display[key], kind, _clean_field(sentences[idxs[0]]), idxs))
     pairs: dict[tuple[str, str], list[int]] = {}
     for s, names in sorted(in_order.items()):
