@@ -516,7 +516,7 @@ def _together(store: Store, a: str, b: str) -> bool:
     "Martha Cratchit" asked about; but a "Mr. Marstad" beside "Nadia Harberg" is no "Nadia
     Marstad")."""
     qa, qb = local_search.fts_match([a]), local_search.fts_match([b])
-    if (_in_one_sentence(store, a, b, local_search.fts_match([f"{a} {b}"]))
+    if (_in_one_sentence(store, a, b)
             or store.scalar("SELECT 1 FROM entities_fts WHERE entities_fts MATCH ? LIMIT 1",
                             (f"name : ({qa} AND {qb})",))):
         return True
@@ -533,11 +533,11 @@ def _together(store: Store, a: str, b: str) -> bool:
 _APART = re.compile(r"[.!?;:,…)\]]+['\"’”]*\s|\n\s*\n")
 
 
-def _in_one_sentence(store: Store, a: str, b: str, phrase: str) -> bool:
-    """Whether a text (of up to 50 FTS finds for ``phrase``, "a b") writes ``a b`` within one
+def _in_one_sentence(store: Store, a: str, b: str) -> bool:
+    """Whether a text (of up to 50 FTS finds for the phrase "a b") writes ``a b`` within one
     sentence: FTS reads past punctuation, and "Who is Zeno Ulmard?" of "... spoke to Zeno.
     Ulmard said nothing" was no missing name. (Across a line break it is one: "Zeno\nUlmard".)"""
-    for text in _chunk_texts(store, phrase):
+    for text in _chunk_texts(store, local_search.fts_match([f"{a} {b}"])):
         for part in _APART.split(text):
             ws = words(part)
             if any(x == a and y == b for x, y in zip(ws, ws[1:])):
