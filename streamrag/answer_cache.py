@@ -64,10 +64,9 @@ def unpack(raw: str | bytes) -> str | bytes | None:
 
 def pack_vector(vector: list[float]) -> bytes:
     """What ``llm_cache.response`` holds of an embedding."""
-    floats = array.array("f", vector)
-    if sys.byteorder == "big":
-        floats.byteswap()
-    return VECTOR + floats.tobytes()
+    from streamrag.embeddings import pack as floats   # (loads index_rows: only once one is cached)
+
+    return VECTOR + floats(vector)
 
 
 def unpack_vector(raw: str | bytes) -> list[float] | None:

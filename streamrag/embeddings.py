@@ -10,6 +10,7 @@ little-endian float32 blobs, written in the publish transaction.
 from __future__ import annotations
 
 import array
+import sys
 
 from streamrag import index_rows
 from streamrag.ids import text_hash
@@ -17,7 +18,11 @@ from streamrag.store import Store
 
 
 def pack(vector: list[float]) -> bytes:
-    return array.array("f", vector).tobytes()
+    """``vector`` as little-endian float32s, as the index and the answer cache keep it."""
+    floats = array.array("f", vector)
+    if sys.byteorder == "big":
+        floats.byteswap()
+    return floats.tobytes()
 
 
 def entity_text(name: str, description: str) -> str:
