@@ -503,12 +503,12 @@ class Daemon:
         neither, nor where). Offline with an embedding model (``index.extractor = "nlp"``) still
         calls the endpoint: it said "offline" and no endpoint of a watch whose outage lines named one."""
         s = self.settings
-        if s.offline and s.embeds:
-            return ("offline", s.llm.api_base, "offline (NLP extraction, extractive reports), embeddings "
-                    f"{s.llm.embedding_model} at {s.llm.api_base}")
-        if s.offline:
-            return "offline", None, "offline (NLP extraction, extractive reports)"
-        return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"
+        if not s.offline:
+            return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"
+        said = "offline (NLP extraction, extractive reports)"
+        if s.embeds:
+            return "offline", s.llm.api_base, f"{said}, embeddings {s.llm.embedding_model} at {s.llm.api_base}"
+        return "offline", None, said
 
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
