@@ -369,10 +369,7 @@ class Indexer:
                             # (interrupted too: Ctrl-C, SIGTERM, a daemon's second signal left
                             # them unindexed as a failure does, and `status` did not say which)
                             stats = await self._not_indexed() if status != "ok" else None
-                            if status != "ok" and self.update_of is not None:
-                                # (what the update left missing still is: this run published nothing)
-                                await writer.run(lambda s: index_rows.carry_failures(s, self.run_id, self.update_of))
-                            await writer.run(lambda s: s.finish_run(self.run_id, status, self._stats_said(s, stats)))
+                            await writer.run(self._finish, status, stats)
                         except StreamragError:
                             if status == "ok":
                                 raise
@@ -390,6 +387,13 @@ class Indexer:
             return None
         files = self.not_indexed_files = sorted(await anyio.to_thread.run_sync(self._unpublished))
         return {"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]}
+
+    def _finish(self, store: Store, status: str, stats: dict | None) -> None:
+        """Closes the run's row, ``status`` and ``stats`` (``_not_indexed``)."""
+        if status != "ok" and self.update_of is not None:
+            # (what the update left missing still is: this run published nothing)
+            index_rows.carry_failures(store, self.run_id, self.update_of)
+        store.finish_run(self.run_id, status, self._stats_said(store, stats))
 
     def _stats_said(self, store: Store, stats: dict | None) -> str | None:
         """``stats`` (``_not_indexed``) as written, with the chunks of those files that failed
