@@ -523,6 +523,7 @@ class Daemon:
         self._once = source is None
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
             self._update_of, self._retry_items, self._retry_chunks = self._unfinished_update()
+            self.outage.answered_at = self._answered_before()
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
@@ -578,6 +579,12 @@ class Daemon:
                 return None, 0, 0
             left = left_missing(store)
             return update, left, left and len(index_rows.failed_chunks(store, last_update(store)["id"]))
+
+    def _answered_before(self) -> float | None:
+        """When a run of the index last got an answer from this endpoint (``index_rows.answered_at``)."""
+        with reading(self.db_path) as store:
+            api_base = self.settings.llm.api_base
+            return None if store is None or not api_base else index_rows.answered_at(store, api_base)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""
@@ -801,7 +808,7 @@ class Daemon:
                                     f"{self.outage.down_since()}; {then}", **self.outage.fields(), error=str(e))
                 return
             began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
-            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {clause(e)}; {then}",
+            self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {self._why_failed(e)}; {then}",
                       error=str(e), **self._failed_counts(indexer), **began)
             return
         finally:  # its calls were sent, whether or not the extraction failed after
@@ -1044,8 +1051,17 @@ class Daemon:
             then = UNTIL_IT_ANSWERS
         else:
             then = "retrying after the next quiet period"
-        self.emit("error", f"sync failed: {clause(e)}; {then}", error=str(e), **self._failed_counts(indexer),
-                  **(self.outage.began() if unreachable else {}))
+        began = self.outage.began() if unreachable else {}
+        self.emit("error", f"sync failed: {self._why_failed(e)}; {then}", error=str(e),
+                  **self._failed_counts(indexer), **began)
+
+    def _why_failed(self, e: StreamragError) -> str:
+        """What an error line says of ``e``, the failure of a sync or an extraction ahead: as ``e``
+        says it ("nothing answers at ...; start the server, or fix llm.api_base"), unless an outage
+        began with it of an endpoint that answered before and now refuses every connection: then
+        that it stopped answering, since when (``Outage.stopped``)."""
+        stopped = self.outage.stopped() if self.outage.current is not None and self.outage.refused else None
+        return stopped or clause(e)
 
     def _failed_counts(self, indexer: Indexer) -> dict[str, int]:
         """What an error line about a sync or an extraction ahead that failed counts, as the
@@ -1202,6 +1218,8 @@ class Daemon:
             fields = self.outage.began()
             if fields["server_errors"]:   # as `streamrag index` says it
                 why = f"; no call succeeded: {self.outage.errors_said()} ({UNTIL_IT_ANSWERS})"
+            elif stopped := self.outage.stopped():
+                why = f"; no call succeeded: {stopped} ({UNTIL_IT_ANSWERS})"
             else:
                 why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
                        f"fix {self.outage.base_setting()} ({UNTIL_IT_ANSWERS})")

@@ -749,6 +749,21 @@ def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
     store.set_meta("empty_files", json.dumps(files, sort_keys=True))
 
 
+def note_answered(store: Store, api_base: str, at: float) -> None:
+    """Notes that ``api_base`` answered a call of a run ending at ``at``: a watch started later
+    says an outage of it as one of an endpoint that stopped answering, not as a wrong api_base."""
+    store.set_meta("endpoint_answered", json.dumps({"api_base": api_base, "at": at}))
+
+
+def answered_at(store: Store, api_base: str) -> float | None:
+    """When a run last noted ``api_base`` answering (``note_answered``); None: never, or another."""
+    try:
+        noted = json.loads(store.get_meta("endpoint_answered") or "{}")
+        return float(noted["at"]) if noted.get("api_base") == api_base else None
+    except (ValueError, TypeError, KeyError, AttributeError):   # not as written: never noted
+        return None
+
+
 def failed_reads(store: Store) -> dict[str, tuple[str, str, str]]:
     """The files (and folders) that could not be used when last tried, and are not read again
     while they stay so: path -> (its stamp then, the failure's message, its kind). An extraction

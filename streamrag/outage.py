@@ -51,6 +51,11 @@ class Outage:
         # ... and its endpoint refused every connection, never answering: each call then stopped
         # after ``REFUSED_ATTEMPTS`` tries, not llm.max_retries + 1 (said "up to 7 times").
         self.refused = False
+        # When the endpoint last answered a call (wall clock), in this watch or, before it, in a
+        # run of the index (``index_rows.answered_at``); None: never, as far as it knows. An
+        # outage of an endpoint that answered is said as one that stopped (``stopped``), not as
+        # a wrong llm.api_base.
+        self.answered_at: float | None = None
         # The model clients' retry and wait lines, limited across the clients of every sync and
         # extraction ahead (each makes its own), and held while the outage lines speak for them.
         self.notices = Notices()
@@ -81,12 +86,26 @@ class Outage:
         return only_errors(self.statuses, self.base_setting()) or (
             f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
 
+    def stopped(self) -> str | None:
+        """How the line of an outage begun says an endpoint that answered before (``answered_at``)
+        and now answers nothing, not even errors: ``http://... stopped answering at 18:05, having
+        answered at 17:58``, the watch retrying it. None when it never answered, as far as this
+        watch knows (a wrong endpoint is then as likely: the line names the setting to fix), or
+        when it answers with errors (``errors_said``)."""
+        o = self.current
+        assert o is not None
+        if self.answered_at is None or self.server_errors:
+            return None
+        return (f"{o['endpoint']} stopped answering at {clock(o['since'])}, having answered at "
+                f"{clock(self.answered_at)}")
+
     def fields(self) -> dict[str, Any]:
         """The fields of a line that says the outage under way."""
         o = self.current
         assert o is not None
         return {"outage": True, "endpoint": o["endpoint"], "since": round(o["since"], 3),
-                "server_errors": self.server_errors}
+                "server_errors": self.server_errors,
+                "answered_at": None if self.answered_at is None else round(self.answered_at, 3)}
 
     def down_since(self) -> str:
         """How a line says the outage under way: ``http://... still down since 18:05``; still
@@ -113,6 +132,8 @@ class Outage:
         self.server_errors = indexer.llm is not None and indexer.llm.reached
         self.refused = indexer.llm is not None and not indexer.llm.reached and indexer.llm.refusing
         self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
+        if answered(stats):
+            self.answered_at = time.time()
         if answered(stats) or not (failed or any(s.get("errors", 0) for s in stats.values())):
             self.failing_since = None
         elif self.failing_since is None:

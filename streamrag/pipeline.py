@@ -78,6 +78,7 @@ from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import extractive_summary, summarize, summarizer_key
+from streamrag.watch_lines import answered
 from streamrag.writer import Writer
 
 _T = TypeVar("_T")
@@ -389,11 +390,14 @@ class Indexer:
         return {"not_indexed": len(files), "not_indexed_files": files[:NOT_INDEXED_NAMED]}
 
     def _finish(self, store: Store, status: str, stats: dict | None) -> None:
-        """Closes the run's row, ``status`` and ``stats`` (``_not_indexed``)."""
+        """Closes the run's row, ``status`` and ``stats`` (``_not_indexed``); notes that the
+        endpoint answered, when a call of the run got an answer (``index_rows.note_answered``)."""
         if status != "ok" and self.update_of is not None:
             # (what the update left missing still is: this run published nothing)
             index_rows.carry_failures(store, self.run_id, self.update_of)
         store.finish_run(self.run_id, status, self._stats_said(store, stats))
+        if self.llm is not None and answered(self.llm.stats):   # (a watch's outage line, later)
+            index_rows.note_answered(store, self.settings.llm.api_base, time.time())
 
     def _stats_said(self, store: Store, stats: dict | None) -> str | None:
         """``stats`` (``_not_indexed``) as written, with the chunks of those files that failed

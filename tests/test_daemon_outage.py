@@ -3,6 +3,7 @@ until the endpoint is back."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import shutil
@@ -113,10 +114,14 @@ async def test_an_outage_during_an_edit_loses_nothing_and_is_retried_until_it_en
         await until(lambda: sum(e.get("outage", False) for e in events) >= 5, timeout=60)
         assert index_snapshot(db) == before        # the old version of the file is still indexed
         # The line names the endpoint that does not answer, as `streamrag index` does (the
-        # first: the others say briefly that it still does not).
+        # first: the others say briefly that it still does not); it answered the initial sync,
+        # so it stopped: it said "is the endpoint ... down? Start it, or fix llm.api_base", the
+        # advice for an endpoint that never answered.
         outage = [e for e in events if e.get("outage")][0]
         assert outage["endpoint"].startswith(simulator.base_url.rstrip("/")), outage
-        assert f"is the endpoint {outage['endpoint']} down?" in outage["message"], outage["message"]
+        assert f"no call succeeded: {outage['endpoint']} stopped answering at " in outage["message"], \
+            outage["message"]
+        assert "api_base" not in outage["message"] and outage["answered_at"] <= outage["since"], outage
 
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
@@ -755,7 +760,7 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     assert len(errors) == 1, [e["message"] for e in errors]
     first = errors[0]
     assert first["outage"] is True and first["endpoint"].startswith(simulator.base_url.rstrip("/"))
-    assert "fix llm.api_base" in first["message"], first["message"]
+    assert f"{first['endpoint']} stopped answering at " in first["message"], first["message"]
     assert first["server_errors"] is False   # refused: nothing answers
     said = during[during.index(first) + 1:recovered]
     # The retries are silent (no state lines of theirs) but for a short line as the pause grew.
@@ -778,6 +783,60 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     idle = during[recovered + 1 + rest.index("idle")]
     assert idle["llm"]["errors"] >= 6, idle   # the silent retries' calls too
     assert sum(e["state"] == "recovered" for e in during) == 1
+
+
+@pytest.mark.parametrize("noted_by_this_one", [True, False])
+async def test_an_endpoint_the_index_was_built_through_is_said_to_have_stopped_not_to_be_wrong(
+        corpus, tmp_path, simulator, monkeypatch, noted_by_this_one):
+    # A watch started on an index built through the endpoint (its initial sync asks it nothing),
+    # which then dies: "is the endpoint ... down? Start it, or fix llm.api_base", the advice for
+    # an endpoint that never answered. Built through another endpoint, the advice stays.
+    from streamrag.pipeline import Indexer
+
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "b.db"
+    await Indexer(settings, db, root=corpus, transport=httpx.MockTransport(switch)).run([corpus])
+    store = Store(db)
+    try:
+        noted = json.loads(store.get_meta("endpoint_answered"))
+        assert noted["api_base"] == settings.llm.api_base, noted
+        if not noted_by_this_one:
+            store.set_meta("endpoint_answered", json.dumps({**noted, "api_base": "http://elsewhere:1/v1"}))
+            store.conn.commit()
+    finally:
+        store.close()
+    events = await _down_then_back(switch, settings, db, corpus,
+                                   lambda events: any(e.get("outage") for e in events))
+    first = next(e for e in events if e.get("outage"))
+    assert first["state"] == "error", first
+    assert not [e for e in events if e["state"] == "idle"][0]["llm"]["calls"]   # (nothing asked before)
+    if noted_by_this_one:
+        assert f"no call succeeded: {first['endpoint']} stopped answering at " in first["message"], first
+        assert "api_base" not in first["message"] and first["answered_at"] == round(noted["at"], 3), first
+    else:
+        assert "Start it, or fix llm.api_base" in first["message"] and first["answered_at"] is None, first
+
+
+def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_path):
+    # A sync given up as every connection was refused said the model client's words for an
+    # endpoint that never answered: "nothing answers at ...; start the server, or fix llm.api_base".
+    from streamrag.errors import LLMUnavailableError
+
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    error = LLMUnavailableError("nothing answers at http://127.0.0.1:9/v1/chat/completions (ConnectError: "
+                                "refused); start the server, or fix llm.api_base")
+    failed = types.SimpleNamespace(not_indexed_files=None, llm=None)
+    daemon.outage.refused = True
+    daemon._sync_failed(error, failed, {}, quiet=False, initial=False)   # never answered: as it said
+    daemon.outage.no_news()
+    daemon.outage.answered_at = time.time() - 60
+    daemon._sync_failed(error, failed, {}, quiet=False, initial=False)
+    never, stopped = (e["message"] for e in events)
+    assert never.startswith("sync failed: nothing answers at ") and "fix llm.api_base" in never, never
+    assert stopped.startswith("sync failed: http://127.0.0.1:9/v1 stopped answering at "), stopped
+    assert "api_base" not in stopped and stopped.endswith("; retrying until it answers, less often as it "
+                                                          "stays down, said briefly"), stopped
 
 
 async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_retry(
