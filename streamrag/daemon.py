@@ -897,7 +897,7 @@ class Daemon:
         quiet = self._outage_after(result, previous, quiet=lines.quiet)
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
-        done = self._left_out(result, spent, quiet=quiet)
+        done = self._left_out(result, spent, indexer.chunks_failed, quiet=quiet)
         self._update_of = None if done else self._update_of or result.run_id
         return done
 
@@ -1142,10 +1142,11 @@ class Daemon:
             line = settled_line(result.settled)
             self.emit("warning", line, warning=line, settled=result.settled)
 
-    def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], *, quiet: bool) -> bool:
+    def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int, *,
+                  quiet: bool) -> bool:
         """The items a sync that published left out, their calls failed (``spent``: the calls
-        of the update): retried by a sync after a pause (False), or not (True). ``--once``:
-        said as a failure (False)."""
+        of the update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``):
+        retried by a sync after a pause (False), or not (True). ``--once``: said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them (those the client gave up on too); whether no call got an answer is this
         # sync's own question (below).
@@ -1153,7 +1154,7 @@ class Daemon:
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
-        self._retry_chunks = self._chunks_failed(result.run_id) if failed_items else 0
+        self._retry_chunks = chunks_failed if failed_items else 0
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)
             return False
@@ -1175,11 +1176,6 @@ class Daemon:
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True
-
-    def _chunks_failed(self, run_id: str) -> int:
-        """The chunks run ``run_id`` could not extract (``index_rows.failed_chunks``)."""
-        with reading(self.db_path) as store:
-            return 0 if store is None else len(index_rows.failed_chunks(store, run_id))
 
     def _once_left_out(self, result: SyncResult, failed_calls: int) -> None:
         """``--once``: the items left out make the run a failure, said as one."""

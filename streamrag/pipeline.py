@@ -228,6 +228,10 @@ class Indexer:
         self.prompts = None if settings.offline else ExtractionPrompts.load(settings)
         self.failures = 0
         self.failed_items = 0
+        # Of them, the chunks it could not extract that no published document holds, read after
+        # it published (``index_rows.failed_chunks``): a daemon counts them (``Daemon._left_out``)
+        # without opening the index again after each sync that left items out.
+        self.chunks_failed = 0
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -457,6 +461,8 @@ class Indexer:
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
         again, replaced = read_again(change, scan.indexed, scan.files, scan.retimed)
+        if self.failed_items:
+            self.chunks_failed = len(index_rows.failed_chunks(store, self.run_id))
         return SyncResult(
             run_id=self.run_id, version=version, published=version != state.version,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
