@@ -522,8 +522,9 @@ class Daemon:
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
         if not self._once:   # (`--once` is like `streamrag index`: an update of its own)
-            self._update_of, self._retry_items, self._retry_chunks = self._unfinished_update()
-            self.outage.answered_at = self._answered_before()
+            with reading(self.db_path) as store:
+                self._update_of, self._retry_items, self._retry_chunks = self._unfinished_update(store)
+                self.outage.answered_at = self._answered_before(store)
         self._root_id = folder_identity(self.root)
         self._pump_scope = anyio.CancelScope()
         if self.stopping:
@@ -567,24 +568,25 @@ class Daemon:
         else:
             self.emit("stopped", "index is current", pending=0, failed_items=0)
 
-    def _unfinished_update(self) -> tuple[str | None, int, int]:
-        """The update the watch before this one left unfinished (``status.unfinished_update``),
-        which its syncs go on with: the items it left missing are the same pending work, and a
-        restart during an outage counted each of them again in `status`; and how many failed
-        items it published without (``status.left_missing``), counted until a sync gets through,
-        and of them the chunks."""
-        with reading(self.db_path) as store:
-            update = None if store is None else unfinished_update(store)
-            if update is None:
-                return None, 0, 0
-            left = left_missing(store)
-            return update, left, left and len(index_rows.failed_chunks(store, last_update(store)["id"]))
+    @staticmethod
+    def _unfinished_update(store: Store | None) -> tuple[str | None, int, int]:
+        """The update the watch before this one left unfinished in the index ``store``
+        (``status.unfinished_update``), which its syncs go on with: the items it left missing are
+        the same pending work, and a restart during an outage counted each of them again in
+        `status`; and how many failed items it published without (``status.left_missing``),
+        counted until a sync gets through, and of them the chunks."""
+        run = None if store is None else last_update(store)   # (looked up once: it was 3 times)
+        update = None if run is None else unfinished_update(store, run)
+        if update is None:
+            return None, 0, 0
+        left = left_missing(store, run)
+        return update, left, left and len(index_rows.failed_chunks(store, run["id"]))
 
-    def _answered_before(self) -> float | None:
-        """When a run of the index last got an answer from this endpoint (``index_rows.answered_at``)."""
-        with reading(self.db_path) as store:
-            api_base = self.settings.llm.api_base
-            return None if store is None or not api_base else index_rows.answered_at(store, api_base)
+    def _answered_before(self, store: Store | None) -> float | None:
+        """When a run of the index ``store`` last got an answer from this endpoint
+        (``index_rows.answered_at``)."""
+        api_base = self.settings.llm.api_base
+        return None if store is None or not api_base else index_rows.answered_at(store, api_base)
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""

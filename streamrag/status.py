@@ -168,14 +168,13 @@ def last_update(store: Store, *, leaving: str | None = None) -> dict | None:
     return rows[0] if rows else None
 
 
-def unfinished_update(store: Store) -> str | None:
+def unfinished_update(store: Store, run: dict | None) -> str | None:
     """The update a watch left unfinished, which the next watch goes on with: the first run of
-    the last update when that was a watch's sync (``runs.update_of``) that left items missing
-    (failed items; files that could not be read are no work left) or did not finish (failed,
-    interrupted, killed); None when it finished, or was another command's (``index`` begins an
-    update of its own at every run). A watch restarted during an outage began a new update, and
-    `status` counted each item its syncs retry again."""
-    run = last_update(store)
+    the last update (``run``, ``last_update``) when that was a watch's sync (``runs.update_of``)
+    that left items missing (failed items; files that could not be read are no work left) or did
+    not finish (failed, interrupted, killed); None when it finished, or was another command's
+    (``index`` begins an update of its own at every run). A watch restarted during an outage
+    began a new update, and `status` counted each item its syncs retry again."""
     if run is None or run["command"] != "watch":
         return None
     if run["status"] == "ok" and failures_said(store, run) <= failures_of(store, run, stage="load"):
@@ -183,12 +182,11 @@ def unfinished_update(store: Store) -> str | None:
     return index_rows.update_of(store, run["id"])
 
 
-def left_missing(store: Store) -> int:
-    """The failed items the last update published without (``failures_said``, but files that
-    could not be read: no work left), which a watch that goes on with it (``unfinished_update``)
-    retries; 0 when its last run published nothing: its failures are of the files it left
-    unindexed (``not_indexed_last_run``)."""
-    run = last_update(store)
+def left_missing(store: Store, run: dict | None) -> int:
+    """The failed items the last update (``run``, ``last_update``) published without
+    (``failures_said``, but files that could not be read: no work left), which a watch that goes
+    on with it (``unfinished_update``) retries; 0 when its last run published nothing: its
+    failures are of the files it left unindexed (``not_indexed_last_run``)."""
     if run is None or run["status"] != "ok":
         return 0
     return max(0, failures_said(store, run) - failures_of(store, run, stage="load"))
