@@ -701,14 +701,26 @@ def update_of(store: Store, run_id: str) -> str | None:
     return store.scalar("SELECT coalesce(update_of, id) FROM runs WHERE id = ?", (run_id,))
 
 
-def not_indexed(store: Store, run_id: str) -> tuple[int, list[str]]:
+def not_indexed(store: Store, run_id: str) -> tuple[int, list[str], set[tuple[str, str]]]:
     """The new or changed files run ``run_id`` left unindexed, failed before it published
-    (``runs.stats``, ``Indexer._not_indexed``): how many, and the first of them by name."""
+    (``runs.stats``, ``Indexer._not_indexed``): how many, the first of them by name, and the
+    ``(stage, item)`` of the chunks of them it failed to extract (``status.unindexed_chunks``):
+    those its stats name (``not_indexed_chunks``, ``failed_chunks`` as it ended), or, of a run
+    recorded before they were named, ``failed_chunks`` now. (The stats read once, the chunks
+    looked up only when it left files unindexed.)"""
     try:
         stats = json.loads(store.scalar("SELECT stats FROM runs WHERE id = ?", (run_id,)) or "{}")
-        return int(stats.get("not_indexed", 0)), [str(f) for f in stats.get("not_indexed_files", [])]
+        count, files = int(stats.get("not_indexed", 0)), [str(f) for f in stats.get("not_indexed_files", [])]
+        named = stats.get("not_indexed_chunks")
     except (ValueError, TypeError, AttributeError):   # not as written: none said
-        return 0, []
+        return 0, [], set()
+    if not count:
+        return 0, files, set()
+    if not isinstance(named, list):
+        return count, files, failed_chunks(store, run_id)
+    return count, files, set(store.conn.execute(
+        "SELECT DISTINCT stage, item FROM failures WHERE run_id = ? AND stage IN ('extract', 'glean') "
+        "AND item IN (SELECT value FROM json_each(?))", (run_id, json.dumps(named))))
 
 
 def run_status(store: Store, run_id: str) -> str | None:

@@ -53,8 +53,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         # (what the last update settled is no failure of it, whatever the settings are now)
         settled_now = settled_by(store, last_run, settled if report_budget is None
                                  else index_rows.settled(store, UNUSABLE_RUNS))
-        unindexed, unindexed_files = index_rows.not_indexed(store, last_run["id"]) if last_run else (0, [])
-        in_unindexed = unindexed_chunks(store, last_run)   # (counted as their files)
+        # (the chunks of the files left unindexed are counted as those files: ``unindexed_chunks``)
+        unindexed, unindexed_files, in_unindexed = (index_rows.not_indexed(store, last_run["id"])
+                                                    if last_run else (0, [], set()))
+        if last_run and last_run["status"] == "ok":
+            in_unindexed = set()
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -213,9 +216,9 @@ def unindexed_chunks(store: Store, run: dict | None) -> set[tuple[str, str]]:
     left files unindexed (``not_indexed_last_run``): chunks of those files, which count once, as
     files. A restart during an outage said "failures 2 in the last update" beside "not indexed 5
     new or changed files", two of the five counted twice."""
-    if run is None or run["status"] == "ok" or not index_rows.not_indexed(store, run["id"])[0]:
+    if run is None or run["status"] == "ok":
         return set()
-    return index_rows.failed_chunks(store, run["id"])
+    return index_rows.not_indexed(store, run["id"])[2]
 
 
 def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:
