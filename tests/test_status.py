@@ -901,3 +901,23 @@ def test_an_update_interrupted_says_the_files_it_left_unindexed(corpus, tmp_path
 
     anyio.run(lambda: sync([corpus], settings, db, root=corpus))
     assert status_of(db)[0]["not_indexed_last_run"] == 0
+
+
+def test_a_run_whose_stats_are_unreadable_leaves_the_failures_counted_not_status_failing(tmp_path):
+    # A run row whose stats are not JSON (not as written) made `status` fail with "malformed
+    # JSON" while counting failures: json_extract ran on it though json_valid said no.
+    store = Store(tmp_path / "s.db")
+    try:
+        store.conn.execute("INSERT INTO runs(id, command, started_at, status, stats) VALUES "
+                           "('r1', 'watch', 1, 'failed', '{not json')")
+        store.conn.execute("INSERT INTO runs(id, command, started_at, status, stats) VALUES "
+                           "('r2', 'watch', 2, 'failed', '{\"not_indexed\": 1, \"not_indexed_chunks\": [\"c2\"]}')")
+        for run, item in (("r1", "c1"), ("r2", "c2"), ("r2", "c3")):
+            store.conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at) VALUES "
+                               "(?, 'extract', ?, 'refused', 0)", (run, item))
+        store.conn.commit()
+        info = gather_status(store)
+    finally:
+        store.close()
+    # c2 is a chunk of a file r2 left unindexed: counted as the file, not as a failure
+    assert info["failures_total"] == 2, info["failures_total"]
