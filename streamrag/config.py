@@ -171,6 +171,14 @@ class Settings(_Section):
         """True when indexing makes vectors: an embedding model, an endpoint, and not --offline."""
         return bool(self.llm.embedding_model) and self.has_endpoint and not self.no_network
 
+    @property
+    def calls_model(self) -> bool:
+        """True when indexing calls the endpoint at all: a model extracts, or, offline, it embeds.
+        False: offline and nothing embeds (no model client, nothing paid for). Asked here only:
+        the run's model client, watch's first line and its word on a deleted index decided it
+        each their own way."""
+        return not self.offline or self.embeds
+
     def unused_by_indexing(self) -> list[str]:
         """Lines on settings an index run leaves unused as it is set up (said, not refused)."""
         where = f"{self.source}: " if self.source not in ("", "defaults") else ""

@@ -499,16 +499,16 @@ class Daemon:
 
     def _mode(self) -> tuple[str, str | None, str]:
         """How it indexes, for the first line: ``"offline"`` or ``"llm"``, the endpoint (None
-        offline, unless it embeds), and the words (`index` says "version 1, LLM"; `watch` said
+        when it calls none, ``Settings.calls_model``), and the words (`index` says "version 1, LLM"; `watch` said
         neither, nor where). Offline with an embedding model (``index.extractor = "nlp"``) still
         calls the endpoint: it said "offline" and no endpoint of a watch whose outage lines named one."""
         s = self.settings
         if not s.offline:
             return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"
         said = "offline (NLP extraction, extractive reports)"
-        if s.embeds:
-            return "offline", s.llm.api_base, f"{said}, embeddings {s.llm.embedding_model} at {s.llm.api_base}"
-        return "offline", None, said
+        if not s.calls_model:
+            return "offline", None, said
+        return "offline", s.llm.api_base, f"{said}, embeddings {s.llm.embedding_model} at {s.llm.api_base}"
 
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch
@@ -742,7 +742,7 @@ class Daemon:
         if inside and (self._replaced or self._gone):
             return   # it went with the folder, as the "replaced" or "gone" line said
         self._index_gone_said = True
-        paid = not self.settings.offline or self.settings.embeds   # (offline: nothing was paid for)
+        paid = self.settings.calls_model   # (offline, nothing embedding: nothing was paid for)
         line = (f"{self.db_path}: the index was deleted while watch ran"
                 + (" (rsync --delete or git clean -x on the folder?)" if inside else "")
                 + ("; it is built again from the folder, and the answers it cached went with it, so "

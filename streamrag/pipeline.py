@@ -298,7 +298,7 @@ class Indexer:
     def _open_llm(self, store: Store, writer: Writer):
         """The run's model client: one whenever indexing is not offline (stages that call a model
         ask ``settings.offline`` alone), else one for embeddings only, or None."""
-        if self.settings.offline and not self.settings.embeds:
+        if not self.settings.calls_model:
             return None   # (no vectors made: ask finds what has none by BM25)
         if not self.settings.has_endpoint and self.settings.index.extractor == "llm":
             source = self.settings.source
