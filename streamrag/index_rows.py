@@ -774,10 +774,12 @@ def note_answered(store: Store, api_base: str, at: float) -> None:
 
 
 def answered_at(store: Store, api_base: str) -> float | None:
-    """When a run last noted ``api_base`` answering (``note_answered``); None: never, or another."""
+    """When a run last noted ``api_base`` answering (``note_answered``); None: never, or another
+    (``.../v1`` and ``.../v1/`` are one endpoint)."""
     try:
         noted = json.loads(store.get_meta("endpoint_answered") or "{}")
-        return float(noted["at"]) if noted.get("api_base") == api_base else None
+        same = str(noted.get("api_base", "")).rstrip("/") == api_base.rstrip("/")
+        return float(noted["at"]) if same else None
     except (ValueError, TypeError, KeyError, AttributeError):   # not as written: never noted
         return None
 

@@ -921,3 +921,18 @@ def test_a_run_whose_stats_are_unreadable_leaves_the_failures_counted_not_status
         store.close()
     # c2 is a chunk of a file r2 left unindexed: counted as the file, not as a failure
     assert info["failures_total"] == 2, info["failures_total"]
+
+
+def test_an_endpoint_noted_answering_is_the_same_with_or_without_a_trailing_slash(tmp_path):
+    # `llm.api_base = ".../v1/"` after runs through ".../v1" is the endpoint that answered them:
+    # watch's outage line said it never answered and to fix llm.api_base.
+    from streamrag.index_rows import answered_at, note_answered
+
+    store = Store(tmp_path / "i.db")
+    try:
+        note_answered(store, "http://127.0.0.1:8000/v1", 1000.0)
+        assert answered_at(store, "http://127.0.0.1:8000/v1/") == 1000.0
+        assert answered_at(store, "http://127.0.0.1:8000/v1") == 1000.0
+        assert answered_at(store, "http://127.0.0.1:8001/v1") is None
+    finally:
+        store.close()
