@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import re
 import zlib
+from array import array
 from collections import deque
 
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
-from streamrag.tokens import fewest_tokens, get_encoding
+from streamrag.tokens import encode_ordinary, get_encoding, more_words_than
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
@@ -57,18 +58,38 @@ _WHITESPACE = re.compile(r"\s+")
 PARAGRAPH, SENTENCE, WORD, TOKEN = 3, 2, 1, 0
 
 
-class _Unit:
-    __slots__ = ("start", "end", "tokens", "level", "key")
+class _Units:
+    """The units of a document as compact arrays, one entry each: where it starts and ends,
+    its tokens, and its boundary key, ``(level, hash of its text)`` packed into one integer
+    ordered as the pair (``level << 32 | crc32``). A book on one line is a million units: as
+    objects (and their keys as tuples) they took twice the document's size."""
 
-    def __init__(self, start: int, end: int, tokens: int, level: int, text: str) -> None:
-        self.start, self.end, self.tokens, self.level = start, end, tokens, level
-        self.key = (level, zlib.crc32(text.encode("utf-8", "surrogatepass")))
+    __slots__ = ("start", "end", "tokens", "key")
+
+    def __init__(self) -> None:
+        self.start, self.end, self.tokens, self.key = array("q"), array("q"), array("q"), array("q")
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def add(self, start: int, end: int, tokens: int, level: int, text: str) -> None:
+        self.start.append(start)
+        self.end.append(end)
+        self.tokens.append(tokens)
+        self.key.append(level << 32 | zlib.crc32(text.encode("utf-8", "surrogatepass")))
+
+    def level(self, i: int) -> int:
+        return self.key[i] >> 32
+
+    def relevel(self, i: int, level: int) -> None:
+        """Unit ``i`` ends at a boundary of ``level`` (its text, and so its hash, the same)."""
+        self.key[i] = level << 32 | self.key[i] & 0xFFFFFFFF
 
 
 def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: str) -> list[Chunk]:
     """``doc`` cut into chunks of at most ``chunk_size`` tokens, overlapping by about ``overlap``."""
     text = doc.text
-    if not text.strip():
+    if not text or text.isspace():
         return []
     enc = get_encoding(encoding)
     chunk_size = max(8, int(chunk_size))
@@ -78,52 +99,78 @@ def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: st
     pieces = _pieces(units, budget, chunk_size)
     spans = []
     for i, (a, b) in enumerate(pieces):
-        start, end = units[a].start, units[b - 1].end
+        start, end = units.start[a], units.end[b - 1]
         spans.append((_overlap_start(text, start, overlap, enc) if i else start, start, end))
+    del units
     return _finish(doc, text, spans, chunk_size, overlap, enc)
 
 
 # ---------------------------------------------------------------------------- units
 
 
-def _units(text: str, enc, budget: int) -> list[_Unit]:
+def _units(text: str, enc, budget: int) -> _Units:
+    """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
+    paragraph's sentences or tokens, is held at once."""
+    units = _Units()
     first = len(text) - len(text.lstrip())
-    bounds = [first] + [m.end() for m in _PARAGRAPH_BREAK.finditer(text, first)]
-    if bounds[-1] < len(text):
-        bounds.append(len(text))
-    paragraphs = [(s, e) for s, e in zip(bounds, bounds[1:]) if text[s:e].strip()]
-    # A paragraph with more words than the budget has more tokens too (``fewest_tokens``): it is
-    # split without being encoded whole (a book on one line was encoded an extra time).
-    counts = [budget + 1 if e - s > 4 * budget and fewest_tokens(text[s:e]) > budget
-              else len(enc.encode_ordinary(text[s:e])) for s, e in paragraphs]
-    units: list[_Unit] = []
-    for (s, e), n in zip(paragraphs, counts):
-        if n <= budget:
-            units.append(_Unit(s, e, n, PARAGRAPH, text[s:e]))
-        else:
-            units.extend(_split_paragraph(text, s, e, enc, budget))
+    s = first
+    for e in _paragraph_ends(text, first):
+        if e > s and not _blank(text, s, e):
+            # A paragraph with more words than the budget has more tokens too (``more_words_than``):
+            # it is split without being encoded whole (a book on one line was encoded an extra time).
+            if e - s > 4 * budget and more_words_than(text, budget, s, e):
+                _split_paragraph(units, text, s, e, enc, budget)
+            else:
+                n = len(enc.encode_ordinary(text[s:e]))
+                if n <= budget:
+                    units.add(s, e, n, PARAGRAPH, text[s:e])
+                else:
+                    _split_paragraph(units, text, s, e, enc, budget)
+        s = e
     return units
 
 
-def _split_paragraph(text: str, s: int, e: int, enc, budget: int) -> list[_Unit]:
+def _paragraph_ends(text: str, first: int):
+    last = first
+    for m in _PARAGRAPH_BREAK.finditer(text, first):
+        last = m.end()
+        yield last
+    if last < len(text):
+        yield len(text)
+
+
+_NOT_BLANK = re.compile(r"\S")
+
+
+def _blank(text: str, s: int, e: int) -> bool:
+    """``not text[s:e].strip()``, without the copy."""
+    return _NOT_BLANK.search(text, s, e) is None
+
+
+def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int) -> None:
+    before = len(units)
+    a = s
+    for b in _sentence_cuts(text, s, e):
+        if b > a:
+            tokens = encode_ordinary(enc, text, a, b)
+            if len(tokens) <= budget:
+                units.add(a, b, len(tokens), SENTENCE, text[a:b])
+            else:
+                _split_sentence(units, text, a, b, tokens, enc, budget)
+            a = b
+    if len(units) > before:   # the last piece ends the paragraph
+        units.relevel(len(units) - 1, PARAGRAPH)
+
+
+def _sentence_cuts(text: str, s: int, e: int):
     # not after a title or an initial: a chunk ending "said Mrs." parts the name from its sentence
-    cuts = [s] + [m.end() for m in _SENTENCE_BREAK.finditer(text, s, e)
-                  if m.end() < e and not ends_with_abbreviation(text[max(s, m.start() - 12):m.start() + 1])] + [e]
-    sentences = [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
-    encoded = [enc.encode_ordinary(text[a:b]) for a, b in sentences]
-    out: list[_Unit] = []
-    for (a, b), tokens in zip(sentences, encoded):
-        if len(tokens) <= budget:
-            out.append(_Unit(a, b, len(tokens), SENTENCE, text[a:b]))
-        else:
-            out.extend(_split_sentence(text, a, b, tokens, enc, budget))
-    if out:   # the last piece ends the paragraph
-        last = out[-1]
-        out[-1] = _Unit(last.start, last.end, last.tokens, PARAGRAPH, text[last.start:last.end])
-    return out
+    for m in _SENTENCE_BREAK.finditer(text, s, e):
+        if m.end() < e and not ends_with_abbreviation(text[max(s, m.start() - 12):m.start() + 1]):
+            yield m.end()
+    yield e
 
 
-def _split_sentence(text: str, a: int, b: int, tokens: list[int], enc, budget: int) -> list[_Unit]:
+def _split_sentence(units: _Units, text: str, a: int, b: int, tokens, enc, budget: int) -> None:
     """Cut at whitespace-led tokens where possible, else at a token boundary."""
     step = max(1, budget - 4)
     data = text[a:b].encode("utf-8", "surrogatepass")
@@ -142,7 +189,7 @@ def _split_sentence(text: str, a: int, b: int, tokens: list[int], enc, budget: i
     char_cuts, levels = [], []
     prev_t = off = prev_off = chars = 0
     for t, level in cuts:
-        off += len(enc.decode_bytes(tokens[prev_t:t]))
+        off += len(enc.decode_bytes(tokens[prev_t:t].tolist()))
         prev_t = t
         cut = off
         while cut < len(data) and 0x80 <= data[cut] < 0xC0:   # inside a UTF-8 sequence
@@ -151,23 +198,24 @@ def _split_sentence(text: str, a: int, b: int, tokens: list[int], enc, budget: i
         prev_off = cut
         char_cuts.append(a + chars)
         levels.append(level)
+    del data, tokens
     bounds = [a] + char_cuts + [b]
-    out: list[_Unit] = []
     for (x, y), level in zip(zip(bounds, bounds[1:]), levels + [SENTENCE]):
         if y > x:
-            out.append(_Unit(x, y, len(enc.encode_ordinary(text[x:y])), level, text[x:y]))
-    return out
+            units.add(x, y, len(enc.encode_ordinary(text[x:y])), level, text[x:y])
 
 
 # ---------------------------------------------------------------------------- boundaries
 
 
-def _pieces(units: list[_Unit], budget: int, chunk_size: int) -> list[tuple[int, int]]:
+def _pieces(units: _Units, budget: int, chunk_size: int) -> list[tuple[int, int]]:
     """Unit ranges ``[a, b)`` forming the chunk bodies (a lone chunk needs no overlap room)."""
     n = len(units)
-    pos = [0]
-    for u in units:
-        pos.append(pos[-1] + u.tokens)
+    pos = array("q", [0])
+    total = 0
+    for t in units.tokens:
+        total += t
+        pos.append(total)
     if pos[-1] <= chunk_size:
         return [(0, n)]
     anchors = [0] + _anchors(units, pos, ANCHOR_WINDOW * budget) + [n]
@@ -177,32 +225,32 @@ def _pieces(units: list[_Unit], budget: int, chunk_size: int) -> list[tuple[int,
     return pieces
 
 
-def _anchors(units: list[_Unit], pos: list[int], window: int) -> list[int]:
+def _anchors(units: _Units, pos: array, window: float) -> list[int]:
     """Unit indices ``i`` (a boundary before unit i) whose key is a strict local maximum."""
-    boundaries = list(range(1, len(units)))   # boundary before unit i, after unit i - 1
-    keys = {i: units[i - 1].key for i in boundaries}
+    n = len(units)
+    key = units.key   # the boundary before unit i is keyed by unit i - 1's key
 
-    def window_max(order: list[int]) -> dict[int, tuple]:
-        best: dict[int, tuple] = {}
+    def window_max(order: range) -> array:
+        best = array("q", [-1]) * n   # (-1: below every key, which packs a level >= 0)
         q: deque[int] = deque()
         for i in order:
             while q and abs(pos[i] - pos[q[0]]) > window:
                 q.popleft()
-            best[i] = keys[q[0]] if q else (-1, -1)
-            while q and keys[q[-1]] <= keys[i]:
+            best[i] = key[q[0] - 1] if q else -1
+            while q and key[q[-1] - 1] <= key[i - 1]:
                 q.pop()
             q.append(i)
         return best
 
-    left = window_max(boundaries)
-    right = window_max(boundaries[::-1])
+    left = window_max(range(1, n))
+    right = window_max(range(n - 1, 0, -1))
     # The document's edges count as the strongest boundaries, so no stretch is a sliver.
     end = pos[-1]
-    return [i for i in boundaries if keys[i] > left[i] and keys[i] > right[i]
+    return [i for i in range(1, n) if key[i - 1] > left[i] and key[i - 1] > right[i]
             and window < pos[i] < end - window]
 
 
-def _split_stretch(units: list[_Unit], pos: list[int], a: int, b: int, budget: int) -> list[tuple[int, int]]:
+def _split_stretch(units: _Units, pos: array, a: int, b: int, budget: int) -> list[tuple[int, int]]:
     """Split units ``[a, b)`` into pieces within budget, packed from the stretch's start.
 
     Each piece ends at the best-ranked boundary in the last quarter of its budget (the
@@ -221,7 +269,7 @@ def _split_stretch(units: list[_Unit], pos: list[int], a: int, b: int, budget: i
                 break
             fallback = j
             if size >= 0.75 * budget:
-                key = (units[j - 1].level, size)
+                key = (units.level(j - 1), size)
                 if best_key is None or key > best_key:
                     best, best_key = j, key
         cut = best if best is not None else fallback

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from array import array
 from importlib import resources
 
 import tiktoken
@@ -117,6 +118,55 @@ def fewest_tokens(text: str) -> int:
     """
     words = len(text.split())
     return words - len(_ABSORBED.findall(text)) if "/" in text else words
+
+
+_WORD = re.compile(r"\S+")
+
+
+def more_words_than(text: str, n: int, start: int = 0, end: int | None = None) -> bool:
+    """``fewest_tokens(text[start:end]) > n``, found without a copy of the text or a list of its
+    words (a book on one line made one of millions), and as soon as ``n`` words are passed."""
+    end = len(text) if end is None else end
+    words = 0
+    for m in _WORD.finditer(text, start, end):
+        at = m.start()
+        if at > start and text[at] == "/" and text[at - 1] in "\r\n" and not m.group().strip("/"):
+            continue   # (``_ABSORBED``: may be a piece of the word before it)
+        words += 1
+        if words > n:
+            return True
+    return False
+
+
+# Characters encoded at once by ``encode_ordinary``: a text longer than this is encoded a window
+# at a time, each ending at a safe seam (``_SEAM``, see "prompts around a text" below), where the
+# tokens of the whole are those of the part before it and those of the part after it.
+_WINDOW = 1 << 20
+
+
+def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int | None = None) -> array:
+    """``enc.encode_ordinary(text[start:end])`` as a compact array: a list of 20 million tokens (a
+    100 MB line) took 700 MB, the array takes 80. A long text is encoded a window at a time."""
+    end = len(text) if end is None else end
+    out = array("I")
+    if end - start <= _WINDOW or getattr(enc, "_pat_str", None) not in _ANALYSED:
+        out.extend(enc.encode_ordinary(text[start:end]))
+        return out
+    at = start
+    while at < end:
+        cut = end
+        if end - at > _WINDOW:
+            seam = None
+            for seam in _SEAM.finditer(text, at + _WINDOW // 2, at + _WINDOW):
+                pass
+            if seam is not None:
+                cut = seam.end()
+            else:   # (no seam in the window's second half: on to the first one after it, if any)
+                seam = _SEAM.search(text, at + _WINDOW, end)
+                cut = seam.end() if seam is not None and seam.end() < end else end
+        out.extend(enc.encode_ordinary(text[at:cut]))
+        at = cut
+    return out
 
 
 def count_message_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
