@@ -32,7 +32,17 @@ def digest(*parts: Any, length: int = 16) -> str:
 
 def text_hash(text: str, length: int = 16) -> str:
     """Hex SHA-256 of a string, cut to ``length`` (cheaper than ``digest`` for large texts)."""
-    return hashlib.sha256(f"{ID_SCHEME}\0{text}".encode()).hexdigest()[:length]
+    if len(text) <= _HASHED_AT_ONCE:
+        return hashlib.sha256(f"{ID_SCHEME}\0{text}".encode()).hexdigest()[:length]
+    # A big document's text is encoded a slice at a time (the same bytes: UTF-8 encodes each
+    # character alone), not copied whole twice over (the scheme prefixed, then its UTF-8).
+    h = hashlib.sha256(f"{ID_SCHEME}\0".encode())
+    for at in range(0, len(text), _HASHED_AT_ONCE):
+        h.update(text[at:at + _HASHED_AT_ONCE].encode())
+    return h.hexdigest()[:length]
+
+
+_HASHED_AT_ONCE = 1 << 20
 
 
 def document_id(text: str) -> str:
