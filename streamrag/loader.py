@@ -515,16 +515,18 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             head = f.read(_SNIFF)
             if _clearly_binary(head):   # before the rest is read: a 3 GB sparse file took 3 GB
                 _binary(label)
-            data = head + f.read()
+            f.seek(0)   # (the whole read at once: the head and the rest joined were a second copy)
+            data = f.read()
     except OSError as e:
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
     text = _decode(data, label, warnings)
+    del data   # (a big file's bytes, not kept beside its text)
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
-    if not text.strip():
+    if _blank(text):
         raise EmptyInput(f"{label}: empty file, nothing to index")
     if suffix == ".jsonl":
         rows = _jsonl_rows(text, label, warnings)
@@ -536,7 +538,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
             text, title = markdown.front_matter(text)
             text = _seen(markdown.readable(text), label)   # as a reader sees it
             title = visible(title) if title else title
-            if not text.strip():
+            if _blank(text):
                 raise EmptyInput(f"{label}: no text outside front matter, comments and embeds "
                                  "(![[...]]), nothing to index")
         title = title[:TITLE_CHARS] if title else _title(text, path.stem)
@@ -569,11 +571,16 @@ def stored_path(path: Path, root: Path | None) -> str:
         return resolved.as_posix()
 
 
+def _blank(text: str) -> bool:
+    """``not text.strip()``, without a copy of a big file's text."""
+    return not text or text.isspace()
+
+
 def _seen(text: str, label: str) -> str:
     """``text`` without the characters no reader sees (``invisible``); a file holding text
     but nothing else is said to (``label``: its path as messages show it), not "empty file"."""
     seen = visible(text)
-    if not seen.strip() and text.strip():
+    if _blank(seen) and not _blank(text):
         raise EmptyInput(f"{label}: nothing but characters no reader sees (zero-width spaces, word joiners, "
                          "soft hyphens), nothing to index")
     return seen
@@ -902,11 +909,20 @@ _LONG_BLANKS = re.compile(r"[^\S\n]{%d,}" % (_BLANK_RUN + 1))
 def _title(text: str, fallback: str) -> str:
     """The first line with a letter or digit (a rule, ``---`` of front matter never closed,
     names nothing), else ``fallback``."""
-    for line in text.split("\n"):
+    for line in _lines(text):
         line = line.strip().lstrip("#").strip()
         if any(ch.isalnum() for ch in line):
             return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "\u2026"
     return fallback
+
+
+def _lines(text: str):
+    """``text.split("\\n")`` a line at a time: a big file's title is in its first lines."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
 
 
 def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
