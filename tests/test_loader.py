@@ -1589,3 +1589,22 @@ def test_a_note_is_read_with_one_scan_of_its_blocks_as_they_are_written(monkeypa
     assert len(scans) == 1
     # A block of HTML runs on to a blank line, over a comment's line too.
     assert markdown.readable("<div>\n<!-- c -->\n> [[x|y]]\n\n> [[a|b]]") == "<div>\n\n> [[x|y]]\n\nb"
+
+
+def test_a_big_file_is_read_in_little_more_memory_than_its_bytes_and_its_text(tmp_path):
+    import tracemalloc
+
+    # Its head and the rest were joined (a second copy of the bytes), the text copied to see it
+    # blank (strip) and to hash it (twice over), and split into a list of all its lines for a
+    # title: reading a file of lines peaked at four times its size, beyond its bytes and text.
+    line = "the quick brown fox jumps over the lazy dog again and again\n"
+    f = write(tmp_path / "big.log.txt", ("\n" + line * 50_000).encode())   # 3 MB
+    size = f.stat().st_size
+    tracemalloc.start()
+    try:
+        [doc], warnings = read_documents(f, root=tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (doc.title, len(doc.text), warnings) == (line.strip(), size, [])
+    assert peak < 2.5 * size, peak / size

@@ -201,3 +201,34 @@ def test_a_tokenizer_not_analysed_is_counted_whole(monkeypatch):
     monkeypatch.setattr(tokens, "_ANALYSED", frozenset())
     # (a wrong count of the text would show: it is not used)
     assert count_around("<text>\n", "Hello there.", "\n</text>", 999) == count_tokens("<text>\nHello there.\n</text>")
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_a_long_text_encoded_a_window_at_a_time_has_the_tokens_of_the_whole(encoding, monkeypatch):
+    import random
+
+    from streamrag.tokens import encode_ordinary, get_encoding
+
+    # Cut between windows only at safe seams, the tokens are those of the text encoded whole:
+    # words and numbers, punctuation runs, contractions, line breaks, CJK, runs with no seam.
+    rng = random.Random(11)
+    parts = ["word", "Word", " ", "  ", "\n", "\n\n", "123456", "'s", "don't", ".", "...", "//", "\t", "é",
+             "中文", "😀", "x" * 300, "-" * 50, " " * 40]
+    text = "".join(rng.choice(parts) for _ in range(20_000))
+    enc = get_encoding(encoding)
+    monkeypatch.setattr(tokens, "_WINDOW", 256)
+    for start, end in ((0, len(text)), (17, len(text) - 5), (1000, 1000), (3, 900)):
+        assert encode_ordinary(enc, text, start, end).tolist() == enc.encode_ordinary(text[start:end])
+    no_seam = "中文" * 1000 + "\n" + "中" * 500
+    assert encode_ordinary(enc, no_seam).tolist() == enc.encode_ordinary(no_seam)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "/", "//", " ", "\n", "\r", "x/", "\u3000", "é"]), max_size=60),
+       st.integers(0, 12), st.integers(0, 60), st.integers(0, 60))
+def test_more_words_than_is_fewest_tokens_past_a_number(parts, n, start, end):
+    from streamrag.tokens import more_words_than
+
+    text = "".join(parts)
+    start, end = min(start, len(text)), min(max(start, end), len(text))
+    assert more_words_than(text, n, start, end) == (fewest_tokens(text[start:end]) > n)
