@@ -610,12 +610,16 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         if text is None:
             _binary(label)
     if text is None:
+        first = None   # where the bytes stop being UTF-8, if they do
         try:
             text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings)
+        except UnicodeDecodeError as e:
+            first = e.start
         else:
             text = _escaped(data, label, warnings) or text
+        # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
+        if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
+            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings, first)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -649,24 +653,18 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
-def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str]) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        first = e.start
-    # Each byte that is not UTF-8 becomes a lone surrogate: counted, then mapped, in C.
-    mixed = data.decode("utf-8-sig", errors="surrogateescape")
-    strays = len(mixed) - len(mixed.encode("utf-8", errors="ignore").decode("utf-8"))
+def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) -> str:
+    """The text of ``data``, which is not UTF-8 from byte ``first`` on (see ``_decode``)."""
+    strays, utf8, letters = _strays(data)
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
     # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
     # from Windows), never a letter of a cp1252 file (a UTF-8 "Café" and two such quotes were
     # read as cp1252, "CafÃ©").
-    utf8 = len(mixed) - len(mixed.encode("ascii", errors="ignore")) - strays
-    if utf8 > strays or utf8 and not re.search("[\udca0-\udcff]", mixed):
+    if utf8 > strays or utf8 and not letters:
         warnings.append(f"{label}: {strays} byte(s) are not UTF-8 (the first at byte {first:,}), read as "
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
-        return _STRAY.sub(lambda m: _cp1252(ord(m.group()) - 0xDC00), mixed)
+        return data.decode("utf-8-sig", errors=_AS_CP1252)
     # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
     reading = legacy.read(data)
     if reading.text is not None:
@@ -705,7 +703,38 @@ def _iconv(encoding: str, label: str) -> str:
     return f"`iconv -f {encoding} -t UTF-8 {shlex.quote(label)}`"
 
 
-_STRAY = re.compile("[\udc80-\udcff]")
+_STRAY_LETTER = re.compile("[\udca0-\udcff]")
+_SLICE = 1 << 20
+
+
+def _strays(data: bytes) -> tuple[int, int, bool]:
+    """Of ``data`` read as UTF-8: how many bytes are not UTF-8 (strays), how many characters
+    beyond ASCII are, and whether a stray is a byte cp1252 has a letter for (0xA0-0xFF). Read a
+    slice at a time, each byte that is not UTF-8 a lone surrogate (counted in C): the whole text
+    so read (two bytes a character) and two copies of it to count took five times the file.
+    (A file read as cp1252 throughout, the most of them, is never read so whole.)"""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")("surrogateescape")
+    strays = beyond = 0
+    letters = False
+    for at in range(0, len(data), _SLICE):
+        piece = decoder.decode(data[at:at + _SLICE], final=at + _SLICE >= len(data))
+        here = len(piece) - len(piece.encode("utf-8", errors="ignore").decode("utf-8"))
+        strays += here
+        beyond += len(piece) - len(piece.encode("ascii", errors="ignore"))
+        letters = letters or bool(here) and _STRAY_LETTER.search(piece) is not None
+    return strays, beyond - strays, letters
+
+
+def _cp1252_strays(e: UnicodeError) -> tuple[str, int]:
+    """A decoding's error handler: the bytes that are not UTF-8 read as cp1252, in place (read as
+    lone surrogates first, then mapped, the text was there twice over)."""
+    if not isinstance(e, UnicodeDecodeError):
+        raise e
+    return "".join(_cp1252(b) for b in e.object[e.start:e.end]), e.end
+
+
+_AS_CP1252 = "streamrag.cp1252-strays"
+codecs.register_error(_AS_CP1252, _cp1252_strays)
 
 
 def _cp1252(byte: int) -> str:
