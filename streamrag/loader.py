@@ -793,6 +793,9 @@ def _utf16_without_bom(data: bytes, label: str) -> str | None:
                          "is not indexed; save it as UTF-8") from None
 
 
+# (Asked twice of a file with NULs early on, by ``_clearly_binary`` before the rest is read and by
+# ``_decode`` after: judged once, a few milliseconds of CJK text's.)
+@functools.lru_cache(maxsize=4)
 def _utf16_codec(head: bytes) -> str | None:
     """Which UTF-16, "utf-16-le" or "utf-16-be", a file's first bytes are written in without a
     byte-order mark, or None when they are not.
