@@ -804,12 +804,11 @@ class Daemon:
         except StreamragError as e:
             self.outage.attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
             self.outage.answered_ahead(indexer)
-            then = "the next start tries again" if self.stopping else "the next sync tries again"
             if isinstance(e, LLMUnavailableError) and self.outage.current is not None:   # said already
-                self.emit("outage", f"extracting {_n(len(existing), 'file')} waits: "
-                                    f"{self.outage.down_since()}; {then}", **self.outage.fields(), error=str(e))
+                self._say_ahead_waits(len(existing), error=str(e))
                 return
             began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
+            then = "the next start tries again" if self.stopping else "the next sync tries again"
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {self._why_failed(e)}; {then}",
                       error=str(e), **self._failed_counts(indexer), **began)
             return
@@ -826,6 +825,12 @@ class Daemon:
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
+
+    def _say_ahead_waits(self, files: int, **fields: Any) -> None:
+        """The extraction ahead of ``files`` files met the outage under way: it waits for the endpoint."""
+        then = "the next start tries again" if self.stopping else "the next sync tries again"
+        self.emit("outage", f"extracting {_n(files, 'file')} waits: {self.outage.down_since()}; {then}",
+                  **self.outage.fields(), **fields)
 
     def _spent_ahead(self, indexer) -> None:
         """Adds the calls of ``indexer`` (an extraction ahead, a failed sync) to the next idle line's."""
@@ -1213,17 +1218,24 @@ class Daemon:
         fields: dict[str, Any] = {"outage": False}
         why = ""
         if outage:
-            fields = self.outage.began()
-            if fields["server_errors"]:   # as `streamrag index` says it
-                why = f"; no call succeeded: {self.outage.errors_said()} ({UNTIL_IT_ANSWERS})"
-            elif stopped := self.outage.stopped():
-                why = f"; no call succeeded: {stopped} ({UNTIL_IT_ANSWERS})"
-            else:
-                why = (f"; no call succeeded: is the endpoint {fields['endpoint']} down? Start it, or "
-                       f"fix {self.outage.base_setting()} ({UNTIL_IT_ANSWERS})")
+            fields, why = self._outage_began()
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
                            f"retried after a pause{why}", llm_errors=failed_calls,
                   failed_items=failed_items, **fields)
+
+    def _outage_began(self) -> tuple[dict[str, Any], str]:
+        """Notes the outage begun (``Outage.began``) after a sync or an extraction ahead none of
+        whose calls got an answer: the fields of the line that says it, and how it says it,
+        ``; no call succeeded: ... (retrying until it answers, ...)``."""
+        fields = self.outage.began()
+        if fields["server_errors"]:   # as `streamrag index` says it
+            said = self.outage.errors_said()
+        elif stopped := self.outage.stopped():
+            said = stopped
+        else:
+            said = (f"is the endpoint {fields['endpoint']} down? Start it, or fix "
+                    f"{self.outage.base_setting()}")
+        return fields, f"; no call succeeded: {said} ({UNTIL_IT_ANSWERS})"
 
     # -- health ----------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
