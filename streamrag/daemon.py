@@ -818,13 +818,32 @@ class Daemon:
                 self.emit("warning", indexer.yes_no.warning, warning=indexer.yes_no.warning)
         self.outage.attempted(indexer, began)
         self.outage.answered_ahead(indexer)
+        self._ahead["chunks"] += extracted
+        if indexer.failed_items and indexer.llm is not None and not answered(indexer.llm.stats):
+            # Every call failed, none answered: the endpoint is down. The model client gives up on
+            # an extraction (``LLMUnavailableError``, above) only after three such chunks; an edit
+            # of one (a line appended) was recorded as failed, and its line said "0 chunks
+            # extracted" with no word of the outage, which the sync after it said first.
+            self._say_ahead_down(len(existing), indexer)
+            return
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
-        self._ahead["chunks"] += extracted
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}; "
                              f"sync after {self.settings.watch.quiet_s:g}s of quiet",
                   chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
                   pending=self._files_pending())
+
+    def _say_ahead_down(self, files: int, indexer: Indexer) -> None:
+        """An extraction ahead of ``files`` files whose calls all failed, none answered (recorded as
+        failed items, not raised): the outage begun, said in full as a sync says it (the sync after
+        it then silent), or, said already, that the extraction waits for the endpoint."""
+        if self.outage.current is not None:
+            self._say_ahead_waits(files)
+            return
+        fields, why = self._outage_began()
+        then = "the next start" if self.stopping else "the sync"
+        self.emit("error", f"extracting {_n(files, 'file')}: {_n(calls_failed(indexer.llm.stats), 'LLM call')} "
+                           f"failed; left to {then}{why}", **self._failed_counts(indexer), **fields)
 
     def _say_ahead_waits(self, files: int, **fields: Any) -> None:
         """The extraction ahead of ``files`` files met the outage under way: it waits for the endpoint."""

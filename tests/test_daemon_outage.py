@@ -233,26 +233,42 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
     assert idle["llm"]["by_stage"]["extract"]["errors"] >= 3 * (1 + failed_syncs), idle["llm"]
 
 
+class RefusingName(Switch):
+    """A ``Switch`` that refuses the connection of every request naming ``name`` (None: of none)."""
+
+    name: str | None = None
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.name is not None and self.name.encode() in request.content:
+            raise httpx.ConnectError("connection refused", request=request)
+        return await super().__call__(request)
+
+
 async def test_the_error_line_counts_the_failed_calls_the_idle_line_counts(corpus, tmp_path, simulator):
     # The idle line summed the calls of the extraction ahead of the sync and of the sync; the
     # error line after it counted the sync's alone ("2 LLM calls", then "1 LLM call failed").
-    switch = Switch(simulator.base_url)
+    # (The one chunk naming Quillon Marbeck fails, in both; the others answer: an extraction
+    # ahead none of whose calls answered says the outage itself.)
+    switch = RefusingName(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
                              watch={"quiet_s": 0.02})
     db = tmp_path / "o.db"
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
         mark = len(events)
-        switch.up = False
-        victim = sorted(corpus.glob("*.txt"))[0]
-        victim.write_text(victim.read_text() + "\n\nQuillon Marbeck opened a ferry office.\n")
-        await send.send({(MODIFIED, str(victim))})
+        switch.name = "Quillon Marbeck"
+        victims = sorted(corpus.glob("*.txt"))[:2]
+        for victim, said in zip(victims, ("Quillon Marbeck opened a ferry office",
+                                          "Tamsin Oakridge rang the harbor bell at Pier 4")):
+            victim.write_text(victim.read_text() + f"\n\n{said}.\n")
+        await send.send({(MODIFIED, str(victim)) for victim in victims})
         await until(lambda: any("llm_errors" in e for e in events[mark:]))
-        switch.up = True
+        switch.name = None
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
         await send.aclose()
     await switch.client.aclose()
     after = events[mark:]
     first_error = next(i for i, e in enumerate(after) if "llm_errors" in e)
+    assert [e["chunks_extracted"] for e in after[:first_error] if e["state"] == "waiting"] == [1], after
     idle = [e for e in after[:first_error] if e["state"] == "idle"][-1]
     assert idle["llm"]["errors"] >= 2                      # the extraction ahead's and the sync's
     assert after[first_error]["llm_errors"] == idle["llm"]["errors"], (after[first_error], idle["llm"])
@@ -764,7 +780,11 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     assert first["server_errors"] is False   # refused: nothing answers
     said = during[during.index(first) + 1:recovered]
     # The retries are silent (no state lines of theirs) but for a short line as the pause grew.
-    assert [e["state"] for e in said if e["state"] != "health"] == ["outage", "outage"], \
+    # (The full line is the extraction ahead's; the edit's sync after it says, as one of an edit
+    # later in the outage does, that the file keeps its previous version meanwhile.)
+    assert [e["state"] for e in said if e["state"] not in ("health", "warning")] == ["outage", "outage"], \
+        [(e["state"], e["message"]) for e in said]
+    assert [e["message"].split(": ")[0] for e in said if e["state"] == "warning"] == ["guild.txt"], \
         [(e["state"], e["message"]) for e in said]
     assert [e["retry_s"] for e in said if e["state"] == "outage"] == [0.16, cap]
     for e in said:
@@ -1087,8 +1107,8 @@ async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp
         await _until_indexed(tmp_path / "s.db", "Quillon Marbeck", timeout=60)
         await send.aclose()
     await failing.client.aclose()
-    # Its calls were each tried three times, 0.25 s a try: the line came a second after.
-    assert said_at - failing.first_failed > 0.6, (said_at, failing.first_failed)
+    # The extraction ahead's call was tried three times, 0.25 s a try: the line came half a second after.
+    assert said_at - failing.first_failed > 0.45, (said_at, failing.first_failed)
     assert abs(first["since"] - failing.first_failed) < 0.1, (first["since"], failing.first_failed)
     back = next(e for e in events if e["state"] == "recovered")
     assert back["since"] == first["since"]
@@ -1096,8 +1116,10 @@ async def test_an_outage_is_said_to_last_since_the_first_call_failed(corpus, tmp
 
 async def test_the_idle_line_of_a_sync_whose_calls_all_failed_says_they_failed(corpus, tmp_path, simulator,
                                                                               monkeypatch):
-    # "version 2: 5 documents ...; 2 LLM calls; sync 0.02s" when both calls had failed. (The
-    # new file waits for its chunks to be extracted; the retries publish nothing either.)
+    # "version 2: 5 documents ...; 2 LLM calls; sync 0.02s" when both calls had failed. (A file
+    # deleted: no extraction ahead, which would say the outage first, the sync silent after it;
+    # the sync publishes the index without it, its communities' reports failed; the retries
+    # publish nothing.)
     from streamrag import daemon as daemon_module
     from test_daemon import VERSION, db_count
 
@@ -1110,10 +1132,9 @@ async def test_the_idle_line_of_a_sync_whose_calls_all_failed_says_they_failed(c
     async with running(settings, db, corpus, transport=httpx.MockTransport(failing)) as (daemon, events, send):
         failing.up = False
         mark = len(events)
-        new = corpus / "new.txt"
-        new.write_text("Quillon Marbeck opened a ferry office at Port Vell.\n")
-        await send.send({(1, str(new))})
-        await until(lambda: len(syncs) >= 5, timeout=30)   # the edit's sync and three retries
+        (corpus / "festival.md").unlink()
+        await send.send({(DELETED, str(corpus / "festival.md"))})
+        await until(lambda: len(syncs) >= 5, timeout=30)   # the deletion's sync and three retries
         version = db_count(db, VERSION)
         await send.aclose()
     await failing.client.aclose()
@@ -1224,6 +1245,53 @@ async def test_an_outage_that_ends_in_a_sync_failing_for_another_reason_is_said_
     assert states.index("recovered") < states.index("idle")
     assert not daemon.outage.notices.held   # its next trouble is said in full
 
+
+
+async def test_an_outage_the_extraction_ahead_meets_first_is_said_there_in_full_once(corpus, tmp_path, simulator,
+                                                                                   monkeypatch):
+    # A line appended to a file once the endpoint had died: its extraction ahead (one chunk to
+    # extract: the model client gives up on an extraction only after three) failed its one call
+    # and said "waiting: 0 chunks extracted, 2 reused", no word of the outage, which the sync
+    # after it said first, after its own stage and idle lines. An edit later in the outage said
+    # "0 chunks extracted" too.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "a.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        mark = len(events)
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 3, timeout=30)   # the initial sync, the edit's, a retry
+        assert not any(syncs[1:]), syncs
+        edit = len(events) - mark
+        festival = corpus / "festival.md"
+        festival.write_text(festival.read_text() + "\n\nOrla Brand rang the harbor bell at Pier 4.\n")
+        await send.send({(MODIFIED, str(festival))})
+        await until(lambda: len(syncs) >= 5, timeout=30)   # its sync and a retry
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    during = events[mark:]
+    down = during[:next(i for i, e in enumerate(during) if e["state"] == "recovered")]
+    lines = [(e["state"], e["message"]) for e in down]
+    # Said in full where it was first known, the extraction ahead, with a sync's fields and words.
+    assert [s for s, _ in lines[:3]] == ["queued", "extracting", "error"], lines
+    first = down[2]
+    assert first["message"].startswith(f"extracting 1 file: 1 LLM call failed; left to the sync; no call "
+                                       f"succeeded: {first['endpoint']} stopped answering at "), first
+    assert first["outage"] is True and first["endpoint"].startswith(simulator.base_url.rstrip("/")), first
+    assert first["answered_at"] <= first["since"] and first["llm_errors"] == 1, first
+    assert [e for e in down if e["state"] == "error"] == [first], lines
+    # No line says chunks were extracted, and the syncs are silent: neither their stages nor an
+    # idle line (the file's warning says its previous version stays indexed).
+    assert not {"waiting", "merging", "idle"} & {s for s, _ in lines}, lines
+    assert [m for s, m in lines if s == "extracting"] == ["1 file", "1 file"], lines
+    # The edit during the outage: its extraction waits, said as one that gave up says it.
+    waits = [e for e in down[edit:] if e["state"] == "outage" and "retry_s" not in e]
+    assert len(waits) == 1 and waits[0]["since"] == first["since"], lines
+    assert waits[0]["message"].startswith(f"extracting 1 file waits: {first['endpoint']} still down since "), waits
+    assert waits[0]["message"].endswith("; the next sync tries again"), waits
 
 
 @pytest.mark.parametrize("sentences", [1, 12])   # its sync publishes the same version, or fails
