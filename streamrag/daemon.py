@@ -819,11 +819,13 @@ class Daemon:
         self.outage.attempted(indexer, began)
         self.outage.answered_ahead(indexer)
         self._ahead["chunks"] += extracted
-        if indexer.failed_items and indexer.llm is not None and not answered(indexer.llm.stats):
-            # Every call failed, none answered: the endpoint is down. The model client gives up on
-            # an extraction (``LLMUnavailableError``, above) only after three such chunks; an edit
-            # of one (a line appended) was recorded as failed, and its line said "0 chunks
-            # extracted" with no word of the outage, which the sync after it said first.
+        stats = indexer.llm.stats if indexer.llm is not None else {}
+        if indexer.failed_items and calls_failed(stats) and not answered(stats):
+            # Every call failed, none answered: the endpoint is down (an item that failed with no
+            # call failing is no news of it). The model client gives up on an extraction
+            # (``LLMUnavailableError``, above) only after three such chunks; an edit of one (a
+            # line appended) was recorded as failed, and its line said "0 chunks extracted" with
+            # no word of the outage, which the sync after it said first.
             self._say_ahead_down(len(existing), indexer)
             return
         took = anyio.current_time() - started
@@ -842,7 +844,8 @@ class Daemon:
             return
         fields, why = self._outage_began()
         then = "the next start" if self.stopping else "the sync"
-        self.emit("error", f"extracting {_n(files, 'file')}: {_n(calls_failed(indexer.llm.stats), 'LLM call')} "
+        failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
+        self.emit("error", f"extracting {_n(files, 'file')}: {_n(failed, 'LLM call')} "
                            f"failed; left to {then}{why}", **self._failed_counts(indexer), **fields)
 
     def _say_ahead_waits(self, files: int, **fields: Any) -> None:
