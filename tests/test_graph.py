@@ -237,3 +237,30 @@ def test_apply_lets_each_extraction_go_once_its_mentions_are_taken(tmp_path):
     assert change.extractions == {}
     assert len(state.entity_mentions_added) == 6 and len(state.relationship_mentions_added) == 3
     assert {e.name for e in state.entities.values()} == {"Ada", "Bo"} and len(state.relationships) == 1
+
+
+def test_mentions_of_chunks_share_one_copy_of_equal_strings():
+    """A first index holds every mention until it publishes: with ``shared``, the ids, names and
+    descriptions equal across mentions (and chunks) are one string each, and the mentions are
+    those made without it."""
+    said = "Ada Vance met Bo Lind and Cy Moor at the Quay."
+    extraction = Extraction(
+        entities=[EntityRecord(name=n, type="person", description=said) for n in ("Ada Vance", "Bo Lind", "Cy Moor")],
+        relationships=[RelationshipRecord(source=a, target=b, description=said, strength=5)
+                       for a, b in (("Ada Vance", "Bo Lind"), ("Ada Vance", "Cy Moor"), ("Bo Lind", "Cy Moor"))])
+    # (decoded from the store, each chunk's strings are its own: copies, not one object)
+    copy = Extraction(
+        entities=[EntityRecord(name="".join(e.name), type="".join(e.type), description="".join(e.description))
+                  for e in extraction.entities],
+        relationships=[RelationshipRecord(source="".join(r.source), target="".join(r.target),
+                                          description="".join(r.description), strength=r.strength)
+                       for r in extraction.relationships])
+    shared: dict[str, str] = {}
+    e1, r1, _ = mentions_of("chk-1", extraction, shared)
+    e2, r2, _ = mentions_of("chk-2", copy, shared)
+    assert (e1, r1, e2, r2) == (mentions_of("chk-1", extraction)[:2] + mentions_of("chk-2", copy)[:2])
+    descriptions = {id(m.description) for m in e1 + e2 + r1 + r2}
+    assert len(descriptions) == 1
+    assert len({id(m.type) for m in e1 + e2}) == 1
+    assert {id(m.relationship_id) for m in r1} == {id(m.relationship_id) for m in r2}
+    assert {id(m.name) for m in e1} == {id(m.name) for m in e2}
