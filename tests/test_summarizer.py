@@ -151,3 +151,20 @@ def test_a_summary_in_chinese_is_kept_within_its_budget_by_whole_sentences():
     text = "张伟在北京大学工作，他每天骑自行车上班。" * 30   # it was cut inside a sentence
     kept = within_budget(text, 40)
     assert kept.endswith("上班。") and text.startswith(kept.replace(" ", "")) and len(kept) > 20
+
+
+def test_an_extractive_summary_reads_descriptions_only_up_to_its_budget():
+    """A hub's summary stops at its budget: the descriptions after it are not read (split and
+    compared) at all."""
+    from streamrag.summarizer import extractive_summary
+
+    read = []
+
+    def descriptions():
+        for n in range(1000):
+            read.append(n)
+            yield f"Mira Osk rebuilt quay number {n} of the harbour in the spring of that year."
+
+    text = extractive_summary(descriptions(), 40)
+    assert text.startswith("Mira Osk rebuilt quay number 0 ") and "number 3 " not in text
+    assert len(read) < 10
