@@ -39,7 +39,7 @@ class Change:
     live: set[str]
     added_chunks: set[str]
     removed_chunks: set[str]
-    extractions: dict[str, Extraction]
+    extractions: dict[str, Extraction] | index_rows.StoredExtractions   # (each taken once, by ``pop``)
 
 
 def read_again(change: Change, before: dict[str, tuple[str, int, float]],
@@ -177,8 +177,9 @@ class GraphState:
     def _take_mentions(self, change: Change) -> tuple[list[merge.EntityMention], list[merge.RelationshipMention]]:
         """The added chunks' mentions; claims of removed chunks are dropped and added ones taken.
 
-        Each extraction is taken out of ``change`` as it is read: nothing reads it again, and a
-        first index of 10,000 documents held them all (165 MB) beside their mentions (220 MB)."""
+        Each extraction is taken out of ``change`` as it is read (a run's are read from the store
+        as they are taken, ``index_rows.StoredExtractions``): nothing reads it again, and a first
+        index of 10,000 documents held them all (165 MB) beside their mentions (220 MB)."""
         ent_m: list[merge.EntityMention] = []
         rel_m: list[merge.RelationshipMention] = []
         shared: dict[str, str] = {}   # (equal strings of the mentions held once: let go with it)

@@ -641,7 +641,7 @@ class Indexer:
         return Change(
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
-            extractions=index_rows.load_extractions(store, added, self.key))
+            extractions=index_rows.StoredExtractions(store, added, self.key))
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
