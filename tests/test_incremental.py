@@ -1126,3 +1126,19 @@ async def test_rows_read_anew_after_a_cp_a_restore_are_read_again_not_added_and_
     again = await sync([folder_], make_settings(index={"text_field": "text"}), db, root=folder_)
     assert (again.documents_added, again.documents_removed, again.documents_read_again,
             again.documents_unchanged, again.documents_new_times) == (1, 1, 5, 1, 1)
+
+
+async def test_a_graph_read_back_holds_each_entity_id_once(generated, tmp_path):
+    # A CLI update reads the whole graph back: a relationship's ends are its entities' own id
+    # strings, not two more copies per relationship (28 MB of the graph of 10,000 documents).
+    from streamrag.graph_state import GraphState
+
+    corpus = folder(generated, tmp_path / "c", range(1, 11))
+    await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
+    store = Store(tmp_path / "i.db", readonly=True)
+    loaded = GraphState.load(store)
+    store.close()
+    ids = {eid: eid for eid in loaded.entities}
+    assert loaded.relationships
+    for r in loaded.relationships.values():
+        assert r.source is ids[r.source] and r.target is ids[r.target]
