@@ -1142,3 +1142,28 @@ async def test_a_graph_read_back_holds_each_entity_id_once(generated, tmp_path):
     assert loaded.relationships
     for r in loaded.relationships.values():
         assert r.source is ids[r.source] and r.target is ids[r.target]
+
+
+async def test_a_publish_writes_with_a_larger_page_cache_and_gives_it_back(generated, tmp_path, monkeypatch):
+    # The provenance rows' index by chunk takes them at random places: with SQLite's 2 MB the
+    # pages of a large publish went in and out of the cache. A daemon's connection keeps 2 MB.
+    from streamrag import index_rows
+
+    seen: dict[str, int] = {}
+    write_chunks, publish = index_rows._write_chunks, index_rows.publish
+
+    def writing(store, *args):
+        seen["writing"] = store.scalar("PRAGMA cache_size")
+        return write_chunks(store, *args)
+
+    def published(store, *args):
+        seen["before"] = store.scalar("PRAGMA cache_size")
+        version = publish(store, *args)
+        seen["after"] = store.scalar("PRAGMA cache_size")
+        return version
+
+    monkeypatch.setattr(index_rows, "_write_chunks", writing)
+    monkeypatch.setattr(index_rows, "publish", published)
+    corpus = folder(generated, tmp_path / "c", range(1, 4))
+    await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
+    assert seen == {"before": -2000, "writing": -index_rows.PUBLISH_CACHE_KIB, "after": -2000}
