@@ -1061,10 +1061,20 @@ def _clean_up(store: Store, left_at: float) -> None:
 
 
 # The page cache a publish writes with. Provenance rows go in in key order, but their index by
-# chunk lands at random places: with SQLite's default 2 MB, the pages of a first index of 10,000
-# documents (480,000 rows) went in and out of the cache (6.0 s of CPU to insert the provenance
-# and relationship rows, 3.7 s with 16 MB). Set for the publish alone: a daemon keeps its 2 MB.
-PUBLISH_CACHE_KIB = 16 * 1024
+# chunk takes them at random places, and with SQLite's default 2 MB its pages went in and out of
+# the cache: inserting the provenance and relationship rows of a first index took 6.0 s of CPU at
+# 10,000 documents (3.7 s with 16 MB) and 24 s at 30,000 (16 s with 16 MB, 12 s with 64 MB; 119 s,
+# 71 s and 27 s of wall time as the spilled pages went to the WAL again and again). The index
+# entry of a row is some 30 bytes: the cache is sized to hold it for the rows a run adds, within
+# [2 MB, 64 MB], and given back after (a daemon keeps 2 MB between its small publishes).
+PUBLISH_CACHE_BYTES_PER_ROW = 40
+PUBLISH_CACHE_KIB = (2000, 64 * 1024)
+
+
+def publish_cache_kib(rows: int) -> int:
+    """The page cache (KiB) a publish adding ``rows`` provenance rows writes with."""
+    least, most = PUBLISH_CACHE_KIB
+    return min(most, max(least, rows * PUBLISH_CACHE_BYTES_PER_ROW // 1024))
 
 
 @contextlib.contextmanager
@@ -1093,7 +1103,8 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     check_version(store, state.version)
     _write_bookkeeping(store, scan, counts)
     written_before = store.conn.total_changes   # what follows is published: a change makes a version
-    with _page_cache(store, PUBLISH_CACHE_KIB):
+    with _page_cache(store, publish_cache_kib(len(state.entity_mentions_added)
+                                              + len(state.relationship_mentions_added))):
         _write_documents(store, scan, change)
         _write_chunks(store, change, state, key)
         _write_claims(store, change, state)

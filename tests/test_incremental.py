@@ -1164,6 +1164,16 @@ async def test_a_publish_writes_with_a_larger_page_cache_and_gives_it_back(gener
 
     monkeypatch.setattr(index_rows, "_write_chunks", writing)
     monkeypatch.setattr(index_rows, "publish", published)
+    monkeypatch.setattr(index_rows, "PUBLISH_CACHE_BYTES_PER_ROW", 1 << 20)   # (a small corpus, sized as a large one)
     corpus = folder(generated, tmp_path / "c", range(1, 4))
     await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
-    assert seen == {"before": -2000, "writing": -index_rows.PUBLISH_CACHE_KIB, "after": -2000}
+    assert seen == {"before": -2000, "writing": -64 * 1024, "after": -2000}
+
+
+def test_a_publish_cache_holds_the_chunk_index_of_the_rows_it_adds():
+    from streamrag.index_rows import publish_cache_kib
+
+    assert publish_cache_kib(0) == publish_cache_kib(10_000) == 2000   # an update: SQLite's default
+    assert 16 * 1024 <= publish_cache_kib(483_000) <= 20 * 1024       # 10,000 documents' first index
+    assert publish_cache_kib(1_450_000) == 56_640                     # 30,000 documents'
+    assert publish_cache_kib(10_000_000) == 64 * 1024
