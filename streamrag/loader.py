@@ -22,7 +22,6 @@ import csv
 import errno
 import fnmatch
 import functools
-import io
 import json
 import logging
 import math
@@ -523,15 +522,15 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     warnings: list[str] = []
     text = _decode(data, label, warnings)
     del data   # (a big file's bytes, not kept beside its text)
+    text = _newlines(text)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
     if _blank(text):
         raise EmptyInput(f"{label}: empty file, nothing to index")
-    if suffix == ".jsonl":
-        rows = _jsonl_rows(text, label, warnings)
-    elif suffix == ".csv":
-        rows = _csv_rows(text, label, warnings)
+    if suffix in (".jsonl", ".csv"):
+        rows = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, label, warnings)
+        del text   # (the rows hold what is kept of it)
     else:
         title = None
         if suffix in _MARKDOWN:
@@ -587,7 +586,8 @@ def _seen(text: str, label: str) -> str:
 
 
 def _decode(data: bytes, label: str, warnings: list[str]) -> str:
-    """The text of ``data``; ``label`` is the file's path as messages show it (``_safe``).
+    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``label``
+    is the file's path as messages show it (``_safe``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
@@ -626,7 +626,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         warnings.append(f"{label}: {text.count(chr(0))} NUL character(s) dropped; a text file holds "
                         "none: check how it was written")
         text = text.replace("\x00", "")
-    return _newlines(text)
+    return text
 
 
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
@@ -948,19 +948,24 @@ def _title(text: str, fallback: str) -> str:
     return fallback
 
 
-def _lines(text: str):
-    """``text.split("\\n")`` a line at a time: a big file's title is in its first lines."""
+def _lines(text: str, *, ends: bool = False):
+    """``text.split("\\n")`` a line at a time: a big file's title is in its first lines, and a
+    list of all the lines of a .jsonl file took twice its text beside it. ``ends``: each line
+    with its "\\n", as ``io.StringIO(text, newline="")`` gives them to ``csv`` (the text's line
+    ends are all "\\n" by then, ``_newlines``), without that copy of the text four bytes a
+    character (a 25 MB .csv file peaked at 12 times its size)."""
     start = 0
     while (end := text.find("\n", start)) >= 0:
-        yield text[start:end]
+        yield text[start:end + 1 if ends else end]
         start = end + 1
-    yield text[start:]
+    if not ends or start < len(text):
+        yield text[start:]
 
 
 def _jsonl_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
     bad: list[int] = []   # line numbers
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -989,11 +994,11 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
     lines_before = whole.count("\n", 0, len(whole) - len(text))
     # Else the delimiter is the one that splits the header into the most columns, a comma on a
     # tie: Excel writes semicolons where the comma is the decimal mark, and a header may hold one.
-    header = text.split("\n", 1)[0]
+    header = text[:nl] if (nl := text.find("\n")) >= 0 else text   # (split("\n", 1) copied the rest)
     if delimiter is None:
         delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        reader = csv.DictReader(_lines(text, ends=True), delimiter=delimiter)
         rows = [(number, row) for number, row in enumerate(reader, 1)]
     except csv.Error as e:
         raise InputError(f"{label}: not readable as CSV ({_safe(str(e))}); check the quoting or convert it to .jsonl") from None
@@ -1017,7 +1022,7 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
                         f"{_safe(last)!r}: quote values that hold the delimiter {delimiter!r}")
     if rows and any(isinstance(v, str) and "\n" in v for v in rows[-1][1].values()):
         # A quote opened and never closed takes the rest of the file into one field.
-        strict = csv.reader(io.StringIO(text, newline=""), strict=True, delimiter=delimiter)
+        strict = csv.reader(_lines(text, ends=True), strict=True, delimiter=delimiter)
         try:
             for _ in strict:
                 pass
@@ -1034,7 +1039,7 @@ _BLANK_LINES = re.compile(r"(?:[ \t]*\n)*")
 
 def _line_of_row(text: str, row: int, delimiter: str = ",") -> int:
     """The line where data row ``row`` (1 = the first after the header) starts."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.reader(_lines(text, ends=True), delimiter=delimiter)
     for _ in range(row):   # the header, then the rows before it
         next(reader, None)
     return reader.line_num + 1
