@@ -128,14 +128,14 @@ def readable(text: str) -> str:
         return as_shown(text)
     lines, code, joined = _blocks(text, comments=True)
     if not any(code):
-        return _read("\n".join(lines), joined)
+        return _read(_rejoined(text, lines), joined)
     out = []
     at = 0
     # (2: code, kept; 1: a raw HTML block whose comments are hidden, its links kept as written:
     # one pass over both, so a comment runs on from one into the other, as it did.)
     for kept, run in itertools.groupby(code, key=lambda kept: kept == 2):
         levels = list(run)
-        part = "\n".join(lines[at:at + len(levels)])
+        part = _take(lines, at, len(levels))
         out.append(part if kept else _read(part, joined and joined[at:at + len(levels)],
                                            levels if any(levels) else None))
         at += len(levels)
@@ -192,10 +192,40 @@ def as_shown(text: str) -> str:
     ``|``-separated records, and answers quoted the brackets."""
     lines, code, joined = _blocks(text)
     # A link lies within a line (and a code span within a paragraph, which code lines end), so
-    # the text is read in one pass unless a line of code holds one to keep.
-    if any("[[" in line for line, kept in zip(lines, code) if kept):
-        return _outside_code(lines, code, joined, _links_shown)
-    return _links_shown("\n".join(lines), joined)
+    # the text is read in one pass unless a line of code holds one to keep, or its lines are
+    # not its own (a quote's marks taken off): then a window of lines at a time (``_outside_code``).
+    keep = code if any("[[" in line for line, kept in zip(lines, code) if kept) else None
+    if keep is None and _own_lines(text, lines):
+        del lines
+        return _links_shown(text, joined)
+    return _outside_code(lines, keep, joined, _links_shown)
+
+
+def _own_lines(text: str, lines: list[str]) -> bool:
+    """Whether ``lines`` are ``text.split("\\n")`` (``_blocks`` took no quote's marks off), found
+    without joining them: ``text`` is then their text, with no copy."""
+    at = 0
+    for line in lines:
+        if not text.startswith(line, at) or at + len(line) < len(text) and text[at + len(line)] != "\n":
+            return False
+        at += len(line) + 1
+    return at == len(text) + 1
+
+
+def _rejoined(text: str, lines: list[str]) -> str:
+    """``"\\n".join(lines)``, ``lines`` being those of ``text`` as ``_blocks`` shows them, let go
+    once joined (``lines`` is emptied): ``text`` itself when they are its own (``_own_lines``)."""
+    whole = text if _own_lines(text, lines) else "\n".join(lines)
+    lines.clear()
+    return whole
+
+
+def _take(lines: list[str], at: int, n: int) -> str:
+    """``"\\n".join(lines[at:at + n])``, those lines let go (each left ``None``): a run of a
+    note's lines is held once, as its text or as its lines."""
+    part = "\n".join(lines[at:at + n])
+    lines[at:at + n] = itertools.repeat(None, n)
+    return part
 
 
 def _links_shown(text: str, joined: list[bool] | None = None) -> str:
@@ -208,19 +238,34 @@ def _link_text(m: re.Match) -> str:
     return _shown_link(m.group(2), m.group(3))
 
 
-def _outside_code(lines: list[str], code: list[int], joined: list[bool] | None, change) -> str:
+def _outside_code(lines: list[str], code: list[int] | None, joined: list[bool] | None, change) -> str:
     """``lines`` joined, ``change(text, joined)`` applied to each run of them that is not
-    ``code`` (``joined``: ``_blocks``', of its lines)."""
-    if not any(code):
-        return change("\n".join(lines), joined)
+    ``code`` (``None``: none is), a window of about ``_WINDOW`` characters at a time, cut where
+    a paragraph begins (``joined``: ``_blocks``', of its lines; a change must see no further,
+    as a wikilink's or a code span's). ``lines`` is used up (``_take``): a big note's lines, its
+    text joined and the text read were held at once, and with the pieces of a substitution
+    over the whole and their join (a 25 MB note of quotes and links peaked at 10 times its size)."""
     out = []
     at = 0
-    for kept, run in itertools.groupby(code):
+    for kept, run in itertools.groupby(code if code is not None else [False] * len(lines)):
         n = sum(1 for _ in run)
-        text = "\n".join(lines[at:at + n])
-        out.append(text if kept else change(text, joined and joined[at:at + n]))
-        at += n
+        if kept:
+            out.append(_take(lines, at, n))
+            at += n
+            continue
+        end, start = at + n, at
+        size = 0
+        for i in range(at, end + 1):
+            if i == end or size >= _WINDOW and not (joined and joined[i]):
+                out.append(change(_take(lines, start, i - start), joined and joined[start:i]))
+                start, size = i, 0
+            if i < end:
+                size += len(lines[i]) + 1
+        at = end
     return "\n".join(out)
+
+
+_WINDOW = 1 << 20
 
 
 def _sub(pattern: re.Pattern, replace, text: str, joined: list[bool] | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -1628,3 +1629,57 @@ def test_a_big_file_not_in_utf8_is_judged_without_copies_of_its_text(tmp_path):
         tracemalloc.stop()
     assert doc.text == text and warnings[0].startswith("old.txt: not valid UTF-8, read as cp1252"), warnings
     assert peak < 5 * len(text), peak / len(text)
+
+
+def _read_peak(f, root):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        docs, warnings = read_documents(f, root=root)
+        return docs, warnings, tracemalloc.get_traced_memory()[1] / f.stat().st_size
+    finally:
+        tracemalloc.stop()
+
+
+def _prose(rng) -> str:
+    words = "harbor council engineer quay storm rebuild town budget vote river bridge ferry mayor".split()
+    return " ".join(rng.choices(words, k=60)) + "."
+
+
+def test_big_files_of_rows_lines_and_notes_are_read_in_little_more_memory_than_their_text(tmp_path):
+    import csv
+    import io
+    import random
+
+    rng = random.Random(7)
+    # A .csv file was read through io.StringIO (its text again, four bytes a character: 10x
+    # its size at peak); a .jsonl file split into a list of its lines (4.3x); a CRLF file's
+    # bytes held while its line ends were made "\n" (3x); a note's lines, their text joined
+    # and a substitution over the whole held at once (5.6x).
+    buf = io.StringIO()
+    out = csv.writer(buf)   # (its rows end in "\r\n")
+    out.writerow(["id", "title", "text"])
+    for k in range(6000):
+        out.writerow([k, f"Row {k}", _prose(rng) + "\n\n" + _prose(rng)])
+    f = write(tmp_path / "rows.csv", buf.getvalue().encode())
+    docs, warnings, peak = _read_peak(f, tmp_path)
+    assert (len(docs), warnings, docs[5].title, docs[5].text.count("\n\n")) == (6000, [], "Row 5", 1)
+    assert peak < 4, peak
+
+    f = write(tmp_path / "rows.jsonl", "".join(json.dumps({"id": k, "text": _prose(rng)}) + "\n"
+                                               for k in range(8000)).encode())
+    docs, warnings, peak = _read_peak(f, tmp_path)
+    assert (len(docs), warnings, docs[-1].path) == (8000, [], "rows.jsonl#8000")
+    assert peak < 3.75, peak
+
+    f = write(tmp_path / "crlf.txt", "".join(_prose(rng) + "\r\n" for _ in range(8000)).encode())
+    [doc], warnings, peak = _read_peak(f, tmp_path)
+    assert (doc.text.count("\n"), "\r" in doc.text, warnings) == (8000, False, [])
+    assert peak < 2.5, peak
+
+    f = write(tmp_path / "note.md", "".join(f"## Part {k}\n\n> {_prose(rng)}\n\n{_prose(rng)} [[Note {k}|a note]] "
+                                            "and [[Other]].\n\n" for k in range(4000)).encode())
+    [doc], warnings, peak = _read_peak(f, tmp_path)
+    assert ("[[" in doc.text, "> " in doc.text, doc.text.count(" a note and Other."), warnings) == (False, False, 4000, [])
+    assert peak < 4, peak
