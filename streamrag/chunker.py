@@ -37,7 +37,7 @@ from collections import deque
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
-from streamrag.tokens import encode_ordinary, get_encoding, more_words_than
+from streamrag.tokens import blank_led, encode_ordinary, get_encoding, more_tokens_than, more_words_than, safe_cut
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
@@ -100,9 +100,20 @@ def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: st
     spans = []
     for i, (a, b) in enumerate(pieces):
         start, end = units.start[a], units.end[b - 1]
-        spans.append((_overlap_start(text, start, overlap, enc) if i else start, start, end))
+        spans.append((_overlap_start(text, start, overlap, enc) if i else start, start, end,
+                      _body_tokens(units, a, b, text, enc)))
     del units
     return _finish(doc, text, spans, chunk_size, overlap, enc)
+
+
+def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
+    """The tokens of units ``[a, b)`` together, when they are the sum of theirs: each meets the
+    one before at a safe seam (``tokens.safe_cut``: a long sentence's pieces cut between
+    words); else None (a sentence's or paragraph's end is none: counted whole)."""
+    for k in range(a + 1, b):
+        if units.end[k - 1] != units.start[k] or not safe_cut(enc, text, units.start[k]):
+            return None
+    return sum(units.tokens[a:b])
 
 
 # ---------------------------------------------------------------------------- units
@@ -117,8 +128,10 @@ def _units(text: str, enc, budget: int) -> _Units:
     for e in _paragraph_ends(text, first):
         if e > s and not _blank(text, s, e):
             # A paragraph with more words than the budget has more tokens too (``more_words_than``):
-            # it is split without being encoded whole (a book on one line was encoded an extra time).
-            if e - s > 4 * budget and more_words_than(text, budget, s, e):
+            # it is split without being encoded whole (a book on one line was encoded an extra time),
+            # and so is one with few words found to have more a window at a time (``more_tokens_than``).
+            if e - s > 4 * budget and (more_words_than(text, budget, s, e)
+                                       or more_tokens_than(enc, text, budget, s, e)):
                 _split_paragraph(units, text, s, e, enc, budget)
             else:
                 n = len(enc.encode_ordinary(text[s:e]))
@@ -173,36 +186,43 @@ def _sentence_cuts(text: str, s: int, e: int):
 def _split_sentence(units: _Units, text: str, a: int, b: int, tokens, enc, budget: int) -> None:
     """Cut at whitespace-led tokens where possible, else at a token boundary."""
     step = max(1, budget - 4)
-    data = text[a:b].encode("utf-8", "surrogatepass")
+    led = blank_led(enc)   # (looked up: decoding each token tried took a third of a long line's time)
     cuts: list[tuple[int, int]] = []   # (token index, level of the cut)
     s, n = 0, len(tokens)
     while n - s > step:
         e, level = s + step, TOKEN
         for j in range(s + step, s + step // 2, -1):
-            if enc.decode_single_token_bytes(tokens[j])[:1] in (b" ", b"\n", b"\t"):
+            if led[tokens[j]]:
                 e, level = j, WORD
                 break
         cuts.append((e, level))
         s = e
-    # Byte and character offsets advance cut by cut: each decodes only the text since the last
-    # (decoding from the sentence's start at every cut was quadratic in its length).
+    # Character offsets advance cut by cut: each counts the characters of the tokens since the
+    # last (decoding from the sentence's start at every cut was quadratic in its length), as
+    # the bytes that begin one (a cut inside a character goes after it), with no copy of the
+    # sentence in UTF-8 (a 25 MB line's took 75 MB).
     char_cuts, levels = [], []
-    prev_t = off = prev_off = chars = 0
+    prev_t = chars = 0
     for t, level in cuts:
-        off += len(enc.decode_bytes(tokens[prev_t:t].tolist()))
+        chars += len(enc.decode_bytes(tokens[prev_t:t].tolist()).translate(None, _CONTINUATION))
         prev_t = t
-        cut = off
-        while cut < len(data) and 0x80 <= data[cut] < 0xC0:   # inside a UTF-8 sequence
-            cut += 1
-        chars += len(data[prev_off:cut].decode("utf-8", "surrogatepass"))
-        prev_off = cut
         char_cuts.append(a + chars)
         levels.append(level)
-    del data, tokens
     bounds = [a] + char_cuts + [b]
-    for (x, y), level in zip(zip(bounds, bounds[1:]), levels + [SENTENCE]):
+    at = [0] + [t for t, _ in cuts] + [n]   # the token each bound is at (where it is a seam)
+    for i, level in enumerate(levels + [SENTENCE]):
+        x, y = bounds[i], bounds[i + 1]
         if y > x:
-            units.add(x, y, len(enc.encode_ordinary(text[x:y])), level, text[x:y])
+            # Between safe seams (or the sentence's ends) the unit's tokens are the sentence's
+            # there (``tokens.safe_cut``): counted, not encoded again.
+            if (i == 0 or safe_cut(enc, text, x)) and (i == len(cuts) or safe_cut(enc, text, y)):
+                count = at[i + 1] - at[i]
+            else:
+                count = len(enc.encode_ordinary(text[x:y]))
+            units.add(x, y, count, level, text[x:y])
+
+
+_CONTINUATION = bytes(range(0x80, 0xC0))   # bytes inside a UTF-8 character, after its first
 
 
 # ---------------------------------------------------------------------------- boundaries
@@ -307,16 +327,27 @@ def _overlap_start(text: str, body_start: int, overlap: int, enc) -> int:
     return min(cand, body_start)
 
 
-def _finish(doc: Document, text: str, spans: list[tuple[int, int, int]], chunk_size: int,
+def _finish(doc: Document, text: str, spans: list[tuple[int, int, int, int | None]], chunk_size: int,
             overlap: int, enc) -> list[Chunk]:
-    texts = [text[p:e].strip() for p, _, e in spans]
-    counts = [len(enc.encode_ordinary(t)) for t in texts]
+    texts = [text[p:e].strip() for p, _, e, _ in spans]
+    counts = [_counted(text, span, t, enc) for span, t in zip(spans, texts)]
     out: list[Chunk] = []
-    for (p, s, e), body, n in zip(spans, texts, counts):
+    for (p, s, e, _), body, n in zip(spans, texts, counts):
         for piece, tokens in _fit(text, p, s, e, body, n, chunk_size, overlap, enc):
             if piece:
                 out.append(Chunk(id=chunk_id(piece), doc_id=doc.id, idx=len(out), text=piece, tokens=tokens))
     return out
+
+
+def _counted(text: str, span: tuple[int, int, int, int | None], piece: str, enc) -> int:
+    """The tokens of ``piece``, a chunk's text (``span``: where its prefix and body begin, where
+    it ends, and its body's tokens when known, ``_body_tokens``): its prefix's and its body's
+    when they meet at a safe seam and no blank was stripped off it (a long line's chunks were
+    encoded once more whole), else counted."""
+    p, s, e, body = span
+    if body is not None and len(piece) == e - p and (p == s or safe_cut(enc, text, s)):
+        return body + (len(enc.encode_ordinary(text[p:s])) if p < s else 0)
+    return len(enc.encode_ordinary(piece))
 
 
 def _fit(text: str, p: int, s: int, e: int, body: str, n: int, chunk_size: int, overlap: int,

@@ -149,24 +149,72 @@ def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int 
     100 MB line) took 700 MB, the array takes 80. A long text is encoded a window at a time."""
     end = len(text) if end is None else end
     out = array("I")
-    if end - start <= _WINDOW or getattr(enc, "_pat_str", None) not in _ANALYSED:
+    if end - start <= _WINDOW or not analysed(enc):
         out.extend(enc.encode_ordinary(text[start:end]))
         return out
+    for at, cut in _windows(text, start, end, _WINDOW):
+        out.extend(enc.encode_ordinary(text[at:cut]))
+    return out
+
+
+def more_tokens_than(enc: tiktoken.Encoding, text: str, n: int, start: int = 0, end: int | None = None) -> bool:
+    """``len(enc.encode_ordinary(text[start:end])) > n``, found a window of a few times ``n``
+    characters at a time (``encode_ordinary``), as soon as ``n`` tokens are passed: a book on
+    one line with few spaces (CJK, base64) was encoded whole to learn it is more than a chunk."""
+    end = len(text) if end is None else end
+    if not analysed(enc):
+        return len(enc.encode_ordinary(text[start:end])) > n
+    count = 0
+    for at, cut in _windows(text, start, end, max(4096, 8 * n)):
+        count += len(enc.encode_ordinary(text[at:cut]))
+        if count > n:
+            return True
+    return count > n
+
+
+def _windows(text: str, start: int, end: int, window: int):
+    """``text[start:end]`` as spans ``(at, cut)`` of about ``window`` characters, each ending
+    at a safe seam (``_SEAM``) when there is one (the last at ``end``)."""
     at = start
     while at < end:
         cut = end
-        if end - at > _WINDOW:
-            seam = None
-            for seam in _SEAM.finditer(text, at + _WINDOW // 2, at + _WINDOW):
-                pass
+        if end - at > window:
+            # (the last seam in the window's second half, found from its end: a loop over all of
+            # them took a tenth of a long line's encoding)
+            seam = _LAST_SEAM.match(text, at + window // 2, at + window)
             if seam is not None:
                 cut = seam.end()
             else:   # (no seam in the window's second half: on to the first one after it, if any)
-                seam = _SEAM.search(text, at + _WINDOW, end)
+                seam = _SEAM.search(text, at + window, end)
                 cut = seam.end() if seam is not None and seam.end() < end else end
-        out.extend(enc.encode_ordinary(text[at:cut]))
+        yield at, cut
         at = cut
-    return out
+
+
+def analysed(enc: tiktoken.Encoding) -> bool:
+    """Whether ``enc`` splits text with a pattern whose safe seams are known (see "prompts
+    around a text" below). (``_pat_str``: tiktoken's own regex, private: a tiktoken without it
+    is counted whole.)"""
+    return getattr(enc, "_pat_str", None) in _ANALYSED
+
+
+def safe_cut(enc: tiktoken.Encoding, text: str, at: int) -> bool:
+    """Whether the tokens of any stretch of ``text`` over ``at`` are those of its part before
+    ``at`` and those of its part after (a safe seam, ``_SEAM``, there, and ``enc`` analysed)."""
+    return 0 < at < len(text) and _SEAM.match(text, at - 1, at + 1) is not None and analysed(enc)
+
+
+@functools.lru_cache(maxsize=4)
+def blank_led(enc: tiktoken.Encoding) -> bytes:
+    """For each token of ``enc``, whether its bytes begin with a space, a line break or a tab (1)
+    or not (0): looked up, not decoded, for each token a long sentence's cut may go before."""
+    led = bytearray(enc.n_vocab)
+    for token in range(enc.n_vocab):
+        try:
+            led[token] = enc.decode_single_token_bytes(token)[:1] in (b" ", b"\n", b"\t")
+        except KeyError:   # (a gap in the ranks, or a special token's)
+            pass
+    return bytes(led)
 
 
 def count_message_tokens(messages: list[dict], encoding: str = "o200k_base") -> int:
@@ -210,6 +258,7 @@ _ANALYSED = frozenset((
 ))
 # A letter or digit with a safe seam after it (the character after it looked at, not taken).
 _SEAM = re.compile(r"[A-Za-z0-9](?=[\t\n\x0b\x0c\r !-&(-/:-@\[-`{-~])")
+_LAST_SEAM = re.compile(r"(?s:.*)(?:" + _SEAM.pattern + ")")   # (its end: the last seam's)
 
 
 def count_prompt_tokens(messages: list[dict], text: str, text_tokens: int, encoding: str = "o200k_base") -> int:

@@ -259,3 +259,25 @@ def test_a_big_document_of_lines_is_chunked_in_little_memory_beside_it():
         tracemalloc.stop()
     assert len(out) > 100 and out[0].text == text[:len(out[0].text)]
     assert peak < 4 * len(text), peak / len(text)
+
+
+def test_a_long_line_is_encoded_about_once_and_its_chunks_counted_right(monkeypatch):
+    # A book on one line (or base64, CJK with no spaces) was encoded whole to see it is more than
+    # a chunk, a window at a time, again piece by piece and again chunk by chunk: its pieces
+    # meeting at safe seams (a word's last letter, then a space) are counted from the line's
+    # tokens now, and so are the chunks made of them. The counts are those of the texts.
+    import base64
+
+    rng = random.Random(9)
+    words = " ".join(rng.choice(WORDS) + ("," if rng.random() < 0.1 else "") for _ in range(60_000))
+    blob = base64.b64encode(rng.randbytes(150_000)).decode()
+    enc = get_encoding(ENC)
+    for text in (words, blob):
+        encoded = []
+        real = enc.encode_ordinary
+        monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
+        out = chunk_document(doc(text), chunk_size=1200, overlap=100, encoding=ENC)
+        monkeypatch.undo()
+        assert len(out) > 20 and all(c.tokens == count_tokens(c.text, ENC) <= 1200 for c in out)
+        # (words: 1.6 times the text, 3.3 before; base64: 2.8, 4.7 before)
+        assert sum(encoded) < (2 if text is words else 3.3) * len(text), sum(encoded) / len(text)

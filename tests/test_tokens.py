@@ -232,3 +232,28 @@ def test_more_words_than_is_fewest_tokens_past_a_number(parts, n, start, end):
     text = "".join(parts)
     start, end = min(start, len(text)), min(max(start, end), len(text))
     assert more_words_than(text, n, start, end) == (fewest_tokens(text[start:end]) > n)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_a_text_cut_at_a_safe_seam_has_the_tokens_of_its_parts_and_more_tokens_than_is_exact(encoding):
+    import random
+
+    from streamrag.tokens import encode_ordinary, get_encoding, more_tokens_than, safe_cut
+
+    # The chunker counts a long line's pieces from the line's tokens where they meet at a safe
+    # seam, and learns a long paragraph is more than a chunk a window at a time.
+    rng = random.Random(5)
+    parts = ["word", "Word", " ", "\n", "123456", "'s", "don't", ".", ",", "//", "\t", "é", "中文", "😀",
+             "x" * 300, "-" * 50, " " * 40, "a+b/c="]
+    enc = get_encoding(encoding)
+    for _ in range(40):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 400)))
+        whole = enc.encode_ordinary(text)
+        for at in range(len(text) + 1):
+            if safe_cut(enc, text, at):
+                assert enc.encode_ordinary(text[:at]) + enc.encode_ordinary(text[at:]) == whole, (text, at)
+    text = "".join(rng.choice(parts) for _ in range(30_000))
+    for start, end in ((0, len(text)), (5, 9000), (100, 100), (7, 60_000)):
+        n = len(encode_ordinary(enc, text, start, end))
+        for limit in (0, 1, n // 3, n - 1, n, n + 1):
+            assert more_tokens_than(enc, text, limit, start, end) == (n > limit), (start, end, limit)
