@@ -1,23 +1,26 @@
 """What one big file costs an offline index: time and peak memory against the file's size.
 
-Writes a plain-text file of ``--mb`` megabytes (lines of words drawn with a fixed seed, the same
-file every run), indexes its folder with ``streamrag index --offline`` in a child process, and
-reads that process's peak resident memory, and that of indexing a file of a few kilobytes the
-same way (the process's own baseline: Python, the imports, the tokenizer). A folder a daemon watches may hold a log or a dump far
+Writes a file of ``--mb`` megabytes (``--kind``: lines of words drawn with a fixed seed by default,
+or a note, records, ... of them: the same file every run), indexes its folder with ``streamrag
+index --offline`` in a child process, and reads that process's peak resident memory, and that of
+indexing a file of a few kilobytes of the same kind the same way (the process's own baseline:
+Python, the imports, the tokenizer). A folder a daemon watches may hold a log or a dump far
 larger than any article: this is what such a file asks of the machine. Prints ONE JSON line:
 
-    {"bench": "big_file", "file_mb", "chunks", "wall_s", "peak_rss_mb", "baseline_rss_mb",
+    {"bench": "big_file", "kind", "file_mb", "chunks", "wall_s", "peak_rss_mb", "baseline_rss_mb",
      "peak_over_file"}
 
 ``peak_over_file`` is the peak above the baseline divided by the file's size: how many times its
 size the index needs in memory at once.
 
     python bench/big_file.py --mb 100
+    python bench/big_file.py --mb 25 --kind csv
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sqlite3
@@ -33,25 +36,53 @@ WORDS = ("the river council harbor ledger merchant quietly north trade grain ves
          "Tessaly ministry signed accord").split()
 
 
-def write_file(path: Path, mb: float) -> int:
-    """Lines of 14 words with a fixed seed up to ``mb`` megabytes; returns the bytes written."""
+# What a big file may be: a log or a dump of lines (txt), written on Windows (crlf), a note
+# (md: headings, quotes, lists, links, wikilinks, code), rows of records with a text field
+# (jsonl, csv), or a book on one line (line).
+KINDS = ("txt", "crlf", "md", "jsonl", "csv", "line")
+
+
+def write_file(path: Path, mb: float, kind: str = "txt") -> int:
+    """A file of ``kind`` (``KINDS``) of words drawn with a fixed seed, up to ``mb`` megabytes;
+    returns the bytes written."""
     rng = random.Random(1)
     target = int(mb * 1_000_000)
     written = 0
-    with path.open("w", encoding="utf-8") as f:
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(n))
+
+    with path.open("w", encoding="utf-8", newline="") as f:
+        if kind == "csv":
+            f.write("id,title,text\r\n")
+        k = 0
         while written < target:
-            line = " ".join(rng.choice(WORDS) for _ in range(14)) + ".\n"
-            f.write(line)
-            written += len(line)
+            k += 1
+            if kind in ("txt", "crlf", "line"):
+                part = words(14) + "." + {"txt": "\n", "crlf": "\r\n", "line": " "}[kind]
+            elif kind == "md":
+                part = [f"## {words(3)}\n\n", f"> {words(20)}.\n> [[{words(1)}#{words(1)}]] {words(5)}.\n\n",
+                        "".join(f"- {words(6)} [[{words(1)}|{words(2)}]]\n" for _ in range(4)) + "\n",
+                        f"```\n{words(8)} [[not a link]]\n```\n\n",
+                        f"{words(40)} [{words(1)}](https://example.org/{k}) and `{words(1)}` {words(30)}.\n\n",
+                        ][k % 5]
+            elif kind == "jsonl":
+                part = json.dumps({"id": k, "title": f"Record {k}", "text": f"{words(50)}.\n\n{words(40)}."}) + "\n"
+            elif kind == "csv":
+                part = f'{k},Record {k},"{words(50)}, {words(10)}.\n\n{words(40)}."\r\n'
+            else:
+                raise ValueError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+            f.write(part)
+            written += len(part)
     return written
 
 
-def index(work: Path, name: str, mb: float) -> tuple[int, int, float, float]:
-    """Indexes a folder of one file of ``mb`` megabytes in a child process: the bytes, chunks,
-    seconds, and the child's peak resident memory in MB."""
+def index(work: Path, name: str, mb: float, kind: str = "txt") -> tuple[int, int, float, float]:
+    """Indexes a folder of one file of ``kind`` of ``mb`` megabytes in a child process: the
+    bytes, chunks, seconds, and the child's peak resident memory in MB."""
     folder = work / name
     folder.mkdir()
-    size = write_file(folder / "big.txt", mb)
+    size = write_file(folder / f"big.{'txt' if kind in ('crlf', 'line') else kind}", mb, kind)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(folder), "--offline", "-q"],
@@ -71,12 +102,15 @@ def index(work: Path, name: str, mb: float) -> tuple[int, int, float, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=100.0, help="the file's size in megabytes (default 100)")
+    p.add_argument("--kind", choices=KINDS, default="txt",
+                   help="what the file holds (default txt: lines; crlf: lines ended by CRLF; md: a note; "
+                        "jsonl, csv: records; line: a book on one line)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        *_, baseline_mb = index(Path(tmp), "small", 0.005)
-        size, chunks, wall, peak_mb = index(Path(tmp), "big", args.mb)
+        *_, baseline_mb = index(Path(tmp), "small", 0.005, args.kind)
+        size, chunks, wall, peak_mb = index(Path(tmp), "big", args.mb, args.kind)
     file_mb = size / 1_000_000
-    emit({"bench": "big_file", "file_mb": round(file_mb, 1), "chunks": chunks, "wall_s": round(wall, 2),
+    emit({"bench": "big_file", "kind": args.kind, "file_mb": round(file_mb, 1), "chunks": chunks, "wall_s": round(wall, 2),
           "peak_rss_mb": round(peak_mb, 1), "baseline_rss_mb": round(baseline_mb, 1),
           "peak_over_file": round((peak_mb - baseline_mb) / file_mb, 2)})
     return 0
