@@ -369,25 +369,38 @@ _APOSTROPHES = "'\u2019"
 _POSSESSIVE_CHARS = "sS'\u2019"
 
 
-class _Token:
-    __slots__ = ("text", "start", "end", "cap", "caps", "poss", "plural_poss")
+# A word of a sentence, as a plain tuple (a chunk has thousands; a tuple is made the fastest):
+# its text (a possessive's ending cut), where it starts and ends in the sentence (the ending
+# included), whether it is capitalised, ALL-CAPS, a possessive, and a plural's possessive.
+_Token = tuple[str, int, int, bool, bool, bool, bool]
+_TEXT, _START, _END, _CAP, _CAPS, _POSS, _PLURAL_POSS = range(7)
 
-    def __init__(self, m: re.Match) -> None:
-        # The hot loop of the module: one call per word, so cheap tests go first.
-        w = m.group()
-        self.start, self.end = m.start(), m.end()
-        self.poss = self.plural_poss = False
+
+def _tokens(sentence: str) -> list[_Token]:
+    """The words of a sentence. The hot loop of the module: one pass per word, cheap tests first."""
+    out: list[_Token] = []
+    append = out.append
+    find = sentence.find
+    end = 0
+    for w in _WORD.findall(sentence):
+        # Where the word starts: its first occurrence after the last word, as nothing between
+        # two words can begin one (a match object per word cost more than the rest of this loop).
+        start = find(w, end)
+        end = start + len(w)
+        poss = plural_poss = False
         if w[-1] in _POSSESSIVE_CHARS and len(w) > 2:
-            cut = w[:-2] if w[-2] in _APOSTROPHES else w[:-1]
-            if w[-1] in _APOSTROPHES or w[-2] in _APOSTROPHES:
-                # "Workers'", "Fishermen's": a plural's possessive
-                self.plural_poss = cut[-1] in "sS" if w[-1] in _APOSTROPHES \
-                    else cut.lower().endswith(_IRREGULAR_PLURALS)
-                self.poss, w = True, cut
-        self.text = w
-        self.cap = (w[0].isupper() and not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w))
-                    and not _IDENTIFIER.search(w))
-        self.caps = self.cap and len(w) > 1 and w.isupper()
+            if w[-1] in _APOSTROPHES:           # "Workers'": a plural's possessive
+                w = w[:-2] if w[-2] in _APOSTROPHES else w[:-1]
+                poss, plural_poss = True, w[-1] in "sS"
+            elif w[-2] in _APOSTROPHES:         # "Scrooge's"; "Fishermen's", a plural's
+                w = w[:-2]
+                poss, plural_poss = True, w.lower().endswith(_IRREGULAR_PLURALS)
+        if not w[0].isupper():                  # most words: no capital, nothing more to test
+            append((w, start, end, False, False, poss, plural_poss))
+            continue
+        cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w)
+        append((w, start, end, cap, cap and len(w) > 1 and w.isupper(), poss, plural_poss))
+    return out
 
 
 class _Mention:
@@ -413,10 +426,10 @@ def extract_offline(chunk_text: str, *, entity_types: list[str] | None = None) -
     if not chunk_text.isascii() and _WIDE_LETTER.search(chunk_text):
         # "вчера", "déjà": lower-case words of other alphabets
         lower_words.update(w for w in _WIDE_WORD.findall(chunk_text) if w[0].islower())
-    tokens = [[_Token(m) for m in _WORD.finditer(s)] for s in sentences]
+    tokens = [_tokens(s) for s in sentences]
     initial = [_initial_indexes(s, toks) for s, toks in zip(sentences, tokens)]
-    mid_caps = {t.text for i, toks in enumerate(tokens) if i not in headlines
-                for j, t in enumerate(toks) if t.cap and j not in initial[i]}
+    mid_caps = {t[_TEXT] for i, toks in enumerate(tokens) if i not in headlines
+                for j, t in enumerate(toks) if t[_CAP] and j not in initial[i]}
     de = _german_nouns(sentences, tokens, _german_hits(chunk_text, lows))
 
     mentions: list[_Mention] = []
@@ -561,10 +574,10 @@ def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
     """Tokens that begin the sentence or a quotation, where capitals say nothing."""
     out = set()
     for j, t in enumerate(toks):
-        if not out and not t.text.isdigit():
+        if not out and not t[_TEXT].isdigit():
             out.add(j)
             continue
-        k = t.start - 1
+        k = t[_START] - 1
         while k > 0 and sentence[k] in "_*":     # emphasis: "[Illustration: _Laden with toys_]"
             k -= 1
         if k >= 0 and sentence[k] in _OPEN_QUOTE and (k == 0 or not sentence[k - 1].isalnum()):
@@ -589,8 +602,8 @@ def _german_nouns(sentences: list[str], tokens: list[list[_Token]], hits: int) -
     capitalised words it puts after an article ("der Hund", "im Haus"): nouns, wherever else they stand."""
     if hits < 3 or hits < _DE_SHARE * sum(map(len, tokens)):
         return None
-    return frozenset(toks[j].text for s, toks in zip(sentences, tokens) for j in range(1, len(toks))
-                     if toks[j].cap and toks[j - 1].text.lower() in _DE_DETERMINERS
+    return frozenset(toks[j][_TEXT] for s, toks in zip(sentences, tokens) for j in range(1, len(toks))
+                     if toks[j][_CAP] and toks[j - 1][_TEXT].lower() in _DE_DETERMINERS
                      and _plain_gap(s, toks[j - 1], toks[j]))
 
 
@@ -598,17 +611,17 @@ def _de_determined(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether German token ``j`` follows an article, maybe past adjectives ("den neuen Präsidenten")."""
     k = j - 1
     while k >= 0 and j - k <= 3 and _plain_gap(sentence, toks[k], toks[k + 1]):
-        low = toks[k].text.lower()
+        low = toks[k][_TEXT].lower()
         if low in _DE_DETERMINERS:
             return True
-        if not toks[k].text.islower() or low in _DE_FUNCTION:
+        if not toks[k][_TEXT].islower() or low in _DE_FUNCTION:
             return False
         k -= 1
     return False
 
 
 def _plain_gap(sentence: str, a: _Token, b: _Token) -> bool:
-    return b.start > a.end and sentence[a.end:b.start].isspace()
+    return b[_START] > a[_END] and sentence[a[_END]:b[_START]].isspace()
 
 
 def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[int],
@@ -619,17 +632,17 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
     j = 0
     while j < n:
         t = toks[j]
-        if not t.cap or t.text.isdigit():
+        if not t[_CAP] or t[_TEXT].isdigit():
             j += 1
             continue
-        if t.caps:
+        if t[_CAPS]:
             # Acronyms stand alone; a row of ALL-CAPS words is a heading or a dateline.
             k = j
-            while k + 1 < n and toks[k + 1].caps and _plain_gap(sentence, toks[k], toks[k + 1]):
+            while k + 1 < n and toks[k + 1][_CAPS] and _plain_gap(sentence, toks[k], toks[k + 1]):
                 k += 1
-            if k == j and len(t.text) <= 6 and t.text.isalpha() and t.text.lower() not in _NOISE \
-                    and t.text.lower() not in _COMMON:
-                out.append(_Mention(i, t.text, acronym=True, poss=t.poss,
+            if k == j and len(t[_TEXT]) <= 6 and t[_TEXT].isalpha() and t[_TEXT].lower() not in _NOISE \
+                    and t[_TEXT].lower() not in _COMMON:
+                out.append(_Mention(i, t[_TEXT], acronym=True, poss=t[_POSS],
                                     prep=_prep_before(sentence, toks, j)))
             j = k + 1
             continue
@@ -650,20 +663,20 @@ def _run(sentence: str, toks: list[_Token], j: int, *, german: bool = False) -> 
         cur = toks[k]
         # "St. Paul's Churchyard"; a plural's possessive names an institution ("the Fishermen's
         # Guild", "the Workers' Party"), a person's ends the name ("Scrooge's nephew").
-        if cur.poss and not (toks[parts[0]].text.lower() in ("st", "saint") and len(parts) <= 2) \
-                and not (cur.plural_poss and k + 1 < n and toks[k + 1].cap and not toks[k + 1].caps
-                         and toks[k + 1].text.lower() in _INSTITUTION_HEADS):
+        if cur[_POSS] and not (toks[parts[0]][_TEXT].lower() in ("st", "saint") and len(parts) <= 2) \
+                and not (cur[_PLURAL_POSS] and k + 1 < n and toks[k + 1][_CAP] and not toks[k + 1][_CAPS]
+                         and toks[k + 1][_TEXT].lower() in _INSTITUTION_HEADS):
             break
         if k + 1 >= n:
             break
         nxt = toks[k + 1]
-        if nxt.text == cur.text:        # "called Scrooge Scrooge"
+        if nxt[_TEXT] == cur[_TEXT]:        # "called Scrooge Scrooge"
             break
-        gap = sentence[cur.end:nxt.start]
-        low = cur.text.lower()
-        if nxt.cap and not nxt.caps and not nxt.text.isdigit():
+        gap = sentence[cur[_END]:nxt[_START]]
+        low = cur[_TEXT].lower()
+        if nxt[_CAP] and not nxt[_CAPS] and not nxt[_TEXT].isdigit():
             if gap.isspace() or (gap == ". " and (low in _ABBREVIATIONS or low in _HONORIFICS
-                                                  or (len(cur.text) == 1 and cur.text.isupper()))):
+                                                  or (len(cur[_TEXT]) == 1 and cur[_TEXT].isupper()))):
                 parts.append(k + 1)
                 continue
             if gap.strip() == "&" and len(gap) <= 3:
@@ -672,26 +685,26 @@ def _run(sentence: str, toks: list[_Token], j: int, *, german: bool = False) -> 
             break
         if not gap.isspace() or k + 2 >= n:
             break
-        word = nxt.text
+        word = nxt[_TEXT]
         after = toks[k + 2]
         if not _plain_gap(sentence, nxt, after):
             break
         # "Ursula von der Leyen", "Jan van den Berg": one or two particles, then a capital.
         if word in (_DE_PARTICLES if german else _PARTICLES):
             last = k + 2
-            if not after.cap and after.text in _PARTICLES and k + 3 < n \
+            if not after[_CAP] and after[_TEXT] in _PARTICLES and k + 3 < n \
                     and _plain_gap(sentence, after, toks[k + 3]):
                 last = k + 3
             end = toks[last]
-            if end.cap and not end.caps and not end.text.isdigit() and (not german or _de_particle(
+            if end[_CAP] and not end[_CAPS] and not end[_TEXT].isdigit() and (not german or _de_particle(
                     sentence, toks, parts, last)):
                 parts += list(range(k + 1, last + 1))
                 continue
         if word == "of" and low in _OF_HEADS:
-            if after.cap and not after.caps and not after.text.isdigit():
+            if after[_CAP] and not after[_CAPS] and not after[_TEXT].isdigit():
                 parts += [k + 1, k + 2]
                 continue
-            if after.text == "the" and k + 3 < n and toks[k + 3].cap and not toks[k + 3].caps \
+            if after[_TEXT] == "the" and k + 3 < n and toks[k + 3][_CAP] and not toks[k + 3][_CAPS] \
                     and _plain_gap(sentence, after, toks[k + 3]):
                 parts += [k + 1, k + 2, k + 3]
                 continue
@@ -703,16 +716,16 @@ def _de_particle(sentence: str, toks: list[_Token], parts: list[int], last: int)
     """Whether a German particle joins: after a first name only, before a one-word surname, and
     not "zu" before a noun ("Karl-Theodor zu Guttenberg", not "Christine Lagarde von der
     Europäischen Zentralbank" nor "Hans zu Besuch")."""
-    if len(parts) > 1 or (toks[parts[-1] + 1].text == "zu" and toks[last].text.lower() in _DE_ZU_NOUNS):
+    if len(parts) > 1 or (toks[parts[-1] + 1][_TEXT] == "zu" and toks[last][_TEXT].lower() in _DE_ZU_NOUNS):
         return False
     nxt = last + 1
-    return not (nxt < len(toks) and toks[nxt].cap and _plain_gap(sentence, toks[last], toks[nxt]))
+    return not (nxt < len(toks) and toks[nxt][_CAP] and _plain_gap(sentence, toks[last], toks[nxt]))
 
 
 def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int],
                       initial: set[int], lower_words: set[str], mid_caps: set[str],
                       de: frozenset[str] | None = None) -> _Mention | None:
-    words = [toks[p].text for p in parts]
+    words = [toks[p][_TEXT] for p in parts]
     common = False
     if parts[0] in initial:
         first = words[0].lower()
@@ -756,21 +769,21 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     else:
         title = low in _KEEP_TITLES
     first, last = parts[0], parts[-1]
-    start, end = toks[first].start, toks[last].start + len(toks[last].text)
+    start, end = toks[first][_START], toks[last][_START] + len(toks[last][_TEXT])
     # A year beside an event word is part of the event's name.
     if _cue_words(words[-1])[-1] in _EVENT_WORDS:
-        if last + 1 < len(toks) and _YEAR.fullmatch(toks[last + 1].text) \
+        if last + 1 < len(toks) and _YEAR.fullmatch(toks[last + 1][_TEXT]) \
                 and _plain_gap(sentence, toks[last], toks[last + 1]):
-            end = toks[last + 1].start + len(toks[last + 1].text)
+            end = toks[last + 1][_START] + len(toks[last + 1][_TEXT])
             last += 1
-        elif first > 0 and _YEAR.fullmatch(toks[first - 1].text) \
+        elif first > 0 and _YEAR.fullmatch(toks[first - 1][_TEXT]) \
                 and _plain_gap(sentence, toks[first - 1], toks[first]):
-            start = toks[first - 1].start
+            start = toks[first - 1][_START]
     name = _SPACES.sub(" ", sentence[start:end])
-    poss = toks[last].poss
+    poss = toks[last][_POSS]
     prep = _prep_before(sentence, toks, first - 1 if honorific else first)
     if de is not None:          # a German word after a preposition may be a noun ("mit Kaffee")
-        det = first > 0 and toks[first - 1].text.lower() in _DE_PREPOSITIONS
+        det = first > 0 and toks[first - 1][_TEXT].lower() in _DE_PREPOSITIONS
     else:
         det = not honorific and _determined(sentence, toks, first)
     agent = det and _agent(sentence, toks, first, last)
@@ -805,16 +818,16 @@ def _determined(sentence: str, toks: list[_Token], j: int) -> bool:
     adjectives = 0
     while k >= 0 and _plain_gap(sentence, toks[k], toks[k + 1]):
         t = toks[k]
-        low = t.text.lower()
-        if t.poss:
-            return t.cap and low not in _COMMON    # "Marley's Ghost", not "Here's Martha"
+        low = t[_TEXT].lower()
+        if t[_POSS]:
+            return t[_CAP] and low not in _COMMON    # "Marley's Ghost", not "Here's Martha"
         if low in _DETERMINERS:
             # "that" is a conjunction as often ("convinced that Hamlet's father"), unless an
             # adjective follows it ("that blessed Star").
             return low != "that" or adjectives > 0
         # "your uncle Scrooge", "his friend Topper": a title or kin word names the name; a
         # particle is another language's ("a visité la Bretagne": French "a" is no article).
-        if not t.text.islower() or low in _COMMON or low in _TITLE_SMALL or low in _KEEP_TITLES \
+        if not t[_TEXT].islower() or low in _COMMON or low in _TITLE_SMALL or low in _KEEP_TITLES \
                 or low in _KIN or low in _PARTICLES or adjectives == 2:
             return False
         adjectives += 1
@@ -827,26 +840,26 @@ def _agent(sentence: str, toks: list[_Token], first: int, last: int) -> bool:
     "said the Ghost", "the Phantom replied", "the Phantom (slowly) pointed", "the Phantom was".
     Who does so is a character, however common the word naming it; "the Parrot, you know" is not."""
     k = first - 1
-    if k < 0 or toks[k].text.lower() not in ("the", "this", "that") \
+    if k < 0 or toks[k][_TEXT].lower() not in ("the", "this", "that") \
             or not _plain_gap(sentence, toks[k], toks[first]):
         return False            # "its mighty Founder was", "the Sultan's Groom turned": no one
-    if k >= 1 and toks[k - 1].text in _PREPOSITIONS:
+    if k >= 1 and toks[k - 1][_TEXT] in _PREPOSITIONS:
         return False            # "the Genius of the Weather sat": the Genius sits
-    if k >= 1 and toks[k - 1].text in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]):
+    if k >= 1 and toks[k - 1][_TEXT] in _SPEECH_VERBS and _plain_gap(sentence, toks[k - 1], toks[k]):
         return True
     j = last + 1
-    if j < len(toks) and toks[j].text.endswith("ly") and _plain_gap(sentence, toks[j - 1], toks[j]):
+    if j < len(toks) and toks[j][_TEXT].endswith("ly") and _plain_gap(sentence, toks[j - 1], toks[j]):
         j += 1                  # an adverb between
     if j >= len(toks) or not _plain_gap(sentence, toks[j - 1], toks[j]):
         return False
-    verb = toks[j].text
+    verb = toks[j][_TEXT]
     return verb in _SPEECH_VERBS or verb in _NARRATIVE_VERBS or (
         len(verb) > 4 and verb.islower() and verb.endswith("ed"))
 
 
 def _prep_before(sentence: str, toks: list[_Token], j: int) -> bool:
     """Whether "in", "at", "near" ... directly precedes token ``j`` (a cue for a place)."""
-    return j > 0 and toks[j - 1].text.lower() in _GEO_PREPOSITIONS \
+    return j > 0 and toks[j - 1][_TEXT].lower() in _GEO_PREPOSITIONS \
         and _plain_gap(sentence, toks[j - 1], toks[j])
 
 
