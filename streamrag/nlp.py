@@ -63,6 +63,7 @@ How a chunk is read:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -356,6 +357,7 @@ _SENTENCE_END = re.compile(r"([.!?\-\u2014](?:(?<=[.!?])(?<![.!?]{2})[.!?]*+|(?<
                            r"|(?<=\u2014)(?=[\"'\u201d\u2019])))([\"'\u201d\u2019)\]]*+)\s+")
 _CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNORECASE)
 _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
+_INITIAL_MARK = re.compile("[\"'\u201c\u2018(\\[:;\u2014]")  # a quote or a colon: a word after it may begin
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
 _HEADING_MARK = re.compile(r"^\s*(#{1,6}\s+|\*\*|__)")
 _ATX_HEADING = re.compile(r"#{1,6}\s")   # a Markdown heading line ("#tag" is none)
@@ -401,9 +403,18 @@ def _tokens(sentence: str) -> list[_Token]:
         if not w[0].isupper():                  # most words: no capital, nothing more to test
             append((w, start, end, False, False, poss, plural_poss))
             continue
-        cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w)
-        append((w, start, end, cap, cap and len(w) > 1 and w.isupper(), poss, plural_poss))
+        cap, caps = _capitalised(w)
+        append((w, start, end, cap, caps, poss, plural_poss))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _capitalised(w: str) -> tuple[bool, bool]:
+    """Whether a word with a capital is capitalised (no contraction, no code: "Don't", "Config277")
+    and whether it is ALL-CAPS. Remembered: a chunk's names recur, and so do a corpus's (a
+    function of the word alone, so nothing carries from one chunk to another but time)."""
+    cap = not (("'" in w or "\u2019" in w) and _CONTRACTION.search(w)) and not _IDENTIFIER.search(w)
+    return cap, cap and len(w) > 1 and w.isupper()
 
 
 class _Mention:
@@ -575,6 +586,8 @@ def _split_sentences(para: str) -> list[str]:
 
 def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
     """Tokens that begin the sentence or a quotation, where capitals say nothing."""
+    if not _INITIAL_MARK.search(sentence):      # most sentences: no quotation, only the first word
+        return next(({j} for j, t in enumerate(toks) if not t[_TEXT].isdigit()), set())
     out = set()
     for j, t in enumerate(toks):
         if not out and not t[_TEXT].isdigit():
@@ -632,12 +645,12 @@ def _sentence_mentions(i: int, sentence: str, toks: list[_Token], initial: set[i
                        de: frozenset[str] | None) -> list[_Mention]:
     out: list[_Mention] = []
     n = len(toks)
-    j = 0
-    while j < n:
-        t = toks[j]
-        if not t[_CAP] or t[_TEXT].isdigit():
-            j += 1
+    j = 0       # the first token no name took yet
+    for c in [k for k, t in enumerate(toks) if t[_CAP]]:   # names start capitalised: skip to those
+        if c < j or toks[c][_TEXT].isdigit():
             continue
+        j = c
+        t = toks[j]
         if t[_CAPS]:
             # Acronyms stand alone; a row of ALL-CAPS words is a heading or a dateline.
             k = j
