@@ -19,10 +19,9 @@ from collections.abc import Iterator
 from streamrag.config import Settings
 from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
-from streamrag.sentences import SENTENCE_GAP
+from streamrag.sentences import split_at_gaps
 from streamrag.tokens import count_tokens, truncate
 
-_SENTENCE = SENTENCE_GAP
 VERSION = "3"  # how a description set becomes a summary; a new one re-summarizes every element
 
 
@@ -44,7 +43,7 @@ def _distinct_sentences(descriptions: list[str]) -> Iterator[str]:
     and lower-cased first: 28% of an offline index's extractive summaries, profiled)."""
     seen: set[str] = set()
     for description in descriptions:
-        for sentence in _SENTENCE.split(description.strip()):
+        for sentence in split_at_gaps(description.strip()):
             sentence = sentence.strip()
             if sentence and (low := sentence.lower()) not in seen:
                 seen.add(low)
@@ -198,7 +197,7 @@ def within_budget(text: str, max_tokens: int, encoding: str = "o200k_base") -> s
     if count_tokens(text, encoding) <= max_tokens:
         return text
     out: list[str] = []
-    for sentence in _SENTENCE.split(text):
+    for sentence in split_at_gaps(text):
         if count_tokens(" ".join(out + [sentence]), encoding) > max_tokens:
             break
         out.append(sentence)

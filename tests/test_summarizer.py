@@ -168,3 +168,21 @@ def test_an_extractive_summary_reads_descriptions_only_up_to_its_budget():
     text = extractive_summary(descriptions(), 40)
     assert text.startswith("Mira Osk rebuilt quay number 0 ") and "number 3 " not in text
     assert len(read) < 10
+
+
+def test_descriptions_are_split_into_sentences_as_the_gap_pattern_splits_them():
+    """``split_at_gaps`` tries the gap pattern only after . ! ? before white space (or on text
+    with a full-width terminator), and cuts exactly where ``SENTENCE_GAP.split`` cuts."""
+    import random
+
+    from streamrag.sentences import SENTENCE_GAP, split_at_gaps
+
+    cases = ["Mr. Osk came. He left! Why?  Then\nnothing.", "J. R. Quay met e.g. Ada. a", "One only.",
+             "Ends here.\n\nNext one", "...  Z", ". a", "Dr.  Who. Me.", "etc. and so. On",
+             "张伟来了。 他走了！」好 then. Yes", "No stop at all"]
+    random.seed(5)
+    bits = [".", "!", "?", " ", "  ", "\n", "\t", "a", "B", "Mr", "e.g", "St", "J", '"', "\u00a0", "\u3002", "\u300d"]
+    cases += ["".join(random.choice(bits) for _ in range(random.randint(0, 12))) for _ in range(20000)]
+    for text in cases:
+        assert split_at_gaps(text) == SENTENCE_GAP.split(text), text
+
