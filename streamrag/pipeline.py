@@ -77,7 +77,7 @@ from streamrag.report_stage import ReportStage, ReportStageContext, built_min_me
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import extractive_summary, summarize, summarizer_key
+from streamrag.summarizer import SentenceCounts, extractive_summary, summarize, summarizer_key
 from streamrag.watch_lines import answered
 from streamrag.writer import Writer
 
@@ -723,13 +723,14 @@ class Indexer:
     async def _summarize(self, writer: Writer, state: GraphState, jobs: list[tuple[str, str, list[str]]]) -> None:
         self.progress.total("summaries", len(jobs))
         send, recv = anyio.create_memory_object_stream[tuple[str, str, list[str]]](self.settings.pipeline.queue_size)
+        counts = SentenceCounts(self.settings.index.encoding)   # (the stage's: let go when it ends)
 
         async def worker(recv) -> None:
             async with recv:
                 async for element_id, name, descriptions in recv:
                     try:
                         text, state.answers[element_id] = await summarize(
-                            self.llm, name, descriptions, self.settings)
+                            self.llm, name, descriptions, self.settings, counts)
                         state.unusable.pop(element_id, None)
                     except LLMError as e:
                         state.answers[element_id] = None
@@ -749,7 +750,7 @@ class Indexer:
                             state.fallbacks.add(element_id)
                         await self.fail(writer, "summarize", element_id, message, e, settled=settled)
                         text = extractive_summary(descriptions, self.settings.index.summary_max_tokens,
-                                                  self.settings.index.encoding)
+                                                  self.settings.index.encoding, counts)
                     state.set_description(element_id, text)
                     self.progress.add("summaries_done")
 

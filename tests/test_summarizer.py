@@ -186,3 +186,33 @@ def test_descriptions_are_split_into_sentences_as_the_gap_pattern_splits_them():
     for text in cases:
         assert split_at_gaps(text) == SENTENCE_GAP.split(text), text
 
+
+def test_a_sentence_of_several_summaries_is_counted_once_in_a_stage(monkeypatch):
+    """Offline, a chunk's sentence describes each entity it names and their relationship: the
+    stage's ``SentenceCounts`` encodes it once (the shared token cache lost it between the
+    entities and the relationships on a large index), and the summaries are those counted alone."""
+    import streamrag.summarizer as summarizer
+    from streamrag.summarizer import SentenceCounts, extractive_summary
+    from streamrag.tokens import get_encoding
+
+    encoded = []
+
+    class Spy:
+        def encode(self, text, **kw):
+            encoded.append(text)
+            return get_encoding("o200k_base").encode(text, **kw)
+
+    monkeypatch.setattr(summarizer, "get_encoding", lambda name: Spy())
+    shared = "Ada Osk and Bram Tull rebuilt the north quay of Velmouth together in the spring."
+    elements = [[shared, f"Ada Osk sailed to port number {n} at dawn."] for n in range(6)]
+    elements += [[f"Bram Tull kept the ledger of quay {n}.", shared] for n in range(6)]
+    elements += [[shared, "Ada Osk and Bram Tull argued about the tolls at length that winter. " * 9]]
+    alone = [extractive_summary(d, 40) for d in elements]
+    assert encoded == []   # (without a stage's counts, ``count_tokens`` counts)
+    counts = SentenceCounts("o200k_base")
+    assert [extractive_summary(d, 40, counts=counts) for d in elements] == alone
+    assert encoded.count(shared) == 1 and len(encoded) == len(set(encoded)) == 14
+    small = SentenceCounts("o200k_base")
+    small.MAX_SENTENCES = 3   # let go when full, and counted again: the same summaries
+    assert [extractive_summary(d, 40, counts=small) for d in elements] == alone
+    assert len(small.known) <= 3
