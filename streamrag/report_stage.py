@@ -83,7 +83,7 @@ class ReportStage:
         self.model = s.llm.report_model if use_llm else None
         self.children = children_of(communities)
         self.line_costs: dict[str, int] = {}          # element id -> tokens of its context line
-        self.reports: dict[str, Report] = {}          # community id -> report (this run)
+        self.reports: dict[str, Report] = {}          # community id -> report (this run), until its parent's is
         self.assignments: dict[str, tuple[str, str]] = {}
         self.generated = self.kept = 0
         self.progress.total("reports", len(communities))
@@ -156,6 +156,7 @@ class ReportStage:
         clean = kept_as is not None
         by_llm = self.use_llm and len(c.members) >= self.settings.index.report_min_members
         ctx, rels, kids = self.context(c)
+        self.let_go_of_children(c)
         built = None
         by_llm = by_llm and bool(ctx.text)   # (nothing fitted report_max_input_tokens: no call for it)
         if by_llm:
@@ -175,7 +176,8 @@ class ReportStage:
             if report is None:
                 report = built or self.extractive(c, ctx, rels, kids)
             report = await self.save(report)
-        self.reports[c.id] = report
+        if c.parent:   # (only a parent's context reads it)
+            self.reports[c.id] = report
         self.assignments[c.id] = (key, report.key)
         self.progress.add("reports_done")
 
@@ -205,10 +207,18 @@ class ReportStage:
 
     def keep_unread(self, c: Community, kept_as: tuple[str, str]) -> None:
         """``c`` keeps its context key and report, the report not read."""
+        self.let_go_of_children(c)
         self.kept_keys[c.id] = kept_as[1]
         self.assignments[c.id] = kept_as
         self.kept += 1
         self.progress.add("reports_done")
+
+    def let_go_of_children(self, c: Community) -> None:
+        """The reports of ``c``'s children, read by ``c``'s context alone, let go once it is built
+        (or kept unread): this run's every report was held to the stage's end, 33 MB for the
+        2,200 of an offline index of 3,000 documents."""
+        for k in self.children.get(c.id, ()):
+            self.reports.pop(k.id, None)
 
     def context(self, c: Community) -> tuple[ReportContext, list[Relationship],
                                              list[tuple[Community, Report]]]:

@@ -1393,3 +1393,33 @@ async def test_rows_kept_as_read_with_the_old_text_field_keep_the_index_marked_f
         assert store.get_meta("chunker") != chunker_key(settings)
     finally:
         store.close()
+
+
+async def test_a_report_is_held_only_until_its_parents_context_is_built(tmp_path, monkeypatch):
+    """The report stage holds a report written this run for its parent's context alone: let go
+    once that is built, and a top-level one not held at all (every report was held to the
+    stage's end, most of its memory on a large index)."""
+    from streamrag import report_stage
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(Path(__file__).parent.parent / "tests" / "data" / "harbor", corpus)
+    for n in range(12):   # (enough entities for levels of communities)
+        (corpus / f"more{n}.txt").write_text(
+            f"Captain Ilsa Varn{n} of the Harbor Guild met Mira Osk at Port Vell. Varn{n} sold rope "
+            f"to the Velmouth Traders and to Anton Heller. The Quay Board of Port Vell fined Varn{n}.\n")
+    held, levels = [], []
+    real = report_stage.ReportStage.report_level
+
+    async def report_level(self, level):
+        await real(self, level)
+        levels.append({c.id for c in level})
+        held.append({cid: self.reports[cid].key for cid in self.reports})
+
+    monkeypatch.setattr(report_stage.ReportStage, "report_level", report_level)
+    settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10, "max_cluster_size": 3})
+    db = tmp_path / "offline.db"
+    await sync([corpus], settings, db, root=corpus)
+    assert len(levels) >= 2 and any(held)
+    for done, kept in zip(levels, held, strict=True):
+        assert set(kept) <= done   # (the level below's let go as this one's contexts were built)
+    assert held[-1] == {}
