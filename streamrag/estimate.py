@@ -90,7 +90,7 @@ from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
-from streamrag.sentences import SENTENCE_GAP
+from streamrag.sentences import split_at_gaps
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input, without_model
@@ -753,12 +753,12 @@ def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extr
 
 
 def _sentences(text: str) -> list[str]:
-    """The sentences of ``text``, paragraph by paragraph (``sentences.SENTENCE_GAP``)."""
+    """The sentences of ``text``, paragraph by paragraph (``sentences.split_at_gaps``)."""
     return [s for p in text.split("\n\n") for s in _split(p)]
 
 
 def _split(paragraph: str) -> list[str]:
-    return [s for s in (x.strip() for x in SENTENCE_GAP.split(paragraph)) if s]
+    return [s for s in (x.strip() for x in split_at_gaps(paragraph)) if s]
 
 
 def _new_sentences(text: str, before_text: str) -> str:

@@ -27,7 +27,7 @@ from streamrag import ids
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.sentences import SENTENCE_GAP
+from streamrag.sentences import split_at_gaps
 from streamrag.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     when none does), the one naming the most other members among those of five words or more,
     cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
     "(Also called Wexius.)" is not one)."""
-    sentences = [" ".join(x.split()) for x in SENTENCE_GAP.split(entity.description)
+    sentences = [" ".join(x.split()) for x in split_at_gaps(entity.description)
                  if x.strip() and not x.strip().startswith("(")]
     if not sentences:
         return ""
@@ -402,7 +402,7 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
     of at least five words when there is one; the earliest among equals)."""
-    sentences = [x.strip() for x in SENTENCE_GAP.split(entity.description) if x.strip()]
+    sentences = [x.strip() for x in split_at_gaps(entity.description) if x.strip()]
     if not sentences:
         return ""
     best = _most_telling(sentences, entity, members)
