@@ -57,9 +57,8 @@ def split_at_gaps(text: str) -> list[str]:
         return SENTENCE_GAP.split(text)
     out, start = [], 0
     for stop in _AFTER_STOP.finditer(text):
+        # (no stop lies inside the last gap: without a full-width terminator a gap is white space)
         at = stop.end()
-        if at < start:
-            continue
         gap = SENTENCE_GAP.match(text, at)   # (its lookbehinds see the text before ``at``)
         if gap is not None:
             out.append(text[start:at])
