@@ -94,7 +94,6 @@ class _Kept:
     """Sentences kept so far, with their word keys and token costs (computed once each)."""
 
     def __init__(self, encoding: str, counts: SentenceCounts | None = None) -> None:
-        self.encoding = encoding
         self.count = counts or (lambda sentence: count_tokens(sentence, encoding))
         self.items: list[tuple[str, str, int]] = []   # sentence, key, tokens + 1 for the space
 
