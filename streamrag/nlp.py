@@ -357,7 +357,9 @@ _SENTENCE_END = re.compile(r"([.!?\-\u2014](?:(?<=[.!?])(?<![.!?]{2})[.!?]*+|(?<
                            r"|(?<=\u2014)(?=[\"'\u201d\u2019])))([\"'\u201d\u2019)\]]*+)\s+")
 _CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNORECASE)
 _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
-_INITIAL_MARK = re.compile("[\"'\u201c\u2018(\\[:;\u2014]")  # a quote or a colon: a word after it may begin
+_CLAUSE_MARKS = ":;\u2014"   # after one and a space, a word is capitalised as a first one
+# A quote or a colon: only in a sentence with one may a word after its first begin (``_initial_indexes``).
+_INITIAL_MARK = re.compile("[" + re.escape("".join(sorted(_OPEN_QUOTE)) + _CLAUSE_MARKS) + "]")
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
 _HEADING_MARK = re.compile(r"^\s*(#{1,6}\s+|\*\*|__)")
 _ATX_HEADING = re.compile(r"#{1,6}\s")   # a Markdown heading line ("#tag" is none)
@@ -598,7 +600,7 @@ def _initial_indexes(sentence: str, toks: list[_Token]) -> set[int]:
             k -= 1
         if k >= 0 and sentence[k] in _OPEN_QUOTE and (k == 0 or not sentence[k - 1].isalnum()):
             out.add(j)
-        elif k >= 1 and sentence[k] == " " and sentence[k - 1] in ":;\u2014":
+        elif k >= 1 and sentence[k] == " " and sentence[k - 1] in _CLAUSE_MARKS:
             out.add(j)
     return out
 
