@@ -180,7 +180,7 @@ def unfinished_update(store: Store, run: dict | None) -> str | None:
     began a new update, and `status` counted each item its syncs retry again."""
     if run is None or run["command"] != "watch":
         return None
-    if run["status"] == "ok" and failures_said(store, run) <= failures_of(store, run, stage="load"):
+    if run["status"] == "ok" and not left_missing(store, run):
         return None
     return index_rows.update_of(store, run["id"])
 
