@@ -844,9 +844,9 @@ class Daemon:
             return
         fields, why = self._outage_began()
         then = "the next start" if self.stopping else "the sync"
-        failed = calls_failed(indexer.llm.stats) if indexer.llm is not None else 0
-        self.emit("error", f"extracting {_n(files, 'file')}: {_n(failed, 'LLM call')} "
-                           f"failed; left to {then}{why}", **self._failed_counts(indexer), **fields)
+        counts = self._failed_counts(indexer)
+        self.emit("error", f"extracting {_n(files, 'file')}: {_n(counts['llm_errors'], 'LLM call')} "
+                           f"failed; left to {then}{why}", **counts, **fields)
 
     def _say_ahead_waits(self, files: int, **fields: Any) -> None:
         """The extraction ahead of ``files`` files met the outage under way: it waits for the endpoint."""
