@@ -1183,7 +1183,7 @@ class Daemon:
         # Items left out because their calls failed. A call that failed and was asked again
         # successfully (an answer cut off at max_tokens) left nothing out: no retry for it.
         failed_items = result.failed_items
-        self._retry_chunks = chunks_failed if failed_items else 0
+        self._retry_chunks = chunks_failed   # (0 when none failed: Indexer.chunks_failed)
         if self._once and failed_items:
             self._once_left_out(result, failed_calls)
             return False
