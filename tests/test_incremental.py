@@ -762,7 +762,7 @@ async def test_a_relationship_summary_follows_its_entitys_new_name(tmp_path, sim
     "VELO" than "Velo", its relationships' summaries are written again, as a fresh index would."""
     import streamrag.pipeline as pipeline
 
-    async def naming_summary(llm, name, descriptions, settings):
+    async def naming_summary(llm, name, descriptions, settings, counts=None):
         return f"{name}: " + " ".join(descriptions), None
     monkeypatch.setattr(pipeline, "summarize", naming_summary)
     settings = make_settings(simulator.base_url)
@@ -1052,13 +1052,13 @@ async def test_a_summary_unusable_on_three_runs_in_a_row_is_not_asked_again(corp
     asked: list[str] = []
     target: list[str] = []
 
-    async def summarize(llm, name, descriptions, settings):
+    async def summarize(llm, name, descriptions, settings, counts=None):
         if not target:
             target.append(name)   # the first element summarized stands for the unlucky one
         if name == target[0]:
             asked.append(name)
             raise LLMOutputError(f"{name}: no usable answer in 3 tries")
-        return await real(llm, name, descriptions, settings)
+        return await real(llm, name, descriptions, settings, counts)
 
     monkeypatch.setattr(pipeline, "summarize", summarize)
     db = tmp_path / "i.db"

@@ -330,12 +330,12 @@ def _one_summary_always_unusable(monkeypatch, *, entity: bool = False) -> list[s
     real = pipeline.summarize
     target: list[str] = []
 
-    async def summarize(llm, name, descriptions, settings):
+    async def summarize(llm, name, descriptions, settings, counts=None):
         if not target and not (entity and " and " in name):
             target.append(name)
         if target and name == target[0]:
             raise LLMOutputError(f"{name}: no usable answer in 3 tries")
-        return await real(llm, name, descriptions, settings)
+        return await real(llm, name, descriptions, settings, counts)
 
     monkeypatch.setattr(pipeline, "summarize", summarize)
     return target
