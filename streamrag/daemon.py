@@ -1088,9 +1088,10 @@ class Daemon:
         """What an error line says of ``e``, the failure of a sync or an extraction ahead: as ``e``
         says it ("nothing answers at ...; start the server, or fix llm.api_base"), unless an outage
         began with it of an endpoint that answered before and now refuses every connection: then
-        that it stopped answering, since when (``Outage.stopped``)."""
-        stopped = self.outage.stopped() if self.outage.current is not None and self.outage.refused else None
-        return stopped or clause(e)
+        that it stopped answering, since when (``Outage.stopped``). Another error met during an
+        outage (a full disk) is said as it is."""
+        down = isinstance(e, LLMUnavailableError) and self.outage.current is not None and self.outage.refused
+        return (self.outage.stopped() if down else None) or clause(e)
 
     def _failed_counts(self, indexer: Indexer) -> dict[str, int]:
         """What an error line about a sync or an extraction ahead that failed counts, as the

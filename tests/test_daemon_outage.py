@@ -859,6 +859,24 @@ def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_p
                                                           "stays down, said briefly"), stopped
 
 
+def test_another_error_met_during_an_outage_is_said_as_it_is(tmp_path):
+    # During an outage of an endpoint that answered before, any error of a sync was said as the
+    # endpoint having stopped answering: a full disk too.
+    from streamrag.errors import StreamragError
+
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    daemon.outage.began()
+    daemon.outage.refused = True
+    daemon.outage.answered_at = time.time() - 60
+    failed = types.SimpleNamespace(not_indexed_files=None, llm=None)
+    daemon._sync_failed(StreamragError("the disk holding the index is full: free some space"), failed, {},
+                        quiet=False, initial=False)
+    [line] = (e["message"] for e in events)
+    assert line.startswith("sync failed: the disk holding the index is full"), line
+    assert "stopped answering" not in line, line
+
+
 async def test_edits_during_an_outage_do_not_lengthen_the_pause_before_the_next_retry(
         corpus, tmp_path, simulator, monkeypatch):
     # Each failed sync doubled the pause, those for new edits too: edits every 4 s during a 35 s
