@@ -37,7 +37,7 @@ from collections import deque
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
-from streamrag.tokens import blank_led, encode_ordinary, get_encoding, more_tokens_than, more_words_than, safe_cut
+from streamrag.tokens import blank_led, encode_ordinary, get_encoding, more_words_than, safe_cut, tokens_up_to
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
@@ -129,16 +129,16 @@ def _units(text: str, enc, budget: int) -> _Units:
         if e > s and not _blank(text, s, e):
             # A paragraph with more words than the budget has more tokens too (``more_words_than``):
             # it is split without being encoded whole (a book on one line was encoded an extra time),
-            # and so is one with few words found to have more a window at a time (``more_tokens_than``).
-            if e - s > 4 * budget and (more_words_than(text, budget, s, e)
-                                       or more_tokens_than(enc, text, budget, s, e)):
-                _split_paragraph(units, text, s, e, enc, budget)
+            # and so is one with few words found to have more a window at a time (``tokens_up_to``,
+            # its count exact when within the budget: such a paragraph is not encoded again).
+            if e - s > 4 * budget and more_words_than(text, budget, s, e):
+                n = budget + 1
             else:
-                n = len(enc.encode_ordinary(text[s:e]))
-                if n <= budget:
-                    units.add(s, e, n, PARAGRAPH, text[s:e])
-                else:
-                    _split_paragraph(units, text, s, e, enc, budget)
+                n = tokens_up_to(enc, text, budget, s, e)
+            if n <= budget:
+                units.add(s, e, n, PARAGRAPH, text[s:e])
+            else:
+                _split_paragraph(units, text, s, e, enc, budget)
         s = e
     return units
 

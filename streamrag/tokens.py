@@ -159,17 +159,24 @@ def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int 
 
 def more_tokens_than(enc: tiktoken.Encoding, text: str, n: int, start: int = 0, end: int | None = None) -> bool:
     """``len(enc.encode_ordinary(text[start:end])) > n``, found a window of a few times ``n``
-    characters at a time (``encode_ordinary``), as soon as ``n`` tokens are passed: a book on
-    one line with few spaces (CJK, base64) was encoded whole to learn it is more than a chunk."""
+    characters at a time, as soon as ``n`` tokens are passed (``tokens_up_to``)."""
+    return tokens_up_to(enc, text, n, start, end) > n
+
+
+def tokens_up_to(enc: tiktoken.Encoding, text: str, n: int, start: int = 0, end: int | None = None) -> int:
+    """``len(enc.encode_ordinary(text[start:end]))`` when it is at most ``n``, else a number past
+    ``n``: found a window of a few times ``n`` characters at a time (``encode_ordinary``), as
+    soon as ``n`` tokens are passed: a book on one line with few spaces (CJK, base64) was
+    encoded whole to learn it is more than a chunk."""
     end = len(text) if end is None else end
     if not analysed(enc):
-        return len(enc.encode_ordinary(text[start:end])) > n
+        return len(enc.encode_ordinary(text[start:end]))
     count = 0
     for at, cut in _windows(text, start, end, max(4096, 8 * n)):
         count += len(enc.encode_ordinary(text[at:cut]))
         if count > n:
-            return True
-    return count > n
+            break
+    return count
 
 
 def _windows(text: str, start: int, end: int, window: int):
