@@ -281,3 +281,17 @@ def test_a_long_line_is_encoded_about_once_and_its_chunks_counted_right(monkeypa
         assert len(out) > 20 and all(c.tokens == count_tokens(c.text, ENC) <= 1200 for c in out)
         # (words: 1.6 times the text, 3.3 before; base64: 2.8, 4.7 before)
         assert sum(encoded) < (2 if text is words else 3.3) * len(text), sum(encoded) / len(text)
+
+
+def test_a_paragraph_of_long_words_within_the_budget_is_encoded_once(monkeypatch):
+    # More than four budgets of characters but few words: its tokens were counted a window at a
+    # time to see it is no more than a chunk, then it was encoded whole again for its count.
+    text = " ".join(["internationalization"] * 25)   # 524 characters, 50 tokens
+    enc = get_encoding(ENC)
+    encoded = []
+    real = enc.encode_ordinary
+    monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
+    [c] = chunk_document(doc(text), chunk_size=100, overlap=0, encoding=ENC)
+    monkeypatch.undo()
+    assert (c.text, c.tokens) == (text, count_tokens(text, ENC))
+    assert sum(encoded) == len(text), encoded
