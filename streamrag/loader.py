@@ -994,7 +994,7 @@ def _csv_rows(text: str, label: str, warnings: list[str]) -> list[tuple[int, dic
     lines_before = whole.count("\n", 0, len(whole) - len(text))
     # Else the delimiter is the one that splits the header into the most columns, a comma on a
     # tie: Excel writes semicolons where the comma is the decimal mark, and a header may hold one.
-    header = text[:nl] if (nl := text.find("\n")) >= 0 else text   # (split("\n", 1) copied the rest)
+    header = next(_lines(text))   # (split("\n", 1) copied the rest)
     if delimiter is None:
         delimiter = max(",;\t", key=lambda d: (len(next(csv.reader([header], delimiter=d), [])), d == ","))
     try:
