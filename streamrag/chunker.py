@@ -33,6 +33,7 @@ import re
 import zlib
 from array import array
 from collections import deque
+from itertools import accumulate
 
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
@@ -231,11 +232,7 @@ _CONTINUATION = bytes(range(0x80, 0xC0))   # bytes inside a UTF-8 character, aft
 def _pieces(units: _Units, budget: int, chunk_size: int) -> list[tuple[int, int]]:
     """Unit ranges ``[a, b)`` forming the chunk bodies (a lone chunk needs no overlap room)."""
     n = len(units)
-    pos = array("q", [0])
-    total = 0
-    for t in units.tokens:
-        total += t
-        pos.append(total)
+    pos = array("q", accumulate(units.tokens, initial=0))
     if pos[-1] <= chunk_size:
         return [(0, n)]
     anchors = [0] + _anchors(units, pos, ANCHOR_WINDOW * budget) + [n]
