@@ -115,8 +115,7 @@ async def test_an_update_counts_the_summaries_and_reports_of_what_its_new_chunks
     settings = make_settings(simulator.base_url)
     db = tmp_path / "index.db"
     await sync([news], settings, db, root=news)
-    for doc in sorted(NEWS.glob("doc_*.txt"))[10:16]:
-        (news / doc.name).write_text(doc.read_text())
+    add_articles(news, 10, 16)
     est, done = await index_and_estimate(news, settings, db)
     assert paid(done.llm, "summarize") > 20 and paid(done.llm, "report") > 10, done.llm
     assert not close(est, done, 1.35)
@@ -130,8 +129,7 @@ async def test_an_update_s_report_prompts_show_the_summaries_a_model_writes_as_l
     settings = make_settings(simulator.base_url)
     db = tmp_path / "index.db"
     await sync([news], settings, db, root=news)
-    for doc in sorted(NEWS.glob("doc_*.txt"))[10:]:
-        (news / doc.name).write_text(doc.read_text())
+    add_articles(news, 10)
     est, done = await index_and_estimate(news, settings, db)
     assert paid(done.llm, "report") > 30 and not close(est, done, 1.35), (est["llm"], done.llm)
     per_call = [s["report"]["prompt_tokens"] / s["report"]["calls"] for s in (est["llm"]["by_stage"], done.llm)]
@@ -231,8 +229,7 @@ async def test_an_update_s_estimate_says_the_documents_it_works_on(news, tmp_pat
     settings = make_settings(simulator.base_url)
     db = tmp_path / "index.db"
     await sync([news], settings, db, root=news)
-    for doc in sorted(NEWS.glob("doc_*.txt"))[10:12]:
-        (news / doc.name).write_text(doc.read_text())
+    add_articles(news, 10, 12)
     edited = news / "doc_00005.txt"
     edited.write_text(edited.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
     (news / "doc_00004.txt").unlink()
@@ -688,9 +685,15 @@ def news_copy(tmp_path: Path, n: int | None = None) -> Path:
     """A folder ``tmp_path/news`` of the first ``n`` articles of tests/data/news41 (all 41 without)."""
     docs = tmp_path / "news"
     docs.mkdir()
-    for doc in sorted(NEWS.glob("doc_*.txt"))[:n]:
-        (docs / doc.name).write_text(doc.read_text())
+    add_articles(docs, 0, n)
     return docs
+
+
+def add_articles(folder: Path, start: int, stop: int | None = None) -> None:
+    """Copies articles ``start`` to ``stop`` (by name; to the last without) of tests/data/news41
+    into ``folder``."""
+    for doc in sorted(NEWS.glob("doc_*.txt"))[start:stop]:
+        (folder / doc.name).write_text(doc.read_text())
 
 
 async def test_a_first_index_s_summaries_and_reports_are_worked_out_on_its_graph(tmp_path, simulator):
@@ -1067,8 +1070,7 @@ async def test_the_stand_in_replay_takes_both_halves_of_a_small_index(tmp_path, 
     settings = make_settings(simulator.base_url)
     db = tmp_path / "index.db"
     await sync([docs], settings, db, root=docs)
-    for doc in sorted(NEWS.glob("doc_*.txt"))[24:]:
-        (docs / doc.name).write_text(doc.read_text())
+    add_articles(docs, 24)
     est, done = await index_and_estimate(docs, settings, db)
     assert paid(done.llm, "summarize") > 100
     assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.1, (est["llm"], done.llm)
@@ -1087,8 +1089,7 @@ async def test_an_index_of_too_few_calls_to_measure_by_is_said_so_not_said_to_ho
         most = conn.execute("SELECT max(n) FROM (SELECT count(*) AS n FROM llm_calls GROUP BY stage)").fetchone()[0]
     conn.close()
     assert 0 < most < MIN_CALLS, (calls, most)   # (too few of every stage: stand-ins all)
-    for doc in sorted(NEWS.glob("doc_*.txt"))[2:4]:
-        (docs / doc.name).write_text(doc.read_text())
+    add_articles(docs, 2, 4)
     est = estimate([docs], settings, db, root=docs)
     assert est["stand_in_ratios"] and est["model_calls"] == calls
     assert format_estimate(est).endswith(
