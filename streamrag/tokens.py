@@ -157,12 +157,6 @@ def encode_ordinary(enc: tiktoken.Encoding, text: str, start: int = 0, end: int 
     return out
 
 
-def more_tokens_than(enc: tiktoken.Encoding, text: str, n: int, start: int = 0, end: int | None = None) -> bool:
-    """``len(enc.encode_ordinary(text[start:end])) > n``, found a window of a few times ``n``
-    characters at a time, as soon as ``n`` tokens are passed (``tokens_up_to``)."""
-    return tokens_up_to(enc, text, n, start, end) > n
-
-
 def tokens_up_to(enc: tiktoken.Encoding, text: str, n: int, start: int = 0, end: int | None = None) -> int:
     """``len(enc.encode_ordinary(text[start:end]))`` when it is at most ``n``, else a number past
     ``n``: found a window of a few times ``n`` characters at a time (``encode_ordinary``), as

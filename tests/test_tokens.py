@@ -235,10 +235,10 @@ def test_more_words_than_is_fewest_tokens_past_a_number(parts, n, start, end):
 
 
 @pytest.mark.parametrize("encoding", SHIPPED)
-def test_a_text_cut_at_a_safe_seam_has_the_tokens_of_its_parts_and_more_tokens_than_is_exact(encoding):
+def test_a_text_cut_at_a_safe_seam_has_the_tokens_of_its_parts_and_tokens_up_to_is_exact(encoding):
     import random
 
-    from streamrag.tokens import encode_ordinary, get_encoding, more_tokens_than, safe_cut
+    from streamrag.tokens import encode_ordinary, get_encoding, safe_cut, tokens_up_to
 
     # The chunker counts a long line's pieces from the line's tokens where they meet at a safe
     # seam, and learns a long paragraph is more than a chunk a window at a time.
@@ -256,4 +256,4 @@ def test_a_text_cut_at_a_safe_seam_has_the_tokens_of_its_parts_and_more_tokens_t
     for start, end in ((0, len(text)), (5, 9000), (100, 100), (7, 60_000)):
         n = len(encode_ordinary(enc, text, start, end))
         for limit in (0, 1, n // 3, n - 1, n, n + 1):
-            assert more_tokens_than(enc, text, limit, start, end) == (n > limit), (start, end, limit)
+            assert (tokens_up_to(enc, text, limit, start, end) > limit) == (n > limit), (start, end, limit)
