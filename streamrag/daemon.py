@@ -112,6 +112,21 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     return failures + 1 if only_retry or not failures else failures
 
 
+def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
+    """What the ``waiting`` line of an extraction ahead says of the ``chunks`` it could not
+    extract (its calls' per-stage stats ``llm_stats``), and that ``then`` ("the sync") tries them
+    again: ``; 2 chunks failed (the model's answers were unusable): the sync tries them again``
+    ("" for none). Its line said "0 chunks extracted, 0 reused" of chunks a model answered with
+    garbage, no word that they failed, nor why."""
+    if not chunks:
+        return ""
+    failed = calls_failed(llm_stats)
+    unusable = sum(s.get("unusable", 0) for s in llm_stats.values()) - asked_again(llm_stats)
+    why = ("the model's answers were unusable" if failed and unusable >= failed else
+           "their calls failed" if not unusable else "their calls failed or their answers were unusable")
+    return f"; {_n(chunks, 'chunk')} failed ({why}): {then} tries {'it' if chunks == 1 else 'them'} again"
+
+
 _LOOK_S = 1.0
 """How often an idle daemon looks whether its index is still there (a stat): an index deleted
 under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and stayed deleted,
@@ -830,10 +845,12 @@ class Daemon:
             return
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
-        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}; "
-                             f"sync after {self.settings.watch.quiet_s:g}s of quiet",
-                  chunks_extracted=extracted, chunks_reused=reused, took_s=round(took, 3),
-                  pending=self._files_pending())
+        # (its failed items are chunks: a file it cannot read is no failed item)
+        failed = _failed_ahead(indexer.failed_items, stats, "the next start" if self.stopping else "the sync")
+        self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}"
+                             f"{failed}; sync after {self.settings.watch.quiet_s:g}s of quiet",
+                  chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
+                  took_s=round(took, 3), pending=self._files_pending())
 
     def _say_ahead_down(self, files: int, indexer: Indexer) -> None:
         """An extraction ahead of ``files`` files whose calls all failed, none answered (recorded as

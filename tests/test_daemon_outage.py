@@ -601,6 +601,29 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
     assert {f["times"] for f in status["failures"]} == {4}, status["failures"]
 
 
+async def test_an_extraction_ahead_whose_answers_were_unusable_says_its_chunks_failed(corpus, tmp_path, simulator):
+    # An edit whose chunk the model answered with garbage (answers, not an outage) said
+    # "0 chunks extracted, 2 reused", no word that a chunk failed, nor why, nor what comes of it.
+    garble = GarbleExtractions(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False}, watch={"quiet_s": 0.3})
+    async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
+        daemon.transport = httpx.MockTransport(garble)   # (the initial sync got usable answers)
+        mark = len(events)
+        await edit_guild(corpus, send)
+        await until(lambda: "idle" in events.states(mark), timeout=60)
+        daemon.stop()
+        await send.aclose()
+    await garble.client.aclose()
+    [waiting] = [e for e in events[mark:] if e["state"] == "waiting"]
+    assert waiting["chunks_extracted"] == 0 and waiting["chunks_failed"] == 1, waiting
+    assert waiting["message"].startswith(f"0 chunks extracted, {waiting['chunks_reused']} reused in "), waiting
+    assert waiting["message"].endswith("; 1 chunk failed (the model's answers were unusable): the sync tries it "
+                                       "again; sync after 0.3s of quiet"), waiting
+    # As it says: the sync asked for it again (3 unusable answers ahead, 3 more in the sync).
+    idle = next(e for e in events[mark:] if e["state"] == "idle")
+    assert idle["llm"]["by_stage"]["extract"]["errors"] == 6, idle["llm"]
+
+
 class CutOnce(Switch):
     """Forwards to the simulator, but answers the first extraction cut off at max_tokens."""
 
