@@ -819,13 +819,17 @@ class Daemon:
         except StreamragError as e:
             self.outage.attempted(indexer, began, failed=isinstance(e, LLMUnavailableError))
             self.outage.answered_ahead(indexer)
-            if isinstance(e, LLMUnavailableError) and self.outage.current is not None:   # said already
-                self._say_ahead_waits(len(existing), error=str(e))
+            if isinstance(e, LLMUnavailableError):
+                # Given up after three chunks refused: said as fewer are, their calls recorded as
+                # failed (below). Three said "extracting 1 file failed: ...; the next sync tries
+                # again", without "(retrying until it answers ...)", and of an endpoint that never
+                # answered, the index "as it was", which an extraction never publishes; two said
+                # "extracting 1 file: 2 LLM calls failed; left to the sync; ...", of the same outage.
+                self._say_ahead_down(len(existing), indexer, error=str(e))
                 return
-            began = self.outage.began() if isinstance(e, LLMUnavailableError) else {}
             then = "the next start tries again" if self.stopping else "the next sync tries again"
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {self._why_failed(e)}; {then}",
-                      error=str(e), **self._failed_counts(indexer), **began)
+                      error=str(e), **self._failed_counts(indexer))
             return
         finally:  # its calls were sent, whether or not the extraction failed after
             self._spent_ahead(indexer)
@@ -852,18 +856,25 @@ class Daemon:
                   chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
                   took_s=round(took, 3), pending=self._files_pending())
 
-    def _say_ahead_down(self, files: int, indexer: Indexer) -> None:
+    def _say_ahead_down(self, files: int, indexer: Indexer, error: str = "") -> None:
         """An extraction ahead of ``files`` files whose calls all failed, none answered (recorded as
-        failed items, not raised): the outage begun, said in full as a sync says it (the sync after
-        it then silent), or, said already, that the extraction waits for the endpoint."""
+        failed items, or ``error``, the model client giving up on it): the outage begun, said in
+        full as a sync says it (the sync after it then silent), the calls in the client's words
+        (``Indexer.unavailable_error``: without a run's "Nothing was published", which an extraction
+        never does), or, said already, that the extraction waits for the endpoint."""
+        words = indexer.unavailable_error or error
+        said = {"error": error or words} if words else {}
         if self.outage.current is not None:
-            self._say_ahead_waits(files)
+            self._say_ahead_waits(files, **said)
             return
-        fields, why = self._outage_began()
+        # In the client's words, as a sync it failed says them (a hung server, one given up on),
+        # but of calls recorded as failed with HTTP errors, the outage's, which sum up every try.
+        told = words and (error or not self.outage.server_errors)
+        fields, why = self._outage_began(LLMUnavailableError(words) if told else None)
         then = "the next start" if self.stopping else "the sync"
         counts = self._failed_counts(indexer)
         self.emit("error", f"extracting {_n(files, 'file')}: {_n(counts['llm_errors'], 'LLM call')} "
-                           f"failed; left to {then}{why}", **counts, **fields)
+                           f"failed; left to {then}{why}", **said, **counts, **fields)
 
     def _say_ahead_waits(self, files: int, **fields: Any) -> None:
         """The extraction ahead of ``files`` files met the outage under way: it waits for the endpoint."""
@@ -1263,12 +1274,16 @@ class Daemon:
                            f"retried after a pause{why}", llm_errors=failed_calls,
                   failed_items=failed_items, **fields)
 
-    def _outage_began(self) -> tuple[dict[str, Any], str]:
+    def _outage_began(self, error: LLMUnavailableError | None = None) -> tuple[dict[str, Any], str]:
         """Notes the outage begun (``Outage.began``) after a sync or an extraction ahead none of
         whose calls got an answer: the fields of the line that says it, and how it says it,
-        ``; no call succeeded: ... (retrying until it answers, ...)``."""
+        ``; no call succeeded: ... (retrying until it answers, ...)``; with ``error``, the model
+        client's, as a sync it failed says it (``_why_failed``: it says a hung server, or one
+        given up on, as the outage's words cannot)."""
         fields = self.outage.began()
-        if fields["server_errors"]:   # as `streamrag index` says it
+        if error is not None:
+            said = self._why_failed(error)
+        elif fields["server_errors"]:   # as `streamrag index` says it
             said = self.outage.errors_said()
         elif stopped := self.outage.stopped():
             said = stopped

@@ -221,7 +221,8 @@ async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(cor
         for k, victim in enumerate(victims):
             victim.write_text(victim.read_text() + f"\n\nQuillon Marbeck opened ferry office {k}.\n")
         await send.send({(MODIFIED, str(victim)) for victim in victims})
-        await until(lambda: any(e["message"].startswith("extracting 3 files failed") for e in events))
+        await until(lambda: any(e["message"].startswith("extracting 3 files: 3 LLM calls failed; left to the sync")
+                                for e in events))
         await until(lambda: failed_syncs >= 1)
         switch.up = True
         await _until_indexed(db, "Quillon Marbeck", timeout=60)
@@ -857,7 +858,7 @@ async def test_an_endpoint_the_index_was_built_through_is_said_to_have_stopped_n
         assert f"no call succeeded: {first['endpoint']} stopped answering at " in first["message"], first
         assert "api_base" not in first["message"] and first["answered_at"] == round(noted["at"], 3), first
     else:
-        assert "Start it, or fix llm.api_base" in first["message"] and first["answered_at"] is None, first
+        assert "start the server, or fix llm.api_base" in first["message"] and first["answered_at"] is None, first
 
 
 def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_path):
@@ -1333,6 +1334,45 @@ async def test_an_outage_the_extraction_ahead_meets_first_is_said_there_in_full_
     assert len(waits) == 1 and waits[0]["since"] == first["since"], lines
     assert waits[0]["message"].startswith(f"extracting 1 file waits: {first['endpoint']} still down since "), waits
     assert waits[0]["message"].endswith("; the next sync tries again"), waits
+
+
+@pytest.mark.parametrize("answered_before", [False, True])
+@pytest.mark.parametrize("chunks", [2, 3])   # the model client gives up on an extraction at 3 refused
+async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_chunks_it_had(
+        corpus, tmp_path, simulator, monkeypatch, chunks, answered_before):
+    # Two chunks refused were recorded as failed: "extracting 1 file: 2 LLM calls failed; left to
+    # the sync; no call succeeded: ... (retrying until it answers, ...)". Three made the client
+    # give up: "extracting 1 file failed: ...; the next sync tries again", no word of the retries,
+    # and of an endpoint that never answered "Nothing was published; the index is as it was".
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    if not answered_before:   # down from the start: the initial sync of no file asks it nothing
+        for path in corpus.iterdir():
+            path.unlink()
+        switch.up = False
+    async with running(settings, tmp_path / "c.db", corpus, transport=httpx.MockTransport(switch)) \
+            as (daemon, events, send):
+        switch.up = False
+        mark = len(events)
+        new = corpus / "new.txt"   # (a chunk a paragraph, at SMALL's chunk size)
+        new.write_text("\n\n".join(f"Captain Oskar{k} Lind{k} sailed the Blue Heron{k} from Port Vell{k} to "
+                                    f"Kessel{k} with Mayor Ines Varr{k} and the Guild of Harbor Pilots{k}, whose "
+                                    f"Council{k} met at Pier {k} in the old Customs House{k} every Tuesday."
+                                    for k in range(chunks)))
+        await send.send({(1, str(new))})
+        await until(lambda: "error" in events.states(mark), timeout=30)
+        daemon.stop()
+        await send.aclose()
+    await switch.client.aclose()
+    first = next(e for e in events[mark:] if e["state"] == "error")
+    endpoint = first["endpoint"]
+    why = (f"{endpoint} stopped answering at " if answered_before else
+           f"nothing answers at {endpoint}/chat/completions (connection failed (ConnectError: connection refused)); "
+           "start the server, or fix llm.api_base (")
+    assert first["message"].startswith(f"extracting 1 file: {chunks} LLM calls failed; left to the sync; no call "
+                                       f"succeeded: {why}"), first
+    assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
+    assert first["outage"] is True and first["llm_errors"] == chunks, first
+    assert "Nothing was published" not in first["message"], first
 
 
 @pytest.mark.parametrize("sentences", [1, 12])   # its sync publishes the same version, or fails
