@@ -811,7 +811,7 @@ class Daemon:
         progress = Progress()
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch:extract", transport=self.transport,
-                          retry_base_s=self.retry_base_s)
+                          retry_base_s=self.retry_base_s, answered_at=self.outage.answered_at)
         try:
             if self.writer_lock is not None:
                 self.writer_lock.check()   # its file deleted: taken again, or another writer says so
@@ -918,7 +918,7 @@ class Daemon:
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
                           command="watch", transport=self.transport, graph_cache=self.graph_cache,
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
-                          update_of=self._update_of)
+                          update_of=self._update_of, answered_at=self.outage.answered_at)
         self.indexers_made += 1
         self._sync_run = indexer.run_id
         lines = StageLines(self, indexer, reason, why, quiet=quiet)

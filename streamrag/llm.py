@@ -82,7 +82,7 @@ from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
-                                       web_page)
+                                       stopped_answering, web_page)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
@@ -209,7 +209,7 @@ class LLMClient:
                  writer: Writer | None = None, run_id: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  encoding: str = "o200k_base", retry_base_s: float | None = None,
-                 base_setting: str = "", retried: bool = False) -> None:
+                 base_setting: str = "", retried: bool = False, answered_at: float | None = None) -> None:
         if not settings.api_base:
             raise ConfigError("no LLM configured: set llm.api_base in streamrag.toml or "
                               "STREAMRAG_API_BASE (any OpenAI-compatible endpoint, e.g. "
@@ -256,6 +256,10 @@ class LLMClient:
         # What an error about the endpoint says to do once it is fixed: nothing for a caller that
         # retries by itself (``retried``: the daemon), else to run the command again.
         self._then = "" if retried else RUN_AGAIN
+        # When the endpoint last answered, as the caller knows it (a daemon: its earlier syncs, a
+        # run of the index; None: never): a refused connection is then a server stopped, not a
+        # wrong llm.api_base (``stopped_answering``), though this client never reached it.
+        self._answered_at = answered_at
         self._cut_short: set[anyio.CancelScope] = set()   # tries and backoffs under way
         self.thinking: set[str] = set()   # models seen thinking aloud (``split_reasoning``)
         self.fresh = False   # chat answers are asked again, not taken from the cache (and replace it)
@@ -806,7 +810,8 @@ class LLMClient:
                 raise self._hopeless_error(url) from None
             if e.refused and not self._reach.reached:
                 raise LLMUnavailableError(
-                    not_answering(url, e.detail, self._replies.setting)) from None
+                    not_answering(url, e.detail, self._replies.setting) if self._answered_at is None
+                    else stopped_answering(url, e.detail, self._answered_at, self._then)) from None
             if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "

@@ -197,10 +197,11 @@ class Indexer:
                  progress: Progress | None = None, command: str = "index", transport=None,
                  recluster: bool = False, graph_cache: GraphCache | None = None,
                  retried: bool = False, retry_base_s: float | None = None,
-                 update_of: str | None = None) -> None:
+                 update_of: str | None = None, answered_at: float | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing. ``update_of``: the first run of the
         update this one goes on with (a daemon's retry of what the syncs before it left missing).
+        ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s).
         ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
         are for tests."""
         self.settings = settings
@@ -208,6 +209,7 @@ class Indexer:
         # Its errors say to run the command again after the fix, unless a daemon runs it: the
         # daemon syncs again by itself (its extraction ahead too, ``watch:extract``).
         self.retries_itself = retried or command == "watch:extract"
+        self.answered_at = answered_at
         self.indexed = True   # a version was published before the run (known once the store is open)
         self.graph_cache = graph_cache
         self.recluster = recluster
@@ -311,7 +313,7 @@ class Indexer:
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
                          run_id=self.run_id, transport=self.transport, retry_base_s=self.retry_base_s,
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from,
-                         retried=self.retries_itself)
+                         retried=self.retries_itself, answered_at=self.answered_at)
 
     # -- the run -------------------------------------------------------------------------------
     async def run(self, paths: list[Path]) -> SyncResult:

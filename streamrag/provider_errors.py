@@ -220,6 +220,18 @@ def not_answering(url: str, detail: str, setting: str) -> str:
     return f"nothing answers at {url} ({detail}); start the server, or fix {setting}"
 
 
+def stopped_answering(url: str, detail: str, answered_at: float, then: str = "") -> str:
+    """Why no connection to ``url`` was made, when the caller knows it answered at ``answered_at``
+    (wall clock: a daemon's earlier sync, or a run of the index through it): the server stopped,
+    and the address is right. A daemon's sync, whose model client is new, said to "fix
+    llm.api_base" (``not_answering``), and `status --failures` kept it. ``then``: what to do once
+    it is back ("": nothing, the caller retries it by itself)."""
+    from streamrag.watch_lines import clock   # (as the watch's lines say a time)
+
+    return (f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
+            f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
+
+
 def one_line(text: object) -> str:
     """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
     text = " ".join(str(text).split())

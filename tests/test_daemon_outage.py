@@ -19,6 +19,7 @@ from streamrag.config import Settings
 from streamrag.daemon import Daemon
 from streamrag.endpoint_health import GAVE_UP
 from streamrag.store import Store
+from streamrag.watch_lines import clock
 from test_daemon import SMALL, Events, db_count, running, scripted, until
 
 pytestmark = pytest.mark.anyio
@@ -859,6 +860,30 @@ async def test_an_endpoint_the_index_was_built_through_is_said_to_have_stopped_n
         assert "api_base" not in first["message"] and first["answered_at"] == round(noted["at"], 3), first
     else:
         assert "start the server, or fix llm.api_base" in first["message"] and first["answered_at"] is None, first
+
+
+async def test_status_says_a_call_refused_by_an_endpoint_that_answered_before_was_refused_by_one_stopped(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Each sync's model client is new, so one refused by an endpoint that had answered the sync
+    # before it recorded "nothing answers at ...; start the server, or fix llm.api_base": `status
+    # --failures` told the user to fix a setting that is right, of calls the watch retries.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "s.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, _events, send):
+        answered = daemon.outage.answered_at
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 2, timeout=30)   # the edit's sync, after its extraction ahead
+        daemon.stop()
+        await send.aclose()
+    await switch.client.aclose()
+    failures = status_info(db, failures=True)["failures"]
+    assert failures, failures
+    for f in failures:
+        assert f"/chat/completions stopped answering (it last answered at {clock(answered)}): every connection " \
+               "is refused (" in f["message"], f
+        assert f["message"].endswith("; retried until it answers") and "api_base" not in f["message"], f
 
 
 def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_path):
