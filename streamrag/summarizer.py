@@ -187,9 +187,14 @@ def without_model(descriptions: list[str], settings: Settings, counts: SentenceC
     """The summary ``summarize`` writes of ``descriptions`` without a model: none, one kept
     whole, a few short ones joined, or (offline) the extractive summary (``counts``: see
     ``extractive_summary``); None when it asks one."""
+    return _written(summary_input(descriptions, settings.index.summary_max_descriptions), settings, counts)
+
+
+def _written(descriptions: list[str], settings: Settings, counts: SentenceCounts | None = None) -> str | None:
+    """``without_model`` of descriptions ``summary_input`` has chosen already (``summarize``
+    builds its prompt from them too: they were chosen twice, hashed and sorted each time)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
-    descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
     if not descriptions:
         return ""
     if len(descriptions) == 1:
@@ -206,9 +211,9 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings,
     ``counts``: the stage's sentence counts (``extractive_summary``)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
-    if (written := without_model(descriptions, settings, counts)) is not None:
-        return written, None
     descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
+    if (written := _written(descriptions, settings, counts)) is not None:
+        return written, None
     prompt = load_prompt("summarize")
     joined = "\n".join(f"- {d}" for d in descriptions)
     # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
