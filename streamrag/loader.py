@@ -520,9 +520,9 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
-    text = _decode(data, label, warnings)
+    held = [_decode(data, label, warnings)]
     del data   # (a big file's bytes, not kept beside its text)
-    text = _newlines(text)   # (once they are let go: a CRLF file's were held beside two copies of its text)
+    text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
@@ -924,13 +924,15 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
         len(_ZERO_BYTE.findall(text)) >= 0.1 * n
 
 
-def _newlines(text: str) -> str:
-    """``text`` with its lines ended by \\n and its characters composed (NFC): an accent
-    written as a letter and a combining mark (macOS, some PDF converters) cut "Benoît" to
-    "Benoi" where the extractor reads names. A run of blanks within a line longer than
-    ``_BLANK_RUN`` is cut to that: a million spaces overflowed the tokenizer's stack (a
-    traceback in `index`, and the end of `watch`)."""
-    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+def _newlines(held: list[str]) -> str:
+    """The text ``held`` alone in a list with its lines ended by \\n and its characters composed
+    (NFC): an accent written as a letter and a combining mark (macOS, some PDF converters) cut
+    "Benoît" to "Benoi" where the extractor reads names. A run of blanks within a line longer
+    than ``_BLANK_RUN`` is cut to that: a million spaces overflowed the tokenizer's stack (a
+    traceback in `index`, and the end of `watch`). The text is taken out of ``held``, so each
+    copy is let go once the next is made: a CRLF file with lone CRs was held three times at
+    once, its caller's copy beside both replacements'."""
+    text = unicodedata.normalize("NFC", held.pop().replace("\r\n", "\n").replace("\r", "\n"))
     return _LONG_BLANKS.sub(lambda m: m.group()[:_BLANK_RUN], text) if len(text) > _BLANK_RUN else text
 
 
@@ -1081,7 +1083,7 @@ def _row_documents(rows: list[tuple[int, dict]], shown: str, stem: str, text_fie
             skipped += 1
             continue
         value, halves = _whole_characters(value)
-        text = _newlines(value)
+        text = _newlines([value])
         doc_id = document_id(text)
         if doc_id in seen:
             duplicates += 1

@@ -1616,6 +1616,19 @@ def test_a_big_file_not_in_utf8_is_judged_without_copies_of_its_text(tmp_path):
     assert peak < 5, peak
 
 
+def test_a_big_crlf_file_with_lone_crs_is_read_with_two_copies_of_its_text_at_most(tmp_path):
+    # Its text was held by the reader while "\r\n" and then "\r" were made "\n": three copies
+    # at once (3x its size of ASCII; 6x of text two bytes a character, past decoding's 4x).
+    import random
+
+    rng = random.Random(3)
+    f = write(tmp_path / "mixed.txt", "".join(_prose(rng) + "\r\n" + ("an old Mac line.\r" if k % 10 == 0 else "")
+                                              for k in range(8000)).encode())
+    [doc], warnings, peak = _read_peak(f, tmp_path)
+    assert (doc.text.count("\n"), "\r" in doc.text, warnings) == (8800, False, [])
+    assert peak < 2.5, peak
+
+
 def _read_peak(f, root):
     import tracemalloc
 
