@@ -130,8 +130,8 @@ def more_words_than(text: str, n: int, start: int = 0, end: int | None = None) -
     words = 0
     for m in _WORD.finditer(text, start, end):
         at = m.start()
-        if at > start and text[at] == "/" and text[at - 1] in "\r\n" and not m.group().strip("/"):
-            continue   # (``_ABSORBED``: may be a piece of the word before it)
+        if at > start and text[at] == "/" and _ABSORBED.match(text, at - 1, end):
+            continue   # (``_ABSORBED`` from its line break, ``end`` as the end: may join the word before)
         words += 1
         if words > n:
             return True
