@@ -26,6 +26,11 @@ def write(path: Path, data: str | bytes) -> Path:
     return path
 
 
+def read_back(path: Path, data: str | bytes) -> str:
+    """The text of the first document of ``data`` written to ``path``."""
+    return read_documents(write(path, data), root=path.parent)[0][0].text
+
+
 def test_scan_walks_matches_sorts_and_skips_hidden(tmp_path):
     write(tmp_path / "b.txt", "b")
     write(tmp_path / "a.md", "a")
@@ -759,8 +764,7 @@ def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
     assert doc.text == ("Ada Osk met Bo Lund in Vell  (see Quay Plan > Costs,\n"
                         "Budget, the plan, rope and ).\n\n"
                         "Code keeps them: `[[a|b]]`\n\n```\n[[x|y]] ![[z.png]]\n```\n")
-    write(tmp_path / "b.txt", "[[Bo Lund]] stays as written outside Markdown.")
-    assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("[[Bo Lund]]")
+    assert read_back(tmp_path / "b.txt", "[[Bo Lund]] stays as written outside Markdown.").startswith("[[Bo Lund]]")
     write(tmp_path / "c.md", "![[scan.pdf]]\n")   # only embeds: nothing to index
     with pytest.raises(EmptyInput, match="c.md"):
         read_documents(tmp_path / "c.md", root=tmp_path)
@@ -769,16 +773,15 @@ def test_obsidian_wikilinks_are_read_as_the_text_they_show(tmp_path):
 
 def test_a_link_to_a_nested_heading_shows_each_heading(tmp_path):
     # Obsidian shows [[Note#H#H2]] as "Note > H > H2"; it was read as "Note > H#H2".
-    write(tmp_path / "a.md", "See [[Quay Plan#Costs#Rope]] and [[#Budget#2024]].\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md", "See [[Quay Plan#Costs#Rope]] and [[#Budget#2024]].\n") == (
         "See Quay Plan > Costs > Rope and Budget > 2024.\n")
 
 
 def test_a_code_span_in_double_backticks_keeps_the_link_it_shows(tmp_path):
     # CommonMark: a span opened by `` closes only on a run of two, so it can show a backtick.
     # The link in ``a `[[x|y]]` b`` was read as "y", and text went on as code to the next `.
-    write(tmp_path / "a.md", "Write ``a `[[x|y]]` b`` to link [[Note|the note]]; ``` `` ``` and [[Bo]].\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "Write ``a `[[x|y]]` b`` to link [[Note|the note]]; ``` `` ``` and [[Bo]].\n") == (
         "Write ``a `[[x|y]]` b`` to link the note; ``` `` ``` and Bo.\n")
 
 
@@ -786,13 +789,13 @@ def test_a_longer_fence_keeps_the_fences_it_shows_as_code(tmp_path):
     # A note showing a code block puts it in a longer fence (CommonMark: it closes only on as
     # long a fence). The ``` inside closed the code: the links it showed were read as text,
     # and the ```` after it opened code to the end, so the note's own links stayed [[...]].
-    write(tmp_path / "a.md", "Intro.\n\n````md\n```\n[[x|y]]\n```\n[[z|w]]\n````\n\nSee [[Note|the note]].\n")
-    text = read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text
+    text = read_back(tmp_path / "a.md",
+                     "Intro.\n\n````md\n```\n[[x|y]]\n```\n[[z|w]]\n````\n\nSee [[Note|the note]].\n")
     assert "```\n[[x|y]]\n```\n[[z|w]]\n````" in text
     assert text.endswith("See the note.\n")
     # A quote shown in such code stays as written too.
-    write(tmp_path / "q.md", "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\n> [!tip] Read\n")
-    assert read_documents(tmp_path / "q.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "q.md",
+                     "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\n> [!tip] Read\n") == (
         "````md\n```\n> [!note] shown\n```\n> [!note] shown too\n````\nRead\n\n")
 
 
@@ -814,37 +817,34 @@ def test_obsidian_callouts_and_quotes_are_read_as_the_text_they_show(tmp_path):
                         "```\n[!x] quoted code\n```\n"
                         "    > indented code\nEnd.\n")
     assert doc.title == "Open question"
-    write(tmp_path / "b.txt", "> [!note] stays as written outside Markdown.")
-    assert read_documents(tmp_path / "b.txt", root=tmp_path)[0][0].text.startswith("> [!note]")
+    assert read_back(tmp_path / "b.txt", "> [!note] stays as written outside Markdown.").startswith("> [!note]")
 
 
 def test_code_in_a_quote_ends_with_the_quote(tmp_path):
     # A fence opened in a quote and not closed there ends with the quote (CommonMark): once the
     # marks were taken off, it opened code to the end of the note, and its links stayed [[...]].
-    write(tmp_path / "a.md", "> ```\n> code\n\nSee [[Note|the note]].\n")
-    text = read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text
+    text = read_back(tmp_path / "a.md", "> ```\n> code\n\nSee [[Note|the note]].\n")
     assert text.startswith("```\ncode\n") and text.endswith("See the note.\n")
-    write(tmp_path / "b.md", "> > ~~~\n> > code\n> Back in [[Note|the outer quote]].\n")
-    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text.endswith("Back in the outer quote.\n")
+    assert read_back(tmp_path / "b.md",
+                     "> > ~~~\n> > code\n> Back in [[Note|the outer quote]].\n").endswith("Back in the outer quote.\n")
 
 
 def test_code_in_a_quote_loses_only_that_quote_s_marks(tmp_path):
     # A prompt shown in quoted code lost its own ">" too, and its HTML comment was taken out:
     # code is kept as written once the quote's marks are off.
-    write(tmp_path / "a.md", "> ```\n> > prompt [[x|y]]\n> <!-- shown -->\n> ```\n> Then [[Note|the note]].\n"
-                             "\n> > ~~~\n> > >> deeper\n> > ~~~\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "> ```\n> > prompt [[x|y]]\n> <!-- shown -->\n> ```\n> Then [[Note|the note]].\n"
+                     "\n> > ~~~\n> > >> deeper\n> > ~~~\n") == (
         "```\n> prompt [[x|y]]\n<!-- shown -->\n```\nThen the note.\n\n~~~\n>> deeper\n~~~\n")
     # A list item's quote ends it, as a quote's end does.
-    write(tmp_path / "b.md", "- > ```\n  > code [[x|y]]\n> Out of the item, [[Note|the note]].\n")
-    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "b.md", "- > ```\n  > code [[x|y]]\n> Out of the item, [[Note|the note]].\n") == (
         "- ```\n  code [[x|y]]\n```\nOut of the item, the note.\n")
 
 
 def test_a_quote_in_a_list_item_is_read_without_its_marks(tmp_path):
     # "1. > quote" kept its ">", and a callout in a list item its "[!note]".
-    write(tmp_path / "a.md", "1. > [!note] Title\n   > Quoted [[Note|the note]].\n- > plain\n\n- item\n\n    > deeper\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "1. > [!note] Title\n   > Quoted [[Note|the note]].\n- > plain\n\n- item\n\n    > deeper\n") == (
         "1. Title\n\n   Quoted the note.\n- plain\n\n- item\n\n  deeper\n")
 
 
@@ -853,15 +853,15 @@ def test_indented_code_is_kept_as_written_and_a_list_item_s_indented_text_is_rea
     # is: its links were read as shown, its comments taken out, and a ``` in it opened code to
     # the end of the note. Four columns in under a list item is the item's text, and under a
     # line of text its lazy continuation: read as shown.
-    write(tmp_path / "a.md", "Run it:\n\n    ln -s [[x|y]] <!-- kept -->\n    ```\n\nSee [[Note|the note]].\n\n"
-                             "- An item\n\n    its text, [[Bo Lund|Bo]]\n\n1. Item\n\n       code [[k]]\n\n"
-                             "A line\n    wrapped [[Ada Osk|Ada]]\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "Run it:\n\n    ln -s [[x|y]] <!-- kept -->\n    ```\n\nSee [[Note|the note]].\n\n"
+                     "- An item\n\n    its text, [[Bo Lund|Bo]]\n\n1. Item\n\n       code [[k]]\n\n"
+                     "A line\n    wrapped [[Ada Osk|Ada]]\n") == (
         "Run it:\n\n    ln -s [[x|y]] <!-- kept -->\n    ```\n\nSee the note.\n\n"
         "- An item\n\n    its text, Bo\n\n1. Item\n\n       code [[k]]\n\n"
         "A line\n    wrapped Ada\n")
-    write(tmp_path / "b.md", "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
-    assert read_documents(tmp_path / "b.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "b.md",
+                     "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n") == (
         "    [[Note|Shown]] at the start is code.\n# Heading\n    [[x]] after a heading too\n")
 
 
@@ -870,12 +870,12 @@ def test_indented_code_in_a_quote_is_kept_as_written(tmp_path):
     # is outside a quote: its link was read as shown ("    y") and its comment taken out. Under
     # the quote's paragraph it is text, and so is a quoted list item's indented text; a ``` four
     # columns in opens no code (it kept the rest of the quote as written).
-    write(tmp_path / "a.md", "> a\n>\n>     [[x|y]] <!-- kept -->\n>     more\n>\n> Back to [[Bo|text]].\n\n"
-                             "> > Deeper\n> >\n> >     ln [[z]]\n\n"
-                             "> Para\n>     wrapped [[Ada Osk|Ada]]\n\n"
-                             "> - item\n>\n>     its [[Eva|text]]\n\n"
-                             "> Text\n>     ```\n> [[Dag|shown]]\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "> a\n>\n>     [[x|y]] <!-- kept -->\n>     more\n>\n> Back to [[Bo|text]].\n\n"
+                     "> > Deeper\n> >\n> >     ln [[z]]\n\n"
+                     "> Para\n>     wrapped [[Ada Osk|Ada]]\n\n"
+                     "> - item\n>\n>     its [[Eva|text]]\n\n"
+                     "> Text\n>     ```\n> [[Dag|shown]]\n") == (
         "a\n\n    [[x|y]] <!-- kept -->\n    more\n\nBack to text.\n\n"
         "Deeper\n\n    ln [[z]]\n\n"
         "Para\n    wrapped Ada\n\n"
@@ -887,9 +887,9 @@ def test_a_fence_opens_where_commonmark_opens_one(tmp_path):
     # A line of text four columns in ("    ```" under a line of text) opened code to the end of
     # the note, its links left as written. A fence after a list item's marker is code (its
     # link was read as shown, its comment taken out), and it ends with the item.
-    write(tmp_path / "a.md", "Text\n    ```\n\nSee [[Note|the note]].\n\n- ```\n  [[x|y]] <!-- kept -->\n  ```\n"
-                             "- ```\n  code [[z]]\nOut [[Bo|of it]].\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == (
+    assert read_back(tmp_path / "a.md",
+                     "Text\n    ```\n\nSee [[Note|the note]].\n\n- ```\n  [[x|y]] <!-- kept -->\n  ```\n"
+                     "- ```\n  code [[z]]\nOut [[Bo|of it]].\n") == (
         "Text\n    ```\n\nSee the note.\n\n- ```\n  [[x|y]] <!-- kept -->\n  ```\n"
         "- ```\n  code [[z]]\nOut of it.\n")
 
@@ -897,8 +897,8 @@ def test_a_fence_opens_where_commonmark_opens_one(tmp_path):
 def test_a_line_opening_with_inline_code_in_triple_backticks_opens_no_code_block(tmp_path):
     # "```ls``` first." is a code span (CommonMark: a ``` fence's info string holds no
     # backtick); taken for a fence, it opened code to the end: quotes and links stayed as written.
-    write(tmp_path / "a.md", "```ls``` first.\n\n> Then [[Note|the note]].\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "```ls``` first.\n\nThen the note.\n"
+    assert read_back(tmp_path / "a.md",
+                     "```ls``` first.\n\n> Then [[Note|the note]].\n") == "```ls``` first.\n\nThen the note.\n"
 
 
 def test_binary_data_past_the_first_8_kb_is_still_a_binary_file(tmp_path):
@@ -1425,8 +1425,7 @@ def test_a_processing_instruction_declaration_or_cdata_block_is_kept_as_written(
     # holding "?>"), "<!" and a letter (<!DOCTYPE ..., to a ">") or "<![CDATA[" (to "]]>"),
     # passed on as written. Read as text, the "```" in one opened code to the end of the note
     # (the links after it kept as [[...]]), its quote lost its mark, its link was read as shown.
-    write(tmp_path / "a.md", "<![CDATA[\n> [[x|y]]\n```\n]]>\nAda met [[Bo Lund|Bo]].\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == \
+    assert read_back(tmp_path / "a.md", "<![CDATA[\n> [[x|y]]\n```\n]]>\nAda met [[Bo Lund|Bo]].\n") == \
         "<![CDATA[\n> [[x|y]]\n```\n]]>\nAda met Bo.\n"
     assert as_shown("<?php\n$a = '[[x|y]]';\n?>\n[[a|b]]") == "<?php\n$a = '[[x|y]]';\n?>\nb"
     assert as_shown("<!DOCTYPE note\n[[x|y]]>\n[[a|b]]") == "<!DOCTYPE note\n[[x|y]]>\nb"
@@ -1483,8 +1482,7 @@ def test_a_quote_under_a_paragraph_is_no_part_of_a_code_span_opened_in_it(tmp_pa
     for text in ("Intro `tick <!-- hidden\n> quote ` text\n```\n-->\nAfter [[Note|the note]].\n",
                  "> Intro `tick <!-- hidden\n> > quote ` text\n> ```\n-->\nAfter [[Note|the note]].\n"):
         assert readable(text) == "Intro `tick \nAfter the note.\n", text
-        write(tmp_path / "a.md", text)
-        assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "Intro `tick \nAfter the note.\n"
+        assert read_back(tmp_path / "a.md", text) == "Intro `tick \nAfter the note.\n"
     # In the quote (or lazily under it, or from a deeper one), the span runs on as before.
     for text in ("> Intro `tick <!-- kept\n> quote ` text\n> ```\n> x\n> ```\nAfter [[Note|the note]].\n",
                  "> Intro `tick <!-- kept\nlazy ` text\n```\nx\n```\nAfter [[Note|the note]].\n",
@@ -1498,8 +1496,8 @@ def test_a_backtick_escaped_by_a_backslash_opens_no_code_span(tmp_path):
     # CommonMark: \` shows a backtick and opens no code span. It opened one to the next tick:
     # the link after it stayed [[...]] and the comment was indexed, or, over its line, a fence
     # in the comment opened code to the end of the note.
-    write(tmp_path / "a.md", "Type \\` then [[Bo Lund|Bo]] <!-- draft --> and a tick: `.\n")
-    assert read_documents(tmp_path / "a.md", root=tmp_path)[0][0].text == "Type \\` then Bo  and a tick: `.\n"
+    assert read_back(tmp_path / "a.md",
+                     "Type \\` then [[Bo Lund|Bo]] <!-- draft --> and a tick: `.\n") == "Type \\` then Bo  and a tick: `.\n"
     assert readable("Ada \\`x <!-- a ` \n```\n--> [[q|r]]") == "Ada \\`x  r"
     # Two backslashes are an escaped one: the tick opens a span. Of a longer run only the first
     # tick is escaped, and the rest opens a span closed by as many. In a span a backslash is text.
