@@ -14,7 +14,7 @@ import pytest
 
 from conftest import DATA, make_settings
 from streamrag.errors import InputError
-from streamrag.loader import read_documents, scan
+from streamrag.loader import read_documents, scan, storable
 from streamrag.pipeline import sync
 
 
@@ -38,14 +38,6 @@ def write_bad(folder: Path, name: bytes, text: str = "Odd name, plain text.") ->
     except OSError as e:   # a file system that only takes UTF-8 names (APFS, some mounts)
         pytest.skip(f"cannot create a non-UTF-8 file name here: {e}")
     return Path(os.fsdecode(raw))
-
-
-def storable(line: str) -> bool:
-    try:
-        line.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 # -- names that are not valid UTF-8 ---------------------------------------------------------
