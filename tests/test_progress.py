@@ -8,6 +8,11 @@ from streamrag import progress as shown
 from streamrag.run_progress import Progress
 
 
+def untimed(err: str) -> list[str]:
+    """The lines of ``err`` without the time each begins with ("[   1.2s] ")."""
+    return [line.split("] ", 1)[1] for line in err.splitlines()]
+
+
 def said_until(capsys, still: int) -> str:
     """What stderr says once it holds ``still`` lines saying the stage goes on: waited for, up to
     a minute (a loaded machine's ticker comes late, not wrong), not slept for a fixed time."""
@@ -29,8 +34,7 @@ def test_a_long_stage_off_a_terminal_prints_its_counts(capsys, monkeypatch):
         p.add("chunks_extracted", 4)
         p.add("chunks_extracted", 0)           # nothing new: no repeated line
         p.set_stage("reporting")
-    lines = capsys.readouterr().err.splitlines()
-    assert [line.split("] ", 1)[1] for line in lines] == [
+    assert untimed(capsys.readouterr().err) == [
         "extracting",
         "extracting: files 0/3; chunks 0 extracted, 0 reused",
         "extracting: files 1/3; chunks 0 extracted, 0 reused",
@@ -44,7 +48,7 @@ def test_counts_wait_for_the_interval(capsys):
     with shown.show(p):                           # the default interval: no count line this fast
         p.set_stage("extracting")
         p.add("chunks_extracted", 2)
-    assert [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()] == ["extracting"]
+    assert untimed(capsys.readouterr().err) == ["extracting"]
 
 
 def test_a_stage_that_moves_no_counter_still_gets_a_line(capsys, monkeypatch):
@@ -56,7 +60,7 @@ def test_a_stage_that_moves_no_counter_still_gets_a_line(capsys, monkeypatch):
         p.set_stage("extracting")
         p.total("files", 1)
         said = said_until(capsys, 2)
-    lines = [line.split("] ", 1)[1] for line in (said + capsys.readouterr().err).splitlines()]
+    lines = untimed(said + capsys.readouterr().err)
     assert lines[0] == "extracting"
     assert len(lines) >= 3 and set(lines[1:]) == {
         "extracting: files 0/1; chunks 0 extracted, 0 reused (still working)"}, lines
@@ -68,5 +72,5 @@ def test_the_first_stage_gets_a_line_too_when_nothing_moves(capsys, monkeypatch)
     monkeypatch.setattr(shown, "STILL_S", 0.05)
     with shown.show(p):
         said = said_until(capsys, 1)
-    lines = [line.split("] ", 1)[1] for line in (said + capsys.readouterr().err).splitlines()]
+    lines = untimed(said + capsys.readouterr().err)
     assert lines and set(lines) == {"scanning: files 0/0; chunks 0 extracted, 0 reused (still working)"}, lines
