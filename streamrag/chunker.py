@@ -38,7 +38,8 @@ from itertools import accumulate
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
-from streamrag.tokens import blank_led, encode_ordinary, get_encoding, more_words_than, safe_cut, tokens_up_to
+from streamrag.tokens import (blank_led, encode_ordinary, get_encoding, last_cut, more_words_than, safe_cut,
+                             safe_cuts, tokens_up_to)
 
 # W, in bodies: wider windows mean fuller chunks (fewer calls) but edits reach further.
 # Bump when the cutting rules change: a changed chunker re-chunks every document.
@@ -110,10 +111,11 @@ def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: st
 def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
     """The tokens of units ``[a, b)`` together, when they are the sum of theirs: each meets the
     one before at a safe seam (``tokens.safe_cut``: a long sentence's pieces cut between
-    words); else None (a sentence's or paragraph's end is none: counted whole)."""
-    for k in range(a + 1, b):
-        if units.end[k - 1] != units.start[k] or not safe_cut(enc, text, units.start[k]):
-            return None
+    words, lines and paragraphs after their line break); else None (a sentence's end within a
+    line is none: counted whole)."""
+    starts = units.start[a + 1:b]
+    if units.end[a:b - 1] != starts or not safe_cuts(enc, text, starts):
+        return None
     return sum(units.tokens[a:b])
 
 
@@ -339,12 +341,20 @@ def _finish(doc: Document, text: str, spans: list[tuple[int, int, int, int | Non
 def _counted(text: str, span: tuple[int, int, int, int | None], piece: str, enc) -> int:
     """The tokens of ``piece``, a chunk's text (``span``: where its prefix and body begin, where
     it ends, and its body's tokens when known, ``_body_tokens``): its prefix's and its body's
-    when they meet at a safe seam and no blank was stripped off it (a long line's chunks were
-    encoded once more whole), else counted."""
+    when they meet at a safe seam and no blank was stripped off its start (a chunk was encoded
+    once more whole: 1.09 times the text), else counted. Blanks stripped off its end (a
+    paragraph's or a sentence's) are taken off the body's count from the last safe seam before
+    them: the few characters after it counted with and without them."""
     p, s, e, body = span
-    if body is not None and len(piece) == e - p and (p == s or safe_cut(enc, text, s)):
-        return body + (len(enc.encode_ordinary(text[p:s])) if p < s else 0)
-    return len(enc.encode_ordinary(piece))
+    if body is None or text[p].isspace() or p < s and not safe_cut(enc, text, s):
+        return len(enc.encode_ordinary(piece))
+    end = p + len(piece)   # (nothing stripped off its start: it begins at p)
+    if end < e:
+        cut = last_cut(enc, text, max(s, end - 64), end)
+        if cut is None:
+            return len(enc.encode_ordinary(piece))
+        body += len(enc.encode_ordinary(text[cut:end])) - len(enc.encode_ordinary(text[cut:e]))
+    return body + (len(enc.encode_ordinary(text[p:s])) if p < s else 0)
 
 
 def _fit(text: str, p: int, s: int, e: int, body: str, n: int, chunk_size: int, overlap: int,

@@ -205,6 +205,19 @@ def safe_cut(enc: tiktoken.Encoding, text: str, at: int) -> bool:
     return 0 < at < len(text) and _SEAM.match(text, at - 1, at + 1) is not None and analysed(enc)
 
 
+def safe_cuts(enc: tiktoken.Encoding, text: str, cuts) -> bool:
+    """Whether each of ``cuts`` is a safe seam of ``text`` (``safe_cut``): a chunk's units, its
+    sentences or lines, meet at one each (``enc`` looked at once, not at each)."""
+    n, seam = len(text), _SEAM.match
+    return analysed(enc) and all(0 < at < n and seam(text, at - 1, at + 1) for at in cuts)
+
+
+def last_cut(enc: tiktoken.Encoding, text: str, start: int, end: int) -> int | None:
+    """The last place inside ``text[start:end]`` that is a safe seam (``safe_cut``), or None."""
+    seam = _LAST_SEAM.match(text, start, end) if analysed(enc) else None
+    return seam.end() if seam is not None else None
+
+
 @functools.lru_cache(maxsize=4)
 def blank_led(enc: tiktoken.Encoding) -> bytes:
     """For each token of ``enc``, whether its bytes begin with a space, a line break or a tab (1)
@@ -248,8 +261,14 @@ def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
 # the letter alternatives end (or take a contraction, from ``'``), after digits ``\p{N}{1,3}``
 # ends, and no other alternative takes a letter or digit at all. ("t>" is such a seam, ".\n" and
 # ">\n" are not: o200k and cl100k take punctuation with the line breaks after it, o200k slashes
-# too; " x" is not, the space leading the word.) Proved for these patterns only: a tokenizer
-# with another one is counted whole.
+# too; " x" is not, the space leading the word.) A line break before a character that is neither
+# whitespace nor ``/`` is a seam too, though its left character is whitespace: (1) no
+# alternative takes a line break and then such a character (the letter alternatives' first
+# character is no line break, the punctuation one takes only line breaks and slashes after its
+# run, the others only whitespace), and (2) the run of whitespace the break ends is taken whole
+# by ``\s*[\r\n]+`` (o200k) or ``\s*[\r\n]`` (cl100k, or its ``\s++$`` alone) from wherever a
+# piece of it starts, before ``(?!\S)`` is tried: a paragraph's or a line's end before the next
+# one's first word. Proved for these patterns only: a tokenizer with another one is counted whole.
 _ANALYSED = frozenset((
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
     r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
@@ -257,8 +276,9 @@ _ANALYSED = frozenset((
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$"""
     r"""|\s*[\r\n]|\s+(?!\S)|\s""",   # cl100k_base
 ))
-# A letter or digit with a safe seam after it (the character after it looked at, not taken).
-_SEAM = re.compile(r"[A-Za-z0-9](?=[\t\n\x0b\x0c\r !-&(-/:-@\[-`{-~])")
+# A letter or digit, or a line break, with a safe seam after it (the character after it looked
+# at, not taken; Python's ``\s`` holds all the tokenizers' whitespace, and more).
+_SEAM = re.compile(r"[A-Za-z0-9](?=[\t\n\x0b\x0c\r !-&(-/:-@\[-`{-~])|\n(?=[^\s/])")
 _LAST_SEAM = re.compile(r"(?s:.*)(?:" + _SEAM.pattern + ")")   # (its end: the last seam's)
 
 

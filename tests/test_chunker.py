@@ -295,3 +295,22 @@ def test_a_paragraph_of_long_words_within_the_budget_is_encoded_once(monkeypatch
     monkeypatch.undo()
     assert (c.text, c.tokens) == (text, count_tokens(text, ENC))
     assert sum(encoded) == len(text), encoded
+
+
+def test_a_chunk_of_paragraphs_or_lines_is_counted_from_theirs_not_encoded_again(monkeypatch):
+    # Paragraphs, and a paragraph's lines (a log's), meet after a line break: a safe seam, so a
+    # chunk's count is its units' (the blanks stripped off its end counted off from its last
+    # seam), not its text encoded again: characters encoded 2.4 times the text before, now 1.4.
+    rng = random.Random(4)
+    notes = "\n\n".join(make_paragraphs(4, 120))
+    log = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 22))) + "." for _ in range(6000))   # a line a sentence
+    for encoding in ("o200k_base", "cl100k_base"):
+        enc = get_encoding(encoding)
+        for text in (notes, log):
+            encoded = []
+            real = enc.encode_ordinary
+            monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
+            out = chunk_document(doc(text), chunk_size=300, overlap=30, encoding=encoding)
+            monkeypatch.undo()
+            assert len(out) > 20 and all(c.tokens == count_tokens(c.text, encoding) <= 300 for c in out)
+            assert sum(encoded) < 1.6 * len(text), sum(encoded) / len(text)

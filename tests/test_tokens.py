@@ -257,3 +257,28 @@ def test_a_text_cut_at_a_safe_seam_has_the_tokens_of_its_parts_and_tokens_up_to_
         n = len(encode_ordinary(enc, text, start, end))
         for limit in (0, 1, n // 3, n - 1, n, n + 1):
             assert (tokens_up_to(enc, text, limit, start, end) > limit) == (n > limit), (start, end, limit)
+
+
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_a_line_break_before_a_word_is_a_safe_seam(encoding):
+    import random
+
+    from streamrag.tokens import get_encoding, safe_cut
+
+    # The chunker sums the counts of paragraphs and lines that meet there. Not before whitespace
+    # (a run's pieces), nor before "/" (o200k takes slashes after a line break).
+    rng = random.Random(8)
+    parts = ["word", "W", " ", "  ", "\n", "\n\n", "\r\n", "\t", "\x0b", "\x1c", "\x85", "\u00a0", "\u3000", "7",
+             "'s", "'", ".", "!", "/", "//", "-", "(", '"', "#", "e\u0301", "\u0301", "\u4e2d", "\U0001f600",
+             " \n", "\n ", ".\n", "\n'", "\n/", "\n-", "\n1", "\n\u4e2d"]
+    enc = get_encoding(encoding)
+    after_breaks = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(1, 30)))
+        whole = enc.encode_ordinary(text)
+        for at in range(1, len(text)):
+            if safe_cut(enc, text, at):
+                after_breaks += text[at - 1] == "\n"
+                assert enc.encode_ordinary(text[:at]) + enc.encode_ordinary(text[at:]) == whole, (text, at)
+    assert after_breaks > 1000
+    assert safe_cut(enc, "a.\n\nThe", 4) and not safe_cut(enc, "a.\n//", 3) and not safe_cut(enc, "a\n  b", 2)
