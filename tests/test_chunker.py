@@ -261,6 +261,18 @@ def test_a_big_document_of_lines_is_chunked_in_little_memory_beside_it():
     assert peak < 4 * len(text), peak / len(text)
 
 
+def chunked_counting(monkeypatch, text: str, encoding: str, **sizes):
+    """The chunks of ``text``, and the length of each text the chunker encoded to make them."""
+    enc = get_encoding(encoding)
+    encoded: list[int] = []
+    real = enc.encode_ordinary
+    monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
+    try:
+        return chunk_document(doc(text), encoding=encoding, **sizes), encoded
+    finally:
+        monkeypatch.undo()
+
+
 def test_a_long_line_is_encoded_about_once_and_its_chunks_counted_right(monkeypatch):
     # A book on one line (or base64, CJK with no spaces) was encoded whole to see it is more than
     # a chunk, a window at a time, again piece by piece and again chunk by chunk: its pieces
@@ -271,13 +283,8 @@ def test_a_long_line_is_encoded_about_once_and_its_chunks_counted_right(monkeypa
     rng = random.Random(9)
     words = " ".join(rng.choice(WORDS) + ("," if rng.random() < 0.1 else "") for _ in range(60_000))
     blob = base64.b64encode(rng.randbytes(150_000)).decode()
-    enc = get_encoding(ENC)
     for text in (words, blob):
-        encoded = []
-        real = enc.encode_ordinary
-        monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
-        out = chunk_document(doc(text), chunk_size=1200, overlap=100, encoding=ENC)
-        monkeypatch.undo()
+        out, encoded = chunked_counting(monkeypatch, text, ENC, chunk_size=1200, overlap=100)
         assert len(out) > 20 and all(c.tokens == count_tokens(c.text, ENC) <= 1200 for c in out)
         # (words: 1.6 times the text, 3.3 before; base64: 2.8, 4.7 before)
         assert sum(encoded) < (2 if text is words else 3.3) * len(text), sum(encoded) / len(text)
@@ -287,12 +294,7 @@ def test_a_paragraph_of_long_words_within_the_budget_is_encoded_once(monkeypatch
     # More than four budgets of characters but few words: its tokens were counted a window at a
     # time to see it is no more than a chunk, then it was encoded whole again for its count.
     text = " ".join(["internationalization"] * 25)   # 524 characters, 50 tokens
-    enc = get_encoding(ENC)
-    encoded = []
-    real = enc.encode_ordinary
-    monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
-    [c] = chunk_document(doc(text), chunk_size=100, overlap=0, encoding=ENC)
-    monkeypatch.undo()
+    [c], encoded = chunked_counting(monkeypatch, text, ENC, chunk_size=100, overlap=0)
     assert (c.text, c.tokens) == (text, count_tokens(text, ENC))
     assert sum(encoded) == len(text), encoded
 
@@ -305,12 +307,7 @@ def test_a_chunk_of_paragraphs_or_lines_is_counted_from_theirs_not_encoded_again
     notes = "\n\n".join(make_paragraphs(4, 120))
     log = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 22))) + "." for _ in range(6000))   # a line a sentence
     for encoding in ("o200k_base", "cl100k_base"):
-        enc = get_encoding(encoding)
         for text in (notes, log):
-            encoded = []
-            real = enc.encode_ordinary
-            monkeypatch.setattr(enc, "encode_ordinary", lambda t: encoded.append(len(t)) or real(t))
-            out = chunk_document(doc(text), chunk_size=300, overlap=30, encoding=encoding)
-            monkeypatch.undo()
+            out, encoded = chunked_counting(monkeypatch, text, encoding, chunk_size=300, overlap=30)
             assert len(out) > 20 and all(c.tokens == count_tokens(c.text, encoding) <= 300 for c in out)
             assert sum(encoded) < 1.6 * len(text), sum(encoded) / len(text)
