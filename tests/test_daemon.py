@@ -1734,6 +1734,9 @@ async def test_stop_finishes_the_work_under_way(corpus, tmp_path, when):
     if when == "prefetch":
         # The extraction finished and is kept; the change waits for the next start's sync.
         assert "waiting" in states and daemon.syncs == 1 and store.version == 1
+        # ... as its line says: it said "sync after 0.05s of quiet", a sync this process never runs.
+        (waiting,) = [e for e in events if e["state"] == "waiting"]
+        assert waiting["message"].endswith("; the next start syncs it"), waiting
         assert events[-1]["pending"] == 1
         assert store.scalar("SELECT count(*) FROM documents WHERE path = 'new.txt'") == 0
     else:
