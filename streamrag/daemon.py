@@ -956,7 +956,7 @@ class Daemon:
         quiet = self._outage_after(result, previous, quiet=lines.quiet)
         spent = self._say_idle(result, ahead, took, quiet=quiet)
         self._say_settled(result)
-        done = self._left_out(result, spent, indexer.chunks_failed, quiet=quiet)
+        done = self._left_out(result, spent, indexer.chunks_failed, quiet=quiet, words=indexer.unavailable_error)
         self._update_of = None if done else self._update_of or result.run_id
         return done
 
@@ -1104,13 +1104,11 @@ class Daemon:
         if unreachable and self.outage.current is not None:   # said when it began
             self.outage.owe(quiet=quiet)
             return
-        if self.stopping:
-            then = "the next start syncs what is pending"
-        elif unreachable:
-            then = UNTIL_IT_ANSWERS
-        else:
-            then = "retrying after the next quiet period"
-        began = self.outage.began() if unreachable else {}
+        if unreachable and not self.stopping:   # (the client's words, without "Nothing was published")
+            self._say_sync_down(indexer.unavailable_error or str(e), str(e), **self._failed_counts(indexer))
+            return
+        then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
+        began = self.outage.began() if unreachable else {}   # (stopping)
         self.emit("error", f"sync failed: {self._why_failed(e)}; {then}", error=str(e),
                   **self._failed_counts(indexer), **began)
 
@@ -1203,9 +1201,10 @@ class Daemon:
             self.emit("warning", line, warning=line, settled=result.settled)
 
     def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int, *,
-                  quiet: bool) -> bool:
+                  quiet: bool, words: str = "") -> bool:
         """The items a sync that published left out, their calls failed (``spent``: the calls
-        of the update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``):
+        of the update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``;
+        ``words``: the model client's of the calls refused, ``Indexer.unavailable_error``):
         retried by a sync after a pause (False), or not (True). ``--once``: said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
         # counts them (those the client gave up on too); whether no call got an answer is this
@@ -1229,7 +1228,7 @@ class Daemon:
         # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
         outage = not answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
-            self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet)
+            self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet, words=words)
             return False
         self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
                            "retries; they are tried again when a file changes or `streamrag index "
@@ -1259,22 +1258,39 @@ class Daemon:
                            "run again to retry them (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items)
 
-    def _retry_left_out(self, failed_items: int, failed_calls: int, *, outage: bool, quiet: bool) -> None:
+    def _retry_left_out(self, failed_items: int, failed_calls: int, *, outage: bool, quiet: bool,
+                        words: str = "") -> None:
         """Schedules a sync to retry the items left out, and says so (an ``outage``: says it
-        began, or, said already, leaves it to the outage lines)."""
+        began, its calls in the model client's ``words``, or, said already, leaves it to the
+        outage lines)."""
         self._retries += 1
         self.pending.setdefault(".", "retry")
         self._retry_items = failed_items
         if outage and self.outage.current is not None:   # said when it began
             self.outage.owe(quiet=quiet)
             return
-        fields: dict[str, Any] = {"outage": False}
-        why = ""
         if outage:
-            fields, why = self._outage_began()
+            self._say_sync_down(words, llm_errors=failed_calls, pending=self._files_pending(),
+                                failed_items=failed_items)
+            return
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                           f"retried after a pause{why}", llm_errors=failed_calls,
-                  failed_items=failed_items, **fields)
+                           "retried after a pause", llm_errors=failed_calls,
+                  failed_items=failed_items, outage=False)
+
+    def _say_sync_down(self, words: str, error: str = "", **counts: int) -> None:
+        """A sync none of whose calls got an answer, an outage begun: said in full, one form whether
+        it published without the chunks refused (``_retry_left_out``) or the model client gave up
+        on it (``error``, three chunks refused: ``_sync_failed``), as an extraction ahead's is
+        (``_say_ahead_down``): ``2 LLM calls failed; the affected items are retried after a pause;
+        no call succeeded: ... (retrying until it answers, ...)``, the calls in the client's
+        ``words`` (``Indexer.unavailable_error``), but of calls recorded as failed with HTTP errors,
+        the outage's. One or two chunks said "is the endpoint ... down? Start it, or fix ...",
+        three or more "sync failed: nothing answers at ...", a hung server's words too."""
+        told = words and (error or not self.outage.server_errors)
+        fields, why = self._outage_began(LLMUnavailableError(words) if told else None)
+        said = {"error": error or words} if words else {}
+        self.emit("error", f"{_n(counts['llm_errors'], 'LLM call')} failed; the affected items are "
+                           f"retried after a pause{why}", **said, **counts, **fields)
 
     def _outage_began(self, error: LLMUnavailableError | None = None) -> tuple[dict[str, Any], str]:
         """Notes the outage begun (``Outage.began``) after a sync or an extraction ahead none of

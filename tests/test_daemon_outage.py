@@ -171,8 +171,8 @@ async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp
         send, recv = scripted()
         async with anyio.create_task_group() as tg:
             tg.start_soon(daemon.run, recv)
-            await until(lambda: any(e["message"].startswith("sync failed: nothing answers at")
-                                    for e in events), timeout=30)
+            await until(lambda: any("failed; the affected items are retried after a pause; no call succeeded: "
+                                    "nothing answers at" in e["message"] for e in events), timeout=30)
             await until_then(daemon)
             await send.aclose()
         return events
@@ -895,17 +895,17 @@ def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_p
     daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
     error = LLMUnavailableError("nothing answers at http://127.0.0.1:9/v1/chat/completions (ConnectError: "
                                 "refused); start the server, or fix llm.api_base")
-    failed = types.SimpleNamespace(not_indexed_files=None, llm=None)
+    failed = types.SimpleNamespace(not_indexed_files=None, llm=None, unavailable_error=str(error))
     daemon.outage.refused = True
     daemon._sync_failed(error, failed, {}, quiet=False, initial=False)   # never answered: as it said
     daemon.outage.no_news()
     daemon.outage.answered_at = time.time() - 60
     daemon._sync_failed(error, failed, {}, quiet=False, initial=False)
     never, stopped = (e["message"] for e in events)
-    assert never.startswith("sync failed: nothing answers at ") and "fix llm.api_base" in never, never
-    assert stopped.startswith("sync failed: http://127.0.0.1:9/v1 stopped answering at "), stopped
-    assert "api_base" not in stopped and stopped.endswith("; retrying until it answers, less often as it "
-                                                          "stays down, said briefly"), stopped
+    assert "; no call succeeded: nothing answers at " in never and "fix llm.api_base" in never, never
+    assert "; no call succeeded: http://127.0.0.1:9/v1 stopped answering at " in stopped, stopped
+    assert "api_base" not in stopped and stopped.endswith(" (retrying until it answers, less often as it "
+                                                          "stays down, said briefly)"), stopped
 
 
 def test_another_error_met_during_an_outage_is_said_as_it_is(tmp_path):
@@ -1397,6 +1397,49 @@ async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_c
                                        f"succeeded: {why}"), first
     assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
     assert first["outage"] is True and first["llm_errors"] == chunks, first
+    assert "Nothing was published" not in first["message"], first
+
+
+@pytest.mark.parametrize("answered_before", [False, True])
+@pytest.mark.parametrize("chunks", [2, 3])   # the model client gives up on a sync at 3 refused
+async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
+        corpus, tmp_path, simulator, monkeypatch, chunks, answered_before):
+    # A sync of two chunks refused published without them: "2 LLM calls failed; the affected items
+    # are retried after a pause; no call succeeded: is the endpoint ... down? Start it, or fix
+    # llm.api_base (...)", no error field. Three made the client give up: "sync failed: nothing
+    # answers at ...; start the server, or fix llm.api_base. Nothing was published; ...".
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "s.db"
+    for path in corpus.iterdir():
+        path.unlink()
+    if answered_before:   # an index built through it: it stopped since
+        (corpus / "a.txt").write_text("Mayor Ada Quill met Captain Bo Rask at Pier Nine.\n")
+        await Daemon(settings, db, corpus, transport=httpx.MockTransport(switch)).run(None)
+    (corpus / "new.txt").write_text("\n\n".join(   # (a chunk a paragraph, at SMALL's chunk size)
+        f"Captain Oskar{k} Lind{k} sailed the Blue Heron{k} from Port Vell{k} to Kessel{k} with Mayor Ines "
+        f"Varr{k} and the Guild of Harbor Pilots{k}, whose Council{k} met at Pier {k} in the old Customs "
+        f"House{k} every Tuesday." for k in range(chunks)))
+    switch.up = False
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: "error" in events.states(), timeout=30)   # the initial sync's
+        daemon.stop()
+        await send.aclose()
+    await switch.client.aclose()
+    first = next(e for e in events if e["state"] == "error")
+    endpoint = first["endpoint"]
+    why = (f"{endpoint} stopped answering at " if answered_before else
+           f"nothing answers at {endpoint}/chat/completions (connection failed (ConnectError: connection refused)); "
+           "start the server, or fix llm.api_base (")
+    assert first["message"].startswith(f"{chunks} LLM calls failed; the affected items are retried after a pause; "
+                                       f"no call succeeded: {why}"), first
+    assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
+    assert first["outage"] is True and first["llm_errors"] == chunks, first
+    assert first["error"].startswith("nothing answers at " if not answered_before else
+                                     f"{endpoint}/chat/completions stopped answering (it last answered at "), first
     assert "Nothing was published" not in first["message"], first
 
 
