@@ -675,11 +675,21 @@ def failed_in(store: Store, run_id: str, items: set[tuple[str, str]]) -> set[tup
         "SELECT DISTINCT stage, item FROM failures WHERE run_id = ? AND stage IN ('summarize', 'report')", (run_id,)))
 
 
+# The runs of update ``:update`` up to its run ``:run``: the first, those that go on with it
+# (``runs.update_of``), and a daemon's extractions ahead of them (run ``watch:extract``, started
+# after the update before it and before ``:run``), which asked for the changed chunks first: a
+# chunk that failed there and again in the sync after it was said failed once (``times`` 1).
+_UPDATE_RUNS = ("SELECT id FROM runs WHERE id = :update OR update_of = :update OR command = 'watch:extract' "
+                "AND started_at < (SELECT started_at FROM runs WHERE id = :run) AND started_at > coalesce("
+                "(SELECT max(started_at) FROM runs WHERE command NOT IN ('ask', 'watch:extract') AND "
+                "started_at < (SELECT started_at FROM runs WHERE id = :update)), 0)")
+
+
 def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset()) -> list[dict]:
     """What failed in run ``run_id``, once per item, the newest first, at most ``limit``:
     ``{run_id, stage, item, message, created_at, times}``; the ``(stage, item)`` in ``leaving``
-    left out. ``times``: how often its update recorded it (a run's retries, and a daemon's
-    syncs that go on with the update, ``runs.update_of``, repeat one)."""
+    left out. ``times``: how often its update recorded it (a run's retries, a daemon's syncs
+    that go on with the update, ``runs.update_of``, and their extraction ahead repeat one)."""
     rows = store.query(
         "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
         "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
@@ -688,8 +698,8 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
     update = update_of(store, run_id)
     if rows and update is not None:
         times = {(stage, item): n for stage, item, n in store.conn.execute(
-            "SELECT stage, item, count(*) FROM failures WHERE run_id IN (SELECT id FROM runs "
-            "WHERE id = ? OR update_of = ?) GROUP BY stage, item", (update, update))}
+            f"SELECT stage, item, count(*) FROM failures WHERE run_id IN ({_UPDATE_RUNS}) GROUP BY stage, item",
+            {"update": update, "run": run_id})}
         for r in rows:
             r["times"] = times.get((r["stage"], r["item"]), r["times"])
     return rows

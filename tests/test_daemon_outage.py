@@ -1540,6 +1540,35 @@ async def test_an_outages_retry_syncs_count_an_item_once_as_one_update(corpus, t
     assert after["failures_total"] == during["failures_total"], (during, after)
 
 
+async def test_a_chunk_failed_ahead_and_again_by_its_sync_is_said_failed_twice(corpus, tmp_path, simulator,
+                                                                                 monkeypatch):
+    # The extraction ahead of a sync asks for an edit's chunks first, and the sync asks again:
+    # `status --failures` said `times: 1` of a chunk both had recorded (and the extract stage's
+    # calls 2 errors), as `times` counted the update's syncs only.
+    syncs = counted_syncs(monkeypatch)
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    db = tmp_path / "t.db"
+    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: len(syncs) >= 2, timeout=30)   # the edit's sync, after its extraction ahead
+        daemon.stop()
+        await send.aclose()
+    await switch.client.aclose()
+    failures = status_info(db, failures=True)["failures"]
+    assert failures, failures
+    store = Store(db, readonly=True)
+    try:
+        for f in failures:
+            recorded_by = [command for (command,) in store.conn.execute(
+                "SELECT r.command FROM failures f JOIN runs r ON r.id = f.run_id WHERE f.item = ? "
+                "ORDER BY f.id", (f["item"],))]
+            assert recorded_by == ["watch:extract", "watch"], recorded_by
+            assert f["times"] == 2, f
+    finally:
+        store.close()
+
+
 async def _edited_while_down(settings, db, corpus, switch, syncs) -> None:
     """A watch whose endpoint goes down, then guild.txt edited: stopped after the edit's sync
     and two retries (``syncs``: ``counted_syncs``)."""

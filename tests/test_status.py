@@ -936,3 +936,25 @@ def test_an_endpoint_noted_answering_is_the_same_with_or_without_a_trailing_slas
         assert answered_at(store, "http://127.0.0.1:8001/v1") is None
     finally:
         store.close()
+
+
+def test_a_failures_times_count_the_extractions_ahead_of_its_update_only(tmp_path):
+    # A chunk the extraction ahead of a sync failed, and the sync again, was said `times: 1`: the
+    # update's runs were its syncs only. Those ahead of the update before it, or of the next, are
+    # no tries of this one.
+    from streamrag.index_rows import run_failures
+
+    store = Store(tmp_path / "t.db")
+    runs = [("e0", "watch:extract", None), ("s0", "watch", None),   # the update before
+            ("e1", "watch:extract", None), ("s1", "watch", None),   # this one: its first sync,
+            ("e2", "watch:extract", None), ("s2", "watch", "s1"),   # ... and a retry, an edit ahead of it
+            ("e3", "watch:extract", None)]                          # the next update's
+    for at, (run, command, update) in enumerate(runs, start=1):
+        store.start_run(run, command, update)
+        store.conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (1000.0 + at, run))
+        store.record_failure(run, "extract", "chk-1", "a.txt (chunk 1, chk-1): refused")
+    store.record_failure("s2", "extract", "chk-2", "b.txt (chunk 1, chk-2): refused")   # failed once
+    (two, one) = run_failures(store, "s2", 50)
+    store.close()
+    assert (one["item"], one["times"]) == ("chk-1", 4), one   # e1, s1, e2, s2
+    assert (two["item"], two["times"]) == ("chk-2", 1), two
