@@ -33,6 +33,7 @@ snapshot, so everything below except the model calls is pure.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -103,13 +104,32 @@ def load_tree(store: Store) -> Tree:
     for n in nodes.values():
         if n.parent in nodes:
             nodes[n.parent].children.append(n.id)
-    for community, name in store.conn.execute(  # tuples: a dict per member row was most of the load
-            "SELECT m.community_id, e.name FROM community_members m JOIN entities e "
-            "ON e.id = m.entity_id ORDER BY m.community_id, e.degree DESC, e.mentions DESC, e.id"):
-        node = nodes.get(community)
-        if node is not None and len(node.key_entities) < RATE_ENTITIES:
-            node.key_entities.append(name)
+    for community, names in most_connected(store, RATE_ENTITIES).items():
+        if community in nodes:
+            nodes[community].key_entities = names
     return Tree(nodes)
+
+
+def most_connected(store: Store, k: int) -> dict[str, list[str]]:
+    """Community id -> the names of its ``k`` most connected members (by degree, then mentions,
+    then id), for each community with a member (call inside a snapshot).
+
+    The entities are ranked in one sorted read, and each community's members (read from the
+    members' own index) by their rank: joining every member row to its entity and sorting
+    them all (93,000 rows of 6,789 communities, an offline index of 10,000 documents) was
+    0.30 s of CPU, three quarters of loading the tree for an offline global ask; this is 0.17 s."""
+    rank: dict[str, int] = {}
+    names: list[str] = []
+    for eid, name in store.conn.execute(
+            "SELECT id, name FROM entities ORDER BY degree DESC, mentions DESC, id"):
+        rank[eid] = len(names)
+        names.append(name)
+    held: dict[str, list[int]] = {}
+    for community, entity in store.conn.execute("SELECT community_id, entity_id FROM community_members"):
+        at = rank.get(entity)
+        if at is not None:   # (a member row without its entity: the join left it out too)
+            held.setdefault(community, []).append(at)
+    return {community: [names[at] for at in heapq.nsmallest(k, ranks)] for community, ranks in held.items()}
 
 
 def holding(store: Store, entity_ids: Collection[str]) -> dict[str, set[str]]:

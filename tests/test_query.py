@@ -346,6 +346,50 @@ def test_nearest_ranks_by_cosine_ties_by_id_and_keeps_to_the_allowed(tmp_path):
         store.close()
 
 
+def _joined_top(store: Store, k: int) -> dict[str, list[str]]:
+    """Each community's ``k`` most connected member names as one sorted join gives them (what
+    ``load_tree`` read before ``most_connected``)."""
+    out: dict[str, list[str]] = {}
+    for community, name in store.conn.execute(
+            "SELECT m.community_id, e.name FROM community_members m JOIN entities e ON e.id = m.entity_id "
+            "ORDER BY m.community_id, e.degree DESC, e.mentions DESC, e.id"):
+        names = out.setdefault(community, [])
+        if len(names) < k:
+            names.append(name)
+    return out
+
+
+def test_most_connected_ranks_members_as_the_sorted_join_did(tmp_path):
+    # Ties of degree broken by mentions, then by id; a member row whose entity is gone left
+    # out; a community with fewer members than asked for keeps them all.
+    store = Store(tmp_path / "index.db")
+    entities = [("ent-b", "B", 5, 2), ("ent-a", "A", 5, 2), ("ent-c", "C", 5, 3), ("ent-d", "D", 9, 1),
+                ("ent-e", "E", 0, 7), ("ent-f", "F", 1, 1)]
+    members = {"C1": ["ent-a", "ent-b", "ent-c", "ent-d", "ent-e", "ent-gone"], "C2": ["ent-f", "ent-gone"],
+               "C3": ["ent-e", "ent-a"], "C4": ["ent-gone"]}
+    with store.conn:
+        store.conn.executemany("INSERT INTO entities(id, name, type, description, mentions, degree) "
+                               "VALUES (?, ?, 'person', '', ?, ?)", [(e, n, m, d) for e, n, d, m in entities])
+        store.conn.executemany("INSERT INTO community_members(community_id, entity_id) VALUES (?, ?)",
+                               [(c, e) for c, held in members.items() for e in held])
+    for k in (1, 3, 6):
+        assert global_search.most_connected(store, k) == _joined_top(store, k)
+    assert global_search.most_connected(store, 3) == {"C1": ["D", "C", "A"], "C2": ["F"], "C3": ["A", "E"]}
+
+
+def test_the_tree_of_a_built_index_names_the_members_the_sorted_join_did(offline_db):
+    store = Store(offline_db, readonly=True)
+    try:
+        with store.snapshot():
+            tree = global_search.load_tree(store)
+            joined = _joined_top(store, global_search.RATE_ENTITIES)
+    finally:
+        store.close()
+    assert len(tree.nodes) > 5 and any(len(n.key_entities) == global_search.RATE_ENTITIES
+                                       for n in tree.nodes.values())
+    assert {c: n.key_entities for c, n in tree.nodes.items()} == {c: joined.get(c, []) for c in tree.nodes}
+
+
 def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
     # A community without a report makes its children roots at level 1: static search at
     # level 0 read neither it nor them, leaving its whole subtree out.
