@@ -1,4 +1,4 @@
-"""How long `streamrag ask --mode local` takes, end to end, on an offline index.
+"""How long `streamrag ask --mode local` (or ``--mode global``) takes, end to end, on an offline index.
 
 Builds an offline index of ``--corpus`` (no model: the extractive answer), or reuses the one at
 ``--db`` when that file exists, then runs ``--asks`` local asks as separate processes, the way a
@@ -6,24 +6,25 @@ user runs them: each one pays for Python's start, the imports, the tokenizer and
 over the whole graph. The questions name the index's entities (the most connected ones first),
 so every ask seeds, widens by PageRank and builds a full context. Each ask is timed by the
 clock and by the processor time it used (user and system, ``*_cpu_s_*``): on a machine other
-work shares, the clock's figures grow with that work and the processor's do not. Prints ONE
-JSON line:
+work shares, the clock's figures grow with that work and the processor's do not; the largest
+resident memory of one ask is ``*_ask_peak_mb``. ``--mode global`` times global asks of the same
+questions (its keys begin ``global_``). Prints ONE JSON line:
 
-    {"bench": "query_latency", "corpus", "documents", "entities", "relationships", "asks",
+    {"bench": "query_latency", "corpus", "documents", "entities", "relationships", "asks", "mode",
      "local_ask_s_median", "local_ask_s_max", "local_ask_s_min",
-     "local_ask_cpu_s_median", "local_ask_cpu_s_max", "local_ask_cpu_s_min"}
+     "local_ask_cpu_s_median", "local_ask_cpu_s_max", "local_ask_cpu_s_min", "local_ask_peak_mb"}
 
 A corpus folder's own index (``.streamrag``) is not copied with it.
 
     python bench/query_latency.py --corpus ../shared/corpus/christmas_carol
     python bench/query_latency.py --corpus DIR --db /tmp/big.db --asks 10   # reuses /tmp/big.db
+    python bench/query_latency.py --db /tmp/big.db --mode global
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -73,16 +74,19 @@ def questions(names: list[str], n: int) -> list[str]:
     return [TEMPLATES[k % len(TEMPLATES)].format(name=names[k % len(names)]) for k in range(n)]
 
 
-def time_ask(db: Path, question: str, cwd: Path) -> tuple[float, float]:
-    """The seconds one ask took by the clock, and of the processor (user and system)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def time_ask(db: Path, question: str, cwd: Path, mode: str = "local") -> tuple[float, float, float]:
+    """The seconds one ask took by the clock and of the processor (user and system), and its
+    largest resident memory in MB (its own, from wait4: not the largest of every child so far)."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "streamrag", "ask", "--db", str(db), "--mode", "local",
-                    "--json", question], check=True, cwd=cwd, env=_env(),
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--db", str(db), "--mode", mode,
+                             "--json", question], cwd=cwd, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024   # (KB on Linux)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,23 +94,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", type=Path, default=None, help="folder to index (not needed with an existing --db)")
     p.add_argument("--db", type=Path, default=None, help="index to reuse if it exists, else where to build it "
                                                          "(default: a temporary file)")
-    p.add_argument("--asks", type=int, default=5, help="local asks to time (default 5)")
+    p.add_argument("--asks", type=int, default=5, help="asks to time (default 5)")
+    p.add_argument("--mode", choices=("local", "global"), default="local", help="the asks' mode (default local)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        db = args.db or work / "index.db"
+        db = args.db.resolve() if args.db else work / "index.db"   # (the asks run in ``work``)
         if not db.exists():
             if args.corpus is None:
                 p.error(f"{db} does not exist: give --corpus to build it")
             build(args.corpus, db, work)
         sizes, names = counts(db)
-        timed = [time_ask(db, q, work) for q in questions(names, max(1, args.asks))]
+        timed = [time_ask(db, q, work, args.mode) for q in questions(names, max(1, args.asks))]
     figures = {}
-    for what, times in (("s", [w for w, _ in timed]), ("cpu_s", [c for _, c in timed])):
-        figures.update({f"local_ask_{what}_median": round(statistics.median(times), 3),
-                        f"local_ask_{what}_max": round(max(times), 3),
-                        f"local_ask_{what}_min": round(min(times), 3)})
-    emit({"bench": "query_latency", "corpus": str(args.corpus or ""), **sizes, "asks": len(timed), **figures})
+    for what, times in (("s", [w for w, _, _ in timed]), ("cpu_s", [c for _, c, _ in timed])):
+        figures.update({f"{args.mode}_ask_{what}_median": round(statistics.median(times), 3),
+                        f"{args.mode}_ask_{what}_max": round(max(times), 3),
+                        f"{args.mode}_ask_{what}_min": round(min(times), 3)})
+    figures[f"{args.mode}_ask_peak_mb"] = round(max(m for _, _, m in timed), 1)
+    emit({"bench": "query_latency", "corpus": str(args.corpus or ""), **sizes, "asks": len(timed),
+          "mode": args.mode, **figures})
     return 0
 
 
