@@ -621,13 +621,13 @@ def _note_clamped_level(args: argparse.Namespace) -> None:
     settings = reading_settings(args, quiet=True)   # (ask reads them next, and says what it finds)
     store = Store(db_for_reading(args, settings), readonly=True)
     try:
-        with store.snapshot():
-            tree = global_search.load_tree(store)
+        with store.snapshot():   # (not the whole tree: ask loads it next)
+            deepest = global_search.deepest_level(store)
     finally:
         store.close()
-    if tree.nodes and args.level > tree.deepest:
+    if deepest is not None and args.level > deepest:
         print(f"streamrag: --level {args.level} is deeper than this index's deepest level "
-              f"({tree.deepest}); using level {tree.deepest}", file=sys.stderr, flush=True)
+              f"({deepest}); using level {deepest}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -93,8 +93,10 @@ def community_order(n: Node) -> tuple:
     return (n.level, int(digits) if digits else 0, n.id)
 
 
-def load_tree(store: Store) -> Tree:
-    """Every community that has a report, with its report (call inside a snapshot)."""
+def load_tree(store: Store, *, key_entities: bool = True) -> Tree:
+    """Every community that has a report, with its report (call inside a snapshot); without
+    their ``key_entities`` (``most_connected``, a read of every member) for a search that rates
+    no report (static)."""
     rows = store.query(
         "SELECT c.id, c.level, c.parent, c.size, r.title, r.summary, r.text "
         "FROM communities c JOIN reports r ON r.key = c.report_key")
@@ -104,10 +106,16 @@ def load_tree(store: Store) -> Tree:
     for n in nodes.values():
         if n.parent in nodes:
             nodes[n.parent].children.append(n.id)
-    for community, names in most_connected(store, RATE_ENTITIES).items():
+    for community, names in (most_connected(store, RATE_ENTITIES) if key_entities else {}).items():
         if community in nodes:
             nodes[community].key_entities = names
     return Tree(nodes)
+
+
+def deepest_level(store: Store) -> int | None:
+    """``load_tree(store).deepest``, None when no community has a report, without loading the
+    tree (call inside a snapshot)."""
+    return store.scalar("SELECT max(c.level) FROM communities c JOIN reports r ON r.key = c.report_key")
 
 
 def most_connected(store: Store, k: int) -> dict[str, list[str]]:

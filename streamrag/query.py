@@ -366,7 +366,7 @@ class _Search:
         return True
 
     async def _global_static(self) -> None:
-        tree = global_search.load_tree(self.store)
+        tree = global_search.load_tree(self.store, key_entities=False)   # (nothing is rated)
         if self._no_communities(tree):
             return
         level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
@@ -618,7 +618,7 @@ class _Search:
             self._extract([(f"[T:{c['id']}]", c["text"]) for c in chunks], "source text")
 
     async def _extractive_global(self) -> None:
-        tree = global_search.load_tree(self.store)
+        tree = global_search.load_tree(self.store, key_entities=not self._static())   # (rated if dynamic)
         if self._no_communities(tree):
             return
         question, stop = global_question(self.answer.question)

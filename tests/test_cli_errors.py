@@ -631,12 +631,19 @@ def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
     assert "did you mean" not in err          # nothing close: no guess
 
 
-def test_a_level_deeper_than_the_index_is_said(cli_run, indexed):
+def test_a_level_deeper_than_the_index_is_said(cli_run, indexed, monkeypatch):
+    from streamrag import global_search
+
+    loads = []
+    real = global_search.load_tree
+    monkeypatch.setattr(global_search, "load_tree", lambda *a, **kw: loads.append(1) or real(*a, **kw))
     out = cli_run("ask", "--level", "9", "--json", "What are the main themes?", cwd=indexed)
     assert out.returncode == 0, out.stderr
     assert "--level 9 is deeper than this index's deepest level" in out.stderr
     answer = json.loads(out.stdout)
     assert answer["mode"] == "global" and answer["level"] < 9
+    assert f"deepest level ({answer['level']}); using level {answer['level']}" in out.stderr
+    assert len(loads) == 1   # the search's own: the level is checked without loading the tree
 
 
 def test_level_makes_auto_mode_global(cli_run, indexed):
