@@ -65,7 +65,7 @@ class Node(msgspec.Struct):
     size: int
     title: str
     summary: str
-    text: str
+    text: str | None = None   # the report's text: None until read (``read_texts``)
     key_entities: list[str] = msgspec.field(default_factory=list)  # most connected members' names
     children: list[str] = msgspec.field(default_factory=list)
 
@@ -94,14 +94,16 @@ def community_order(n: Node) -> tuple:
 
 
 def load_tree(store: Store, *, key_entities: bool = True) -> Tree:
-    """Every community that has a report, with its report (call inside a snapshot); without
-    their ``key_entities`` (``most_connected``, a read of every member) for a search that rates
-    no report (static)."""
+    """Every community that has a report, with its report's title and summary (call inside a
+    snapshot); its text is read for the reports a search reads (``read_texts``: the texts of
+    an offline index of 10,000 documents are 17.6 MB, and a search reads a few of them).
+    Without their ``key_entities`` (``most_connected``, a read of every member) for a search
+    that rates no report (static)."""
     rows = store.query(
-        "SELECT c.id, c.level, c.parent, c.size, r.title, r.summary, r.text "
+        "SELECT c.id, c.level, c.parent, c.size, r.title, r.summary "
         "FROM communities c JOIN reports r ON r.key = c.report_key")
     nodes = {r["id"]: Node(id=r["id"], level=r["level"], parent=r["parent"], size=r["size"],
-                           title=r["title"], summary=r["summary"], text=r["text"])
+                           title=r["title"], summary=r["summary"])
                  for r in rows}
     for n in nodes.values():
         if n.parent in nodes:
@@ -110,6 +112,20 @@ def load_tree(store: Store, *, key_entities: bool = True) -> Tree:
         if community in nodes:
             nodes[community].key_entities = names
     return Tree(nodes)
+
+
+def read_texts(store: Store, nodes: Sequence[Node]) -> list[Node]:
+    """``nodes``, each with its report's text (read for those without it; call inside the
+    snapshot ``load_tree`` read them in)."""
+    unread = [n for n in nodes if n.text is None]
+    for start in range(0, len(unread), 500):
+        part = unread[start:start + 500]
+        texts = dict(store.conn.execute(
+            "SELECT c.id, r.text FROM communities c JOIN reports r ON r.key = c.report_key "
+            f"WHERE c.id IN ({','.join('?' * len(part))})", [n.id for n in part]))
+        for n in part:
+            n.text = texts[n.id]
+    return list(nodes)
 
 
 def deepest_level(store: Store) -> int | None:

@@ -371,7 +371,7 @@ class _Search:
             return
         level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                             self.settings.query.global_level)
-        nodes = global_search.static_selection(tree, level)
+        nodes = global_search.read_texts(self.store, global_search.static_selection(tree, level))
         self.answer.search, self.answer.level = "global_static", level
         self.status(f"global search, static at level {level}: {len(nodes)} reports")
         await self._map_reduce(nodes, {"communities": len(tree.nodes), "level": level,
@@ -393,7 +393,7 @@ class _Search:
                  "ones are used" if sel.fallback else "")
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
                     f"reports selected ({sel.rated} rated{unread}{below})")
-        await self._map_reduce([tree.nodes[c] for c in sel.selected],
+        await self._map_reduce(global_search.read_texts(self.store, [tree.nodes[c] for c in sel.selected]),
                                {"communities": len(tree.nodes),
                                 "rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
                                 "ratings": sel.ratings, "fallback": sel.fallback,
@@ -646,8 +646,9 @@ class _Search:
         if not nodes:
             # A broad question ("what are the main themes?") shares no words with any report:
             # the largest top-level communities are what the collection is mostly about.
-            nodes = sorted((n for n in tree.nodes.values() if n.level == 0),
-                           key=lambda n: (-n.size, global_search.community_order(n)))[:8]
+            nodes = global_search.read_texts(self.store, sorted(
+                (n for n in tree.nodes.values() if n.level == 0),
+                key=lambda n: (-n.size, global_search.community_order(n)))[:8])
             broad = True
             self.answer.details["broad_fallback"] = True
         ranked = sorted(nodes, key=lambda n: (-extractive.overlap_rating(terms, n.text, names,
@@ -674,7 +675,7 @@ class _Search:
         those dynamic selection rates highest by their overlap with the terms, the entity
         ``names`` the question has each counting as one term (``extractive.overlap_rating``),
         and opens because they hold one of them (``holding``: community -> those names); words
-        compared by ``key``."""
+        compared by ``key``. Their texts read (``global_search.read_texts``)."""
         if self._static():
             level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                                 self.settings.query.global_level)
@@ -702,7 +703,7 @@ class _Search:
                 self.status(f"global search, dynamic selection: no report's overlap with the question "
                             f"reached query.dynamic_threshold ({q.dynamic_threshold:g}), so the "
                             f"best-rated {len(nodes)} are used")
-        return nodes
+        return global_search.read_texts(self.store, nodes)
 
     def _broad(self, mode: str) -> None:
         """Says that a broad question is one for global search, rather than quote the passages

@@ -407,6 +407,30 @@ async def test_only_a_search_that_rates_reports_reads_their_members(offline_db, 
     assert answer.text and calls == ([global_search.RATE_ENTITIES] if reads_members else [])
 
 
+@pytest.mark.parametrize("level", [None, 0])
+async def test_a_global_search_reads_the_text_of_the_reports_it_quotes_only(offline_db, monkeypatch, level):
+    # Every report's text was read with the tree (17.6 MB of an offline index of 10,000
+    # documents), for the few a search quotes.
+    read: list[str] = []
+    real = global_search.read_texts
+
+    def counted(store, nodes):
+        read.extend(n.id for n in nodes if n.text is None)
+        return real(store, nodes)
+
+    monkeypatch.setattr(global_search, "read_texts", counted)
+    answer = await aask("What happened at the quay?", make_settings(""), offline_db, mode="global", level=level)
+    store = Store(offline_db, readonly=True)
+    try:
+        reports = store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key")
+        tree = global_search.load_tree(store)
+    finally:
+        store.close()
+    quoted = {c.removeprefix("[R:").removesuffix("]") for c in re.findall(r"\[R:[^\]]+\]", answer.text)}
+    assert quoted and quoted <= set(read) and len(read) == len(set(read)) < reports
+    assert all(n.text is None for n in tree.nodes.values())
+
+
 def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
     # A community without a report makes its children roots at level 1: static search at
     # level 0 read neither it nor them, leaving its whole subtree out.
