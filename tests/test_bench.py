@@ -137,3 +137,18 @@ def test_watch_soak_samples_the_daemon_after_each_change():
     assert result["errors"] == 0 and result["exit"] == 0 and result["stopped"] == "index is current"
     assert result["rss_mb"]["first"] > 0 and result["fds"]["last"] > 0 and result["db_mb"]["last"] > 0
     assert [k for k, v in result["latency_median_by_kind_s"].items() if v is not None] == ["add", "modify", "delete"]
+
+
+def test_query_latency_times_global_asks_of_an_index_given_by_a_relative_path(tmp_path):
+    # --mode global timed only local asks before it was an option, and a relative --db was
+    # looked for in the temporary folder the asks run in (each ask failed: no index there).
+    corpus = BENCH.parent / "tests" / "data" / "harbor"
+    subprocess.run([sys.executable, str(BENCH / "query_latency.py"), "--corpus", str(corpus), "--db", "index.db",
+                    "--asks", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run([sys.executable, str(BENCH / "query_latency.py"), "--db", "index.db", "--asks", "2",
+                          "--mode", "global"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["mode"] == "global" and result["asks"] == 2 and result["documents"] > 0
+    assert 0 < result["global_ask_cpu_s_min"] <= result["global_ask_cpu_s_median"] <= result["global_ask_cpu_s_max"]
+    assert result["global_ask_peak_mb"] > 0 and "local_ask_s_median" not in result
