@@ -28,7 +28,8 @@ answer model writes the answer from it. With no point above 0 the answer says so
 reduce call.
 
 The tree and the reports are plain values loaded up front (``load_tree``) inside the caller's
-snapshot, so everything below except the model calls is pure.
+snapshot, the text of a report once a search is to read it (``read_texts``), so everything
+below except the model calls is pure.
 """
 
 from __future__ import annotations
