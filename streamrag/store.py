@@ -527,6 +527,11 @@ class Store:
             if not readonly:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                # Freed pages are not overwritten with zeros (deleted rows are, on the pages a
+                # write changes anyway). Builds that zero them (Debian's SQLite) wrote a page
+                # for every page a delete freed: removing a 25 MB file's rows wrote 153 MB to
+                # the WAL, 86 MB with FAST; its full-text table made again 49 MB, not 0.5.
+                conn.execute("PRAGMA secure_delete = FAST")
             conn.execute("PRAGMA foreign_keys = OFF")
             if readonly:
                 conn = _readable(conn, self.path)
