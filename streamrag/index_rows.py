@@ -1099,15 +1099,24 @@ def _clean_up(store: Store, left_at: float) -> None:
 # 10,000 documents (3.7 s with 16 MB) and 24 s at 30,000 (16 s with 16 MB, 12 s with 64 MB; 119 s,
 # 71 s and 27 s of wall time as the spilled pages went to the WAL again and again). The index
 # entry of a row is some 30 bytes: the cache is sized to hold it for the rows a run adds, within
-# [2 MB, 64 MB], and given back after (a daemon keeps 2 MB between its small publishes).
+# [2 MB, 64 MB], and given back after (a daemon keeps 2 MB between its small publishes). The rows
+# it removes count too: those of a 25 MB file (127,000) are everywhere in both tables, and their
+# deletes wrote 240 MB more than the WAL's 39 MB with 2 MB (their pages went out and came back),
+# 38 MB more with the 5 MB they ask for, none with 8 MB.
 PUBLISH_CACHE_BYTES_PER_ROW = 40
 PUBLISH_CACHE_KIB = (2000, 64 * 1024)
 
 
 def publish_cache_kib(rows: int) -> int:
-    """The page cache (KiB) a publish adding ``rows`` provenance rows writes with."""
+    """The page cache (KiB) a publish adding or removing ``rows`` provenance rows writes with."""
     least, most = PUBLISH_CACHE_KIB
     return min(most, max(least, rows * PUBLISH_CACHE_BYTES_PER_ROW // 1024))
+
+
+def _provenance_rows(store: Store, chunk_ids: set[str]) -> int:
+    """How many provenance rows ``chunk_ids`` hold (counted in their index by chunk)."""
+    return sum(store.scalar(f"SELECT count(*) FROM {table} WHERE {_in('chunk_id', part)}", part)
+               for part in _batches(chunk_ids) for table in ("entity_sources", "relationship_sources"))
 
 
 @contextlib.contextmanager
@@ -1136,8 +1145,8 @@ def publish(store: Store, scan: Scan, change: Change, state: GraphState,
     check_version(store, state.version)
     _write_bookkeeping(store, scan, counts)
     written_before = store.conn.total_changes   # what follows is published: a change makes a version
-    with _page_cache(store, publish_cache_kib(len(state.entity_mentions_added)
-                                              + len(state.relationship_mentions_added))):
+    with _page_cache(store, publish_cache_kib(len(state.entity_mentions_added) + len(state.relationship_mentions_added)
+                                              + _provenance_rows(store, change.removed_chunks))):
         _write_documents(store, scan, change)
         _write_chunks(store, change, state, key)
         _write_claims(store, change, state)

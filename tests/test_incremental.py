@@ -1219,3 +1219,26 @@ async def test_removing_most_chunks_leaves_the_full_text_table_a_fresh_index_has
     fresh_rows, fresh_found, fresh_size = _full_text(tmp_path / "f.db")
     assert rows == fresh_rows and found == fresh_found and found
     assert size <= fresh_size
+
+
+async def test_a_publish_that_removes_many_provenance_rows_writes_with_a_larger_page_cache(
+        generated, tmp_path, monkeypatch):
+    # Removed rows are everywhere in the provenance tables: with 2 MB, deleting those of a 25 MB
+    # file sent their pages out of the cache and back, writing 240 MB more than the WAL's 39 MB.
+    from streamrag import index_rows
+
+    seen: list[int] = []
+    write_chunks = index_rows._write_chunks
+
+    def writing(store, *args):
+        seen.append(store.scalar("PRAGMA cache_size"))
+        return write_chunks(store, *args)
+
+    corpus = folder(generated, tmp_path / "c", range(1, 4))
+    await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
+    monkeypatch.setattr(index_rows, "_write_chunks", writing)
+    monkeypatch.setattr(index_rows, "PUBLISH_CACHE_BYTES_PER_ROW", 1 << 20)   # (a small corpus, sized as a large one)
+    (corpus / "doc_00001.txt").unlink()
+    second = await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
+    assert second.documents_removed == 1 and second.documents_added == 0
+    assert seen == [-64 * 1024]
