@@ -438,6 +438,14 @@ DROP TABLE IF EXISTS summary_answers;
     # (``index_rows.failed_chunks``), each read a scan of every run's without it (5 ms a read
     # at 100,000 rows, several of them a `status`; 0.03 ms with it).
     ("failures_run", "CREATE INDEX IF NOT EXISTS failures_run ON failures(run_id)"),
+    # The claims and vectors of the chunks (and entities) a publish removes, found by an index
+    # (``index_rows.delete_in``): each 500 of them was a scan of every claim and every vector
+    # (given 3 claims a chunk and a vector for each chunk and entity, a file's removal from an
+    # index of 3,000 documents: 17 ms, now 0.5; a 25 MB file's 6,900 chunks: 0.24 s, now 0.09).
+    ("claims_chunk_embeddings_item", """
+CREATE INDEX IF NOT EXISTS claims_chunk ON claims(chunk_id);
+CREATE INDEX IF NOT EXISTS embeddings_item ON embeddings(item_id);
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

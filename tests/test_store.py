@@ -48,6 +48,19 @@ def test_a_delete_writes_no_page_for_each_page_it_frees(tmp_path):
     assert freed > 400 and written < freed / 20
 
 
+def test_the_rows_a_publish_removes_are_found_by_an_index(tmp_path):
+    # (claims by chunk and vectors by item were a scan of the table for each 500 removed)
+    store = Store(tmp_path / "i.db")
+    for table, column in (("files", "path"), ("documents", "id"), ("document_chunks", "doc_id"),
+                          ("live_chunks", "chunk_id"), ("extractions", "chunk_id"), ("entity_sources", "chunk_id"),
+                          ("relationship_sources", "chunk_id"), ("claims", "chunk_id"), ("entities", "id"),
+                          ("relationships", "id"), ("answers", "owner"), ("communities", "id"),
+                          ("community_members", "community_id"), ("embeddings", "item_id"), ("reports", "key")):
+        plan = store.conn.execute(f"EXPLAIN QUERY PLAN DELETE FROM {table} WHERE {column} IN (?, ?)", ("a", "b"))
+        assert all(row[3].startswith("SEARCH") for row in plan), (table, column)
+    store.close()
+
+
 def test_readers_get_clear_messages(tmp_path):
     with pytest.raises(IndexMissingError, match="streamrag index"):
         Store(tmp_path / "missing.db", readonly=True)
