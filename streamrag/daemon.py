@@ -127,6 +127,12 @@ def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
     return f"; {_n(chunks, 'chunk')} failed ({why}): {then} tries {'it' if chunks == 1 else 'them'} again"
 
 
+def _error_field(words: str, error: str) -> dict[str, str]:
+    """The ``error`` field of a line that says calls the endpoint did not answer: the model client's
+    ``error`` when it gave up, else its ``words`` of the calls refused (none: no field)."""
+    return {"error": error or words} if words else {}
+
+
 _LOOK_S = 1.0
 """How often an idle daemon looks whether its index is still there (a stat): an index deleted
 under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and stayed deleted,
@@ -865,18 +871,13 @@ class Daemon:
         (``Indexer.unavailable_error``: without a run's "Nothing was published", which an extraction
         never does), or, said already, that the extraction waits for the endpoint."""
         words = indexer.unavailable_error or error
-        said = {"error": error or words} if words else {}
         if self.outage.current is not None:
-            self._say_ahead_waits(files, **said)
+            self._say_ahead_waits(files, **_error_field(words, error))
             return
-        # In the client's words, as a sync it failed says them (a hung server, one given up on),
-        # but of calls recorded as failed with HTTP errors, the outage's, which sum up every try.
-        told = words and (error or not self.outage.server_errors)
-        fields, why = self._outage_began(LLMUnavailableError(words) if told else None)
         then = "the next start" if self.stopping else "the sync"
         counts = self._failed_counts(indexer)
-        self.emit("error", f"extracting {_n(files, 'file')}: {_n(counts['llm_errors'], 'LLM call')} "
-                           f"failed; left to {then}{why}", **said, **counts, **fields)
+        self._say_down(f"extracting {_n(files, 'file')}: {_n(counts['llm_errors'], 'LLM call')} "
+                       f"failed; left to {then}", words, error, **counts)
 
     def _say_ahead_waits(self, files: int, **fields: Any) -> None:
         """The extraction ahead of ``files`` files met the outage under way: it waits for the endpoint."""
@@ -1286,11 +1287,18 @@ class Daemon:
         ``words`` (``Indexer.unavailable_error``), but of calls recorded as failed with HTTP errors,
         the outage's. One or two chunks said "is the endpoint ... down? Start it, or fix ...",
         three or more "sync failed: nothing answers at ...", a hung server's words too."""
+        self._say_down(f"{_n(counts['llm_errors'], 'LLM call')} failed; the affected items are "
+                       "retried after a pause", words, error, **counts)
+
+    def _say_down(self, line: str, words: str, error: str, **counts: int) -> None:
+        """The error ``line`` of a sync or an extraction ahead none of whose calls got an answer,
+        the outage begun (``_say_sync_down``, ``_say_ahead_down``), how it says it appended
+        (``_outage_began``): the calls in the model client's ``words`` (``Indexer.unavailable_error``;
+        ``error``: it gave up), as a sync it failed says them (a hung server, one given up on), but
+        of calls recorded as failed with HTTP errors, the outage's, which sum up every try."""
         told = words and (error or not self.outage.server_errors)
         fields, why = self._outage_began(LLMUnavailableError(words) if told else None)
-        said = {"error": error or words} if words else {}
-        self.emit("error", f"{_n(counts['llm_errors'], 'LLM call')} failed; the affected items are "
-                           f"retried after a pause{why}", **said, **counts, **fields)
+        self.emit("error", f"{line}{why}", **_error_field(words, error), **counts, **fields)
 
     def _outage_began(self, error: LLMUnavailableError | None = None) -> tuple[dict[str, Any], str]:
         """Notes the outage begun (``Outage.began``) after a sync or an extraction ahead none of
