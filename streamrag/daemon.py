@@ -1303,9 +1303,10 @@ class Daemon:
     def _outage_began(self, error: LLMUnavailableError | None = None) -> tuple[dict[str, Any], str]:
         """Notes the outage begun (``Outage.began``) after a sync or an extraction ahead none of
         whose calls got an answer: the fields of the line that says it, and how it says it,
-        ``; no call succeeded: ... (retrying until it answers, ...)``; with ``error``, the model
-        client's, as a sync it failed says it (``_why_failed``: it says a hung server, or one
-        given up on, as the outage's words cannot)."""
+        ``; no call succeeded: ... (retrying until it answers, ...)`` (stopping, without the
+        retries this process never makes); with ``error``, the model client's, as a sync it
+        failed says it (``_why_failed``: it says a hung server, or one given up on, as the
+        outage's words cannot)."""
         fields = self.outage.began()
         if error is not None:
             said = self._why_failed(error)
@@ -1316,7 +1317,10 @@ class Daemon:
         else:
             said = (f"is the endpoint {fields['endpoint']} down? Start it, or fix "
                     f"{self.outage.base_setting()}")
-        return fields, f"; no call succeeded: {said} ({UNTIL_IT_ANSWERS})"
+        # Stopping (SIGTERM during it), this process retries nothing: the line's head says that
+        # the next start does ("left to the next start"); it said "(retrying until it answers, ...)".
+        until = "" if self.stopping else f" ({UNTIL_IT_ANSWERS})"
+        return fields, f"; no call succeeded: {said}{until}"
 
     # -- health ----------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:

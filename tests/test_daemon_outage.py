@@ -1400,6 +1400,46 @@ async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_c
     assert "Nothing was published" not in first["message"], first
 
 
+def _paragraphs(chunks: int) -> str:
+    """A text of ``chunks`` chunks at SMALL's chunk size (a chunk a paragraph), each naming its own."""
+    return "\n\n".join(f"Captain Oskar{k} Lind{k} sailed the Blue Heron{k} from Port Vell{k} to Kessel{k} "
+                       f"with Mayor Ines Varr{k} and the Guild of Harbor Pilots{k}, whose Council{k} met at "
+                       f"Pier {k} in the old Customs House{k} every Tuesday." for k in range(chunks))
+
+
+@pytest.mark.parametrize("chunks", [1, 3])   # its chunks recorded as failed, or the client gave up
+async def test_an_outage_met_by_an_extraction_ahead_while_stopping_is_left_to_the_next_start(
+        corpus, tmp_path, simulator, monkeypatch, chunks):
+    # SIGTERM during an extraction ahead that met an outage: its line ended "(retrying until it
+    # answers, less often as it stays down, said briefly)", though this process retries nothing.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    async with running(settings, tmp_path / "t.db", corpus, transport=httpx.MockTransport(switch)) \
+            as (daemon, events, send):
+        switch.up = False
+        mark = len(events)
+
+        def report(event: dict) -> None:   # the stop comes as the extraction begins
+            events(event)
+            if event["state"] == "extracting":
+                daemon.stop("SIGTERM received")
+
+        daemon.report = report
+        new = corpus / "new.txt"
+        new.write_text(_paragraphs(chunks))
+        await send.send({(1, str(new))})
+        await until(lambda: "stopped" in events.states(mark), timeout=30)
+    await switch.client.aclose()
+    after = events[mark:]
+    assert [e["state"] for e in after] == ["queued", "extracting", "stopping", "error", "stopped"], after
+    error = after[3]
+    assert error["message"].startswith(f"extracting 1 file: {chunks} LLM call{'s' if chunks > 1 else ''} "
+                                       f"failed; left to the next start; no call succeeded: "
+                                       f"{error['endpoint']} stopped answering at "), error
+    assert "retrying" not in error["message"], error
+    assert error["outage"] is True and error["llm_errors"] == chunks, error
+    assert after[-1]["pending"] == 1 and daemon.syncs == 1
+
+
 @pytest.mark.parametrize("answered_before", [False, True])
 @pytest.mark.parametrize("chunks", [2, 3])   # the model client gives up on a sync at 3 refused
 async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
