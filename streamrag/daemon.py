@@ -1275,8 +1275,13 @@ class Daemon:
                                 failed_items=failed_items)
             return
         self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                           "retried after a pause", llm_errors=failed_calls,
+                           f"retried {self._retried_when()}", llm_errors=failed_calls,
                   failed_items=failed_items, outage=False)
+
+    def _retried_when(self) -> str:
+        """When the items a sync left out are retried: after a pause, or, stopping (SIGTERM during
+        the sync), by the next start; it said "after a pause", a retry this process never runs."""
+        return "by the next start" if self.stopping else "after a pause"
 
     def _say_sync_down(self, words: str, error: str = "", **counts: int) -> None:
         """A sync none of whose calls got an answer, an outage begun: said in full, one form whether
@@ -1288,7 +1293,7 @@ class Daemon:
         the outage's. One or two chunks said "is the endpoint ... down? Start it, or fix ...",
         three or more "sync failed: nothing answers at ...", a hung server's words too."""
         self._say_down(f"{_n(counts['llm_errors'], 'LLM call')} failed; the affected items are "
-                       "retried after a pause", words, error, **counts)
+                       f"retried {self._retried_when()}", words, error, **counts)
 
     def _say_down(self, line: str, words: str, error: str, **counts: int) -> None:
         """The error ``line`` of a sync or an extraction ahead none of whose calls got an answer,
@@ -1318,7 +1323,8 @@ class Daemon:
             said = (f"is the endpoint {fields['endpoint']} down? Start it, or fix "
                     f"{self.outage.base_setting()}")
         # Stopping (SIGTERM during it), this process retries nothing: the line's head says that
-        # the next start does ("left to the next start"); it said "(retrying until it answers, ...)".
+        # the next start does ("left to the next start", "retried by the next start"); it said
+        # "(retrying until it answers, ...)".
         until = "" if self.stopping else f" ({UNTIL_IT_ANSWERS})"
         return fields, f"; no call succeeded: {said}{until}"
 

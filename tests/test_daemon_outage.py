@@ -1483,6 +1483,45 @@ async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
     assert "Nothing was published" not in first["message"], first
 
 
+@pytest.mark.parametrize("down", [True, False])   # no call answered (an outage), or one chunk's failed
+async def test_a_sync_that_publishes_without_failed_items_while_stopping_leaves_them_to_the_next_start(
+        corpus, tmp_path, simulator, monkeypatch, down):
+    # SIGTERM during a sync that published without the items whose calls failed: its line said
+    # "the affected items are retried after a pause", a retry this process never runs.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    for path in corpus.iterdir():
+        path.unlink()
+    (corpus / "new.txt").write_text(_paragraphs(2))   # (two chunks: the client gives up at three)
+    switch.up = not down
+
+    async def endpoint(request: httpx.Request) -> httpx.Response:   # up, one chunk's calls fail
+        if switch.up and b"Oskar1 " in request.content:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        return await switch(request)
+
+    events = Events()
+    daemon = Daemon(settings, tmp_path / "p.db", corpus, report=events, transport=httpx.MockTransport(endpoint))
+
+    def report(event: dict) -> None:   # the stop comes as the initial sync extracts
+        events(event)
+        if event["state"] == "extracting":
+            daemon.stop("SIGTERM received")
+
+    daemon.report = report
+    send, recv = scripted()
+    with anyio.fail_after(30):
+        await daemon.run(recv)
+    await switch.client.aclose()
+    states = events.states()
+    assert states[-1] == "stopped" and "stopping" in states and daemon.syncs == 1, states
+    (error,) = [e for e in events if e["state"] == "error"]
+    calls = f"{error['llm_errors']} LLM call{'s' if error['llm_errors'] > 1 else ''}"
+    assert error["message"].startswith(f"{calls} failed; the affected items are retried by the next start"), error
+    assert "pause" not in error["message"] and "retrying" not in error["message"], error
+    assert error["failed_items"] == 1 + down and error.get("outage") is down, error
+    assert events[-1]["failed_items"] == 1 + down, events[-1]
+
+
 @pytest.mark.parametrize("sentences", [1, 12])   # its sync publishes the same version, or fails
 async def test_an_edit_during_an_outage_repeats_no_outage_line(corpus, tmp_path, simulator, monkeypatch,
                                                              sentences):
