@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag import index_rows
-from streamrag.config import API_BASE_HELP, Settings, find_config, load_settings
+from streamrag.config import Settings, find_config, load_settings
 from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
@@ -1450,20 +1450,3 @@ def cmd_watch(args: argparse.Namespace) -> int:
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
         return anyio.run(serve, daemon, source)
-
-
-def add_watch_command(subparsers) -> None:
-    """Adds ``watch DIR`` to the CLI's subparsers."""
-    p = subparsers.add_parser("watch", help="keep the index of a folder current as its files change")
-    from streamrag.cli import path_arg
-
-    p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in DIR or above)")
-    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
-    p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
-    p.add_argument("--api-base", metavar="URL",
-                   help=API_BASE_HELP)
-    p.add_argument("--once", action="store_true", help="sync once and exit (like `streamrag index`)")
-    p.add_argument("--json", action="store_true", help="status lines as JSON objects on stdout")
-    p.set_defaults(func=cmd_watch)
-

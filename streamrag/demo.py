@@ -89,19 +89,8 @@ def _refusal(others: list[str]) -> str:
                     if rest else "")
 
 
-def add_demo_command(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="index a shipped sample offline and ask it two questions")
-    from streamrag.cli import path_arg
-
-    p.add_argument("--dir", metavar="DIR", type=path_arg,
-                   help="where to put the sample and its index (default: a temporary folder)")
-    p.add_argument("--api-base", metavar="URL",
-                   help="answer the questions with this OpenAI-compatible endpoint instead of extractively")
-    p.set_defaults(func=cmd_demo)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    # (loaded here, not with the module: every command builds the demo's parser)
+    # (loaded here, not with the module: a test reading is_demos_index needs no pipeline)
     from streamrag.ask_command import format_footer
     from streamrag.pipeline import sync
     from streamrag.query import ask

@@ -840,7 +840,7 @@ runpy.run_module(main, run_name="__main__", alter_sys=True)
 
 
 @pytest.mark.parametrize("main, module", [("streamrag", "streamrag.config"),    # while streamrag.cli is imported
-                                          ("streamrag", "streamrag.daemon"),    # while the parser is built
+                                          ("streamrag", "streamrag.ask_command"),    # while the parser is built
                                           ("streamrag.cli", "streamrag.config")])   # (a traceback)
 def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130(tmp_path, main, module):
     # Ctrl-C in the first 0.2 s of any command (its imports) printed a traceback.
@@ -1374,6 +1374,19 @@ def test_the_command_line_loads_no_http_client_nor_graph_until_a_command_needs_o
              "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[0] == "[]", out.stdout
+
+
+def test_an_ask_loads_neither_the_daemon_nor_the_demo(cli_run, corpus):
+    # Every command built watch's and demo's parsers with their modules: the daemon and its
+    # parts were loaded by an offline `ask`, `status` and `--help` (20 ms of CPU uncompiled),
+    # for a command none of them runs.
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import sys; from streamrag.cli import main; code = main(['ask', 'Who is Mira Osk?', '--json']); "
+             "print(code, sorted(m for m in ('streamrag.daemon', 'streamrag.demo') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-300:] + out.stderr
 
 
 def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cli_run, corpus):
