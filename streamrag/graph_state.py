@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 
 from streamrag import index_rows, merge
+from streamrag.communities import GraphEdges
 from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
 from streamrag.records import Claim, Community, Entity, Extraction, Relationship
@@ -107,6 +108,10 @@ class GraphState:
         # yet); a kept graph carries it to the next run, which brings it up to date
         # (``relationships_by_source``) from the relationships that left a source this run
         self.by_source: dict[str, list[str]] | None = None
+        # the graph as clustered (``clustered_graph``): the published one's, when a kept graph
+        # carries it, and this run's once made
+        self.graph_edges: GraphEdges | None = None
+        self._graph_made: GraphEdges | None = None
         self.left_source: dict[str, str] = {}    # relationship deleted or re-sourced -> its source before
         self.retry_summaries: set[str] = set()   # fell back to extractive last time: try again
         self.fallbacks: set[str] = set()         # fell back this time
@@ -293,6 +298,8 @@ class GraphState:
         """This run's graph as the next run's starting point: what ``load`` would read from
         the store once this run is published (the elements are shared, not copied)."""
         st = GraphState()
+        # (an unchanged graph's is the published one's; a changed one not clustered has none made)
+        st.graph_edges = self._graph_made or (self.graph_edges if self.same_graph() else None)
         st.version, st.stamp = store.version, store.get_meta("published_at", "") or ""
         st.retry_summaries = set(self.fallbacks)
         st.unusable = self.published_unusable()
@@ -370,6 +377,24 @@ class GraphState:
                 and len(self.relationships) == len(self.old_weight)
                 and all(self.old_weight.get(rid) == r.weight for rid in self.changed_relationships
                         if (r := self.relationships.get(rid)) is not None))
+
+    def clustered_graph(self, store: Store) -> GraphEdges:
+        """The graph as clustering reads it, once ``finish_graph`` has put the entities in id
+        order: from the published graph's, when this state carries it, and the edges now of the
+        entities whose edges moved (their relationships in the store, and those merged this
+        run), not from every relationship again."""
+        if self._graph_made is None:
+            nodes = list(self.entities)
+            if self.graph_edges is None:
+                self._graph_made = GraphEdges.of(nodes, ((r.source, r.target, r.weight)
+                                                         for r in self.relationships.values()))
+            else:
+                relationships = self.relationships
+                touching = (self.changed_relationships | index_rows.ids_touching(store, self.rewired)) \
+                    if self.rewired else set()
+                self._graph_made = self.graph_edges.updated(nodes, self.rewired, [
+                    (r.source, r.target, r.weight) for rid in sorted(touching) if (r := relationships.get(rid))])
+        return self._graph_made
 
     def finish_graph(self, store: Store, *, check: bool = False) -> None:
         """Degrees for the whole graph; elements whose degree moved count as changed.

@@ -47,7 +47,7 @@ from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
                                      chunking_change, chunking_settings, cut_anew)
-from streamrag.communities import hierarchical_leiden, updated_partition
+from streamrag.communities import GraphEdges, hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
     ConfigError,
@@ -799,7 +799,10 @@ class Indexer:
                 check_rewired(store, state, changed)
 
         def cluster(previous):
-            out = hierarchical_leiden(sorted(state.entities), edges(), max_cluster_size=ix.max_cluster_size,
+            graph = state.clustered_graph(store)   # (made from the published one's, when kept)
+            if self.check_shortcuts and not graph.same(GraphEdges.of(sorted(state.entities), edges())):
+                raise AssertionError("the graph made from the published one's differs from one made anew")
+            out = hierarchical_leiden(sorted(state.entities), graph, max_cluster_size=ix.max_cluster_size,
                                       seed=ix.leiden_seed, resolution=ix.leiden_resolution,
                                       previous=previous, new_id=new_id, changed=changed)
             if self.check_shortcuts and previous and changed is not None:
@@ -819,7 +822,8 @@ class Indexer:
         recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
         communities, reclustered, state.changed_since_fresh = updated_partition(
             state.old_communities, warm=cluster,
-            fresh=lambda: hierarchical_leiden(sorted(state.entities), edges(), max_cluster_size=ix.max_cluster_size,
+            fresh=lambda: hierarchical_leiden(sorted(state.entities), state.clustered_graph(store),
+                                              max_cluster_size=ix.max_cluster_size,
                                               seed=ix.leiden_seed, resolution=ix.leiden_resolution),
             edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
             entities=len(state.entities), since_check=int(store.get_meta("changed_since_fresh", "0") or 0),

@@ -574,3 +574,41 @@ def test_a_leidenalg_whose_private_aggregate_differs_clusters_with_its_own(monke
     communities_module._private_aggregate_works.cache_clear()
     assert communities_module._private_aggregate_works()
     assert communities_module._aggregate(fine).membership == own
+
+def test_a_graph_made_from_the_last_ones_is_the_graph_made_anew():
+    # An update makes the graph it clusters from the published one's and the edges of the
+    # entities whose edges moved: entities come and go (with edges and without), edges are
+    # added, removed and reweighted, and the arrays must be those made from every edge.
+    from streamrag.communities import GraphEdges
+
+    rng = random.Random(5)
+    nodes = sorted(f"e{k:03d}" for k in rng.sample(range(400), 120))
+    edges = {}
+    for _ in range(300):
+        a, b = sorted(rng.sample(nodes, 2))
+        edges[(a, b)] = float(rng.randint(1, 4))
+    graph = GraphEdges.of(nodes, [(a, b, w) for (a, b), w in edges.items()])
+    for step in range(30):
+        rewired = set()
+        gone = set(rng.sample(nodes, rng.randint(0, 3)))
+        for a, b in [pair for pair in edges if gone & set(pair)]:
+            del edges[(a, b)]
+            rewired |= {a, b}
+        nodes = sorted(set(nodes) - gone | {f"e{k:03d}" for k in rng.sample(range(400), rng.randint(0, 4))})
+        for _ in range(rng.randint(0, 6)):   # added, reweighted or removed (self-loops and weights <= 0: left out)
+            a, b = sorted(rng.sample(nodes, 2)) if rng.random() < 0.9 else [rng.choice(nodes)] * 2
+            rewired |= {a, b}
+            if (a, b) in edges and rng.random() < 0.4:
+                del edges[(a, b)]
+            else:
+                edges[(a, b)] = float(rng.choice([-1, 0, 1, 2, 3, 5]))
+        rewired |= gone
+        touching = [(a, b, w) for (a, b), w in edges.items() if a in rewired or b in rewired]
+        rng.shuffle(touching)
+        # (an edge of two others given with them is not taken twice)
+        touching += [(a, b, w) for (a, b), w in list(edges.items())[:3] if a not in rewired and b not in rewired]
+        graph = graph.updated(nodes, rewired, touching)
+        anew = GraphEdges.of(nodes, [(a, b, w) for (a, b), w in edges.items()])
+        assert graph.same(anew), step
+        assert graph.first.tolist() == anew.first.tolist() and graph.weights.tolist() == anew.weights.tolist()
+    assert hierarchical_leiden(nodes, graph) == hierarchical_leiden(nodes, [(a, b, w) for (a, b), w in edges.items()])

@@ -209,6 +209,39 @@ async def test_a_sync_with_nothing_changed_from_a_kept_graph_passes_over_no_enti
     assert index_snapshot(tmp_path / "i.db") == before
 
 
+async def test_a_kept_graph_is_clustered_without_its_edges_sorted_again(generated, tmp_path, monkeypatch):
+    # The graph Leiden reads was made from every relationship on every update (a quarter of the
+    # clustering of 200,000); a kept graph's is made from the published one's and the edges of
+    # the entities whose edges moved, and it clusters to the index a store read gives.
+    from streamrag import communities
+    from streamrag.pipeline import Indexer
+
+    monkeypatch.setattr(Indexer, "check_shortcuts", False)   # (its check makes the graph anew)
+    given: list[int] = []
+    sorted_pairs = communities.sorted_pairs
+
+    def counted(index, edges, **kw):
+        edges = list(edges)
+        given.append(len(edges))
+        return sorted_pairs(index, edges, **kw)
+
+    monkeypatch.setattr(communities, "sorted_pairs", counted)
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    read = folder(generated, tmp_path / "d", range(1, 31))   # the same, its graph read from the store
+    cache = GraphCache()
+    await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus, graph_cache=cache)
+    await sync([read], make_settings(), tmp_path / "j.db", root=read)
+    for target in (corpus, read):
+        shutil.copy2(generated / "doc_00031.txt", target / "doc_00031.txt")
+        (target / "doc_00004.txt").unlink()
+    given.clear()
+    kept = await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus, graph_cache=cache)
+    assert kept.relationships > 100 and given and max(given) < kept.relationships
+    await sync([read], make_settings(), tmp_path / "j.db", root=read)
+    assert state(tmp_path / "i.db") == state(tmp_path / "j.db")
+    assert index_snapshot(tmp_path / "i.db") == index_snapshot(tmp_path / "j.db")
+
+
 async def test_a_kept_graph_keeps_each_entitys_relationships_by_source_up_to_date(generated, tmp_path):
     # The report stage builds its contexts from them: added, deleted and changed documents
     # must leave them as a grouping of the published relationships has them.
