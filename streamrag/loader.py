@@ -680,8 +680,11 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
                         f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, label)})")
     else:
-        warnings.append(f"{label}: not valid UTF-8, read as {used}; if its accents look wrong in answers, "
-                        f"save it as UTF-8 from its encoding (the output of {_iconv('<its encoding>', label)})")
+        # (The command names what it was read as, which is what a Western file most often is:
+        # `-f <its encoding>` left the newcomer to guess the one it had just been read in.)
+        warnings.append(f"{label}: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
+                        f"{_iconv(_ICONV_NAMES[used], label)}, or with -f its own encoding if its accents "
+                        "look wrong in answers)")
     return text
 
 
@@ -696,6 +699,10 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
     warnings.append(f"{label}: written in {reading.encoding.name}, read as such by its escape sequences; "
                     f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, label)})")
     return reading.text
+
+
+# iconv's names of the encodings a file is read in when its letters name no other.
+_ICONV_NAMES = {"cp1252": "CP1252", "latin-1": "ISO-8859-1"}
 
 
 def _iconv(encoding: str, label: str) -> str:

@@ -195,8 +195,8 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         f = write(tmp_path / "w.txt", text.encode("cp1252") * 5)
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == text * 5 and warnings == [
-            "w.txt: not valid UTF-8, read as cp1252; if its accents look wrong in answers, save it as UTF-8 "
-            "from its encoding (the output of `iconv -f <its encoding> -t UTF-8 w.txt`)"], text
+            "w.txt: not valid UTF-8, read as cp1252; save it as UTF-8 (the output of `iconv -f CP1252 -t "
+            "UTF-8 w.txt`, or with -f its own encoding if its accents look wrong in answers)"], text
     # Korean with no space is read in no code page: in GBK it is GB2312's ideographs (it was
     # read as Chinese), lacking the commonest (是 我 这 中 在 ...).
     f = write(tmp_path / "ko.txt", "서울은대한민국의수도입니다부산은항구도시입니다".encode("euc_kr") * 3)
@@ -208,6 +208,17 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == text.encode(codec).decode("cp1252") and len(warnings) == 1
         assert warnings[0].startswith(f"s.txt: not valid UTF-8, read as cp1252; it looks like {named}"), warnings
+
+
+def test_the_command_of_a_file_read_as_cp1252_or_latin1_names_the_encoding_it_was_read_in(tmp_path):
+    # It said `iconv -f <its encoding> ...` of a file it had just read as cp1252.
+    for data, used, named in ((b"\x93 \x94 \xe9", "cp1252", "CP1252"), (b"\x81 caf\xe9", "latin-1", "ISO-8859-1")):
+        f = write(tmp_path / "cp.txt", data)
+        [doc], warnings = read_documents(f, root=tmp_path)
+        assert doc.text == data.decode(used)
+        assert warnings == [f"cp.txt: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
+                            f"`iconv -f {named} -t UTF-8 cp.txt`, or with -f its own encoding if its accents "
+                            "look wrong in answers)"]
 
 
 def test_a_large_file_not_in_utf8_is_judged_in_little_memory_and_read_as_before(tmp_path):
