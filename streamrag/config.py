@@ -392,7 +392,9 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
     else:
         what = what[0].lower() + what[1:]
         if what.startswith("invalid enum value") and (values := _valid_values(key)):
-            what += "; use one of " + ", ".join(f"{v!r}" for v in values)
+            # (Said as the other settings' errors are, with its default; not msgspec's "enum".)
+            what = (f"is {what.removeprefix('invalid enum value ')}, not one of its values; use one of "
+                    + ", ".join(f"{v!r}" for v in values) + f" (its default: {_default_line(key)})")
         elif what.startswith("expected ") and (default := _default_line(key)):
             what += f"; write it like its default: {default}"
     return ConfigError(f"{where}: {key or 'top level'}: {what}")

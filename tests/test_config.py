@@ -48,7 +48,13 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
                                         "index.chunk_size, 1200, rounded down): set it below 600"),
     ("[index]\nchunk_size = 150\n", "index.chunk_overlap: is 100 (its default); it must be >= 0 and below "
                                     "75 (half of index.chunk_size, 150, rounded down): set it below 75"),
-    ('[index]\nextractor = "gpt"\n', "index.extractor: invalid enum value 'gpt'"),
+    # (It said "invalid enum value 'gpt'; use one of ...", with no default and the word "enum".)
+    ('[index]\nextractor = "gpt"\n', "index.extractor: is 'gpt', not one of its values; use one of 'auto', "
+                                     "'llm', 'nlp' (its default: extractor = \"auto\")"),
+    ('[index]\nencoding = "p50k_base"\n', "index.encoding: is 'p50k_base', not one of its values; use one of "
+                                          "'o200k_base', 'cl100k_base' (its default: encoding = \"o200k_base\")"),
+    ('[index]\nglean_check = "maybe"\n', "index.glean_check: is 'maybe', not one of its values; use one of "
+                                         "'logit_bias', 'prompt', 'off' (its default: glean_check = \"logit_bias\")"),
     ('[llm]\napi_base = "http://127.0.0.1:9/v1"\nreport_model = " "\n', "llm.report_model: is empty; name the model to use"),
     ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
                                       "index.chunk_size, 1200, rounded down): set it to 0 or more"),
