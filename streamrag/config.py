@@ -421,8 +421,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     mistyped_keys = {key for key, _line in mistyped}
     # (Against a chunk_size mistyped, and so put back to its default, the overlap is judged only
     # as >= 0: "below 600 (half of index.chunk_size, 1200)" named a size the file never set,
-    # but a negative overlap is wrong whatever the size, and was said only after the fix.)
-    if "index.chunk_size" in mistyped_keys:
+    # but a negative overlap is wrong whatever the size, and was said only after the fix. So
+    # against a chunk_size refused above: "below 5 (half of index.chunk_size, 10)" was no fix.)
+    if "index.chunk_size" in mistyped_keys or ix.chunk_size < 50:
         if ix.chunk_overlap < 0:
             problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}; it must be >= 0 (and below half "
                              "of index.chunk_size): set it to 0 or more"))

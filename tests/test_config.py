@@ -125,6 +125,16 @@ def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     assert "\n" not in message
 
 
+def test_an_overlap_is_judged_against_a_chunk_size_only_when_the_size_is_valid(tmp_path):
+    # chunk_size = 10 also said "chunk_overlap ... must be below 5 (half of index.chunk_size, 10)",
+    # a fix worked out from the size refused.
+    message = refusal(write(tmp_path, "[index]\nchunk_size = 10\n"))
+    assert "index.chunk_size: must be at least 50 tokens" in message and "chunk_overlap" not in message
+    message = refusal(write(tmp_path, "[index]\nchunk_size = 10\nchunk_overlap = -1\n"))
+    assert "index.chunk_overlap: is -1; it must be >= 0 (and below half of index.chunk_size): " \
+           "set it to 0 or more" in message and "below 5" not in message
+
+
 def test_missing_file_says_how_to_make_one(tmp_path):
     with pytest.raises(ConfigError, match="streamrag init"):
         load_settings(tmp_path / "nope.toml", env={})
@@ -404,15 +414,14 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
     message = refusal(path, models_for=())
     assert "\n" not in message and message.count(str(path)) == 1 and "sk-1" not in message, message
-    first, _, rest = message.partition(" (and 6 more setting(s) to fix: ")
+    first, _, rest = message.partition(" (and 5 more setting(s) to fix: ")
     keys = [first.split(": ")[1], *(part.split(":")[0] for part in rest.split(" | "))]
-    # (index.chunk_overlap, not in the file, is made wrong by chunk_size: said last)
-    assert keys == ["source", "index.chunk_size", "index.chunk_sise", "llm.api_key", "indx", "watch.llm",
-                    "index.chunk_overlap"], message
+    # (index.chunk_overlap, not in the file, is not judged against the chunk_size refused)
+    assert keys == ["source", "index.chunk_size", "index.chunk_sise", "llm.api_key", "indx", "watch.llm"], message
     assert "index.chunk_sise: unknown setting; did you mean index.chunk_size?" in message
     assert "indx: unknown setting; did you mean [index]?" in message
     # (llm.max_retries, mistyped, is set aside by a command that calls no model; a misspelt key never is)
-    with pytest.raises(ConfigError, match=r"llm.temprature: unknown setting.*\(and 2 more"):
+    with pytest.raises(ConfigError, match=r"llm.temprature: unknown setting.*\(and 1 more"):
         load_settings(write(tmp_path, '[llm]\ntemprature = 1\n[index]\nchunk_size = 10\n'), env={}, models_for=())
 
 
@@ -426,11 +435,11 @@ def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
                             f"unknown setting); {note}")
     # A key the file may not set is an unknown one too (its note was another, shorter one), and
     # a line whose unknown key is not the first still ends with the note, once.
-    path = write(tmp_path, "api_base_from = 1\n[index]\nchunk_size = 10\nchunk_sise = 3\n")
+    path = write(tmp_path, "api_base_from = 1\n[index]\nchunk_size = 60\nchunk_sise = 3\n")
     message = refusal(path)
     assert message.count("every valid key") == 1 and message.endswith(f"); {note}"), message
-    assert message.startswith(f"{path}: api_base_from: unknown setting (and 3 more"), message
-    assert "| index.chunk_sise: unknown setting; did you mean index.chunk_size? |" in message
+    assert message.startswith(f"{path}: api_base_from: unknown setting (and 2 more"), message
+    assert "index.chunk_sise: unknown setting; did you mean index.chunk_size? |" in message
     # One unknown key alone: the note in brackets after it, as before.
     path = write(tmp_path, "[llm]\nfoo = 1\n")
     assert refusal(path) == f"{path}: llm.foo: unknown setting ({note})"
