@@ -401,6 +401,8 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     # A folder is walked with its path from there (its entries': that and their names), made
     # once per folder, not once or twice per entry from the entry's whole path.
     lead = _lead(top, top_real, root)
+    # The folder as a symlink's warning names it: absolute, as "leads outside . (to ...)" was not.
+    named = _safe(Path(os.path.abspath(top)).as_posix())
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -417,7 +419,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if not _inside(target, top_real):
                 problems.append(
                     f"{_safe(stored_path(folder, root))}: folder symlink leads outside "
-                    f"{_safe(top.as_posix())} (to {_safe(target)}), so it is not followed; "
+                    f"{named} (to {_safe(target)}), so it is not followed; "
                     "index that folder itself if you want it")
                 continue
         try:
@@ -473,7 +475,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             elif is_link and not inside(path):
                 problems.append(
                     f"{_safe(stored_path(path, root))}: file symlink leads outside "
-                    f"{_safe(top.as_posix())} (to {_safe(os.path.realpath(path))}), so it is not indexed; copy the "
+                    f"{named} (to {_safe(os.path.realpath(path))}), so it is not indexed; copy the "
                     "file in, or index its folder too by naming it as another PATH")
             else:
                 out.append(path)

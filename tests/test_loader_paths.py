@@ -114,6 +114,23 @@ def test_folder_symlink_leading_outside_is_not_followed(tmp_path):
     assert up.startswith("up: folder symlink leads outside") and str(tmp_path) in up
 
 
+def test_a_symlink_leading_outside_a_folder_given_as_dot_names_the_folder(tmp_path, monkeypatch):
+    # It said "leads outside . (to /etc/hostname)" of `index .`.
+    root = tmp_path / "here"
+    write(root / "doc.txt")
+    outside = write(tmp_path / "elsewhere" / "out.txt")
+    os.symlink(outside, root / "link.txt")
+    os.symlink(tmp_path / "elsewhere", root / "away")
+    monkeypatch.chdir(root)
+    skipped: list[str] = []
+    assert scan([Path(".")], ["*.txt"], root=Path("."), skipped=skipped) == [Path("doc.txt")]
+    assert sorted(skipped) == [
+        f"away: folder symlink leads outside {root.as_posix()} (to {tmp_path / 'elsewhere'}), so it is not "
+        "followed; index that folder itself if you want it",
+        f"link.txt: file symlink leads outside {root.as_posix()} (to {outside}), so it is not indexed; copy "
+        "the file in, or index its folder too by naming it as another PATH"]
+
+
 def test_symlink_chain_that_ends_outside_is_not_followed(tmp_path):
     root = tmp_path / "r"
     doc = write(root / "doc.txt")
