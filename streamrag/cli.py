@@ -437,6 +437,12 @@ def _unchanged(r) -> str:
     return f"{r.documents_unchanged} unchanged, {r.documents_new_times} read again for new file times"
 
 
+def _reclustered(r) -> str:
+    """The clause of a run that published nothing on the graph it clustered afresh all the same
+    (`--recluster`): "Nothing changed" alone read as if it had not, beside --json's reclustered."""
+    return "re-clustered afresh, to the same communities; " if r.reclustered else ""
+
+
 def _format_sync(r, db: Path, include: list[str]) -> str:
     from streamrag.loader import left_out_lines
 
@@ -445,7 +451,8 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     mode = "offline (NLP extraction, extractive reports)" if r.offline else "LLM"
     lines = [
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
-         f"Nothing changed: {db} stays at version {r.version} ({mode}); checked in {r.wall_s:.1f} s"),
+         f"Nothing changed: {db} stays at version {r.version} ({mode}); {_reclustered(r)}checked in "
+         f"{r.wall_s:.1f} s"),
         f"  documents      {r.documents} ({r.documents_added} added, {r.documents_removed} removed, "
         f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "

@@ -989,6 +989,18 @@ def test_a_second_run_says_its_chunks_were_extracted_before(cli_run, corpus):
     assert json.loads(cli_run("index", "-q", "--json", ".", cwd=corpus).stdout)["published"] is False
 
 
+def test_a_recluster_that_changes_nothing_says_it_reclustered(cli_run, corpus):
+    # It said "Nothing changed: ..." alone while --json said reclustered: true.
+    cli_run("index", "-q", ".", cwd=corpus)
+    again = cli_run("index", "-q", ".", cwd=corpus)
+    assert again.stdout.startswith("Nothing changed: ") and "re-clustered" not in again.stdout
+    first = cli_run("index", "-q", "--recluster", ".", cwd=corpus).stdout.splitlines()[0]
+    assert first.startswith("Nothing changed: ") and "stays at version 1" in first
+    assert "; re-clustered afresh, to the same communities; checked in " in first, first
+    said = json.loads(cli_run("index", "-q", "--recluster", "--json", ".", cwd=corpus).stdout)
+    assert said["published"] is False and said["reclustered"] is True
+
+
 def test_files_repeating_another_files_text_are_counted_and_said(cli_run, corpus):
     first = sorted(p for p in corpus.iterdir() if p.is_file())[0]
     shutil.copy(first, corpus / "copy_one.txt")
