@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
-from streamrag.watch_lines import answered, clock, span
+from streamrag.watch_lines import answered, clock, clocks, span
 
 if TYPE_CHECKING:
     from streamrag.config import Settings
@@ -96,8 +96,8 @@ class Outage:
         assert o is not None
         if self.answered_at is None or self.server_errors:
             return None
-        return (f"{o['endpoint']} stopped answering at {clock(o['since'])}, having answered at "
-                f"{clock(self.answered_at)}")
+        since, answered_at = clocks(o["since"], self.answered_at)
+        return f"{o['endpoint']} stopped answering at {since}, having answered at {answered_at}"
 
     def fields(self) -> dict[str, Any]:
         """The fields of a line that says the outage under way."""

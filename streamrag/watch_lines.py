@@ -65,10 +65,20 @@ def seconds_said(seconds: float) -> str:
     return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
 
 
-def clock(at: float) -> str:
-    """A wall-clock time as an outage line gives it: ``18:05``, or ``Fri 18:05`` on another day."""
+def clock(at: float, *, seconds: bool = False) -> str:
+    """A wall-clock time as an outage line gives it: ``18:05``, or ``Fri 18:05`` on another day
+    (``18:05:09`` with ``seconds``)."""
     same_day = time.localtime(at)[:3] == time.localtime()[:3]
-    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(at))
+    shown = "%H:%M:%S" if seconds else "%H:%M"
+    return time.strftime(shown if same_day else f"%a {shown}", time.localtime(at))
+
+
+def clocks(first: float, then: float) -> tuple[str, str]:
+    """Two wall-clock times a line gives side by side, to the second when they fall in the same
+    minute: "stopped answering at 19:45, having answered at 19:45" said nothing."""
+    if clock(first) != clock(then):
+        return clock(first), clock(then)
+    return clock(first, seconds=True), clock(then, seconds=True)
 
 
 def span(seconds: float) -> str:

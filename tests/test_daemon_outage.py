@@ -908,6 +908,23 @@ def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_p
                                                           "stays down, said briefly)"), stopped
 
 
+def test_an_endpoint_that_stopped_in_the_minute_it_answered_is_said_to_the_second(tmp_path):
+    # It said "stopped answering at 19:45, having answered at 19:45": the same minute, no news.
+    from streamrag.outage import Outage
+
+    outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda *a, **k: None)
+    minute = time.time() // 60 * 60 - 120   # (a whole minute, local time zones offset by whole minutes)
+    outage.answered_at, outage.failing_since = minute + 9, minute + 41
+    outage.began()
+    same = clock(minute)   # ("18:05", or "Fri 18:05" just after midnight)
+    assert outage.stopped() == (f"http://127.0.0.1:9/v1 stopped answering at {same}:41, having answered "
+                                f"at {same}:09")
+    # In other minutes, as before.
+    outage.answered_at = minute - 60
+    assert outage.stopped() == f"http://127.0.0.1:9/v1 stopped answering at {same}, having answered at " \
+                               f"{clock(minute - 60)}"
+
+
 def test_another_error_met_during_an_outage_is_said_as_it_is(tmp_path):
     # During an outage of an endpoint that answered before, any error of a sync was said as the
     # endpoint having stopped answering: a full disk too.
