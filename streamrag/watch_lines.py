@@ -170,7 +170,8 @@ def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
 
 class StageLines:
     """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
-    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both."""
+    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both, and says
+    the opening line the sync kept quiet."""
 
     def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
                  quiet: bool) -> None:
@@ -187,6 +188,9 @@ class StageLines:
         if self.quiet and llm is not None and answered(llm.stats):
             self.quiet = False   # it answers again: said now, and this sync's lines from here on
             self.daemon.outage.recovered()
+            if self.state:   # begun silent: its opening line first, which the next "... done" ends
+                message, fields = _stage_line(self.reason, "", p, 0.0, why=self.why)
+                self.daemon.emit(self.state, message, **fields)
         if p.stage == "scanning" and "files" not in p.totals:
             return   # a failure met while scanning (a folder it cannot list) comes before the count
         state = _STATES.get(p.stage, p.stage)

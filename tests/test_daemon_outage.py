@@ -830,6 +830,22 @@ async def test_an_outage_is_said_once_then_briefly_as_the_pause_grows_and_once_w
     assert sum(e["state"] == "recovered" for e in during) == 1
 
 
+async def test_the_sync_an_outage_recovers_in_says_its_opening_line_before_its_stages(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Begun silent, it said "merging  extracting done: 2 chunks ..." after the recovered line,
+    # with no extracting line before it to be done with.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    events = await _down_then_back(switch, settings, tmp_path / "r.db", corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
+    back = next(i for i, e in enumerate(events) if e["state"] == "recovered")
+    lines = [e for e in events[back + 1:] if e["event"] == "state" and e["state"] not in ("warning", "health")]
+    lines = lines[:[e["state"] for e in lines].index("idle")]
+    assert lines[0]["state"] == "extracting" and ": scanning " in lines[0]["message"], \
+        [(e["state"], e["message"]) for e in lines]
+    for before, line in zip(lines, lines[1:]):   # each "X done" ends the state said before it
+        assert line["message"].startswith(f"{before['state']} done"), [(e["state"], e["message"]) for e in lines]
+
+
 @pytest.mark.parametrize("noted_by_this_one", [True, False])
 async def test_an_endpoint_the_index_was_built_through_is_said_to_have_stopped_not_to_be_wrong(
         corpus, tmp_path, simulator, monkeypatch, noted_by_this_one):
