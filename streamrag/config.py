@@ -416,14 +416,15 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     the file's in file order (``order``: ``file_order``), then the rest."""
     ix, llm = s.index, s.llm
     problems: list[tuple[str, str]] = []
-    if ix.chunk_size < 50:
+    size_refused = ix.chunk_size < 50
+    if size_refused:
         problems.append(_bound("index.chunk_size", "must be at least 50 tokens", "50 or more"))
     mistyped_keys = {key for key, _line in mistyped}
     # (Against a chunk_size mistyped, and so put back to its default, the overlap is judged only
     # as >= 0: "below 600 (half of index.chunk_size, 1200)" named a size the file never set,
     # but a negative overlap is wrong whatever the size, and was said only after the fix. So
     # against a chunk_size refused above: "below 5 (half of index.chunk_size, 10)" was no fix.)
-    if "index.chunk_size" in mistyped_keys or ix.chunk_size < 50:
+    if "index.chunk_size" in mistyped_keys or size_refused:
         if ix.chunk_overlap < 0:
             problems.append(("index.chunk_overlap", f"is {ix.chunk_overlap}; it must be >= 0 (and below half "
                              "of index.chunk_size): set it to 0 or more"))
