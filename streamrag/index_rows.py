@@ -581,12 +581,12 @@ _UNINDEXED_FILES = ("(f.run_id IN (SELECT id FROM unindexed_runs WHERE json_type
                     "unindexed_runs u, json_each(u.stats, '$.not_indexed_chunks') j))")
 
 
-def load_failures_by_kind(store: Store, run_id: str) -> dict[str, int]:
-    """The files and folders run ``run_id`` could not use, each once, by their failure's kind
+def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
+    """The files and folders runs ``run_ids`` could not use, each once, by their failure's kind
     (``errors.InputError.kind``; one recorded before failures had a kind is "unusable")."""
     return dict(store.conn.execute(
         "SELECT coalesce(kind, 'unusable'), count(DISTINCT item) FROM failures "
-        "WHERE run_id = ? AND stage = 'load' GROUP BY 1", (run_id,)))
+        f"WHERE {_in('run_id', run_ids)} AND stage = 'load' GROUP BY 1", run_ids))
 
 
 def last_failure(store: Store, run_id: str) -> str:
@@ -671,12 +671,13 @@ def settled_items(store: Store, found: list[dict]) -> list[dict]:
             for f in found]
 
 
-def failed_in(store: Store, run_id: str, items: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Of ``items`` (``(stage, item)`` of summaries and reports), those ``run_id`` recorded as failed."""
+def failed_in(store: Store, run_ids: list[str], items: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of ``items`` (``(stage, item)`` of summaries and reports), those runs ``run_ids`` recorded as failed."""
     if not items:
         return set()
     return items & set(store.conn.execute(
-        "SELECT DISTINCT stage, item FROM failures WHERE run_id = ? AND stage IN ('summarize', 'report')", (run_id,)))
+        f"SELECT DISTINCT stage, item FROM failures WHERE {_in('run_id', run_ids)} "
+        "AND stage IN ('summarize', 'report')", run_ids))
 
 
 # The runs of update ``:update`` up to its run ``:run``: the first, those that go on with it
@@ -689,15 +690,20 @@ _UPDATE_RUNS = ("SELECT id FROM runs WHERE id = :update OR update_of = :update O
                 "started_at < (SELECT started_at FROM runs WHERE id = :update)), 0)")
 
 
-def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset()) -> list[dict]:
+def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset(),
+                 before: str | None = None) -> list[dict]:
     """What failed in run ``run_id``, once per item, the newest first, at most ``limit``:
     ``{run_id, stage, item, message, created_at, times}``; the ``(stage, item)`` in ``leaving``
     left out. ``times``: how often its update recorded it (a run's retries, a daemon's syncs
-    that go on with the update, ``runs.update_of``, and their extraction ahead repeat one)."""
+    that go on with the update, ``runs.update_of``, and their extraction ahead repeat one).
+    ``before``: a run whose failures are listed as ``run_id``'s (the update's run that ended
+    before a retry sync under way, which records the items it retries only as it meets them:
+    ``status.missing_since``); each item with the run, message and time it was last recorded."""
+    runs = [run_id] if before is None else [run_id, before]
     rows = store.query(
         "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
-        "FROM failures WHERE run_id = ? GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
-        (run_id, limit + len(leaving)))
+        f"FROM failures WHERE {_in('run_id', runs)} GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
+        (*runs, limit + len(leaving)))
     rows = [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
     update = update_of(store, run_id)
     if rows and update is not None:
@@ -735,6 +741,17 @@ def carry_failures(store: Store, run_id: str, update: str) -> None:
         "AND stage != 'load' AND NOT EXISTS (SELECT 1 FROM failures AS g WHERE g.run_id = ? "
         "AND g.stage = f.stage AND g.item = f.item) GROUP BY stage, item",
         (run_id, update, run_id, run_id, run_id))
+
+
+def ended_before(store: Store, run_id: str) -> dict | None:
+    """The newest run that ended (its row no longer "running": one killed with -9 stays so) of
+    the update run ``run_id`` goes on with (``runs.update_of``), started before it, as
+    ``status.last_update`` gives a run; None when ``run_id`` began an update, or none ended."""
+    rows = store.query(
+        "SELECT id, command, started_at, finished_at, status FROM runs WHERE coalesce(update_of, id) = "
+        "(SELECT update_of FROM runs WHERE id = :run) AND status != 'running' AND started_at < "
+        "(SELECT started_at FROM runs WHERE id = :run) ORDER BY started_at DESC LIMIT 1", {"run": run_id})
+    return rows[0] if rows else None
 
 
 def update_of(store: Store, run_id: str) -> str | None:

@@ -53,11 +53,13 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
         # (what the last update settled is no failure of it, whatever the settings are now)
         settled_now = settled_by(store, last_run, settled if report_budget is None
                                  else index_rows.settled(store, UNUSABLE_RUNS))
+        # (a retry sync under way: what the update's run before it left, ``missing_since``)
+        before = missing_since(store, last_run)
+        ended = before or last_run
+        unindexed, unindexed_files, _ = (index_rows.not_indexed(store, ended["id"])
+                                         if ended else (0, [], set()))
         # (the chunks of the files left unindexed are counted as those files: ``unindexed_chunks``)
-        unindexed, unindexed_files, in_unindexed = (index_rows.not_indexed(store, last_run["id"])
-                                                    if last_run else (0, [], set()))
-        if last_run and last_run["status"] == "ok":
-            in_unindexed = set()
+        in_unindexed = unindexed_chunks(store, last_run)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -115,7 +117,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
             listed = index_rows.run_failures(store, last_run["id"] if last_run else "",
-                                             failure_limit + len(in_unindexed), leaving=settled_now)
+                                             failure_limit + len(in_unindexed), leaving=settled_now,
+                                             before=before["id"] if before else None)
             info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in in_unindexed][:failure_limit]
             # ... those of the files it left unindexed: why they were (said with them)
             info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in in_unindexed][:failure_limit]
@@ -195,13 +198,35 @@ def left_missing(store: Store, run: dict | None) -> int:
     return max(0, failures_said(store, run) - failures_of(store, run, stage="load"))
 
 
+def missing_since(store: Store, run: dict | None) -> dict | None:
+    """While a daemon's sync that goes on with an update (``runs.update_of``: it retries what the
+    syncs before it left missing) is under way, or was killed, the update's run before it that
+    ended (``index_rows.ended_before``), whose failures the update is missing still (the published
+    version is that run's until the sync publishes); None otherwise. The sync records the items
+    it retries only as it meets them: `status` during one said "failures 0", then 1, of an
+    update missing 2. (Once it has published, it has met them all: an item it got is no longer
+    missing, though its row says "running" until it is closed.)"""
+    if run is None or run["status"] != "running":
+        return None
+    if float(store.get_meta("published_at") or 0) >= run["started_at"]:
+        return None
+    return index_rows.ended_before(store, run["id"])
+
+
+def failure_runs(store: Store, run: dict) -> list[str]:
+    """The runs whose failures `status` counts as ``run``'s: itself, and the update's run before
+    it while it is under way (``missing_since``)."""
+    before = missing_since(store, run)
+    return [run["id"]] if before is None else [run["id"], before["id"]]
+
+
 def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple[str, str]]:
     """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that ``run``
     settled: it recorded them as failed, but they are said settled, not among its failures (it
     is not to be run again for them)."""
     if run is None:
         return set()
-    return index_rows.failed_in(store, run["id"], {(f["stage"], f["item"]) for f in settled})
+    return index_rows.failed_in(store, failure_runs(store, run), {(f["stage"], f["item"]) for f in settled})
 
 
 def failures_said(store: Store, run: dict | None) -> int:
@@ -215,22 +240,32 @@ def unindexed_chunks(store: Store, run: dict | None) -> set[tuple[str, str]]:
     """The ``(stage, item)`` of the chunks ``run`` failed to extract when it published nothing and
     left files unindexed (``not_indexed_last_run``): chunks of those files, which count once, as
     files. A restart during an outage said "failures 2 in the last update" beside "not indexed 5
-    new or changed files", two of the five counted twice."""
+    new or changed files", two of the five counted twice. Of a retry sync under way
+    (``missing_since``), those of the files the update's run before it left unindexed, and the
+    chunks the sync waited for that no published document holds (they are of those files, as
+    its own stats name them if it publishes nothing too)."""
     if run is None or run["status"] == "ok":
         return set()
-    return index_rows.not_indexed(store, run["id"])[2]
+    before = missing_since(store, run)
+    if before is None:
+        return index_rows.not_indexed(store, run["id"])[2]
+    if before["status"] == "ok":
+        return set()
+    return index_rows.not_indexed(store, before["id"])[2] | index_rows.failed_chunks(store, run["id"])
 
 
 def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:
-    """Items that failed in ``run``, each counted once (a daemon's retries repeat them); of
-    ``stage`` only if given (``load``: files that could not be read)."""
+    """Items that failed in ``run``, each counted once (a daemon's retries repeat them), those of
+    the update's run before it too while it is under way (``failure_runs``); of ``stage`` only
+    if given (``load``: files that could not be read)."""
     if run is None:
         return 0
+    runs = failure_runs(store, run)
+    in_runs = f"run_id IN ({', '.join('?' * len(runs))})"
     if stage is not None:
-        return store.scalar("SELECT count(DISTINCT item) FROM failures WHERE run_id = ? AND stage = ?",
-                            (run["id"], stage))
-    return store.scalar("SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
-                        (run["id"],))
+        return store.scalar(f"SELECT count(DISTINCT item) FROM failures WHERE {in_runs} AND stage = ?",
+                            (*runs, stage))
+    return store.scalar(f"SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE {in_runs}", runs)
 
 
 # What a file or folder an update could not use is (``errors.InputError.kind``, "unlisted" for
@@ -240,7 +275,7 @@ UNUSABLE_KINDS = ("unreadable", "not_text", "unusable", "unlisted")
 
 def unreadable_by_kind(store: Store, run: dict | None) -> dict[str, int]:
     """``unreadable_last_run`` by kind: every one of ``UNUSABLE_KINDS``, 0 when none is."""
-    found = index_rows.load_failures_by_kind(store, run["id"]) if run is not None else {}
+    found = index_rows.load_failures_by_kind(store, *failure_runs(store, run)) if run is not None else {}
     return {kind: found.get(kind, 0) for kind in UNUSABLE_KINDS}
 
 

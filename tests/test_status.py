@@ -958,3 +958,81 @@ def test_a_failures_times_count_the_extractions_ahead_of_its_update_only(tmp_pat
     store.close()
     assert (one["item"], one["times"]) == ("chk-1", 4), one   # e1, s1, e2, s2
     assert (two["item"], two["times"]) == ("chk-2", 1), two
+
+
+def _runs_of_an_outage(db: Path, runs: list[tuple[str, str, str | None, str]], failed: dict[str, list[str]],
+                       stats: dict[str, str] = {}, *, after: int = 0) -> None:
+    """Rows as a daemon leaves them: ``runs`` ``(id, command, update_of, status)`` started in
+    that order (a "running" one left open), after ``after`` runs made so, each with the chunks
+    ``failed`` names refused."""
+    store = Store(db)
+    try:
+        for at, (run, command, update, status) in enumerate(runs, start=after + 1):
+            store.start_run(run, command, update)
+            store.conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (1000.0 + at, run))
+            for item in failed.get(run, []):
+                store.record_failure(run, "extract", item, f"{item[4]}.txt (chunk 1, {item}): nothing answers")
+            if status != "running":
+                store.finish_run(run, status, stats.get(run))
+    finally:
+        store.close()
+
+
+def test_a_retry_sync_under_way_says_what_its_update_is_missing(tmp_path):
+    # During an outage, `status` said the retry sync under way was the last update: its failures
+    # were those it had met again so far, "failures 0 in the last update ... running", then 1,
+    # though the update was missing 2 throughout (the sync records them as it retries them).
+    from streamrag.store import one_writer
+
+    db = tmp_path / "w.db"
+    _runs_of_an_outage(db, [("s1", "watch", None, "ok"), ("s2", "watch", "s1", "ok"), ("s3", "watch", "s1", "running")],
+                       {"s1": ["chk-a", "chk-b"], "s2": ["chk-a", "chk-b"], "s3": ["chk-b"]})
+    with one_writer(db, "streamrag watch /x"):
+        info, text = status_of(db, failures=True)
+        assert info["failures_last_run"] == 2 and info["last_run"]["id"] == "s3", info
+        assert sorted(f["item"] for f in info["failures"]) == ["chk-a", "chk-b"], info["failures"]
+        assert {f["item"]: f["times"] for f in info["failures"]} == {"chk-a": 2, "chk-b": 3}
+        assert "failures       2 in the last update" in text, text
+        assert last_update_line(text).endswith("watch s3: running (2 items failed)"), text
+    # Killed with -9 mid-retry: the update is still missing both, for the next start.
+    info, text = status_of(db)
+    assert info["failures_last_run"] == 2 and info["last_run"]["killed"] is True, info
+    # The retry got chk-a: published, it is no longer missing (its row closed after), and so
+    # once the retry has ended.
+    store = Store(db)
+    store.set_meta("published_at", "1003.5")
+    store.close()
+    for end in ("running", "ok"):
+        if end == "ok":
+            store = Store(db)
+            store.finish_run("s3", "ok")
+            store.close()
+        with one_writer(db, "streamrag watch /x"):
+            info, text = status_of(db, failures=True)
+        assert info["failures_last_run"] == 1 and [f["item"] for f in info["failures"]] == ["chk-b"], info
+        assert last_update_line(text).endswith(f"watch s3: {end}, but 1 item failed (left out of this version)"
+                                               if end == "ok" else "watch s3: running (1 item failed)"), text
+    # A fresh `index` under way begins an update of its own: what it met so far.
+    _runs_of_an_outage(db, [("i1", "index", None, "running")], {"i1": ["chk-c"]}, after=3)
+    with one_writer(db, "streamrag index /x"):
+        info, text = status_of(db, failures=True)
+    assert info["failures_last_run"] == 1 and [f["item"] for f in info["failures"]] == ["chk-c"], info
+
+
+def test_a_retry_sync_under_way_after_one_that_failed_says_the_files_left_unindexed(tmp_path):
+    # A sync given up in an outage published nothing: "not indexed 2 new or changed files",
+    # "failures 0". While its retry ran, the not indexed line was gone and the chunk it had met
+    # again so far was said a failure: "failures 1 ... running (1 item failed)".
+    import json
+
+    from streamrag.store import one_writer
+
+    db = tmp_path / "w.db"
+    said = json.dumps({"not_indexed": 2, "not_indexed_files": ["a.txt", "b.txt"], "not_indexed_chunks": ["chk-a"]})
+    _runs_of_an_outage(db, [("s1", "watch", None, "failed"), ("s2", "watch", "s1", "running")],
+                       {"s1": ["chk-a"], "s2": ["chk-b"]}, {"s1": said})
+    with one_writer(db, "streamrag watch /x"):
+        info, text = status_of(db, failures=True)
+    assert (info["failures_last_run"], info["not_indexed_last_run"]) == (0, 2), info
+    assert info["failures"] == [] and info["not_indexed_files"] == ["a.txt", "b.txt"], info
+    assert "not indexed    2 new or changed files" in text and last_update_line(text).endswith(": running"), text
