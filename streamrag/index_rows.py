@@ -589,10 +589,10 @@ def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
         f"WHERE {_in('run_id', run_ids)} AND stage = 'load' GROUP BY 1", run_ids))
 
 
-def last_failure(store: Store, run_id: str) -> str:
-    """``[stage] message`` of the newest failure ``run_id`` recorded, on one line, or ""."""
-    rows = store.query("SELECT stage, message FROM failures WHERE run_id = ? ORDER BY id DESC LIMIT 1",
-                       (run_id,))
+def last_failure(store: Store, *run_ids: str) -> str:
+    """``[stage] message`` of the newest failure runs ``run_ids`` recorded, on one line, or ""."""
+    rows = store.query(f"SELECT stage, message FROM failures WHERE {_in('run_id', run_ids)} ORDER BY id DESC LIMIT 1",
+                       run_ids)
     return f"[{rows[0]['stage']}] {' '.join(str(rows[0]['message']).split())}" if rows else ""
 
 

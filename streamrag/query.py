@@ -56,7 +56,7 @@ from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, c
                                 choose_mode, content_stop, global_question, named_entities,
                                 missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm
-from streamrag.status import failures_of, last_update, llm_summary
+from streamrag.status import failure_runs, failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terms import words
 
@@ -233,7 +233,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
             raise IndexMissingError(
                 f"the index at {db_path} holds no documents: the last update could not index any "
                 f"file it read (`streamrag status --failures` lists what failed; last: "
-                f"{index_rows.last_failure(store, run['id'])}); fix the cause and run {again} again")
+                f"{index_rows.last_failure(store, *failure_runs(store, run))}); fix the cause and run {again} again")
         raise IndexMissingError(f"the index at {db_path} holds no documents: {named} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
                                 "add such files (or widen index.include), then run `streamrag index` on it again")

@@ -1036,3 +1036,23 @@ def test_a_retry_sync_under_way_after_one_that_failed_says_the_files_left_uninde
     assert (info["failures_last_run"], info["not_indexed_last_run"]) == (0, 2), info
     assert info["failures"] == [] and info["not_indexed_files"] == ["a.txt", "b.txt"], info
     assert "not indexed    2 new or changed files" in text and last_update_line(text).endswith(": running"), text
+
+
+def test_an_ask_of_an_empty_index_under_a_retry_sync_names_the_last_failure_of_its_update(tmp_path):
+    # An index whose first update indexed no file (every chunk refused), a retry sync under way
+    # that has met none of them again: `ask` said "last: )", the sync's own failures being none.
+    from streamrag.errors import IndexMissingError
+    from streamrag.query import check_not_empty
+
+    db = tmp_path / "w.db"
+    _runs_of_an_outage(db, [("s1", "watch", None, "ok"), ("s2", "watch", "s1", "running")],
+                       {"s1": ["chk-a", "chk-b"]})
+    store = Store(db)
+    store.set_meta("version", "1")
+    store.set_meta("published_at", "1001.5")   # (s1's publish; s2 began at 1002)
+    try:
+        with pytest.raises(IndexMissingError) as e:
+            check_not_empty(store, db, ["*.txt"])
+    finally:
+        store.close()
+    assert "last: [extract] b.txt (chunk 1, chk-b): nothing answers)" in str(e.value), e.value
