@@ -798,11 +798,14 @@ class Indexer:
             if self.check_shortcuts:
                 check_rewired(store, state, changed)
 
-        def cluster(previous):
-            graph = state.clustered_graph(store)   # (made from the published one's, when kept)
-            if self.check_shortcuts and not graph.same(GraphEdges.of(sorted(state.entities), edges())):
+        def graph() -> GraphEdges:
+            made = state.clustered_graph(store)   # (made from the published one's, when kept)
+            if self.check_shortcuts and not made.same(GraphEdges.of(sorted(state.entities), edges())):
                 raise AssertionError("the graph made from the published one's differs from one made anew")
-            out = hierarchical_leiden(sorted(state.entities), graph, max_cluster_size=ix.max_cluster_size,
+            return made
+
+        def cluster(previous):
+            out = hierarchical_leiden(sorted(state.entities), graph(), max_cluster_size=ix.max_cluster_size,
                                       seed=ix.leiden_seed, resolution=ix.leiden_resolution,
                                       previous=previous, new_id=new_id, changed=changed)
             if self.check_shortcuts and previous and changed is not None:
@@ -822,7 +825,7 @@ class Indexer:
         recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)
         communities, reclustered, state.changed_since_fresh = updated_partition(
             state.old_communities, warm=cluster,
-            fresh=lambda: hierarchical_leiden(sorted(state.entities), state.clustered_graph(store),
+            fresh=lambda: hierarchical_leiden(sorted(state.entities), graph(),
                                               max_cluster_size=ix.max_cluster_size,
                                               seed=ix.leiden_seed, resolution=ix.leiden_resolution),
             edges=edges, resolution=ix.leiden_resolution, drift_allowed=ix.recluster_drift,
