@@ -1,10 +1,10 @@
 """How long `streamrag ask --mode local` (or ``--mode global``) takes, end to end, on an offline index.
 
 Builds an offline index of ``--corpus`` (no model: the extractive answer), or reuses the one at
-``--db`` when that file exists, then runs ``--asks`` local asks as separate processes, the way a
-user runs them: each one pays for Python's start, the imports, the tokenizer and the PageRank
-over the whole graph. The questions name the index's entities (the most connected ones first),
-so every ask seeds, widens by PageRank and builds a full context. Each ask is timed by the
+``--db`` when that file exists, then runs ``--asks`` asks of ``--mode`` as separate processes,
+the way a user runs them: each one pays for Python's start, the imports, the tokenizer and (a
+local ask) the PageRank over the whole graph. The questions name the index's entities (the most
+connected ones first), so every local ask seeds, widens by PageRank and builds a full context. Each ask is timed by the
 clock and by the processor time it used (user and system, ``*_cpu_s_*``): on a machine other
 work shares, the clock's figures grow with that work and the processor's do not; the largest
 resident memory of one ask is ``*_ask_peak_mb``. ``--mode global`` times global asks of the same
@@ -81,7 +81,12 @@ def time_ask(db: Path, question: str, cwd: Path, mode: str = "local") -> tuple[f
     proc = subprocess.Popen([sys.executable, "-m", "streamrag", "ask", "--db", str(db), "--mode", mode,
                              "--json", question], cwd=cwd, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(proc.pid, 0)
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:   # (Ctrl-C: the ask is not left running, as subprocess.run would not)
+        proc.kill()
+        proc.wait()
+        raise
     wall = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:

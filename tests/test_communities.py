@@ -575,6 +575,7 @@ def test_a_leidenalg_whose_private_aggregate_differs_clusters_with_its_own(monke
     assert communities_module._private_aggregate_works()
     assert communities_module._aggregate(fine).membership == own
 
+
 def test_a_graph_made_from_the_last_ones_is_the_graph_made_anew():
     # An update makes the graph it clusters from the published one's and the edges of the
     # entities whose edges moved: entities come and go (with edges and without), edges are
