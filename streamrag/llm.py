@@ -810,8 +810,8 @@ class LLMClient:
                 raise self._hopeless_error(url) from None
             if e.refused and not self._reach.reached:
                 raise LLMUnavailableError(
-                    not_answering(url, e.detail, self._replies.setting) if self._answered_at is None
-                    else stopped_answering(url, e.detail, self._answered_at, self._then)) from None
+                    not_answering(url, e.detail, self._replies.setting) if self._answered_at is None else
+                    stopped_answering(url, e.detail, self._replies.setting, self._answered_at, self._then)) from None
             if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "

@@ -210,6 +210,14 @@ def not_answering(url: str, detail: str, setting: str) -> str:
     """Why no connection to ``url`` was ever made (``detail``, the last try's), and the fix
     (``setting``: the one naming the endpoint). A server that is up but speaks plain HTTP to
     an https:// address, or whose certificate is not trusted, was told to "start the server"."""
+    return (_tls_refused(url, detail, setting)
+            or f"nothing answers at {url} ({detail}); start the server, or fix {setting}")
+
+
+def _tls_refused(url: str, detail: str, setting: str) -> str | None:
+    """Why no connection to ``url`` was made when a server there is up but its TLS failed
+    (``detail``, the last try's): plain HTTP on an https:// address, or a certificate not
+    trusted; None for any other reason (``httpx.ConnectError`` is raised for both alike)."""
     if url.startswith("https://") and "WRONG_VERSION_NUMBER" in detail:
         return (f"{url}: the server there speaks plain HTTP, not HTTPS ({detail}); use "
                 f"http:// in {setting}")
@@ -217,19 +225,22 @@ def not_answering(url: str, detail: str, setting: str) -> str:
         return (f"{url}: the server's certificate is not trusted ({detail}); give the file of the "
                 "authority that signed it with SSL_CERT_FILE=/path/to/ca.pem, or fix "
                 f"{setting} if it names the wrong host")
-    return f"nothing answers at {url} ({detail}); start the server, or fix {setting}"
+    return None
 
 
-def stopped_answering(url: str, detail: str, answered_at: float, then: str = "") -> str:
+def stopped_answering(url: str, detail: str, setting: str, answered_at: float, then: str = "") -> str:
     """Why no connection to ``url`` was made, when the caller knows it answered at ``answered_at``
     (wall clock: a daemon's earlier sync, or a run of the index through it): the server stopped,
     and the address is right. A daemon's sync, whose model client is new, said to "fix
     llm.api_base" (``not_answering``), and `status --failures` kept it. ``then``: what to do once
-    it is back ("": nothing, the caller retries it by itself)."""
+    it is back ("": nothing, the caller retries it by itself). A TLS failure is said as
+    ``not_answering`` says it (``setting``: the one naming the endpoint): a certificate expired
+    since it answered was said "every connection is refused ...; retried until it answers"."""
     from streamrag.watch_lines import clock   # (as the watch's lines say a time)
 
-    return (f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
-            f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
+    return _tls_refused(url, detail, setting) or (
+        f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
+        f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
 
 
 def one_line(text: object) -> str:

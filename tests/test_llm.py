@@ -1313,6 +1313,28 @@ async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(t
     assert answer.text == "echo: second" and len(endpoint.requests) == 7
 
 
+@pytest.mark.parametrize("detail, said", [
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired",
+     "https://llm.test/v1/chat/completions: the server's certificate is not trusted ("),
+    ("[SSL: WRONG_VERSION_NUMBER] wrong version number",
+     "https://llm.test/v1/chat/completions: the server there speaks plain HTTP, not HTTPS (")])
+async def test_a_tls_failure_of_an_endpoint_that_answered_before_is_said_as_one(tmp_path, detail, said):
+    # A daemon's client knows the endpoint answered before (``answered_at``): a certificate
+    # expired since was said "stopped answering (it last answered at ...): every connection is
+    # refused (...); retried until it answers", not that the certificate is not trusted.
+    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
+    store = Store(tmp_path / "index.db")
+    async with Writer(store) as writer:
+        async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
+                                         tokens_per_minute=0), "sk-test", store=store, writer=writer,
+                             run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
+                             retried=True, answered_at=time.time() - 600) as llm:
+            with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    store.close()
+    assert str(e.value).startswith(said) and "stopped answering" not in str(e.value), e.value
+
+
 async def test_a_restarted_endpoint_is_waited_for_beyond_max_retries(tmp_path, monkeypatch, caplog):
     # An endpoint down 12 s during index made a call fail after 7 quick tries ("failed 7
     # time(s), last: connection failed"): refusals of an endpoint that answered before use none
