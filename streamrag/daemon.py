@@ -1105,11 +1105,17 @@ class Daemon:
         if unreachable and self.outage.current is not None:   # said when it began
             self.outage.owe(quiet=quiet)
             return
-        if unreachable and not self.stopping:   # (the client's words, without "Nothing was published")
+        # Given up with none of its calls answered: said as an outage begun. (One some of whose calls
+        # answered before the server stopped, reports of a deletion say, said "no call succeeded:
+        # ... answered earlier but has refused every connection for 61 s".)
+        if unreachable and not self.stopping and not answered(indexer.llm.stats if indexer.llm else {}):
             self._say_sync_down(indexer.unavailable_error or str(e), str(e), **self._failed_counts(indexer))
             return
-        then = "the next start syncs what is pending" if self.stopping else "retrying after the next quiet period"
-        began = self.outage.began() if unreachable else {}   # (stopping)
+        if self.stopping:
+            then = "the next start syncs what is pending"
+        else:
+            then = UNTIL_IT_ANSWERS if unreachable else "retrying after the next quiet period"
+        began = self.outage.began() if unreachable else {}
         self.emit("error", f"sync failed: {self._why_failed(e)}; {then}", error=str(e),
                   **self._failed_counts(indexer), **began)
 

@@ -924,6 +924,26 @@ def test_a_sync_failing_as_an_endpoint_that_answered_stops_says_it_stopped(tmp_p
                                                           "stays down, said briefly)"), stopped
 
 
+def test_a_sync_given_up_after_some_of_its_calls_answered_does_not_say_none_did(tmp_path):
+    # A sync whose first report was answered, the server gone for good after: the client gave up
+    # on it, "answered earlier but has refused ...", and its line said "no call succeeded: ...".
+    from streamrag.errors import LLMUnavailableError
+
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    words = ("http://127.0.0.1:9/v1/chat/completions answered earlier but has refused every connection for "
+             "61 s (connection failed (ConnectError: refused)); the server stopped: start it again")
+    error = LLMUnavailableError(f"{words}. Nothing was published; the index is as it was")
+    llm = types.SimpleNamespace(stats={"report": {"calls": 4, "errors": 3}})   # one answered
+    daemon._sync_failed(error, types.SimpleNamespace(not_indexed_files=None, llm=llm, unavailable_error=words),
+                        {}, quiet=False, initial=False)
+    (line,) = events
+    assert "no call succeeded" not in line["message"] and line["outage"] is True, line
+    assert line["message"].startswith(f"sync failed: {words}") and line["message"].endswith(
+        "; retrying until it answers, less often as it stays down, said briefly"), line
+    assert line["llm_errors"] == 3 and line["error"] == str(error), line
+
+
 def test_an_endpoint_that_stopped_in_the_minute_it_answered_is_said_to_the_second(tmp_path):
     # It said "stopped answering at 19:45, having answered at 19:45": the same minute, no news.
     from streamrag.outage import Outage
