@@ -1001,6 +1001,19 @@ def test_a_recluster_that_changes_nothing_says_it_reclustered(cli_run, corpus):
     assert said["published"] is False and said["reclustered"] is True
 
 
+def test_an_index_without_communities_never_says_it_reclustered(cli_run, tmp_path):
+    # With no communities to start from, every run clusters from scratch (--json's reclustered),
+    # and each run that changed nothing said "re-clustered afresh, to the same communities" of
+    # none, without --recluster: an index of notes with no names in them.
+    (tmp_path / "notes.txt").write_text("just some lower case notes about nothing in particular.\n")
+    assert cli_run("index", "-q", "--offline", ".", cwd=tmp_path).returncode == 0
+    for flags in ((), ("--recluster",)):
+        again = cli_run("index", "-q", "--offline", *flags, ".", cwd=tmp_path)
+        first = again.stdout.splitlines()[0]
+        assert first.startswith("Nothing changed: ") and "stays at version 1" in first, again.stdout
+        assert "communities    0" in again.stdout and "re-clustered" not in first, first
+
+
 def test_files_repeating_another_files_text_are_counted_and_said(cli_run, corpus):
     first = sorted(p for p in corpus.iterdir() if p.is_file())[0]
     shutil.copy(first, corpus / "copy_one.txt")
