@@ -1296,8 +1296,8 @@ class Daemon:
         (``_say_ahead_down``): ``2 LLM calls failed; the affected items are retried after a pause;
         no call succeeded: ... (retrying until it answers, ...)``, the calls in the client's
         ``words`` (``Indexer.unavailable_error``), but of calls recorded as failed with HTTP errors,
-        the outage's. One or two chunks said "is the endpoint ... down? Start it, or fix ...",
-        three or more "sync failed: nothing answers at ...", a hung server's words too."""
+        the outage's. (One or two chunks were said "is the endpoint ... down? Start it, or fix
+        ...", three or more "sync failed: nothing answers at ...", a hung server's words too.)"""
         self._say_down(f"{_n(counts['llm_errors'], 'LLM call')} failed; the affected items are "
                        f"retried {self._retried_when()}", words, error, **counts)
 

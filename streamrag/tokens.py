@@ -265,7 +265,7 @@ def truncate(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:
 # whitespace nor ``/`` is a seam too, though its left character is whitespace: (1) no
 # alternative takes a line break and then such a character (the letter alternatives' first
 # character is no line break, the punctuation one takes only line breaks and slashes after its
-# run, the others only whitespace), and (2) the run of whitespace the break ends is taken whole
+# run, the others no line break but in a run of whitespace), and (2) the run of whitespace the break ends is taken whole
 # by ``\s*[\r\n]+`` (o200k) or ``\s*[\r\n]`` (cl100k, or its ``\s++$`` alone) from wherever a
 # piece of it starts, before ``(?!\S)`` is tried: a paragraph's or a line's end before the next
 # one's first word. Proved for these patterns only: a tokenizer with another one is counted whole.
