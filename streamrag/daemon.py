@@ -122,8 +122,9 @@ def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
         return ""
     failed = calls_failed(llm_stats)
     unusable = sum(s.get("unusable", 0) for s in llm_stats.values()) - asked_again(llm_stats)
+    its = "its" if chunks == 1 else "their"
     why = ("the model's answers were unusable" if failed and unusable >= failed else
-           "their calls failed" if not unusable else "their calls failed or their answers were unusable")
+           f"{its} calls failed" if not unusable else f"{its} calls failed or {its} answers were unusable")
     return f"; {_n(chunks, 'chunk')} failed ({why}): {then} tries {'it' if chunks == 1 else 'them'} again"
 
 

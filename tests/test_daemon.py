@@ -2515,3 +2515,14 @@ def test_the_first_line_names_the_endpoint_an_offline_watch_embeds_at(corpus, tm
     assert (f", offline (NLP extraction, extractive reports), embeddings text-embedding-3-small at "
             f"{simulator.base_url} (debounce") in first["message"], first["message"]
     assert db_count(db, "SELECT count(*) FROM llm_calls WHERE stage = 'embed'") > 0
+
+
+def test_an_extraction_ahead_says_why_its_chunks_failed_in_their_number():
+    # "1 chunk failed (their calls failed)": the words of why agree with how many chunks failed.
+    from streamrag.daemon import _failed_ahead
+
+    refused = {"extract": {"calls": 3, "errors": 3}}
+    assert _failed_ahead(1, refused, "the sync") == "; 1 chunk failed (its calls failed): the sync tries it again"
+    assert _failed_ahead(2, {"extract": {"calls": 6, "errors": 6}}, "the sync") == \
+        "; 2 chunks failed (their calls failed): the sync tries them again"
+    assert _failed_ahead(0, refused, "the sync") == ""
