@@ -236,3 +236,215 @@ def test_contexts_sharing_line_costs_count_each_element_line_once(monkeypatch):
     assert [x.text for x in shared] == [x.text for x in fresh]
     # The root holds every leaf's lines: only the two edges between leaves are new to it.
     assert len(counted) == len(set(counted)) == len(ents) + len(rels) == len(costs)
+
+
+def _members_finding_as_before(members, said, child_texts, encoding="o200k_base"):
+    """The "Other members" finding as it was made before the children's reports were searched
+    member by member and the labels counted only while they may be listed: the reference the
+    faster one must equal."""
+    from streamrag.reports import _member_sentence, _words
+
+    said_words = _words(said)
+    name_words = {e.id: _words(e.name) for e in members}
+    unnamed = [e for e in members if name_words[e.id].strip() and name_words[e.id] not in said_words]
+    if not unnamed:
+        return None
+    covered = _words(" ".join(child_texts))
+    unnamed.sort(key=lambda e: name_words[e.id] in covered)
+    labels = {e.id: f"{e.name} ({e.type})" if e.type else e.name for e in unnamed}
+    label_cost = {e.id: count_tokens(labels[e.id] + ",", encoding) for e in unnamed}
+    room = MEMBERS_MAX_TOKENS - count_tokens("Also among its members: and 999 more.", encoding)
+    listed_cost = sum(label_cost.values())
+    told: dict[str, str] = {}
+    for e in unnamed:
+        if listed_cost > room:
+            break
+        if any(name_words[e.id] in _words(x) for x in told.values()):
+            told[e.id] = ""
+            listed_cost -= label_cost[e.id]
+            continue
+        sentence = _member_sentence(e, members)
+        cost = count_tokens(sentence, encoding) + 1 if sentence else room + 1
+        if cost + listed_cost - label_cost[e.id] <= room:
+            told[e.id] = sentence
+            room -= cost
+            listed_cost -= label_cost[e.id]
+    listed: list[str] = []
+    rest = [e for e in unnamed if e.id not in told]
+    for e in rest:
+        if label_cost[e.id] > room:
+            break
+        listed.append(labels[e.id])
+        room -= label_cost[e.id]
+    parts = [x for x in told.values() if x]
+    if listed:
+        more = len(rest) - len(listed)
+        names = listed + [f"{more} more"] if more else listed
+        parts.append("Also among its members: " + (", ".join(names[:-1]) + " and " + names[-1]
+                                                   if len(names) > 1 else names[0]) + ".")
+    named = [e.id for e in unnamed if e.id in told] + [e.id for e in rest[:len(listed)]]
+    return {"summary": "Other members", "explanation": " ".join(parts),
+            "entities": named, "relationships": []} if parts else None
+
+
+# Names that are prefixes of others, of repeated words, with punctuation, and one of no word.
+_NAME_WORDS = ["Pell", "Pellric", "Pellricford", "Osk", "Ash", "Ashford", "St", "Mary", "Ó", "Ana", "An"]
+
+
+def _random_name(rnd) -> str:
+    if rnd.random() < 0.02:
+        return "--"
+    words = [rnd.choice(_NAME_WORDS) for _ in range(rnd.choice([1, 1, 2, 2, 3, 4]))]
+    return rnd.choice([" ", " ", ". ", "-", "'"]).join(words)
+
+
+def _random_text(rnd, names: list[str], n: int) -> str:
+    """``n`` pieces: whole names, bits of them, words of ``_NAME_WORDS`` and punctuation."""
+    pieces = [rnd.choice(names) if rnd.random() < 0.4 else rnd.choice(_NAME_WORDS) + rnd.choice(["", "s", "ford"])
+              for _ in range(n)]
+    return "".join(p + rnd.choice([" ", ", ", ". ", "\n", "-", ""]) for p in pieces)
+
+
+def _random_community(rnd, n: int, kids: int):
+    """A community of ``n`` members with random names, types and descriptions, the reports of
+    its ``kids`` children naming some members at random, and a text of the rest of its report."""
+    names = [_random_name(rnd) for _ in range(n)]
+    members = [Entity(id=f"ent-{i:04d}", name=names[i], type=rnd.choice(["person", "place", ""]),
+                      description=_random_text(rnd, names, rnd.randint(0, 12)) + ". " + names[i] + " stayed.",
+                      mentions=1, degree=n - i) for i in range(n)]
+    ids = [e.id for e in members]
+    rnd.shuffle(ids)
+    cuts = sorted(rnd.sample(range(1, n), min(kids, n) - 1)) if kids > 1 else []
+    groups = [ids[a:b] for a, b in zip([0, *cuts], [*cuts, n])] if kids else []
+    children = [(Community(id=f"C{k + 2}", level=1, parent="C1", members=sorted(g)),
+                 Report(key=f"rpt-{k}", title="T", summary="S", rating=1, rating_explanation="", findings=[],
+                        text=_random_text(rnd, names, rnd.randint(0, 3 * n)), tokens=1, elements={}))
+                for k, g in enumerate(groups)]
+    return members, children, _random_text(rnd, names, rnd.randint(0, 8))
+
+
+def test_names_found_in_the_childrens_reports_are_those_found_in_all_their_words():
+    import random
+
+    from streamrag.reports import _named_by_children, _words
+
+    rnd = random.Random(5)
+    for _ in range(400):
+        members, children, _said = _random_community(rnd, rnd.randint(1, 30), rnd.randint(0, 5))
+        names = {e.id: _words(e.name) for e in members if _words(e.name).strip()}
+        every = _words(" ".join(r.text for _c, r in children))
+        assert _named_by_children(names, children) == {eid for eid, w in names.items() if w in every}
+    # A name split across two children's reports is in their words together, as it was.
+    a, b = (Community(id=f"C{k}", level=1, parent="C1", members=[f"ent-{k}"]) for k in (2, 3))
+    texts = [Report(key=k, title="", summary="", rating=1, rating_explanation="", findings=[], text=t,
+                    tokens=1, elements={}) for k, t in (("r2", "By Pell"), ("r3", "ric the quay"))]
+    assert _named_by_children({"ent-2": " Pell ric ", "ent-3": " Pellric "}, list(zip([a, b], texts))) == {"ent-2"}
+
+
+def _member_sentence_as_before(entity, members):
+    from streamrag.reports import MEMBER_SENTENCE_WORDS, _most_telling, _words
+    from streamrag.sentences import split_at_gaps
+
+    sentences = [" ".join(x.split()) for x in split_at_gaps(entity.description)
+                 if x.strip() and not x.strip().startswith("(")]
+    if not sentences:
+        return ""
+    own = [x for x in sentences if _words(entity.name) in _words(x)]
+    best = _most_telling(own or sentences, entity, members)
+    words = best.split()
+    if len(words) > MEMBER_SENTENCE_WORDS:
+        best = " ".join(words[:MEMBER_SENTENCE_WORDS]) + " ..."
+    elif not best.endswith((".", "!", "?", "\u2026")):
+        best += "."
+    if _words(entity.name) not in _words(best):
+        best = f"{entity.name} ({entity.type}): {best}" if entity.type else f"{entity.name}: {best}"
+    return best
+
+
+def test_a_members_sentence_is_the_one_chosen_before():
+    import random
+
+    from streamrag.reports import _member_sentence
+
+    rnd = random.Random(3)
+    for _ in range(300):
+        members, _children, _said = _random_community(rnd, rnd.randint(1, 12), 0)
+        names = [m.name for m in members]
+        for e in members:   # (sentences over MEMBER_SENTENCE_WORDS too, cut with or without the name)
+            e.description = " ".join(
+                (_random_text(rnd, names, rnd.randint(0, 20)) if rnd.random() < 0.5
+                 else " ".join(rnd.choice([*names, *_NAME_WORDS]) for _ in range(rnd.randint(30, 60))))
+                + rnd.choice([". ", "! ", " (Also called Osk.) ", "\n\n"]) for _ in range(rnd.randint(0, 4)))
+            assert _member_sentence(e, members) == _member_sentence_as_before(e, members)
+
+
+def test_the_members_finding_is_the_one_made_before():
+    import random
+
+    from streamrag import reports
+
+    rnd = random.Random(11)
+    for n in [*range(1, 40), 60, 120, 250, 400]:
+        for _ in range(3 if n < 40 else 2):
+            members, children, said = _random_community(rnd, n, rnd.randint(0, 6))
+            assert reports._members_finding(members, said, children, "o200k_base") == \
+                _members_finding_as_before(members, said, [r.text for _c, r in children])
+
+
+def test_the_members_finding_counts_the_labels_it_may_list_and_words_each_text_once(monkeypatch):
+    # Every member's label was counted though 20-odd fit (5,254 of the 44 reports an update of
+    # an offline index of 10,000 documents wrote), and a told sentence was made into words
+    # again for each member after it.
+    from streamrag import reports
+
+    counted: list[str] = []
+    worded: list[str] = []
+
+    def counting(text, encoding="o200k_base"):
+        counted.append(text)
+        return count_tokens(text, encoding)
+
+    def wording(text):
+        worded.append(text)
+        return words(text)
+
+    words = reports._words
+    monkeypatch.setattr(reports, "count_tokens", counting)
+    monkeypatch.setattr(reports, "_words", wording)
+    _text, told, listed = members_finding(300, covered=100)
+    labels = [x for x in counted if x.endswith(" (person),")]
+    assert not told and listed and len(labels) == len(listed) + 1   # (and the first that does not fit)
+    worded.clear()
+    _text, told, listed = members_finding(30, covered=15)
+    told_sentences = [f"Name{i} chaired the harbour trust of Osk for many years before moving inland."
+                      for i in told]
+    # (once choosing it, once told: not again for each member after it)
+    assert len(told) > 1 and max(worded.count(x) for x in told_sentences) == 2
+
+
+def test_each_member_is_looked_for_in_its_own_childs_report(monkeypatch):
+    # The children's reports were made into words together and searched whole for each member
+    # (a parent near the top: tens of kilobytes, thousands of members); each names its own.
+    from streamrag import reports
+
+    n = 60
+    ents = {f"ent-{i:04d}": entity(i, degree=n - i) for i in range(n)}
+    members = sorted(ents)
+    children = [(Community(id=f"C{k + 2}", level=1, parent="C1", members=members[k::3]),
+                 Report(key=f"rpt-{k}", title=f"Group {k}", summary="A group.", rating=5, rating_explanation="",
+                        findings=[], text="# Group\n\n" + ", ".join(f"Name{i}" for i in range(k, n, 3)) + "\n",
+                        tokens=100, elements={})) for k in range(3)]
+    worded: list[str] = []
+
+    def wording(text):
+        worded.append(text)
+        return words(text)
+
+    words = reports._words
+    monkeypatch.setattr(reports, "_words", wording)
+    c = Community(id="C1", level=0, parent=None, members=members)
+    ctx = build_context(c, entities=ents, relationships=[], claims={}, children=children, max_tokens=500)
+    report = extractive_report(c, ctx, entities=ents, relationships=[], children=children)
+    assert report.findings[-1]["summary"] == "Other members"
+    texts = [r.text for _c, r in children]
+    assert sorted(x for x in worded if "# Group" in x) == sorted(texts)   # each once, none together
