@@ -448,3 +448,27 @@ def test_each_member_is_looked_for_in_its_own_childs_report(monkeypatch):
     assert report.findings[-1]["summary"] == "Other members"
     texts = [r.text for _c, r in children]
     assert sorted(x for x in worded if "# Group" in x) == sorted(texts)   # each once, none together
+
+
+def test_a_context_makes_each_line_once_however_many_child_reports_it_tries(monkeypatch):
+    # A parent tries its elements again with each child report it takes: each try made every
+    # line again (253 tries for the 44 contexts of an update of an offline index of 10,000
+    # documents).
+    import streamrag.reports as reports
+
+    ents, rels = graph(40)
+    members = sorted(ents)
+    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
+    reports_ = [Report(key=f"rpt-{k}", title=f"Group {k}", summary="A short summary.", rating=5,
+                       rating_explanation="", findings=[], text="", tokens=10, elements={}) for k in range(4)]
+    parent = Community(id="C0", level=0, parent=None, members=members)
+    made: list[str] = []
+    for maker in ("entity_line", "relationship_line"):
+        def making(element, *args, _make=getattr(reports, maker)):
+            made.append(element.id)
+            return _make(element, *args)
+        monkeypatch.setattr(reports, maker, making)
+    ctx = build_context(parent, entities=ents, relationships=rels, claims={},
+                        children=list(zip(kids, reports_)), max_tokens=600)
+    assert len(ctx.elements["reports"]) > 1   # (tried again with each)
+    assert made and len(made) == len(set(made))
