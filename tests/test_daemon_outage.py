@@ -886,14 +886,10 @@ async def test_status_says_a_call_refused_by_an_endpoint_that_answered_before_wa
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "s.db"
-    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, _events, send):
-        answered = daemon.outage.answered_at
-        switch.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 2, timeout=30)   # the edit's sync, after its extraction ahead
-        daemon.stop()
-        await send.aclose()
+    # (stopped after the edit's sync, which follows its extraction ahead)
+    daemon = await _edited_while_down(settings, db, corpus, switch, syncs, stop_after=2)
     await switch.client.aclose()
+    answered = daemon.outage.answered_at   # (the initial sync's: nothing answered since)
     failures = status_info(db, failures=True)["failures"]
     assert failures, failures
     for f in failures:
@@ -1680,12 +1676,8 @@ async def test_a_chunk_failed_ahead_and_again_by_its_sync_is_said_failed_twice(c
     syncs = counted_syncs(monkeypatch)
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     db = tmp_path / "t.db"
-    async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, events, send):
-        switch.up = False
-        await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 2, timeout=30)   # the edit's sync, after its extraction ahead
-        daemon.stop()
-        await send.aclose()
+    # (stopped after the edit's sync, which follows its extraction ahead)
+    await _edited_while_down(settings, db, corpus, switch, syncs, stop_after=2)
     await switch.client.aclose()
     failures = status_info(db, failures=True)["failures"]
     assert failures, failures
@@ -1701,14 +1693,15 @@ async def test_a_chunk_failed_ahead_and_again_by_its_sync_is_said_failed_twice(c
         store.close()
 
 
-async def _edited_while_down(settings, db, corpus, switch, syncs) -> None:
-    """A watch whose endpoint goes down, then guild.txt edited: stopped after the edit's sync
-    and two retries (``syncs``: ``counted_syncs``)."""
+async def _edited_while_down(settings, db, corpus, switch, syncs, *, stop_after: int = 3) -> Daemon:
+    """A watch whose endpoint goes down, then guild.txt edited: stopped after ``stop_after``
+    syncs (``syncs``: ``counted_syncs``), by default the edit's sync and two retries; the daemon."""
     async with running(settings, db, corpus, transport=httpx.MockTransport(switch)) as (daemon, _events, send):
         switch.up = False
         await edit_guild(corpus, send)
-        await until(lambda: len(syncs) >= 3, timeout=30)     # the edit's sync and retries
+        await until(lambda: len(syncs) >= stop_after, timeout=30)     # the edit's sync and retries
         daemon.stop()
+    return daemon
 
 
 async def test_a_watch_restarted_during_an_outage_goes_on_with_its_update(corpus, tmp_path, simulator, monkeypatch):

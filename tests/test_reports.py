@@ -25,6 +25,14 @@ def graph(n: int):
     return ents, rels
 
 
+def four_reported_children(members: list[str]) -> tuple[Community, list[tuple[Community, Report]]]:
+    """A top-level community of ``members`` (40), and its four children of ten, each reported."""
+    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
+    reports = [Report(key=f"rpt-{k}", title=f"Group {k}", summary="A short summary.", rating=5,
+                      rating_explanation="", findings=[], text="", tokens=10, elements={}) for k in range(4)]
+    return Community(id="C0", level=0, parent=None, members=members), list(zip(kids, reports))
+
+
 def test_everything_fits_and_the_context_is_order_independent():
     ents, rels = graph(5)
     c = Community(id="C1", level=0, parent=None, members=sorted(ents))
@@ -54,12 +62,9 @@ def test_budget_keeps_the_highest_combined_degree_edges():
 def test_higher_level_uses_sub_community_reports_when_elements_overflow():
     ents, rels = graph(40)
     members = sorted(ents)
-    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
-    reports = [Report(key=f"rpt-{k}", title=f"Group {k}", summary="A short summary.", rating=5,
-                      rating_explanation="", findings=[], text="", tokens=10, elements={}) for k in range(4)]
-    parent = Community(id="C0", level=0, parent=None, members=members)
+    parent, children = four_reported_children(members)
     ctx = build_context(parent, entities=ents, relationships=rels, claims={},
-                        children=list(zip(kids, reports)), max_tokens=600)
+                        children=children, max_tokens=600)
     assert ctx.elements["reports"]                      # some children replaced by their reports
     assert count_tokens(ctx.text) <= 600 + 20
 
@@ -458,10 +463,7 @@ def test_a_context_makes_each_line_once_however_many_child_reports_it_tries(monk
 
     ents, rels = graph(40)
     members = sorted(ents)
-    kids = [Community(id=f"C{k}", level=1, parent="C0", members=members[k * 10:(k + 1) * 10]) for k in range(4)]
-    reports_ = [Report(key=f"rpt-{k}", title=f"Group {k}", summary="A short summary.", rating=5,
-                       rating_explanation="", findings=[], text="", tokens=10, elements={}) for k in range(4)]
-    parent = Community(id="C0", level=0, parent=None, members=members)
+    parent, children = four_reported_children(members)
     made: list[str] = []
     for maker in ("entity_line", "relationship_line"):
         def making(element, *args, _make=getattr(reports, maker)):
@@ -469,6 +471,6 @@ def test_a_context_makes_each_line_once_however_many_child_reports_it_tries(monk
             return _make(element, *args)
         monkeypatch.setattr(reports, maker, making)
     ctx = build_context(parent, entities=ents, relationships=rels, claims={},
-                        children=list(zip(kids, reports_)), max_tokens=600)
+                        children=children, max_tokens=600)
     assert len(ctx.elements["reports"]) > 1   # (tried again with each)
     assert made and len(made) == len(set(made))
