@@ -244,8 +244,11 @@ class _Edges:
 
     def __init__(self, index: dict[str, int], edges: Iterable[tuple[str, str, float]] | GraphEdges) -> None:
         n = self.n = len(index)
-        made = edges if isinstance(edges, GraphEdges) else GraphEdges.of(list(index), edges)
-        if len(made.nodes) != n or made.nodes != list(index):
+        if not isinstance(edges, GraphEdges):
+            made = GraphEdges.of(list(index), edges)
+        elif edges.nodes == list(index):
+            made = edges
+        else:
             raise ValueError("the graph's edges were made for other entities")
         self.weights = made.weights.tolist()
         self.pairs = np.stack((made.first, made.second), axis=1)  # node i's edges
