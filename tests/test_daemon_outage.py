@@ -1410,6 +1410,13 @@ async def test_an_outage_the_extraction_ahead_meets_first_is_said_there_in_full_
     assert waits[0]["message"].endswith("; the next sync tries again"), waits
 
 
+def _refused_said(endpoint: str, answered_before: bool) -> str:
+    """How an outage line says the calls refused by ``endpoint``, after "no call succeeded: "."""
+    return (f"{endpoint} stopped answering at " if answered_before else
+            f"nothing answers at {endpoint}/chat/completions (connection failed (ConnectError: connection refused)); "
+            "start the server, or fix llm.api_base (")
+
+
 @pytest.mark.parametrize("answered_before", [False, True])
 @pytest.mark.parametrize("chunks", [2, 3])   # the model client gives up on an extraction at 3 refused
 async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_chunks_it_had(
@@ -1439,9 +1446,7 @@ async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_c
     await switch.client.aclose()
     first = next(e for e in events[mark:] if e["state"] == "error")
     endpoint = first["endpoint"]
-    why = (f"{endpoint} stopped answering at " if answered_before else
-           f"nothing answers at {endpoint}/chat/completions (connection failed (ConnectError: connection refused)); "
-           "start the server, or fix llm.api_base (")
+    why = _refused_said(endpoint, answered_before)
     assert first["message"].startswith(f"extracting 1 file: {chunks} LLM calls failed; left to the sync; no call "
                                        f"succeeded: {why}"), first
     assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
@@ -1520,9 +1525,7 @@ async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
     await switch.client.aclose()
     first = next(e for e in events if e["state"] == "error")
     endpoint = first["endpoint"]
-    why = (f"{endpoint} stopped answering at " if answered_before else
-           f"nothing answers at {endpoint}/chat/completions (connection failed (ConnectError: connection refused)); "
-           "start the server, or fix llm.api_base (")
+    why = _refused_said(endpoint, answered_before)
     assert first["message"].startswith(f"{chunks} LLM calls failed; the affected items are retried after a pause; "
                                        f"no call succeeded: {why}"), first
     assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
