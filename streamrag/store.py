@@ -446,6 +446,16 @@ DROP TABLE IF EXISTS summary_answers;
 CREATE INDEX IF NOT EXISTS claims_chunk ON claims(chunk_id);
 CREATE INDEX IF NOT EXISTS embeddings_item ON embeddings(item_id);
 """),
+    # The relationships by their two ends, with their weights: a local ask reads the graph in
+    # its order from this index alone (``local_search.GRAPH_EDGES``), not every row of the table
+    # sorted again after it (202,659 of an offline index of 10,000 documents). It stands for
+    # the index on source alone, whose searches it serves, so an update writes no more than
+    # before (the 4,718 relationships of three hubs rewritten: 0.11 s of CPU either way, 0.15 s
+    # with both indexes); on that index it takes 12 MB where that one took 6.5, made in 0.3 s.
+    ("relationships_pair", """
+CREATE INDEX IF NOT EXISTS relationships_pair ON relationships(source, target, weight);
+DROP INDEX IF EXISTS relationships_source;
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

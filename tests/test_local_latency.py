@@ -1,11 +1,14 @@
 """The faster graph build and PageRank ranking behind local search give the same numbers."""
 
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
 from conftest import graph_edges
-from streamrag.graph import Graph, pair_weights, personalized_pagerank, sorted_pairs
+from streamrag.graph import Graph, in_key_order, pair_weights, personalized_pagerank, sorted_pairs
 
 
 def reference(index, edges, positive_only=False):
@@ -68,6 +71,56 @@ def test_sorted_pairs_unknown_endpoint_raises_or_is_dropped():
     with pytest.raises(ValueError):
         Graph("abc", edges)
     assert graph_edges(Graph("abc", edges, drop_unknown=True)) == [("a", "b", 1.0), ("b", "c", 2.0)]
+
+
+def test_sorted_pairs_of_edges_in_key_order_and_of_edges_out_of_it():
+    # Edges already in key order are taken as they come; one out of order, a pair twice, a
+    # self-loop, a larger index first or an unknown end anywhere is sorted and summed as before.
+    rng = random.Random(5)
+    ids = [f"e{k:03d}" for k in range(50)]
+    index = {e: i for i, e in enumerate(ids)}
+    for _ in range(20):
+        pairs = sorted({tuple(sorted(rng.sample(ids, 2))) for _ in range(rng.randint(1, 200))})
+        edges = [(a, b, rng.choice((0.1, 1 / 3, 2))) for a, b in pairs]
+        first, second, _w = reference(index, edges)
+        assert in_key_order(first, second, len(index))
+        assert sorted_pairs(index, edges) == reference(index, edges)
+        k = rng.randrange(len(edges))
+        a, b, w = edges[k]
+        for spoilt in (edges + [edges[k]], [(b, a, w)] + edges, edges + [(a, a, 1.0)], edges[::-1],
+                       edges + [(a, "ghost", 1.0)]):
+            i = [index.get(e[0], -1) for e in spoilt]
+            j = [index.get(e[1], -1) for e in spoilt]
+            assert not in_key_order(i, j, len(index)) or spoilt == edges[::-1] == edges
+            known = [e for e in spoilt if e[1] in index]
+            assert sorted_pairs(index, spoilt, drop_unknown=True) == reference(index, known)
+
+
+def test_a_local_ask_does_not_load_numpy(cli_run, corpus):
+    # A local ask ranked by PageRank: its graph's edges come in order from the index
+    # (local_search.GRAPH_EDGES), so numpy, 0.1 s of an ask's process, is not loaded to sort them.
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import json, sys, io, contextlib; from streamrag.cli import main; out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): code = main(['ask', 'Who is Mira Osk?', '--mode', 'local', '--json'])\n"
+             "print(code, json.loads(out.getvalue())['details']['entity_search'], "
+             "sorted(m for m in ('rustworkx', 'numpy') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-1] == "0 bm25 + pagerank ['rustworkx']", out.stdout[-300:] + out.stderr
+
+
+def test_the_graph_edges_are_read_from_an_index_in_their_order(tmp_path):
+    # Not every relationship row read and sorted: the index on both ends (and the weight) alone.
+    from streamrag.local_search import GRAPH_EDGES
+    from streamrag.store import Store
+
+    store = Store(tmp_path / "x.db")
+    try:
+        plan = [r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + GRAPH_EDGES)]
+    finally:
+        store.close()
+    assert plan == ["SCAN relationships USING COVERING INDEX relationships_pair"], plan
 
 
 def slow_ranking(graph, seeds):
