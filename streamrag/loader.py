@@ -33,7 +33,6 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamrag import legacy, markdown
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.invisible import visible
@@ -536,6 +535,8 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     else:
         title = None
         if suffix in _MARKDOWN:
+            from streamrag import markdown
+
             text, title = markdown.front_matter(text)
             text = _seen(markdown.readable(text), label)   # as a reader sees it
             title = visible(title) if title else title
@@ -668,6 +669,8 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
                         "as UTF-8")
         return data.decode("utf-8-sig", errors=_AS_CP1252)
     # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
+    from streamrag import legacy
+
     reading = legacy.read(data)
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
@@ -695,6 +698,8 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
     shifts a binary file.)"""
+    from streamrag import legacy   # (loaded by what reads a file: not by ask or status, 20 ms of CPU)
+
     reading = legacy.escaped(data)
     if reading is None:
         return None
@@ -916,6 +921,8 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``)."""
     if text is None or len(text) < 8:
         return False
+    from streamrag import legacy
+
     n = len(text)
     if len(_CJK_TEXT.findall(text)) < 0.95 * n:
         return False

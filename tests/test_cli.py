@@ -1414,6 +1414,19 @@ def test_an_ask_loads_neither_the_daemon_nor_the_demo(cli_run, corpus):
     assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-300:] + out.stderr
 
 
+def test_ask_and_status_load_no_file_reading_module(cli_run, corpus):
+    # The loader's readers of legacy code pages and of Markdown are what reads files: `ask` and
+    # `status`, which read none, loaded them with the loader (20 ms of CPU, their patterns).
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import sys; from streamrag.cli import main; codes = [main(['ask', 'Who is Mira Osk?', '--json']), "
+             "main(['status'])]; print(codes, sorted(m for m in ('streamrag.legacy', 'streamrag.markdown') "
+             "if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-1] == "[0, 0] []", out.stdout[-300:] + out.stderr
+
+
 def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cli_run, corpus):
     # `index cc --json` said "cc/.streamrag/index.db", `status --json` run in cc the absolute path.
     expected = str(corpus / ".streamrag" / "index.db")
