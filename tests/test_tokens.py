@@ -68,6 +68,16 @@ def test_the_shipped_encodings_are_tiktokens(encoding, n_vocab, ids):
     assert enc.decode(enc.encode(text)) == text
 
 
+@pytest.mark.parametrize("encoding", SHIPPED)
+def test_the_shipped_files_rank_each_token_by_its_line(encoding):
+    # What lets the build take a checked file's ranks from its line numbers, not parse them.
+    import tiktoken.load
+
+    data = tiktoken.load.read_file(tokens._shipped_path(encoding))
+    assert tokens._parse_bpe(data, ranked_by_line=True) == tokens._parse_bpe(data)
+    assert tokens._parse_bpe(b"YQ== 1\nYg== 0\n") == {b"a": 1, b"b": 0}   # (another file's are read)
+
+
 def test_only_short_ascii_texts_have_their_counts_remembered():
     # 65,536 remembered CJK or emoji texts held 200-270 MB for good in a daemon (each also keeps
     # its UTF-8 copy once tokenized); ASCII ones of 512 characters at most, about 25 MB.
