@@ -329,6 +329,12 @@ def _clean(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _words_over(text: str, n: int) -> bool:
+    """Whether ``text`` has more than ``n`` words (as ``str.split`` finds them), known from its
+    first ``n + 1``."""
+    return n < 0 or len(text.split(None, n)) > n
+
+
 class _Section:
     def __init__(self, title: str, budget: int, encoding: str) -> None:
         self.encoding = encoding
@@ -357,6 +363,16 @@ class _Section:
         self.used += cost
         self.tags.append(tag)
         return True
+
+    def refuses(self, tag: str, text: str) -> bool:
+        """Whether ``add(tag, f"{tag} {_clean(text)}", cut=True)`` would refuse that line for its
+        words alone (``fewest_tokens``: a cleaned line's are those of its tag and its text), found
+        from the first words of ``text``, not the whole of it cleaned and split: a question about
+        two hubs made lines of 3,026 chunks for the three its text section had room for."""
+        if not self.lines:
+            return True
+        room = self.budget - self.used - 1
+        return room < 32 and _words_over(str(text), room - len(tag.split()))
 
     def render(self) -> str:
         return "\n".join(self.lines) if self.tags else ""
@@ -406,7 +422,8 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
     sources = _Section("Source text", text_budget, encoding)
     for c in sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"])):
         tag = f"[T:{c['id']}]"
-        sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
+        if not sources.refuses(tag, c["text"]):
+            sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
 
     types = {r[f"{end}_name"]: r[f"{end}_type"] for r in data.relationships
              for end in ("source", "target") if r.get(f"{end}_type")}

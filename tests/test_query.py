@@ -779,6 +779,48 @@ def test_a_local_context_section_takes_a_short_line_after_a_long_one_that_did_no
     assert ctx.sections["tables"] <= ctx.budgets["tables"] == 100
 
 
+def test_a_full_text_section_makes_no_line_of_the_chunks_it_has_no_room_for(monkeypatch):
+    # A question about two hubs: 3,026 chunks, each cleaned and split whole (0.27 s) to learn
+    # that none of the last 3,023 fit. The section takes what adding every line takes: a short
+    # chunk after the long ones it had no room for still goes in.
+    cleaned = []
+    clean = local_search._clean
+    monkeypatch.setattr(local_search, "_clean", lambda text: cleaned.append(text) or clean(text))
+    ents = [{"id": "ent-a", "name": "A", "type": "person", "description": "first"}]
+    chunks = [{"id": f"chk-{i:02d}", "text": ("word " * 300 if i != 30 else "a short\n chunk"), "hits": 1,
+               "rank": 0} for i in range(40)]
+    data = local_search.LocalData(ents, [], [], chunks, [])
+    short_taken = False
+    for max_tokens in range(1800, 2000, 9):
+        cleaned.clear()
+        ctx = local_search.build_local_context(data, max_tokens=max_tokens, text_share=0.5, community_share=0.1)
+        every = local_search._Section("Source text", ctx.budgets["text"], "o200k_base")
+        for c in chunks:   # every line made and offered
+            every.add(f"[T:{c['id']}]", f"[T:{c['id']}] {clean(c['text'])}", cut=True)
+        assert [t for t in ctx.tags if t.startswith("[T:")] == every.tags
+        assert ctx.text.endswith(every.render()) and ctx.sections["text"] == every.used
+        assert sum(text in (c["text"] for c in chunks) for text in cleaned) <= len(every.tags) + 1
+        short_taken |= "[T:chk-30]" in every.tags and "[T:chk-29]" not in every.tags
+    assert short_taken
+
+
+def test_a_section_refuses_a_chunk_for_its_words_as_adding_its_line_does():
+    import random
+
+    from streamrag.tokens import fewest_tokens
+
+    rng = random.Random(3)
+    pieces = ["word", "two words", " ", "\n", "\t", "\n//", "//", "x/y", "\u3000", "", "[T:a b]"]
+    for _ in range(3000):
+        section = local_search._Section("Source text", rng.randint(0, 80), "o200k_base")
+        section.used = min(section.used + rng.randint(0, 60), section.budget) if section.lines else 0
+        tag = rng.choice(["[T:chk-1]", "[T:a b]", ""])
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 50)))
+        room = section.budget - section.used - 1
+        line = f"{tag} {local_search._clean(text)}"
+        assert section.refuses(tag, text) == (not section.lines or room < 32 and fewest_tokens(line) > room)
+
+
 @pytest.fixture(scope="module")
 def nameless_db(tmp_path_factory, simulator):
     """An index built through the simulator from one lower-case document: no entity at all."""
