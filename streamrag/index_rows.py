@@ -393,10 +393,17 @@ def save_chunks(store: Store, chunks: list[Chunk]) -> None:
 
 
 def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
-    store.conn.execute(
+    save_extractions(store, key, [(chunk_id, ext)])
+
+
+def save_extractions(store: Store, key: str, extractions: list[tuple[str, Extraction]]) -> None:
+    """Stores each (chunk id, extraction) of ``extractions``, made by extractor ``key``."""
+    at = time.time()
+    store.conn.executemany(
         "INSERT OR REPLACE INTO extractions(chunk_id, extractor, result, dropped, rounds, checks, created_at) "
         "VALUES (?,?,?,?,?,?,?)",
-        (chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, ext.checks, time.time()))
+        [(chunk_id, key, _extraction_json.encode(ext).decode(), ext.dropped, ext.rounds, ext.checks, at)
+         for chunk_id, ext in extractions])
 
 
 def save_report(store: Store, r: Report) -> None:

@@ -87,6 +87,41 @@ async def test_offline_index_needs_no_llm(corpus, tmp_path):
     store.close()
 
 
+async def test_offline_extractions_are_stored_in_groups_not_one_transaction_each(tmp_path, monkeypatch):
+    # Each offline extraction was committed alone: 3,818 transactions for a first index of 3,000
+    # documents. They are made again in moments, so they are stored many to a transaction now.
+    from streamrag import index_rows
+    from streamrag.writer import Writer
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(3):
+        (folder / f"town{n}.txt").write_text("\n\n".join(
+            f"Mayor Anna Berg{n}{k} met Captain Olaf Lind{n}{k} and Doctor Vera Holm{n}{k} in Port Vell{n}{k}, "
+            f"where the Harbor Council{n}{k} and the Fishermen's Guild{n}{k} meet." for k in range(60)))
+    stores = []   # of each writer transaction that stored extractions: how many it stored
+    run = Writer._run
+
+    def counted(self, batch):
+        stored = [len(op.args[1]) if op.fn.__name__ == "save_extractions" else 1
+                  for op in batch if op.fn.__name__ in ("save_extraction", "save_extractions")]
+        if stored:
+            stores.append(sum(stored))
+        return run(self, batch)
+
+    monkeypatch.setattr(Writer, "_run", counted)
+    db = tmp_path / "offline.db"
+    result = await sync([folder], make_settings(index={"chunk_size": 50, "chunk_overlap": 0}), db, root=folder)
+    assert result.offline and result.chunks_extracted > 100
+    assert sum(stores) == result.chunks_extracted
+    assert len(stores) < result.chunks_extracted / 10, stores
+    store = Store(db, readonly=True)
+    try:
+        assert store.scalar("SELECT count(*) FROM extractions") == result.chunks_extracted
+    finally:
+        store.close()
+
+
 async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
     (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
     (corpus / "empty.md").write_text("   \n")
