@@ -3,7 +3,8 @@ each an actor reading one stream (``ExtractionStage``), and the ``Scan`` they fi
 
 ``Indexer._stream_stage`` wires them with bounded streams, so a slow stage holds back the ones
 before it. Every product (chunks, extractions) is content-addressed and written through the
-run's one writer as soon as it exists: an interrupted run loses nothing, and the next finds it.
+run's one writer as soon as it exists (offline extractions, made again in moments, a group at a
+time: ``store_offline``): an interrupted run loses nothing paid for, and the next finds it.
 A file unchanged on disk since it was indexed is not even read; a chunk whose extraction by the
 current extractor is stored is not sent to the model again.
 
