@@ -243,7 +243,7 @@ def widen(store: Store, seeds: Sequence[tuple[str, float]], extra: int) -> list[
         return list(seeds)
     from streamrag.graph import Graph, personalized_pagerank
 
-    ids = [r[0] for r in store.conn.execute("SELECT id FROM entities ORDER BY id")]
+    ids = [r[0] for r in store.conn.execute("SELECT id FROM entities")]   # (Graph sorts them)
     edges = store.conn.execute(GRAPH_EDGES).fetchall()
     graph = Graph(ids, edges, drop_unknown=True)
     top = max((s for _, s in seeds), default=0.0)
@@ -335,6 +335,11 @@ def _words_over(text: str, n: int) -> bool:
     return n < 0 or len(text.split(None, n)) > n
 
 
+# A line that does not fit is cut to the room left only where at least this many tokens are
+# left (``_Section.add``; ``refuses`` says the same of a line from its first words).
+_LEAST_CUT = 32
+
+
 class _Section:
     def __init__(self, title: str, budget: int, encoding: str) -> None:
         self.encoding = encoding
@@ -349,11 +354,11 @@ class _Section:
         if not self.lines:
             return False
         room = self.budget - self.used - 1
-        if fewest_tokens(line) > room and (not cut or room < 32):
+        if fewest_tokens(line) > room and (not cut or room < _LEAST_CUT):
             return False  # cannot fit, known without encoding it (most lines, once a section is full)
         cost = count_tokens(line, self.encoding) + 1
         if self.used + cost > self.budget:
-            if not cut or room < 32:
+            if not cut or room < _LEAST_CUT:
                 return False
             line = truncate(line, room, self.encoding)
             cost = count_tokens(line, self.encoding) + 1
@@ -372,7 +377,7 @@ class _Section:
         if not self.lines:
             return True
         room = self.budget - self.used - 1
-        return room < 32 and _words_over(str(text), room - len(tag.split()))
+        return room < _LEAST_CUT and _words_over(str(text), room - len(tag.split()))
 
     def render(self) -> str:
         return "\n".join(self.lines) if self.tags else ""
