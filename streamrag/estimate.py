@@ -231,7 +231,6 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         s["cached"] += cached
 
     n = len(new_chunks)
-    from_cache = 0
     if not settings.offline and n:
         prompts = ExtractionPrompts.load(settings)
         types = entity_types_text(settings)
@@ -247,7 +246,6 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             tokens = c.tokens if c.id in chunked else count_tokens(c.text, ix.encoding)
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
             if keys[c.id] in cached:
-                from_cache += 1
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
