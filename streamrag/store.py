@@ -1392,14 +1392,9 @@ def writers_lock() -> bool:
     return importlib.util.find_spec("fcntl") is not None
 
 
-def writer_of(db_path: Path | str) -> dict | None:
-    """``writer_at_work`` as ``status --json`` has it: ``{"pid": 12, "command": "watch"}``."""
-    return writer_said(writer_at_work(db_path))
-
-
 def writer_said(holder: str | None) -> dict | None:
-    """``writer_of`` from what ``writer_at_work`` found: None for a holder that names no
-    streamrag command (a job's own name) or for none."""
+    """What ``writer_at_work`` found as ``status --json`` has it: ``{"pid": 12, "command":
+    "watch"}``; None for a holder that names no streamrag command (a job's own name) or for none."""
     found = re.match(r"pid (\d+): streamrag (\S+)", holder or "")
     return {"pid": int(found[1]), "command": found[2]} if found else None
 

@@ -701,12 +701,12 @@ def test_the_writer_at_work_is_told_without_taking_the_lock(tmp_path, monkeypatc
     # kill -9 of index its last run stays "running"; while watch runs it is its last sync.
     import fcntl
 
-    from streamrag.store import WriterLock, lock_path, writer_of as look
+    from streamrag.store import WriterLock, lock_path, writer_at_work, writer_said
 
-    def writer_of(db):
+    def writer_of(db):   # (as `status` says it)
         with pytest.MonkeyPatch.context() as m:   # not even a shared lock for a moment
             m.setattr(fcntl, "flock", lambda *a: pytest.fail("the lock was taken to look"))
-            return look(db)
+            return writer_said(writer_at_work(db))
 
     if not proc_locks:   # (no /proc/locks: whether the pid the file names is alive)
         real_open = open
