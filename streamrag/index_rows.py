@@ -707,9 +707,12 @@ def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[st
     before a retry sync under way, which records the items it retries only as it meets them:
     ``status.missing_since``); each item with the run, message and time it was last recorded."""
     runs = [run_id] if before is None else [run_id, before]
+    # (the item's last row found by its id, then read whole: columns beside two max() of one
+    # GROUP BY are SQLite's pick of a row, which gave one row's message with another's time)
     rows = store.query(
-        "SELECT run_id, stage, item, message, max(created_at) AS created_at, count(*) AS times "
-        f"FROM failures WHERE {_in('run_id', runs)} GROUP BY stage, item ORDER BY max(id) DESC LIMIT ?",
+        "SELECT f.run_id, f.stage, f.item, f.message, f.created_at, g.times FROM "
+        f"(SELECT max(id) AS id, count(*) AS times FROM failures WHERE {_in('run_id', runs)} "
+        "GROUP BY stage, item) AS g JOIN failures AS f ON f.id = g.id ORDER BY g.id DESC LIMIT ?",
         (*runs, limit + len(leaving)))
     rows = [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
     update = update_of(store, run_id)

@@ -960,6 +960,24 @@ def test_a_failures_times_count_the_extractions_ahead_of_its_update_only(tmp_pat
     assert (two["item"], two["times"]) == ("chk-2", 1), two
 
 
+def test_a_listed_failure_is_one_row_its_run_message_and_time_together(tmp_path):
+    # Two max() in one query (the newest time, the newest id to order by) left SQLite free to
+    # take the run and message from another row than the time: an item recorded again after the
+    # clock was set back was listed with one run's message and another's time.
+    from streamrag.index_rows import run_failures
+
+    store = Store(tmp_path / "t.db")
+    store.start_run("s1", "watch")
+    store.start_run("s2", "watch", "s1")
+    for run, message, at in (("s1", "first", 2000.0), ("s2", "again", 1500.0)):   # (set back)
+        store.conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at) "
+                           "VALUES (?, 'extract', 'chk-1', ?, ?)", (run, message, at))
+    (listed,) = run_failures(store, "s2", 50, before="s1")
+    store.close()
+    assert (listed["run_id"], listed["message"], listed["created_at"]) == ("s2", "again", 1500.0), listed
+    assert listed["times"] == 2
+
+
 def _runs_of_an_outage(db: Path, runs: list[tuple[str, str, str | None, str]], failed: dict[str, list[str]],
                        stats: dict[str, str] = {}, *, after: int = 0) -> None:
     """Rows as a daemon leaves them: ``runs`` ``(id, command, update_of, status)`` started in
