@@ -678,7 +678,7 @@ def settled_items(store: Store, found: list[dict]) -> list[dict]:
             for f in found]
 
 
-def failed_in(store: Store, run_ids: list[str], items: set[tuple[str, str]]) -> set[tuple[str, str]]:
+def failed_in(store: Store, items: set[tuple[str, str]], *run_ids: str) -> set[tuple[str, str]]:
     """Of ``items`` (``(stage, item)`` of summaries and reports), those runs ``run_ids`` recorded as failed."""
     if not items:
         return set()

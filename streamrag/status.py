@@ -226,7 +226,7 @@ def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple
     is not to be run again for them)."""
     if run is None:
         return set()
-    return index_rows.failed_in(store, failure_runs(store, run), {(f["stage"], f["item"]) for f in settled})
+    return index_rows.failed_in(store, {(f["stage"], f["item"]) for f in settled}, *failure_runs(store, run))
 
 
 def failures_said(store: Store, run: dict | None) -> int:
