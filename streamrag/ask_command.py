@@ -16,8 +16,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from streamrag import citations
+from streamrag.config import MODES
 from streamrag.loader import shown
-from streamrag.question import MODES
 from streamrag.terminal import TerminalText, terminal_text
 
 if TYPE_CHECKING:

@@ -93,6 +93,11 @@ class PipelineSettings(_Section):
     report_workers: int = 8
 
 
+# How ``ask`` searches (``ask --mode``; ``query.ask``): here, not in ``question``, so that the
+# parser every command builds does not load question answering to list them.
+MODES = ("auto", "global", "local", "basic")
+
+
 class QuerySettings(_Section):
     global_level: int = -1
     map_max_tokens: int = 8000

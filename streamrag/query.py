@@ -47,12 +47,12 @@ import anyio
 import msgspec
 
 from streamrag import citations, extractive, global_search, index_rows, local_search
-from streamrag.config import Settings
+from streamrag.config import MODES, Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
-from streamrag.question import (MODES, RELATION_WORDS, asks_more, broad_words, checked_question,
+from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_question,
                                 choose_mode, content_stop, global_question, named_entities,
                                 missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm

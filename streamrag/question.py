@@ -41,7 +41,6 @@ from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
 if TYPE_CHECKING:
     from streamrag.store import Store
 
-MODES = ("auto", "global", "local", "basic")
 MAX_QUESTION_WORDS = 1000
 MAX_QUESTION_CHARS = 12_000
 GLOBAL_CUES = frozenset("""

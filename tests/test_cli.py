@@ -1401,6 +1401,16 @@ def test_the_command_line_loads_no_http_client_nor_graph_until_a_command_needs_o
     assert out.stdout.split("\n")[0] == "[]", out.stdout
 
 
+def test_the_parser_loads_no_question_answering_nor_tokenizer():
+    # ask's --mode choices were imported from question, which loads extractive answers, local
+    # search and the tokenizer: every command's parser build paid for them (34 ms uncompiled).
+    probe = ("import sys; from streamrag.cli import build_parser; build_parser(); "
+             "print(sorted(m for m in ('streamrag.question', 'streamrag.extractive', 'streamrag.tokens', "
+             "'tiktoken') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "[]", out.stdout
+
+
 def test_an_ask_loads_neither_the_daemon_nor_the_demo(cli_run, corpus):
     # Every command built watch's and demo's parsers with their modules: the daemon and its
     # parts were loaded by an offline `ask`, `status` and `--help` (20 ms of CPU uncompiled),
