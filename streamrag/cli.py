@@ -161,16 +161,17 @@ def _usable_db(path: Path) -> Path:
                              "file") from None
     _not_special(path)
     if path.is_file():
-        from streamrag.loader import DOCUMENT_SUFFIXES
-
         foreign = foreign_file_error(path)
         if foreign is not None:
             raise foreign
-        if path.stat().st_size == 0 and path.suffix.lower() in DOCUMENT_SUFFIXES:
-            # (An empty notes.md given as --db became an index, the document lost to it.)
-            raise StreamragError(f"{path}: an empty {path.suffix} file, taken for a document, not an "
-                                 "index; give --db (or store.path) the index's file, e.g. "
-                                 "DIR/.streamrag/index.db (where none is yet, `streamrag index` builds it)")
+        if path.stat().st_size == 0:   # (the file reader loaded for an empty file alone)
+            from streamrag.loader import DOCUMENT_SUFFIXES
+
+            if path.suffix.lower() in DOCUMENT_SUFFIXES:
+                # (An empty notes.md given as --db became an index, the document lost to it.)
+                raise StreamragError(f"{path}: an empty {path.suffix} file, taken for a document, not an "
+                                     "index; give --db (or store.path) the index's file, e.g. "
+                                     "DIR/.streamrag/index.db (where none is yet, `streamrag index` builds it)")
     return path
 
 

@@ -24,9 +24,11 @@ import msgspec
 
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError
-from streamrag.loader import DEFAULT_INCLUDE
 
 CONFIG_NAME = "streamrag.toml"
+# The files a folder's index reads by default (= index.include in config/default.toml): here, not
+# in loader, so that reading the settings does not load the file reader (status, ask --help).
+DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]
 # ``index`` and ``watch``'s --api-base: "" means no endpoint, which a model-built index refuses
 # (``pipeline.check_not_downgraded``); --help said only that it "indexes without a model".
 API_BASE_HELP = ("OpenAI-compatible endpoint (overrides settings); \"\" indexes without a model "

@@ -21,7 +21,6 @@ import msgspec
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.call_log import UNUSABLE
 from streamrag.errors import StoreError
-from streamrag.loader import file_of
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
 from streamrag.store import Store
 from streamrag.terms import fts_text
@@ -82,6 +81,10 @@ def paths_under(store: Store, folder: str) -> list[str]:
 def file_rows_under(store: Store, folder: str) -> dict[str, dict[str, tuple[str, int, float]]]:
     """The indexed files in the folder ``folder`` (at any depth), each with its rows as
     ``file_rows`` gives them; one query for the whole folder."""
+    # (loader imported by the two functions that need it, not by every command that reads the
+    # index: status, ask and --help read no files, and it is most of their start-up)
+    from streamrag.loader import file_of
+
     out: dict[str, dict[str, tuple[str, int, float]]] = {}
     for p, doc_id, size, stamp in store.conn.execute(
             "SELECT path, doc_id, size, stamp FROM files WHERE path >= ? AND path < ?",
@@ -103,6 +106,8 @@ def holds_file(store: Store, file: str) -> bool:
 def file_rows(store: Store, file: str) -> dict[str, tuple[str, int, float]]:
     """The indexed rows of the file ``file``, as ``files`` gives them: itself, or its rows
     (``data.jsonl#3``); empty if the index does not hold it."""
+    from streamrag.loader import file_of   # (as in file_rows_under)
+
     return {p: (doc_id, size, stamp) for p, doc_id, size, stamp in store.conn.execute(
         "SELECT path, doc_id, size, stamp FROM files WHERE path = ? OR (path >= ? AND path < ?)",
         (file, *_starting(file + "#"))) if p == file or file_of(p) == file}

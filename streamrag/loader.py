@@ -33,12 +33,12 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
+from streamrag.config import DEFAULT_INCLUDE
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
 
-DEFAULT_INCLUDE = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]  # = index.include in config/default.toml
 _MARKDOWN = (".md", ".markdown")
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
