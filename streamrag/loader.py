@@ -39,6 +39,10 @@ from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
 
+# (``legacy`` and ``markdown`` are imported by the functions that read a file with them, not
+# above: compiling the legacy encodings' letter tables took 30 ms of CPU of every command that
+# loads this module for a path to show, `ask` among them, which reads no file.)
+
 _MARKDOWN = (".md", ".markdown")
 TITLE_CHARS = 100
 # How a file becomes documents: a new version re-reads every file (unchanged text keeps its ids).
@@ -535,7 +539,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     else:
         title = None
         if suffix in _MARKDOWN:
-            from streamrag import markdown
+            from streamrag import markdown   # (here, not above: see the note on the imports)
 
             text, title = markdown.front_matter(text)
             text = _seen(markdown.readable(text), label)   # as a reader sees it
@@ -668,9 +672,9 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
                         "cp1252 and the rest as UTF-8; to be sure of them, fix those bytes and save it "
                         "as UTF-8")
         return data.decode("utf-8-sig", errors=_AS_CP1252)
-    # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
-    from streamrag import legacy
+    from streamrag import legacy   # (here, not above: see the note on the imports)
 
+    # A legacy code page its letters say (cp1251, Shift-JIS, GBK ...), else cp1252 as before.
     reading = legacy.read(data)
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
@@ -698,7 +702,7 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
     shifts a binary file.)"""
-    from streamrag import legacy   # (loaded by what reads a file: not by ask or status, 20 ms of CPU)
+    from streamrag import legacy   # (here, not above: see the note on the imports)
 
     reading = legacy.escaped(data)
     if reading is None:
@@ -919,10 +923,10 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     fall there are nearly all different), when no legacy CJK encoding reads the bytes as text
     (``legacy``): Chinese with no punctuation, or Korean with no space, in its first 8 KB was
     a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``)."""
+    from streamrag import legacy   # (here, not above: see the note on the imports)
+
     if text is None or len(text) < 8:
         return False
-    from streamrag import legacy
-
     n = len(text)
     if len(_CJK_TEXT.findall(text)) < 0.95 * n:
         return False
