@@ -1451,6 +1451,18 @@ def test_status_and_vacuum_load_no_file_reader(cli_run, corpus):
     assert out.stdout.splitlines()[-1] == "[0, 0] []", out.stdout[-300:] + out.stderr
 
 
+def test_an_ask_loads_neither_the_legacy_encodings_nor_markdown(cli_run, corpus):
+    # ask loads loader to show its documents' names, which compiled the legacy encodings'
+    # tables (30 ms of CPU) and loaded Markdown, for a command that reads no file.
+    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
+    probe = ("import sys; from streamrag.cli import main; code = main(['ask', 'Who is Mira Osk?', '--json']); "
+             "print(code, sorted(m for m in ('streamrag.legacy', 'streamrag.markdown') if m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-300:] + out.stderr
+
+
 def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cli_run, corpus):
     # `index cc --json` said "cc/.streamrag/index.db", `status --json` run in cc the absolute path.
     expected = str(corpus / ".streamrag" / "index.db")
