@@ -462,9 +462,10 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # 3,216 tokens each for the run's 2,519, and more of them counted cut off and asked again).
     summaries = 0.0
     for element, _name, descriptions in jobs:
-        if (written := without_model(descriptions, settings)) is None:
+        chosen = summary_input(descriptions, ix.summary_max_descriptions)
+        if (written := without_model(chosen, settings)) is None:
             summaries += 1.0 if element not in guessed else names if element.startswith("ent-") else pairs
-            written = _summary_stand_in(descriptions, settings, summary_tokens)
+            written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
     state.finish_graph(store)
@@ -523,33 +524,36 @@ def first_graph(extractions: dict[str, Extraction], settings: Settings) -> First
                                          live=set(), added_chunks=set(extractions), removed_chunks=set(),
                                          extractions=dict(extractions)), settings)
         state.finish_graph(empty)
-        _summarized(state, jobs, settings)
+        chosen = [summary_input(descriptions, settings.index.summary_max_descriptions)
+                  for _element, _name, descriptions in jobs]
+        _summarized(state, [element for element, _n, _d in jobs], chosen, settings)
         communities = _partition(empty, state, settings, recluster=False, moved=0)
-    asked = [asks_model(descriptions, settings) for _element, _name, descriptions in jobs]
+    asked = [asks_model(c, settings) for c in chosen]
     entities = sum(a for a, (element, _n, _d) in zip(asked, jobs) if element.startswith("ent-"))
     reports = [_report_prompt(_report_context(c, state, settings), settings) for c in communities
                if len(c.members) >= settings.index.report_min_members]
     return FirstGraph(entities, sum(asked) - entities, reports, len(state.entities))
 
 
-def _summarized(state: GraphState, jobs: list[tuple[str, str, list[str]]], settings: Settings) -> None:
-    """The descriptions the run has summarized (``jobs``: asked of the model) stood in for, as a
-    report's context holds them: their first ``SUMMARY_COMPLETION`` tokens, a model's summary's
-    length. Joined, every description of an element named in many chunks (the context before
-    its summary) filled a community's context past index.report_max_input_tokens: 1,884
-    chunks' reports came out 483 prompt tokens each (a context of what fitted), a sample's
-    2,353, the run's 3,476; taken as summaries, 3,090 and 3,109 (the run's own extractions: 3,348)."""
-    for element, _name, descriptions in jobs:
+def _summarized(state: GraphState, elements: list[str], chosen: list[list[str]], settings: Settings) -> None:
+    """The descriptions the run has summarized (``elements``: asked of the model; ``chosen``, of
+    each those ``summary_input`` takes) stood in for, as a report's context holds them: their
+    first ``SUMMARY_COMPLETION`` tokens, a model's summary's length. Joined, every description
+    of an element named in many chunks (the context before its summary) filled a community's
+    context past index.report_max_input_tokens: 1,884 chunks' reports came out 483 prompt tokens
+    each (a context of what fitted), a sample's 2,353, the run's 3,476; taken as summaries, 3,090
+    and 3,109 (the run's own extractions: 3,348)."""
+    for element, descriptions in zip(elements, chosen):
         (state.entities if element.startswith("ent-") else state.relationships)[element].description = \
             _summary_stand_in(descriptions, settings, SUMMARY_COMPLETION)
 
 
-def _summary_stand_in(descriptions: list[str], settings: Settings, tokens: float) -> str:
-    """A model's summary of ``descriptions`` as long as one (``tokens``, up to index.summary_max_tokens):
-    the first tokens of those it is written from."""
+def _summary_stand_in(chosen: list[str], settings: Settings, tokens: float) -> str:
+    """A model's summary of the descriptions ``summary_input`` has ``chosen`` as long as one
+    (``tokens``, up to index.summary_max_tokens): the first tokens of those it is written from."""
     ix = settings.index
     length = max(1, min(round(tokens), ix.summary_max_tokens))
-    return truncate(" ".join(summary_input(descriptions, ix.summary_max_descriptions)), length, ix.encoding)
+    return truncate(" ".join(chosen), length, ix.encoding)
 
 
 FIRST_SAMPLE = 1000   # the chunks of a first index worked out, at most (the rest scaled)
@@ -670,7 +674,7 @@ def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: se
             # (as the run asks: not when the descriptions a summary takes are those it took,
             # a hub's chosen index.summary_max_descriptions)
             if not same_summary_input(descriptions, before, limit):
-                out[kind] += asks_model(descriptions, settings)
+                out[kind] += asks_model(summary_input(descriptions, limit), settings)
     return out[0], out[1]
 
 
@@ -918,7 +922,8 @@ def _summaries_asked(store: Store, settings: Settings) -> int:
     for element, description in index_rows.element_descriptions(store):
         if description.strip():   # (as merging takes them: empty ones are none)
             said.setdefault(element, set()).add(description)
-    return sum(asks_model(sorted(descriptions), settings) for descriptions in said.values())
+    limit = settings.index.summary_max_descriptions
+    return sum(asks_model(summary_input(sorted(descriptions), limit), settings) for descriptions in said.values())
 
 
 def format_estimate(e: dict) -> str:

@@ -174,25 +174,20 @@ def same_summary_input(now: list[str], before: list[str], limit: int) -> bool:
     return summary_input(now, limit) == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1)
 
 
-def asks_model(descriptions: list[str], settings: Settings) -> bool:
-    """Whether ``summarize`` (with a model) asks it for these descriptions: several of them as
-    ``summary_input`` takes them, too long to join (what ``index --estimate`` counts)."""
+def asks_model(chosen: list[str], settings: Settings) -> bool:
+    """Whether ``summarize`` (with a model) asks it for the descriptions ``summary_input`` has
+    ``chosen``: several, too long to join (what ``index --estimate`` counts)."""
     ix = settings.index
-    chosen = summary_input(descriptions, ix.summary_max_descriptions)
     return len(chosen) > 1 and short_join(chosen, min(ix.summary_join_tokens, ix.summary_max_tokens),
                                           ix.encoding) is None
 
 
 def without_model(descriptions: list[str], settings: Settings, counts: SentenceCounts | None = None) -> str | None:
-    """The summary ``summarize`` writes of ``descriptions`` without a model: none, one kept
-    whole, a few short ones joined, or (offline) the extractive summary (``counts``: see
+    """The summary ``summarize`` writes without a model of the ``descriptions`` ``summary_input``
+    has chosen (the caller chooses once: ``summarize`` builds its prompt from them, ``index
+    --estimate`` its stand-in, and each was hashed and sorted again): none, one kept whole, a
+    few short ones joined, or (offline) the extractive summary (``counts``: see
     ``extractive_summary``); None when it asks one."""
-    return _written(summary_input(descriptions, settings.index.summary_max_descriptions), settings, counts)
-
-
-def _written(descriptions: list[str], settings: Settings, counts: SentenceCounts | None = None) -> str | None:
-    """``without_model`` of descriptions ``summary_input`` has chosen already (``summarize``
-    builds its prompt from them too: they were chosen twice, hashed and sorted each time)."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
     if not descriptions:
@@ -212,7 +207,7 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings,
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
     descriptions = summary_input(descriptions, settings.index.summary_max_descriptions)
-    if (written := _written(descriptions, settings, counts)) is not None:
+    if (written := without_model(descriptions, settings, counts)) is not None:
         return written, None
     prompt = load_prompt("summarize")
     joined = "\n".join(f"- {d}" for d in descriptions)
