@@ -20,7 +20,7 @@ from streamrag.config import Settings
 from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
 from streamrag.sentences import split_at_gaps
-from streamrag.tokens import count_tokens, get_encoding, truncate
+from streamrag.tokens import count_tokens, count_uncached, truncate
 
 VERSION = "3"  # how a description set becomes a summary; a new one re-summarizes every element
 
@@ -83,9 +83,9 @@ class SentenceCounts:
             if len(self.known) >= self.MAX_SENTENCES or self.chars + len(sentence) > self.MAX_CHARS:
                 self.known.clear()
                 self.chars = 0
-            # (encoded here, not through ``count_tokens``: its remembered texts are left to the
-            # report stage's lines)
-            n = self.known[sentence] = len(get_encoding(self.encoding).encode(sentence, disallowed_special=()))
+            # (not through ``count_tokens``: its remembered texts are left to the report stage's
+            # lines)
+            n = self.known[sentence] = count_uncached(sentence, self.encoding)
             self.chars += len(sentence)
         return n
 

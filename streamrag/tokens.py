@@ -87,6 +87,12 @@ def count_tokens(text: str, encoding: str = "o200k_base") -> int:
     """Number of tokens of ``text`` (special-token text is counted as ordinary text)."""
     if len(text) <= _REMEMBERED_CHARS and text.isascii():
         return _count_short(text, encoding)
+    return count_uncached(text, encoding)
+
+
+def count_uncached(text: str, encoding: str = "o200k_base") -> int:
+    """``count_tokens`` without remembering ``text`` (for a caller that remembers its own counts:
+    ``summarizer.SentenceCounts``)."""
     return len(get_encoding(encoding).encode(text, disallowed_special=()))
 
 
@@ -99,9 +105,7 @@ def count_tokens(text: str, encoding: str = "o200k_base") -> int:
 _REMEMBERED_CHARS = 512
 
 
-@functools.lru_cache(maxsize=1 << 15)
-def _count_short(text: str, encoding: str) -> int:
-    return len(get_encoding(encoding).encode(text, disallowed_special=()))
+_count_short = functools.lru_cache(maxsize=1 << 15)(count_uncached)
 
 
 # o200k_base lets a run of punctuation take the line breaks and slashes after it into the same

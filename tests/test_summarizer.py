@@ -193,16 +193,11 @@ def test_a_sentence_of_several_summaries_is_counted_once_in_a_stage(monkeypatch)
     entities and the relationships on a large index), and the summaries are those counted alone."""
     import streamrag.summarizer as summarizer
     from streamrag.summarizer import SentenceCounts, extractive_summary
-    from streamrag.tokens import get_encoding
+    from streamrag.tokens import count_uncached
 
     encoded = []
-
-    class Spy:
-        def encode(self, text, **kw):
-            encoded.append(text)
-            return get_encoding("o200k_base").encode(text, **kw)
-
-    monkeypatch.setattr(summarizer, "get_encoding", lambda name: Spy())
+    monkeypatch.setattr(summarizer, "count_uncached", lambda text, encoding: encoded.append(text)
+                        or count_uncached(text, encoding))
     shared = "Ada Osk and Bram Tull rebuilt the north quay of Velmouth together in the spring."
     elements = [[shared, f"Ada Osk sailed to port number {n} at dawn."] for n in range(6)]
     elements += [[f"Bram Tull kept the ledger of quay {n}.", shared] for n in range(6)]
