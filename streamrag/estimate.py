@@ -90,7 +90,7 @@ from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
 from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
-from streamrag.sentences import split_at_gaps
+from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input, without_model
@@ -755,12 +755,8 @@ def _overlapping(text: str, earlier: list[tuple[Extraction, str]]) -> tuple[Extr
 
 
 def _sentences(text: str) -> list[str]:
-    """The sentences of ``text``, paragraph by paragraph (``sentences.split_at_gaps``)."""
-    return [s for p in text.split("\n\n") for s in _split(p)]
-
-
-def _split(paragraph: str) -> list[str]:
-    return [s for s in (x.strip() for x in split_at_gaps(paragraph)) if s]
+    """The sentences of ``text``, paragraph by paragraph (``sentences.sentences_of``)."""
+    return [s for p in text.split("\n\n") for s in sentences_of(p)]
 
 
 def _new_sentences(text: str, before_text: str) -> str:
@@ -768,7 +764,7 @@ def _new_sentences(text: str, before_text: str) -> str:
     paragraph new as a whole as it is: a new file's chunk is read as the run reads it)."""
     out = []
     for p in text.split("\n\n"):
-        sentences = _split(p)
+        sentences = sentences_of(p)
         new = [s for s in sentences if s not in before_text]
         if new:
             out.append(p if len(new) == len(sentences) else " ".join(new))
@@ -848,7 +844,7 @@ def _as_long(extraction: Extraction, lengths: tuple[float, float] | None) -> Ext
 
     def cut(description: str, words: float) -> str:
         kept: list[str] = []
-        for sentence in _split(description):
+        for sentence in sentences_of(description):
             if kept and len(" ".join([*kept, sentence]).split()) > words:
                 break
             kept.append(sentence)

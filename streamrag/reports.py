@@ -27,7 +27,7 @@ from streamrag import ids
 from streamrag.parsing import parse_report
 from streamrag.prompts import load_prompt
 from streamrag.records import Claim, Community, Entity, Relationship, Report
-from streamrag.sentences import split_at_gaps
+from streamrag.sentences import sentences_of
 from streamrag.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -429,8 +429,7 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     when none does), the one naming the most other members among those of five words or more,
     cut after ``MEMBER_SENTENCE_WORDS`` words; "" without one (a parenthesised note such as
     "(Also called Wexius.)" is not one)."""
-    sentences = [" ".join(x.split()) for x in split_at_gaps(entity.description)
-                 if x.strip() and not x.strip().startswith("(")]
+    sentences = [" ".join(x.split()) for x in sentences_of(entity.description) if not x.startswith("(")]
     if not sentences:
         return ""
     name = _words(entity.name)   # (made once, not again for each sentence)
@@ -451,7 +450,7 @@ def _member_sentence(entity: Entity, members: Sequence[Entity]) -> str:
 def _telling_sentence(entity: Entity, members: Sequence[Entity]) -> str:
     """The sentence of ``entity``'s description that names the most other members (a sentence
     of at least five words when there is one; the earliest among equals)."""
-    sentences = [x.strip() for x in split_at_gaps(entity.description) if x.strip()]
+    sentences = sentences_of(entity.description)
     if not sentences:
         return ""
     best = _most_telling(sentences, entity, members)

@@ -65,3 +65,8 @@ def split_at_gaps(text: str) -> list[str]:
             start = gap.end()
     out.append(text[start:])
     return out
+
+
+def sentences_of(text: str) -> list[str]:
+    """The sentences of ``text`` (``split_at_gaps``), stripped, the empty ones left out."""
+    return [s for s in (x.strip() for x in split_at_gaps(text)) if s]

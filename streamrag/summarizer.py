@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from streamrag.config import Settings
 from streamrag.parsing import usable_description
 from streamrag.prompts import load_prompt
-from streamrag.sentences import split_at_gaps
+from streamrag.sentences import sentences_of, split_at_gaps
 from streamrag.tokens import count_tokens, count_uncached, truncate
 
 VERSION = "3"  # how a description set becomes a summary; a new one re-summarizes every element
@@ -43,9 +43,8 @@ def _distinct_sentences(descriptions: list[str]) -> Iterator[str]:
     and lower-cased first: 28% of an offline index's extractive summaries, profiled)."""
     seen: set[str] = set()
     for description in descriptions:
-        for sentence in split_at_gaps(description.strip()):
-            sentence = sentence.strip()
-            if sentence and (low := sentence.lower()) not in seen:
+        for sentence in sentences_of(description):
+            if (low := sentence.lower()) not in seen:
                 seen.add(low)
                 yield sentence
 
