@@ -2,7 +2,7 @@
 
 Stages never write SQL themselves: they ``await writer.run(fn, *args)``, where ``fn(store, *args)``
 runs inside the writer task. Operations that arrive together share one transaction (up to
-``max_batch`` of them), each inside its own savepoint: an operation that raises is undone alone
+``_MAX_BATCH`` of them), each inside its own savepoint: an operation that raises is undone alone
 and its exception is raised in its caller, while the others commit. The caller resumes only
 after the transaction committed, so a paid LLM answer is durable before the pipeline moves on.
 
@@ -31,6 +31,8 @@ _STOPPING_WAIT_S = 2.0
 # A wait for another program's lock longer than this is said, once per wait: progress alone
 # showed a run "still working" while it only waited.
 _SAY_WAIT_S = 3.0
+_MAX_BATCH = 256  # operations committed in one transaction, at most
+_QUEUED = 1024    # operations waiting for the writer before their callers wait to hand one over
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +54,12 @@ class Writer:
     ``patience``: how long a write waits for another program's lock before its callers get
     StoreBusyError (default: the store's ``busy_wait_s()``; never longer)."""
 
-    def __init__(self, store: Store, *, max_batch: int = 256, buffer: int = 1024,
-                 patience: float | None = None) -> None:
+    def __init__(self, store: Store, *, patience: float | None = None) -> None:
         self.store = store
         self.patience = patience
-        self.max_batch = max_batch
         self._send: ObjectSendStream[_Op]
         self._recv: ObjectReceiveStream[_Op]
-        self._send, self._recv = anyio.create_memory_object_stream[_Op](buffer)
+        self._send, self._recv = anyio.create_memory_object_stream[_Op](_QUEUED)
         self._tg: anyio.abc.TaskGroup | None = None
         self._pending: list[_Op] = []
         # When the writer was stopped (a caller cancelled, its task cancelled, ``stop_waiting``):
@@ -127,7 +127,7 @@ class Writer:
                         first = await self._recv.receive()
                     except anyio.EndOfStream:
                         return
-                    self._pending = [first, *self._ready(self.max_batch - 1)]
+                    self._pending = [first, *self._ready(_MAX_BATCH - 1)]
                     await self._commit(self._pending)
                     await anyio.lowlevel.checkpoint()
             finally:
