@@ -307,7 +307,7 @@ class LLMClient:
 
     # -- chat --------------------------------------------------------------------------------
     async def chat(self, messages: list[dict], *, model: str, stage: str,
-                   prompt: Prompt | None = None, prompt_name: str = "", prompt_version: str = "",
+                   prompt: Prompt | None = None,
                    max_tokens: int | None = None, temperature: float | None = None,
                    logit_bias: dict[str, float] | None = None, response_format: dict | None = None,
                    stop: str | list[str] | None = None, seed: int | None = None,
@@ -332,8 +332,7 @@ class LLMClient:
         ``budget_setting`` names the setting ``max_tokens`` comes from, for the error when every
         answer was cut off.
         """
-        if prompt is not None:
-            prompt_name, prompt_version = prompt.name, prompt.version
+        prompt_name, prompt_version = (prompt.name, prompt.version) if prompt is not None else ("", "")
         options = request_options(self.settings.temperature if temperature is None else temperature,
                                   max_tokens=max_tokens, logit_bias=logit_bias,
                                   response_format=response_format, stop=stop, seed=seed)

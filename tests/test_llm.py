@@ -25,6 +25,7 @@ from streamrag.config import LLMSettings
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
+from streamrag.prompts import Prompt
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
@@ -126,10 +127,9 @@ async def test_identical_request_is_served_from_the_cache(tmp_path):
     endpoint = Endpoint()
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, store):
-            first = await llm.chat(ask(), model="m1", stage="extract", prompt_name="extract",
-                                   prompt_version="v1")
-            second = await llm.chat(ask(), model="m1", stage="extract", prompt_name="extract",
-                                    prompt_version="v1")
+            prompt = Prompt(name="extract", version="v1", system="", user="", path="")
+            first = await llm.chat(ask(), model="m1", stage="extract", prompt=prompt)
+            second = await llm.chat(ask(), model="m1", stage="extract", prompt=prompt)
     assert len(endpoint.requests) == 1
     assert first.text == second.text == "echo: hello"
     assert (first.cached, second.cached) == (False, True)
@@ -159,11 +159,11 @@ async def test_cache_survives_a_new_client(tmp_path):
 @pytest.mark.parametrize("change", [
     {"temperature": 0.3}, {"max_tokens": 64}, {"logit_bias": {"9642": 100}},
     {"model": "m2"}, {"stop": ["\n\n"]}, {"response_format": {"type": "json_object"}},
-    {"prompt_version": "v2"},
+    {"prompt": Prompt(name="p", version="v2", system="", user="", path="")},
 ], ids=lambda c: next(iter(c)))
 async def test_any_changed_option_misses_the_cache(tmp_path, change):
     endpoint = Endpoint()
-    base = {"model": "m1", "stage": "s", "prompt_name": "p", "prompt_version": "v1"}
+    base = {"model": "m1", "stage": "s", "prompt": Prompt(name="p", version="v1", system="", user="", path="")}
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, _):
             await llm.chat(ask(), **base)
@@ -171,7 +171,7 @@ async def test_any_changed_option_misses_the_cache(tmp_path, change):
     assert not result.cached
     assert len(endpoint.requests) == 2
     name, value = next(iter(change.items()))
-    if name != "prompt_version":  # the prompt's version is ours, not the provider's
+    if name != "prompt":  # the prompt's version is ours, not the provider's
         assert endpoint.bodies[1][name] == value
 
 
