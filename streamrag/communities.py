@@ -681,9 +681,9 @@ def relabel(communities: Sequence[Community], previous: Sequence[Community],
 
 
 def modularity(communities: Sequence[Community], edges: Iterable[tuple[str, str, float]],
-               *, level: int = 0, resolution: float = 1.0) -> float:
-    """Weighted modularity of the partition at ``level`` (entities below it count as singletons)."""
-    label = {m: c.id for c in communities if c.level == level for m in c.members}
+               *, resolution: float = 1.0) -> float:
+    """Weighted modularity of the top-level partition (entities in none count as singletons)."""
+    label = {m: c.id for c in communities if c.level == 0 for m in c.members}
     total = 0.0
     inside: dict[str, float] = {}
     strength: dict[str, float] = {}

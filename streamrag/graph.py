@@ -50,12 +50,10 @@ class Graph:
         return self._directed
 
 
-def pair_weights(index: Mapping[str, int], edges: Iterable[tuple[str, str, float]], *,
-                 positive_only: bool = False) -> dict[int, float]:
+def pair_weights(index: Mapping[str, int], edges: Iterable[tuple[str, str, float]]) -> dict[int, float]:
     """Summed weight per undirected pair of node indices, keyed ``i * len(index) + j`` with
-    i < j (sorting one integer per pair is much faster than a tuple). Self-loops are left out,
-    and with ``positive_only`` so is every edge whose weight is not above 0. An endpoint not in
-    ``index`` is a bug upstream: ValueError."""
+    i < j (sorting one integer per pair is much faster than a tuple). Self-loops are left out.
+    An endpoint not in ``index`` is a bug upstream: ValueError."""
     n = len(index)
     summed: dict[int, float] = {}
     for source, target, weight in edges:
@@ -66,7 +64,7 @@ def pair_weights(index: Mapping[str, int], edges: Iterable[tuple[str, str, float
                 "every relationship endpoint must be one of the entities given"
             )
         weight = float(weight)
-        if i == j or (positive_only and not weight > 0):
+        if i == j:
             continue
         key = i * n + j if i < j else j * n + i
         summed[key] = summed.get(key, 0.0) + weight
@@ -76,12 +74,13 @@ def pair_weights(index: Mapping[str, int], edges: Iterable[tuple[str, str, float
 def sorted_pairs(index: Mapping[str, int], edges: Iterable[tuple[str, str, float]], *,
                  drop_unknown: bool = False, positive_only: bool = False,
                  ) -> tuple[list[int], list[int], list[float]]:
-    """The edges of ``pair_weights(index, edges, positive_only=...)`` in ascending key order, as
-    three lists: smaller node index, larger node index, summed weight. The same numbers (every
-    weight a ``float``, duplicates summed in input order), worked out with numpy: half the time
-    of pair_weights and a sort on 200,000 edges. ``drop_unknown`` leaves out an edge with an
-    endpoint not in ``index`` instead of raising ValueError. Edges already in that order, each
-    once and smaller index first, are taken as they are (``in_key_order``), without numpy."""
+    """The edges of ``pair_weights(index, edges)`` in ascending key order, as three lists:
+    smaller node index, larger node index, summed weight. The same numbers (every weight a
+    ``float``, duplicates summed in input order), worked out with numpy: half the time of
+    pair_weights and a sort on 200,000 edges. ``positive_only`` leaves out every edge whose
+    weight is not above 0; ``drop_unknown`` an edge with an endpoint not in ``index``, instead
+    of raising ValueError. Edges already in that order, each once and smaller index first, are
+    taken as they are (``in_key_order``), without numpy."""
     rows = edges if isinstance(edges, list) else list(edges)
     if not rows:
         return [], [], []

@@ -359,8 +359,8 @@ def test_modularity_by_hand():
     # 2 of 3 edge weight inside; each part has strength 3 of 2m = 6
     assert modularity(parts, edges + noise) == pytest.approx(2 / 3 - (9 + 9) / 36)
     assert modularity(parts, edges, resolution=2.0) == pytest.approx(2 / 3 - 2 * (9 + 9) / 36)
-    # at level 1, c and d are not in a community: each counts alone
-    assert modularity(parts, edges, level=1) == pytest.approx(1 / 3 - (9 + 4 + 1) / 36)
+    # R, of level 1, is not the partition's
+    assert modularity(parts[1:], edges) == pytest.approx(1 / 3 - (9 + 4 + 1) / 36)
     assert modularity(parts, noise) == 0.0
 
 

@@ -14,7 +14,7 @@ from streamrag.graph import Graph, in_key_order, pair_weights, personalized_page
 def reference(index, edges, positive_only=False):
     """What Graph built before: pair_weights, sorted by key."""
     n = len(index)
-    summed = pair_weights(index, edges, positive_only=positive_only)
+    summed = pair_weights(index, [e for e in edges if not positive_only or float(e[2]) > 0])
     keys = sorted(summed)
     return [k // n for k in keys], [k % n for k in keys], [summed[k] for k in keys]
 
