@@ -6,6 +6,7 @@ main command as a subprocess."""
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import os
@@ -1390,25 +1391,30 @@ def test_a_default_index_path_that_is_a_fifo_is_said_so(corpus):
         assert "index.db: not a regular file (a device or a FIFO)" in out.stderr, out.stderr
 
 
+def _loaded_by(calls: str, modules: tuple[str, ...], cwd: Path | None = None) -> tuple[list, list[str]]:
+    """What ``calls`` (expressions, comma-separated) return in a fresh interpreter that imported
+    the command line, and which of ``modules`` it has loaded after them."""
+    probe = ("import sys; from streamrag.cli import build_parser, main; "
+             f"codes = [{calls}]; print(repr((codes, sorted(m for m in {modules!r} if m in sys.modules))))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True,
+                         check=True)
+    return ast.literal_eval(out.stdout.splitlines()[-1])
+
+
 def test_the_command_line_loads_no_http_client_nor_graph_until_a_command_needs_one():
     # Every command builds watch's parser: the daemon's top-level import of provider_errors
     # loaded httpx (70 ms) for `ask` offline, `status`, everything; status's import of a constant
     # from graph_state loaded rustworkx and numpy (80 ms) for `--help`.
-    probe = ("import sys; from streamrag.cli import build_parser; build_parser(); "
-             "print(sorted(m for m in ('httpx', 'streamrag.llm', 'streamrag.graph', 'rustworkx', 'numpy') "
-             "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[0] == "[]", out.stdout
+    assert _loaded_by("build_parser().prog", ("httpx", "streamrag.llm", "streamrag.graph", "rustworkx",
+                                              "numpy")) == (["streamrag"], [])
 
 
 def test_the_parser_loads_no_question_answering_nor_tokenizer():
     # ask's --mode choices were imported from question, which loads extractive answers, local
     # search and the tokenizer: every command's parser build paid for them (34 ms uncompiled).
-    probe = ("import sys; from streamrag.cli import build_parser; build_parser(); "
-             "print(sorted(m for m in ('streamrag.question', 'streamrag.extractive', 'streamrag.tokens', "
-             "'tiktoken') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[0] == "[]", out.stdout
+    assert _loaded_by("build_parser().prog", ("streamrag.question", "streamrag.extractive", "streamrag.tokens",
+                                              "tiktoken")) == (["streamrag"], [])
 
 
 def test_an_ask_loads_neither_the_daemon_nor_the_demo(cli_run, corpus):
@@ -1416,25 +1422,16 @@ def test_an_ask_loads_neither_the_daemon_nor_the_demo(cli_run, corpus):
     # parts were loaded by an offline `ask`, `status` and `--help` (20 ms of CPU uncompiled),
     # for a command none of them runs.
     assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
-    probe = ("import sys; from streamrag.cli import main; code = main(['ask', 'Who is Mira Osk?', '--json']); "
-             "print(code, sorted(m for m in ('streamrag.daemon', 'streamrag.demo') if m in sys.modules))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-300:] + out.stderr
+    assert _loaded_by("main(['ask', 'Who is Mira Osk?', '--json'])", ("streamrag.daemon", "streamrag.demo"),
+                      corpus) == ([0], [])
 
 
 def test_ask_and_status_load_no_file_reading_module(cli_run, corpus):
     # The loader's readers of legacy code pages and of Markdown are what reads files: `ask` and
     # `status`, which read none, loaded them with the loader (20 ms of CPU, their patterns).
     assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
-    probe = ("import sys; from streamrag.cli import main; codes = [main(['ask', 'Who is Mira Osk?', '--json']), "
-             "main(['status'])]; print(codes, sorted(m for m in ('streamrag.legacy', 'streamrag.markdown') "
-             "if m in sys.modules))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.splitlines()[-1] == "[0, 0] []", out.stdout[-300:] + out.stderr
+    assert _loaded_by("main(['ask', 'Who is Mira Osk?', '--json']), main(['status'])",
+                      ("streamrag.legacy", "streamrag.markdown"), corpus) == ([0, 0], [])
 
 
 def test_status_and_vacuum_load_no_file_reader(cli_run, corpus):
@@ -1442,25 +1439,8 @@ def test_status_and_vacuum_load_no_file_reader(cli_run, corpus):
     # empty document loaded loader, and with it the legacy encodings' tables and Markdown, for
     # commands that read no file (48 ms of CPU from a bytecode cache).
     assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
-    probe = ("import sys; from streamrag.cli import main; codes = [main(['status', '--db', '.streamrag/index.db']), "
-             "main(['vacuum'])]; print(codes, sorted(m for m in ('streamrag.loader', 'streamrag.legacy', "
-             "'streamrag.markdown') if m in sys.modules))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.splitlines()[-1] == "[0, 0] []", out.stdout[-300:] + out.stderr
-
-
-def test_an_ask_loads_neither_the_legacy_encodings_nor_markdown(cli_run, corpus):
-    # ask loads loader to show its documents' names, which compiled the legacy encodings'
-    # tables (30 ms of CPU) and loaded Markdown, for a command that reads no file.
-    assert cli_run("index", "-q", "--offline", ".", cwd=corpus).returncode == 0
-    probe = ("import sys; from streamrag.cli import main; code = main(['ask', 'Who is Mira Osk?', '--json']); "
-             "print(code, sorted(m for m in ('streamrag.legacy', 'streamrag.markdown') if m in sys.modules))")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=corpus, env=env, capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-300:] + out.stderr
+    assert _loaded_by("main(['status', '--db', '.streamrag/index.db']), main(['vacuum'])",
+                      ("streamrag.loader", "streamrag.legacy", "streamrag.markdown"), corpus) == ([0, 0], [])
 
 
 def test_json_names_the_index_by_its_absolute_path_in_index_status_and_vacuum(cli_run, corpus):
