@@ -90,7 +90,6 @@ async def test_offline_index_needs_no_llm(corpus, tmp_path):
 async def test_offline_extractions_are_stored_in_groups_not_one_transaction_each(tmp_path, monkeypatch):
     # Each offline extraction was committed alone: 3,818 transactions for a first index of 3,000
     # documents. They are made again in moments, so they are stored many to a transaction now.
-    from streamrag import index_rows
     from streamrag.writer import Writer
 
     folder = tmp_path / "notes"
