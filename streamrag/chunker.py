@@ -29,11 +29,14 @@ nearby text. Bodies are packed to ``chunk_size - overlap`` so prefix plus body f
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import re
 import zlib
 from array import array
 from collections import deque
 from itertools import accumulate
+from typing import NamedTuple
 
 from streamrag.ids import chunk_id
 from streamrag.records import Chunk, Document
@@ -94,18 +97,30 @@ def chunk_document(doc: Document, *, chunk_size: int, overlap: int, encoding: st
     if not text or text.isspace():
         return []
     enc = get_encoding(encoding)
+    chunk_size, overlap, budget = _sizes(chunk_size, overlap)
+    units = _units(text, enc, budget)
+    spans = _spans(text, units, _pieces(units, budget, chunk_size), overlap, enc, first=True)
+    del units
+    return _finish(doc, text, spans, chunk_size, overlap, enc)
+
+
+def _sizes(chunk_size: int, overlap: int) -> tuple[int, int, int]:
+    """The chunk size and overlap the chunker keeps to, and the body budget they leave."""
     chunk_size = max(8, int(chunk_size))
     overlap = max(0, min(int(overlap), chunk_size // 2))
-    budget = chunk_size - overlap
-    units = _units(text, enc, budget)
-    pieces = _pieces(units, budget, chunk_size)
+    return chunk_size, overlap, chunk_size - overlap
+
+
+def _spans(text: str, units: _Units, pieces: list[tuple[int, int]], overlap: int, enc,
+           first: bool) -> list[tuple[int, int, int, int | None]]:
+    """Each piece's span: where its prefix and body begin, where it ends, its body's tokens if
+    known (``first``: the pieces begin the document, the first without a prefix)."""
     spans = []
     for i, (a, b) in enumerate(pieces):
         start, end = units.start[a], units.end[b - 1]
-        spans.append((_overlap_start(text, start, overlap, enc) if i else start, start, end,
+        spans.append((_overlap_start(text, start, overlap, enc) if i or not first else start, start, end,
                       _body_tokens(units, a, b, text, enc)))
-    del units
-    return _finish(doc, text, spans, chunk_size, overlap, enc)
+    return spans
 
 
 def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
@@ -119,14 +134,155 @@ def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
     return sum(units.tokens[a:b])
 
 
+# ---------------------------------------------------------------------------- resuming
+#
+# A file that grows (a log, a journal) or changes in one place is cut again from where its
+# change can reach, not from its start. The chunks before an anchor R are a function of the text
+# up to the end of the paragraph of the first unit ending more than W tokens past R: a
+# paragraph's units are made of its own text alone, and where it ends of its characters up to
+# the first after its break; each boundary before R is an anchor or not by the units within W of
+# it, R by those up to W past it (and by the text's end lying further than W past it: the text
+# goes on past that unit); each stretch's pieces are made of its own units, each chunk's prefix
+# and token count of the text before its end. So where the text up to that paragraph's end is
+# the previous version's (``_unchanged``: by the digests of its chunks' parts, ``Spans``), the
+# previous chunks before R stand, and R starts a piece of both. The anchors from R on are found
+# from the units of a few chunks before it on alone (``_resumed``), taking only those more than
+# W tokens past the first of them (``_anchors`` leaves out the nearer ones): an anchor's test
+# looks W either way, and the text's start and end count only within W of them. Those units
+# begin at a paragraph start, as the whole text's do (``_paragraph_after``).
+
+
+class Spans(NamedTuple):
+    """Where each chunk of a cut text lies, for the next cut of a changed version to resume
+    from: chunk k's part of the text is ``text[starts[k]:ends[k]]`` (from its body's start, the
+    first from 0, to the next chunk's), ``digests[k]`` its digest (``_digest``)."""
+
+    starts: list[int]
+    ends: list[int]
+    digests: list[bytes]
+
+
+class Cut(NamedTuple):
+    """A document cut (``cut_document``): the number of chunks of the previous version's it
+    keeps (its first ones, the same text and index), the chunks after them, and the spans of all."""
+
+    kept: int
+    chunks: list[Chunk]
+    spans: Spans
+
+
+# How many of the previous version's chunks before its first changed one the units are
+# computed from, in turn: the first that holds an anchor far enough from the change (a few
+# bodies hold several) is used, else the text is cut whole.
+_BACK = (16, 128)
+
+
+def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overlap: int, encoding: str,
+                 key: bytes) -> Cut:
+    """``chunk_document(doc)`` (the chunks after ``kept``) and its spans; ``before``, the spans
+    of the previous version of its text cut with the same settings and digested with ``key``
+    (which names them), lets it keep the chunks before its change rather than cut them again."""
+    text = doc.text
+    if not text or text.isspace():
+        return Cut(0, [], Spans([], [], []))
+    enc = get_encoding(encoding)
+    chunk_size, overlap, budget = _sizes(chunk_size, overlap)
+    resumed = _resumed(text, enc, budget, before, key) if before and before.starts else None
+    if resumed is None:
+        kept, starts = 0, []
+        units = _units(text, enc, budget)
+        pieces = _pieces(units, budget, chunk_size)
+    else:
+        kept, units, pieces = resumed
+        starts = before.starts[:kept]
+    spans = _spans(text, units, pieces, overlap, enc, first=not kept)
+    del units
+    chunks = _finish(doc, text, spans, chunk_size, overlap, enc, kept, starts)
+    starts[0] = 0   # (the first chunk's part holds the blanks before it)
+    ends = starts[1:] + [len(text)]
+    return Cut(kept, chunks, Spans(starts, ends, [_digest(text, s, e, key) for s, e in zip(starts, ends)]))
+
+
+def _digest(text: str, start: int, end: int, key: bytes) -> bytes:
+    """The digest of ``text[start:end]`` keyed with ``key`` (the chunking settings: parts cut
+    with others match none)."""
+    return hashlib.blake2b(text[start:end].encode("utf-8", "surrogatepass"), digest_size=16, key=key).digest()
+
+
+def _unchanged(text: str, before: Spans, key: bytes) -> tuple[int, int]:
+    """The first of ``before``'s chunks whose part of the text differs in ``text`` (their
+    number if none does), and how many characters of ``text`` are the previous version's."""
+    for k, (s, e, d) in enumerate(zip(*before)):
+        if e > len(text) or _digest(text, s, e, key) != d:
+            return k, s
+    return len(before.starts), before.ends[-1]
+
+
+def _resumed(text: str, enc, budget: int, before: Spans, key: bytes):
+    """``(kept, units, pieces)``: how many of ``before``'s chunks stand, and the units from a
+    paragraph start before them with the pieces from the last anchor whose chunks do not depend
+    on the change (see "resuming"); None when the change is too near the start."""
+    changed, same = _unchanged(text, before, key)
+    window = ANCHOR_WINDOW * budget
+    for back in _BACK:
+        if changed - back < 1:
+            return None
+        first = _paragraph_after(text, before.starts[changed - back])
+        if first is None or first >= same:
+            continue
+        units = _units(text, enc, budget, first)
+        pos = array("q", accumulate(units.tokens, initial=0))
+        anchors = _anchors(units, pos, window)
+        r = _last_standing(units, pos, anchors, window, same)
+        if r is None:
+            continue
+        at = units.start[anchors[r]]
+        kept = bisect.bisect_left(before.starts, at)
+        if kept == len(before.starts) or before.starts[kept] != at:
+            return None   # (not a piece start of the previous version: cut with other settings)
+        bounds = anchors[r:] + [len(units)]
+        pieces = [p for a, b in zip(bounds, bounds[1:]) for p in _split_stretch(units, pos, a, b, budget)]
+        return kept, units, pieces
+    return None
+
+
+def _paragraph_after(text: str, at: int) -> int | None:
+    """The start of the first paragraph after ``at``, as ``_units`` of the whole text finds it:
+    a paragraph break found from after a character that is no blank is one of the whole
+    text's (none takes that character), or None if no paragraph follows."""
+    m = _NOT_BLANK.search(text, at)
+    b = _PARAGRAPH_BREAK.search(text, m.end()) if m else None
+    return b.end() if b and b.end() < len(text) else None
+
+
+def _last_standing(units: _Units, pos: array, anchors: list[int], window: float, same: int) -> int | None:
+    """The last of ``anchors`` (its place in the list) whose chunks before it stand: the
+    paragraph of the first unit ending more than ``window`` tokens past it ends within the
+    ``same`` first characters (strictly: the character after that paragraph's break too)."""
+    for r in range(len(anchors) - 1, -1, -1):
+        i = anchors[r]
+        if units.start[i] >= same:
+            continue
+        u = bisect.bisect_right(pos, pos[i] + window) - 1   # (the unit ending past the window)
+        if u >= len(units):
+            continue
+        while units.level(u) != PARAGRAPH:
+            u += 1
+        if units.end[u] < same:
+            return r
+    return None
+
+
 # ---------------------------------------------------------------------------- units
 
 
-def _units(text: str, enc, budget: int) -> _Units:
+def _units(text: str, enc, budget: int, first: int | None = None) -> _Units:
     """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
-    paragraph's sentences or tokens, is held at once."""
+    paragraph's sentences or tokens, is held at once. From ``first``, a paragraph's start, if
+    given (``_resumed``), else from the text's first one."""
     units = _Units()
-    first = len(text) - len(text.lstrip())
+    if first is None:
+        first = len(text) - len(text.lstrip())
     s = first
     for e in _paragraph_ends(text, first):
         if e > s and not _blank(text, s, e):
@@ -327,14 +483,17 @@ def _overlap_start(text: str, body_start: int, overlap: int, enc) -> int:
 
 
 def _finish(doc: Document, text: str, spans: list[tuple[int, int, int, int | None]], chunk_size: int,
-            overlap: int, enc) -> list[Chunk]:
+            overlap: int, enc, idx: int = 0, starts: list[int] | None = None) -> list[Chunk]:
+    """The chunks of ``spans``, numbered from ``idx``; each one's body start appended to ``starts``."""
     texts = [text[p:e].strip() for p, _, e, _ in spans]
     counts = [_counted(text, span, t, enc) for span, t in zip(spans, texts)]
     out: list[Chunk] = []
     for (p, s, e, _), body, n in zip(spans, texts, counts):
         for piece, tokens in _fit(text, p, s, e, body, n, chunk_size, overlap, enc):
             if piece:
-                out.append(Chunk(id=chunk_id(piece), doc_id=doc.id, idx=len(out), text=piece, tokens=tokens))
+                out.append(Chunk(id=chunk_id(piece), doc_id=doc.id, idx=idx + len(out), text=piece, tokens=tokens))
+                if starts is not None:
+                    starts.append(s)
     return out
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from streamrag import chunker, index_rows, loader, on_disk
+from streamrag import chunker, chunking_marks, index_rows, loader, on_disk
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims
@@ -38,7 +38,9 @@ from streamrag.writer import Writer
 if TYPE_CHECKING:
     from streamrag.llm import LLMClient
 
-# Documents at least this long are chunked in a worker thread, off the event loop.
+# Documents at least this long are chunked in a worker thread, off the event loop; their chunks'
+# spans are recorded (``chunker.Spans``), for a changed version to be cut again from its change
+# on (a short one is cut whole in less than its rows cost).
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Offline extractions are stored this many at a time, in one writer transaction, not one each:
 # made again in moments, and paid for by no one, they need not each be committed before the next
@@ -117,6 +119,7 @@ class ExtractionStage:
         self.failed_reads = index_rows.failed_reads(store)   # path -> (stamp, message, kind) when last tried
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
+        self.previous: dict[str, str] = {}   # doc id -> the id of the document its path held, changed since
 
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
@@ -174,6 +177,8 @@ class ExtractionStage:
                     elif on_disk.retimed(rows, st):
                         scan.retimed.update(rows)
                 for doc in docs:
+                    if doc.path in rows and rows[doc.path][0] != doc.id:
+                        self.previous[doc.id] = rows[doc.path][0]
                     scan.files[doc.path] = (doc.id, st.st_size, stamp)
                     scan.titles[doc.path] = doc.title
                     if doc.id not in scan.documents:
@@ -265,14 +270,13 @@ class ExtractionStage:
             async for doc in recv:
                 if not self.rechunk and index_rows.is_chunked(self.store, doc.id):  # the same text is indexed already (a rename or a copy)
                     continue
-                cut = functools.partial(chunker.chunk_document, doc, chunk_size=ix.chunk_size,
-                                        overlap=ix.chunk_overlap, encoding=ix.encoding)
                 if len(doc.text) < _CHUNK_IN_THREAD_CHARS:
-                    chunks = cut()
+                    chunks = chunker.chunk_document(doc, chunk_size=ix.chunk_size, overlap=ix.chunk_overlap,
+                                                    encoding=ix.encoding)
+                    await self.writer.run(index_rows.save_chunks, chunks)
                 else:  # seconds for a book-sized file: signals and other work go on meanwhile
-                    chunks = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+                    chunks = await self.cut_big(doc)
                 scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
-                await self.writer.run(index_rows.save_chunks, chunks)
                 for c in chunks:
                     await self.schedule(c, send)
             # Chunks of documents already indexed that lack an extraction by the current
@@ -280,6 +284,21 @@ class ExtractionStage:
             kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
             for c in index_rows.backlog(self.store, kept, self.key):
                 await self.schedule(c, send)
+
+    async def cut_big(self, doc: Document) -> list[Chunk]:
+        """The chunks of a big document, in a worker thread, stored with their spans: those
+        before its change kept from the document its file held (``chunker.cut_document``)."""
+        ix, store = self.settings.index, self.store
+        was = self.previous.get(doc.id)
+        before = index_rows.chunk_spans(store, was) if was is not None and not self.rechunk else None
+        cut = functools.partial(chunker.cut_document, doc, before, chunk_size=ix.chunk_size,
+                                overlap=ix.chunk_overlap, encoding=ix.encoding,
+                                key=chunking_marks.chunker_key(self.settings).encode())
+        done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
+        kept = index_rows.first_chunks(store, was, done.kept, doc.id) if done.kept else []
+        await self.writer.run(index_rows.save_chunks, done.chunks)
+        await self.writer.run(index_rows.save_chunk_spans, doc.id, done.spans)
+        return kept + done.chunks
 
     async def schedule(self, c: Chunk, send) -> None:
         """Sends ``c`` to the extractors, once, unless its extraction is stored already."""

@@ -20,6 +20,7 @@ import msgspec
 
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.call_log import UNUSABLE
+from streamrag.chunker import Spans
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report
 from streamrag.store import Store
@@ -145,6 +146,24 @@ def shown_paths(files: dict[str, tuple[str, int, float]]) -> dict[str, str]:
 
 def is_chunked(store: Store, doc_id: str) -> bool:
     return store.scalar("SELECT 1 FROM document_chunks WHERE doc_id = ? LIMIT 1", (doc_id,)) is not None
+
+
+def chunk_spans(store: Store, doc_id: str) -> Spans | None:
+    """Where each chunk of document ``doc_id`` lies in its text (``chunker.Spans``), if recorded
+    for every one of its chunks."""
+    rows = store.conn.execute("SELECT start, end, digest FROM chunk_spans WHERE doc_id = ? ORDER BY idx",
+                              (doc_id,)).fetchall()
+    chunks = store.scalar("SELECT count(*) FROM document_chunks WHERE doc_id = ?", (doc_id,))
+    if not rows or len(rows) != chunks:
+        return None
+    return Spans(*map(list, zip(*rows)))
+
+
+def first_chunks(store: Store, doc_id: str, n: int, of: str) -> list[Chunk]:
+    """The first ``n`` chunks of document ``doc_id``, as chunks of document ``of``."""
+    return [Chunk(id=r["id"], doc_id=of, idx=r["idx"], text=r["text"], tokens=r["tokens"]) for r in store.query(
+        "SELECT dc.idx, c.id, c.text, c.tokens FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+        "WHERE dc.doc_id = ? AND dc.idx < ? ORDER BY dc.idx", (doc_id, n))]
 
 
 def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
@@ -395,6 +414,12 @@ def relationship_weights(store: Store) -> dict[tuple[str, str], float]:
 def save_chunks(store: Store, chunks: list[Chunk]) -> None:
     store.conn.executemany("INSERT OR IGNORE INTO chunks(id, text, tokens) VALUES (?,?,?)",
                            [(c.id, c.text, c.tokens) for c in chunks])
+
+
+def save_chunk_spans(store: Store, doc_id: str, spans: Spans) -> None:
+    store.conn.execute("DELETE FROM chunk_spans WHERE doc_id = ?", (doc_id,))
+    store.conn.executemany("INSERT INTO chunk_spans(doc_id, idx, start, end, digest) VALUES (?,?,?,?,?)",
+                           [(doc_id, k, *span) for k, span in enumerate(zip(*spans))])
 
 
 def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:
@@ -939,6 +964,7 @@ def _write_documents(store: Store, scan: Scan, change: Change) -> None:
     conn = store.conn
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
+    delete_in(store, "chunk_spans", "doc_id", change.removed_docs)
     paths_by_doc = shown_paths(scan.files)
     for doc_id in sorted(change.added_docs):
         doc = scan.documents.get(doc_id)
@@ -1145,6 +1171,7 @@ def _clean_up(store: Store, left_at: float) -> None:
     _release_answers(store, unused, left_at)
     delete_in(store, "reports", "key", unused)
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
+    conn.execute("DELETE FROM chunk_spans WHERE doc_id NOT IN (SELECT id FROM documents)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report'")   # (made before reports were not)
 
 

@@ -456,6 +456,19 @@ CREATE INDEX IF NOT EXISTS embeddings_item ON embeddings(item_id);
 CREATE INDEX IF NOT EXISTS relationships_pair ON relationships(source, target, weight);
 DROP INDEX IF EXISTS relationships_source;
 """),
+    # Where each chunk of a big document lies in its text, and a digest of that part
+    # (``chunker.Spans``): a changed version of the file is cut again from its change on, the
+    # chunks before it kept (``chunker.cut_document``), not cut again from its start.
+    ("chunk_spans", """
+CREATE TABLE IF NOT EXISTS chunk_spans (
+    doc_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    digest BLOB NOT NULL,
+    PRIMARY KEY (doc_id, idx)
+) WITHOUT ROWID;
+"""),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -311,3 +311,71 @@ def test_a_chunk_of_paragraphs_or_lines_is_counted_from_theirs_not_encoded_again
             out, encoded = chunked_counting(monkeypatch, text, encoding, chunk_size=300, overlap=30)
             assert len(out) > 20 and all(c.tokens == count_tokens(c.text, encoding) <= 300 for c in out)
             assert sum(encoded) < 1.6 * len(text), sum(encoded) / len(text)
+
+
+def markdown_like(rng: random.Random, n: int) -> str:
+    """Text as the loader reads a note: headings, list items and code lines between paragraphs."""
+    blocks = []
+    for i, para in enumerate(make_paragraphs(rng.randrange(1000), n)):
+        kind = rng.randrange(5)
+        if kind == 0:
+            blocks.append(f"## Section {i}\n\n{para}")
+        elif kind == 1:
+            blocks.append("\n".join(f"- item {i}.{j} " + " ".join(rng.choices(WORDS, k=rng.randint(2, 9)))
+                                    for j in range(rng.randint(2, 6))))
+        elif kind == 2:
+            blocks.append(f"```\ncode_{i} = {rng.random()}\n```")
+        else:
+            blocks.append(para)
+    return "\n\n".join(blocks)
+
+
+def random_edit(rng: random.Random, text: str) -> str:
+    """An append, an insert, a deletion or a change of blanks, at a random place."""
+    at = rng.randint(0, len(text))
+    kind = rng.randrange(4)
+    if kind == 0:
+        return text + rng.choice(["", "\n", "\n\n", " "]) + make_paragraphs(rng.randrange(1000), 1)[0]
+    if kind == 1:
+        return text[:at] + rng.choice(["x", "\n\n", " A new sentence. ", "\n\n## New\n\n"]) + text[at:]
+    if kind == 2:
+        return text[:at] + text[at + rng.randint(1, 400):]
+    return text[:at] + rng.choice(["\n", " ", "\n\n", "\t", "\n \n"]) + text[at:]
+
+
+def test_a_changed_text_cut_again_from_its_change_gives_the_chunks_of_a_whole_cut():
+    # A file that grows or changes in one place keeps the chunks its previous version's spans
+    # show do not depend on the change and is cut again from there on: the chunks, numbering
+    # and spans are those of cutting the new text whole, over random edits anywhere (appends,
+    # inserts, deletions, blanks), chunk sizes and overlaps, in paragraphs, notes, a log of
+    # lines and one long line.
+    from streamrag.chunker import cut_document
+
+    rng = random.Random(27)
+    key = b"settings"
+    kept = 0
+    for trial in range(12):
+        shape = trial % 4
+        if shape == 0:
+            text = "\n\n".join(make_paragraphs(trial, 200))
+        elif shape == 1:
+            text = markdown_like(rng, 160)
+        elif shape == 2:
+            text = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 22))) + "." for _ in range(1200))
+        else:
+            text = " ".join(make_paragraphs(trial, 80))
+        size = rng.choice([60, 150, 400])
+        sizes = {"chunk_size": size, "overlap": rng.choice([0, size // 10, size // 2]), "encoding": ENC}
+        before = cut_document(doc(text), None, key=key, **sizes).spans
+        for _ in range(4):
+            text = random_edit(rng, text)
+            whole = chunk_document(doc(text), **sizes)
+            cut = cut_document(doc(text), before, key=key, **sizes)
+            assert cut.chunks == whole[cut.kept:], (trial, sizes)
+            assert cut.spans == cut_document(doc(text), None, key=key, **sizes).spans
+            kept += cut.kept
+            before = cut.spans
+        # Spans of a text cut with other settings (another key) keep nothing.
+        other = cut_document(doc(text + " More."), before, key=b"other", **sizes)
+        assert other.kept == 0 and other.chunks == chunk_document(doc(text + " More."), **sizes)
+    assert kept > 1500, kept   # (most edits keep most chunks)

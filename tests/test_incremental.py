@@ -1317,3 +1317,50 @@ async def test_a_publish_that_removes_many_provenance_rows_writes_with_a_larger_
     second = await sync([corpus], make_settings(), tmp_path / "i.db", root=corpus)
     assert second.documents_removed == 1 and second.documents_added == 0
     assert seen == [-64 * 1024]
+
+
+async def test_a_big_file_changed_is_cut_again_from_its_change_on(tmp_path, monkeypatch):
+    # A log or a journal that grows, or a big file edited in one place: the chunks before the
+    # change are kept from its previous version (``chunker.cut_document``), its units made from a
+    # few chunks before the change, not from its start; the index is a fresh one's.
+    from streamrag import chunker
+    from streamrag.records import Document
+
+    rng = random.Random(5)
+    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
+    paragraphs = [f"Note {i}. " + " ".join(rng.choices(words, k=rng.randint(20, 60))) + "." for i in range(3000)]
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    log = corpus / "log.txt"
+    log.write_text("\n\n".join(paragraphs) + "\n")
+    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    starts: list[int] = []
+    units = chunker._units
+
+    def counted(text, enc, budget, *first):   # (where each cut's units begin)
+        starts.append(first[0] if first and first[0] is not None else len(text) - len(text.lstrip()))
+        return units(text, enc, budget, *first)
+
+    monkeypatch.setattr(chunker, "_units", counted)
+    texts = [log.read_text() + "\nThe Mayor signed the ferry accord at the harbor.\n"]
+    middle = texts[0].index("Note 1500.")
+    texts.append(texts[0][:middle] + "A new line about the bridge vote. " + texts[0][middle:])
+    for text in texts:
+        starts.clear()
+        log.write_text(text)
+        await sync([corpus], settings, db, root=corpus)
+        assert len(starts) == 1 and starts[0] > (middle if text is texts[1] else len(text)) * 0.8, (starts, len(text))
+        fresh = tmp_path / f"fresh{len(text)}"
+        shutil.copytree(corpus, fresh)
+        await sync([fresh], settings, tmp_path / f"f{len(text)}.db", root=fresh)
+        assert index_snapshot(db) == index_snapshot(tmp_path / f"f{len(text)}.db")
+        store = Store(db, readonly=True)
+        try:
+            ids = [r["chunk_id"] for r in store.query("SELECT chunk_id FROM document_chunks ORDER BY idx")]
+        finally:
+            store.close()
+        whole = chunker.chunk_document(Document(id="d", path="log.txt", title="", text=text),
+                                       chunk_size=300, overlap=30, encoding="o200k_base")
+        assert ids == [c.id for c in whole]
