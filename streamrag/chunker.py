@@ -136,20 +136,25 @@ def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
 
 # ---------------------------------------------------------------------------- resuming
 #
-# A file that grows (a log, a journal) or changes in one place is cut again from where its
-# change can reach, not from its start. The chunks before an anchor R are a function of the text
-# up to the end of the paragraph of the first unit ending more than W tokens past R: a
-# paragraph's units are made of its own text alone, and where it ends of its characters up to
-# the first after its break; each boundary before R is an anchor or not by the units within W of
-# it, R by those up to W past it (and by the text's end lying further than W past it: the text
-# goes on past that unit); each stretch's pieces are made of its own units, each chunk's prefix
-# and token count of the text before its end. So where the text up to that paragraph's end is
-# the previous version's (``_unchanged``: by the digests of its chunks' parts, ``Spans``), the
-# previous chunks before R stand, and R starts a piece of both. The anchors from R on are found
-# from the units of a few chunks before it on alone (``_resumed``), taking only those more than
-# W tokens past the first of them (``_anchors`` leaves out the nearer ones): an anchor's test
-# looks W either way, and the text's start and end count only within W of them. Those units
-# begin at a paragraph start, as the whole text's do (``_paragraph_after``).
+# A file that grows (a log, a journal) or changes in one place is cut again around its change,
+# not whole. The chunks before an anchor R are a function of the text up to the end of the
+# paragraph of the first unit ending more than W tokens past R: a paragraph's units are made of
+# its own text alone, and where it ends of its characters up to the first after its break; each
+# boundary before R is an anchor or not by the units within W of it, R by those up to W past it
+# (and by the text's end lying further than W past it: the text goes on past that unit); each
+# stretch's pieces are made of its own units, each chunk's prefix and token count of the text
+# before its end. So where the text up to that paragraph's end is the previous version's
+# (``_unchanged``: by the digests of its chunks' parts, ``Spans``), the previous chunks before R
+# stand, and R starts a piece of both. Likewise the chunks from an anchor T on are a function of
+# the text from the first unit within W tokens before T, and of the overlap's characters before
+# T (``_overlap_start``: at most 12 a token, and the one before): where the text from before
+# those on ends the previous version too (``_unchanged_end``), and the paragraphs from the first
+# after that start (``_paragraph_after``) are the units', the previous chunks from T on stand,
+# moved. The anchors between are found from the units of a few chunks before the change to a
+# few after it alone (``_resumed``), taking only those more than W tokens past the first of
+# them (``_anchors`` leaves out the nearer ones) and more than W before the last: an anchor's
+# test looks W either way, and the text's start and end count only within W of them. Those
+# units begin at a paragraph start, as the whole text's do (``_paragraph_after``).
 
 
 class Spans(NamedTuple):
@@ -163,44 +168,56 @@ class Spans(NamedTuple):
 
 
 class Cut(NamedTuple):
-    """A document cut (``cut_document``): the number of chunks of the previous version's it
-    keeps (its first ones, the same text and index), the chunks after them, and the spans of all."""
+    """A document cut (``cut_document``): the chunks of the previous version's it keeps at its
+    start (``kept``, the same text and index), the chunks after them made now, the index of the
+    first of the previous version's chunks it keeps at its end (``tail``: all from there on, the
+    same text, moved to after the chunks made; their number if none), and the spans of all."""
 
     kept: int
     chunks: list[Chunk]
+    tail: int
     spans: Spans
 
 
 # How many of the previous version's chunks before its first changed one the units are
 # computed from, in turn: the first that holds an anchor far enough from the change (a few
-# bodies hold several) is used, else the text is cut whole.
+# bodies hold several) is used, else the text is cut from its start. As many past the last
+# changed one they are computed to, else to the text's end.
 _BACK = (16, 128)
 
 
 def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overlap: int, encoding: str,
                  key: bytes) -> Cut:
-    """``chunk_document(doc)`` (the chunks after ``kept``) and its spans; ``before``, the spans
-    of the previous version of its text cut with the same settings and digested with ``key``
-    (which names them), lets it keep the chunks before its change rather than cut them again."""
+    """``chunk_document(doc)`` (the chunks between ``kept`` and the tail) and its spans;
+    ``before``, the spans of the previous version of its text cut with the same settings and
+    digested with ``key`` (which names them), lets it keep the chunks before and after its
+    change rather than cut them again."""
     text = doc.text
     if not text or text.isspace():
-        return Cut(0, [], Spans([], [], []))
+        return Cut(0, [], len(before.starts) if before else 0, Spans([], [], []))
     enc = get_encoding(encoding)
     chunk_size, overlap, budget = _sizes(chunk_size, overlap)
-    resumed = _resumed(text, enc, budget, before, key) if before and before.starts else None
+    resumed = _resumed(text, enc, budget, overlap, before, key) if before and before.starts else None
     if resumed is None:
-        kept, starts = 0, []
+        kept, tail, moved = 0, len(before.starts) if before else 0, 0
         units = _units(text, enc, budget)
         pieces = _pieces(units, budget, chunk_size)
     else:
-        kept, units, pieces = resumed
-        starts = before.starts[:kept]
+        kept, units, pieces, tail, moved = resumed
     spans = _spans(text, units, pieces, overlap, enc, first=not kept)
     del units
+    starts: list[int] = []
     chunks = _finish(doc, text, spans, chunk_size, overlap, enc, kept, starts)
-    starts[0] = 0   # (the first chunk's part holds the blanks before it)
-    ends = starts[1:] + [len(text)]
-    return Cut(kept, chunks, Spans(starts, ends, [_digest(text, s, e, key) for s, e in zip(starts, ends)]))
+    if not kept:
+        starts[0] = 0   # (the first chunk's part holds the blanks before it)
+    ends = starts[1:] + ([before.starts[tail] + moved] if before and tail < len(before.starts) else [len(text)])
+    made = [_digest(text, s, e, key) for s, e in zip(starts, ends)]
+    if before is None:
+        return Cut(0, chunks, 0, Spans(starts, ends, made))
+    return Cut(kept, chunks, tail, Spans(
+        before.starts[:kept] + starts + [s + moved for s in before.starts[tail:]],
+        before.ends[:kept] + ends + [e + moved for e in before.ends[tail:]],
+        before.digests[:kept] + made + before.digests[tail:]))
 
 
 def _digest(text: str, start: int, end: int, key: bytes) -> bytes:
@@ -218,31 +235,60 @@ def _unchanged(text: str, before: Spans, key: bytes) -> tuple[int, int]:
     return len(before.starts), before.ends[-1]
 
 
-def _resumed(text: str, enc, budget: int, before: Spans, key: bytes):
-    """``(kept, units, pieces)``: how many of ``before``'s chunks stand, and the units from a
-    paragraph start before them with the pieces from the last anchor whose chunks do not depend
-    on the change (see "resuming"); None when the change is too near the start."""
+def _unchanged_end(text: str, before: Spans, key: bytes, changed: int) -> tuple[int, int]:
+    """The first of ``before``'s chunks after ``changed`` from which on each one's part of the
+    text ends ``text`` as it ended the previous version (their number if the last's does
+    not), and how far they moved (the difference of the texts' lengths)."""
+    moved = len(text) - before.ends[-1]
+    k = len(before.starts)
+    while k > changed and before.starts[k - 1] + moved >= 0 and _digest(
+            text, before.starts[k - 1] + moved, before.ends[k - 1] + moved, key) == before.digests[k - 1]:
+        k -= 1
+    return k, moved
+
+
+def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: bytes):
+    """``(kept, units, pieces, tail, moved)``: how many of ``before``'s chunks stand at the
+    start; the units from a paragraph start before them (or the text's) to past the change,
+    with the pieces from the last anchor whose chunks before it stand (or the start) to the
+    first from which the previous chunks stand, moved (or the end); the index of the first of
+    those and how far they moved (see "resuming"). None when nothing stands."""
     changed, same = _unchanged(text, before, key)
+    tail, moved = _unchanged_end(text, before, key, changed)
     window = ANCHOR_WINDOW * budget
-    for back in _BACK:
-        if changed - back < 1:
-            return None
-        first = _paragraph_after(text, before.starts[changed - back])
-        if first is None or first >= same:
-            continue
-        units = _units(text, enc, budget, first)
-        pos = array("q", accumulate(units.tokens, initial=0))
-        anchors = _anchors(units, pos, window)
-        r = _last_standing(units, pos, anchors, window, same)
-        if r is None:
-            continue
-        at = units.start[anchors[r]]
-        kept = bisect.bisect_left(before.starts, at)
-        if kept == len(before.starts) or before.starts[kept] != at:
-            return None   # (not a piece start of the previous version: cut with other settings)
-        bounds = anchors[r:] + [len(units)]
-        pieces = [p for a, b in zip(bounds, bounds[1:]) for p in _split_stretch(units, pos, a, b, budget)]
-        return kept, units, pieces
+    n = len(before.starts)
+    after = before.starts[tail] + moved if tail < n else len(text)   # (where the unchanged end begins)
+    near = before.starts[tail + _BACK[0]] + moved if tail + _BACK[0] < n else len(text)
+    for stop in dict.fromkeys((near, len(text))):
+        for back in _BACK + (None,):
+            first = None if back is None or changed - back < 1 else _paragraph_after(text, before.starts[changed - back])
+            if back is not None and changed - back >= 1 and (first is None or first >= same):
+                continue
+            if first is None and stop == len(text):
+                return None   # (cut whole)
+            units = _units(text, enc, budget, first, stop)
+            pos = array("q", accumulate(units.tokens, initial=0))
+            anchors = _anchors(units, pos, window)
+            if first is None:
+                kept, r, head = 0, -1, 0
+            else:
+                r = _last_standing(units, pos, anchors, window, same)
+                if r is None:
+                    continue
+                head = anchors[r]
+                kept = bisect.bisect_left(before.starts, units.start[head])
+                if kept == n or before.starts[kept] != units.start[head]:
+                    return None   # (not a piece start of the previous version: cut with other settings)
+            end, reused = len(units), n
+            if units.end[-1] < len(text):   # (the units stop short of the text's end)
+                t = _first_standing(text, units, pos, anchors[r + 1:], window, overlap, after)
+                reused = bisect.bisect_left(before.starts, units.start[t] - moved) if t is not None else n
+                if reused == n or before.starts[reused] != units.start[t] - moved:
+                    break   # (on to the units to the text's end)
+                end = t
+            bounds = [head] + [a for a in anchors[r + 1:] if a < end] + [end]
+            pieces = [p for a, b in zip(bounds, bounds[1:]) for p in _split_stretch(units, pos, a, b, budget)]
+            return kept, units, pieces, reused, moved
     return None
 
 
@@ -273,18 +319,38 @@ def _last_standing(units: _Units, pos: array, anchors: list[int], window: float,
     return None
 
 
+def _first_standing(text: str, units: _Units, pos: array, anchors: list[int], window: float, overlap: int,
+                    after: int) -> int | None:
+    """The first of ``anchors`` whose chunks from it on are the previous version's, moved: the
+    text from ``after`` on is the previous version's end, and so are the paragraphs from the
+    first after it on (``_paragraph_after``); the units within ``window`` tokens before the
+    anchor are of those, and its first chunk's prefix lies after ``after`` (``_overlap_start``
+    looks at most 12 characters a token back, and at the one before)."""
+    q = _paragraph_after(text, after)
+    if q is None:
+        return None
+    for i in anchors:
+        left = bisect.bisect_left(pos, pos[i] - window) - 1   # (the first unit the anchor's test looks at)
+        if left >= 0 and units.start[left] >= q and units.start[i] - overlap * 12 - 1 >= after:
+            return i
+    return None
+
+
 # ---------------------------------------------------------------------------- units
 
 
-def _units(text: str, enc, budget: int, first: int | None = None) -> _Units:
+def _units(text: str, enc, budget: int, first: int | None = None, stop: int | None = None) -> _Units:
     """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
     paragraph's sentences or tokens, is held at once. From ``first``, a paragraph's start, if
-    given (``_resumed``), else from the text's first one."""
+    given (``_resumed``), else from the text's first one; to the end of the paragraph holding
+    ``stop``, if given, else to the text's end."""
     units = _Units()
     if first is None:
         first = len(text) - len(text.lstrip())
     s = first
     for e in _paragraph_ends(text, first):
+        if stop is not None and s > stop:
+            break
         if e > s and not _blank(text, s, e):
             # A paragraph with more words than the budget has more tokens too (``more_words_than``):
             # it is split without being encoded whole (a book on one line was encoded an extra time),

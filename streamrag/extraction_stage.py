@@ -287,7 +287,7 @@ class ExtractionStage:
 
     async def cut_big(self, doc: Document) -> list[Chunk]:
         """The chunks of a big document, in a worker thread, stored with their spans: those
-        before its change kept from the document its file held (``chunker.cut_document``)."""
+        before and after its change kept from the document its file held (``chunker.cut_document``)."""
         ix, store = self.settings.index, self.store
         was = self.previous.get(doc.id)
         before = index_rows.chunk_spans(store, was) if was is not None and not self.rechunk else None
@@ -295,10 +295,13 @@ class ExtractionStage:
                                 overlap=ix.chunk_overlap, encoding=ix.encoding,
                                 key=chunking_marks.chunker_key(self.settings).encode())
         done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
-        kept = index_rows.first_chunks(store, was, done.kept, doc.id) if done.kept else []
+        chunks = index_rows.chunks_of(store, was, 0, done.kept, doc.id, 0) if done.kept else []
+        chunks += done.chunks
+        if before is not None and done.tail < len(before.starts):
+            chunks += index_rows.chunks_of(store, was, done.tail, len(before.starts), doc.id, len(chunks))
         await self.writer.run(index_rows.save_chunks, done.chunks)
         await self.writer.run(index_rows.save_chunk_spans, doc.id, done.spans)
-        return kept + done.chunks
+        return chunks
 
     async def schedule(self, c: Chunk, send) -> None:
         """Sends ``c`` to the extractors, once, unless its extraction is stored already."""

@@ -159,11 +159,13 @@ def chunk_spans(store: Store, doc_id: str) -> Spans | None:
     return Spans(*map(list, zip(*rows)))
 
 
-def first_chunks(store: Store, doc_id: str, n: int, of: str) -> list[Chunk]:
-    """The first ``n`` chunks of document ``doc_id``, as chunks of document ``of``."""
-    return [Chunk(id=r["id"], doc_id=of, idx=r["idx"], text=r["text"], tokens=r["tokens"]) for r in store.query(
-        "SELECT dc.idx, c.id, c.text, c.tokens FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
-        "WHERE dc.doc_id = ? AND dc.idx < ? ORDER BY dc.idx", (doc_id, n))]
+def chunks_of(store: Store, doc_id: str, start: int, stop: int, of: str, idx: int) -> list[Chunk]:
+    """The chunks of document ``doc_id`` from index ``start`` up to ``stop``, as chunks of
+    document ``of`` numbered from ``idx``."""
+    return [Chunk(id=r["id"], doc_id=of, idx=r["idx"] - start + idx, text=r["text"], tokens=r["tokens"])
+            for r in store.query("SELECT dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
+                                 "JOIN chunks c ON c.id = dc.chunk_id WHERE dc.doc_id = ? AND dc.idx >= ? "
+                                 "AND dc.idx < ? ORDER BY dc.idx", (doc_id, start, stop))]
 
 
 def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:

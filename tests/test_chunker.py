@@ -331,11 +331,14 @@ def markdown_like(rng: random.Random, n: int) -> str:
 
 
 def random_edit(rng: random.Random, text: str) -> str:
-    """An append, an insert, a deletion or a change of blanks, at a random place."""
+    """An append, an insert, a deletion or a change of blanks, at a random place, or text put
+    before the first."""
     at = rng.randint(0, len(text))
-    kind = rng.randrange(4)
+    kind = rng.randrange(5)
     if kind == 0:
         return text + rng.choice(["", "\n", "\n\n", " "]) + make_paragraphs(rng.randrange(1000), 1)[0]
+    if kind == 4:
+        return rng.choice(["x", "\n", "# Title\n\n", make_paragraphs(rng.randrange(1000), 1)[0] + "\n\n"]) + text
     if kind == 1:
         return text[:at] + rng.choice(["x", "\n\n", " A new sentence. ", "\n\n## New\n\n"]) + text[at:]
     if kind == 2:
@@ -343,12 +346,17 @@ def random_edit(rng: random.Random, text: str) -> str:
     return text[:at] + rng.choice(["\n", " ", "\n\n", "\t", "\n \n"]) + text[at:]
 
 
+def same_texts(chunks, others) -> bool:
+    return [(c.id, c.text, c.tokens) for c in chunks] == [(c.id, c.text, c.tokens) for c in others]
+
+
 def test_a_changed_text_cut_again_from_its_change_gives_the_chunks_of_a_whole_cut():
     # A file that grows or changes in one place keeps the chunks its previous version's spans
-    # show do not depend on the change and is cut again from there on: the chunks, numbering
-    # and spans are those of cutting the new text whole, over random edits anywhere (appends,
-    # inserts, deletions, blanks), chunk sizes and overlaps, in paragraphs, notes, a log of
-    # lines and one long line.
+    # show do not depend on the change, before and after it, and is cut again between: the
+    # chunks (the kept ones, those made and the moved ones), numbering and spans are those of
+    # cutting the new text whole, over random edits anywhere (appends, inserts, deletions,
+    # blanks, text put first), chunk sizes and overlaps, in paragraphs, notes, a log of lines
+    # and one long line.
     from streamrag.chunker import cut_document
 
     rng = random.Random(27)
@@ -367,15 +375,19 @@ def test_a_changed_text_cut_again_from_its_change_gives_the_chunks_of_a_whole_cu
         size = rng.choice([60, 150, 400])
         sizes = {"chunk_size": size, "overlap": rng.choice([0, size // 10, size // 2]), "encoding": ENC}
         before = cut_document(doc(text), None, key=key, **sizes).spans
+        previous = chunk_document(doc(text), **sizes)
         for _ in range(4):
             text = random_edit(rng, text)
             whole = chunk_document(doc(text), **sizes)
             cut = cut_document(doc(text), before, key=key, **sizes)
-            assert cut.chunks == whole[cut.kept:], (trial, sizes)
+            made = len(whole) - cut.kept - (len(before.starts) - cut.tail)
+            assert cut.chunks == whole[cut.kept:cut.kept + made], (trial, sizes)
+            assert same_texts(whole[:cut.kept], previous[:cut.kept])
+            assert same_texts(whole[cut.kept + made:], previous[cut.tail:])
             assert cut.spans == cut_document(doc(text), None, key=key, **sizes).spans
-            kept += cut.kept
-            before = cut.spans
+            kept += cut.kept + len(before.starts) - cut.tail
+            before, previous = cut.spans, whole
         # Spans of a text cut with other settings (another key) keep nothing.
         other = cut_document(doc(text + " More."), before, key=b"other", **sizes)
         assert other.kept == 0 and other.chunks == chunk_document(doc(text + " More."), **sizes)
-    assert kept > 1500, kept   # (most edits keep most chunks)
+    assert kept > 2000, kept   # (most edits keep most chunks)

@@ -1319,10 +1319,11 @@ async def test_a_publish_that_removes_many_provenance_rows_writes_with_a_larger_
     assert seen == [-64 * 1024]
 
 
-async def test_a_big_file_changed_is_cut_again_from_its_change_on(tmp_path, monkeypatch):
-    # A log or a journal that grows, or a big file edited in one place: the chunks before the
-    # change are kept from its previous version (``chunker.cut_document``), its units made from a
-    # few chunks before the change, not from its start; the index is a fresh one's.
+async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monkeypatch):
+    # A log or a journal that grows, or a big file edited in one place: the chunks before and
+    # after the change are kept from its previous version (``chunker.cut_document``), its units
+    # made from a few chunks before the change to a few after, not of the whole text; the index
+    # is a fresh one's.
     from streamrag import chunker
     from streamrag.records import Document
 
@@ -1336,22 +1337,24 @@ async def test_a_big_file_changed_is_cut_again_from_its_change_on(tmp_path, monk
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
-    starts: list[int] = []
+    spans: list[int] = []
     units = chunker._units
 
-    def counted(text, enc, budget, *first):   # (where each cut's units begin)
-        starts.append(first[0] if first and first[0] is not None else len(text) - len(text.lstrip()))
-        return units(text, enc, budget, *first)
+    def counted(*args):   # (the characters each cut's units span)
+        made = units(*args)
+        spans.append(made.end[-1] - made.start[0])
+        return made
 
     monkeypatch.setattr(chunker, "_units", counted)
     texts = [log.read_text() + "\nThe Mayor signed the ferry accord at the harbor.\n"]
     middle = texts[0].index("Note 1500.")
     texts.append(texts[0][:middle] + "A new line about the bridge vote. " + texts[0][middle:])
+    texts.append("Notes of the harbor council.\n\n" + texts[1])
     for text in texts:
-        starts.clear()
+        spans.clear()
         log.write_text(text)
         await sync([corpus], settings, db, root=corpus)
-        assert len(starts) == 1 and starts[0] > (middle if text is texts[1] else len(text)) * 0.8, (starts, len(text))
+        assert len(spans) == 1 and spans[0] < len(text) / 20, (spans, len(text))
         fresh = tmp_path / f"fresh{len(text)}"
         shutil.copytree(corpus, fresh)
         await sync([fresh], settings, tmp_path / f"f{len(text)}.db", root=fresh)
