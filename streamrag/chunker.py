@@ -59,6 +59,9 @@ _SENTENCE_BREAK = re.compile(rf"[.!?\u2026][{_CLOSERS}]*\s+"
                              rf"|[{CJK_TERMINATORS}]+[{_CLOSERS}{CJK_CLOSERS}]*\s*"
                              r"|\n\s*")
 _WHITESPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[^\W_]")   # (a letter or digit)
+_LAST_BREAK = re.compile(r"(?s:.*)\n[ \t]*\n")   # (its end: that of the last paragraph break's core)
+_BLANKS = re.compile(r"\s*")
 
 PARAGRAPH, SENTENCE, WORD, TOKEN = 3, 2, 1, 0
 
@@ -138,23 +141,26 @@ def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
 #
 # A file that grows (a log, a journal) or changes in one place is cut again around its change,
 # not whole. The chunks before an anchor R are a function of the text up to the end of the
-# paragraph of the first unit ending more than W tokens past R: a paragraph's units are made of
-# its own text alone, and where it ends of its characters up to the first after its break; each
-# boundary before R is an anchor or not by the units within W of it, R by those up to W past it
-# (and by the text's end lying further than W past it: the text goes on past that unit); each
-# stretch's pieces are made of its own units, each chunk's prefix and token count of the text
-# before its end. So where the text up to that paragraph's end is the previous version's
-# (``_unchanged``: by the digests of its chunks' parts, ``Spans``), the previous chunks before R
-# stand, and R starts a piece of both. Likewise the chunks from an anchor T on are a function of
-# the text from the first unit within W tokens before T, and of the overlap's characters before
-# T (``_overlap_start``: at most 12 a token, and the one before): where the text from before
-# those on ends the previous version too (``_unchanged_end``), and the paragraphs from the first
-# after that start (``_paragraph_after``) are the units', the previous chunks from T on stand,
-# moved. The anchors between are found from the units of a few chunks before the change to a
-# few after it alone (``_resumed``), taking only those more than W tokens past the first of
-# them (``_anchors`` leaves out the nearer ones) and more than W before the last: an anchor's
-# test looks W either way, and the text's start and end count only within W of them. Those
-# units begin at a paragraph start, as the whole text's do (``_paragraph_after``).
+# sentence or paragraph of the first unit ending more than W tokens past R: a paragraph's units
+# are made of its own text alone, its sentence cuts found from its start by the characters up
+# to each (and the one after it), and where it ends by its characters up to the first after its
+# break; each boundary before R is an anchor or not by the units within W of it, R by those up
+# to W past it (and by the text's end lying further than W past it: the text goes on past that
+# unit); each stretch's pieces are made of its own units, each chunk's prefix and token count
+# of the text before its end. So where the text up to that sentence's or paragraph's end is the
+# previous version's (``_unchanged``: by the digests of its chunks' parts, ``Spans``), the
+# previous chunks before R stand, and R starts a piece of both. Likewise the chunks from an
+# anchor T on are a function of the text from the first unit within W tokens before T, and of
+# the overlap's characters before T (``_overlap_start``: at most 12 a token, and the one
+# before): where the text from before those on ends the previous version too
+# (``_unchanged_end``), and the paragraphs from the first after that start
+# (``_paragraph_after``) are the units', the previous chunks from T on stand, moved. The anchors
+# between are found from the units of a few chunks before the change to a few after it alone
+# (``_resumed``), taking only those more than W tokens past the first of them (``_anchors``
+# leaves out the nearer ones) and more than W before the last: an anchor's test looks W either
+# way, and the text's start and end count only within W of them. Those units begin at a unit
+# start of the whole text's, a paragraph's start or a sentence cut of a paragraph split (a
+# log's lines: ``_resume_point``).
 
 
 class Spans(NamedTuple):
@@ -261,12 +267,14 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
     near = before.starts[tail + _BACK[0]] + moved if tail + _BACK[0] < n else len(text)
     for stop in dict.fromkeys((near, len(text))):
         for back in _BACK + (None,):
-            first = None if back is None or changed - back < 1 else _paragraph_after(text, before.starts[changed - back])
-            if back is not None and changed - back >= 1 and (first is None or first >= same):
+            point = None if back is None or changed - back < 1 else _resume_point(
+                text, enc, budget, before.starts[changed - back])
+            if back is not None and changed - back >= 1 and (point is None or point[0] >= same):
                 continue
+            first, start = point or (None, None)
             if first is None and stop == len(text):
                 return None   # (cut whole)
-            units = _units(text, enc, budget, first, stop)
+            units = _units(text, enc, budget, first, stop, start)
             pos = array("q", accumulate(units.tokens, initial=0))
             anchors = _anchors(units, pos, window)
             if first is None:
@@ -292,6 +300,36 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
     return None
 
 
+def _resume_point(text: str, enc, budget: int, at: int) -> tuple[int, int] | None:
+    """``(first, start)``: the first unit start after ``at`` as the whole text's ``_units`` makes
+    it, a sentence cut inside a paragraph split into sentences (a log's lines: one paragraph) or
+    a paragraph's start, and the start of its paragraph; None if none follows. From after a
+    letter or digit, which no paragraph or sentence break takes: the breaks found from there
+    are the whole text's (``_paragraph_after``)."""
+    w = _WORD.search(text, at)
+    if w is None:
+        return None
+    c = w.end()
+    b = _PARAGRAPH_BREAK.search(text, c)
+    e = b.end() if b else len(text)
+    s = _paragraph_start(text, c)
+    if _paragraph_tokens(text, enc, budget, s, e) > budget:
+        for cut in _sentence_cuts(text, s, e, c):
+            if cut < e:
+                return cut, s
+    return (e, e) if e < len(text) else None
+
+
+def _paragraph_start(text: str, at: int) -> int:
+    """Where the paragraph holding ``at`` begins (the character before ``at`` no blank): after
+    the blanks of the last paragraph break before it, else at the text's first character that
+    is no blank."""
+    m = _LAST_BREAK.match(text, 0, at)
+    if m is None:
+        return _NOT_BLANK.search(text).start()
+    return _BLANKS.match(text, m.end()).end()
+
+
 def _paragraph_after(text: str, at: int) -> int | None:
     """The start of the first paragraph after ``at``, as ``_units`` of the whole text finds it:
     a paragraph break found from after a character that is no blank is one of the whole
@@ -303,8 +341,8 @@ def _paragraph_after(text: str, at: int) -> int | None:
 
 def _last_standing(units: _Units, pos: array, anchors: list[int], window: float, same: int) -> int | None:
     """The last of ``anchors`` (its place in the list) whose chunks before it stand: the
-    paragraph of the first unit ending more than ``window`` tokens past it ends within the
-    ``same`` first characters (strictly: the character after that paragraph's break too)."""
+    sentence or paragraph of the first unit ending more than ``window`` tokens past it ends
+    within the ``same`` first characters (strictly: the character after its break too)."""
     for r in range(len(anchors) - 1, -1, -1):
         i = anchors[r]
         if units.start[i] >= same:
@@ -312,7 +350,7 @@ def _last_standing(units: _Units, pos: array, anchors: list[int], window: float,
         u = bisect.bisect_right(pos, pos[i] + window) - 1   # (the unit ending past the window)
         if u >= len(units):
             continue
-        while units.level(u) != PARAGRAPH:
+        while units.level(u) < SENTENCE:   # (a long sentence's pieces: to its end)
             u += 1
         if units.end[u] < same:
             return r
@@ -339,10 +377,12 @@ def _first_standing(text: str, units: _Units, pos: array, anchors: list[int], wi
 # ---------------------------------------------------------------------------- units
 
 
-def _units(text: str, enc, budget: int, first: int | None = None, stop: int | None = None) -> _Units:
+def _units(text: str, enc, budget: int, first: int | None = None, stop: int | None = None,
+           start: int | None = None) -> _Units:
     """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
-    paragraph's sentences or tokens, is held at once. From ``first``, a paragraph's start, if
-    given (``_resumed``), else from the text's first one; to the end of the paragraph holding
+    paragraph's sentences or tokens, is held at once. From ``first``, a unit's start, if given
+    (``_resumed``: a paragraph's start, or a sentence cut of a paragraph split that begins at
+    ``start``), else from the text's first paragraph; to the end of the paragraph holding
     ``stop``, if given, else to the text's end."""
     units = _Units()
     if first is None:
@@ -351,21 +391,28 @@ def _units(text: str, enc, budget: int, first: int | None = None, stop: int | No
     for e in _paragraph_ends(text, first):
         if stop is not None and s > stop:
             break
-        if e > s and not _blank(text, s, e):
-            # A paragraph with more words than the budget has more tokens too (``more_words_than``):
-            # it is split without being encoded whole (a book on one line was encoded an extra time),
-            # and so is one with few words found to have more a window at a time (``tokens_up_to``,
-            # its count exact when within the budget: such a paragraph is not encoded again).
-            if e - s > 4 * budget and more_words_than(text, budget, s, e):
-                n = budget + 1
-            else:
-                n = tokens_up_to(enc, text, budget, s, e)
+        if start is not None and s == first and s != start:   # (its paragraph split: ``_resume_point``)
+            _split_paragraph(units, text, start, e, enc, budget, first)
+        elif e > s and not _blank(text, s, e):
+            n = _paragraph_tokens(text, enc, budget, s, e)
             if n <= budget:
                 units.add(s, e, n, PARAGRAPH, text[s:e])
             else:
                 _split_paragraph(units, text, s, e, enc, budget)
         s = e
     return units
+
+
+def _paragraph_tokens(text: str, enc, budget: int, s: int, e: int) -> int:
+    """The tokens of the paragraph ``text[s:e]`` when at most ``budget``, else a number past it.
+
+    A paragraph with more words than the budget has more tokens too (``more_words_than``): it
+    is split without being encoded whole (a book on one line was encoded an extra time), and so
+    is one with few words found to have more a window at a time (``tokens_up_to``, its count
+    exact when within the budget: such a paragraph is not encoded again)."""
+    if e - s > 4 * budget and more_words_than(text, budget, s, e):
+        return budget + 1
+    return tokens_up_to(enc, text, budget, s, e)
 
 
 def _paragraph_ends(text: str, first: int):
@@ -385,10 +432,11 @@ def _blank(text: str, s: int, e: int) -> bool:
     return _NOT_BLANK.search(text, s, e) is None
 
 
-def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int) -> None:
+def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int, at: int | None = None) -> None:
+    """The units of paragraph ``text[s:e]``, split into sentences (from its cut ``at`` if given)."""
     before = len(units)
-    a = s
-    for b in _sentence_cuts(text, s, e):
+    a = s if at is None else at
+    for b in _sentence_cuts(text, s, e, a):
         if b > a:
             tokens = encode_ordinary(enc, text, a, b)
             if len(tokens) <= budget:
@@ -400,9 +448,11 @@ def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int)
         units.relevel(len(units) - 1, PARAGRAPH)
 
 
-def _sentence_cuts(text: str, s: int, e: int):
+def _sentence_cuts(text: str, s: int, e: int, at: int):
+    """The sentence cuts of paragraph ``text[s:e]`` from ``at`` (its start, or a cut of it, or a
+    character after a letter or digit, which no sentence break takes), and its end."""
     # not after a title or an initial: a chunk ending "said Mrs." parts the name from its sentence
-    for m in _SENTENCE_BREAK.finditer(text, s, e):
+    for m in _SENTENCE_BREAK.finditer(text, at, e):
         if m.end() < e and not ends_with_abbreviation(text[max(s, m.start() - 12):m.start() + 1]):
             yield m.end()
     yield e

@@ -1367,3 +1367,42 @@ async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monke
         whole = chunker.chunk_document(Document(id="d", path="log.txt", title="", text=text),
                                        chunk_size=300, overlap=30, encoding="o200k_base")
         assert ids == [c.id for c in whole]
+
+
+async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path, monkeypatch):
+    # A log has no blank lines: it is one paragraph, cut at its lines. Its units are made from a
+    # line a few chunks before the end (``chunker._resume_point``), not from its first line.
+    from streamrag import chunker
+    from streamrag.records import Document
+
+    rng = random.Random(6)
+    words = "GET POST /api/items /login 200 404 user=alice user=bob took ms retry Mr. cache".split()
+    corpus = tmp_path / "logs"
+    corpus.mkdir()
+    log = corpus / "server.txt"
+    log.write_text("\n".join(f"12:{i // 60:02d}:{i % 60:02d} " + " ".join(rng.choices(words, k=rng.randint(4, 14)))
+                             for i in range(12000)) + "\n")
+    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    spans: list[int] = []
+    units = chunker._units
+
+    def counted(*args):   # (the characters each cut's units span)
+        made = units(*args)
+        spans.append(made.end[-1] - made.start[0])
+        return made
+
+    monkeypatch.setattr(chunker, "_units", counted)
+    text = log.read_text() + "13:00:00 POST /login 200 user=carol took 12 ms\n"
+    log.write_text(text)
+    await sync([corpus], settings, db, root=corpus)
+    assert len(spans) == 1 and spans[0] < len(text) / 20, (spans, len(text))
+    store = Store(db, readonly=True)
+    try:
+        ids = [r["chunk_id"] for r in store.query("SELECT chunk_id FROM document_chunks ORDER BY idx")]
+    finally:
+        store.close()
+    whole = chunker.chunk_document(Document(id="d", path="server.txt", title="", text=text),
+                                   chunk_size=300, overlap=30, encoding="o200k_base")
+    assert ids == [c.id for c in whole]
