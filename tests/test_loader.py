@@ -1690,3 +1690,30 @@ def test_big_files_of_rows_lines_and_notes_are_read_in_little_more_memory_than_t
     [doc], warnings, peak = _read_peak(f, tmp_path)
     assert ("[[" in doc.text, "> " in doc.text, doc.text.count(" a note and Other."), warnings) == (False, False, 4000, [])
     assert peak < 4, peak
+
+
+def test_runs_of_blanks_are_cut_wherever_they_fall_and_a_text_without_is_not_searched_whole(monkeypatch):
+    # A run of more than 10,000 blanks is found by a look at every 5,000th character first:
+    # the same text, at any offset and of any blanks, and no search of a text that has none.
+    import random
+    import re
+
+    from streamrag import loader
+
+    rng = random.Random(3)
+    words = ("Ada met Bram at the harbor. " * 2000)
+    for _ in range(40):
+        run = "".join(rng.choice(" \t\u3000\x0b") for _ in range(rng.randint(9_995, 10_010)))
+        at = rng.randrange(len(words))
+        text = words[:at] + run + words[at:]
+        expected = re.sub(r"[^\S\n]{10001,}", lambda m: m.group()[:10_000], text)
+        assert loader._newlines([text]) == expected
+    searched = []
+
+    class Counted:
+        def sub(self, *args):
+            searched.append(args)
+            return re.compile(r"[^\S\n]{10001,}").sub(*args)
+
+    monkeypatch.setattr(loader, "_LONG_BLANKS", Counted())
+    assert loader._newlines([words]) == words and searched == []
