@@ -39,7 +39,7 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from streamrag.ids import chunk_id
-from streamrag.records import Chunk, Document
+from streamrag.records import Chunk, Document, Spans
 from streamrag.sentences import CJK_CLOSERS, CJK_TERMINATORS, ends_with_abbreviation
 from streamrag.tokens import (blank_led, encode_ordinary, get_encoding, last_cut, more_words_than, safe_cut,
                              safe_cuts, tokens_up_to)
@@ -161,16 +161,6 @@ def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
 # way, and the text's start and end count only within W of them. Those units begin at a unit
 # start of the whole text's, a paragraph's start or a sentence cut of a paragraph split (a
 # log's lines: ``_resume_point``).
-
-
-class Spans(NamedTuple):
-    """Where each chunk of a cut text lies, for the next cut of a changed version to resume
-    from: chunk k's part of the text is ``text[starts[k]:ends[k]]`` (from its body's start, the
-    first from 0, to the next chunk's), ``digests[k]`` its digest (``_digest``)."""
-
-    starts: list[int]
-    ends: list[int]
-    digests: list[bytes]
 
 
 class Cut(NamedTuple):

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from streamrag.llm import LLMClient
 
 # Documents at least this long are chunked in a worker thread, off the event loop; their chunks'
-# spans are recorded (``chunker.Spans``), for a changed version to be cut again from its change
+# spans are recorded (``records.Spans``), for a changed version to be cut again from its change
 # on (a short one is cut whole in less than its rows cost).
 _CHUNK_IN_THREAD_CHARS = 200_000
 # Offline extractions are stored this many at a time, in one writer transaction, not one each:

@@ -20,9 +20,8 @@ import msgspec
 
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.call_log import UNUSABLE
-from streamrag.chunker import Spans
 from streamrag.errors import StoreError
-from streamrag.records import Chunk, Claim, Community, Extraction, Report
+from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
 from streamrag.store import Store
 from streamrag.terms import fts_text
 
@@ -149,7 +148,7 @@ def is_chunked(store: Store, doc_id: str) -> bool:
 
 
 def chunk_spans(store: Store, doc_id: str) -> Spans | None:
-    """Where each chunk of document ``doc_id`` lies in its text (``chunker.Spans``), if recorded
+    """Where each chunk of document ``doc_id`` lies in its text (``records.Spans``), if recorded
     for every one of its chunks."""
     rows = store.conn.execute("SELECT start, end, digest FROM chunk_spans WHERE doc_id = ? ORDER BY idx",
                               (doc_id,)).fetchall()

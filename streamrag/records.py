@@ -7,6 +7,8 @@ records are merged into entities and relationships.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import msgspec
 
 
@@ -23,6 +25,17 @@ class Chunk(msgspec.Struct, frozen=True):
     idx: int                # position in the document
     text: str
     tokens: int
+
+
+class Spans(NamedTuple):
+    """Where each chunk of a cut text lies, for the next cut of a changed version to resume
+    from (``chunker.cut_document``): chunk k's part of the text is ``text[starts[k]:ends[k]]``
+    (from its body's start, the first from 0, to the next chunk's), ``digests[k]`` its digest
+    (``chunker._digest``)."""
+
+    starts: list[int]
+    ends: list[int]
+    digests: list[bytes]
 
 
 class EntityRecord(msgspec.Struct, frozen=True):
