@@ -931,10 +931,11 @@ def empty_wal(path: Path | str, wait_s: float, stop: threading.Event | None = No
     ended = threading.Event()
 
     def interrupt_on_stop() -> None:   # (SQLite is interrupted from another thread)
-        while not ended.wait(0.05):
-            if stop.is_set():   # (a copy ends at once, a wait for readers at its end; again,
+        while not ended.is_set():
+            if stop.wait(0.05):   # (a copy ends at once, a wait for readers at its end; again,
                 with contextlib.suppress(sqlite3.ProgrammingError):   # as one between two
                     conn.interrupt()   # statements is lost; closed meanwhile: nothing to stop)
+                ended.wait(0.05)
 
     threading.Thread(target=interrupt_on_stop, name="streamrag-empty-wal-stop", daemon=True).start()
     try:
