@@ -5,13 +5,16 @@ or a note, records, ... of them: the same file every run), indexes its folder wi
 index --offline`` in a child process, and reads that process's peak resident memory, and that of
 indexing a file of a few kilobytes of the same kind the same way (the process's own baseline:
 Python, the imports, the tokenizer). A folder a daemon watches may hold a log or a dump far
-larger than any article: this is what such a file asks of the machine. Prints ONE JSON line:
+larger than any article: this is what such a file asks of the machine. Then the file is changed
+twice, each change followed by an update of the index: a record appended at its end (a log that
+grows), and one word changed in its middle. Prints ONE JSON line:
 
     {"bench": "big_file", "kind", "file_mb", "chunks", "wall_s", "peak_rss_mb", "baseline_rss_mb",
-     "peak_over_file"}
+     "peak_over_file", "append_s", "append_cpu_s", "middle_s", "middle_cpu_s"}
 
 ``peak_over_file`` is the peak above the baseline divided by the file's size: how many times its
-size the index needs in memory at once.
+size the index needs in memory at once. ``append_s`` and ``middle_s`` are the updates' wall times,
+``*_cpu_s`` their processes' CPU (user + system): what a change costs, against the first index's.
 
     python bench/big_file.py --mb 100
     python bench/big_file.py --mb 25 --kind csv
@@ -77,26 +80,51 @@ def write_file(path: Path, mb: float, kind: str = "txt") -> int:
     return written
 
 
+def big_file(folder: Path, kind: str) -> Path:
+    return folder / f"big.{'txt' if kind in ('crlf', 'line') else kind}"
+
+
+def run_index(folder: Path) -> tuple[float, float, float]:
+    """``streamrag index FOLDER --offline`` in a child process: its seconds, CPU seconds and peak
+    resident memory in MB."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(folder), "--offline", "-q"],
+                             cwd=folder.parent, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.monotonic() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"streamrag index {folder} failed (exit {os.waitstatus_to_exitcode(status)})")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def change(path: Path, kind: str, where: str) -> None:
+    """``where`` = "end": a record of ``kind`` appended; "middle": the first word "river" past
+    the file's middle written "rivers" (a word of a text field whatever the kind)."""
+    data = path.read_bytes()
+    if where == "end":
+        record = {"jsonl": '{"id": 0, "title": "Added", "text": "the river council met again."}\n',
+                  "csv": '0,Added,"the river council met again."\r\n', "crlf": "the river council met again.\r\n",
+                  "line": "the river council met again. ", "md": "\nThe river council met again.\n"}
+        path.write_bytes(data + record.get(kind, "the river council met again.\n").encode())
+    else:
+        at = data.index(b" river ", len(data) // 2)
+        path.write_bytes(data[:at] + b" rivers " + data[at + len(b" river "):])
+
+
 def index(work: Path, name: str, mb: float, kind: str = "txt") -> tuple[int, int, float, float]:
     """Indexes a folder of one file of ``kind`` of ``mb`` megabytes in a child process: the
     bytes, chunks, seconds, and the child's peak resident memory in MB."""
     folder = work / name
     folder.mkdir()
-    size = write_file(folder / f"big.{'txt' if kind in ('crlf', 'line') else kind}", mb, kind)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-m", "streamrag", "index", str(folder), "--offline", "-q"],
-                             cwd=work, env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"streamrag index {folder} failed (exit {os.waitstatus_to_exitcode(status)})")
+    size = write_file(big_file(folder, kind), mb, kind)
+    wall, _, peak = run_index(folder)
     conn = sqlite3.connect(f"file:{folder / '.streamrag' / 'index.db'}?mode=ro", uri=True)
     try:
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     finally:
         conn.close()
-    return size, chunks, wall, usage.ru_maxrss / 1024
+    return size, chunks, wall, peak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,10 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         *_, baseline_mb = index(Path(tmp), "small", 0.005, args.kind)
         size, chunks, wall, peak_mb = index(Path(tmp), "big", args.mb, args.kind)
+        updates = {}
+        for where, name in (("end", "append"), ("middle", "middle")):
+            change(big_file(Path(tmp) / "big", args.kind), args.kind, where)
+            updates[f"{name}_s"], updates[f"{name}_cpu_s"], _ = run_index(Path(tmp) / "big")
     file_mb = size / 1_000_000
     emit({"bench": "big_file", "kind": args.kind, "file_mb": round(file_mb, 1), "chunks": chunks, "wall_s": round(wall, 2),
           "peak_rss_mb": round(peak_mb, 1), "baseline_rss_mb": round(baseline_mb, 1),
-          "peak_over_file": round((peak_mb - baseline_mb) / file_mb, 2)})
+          "peak_over_file": round((peak_mb - baseline_mb) / file_mb, 2),
+          **{k: round(v, 2) for k, v in updates.items()}})
     return 0
 
 

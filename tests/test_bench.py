@@ -152,3 +152,25 @@ def test_query_latency_times_global_asks_of_an_index_given_by_a_relative_path(tm
     assert result["mode"] == "global" and result["asks"] == 2 and result["documents"] > 0
     assert 0 < result["global_ask_cpu_s_min"] <= result["global_ask_cpu_s_median"] <= result["global_ask_cpu_s_max"]
     assert result["global_ask_peak_mb"] > 0 and "local_ask_s_median" not in result
+
+
+@pytest.mark.parametrize("kind", ["txt", "crlf", "md", "jsonl", "csv", "line"])
+def test_big_file_changes_its_file_at_the_end_and_in_the_middle_as_its_kind_is_read(tmp_path, kind):
+    # big_file.py times an update after each change: a change that broke a record (a JSONL
+    # line or a CSV row) would time the reading of an error, not of a change.
+    from big_file import big_file, change, write_file
+
+    from streamrag.loader import read_documents
+
+    path = big_file(tmp_path, kind)
+    write_file(path, 0.02, kind)
+    docs, _ = read_documents(path, root=tmp_path)
+    change(path, kind, "end")
+    appended, _ = read_documents(path, root=tmp_path)
+    change(path, kind, "middle")
+    edited, _ = read_documents(path, root=tmp_path)
+    records = kind in ("jsonl", "csv")
+    assert len(appended) == len(docs) + records and len(edited) == len(appended)
+    assert "the river council met again" in " ".join(d.text for d in appended[-1:]).lower()
+    changed = [(a.text, e.text) for a, e in zip(appended, edited) if a.text != e.text]
+    assert len(changed) == 1 and changed[0][1].count("rivers") == changed[0][0].count("rivers") + 1
