@@ -82,7 +82,7 @@ def file_rows_under(store: Store, folder: str) -> dict[str, dict[str, tuple[str,
     """The indexed files in the folder ``folder`` (at any depth), each with its rows as
     ``file_rows`` gives them; one query for the whole folder."""
     # (loader imported by the two functions that need it, not by every command that reads the
-    # index: status, ask and --help read no files, and it is most of their start-up)
+    # index: status, vacuum and --help read no files, and it was a fifth of their start-up)
     from streamrag.loader import file_of
 
     out: dict[str, dict[str, tuple[str, int, float]]] = {}

@@ -181,21 +181,20 @@ def asks_model(chosen: list[str], settings: Settings) -> bool:
                                           ix.encoding) is None
 
 
-def without_model(descriptions: list[str], settings: Settings, counts: SentenceCounts | None = None) -> str | None:
-    """The summary ``summarize`` writes without a model of the ``descriptions`` ``summary_input``
-    has chosen (the caller chooses once: ``summarize`` builds its prompt from them, ``index
-    --estimate`` its stand-in, and each was hashed and sorted again): none, one kept whole, a
-    few short ones joined, or (offline) the extractive summary (``counts``: see
-    ``extractive_summary``); None when it asks one."""
+def without_model(chosen: list[str], settings: Settings, counts: SentenceCounts | None = None) -> str | None:
+    """The summary ``summarize`` writes without a model of the descriptions ``summary_input``
+    has ``chosen`` (the caller chooses once: ``summarize`` builds its prompt from them, ``index
+    --estimate`` its stand-in): none, one kept whole, a few short ones joined, or (offline) the
+    extractive summary (``counts``: see ``extractive_summary``); None when it asks one."""
     budget = settings.index.summary_max_tokens
     encoding = settings.index.encoding
-    if not descriptions:
+    if not chosen:
         return ""
-    if len(descriptions) == 1:
-        return truncate(descriptions[0], budget * 2, encoding)
+    if len(chosen) == 1:
+        return truncate(chosen[0], budget * 2, encoding)
     if settings.offline:
-        return extractive_summary(descriptions, budget, encoding, counts)
-    return short_join(descriptions, min(settings.index.summary_join_tokens, budget), encoding)
+        return extractive_summary(chosen, budget, encoding, counts)
+    return short_join(chosen, min(settings.index.summary_join_tokens, budget), encoding)
 
 
 async def summarize(llm, name: str, descriptions: list[str], settings: Settings,
