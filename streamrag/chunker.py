@@ -204,6 +204,11 @@ def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overla
     del units
     starts: list[int] = []
     chunks = _finish(doc, text, spans, chunk_size, overlap, enc, kept, starts)
+    if resumed is not None and not chunks:
+        # Nothing made between the chunks kept and those moved (every piece blank: not seen, the
+        # text cut again holds a kept chunk's body): no span would cover that text, so cut whole.
+        whole = cut_document(doc, None, chunk_size=chunk_size, overlap=overlap, encoding=encoding, key=key)
+        return Cut(0, whole.chunks, len(before.starts), whole.spans)
     if not kept:
         starts[0] = 0   # (the first chunk's part holds the blanks before it)
     ends = starts[1:] + ([before.starts[tail] + moved] if before and tail < len(before.starts) else [len(text)])
@@ -276,7 +281,9 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
                 head = anchors[r]
                 kept = bisect.bisect_left(before.starts, units.start[head])
                 if kept == n or before.starts[kept] != units.start[head]:
-                    return None   # (not a piece start of the previous version: cut with other settings)
+                    # (not a chunk start of the previous version: the change may have moved how a
+                    # paragraph within its window is split; other settings match no digest at all)
+                    return None
             end, reused = len(units), n
             if units.end[-1] < len(text):   # (the units stop short of the text's end)
                 t = _first_standing(text, units, pos, anchors[r + 1:], window, overlap, after)

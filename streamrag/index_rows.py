@@ -418,6 +418,8 @@ def save_chunks(store: Store, chunks: list[Chunk]) -> None:
 
 
 def save_chunk_spans(store: Store, doc_id: str, spans: Spans) -> None:
+    """Records where each chunk of document ``doc_id`` lies in its text (``chunker.cut_document``),
+    in place of what was recorded of it."""
     store.conn.execute("DELETE FROM chunk_spans WHERE doc_id = ?", (doc_id,))
     store.conn.executemany("INSERT INTO chunk_spans(doc_id, idx, start, end, digest) VALUES (?,?,?,?,?)",
                            [(doc_id, k, *span) for k, span in enumerate(zip(*spans))])

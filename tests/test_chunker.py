@@ -391,3 +391,30 @@ def test_a_changed_text_cut_again_from_its_change_gives_the_chunks_of_a_whole_cu
         other = cut_document(doc(text + " More."), before, key=b"other", **sizes)
         assert other.kept == 0 and other.chunks == chunk_document(doc(text + " More."), **sizes)
     assert kept > 2000, kept   # (most edits keep most chunks)
+
+
+def test_a_resumed_cut_that_makes_no_chunk_between_is_cut_whole(monkeypatch):
+    # Spans cover the text from each chunk's body to the next's: were nothing made between the
+    # kept chunks and the moved ones, a stretch of text would be covered by no digest, and the
+    # next change there would go unseen. Such a cut is made whole instead (not seen in practice:
+    # forced here by a _finish that makes nothing of the resumed pieces).
+    from streamrag import chunker
+
+    text = "\n\n".join(make_paragraphs(3, 200))
+    sizes = {"chunk_size": 60, "overlap": 6, "encoding": ENC}
+    before = chunker.cut_document(doc(text), None, key=b"k", **sizes).spans
+    edited = text + "\n\nOne more paragraph at the end of the notes."
+    real = chunker._finish
+    calls = []
+
+    def nothing_made_when_resumed(*args, **kwargs):
+        calls.append(args[6] if len(args) > 6 else kwargs.get("idx", 0))
+        return [] if len(calls) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(chunker, "_finish", nothing_made_when_resumed)
+    cut = chunker.cut_document(doc(edited), before, key=b"k", **sizes)
+    whole = chunk_document(doc(edited), **sizes)
+    assert calls[0] > 0   # (the first cut was resumed, keeping chunks)
+    assert (cut.kept, cut.tail) == (0, len(before.starts))
+    assert [c.text for c in cut.chunks] == [c.text for c in whole]
+    assert cut.spans == chunker.cut_document(doc(edited), None, key=b"k", **sizes).spans

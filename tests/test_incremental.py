@@ -1406,3 +1406,44 @@ async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path
     whole = chunker.chunk_document(Document(id="d", path="server.txt", title="", text=text),
                                    chunk_size=300, overlap=30, encoding="o200k_base")
     assert ids == [c.id for c in whole]
+
+
+async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_path):
+    # Where a big file's chunks lie is recorded for its next change to be cut around; the
+    # records of a version replaced, or of a file removed, went with nothing testing it.
+    rng = random.Random(8)
+    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    big = corpus / "journal.txt"
+    big.write_text("\n\n".join(" ".join(rng.choices(words, k=40)) + "." for _ in range(900)) + "\n")
+    (corpus / "small.txt").write_text("The Mayor met the Harbor Council about the ferry strike.\n")
+    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
+    db = tmp_path / "i.db"
+
+    def spans_by_doc() -> dict[str, tuple[int, int]]:
+        store = Store(db, readonly=True)
+        try:
+            return {r["doc_id"]: (r["spans"], store.scalar("SELECT count(*) FROM document_chunks WHERE doc_id = ?",
+                                                          (r["doc_id"],)))
+                    for r in store.query("SELECT doc_id, count(*) AS spans FROM chunk_spans GROUP BY doc_id")}
+        finally:
+            store.close()
+
+    def doc_of(name: str) -> str:
+        store = Store(db, readonly=True)
+        try:
+            return store.scalar("SELECT doc_id FROM files WHERE path = ?", (name,))
+        finally:
+            store.close()
+
+    await sync([corpus], settings, db, root=corpus)
+    first = spans_by_doc()
+    assert list(first) == [doc_of("journal.txt")] and first[doc_of("journal.txt")][0] == first[doc_of("journal.txt")][1] > 50
+    big.write_text(big.read_text() + "\nThe Mayor signed the ferry accord.\n")
+    await sync([corpus], settings, db, root=corpus)
+    second = spans_by_doc()
+    assert list(second) == [doc_of("journal.txt")] != list(first)   # (the old version's rows gone)
+    big.unlink()
+    await sync([corpus], settings, db, root=corpus)
+    assert spans_by_doc() == {}
