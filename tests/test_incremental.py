@@ -1319,14 +1319,44 @@ async def test_a_publish_that_removes_many_provenance_rows_writes_with_a_larger_
     assert seen == [-64 * 1024]
 
 
+def _units_spans(monkeypatch) -> list[int]:
+    """The characters each cut's units span (``chunker._units``), as cuts are made."""
+    from streamrag import chunker
+
+    spans: list[int] = []
+    units = chunker._units
+
+    def counted(*args):
+        made = units(*args)
+        spans.append(made.end[-1] - made.start[0])
+        return made
+
+    monkeypatch.setattr(chunker, "_units", counted)
+    return spans
+
+
+def _chunk_ids(db: Path) -> list[str]:
+    """The chunk ids of the index's one document, in order."""
+    store = Store(db, readonly=True)
+    try:
+        return [r["chunk_id"] for r in store.query("SELECT chunk_id FROM document_chunks ORDER BY idx")]
+    finally:
+        store.close()
+
+
+def _cut_whole(text: str, **sizes) -> list[str]:
+    from streamrag import chunker
+    from streamrag.records import Document
+
+    return [c.id for c in chunker.chunk_document(Document(id="d", path="x.txt", title="", text=text),
+                                                 encoding="o200k_base", **sizes)]
+
+
 async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monkeypatch):
     # A log or a journal that grows, or a big file edited in one place: the chunks before and
     # after the change are kept from its previous version (``chunker.cut_document``), its units
     # made from a few chunks before the change to a few after, not of the whole text; the index
     # is a fresh one's.
-    from streamrag import chunker
-    from streamrag.records import Document
-
     rng = random.Random(5)
     words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
     paragraphs = [f"Note {i}. " + " ".join(rng.choices(words, k=rng.randint(20, 60))) + "." for i in range(3000)]
@@ -1337,15 +1367,7 @@ async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monke
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
-    spans: list[int] = []
-    units = chunker._units
-
-    def counted(*args):   # (the characters each cut's units span)
-        made = units(*args)
-        spans.append(made.end[-1] - made.start[0])
-        return made
-
-    monkeypatch.setattr(chunker, "_units", counted)
+    spans = _units_spans(monkeypatch)
     texts = [log.read_text() + "\nThe Mayor signed the ferry accord at the harbor.\n"]
     middle = texts[0].index("Note 1500.")
     texts.append(texts[0][:middle] + "A new line about the bridge vote. " + texts[0][middle:])
@@ -1359,22 +1381,12 @@ async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monke
         shutil.copytree(corpus, fresh)
         await sync([fresh], settings, tmp_path / f"f{len(text)}.db", root=fresh)
         assert index_snapshot(db) == index_snapshot(tmp_path / f"f{len(text)}.db")
-        store = Store(db, readonly=True)
-        try:
-            ids = [r["chunk_id"] for r in store.query("SELECT chunk_id FROM document_chunks ORDER BY idx")]
-        finally:
-            store.close()
-        whole = chunker.chunk_document(Document(id="d", path="log.txt", title="", text=text),
-                                       chunk_size=300, overlap=30, encoding="o200k_base")
-        assert ids == [c.id for c in whole]
+        assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
 
 
 async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path, monkeypatch):
     # A log has no blank lines: it is one paragraph, cut at its lines. Its units are made from a
     # line a few chunks before the end (``chunker._resume_point``), not from its first line.
-    from streamrag import chunker
-    from streamrag.records import Document
-
     rng = random.Random(6)
     words = "GET POST /api/items /login 200 404 user=alice user=bob took ms retry Mr. cache".split()
     corpus = tmp_path / "logs"
@@ -1385,27 +1397,12 @@ async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
-    spans: list[int] = []
-    units = chunker._units
-
-    def counted(*args):   # (the characters each cut's units span)
-        made = units(*args)
-        spans.append(made.end[-1] - made.start[0])
-        return made
-
-    monkeypatch.setattr(chunker, "_units", counted)
+    spans = _units_spans(monkeypatch)
     text = log.read_text() + "13:00:00 POST /login 200 user=carol took 12 ms\n"
     log.write_text(text)
     await sync([corpus], settings, db, root=corpus)
     assert len(spans) == 1 and spans[0] < len(text) / 20, (spans, len(text))
-    store = Store(db, readonly=True)
-    try:
-        ids = [r["chunk_id"] for r in store.query("SELECT chunk_id FROM document_chunks ORDER BY idx")]
-    finally:
-        store.close()
-    whole = chunker.chunk_document(Document(id="d", path="server.txt", title="", text=text),
-                                   chunk_size=300, overlap=30, encoding="o200k_base")
-    assert ids == [c.id for c in whole]
+    assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
 
 
 async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_path):
