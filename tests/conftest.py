@@ -34,6 +34,23 @@ def check_shortcuts(monkeypatch):
     monkeypatch.setattr(Indexer, "check_shortcuts", True)
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in every test, as in a terminal: a pytest-xdist worker, or
+    a run started in the background by a shell, ignores SIGINT, and the tests of what Ctrl-C
+    does would see nothing."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
