@@ -413,6 +413,14 @@ def _members_finding(members: Sequence[Entity], said: str,
             break
         listed.append(labels[e.id])
         room -= cost_of(e)
+    return _other_members(unnamed, told, rest, listed)
+
+
+def _other_members(unnamed: Sequence[Entity], told: dict[str, str], rest: Sequence[Entity],
+                   listed: list[str]) -> dict | None:
+    """The "Other members" finding of the members ``told`` (id -> their sentence, "" for one
+    another's names) and the ``listed`` labels of the first of the ``rest``; None if it says
+    nothing."""
     parts = [x for x in told.values() if x]
     if listed:
         more = len(rest) - len(listed)

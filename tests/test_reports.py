@@ -247,7 +247,7 @@ def _members_finding_as_before(members, said, child_texts, encoding="o200k_base"
     """The "Other members" finding as it was made before the children's reports were searched
     member by member and the labels counted only while they may be listed: the reference the
     faster one must equal."""
-    from streamrag.reports import _member_sentence, _words
+    from streamrag.reports import _member_sentence, _other_members, _words
 
     said_words = _words(said)
     name_words = {e.id: _words(e.name) for e in members}
@@ -281,15 +281,7 @@ def _members_finding_as_before(members, said, child_texts, encoding="o200k_base"
             break
         listed.append(labels[e.id])
         room -= label_cost[e.id]
-    parts = [x for x in told.values() if x]
-    if listed:
-        more = len(rest) - len(listed)
-        names = listed + [f"{more} more"] if more else listed
-        parts.append("Also among its members: " + (", ".join(names[:-1]) + " and " + names[-1]
-                                                   if len(names) > 1 else names[0]) + ".")
-    named = [e.id for e in unnamed if e.id in told] + [e.id for e in rest[:len(listed)]]
-    return {"summary": "Other members", "explanation": " ".join(parts),
-            "entities": named, "relationships": []} if parts else None
+    return _other_members(unnamed, told, rest, listed)   # (what is chosen is compared, not its wording)
 
 
 # Names that are prefixes of others, of repeated words, with punctuation, and one of no word.
