@@ -1410,6 +1410,14 @@ async def test_an_outage_the_extraction_ahead_meets_first_is_said_there_in_full_
     assert waits[0]["message"].endswith("; the next sync tries again"), waits
 
 
+def _is_outage_line(line: dict, opening: str, chunks: int) -> None:
+    """``line`` is an outage's error line of ``chunks`` refused calls, its message ``opening``
+    ... said briefly."""
+    assert line["message"].startswith(opening), line
+    assert line["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), line
+    assert line["outage"] is True and line["llm_errors"] == chunks, line
+
+
 def _refused_said(endpoint: str, answered_before: bool) -> str:
     """How an outage line says the calls refused by ``endpoint``, after "no call succeeded: "."""
     return (f"{endpoint} stopped answering at " if answered_before else
@@ -1446,11 +1454,8 @@ async def test_an_outage_met_by_an_extraction_ahead_is_said_alike_however_many_c
     await switch.client.aclose()
     first = next(e for e in events[mark:] if e["state"] == "error")
     endpoint = first["endpoint"]
-    why = _refused_said(endpoint, answered_before)
-    assert first["message"].startswith(f"extracting 1 file: {chunks} LLM calls failed; left to the sync; no call "
-                                       f"succeeded: {why}"), first
-    assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
-    assert first["outage"] is True and first["llm_errors"] == chunks, first
+    _is_outage_line(first, f"extracting 1 file: {chunks} LLM calls failed; left to the sync; no call succeeded: "
+                           f"{_refused_said(endpoint, answered_before)}", chunks)
     assert "Nothing was published" not in first["message"], first
 
 
@@ -1525,11 +1530,8 @@ async def test_an_outage_met_by_a_sync_is_said_alike_however_many_chunks_it_had(
     await switch.client.aclose()
     first = next(e for e in events if e["state"] == "error")
     endpoint = first["endpoint"]
-    why = _refused_said(endpoint, answered_before)
-    assert first["message"].startswith(f"{chunks} LLM calls failed; the affected items are retried after a pause; "
-                                       f"no call succeeded: {why}"), first
-    assert first["message"].endswith(" (retrying until it answers, less often as it stays down, said briefly)"), first
-    assert first["outage"] is True and first["llm_errors"] == chunks, first
+    _is_outage_line(first, f"{chunks} LLM calls failed; the affected items are retried after a pause; no call "
+                           f"succeeded: {_refused_said(endpoint, answered_before)}", chunks)
     assert first["error"].startswith("nothing answers at " if not answered_before else
                                      f"{endpoint}/chat/completions stopped answering (it last answered at "), first
     assert "Nothing was published" not in first["message"], first
