@@ -727,8 +727,7 @@ def build_parser() -> argparse.ArgumentParser:
     # command uncompiled (4 ms from a bytecode cache).
     p = sub.add_parser("watch", help="keep the index of a folder current as its files change")
     p.add_argument("dir", metavar="DIR", type=path_arg, help="folder to index and watch")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help="settings file (default: streamrag.toml in DIR or above)")
-    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else DIR/.streamrag/index.db)")
+    common(p, db_default="store.path, else DIR/.streamrag/index.db", config_default=f"{CONFIG_NAME} in DIR or above")
     p.add_argument("--offline", action="store_true", help="no LLM: NLP extraction, extractive reports")
     p.add_argument("--api-base", metavar="URL",
                    help=API_BASE_HELP)
