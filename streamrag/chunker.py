@@ -189,13 +189,14 @@ def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overla
     digested with ``key`` (which names them), lets it keep the chunks before and after its
     change rather than cut them again."""
     text = doc.text
+    before = before or Spans([], [], [])
     if not text or text.isspace():
-        return Cut(0, [], len(before.starts) if before else 0, Spans([], [], []))
+        return Cut(0, [], len(before.starts), Spans([], [], []))
     enc = get_encoding(encoding)
     chunk_size, overlap, budget = _sizes(chunk_size, overlap)
-    resumed = _resumed(text, enc, budget, overlap, before, key) if before and before.starts else None
+    resumed = _resumed(text, enc, budget, overlap, before, key) if before.starts else None
     if resumed is None:
-        kept, tail, moved = 0, len(before.starts) if before else 0, 0
+        kept, tail, moved = 0, len(before.starts), 0
         units = _units(text, enc, budget)
         pieces = _pieces(units, budget, chunk_size)
     else:
@@ -211,10 +212,8 @@ def cut_document(doc: Document, before: Spans | None, *, chunk_size: int, overla
         return Cut(0, whole.chunks, len(before.starts), whole.spans)
     if not kept:
         starts[0] = 0   # (the first chunk's part holds the blanks before it)
-    ends = starts[1:] + ([before.starts[tail] + moved] if before and tail < len(before.starts) else [len(text)])
+    ends = starts[1:] + ([before.starts[tail] + moved] if tail < len(before.starts) else [len(text)])
     made = [_digest(text, s, e, key) for s, e in zip(starts, ends)]
-    if before is None:
-        return Cut(0, chunks, 0, Spans(starts, ends, made))
     return Cut(kept, chunks, tail, Spans(
         before.starts[:kept] + starts + [s + moved for s in before.starts[tail:]],
         before.ends[:kept] + ends + [e + moved for e in before.ends[tail:]],
@@ -260,12 +259,17 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
     n = len(before.starts)
     after = before.starts[tail] + moved if tail < n else len(text)   # (where the unchanged end begins)
     near = before.starts[tail + _BACK[0]] + moved if tail + _BACK[0] < n else len(text)
+    points: dict[int, tuple[int, int] | None] = {}   # back -> its resume point, once for both stops
     for stop in dict.fromkeys((near, len(text))):
         for back in _BACK + (None,):
-            point = None if back is None or changed - back < 1 else _resume_point(
-                text, enc, budget, before.starts[changed - back])
-            if back is not None and changed - back >= 1 and (point is None or point[0] >= same):
-                continue
+            if back is not None and changed - back >= 1:
+                if back not in points:
+                    points[back] = _resume_point(text, enc, budget, before.starts[changed - back])
+                point = points[back]
+                if point is None or point[0] >= same:
+                    continue
+            else:
+                point = None
             first, start = point or (None, None)
             if first is None and stop == len(text):
                 return None   # (cut whole)
