@@ -209,7 +209,7 @@ def analysed(enc: tiktoken.Encoding) -> bool:
 def safe_cut(enc: tiktoken.Encoding, text: str, at: int) -> bool:
     """Whether the tokens of any stretch of ``text`` over ``at`` are those of its part before
     ``at`` and those of its part after (a safe seam, ``_SEAM``, there, and ``enc`` analysed)."""
-    return 0 < at < len(text) and _SEAM.match(text, at - 1, at + 1) is not None and analysed(enc)
+    return safe_cuts(enc, text, (at,))
 
 
 def safe_cuts(enc: tiktoken.Encoding, text: str, cuts) -> bool:
