@@ -199,7 +199,8 @@ class Indexer:
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
-        no endpoint publishes what it can rather than nothing. ``update_of``: the first run of the
+        no endpoint publishes what it can rather than nothing (not the first version of an index
+        through an endpoint that never answered, ``answered_at`` None). ``update_of``: the first run of the
         update this one goes on with (a daemon's retry of what the syncs before it left missing).
         ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s).
         ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
@@ -419,11 +420,14 @@ class Indexer:
             await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
         self.rechunked_all = self.rechunked_all and not scan.old_reading_kept
-        if self.unavailable and self.llm is not None and not self.llm.reached and not self.retried:
+        if self.unavailable and self.llm is not None and not self.llm.reached and (
+                not self.retried or not self.indexed and self.answered_at is None):
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon
-            # publishes what it can and retries an outage itself, saying so.)
-            raise LLMUnavailableError(f"{self.unavailable_error}{nothing_published(self.indexed)}")
+            # publishes what it can and retries an outage itself, saying so; but not a first
+            # index through an endpoint that never answered: a watch started before its server
+            # published an empty version 1 when it had fewer chunks than make the run give up.)
+            raise LLMUnavailableError(f"{self.unavailable_error}{self._nothing_published}")
         worked_from = store.version
         change = self._changes(store, scan)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)

@@ -197,6 +197,37 @@ async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp
         store.close()
 
 
+async def test_a_first_index_through_an_endpoint_that_never_answered_publishes_nothing_until_it_does(
+        tmp_path, simulator, monkeypatch):
+    # With fewer chunks than make a run give up (one here), the initial sync published an empty
+    # version 1 ("0 documents"), and `ask` said the index held no documents, where three or more
+    # published nothing and `status` said the files were not indexed yet.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    switch.up = False
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "one.txt").write_text(_paragraphs(1))
+    db = tmp_path / "n.db"
+    events = Events()
+    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: "error" in events.states(), timeout=30)
+        down = status_info(db)
+        switch.up = True
+        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == 1, timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    assert down["version"] == 0 and down["not_indexed_last_run"] == 1, down
+    assert "idle" not in events.states()[:events.states().index("error")], events
+    store = Store(db, readonly=True)
+    try:
+        assert store.version == 1 and store.scalar("SELECT count(*) FROM entities") > 3
+    finally:
+        store.close()
+
+
 async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator,
                                                                              monkeypatch):
     # Three changed chunks while the endpoint is down: the extraction ahead of the sync gives up
@@ -1545,6 +1576,11 @@ async def test_a_sync_that_publishes_without_failed_items_while_stopping_leaves_
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     for path in corpus.iterdir():
         path.unlink()
+    db = tmp_path / "p.db"
+    if down:   # an index built through it, which stopped since (a first index through an endpoint
+        # that never answered publishes nothing: see the test of a first index above)
+        (corpus / "a.txt").write_text("Mayor Ada Quill met Captain Bo Rask at Pier Nine.\n")
+        await Daemon(settings, db, corpus, transport=httpx.MockTransport(switch)).run(None)
     (corpus / "new.txt").write_text(_paragraphs(2))   # (two chunks: the client gives up at three)
     switch.up = not down
 
@@ -1554,7 +1590,7 @@ async def test_a_sync_that_publishes_without_failed_items_while_stopping_leaves_
         return await switch(request)
 
     events = Events()
-    daemon = Daemon(settings, tmp_path / "p.db", corpus, report=events, transport=httpx.MockTransport(endpoint))
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(endpoint))
 
     def report(event: dict) -> None:   # the stop comes as the initial sync extracts
         events(event)
