@@ -480,6 +480,10 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    if args.db:   # (--db names the index: DIR, had it been given too, is not looked at)
+        args.folder = None
+    elif args.folder is not None:
+        _check_status_folder(Path(args.folder))
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
     store = Store(db, readonly=True)
@@ -493,6 +497,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(format_status(info, db))
     return 0
+
+
+def _check_status_folder(folder: Path) -> None:
+    """``status DIR``'s DIR: a folder, whose index is found as ``ask``'s DIR finds it. A name
+    that is no folder is refused in one line (one that does not exist would find the index of a
+    folder above it); an index's database is said to be given as --db."""
+    from streamrag.loader import shown
+
+    if folder.is_dir():
+        return
+    found = database_of(folder) if folder.is_file() else None
+    if found is not None and found[1]:
+        raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
+                             f"{shlex.quote(shown(found[0]))}")
+    what = "no such folder" if not folder.exists() else "not a folder"
+    raise StreamragError(f"{shown(folder)}: {what}; give the indexed folder (or its index file as --db)")
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
@@ -743,7 +763,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
-    common(p)
+    p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
+                   help="the indexed folder, as if status ran in it: its streamrag.toml and its index "
+                        "(default: here)")
+    common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; it wins over DIR",
+           config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
     p.add_argument("--failures", action="store_true", help="list the recorded failures")
     p.add_argument("--json", action="store_true", help="print as one JSON object")
     p.set_defaults(func=cmd_status)

@@ -1222,6 +1222,40 @@ def test_ask_takes_the_indexed_folder_after_the_question(cli_run, corpus, tmp_pa
         assert answer["answer"] == inside["answer"] and answer["documents"] == inside["documents"]
 
 
+def test_status_takes_the_indexed_folder_as_index_and_watch_do(cli_run, corpus, tmp_path):
+    """`streamrag index notes` then `streamrag status notes` was refused as "unrecognized
+    arguments": the folder means what running status in it means (its settings, its index)."""
+    kept = tmp_path / "kept.db"   # (store.path: the index found through the folder's settings)
+    (corpus / "streamrag.toml").write_text(f'[store]\npath = "{kept}"\n')
+    assert cli_run("index", "-q", "--offline", str(corpus), cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    inside = json.loads(cli_run("status", "--json", cwd=corpus).stdout)
+    assert inside["db"] == str(kept) and inside["documents"] == 4
+    for folder, cwd in ((str(corpus), elsewhere), (corpus.name, tmp_path), (".", corpus)):
+        out = cli_run("status", "--json", folder, cwd=cwd)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == inside
+    text = cli_run("status", str(corpus), cwd=elsewhere)
+    assert text.returncode == 0 and text.stdout.startswith(f"Index {kept}\n"), text.stdout
+    # --db names the index, over the folder.
+    other = tmp_path / "other.db"
+    assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
+    given = json.loads(cli_run("status", "--json", "--db", str(other), str(corpus), cwd=elsewhere).stdout)
+    assert given["db"] == str(other) and given["documents"] == 1
+    # A folder with no index, or a name that is no folder, is said in one line, exit 1.
+    out = cli_run("status", "elsewhere", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == ("streamrag: error: elsewhere: no index in it or in a folder "
+                                                  "above it; run `streamrag index elsewhere` first, or pass "
+                                                  "--db PATH\n"), out.stderr
+    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "not a folder")):
+        out = cli_run("status", name, cwd=tmp_path)   # (not the index of the folder above them)
+        assert out.returncode == 1 and out.stderr == (f"streamrag: error: {name}: {said}; give the indexed "
+                                                      "folder (or its index file as --db)\n"), out.stderr
+    out = cli_run("status", str(kept), cwd=elsewhere)
+    assert out.returncode == 1 and f"an index's database, not a folder; pass it as --db {kept}" in out.stderr
+
+
 def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(corpus, tmp_path):
     """`index DIR`, `watch DIR`, `ask "Q" DIR` and `ask --db DIR/...` run from a project folder
     read the project's streamrag.toml when DIR had none: its endpoint (down here) failed them,
