@@ -440,9 +440,9 @@ def _unchanged(r) -> str:
 
 def _reclustered(r) -> str:
     """The clause of a run that published nothing on the graph it clustered afresh all the same
-    (`--recluster`): "Nothing changed" alone read as if it had not, beside --json's reclustered.
-    Not of a graph with no communities: with none to start from, every run clusters it afresh."""
-    return "re-clustered afresh, to the same communities; " if r.reclustered and r.communities else ""
+    (`--recluster`): "Nothing changed" alone read as if it had not, beside --json's reclustered
+    (false with no communities to start from: there was no partition to replace)."""
+    return "re-clustered afresh, to the same communities; " if r.reclustered else ""
 
 
 def _format_sync(r, db: Path, include: list[str]) -> str:

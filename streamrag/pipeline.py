@@ -142,7 +142,7 @@ class SyncResult(msgspec.Struct):
     reports: int
     reports_generated: int
     reports_kept: int
-    reclustered: bool
+    reclustered: bool       # a fresh clustering replaced the partition it started from (none: False)
     failures: int
     warnings: list[str]
     llm: dict               # the LLM client's stats: stage -> calls, cached, tokens, errors, unusable
@@ -822,8 +822,8 @@ class Indexer:
             return out
 
         state.leiden_key = self.leiden_key  # published with the partition, whichever path made it
-        if not state.old_communities:
-            return cluster(None), True, lambda: counter[0]
+        if not state.old_communities:   # (clustered, not re-clustered: there was no partition to replace)
+            return cluster(None), False, lambda: counter[0]
         # New clustering settings (resolution, seed, max_cluster_size) ask for the partition a
         # fresh run finds with them: a warm start would keep much of the old settings' one.
         recluster = self.recluster or store.get_meta("leiden") not in (None, self.leiden_key)

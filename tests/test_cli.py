@@ -1002,6 +1002,23 @@ def test_a_recluster_that_changes_nothing_says_it_reclustered(cli_run, corpus):
     assert said["published"] is False and said["reclustered"] is True
 
 
+def test_a_first_index_did_not_recluster(cli_run, corpus, tmp_path):
+    # A first index's --json said "reclustered": true, as if it had replaced communities it had
+    # none of; so did every run of an index with no communities, --recluster or not.
+    for flags in ((), ("--recluster",)):
+        db = tmp_path / f"first{len(flags)}.db"
+        first = json.loads(cli_run("index", "-q", "--json", "--db", str(db), *flags, ".", cwd=corpus).stdout)
+        assert first["communities"] > 0 and first["reclustered"] is False, first
+    again = json.loads(cli_run("index", "-q", "--json", "--db", str(db), "--recluster", ".", cwd=corpus).stdout)
+    assert again["reclustered"] is True, again   # (there were communities to replace)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("just some lower case notes about nothing in particular.\n")
+    for flags in ((), ("--recluster",)):
+        none = json.loads(cli_run("index", "-q", "--json", "--offline", *flags, ".", cwd=notes).stdout)
+        assert none["communities"] == 0 and none["reclustered"] is False, none
+
+
 def test_an_index_without_communities_never_says_it_reclustered(cli_run, tmp_path):
     # With no communities to start from, every run clusters from scratch (--json's reclustered),
     # and each run that changed nothing said "re-clustered afresh, to the same communities" of
