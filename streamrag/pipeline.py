@@ -114,6 +114,20 @@ def nothing_published(indexed: bool, reuses: bool = True) -> str:
     said = ". Nothing was published; " + ("the index is as it was" if indexed else "there is no index yet")
     return said + (", and a run after the fix reuses the finished work" if reuses else "")
 
+
+def unaccounted(doc_chunks: dict[str, list[str]], live: set[str], failed: set[str]) -> list[tuple[str, int, str]]:
+    """The chunks of ``doc_chunks`` (document -> its chunk ids in order) neither ``live`` nor
+    ``failed``, each once, as (document, its place in it, chunk id), in order."""
+    out: list[tuple[str, int, str]] = []
+    seen: set[str] = set()
+    for doc_id, chunk_ids in sorted(doc_chunks.items()):
+        for idx, chunk_id in enumerate(chunk_ids):
+            if chunk_id not in live and chunk_id not in failed and chunk_id not in seen:
+                seen.add(chunk_id)
+                out.append((doc_id, idx, chunk_id))
+    return out
+
+
 # A failed run names this many of the files it leaves unindexed (it counts them all).
 NOT_INDEXED_NAMED = 50
 log = logging.getLogger(__name__)
@@ -235,6 +249,7 @@ class Indexer:
         # it published (``index_rows.failed_chunks``): a daemon counts them (``Daemon._left_out``)
         # without opening the index again after each sync that left items out.
         self.chunks_failed = 0
+        self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -288,6 +303,8 @@ class Indexer:
                 raise LLMOutputError(f"the first {self.failed_calls} chunks to finish all failed, none "
                                      f"was extracted; last: {error}{self._nothing_published}") from None
         self.failures += 1
+        if stage in ("extract", "glean"):
+            self.failed_chunk_ids.add(item)
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[kind or InputError.kind] += 1
@@ -430,6 +447,7 @@ class Indexer:
             raise LLMUnavailableError(f"{self.unavailable_error}{self._nothing_published}")
         worked_from = store.version
         change = self._changes(store, scan)
+        await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)
         self.progress.set_stage("merging")
@@ -648,6 +666,21 @@ class Indexer:
             added_docs=new_docs - old_docs, removed_docs=old_docs - new_docs, kept_docs=new_docs & old_docs,
             doc_chunks=doc_chunk_ids, live=live, added_chunks=added, removed_chunks=removed,
             extractions=index_rows.StoredExtractions(store, added, self.key))
+
+    async def _fail_unaccounted(self, writer: Writer, scan: Scan, change: Change) -> None:
+        """Records a failure for each chunk the version leaves out though no failure of this run
+        says why: it has no stored extraction, and none was published before (a stage that dropped
+        it, a prune by another indexer, a bug). Left out so without a word, it was counted nowhere
+        (128 of 180 chunks published, every count agreeing); recorded as a failed extraction is, the
+        run says it, `status --failures` lists it, and the next sync extracts it again (its
+        document's backlog, ``ExtractionStage.chunk_documents``)."""
+        left = unaccounted(change.doc_chunks, change.live, self.failed_chunk_ids)
+        paths = index_rows.shown_paths(scan.files) if left else {}
+        for doc_id, idx, chunk_id in left:
+            await self.fail(writer, "extract", chunk_id,
+                            f"{loader.shown(paths.get(doc_id, doc_id))} (chunk {idx + 1}, {chunk_id}): no "
+                            "extraction of it was stored, and nothing said why; it is left out of this "
+                            "version, and the next sync extracts it again")
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
