@@ -1233,8 +1233,10 @@ class Daemon:
         # some calls succeed, a few times only: an item the model can never answer is not paid
         # for forever. While none succeeds the endpoint is down, and retrying (backing off up to
         # five minutes) costs nothing until it is back.
-        # An outage: no call got any answer at all (an unusable answer is an answer, and paid).
-        outage = not answered(result.llm)
+        # An outage: no call got any answer at all (an unusable answer is an answer, and paid),
+        # and some failed: items left out with no call failing (a chunk left without its
+        # extraction, ``Indexer._fail_unaccounted``) were said to be an endpoint down, offline too.
+        outage = failed_calls > 0 and not answered(result.llm)
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet, words=words)
             return False
@@ -1281,9 +1283,11 @@ class Daemon:
             self._say_sync_down(words, llm_errors=failed_calls, pending=self._files_pending(),
                                 failed_items=failed_items)
             return
-        self.emit("error", f"{_n(failed_calls, 'LLM call')} failed; the affected items are "
-                           f"retried {self._retried_when()}", llm_errors=failed_calls,
-                  failed_items=failed_items, outage=False)
+        when = self._retried_when()
+        said = (f"{_n(failed_calls, 'LLM call')} failed; the affected items are retried {when}" if failed_calls
+                else f"left out of this version: {_n(failed_items, 'failed item')} (no LLM call failed); "
+                     f"retried {when} (`streamrag status --failures` lists them)")   # (said "0 LLM calls failed")
+        self.emit("error", said, llm_errors=failed_calls, failed_items=failed_items, outage=False)
 
     def _retried_when(self) -> str:
         """When the items a sync left out are retried: after a pause, or, stopping (SIGTERM during

@@ -2361,6 +2361,41 @@ async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_p
     assert initial["message"].startswith("initial sync: ") and initial["whole_folder"] is True, initial
 
 
+async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outage_is_said(tmp_path, monkeypatch):
+    """A chunk left without its extraction, no call failing (offline: none made), is a failed item
+    the daemon retries after a pause; it said "0 LLM calls failed ... is the endpoint down?"."""
+    from streamrag import index_rows
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(2):
+        (folder / f"town{n}.txt").write_text("\n\n".join(
+            f"Mayor Anna Berg{n}{k} met Captain Olaf Lind{n}{k} in Port Vell{n}{k}." for k in range(20)))
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0}, watch={"quiet_s": 0.05})
+    fresh = tmp_path / "fresh.db"
+    whole = await sync([folder], settings, fresh, root=folder)
+    save = index_rows.save_extractions
+    dropped = []
+
+    def losing_one(store, key, held):
+        if not dropped:
+            dropped.append(held[-1][0])
+            held = held[:-1]
+        return save(store, key, held)
+
+    monkeypatch.setattr(index_rows, "save_extractions", losing_one)
+    async with running(settings, tmp_path / "d.db", folder) as (daemon, events, send):
+        await until(lambda: daemon.syncs >= 2 and not daemon.pending, timeout=30)
+        await send.aclose()
+    assert len(dropped) == 1
+    (error,) = [e for e in events if e["state"] == "error"]
+    assert error["outage"] is False and (error["failed_items"], error["llm_errors"]) == (1, 0), error
+    assert error["message"].startswith("left out of this version: 1 failed item") and "endpoint" not in error["message"]
+    assert "retried after a pause" in error["message"]
+    assert daemon.last_result.chunks == whole.chunks and daemon.last_result.failed_items == 0
+    assert snapshot(tmp_path / "d.db") == snapshot(fresh)
+
+
 async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
     """`watch --once` is like `streamrag index`: items whose calls failed make the exit status 1."""
     with Simulator(SimulatorConfig(fault_rate=0.2, seed=3, timeout_s=0.2)) as flaky:
