@@ -115,17 +115,11 @@ def nothing_published(indexed: bool, reuses: bool = True) -> str:
     return said + (", and a run after the fix reuses the finished work" if reuses else "")
 
 
-def unaccounted(doc_chunks: dict[str, list[str]], live: set[str], failed: set[str]) -> list[tuple[str, int, str]]:
-    """The chunks of ``doc_chunks`` (document -> its chunk ids in order) neither ``live`` nor
-    ``failed``, each once, as (document, its place in it, chunk id), in order."""
-    out: list[tuple[str, int, str]] = []
-    seen: set[str] = set()
-    for doc_id, chunk_ids in sorted(doc_chunks.items()):
-        for idx, chunk_id in enumerate(chunk_ids):
-            if chunk_id not in live and chunk_id not in failed and chunk_id not in seen:
-                seen.add(chunk_id)
-                out.append((doc_id, idx, chunk_id))
-    return out
+def unaccounted(doc_chunks: dict[str, list[str]], live: set[str]) -> list[tuple[str, int, str]]:
+    """The chunks of ``doc_chunks`` (document -> its chunk ids in order) not ``live``, as
+    (document, its place in it, chunk id), in order."""
+    return [(doc_id, idx, chunk_id) for doc_id, chunk_ids in sorted(doc_chunks.items())
+            for idx, chunk_id in enumerate(chunk_ids) if chunk_id not in live]
 
 
 # A failed run names this many of the files it leaves unindexed (it counts them all).
@@ -250,6 +244,9 @@ class Indexer:
         # without opening the index again after each sync that left items out.
         self.chunks_failed = 0
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
+        # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
+        # were (``_keep_previous_versions``), for ``_fail_unaccounted``
+        self.held_back: list[tuple[str, Chunk]] = []
         self.settled = 0
         self.unreadable: list[str] = []  # why files could not be indexed, one line each
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
@@ -671,16 +668,25 @@ class Indexer:
         """Records a failure for each chunk the version leaves out though no failure of this run
         says why: it has no stored extraction, and none was published before (a stage that dropped
         it, a prune by another indexer, a bug). Left out so without a word, it was counted nowhere
-        (128 of 180 chunks published, every count agreeing); recorded as a failed extraction is, the
-        run says it, `status --failures` lists it, and the next sync extracts it again (its
-        document's backlog, ``ExtractionStage.chunk_documents``)."""
-        left = unaccounted(change.doc_chunks, change.live, self.failed_chunk_ids)
-        paths = index_rows.shown_paths(scan.files) if left else {}
-        for doc_id, idx, chunk_id in left:
+        (128 of 180 chunks published, every count agreeing; a document held back for it was said
+        to have chunks that "could not be extracted", the run "ok"); recorded as a failed
+        extraction is, the run says it, `status --failures` lists it, and the next sync extracts
+        it again (a published document's backlog, ``ExtractionStage.chunk_documents``; a file held
+        back is read again)."""
+        left = unaccounted(change.doc_chunks, change.live)
+        if not left and not self.held_back:
+            return
+        paths = index_rows.shown_paths(scan.files)
+        said = set(self.failed_chunk_ids)
+        for path, idx, chunk_id in [(p, c.idx, c.id) for p, c in self.held_back] + \
+                [(paths.get(d, d), idx, c) for d, idx, c in left]:
+            if chunk_id in said:
+                continue
+            said.add(chunk_id)
             await self.fail(writer, "extract", chunk_id,
-                            f"{loader.shown(paths.get(doc_id, doc_id))} (chunk {idx + 1}, {chunk_id}): no "
-                            "extraction of it was stored, and nothing said why; it is left out of this "
-                            "version, and the next sync extracts it again")
+                            f"{loader.shown(path)} (chunk {idx + 1}, {chunk_id}): no extraction of it was "
+                            "stored, and nothing said why; it is left out of this version, and the next "
+                            "sync extracts it again")
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy
@@ -721,9 +727,11 @@ class Indexer:
             if not recut and (old is None or old[0] not in old_docs):
                 new_texts[doc_id] = chunk_ids   # a new file: nothing indexed to keep
                 continue
-            missing = len(chunk_ids - index_rows.extracted(store, chunk_ids, self.key))
+            lacking = chunk_ids - index_rows.extracted(store, chunk_ids, self.key)
+            missing = len(lacking)
             if not missing:
                 continue
+            self.held_back += [(path, c) for c in scan.doc_chunks[doc_id] if c.id in lacking]
             if recut:
                 del scan.doc_chunks[doc_id]
                 self.rechunked_all = False
@@ -740,10 +748,10 @@ class Indexer:
                                      "be extracted; its previous version stays indexed until they can")
         done = index_rows.extracted(store, set().union(*new_texts.values()), self.key) if new_texts else set()
         unread = {d for d, chunk_ids in new_texts.items() if chunk_ids and not chunk_ids & done}   # nothing extracted
-        for doc_id in unread:
-            del scan.doc_chunks[doc_id]
+        unread_chunks = {doc_id: scan.doc_chunks.pop(doc_id) for doc_id in unread}
         for path, (doc_id, _size, _stamp) in sorted(scan.files.items()):
             if doc_id in unread:
+                self.held_back += [(path, c) for c in unread_chunks[doc_id]]
                 del scan.files[path]
                 scan.titles.pop(path, None)
                 scan.warnings.append(f"{path}: none of its chunks could be extracted; it is indexed once they can be")

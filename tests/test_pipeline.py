@@ -162,6 +162,35 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_a_failure_and_extrac
     assert snapshot(db) == snapshot(fresh)
 
 
+async def test_files_held_back_for_chunks_left_without_an_extraction_unsaid_count_them_as_failures(
+        tmp_path, monkeypatch):
+    # An edited file kept as it was, and a new one left out, for chunks with no stored extraction
+    # and no failure: each was said to have chunks that "could not be extracted", the run "ok".
+    from streamrag import index_rows
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    town = folder / "town.txt"
+    town.write_text("Mayor Anna Berg met Captain Olaf Lind in Port Vell.")
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
+    db = tmp_path / "x.db"
+    await sync([folder], settings, db, root=folder)
+    town.write_text("Mayor Anna Berg met Doctor Vera Holm in Port Vell.")
+    (folder / "harbor.txt").write_text("The Harbor Council met the Fishermen's Guild in Port Vell.")
+    monkeypatch.setattr(index_rows, "save_extractions", lambda store, key, held: None)
+    result = await sync([folder], settings, db, root=folder)
+    assert result.documents == 1 and result.failures == result.failed_items == 2, result.warnings
+    said = sorted(f["message"].split(" ")[0] for f in status_info(db, failures=True)["failures"])
+    assert said == ["harbor.txt", "town.txt"]
+
+    monkeypatch.undo()
+    again = await sync([folder], settings, db, root=folder)
+    assert again.documents == 2 and again.failures == 0 and again.chunks_extracted == 2
+    fresh = tmp_path / "fresh.db"
+    await sync([folder], settings, fresh, root=folder)
+    assert snapshot(db) == snapshot(fresh)
+
+
 async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
     (corpus / "broken.txt").write_bytes(b"\x00\x01binary\x00")
     (corpus / "empty.md").write_text("   \n")
