@@ -127,7 +127,10 @@ class GraphState:
         self.answers: dict[str, str | None] = {}
 
     @classmethod
-    def load(cls, store: Store) -> GraphState:
+    def unread(cls, store: Store) -> GraphState:
+        """The published version's bookkeeping (the summaries and reports to try again, the
+        answers unusable on runs in a row), its graph not read: enough for a run that finds
+        nothing changed to tell it has nothing to do (``Indexer._nothing_to_redo``)."""
         st = cls()
         st.version = store.version
         st.stamp = store.get_meta("published_at", "") or ""
@@ -138,6 +141,11 @@ class GraphState:
         st.report_held = msgspec.json.decode(store.get_meta("report_unusable_held", "{}") or "{}",
                                              type=dict[str, list])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
+        return st
+
+    @classmethod
+    def load(cls, store: Store) -> GraphState:
+        st = cls.unread(store)
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
             st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description,
                                       mentions=mentions, degree=degree)

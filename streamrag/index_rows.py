@@ -367,6 +367,23 @@ def load_communities(store: Store) -> list[tuple[Community, str | None, str | No
                 "SELECT id, level, parent, context_key, report_key FROM communities ORDER BY id")]
 
 
+def graph_counts(store: Store) -> tuple[int, int, int, int]:
+    """How many entities, relationships, claims and communities are published (counted, not read)."""
+    return store.conn.execute("SELECT (SELECT count(*) FROM entities), (SELECT count(*) FROM relationships), "
+                              "(SELECT count(*) FROM claims), (SELECT count(*) FROM communities)").fetchone()
+
+
+def community_ids(store: Store) -> list[str]:
+    return [cid for (cid,) in store.conn.execute("SELECT id FROM communities")]
+
+
+def reports_of_their_contexts(store: Store) -> bool:
+    """Whether every published community shows the stored report of its context: none shows a
+    stand-in for a failed report, or an older one kept, which a run looks at again."""
+    return store.scalar("SELECT 1 FROM communities WHERE context_key IS NULL OR report_key IS NOT context_key "
+                        "OR report_key NOT IN (SELECT key FROM reports) LIMIT 1") is None
+
+
 def ids_touching(store: Store, entity_ids: set[str]) -> set[str]:
     """Ids of the published relationships with an end among ``entity_ids``."""
     found: set[str] = set()

@@ -3,18 +3,22 @@ fresh index, and clustering quality that does not drift with history."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 from conftest import failing_for, index_snapshot, make_settings
 from streamrag.communities import modularity
-from streamrag.graph_state import GraphCache
+from streamrag.graph_state import GraphCache, GraphState
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
@@ -843,6 +847,125 @@ async def test_an_unchanged_graph_keeps_its_partition_and_every_report(generated
     again = await sync([corpus], settings, db, root=corpus)
     assert again.reports_generated == 0 and not again.reclustered
     assert state(db)["communities"] == before["communities"]
+
+
+def _graph_reads(monkeypatch) -> list[int]:
+    """A spy on ``GraphState.load``: one entry per read of the published graph."""
+    reads: list[int] = []
+    load = GraphState.load.__func__
+
+    def counted(cls, store):
+        reads.append(1)
+        return load(cls, store)
+    monkeypatch.setattr(GraphState, "load", classmethod(counted))
+    return reads
+
+
+def _copied(db: Path, to: Path) -> Path:
+    """A copy of the index ``db``, its log's pages in it."""
+    with contextlib.closing(sqlite3.connect(db)) as source, contextlib.closing(sqlite3.connect(to)) as copy:
+        source.backup(copy)
+    return to
+
+
+def _rows(db: Path) -> dict[str, list]:
+    """The rows of the tables a query or the next run reads, and the marks but their dates."""
+    tables = ("files", "documents", "document_chunks", "chunks", "live_chunks", "entities", "relationships",
+              "claims", "communities", "community_members", "reports", "answers", "embeddings")
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
+        rows["meta"] = sorted(r for r in conn.execute("SELECT key, value FROM meta")
+                              if r[0] not in ("published_at", "pruned_at"))
+    return rows
+
+
+def _said(result) -> dict:
+    return {k: v for k, v in msgspec.structs.asdict(result).items() if k not in ("run_id", "wall_s")}
+
+
+@pytest.mark.parametrize("edit", ["none", "renamed and touched"])
+async def test_a_run_with_nothing_to_redo_reads_no_graph_and_publishes_what_reading_it_did(
+        generated, tmp_path, monkeypatch, edit):
+    """`index` run again with no file changed read the whole graph back (1.2 s of an index of
+    10,000 documents) to publish nothing: it is not read now, and the run says and publishes
+    what reading it said and published (a rename's new path makes a version; a touched file's
+    new stamp is kept and makes none)."""
+    from streamrag.pipeline import Indexer
+
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 16))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    read_db = _copied(db, tmp_path / "read.db")
+    if edit != "none":
+        (corpus / "doc_00009.txt").rename(corpus / "renamed.txt")
+        os.utime(corpus / "doc_00003.txt", (1_000_000_000, 1_000_000_000))
+    with monkeypatch.context() as m:   # (the run as it was: the graph read, every stage run)
+        m.setattr(Indexer, "_nothing_to_redo", lambda *args: False, raising=False)
+        read = await sync([corpus], settings, read_db, root=corpus)
+    reads = _graph_reads(monkeypatch)
+    unread = await sync([corpus], settings, db, root=corpus)
+    assert reads == []
+    assert _said(unread) == _said(read) and unread.published == (edit != "none")
+    assert _rows(db) == _rows(read_db)
+
+
+@pytest.mark.parametrize("pending", ["summary retry", "report answers unusable", "stand-in report",
+                                     "degrees uncounted", "new summary settings", "new report settings",
+                                     "new clustering settings", "recluster"])
+async def test_a_run_with_no_file_changed_still_does_what_is_pending(generated, tmp_path, monkeypatch, pending):
+    """What a run with no file changed does to the graph, reading it: the summaries to try again
+    and the report answers unusable on runs in a row, a community shown with another report
+    than its context's (a stand-in, an older one kept), degrees to recount, new settings of
+    summaries, reports or clustering, --recluster."""
+    settings = make_settings()
+    corpus = folder(generated, tmp_path / "c", range(1, 11))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        entity, = conn.execute("SELECT id FROM entities ORDER BY id LIMIT 1").fetchone()
+        community, other = conn.execute(
+            "SELECT c.id, o.report_key FROM communities c JOIN communities o "
+            "ON o.report_key != c.context_key ORDER BY c.id, o.id LIMIT 1").fetchone()
+        if pending == "summary retry":
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'summary_fallbacks'", (json.dumps([entity]),))
+        elif pending == "report answers unusable":
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'report_unusable'", (json.dumps({"gone/800": 1}),))
+        elif pending == "stand-in report":
+            conn.execute("UPDATE communities SET report_key = ? WHERE id = ?", (other, community))
+        elif pending == "degrees uncounted":
+            conn.execute("DELETE FROM meta WHERE key = 'degrees'")
+    changed = {"new summary settings": {"summary_max_tokens": 120}, "new report settings":
+               {"report_max_input_tokens": 3000}, "new clustering settings": {"leiden_resolution": 0.5}}
+    reads = _graph_reads(monkeypatch)
+    again = await sync([corpus], make_settings(index=changed.get(pending, {})), db, root=corpus,
+                       recluster=pending == "recluster")
+    assert reads == [1]
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        stand_ins = conn.execute("SELECT count(*) FROM communities WHERE report_key != context_key").fetchone()
+    assert (meta["summary_fallbacks"], meta["report_unusable"], meta["degrees"]) == ("[]", "{}", "1")
+    assert stand_ins == (0,)
+    assert again.reclustered == (pending in ("new clustering settings", "recluster"))
+
+
+async def test_a_run_with_no_file_changed_makes_the_vectors_missing(generated, tmp_path, monkeypatch, simulator):
+    """A vector a run could not make (the embedding call failed) is made by the next run, though
+    no file changed; with every vector made, that run reads no graph."""
+    settings = make_settings(simulator.base_url, llm={"embedding_model": "text-embedding-3-small"})
+    corpus = folder(generated, tmp_path / "c", range(1, 6))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        made = sorted(conn.execute("SELECT kind, item_id, content_hash FROM embeddings"))
+        conn.execute("DELETE FROM embeddings WHERE item_id IN (SELECT id FROM entities ORDER BY id LIMIT 1)")
+    reads = _graph_reads(monkeypatch)
+    await sync([corpus], settings, db, root=corpus)
+    assert reads == [1]
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert sorted(conn.execute("SELECT kind, item_id, content_hash FROM embeddings")) == made
+    await sync([corpus], settings, db, root=corpus)
+    assert reads == [1]
 
 
 async def test_a_new_extractive_report_builder_rewrites_an_offline_index_once(generated, tmp_path, monkeypatch):
