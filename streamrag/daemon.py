@@ -919,8 +919,11 @@ class Daemon:
         self._syncing = queued   # (left so when cancelled: not synced)
         began = time.time()
         progress = Progress()
+        # (`--once` keeps no graph: there is no next sync, and without one to keep, a sync with
+        # nothing to redo does not read it, ``Indexer._nothing_to_redo``)
         indexer = Indexer(self.settings, self.db_path, root=self.root, progress=progress,
-                          command="watch", transport=self.transport, graph_cache=self.graph_cache,
+                          command="watch", transport=self.transport,
+                          graph_cache=None if self._once else self.graph_cache,
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           update_of=self._update_of, answered_at=self.outage.answered_at)
         self.indexers_made += 1
