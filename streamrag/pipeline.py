@@ -451,7 +451,7 @@ class Indexer:
             unread = GraphState.unread(store)
             counts = index_rows.graph_counts(store)
             if self._nothing_to_redo(store, change, unread, counts):
-                index_rows.check_version(store, worked_from)
+                index_rows.check_version(store, worked_from)   # (the changes and the counts are of one version)
                 return await self._publish_unchanged(store, writer, scan, change, unread, counts, started)
         self.progress.set_stage("merging")
         state = self._graph(store)
