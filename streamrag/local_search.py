@@ -8,7 +8,7 @@ each held to its share of the budget the caller gives (``local_max_tokens`` less
 prompt and the question, when a model answers):
 
 * ``local_text_share`` - the source chunks the entities come from, those mentioning the most
-  selected entities first;
+  selected entities first (their texts read as the section takes them: ``chunk_texts``);
 * ``local_community_share`` - the reports (title and summary) of the entities' communities,
   those holding the most selected entities first, deeper (more specific) ones on ties;
 * the rest - the entities, the relationships touching them (both ends selected first) and
@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -268,7 +268,7 @@ class LocalData(msgspec.Struct):
     entities: list[dict]          # id, name, type, description; in selection order
     relationships: list[dict]     # id, source, target, source_name, target_name, description, weight, combined_degree
     claims: list[dict]            # id, subject_id, type, status, description
-    chunks: list[dict]            # id, text, hits (selected entities it mentions), rank
+    chunks: list[dict]            # id, hits (selected entities it mentions), rank, anchor_hits; text if given
     reports: list[dict]           # community, level, title, summary, hits
 
 
@@ -298,15 +298,10 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
     for r in store.query(f"SELECT DISTINCT chunk_id, entity_id FROM entity_sources WHERE entity_id IN ({marks})",
                          list(entity_ids)):
         hits.setdefault(r["chunk_id"], set()).add(r["entity_id"])
-    chunks = []
-    if hits:
-        ids = sorted(hits)
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
-            for r in store.query(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-                chunks.append({"id": r["id"], "text": r["text"], "hits": len(hits[r["id"]]),
-                               "rank": min(rank[e] for e in hits[r["id"]]),
-                               "anchor_hits": len(hits[r["id"]] & anchored)})
+    # Without their texts: the few the context has room for are read as it takes them
+    # (``chunk_texts``; a question about two hubs read 3,026 for the three it took).
+    chunks = [{"id": c, "hits": len(hits[c]), "rank": min(rank[e] for e in hits[c]),
+               "anchor_hits": len(hits[c] & anchored)} for c in sorted(hits)]
     anchor_marks = ",".join("?" * len(anchored))
     reports = store.query(
         "SELECT c.id AS community, c.level, r.title, r.summary, count(*) AS hits, "
@@ -379,14 +374,23 @@ class _Section:
         room = self.budget - self.used - 1
         return room < _LEAST_CUT and _words_over(str(text), room - len(tag.split()))
 
+    def full(self) -> bool:
+        """Whether the section takes no line whatever: one has at least its tag, a word, and
+        so a token (``fewest_tokens``), and there is no room for one."""
+        return not self.lines or self.budget - self.used - 1 < 1
+
     def render(self) -> str:
         return "\n".join(self.lines) if self.tags else ""
 
 
 def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
                         community_share: float, encoding: str = "o200k_base",
-                        anchors: Sequence[str] = ()) -> Context:
+                        anchors: Sequence[str] = (),
+                        texts: Callable[[list[str]], dict[str, str]] | None = None) -> Context:
     """The local context of ``data`` within ``max_tokens``, each section within its share.
+
+    ``texts`` reads the texts of chunks by id (``chunk_texts``), for those of ``data.chunks``
+    given without one (``load_local_data``'s), only as far as the section goes.
 
     ``anchors`` are the entities the question names: what they are part of comes first in every
     section (their relationships, the reports of their communities, the chunks mentioning them),
@@ -425,10 +429,13 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
         reports.add(tag, f"{tag} {_clean(r['title'])}: {_clean(r['summary'])}", cut=True)
 
     sources = _Section("Source text", text_budget, encoding)
-    for c in sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"])):
+    ordered = sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"]))
+    for c, text in _with_texts(ordered, texts):
+        if sources.full():
+            break
         tag = f"[T:{c['id']}]"
-        if not sources.refuses(tag, c["text"]):
-            sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
+        if not sources.refuses(tag, text):
+            sources.add(tag, f"{tag} {_clean(text)}", cut=True)
 
     types = {r[f"{end}_name"]: r[f"{end}_type"] for r in data.relationships
              for end in ("source", "target") if r.get(f"{end}_type")}
@@ -443,6 +450,29 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
         tags=[t for s in parts for t in s.tags], types=types)
 
 
+# Chunk texts are read this many at first as the text section takes them (it takes about three:
+# 4,000 tokens of chunks of 1,200), then twice as many each time: a section left with room for
+# a short line (under ``_LEAST_CUT`` tokens, none cut to fit it) reads on to the last chunk,
+# up to 500 at once (as ``index_rows`` reads ids: far from SQLite's limit on parameters).
+_FIRST_TEXTS, _MOST_TEXTS = 8, 500
+
+
+def _with_texts(chunks: list[dict], texts: Callable[[list[str]], dict[str, str]] | None
+                ) -> Iterator[tuple[dict, str]]:
+    """(chunk, its text) of each of ``chunks`` in order: its own, or read by ``texts`` as they
+    are asked for, a few first; one no longer stored is left out, as ``load_chunks`` leaves it."""
+    at, many = 0, _FIRST_TEXTS
+    while at < len(chunks):
+        part = chunks[at:at + many]
+        at, many = at + many, min(2 * many, _MOST_TEXTS)
+        unread = [c["id"] for c in part if "text" not in c]
+        read = texts(unread) if unread and texts is not None else {}
+        for c in part:
+            text = c["text"] if "text" in c else read.get(c["id"])
+            if text is not None:
+                yield c, text
+
+
 def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,
                         encoding: str = "o200k_base") -> Context:
     """The retrieved chunks, best first, within ``max_tokens``."""
@@ -452,6 +482,12 @@ def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,
         sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
     return Context(text=sources.render(), sections={"text": sources.used if sources.tags else 0},
                    budgets={"text": max_tokens}, tags=list(sources.tags))
+
+
+def chunk_texts(store: Store, ids: Sequence[str]) -> dict[str, str]:
+    """The texts of the stored chunks of ``ids``, by id."""
+    return dict(store.conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(ids))})",
+                                   list(ids)))
 
 
 def load_chunks(store: Store, ids: Sequence[str]) -> list[dict]:

@@ -435,7 +435,8 @@ class _Search:
         data = local_search.load_local_data(self.store, [e for e, _ in entities], anchors)
         ctx = local_search.build_local_context(
             data, max_tokens=self._context_budget(), text_share=q.local_text_share,
-            community_share=q.local_community_share, encoding=self.encoding, anchors=anchors)
+            community_share=q.local_community_share, encoding=self.encoding, anchors=anchors,
+            texts=partial(local_search.chunk_texts, self.store))
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}

@@ -431,6 +431,37 @@ async def test_a_global_search_reads_the_text_of_the_reports_it_quotes_only(offl
     assert all(n.text is None for n in tree.nodes.values())
 
 
+async def test_a_local_search_reads_the_text_of_the_chunks_its_context_takes_only(offline_db, monkeypatch):
+    # Every chunk of the selected entities was read (3,026 for a question about two hubs of an
+    # index of 10,000 documents) for the three its text section took. A section left with room
+    # for a short line reads on, to learn whether one is.
+    read: list[str] = []
+    built: list[local_search.Context] = []
+    real, build = local_search.chunk_texts, local_search.build_local_context
+    monkeypatch.setattr(local_search, "chunk_texts", lambda store, ids: read.extend(ids) or real(store, ids))
+    monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
+    filled = 0
+    for max_tokens in range(300, 700, 50):
+        read.clear()
+        built.clear()
+        settings = make_settings("", query={"local_max_tokens": max_tokens})
+        answer = await aask("What happened at the quay?", settings, offline_db, mode="local")
+        store = Store(offline_db, readonly=True)
+        try:
+            entities = answer.details["entities"]
+            mentioned = store.scalar("SELECT count(DISTINCT chunk_id) FROM entity_sources WHERE entity_id IN "
+                                     f"({','.join('?' * len(entities))})", entities)
+        finally:
+            store.close()
+        [ctx] = built
+        taken = {t[3:-1] for t in ctx.tags if t.startswith("[T:")}
+        assert taken and taken <= set(read) and len(read) == len(set(read)) <= mentioned
+        if ctx.sections["text"] >= ctx.budgets["text"] - 1:   # no room for a line
+            assert len(read) < mentioned
+            filled += 1
+    assert filled
+
+
 def test_static_selection_covers_a_subtree_whose_parent_has_no_report():
     # A community without a report makes its children roots at level 1: static search at
     # level 0 read neither it nor them, leaving its whole subtree out.
@@ -2732,6 +2763,34 @@ async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, mo
     said = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("no endpoint is set (llm.api_base, STREAMRAG_API_BASE or --api-base), though a "
                             "model built this index") for m in said), said
+
+
+def test_a_local_context_of_chunks_read_as_it_takes_them_is_that_of_their_texts_given():
+    # ``load_local_data`` reads no chunk text: the text section reads them a few at a time as it
+    # goes, and stops once it has no room for a line of a word. A short chunk after long ones it
+    # had no room for still goes in, and a chunk no longer stored is left out.
+    ents = [{"id": "ent-a", "name": "A", "type": "person", "description": "first"}]
+    texts = {f"chk-{i:02d}": ("word " * 300 if i != 30 else "a short\n chunk") for i in range(40)}
+    given = [{"id": c, "text": t, "hits": 1, "rank": 0} for c, t in texts.items() if c != "chk-35"]
+    bare = [{"id": c, "hits": 1, "rank": 0} for c in texts]
+    stops, short_taken = set(), False
+    for max_tokens in range(1800, 2000, 9):
+        asked: list[str] = []
+
+        def read(ids):
+            asked.extend(ids)
+            return {i: texts[i] for i in ids if i != "chk-35"}
+
+        whole = local_search.build_local_context(local_search.LocalData(ents, [], [], given, []),
+                                                 max_tokens=max_tokens, text_share=0.5, community_share=0.1)
+        ctx = local_search.build_local_context(local_search.LocalData(ents, [], [], bare, []),
+                                               max_tokens=max_tokens, text_share=0.5, community_share=0.1,
+                                               texts=read)
+        assert ctx == whole
+        assert {t[3:-1] for t in ctx.tags if t.startswith("[T:")} <= set(asked)
+        stops.add(len(asked) < len(texts))
+        short_taken |= "[T:chk-30]" in ctx.tags
+    assert stops == {True, False} and short_taken   # (a section left with room for a short line reads on)
 
 
 def test_the_entity_a_question_names_anchors_every_section_of_the_local_context():
