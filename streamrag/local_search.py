@@ -8,7 +8,7 @@ each held to its share of the budget the caller gives (``local_max_tokens`` less
 prompt and the question, when a model answers):
 
 * ``local_text_share`` - the source chunks the entities come from, those mentioning the most
-  selected entities first (their texts read as the section takes them: ``chunk_texts``);
+  selected entities first (their texts read as the section takes them);
 * ``local_community_share`` - the reports (title and summary) of the entities' communities,
   those holding the most selected entities first, deeper (more specific) ones on ties;
 * the rest - the entities, the relationships touching them (both ends selected first) and
@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import msgspec
 
@@ -299,7 +299,7 @@ def load_local_data(store: Store, entity_ids: Sequence[str], anchors: Sequence[s
                          list(entity_ids)):
         hits.setdefault(r["chunk_id"], set()).add(r["entity_id"])
     # Without their texts: the few the context has room for are read as it takes them
-    # (``chunk_texts``; a question about two hubs read 3,026 for the three it took).
+    # (``build_local_context``; a question about two hubs read 3,026 for the three it took).
     chunks = [{"id": c, "hits": len(hits[c]), "rank": min(rank[e] for e in hits[c]),
                "anchor_hits": len(hits[c] & anchored)} for c in sorted(hits)]
     anchor_marks = ",".join("?" * len(anchored))
@@ -386,11 +386,11 @@ class _Section:
 def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
                         community_share: float, encoding: str = "o200k_base",
                         anchors: Sequence[str] = (),
-                        texts: Callable[[list[str]], dict[str, str]] | None = None) -> Context:
+                        texts: Callable[[list[str]], Iterable[tuple[str, str]]] | None = None) -> Context:
     """The local context of ``data`` within ``max_tokens``, each section within its share.
 
-    ``texts`` reads the texts of chunks by id (``chunk_texts``), for those of ``data.chunks``
-    given without one (``load_local_data``'s), only as far as the section goes.
+    ``texts`` reads (id, text) of chunks by id (``index_rows.chunk_texts``), for those of
+    ``data.chunks`` given without one (``load_local_data``'s), only as far as the section goes.
 
     ``anchors`` are the entities the question names: what they are part of comes first in every
     section (their relationships, the reports of their communities, the chunks mentioning them),
@@ -452,21 +452,20 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
 
 # Chunk texts are read this many at first as the text section takes them (it takes about three:
 # 4,000 tokens of chunks of 1,200), then twice as many each time: a section left with room for
-# a short line (under ``_LEAST_CUT`` tokens, none cut to fit it) reads on to the last chunk,
-# up to 500 at once (as ``index_rows`` reads ids: far from SQLite's limit on parameters).
-_FIRST_TEXTS, _MOST_TEXTS = 8, 500
+# a short line (under ``_LEAST_CUT`` tokens, none cut to fit it) reads on to the last chunk.
+_FIRST_TEXTS = 8
 
 
-def _with_texts(chunks: list[dict], texts: Callable[[list[str]], dict[str, str]] | None
+def _with_texts(chunks: list[dict], texts: Callable[[list[str]], Iterable[tuple[str, str]]] | None
                 ) -> Iterator[tuple[dict, str]]:
     """(chunk, its text) of each of ``chunks`` in order: its own, or read by ``texts`` as they
     are asked for, a few first; one no longer stored is left out, as ``load_chunks`` leaves it."""
     at, many = 0, _FIRST_TEXTS
     while at < len(chunks):
         part = chunks[at:at + many]
-        at, many = at + many, min(2 * many, _MOST_TEXTS)
+        at, many = at + many, 2 * many
         unread = [c["id"] for c in part if "text" not in c]
-        read = texts(unread) if unread and texts is not None else {}
+        read = dict(texts(unread)) if unread and texts is not None else {}
         for c in part:
             text = c["text"] if "text" in c else read.get(c["id"])
             if text is not None:
@@ -482,12 +481,6 @@ def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,
         sources.add(tag, f"{tag} {_clean(c['text'])}", cut=True)
     return Context(text=sources.render(), sections={"text": sources.used if sources.tags else 0},
                    budgets={"text": max_tokens}, tags=list(sources.tags))
-
-
-def chunk_texts(store: Store, ids: Sequence[str]) -> dict[str, str]:
-    """The texts of the stored chunks of ``ids``, by id."""
-    return dict(store.conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(ids))})",
-                                   list(ids)))
 
 
 def load_chunks(store: Store, ids: Sequence[str]) -> list[dict]:

@@ -436,7 +436,7 @@ class _Search:
         ctx = local_search.build_local_context(
             data, max_tokens=self._context_budget(), text_share=q.local_text_share,
             community_share=q.local_community_share, encoding=self.encoding, anchors=anchors,
-            texts=partial(local_search.chunk_texts, self.store))
+            texts=partial(index_rows.chunk_texts, self.store))
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from conftest import DATA, make_settings
-from streamrag import citations, global_search, local_search
+from streamrag import citations, global_search, index_rows, local_search
 from streamrag.errors import IndexMissingError, LLMOutputError, UsageError
 from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
@@ -437,8 +437,8 @@ async def test_a_local_search_reads_the_text_of_the_chunks_its_context_takes_onl
     # for a short line reads on, to learn whether one is.
     read: list[str] = []
     built: list[local_search.Context] = []
-    real, build = local_search.chunk_texts, local_search.build_local_context
-    monkeypatch.setattr(local_search, "chunk_texts", lambda store, ids: read.extend(ids) or real(store, ids))
+    real, build = index_rows.chunk_texts, local_search.build_local_context
+    monkeypatch.setattr(index_rows, "chunk_texts", lambda store, ids: read.extend(ids) or real(store, ids))
     monkeypatch.setattr(local_search, "build_local_context", lambda *a, **k: built.append(build(*a, **k)) or built[-1])
     filled = 0
     for max_tokens in range(300, 700, 50):
@@ -2779,7 +2779,7 @@ def test_a_local_context_of_chunks_read_as_it_takes_them_is_that_of_their_texts_
 
         def read(ids):
             asked.extend(ids)
-            return {i: texts[i] for i in ids if i != "chk-35"}
+            return [(i, texts[i]) for i in ids if i != "chk-35"]
 
         whole = local_search.build_local_context(local_search.LocalData(ents, [], [], given, []),
                                                  max_tokens=max_tokens, text_share=0.5, community_share=0.1)
