@@ -277,17 +277,16 @@ class ExtractionStage:
                 else:  # seconds for a book-sized file: signals and other work go on meanwhile
                     chunks = await self.cut_big(doc)
                 scan.doc_chunks[doc.id] = [msgspec.structs.replace(c, text="") for c in chunks]
-                for c in chunks:
-                    await self.schedule(c, send)
+                await self.schedule(chunks, send)
             # Chunks of documents already indexed that lack an extraction by the current
             # extractor: its settings changed, or an earlier run failed on them.
             kept = sorted({doc_id for doc_id, _s, _m in scan.files.values()} - set(scan.doc_chunks))
-            for c in index_rows.backlog(self.store, kept, self.key):
-                await self.schedule(c, send)
+            await self.schedule(index_rows.backlog(self.store, kept, self.key), send)
 
     async def cut_big(self, doc: Document) -> list[Chunk]:
         """The chunks of a big document, in a worker thread, stored with their spans: those
-        before and after its change kept from the document its file held (``chunker.cut_document``)."""
+        before and after its change kept from the document its file held (``chunker.cut_document``),
+        without their text (``schedule`` reads it for those it sends)."""
         ix, store = self.settings.index, self.store
         was = self.previous.get(doc.id)
         before = index_rows.chunk_spans(store, was) if was is not None and not self.rechunk else None
@@ -295,24 +294,30 @@ class ExtractionStage:
                                 overlap=ix.chunk_overlap, encoding=ix.encoding,
                                 key=chunking_marks.chunker_key(self.settings).encode())
         done = await anyio.to_thread.run_sync(cut, abandon_on_cancel=True)
-        chunks = index_rows.chunks_of(store, was, 0, done.kept, doc.id, 0) if done.kept else []
-        chunks += done.chunks
-        if before is not None and done.tail < len(before.starts):
-            chunks += index_rows.chunks_of(store, was, done.tail, len(before.starts), doc.id, len(chunks))
-        await self.writer.run(index_rows.save_chunks, done.chunks)
-        await self.writer.run(index_rows.save_chunk_spans, doc.id, done.spans)
-        return chunks
+        kept = []
+        if before is not None and (done.kept or done.tail < len(before.starts)):
+            kept = index_rows.chunks_of(store, was, done.kept, done.tail, doc.id,
+                                        done.kept + len(done.chunks) - done.tail)
+        await self.writer.run(index_rows.save_cut, doc.id, done.chunks, done.spans)
+        return kept[:done.kept] + done.chunks + kept[done.kept:]
 
-    async def schedule(self, c: Chunk, send) -> None:
-        """Sends ``c`` to the extractors, once, unless its extraction is stored already."""
-        if c.id in self.scheduled:
-            return
-        self.scheduled.add(c.id)
-        self.progress.add("chunks_total")
-        if index_rows.has_extraction(self.store, c.id, self.key):
-            self.progress.add("chunks_reused")
-            return
-        await send.send(c)
+    async def schedule(self, chunks: list[Chunk], send) -> None:
+        """Sends each of ``chunks`` to the extractors, once, unless its extraction is stored
+        already: found for them all at once (``index_rows.extracted``), not by a query a chunk
+        (4,570 for a change of a 25 MB file), and the text of a kept chunk given without it
+        read then."""
+        fresh = []
+        for c in chunks:
+            if c.id not in self.scheduled:
+                self.scheduled.add(c.id)
+                fresh.append(c)
+        self.progress.add("chunks_total", len(fresh))
+        stored = index_rows.extracted(self.store, {c.id for c in fresh}, self.key)
+        self.progress.add("chunks_reused", len(stored))
+        wanted = [c for c in fresh if c.id not in stored]
+        texts = dict(index_rows.chunk_texts(self.store, [c.id for c in wanted if not c.text]))
+        for c in wanted:
+            await send.send(c if c.text else msgspec.structs.replace(c, text=texts[c.id]))
 
     def where(self, c: Chunk) -> str:
         """A chunk as a user finds it: its file, and which chunk of it."""

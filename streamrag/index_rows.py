@@ -158,13 +158,15 @@ def chunk_spans(store: Store, doc_id: str) -> Spans | None:
     return Spans(*map(list, zip(*rows)))
 
 
-def chunks_of(store: Store, doc_id: str, start: int, stop: int, of: str, idx: int) -> list[Chunk]:
-    """The chunks of document ``doc_id`` from index ``start`` up to ``stop``, as chunks of
-    document ``of`` numbered from ``idx``."""
-    return [Chunk(id=r["id"], doc_id=of, idx=r["idx"] - start + idx, text=r["text"], tokens=r["tokens"])
-            for r in store.query("SELECT dc.idx, c.id, c.text, c.tokens FROM document_chunks dc "
-                                 "JOIN chunks c ON c.id = dc.chunk_id WHERE dc.doc_id = ? AND dc.idx >= ? "
-                                 "AND dc.idx < ? ORDER BY dc.idx", (doc_id, start, stop))]
+def chunks_of(store: Store, doc_id: str, head: int, tail: int, of: str, moved: int) -> list[Chunk]:
+    """The chunks of document ``doc_id`` before index ``head`` and from index ``tail`` on (the
+    two ends a changed big file keeps: ``chunker.cut_document``), in one query, as chunks of
+    document ``of``, those from ``tail`` on numbered ``moved`` further; without their text (a
+    25 MB file's, read back for the few that may lack an extraction: ``chunk_texts``)."""
+    return [Chunk(id=chunk_id, doc_id=of, idx=idx if idx < head else idx + moved, text="", tokens=tokens)
+            for idx, chunk_id, tokens in store.conn.execute(
+                "SELECT dc.idx, dc.chunk_id, c.tokens FROM document_chunks dc JOIN chunks c ON c.id = dc.chunk_id "
+                "WHERE dc.doc_id = ? AND (dc.idx < ? OR dc.idx >= ?) ORDER BY dc.idx", (doc_id, head, tail))]
 
 
 def chunk_ids_of(store: Store, doc_ids: set[str]) -> dict[str, list[str]]:
@@ -186,11 +188,6 @@ def document_tokens(store: Store, doc_ids: set[str]) -> int:
 def live_chunks(store: Store) -> dict[str, str]:
     """The published chunks: chunk id -> the extractor whose result counts."""
     return dict(store.conn.execute("SELECT chunk_id, extractor FROM live_chunks"))
-
-
-def has_extraction(store: Store, chunk_id: str, key: str) -> bool:
-    return store.scalar("SELECT 1 FROM extractions WHERE chunk_id = ? AND extractor = ?",
-                        (chunk_id, key)) is not None
 
 
 def extracted(store: Store, chunk_ids: set[str], key: str) -> set[str]:
@@ -440,6 +437,13 @@ def save_chunk_spans(store: Store, doc_id: str, spans: Spans) -> None:
     store.conn.execute("DELETE FROM chunk_spans WHERE doc_id = ?", (doc_id,))
     store.conn.executemany("INSERT INTO chunk_spans(doc_id, idx, start, end, digest) VALUES (?,?,?,?,?)",
                            [(doc_id, k, *span) for k, span in enumerate(zip(*spans))])
+
+
+def save_cut(store: Store, doc_id: str, chunks: list[Chunk], spans: Spans) -> None:
+    """Stores the chunks a cut of big document ``doc_id`` made and where all of its chunks lie:
+    one transaction of the writer, not two."""
+    save_chunks(store, chunks)
+    save_chunk_spans(store, doc_id, spans)
 
 
 def save_extraction(store: Store, chunk_id: str, key: str, ext: Extraction) -> None:

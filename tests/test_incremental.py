@@ -1528,6 +1528,46 @@ async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path
     assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
 
 
+async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_from_its_text(tmp_path):
+    # The chunks a changed big file keeps are read back without their text, their extractions
+    # looked for at once: one whose extraction is missing (an earlier run failed on it) is
+    # extracted from its text read then, before the change and after it alike, as a fresh index does.
+    rng = random.Random(9)
+    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    big = corpus / "journal.txt"
+    big.write_text("\n\n".join(f"Mayor Ilse Varn of Korth spoke. " + " ".join(rng.choices(words, k=40)) + "."
+                               for _ in range(900)) + "\n")
+    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    lost = _chunk_ids(db)[2:4] + _chunk_ids(db)[-4:-2]   # (kept: far from the end and from the start)
+    store = Store(db)
+    try:
+        with store.conn:
+            store.conn.execute(f"DELETE FROM extractions WHERE chunk_id IN ({','.join('?' * len(lost))})", lost)
+    finally:
+        store.close()
+    text = big.read_text()
+    middle = text.index("Mayor", len(text) // 2)
+    big.write_text(text[:middle] + "The ferry accord was signed. " + text[middle:])
+    result = await sync([corpus], settings, db, root=corpus)
+    assert set(lost) <= set(_chunk_ids(db)) and len(lost) < result.chunks_extracted < 20
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert index_snapshot(db) == index_snapshot(tmp_path / "f.db")
+    stored = []
+    for path in (db, tmp_path / "f.db"):
+        store = Store(path, readonly=True)
+        try:
+            stored.append(store.query(f"SELECT chunk_id, result FROM extractions WHERE chunk_id IN "
+                                      f"({','.join('?' * len(lost))}) ORDER BY chunk_id", lost))
+        finally:
+            store.close()
+    assert len(stored[0]) == len(lost) and stored[0] == stored[1]
+
 async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_path):
     # Where a big file's chunks lie is recorded for its next change to be cut around; the
     # records of a version replaced, or of a file removed, went with nothing testing it.
