@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from streamrag import citations
 from streamrag.config import MODES
-from streamrag.terminal import TerminalText, terminal_text
+from streamrag.terminal import TerminalText, shown, terminal_text
 
 if TYPE_CHECKING:
     from streamrag.query import Answer
@@ -110,8 +110,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def format_footer(answer: Answer, max_documents: int = 20) -> str:
     """What follows an answer on the terminal: its documents, dropped citations, mode and cost."""
-    from streamrag.loader import shown   # (not loaded by the parser every command builds)
-
     lines = [""]
     if answer.documents:
         # An answer that cites nothing is not shown as resting on everything it was given.

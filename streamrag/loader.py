@@ -38,6 +38,7 @@ from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, Unrea
 from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
+from streamrag.terminal import one_line as _safe, shown, storable
 
 # (``legacy`` and ``markdown`` are imported by the functions that read a file with them, not
 # above: compiling the legacy encodings' letter tables took 30 ms of CPU of every command that
@@ -209,34 +210,6 @@ def unstorable_folder(path: Path) -> str | None:
             "it (or the folder above it that is not) to a UTF-8 name")
 
 
-def storable(text: str) -> bool:
-    """Whether ``text`` can be stored (a name that is not valid UTF-8 decodes to surrogates)."""
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
-# Characters that would break a one-line message or drive the terminal: C0 and C1 controls
-# (newline, carriage return, escape, ...), DEL, and the Unicode line and paragraph separators.
-# (and the marks that reorder text on a terminal: "\u202e" in a name shows "txt.exe" as "exe.txt")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-
-
-def _safe(text: str) -> str:
-    """``text`` for a one-line message: the bytes of an undecodable name shown as ``\\xff``
-    escapes, and control characters (a newline in a file name) as ``\\n``, ``\\x1b``, ..."""
-    if not storable(text):
-        text = os.fsencode(text).decode("utf-8", "backslashreplace")
-    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
-
-
 _ROW = re.compile(r"(.+\.(?:jsonl|csv))#\d+", re.IGNORECASE | re.DOTALL)
 
 
@@ -246,11 +219,6 @@ def file_of(stored: str) -> str:
     a file's name)."""
     row = _ROW.fullmatch(stored)
     return row.group(1) if row else stored
-
-
-def shown(path: Path | str) -> str:
-    """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
-    return _safe(os.fspath(path))
 
 
 def _bad_name(path: Path, root: Path | None, kind: str) -> str:

@@ -49,7 +49,6 @@ import msgspec
 from streamrag import citations, extractive, global_search, index_rows, local_search
 from streamrag.config import MODES, Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
-from streamrag.loader import shown
 from streamrag.parsing import has_text
 from streamrag.prompts import load_prompt
 from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_question,
@@ -58,6 +57,7 @@ from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_
 from streamrag.signals import until_sigterm
 from streamrag.status import failure_runs, failures_of, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
+from streamrag.terminal import shown
 from streamrag.terms import words
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the

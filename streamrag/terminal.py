@@ -2,12 +2,16 @@
 
 Document text reaches the terminal through answers, footers and status lines; it must not
 drive the terminal (colours, titles, cursor moves), so escape sequences and control characters
-are dropped, also when they arrive split across streamed pieces.
+are dropped, also when they arrive split across streamed pieces. A path in a message is shown
+on one line, its controls and undecodable bytes escaped (``shown``): here, not in the loader
+that makes most such messages, for ``ask``'s footer not to load it (17 ms of CPU).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 # Escape sequences (CSI ... final byte, OSC/DCS/APC/PM/SOS strings up to their terminator, and
 # two-byte escapes; an unterminated string loses its ESC and bracket only, not the text after
@@ -46,3 +50,36 @@ class TerminalText:
     def flush(self) -> str:
         text, self.held = self.held, ""
         return terminal_text(text)
+
+
+def storable(text: str) -> bool:
+    """Whether ``text`` can be stored (a name that is not valid UTF-8 decodes to surrogates)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+# Characters that would break a one-line message or drive the terminal: C0 and C1 controls
+# (newline, carriage return, escape, ...), DEL, and the Unicode line and paragraph separators.
+# (and the marks that reorder text on a terminal: "\u202e" in a name shows "txt.exe" as "exe.txt")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
+def one_line(text: str) -> str:
+    """``text`` for a one-line message: the bytes of an undecodable name shown as ``\\xff``
+    escapes, and control characters (a newline in a file name) as ``\\n``, ``\\x1b``, ..."""
+    if not storable(text):
+        text = os.fsencode(text).decode("utf-8", "backslashreplace")
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
+
+
+def shown(path: Path | str) -> str:
+    """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
+    return one_line(os.fspath(path))
