@@ -1537,7 +1537,7 @@ async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_fr
     corpus = tmp_path / "notes"
     corpus.mkdir()
     big = corpus / "journal.txt"
-    big.write_text("\n\n".join(f"Mayor Ilse Varn of Korth spoke. " + " ".join(rng.choices(words, k=40)) + "."
+    big.write_text("\n\n".join("Mayor Ilse Varn of Korth spoke. " + " ".join(rng.choices(words, k=40)) + "."
                                for _ in range(900)) + "\n")
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
