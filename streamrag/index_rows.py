@@ -1039,7 +1039,12 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
     conn = store.conn
     # (asked while live_chunks, whose chunks the full-text and provenance rows are of, holds them)
     most = len(change.removed_chunks) * 2 > store.scalar("SELECT count(*) FROM live_chunks")
-    _delete_texts(store, change.removed_chunks, most)
+    of_chunks = (("chunks_fts", "id"), ("entity_sources", "chunk_id"), ("relationship_sources", "chunk_id"))
+    if most:
+        _delete_most(store, of_chunks, change.removed_chunks)
+    else:
+        for table, column in of_chunks:
+            delete_in(store, table, column, change.removed_chunks)
     # Live chunks and provenance. A chunk that leaves keeps its extraction (a file changed back
     # costs nothing), dated from now for ``prune``.
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
@@ -1048,8 +1053,6 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
                      [time.time(), *part])
     conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
                      [(c, key) for c in sorted(change.added_chunks)])
-    for table in ("entity_sources", "relationship_sources"):
-        (_delete_most if most else delete_in)(store, table, "chunk_id", change.removed_chunks)
     # In primary-key order: inserted in chunk order, every row landed at a random place of the
     # key's B-tree (93,000 provenance rows of 3,000 documents: 1.1 s, 0.6 s sorted). The
     # mentions are sorted where they are, not copied into sorted rows (a first index of 10,000
@@ -1069,43 +1072,38 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
         [(c,) for c in sorted(change.added_chunks)])
 
 
-def _delete_texts(store: Store, chunk_ids: set[str], most: bool) -> None:
-    """The full-text rows of ``chunk_ids`` go. FTS5 deletes a row by tokenizing its text again
-    and writing a tombstone for each of its words, merged away later: the 6,900 chunks of a
-    25 MB file took 0.8 s of CPU and wrote 16 MB to the WAL. When they are ``most`` of the
-    table, the table is made again from the rows that stay instead (the same rowids, ids and
-    texts), which costs what those do (0.07 s and 0.5 MB with the 62 chunks of 50 documents)."""
+def _delete_most(store: Store, tables, values: set[str]) -> None:
+    """Deletes the rows of each of ``tables`` (table, column) whose column is one of ``values``,
+    most of its rows: those that stay are set aside, the table emptied at once and they are put
+    back, with their rowids. A delete a row at a time changed every page of a table and its
+    indexes (the provenance rows of a 25 MB file: 0.53 s of CPU and 39 MB of WAL; emptied, its
+    pages are freed whole: 0.09 s, and some 1 MB of WAL), and FTS5 deletes a row by tokenizing
+    its text again and writing a tombstone for each of its words, merged away later (the 6,900
+    chunks of the same file: 0.8 s and 16 MB; made again from the rows that stay, 0.07 s and
+    0.5 MB with the 62 chunks of 50 documents)."""
     conn = store.conn
-    if not most:
-        delete_in(store, "chunks_fts", "id", chunk_ids)
-        return
-    kept = [rowid for rowid, chunk_id in conn.execute("SELECT rowid, id FROM chunks_fts") if chunk_id not in chunk_ids]
-    conn.execute("CREATE TEMP TABLE fts_kept(r INTEGER PRIMARY KEY, id TEXT, text TEXT)")
-    for part in _batches(kept):
-        conn.execute(f"INSERT INTO fts_kept SELECT rowid, id, text FROM chunks_fts WHERE {_in('rowid', part)}", part)
-    (made,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()
-    conn.execute("DROP TABLE chunks_fts")
-    conn.execute(made)
-    conn.execute("INSERT INTO chunks_fts(rowid, id, text) SELECT r, id, text FROM fts_kept ORDER BY r")
-    conn.execute("DROP TABLE fts_kept")
-
-
-def _delete_most(store: Store, table: str, column: str, values: set[str]) -> None:
-    """Deletes the rows of ``table`` whose ``column`` is one of ``values``, most of its rows:
-    those that stay are set aside, the table emptied at once and they are put back, with their
-    rowids. A delete a row at a time changed every page of the table and its two indexes (the
-    provenance rows of a 25 MB file: 0.53 s of CPU and 39 MB of WAL); emptied, its pages are
-    freed whole (0.09 s, and some 1 MB of WAL)."""
-    conn = store.conn
-    columns = ", ".join(name for _, name, *_ in conn.execute(f"PRAGMA table_info({table})"))
     conn.execute("CREATE TEMP TABLE gone(value TEXT PRIMARY KEY)")
     conn.executemany("INSERT INTO gone(value) VALUES (?)", ((v,) for v in values))
-    conn.execute(f"CREATE TEMP TABLE kept AS SELECT rowid AS r, {columns} FROM {table} "
-                 f"WHERE {column} NOT IN (SELECT value FROM gone)")
-    conn.execute(f"DELETE FROM {table}")
-    conn.execute(f"INSERT INTO {table}(rowid, {columns}) SELECT r, {columns} FROM kept ORDER BY r")
-    conn.execute("DROP TABLE kept")
+    for table, column in tables:
+        columns = ", ".join(name for _, name, *_ in conn.execute(f"PRAGMA table_info({table})"))
+        conn.execute(f"CREATE TEMP TABLE kept AS SELECT rowid AS r, {columns} FROM {table} "
+                     f"WHERE {column} NOT IN (SELECT value FROM gone)")
+        _empty(store, table)
+        conn.execute(f"INSERT INTO {table}(rowid, {columns}) SELECT r, {columns} FROM kept ORDER BY r")
+        conn.execute("DROP TABLE kept")
     conn.execute("DROP TABLE gone")
+
+
+def _empty(store: Store, table: str) -> None:
+    """Empties ``table`` at once: a full-text table is made again (a delete of all its rows
+    still tokenizes each), any other is emptied by one ``DELETE``, which frees its pages whole."""
+    (made,) = store.conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (table,)).fetchone()
+    if made.upper().startswith("CREATE VIRTUAL TABLE"):
+        store.conn.execute(f"DROP TABLE {table}")
+        store.conn.execute(made)
+    else:
+        store.conn.execute(f"DELETE FROM {table}")
 
 
 def _write_claims(store: Store, change: Change, state: GraphState) -> None:
