@@ -796,14 +796,15 @@ def carry_failures(store: Store, run_id: str, update: str) -> None:
     not record itself (files that could not be read but: no work left). It may give up before it
     reaches them (a chunk of a file edited meanwhile, refused by a server gone): a restarted watch
     and `status` said "failures 0" of an update still missing a report. (Once per item: the
-    update counts each once, ``failures_recorded``.)"""
+    update counts each once, ``failures_recorded``.) Each item's last row, by id, as
+    ``run_failures`` lists it (not by time: the clock may have been set back meanwhile)."""
     store.conn.execute(
         "INSERT INTO failures(run_id, stage, item, message, created_at, stamp, kind) "
-        "SELECT ?, stage, item, message, max(created_at), stamp, kind FROM failures AS f "
-        "WHERE run_id = (SELECT id FROM runs WHERE coalesce(update_of, id) = ? AND id != ? "
-        "AND started_at <= (SELECT started_at FROM runs WHERE id = ?) ORDER BY started_at DESC LIMIT 1) "
-        "AND stage != 'load' AND NOT EXISTS (SELECT 1 FROM failures AS g WHERE g.run_id = ? "
-        "AND g.stage = f.stage AND g.item = f.item) GROUP BY stage, item",
+        "SELECT ?, stage, item, message, created_at, stamp, kind FROM failures AS f WHERE id IN "
+        "(SELECT max(id) FROM failures WHERE run_id = (SELECT id FROM runs WHERE coalesce(update_of, id) = ? "
+        "AND id != ? AND started_at <= (SELECT started_at FROM runs WHERE id = ?) ORDER BY started_at DESC "
+        "LIMIT 1) AND stage != 'load' GROUP BY stage, item) AND NOT EXISTS (SELECT 1 FROM failures AS g "
+        "WHERE g.run_id = ? AND g.stage = f.stage AND g.item = f.item) ORDER BY stage, item",
         (run_id, update, run_id, run_id, run_id))
 
 

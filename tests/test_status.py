@@ -978,6 +978,25 @@ def test_a_listed_failure_is_one_row_its_run_message_and_time_together(tmp_path)
     assert listed["times"] == 2
 
 
+def test_a_carried_failure_is_the_item_s_last_row_recorded_as_the_listed_one_is(tmp_path):
+    # A run that published nothing carries what its update's run before it left missing. It
+    # took the row of the newest time where run_failures takes the newest id: an item the run
+    # before recorded again after the clock was set back was carried with its earlier message.
+    from streamrag.index_rows import carry_failures
+
+    store = Store(tmp_path / "t.db")
+    store.start_run("s1", "watch")
+    store.start_run("s2", "watch", "s1")
+    store.conn.execute("UPDATE runs SET started_at = 1000.0 + (id = 's2')")
+    for message, at in (("first", 2000.0), ("again", 1500.0)):   # (set back)
+        store.conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at) "
+                           "VALUES ('s1', 'report', 'com-1', ?, ?)", (message, at))
+    carry_failures(store, "s2", "s1")
+    carried = store.conn.execute("SELECT stage, item, message, created_at FROM failures WHERE run_id = 's2'").fetchall()
+    store.close()
+    assert carried == [("report", "com-1", "again", 1500.0)], carried
+
+
 def _runs_of_an_outage(db: Path, runs: list[tuple[str, str, str | None, str]], failed: dict[str, list[str]],
                        stats: dict[str, str] = {}, *, after: int = 0) -> None:
     """Rows as a daemon leaves them: ``runs`` ``(id, command, update_of, status)`` started in
