@@ -642,6 +642,19 @@ _UNINDEXED_FILES = ("(f.run_id IN (SELECT id FROM unindexed_runs WHERE json_type
                     "unindexed_runs u, json_each(u.stats, '$.not_indexed_chunks') j))")
 
 
+def failures_of(store: Store, *run_ids: str, stage: str | None = None) -> int:
+    """Items that failed in runs ``run_ids`` (a run and the update's run before it while it is
+    under way: ``status.failure_runs``), each counted once (a daemon's retries repeat them); of
+    ``stage`` only if given (``load``: files that could not be read)."""
+    if not run_ids:
+        return 0
+    if stage is not None:
+        return store.scalar(f"SELECT count(DISTINCT item) FROM failures WHERE {_in('run_id', run_ids)} "
+                            "AND stage = ?", (*run_ids, stage))
+    return store.scalar(f"SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE {_in('run_id', run_ids)}",
+                        run_ids)
+
+
 def load_failures_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
     """The files and folders runs ``run_ids`` could not use, each once, by their failure's kind
     (``errors.InputError.kind``; one recorded before failures had a kind is "unusable")."""
@@ -751,29 +764,29 @@ _UPDATE_RUNS = ("SELECT id FROM runs WHERE id = :update OR update_of = :update O
                 "started_at < (SELECT started_at FROM runs WHERE id = :update)), 0)")
 
 
-def run_failures(store: Store, run_id: str, limit: int, *, leaving: set[tuple[str, str]] = frozenset(),
-                 before: str | None = None) -> list[dict]:
-    """What failed in run ``run_id``, once per item, the newest first, at most ``limit``:
-    ``{run_id, stage, item, message, created_at, times}``; the ``(stage, item)`` in ``leaving``
-    left out. ``times``: how often its update recorded it (a run's retries, a daemon's syncs
-    that go on with the update, ``runs.update_of``, and their extraction ahead repeat one).
-    ``before``: a run whose failures are listed as ``run_id``'s (the update's run that ended
+def run_failures(store: Store, limit: int, *run_ids: str, leaving: set[tuple[str, str]] = frozenset()) -> list[dict]:
+    """What failed in the first of runs ``run_ids``, once per item, the newest first, at most
+    ``limit``: ``{run_id, stage, item, message, created_at, times}``; the ``(stage, item)`` in
+    ``leaving`` left out. ``times``: how often its update recorded it (a run's retries, a
+    daemon's syncs that go on with the update, ``runs.update_of``, and their extraction ahead
+    repeat one). The runs after the first are listed as its own (the update's run that ended
     before a retry sync under way, which records the items it retries only as it meets them:
-    ``status.missing_since``); each item with the run, message and time it was last recorded."""
-    runs = [run_id] if before is None else [run_id, before]
+    ``status.failure_runs``); each item with the run, message and time it was last recorded."""
+    if not run_ids:
+        return []
     # (the item's last row found by its id, then read whole: columns beside two max() of one
     # GROUP BY are SQLite's pick of a row, which gave one row's message with another's time)
     rows = store.query(
         "SELECT f.run_id, f.stage, f.item, f.message, f.created_at, g.times FROM "
-        f"(SELECT max(id) AS id, count(*) AS times FROM failures WHERE {_in('run_id', runs)} "
+        f"(SELECT max(id) AS id, count(*) AS times FROM failures WHERE {_in('run_id', run_ids)} "
         "GROUP BY stage, item) AS g JOIN failures AS f ON f.id = g.id ORDER BY g.id DESC LIMIT ?",
-        (*runs, limit + len(leaving)))
+        (*run_ids, limit + len(leaving)))
     rows = [r for r in rows if (r["stage"], r["item"]) not in leaving][:limit]
-    update = update_of(store, run_id)
+    update = update_of(store, run_ids[0])
     if rows and update is not None:
         times = {(stage, item): n for stage, item, n in store.conn.execute(
             f"SELECT stage, item, count(*) FROM failures WHERE run_id IN ({_UPDATE_RUNS}) GROUP BY stage, item",
-            {"update": update, "run": run_id})}
+            {"update": update, "run": run_ids[0]})}
         for r in rows:
             r["times"] = times.get((r["stage"], r["item"]), r["times"])
     return rows

@@ -55,7 +55,7 @@ from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_
                                 choose_mode, content_stop, global_question, named_entities,
                                 missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm
-from streamrag.status import failure_runs, failures_of, last_update, llm_summary
+from streamrag.status import failure_runs, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import shown
 from streamrag.terms import words
@@ -226,14 +226,14 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
         root = shown(_as_given(recorded)) if recorded else "its folder"
         again = f"`streamrag index {shlex.quote(root)}`" if recorded else "`streamrag index DIR`"
         named = "the current folder" if root == "." else root
-        run = last_update(store)
-        if failures_of(store, run):
+        runs = failure_runs(store, last_update(store))
+        if index_rows.failures_of(store, *runs):
             # (It said "DIR had no file index.include matches; add such files" of a folder whose
             # .txt files had all failed: an endpoint down, or answering with an HTML page.)
             raise IndexMissingError(
                 f"the index at {db_path} holds no documents: the last update could not index any "
                 f"file it read (`streamrag status --failures` lists what failed; last: "
-                f"{index_rows.last_failure(store, *failure_runs(store, run))}); fix the cause and run {again} again")
+                f"{index_rows.last_failure(store, *runs)}); fix the cause and run {again} again")
         raise IndexMissingError(f"the index at {db_path} holds no documents: {named} had no file "
                                 f"index.include ({', '.join(include)}) matches when it was last indexed; "
                                 "add such files (or widen index.include), then run `streamrag index` on it again")

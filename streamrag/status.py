@@ -49,17 +49,19 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
+        # (a retry sync under way: what the update's run before it left, ``missing_since``; the
+        # runs whose failures are the last update's, ``failure_runs``)
+        before = missing_since(store, last_run)
+        runs = [r["id"] for r in (last_run, before) if r is not None]
         settled = index_rows.settled(store, UNUSABLE_RUNS, report_budget)
         # (what the last update settled is no failure of it, whatever the settings are now)
-        settled_now = settled_by(store, last_run, settled if report_budget is None
-                                 else index_rows.settled(store, UNUSABLE_RUNS))
-        # (a retry sync under way: what the update's run before it left, ``missing_since``)
-        before = missing_since(store, last_run)
+        settled_now = settled_by(store, settled if report_budget is None
+                                 else index_rows.settled(store, UNUSABLE_RUNS), *runs)
         ended = before or last_run
-        unindexed, unindexed_files, _ = (index_rows.not_indexed(store, ended["id"])
-                                         if ended else (0, [], set()))
+        unindexed, unindexed_files, left = (index_rows.not_indexed(store, ended["id"])
+                                            if ended else (0, [], set()))
         # (the chunks of the files left unindexed are counted as those files: ``unindexed_chunks``)
-        in_unindexed = unindexed_chunks(store, last_run)
+        in_unindexed = unindexed_chunks(store, last_run, before, left)
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -89,18 +91,18 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # watch's idle line says them)
             "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
-            "failures_last_run": failures_of(store, last_run) - len(settled_now) - len(in_unindexed),
+            "failures_last_run": index_rows.failures_of(store, *runs) - len(settled_now) - len(in_unindexed),
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
             # or more (found from counts, not failures: the run that settled them recorded one,
             # a later run none); by those runs ({"3": 5, "4": 1}), for the line that says them
             "settled": len(settled),
             "settled_by_runs": _by_runs(settled),
-            "unreadable_last_run": failures_of(store, last_run, stage="load"),
+            "unreadable_last_run": index_rows.failures_of(store, *runs, stage="load"),
             # the new or changed files a last update that failed or was interrupted left
             # unindexed (it published nothing): a sync given up in an outage recorded only the chunks it waited for
             "not_indexed_last_run": unindexed,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
-            "unreadable_by_kind": unreadable_by_kind(store, last_run),
+            "unreadable_by_kind": unreadable_by_kind(store, *runs),
             "last_run": last_run,
             # whether an index or watch is at work now: last_run cannot say (a run killed with
             # -9 stays "running"; while watch runs, last_run is its last sync).
@@ -116,9 +118,8 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # but what it settled (said settled below);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
-            listed = index_rows.run_failures(store, last_run["id"] if last_run else "",
-                                             failure_limit + len(in_unindexed), leaving=settled_now,
-                                             before=before["id"] if before else None)
+            listed = index_rows.run_failures(store, failure_limit + len(in_unindexed), *runs,
+                                             leaving=settled_now)
             info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in in_unindexed][:failure_limit]
             # ... those of the files it left unindexed: why they were (said with them)
             info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in in_unindexed][:failure_limit]
@@ -195,7 +196,7 @@ def left_missing(store: Store, run: dict | None) -> int:
     failures are of the files it left unindexed (``not_indexed_last_run``)."""
     if run is None or run["status"] != "ok":
         return 0
-    return max(0, failures_said(store, run) - failures_of(store, run, stage="load"))
+    return max(0, failures_said(store, run) - index_rows.failures_of(store, run["id"], stage="load"))
 
 
 def missing_since(store: Store, run: dict | None) -> dict | None:
@@ -213,59 +214,46 @@ def missing_since(store: Store, run: dict | None) -> dict | None:
     return index_rows.ended_before(store, run["id"])
 
 
-def failure_runs(store: Store, run: dict) -> list[str]:
+def failure_runs(store: Store, run: dict | None) -> list[str]:
     """The runs whose failures `status` counts as ``run``'s: itself, and the update's run before
-    it while it is under way (``missing_since``)."""
-    before = missing_since(store, run)
-    return [run["id"]] if before is None else [run["id"], before["id"]]
+    it while it is under way (``missing_since``); none without a run."""
+    return [r["id"] for r in (run, missing_since(store, run)) if r is not None]
 
 
-def settled_by(store: Store, run: dict | None, settled: list[dict]) -> set[tuple[str, str]]:
-    """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that ``run``
-    settled: it recorded them as failed, but they are said settled, not among its failures (it
-    is not to be run again for them)."""
-    if run is None:
+def settled_by(store: Store, settled: list[dict], *run_ids: str) -> set[tuple[str, str]]:
+    """Of the ``settled`` items (``index_rows.settled``), the ``(stage, item)`` that the run
+    (``failure_runs``) settled: it recorded them as failed, but they are said settled, not among
+    its failures (it is not to be run again for them)."""
+    if not run_ids:
         return set()
-    return index_rows.failed_in(store, {(f["stage"], f["item"]) for f in settled}, *failure_runs(store, run))
+    return index_rows.failed_in(store, {(f["stage"], f["item"]) for f in settled}, *run_ids)
 
 
 def failures_said(store: Store, run: dict | None) -> int:
     """Items that failed in ``run`` as ``status`` counts them (``failures_last_run``): each once,
     those it settled left out, and the chunks of the files it left unindexed (``unindexed_chunks``)."""
-    return (failures_of(store, run) - len(settled_by(store, run, index_rows.settled(store, UNUSABLE_RUNS)))
-            - len(unindexed_chunks(store, run)))
+    before = missing_since(store, run)
+    runs = [r["id"] for r in (run, before) if r is not None]
+    ended = before or run
+    left = index_rows.not_indexed(store, ended["id"])[2] if ended else set()
+    settled = settled_by(store, index_rows.settled(store, UNUSABLE_RUNS), *runs)
+    return index_rows.failures_of(store, *runs) - len(settled) - len(unindexed_chunks(store, run, before, left))
 
 
-def unindexed_chunks(store: Store, run: dict | None) -> set[tuple[str, str]]:
+def unindexed_chunks(store: Store, run: dict | None, before: dict | None,
+                     left: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """The ``(stage, item)`` of the chunks ``run`` failed to extract when it published nothing and
     left files unindexed (``not_indexed_last_run``): chunks of those files, which count once, as
     files. A restart during an outage said "failures 2 in the last update" beside "not indexed 5
     new or changed files", two of the five counted twice. Of a retry sync under way
     (``missing_since``), those of the files the update's run before it left unindexed, and the
     chunks the sync waited for that no published document holds (they are of those files, as
-    its own stats name them if it publishes nothing too)."""
-    if run is None or run["status"] == "ok":
+    its own stats name them if it publishes nothing too). ``before``: ``missing_since`` of
+    ``run``; ``left``: the chunks ``index_rows.not_indexed`` gives of it, or of ``before`` if any
+    (the run that ended)."""
+    if run is None or run["status"] == "ok" or (before is not None and before["status"] == "ok"):
         return set()
-    before = missing_since(store, run)
-    if before is None:
-        return index_rows.not_indexed(store, run["id"])[2]
-    if before["status"] == "ok":
-        return set()
-    return index_rows.not_indexed(store, before["id"])[2] | index_rows.failed_chunks(store, run["id"])
-
-
-def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> int:
-    """Items that failed in ``run``, each counted once (a daemon's retries repeat them), those of
-    the update's run before it too while it is under way (``failure_runs``); of ``stage`` only
-    if given (``load``: files that could not be read)."""
-    if run is None:
-        return 0
-    runs = failure_runs(store, run)
-    in_runs = f"run_id IN ({', '.join('?' * len(runs))})"
-    if stage is not None:
-        return store.scalar(f"SELECT count(DISTINCT item) FROM failures WHERE {in_runs} AND stage = ?",
-                            (*runs, stage))
-    return store.scalar(f"SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE {in_runs}", runs)
+    return left if before is None else left | index_rows.failed_chunks(store, run["id"])
 
 
 # What a file or folder an update could not use is (``errors.InputError.kind``, "unlisted" for
@@ -273,9 +261,10 @@ def failures_of(store: Store, run: dict | None, *, stage: str | None = None) -> 
 UNUSABLE_KINDS = ("unreadable", "not_text", "unusable", "unlisted")
 
 
-def unreadable_by_kind(store: Store, run: dict | None) -> dict[str, int]:
-    """``unreadable_last_run`` by kind: every one of ``UNUSABLE_KINDS``, 0 when none is."""
-    found = index_rows.load_failures_by_kind(store, *failure_runs(store, run)) if run is not None else {}
+def unreadable_by_kind(store: Store, *run_ids: str) -> dict[str, int]:
+    """``unreadable_last_run`` by kind (of the runs ``failure_runs`` gives): every one of
+    ``UNUSABLE_KINDS``, 0 when none is."""
+    found = index_rows.load_failures_by_kind(store, *run_ids) if run_ids else {}
     return {kind: found.get(kind, 0) for kind in UNUSABLE_KINDS}
 
 

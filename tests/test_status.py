@@ -954,7 +954,7 @@ def test_a_failures_times_count_the_extractions_ahead_of_its_update_only(tmp_pat
         store.conn.execute("UPDATE runs SET started_at = ? WHERE id = ?", (1000.0 + at, run))
         store.record_failure(run, "extract", "chk-1", "a.txt (chunk 1, chk-1): refused")
     store.record_failure("s2", "extract", "chk-2", "b.txt (chunk 1, chk-2): refused")   # failed once
-    (two, one) = run_failures(store, "s2", 50)
+    (two, one) = run_failures(store, 50, "s2")
     store.close()
     assert (one["item"], one["times"]) == ("chk-1", 4), one   # e1, s1, e2, s2
     assert (two["item"], two["times"]) == ("chk-2", 1), two
@@ -972,7 +972,7 @@ def test_a_listed_failure_is_one_row_its_run_message_and_time_together(tmp_path)
     for run, message, at in (("s1", "first", 2000.0), ("s2", "again", 1500.0)):   # (set back)
         store.conn.execute("INSERT INTO failures(run_id, stage, item, message, created_at) "
                            "VALUES (?, 'extract', 'chk-1', ?, ?)", (run, message, at))
-    (listed,) = run_failures(store, "s2", 50, before="s1")
+    (listed,) = run_failures(store, 50, "s2", "s1")
     store.close()
     assert (listed["run_id"], listed["message"], listed["created_at"]) == ("s2", "again", 1500.0), listed
     assert listed["times"] == 2

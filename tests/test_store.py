@@ -1553,14 +1553,13 @@ def test_failures_of_a_run_are_read_through_an_index(tmp_path):
     """`status` and the daemon read the failures of one run; without an index on run_id each
     read scanned every run's (5 ms a read at 100,000 rows, several reads a `status`)."""
     from streamrag import index_rows
-    from streamrag.status import failures_of
 
     store = Store(tmp_path / "i.db")
     with store.conn:
         store.conn.executemany(
             "INSERT INTO failures(run_id, stage, item, message, created_at) VALUES (?, ?, ?, ?, 0)",
             [(f"run-{i % 500}", "glean", f"chk-{i}", "boom") for i in range(5000)])
-    assert failures_of(store, {"id": "run-7", "status": "ok"}) == 10
+    assert index_rows.failures_of(store, "run-7") == 10
     assert len(index_rows.failed_chunks(store, "run-7")) == 10
     for sql in ("SELECT count(DISTINCT stage || ' ' || item) FROM failures WHERE run_id = ?",
                 "SELECT DISTINCT stage, item FROM failures WHERE run_id = ? AND stage IN ('extract', 'glean')"):
