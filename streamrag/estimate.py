@@ -93,7 +93,7 @@ from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import asks_model, same_summary_input, summarizer_key, summary_input, without_model
+from streamrag.summarizer import asks_model, new_summary_input, summarizer_key, summary_input, without_model
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 log = logging.getLogger(__name__)
@@ -673,8 +673,8 @@ def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: se
             descriptions = unique_descriptions(before + said[element])
             # (as the run asks: not when the descriptions a summary takes are those it took,
             # a hub's chosen index.summary_max_descriptions)
-            if not same_summary_input(descriptions, before, limit):
-                out[kind] += asks_model(summary_input(descriptions, limit), settings)
+            if (chosen := new_summary_input(descriptions, before, limit)) is not None:
+                out[kind] += asks_model(chosen, settings)
     return out[0], out[1]
 
 

@@ -24,7 +24,7 @@ from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
 from streamrag.records import Claim, Community, Entity, Extraction, Relationship
 from streamrag.store import Store
-from streamrag.summarizer import same_summary_input
+from streamrag.summarizer import new_summary_input
 
 # Published entity degrees are distinct-neighbour counts kept up to date from each run's changes
 # (see GraphState.finish_graph); an index without this mark is recounted once.
@@ -177,17 +177,17 @@ class GraphState:
         retry = self.retry_summaries
         affected_e |= {i for i in retry if i.startswith("ent-") and i in self.entities}
         affected_r |= {i for i in retry if i.startswith("rel-") and i in self.relationships}
-        same_input = functools.partial(same_summary_input, limit=settings.index.summary_max_descriptions)
+        new_input = functools.partial(new_summary_input, limit=settings.index.summary_max_descriptions)
         jobs: list[tuple[str, str, list[str]]] = []
         renamed = self._remerge_entities(store, affected_e, merge.group(ent_m), removed, settings,
-                                         same_input, jobs)
+                                         new_input, jobs)
         # A relationship's summary is written under its entities' names: when one of them is now
         # shown under another name ("VELO" outnumbering "Velo"), it is written again, as a fresh
         # index would write it.
         # (Those of the published graph, which this state still is: looked up, not found by a
         # pass over every relationship.)
         affected_r |= index_rows.ids_touching(store, renamed) if renamed else set()
-        self._remerge_relationships(store, affected_r, merge.group(rel_m), removed, renamed, same_input, jobs)
+        self._remerge_relationships(store, affected_r, merge.group(rel_m), removed, renamed, new_input, jobs)
         return jobs
 
     def _take_mentions(self, change: Change) -> tuple[list[merge.EntityMention], list[merge.RelationshipMention]]:
@@ -213,7 +213,8 @@ class GraphState:
         return ent_m, rel_m
 
     def _remerge_entities(self, store: Store, affected: set[str], new_e: dict[str, list[merge.EntityMention]],
-                          removed: set[str], settings: Settings, same_input: Callable[[list[str], list[str]], bool],
+                          removed: set[str], settings: Settings,
+                          new_input: Callable[[list[str], list[str]], list[str] | None],
                           jobs: list[tuple[str, str, list[str]]]) -> set[str]:
         """Merges each affected entity from its remaining and new mentions (or drops it), adding
         the summaries to write to ``jobs``; returns the entities now shown under another name."""
@@ -233,7 +234,7 @@ class GraphState:
             descriptions = merge.unique_descriptions(m.description for m in mentions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
             previous = self.entities.get(eid)
-            if previous is not None and same_input(descriptions, before) and previous.name == ent.name \
+            if previous is not None and new_input(descriptions, before) is None and previous.name == ent.name \
                     and eid not in retry:
                 ent.description = previous.description
             elif len(descriptions) > 1:
@@ -250,7 +251,7 @@ class GraphState:
 
     def _remerge_relationships(self, store: Store, affected: set[str],
                                new_r: dict[str, list[merge.RelationshipMention]], removed: set[str],
-                               renamed: set[str], same_input: Callable[[list[str], list[str]], bool],
+                               renamed: set[str], new_input: Callable[[list[str], list[str]], list[str] | None],
                                jobs: list[tuple[str, str, list[str]]]) -> None:
         """Merges each affected relationship from its remaining and new mentions (or drops it),
         noting the entities whose edges moved and adding the summaries to write to ``jobs``."""
@@ -277,7 +278,7 @@ class GraphState:
             rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
-            if prev is not None and same_input(descriptions, before) and rid not in retry \
+            if prev is not None and new_input(descriptions, before) is None and rid not in retry \
                     and src not in renamed and dst not in renamed:
                 rel.description = prev.description
             elif len(descriptions) > 1:

@@ -166,11 +166,15 @@ def summary_input(descriptions: list[str], limit: int) -> list[str]:
     return [d for d in descriptions if d in chosen]
 
 
-def same_summary_input(now: list[str], before: list[str], limit: int) -> bool:
-    """Whether a summary of the descriptions ``now`` would be built from those it was built from
-    ``before``, the same way: a lone description is kept whole, while a summary of several that
+def new_summary_input(now: list[str], before: list[str], limit: int) -> list[str] | None:
+    """The descriptions a summary of ``now`` is built from (``summary_input``), chosen once for
+    the caller to pass on; None when it would be built from those it was built from ``before``,
+    the same way: a lone description is kept whole, while a summary of several that
     ``index.summary_max_descriptions`` (``limit``) = 1 cuts to one is held to the summary's budget."""
-    return summary_input(now, limit) == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1)
+    chosen = summary_input(now, limit)
+    if chosen == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1):
+        return None
+    return chosen
 
 
 def asks_model(chosen: list[str], settings: Settings) -> bool:
