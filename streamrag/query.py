@@ -371,7 +371,7 @@ class _Search:
             return
         level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                             self.settings.query.global_level)
-        nodes = global_search.read_texts(self.store, global_search.static_selection(tree, level))
+        nodes = global_search.static_selection(tree, level)
         self.answer.search, self.answer.level = "global_static", level
         self.status(f"global search, static at level {level}: {len(nodes)} reports")
         await self._map_reduce(nodes, {"communities": len(tree.nodes), "level": level,
@@ -393,13 +393,15 @@ class _Search:
                  "ones are used" if sel.fallback else "")
         self.status(f"global search, dynamic selection: {len(sel.selected)} of {len(tree.nodes)} "
                     f"reports selected ({sel.rated} rated{unread}{below})")
-        await self._map_reduce(global_search.read_texts(self.store, [tree.nodes[c] for c in sel.selected]),
+        await self._map_reduce([tree.nodes[c] for c in sel.selected],
                                {"communities": len(tree.nodes),
                                 "rated": sel.rated, "pruned": sel.pruned, "selected": sel.selected,
                                 "ratings": sel.ratings, "fallback": sel.fallback,
                                 "unrated": rater.unrated, "deepest_level": tree.deepest})
 
     async def _map_reduce(self, nodes: list, details: dict) -> None:
+        """Answers from the reports of ``nodes`` (their texts read here: ``global_search.read_texts``)."""
+        nodes = global_search.read_texts(self.store, nodes)
         self.context_tags = [f"[R:{n.id}]" for n in nodes]
         if not nodes:
             text = ("No community report was rated relevant to this question, so there is no "
