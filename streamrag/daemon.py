@@ -857,11 +857,14 @@ class Daemon:
         took = anyio.current_time() - started
         reused = progress.counts["chunks_reused"]
         # (its failed items are chunks: a file it cannot read is no failed item)
-        failed = _failed_ahead(indexer.failed_items, stats, "the next start" if self.stopping else "the sync")
+        failed = _failed_ahead(indexer.failed_items, stats, "the next start's sync" if self.stopping else "the sync")
         # Stopping (SIGTERM during it), no sync follows in this process: it said "sync after 2s of quiet".
-        then = "the next start syncs it" if self.stopping else f"sync after {self.settings.watch.quiet_s:g}s of quiet"
+        # The next start's sync, said once: with chunks failed, "the next start tries it again; the
+        # next start syncs it".
+        then = ("" if failed else "; the next start syncs it") if self.stopping else \
+            f"; sync after {self.settings.watch.quiet_s:g}s of quiet"
         self.emit("waiting", f"{_n(extracted, 'chunk')} extracted, {reused} reused in {seconds_said(took)}"
-                             f"{failed}; {then}",
+                             f"{failed}{then}",
                   chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
                   took_s=round(took, 3), pending=self._files_pending())
 

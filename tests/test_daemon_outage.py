@@ -657,6 +657,32 @@ async def test_an_extraction_ahead_whose_answers_were_unusable_says_its_chunks_f
     assert idle["llm"]["by_stage"]["extract"]["errors"] == 6, idle["llm"]
 
 
+async def test_an_extraction_ahead_stopped_with_failed_chunks_says_the_next_start_once(corpus, tmp_path, simulator):
+    # Stopped during an extraction ahead whose chunk the model answered with garbage, its line
+    # said "...: the next start tries it again; the next start syncs it".
+    garble = GarbleExtractions(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False}, watch={"quiet_s": 0.3})
+    async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
+        daemon.transport = httpx.MockTransport(garble)   # (the initial sync got usable answers)
+        mark = len(events)
+
+        def report(event: dict) -> None:
+            events(event)
+            if event["state"] == "extracting":
+                daemon.stop()
+
+        daemon.report = report
+        await edit_guild(corpus, send)
+        await until(lambda: "stopped" in events.states(mark), timeout=60)
+        await send.aclose()
+    await garble.client.aclose()
+    [waiting] = [e for e in events[mark:] if e["state"] == "waiting"]
+    assert waiting["chunks_failed"] == 1, waiting
+    assert waiting["message"].endswith("; 1 chunk failed (the model's answers were unusable): the next start's "
+                                       "sync tries it again"), waiting["message"]
+    assert waiting["message"].count("the next start") == 1, waiting["message"]
+
+
 class CutOnce(Switch):
     """Forwards to the simulator, but answers the first extraction cut off at max_tokens."""
 
