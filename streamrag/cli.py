@@ -480,10 +480,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    if args.db:   # (--db names the index: DIR, had it been given too, is not looked at)
-        args.folder = None
-    elif args.folder is not None:
-        _check_status_folder(Path(args.folder))
+    _check_indexed_folder(args)
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
     store = Store(db, readonly=True)
@@ -499,14 +496,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_status_folder(folder: Path) -> None:
-    """``status DIR``'s DIR: a folder, whose index is found as ``ask``'s DIR finds it. A name
+def _check_indexed_folder(args: argparse.Namespace) -> None:
+    """The DIR of ``status``, ``vacuum`` and ``export``: a folder, whose index is found as
+    ``ask``'s DIR finds it; --db names the index over it (DIR is then not looked at). A name
     that is no folder is refused in one line (one that does not exist would find the index of a
     folder above it); an index's database is said to be given as --db."""
-    from streamrag.loader import shown
-
+    if args.db:
+        args.folder = None
+    if args.folder is None:
+        return
+    folder = Path(args.folder)
     if folder.is_dir():
         return
+    from streamrag.loader import shown   # (not loaded by a command that reads no file)
+
     found = database_of(folder) if folder.is_file() else None
     if found is not None and found[1]:
         raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
@@ -519,6 +522,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     """Gives the index's free pages back to the disk (SQLite's VACUUM), as the writer."""
     from streamrag.status import file_bytes
 
+    _check_indexed_folder(args)
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
     # Refused as status refuses it before anything is made: where no index was, vacuum made an
@@ -565,6 +569,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
+    _check_indexed_folder(args)
     settings = reading_settings(args, models_for=())
     db = db_for_reading(args, settings)
     # The settings in use, and those of the index's folder (what `index` of it reads).
@@ -762,18 +767,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer the questions with this OpenAI-compatible endpoint instead of extractively")
     p.set_defaults(func=cmd_demo)
 
+    def indexed_folder(p: argparse.ArgumentParser, command: str) -> None:
+        """DIR, --config and --db of a command that reads the index of a folder (status DIR)."""
+        p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
+                       help=f"the indexed folder, as if {command} ran in it: its streamrag.toml and its "
+                            "index (default: here)")
+        common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; it wins over DIR",
+               config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
+
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
-    p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
-                   help="the indexed folder, as if status ran in it: its streamrag.toml and its index "
-                        "(default: here)")
-    common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; it wins over DIR",
-           config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
+    indexed_folder(p, "status")
     p.add_argument("--failures", action="store_true", help="list the recorded failures")
     p.add_argument("--json", action="store_true", help="print as one JSON object")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("vacuum", help="give the index's free space back to the disk")
-    common(p)
+    indexed_folder(p, "vacuum")
     p.add_argument("--json", action="store_true", help="print the sizes as one JSON object")
     p.set_defaults(func=cmd_vacuum)
 
@@ -782,7 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "graphml"), default=None,
                    help="default: follows OUT's extension (.graphml: graphml; anything else, "
                         "and -: json)")
-    common(p)
+    indexed_folder(p, "export")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(

@@ -1273,6 +1273,96 @@ def test_status_takes_the_indexed_folder_as_index_and_watch_do(cli_run, corpus, 
     assert out.returncode == 1 and f"an index's database, not a folder; pass it as --db {kept}" in out.stderr
 
 
+def _refused_as_status_refuses(cli_run, *command: str, corpus: Path, db: Path) -> None:
+    """``command`` given a missing folder, a file or an index's database (``db``) as DIR, from
+    the folder above ``corpus``, is refused in status DIR's one line, exit 1, making nothing."""
+    cwd = corpus.parent
+    before = sorted(cwd.rglob("*"))
+    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "not a folder")):
+        out = cli_run(*command, name, cwd=cwd)   # (not the index of the folder above them)
+        assert out.returncode == 1 and out.stderr == (f"streamrag: error: {name}: {said}; give the indexed "
+                                                      "folder (or its index file as --db)\n"), out.stderr
+    out = cli_run(*command, str(db), cwd=cwd)
+    assert out.returncode == 1 and f"an index's database, not a folder; pass it as --db {db}" in out.stderr
+    assert sorted(cwd.rglob("*")) == before
+
+
+def test_vacuum_takes_the_indexed_folder_as_status_does(cli_run, corpus, tmp_path):
+    """`streamrag vacuum notes` was refused as "unrecognized arguments", though `status notes`
+    showed the space it would give back: the folder's index is vacuumed, as its writer."""
+    from conftest import index_snapshot
+    from streamrag.store import WriterLock
+
+    db = corpus / ".streamrag" / "index.db"
+    for _ in range(2):   # (space freed: a file out, then back in)
+        assert cli_run("index", str(corpus), "-q", "--offline").returncode == 0
+        (corpus / "guild.txt").rename(tmp_path / "guild.txt")
+        assert cli_run("index", str(corpus), "-q", "--offline").returncode == 0
+        (tmp_path / "guild.txt").rename(corpus / "guild.txt")
+    before = index_snapshot(db)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    size = json.loads(cli_run("status", "--json", str(corpus), cwd=elsewhere).stdout)["size"]
+    assert size["free_bytes"] > 0
+    # Another writer of that index turns it away: the lock it takes is the folder's index's.
+    holder = WriterLock(db, "streamrag watch .")
+    holder.take()
+    try:
+        out = cli_run("vacuum", str(corpus), cwd=elsewhere)
+    finally:
+        holder.release()
+    assert out.returncode == 75 and out.stderr.startswith(f"streamrag: error: {db} is being written by "
+                                                          "another streamrag"), out.stderr
+    out = cli_run("vacuum", "--json", corpus.name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    sizes = json.loads(out.stdout)
+    assert sizes["db"] == str(db) and sizes["before_bytes"] == size["database_bytes"]
+    assert sizes["after_bytes"] < sizes["before_bytes"] and index_snapshot(db) == before
+    assert json.loads(cli_run("status", "--json", ".", cwd=corpus).stdout)["size"]["free_bytes"] == 0
+    assert cli_run("vacuum", str(corpus), cwd=elsewhere).stdout.startswith(f"{db}: ")
+    # --db names the index, over the folder.
+    other = tmp_path / "other.db"
+    assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
+    given = json.loads(cli_run("vacuum", "--json", "--db", str(other), str(corpus), cwd=elsewhere).stdout)
+    assert given["db"] == str(other)
+    _refused_as_status_refuses(cli_run, "vacuum", corpus=corpus, db=db)
+    assert "DIR" in cli_run("vacuum", "--help").stdout
+
+
+def test_export_takes_the_indexed_folder_after_out_as_status_does(cli_run, corpus, tmp_path):
+    """`streamrag export graph.json notes` was refused as "unrecognized arguments": OUT, then
+    the folder whose settings and index export reads, as if run in it."""
+    kept = tmp_path / "kept.db"   # (store.path: the index found through the folder's settings)
+    (corpus / "streamrag.toml").write_text(f'[store]\npath = "{kept}"\n')
+    assert cli_run("index", "-q", "--offline", str(corpus), cwd=tmp_path).returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert cli_run("export", str(tmp_path / "inside.json"), cwd=corpus).returncode == 0
+    inside = (tmp_path / "inside.json").read_text(encoding="utf-8")
+    for out, folder, cwd in (("a.json", str(corpus), elsewhere), ("b.json", corpus.name, tmp_path),
+                             (str(tmp_path / "c.json"), ".", corpus)):
+        done = cli_run("export", out, folder, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        assert (cwd / out).read_text(encoding="utf-8") == inside   # (OUT: from where it ran)
+    graphml = cli_run("export", "--format", "graphml", "-", str(corpus), cwd=elsewhere)
+    assert graphml.returncode == 0 and graphml.stdout.startswith("<?xml"), graphml.stderr
+    # The folder's settings file is one of export's inputs, not to be written over.
+    out = cli_run("export", "--format", "json", str(corpus / "streamrag.toml"), str(corpus), cwd=elsewhere)
+    assert out.returncode == 1 and "streamrag.toml" in out.stderr
+    assert (corpus / "streamrag.toml").read_text() == f'[store]\npath = "{kept}"\n'
+    # --db names the index, over the folder.
+    other = tmp_path / "other.db"
+    assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
+    given = cli_run("export", "--db", str(other), "-", str(corpus), cwd=elsewhere)
+    assert given.returncode == 0 and len(json.loads(given.stdout)["documents"]) == 1, given.stderr
+    out = cli_run("export", "x.json", "elsewhere", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == ("streamrag: error: elsewhere: no index in it or in a folder "
+                                                  "above it; run `streamrag index elsewhere` first, or pass "
+                                                  "--db PATH\n"), out.stderr
+    _refused_as_status_refuses(cli_run, "export", "x.json", corpus=corpus, db=kept)
+    assert "OUT [DIR]" in " ".join(cli_run("export", "--help").stdout.split())
+
+
 def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(corpus, tmp_path):
     """`index DIR`, `watch DIR`, `ask "Q" DIR` and `ask --db DIR/...` run from a project folder
     read the project's streamrag.toml when DIR had none: its endpoint (down here) failed them,
