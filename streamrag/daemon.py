@@ -1246,8 +1246,11 @@ class Daemon:
         if outage or self._retries < _MAX_RETRY_SYNCS:
             self._retry_left_out(failed_items, failed_calls, outage=outage, quiet=quiet, words=words)
             return False
-        self.emit("error", f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} "
-                           "retries; they are tried again when a file changes or `streamrag index "
+        # (Items left out with no call failing said "0 LLM calls still failed": said as items.)
+        what = (f"{_n(failed_calls, 'LLM call')} still failed after {_MAX_RETRY_SYNCS} retries" if failed_calls
+                else f"{_n(failed_items, 'failed item')} still left out after {_MAX_RETRY_SYNCS} retries (no "
+                     "LLM call failed)")
+        self.emit("error", f"{what}; they are tried again when a file changes or `streamrag index "
                            f"{self.root}` runs (`streamrag status --failures` lists them)",
                   llm_errors=failed_calls, failed_items=failed_items, gave_up=True)
         return True

@@ -2417,6 +2417,37 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outag
     assert snapshot(tmp_path / "d.db") == snapshot(fresh)
 
 
+async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_item(tmp_path, monkeypatch):
+    """The line giving up after the retries of a chunk left without its extraction, no call
+    failing (offline: none made), said "0 LLM calls still failed"; it says the item left out."""
+    from streamrag import index_rows
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "town.txt").write_text("\n\n".join(
+        f"Mayor Anna Berg{k} met Captain Olaf Lind{k} in Port Vell{k}." for k in range(20)))
+    settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0}, watch={"quiet_s": 0.02})
+    save = index_rows.save_extractions
+    lost = []   # the chunk whose extraction is never stored
+
+    def losing_one(store, key, held):
+        if not lost:
+            lost.append(held[-1][0])
+        return save(store, key, [h for h in held if h[0] != lost[0]])
+
+    monkeypatch.setattr(index_rows, "save_extractions", losing_one)
+    async with running(settings, tmp_path / "d.db", folder) as (daemon, events, send):
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=30)
+        await send.aclose()
+    assert len(lost) == 1
+    gave_up = next(e for e in events if e.get("gave_up"))
+    assert (gave_up["failed_items"], gave_up["llm_errors"]) == (1, 0), gave_up
+    assert gave_up["message"].startswith("1 failed item still left out after 3 retries (no LLM call failed); "
+                                         "they are tried again when a file changes"), gave_up["message"]
+    retries = [e for e in events if e["state"] == "error" and not e.get("gave_up")]
+    assert len(retries) == 3 and all("(no LLM call failed)" in e["message"] for e in retries), retries
+
+
 async def test_once_exits_1_when_items_failed_like_index(corpus, tmp_path):
     """`watch --once` is like `streamrag index`: items whose calls failed make the exit status 1."""
     with Simulator(SimulatorConfig(fault_rate=0.2, seed=3, timeout_s=0.2)) as flaky:
