@@ -956,6 +956,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     """``parse_args``, but an unknown option is reported by the command it was given to, with
     the option it most looks like (`ask --levle 1` said only "unrecognized arguments")."""
     args, extras = parser.parse_known_args(argv)
+    if _folder_passed_over(args, extras):
+        args.folder, extras = extras[0], []
     if not extras:
         return args
     command = parser.commands.get(getattr(args, "command", None) or "", parser)  # type: ignore[attr-defined]
@@ -971,6 +973,15 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+def _folder_passed_over(args: argparse.Namespace, extras: list[str]) -> bool:
+    """Whether the one argument left over is the DIR of ``export OUT [DIR]`` or ``ask QUESTION
+    [DIR]`` given after an option (`export graph.json --format json notes`): argparse fills the
+    optional DIR, empty, along with the positional before the option, and then refused the
+    folder as "unrecognized arguments"."""
+    return (getattr(args, "folder", "") is None and len(extras) == 1 and extras[0] != ""
+            and not extras[0].startswith("-"))
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:

@@ -1363,6 +1363,23 @@ def test_export_takes_the_indexed_folder_after_out_as_status_does(cli_run, corpu
     assert "OUT [DIR]" in " ".join(cli_run("export", "--help").stdout.split())
 
 
+def test_the_folder_after_an_option_is_the_folder_of_export_and_ask(cli_run, corpus, tmp_path):
+    """`export graph.json --format json notes` and `ask "Q" --json notes` refused the folder as
+    "unrecognized arguments" (argparse had filled DIR, empty, with OUT or the question)."""
+    assert cli_run("index", "-q", "--offline", corpus.name, cwd=tmp_path).returncode == 0
+    assert cli_run("export", "inside.json", cwd=corpus).returncode == 0
+    out = cli_run("export", "out.json", "--format", "json", corpus.name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "out.json").read_text() == (corpus / "inside.json").read_text()
+    inside = json.loads(cli_run("ask", "--json", "Who rebuilt the quay?", cwd=corpus).stdout)
+    out = cli_run("ask", "Who rebuilt the quay?", "--json", corpus.name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["answer"] == inside["answer"]
+    # Two words left over are still refused, a question of several words unquoted.
+    out = cli_run("ask", "Who", "--json", "rebuilt", "it", corpus.name, cwd=tmp_path)
+    assert out.returncode == 2 and "unrecognized arguments: rebuilt it corpus (quote a question" in out.stderr
+
+
 def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(corpus, tmp_path):
     """`index DIR`, `watch DIR`, `ask "Q" DIR` and `ask --db DIR/...` run from a project folder
     read the project's streamrag.toml when DIR had none: its endpoint (down here) failed them,
