@@ -45,6 +45,7 @@ from streamrag.status import counted as _n, format_status, gather_status, llm_su
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
                              last_opened, one_writer, read_as_unchanging, remember_wal_tried,
                              vacuum, wal_kept_line, wal_past_bound, wal_tried)
+from streamrag.terminal import shown
 from streamrag.watch_lines import asked_again
 
 
@@ -101,8 +102,6 @@ def _passed_over(here: Path, near: Path, settings: Settings) -> str:
     (``settings``: what the command runs with instead). A model it names and the defaults
     lack is said: without it the run went offline, and said nothing more."""
     import tomllib
-
-    from streamrag.loader import shown
 
     given = shlex.quote(shown(CONFIG_NAME if here.parent == Path.cwd().resolve() else here))
     try:
@@ -197,8 +196,6 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         if candidate.exists():
             return _not_special(candidate)
     if folder:
-        from streamrag.loader import shown
-
         quoted = shlex.quote(shown(folder))
         raise IndexMissingError(f"{shown(folder)}: no index in it or in a folder above it; run "
                                 f"`streamrag index {quoted}` first, or pass --db PATH")
@@ -211,8 +208,6 @@ def _missing_said(db: Path, given: str) -> Path:
     it). It said "build one with `streamrag index DIR` (or pass --db ...)" of the --db passed."""
     if db.exists() or db.is_symlink():
         return db
-    from streamrag.loader import shown
-
     flag = f" --db {shlex.quote(shown(db))}" if given == "--db" else ""
     raise IndexMissingError(f"no index at {shown(db)} (named by {given}); build it with "
                             f"`streamrag index DIR{flag}`, or give {given.split(' in ')[0]} an index "
@@ -356,8 +351,6 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     """Why ``path``, given to `index` (or ``command``), holds no documents: an index's database (or a file of
     it, or its ``.streamrag`` folder) or another SQLite database; else ``None``. An index's
     database given so was read as a binary file, and a second index built beside it."""
-    from streamrag.loader import shown
-
     index_folder = path.is_dir() and path.name == ".streamrag"
     found = database_of(path / "index.db" if index_folder else path) if index_folder or path.is_file() else None
     if found is None:
@@ -508,8 +501,6 @@ def _check_indexed_folder(args: argparse.Namespace) -> None:
     folder = Path(args.folder)
     if folder.is_dir():
         return
-    from streamrag.loader import shown   # (not loaded by a command that reads no file)
-
     found = database_of(folder) if folder.is_file() else None
     if found is not None and found[1]:
         raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
@@ -635,8 +626,6 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
 def _check_asked_folder(args: argparse.Namespace) -> None:
     """``ask QUESTION DIR``'s DIR: a folder, and the only way the index is given. A file there
     (a document, an index's database) is refused in one line saying what to give instead."""
-    from streamrag.loader import shown
-
     folder = Path(args.folder)
     if args.db:
         raise UsageError(f"{shown(folder)} and --db {shown(args.db)}: give the index once, as the "
