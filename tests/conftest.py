@@ -181,6 +181,28 @@ def files_read(monkeypatch) -> list[str]:
     return read
 
 
+def lose_extraction(monkeypatch, *, every_time: bool = False) -> list[str]:
+    """Leaves unstored the last extraction of the first group stored, nothing failing (what a
+    stage dropping a chunk would do): a spy on ``index_rows.save_extractions``. ``every_time``:
+    that chunk's extraction is never stored, however often it is made again. Returns
+    ``[its chunk id]`` once it was lost."""
+    from streamrag import index_rows
+
+    lost: list[str] = []
+    save = index_rows.save_extractions
+
+    def losing(store, key, held):
+        if not lost:
+            lost.append(held[-1][0])
+            held = held[:-1]
+        elif every_time:
+            held = [h for h in held if h[0] != lost[0]]
+        return save(store, key, held)
+
+    monkeypatch.setattr(index_rows, "save_extractions", losing)
+    return lost
+
+
 @contextlib.asynccontextmanager
 async def failing_for(marker: str, base_url: str) -> AsyncIterator[httpx.MockTransport]:
     """A transport to the simulator at ``base_url`` that answers HTTP 500 to every request whose

@@ -21,7 +21,8 @@ from functools import partial
 import pytest
 from watchfiles import Change
 
-from conftest import index_snapshot as snapshot, make_settings, overlapping_readers, status_info, wal_tries
+from conftest import (index_snapshot as snapshot, lose_extraction, make_settings, overlapping_readers, status_info,
+                      wal_tries)
 from streamrag.config import load_settings
 from streamrag.cli import main
 from streamrag import watched_folder
@@ -2385,8 +2386,6 @@ async def test_failed_model_calls_are_retried_without_a_file_event(corpus, tmp_p
 async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outage_is_said(tmp_path, monkeypatch):
     """A chunk left without its extraction, no call failing (offline: none made), is a failed item
     the daemon retries after a pause; it said "0 LLM calls failed ... is the endpoint down?"."""
-    from streamrag import index_rows
-
     folder = tmp_path / "notes"
     folder.mkdir()
     for n in range(2):
@@ -2395,16 +2394,7 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outag
     settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0}, watch={"quiet_s": 0.05})
     fresh = tmp_path / "fresh.db"
     whole = await sync([folder], settings, fresh, root=folder)
-    save = index_rows.save_extractions
-    dropped = []
-
-    def losing_one(store, key, held):
-        if not dropped:
-            dropped.append(held[-1][0])
-            held = held[:-1]
-        return save(store, key, held)
-
-    monkeypatch.setattr(index_rows, "save_extractions", losing_one)
+    dropped = lose_extraction(monkeypatch)
     async with running(settings, tmp_path / "d.db", folder) as (daemon, events, send):
         await until(lambda: daemon.syncs >= 2 and not daemon.pending, timeout=30)
         await send.aclose()
@@ -2420,22 +2410,12 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_retried_and_no_outag
 async def test_a_chunk_never_extracted_with_no_call_failing_gives_up_saying_the_item(tmp_path, monkeypatch):
     """The line giving up after the retries of a chunk left without its extraction, no call
     failing (offline: none made), said "0 LLM calls still failed"; it says the item left out."""
-    from streamrag import index_rows
-
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "town.txt").write_text("\n\n".join(
         f"Mayor Anna Berg{k} met Captain Olaf Lind{k} in Port Vell{k}." for k in range(20)))
     settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0}, watch={"quiet_s": 0.02})
-    save = index_rows.save_extractions
-    lost = []   # the chunk whose extraction is never stored
-
-    def losing_one(store, key, held):
-        if not lost:
-            lost.append(held[-1][0])
-        return save(store, key, [h for h in held if h[0] != lost[0]])
-
-    monkeypatch.setattr(index_rows, "save_extractions", losing_one)
+    lost = lose_extraction(monkeypatch, every_time=True)   # the chunk whose extraction is never stored
     async with running(settings, tmp_path / "d.db", folder) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=30)
         await send.aclose()

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import index_snapshot as snapshot, make_settings, status_info, unsearchable
+from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
 from streamrag.store import Store
@@ -137,16 +137,8 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_a_failure_and_extrac
     settings = make_settings(index={"chunk_size": 50, "chunk_overlap": 0})
     fresh = tmp_path / "fresh.db"
     whole = await sync([folder], settings, fresh, root=folder)
-    dropped = []   # the one chunk whose extraction is not stored, and nothing fails
     save = index_rows.save_extractions
-
-    def losing_one(store, key, held):
-        if not dropped:
-            dropped.append(held[-1][0])
-            held = held[:-1]
-        return save(store, key, held)
-
-    monkeypatch.setattr(index_rows, "save_extractions", losing_one)
+    dropped = lose_extraction(monkeypatch)   # the one chunk whose extraction is not stored, and nothing fails
     db = tmp_path / "x.db"
     result = await sync([folder], settings, db, root=folder)
     assert len(dropped) == 1 and result.chunks == whole.chunks - 1
