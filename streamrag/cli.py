@@ -489,24 +489,38 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_indexed_folder(args: argparse.Namespace) -> None:
-    """The DIR of ``status``, ``vacuum`` and ``export``: a folder, whose index is found as
-    ``ask``'s DIR finds it; --db names the index over it (DIR is then not looked at). A name
-    that is no folder is refused in one line (one that does not exist would find the index of a
-    folder above it); an index's database is said to be given as --db."""
-    if args.db:
-        args.folder = None
+def _check_indexed_folder(args: argparse.Namespace, after: str = "",
+                          missing: str = "or its index file as --db", why: str = "") -> None:
+    """The DIR of ``ask``, ``status``, ``vacuum`` and ``export``: a folder, whose index is found
+    as the command run in it finds it. DIR and --db both are refused (which index was meant?);
+    a name that is no folder is refused in one line saying what to give instead (one that does
+    not exist would find the index of a folder above it). The words that differ: ``after``, where
+    DIR goes (ask's " after the question"); ``missing``, the hint to a name that does not exist;
+    ``why``, why a file will not do."""
     if args.folder is None:
         return
     folder = Path(args.folder)
+    if args.db:
+        raise UsageError(f"{shown(folder)} and --db {shown(args.db)}: give the index once, as the "
+                         f"folder{after} or as --db, not both")
     if folder.is_dir():
         return
+    if not folder.exists():
+        raise StreamragError(f"{shown(folder)}: no such folder; give the indexed folder{after} ({missing})")
     found = database_of(folder) if folder.is_file() else None
     if found is not None and found[1]:
+        db = found[0]
+        if db.parent.name == ".streamrag":
+            raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give its folder, "
+                                 f"{shlex.quote(shown(db.parent.parent))}, or pass it as --db "
+                                 f"{shlex.quote(shown(db))}")
+        # (An index kept elsewhere, by --db or store.path, is found from its folder only through
+        # that folder's streamrag.toml: naming the folder would build a second index.)
         raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
-                             f"{shlex.quote(shown(found[0]))}")
-    what = "no such folder" if not folder.exists() else "not a folder"
-    raise StreamragError(f"{shown(folder)}: {what}; give the indexed folder (or its index file as --db)")
+                             f"{shlex.quote(shown(db))}")
+    what = "a file" if folder.is_file() else "not a regular file or folder"
+    raise StreamragError(f"{shown(folder)}: {what}, not a folder; {why}give the indexed folder{after} "
+                         "(or its index file as --db)")
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
@@ -608,8 +622,8 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
     from streamrag.question import checked_question
 
     checked_question(args.question)
-    if args.folder is not None:
-        _check_asked_folder(args)
+    _check_indexed_folder(args, after=" after the question", missing="and quote a question of several words",
+                          why="ask answers from a whole index: ")
     if args.level is not None:
         if args.level < -1:
             raise UsageError(f"--level {args.level}: must be 0 or more (0 = the top level), or -1 for "
@@ -621,34 +635,6 @@ def cmd_ask_checked(args: argparse.Namespace) -> int:
         if args.level >= 0:
             _note_clamped_level(args)
     return cmd_ask(args)
-
-
-def _check_asked_folder(args: argparse.Namespace) -> None:
-    """``ask QUESTION DIR``'s DIR: a folder, and the only way the index is given. A file there
-    (a document, an index's database) is refused in one line saying what to give instead."""
-    folder = Path(args.folder)
-    if args.db:
-        raise UsageError(f"{shown(folder)} and --db {shown(args.db)}: give the index once, as the "
-                         "folder after the question or as --db, not both")
-    if folder.is_dir():
-        return
-    if not folder.exists():
-        raise StreamragError(f"{shown(folder)}: no such folder; give the indexed folder after the "
-                             "question (and quote a question of several words)")
-    found = database_of(folder) if folder.is_file() else None
-    if found is not None and found[1]:
-        db = found[0]
-        if db.parent.name == ".streamrag":
-            raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give its folder, "
-                                 f"{shlex.quote(shown(db.parent.parent))}, or pass it as --db "
-                                 f"{shlex.quote(shown(db))}")
-        # (An index kept elsewhere, by --db or store.path, is found from its folder only through
-        # that folder's streamrag.toml: naming the folder would build a second index.)
-        raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
-                             f"{shlex.quote(shown(db))}")
-    what = "a file" if folder.is_file() else "not a regular file or folder"
-    raise StreamragError(f"{shown(folder)}: {what}, not a folder; ask answers from a whole index: "
-                         "give the indexed folder after the question (or its index file as --db)")
 
 
 def _note_clamped_level(args: argparse.Namespace) -> None:
@@ -761,7 +747,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
                        help=f"the indexed folder, as if {command} ran in it: its streamrag.toml and its "
                             "index (default: here)")
-        common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; it wins over DIR",
+        common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; not with DIR",
                config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")

@@ -1255,35 +1255,52 @@ def test_status_takes_the_indexed_folder_as_index_and_watch_do(cli_run, corpus, 
         assert json.loads(out.stdout) == inside
     text = cli_run("status", str(corpus), cwd=elsewhere)
     assert text.returncode == 0 and text.stdout.startswith(f"Index {kept}\n"), text.stdout
-    # --db names the index, over the folder.
+    # --db names the index instead of the folder; both are refused, as ask refuses them.
     other = tmp_path / "other.db"
     assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
-    given = json.loads(cli_run("status", "--json", "--db", str(other), str(corpus), cwd=elsewhere).stdout)
+    given = json.loads(cli_run("status", "--json", "--db", str(other), cwd=elsewhere).stdout)
     assert given["db"] == str(other) and given["documents"] == 1
+    out = cli_run("status", "--json", "--db", str(other), str(corpus), cwd=elsewhere)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr == (
+        f"streamrag: error: {corpus} and --db {other}: give the index once, as the folder or as --db, "
+        "not both\n"), out.stderr
+    assert "not with DIR" in " ".join(cli_run("status", "--help").stdout.split())
     # A folder with no index, or a name that is no folder, is said in one line, exit 1.
     out = cli_run("status", "elsewhere", cwd=tmp_path)
     assert out.returncode == 1 and out.stderr == ("streamrag: error: elsewhere: no index in it or in a folder "
                                                   "above it; run `streamrag index elsewhere` first, or pass "
                                                   "--db PATH\n"), out.stderr
-    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "not a folder")):
+    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "a file, not a folder")):
         out = cli_run("status", name, cwd=tmp_path)   # (not the index of the folder above them)
         assert out.returncode == 1 and out.stderr == (f"streamrag: error: {name}: {said}; give the indexed "
                                                       "folder (or its index file as --db)\n"), out.stderr
     out = cli_run("status", str(kept), cwd=elsewhere)
     assert out.returncode == 1 and f"an index's database, not a folder; pass it as --db {kept}" in out.stderr
+    # One inside its folder's .streamrag: that folder is said too, as ask says it.
+    assert cli_run("index", "-q", "--offline", "--db", str(corpus / ".streamrag" / "index.db"),
+                   str(corpus)).returncode == 0
+    out = cli_run("status", "corpus/.streamrag/index.db", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == (
+        "streamrag: error: corpus/.streamrag/index.db: an index's database, not a folder; give its "
+        "folder, corpus, or pass it as --db corpus/.streamrag/index.db\n"), out.stderr
 
 
-def _refused_as_status_refuses(cli_run, *command: str, corpus: Path, db: Path) -> None:
-    """``command`` given a missing folder, a file or an index's database (``db``) as DIR, from
-    the folder above ``corpus``, is refused in status DIR's one line, exit 1, making nothing."""
+def _refused_as_status_refuses(cli_run, *command: str, corpus: Path, db: Path, said_db: str) -> None:
+    """``command`` given a missing folder, a file or an index's database (``db``, said as
+    ``said_db``) as DIR, from the folder above ``corpus``, is refused in status DIR's one line,
+    exit 1, making nothing; and DIR with --db, exit 2."""
     cwd = corpus.parent
     before = sorted(cwd.rglob("*"))
-    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "not a folder")):
+    for name, said in (("corpus/missing", "no such folder"), ("corpus/guild.txt", "a file, not a folder")):
         out = cli_run(*command, name, cwd=cwd)   # (not the index of the folder above them)
         assert out.returncode == 1 and out.stderr == (f"streamrag: error: {name}: {said}; give the indexed "
                                                       "folder (or its index file as --db)\n"), out.stderr
     out = cli_run(*command, str(db), cwd=cwd)
-    assert out.returncode == 1 and f"an index's database, not a folder; pass it as --db {db}" in out.stderr
+    assert out.returncode == 1 and out.stderr == (f"streamrag: error: {db}: an index's database, not a "
+                                                  f"folder; {said_db}\n"), out.stderr
+    out = cli_run(*command, "corpus", "--db", str(db), cwd=cwd)
+    assert out.returncode == 2 and out.stderr == (f"streamrag: error: corpus and --db {db}: give the index "
+                                                  "once, as the folder or as --db, not both\n"), out.stderr
     assert sorted(cwd.rglob("*")) == before
 
 
@@ -1320,12 +1337,13 @@ def test_vacuum_takes_the_indexed_folder_as_status_does(cli_run, corpus, tmp_pat
     assert sizes["after_bytes"] < sizes["before_bytes"] and index_snapshot(db) == before
     assert json.loads(cli_run("status", "--json", ".", cwd=corpus).stdout)["size"]["free_bytes"] == 0
     assert cli_run("vacuum", str(corpus), cwd=elsewhere).stdout.startswith(f"{db}: ")
-    # --db names the index, over the folder.
+    # --db names the index instead of the folder (both: refused in the helper below).
     other = tmp_path / "other.db"
     assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
-    given = json.loads(cli_run("vacuum", "--json", "--db", str(other), str(corpus), cwd=elsewhere).stdout)
+    given = json.loads(cli_run("vacuum", "--json", "--db", str(other), cwd=elsewhere).stdout)
     assert given["db"] == str(other)
-    _refused_as_status_refuses(cli_run, "vacuum", corpus=corpus, db=db)
+    _refused_as_status_refuses(cli_run, "vacuum", corpus=corpus, db=db,
+                               said_db=f"give its folder, {corpus}, or pass it as --db {db}")
     assert "DIR" in cli_run("vacuum", "--help").stdout
 
 
@@ -1350,16 +1368,17 @@ def test_export_takes_the_indexed_folder_after_out_as_status_does(cli_run, corpu
     out = cli_run("export", "--format", "json", str(corpus / "streamrag.toml"), str(corpus), cwd=elsewhere)
     assert out.returncode == 1 and "streamrag.toml" in out.stderr
     assert (corpus / "streamrag.toml").read_text() == f'[store]\npath = "{kept}"\n'
-    # --db names the index, over the folder.
+    # --db names the index instead of the folder (both: refused in the helper below).
     other = tmp_path / "other.db"
     assert cli_run("index", "-q", "--offline", "--db", str(other), str(corpus / "guild.txt")).returncode == 0
-    given = cli_run("export", "--db", str(other), "-", str(corpus), cwd=elsewhere)
+    given = cli_run("export", "--db", str(other), "-", cwd=elsewhere)
     assert given.returncode == 0 and len(json.loads(given.stdout)["documents"]) == 1, given.stderr
     out = cli_run("export", "x.json", "elsewhere", cwd=tmp_path)
     assert out.returncode == 1 and out.stderr == ("streamrag: error: elsewhere: no index in it or in a folder "
                                                   "above it; run `streamrag index elsewhere` first, or pass "
                                                   "--db PATH\n"), out.stderr
-    _refused_as_status_refuses(cli_run, "export", "x.json", corpus=corpus, db=kept)
+    _refused_as_status_refuses(cli_run, "export", "x.json", corpus=corpus, db=kept,
+                               said_db=f"pass it as --db {kept}")
     assert "OUT [DIR]" in " ".join(cli_run("export", "--help").stdout.split())
 
 
