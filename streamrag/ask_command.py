@@ -39,7 +39,9 @@ def add_ask_command(subparsers) -> None:
                    help="global search over the reports of level N (static); -1 = query.global_level, "
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--db", metavar="FILE", type=path_arg, help="index database (default: store.path, else .streamrag/index.db here or above)")
+    p.add_argument("--db", metavar="FILE", type=path_arg,
+                   help="index database (default: store.path, else .streamrag/index.db in DIR or here, or above; "
+                        "not with DIR)")
     p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT}; with DIR, in DIR or above)")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
