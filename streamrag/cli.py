@@ -119,9 +119,9 @@ def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = 
                      quiet: bool = False) -> Settings:
     """The settings of a command that reads an index: with ``--db``, those of the indexed folder
     (or above), as ``index`` of that folder used; ``ask``, ``status`` and ``export`` each
-    looked elsewhere, and ``export`` wrote over the index's own settings file. With ``ask``'s
-    DIR, those of DIR (or above), as ``index DIR`` reads them. ``models_for`` and ``quiet``: see
-    ``load_settings`` and ``command_settings``. An index whose folder is gone (moved or deleted,
+    looked elsewhere, and ``export`` wrote over the index's own settings file. With the DIR of
+    ``ask``, ``status``, ``vacuum`` or ``export``, those of DIR (or above), as ``index DIR`` reads
+    them. ``models_for`` and ``quiet``: see ``load_settings`` and ``command_settings``. An index whose folder is gone (moved or deleted,
     the index kept elsewhere) takes those of its own file's folder (or above): it read the
     working folder's, another endpoint or none, where the same command answered the day before."""
     if getattr(args, "db", None):
@@ -184,7 +184,7 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
 
 def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     """The index a reading command opens: --db, else store.path, else .streamrag/index.db in the
-    folder it runs in (``ask``'s DIR, else here) or above."""
+    folder it runs in (its DIR, ``_check_indexed_folder``'s, else here) or above."""
     if getattr(args, "db", None):
         return _missing_said(_usable_db(Path(args.db)), "--db")
     if settings.store.path:

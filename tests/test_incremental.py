@@ -1568,6 +1568,7 @@ async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_fr
             store.close()
     assert len(stored[0]) == len(lost) and stored[0] == stored[1]
 
+
 async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_path):
     # Where a big file's chunks lie is recorded for its next change to be cut around; the
     # records of a version replaced, or of a file removed, went with nothing testing it.
