@@ -252,18 +252,18 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.paths]
     for p in paths:
-        shown = loader.shown(p)
+        name = loader.shown(p)
         if p.is_symlink() and not p.exists():   # a broken link or a loop: say which
-            raise StreamragError(f"{shown}: {loader.why_unusable(p)}")
+            raise StreamragError(f"{name}: {loader.why_unusable(p)}")
         if not p.exists():
-            raise StreamragError(f"{shown}: no such file or folder; give the folder to index")
+            raise StreamragError(f"{name}: no such file or folder; give the folder to index")
         if not (p.is_dir() or p.is_file()):
-            raise StreamragError(f"{shown}: not a regular file or folder; give a folder, or a .txt, .md, "
+            raise StreamragError(f"{name}: not a regular file or folder; give a folder, or a .txt, .md, "
                                  ".jsonl or .csv file to index")
         if (why := loader.unstorable_folder(p)) is not None:   # (a traceback at publish)
             raise StreamragError(why)
         if (why := not_documents(p)) is not None:
-            raise StreamragError(f"{shown}: {why}")
+            raise StreamragError(f"{name}: {why}")
     root = paths[0] if paths[0].is_dir() else paths[0].parent
     settings = command_settings(args, root, models_for=("index",))
     db = db_for_index(args, settings, root)
@@ -518,8 +518,8 @@ def _check_indexed_folder(args: argparse.Namespace, after: str = "",
         # that folder's streamrag.toml: naming the folder would build a second index.)
         raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
                              f"{shlex.quote(shown(db))}")
-    what = "a file" if folder.is_file() else "not a regular file or folder"
-    raise StreamragError(f"{shown(folder)}: {what}, not a folder; {why}give the indexed folder{after} "
+    what = "a file, not a folder" if folder.is_file() else "not a regular file or folder (a pipe, a device)"
+    raise StreamragError(f"{shown(folder)}: {what}; {why}give the indexed folder{after} "
                          "(or its index file as --db)")
 
 

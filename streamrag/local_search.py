@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import msgspec
 
+from streamrag import index_rows
 from streamrag.store import Store
 from streamrag.terms import words
 from streamrag.tokens import count_tokens, fewest_tokens, truncate
@@ -484,9 +485,6 @@ def build_basic_context(chunks: Sequence[dict], *, max_tokens: int,
 
 
 def load_chunks(store: Store, ids: Sequence[str]) -> list[dict]:
-    """Chunk rows in the order of ``ids``."""
-    if not ids:
-        return []
-    rows = {r["id"]: r for r in store.query(
-        f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(ids))})", list(ids))}
-    return [rows[i] for i in ids if i in rows]
+    """Chunk rows (id, text) in the order of ``ids``; one no longer stored is left out."""
+    texts = dict(index_rows.chunk_texts(store, list(ids)))
+    return [{"id": i, "text": texts[i]} for i in ids if i in texts]
