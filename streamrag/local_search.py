@@ -431,9 +431,7 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
 
     sources = _Section("Source text", text_budget, encoding)
     ordered = sorted(data.chunks, key=lambda c: (-c.get("anchor_hits", 0), -c["hits"], c["rank"], c["id"]))
-    for c, text in _with_texts(ordered, texts):
-        if sources.full():
-            break
+    for c, text in _with_texts(ordered, texts, until=sources.full):
         tag = f"[T:{c['id']}]"
         if not sources.refuses(tag, text):
             sources.add(tag, f"{tag} {_clean(text)}", cut=True)
@@ -457,17 +455,20 @@ def build_local_context(data: LocalData, *, max_tokens: int, text_share: float,
 _FIRST_TEXTS = 8
 
 
-def _with_texts(chunks: list[dict], texts: Callable[[list[str]], Iterable[tuple[str, str]]] | None
-                ) -> Iterator[tuple[dict, str]]:
-    """(chunk, its text) of each of ``chunks`` in order: its own, or read by ``texts`` as they
-    are asked for, a few first; one no longer stored is left out, as ``load_chunks`` leaves it."""
+def _with_texts(chunks: list[dict], texts: Callable[[list[str]], Iterable[tuple[str, str]]] | None,
+                until: Callable[[], bool]) -> Iterator[tuple[dict, str]]:
+    """(chunk, its text) of each of ``chunks`` in order, until ``until()`` says no more is
+    wanted: its own text, or read by ``texts`` as they are asked for, a few first (not another
+    part once the section is full); one no longer stored is left out, as ``load_chunks`` leaves it."""
     at, many = 0, _FIRST_TEXTS
-    while at < len(chunks):
+    while at < len(chunks) and not until():
         part = chunks[at:at + many]
         at, many = at + many, 2 * many
         unread = [c["id"] for c in part if "text" not in c]
         read = dict(texts(unread)) if unread and texts is not None else {}
         for c in part:
+            if until():
+                return
             text = c["text"] if "text" in c else read.get(c["id"])
             if text is not None:
                 yield c, text

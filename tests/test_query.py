@@ -2765,6 +2765,24 @@ async def test_asking_a_model_built_index_without_an_endpoint_says_so(llm_db, mo
                             "model built this index") for m in said), said
 
 
+def test_a_local_context_reads_no_part_of_chunk_texts_past_the_one_it_filled_in():
+    # Its text section full on the last chunk of a part read (8, then 16, ...), the next part
+    # was read all the same, for nothing.
+    for full_after in (3, 8, 24, 25):
+        asked: list[str] = []
+        taken: list[str] = []
+
+        def read(ids):
+            asked.extend(ids)
+            return [(i, "text") for i in ids]
+
+        chunks = [{"id": f"chk-{i:02d}"} for i in range(40)]
+        for c, _text in local_search._with_texts(chunks, read, until=lambda: len(taken) == full_after):
+            taken.append(c["id"])
+        assert len(taken) == full_after
+        assert len(asked) == min(b for b in (8, 24, 40) if b >= full_after), (full_after, len(asked))
+
+
 def test_a_local_context_of_chunks_read_as_it_takes_them_is_that_of_their_texts_given():
     # ``load_local_data`` reads no chunk text: the text section reads them a few at a time as it
     # goes, and stops once it has no room for a line of a word. A short chunk after long ones it
