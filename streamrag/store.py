@@ -433,7 +433,7 @@ DROP TABLE IF EXISTS summary_answers;
     # 60 KB per change by its cached answers alone, kept store.keep_unused_days. A cached
     # embedding is stored as float32s (``pack_vector``): a fifth of its JSON, kept for good.
     ("llm_cache_packed", _cache_packed),
-    # The failures by run: `status` counts and lists the last update's (``status.failures_of``,
+    # The failures by run: `status` counts and lists the last update's (``index_rows.failures_of``,
     # ``index_rows.run_failures``) and a daemon reads its sync's after each that had any
     # (``index_rows.failed_chunks``), each read a scan of every run's without it (5 ms a read
     # at 100,000 rows, several of them a `status`; 0.03 ms with it).
