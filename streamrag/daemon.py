@@ -1216,8 +1216,9 @@ class Daemon:
 
     def _left_out(self, result: SyncResult, spent: dict[str, dict[str, int]], chunks_failed: int, *,
                   quiet: bool, words: str = "") -> bool:
-        """The items a sync that published left out, their calls failed (``spent``: the calls
-        of the update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``;
+        """The items a sync that published left out, their calls failed (or none, a chunk left
+        without its extraction: ``Indexer._fail_unaccounted``) (``spent``: the calls of the
+        update; ``chunks_failed``: of the items, the chunks, ``Indexer.chunks_failed``;
         ``words``: the model client's of the calls refused, ``Indexer.unavailable_error``):
         retried by a sync after a pause (False), or not (True). ``--once``: said as a failure (False)."""
         # The calls that failed, the extraction's ahead of this sync included, as the idle line
