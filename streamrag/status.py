@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from streamrag import index_rows
 from streamrag.call_log import UNUSABLE_RUNS
@@ -49,19 +50,11 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
                 s[k] += r[k] or 0
         llm = llm_summary(per_stage)
         last_run = last_update(store)
-        # (a retry sync under way: what the update's run before it left, ``missing_since``; the
-        # runs whose failures are the last update's, ``failure_runs``)
-        before = missing_since(store, last_run)
-        runs = [r["id"] for r in (last_run, before) if r is not None]
         settled = index_rows.settled(store, UNUSABLE_RUNS, report_budget)
         # (what the last update settled is no failure of it, whatever the settings are now)
-        settled_now = settled_by(store, settled if report_budget is None
-                                 else index_rows.settled(store, UNUSABLE_RUNS), *runs)
-        ended = before or last_run
-        unindexed, unindexed_files, left = (index_rows.not_indexed(store, ended["id"])
-                                            if ended else (0, [], set()))
-        # (the chunks of the files left unindexed are counted as those files: ``unindexed_chunks``)
-        in_unindexed = unindexed_chunks(store, last_run, before, left)
+        failed = update_failures(store, last_run, settled if report_budget is None
+                                 else index_rows.settled(store, UNUSABLE_RUNS))
+        runs = failed.runs
         queries = (store.scalar("SELECT count(*) FROM runs WHERE command = 'ask' AND status = 'ok'")
                    + int(store.get_meta("archived_queries") or 0))   # (index_rows.prune)
         published = store.get_meta("published_at", "")
@@ -91,7 +84,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # watch's idle line says them)
             "asked_again": index_rows.asked_again(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
-            "failures_last_run": index_rows.failures_of(store, *runs) - len(settled_now) - len(in_unindexed),
+            "failures_last_run": failed.count,
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row
             # or more (found from counts, not failures: the run that settled them recorded one,
             # a later run none); by those runs ({"3": 5, "4": 1}), for the line that says them
@@ -100,7 +93,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "unreadable_last_run": index_rows.failures_of(store, *runs, stage="load"),
             # the new or changed files a last update that failed or was interrupted left
             # unindexed (it published nothing): a sync given up in an outage recorded only the chunks it waited for
-            "not_indexed_last_run": unindexed,
+            "not_indexed_last_run": failed.not_indexed,
             # ... by what is true of them (``UNUSABLE_KINDS``), for the line that says them
             "unreadable_by_kind": unreadable_by_kind(store, *runs),
             "last_run": last_run,
@@ -118,15 +111,15 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # but what it settled (said settled below);
             # the table keeps every run's, which failures_total counts, once per item and update
             # (a file that cannot be read, once until it changes: index_rows.failures_recorded).
-            listed = index_rows.run_failures(store, failure_limit + len(in_unindexed), *runs,
-                                             leaving=settled_now)
-            info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in in_unindexed][:failure_limit]
+            of_files = failed.of_unindexed
+            listed = index_rows.run_failures(store, failure_limit + len(of_files), *runs, leaving=failed.settled)
+            info["failures"] = [f for f in listed if (f["stage"], f["item"]) not in of_files][:failure_limit]
             # ... those of the files it left unindexed: why they were (said with them)
-            info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in in_unindexed][:failure_limit]
+            info["not_indexed_failures"] = [f for f in listed if (f["stage"], f["item"]) in of_files][:failure_limit]
             # ... and what is no longer asked for, as long as it is so, and why (named only
             # when listed: on a large index that is most of what status reads).
             info["settled_items"] = index_rows.settled_items(store, settled[:failure_limit])
-            info["not_indexed_files"] = unindexed_files[:failure_limit]
+            info["not_indexed_files"] = failed.not_indexed_files[:failure_limit]
     if last_run is not None:
         last_run["killed"] = _killed(store, last_run, holder)
     return info
@@ -229,15 +222,34 @@ def settled_by(store: Store, settled: list[dict], *run_ids: str) -> set[tuple[st
     return index_rows.failed_in(store, {(f["stage"], f["item"]) for f in settled}, *run_ids)
 
 
-def failures_said(store: Store, run: dict | None) -> int:
-    """Items that failed in ``run`` as ``status`` counts them (``failures_last_run``): each once,
-    those it settled left out, and the chunks of the files it left unindexed (``unindexed_chunks``)."""
+class UpdateFailures(NamedTuple):
+    """What an update failed to do, as ``status`` says it (``update_failures``)."""
+    runs: list[str]                        # the runs whose failures are its own (``failure_runs``)
+    settled: set[tuple[str, str]]          # of them, the (stage, item) it settled (``settled_by``)
+    not_indexed: int                       # the new or changed files it left unindexed ...
+    not_indexed_files: list[str]           # ... named (``index_rows.not_indexed``)
+    of_unindexed: set[tuple[str, str]]     # the failed chunks of those files (``unindexed_chunks``)
+    count: int                             # the items that failed, each once (``failures_last_run``)
+
+
+def update_failures(store: Store, run: dict | None, settled: list[dict]) -> UpdateFailures:
+    """The failures of the update of ``run`` (``last_update``): of it, and of the update's run
+    before it while a retry sync is under way (``missing_since``). Counted each once, those it
+    settled (of ``settled``, ``index_rows.settled``) left out, and the chunks of the files it left
+    unindexed too: they count once, as those files."""
     before = missing_since(store, run)
     runs = [r["id"] for r in (run, before) if r is not None]
     ended = before or run
-    left = index_rows.not_indexed(store, ended["id"])[2] if ended else set()
-    settled = settled_by(store, index_rows.settled(store, UNUSABLE_RUNS), *runs)
-    return index_rows.failures_of(store, *runs) - len(settled) - len(unindexed_chunks(store, run, before, left))
+    unindexed, files, left = index_rows.not_indexed(store, ended["id"]) if ended else (0, [], set())
+    settled_now = settled_by(store, settled, *runs)
+    of_unindexed = unindexed_chunks(store, run, before, left)
+    count = index_rows.failures_of(store, *runs) - len(settled_now) - len(of_unindexed)
+    return UpdateFailures(runs, settled_now, unindexed, files, of_unindexed, count)
+
+
+def failures_said(store: Store, run: dict | None) -> int:
+    """Items that failed in ``run`` as ``status`` counts them (``failures_last_run``)."""
+    return update_failures(store, run, index_rows.settled(store, UNUSABLE_RUNS)).count
 
 
 def unindexed_chunks(store: Store, run: dict | None, before: dict | None,
