@@ -760,7 +760,7 @@ class Indexer:
             await self.fail(writer, "extract", chunk_id,
                             f"{loader.shown(path)} (chunk {idx + 1}, {chunk_id}): no extraction of it was "
                             "stored, and nothing said why; it is left out of this version, and the next "
-                            "sync extracts it again")
+                            "run extracts it again")
 
     def _read_shown_titles(self, store: Store, scan: Scan, change: Change) -> None:
         """Reads the title of a kept document now shown by a file this run did not read (the copy

@@ -145,7 +145,7 @@ async def test_a_chunk_left_without_an_extraction_unsaid_is_a_failure_and_extrac
     assert result.failures == result.failed_items == 1
     (failure,) = status_info(db, failures=True)["failures"]
     assert failure["stage"] == "extract" and failure["item"] == dropped[0]
-    assert failure["message"].startswith("town") and "the next sync extracts it again" in failure["message"]
+    assert failure["message"].startswith("town") and "the next run extracts it again" in failure["message"]
     assert status_info(db)["failures_last_run"] == 1
 
     monkeypatch.setattr(index_rows, "save_extractions", save)
