@@ -274,6 +274,29 @@ def test_picked_sentences_are_untagged_distinct_shortened_and_limited():
     assert len(pick_sentences("Ada", [("[M]", many)], limit=3)) == 3
 
 
+def test_typed_names_found_in_sentences_are_those_every_name_finds():
+    # Only the names whose first word a text holds are compiled into the pattern: it must find
+    # what the pattern of every name finds, a longer name before one inside it, whole words only.
+    import re
+
+    from streamrag.extractive import _names_within
+    names = sorted(["Port", "Port Velvell", "Port Velvellfield", "O'Brien", "Brien", "(Acme) Ltd", "Acme",
+                    "snake_case", "Müller", "İstanbul", "3rd Fleet", "Ada Osk", "Osk", "-Dash", "张伟"],
+                   key=len, reverse=True)
+    every = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, names)) + r")(?!\w)")
+    texts = ["Port Velvellfield met O'Brien and Brien at Port.", "(Acme) Ltd and Acme_Corp, not snake_cases.",
+             "Müller of İstanbul saw the 3rd Fleet; Ada Osk-like Osk -Dash and 张伟在北京.",
+             "Portly Velvell, OBrien, Adaosk: no name here.", ""]
+    for shown in (texts, texts[:1], texts[2:4], texts[3:], []):
+        pattern = _names_within(names, shown)
+        assert [pattern.findall(text) for text in shown] == [every.findall(text) for text in shown]
+    assert every.findall(texts[0]) == ["Port Velvellfield", "O'Brien", "Brien", "Port"]
+    # (a name that starts with no word is always kept: nothing to look for)
+    assert _names_within(names, ["Port Velvell harbour"]).pattern == \
+        r"(?<!\w)(?:Port\ Velvellfield|Port\ Velvell|\(Acme\)\ Ltd|\-Dash|Port)(?!\w)"
+    assert _names_within(names, ["Portly Velvell"]).findall("Portly Velvell") == []
+
+
 def test_overlap_rating_without_question_words_and_rounding_up():
     assert overlap_rating(set(), "anything at all") == 1.0
     assert overlap_rating({"harbor", "ledger", "storm", "quay"}, "The harbor.") == 2.0   # 1/4 -> ceil(1.25)
