@@ -157,8 +157,11 @@ class _Elements:
                     return False
             return True
 
-        internal = [r for r in self.by_degree if r.source in member_set and r.target in member_set]
-        for r in internal:
+        # The edges among ``members`` looked at as they are added, not listed first: a context
+        # that overflows stops at the budget, and a parent's is tried with each child report.
+        for r in self.by_degree:
+            if r.source not in member_set or r.target not in member_set:
+                continue
             if not (add_entity(r.source) and add_entity(r.target)
                     and add(r.id, self.line(r.id, lambda: relationship_line(r, self.names)))):
                 return lines, used, False
