@@ -25,9 +25,7 @@ every row read or written is ``index_rows``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import itertools
 import json
 import logging
@@ -47,6 +45,7 @@ from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
                                      chunking_change, chunking_settings, cut_anew)
+from streamrag.collector import fewer_collections
 from streamrag.communities import GraphEdges, hierarchical_leiden, updated_partition
 from streamrag.config import Settings
 from streamrag.errors import (
@@ -349,7 +348,7 @@ class Indexer:
 
     async def _session(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
         """Runs ``work`` as one recorded run: the store, its one writer, the model client."""
-        with user_errors_unwrapped(), _fewer_collections():
+        with user_errors_unwrapped(), fewer_collections():
             return await self._session_body(work)
 
     async def _session_body(self, work: Callable[[Store, Writer], Awaitable[_T]]) -> _T:
@@ -1033,29 +1032,4 @@ async def sync(paths: list[Path], settings: Settings, db_path: Path, *, root: Pa
     indexer = Indexer(settings, db_path, root=root, progress=progress, command=command,
                       transport=transport, recluster=recluster, graph_cache=graph_cache)
     return await indexer.run([Path(p) for p in paths])
-
-
-# A sync makes millions of objects that live (mentions, tokens, the graph), few of them in
-# cycles: at Python's default thresholds the collector ran 4,700 times in an offline index of
-# 3,000 documents and took 3 s of its 32 s, most of it in full collections as the heap grew.
-# While syncs run (``index``, and each of a daemon's syncs and extractions ahead of them), it
-# runs about once per 50,000 new objects instead (0.7 s, 22 collections).
-_SYNC_GC_THRESHOLDS = (50_000, 20, 10)
-_syncing = 0
-_saved_thresholds: tuple[int, ...] = ()
-
-
-@contextlib.contextmanager
-def _fewer_collections():
-    global _syncing, _saved_thresholds
-    if _syncing == 0:
-        _saved_thresholds = gc.get_threshold()
-        gc.set_threshold(*_SYNC_GC_THRESHOLDS)
-    _syncing += 1
-    try:
-        yield
-    finally:
-        _syncing -= 1
-        if _syncing == 0:
-            gc.set_threshold(*_saved_thresholds)
 

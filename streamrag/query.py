@@ -47,6 +47,7 @@ import anyio
 import msgspec
 
 from streamrag import citations, extractive, global_search, index_rows, local_search
+from streamrag.collector import fewer_collections
 from streamrag.config import MODES, Settings
 from streamrag.errors import IndexMissingError, StoreBusyError, StreamragError, user_errors_unwrapped
 from streamrag.parsing import has_text
@@ -124,7 +125,8 @@ def ask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "
     cached answers for this question replaced."""
     work = partial(aask, question, settings, db_path, mode=mode, level=level, on_delta=on_delta,
                    transport=transport, on_status=on_status, fresh=fresh)
-    return anyio.run(until_sigterm, work) if sigterm else anyio.run(work)
+    with fewer_collections():
+        return anyio.run(until_sigterm, work) if sigterm else anyio.run(work)
 
 
 async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: str = "auto",

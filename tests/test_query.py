@@ -700,6 +700,20 @@ async def test_local_end_to_end(llm_db, qs):
     assert "council.txt" in answer.documents
 
 
+def test_an_ask_runs_with_fewer_collections_and_puts_the_thresholds_back(offline_db, monkeypatch):
+    # A local ask reads every edge for PageRank: the collector runs as during a sync, then as before.
+    import gc
+
+    from streamrag.query import ask
+    seen = []
+    real = local_search.widen
+    monkeypatch.setattr(local_search, "widen", lambda *a, **k: seen.append(gc.get_threshold()) or real(*a, **k))
+    before = gc.get_threshold()
+    answer = ask("Who hired Mira Osk?", make_settings(""), offline_db, mode="local")
+    assert answer.search == "local" and seen and seen[0][0] >= 50_000 > before[0]
+    assert gc.get_threshold() == before
+
+
 async def test_local_context_respects_proportions_and_budget(llm_db, simulator):
     settings = make_settings(simulator.base_url, llm={"cache": False},
                              query={"local_max_tokens": 500, "local_text_share": 0.4,
