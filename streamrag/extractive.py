@@ -451,18 +451,20 @@ def _typed_names(question: str, terms: set[str], types: Mapping[str, str]
     return sorted(kind_of, key=len, reverse=True), kind_of
 
 
-_FIRST_WORD = re.compile(r"\w+")
+_WORD_RUN = re.compile(r"\w+")
 _NOTHING = re.compile(r"(?!)")
 
 
 def _names_within(names: list[str], texts: Iterable[str]) -> re.Pattern:
     """A pattern finding ``names`` (longest first) whole in any of ``texts``, made of those that
-    may be found there: a name that starts with a word is found only where that word stands
-    whole, so one whose first word no text holds is left out. The matches are those of all the
-    names; compiling all of them cost a tenth of a second of every local ask (5,000 names of an
-    index of 10,000 documents)."""
-    held = set(_FIRST_WORD.findall("\n".join(texts)))
-    kept = [name for name in names if (first := _FIRST_WORD.match(name)) is None or first.group() in held]
+    may be found there: a name found whole is written in one text, and each of its words stands
+    whole there (its ends are no word's middle), so a name one of whose words no text holds, or
+    that no text writes, is left out. The matches are those of all the names; compiling all of
+    them cost a tenth of a second of every local ask (5,158 names of an index of 10,000
+    documents, of which 234 were written in its sentences)."""
+    text = "\n".join(texts)
+    held = set(_WORD_RUN.findall(text))
+    kept = [name for name in names if held.issuperset(_WORD_RUN.findall(name)) and name in text]
     if not kept:
         return _NOTHING
     return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, kept)) + r")(?!\w)")
