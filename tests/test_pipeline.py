@@ -1145,6 +1145,7 @@ async def test_what_the_index_no_longer_uses_is_deleted_once_unused_for_keep_unu
     # As if all this were 40 days old, one cached answer asked for again since, and no prune yet.
     long_ago = time.time() - 40 * 86400
     change("UPDATE extractions SET created_at = ?", long_ago)
+    change("UPDATE extractions_left SET left_at = ?", long_ago)
     change("UPDATE llm_cache SET created_at = ?", long_ago)
     change("DELETE FROM meta WHERE key = 'pruned_at'")
     # and an old question and an old failure, which status counts too.
