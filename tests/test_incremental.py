@@ -1608,3 +1608,116 @@ async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_pat
     big.unlink()
     await sync([corpus], settings, db, root=corpus)
     assert spans_by_doc() == {}
+
+
+def _extractions_kept(db: Path, now: float) -> set[str]:
+    """The chunks whose extractions a prune at ``now`` (store.keep_unused_days 30) keeps."""
+    from streamrag import index_rows
+
+    store = Store(db)
+    try:
+        with store.transaction():
+            store.conn.execute("DELETE FROM meta WHERE key = 'pruned_at'")   # (due whatever the day)
+            index_rows.prune(store, 30, now)
+        return {c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions")}
+    finally:
+        store.close()
+
+
+def _made_long_ago(db: Path) -> list[tuple]:
+    """Dates every extraction 40 days back, as if the index were that old; its rows, sorted."""
+    import time
+
+    conn = sqlite3.connect(db)
+    try:
+        with conn:
+            conn.execute("UPDATE extractions SET created_at = ?", (time.time() - 40 * 86400,))
+        return conn.execute("SELECT * FROM extractions ORDER BY chunk_id, extractor").fetchall()
+    finally:
+        conn.close()
+
+
+async def test_a_chunk_that_leaves_is_dated_apart_and_kept_from_when_it_left(tmp_path):
+    # Its leaving was dated in each of its extraction rows, whose update changed a page of its
+    # own: removing a 25 MB file rewrote 4,574 of them, 18 of the 19.8 MB of WAL it wrote.
+    import time
+
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The Mayor met the Harbor Council about the ferry strike.\n")
+    (corpus / "b.txt").write_text("Quorra Vell opened a ferry office by the River Gate.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    made = _made_long_ago(db)
+    left_at = time.time()
+    (corpus / "b.txt").unlink()
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        rows = store.conn.execute("SELECT * FROM extractions ORDER BY chunk_id, extractor").fetchall()
+        live = {c for (c,) in store.conn.execute("SELECT chunk_id FROM live_chunks")}
+    finally:
+        store.close()
+    assert rows == made   # not one written
+    gone = {r[0] for r in made} - live
+    assert gone and live
+    day = 86400.0
+    assert _extractions_kept(db, left_at + 29 * day) == gone | live   # made 40 days ago, left 29
+    assert _extractions_kept(db, left_at + 31 * day) == live          # left 31 days ago
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM extractions_left").fetchone() == (0,)   # (dates gone with them)
+    conn.close()
+
+
+async def test_a_chunk_that_left_and_came_back_is_not_pruned(tmp_path):
+    import time
+
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The Mayor met the Harbor Council about the ferry strike.\n")
+    back = corpus / "b.txt"
+    back.write_text("Quorra Vell opened a ferry office by the River Gate.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    made = {r[0] for r in _made_long_ago(db)}
+    text = back.read_text()
+    back.unlink()
+    await sync([corpus], make_settings(), db, root=corpus)
+    conn = sqlite3.connect(db)
+    left = {c for (c,) in conn.execute("SELECT chunk_id FROM extractions_left")}
+    assert left and left < made
+    back.write_text(text)
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert conn.execute("SELECT count(*) FROM extractions_left").fetchone() == (0,)   # live again: no date
+    assert {c for (c,) in conn.execute("SELECT chunk_id FROM live_chunks")} == made
+    conn.close()
+    assert _extractions_kept(db, time.time() + 31 * 86400) == made
+
+
+async def test_extractions_of_an_extractor_left_behind_are_kept_from_when_it_was(tmp_path):
+    # A settings change extracts every chunk again: each leaves under the old extractor and
+    # comes back under the new one in the same run, and the old extractions are kept (a change
+    # undone costs nothing) from then, though made long ago.
+    import time
+
+    corpus = tmp_path / "notes"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("The Mayor met the Harbor Council about the ferry strike.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    made = {r[:2] for r in _made_long_ago(db)}
+    changed_at = time.time()
+    await sync([corpus], make_settings(index={"entity_types": ["person", "organization"]}), db, root=corpus)
+    conn = sqlite3.connect(db)
+    live = set(conn.execute("SELECT chunk_id, extractor FROM live_chunks"))
+    conn.close()
+    assert live and not live & made and {c for c, _ in live} == {c for c, _ in made}
+    day = 86400.0
+    assert {c for c, _ in made} == _extractions_kept(db, changed_at + 29 * day)
+    conn = sqlite3.connect(db)
+    assert set(conn.execute("SELECT chunk_id, extractor FROM extractions")) == made | live
+    conn.close()
+    _extractions_kept(db, changed_at + 31 * day)
+    conn = sqlite3.connect(db)
+    assert set(conn.execute("SELECT chunk_id, extractor FROM extractions")) == live
+    conn.close()

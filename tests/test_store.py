@@ -1592,3 +1592,37 @@ def test_stored_extractions_are_read_as_they_are_taken(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="chk-pruned went while this run merged it"):
         gone.pop("chk-pruned")
     s.close()
+
+
+def test_an_index_from_before_extractions_left_keeps_its_extractions_dates(tmp_path):
+    # The date a chunk left was written into its extraction rows (created_at): an index of then
+    # gets the table of those dates, its extractions keeping theirs, each kept
+    # store.keep_unused_days from it as before.
+    import sqlite3
+    import time
+
+    from streamrag import index_rows
+    from streamrag.store import MIGRATIONS
+
+    db = tmp_path / "index.db"
+    Store(db).close()
+    before = [name for name, _ in MIGRATIONS].index("extractions_left")
+    day, now = 86400.0, time.time()
+    dated = [("chk-left-lately", now - 10 * day), ("chk-left-long-ago", now - 40 * day)]
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DROP TABLE extractions_left")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(before),))
+        conn.executemany("INSERT INTO extractions(chunk_id, extractor, result, created_at) VALUES (?, 'k', '{}', ?)",
+                         dated)
+    conn.close()
+    store = Store(db)
+    try:
+        assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+        assert store.conn.execute("SELECT chunk_id, created_at FROM extractions ORDER BY chunk_id").fetchall() == dated
+        with store.transaction():
+            index_rows.prune(store, 30, now)
+        assert [c for (c,) in store.conn.execute("SELECT chunk_id FROM extractions")] == ["chk-left-lately"]
+        assert store.scalar("SELECT count(*) FROM extractions_left") == 0
+    finally:
+        store.close()
