@@ -1073,7 +1073,9 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
                      [time.time(), *part])
     conn.executemany("INSERT OR REPLACE INTO live_chunks(chunk_id, extractor) VALUES (?,?)",
                      [(c, key) for c in sorted(change.added_chunks)])
-    # (a chunk back is kept as live; its other extractors' rows keep the date it left)
+    # A chunk back needs no date for the extractor it is live with; its other extractors'
+    # extractions keep theirs (a settings change, each chunk leaving and back at once, undone
+    # within store.keep_unused_days costs nothing).
     for part in _batches(change.added_chunks):
         conn.execute(f"DELETE FROM extractions_left WHERE extractor = ? AND {_in('chunk_id', part)}",
                      [key, *part])
