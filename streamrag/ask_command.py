@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def add_ask_command(subparsers) -> None:
     """The ``ask`` subcommand."""
-    from streamrag.cli import CONFIG_DEFAULT, path_arg
+    from streamrag.cli import CONFIG_DEFAULT, DB_WITH_DIR, path_arg
 
     p = subparsers.add_parser("ask", help="ask the index a question (global, local or basic search)")
     p.add_argument("question", metavar="QUESTION", help="the question, quoted")
@@ -39,9 +39,7 @@ def add_ask_command(subparsers) -> None:
                    help="global search over the reports of level N (static); -1 = query.global_level, "
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--db", metavar="FILE", type=path_arg,
-                   help="index database (default: store.path, else .streamrag/index.db in DIR or here, or above; "
-                        "not with DIR)")
+    p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {DB_WITH_DIR})")
     p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT}; with DIR, in DIR or above)")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")

@@ -60,6 +60,8 @@ def path_arg(text: str) -> str:
 # Where a command that reads an index finds its settings (``reading_settings``), for --help.
 CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above; without --db, "
                   "here or above")
+# The --db of a command that reads the index of a folder given as DIR (ask, status, vacuum, export).
+DB_WITH_DIR = "store.path, else .streamrag/index.db in DIR or here, or above; not with DIR"
 
 # --------------------------------------------------------------------------------------------
 # Shared resolution of settings and database
@@ -692,8 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors, and every retry and debug line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def common(p: argparse.ArgumentParser, db_default: str = "store.path, else .streamrag/index.db here or above",
-               config_default: str = CONFIG_DEFAULT) -> None:
+    def common(p: argparse.ArgumentParser, *, db_default: str, config_default: str) -> None:
         p.add_argument("--config", metavar="FILE", type=path_arg,
                        help=f"settings file (default: {config_default})")
         p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {db_default})")
@@ -747,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
                        help=f"the indexed folder, as if {command} ran in it: its streamrag.toml and its "
                             "index (default: here)")
-        common(p, db_default="store.path, else .streamrag/index.db in DIR or here, or above; not with DIR",
+        common(p, db_default=DB_WITH_DIR,
                config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
