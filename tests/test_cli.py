@@ -681,6 +681,19 @@ def test_a_kept_demo_folder_is_used_again(cli_run, tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path):
+    # `demo --dir d` keeps d/index.db; `ask "Q" d` said to run `streamrag index d`, which built a
+    # second index of the demo's text in d/.streamrag beside it.
+    assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
+    for args in (("ask", "Who is Scrooge?", "d"), ("status", "d"), ("export", "g.json", "d"), ("vacuum", "d")):
+        out = cli_run(*args, cwd=tmp_path)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == ("streamrag: error: d: its index is d/index.db (as `demo --dir` keeps one), "
+                              "not .streamrag/index.db; pass it as --db d/index.db\n"), (args, out.stderr)
+    assert cli_run("status", "--db", "d/index.db", cwd=tmp_path).returncode == 0
+    assert not (tmp_path / "d" / ".streamrag").exists()
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
