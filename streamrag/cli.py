@@ -249,8 +249,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise ConfigError(f"{target}: cannot write it ({e.strerror or e}); give a folder you can "
                           "write to") from None
     print(target)
-    print("Edit it, then run `streamrag index DIR`. Set llm.api_base (or STREAMRAG_API_BASE) to use "
-          "an LLM; without one streamrag indexes offline.", file=sys.stderr)
+    # (It said `streamrag index DIR` of the folder just named: the command to run is that one's.)
+    print(f"Edit it, then run `streamrag index {shlex.quote(shown(folder))}`. Set llm.api_base (or "
+          "STREAMRAG_API_BASE) to use an LLM; without one streamrag indexes offline.", file=sys.stderr)
     return 0
 
 

@@ -63,6 +63,12 @@ def test_init_writes_a_config_once(cli_run, tmp_path):
     again = cli_run("init", str(tmp_path))
     assert again.returncode == 1 and "--force" in again.stderr
     assert cli_run("init", str(tmp_path), "--force").returncode == 0
+    # The next step names the folder given (it said `streamrag index DIR`), quoted for a shell.
+    (tmp_path / "my notes").mkdir()
+    out = cli_run("init", "my notes", cwd=tmp_path)
+    assert out.returncode == 0 and "Edit it, then run `streamrag index 'my notes'`." in out.stderr, out.stderr
+    (tmp_path / "here").mkdir()
+    assert "run `streamrag index .`." in cli_run("init", cwd=tmp_path / "here").stderr
 
 
 def test_offline_index_status_export_and_ask(corpus, tmp_path):
