@@ -347,7 +347,7 @@ def not_indexed_lines(info: dict, *, told: bool = False) -> list[str]:
     named = info.get("not_indexed_files")
     ended = "was interrupted" if (info.get("last_run") or {}).get("status") == "interrupted" else "failed"
     lines = [f"  not indexed    {counted(n, 'new or changed file')}: the last update {ended} and published nothing; "
-             "the next that gets through indexes them"
+             f"the next that gets through indexes {'it' if n == 1 else 'them'}"
              + ("" if named is not None or told else _LIST_THEM)]
     lines += [f"    {name}" for name in named or []]
     if named and n > len(named):

@@ -193,6 +193,18 @@ def test_how_to_list_failures_is_said_once_on_the_first_line_with_any():
     assert said(2, 3, 1, failures=[], not_indexed_files=[], settled_items=[]) == []
 
 
+def test_the_not_indexed_line_says_one_file_as_it():
+    # "1 new or changed file: ... the next that gets through indexes them" (a newcomer's finding).
+    def line(n: int) -> str:
+        info = {**_info("failed", 0, 0), "not_indexed_last_run": n, "settled": 0}
+        (said,) = [s for s in format_status(info, Path("i.db")).splitlines() if "not indexed" in s]
+        return said
+
+    assert "1 new or changed file: the last update failed and published nothing; the next that gets " \
+        "through indexes it (" in line(1), line(1)
+    assert "3 new or changed files: " in line(3) and "gets through indexes them (" in line(3), line(3)
+
+
 def test_queries_count_the_questions_answered(corpus, tmp_path):
     # An `ask` killed with -9 (or stopped) left its run 'running' and was counted for good.
     db = tmp_path / "q.db"
