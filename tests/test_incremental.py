@@ -1475,14 +1475,25 @@ def _cut_whole(text: str, **sizes) -> list[str]:
                                                  encoding="o200k_base", **sizes)]
 
 
+_WORDS = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
+
+
+def _journal(corpus: Path, seed: int, lead: str = "") -> Path:
+    """``corpus``/journal.txt: 900 paragraphs of 40 random words, each after ``lead``, made by
+    ``seed``: a big file (over 200,000 characters), cut around its changes."""
+    rng = random.Random(seed)
+    big = corpus / "journal.txt"
+    big.write_text("\n\n".join(lead + " ".join(rng.choices(_WORDS, k=40)) + "." for _ in range(900)) + "\n")
+    return big
+
+
 async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monkeypatch):
     # A log or a journal that grows, or a big file edited in one place: the chunks before and
     # after the change are kept from its previous version (``chunker.cut_document``), its units
     # made from a few chunks before the change to a few after, not of the whole text; the index
     # is a fresh one's.
     rng = random.Random(5)
-    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
-    paragraphs = [f"Note {i}. " + " ".join(rng.choices(words, k=rng.randint(20, 60))) + "." for i in range(3000)]
+    paragraphs = [f"Note {i}. " + " ".join(rng.choices(_WORDS, k=rng.randint(20, 60))) + "." for i in range(3000)]
     corpus = tmp_path / "notes"
     corpus.mkdir()
     log = corpus / "log.txt"
@@ -1532,13 +1543,9 @@ async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_fr
     # The chunks a changed big file keeps are read back without their text, their extractions
     # looked for at once: one whose extraction is missing (an earlier run failed on it) is
     # extracted from its text read then, before the change and after it alike, as a fresh index does.
-    rng = random.Random(9)
-    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    big = corpus / "journal.txt"
-    big.write_text("\n\n".join("Mayor Ilse Varn of Korth spoke. " + " ".join(rng.choices(words, k=40)) + "."
-                               for _ in range(900)) + "\n")
+    big = _journal(corpus, 9, lead="Mayor Ilse Varn of Korth spoke. ")
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
@@ -1572,12 +1579,9 @@ async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_fr
 async def test_a_big_file_s_chunk_spans_go_with_its_versions_and_with_it(tmp_path):
     # Where a big file's chunks lie is recorded for its next change to be cut around; the
     # records of a version replaced, or of a file removed, went with nothing testing it.
-    rng = random.Random(8)
-    words = "harbor council ferry strike vote river bridge mayor budget cargo port trade".split()
     corpus = tmp_path / "notes"
     corpus.mkdir()
-    big = corpus / "journal.txt"
-    big.write_text("\n\n".join(" ".join(rng.choices(words, k=40)) + "." for _ in range(900)) + "\n")
+    big = _journal(corpus, 8)
     (corpus / "small.txt").write_text("The Mayor met the Harbor Council about the ferry strike.\n")
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
