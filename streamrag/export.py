@@ -332,7 +332,9 @@ def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
     for name, kind, typ in keys:
         f.write(f'  <key id="{kind[0]}_{name}" for="{kind}" attr.name="{name}" attr.type="{typ}"/>\n')
     f.write('  <graph id="streamrag" edgedefault="undirected">\n')
-    counts = {"entities": 0, "relationships": 0, "communities": len(sections["communities"]), "reports": 0}
+    # No reports: GraphML holds nodes and edges (a node names its communities), so the counts
+    # say only what the file holds; `export` printed "4 reports" for a file with none.
+    counts = {"entities": 0, "relationships": 0, "communities": len(sections["communities"])}
     for e in sections["entities"]:
         level, leaf = deepest.get(e["id"], (-1, ""))
         attrs = {"name": e["name"], "type": e["type"], "description": e["description"],
@@ -350,5 +352,4 @@ def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
                 "    </edge>\n")
         counts["relationships"] += 1
     f.write("  </graph>\n</graphml>\n")
-    counts["reports"] = store.scalar("SELECT count(*) FROM communities c JOIN reports r ON r.key = c.report_key")
     return counts

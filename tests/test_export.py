@@ -257,6 +257,17 @@ def test_export_still_writes_new_files_beside_the_inputs(notes, monkeypatch, cap
     assert rc == 0 and (notes / ".streamrag" / "graph.json").is_file()
 
 
+def test_the_graphml_line_says_only_what_the_file_holds(notes, monkeypatch, capsys):
+    # GraphML holds nodes and edges, no reports: its line said "..., 4 reports" (a newcomer's finding).
+    monkeypatch.chdir(notes)
+    rc, _, stderr = _cli(capsys, "graph.graphml")
+    assert rc == 0 and stderr.startswith("wrote graph.graphml: ") and "communities" in stderr, stderr
+    assert "reports" not in stderr
+    rc, _, stderr = _cli(capsys, "graph.json")
+    reports = len(json.loads((notes / "graph.json").read_text(encoding="utf-8"))["reports"])
+    assert rc == 0 and reports and stderr.rstrip().endswith(f", {reports} reports"), stderr
+
+
 def test_export_to_standard_output_refuses_when_it_is_appended_to_the_index(notes):
     db = notes / ".streamrag" / "index.db"
     before = db.read_bytes()
