@@ -184,6 +184,14 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     return _not_special(default_db_path(root))
 
 
+def db_given(args: argparse.Namespace, settings: Settings) -> str:
+    """Where ``db_for_index``'s index was named, for a fix that says what to change: an index
+    from store.path was told to "give ... --db"."""
+    if not getattr(args, "db", None) and settings.store.path:
+        return f"store.path (in {settings.source})"
+    return "--db"
+
+
 def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     """The index a reading command opens: --db, else store.path, else .streamrag/index.db in the
     folder it runs in (its DIR, ``_check_indexed_folder``'s, else here) or above."""
@@ -297,7 +305,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
-    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}"):
+    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}", given=db_given(args, settings)):
         with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
             result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
         _bound_wal(db)   # (the writer lock still held)

@@ -1446,7 +1446,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import command_settings, db_for_index, not_documents
+    from streamrag.cli import command_settings, db_for_index, db_given, not_documents
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -1469,5 +1469,5 @@ def cmd_watch(args: argparse.Namespace) -> int:
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
-    with one_writer(db, f"streamrag watch {given}") as daemon.writer_lock:
+    with one_writer(db, f"streamrag watch {given}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

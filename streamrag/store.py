@@ -1303,8 +1303,9 @@ class WriterLock:
     no ``flock`` (Windows) nothing stops a second writer, as before.
     """
 
-    def __init__(self, db_path: Path | str, what: str) -> None:
+    def __init__(self, db_path: Path | str, what: str, *, given: str = "--db") -> None:
         self.db_path, self.what = db_path, what
+        self.given = given   # where the index was named (--db, store.path in a file): the fix
         self.path = lock_path(db_path)
         self.file = None
 
@@ -1323,8 +1324,11 @@ class WriterLock:
             if blocking is not None:   # mkdir says only "File exists"
                 raise StoreError(f"{blocking}: is a file, so the index cannot go under it; give --db "
                                  "(or store.path) a file in a folder") from None
+            if not self.path.parent.is_dir():   # (the lock file was not what failed: its folder was)
+                raise StoreError(f"{self.path.parent}: cannot make the index's folder ({e.strerror or e}); "
+                                 f"give {self.given} an index in a folder you may write") from None
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
-                             "an index in a folder you may write with --db") from None
+                             f"{self.given} an index in a folder you may write") from None
         try:
             for wait in (0.01, 0.02, 0.04, 0.08, 0):   # an older streamrag's reader looking holds
                 try:                                  # it shared for a moment
@@ -1530,9 +1534,9 @@ def vacuum(store: Store) -> bool:
 
 
 @contextlib.contextmanager
-def one_writer(db_path: Path | str, what: str) -> Iterator[WriterLock]:
+def one_writer(db_path: Path | str, what: str, *, given: str = "--db") -> Iterator[WriterLock]:
     """Holds the index's writer lock (see ``WriterLock``) for the block."""
-    lock = WriterLock(db_path, what)
+    lock = WriterLock(db_path, what, given=given)
     lock.take()
     try:
         yield lock

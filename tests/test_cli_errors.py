@@ -859,3 +859,31 @@ def test_a_db_that_is_not_there_is_built_with_that_db(cli, tmp_path, command):
     cli(*command, "--config", "st.toml", code=1,
         fragments=(f"no index at {tmp_path / 'x' / 'y.db'} (named by store.path in st.toml); build it "
                    "with `streamrag index DIR`",))
+
+
+def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave_it(tmp_path):
+    # `store.path = ".../locked/idx/notes.db"` under a folder the user may not write said
+    # "...notes.db.lock: cannot make the index's lock file (Permission denied); give an index in a
+    # folder you may write with --db": the lock file blamed, --db given for store.path's index
+    # (a newcomer's finding). Root writes anywhere: it runs with its capabilities dropped.
+    drop = [] if os.geteuid() != 0 else ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    if drop and not shutil.which("setpriv"):
+        pytest.skip("root, and no setpriv to drop its capabilities")
+    notes, locked = tmp_path / "notes", tmp_path / "locked"
+    notes.mkdir()
+    locked.mkdir(mode=0o555)
+    (notes / "a.md").write_text("Ada Osk met Bo Tan at the Kessel Bridge.\n")
+    (notes / "streamrag.toml").write_text(f'[store]\npath = "{locked}/idx/notes.db"\n')
+
+    def index(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*drop, sys.executable, "-m", "streamrag", "index", "notes", "--offline",
+                               "-q", *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    try:
+        one_line(index(), 1, f"{locked}/idx: cannot make the index's folder (Permission denied); "
+                 f"give store.path (in {notes / 'streamrag.toml'}) an index in a folder you may write")
+        one_line(index("--db", "locked/other/x.db"), 1, "locked/other: cannot make the index's folder "
+                 "(Permission denied); give --db an index in a folder you may write")
+    finally:
+        locked.chmod(0o755)
+    assert not list(locked.iterdir())
