@@ -117,10 +117,12 @@ class Outage:
 
         o = self.current
         assert o is not None
+        # Under a minute, to the second: the error line just before gave 00:38:19, this one 00:38.
+        since = clock(o["since"], seconds=time.time() - o["since"] < 60)
         if self.server_errors and behind_a_proxy(self.statuses):
-            return f"the server behind {o['endpoint']} still down since {clock(o['since'])}"
+            return f"the server behind {o['endpoint']} still down since {since}"
         still = "still answering with errors" if self.server_errors else "still down"
-        return f"{o['endpoint']} {still} since {clock(o['since'])}"
+        return f"{o['endpoint']} {still} since {since}"
 
     def attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:
         """Notes, after a sync or an extraction ahead that began at ``began`` (wall clock; ``failed``:
@@ -181,7 +183,8 @@ class Outage:
             tries = min(tries, REFUSED_ATTEMPTS)
         took = f"the last took {span(self.tried_s)}" + (
             f", each call in it tried up to {tries} times" if tries > 1 else "")
-        self.emit("outage", f"{self.down_since()} ({span(down)}); retrying {span(pause)} after each "
+        # (whole seconds: "(7.52 s)" of an outage said to the minute or second)
+        self.emit("outage", f"{self.down_since()} ({span(round(down))}); retrying {span(pause)} after each "
                             f"failed sync ({took})",
                   **self.fields(), took_s=round(self.tried_s, 3), call_tries=tries,
                   down_s=round(down, 3), retry_s=round(pause, 3), **counts)

@@ -2153,3 +2153,20 @@ async def test_a_watch_restarted_after_an_update_left_a_report_out_still_counts_
     await switch.client.aclose()
     after = status_info(db, failures=True)
     assert after["failures_last_run"] == 0 and after["failures_total"] == left["failures_total"], after
+
+
+@pytest.mark.parametrize("down, since, lasted", [(7.52, True, "8 s"), (720, False, "12 min")])
+def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down, since, lasted):
+    # "still down since 00:38 (7.52 s)" came right after an error line giving 00:38:19 (a
+    # newcomer's finding): under a minute, to the second and in whole seconds; a long one as before.
+    from streamrag.outage import Outage
+
+    lines = []
+    outage = Outage(make_settings("http://127.0.0.1:9/v1"), emit=lambda state, message, **_: lines.append(message))
+    outage.failing_since = time.time() - down
+    outage.began()
+    outage.still_down(1)   # (the full line said it just now)
+    outage.still_down(2)   # the pause grew
+    [line] = lines
+    assert line.startswith(f"http://127.0.0.1:9/v1 still down since {clock(outage.failing_since, seconds=since)} "
+                           f"({lasted}); retrying 2 s after each failed sync"), line
