@@ -188,15 +188,18 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
     def counted(kinds: list[str]) -> str:
         return ", ".join(f"{left_out[k]} {k}" for k in kinds)
 
+    def them(kinds: list[str]) -> str:   # ("left out 1 .pdf (...: convert them" said of one file)
+        return "it" if sum(left_out[k] for k in kinds) == 1 else "them"
+
     other = sorted((k for k in left_out if k in NOT_TEXT_FORMATS), key=lambda k: (-left_out[k], k))
     text = sorted((k for k in left_out if k in TEXT_FORMATS), key=lambda k: (-left_out[k], k))
     lines = []
     if other:
-        lines.append(f"{counted(other)} (not plain text: convert them to .txt or .md, with pdftotext "
-                     "or pandoc for example, to index them)")
+        lines.append(f"{counted(other)} (not plain text: convert {them(other)} to .txt or .md, with "
+                     f"pdftotext or pandoc for example, to index {them(other)})")
     if text:
         wider = ", ".join(f'"{p}"' for p in [*include, *(f"*{k}" for k in text)])
-        lines.append(f"{counted(text)} (plain text that index.include leaves out; to index them, set "
+        lines.append(f"{counted(text)} (plain text that index.include leaves out; to index {them(text)}, set "
                      f"include = [{wider}] under [index])")
     return lines
 

@@ -1079,7 +1079,7 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(cli_run, corp
     assert out.returncode == 0, out.stderr
     assert ("  left out       2 .pdf, 1 .docx (not plain text: convert them to .txt or .md, with "
             "pdftotext or pandoc for example, to index them)\n") in out.stdout
-    assert ('                 1 .rst (plain text that index.include leaves out; to index them, set '
+    assert ('                 1 .rst (plain text that index.include leaves out; to index it, set '
             'include = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv", "*.rst"] under [index])') in out.stdout
     assert ".png" not in out.stdout and ".py" not in out.stdout
     (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.md", "*.markdown", "*.jsonl", '

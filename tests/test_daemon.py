@@ -462,8 +462,8 @@ async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus,
             await send.send({(Change.added, str(corpus / "notes.txt"))})
             await until(lambda: daemon.syncs == 2)
     warnings = [e["message"] for e in events if e["state"] == "warning"]
-    assert warnings == ["left out 1 .pdf (not plain text: convert them to .txt or .md, with pdftotext "
-                        "or pandoc for example, to index them)"], warnings
+    assert warnings == ["left out 1 .pdf (not plain text: convert it to .txt or .md, with pdftotext "
+                        "or pandoc for example, to index it)"], warnings
 
 
 class DaemonClock:

@@ -1717,3 +1717,18 @@ def test_runs_of_blanks_are_cut_wherever_they_fall_and_a_text_without_is_not_sea
 
     monkeypatch.setattr(loader, "_LONG_BLANKS", Counted())
     assert loader._newlines([words]) == words and searched == []
+
+
+def test_files_left_out_are_it_when_one_and_them_when_more():
+    # "left out 1 .pdf (not plain text: convert them ...)" was said of one file (a newcomer's finding).
+    from streamrag.loader import left_out_lines
+
+    include = ["*.txt"]
+    assert left_out_lines({".pdf": 1, ".rst": 1}, include) == [
+        "1 .pdf (not plain text: convert it to .txt or .md, with pdftotext or pandoc for example, to index it)",
+        '1 .rst (plain text that index.include leaves out; to index it, set include = ["*.txt", "*.rst"] under [index])']
+    assert left_out_lines({".pdf": 1, ".docx": 1, ".rst": 2}, include) == [
+        "1 .docx, 1 .pdf (not plain text: convert them to .txt or .md, with pdftotext or pandoc for example, "
+        "to index them)",
+        '2 .rst (plain text that index.include leaves out; to index them, set include = ["*.txt", "*.rst"] under '
+        "[index])"]
