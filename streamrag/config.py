@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shlex
 import tomllib
 import typing
 import urllib.parse
@@ -24,6 +25,7 @@ import msgspec
 
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError
+from streamrag.terminal import shown
 
 CONFIG_NAME = "streamrag.toml"
 # The files a folder's index reads by default (= index.include in config/default.toml): here, not
@@ -395,7 +397,7 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
                                f"the [{key}] header is read as {key}.{field}.NAME; write it as `NAME = ...` "
                                f"in the [{field}] section")
         key = f"{key}.{field}" if key else field
-        what = f"unknown setting{hint} ({keys_note()})"
+        what = f"unknown setting{hint} ({keys_note(where)})"
     else:
         what = what[0].lower() + what[1:]
         if what.startswith("invalid enum value") and (values := _valid_values(key)):
@@ -602,10 +604,13 @@ def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,
     return sorted(lines, key=place)
 
 
-def keys_note() -> str:
-    """Where every valid key is, said after an unknown one (once a line: ``problems_line``)."""
+def keys_note(where: str = "defaults") -> str:
+    """Where every valid key is, said after an unknown one of the settings file ``where`` (once a
+    line: ``problems_line``). ``init`` is given that file's folder, as it is known: it said
+    `streamrag init DIR` to a user whose notes' settings it had just named."""
+    folder = shlex.quote(shown(Path(where).parent)) if where != "defaults" else "DIR"
     return (f"every valid key, with its default, is in {asset('config', 'default.toml')}; "
-            "`streamrag init DIR` writes a commented copy")
+            f"`streamrag init {folder}` writes a commented copy")
 
 
 def problems_line(lines: list[str], where: str) -> str:
@@ -616,12 +621,12 @@ def problems_line(lines: list[str], where: str) -> str:
     two of them made a line of some 500 characters."""
     if len(lines) < 2:
         return "".join(lines)
-    note = f" ({keys_note()})"
+    note = f" ({keys_note(where)})"
     noted = any(line.endswith(note) for line in lines)
     lines = [line.removesuffix(note) for line in lines]
     rest = [line.removeprefix(f"{where}: ") for line in lines[1:]]
     return (f"{lines[0]} (and {len(rest)} more setting(s) to fix: {' | '.join(rest)})"
-            + (f"; {keys_note()}" if noted else ""))
+            + (f"; {keys_note(where)}" if noted else ""))
 
 
 def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | None) -> str:
@@ -732,7 +737,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                                      "key in the environment variable named by llm.api_key_env "
                                      "(default STREAMRAG_API_KEY), e.g. `export STREAMRAG_API_KEY=...`"))
             else:
-                refused.append((key, f"{path}: {key}: unknown setting ({keys_note()})"))
+                refused.append((key, f"{path}: {key}: unknown setting ({keys_note(str(path))})"))
         data = _merge(data, _resolve_paths(user, path.resolve().parent))
         where = str(path)
     origins: dict[str, str] = {}

@@ -408,8 +408,8 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
                             "flight at once); set it to 1 or more (its default: concurrency = 16)); every "
                             "valid key, with its default, is in "
-                            f"{REPO / 'config' / 'default.toml'}; `streamrag init DIR` writes a commented "
-                            "copy"), message
+                            f"{REPO / 'config' / 'default.toml'}; `streamrag init {tmp_path}` writes a "
+                            "commented copy"), message
     path = write(tmp_path, 'source = "x"\n[index]\nchunk_size = 10\nchunk_sise = 3\n[llm]\nmax_retries = "many"\n'
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
     message = refusal(path, models_for=())
@@ -428,8 +428,11 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
 def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
     # `[llm] foo = 1, bar = 2` said "(every valid key, with its default, is in .../default.toml;
     # `streamrag init DIR` writes a commented copy)" after each key: a line of some 500 characters.
+    # It names the settings file's folder, quoted for a shell, not DIR (a newcomer's finding).
+    tmp_path = tmp_path / "my notes"
+    tmp_path.mkdir()
     note = (f"every valid key, with its default, is in {REPO / 'config' / 'default.toml'}; "
-            "`streamrag init DIR` writes a commented copy")
+            f"`streamrag init '{tmp_path}'` writes a commented copy")
     path = write(tmp_path, "[llm]\nfoo = 1\nbar = 2\n")
     assert refusal(path) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
                             f"unknown setting); {note}")
