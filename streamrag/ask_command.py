@@ -40,7 +40,7 @@ def add_ask_command(subparsers) -> None:
                         "or the deepest level (default: dynamic selection from the root)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--db", metavar="FILE", type=path_arg, help=f"index database (default: {DB_WITH_DIR})")
-    p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT}; with DIR, in DIR or above)")
+    p.add_argument("--config", metavar="FILE", type=path_arg, help=f"settings file (default: {CONFIG_DEFAULT})")
     p.add_argument("--api-base", metavar="URL",
                    help="OpenAI-compatible endpoint (overrides settings); \"\" answers without a model")
     p.add_argument("--no-stream", action="store_true", help="print the answer when it is complete")

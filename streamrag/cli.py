@@ -59,7 +59,7 @@ def path_arg(text: str) -> str:
 
 # Where a command that reads an index finds its settings (``reading_settings``), for --help.
 CONFIG_DEFAULT = (f"{CONFIG_NAME} in the folder of the index given by --db or above; without --db, "
-                  "here or above")
+                  "here or above; with DIR, in DIR or above")
 # The --db of a command that reads the index of a folder given as DIR (ask, status, vacuum, export).
 DB_WITH_DIR = "store.path, else .streamrag/index.db in DIR or here, or above; not with DIR"
 
@@ -765,8 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("folder", nargs="?", metavar="DIR", type=path_arg,
                        help=f"the indexed folder, as if {command} ran in it: its streamrag.toml and its "
                             "index (default: here)")
-        common(p, db_default=DB_WITH_DIR,
-               config_default=f"{CONFIG_DEFAULT}; with DIR, in DIR or above")
+        common(p, db_default=DB_WITH_DIR, config_default=CONFIG_DEFAULT)
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
     indexed_folder(p, "status")
