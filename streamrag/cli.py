@@ -271,7 +271,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.paths]
     for p in paths:
-        name = loader.shown(p)
+        name = shown(p)
         if p.is_symlink() and not p.exists():   # a broken link or a loop: say which
             raise StreamragError(f"{name}: {loader.why_unusable(p)}")
         if not p.exists():
