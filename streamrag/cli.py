@@ -205,15 +205,15 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
             return _not_special(candidate)
+    kept = Path(folder or ".") / "index.db"
+    found = database_of(kept) if kept.is_file() else None
+    if found is not None and found[1]:
+        # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
+        # built a second index of the demo's text beside it, given DIR or run inside it.)
+        raise IndexMissingError(f"{shown(folder) if folder else 'this folder'}: its index is {shown(kept)} "
+                                "(as `demo --dir` keeps one), not .streamrag/index.db; pass it as --db "
+                                f"{shlex.quote(shown(kept))}")
     if folder:
-        kept = Path(folder) / "index.db"
-        found = database_of(kept) if kept.is_file() else None
-        if found is not None and found[1]:
-            # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
-            # built a second index of the demo's text beside it.)
-            raise IndexMissingError(f"{shown(folder)}: its index is {shown(kept)} (as `demo --dir` "
-                                    "keeps one), not .streamrag/index.db; pass it as --db "
-                                    f"{shlex.quote(shown(kept))}")
         quoted = shlex.quote(shown(folder))
         raise IndexMissingError(f"{shown(folder)}: no index in it or in a folder above it; run "
                                 f"`streamrag index {quoted}` first, or pass --db PATH")

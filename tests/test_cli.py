@@ -696,6 +696,12 @@ def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path
         assert out.returncode == 1 and out.stdout == "", (args, out)
         assert out.stderr == ("streamrag: error: d: its index is d/index.db (as `demo --dir` keeps one), "
                               "not .streamrag/index.db; pass it as --db d/index.db\n"), (args, out.stderr)
+    # ... and run inside it: "no index found here ...; build one with `streamrag index DIR`".
+    for args in (("ask", "Who is Scrooge?"), ("status",), ("export", "g.json"), ("vacuum",)):
+        out = cli_run(*args, cwd=tmp_path / "d")
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == ("streamrag: error: this folder: its index is index.db (as `demo --dir` keeps "
+                              "one), not .streamrag/index.db; pass it as --db index.db\n"), (args, out.stderr)
     assert cli_run("status", "--db", "d/index.db", cwd=tmp_path).returncode == 0
     assert not (tmp_path / "d" / ".streamrag").exists()
 
