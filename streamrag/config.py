@@ -604,7 +604,7 @@ def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,
     return sorted(lines, key=place)
 
 
-def keys_note(where: str = "defaults") -> str:
+def keys_note(where: str) -> str:
     """Where every valid key is, said after an unknown one of the settings file ``where`` (once a
     line: ``problems_line``). ``init`` is given that file's folder, as it is known: it said
     `streamrag init DIR` to a user whose notes' settings it had just named."""
