@@ -169,13 +169,13 @@ async def test_files_held_back_for_chunks_left_without_an_extraction_unsaid_coun
     await sync([folder], settings, db, root=folder)
     town.write_text("Mayor Anna Berg met Doctor Vera Holm in Port Vell.")
     (folder / "harbor.txt").write_text("The Harbor Council met the Fishermen's Guild in Port Vell.")
-    monkeypatch.setattr(index_rows, "save_extractions", lambda store, key, held: None)
-    result = await sync([folder], settings, db, root=folder)
+    with monkeypatch.context() as m:   # (not monkeypatch.undo(): it undoes check_shortcuts too)
+        m.setattr(index_rows, "save_extractions", lambda store, key, held: None)
+        result = await sync([folder], settings, db, root=folder)
     assert result.documents == 1 and result.failures == result.failed_items == 2, result.warnings
     said = sorted(f["message"].split(" ")[0] for f in status_info(db, failures=True)["failures"])
     assert said == ["harbor.txt", "town.txt"]
 
-    monkeypatch.undo()
     again = await sync([folder], settings, db, root=folder)
     assert again.documents == 2 and again.failures == 0 and again.chunks_extracted == 2
     fresh = tmp_path / "fresh.db"
