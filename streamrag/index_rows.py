@@ -1006,7 +1006,6 @@ def _write_documents(store: Store, scan: Scan, change: Change) -> None:
     conn = store.conn
     delete_in(store, "documents", "id", change.removed_docs)
     delete_in(store, "document_chunks", "doc_id", change.removed_docs)
-    delete_in(store, "chunk_spans", "doc_id", change.removed_docs)
     paths_by_doc = shown_paths(scan.files)
     for doc_id in sorted(change.added_docs):
         doc = scan.documents.get(doc_id)
@@ -1219,6 +1218,7 @@ def _clean_up(store: Store, left_at: float) -> None:
     _release_answers(store, unused, left_at)
     delete_in(store, "reports", "key", unused)
     conn.execute("DELETE FROM chunks WHERE id NOT IN (SELECT chunk_id FROM document_chunks)")
+    # (a removed document's spans, and those of a version cut but never published: held back)
     conn.execute("DELETE FROM chunk_spans WHERE doc_id NOT IN (SELECT id FROM documents)")
     conn.execute("DELETE FROM embeddings WHERE kind = 'report'")   # (made before reports were not)
 
