@@ -457,7 +457,7 @@ CREATE INDEX IF NOT EXISTS relationships_pair ON relationships(source, target, w
 DROP INDEX IF EXISTS relationships_source;
 """),
     # Where each chunk of a big document lies in its text, and a digest of that part
-    # (``chunker.Spans``): a changed version of the file is cut again from its change on, the
+    # (``records.Spans``): a changed version of the file is cut again from its change on, the
     # chunks before it kept (``chunker.cut_document``), not cut again from its start.
     ("chunk_spans", """
 CREATE TABLE IF NOT EXISTS chunk_spans (
