@@ -50,6 +50,11 @@ _CHUNK_IN_THREAD_CHARS = 200_000
 _OFFLINE_GROUP = 64
 
 
+def chunk_shown(path: str, idx: int, chunk_id: str) -> str:
+    """A chunk as a message names it: its file, and which chunk of it (``idx`` from 0)."""
+    return f"{loader.shown(path)} (chunk {idx + 1}, {chunk_id})"
+
+
 @dataclass
 class Scan:
     """What the folder holds now: path -> (doc id, size, change stamp), per-document facts."""
@@ -326,7 +331,7 @@ class ExtractionStage:
             self.paths_of.update(index_rows.shown_paths(scan.files))
         doc = scan.documents.get(c.doc_id)
         path = doc.path if doc is not None else self.paths_of.get(c.doc_id, c.doc_id)
-        return f"{loader.shown(path)} (chunk {c.idx + 1}, {c.id})"
+        return chunk_shown(path, c.idx, c.id)
 
     async def extract_chunks(self, recv, send) -> None:
         """An extractor: the first extraction of each chunk, sent on to the gleaners."""

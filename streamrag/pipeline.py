@@ -59,7 +59,7 @@ from streamrag.errors import (
     user_error,
     user_errors_unwrapped,
 )
-from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan
+from streamrag.extraction_stage import ExtractionStage, ExtractionStageContext, Scan, chunk_shown
 from streamrag.extractor import ExtractionPrompts, extractor_key
 from streamrag.gleaner import YesNoCheck
 from streamrag.graph_state import (
@@ -757,7 +757,7 @@ class Indexer:
                 continue
             said.add(chunk_id)
             await self.fail(writer, "extract", chunk_id,
-                            f"{loader.shown(path)} (chunk {idx + 1}, {chunk_id}): no extraction of it was "
+                            f"{chunk_shown(path, idx, chunk_id)}: no extraction of it was "
                             "stored, and nothing said why; it is left out of this version, and the next "
                             "run extracts it again")
 
