@@ -26,12 +26,16 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def check_shortcuts(monkeypatch):
+def check_shortcuts():
     """Every index built by a test checks that what it counts as unchanged (report contexts,
-    community splits) is."""
+    community splits) is. (Set apart from ``monkeypatch``: a test's ``monkeypatch.undo()`` turned
+    the checks off for the rest of it.)"""
     from streamrag.pipeline import Indexer
 
-    monkeypatch.setattr(Indexer, "check_shortcuts", True)
+    was = Indexer.check_shortcuts
+    Indexer.check_shortcuts = True
+    yield
+    Indexer.check_shortcuts = was
 
 
 @pytest.fixture(autouse=True)

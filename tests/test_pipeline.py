@@ -169,7 +169,7 @@ async def test_files_held_back_for_chunks_left_without_an_extraction_unsaid_coun
     await sync([folder], settings, db, root=folder)
     town.write_text("Mayor Anna Berg met Doctor Vera Holm in Port Vell.")
     (folder / "harbor.txt").write_text("The Harbor Council met the Fishermen's Guild in Port Vell.")
-    with monkeypatch.context() as m:   # (not monkeypatch.undo(): it undoes check_shortcuts too)
+    with monkeypatch.context() as m:
         m.setattr(index_rows, "save_extractions", lambda store, key, held: None)
         result = await sync([folder], settings, db, root=folder)
     assert result.documents == 1 and result.failures == result.failed_items == 2, result.warnings
