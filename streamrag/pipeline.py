@@ -433,16 +433,19 @@ class Indexer:
             await writer.run(lambda st: st.set_meta("chunker_said", self.chunker_key))
         scan = await self._stream_stage(store, writer, paths)
         self.rechunked_all = self.rechunked_all and not scan.old_reading_kept
+        worked_from = store.version
+        change = self._changes(store, scan)
         if self.unavailable and self.llm is not None and not self.llm.reached and (
-                not self.retried or not self.indexed and self.answered_at is None):
+                not self.retried or not self.indexed and (self.answered_at is None or not change.live)):
             # Not one call reached the endpoint (a wrong llm.api_base, a server not started):
             # a version published now would hold none of what the run was for. (The daemon
             # publishes what it can and retries an outage itself, saying so; but not a first
             # index through an endpoint that never answered: a watch started before its server
-            # published an empty version 1 when it had fewer chunks than make the run give up.)
+            # published an empty version 1 when it had fewer chunks than make the run give up.
+            # Nor a first index of no chunk through one that answered only an earlier run, killed
+            # or given unusable answers: that too was an empty version 1. One of chunks extracted
+            # ahead holds them, and is published.)
             raise LLMUnavailableError(f"{self.unavailable_error}{self._nothing_published}")
-        worked_from = store.version
-        change = self._changes(store, scan)
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)

@@ -228,6 +228,77 @@ async def test_a_first_index_through_an_endpoint_that_never_answered_publishes_n
         store.close()
 
 
+async def _answered_unusably(settings, db, folder, simulator, *, ahead: int) -> None:
+    """An earlier run of the index ``db`` that published nothing: the endpoint answered it, but
+    unusably (one.txt's chunk), and ``ahead`` chunks of ahead.txt were extracted before (a watch
+    stopped before its sync)."""
+    from streamrag.pipeline import Indexer
+
+    if ahead:
+        (folder / "ahead.txt").write_text(_paragraphs(ahead))
+        assert await Indexer(settings, db, root=folder, command="watch:extract").prefetch([folder / "ahead.txt"]) == ahead
+    (folder / "one.txt").write_text(_paragraphs(1).replace("Captain", "Admiral"))
+    garble = GarbleExtractions(simulator.base_url)
+    indexer = Indexer(settings, db, root=folder, command="watch:extract", transport=httpx.MockTransport(garble))
+    assert await indexer.prefetch([folder / "one.txt"]) == 0
+    await garble.client.aclose()
+    assert status_info(db)["version"] == 0
+
+
+@pytest.mark.parametrize("ahead", [0, 2])
+async def test_a_first_index_of_no_chunk_through_an_endpoint_that_answered_an_earlier_run_publishes_nothing(
+        tmp_path, simulator, monkeypatch, ahead):
+    # Its endpoint answered an earlier run of the index (its answers unusable), so a watch whose
+    # first sync then reached no endpoint published what it could: an empty version 1, which `ask`
+    # answered from. (With chunks extracted ahead, a version 1 of them is published, as before.)
+    switch, _settings, _cap = fast_outage(monkeypatch, simulator)
+    # (no community big enough for a report: its calls would make the sync give up)
+    settings = make_settings(simulator.base_url, index={**SMALL, "report_min_members": 1000},
+                             llm={"max_retries": 0, "cache": False}, watch={"quiet_s": 0.04})
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    db = tmp_path / "n.db"
+    await _answered_unusably(settings, db, folder, simulator, ahead=ahead)
+    switch.up = False
+    events = Events()
+    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: "error" in events.states(), timeout=30)
+        down = status_info(db)
+        switch.up = True
+        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == 1 + bool(ahead), timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    error = events[events.states().index("error")]
+    assert f"no call succeeded: {error['endpoint']} stopped answering at " in error["message"], error
+    if ahead:
+        assert down["version"] == 1 and down["documents"] == 1, down
+    else:
+        assert down["version"] == 0 and down["not_indexed_last_run"] == 1, down
+        assert "idle" not in events.states()[:events.states().index("error")], events
+    assert db_count(db, "SELECT count(*) FROM entities WHERE name LIKE 'Admiral %'") == 1
+
+
+async def test_index_publishes_no_first_index_through_an_endpoint_that_answered_only_an_earlier_run(
+        tmp_path, simulator, monkeypatch):
+    # As `watch` now: `index` reaching no endpoint publishes nothing (it does not retry).
+    from streamrag.errors import LLMUnavailableError
+    from streamrag.pipeline import Indexer
+
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    db = tmp_path / "n.db"
+    await _answered_unusably(settings, db, folder, simulator, ahead=2)
+    switch.up = False
+    with pytest.raises(LLMUnavailableError, match="Nothing was published; there is no index yet"):
+        await Indexer(settings, db, root=folder, transport=httpx.MockTransport(switch)).run([folder])
+    await switch.client.aclose()
+    assert status_info(db)["version"] == 0
+
+
 async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator,
                                                                              monkeypatch):
     # Three changed chunks while the endpoint is down: the extraction ahead of the sync gives up
