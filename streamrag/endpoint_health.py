@@ -180,6 +180,13 @@ def behind_a_proxy(statuses: Counter[int | None]) -> bool:
     return only_errors(statuses, "") is not None and bool(PROXY_STATUSES & set(statuses))
 
 
+def unreadable_only(statuses: Counter[int | None]) -> bool:
+    """Whether tries that failed so, ``statuses`` by HTTP status, were all answered with HTTP 200
+    and text the client could not read (not JSON, no choices: ``replies.Replies.json``): the
+    server answered, with no error to look for in its logs."""
+    return set(statuses) == {200}
+
+
 def kinds_said(failed: Counter[str]) -> str:
     """How many tries failed of each kind, as an error says it (``FAILURES``)."""
     return ", ".join(f"{failed[kind]} {what}" for kind, what in FAILURES if failed[kind])

@@ -79,10 +79,15 @@ class Outage:
         """What the line of an outage begun says of a server answering with errors (``server_errors``):
         as the model client says it (``endpoint_health.only_errors``) when the failed tries were all
         HTTP errors and requests to wait, a proxy's bare 503 whose server behind it is down too
-        (it said "kept answering with errors: check its logs", the proxy's logs)."""
-        from streamrag.endpoint_health import only_errors   # (httpx, as ``base_setting``)
+        (it said "kept answering with errors: check its logs", the proxy's logs). Tries all
+        answered with HTTP 200 the client could not read are said so, as the model client says
+        them (``provider_errors.advice``): it said "kept answering with errors" of answers."""
+        from streamrag.endpoint_health import only_errors, unreadable_only   # (httpx, as ``base_setting``)
 
         assert self.current is not None
+        if unreadable_only(self.statuses):
+            return (f"the server at {self.current['endpoint']} answered, but its answers could not be read: "
+                    f"check that {self.base_setting()} is an OpenAI-compatible endpoint")
         return only_errors(self.statuses, self.base_setting()) or (
             f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
 
@@ -112,8 +117,9 @@ class Outage:
         answering with errors, when the endpoint is up but fails every call; ``the server behind
         http://... still down``, when it answers only as a proxy does for a server down behind
         it, as the line of the outage begun says it (``errors_said``): it said "still answering
-        with errors", the proxy's logs to check."""
-        from streamrag.endpoint_health import behind_a_proxy   # (httpx, as ``base_setting``)
+        with errors", the proxy's logs to check; still giving answers that cannot be read, when
+        every failed try was such an answer (``errors_said``)."""
+        from streamrag.endpoint_health import behind_a_proxy, unreadable_only   # (httpx, as ``base_setting``)
 
         o = self.current
         assert o is not None
@@ -121,7 +127,10 @@ class Outage:
         since = clock(o["since"], seconds=time.time() - o["since"] < 60)
         if self.server_errors and behind_a_proxy(self.statuses):
             return f"the server behind {o['endpoint']} still down since {since}"
-        still = "still answering with errors" if self.server_errors else "still down"
+        still = "still down"
+        if self.server_errors:
+            still = ("still giving answers that cannot be read" if unreadable_only(self.statuses)
+                     else "still answering with errors")
         return f"{o['endpoint']} {still} since {since}"
 
     def attempted(self, indexer: Indexer, began: float, *, failed: bool = False) -> None:

@@ -1247,6 +1247,11 @@ def test_the_outage_line_names_the_flag_that_set_the_endpoint(tmp_path):
      "http://127.0.0.1:9/v1 still answering with errors since "),
     ({408: 2, 503: 2}, "the server behind --api-base answers only HTTP 408 and 503 (a proxy",
      "the server behind http://127.0.0.1:9/v1 still down since "),
+    ({200: 4}, "the server at http://127.0.0.1:9/v1 answered, but its answers could not be read: check that "
+               "--api-base is an OpenAI-compatible endpoint (",
+     "http://127.0.0.1:9/v1 still giving answers that cannot be read since "),
+    ({200: 3, 500: 1}, "the server at http://127.0.0.1:9/v1 kept answering with errors: check its logs (",
+     "http://127.0.0.1:9/v1 still answering with errors since "),
 ])
 def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp_path, statuses, said, still):
     # A try without an answer (a timeout, a refusal) among them, or a 400, is no proxy's answer:
@@ -1313,6 +1318,39 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
     # ... and the line after it as the first: it said "still answering with errors since".
     brief = next(e for e in events if e["state"] == "outage")
     assert brief["message"].startswith(f"the server behind {first['endpoint']} still down since "), brief
+
+
+class AnsweringText(Switch):
+    """A transport that forwards to the simulator while ``up`` and otherwise answers HTTP 200 with
+    text that is no chat answer (not JSON), as a web server at a wrong path may."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not self.up:
+            return httpx.Response(200, text="I cannot help.", headers={"content-type": "text/plain"})
+        return await super().__call__(request)
+
+
+async def test_a_server_whose_answers_cannot_be_read_is_said_so_not_to_answer_with_errors(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Every call answered HTTP 200 with text that is not a chat answer: the line of the outage
+    # begun said "no call succeeded: the server at URL kept answering with errors: check its logs",
+    # and the next "still answering with errors", of a server that answered every request, with
+    # nothing in its logs; the model client's own error says its answers could not be read.
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.04})
+    events = await _down_then_back(AnsweringText(simulator.base_url), settings, tmp_path / "t.db", corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
+    first = next(e for e in events if e.get("outage"))
+    assert first["state"] == "error" and first["server_errors"] is True, first
+    assert (f"; no call succeeded: the server at {first['endpoint']} answered, but its answers could not be "
+            "read: check that llm.api_base is an OpenAI-compatible endpoint (retrying until it answers") \
+        in first["message"], first["message"]
+    assert "with errors" not in first["message"], first["message"]
+    brief = next(e for e in events if e["state"] == "outage")
+    assert brief["message"].startswith(f"{first['endpoint']} still giving answers that cannot be read since "), brief
 
 
 class SlowFailing(Failing):
