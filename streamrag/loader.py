@@ -89,8 +89,10 @@ TITLE_CHARS = 100
 # 15: a few words of Western 8-bit text are not UTF-16 CJK text with no punctuation (``_WESTERN``:
 # 14 read "canción schön to" in cp1252 as 捡湣槳渠獣棶渠瑯). 16: 16-bit numbers among Bopomofo,
 # jamo, enclosed and compatibility characters (U+3100-U+33FF) are not UTF-16 text with no
-# punctuation (``legacy.IDEOGRAPH_OR_SYLLABLE``: 15 read them as such).
-VERSION = "16"
+# punctuation (``legacy.IDEOGRAPH_OR_SYLLABLE``: 15 read them as such). 17: UTF-16 or UTF-32 with
+# its byte-order mark, cut short or broken, is not indexed (``_broken_after_mark``: a short one was
+# read as cp1252, "ÿþAB", a long one said to be UTF-16 "without a byte-order mark").
+VERSION = "17"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -580,8 +582,12 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         if data.startswith(bom):
             try:
                 text = data.decode(codec)
-            except UnicodeDecodeError:
-                pass
+            except UnicodeDecodeError as e:
+                broken = e.start
+            else:
+                break
+            # (Judged out of the except block: the error holds a copy of the whole file's bytes.)
+            _broken_after_mark(data, broken, codec, label)
             break
     if text is None and _many_nuls(data[:_SNIFF]):
         text = _utf32_without_bom(data) or _utf16_without_bom(data, label)
@@ -605,6 +611,22 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
                         "none: check how it was written")
         text = text.replace("\x00", "")
     return text
+
+
+def _broken_after_mark(data: bytes, start: int, codec: str, label: str) -> None:
+    """Refuses ``data``, whose byte-order mark says ``codec`` ("utf-16" or "utf-32") and whose
+    bytes from ``start`` on are not that (cut short, or broken), when its first bytes read as
+    text: read as anything else it was garbage (a short file, "ÿþAB" in cp1252), or said to be
+    UTF-16 "without a byte-order mark". Bytes that are no text after the mark are left to be
+    judged as before (a binary file): nearly all of them printable, as ``_utf16_codec`` has it."""
+    width = 4 if codec == "utf-32" else 2
+    head = data[:min(start, _SNIFF)].decode(codec, errors="ignore")
+    if sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in head) < 0.98 * len(head):
+        return
+    where = ("it ends in half a character" if len(data) - start < width
+             else f"byte {start:,} is not {codec.upper()}")
+    raise InputError(f"{label}: {codec.upper()} by its byte-order mark, but {where}, so it is not indexed; "
+                     "save it as UTF-8")
 
 
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.

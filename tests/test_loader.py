@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -1077,6 +1078,28 @@ def test_cjk_text_in_utf16_without_a_byte_order_mark_is_read_and_8_bit_text_is_n
                               "not valid UTF-8, read as")):
         [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
         assert len(data) % 2 == 0 and said in warnings[0], (name, doc.text[:20], warnings)
+
+
+def test_utf16_or_utf32_with_its_byte_order_mark_cut_short_or_broken_is_said_so(tmp_path):
+    # A download cut one byte short: a short file was read as cp1252 ("ÿþAB", a NUL dropped), a
+    # long one said to be "UTF-16 without a byte-order mark by its first bytes".
+    text = "Ada Osk met Bo Lund in Oslo.\n"
+    for name, data, said in (("short16.txt", "AB".encode("utf-16")[:-1], "UTF-16 by its byte-order mark, but it "
+                              "ends in half a character"),
+                             ("long16.txt", (text * 50).encode("utf-16")[:-1], "UTF-16 by its byte-order mark, but it "
+                              "ends in half a character"),
+                             ("be16.txt", codecs.BOM_UTF16_BE + (text * 50).encode("utf-16-be")[:-1],
+                              "UTF-16 by its byte-order mark, but it ends in half a character"),
+                             ("half16.txt", codecs.BOM_UTF16_LE + text.encode("utf-16-le") + b"\x00\xd8"
+                              + text.encode("utf-16-le"), "UTF-16 by its byte-order mark, but byte 60 is not UTF-16"),
+                             ("cut32.txt", text.encode("utf-32")[:-2], "UTF-32 by its byte-order mark, but it "
+                              "ends in half a character")):
+        with pytest.raises(InputError, match=f"^{name}: {said}, so it is not indexed; save it as UTF-8$"):
+            read_documents(write(tmp_path / name, data), root=tmp_path)
+    # Bytes that are no text after the mark are a binary file, as before.
+    with pytest.raises(InputError, match="^blob.txt: binary file"):
+        read_documents(write(tmp_path / "blob.txt", codecs.BOM_UTF16_LE + bytes(range(1, 32)) * 50 + b"\x01"),
+                       root=tmp_path)
 
 
 def test_utf16_without_a_byte_order_mark_that_was_called_binary_is_read_or_said_utf16(tmp_path):
