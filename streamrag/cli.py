@@ -24,7 +24,6 @@ import io
 import json
 import logging
 import os
-import shlex
 import signal
 import sqlite3
 import sys
@@ -45,7 +44,7 @@ from streamrag.status import counted as _n, format_status, gather_status, llm_su
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
                              last_opened, one_writer, read_as_unchanging, remember_wal_tried,
                              vacuum, wal_kept_line, wal_past_bound, wal_tried)
-from streamrag.terminal import shown
+from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 
 
@@ -105,7 +104,7 @@ def _passed_over(here: Path, near: Path, settings: Settings) -> str:
     lack is said: without it the run went offline, and said nothing more."""
     import tomllib
 
-    given = shlex.quote(shown(CONFIG_NAME if here.parent == Path.cwd().resolve() else here))
+    given = shell_word(CONFIG_NAME if here.parent == Path.cwd().resolve() else here)
     try:
         names_model = bool(tomllib.loads(here.read_text(encoding="utf-8")).get("llm", {}).get("api_base"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
@@ -212,9 +211,9 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         # built a second index of the demo's text beside it, given DIR or run inside it.)
         raise IndexMissingError(f"{shown(folder) if folder else 'this folder'}: its index is {shown(kept)} "
                                 "(as `demo --dir` keeps one), not .streamrag/index.db; pass it as --db "
-                                f"{shlex.quote(shown(kept))}")
+                                f"{shell_word(kept)}")
     if folder:
-        quoted = shlex.quote(shown(folder))
+        quoted = shell_word(folder)
         raise IndexMissingError(f"{shown(folder)}: no index in it or in a folder above it; run "
                                 f"`streamrag index {quoted}` first, or pass --db PATH")
     raise IndexMissingError("no index found here or in a parent folder; build one with "
@@ -226,7 +225,7 @@ def _missing_said(db: Path, given: str) -> Path:
     it). It said "build one with `streamrag index DIR` (or pass --db ...)" of the --db passed."""
     if db.exists() or db.is_symlink():
         return db
-    flag = f" --db {shlex.quote(shown(db))}" if given == "--db" else ""
+    flag = f" --db {shell_word(db)}" if given == "--db" else ""
     raise IndexMissingError(f"no index at {shown(db)} (named by {given}); build it with "
                             f"`streamrag index DIR{flag}`, or give {given.split(' in ')[0]} an index "
                             "that exists")
@@ -247,7 +246,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not folder.exists():
         # (A typo made a new folder, and the settings file in it was never read.)
         raise ConfigError(f"{folder}: no such folder; give a folder that exists (create it first "
-                          f"with `mkdir -p {shlex.quote(str(folder))}` if it is new)")
+                          f"with `mkdir -p {shell_word(folder)}` if it is new)")
     target = folder / CONFIG_NAME
     if target.exists() and not args.force:
         raise ConfigError(f"{target} exists already; edit it, or pass --force to overwrite it")
@@ -258,7 +257,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                           "write to") from None
     print(target)
     # (It said `streamrag index DIR` of the folder just named: the command to run is that one's.)
-    print(f"Edit it, then run `streamrag index {shlex.quote(shown(folder))}`. Set llm.api_base (or "
+    print(f"Edit it, then run `streamrag index {shell_word(folder)}`. Set llm.api_base (or "
           "STREAMRAG_API_BASE) to use an LLM; without one streamrag indexes offline.", file=sys.stderr)
     return 0
 
@@ -381,9 +380,9 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     folder = db.parent.parent if db.parent.name == ".streamrag" else indexed_root(db)
     what = ("a streamrag index's folder" if index_folder else "a streamrag index's database" if db == path
             else f"a file of the streamrag index {shown(db)}")
-    run = (f"run `streamrag {command} {shlex.quote(shown(folder))}` (its folder)" if folder is not None
+    run = (f"run `streamrag {command} {shell_word(folder)}` (its folder)" if folder is not None
            else f"run `streamrag {command} DIR` on the folder it indexes")
-    return f"{what}, not documents; {run}, or pass the index as --db {shlex.quote(shown(db))}"
+    return f"{what}, not documents; {run}, or pass the index as --db {shell_word(db)}"
 
 
 _late_signals: list[int] = []
@@ -531,12 +530,12 @@ def _check_indexed_folder(args: argparse.Namespace, after: str = "",
         db = found[0]
         if db.parent.name == ".streamrag":
             raise StreamragError(f"{shown(folder)}: an index's database, not a folder; give its folder, "
-                                 f"{shlex.quote(shown(db.parent.parent))}, or pass it as --db "
-                                 f"{shlex.quote(shown(db))}")
+                                 f"{shell_word(db.parent.parent)}, or pass it as --db "
+                                 f"{shell_word(db)}")
         # (An index kept elsewhere, by --db or store.path, is found from its folder only through
         # that folder's streamrag.toml: naming the folder would build a second index.)
         raise StreamragError(f"{shown(folder)}: an index's database, not a folder; pass it as --db "
-                             f"{shlex.quote(shown(db))}")
+                             f"{shell_word(db)}")
     what = "a file, not a folder" if folder.is_file() else "not a regular file or folder (a pipe, a device)"
     raise StreamragError(f"{shown(folder)}: {what}; {why}give the indexed folder{after} "
                          "(or its index file as --db)")

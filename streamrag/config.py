@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import shlex
 import tomllib
 import typing
 import urllib.parse
@@ -25,7 +24,7 @@ import msgspec
 
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError
-from streamrag.terminal import shown
+from streamrag.terminal import shell_word
 
 CONFIG_NAME = "streamrag.toml"
 # The files a folder's index reads by default (= index.include in config/default.toml): here, not
@@ -286,9 +285,7 @@ def _missing_fix(path: Path) -> str:
     """What to do about a settings file that is not there. ``streamrag init DIR`` writes
     DIR/streamrag.toml and no other name ("run `streamrag init` to write one" was said of
     nofile.toml, which init never writes), in a folder that exists."""
-    import shlex
-
-    folder = shlex.quote(str(path.parent))
+    folder = shell_word(path.parent)
     if path.name == CONFIG_NAME and path.parent.is_dir():
         return f"run `streamrag init {folder}` to write it, or leave out --config"
     return (f"create it, or leave out --config to read the {CONFIG_NAME} of the folder (or a folder "
@@ -608,7 +605,7 @@ def keys_note(where: str) -> str:
     """Where every valid key is, said after an unknown one of the settings file ``where`` (once a
     line: ``problems_line``). ``init`` is given that file's folder, as it is known: it said
     `streamrag init DIR` to a user whose notes' settings it had just named."""
-    folder = shlex.quote(shown(Path(where).parent)) if where != "defaults" else "DIR"
+    folder = shell_word(Path(where).parent) if where != "defaults" else "DIR"
     return (f"every valid key, with its default, is in {asset('config', 'default.toml')}; "
             f"`streamrag init {folder}` writes a commented copy")
 

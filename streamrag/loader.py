@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import re
-import shlex
 import stat
 import unicodedata
 from collections.abc import Sequence
@@ -38,7 +37,7 @@ from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, Unrea
 from streamrag.ids import document_id
 from streamrag.invisible import visible
 from streamrag.records import Document
-from streamrag.terminal import one_line as _safe, shown, storable
+from streamrag.terminal import one_line as _safe, shell_word, shown, storable
 
 # (``legacy`` and ``markdown`` are imported by the functions that read a file with them, not
 # above: compiling the legacy encodings' letter tables took 30 ms of CPU of every command that
@@ -711,7 +710,7 @@ _ICONV_NAMES = {"cp1252": "CP1252", "latin-1": "ISO-8859-1"}
 
 def _iconv(encoding: str, label: str) -> str:
     """The command that writes the file ``label`` (as messages show it) in UTF-8, from ``encoding``."""
-    return f"`iconv -f {encoding} -t UTF-8 {shlex.quote(label)}`"
+    return f"`iconv -f {encoding} -t UTF-8 {shell_word(label)}`"
 
 
 _STRAY_LETTER = re.compile("[\udca0-\udcff]")

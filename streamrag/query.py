@@ -36,7 +36,6 @@ import logging
 import math
 import os
 import re
-import shlex
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -58,7 +57,7 @@ from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_
 from streamrag.signals import until_sigterm
 from streamrag.status import failure_runs, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
-from streamrag.terminal import shown
+from streamrag.terminal import shell_word, shown
 from streamrag.terms import words
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
@@ -226,7 +225,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
     if store.version:  # indexed, but its folder held nothing to index, or nothing of it worked
         recorded = store.get_meta("root")
         root = shown(_as_given(recorded)) if recorded else "its folder"
-        again = f"`streamrag index {shlex.quote(root)}`" if recorded else "`streamrag index DIR`"
+        again = f"`streamrag index {shell_word(root)}`" if recorded else "`streamrag index DIR`"
         named = "the current folder" if root == "." else root
         runs = failure_runs(store, last_update(store))
         if index_rows.failures_of(store, *runs):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 
 # Escape sequences (CSI ... final byte, OSC/DCS/APC/PM/SOS strings up to their terminator, and
@@ -83,3 +84,12 @@ def one_line(text: str) -> str:
 def shown(path: Path | str) -> str:
     """``path`` as one line of a message (its control characters and undecodable bytes escaped)."""
     return one_line(os.fspath(path))
+
+
+def shell_word(path: Path | str) -> str:
+    """``path`` as ``shown``, quoted for a shell as one word of a command a message gives to run:
+    a relative path opening with "-" is written "./-notes", which no command takes for an
+    option (`streamrag index -notes` was a usage error, `iconv -f CP1252 -t UTF-8 -a.txt` one
+    of iconv's)."""
+    text = shown(path)
+    return shlex.quote(f"./{text}" if text.startswith("-") else text)

@@ -67,6 +67,11 @@ def test_init_writes_a_config_once(cli_run, tmp_path):
     (tmp_path / "my notes").mkdir()
     out = cli_run("init", "my notes", cwd=tmp_path)
     assert out.returncode == 0 and "Edit it, then run `streamrag index 'my notes'`." in out.stderr, out.stderr
+    # A name opening with a dash is written so that no command takes it for an option (`streamrag
+    # index -notes` was a usage error).
+    (tmp_path / "-notes").mkdir()
+    out = cli_run("init", "--", "-notes", cwd=tmp_path)
+    assert out.returncode == 0 and "Edit it, then run `streamrag index ./-notes`." in out.stderr, out.stderr
     (tmp_path / "here").mkdir()
     assert "run `streamrag index .`." in cli_run("init", cwd=tmp_path / "here").stderr
 

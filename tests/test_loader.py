@@ -222,6 +222,21 @@ def test_the_command_of_a_file_read_as_cp1252_or_latin1_names_the_encoding_it_wa
                             "look wrong in answers)"]
 
 
+def test_the_command_for_a_file_whose_name_opens_with_a_dash_runs(tmp_path):
+    # `iconv -f CP1252 -t UTF-8 -old.txt` took the name for options ("invalid option -- 'o'").
+    import shutil
+    import subprocess
+
+    if not shutil.which("iconv"):
+        pytest.skip("no iconv")
+    text = "Le garçon très âgé a mangé une crème brûlée.\n"
+    [doc], [warning] = read_documents(write(tmp_path / "-old.txt", text.encode("cp1252")), root=tmp_path)
+    command = re.search(r"`(iconv [^`]*)`", warning).group(1)
+    assert command == "iconv -f CP1252 -t UTF-8 ./-old.txt", warning
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True)
+    assert (done.returncode, done.stdout.decode()) == (0, text), done.stderr
+
+
 def test_a_large_file_not_in_utf8_is_judged_in_little_memory_and_read_as_before(tmp_path):
     import tracemalloc
 
