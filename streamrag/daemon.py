@@ -458,6 +458,11 @@ class Daemon:
             for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
                 if is_dir:
+                    # A file made a folder of its name (`rm a.txt && mkdir a.txt`, a checkout of
+                    # another branch) leaves: its files are those listed, and nothing else was
+                    # queued by an empty one, so its text stayed indexed.
+                    if self.folder.is_indexed(store, rel):
+                        out[rel] = "deleted"
                     continue
                 if not exists:
                     # Only what the index holds, or a sync is queued for, can be deleted: a

@@ -25,7 +25,7 @@ from conftest import (index_snapshot as snapshot, lose_extraction, make_settings
                       wal_tries)
 from streamrag.config import load_settings
 from streamrag.cli import main
-from streamrag import watched_folder
+from streamrag import index_rows, watched_folder
 from streamrag.daemon import Daemon, Reporter
 from streamrag.pipeline import sync
 from streamrag.simulator import Simulator, SimulatorConfig
@@ -399,6 +399,35 @@ async def test_a_burst_of_deleted_paths_opens_the_index_once_not_once_per_path(c
     burst |= {(Change.deleted, str(corpus / "festival.md")), (Change.deleted, str(corpus / "archive"))}
     assert await daemon._classify(burst) == {"festival.md": "deleted", "archive/railway.txt": "deleted"}
     assert len(opened) <= 2, len(opened)   # the paths asked about, then the files classified
+
+
+async def test_a_file_replaced_by_a_folder_of_its_name_leaves_the_index(corpus, tmp_path):
+    # `rm guild.txt && mkdir guild.txt` in one batch queued nothing (an empty folder has no file
+    # to add): the daemon said the index was current with guild.txt's text still in it.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "f.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            guild, council = corpus / "guild.txt", corpus / "council.txt"
+            guild.unlink()
+            guild.mkdir()
+            burst = {(Change.deleted, str(guild)), (Change.added, str(guild))}
+            assert await daemon._classify(burst) == {"guild.txt": "deleted"}
+            await send.send(burst)
+            await until(lambda: daemon.syncs == 2)
+            # One with a file in it: the folder's file is added, and the file it was leaves.
+            council.unlink()
+            council.mkdir()
+            (council / "minutes.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+            burst = {(Change.deleted, str(council)), (Change.added, str(council)),
+                     (Change.added, str(council / "minutes.txt"))}
+            assert await daemon._classify(burst) == {"council.txt": "deleted", "council.txt/minutes.txt": "added"}
+            await send.send(burst)
+            await until(lambda: daemon.syncs == 3)
+    store = Store(db, readonly=True)
+    paths = set(index_rows.file_paths(store))
+    store.close()
+    assert "guild.txt" not in paths and "council.txt" not in paths and "council.txt/minutes.txt" in paths, paths
 
 
 async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
