@@ -477,9 +477,14 @@ class Daemon:
                     if not gone and os.path.lexists(path):
                         self._warn_once(f"{shown(rel)}: {why_unusable(path)}")
                         self.folder.note_broken(rel)
-                elif not self.folder.takes(path):   # the scan skips it, so do we
+                elif not self.folder.takes(path) or not self.folder.included(rel):   # the scan skips it, so do we
+                    # (and what was indexed under it: a folder made a file of its name, `mv d
+                    # away && touch d`, was queued "added", and read ahead, though never indexed)
+                    gone = self.folder.indexed_in(store, rel)
                     if self.folder.is_indexed(store, rel):
-                        out[rel] = "deleted"
+                        gone.add(rel)
+                    for each in gone:
+                        out[each] = "deleted"
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if ADDED in kinds[rel] else "modified"
                 elif rel in self.pending:   # as queued: what it is now is the sync's to find

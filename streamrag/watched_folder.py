@@ -173,6 +173,12 @@ class WatchedFolder:
         """The indexed files under the folder ``rel``."""
         return set() if store is None else {file_of(p) for p in index_rows.paths_under(store, rel)}
 
+    def included(self, rel: str) -> bool:
+        """Whether index.include takes the file ``rel`` (its path from the root), as the scan
+        does: a deleted path that held indexed files is an event ``relevant`` keeps, whatever
+        its name, and it may be a file now (`mv d away && touch d`)."""
+        return name_or_path_matches(rel.rsplit("/", 1)[-1], rel, self._include)
+
     def takes(self, path: Path) -> bool:
         """Whether the scan would read ``path``: a regular file (reading a FIFO would block), not
         out of the folder through a link, its own or a folder's on its way (its text must not

@@ -430,6 +430,29 @@ async def test_a_file_replaced_by_a_folder_of_its_name_leaves_the_index(corpus, 
     assert "guild.txt" not in paths and "council.txt" not in paths and "council.txt/minutes.txt" in paths, paths
 
 
+async def test_a_folder_replaced_by_a_file_of_its_name_is_not_read_and_its_files_leave(corpus, tmp_path):
+    # `mv archive away && echo ... > archive`: "archive" (a name index.include does not take)
+    # was queued "added" and extracted ahead, and the files the folder held were not queued.
+    (corpus / "archive").mkdir()
+    shutil.move(corpus / "railway.txt", corpus / "archive" / "railway.txt")
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "f.db"
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            mark = len(events)
+            shutil.move(corpus / "archive", tmp_path / "away")
+            (corpus / "archive").write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+            burst = {(Change.deleted, str(corpus / "archive")), (Change.added, str(corpus / "archive"))}
+            assert await daemon._classify(burst) == {"archive/railway.txt": "deleted"}
+            await send.send(burst)
+            await until(lambda: daemon.syncs == 2)
+            assert not [e for e in events[mark:] if e["state"] in ("extracting", "waiting") and "scanned" not in e]
+    store = Store(db, readonly=True)
+    paths = set(index_rows.file_paths(store))
+    store.close()
+    assert "archive/railway.txt" not in paths and "archive" not in paths and "guild.txt" in paths, paths
+
+
 async def test_a_file_that_cannot_be_indexed_is_said_once(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     async with running(settings, tmp_path / "b.db", corpus) as (daemon, events, send):
