@@ -245,7 +245,7 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
                       "ORDER BY started_at DESC LIMIT 1")
     if run:   # (a run still 'running' that holds no lock was killed)
         how = {"failed": "failed"}.get(run[0]["status"], "was stopped")
-        again = (f"`streamrag index {shown(db_path.parent.parent)}`"
+        again = (f"`streamrag index {shell_word(db_path.parent.parent)}`"
                  if db_path.parent.name == ".streamrag" else "the same command")
         raise IndexMissingError(f"the index at {db_path} has nothing published yet: its first "
                                 f"`streamrag {run[0]['command']}` {how} before publishing; run "

@@ -317,17 +317,18 @@ def test_a_question_to_an_index_whose_first_run_stopped_says_to_run_it_again(cli
                                                                             said):
     from streamrag.store import Store
 
-    db = tmp_path / "notes" / ".streamrag" / "index.db"
+    db = tmp_path / "my notes" / ".streamrag" / "index.db"
     db.parent.mkdir(parents=True)
     store = Store(db)
     store.start_run("run-1", "index")
     store.finish_run("run-1", status)
     store.close()
     # It said to build the index, as if none had been started; export wrote an empty graph.
+    # The folder is quoted for a shell (it said `streamrag index /tmp/.../my notes`).
     for command in (("ask", "anything"), ("export", str(tmp_path / "out.json"))):
         cli(command[0], "--db", str(db), *command[1:], code=1, fragments=(
             f"its first `streamrag index` {said} before publishing; run `streamrag index "
-            f"{tmp_path / 'notes'}` again: it goes on from the work it kept",))
+            f"'{tmp_path / 'my notes'}'` again: it goes on from the work it kept",))
     assert not (tmp_path / "out.json").exists()
 
 
