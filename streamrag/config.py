@@ -263,7 +263,7 @@ def _read_toml(path: Path) -> dict:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file; {_missing_fix(Path(path))}") from None
     except tomllib.TOMLDecodeError as e:
-        fresh = (f", or start over with `streamrag init --force {path.parent}` (it overwrites the file)"
+        fresh = (f", or start over with `streamrag init --force {shell_word(path.parent)}` (it overwrites the file)"
                  if path.name == CONFIG_NAME else "")
         raise ConfigError(f"{path}: not valid TOML ({e}); {_toml_fix(e, data)}{fresh}") from None
     except IsADirectoryError:

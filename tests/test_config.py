@@ -206,8 +206,11 @@ def test_range_edges_are_accepted(tmp_path):
 
 
 def test_malformed_settings_file_points_at_init_force_only_when_init_would_rewrite_it(tmp_path):
-    for name, hint in (("streamrag.toml", f"streamrag init --force {tmp_path}"), ("other.toml", None)):
-        path = tmp_path / name
+    # Its folder quoted for a shell: `streamrag init --force /tmp/.../my notes` was two folders.
+    folder = tmp_path / "my notes"
+    folder.mkdir()
+    for name, hint in (("streamrag.toml", f"`streamrag init --force '{folder}'`"), ("other.toml", None)):
+        path = folder / name
         path.write_text("[llm\n")
         with pytest.raises(ConfigError) as err:
             load_settings(path, env={})
