@@ -73,7 +73,7 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings
-from streamrag.errors import LLMUnavailableError, StreamragError, disk_full
+from streamrag.errors import LLMOutputError, LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -1095,10 +1095,13 @@ class Daemon:
             # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
             return StreamragError(f"the disk holding the index is full ({clause(full)}); free some "
                                   "space")
-        if not isinstance(caught, StreamragError) or initial and not (
+        if not isinstance(caught, StreamragError) or isinstance(caught, LLMOutputError) or initial and not (
                 isinstance(caught, LLMUnavailableError) and not self._once):
             # (A daemon started before its model server, by a service manager say, waits
-            # for the server as it does when the server goes away later; --once stops.)
+            # for the server as it does when the server goes away later; --once stops. A first
+            # index the model answered unusably, ``Indexer._sync``, stops it whichever sync met
+            # it, a retry after such a wait too: watch goes on with the settings it started
+            # with, so only a restart asks the model the fix names.)
             return None
         return caught
 

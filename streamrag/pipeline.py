@@ -97,6 +97,14 @@ def nothing_indexed_line(items: int, last: str) -> str:
             "cause and run the same command again (`streamrag status --failures` lists them)")
 
 
+def unusable_first_line(chunks: int, model: str) -> str:
+    """What a first index says when the model answered each of its ``chunks`` chunks, all that
+    failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value)."""
+    return (f"no chunk could be extracted ({chunks} failed): the model's answers were unusable "
+            f"({model}): check llm.extraction_model, or try a model that follows the extraction "
+            "format (`streamrag status --failures` lists them)")
+
+
 # A run stops once this many calls failed (after their retries) and no chunk was extracted:
 # the endpoint is plainly down (3 that it did not answer), or answers nothing usable (8 failed in
 # any way: a model that cannot follow the format, an HTML page; more than 3, so that a weak model
@@ -243,6 +251,7 @@ class Indexer:
         # without opening the index again after each sync that left items out.
         self.chunks_failed = 0
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
+        self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
@@ -301,6 +310,8 @@ class Indexer:
         self.failures += 1
         if stage in ("extract", "glean"):
             self.failed_chunk_ids.add(item)
+            if isinstance(error, LLMOutputError):
+                self.unusable_chunk_ids.add(item)
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[kind or InputError.kind] += 1
@@ -446,6 +457,14 @@ class Indexer:
             # or given unusable answers: that too was an empty version 1. One of chunks extracted
             # ahead holds them, and is published.)
             raise LLMUnavailableError(f"{self.unavailable_error}{self._nothing_published}")
+        if not self.indexed and not change.live and self.failed_chunk_ids \
+                and self.failed_chunk_ids <= self.unusable_chunk_ids:
+            # Every chunk of a first index failed for the model's answers (the endpoint answered,
+            # unusably): an empty version 1 was published, which `ask` answered from, and a
+            # daemon asked again three times before it gave up. It stops as one through an
+            # endpoint that never answered does; an empty folder, no chunk failed, is published.
+            raise LLMOutputError(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
+                                 + self._nothing_published)
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)

@@ -240,6 +240,42 @@ async def test_a_run_whose_first_calls_all_fail_stops_however_they_failed(corpus
     assert (calls, len(asked)) == (8, 1 + 7 * 3), chunks
 
 
+@pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
+@pytest.mark.parametrize("files", [0, 1])
+def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tmp_path, monkeypatch, command, files):
+    # Every chunk's answers unusable, fewer chunks than make `index` give up: both published an
+    # empty version 1 ("nothing was indexed: 1 item(s) failed ..."), which `ask` answered from.
+    # An empty folder, no chunk failed, still gets its empty version.
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+
+    def answering_unusably(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(Script(("I cannot help.", "stop")))})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering_unusably)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    if files:
+        (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    version = Store(folder / ".streamrag" / "index.db", readonly=True)
+    try:
+        published = version.version
+    finally:
+        version.close()
+    if not files:
+        assert (out.returncode, published) == (0, 1), out.stderr
+        return
+    assert (out.returncode, published) == (1, 0), out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "streamrag: error: no chunk could be extracted (1 failed): the model's answers were unusable "
+        "(gpt-4o-mini): check llm.extraction_model, or try a model that follows the extraction format "
+        "(`streamrag status --failures` lists them). Nothing was published; there is no index yet, and a "
+        "run after the fix reuses the finished work"), out.stderr
+
+
 def _validator(stage: str):
     return {"extract": usable_records, "glean": usable_records, "summarize": usable_description,
             "report": usable_report,

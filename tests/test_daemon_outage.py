@@ -299,6 +299,45 @@ async def test_index_publishes_no_first_index_through_an_endpoint_that_answered_
     assert status_info(db)["version"] == 0
 
 
+@pytest.mark.parametrize("ahead", [0, 2])
+async def test_a_first_index_the_model_answered_unusably_publishes_nothing_and_stops_the_watch(
+        tmp_path, simulator, ahead):
+    # Every chunk of the first sync answered unusably (the endpoint up): an empty version 1 was
+    # published ("version 1: 0 documents"), which `ask` answered from, asked again three times
+    # and given up, with no word of why. Now nothing is published, and the watch stops saying
+    # the fix, which only a restart reads. With chunks extracted ahead, version 1 holds them.
+    from streamrag.errors import LLMOutputError
+
+    settings = make_settings(simulator.base_url, index={**SMALL, "report_min_members": 1000},
+                             llm={"max_retries": 0, "cache": False}, watch={"quiet_s": 0.04})
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    db = tmp_path / "n.db"
+    await _answered_unusably(settings, db, folder, simulator, ahead=ahead)
+    garble = GarbleExtractions(simulator.base_url)
+    events = Events()
+    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(garble), retry_base_s=0.01)
+    send, recv = scripted()
+    if ahead:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await until(lambda: "idle" in events.states(), timeout=30)
+            await send.aclose()
+        await garble.client.aclose()
+        assert status_info(db)["version"] == 1 and status_info(db)["documents"] == 1
+        return
+    await send.aclose()   # (the initial sync, then the end of the changes)
+    try:
+        with anyio.fail_after(30), pytest.raises(BaseExceptionGroup) as raised:
+            await daemon.run(recv)
+    finally:
+        await garble.client.aclose()
+    assert raised.group_contains(LLMOutputError, depth=1, match=(
+        r"^no chunk could be extracted \(1 failed\): the model's answers were unusable \(gpt-4o-mini\): "
+        r"check llm\.extraction_model, or try a model .*\. Nothing was published; there is no index yet$"))
+    assert status_info(db)["version"] == 0 and "idle" not in events.states(), events
+
+
 async def test_calls_the_extraction_ahead_paid_before_it_gave_up_are_counted(corpus, tmp_path, simulator,
                                                                              monkeypatch):
     # Three changed chunks while the endpoint is down: the extraction ahead of the sync gives up
@@ -683,9 +722,17 @@ class GarbleExtractions(Switch):
 async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_only(corpus, tmp_path, simulator):
     # Unusable extraction answers are paid answers, not an outage: three retry syncs. (Reports
     # cut off at every size served here until such a report settled after 3 runs in a row.)
+    from streamrag.pipeline import sync
+
     garble = GarbleExtractions(simulator.base_url)
     settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False}, watch={"quiet_s": 0.02})
-    async with running(settings, tmp_path / "u.db", corpus,
+    # (A version of the folder empty first: a first index the model answers unusably throughout
+    # publishes nothing, and stops the watch.)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    await sync([folder], settings, tmp_path / "u.db", root=folder)
+    shutil.copytree(corpus, folder, dirs_exist_ok=True)
+    async with running(settings, tmp_path / "u.db", folder,
                        transport=httpx.MockTransport(garble)) as (daemon, events, send):
         await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
         await send.aclose()
