@@ -73,7 +73,7 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings
-from streamrag.errors import LLMOutputError, LLMUnavailableError, StreamragError, disk_full
+from streamrag.errors import LLMError, LLMOutputError, LLMUnavailableError, StreamragError, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -845,6 +845,8 @@ class Daemon:
                 self._say_ahead_down(len(existing), indexer, error=str(e))
                 return
             then = "the next start tries again" if self.stopping else "the next sync tries again"
+            if isinstance(e, LLMError):   # (given up on the model's answers, a key refused: as below)
+                then = "left to the next start" if self.stopping else "left to the sync"
             self.emit("error", f"extracting {_n(len(existing), 'file')} failed: {self._why_failed(e)}; {then}",
                       error=str(e), **self._failed_counts(indexer))
             return

@@ -273,7 +273,13 @@ class Indexer:
 
     @property
     def _nothing_published(self) -> str:
-        return nothing_published(self.indexed, reuses=not self.retries_itself)
+        return self._left(reuses=not self.retries_itself)
+
+    def _left(self, *, reuses: bool) -> str:
+        """What a run that stops says it left (``nothing_published``): nothing, of an extraction
+        ahead of a daemon's sync, which never publishes (its line said "Nothing was published;
+        the index is as it was"; the daemon says what it leaves to the sync)."""
+        return "" if self.command == "watch:extract" else nothing_published(self.indexed, reuses)
 
     # -- helpers -------------------------------------------------------------------------------
     async def fail(self, writer: Writer, stage: str, item: str, message: str,
@@ -285,7 +291,7 @@ class Indexer:
         ``kind``: what a load failure is of (``InputError.kind``, or "unlisted" for a folder)."""
         if isinstance(error, LLMRequestError) and error.every_call:
             # A rejected key, an unknown model, no quota: every call fails alike, stop at the first.
-            raise LLMRequestError(f"{error}{nothing_published(self.indexed, reuses=False)}",
+            raise LLMRequestError(f"{error}{self._left(reuses=False)}",
                                   error.status, every_call=True) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1

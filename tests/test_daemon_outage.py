@@ -775,6 +775,30 @@ async def test_an_extraction_ahead_whose_answers_were_unusable_says_its_chunks_f
     assert idle["llm"]["by_stage"]["extract"]["errors"] == 6, idle["llm"]
 
 
+async def test_an_extraction_ahead_given_up_on_unusable_answers_says_it_left_them_to_the_sync(
+        corpus, tmp_path, simulator):
+    # The extraction ahead of a new file of 9 chunks stops once 8 answers were unusable: its line
+    # said "... Nothing was published; the index is as it was; the next sync tries again", of an
+    # extraction, which never publishes. The sync that follows publishes what it can.
+    garble = GarbleExtractions(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False, "max_retries": 0},
+                             watch={"quiet_s": 0.3})
+    async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
+        daemon.transport = httpx.MockTransport(garble)   # (the initial sync got usable answers)
+        mark = len(events)
+        (corpus / "long.txt").write_text(_paragraphs(9))
+        await send.send({(1, str(corpus / "long.txt"))})
+        await until(lambda: "idle" in events.states(mark), timeout=60)
+        daemon.stop()
+        await send.aclose()
+    await garble.client.aclose()
+    [error] = [e for e in events[mark:] if e["state"] == "error" and e["message"].startswith("extracting")]
+    assert error["message"].startswith("extracting 1 file failed: the first 8 chunks to finish all failed, "
+                                       "none was extracted; last: "), error
+    assert "published" not in error["message"] and "as it was" not in error["message"], error["message"]
+    assert error["message"].endswith("try another model or prompt; left to the sync"), error["message"]
+
+
 async def test_an_extraction_ahead_stopped_with_failed_chunks_says_the_next_start_once(corpus, tmp_path, simulator):
     # Stopped during an extraction ahead whose chunk the model answered with garbage, its line
     # said "...: the next start tries it again; the next start syncs it".
