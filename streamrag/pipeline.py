@@ -217,7 +217,8 @@ class Indexer:
         no endpoint publishes what it can rather than nothing (not the first version of an index
         through an endpoint that never answered, ``answered_at`` None). ``update_of``: the first run of the
         update this one goes on with (a daemon's retry of what the syncs before it left missing).
-        ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s).
+        ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s;
+        ``index`` knows it from the index, ``_open_llm``).
         ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
         are for tests."""
         self.settings = settings
@@ -341,6 +342,11 @@ class Indexer:
                               "index.extractor to \"auto\" to index offline without one")
         from streamrag.llm import LLMClient
 
+        if self.command == "index" and self.answered_at is None:
+            # As a watch says it (its daemon reads it so, ``Daemon._answered_before``): a server that
+            # answered a run of the index and is stopped now was said "nothing answers at ...;
+            # start the server, or fix llm.api_base", of an address that was right.
+            self.answered_at = index_rows.answered_at(store, self.settings.llm.api_base)
         return LLMClient(self.settings.llm, self.settings.api_key, store=store, writer=writer,
                          run_id=self.run_id, transport=self.transport, retry_base_s=self.retry_base_s,
                          encoding=self.settings.index.encoding, base_setting=self.settings.api_base_from,

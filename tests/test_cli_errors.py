@@ -583,6 +583,34 @@ def test_an_endpoint_nothing_answers_at_publishes_nothing(cli, tmp_path):
         finally:
             store.close()
 
+def test_index_says_an_endpoint_that_answered_a_run_of_it_stopped(cli_run, tmp_path):
+    # The endpoint the index was built through, stopped since: `index` said "nothing answers at
+    # ...; start the server, or fix llm.api_base", as of a wrong address; watch says it stopped.
+    from streamrag.index_rows import answered_at
+    from streamrag.simulator import Simulator, SimulatorConfig
+    from streamrag.store import Store
+    from streamrag.watch_lines import clock
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    with Simulator(SimulatorConfig()) as sim:
+        base = sim.base_url
+        assert cli_run("index", "-q", "--api-base", base, str(folder)).returncode == 0
+    store = Store(folder / ".streamrag" / "index.db", readonly=True)
+    try:
+        answered = answered_at(store, base)
+    finally:
+        store.close()
+    (folder / "b.txt").write_text("Captain Mira Holt sailed to Brenn with Tomas Vey.\n")
+    out = cli_run("index", "-q", "--api-base", base, str(folder))
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"streamrag: error: {base}/chat/completions stopped answering (it last answered "
+                                 f"at {clock(answered)}): every connection is refused ("), out.stderr
+    assert "nothing answers" not in out.stderr and "Nothing was published; the index is as it was" in out.stderr
+
+
 # -- stdout closed early (| head) -------------------------------------------------------------
 @pytest.mark.parametrize("command", [("status",), ("status", "--json"), ("export", "/dev/stdout"),
                                      ("ask", "What are the main themes?"), ("index", "-q", ".")])
