@@ -77,7 +77,7 @@ from streamrag.errors import LLMError, LLMOutputError, LLMUnavailableError, Stre
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
-from streamrag.outage import UNTIL_IT_ANSWERS, Outage
+from streamrag.outage import Outage
 from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update
@@ -1136,7 +1136,7 @@ class Daemon:
         if self.stopping:
             then = "the next start syncs what is pending"
         else:
-            then = UNTIL_IT_ANSWERS if unreachable else "retrying after the next quiet period"
+            then = self.outage.retrying() if unreachable else "retrying after the next quiet period"
         began = self.outage.began() if unreachable else {}
         self.emit("error", f"sync failed: {self._why_failed(e)}; {then}", error=str(e),
                   **self._failed_counts(indexer), **began)
@@ -1361,7 +1361,7 @@ class Daemon:
         # Stopping (SIGTERM during it), this process retries nothing: the line's head says that
         # the next start does ("left to the next start", "retried by the next start"); it said
         # "(retrying until it answers, ...)".
-        until = "" if self.stopping else f" ({UNTIL_IT_ANSWERS})"
+        until = "" if self.stopping else f" ({self.outage.retrying()})"
         return fields, f"; no call succeeded: {said}{until}"
 
     # -- health ----------------------------------------------------------------------------

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 OUTAGE_REMIND_S = 3600.0
 """While the endpoint stays down with the pause between retries at its cap, a line this often."""
 UNTIL_IT_ANSWERS = "retrying until it answers, less often as it stays down, said briefly"
+UNTIL_READABLE = "retrying after a pause, less often as it goes on, said briefly"
+"""... of a server whose answers could not be read: it answers, so not "until it answers"."""
 
 
 class Outage:
@@ -90,6 +92,14 @@ class Outage:
                     f"check that {self.base_setting()} is an OpenAI-compatible endpoint")
         return only_errors(self.statuses, self.base_setting()) or (
             f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
+
+    def retrying(self) -> str:
+        """How a line of the outage says it is retried: ``UNTIL_IT_ANSWERS``, or ``UNTIL_READABLE``
+        when every failed try was an HTTP 200 that could not be read (``errors_said``), of a server
+        that answered every request."""
+        from streamrag.endpoint_health import unreadable_only   # (httpx, as ``base_setting``)
+
+        return UNTIL_READABLE if self.server_errors and unreadable_only(self.statuses) else UNTIL_IT_ANSWERS
 
     def stopped(self) -> str | None:
         """How the line of an outage begun says an endpoint that answered before (``answered_at``)
