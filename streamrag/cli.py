@@ -222,11 +222,15 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
 
 def _missing_said(db: Path, given: str) -> Path:
     """``db``, unless no file is there: then the index to build is that one (``given``: what named
-    it). It said "build one with `streamrag index DIR` (or pass --db ...)" of the --db passed."""
-    if db.exists() or db.is_symlink():
+    it). It said "build one with `streamrag index DIR` (or pass --db ...)" of the --db passed.
+    An empty file (`touch index.db`) is no index either, and `index` builds in it: the store
+    said "holds no index yet; run `streamrag index DIR`", which built .streamrag/index.db."""
+    empty = db.is_file() and db.stat().st_size == 0
+    if (db.exists() or db.is_symlink()) and not empty:
         return db
     flag = f" --db {shell_word(db)}" if given == "--db" else ""
-    raise IndexMissingError(f"no index at {shown(db)} (named by {given}); build it with "
+    where = f"{shown(db)} is an empty file" if empty else f"no index at {shown(db)}"
+    raise IndexMissingError(f"{where} (named by {given}); build it with "
                             f"`streamrag index DIR{flag}`, or give {given.split(' in ')[0]} an index "
                             "that exists")
 

@@ -890,6 +890,20 @@ def test_a_db_that_is_not_there_is_built_with_that_db(cli, tmp_path, command):
                    "with `streamrag index DIR`",))
 
 
+@pytest.mark.parametrize("command", [("ask", "Who?"), ("status",), ("export", "g.json"), ("vacuum",)])
+def test_an_empty_db_file_is_built_with_that_db(cli, tmp_path, command):
+    # `touch notes.db`: it said "notes.db holds no index yet; run `streamrag index DIR`", which
+    # built DIR/.streamrag/index.db and left notes.db empty; `index DIR --db notes.db` builds in it.
+    (tmp_path / "notes.db").touch()
+    err = cli(*command, "--db", "notes.db", code=1)
+    assert err == ("streamrag: error: notes.db is an empty file (named by --db); build it with "
+                   "`streamrag index DIR --db notes.db`, or give --db an index that exists\n")
+    assert (tmp_path / "notes.db").stat().st_size == 0
+    (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
+    assert main(["index", "-q", "--offline", "doc.txt", "--db", "notes.db"]) == 0
+    assert (tmp_path / "notes.db").stat().st_size > 0 and not (tmp_path / ".streamrag").exists()
+
+
 def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave_it(tmp_path):
     # `store.path = ".../locked/idx/notes.db"` under a folder the user may not write said
     # "...notes.db.lock: cannot make the index's lock file (Permission denied); give an index in a
