@@ -2738,7 +2738,7 @@ def test_a_streamed_citation_is_shown_once_it_closes_and_not_when_cut_in_two(tmp
 
     monkeypatch.setattr(query, "ask", answering)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "i.db").touch()   # (ask refuses a --db with no file there before asking)
+    Store(tmp_path / "i.db").close()   # (ask refuses a --db with no index there before asking)
     assert main(["ask", "--db", str(tmp_path / "i.db"), "Where did Ada meet Bram?"]) == 0
     out = "".join(answering.shown) + capsys.readouterr().out
     assert answering.shown[1] == "" and answering.shown[2] == "[R:C3] in Harlow"   # held until it closed
