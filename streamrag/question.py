@@ -138,7 +138,7 @@ quali quale sono il gli di della dello dei degli delle uno che chi cosa dove per
 nella tra fra questi questo queste tutti tutte ci documenti testi rapporti raccolta principale
 contenuto dimmi parlami descrivi spiega fai parla parlano tratta trattano tutto
 каковы каков какова какие какой какая что кто где как почему это эти этих об по из на для со про все
-всех весь всё есть ли документы документов тексты текстов файлы файлов отчеты отчёты отчетов
+всех весь всё есть ли такой такая такое такие документы документов тексты текстов файлы файлов отчеты отчёты отчетов
 отчётов заметки заметок коллекция коллекции документах текстах файлах отчетах отчётах заметках
 темах расскажи расскажите опиши опишите сделай сделайте дай дайте чём чем
 ما هي هو ماذا من في على عن الى إلى هل كيف اين أين لماذا التي الذي هذه هذا كل جميع الوثائق
@@ -302,9 +302,15 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
 
 
 def asks_more(question: str, names: list[str]) -> bool:
-    """Whether ``question`` has words beyond ``names`` (and the words that ask nothing)."""
+    """Whether ``question`` has words beyond ``names`` (and the words that ask nothing: in a
+    question that does not read as English, the other languages' function words too, as
+    ``global_question`` leaves them out; "Qui est Zorblax Quintrell ?" was searched as asking
+    "qui est", and with a model paid for a whole global search to find nothing). Its generic
+    words ask something ("the main themes of Zorblax"), as before."""
     held = {w for name in names for w in words(name)}
-    return any(w not in held for w in local_search.query_terms(question.translate(INVISIBLE_TABLE)))
+    cut, stop = global_question(question.translate(INVISIBLE_TABLE))
+    quiet = stop - GENERIC_WORDS - COLLECTION_WORDS - FOREIGN_COLLECTION_WORDS
+    return any(w not in held for w in local_search.query_terms(cut, extra_stop=quiet))
 
 
 def missing_words(question: str, names: Sequence[str]) -> frozenset[str]:

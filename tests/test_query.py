@@ -1464,6 +1464,21 @@ async def test_a_question_naming_someone_no_document_mentions_says_so(offline_db
     assert any(line.startswith("nothing in the index mentions") for line in said), said
 
 
+async def test_a_question_of_a_missing_name_only_is_not_searched_in_other_languages(offline_db, simulator):
+    # "Who is Zorblax Quintrell?" made no search, but "Qui est Zorblax Quintrell ?" was searched
+    # as asking "qui est": quoting reports of the best-rated 25 offline, and with a model a whole
+    # dynamic global search paid for to find nothing.
+    for settings in (make_settings("", index=INDEX), make_settings(simulator.base_url, index=INDEX)):
+        for question in ("Qui est Zorblax Quintrell ?", "Wer ist Zorblax Quintrell?",
+                         "¿Quién es Zorblax Quintrell?", "Chi è Zorblax Quintrell?",
+                         "Quem é Zorblax Quintrell?", "Кто такой Zorblax Quintrell?"):
+            answer = await aask(question, settings, offline_db)
+            assert answer.search == "none" and not answer.llm.get("calls") and not answer.documents, question
+    # Asking more in those languages, the rest is searched: "rencontré", "macht".
+    for question in ("Qui a rencontré Zorblax Quintrell ?", "Was macht Zorblax Quintrell?"):
+        assert (await aask(question, make_settings("", index=INDEX), offline_db)).search != "none", question
+
+
 async def test_a_name_whose_words_the_index_has_but_never_together_is_said_missing(offline_db, simulator):
     # "Who is Zeno Ulmard?" of an index with "Zeno Ulmford" and "Greta Ulmard" (never "Zeno
     # Ulmard") quoted facts about the other Zenos, and never said Zeno Ulmard is not in it.
