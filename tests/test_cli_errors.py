@@ -902,6 +902,10 @@ def test_an_empty_db_file_is_built_with_that_db(cli, tmp_path, command):
     (tmp_path / "doc.txt").write_text("Ada Osk met the Harbor Council.\n")
     assert main(["index", "-q", "--offline", "doc.txt", "--db", "notes.db"]) == 0
     assert (tmp_path / "notes.db").stat().st_size > 0 and not (tmp_path / ".streamrag").exists()
+    # An index's lock file, empty while no writer holds it, is no file to build one in.
+    assert (tmp_path / "notes.db.lock").stat().st_size == 0
+    cli(*command, "--db", "notes.db.lock", code=1,
+        fragments=("notes.db.lock is a side file of the index notes.db (its lock or log); give --db notes.db\n",))
 
 
 def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave_it(tmp_path):
