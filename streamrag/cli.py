@@ -172,6 +172,12 @@ def _usable_db(path: Path) -> Path:
                 raise StreamragError(f"{path}: an empty {path.suffix} file, taken for a document, not an "
                                      "index; give --db (or store.path) the index's file, e.g. "
                                      "DIR/.streamrag/index.db (where none is yet, `streamrag index` builds it)")
+            found = database_of(path)
+            if found is not None and found[1]:
+                # (An index's lock file, empty while no writer holds it: `index` built an index in
+                # it, and ask and status advised doing so.)
+                raise StreamragError(f"{path}: a side file of the index {found[0]} (its lock or log), "
+                                     f"not an index; give --db (or store.path) {found[0]}")
     return path
 
 
@@ -228,10 +234,6 @@ def _missing_said(db: Path, given: str) -> Path:
     empty = db.is_file() and db.stat().st_size == 0
     if (db.exists() or db.is_symlink()) and not empty:
         return db
-    if empty and (found := database_of(db)) is not None and found[1]:
-        # (an index's lock file, empty while no writer holds it: not one to build an index in)
-        raise IndexMissingError(f"{shown(db)} is a side file of the index {shown(found[0])} (its lock "
-                                f"or log); give {given.split(' in ')[0]} {shell_word(found[0])}")
     flag = f" --db {shell_word(db)}" if given == "--db" else ""
     where = f"{shown(db)} is an empty file" if empty else f"no index at {shown(db)}"
     raise IndexMissingError(f"{where} (named by {given}); build it with "

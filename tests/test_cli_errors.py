@@ -904,8 +904,11 @@ def test_an_empty_db_file_is_built_with_that_db(cli, tmp_path, command):
     assert (tmp_path / "notes.db").stat().st_size > 0 and not (tmp_path / ".streamrag").exists()
     # An index's lock file, empty while no writer holds it, is no file to build one in.
     assert (tmp_path / "notes.db.lock").stat().st_size == 0
-    cli(*command, "--db", "notes.db.lock", code=1,
-        fragments=("notes.db.lock is a side file of the index notes.db (its lock or log); give --db notes.db\n",))
+    said = cli(*command, "--db", "notes.db.lock", code=1)
+    assert said == ("streamrag: error: notes.db.lock: a side file of the index notes.db (its lock or log), "
+                    "not an index; give --db (or store.path) notes.db\n")
+    assert cli("index", "-q", "--offline", "doc.txt", "--db", "notes.db.lock", code=1) == said
+    assert (tmp_path / "notes.db.lock").stat().st_size == 0
 
 
 def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave_it(tmp_path):
