@@ -242,6 +242,9 @@ def not_utf8_reason(data: bytes, e: UnicodeDecodeError) -> str:
 
 
 _SETTINGS_MAX_BYTES = 1_000_000
+# Workers a stage may start: each is a task, started before any work comes. 100,000 of each took
+# 1.7 GB and had not indexed a one-line file after 150 s; 10**21 never got past starting them.
+MAX_WORKERS = 1000
 
 
 def _read_toml(path: Path) -> dict:
@@ -564,6 +567,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         for name in section.__struct_fields__:
             if getattr(section, name) < 1:
                 problems.append(_bound(f"pipeline.{name}", "must be >= 1", "1 or more"))
+            elif name.endswith("_workers") and getattr(section, name) > MAX_WORKERS:
+                problems.append(_bound(f"pipeline.{name}", f"must be at most {MAX_WORKERS:,} (workers beyond "
+                                       "llm.concurrency only wait for a request slot)", f"1 to {MAX_WORKERS:,}"))
     lines = [*mistyped, *((key, _problem_line(key, what, where, origins)) for key, what in problems)]
     if not models_for:   # (status, export, vacuum go on with llm.*'s defaults, and say so)
         s.set_aside += [line for key, line in _in_order(lines, origins, order) if key.partition(".")[0] == "llm"]

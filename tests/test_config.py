@@ -465,3 +465,16 @@ def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path)
         load_settings(write(tmp_path, "[llm]\ntemprature = 1\n"), env={}, models_for=())
     with pytest.raises(ConfigError, match="set_aside: unknown setting"):
         load_settings(write(tmp_path, 'set_aside = ["x"]\n'), env={}, models_for=())
+
+
+@pytest.mark.parametrize("name", ["extract_workers", "summary_workers", "report_workers"])
+def test_workers_beyond_any_use_are_refused(tmp_path, name):
+    # 100,000 workers of each stage took 1.7 GB and never indexed a one-line file with a model:
+    # each is a task started before any work comes, and all but llm.concurrency of them wait.
+    message = refusal(write(tmp_path, f"[pipeline]\n{name} = 100000\n"))
+    assert message == (f"{tmp_path / 'streamrag.toml'}: pipeline.{name}: must be at most 1,000 (workers "
+                       "beyond llm.concurrency only wait for a request slot); set it to 1 to 1,000 (its "
+                       f"default: {name} = {getattr(load_settings(None, env={}).pipeline, name)})")
+    assert getattr(load_settings(write(tmp_path, f"[pipeline]\n{name} = 1000\n"), env={}).pipeline, name) == 1000
+    # The queue between stages is a bound, not tasks: any size is taken.
+    assert load_settings(write(tmp_path, "[pipeline]\nqueue_size = 100000\n"), env={}).pipeline.queue_size == 100000
