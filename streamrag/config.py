@@ -416,6 +416,14 @@ def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
     return key, f"{rule}; set it to {to}" + (f" (its default: {default})" if default else "")
 
 
+def _too_large(s: Settings) -> list[str]:
+    """The integer settings of ``s`` beyond 64 bits, which SQLite and the C libraries are given:
+    ``query.local_top_k = 10**21`` was a traceback (OverflowError) at the first ``ask``."""
+    return [f"{section}.{name}" for section, typ in _sections().items()
+            for name, hint in typing.get_type_hints(typ).items()
+            if hint is int and not -2**63 <= getattr(getattr(s, section), name) < 2**63]
+
+
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
            models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = (),
            unknown: list[tuple[str, str]] = (), order: dict[str, int] | None = None) -> None:
@@ -570,6 +578,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
             elif name.endswith("_workers") and getattr(section, name) > MAX_WORKERS:
                 problems.append(_bound(f"pipeline.{name}", f"must be at most {MAX_WORKERS:,} (workers beyond "
                                        "llm.concurrency only wait for a request slot)", f"1 to {MAX_WORKERS:,}"))
+    said = {key for key, _what in problems}
+    problems += [_bound(key, "must be a 64-bit integer (between -2^63 and 2^63 - 1)", "a whole number in "
+                        "that range") for key in _too_large(s) if key not in said]
     lines = [*mistyped, *((key, _problem_line(key, what, where, origins)) for key, what in problems)]
     if not models_for:   # (status, export, vacuum go on with llm.*'s defaults, and say so)
         s.set_aside += [line for key, line in _in_order(lines, origins, order) if key.partition(".")[0] == "llm"]

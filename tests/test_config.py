@@ -478,3 +478,20 @@ def test_workers_beyond_any_use_are_refused(tmp_path, name):
     assert getattr(load_settings(write(tmp_path, f"[pipeline]\n{name} = 1000\n"), env={}).pipeline, name) == 1000
     # The queue between stages is a bound, not tasks: any size is taken.
     assert load_settings(write(tmp_path, "[pipeline]\nqueue_size = 100000\n"), env={}).pipeline.queue_size == 100000
+
+
+@pytest.mark.parametrize("key", ["query.local_top_k", "query.basic_top_k", "index.chunk_size", "llm.max_retries"])
+def test_an_integer_beyond_64_bits_is_refused(tmp_path, key):
+    # query.local_top_k = 10**21 was an OverflowError traceback at the first `ask` (SQLite's LIMIT).
+    section, name = key.split(".")
+    path = write(tmp_path, f"[{section}]\n{name} = {10**21}\n")
+    assert refusal(path).startswith(f"{path}: {key}: must be a 64-bit integer (between -2^63 and 2^63 - 1); "
+                                    "set it to a whole number in that range (its default: "), refusal(path)
+    assert getattr(load_settings(write(tmp_path, f"[{section}]\n{name} = {2**63 - 1}\n"), env={}).query,
+                   "local_top_k") == (2**63 - 1 if key == "query.local_top_k" else 10)
+
+
+def test_an_integer_beyond_64_bits_already_refused_is_said_once(tmp_path):
+    message = refusal(write(tmp_path, f"[index]\nchunk_overlap = {10**21}\nleiden_seed = {10**21}\n"))
+    # (each already has its own bound, which says the fix)
+    assert message.count("index.chunk_overlap:") == 1 and message.count("index.leiden_seed:") == 1, message
