@@ -567,6 +567,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     w = s.watch
     if w.debounce_ms < 0:
         problems.append(_bound("watch.debounce_ms", "must be >= 0 milliseconds", "0 or more"))
+    elif w.debounce_ms > 60_000:
+        # The watcher looks for a stop between waits this long: at 10**18 a SIGINT, then a
+        # second, never ended `watch`; at 2 * 10**18 it was a traceback (watchfiles' 64 bits).
+        problems.append(_bound("watch.debounce_ms", "must be at most 60000 milliseconds (a stop waits that "
+                               "long; watch.quiet_s holds a sync back longer)", "0 to 60000"))
     for name in ("quiet_s", "grace_s"):
         value = getattr(w, name)
         if not (value >= 0 and math.isfinite(value)):
