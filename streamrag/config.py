@@ -494,6 +494,12 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
     if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
         problems.append(_bound("llm.request_timeout_s", "must be > 0 seconds", "a number of seconds above 0"))
+    if "index" in models_for and ix.extractor == "llm" and not s.has_endpoint:
+        # (said by the run too, for Settings made in code; here before the index is opened: it
+        # made .streamrag/index.db, an empty index, before saying so)
+        problems.append(("index.extractor", "is \"llm\", which needs an endpoint: set llm.api_base (or "
+                         "STREAMRAG_API_BASE / --api-base), or set index.extractor to \"auto\" to index "
+                         "offline without one"))
     # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
     # an endpoint is set)
     indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",

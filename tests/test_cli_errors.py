@@ -166,6 +166,18 @@ def test_vacuum_where_there_is_no_index_is_refused_making_nothing(cli, tmp_path,
     assert (tmp_path / "empty.db").read_bytes() == b""
 
 
+@pytest.mark.parametrize("command", ["index", "watch"])
+def test_an_llm_extractor_without_an_endpoint_is_refused_making_nothing(cli, tmp_path, command):
+    # index said so once it had made .streamrag/index.db, an empty index, in the folder.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Alice Smith works at Acme Corp in Paris.\n")
+    (notes / "streamrag.toml").write_text('[index]\nextractor = "llm"\n')
+    cli(command, str(notes), code=1, fragments=(f"{notes / 'streamrag.toml'}: index.extractor: is \"llm\", "
+                                                "which needs an endpoint: set llm.api_base",))
+    assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "streamrag.toml"]
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):

@@ -690,8 +690,10 @@ async def test_a_version_published_by_another_indexer_meanwhile_is_not_overwritt
 async def test_an_llm_extractor_without_an_endpoint_names_the_setting(corpus, tmp_path):
     from streamrag.errors import ConfigError
 
+    settings = make_settings()   # (made in code: load_settings refuses it, test_cli_errors)
+    settings.index.extractor = "llm"
     with pytest.raises(ConfigError, match=r'index\.extractor = "llm" needs an endpoint: set llm\.api_base'):
-        await sync([corpus], make_settings(index={"extractor": "llm"}), tmp_path / "x.db", root=corpus)
+        await sync([corpus], settings, tmp_path / "x.db", root=corpus)
 
 
 async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_path):
