@@ -523,6 +523,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
             problems.append(_bound(f"index.{name}", "must be >= 1 token", "1 or more"))
     if not ix.recluster_drift >= 0:
         problems.append(_bound("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)", "0 or more"))
+    name = Path(s.store.path).name if s.store.path else ""
+    if name != name.strip():   # (made relative to the file's folder: `path = " "` made an index named " ")
+        problems.append(("store.path", "names no file, only spaces; leave it out (or \"\") for "
+                         ".streamrag/index.db in the indexed folder" if not name.strip() else
+                         f"has spaces around the file name; use {name.strip()!r}"))
     if not s.store.keep_unused_days >= 0:
         problems.append(_bound("store.keep_unused_days", "must be >= 0 (0 = keep for ever)", "0 or more days"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(

@@ -505,3 +505,13 @@ def test_a_debounce_longer_than_a_stop_may_wait_is_refused(tmp_path):
                              "long; watch.quiet_s holds a sync back longer); set it to 0 to 60000 (its default: "
                              "debounce_ms = 500)")
     assert load_settings(write(tmp_path, "[watch]\ndebounce_ms = 60000\n"), env={}).watch.debounce_ms == 60000
+
+
+def test_a_store_path_of_spaces_is_refused(tmp_path):
+    # `path = " "` was made relative to the file's folder: the index was a file named " " there.
+    assert refusal(write(tmp_path, '[store]\npath = " "\n')).endswith(
+        'store.path: names no file, only spaces; leave it out (or "") for .streamrag/index.db in the indexed folder')
+    assert refusal(write(tmp_path, '[store]\npath = "idx/notes.db "\n')).endswith(
+        "store.path: has spaces around the file name; use 'notes.db'")
+    assert load_settings(write(tmp_path, '[store]\npath = "my notes/a b.db"\n'), env={}).store.path == \
+        str(tmp_path / "my notes" / "a b.db")
