@@ -17,7 +17,8 @@ sys.path.insert(0, str(BENCH))
 
 from _harness import ports, simulator_process, simulator_thread  # noqa: E402
 
-SIMULATING = ("incremental", "index_cost", "throughput", "query_cost", "llm_client", "rename", "watch_soak")
+SIMULATING = ("incremental", "index_cost", "throughput", "query_cost", "llm_client", "rename", "watch_soak",
+              "crash_fuzz")
 
 
 def busy_port() -> socket.socket:

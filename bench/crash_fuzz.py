@@ -1,0 +1,388 @@
+"""Whether ``kill -9`` at any moment, then a restart, loses, duplicates or pays for anything twice.
+Prints one JSON line.
+
+    python bench/crash_fuzz.py --trials 3 --seed 1
+    python bench/crash_fuzz.py --trials 20 --seed 7 --port 18500-18509
+
+Each trial copies a corpus (``../shared/tools/corpusgen.py``'s, or ``--corpus DIR``) to a folder
+pointed at a simulator this script runs in a thread (``--latency-ms`` per answer), then, a few
+times over: runs ``streamrag index`` (or, in some rounds, ``streamrag watch``) in a process of its
+own and SIGKILLs it a random moment after it says it entered a stage drawn from extracting,
+summarizing, clustering, reporting and publishing (``index`` says each stage on stderr, ``watch
+--json`` each state on stdout; a watch round may make its changes while the daemon runs, and its
+kill then lands in the sync of them), and may change the folder (add, edit, delete or rename a
+file). A last ``index`` runs to its end. Then:
+
+(a) ``status --json`` opens the index and says its last run ``ok``;
+(b) the entities, relationships (weights, mentions, degrees), their sources (provenance), claims,
+    documents and chunks equal those of a fresh index of the final folder through the same
+    simulator (``mismatches``: trials where they do not);
+(c) no prompt reached the simulator twice (the fresh index left out), but for those the README
+    allows: a call in flight at a kill, its answer due less than ``--grace-s`` before the kill
+    (``repeated_calls``: the others; ``reasked_in_flight``: those allowed);
+(d) no table holds the same row twice, no document path twice (``duplicates``).
+
+``kills_by_stage`` counts the kills by the stage the process last said it was in;
+``published_at_kill`` the kills after which the index's version had moved; ``not_intact_at_kill``
+those after which the database failed SQLite's ``quick_check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import random
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from _harness import ROOT, add_port_option, emit, simulator_thread
+
+STAGES = ("extracting", "summarizing", "clustering", "reporting", "publishing")
+# How long after a stage's line a kill may come, in seconds: about how long the stage lasts on a
+# 40-document corpus (shorter once the cache answers).
+LATEST_S = {"extracting": 3.0, "summarizing": 1.0, "clustering": 0.1, "reporting": 0.6, "publishing": 0.15}
+WATCH_STATES = {"summarizing": "merging"}   # watch says a sync's stages in its own words
+_STAGE_LINE = re.compile(r"^\[\s*[\d.]+s\] (\w+)$")   # index's progress line off a terminal
+
+# What the index and a fresh one are compared on (the published graph and its provenance).
+COMPARED = {
+    "entities": "SELECT id, name, type, description, mentions, degree FROM entities",
+    "relationships": "SELECT id, source, target, description, weight, mentions, combined_degree "
+                     "FROM relationships",
+    "entity_sources": "SELECT * FROM entity_sources",
+    "relationship_sources": "SELECT * FROM relationship_sources",
+    "claims": "SELECT * FROM claims",
+    "documents": "SELECT id, path, title, tokens, chars FROM documents",
+    "document_chunks": "SELECT d.path, c.idx, c.chunk_id FROM document_chunks c JOIN documents d ON d.id = c.doc_id",
+    "chunks": "SELECT id, text, tokens FROM chunks",
+}
+VERSION = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'version'"
+
+
+class CallLog:
+    """Every prompt the simulator is asked, with its task and the process that asked it: the
+    simulator's ``_arrive`` sees each request's task, then its ``_fault`` its key (its route and
+    body), in the thread that answers it."""
+
+    def __init__(self, sim, latency_s: float) -> None:
+        self.latency_s = latency_s
+        self.epoch: int | None = 0         # the process asking now; None: not counted
+        self.arrivals: dict[str, list[tuple[int, float, str]]] = {}
+        self.killed_at: dict[int, float] = {}
+        self.lock = threading.Lock()
+        self.task = threading.local()
+        arrive, fault = sim._arrive, sim._fault
+
+        def arriving(task: str) -> None:
+            self.task.name = task
+            arrive(task)
+
+        def recording(key: str):
+            with self.lock:
+                if self.epoch is not None:
+                    self.arrivals.setdefault(key, []).append((self.epoch, time.monotonic(), self.task.name))
+            return fault(key)
+
+        sim._arrive, sim._fault = arriving, recording
+
+    def repeats(self, grace_s: float) -> tuple[list[dict], list[float]]:
+        """The repeats not allowed, and how long before its kill each allowed one (a call in
+        flight at a kill) was first due to be answered."""
+        bad, allowed = [], []
+        for seen in self.arrivals.values():
+            for (epoch, at, task), (again, again_at, _) in zip(seen, seen[1:]):
+                killed = self.killed_at.get(epoch)
+                if killed is not None and killed - (at + self.latency_s) < grace_s:
+                    allowed.append(killed - (at + self.latency_s))
+                else:
+                    bad.append({"task": task, "runs": [epoch, again], "apart_s": round(again_at - at, 3),
+                                "due_before_kill_s": killed and round(killed - at - self.latency_s, 3)})
+        return bad, allowed
+
+
+class Run:
+    """``streamrag index`` or ``watch --json`` in a process of its own; the stages it says, in a
+    queue."""
+
+    def __init__(self, command: str, folder: Path, db: Path, log: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        args = [sys.executable, "-m", "streamrag", command, str(folder), "--db", str(db)]
+        self.watch = command == "watch"
+        self.log = open(log, "a")
+        self.proc = subprocess.Popen(args + (["--json"] if self.watch else []), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+        self.stages: queue.Queue[str | None] = queue.Queue()
+        self.last = ""
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.log.write(line)
+            if self.watch:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    event = {}
+                stage = event.get("event") == "state" and event.get("state")
+            else:
+                m = _STAGE_LINE.match(line.strip())
+                stage = m and m.group(1)
+            if stage:
+                self.last = stage
+                self.stages.put(stage)
+        self.stages.put(None)
+
+    def wait_for(self, stage: str, timeout: float = 120) -> bool:
+        """Whether the process says ``stage`` before it ends."""
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            try:
+                said = self.stages.get(timeout=left)
+            except queue.Empty:
+                return False
+            if said == stage:
+                return True
+            if said is None or said == "idle":   # ended, or (watch) its sync did without the stage
+                return False
+        return False
+
+    def kill(self) -> bool:
+        """SIGKILL; whether it was still running."""
+        running = self.proc.poll() is None
+        if running:
+            self.proc.send_signal(signal.SIGKILL)
+        self.finish(30)
+        return running
+
+    def finish(self, timeout: float = 300) -> int:
+        code = self.proc.wait(timeout)
+        self.reader.join(10)
+        self.log.close()
+        return code
+
+
+def make_corpus(args: argparse.Namespace, work: Path) -> tuple[list[Path], list[Path]]:
+    """The corpus's documents, and spare ones the adds bring in."""
+    source = work / "source"
+    if args.corpus:
+        shutil.copytree(args.corpus, source)
+        files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
+        return files[:-2], files[-2:]
+    gen = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
+    if not gen.is_file():
+        sys.exit(f"crash_fuzz.py: no corpus generator at {gen}; give its path with --corpusgen PATH, "
+                 "or --corpus DIR instead")
+    subprocess.run([sys.executable, str(gen), "--seed", str(args.corpus_seed), "--scale", str(args.docs),
+                    "--docs", str(args.docs + 8), "--out", str(source)], check=True, stdout=subprocess.DEVNULL)
+    files = sorted(source.glob("*.txt"))
+    return files[:args.docs], files[args.docs:]
+
+
+def change_folder(folder: Path, spare: list[Path], rng: random.Random, n: int) -> list[str]:
+    """``n`` random changes to the folder's documents: add, edit, delete, rename."""
+    made = []
+    for _ in range(n):
+        docs = sorted(p for p in folder.iterdir() if p.suffix in (".txt", ".md"))
+        kind = rng.choice(("add", "edit", "delete", "rename") if len(docs) > 2 else ("add", "edit"))
+        victim = rng.choice(docs)
+        if kind == "add":
+            src = rng.choice(spare)
+            shutil.copy(src, folder / f"{src.stem}_{rng.randrange(10**6)}.txt")
+        elif kind == "edit":
+            victim.write_text(victim.read_text() + f"\nMaren Olvesk met Tobias Quell at Harrow Point on day "
+                              f"{rng.randrange(1000)}, and the Quell Foundation paid.\n")
+        elif kind == "delete":
+            victim.unlink()
+        else:
+            victim.rename(victim.with_name(f"{victim.stem}_r{rng.randrange(10**6)}{victim.suffix}"))
+        made.append(kind)
+    return made
+
+
+def db_value(db: Path, sql: str) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            row = conn.execute(sql).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+    return (row[0] or 0) if row else 0
+
+
+def rows(db: Path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return {name: sorted(conn.execute(sql).fetchall(), key=repr) for name, sql in COMPARED.items()}
+    finally:
+        conn.close()
+
+
+def duplicates(db: Path) -> dict[str, int]:
+    """Rows a table holds twice (its integer row ids left out), and document paths held twice."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        out = {}
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE '%fts%' AND name NOT LIKE 'sqlite%'")]
+        for t in tables:
+            cols = [c[1] for c in conn.execute(f"PRAGMA table_info({t})")
+                    if not (c[5] and c[2].upper() == "INTEGER")]
+            listed = ", ".join(f'"{c}"' for c in cols)
+            twice = conn.execute(f'SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {listed} FROM "{t}")) '
+                                 f'FROM "{t}"').fetchone()[0]
+            if twice:
+                out[t] = twice
+        paths = conn.execute("SELECT count(*) - count(DISTINCT path) FROM documents").fetchone()[0]
+        if paths:
+            out["documents.path"] = paths
+        return out
+    finally:
+        conn.close()
+
+
+def intact(db: Path) -> bool:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+
+
+def status_ok(db: Path, log: Path) -> bool:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "streamrag", "status", "--db", str(db), "--json"],
+                         capture_output=True, text=True, env=env, cwd=ROOT)
+    with open(log, "a") as f:
+        f.write(out.stderr)
+    try:
+        return out.returncode == 0 and json.loads(out.stdout)["last_run"]["status"] == "ok"
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def killed_round(calls: CallLog, rng: random.Random, folder: Path, db: Path, log: Path,
+                 spare: list[Path], watch: bool) -> tuple[str, bool, bool] | None:
+    """One run killed a random moment into a random stage: (the stage it last said, whether the
+    version moved, whether the database passes SQLite's quick_check), or None when it ended
+    before."""
+    stage = rng.choice(STAGES)
+    delay = rng.uniform(0, LATEST_S[stage])
+    change_during = watch and rng.random() < 0.5
+    version = db_value(db, VERSION)
+    calls.epoch += 1
+    run = Run("watch" if watch else "index", folder, db, log)
+    try:
+        if change_during and run.wait_for("idle"):
+            version = db_value(db, VERSION)
+            change_folder(folder, spare, rng, rng.randint(1, 3))
+        said = run.wait_for(WATCH_STATES.get(stage, stage) if watch else stage)
+        if said:
+            time.sleep(delay)
+        if said or watch:
+            at, last = time.monotonic(), run.last
+            if run.kill():
+                calls.killed_at[calls.epoch] = at
+                return last, db_value(db, VERSION) != version, intact(db)
+        run.finish()
+        return None
+    finally:
+        if run.proc.poll() is None:
+            run.kill()
+
+
+def trial(args: argparse.Namespace, calls: CallLog, api_base: str, docs: list[Path], spare: list[Path],
+          n: int, work: Path) -> dict:
+    rng = random.Random(f"{args.seed}:{n}")
+    folder, db, log = work / f"t{n}", work / f"t{n}.db", work / f"t{n}.log"
+    folder.mkdir()
+    for f in docs:
+        shutil.copy(f, folder / f.name)
+    (folder / "streamrag.toml").write_text(f'[llm]\napi_base = "{api_base}"\nrequests_per_minute = 0\n'
+                                           "tokens_per_minute = 0\n")
+    calls.arrivals.clear()
+    calls.killed_at.clear()
+    kills: list[tuple[str, bool, bool]] = []
+    for _ in range(rng.randint(1, args.max_kills)):
+        done = killed_round(calls, rng, folder, db, log, spare, watch=rng.random() < args.watch_share)
+        if done:
+            kills.append(done)
+        if rng.random() < 0.5:
+            change_folder(folder, spare, rng, rng.randint(1, 3))
+    calls.epoch += 1
+    final = Run("index", folder, db, log).finish()
+    calls.epoch = None   # the fresh index asks everything again: not counted
+    fresh = work / f"t{n}.fresh.db"
+    fresh_code = Run("index", folder, fresh, log).finish()
+    ok = final == 0 and status_ok(db, log)
+    same = fresh_code == 0 and rows(db) == rows(fresh)
+    repeated, in_flight = calls.repeats(args.grace_s)
+    calls.epoch = 0
+    return {"kills": kills, "ok": ok, "same": same, "repeated": repeated, "in_flight": in_flight,
+            "duplicates": duplicates(db), "log": str(log)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1, help="draws the kills and changes (default 1)")
+    ap.add_argument("--start", type=int, default=0, metavar="N",
+                    help="the first trial's number (a trial's draws are the seed's and its number's)")
+    ap.add_argument("--docs", type=int, default=40, help="corpusgen documents (default 40)")
+    ap.add_argument("--corpus-seed", type=int, default=11, help="corpusgen's seed (default 11)")
+    ap.add_argument("--corpus", type=Path, metavar="DIR", help="a folder of .txt/.md documents instead")
+    ap.add_argument("--corpusgen", type=Path, metavar="PATH")
+    ap.add_argument("--max-kills", type=int, default=3, help="kills per trial, at most (default 3)")
+    ap.add_argument("--watch-share", type=float, default=0.35, help="share of rounds run by watch")
+    ap.add_argument("--latency-ms", type=float, default=20, help="the simulator's latency (default 20)")
+    ap.add_argument("--grace-s", type=float, default=1.0,
+                    help="a repeat is allowed if the first answer was due this close to a kill")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="keep the trials' folders, indexes and logs here")
+    add_port_option(ap)
+    args = ap.parse_args()
+
+    started = time.monotonic()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, simulator_thread(args.port, latency_ms=args.latency_ms) as sim:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        docs, spare = make_corpus(args, work)
+        calls = CallLog(sim, args.latency_ms / 1000)
+        for n in range(args.start, args.start + args.trials):
+            results.append(trial(args, calls, sim.base_url, docs, spare, n, work))
+    failed = [r for r in results if not (r["ok"] and r["same"]) or r["repeated"] or r["duplicates"]]
+    emit({"bench": "crash_fuzz", "trials": args.trials, "seed": args.seed,
+          "kills": sum(len(r["kills"]) for r in results),
+          "kills_by_stage": dict(Counter(stage for r in results for stage, _, _ in r["kills"])),
+          "published_at_kill": sum(moved for r in results for _, moved, _ in r["kills"]),
+          "not_intact_at_kill": sum(not whole for r in results for _, _, whole in r["kills"]),
+          "status_not_ok": sum(not r["ok"] for r in results),
+          "mismatches": sum(not r["same"] for r in results),
+          "repeated_calls": sum(len(r["repeated"]) for r in results),
+          "reasked_in_flight": sum(len(r["in_flight"]) for r in results),
+          "reasked_due_before_kill_s_max": round(max((a for r in results for a in r["in_flight"]), default=0), 3),
+          "duplicates": sum(sum(r["duplicates"].values()) for r in results),
+          "failed_trials": [{"trial": args.start + results.index(r), **{k: r[k] for k in ("ok", "same", "repeated", "duplicates")},
+                             **({"log": r["log"]} if args.keep else {})} for r in failed],
+          "seconds": round(time.monotonic() - started, 1)})
+
+
+if __name__ == "__main__":
+    main()
