@@ -113,6 +113,7 @@ class CallLog:
         self.requests: dict[str, tuple[str, dict]] = {}
         self.cached_at_kill: dict[int, set[str]] = {}
         self.lock = threading.Lock()
+        self.sim = sim
         keyed, fault = simulator.request_key, sim._fault
 
         def keying(route: str, request: dict) -> str:
@@ -129,6 +130,21 @@ class CallLog:
 
         simulator.request_key, sim._fault = keying, recording
 
+    def drain(self, quiet_s: float = 0.3, most_s: float = 15) -> None:
+        """Waits until the simulator has held no connection for ``quiet_s``: a request the killed
+        process sent is still read and answered after its death, on a loaded machine seconds
+        later, and would be counted as the next process's (a prompt asked twice by one)."""
+        end, quiet_since = time.monotonic() + most_s, time.monotonic()
+        while time.monotonic() < end:
+            with self.sim._lock:
+                busy = bool(self.sim._connections)
+            now = time.monotonic()
+            if busy:
+                quiet_since = now
+            elif now - quiet_since >= quiet_s:
+                return
+            time.sleep(0.02)
+
     def clear(self) -> None:
         self.arrivals.clear()
         self.requests.clear()
@@ -137,6 +153,8 @@ class CallLog:
     def repeats(self) -> tuple[list[dict], int]:
         """The repeats not allowed, and the number of those allowed: a prompt asked again after
         a kill whose index had not cached its answer (in flight at the kill)."""
+        from streamrag import simulator
+
         bad, allowed = [], 0
         for key, epochs in self.arrivals.items():
             for first, again in zip(epochs, epochs[1:]):
@@ -144,8 +162,10 @@ class CallLog:
                 if cached is not None and not cache_keys(*self.requests[key]) & cached:
                     allowed += 1
                 else:
-                    bad.append({"route": self.requests[key][0], "runs": [first, again],
-                                "killed": cached is not None})
+                    route, request = self.requests[key]
+                    bad.append({"route": route, "runs": [first, again], "killed": cached is not None,
+                                "task": route == "chat" and simulator.detect_task(
+                                    request.get("messages", []), logit_bias=bool(request.get("logit_bias")))})
         return bad, allowed
 
     def unmapped(self, epoch: int, db: Path) -> int:
@@ -353,6 +373,7 @@ def killed_round(calls: CallLog, rng: random.Random, folder: Path, db: Path, log
         if said or watch:
             last = run.last
             if run.kill():
+                calls.drain()
                 calls.cached_at_kill[calls.epoch] = cached_keys(db)
                 return last, db_value(db, VERSION) != version, intact(db)
         run.finish()
@@ -411,9 +432,10 @@ def main() -> None:
     add_port_option(ap)
     args = ap.parse_args()
 
-    # A run that tried 23 GB (this script, a trial of 36, its simulator in a thread, or an index
-    # it started: not told) was ended by the kernel's OOM killer, on a machine others share: an
-    # address space of 6 GB each, which the processes started inherit, ends such a one alone.
+    # A run of this script died with no word when the kernel's OOM killer ended a python process
+    # of 23 GB (which, its log did not tell: an index it started had stalled before scanning):
+    # on a machine others share, 6 GB of address space, which the processes started inherit,
+    # ends such a one alone, with a MemoryError where it happened.
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     started = time.monotonic()
     results = []
