@@ -1344,25 +1344,30 @@ def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp
     assert brief["state"] == "outage" and brief["message"].startswith(still), brief["message"]
 
 
+async def _outage_lines(transport, simulator, corpus, tmp_path, monkeypatch) -> tuple[dict, dict]:
+    """The line of the outage begun, said with ``server_errors``, and the short line after it, of a
+    daemon whose calls go through ``transport`` while it is down (retried after 0.2 s at most)."""
+    from streamrag import daemon as daemon_module
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0}, watch={"quiet_s": 0.04})
+    events = await _down_then_back(transport, settings, tmp_path / "o.db", corpus,
+                                   lambda events: any(e["state"] == "outage" for e in events))
+    first = next(e for e in events if e.get("outage"))
+    assert first["state"] == "error" and first["server_errors"] is True, first
+    return first, next(e for e in events if e["state"] == "outage")
+
+
 async def test_a_server_answering_with_errors_is_said_to_answer_with_errors_not_to_be_down(
         corpus, tmp_path, simulator, monkeypatch):
     # A server answering HTTP 500 to every request was said to be down ("is the endpoint ...
     # down? Start it", "still down since"), while `streamrag index` says it kept answering with
     # errors: its logs say why, and starting it again is no fix.
-    from streamrag import daemon as daemon_module
-
-    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
-                             watch={"quiet_s": 0.04})
-    events = await _down_then_back(Failing(simulator.base_url), settings, tmp_path / "e.db", corpus,
-                                   lambda events: any(e["state"] == "outage" for e in events))
-    first = next(e for e in events if e.get("outage"))
-    assert first["state"] == "error" and first["server_errors"] is True, first
+    first, brief = await _outage_lines(Failing(simulator.base_url), simulator, corpus, tmp_path, monkeypatch)
     # (said as the model client says it: the server answers only HTTP 500)
     assert "no call succeeded: the server at llm.api_base answers only HTTP 500: check its logs (" \
         in first["message"], first["message"]
     assert "down?" not in first["message"], first["message"]
-    brief = next(e for e in events if e["state"] == "outage")
     assert brief["server_errors"] is True and brief["outage"] is True, brief
     assert brief["message"].startswith(f"{first['endpoint']} still answering with errors since "), brief
 
@@ -1373,21 +1378,12 @@ async def test_a_proxy_answering_only_503_is_said_as_the_model_client_says_it(co
     # line of the outage begun said "the server at URL kept answering with errors: check its
     # logs" (the proxy's, which say nothing of it), while the model client's error names the
     # statuses and the server behind llm.api_base to check (``endpoint_health.only_errors``).
-    from streamrag import daemon as daemon_module
-
-    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
-                             watch={"quiet_s": 0.04})
-    events = await _down_then_back(AskingToWait(simulator.base_url), settings, tmp_path / "p.db", corpus,
-                                   lambda events: any(e["state"] == "outage" for e in events))
-    first = next(e for e in events if e.get("outage"))
-    assert first["state"] == "error" and first["server_errors"] is True, first
+    first, brief = await _outage_lines(AskingToWait(simulator.base_url), simulator, corpus, tmp_path, monkeypatch)
     assert ("; no call succeeded: the server behind llm.api_base answers only HTTP 503 (a proxy or load "
             "balancer answers so while the server behind it is down): check that server and its logs "
             "(retrying until it answers") in first["message"], first["message"]
     assert "kept answering with errors" not in first["message"], first["message"]
     # ... and the line after it as the first: it said "still answering with errors since".
-    brief = next(e for e in events if e["state"] == "outage")
     assert brief["message"].startswith(f"the server behind {first['endpoint']} still down since "), brief
 
 
@@ -1408,21 +1404,12 @@ async def test_a_server_whose_answers_cannot_be_read_is_said_so_not_to_answer_wi
     # and the next "still answering with errors", of a server that answered every request, with
     # nothing in its logs; the model client's own error says its answers could not be read. It is
     # retried after a pause, not "until it answers": it answers.
-    from streamrag import daemon as daemon_module
-
-    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
-                             watch={"quiet_s": 0.04})
-    events = await _down_then_back(AnsweringText(simulator.base_url), settings, tmp_path / "t.db", corpus,
-                                   lambda events: any(e["state"] == "outage" for e in events))
-    first = next(e for e in events if e.get("outage"))
-    assert first["state"] == "error" and first["server_errors"] is True, first
+    first, brief = await _outage_lines(AnsweringText(simulator.base_url), simulator, corpus, tmp_path, monkeypatch)
     assert (f"; no call succeeded: the server at {first['endpoint']} answered, but its answers could not be "
             "read: check that llm.api_base is an OpenAI-compatible endpoint (retrying after a pause, less often "
             "as it goes on, said briefly)") in first["message"], first["message"]
     assert "until it answers" not in first["message"], first["message"]
     assert "with errors" not in first["message"], first["message"]
-    brief = next(e for e in events if e["state"] == "outage")
     assert brief["message"].startswith(f"{first['endpoint']} still giving answers that cannot be read since "), brief
 
 
