@@ -197,6 +197,25 @@ async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp
         store.close()
 
 
+async def _down_at_first_sync(switch: Switch, settings: Settings, db: Path, folder: Path, *,
+                              documents: int) -> tuple[Events, dict]:
+    """The lines of a daemon of ``folder`` started while ``switch`` is down, and ``status --json``
+    when its first error is said; then the endpoint is up again until the index holds ``documents``
+    documents."""
+    events = Events()
+    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: "error" in events.states(), timeout=30)
+        down = status_info(db)
+        switch.up = True
+        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == documents, timeout=60)
+        await send.aclose()
+    await switch.client.aclose()
+    return events, down
+
+
 async def test_a_first_index_through_an_endpoint_that_never_answered_publishes_nothing_until_it_does(
         tmp_path, simulator, monkeypatch):
     # With fewer chunks than make a run give up (one here), the initial sync published an empty
@@ -208,17 +227,7 @@ async def test_a_first_index_through_an_endpoint_that_never_answered_publishes_n
     folder.mkdir()
     (folder / "one.txt").write_text(_paragraphs(1))
     db = tmp_path / "n.db"
-    events = Events()
-    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: "error" in events.states(), timeout=30)
-        down = status_info(db)
-        switch.up = True
-        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == 1, timeout=60)
-        await send.aclose()
-    await switch.client.aclose()
+    events, down = await _down_at_first_sync(switch, settings, db, folder, documents=1)
     assert down["version"] == 0 and down["not_indexed_last_run"] == 1, down
     assert "idle" not in events.states()[:events.states().index("error")], events
     store = Store(db, readonly=True)
@@ -260,17 +269,7 @@ async def test_a_first_index_of_no_chunk_through_an_endpoint_that_answered_an_ea
     db = tmp_path / "n.db"
     await _answered_unusably(settings, db, folder, simulator, ahead=ahead)
     switch.up = False
-    events = Events()
-    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(switch), retry_base_s=0.01)
-    send, recv = scripted()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(daemon.run, recv)
-        await until(lambda: "error" in events.states(), timeout=30)
-        down = status_info(db)
-        switch.up = True
-        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == 1 + bool(ahead), timeout=60)
-        await send.aclose()
-    await switch.client.aclose()
+    events, down = await _down_at_first_sync(switch, settings, db, folder, documents=1 + bool(ahead))
     error = events[events.states().index("error")]
     assert f"no call succeeded: {error['endpoint']} stopped answering at " in error["message"], error
     if ahead:
