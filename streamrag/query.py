@@ -448,7 +448,23 @@ class _Search:
         return ctx
 
     async def _local(self) -> None:
-        await self._answer(await self._local_context())
+        ctx = await self._local_context()
+        if self.local_stop is None or not self._no_entities():   # (the first: ``_answer`` says why)
+            await self._answer(ctx)
+
+    def _no_entities(self) -> bool:
+        """Answers, and says so, when a local search found no entity because the index has none
+        (its documents name nothing the extractor took): "Nothing in the index matches this
+        question" said of an index holding documents, as if the question were at fault."""
+        if self.answer.details["entities"]:
+            return False
+        text = ("The index has no entities, so local search has none to start from. Try "
+                "`--mode basic`, which searches the documents' text.")
+        if self.answer.extractive:
+            text = f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}"
+        self._emit(text)
+        self.answer.text = text
+        return True
 
     async def _basic(self) -> None:
         hits, how = await self._chunks()
@@ -481,7 +497,10 @@ class _Search:
     async def _answer(self, ctx: local_search.Context) -> None:
         self.context_tags = ctx.tags
         if not ctx.tags:
-            text = "Nothing in the index matches this question, so there is no answer to give."
+            # A question of no word to search for ("What is it?") is told what an offline
+            # answer tells it, not that nothing in the index matches it.
+            text = (self._broad_text(self.answer.mode) if self.local_stop is None
+                    else "Nothing in the index matches this question, so there is no answer to give.")
             self._emit(text)
             self.answer.text = text
             return
@@ -589,7 +608,7 @@ class _Search:
             self.answer.mode = "basic"
             await self._extractive("basic")
             # The first answer says best what is missing, unless it advises the search just made.
-            if self.context_tags or first.details.get("communities") == 0:
+            if self.context_tags or first.details.get("communities") == 0 or first.details.get("entities") == []:
                 self.answer.auto_choice = "basic"
                 self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the "
                                            "source text answers")
@@ -610,6 +629,8 @@ class _Search:
             await self._extractive_global()
         elif mode == "local":
             ctx = await self._local_context()
+            if self._no_entities():
+                return
             self._extract(_context_passages(ctx), "local context",
                           anchors=[name for _e, name in self.anchors], types=ctx.types)
         else:
@@ -713,17 +734,22 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
-        cues = broad_words(self.answer.question)
-        if cues:
-            text = (f"{extractive.EXTRACTIVE_LABEL}: this question asks about the collection as a whole "
-                    f"({', '.join(cues)}), which a {mode} search, quoting the few passages that share "
-                    "its words, cannot answer; ask it with --mode global, which reads the community reports.")
-        else:   # ("What is it?": the most connected entities were quoted, as if relevant)
-            text = (f"{extractive.EXTRACTIVE_LABEL}: this question names nothing for a {mode} search to "
-                    "look for; ask about something the documents name, or ask it with --mode global for "
-                    "an overview of the collection.")
+        text = self._broad_text(mode)
         self._emit(text)
         self.answer.text = text
+
+    def _broad_text(self, mode: str) -> str:
+        """What a ``mode`` (local or basic) search says of a question it cannot answer
+        (``content_stop`` None): labelled when the answer is extractive."""
+        cues = broad_words(self.answer.question)
+        if cues:
+            text = (f"This question asks about the collection as a whole ({', '.join(cues)}), which "
+                    f"a {mode} search, quoting the few passages that share its words, cannot answer; "
+                    "ask it with --mode global, which reads the community reports.")
+        else:   # ("What is it?": the most connected entities were quoted, as if relevant)
+            text = (f"This question names nothing for a {mode} search to look for; ask about something "
+                    "the documents name, or ask it with --mode global for an overview of the collection.")
+        return f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}" if self.answer.extractive else text
 
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:

@@ -24,7 +24,7 @@ from streamrag.extractive import EXTRACTIVE_LABEL, pick_sentences
 from streamrag.pipeline import sync
 from streamrag.citations import parse_citations
 from streamrag.ask_command import add_ask_command, cmd_ask
-from streamrag.query import Answer, aask
+from streamrag.query import DETAILS, Answer, aask
 from streamrag.question import choose_mode, named_entities
 from streamrag.simulator import ANSWERS, detect_task
 from streamrag.store import Store
@@ -879,8 +879,7 @@ def nameless_db(tmp_path_factory, simulator):
     return db
 
 
-@pytest.mark.parametrize("mode, question", [("local", "Where did the cat sit?"),
-                                            ("basic", "Zyxwv qwertyuiop?")])
+@pytest.mark.parametrize("mode, question", [("basic", "Zyxwv qwertyuiop?")])
 async def test_an_empty_context_is_answered_without_asking_the_model(nameless_db, qs, mode, question):
     store = Store(nameless_db, readonly=True)
     assert store.scalar("SELECT count(*) FROM entities") == 0
@@ -895,6 +894,31 @@ async def test_an_empty_context_is_answered_without_asking_the_model(nameless_db
     assert seen == [] and answer.llm["calls"] == 0       # no answer call on an empty context
     assert not answer.extractive and answer.documents == [] and answer.citations == []
     assert sum(answer.details["context_tokens"].values()) == 0
+
+
+NO_ENTITIES = ("he index has no entities, so local search has none to start from. Try `--mode basic`, "
+               "which searches the documents' text.")
+NAMES_NOTHING = ("his question names nothing for a {} search to look for; ask about something the documents "
+                 "name, or ask it with --mode global for an overview of the collection.")
+
+
+@pytest.mark.parametrize("mode, question, said", [("local", "Where did the cat sit?", NO_ENTITIES),
+                                                  ("local", "What is it?", NAMES_NOTHING.format("local")),
+                                                  ("basic", "What is it?", NAMES_NOTHING.format("basic"))])
+def test_an_empty_context_is_said_with_a_model_as_offline(cli_run, nameless_db, simulator, mode, question, said):
+    """A local search of an index of no entity, and a question of no word to search for, are
+    told why and what to ask instead, with a model as without one: with a model both were
+    "Nothing in the index matches this question", of an index holding documents."""
+    common = ("ask", "--db", str(nameless_db), "--mode", mode, question)
+    with_model = cli_run(*common, "--api-base", simulator.base_url)
+    offline = cli_run(*common)
+    assert with_model.returncode == offline.returncode == 0
+    assert with_model.stdout.startswith(f"T{said}\n")
+    assert offline.stdout.startswith(f"{EXTRACTIVE_LABEL}: t{said}\n")
+    answer = json.loads(cli_run(*common, "--api-base", simulator.base_url, "--json").stdout)
+    assert answer["answer"] == f"T{said}" and answer["search"] == mode and not answer["extractive"]
+    assert answer["llm"]["calls"] == 0 and answer["documents"] == [] and answer["citations"] == []
+    assert set(answer["details"]) == set(DETAILS[mode])   # (the shape of the search's details, kept)
 
 
 async def test_basic_end_to_end(llm_db, qs):
