@@ -503,8 +503,9 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
     suffix = path.suffix.lower()
     if suffix not in _MARKDOWN:   # (Markdown's once read: "``\u200b`" in code shows a fence)
         text = _seen(text, label)
-    if _blank(text):
-        raise EmptyInput(f"{label}: empty file, nothing to index")
+    if _blank(text):   # (spaces and line ends alone: said "empty file", of bytes)
+        what = "only white space" if text else "empty file"
+        raise EmptyInput(f"{label}: {what}, nothing to index")
     if suffix in (".jsonl", ".csv"):
         rows = (_jsonl_rows if suffix == ".jsonl" else _csv_rows)(text, label, warnings)
         del text   # (the rows hold what is kept of it)

@@ -334,10 +334,26 @@ def test_binary_file(tmp_path):
 
 
 def test_empty_and_whitespace_files(tmp_path):
-    for name, data in (("empty.txt", ""), ("blank.md", " \n\t\n")):
+    for name, data, said in (("empty.txt", "", "empty file"), ("blank.md", " \n\t\n", "only white space")):
         f = write(tmp_path / name, data)
-        with pytest.raises(InputError, match=f"{name}: empty file, nothing to index"):
+        with pytest.raises(EmptyInput, match=f"^{name}: {said}, nothing to index$"):
             read_documents(f, root=tmp_path)
+
+
+def test_a_file_of_white_space_is_said_so_by_index_not_an_empty_file(cli_run, tmp_path):
+    # Spaces, tabs and line ends alone were said "empty file, nothing to index", of a file of
+    # bytes; one of 0 bytes still is. Both are warnings, neither a failure of any kind.
+    write(tmp_path / "blank.txt", b"  \n\t\r\n")
+    write(tmp_path / "empty.txt", b"")
+    write(tmp_path / "a.txt", b"Mira Osk chaired the Harbor Council.\n")
+    db = tmp_path / "x.db"
+    run = cli_run("index", str(tmp_path), "--db", str(db), "--offline", "-q")
+    assert run.returncode == 0
+    said = [line for line in run.stderr.splitlines() if "nothing to index" in line]
+    assert said == ["streamrag: warning: blank.txt: only white space, nothing to index",
+                    "streamrag: warning: empty.txt: empty file, nothing to index"]
+    status = json.loads(cli_run("status", "--db", str(db), "--json").stdout)
+    assert status["failures_total"] == 0 and not any(status["unreadable_by_kind"].values())
 
 
 def test_unreadable_file(tmp_path):
@@ -1049,7 +1065,7 @@ def test_a_file_of_nothing_but_characters_no_reader_sees_is_said_so_not_empty(tm
         f = write(tmp_path / name, "\u200b\u200b\n\u2060 \u00ad\n".encode())
         with pytest.raises(EmptyInput, match=f"^{name}: {re.escape(said)}$"):
             read_documents(f, root=tmp_path)
-    with pytest.raises(EmptyInput, match="^empty.txt: empty file, nothing to index$"):
+    with pytest.raises(EmptyInput, match="^empty.txt: only white space, nothing to index$"):
         read_documents(write(tmp_path / "empty.txt", b" \n"), root=tmp_path)
 
 

@@ -306,7 +306,7 @@ def test_control_characters_in_names_are_escaped_in_scan_lines(tmp_path):
 def test_control_characters_in_names_are_escaped_in_read_messages(tmp_path):
     cases = {
         "evil\nname.txt": (b"\x00\x01binary", "binary file"),
-        "emp\nty.txt": (b"  \n", "empty file"),
+        "emp\nty.txt": (b"  \n", "only white space"),
         "front\r.md": (b"---\ntitle: x\n---\n", "no text outside front matter"),
         "rows\n.jsonl": (b"[1]\n", "no line is a JSON object"),
         "cols\n.csv": (b"other\nx\n", "no 'text' field"),

@@ -212,7 +212,7 @@ async def test_bad_files_are_recorded_and_the_run_goes_on(corpus, tmp_path):
     result = await sync([corpus], settings, db, root=corpus)
     # a binary file failed to load; an empty one had nothing to load: a warning, not a failure
     assert result.documents == 4 and result.failures == 1
-    assert [w for w in result.warnings if "empty.md" in w] == ["empty.md: empty file, nothing to index"]
+    assert [w for w in result.warnings if "empty.md" in w] == ["empty.md: only white space, nothing to index"]
     store = Store(db, readonly=True)
     messages = [r["message"] for r in store.query("SELECT message FROM failures")]
     assert len(messages) == 1 and "broken.txt" in messages[0] and "binary" in messages[0]
@@ -254,13 +254,13 @@ async def test_an_unchanged_empty_file_is_not_read_again(corpus, tmp_path, files
     (corpus / "notes").mkdir()
     (corpus / "notes" / "blank.txt").write_text("")
     db = tmp_path / "x.db"
-    said = ["empty.md: empty file, nothing to index", "notes/blank.txt: empty file, nothing to index"]
+    said = ["empty.md: only white space, nothing to index", "notes/blank.txt: empty file, nothing to index"]
     first = await sync([corpus], make_settings(), db, root=corpus)
-    assert sorted(w for w in first.warnings if "empty file" in w) == said
+    assert sorted(w for w in first.warnings if "nothing to index" in w) == said
     assert files_read.count("empty.md") == 1 and files_read.count("blank.txt") == 1
     again = await sync([corpus], make_settings(), db, root=corpus)
     # Said again (watch says a warning once while each sync has it), but not read again.
-    assert sorted(w for w in again.warnings if "empty file" in w) == said and again.failures == 0
+    assert sorted(w for w in again.warnings if "nothing to index" in w) == said and again.failures == 0
     assert files_read.count("empty.md") == 1 and files_read.count("blank.txt") == 1
     # `index notes/blank.txt` alone keeps empty.md remembered.
     await sync([corpus / "notes" / "blank.txt"], make_settings(), db, root=corpus)
@@ -270,7 +270,7 @@ async def test_an_unchanged_empty_file_is_not_read_again(corpus, tmp_path, files
     (corpus / "empty.md").write_text("Mira Osk rebuilt the north quay of Port Vell.\n")
     changed = await sync([corpus], make_settings(), db, root=corpus)
     assert files_read.count("empty.md") == 2 and changed.documents_added == 1
-    assert [w for w in changed.warnings if "empty file" in w] == said[1:]
+    assert [w for w in changed.warnings if "nothing to index" in w] == said[1:]
     # The reading settings changed: every file is read again, the empty one too.
     await sync([corpus], make_settings(index={"chunk_size": 300, "chunk_overlap": 20}), db, root=corpus)
     assert files_read.count("blank.txt") == 2
