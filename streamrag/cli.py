@@ -308,6 +308,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             from streamrag.estimate import format_estimate
 
             print(format_estimate(result))
+            _print_warnings(result["warnings"])
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
@@ -325,10 +326,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                      "asked_again": asked_again(result.llm)})
     else:
         print(_format_sync(result, db, settings.index.include))
-        for w in result.warnings[:10]:  # on stderr, with the other messages about the run
-            print(f"streamrag: warning: {w}", file=sys.stderr)
-        if len(result.warnings) > 10:
-            print(f"streamrag: ... and {len(result.warnings) - 10} more warnings (see --json)", file=sys.stderr)
+        _print_warnings(result.warnings)
         if result.settled:
             print(f"streamrag: {pipeline.settled_line(result.settled)}", file=sys.stderr)
     if result.failed_items:
@@ -429,6 +427,15 @@ def _last_failure(db: Path, run_id: str) -> str:
         return ""
     finally:
         store.close()
+
+
+def _print_warnings(warnings: list[str]) -> None:
+    """A run's warnings (or an estimate's of it) on stderr, with the other messages about the
+    run: the first 10, and how many more ``--json`` lists."""
+    for w in warnings[:10]:
+        print(f"streamrag: warning: {w}", file=sys.stderr)
+    if len(warnings) > 10:
+        print(f"streamrag: ... and {len(warnings) - 10} more warnings (see --json)", file=sys.stderr)
 
 
 def _struct_dict(obj) -> dict:

@@ -60,7 +60,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import logging
 import math
 import re
 from pathlib import Path
@@ -96,7 +95,6 @@ from streamrag.store import Store, without_index_files
 from streamrag.summarizer import asks_model, new_summary_input, summarizer_key, summary_input, without_model
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
-log = logging.getLogger(__name__)
 
 # The list of what was found, which the estimate cannot know: names alone in a gleaning check,
 # names and relation pairs in a gleaning (simulator, first indexes: gleaning prompts ~215 tokens
@@ -172,9 +170,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     for p, v in indexed.items():
         for name in file_names(p):
             rows_of.setdefault(name, {})[p] = v
-    found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, unlisted=unlisted)
-    for folder, why in unlisted:   # (said as the scan says them)
-        log.warning("%s", loader.unlisted_line(folder, why, root))
+    # What the scan leaves out, for the command line to say as `index` says its warnings (they
+    # were logged here, "streamrag: x.txt: broken symlink ...", without its "warning: ").
+    skipped: list[str] = []
+    found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
+    skipped += [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     for path in without_index_files(found, db, also=settings.own_files()):   # (as `index` does)
         read.add(loader.stored_path(path, root))
         try:
@@ -340,7 +340,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "model_calls": 0 if settings.offline else model_calls,
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
-                "report": settings.llm.report_model}}
+                "report": settings.llm.report_model},
+            "warnings": skipped}
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:

@@ -6,6 +6,8 @@ and of their communities (the simulator answers alike each time: the counts are 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -1116,3 +1118,23 @@ async def test_an_estimate_s_tokens_are_those_of_its_whole_calls(tmp_path, simul
         assert s["calls"] or not (s["prompt_tokens"] or s["completion_tokens"]), (stage, s)
     rows = format_estimate(est).splitlines()[1:]
     assert not [row for row in rows if row.split()[1:3] == ["0", "calls"]], rows
+
+
+def test_an_estimate_says_what_the_scan_leaves_out_as_index_does(cli_run, tmp_path):
+    # A broken symlink and a pipe: the estimate said "streamrag: gone.txt: broken symlink ...",
+    # a log line, where `index` says "streamrag: warning: gone.txt: broken symlink ...".
+    (tmp_path / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    (tmp_path / "gone.txt").symlink_to("nowhere")
+    os.mkfifo(tmp_path / "pipe.txt")
+    common = ("index", str(tmp_path), "--db", str(tmp_path / "x.db"), "--offline")
+    est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
+    run = cli_run(*common, "-q")
+    assert est.returncode == est_json.returncode == run.returncode == 0
+    said = [line for line in run.stderr.splitlines() if "not indexed" in line]
+    assert said == ["streamrag: warning: gone.txt: broken symlink to nowhere, not indexed; fix or remove the link",
+                    "streamrag: warning: pipe.txt: not a regular file (a pipe, socket or device), not indexed; "
+                    "remove it, or add it to index.exclude"]
+    assert est.stderr.splitlines() == said
+    # --json lists them, as index's does, and says nothing on stderr
+    assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
+    assert est_json.stderr == ""
