@@ -608,7 +608,7 @@ class _Search:
             self.answer.mode = "basic"
             await self._extractive("basic")
             # The first answer says best what is missing, unless it advises the search just made.
-            if self.context_tags or first.details.get("communities") == 0 or first.details.get("entities") == []:
+            if self.context_tags or first.details.get("communities") == 0:
                 self.answer.auto_choice = "basic"
                 self.answer.auto_reason = (f"the {first.mode} search found nothing for it, so the "
                                            "source text answers")
