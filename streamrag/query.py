@@ -291,6 +291,14 @@ class _Search:
         elif self.on_delta is not None:
             self.on_delta(text)
 
+    def _say(self, text: str) -> None:
+        """``text``, a sentence of this program's own, as the answer: labelled as an extractive
+        answer is when there is no model (``extractive.EXTRACTIVE_LABEL``)."""
+        if self.answer.extractive:
+            text = f"{extractive.EXTRACTIVE_LABEL}: {text[0].lower()}{text[1:]}"
+        self._emit(text)
+        self.answer.text = text
+
     def _given_only(self) -> citations.GivenOnly | None:
         """Where a model's answer streams to: ``on_delta`` without the citations of what it was
         not given (``context_tags``, set before the call), as the answer's text will be."""
@@ -358,12 +366,8 @@ class _Search:
         if self._static():
             self.answer.details["requested_level"] = self.level
         self.status("the index has no communities, so global search has no reports to read")
-        text = ("The index has no communities, so global search has no community reports to "
-                "answer from. Try `--mode basic`, which searches the documents' text.")
-        if self.answer.extractive:
-            text = f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}"
-        self._emit(text)
-        self.answer.text = text
+        self._say("The index has no communities, so global search has no community reports to "
+                  "answer from. Try `--mode basic`, which searches the documents' text.")
         return True
 
     async def _global_static(self) -> None:
@@ -458,12 +462,8 @@ class _Search:
         question" said of an index holding documents, as if the question were at fault."""
         if self.answer.details["entities"]:
             return False
-        text = ("The index has no entities, so local search has none to start from. Try "
-                "`--mode basic`, which searches the documents' text.")
-        if self.answer.extractive:
-            text = f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}"
-        self._emit(text)
-        self.answer.text = text
+        self._say("The index has no entities, so local search has none to start from. Try "
+                  "`--mode basic`, which searches the documents' text.")
         return True
 
     async def _basic(self) -> None:
@@ -499,10 +499,8 @@ class _Search:
         if not ctx.tags:
             # A question of no word to search for ("What is it?") is told what an offline
             # answer tells it, not that nothing in the index matches it.
-            text = (self._broad_text(self.answer.mode) if self.local_stop is None
-                    else "Nothing in the index matches this question, so there is no answer to give.")
-            self._emit(text)
-            self.answer.text = text
+            self._say(self._broad_text(self.answer.mode) if self.local_stop is None
+                      else "Nothing in the index matches this question, so there is no answer to give.")
             return
         q = self.settings.query
         prompt = load_prompt("answer")
@@ -734,13 +732,11 @@ class _Search:
         """Says that a broad question is one for global search, rather than quote the passages
         sharing its generic words ("main", "themes") as its answer."""
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
-        text = self._broad_text(mode)
-        self._emit(text)
-        self.answer.text = text
+        self._say(self._broad_text(mode))
 
     def _broad_text(self, mode: str) -> str:
         """What a ``mode`` (local or basic) search says of a question it cannot answer
-        (``content_stop`` None): labelled when the answer is extractive."""
+        (``content_stop`` None)."""
         cues = broad_words(self.answer.question)
         if cues:
             text = (f"This question asks about the collection as a whole ({', '.join(cues)}), which "
@@ -749,7 +745,7 @@ class _Search:
         else:   # ("What is it?": the most connected entities were quoted, as if relevant)
             text = (f"This question names nothing for a {mode} search to look for; ask about something "
                     "the documents name, or ask it with --mode global for an overview of the collection.")
-        return f"{extractive.EXTRACTIVE_LABEL}: t{text[1:]}" if self.answer.extractive else text
+        return text
 
     def _extract(self, passages: list[tuple[str, str]], what: str, *, broad: bool = False,
                  anchors: Sequence[str] = (), types: dict[str, str] | None = None) -> None:
