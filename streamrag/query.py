@@ -409,11 +409,9 @@ class _Search:
         nodes = global_search.read_texts(self.store, nodes)
         self.context_tags = [f"[R:{n.id}]" for n in nodes]
         if not nodes:
-            text = ("No community report was rated relevant to this question, so there is no "
-                    "answer to give from them. An exhaustive search may still find something: "
-                    "try `--level N` (static global search) or `--mode local`.")
-            self._emit(text)
-            self.answer.text = text
+            self._say("No community report was rated relevant to this question, so there is no "
+                      "answer to give from them. An exhaustive search may still find something: "
+                      "try `--level N` (static global search) or `--mode local`.")
             self.answer.details = {**details, "reports": 0}
             return
         given = self._given_only()
