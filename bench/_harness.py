@@ -94,6 +94,27 @@ def simulator_thread(port: range = ANY_PORT, **config: object) -> Iterator[Simul
         sim.stop()
 
 
+CORPUSGEN = ROOT.parent / "shared" / "tools" / "corpusgen.py"
+"""The project's corpus generator, beside the checkout (a clone elsewhere passes --corpusgen)."""
+
+
+def generate_corpus(script: str, gen: Path | None, out: Path, *, seed: int, scale: int, docs: int,
+                    hint: str = "try another --seed") -> None:
+    """Writes corpusgen's ``docs`` documents of ``seed`` and ``scale`` into ``out``, or exits with
+    one line naming ``script``, what went wrong and what to do (``hint`` when the seed cannot make
+    that many)."""
+    gen = gen or CORPUSGEN
+    if not gen.is_file():
+        sys.exit(f"{script}: no corpus generator at {gen}; give its path with --corpusgen PATH, "
+                 "or --corpus DIR instead")
+    made = subprocess.run([sys.executable, str(gen), "--seed", str(seed), "--scale", str(scale),
+                           "--docs", str(docs), "--out", str(out)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if made.returncode:
+        last = (made.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"{script}: corpusgen could not make {docs} documents with seed {seed} ({last}); {hint}")
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process, in MB."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -51,7 +51,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _harness import ROOT, add_port_option, emit, simulator_thread
+from _harness import ROOT, add_port_option, emit, generate_corpus, simulator_thread
 
 STAGES = ("extracting", "summarizing", "clustering", "reporting", "publishing")
 # How long after a stage's line a kill may come, in seconds: about how long the stage lasts on a
@@ -247,12 +247,8 @@ def make_corpus(args: argparse.Namespace, work: Path) -> tuple[list[Path], list[
         shutil.copytree(args.corpus, source)
         files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))
         return files[:-2], files[-2:]
-    gen = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
-    if not gen.is_file():
-        sys.exit(f"crash_fuzz.py: no corpus generator at {gen}; give its path with --corpusgen PATH, "
-                 "or --corpus DIR instead")
-    subprocess.run([sys.executable, str(gen), "--seed", str(args.corpus_seed), "--scale", str(args.docs),
-                    "--docs", str(args.docs + 8), "--out", str(source)], check=True, stdout=subprocess.DEVNULL)
+    generate_corpus("crash_fuzz.py", args.corpusgen, source, seed=args.corpus_seed, scale=args.docs,
+                    docs=args.docs + 8, hint="try another --corpus-seed")
     files = sorted(source.glob("*.txt"))
     return files[:args.docs], files[args.docs:]
 

@@ -39,14 +39,13 @@ import contextlib
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from _harness import ROOT, add_port_option, emit, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, generate_corpus, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
@@ -98,17 +97,8 @@ def main() -> None:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         source = tmp / "source"
         if args.generate:
-            gen = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
-            if not gen.is_file():   # (a checkout elsewhere, say a clone in /tmp, has no ../shared)
-                ap.error(f"--generate needs {gen} (the project's corpus generator); give its path with "
-                         "--corpusgen PATH, or --corpus DIR instead")
-            made = subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale",
-                                   str(args.generate), "--docs", str(args.generate + max(1, args.samples)), "--out", str(source)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if made.returncode:
-                last = (made.stderr.strip().splitlines() or ["no message"])[-1]
-                sys.exit(f"incremental.py: corpusgen could not make {args.generate + max(1, args.samples)} documents with "
-                         f"seed {args.seed} ({last}); try another --seed (7 makes 10,000)")
+            generate_corpus("incremental.py", args.corpusgen, source, seed=args.seed, scale=args.generate,
+                            docs=args.generate + max(1, args.samples), hint="try another --seed (7 makes 10,000)")
         else:
             shutil.copytree(args.corpus, source)
         files = sorted(p for p in source.iterdir() if p.suffix in (".txt", ".md"))

@@ -27,13 +27,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import anyio
-from _harness import ROOT, add_port_option, emit, simulator_process
+from _harness import add_port_option, emit, generate_corpus, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.pipeline import sync
@@ -137,15 +135,11 @@ def main() -> None:
     ap.add_argument("--corpusgen", type=Path, metavar="PATH")
     add_port_option(ap)
     args = ap.parse_args()
-    gen_script = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
-    if not gen_script.is_file():
-        ap.error(f"needs {gen_script} (the project's corpus generator); give its path with --corpusgen PATH")
 
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        subprocess.run([sys.executable, str(gen_script), "--seed", str(args.seed), "--scale", str(args.scale),
-                        "--docs", str(args.generate), "--out", str(tmp / "gen")], check=True,
-                       stdout=subprocess.DEVNULL)
+        generate_corpus("rename.py", args.corpusgen, tmp / "gen", seed=args.seed, scale=args.scale,
+                        docs=args.generate)
         vault = tmp / "vault"
         linked = make_vault(tmp / "gen", vault, args.generate, args.min_links, args.related)
         old = min(linked, key=lambda n: (abs(linked[n] - args.links), n))

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from _harness import ROOT, add_port_option, emit, simulator_process
+from _harness import ROOT, add_port_option, emit, generate_corpus, simulator_process
 
 _KINDS = ("add", "modify", "delete", "rename")
 _MARK = "Soak note "   # the line a modification replaces (the document's size stays)
@@ -48,17 +48,8 @@ def make_corpus(args: argparse.Namespace, out: Path, spare: int) -> list[Path]:
     if args.corpus:
         shutil.copytree(args.corpus, source)
     else:
-        gen = args.corpusgen or ROOT.parent / "shared" / "tools" / "corpusgen.py"
-        if not gen.is_file():
-            sys.exit(f"watch_soak.py: no corpus generator at {gen}; give its path with --corpusgen PATH, "
-                     "or --corpus DIR instead")
-        made = subprocess.run([sys.executable, str(gen), "--seed", str(args.seed), "--scale", str(args.docs),
-                               "--docs", str(args.docs + spare), "--out", str(source)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if made.returncode:
-            last = (made.stderr.strip().splitlines() or ["no message"])[-1]
-            sys.exit(f"watch_soak.py: corpusgen could not make {args.docs + spare} documents with seed "
-                     f"{args.seed} ({last}); try another --seed")
+        generate_corpus("watch_soak.py", args.corpusgen, source, seed=args.seed, scale=args.docs,
+                        docs=args.docs + spare)
     files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".md"))
     if len(files) < 2:
         sys.exit(f"watch_soak.py: {args.corpus or source} holds fewer than 2 .txt or .md documents")
