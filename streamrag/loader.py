@@ -617,11 +617,11 @@ def _broken_after_mark(data: bytes, start: int, codec: str, label: str) -> None:
     """Refuses ``data``, whose byte-order mark says ``codec`` ("utf-16" or "utf-32") and whose
     bytes from ``start`` on are not that (cut short, or broken), when its first bytes read as
     text: read as anything else it was garbage (a short file, "ÿþAB" in cp1252), or said to be
-    UTF-16 "without a byte-order mark". Bytes that are no text after the mark are left to be
-    judged as before (a binary file): nearly all of them printable, as ``_utf16_codec`` has it."""
+    UTF-16 "without a byte-order mark". Bytes after the mark that do not read as text
+    (``_printable``, as ``_utf16_codec`` judges its first bytes) are left to be judged as before
+    (a binary file)."""
     width = 4 if codec == "utf-32" else 2
-    head = data[:min(start, _SNIFF)].decode(codec, errors="ignore")
-    if sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in head) < 0.98 * len(head):
+    if not _printable(data[:min(start, _SNIFF)].decode(codec, errors="ignore")):
         return
     where = ("it ends in half a character" if len(data) - start < width
              else f"byte {start:,} is not {codec.upper()}")
@@ -831,8 +831,7 @@ def _utf16_codec(head: bytes) -> str | None:
             text = _head_text(head, codec)
             if text is None:
                 return None
-            printable = sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in text)
-            return codec if printable >= 0.98 * len(text) else None
+            return codec if _printable(text) else None
     cjk = [codec for codec in ("utf-16-le", "utf-16-be") if _reads_as_cjk(_head_text(head, codec), head)]
     return cjk[0] if len(cjk) == 1 else None
 
@@ -843,6 +842,11 @@ def _utf16_codec(head: bytes) -> str | None:
 # byte-order mark was a binary file.
 _SHOWN_UNPRINTABLE = frozenset("\n\r\t\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u2028\u2029"
                                "\u202a\u202b\u202c\u202d\u202e\u2060\u2066\u2067\u2068\u2069\ufeff")
+
+
+def _printable(text: str) -> bool:
+    """Whether ``text`` reads as text: nearly all of it printable (``_SHOWN_UNPRINTABLE`` counted so)."""
+    return sum(ch.isprintable() or ch in _SHOWN_UNPRINTABLE for ch in text) >= 0.98 * len(text)
 
 
 def _one_block(high: bytes) -> bool:
