@@ -73,7 +73,7 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings
-from streamrag.errors import LLMError, LLMOutputError, LLMUnavailableError, StreamragError, disk_full
+from streamrag.errors import LLMError, LLMUnavailableError, StreamragError, UnusableFirstIndex, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -1089,7 +1089,8 @@ class Daemon:
 
     def _survived(self, caught: Exception, *, initial: bool) -> StreamragError | None:
         """The error a failed sync reports, the daemon going on; None when ``caught`` is to
-        propagate (a bug, or a user error in the initial sync)."""
+        propagate (a bug, a user error in the initial sync, or a first index the model answered
+        unusably: ``UnusableFirstIndex``)."""
         full = disk_full(caught)
         if full is not None and not initial:
             # A full disk frees up (a log rotated, space made): what is pending is synced
@@ -1097,7 +1098,7 @@ class Daemon:
             # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
             return StreamragError(f"the disk holding the index is full ({clause(full)}); free some "
                                   "space")
-        if not isinstance(caught, StreamragError) or isinstance(caught, LLMOutputError) or initial and not (
+        if not isinstance(caught, StreamragError) or isinstance(caught, UnusableFirstIndex) or initial and not (
                 isinstance(caught, LLMUnavailableError) and not self._once):
             # (A daemon started before its model server, by a service manager say, waits
             # for the server as it does when the server goes away later; --once stops. A first

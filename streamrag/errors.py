@@ -17,6 +17,7 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
         ├── LLMRequestError      a 4xx that retrying cannot fix (key, model, context length)
         ├── LLMUnavailableError  retries exhausted on 429 / 5xx / timeouts / connection errors
         └── LLMOutputError       the answer could not be used (parsing failed beyond repair)
+            └── UnusableFirstIndex  no chunk of a first index could be extracted, for that
 """
 
 from __future__ import annotations
@@ -117,6 +118,11 @@ class LLMUnavailableError(LLMError):
 
 class LLMOutputError(LLMError):
     """The model answered, but the answer could not be used."""
+
+
+class UnusableFirstIndex(LLMOutputError):
+    """A first index none of whose chunks could be extracted, every one for the model's answers:
+    nothing is published, and a daemon stops (only a restart reads a fixed model setting)."""
 
 
 def user_error(group: BaseExceptionGroup) -> StreamragError | None:

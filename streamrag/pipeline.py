@@ -56,6 +56,7 @@ from streamrag.errors import (
     LLMRequestError,
     LLMUnavailableError,
     StreamragError,
+    UnusableFirstIndex,
     user_error,
     user_errors_unwrapped,
 )
@@ -475,7 +476,7 @@ class Indexer:
             # unusably): an empty version 1 was published, which `ask` answered from, and a
             # daemon asked again three times before it gave up. It stops as one through an
             # endpoint that never answered does; an empty folder, no chunk failed, is published.
-            raise LLMOutputError(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
+            raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
                                  + self._nothing_published)
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
