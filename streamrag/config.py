@@ -245,6 +245,8 @@ _SETTINGS_MAX_BYTES = 1_000_000
 # Workers a stage may start: each is a task, started before any work comes. 100,000 of each took
 # 1.7 GB and had not indexed a one-line file after 150 s; 10**21 never got past starting them.
 MAX_WORKERS = 1000
+# The longest watch.debounce_ms: the watcher looks for a stop between waits this long.
+MAX_DEBOUNCE_MS = 60_000
 
 
 def _read_toml(path: Path) -> dict:
@@ -578,11 +580,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     w = s.watch
     if w.debounce_ms < 0:
         problems.append(_bound("watch.debounce_ms", "must be >= 0 milliseconds", "0 or more"))
-    elif w.debounce_ms > 60_000:
+    elif w.debounce_ms > MAX_DEBOUNCE_MS:
         # The watcher looks for a stop between waits this long: at 10**18 a SIGINT, then a
         # second, never ended `watch`; at 2 * 10**18 it was a traceback (watchfiles' 64 bits).
-        problems.append(_bound("watch.debounce_ms", "must be at most 60000 milliseconds (a stop waits that "
-                               "long; watch.quiet_s holds a sync back longer)", "0 to 60000"))
+        problems.append(_bound("watch.debounce_ms", f"must be at most {MAX_DEBOUNCE_MS} milliseconds (a stop waits "
+                               "that long; watch.quiet_s holds a sync back longer)", f"0 to {MAX_DEBOUNCE_MS}"))
     for name in ("quiet_s", "grace_s"):
         value = getattr(w, name)
         if not (value >= 0 and math.isfinite(value)):
