@@ -277,6 +277,16 @@ class Indexer:
     def _nothing_published(self) -> str:
         return self._left(reuses=not self.retries_itself)
 
+    def _unavailable(self, error: object) -> LLMUnavailableError:
+        """The error a run stops with for want of an endpoint: ``error``'s words, then what it left
+        (``_left``), whose "a run after the fix reuses the finished work" the model client's words
+        may have said already (``RUN_AGAIN``: "... then run the same command (finished work is
+        kept). Nothing was published; ..., and a run after the fix reuses the finished work")."""
+        from streamrag.endpoint_health import RUN_AGAIN   # (httpx, as the model client)
+
+        said = str(error)
+        return LLMUnavailableError(f"{said}{self._left(reuses=not self.retries_itself and RUN_AGAIN not in said)}")
+
     def _left(self, *, reuses: bool) -> str:
         """What a run that stops says it left (``nothing_published``): nothing, of an extraction
         ahead of a daemon's sync, which never publishes (its line said "Nothing was published;
@@ -309,10 +319,10 @@ class Indexer:
             # calls under way ended with it, a hung try's too, and none is waited for.)
             if self.progress.counts["chunks_extracted"] == 0 and isinstance(error, LLMUnavailableError) \
                     and (self.unavailable >= GIVE_UP_UNAVAILABLE or self.llm is not None and self.llm.hopeless):
-                raise LLMUnavailableError(f"{error}{self._nothing_published}") from None
+                raise self._unavailable(error) from None
             if self.failed_calls >= GIVE_UP_AFTER and self.progress.counts["chunks_extracted"] == 0:
                 if isinstance(error, LLMUnavailableError):
-                    raise LLMUnavailableError(f"{error}{self._nothing_published}") from None
+                    raise self._unavailable(error) from None
                 raise LLMOutputError(f"the first {self.failed_calls} chunks to finish all failed, none "
                                      f"was extracted; last: {error}{self._nothing_published}") from None
         self.failures += 1
@@ -469,7 +479,7 @@ class Indexer:
             # Nor a first index of no chunk through one that answered only an earlier run, killed
             # or given unusable answers: that too was an empty version 1. One of chunks extracted
             # ahead holds them, and is published.)
-            raise LLMUnavailableError(f"{self.unavailable_error}{self._nothing_published}")
+            raise self._unavailable(self.unavailable_error)
         if not self.indexed and not change.live and self.failed_chunk_ids \
                 and self.failed_chunk_ids <= self.unusable_chunk_ids:
             # Every chunk of a first index failed for the model's answers (the endpoint answered,

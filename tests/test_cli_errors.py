@@ -621,6 +621,8 @@ def test_index_says_an_endpoint_that_answered_a_run_of_it_stopped(cli_run, tmp_p
     assert out.stderr.startswith(f"streamrag: error: {base}/chat/completions stopped answering (it last answered "
                                  f"at {clock(answered)}): every connection is refused ("), out.stderr
     assert "nothing answers" not in out.stderr and "Nothing was published; the index is as it was" in out.stderr
+    # (once: the model client's "then run the same command (finished work is kept)" says it)
+    assert "reuses the finished work" not in out.stderr and out.stderr.count("finished work is kept") == 1, out.stderr
 
 
 # -- stdout closed early (| head) -------------------------------------------------------------
