@@ -426,6 +426,13 @@ def _too_large(s: Settings) -> list[str]:
             if hint is int and not -2**63 <= getattr(getattr(s, section), name) < 2**63]
 
 
+def _as_written(path: Path, where: str) -> str:
+    """``path``, a setting of the file ``where`` made absolute against its folder, as a user would
+    write it there: relative to that folder when it is inside it."""
+    folder = Path(where).parent
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) and where != "defaults" else str(path)
+
+
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
            models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = (),
            unknown: list[tuple[str, str]] = (), order: dict[str, int] | None = None) -> None:
@@ -529,7 +536,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if name != name.strip():   # (made relative to the file's folder: `path = " "` made an index named " ")
         problems.append(("store.path", "names no file, only spaces; leave it out (or \"\") for "
                          ".streamrag/index.db in the indexed folder" if not name.strip() else
-                         f"has spaces around the file name; use {name.strip()!r}"))
+                         f"has spaces around the file name; use {_as_written(Path(s.store.path).with_name(name.strip()), where)!r}"))
     if not s.store.keep_unused_days >= 0:
         problems.append(_bound("store.keep_unused_days", "must be >= 0 (0 = keep for ever)", "0 or more days"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(

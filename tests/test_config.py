@@ -512,6 +512,6 @@ def test_a_store_path_of_spaces_is_refused(tmp_path):
     assert refusal(write(tmp_path, '[store]\npath = " "\n')).endswith(
         'store.path: names no file, only spaces; leave it out (or "") for .streamrag/index.db in the indexed folder')
     assert refusal(write(tmp_path, '[store]\npath = "idx/notes.db "\n')).endswith(
-        "store.path: has spaces around the file name; use 'notes.db'")
+        "store.path: has spaces around the file name; use 'idx/notes.db'")   # (its folder kept)
     assert load_settings(write(tmp_path, '[store]\npath = "my notes/a b.db"\n'), env={}).store.path == \
         str(tmp_path / "my notes" / "a b.db")
