@@ -237,12 +237,19 @@ async def test_a_first_index_through_an_endpoint_that_never_answered_publishes_n
         store.close()
 
 
-async def _answered_unusably(settings, db, folder, simulator, *, ahead: int) -> None:
-    """An earlier run of the index ``db`` that published nothing: the endpoint answered it, but
-    unusably (one.txt's chunk), and ``ahead`` chunks of ahead.txt were extracted before (a watch
-    stopped before its sync)."""
+async def _answered_unusably(tmp_path, simulator, *, ahead: int,
+                             settings: Settings | None = None) -> tuple[Settings, Path, Path]:
+    """The settings, folder (tmp_path/notes) and index of an earlier run that published nothing:
+    the endpoint answered it, but unusably (one.txt's chunk), and ``ahead`` chunks of ahead.txt
+    were extracted before (a watch stopped before its sync). ``settings``: by default, with no
+    community big enough for a report (its calls would make a sync give up)."""
     from streamrag.pipeline import Indexer
 
+    settings = settings or make_settings(simulator.base_url, index={**SMALL, "report_min_members": 1000},
+                                         llm={"max_retries": 0, "cache": False}, watch={"quiet_s": 0.04})
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    db = tmp_path / "n.db"
     if ahead:
         (folder / "ahead.txt").write_text(_paragraphs(ahead))
         assert await Indexer(settings, db, root=folder, command="watch:extract").prefetch([folder / "ahead.txt"]) == ahead
@@ -252,6 +259,7 @@ async def _answered_unusably(settings, db, folder, simulator, *, ahead: int) -> 
     assert await indexer.prefetch([folder / "one.txt"]) == 0
     await garble.client.aclose()
     assert status_info(db)["version"] == 0
+    return settings, folder, db
 
 
 @pytest.mark.parametrize("ahead", [0, 2])
@@ -261,13 +269,7 @@ async def test_a_first_index_of_no_chunk_through_an_endpoint_that_answered_an_ea
     # first sync then reached no endpoint published what it could: an empty version 1, which `ask`
     # answered from. (With chunks extracted ahead, a version 1 of them is published, as before.)
     switch, _settings, _cap = fast_outage(monkeypatch, simulator)
-    # (no community big enough for a report: its calls would make the sync give up)
-    settings = make_settings(simulator.base_url, index={**SMALL, "report_min_members": 1000},
-                             llm={"max_retries": 0, "cache": False}, watch={"quiet_s": 0.04})
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    db = tmp_path / "n.db"
-    await _answered_unusably(settings, db, folder, simulator, ahead=ahead)
+    settings, folder, db = await _answered_unusably(tmp_path, simulator, ahead=ahead)
     switch.up = False
     events, down = await _down_at_first_sync(switch, settings, db, folder, documents=1 + bool(ahead))
     error = events[events.states().index("error")]
@@ -287,10 +289,7 @@ async def test_index_publishes_no_first_index_through_an_endpoint_that_answered_
     from streamrag.pipeline import Indexer
 
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    db = tmp_path / "n.db"
-    await _answered_unusably(settings, db, folder, simulator, ahead=2)
+    settings, folder, db = await _answered_unusably(tmp_path, simulator, ahead=2, settings=settings)
     switch.up = False
     with pytest.raises(LLMUnavailableError, match="Nothing was published; there is no index yet"):
         await Indexer(settings, db, root=folder, transport=httpx.MockTransport(switch)).run([folder])
@@ -307,12 +306,7 @@ async def test_a_first_index_the_model_answered_unusably_publishes_nothing_and_s
     # the fix, which only a restart reads. With chunks extracted ahead, version 1 holds them.
     from streamrag.errors import LLMOutputError
 
-    settings = make_settings(simulator.base_url, index={**SMALL, "report_min_members": 1000},
-                             llm={"max_retries": 0, "cache": False}, watch={"quiet_s": 0.04})
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    db = tmp_path / "n.db"
-    await _answered_unusably(settings, db, folder, simulator, ahead=ahead)
+    settings, folder, db = await _answered_unusably(tmp_path, simulator, ahead=ahead)
     garble = GarbleExtractions(simulator.base_url)
     events = Events()
     daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(garble), retry_base_s=0.01)
@@ -751,19 +745,28 @@ async def test_answers_the_model_keeps_getting_wrong_are_retried_a_few_times_onl
     assert {f["times"] for f in status["failures"]} == {4}, status["failures"]
 
 
-async def test_an_extraction_ahead_whose_answers_were_unusable_says_its_chunks_failed(corpus, tmp_path, simulator):
-    # An edit whose chunk the model answered with garbage (answers, not an outage) said
-    # "0 chunks extracted, 2 reused", no word that a chunk failed, nor why, nor what comes of it.
+async def _garbled_change(corpus, tmp_path, simulator, change, *, llm: dict | None = None) -> tuple[Events, int]:
+    """The lines of a daemon of ``corpus`` whose initial sync got usable answers and whose change,
+    ``change(send)``, the model then answers unusably, up to the idle line after it; and where
+    the change's lines begin."""
     garble = GarbleExtractions(simulator.base_url)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False}, watch={"quiet_s": 0.3})
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False, **(llm or {})},
+                             watch={"quiet_s": 0.3})
     async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
-        daemon.transport = httpx.MockTransport(garble)   # (the initial sync got usable answers)
+        daemon.transport = httpx.MockTransport(garble)
         mark = len(events)
-        await edit_guild(corpus, send)
+        await change(send)
         await until(lambda: "idle" in events.states(mark), timeout=60)
         daemon.stop()
         await send.aclose()
     await garble.client.aclose()
+    return events, mark
+
+
+async def test_an_extraction_ahead_whose_answers_were_unusable_says_its_chunks_failed(corpus, tmp_path, simulator):
+    # An edit whose chunk the model answered with garbage (answers, not an outage) said
+    # "0 chunks extracted, 2 reused", no word that a chunk failed, nor why, nor what comes of it.
+    events, mark = await _garbled_change(corpus, tmp_path, simulator, lambda send: edit_guild(corpus, send))
     [waiting] = [e for e in events[mark:] if e["state"] == "waiting"]
     assert waiting["chunks_extracted"] == 0 and waiting["chunks_failed"] == 1, waiting
     assert waiting["message"].startswith(f"0 chunks extracted, {waiting['chunks_reused']} reused in "), waiting
@@ -779,18 +782,11 @@ async def test_an_extraction_ahead_given_up_on_unusable_answers_says_it_left_the
     # The extraction ahead of a new file of 9 chunks stops once 8 answers were unusable: its line
     # said "... Nothing was published; the index is as it was; the next sync tries again", of an
     # extraction, which never publishes. The sync that follows publishes what it can.
-    garble = GarbleExtractions(simulator.base_url)
-    settings = make_settings(simulator.base_url, index=SMALL, llm={"cache": False, "max_retries": 0},
-                             watch={"quiet_s": 0.3})
-    async with running(settings, tmp_path / "g.db", corpus) as (daemon, events, send):
-        daemon.transport = httpx.MockTransport(garble)   # (the initial sync got usable answers)
-        mark = len(events)
+    async def add_long(send) -> None:
         (corpus / "long.txt").write_text(_paragraphs(9))
         await send.send({(1, str(corpus / "long.txt"))})
-        await until(lambda: "idle" in events.states(mark), timeout=60)
-        daemon.stop()
-        await send.aclose()
-    await garble.client.aclose()
+
+    events, mark = await _garbled_change(corpus, tmp_path, simulator, add_long, llm={"max_retries": 0})
     [error] = [e for e in events[mark:] if e["state"] == "error" and e["message"].startswith("extracting")]
     assert error["message"].startswith("extracting 1 file failed: the first 8 chunks to finish all failed, "
                                        "none was extracted; last: "), error
