@@ -795,12 +795,10 @@ class Indexer:
         if not left and not self.held_back:
             return
         paths = index_rows.shown_paths(scan.files)
-        said = set(self.failed_chunk_ids)
         for path, idx, chunk_id in [(p, c.idx, c.id) for p, c in self.held_back] + \
                 [(paths.get(d, d), idx, c) for d, idx, c in left]:
-            if chunk_id in said:
+            if chunk_id in self.failed_chunk_ids:   # (said by this run: ``fail`` adds each it records)
                 continue
-            said.add(chunk_id)
             await self.fail(writer, "extract", chunk_id,
                             f"{chunk_shown(path, idx, chunk_id)}: no extraction of it was "
                             "stored, and nothing said why; it is left out of this version, and the next "
