@@ -99,14 +99,14 @@ CORPUSGEN = ROOT.parent / "shared" / "tools" / "corpusgen.py"
 
 
 def generate_corpus(script: str, gen: Path | None, out: Path, *, seed: int, scale: int, docs: int,
-                    hint: str = "try another --seed") -> None:
+                    hint: str = "try another --seed", takes_corpus: bool = True) -> None:
     """Writes corpusgen's ``docs`` documents of ``seed`` and ``scale`` into ``out``, or exits with
     one line naming ``script``, what went wrong and what to do (``hint`` when the seed cannot make
-    that many)."""
+    that many; --corpus DIR offered only to a script that ``takes_corpus``)."""
     gen = gen or CORPUSGEN
     if not gen.is_file():
-        sys.exit(f"{script}: no corpus generator at {gen}; give its path with --corpusgen PATH, "
-                 "or --corpus DIR instead")
+        sys.exit(f"{script}: no corpus generator at {gen}; give its path with --corpusgen PATH"
+                 + (", or --corpus DIR instead" if takes_corpus else ""))
     made = subprocess.run([sys.executable, str(gen), "--seed", str(seed), "--scale", str(scale),
                            "--docs", str(docs), "--out", str(out)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -139,7 +139,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         generate_corpus("rename.py", args.corpusgen, tmp / "gen", seed=args.seed, scale=args.scale,
-                        docs=args.generate)
+                        docs=args.generate, takes_corpus=False)
         vault = tmp / "vault"
         linked = make_vault(tmp / "gen", vault, args.generate, args.min_links, args.related)
         old = min(linked, key=lambda n: (abs(linked[n] - args.links), n))

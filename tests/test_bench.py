@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -175,3 +176,15 @@ def test_big_file_changes_its_file_at_the_end_and_in_the_middle_as_its_kind_is_r
     assert "the river council met again" in " ".join(d.text for d in appended[-1:]).lower()
     changed = [(a.text, e.text) for a, e in zip(appended, edited) if a.text != e.text]
     assert len(changed) == 1 and changed[0][1].count("rivers") == changed[0][0].count("rivers") + 1
+
+
+def test_a_bench_without_its_corpus_generator_names_only_options_it_takes(tmp_path):
+    # (rename.py, which has no --corpus, was told to give "--corpus DIR instead")
+    run = [sys.executable, str(BENCH / "rename.py")]
+    out = subprocess.run([*run, "--corpusgen", str(tmp_path / "none.py")], capture_output=True,
+                         text=True, timeout=60)
+    helped = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60).stdout
+    options = set(re.findall(r"--[a-z][a-z-]*", helped))
+    named = set(re.findall(r"--[a-z][a-z-]*", out.stderr))
+    assert out.returncode == 1 and "no corpus generator" in out.stderr, out.stderr
+    assert "--corpusgen" in named and named <= options, out.stderr
