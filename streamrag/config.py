@@ -428,8 +428,9 @@ def _too_large(s: Settings) -> list[str]:
 
 def _as_written(path: Path, where: str) -> str:
     """``path``, a setting of the file ``where`` made absolute against its folder, as a user would
-    write it there: relative to that folder when it is inside it."""
-    folder = Path(where).parent
+    write it there: relative to that folder when it is inside it (the folder resolved, as
+    ``_resolve_paths`` was given it: a file named `sub/streamrag.toml` was told the whole path)."""
+    folder = Path(where).resolve().parent
     return str(path.relative_to(folder)) if path.is_relative_to(folder) and where != "defaults" else str(path)
 
 

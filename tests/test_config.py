@@ -507,11 +507,18 @@ def test_a_debounce_longer_than_a_stop_may_wait_is_refused(tmp_path):
     assert load_settings(write(tmp_path, "[watch]\ndebounce_ms = 60000\n"), env={}).watch.debounce_ms == 60000
 
 
-def test_a_store_path_of_spaces_is_refused(tmp_path):
+def test_a_store_path_of_spaces_is_refused(tmp_path, monkeypatch):
     # `path = " "` was made relative to the file's folder: the index was a file named " " there.
     assert refusal(write(tmp_path, '[store]\npath = " "\n')).endswith(
         'store.path: names no file, only spaces; leave it out (or "") for .streamrag/index.db in the indexed folder')
     assert refusal(write(tmp_path, '[store]\npath = "idx/notes.db "\n')).endswith(
         "store.path: has spaces around the file name; use 'idx/notes.db'")   # (its folder kept)
+    # The file named by a relative path (`--config sub/streamrag.toml`), as written there too,
+    # not '/tmp/.../sub/idx/notes.db'.
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", '[store]\npath = "idx/notes.db "\n')
+    monkeypatch.chdir(tmp_path)
+    assert refusal(Path("sub") / "streamrag.toml").endswith(
+        "store.path: has spaces around the file name; use 'idx/notes.db'")
     assert load_settings(write(tmp_path, '[store]\npath = "my notes/a b.db"\n'), env={}).store.path == \
         str(tmp_path / "my notes" / "a b.db")
