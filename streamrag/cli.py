@@ -177,7 +177,7 @@ def _usable_db(path: Path) -> Path:
                 # (An index's lock file, empty while no writer holds it: `index` built an index in
                 # it, and ask and status advised doing so.)
                 raise StreamragError(f"{path}: a side file of the index {found[0]} (its lock or log), "
-                                     f"not an index; give --db (or store.path) {found[0]}")
+                                     f"not an index; give --db (or store.path) {shell_word(found[0])}")
     return path
 
 

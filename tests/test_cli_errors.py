@@ -923,6 +923,11 @@ def test_an_empty_db_file_is_built_with_that_db(cli, tmp_path, command):
                     "not an index; give --db (or store.path) notes.db\n")
     assert cli("index", "-q", "--offline", "doc.txt", "--db", "notes.db.lock", code=1) == said
     assert (tmp_path / "notes.db.lock").stat().st_size == 0
+    # The index to give instead is quoted for a shell, as the other commands a message gives are.
+    (tmp_path / "my notes").mkdir()
+    assert main(["index", "-q", "--offline", "doc.txt", "--db", "my notes/notes.db"]) == 0
+    assert cli(*command, "--db", "my notes/notes.db.lock", code=1).endswith(
+        "give --db (or store.path) 'my notes/notes.db'\n")
 
 
 def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave_it(tmp_path):
