@@ -20,7 +20,7 @@ from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
-from streamrag.terminal import terminal_text
+from streamrag.terminal import shell_word, terminal_text
 from streamrag.store import Store, index_files, one_writer, root_and_paths
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say(terminal_text(format_footer(answer)))
         say(f"\nDemo finished in {time.monotonic() - started:.1f} s.")
         if keep:
-            say(f"The index is in {db}; try: streamrag ask --db {db} \"Who is Marley?\"")
+            say(f"The index is in {db}; try: streamrag ask --db {shell_word(db)} \"Who is Marley?\"")
         else:
             say("Index your own folder with: streamrag index DIR   (then: streamrag ask \"...\")")
         return 0

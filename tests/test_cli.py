@@ -11,6 +11,7 @@ import json
 import shutil
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import signal
@@ -690,6 +691,16 @@ def test_a_kept_demo_folder_is_used_again(cli_run, tmp_path):
     (tmp_path / "demo").rename(tmp_path / "moved")
     out = cli_run("demo", "--dir", str(tmp_path / "moved"))
     assert out.returncode == 0, out.stderr
+
+
+def test_a_kept_demo_s_command_to_try_runs_as_given(cli_run, tmp_path):
+    # `demo --dir "my demo"` said `streamrag ask --db my demo/index.db ...`, two words to a shell.
+    out = cli_run("demo", "--dir", "my demo", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    command = shlex.split(out.stdout.rsplit("try: ", 1)[1])
+    assert command[:3] == ["streamrag", "ask", "--db"]
+    asked = cli_run(*command[1:], cwd=tmp_path)
+    assert asked.returncode == 0 and "Marley" in asked.stdout, asked.stderr
 
 
 def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path):
