@@ -782,7 +782,9 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
         where = str(path)
     origins: dict[str, str] = {}
     override_base = (overrides or {}).get("llm", {}).get("api_base") is not None
-    if env.get("STREAMRAG_API_BASE") and not override_base:
+    # Set blank, as set empty, the variable is unset: " " overrode the file's endpoint with none,
+    # and the run went offline saying only "offline" in its summary.
+    if env.get("STREAMRAG_API_BASE", "").strip() and not override_base:
         data = _merge(data, {"llm": {"api_base": env["STREAMRAG_API_BASE"]}})
         origins["llm.api_base"] = f"STREAMRAG_API_BASE={env['STREAMRAG_API_BASE']}"
     if overrides:

@@ -161,6 +161,20 @@ def test_environment_overrides_the_file(tmp_path):
     assert s.llm.api_base == "http://env:2/v1"
 
 
+def test_a_blank_api_base_is_an_empty_one_wherever_it_is_set(tmp_path):
+    # STREAMRAG_API_BASE=" " overrode the file's endpoint with none: the run went offline, which
+    # only its summary said, where STREAMRAG_API_BASE="" (the usual way to unset it) kept the file's.
+    path = write(tmp_path, '[llm]\napi_base = "http://file:1/v1"\n')
+    for blank in ("", " ", "\n", " \t "):
+        s = load_settings(path, env={"STREAMRAG_API_BASE": blank})
+        assert s.llm.api_base == "http://file:1/v1" and s.api_base_from == "llm.api_base" and not s.offline
+    # In the file, and as --api-base, blank is empty: no endpoint (offline), as documented of "".
+    for blank in ('""', '" "'):
+        assert load_settings(write(tmp_path, f"[llm]\napi_base = {blank}\n"), env={}).offline
+    for blank in ("", " "):
+        assert load_settings(path, env={}, overrides={"llm": {"api_base": blank}}).offline
+
+
 def test_find_config_walks_up(tmp_path):
     write(tmp_path, "")
     deep = tmp_path / "a" / "b"
