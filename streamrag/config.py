@@ -227,6 +227,22 @@ def _bad_host_or_port(url: str) -> str:
     return ""
 
 
+def from_folder(pattern: str) -> str:
+    """``pattern`` without a leading "/" or "./": paths are matched from the indexed folder
+    (``loader.include_patterns``; here, for ``index.exclude``'s check, as DEFAULT_INCLUDE is)."""
+    while pattern.startswith(("./", "/")) and len(pattern) > 1:
+        pattern = pattern[2:] if pattern.startswith("./") else pattern[1:]
+    return pattern
+
+
+def _matches_no_path(pattern: str) -> bool:
+    """Whether ``index.exclude``'s ``pattern`` can match nothing: a name, or a path from the
+    folder (``loader.excluded``), never holds a ".", ".." or empty part, which such a pattern
+    does once "/" or "./" (the folder) is taken off its start and a folder's "/" off its end
+    ("." and "./" left out nothing, and said nothing)."""
+    return any(part in ("", ".", "..") for part in from_folder(pattern).rstrip("/").split("/"))
+
+
 def _merge(base: dict, over: dict) -> dict:
     out = dict(base)
     for k, v in over.items():
@@ -481,6 +497,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif spaced is not None:
         problems.append(("index.exclude", f"pattern {spaced!r} has spaces around it, so nothing "
                          f"matches it; use {spaced.strip()!r}"))
+    elif (idle := next((p for p in ix.exclude if _matches_no_path(p)), None)) is not None:
+        problems.append(("index.exclude", f"pattern {idle!r} leaves out nothing: it is matched against the "
+                         "names and paths inside the indexed folder, never the folder itself, and they hold no "
+                         "'.', '..' or empty part; name the folders or files to leave out (e.g. [\"Templates\", "
+                         "\"*.excalidraw.md\"])"))
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
                          "(default \"text\")"))

@@ -32,7 +32,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamrag.config import DEFAULT_INCLUDE
+from streamrag.config import DEFAULT_INCLUDE, from_folder
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.invisible import visible
@@ -277,17 +277,10 @@ def include_patterns(include: list[str] | None) -> list[str]:
     well as any ("**/*.txt" left out every .txt at the top of the folder, and a second run took
     them out of the index without a word; "docs/**/*.md" left out docs/a.md). A path written
     from the folder as "/docs/*.md" or "./docs/*.md" is "docs/*.md" (it matched nothing)."""
-    patterns = [_from_folder(p.lower()) for p in (include or DEFAULT_INCLUDE)]
+    patterns = [from_folder(p.lower()) for p in (include or DEFAULT_INCLUDE)]
     more = [p[3:] for p in patterns if p.startswith("**/") and p[3:]]
     more += [p.replace("/**/", "/") for p in patterns + more if "/**/" in p]
     return patterns + [p for p in dict.fromkeys(more) if p not in patterns]
-
-
-def _from_folder(pattern: str) -> str:
-    """``pattern`` without a leading "/" or "./": paths are matched from the indexed folder."""
-    while pattern.startswith(("./", "/")) and len(pattern) > 1:
-        pattern = pattern[2:] if pattern.startswith("./") else pattern[1:]
-    return pattern
 
 
 def exclude_patterns(exclude: Sequence[str]) -> list[str]:

@@ -125,6 +125,22 @@ def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("pattern", [".", "./", "/", "..", "../notes", "docs/./drafts", "docs//drafts", "**/."])
+def test_an_exclude_pattern_that_can_match_nothing_is_refused(tmp_path, pattern):
+    # exclude = ["."] (or "./") was taken, and left out nothing: the scan matches names and paths
+    # from inside the folder, which hold no "." or ".." part and are never the folder itself.
+    from streamrag.loader import exclude_patterns, excluded
+    assert not any(excluded(rel, exclude_patterns([pattern])) for rel in ("n.txt", "docs/drafts/a.md", "notes"))
+    message = refusal(write(tmp_path, f"[index]\nexclude = [{pattern!r}]\n".replace("'", '"')))
+    assert f"index.exclude: pattern {pattern!r} leaves out nothing" in message
+    assert '["Templates", "*.excalidraw.md"]' in message and "\n" not in message
+
+
+def test_exclude_patterns_written_from_the_folder_are_taken(tmp_path):
+    path = write(tmp_path, '[index]\nexclude = ["./Templates", "/Archive/", ".obsidian", "*", "docs/**/x.md"]\n')
+    assert load_settings(path, env={}).index.exclude[0] == "./Templates"
+
+
 def test_an_overlap_is_judged_against_a_chunk_size_only_when_the_size_is_valid(tmp_path):
     # chunk_size = 10 also said "chunk_overlap ... must be below 5 (half of index.chunk_size, 10)",
     # a fix worked out from the size refused.
