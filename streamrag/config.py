@@ -330,6 +330,10 @@ def _toml_fix(e: tomllib.TOMLDecodeError, data: bytes) -> str:
 
 
 _PATH_RE = re.compile(r"at `\$\.?(.*)`$")
+# A list's item in msgspec's path: index.include[0].
+_ITEM_RE = re.compile(r"\[\d+\]$")
+# Examples of the settings whose default shows nothing to copy (an empty list).
+_EXAMPLES = {"index.exclude": '["Templates", "*.excalidraw.md"]'}
 
 
 def _sections() -> dict[str, type]:
@@ -422,8 +426,11 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
             # (Said as the other settings' errors are, with its default; not msgspec's "enum".)
             what = (f"is {what.removeprefix('invalid enum value ')}, not one of its values; use one of "
                     + ", ".join(f"{v!r}" for v in values) + f" (its default: {_default_line(key)})")
-        elif what.startswith("expected ") and (default := _default_line(key)):
-            what += f"; write it like its default: {default}"
+        elif what.startswith("expected ") and (default := _default_line(setting := _ITEM_RE.sub("", key))):
+            # (of an item too: `include = [1]` said "index.include[0]: expected str, got int" alone)
+            example = _EXAMPLES.get(setting)
+            what += (f"; write it like {setting.partition('.')[2]} = {example}" if example
+                     else f"; write it like its default: {default}")
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
@@ -493,15 +500,15 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     spaced = next((p for p in ix.exclude if p.strip() != p), None)
     if not all(p.strip() for p in ix.exclude):
         problems.append(("index.exclude", "a pattern is empty; name folders or files to leave out "
-                         "(e.g. [\"Templates\", \"*.excalidraw.md\"])"))
+                         f"(e.g. {_EXAMPLES['index.exclude']})"))
     elif spaced is not None:
         problems.append(("index.exclude", f"pattern {spaced!r} has spaces around it, so nothing "
                          f"matches it; use {spaced.strip()!r}"))
     elif (idle := next((p for p in ix.exclude if _matches_no_path(p)), None)) is not None:
         problems.append(("index.exclude", f"pattern {idle!r} leaves out nothing: it is matched against the "
                          "names and paths inside the indexed folder, never the folder itself, and they hold no "
-                         "'.', '..' or empty part; name the folders or files to leave out (e.g. [\"Templates\", "
-                         "\"*.excalidraw.md\"])"))
+                         "'.', '..' or empty part; name the folders or files to leave out (e.g. "
+                         f"{_EXAMPLES['index.exclude']})"))
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
                          "(default \"text\")"))

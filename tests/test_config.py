@@ -125,6 +125,21 @@ def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("[index]\ninclude = [1]\n", 'index.include[0]: expected str, got int; write it like its default: '
+                                 'include = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]'),
+    ('[index]\nentity_types = ["person", 2]\n', "index.entity_types[1]: expected str, got int; write it like its "
+                                                'default: entity_types = ["organization", "person", "geo", "event"]'),
+    # (exclude's default, [], shows no item to copy)
+    ("[index]\nexclude = [true]\n", 'index.exclude[0]: expected str, got bool; write it like '
+                                    'exclude = ["Templates", "*.excalidraw.md"]'),
+])
+def test_a_list_item_of_the_wrong_type_gets_an_example(tmp_path, text, expected):
+    # Other type errors gave one; `include = [1]` said "index.include[0]: expected str, got int" alone.
+    path = write(tmp_path, text)
+    assert refusal(path) == f"{path}: {expected}"
+
+
 @pytest.mark.parametrize("pattern", [".", "./", "/", "..", "../notes", "docs/./drafts", "docs//drafts", "**/."])
 def test_an_exclude_pattern_that_can_match_nothing_is_refused(tmp_path, pattern):
     # exclude = ["."] (or "./") was taken, and left out nothing: the scan matches names and paths
