@@ -263,6 +263,10 @@ _SETTINGS_MAX_BYTES = 1_000_000
 MAX_WORKERS = 1000
 # The longest watch.debounce_ms: the watcher looks for a stop between waits this long.
 MAX_DEBOUNCE_MS = 60_000
+# The most tokens a setting may ask a model's answer to hold (its request's max_tokens): no model
+# writes longer answers than gpt-5's 128,000 (gpt-4o-mini's: 16,384). 2^63 - 1 was sent as it was,
+# and each call booked a whole minute of llm.tokens_per_minute: one report took 61.7 s, not 1.0 s.
+MAX_OUTPUT_TOKENS = 128_000
 
 
 def _read_toml(path: Path) -> dict:
@@ -441,6 +445,12 @@ def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
     return key, f"{rule}; set it to {to}" + (f" (its default: {default})" if default else "")
 
 
+def _too_long(key: str) -> tuple[str, str]:
+    """(key, what is wrong) of a setting asking the model for answers beyond MAX_OUTPUT_TOKENS."""
+    return _bound(key, f"must be at most {MAX_OUTPUT_TOKENS:,} tokens (the model's answers are asked to fit "
+                  "it: no model writes longer ones)", f"1 to {MAX_OUTPUT_TOKENS:,}")
+
+
 def _too_large(s: Settings) -> list[str]:
     """The integer settings of ``s`` beyond 64 bits, which SQLite and the C libraries are given:
     ``query.local_top_k = 10**21`` was a traceback (OverflowError) at the first ``ask``."""
@@ -559,6 +569,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     for name in ("summary_max_tokens", "report_max_input_tokens", "report_max_output_tokens"):
         if getattr(ix, name) < 1:
             problems.append(_bound(f"index.{name}", "must be >= 1 token", "1 or more"))
+        elif name != "report_max_input_tokens" and getattr(ix, name) > MAX_OUTPUT_TOKENS:
+            problems.append(_too_long(f"index.{name}"))
     if not ix.recluster_drift >= 0:
         problems.append(_bound("index.recluster_drift", "must be >= 0 (0 = re-cluster whenever it helps)", "0 or more"))
     name = Path(s.store.path).name if s.store.path else ""
@@ -613,6 +625,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                  "local_top_k", "basic_top_k"):
         if getattr(q, name) < 1:
             problems.append(_bound(f"query.{name}", "must be >= 1", "1 or more"))
+        elif name == "answer_max_tokens" and q.answer_max_tokens > MAX_OUTPUT_TOKENS:
+            problems.append(_too_long("query.answer_max_tokens"))
     w = s.watch
     if w.debounce_ms < 0:
         problems.append(_bound("watch.debounce_ms", "must be >= 0 milliseconds", "0 or more"))

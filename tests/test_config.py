@@ -525,6 +525,24 @@ def test_workers_beyond_any_use_are_refused(tmp_path, name):
     assert load_settings(write(tmp_path, "[pipeline]\nqueue_size = 100000\n"), env={}).pipeline.queue_size == 100000
 
 
+@pytest.mark.parametrize("key", ["index.report_max_output_tokens", "index.summary_max_tokens",
+                                 "query.answer_max_tokens"])
+def test_an_answer_longer_than_any_model_writes_is_refused(tmp_path, key):
+    # Each is the max_tokens of the model's answers: 2^63 - 1 was sent as it was (and booked a
+    # whole minute of llm.tokens_per_minute for each call).
+    section, name = key.split(".")
+    message = refusal(write(tmp_path, f"[{section}]\n{name} = {2**63 - 1}\n"))
+    default = getattr(getattr(load_settings(None, env={}), section), name)
+    assert message == (f"{tmp_path / 'streamrag.toml'}: {key}: must be at most 128,000 tokens (the model's "
+                       "answers are asked to fit it: no model writes longer ones); set it to 1 to 128,000 "
+                       f"(its default: {name} = {default})")
+    taken = load_settings(write(tmp_path, f"[{section}]\n{name} = 128000\n"), env={})
+    assert getattr(getattr(taken, section), name) == 128000
+    # The budgets of what a model reads are not asked of it as an answer's length.
+    budgets = "[index]\nreport_max_input_tokens = 1000000\n[query]\nlocal_max_tokens = 1000000\n"
+    assert load_settings(write(tmp_path, budgets), env={}).index.report_max_input_tokens == 1000000
+
+
 @pytest.mark.parametrize("key", ["query.local_top_k", "query.basic_top_k", "index.chunk_size", "llm.max_retries"])
 def test_an_integer_beyond_64_bits_is_refused(tmp_path, key):
     # query.local_top_k = 10**21 was an OverflowError traceback at the first `ask` (SQLite's LIMIT).
