@@ -548,6 +548,13 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         problems.append(("index.extractor", "is \"llm\", which needs an endpoint: set llm.api_base (or "
                          "STREAMRAG_API_BASE / --api-base), or set index.extractor to \"auto\" to index "
                          "offline without one"))
+    prompt = Path(ix.extraction_prompt).expanduser() if ix.extraction_prompt else None
+    if "index" in models_for and not s.offline and prompt is not None and not prompt.exists():
+        # (read only when a model extracts, and then only once the run was set up: `watch` said
+        # its "starting" line first; offline, it is not read, and not looked for)
+        problems.append(("index.extraction_prompt", f"names {prompt}, which does not exist; write your prompt "
+                         "there (in the format of prompts/extract.md), or leave the setting out for the "
+                         "shipped prompt"))
     # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
     # an endpoint is set)
     indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",

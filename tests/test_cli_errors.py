@@ -178,6 +178,20 @@ def test_an_llm_extractor_without_an_endpoint_is_refused_making_nothing(cli, tmp
     assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "streamrag.toml"]
 
 
+@pytest.mark.parametrize("command", [("index",), ("index", "--estimate"), ("watch",)])
+def test_a_missing_extraction_prompt_is_refused_before_anything_starts(cli, tmp_path, command):
+    # It was refused where the run read it: watch said its "starting" line first, and left a lock.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Alice Smith works at Acme Corp in Paris.\n")
+    (notes / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n'
+                                          '[index]\nextraction_prompt = "my_prompt.md"\n')
+    cli(command[0], str(notes), *command[1:], code=1,
+        fragments=(f"{notes / 'streamrag.toml'}: index.extraction_prompt: names {notes / 'my_prompt.md'}, "
+                   "which does not exist; write your prompt there",))
+    assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "streamrag.toml"]
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):

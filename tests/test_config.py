@@ -206,6 +206,21 @@ def test_a_blank_api_base_is_an_empty_one_wherever_it_is_set(tmp_path):
         assert load_settings(path, env={}, overrides={"llm": {"api_base": blank}}).offline
 
 
+def test_a_missing_extraction_prompt_is_refused_where_a_model_will_read_it(tmp_path):
+    # Refused only where the run read it: after watch's "starting" line. Offline it is never read.
+    text = '[llm]\napi_base = "http://127.0.0.1:9/v1"\n[index]\nextraction_prompt = "p.md"\n'
+    path = write(tmp_path, text)
+    assert refusal(path, models_for=("index",)) == (
+        f"{path}: index.extraction_prompt: names {tmp_path / 'p.md'}, which does not exist; write your prompt "
+        "there (in the format of prompts/extract.md), or leave the setting out for the shipped prompt")
+    assert load_settings(path, env={}, models_for=("ask",)).index.extraction_prompt == str(tmp_path / "p.md")
+    assert load_settings(path, env={}, overrides={"index": {"extractor": "nlp"}}).offline   # (--offline)
+    offline = write(tmp_path, '[index]\nextraction_prompt = "p.md"\n')
+    assert load_settings(offline, env={}, models_for=("index",)).offline
+    (tmp_path / "p.md").write_text((REPO / "prompts" / "extract.md").read_text())
+    assert not load_settings(write(tmp_path, text), env={}, models_for=("index",)).offline
+
+
 def test_find_config_walks_up(tmp_path):
     write(tmp_path, "")
     deep = tmp_path / "a" / "b"
