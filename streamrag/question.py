@@ -271,7 +271,10 @@ def checked_question(question: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Routing
 # --------------------------------------------------------------------------------------------
-def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[str, str, bool]]:
+NAMED_CANDIDATES = 50   # the entities a question's words match best, looked through for those it names
+
+
+def named_entities(store: Store, question: str) -> list[tuple[str, str, bool]]:
     """(id, name, written capitalised) of the entities the question names (``local_search.is_named``);
     a name in a script without capitals counts as capitalised (global search opens the
     communities of the names written so, and auto mode weighs them as names)."""
@@ -282,7 +285,7 @@ def named_entities(store: Store, question: str, limit: int = 50) -> list[tuple[s
     rows = store.conn.execute(   # the name as written: the FTS table's may be spelled as words
         "SELECT entities.id, entities.name FROM entities_fts JOIN entities USING (id) "
         "WHERE entities_fts MATCH ? ORDER BY bm25(entities_fts), entities.id LIMIT ?",
-        ("name : (" + local_search.fts_match(terms) + ")", limit)).fetchall()
+        ("name : (" + local_search.fts_match(terms) + ")", NAMED_CANDIDATES)).fetchall()
     out = []
     for eid, name in rows:
         if local_search.is_named(asked, name):
@@ -576,7 +579,7 @@ _FIRST_WORD = re.compile(r"(?<![\w'’-])[^\W_][\w'’-]*")   # a word that may 
 NEAR_NAMES = 5   # the names of the index an answer offers for one it lacks
 
 
-def near_names(store: Store, name: str, limit: int = NEAR_NAMES) -> list[str]:
+def near_names(store: Store, name: str) -> list[str]:
     """The names of the index closest to ``name`` (one it lacks, ``unknown_names``): those of
     the entities sharing a word of it (titles and initials aside), the most alike in their
     letters first, then the most mentioned ("Zeno Ulmford" and "Greta Ulmard" for "Zeno
@@ -606,7 +609,7 @@ def near_names(store: Store, name: str, limit: int = NEAR_NAMES) -> list[str]:
     taken: dict[frozenset[str], str] = {}   # (one form of a name: "Mayor Ilse Brandt" or "Ilse Brandt")
     for row in (row for turn in itertools.zip_longest(*ordered) for row in turn if row):
         taken.setdefault(frozenset(w for w in words(row[2]) if w not in TITLES), row[2])
-    return list(taken.values())[:limit]
+    return list(taken.values())[:NEAR_NAMES]
 
 
 def _asks_with(store: Store, question: str, tokens: list[re.Match[str]], i: int) -> bool:
