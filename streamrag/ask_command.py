@@ -108,16 +108,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_footer(answer: Answer, max_documents: int = 20) -> str:
+# The documents the footer lists, one line each; --json gives them all.
+FOOTER_DOCUMENTS = 20
+
+
+def format_footer(answer: Answer) -> str:
     """What follows an answer on the terminal: its documents, dropped citations, mode and cost."""
     lines = [""]
     if answer.documents:
         # An answer that cites nothing is not shown as resting on everything it was given.
         lines.append("Documents:" if answer.citations or answer.extractive
                      else "Documents it was given (the answer cites none of them):")
-        lines += [f"  {shown(p)}" for p in answer.documents[:max_documents]]  # one line each
-        if len(answer.documents) > max_documents:
-            lines.append(f"  ... and {len(answer.documents) - max_documents} more (see --json)")
+        lines += [f"  {shown(p)}" for p in answer.documents[:FOOTER_DOCUMENTS]]  # one line each
+        if len(answer.documents) > FOOTER_DOCUMENTS:
+            lines.append(f"  ... and {len(answer.documents) - FOOTER_DOCUMENTS} more (see --json)")
     if answer.cut_off:
         lines.append("The answer was cut off at query.answer_max_tokens; raise it for a longer one.")
     if answer.unresolved:

@@ -2334,6 +2334,17 @@ def test_a_document_path_with_control_characters_is_listed_on_one_escaped_line()
     assert "  evil\\x1b[31mRED\\nline.txt" in lines and "  b.txt" in lines
 
 
+def test_the_footer_lists_the_first_documents_and_counts_the_rest():
+    from streamrag.ask_command import FOOTER_DOCUMENTS, format_footer
+
+    paths = [f"doc{i:02d}.txt" for i in range(FOOTER_DOCUMENTS + 5)]
+    answer = Answer(question="q", requested_mode="basic", mode="basic", search="basic", text="x",
+                    extractive=True, documents=paths)
+    lines = format_footer(answer).splitlines()
+    assert [line.strip() for line in lines if line.startswith("  doc")] == paths[:FOOTER_DOCUMENTS]
+    assert "  ... and 5 more (see --json)" in lines
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
     from streamrag.ask_command import format_footer
