@@ -114,7 +114,7 @@ GIVE_UP_UNAVAILABLE = 3
 GIVE_UP_AFTER = 8
 
 
-def nothing_published(indexed: bool, reuses: bool = True) -> str:
+def nothing_published(indexed: bool, reuses: bool) -> str:
     """What a run that stops (for an endpoint that does not answer) says it left: the index as it
     was, or none yet (``indexed``: a version was published before; the first failed sync of a
     folder said "the index is as it was" of no index); ``reuses``: and that a run after the fix
