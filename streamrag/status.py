@@ -210,7 +210,12 @@ def missing_since(store: Store, run: dict | None) -> dict | None:
 def failure_runs(store: Store, run: dict | None) -> list[str]:
     """The runs whose failures `status` counts as ``run``'s: itself, and the update's run before
     it while it is under way (``missing_since``); none without a run."""
-    return [r["id"] for r in (run, missing_since(store, run)) if r is not None]
+    return _run_ids(run, missing_since(store, run))
+
+
+def _run_ids(run: dict | None, before: dict | None) -> list[str]:
+    """The ids of ``run`` and of the run ``before`` it (``missing_since``), those that are None left out."""
+    return [r["id"] for r in (run, before) if r is not None]
 
 
 def settled_by(store: Store, settled: list[dict], *run_ids: str) -> set[tuple[str, str]]:
@@ -238,7 +243,7 @@ def update_failures(store: Store, run: dict | None, settled: list[dict]) -> Upda
     settled (of ``settled``, ``index_rows.settled``) left out, and the chunks of the files it left
     unindexed too: they count once, as those files."""
     before = missing_since(store, run)
-    runs = [r["id"] for r in (run, before) if r is not None]
+    runs = _run_ids(run, before)   # (``failure_runs``, ``before`` kept for the files it left)
     ended = before or run
     unindexed, files, left = index_rows.not_indexed(store, ended["id"]) if ended else (0, [], set())
     settled_now = settled_by(store, settled, *runs)
