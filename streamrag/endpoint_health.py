@@ -136,25 +136,26 @@ class EndpointHealth:
     def error(self, url: str, setting: str, then: str = RUN_AGAIN) -> GaveUp:
         """The error of a call ended because every try failed (``hopeless``); ``setting`` names
         what set the endpoint; ``then``, what to do once it is fixed ("": nothing, a daemon)."""
-        then = f"; {then}" if then else ""
         if self.waited_out:
-            return self._waited_out_error(url, setting, then)
-        failed = self.failed
-        return GaveUp(
-            f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
-            f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
-            f"{setting}{then}")
+            said = self._waited_out(url, setting)
+        else:
+            failed = self.failed
+            said = (f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
+                    f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
+                    f"{setting}")
+        return GaveUp(said + (f"; {then}" if then else ""), run_again=bool(then))
 
-    def _waited_out_error(self, url: str, setting: str, then: str) -> GaveUp:
+    def _waited_out(self, url: str, setting: str) -> str:
+        """``error``'s words, before what to do once fixed, of tries answered only with errors and
+        requests to wait for ``give_up_after_s``."""
         tries = self.unanswered
         fix = only_errors(self.unanswered_statuses, setting) or (
             f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
             "a proxy or load balancer answers so while the server behind it is down: check that server "
             f"and the model behind {setting} (for HTTP 429, the account's limits)")
-        return GaveUp(
-            f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
-            f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "
-            f"waits longer{then}")
+        return (f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
+                f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "
+                "waits longer")
 
 
 def only_errors(statuses: Counter[int | None], setting: str) -> str | None:

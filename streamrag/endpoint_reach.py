@@ -78,4 +78,4 @@ class EndpointReach:
             f"{url} has answered nothing for {time.monotonic() - self.last_answer:.0f} s, every try "
             "timed out (one try at a time checks whether it answers again): the server hangs, or is "
             f"too slow for llm.request_timeout_s = {timeout_s:g}; restart it or raise the setting"
-            + (f", {then}" if then else ""))
+            + (f", {then}" if then else ""), run_again=bool(then))

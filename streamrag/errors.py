@@ -113,7 +113,13 @@ class LLMRequestError(LLMError):
 
 
 class LLMUnavailableError(LLMError):
-    """The endpoint kept failing after every retry."""
+    """The endpoint kept failing after every retry. ``run_again``: its words end saying to run
+    the command again once it is fixed, finished work kept (``endpoint_health.RUN_AGAIN``), which
+    a run that stops with it does not say twice (``pipeline.Indexer._unavailable``)."""
+
+    def __init__(self, message: str, *, run_again: bool = False) -> None:
+        super().__init__(message)
+        self.run_again = run_again
 
 
 class LLMOutputError(LLMError):

@@ -82,7 +82,7 @@ from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
-                                       stopped_answering, web_page)
+                                       stopped_answering, tls_refused, web_page)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
@@ -808,14 +808,17 @@ class LLMClient:
             if self.hopeless:
                 raise self._hopeless_error(url) from None
             if e.refused and not self._reach.reached:
-                raise LLMUnavailableError(
-                    not_answering(url, e.detail, self._replies.setting) if self._answered_at is None else
-                    stopped_answering(url, e.detail, self._replies.setting, self._answered_at, self._then)) from None
+                setting = self._replies.setting
+                # (a TLS failure, even of an endpoint that answered before, is the address or trust to fix)
+                if self._answered_at is None or tls_refused(url, e.detail, setting):
+                    raise LLMUnavailableError(not_answering(url, e.detail, setting)) from None
+                raise LLMUnavailableError(stopped_answering(url, e.detail, setting, self._answered_at, self._then),
+                                          run_again=bool(self._then)) from None
             if e.refused and self._reach.down_s() >= DOWN_AFTER_S:
                 raise LLMUnavailableError(
                     f"{url} answered earlier but has refused every connection for "
                     f"{self._reach.down_s():.0f} s ({e.detail}); the server stopped: start it again"
-                    + (f", {self._then}" if self._then else "")) from None
+                    + (f", {self._then}" if self._then else ""), run_again=bool(self._then)) from None
             raise LLMUnavailableError(
                 f"{url} (model {model}) failed {attempts} time(s), last: {e.detail}; "
                 f"{self._call_advice(e, statuses)}") from None

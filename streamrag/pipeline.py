@@ -266,7 +266,7 @@ class Indexer:
         self.rechunked_all = True
         self.cut_anew = False   # (not every document re-chunked) some were, and differ
         self.unavailable = 0
-        self.unavailable_error = ""
+        self.unavailable_last: LLMUnavailableError | None = None   # (``unavailable_error``)
         self.failed_calls = 0   # calls of chunks failed by the endpoint or the model (GIVE_UP_AFTER)
         self.llm = None
         # The new or changed files of the run, should it publish nothing (``_not_indexed``).
@@ -274,18 +274,20 @@ class Indexer:
         self.not_indexed_files: list[str] | None = None   # ... as found then (None: not looked)
 
     @property
+    def unavailable_error(self) -> str:
+        """The model client's words of the last call that found the endpoint unavailable ("": none)."""
+        return "" if self.unavailable_last is None else str(self.unavailable_last)
+
+    @property
     def _nothing_published(self) -> str:
         return self._left(reuses=not self.retries_itself)
 
-    def _unavailable(self, error: object) -> LLMUnavailableError:
+    def _unavailable(self, error: LLMUnavailableError) -> LLMUnavailableError:
         """The error a run stops with for want of an endpoint: ``error``'s words, then what it left
         (``_left``), whose "a run after the fix reuses the finished work" the model client's words
-        may have said already (``RUN_AGAIN``: "... then run the same command (finished work is
+        may have said already (``run_again``: "... then run the same command (finished work is
         kept). Nothing was published; ..., and a run after the fix reuses the finished work")."""
-        from streamrag.endpoint_health import RUN_AGAIN   # (httpx, as the model client)
-
-        said = str(error)
-        return LLMUnavailableError(f"{said}{self._left(reuses=not self.retries_itself and RUN_AGAIN not in said)}")
+        return LLMUnavailableError(f"{error}{self._left(reuses=not self.retries_itself and not error.run_again)}")
 
     def _left(self, *, reuses: bool) -> str:
         """What a run that stops says it left (``nothing_published``): nothing, of an extraction
@@ -307,7 +309,7 @@ class Indexer:
                                   error.status, every_call=True) from None
         if isinstance(error, LLMUnavailableError):
             self.unavailable += 1
-            self.unavailable_error = str(error)
+            self.unavailable_last = error
         if isinstance(error, LLMUnavailableError) or (isinstance(error, LLMOutputError) and not self.retried
                                                        and stage in ("extract", "glean")):
             # An endpoint failing every call fails them in either way (HTTP 500s and dropped
@@ -479,7 +481,7 @@ class Indexer:
             # Nor a first index of no chunk through one that answered only an earlier run, killed
             # or given unusable answers: that too was an empty version 1. One of chunks extracted
             # ahead holds them, and is published.)
-            raise self._unavailable(self.unavailable_error)
+            raise self._unavailable(self.unavailable_last)
         if not self.indexed and not change.live and self.failed_chunk_ids \
                 and self.failed_chunk_ids <= self.unusable_chunk_ids:
             # Every chunk of a first index failed for the model's answers (the endpoint answered,

@@ -210,11 +210,11 @@ def not_answering(url: str, detail: str, setting: str) -> str:
     """Why no connection to ``url`` was ever made (``detail``, the last try's), and the fix
     (``setting``: the one naming the endpoint). A server that is up but speaks plain HTTP to
     an https:// address, or whose certificate is not trusted, was told to "start the server"."""
-    return (_tls_refused(url, detail, setting)
+    return (tls_refused(url, detail, setting)
             or f"nothing answers at {url} ({detail}); start the server, or fix {setting}")
 
 
-def _tls_refused(url: str, detail: str, setting: str) -> str | None:
+def tls_refused(url: str, detail: str, setting: str) -> str | None:
     """Why no connection to ``url`` was made when a server there is up but its TLS failed
     (``detail``, the last try's): plain HTTP on an https:// address, or a certificate not
     trusted; None for any other reason (``httpx.ConnectError`` is raised for both alike)."""
@@ -233,17 +233,16 @@ def stopped_answering(url: str, detail: str, setting: str, answered_at: float, t
     (wall clock: a daemon's earlier sync, or a run of the index through it): the server stopped,
     and the address is right. A daemon's sync, whose model client is new, said to "fix
     llm.api_base" (``not_answering``), and `status --failures` kept it. ``then``: what to do once
-    it is back ("": nothing, the caller retries it by itself). A TLS failure is said as
-    ``not_answering`` says it (``setting``: the one naming the endpoint): a certificate expired
-    since it answered was said "every connection is refused ...; retried until it answers"."""
+    it is back ("": nothing, the caller retries it by itself). Not for a TLS failure
+    (``tls_refused``), which ``not_answering`` says: a certificate expired since it answered was
+    said "every connection is refused ...; retried until it answers"."""
     # (As the watch's lines say a time. Imported here, not above, though there is no cycle:
     # watch_lines loads status and index_rows, 33 ms of CPU uncompiled, 2.6 ms cached, that
     # a client of the model alone, streamrag.llm, would load for this one line.)
     from streamrag.watch_lines import clock
 
-    return _tls_refused(url, detail, setting) or (
-        f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
-        f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
+    return (f"{url} stopped answering (it last answered at {clock(answered_at)}): every connection is "
+            f"refused ({detail}); " + (f"start it again, {then}" if then else "retried until it answers"))
 
 
 def one_line(text: object) -> str:

@@ -1335,6 +1335,28 @@ async def test_a_tls_failure_of_an_endpoint_that_answered_before_is_said_as_one(
     assert str(e.value).startswith(said) and "stopped answering" not in str(e.value), e.value
 
 
+@pytest.mark.parametrize("detail, run_again", [
+    ("[Errno 111] Connection refused", True),
+    ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired", False)])
+async def test_an_unavailable_error_says_whether_its_words_end_with_run_again(tmp_path, detail, run_again):
+    # An index's client (not retried) of an endpoint that answered before: "start it again, then
+    # run the same command (finished work is kept)" of a stopped server, carried as ``run_again``
+    # for the run's own words not to repeat it (``Indexer._unavailable`` read it in the text); a
+    # TLS failure says what to fix instead, and no such words.
+    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
+    store = Store(tmp_path / "index.db")
+    async with Writer(store) as writer:
+        async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
+                                         tokens_per_minute=0), "sk-test", store=store, writer=writer,
+                             run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
+                             answered_at=time.time() - 600) as llm:
+            with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    store.close()
+    assert e.value.run_again is run_again
+    assert str(e.value).endswith(endpoint_health.RUN_AGAIN) is run_again, e.value
+
+
 async def test_a_restarted_endpoint_is_waited_for_beyond_max_retries(tmp_path, monkeypatch, caplog):
     # An endpoint down 12 s during index made a call fail after 7 quick tries ("failed 7
     # time(s), last: connection failed"): refusals of an endpoint that answered before use none

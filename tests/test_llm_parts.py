@@ -46,6 +46,7 @@ def test_hard_failures_over_hopeless_s_make_an_endpoint_hopeless(monkeypatch):
     assert str(error).startswith(f"http://x/v1/chat/completions failed every one of the {HOPELESS_TRIES} "
                                  "tries made in 0 s (12 HTTP errors, dropped connections or malformed answers)")
     assert "check the server and the model at llm.api_base" in str(error)
+    assert error.run_again and str(error).endswith(endpoint_health.RUN_AGAIN)   # (a run's words say it once)
 
 
 def test_an_endpoint_up_and_working_is_never_hopeless(monkeypatch):
@@ -141,6 +142,7 @@ def test_an_endpoint_answering_only_503_is_said_to_have_its_server_down_behind_i
         hopeless = health.tried(kind, 503)
         clock.now += 5
     assert hopeless
+    assert not health.error("http://x/v1/chat/completions", "llm.api_base", then="").run_again
     error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then=""))
     assert error.endswith(": the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "
                           "answers so while the server behind it is down): check that server and its logs; "
@@ -310,11 +312,13 @@ def test_an_endpoint_is_silent_once_tries_of_two_calls_timed_out_for_the_hang(mo
     assert not reach.silent            # one call slower than any timeout is not a silent server
     reach.timed_out(2, 10.0, 7.0)
     assert reach.silent                # two calls' tries, timing out for the hang
+    assert reach.silent_error("http://x/v1/chat/completions", 1.0, "then run the same command").run_again
     said = str(reach.silent_error("http://x/v1/chat/completions", 1.0, "then run the same command"))
     assert said.startswith("http://x/v1/chat/completions has answered nothing for 10 s, every try timed out")
     assert said.endswith("raise the setting, then run the same command"), said
     # A daemon retries by itself: nothing to run again (watch said "run the same command").
     assert str(reach.silent_error("http://x/v1/chat/completions", 1.0, "")).endswith("raise the setting")
+    assert not reach.silent_error("http://x/v1/chat/completions", 1.0, "").run_again
     reach.refused()                    # down, not hung
     assert not reach.silent
     clock[0] += 5
