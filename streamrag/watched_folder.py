@@ -176,7 +176,9 @@ class WatchedFolder:
     def included(self, rel: str) -> bool:
         """Whether index.include takes the file ``rel`` (its path from the root), as the scan
         does: a deleted path that held indexed files is an event ``relevant`` keeps, whatever
-        its name, and it may be a file now (`mv d away && touch d`)."""
+        its name, and it may be a file now (`mv d away && touch d`). This is ``relevant``'s
+        include step alone, not all of it: ``rel`` is a path ``relevant`` kept, so it passed
+        the others already (hidden, the database, index.exclude)."""
         return name_or_path_matches(rel.rsplit("/", 1)[-1], rel, self._include)
 
     def takes(self, path: Path) -> bool:
