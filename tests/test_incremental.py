@@ -21,6 +21,7 @@ from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
+from streamrag.run_progress import Progress
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
 
@@ -900,14 +901,26 @@ async def test_a_run_with_nothing_to_redo_reads_no_graph_and_publishes_what_read
     if edit != "none":
         (corpus / "doc_00009.txt").rename(corpus / "renamed.txt")
         os.utime(corpus / "doc_00003.txt", (1_000_000_000, 1_000_000_000))
+    read_progress, unread_progress = Progress(), Progress()
+    read_stages, unread_stages = _stages(read_progress), _stages(unread_progress)
     with monkeypatch.context() as m:   # (the run as it was: the graph read, every stage run)
         m.setattr(Indexer, "_nothing_to_redo", lambda *args: False, raising=False)
-        read = await sync([corpus], settings, read_db, root=corpus)
+        read = await sync([corpus], settings, read_db, root=corpus, progress=read_progress)
     reads = _graph_reads(monkeypatch)
-    unread = await sync([corpus], settings, db, root=corpus)
+    unread = await sync([corpus], settings, db, root=corpus, progress=unread_progress)
     assert reads == []
     assert _said(unread) == _said(read) and unread.published == (edit != "none")
     assert _rows(db) == _rows(read_db)
+    # (the stages a watch says, and the counts a progress display shows, as the full run's)
+    assert unread_stages == read_stages and "reporting" in read_stages
+    assert (unread_progress.counts, unread_progress.totals) == (read_progress.counts, read_progress.totals)
+
+
+def _stages(progress: Progress) -> list[str]:
+    """The stages ``progress`` goes through, each once in a row, as they are set."""
+    seen: list[str] = []
+    progress.listeners.append(lambda p: seen.append(p.stage) if not seen or seen[-1] != p.stage else None)
+    return seen
 
 
 @pytest.mark.parametrize("pending", ["summary retry", "report answers unusable", "stand-in report",
