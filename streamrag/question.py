@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from streamrag import extractive, local_search
 from streamrag.errors import UsageError
+from streamrag.terminal import terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
 
 if TYPE_CHECKING:
@@ -248,7 +249,10 @@ def checked_question(question: str) -> str:
         shown_bytes = question[max(0, bad.start() - 20):bad.start() + 20].encode("utf-8", escaped)
         raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
                          "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
-    question = " ".join(question.split())
+    # Terminal escapes pasted with it ("\x1b[1mSmith\x1b[0m", a name coloured, read as "1mSmith",
+    # no name) and other control characters are dropped as they are from what ask prints
+    # (``terminal.terminal_text``); white space of every kind parts words first, as before.
+    question = " ".join(terminal_text(" ".join(question.split())).split())
     # (a question of zero-width spaces only was accepted, and paid for a whole global search;
     # those inside one stay: a joiner is part of a Persian word or an emoji, and the search's
     # words are read without them anyway)

@@ -3198,3 +3198,15 @@ async def test_question_leaving_no_room_for_reports_is_refused(llm_db, simulator
     question = "What are the main themes across the harbor notes? " + "Say what the council decided. " * 80
     with pytest.raises(UsageError, match="query.map_max_tokens"):
         await aask(question, settings, llm_db, mode="global", transport=mock())
+
+
+async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offline_db):
+    # A name pasted in colour ("\x1b[1mSmith\x1b[0m") was read as "1mSmith", no name, and the
+    # answer never said the index has no Mary Smith.
+    from streamrag.question import checked_question
+
+    assert checked_question("Who\x00 is \x1b]0;a title\x07Mira\x7f \x9b1mOsk?\r\n") == "Who is Mira Osk?"
+    offline = make_settings("", index=INDEX)
+    answer = await aask("What does Mary \x1b[1mSmith\x1b[0m do?", offline, offline_db)
+    assert answer.question == "What does Mary Smith do?"
+    assert (answer.not_in_index, answer.search) == (["Mary Smith"], "none")
