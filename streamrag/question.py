@@ -302,6 +302,29 @@ def named_entities(store: Store, question: str) -> list[tuple[str, str, bool]]:
 
 
 _TOKEN = re.compile(r"[^\W_]+")
+_APOSTROPHED = re.compile(r"[^\W_]+(?:['’][^\W_]+)+")
+_APOSTROPHE = re.compile("['’]")
+
+
+def _tokens(question: str) -> list[re.Match[str]]:
+    """The words of ``question`` as names are read: a capitalised word and the capitalised ones
+    apostrophes join it to are one ("O'Brien", "D’Arcy", and of "O'Brien's"): as "O" and
+    "Brien", "Mary O'Brien" was no name, and was never said missing. ("Scrooge's", "don't" and
+    "d'Artagnan" are two words, as before.)"""
+    out: list[re.Match[str]] = []
+    pos = 0
+    for m in _APOSTROPHED.finditer(question):
+        out += _TOKEN.finditer(question, pos, m.start())
+        parts = _APOSTROPHE.split(m.group())
+        joined = next((k for k, part in enumerate(parts) if not part[:1].isupper()), len(parts))
+        start = m.start()
+        if joined > 1:   # (each apostrophe is one character)
+            end = start + len("'".join(parts[:joined]))
+            out.append(_APOSTROPHED.match(question, start, end))
+            start = end
+        out += _TOKEN.finditer(question, start, m.end())
+        pos = m.end()
+    return out + list(_TOKEN.finditer(question, pos))
 # Words that say a question is English (not those German, Dutch or French share: was, in, an, so, is).
 _ENGLISH_CUES = frozenset("""the of what who whom whose which does did do how where when why and with
 about from this that for they their were has have there into than been would could should""".split())
@@ -343,7 +366,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
     when the question does not read as English (German writes every noun capitalised); two
     or more such words in a row are a name when one of them is absent in every form."""
     question = question.translate(INVISIBLE_TABLE)   # (as the search reads it)
-    tokens = list(_TOKEN.finditer(question))
+    tokens = _tokens(question)
     english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
     if 0 < len(tokens) <= 4 and all(t.group()[:1].isupper() for t in tokens) \

@@ -3200,6 +3200,37 @@ async def test_question_leaving_no_room_for_reports_is_refused(llm_db, simulator
         await aask(question, settings, llm_db, mode="global", transport=mock())
 
 
+def test_a_name_with_an_apostrophe_is_one_name(tmp_path):
+    # "What does Mary O'Brien do?" was read as "Mary", "O" and "Brien": no name, and the answer
+    # never said the index has no Mary O'Brien, as it says of "Mary Smith". A name the index
+    # has with an apostrophe is still found, and "Scrooge's" is still Scrooge's.
+    from streamrag.question import unknown_names
+
+    store = entity_store(tmp_path / "i.db", {"e-k": "Kevin O'Brien", "e-s": "Scrooge"}, kind="person",
+                         texts=("Kevin O'Brien met Scrooge at the quay. Scrooge's nephew waved.",))
+    try:
+        said = {q: unknown_names(store, q) for q in (
+            "What does Mary O'Brien do?", "What does Mary O’Brien do?", "What does Mary D'Arcy do?",
+            "What does Mary Smith-Jones do?", "What did Mary O'Brien's sister do?",
+            "Who is Kevin O'Brien?", "What did Kevin O'Brien's sister do?", "What did Scrooge's nephew do?")}
+    finally:
+        store.close()
+    assert said == {"What does Mary O'Brien do?": ["Mary O'Brien"], "What does Mary O’Brien do?": ["Mary O’Brien"],
+                    "What does Mary D'Arcy do?": ["Mary D'Arcy"],
+                    "What does Mary Smith-Jones do?": ["Mary Smith-Jones"],
+                    "What did Mary O'Brien's sister do?": ["Mary O'Brien"],
+                    "Who is Kevin O'Brien?": [], "What did Kevin O'Brien's sister do?": [],
+                    "What did Scrooge's nephew do?": []}, said
+
+
+async def test_a_missing_name_with_an_apostrophe_is_said_as_any_other(offline_db):
+    offline = make_settings("", index=INDEX)
+    for name in ("Mary Smith", "Mary O'Brien", "Mary O’Brien"):
+        answer = await aask(f"What does {name} do?", offline, offline_db)
+        assert (answer.not_in_index, answer.search) == ([name], "none"), name
+        assert answer.text.startswith(f'Nothing in the index mentions "{name}"'), answer.text
+
+
 async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offline_db):
     # A name pasted in colour ("\x1b[1mSmith\x1b[0m") was read as "1mSmith", no name, and the
     # answer never said the index has no Mary Smith.
