@@ -328,6 +328,11 @@ def _tokens(question: str) -> list[re.Match[str]]:
 # Words that say a question is English (not those German, Dutch or French share: was, in, an, so, is).
 _ENGLISH_CUES = frozenset("""the of what who whom whose which does did do how where when why and with
 about from this that for they their were has have there into than been would could should""".split())
+# The words a question asking yes or no opens with ("Is Scrooge McDuck here?"), which say it is
+# English where a name follows at once: alone, "is" and "was" are Dutch and German words too
+# ("Is het ...?", "Was ist Liebe?", whose "Liebe" is a noun, no name).
+_YES_NO = frozenset("""is are was were am do does did has have had can could will would shall should
+may might must""".split())
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]['\"’”)]*)\s*['\"‘“(¿¡]*$")
 
 
@@ -367,7 +372,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
     or more such words in a row are a name when one of them is absent in every form."""
     question = question.translate(INVISIBLE_TABLE)   # (as the search reads it)
     tokens = _tokens(question)
-    english = any(t.group().lower() in _ENGLISH_CUES for t in tokens)
+    english = any(t.group().lower() in _ENGLISH_CUES for t in tokens) or _asks_yes_or_no(question, tokens)
     opening = [bool(_SENTENCE_START.search(question[:t.start()])) for t in tokens]
     if 0 < len(tokens) <= 4 and all(t.group()[:1].isupper() for t in tokens) \
             and not any(t.group().lower() in local_search.STOPWORDS for t in tokens) \
@@ -440,6 +445,14 @@ def unknown_names(store: Store, question: str) -> list[str]:
             found.append((tokens[first].start(), tokens[last].end()))
     found += _never_together(store, question, tokens, opening, set(absent))
     return list(dict.fromkeys(question[start:end] for start, end in sorted(found)))
+
+
+def _asks_yes_or_no(question: str, tokens: list[re.Match[str]]) -> bool:
+    """Whether ``question`` asks yes or no of a name in English: it opens with "Is", "Are",
+    "Did" ... (``_YES_NO``), a capitalised word follows at once, and it ends in a question mark.
+    ("Is Scrooge McDuck here?" has no other English word, and the name was never said missing.)"""
+    return (len(tokens) > 1 and tokens[0].group().lower() in _YES_NO and tokens[1].group()[:1].isupper()
+            and question.rstrip().endswith("?"))
 
 
 # Words that say what someone is, not which one ("Mr Scrooge", "Dr. Ulmard", "Mayor Ilse

@@ -3231,6 +3231,27 @@ async def test_a_missing_name_with_an_apostrophe_is_said_as_any_other(offline_db
         assert answer.text.startswith(f'Nothing in the index mentions "{name}"'), answer.text
 
 
+def test_a_yes_or_no_question_reads_as_english(tmp_path):
+    # "Is Scrooge McDuck here?" has no word of _ENGLISH_CUES: a name of one word the index lacks
+    # ("McDuck") was left unsaid, as in a German question, whose nouns are capitalised. A
+    # question opening on "Is", "Was" ... and a capitalised word is English; "Was ist Liebe?"
+    # (a noun after a verb) is not, nor does a name the index has go missing.
+    from streamrag.question import unknown_names
+
+    store = entity_store(tmp_path / "i.db", {"e-s": "Scrooge", "e-c": "Christmas Eve"}, kind="person",
+                         texts=("Scrooge sat alone on Christmas Eve.",))
+    try:
+        said = {q: unknown_names(store, q) for q in (
+            "Is Scrooge McDuck here?", "Is Zorblax here?", "Was Zorblax at home?", "Are Scrooge and Zorblax friends?",
+            "Is Scrooge here?", "Is Christmas Eve cold?", "Was ist Liebe?", "Is Zorblax here")}
+    finally:
+        store.close()
+    assert said == {"Is Scrooge McDuck here?": ["Scrooge McDuck"], "Is Zorblax here?": ["Zorblax"],
+                    "Was Zorblax at home?": ["Zorblax"], "Are Scrooge and Zorblax friends?": ["Zorblax"],
+                    "Is Scrooge here?": [], "Is Christmas Eve cold?": [], "Was ist Liebe?": [],
+                    "Is Zorblax here": []}, said
+
+
 async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offline_db):
     # A name pasted in colour ("\x1b[1mSmith\x1b[0m") was read as "1mSmith", no name, and the
     # answer never said the index has no Mary Smith.
