@@ -374,6 +374,7 @@ class _Search:
         tree = global_search.load_tree(self.store, key_entities=False)   # (nothing is rated)
         if self._no_communities(tree):
             return
+        self._note_deep_setting(tree)
         level = global_search.resolve_level(tree, -1 if self.level is None else self.level,
                                             self.settings.query.global_level)
         nodes = global_search.static_selection(tree, level)
@@ -381,6 +382,16 @@ class _Search:
         self.status(f"global search, static at level {level}: {len(nodes)} reports")
         await self._map_reduce(nodes, {"communities": len(tree.nodes), "level": level,
                                        "requested_level": self.level, "deepest_level": tree.deepest})
+
+    def _note_deep_setting(self, tree) -> None:
+        """Says on stderr when the level a static search reads is ``query.global_level`` and that
+        is deeper than the index (the search uses the deepest), as ``--level N`` is said
+        (``cli._note_clamped_level``); under ``--json`` too, which status lines are not."""
+        configured = self.settings.query.global_level
+        if (self.level is None or self.level < 0) and configured > tree.deepest:
+            logging.getLogger("streamrag").warning(
+                "query.global_level %d is deeper than this index's deepest level (%d); using level %d",
+                configured, tree.deepest, tree.deepest)
 
     async def _global_dynamic(self) -> None:
         q, llm_s = self.settings.query, self.settings.llm
@@ -642,6 +653,8 @@ class _Search:
         tree = global_search.load_tree(self.store, key_entities=not self._static())   # (rated if dynamic)
         if self._no_communities(tree):
             return
+        if self._static():
+            self._note_deep_setting(tree)
         question, stop = global_question(self.answer.question)
         stop |= self.missing
         terms = set(local_search.query_terms(question, extra_stop=stop))

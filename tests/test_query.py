@@ -3262,3 +3262,22 @@ async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offl
     answer = await aask("What does Mary \x1b[1mSmith\x1b[0m do?", offline, offline_db)
     assert answer.question == "What does Mary Smith do?"
     assert (answer.not_in_index, answer.search) == (["Mary Smith"], "none")
+
+
+@pytest.mark.parametrize("model", [False, True])
+def test_a_global_level_setting_deeper_than_the_index_is_said(cli_run, llm_db, simulator, tmp_path, model):
+    # `--level 9` says it reads the deepest level instead; query.global_level = 9 said nothing.
+    config = tmp_path / "streamrag.toml"
+    config.write_text("[query]\nglobal_level = 9\n")
+    deepest = max(community_levels(llm_db)[0].values())
+    api = ("--api-base", simulator.base_url if model else "")
+    for level in ((), ("--level", "-1")):
+        out = cli_run("ask", "--db", str(llm_db), "--config", str(config), *api, *level, "--mode", "global",
+                      "--json", "What did the council decide?")
+        assert out.returncode == 0 and json.loads(out.stdout)["level"] == deepest
+        assert out.stderr == (f"streamrag: query.global_level 9 is deeper than this index's deepest "
+                              f"level ({deepest}); using level {deepest}\n"), out.stderr
+    config.write_text(f"[query]\nglobal_level = {deepest}\n")
+    out = cli_run("ask", "--db", str(llm_db), "--config", str(config), *api, "--mode", "global", "--json",
+                  "What did the council decide?")
+    assert out.returncode == 0 and out.stderr == ""
