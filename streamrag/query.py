@@ -511,6 +511,13 @@ class _Search:
             self._say(self._broad_text(self.answer.mode) if self.local_stop is None
                       else "Nothing in the index matches this question, so there is no answer to give.")
             return
+        # A broad question asked of a local or basic search by name is answered from the most
+        # connected entities, or the passages sharing its words: it is told first, as offline,
+        # where the answer to it is (``_broad_text``), then answered.
+        note = (self._broad_text(self.answer.mode) + "\n\n"
+                if self.local_stop is None and self.answer.requested_mode == self.answer.mode else "")
+        if note:
+            self._emit(note)
         q = self.settings.query
         prompt = load_prompt("answer")
         given = self._given_only()
@@ -521,7 +528,7 @@ class _Search:
             on_length="keep")  # an answer at its length limit is still the answer, said to be cut
         if given:
             given.flush()
-        self.answer.text = result.text
+        self.answer.text = note + result.text
         self.answer.cut_off = result.finish_reason == "length"
 
     async def _embedded(self, kind: str) -> tuple[list[float] | None, set[str]]:

@@ -3281,3 +3281,22 @@ def test_a_global_level_setting_deeper_than_the_index_is_said(cli_run, llm_db, s
     out = cli_run("ask", "--db", str(llm_db), "--config", str(config), *api, "--mode", "global", "--json",
                   "What did the council decide?")
     assert out.returncode == 0 and out.stderr == ""
+
+
+def test_a_broad_question_asked_of_a_local_search_is_pointed_to_global_with_a_model_too(cli_run, llm_db, simulator):
+    # Offline, "What are the main themes?" with --mode local says to ask it with --mode global;
+    # with a model it was answered from the most connected entities without a word of that.
+    # (A basic search finding no passage says it alone: test_an_empty_context_is_said_with_a_model_as_offline.)
+    common = ("ask", "--db", str(llm_db), "--mode", "local", "--json", "What are the main themes?")
+    offline = json.loads(cli_run(*common, "--api-base", "").stdout)
+    prefix = f"{EXTRACTIVE_LABEL}: "
+    assert offline["answer"].startswith(prefix) and offline["llm"]["calls"] == 0
+    pointer = offline["answer"][len(prefix)].upper() + offline["answer"][len(prefix) + 1:]
+    assert "--mode global" in pointer
+    answer = json.loads(cli_run(*common, "--api-base", simulator.base_url).stdout)
+    assert answer["answer"].startswith(pointer + "\n\n") and answer["llm"]["calls"] == 1
+    assert answer["answer"][len(pointer):].strip() and answer["citations"]   # (still answered)
+    streamed = cli_run(*common[:-2], common[-1], "--api-base", simulator.base_url)
+    assert streamed.stdout.startswith(pointer + "\n\n")
+    named = json.loads(cli_run(*common[:-1], "What did the council decide?", "--api-base", simulator.base_url).stdout)
+    assert "--mode global" not in named["answer"]   # (a question about something is not told)
