@@ -59,6 +59,7 @@ from streamrag.status import failure_runs, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import shell_word, shown
 from streamrag.terms import words
+from streamrag.tokens import count_tokens
 
 # The keys ``ask --json``'s ``details`` always has, per search, with the value each has when the
 # search did not get that far (no communities, no report selected, no model): a key is never
@@ -653,7 +654,11 @@ class _Search:
                                            extra_stop=self.local_stop or frozenset())
             chunks = local_search.load_chunks(self.store, [c for c, _ in hits])
             self.answer.search, self.answer.level = "basic", None
-            self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25"}
+            # (the tokens of the texts its sentences are picked from, under the key a model's
+            # basic search counts its context by: the whole chunks, as no prompt bounds them)
+            self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": "bm25",
+                                   "context_tokens": {"text": sum(count_tokens(c["text"], self.encoding)
+                                                                  for c in chunks)}}
             self._extract([(f"[T:{c['id']}]", c["text"]) for c in chunks], "source text")
 
     async def _extractive_global(self) -> None:

@@ -3300,3 +3300,16 @@ def test_a_broad_question_asked_of_a_local_search_is_pointed_to_global_with_a_mo
     assert streamed.stdout.startswith(pointer + "\n\n")
     named = json.loads(cli_run(*common[:-1], "What did the council decide?", "--api-base", simulator.base_url).stdout)
     assert "--mode global" not in named["answer"]   # (a question about something is not told)
+
+
+def test_an_offline_basic_search_counts_the_tokens_it_read(cli_run, llm_db, simulator):
+    # Offline --mode basic gave "context_tokens": {}, where every other search counts them.
+    common = ("ask", "--db", str(llm_db), "--mode", "basic", "--json", "What did the council decide?")
+    offline = json.loads(cli_run(*common, "--api-base", "").stdout)["details"]
+    model = json.loads(cli_run(*common, "--api-base", simulator.base_url).stdout)["details"]
+    assert offline["chunks"] and set(offline["context_tokens"]) == set(model["context_tokens"]) == {"text"}
+    with sqlite3.connect(llm_db) as conn:
+        texts = [conn.execute("SELECT text FROM chunks WHERE id = ?", (c,)).fetchone()[0] for c in offline["chunks"]]
+    assert offline["context_tokens"]["text"] == sum(count_tokens(t) for t in texts) > 0
+    nothing = json.loads(cli_run(*common[:-1], "Zyxwvq plorf?", "--mode", "basic", "--api-base", "").stdout)
+    assert nothing["details"]["chunks"] == [] and nothing["details"]["context_tokens"] == {"text": 0}
