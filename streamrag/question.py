@@ -238,7 +238,8 @@ _UNDECODED = re.compile("[\ud800-\udfff]")
 
 
 def checked_question(question: str) -> str:
-    """``question`` with its white space made single and its invisible characters dropped;
+    """``question`` with its white space made single and its terminal escapes and control
+    characters dropped (its invisible characters are left to the readers of its words);
     ``UsageError`` when it is empty, too long or has bytes that are not UTF-8."""
     if bad := _UNDECODED.search(question):
         # Python hands such bytes of the command line over as lone surrogates, which no model
