@@ -515,7 +515,7 @@ class _Search:
         # A broad question asked of a local or basic search by name is answered from the most
         # connected entities, or the passages sharing its words: it is told first, as offline,
         # where the answer to it is (``_broad_text``), then answered.
-        note = (self._broad_text(self.answer.mode) + "\n\n"
+        note = (self._broad_text(self.answer.mode, answered=True) + "\n\n"
                 if self.local_stop is None and self.answer.requested_mode == self.answer.mode else "")
         if note:
             self._emit(note)
@@ -757,14 +757,26 @@ class _Search:
         self.answer.search, self.answer.level, self.answer.details = mode, None, {}
         self._say(self._broad_text(mode))
 
-    def _broad_text(self, mode: str) -> str:
+    def _broad_text(self, mode: str, *, answered: bool = False) -> str:
         """What a ``mode`` (local or basic) search says of a question it cannot answer
-        (``content_stop`` None)."""
+        (``content_stop`` None); ``answered``: said before a model's answer to it all the same,
+        which must not read "cannot answer" above an answer."""
         cues = broad_words(self.answer.question)
-        if cues:
+        if cues and answered:
+            text = (f"This question asks about the collection as a whole ({', '.join(cues)}), of which a "
+                    f"{mode} search reads only the few "
+                    + ("entities and passages" if mode == "local" else "passages")
+                    + " that share its words; --mode global, "
+                    "which reads the community reports, answers it. The " + mode + " search's answer:")
+        elif cues:
             text = (f"This question asks about the collection as a whole ({', '.join(cues)}), which "
                     f"a {mode} search, quoting the few passages that share its words, cannot answer; "
                     "ask it with --mode global, which reads the community reports.")
+        elif answered:
+            text = (f"This question names nothing for a {mode} search to look for, so it is answered from "
+                    + ("the most connected entities" if mode == "local" else "the passages sharing its words")
+                    + "; ask about something the documents name, or ask it with --mode global for an "
+                    "overview of the collection.")
         else:   # ("What is it?": the most connected entities were quoted, as if relevant)
             text = (f"This question names nothing for a {mode} search to look for; ask about something "
                     "the documents name, or ask it with --mode global for an overview of the collection.")
