@@ -463,6 +463,8 @@ class Daemon:
                     # queued by an empty one, so its text stayed indexed.
                     if self.folder.is_indexed(store, rel):
                         out[rel] = "deleted"
+                    elif (line := self.folder.not_taken(rel)) is not None:   # a link out of the folder
+                        self._warn_once(line)
                     continue
                 if not exists:
                     # Only what the index holds, or a sync is queued for, can be deleted: a
@@ -485,6 +487,8 @@ class Daemon:
                         gone.add(rel)
                     for each in gone:
                         out[each] = "deleted"
+                    if not gone and (line := self.folder.not_taken(rel)) is not None:   # (as a broken link)
+                        self._warn_once(line)
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if ADDED in kinds[rel] else "modified"
                 elif rel in self.pending:   # as queued: what it is now is the sync's to find

@@ -348,6 +348,19 @@ def leads_outside(path: Path | str, top: Path | str) -> bool:
     return not _inside(os.path.realpath(path), os.path.realpath(top))
 
 
+def leads_outside_line(link: Path, root: Path | None, top: Path, *, folder: bool) -> str:
+    """The warning for the symlink ``link``, to a folder or a file, that leads outside the folder
+    ``top`` scanned: the scan's, and watch's when such a link appears (the same words, said once)."""
+    # The folder named absolute, as "leads outside . (to ...)" was not.
+    named = _safe(Path(os.path.abspath(top)).as_posix())
+    if folder:
+        return (f"{_safe(stored_path(link, root))}: folder symlink leads outside {named} (to "
+                f"{_safe(os.path.realpath(link))}), so it is not followed; index that folder itself if you want it")
+    return (f"{_safe(stored_path(link, root))}: file symlink leads outside {named} (to "
+            f"{_safe(os.path.realpath(link))}), so it is not indexed; copy the file in, or index its folder "
+            "too by naming it as another PATH")
+
+
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
           unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
           left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
@@ -369,8 +382,6 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
     # A folder is walked with its path from there (its entries': that and their names), made
     # once per folder, not once or twice per entry from the entry's whole path.
     lead = _lead(top, top_real, root)
-    # The folder as a symlink's warning names it: absolute, as "leads outside . (to ...)" was not.
-    named = _safe(Path(os.path.abspath(top)).as_posix())
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
@@ -385,10 +396,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             folder, prefix = links.pop(0)
             target = os.path.realpath(folder)
             if not _inside(target, top_real):
-                problems.append(
-                    f"{_safe(stored_path(folder, root))}: folder symlink leads outside "
-                    f"{named} (to {_safe(target)}), so it is not followed; "
-                    "index that folder itself if you want it")
+                problems.append(leads_outside_line(folder, root, top, folder=True))
                 continue
         try:
             st = os.stat(folder)
@@ -441,10 +449,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 if is_link and broken is not None and not os.path.exists(path):
                     broken.append(path)
             elif is_link and not inside(path):
-                problems.append(
-                    f"{_safe(stored_path(path, root))}: file symlink leads outside "
-                    f"{named} (to {_safe(os.path.realpath(path))}), so it is not indexed; copy the "
-                    "file in, or index its folder too by naming it as another PATH")
+                problems.append(leads_outside_line(path, root, top, folder=False))
             else:
                 out.append(path)
         pending.extend(reversed(subdirs))

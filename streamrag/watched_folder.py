@@ -19,7 +19,8 @@ from streamrag import index_rows
 from streamrag.config import Settings
 from streamrag.errors import StreamragError
 from streamrag.loader import (exclude_patterns, excluded, file_of, include_patterns, leads_outside,
-                              name_or_path_matches, read_documents, storable)
+                              leads_outside_line, name_or_path_matches, read_documents, storable, why_unusable)
+from streamrag.terminal import shown
 from streamrag.on_disk import same_on_disk, stored_files
 from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
@@ -186,6 +187,22 @@ class WatchedFolder:
         out of the folder through a link, its own or a folder's on its way (its text must not
         reach the store or the model)."""
         return path.is_file() and not leads_outside(path, self.root)
+
+    def not_taken(self, rel: str) -> str | None:
+        """The scan's warning for ``rel``, which is there but which the scan will not read: a
+        symlink out of the folder (to a folder, or to a file index.include takes), or a pipe,
+        socket or device it takes; ``None`` for what the scan passes over without a word. The
+        sync that meets it says the same line, so the daemon says it once, when it appears, as
+        it says a broken link (a link to ~/.ssh was said only by a later sync for another file)."""
+        path = self.root / rel
+        with contextlib.suppress(OSError, RuntimeError):   # (gone again, or a loop: the sync says it)
+            is_dir = path.is_dir()
+            if is_dir or self.included(rel):
+                if path.is_symlink() and leads_outside(path, self.root):
+                    return leads_outside_line(path, self.root, self.root, folder=is_dir)
+                if not is_dir and not path.is_file():
+                    return f"{shown(rel)}: {why_unusable(path)}"
+        return None
 
     def files_in(self, folder: Path) -> list[str] | None:
         """The regular files under ``folder`` that the scan would index, relative to the root;

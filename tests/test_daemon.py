@@ -1688,6 +1688,46 @@ async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
         store.close()
 
 
+async def test_a_link_out_of_the_folder_or_a_pipe_is_said_when_it_appears(corpus, tmp_path):
+    # A broken link was said when it appeared; a link to a file or a folder outside the folder
+    # (to ~/.ssh), or a pipe, only by the sync of some later edit of another file, hours later.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("Admiral Rolf Stein hid the harbour key.\n")
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        (corpus / "key.txt").symlink_to(outside / "secret.txt")
+        (corpus / "elsewhere").symlink_to(outside)
+        os.mkfifo(corpus / "pipe.txt")
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / name)) for name in ("key.txt", "elsewhere", "pipe.txt")})
+            await send.send({(Change.added, str(new))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
+    states = events.states(mark)
+    said = [e["message"] for e in after if e["state"] == "warning"]
+    assert sorted(said) == sorted([
+        f"key.txt: file symlink leads outside {corpus} (to {outside / 'secret.txt'}), so it is not indexed; "
+        "copy the file in, or index its folder too by naming it as another PATH",
+        f"elsewhere: folder symlink leads outside {corpus} (to {outside}), so it is not followed; index that "
+        "folder itself if you want it",
+        "pipe.txt: not a regular file (a pipe, socket or device), not indexed; remove it, or add it to index.exclude",
+    ]), said   # each once: the sync, whose scan meets them, does not say them again
+    assert states[:3] == ["warning"] * 3, states   # as they appeared, before the edit's sync
+    (queued,) = [e for e in after if e["state"] == "queued"]
+    assert queued["files"] == 1 and queued.get("added") == 1, queued   # new.txt alone
+    store = Store(tmp_path / "k.db", readonly=True)
+    try:
+        assert {r["path"] for r in store.query("SELECT path FROM files")} == {"new.txt"} | {
+            p.name for p in corpus.iterdir() if p.is_file() and not p.is_symlink() and p.suffix in (".txt", ".md")}
+    finally:
+        store.close()
+
+
 async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
     # A file saved and deleted at once (an editor's temporary file) was found by the daemon's
     # stat, then gone when the extraction ahead of the sync scanned it: "extracting 1 file
