@@ -454,6 +454,10 @@ class Daemon:
                 listed[rel] = await anyio.to_thread.run_sync(self.folder.files_in, self.root / rel,
                                                              abandon_on_cancel=True)
         touched: dict[str, dict[str, tuple[str, int, float]]] = {}   # indexed file -> its rows
+        # Files the index does not hold whose event was a write alone: in a folder made in the
+        # batch, the watcher may miss a file's making (a `git checkout` of 200 new files said
+        # "199 added, 1 modified").
+        unheld: set[str] = set()
         with reading(self.db_path) as store:
             for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
@@ -491,6 +495,8 @@ class Daemon:
                         self._warn_once(line)
                 elif not (rows := {} if store is None else index_rows.file_rows(store, rel)):
                     out[rel] = "added" if ADDED in kinds[rel] else "modified"
+                    if out[rel] == "modified" and rel not in self.pending:
+                        unheld.add(rel)
                 elif rel in self.pending:   # as queued: what it is now is the sync's to find
                     out[rel] = "modified"
                 else:
@@ -505,6 +511,8 @@ class Daemon:
                 inside = folder + "/"
                 for rel in found:
                     if rel in out:
+                        if rel in unheld:   # written in a folder made or moved in: new, as its files are
+                            out[rel] = "added"
                         continue
                     if rel.startswith(inside) or store is None:
                         rows = indexed.get(rel, {})

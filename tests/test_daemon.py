@@ -1728,6 +1728,31 @@ async def test_a_link_out_of_the_folder_or_a_pipe_is_said_when_it_appears(corpus
         store.close()
 
 
+async def test_a_file_written_in_a_folder_made_in_the_same_batch_is_added(corpus, tmp_path):
+    # A `git checkout` of a branch with 200 new files in a new folder: the watcher saw the folder
+    # made and one file's write, not its making (the folder was watched after it was made), and
+    # the queued line said "200 files (199 added, 1 modified)" of files the index never held.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        gen = corpus / "gen"
+        gen.mkdir()
+        (gen / "a.txt").write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        (gen / "b.txt").write_text("Warden Edda Holm opened the Kessel lock at dawn.\n")
+        async with send:
+            await send.send({(Change.added, str(gen)), (Change.modified, str(gen / "b.txt"))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    (queued,) = [e for e in after if e["state"] == "queued"]
+    assert queued["message"] == "2 files (2 added); 2 pending", queued["message"]
+    assert (queued.get("added"), queued.get("modified")) == (2, None), queued
+    store = Store(tmp_path / "k.db", readonly=True)
+    try:
+        assert {r["path"] for r in store.query("SELECT path FROM files")} >= {"gen/a.txt", "gen/b.txt"}
+    finally:
+        store.close()
+
+
 async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
     # A file saved and deleted at once (an editor's temporary file) was found by the daemon's
     # stat, then gone when the extraction ahead of the sync scanned it: "extracting 1 file
