@@ -236,11 +236,23 @@ def from_folder(pattern: str) -> str:
 
 
 def _matches_no_path(pattern: str) -> bool:
-    """Whether ``index.exclude``'s ``pattern`` can match nothing: a name, or a path from the
-    folder (``loader.excluded``), never holds a ".", ".." or empty part, which such a pattern
-    does once "/" or "./" (the folder) is taken off its start and a folder's "/" off its end
-    ("." and "./" left out nothing, and said nothing)."""
+    """Whether ``index.exclude``'s (or ``index.include``'s) ``pattern`` can match nothing: a name,
+    or a path from the folder (``loader.excluded``, ``loader.matches``), never holds a ".", ".."
+    or empty part, which such a pattern does once "/" or "./" (the folder) is taken off its start
+    and a folder's "/" off its end ("." and "./" left out nothing, and said nothing; as include,
+    they took in nothing, said only at run time)."""
     return any(part in ("", ".", "..") for part in from_folder(pattern).rstrip("/").split("/"))
+
+
+def _idle_pattern(key: str, patterns: list[str], fix: str) -> tuple[str, str] | None:
+    """(key, what is wrong) of the first of ``patterns`` that can match nothing, if one can
+    (``_matches_no_path``); ``fix`` says what to name instead."""
+    idle = next((p for p in patterns if _matches_no_path(p)), None)
+    if idle is None:
+        return None
+    does = "leaves out" if key == "index.exclude" else "takes in"
+    return key, (f"pattern {idle!r} {does} nothing: it is matched against the names and paths inside the "
+                 f"indexed folder, never the folder itself, and they hold no '.', '..' or empty part; {fix}")
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -507,6 +519,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif spaced is not None:
         problems.append(("index.include", f"pattern {spaced!r} has spaces around it, so no file name "
                          f"matches it; use {spaced.strip()!r}"))
+    elif idle := _idle_pattern("index.include", ix.include, "name the files to take in (e.g. "
+                               "[\"*.txt\", \"docs/*.md\"])"):
+        problems.append(idle)
     spaced = next((p for p in ix.exclude if p.strip() != p), None)
     if not all(p.strip() for p in ix.exclude):
         problems.append(("index.exclude", "a pattern is empty; name folders or files to leave out "
@@ -514,11 +529,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     elif spaced is not None:
         problems.append(("index.exclude", f"pattern {spaced!r} has spaces around it, so nothing "
                          f"matches it; use {spaced.strip()!r}"))
-    elif (idle := next((p for p in ix.exclude if _matches_no_path(p)), None)) is not None:
-        problems.append(("index.exclude", f"pattern {idle!r} leaves out nothing: it is matched against the "
-                         "names and paths inside the indexed folder, never the folder itself, and they hold no "
-                         "'.', '..' or empty part; name the folders or files to leave out (e.g. "
-                         f"{_EXAMPLES['index.exclude']})"))
+    elif idle := _idle_pattern("index.exclude", ix.exclude, "name the folders or files to leave out (e.g. "
+                               f"{_EXAMPLES['index.exclude']})"):
+        problems.append(idle)
     if not ix.text_field.strip():
         problems.append(("index.text_field", "must name the .jsonl/.csv field holding the text "
                          "(default \"text\")"))

@@ -151,6 +151,20 @@ def test_an_exclude_pattern_that_can_match_nothing_is_refused(tmp_path, pattern)
     assert '["Templates", "*.excalidraw.md"]' in message and "\n" not in message
 
 
+@pytest.mark.parametrize("pattern", [".", "./", "/", "..", "a/./b", "docs//*.md", "../*.md"])
+def test_an_include_pattern_that_can_match_nothing_is_refused_as_exclude_s_are(tmp_path, pattern):
+    # include = ["."] (or "./", "a/./b", "..") was taken, and said only at run time that no file
+    # matched it: no file's name or path from the folder holds a "." or ".." part.
+    from streamrag.loader import include_patterns, name_or_path_matches
+    assert not any(name_or_path_matches(rel.rpartition("/")[2], rel, include_patterns([pattern]))
+                   for rel in ("n.txt", "a/b", "docs/a.md"))
+    message = refusal(write(tmp_path, f"[index]\ninclude = [{pattern!r}]\n".replace("'", '"')))
+    assert f"index.include: pattern {pattern!r} takes in nothing" in message
+    assert '["*.txt", "docs/*.md"]' in message and "\n" not in message
+    taken = write(tmp_path, '[index]\ninclude = ["./docs/*.md", "/*.txt", "**/*.md", "*"]\n')
+    assert load_settings(taken, env={}).index.include[0] == "./docs/*.md"
+
+
 def test_exclude_patterns_written_from_the_folder_are_taken(tmp_path):
     path = write(tmp_path, '[index]\nexclude = ["./Templates", "/Archive/", ".obsidian", "*", "docs/**/x.md"]\n')
     assert load_settings(path, env={}).index.exclude[0] == "./Templates"
