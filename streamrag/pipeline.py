@@ -200,6 +200,18 @@ def check_not_downgraded(settings: Settings, store: Store, db_path: Path) -> Non
                           "extractive reports replace the model's)")
 
 
+def _excluded_by(paths: list[Path], include: list[str], exclude: list[str], root: Path,
+                 documents: Callable[[list[Path]], list[Path]]) -> tuple[int, list[str]]:
+    """How many files under ``paths`` ``include`` matches (``documents`` of them: less the index's
+    own files), and the ``exclude`` patterns that leave any of them out. Scanned again without
+    ``exclude``, only once a scan found nothing (what it left out is never looked into)."""
+    if not exclude:
+        return 0, []
+    found = documents(loader.scan(paths, include, root=root, skipped=[], unlisted=[], gone=[]))
+    rels = [loader.stored_path(f, root) for f in found]
+    return len(found), [p for p in exclude if any(loader.excluded(rel, loader.exclude_patterns([p])) for rel in rels)]
+
+
 class Indexer:
     """One sync of ``paths`` into the store at ``db_path``."""
 
@@ -756,9 +768,22 @@ class Indexer:
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why})"
                             f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
-            scan.warnings.append(f"no file under {', '.join(loader.shown(p) for p in paths)} matches index.include "
-                                 f"({', '.join(s.index.include)}); add such files, or widen index.include")
+            scan.warnings.append(self._nothing_found(paths))
         return scan, files, rechunk
+
+    def _nothing_found(self, paths: list[Path]) -> str:
+        """The warning of a scan of ``paths`` that found no file: what left the files out. It
+        blamed index.include alone, and so `exclude = ["*"]`, which leaves out every file (and took
+        every document out of an index), was told to widen include."""
+        ix = self.settings.index
+        under = ", ".join(loader.shown(p) for p in paths)
+        found, by = _excluded_by(paths, ix.include, ix.exclude, self.root,
+                                 lambda files: without_index_files(files, self.db_path, also=self.settings.own_files()))
+        if by:
+            return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
+                    "file(s) index.include matches there; name only the folders or files to leave out")
+        return (f"no file under {under} matches index.include ({', '.join(ix.include)}); add such files, or "
+                "widen index.include")
 
     # -- stage 2: what changed -----------------------------------------------------------------
     def _changes(self, store: Store, scan: Scan) -> Change:

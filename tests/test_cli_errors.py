@@ -192,6 +192,30 @@ def test_a_missing_extraction_prompt_is_refused_before_anything_starts(cli, tmp_
     assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "streamrag.toml"]
 
 
+def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_include(tmp_path):
+    # exclude = ["*"] took every document out of the index, and the warning said "no file under
+    # notes matches index.include (*.txt, ...); add such files, or widen index.include".
+    notes = tmp_path / "notes"
+    (notes / "docs").mkdir(parents=True)
+    (notes / "a.txt").write_text("Alice Smith works at Acme Corp in Paris.\n")
+    (notes / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
+    (notes / "scan.pdf").write_bytes(b"%PDF-1.4")
+    db = str(tmp_path / "i.db")
+    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["documents"] == 2
+    for exclude, by in (('["*"]', "(*)"), ('["Templates", "*.txt", "docs"]', "(*.txt, docs)")):
+        (notes / "streamrag.toml").write_text(f"[index]\nexclude = {exclude}\n")
+        out = run("index", str(notes), "--db", db, "--json")
+        summary = json.loads(out.stdout)
+        assert summary["documents"] == 0 and summary["warnings"] == [
+            f"no file under {notes} is indexed: index.exclude {by} leaves out all 2 file(s) index.include "
+            "matches there; name only the folders or files to leave out"], out.stderr
+    # (what exclude leaves out holds no file include matches: include is what to widen)
+    (notes / "streamrag.toml").write_text('[index]\ninclude = ["*.pdf"]\nexclude = ["*.txt", "docs"]\n')
+    (notes / "scan.pdf").unlink()
+    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"] == [
+        f"no file under {notes} matches index.include (*.pdf); add such files, or widen index.include"]
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):
