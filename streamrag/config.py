@@ -23,7 +23,7 @@ from typing import Literal
 import msgspec
 
 from streamrag.assets import asset
-from streamrag.errors import ConfigError, FlagError
+from streamrag.errors import ConfigError, FlagError, PromptFileError
 from streamrag.terminal import shell_word
 
 CONFIG_NAME = "streamrag.toml"
@@ -253,6 +253,19 @@ def _idle_pattern(key: str, patterns: list[str], fix: str) -> tuple[str, str] | 
     does = "leaves out" if key == "index.exclude" else "takes in"
     return key, (f"pattern {idle!r} {does} nothing: it is matched against the names and paths inside the "
                  f"indexed folder, never the folder itself, and they hold no '.', '..' or empty part; {fix}")
+
+
+def _prompt_fault(path: Path) -> str:
+    """What is wrong with the extraction prompt file at ``path`` ("" when nothing is), by the
+    rules the run reads it with (``prompts.read_prompt``): missing, not a file, not UTF-8, no
+    [user] section, a placeholder left out."""
+    from streamrag.prompts import read_prompt   # (here: prompts imports config)
+
+    try:
+        read_prompt("extract", path, custom=True)
+    except PromptFileError as e:
+        return f"names {path}, which {e.what}; {e.fix}"
+    return ""
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -561,13 +574,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         problems.append(("index.extractor", "is \"llm\", which needs an endpoint: set llm.api_base (or "
                          "STREAMRAG_API_BASE / --api-base), or set index.extractor to \"auto\" to index "
                          "offline without one"))
-    prompt = Path(ix.extraction_prompt).expanduser() if ix.extraction_prompt else None
-    if "index" in models_for and not s.offline and prompt is not None and not prompt.exists():
+    if "index" in models_for and not s.offline and ix.extraction_prompt \
+            and (fault := _prompt_fault(Path(ix.extraction_prompt).expanduser())):
         # (read only when a model extracts, and then only once the run was set up: `watch` said
-        # its "starting" line first; offline, it is not read, and not looked for)
-        problems.append(("index.extraction_prompt", f"names {prompt}, which does not exist; write your prompt "
-                         "there (in the format of prompts/extract.md), or leave the setting out for the "
-                         "shipped prompt"))
+        # its "starting" line first; offline, it is not read, and not looked at)
+        problems.append(("index.extraction_prompt", fault))
     # (indexing offline calls none of the indexing models; `ask` calls the other two whenever
     # an endpoint is set)
     indexing = () if s.offline or "index" not in models_for else ("extraction_model", "summary_model",

@@ -7,7 +7,8 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
     StreamragError
     ├── UsageError           a command-line argument is wrong whatever the files hold (exit 2)
     ├── ConfigError          a settings file or environment variable is wrong
-    │   └── FlagError        ... or a flag's value (also a UsageError: exit 2)
+    │   ├── FlagError        ... or a flag's value (also a UsageError: exit 2)
+    │   └── PromptFileError  ... or a prompt file (index.extraction_prompt's, or a shipped one)
     ├── StoreError           the SQLite file cannot be opened or is from a newer streamrag
     │   └── StoreBusyError   another process held its write lock past the wait
     │       └── WriterBusyError  another streamrag writes the index (the CLI exits 75)
@@ -40,6 +41,17 @@ class ConfigError(StreamragError):
 
 class FlagError(ConfigError, UsageError):
     """A setting given by a command-line flag (``--api-base``) is invalid."""
+
+
+class PromptFileError(ConfigError):
+    """A prompt file that cannot be used: ``what`` is wrong with it (said after "prompt file" or
+    "which": "is not UTF-8 text ..."), and ``fix`` what to do, kept apart so that the settings'
+    check can say them of the setting that names the file (``config._check``)."""
+
+    def __init__(self, path: object, what: str, fix: str, *, setting: str = "") -> None:
+        named = f" (it is named by {setting})" if setting else ""
+        super().__init__(f"{path}: prompt file {what}; {fix}{named}")
+        self.what, self.fix = what, fix
 
 
 class StoreError(StreamragError):

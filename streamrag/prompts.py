@@ -15,7 +15,7 @@ from pathlib import Path
 
 from streamrag.assets import asset
 from streamrag.config import not_utf8_reason
-from streamrag.errors import ConfigError
+from streamrag.errors import PromptFileError
 from streamrag.ids import text_hash
 
 _SECTION = re.compile(r"^\[(system|user)\]\s*$", re.MULTILINE)
@@ -49,14 +49,14 @@ class Prompt:
         return found
 
 
-def parse_prompt(name: str, text: str, path: str = "") -> Prompt:
+def parse_prompt(name: str, text: str, path: str = "") -> Prompt | None:
+    """The prompt in ``text``, or None when it has no [user] section (``read_prompt`` says so)."""
     parts = _SECTION.split(text)
     sections: dict[str, str] = {}
     for role, body in zip(parts[1::2], parts[2::2], strict=True):
         sections[role] = body.strip("\n")
     if "user" not in sections:
-        raise ConfigError(f"{path or name}: a prompt file needs a [user] section "
-                          "(and usually a [system] one); see prompts/extract.md")
+        return None
     return Prompt(name=name, version=text_hash(text, 12), system=sections.get("system", ""),
                   user=sections["user"], path=path)
 
@@ -65,26 +65,41 @@ def parse_prompt(name: str, text: str, path: str = "") -> Prompt:
 def load_prompt(name: str, override: str = "") -> Prompt:
     """The shipped prompt ``name``, or the file at ``override`` when a user set one."""
     path = Path(override).expanduser() if override else asset("prompts", f"{name}.md")
+    return read_prompt(name, path, custom=bool(override))
+
+
+def read_prompt(name: str, path: Path, *, custom: bool) -> Prompt:
+    """The prompt ``name`` in the file at ``path``, read now (not cached: ``config`` checks the
+    file index.extraction_prompt names with it as the settings are loaded, so that one rule says
+    what a usable prompt file is). What is wrong is a PromptFileError with the fix: for a
+    ``custom`` file how to mend it, for a shipped one to reinstall."""
+    def unusable(what: str, fix: str) -> PromptFileError:
+        if not custom:
+            return PromptFileError(path, what, "reinstall streamrag")
+        return PromptFileError(path, what, fix, setting="index.extraction_prompt")
+
     if path.exists() and not path.is_file():   # (a FIFO waited for ever; a shipped one too)
-        raise ConfigError(f"{path}: not a regular file; " + (
-            "index.extraction_prompt names a prompt file" if override else "reinstall streamrag"))
+        raise unusable("is not a regular file (a folder, pipe or device)",
+                       f"name the prompt file itself (in the format of prompts/{name}.md)")
     try:
         data = path.read_bytes()
+    except FileNotFoundError:
+        raise unusable("does not exist", f"write your prompt there (in the format of prompts/{name}.md), "
+                       "or leave the setting out for the shipped prompt") from None
     except OSError as e:
-        setting = "index.extraction_prompt" if override else "the shipped prompts"
-        raise ConfigError(f"{path}: cannot read prompt file ({e.strerror}); check {setting}") from None
+        raise unusable(f"cannot be read ({e.strerror})", "check its permissions") from None
     try:
         text = data.decode("utf-8-sig")   # a byte-order mark is dropped, not read as text
     except UnicodeDecodeError as e:
-        fix = ("save it as UTF-8 (it is named by index.extraction_prompt)" if override
-               else "reinstall streamrag")
-        raise ConfigError(f"{path}: prompt file is not UTF-8 text ({not_utf8_reason(data, e)}); "
-                          f"{fix}") from None
+        raise unusable(f"is not UTF-8 text ({not_utf8_reason(data, e)})", "save it as UTF-8") from None
     prompt = parse_prompt(name, text, str(path))
+    if prompt is None:
+        raise unusable("has no [user] section", "put the text sent to the model under a line [user] (and "
+                       f"the instructions under [system]), as prompts/{name}.md does")
     required = REQUIRED_PLACEHOLDERS.get(name, set())
     if missing := required - prompt.placeholders:
-        raise ConfigError(f"{path}: prompt {name!r} must use the placeholder(s) "
-                          + ", ".join(f"${m}" for m in sorted(missing)))
+        raise unusable("does not use " + ", ".join(f"${m}" for m in sorted(missing)),
+                       f"write each where its value goes, as prompts/{name}.md does")
     return prompt
 
 

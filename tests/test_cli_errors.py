@@ -192,6 +192,31 @@ def test_a_missing_extraction_prompt_is_refused_before_anything_starts(cli, tmp_
     assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "streamrag.toml"]
 
 
+@pytest.mark.parametrize("command", [("index",), ("index", "--estimate"), ("watch",)])
+@pytest.mark.parametrize("fault", ["no [user] section", "a placeholder left out", "a folder"])
+def test_an_unusable_extraction_prompt_is_refused_before_anything_starts(cli, tmp_path, command, fault):
+    # Said only where the run read it: watch said its "starting" line first, and no [user]
+    # section or a placeholder left out named neither the setting nor the settings file.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Alice Smith works at Acme Corp in Paris.\n")
+    good = (Path(__file__).parents[1] / "prompts" / "extract.md").read_text()
+    prompt = notes / "my_prompt.md"
+    if fault == "a folder":
+        prompt.mkdir()
+    else:
+        prompt.write_text(good.replace("[user]", "[users]") if fault == "no [user] section"
+                          else good.replace("$text", "the text"))
+    (notes / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n'
+                                          '[index]\nextraction_prompt = "my_prompt.md"\n')
+    which = {"no [user] section": "has no [user] section; put the text sent to the model under a line [user]",
+             "a placeholder left out": "does not use $text; write each where its value goes",
+             "a folder": "is not a regular file (a folder, pipe or device); name the prompt file itself"}[fault]
+    cli(command[0], str(notes), *command[1:], code=1,
+        fragments=(f"{notes / 'streamrag.toml'}: index.extraction_prompt: names {prompt}, which {which}",))
+    assert sorted(p.name for p in notes.iterdir()) == ["a.txt", "my_prompt.md", "streamrag.toml"]
+
+
 def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_include(tmp_path):
     # exclude = ["*"] took every document out of the index, and the warning said "no file under
     # notes matches index.include (*.txt, ...); add such files, or widen index.include".

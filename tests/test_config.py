@@ -235,6 +235,34 @@ def test_a_missing_extraction_prompt_is_refused_where_a_model_will_read_it(tmp_p
     assert not load_settings(write(tmp_path, text), env={}, models_for=("index",)).offline
 
 
+def test_an_unusable_extraction_prompt_is_refused_where_a_model_will_read_it(tmp_path):
+    # Each was said only where the run read the prompt (`watch`: after its "starting" line), and
+    # no [user] section or a placeholder left out without the setting that names the file.
+    good = (REPO / "prompts" / "extract.md").read_text()
+    (tmp_path / "utf16.md").write_bytes(good.encode("utf-16"))
+    (tmp_path / "system.md").write_text(good.replace("[user]", "[assistant]"))
+    (tmp_path / "types.md").write_text(good.replace("$entity_types", "person, place"))
+    (tmp_path / "folder.md").mkdir()
+    faults = {"utf16.md": "is not UTF-8 text (it is UTF-16, as Windows Notepad saves); save it as UTF-8",
+              "system.md": "has no [user] section; put the text sent to the model under a line [user] (and the "
+                           "instructions under [system]), as prompts/extract.md does",
+              "types.md": "does not use $entity_types; write each where its value goes, as prompts/extract.md does",
+              "folder.md": "is not a regular file (a folder, pipe or device); name the prompt file itself (in the "
+                           "format of prompts/extract.md)"}
+    for name, fault in faults.items():
+        path = write(tmp_path, f'[llm]\napi_base = "http://127.0.0.1:9/v1"\n[index]\nextraction_prompt = "{name}"\n')
+        assert refusal(path, models_for=("index",)) == (
+            f"{path}: index.extraction_prompt: names {tmp_path / name}, which {fault}")
+        assert load_settings(path, env={}, models_for=("ask",)).index.extraction_prompt == str(tmp_path / name)
+        assert load_settings(path, env={}, overrides={"index": {"extractor": "nlp"}}).offline   # (never read)
+    # (the run's own reading says the same, with the setting)
+    from streamrag.prompts import load_prompt
+    with pytest.raises(ConfigError) as e:
+        load_prompt("extract", str(tmp_path / "types.md"))
+    assert str(e.value) == (f"{tmp_path / 'types.md'}: prompt file {faults['types.md']} "
+                            "(it is named by index.extraction_prompt)")
+
+
 def test_find_config_walks_up(tmp_path):
     write(tmp_path, "")
     deep = tmp_path / "a" / "b"
@@ -366,7 +394,8 @@ def test_a_settings_or_prompt_file_that_is_no_regular_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="fifo: not a regular file; give a settings file"):
         load_settings(fifo, env={})
     from streamrag.prompts import load_prompt
-    with pytest.raises(ConfigError, match="fifo: not a regular file; index.extraction_prompt names a prompt file"):
+    with pytest.raises(ConfigError, match=r"fifo: prompt file is not a regular file \(a folder, pipe or device\); "
+                       "name the prompt file itself"):
         load_prompt("extract", str(fifo))
 
 
@@ -394,7 +423,8 @@ def test_a_shipped_prompt_that_is_no_regular_file_is_refused_not_waited_on(tmp_p
         os.close(os.open(tmp_path / "extract.md", os.O_WRONLY | os.O_NONBLOCK))
         thread.join(5)
     prompts.load_prompt.cache_clear()
-    assert said == [f"{tmp_path / 'extract.md'}: not a regular file; reinstall streamrag"]
+    assert said == [f"{tmp_path / 'extract.md'}: prompt file is not a regular file (a folder, pipe or device); "
+                    "reinstall streamrag"]
 
 
 def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
