@@ -351,8 +351,11 @@ class GraphState:
         relationships was a fifth of a second of every update's reports)."""
         if self.by_source is None:
             self.by_source = {}
-            for rid in sorted(self.relationships):
-                self.by_source.setdefault(self.relationships[rid].source, []).append(rid)
+            # (in id order already once ``finish_graph`` has run: sorting 200,000 ids again and
+            # looking each one up was half of the 0.13 s this took)
+            ordered = self.relationships.items() if self.in_id_order else sorted(self.relationships.items())
+            for rid, r in ordered:
+                self.by_source.setdefault(r.source, []).append(rid)
             self.left_source.clear()
             return self.by_source
         by_source = self.by_source
