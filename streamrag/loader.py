@@ -90,8 +90,10 @@ TITLE_CHARS = 100
 # jamo, enclosed and compatibility characters (U+3100-U+33FF) are not UTF-16 text with no
 # punctuation (``legacy.IDEOGRAPH_OR_SYLLABLE``: 15 read them as such). 17: UTF-16 or UTF-32 with
 # its byte-order mark, cut short or broken, is not indexed (``_broken_after_mark``: a short one was
-# read as cp1252, "ÿþAB", a long one said to be UTF-16 "without a byte-order mark").
-VERSION = "17"
+# read as cp1252, "ÿþAB", a long one said to be UTF-16 "without a byte-order mark"). 18: a file
+# under 320 characters read as cp1252 or Latin-1 throughout with more than two control characters,
+# or any and few spaces, is a binary file (``_short_and_binary``: a 64-byte digest was text).
+VERSION = "18"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -675,6 +677,8 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
         text, used = data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         text, used = data.decode("latin-1"), "latin-1"
+    if _short_and_binary(text):
+        _binary(label)
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
@@ -686,6 +690,27 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
                         f"{_iconv(_ICONV_NAMES[used], label)}, or with -f its own encoding if its accents "
                         "look wrong in answers)")
     return text
+
+
+# Characters below which a file's control characters are too few to say binary by their share
+# (``_decode``'s test: 16 of them at least, 5% of this many). A tenth of random bytes are
+# control characters: read as cp1252, those up to about 160 bytes long were text.
+_SHORT = 320
+_SPACING = 20   # characters of text to a space, tab or line end, at most (prose has one in 6 or 7)
+
+
+def _short_and_binary(text: str) -> bool:
+    """Whether ``text``, a file under ``_SHORT`` characters read as cp1252 (or Latin-1) throughout,
+    is a binary file's bytes: more than two control characters (``_CONTROL``), or any in text
+    with fewer than one space, tab or line end in ``_SPACING`` characters. Random bytes are
+    nearly never spaced as words are (4 bytes in 256 are a space or a line end), and a text
+    holds a stray control character or two at most (a DOS file's closing ^Z); the bytes above
+    0x7F are no matter, as an 8-bit text in another code page is all of them."""
+    if len(text) >= _SHORT:
+        return False
+    controls = _controls(text)
+    blanks = sum(text.count(ch) for ch in " \t\n\r")
+    return controls > 2 or controls > 0 and blanks * _SPACING < len(text)
 
 
 def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:

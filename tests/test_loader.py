@@ -989,6 +989,36 @@ def test_text_in_an_8_bit_encoding_or_with_backspaces_is_not_called_binary(tmp_p
     assert doc.text
 
 
+def test_a_short_binary_file_is_not_read_as_cp1252_and_short_8_bit_text_is(tmp_path):
+    import hashlib
+    import random
+    import zlib
+
+    # Under 16 control characters a file's bytes were text: random bytes, a tenth of which are
+    # control characters, up to about 160 bytes long were read as cp1252 (29% of 16 to 400).
+    rng = random.Random(4)
+    blobs = [rng.randbytes(n) for n in range(40, 400, 3)]
+    blobs += [hashlib.sha256(b"a").digest() + hashlib.sha256(b"b").digest(),
+              zlib.compress(b"some text that is compressed here " * 3)]
+    for data in blobs:
+        with pytest.raises(InputError, match="^x.txt: binary file"):
+            read_documents(write(tmp_path / "x.txt", data), root=tmp_path)
+    # Short text in cp1252 or Latin-1 is read still, a stray control character with it.
+    for text, codec in (("café déjà vu\n", "latin-1"), ("Þú ert ágæt.\n", "latin-1"),
+                        ("Das kostet 5 € pro Stück, sagte Müller.", "cp1252"),
+                        ("Grüße aus Köln – schön!\n\x1a", "cp1252"),
+                        ("Donaudampfschifffahrtsgesellschaftskapitän\n", "cp1252")):
+        [doc], warnings = read_documents(write(tmp_path / "t.txt", text.encode(codec)), root=tmp_path)
+        assert doc.text == text and "not valid UTF-8, read as cp1252" in warnings[0], text
+    # So is text in another 8-bit code page, nearly all of its bytes above 0x7F (as cp1252).
+    for text, codec in (("مرحبا بالعالم، هذا نص قصير\n", "cp1256"), ("Zażółć gęślą jaźń, pchnąć w tę łódź\n", "cp1250")):
+        [doc], _ = read_documents(write(tmp_path / "o.txt", text.encode(codec)), root=tmp_path)
+        assert len(doc.text) == len(text), codec
+    # A UTF-16 file with its byte-order mark is read as ever.
+    [doc], warnings = read_documents(write(tmp_path / "u.txt", "Grüße, €5\n".encode("utf-16")), root=tmp_path)
+    assert (doc.text, warnings) == ("Grüße, €5\n", [])
+
+
 def test_utf32_and_late_nuls(tmp_path):
     text = "Ada Osk met Bo Lund in Oslo.\n"
     # UTF-32's mark begins with UTF-16's: it was read as UTF-16, NULs and all.
