@@ -174,22 +174,23 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # were logged here, "streamrag: x.txt: broken symlink ...", without its "warning: ").
     skipped: list[str] = []
     found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
-    skipped += [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
+    unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
+    failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
     for path in without_index_files(found, db, also=settings.own_files()):   # (as `index` does)
         read.add(loader.stored_path(path, root))
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read
             continue
-        except UnreadableFile:
-            unreadable += 1
-            unread.add(loader.stored_path(path, root))
-            continue
         except InputError as e:
             unreadable += 1
-            if isinstance(e, NoTextField) and _unchanged(path, rows_of.get(loader.stored_path(path, root), {})):
-                # a file as indexed whose rows lack the field named now: what was indexed stays
-                unread.add(loader.stored_path(path, root))
+            stored = loader.stored_path(path, root)
+            rows = rows_of.get(stored, {})
+            # a file the system would not read, or one as indexed whose rows lack the field
+            # named now: what was indexed stays
+            if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(path, rows):
+                unread.add(stored)
+            failed.append(loader.failure_line(loader.shown(stored), e, kept=stored in unread and bool(rows)))
             continue
         for doc in documents:
             read.add(doc.path)
@@ -341,7 +342,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model},
-            "warnings": skipped}
+            "warnings": unlisted_said + failed + skipped}
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:
@@ -933,7 +934,7 @@ def format_estimate(e: dict) -> str:
     else:
         counts = "not counted"
     unreadable = (f"\n{counted(n, 'file')} cannot be indexed as {'it is' if n == 1 else 'they are'} ({counts}); "
-                  f"`streamrag index` names {it}" if n else "")
+                  f"the warnings name {it}" if n else "")
     # (An unchanged vault had 124 of 153 chunks to extract after an upgrade, and no word of why.)
     because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
         if e.get("read_again_because") else ""

@@ -260,11 +260,8 @@ class ExtractionStage:
             if not kept:   # (not read again while it stays as it is: ``load_files``)
                 self.still_empty[rel] = (stamp, str(e))
         else:   # (one the system would not read is read again all the same: ``index_rows.failed_reads``)
-            if kept and isinstance(e, UnreadableFile):
-                said = loader.unreadable_line(loader.shown(rel), e.why, kept=True)
-            else:
-                said = f"{e}; what was indexed from it stays" if kept and isinstance(e, NoTextField) else str(e)
-            await self.fail_load(rel, said, stamp=stamp, kind=e.kind)
+            await self.fail_load(rel, loader.failure_line(loader.shown(rel), e, kept=bool(kept)), stamp=stamp,
+                                 kind=e.kind)
         self.progress.add("files_done")
 
     async def chunk_documents(self, recv, send) -> None:

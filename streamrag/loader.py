@@ -246,6 +246,15 @@ def unreadable_line(label: str, why: str, *, kept: bool) -> str:
     return f"{label}: cannot read ({_safe(why)}){told}; check that it exists and is readable (its permissions, and its folder's)"
 
 
+def failure_line(label: str, e: InputError, *, kept: bool) -> str:
+    """What `index` says of a file ``read_documents`` could not use (``e``; ``label``: its path
+    as shown), and ``index --estimate`` as it: ``kept``, what was indexed from it stays (a file
+    the system would not read, or rows as indexed without the text field named now)."""
+    if kept and isinstance(e, UnreadableFile):
+        return unreadable_line(label, e.why, kept=True)
+    return f"{e}; what was indexed from it stays" if kept and isinstance(e, NoTextField) else str(e)
+
+
 def unlisted_fix(why: str) -> str:
     """What to do about a folder the scan could not list for the reason ``why`` (``scan``'s
     ``unlisted``): a path too long for the system is no matter of permissions."""

@@ -321,7 +321,7 @@ async def test_a_folder_it_cannot_search_counts_the_documents_the_run_keeps(corp
     if given == "folder":
         assert est["unreadable_files"] == est["unreadable_kept"] == 1
         assert text.endswith("\n1 file cannot be indexed as it is (what was indexed from it stays, counted); "
-                             "`streamrag index` names it"), text
+                             "the warnings name it"), text
 
 
 async def test_rows_as_indexed_without_the_text_field_named_now_are_counted_as_the_run_keeps_them(tmp_path):
@@ -1138,3 +1138,36 @@ def test_an_estimate_says_what_the_scan_leaves_out_as_index_does(cli_run, tmp_pa
     # --json lists them, as index's does, and says nothing on stderr
     assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
     assert est_json.stderr == ""
+
+
+def test_an_estimate_names_the_files_it_cannot_use_as_index_does(cli_run, tmp_path, monkeypatch):
+    # Binary files, a .jsonl without the text field, a file in a folder that cannot be searched
+    # now: the estimate said "13 files cannot be indexed as they are (...); `streamrag index`
+    # names them", and named none. It names them as `index` does, the first 10 on stderr.
+    import random
+
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    (folder / "sub" / "guild.txt").write_text("Bo Lund led the Guild of Pilots.\n")
+    (folder / "rows.jsonl").write_text('{"body": "Ada Osk sailed."}\n')
+    rng = random.Random(2)
+    for i in range(11):
+        (folder / f"blob{i:02}.txt").write_bytes(rng.randbytes(3000))
+    common = ("index", str(folder), "--db", str(tmp_path / "x.db"), "--offline")
+    assert cli_run(*common, "-q").returncode == 0
+    unsearchable(monkeypatch, folder / "sub")
+    est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
+    run, run_json = cli_run(*common, "-q"), cli_run(*common, "--json")
+    assert est.returncode == est_json.returncode == run.returncode == run_json.returncode == 0
+    said = run.stderr.splitlines()
+    assert len(said) == 11 and said[-1] == "streamrag: ... and 3 more warnings (see --json)", said
+    assert est.stderr.splitlines() == said
+    warnings = json.loads(run_json.stdout)["warnings"]
+    assert json.loads(est_json.stdout)["warnings"] == warnings and len(warnings) == 13
+    assert {"blob00.txt: binary file, not indexed; move it out of the folder, or add it to index.exclude",
+            "rows.jsonl: no 'text' field in any row; name the column holding the text 'text' or set index.text_field",
+            "sub/guild.txt: cannot read (Permission denied); what was indexed from it stays; check that it "
+            "exists and is readable (its permissions, and its folder's)"} <= set(warnings), warnings
+    assert est.stdout.rstrip().endswith("13 files cannot be indexed as they are (what was indexed from 1 of them "
+                                        "stays, counted; the others not counted); the warnings name them"), est.stdout
