@@ -506,7 +506,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
-    held = [_decode(data, label, warnings)]
+    held = [_decode(data, shown, warnings)]
     del data   # (a big file's bytes, not kept beside its text)
     text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
@@ -574,9 +574,9 @@ def _seen(text: str, label: str) -> str:
     return seen
 
 
-def _decode(data: bytes, label: str, warnings: list[str]) -> str:
-    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``label``
-    is the file's path as messages show it (``_safe``).
+def _decode(data: bytes, name: str, warnings: list[str]) -> str:
+    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``name``
+    is the file's path as the index names it (messages show it ``_safe``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
@@ -586,6 +586,7 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
     cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
     control characters, wherever they begin, is a binary file; a few NULs are dropped."""
+    label = _safe(name)
     text = None
     for bom, codec in _BOMS:
         if data.startswith(bom):
@@ -609,10 +610,10 @@ def _decode(data: bytes, label: str, warnings: list[str]) -> str:
         except UnicodeDecodeError as e:
             first = e.start
         else:
-            text = _escaped(data, label, warnings) or text
+            text = _escaped(data, name, warnings) or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings, first)
+            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, name, warnings, first)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -662,8 +663,9 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
-def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) -> str:
+def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int) -> str:
     """The text of ``data``, which is not UTF-8 from byte ``first`` on (see ``_decode``)."""
+    label = _safe(name)
     strays, utf8, letters = _strays(data)
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
     # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
@@ -680,7 +682,7 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
     reading = legacy.read(data)
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
-                        f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, label)})")
+                        f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, name)})")
         return reading.text
     try:
         text, used = data.decode("cp1252"), "cp1252"
@@ -691,12 +693,12 @@ def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int) ->
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
-                        f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, label)})")
+                        f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, name)})")
     else:
         # (The command names what it was read as, which is what a Western file most often is:
         # `-f <its encoding>` left the newcomer to guess the one it had just been read in.)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
-                        f"{_iconv(_ICONV_NAMES[used], label)}, or with -f its own encoding if its accents "
+                        f"{_iconv(_ICONV_NAMES[used], name)}, or with -f its own encoding if its accents "
                         "look wrong in answers)")
     return text
 
@@ -722,7 +724,7 @@ def _short_and_binary(text: str) -> bool:
     return controls > 2 or controls > 0 and blanks * _SPACING < len(text)
 
 
-def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
+def _escaped(data: bytes, name: str, warnings: list[str]) -> str | None:
     """The text of ``data``, ASCII bytes, in the 7-bit CJK encoding its escape sequences say
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
@@ -732,8 +734,8 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
     reading = legacy.escaped(data)
     if reading is None:
         return None
-    warnings.append(f"{label}: written in {reading.encoding.name}, read as such by its escape sequences; "
-                    f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, label)})")
+    warnings.append(f"{_safe(name)}: written in {reading.encoding.name}, read as such by its escape sequences; "
+                    f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, name)})")
     return reading.text
 
 
@@ -741,9 +743,10 @@ def _escaped(data: bytes, label: str, warnings: list[str]) -> str | None:
 _ICONV_NAMES = {"cp1252": "CP1252", "latin-1": "ISO-8859-1"}
 
 
-def _iconv(encoding: str, label: str) -> str:
-    """The command that writes the file ``label`` (as messages show it) in UTF-8, from ``encoding``."""
-    return f"`iconv -f {encoding} -t UTF-8 {shell_word(label)}`"
+def _iconv(encoding: str, name: str) -> str:
+    """The command that writes the file ``name`` (as the index names it, not as messages show it:
+    quoted for a shell from that, ``shell_word``) in UTF-8, from ``encoding``."""
+    return f"`iconv -f {encoding} -t UTF-8 {shell_word(name)}`"
 
 
 _STRAY_LETTER = re.compile("[\udca0-\udcff]")

@@ -87,9 +87,24 @@ def shown(path: Path | str) -> str:
 
 
 def shell_word(path: Path | str) -> str:
-    """``path`` as ``shown``, quoted for a shell as one word of a command a message gives to run:
-    a relative path opening with "-" is written "./-notes", which no command takes for an
-    option (`streamrag index -notes` was a usage error, `iconv -f CP1252 -t UTF-8 -a.txt` one
-    of iconv's)."""
-    text = shown(path)
-    return shlex.quote(f"./{text}" if text.startswith("-") else text)
+    """``path`` quoted for a shell as one word of a command a message gives to run, on one line
+    as ``shown``: a relative path opening with "-" is written "./-notes", which no command takes
+    for an option (`streamrag index -notes` was a usage error, `iconv -f CP1252 -t UTF-8 -a.txt`
+    one of iconv's). One holding characters ``shown`` escapes (a newline, bytes not UTF-8) is
+    written in $'...' quotes, whose escapes bash, zsh and ksh read back as those characters:
+    as ``shown`` has it in plain quotes, 'a\\nb.txt' named a file of a backslash and an "n"."""
+    text = os.fspath(path)
+    text = f"./{text}" if text.startswith("-") else text
+    if shown(text) == text:
+        return shlex.quote(text)
+    return "$'" + "".join(_in_dollar_quotes(ch) for ch in text) + "'"
+
+
+def _in_dollar_quotes(ch: str) -> str:
+    """``ch`` inside $'...': a quote and a backslash escaped, what ``shown`` escapes as its bytes
+    (``\\xe2\\x80\\xae``: ``\\u202e`` wants a UTF-8 locale; an undecodable name's bytes as they are)."""
+    if ch in "\\'":
+        return "\\" + ch
+    if storable(ch) and not _UNPRINTABLE.match(ch):
+        return ch
+    return _ESCAPES.get(ch) or "".join(f"\\x{b:02x}" for b in os.fsencode(ch))

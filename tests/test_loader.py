@@ -237,6 +237,32 @@ def test_the_command_for_a_file_whose_name_opens_with_a_dash_runs(tmp_path):
     assert (done.returncode, done.stdout.decode()) == (0, text), done.stderr
 
 
+
+def test_the_command_for_a_file_whose_name_holds_a_newline_runs(tmp_path):
+    # The name as messages show it, on one line, in plain quotes: 'old\nnotes.txt' named a file
+    # of a backslash and an "n", which iconv could not open. In $'...' bash reads it back.
+    import os
+    import shutil
+    import subprocess
+
+    from streamrag.terminal import shell_word
+
+    if not (shutil.which("iconv") and shutil.which("bash")):
+        pytest.skip("no iconv or bash")
+    text = "Le garçon très âgé a mangé une crème brûlée.\n"
+    for name in ("old\nnotes.txt", "it's \\ \u202eodd\t.txt"):
+        [doc], [warning] = read_documents(write(tmp_path / name, text.encode("cp1252")), root=tmp_path)
+        command = re.search(r"`(iconv [^`]*)`", warning).group(1)
+        assert "\n" not in warning and command.startswith("iconv -f CP1252 -t UTF-8 $'"), warning
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True)
+        assert (done.returncode, done.stdout.decode()) == (0, text), (name, done.stderr)
+    # Any name, its bytes not UTF-8 too, is the word a shell reads, on one line.
+    for name in ("plain.txt", "my notes", "-a\rb", "\x85\x1b[31m", os.fsdecode(b"caf\xe9\n\\'.txt")):
+        word = shell_word(name)
+        said = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True).stdout
+        assert said == os.fsencode(f"./{name}" if name.startswith("-") else name) and "\n" not in word, word
+
+
 def test_a_large_file_not_in_utf8_is_judged_in_little_memory_and_read_as_before(tmp_path):
     import tracemalloc
 
