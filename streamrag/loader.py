@@ -92,7 +92,8 @@ TITLE_CHARS = 100
 # its byte-order mark, cut short or broken, is not indexed (``_broken_after_mark``: a short one was
 # read as cp1252, "ÿþAB", a long one said to be UTF-16 "without a byte-order mark"). 18: a file
 # under 320 characters read as cp1252 or Latin-1 throughout with more than two control characters,
-# or any and few spaces, is a binary file (``_short_and_binary``: a 64-byte digest was text).
+# or any and few spaces, is a binary file (``_short_and_binary``: a 64-byte digest was text);
+# short cp1252 text with a digit zero is not UTF-16 CJK text (``_WESTERN``: "2031" read as kana).
 VERSION = "18"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
@@ -935,11 +936,13 @@ _CJK_LETTER = re.compile("[\u3100-\u9fff\uac00-\ud7a3\uf900-\ufaff]")
 _ZERO_BYTE = re.compile("[\x01-\xff]")
 
 
-# The bytes of a Western 8-bit text (cp1252, Latin-1): ASCII letters, digits, spaces and
-# punctuation, Latin-1's letters and cp1252's quotes and dashes. Short, with no character only
-# UTF-16 makes, such a text reads as ideographs in UTF-16 ("canción schön to" as 捡湣槳渠獣棶渠瑯);
-# UTF-16 CJK text's bytes are nearly never all of these (a low byte is any of 256).
-_WESTERN = re.compile("[\t\n\r A-Za-z0-9.,;:!?'\"()/&\\-\u0091-\u0097\u00ab\u00bb\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff]*")
+# The bytes of a Western 8-bit text (cp1252, Latin-1): ASCII's printable ones, tabs and line
+# ends, Latin-1's letters and cp1252's quotes and dashes. Short, such a text reads as ideographs
+# in UTF-16 ("canción schön to" as 捡湣槳渠獣棶渠瑯), and a digit zero beside a letter or digit as
+# kana, a character only UTF-16 makes ("20" as 〲): "July 4, 2031 \x97 The" was UTF-16 text, or
+# refused as UTF-16 cut short. UTF-16 CJK text's bytes are nearly never all of these (a zero
+# byte is ASCII's in UTF-16, and a low byte is any of 256).
+_WESTERN = re.compile("[\t\n\r\x20-\x7e\u0091-\u0097\u00ab\u00bb\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff]*")
 
 
 def _reads_as_cjk(text: str | None, head: bytes) -> bool:
@@ -954,10 +957,11 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     were read as text) and some of them again and again as a text's are (16-bit numbers that
     fall there are nearly all different), when no legacy CJK encoding reads the bytes as text
     (``legacy``): Chinese with no punctuation, or Korean with no space, in its first 8 KB was
-    a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``)."""
+    a binary file; and its ideographs not all pairs of ASCII letters (``_CJK_LETTER``), nor its
+    bytes all a Western 8-bit text's (``_WESTERN``)."""
     from streamrag import legacy   # (here, not above: see the note on the imports)
 
-    if text is None or len(text) < 8:
+    if text is None or len(text) < 8 or _WESTERN.fullmatch(head.decode("latin-1")):
         return False
     n = len(text)
     if len(_CJK_TEXT.findall(text)) < 0.95 * n:
@@ -966,8 +970,7 @@ def _reads_as_cjk(text: str | None, head: bytes) -> bool:
     if len(_UTF16_ONLY.findall(text)) < 0.03 * n and (
             len(legacy.IDEOGRAPH_OR_SYLLABLE.findall(text)) < 0.9 * n
             or len(letters) >= 200 and len(set(letters)) > 0.75 * len(letters)
-            or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None
-            or _WESTERN.fullmatch(head.decode("latin-1"))):
+            or legacy.common(letters) < 0.8 or legacy.cjk_codec(head[: len(head) - len(head) % 2]) is not None):
         return False
     # (Paired-up 8-bit text has no zero byte: text a tenth of whose characters have one, ASCII
     # in UTF-16, is no such pairs, however its few ideographs fall: an English text naming

@@ -1278,9 +1278,12 @@ def test_short_western_8_bit_text_is_not_utf16_cjk_text(tmp_path):
     # A few words of cp1252 hold no character only UTF-16 makes, and read as UTF-16 they are
     # ideographs, common ones: since CJK text with no punctuation is read, "canción schön to"
     # was 捡湣槳渠獣棶渠瑯, and one of an odd length was refused as broken UTF-16. Their bytes
-    # are a Western text's (``_WESTERN``): read as cp1252, as before.
+    # are a Western text's (``_WESTERN``): read as cp1252, as before. So are those with a digit
+    # zero beside a letter or digit, which reads as kana, a character only UTF-16 makes: a
+    # date and a dash (the corpus's news in cp1252, cut short) were UTF-16 text, or refused.
     for text in ("canción schön to", "to für final für", "on général final", "brûlée Österreich",
-                 "Ødum final Zürich", "in forêt for général\n"):
+                 "Ødum final Zürich", "in forêt for général\n", "July 4, 2031 — The", "uly 4, 2031 — The",
+                 "6–1022 | 6,510 |\n", "Ødum 2031 | Zürich 1050 | 10"):
         [doc], warnings = read_documents(write(tmp_path / "w.txt", text.encode("cp1252")), root=tmp_path)
         assert doc.text == text and "not valid UTF-8, read as cp1252" in warnings[0], (text, doc.text, warnings)
 
