@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from streamrag import citations
 from streamrag.config import MODES
+from streamrag.status import counted
 from streamrag.terminal import TerminalText, shown, terminal_text
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def format_footer(answer: Answer) -> str:
         how += f", chosen automatically: {answer.auto_reason}"
     u = answer.llm
     cost = ("no LLM calls" if not u.get("calls") else
-            f"{u['calls']} LLM call(s), {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} "
+            f"{counted(u['calls'], 'LLM call')}, {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} "
             f"completion tokens" + (f", {u['cached']} from cache" if u.get("cached") else ""))
     lines.append(f"[{how}; {'extractive, ' if answer.extractive else ''}{cost}]")
     return "\n".join(lines)

@@ -497,7 +497,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
     for i, line in enumerate(left_out_lines(r.left_out, include)):
         lines.append(f"  {'left out' if i == 0 else '':<15}{line}")
     if calls:
-        lines.append(f"  LLM            {calls} calls ({cached} from cache), {tokens:,} tokens")
+        lines.append(f"  LLM            {_n(calls, 'call')} ({cached} from cache), {tokens:,} tokens")
     if r.failures:
         # What is true of the files and folders among them (a binary file "could not be read").
         unusable = unusable_said(r.unreadable_by_kind)

@@ -564,6 +564,24 @@ def test_claims_asked_for_offline_are_said_to_need_a_model(cli_run, corpus, tmp_
     assert "extract_claims" not in cli_run("index", str(corpus), "-q", "--offline", "--db", str(tmp_path / "i.db")).stderr
 
 
+def test_the_index_summary_counts_one_llm_call_as_one_call(tmp_path):
+    # An offline extraction that embeds (index.extractor = "nlp" and an endpoint) said "1 calls".
+    from streamrag.cli import _format_sync
+    from streamrag.pipeline import SyncResult
+
+    def summary(calls: int) -> str:
+        stats = {"embed": {"calls": calls, "prompt_tokens": 196}}
+        r = SyncResult(run_id="r", version=2, documents=1, documents_added=0, documents_removed=0,
+                       documents_unchanged=1, chunks=1, chunks_extracted=0, chunks_reused=1, entities=7,
+                       relationships=16, claims=0, communities=2, reports=2, reports_generated=0,
+                       reports_kept=2, reclustered=False, failures=0, warnings=[], llm=stats, wall_s=0.4,
+                       offline=True)
+        return _format_sync(r, tmp_path / "i.db", ["*.txt"])
+
+    assert "  LLM            1 call (0 from cache), 196 tokens" in summary(1).splitlines()
+    assert "  LLM            2 calls (0 from cache), 196 tokens" in summary(2).splitlines()
+
+
 def test_an_embedding_model_without_an_endpoint_indexes_offline_and_says_it_embeds_nothing(cli_run, corpus, tmp_path):
     # It stopped with "no LLM configured ... or use the offline extractor", --offline given.
     (tmp_path / "s.toml").write_text('[llm]\nembedding_model = "text-embedding-3-small"\n')

@@ -2345,6 +2345,17 @@ def test_the_footer_lists_the_first_documents_and_counts_the_rest():
     assert "  ... and 5 more (see --json)" in lines
 
 
+def test_the_footer_counts_one_llm_call_as_one_call():
+    # It said "1 LLM call(s)", where the index summary and watch's lines count their calls in words.
+    from streamrag.ask_command import format_footer
+
+    usage = {"calls": 1, "prompt_tokens": 775, "completion_tokens": 287, "cached": 0}
+    answer = Answer(question="q", requested_mode="local", mode="local", search="local", text="x", llm=usage)
+    assert "1 LLM call, 775 prompt + 287 completion tokens]" in format_footer(answer)
+    answer.llm = {**usage, "calls": 3, "cached": 3}
+    assert "3 LLM calls, 775 prompt + 287 completion tokens, 3 from cache]" in format_footer(answer)
+
+
 @pytest.mark.parametrize("mode", ["local", "global"])
 async def test_an_answer_cut_off_at_its_budget_says_so(llm_db, simulator, mode):
     from streamrag.ask_command import format_footer
