@@ -199,7 +199,8 @@ class Settings(_Section):
         if self.llm.embedding_model and self.has_endpoint and self.no_network:
             lines.append(f"{where}llm.embedding_model is set, but --offline calls no model: this run "
                          "embeds nothing (`ask` finds what has no vector by its words); to embed and "
-                         "still extract offline, set index.extractor = \"nlp\" instead")
+                         "still extract offline, run without --offline, with index.extractor = \"nlp\" "
+                         "in the settings file")
         elif self.llm.embedding_model and not self.has_endpoint:
             # (It stopped the run with "no LLM configured", --offline given or not.)
             lines.append(f"{where}llm.embedding_model is set, but no llm.api_base: this run embeds "

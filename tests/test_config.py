@@ -263,6 +263,19 @@ def test_an_unusable_extraction_prompt_is_refused_where_a_model_will_read_it(tmp
                             "(it is named by index.extraction_prompt)")
 
 
+def test_offline_with_an_embedding_model_says_to_run_without_the_flag(tmp_path):
+    # It said 'set index.extractor = "nlp" instead' to a file that had set it, the flag the only
+    # thing between that index and its vectors.
+    for extractor in ("", '[index]\nextractor = "nlp"\n'):
+        path = write(tmp_path, '[llm]\napi_base = "http://127.0.0.1:9/v1"\n'
+                               f'embedding_model = "text-embedding-3-small"\n{extractor}')
+        settings = load_settings(path, env={}, overrides={"index": {"extractor": "nlp"}})   # (--offline)
+        settings.no_network = True
+        [line] = settings.unused_by_indexing()
+        assert line.endswith('to embed and still extract offline, run without --offline, with '
+                             'index.extractor = "nlp" in the settings file'), line
+
+
 def test_find_config_walks_up(tmp_path):
     write(tmp_path, "")
     deep = tmp_path / "a" / "b"
