@@ -744,10 +744,11 @@ def problems_line(lines: list[str], where: str) -> str:
 
 
 def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | None) -> str:
-    """``FILE: KEY: WHAT``, or ``ORIGIN: WHAT`` for a key set by the environment or a flag."""
+    """``FILE: KEY: WHAT``, or ``ORIGIN: WHAT`` for a key set by the environment or a flag; an
+    endpoint quoted in either (the value, the fix) without its credentials (``without_secrets``)."""
     if origins and key in origins:
-        return f"{origins[key]}: {what}"
-    return f"{where}: {key}: {what}"
+        return without_secrets(f"{origins[key]}: {what}")
+    return without_secrets(f"{where}: {key}: {what}")
 
 
 def _convert(data: dict, defaults: dict, where: str
@@ -880,6 +881,20 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     _check(settings, where, origins, models_for=models_for, mistyped=mistyped, unknown=refused + unknown,
            order=order)
     return settings
+
+
+# A URL's password (``user:password@``) and a query parameter that carries a credential
+# (``?api-key=...``, Azure's and others' way): the parts of an endpoint no message may show.
+_URL_PASSWORD_RE = re.compile(r"(://[^/?#@\s:'\"]*:)[^/?#@\s'\"]+@")
+_URL_SECRET_RE = re.compile(r"([?&](?:api[-_]?key|key|access[-_]?token|token|secret|password|sig)=)"
+                            r"[^&#\s'\"]+", re.IGNORECASE)
+
+
+def without_secrets(text: str) -> str:
+    """``text`` with every URL in it shown without its credentials (``***`` for them): an
+    endpoint is said in errors, status lines and the index (``endpoint_answered``), the key
+    it sends never (it goes in a header alone)."""
+    return _URL_SECRET_RE.sub(r"\1***", _URL_PASSWORD_RE.sub(r"\1***@", text))
 
 
 def check_api_key(key: str, var: str) -> str:

@@ -125,6 +125,23 @@ def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     assert "\n" not in message
 
 
+def test_an_endpoint_a_refusal_quotes_is_shown_without_its_credentials(tmp_path):
+    # The value and the fix were quoted whole: a password (user:password@) or a key in the query
+    # (?api-key=) went to stderr, and into a script's log, with the refusal.
+    secret = "sk-LEAKCHECK-1234567890abcdef"
+    path = write(tmp_path, f'[llm]\napi_base = "https://me:{secret}@x.test/v1/chat/completions"\n')
+    assert refusal(path).endswith("llm.api_base: is the base URL, without /chat/completions (streamrag "
+                                  "adds it): use 'https://me:***@x.test/v1'")
+    queried = f"https://x.test/v1?api-key={secret}&api-version=2024-10-21"
+    for env, overrides, origin in (({"STREAMRAG_API_BASE": queried}, None, "STREAMRAG_API_BASE="),
+                                   ({}, {"llm": {"api_base": queried}}, "--api-base ")):
+        with pytest.raises(ConfigError) as e:
+            load_settings(None, env=env, overrides=overrides, override_names={"llm.api_base": "--api-base"})
+        assert str(e.value) == (f"{origin}https://x.test/v1?api-key=***&api-version=2024-10-21: is the base "
+                                "URL, without a query string: use 'https://x.test/v1' and set "
+                                "llm.api_version = '2024-10-21'"), str(e.value)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("[index]\ninclude = [1]\n", 'index.include[0]: expected str, got int; write it like its default: '
                                  'include = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv"]'),
