@@ -220,7 +220,11 @@ class LLMClient:
         self._call_log = CallLog(store, writer)
         self.run_id = run_id
         self.encoding = encoding
-        base = settings.api_base.rstrip("/")
+        base, auth = settings.api_base.rstrip("/"), None
+        if (url := httpx.URL(base)).userinfo:
+            # A user:password@ in api_base is sent as httpx sends it (Basic auth) but kept out of
+            # the URLs that errors, the call log and `status --failures` quote.
+            base, auth = str(url.copy_with(userinfo=b"")), httpx.BasicAuth(url.username, url.password)
         self.chat_url = f"{base}/chat/completions"
         self.embeddings_url = f"{base}/embeddings"
         # How its replies are read; ``base_setting`` (Settings.api_base_from): what set api_base, for messages.
@@ -234,7 +238,7 @@ class LLMClient:
         params = {"api-version": settings.api_version} if settings.api_version else None
         slots = max(1, settings.concurrency)
         self._http = httpx.AsyncClient(
-            headers=headers, params=params, transport=transport, verify=tls_context(),
+            headers=headers, params=params, auth=auth, transport=transport, verify=tls_context(),
             timeout=httpx.Timeout(settings.request_timeout_s),
             limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
         self._slots = anyio.CapacityLimiter(slots)

@@ -251,6 +251,15 @@ def one_line(text: object) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def hidden(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with each of ``secrets`` (the API key sent, a URL's password) as ``***``: a server
+    that quotes the request back (a 401 naming the key it refused, a 500 echoing its headers)
+    put the key in the error, on stderr, in the call log and in `status --failures`."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
 # A model the server does not serve, as a 400 (or 422) says it: OpenAI-compatible proxies
 # (LiteLLM, OpenRouter, vLLM) answer so where OpenAI answers 404 ("The model `x` does not exist",
 # code model_not_found).

@@ -25,10 +25,10 @@ import msgspec
 from streamrag.answer_cache import Answer
 from streamrag.answer_json import json_kind, read_content, read_finish, read_usage
 from streamrag.call_log import UNUSABLE
-from streamrag.config import LLMSettings
+from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
-                                       duration, error_code, forbidden_reason, html_page, key_advice,
+                                       duration, error_code, forbidden_reason, hidden, html_page, key_advice,
                                        model_settings, one_line, overflow_advice, provider_message,
                                        refused_param, unknown_model, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
@@ -47,6 +47,9 @@ class Replies:
                  embeddings_url: str) -> None:
         self.settings = settings
         self._api_key = api_key
+        # What the server may quote back but no message of ours says (``hidden``); a key of a few
+        # characters (Ollama takes any, "ollama") is no secret, and hiding it would garble words.
+        self._secrets = tuple(s for s in (api_key, httpx.URL(settings.api_base).password) if len(s) >= 8)
         self.base_from = base_from   # what set api_base (Settings.api_base_from), for messages
         self.chat_url = chat_url
         self.embeddings_url = embeddings_url
@@ -62,7 +65,8 @@ class Replies:
         status = resp.status_code
         if 200 <= status < 300:
             return
-        said = provider_message(resp, whole=True)   # (a wait, a parameter may come late in it)
+        # (All of it: a wait, a parameter may come late in it.)
+        said = hidden(provider_message(resp, whole=True), self._secrets)
         message = one_line(said)
         if status == 429 and error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
@@ -133,7 +137,7 @@ class Replies:
             keys = model_settings(self.settings, model)
             where = (f"{' / '.join(keys)} = {model!r}: give a model the server serves"
                      if keys else "llm.*_model")
-            base, setting = self.settings.api_base, self.setting
+            base, setting = without_secrets(self.settings.api_base), self.setting
             parsed = httpx.URL(base)
             if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
                     and not self.settings.api_version:
@@ -165,7 +169,7 @@ class Replies:
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else None
-        message = one_line(message if message is not None else error)
+        message = one_line(hidden(str(message if message is not None else error), self._secrets))
         code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"

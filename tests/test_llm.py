@@ -6,6 +6,7 @@ request it sees with a timestamp, so limits are checked on what reached the wire
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import inspect
 import json
@@ -318,6 +319,46 @@ async def test_a_403_for_another_reason_than_the_key_leads_with_it(tmp_path, err
     keyed = expected == "the API key was rejected"
     assert keyed == ("the API key was rejected" in str(err.value)), str(err.value)
     assert err.value.every_call and len(endpoint.requests) == 1
+
+
+LEAKED = "sk-LEAKCHECK-1234567890abcdef"
+
+
+@pytest.mark.parametrize("status", [401, 400])
+async def test_a_key_the_server_quotes_back_is_sent_but_never_said(tmp_path, status):
+    # A server that quotes the request back (a proxy's 401 naming the key it refused) put the key
+    # in the error on stderr and in the llm_calls row `status --failures` reads.
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = f"Incorrect API key provided: {request.headers['Authorization']}"
+        return httpx.Response(status, json={"error": {"message": said}})
+
+    sent = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, lambda r: sent.append(r) or echo(r), key=LEAKED) as (llm, store):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    assert sent[0].headers["Authorization"] == f"Bearer {LEAKED}"   # sent as before
+    assert "Incorrect API key provided: Bearer ***" in str(err.value)
+    assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])
+
+
+async def test_a_password_in_api_base_is_sent_but_never_said(tmp_path):
+    # http://user:password@host/v1: httpx sends it as Basic auth, as before; every error quoted
+    # the URL with the password in it, and the call log kept it.
+    sent = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(403, json={"error": {"message": "Forbidden"}})
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, refuse, key="", api_base=f"http://me:{LEAKED}@llm.test/v1") as (llm, store):
+            with pytest.raises(LLMRequestError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    basic = base64.b64encode(f"me:{LEAKED}".encode()).decode()
+    assert sent[0].headers["Authorization"] == f"Basic {basic}"
+    assert str(err.value).startswith("http://llm.test/v1/chat/completions: HTTP 403")
+    assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])
 
 
 @pytest.mark.parametrize("from_env", [False, True])

@@ -288,6 +288,30 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.stream_error("boom", "m1", "extract")
 
 
+def test_a_key_or_password_the_server_quotes_back_is_never_said():
+    # A server echoing the request (its headers in a 500, the key in a 401) put the key in the
+    # message said on stderr and kept in llm_calls and failures; api_base's password too.
+    key, url = "sk-LEAKCHECK-1234567890abcdef", "http://x/v1/chat/completions"
+    said = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1"), key, "", url, "http://x/v1/embeddings")
+    echoed = {"error": {"message": f"headers: Authorization: Bearer {key}; password pw-LEAKCHECK-42"}}
+    for status, raised in ((401, LLMRequestError), (400, LLMRequestError), (500, Retryable)):
+        with pytest.raises(raised) as e:
+            said.check_status(httpx.Response(status, json=echoed), url, "m1")
+        assert "Bearer ***; password ***" in str(e.value) and "LEAKCHECK" not in str(e.value), status
+    with pytest.raises(Retryable) as e:
+        said.stream_error({"message": f"bad key {key}"}, "m1", "extract")
+    assert str(e.value) == "error in the stream: bad key ***"
+    # The fix a 404 gives names the endpoint without the password.
+    unversioned = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x"), key, "", "http://x/chat/completions",
+                          "http://x/embeddings")
+    with pytest.raises(LLMRequestError, match=r"set llm.api_base to 'http://me:\*\*\*@x/v1'"):
+        unversioned.check_status(httpx.Response(404, text="404 page not found"), "http://x/chat/completions", "m1")
+    # A key of a few characters ("ollama": Ollama takes any) is no secret: words holding it stay.
+    short = Replies(LLMSettings(api_base="http://x/v1"), "ollama", "", url, "http://x/v1/embeddings")
+    with pytest.raises(LLMRequestError, match="HTTP 400: ollama says no"):
+        short.check_status(httpx.Response(400, json={"error": {"message": "ollama says no"}}), url, "m1")
+
+
 def test_a_refused_max_tokens_is_sent_as_max_completion_tokens(monkeypatch):
     monkeypatch.setattr(model_quirks, "REFUSED", {})
     payload = {"model": "o3", "messages": [], "max_tokens": 10, "temperature": 0.0}
