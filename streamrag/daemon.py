@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from streamrag import index_rows
-from streamrag.config import Settings, find_config, load_settings
+from streamrag.config import Settings, find_config, load_settings, without_secrets
 from streamrag.errors import LLMError, LLMUnavailableError, StreamragError, UnusableFirstIndex, disk_full
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
@@ -547,12 +547,13 @@ class Daemon:
         neither, nor where). Offline with an embedding model (``index.extractor = "nlp"``) still
         calls the endpoint: it said "offline" and no endpoint of a watch whose outage lines named one."""
         s = self.settings
+        endpoint = without_secrets(s.llm.api_base)   # (the watch's log and --json lines: no password)
         if not s.offline:
-            return "llm", s.llm.api_base, f"LLM {s.llm.extraction_model} at {s.llm.api_base}"
+            return "llm", endpoint, f"LLM {s.llm.extraction_model} at {endpoint}"
         said = "offline (NLP extraction, extractive reports)"
         if not s.calls_model:
             return "offline", None, said
-        return "offline", s.llm.api_base, f"{said}, embeddings {s.llm.embedding_model} at {s.llm.api_base}"
+        return "offline", endpoint, f"{said}, embeddings {s.llm.embedding_model} at {endpoint}"
 
     async def _run(self, source: AsyncIterable[ChangeSet] | None) -> None:
         w = self.settings.watch

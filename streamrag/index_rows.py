@@ -20,6 +20,7 @@ import msgspec
 
 from streamrag.cache import EMBEDDING_SCHEME
 from streamrag.call_log import UNUSABLE
+from streamrag.config import without_secrets
 from streamrag.errors import StoreError
 from streamrag.records import Chunk, Claim, Community, Extraction, Report, Spans
 from streamrag.store import Store
@@ -900,8 +901,9 @@ def save_empty_files(store: Store, files: dict[str, tuple[str, str]]) -> None:
 
 def note_answered(store: Store, api_base: str, at: float) -> None:
     """Notes that ``api_base`` answered a call of a run ending at ``at``: a watch started later
-    says an outage of it as one of an endpoint that stopped answering, not as a wrong api_base."""
-    store.set_meta("endpoint_answered", json.dumps({"api_base": api_base, "at": at}))
+    says an outage of it as one of an endpoint that stopped answering, not as a wrong api_base.
+    Noted without a password in it (``without_secrets``), which the index is no place for."""
+    store.set_meta("endpoint_answered", json.dumps({"api_base": without_secrets(api_base), "at": at}))
 
 
 def answered_at(store: Store, api_base: str) -> float | None:
@@ -909,7 +911,7 @@ def answered_at(store: Store, api_base: str) -> float | None:
     (``.../v1`` and ``.../v1/`` are one endpoint)."""
     try:
         noted = json.loads(store.get_meta("endpoint_answered") or "{}")
-        same = str(noted.get("api_base", "")).rstrip("/") == api_base.rstrip("/")
+        same = str(noted.get("api_base", "")).rstrip("/") == without_secrets(api_base).rstrip("/")
         return float(noted["at"]) if same else None
     except (ValueError, TypeError, KeyError, AttributeError):   # not as written: never noted
         return None

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamrag.config import without_secrets
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
 from streamrag.watch_lines import answered, clock, clocks, span
@@ -70,7 +71,7 @@ class Outage:
 
     def began(self) -> dict[str, Any]:
         """Notes that the endpoint stopped answering; the fields of the line that says so."""
-        endpoint = self.settings.llm.api_base or f"({self.base_setting()} not set)"
+        endpoint = without_secrets(self.settings.llm.api_base) or f"({self.base_setting()} not set)"
         since = self.failing_since or time.time()
         self.current = {"since": since, "endpoint": endpoint, "every": None,
                         "at": time.monotonic(), "owed": False}

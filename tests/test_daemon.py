@@ -2676,6 +2676,21 @@ def test_the_first_line_says_offline_or_which_model_at_which_endpoint(corpus, tm
                           "quiet 2s, grace 10s)"), first
 
 
+def test_no_line_and_nothing_in_the_index_shows_the_endpoints_password(corpus, tmp_path, capsys, simulator):
+    # http://user:password@host/v1: the first line ("LLM ... at ENDPOINT", its --json endpoint) and
+    # the index's note of the endpoint answering (meta endpoint_answered) held the password.
+    base = simulator.base_url.replace("http://", "http://me:pw-LEAKCHECK-42@")
+    db = tmp_path / "w.db"
+    assert main(["watch", str(corpus), "--api-base", base, "--db", str(db), "--once", "--json"]) == 0
+    said = capsys.readouterr()
+    first = json.loads(said.out.splitlines()[0])
+    assert first["endpoint"] == simulator.base_url.replace("http://", "http://me:***@"), first
+    assert "LEAKCHECK" not in said.out + said.err
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        dump = "\n".join(conn.iterdump())
+    assert "LEAKCHECK" not in dump and "http://me:***@" in dump
+
+
 def test_the_first_line_names_the_index_by_its_absolute_path(corpus, capsys, monkeypatch):
     # `watch DIR` said "DIR/.streamrag/index.db" (and "db" so in JSON), `status --json` the absolute path.
     monkeypatch.chdir(corpus.parent)

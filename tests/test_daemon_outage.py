@@ -1151,6 +1151,17 @@ def test_an_endpoint_that_stopped_in_the_minute_it_answered_is_said_to_the_secon
                                f"{clock(minute - 60)}"
 
 
+def test_an_outage_names_the_endpoint_without_its_password():
+    # http://user:password@host/v1: the outage lines ("... stopped answering at ...") and their
+    # --json endpoint quoted the password.
+    from streamrag.outage import Outage
+
+    outage = Outage(make_settings("http://me:pw-LEAKCHECK-42@127.0.0.1:9/v1"), emit=lambda *a, **k: None)
+    outage.answered_at, outage.failing_since = time.time() - 60, time.time() - 30
+    assert outage.began()["endpoint"] == "http://me:***@127.0.0.1:9/v1"
+    assert outage.stopped().startswith("http://me:***@127.0.0.1:9/v1 stopped answering at ")
+
+
 def test_another_error_met_during_an_outage_is_said_as_it_is(tmp_path):
     # During an outage of an endpoint that answered before, any error of a sync was said as the
     # endpoint having stopped answering: a full disk too.
