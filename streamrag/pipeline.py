@@ -47,7 +47,7 @@ from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check
                                      chunking_change, chunking_settings, cut_anew)
 from streamrag.collector import fewer_collections
 from streamrag.communities import GraphEdges, hierarchical_leiden, updated_partition
-from streamrag.config import Settings
+from streamrag.config import Settings, from_folder
 from streamrag.errors import (
     ConfigError,
     InputError,
@@ -210,6 +210,36 @@ def _excluded_by(paths: list[Path], include: list[str], exclude: list[str], root
     found = documents(loader.scan(paths, include, root=root, skipped=[], unlisted=[], gone=[]))
     rels = [loader.stored_path(f, root) for f in found]
     return len(found), [p for p in exclude if any(loader.excluded(rel, loader.exclude_patterns([p])) for rel in rels)]
+
+
+def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Path | None) -> str:
+    """The warning of a scan of ``paths`` that found no file: what left the files out (said by
+    ``index`` and ``index --estimate`` alike). It blamed index.include alone, and so
+    `exclude = ["*"]`, which leaves out every file (and took every document out of an index),
+    was told to widen include."""
+    ix = settings.index
+    under = ", ".join(loader.shown(p) for p in paths)
+    found, by = _excluded_by(paths, ix.include, ix.exclude, root,
+                             lambda files: without_index_files(files, db_path, also=settings.own_files()))
+    if by:
+        return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
+                "file(s) index.include matches there; name only the folders or files to leave out")
+    if folders := _folders_named(ix.include, root):
+        return (f"no file under {under} matches index.include ({', '.join(ix.include)}): it matches files, "
+                "not folders; " + ", ".join(f'use "{f}/*" for the files under {f}' for f in folders))
+    return (f"no file under {under} matches index.include ({', '.join(ix.include)}); add such files, or "
+            "widen index.include")
+
+
+def _folders_named(include: list[str], root: Path | None) -> list[str]:
+    """The folders of ``root`` that ``include`` patterns without a wildcard name ("docs", "docs/"):
+    a user who wrote one meant the files in it, which such a pattern never matches. Said when the
+    run finds no file, not refused as the settings load: there the folder cannot be seen, and
+    "docs" also takes a file named docs in any folder."""
+    if root is None:
+        return []
+    names = [from_folder(p).rstrip("/") for p in include if not any(c in p for c in "*?[")]
+    return [n for n in dict.fromkeys(names) if n and (root / n).is_dir()]
 
 
 class Indexer:
@@ -768,22 +798,8 @@ class Indexer:
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why})"
                             f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
-            scan.warnings.append(self._nothing_found(paths))
+            scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root))
         return scan, files, rechunk
-
-    def _nothing_found(self, paths: list[Path]) -> str:
-        """The warning of a scan of ``paths`` that found no file: what left the files out. It
-        blamed index.include alone, and so `exclude = ["*"]`, which leaves out every file (and took
-        every document out of an index), was told to widen include."""
-        ix = self.settings.index
-        under = ", ".join(loader.shown(p) for p in paths)
-        found, by = _excluded_by(paths, ix.include, ix.exclude, self.root,
-                                 lambda files: without_index_files(files, self.db_path, also=self.settings.own_files()))
-        if by:
-            return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
-                    "file(s) index.include matches there; name only the folders or files to leave out")
-        return (f"no file under {under} matches index.include ({', '.join(ix.include)}); add such files, or "
-                "widen index.include")
 
     # -- stage 2: what changed -----------------------------------------------------------------
     def _changes(self, store: Store, scan: Scan) -> Change:

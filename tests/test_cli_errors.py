@@ -241,6 +241,27 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
         f"no file under {notes} matches index.include (*.pdf); add such files, or widen index.include"]
 
 
+def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_path):
+    # include = ["docs"] or ["docs/"] matches no file (include matches files), and the run said
+    # only "no file under notes matches index.include (docs/); add such files, or widen ...".
+    notes = tmp_path / "notes"
+    (notes / "docs").mkdir(parents=True)
+    (notes / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
+    db = str(tmp_path / "i.db")
+    for include in ('"docs"', '"docs/"', '"./docs/", "*.pdf"'):
+        (notes / "streamrag.toml").write_text(f"[index]\ninclude = [{include}]\n")
+        summary = json.loads(run("index", str(notes), "--db", db, "--json").stdout)
+        assert summary["documents"] == 0 and summary["warnings"] == [
+            f"no file under {notes} matches index.include ({include.replace(chr(34), '')}): it matches files, "
+            'not folders; use "docs/*" for the files under docs'], include
+    # (the fix it names takes the files; a pattern naming no folder keeps the old advice)
+    (notes / "streamrag.toml").write_text('[index]\ninclude = ["docs/*"]\n')
+    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["documents"] == 1
+    (notes / "streamrag.toml").write_text('[index]\ninclude = ["papers"]\n')
+    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"] == [
+        f"no file under {notes} matches index.include (papers); add such files, or widen index.include"]
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):
