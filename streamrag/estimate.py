@@ -84,7 +84,7 @@ from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
 from streamrag.merge import mentions_of, unique_descriptions
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
-from streamrag.pipeline import check_not_downgraded
+from streamrag.pipeline import check_not_downgraded, nothing_found
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
 from streamrag.reports import ReportContext, build_context, context_key
@@ -176,7 +176,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
     unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
-    for path in without_index_files(found, db, also=settings.own_files()):   # (as `index` does)
+    found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)
+    if not found and not unlisted:   # (said as `index` says it: it said nothing)
+        skipped.append(nothing_found(paths, settings, db, root))
+    for path in found:
         read.add(loader.stored_path(path, root))
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)

@@ -262,6 +262,21 @@ def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_
         f"no file under {notes} matches index.include (papers); add such files, or widen index.include"]
 
 
+def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
+    # `index --estimate` said nothing when no file matched ("0 documents ... no cost" alone).
+    notes = tmp_path / "notes"
+    (notes / "docs").mkdir(parents=True)
+    (notes / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
+    db = str(tmp_path / "i.db")
+    for settings in ('include = ["*.pdf"]', 'exclude = ["*"]', 'include = ["docs"]'):
+        (notes / "streamrag.toml").write_text(f"[index]\n{settings}\n")
+        estimated = run("index", str(notes), "--db", db, "--estimate")
+        said = json.loads(run("index", str(notes), "--db", db, "--estimate", "--json").stdout)["warnings"]
+        indexed = json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"]
+        assert len(said) == 1 and said == indexed and said[0].startswith(f"no file under {notes} "), settings
+        assert estimated.stderr.splitlines() == [f"streamrag: warning: {said[0]}"], estimated.stderr
+
+
 @pytest.mark.parametrize("command", [("status",), ("export", "out.json"), ("vacuum",)])
 def test_a_command_that_calls_no_model_is_not_stopped_by_a_bad_endpoint(cli, capsys, tmp_path, indexed,
                                                                        monkeypatch, command):
