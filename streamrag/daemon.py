@@ -87,7 +87,7 @@ from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
                                    paid, seconds_said, summed)
-from streamrag.watched_folder import WatchedFolder, reading
+from streamrag.watched_folder import WatchedFolder, reading, under
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
     from streamrag.pipeline import Indexer, SyncResult
@@ -459,6 +459,7 @@ class Daemon:
         # "199 added, 1 modified").
         unheld: set[str] = set()
         with reading(self.db_path) as store:
+            failed = self.folder.failed_now(store) if not all(exists for _d, exists in looked.values()) else set()
             for rel, (is_dir, exists) in looked.items():
                 path = self.root / rel
                 if is_dir:
@@ -471,11 +472,12 @@ class Daemon:
                         self._warn_once(line)
                     continue
                 if not exists:
-                    # Only what the index holds, or a sync is queued for, can be deleted: a
-                    # broken link, which the polling watcher reports deleted at every poll, is
-                    # neither, and queued a sync that changed nothing every 10 * quiet_s. (No
-                    # index to read, gone with the folder say: the sync that makes it decides.)
-                    gone = self.folder.indexed_in(store, rel) | self._queued_in(rel)
+                    # Only what the index holds, a sync is queued for, or the last update could
+                    # not use (a binary x.txt, its failure said until another change's sync) can
+                    # be deleted: a broken link, which the polling watcher reports deleted at
+                    # every poll, is none, and queued a sync that changed nothing every 10 * quiet_s.
+                    # (No index to read, gone with the folder say: the sync that makes it decides.)
+                    gone = self.folder.indexed_in(store, rel) | self._queued_in(rel) | under(failed, rel)
                     if store is None or self.folder.is_indexed(store, rel):
                         gone.add(rel)
                     for each in gone:

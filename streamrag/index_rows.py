@@ -793,6 +793,14 @@ def run_failures(store: Store, limit: int, *run_ids: str, leaving: set[tuple[str
     return rows
 
 
+def load_failed(store: Store, *run_ids: str) -> set[str]:
+    """The files and folders runs ``run_ids`` could not use (their ``load`` failures' items)."""
+    if not run_ids:
+        return set()
+    return {item for (item,) in store.conn.execute(
+        f"SELECT DISTINCT item FROM failures WHERE {_in('run_id', run_ids)} AND stage = 'load'", run_ids)}
+
+
 def failed_chunks(store: Store, run_id: str) -> set[tuple[str, str]]:
     """The ``(stage, item)`` of the chunks run ``run_id`` could not extract (stages ``extract``
     and ``glean``) that no published document holds: the new version of a file holding one stays

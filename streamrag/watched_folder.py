@@ -22,6 +22,7 @@ from streamrag.loader import (exclude_patterns, excluded, file_of, include_patte
                               leads_outside_line, name_or_path_matches, read_documents, storable, why_unusable)
 from streamrag.terminal import shown
 from streamrag.on_disk import same_on_disk, stored_files
+from streamrag.status import failure_runs, last_update
 from streamrag.store import Store, index_files
 from streamrag.watch_events import ADDED, DELETED
 
@@ -58,7 +59,8 @@ class WatchedFolder:
 
         Hidden entries (the ``.streamrag`` folder among them), the database and files that
         ``index.include`` does not match are ignored, as the folder scan ignores them. A
-        deleted path matching no pattern counts when indexed files lay under it (a folder):
+        deleted path matching no pattern counts when indexed files lay under it (a folder), or
+        files the last update could not use (``failed_now``: their failures go with them):
         ``indexed_under`` asks the index that (``batch`` gives one that opens it once for a
         batch of events; by default it is opened for the question). Such an entry counts all
         the same where an indexed link leads, or a broken link would (``note_links``): as the
@@ -83,11 +85,14 @@ class WatchedFolder:
         after the block (a delete burst of 10,000 such paths opened it 10,000 times)."""
         with contextlib.ExitStack() as stack:
             opened: list[Store | None] = []
+            failed: list[set[str]] = []
 
             def indexed_under(rel: str) -> bool:
                 if not opened:
                     opened.append(stack.enter_context(reading(self.db_path)))
-                return opened[0] is not None and index_rows.holds_under(opened[0], rel)
+                    failed.append(self.failed_now(opened[0]))
+                return opened[0] is not None and (index_rows.holds_under(opened[0], rel)
+                                                  or bool(under(failed[0], rel)))
 
             yield lambda change, path: self.relevant(change, path, indexed_under=indexed_under)
 
@@ -162,7 +167,16 @@ class WatchedFolder:
         with reading(self.db_path) as store:
             if store is None:
                 return False
-            return index_rows.holds_under(store, rel)
+            return index_rows.holds_under(store, rel) or bool(under(self.failed_now(store), rel))
+
+    @staticmethod
+    def failed_now(store: Store | None) -> set[str]:
+        """The files and folders the last update could not use (a binary x.txt), as the health
+        line and `status` count its failures (``status.failure_runs``): one deleted is an event
+        to sync, or its failure was said until some other change's sync."""
+        if store is None:
+            return set()
+        return index_rows.load_failed(store, *failure_runs(store, last_update(store)))
 
     @staticmethod
     def is_indexed(store: Store | None, rel: str) -> bool:
@@ -314,3 +328,8 @@ class WatchedFolder:
         except (OSError, StreamragError):
             return None
         return {doc.path: doc.id for doc in docs}
+
+
+def under(paths: set[str], rel: str) -> set[str]:
+    """Those of ``paths`` that are ``rel`` or lie under it."""
+    return {p for p in paths if p == rel or p.startswith(f"{rel}/")}

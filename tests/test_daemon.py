@@ -505,6 +505,38 @@ async def test_a_file_that_cannot_be_indexed_counts_once_until_it_changes(corpus
     assert len(warnings) == 1 and warnings[0].startswith("scan.txt: binary file"), warnings   # (the same line)
 
 
+async def test_a_file_that_cannot_be_indexed_takes_its_failure_with_it_when_deleted(corpus, tmp_path):
+    # A binary x.txt added and then deleted stayed a failure ("1 in the last update", the health
+    # line's failures 1) until the sync of some other change.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "d.db"
+
+    def failures() -> tuple[int, int]:
+        info = status_info(db)
+        return info["failures_total"], info["failures_last_run"]
+
+    async with running(settings, db, corpus) as (daemon, events, send):
+        async with send:
+            (corpus / "x.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+            await send.send({(Change.added, str(corpus / "x.txt"))})
+            await until(lambda: daemon.syncs == 2)
+            assert failures() == (1, 1) and daemon.health()["failures"] == 1
+            (corpus / "x.txt").unlink()
+            await send.send({(Change.deleted, str(corpus / "x.txt"))})
+            await until(lambda: daemon.syncs == 3)
+            assert failures()[1] == 0 and daemon.health()["failures"] == 0
+            # (and one in a folder moved away, the one event a watcher sees of it)
+            (corpus / "scans").mkdir()
+            (corpus / "scans" / "y.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+            await send.send({(Change.added, str(corpus / "scans"))})
+            await until(lambda: daemon.syncs == 4)
+            assert failures()[1] == 1 and daemon.health()["failures"] == 1
+            (corpus / "scans").rename(tmp_path / "scans")
+            await send.send({(Change.deleted, str(corpus / "scans"))})
+            await until(lambda: daemon.syncs == 5)
+            assert failures()[1] == 0 and daemon.health()["failures"] == 0
+
+
 async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus, tmp_path):
     (corpus / "minutes.pdf").write_bytes(b"%PDF-1.4")
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
