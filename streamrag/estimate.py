@@ -453,6 +453,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     if not added and not removed and not resummarize:
         return 0, []   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
+    state.describe(store, list(state.relationships))   # (every line is compared)
     before = _lines(state)
     if resummarize:
         state.retry_summaries |= set(state.entities) | set(state.relationships)

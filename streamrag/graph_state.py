@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import functools
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,6 +145,10 @@ class GraphState:
 
     @classmethod
     def load(cls, store: Store) -> GraphState:
+        """The published graph. The relationships' descriptions are left in the store (None)
+        until a step reads them (``describe``): an update needs those of the relationships it
+        merges, publishes changed or shows in a report, not all 200,000 (34 MB of text, 45 MB
+        of the process of an update to the index of 10,000 documents)."""
         st = cls.unread(store)
         for eid, name, etype, description, mentions, degree in index_rows.entity_rows(store):
             st.entities[eid] = Entity(id=eid, name=name, type=etype, description=description,
@@ -153,9 +157,9 @@ class GraphState:
         # A relationship's ends are the entities' own id strings, not copies read with its row:
         # two for each of 200,000 relationships were 28 MB of the graph of 10,000 documents.
         same = {eid: eid for eid in st.entities}
-        for rid, source, target, description, weight, mentions, combined in index_rows.relationship_rows(store):
+        for rid, source, target, weight, mentions, combined in index_rows.relationship_edges(store):
             st.relationships[rid] = Relationship(
-                id=rid, source=same.get(source, source), target=same.get(target, target), description=description,
+                id=rid, source=same.get(source, source), target=same.get(target, target), description=None,
                 weight=weight, mentions=mentions, combined_degree=combined)
             st.old_combined[rid] = combined
             st.old_weight[rid] = weight
@@ -165,6 +169,14 @@ class GraphState:
             st.old_reports[community.id] = report_key
             st.old_contexts[community.id] = context_key
         return st
+
+    def describe(self, store: Store, ids: Iterable[str]) -> None:
+        """Reads from the store the descriptions ``load`` left there of the relationships among
+        ``ids`` (those of the published version: one merged or summarized this run has its own)."""
+        relationships = self.relationships
+        unread = {rid for rid in ids if (r := relationships.get(rid)) is not None and r.description is None}
+        for rid, description in index_rows.relationship_descriptions(store, unread) if unread else ():
+            relationships[rid].description = description
 
     def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
         """Re-merges every element the changed chunks touch; returns the summaries to write.
@@ -256,6 +268,7 @@ class GraphState:
         """Merges each affected relationship from its remaining and new mentions (or drops it),
         noting the entities whose edges moved and adding the summaries to write to ``jobs``."""
         retry = self.retry_summaries
+        self.describe(store, affected)   # (a relationship whose mentions are as they were keeps its own)
         old_sources = index_rows.sources(store, "relationship_sources", "relationship_id", affected)
         for rid in sorted(affected):
             old_rows = old_sources.get(rid, [])
@@ -450,6 +463,9 @@ class GraphState:
                       if r.combined_degree != full.get(r.source, 0) + full.get(r.target, 0)]
             if wrong:
                 raise AssertionError(f"degrees counted from the changes differ from a recount: {wrong[:5]}")
+        # Every changed relationship is published whole: one whose combined degree alone moved
+        # was not merged, and its description is still the store's.
+        self.describe(store, self.changed_relationships)
 
 
 
@@ -477,9 +493,16 @@ class GraphCache:
         self._state, self._db = state, db.resolve()
 
 
-def check_cached(cached: GraphState, loaded: GraphState) -> None:
-    """Tests: a kept graph equals the graph read from the store."""
-    for name in ("entities", "relationships", "claims", "old_degree", "old_combined", "old_weight",
+def check_cached(store: Store, cached: GraphState, loaded: GraphState) -> None:
+    """Tests: a kept graph equals the graph read from the store (``store``), the descriptions
+    it has read too (one it has not is read from the store when a step needs it)."""
+    loaded.describe(store, list(loaded.relationships))
+    kept = {rid: msgspec.structs.replace(r, description=loaded.relationships[rid].description)
+            if r.description is None and rid in loaded.relationships else r
+            for rid, r in cached.relationships.items()}
+    if kept != loaded.relationships:
+        raise AssertionError("the kept graph's relationships differ from the store's")
+    for name in ("entities", "claims", "old_degree", "old_combined", "old_weight",
                  "old_contexts", "old_reports", "retry_summaries", "unusable", "report_unusable", "report_held", "counted",
                  "version"):
         if getattr(cached, name) != getattr(loaded, name):

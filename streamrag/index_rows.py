@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -344,6 +344,18 @@ def relationship_rows(store: Store) -> Iterator[tuple[str, str, str, str, float,
     """(id, source, target, description, weight, mentions, combined degree) of every relationship."""
     return store.conn.execute(
         "SELECT id, source, target, description, weight, mentions, combined_degree FROM relationships")
+
+
+def relationship_edges(store: Store) -> Iterator[tuple[str, str, str, float, int, int]]:
+    """(id, source, target, weight, mentions, combined degree) of every relationship: its row
+    but for the description (``relationship_descriptions`` reads those a step needs)."""
+    return store.conn.execute("SELECT id, source, target, weight, mentions, combined_degree FROM relationships")
+
+
+def relationship_descriptions(store: Store, ids: Collection[str]) -> Iterator[tuple[str, str]]:
+    """(id, description) of the published relationships among ``ids``."""
+    for part in _batches(ids):
+        yield from store.conn.execute(f"SELECT id, description FROM relationships WHERE {_in('id', part)}", part)
 
 
 def load_claims(store: Store) -> list[Claim]:

@@ -922,7 +922,7 @@ class Indexer:
         if cached is None:
             return GraphState.load(store)
         if self.check_shortcuts:
-            check_cached(cached, GraphState.load(store))
+            check_cached(store, cached, GraphState.load(store))
         return cached
 
     # -- stage 3: summaries --------------------------------------------------------------------

@@ -227,6 +227,7 @@ class ReportStage:
         ix = self.settings.index
         rels_by_entity, claims_by_entity = self.elements.of(c.members)
         rels = internal_relationships(c, rels_by_entity)
+        self.state.describe(self.store, [r.id for r in rels])   # (the lines it may show)
         kids = [(k, r) for k in self.children.get(c.id, ()) if (r := self.child_report(k)) is not None]
         ctx = build_context(c, entities=self.state.entities, relationships=rels,
                             claims={m: claims_by_entity[m] for m in c.members if m in claims_by_entity},

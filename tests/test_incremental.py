@@ -1738,3 +1738,31 @@ async def test_extractions_of_an_extractor_left_behind_are_kept_from_when_it_was
     conn = sqlite3.connect(db)
     assert set(conn.execute("SELECT chunk_id, extractor FROM extractions")) == live
     conn.close()
+
+
+async def test_a_graph_read_back_leaves_relationship_descriptions_in_the_store(generated, tmp_path, monkeypatch):
+    # An update reads the descriptions of the relationships it merges, publishes or shows in a
+    # report, not every one (34 MB of text in the graph of 10,000 documents).
+    from streamrag import index_rows
+
+    corpus = folder(generated, tmp_path / "c", range(1, 11))
+    db = tmp_path / "i.db"
+    await sync([corpus], make_settings(), db, root=corpus)
+    store = Store(db, readonly=True)
+    published = {r["id"]: r["description"] for r in store.query("SELECT id, description FROM relationships")}
+    loaded = GraphState.load(store)
+    assert published and all(r.description is None for r in loaded.relationships.values())
+    some = sorted(published)[::3]
+    loaded.describe(store, some + ["rel-not-there"])
+    store.close()
+    assert {rid: r.description for rid, r in loaded.relationships.items() if r.description is not None} == \
+        {rid: published[rid] for rid in some}
+
+    read: list[str] = []
+    descriptions = index_rows.relationship_descriptions
+    monkeypatch.setattr(index_rows, "relationship_descriptions",
+                        lambda store, ids: read.extend(ids) or descriptions(store, ids))
+    victim = corpus / "doc_00003.txt"
+    victim.write_text(victim.read_text() + "\n\nOfficials said Corin Fenell met Noor Wexell.\n")
+    await sync([corpus], make_settings(), db, root=corpus)
+    assert read and len(read) == len(set(read)) < len(published)   # (each read once, and not all)
