@@ -30,6 +30,10 @@ from streamrag.summarizer import new_summary_input
 # (see GraphState.finish_graph); an index without this mark is recounted once.
 DEGREES_VERSION = "1"
 
+# Reading a relationship's description by its id costs about as many rows of a pass over them
+# all: ``describe`` reads a third of them or more in one pass.
+_LOOKUP_COST = 3
+
 
 @dataclass
 class Change:
@@ -175,7 +179,10 @@ class GraphState:
         ``ids`` (those of the published version: one merged or summarized this run has its own)."""
         relationships = self.relationships
         unread = {rid for rid in ids if (r := relationships.get(rid)) is not None and r.description is None}
-        for rid, description in index_rows.relationship_descriptions(store, unread) if unread else ():
+        # (the index of 10,000 documents: 10,044 were 0.04 s looked up by id; all 202,662 were
+        # 0.69 s looked up, 0.32 s picked from one pass, as a third of them are)
+        many = len(unread) * _LOOKUP_COST > len(relationships)
+        for rid, description in index_rows.relationship_descriptions(store, unread, one_pass=many) if unread else ():
             relationships[rid].description = description
 
     def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:

@@ -352,8 +352,14 @@ def relationship_edges(store: Store) -> Iterator[tuple[str, str, str, float, int
     return store.conn.execute("SELECT id, source, target, weight, mentions, combined_degree FROM relationships")
 
 
-def relationship_descriptions(store: Store, ids: Collection[str]) -> Iterator[tuple[str, str]]:
-    """(id, description) of the published relationships among ``ids``."""
+def relationship_descriptions(store: Store, ids: Collection[str], *, one_pass: bool = False) -> Iterator[tuple[str, str]]:
+    """(id, description) of the published relationships among ``ids``: looked up by id, or
+    picked from one pass over the table (``one_pass``, for many)."""
+    if one_pass:
+        wanted = ids if isinstance(ids, (set, frozenset)) else set(ids)
+        yield from ((rid, d) for rid, d in store.conn.execute("SELECT id, description FROM relationships")
+                    if rid in wanted)
+        return
     for part in _batches(ids):
         yield from store.conn.execute(f"SELECT id, description FROM relationships WHERE {_in('id', part)}", part)
 

@@ -1752,16 +1752,18 @@ async def test_a_graph_read_back_leaves_relationship_descriptions_in_the_store(g
     published = {r["id"]: r["description"] for r in store.query("SELECT id, description FROM relationships")}
     loaded = GraphState.load(store)
     assert published and all(r.description is None for r in loaded.relationships.values())
-    some = sorted(published)[::3]
+    some = sorted(published)[::4]   # (looked up by id; all of them are read in one pass)
     loaded.describe(store, some + ["rel-not-there"])
-    store.close()
     assert {rid: r.description for rid, r in loaded.relationships.items() if r.description is not None} == \
         {rid: published[rid] for rid in some}
+    loaded.describe(store, list(published))
+    store.close()
+    assert {rid: r.description for rid, r in loaded.relationships.items()} == published
 
     read: list[str] = []
     descriptions = index_rows.relationship_descriptions
     monkeypatch.setattr(index_rows, "relationship_descriptions",
-                        lambda store, ids: read.extend(ids) or descriptions(store, ids))
+                        lambda store, ids, **how: read.extend(ids) or descriptions(store, ids, **how))
     victim = corpus / "doc_00003.txt"
     victim.write_text(victim.read_text() + "\n\nOfficials said Corin Fenell met Noor Wexell.\n")
     await sync([corpus], make_settings(), db, root=corpus)
