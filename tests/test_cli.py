@@ -786,6 +786,21 @@ def test_a_copied_folder_with_its_index_updates_the_copy(cli_run, corpus, tmp_pa
     assert cli_run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
 
 
+def test_a_store_path_out_of_the_folder_is_said_as_json_gives_it(cli_run, corpus, tmp_path):
+    # store.path = "../kept/n.db" was said 'Indexed into /.../corpus/../kept/n.db', where --json's
+    # db was /.../kept/n.db.
+    (corpus / "streamrag.toml").write_text('[store]\npath = "../kept/n.db"\n')
+    (tmp_path / "kept").mkdir()
+    kept = tmp_path.resolve() / "kept" / "n.db"
+    out = cli_run("index", str(corpus), "--offline", "-q")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith(f"Indexed into {kept} (version 1, offline")
+    (corpus / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    out = cli_run("index", str(corpus), "--offline", "-q", "--json")
+    assert json.loads(out.stdout)["db"] == str(kept)
+    assert cli_run("status", str(corpus)).stdout.splitlines()[0] == f"Index {kept}"
+
+
 def test_indexing_a_subfolder_or_one_file_updates_it_inside_the_folders_index(cli_run, corpus, tmp_path):
     (corpus / "sub").mkdir()
     moved = sorted(corpus.glob("*.txt"))[0]
