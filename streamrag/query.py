@@ -458,7 +458,7 @@ class _Search:
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
         self.status(f"local search: {len(entities)} entities ({how}), "
-                    f"{sum(ctx.sections.values())} context tokens")
+                    f"{sum(ctx.sections.values()):,} context tokens")
         return ctx
 
     async def _local(self) -> None:

@@ -2173,6 +2173,19 @@ def test_cmd_ask_streams_and_ends_with_the_documents(offline_db, capsys, monkeyp
     assert "Documents:" in captured.out and "global static search at level 0" in captured.out
 
 
+def test_the_local_search_line_says_its_context_tokens_as_other_figures_are_said(offline_db, capsys, monkeypatch):
+    # It said 'local search: 11 entities (bm25 + pagerank), 3880 context tokens', where every
+    # other count of tokens has its thousands comma.
+    monkeypatch.delenv("STREAMRAG_API_BASE", raising=False)
+    common = ["ask", "Who is Mira Osk?", "--db", str(offline_db), "--mode", "local"]
+    assert cmd_ask(_parse(common + ["--json"])) == 0
+    total = sum(json.loads(capsys.readouterr().out)["details"]["context_tokens"].values())
+    assert total >= 1000   # (else there is no comma to write)
+    assert cmd_ask(_parse(common)) == 0
+    line = [x for x in capsys.readouterr().err.splitlines() if x.startswith("streamrag: local search: ")]
+    assert line and line[0].endswith(f"), {total:,} context tokens"), line
+
+
 @pytest.mark.parametrize("flag", [None, "--no-stream", "--json"])
 def test_cmd_ask_prints_no_terminal_escapes_from_document_text(offline_db, capsys, monkeypatch, flag):
     import streamrag.query as query
