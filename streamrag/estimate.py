@@ -966,11 +966,11 @@ def format_estimate(e: dict) -> str:
     for stage, s in [*u["by_stage"].items(), ("total", u)]:   # paid calls: cache hits left out
         if stage != "total" and s["calls"] == s["cached"]:
             continue   # every call from the cache, or none expected (0.13 gleanings): nothing to pay
-        lines.append(f"  {stage:<12} {s['calls'] - s['cached']:>6} calls  {s['prompt_tokens']:>12,} prompt  "
+        lines.append(f"  {stage:<12} {_paid_calls(s['calls'] - s['cached'])}  {s['prompt_tokens']:>12,} prompt  "
                      f"{s['completion_tokens']:>10,} completion")
     if u["cached"]:
-        lines.append(f"  ({u['cached']} first extraction answers are in the cache, from an "
-                     "earlier run: not counted)")
+        lines.append(f"  ({counted(u['cached'], 'first extraction answer')} {'is' if u['cached'] == 1 else 'are'} "
+                     "in the cache, from an earlier run: not counted)")
     # (A first index's estimate read as if measured on its model: nothing said it had no calls to go by.)
     # (An index of 15 calls of these models was said to hold none: 20 of a stage are needed.)
     few = e.get("model_calls", 0)
@@ -982,6 +982,12 @@ def format_estimate(e: dict) -> str:
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
     return "\n".join(lines) + because + unreadable
+
+
+def _paid_calls(n: int) -> str:
+    """The calls column of the estimate's table, worded as ``counted`` words it ('1 call', where
+    it said '1 calls'), the word padded to keep the columns after it in line."""
+    return f"{n:>6,} {'call' if n == 1 else 'calls':<5}"
 
 
 def _worked_on(e: dict) -> str:

@@ -1171,3 +1171,21 @@ def test_an_estimate_names_the_files_it_cannot_use_as_index_does(cli_run, tmp_pa
             "exists and is readable (its permissions, and its folder's)"} <= set(warnings), warnings
     assert est.stdout.rstrip().endswith("13 files cannot be indexed as they are (what was indexed from 1 of them "
                                         "stays, counted; the others not counted); the warnings name them"), est.stdout
+
+
+def test_one_call_is_said_one_call(cli_run, tmp_path, simulator):
+    # A one-sentence file's estimate said '  extract  1 calls  363 prompt ...', and an index
+    # with one extraction answer in the cache '(1 first extraction answers are in the cache'.
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council in Port Ruvickton.\n")
+    common = ("index", str(folder), "--api-base", simulator.base_url)
+    rows = {row.split()[0]: row.split()[1:3] for row in cli_run(*common, "--estimate").stdout.splitlines()[1:]
+            if row.startswith("  ")}
+    assert rows["extract"] == ["1", "call"] and rows["total"][1] == "calls" and int(rows["total"][0]) > 1, rows
+    assert cli_run(*common, "-q").returncode == 0
+    with sqlite3.connect(folder / ".streamrag" / "index.db") as conn:   # as if killed after the answer
+        conn.execute("DELETE FROM extractions")
+    conn.close()
+    text = cli_run(*common, "--estimate").stdout
+    assert "  (1 first extraction answer is in the cache, from an earlier run: not counted)" in text, text
