@@ -176,6 +176,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
     unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
+    empty: list[str] = []    # the files with nothing to index, said as `index` says them (after the scan's lines)
     found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)
     if not found and not unlisted:   # (said as `index` says it: it said nothing)
         skipped.append(nothing_found(paths, settings, db, root))
@@ -183,7 +184,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         read.add(loader.stored_path(path, root))
         try:
             documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
-        except EmptyInput:   # nothing to index: a warning in `index`, not a file it cannot read
+        except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
+            empty.append(str(e))
             continue
         except InputError as e:
             unreadable += 1
@@ -345,7 +347,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model},
-            "warnings": unlisted_said + failed + skipped}
+            "warnings": unlisted_said + failed + skipped + empty}
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:

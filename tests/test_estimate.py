@@ -1189,3 +1189,23 @@ def test_one_call_is_said_one_call(cli_run, tmp_path, simulator):
     conn.close()
     text = cli_run(*common, "--estimate").stdout
     assert "  (1 first extraction answer is in the cache, from an earlier run: not counted)" in text, text
+
+
+def test_an_estimate_says_the_files_with_nothing_to_index_as_index_does(cli_run, tmp_path):
+    # An empty file and one of spaces and line ends: `index` warns of each, the estimate said
+    # nothing of them, on stderr or in --json's warnings. A broken link's line comes first, as
+    # in index's.
+    (tmp_path / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "spaces.md").write_text("  \n\n\t \n")
+    (tmp_path / "gone.txt").symlink_to("nowhere")
+    common = ("index", str(tmp_path), "--db", str(tmp_path / "x.db"), "--offline")
+    est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
+    run = cli_run(*common, "-q")
+    assert est.returncode == est_json.returncode == run.returncode == 0
+    said = [line for line in run.stderr.splitlines() if line.startswith("streamrag: warning: ")]
+    assert said[1:] == ["streamrag: warning: empty.txt: empty file, nothing to index",
+                        "streamrag: warning: spaces.md: only white space, nothing to index"], said
+    assert est.stderr.splitlines() == said
+    assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
+    assert json.loads(est_json.stdout)["unreadable_files"] == 0   # (nothing failed)
