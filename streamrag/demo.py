@@ -20,7 +20,7 @@ from streamrag.assets import asset_dir
 from streamrag.config import load_settings
 from streamrag.errors import StreamragError
 from streamrag.signals import until_sigterm
-from streamrag.terminal import shell_word, terminal_text
+from streamrag.terminal import shell_word, shown, terminal_text
 from streamrag.store import Store, index_files, one_writer, root_and_paths
 
 GLOBAL_QUESTION = "What are the main themes of this story?"
@@ -81,11 +81,11 @@ def _refusal(others: list[str]) -> str:
     demo writes its index into the index.db there (not "beside" it, as was said), and puts its
     sample beside the rest."""
     rest = [name for name in others if name != NOT_A_DEMOS_INDEX]
-    shown = ", ".join(rest[:3]) + (f" and {len(rest) - 3} more" if len(rest) > 3 else "")
+    listed = ", ".join(map(shown, rest[:3])) + (f" and {len(rest) - 3} more" if len(rest) > 3 else "")
     if NOT_A_DEMOS_INDEX not in others:
-        return f"holds files of its own ({shown}), which the sample and its index would be put beside"
+        return f"holds files of its own ({listed}), which the sample and its index would be put beside"
     index = "holds an index.db that is not a demo's index, which the demo would write its own index into"
-    return index + (f", and other files of its own ({shown}), which the sample would be put beside"
+    return index + (f", and other files of its own ({listed}), which the sample would be put beside"
                     if rest else "")
 
 
@@ -101,16 +101,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                     override_names={"llm.api_base": "--api-base"})
     keep = args.dir is not None
     if keep and Path(args.dir).exists() and not Path(args.dir).is_dir():
-        raise StreamragError(f"--dir {args.dir}: not a folder; give a folder for the sample and its "
+        raise StreamragError(f"--dir {shown(args.dir)}: not a folder; give a folder for the sample and its "
                              "index (it is created if missing), or leave --dir out")
     if keep and Path(args.dir).is_dir():
         try:
             others = not_the_demos(Path(args.dir))
         except OSError as e:
-            raise StreamragError(f"--dir {args.dir}: cannot read the folder ({e.strerror or e}); give a "
+            raise StreamragError(f"--dir {shown(args.dir)}: cannot read the folder ({e.strerror or e}); give a "
                                  "new or empty folder you can write to, or leave --dir out") from None
         if others:
-            raise StreamragError(f"--dir {args.dir}: {_refusal(others)}; give a new or empty folder (or one "
+            raise StreamragError(f"--dir {shown(args.dir)}: {_refusal(others)}; give a new or empty folder (or one "
                                  "an earlier demo made), or leave --dir out")
     work = Path(args.dir) if keep else Path(tempfile.mkdtemp(prefix="streamrag-demo-"))
     try:
@@ -119,7 +119,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             try:
                 shutil.copytree(sample_dir(), corpus, ignore=shutil.ignore_patterns("*.md"))
             except OSError as e:
-                raise StreamragError(f"--dir {args.dir}: cannot copy the sample there "
+                raise StreamragError(f"--dir {shown(args.dir)}: cannot copy the sample there "
                                      f"({e.strerror or e}); give a folder you can write to") from None
         db = work / "index.db"
         settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say(terminal_text(format_footer(answer)))
         say(f"\nDemo finished in {time.monotonic() - started:.1f} s.")
         if keep:
-            say(f"The index is in {db}; try: streamrag ask --db {shell_word(db)} \"Who is Marley?\"")
+            say(f"The index is in {shown(db)}; try: streamrag ask --db {shell_word(db)} \"Who is Marley?\"")
         else:
             say("Index your own folder with: streamrag index DIR   (then: streamrag ask \"...\")")
         return 0

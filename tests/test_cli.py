@@ -721,6 +721,16 @@ def test_a_kept_demo_s_command_to_try_runs_as_given(cli_run, tmp_path):
     assert asked.returncode == 0 and "Marley" in asked.stdout, asked.stderr
 
 
+def test_a_kept_demo_names_its_index_on_one_line(cli_run, tmp_path):
+    # 'The index is in {db}' printed the folder as given: a newline broke the line, a terminal
+    # escape in it was sent to the terminal.
+    out = cli_run("demo", "--dir", "my\x1b[31m\ndemo", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.splitlines()[-1]
+    assert last.startswith("The index is in my\\x1b[31m\\ndemo/index.db; try: streamrag ask --db "), last
+    assert "\x1b" not in out.stdout
+
+
 def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path):
     # `demo --dir d` keeps d/index.db; `ask "Q" d` said to run `streamrag index d`, which built a
     # second index of the demo's text in d/.streamrag beside it.

@@ -543,6 +543,17 @@ def test_demo_keeps_out_of_a_folder_of_the_users(cli, tmp_path):
     cli("demo", "--dir", "e", code=1, fragments=("(christmas_carol)",))
 
 
+def test_demo_says_its_folder_and_the_files_in_it_on_one_line(cli, tmp_path):
+    # `demo --dir` named the folder, and the files it holds, as they are: a newline in either
+    # broke the error in two ('--dir a' / 'b.txt: not a folder'), where every other message
+    # shows a path escaped.
+    (tmp_path / "a\nb.txt").write_text("x\n")
+    cli("demo", "--dir", "a\nb.txt", code=1, fragments=("--dir a\\nb.txt: not a folder",))
+    (tmp_path / "n\nd").mkdir()
+    (tmp_path / "n\nd" / "x\ny.md").write_text("x\n")
+    cli("demo", "--dir", "n\nd", code=1, fragments=("--dir n\\nd: holds files of its own (x\\ny.md)",))
+
+
 def test_demo_keeps_out_of_an_index_that_is_no_demos(cli, tmp_path):
     # A folder holding only an index.db of the user's was taken for an earlier demo's, and the
     # staves were indexed into it.
