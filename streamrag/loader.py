@@ -507,7 +507,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
-    held = [_decode(data, shown, warnings)]
+    held = [_decode(data, shown, warnings, os.fspath(path))]
     del data   # (a big file's bytes, not kept beside its text)
     text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
@@ -575,9 +575,10 @@ def _seen(text: str, label: str) -> str:
     return seen
 
 
-def _decode(data: bytes, name: str, warnings: list[str]) -> str:
+def _decode(data: bytes, name: str, warnings: list[str], read_from: str) -> str:
     """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``name``
-    is the file's path as the index names it (messages show it ``_safe``).
+    is the file's path as the index names it (messages show it ``_safe``), ``read_from`` as it
+    was read (the commands a warning gives name it: ``_iconv``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
@@ -611,10 +612,10 @@ def _decode(data: bytes, name: str, warnings: list[str]) -> str:
         except UnicodeDecodeError as e:
             first = e.start
         else:
-            text = _escaped(data, name, warnings) or text
+            text = _escaped(data, name, warnings, read_from) or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, name, warnings, first)
+            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, name, warnings, first, read_from)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -664,7 +665,7 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
-def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int) -> str:
+def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int, read_from: str) -> str:
     """The text of ``data``, which is not UTF-8 from byte ``first`` on (see ``_decode``)."""
     label = _safe(name)
     strays, utf8, letters = _strays(data)
@@ -683,7 +684,7 @@ def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int) -> 
     reading = legacy.read(data)
     if reading.text is not None:
         warnings.append(f"{label}: not valid UTF-8, read as {reading.encoding.name} by its letters; to be "
-                        f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, name)})")
+                        f"sure of them, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
         return reading.text
     try:
         text, used = data.decode("cp1252"), "cp1252"
@@ -694,12 +695,12 @@ def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int) -> 
     if reading.likely:   # its letters are a legacy code page's, too few (or too mixed) to be sure
         names = " or ".join(e.name for e in reading.likely)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; it looks like {names}: if so, save "
-                        f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, name)})")
+                        f"it as UTF-8 (the output of {_iconv(reading.likely[0].iconv, read_from)})")
     else:
         # (The command names what it was read as, which is what a Western file most often is:
         # `-f <its encoding>` left the newcomer to guess the one it had just been read in.)
         warnings.append(f"{label}: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
-                        f"{_iconv(_ICONV_NAMES[used], name)}, or with -f its own encoding if its accents "
+                        f"{_iconv(_ICONV_NAMES[used], read_from)}, or with -f its own encoding if its accents "
                         "look wrong in answers)")
     return text
 
@@ -725,7 +726,7 @@ def _short_and_binary(text: str) -> bool:
     return controls > 2 or controls > 0 and blanks * _SPACING < len(text)
 
 
-def _escaped(data: bytes, name: str, warnings: list[str]) -> str | None:
+def _escaped(data: bytes, name: str, warnings: list[str], read_from: str) -> str | None:
     """The text of ``data``, ASCII bytes, in the 7-bit CJK encoding its escape sequences say
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
@@ -736,7 +737,7 @@ def _escaped(data: bytes, name: str, warnings: list[str]) -> str | None:
     if reading is None:
         return None
     warnings.append(f"{_safe(name)}: written in {reading.encoding.name}, read as such by its escape sequences; "
-                    f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, name)})")
+                    f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
     return reading.text
 
 
@@ -744,10 +745,12 @@ def _escaped(data: bytes, name: str, warnings: list[str]) -> str | None:
 _ICONV_NAMES = {"cp1252": "CP1252", "latin-1": "ISO-8859-1"}
 
 
-def _iconv(encoding: str, name: str) -> str:
-    """The command that writes the file ``name`` (as the index names it, not as messages show it:
-    quoted for a shell from that, ``shell_word``) in UTF-8, from ``encoding``."""
-    return f"`iconv -f {encoding} -t UTF-8 {shell_word(name)}`"
+def _iconv(encoding: str, read_from: str) -> str:
+    """The command that writes the file at ``read_from`` in UTF-8, from ``encoding``: its path as
+    it was read, which leads to it from where the user ran streamrag (`index notes` reads
+    notes/old.txt; the index's name for it, old.txt, is no file there), quoted for a shell
+    (``shell_word``), not as messages show it."""
+    return f"`iconv -f {encoding} -t UTF-8 {shell_word(read_from)}`"
 
 
 _STRAY_LETTER = re.compile("[\udca0-\udcff]")

@@ -16,6 +16,7 @@ import pytest
 from streamrag.errors import EmptyInput, InputError
 from streamrag.ids import document_id
 from streamrag.loader import read_documents, scan
+from streamrag.terminal import shell_word
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -184,7 +185,7 @@ def test_a_file_in_a_legacy_code_page_is_read_in_the_one_its_letters_say(tmp_pat
     [doc], warnings = read_documents(f, root=tmp_path)
     assert doc.text == _LEGACY[lang]
     assert warnings == [f"old notes.txt: not valid UTF-8, read as {name} by its letters; to be sure of them, "
-                        f"save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 'old notes.txt'`)"]
+                        f"save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 {shell_word(f)}`)"]
 
 
 def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_not_read(tmp_path):
@@ -197,7 +198,7 @@ def test_western_files_stay_cp1252_and_too_few_letters_of_a_code_page_are_named_
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == text * 5 and warnings == [
             "w.txt: not valid UTF-8, read as cp1252; save it as UTF-8 (the output of `iconv -f CP1252 -t "
-            "UTF-8 w.txt`, or with -f its own encoding if its accents look wrong in answers)"], text
+            f"UTF-8 {shell_word(f)}`, or with -f its own encoding if its accents look wrong in answers)"], text
     # Korean with no space is read in no code page: in GBK it is GB2312's ideographs (it was
     # read as Chinese), lacking the commonest (是 我 这 中 在 ...).
     f = write(tmp_path / "ko.txt", "서울은대한민국의수도입니다부산은항구도시입니다".encode("euc_kr") * 3)
@@ -218,11 +219,11 @@ def test_the_command_of_a_file_read_as_cp1252_or_latin1_names_the_encoding_it_wa
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == data.decode(used)
         assert warnings == [f"cp.txt: not valid UTF-8, read as {used}; save it as UTF-8 (the output of "
-                            f"`iconv -f {named} -t UTF-8 cp.txt`, or with -f its own encoding if its accents "
+                            f"`iconv -f {named} -t UTF-8 {shell_word(f)}`, or with -f its own encoding if its accents "
                             "look wrong in answers)"]
 
 
-def test_the_command_for_a_file_whose_name_opens_with_a_dash_runs(tmp_path):
+def test_the_command_for_a_file_whose_name_opens_with_a_dash_runs(tmp_path, monkeypatch):
     # `iconv -f CP1252 -t UTF-8 -old.txt` took the name for options ("invalid option -- 'o'").
     import shutil
     import subprocess
@@ -230,12 +231,34 @@ def test_the_command_for_a_file_whose_name_opens_with_a_dash_runs(tmp_path):
     if not shutil.which("iconv"):
         pytest.skip("no iconv")
     text = "Le garçon très âgé a mangé une crème brûlée.\n"
-    [doc], [warning] = read_documents(write(tmp_path / "-old.txt", text.encode("cp1252")), root=tmp_path)
+    write(tmp_path / "-old.txt", text.encode("cp1252"))
+    monkeypatch.chdir(tmp_path)   # (read as `index .` reads it there)
+    [doc], [warning] = read_documents(Path("-old.txt"), root=tmp_path)
     command = re.search(r"`(iconv [^`]*)`", warning).group(1)
     assert command == "iconv -f CP1252 -t UTF-8 ./-old.txt", warning
     done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True)
     assert (done.returncode, done.stdout.decode()) == (0, text), done.stderr
 
+
+
+def test_the_command_names_the_file_as_index_was_given_it(cli_run, tmp_path):
+    # `streamrag index notes` said `iconv -f CP1252 -t UTF-8 old.txt`, the file as the index
+    # names it, from inside notes: run where index was, it found no such file.
+    import shutil
+    import subprocess
+
+    if not (shutil.which("iconv") and shutil.which("bash")):
+        pytest.skip("no iconv or bash")
+    text = "Le garçon très âgé a mangé une crème brûlée.\n"
+    write(tmp_path / "notes" / "sub" / "old.txt", text.encode("cp1252"))
+    out = cli_run("index", "notes", "--offline", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    [warning] = [line for line in out.stderr.splitlines() if "not valid UTF-8" in line]
+    assert warning.startswith("streamrag: warning: sub/old.txt: not valid UTF-8"), warning   # (named as before)
+    command = re.search(r"`(iconv [^`]*)`", warning).group(1)
+    assert command == "iconv -f CP1252 -t UTF-8 notes/sub/old.txt", warning
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True)
+    assert (done.returncode, done.stdout.decode()) == (0, text), done.stderr
 
 
 def test_the_command_for_a_file_whose_name_holds_a_newline_runs(tmp_path):
@@ -312,7 +335,7 @@ def test_a_file_in_a_7_bit_cjk_encoding_is_read_by_its_escape_sequences(tmp_path
         [doc], warnings = read_documents(f, root=tmp_path)
         assert doc.text == text
         assert warnings == [f"old notes.txt: written in {name}, read as such by its escape sequences; to be sure "
-                            f"of it, save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 'old notes.txt'`)"]
+                            f"of it, save it as UTF-8 (the output of `iconv -f {iconv} -t UTF-8 {shell_word(f)}`)"]
 
 
 def test_ascii_text_with_escapes_or_tildes_is_not_taken_for_a_7_bit_cjk_encoding(tmp_path):
