@@ -809,11 +809,11 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
         value = out.get(section, {}).get(field) if isinstance(out.get(section), dict) else None
         if isinstance(value, str) and value:
             p = Path(value).expanduser()
-            out[section] = {**out[section], field: str(p if p.is_absolute() else _from_folder(folder, p))}
+            out[section] = {**out[section], field: str(p if p.is_absolute() else _resolved_from(folder, p))}
     return out
 
 
-def _from_folder(folder: Path, path: Path) -> Path:
+def _resolved_from(folder: Path, path: Path) -> Path:
     """The relative ``path`` from ``folder``, its leading '..' parts taken as ``folder``'s parents:
     store.path = "../idx/n.db" was said 'Indexed into /home/me/notes/../idx/n.db' (where
     ``index --json`` said /home/me/idx/n.db). Exact, as ``folder`` is resolved (no link in it to
