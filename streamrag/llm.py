@@ -525,7 +525,7 @@ class LLMClient:
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._replies.json(resp)
         latency = (time.perf_counter() - started) * 1000
-        return chat_answer(body, resp), latency
+        return chat_answer(body, resp, self._replies.secrets), latency
 
     async def _stream_chat(self, payload: dict, on_delta: Callable[[str], None],
                            shown: list[str], stage: str = "",

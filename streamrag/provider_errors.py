@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from base64 import b64encode
 
 import httpx
 import msgspec
@@ -249,6 +250,19 @@ def one_line(text: object) -> str:
     """``text`` on one line, at most 200 characters: a provider's words in a message of ours."""
     text = " ".join(str(text).split())
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def sent_secrets(api_key: str, api_base: str) -> tuple[str, ...]:
+    """What the requests to ``api_base`` carry that no message may say (``hidden``): the API key,
+    the URL's password, and that password as the Basic header carries it (the base64 of
+    ``user:password``, which a server echoing its headers quotes, and decodes to the password).
+    A key or password of a few characters (Ollama takes any key, "ollama") is no secret, and
+    hiding it would garble words."""
+    url = httpx.URL(api_base)
+    secrets = [s for s in (api_key, url.password) if len(s) >= 8]
+    if len(url.password) >= 8:
+        secrets.append(b64encode(f"{url.username}:{url.password}".encode()).decode())
+    return tuple(secrets)
 
 
 def hidden(text: str, secrets: tuple[str, ...]) -> str:

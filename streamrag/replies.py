@@ -30,7 +30,7 @@ from streamrag.errors import LLMRequestError
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
                                        duration, error_code, forbidden_reason, hidden, html_page, key_advice,
                                        model_settings, one_line, overflow_advice, provider_message,
-                                       refused_param, unknown_model, web_page)
+                                       refused_param, sent_secrets, unknown_model, web_page)
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -47,9 +47,8 @@ class Replies:
                  embeddings_url: str) -> None:
         self.settings = settings
         self._api_key = api_key
-        # What the server may quote back but no message of ours says (``hidden``); a key of a few
-        # characters (Ollama takes any, "ollama") is no secret, and hiding it would garble words.
-        self._secrets = tuple(s for s in (api_key, httpx.URL(settings.api_base).password) if len(s) >= 8)
+        # What the server may quote back but no message of ours says (``hidden``).
+        self.secrets = sent_secrets(api_key, settings.api_base)
         self.base_from = base_from   # what set api_base (Settings.api_base_from), for messages
         self.chat_url = chat_url
         self.embeddings_url = embeddings_url
@@ -66,7 +65,7 @@ class Replies:
         if 200 <= status < 300:
             return
         # (All of it: a wait, a parameter may come late in it.)
-        said = hidden(provider_message(resp, whole=True), self._secrets)
+        said = hidden(provider_message(resp, whole=True), self.secrets)
         message = one_line(said)
         if status == 429 and error_code(resp) == "insufficient_quota":
             raise LLMRequestError(f"the account behind the API key has no quota left ({message}); "
@@ -169,7 +168,7 @@ class Replies:
         if isinstance(error, dict) and isinstance(error.get("error"), dict):
             error = error["error"]
         message = error.get("message") if isinstance(error, dict) else None
-        message = one_line(hidden(str(message if message is not None else error), self._secrets))
+        message = one_line(hidden(str(message if message is not None else error), self.secrets))
         code = (error.get("code") or error.get("status")) if isinstance(error, dict) else None
         status = int(code) if isinstance(code, (int, str)) and str(code).isdigit() else 0
         message = f"error in the stream: {message}"
@@ -204,16 +203,19 @@ class Replies:
         return event
 
 
-def chat_answer(body: Any, resp: httpx.Response) -> Answer:
-    """The answer a chat reply's JSON ``body`` holds; a body of another shape is ``Retryable``.
-    Token counts it does not give are -1."""
+def chat_answer(body: Any, resp: httpx.Response, secrets: tuple[str, ...]) -> Answer:
+    """The answer a chat reply's JSON ``body`` holds; a body of another shape is ``Retryable``,
+    the server's words quoted with ``secrets`` hidden (``Replies.secrets``). Token counts it does
+    not give are -1."""
     if not isinstance(body, dict):
         raise Retryable(f"the answer is not a JSON object ({json_kind(body)})", 200)
     choices = body.get("choices")
     if choices is not None and not isinstance(choices, list):
         raise Retryable(f"the answer's 'choices' is not a list ({json_kind(choices)})", 200)
     if not choices:
-        raise Retryable(f"answer without choices ({provider_message(resp)})", 200)
+        # (A proxy's error sent as a 200 may quote the request's key back, as an error status does.)
+        raise Retryable(f"answer without choices ({one_line(hidden(provider_message(resp, whole=True), secrets))})",
+                        200)
     choice = choices[0]
     if not isinstance(choice, dict):
         raise Retryable(f"the answer's first choice is not an object ({json_kind(choice)})", 200)

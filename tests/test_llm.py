@@ -361,6 +361,24 @@ async def test_a_password_in_api_base_is_sent_but_never_said(tmp_path):
     assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])
 
 
+@pytest.mark.parametrize(("api_base", "sent"), [(API, "Bearer"), ("http://me:pw-LEAKCHECK-42@llm.test/v1", "Basic")])
+async def test_headers_a_reply_without_choices_echoes_are_never_said(tmp_path, api_base, sent):
+    # A proxy's error sent as a 200 without choices, echoing the request's Authorization header
+    # (the key as Bearer, or api_base's user:password as Basic, base64): the error and the call
+    # log quoted it whole.
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"error": {"message": f"echo: {request.headers['Authorization']}"}})
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, echo, key=LEAKED, api_base=api_base, max_retries=0) as (llm, store):
+            with pytest.raises(LLMError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    kept = str(err.value) + str([dict(r) for r in calls(store)])
+    assert f"answer without choices (echo: {sent} ***)" in str(err.value), str(err.value)
+    basic = base64.b64encode(b"me:pw-LEAKCHECK-42").decode()
+    assert "LEAKCHECK" not in kept and basic not in kept
+
+
 @pytest.mark.parametrize("from_env", [False, True])
 async def test_a_404_on_a_base_without_v1_says_to_add_it(tmp_path, monkeypatch, from_env):
     # It said "unknown model or wrong api_base: m1", though the server has the model and only

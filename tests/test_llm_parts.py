@@ -3,6 +3,7 @@ the endpoint answers (endpoint_reach), each model's timeout (try_timeouts), what
 (replies), what an answer must be (replies.checker) and what a model refuses (model_quirks). The
 client's own tests (test_llm) drive them through a mock transport."""
 
+import base64
 from collections import Counter
 
 import httpx
@@ -245,14 +246,45 @@ def test_what_an_answer_must_be():
 def test_a_chat_reply_is_read_or_retried():
     resp = httpx.Response(200, json={})
     got = chat_answer({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
-                       "usage": {"prompt_tokens": 3, "completion_tokens": 1}}, resp)
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 1}}, resp, ())
     assert got == Answer(text="hi", finish_reason="stop", prompt_tokens=3, completion_tokens=1)
-    assert chat_answer({"choices": [{"message": None}]}, resp).prompt_tokens == -1   # no usage: counted here
+    assert chat_answer({"choices": [{"message": None}]}, resp, ()).prompt_tokens == -1   # no usage: counted here
     for body, said in (([], "not a JSON object"), ({"choices": {}}, "'choices' is not a list"),
                        ({"choices": []}, "answer without choices"),
                        ({"choices": [{"message": "hi"}]}, "'message' is not an object")):
         with pytest.raises(Retryable, match=said):
-            chat_answer(body, resp)
+            chat_answer(body, resp, ())
+
+
+def test_a_reply_without_choices_quotes_the_server_with_the_key_hidden():
+    # A proxy's error sent as a 200 ({"error": ...}, no choices) that quotes the request back was
+    # said whole: "answer without choices (bad key sk-...)", on stderr and in the call log.
+    key = "sk-LEAKCHECK-1234567890abcdef"
+    secrets = Replies(LLMSettings(api_base="http://x/v1"), key, "", "http://x/v1/chat/completions", "").secrets
+    # (the key past 200 characters: hidden before the words are cut, or its first part is said)
+    for words, said in ((f"bad key {key}", "answer without choices (bad key ***)"),
+                        ("x" * 190 + f" {key}", "answer without choices (" + "x" * 190 + " ***)")):
+        resp = httpx.Response(200, json={"error": {"message": words}})
+        with pytest.raises(Retryable) as e:
+            chat_answer(resp.json(), resp, secrets)
+        assert str(e.value) == said and "LEAKCHECK" not in str(e.value)
+
+
+def test_a_password_the_server_echoes_as_its_basic_header_is_never_said():
+    # http://user:password@host/v1 goes as "Authorization: Basic base64(user:password)"; a server
+    # echoing its headers quoted that, which decodes to the password, unhidden.
+    url = "http://x/v1/chat/completions"
+    basic = base64.b64encode(b"me:pw-LEAKCHECK-42").decode()
+    said = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1"), "", "", url, "http://x/v1/embeddings")
+    for status, raised in ((401, LLMRequestError), (500, Retryable)):
+        with pytest.raises(raised) as e:
+            said.check_status(httpx.Response(status, json={"error": {"message": f"Authorization: Basic {basic}"}}),
+                              url, "m1")
+        assert "Authorization: Basic ***" in str(e.value) and basic not in str(e.value), status
+    with pytest.raises(Retryable, match=r"error in the stream: refused Basic \*\*\*$"):
+        said.stream_error(f"refused Basic {basic}", "m1", "extract")
+    # A password of a few characters is not hidden (as a short key), nor its encoding.
+    assert Replies(LLMSettings(api_base="http://me:pw@x/v1"), "", "", url, "http://x/v1/embeddings").secrets == ()
 
 
 def test_a_streamed_events_pieces_thinking_and_finish():
