@@ -934,10 +934,13 @@ def note_answered(store: Store, api_base: str, at: float) -> None:
 
 def answered_at(store: Store, api_base: str) -> float | None:
     """When a run last noted ``api_base`` answering (``note_answered``); None: never, or another
-    (``.../v1`` and ``.../v1/`` are one endpoint)."""
+    (``.../v1`` and ``.../v1/`` are one endpoint). A note older code wrote with the password in it
+    is of the same endpoint too (the next note replaces it): a watch of such an index said its
+    endpoint, stopped since, never answered, and to fix llm.api_base."""
     try:
         noted = json.loads(store.get_meta("endpoint_answered") or "{}")
-        same = str(noted.get("api_base", "")).rstrip("/") == without_secrets(api_base).rstrip("/")
+        same = (without_secrets(str(noted.get("api_base", ""))).rstrip("/")
+                == without_secrets(api_base).rstrip("/"))
         return float(noted["at"]) if same else None
     except (ValueError, TypeError, KeyError, AttributeError):   # not as written: never noted
         return None

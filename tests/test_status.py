@@ -950,6 +950,26 @@ def test_an_endpoint_noted_answering_is_the_same_with_or_without_a_trailing_slas
         store.close()
 
 
+def test_an_endpoint_noted_with_its_password_by_older_code_is_the_same_one(tmp_path):
+    # Older code noted "http://me:PASSWORD@host/v1"; the endpoint now compared without it did not
+    # match, and a watch said the endpoint, stopped since, had never answered: "fix llm.api_base".
+    import json
+
+    from streamrag.index_rows import answered_at, note_answered
+
+    base = "http://me:sk-LEAKCHECK-1234567890abcdef@127.0.0.1:8000/v1"
+    store = Store(tmp_path / "i.db")
+    try:
+        store.set_meta("endpoint_answered", json.dumps({"api_base": base, "at": 1000.0}))
+        assert answered_at(store, base) == 1000.0 and answered_at(store, base + "/") == 1000.0
+        assert answered_at(store, "http://127.0.0.1:8000/v1") is None   # (the user is kept, as now)
+        assert answered_at(store, base.replace("8000", "8001")) is None
+        note_answered(store, base, 2000.0)   # the next note replaces it, without the password
+        assert "LEAKCHECK" not in store.get_meta("endpoint_answered") and answered_at(store, base) == 2000.0
+    finally:
+        store.close()
+
+
 def test_a_failures_times_count_the_extractions_ahead_of_its_update_only(tmp_path):
     # A chunk the extraction ahead of a sync failed, and the sync again, was said `times: 1`: the
     # update's runs were its syncs only. Those ahead of the update before it, or of the next, are
