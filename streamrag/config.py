@@ -896,7 +896,10 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
 
 # A URL's password (``user:password@``) and a query parameter that carries a credential
 # (``?api-key=...``, Azure's and others' way): the parts of an endpoint no message may show.
-_URL_PASSWORD_RE = re.compile(r"(://[^/?#@\s:'\"]*:)[^/?#@\s'\"]+@")
+# The password runs to the last "@" of the URL: one written with an "@", "/", "?" or "#" not
+# percent-encoded (httpx sends "me:p@ss@host" as user me, password p@ss; the others are
+# refused, quoting the value) was shown from that character on.
+_URL_PASSWORD_RE = re.compile(r"(://[^/?#@\s:'\"]*:)[^\s'\"]+@")
 _URL_SECRET_RE = re.compile(r"([?&](?:api[-_]?key|key|access[-_]?token|token|secret|password|sig)=)"
                             r"[^&#\s'\"]+", re.IGNORECASE)
 

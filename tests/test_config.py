@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamrag.config import default_config_text, find_config, load_settings
+from streamrag.config import default_config_text, find_config, load_settings, without_secrets
 from streamrag.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -140,6 +140,20 @@ def test_an_endpoint_a_refusal_quotes_is_shown_without_its_credentials(tmp_path)
         assert str(e.value) == (f"{origin}https://x.test/v1?api-key=***&api-version=2024-10-21: is the base "
                                 "URL, without a query string: use 'https://x.test/v1' and set "
                                 "llm.api_version = '2024-10-21'"), str(e.value)
+
+
+@pytest.mark.parametrize("mark", ["@", "/", "?", "#"])
+def test_a_password_with_a_character_not_percent_encoded_is_not_shown(mark):
+    # "http://me:sk-LEAK@CHECK...@host/v1" is sent (httpx takes the password to the last "@"), and
+    # its endpoint said in watch's lines and the index as "http://me:***@CHECK...@host/v1"; with a
+    # "/", "?" or "#" the address is refused, quoting the value, from that character on.
+    base = f"http://me:sk-LEAK{mark}CHECK-1234567890abcdef@127.0.0.1:8000/v1"
+    assert without_secrets(f"LLM m at {base} (debounce") == "LLM m at http://me:***@127.0.0.1:8000/v1 (debounce"
+    if mark != "@":
+        with pytest.raises(ConfigError) as e:
+            load_settings(None, env={"STREAMRAG_API_BASE": base})
+        assert str(e.value).startswith("STREAMRAG_API_BASE=http://me:***@127.0.0.1:8000/v1: ") \
+            and "CHECK" not in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("text, expected", [
