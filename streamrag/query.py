@@ -55,7 +55,7 @@ from streamrag.question import (RELATION_WORDS, asks_more, broad_words, checked_
                                 choose_mode, content_stop, global_question, named_entities,
                                 missing_words, near_names, unknown_names)
 from streamrag.signals import until_sigterm
-from streamrag.status import failure_runs, last_update, llm_summary
+from streamrag.status import counted, failure_runs, last_update, llm_summary
 from streamrag.store import Store, writer_at_work
 from streamrag.terminal import shell_word, shown
 from streamrag.terms import words
@@ -380,7 +380,7 @@ class _Search:
                                             self.settings.query.global_level)
         nodes = global_search.static_selection(tree, level)
         self.answer.search, self.answer.level = "global_static", level
-        self.status(f"global search, static at level {level}: {len(nodes)} reports")
+        self.status(f"global search, static at level {level}: {counted(len(nodes), 'report')}")
         await self._map_reduce(nodes, {"communities": len(tree.nodes), "level": level,
                                        "requested_level": self.level, "deepest_level": tree.deepest})
 
@@ -457,7 +457,7 @@ class _Search:
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
-        self.status(f"local search: {len(entities)} entities ({how}), "
+        self.status(f"local search: {counted(len(entities), 'entity')} ({how}), "
                     f"{sum(ctx.sections.values()):,} context tokens")
         return ctx
 
@@ -484,7 +484,7 @@ class _Search:
         self.answer.search = "basic"
         self.answer.details = {"chunks": [c["id"] for c in chunks], "chunk_search": how,
                                "context_tokens": ctx.sections}
-        self.status(f"basic search: {len(chunks)} chunks ({how})")
+        self.status(f"basic search: {counted(len(chunks), 'chunk')} ({how})")
         await self._answer(ctx)
 
     def _context_budget(self) -> int:

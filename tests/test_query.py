@@ -3338,3 +3338,13 @@ def test_an_offline_basic_search_counts_the_tokens_it_read(cli_run, llm_db, simu
     assert offline["context_tokens"]["text"] == sum(count_tokens(t) for t in texts) > 0
     nothing = json.loads(cli_run(*common[:-1], "Zyxwvq plorf?", "--mode", "basic", "--api-base", "").stdout)
     assert nothing["details"]["chunks"] == [] and nothing["details"]["context_tokens"] == {"text": 0}
+
+
+def test_the_search_lines_say_one_of_a_thing_in_the_singular(cli_run, llm_db, simulator):
+    # 'basic search: 1 chunks (bm25)', as 'local search: 1 entities' and '... level 0: 1 reports'.
+    common = ("ask", "--db", str(llm_db), "--api-base", simulator.base_url, "--mode", "basic",
+              "What did the critics say?")
+    chunks = json.loads(cli_run(*common, "--json").stdout)["details"]["chunks"]
+    assert len(chunks) == 1, chunks   # (the question the line is checked on finds one passage)
+    line = [x for x in cli_run(*common).stderr.splitlines() if "basic search:" in x]
+    assert line == ["streamrag: basic search: 1 chunk (bm25)"], line
