@@ -36,7 +36,8 @@ Design notes:
 * **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
-  and only when, its numbers changed.
+  and only when, its numbers changed: after the sync that changed them, or, the sync's time
+  alone, at the next look (every ``health_s``).
 * **An outage is said once.** A model server that stops answering gets one full error line
   (the endpoint, the fix); the syncs meanwhile (retries, and syncs of edits, which their queued
   and extraction lines said) are silent, but for a short
@@ -110,6 +111,12 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
     if ok:
         return 0
     return failures + 1 if only_retry or not failures else failures
+
+
+def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
+    """Whether the health line ``health`` says more than ``last``, the one said before, than the
+    time the last sync took."""
+    return last is None or {**health, "last_sync_s": None} != {**last, "last_sync_s": None}
 
 
 def _failed_ahead(chunks: int, llm_stats: dict, then: str) -> str:
@@ -736,6 +743,11 @@ class Daemon:
                     if ended:
                         return
                     self._still_down(pause)
+                if not self.stopping:
+                    # What a sync changes (documents, failures, items to retry) is said after its
+                    # lines, not at the loop's next look: a binary x.txt added was "1 in the last
+                    # update" in `status` while the health line said 0 failures for up to a minute.
+                    self.check_health(news_only=True)
             elif ended:
                 return
 
@@ -1400,10 +1412,13 @@ class Daemon:
                    last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
-    def check_health(self) -> bool:
-        """Emits the health line if it differs from the last one; True if it did."""
+    def check_health(self, *, news_only: bool = False) -> bool:
+        """Emits the health line if it differs from the last one; True if it did. ``news_only``
+        (after a sync): not when only the last sync's time differs (``_news``), which waits for the
+        loop's next look as before: each quiet retry of an outage (at 8, 16, 32 s) would have had
+        a line of its own, 'last sync 0.06s', then '0.07s'."""
         h = self.health()
-        if h == self._last_health:
+        if h == self._last_health or news_only and not _news(h, self._last_health):
             return False
         self._last_health = h
         last = "-" if h["last_sync_s"] is None else seconds_said(h["last_sync_s"])

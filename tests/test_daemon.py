@@ -231,8 +231,9 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     after = events[mark:]
     states = events.states(mark)
     assert states[0] == "queued" and "extracting" in states and "waiting" in states
-    assert states[-7:] == ["extracting", "merging", "clustering", "reporting", "publishing", "idle",
-                           "stopped"]
+    # (the health line after the idle line: the sync added a document)
+    assert states[-8:] == ["extracting", "merging", "clustering", "reporting", "publishing", "idle",
+                           "health", "stopped"]
     assert states.count("idle") == 1
     # Each line names the stage it sums up, not the one just entered.
     messages = {e["state"]: e["message"] for e in after}
@@ -535,6 +536,32 @@ async def test_a_file_that_cannot_be_indexed_takes_its_failure_with_it_when_dele
             await send.send({(Change.deleted, str(corpus / "scans"))})
             await until(lambda: daemon.syncs == 5)
             assert failures()[1] == 0 and daemon.health()["failures"] == 0
+
+
+async def test_the_health_line_follows_the_sync_that_changes_its_failures(corpus, tmp_path):
+    # A binary x.txt added: `status` said "1 in the last update" at once, and the health line
+    # still said "0 failures" until its loop looked again, up to a minute later (its deletion
+    # alike). The loop here never looks again: each line comes after its sync's idle line.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
+    db = tmp_path / "f.db"
+
+    def health() -> list[dict]:
+        return [e for e in events if e["state"] == "health"]
+
+    async with running(settings, db, corpus, health_s=3600) as (daemon, events, send):
+        assert [h["failures"] for h in health()] == [0]
+        async with send:
+            for failures, change in ((1, Change.added), (0, Change.deleted)):
+                if change == Change.added:
+                    (corpus / "x.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+                else:
+                    (corpus / "x.txt").unlink()
+                await send.send({(change, str(corpus / "x.txt"))})
+                await until(lambda: len(health()) == 3 - failures, timeout=5)
+                line = health()[-1]
+                assert line["failures"] == status_info(db)["failures_last_run"] == failures, line
+                assert f", {failures} failure{'' if failures == 1 else 's'}, " in line["message"], line
+                assert line["last_sync_s"] == daemon.last_sync_s and events.states()[-2:] == ["idle", "health"]
 
 
 async def test_the_initial_sync_names_documents_in_formats_left_out_once(corpus, tmp_path):
@@ -1923,10 +1950,10 @@ async def test_health_line_only_when_it_changes(corpus, tmp_path):
     checks = 0
     check_health = daemon.check_health
 
-    def counted() -> bool:                      # the health loop's checks, counted
+    def counted(**kwargs) -> bool:              # the health checks, counted
         nonlocal checks
         checks += 1
-        return check_health()
+        return check_health(**kwargs)
 
     daemon.check_health = counted
 

@@ -155,6 +155,39 @@ async def test_the_health_line_counts_an_edit_left_out_in_an_outage_as_pending(c
     await switch.client.aclose()
 
 
+async def test_the_health_line_follows_the_syncs_of_an_outage_begun_and_ended(corpus, tmp_path, simulator,
+                                                                             monkeypatch):
+    # The health line was looked at only by its loop, every minute: the items an outage left to
+    # retry, and none left once it ended, were said up to a minute after the lines of their sync.
+    # The loop here never looks again. The retries between say nothing new: no line each.
+    syncs = counted_syncs(monkeypatch)
+    switch = Switch(simulator.base_url)
+    settings = make_settings(simulator.base_url, index=SMALL, llm={"max_retries": 0},
+                             watch={"quiet_s": 0.02})
+    db = tmp_path / "h.db"
+    async with running(settings, db, corpus, health_s=3600,
+                       transport=httpx.MockTransport(switch)) as (daemon, events, send):
+        def health() -> list[dict]:
+            return [e for e in events if e["state"] == "health"]
+
+        switch.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: health()[-1]["failed_items"], timeout=30)
+        down = health()[-1]
+        assert down["failed_items"] == daemon._retry_items > 0 and down["errors"] == daemon.errors > 0, down
+        retried = len(syncs)
+        await until(lambda: len(syncs) >= retried + 3, timeout=30)
+        assert health()[-1] is down, health()[-1]
+        switch.up = True
+        await _until_indexed(db, "Quillon Marbeck", timeout=60)
+        await until(lambda: health()[-1]["failed_items"] == 0, timeout=30)
+        back = health()[-1]
+        assert back["failures"] == status_info(db)["failures_last_run"] and back["pending"] == 0, back
+        assert back["last_sync_s"] == daemon.last_sync_s and events.states()[-2:] == ["idle", "health"]
+        await send.aclose()
+    await switch.client.aclose()
+
+
 async def test_a_daemon_started_before_its_model_server_waits_for_it(corpus, tmp_path, simulator):
     # With three or more chunks to extract, the initial sync gave up ("nothing answers at ...")
     # and so did the daemon, exit 1; with one chunk it stayed up and retried.
