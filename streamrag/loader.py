@@ -507,7 +507,7 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
-    held = [_decode(data, shown, warnings, os.fspath(path))]
+    held = [_decode(data, label, warnings, os.fspath(path))]
     del data   # (a big file's bytes, not kept beside its text)
     text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
     suffix = path.suffix.lower()
@@ -575,10 +575,10 @@ def _seen(text: str, label: str) -> str:
     return seen
 
 
-def _decode(data: bytes, name: str, warnings: list[str], read_from: str) -> str:
-    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``name``
-    is the file's path as the index names it (messages show it ``_safe``), ``read_from`` as it
-    was read (the commands a warning gives name it: ``_iconv``).
+def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str:
+    """The text of ``data``, its line ends as written (``_newlines`` makes them "\\n"); ``label``
+    is the file's path as messages show it (``_safe``), ``read_from`` as it was read (the
+    commands a warning gives name it: ``_iconv``).
 
     A byte-order mark says the encoding (UTF-32's before UTF-16's, which it starts with); NULs
     early on are UTF-32 or UTF-16 without one, or a binary file. Else UTF-8, or, when it is not, UTF-16
@@ -588,7 +588,6 @@ def _decode(data: bytes, name: str, warnings: list[str], read_from: str) -> str:
     cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
     control characters, wherever they begin, is a binary file; a few NULs are dropped."""
-    label = _safe(name)
     text = None
     for bom, codec in _BOMS:
         if data.startswith(bom):
@@ -612,10 +611,10 @@ def _decode(data: bytes, name: str, warnings: list[str], read_from: str) -> str:
         except UnicodeDecodeError as e:
             first = e.start
         else:
-            text = _escaped(data, name, warnings, read_from) or text
+            text = _escaped(data, label, warnings, read_from) or text
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
-            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, name, warnings, first, read_from)
+            text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings, first, read_from)
     if _controls(text) > max(16, 0.05 * len(text)):
         _binary(label)
     if "\x00" in text:
@@ -665,9 +664,8 @@ def _binary(label: str) -> None:
                      "to index.exclude")
 
 
-def _utf8_or_cp1252(data: bytes, name: str, warnings: list[str], first: int, read_from: str) -> str:
+def _utf8_or_cp1252(data: bytes, label: str, warnings: list[str], first: int, read_from: str) -> str:
     """The text of ``data``, which is not UTF-8 from byte ``first`` on (see ``_decode``)."""
-    label = _safe(name)
     strays, utf8, letters = _strays(data)
     # Characters beyond ASCII that were UTF-8: more of them than strays says UTF-8 it is; so does
     # any of them when every stray is cp1252's punctuation (0x80-0x9f: quotes, dashes pasted in
@@ -726,7 +724,7 @@ def _short_and_binary(text: str) -> bool:
     return controls > 2 or controls > 0 and blanks * _SPACING < len(text)
 
 
-def _escaped(data: bytes, name: str, warnings: list[str], read_from: str) -> str | None:
+def _escaped(data: bytes, label: str, warnings: list[str], read_from: str) -> str | None:
     """The text of ``data``, ASCII bytes, in the 7-bit CJK encoding its escape sequences say
     (``legacy.escaped``: ISO-2022-JP, ISO-2022-KR, HZ), with a warning; None when they say none.
     (Read as ASCII, such a file was "$BEl5~" garbage with no warning, or with ISO-2022-KR's
@@ -736,7 +734,7 @@ def _escaped(data: bytes, name: str, warnings: list[str], read_from: str) -> str
     reading = legacy.escaped(data)
     if reading is None:
         return None
-    warnings.append(f"{_safe(name)}: written in {reading.encoding.name}, read as such by its escape sequences; "
+    warnings.append(f"{label}: written in {reading.encoding.name}, read as such by its escape sequences; "
                     f"to be sure of it, save it as UTF-8 (the output of {_iconv(reading.encoding.iconv, read_from)})")
     return reading.text
 
