@@ -894,7 +894,7 @@ def _reports_asked(store: Store, settings: Settings, *, chosen_with: int, reclus
     extractive = index_rows.extractive_report_keys(store)
     published = {tuple(c.members): (c.id, context, report) for c, context, report in index_rows.load_communities(store)}
     if recluster:
-        edges = [(source, target, weight) for _id, source, target, _d, weight, *_ in index_rows.relationship_rows(store)]
+        edges = [(source, target, weight) for _id, source, target, weight, *_ in index_rows.relationship_edges(store)]
         partition = [tuple(c.members) for c in hierarchical_leiden(
             sorted(eid for eid, *_ in index_rows.entity_rows(store)), edges, max_cluster_size=ix.max_cluster_size,
             seed=ix.leiden_seed, resolution=ix.leiden_resolution)]
