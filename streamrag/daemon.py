@@ -380,9 +380,7 @@ class Daemon:
     # -- which events matter ---------------------------------------------------------------
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
-        inside = rel + "/"
-        return {p for p, kind in self.pending.items() if (p == rel or p.startswith(inside))
-                and kind not in ("deleted", "renamed away")}
+        return {p for p in under(self.pending, rel) if self.pending[p] not in ("deleted", "renamed away")}
 
     def _warn_once(self, line: str) -> None:
         """A warning line, unless said already (by this or by the last sync, whose scan says it)."""

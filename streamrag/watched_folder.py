@@ -330,6 +330,7 @@ class WatchedFolder:
         return {doc.path: doc.id for doc in docs}
 
 
-def under(paths: set[str], rel: str) -> set[str]:
+def under(paths: Iterable[str], rel: str) -> set[str]:
     """Those of ``paths`` that are ``rel`` or lie under it."""
-    return {p for p in paths if p == rel or p.startswith(f"{rel}/")}
+    inside = f"{rel}/"
+    return {p for p in paths if p == rel or p.startswith(inside)}
