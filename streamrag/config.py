@@ -230,7 +230,8 @@ def _bad_host_or_port(url: str) -> str:
 
 def from_folder(pattern: str) -> str:
     """``pattern`` without a leading "/" or "./": paths are matched from the indexed folder
-    (``loader.include_patterns``; here, for ``index.exclude``'s check, as DEFAULT_INCLUDE is)."""
+    (``loader.include_patterns``; here, for the check of ``index.include``'s and ``index.exclude``'s
+    patterns, as DEFAULT_INCLUDE is)."""
     while pattern.startswith(("./", "/")) and len(pattern) > 1:
         pattern = pattern[2:] if pattern.startswith("./") else pattern[1:]
     return pattern
