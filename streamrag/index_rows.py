@@ -340,12 +340,6 @@ def entity_rows(store: Store) -> Iterator[tuple[str, str, str, str, int, int]]:
     return store.conn.execute("SELECT id, name, type, description, mentions, degree FROM entities")
 
 
-def relationship_rows(store: Store) -> Iterator[tuple[str, str, str, str, float, int, int]]:
-    """(id, source, target, description, weight, mentions, combined degree) of every relationship."""
-    return store.conn.execute(
-        "SELECT id, source, target, description, weight, mentions, combined_degree FROM relationships")
-
-
 def relationship_edges(store: Store) -> Iterator[tuple[str, str, str, float, int, int]]:
     """(id, source, target, weight, mentions, combined degree) of every relationship: its row
     but for the description (``relationship_descriptions`` reads those a step needs)."""
