@@ -1372,6 +1372,22 @@ async def test_a_refused_connection_fails_fast_until_the_endpoint_has_answered(t
     assert answer.text == "echo: second" and len(endpoint.requests) == 7
 
 
+async def _refused_after_answering(tmp_path, detail: str, *, retried: bool):
+    """The LLMUnavailableError (pytest's ExceptionInfo) of a client of an endpoint that answered
+    ten minutes ago and now fails every connection with ``detail``; ``retried``: a daemon's."""
+    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
+    store = Store(tmp_path / "index.db")
+    async with Writer(store) as writer:
+        async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
+                                         tokens_per_minute=0), "sk-test", store=store, writer=writer,
+                             run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
+                             retried=retried, answered_at=time.time() - 600) as llm:
+            with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
+                await llm.chat(ask(), model="m1", stage="s")
+    store.close()
+    return e
+
+
 @pytest.mark.parametrize("detail, said", [
     ("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: certificate has expired",
      "https://llm.test/v1/chat/completions: the server's certificate is not trusted ("),
@@ -1381,16 +1397,7 @@ async def test_a_tls_failure_of_an_endpoint_that_answered_before_is_said_as_one(
     # A daemon's client knows the endpoint answered before (``answered_at``): a certificate
     # expired since was said "stopped answering (it last answered at ...): every connection is
     # refused (...); retried until it answers", not that the certificate is not trusted.
-    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
-    store = Store(tmp_path / "index.db")
-    async with Writer(store) as writer:
-        async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
-                                         tokens_per_minute=0), "sk-test", store=store, writer=writer,
-                             run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
-                             retried=True, answered_at=time.time() - 600) as llm:
-            with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
-                await llm.chat(ask(), model="m1", stage="s")
-    store.close()
+    e = await _refused_after_answering(tmp_path, detail, retried=True)
     assert str(e.value).startswith(said) and "stopped answering" not in str(e.value), e.value
 
 
@@ -1402,16 +1409,7 @@ async def test_an_unavailable_error_says_whether_its_words_end_with_run_again(tm
     # run the same command (finished work is kept)" of a stopped server, carried as ``run_again``
     # for the run's own words not to repeat it (``Indexer._unavailable`` read it in the text); a
     # TLS failure says what to fix instead, and no such words.
-    endpoint = Endpoint(*[httpx.ConnectError(detail) for _ in range(5)])
-    store = Store(tmp_path / "index.db")
-    async with Writer(store) as writer:
-        async with LLMClient(LLMSettings(api_base="https://llm.test/v1", requests_per_minute=0,
-                                         tokens_per_minute=0), "sk-test", store=store, writer=writer,
-                             run_id="run-1", retry_base_s=0.05, transport=httpx.MockTransport(endpoint),
-                             answered_at=time.time() - 600) as llm:
-            with anyio.fail_after(10), pytest.raises(LLMUnavailableError) as e:
-                await llm.chat(ask(), model="m1", stage="s")
-    store.close()
+    e = await _refused_after_answering(tmp_path, detail, retried=False)
     assert e.value.run_again is run_again
     assert str(e.value).endswith(endpoint_health.RUN_AGAIN) is run_again, e.value
 
