@@ -722,10 +722,14 @@ def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,
 def keys_note(where: str) -> str:
     """Where every valid key is, said after an unknown one of the settings file ``where`` (once a
     line: ``problems_line``). ``init`` is given that file's folder, as it is known: it said
-    `streamrag init DIR` to a user whose notes' settings it had just named."""
+    `streamrag init DIR` to a user whose notes' settings it had just named. Not for a file named
+    streamrag.toml: init refuses to write over it ('exists already'), and the shipped file named
+    is commented already."""
+    keys = f"every valid key, with its default, is in {asset('config', 'default.toml')}"
+    if Path(where).name == CONFIG_NAME:
+        return keys
     folder = shell_word(Path(where).parent) if where != "defaults" else "DIR"
-    return (f"every valid key, with its default, is in {asset('config', 'default.toml')}; "
-            f"`streamrag init {folder}` writes a commented copy")
+    return f"{keys}; `streamrag init {folder}` writes a commented copy"
 
 
 def problems_line(lines: list[str], where: str) -> str:

@@ -559,8 +559,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     assert message.endswith(" (and 1 more setting(s) to fix: llm.concurrency: must be >= 1 (requests in "
                             "flight at once); set it to 1 or more (its default: concurrency = 16)); every "
                             "valid key, with its default, is in "
-                            f"{REPO / 'config' / 'default.toml'}; `streamrag init {tmp_path}` writes a "
-                            "commented copy"), message
+                            f"{REPO / 'config' / 'default.toml'}"), message
     path = write(tmp_path, 'source = "x"\n[index]\nchunk_size = 10\nchunk_sise = 3\n[llm]\nmax_retries = "many"\n'
                            'api_key = "sk-1"\n[indx]\nx = 1\n[watch]\nllm.concurrency = 2\n')
     message = refusal(path, models_for=())
@@ -584,19 +583,32 @@ def test_where_every_valid_key_is_is_said_once_at_the_end_of_the_line(tmp_path):
     tmp_path.mkdir()
     note = (f"every valid key, with its default, is in {REPO / 'config' / 'default.toml'}; "
             f"`streamrag init '{tmp_path}'` writes a commented copy")
-    path = write(tmp_path, "[llm]\nfoo = 1\nbar = 2\n")
+    path = tmp_path / "other.toml"
+    path.write_text("[llm]\nfoo = 1\nbar = 2\n")
     assert refusal(path) == (f"{path}: llm.foo: unknown setting (and 1 more setting(s) to fix: llm.bar: "
                             f"unknown setting); {note}")
     # A key the file may not set is an unknown one too (its note was another, shorter one), and
     # a line whose unknown key is not the first still ends with the note, once.
-    path = write(tmp_path, "api_base_from = 1\n[index]\nchunk_size = 60\nchunk_sise = 3\n")
+    path.write_text("api_base_from = 1\n[index]\nchunk_size = 60\nchunk_sise = 3\n")
     message = refusal(path)
     assert message.count("every valid key") == 1 and message.endswith(f"); {note}"), message
     assert message.startswith(f"{path}: api_base_from: unknown setting (and 2 more"), message
     assert "index.chunk_sise: unknown setting; did you mean index.chunk_size? |" in message
     # One unknown key alone: the note in brackets after it, as before.
-    path = write(tmp_path, "[llm]\nfoo = 1\n")
+    path.write_text("[llm]\nfoo = 1\n")
     assert refusal(path) == f"{path}: llm.foo: unknown setting ({note})"
+
+
+def test_an_unknown_key_of_a_streamrag_toml_is_not_told_to_run_init_there(tmp_path):
+    # "`streamrag init DIR` writes a commented copy" was said of DIR/streamrag.toml itself, and
+    # run as said, init refused: "DIR/streamrag.toml exists already; edit it, or pass --force to
+    # overwrite it" (a newcomer's finding). The shipped file it names is commented already.
+    path = write(tmp_path, "[index]\nchunk_sise = 3\n")
+    message = refusal(path)
+    assert message.endswith(f"(every valid key, with its default, is in {REPO / 'config' / 'default.toml'})"), message
+    assert "init" not in message
+    path = write(tmp_path, "[llm]\nfoo = 1\nbar = 2\n")
+    assert refusal(path).endswith(f"; every valid key, with its default, is in {REPO / 'config' / 'default.toml'}")
 
 
 def test_a_command_that_calls_no_model_sets_a_mistyped_llm_value_aside(tmp_path):

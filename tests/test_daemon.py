@@ -1360,8 +1360,7 @@ async def test_every_edit_of_the_settings_file_in_use_is_said_a_typo_named(corpu
         f"{config}: the settings changed; watch goes on with what it started with: restart it to use "
         "the new ones",
         f"{config}: index.chunk_sise: unknown setting; did you mean index.chunk_size? (every valid key, "
-        f"with its default, is in {REPO / 'config' / 'default.toml'}; `streamrag init {config.parent}` writes a "
-        "commented copy); watch goes on with what it started with: fix it, then restart watch to use "
+        f"with its default, is in {REPO / 'config' / 'default.toml'}); watch goes on with what it started with: fix it, then restart watch to use "
         "the new settings",
         f"{config}: edited; the settings are those watch started with: nothing to restart for",
         f"{config}: the settings file was deleted; watch goes on with what it started with: a restart "
