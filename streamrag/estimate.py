@@ -176,16 +176,19 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     found = loader.scan(paths, ix.include, root=root, exclude=ix.exclude, skipped=skipped, unlisted=unlisted)
     unlisted_said = [loader.unlisted_line(folder, why, root) for folder, why in unlisted]
     failed: list[str] = []   # the files it cannot use, each said as `index` says it (after its folders)
-    empty: list[str] = []    # the files with nothing to index, said as `index` says them (after the scan's lines)
+    # The files with nothing to index, and what reading the others warns of ("not valid UTF-8,
+    # read as cp1252", "NUL character(s) dropped"), said as `index` says them: after the scan's
+    # lines, file by file.
+    read_said: list[str] = []
     found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)
     if not found and not unlisted:   # (said as `index` says it: it said nothing)
         skipped.append(nothing_found(paths, settings, db, root))
     for path in found:
         read.add(loader.stored_path(path, root))
         try:
-            documents, _warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
+            documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
-            empty.append(str(e))
+            read_said.append(str(e))
             continue
         except InputError as e:
             unreadable += 1
@@ -197,6 +200,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
                 unread.add(stored)
             failed.append(loader.failure_line(loader.shown(stored), e, kept=stored in unread and bool(rows)))
             continue
+        read_said += warnings
         for doc in documents:
             read.add(doc.path)
             if doc.id in paths_of:
@@ -347,7 +351,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "models": {} if settings.offline else {   # (offline: no model is called)
                 "extraction": settings.llm.extraction_model, "summary": settings.llm.summary_model,
                 "report": settings.llm.report_model},
-            "warnings": unlisted_said + failed + skipped + empty}
+            "warnings": unlisted_said + failed + skipped + read_said}
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:

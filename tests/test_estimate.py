@@ -1209,3 +1209,25 @@ def test_an_estimate_says_the_files_with_nothing_to_index_as_index_does(cli_run,
     assert est.stderr.splitlines() == said
     assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
     assert json.loads(est_json.stdout)["unreadable_files"] == 0   # (nothing failed)
+
+
+def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tmp_path):
+    # A file in cp1252 and one with a stray NUL: `index` reads both and warns of each ("not
+    # valid UTF-8, read as cp1252; ... iconv ...", "1 NUL character(s) dropped"), the estimate
+    # counted them without a word. Said in index's order: its failures, then file by file.
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    (folder / "cafe.txt").write_bytes("Mira Osk ran the café by the harbor.\n".encode("cp1252"))
+    (folder / "empty.txt").write_text("")
+    (folder / "nul.txt").write_bytes(b"Quillon Marbeck opened a ferry office in Port Ruvickton.\x00\n")
+    (folder / "x.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    common = ("index", str(folder), "--db", str(tmp_path / "x.db"), "--offline")
+    est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
+    run = cli_run(*common, "-q")
+    assert est.returncode == est_json.returncode == run.returncode == 0
+    said = [line for line in run.stderr.splitlines() if line.startswith("streamrag: warning: ")]
+    assert [line.split(":")[2] for line in said] == [" x.txt", " cafe.txt", " empty.txt", " nul.txt"], said
+    assert "not valid UTF-8, read as cp1252" in said[1] and "NUL character(s) dropped" in said[3], said
+    assert est.stderr.splitlines() == said
+    assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
