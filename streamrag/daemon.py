@@ -115,7 +115,8 @@ def _failures_after(failures: int, *, ok: bool, only_retry: bool) -> int:
 
 def _news(health: dict[str, Any], last: dict[str, Any] | None) -> bool:
     """Whether the health line ``health`` says more than ``last``, the one said before, than the
-    time the last sync took."""
+    time the last sync took: that time alone is nothing a user acts on, and a line for it each
+    minute (or each quiet retry of an outage) only repeated the one before."""
     return last is None or {**health, "last_sync_s": None} != {**last, "last_sync_s": None}
 
 
@@ -745,7 +746,7 @@ class Daemon:
                     # What a sync changes (documents, failures, items to retry) is said after its
                     # lines, not at the loop's next look: a binary x.txt added was "1 in the last
                     # update" in `status` while the health line said 0 failures for up to a minute.
-                    self.check_health(news_only=True)
+                    self.check_health()
             elif ended:
                 return
 
@@ -1410,13 +1411,13 @@ class Daemon:
                    last_sync_s=self.last_sync_s, errors=self.errors)
         return out
 
-    def check_health(self, *, news_only: bool = False) -> bool:
-        """Emits the health line if it differs from the last one; True if it did. ``news_only``
-        (after a sync): not when only the last sync's time differs (``_news``), which waits for the
-        loop's next look as before: each quiet retry of an outage (at 8, 16, 32 s) would have had
-        a line of its own, 'last sync 0.06s', then '0.07s'."""
+    def check_health(self) -> bool:
+        """Emits the health line if it says more than the last one; True if it did. Not when
+        only the last sync's time differs (``_news``), after a sync or at the loop's look alike:
+        each quiet retry of an outage (at 8, 16, 32 s) would have had a line of its own, 'last
+        sync 0.06s', then '0.07s', and the minute's look one for a sync that changed nothing."""
         h = self.health()
-        if h == self._last_health or news_only and not _news(h, self._last_health):
+        if not _news(h, self._last_health):
             return False
         self._last_health = h
         last = "-" if h["last_sync_s"] is None else seconds_said(h["last_sync_s"])

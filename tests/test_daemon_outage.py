@@ -2276,7 +2276,8 @@ async def test_the_health_lines_failures_are_the_last_finished_syncs_not_the_ret
         daemon.stop()
     await switch.client.aclose()
     said = [e["failures"] for e in events if e["state"] == "health"]
-    assert len(said) >= 2 and set(said) == {status_info(db)["failures_last_run"]}, said
+    # (its loop looked every 5 ms: a count that changed was a line; the retries' times alone are none)
+    assert said and set(said) == {status_info(db)["failures_last_run"]}, said
 
 
 async def test_the_outage_line_says_how_many_times_a_refused_call_was_really_tried(
