@@ -251,9 +251,11 @@ def checked_question(question: str) -> str:
         raise UsageError(f"the question has bytes that are not UTF-8 (in {shown_bytes!r}); set the "
                          "terminal or the script calling streamrag to UTF-8 (e.g. LANG=C.UTF-8) and ask again")
     # Terminal escapes pasted with it ("\x1b[1mSmith\x1b[0m", a name coloured, read as "1mSmith",
-    # no name) and other control characters are dropped as they are from what ask prints
-    # (``terminal.terminal_text``); white space of every kind parts words first, as before.
-    question = " ".join(terminal_text(" ".join(question.split())).split())
+    # no name) are dropped as they are from what ask prints (``terminal.terminal_text``); a
+    # control character parts words, as white space of every kind does: "Who is\x07Scrooge?"
+    # was "Who isScrooge?", no name, where "Who is\rScrooge?" (a line end pasted) was two
+    # words, and the index reads a document's words parted at either (``terms.words``).
+    question = " ".join(terminal_text(" ".join(question.split()), controls=" ").split())
     # (a question of zero-width spaces only was accepted, and paid for a whole global search;
     # those inside one stay: a joiner is part of a Persian word or an emoji, and the search's
     # words are read without them anyway)

@@ -27,9 +27,10 @@ _OPEN_ESCAPE = re.compile(r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]P^_X][^\x07\x1b\x9c]*|[ 
                           r"|\x9b[0-?]*[ -/]*)\Z")
 
 
-def terminal_text(text: str) -> str:
-    """``text`` safe to print to a terminal: no escape sequences, no controls but \\n and \\t."""
-    return _CONTROL.sub("", _ANSI.sub("", text))
+def terminal_text(text: str, *, controls: str = "") -> str:
+    """``text`` safe to print to a terminal: no escape sequences, no controls but \\n and \\t
+    (each put as ``controls``: a question's words part there)."""
+    return _CONTROL.sub(controls, _ANSI.sub("", text))
 
 
 class TerminalText:

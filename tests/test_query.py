@@ -3288,6 +3288,18 @@ async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offl
     assert (answer.not_in_index, answer.search) == (["Mary Smith"], "none")
 
 
+@pytest.mark.parametrize("control", ["\r", "\v", "\f", "\x1c", "\x85", "\x00", "\x07", "\x7f", "\x9f"])
+def test_a_control_character_in_a_question_parts_words_as_white_space_does(control):
+    # A lone \r (a line end pasted), \v or \f parted "is" from "Mira"; a BEL, NUL, DEL or C1
+    # control was dropped and joined them ("Who isMira Osk?"), though the index reads a
+    # document's words parted at any of them (terms.words). Now each parts words.
+    from streamrag.question import checked_question
+    from streamrag.terms import words
+
+    assert checked_question(f"Who is{control}Mira{control}{control}Osk?") == "Who is Mira Osk?"
+    assert words(checked_question(f"Who is{control}Mira Osk?")) == words(f"Who is{control}Mira Osk?")
+
+
 @pytest.mark.parametrize("model", [False, True])
 def test_a_global_level_setting_deeper_than_the_index_is_said(cli_run, llm_db, simulator, tmp_path, model):
     # `--level 9` says it reads the deepest level instead; query.global_level = 9 said nothing.
