@@ -232,14 +232,33 @@ def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Pa
 
 
 def _folders_named(include: list[str], root: Path | None) -> list[str]:
-    """The folders of ``root`` that ``include`` patterns without a wildcard name ("docs", "docs/"):
-    a user who wrote one meant the files in it, which such a pattern never matches. Said when the
-    run finds no file, not refused as the settings load: there the folder cannot be seen, and
-    "docs" also takes a file named docs in any folder."""
+    """The folders of ``root`` that ``include`` patterns without a wildcard name ("docs", "docs/",
+    "notes/docs"): a user who wrote one meant the files in it, which such a pattern never matches.
+    Said when the run finds no file, not refused as the settings load: there the folder cannot be
+    seen, and "docs" also takes a file named docs in any folder."""
     if root is None:
         return []
     names = [from_folder(p).rstrip("/") for p in include if not any(c in p for c in "*?[")]
-    return [n for n in dict.fromkeys(names) if n and (root / n).is_dir()]
+    found: list[str] = []
+    for n in dict.fromkeys(names):
+        if "/" in n:   # a path from the folder: only that one
+            found += [n] if (root / n).is_dir() else []
+        elif n:        # a name: matched in every folder, as the scan matches names
+            found += _folders_called(root, n)
+    return list(dict.fromkeys(found))
+
+
+def _folders_called(root: Path, name: str, most: int = 3) -> list[str]:
+    """The paths from ``root`` of the first ``most`` folders named ``name`` (case aside, as
+    include matches names), shallowest first, hidden ones left out as the scan leaves them:
+    include = ["docs"] with the folder at notes/docs was told only to widen index.include, not
+    to use "notes/docs/*". (A walk of the folder, on a run that found no file.)"""
+    found: list[str] = []
+    for folder, dirs, _files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        rel = Path(folder).relative_to(root)
+        found += [(rel / d).as_posix() for d in dirs if d.lower() == name.lower()]
+    return sorted(found, key=lambda f: (f.count("/"), f))[:most]
 
 
 class Indexer:

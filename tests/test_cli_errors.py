@@ -262,6 +262,24 @@ def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_
         f"no file under {notes} matches index.include (papers); add such files, or widen index.include"]
 
 
+def test_an_include_name_of_a_nested_folder_is_told_its_path(tmp_path):
+    # include = ["docs"] with the folder at notes/docs, not directly in the indexed folder, was
+    # told only "add such files, or widen index.include"; docs directly in it was told "docs/*".
+    top = tmp_path / "top"
+    (top / "notes" / "docs").mkdir(parents=True)
+    (top / "notes" / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
+    (top / ".cache" / "docs").mkdir(parents=True)   # (hidden: the scan never looks there)
+    db = str(tmp_path / "i.db")
+    for include in ("docs", "docs/", "notes/docs"):
+        (top / "streamrag.toml").write_text(f'[index]\ninclude = ["{include}"]\n')
+        summary = json.loads(run("index", str(top), "--db", db, "--json").stdout)
+        assert summary["documents"] == 0 and summary["warnings"] == [
+            f"no file under {top} matches index.include ({include}): it matches files, "
+            'not folders; use "notes/docs/*" for the files under notes/docs'], include
+    (top / "streamrag.toml").write_text('[index]\ninclude = ["notes/docs/*"]\n')   # (the fix named)
+    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["documents"] == 1
+
+
 def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
     # `index --estimate` said nothing when no file matched ("0 documents ... no cost" alone).
     notes = tmp_path / "notes"
