@@ -634,9 +634,8 @@ class Store:
             except StoreBusyError:
                 raise
             except (StoreError, sqlite3.Error) as e:  # a write refused mid-migration: sqlite3's
-                why = str(e).splitlines()[0] if isinstance(e, sqlite3.Error) else "read-only?"
-                raise StoreError(f"{self.path} was written by an older streamrag and cannot be "
-                                 f"upgraded here ({why}); run `streamrag index DIR` once") from None
+                # (each step is one transaction: a refused one leaves the file as it was)
+                raise _not_upgraded(self.path, applied, e) from None
 
     def _foreign_tables_error(self) -> StoreError | None:
         """The refusal of a database with no schema version that holds tables: another
@@ -1258,6 +1257,38 @@ def _open_error(path: Path, e: BaseException) -> StoreError:
     return StoreError(f"{path}: cannot open the index database ({e}); "
                       + ("check that its disk is not full, and its permissions" if full else
                          "check the path and its permissions"))
+
+
+def _not_upgraded(path: Path, applied: int, e: BaseException) -> StoreError:
+    """The refusal of an index of schema ``applied`` (an older streamrag's) that a reader could
+    not upgrade, ``e`` being why. On read-only media (a share, a disc, another user's folder)
+    no run there can upgrade it, `index` included: the fix is a copy where the user may write."""
+    why = _read_only_here(path) or (
+        "the index is read-only to you" if "readonly" in str(e) or "read-only" in str(e) else None)
+    if why is None:
+        said = str(e).splitlines()[0] if isinstance(e, sqlite3.Error) else "read-only?"
+        return StoreError(f"{path} was written by an older streamrag and cannot be upgraded here "
+                          f"({said}); run `streamrag index DIR` once")
+    wal = Path(f"{path}-wal")
+    what = f"it with its {wal.name}" if wal.is_file() and wal.stat().st_size else "it"
+    return StoreError(f"{path} was made by an older streamrag (schema {applied}, this one reads "
+                      f"{SCHEMA_VERSION}) and must be upgraded once, which cannot be done where it lies "
+                      f"({why}); copy {what} to a folder you may write and open the copy once there "
+                      "(`streamrag status --db COPY`, or run `streamrag index` on it), then use the copy")
+
+
+def _read_only_here(path: Path) -> str | None:
+    """Why this user may not write the index at ``path`` where it lies, or None if they may."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except (OSError, AttributeError):   # (no statvfs: Windows)
+        pass
+    if not os.access(path, os.W_OK):
+        return "the file is read-only to you"
+    if not os.access(path.parent, os.W_OK):
+        return "its folder is read-only to you"
+    return None
 
 
 def _split_sql(script: str) -> list[str]:

@@ -1084,3 +1084,79 @@ def test_an_index_folder_that_cannot_be_made_is_named_with_the_setting_that_gave
     finally:
         locked.chmod(0o755)
     assert not list(locked.iterdir())
+
+
+def _as_a_user(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``streamrag ARGS`` run as a user the files' modes hold: root ignores them, so as root it
+    runs with its capabilities dropped (skipped where there is no setpriv to drop them)."""
+    drop = [] if os.geteuid() != 0 else ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    if drop and not shutil.which("setpriv"):
+        pytest.skip("root, and no setpriv to drop its capabilities")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    return subprocess.run([*drop, sys.executable, "-m", "streamrag", *args], cwd=cwd, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+
+
+def _made_older(db: Path) -> int:
+    """The index at ``db`` brought back to the schema before its last step, as the streamrag
+    before that step left it; returns that schema."""
+    from streamrag.store import SCHEMA_VERSION
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DROP TABLE extractions_left")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
+    conn.close()
+    return SCHEMA_VERSION - 1
+
+
+@pytest.mark.parametrize("file_mode, folder_mode, why", [
+    (0o444, 0o555, "the file is read-only to you"),
+    (0o666, 0o555, "its folder is read-only to you"),
+], ids=["file and folder read-only", "folder read-only"])
+def test_an_older_index_on_read_only_media_is_refused_with_the_copy_to_make(tmp_path, indexed, file_mode,
+                                                                             folder_mode, why):
+    # Every reading command said "...was written by an older streamrag and cannot be upgraded
+    # here (read-only?); run `streamrag index DIR` once", which cannot run there either (a
+    # share, a disc, another user's index). The file is left as it was: no step half made.
+    import hashlib
+
+    from streamrag.store import SCHEMA_VERSION
+
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    folder = notes / ".streamrag"
+    db = folder / "index.db"
+    old = _made_older(db)
+    for f in folder.iterdir():
+        if f != db:
+            f.unlink()
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    db.chmod(file_mode)
+    folder.chmod(folder_mode)
+    commands = [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
+                ["ask", "What is this about?", "--mode", "global", "--json"],
+                ["ask", "railway", "--mode", "basic"], ["export", str(tmp_path / "out.json")],
+                ["index", str(notes), "--estimate"]]
+    try:
+        for command in commands:
+            one_line(_as_a_user([*command, "--db", str(db)], tmp_path), 1,
+                     f"{db} was made by an older streamrag (schema {old}, this one reads {SCHEMA_VERSION}) "
+                     f"and must be upgraded once, which cannot be done where it lies ({why}); copy it to a "
+                     "folder you may write and open the copy once there (`streamrag status --db COPY`, or "
+                     "run `streamrag index` on it), then use the copy")
+    finally:
+        folder.chmod(0o755)
+        db.chmod(0o644)
+    assert sorted(f.name for f in folder.iterdir()) == ["index.db"]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    assert not (tmp_path / "out.json").exists()
+    # The fix it gives: the copy, opened once, is upgraded and read.
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    status = _as_a_user(["status", "--json", "--db", str(copy)], tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["documents"] == 4
+    conn = sqlite3.connect(copy)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    conn.close()

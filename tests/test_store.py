@@ -614,10 +614,14 @@ _SAYS = {   # what each case's message says to do
     "another program's database": r"an SQLite database that is not a streamrag index \(it holds other "
                                   r"tables\); give --db \(or store.path\) a new file, or an index's",
     "a newer schema": r"written by a newer streamrag .*; upgrade streamrag",
+    # (It said "cannot be upgraded here (read-only?); run `streamrag index DIR` once", which
+    # cannot run where the index lies either.)
     "an older schema it may not upgrade":
-        r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
+        r"made by an older streamrag \(schema 1, .*\) and must be upgraded once, which cannot be done where "
+        r"it lies \(the index is read-only to you\); copy it to a folder you may write and open the copy once",
     "an older schema it may not upgrade, in WAL mode":
-        r"written by an older streamrag and cannot be upgraded here .*; run `streamrag index DIR` once",
+        r"made by an older streamrag \(schema 1, .*\) and must be upgraded once, which cannot be done where "
+        r"it lies \(the index is read-only to you\); copy it to a folder you may write and open the copy once",
     # (It said "or remove this one" of what was most likely a document given as --db.)
     "not a database": r"not a streamrag index \(not an SQLite database: some other file\); give --db \(or "
                       r"store.path\) the index's file, or a path where none is yet",
