@@ -553,6 +553,8 @@ class Store:
                 f"no index at {self.path}; build one with `streamrag index DIR` "
                 "(or pass --db to point at an existing one)")
         side = [Path(f"{self.path}{s}") for s in ("-wal", "-shm")]
+        if not readonly and (refusal := unwritable_here(self.path)) is not None:
+            raise refusal
         locked = [f for f in (self.path, *side) if not readonly and f.is_file() and not os.access(f, os.W_OK)]
         if locked:
             # (SQLite opens it read-only without a word, and the first write failed mid-run; a
@@ -1291,6 +1293,26 @@ def _read_only_here(path: Path) -> str | None:
     return None
 
 
+def unwritable_here(path: Path, given: str = "--db") -> StoreError | None:
+    """The refusal to write the index at ``path`` where it lies, a read-only file system or a
+    folder read-only to the user (a share, a disc, another user's index), else None (a file
+    read-only alone is ``Store``'s to say: its owner may chmod it). A writer makes files beside
+    the index: SQLite opened it and failed with "attempt to write a readonly database; check the
+    path and its permissions", or the lock file was blamed. ``given``: where the index was named."""
+    if not path.is_file():
+        return None
+    side = [Path(f"{path}{s}") for s in ("-wal", "-shm")]
+    why = _read_only_here(path)
+    if why == "the file is read-only to you":
+        # (both refused: the folder is the one a chmod of the file does not fix)
+        why = "its folder is read-only to you" if not os.access(path.parent, os.W_OK) else None
+    if why is None or why.startswith("its folder") and all(f.is_file() for f in side):
+        return None   # (with its -wal and -shm there, SQLite writes it without a new file)
+    return StoreError(f"{path}: the index cannot be written where it lies ({why}); copy it to a folder "
+                      f"you may write and give {given} the copy"
+                      + (", or make its folder writable" if why.startswith("its folder") else ""))
+
+
 def _split_sql(script: str) -> list[str]:
     """Statements of a migration script (no semicolons inside our DDL's literals)."""
     return [s.strip() for s in script.split(";") if s.strip() and not _only_comments(s)]
@@ -1358,6 +1380,8 @@ class WriterLock:
             if not self.path.parent.is_dir():   # (the lock file was not what failed: its folder was)
                 raise StoreError(f"{self.path.parent}: cannot make the index's folder ({e.strerror or e}); "
                                  f"give {self.given} an index in a folder you may write") from None
+            if (refusal := unwritable_here(Path(self.db_path), self.given)) is not None:
+                raise refusal from None   # (an index there already: named, not its lock file)
             raise StoreError(f"{self.path}: cannot make the index's lock file ({e.strerror or e}); give "
                              f"{self.given} an index in a folder you may write") from None
         try:

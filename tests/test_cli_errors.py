@@ -1160,3 +1160,32 @@ def test_an_older_index_on_read_only_media_is_refused_with_the_copy_to_make(tmp_
     conn = sqlite3.connect(copy)
     assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     conn.close()
+
+
+@pytest.mark.parametrize("lock", [False, True], ids=["no lock file", "its lock file copied with it"])
+def test_index_of_an_index_in_a_read_only_folder_names_the_index_and_the_copy_to_make(tmp_path, indexed, lock):
+    # It said "index.db.lock: cannot make the index's lock file (Permission denied); give --db an
+    # index in a folder you may write", and with the lock file there (copied with the index)
+    # "index.db: cannot open the index database (attempt to write a readonly database); check
+    # the path and its permissions".
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    folder = notes / ".streamrag"
+    db = folder / "index.db"
+    for f in folder.iterdir():
+        if f != db and not (lock and f.name == "index.db.lock"):
+            f.unlink()
+    if lock:
+        (folder / "index.db.lock").touch()
+    before = sorted(f.name for f in folder.iterdir())
+    data = db.read_bytes()
+    (notes / "new.md").write_text("Ada Osk opened the Kessel Bridge.\n")
+    folder.chmod(0o555)
+    try:
+        one_line(_as_a_user(["index", str(notes), "--offline", "-q", "--db", str(db)], tmp_path), 1,
+                 f"streamrag: error: {db}: the index cannot be written where it lies (its folder is read-only "
+                 "to you); copy it to a folder you may write and give --db the copy, or make its folder writable\n")
+    finally:
+        folder.chmod(0o755)
+    assert sorted(f.name for f in folder.iterdir()) == before
+    assert db.read_bytes() == data
