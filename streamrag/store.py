@@ -1119,7 +1119,8 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
         raise StoreError(f"{path}: its folder is read-only to you, and a write-ahead log lies beside it "
                          f"({wal.name}: a writer is at work, or stopped before folding it in), which a "
                          "reader there cannot take in; try again once the writer has finished, or run "
-                         "any streamrag command on it with write access to the folder")
+                         "any streamrag command on it with write access to the folder (on read-only "
+                         f"media: copy it with its {wal.name} to a folder you may write, and use the copy)")
     _unchanging.add(str(path))
     return sqlite3.connect(f"{_uri_path(path)}?mode=ro&immutable=1", uri=True, isolation_level=None,
                            check_same_thread=False)

@@ -1189,3 +1189,32 @@ def test_index_of_an_index_in_a_read_only_folder_names_the_index_and_the_copy_to
         folder.chmod(0o755)
     assert sorted(f.name for f in folder.iterdir()) == before
     assert db.read_bytes() == data
+
+
+def test_an_index_with_its_write_ahead_log_on_read_only_media_says_to_copy_both(tmp_path, indexed):
+    # Copied to read-only media while a writer had a log beside it (no -shm: SQLite's shared
+    # memory is not copied with it, or was not there), it said to run a command with write
+    # access to the folder, which read-only media never give; the copy to make is said too.
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    folder = notes / ".streamrag"
+    db = folder / "index.db"
+    for f in folder.iterdir():
+        if f != db:
+            f.unlink()
+    script = ("import os, sqlite3, sys\n"
+              "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+              "c.execute(\"INSERT OR REPLACE INTO meta(key, value) VALUES ('note', 'x')\")\n"
+              "os._exit(0)\n")   # (killed: its log not folded in)
+    subprocess.run([sys.executable, "-c", script, str(db)], check=True, timeout=60)
+    Path(f"{db}-shm").unlink()
+    assert Path(f"{db}-wal").stat().st_size > 0
+    folder.chmod(0o555)
+    try:
+        for command in (["status"], ["ask", "Who chaired the council?", "--mode", "basic"]):
+            one_line(_as_a_user([*command, "--db", str(db)], tmp_path), 1,
+                     f"{db}: its folder is read-only to you, and a write-ahead log lies beside it",
+                     "(on read-only media: copy it with its index.db-wal to a folder you may write, and use "
+                     "the copy)\n")
+    finally:
+        folder.chmod(0o755)
