@@ -825,6 +825,8 @@ def build_parser() -> argparse.ArgumentParser:
     # that `streamrag --help` does not import the simulator.
     p.add_argument("--embedding-dim", type=_at_least(1, int, "1 or more"), default=64, help="length of embeddings (default 64)")
     p.add_argument("--timeout-s", type=_at_least(0), default=30.0, help="how long a simulated timeout holds the connection (default 30)")
+    p.add_argument("--api-key", default="", help="the key every request must carry, as "
+                                                 "Authorization: Bearer KEY (default: none asked)")
     p.set_defaults(func=cmd_simulate)
     parser.commands = sub.choices  # type: ignore[attr-defined]
     for command in sub.choices.values():  # `ask -v` as well as `-v ask`

@@ -22,6 +22,9 @@ test runs its real client, retries and rate limiting. Nothing is random except w
   and ``Retry-After`` when admitting it would exceed ``rpm`` requests or ``tpm`` tokens (prompt
   plus completion tokens, known in advance because answers are deterministic). A request larger
   than ``tpm`` on its own is admitted into an empty window rather than refused forever.
+- **A key, when given** (``api_key``), is asked of every model route (``/v1/models`` too) as
+  OpenAI asks it: ``Authorization: Bearer KEY`` (or Azure's ``api-key: KEY``), else HTTP 401
+  ``invalid_api_key``, so a client's handling of a wrong key runs against it.
 - **Latency** is ``latency_ms + per_token_ms * completion_tokens``, spread over the chunks when
   streaming.
 
@@ -72,6 +75,7 @@ class SimulatorConfig(msgspec.Struct, kw_only=True):
     seed: int = 0
     embedding_dim: int = 64
     timeout_s: float = 30.0         # how long a "timeout" fault holds the connection
+    api_key: str = ""               # the key every model route asks for ("": any, or none)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1552,10 +1556,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
+    def _refused_key(self) -> bool:
+        """Answer 401 when a key is asked for (``SimulatorConfig.api_key``) and the request does
+        not carry it, as OpenAI does; True when it was refused."""
+        wanted = self.server.sim.config.api_key
+        if not wanted:
+            return False
+        bearer = self.headers.get("Authorization") or ""
+        if bearer == f"Bearer {wanted}" or self.headers.get("api-key") == wanted:
+            return False
+        said = "Incorrect API key provided." if bearer or self.headers.get("api-key") else \
+            "You didn't provide an API key."
+        self._send(401, _error(said, "invalid_request_error", "invalid_api_key"))
+        return True
+
     # -- routes
     def do_GET(self) -> None:
         path = self._path()
         if path == "/models":
+            if self._refused_key():
+                return
             self._send(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "streamrag-simulator"}
                 for m in MODELS]})
@@ -1574,6 +1594,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path not in ("/chat/completions", "/embeddings"):
             self._send(404, _error(f"no route POST {self.path}", "invalid_request_error", "not_found"))
+            return
+        if self._refused_key():
             return
         try:
             request = json.loads(raw)
@@ -1831,6 +1853,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--embedding-dim", type=at_least(1, int, "1 or more"), default=d.embedding_dim)
     p.add_argument("--timeout-s", type=at_least(0), default=d.timeout_s,
                    help="how long a simulated timeout holds the connection")
+    p.add_argument("--api-key", default=d.api_key,
+                   help="the key every request must carry (default: none asked)")
     return p
 
 
@@ -1838,7 +1862,8 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
     return SimulatorConfig(host=args.host, port=args.port, latency_ms=args.latency_ms,
                            per_token_ms=args.per_token_ms, rpm=args.rpm, tpm=args.tpm,
                            fault_rate=args.fault_rate, seed=args.seed,
-                           embedding_dim=args.embedding_dim, timeout_s=args.timeout_s)
+                           embedding_dim=args.embedding_dim, timeout_s=args.timeout_s,
+                           api_key=args.api_key)
 
 
 def main(argv: list[str] | None = None) -> int:

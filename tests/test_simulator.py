@@ -109,6 +109,26 @@ def test_models_unknown_paths_bad_json_and_missing_model(sim, client):
     assert r.status_code == 200 and content(r.json())
 
 
+def test_a_key_given_is_asked_of_every_model_route_as_openai_asks_it():
+    # The simulator asked no key: a client's handling of a wrong one (at a watch's start, through
+    # GET /models, as at its chat calls) could not run against it.
+    chat = {"model": "m", "messages": [{"role": "user", "content": "Hello there."}]}
+    with Simulator(SimulatorConfig(api_key="sk-sim-right-key")) as keyed:
+        for sent in ({}, {"Authorization": "Bearer sk-sim-wrong-key"}, {"api-key": "sk-sim-wrong-key"}):
+            for method, route, body in (("GET", "/models", None), ("POST", "/chat/completions", chat),
+                                        ("POST", "/embeddings", {"model": "e", "input": "x"})):
+                r = httpx.request(method, f"{keyed.base_url}{route}", json=body, headers=sent, timeout=10)
+                assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", (sent, route)
+                assert ("didn't provide" in r.json()["error"]["message"]) == (not sent)
+        for sent in ({"Authorization": "Bearer sk-sim-right-key"}, {"api-key": "sk-sim-right-key"}):
+            assert httpx.get(f"{keyed.base_url}/models", headers=sent, timeout=10).status_code == 200
+            assert httpx.post(f"{keyed.base_url}/chat/completions", json=chat, headers=sent,
+                              timeout=10).status_code == 200
+        assert httpx.get(f"{keyed.base_url}/simulator/stats", timeout=10).status_code == 200   # (not a model route)
+    from streamrag.simulator import build_parser, config_from_args
+    assert config_from_args(build_parser().parse_args(["--api-key", "k1"])).api_key == "k1"
+
+
 # -- extraction and gleaning
 
 def test_extraction_lists_the_names_in_the_text(client):
