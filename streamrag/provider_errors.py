@@ -20,7 +20,7 @@ from base64 import b64encode
 import httpx
 import msgspec
 
-from streamrag.config import LLMSettings
+from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError
 
 
@@ -324,9 +324,17 @@ def key_source(settings: LLMSettings, key: str) -> str:
     return next((v for v in key_names(settings) if (os.environ.get(v) or "").strip() == key), "")
 
 
-def key_advice(settings: LLMSettings, api_key: str) -> str:
-    """What to do about a 401/403: which variables are read, and which one the key came from."""
+def key_advice(settings: LLMSettings, api_key: str, setting: str = "llm.api_base") -> str:
+    """What to do about a 401/403: which variables are read, and which one the key came from;
+    or, when ``api_base`` holds ``user:password@`` (``setting``: what set it) and those were
+    the credentials sent, that its password was refused (it was said "no API key was sent").
+    (httpx's Basic auth takes the Authorization header: a key beside it went only as Azure's
+    api-key header.)"""
     names = key_names(settings)
+    if httpx.URL(settings.api_base).userinfo and not (api_key and settings.api_version):
+        return (f"the password in {setting} ({without_secrets(settings.api_base)}) was refused; fix the "
+                f"user and password there, or, for a server that takes an API key, remove them and "
+                f"`export {names[0]}=...`")
     if not api_key:
         return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
                 f"one of them, e.g. `export {names[0]}=...`")

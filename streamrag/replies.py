@@ -119,7 +119,7 @@ class Replies:
                                   f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
                                   "the key that model", status)
         if status in (401, 403):
-            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key)} "
+            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key, self.setting)} "
                                   f"({message})", status)
         if status == 413:   # the server's or a proxy's limit on a request's size
             raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "

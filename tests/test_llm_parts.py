@@ -385,3 +385,22 @@ def test_an_endpoint_is_silent_once_tries_of_two_calls_timed_out_for_the_hang(mo
     reach.timed_out(1, 10.0, 7.0)      # a try begun before the last answer counts from it
     reach.timed_out(2, 10.0, 7.0)
     assert not reach.silent
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_password_in_api_base_refused_is_said_so_not_that_no_key_was_sent(status):
+    # Basic credentials were sent; a 401 said "no API key was sent (none of ... is set); export
+    # the key in one of them", of a server that asks a password.
+    url = "http://x/v1/chat/completions"
+    said = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1"), "", "STREAMRAG_API_BASE", url,
+                   "http://x/v1/embeddings")
+    with pytest.raises(LLMRequestError) as e:
+        said.check_status(httpx.Response(status, json={"error": {"message": "Unauthorized"}}), url, "m1")
+    assert (f"{url}: HTTP {status}: the password in STREAMRAG_API_BASE (http://me:***@x/v1) was refused; fix the "
+            "user and password there") in str(e.value)
+    assert "no API key was sent" not in str(e.value) and "LEAKCHECK" not in str(e.value)
+    # A key sent as Azure's api-key header beside them is the key's advice, as before.
+    azure = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1", api_version="2024-10-21"), "sk-azure-key-1",
+                    "", url, "http://x/v1/embeddings")
+    with pytest.raises(LLMRequestError, match="the API key was rejected; set STREAMRAG_API_KEY"):
+        azure.check_status(httpx.Response(status, json={"error": {"message": "Unauthorized"}}), url, "m1")
