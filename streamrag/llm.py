@@ -82,7 +82,7 @@ from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
-                                       stopped_answering, tls_refused, web_page)
+                                       stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
@@ -612,7 +612,7 @@ class LLMClient:
                     finish_reason = "length"
                     break
         if not events and (page := html_page("\n".join(other))):
-            raise web_page(page, "a stream of events", self.chat_url, self._replies.setting)
+            raise self._replies.web_page(page, "a stream of events", self.chat_url)
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if not ends_unmarked(*server) and not (text and unmarked is not None and text in unmarked):

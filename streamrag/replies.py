@@ -184,9 +184,14 @@ class Replies:
             return msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
             if page := html_page(resp.text):
-                raise web_page(page, "JSON", str(resp.request.url),
-                               self.setting) from None
+                raise self.web_page(page, "JSON", str(resp.request.url)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
+
+    def web_page(self, page: str, wanted: str, url: str) -> LLMRequestError:
+        """``provider_errors.web_page``, the page's words with the secrets sent hidden: a proxy's
+        login page answered with HTTP 200 may quote the request back in its title, as an error
+        status's body may (``check_status``)."""
+        return web_page(hidden(page, self.secrets), wanted, url, self.setting)
 
     def stream_event(self, data: str, model: str, stage: str) -> dict | None:
         """The event a streamed ``data:`` line carries (None: not an object, passed over);

@@ -2673,3 +2673,15 @@ async def test_the_clients_of_one_process_share_one_tls_context(tmp_path, monkey
     monkeypatch.setenv("SSL_CERT_FILE", certifi.where())   # (read as httpx reads it)
     assert llm_module.tls_context() is llm_module.tls_context()
     assert made == [{"cafile": certifi.where()}]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_web_page_quoting_the_key_is_said_with_the_key_hidden(tmp_path, streamed):
+    # A proxy's login page answered with HTTP 200 was quoted by its title unhidden.
+    page = httpx.Response(200, text=f"<html><head><title>Sign in: Bearer {LEAKED}</title></head></html>",
+                          headers={"content-type": "text/html"})
+    with anyio.fail_after(5):
+        async with client(tmp_path, Endpoint(page), key=LEAKED) as (llm, store):
+            with pytest.raises(LLMRequestError, match=r"the answer was an HTML page: Sign in: Bearer \*\*\*, not") as err:
+                await llm.chat(ask(), model="m1", stage="answer", on_delta=(lambda _t: None) if streamed else None)
+    assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])

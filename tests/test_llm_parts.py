@@ -404,3 +404,15 @@ def test_a_password_in_api_base_refused_is_said_so_not_that_no_key_was_sent(stat
                     "", url, "http://x/v1/embeddings")
     with pytest.raises(LLMRequestError, match="the API key was rejected; set STREAMRAG_API_KEY"):
         azure.check_status(httpx.Response(status, json={"error": {"message": "Unauthorized"}}), url, "m1")
+
+
+def test_a_web_page_answered_with_200_is_quoted_with_the_secrets_sent_hidden():
+    # A proxy's login page quoting the request in its title was said by it, the key and all.
+    key, url = "sk-LEAKCHECK-1234567890abcdef", "http://x/v1/chat/completions"
+    said = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1"), key, "", url, "http://x/v1/embeddings")
+    page = httpx.Response(200, text=f"<html><head><title>Sign in (Bearer {key}, pw-LEAKCHECK-42)</title></head></html>",
+                          request=httpx.Request("POST", url))
+    with pytest.raises(LLMRequestError) as e:
+        said.json(page)
+    assert "the answer was an HTML page: Sign in (Bearer ***, ***), not JSON" in str(e.value)
+    assert "LEAKCHECK" not in str(e.value)
