@@ -16,6 +16,7 @@ import html
 import os
 import re
 from base64 import b64encode
+from collections.abc import Iterable
 
 import httpx
 import msgspec
@@ -252,17 +253,30 @@ def one_line(text: object) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def sent_secrets(api_key: str, api_base: str) -> tuple[str, ...]:
+def sent_secrets(api_key: str, api_base: str, proxies: Iterable[str] = ()) -> tuple[str, ...]:
     """What the requests to ``api_base`` carry that no message may say (``hidden``): the API key,
     the URL's password, and that password as the Basic header carries it (the base64 of
-    ``user:password``, which a server echoing its headers quotes, and decodes to the password).
-    A key or password of a few characters (Ollama takes any key, "ollama") is no secret, and
-    hiding it would garble words."""
-    url = httpx.URL(api_base)
-    secrets = [s for s in (api_key, url.password) if len(s) >= 8]
-    if len(url.password) >= 8:
-        secrets.append(b64encode(f"{url.username}:{url.password}".encode()).decode())
+    ``user:password``, which a server echoing its headers quotes, and decodes to the password);
+    the same of the ``proxies`` (the environment's, ``getproxies``: httpx sends a proxy's
+    ``user:password@`` as Proxy-Authorization, which a proxy's 407 or 502 echoing the request
+    quoted in the error, the call log and `status --failures`). A key or password of a few
+    characters (Ollama takes any key, "ollama") is no secret, and hiding it would garble words."""
+    secrets = [api_key] if len(api_key) >= 8 else []
+    for address in (api_base, *proxies):
+        secrets.extend(_url_secrets(address))
     return tuple(secrets)
+
+
+def _url_secrets(address: str) -> list[str]:
+    """The password of the URL ``address`` and its Basic header's base64, when it has one of 8
+    characters or more."""
+    try:
+        url = httpx.URL(address)
+    except httpx.InvalidURL:   # (a proxy variable httpx refuses too)
+        return []
+    if len(url.password) < 8:
+        return []
+    return [url.password, b64encode(f"{url.username}:{url.password}".encode()).decode()]
 
 
 def hidden(text: str, secrets: tuple[str, ...]) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
+from urllib.request import getproxies
 
 import httpx
 import msgspec
@@ -48,7 +49,7 @@ class Replies:
         self.settings = settings
         self._api_key = api_key
         # What the server may quote back but no message of ours says (``hidden``).
-        self.secrets = sent_secrets(api_key, settings.api_base)
+        self.secrets = sent_secrets(api_key, settings.api_base, getproxies().values())
         self.base_from = base_from   # what set api_base (Settings.api_base_from), for messages
         self.chat_url = chat_url
         self.embeddings_url = embeddings_url

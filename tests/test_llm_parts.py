@@ -17,7 +17,7 @@ from streamrag.config import LLMSettings
 from streamrag.endpoint_health import HOPELESS_TRIES, EndpointHealth, GaveUp, failure
 from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import LLMRequestError, LLMUnavailableError
-from streamrag.provider_errors import Retryable
+from streamrag.provider_errors import Retryable, sent_secrets
 from streamrag.replies import CUT_OFF, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.try_timeouts import TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts
 
@@ -416,3 +416,20 @@ def test_a_web_page_answered_with_200_is_quoted_with_the_secrets_sent_hidden():
         said.json(page)
     assert "the answer was an HTML page: Sign in (Bearer ***, ***), not JSON" in str(e.value)
     assert "LEAKCHECK" not in str(e.value)
+
+
+def test_a_proxys_password_from_the_environment_is_never_said(monkeypatch):
+    # httpx sends ALL_PROXY's (HTTPS_PROXY's ...) user:password as Proxy-Authorization; a proxy's
+    # 407 or 502 echoing the request put its base64, which decodes to the password, on stderr,
+    # in llm_calls and failures (a transport error's own words hold neither: checked).
+    proxy_basic = base64.b64encode(b"puser:proxy-LEAKCHECK-7").decode()
+    monkeypatch.setenv("ALL_PROXY", "http://puser:proxy-LEAKCHECK-7@127.0.0.1:3128")
+    url = "http://x/v1/chat/completions"
+    said = Replies(LLMSettings(api_base="http://x/v1"), "", "", url, "http://x/v1/embeddings")
+    echoed = {"error": {"message": f"Proxy-Authorization: Basic {proxy_basic} (proxy-LEAKCHECK-7)"}}
+    for status, raised in ((407, LLMRequestError), (502, Retryable)):
+        with pytest.raises(raised) as e:
+            said.check_status(httpx.Response(status, json=echoed), url, "m1")
+        assert "Proxy-Authorization: Basic *** (***)" in str(e.value) and "LEAKCHECK" not in str(e.value), status
+    # A proxy variable httpx could not read either is passed over.
+    assert sent_secrets("", "http://x/v1", ["http://u:p@h:bad", "http://u:short@h"]) == ()
