@@ -74,7 +74,8 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
-from streamrag.errors import LLMError, LLMUnavailableError, StreamragError, UnusableFirstIndex, disk_full
+from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, StreamragError, UnusableFirstIndex,
+                              disk_full)
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -248,6 +249,7 @@ class Daemon:
         self._update_of: str | None = None
         self._nothing_indexed = False            # `--once`: every item failed, the index holds nothing
         self._once = False                       # run(None): one sync, nothing is retried
+        self._answered_first = False             # a call of the initial sync was answered (``_check_key``)
         self.exit_code = 0                       # 1 when the daemon stops on an error
         self.last_sync_s: float | None = None
         self.last_result: SyncResult | None = None
@@ -591,6 +593,8 @@ class Daemon:
                 if not self.stopping:
                     await self._sync("initial sync", why={"files": 0, "whole_folder": True}, initial=True)
                 if source is not None and not self.stopping:
+                    await self._check_key()
+                if source is not None and not self.stopping:   # (a stop during the check: no health line)
                     self.check_health()
                     tg.start_soon(self._health_loop)
                     await self._follow(recv)
@@ -640,6 +644,35 @@ class Daemon:
         (``index_rows.answered_at``)."""
         api_base = self.settings.llm.api_base
         return None if store is None or not api_base else index_rows.answered_at(store, api_base)
+
+    async def _check_key(self) -> None:
+        """Checks the endpoint's credentials once (``LLMClient.check_key``: ``GET /models``) when
+        the initial sync published with no call answered (a folder indexed already): a wrong key
+        was found at the first change's call, maybe hours later; now the watch stops at once with
+        that call's error, the index kept. Not after an initial sync that failed (its outage
+        lines speak, and its retries find the key), nor when indexing calls no model. A stop
+        ends the check (a server that hangs holds it for llm.request_timeout_s)."""
+        if not self.syncs or self._answered_first or not self.settings.calls_model:
+            return
+        from streamrag.llm import LLMClient
+
+        s, refused = self.settings, None
+        async with LLMClient(s.llm, s.api_key, transport=self.transport, base_setting=s.api_base_from) as llm, \
+                anyio.create_task_group() as tg:
+            tg.start_soon(self._cancel_on_stop, tg.cancel_scope)
+            try:
+                await llm.check_key()
+            except LLMRequestError as e:
+                refused = e
+            tg.cancel_scope.cancel()
+        if refused is not None:
+            raise LLMRequestError(f"{refused}. The index is kept as the initial sync left it",
+                                  refused.status, every_call=True)
+
+    async def _cancel_on_stop(self, scope: anyio.CancelScope) -> None:
+        """Cancels ``scope`` once the daemon is asked to stop (``stop``)."""
+        await self.stop_event.wait()
+        scope.cancel()
 
     async def _pump(self, source: AsyncIterable[ChangeSet], send) -> None:
         """Source -> relevant changes, one dict per batch; closing ``send`` ends the stream."""
@@ -991,6 +1024,8 @@ class Daemon:
             return False
         self._syncing, self._sync_run = {}, None
         self.outage.attempted(indexer, began)
+        if initial:
+            self._answered_first = indexer.llm is not None and answered(indexer.llm.stats)
         took = self.outage.tried_s = anyio.current_time() - started
         self._synced(took, indexer.broken_links)
         await self._bound_wal()

@@ -81,8 +81,8 @@ from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
-from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, not_answering, reason,
-                                       stopped_answering, tls_refused)
+from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, listing_refused,
+                                       not_answering, provider_message, reason, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
@@ -227,6 +227,7 @@ class LLMClient:
             base, auth = str(url.copy_with(userinfo=b"")), httpx.BasicAuth(url.username, url.password)
         self.chat_url = f"{base}/chat/completions"
         self.embeddings_url = f"{base}/embeddings"
+        self.models_url = f"{base}/models"
         # How its replies are read; ``base_setting`` (Settings.api_base_from): what set api_base, for messages.
         self._replies = Replies(settings, api_key, base_setting, self.chat_url, self.embeddings_url)
         headers = {"Content-Type": "application/json"}
@@ -629,6 +630,23 @@ class LLMClient:
         prompt_tokens, completion_tokens = read_usage(usage)
         return Answer(text="".join(parts), finish_reason=finish_reason,
                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens), latency
+
+    # -- the key -----------------------------------------------------------------------------
+    async def check_key(self) -> None:
+        """Asks ``GET {api_base}/models`` once, which costs no tokens, and raises what a chat call
+        would (``Replies.check_status``) when it answers 401 or 403: a watch of a folder that needs
+        no call found a wrong key (or password in api_base) only at the first change, maybe hours
+        later. Any other outcome says nothing: no answer (the first call says the outage), a 404
+        (Azure's deployments and some servers list no models), a 5xx, a page that is not JSON, a
+        refusal of the listing alone (``listing_refused``: a restricted key may chat, not list).
+        One try, under a slot and the limits (a provider counts it), as a chat try is."""
+        try:
+            resp = await self._attempt(0, lambda: self._http.get(self.models_url),
+                                       self.settings.request_timeout_s)
+        except (Retryable, _Silent, _Hopeless):
+            return
+        if resp.status_code in (401, 403) and not listing_refused(provider_message(resp, whole=True)):
+            self._check_status(resp, self.models_url, self.settings.extraction_model)
 
     # -- embeddings --------------------------------------------------------------------------
     async def embed(self, texts: list[str], *, model: str,

@@ -364,6 +364,18 @@ def key_advice(settings: LLMSettings, api_key: str, setting: str = "llm.api_base
                if source else ""))
 
 
+# A 401/403 of ``GET /models`` that may refuse the listing alone, not the key: OpenAI's restricted
+# keys without the models scope ("You have insufficient permissions for this operation. Missing
+# scopes: api.model.read"), a 403 naming the models. Such a key may still chat.
+_LISTING_ONLY = re.compile(r"scope|insufficient permission|\bmodels?\b", re.IGNORECASE)
+
+
+def listing_refused(message: str) -> bool:
+    """Whether a 401/403 to ``GET /models`` (``message``: its words) may refuse the listing of
+    models only, a key that chats being good (``LLMClient.check_key`` then says nothing)."""
+    return _LISTING_ONLY.search(message) is not None
+
+
 # A 403 about the key or the caller's rights (the words of OpenAI, Azure, Anthropic, Gemini ...).
 _ABOUT_THE_KEY = re.compile(r"key|auth|credential|permission|unauthori[sz]ed|scope|token", re.IGNORECASE)
 # A 403 for another reason: what it is, and what to do (``{setting}``: what set the endpoint).

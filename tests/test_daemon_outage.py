@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 import anyio
@@ -2389,3 +2390,95 @@ def test_a_short_outage_is_said_since_the_second_it_began_in_whole_seconds(down,
     [line] = lines
     assert line.startswith(f"http://127.0.0.1:9/v1 still down since {clock(outage.failing_since, seconds=since)} "
                            f"({lasted}); retrying 2 s after each failed sync"), line
+
+
+async def _watch_indexed_folder(settings: Settings, db: Path, folder: Path, **kwargs) -> tuple[Events, BaseException | None]:
+    """A watch of ``folder``, whose index ``db`` is current, until it stops by itself (a wrong key)
+    or has said its first health line (then stopped): its events, and what it raised."""
+    events, raised = Events(), None
+    daemon = Daemon(settings, db, folder, report=events, **kwargs)
+    send, recv = scripted()
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(daemon.run, recv)
+                await until(lambda: "health" in events.states())
+                await send.aclose()
+    except BaseException as e:   # (the task group's, a wrong key's error in it)
+        raised = e
+    return events, raised
+
+
+async def test_a_wrong_key_stops_a_watch_of_a_folder_indexed_already_as_it_starts(corpus, tmp_path):
+    # Its initial sync asked the model nothing: a wrong key (or api_base password) was found at
+    # the first change's call, maybe hours later, the watch saying it watched meanwhile.
+    from streamrag.errors import LLMRequestError, user_error
+    from streamrag.simulator import Simulator, SimulatorConfig
+
+    db = tmp_path / "w.db"
+    with Simulator(SimulatorConfig(api_key="sk-right-key-1234")) as keyed:
+        right = msgspec.structs.replace(make_settings(keyed.base_url, index=SMALL), api_key="sk-right-key-1234")
+        await Daemon(right, db, corpus).run(None)
+        indexed = index_snapshot(db)
+        events, raised = await _watch_indexed_folder(msgspec.structs.replace(right, api_key="sk-wrong-key-5678"),
+                                                     db, corpus)
+        error = raised if isinstance(raised, LLMRequestError) else user_error(raised)
+        assert isinstance(error, LLMRequestError), raised
+        assert str(error).startswith(f"{keyed.base_url}/models: HTTP 401: the API key was rejected; set "
+                                     "STREAMRAG_API_KEY to a valid key (Incorrect API key provided.)")
+        assert events.states()[-1] == "idle" and "health" not in events.states()   # stopped before watching
+        assert index_snapshot(db) == indexed   # nothing indexed lost
+        # The right key: the watch goes on, as before.
+        events, raised = await _watch_indexed_folder(right, db, corpus)
+        assert raised is None and events.states()[-1] == "stopped", events[-1]
+
+
+@pytest.mark.parametrize("endpoint", ["down", "no /models"])
+async def test_a_watch_whose_endpoint_cannot_say_whether_the_key_is_good_goes_on(corpus, tmp_path, simulator,
+                                                                                  endpoint):
+    # Down: as a watch started before its server (its first call finds it); no /models (Azure's
+    # deployments, some servers), a 5xx, a page: nothing is said either.
+    settings = make_settings(simulator.base_url, index=SMALL)
+    db = tmp_path / "w.db"
+    await Daemon(settings, db, corpus).run(None)
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        if endpoint == "down":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(404, json={"error": {"message": "Resource not found"}})
+
+    events, raised = await _watch_indexed_folder(settings, db, corpus, transport=httpx.MockTransport(answer))
+    assert raised is None and asked == ["/v1/models"]
+    assert "error" not in events.states() and events.states()[-1] == "stopped"
+    # Indexing that calls no model checks nothing.
+    offline = make_settings(simulator.base_url, index={**SMALL, "extractor": "nlp"}, llm={"embedding_model": ""})
+    asked.clear()
+    await Daemon(offline, tmp_path / "o.db", corpus).run(None)
+    events, raised = await _watch_indexed_folder(offline, tmp_path / "o.db", corpus, transport=httpx.MockTransport(answer))
+    assert raised is None and asked == []
+
+
+async def test_a_stop_ends_a_check_of_the_key_that_hangs(corpus, tmp_path, simulator):
+    # A server that takes connections and never answers held the check for llm.request_timeout_s
+    # (120 s by default) and the stop with it, until the grace period cancelled the work.
+    settings = make_settings(simulator.base_url, index=SMALL)
+    db = tmp_path / "w.db"
+    await Daemon(settings, db, corpus).run(None)
+    asked = anyio.Event()
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        asked.set()
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    events = Events()
+    daemon = Daemon(settings, db, corpus, report=events, transport=httpx.MockTransport(hang))
+    send, recv = scripted()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(daemon.run, recv)
+            await asked.wait()
+            daemon.stop("SIGTERM received")
+    assert events.states()[-2:] == ["stopping", "stopped"] and "error" not in events.states()

@@ -2685,3 +2685,53 @@ async def test_a_web_page_quoting_the_key_is_said_with_the_key_hidden(tmp_path, 
             with pytest.raises(LLMRequestError, match=r"the answer was an HTML page: Sign in: Bearer \*\*\*, not") as err:
                 await llm.chat(ask(), model="m1", stage="answer", on_delta=(lambda _t: None) if streamed else None)
     assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])
+
+
+def _models(status: int, body: bytes | dict = b"", sent: list | None = None, *, fail: Exception | None = None):
+    """A MockTransport handler answering GET /models with ``status`` and ``body`` (``sent``:
+    the requests it got), or raising ``fail``."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        if sent is not None:
+            sent.append(request)
+        if fail is not None:
+            raise fail
+        assert request.method == "GET" and request.url.path == "/v1/models", request.url
+        return httpx.Response(status, json=body) if isinstance(body, dict) else httpx.Response(status, content=body)
+    return handle
+
+
+async def test_check_key_asks_models_once_and_raises_what_a_chat_call_would_on_401(tmp_path):
+    # A wrong key was found only where a call was sent: at a watch's first change, maybe hours later.
+    refused = {"error": {"message": "Incorrect API key provided.", "code": "invalid_api_key"}}
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, _models(401, refused, sent), key="sk-wrong-key-1") as (llm, store):
+            with pytest.raises(LLMRequestError) as checked:
+                await llm.check_key()
+            assert calls(store) == []   # no call of the model: nothing to record
+        async with client(tmp_path, Endpoint(httpx.Response(401, json=refused)), key="sk-wrong-key-1") as (llm, _):
+            with pytest.raises(LLMRequestError) as chatted:
+                await llm.chat(ask(), model="m1", stage="extract")
+    assert len(sent) == 1 and sent[0].headers["Authorization"] == "Bearer sk-wrong-key-1"
+    assert str(checked.value) == str(chatted.value).replace("/chat/completions", "/models")
+    assert "HTTP 401: the API key was rejected" in str(checked.value) and checked.value.every_call
+
+
+@pytest.mark.parametrize("answer", [
+    _models(404, {"error": {"message": "Resource not found"}}),    # Azure's deployments, some servers
+    _models(500, {"error": {"message": "boom"}}),
+    _models(200, b"<html><head><title>Sign in</title></head></html>"),
+    _models(200, {"object": "list", "data": []}),
+    # A restricted key may chat but not list models (OpenAI answers 401 so).
+    _models(401, {"error": {"message": "You have insufficient permissions for this operation. Missing scopes: "
+                                       "api.model.read."}}),
+    _models(403, {"error": {"message": "This key may not list models"}}),
+    _models(0, fail=httpx.ConnectError("connection refused")),
+    _models(0, fail=httpx.ReadTimeout("timed out")),
+])
+async def test_check_key_says_nothing_of_any_other_answer(tmp_path, answer):
+    sent: list[httpx.Request] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, lambda r: sent.append(r) or answer(r), max_retries=3) as (llm, _):
+            await llm.check_key()
+    assert len(sent) == 1   # one try: no retry, no backoff
