@@ -153,3 +153,16 @@ def test_pagerank_ranking_matches_the_plain_sort_on_random_graphs():
         seeds = {e: rng.choice([1.0, 0.5, 1e-3]) for e in rng.sample(ids, 3)}
         assert personalized_pagerank(graph, seeds) == slow_ranking(graph, seeds)
         assert personalized_pagerank(graph, seeds, top_k=7) == slow_ranking(graph, seeds)[:7]
+
+
+def test_the_directed_graph_holds_each_pair_both_ways_in_key_order():
+    # rustworkx sums each node's out-weights in edge order, so the PageRank's figures (and the
+    # order of near ties) depend on it: each pair of sorted_pairs, smaller index first, then back
+    rng = random.Random(5)
+    ids = [f"n{k:03d}" for k in range(60)]
+    edges = random_edges(rng, ids, 200, duplicates=True)
+    graph = Graph(ids, edges)
+    sources, targets, weights = sorted_pairs(graph.index, edges)
+    expected = [e for i, j, w in zip(sources, targets, weights) for e in ((i, j, w), (j, i, w))]
+    assert list(graph.directed().weighted_edge_list()) == expected
+    assert list(graph.pygraph.weighted_edge_list()) == list(zip(sources, targets, weights))
