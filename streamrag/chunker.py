@@ -154,7 +154,12 @@ def _body_tokens(units: _Units, a: int, b: int, text: str, enc) -> int | None:
 # the overlap's characters before T (``_overlap_start``: at most 12 a token, and the one
 # before): where the text from before those on ends the previous version too
 # (``_unchanged_end``), and the paragraphs from the first after that start
-# (``_paragraph_after``) are the units', the previous chunks from T on stand, moved. The anchors
+# (``_paragraph_after``) are the units', the previous chunks from T on stand, moved. Within a
+# paragraph split into sentences (a log's lines) the sentence cuts from one whose break begins 12
+# characters past a letter or digit after that start are the whole text's too (``_sentence_after``:
+# no break takes a letter, and a cut's abbreviation test looks 12 back), and its units with them
+# where the paragraph is split in both versions: in the new by its units, in the previous by T
+# lying inside it, one of its chunk starts (a chunk starts at a unit). The anchors
 # between are found from the units of a few chunks before the change to a few after it alone
 # (``_resumed``), taking only those more than W tokens past the first of them (``_anchors``
 # leaves out the nearer ones) and more than W before the last: an anchor's test looks W either
@@ -362,17 +367,36 @@ def _first_standing(text: str, units: _Units, pos: array, anchors: list[int], wi
                     after: int) -> int | None:
     """The first of ``anchors`` whose chunks from it on are the previous version's, moved: the
     text from ``after`` on is the previous version's end, and so are the paragraphs from the
-    first after it on (``_paragraph_after``); the units within ``window`` tokens before the
-    anchor are of those, and its first chunk's prefix lies after ``after`` (``_overlap_start``
-    looks at most 12 characters a token back, and at the one before)."""
+    first after it on (``_paragraph_after``), or the sentences from a cut of the paragraph
+    after it (``_sentence_after``) for an anchor inside that paragraph; the units within
+    ``window`` tokens before the anchor are of those, and its first chunk's prefix lies after
+    ``after`` (``_overlap_start`` looks at most 12 characters a token back, and at the one before)."""
     q = _paragraph_after(text, after)
-    if q is None:
-        return None
+    cut, end = _sentence_after(text, after) or (None, None)
     for i in anchors:
         left = bisect.bisect_left(pos, pos[i] - window) - 1   # (the first unit the anchor's test looks at)
-        if left >= 0 and units.start[left] >= q and units.start[i] - overlap * 12 - 1 >= after:
+        if left < 0 or units.start[i] - overlap * 12 - 1 < after:
+            continue
+        if (q is not None and units.start[left] >= q) or (cut is not None and cut <= units.start[left]
+                                                          and units.start[i] < end):
             return i
     return None
+
+
+def _sentence_after(text: str, at: int) -> tuple[int, int] | None:
+    """``(cut, end)``: a sentence cut of the paragraph holding the first letter or digit from
+    ``at`` on, and that paragraph's end, such that, where the paragraph is split into sentences,
+    the cuts from it to its end are the whole text's whatever the text before ``at``: found from
+    after a letter or digit 12 characters or more past that first one (no break takes one), and
+    so looking back no further than it (``_sentence_cuts``); None if the paragraph has no such cut."""
+    w = _WORD.search(text, at)
+    b = _PARAGRAPH_BREAK.search(text, w.end()) if w else None
+    end = b.end() if b else len(text)
+    later = _WORD.search(text, w.start() + 12, end) if w else None
+    if later is None:
+        return None
+    cut = next(_sentence_cuts(text, w.start(), end, later.end()))
+    return (cut, end) if cut < end else None
 
 
 # ---------------------------------------------------------------------------- units
@@ -384,7 +408,8 @@ def _units(text: str, enc, budget: int, first: int | None = None, stop: int | No
     paragraph's sentences or tokens, is held at once. From ``first``, a unit's start, if given
     (``_resumed``: a paragraph's start, or a sentence cut of a paragraph split that begins at
     ``start``), else from the text's first paragraph; to the end of the paragraph holding
-    ``stop``, if given, else to the text's end."""
+    ``stop``, if given (of its sentence, in a paragraph split into sentences: a log of lines is
+    one paragraph), else to the text's end."""
     units = _Units()
     if first is None:
         first = len(text) - len(text.lstrip())
@@ -393,13 +418,13 @@ def _units(text: str, enc, budget: int, first: int | None = None, stop: int | No
         if stop is not None and s > stop:
             break
         if start is not None and s == first and s != start:   # (its paragraph split: ``_resume_point``)
-            _split_paragraph(units, text, start, e, enc, budget, first)
+            _split_paragraph(units, text, start, e, enc, budget, first, stop)
         elif e > s and not _blank(text, s, e):
             n = _paragraph_tokens(text, enc, budget, s, e)
             if n <= budget:
                 units.add(s, e, n, PARAGRAPH, text[s:e])
             else:
-                _split_paragraph(units, text, s, e, enc, budget)
+                _split_paragraph(units, text, s, e, enc, budget, stop=stop)
         s = e
     return units
 
@@ -433,8 +458,10 @@ def _blank(text: str, s: int, e: int) -> bool:
     return _NOT_BLANK.search(text, s, e) is None
 
 
-def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int, at: int | None = None) -> None:
-    """The units of paragraph ``text[s:e]``, split into sentences (from its cut ``at`` if given)."""
+def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int, at: int | None = None,
+                     stop: int | None = None) -> None:
+    """The units of paragraph ``text[s:e]``, split into sentences (from its cut ``at`` if given),
+    to the end of the sentence holding ``stop`` if given (its last unit then not reached)."""
     before = len(units)
     a = s if at is None else at
     for b in _sentence_cuts(text, s, e, a):
@@ -445,6 +472,8 @@ def _split_paragraph(units: _Units, text: str, s: int, e: int, enc, budget: int,
             else:
                 _split_sentence(units, text, a, b, tokens, enc, budget)
             a = b
+            if stop is not None and stop < b < e:
+                return
     if len(units) > before:   # the last piece ends the paragraph
         units.relevel(len(units) - 1, PARAGRAPH)
 

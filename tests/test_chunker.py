@@ -393,6 +393,27 @@ def test_a_changed_text_cut_again_from_its_change_gives_the_chunks_of_a_whole_cu
     assert kept > 2000, kept   # (most edits keep most chunks)
 
 
+def test_a_log_of_lines_edited_in_its_middle_keeps_the_chunks_after_its_change():
+    # A log has no blank line: it is one paragraph, split at its lines. An edit in its middle
+    # (a word, a line added, a line dropped) keeps the chunks after it, moved, as it keeps those
+    # before it: they were cut again to the text's end, half the log for an edit in its middle.
+    from streamrag.chunker import cut_document
+
+    rng = random.Random(31)
+    text = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 22))) + "." for _ in range(3000))
+    sizes = {"chunk_size": 150, "overlap": 15, "encoding": ENC}
+    before = cut_document(doc(text), None, key=b"k", **sizes).spans
+    at = text.index("\n", len(text) // 2)
+    for edited in (text[:at] + " and the ferry" + text[at:], text[:at] + "\nThe mayor spoke." + text[at:],
+                   text[:at] + text[text.index("\n", at + 1):]):
+        cut = cut_document(doc(edited), before, key=b"k", **sizes)
+        n = len(before.starts)
+        assert cut.kept > n // 3 and n - cut.tail > n // 3 and len(cut.chunks) < 20, (cut.kept, cut.tail, n)
+        whole = chunk_document(doc(edited), **sizes)
+        assert cut.chunks == whole[cut.kept:cut.kept + len(cut.chunks)]
+        assert cut.spans == cut_document(doc(edited), None, key=b"k", **sizes).spans
+
+
 def test_a_resumed_cut_that_makes_no_chunk_between_is_cut_whole(monkeypatch):
     # Spans cover the text from each chunk's body to the next's: were nothing made between the
     # kept chunks and the moved ones, a stretch of text would be covered by no digest, and the

@@ -1552,6 +1552,34 @@ async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path
     assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
 
 
+async def test_a_log_of_lines_edited_in_its_middle_is_cut_again_around_its_change(tmp_path, monkeypatch):
+    # One paragraph of lines, one word changed in its middle: its units are made from a line a
+    # few chunks before the change to one a few after it (``chunker._sentence_after``), not to
+    # the log's end; the index is a fresh one's.
+    rng = random.Random(7)
+    words = "GET POST /api/items /login 200 404 user=alice user=bob took ms retry Mr. cache".split()
+    corpus = tmp_path / "logs"
+    corpus.mkdir()
+    log = corpus / "server.txt"
+    log.write_text("\n".join(f"12:{i // 60:02d}:{i % 60:02d} " + " ".join(rng.choices(words, k=rng.randint(4, 14)))
+                             for i in range(12000)) + "\n")
+    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    spans = _units_spans(monkeypatch)
+    text = log.read_text()
+    at = text.index(" user=alice ", len(text) // 2)
+    text = text[:at] + " user=carol " + text[at + len(" user=alice "):]
+    log.write_text(text)
+    await sync([corpus], settings, db, root=corpus)
+    assert len(spans) == 1 and spans[0] < len(text) / 20, (spans, len(text))
+    assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert index_snapshot(db) == index_snapshot(tmp_path / "f.db")
+
+
 async def test_a_kept_chunk_of_a_big_file_lacking_its_extraction_is_extracted_from_its_text(tmp_path):
     # The chunks a changed big file keeps are read back without their text, their extractions
     # looked for at once: one whose extraction is missing (an earlier run failed on it) is
