@@ -294,6 +294,8 @@ MAX_DEBOUNCE_MS = 60_000
 # writes longer answers than gpt-5's 128,000 (gpt-4o-mini's: 16,384). 2^63 - 1 was sent as it was,
 # and each call booked a whole minute of llm.tokens_per_minute: one report took 61.7 s, not 1.0 s.
 MAX_OUTPUT_TOKENS = 128_000
+# The shortest llm.request_timeout_s: no model's answer arrives sooner (1e-9 failed every call).
+MIN_REQUEST_TIMEOUT_S = 1
 
 
 def _read_toml(path: Path) -> dict:
@@ -567,9 +569,10 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     for name in ("requests_per_minute", "tokens_per_minute"):
         if getattr(llm, name) < 0:
             problems.append(_bound(f"llm.{name}", "must be >= 0 (0 = unlimited)", "0 or more"))
-    # `not x > 0` rather than `x <= 0`, so that a TOML nan is refused too.
-    if not (llm.request_timeout_s > 0 and math.isfinite(llm.request_timeout_s)):
-        problems.append(_bound("llm.request_timeout_s", "must be > 0 seconds", "a number of seconds above 0"))
+    # `not x >= 1` rather than `x < 1`, so that a TOML nan is refused too.
+    if not (llm.request_timeout_s >= MIN_REQUEST_TIMEOUT_S and math.isfinite(llm.request_timeout_s)):
+        problems.append(_bound("llm.request_timeout_s", f"must be at least {MIN_REQUEST_TIMEOUT_S} second (no "
+                               "model answers a request sooner)", f"{MIN_REQUEST_TIMEOUT_S} or more seconds"))
     if "index" in models_for and ix.extractor == "llm" and not s.has_endpoint:
         # (said by the run too, for Settings made in code; here before the index is opened: it
         # made .streamrag/index.db, an empty index, before saying so)

@@ -72,8 +72,12 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[query]\nlocal_community_share = 2\n", "query.local_community_share: must be between 0 and 1"),
     ("[query]\nlocal_text_share = -0.5\n", "query.local_text_share: must be between 0 and 1"),
     ("[pipeline]\nextract_workers = 0\n", "pipeline.extract_workers: must be >= 1"),
-    ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be > 0"),
-    ("[llm]\nrequest_timeout_s = nan\n", "llm.request_timeout_s: must be > 0"),
+    ("[llm]\nrequest_timeout_s = 0\n", "llm.request_timeout_s: must be at least 1 second"),
+    ("[llm]\nrequest_timeout_s = nan\n", "llm.request_timeout_s: must be at least 1 second"),
+    # (1e-9 was taken, and every call of the run then timed out)
+    ("[llm]\nrequest_timeout_s = 1e-9\n", "llm.request_timeout_s: must be at least 1 second (no model answers "
+                                         "a request sooner); set it to 1 or more seconds"),
+    ("[llm]\nrequest_timeout_s = 0.5\n", "llm.request_timeout_s: must be at least 1 second"),
     ("[llm]\nmax_retries = -1\n", "llm.max_retries: must be >= 0"),
     ("[llm]\ngive_up_after_s = -1\n", "llm.give_up_after_s: must be >= 0 seconds (0 = never give up"),
     ("[llm]\ngive_up_after_s = inf\n", "llm.give_up_after_s: must be >= 0 seconds"),
