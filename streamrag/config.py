@@ -496,6 +496,16 @@ def _as_written(path: Path, where: str) -> str:
     return str(path.relative_to(folder)) if path.is_relative_to(folder) and where != "defaults" else str(path)
 
 
+def _spaced_path(value: str, where: str) -> str:
+    """What is wrong with a store.path ``value`` opening or ending with spaces: the value quoted,
+    so that the spaces show (the file name alone, with its trailing space, looked right), and
+    the value to write instead."""
+    if value != value.lstrip():   # (left as written by _resolve_paths)
+        return f"{value!r} has spaces around it; remove them: use {value.strip()!r}"
+    return (f"{_as_written(Path(value), where)!r} has spaces around it; remove them: use "
+            f"{_as_written(Path(value.strip()), where)!r}")
+
+
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
            models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = (),
            unknown: list[tuple[str, str]] = (), order: dict[str, int] | None = None) -> None:
@@ -613,7 +623,9 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if name != name.strip():   # (made relative to the file's folder: `path = " "` made an index named " ")
         problems.append(("store.path", "names no file, only spaces; leave it out (or \"\") for "
                          ".streamrag/index.db in the indexed folder" if not name.strip() else
-                         f"has spaces around the file name; use {_as_written(Path(s.store.path).with_name(name.strip()), where)!r}"))
+                         _spaced_path(s.store.path, where)))
+    elif s.store.path != s.store.path.lstrip():   # (" idx/n.db" made a folder named " idx")
+        problems.append(("store.path", _spaced_path(s.store.path, where)))
     if not s.store.keep_unused_days >= 0:
         problems.append(_bound("store.keep_unused_days", "must be >= 0 (0 = keep for ever)", "0 or more days"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(
@@ -815,7 +827,8 @@ def _resolve_paths(user: dict, folder: Path) -> dict:
     out = dict(user)
     for section, field in PATH_KEYS:
         value = out.get(section, {}).get(field) if isinstance(out.get(section), dict) else None
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value and (field != "path" or value == value.lstrip()):
+            # (a store.path of " idx/n.db" is refused as written: _check)
             p = Path(value).expanduser()
             out[section] = {**out[section], field: str(p if p.is_absolute() else _resolved_from(folder, p))}
     return out

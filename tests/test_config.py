@@ -693,14 +693,20 @@ def test_a_store_path_of_spaces_is_refused(tmp_path, monkeypatch):
     # `path = " "` was made relative to the file's folder: the index was a file named " " there.
     assert refusal(write(tmp_path, '[store]\npath = " "\n')).endswith(
         'store.path: names no file, only spaces; leave it out (or "") for .streamrag/index.db in the indexed folder')
+    # The value is quoted, its space seen: the file name alone, "notes.db ", looked right.
     assert refusal(write(tmp_path, '[store]\npath = "idx/notes.db "\n')).endswith(
-        "store.path: has spaces around the file name; use 'idx/notes.db'")   # (its folder kept)
+        "store.path: 'idx/notes.db ' has spaces around it; remove them: use 'idx/notes.db'")   # (its folder kept)
+    # A space before it made a folder named " idx" in the settings file's folder.
+    assert refusal(write(tmp_path, '[store]\npath = " idx/notes.db"\n')).endswith(
+        "store.path: ' idx/notes.db' has spaces around it; remove them: use 'idx/notes.db'")
+    assert refusal(write(tmp_path, f'[store]\npath = " {tmp_path}/n.db "\n')).endswith(
+        f"store.path: ' {tmp_path}/n.db ' has spaces around it; remove them: use '{tmp_path}/n.db'")
     # The file named by a relative path (`--config sub/streamrag.toml`), as written there too,
     # not '/tmp/.../sub/idx/notes.db'.
     (tmp_path / "sub").mkdir()
     write(tmp_path / "sub", '[store]\npath = "idx/notes.db "\n')
     monkeypatch.chdir(tmp_path)
     assert refusal(Path("sub") / "streamrag.toml").endswith(
-        "store.path: has spaces around the file name; use 'idx/notes.db'")
+        "store.path: 'idx/notes.db ' has spaces around it; remove them: use 'idx/notes.db'")
     assert load_settings(write(tmp_path, '[store]\npath = "my notes/a b.db"\n'), env={}).store.path == \
         str(tmp_path / "my notes" / "a b.db")
