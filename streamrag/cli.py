@@ -315,7 +315,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)
-    with one_writer(db, f"streamrag index {' '.join(map(str, paths))}", given=db_given(args, settings)):
+    with one_writer(db, f"streamrag index {' '.join(map(shell_word, paths))}", given=db_given(args, settings)):
         with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
             result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
         _bound_wal(db)   # (the writer lock still held)

@@ -85,6 +85,7 @@ from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
                              wal_kept_line, wal_past_bound, wal_tried)
+from streamrag.terminal import shell_word
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
@@ -1549,5 +1550,5 @@ def cmd_watch(args: argparse.Namespace) -> int:
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
-    with one_writer(db, f"streamrag watch {given}", given=db_given(args, settings)) as daemon.writer_lock:
+    with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

@@ -126,7 +126,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say = lambda text="": print(text, flush=True)  # noqa: E731
         say(f"streamrag demo: indexing A Christmas Carol ({len(list(corpus.glob('*.txt')))} staves) "
             "offline, with no LLM ...")
-        with one_writer(db, f"streamrag demo --dir {work}"):   # (a watch may keep that index)
+        with one_writer(db, f"streamrag demo --dir {shell_word(work)}"):   # (a watch may keep that index)
             result = anyio.run(until_sigterm, lambda: sync([corpus], settings, db, root=corpus, command="demo"))
         say(f"Built in {result.wall_s:.1f} s: {result.documents} documents, {result.chunks} chunks, "
             f"{result.entities} entities, {result.relationships} relationships, "

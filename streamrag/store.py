@@ -35,6 +35,7 @@ from typing import Any
 
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, WriterBusyError, disk_full
 from streamrag.terms import INVISIBLE, fts_text
+from streamrag.terminal import one_line, shown
 
 log = logging.getLogger(__name__)
 
@@ -1397,11 +1398,11 @@ class WriterLock:
         except OSError:
             holder = _holder(f)
             f.close()
-            raise WriterBusyError(f"{self.db_path} is being written by another streamrag ({holder}); "
+            raise WriterBusyError(f"{shown(self.db_path)} is being written by another streamrag ({holder}); "
                                   f"{_busy_advice(self.what, holder)}") from None
         try:
             f.truncate(0)
-            f.write(f"pid {os.getpid()}: {self.what}\n")
+            f.write(f"pid {os.getpid()}: {one_line(self.what)}\n")   # (a second writer says it in one line)
             f.flush()
         except OSError as e:   # (it was "cannot write the output")
             with contextlib.suppress(OSError):

@@ -1580,6 +1580,30 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(cli_run, corpu
     assert json.loads(cli_run("status", "--json", cwd=corpus).stdout)["writer"] is None
 
 
+def test_a_second_writer_names_the_first_in_one_line_whatever_its_folder_is_named(cli_run, tmp_path, corpus):
+    # The lock file held the command as typed: a folder named with a newline made the second
+    # writer's "being written by another streamrag (...)" two lines, the index's path too.
+    folder = tmp_path / "x\ny"
+    shutil.copytree(corpus, folder)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    watcher = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", "--offline", "x\ny"], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = folder / ".streamrag" / "index.db.lock"
+    try:
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and "streamrag watch" in lock.read_text()):
+            assert watcher.poll() is None and time.monotonic() < deadline, watcher.stderr.read()
+            time.sleep(0.05)
+        assert lock.read_text() == f"pid {watcher.pid}: streamrag watch $'x\\ny'\n"   # (as bash reads it back)
+        out = cli_run("index", "--offline", "x\ny", cwd=tmp_path)
+    finally:
+        watcher.terminate()
+        watcher.communicate(timeout=60)
+    assert out.returncode == 75 and len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("streamrag: error: x\\ny/.streamrag/index.db is being written by another "
+                                 f"streamrag (pid {watcher.pid}: streamrag watch $'x\\ny'); stop that one first")
+
+
 def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(cli_run, tmp_path, corpus):
     # Its files were left out one by one, and the run then failed with a traceback writing the
     # folder's own path (the lock file's line, the index's record of its folder).
