@@ -106,6 +106,15 @@ def unusable_first_line(chunks: int, model: str) -> str:
             "format (`streamrag status --failures` lists them)")
 
 
+def failed_first_line(unusable: int, unavailable: int, last: str) -> str:
+    """What a first index says when each of its chunks that failed did for the endpoint's errors
+    (``unavailable`` of them, after their retries; ``last``: the last of those errors), or for
+    unusable answers (``unusable``), and none was extracted (``Indexer._sync``)."""
+    why = (f"{unavailable} for the endpoint's errors" if not unusable else
+           f"{unavailable} for the endpoint's errors, {unusable} for unusable answers")
+    return f"no chunk could be extracted ({unusable + unavailable} failed: {why}); last error: {last}"
+
+
 # A run stops once this many calls failed (after their retries) and no chunk was extracted:
 # the endpoint is plainly down (3 that it did not answer), or answers nothing usable (8 failed in
 # any way: a model that cannot follow the format, an HTML page; more than 3, so that a weak model
@@ -315,6 +324,7 @@ class Indexer:
         self.chunks_failed = 0
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
         self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
+        self.unavailable_chunk_ids: set[str] = set()   # ... of them, for the endpoint's errors
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
@@ -393,6 +403,8 @@ class Indexer:
             self.failed_chunk_ids.add(item)
             if isinstance(error, LLMOutputError):
                 self.unusable_chunk_ids.add(item)
+            elif isinstance(error, LLMUnavailableError):
+                self.unavailable_chunk_ids.add(item)
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[kind or InputError.kind] += 1
@@ -551,6 +563,16 @@ class Indexer:
             # endpoint that never answered does; an empty folder, no chunk failed, is published.
             raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
                                  + self._nothing_published)
+        if not self.indexed and not change.live and self.unavailable_chunk_ids \
+                and self.failed_chunk_ids <= self.unusable_chunk_ids | self.unavailable_chunk_ids:
+            # Every chunk of a first index failed, some for the endpoint's errors (HTTP 5xx after
+            # its retries), the others for unusable answers, or all for errors, too few chunks for
+            # the run to give up (``fail``): an empty version 1 was published, which `ask` said
+            # held no documents. It stops as an outage does: a daemon waits and syncs again.
+            last = self.unavailable_last
+            raise LLMUnavailableError(failed_first_line(len(self.unusable_chunk_ids & self.failed_chunk_ids),
+                                                        len(self.unavailable_chunk_ids), str(last))
+                                      + self._left(reuses=not self.retries_itself and not last.run_again))
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)

@@ -276,6 +276,49 @@ def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tm
         "run after the fix reuses the finished work"), out.stderr
 
 
+@pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
+@pytest.mark.parametrize("unusable", [True, False])
+def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(cli_run, tmp_path, monkeypatch,
+                                                                                  command, unusable):
+    # Every chunk failed, one for HTTP 500s, the other for unusable answers (or for 500s too),
+    # fewer chunks than make the run give up: an empty version 1 was published, which `ask` said
+    # held no documents. Nothing is published, as in an outage, and the failures are kept.
+    from streamrag.llm import LLMClient
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        if b"Bram Lind" in request.content or not unusable:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        return httpx.Response(200, json=body("I cannot help."))
+
+    real_init = LLMClient.__init__
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(failing)})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    version = Store(folder / ".streamrag" / "index.db", readonly=True)
+    try:
+        published = version.version
+    finally:
+        version.close()
+    assert (out.returncode, published) == (1, 0), out.stderr
+    why = "1 for the endpoint's errors, 1 for unusable answers" if unusable else "2 for the endpoint's errors"
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"streamrag: error: no chunk could be extracted (2 failed: {why}); last error: "
+                           "http://llm.test/v1/chat/completions (model gpt-4o-mini) failed 1 time(s), last: "
+                           "HTTP 500: boom"), out.stderr
+    assert last.endswith(". Nothing was published; there is no index yet, and a run after the fix reuses the "
+                         "finished work"), out.stderr
+    status = cli_run("status", "--json", str(folder))
+    assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
+
+
 def _validator(stage: str):
     return {"extract": usable_records, "glean": usable_records, "summarize": usable_description,
             "report": usable_report,
