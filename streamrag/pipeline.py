@@ -106,13 +106,12 @@ def unusable_first_line(chunks: int, model: str) -> str:
             "format (`streamrag status --failures` lists them)")
 
 
-def failed_first_line(unusable: int, unavailable: int, last: str) -> str:
-    """What a first index says when each of its chunks that failed did for the endpoint's errors
-    (``unavailable`` of them, after their retries; ``last``: the last of those errors), or for
-    unusable answers (``unusable``), and none was extracted (``Indexer._sync``)."""
-    why = (f"{unavailable} for the endpoint's errors" if not unusable else
-           f"{unavailable} for the endpoint's errors, {unusable} for unusable answers")
-    return f"no chunk could be extracted ({unusable + unavailable} failed: {why}); last error: {last}"
+def failed_first_line(chunks: int, unusable: int, last: str) -> str:
+    """What a first index says when none of its ``chunks`` chunks was extracted, ``unusable`` of
+    them for the model's answers, the others for the endpoint's errors after their retries
+    (``last``: the last of those errors) (``Indexer._sync``)."""
+    why = f"{chunks - unusable} for the endpoint's errors" + (f", {unusable} for unusable answers" if unusable else "")
+    return f"no chunk could be extracted ({chunks} failed: {why}); last error: {last}"
 
 
 # A run stops once this many calls failed (after their retries) and no chunk was extracted:
@@ -570,8 +569,8 @@ class Indexer:
             # the run to give up (``fail``): an empty version 1 was published, which `ask` said
             # held no documents. It stops as an outage does: a daemon waits and syncs again.
             last = self.unavailable_last
-            raise LLMUnavailableError(failed_first_line(len(self.unusable_chunk_ids & self.failed_chunk_ids),
-                                                        len(self.unavailable_chunk_ids), str(last))
+            raise LLMUnavailableError(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
+                                                        str(last))
                                       + self._left(reuses=not self.retries_itself and not last.run_again))
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
