@@ -680,6 +680,7 @@ class Indexer:
         entities, relationships, claims, communities = counts
         # The stages as a full run goes through them (watch says each): nothing summarized, every
         # report kept.
+        self.progress.nothing_to_redo = True
         for stage in ("merging", "summarizing", "clustering", "reporting", "embedding", "publishing"):
             self.progress.set_stage(stage)
             if stage == "summarizing":

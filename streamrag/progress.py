@@ -78,8 +78,11 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
     started = time.monotonic()
     if console.is_terminal:
         with Live(_Panel(progress, llm_stats, started), console=console, refresh_per_second=4,
-                  transient=False):
+                  transient=False) as live:
             yield
+            # A run with nothing to redo leaves no panel of stages it did not run: its summary
+            # ("Nothing changed: ...") says it all.
+            live.transient = progress.nothing_to_redo
         return
     last = [""]
     last_counts = [started, ""]
@@ -94,7 +97,8 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
             now = time.monotonic()
             if p.stage != last[0]:
                 last[0] = p.stage
-                say(now, p.stage)
+                if not p.nothing_to_redo:   # (stages passed through at once, nothing run)
+                    say(now, p.stage)
             elif now - last_counts[0] >= EVERY_S:
                 # Between stage changes, the counts now and then, so a long stage is not silent.
                 line = _counts_line(p)

@@ -13,6 +13,9 @@ class Progress:
 
     def __init__(self) -> None:
         self.stage = "scanning"
+        # Set by a run whose scan found nothing to redo, before it passes through the later
+        # stages at once (a watch still says each): `index` leaves them unsaid, as nothing runs.
+        self.nothing_to_redo = False
         self.counts: dict[str, int] = defaultdict(int)
         self.totals: dict[str, int] = defaultdict(int)
         self.listeners: list[Callable[[Progress], None]] = []

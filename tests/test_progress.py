@@ -74,3 +74,25 @@ def test_the_first_stage_gets_a_line_too_when_nothing_moves(capsys, monkeypatch)
         said = said_until(capsys, 1)
     lines = untimed(said + capsys.readouterr().err)
     assert lines and set(lines) == {"scanning: files 0/0; chunks 0 extracted, 0 reused (still working)"}, lines
+
+
+def _panel_left(capsys, monkeypatch, nothing_to_redo: bool) -> str:
+    """What a terminal shows of the panel once a run ends (rich, made to take stderr for a terminal)."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", "xterm")
+    p = Progress()
+    with shown.show(p):
+        p.set_stage("extracting")
+        p.nothing_to_redo = nothing_to_redo
+        p.set_stage("publishing")
+    return capsys.readouterr().err
+
+
+def test_a_run_with_nothing_to_redo_leaves_no_panel_on_a_terminal(capsys, monkeypatch):
+    # On a terminal, the panel of a run that changed nothing stayed above "Nothing changed: ..."
+    # showing "stage publishing", a stage it did not run; a run that worked keeps its panel.
+    kept = _panel_left(capsys, monkeypatch, nothing_to_redo=False)
+    erased = _panel_left(capsys, monkeypatch, nothing_to_redo=True)
+    assert "publishing" in kept and "publishing" in erased
+    assert not kept.rstrip("\r\n").endswith("\x1b[2K")        # the panel stays
+    assert erased.endswith("\x1b[1A\x1b[2K"), repr(erased[-80:])   # its lines erased
