@@ -197,6 +197,20 @@ def db_given(args: argparse.Namespace, settings: Settings) -> str:
     return "--db"
 
 
+def db_as_named(args: argparse.Namespace, settings: Settings, db: Path) -> Path:
+    """``db_for_reading``'s index as the user named it: one it found from DIR (resolved) as a
+    path from DIR, as ``index DIR`` names it (a refusal of ``vacuum DIR`` named it by its
+    absolute path, of ``index DIR`` as DIR/.streamrag/index.db); --db or store.path as given,
+    and one found above DIR as found."""
+    if getattr(args, "db", None) or settings.store.path:
+        return db
+    start = Path(getattr(args, "folder", None) or ".")
+    try:
+        return start / db.relative_to(start.resolve())
+    except ValueError:
+        return db
+
+
 def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
     """The index a reading command opens: --db, else store.path, else .streamrag/index.db in the
     folder it runs in (its DIR, ``_check_indexed_folder``'s, else here) or above."""
@@ -568,7 +582,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     # Refused as status refuses it before anything is made: where no index was, vacuum made an
     # empty one (its folders, its lock file) and said it had shrunk it.
     Store(db, readonly=True).close()
-    with one_writer(db, "streamrag vacuum"), _sigterm_as_interrupt():
+    with one_writer(db_as_named(args, settings, db), "streamrag vacuum"), _sigterm_as_interrupt():
         store = Store(db)
         try:
             before = file_bytes(store)

@@ -1579,11 +1579,16 @@ def test_a_second_writer_of_one_index_is_refused_naming_the_first(cli_run, corpu
             assert out.returncode == 75, out   # busy, not broken: a script can try again later
             assert out.stderr.startswith("streamrag: error: .streamrag/index.db is being written by another "
                                          f"streamrag (pid {watcher.pid}: streamrag watch .); stop that one first")
-        out = run("vacuum", cwd=corpus)   # a writer too: it rewrites the whole file
-        assert out.returncode == 75 and out.stderr == (
-            f"streamrag: error: {lock.with_suffix('')} is being written by another streamrag (pid "
-            f"{watcher.pid}: streamrag watch .); stop that watch first and start it again after the "
-            "vacuum, or vacuum later; the index stays usable meanwhile\n"), out
+        # A writer too: it rewrites the whole file. It named the index by its absolute path
+        # where index and watch name it as given: from the folder the user named.
+        for args, cwd, named in ((("vacuum",), corpus, ".streamrag/index.db"),
+                                 (("vacuum", "corpus"), corpus.parent, "corpus/.streamrag/index.db"),
+                                 (("vacuum", "--db", str(lock.with_suffix(""))), corpus, lock.with_suffix(""))):
+            out = run(*args, cwd=cwd)
+            assert out.returncode == 75 and out.stderr == (
+                f"streamrag: error: {named} is being written by another streamrag (pid "
+                f"{watcher.pid}: streamrag watch .); stop that watch first and start it again after the "
+                "vacuum, or vacuum later; the index stays usable meanwhile\n"), out
         status = cli_run("status", "--json", cwd=corpus)              # readers take no lock
         assert status.returncode == 0
         assert json.loads(status.stdout)["writer"] == {"pid": watcher.pid, "command": "watch"}
