@@ -111,7 +111,7 @@ def main() -> int:
             differ += 1
             if differ <= 3:
                 print(f"differs: {text!r}", file=sys.stderr)
-    result = {"rev": args.rev, "snippets": args.snippets, "differ": differ}
+    result = {"bench": "markdown_diff", "rev": args.rev, "snippets": args.snippets, "differ": differ}
     if args.corpus:
         texts = [p.read_text(encoding="utf-8") for p in sorted(args.corpus.rglob("*.md"))]
         result.update(corpus_files=len(texts), corpus_chars=sum(map(len, texts)),

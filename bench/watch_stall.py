@@ -67,7 +67,7 @@ async def _measure(base: Path, files: int) -> dict:
         took = time.perf_counter() - started
         tg.cancel_scope.cancel()
     queued = next(e for e in events if e["state"] == "queued")
-    return {"files": files, "queued": queued["message"], "took_s": round(took, 2),
+    return {"bench": "watch_stall", "files": files, "queued": queued["message"], "took_s": round(took, 2),
             "longest_stall_ms": round(longest * 1000)}
 
 

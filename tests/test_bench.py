@@ -188,3 +188,15 @@ def test_a_bench_without_its_corpus_generator_names_only_options_it_takes(tmp_pa
     named = set(re.findall(r"--[a-z][a-z-]*", out.stderr))
     assert out.returncode == 1 and "no corpus generator" in out.stderr, out.stderr
     assert "--corpusgen" in named and named <= options, out.stderr
+
+
+@pytest.mark.parametrize("script, args", [("watch_stall", ("--files", "20")), ("markdown_pathological", ()),
+                                          pytest.param("markdown_diff", ("--snippets", "20"), marks=pytest.mark.skipif(
+                                              not (BENCH.parent / ".git").exists(), reason="reads HEAD's markdown.py"))])
+def test_a_bench_line_names_its_bench(script, args):
+    # Every bench's JSON line says which bench it is ("bench": its script's name), so lines
+    # gathered in one file can be told apart; these three said none.
+    out = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *args], cwd=BENCH.parent,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["bench"] == script
