@@ -102,33 +102,23 @@ def shipped_prompts() -> list:
 
 class CallLog:
     """Every prompt the simulator is asked, with the process that asked it (the simulator's
-    ``request_key`` sees each request, then its ``_fault`` the request's key, in the thread that
-    answers it), and what each killed process had cached."""
+    ``on_request`` sees each request and its key, in the thread that answers it), and what each
+    killed process had cached."""
 
     def __init__(self, sim) -> None:
-        from streamrag import simulator
-
         self.epoch: int | None = 0         # the process asking now; None: not counted
         self.arrivals: dict[str, list[int]] = {}
         self.requests: dict[str, tuple[str, dict]] = {}
         self.cached_at_kill: dict[int, set[str]] = {}
         self.lock = threading.Lock()
         self.sim = sim
-        keyed, fault = simulator.request_key, sim._fault
+        sim.on_request = self.record
 
-        def keying(route: str, request: dict) -> str:
-            key = keyed(route, request)
-            with self.lock:
-                self.requests.setdefault(key, (route, request))
-            return key
-
-        def recording(key: str):
-            with self.lock:
-                if self.epoch is not None:
-                    self.arrivals.setdefault(key, []).append(self.epoch)
-            return fault(key)
-
-        simulator.request_key, sim._fault = keying, recording
+    def record(self, route: str, request: dict, key: str) -> None:
+        with self.lock:
+            self.requests.setdefault(key, (route, request))
+            if self.epoch is not None:
+                self.arrivals.setdefault(key, []).append(self.epoch)
 
     def drain(self, quiet_s: float = 0.3, most_s: float = 15) -> None:
         """Waits until the simulator has held no connection for ``quiet_s``: a request the killed
@@ -136,8 +126,7 @@ class CallLog:
         later, and would be counted as the next process's (a prompt asked twice by one)."""
         end, quiet_since = time.monotonic() + most_s, time.monotonic()
         while time.monotonic() < end:
-            with self.sim._lock:
-                busy = bool(self.sim._connections)
+            busy = self.sim.open_connections() > 0
             now = time.monotonic()
             if busy:
                 quiet_since = now

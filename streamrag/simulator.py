@@ -49,6 +49,7 @@ import threading
 import time
 import unicodedata
 from collections import Counter, deque
+from collections.abc import Callable
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -1367,6 +1368,9 @@ class Simulator:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
+        # Called with (route, request, its ``request_key``) as each model request meets its
+        # fault, on the thread answering it: a bench (crash_fuzz) sees who asked what, and when.
+        self.on_request: Callable[[str, dict, str], None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -1430,6 +1434,11 @@ class Simulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def open_connections(self) -> int:
+        """The connections open now (a request a killed client sent is still read and answered)."""
+        with self._lock:
+            return len(self._connections)
+
     def stats(self) -> dict:
         with self._lock:
             return {"requests": self.requests, "by_task": dict(self.by_task),
@@ -1462,6 +1471,13 @@ class Simulator:
             row = self.tokens_by_task.setdefault(task, [0, 0])
             row[0] += prompt
             row[1] += completion
+
+    def _fault_of(self, route: str, request: dict) -> str | None:
+        """``_fault`` of the request, told first to ``on_request``."""
+        key = request_key(route, request)
+        if self.on_request is not None:
+            self.on_request(route, request, key)
+        return self._fault(key)
 
     def _fault(self, key: str) -> str | None:
         """The fault the next attempt of the request ``key`` (``request_key``) meets, if any."""
@@ -1655,7 +1671,7 @@ class _Handler(BaseHTTPRequestHandler):
         tokens = sum(count_tokens(t) for t in texts)
         if self._limited(tokens):
             return
-        fault = sim._fault(request_key("embeddings", request))
+        fault = sim._fault_of("embeddings", request)
         if fault in ("malformed", "truncated"):
             fault = "http_500"           # an embedding has no text to garble
         if self._fail_early(fault):
@@ -1696,7 +1712,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_tokens = count_message_tokens(messages)
         if self._limited(prompt_tokens + count_tokens(text)):
             return
-        fault = sim._fault(request_key("chat", request))
+        fault = sim._fault_of("chat", request)
         if self._fail_early(fault):
             return
         if fault == "malformed":

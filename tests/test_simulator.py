@@ -855,3 +855,23 @@ def test_command_line_serves_and_reports_its_url():
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+
+
+def test_each_model_request_is_told_to_on_request_and_open_connections_counted(sim):
+    # crash_fuzz replaced the module's request_key and the server's _fault, and read its _lock
+    # and _connections, to see who asked what and when the killed process's requests ended.
+    seen = []
+    sim.on_request = lambda route, request, key: seen.append((route, request, key))
+    asked = {"model": "m", "messages": [{"role": "user", "content": "Ada Osk met Bo Lund."}]}
+    with httpx.Client(base_url=sim.base_url, timeout=10) as client:
+        client.post("/chat/completions", json={**asked, "stream": True}).raise_for_status()
+        client.post("/embeddings", json={"model": "m", "input": "x"}).raise_for_status()
+        client.get("/models").raise_for_status()           # (no model request: not told)
+        assert sim.open_connections() == 1                  # the client's keep-alive connection
+    assert [(route, request) for route, request, _key in seen] == [
+        ("chat", {**asked, "stream": True}), ("embeddings", {"model": "m", "input": "x"})]
+    assert [key for *_, key in seen] == [request_key("chat", asked), request_key("embeddings", {"model": "m", "input": "x"})]
+    deadline = time.monotonic() + 30
+    while sim.open_connections() and time.monotonic() < deadline:   # (its close is read by the server's thread)
+        time.sleep(0.01)
+    assert sim.open_connections() == 0
