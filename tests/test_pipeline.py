@@ -1543,3 +1543,24 @@ async def test_a_report_is_held_only_until_its_parents_context_is_built(tmp_path
     for done, kept in zip(levels, held, strict=True):
         assert set(kept) <= done   # (the level below's let go as this one's contexts were built)
     assert held[-1] == {}
+
+
+def test_the_folders_an_include_name_may_mean_are_looked_for_in_a_bounded_walk(tmp_path, monkeypatch):
+    # include = ["docs"] finding no file walked the whole tree for advice: a home folder's
+    # node_modules may hold 100,000 folders. Level by level, the shallow ones are found first.
+    from streamrag import pipeline
+
+    for i in range(60):
+        (tmp_path / "node_modules" / f"p{i:02d}" / "lib" / "docs").mkdir(parents=True)
+    (tmp_path / "notes" / "docs").mkdir(parents=True)
+    (tmp_path / ".cache" / "docs").mkdir(parents=True)      # hidden: not named
+    looked, scandir = [], os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": looked.append(path) or scandir(path))
+    monkeypatch.setattr(pipeline, "FOLDERS_LOOKED_INTO", 40, raising=False)
+    assert pipeline._folders_called(tmp_path, "docs") == ["notes/docs"]
+    assert len(looked) == 40    # of the 184 a whole walk looks into
+    looked.clear()
+    monkeypatch.setattr(pipeline, "FOLDERS_LOOKED_INTO", 5_000)
+    assert pipeline._folders_called(tmp_path, "docs") == ["notes/docs", "node_modules/p00/lib/docs",
+                                                          "node_modules/p01/lib/docs"]
+    assert len(looked) == 124   # (three found by the third level: the fourth, 60 folders, not looked into)
