@@ -133,9 +133,10 @@ class EndpointHealth:
         self.unanswered_statuses[status] += 1
         return unanswered_too_long(self.unanswered, now - self._unanswered_since, self.give_up_after_s)
 
-    def error(self, url: str, setting: str, then: str = RUN_AGAIN) -> GaveUp:
+    def error(self, url: str, setting: str, then: str = RUN_AGAIN, also: str = "") -> GaveUp:
         """The error of a call ended because every try failed (``hopeless``); ``setting`` names
-        what set the endpoint; ``then``, what to do once it is fixed ("": nothing, a daemon)."""
+        what set the endpoint; ``then``, what to do once it is fixed ("": nothing, a daemon);
+        ``also``, more to check (the proxy the tries went through, ``proxies.proxy_failed``)."""
         if self.waited_out:
             said = self._waited_out(url, setting)
         else:
@@ -143,7 +144,7 @@ class EndpointHealth:
             said = (f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
                     f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
                     f"{setting}")
-        return GaveUp(said + (f"; {then}" if then else ""), run_again=bool(then))
+        return GaveUp(said + (f"; {also}" if also else "") + (f"; {then}" if then else ""), run_again=bool(then))
 
     def _waited_out(self, url: str, setting: str) -> str:
         """``error``'s words, before what to do once fixed, of tries answered only with errors and

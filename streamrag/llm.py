@@ -75,12 +75,13 @@ from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
 from streamrag.endpoint_health import GAVE_UP, RUN_AGAIN, EndpointHealth, GaveUp, failure, only_errors
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
-from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMUnavailableError
+from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
                                     thinks_aloud, unmarked_seen)
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
+from streamrag.proxies import Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, listing_refused,
                                        not_answering, provider_message, reason, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
@@ -228,8 +229,12 @@ class LLMClient:
         self.chat_url = f"{base}/chat/completions"
         self.embeddings_url = f"{base}/embeddings"
         self.models_url = f"{base}/models"
+        # The proxy the environment sends its requests through (httpx reads none beside a transport
+        # given), named by the errors it causes: a proxy down was said as a server not started.
+        self._proxy = proxy_for(self.chat_url) if transport is None else None
         # How its replies are read; ``base_setting`` (Settings.api_base_from): what set api_base, for messages.
-        self._replies = Replies(settings, api_key, base_setting, self.chat_url, self.embeddings_url)
+        self._replies = Replies(settings, api_key, base_setting, self.chat_url, self.embeddings_url,
+                                proxy=self._proxy)
         headers = {"Content-Type": "application/json"}
         if api_key:
             if settings.api_version:
@@ -645,7 +650,8 @@ class LLMClient:
                                        self.settings.request_timeout_s)
         except (Retryable, _Silent, _Hopeless):
             return
-        if resp.status_code in (401, 403) and not listing_refused(provider_message(resp, whole=True)):
+        if resp.status_code in (401, 403) and not listing_refused(provider_message(resp, whole=True)) \
+                or resp.status_code == 407 and self._proxy is not None:   # (the proxy's credentials)
             self._check_status(resp, self.models_url, self.settings.extraction_model)
 
     # -- embeddings --------------------------------------------------------------------------
@@ -829,6 +835,10 @@ class LLMClient:
                 raise self._silent_error(url) from None
             if self.hopeless:
                 raise self._hopeless_error(url) from None
+            if e.refused and self._proxy is not None and not tls_refused(url, e.detail, self._replies.setting) \
+                    and (not self._reach.reached or self._reach.down_s() >= DOWN_AFTER_S):
+                # (every connection made is to the proxy: nothing is known of the server behind it)
+                raise LLMUnavailableError(proxy_down(self._proxy, url, e.detail)) from None
             if e.refused and not self._reach.reached:
                 setting = self._replies.setting
                 # (a TLS failure, even of an endpoint that answered before, is the address or trust to fix)
@@ -854,6 +864,8 @@ class LLMClient:
         later: it is no help to this one)."""
         setting = self._replies.setting
         said = only_errors(statuses, setting) if self.settings.max_retries > 0 else None
+        if said is None and e.status is None and self._proxy is not None:   # (no HTTP answer: maybe the proxy's fault)
+            return f"{advice(e, setting, self.settings.requests_per_minute > 0)}; {proxy_failed(self._proxy)}"
         if said is None:
             return advice(e, setting, self.settings.requests_per_minute > 0)
         return f"{said}; raising llm.max_retries only waits longer"
@@ -875,8 +887,10 @@ class LLMClient:
                 self._cut_short.discard(scope)
 
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
-        """The error of a call ended because every try of the client failed (``hopeless``)."""
-        return self._health.error(url, self._replies.setting, self._then)
+        """The error of a call ended because every try of the client failed (``hopeless``), the
+        proxy they went through named (it may be what fails them)."""
+        return self._health.error(url, self._replies.setting, self._then,
+                                  proxy_failed(self._proxy) if self._proxy is not None else "")
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.
@@ -945,6 +959,14 @@ class LLMClient:
                 raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
             except httpx.TimeoutException:
                 raise Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
+            except httpx.ProxyError as e:
+                if self._proxy is None or not str(e).startswith("407"):
+                    raise Retryable(f"connection failed ({reason(e)})") from None
+                # An https:// endpoint's tunnel refused by the proxy for its credentials: as a 401,
+                # every call gets the same (it was retried, and said "check that the server is running").
+                self._give_back(tickets)
+                raise LLMRequestError(proxy_refused(self._proxy, str(e)), 407,
+                                      every_call=True) from None
             except httpx.TransportError as e:
                 raise Retryable(f"connection failed ({reason(e)})") from None
             # Only the deadline's own cancellation ends up here; a cancellation from outside
@@ -973,6 +995,11 @@ class LLMClient:
     def reached(self) -> bool:
         """Whether the endpoint has given any HTTP answer to this client (errors included)."""
         return self._reach.reached
+
+    @property
+    def proxy(self) -> Proxy | None:
+        """The environment's proxy its requests go through (``proxies.proxy_for``), if any."""
+        return self._proxy
 
     @property
     def refusing(self) -> bool:

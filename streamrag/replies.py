@@ -32,6 +32,7 @@ from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Re
                                        duration, error_code, forbidden_reason, hidden, html_page, key_advice,
                                        model_settings, one_line, overflow_advice, provider_message,
                                        refused_param, sent_secrets, unknown_model, web_page)
+from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -45,7 +46,7 @@ class Replies:
     which of its URLs a reply came from (chat or embeddings)."""
 
     def __init__(self, settings: LLMSettings, api_key: str, base_from: str, chat_url: str,
-                 embeddings_url: str) -> None:
+                 embeddings_url: str, *, proxy: Proxy | None = None) -> None:
         self.settings = settings
         self._api_key = api_key
         # What the server may quote back but no message of ours says (``hidden``).
@@ -53,6 +54,7 @@ class Replies:
         self.base_from = base_from   # what set api_base (Settings.api_base_from), for messages
         self.chat_url = chat_url
         self.embeddings_url = embeddings_url
+        self.proxy = proxy   # the environment's proxy the requests go through (``proxies.proxy_for``)
 
     @property
     def setting(self) -> str:
@@ -111,6 +113,9 @@ class Replies:
                                   f"{what}", status)
         if status in RETRY_STATUS or status >= 500:
             raise Retryable(f"HTTP {status}: {message}", status, retry_after)
+        if status == 407 and self.proxy is not None:   # (an http:// endpoint's: the proxy answers for it)
+            raise LLMRequestError(proxy_refused(self.proxy, f"HTTP 407: {message}" if message else "HTTP 407"),
+                                  status, every_call=True)
         if status == 403 and (why := forbidden_reason(code, message, self.setting)):
             raise LLMRequestError(f"{url}: HTTP 403: {why}", status)
         if status == 403 and "model" in message.lower():

@@ -342,3 +342,53 @@ def cli_run(capsys, monkeypatch):
         out, err = capsys.readouterr()
         return subprocess.CompletedProcess(["streamrag", *args], code, out, err)
     return run
+
+
+@contextlib.contextmanager
+def loopback_proxy(kind: str):
+    """A proxy on loopback that fails every request as ``kind`` says: "407" answers 407 Proxy
+    Authentication Required (to a request for an http:// URL, or to a CONNECT for an https://
+    one), "close" closes the connection without a word, "hang" reads the request and answers
+    nothing; "down" is a port nothing listens at. Yields (its address, the request lines it read);
+    stopped at the end."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    if kind == "down":
+        listener.close()   # (the port is free again: nothing listens there)
+        yield address, []
+        return
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                data += chunk
+            seen.append(data.decode("latin-1").split("\r\n")[0])
+            if kind == "407":
+                conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic "
+                             b"realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            elif kind == "hang":
+                stop.wait()
+
+    def accept() -> None:
+        listener.settimeout(0.05)   # (to see ``stop``: a blocked accept wakes for no close)
+        with listener:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                conn.settimeout(None)
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield address, seen
+    finally:
+        stop.set()
+        thread.join(5)

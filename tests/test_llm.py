@@ -2735,3 +2735,137 @@ async def test_check_key_says_nothing_of_any_other_answer(tmp_path, answer):
         async with client(tmp_path, lambda r: sent.append(r) or answer(r), max_retries=3) as (llm, _):
             await llm.check_key()
     assert len(sent) == 1   # one try: no retry, no backoff
+
+
+# -- a proxy in the way (the environment's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) -----------------
+
+PROXY_PASSWORD = "proxy-LEAKCHECK-7"
+
+
+def _through(monkeypatch, variable: str, address: str) -> str:
+    """Sets ``variable`` alone of the proxy variables to ``address`` with a user and password;
+    how messages name that proxy."""
+    import os
+
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv(variable, f"http://puser:{PROXY_PASSWORD}@{address}")
+    return f"the proxy http://puser:***@{address} (set by {variable})"
+
+
+def _direct(api_base: str, **settings) -> LLMClient:
+    """A client with no transport of its own: httpx reads the environment's proxies."""
+    return LLMClient(LLMSettings(api_base=api_base, requests_per_minute=0, tokens_per_minute=0, **settings),
+                     retry_base_s=0.01)
+
+
+async def test_a_proxy_that_is_down_is_said_as_the_proxy_not_as_the_server(simulator, monkeypatch):
+    # A proxy set for the internet takes a loopback endpoint's requests too (httpx passes no
+    # loopback address over by itself); down, it was said "nothing answers at
+    # http://127.0.0.1:.../chat/completions ...; start the server, or fix llm.api_base", a
+    # server that was up at a right address.
+    from conftest import loopback_proxy
+
+    with loopback_proxy("down") as (address, _):
+        proxy = _through(monkeypatch, "HTTP_PROXY", address)
+        with anyio.fail_after(30):
+            async with _direct(simulator.base_url) as llm:
+                with pytest.raises(LLMUnavailableError) as e:
+                    await llm.chat(ask(), model="m1", stage="s")
+        said = str(e.value)
+        assert f"nothing answers at {proxy} that requests to {simulator.base_url}/chat/completions go " \
+               "through (" in said, said
+        assert "127.0.0.1 is this machine, which needs no proxy: `export NO_PROXY=127.0.0.1`, or unset " \
+               "HTTP_PROXY; else start the proxy" in said, said
+        assert "start the server" not in said and PROXY_PASSWORD not in said
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")   # as said: the server answers
+        with anyio.fail_after(30):
+            async with _direct(simulator.base_url) as llm:
+                assert (await llm.chat(ask(), model="m1", stage="s")).text
+
+
+@pytest.mark.parametrize("scheme, variable", [("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY")])
+async def test_a_proxy_asking_for_credentials_ends_the_run_at_its_first_refusal(simulator, monkeypatch,
+                                                                                   scheme, variable):
+    # A 407 to an http:// endpoint's request was said as the server's ("rejected the request
+    # for m1: HTTP 407"), and every other call sent; to an https:// endpoint's tunnel (CONNECT)
+    # it was retried as a dropped connection, then "check that the server is running".
+    from conftest import loopback_proxy
+
+    with loopback_proxy("407") as (address, seen):
+        proxy = _through(monkeypatch, variable, address)
+        api_base = simulator.base_url.replace("http://", f"{scheme}://")
+        with anyio.fail_after(30):
+            async with _direct(api_base, max_retries=3) as llm:
+                with pytest.raises(LLMRequestError) as e:
+                    await llm.chat(ask(), model="m1", stage="s")
+    said = str(e.value)
+    assert e.value.status == 407 and e.value.every_call
+    assert f"{proxy} refused the request, asking for credentials (" + (
+        "HTTP 407)" if scheme == "http" else "407 Proxy Authentication Required)") in said, said
+    assert said.endswith(f"`export NO_PROXY=127.0.0.1`, or unset {variable}; else fix the user and "
+                         f"password in {variable}"), said
+    assert PROXY_PASSWORD not in said
+    assert len(seen) == 1 and seen[0].startswith("CONNECT " if scheme == "https" else "POST "), seen
+
+
+@pytest.mark.parametrize("kind, last", [("close", "RemoteProtocolError"), ("hang", "(timeout)")])
+async def test_a_proxy_that_drops_or_holds_the_requests_is_named_in_the_advice(simulator, monkeypatch,
+                                                                                kind, last):
+    # It said "check that the server is running and reachable at llm.api_base" (or "still
+    # answers"), the proxy between them unnamed.
+    from conftest import loopback_proxy
+
+    with loopback_proxy(kind) as (address, seen):
+        proxy = _through(monkeypatch, "ALL_PROXY", address)
+        with anyio.fail_after(30):
+            async with _direct(simulator.base_url, max_retries=1, request_timeout_s=0.2) as llm:
+                with pytest.raises(LLMUnavailableError) as e:
+                    await llm.chat(ask(), model="m1", stage="s")
+    said = str(e.value)
+    assert last in said and f"; requests go through {proxy}: check it too; 127.0.0.1 is this machine, " \
+                            "which needs no proxy: `export NO_PROXY=127.0.0.1`, or unset ALL_PROXY" in said, said
+    assert PROXY_PASSWORD not in said and len(seen) == 2, seen
+
+
+async def test_a_client_given_up_on_through_a_proxy_names_the_proxy(simulator, monkeypatch):
+    # Every try dropped by the proxy, twelve calls at once: it said "... failed every one of the
+    # 12 tries ...: check the server and the model at llm.api_base", the proxy unnamed.
+    from conftest import loopback_proxy
+
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
+    errors: list[str] = []
+
+    async def one(llm: LLMClient, i: int) -> None:
+        try:
+            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+        except LLMUnavailableError as e:
+            errors.append(str(e))
+
+    with loopback_proxy("close") as (address, _):
+        proxy = _through(monkeypatch, "HTTP_PROXY", address)
+        with anyio.fail_after(60):
+            async with _direct(simulator.base_url, max_retries=10, concurrency=12) as llm:
+                async with anyio.create_task_group() as tg:
+                    for i in range(12):
+                        tg.start_soon(one, llm, i)
+    assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors), errors
+    assert all(f"check the server and the model at llm.api_base; requests go through {proxy}: check it too; "
+               in e for e in errors), errors[0]
+
+
+@pytest.mark.parametrize("scheme, variable", [("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY")])
+async def test_a_watchs_key_check_says_a_proxy_asking_for_credentials(simulator, monkeypatch, scheme, variable):
+    # GET /models answered 407 by the proxy said nothing (only a 401/403 stops a watch at its
+    # start), and the first change's call met it, maybe hours later.
+    from conftest import loopback_proxy
+
+    with loopback_proxy("407") as (address, seen):
+        proxy = _through(monkeypatch, variable, address)
+        with anyio.fail_after(30):
+            async with _direct(simulator.base_url.replace("http://", f"{scheme}://")) as llm:
+                with pytest.raises(LLMRequestError) as e:
+                    await llm.check_key()
+    assert f"{proxy} refused the request, asking for credentials" in str(e.value) and e.value.every_call
+    assert PROXY_PASSWORD not in str(e.value) and len(seen) == 1, seen

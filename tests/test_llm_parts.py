@@ -433,3 +433,48 @@ def test_a_proxys_password_from_the_environment_is_never_said(monkeypatch):
         assert "Proxy-Authorization: Basic *** (***)" in str(e.value) and "LEAKCHECK" not in str(e.value), status
     # A proxy variable httpx could not read either is passed over.
     assert sent_secrets("", "http://x/v1", ["http://u:p@h:bad", "http://u:short@h"]) == ()
+
+
+def test_the_proxy_of_a_url_is_the_one_httpx_takes():
+    # As httpx reads them (urllib's getproxies, then its own NO_PROXY rules): the scheme's
+    # variable before ALL_PROXY, a lowercase one before its upper-case twin (an empty one unsets
+    # it), no upper-case HTTP_PROXY under CGI, NO_PROXY's hosts passed over; no loopback
+    # address is passed over by itself.
+    from streamrag.proxies import proxy_for
+
+    def taken(url: str, **environ: str) -> tuple[str, str] | None:
+        proxy = proxy_for(url, environ)
+        return None if proxy is None else (proxy.variable, proxy.address)
+
+    local, remote = "http://127.0.0.1:8000/v1", "https://api.openai.com/v1"
+    assert taken(local) is None and taken(remote, HTTP_PROXY="http://p:1") is None
+    assert taken(local, HTTP_PROXY="http://u:pw-LEAKCHECK@p:1") == ("HTTP_PROXY", "http://u:***@p:1")
+    assert taken(remote, ALL_PROXY="p:3128") == ("ALL_PROXY", "http://p:3128")
+    assert taken(remote, ALL_PROXY="http://a:1", HTTPS_PROXY="http://s:1") == ("HTTPS_PROXY", "http://s:1")
+    assert taken(local, HTTP_PROXY="http://p:1", http_proxy="http://q:2") == ("http_proxy", "http://q:2")
+    assert taken(local, HTTP_PROXY="http://p:1", http_proxy="") is None
+    assert taken(local, HTTP_PROXY="http://p:1", REQUEST_METHOD="GET") is None
+    assert taken(local, HTTP_PROXY="http://p:1", NO_PROXY="127.0.0.1", no_proxy="") == ("HTTP_PROXY", "http://p:1")
+    for no_proxy, passed in (("127.0.0.1", True), ("localhost", False), ("*", True), ("127.0.0.1:8000", True),
+                             ("127.0.0.1:9000", False), ("example.com, 127.0.0.1", True)):
+        assert (taken(local, HTTP_PROXY="http://p:1", NO_PROXY=no_proxy) is None) is passed, no_proxy
+    for no_proxy, passed in (("openai.com", True), (".openai.com", True), ("api.openai.com", True),
+                             (".api.openai.com", False), ("penai.com", False)):
+        assert (taken(remote, HTTPS_PROXY="http://p:1", no_proxy=no_proxy) is None) is passed, no_proxy
+
+
+def test_a_proxy_for_a_remote_endpoint_is_not_told_to_be_passed_over():
+    # NO_PROXY is the advice for a server on this machine (localhost, 127.x, ::1) only: a remote
+    # endpoint behind a company's proxy needs the proxy fixed.
+    from streamrag.proxies import proxy_down, proxy_for, proxy_refused
+
+    environ = {"HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "intranet"}
+    said = proxy_down(proxy_for("https://api.openai.com/v1", environ), "https://api.openai.com/v1/x", "refused")
+    assert said.endswith("; start the proxy, or fix HTTPS_PROXY") and "NO_PROXY" not in said, said
+    said = proxy_refused(proxy_for("https://api.openai.com/v1", environ), "407 Proxy Authentication Required")
+    assert said.endswith("give it a user and password in HTTPS_PROXY (http://user:password@host:port), or fix "
+                         "HTTPS_PROXY"), said
+    environ["ALL_PROXY"] = environ.pop("HTTPS_PROXY")
+    for local, host in (("http://localhost:11434/v1", "localhost"), ("http://[::1]:8000/v1", "[::1]")):
+        said = proxy_down(proxy_for(local, environ), local, "refused")
+        assert said.endswith(f"`export NO_PROXY=intranet,{host}`, or unset ALL_PROXY; else start the proxy"), said
