@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from streamrag.config import without_secrets
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
+from streamrag.proxies import Proxy, through
 from streamrag.watch_lines import answered, clock, clocks, span
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class Outage:
         # ... and its endpoint refused every connection, never answering: each call then stopped
         # after ``REFUSED_ATTEMPTS`` tries, not llm.max_retries + 1 (said "up to 7 times").
         self.refused = False
+        # ... the proxy the environment sends its requests through (``proxies.proxy_for``): then the
+        # connections refused were the proxy's, down, not the endpoint's (said "http://127.0.0.1:...
+        # still down", or "stopped answering at ...", of a server that was up).
+        self.proxy: Proxy | None = None
         # When the endpoint last answered a call (wall clock), in this watch or, before it, in a
         # run of the index (``index_rows.answered_at``); None: never, as far as it knows. An
         # outage of an endpoint that answered is said as one that stopped (``stopped``), not as
@@ -110,8 +115,8 @@ class Outage:
         when it answers with errors (``errors_said``)."""
         o = self.current
         assert o is not None
-        if self.answered_at is None or self.server_errors:
-            return None
+        if self.answered_at is None or self.server_errors or self.refused and self.proxy is not None:
+            return None   # (a proxy refused: the client's error names it, ``proxies.proxy_down``)
         since, answered_at = clocks(o["since"], self.answered_at)
         return f"{o['endpoint']} stopped answering at {since}, having answered at {answered_at}"
 
@@ -138,6 +143,8 @@ class Outage:
         since = clock(o["since"], seconds=time.time() - o["since"] < 60)
         if self.server_errors and behind_a_proxy(self.statuses):
             return f"the server behind {o['endpoint']} still down since {since}"
+        if self.refused and self.proxy is not None:
+            return f"{through(self.proxy)} to {o['endpoint']} still down since {since}"
         still = "still down"
         if self.server_errors:
             still = ("still giving answers that cannot be read" if unreadable_only(self.statuses)
@@ -153,6 +160,7 @@ class Outage:
         stats = indexer.llm.stats if indexer.llm is not None else {}
         self.server_errors = indexer.llm is not None and indexer.llm.reached
         self.refused = indexer.llm is not None and not indexer.llm.reached and indexer.llm.refusing
+        self.proxy = indexer.llm.proxy if indexer.llm is not None else None
         self.statuses = Counter(indexer.llm.failed_statuses) if indexer.llm is not None else Counter()
         if answered(stats):
             self.answered_at = time.time()

@@ -2482,3 +2482,36 @@ async def test_a_stop_ends_a_check_of_the_key_that_hangs(corpus, tmp_path, simul
             await asked.wait()
             daemon.stop("SIGTERM received")
     assert events.states()[-2:] == ["stopping", "stopped"] and "error" not in events.states()
+
+
+async def test_a_proxy_down_in_the_way_is_said_as_the_proxy_not_as_the_endpoint(corpus, tmp_path, simulator,
+                                                                                 monkeypatch):
+    # HTTP_PROXY set for the internet takes a loopback endpoint's requests too; that proxy down,
+    # a watch of an index built through the endpoint said "http://127.0.0.1:.../v1 stopped
+    # answering at ..., having answered at ...", then "http://127.0.0.1:.../v1 still down since",
+    # of a server that was up. NO_PROXY set as said (here in the watch's own environment, as a
+    # watch started again with it) ends it: each sync's model client reads the environment.
+    from conftest import loopback_proxy
+    from streamrag.pipeline import Indexer
+
+    _switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    db = tmp_path / "p.db"
+    await Indexer(settings, db, root=corpus).run([corpus])   # answered, directly
+    with loopback_proxy("down") as (address, _):
+        monkeypatch.setenv("HTTP_PROXY", f"http://puser:proxy-LEAKCHECK-7@{address}")
+        async with running(settings, db, corpus) as (_daemon, events, send):
+            await edit_guild(corpus, send)
+            await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+            await _until_indexed(db, "Quillon Marbeck", timeout=60)
+            await send.aclose()
+    proxy = f"the proxy http://puser:***@{address} (set by HTTP_PROXY)"
+    first = next(e for e in events if e.get("outage"))
+    assert f"; no call succeeded: nothing answers at {proxy} that requests to " in first["message"], first
+    assert "`export NO_PROXY=127.0.0.1`" in first["message"] and "stopped answering" not in first["message"], first
+    brief = next(e for e in events if e["state"] == "outage")
+    assert brief["message"].startswith(f"{proxy} to {simulator.base_url} still down since "), brief
+    assert any(e["state"] == "recovered" for e in events) and "LEAKCHECK" not in json.dumps(list(events))
