@@ -81,7 +81,7 @@ from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
-from streamrag.proxies import Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused
+from streamrag.proxies import Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused, socks_unreachable
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, listing_refused,
                                        not_answering, provider_message, reason, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
@@ -243,10 +243,15 @@ class LLMClient:
                 headers["Authorization"] = f"Bearer {api_key}"
         params = {"api-version": settings.api_version} if settings.api_version else None
         slots = max(1, settings.concurrency)
-        self._http = httpx.AsyncClient(
-            headers=headers, params=params, auth=auth, transport=transport, verify=tls_context(),
-            timeout=httpx.Timeout(settings.request_timeout_s),
-            limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+        try:
+            self._http = httpx.AsyncClient(
+                headers=headers, params=params, auth=auth, transport=transport, verify=tls_context(),
+                timeout=httpx.Timeout(settings.request_timeout_s),
+                limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots))
+        except ImportError:   # (httpx's words name the package, not the variable that wants it)
+            if (said := socks_unreachable()) is None:
+                raise
+            raise ConfigError(said) from None
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")

@@ -150,3 +150,17 @@ def proxy_failed(proxy: Proxy) -> str:
     """The end of a message about a call whose tries met a proxy that broke the connection,
     refused to connect or did not answer in time: the proxy may be at fault, not the server."""
     return f"requests go through {through(proxy)}: check it too; " + fix(proxy, "check the proxy's logs")
+
+
+def socks_unreachable(environ: Mapping[str, str] | None = None) -> str | None:
+    """What to do when httpx cannot make a client for a SOCKS proxy the environment names
+    (``socks5://...``: it wants the socksio package, and raised an ImportError, a traceback of
+    every command that calls a model); None when none is named."""
+    environ = os.environ if environ is None else environ
+    for scheme in ("https", "http", "all"):
+        variable = _variable(environ, scheme)
+        if variable is not None and environ[variable].strip().lower().startswith("socks"):
+            return (f"{variable} names a SOCKS proxy ({without_secrets(environ[variable].strip())}), which httpx "
+                    f"reaches only with the socksio package, not installed here: `pip install 'httpx[socks]'`, "
+                    f"or unset {variable}")
+    return None

@@ -2869,3 +2869,19 @@ async def test_a_watchs_key_check_says_a_proxy_asking_for_credentials(simulator,
                     await llm.check_key()
     assert f"{proxy} refused the request, asking for credentials" in str(e.value) and e.value.every_call
     assert PROXY_PASSWORD not in str(e.value) and len(seen) == 1, seen
+
+
+def test_a_socks_proxy_httpx_cannot_reach_is_said_not_raised(monkeypatch):
+    # ALL_PROXY=socks5://... without httpx's socksio package: every command that calls a model
+    # ended in a traceback of httpx's ImportError.
+    import importlib.util
+
+    if importlib.util.find_spec("socksio") is not None:
+        pytest.skip("socksio is installed: httpx reaches SOCKS proxies")
+    _through(monkeypatch, "ALL_PROXY", "127.0.0.1:1")
+    monkeypatch.setenv("ALL_PROXY", f"socks5://puser:{PROXY_PASSWORD}@127.0.0.1:1")
+    with pytest.raises(ConfigError) as e:
+        _direct("http://127.0.0.1:2/v1")
+    assert str(e.value) == ("ALL_PROXY names a SOCKS proxy (socks5://puser:***@127.0.0.1:1), which httpx reaches "
+                            "only with the socksio package, not installed here: `pip install 'httpx[socks]'`, or "
+                            "unset ALL_PROXY")
