@@ -1017,8 +1017,8 @@ def _first(group: BaseExceptionGroup) -> BaseException:
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
-def _database_failed(e: BaseException) -> int:
-    """One line for an SQLite error that reached the command line; the exit code. What it is
+def _database_failed(e: BaseException) -> str:
+    """The one line for an SQLite error that reached the command line (exit 1). What it is
     comes from SQLite's error name, never from the message (which may quote document text);
     an error that is no fault of the file (a bug's "no such table") is raised as it is."""
     name = getattr(e, "sqlite_errorname", None)
@@ -1026,25 +1026,47 @@ def _database_failed(e: BaseException) -> int:
     undecodable = isinstance(e, sqlite3.OperationalError) and name is None and str(e).startswith("Could not decode")
     what = str(e).split(" with text ", 1)[0] if undecodable else " ".join(str(e).split())[:200]
     if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-        print(f"streamrag: error: the index database stayed locked by another process ({what}); "
-              "try again in a moment", file=sys.stderr)
-        return 1
+        return f"the index database stayed locked by another process ({what}); try again in a moment"
     if name == "SQLITE_FULL":
-        print(f"streamrag: error: the disk holding the index database is full ({what}); free some "
-              "space, then run the same command again (finished work is kept)", file=sys.stderr)
-        return 1
+        return (f"the disk holding the index database is full ({what}); free some space, then run "
+                "the same command again (finished work is kept)")
     if not (name in _DAMAGED or undecodable or type(e) is sqlite3.DatabaseError):
         raise e
     if read_as_unchanging() and not undecodable:
-        print(f"streamrag: error: the index changed while it was read ({what}): its folder is read-only "
-              "to you, so it is read as unchanging, and its owner's indexer wrote it meanwhile; "
-              "try again once that has finished", file=sys.stderr)
-        return 1
+        return (f"the index changed while it was read ({what}): its folder is read-only to you, so "
+                "it is read as unchanging, and its owner's indexer wrote it meanwhile; try again "
+                "once that has finished")
     # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.
     where = f" {last_opened()}" if last_opened() is not None else ""
-    print(f"streamrag: error: the index database{where} cannot be read ({what}); pass --db with a "
-          "streamrag index, or delete the damaged file and run `streamrag index DIR` again",
-          file=sys.stderr)
+    return (f"the index database{where} cannot be read ({what}); pass --db with a streamrag index, "
+            "or delete the damaged file and run `streamrag index DIR` again")
+
+
+def _failed(args: argparse.Namespace, message: str, code: int) -> int:
+    """Says ``message`` as the one error line, and as ``watch --json``'s last line; the exit code."""
+    print(f"streamrag: error: {message}", file=sys.stderr)
+    _last_watch_line(args, message, code)
+    return code
+
+
+def _unwritten_output(e: BaseException) -> OSError | None:
+    """The failed write of the output (a full disk, ``> /dev/full``) that ``e`` is, or that is all
+    a task group's ``e`` holds (``watch --json`` writes its lines from one): such an OSError
+    names no file, where a document read or a folder made does."""
+    def unwritten(x: BaseException) -> bool:
+        return isinstance(x, OSError) and x.errno in _WRITE_FAILED and x.filename is None
+
+    if isinstance(e, BaseExceptionGroup):
+        inner, rest = e.split(unwritten)
+        return _first(inner) if inner is not None and rest is None else None
+    return e if unwritten(e) else None
+
+
+def _output_unwritten(e: OSError) -> int:
+    """One line for output sent to a full disk (``> /dev/full``, a quota), not a traceback."""
+    print(f"streamrag: error: cannot write the output ({e.strerror}); free some space, or send "
+          "it elsewhere", file=sys.stderr)
+    _stdout_closed()   # (the unwritten rest would fail again, with a traceback, at exit)
     return 1
 
 
@@ -1140,31 +1162,26 @@ def _main(argv: list[str] | None) -> int:
     except (StreamragError, BaseExceptionGroup) as e:
         if _is_broken_pipe(e):
             return _stdout_closed()
+        if not debug and (unwritten := _unwritten_output(e)) is not None:
+            return _output_unwritten(unwritten)
         error = e if isinstance(e, StreamragError) else user_error(e)
         if error is None and isinstance(e, BaseExceptionGroup) and not debug:
             inner, rest = e.split(sqlite3.Error)
             if inner is not None and rest is None:   # (raised inside a task group, and nothing else)
-                return _database_failed(_first(inner))
+                return _failed(args, _database_failed(_first(inner)), 1)
         if debug or error is None:
             raise
-        print(f"streamrag: error: {error}", file=sys.stderr)
         code = 2 if isinstance(error, UsageError) else EXIT_BUSY if isinstance(error, WriterBusyError) else 1
-        _last_watch_line(args, str(error), code)
-        return code
+        return _failed(args, str(error), code)
     except BrokenPipeError:
         return _stdout_closed()
     except OSError as e:
-        # (A file named: a document read, a folder made. Output written has none.)
-        if debug or e.errno not in _WRITE_FAILED or e.filename is not None:
+        if debug or _unwritten_output(e) is None:
             raise
-        # Output sent to a full disk (`> /dev/full`, a quota): one line, not a traceback.
-        print(f"streamrag: error: cannot write the output ({e.strerror}); free some space, or send "
-              "it elsewhere", file=sys.stderr)
-        _stdout_closed()   # (the unwritten rest would fail again, with a traceback, at exit)
-        return 1
+        return _output_unwritten(e)
     except sqlite3.Error as e:
         if debug:
             raise
-        return _database_failed(e)
+        return _failed(args, _database_failed(e), 1)
     except KeyboardInterrupt as e:
         return _interrupted(args.command, e)

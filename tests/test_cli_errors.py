@@ -393,7 +393,7 @@ def test_a_bug_near_the_database_is_not_called_damage(indexed, monkeypatch, erro
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("command", [("status",), ("ask", "--json", "Who rebuilt the quay?"),
-                                     ("export", "-")])
+                                     ("export", "-"), ("watch", "--once", "--json", "--offline", ".")])
 def test_output_to_a_full_disk_is_one_line(indexed, command):
     with open("/dev/full", "w") as full:
         out = run(*command, cwd=indexed, stdout=full)

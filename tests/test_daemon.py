@@ -2110,6 +2110,29 @@ def test_a_watch_that_fails_ends_its_json_lines_saying_why(corpus, tmp_path, cap
     assert f"streamrag: error: {last['message']}\n" in err and "nothing answers at" in err
 
 
+@pytest.mark.parametrize("name, said", [("SQLITE_FULL", "the disk holding the index database is full"),
+                                        ("SQLITE_CORRUPT", "cannot be read")])
+def test_a_watch_stopped_by_its_database_ends_its_json_lines_saying_why(corpus, tmp_path, capsys,
+                                                                        monkeypatch, name, said):
+    # An SQLite error out of the initial sync (a full disk, a damaged page) was said on stderr
+    # alone: a script reading the lines saw them end with no `failed` line.
+    import sqlite3
+
+    from streamrag.pipeline import Indexer
+
+    async def fails(self, paths):
+        error = sqlite3.DatabaseError("database or disk is full")
+        error.sqlite_errorname = name
+        raise error
+
+    monkeypatch.setattr(Indexer, "run", fails)
+    rc = main(["watch", str(corpus), "--once", "--json", "--offline", "--db", str(tmp_path / "w.db")])
+    out, err = capsys.readouterr()
+    last = json.loads(out.splitlines()[-1])
+    assert rc == 1 and (last["state"], last["exit_code"]) == ("failed", 1)
+    assert err.endswith(f"streamrag: error: {last['message']}\n") and said in last["message"], err
+
+
 def test_a_folder_watched_through_a_link_is_indexed_where_the_link_leads_then(corpus, tmp_path, capsys):
     # `current -> release-1`: the index path kept the link, so once the link was moved the
     # next sync wrote release-1's files into release-2's index.
