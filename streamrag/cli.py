@@ -1183,5 +1183,5 @@ def _main(argv: list[str] | None) -> int:
         if debug:
             raise
         return _failed(args, _database_failed(e), 1)
-    except KeyboardInterrupt as e:
-        return _interrupted(args.command, e)
+    except KeyboardInterrupt as e:   # (an estimate keeps nothing: nothing to continue)
+        return _interrupted(None if getattr(args, "estimate", False) else args.command, e)

@@ -411,6 +411,19 @@ def test_an_interrupted_question_is_not_told_to_run_again_to_continue(cli, index
     assert err == "streamrag: interrupted\n"
 
 
+def test_an_interrupted_estimate_is_not_told_to_run_again_to_continue(cli, indexed, monkeypatch):
+    # It said "finished work is kept, run the same command to continue", as index does: an
+    # estimate spends nothing and keeps nothing.
+    from streamrag import estimate
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(estimate, "estimate", interrupted)
+    err = cli("index", str(indexed), "--estimate", "--json", code=130)
+    assert err == "streamrag: interrupted\n"
+
+
 def test_a_streamed_answer_cut_short_ends_its_line_before_the_message(cli, indexed, monkeypatch,
                                                                        capsys):
     from streamrag import query
