@@ -1531,10 +1531,10 @@ async def test_a_big_file_changed_is_cut_again_around_its_change(tmp_path, monke
         assert _chunk_ids(db) == _cut_whole(text, chunk_size=300, overlap=30)
 
 
-async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path, monkeypatch):
-    # A log has no blank lines: it is one paragraph, cut at its lines. Its units are made from a
-    # line a few chunks before the end (``chunker._resume_point``), not from its first line.
-    rng = random.Random(6)
+async def _indexed_log(tmp_path, *, seed: int):
+    """A folder holding one log of 12,000 lines (no blank line: one paragraph), indexed with
+    chunks of 300 tokens: (folder, log, settings, index)."""
+    rng = random.Random(seed)
     words = "GET POST /api/items /login 200 404 user=alice user=bob took ms retry Mr. cache".split()
     corpus = tmp_path / "logs"
     corpus.mkdir()
@@ -1544,6 +1544,13 @@ async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path
     settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
     db = tmp_path / "i.db"
     await sync([corpus], settings, db, root=corpus)
+    return corpus, log, settings, db
+
+
+async def test_a_log_of_lines_that_grows_is_cut_again_from_near_its_end(tmp_path, monkeypatch):
+    # A log has no blank lines: it is one paragraph, cut at its lines. Its units are made from a
+    # line a few chunks before the end (``chunker._resume_point``), not from its first line.
+    corpus, log, settings, db = await _indexed_log(tmp_path, seed=6)
     spans = _units_spans(monkeypatch)
     text = log.read_text() + "13:00:00 POST /login 200 user=carol took 12 ms\n"
     log.write_text(text)
@@ -1556,16 +1563,7 @@ async def test_a_log_of_lines_edited_in_its_middle_is_cut_again_around_its_chang
     # One paragraph of lines, one word changed in its middle: its units are made from a line a
     # few chunks before the change to one a few after it (``chunker._sentence_after``), not to
     # the log's end; the index is a fresh one's.
-    rng = random.Random(7)
-    words = "GET POST /api/items /login 200 404 user=alice user=bob took ms retry Mr. cache".split()
-    corpus = tmp_path / "logs"
-    corpus.mkdir()
-    log = corpus / "server.txt"
-    log.write_text("\n".join(f"12:{i // 60:02d}:{i % 60:02d} " + " ".join(rng.choices(words, k=rng.randint(4, 14)))
-                             for i in range(12000)) + "\n")
-    settings = make_settings(index={"chunk_size": 300, "chunk_overlap": 30})
-    db = tmp_path / "i.db"
-    await sync([corpus], settings, db, root=corpus)
+    corpus, log, settings, db = await _indexed_log(tmp_path, seed=7)
     spans = _units_spans(monkeypatch)
     text = log.read_text()
     at = text.index(" user=alice ", len(text) // 2)
