@@ -260,11 +260,7 @@ def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tm
     if files:
         (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
     out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
-    version = Store(folder / ".streamrag" / "index.db", readonly=True)
-    try:
-        published = version.version
-    finally:
-        version.close()
+    published = _published_version(folder)
     if not files:
         assert (out.returncode, published) == (0, 1), out.stderr
         return
@@ -302,11 +298,7 @@ def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(
     (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
     (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
     out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
-    version = Store(folder / ".streamrag" / "index.db", readonly=True)
-    try:
-        published = version.version
-    finally:
-        version.close()
+    published = _published_version(folder)
     assert (out.returncode, published) == (1, 0), out.stderr
     why = "1 for the endpoint's errors, 1 for unusable answers" if unusable else "2 for the endpoint's errors"
     last = out.stderr.strip().splitlines()[-1]
@@ -317,6 +309,15 @@ def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(
                          "finished work"), out.stderr
     status = cli_run("status", "--json", str(folder))
     assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
+
+
+def _published_version(folder) -> int:
+    """The version the index of ``folder`` has published (0: none)."""
+    store = Store(folder / ".streamrag" / "index.db", readonly=True)
+    try:
+        return store.version
+    finally:
+        store.close()
 
 
 def _validator(stage: str):
