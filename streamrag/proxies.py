@@ -115,9 +115,9 @@ def through(proxy: Proxy) -> str:
 
 
 def bypass(proxy: Proxy) -> str:
-    """The NO_PROXY that passes the proxy over for the endpoint's host."""
-    host = f"[{proxy.host}]" if ":" in proxy.host else proxy.host
-    return f"`export NO_PROXY={proxy.no_proxy + ',' if proxy.no_proxy else ''}{host}`"
+    """The NO_PROXY that passes the proxy over for the endpoint's host, an IPv6 address bare
+    (``::1``: httpx takes no ``[::1]`` there, and every client made after it raised InvalidURL)."""
+    return f"`export NO_PROXY={proxy.no_proxy + ',' if proxy.no_proxy else ''}{proxy.host}`"
 
 
 def fix(proxy: Proxy, what: str) -> str:

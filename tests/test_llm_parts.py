@@ -475,6 +475,23 @@ def test_a_proxy_for_a_remote_endpoint_is_not_told_to_be_passed_over():
     assert said.endswith("give it a user and password in HTTPS_PROXY (http://user:password@host:port), or fix "
                          "HTTPS_PROXY"), said
     environ["ALL_PROXY"] = environ.pop("HTTPS_PROXY")
-    for local, host in (("http://localhost:11434/v1", "localhost"), ("http://[::1]:8000/v1", "[::1]")):
+    for local, host in (("http://localhost:11434/v1", "localhost"), ("http://[::1]:8000/v1", "::1")):
         said = proxy_down(proxy_for(local, environ), local, "refused")
         assert said.endswith(f"`export NO_PROXY=intranet,{host}`, or unset ALL_PROXY; else start the proxy"), said
+
+
+@pytest.mark.parametrize("local", ["http://127.0.0.1:8000/v1", "http://localhost:11434/v1", "http://[::1]:8000/v1"])
+def test_the_no_proxy_advised_is_one_httpx_takes(monkeypatch, local):
+    # `export NO_PROXY=[::1]` was advised for an endpoint at [::1]: httpx refuses the brackets
+    # there, and every client made after it raised InvalidURL ("Invalid port: ':1]'").
+    import re
+
+    from streamrag.proxies import proxy_down, proxy_for
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.corp:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    advised = re.search(r"`export NO_PROXY=(\S+)`", proxy_down(proxy_for(local), local, "refused")).group(1)
+    monkeypatch.setenv("NO_PROXY", advised)
+    httpx.Client().close()   # (httpx reads NO_PROXY as a client is made)
+    assert proxy_for(local) is None, advised
