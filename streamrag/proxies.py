@@ -127,7 +127,7 @@ def fix(proxy: Proxy, what: str) -> str:
     if loopback(proxy.host):
         return (f"{proxy.host} is this machine, which needs no proxy: {bypass(proxy)}, or unset "
                 f"{proxy.variable}; else {what}")
-    return f"{what}, or fix {proxy.variable}"
+    return what if proxy.variable in what else f"{what}, or fix {proxy.variable}"   # (said once)
 
 
 def proxy_down(proxy: Proxy, url: str, detail: str) -> str:

@@ -472,8 +472,8 @@ def test_a_proxy_for_a_remote_endpoint_is_not_told_to_be_passed_over():
     said = proxy_down(proxy_for("https://api.openai.com/v1", environ), "https://api.openai.com/v1/x", "refused")
     assert said.endswith("; start the proxy, or fix HTTPS_PROXY") and "NO_PROXY" not in said, said
     said = proxy_refused(proxy_for("https://api.openai.com/v1", environ), "407 Proxy Authentication Required")
-    assert said.endswith("give it a user and password in HTTPS_PROXY (http://user:password@host:port), or fix "
-                         "HTTPS_PROXY"), said
+    # (the variable named once: it said "... in HTTPS_PROXY (...), or fix HTTPS_PROXY")
+    assert said.endswith("give it a user and password in HTTPS_PROXY (http://user:password@host:port)"), said
     environ["ALL_PROXY"] = environ.pop("HTTPS_PROXY")
     for local, host in (("http://localhost:11434/v1", "localhost"), ("http://[::1]:8000/v1", "::1")):
         said = proxy_down(proxy_for(local, environ), local, "refused")
