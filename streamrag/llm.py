@@ -81,7 +81,8 @@ from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
-from streamrag.proxies import Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused, socks_unreachable
+from streamrag.proxies import (Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused, socks_unreachable,
+                               unreadable)
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, listing_refused,
                                        not_answering, provider_message, reason, stopped_answering, tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
@@ -252,6 +253,8 @@ class LLMClient:
             if (said := socks_unreachable()) is None:
                 raise
             raise ConfigError(said) from None
+        except httpx.InvalidURL as e:   # (the environment's proxy settings: no other URL is read here)
+            raise ConfigError(unreadable(e)) from None
         self._slots = anyio.CapacityLimiter(slots)
         self._rpm = minute_budget(settings.requests_per_minute, "llm.requests_per_minute")
         self._tpm = minute_budget(settings.tokens_per_minute, "llm.tokens_per_minute")

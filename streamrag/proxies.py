@@ -164,3 +164,16 @@ def socks_unreachable(environ: Mapping[str, str] | None = None) -> str | None:
                     f"reaches only with the socksio package, not installed here: `pip install 'httpx[socks]'`, "
                     f"or unset {variable}")
     return None
+
+
+def unreadable(error: Exception, environ: Mapping[str, str] | None = None) -> str:
+    """What to do when httpx cannot read the environment's proxy settings (``error``: its
+    words), a proxy's URL (``HTTP_PROXY=http://host:bad``) or a NO_PROXY entry (``[::1]``):
+    every command that calls a model ended in a traceback of httpx's InvalidURL."""
+    environ = os.environ if environ is None else environ
+    names = [name for name in environ if name.lower() in ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+             and environ[name].strip()]
+    return (f"the proxy settings of the environment cannot be read ({error}): check "
+            f"{', '.join(sorted(names)) or 'HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY'} (a proxy is "
+            "http://[user:password@]host:port; NO_PROXY lists hosts, such as 127.0.0.1,localhost,::1), "
+            "or unset them")

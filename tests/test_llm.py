@@ -2871,6 +2871,21 @@ async def test_a_watchs_key_check_says_a_proxy_asking_for_credentials(simulator,
     assert PROXY_PASSWORD not in str(e.value) and len(seen) == 1, seen
 
 
+@pytest.mark.parametrize("variable, value", [("HTTP_PROXY", "http://puser:{p}@127.0.0.1:bad"),
+                                             ("NO_PROXY", "[::1]")])
+def test_proxy_settings_httpx_cannot_read_are_said_not_raised(monkeypatch, variable, value):
+    # A proxy's URL with a port that is no number, or NO_PROXY's "[::1]": every command that
+    # calls a model ended in a traceback of httpx's InvalidURL.
+    _through(monkeypatch, "HTTPS_PROXY", "127.0.0.1:1")
+    monkeypatch.setenv(variable, value.format(p=PROXY_PASSWORD))
+    with pytest.raises(ConfigError) as e:
+        _direct("http://127.0.0.1:2/v1")
+    said = str(e.value)
+    assert said.startswith("the proxy settings of the environment cannot be read (") and \
+        f"check HTTPS_PROXY, {variable} (a proxy is http://[user:password@]host:port;" in said and \
+        said.endswith("or unset them") and PROXY_PASSWORD not in said, said
+
+
 def test_a_socks_proxy_httpx_cannot_reach_is_said_not_raised(monkeypatch):
     # ALL_PROXY=socks5://... without httpx's socksio package: every command that calls a model
     # ended in a traceback of httpx's ImportError.
