@@ -414,6 +414,35 @@ def test_a_log_of_lines_edited_in_its_middle_keeps_the_chunks_after_its_change()
         assert cut.spans == cut_document(doc(edited), None, key=b"k", **sizes).spans
 
 
+
+def test_a_log_with_abbreviations_edited_near_its_line_ends_is_cut_as_a_whole_cut_would():
+    # A log's sentence cuts kept after a change are found from 12 characters past a letter
+    # (``_sentence_after``), as far as a cut's abbreviation test looks back ("said Mr." is no
+    # sentence's end): lines ending in titles and initials, edited at random beside a line's
+    # end, keep the chunks after the change only where a whole cut of the new text has them.
+    from streamrag.chunker import cut_document
+
+    rng = random.Random(5)
+    pieces = WORDS + ["Mr.", "Dr.", "e.g.", "J.", "U.S.", "1.5", "?", "!"]
+    moved = 0
+    for trial in range(6):
+        text = "\n".join(" ".join(rng.choices(pieces, k=rng.randint(1, 20))) + rng.choice([".", "", " Mr.", "?"])
+                         for _ in range(400))
+        sizes = {"chunk_size": rng.choice([40, 80]), "overlap": rng.choice([0, 8]), "encoding": ENC}
+        before = cut_document(doc(text), None, key=b"k", **sizes).spans
+        for _ in range(4):
+            at = text.index("\n", rng.randrange(len(text) // 4, len(text) // 2)) + rng.randint(-3, 1)
+            text = text[:at] + rng.choice([" Mr.", ".", "\n", "Dr. ", "\nJ. Smith.", ""]) + text[at + rng.randint(0, 3):]
+            cut = cut_document(doc(text), before, key=b"k", **sizes)
+            whole = chunk_document(doc(text), **sizes)
+            assert cut.chunks == whole[cut.kept:cut.kept + len(cut.chunks)], trial
+            assert cut.kept + len(cut.chunks) + len(before.starts) - cut.tail == len(whole), trial
+            assert cut.spans == cut_document(doc(text), None, key=b"k", **sizes).spans, trial
+            moved += len(before.starts) - cut.tail
+            before = cut.spans
+    assert moved > 1000, moved   # (most edits keep the chunks after them)
+
+
 def test_a_resumed_cut_that_makes_no_chunk_between_is_cut_whole(monkeypatch):
     # Spans cover the text from each chunk's body to the next's: were nothing made between the
     # kept chunks and the moved ones, a stretch of text would be covered by no digest, and the
