@@ -2336,22 +2336,27 @@ async def test_a_call_cancelled_last_is_recorded_as_the_client_closes(tmp_path):
 
 
 
-async def _twelve_unavailable_calls(tmp_path, endpoint: Endpoint) -> list[str]:
-    """Twelve calls at once through one client (10 retries each): the errors of those the
-    endpoint was found unavailable for."""
+async def _twelve_calls(llm: LLMClient) -> list[str]:
+    """Twelve calls at once through ``llm``: the errors of those the endpoint was found
+    unavailable for."""
     errors: list[str] = []
 
-    async def one(llm: LLMClient, i: int) -> None:
+    async def one(i: int) -> None:
         try:
             await llm.chat(ask(f"q{i}"), model="m1", stage="s")
         except LLMUnavailableError as e:
             errors.append(str(e))
 
-    async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
-        async with anyio.create_task_group() as tg:
-            for i in range(12):
-                tg.start_soon(one, llm, i)
+    async with anyio.create_task_group() as tg:
+        for i in range(12):
+            tg.start_soon(one, i)
     return errors
+
+
+async def _twelve_unavailable_calls(tmp_path, endpoint: Endpoint) -> list[str]:
+    """``_twelve_calls`` through one client of ``endpoint`` (10 retries each)."""
+    async with client(tmp_path, endpoint, max_retries=10, concurrency=12) as (llm, _):
+        return await _twelve_calls(llm)
 
 
 async def test_a_hopeless_client_does_not_wait_out_a_pause_to_try_again(tmp_path, monkeypatch):
@@ -2835,21 +2840,11 @@ async def test_a_client_given_up_on_through_a_proxy_names_the_proxy(simulator, m
     from conftest import loopback_proxy
 
     monkeypatch.setattr(endpoint_health, "HOPELESS_S", 0.0)
-    errors: list[str] = []
-
-    async def one(llm: LLMClient, i: int) -> None:
-        try:
-            await llm.chat(ask(f"q{i}"), model="m1", stage="s")
-        except LLMUnavailableError as e:
-            errors.append(str(e))
-
     with loopback_proxy("close") as (address, _):
         proxy = _through(monkeypatch, "HTTP_PROXY", address)
         with anyio.fail_after(60):
             async with _direct(simulator.base_url, max_retries=10, concurrency=12) as llm:
-                async with anyio.create_task_group() as tg:
-                    for i in range(12):
-                        tg.start_soon(one, llm, i)
+                errors = await _twelve_calls(llm)
     assert len(errors) == 12 and all("failed every one of the 12 tries" in e for e in errors), errors
     assert all(f"check the server and the model at llm.api_base; requests go through {proxy}: check it too; "
                in e for e in errors), errors[0]
