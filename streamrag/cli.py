@@ -43,7 +43,7 @@ from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
                              last_opened, one_writer, read_as_unchanging, remember_wal_tried,
-                             vacuum, wal_kept_line, wal_past_bound, wal_tried)
+                             unchanging_why, vacuum, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 
@@ -1033,7 +1033,7 @@ def _database_failed(e: BaseException) -> str:
     if not (name in _DAMAGED or undecodable or type(e) is sqlite3.DatabaseError):
         raise e
     if read_as_unchanging() and not undecodable:
-        return (f"the index changed while it was read ({what}): its folder is read-only to you, so "
+        return (f"the index changed while it was read ({what}): {unchanging_why(last_opened())}, so "
                 "it is read as unchanging, and its owner's indexer wrote it meanwhile; try again "
                 "once that has finished")
     # A damaged page (text no longer UTF-8, a malformed record) is as unreadable as a damaged header.

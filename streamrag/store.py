@@ -509,7 +509,7 @@ def root_and_paths(db_path: Path) -> tuple[str | None, list[str]]:
     db_path = Path(db_path)
     wal, shm = Path(f"{db_path}-wal"), Path(f"{db_path}-shm")
     had_wal, had_shm = wal.exists(), shm.exists()
-    conn = sqlite3.connect(f"{_uri_path(db_path)}?mode=ro", uri=True, isolation_level=None)
+    conn = sqlite3.connect(_reader_uri(db_path), uri=True, isolation_level=None)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
         return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
@@ -735,7 +735,7 @@ class Store:
             self.conn.execute("COMMIT")
         if self._unchanging_stamp is not None and _file_stamp(self.path) != self._unchanging_stamp:
             raise StoreError(f"{self.path}: the index was updated while this command read it, and what it "
-                             "read may mix two versions (its folder is read-only to you, so the read could "
+                             f"read may mix two versions ({unchanging_why(self.path)}, so the read could "
                              "not hold the update off); run the command again")
 
     def close(self) -> None:
@@ -1105,6 +1105,9 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     may not write (a read-only mount, another user's index). With no write-ahead log to take
     in, the file alone is the whole index, and SQLite reads it as unchanging (``immutable``);
     with one, a writer is at work, and the reader is refused in one line."""
+    if _leaves_side_files(path):
+        conn.close()   # (before its first read: it has made nothing yet)
+        return _unchanging_connection(path)
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return conn
@@ -1122,9 +1125,60 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
                          "reader there cannot take in; try again once the writer has finished, or run "
                          "any streamrag command on it with write access to the folder (on read-only "
                          f"media: copy it with its {wal.name} to a folder you may write, and use the copy)")
+    return _unchanging_connection(path)
+
+
+def _unchanging_connection(path: Path) -> sqlite3.Connection:
+    """A connection reading the index at ``path`` as unchanging: no lock, nothing made beside it;
+    ``Store.snapshot`` tells a publish folded in meanwhile by the file's stamp."""
     _unchanging.add(str(path))
-    return sqlite3.connect(f"{_uri_path(path)}?mode=ro&immutable=1", uri=True, isolation_level=None,
+    return sqlite3.connect(_reader_uri(path, unchanging=True), uri=True, isolation_level=None,
                            check_same_thread=False)
+
+
+def _leaves_side_files(path: Path) -> bool:
+    """Whether a reader of the index at ``path`` would make a -wal or -shm file beside it that it
+    could not remove: the index is in WAL mode, the file is read-only to the user (in a folder
+    they may write: SQLite makes the files with the file's mode, and only a connection that may
+    write the file removes them at its close), one of the two is missing, and no log holds
+    writes to take in. ``status`` and ``ask`` of a chmod 444 index left notes.db-wal and
+    notes.db-shm (mode 444) behind. With both there (a writer at work, another user's), the
+    reader reads through them and leaves them as they were."""
+    side = [Path(f"{path}{s}") for s in ("-wal", "-shm")]
+    if os.access(path, os.W_OK) or all(f.exists() for f in side) or not _in_wal_mode(path):
+        return False
+    with contextlib.suppress(OSError):
+        if side[0].stat().st_size > 0:
+            return False   # (writes only the log holds: read through it, with the -shm it needs)
+    return True
+
+
+def _in_wal_mode(path: Path) -> bool:
+    """Whether the database at ``path`` is in WAL mode (its header's read version 2): a reader of
+    one in rollback mode makes nothing beside it, and may have a journal to take in."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return head.startswith(_SQLITE_HEADER) and len(head) == 20 and head[18] == 2
+
+
+def _reader_uri(path: Path, *, unchanging: bool | None = None) -> str:
+    """The URI a reader opens the database at ``path`` by: read-only, and as unchanging
+    (``immutable``) where it would otherwise leave side files behind (``_leaves_side_files``)
+    or when ``unchanging`` says so."""
+    if unchanging is None:
+        unchanging = _leaves_side_files(path)
+    return f"{_uri_path(path)}?mode=ro" + ("&immutable=1" if unchanging else "")
+
+
+def unchanging_why(path: Path | None) -> str:
+    """Why the index at ``path`` is read as unchanging, for a message: its file or its folder
+    read-only to the user."""
+    if path is not None and not os.access(path, os.W_OK):
+        return "the file is read-only to you"
+    return "its folder is read-only to you"
 
 
 _unchanging: set[str] = set()   # indexes this process reads as unchanging (``_readable``)
@@ -1189,7 +1243,7 @@ def _other_tables_error(db: Path) -> StoreError | None:
     side = [Path(f"{db}-wal"), Path(f"{db}-shm")]
     had_side = any(f.exists() for f in side)
     try:
-        conn = sqlite3.connect(f"{_uri_path(db)}?mode=ro", uri=True)
+        conn = sqlite3.connect(_reader_uri(db), uri=True)
         try:
             if not conn.execute(_OTHER_TABLES).fetchone()[0]:
                 return None
@@ -1225,7 +1279,7 @@ def database_of(path: Path | str) -> tuple[Path, bool] | None:
         except OSError:
             continue
         try:
-            conn = sqlite3.connect(f"{_uri_path(db)}?mode=ro", uri=True)
+            conn = sqlite3.connect(_reader_uri(db), uri=True)
             try:
                 is_index = conn.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
             finally:

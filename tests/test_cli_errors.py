@@ -1231,3 +1231,39 @@ def test_an_index_with_its_write_ahead_log_on_read_only_media_says_to_copy_both(
                      "the copy)\n")
     finally:
         folder.chmod(0o755)
+
+
+def test_readers_of_an_index_file_read_only_in_a_writable_folder_leave_the_folder_as_it_was(tmp_path, indexed):
+    # `chmod 444 notes.db` in a folder the user may write: status and ask read it, and left
+    # notes.db-wal and notes.db-shm (mode 444) behind, which a reader cannot remove; `index`
+    # then asked for a chmod of all three, and left them too when refused.
+    notes = tmp_path / "notes"
+    shutil.copytree(indexed, notes)
+    folder = notes / ".streamrag"
+    db = folder / "index.db"
+    for f in folder.iterdir():
+        if f != db:
+            f.unlink()
+    data = db.read_bytes()
+    db.chmod(0o444)
+    commands = [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
+                ["ask", "What is this about?", "--mode", "global", "--json"],
+                ["ask", "railway", "--mode", "basic"], ["export", str(tmp_path / "out.json")],
+                ["index", str(notes), "--estimate"]]
+    try:
+        for command in commands:
+            out = _as_a_user([*command, "--db", str(db)], tmp_path)
+            assert out.returncode == 0 and "Traceback" not in out.stderr, (command, out.stderr)
+            assert sorted(f.name for f in folder.iterdir()) == ["index.db"], command
+        assert json.loads((tmp_path / "out.json").read_text())["entities"]
+        one_line(_as_a_user(["index", str(notes), "--offline", "-q", "--db", str(db)], tmp_path), 1,
+                 f"streamrag: error: {db}: the index file is read-only to you; make it writable (chmod u+w "
+                 f"'{db}'), or run as its owner\n")
+        # (the writer's lock, which every index run leaves beside its index, and nothing else)
+        assert sorted(f.name for f in folder.iterdir()) == ["index.db", "index.db.lock"]
+        assert db.read_bytes() == data
+        db.chmod(0o644)   # the fix it gives is all there is to do
+        out = _as_a_user(["index", str(notes), "--offline", "-q", "--db", str(db)], tmp_path)
+        assert out.returncode == 0, out.stderr
+    finally:
+        db.chmod(0o644)

@@ -1293,6 +1293,40 @@ def test_an_index_file_read_only_to_its_writer_is_one_line(tmp_path, monkeypatch
         Store(db)
 
 
+def test_a_reader_of_an_index_file_read_only_to_it_makes_nothing_beside_it_but_reads_a_writers_log(tmp_path,
+                                                                                                     monkeypatch):
+    # A reader makes -wal and -shm with the file's mode, and only a connection that may write
+    # the file removes them: status and ask of a chmod 444 index left both behind. Read as
+    # unchanging instead; but while a writer keeps its log there, through the log, which holds
+    # what it committed. (Tests run as root: os.access says what the user would get; the
+    # real permissions are tests/test_cli_errors'.)
+    import sqlite3
+
+    from streamrag import store as store_module
+
+    db = _built(tmp_path)
+    real = os.access
+    monkeypatch.setattr(store_module.os, "access",
+                        lambda p, mode, **kw: False if Path(p) == db and mode == os.W_OK else real(p, mode, **kw))
+    r = Store(db, readonly=True)
+    with r.snapshot():
+        assert r.version == 1
+    assert _side_files(db) == []
+    r.close()
+    assert _side_files(db) == []
+    writer = sqlite3.connect(db, isolation_level=None)   # (its owner's, at work: its log holds the write)
+    try:
+        writer.execute("UPDATE meta SET value = '2' WHERE key = 'version'")
+        assert Path(f"{db}-wal").stat().st_size > 0
+        r = Store(db, readonly=True)
+        with r.snapshot():
+            assert r.version == 2
+        r.close()
+        assert _side_files(db)   # the writer's, left to it
+    finally:
+        writer.close()
+    assert _side_files(db) == []
+
 def test_a_full_disk_at_the_lock_file_says_so(tmp_path, monkeypatch):
     # It was "cannot write the output (No space left on device)": the lock file is no output.
     import builtins
