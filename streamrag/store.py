@@ -1104,7 +1104,9 @@ def _readable(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     A reader of a WAL database makes ``index.db-shm`` beside it, which it cannot in a folder it
     may not write (a read-only mount, another user's index). With no write-ahead log to take
     in, the file alone is the whole index, and SQLite reads it as unchanging (``immutable``);
-    with one, a writer is at work, and the reader is refused in one line."""
+    with one, a writer is at work, and the reader is refused in one line. A file read-only to
+    the user in a folder they may write is read so too (``_leaves_side_files``): the -wal and
+    -shm a reader would make there, it could not remove."""
     if _leaves_side_files(path):
         conn.close()   # (before its first read: it has made nothing yet)
         return _unchanging_connection(path)
