@@ -70,12 +70,13 @@ class EndpointReach:
         self._timing_out_calls = set()
         self.silent = False
 
-    def silent_error(self, url: str, timeout_s: float, then: str) -> LLMUnavailableError:
+    def silent_error(self, url: str, timeout_s: float, then: str, also: str = "") -> LLMUnavailableError:
         """The error of a call ended because the server stopped answering (``silent``);
         ``timeout_s``: llm.request_timeout_s; ``then``: what to do once it is fixed ("" for a
-        caller that retries by itself, the daemon)."""
+        caller that retries by itself, the daemon); ``also``: more to check (the proxy the tries
+        went through, ``proxies.proxy_failed``: a proxy that holds every request hangs as well)."""
         return LLMUnavailableError(
             f"{url} has answered nothing for {time.monotonic() - self.last_answer:.0f} s, every try "
             "timed out (one try at a time checks whether it answers again): the server hangs, or is "
             f"too slow for llm.request_timeout_s = {timeout_s:g}; restart it or raise the setting"
-            + (f", {then}" if then else ""), run_again=bool(then))
+            + (f"; {also}" if also else "") + (f", {then}" if then else ""), run_again=bool(then))

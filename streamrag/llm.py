@@ -897,8 +897,12 @@ class LLMClient:
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``), the
         proxy they went through named (it may be what fails them)."""
-        return self._health.error(url, self._replies.setting, self._then,
-                                  proxy_failed(self._proxy) if self._proxy is not None else "")
+        return self._health.error(url, self._replies.setting, self._then, self._proxy_too())
+
+    def _proxy_too(self) -> str:
+        """What an error about tries that all failed adds of the proxy they went through, if any
+        (``proxies.proxy_failed``): it may be what failed them."""
+        return proxy_failed(self._proxy) if self._proxy is not None else ""
 
     async def _attempt(self, tokens: int, attempt: Callable[[], Any], timeout: float) -> Any:
         """One try under a slot and the limits; transport failures become ``Retryable``.
@@ -1015,8 +1019,9 @@ class LLMClient:
         return self._reach.refusing
 
     def _silent_error(self, url: str) -> LLMUnavailableError:
-        """The error of a call ended because the server stopped answering (``_retrying``)."""
-        return self._reach.silent_error(url, self.settings.request_timeout_s, self._then)
+        """The error of a call ended because the server stopped answering (``_retrying``), the
+        proxy its tries went through named: one that holds every request is as silent."""
+        return self._reach.silent_error(url, self.settings.request_timeout_s, self._then, self._proxy_too())
 
     async def _admit(self, tokens: int) -> list[tuple[MinuteBudget, list[float]]]:
         """Wait out a server-requested pause and until the request fits both minute budgets,

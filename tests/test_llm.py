@@ -2850,6 +2850,25 @@ async def test_a_client_given_up_on_through_a_proxy_names_the_proxy(simulator, m
                in e for e in errors), errors[0]
 
 
+async def test_a_proxy_that_holds_every_request_is_named_when_the_server_is_found_silent(simulator, monkeypatch):
+    # Every try held by the proxy, calls of more than one timing out for the hang: it said
+    # "... has answered nothing for 1 s ...: the server hangs, or is too slow ...; restart it",
+    # the proxy holding the requests unnamed, and no NO_PROXY for a server on this machine.
+    from conftest import loopback_proxy
+
+    with loopback_proxy("hang") as (address, _):
+        proxy = _through(monkeypatch, "HTTP_PROXY", address)
+        with anyio.fail_after(60):
+            async with _direct(simulator.base_url, max_retries=6, request_timeout_s=0.1, concurrency=4) as llm:
+                errors = await _twelve_calls(llm)
+    silent = [e for e in errors if "has answered nothing for" in e]
+    assert len(errors) == 12 and silent, errors
+    assert all(f"restart it or raise the setting; requests go through {proxy}: check it too; 127.0.0.1 is this "
+               "machine, which needs no proxy: `export NO_PROXY=127.0.0.1`, or unset HTTP_PROXY; else check the "
+               "proxy's logs, then run the same command" in e for e in silent), silent[0]
+    assert not any(PROXY_PASSWORD in e for e in errors)
+
+
 @pytest.mark.parametrize("scheme, variable", [("http", "HTTP_PROXY"), ("https", "HTTPS_PROXY")])
 async def test_a_watchs_key_check_says_a_proxy_asking_for_credentials(simulator, monkeypatch, scheme, variable):
     # GET /models answered 407 by the proxy said nothing (only a 401/403 stops a watch at its
