@@ -46,6 +46,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from streamrag import proxies
 from streamrag.errors import LLMUnavailableError
 from streamrag.provider_errors import Retryable, duration
 
@@ -159,20 +160,28 @@ class EndpointHealth:
                 "waits longer")
 
 
-def only_errors(statuses: Counter[int | None], setting: str) -> str | None:
+def only_errors(statuses: Counter[int | None], setting: str, proxy: proxies.Proxy | None = None) -> str | None:
     """What tries all answered with HTTP errors and requests to wait say, ``statuses`` by HTTP
     status: which the server behind ``setting`` answers, and to check it; None when some try was
-    no such answer (no status, a gateway's timeout, a 501) or one of a rate limit (429s alone)."""
+    no such answer (no status, a gateway's timeout, a 501) or one of a rate limit (429s alone).
+    ``proxy``: the environment's, which the requests went through (``proxies.proxy_for``): its
+    502 or 503 is named as its, with NO_PROXY for a server on this machine (it was "a proxy or
+    load balancer", that proxy unnamed)."""
     if not statuses or any(s is None or s in GATEWAY_TIMEOUTS or s == 501 or (s < 500 and s not in (408, 409, 429))
                            for s in statuses):
         return None
     if set(statuses) == {429}:   # a provider's rate limit: its own advice
         return None
     said = " and ".join(str(s) for s in sorted(statuses))   # (None ruled out above)
-    fix = (f"the server behind {setting} answers only HTTP {said} (a proxy or load balancer answers "
-           "so while the server behind it is down): check that server and its logs"
-           if PROXY_STATUSES & set(statuses) else
-           f"the server at {setting} answers only HTTP {said}: check its logs")
+    if PROXY_STATUSES & set(statuses) and proxy is not None:
+        fix = (f"requests to the server at {setting} go through {proxies.through(proxy)}, which answers only HTTP "
+               f"{said} (as a proxy does while the server behind it is down or out of its reach): "
+               + proxies.fix(proxy, "check that server, and the proxy's logs"))
+    elif PROXY_STATUSES & set(statuses):
+        fix = (f"the server behind {setting} answers only HTTP {said} (a proxy or load balancer answers "
+               "so while the server behind it is down): check that server and its logs")
+    else:
+        fix = f"the server at {setting} answers only HTTP {said}: check its logs"
     return fix + (" and, for HTTP 429, the account's limits" if 429 in statuses else "")
 
 

@@ -73,7 +73,8 @@ from streamrag.answer_json import read_embeddings, read_usage
 from streamrag.cache import batch_key, cache_key, embedding_key
 from streamrag.call_log import UNUSABLE, CallLog
 from streamrag.config import LLMSettings, check_api_key
-from streamrag.endpoint_health import GAVE_UP, RUN_AGAIN, EndpointHealth, GaveUp, failure, only_errors
+from streamrag.endpoint_health import (GAVE_UP, PROXY_STATUSES, RUN_AGAIN, EndpointHealth, GaveUp, failure,
+                                      only_errors)
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS, EndpointReach
 from streamrag.errors import ConfigError, LLMError, LLMOutputError, LLMRequestError, LLMUnavailableError
 from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked, leave_out, refuses, sendable,
@@ -869,10 +870,12 @@ class LLMClient:
         call's failed tries by HTTP status). Answered only with HTTP errors and requests to wait
         (a proxy whose server behind it is down: a bare 503 to everything), it says that server
         answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
-        later: it is no help to this one)."""
+        later: it is no help to this one). Through the environment's proxy, it names the proxy
+        when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503)."""
         setting = self._replies.setting
-        said = only_errors(statuses, setting) if self.settings.max_retries > 0 else None
-        if said is None and e.status is None and self._proxy is not None:   # (no HTTP answer: maybe the proxy's fault)
+        said = only_errors(statuses, setting, self._proxy) if self.settings.max_retries > 0 else None
+        if said is None and (e.status is None or e.status in PROXY_STATUSES) and self._proxy is not None:
+            # (no HTTP answer, or the proxy's own: maybe the proxy's fault)
             return f"{advice(e, setting, self.settings.requests_per_minute > 0)}; {proxy_failed(self._proxy)}"
         if said is None:
             return advice(e, setting, self.settings.requests_per_minute > 0)

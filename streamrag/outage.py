@@ -87,7 +87,8 @@ class Outage:
         """What the line of an outage begun says of a server answering with errors (``server_errors``):
         as the model client says it (``endpoint_health.only_errors``) when the failed tries were all
         HTTP errors and requests to wait, a proxy's bare 503 whose server behind it is down too
-        (it said "kept answering with errors: check its logs", the proxy's logs). Tries all
+        (it said "kept answering with errors: check its logs", the proxy's logs), the environment's
+        proxy named when one is in use (``proxy``). Tries all
         answered with HTTP 200 the client could not read are said so, as the model client says
         them (``provider_errors.advice``): it said "kept answering with errors" of answers."""
         from streamrag.endpoint_health import only_errors, unreadable_only   # (httpx, as ``base_setting``)
@@ -96,7 +97,7 @@ class Outage:
         if unreadable_only(self.statuses):
             return (f"the server at {self.current['endpoint']} answered, but its answers could not be read: "
                     f"check that {self.base_setting()} is an OpenAI-compatible endpoint")
-        return only_errors(self.statuses, self.base_setting()) or (
+        return only_errors(self.statuses, self.base_setting(), self.proxy) or (
             f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
 
     def retrying(self) -> str:
@@ -133,7 +134,8 @@ class Outage:
         answering with errors, when the endpoint is up but fails every call; ``the server behind
         http://... still down``, when it answers only as a proxy does for a server down behind
         it, as the line of the outage begun says it (``errors_said``): it said "still answering
-        with errors", the proxy's logs to check; still giving answers that cannot be read, when
+        with errors", the proxy's logs to check (``http://... behind the proxy ... (set by
+        HTTP_PROXY)``, the environment's proxy named); still giving answers that cannot be read, when
         every failed try was such an answer (``errors_said``)."""
         from streamrag.endpoint_health import behind_a_proxy, unreadable_only   # (httpx, as ``base_setting``)
 
@@ -141,6 +143,8 @@ class Outage:
         assert o is not None
         # Under a minute, to the second: the error line just before gave 00:38:19, this one 00:38.
         since = clock(o["since"], seconds=time.time() - o["since"] < 60)
+        if self.server_errors and behind_a_proxy(self.statuses) and self.proxy is not None:
+            return f"{o['endpoint']} behind {through(self.proxy)} still down since {since}"
         if self.server_errors and behind_a_proxy(self.statuses):
             return f"the server behind {o['endpoint']} still down since {since}"
         if self.refused and self.proxy is not None:

@@ -348,7 +348,8 @@ def cli_run(capsys, monkeypatch):
 def loopback_proxy(kind: str):
     """A proxy on loopback that fails every request as ``kind`` says: "407" answers 407 Proxy
     Authentication Required (to a request for an http:// URL, or to a CONNECT for an https://
-    one), "close" closes the connection without a word, "hang" reads the request and answers
+    one), "502" and "503" answer so, bare (as a proxy that cannot reach the server behind it),
+    "close" closes the connection without a word, "hang" reads the request and answers
     nothing; "down" is a port nothing listens at. Yields (its address, the request lines it read);
     stopped at the end."""
     import socket
@@ -371,6 +372,9 @@ def loopback_proxy(kind: str):
             if kind == "407":
                 conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic "
                              b"realm=\"test\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            elif kind in ("502", "503"):
+                conn.sendall(f"HTTP/1.1 {kind} Proxy Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                             .encode())
             elif kind == "hang":
                 stop.wait()
 

@@ -1394,6 +1394,33 @@ def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp
     assert brief["state"] == "outage" and brief["message"].startswith(still), brief["message"]
 
 
+def test_the_outage_line_names_the_proxy_answering_only_502(tmp_path):
+    # A proxy the environment names (HTTP_PROXY) that cannot reach the server behind it answers
+    # every request 502: the lines said "a proxy or load balancer" and "the server behind
+    # http://... still down", that proxy unnamed, and no NO_PROXY for a server on this machine.
+    from collections import Counter
+
+    from streamrag.proxies import proxy_for
+
+    events = Events()
+    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    daemon.outage.server_errors, daemon.outage.statuses = True, Counter({502: 4})
+    daemon.outage.proxy = proxy_for("http://127.0.0.1:9/v1/chat/completions",
+                                    {"HTTP_PROXY": "http://puser:proxy-LEAKCHECK-7@127.0.0.1:3128"})
+    daemon._retry_left_out(2, 2, outage=True, quiet=False)
+    proxy = "the proxy http://puser:***@127.0.0.1:3128 (set by HTTP_PROXY)"
+    [line] = events
+    assert (f"; no call succeeded: requests to the server at llm.api_base go through {proxy}, which answers only "
+            "HTTP 502 (as a proxy does while the server behind it is down or out of its reach): 127.0.0.1 is this "
+            "machine, which needs no proxy: `export NO_PROXY=127.0.0.1`, or unset HTTP_PROXY; else check that "
+            "server, and the proxy's logs (") in line["message"], line["message"]
+    daemon.outage.still_down(1)   # (the full line said it just now)
+    daemon.outage.still_down(2)   # the pause grew
+    [_, brief] = events
+    assert brief["message"].startswith(f"http://127.0.0.1:9/v1 behind {proxy} still down since "), brief["message"]
+    assert "LEAKCHECK" not in json.dumps(list(events))
+
+
 async def _outage_lines(transport, simulator, corpus, tmp_path, monkeypatch) -> tuple[dict, dict]:
     """The line of the outage begun, said with ``server_errors``, and the short line after it, of a
     daemon whose calls go through ``transport`` while it is down (retried after 0.2 s at most)."""

@@ -2834,6 +2834,33 @@ async def test_a_proxy_that_drops_or_holds_the_requests_is_named_in_the_advice(s
     assert PROXY_PASSWORD not in said and len(seen) == 2, seen
 
 
+@pytest.mark.parametrize("status, max_retries", [("502", 1), ("503", 1), ("502", 0)])
+async def test_a_proxys_502_or_503_names_the_proxy(simulator, monkeypatch, status, max_retries):
+    # A proxy that cannot reach the server behind it answers an http:// endpoint's requests
+    # itself: it said "the server behind llm.api_base answers only HTTP 502 (a proxy or load
+    # balancer answers so ...)" (or, with llm.max_retries 0, "the server answered with an error:
+    # check its logs"), the proxy in use unnamed, and no NO_PROXY for a server on this machine.
+    from conftest import loopback_proxy
+
+    with loopback_proxy(status) as (address, seen):
+        proxy = _through(monkeypatch, "HTTP_PROXY", address)
+        with anyio.fail_after(30):
+            async with _direct(simulator.base_url, max_retries=max_retries) as llm:
+                with pytest.raises(LLMUnavailableError) as e:
+                    await llm.chat(ask(), model="m1", stage="s")
+    said = str(e.value)
+    bypass = "127.0.0.1 is this machine, which needs no proxy: `export NO_PROXY=127.0.0.1`, or unset HTTP_PROXY; else "
+    if max_retries:
+        assert said.endswith(f"; requests to the server at llm.api_base go through {proxy}, which answers only "
+                             f"HTTP {status} (as a proxy does while the server behind it is down or out of its "
+                             f"reach): {bypass}check that server, and the proxy's logs; raising llm.max_retries "
+                             "only waits longer"), said
+    else:
+        assert said.endswith(f"; requests go through {proxy}: check it too; {bypass}check the proxy's logs"), said
+    assert "a proxy or load balancer" not in said and PROXY_PASSWORD not in said
+    assert len(seen) == max_retries + 1 and seen[0].startswith(f"POST {simulator.base_url}/chat/completions "), seen
+
+
 async def test_a_client_given_up_on_through_a_proxy_names_the_proxy(simulator, monkeypatch):
     # Every try dropped by the proxy, twelve calls at once: it said "... failed every one of the
     # 12 tries ...: check the server and the model at llm.api_base", the proxy unnamed.
