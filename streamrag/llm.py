@@ -84,8 +84,9 @@ from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reas
 from streamrag.prompts import Prompt
 from streamrag.proxies import (Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused, socks_unreachable,
                                unreadable)
-from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_source, listing_refused,
-                                       not_answering, provider_message, reason, stopped_answering, tls_refused)
+from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_not_sent, key_source,
+                                       listing_refused, not_answering, provider_message, reason, stopped_answering,
+                                       tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
 from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
 from streamrag.store import Store
@@ -175,6 +176,9 @@ RETRY_BASE_S = 1.0
 
 # A wait for rate budget at least this long is said (a run otherwise looks stuck for a minute).
 WAIT_NOTICE_S = 5.0
+# The lines said once per process of a key not sent beside api_base's password (``key_not_sent``):
+# a watch makes a client per sync.
+_KEYS_NOT_SENT: set[str] = set()
 
 
 def request_options(temperature: float, *, max_tokens: int | None = None, logit_bias: dict | None = None,
@@ -237,6 +241,10 @@ class LLMClient:
         # How its replies are read; ``base_setting`` (Settings.api_base_from): what set api_base, for messages.
         self._replies = Replies(settings, api_key, base_setting, self.chat_url, self.embeddings_url,
                                 proxy=self._proxy)
+        # A key beside api_base's user:password was silently not sent (Basic auth takes its header).
+        if (line := key_not_sent(settings, api_key, self._replies.setting)) and line not in _KEYS_NOT_SENT:
+            _KEYS_NOT_SENT.add(line)
+            log.warning(line)
         headers = {"Content-Type": "application/json"}
         if api_key:
             if settings.api_version:

@@ -346,9 +346,11 @@ def key_advice(settings: LLMSettings, api_key: str, setting: str = "llm.api_base
     api-key header.)"""
     names = key_names(settings)
     if httpx.URL(settings.api_base).userinfo and not (api_key and settings.api_version):
+        # (A key set beside them is sent once they are removed: "export" it again said nothing.)
+        source = key_source(settings, api_key) if api_key else ""
+        then = f": the key in {source} is then sent" if source else f" and `export {names[0]}=...`"
         return (f"the password in {setting} ({without_secrets(settings.api_base)}) was refused; fix the "
-                f"user and password there, or, for a server that takes an API key, remove them and "
-                f"`export {names[0]}=...`")
+                f"user and password there, or, for a server that takes an API key, remove them{then}")
     if not api_key:
         return (f"no API key was sent (none of {', '.join(names)} is set); export the key in "
                 f"one of them, e.g. `export {names[0]}=...`")
@@ -362,6 +364,21 @@ def key_advice(settings: LLMSettings, api_key: str, setting: str = "llm.api_base
     return (f"the API key was rejected; set {source or names[0]} to a valid key"
             + (f" (it was read from {source}; streamrag reads {', '.join(names)}, first set wins)"
                if source else ""))
+
+
+def key_not_sent(settings: LLMSettings, api_key: str, setting: str = "llm.api_base") -> str | None:
+    """What to say when an API key is set beside a ``user:password@`` in api_base (``setting``:
+    what set it): both go in the Authorization header, and httpx's Basic auth takes it, so the
+    key was silently not sent; None when they are not both sent so (with llm.api_version, the key
+    goes as Azure's api-key header beside them)."""
+    if not api_key or settings.api_version or not httpx.URL(settings.api_base).userinfo:
+        return None
+    source = key_source(settings, api_key)
+    said = (f"the API key{f' in {source}' if source else ''} is not sent: {setting} "
+            f"({without_secrets(settings.api_base)}) holds a user and password, sent as Basic auth in the "
+            f"Authorization header the key would go in; for a server that takes the key, remove the "
+            f"user:password from {setting}")
+    return said + (f"; for one that takes the password, unset {source}" if source else "")
 
 
 # A 401/403 of ``GET /models`` that may refuse the listing alone, not the key: OpenAI's restricted

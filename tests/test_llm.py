@@ -361,6 +361,33 @@ async def test_a_password_in_api_base_is_sent_but_never_said(tmp_path):
     assert LEAKED not in str(err.value) and LEAKED not in str([dict(r) for r in calls(store)])
 
 
+async def test_a_key_beside_a_password_in_api_base_is_said_not_sent_once(tmp_path, monkeypatch, caplog):
+    # STREAMRAG_API_KEY set and http://user:password@ in llm.api_base: httpx's Basic auth takes
+    # the Authorization header the key's Bearer would go in, and the key was silently not sent.
+    monkeypatch.setenv("STREAMRAG_API_KEY", LEAKED)   # (a host of its own: said once per process)
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json=chat_body("fine"))
+
+    with anyio.fail_after(10), caplog.at_level(logging.WARNING, logger="streamrag.llm"):
+        for i, api_base in enumerate([f"http://me:{LEAKED}@key-beside.test/v1"] * 2 + ["http://key-beside.test/v1"]):
+            async with client(tmp_path, answer, key=LEAKED, api_base=api_base) as (llm, _):
+                await llm.chat(ask(f"q{i}"), model="m1", stage="s")
+        async with client(tmp_path, answer, key=LEAKED, api_base=f"http://me:{LEAKED}@key-beside.test/v1",
+                          api_version="2024-10-21") as (llm, _):   # (Azure's api-key header: both sent)
+            await llm.chat(ask("azure"), model="m1", stage="s")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["the API key in STREAMRAG_API_KEY is not sent: llm.api_base (http://me:***@key-beside.test/v1) "
+                    "holds a user and password, sent as Basic auth in the Authorization header the key would go in; "
+                    "for a server that takes the key, remove the user:password from llm.api_base; for one that "
+                    "takes the password, unset STREAMRAG_API_KEY"], said   # once: a watch makes a client per sync
+    basic = base64.b64encode(f"me:{LEAKED}".encode()).decode()
+    assert [r.headers["Authorization"] for r in sent] == [f"Basic {basic}"] * 2 + [f"Bearer {LEAKED}", f"Basic {basic}"]
+    assert sent[-1].headers["api-key"] == LEAKED
+
+
 @pytest.mark.parametrize(("api_base", "sent"), [(API, "Bearer"), ("http://me:pw-LEAKCHECK-42@llm.test/v1", "Basic")])
 async def test_headers_a_reply_without_choices_echoes_are_never_said(tmp_path, api_base, sent):
     # A proxy's error sent as a 200 without choices, echoing the request's Authorization header

@@ -406,6 +406,20 @@ def test_a_password_in_api_base_refused_is_said_so_not_that_no_key_was_sent(stat
         azure.check_status(httpx.Response(status, json={"error": {"message": "Unauthorized"}}), url, "m1")
 
 
+def test_a_password_in_api_base_refused_beside_a_key_set_says_the_key_is_sent_once_they_are_removed(monkeypatch):
+    # STREAMRAG_API_KEY set, Basic auth sent in its stead: the 401 said to "remove them and
+    # `export STREAMRAG_API_KEY=...`", a variable already holding the key.
+    monkeypatch.setenv("STREAMRAG_API_KEY", "sk-set-beside-1")
+    url = "http://x/v1/chat/completions"
+    said = Replies(LLMSettings(api_base="http://me:pw-LEAKCHECK-42@x/v1"), "sk-set-beside-1", "", url,
+                   "http://x/v1/embeddings")
+    with pytest.raises(LLMRequestError) as e:
+        said.check_status(httpx.Response(401, json={"error": {"message": "Unauthorized"}}), url, "m1")
+    assert str(e.value) == (f"{url}: HTTP 401: the password in llm.api_base (http://me:***@x/v1) was refused; fix the "
+                            "user and password there, or, for a server that takes an API key, remove them: the key "
+                            "in STREAMRAG_API_KEY is then sent (Unauthorized)")
+
+
 def test_a_web_page_answered_with_200_is_quoted_with_the_secrets_sent_hidden():
     # A proxy's login page quoting the request in its title was said by it, the key and all.
     key, url = "sk-LEAKCHECK-1234567890abcdef", "http://x/v1/chat/completions"
