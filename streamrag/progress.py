@@ -53,6 +53,11 @@ class _Panel:
 
 EVERY_S = 10.0  # off a terminal: seconds between count lines within one stage
 STILL_S = 10.0  # off a terminal: seconds without a line before one says the stage goes on
+# Off a terminal, the lines of the stages a run passes before it knows whether it has anything
+# to redo are held until a later stage begins, or a count line or the ticker speaks, or they
+# have lasted HELD_S: a run with nothing to redo then says none of them, unless its scan took time.
+UNDECIDED = ("scanning", "extracting")
+HELD_S = 1.0
 
 
 def _counts_line(p: Progress) -> str:
@@ -66,6 +71,14 @@ def _counts_line(p: Progress) -> str:
     if c["failures"]:
         parts.append(f"failures {c['failures']}")
     return "; ".join(parts)
+
+
+def _lasted(held: list[tuple[float, str]], now: float) -> int:
+    """How many of the ``held`` stages to say at ``now``: up to the last one that lasted HELD_S
+    (until the next began, or until now), so a quick stage after a slow one stays held."""
+    ends = [began for began, _ in held[1:]] + [now]
+    return max((i + 1 for i, ((began, _), end) in enumerate(zip(held, ends)) if end - began >= HELD_S),
+               default=0)
 
 
 @contextmanager
@@ -86,33 +99,48 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
         return
     last = [""]
     last_counts = [started, ""]
+    held: list[tuple[float, str]] = []   # (when it began, stage) of UNDECIDED stages not yet said
     lock = threading.Lock()
 
     def say(now: float, text: str) -> None:
         last_counts[0] = now
         print(f"[{now - started:6.1f}s] {text}", file=sys.stderr, flush=True)
 
+    def say_held(upto: int | None = None) -> None:
+        for began, stage in held[:upto]:
+            say(began, stage)
+        del held[:upto]
+
     def on_change(p: Progress) -> None:
         with lock:
             now = time.monotonic()
             if p.stage != last[0]:
                 last[0] = p.stage
-                if not p.nothing_to_redo:   # (stages passed through at once, nothing run)
+                if p.nothing_to_redo:   # (stages passed through at once, nothing run)
+                    say_held(_lasted(held, now))
+                    held.clear()
+                elif p.stage in UNDECIDED:
+                    held.append((now, p.stage))
+                else:
+                    say_held()
                     say(now, p.stage)
             elif now - last_counts[0] >= EVERY_S:
                 # Between stage changes, the counts now and then, so a long stage is not silent.
                 line = _counts_line(p)
                 if line != last_counts[1]:
                     last_counts[1] = line
+                    say_held()
                     say(now, f"{p.stage}: {line}")
 
     def heartbeat() -> None:
         # Work that moves no counter for a while (one huge file being cut, a large publish)
         # still gets a line every STILL_S, so a log never looks stuck.
-        while not done.wait(STILL_S / 4):
+        while not done.wait(min(STILL_S, HELD_S) / 4):
             with lock:
                 now = time.monotonic()
+                say_held(_lasted(held, now))   # (a scan that takes time is said)
                 if now - last_counts[0] >= STILL_S:   # the first stage too (a slow scan)
+                    say_held()
                     say(now, f"{progress.stage}: {_counts_line(progress)} (still working)")
 
     done = threading.Event()
@@ -125,3 +153,5 @@ def show(progress: Progress, llm_stats=lambda: {}, *, enabled: bool = True):
         done.set()
         ticker.join()
         progress.listeners.remove(on_change)
+        if not progress.nothing_to_redo:   # (a run that failed in its scan: where it was)
+            say_held()

@@ -76,6 +76,40 @@ def test_the_first_stage_gets_a_line_too_when_nothing_moves(capsys, monkeypatch)
     assert lines and set(lines) == {"scanning: files 0/0; chunks 0 extracted, 0 reused (still working)"}, lines
 
 
+def _no_op_said(capsys, monkeypatch, held_s: float) -> list[str]:
+    """The lines off a terminal of a run that finds nothing to redo, its stages held ``held_s``."""
+    monkeypatch.setattr(shown, "HELD_S", held_s)
+    p = Progress()
+    with shown.show(p):
+        p.total("files", 2)               # (still scanning)
+        p.set_stage("extracting")
+        p.nothing_to_redo = True          # (``Indexer._publish_unchanged``)
+        for stage in ("merging", "summarizing", "publishing"):
+            p.set_stage(stage)
+    return untimed(capsys.readouterr().err)
+
+
+def test_a_run_with_nothing_to_redo_says_no_stage_unless_its_scan_took_time(capsys, monkeypatch):
+    # A quick scan that found nothing to redo still said 'scanning' and 'extracting' (said as
+    # each began, before the scan knew); held until a stage lasts HELD_S, a slow one is said.
+    assert _no_op_said(capsys, monkeypatch, held_s=3600.0) == []
+    assert _no_op_said(capsys, monkeypatch, held_s=0.0) == ["scanning", "extracting"]
+
+
+def test_held_stages_are_said_before_the_next_and_when_a_run_ends(capsys, monkeypatch):
+    monkeypatch.setattr(shown, "HELD_S", 3600.0)
+    p = Progress()
+    with shown.show(p):
+        p.total("files", 1)
+        p.set_stage("extracting")
+        p.set_stage("merging")
+    assert untimed(capsys.readouterr().err) == ["scanning", "extracting", "merging"]
+    p = Progress()
+    with shown.show(p):                   # (a run that fails in its scan: where it was)
+        p.total("files", 1)
+    assert untimed(capsys.readouterr().err) == ["scanning"]
+
+
 def _panel_left(capsys, monkeypatch, nothing_to_redo: bool) -> str:
     """What a terminal shows of the panel once a run ends (rich, made to take stderr for a terminal)."""
     monkeypatch.setenv("FORCE_COLOR", "1")
