@@ -294,7 +294,7 @@ def _write_json(store: Store, f: TextIO) -> dict[str, int]:
             n += 1
         f.write("\n ]" if n else "]")
         counts[name] = n
-    f.write("\n}")
+    f.write("\n}\n")   # (its last line ends, as GraphML's: `export -` left the shell's prompt after "}")
     return {k: counts[k] for k in ("entities", "relationships", "communities", "reports")}
 
 

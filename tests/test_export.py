@@ -69,6 +69,9 @@ def test_export_to_standard_output_with_a_dash(offline_db, tmp_path):
     assert data["entities"] and data["relationships"] and not (tmp_path / "-").exists()
     assert data == json.loads(_exported(offline_db, tmp_path / "file.json"))
     assert done.stderr.startswith("wrote -: ")
+    # It ended at "}" with no newline (the shell's prompt after it); the file is the same text.
+    assert done.stdout.endswith("\n}\n") and done.stdout.count("\n}") == 1, repr(done.stdout[-40:])
+    assert (tmp_path / "file.json").read_text(encoding="utf-8") == done.stdout
 
 
 def test_a_failed_export_leaves_the_previous_file(offline_db, tmp_path, monkeypatch):
