@@ -279,7 +279,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ConfigError(f"{target}: cannot write it ({e.strerror or e}); give a folder you can "
                           "write to") from None
-    print(target)
+    if args.json:   # (the one file init writes: a script edits it next)
+        _print_json({"written": [os.path.abspath(target)]})
+    else:
+        print(target)
     # (It said `streamrag index DIR` of the folder just named: the command to run is that one's.)
     print(f"Edit it, then run `streamrag index {shell_word(folder)}`. Set llm.api_base (or "
           "STREAMRAG_API_BASE) to use an LLM; without one streamrag indexes offline.", file=sys.stderr)
@@ -621,6 +624,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import check_out, export, format_for
 
     out = Path(args.out)
+    if args.json and str(out) == "-":   # (the object would land inside the export)
+        raise UsageError("--json prints its object on standard output, where `export -` writes the "
+                         "export; give a file to write (e.g. graph.json), or drop --json")
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
     _check_indexed_folder(args)
@@ -637,7 +643,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         counts = export(store, out, fmt, settings_files=settings_files, include=settings.index.include)
     finally:
         store.close()
-    print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
+    if args.json:
+        _print_json({"path": os.path.abspath(out), "format": fmt, **counts})
+    else:
+        print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
     return 0
 
 
@@ -749,6 +758,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", help="write a commented streamrag.toml to edit")
     p.add_argument("dir", nargs="?", default=".", type=path_arg, help="folder to write it in (default: here)")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--json", action="store_true", help="print the file written as one JSON object")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("index", help="index (or update the index of) a folder or files")
@@ -788,6 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to put the sample and its index (default: a temporary folder)")
     p.add_argument("--api-base", metavar="URL",
                    help="answer the questions with this OpenAI-compatible endpoint instead of extractively")
+    p.add_argument("--json", action="store_true",
+                   help="print what was built and the two answers as one JSON object (the tour goes to stderr)")
     p.set_defaults(func=cmd_demo)
 
     def indexed_folder(p: argparse.ArgumentParser, command: str) -> None:
@@ -813,6 +825,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "graphml"), default=None,
                    help="default: follows OUT's extension (.graphml: graphml; anything else, "
                         "and -: json)")
+    p.add_argument("--json", action="store_true",
+                   help="print the file written and its counts as one JSON object (not with -)")
     indexed_folder(p, "export")
     p.set_defaults(func=cmd_export)
 

@@ -8,7 +8,9 @@ extractively. Nothing is needed but the package: no API key, no network.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import sys
 import sqlite3
 import tempfile
 import time
@@ -123,7 +125,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                      f"({e.strerror or e}); give a folder you can write to") from None
         db = work / "index.db"
         settings = load_settings(None, env={}, overrides={"index": {"extractor": "nlp"}})
-        say = lambda text="": print(text, flush=True)  # noqa: E731
+        # (with --json, the tour goes to stderr, for a human watching: stdout is the one object)
+        say = lambda text="": print(text, flush=True, file=sys.stderr if args.json else sys.stdout)  # noqa: E731
         say(f"streamrag demo: indexing A Christmas Carol ({len(list(corpus.glob('*.txt')))} staves) "
             "offline, with no LLM ...")
         with one_writer(db, f"streamrag demo --dir {shell_word(work)}"):   # (a watch may keep that index)
@@ -131,6 +134,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         say(f"Built in {result.wall_s:.1f} s: {result.documents} documents, {result.chunks} chunks, "
             f"{result.entities} entities, {result.relationships} relationships, "
             f"{result.communities} communities with reports.")
+        built = {"documents": result.documents, "chunks": result.chunks, "entities": result.entities,
+                 "relationships": result.relationships, "communities": result.communities}
+        answers = []
         store = Store(db, readonly=True)
         try:
             say("\nMost connected entities:")
@@ -148,6 +154,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for question, mode in ((GLOBAL_QUESTION, "global"), (LOCAL_QUESTION, "local")):
             say(f"\n$ streamrag ask --mode {mode} \"{question}\"")
             answer = ask(question, answer_settings, db, mode=mode, sigterm=True)
+            answers.append(answer.to_json())
             say(terminal_text(answer.text))
             say(terminal_text(format_footer(answer)))
         say(f"\nDemo finished in {time.monotonic() - started:.1f} s.")
@@ -155,6 +162,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say(f"The index is in {shown(db)}; try: streamrag ask --db {shell_word(db)} \"Who is Marley?\"")
         else:
             say("Index your own folder with: streamrag index DIR   (then: streamrag ask \"...\")")
+        if args.json:   # (db: null when the folder is a temporary one, removed as the demo ends)
+            print(json.dumps({"db": str(db.resolve()) if keep else None, **built, "answers": answers,
+                              "wall_s": round(time.monotonic() - started, 3)}, default=str))
         return 0
     finally:
         if not keep:

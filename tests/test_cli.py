@@ -544,7 +544,7 @@ def test_every_command_printing_one_json_object_has_its_row_in_the_readme():
     commands = build_parser()._subparsers._group_actions[0].choices
     printing = [name for name, p in commands.items() if name != "watch"   # (lines, described above it)
                 and any("--json" in a.option_strings for a in p._actions)]
-    assert set(printing) == {"index", "ask", "status", "vacuum"}
+    assert set(printing) == {"index", "ask", "status", "vacuum", "init", "export", "demo"}
     for command in [*(f"{name} --json" for name in printing), "index --estimate --json"]:
         json_output_row(command)
 
@@ -684,6 +684,40 @@ def test_unreachable_endpoint_fails_fast_and_keeps_the_index(cli_run, corpus):
     (corpus / "streamrag.toml").write_text('[llm]\nmax_retries = 1\napi_base = "http://127.0.0.1:9/v1"\n')
     out = cli_run("index", str(corpus), "-q")
     assert out.stderr.count("\n") == 2 and "start the server, or fix llm.api_base." in out.stderr
+
+
+def test_init_export_and_demo_print_one_json_object(cli_run, corpus, tmp_path):
+    # They had no --json (every other command has): a script read the path init wrote from its
+    # text, and export's counts from a line on stderr.
+    out = cli_run("init", "--json", str(tmp_path))
+    assert out.returncode == 0 and out.stdout.count("\n") == 1, out.stderr
+    assert json.loads(out.stdout) == {"written": [str((tmp_path / "streamrag.toml").resolve())]}
+    again = cli_run("init", "--json", str(tmp_path))   # an error: the line on stderr, no object
+    assert again.returncode == 1 and again.stdout == "" and "--force" in again.stderr
+    cli_run("index", "-q", str(corpus))
+    for name, fmt in (("g.json", "json"), ("g.graphml", "graphml")):
+        out = cli_run("export", "--json", str(tmp_path / name), cwd=corpus)
+        assert out.returncode == 0 and out.stdout.count("\n") == 1 and out.stderr == "", out.stderr
+        said = json.loads(out.stdout)
+        assert said.pop("path") == str(tmp_path / name) and said.pop("format") == fmt
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        if fmt == "json":
+            assert said == {k: len(v) for k, v in json.loads(text).items()
+                            if k in ("entities", "relationships", "communities", "reports")}
+        else:
+            assert said == {"entities": text.count("<node "), "relationships": text.count("<edge "),
+                            "communities": said["communities"]}
+    # `export -` writes the export on stdout: an object there would be inside it.
+    refused = cli_run("export", "--json", "-", cwd=corpus)
+    assert refused.returncode == 2 and refused.stdout == "" and "drop --json" in refused.stderr
+    demo = cli_run("demo", "--json", "--dir", str(tmp_path / "demo"))
+    assert demo.returncode == 0 and demo.stdout.count("\n") == 1, demo.stderr
+    said = json.loads(demo.stdout)
+    assert said["db"] == str(tmp_path / "demo" / "index.db") and said["documents"] == 5
+    assert said["entities"] > 0 and said["communities"] > 0
+    assert [a["mode"] for a in said["answers"]] == ["global", "local"]
+    assert all(a["answer"].startswith("Extractive answer") for a in said["answers"])
+    assert "Most connected entities" in demo.stderr   # (the tour, for a human watching)
 
 
 def test_demo_runs_offline(cli_run):
