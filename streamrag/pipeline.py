@@ -305,13 +305,15 @@ class Indexer:
                  progress: Progress | None = None, command: str = "index", transport=None,
                  recluster: bool = False, graph_cache: GraphCache | None = None,
                  retried: bool = False, retry_base_s: float | None = None,
-                 update_of: str | None = None, answered_at: float | None = None) -> None:
+                 update_of: str | None = None, answered_at: float | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
         through an endpoint that never answered, ``answered_at`` None). ``update_of``: the first run of the
         update this one goes on with (a daemon's retry of what the syncs before it left missing).
         ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s;
-        ``index`` knows it from the index, ``_open_llm``).
+        ``index`` knows it from the index, ``_open_llm``). ``say``: where the line on the work
+        changed settings make it redo goes (``_say_what_settings_redo``; default: the log).
         ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
         are for tests."""
         self.settings = settings
@@ -355,6 +357,9 @@ class Indexer:
         self.unreadable_kinds: Counter[str] = Counter()   # and of which kind (``InputError.kind``)
         self.broken_links: list[str] = []   # the scan's symlinks leading nowhere, as stored paths
         self.settings_changed: list[str] = []   # (_say_what_settings_redo's, for the result)
+        # Where that line goes: the log (a line on stderr), or a daemon's warning event, which
+        # `watch --json` prints on stdout with its other events (a script never saw it).
+        self.say = say or log.warning
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
         self.rechunked_all = True
         self.cut_anew = False   # (not every document re-chunked) some were, and differ
@@ -766,14 +771,14 @@ class Indexer:
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:
-            log.warning(f"{upgrade}: its files are read and chunked again as they are indexed "
+            self.say(f"{upgrade}: its files are read and chunked again as they are indexed "
                         "(chunks with new text are extracted)")
         self.settings_changed = names = [what for what, _ in changes] + (["chunking"] if upgrade else [])
         if changes:
             # (its text_field was said to be "the chunking settings")
             shown = ["reading and chunking" if name == "chunking" else name for name in names]
             named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
-            log.warning(f"the {named} settings changed since this index was built: "
+            self.say(f"the {named} settings changed since this index was built: "
                         f"{'; '.join(effect for _, effect in changes)}")
         return "chunking" in names
 

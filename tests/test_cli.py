@@ -658,6 +658,27 @@ def test_an_offline_index_with_no_names_says_why(cli_run, tmp_path):
     assert out.returncode == 0 and json.loads(out.stdout)["documents"], out.stderr
 
 
+def test_watch_json_says_the_settings_that_redo_work_on_stdout(cli_run, corpus, simulator):
+    # watch --json said it on stderr alone ("streamrag: the ... settings changed ..."): a script
+    # reading its lines never learnt why the whole index was being redone.
+    common = ("--api-base", simulator.base_url)
+    assert cli_run("index", "-q", str(corpus), *common).returncode == 0
+    (corpus / "streamrag.toml").write_text("[index]\nchunk_size = 300\nchunk_overlap = 20\n")
+    done = cli_run("watch", "--once", "--json", str(corpus), *common)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    said = [e for e in events if "settings changed since this index was built" in e["message"]]
+    assert len(said) == 1 and said[0]["state"] == "warning" and said[0]["warning"] == said[0]["message"], events
+    assert said[0]["message"].startswith("the reading and chunking settings changed since this index was built: "
+                                         "index.chunk_size is now 300 (was 1200)"), said
+    assert events.index(said[0]) < [e["state"] for e in events].index("extracting")   # (before the work)
+    assert "settings changed" not in done.stderr, done.stderr   # (the other events are on stdout alone)
+    # Without --json, it is a warning line among the others.
+    (corpus / "streamrag.toml").write_text("[index]\nchunk_size = 400\nchunk_overlap = 20\n")
+    lines = cli_run("watch", "--once", str(corpus), *common).stderr.splitlines()
+    assert [line.split(None, 2)[1] for line in lines if "settings changed since" in line] == ["warning"], lines
+
+
 def test_unreachable_endpoint_fails_fast_and_keeps_the_index(cli_run, corpus):
     assert cli_run("index", str(corpus), "-q").returncode == 0
     (corpus / "streamrag.toml").write_text("[llm]\nmax_retries = 1\n")
