@@ -224,14 +224,17 @@ def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Pa
     """The warning of a scan of ``paths`` that found no file: what left the files out (said by
     ``index`` and ``index --estimate`` alike). It blamed index.include alone, and so
     `exclude = ["*"]`, which leaves out every file (and took every document out of an index),
-    was told to widen include."""
+    was told to widen include. Raises ``ConfigError`` when index.exclude left out every file
+    include matches: the run would take every document out of the index, for a setting no
+    one writes to index nothing (a folder simply empty is still indexed, as empty)."""
     ix = settings.index
     under = ", ".join(loader.shown(p) for p in paths)
     found, by = _excluded_by(paths, ix.include, ix.exclude, root,
                              lambda files: without_index_files(files, db_path, also=settings.own_files()))
     if by:
-        return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
-                "file(s) index.include matches there; name only the folders or files to leave out")
+        raise ConfigError(f"index.exclude ({', '.join(by)}) leaves out all {found} file(s) index.include "
+                          f"matches under {under}, so nothing would be indexed; name only the folders "
+                          "or files to leave out")
     if folders := _folders_named(ix.include, root):
         return (f"no file under {under} matches index.include ({', '.join(ix.include)}): it matches files, "
                 "not folders; " + ", ".join(f'use "{f}/*" for the files under {f}' for f in folders))

@@ -227,13 +227,16 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
     (notes / "scan.pdf").write_bytes(b"%PDF-1.4")
     db = str(tmp_path / "i.db")
     assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["documents"] == 2
+    # Then it was said, and the index emptied all the same: now the run is refused, by index,
+    # its estimate and watch alike, and the index keeps its documents.
     for exclude, by in (('["*"]', "(*)"), ('["Templates", "*.txt", "docs"]', "(*.txt, docs)")):
         (notes / "streamrag.toml").write_text(f"[index]\nexclude = {exclude}\n")
-        out = run("index", str(notes), "--db", db, "--json")
-        summary = json.loads(out.stdout)
-        assert summary["documents"] == 0 and summary["warnings"] == [
-            f"no file under {notes} is indexed: index.exclude {by} leaves out all 2 file(s) index.include "
-            "matches there; name only the folders or files to leave out"], out.stderr
+        for command in (("index",), ("index", "--estimate"), ("watch", "--once")):
+            out = run(*command, str(notes), "--db", db)
+            assert out.returncode == 1 and out.stderr.splitlines()[-1] == (   # (watch's starting line above it)
+                f"streamrag: error: index.exclude {by} leaves out all 2 file(s) index.include matches "
+                f"under {notes}, so nothing would be indexed; name only the folders or files to leave out"), out.stderr
+        assert json.loads(run("status", "--db", db, "--json").stdout)["documents"] == 2
     # (what exclude leaves out holds no file include matches: include is what to widen)
     (notes / "streamrag.toml").write_text('[index]\ninclude = ["*.pdf"]\nexclude = ["*.txt", "docs"]\n')
     (notes / "scan.pdf").unlink()
@@ -286,7 +289,7 @@ def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
     (notes / "docs").mkdir(parents=True)
     (notes / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
     db = str(tmp_path / "i.db")
-    for settings in ('include = ["*.pdf"]', 'exclude = ["*"]', 'include = ["docs"]'):
+    for settings in ('include = ["*.pdf"]', 'include = ["docs"]'):   # (exclude = ["*"] is refused)
         (notes / "streamrag.toml").write_text(f"[index]\n{settings}\n")
         estimated = run("index", str(notes), "--db", db, "--estimate")
         said = json.loads(run("index", str(notes), "--db", db, "--estimate", "--json").stdout)["warnings"]
