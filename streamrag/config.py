@@ -506,6 +506,20 @@ def _spaced_path(value: str, where: str) -> str:
             f"{_as_written(Path(value.strip()), where)!r}")
 
 
+def _spaced_folder(value: str, where: str) -> str | None:
+    """What is wrong with a store.path ``value`` whose folder, as written, has a name opening or
+    ending with spaces ("idx /notes.db" made a folder named "idx "), said as ``_spaced_path``
+    says a spaced value; None if none has. The folders of the settings file's own path are not
+    the user's to fix here, and are not looked at."""
+    written = Path(_as_written(Path(value), where))
+    folders = written.parts[:-1]
+    if all(p == p.strip() for p in folders):
+        return None
+    bad = next(p for p in folders if p != p.strip())
+    fixed = Path(*[p.strip() for p in folders], written.name)
+    return f"{str(written)!r} has spaces around the folder name {bad!r}; remove them: use {str(fixed)!r}"
+
+
 def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
            models_for: tuple[str, ...] = ("index", "ask"), mistyped: list[tuple[str, str]] = (),
            unknown: list[tuple[str, str]] = (), order: dict[str, int] | None = None) -> None:
@@ -626,6 +640,8 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
                          _spaced_path(s.store.path, where)))
     elif s.store.path != s.store.path.lstrip():   # (" idx/n.db" made a folder named " idx")
         problems.append(("store.path", _spaced_path(s.store.path, where)))
+    elif spaced := _spaced_folder(s.store.path, where):   # ("idx /n.db" made a folder named "idx ")
+        problems.append(("store.path", spaced))
     if not s.store.keep_unused_days >= 0:
         problems.append(_bound("store.keep_unused_days", "must be >= 0 (0 = keep for ever)", "0 or more days"))
     if llm.api_key_env and llm.api_key_env != llm.api_key_env.strip() and _ENV_NAME_RE.fullmatch(

@@ -710,3 +710,16 @@ def test_a_store_path_of_spaces_is_refused(tmp_path, monkeypatch):
         "store.path: 'idx/notes.db ' has spaces around it; remove them: use 'idx/notes.db'")
     assert load_settings(write(tmp_path, '[store]\npath = "my notes/a b.db"\n'), env={}).store.path == \
         str(tmp_path / "my notes" / "a b.db")
+
+
+def test_a_store_path_whose_folder_has_spaces_around_its_name_is_refused(tmp_path):
+    # "idx /notes.db" was taken, and the index made in a folder named "idx " beside "idx".
+    assert refusal(write(tmp_path, '[store]\npath = "idx /notes.db"\n')).endswith(
+        "store.path: 'idx /notes.db' has spaces around the folder name 'idx '; remove them: use 'idx/notes.db'")
+    assert refusal(write(tmp_path, '[store]\npath = "a/ b/n.db"\n')).endswith(
+        "store.path: 'a/ b/n.db' has spaces around the folder name ' b'; remove them: use 'a/b/n.db'")
+    assert not (tmp_path / "idx ").exists()
+    # The settings file's own folder is not the value's to fix: "notes " holding it is taken.
+    (tmp_path / "notes ").mkdir()
+    path = write(tmp_path / "notes ", '[store]\npath = "idx/n.db"\n')
+    assert load_settings(path, env={}).store.path == str(tmp_path / "notes " / "idx" / "n.db")
