@@ -570,7 +570,9 @@ class Daemon:
         w = self.settings.watch
         mode, endpoint, said = self._mode()
         db = os.path.abspath(self.db_path)   # (as `index --json` and `status --json` give it)
-        self.emit("starting", f"{self.root} -> {db}, {said} (debounce {w.debounce_ms} ms, "
+        # (the folder and index shown on one line: a name holding a newline split it in two;
+        # the "root" and "db" fields keep them as they are, for a script to use)
+        self.emit("starting", f"{shown(self.root)} -> {shown(db)}, {said} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
                   root=str(self.root), db=db, mode=mode, endpoint=endpoint)
         for line in self.settings.unused_by_indexing():

@@ -1680,6 +1680,21 @@ def test_a_second_writer_names_the_first_in_one_line_whatever_its_folder_is_name
                                  f"streamrag (pid {watcher.pid}: streamrag watch $'x\\ny'); stop that one first")
 
 
+def test_watch_says_its_start_in_one_line_whatever_its_folder_is_named(cli_run, tmp_path, corpus):
+    # The starting line printed the folder and the index as they were: a folder named with a
+    # newline split it over two lines. (--json's "root" and "db" keep the names as they are.)
+    folder = tmp_path / "x\ny"
+    shutil.copytree(corpus, folder)
+    out = cli_run("watch", "--offline", "--once", str(folder))
+    assert out.returncode == 0, out.stderr
+    shown = str(folder).replace("\n", "\\n")
+    assert out.stderr.splitlines()[0].endswith(
+        f" starting    {shown} -> {shown}/.streamrag/index.db, offline (NLP extraction, extractive reports) "
+        "(debounce 500 ms, quiet 2s, grace 10s)"), out.stderr
+    first = json.loads(cli_run("watch", "--offline", "--once", "--json", str(folder)).stdout.splitlines()[0])
+    assert (first["root"], first["db"]) == (str(folder), str(folder / ".streamrag" / "index.db"))
+
+
 def test_a_folder_whose_path_is_not_utf8_is_refused_in_one_line(cli_run, tmp_path, corpus):
     # Its files were left out one by one, and the run then failed with a traceback writing the
     # folder's own path (the lock file's line, the index's record of its folder).
