@@ -33,7 +33,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -235,28 +235,40 @@ def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Pa
         raise ConfigError(f"index.exclude ({', '.join(by)}) leaves out all {found} file(s) index.include "
                           f"matches under {under}, so nothing would be indexed; name only the folders "
                           "or files to leave out")
-    if folders := _folders_named(ix.include, root):
+    if folders := _folders_named(ix.include, root, loader.exclude_patterns(ix.exclude)):
         return (f"no file under {under} matches index.include ({', '.join(ix.include)}): it matches files, "
                 "not folders; " + ", ".join(f'use "{f}/*" for the files under {f}' for f in folders))
     return (f"no file under {under} matches index.include ({', '.join(ix.include)}); add such files, or "
             "widen index.include")
 
 
-def _folders_named(include: list[str], root: Path | None) -> list[str]:
+def _folders_named(include: list[str], root: Path | None, leave: Sequence[str] = ()) -> list[str]:
     """The folders of ``root`` that ``include`` patterns without a wildcard name ("docs", "docs/",
     "notes/docs"): a user who wrote one meant the files in it, which such a pattern never matches.
     Said when the run finds no file, not refused as the settings load: there the folder cannot be
-    seen, and "docs" also takes a file named docs in any folder."""
+    seen, and "docs" also takes a file named docs in any folder. Found case aside, as include
+    matches (a path too: "Notes/Docs" takes notes/docs/a.md), and none that index.exclude's
+    ``leave`` (``loader.exclude_patterns``) leaves out: "use 'archive/docs/*'" took no file."""
     if root is None:
         return []
     names = [from_folder(p).rstrip("/") for p in include if not any(c in p for c in "*?[")]
     found: list[str] = []
     for n in dict.fromkeys(names):
         if "/" in n:   # a path from the folder: only that one
-            found += [n] if (root / n).is_dir() else []
+            found += _folders_at(root, n, leave)
         elif n:        # a name: matched in every folder, as the scan matches names
-            found += _folders_called(root, n)
+            found += _folders_called(root, n, leave=leave)
     return list(dict.fromkeys(found))
+
+
+def _folders_at(root: Path, path: str, leave: Sequence[str] = ()) -> list[str]:
+    """The folders of ``root`` at ``path`` ("notes/docs"), each part matched case aside; hidden
+    ones and those ``leave`` leaves out not taken, as the scan takes none of their files."""
+    level = [""]
+    for part in filter(None, path.split("/")):
+        level = [f"{rel}/{d}" if rel else d for rel in level for d, _linked in _subfolders(root / rel)
+                 if d.lower() == part.lower() and not loader.excluded(f"{rel}/{d}" if rel else d, leave, folders=False)]
+    return [rel for rel in level if rel]
 
 
 # Folders _folders_called looks into, at most: a home folder's node_modules may hold 100,000
@@ -264,12 +276,13 @@ def _folders_named(include: list[str], root: Path | None) -> list[str]:
 FOLDERS_LOOKED_INTO = 5_000
 
 
-def _folders_called(root: Path, name: str, most: int = 3) -> list[str]:
+def _folders_called(root: Path, name: str, most: int = 3, *, leave: Sequence[str] = ()) -> list[str]:
     """The paths from ``root`` of the first ``most`` folders named ``name`` (case aside, as
     include matches names), shallowest first, hidden ones left out as the scan leaves them:
     include = ["docs"] with the folder at notes/docs was told only to widen index.include, not
     to use "notes/docs/*". (A walk of the folder, on a run that found no file: level by level,
-    so the shallowest are seen first, and over at most ``FOLDERS_LOOKED_INTO`` folders.)"""
+    so the shallowest are seen first, and over at most ``FOLDERS_LOOKED_INTO`` folders.) Those
+    index.exclude's ``leave`` leaves out are neither named nor looked into, as the scan does."""
     found: list[str] = []
     level, looked = [""], 0
     while level and len(found) < most and looked < FOLDERS_LOOKED_INTO:
@@ -278,6 +291,8 @@ def _folders_called(root: Path, name: str, most: int = 3) -> list[str]:
             looked += 1
             for d, linked in _subfolders(root / rel):
                 path = f"{rel}/{d}" if rel else d
+                if leave and loader.excluded(path, leave, folders=False):
+                    continue
                 found += [path] if d.lower() == name.lower() else []
                 below += [] if linked else [path]   # (a link is named, not walked, as os.walk does)
         level = below

@@ -283,6 +283,27 @@ def test_an_include_name_of_a_nested_folder_is_told_its_path(tmp_path):
     assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["documents"] == 1
 
 
+def test_the_nested_folder_advised_is_one_exclude_keeps_and_a_path_is_found_case_aside(tmp_path):
+    # The advice named a folder index.exclude leaves out ('use "archive/docs/*"', which takes no
+    # file), and a path ("notes/docs") only as written, where include matches Notes/Docs/b.md.
+    top = tmp_path / "top"
+    (top / "archive" / "docs").mkdir(parents=True)
+    (top / "archive" / "docs" / "old.md").write_text("Carol Smith lived in Oslo.\n")
+    (top / "Notes" / "Docs").mkdir(parents=True)
+    (top / "Notes" / "Docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
+    db = str(tmp_path / "i.db")
+    for include in ("docs", "notes/docs"):
+        (top / "streamrag.toml").write_text(f'[index]\ninclude = ["{include}"]\nexclude = ["archive"]\n')
+        assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["warnings"] == [
+            f"no file under {top} matches index.include ({include}): it matches files, "
+            'not folders; use "Notes/Docs/*" for the files under Notes/Docs'], include
+    (top / "streamrag.toml").write_text('[index]\ninclude = ["notes/docs"]\nexclude = ["notes"]\n')
+    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["warnings"] == [
+        f"no file under {top} matches index.include (notes/docs); add such files, or widen index.include"]
+    (top / "streamrag.toml").write_text('[index]\ninclude = ["Notes/Docs/*"]\nexclude = ["archive"]\n')
+    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["documents"] == 1   # (the fix named)
+
+
 def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
     # `index --estimate` said nothing when no file matched ("0 documents ... no cost" alone).
     notes = tmp_path / "notes"
