@@ -1003,6 +1003,7 @@ class Daemon:
                           graph_cache=None if self._once else self.graph_cache,
                           retried=not self._once, retry_base_s=self.retry_base_s,   # (`--once` is like `streamrag index`)
                           update_of=self._update_of, answered_at=self.outage.answered_at,
+                          folder_changed=self.syncs > 0,
                           say=lambda line: self.emit("warning", line, warning=line))   # (--json: on stdout)
         self.indexers_made += 1
         self._sync_run = indexer.run_id

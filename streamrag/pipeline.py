@@ -220,17 +220,21 @@ def _excluded_by(paths: list[Path], include: list[str], exclude: list[str], root
     return len(found), [p for p in exclude if any(loader.excluded(rel, loader.exclude_patterns([p])) for rel in rels)]
 
 
-def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Path | None) -> str:
+def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Path | None, *,
+                  refused: bool = True) -> str:
     """The warning of a scan of ``paths`` that found no file: what left the files out (said by
     ``index`` and ``index --estimate`` alike). It blamed index.include alone, and so
     `exclude = ["*"]`, which leaves out every file (and took every document out of an index),
-    was told to widen include. Raises ``ConfigError`` when index.exclude left out every file
-    include matches: the run would take every document out of the index, for a setting no
-    one writes to index nothing (a folder simply empty is still indexed, as empty)."""
+    was told to widen include. Raises ``ConfigError``, when ``refused``, if index.exclude left
+    out every file include matches: the run would take every document out of the index, for a
+    setting no one writes to index nothing (a folder simply empty is still indexed, as empty)."""
     ix = settings.index
     under = ", ".join(loader.shown(p) for p in paths)
     found, by = _excluded_by(paths, ix.include, ix.exclude, root,
                              lambda files: without_index_files(files, db_path, also=settings.own_files()))
+    if by and not refused:
+        return (f"no file under {under} is indexed: index.exclude ({', '.join(by)}) leaves out all {found} "
+                "file(s) index.include matches there; name only the folders or files to leave out")
     if by:
         raise ConfigError(f"index.exclude ({', '.join(by)}) leaves out all {found} file(s) index.include "
                           f"matches under {under}, so nothing would be indexed; name only the folders "
@@ -324,6 +328,7 @@ class Indexer:
                  recluster: bool = False, graph_cache: GraphCache | None = None,
                  retried: bool = False, retry_base_s: float | None = None,
                  update_of: str | None = None, answered_at: float | None = None,
+                 folder_changed: bool = False,
                  say: Callable[[str], None] | None = None) -> None:
         """``retried``: the caller retries an outage itself (the daemon), so a run that reached
         no endpoint publishes what it can rather than nothing (not the first version of an index
@@ -332,6 +337,9 @@ class Indexer:
         ``answered_at``: when the endpoint last answered, as the caller knows it (``LLMClient``'s;
         ``index`` knows it from the index, ``_open_llm``). ``say``: where the line on the work
         changed settings make it redo goes (``_say_what_settings_redo``; default: the log).
+        ``folder_changed``: a watch's sync after its first, of a folder whose files changed under
+        it: one left with only the files index.exclude leaves out is warned of, not refused (the
+        notes deleted, the templates kept), where a run's settings leaving out every file is.
         ``transport`` and ``retry_base_s`` (the model client's first backoff, ``llm.RETRY_BASE_S``)
         are for tests."""
         self.settings = settings
@@ -350,6 +358,7 @@ class Indexer:
         self.transport = transport
         self.retry_base_s = retry_base_s
         self.update_of = update_of
+        self.folder_changed = folder_changed
         self.run_id = time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
         self.key = extractor_key(settings)
         ix = settings.index
@@ -885,7 +894,8 @@ class Indexer:
             await self.fail(writer, "load", rel, f"{loader.shown(folder if rel == '.' else rel)}: cannot list the folder ({why})"
                             f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
-            scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root))
+            scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root,
+                                               refused=not self.folder_changed))
         return scan, files, rechunk
 
     # -- stage 2: what changed -----------------------------------------------------------------

@@ -298,6 +298,28 @@ async def test_deleted_file_and_folder_leave_the_index(corpus, tmp_path):
     assert "Lena Varga" not in names                                 # only festival.md named her
 
 
+async def test_a_folder_left_with_only_what_exclude_leaves_out_is_synced_empty_not_refused(tmp_path):
+    # index.exclude leaving out every file is refused as a run starts (a setting's mistake);
+    # under a watch, the last note deleted beside the templates kept is the folder's change.
+    folder = tmp_path / "notes"
+    (folder / "Templates").mkdir(parents=True)
+    (folder / "Templates" / "daily.md").write_text("Carol Smith plans the day in Oslo.\n")
+    (folder / "a.md").write_text("Alice Smith works at Acme Corp in Paris.\n")
+    settings = make_settings(index={**SMALL, "exclude": ["Templates"]}, watch={"quiet_s": 0.05})
+    db = tmp_path / "d.db"
+    async with running(settings, db, folder) as (daemon, events, send):
+        mark = len(events)
+        (folder / "a.md").unlink()
+        async with send:
+            await send.send({(Change.deleted, str(folder / "a.md"))})
+            await until(lambda: daemon.syncs == 2)
+    assert "failed" not in events.states(mark)
+    assert [e["message"] for e in events[mark:] if e["state"] == "warning"] == [
+        f"no file under {folder} is indexed: index.exclude (Templates) leaves out all 1 file(s) index.include "
+        "matches there; name only the folders or files to leave out"]
+    assert db_count(db, "SELECT COUNT(*) FROM documents") == 0
+
+
 def _made_here():
     """How many Indexers and model clients made from now on are alive (no collection made:
     what the daemon leaves is what is counted). Those of earlier tests in the process, which
