@@ -12,9 +12,11 @@ it and falls back to the extractive summary.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import heapq
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from streamrag.config import Settings
 from streamrag.parsing import usable_description
@@ -160,9 +162,19 @@ def summary_input(descriptions: list[str], limit: int) -> list[str]:
     not on every mention. Near-identical descriptions of one subject say the same thing, so a
     sample of ten loses little within a 150-token summary.
     """
+    return _chosen(descriptions, limit, _digest)
+
+
+def _digest(description: str) -> bytes:
+    return hashlib.sha1(description.encode()).digest()
+
+
+def _chosen(descriptions: list[str], limit: int, key: Callable[[str], bytes]) -> list[str]:
+    """``summary_input`` with the hash of a description given by ``key``. (``nsmallest`` keeps
+    the first of equal keys as a stable sort does: the same ones, without sorting thousands.)"""
     if limit <= 0 or len(descriptions) <= limit:
         return list(descriptions)
-    chosen = set(sorted(descriptions, key=lambda d: hashlib.sha1(d.encode()).digest())[:limit])
+    chosen = set(heapq.nsmallest(limit, descriptions, key=key))
     return [d for d in descriptions if d in chosen]
 
 
@@ -170,9 +182,16 @@ def new_summary_input(now: list[str], before: list[str], limit: int) -> list[str
     """The descriptions a summary of ``now`` is built from (``summary_input``), chosen once for
     the caller to pass on; None when it would be built from those it was built from ``before``,
     the same way: a lone description is kept whole, while a summary of several that
-    ``index.summary_max_descriptions`` (``limit``) = 1 cuts to one is held to the summary's budget."""
-    chosen = summary_input(now, limit)
-    if chosen == summary_input(before, limit) and (len(now) > 1) == (len(before) > 1):
+    ``index.summary_max_descriptions`` (``limit``) = 1 cuts to one is held to the summary's budget.
+
+    A hub's ``now`` and ``before`` are its thousands of descriptions less and plus an edit's few:
+    each is hashed once for both choices (hashing and sorting each list was most of the
+    re-merge of a big log's hubs on an edit)."""
+    if now == before:   # (nothing of it said anew or unsaid: none hashed)
+        return None
+    key = functools.lru_cache(maxsize=None)(_digest)
+    chosen = _chosen(now, limit, key)
+    if chosen == _chosen(before, limit, key) and (len(now) > 1) == (len(before) > 1):
         return None
     return chosen
 

@@ -1,10 +1,13 @@
 """Which descriptions a summary is built from, and when no LLM call is needed."""
 
+import hashlib
+import random
+
 import anyio
 import pytest
 
 from streamrag.config import Settings
-from streamrag.summarizer import short_join, summarize, summary_input
+from streamrag.summarizer import new_summary_input, short_join, summarize, summary_input
 
 
 class _NoCalls:
@@ -55,6 +58,29 @@ def test_a_new_description_outside_the_chosen_few_leaves_the_input_unchanged():
             assert len(set(after) - set(chosen)) == 1              # the newcomer displaced one
     # About 10/31 of newcomers enter the chosen few; the rest cost no summary call.
     assert unchanged > changed > 0
+
+
+def _by_sorting(descriptions, limit):
+    """summary_input as its docstring defines it: the ``limit`` of smallest hash, in given order."""
+    if limit <= 0 or len(descriptions) <= limit:
+        return list(descriptions)
+    chosen = set(sorted(descriptions, key=lambda d: hashlib.sha1(d.encode()).digest())[:limit])
+    return [d for d in descriptions if d in chosen]
+
+
+def test_a_hubs_summary_input_after_an_edit_is_chosen_as_by_sorting_every_description():
+    # A hub's thousands of descriptions, a few unsaid and a few said anew by an edit (or none):
+    # the choice made hashing each once is the one a sort of each list makes, as is None.
+    rng = random.Random(3)
+    pool = [f"The river council met on day {i}." for i in range(400)]
+    for trial in range(300):
+        before = sorted(rng.sample(pool, rng.choice([0, 1, 2, 5, 40, 300])))
+        gone = set(rng.sample(before, min(len(before), rng.choice([0, 1, 3]))))
+        now = sorted((set(before) - gone) | set(rng.sample(pool, rng.choice([0, 1, 2]))))
+        for limit in (0, 1, 3, 10):
+            assert summary_input(now, limit) == _by_sorting(now, limit)
+            same = _by_sorting(now, limit) == _by_sorting(before, limit) and (len(now) > 1) == (len(before) > 1)
+            assert new_summary_input(now, before, limit) == (None if same else _by_sorting(now, limit)), (trial, limit)
 
 
 def test_short_join_drops_repeated_sentences_and_respects_the_budget():
