@@ -279,10 +279,9 @@ class GraphState:
         old_sources = index_rows.sources(store, "relationship_sources", "relationship_id", affected)
         for rid in sorted(affected):
             old_rows = old_sources.get(rid, [])
-            kept_r = [merge.RelationshipMention(rid, "", "", r["chunk_id"], r["description"], r["strength"])
-                      for r in old_rows if r["chunk_id"] not in removed]
+            kept_rows = [r for r in old_rows if r["chunk_id"] not in removed]
             mentions_r = new_r.get(rid, [])
-            if not kept_r and not mentions_r:
+            if not kept_rows and not mentions_r:
                 gone = self.relationships.pop(rid, None)
                 if gone is not None:
                     self.left_source.setdefault(rid, gone.source)
@@ -293,7 +292,8 @@ class GraphState:
                 continue
             prev = self.relationships.get(rid)
             src, dst = (mentions_r[0].source, mentions_r[0].target) if mentions_r else (prev.source, prev.target)
-            kept_r = [m._replace(source=src, target=dst) for m in kept_r]
+            kept_r = [merge.RelationshipMention(rid, src, dst, r["chunk_id"], r["description"], r["strength"])
+                      for r in kept_rows]
             all_m = kept_r + mentions_r
             rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)

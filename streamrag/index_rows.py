@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator
@@ -423,10 +424,14 @@ def ids_for_chunks(store: Store, table: str, column: str, chunk_ids: set[str]) -
 
 
 def sources(store: Store, table: str, column: str, element_ids: set[str]) -> dict[str, list[dict]]:
-    """The provenance rows of each of ``element_ids``: one per chunk that mentions it."""
-    out: dict[str, list[dict]] = defaultdict(list)
+    """The provenance rows of each of ``element_ids``: one per chunk that mentions it, read by
+    column name. (``sqlite3.Row``, not a dict each: a hub of a big log has 18,000 of them, and
+    making the dicts was a third of their reading on each edit.)"""
+    out: dict[str, list[sqlite3.Row]] = defaultdict(list)
+    cursor = store.conn.cursor()
+    cursor.row_factory = sqlite3.Row
     for part in _batches(element_ids):
-        for r in store.query(f"SELECT * FROM {table} WHERE {_in(column, part)}", part):
+        for r in cursor.execute(f"SELECT * FROM {table} WHERE {_in(column, part)}", part):
             out[r[column]].append(r)
     return out
 
