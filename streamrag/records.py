@@ -87,7 +87,7 @@ class Relationship(msgspec.Struct):
     id: str
     source: str
     target: str
-    description: str        # (None while a graph read back leaves it in the store: GraphState.describe)
+    description: str | None  # None while a graph read back leaves it in the store (GraphState.describe)
     weight: float
     mentions: int
     combined_degree: int = 0

@@ -21,6 +21,7 @@ from streamrag.communities import modularity
 from streamrag.graph_state import GraphCache, GraphState
 from streamrag.errors import ConfigError, LLMRequestError, LLMUnavailableError
 from streamrag.pipeline import sync
+from streamrag.records import Relationship
 from streamrag.run_progress import Progress
 from streamrag.simulator import Simulator, SimulatorConfig
 from streamrag.store import Store
@@ -1778,6 +1779,9 @@ async def test_a_graph_read_back_leaves_relationship_descriptions_in_the_store(g
     published = {r["id"]: r["description"] for r in store.query("SELECT id, description FROM relationships")}
     loaded = GraphState.load(store)
     assert published and all(r.description is None for r in loaded.relationships.values())
+    # (as its type says: msgspec, checking the fields, takes one so read back as a Relationship)
+    unread = next(iter(loaded.relationships.values()))
+    assert msgspec.convert(msgspec.to_builtins(unread), Relationship) == unread
     some = sorted(published)[::4]   # (looked up by id; all of them are read in one pass)
     loaded.describe(store, some + ["rel-not-there"])
     assert {rid: r.description for rid, r in loaded.relationships.items() if r.description is not None} == \
