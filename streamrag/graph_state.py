@@ -249,8 +249,8 @@ class GraphState:
                 self.entities.pop(eid, None)
                 self.deleted_entities.add(eid)
                 continue
-            ent = merge.merge_entity(eid, mentions, settings.index.entity_types)
             descriptions = merge.unique_descriptions(m.description for m in mentions)
+            ent = merge.merge_entity(eid, mentions, settings.index.entity_types, descriptions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
             previous = self.entities.get(eid)
             if previous is not None and new_input(descriptions, before) is None and previous.name == ent.name \
@@ -295,8 +295,8 @@ class GraphState:
             kept_r = [merge.RelationshipMention(rid, src, dst, r["chunk_id"], r["description"], r["strength"])
                       for r in kept_rows]
             all_m = kept_r + mentions_r
-            rel = merge.merge_relationship(rid, all_m)
             descriptions = merge.unique_descriptions(m.description for m in all_m)
+            rel = merge.merge_relationship(rid, all_m, descriptions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
             if prev is not None and new_input(descriptions, before) is None and rid not in retry \
                     and src not in renamed and dst not in renamed:

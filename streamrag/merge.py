@@ -116,26 +116,32 @@ def unique_descriptions(descriptions: Iterable[str]) -> list[str]:
 
 
 def merge_entity(entity_id: str, mentions: Sequence[EntityMention],
-                 entity_types: Sequence[str] = ()) -> Entity:
-    """One entity from all of its live mentions (description not yet summarized)."""
+                 entity_types: Sequence[str] = (), descriptions: list[str] | None = None) -> Entity:
+    """One entity from all of its live mentions (description not yet summarized);
+    ``descriptions``: theirs (``unique_descriptions``), when the caller has them already."""
     names = Counter(name for _chunk, name in {(m.chunk_id, m.name) for m in mentions})
     name = min(names, key=lambda n: (-names[n], n))
-    descriptions = unique_descriptions(m.description for m in mentions)
+    if descriptions is None:
+        descriptions = unique_descriptions(m.description for m in mentions)
     return Entity(
         id=entity_id, name=name, type=_pick_type((m.type for m in mentions), entity_types),
         description="\n".join(descriptions),
         mentions=len({m.chunk_id for m in mentions}))
 
 
-def merge_relationship(relationship_id: str, mentions: Sequence[RelationshipMention]) -> Relationship:
-    """One relationship from all of its live mentions (description not yet summarized)."""
+def merge_relationship(relationship_id: str, mentions: Sequence[RelationshipMention],
+                       descriptions: list[str] | None = None) -> Relationship:
+    """One relationship from all of its live mentions (description not yet summarized);
+    ``descriptions``: theirs (``unique_descriptions``), when the caller has them already."""
     first = mentions[0]
+    if descriptions is None:
+        descriptions = unique_descriptions(m.description for m in mentions)
     # A repeat of the same (chunk, description, strength) counts once, as its provenance row does
     # (summed in that order, so a float weight does not move with the mentions' order).
     strengths = [s for _c, _d, s in sorted({(m.chunk_id, m.description, m.strength) for m in mentions})]
     return Relationship(
         id=relationship_id, source=first.source, target=first.target,
-        description="\n".join(unique_descriptions(m.description for m in mentions)),
+        description="\n".join(descriptions),
         weight=round(sum(strengths) / 10.0, 6), mentions=len({m.chunk_id for m in mentions}))
 
 
