@@ -249,9 +249,11 @@ class GraphState:
                 self.entities.pop(eid, None)
                 self.deleted_entities.add(eid)
                 continue
-            descriptions = merge.unique_descriptions(m.description for m in mentions)
-            ent = merge.merge_entity(eid, mentions, settings.index.entity_types, descriptions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
+            descriptions = merge.descriptions_after(
+                before, (r["description"] for r in old_rows if r["chunk_id"] in removed),
+                (m.description for m in new_e.get(eid, [])), (m.description for m in kept))
+            ent = merge.merge_entity(eid, mentions, settings.index.entity_types, descriptions)
             previous = self.entities.get(eid)
             if previous is not None and new_input(descriptions, before) is None and previous.name == ent.name \
                     and eid not in retry:
@@ -295,9 +297,11 @@ class GraphState:
             kept_r = [merge.RelationshipMention(rid, src, dst, r["chunk_id"], r["description"], r["strength"])
                       for r in kept_rows]
             all_m = kept_r + mentions_r
-            descriptions = merge.unique_descriptions(m.description for m in all_m)
-            rel = merge.merge_relationship(rid, all_m, descriptions)
             before = merge.unique_descriptions(r["description"] for r in old_rows)
+            descriptions = merge.descriptions_after(
+                before, (r["description"] for r in old_rows if r["chunk_id"] in removed),
+                (m.description for m in mentions_r), (r["description"] for r in kept_rows))
+            rel = merge.merge_relationship(rid, all_m, descriptions)
             if prev is not None and new_input(descriptions, before) is None and rid not in retry \
                     and src not in renamed and dst not in renamed:
                 rel.description = prev.description

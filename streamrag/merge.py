@@ -19,6 +19,7 @@ Rules, chosen so that the merged graph depends only on the *set* of live chunk e
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -113,6 +114,24 @@ def _pick_type(types: Iterable[str], order: Sequence[str]) -> str:
 def unique_descriptions(descriptions: Iterable[str]) -> list[str]:
     """Distinct non-empty descriptions, sorted (the input of a summary)."""
     return sorted({d for d in descriptions if d})
+
+
+def descriptions_after(before: list[str], unsaid: Iterable[str], said: Iterable[str],
+                       kept: Iterable[str]) -> list[str]:
+    """``unique_descriptions`` of an element's mentions after a change, from those before it
+    (``before``: sorted, distinct) and the descriptions of the mentions removed (``unsaid``),
+    added (``said``) and kept (``kept``, looked through only when one unsaid may be gone): a hub
+    named in every chunk of a big log is not sorted again for an edit's few mentions."""
+    said = {d for d in said if d}
+    gone = {d for d in unsaid if d} - said
+    if gone:
+        gone -= {d for d in kept if d in gone}
+    now = [d for d in before if d not in gone] if gone else list(before)
+    for d in sorted(said):
+        at = bisect.bisect_left(now, d)
+        if at == len(now) or now[at] != d:
+            now.insert(at, d)
+    return now
 
 
 def merge_entity(entity_id: str, mentions: Sequence[EntityMention],

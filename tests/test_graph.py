@@ -264,3 +264,21 @@ def test_mentions_of_chunks_share_one_copy_of_equal_strings():
     assert len({id(m.type) for m in e1 + e2}) == 1
     assert {id(m.relationship_id) for m in r1} == {id(m.relationship_id) for m in r2}
     assert {id(m.name) for m in e1} == {id(m.name) for m in e2}
+
+
+def test_the_descriptions_after_a_change_are_those_of_the_mentions_then():
+    # A hub's descriptions after an edit, from those before and the mentions removed, added and
+    # kept, are what the distinct descriptions of its mentions now are (repeats across chunks,
+    # empty ones, a description unsaid by one chunk and said by another).
+    from streamrag.merge import descriptions_after, unique_descriptions
+
+    rng = random.Random(5)
+    pool = ["", "a", "b", "The river rose.", "The river rose again.", "x" * 3, "Ölfeld", "z"]
+    for _ in range(2000):
+        old = [(f"c{rng.randrange(8)}", rng.choice(pool)) for _ in range(rng.randrange(12))]
+        removed = {f"c{i}" for i in range(8) if rng.random() < 0.3}
+        kept = [d for c, d in old if c not in removed]
+        said = [rng.choice(pool) for _ in range(rng.randrange(4))]
+        after = descriptions_after(unique_descriptions(d for _c, d in old),
+                                   (d for c, d in old if c in removed), said, kept)
+        assert after == unique_descriptions(kept + said), (old, removed, said)
