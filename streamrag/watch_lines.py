@@ -102,6 +102,14 @@ def answered(llm_stats: dict) -> bool:
                or s.get("unusable", 0) for s in llm_stats.values())
 
 
+def succeeded(llm_stats: dict) -> bool:
+    """Whether any call of a run's per-stage stats was answered usably: what ends an outage
+    (``answered`` counts unusable answers too, and an endpoint failing every call, some with
+    unusable answers and the others with HTTP 500s, was said to answer again before each retry)."""
+    return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0) > 0
+               for s in llm_stats.values())
+
+
 def calls_said(paid: int, cached: int, llm_stats: dict) -> str:
     """The calls of an update as its idle line says them, those that failed as failed: during an
     outage "4 LLM calls, all failed", not "4 LLM calls" (those the client gave up on, every try
@@ -170,7 +178,7 @@ def _stage_line(reason: str, previous: str, p: Progress, took: float, *,
 
 class StageLines:
     """The listener of a sync's ``Progress``: one line as each stage ends, none while the sync
-    is ``quiet`` (any during an outage); the first answer the endpoint gives ends both, and says
+    is ``quiet`` (any during an outage); the first usable answer the endpoint gives ends both, and says
     the opening line the sync kept quiet."""
 
     def __init__(self, daemon: Daemon, indexer: Indexer, reason: str, why: dict[str, Any], *,
@@ -185,7 +193,7 @@ class StageLines:
 
     def __call__(self, p: Progress) -> None:
         llm = self.indexer.llm
-        if self.quiet and llm is not None and answered(llm.stats):
+        if self.quiet and llm is not None and succeeded(llm.stats):
             self.quiet = False   # it answers again: said now, and this sync's lines from here on
             self.daemon.outage.recovered()
             if self.state:   # begun silent: its opening line first, which the next "... done" ends

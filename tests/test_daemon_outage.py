@@ -2542,3 +2542,52 @@ async def test_a_proxy_down_in_the_way_is_said_as_the_proxy_not_as_the_endpoint(
     brief = next(e for e in events if e["state"] == "outage")
     assert brief["message"].startswith(f"{proxy} to {simulator.base_url} still down since "), brief
     assert any(e["state"] == "recovered" for e in events) and "LEAKCHECK" not in json.dumps(list(events))
+
+
+class FailsEveryCall:
+    """A transport whose every chat call fails, those naming Bram Lind with an unusable answer,
+    the others with an HTTP 500, until ``fixed``: then it forwards to the simulator."""
+
+    def __init__(self, base_url: str) -> None:
+        self.fixed = False
+        self.client = httpx.AsyncClient(base_url=base_url)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.fixed:
+            r = await self.client.send(self.client.build_request(
+                request.method, str(request.url), headers=request.headers, content=request.content))
+            return httpx.Response(r.status_code, headers=r.headers, content=r.content)
+        if b"Bram Lind" in request.content:
+            return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "I cannot help."}}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+        return httpx.Response(500, json={"error": {"message": "boom"}})
+
+
+async def test_a_watch_whose_every_call_fails_says_recovered_only_once_a_call_succeeds(
+        tmp_path, simulator, monkeypatch):
+    # Every call failed, some with unusable answers, the others with HTTP 500s: each retry's
+    # first unusable answer was taken for the endpoint answering again, and the watch said
+    # "recovered ... answers again" before every retry, then the outage's error line again.
+    syncs = counted_syncs(monkeypatch)
+    _switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    await _switch.client.aclose()
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
+    db = tmp_path / "n.db"
+    failing = FailsEveryCall(simulator.base_url)
+    events = Events()
+    daemon = Daemon(settings, db, folder, report=events, transport=httpx.MockTransport(failing), retry_base_s=0.01)
+    send, recv = scripted()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(daemon.run, recv)
+        await until(lambda: len(syncs) >= 4, timeout=30)
+        down = list(events)
+        failing.fixed = True
+        await until(lambda: db_count(db, "SELECT count(*) FROM documents") == 2, timeout=60)
+        await send.aclose()
+    await failing.client.aclose()
+    assert not any(syncs[:4]) and "error" in [e["state"] for e in down], down
+    assert "recovered" not in [e["state"] for e in down], [(e["state"], e["message"]) for e in down]
+    assert [e["state"] for e in events].count("recovered") == 1, [(e["state"], e["message"]) for e in events]
