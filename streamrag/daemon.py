@@ -74,8 +74,8 @@ import anyio
 
 from streamrag import index_rows
 from streamrag.config import Settings, find_config, load_settings, without_secrets
-from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, StreamragError, UnusableFirstIndex,
-                              disk_full)
+from streamrag.errors import (LLMError, LLMRequestError, LLMUnavailableError, RejectedFirstIndex, StreamragError,
+                              UnusableFirstIndex, disk_full)
 from streamrag.loader import leads_outside, left_out_lines, shown, unstorable_folder, why_unusable
 from streamrag.notices import sharing_notices
 from streamrag.on_disk import is_file
@@ -1156,7 +1156,7 @@ class Daemon:
     def _survived(self, caught: Exception, *, initial: bool) -> StreamragError | None:
         """The error a failed sync reports, the daemon going on; None when ``caught`` is to
         propagate (a bug, a user error in the initial sync, or a first index the model answered
-        unusably: ``UnusableFirstIndex``)."""
+        unusably or the endpoint refused: ``UnusableFirstIndex``, ``RejectedFirstIndex``)."""
         full = disk_full(caught)
         if full is not None and not initial:
             # A full disk frees up (a log rotated, space made): what is pending is synced
@@ -1164,13 +1164,14 @@ class Daemon:
             # someone restarted it. (Nothing committed is lost: the failed write rolls back.)
             return StreamragError(f"the disk holding the index is full ({clause(full)}); free some "
                                   "space")
-        if not isinstance(caught, StreamragError) or isinstance(caught, UnusableFirstIndex) or initial and not (
-                isinstance(caught, LLMUnavailableError) and not self._once):
+        if not isinstance(caught, StreamragError) or isinstance(caught, (UnusableFirstIndex, RejectedFirstIndex)) \
+                or initial and not (isinstance(caught, LLMUnavailableError) and not self._once):
             # (A daemon started before its model server, by a service manager say, waits
             # for the server as it does when the server goes away later; --once stops. A first
-            # index the model answered unusably, ``Indexer._sync``, stops it whichever sync met
-            # it, a retry after such a wait too: watch goes on with the settings it started
-            # with, so only a restart asks the model the fix names.)
+            # index the model answered unusably or the endpoint refused (a chunk too long for
+            # its context), ``Indexer._sync``, stops it whichever sync met it, a retry after such
+            # a wait too: watch goes on with the settings it started with, so only a restart
+            # asks the model the fix names.)
             return None
         return caught
 

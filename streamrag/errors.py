@@ -16,6 +16,7 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
     ├── InputError           a document cannot be read (recorded as a failure, the run goes on)
     └── LLMError             the model endpoint failed
         ├── LLMRequestError      a 4xx that retrying cannot fix (key, model, context length)
+        │   └── RejectedFirstIndex  no chunk of a first index could be extracted, some refused so
         ├── LLMUnavailableError  retries exhausted on 429 / 5xx / timeouts / connection errors
         └── LLMOutputError       the answer could not be used (parsing failed beyond repair)
             └── UnusableFirstIndex  no chunk of a first index could be extracted, for that
@@ -122,6 +123,12 @@ class LLMRequestError(LLMError):
         super().__init__(message)
         self.status = status
         self.every_call = status in (401, 403, 404) if every_call is None else every_call
+
+
+class RejectedFirstIndex(LLMRequestError):
+    """A first index none of whose chunks could be extracted, some refused by the endpoint for a
+    reason of their own (longer than the model's context), the others for the model's answers:
+    nothing is published, and a daemon stops (only a restart reads a smaller chunk size)."""
 
 
 class LLMUnavailableError(LLMError):

@@ -55,6 +55,7 @@ from streamrag.errors import (
     LLMOutputError,
     LLMRequestError,
     LLMUnavailableError,
+    RejectedFirstIndex,
     StreamragError,
     UnusableFirstIndex,
     user_error,
@@ -106,11 +107,15 @@ def unusable_first_line(chunks: int, model: str) -> str:
             "format (`streamrag status --failures` lists them)")
 
 
-def failed_first_line(chunks: int, unusable: int, last: str) -> str:
+def failed_first_line(chunks: int, unusable: int, last: str, rejected: int = 0) -> str:
     """What a first index says when none of its ``chunks`` chunks was extracted, ``unusable`` of
-    them for the model's answers, the others for the endpoint's errors after their retries
-    (``last``: the last of those errors) (``Indexer._sync``)."""
-    why = f"{chunks - unusable} for the endpoint's errors" + (f", {unusable} for unusable answers" if unusable else "")
+    them for the model's answers, ``rejected`` for a request the endpoint refused (a 400 of one
+    chunk's: longer than the model's context), the others for the endpoint's errors after their
+    retries (``last``: the last error of the endpoint, whose words name the fix) (``Indexer._sync``)."""
+    errors = chunks - unusable - rejected
+    why = ", ".join(said for n, said in ((errors, f"{errors} for the endpoint's errors"),
+                                         (rejected, f"{rejected} refused by the endpoint"),
+                                         (unusable, f"{unusable} for unusable answers")) if n)
     return f"no chunk could be extracted ({chunks} failed: {why}); last error: {last}"
 
 
@@ -376,6 +381,8 @@ class Indexer:
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
         self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
         self.unavailable_chunk_ids: set[str] = set()   # ... of them, for the endpoint's errors
+        self.rejected_chunk_ids: set[str] = set()   # ... of them, refused (a 400 not every call's)
+        self.rejected_last: LLMRequestError | None = None   # ... the last refusal, which names the fix
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
         self.held_back: list[tuple[str, Chunk]] = []
@@ -459,6 +466,9 @@ class Indexer:
                 self.unusable_chunk_ids.add(item)
             elif isinstance(error, LLMUnavailableError):
                 self.unavailable_chunk_ids.add(item)
+            elif isinstance(error, LLMRequestError):
+                self.rejected_chunk_ids.add(item)
+                self.rejected_last = error
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[kind or InputError.kind] += 1
@@ -627,6 +637,17 @@ class Indexer:
             raise LLMUnavailableError(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
                                                         str(last))
                                       + self._left(reuses=not self.retries_itself and not last.run_again))
+        if not self.indexed and not change.live and self.rejected_last is not None \
+                and self.failed_chunk_ids <= self.unusable_chunk_ids | self.rejected_chunk_ids:
+            # Every chunk of a first index failed, some refused by the endpoint for a reason of
+            # their own (a 400 for a request longer than the model's context), the others for
+            # unusable answers: an empty version 1 was published, which `ask` said held no
+            # documents, the cause a line of `status --failures`. The refusal's words name the fix
+            # (a smaller index.chunk_size, a model with a longer context), which only a run with
+            # the new settings reads: a daemon stops, as for unusable answers alone.
+            raise RejectedFirstIndex(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
+                                                       str(self.rejected_last), len(self.rejected_chunk_ids))
+                                     + self._nothing_published, self.rejected_last.status)
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)
         self._read_shown_titles(store, scan, change)

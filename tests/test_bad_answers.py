@@ -311,6 +311,47 @@ def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(
     assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
 
 
+@pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once"), ("watch",)])
+@pytest.mark.parametrize("unusable", [True, False])
+def test_a_first_index_whose_chunks_were_all_refused_as_too_long_publishes_nothing(cli_run, tmp_path, monkeypatch,
+                                                                                    command, unusable):
+    # Every chunk's request refused with a 400 that is not every call's (longer than the model's
+    # context), one chunk's answers unusable instead: an empty version 1 was published, which
+    # `ask` said held no documents, and the cause was a line of `status --failures`. Nothing is
+    # published, the failures are kept, and one line names the cause and the fix; a watch stops
+    # with it (only a restart reads a smaller chunk size), as `watch --once` and `index` do.
+    from streamrag.llm import LLMClient
+
+    def refusing(request: httpx.Request) -> httpx.Response:
+        if b"Bram Lind" in request.content and unusable:
+            return httpx.Response(200, json=body("I cannot help."))
+        return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8 "
+                                                              "tokens", "code": "context_length_exceeded"}})
+
+    real_init = LLMClient.__init__
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(refusing)})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    assert (out.returncode, _published_version(folder)) == (1, 0), out.stderr
+    why = "1 refused by the endpoint, 1 for unusable answers" if unusable else "2 refused by the endpoint"
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"streamrag: error: no chunk could be extracted (2 failed: {why}); last error: the "
+                           "request is longer than gpt-4o-mini's context allows (This model's maximum context "
+                           "length is 8 tokens); lower index.chunk_size, or give the model a longer context"), out.stderr
+    left = "" if command == ("watch",) else ", and a run after the fix reuses the finished work"
+    assert last.endswith(f". Nothing was published; there is no index yet{left}"), out.stderr
+    status = cli_run("status", "--json", str(folder))
+    assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
+
+
 def _published_version(folder) -> int:
     """The version the index of ``folder`` has published (0: none)."""
     store = Store(folder / ".streamrag" / "index.db", readonly=True)
