@@ -627,15 +627,16 @@ class Indexer:
             # endpoint that never answered does; an empty folder, no chunk failed, is published.
             raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
                                  + self._nothing_published)
-        if not self.indexed and not change.live and self.unavailable_chunk_ids \
-                and self.failed_chunk_ids <= self.unusable_chunk_ids | self.unavailable_chunk_ids:
+        if not self.indexed and not change.live and self.unavailable_chunk_ids and self.failed_chunk_ids \
+                <= self.unusable_chunk_ids | self.unavailable_chunk_ids | self.rejected_chunk_ids:
             # Every chunk of a first index failed, some for the endpoint's errors (HTTP 5xx after
-            # its retries), the others for unusable answers, or all for errors, too few chunks for
-            # the run to give up (``fail``): an empty version 1 was published, which `ask` said
-            # held no documents. It stops as an outage does: a daemon waits and syncs again.
+            # its retries), the others for unusable answers or refused (too long), or all for
+            # errors, too few chunks for the run to give up (``fail``): an empty version 1 was
+            # published, which `ask` said held no documents. It stops as an outage does: a
+            # daemon waits and syncs again (chunks refused alone stop it, below).
             last = self.unavailable_last
             raise LLMUnavailableError(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
-                                                        str(last))
+                                                        str(last), len(self.rejected_chunk_ids))
                                       + self._left(reuses=not self.retries_itself and not last.run_again))
         if not self.indexed and not change.live and self.rejected_last is not None \
                 and self.failed_chunk_ids <= self.unusable_chunk_ids | self.rejected_chunk_ids:

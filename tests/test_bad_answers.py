@@ -827,3 +827,34 @@ async def test_an_index_from_before_the_report_min_members_mark_keeps_its_model_
     paid = done.llm.get("report", {"calls": 0, "cached": 0})
     assert said == paid["calls"] - paid["cached"]
     assert "every report is written again" not in caplog.text
+
+
+@pytest.mark.parametrize("command", [("index",), ("watch", "--once")])
+def test_a_first_index_whose_chunks_were_refused_or_met_server_errors_publishes_nothing(cli_run, tmp_path,
+                                                                                      monkeypatch, command):
+    # One chunk's request refused as too long, the other's met by HTTP 500s: neither the check of
+    # chunks refused (some met server errors) nor the one of server errors (some were refused)
+    # took it, and an empty version 1 was published. It stops as an outage does, naming both.
+    from streamrag.llm import LLMClient
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        if b"Bram Lind" in request.content:
+            return httpx.Response(500, json={"error": {"message": "internal error"}})
+        return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8 "
+                                                              "tokens", "code": "context_length_exceeded"}})
+
+    real_init = LLMClient.__init__
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(failing)})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
+    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    assert (out.returncode, _published_version(folder)) == (1, 0), out.stderr
+    assert ("no chunk could be extracted (2 failed: 1 for the endpoint's errors, 1 refused by the endpoint); "
+            "last error: ") in out.stderr, out.stderr
