@@ -439,7 +439,7 @@ class Daemon:
             if self._settings_edits.edited(Path(path)):
                 continue   # (no document: nothing to sync)
             named.append((int(change), path))
-        with self.folder.batch() as relevant:   # (the index opened once for them, if at all)
+        with self.folder.batch(self._queued_in) as relevant:   # (the index opened once for them, if at all)
             for change, path in named:
                 if (rel := relevant(change, path)) is not None:
                     kinds.setdefault(rel, set()).add(change)

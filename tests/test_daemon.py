@@ -1833,6 +1833,38 @@ async def test_a_file_written_in_a_folder_made_in_the_same_batch_is_added(corpus
         store.close()
 
 
+async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_files_with_it(corpus, tmp_path):
+    # `cp -r src notes/c`, then `mv notes/c notes/c2` before the sync: the watcher says the
+    # folder's move alone (c deleted, c2 added), not its files'. The deleted folder, matching no
+    # include pattern and holding no indexed file, was left out, so its files stayed queued as
+    # added though gone: "3 files (3 added); 6 pending", with no deletion queued for them.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        copied = corpus / "c"
+        copied.mkdir()
+        for i in range(3):
+            (copied / f"x{i}.txt").write_text(f"Captain Oskar Lind sailed the Blue Heron {i} to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(copied))})
+            await until(lambda: "waiting" in events.states(mark))
+            assert set(daemon.pending) == {f"c/x{i}.txt" for i in range(3)}
+            shutil.move(copied, corpus / "c2")
+            await send.send({(Change.added, str(corpus / "c2")), (Change.deleted, str(copied))})
+            await until(lambda: len([e for e in events[mark:] if e["state"] == "queued"]) == 2)
+            assert {rel: kind for rel, kind in daemon.pending.items() if rel.startswith("c/")} \
+                == {f"c/x{i}.txt": "deleted" for i in range(3)}
+            await until(lambda: daemon.syncs == 2)
+    moved = [e for e in events[mark:] if e["state"] == "queued"][1]
+    assert (moved.get("added"), moved.get("deleted")) == (3, 3), moved
+    store = Store(tmp_path / "k.db", readonly=True)
+    try:
+        paths = {r["path"] for r in store.query("SELECT path FROM files")}
+    finally:
+        store.close()
+    assert {f"c2/x{i}.txt" for i in range(3)} <= paths and not any(p.startswith("c/") for p in paths)
+
+
 async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
     # A file saved and deleted at once (an editor's temporary file) was found by the daemon's
     # stat, then gone when the extraction ahead of the sync scanned it: "extracting 1 file
