@@ -82,8 +82,8 @@ from streamrag.model_quirks import (REASONING_ALLOWANCE, THINKERS, ends_unmarked
 from streamrag.notices import current_notices
 from streamrag.parsing import ReasoningFilter, split_reasoning, starts_with_reasoning
 from streamrag.prompts import Prompt
-from streamrag.proxies import (Proxy, proxy_down, proxy_failed, proxy_for, proxy_refused, socks_unreachable,
-                               unreadable)
+from streamrag.proxies import (Proxy, answering, proxy_down, proxy_failed, proxy_for, proxy_refused,
+                               socks_unreachable, unreadable)
 from streamrag.provider_errors import (Refused, Retryable, advice, html_page, key_not_sent, key_source,
                                        listing_refused, not_answering, provider_message, reason, stopped_answering,
                                        tls_refused)
@@ -879,11 +879,13 @@ class LLMClient:
         (a proxy whose server behind it is down: a bare 503 to everything), it says that server
         answers only so: more retries wait longer (llm.give_up_after_s ends calls sooner, never
         later: it is no help to this one). Through the environment's proxy, it names the proxy
-        when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503)."""
+        when the last try got no answer or one a proxy gives of a server it cannot reach (502, 503:
+        an http:// endpoint's; an https:// one's come from behind the proxy's tunnel)."""
         setting = self._replies.setting
-        said = only_errors(statuses, setting, self._proxy) if self.settings.max_retries > 0 else None
-        if said is None and (e.status is None or e.status in PROXY_STATUSES) and self._proxy is not None:
-            # (no HTTP answer, or the proxy's own: maybe the proxy's fault)
+        own = answering(self._proxy, self.chat_url)   # (an https:// server's statuses come through its tunnel)
+        said = only_errors(statuses, setting, own) if self.settings.max_retries > 0 else None
+        suspect = self._proxy if e.status is None else own if e.status in PROXY_STATUSES else None
+        if said is None and suspect is not None:   # (no HTTP answer, or the proxy's own: maybe its fault)
             return f"{advice(e, setting, self.settings.requests_per_minute > 0)}; {proxy_failed(self._proxy)}"
         if said is None:
             return advice(e, setting, self.settings.requests_per_minute > 0)

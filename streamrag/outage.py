@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from streamrag.config import without_secrets
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
-from streamrag.proxies import Proxy, through
+from streamrag.proxies import Proxy, answering, through
 from streamrag.watch_lines import answered, clock, clocks, span, succeeded
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ class Outage:
         if unreadable_only(self.statuses):
             return (f"the server at {self.current['endpoint']} answered, but its answers could not be read: "
                     f"check that {self.base_setting()} is an OpenAI-compatible endpoint")
-        return only_errors(self.statuses, self.base_setting(), self.proxy) or (
+        own = answering(self.proxy, self.settings.llm.api_base)   # (not an https:// server's, tunnelled)
+        return only_errors(self.statuses, self.base_setting(), own) or (
             f"the server at {self.current['endpoint']} kept answering with errors: check its logs")
 
     def retrying(self) -> str:
@@ -143,8 +144,9 @@ class Outage:
         assert o is not None
         # Under a minute, to the second: the error line just before gave 00:38:19, this one 00:38.
         since = clock(o["since"], seconds=time.time() - o["since"] < 60)
-        if self.server_errors and behind_a_proxy(self.statuses) and self.proxy is not None:
-            return f"{o['endpoint']} behind {through(self.proxy)} still down since {since}"
+        own = answering(self.proxy, self.settings.llm.api_base)   # (not an https:// server's, tunnelled)
+        if self.server_errors and behind_a_proxy(self.statuses) and own is not None:
+            return f"{o['endpoint']} behind {through(own)} still down since {since}"
         if self.server_errors and behind_a_proxy(self.statuses):
             return f"the server behind {o['endpoint']} still down since {since}"
         if self.refused and self.proxy is not None:

@@ -114,6 +114,13 @@ def through(proxy: Proxy) -> str:
     return f"the proxy {proxy.address} (set by {proxy.variable})"
 
 
+def answering(proxy: Proxy | None, url: str) -> Proxy | None:
+    """``proxy`` when the HTTP statuses requests to ``url`` get may be its own: an http:// URL's,
+    which it forwards; None for an https:// one, tunnelled through it (CONNECT): a status is then
+    the server's, and the proxy's refusal of the tunnel none (httpx's ProxyError)."""
+    return proxy if proxy is not None and url.partition("://")[0].lower() == "http" else None
+
+
 def bypass(proxy: Proxy) -> str:
     """The NO_PROXY that passes the proxy over for the endpoint's host, an IPv6 address bare
     (``::1``: httpx takes no ``[::1]`` there, and every client made after it raised InvalidURL)."""

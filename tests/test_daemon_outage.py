@@ -1421,6 +1421,30 @@ def test_the_outage_line_names_the_proxy_answering_only_502(tmp_path):
     assert "LEAKCHECK" not in json.dumps(list(events))
 
 
+def test_the_outage_line_of_an_https_servers_502_through_a_proxy_does_not_name_the_proxy(tmp_path):
+    # An https:// endpoint's requests go through HTTPS_PROXY's tunnel: a 502 is the server's (or
+    # a gateway's behind it), never the proxy's own, which refuses a tunnel with no status; the
+    # lines said "go through the proxy ..., which answers only HTTP 502" and "behind the proxy".
+    from collections import Counter
+
+    from streamrag.proxies import proxy_for
+
+    events = Events()
+    daemon = Daemon(make_settings("https://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    daemon.outage.server_errors, daemon.outage.statuses = True, Counter({502: 4})
+    daemon.outage.proxy = proxy_for("https://127.0.0.1:9/v1/chat/completions",
+                                    {"HTTPS_PROXY": "http://127.0.0.1:3128"})
+    assert daemon.outage.proxy is not None
+    daemon._retry_left_out(2, 2, outage=True, quiet=False)
+    daemon.outage.still_down(1)
+    daemon.outage.still_down(2)
+    [line, brief] = events
+    assert "; no call succeeded: the server behind llm.api_base answers only HTTP 502 (a proxy or load " \
+           "balancer " in line["message"], line["message"]
+    assert brief["message"].startswith("the server behind https://127.0.0.1:9/v1 still down since "), brief["message"]
+    assert "3128" not in json.dumps(list(events))
+
+
 async def _outage_lines(transport, simulator, corpus, tmp_path, monkeypatch) -> tuple[dict, dict]:
     """The line of the outage begun, said with ``server_errors``, and the short line after it, of a
     daemon whose calls go through ``transport`` while it is down (retried after 0.2 s at most)."""

@@ -2888,6 +2888,24 @@ async def test_a_proxys_502_or_503_names_the_proxy(simulator, monkeypatch, statu
     assert len(seen) == max_retries + 1 and seen[0].startswith(f"POST {simulator.base_url}/chat/completions "), seen
 
 
+@pytest.mark.parametrize("max_retries", [1, 0])
+async def test_an_https_servers_503_through_a_proxy_is_not_said_as_the_proxys(monkeypatch, max_retries):
+    # An https:// endpoint's requests go through HTTPS_PROXY's tunnel (CONNECT): a 503 is the
+    # server's (a provider overloaded), the proxy's refusal of the tunnel no status at all
+    # (httpx's ProxyError). It was said as the proxy's: "go through the proxy ..., which answers
+    # only HTTP 503 ...: check that server, and the proxy's logs" ("check it too", retries 0).
+    from collections import Counter
+
+    from streamrag.provider_errors import Retryable
+
+    _through(monkeypatch, "HTTPS_PROXY", "127.0.0.1:3128")
+    async with _direct("https://llm.test/v1", max_retries=max_retries) as llm:
+        said = llm._call_advice(Retryable("HTTP 503: Service Unavailable", 503), Counter({503: max_retries + 1}))
+    assert "127.0.0.1:3128" not in said and "HTTPS_PROXY" not in said, said
+    if max_retries:
+        assert said.startswith("the server behind llm.api_base answers only HTTP 503 (a proxy or load balancer "), said
+
+
 async def test_a_client_given_up_on_through_a_proxy_names_the_proxy(simulator, monkeypatch):
     # Every try dropped by the proxy, twelve calls at once: it said "... failed every one of the
     # 12 tries ...: check the server and the model at llm.api_base", the proxy unnamed.
