@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import sqlite3
@@ -162,8 +163,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             say(f"The index is in {shown(db)}; try: streamrag ask --db {shell_word(db)} \"Who is Marley?\"")
         else:
             say("Index your own folder with: streamrag index DIR   (then: streamrag ask \"...\")")
-        if args.json:   # (db: null when the folder is a temporary one, removed as the demo ends)
-            print(json.dumps({"db": str(db.resolve()) if keep else None, **built, "answers": answers,
+        if args.json:   # (db: null when the folder is a temporary one, removed as the demo ends;
+            # else as index and status --json give it, a link in its path kept)
+            print(json.dumps({"db": os.path.abspath(db) if keep else None, **built, "answers": answers,
                               "wall_s": round(time.monotonic() - started, 3)}, default=str))
         return 0
     finally:

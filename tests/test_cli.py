@@ -741,6 +741,17 @@ def test_init_export_and_demo_print_one_json_object(cli_run, corpus, tmp_path):
     assert "Most connected entities" in demo.stderr   # (the tour, for a human watching)
 
 
+def test_a_kept_demo_names_its_index_in_json_as_status_does(cli_run, tmp_path):
+    # Its db was the path resolved, a link in it followed (macOS's /tmp is /private/tmp), where
+    # index and status --json give the path as given, made absolute: a script saw two indexes.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    demo = cli_run("demo", "--json", "--dir", str(tmp_path / "link" / "demo"))
+    assert demo.returncode == 0, demo.stderr
+    status = cli_run("status", "--json", "--db", str(tmp_path / "link" / "demo" / "index.db"))
+    assert json.loads(demo.stdout)["db"] == json.loads(status.stdout)["db"] == str(tmp_path / "link" / "demo" / "index.db")
+
+
 def test_demo_runs_offline(cli_run):
     out = cli_run("demo")
     assert out.returncode == 0, out.stderr
