@@ -246,10 +246,14 @@ def check_not_empty(store: Store, db_path: Path, include: list[str]) -> None:
                       "ORDER BY started_at DESC LIMIT 1")
     if run:   # (a run still 'running' that holds no lock was killed)
         how = {"failed": "failed"}.get(run[0]["status"], "was stopped")
-        again = (f"`streamrag index {shell_word(db_path.parent.parent)}`"
+        again = (f"`streamrag index {shell_word(shown(_as_given(str(db_path.parent.parent.resolve()))))}`"
                  if db_path.parent.name == ".streamrag" else "the same command")
+        # (A first index that failed on every chunk publishes nothing; ask named no cause, where
+        # an empty version 1 once let it name the last failure: the index keeps them.)
+        last = index_rows.last_failure(store, *failure_runs(store, last_update(store)))
+        cause = f" (last: {last}; `streamrag status --failures` lists what failed)" if last else ""
         raise IndexMissingError(f"the index at {db_path} has nothing published yet: its first "
-                                f"`streamrag {run[0]['command']}` {how} before publishing; run "
+                                f"`streamrag {run[0]['command']}` {how} before publishing{cause}; run "
                                 f"{again} again: it goes on from the work it kept")
     raise IndexMissingError(f"the index at {db_path} is empty; build it with "
                             "`streamrag index DIR` (add --offline to index without an LLM)")

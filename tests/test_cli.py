@@ -1266,10 +1266,11 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(cli_run, tmp_
     assert beside.returncode == 1 and "papers/.streamrag/index.db holds no documents: papers had no file" in beside.stderr
 
 
-def test_asking_an_index_whose_every_file_failed_says_they_failed(cli_run, corpus):
+def test_asking_an_index_whose_first_run_failed_on_every_file_names_the_failure(cli_run, corpus):
     # An endpoint answering every call with a web page (a proxy's sign-in): index published a
     # version of nothing, and ask said "DIR had no file index.include matches; add such files"
-    # of a folder of .txt files.
+    # of a folder of .txt files. Now the first index publishes nothing (every chunk refused),
+    # and ask says so, naming the last failure the index kept and the command to run again.
     import http.server
     import threading
 
@@ -1301,22 +1302,21 @@ def test_asking_an_index_whose_every_file_failed_says_they_failed(cli_run, corpu
     finally:
         server.shutdown()
         server.server_close()
-    assert indexed.returncode == 1 and "streamrag: nothing was indexed: " in indexed.stderr, indexed.stderr
-    assert "the answer was an HTML page" in indexed.stderr.splitlines()[-1], indexed.stderr
-    head, _, tail = indexed.stderr.splitlines()[-1].removeprefix("streamrag: ").partition(" (last: ")
-    error = next(line for line in watched.stderr.splitlines() if " error " in line)
-    assert watched.returncode == 1 and f" {head} (last: " in error and "the answer was an HTML page" in error, watched.stderr
-    assert error.endswith("; fix the cause and run the same command again (`streamrag status --failures` "
-                          "lists them)") and tail.endswith(error.rpartition("); ")[2]), error
-    assert "left out of this version" not in watched.stderr, watched.stderr
+    last = indexed.stderr.strip().splitlines()[-1]
+    assert indexed.returncode == 1 and last.startswith(
+        "streamrag: error: no chunk could be extracted (7 failed: 7 refused by the endpoint); last error: "), last
+    assert "the answer was an HTML page" in last and last.endswith("Nothing was published; there is no index "
+                                                                   "yet, and a run after the fix reuses the finished work")
+    error = next(line for line in watched.stderr.splitlines() if "error" in line)
+    assert watched.returncode == 1 and "no chunk could be extracted (7 failed" in error, watched.stderr
+    assert "the answer was an HTML page" in error and "left out of this version" not in watched.stderr
     assert asked.returncode == 1 and "index.include" not in asked.stderr, asked.stderr
     said = asked.stderr.strip()
-    assert said.startswith("streamrag: error: the index at ") and (
-        "index.db holds no documents: the last update could not index any file it read") in said
-    assert "`streamrag status --failures` lists what failed" in said and "the answer was an HTML page" in said
-    # (It named the folder by its absolute path, asked from inside it.)
-    assert said.endswith("fix the cause and run `streamrag index .` again"), said
-    assert len(said.splitlines()) == 1
+    assert len(said.splitlines()) == 1 and said.startswith("streamrag: error: the index at ") and (
+        "index.db has nothing published yet: its first `streamrag index` failed before publishing (last: ") in said
+    assert "the answer was an HTML page" in said and "`streamrag status --failures` lists what failed" in said
+    # (The folder as given here, asked from inside it.)
+    assert said.endswith("; run `streamrag index .` again: it goes on from the work it kept"), said
 
 
 def test_retries_through_the_cli_are_one_streamrag_line(cli_run, corpus, monkeypatch):

@@ -490,11 +490,12 @@ def test_a_question_to_an_index_whose_first_run_stopped_says_to_run_it_again(cli
     store.finish_run("run-1", status)
     store.close()
     # It said to build the index, as if none had been started; export wrote an empty graph.
-    # The folder is quoted for a shell (it said `streamrag index /tmp/.../my notes`).
+    # The folder is quoted for a shell (it said `streamrag index /tmp/.../my notes`), and given
+    # as from here (the current folder is tmp_path), as "holds no documents" gives it.
     for command in (("ask", "anything"), ("export", str(tmp_path / "out.json"))):
         cli(command[0], "--db", str(db), *command[1:], code=1, fragments=(
             f"its first `streamrag index` {said} before publishing; run `streamrag index "
-            f"'{tmp_path / 'my notes'}'` again: it goes on from the work it kept",))
+            "'my notes'` again: it goes on from the work it kept",))
     assert not (tmp_path / "out.json").exists()
 
 
