@@ -121,17 +121,23 @@ def descriptions_after(before: list[str], unsaid: Iterable[str], said: Iterable[
     """``unique_descriptions`` of an element's mentions after a change, from those before it
     (``before``: sorted, distinct) and the descriptions of the mentions removed (``unsaid``),
     added (``said``) and kept (``kept``, looked through only when one unsaid may be gone): a hub
-    named in every chunk of a big log is not sorted again for an edit's few mentions."""
+    named in every chunk of a big log is not sorted again for an edit's few mentions. (Those
+    said are merged in by slices, not inserted one by one: a big file added to a hub's index
+    moved the whole list for each of its thousands.)"""
     said = {d for d in said if d}
     gone = {d for d in unsaid if d} - said
     if gone:
         gone -= {d for d in kept if d in gone}
-    now = [d for d in before if d not in gone] if gone else list(before)
+    now = [d for d in before if d not in gone] if gone else before
+    after: list[str] = []
+    start = 0
     for d in sorted(said):
-        at = bisect.bisect_left(now, d)
+        at = bisect.bisect_left(now, d, start)
+        after += now[start:at]
         if at == len(now) or now[at] != d:
-            now.insert(at, d)
-    return now
+            after.append(d)
+        start = at
+    return after + now[start:]
 
 
 def merge_entity(entity_id: str, mentions: Sequence[EntityMention],
