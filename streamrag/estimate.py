@@ -182,7 +182,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     read_said: list[str] = []
     found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)
     if not found and not unlisted:   # (said as `index` says it: it said nothing)
-        skipped.append(nothing_found(paths, settings, db, root))
+        skipped.append(nothing_found(paths, settings, db, root, refused=bool(indexed)))   # (as `index`)
     for path in found:
         read.add(loader.stored_path(path, root))
         try:

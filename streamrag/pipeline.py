@@ -230,9 +230,12 @@ def nothing_found(paths: list[Path], settings: Settings, db_path: Path, root: Pa
     """The warning of a scan of ``paths`` that found no file: what left the files out (said by
     ``index`` and ``index --estimate`` alike). It blamed index.include alone, and so
     `exclude = ["*"]`, which leaves out every file (and took every document out of an index),
-    was told to widen include. Raises ``ConfigError``, when ``refused``, if index.exclude left
-    out every file include matches: the run would take every document out of the index, for a
-    setting no one writes to index nothing (a folder simply empty is still indexed, as empty)."""
+    was told to widen include. Raises ``ConfigError``, when ``refused`` (the index holds files,
+    and the run is not a watch's sync of a folder changed under it), if index.exclude left out
+    every file include matches: the run would take every document out of the index, for a
+    setting no one writes to index nothing. A first index of a folder holding only what exclude
+    leaves out (a new vault's Templates/) is warned of, not refused: a watch started as a
+    service on it exited 1 until a note was written (a folder simply empty is indexed, as empty)."""
     ix = settings.index
     under = ", ".join(loader.shown(p) for p in paths)
     found, by = _excluded_by(paths, ix.include, ix.exclude, root,
@@ -917,7 +920,7 @@ class Indexer:
                             f"{told}; {loader.unlisted_fix(why)}", stamp=stamp, kind="unlisted")
         if not files and not unlisted:   # (a folder that cannot be listed is said above)
             scan.warnings.append(nothing_found(paths, self.settings, self.db_path, self.root,
-                                               refused=not self.folder_changed))
+                                               refused=bool(known) and not self.folder_changed))
         return scan, files, rechunk
 
     # -- stage 2: what changed -----------------------------------------------------------------

@@ -244,6 +244,23 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
         f"no file under {notes} matches index.include (*.pdf); add such files, or widen index.include"]
 
 
+
+def test_a_new_folder_holding_only_what_exclude_leaves_out_is_indexed_empty_with_the_warning(tmp_path):
+    # A new vault of Templates/ alone, left out by exclude: a first index took nothing out of an
+    # index, so refusing it only stopped a watch started as a service until a note was written.
+    notes = tmp_path / "vault"
+    (notes / "Templates").mkdir(parents=True)
+    (notes / "Templates" / "daily.md").write_text("# {{date}}\n")
+    (notes / "streamrag.toml").write_text('[index]\nexclude = ["Templates"]\n')
+    db = str(tmp_path / "i.db")
+    said = (f"no file under {notes} is indexed: index.exclude (Templates) leaves out all 1 file(s) "
+            "index.include matches there; name only the folders or files to leave out")
+    for command in (("index", "--estimate"), ("watch", "--once"), ("index",)):
+        out = run(*command, str(notes), "--db", db)
+        assert out.returncode == 0 and said in out.stderr, (command, out.stderr)
+    summary = json.loads(run("index", str(notes), "--db", db, "--json").stdout)
+    assert summary["documents"] == 0 and summary["warnings"] == [said]
+
 def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_path):
     # include = ["docs"] or ["docs/"] matches no file (include matches files), and the run said
     # only "no file under notes matches index.include (docs/); add such files, or widen ...".
