@@ -89,7 +89,7 @@ from streamrag.terminal import shell_word
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
 from streamrag.watch_lines import (Reporter, StageLines, answered, asked_again, calls_failed, calls_said, clause,
-                                   paid, seconds_said, succeeded, summed)
+                                   ends_outage, paid, seconds_said, summed)
 from streamrag.watched_folder import WatchedFolder, reading, under
 
 if TYPE_CHECKING:  # the pipeline loads on first use, so `streamrag --help` stays quick
@@ -1246,10 +1246,11 @@ class Daemon:
                 self.emit("warning", f"left out {line}", warning=f"left out {line}")
 
     def _outage_after(self, result: SyncResult, previous: SyncResult | None, *, quiet: bool) -> bool:
-        """The outage after a sync that published: over when a call was answered usably (said so),
-        or no news when nothing is left to ask it. Whether the sync's lines stay unsaid
-        (``quiet``): only while the outage goes on and nothing new was published."""
-        if self.outage.current is not None and succeeded(result.llm):
+        """The outage after a sync that published: over when a call was answered usably, or every
+        call was answered (``ends_outage``: said so), or no news when nothing is left to ask it.
+        Whether the sync's lines stay unsaid (``quiet``): only while the outage goes on and
+        nothing new was published."""
+        if self.outage.current is not None and ends_outage(result.llm):
             self.outage.recovered()
             quiet = False
         elif self.outage.current is not None and not result.failed_items:

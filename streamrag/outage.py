@@ -20,7 +20,7 @@ from streamrag.config import without_secrets
 from streamrag.endpoint_reach import REFUSED_ATTEMPTS
 from streamrag.notices import Notices
 from streamrag.proxies import Proxy, answering, through
-from streamrag.watch_lines import answered, clock, clocks, span, succeeded
+from streamrag.watch_lines import answered, clock, clocks, ends_outage, span
 
 if TYPE_CHECKING:
     from streamrag.config import Settings
@@ -177,11 +177,11 @@ class Outage:
         self.notices.failed_at = None   # the next one's own
 
     def answered_ahead(self, indexer: Indexer) -> None:
-        """An extraction ahead (or a sync that failed) one of whose calls was answered usably
-        (``succeeded``) ends the outage, said now: the sync after it may ask the endpoint nothing
-        (its chunks extracted, nothing to summarize or report), and then has no news of it to say
-        (``Daemon._outage_after``)."""
-        if self.current is not None and indexer.llm is not None and succeeded(indexer.llm.stats):
+        """An extraction ahead (or a sync that failed) one of whose calls was answered usably, or
+        all of whose calls were answered (``ends_outage``), ends the outage, said now: the sync
+        after it may ask the endpoint nothing (its chunks extracted, nothing to summarize or
+        report), and then has no news of it to say (``Daemon._outage_after``)."""
+        if self.current is not None and indexer.llm is not None and ends_outage(indexer.llm.stats):
             self.recovered()
 
     def recovered(self) -> None:

@@ -103,11 +103,24 @@ def answered(llm_stats: dict) -> bool:
 
 
 def succeeded(llm_stats: dict) -> bool:
-    """Whether any call of a run's per-stage stats was answered usably: what ends an outage
-    (``answered`` counts unusable answers too, and an endpoint failing every call, some with
-    unusable answers and the others with HTTP 500s, was said to answer again before each retry)."""
+    """Whether any call of a run's per-stage stats was answered usably: what ends an outage, in a
+    run under way too (``ends_outage``; ``answered`` counts unusable answers too, and an endpoint
+    failing every call, some with unusable answers and the others with HTTP 500s, was said to
+    answer again before each retry)."""
     return any(s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0) > 0
                for s in llm_stats.values())
+
+
+def ends_outage(llm_stats: dict) -> bool:
+    """Whether the calls of a run over (a sync's, an extraction ahead's: per-stage stats) end an
+    outage: some was answered usably (``succeeded``), or every one was answered, unusably too,
+    none meeting an endpoint error (an HTTP error, a connection refused, a call given up on or
+    cancelled unanswered). An endpoint back with the wrong model behind it answers every call
+    unusably: it was said "still answering with errors" after each retry, while its answers
+    are the problem, which the retries' own error lines say. Not for a run under way
+    (``StageLines``): its HTTP 500 may come after an unusable answer."""
+    return succeeded(llm_stats) or answered(llm_stats) and not any(
+        s.get("errors", 0) - s.get("unusable", 0) or s.get("cancelled", 0) for s in llm_stats.values())
 
 
 def calls_said(paid: int, cached: int, llm_stats: dict) -> str:

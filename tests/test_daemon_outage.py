@@ -2615,3 +2615,64 @@ async def test_a_watch_whose_every_call_fails_says_recovered_only_once_a_call_su
     assert not any(syncs[:4]) and "error" in [e["state"] for e in down], down
     assert "recovered" not in [e["state"] for e in down], [(e["state"], e["message"]) for e in down]
     assert [e["state"] for e in events].count("recovered") == 1, [(e["state"], e["message"]) for e in events]
+
+
+class WrongModelBack(Switch):
+    """A ``Switch`` that, once ``wrong``, answers every chat call with an answer no stage can use,
+    as an endpoint back with the wrong model behind it."""
+
+    wrong = False
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        if self.wrong and request.url.path.endswith("/chat/completions"):
+            return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": "I cannot help."}}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+        return await super().__call__(request)
+
+
+async def test_an_outage_is_over_once_the_endpoint_answers_every_call_even_unusably(
+        corpus, tmp_path, simulator, monkeypatch):
+    # Back after an outage with the wrong model behind it, the endpoint answered every call,
+    # each unusably: no call succeeded, and the watch said "... still answering with errors"
+    # after every retry, of an endpoint that answers; its answers are the problem, said by the
+    # retries' own error lines.
+    switch, settings, _cap = fast_outage(monkeypatch, simulator)
+    await switch.client.aclose()
+    wrong = WrongModelBack(simulator.base_url)
+    async with running(settings, tmp_path / "w.db", corpus, transport=httpx.MockTransport(wrong)) \
+            as (daemon, events, send):
+        wrong.up = False
+        await edit_guild(corpus, send)
+        await until(lambda: any(e["state"] == "outage" for e in events), timeout=30)
+        mark = len(events)
+        wrong.up = wrong.wrong = True
+        await until(lambda: any(e.get("gave_up") for e in events), timeout=60)
+        await send.aclose()
+    await wrong.client.aclose()
+    after = events[mark:]
+    states = [e["state"] for e in after]
+    assert states.count("recovered") == 1, [(e["state"], e["message"]) for e in after]
+    back = states.index("recovered")
+    assert "outage" not in states[back:], [(e["state"], e["message"]) for e in after[back:]]
+    # Said as answers the model keeps getting wrong are: retried a few times, then given up on.
+    errors = [e for e in after[back:] if e["state"] == "error"]
+    assert errors[-1].get("gave_up") and not any(e.get("outage") for e in errors), errors
+
+
+def test_an_outage_ends_with_a_usable_answer_or_with_every_call_answered():
+    # The rule a sync's or an extraction ahead's calls, all done, end an outage by: an endpoint
+    # answering every call unusably answers; one answering some calls unusably and failing the
+    # others (HTTP 500s) still fails, and calls cancelled unanswered got no answer.
+    from streamrag.watch_lines import ends_outage
+
+    def stats(calls: int, errors: int = 0, unusable: int = 0, cancelled: int = 0, cached: int = 0) -> dict:
+        return {"extract": {"calls": calls, "cached": cached, "errors": errors, "unusable": unusable,
+                            "cancelled": cancelled}}
+
+    assert ends_outage(stats(3, errors=3, unusable=3))                 # the wrong model behind it
+    assert not ends_outage(stats(3, errors=3, unusable=2))             # ... and an HTTP 500
+    assert not ends_outage(stats(3, errors=1, unusable=1, cancelled=2))
+    assert ends_outage(stats(3, errors=2))                             # one answered usably
+    assert not ends_outage(stats(2, errors=2)) and not ends_outage({})  # none answered, none asked
+    assert not ends_outage(stats(2, cached=2))                         # the cache answered, not it
+    assert ends_outage({**stats(2, errors=2, unusable=2), "report": stats(1, cached=1)["extract"]})
