@@ -253,6 +253,18 @@ def one_line(text: object) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+def http_said(status: int, message: str) -> str:
+    """An HTTP error and the provider's ``message``: ``HTTP 500: boom``, or ``HTTP 502 (empty
+    answer)`` when it gave none (a proxy's bare 502 read "last: HTTP 502: ; ...")."""
+    return f"HTTP {status}: {message}" if message else f"HTTP {status} (empty answer)"
+
+
+def aside(message: str) -> str:
+    """The provider's ``message`` in brackets after words of ours, ``" (boom)"``, or nothing when
+    it gave none (an empty 404 read "no such route (); ...")."""
+    return f" ({message})" if message else ""
+
+
 def sent_secrets(api_key: str, api_base: str, proxies: Iterable[str] = ()) -> tuple[str, ...]:
     """What the requests to ``api_base`` carry that no message may say (``hidden``): the API key,
     the URL's password, and that password as the Basic header carries it (the base64 of

@@ -28,9 +28,9 @@ from streamrag.answer_json import json_kind, read_content, read_finish, read_usa
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings, without_secrets
 from streamrag.errors import LLMRequestError
-from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, base_setting,
-                                       duration, error_code, forbidden_reason, hidden, html_page, key_advice,
-                                       model_settings, one_line, overflow_advice, provider_message,
+from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
+                                       duration, error_code, forbidden_reason, hidden, html_page, http_said,
+                                       key_advice, model_settings, one_line, overflow_advice, provider_message,
                                        refused_param, sent_secrets, unknown_model, web_page)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
@@ -86,7 +86,7 @@ class Replies:
             # A daily or monthly limit: waiting hours in every call helps nobody. (A 503's long
             # wait, maintenance, is waited for MAX_RETRY_AFTER_S at a time, as before.)
             raise LLMRequestError(f"{url}: HTTP {status}: the provider asks to wait {duration(retry_after)} "
-                                  f"before the next request ({message}); a daily or monthly limit: run the "
+                                  f"before the next request{aside(message)}; a daily or monthly limit: run the "
                                   "same command once it has passed (finished work is kept), or raise the "
                                   "limit with the provider", status, every_call=True)
         if retry_after is not None:
@@ -109,10 +109,10 @@ class Replies:
                     "(llama.cpp: --embeddings)" if url == self.embeddings_url
                     else f"check that {self.setting} is an "
                          "OpenAI-compatible endpoint")
-            raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this ({message}); "
+            raise LLMRequestError(f"{url}: HTTP {status}: the server does not offer this{aside(message)}; "
                                   f"{what}", status)
         if status in RETRY_STATUS or status >= 500:
-            raise Retryable(f"HTTP {status}: {message}", status, retry_after)
+            raise Retryable(http_said(status, message), status, retry_after)
         if status == 407 and self.proxy is not None:   # (an http:// endpoint's: the proxy answers for it)
             raise LLMRequestError(proxy_refused(self.proxy, f"HTTP 407: {message}" if message else "HTTP 407"),
                                   status, every_call=True)
@@ -125,11 +125,11 @@ class Replies:
                                   f"{' / '.join(keys) or 'llm.*_model'} a model it may use, or grant "
                                   "the key that model", status)
         if status in (401, 403):
-            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key, self.setting)} "
-                                  f"({message})", status)
+            raise LLMRequestError(f"{url}: HTTP {status}: {key_advice(self.settings, self._api_key, self.setting)}"
+                                  f"{aside(message)}", status)
         if status == 413:   # the server's or a proxy's limit on a request's size
             raise LLMRequestError(f"{url}: HTTP 413: the request is larger than the server (or a proxy "
-                                  f"in front of it) accepts ({message}); {overflow_advice(stage)}, or "
+                                  f"in front of it) accepts{aside(message)}; {overflow_advice(stage)}, or "
                                   "raise that limit", status)
         if status in (400, 422) and unknown_model(code, message, model):
             # (A proxy's 400 for what OpenAI answers 404: every call would fail alike.)
@@ -147,7 +147,7 @@ class Replies:
             if AZURE_HOST.search(parsed.host) and "/deployments/" in parsed.path \
                     and not self.settings.api_version:
                 raise LLMRequestError(
-                    f"{url}: HTTP 404 ({message}); an Azure OpenAI deployment URL needs "
+                    f"{url}: HTTP 404{aside(message)}; an Azure OpenAI deployment URL needs "
                     "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
                     f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
                     "deployment names", status)
@@ -155,11 +155,11 @@ class Replies:
                     and not self.settings.api_version:
                 # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
                 # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.
-                raise LLMRequestError(f"{url}: HTTP 404, no such route ({message}); most servers serve "
+                raise LLMRequestError(f"{url}: HTTP 404, no such route{aside(message)}; most servers serve "
                                       f"the OpenAI API under /v1: set {setting} to {base + '/v1'!r}", status)
             raise LLMRequestError(f"unknown model or wrong api_base: {model} at {url}; check "
-                                  f"{where}, or {setting} ({message})", status)
-        raise LLMRequestError(f"{url} rejected the request for {model}: HTTP {status}: {message}",
+                                  f"{where}, or {setting}{aside(message)}", status)
+        raise LLMRequestError(f"{url} rejected the request for {model}: {http_said(status, message)}",
                               status)
 
     def stream_error(self, error: Any, model: str, stage: str) -> None:

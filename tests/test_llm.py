@@ -224,6 +224,19 @@ async def test_exhausted_retries_raise_unavailable_and_are_recorded(tmp_path, st
     assert llm.stats["s"]["errors"] == 1
 
 
+async def test_a_call_answered_only_an_empty_502_says_the_answer_was_empty(tmp_path):
+    # A proxy's bare 502, no body: the error read "failed 2 time(s), last: HTTP 502: ; ...",
+    # an empty message after the colon, in the error line and the call's llm_calls row.
+    endpoint = Endpoint(*[httpx.Response(502)] * 2)
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint, max_retries=1) as (llm, store):
+            with pytest.raises(LLMUnavailableError) as err:
+                await llm.chat(ask(), model="m1", stage="s")
+    message = str(err.value)
+    assert "failed 2 time(s), last: HTTP 502 (empty answer); " in message and ": ;" not in message, message
+    assert calls(store)[0]["error"] == message
+
+
 @pytest.mark.parametrize("answer", [
     lambda: httpx.Response(503, text="Service Unavailable"),
     lambda: httpx.Response(503, json={"error": {"message": "try again later", "type": "error", "code": None}}),

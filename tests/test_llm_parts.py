@@ -320,6 +320,22 @@ def test_an_error_status_is_retried_or_says_what_to_change():
         said.stream_error("boom", "m1", "extract")
 
 
+def test_an_error_status_with_an_empty_answer_says_no_empty_message():
+    # An empty body gives no message: "HTTP 502: " and "... or llm.api_base ()" said nothing.
+    url = "http://x/v1/chat/completions"
+    with pytest.raises(Retryable) as e:
+        replies().check_status(httpx.Response(502), url, "m1")
+    assert e.value.detail == "HTTP 502 (empty answer)" and e.value.status == 502
+    with pytest.raises(Retryable, match=r"^HTTP 500: boom$"):   # (a message, said as before)
+        replies().check_status(httpx.Response(500, json={"error": {"message": "boom"}}), url, "m1")
+    for status in (401, 404, 413, 418):
+        with pytest.raises(LLMRequestError) as e:
+            replies().check_status(httpx.Response(status, content=b" \n"), url, "m1")
+        said = str(e.value)
+        assert "()" not in said and not said.endswith(": ") and ": ;" not in said, said
+    assert said.endswith("rejected the request for m1: HTTP 418 (empty answer)"), said
+
+
 def test_a_key_or_password_the_server_quotes_back_is_never_said():
     # A server echoing the request (its headers in a 500, the key in a 401) put the key in the
     # message said on stderr and kept in llm_calls and failures; api_base's password too.
