@@ -1367,7 +1367,8 @@ class Daemon:
         """Schedules a sync to retry the items left out, and says so (an ``outage``: says it
         began, its calls in the model client's ``words``, or, said already, leaves it to the
         outage lines)."""
-        self._retries += 1
+        if not outage:   # (an outage's retries cost nothing: the few allowed once it answers are its own)
+            self._retries += 1
         self.pending.setdefault(".", "retry")
         self._retry_items = failed_items
         if outage and self.outage.current is not None:   # said when it began

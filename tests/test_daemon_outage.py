@@ -2657,6 +2657,10 @@ async def test_an_outage_is_over_once_the_endpoint_answers_every_call_even_unusa
     # Said as answers the model keeps getting wrong are: retried a few times, then given up on.
     errors = [e for e in after[back:] if e["state"] == "error"]
     assert errors[-1].get("gave_up") and not any(e.get("outage") for e in errors), errors
+    # Those few retries counted from the end of the outage, whose own retries cost nothing: it
+    # said "... still failed after 3 retries" after one retry of an endpoint that answered.
+    assert len(errors) == 4 and "still failed after 3 retries" in errors[-1]["message"], \
+        [e["message"] for e in errors]
 
 
 def test_an_outage_ends_with_a_usable_answer_or_with_every_call_answered():
