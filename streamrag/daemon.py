@@ -66,7 +66,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +190,24 @@ def _regular_files(root: Path, rels: list[str]) -> list[Path]:
     left out: the sync reads the folder and says what it cannot read."""
     return [p for p in (root / rel for rel in sorted(rels)) if is_file(p)]   # (not Path.is_file:
     # it lets PermissionError out)
+
+
+def _modified(paths: list[Path]) -> dict[Path, tuple[int, int]]:
+    """When each of ``paths`` was last written (ns), and its size; one gone since its look is left out."""
+    seen = {}
+    for p in paths:
+        with contextlib.suppress(OSError):
+            st = p.stat()
+            seen[p] = (st.st_mtime_ns, st.st_size)
+    return seen
+
+
+def _settle_wait(mtimes_ns: Iterable[int], young_s: float, now: float) -> float:
+    """How long until the youngest of files last written at ``mtimes_ns`` was written ``young_s``
+    before (0: none is younger). One written after ``now`` is not waited for: a clock set apart
+    tells nothing of when the file was written."""
+    ages = [now - m / 1e9 for m in mtimes_ns]
+    return max((young_s - age for age in ages if 0 <= age < young_s), default=0.0)
 
 
 def _has_ready(recv) -> bool:
@@ -880,6 +898,7 @@ class Daemon:
                   if kind != "deleted" and rel not in renamed and rel not in again]
         # (no FIFO) A stat per file, in a worker thread: a folder of 50,000 moved in took a second.
         existing = await anyio.to_thread.run_sync(_regular_files, self.root, wanted, abandon_on_cancel=True)
+        existing = await self._settled(existing)
         if not existing:
             return
         self._check_index()
@@ -941,6 +960,26 @@ class Daemon:
                              f"{failed}{then}",
                   chunks_extracted=extracted, chunks_reused=reused, chunks_failed=indexer.failed_items,
                   took_s=round(took, 3), pending=self._files_pending())
+
+    async def _settled(self, paths: list[Path]) -> list[Path]:
+        """Those of ``paths`` not written for ``watch.debounce_ms``, once the younger ones are that
+        old (a stop ends the wait: none then). The watcher ends a batch ``debounce_ms`` after its
+        last new event, and a file written again is no new event: a file written in parts a few
+        hundred ms apart came in a batch while still being written, and was extracted ahead, then
+        again, whole, by the sync. One written again meanwhile is left to its next batch or to
+        the sync, which extract it once; a single save is that old when its batch comes."""
+        young_s = self.settings.watch.debounce_ms / 1000
+        seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
+        wait = _settle_wait((m for m, _ in seen.values()), young_s, time.time())
+        if wait <= 0:
+            return paths
+        with anyio.move_on_after(wait):
+            await self.stop_event.wait()
+        if self.stopping:   # (left pending: the next start's sync extracts them)
+            return []
+        now = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
+        # (one gone is kept, as without a wait: the extraction finds it gone, which is no failure)
+        return [p for p in paths if now.get(p) == seen.get(p)]
 
     def _say_ahead_down(self, files: int, indexer: Indexer, error: str = "") -> None:
         """An extraction ahead of ``files`` files whose calls all failed, none answered (recorded as

@@ -1002,6 +1002,11 @@ async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_pa
 
 async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corpus, tmp_path, simulator):
     # A log appended to every second paid one extraction per append (and printed three lines).
+    # Its first batch comes while it is still written (the watcher ends a batch debounce_ms after
+    # its last new event, and a write to the same file is none): that part was extracted ahead,
+    # then the whole file again by the sync (a real watch: 2 extract and 2 glean_check calls for
+    # a file written in 5 parts 300 ms apart). Now the daemon waits until the file is debounce_ms
+    # old, finds it written again meanwhile, and leaves it to the sync.
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.4})
     log = corpus / "log.txt"
     async with running(settings, tmp_path / "a.db", corpus) as (daemon, events, send):
@@ -1016,18 +1021,31 @@ async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corp
     after = events[mark:]
     queued = [e for e in after if e["state"] == "queued"]
     waiting = [e for e in after if e["state"] == "waiting"]
-    assert len(waiting) == 1 and waiting[0]["chunks_extracted"] == 1     # the first version only
+    assert not waiting, waiting     # none extracted ahead
     # One line per state change: the same "changed again" line is not said again for each append.
     assert [e["changed_again"] for e in queued] == [0, 1], [e["message"] for e in queued]
     assert "1 file changed again, extracted at the sync" in queued[-1]["message"]
     by_sync = next(e for e in after if e["state"] == "merging")["chunks_extracted"]
     idle = next(e for e in after if e["state"] == "idle")
-    assert by_sync >= 1 and idle["chunks_extracted"] == 1 + by_sync     # and the last, by the sync
+    assert by_sync >= 1 and idle["chunks_extracted"] == by_sync     # the whole file, by the sync alone
+    assert idle["llm"]["by_stage"]["extract"]["calls"] == by_sync
     store = Store(tmp_path / "a.db", readonly=True)
     try:
         assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Tomas Quell5'") == 1
     finally:
         store.close()
+
+
+def test_a_file_is_waited_for_until_its_last_write_is_debounce_ms_old():
+    import streamrag.daemon as daemon_module
+
+    # A single save comes debounce_ms after it was written (the watcher's batch ends so): no wait.
+    now = 1000.0
+    assert daemon_module._settle_wait([], 0.5, now) == 0
+    assert daemon_module._settle_wait([999_000_000_000], 0.5, now) == 0
+    assert daemon_module._settle_wait([999_800_000_000, 999_900_000_000], 0.5, now) == pytest.approx(0.4)
+    assert daemon_module._settle_wait([1_005_000_000_000], 0.5, now) == 0   # a clock set apart: not waited for
+    assert daemon_module._settle_wait([999_900_000_000], 0, now) == 0      # debounce_ms = 0
 
 
 async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modification(corpus, tmp_path):
