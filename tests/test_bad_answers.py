@@ -279,25 +279,12 @@ def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(
     # Every chunk failed, one for HTTP 500s, the other for unusable answers (or for 500s too),
     # fewer chunks than make the run give up: an empty version 1 was published, which `ask` said
     # held no documents. Nothing is published, as in an outage, and the failures are kept.
-    from streamrag.llm import LLMClient
-
     def failing(request: httpx.Request) -> httpx.Response:
         if b"Bram Lind" in request.content or not unusable:
             return httpx.Response(500, json={"error": {"message": "boom"}})
         return httpx.Response(200, json=body("I cannot help."))
 
-    real_init = LLMClient.__init__
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(failing)})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
-    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
-    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
-    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    folder, out = _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, failing)
     published = _published_version(folder)
     assert (out.returncode, published) == (1, 0), out.stderr
     why = "1 for the endpoint's errors, 1 for unusable answers" if unusable else "2 for the endpoint's errors"
@@ -320,26 +307,13 @@ def test_a_first_index_whose_chunks_were_all_refused_as_too_long_publishes_nothi
     # `ask` said held no documents, and the cause was a line of `status --failures`. Nothing is
     # published, the failures are kept, and one line names the cause and the fix; a watch stops
     # with it (only a restart reads a smaller chunk size), as `watch --once` and `index` do.
-    from streamrag.llm import LLMClient
-
     def refusing(request: httpx.Request) -> httpx.Response:
         if b"Bram Lind" in request.content and unusable:
             return httpx.Response(200, json=body("I cannot help."))
         return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8 "
                                                               "tokens", "code": "context_length_exceeded"}})
 
-    real_init = LLMClient.__init__
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(refusing)})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
-    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
-    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
-    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    folder, out = _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, refusing)
     assert (out.returncode, _published_version(folder)) == (1, 0), out.stderr
     why = "1 refused by the endpoint, 1 for unusable answers" if unusable else "2 refused by the endpoint"
     last = out.stderr.strip().splitlines()[-1]
@@ -350,6 +324,25 @@ def test_a_first_index_whose_chunks_were_all_refused_as_too_long_publishes_nothi
     assert last.endswith(f". Nothing was published; there is no index yet{left}"), out.stderr
     status = cli_run("status", "--json", str(folder))
     assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
+
+
+def _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, answer):
+    """``command`` run on a new folder of two notes (one naming Bram Lind), each call answered by
+    ``answer`` (an httpx handler; no retries): the folder, and the command's result."""
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(answer)})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
+    return folder, cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
 
 
 def _published_version(folder) -> int:
@@ -835,26 +828,13 @@ def test_a_first_index_whose_chunks_were_refused_or_met_server_errors_publishes_
     # One chunk's request refused as too long, the other's met by HTTP 500s: neither the check of
     # chunks refused (some met server errors) nor the one of server errors (some were refused)
     # took it, and an empty version 1 was published. It stops as an outage does, naming both.
-    from streamrag.llm import LLMClient
-
     def failing(request: httpx.Request) -> httpx.Response:
         if b"Bram Lind" in request.content:
             return httpx.Response(500, json={"error": {"message": "internal error"}})
         return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8 "
                                                               "tokens", "code": "context_length_exceeded"}})
 
-    real_init = LLMClient.__init__
-
-    def answering(self, *args, **kwargs):
-        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(failing)})
-
-    monkeypatch.setattr(LLMClient, "__init__", answering)
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\nmax_retries = 0\n")
-    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
-    (folder / "b.txt").write_text("Cy Dunn sailed to Elm Harbour with Fay Gold.\n")
-    out = cli_run(*command, "--api-base", "http://llm.test/v1", str(folder))
+    folder, out = _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, failing)
     assert (out.returncode, _published_version(folder)) == (1, 0), out.stderr
     assert ("no chunk could be extracted (2 failed: 1 for the endpoint's errors, 1 refused by the endpoint); "
             "last error: ") in out.stderr, out.stderr
