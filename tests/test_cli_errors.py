@@ -1152,6 +1152,18 @@ def _as_a_user(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
+def _index_file_alone(tmp_path, indexed, keep=()):
+    """A copy of the ``indexed`` folder in tmp_path/notes whose .streamrag folder holds the index
+    file alone (and the files named in ``keep``): the copy, its .streamrag folder and the index file."""
+    folder = tmp_path / "notes" / ".streamrag"
+    shutil.copytree(indexed, folder.parent)
+    db = folder / "index.db"
+    for f in folder.iterdir():
+        if f != db and f.name not in keep:
+            f.unlink()
+    return folder.parent, folder, db
+
+
 def _made_older(db: Path) -> int:
     """The index at ``db`` brought back to the schema before its last step, as the streamrag
     before that step left it; returns that schema."""
@@ -1223,13 +1235,7 @@ def test_index_of_an_index_in_a_read_only_folder_names_the_index_and_the_copy_to
     # index in a folder you may write", and with the lock file there (copied with the index)
     # "index.db: cannot open the index database (attempt to write a readonly database); check
     # the path and its permissions".
-    notes = tmp_path / "notes"
-    shutil.copytree(indexed, notes)
-    folder = notes / ".streamrag"
-    db = folder / "index.db"
-    for f in folder.iterdir():
-        if f != db and not (lock and f.name == "index.db.lock"):
-            f.unlink()
+    notes, folder, db = _index_file_alone(tmp_path, indexed, keep=("index.db.lock",) if lock else ())
     if lock:
         (folder / "index.db.lock").touch()
     before = sorted(f.name for f in folder.iterdir())
@@ -1250,13 +1256,7 @@ def test_an_index_with_its_write_ahead_log_on_read_only_media_says_to_copy_both(
     # Copied to read-only media while a writer had a log beside it (no -shm: SQLite's shared
     # memory is not copied with it, or was not there), it said to run a command with write
     # access to the folder, which read-only media never give; the copy to make is said too.
-    notes = tmp_path / "notes"
-    shutil.copytree(indexed, notes)
-    folder = notes / ".streamrag"
-    db = folder / "index.db"
-    for f in folder.iterdir():
-        if f != db:
-            f.unlink()
+    notes, folder, db = _index_file_alone(tmp_path, indexed)
     script = ("import os, sqlite3, sys\n"
               "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
               "c.execute(\"INSERT OR REPLACE INTO meta(key, value) VALUES ('note', 'x')\")\n"
@@ -1279,13 +1279,7 @@ def test_readers_of_an_index_file_read_only_in_a_writable_folder_leave_the_folde
     # `chmod 444 notes.db` in a folder the user may write: status and ask read it, and left
     # notes.db-wal and notes.db-shm (mode 444) behind, which a reader cannot remove; `index`
     # then asked for a chmod of all three, and left them too when refused.
-    notes = tmp_path / "notes"
-    shutil.copytree(indexed, notes)
-    folder = notes / ".streamrag"
-    db = folder / "index.db"
-    for f in folder.iterdir():
-        if f != db:
-            f.unlink()
+    notes, folder, db = _index_file_alone(tmp_path, indexed)
     data = db.read_bytes()
     db.chmod(0o444)
     commands = [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
