@@ -53,6 +53,15 @@ def db_count(db: Path, sql: str) -> int:
         return 0
 
 
+def _indexed_paths(db: Path) -> set[str]:
+    """The paths of the files the index at ``db`` holds (its ``files`` table)."""
+    store = Store(db, readonly=True)
+    try:
+        return {r["path"] for r in store.query("SELECT path FROM files")}
+    finally:
+        store.close()
+
+
 async def until(predicate, timeout: float = 20.0) -> None:
     with anyio.fail_after(timeout):
         while not predicate():
@@ -1818,12 +1827,8 @@ async def test_a_link_out_of_the_folder_or_a_pipe_is_said_when_it_appears(corpus
     assert states[:3] == ["warning"] * 3, states   # as they appeared, before the edit's sync
     (queued,) = [e for e in after if e["state"] == "queued"]
     assert queued["files"] == 1 and queued.get("added") == 1, queued   # new.txt alone
-    store = Store(tmp_path / "k.db", readonly=True)
-    try:
-        assert {r["path"] for r in store.query("SELECT path FROM files")} == {"new.txt"} | {
-            p.name for p in corpus.iterdir() if p.is_file() and not p.is_symlink() and p.suffix in (".txt", ".md")}
-    finally:
-        store.close()
+    assert _indexed_paths(tmp_path / "k.db") == {"new.txt"} | {
+        p.name for p in corpus.iterdir() if p.is_file() and not p.is_symlink() and p.suffix in (".txt", ".md")}
 
 
 async def test_a_file_written_in_a_folder_made_in_the_same_batch_is_added(corpus, tmp_path):
@@ -1844,11 +1849,7 @@ async def test_a_file_written_in_a_folder_made_in_the_same_batch_is_added(corpus
     (queued,) = [e for e in after if e["state"] == "queued"]
     assert queued["message"] == "2 files (2 added); 2 pending", queued["message"]
     assert (queued.get("added"), queued.get("modified")) == (2, None), queued
-    store = Store(tmp_path / "k.db", readonly=True)
-    try:
-        assert {r["path"] for r in store.query("SELECT path FROM files")} >= {"gen/a.txt", "gen/b.txt"}
-    finally:
-        store.close()
+    assert _indexed_paths(tmp_path / "k.db") >= {"gen/a.txt", "gen/b.txt"}
 
 
 async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_files_with_it(corpus, tmp_path):
@@ -1875,11 +1876,7 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
             await until(lambda: daemon.syncs == 2)
     moved = [e for e in events[mark:] if e["state"] == "queued"][1]
     assert (moved.get("added"), moved.get("deleted")) == (3, 3), moved
-    store = Store(tmp_path / "k.db", readonly=True)
-    try:
-        paths = {r["path"] for r in store.query("SELECT path FROM files")}
-    finally:
-        store.close()
+    paths = _indexed_paths(tmp_path / "k.db")
     assert {f"c2/x{i}.txt" for i in range(3)} <= paths and not any(p.startswith("c/") for p in paths)
 
 
