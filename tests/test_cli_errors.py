@@ -30,6 +30,10 @@ def run(*args: str, cwd=None, env: dict | None = None, stdout=subprocess.PIPE) -
                           stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
+def _summary(folder: Path, db: str, *flags: str) -> dict:
+    """The object `index FOLDER --db DB --json` (with ``flags``, e.g. --estimate) prints."""
+    return json.loads(run("index", str(folder), "--db", db, *flags, "--json").stdout)
+
 def one_line(out: subprocess.CompletedProcess, code: int, *fragments: str) -> str:
     assert out.returncode == code, out.stderr
     assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr
@@ -226,7 +230,7 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
     (notes / "docs" / "b.md").write_text("Bob Jones lives in Rome.\n")
     (notes / "scan.pdf").write_bytes(b"%PDF-1.4")
     db = str(tmp_path / "i.db")
-    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["documents"] == 2
+    assert _summary(notes, db)["documents"] == 2
     # Then it was said, and the index emptied all the same: now the run is refused, by index,
     # its estimate and watch alike, and the index keeps its documents.
     for exclude, by in (('["*"]', "(*)"), ('["Templates", "*.txt", "docs"]', "(*.txt, docs)")):
@@ -240,7 +244,7 @@ def test_a_folder_whose_files_exclude_leaves_out_is_said_so_not_blamed_on_includ
     # (what exclude leaves out holds no file include matches: include is what to widen)
     (notes / "streamrag.toml").write_text('[index]\ninclude = ["*.pdf"]\nexclude = ["*.txt", "docs"]\n')
     (notes / "scan.pdf").unlink()
-    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"] == [
+    assert _summary(notes, db)["warnings"] == [
         f"no file under {notes} matches index.include (*.pdf); add such files, or widen index.include"]
 
 
@@ -258,7 +262,7 @@ def test_a_new_folder_holding_only_what_exclude_leaves_out_is_indexed_empty_with
     for command in (("index", "--estimate"), ("watch", "--once"), ("index",)):
         out = run(*command, str(notes), "--db", db)
         assert out.returncode == 0 and said in out.stderr, (command, out.stderr)
-    summary = json.loads(run("index", str(notes), "--db", db, "--json").stdout)
+    summary = _summary(notes, db)
     assert summary["documents"] == 0 and summary["warnings"] == [said]
 
 def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_path):
@@ -270,15 +274,15 @@ def test_an_include_pattern_naming_a_folder_is_told_to_take_the_files_in_it(tmp_
     db = str(tmp_path / "i.db")
     for include in ('"docs"', '"docs/"', '"./docs/", "*.pdf"'):
         (notes / "streamrag.toml").write_text(f"[index]\ninclude = [{include}]\n")
-        summary = json.loads(run("index", str(notes), "--db", db, "--json").stdout)
+        summary = _summary(notes, db)
         assert summary["documents"] == 0 and summary["warnings"] == [
             f"no file under {notes} matches index.include ({include.replace(chr(34), '')}): it matches files, "
             'not folders; use "docs/*" for the files under docs'], include
     # (the fix it names takes the files; a pattern naming no folder keeps the old advice)
     (notes / "streamrag.toml").write_text('[index]\ninclude = ["docs/*"]\n')
-    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["documents"] == 1
+    assert _summary(notes, db)["documents"] == 1
     (notes / "streamrag.toml").write_text('[index]\ninclude = ["papers"]\n')
-    assert json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"] == [
+    assert _summary(notes, db)["warnings"] == [
         f"no file under {notes} matches index.include (papers); add such files, or widen index.include"]
 
 
@@ -292,12 +296,12 @@ def test_an_include_name_of_a_nested_folder_is_told_its_path(tmp_path):
     db = str(tmp_path / "i.db")
     for include in ("docs", "docs/", "notes/docs"):
         (top / "streamrag.toml").write_text(f'[index]\ninclude = ["{include}"]\n')
-        summary = json.loads(run("index", str(top), "--db", db, "--json").stdout)
+        summary = _summary(top, db)
         assert summary["documents"] == 0 and summary["warnings"] == [
             f"no file under {top} matches index.include ({include}): it matches files, "
             'not folders; use "notes/docs/*" for the files under notes/docs'], include
     (top / "streamrag.toml").write_text('[index]\ninclude = ["notes/docs/*"]\n')   # (the fix named)
-    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["documents"] == 1
+    assert _summary(top, db)["documents"] == 1
 
 
 def test_the_nested_folder_advised_is_one_exclude_keeps_and_a_path_is_found_case_aside(tmp_path):
@@ -311,14 +315,14 @@ def test_the_nested_folder_advised_is_one_exclude_keeps_and_a_path_is_found_case
     db = str(tmp_path / "i.db")
     for include in ("docs", "notes/docs"):
         (top / "streamrag.toml").write_text(f'[index]\ninclude = ["{include}"]\nexclude = ["archive"]\n')
-        assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["warnings"] == [
+        assert _summary(top, db)["warnings"] == [
             f"no file under {top} matches index.include ({include}): it matches files, "
             'not folders; use "Notes/Docs/*" for the files under Notes/Docs'], include
     (top / "streamrag.toml").write_text('[index]\ninclude = ["notes/docs"]\nexclude = ["notes"]\n')
-    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["warnings"] == [
+    assert _summary(top, db)["warnings"] == [
         f"no file under {top} matches index.include (notes/docs); add such files, or widen index.include"]
     (top / "streamrag.toml").write_text('[index]\ninclude = ["Notes/Docs/*"]\nexclude = ["archive"]\n')
-    assert json.loads(run("index", str(top), "--db", db, "--json").stdout)["documents"] == 1   # (the fix named)
+    assert _summary(top, db)["documents"] == 1   # (the fix named)
 
 
 def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
@@ -330,8 +334,8 @@ def test_an_estimate_that_finds_no_file_says_so_as_index_does(tmp_path):
     for settings in ('include = ["*.pdf"]', 'include = ["docs"]'):   # (exclude = ["*"] is refused)
         (notes / "streamrag.toml").write_text(f"[index]\n{settings}\n")
         estimated = run("index", str(notes), "--db", db, "--estimate")
-        said = json.loads(run("index", str(notes), "--db", db, "--estimate", "--json").stdout)["warnings"]
-        indexed = json.loads(run("index", str(notes), "--db", db, "--json").stdout)["warnings"]
+        said = _summary(notes, db, "--estimate")["warnings"]
+        indexed = _summary(notes, db)["warnings"]
         assert len(said) == 1 and said == indexed and said[0].startswith(f"no file under {notes} "), settings
         assert estimated.stderr.splitlines() == [f"streamrag: warning: {said[0]}"], estimated.stderr
 
