@@ -504,22 +504,21 @@ def root_and_paths(db_path: Path) -> tuple[str | None, list[str]]:
     its files' paths, read as the file is, through a plain read-only connection: no ``Store``,
     which upgrades an older schema before the first read, even a reader's (a look at an index
     to decide whether to write it wrote it). Read alike by every schema version; raises
-    ``sqlite3.Error`` for a file that is no index. The -wal and -shm a reader of a WAL index
-    makes (and cannot remove) are removed after it, unless they were there before."""
+    ``sqlite3.Error`` for a file that is no index. The -shm a reader of a WAL index makes (and
+    cannot remove) is removed after it by ``fold_wal``, with the log (folded in), only if no other
+    connection has the index open by then: a writer that opened it meanwhile shares that -shm,
+    and unlinking it under the writer let the next reader make another, blind to the writer's
+    commits. A -shm there before the look is another's, and left as it is."""
     db_path = Path(db_path)
-    wal, shm = Path(f"{db_path}-wal"), Path(f"{db_path}-shm")
-    had_wal, had_shm = wal.exists(), shm.exists()
+    had_shm = Path(f"{db_path}-shm").exists()
     conn = sqlite3.connect(_reader_uri(db_path), uri=True, isolation_level=None)
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
         return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
     finally:
         conn.close()
-        if not had_wal and not had_shm:
+        if not had_shm:
             fold_wal(db_path)
-        elif not had_shm:   # a log there (another's, kept as it is), and the -shm this look made
-            with contextlib.suppress(OSError):
-                shm.unlink()
 
 
 def without_index_files(files: list[Path], db_path: Path, also: Iterable[Path] = ()) -> list[Path]:

@@ -1556,7 +1556,49 @@ def test_a_look_at_an_index_left_with_its_log_adds_no_file_beside_it(tmp_path):
         shutil.copy(made / name, copy / name)
     conn.close()
     assert root_and_paths(copy / "index.db") == ("/notes", ["a.md"])
-    assert sorted(p.name for p in copy.iterdir()) == ["index.db", "index.db-wal"]
+    assert sorted(p.name for p in copy.iterdir()) == ["index.db"]   # (its log folded in)
+    assert root_and_paths(copy / "index.db") == ("/notes", ["a.md"])
+
+
+def test_a_look_at_an_index_leaves_the_shm_of_a_writer_that_opened_it_meanwhile(tmp_path, monkeypatch):
+    # root_and_paths removed the -shm it made beside a log left without one, though a writer
+    # that opened the index while it read shared that -shm: the writer's file was unlinked from
+    # under it, and the next process to read made another.
+    import sqlite3
+
+    from streamrag import store
+
+    made = tmp_path / "made"
+    made.mkdir()
+    conn = sqlite3.connect(made / "index.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("CREATE TABLE files(path TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('root', '/notes')")
+    conn.execute("INSERT INTO files VALUES ('a.md')")
+    db = tmp_path / "index.db"
+    for name in ("index.db", "index.db-wal"):   # (a log without its -shm, as a copy leaves it)
+        shutil.copy(made / name, tmp_path / name)
+    conn.close()
+    writers = []
+    reader_uri = store._reader_uri
+
+    def writer_opens_first(path, **kw):   # (after the look at the side files, before its read)
+        w = sqlite3.connect(db, isolation_level=None)
+        w.execute("SELECT count(*) FROM files").fetchone()
+        writers.append(w)
+        return reader_uri(path, **kw)
+
+    monkeypatch.setattr(store, "_reader_uri", writer_opens_first)
+    assert store.root_and_paths(db) == ("/notes", ["a.md"])
+    assert Path(f"{db}-wal").exists() and Path(f"{db}-shm").exists()
+    writers[0].execute("INSERT INTO files VALUES ('b.md')")
+    seen = subprocess.run([sys.executable, "-c", "import sqlite3, sys; print(sqlite3.connect(sys.argv[1])"
+                           ".execute('SELECT count(*) FROM files').fetchone()[0])", str(db)],
+                          capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "2", seen.stderr
+    writers[0].close()
 
 
 def test_calls_a_client_gave_up_on_recorded_as_cancelled_are_made_failed(tmp_path):
