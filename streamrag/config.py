@@ -509,14 +509,20 @@ def _spaced_path(value: str, where: str) -> str:
 def _spaced_folder(value: str, where: str) -> str | None:
     """What is wrong with a store.path ``value`` whose folder, as written, has a name opening or
     ending with spaces ("idx /notes.db" made a folder named "idx "), said as ``_spaced_path``
-    says a spaced value; None if none has. The folders of the settings file's own path are not
-    the user's to fix here, and are not looked at."""
-    written = Path(_as_written(Path(value), where))
+    says a spaced value; None if none has. A folder so named that exists is the user's, taken as
+    named ("/mnt/USB /idx.db" of a drive labelled "USB " was refused, the fix offered a folder
+    that is not there); one the index would make is a slip, and the fix trims it alone. The
+    folders of the settings file's own path are not the user's to fix here, and are not looked at."""
+    path = Path(value)
+    written = Path(_as_written(path, where))
     folders = written.parts[:-1]
-    if all(p == p.strip() for p in folders):
+    above = len(path.parts) - len(written.parts)   # (the settings file's folders, before them)
+    made = [i for i, p in enumerate(folders)
+            if p != p.strip() and not Path(*path.parts[:above + i + 1]).is_dir()]
+    if not made:
         return None
-    bad = next(p for p in folders if p != p.strip())
-    fixed = Path(*[p.strip() for p in folders], written.name)
+    bad = folders[made[0]]
+    fixed = Path(*[p.strip() if i in made else p for i, p in enumerate(folders)], written.name)
     return f"{str(written)!r} has spaces around the folder name {bad!r}; remove them: use {str(fixed)!r}"
 
 

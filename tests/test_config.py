@@ -723,3 +723,18 @@ def test_a_store_path_whose_folder_has_spaces_around_its_name_is_refused(tmp_pat
     (tmp_path / "notes ").mkdir()
     path = write(tmp_path / "notes ", '[store]\npath = "idx/n.db"\n')
     assert load_settings(path, env={}).store.path == str(tmp_path / "notes " / "idx" / "n.db")
+
+
+def test_a_store_path_into_a_folder_really_named_with_a_space_is_taken(tmp_path):
+    # "/mnt/USB /idx.db" of a drive labelled "USB " was refused, the fix offered ("/mnt/USB/idx.db")
+    # a folder that is not there; a spaced folder that exists is the user's, as named.
+    (tmp_path / "USB ").mkdir()
+    (tmp_path / "cfg").mkdir()
+    path = write(tmp_path / "cfg", f'[store]\npath = "{tmp_path}/USB /idx.db"\n')
+    assert load_settings(path, env={}).store.path == f"{tmp_path}/USB /idx.db"
+    assert load_settings(write(tmp_path, '[store]\npath = "USB /idx.db"\n'), env={}).store.path == \
+        f"{tmp_path}/USB /idx.db"
+    # A spaced folder the index would make inside it is still a slip, and the fix keeps "USB ".
+    assert refusal(write(tmp_path / "cfg", f'[store]\npath = "{tmp_path}/USB /idx /n.db"\n')).endswith(
+        f"store.path: '{tmp_path}/USB /idx /n.db' has spaces around the folder name 'idx '; remove them: "
+        f"use '{tmp_path}/USB /idx/n.db'")
