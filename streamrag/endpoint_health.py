@@ -134,24 +134,32 @@ class EndpointHealth:
         self.unanswered_statuses[status] += 1
         return unanswered_too_long(self.unanswered, now - self._unanswered_since, self.give_up_after_s)
 
-    def error(self, url: str, setting: str, then: str = RUN_AGAIN, also: str = "") -> GaveUp:
+    def error(self, url: str, setting: str, then: str = RUN_AGAIN, proxy: proxies.Proxy | None = None) -> GaveUp:
         """The error of a call ended because every try failed (``hopeless``); ``setting`` names
         what set the endpoint; ``then``, what to do once it is fixed ("": nothing, a daemon);
-        ``also``, more to check (the proxy the tries went through, ``proxies.proxy_failed``)."""
+        ``proxy``, the one the tries went through (``proxies.proxy_for``), named as more to check
+        (``proxies.proxy_failed``), but not where the tries' 502s or 503s are said already
+        (``only_errors``: as that proxy's, or an https:// server's through its tunnel): one case
+        was said twice over, "a proxy or load balancer answers so ..." and "requests go through
+        the proxy ...: check it too; ... check the proxy's logs"."""
+        own = proxies.answering(proxy, url)   # (an https:// server's statuses come through its tunnel)
         if self.waited_out:
-            said = self._waited_out(url, setting)
+            said = self._waited_out(url, setting, own)
         else:
             failed = self.failed
             said = (f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
                     f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
                     f"{setting}")
+        said_so = self.waited_out and behind_a_proxy(self.unanswered_statuses)
+        also = proxies.proxy_failed(proxy) if proxy is not None and not said_so else ""
         return GaveUp(said + (f"; {also}" if also else "") + (f"; {then}" if then else ""), run_again=bool(then))
 
-    def _waited_out(self, url: str, setting: str) -> str:
+    def _waited_out(self, url: str, setting: str, proxy: proxies.Proxy | None) -> str:
         """``error``'s words, before what to do once fixed, of tries answered only with errors and
-        requests to wait for ``give_up_after_s``."""
+        requests to wait for ``give_up_after_s``; ``proxy``: the one that may answer for the
+        server (``only_errors``)."""
         tries = self.unanswered
-        fix = only_errors(self.unanswered_statuses, setting) or (
+        fix = only_errors(self.unanswered_statuses, setting, proxy) or (
             f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
             "a proxy or load balancer answers so while the server behind it is down: check that server "
             f"and the model behind {setting} (for HTTP 429, the account's limits)")

@@ -910,7 +910,7 @@ class LLMClient:
     def _hopeless_error(self, url: str) -> LLMUnavailableError:
         """The error of a call ended because every try of the client failed (``hopeless``), the
         proxy they went through named (it may be what fails them)."""
-        return self._health.error(url, self._replies.setting, self._then, self._proxy_too())
+        return self._health.error(url, self._replies.setting, self._then, self._proxy)
 
     def _proxy_too(self) -> str:
         """What an error about tries that all failed adds of the proxy they went through, if any

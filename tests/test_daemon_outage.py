@@ -2568,6 +2568,39 @@ async def test_a_proxy_down_in_the_way_is_said_as_the_proxy_not_as_the_endpoint(
     assert any(e["state"] == "recovered" for e in events) and "LEAKCHECK" not in json.dumps(list(events))
 
 
+async def test_a_watch_given_up_on_behind_a_proxys_503s_names_the_proxy_once(corpus, tmp_path, simulator,
+                                                                               monkeypatch):
+    # An http:// endpoint's requests through HTTP_PROXY, answered 503 by that proxy for
+    # llm.give_up_after_s: the outage's error line said it twice over, "the server behind
+    # llm.api_base answers only HTTP 503 (a proxy or load balancer answers so ...)" and "requests
+    # go through the proxy ...: check it too; ... check the proxy's logs". Now once, as the proxy's.
+    from conftest import loopback_proxy
+    from streamrag import daemon as daemon_module, llm as llm_module
+    from streamrag.pipeline import Indexer
+
+    monkeypatch.setattr(daemon_module, "_MAX_BACKOFF_S", 0.2)
+    monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
+    settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.04},
+                             llm={"max_retries": 1000, "give_up_after_s": 0.3})
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+    db = tmp_path / "p.db"
+    await Indexer(settings, db, root=corpus).run([corpus])   # answered, directly
+    with loopback_proxy("503") as (address, _):
+        monkeypatch.setenv("HTTP_PROXY", f"http://puser:proxy-LEAKCHECK-7@{address}")
+        async with running(settings, db, corpus, retry_base_s=0.01) as (_daemon, events, send):
+            await edit_guild(corpus, send)
+            await until(lambda: any(e["state"] == "error" and e.get("outage") for e in events), timeout=30)
+            await send.aclose()
+    proxy = f"the proxy http://puser:***@{address} (set by HTTP_PROXY)"
+    message = next(e for e in events if e["state"] == "error" and e.get("outage"))["message"]
+    assert f"requests to the server at llm.api_base go through {proxy}, which answers only HTTP 503" in message, message
+    assert message.count("the proxy http://") == 1 and message.count("the proxy's logs") == 1, message
+    assert "a proxy or load balancer" not in message and "check it too" not in message, message
+    assert "LEAKCHECK" not in json.dumps(list(events))
+
+
 class FailsEveryCall:
     """A transport whose every chat call fails, those naming Bram Lind with an unusable answer,
     the others with an HTTP 500, until ``fixed``: then it forwards to the simulator."""

@@ -113,6 +113,30 @@ def test_an_endpoint_that_only_asks_to_wait_is_hopeless_after_give_up_after_s():
         assert "raising llm.give_up_after_s (300 s) waits longer" in str(error), str(error)
 
 
+@pytest.mark.parametrize("url, status", [("http://x/v1/chat/completions", 503), ("https://x/v1/chat/completions", 503),
+                                         ("http://x/v1/chat/completions", 500)])
+def test_an_endpoint_given_up_on_through_a_proxy_names_it_once(url, status):
+    """Tries through a proxy answered only 503 for give_up_after_s were said twice over, "the
+    server behind llm.api_base answers only HTTP 503 (a proxy or load balancer ...)" and "requests
+    go through the proxy ...: check it too": now as the proxy's (an http:// endpoint's), or the
+    server's (an https:// one's, tunnelled: 92f7351), once. A 500 is no proxy's: named as before."""
+    from streamrag.proxies import Proxy
+
+    proxy = Proxy("HTTP_PROXY", "http://corp:3128", "x", "")
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    for _ in range(HOPELESS_TRIES + 1):
+        health.tried("hard", status)
+        clock.now += 5
+    error = str(health.error(url, "llm.api_base", then="", proxy=proxy))
+    assert error.count("the proxy http://corp:3128") == (status == 500 or url.startswith("http:")), error
+    assert ("a proxy or load balancer" in error) == url.startswith("https:"), error
+    assert ("check it too" in error) == (status == 500), error
+    if status == 503 and url.startswith("http:"):
+        assert "go through the proxy http://corp:3128 (set by HTTP_PROXY), which answers only HTTP 503" in error, error
+
+
 def test_errors_alone_long_after_an_answer_make_an_endpoint_hopeless_too():
     """A server that died mid-run answering 500 to everything: hopeless after give_up_after_s
     (before any usable answer HOPELESS_S of them is enough); the error says to check it."""
