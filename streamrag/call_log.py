@@ -63,15 +63,19 @@ class CallLog:
         return {stage: dict(counts) for stage, counts in self._stats.items()}
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
-                     latency_ms: float, *, cached: bool, error: str | None = None,
+                     latency_ms: float, *, cached: bool, error: str | None = None, unusable: bool = False,
                      put: Callable[[Store], None] | None = None) -> None:
         """Counts a call in ``stats`` and persists its ``row`` (what was asked: run_id, stage,
-        model, prompt, prompt_version, cache_key), after ``put`` in the same transaction."""
+        model, prompt, prompt_version, cache_key), after ``put`` in the same transaction.
+        ``unusable``: its ``error`` is of an answer the caller could not use, said by the caller,
+        not read from the error's words: a content filter's stop is an answer too, whose words
+        are no "unusable answer ...", and was counted as an endpoint error (a watch's outage
+        kept open by it, ``watch_lines.ends_outage``)."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         if error is not None:
             counts["errors"] += 1
-            if error.startswith(UNUSABLE):
+            if unusable:
                 counts["unusable"] += 1
         if cached:
             counts["cached"] += 1

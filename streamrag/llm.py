@@ -418,7 +418,8 @@ class LLMClient:
                 await flight.done.wait()
                 if flight.error is not None:   # (a call of its own, failed: recorded as one)
                     if not isinstance(flight.error, GaveUp):   # (it only waited: it asked nothing)
-                        await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error))
+                        await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error),
+                                                    unusable=isinstance(flight.error, LLMOutputError))
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again
@@ -458,14 +459,14 @@ class LLMClient:
                     "asks once): "
                     "change the deployment's content filter, rephrase, or use another model")
                 await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                            cached=False, error=str(flight.error))
+                                            cached=False, error=str(flight.error), unusable=True)
                 raise flight.error
             problem = check(answer)
             self._tried("usable" if problem is None else "cut_off" if problem == CUT_OFF else "unusable")
             cacheable = problem is None and (cache_length or answer.finish_reason != "length")
             put = self._cache.put_answer(key, row["model"], answer, replace=stale) if cacheable else None
             await self._call_log.record(row, answer.prompt_tokens, answer.completion_tokens, latency,
-                                        cached=False, error=problem, put=put)
+                                        cached=False, error=problem, unusable=problem is not None, put=put)
             if cacheable:
                 flight.answer = answer
         if problem is not None:

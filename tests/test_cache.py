@@ -191,7 +191,7 @@ async def test_a_call_is_counted_and_its_row_commits_with_its_cache_put_or_not_a
         put = AnswerCache(store, True).put_answer("k1", "m1", Answer("a", "stop", 10, 4), replace=False)
         await calls.record(row, 10, 4, 12.34567, cached=False, put=put)
         await calls.record(row, 10, 4, 0.5, cached=True)
-        await calls.record(row, 0, 0, 0.0, cached=False, error="unusable answer: empty")
+        await calls.record(row, 0, 0, 0.0, cached=False, error="unusable answer: empty", unusable=True)
         with pytest.raises(RuntimeError):
             await calls.record({**row, "cache_key": "k2"}, 1, 1, 0.0, cached=False, put=broken)
     assert calls.stats == {"extract": {"calls": 4, "cached": 1, "prompt_tokens": 11, "completion_tokens": 5,

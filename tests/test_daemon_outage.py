@@ -2652,26 +2652,31 @@ async def test_a_watch_whose_every_call_fails_says_recovered_only_once_a_call_su
 
 class WrongModelBack(Switch):
     """A ``Switch`` that, once ``wrong``, answers every chat call with an answer no stage can use,
-    as an endpoint back with the wrong model behind it."""
+    as an endpoint back with the wrong model behind it (or ``finish_reason`` "content_filter":
+    stopped by the provider's content filter)."""
 
     wrong = False
+    finish_reason = "stop"
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.wrong and request.url.path.endswith("/chat/completions"):
-            return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": self.finish_reason, "message": {
                 "role": "assistant", "content": "I cannot help."}}], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
         return await super().__call__(request)
 
 
+@pytest.mark.parametrize("finish_reason", ["stop", "content_filter"])
 async def test_an_outage_is_over_once_the_endpoint_answers_every_call_even_unusably(
-        corpus, tmp_path, simulator, monkeypatch):
+        corpus, tmp_path, simulator, monkeypatch, finish_reason):
     # Back after an outage with the wrong model behind it, the endpoint answered every call,
     # each unusably: no call succeeded, and the watch said "... still answering with errors"
     # after every retry, of an endpoint that answers; its answers are the problem, said by the
-    # retries' own error lines.
+    # retries' own error lines. So for answers a content filter stopped: counted as endpoint
+    # errors (their words are no "unusable answer ..."), they kept the outage open too.
     switch, settings, _cap = fast_outage(monkeypatch, simulator)
     await switch.client.aclose()
     wrong = WrongModelBack(simulator.base_url)
+    wrong.finish_reason = finish_reason
     async with running(settings, tmp_path / "w.db", corpus, transport=httpx.MockTransport(wrong)) \
             as (daemon, events, send):
         wrong.up = False

@@ -30,6 +30,7 @@ from streamrag.prompts import Prompt
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
+from streamrag.watch_lines import ends_outage
 from streamrag.writer import Writer
 
 pytestmark = pytest.mark.anyio
@@ -1832,7 +1833,11 @@ async def test_an_answer_stopped_by_a_content_filter_fails_at_once_and_is_not_ca
                 with pytest.raises(LLMOutputError, match="content filter stopped m1's answer"):
                     await llm.chat(ask(), model="m1", stage="extract", validate=lambda t: t.startswith("("),
                                    on_delta=shown.append if streamed else None)
+            stats = llm.stats
     assert len(endpoint.requests) == 2   # once per call (not three tries), and never from the cache
+    # Answers, unusable: counted as endpoint errors, they kept a watch's outage open.
+    assert stats["extract"]["errors"] == stats["extract"]["unusable"] == 2, stats
+    assert ends_outage(stats)
     assert [r["cached"] for r in calls(store)] == [0, 0]
     assert store.query("SELECT count(*) AS n FROM llm_cache")[0]["n"] == 0
 
