@@ -16,6 +16,7 @@ what failed and what to do. The CLI prints ``str(err)`` as one line and exits 1 
     ├── InputError           a document cannot be read (recorded as a failure, the run goes on)
     └── LLMError             the model endpoint failed
         ├── LLMRequestError      a 4xx that retrying cannot fix (key, model, context length)
+        │   ├── WebPageAnswer    a web page answered where the API should (a proxy's sign-in)
         │   └── RejectedFirstIndex  no chunk of a first index could be extracted, some refused so
         ├── LLMUnavailableError  retries exhausted on 429 / 5xx / timeouts / connection errors
         └── LLMOutputError       the answer could not be used (parsing failed beyond repair)
@@ -125,10 +126,17 @@ class LLMRequestError(LLMError):
         self.every_call = status in (401, 403, 404) if every_call is None else every_call
 
 
+class WebPageAnswer(LLMRequestError):
+    """A web page where the API should answer (a proxy's sign-in, a wrong path): no refusal of
+    the endpoint's, which answered, with something that is not the API; asking again gets the
+    same page."""
+
+
 class RejectedFirstIndex(LLMRequestError):
     """A first index none of whose chunks could be extracted, some refused by the endpoint for a
-    reason of their own (longer than the model's context), the others for the model's answers:
-    nothing is published, and a daemon stops (only a restart reads a smaller chunk size)."""
+    reason of their own (longer than the model's context) or answered with a web page
+    (``WebPageAnswer``), the others for the model's answers: nothing is published, and a daemon
+    stops (only a restart reads a smaller chunk size, or another llm.api_base)."""
 
 
 class LLMUnavailableError(LLMError):

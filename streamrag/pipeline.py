@@ -58,6 +58,7 @@ from streamrag.errors import (
     RejectedFirstIndex,
     StreamragError,
     UnusableFirstIndex,
+    WebPageAnswer,
     user_error,
     user_errors_unwrapped,
 )
@@ -107,14 +108,17 @@ def unusable_first_line(chunks: int, model: str) -> str:
             "format (`streamrag status --failures` lists them)")
 
 
-def failed_first_line(chunks: int, unusable: int, last: str, rejected: int = 0) -> str:
+def failed_first_line(chunks: int, unusable: int, last: str, rejected: int = 0, web_pages: int = 0) -> str:
     """What a first index says when none of its ``chunks`` chunks was extracted, ``unusable`` of
     them for the model's answers, ``rejected`` for a request the endpoint refused (a 400 of one
-    chunk's: longer than the model's context), the others for the endpoint's errors after their
+    chunk's: longer than the model's context) or answered with a web page (``web_pages`` of them:
+    no refusal, an answer that is not the API's), the others for the endpoint's errors after their
     retries (``last``: the last error of the endpoint, whose words name the fix) (``Indexer._sync``)."""
     errors = chunks - unusable - rejected
+    refused = rejected - web_pages
     why = ", ".join(said for n, said in ((errors, f"{errors} for the endpoint's errors"),
-                                         (rejected, f"{rejected} refused by the endpoint"),
+                                         (refused, f"{refused} refused by the endpoint"),
+                                         (web_pages, f"{web_pages} answered with a web page, not the API"),
                                          (unusable, f"{unusable} for unusable answers")) if n)
     return f"no chunk could be extracted ({chunks} failed: {why}); last error: {last}"
 
@@ -385,6 +389,7 @@ class Indexer:
         self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
         self.unavailable_chunk_ids: set[str] = set()   # ... of them, for the endpoint's errors
         self.rejected_chunk_ids: set[str] = set()   # ... of them, refused (a 400 not every call's)
+        self.web_page_chunk_ids: set[str] = set()   # ... of those, answered with a web page (no refusal)
         self.rejected_last: LLMRequestError | None = None   # ... the last refusal, which names the fix
         # (path, chunk) of the chunks lacking an extraction whose documents stay out or as they
         # were (``_keep_previous_versions``), for ``_fail_unaccounted``
@@ -472,6 +477,8 @@ class Indexer:
             elif isinstance(error, LLMRequestError):
                 self.rejected_chunk_ids.add(item)
                 self.rejected_last = error
+                if isinstance(error, WebPageAnswer):
+                    self.web_page_chunk_ids.add(item)
         if stage == "load":   # an unreadable file stays unreadable; a failed call may go next time
             self.unreadable.append(message)
             self.unreadable_kinds[kind or InputError.kind] += 1
@@ -639,18 +646,21 @@ class Indexer:
             # daemon waits and syncs again (chunks refused alone stop it, below).
             last = self.unavailable_last
             raise LLMUnavailableError(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
-                                                        str(last), len(self.rejected_chunk_ids))
+                                                        str(last), len(self.rejected_chunk_ids),
+                                                        len(self.web_page_chunk_ids))
                                       + self._left(reuses=not self.retries_itself and not last.run_again))
         if not self.indexed and not change.live and self.rejected_last is not None \
                 and self.failed_chunk_ids <= self.unusable_chunk_ids | self.rejected_chunk_ids:
             # Every chunk of a first index failed, some refused by the endpoint for a reason of
-            # their own (a 400 for a request longer than the model's context), the others for
+            # their own (a 400 for a request longer than the model's context) or answered with a
+            # web page (a proxy's sign-in: said apart, being no refusal), the others for
             # unusable answers: an empty version 1 was published, which `ask` said held no
             # documents, the cause a line of `status --failures`. The refusal's words name the fix
             # (a smaller index.chunk_size, a model with a longer context), which only a run with
             # the new settings reads: a daemon stops, as for unusable answers alone.
             raise RejectedFirstIndex(failed_first_line(len(self.failed_chunk_ids), len(self.unusable_chunk_ids),
-                                                       str(self.rejected_last), len(self.rejected_chunk_ids))
+                                                       str(self.rejected_last), len(self.rejected_chunk_ids),
+                                                       len(self.web_page_chunk_ids))
                                      + self._nothing_published, self.rejected_last.status)
         await self._fail_unaccounted(writer, scan, change)
         self.cut_anew = not self.rechunked_all and cut_anew(store, scan, change)

@@ -22,7 +22,7 @@ import httpx
 import msgspec
 
 from streamrag.config import LLMSettings, without_secrets
-from streamrag.errors import LLMRequestError
+from streamrag.errors import WebPageAnswer
 
 
 # The settings naming a chat model, for messages about a model the server does not know.
@@ -438,10 +438,10 @@ def forbidden_reason(code: str, message: str, setting: str) -> str | None:
     return None
 
 
-def web_page(page: str, wanted: str, url: str, setting: str) -> LLMRequestError:
+def web_page(page: str, wanted: str, url: str, setting: str) -> WebPageAnswer:
     """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
     again gets the same page (a login page was asked for 7 times, half a minute an ask).
     ``setting``: what set the address (``base_setting``)."""
-    return LLMRequestError(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
-                           f"web page (a proxy's sign-in, a wrong path), not the API; check "
-                           f"{setting}", 200)
+    return WebPageAnswer(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
+                         f"web page (a proxy's sign-in, a wrong path), not the API; check "
+                         f"{setting}", 200)

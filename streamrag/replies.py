@@ -27,7 +27,7 @@ from streamrag.answer_cache import Answer
 from streamrag.answer_json import json_kind, read_content, read_finish, read_usage
 from streamrag.call_log import UNUSABLE
 from streamrag.config import LLMSettings, without_secrets
-from streamrag.errors import LLMRequestError
+from streamrag.errors import LLMRequestError, WebPageAnswer
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
                                        duration, error_code, forbidden_reason, hidden, html_page, http_said,
                                        key_advice, model_settings, one_line, overflow_advice, provider_message,
@@ -193,7 +193,7 @@ class Replies:
                 raise self.web_page(page, "JSON", str(resp.request.url)) from None
             raise Retryable("the answer was not valid JSON (truncated?)", resp.status_code) from None
 
-    def web_page(self, page: str, wanted: str, url: str) -> LLMRequestError:
+    def web_page(self, page: str, wanted: str, url: str) -> WebPageAnswer:
         """``provider_errors.web_page``, the page's words with the secrets sent hidden: a proxy's
         login page answered with HTTP 200 may quote the request back in its title, as an error
         status's body may (``check_status``)."""

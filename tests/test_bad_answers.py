@@ -326,6 +326,29 @@ def test_a_first_index_whose_chunks_were_all_refused_as_too_long_publishes_nothi
     assert json.loads(status.stdout)["not_indexed_last_run"] == 2, status.stdout   # (kept for the next run)
 
 
+@pytest.mark.parametrize("refused", [True, False])
+def test_a_first_index_answered_with_a_web_page_says_so_not_refused(cli_run, tmp_path, monkeypatch, refused):
+    # A chat call answered with an HTML page (a proxy's sign-in) counted as "refused by the
+    # endpoint": "no chunk could be extracted (2 failed: 2 refused by the endpoint)" of an
+    # endpoint that refused nothing, but answered with what is not the API. Said apart, the last
+    # error still saying which.
+    def answering(request: httpx.Request) -> httpx.Response:
+        if b"Bram Lind" in request.content and refused:
+            return httpx.Response(400, json={"error": {"message": "This model's maximum context length is 8 "
+                                                                  "tokens", "code": "context_length_exceeded"}})
+        return httpx.Response(200, text="<html><head><title>Sign in</title></head><body>Please sign in</body></html>",
+                              headers={"Content-Type": "text/html"})
+
+    folder, out = _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, ("index", "-q"), answering)
+    assert (out.returncode, _published_version(folder)) == (1, 0), out.stderr
+    why = ("1 refused by the endpoint, 1 answered with a web page, not the API" if refused
+           else "2 answered with a web page, not the API")
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"streamrag: error: no chunk could be extracted (2 failed: {why}); last error: "), last
+    assert ("the request is longer than gpt-4o-mini's context allows" in last
+            or "the answer was an HTML page: Sign in, not JSON" in last), last
+
+
 def _first_index_of_two_notes(cli_run, tmp_path, monkeypatch, command, answer):
     """``command`` run on a new folder of two notes (one naming Bram Lind), each call answered by
     ``answer`` (an httpx handler; no retries): the folder, and the command's result."""

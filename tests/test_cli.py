@@ -1269,8 +1269,9 @@ def test_asking_an_index_of_a_folder_with_nothing_to_index_says_so(cli_run, tmp_
 def test_asking_an_index_whose_first_run_failed_on_every_file_names_the_failure(cli_run, corpus):
     # An endpoint answering every call with a web page (a proxy's sign-in): index published a
     # version of nothing, and ask said "DIR had no file index.include matches; add such files"
-    # of a folder of .txt files. Now the first index publishes nothing (every chunk refused),
-    # and ask says so, naming the last failure the index kept and the command to run again.
+    # of a folder of .txt files. Now the first index publishes nothing (every chunk answered
+    # with a web page, once said "refused by the endpoint"), and ask says so, naming the last
+    # failure the index kept and the command to run again.
     import http.server
     import threading
 
@@ -1304,7 +1305,8 @@ def test_asking_an_index_whose_first_run_failed_on_every_file_names_the_failure(
         server.server_close()
     last = indexed.stderr.strip().splitlines()[-1]
     assert indexed.returncode == 1 and last.startswith(
-        "streamrag: error: no chunk could be extracted (7 failed: 7 refused by the endpoint); last error: "), last
+        "streamrag: error: no chunk could be extracted (7 failed: 7 answered with a web page, not the API); last "
+        "error: "), last
     assert "the answer was an HTML page" in last and last.endswith("Nothing was published; there is no index "
                                                                    "yet, and a run after the fix reuses the finished work")
     error = next(line for line in watched.stderr.splitlines() if "error" in line)
