@@ -82,7 +82,7 @@ from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextFi
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
 from streamrag.graph_state import Change, GraphState, dirty_communities
 from streamrag.llm import request_options
-from streamrag.merge import mentions_of, unique_descriptions
+from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded, nothing_found
 from streamrag.prompts import load_prompt
@@ -655,8 +655,9 @@ def _stand_in_ratios(store: Store, key: str, settings: Settings, *, live: dict[s
                    for cid, text in index_rows.chunk_texts(store, sorted(model))}
         replayed = set(offline)
         model = {c: e for c, e in model.items() if c in replayed}
-        for total, asks in ((model_asks, _summaries_of(store, model, replayed, settings)),
-                            (offline_asks, _summaries_of(store, offline, replayed, settings))):
+        elsewhere: dict[str, list[str]] = {}   # (read once for both: mostly the same elements)
+        for total, asks in ((model_asks, _summaries_of(store, model, replayed, settings, elsewhere)),
+                            (offline_asks, _summaries_of(store, offline, replayed, settings, elsewhere))):
             total[0] += asks[0]
             total[1] += asks[1]
         chunks += len(replayed)
@@ -664,9 +665,13 @@ def _stand_in_ratios(store: Store, key: str, settings: Settings, *, live: dict[s
 
 
 def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: set[str],
-                  settings: Settings) -> tuple[int, int]:
+                  settings: Settings, elsewhere: dict[str, list[str]] | None = None) -> tuple[int, int]:
     """The entity and relationship summaries the ``extractions`` of the ``replayed`` chunks ask
-    for, their elements' descriptions merged with those the other chunks of the index give."""
+    for, their elements' descriptions merged with those the other chunks of the index give.
+    ``elsewhere``: those (``unique_descriptions``) of the elements an earlier call for the same
+    ``replayed`` chunks read, added to with those read here (the model's and the offline
+    extractor's names of a chunk are mostly the same elements, a hub's thousands of rows)."""
+    elsewhere = {} if elsewhere is None else elsewhere
     said: dict[str, list[str]] = {}
     for cid, ext in extractions.items():
         entities, relationships, _claims = mentions_of(cid, ext)
@@ -678,11 +683,15 @@ def _summaries_of(store: Store, extractions: dict[str, Extraction], replayed: se
     limit = settings.index.summary_max_descriptions
     for kind, table, column in ((0, "entity_sources", "entity_id"), (1, "relationship_sources", "relationship_id")):
         elements = {e for e in said if e.startswith(("ent-", "rel-")[kind])}
-        others = index_rows.sources(store, table, column, elements)
+        unread = elements - elsewhere.keys()
+        others = index_rows.sources(store, table, column, unread)
+        for element in unread:
+            elsewhere[element] = unique_descriptions(r["description"] for r in others.get(element, [])
+                                                     if r["chunk_id"] not in replayed)
         for element in elements:
-            before = unique_descriptions(r["description"] for r in others.get(element, [])
-                                         if r["chunk_id"] not in replayed)
-            descriptions = unique_descriptions(before + said[element])
+            before = elsewhere[element]
+            # (merged in as the run's re-merge does, not the whole list sorted again)
+            descriptions = descriptions_after(before, (), said[element], ())
             # (as the run asks: not when the descriptions a summary takes are those it took,
             # a hub's chosen index.summary_max_descriptions)
             if (chosen := new_summary_input(descriptions, before, limit)) is not None:

@@ -914,6 +914,33 @@ async def test_the_stand_in_replay_counts_a_summary_only_when_its_chosen_descrip
     assert asked == [(0, 0), (1, 0)]
 
 
+async def test_the_stand_in_replay_reads_an_elements_provenance_once_for_both_extractions(corpus, tmp_path,
+                                                                                         monkeypatch):
+    # The replay counts the summaries of a chunk's names twice, the model's and the offline
+    # extractor's, mostly the same elements: each read its provenance rows (a hub's thousands
+    # on a big index) and sorted them again. Read once, the counts are those read twice.
+    settings = make_settings(index={"extractor": "nlp", "summary_max_descriptions": 2, "summary_join_tokens": 0})
+    db = tmp_path / "index.db"
+    await sync([corpus], settings, db, root=corpus)
+    said = [Extraction(entities=[EntityRecord("Mira Osk", "person", f"Mira Osk, engineer, built bridge {n}."),
+                                 EntityRecord("Harbor Board", "organization", "The board.")],
+                       relationships=[RelationshipRecord("Mira Osk", "Harbor Board", f"Advised it {n} times.")])
+            for n in range(2)]
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        alone = [estimate_module._summaries_of(store, {"chk-new": e}, {"chk-new"}, settings) for e in said]
+        read: list[str] = []
+        sources = index_rows.sources
+
+        def counted(store, table, column, element_ids):
+            read.extend(element_ids)
+            return sources(store, table, column, element_ids)
+        monkeypatch.setattr(index_rows, "sources", counted)
+        elsewhere: dict[str, list[str]] = {}
+        shared = [estimate_module._summaries_of(store, {"chk-new": e}, {"chk-new"}, settings, elsewhere) for e in said]
+    assert shared == alone and alone != [(0, 0), (0, 0)]
+    assert sorted(read) == sorted(set(read)) and len(read) == 3   # (two entities and their relationship)
+
+
 def test_a_name_an_appended_sentence_says_again_keeps_what_the_model_said_of_it():
     # A sentence appended to a chunk names a name the chunk named before, and one it did not:
     # the model still describes the first where the chunk first names it (its description, and
