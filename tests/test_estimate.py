@@ -18,6 +18,7 @@ from conftest import make_settings, unsearchable
 from streamrag import ids, index_rows, nlp
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
 from streamrag.extractor import extractor_key
+from streamrag.graph_state import GraphState
 from streamrag.merge import unique_descriptions
 from streamrag.pipeline import Indexer, sync
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
@@ -960,6 +961,38 @@ def test_a_name_an_appended_sentence_says_again_keeps_what_the_model_said_of_it(
     text = "Ansel Vell spoke first. " + before_text
     got = _stand_in(text, before, before_text, entity_types=None, guessed=guessed)
     assert {e.name: e.description for e in got.entities}["Ansel Vell"] != "Chair of the Harbor Council."
+
+
+async def test_an_updates_estimate_reads_only_the_relationship_descriptions_it_compares_or_shows(
+        news, tmp_path, simulator, monkeypatch):
+    # The estimate of an update read every relationship's description to compare the lines of
+    # the few an edit changes (202,662 on an index of 10,000 documents); the run reads those it
+    # merges, publishes changed or shows in a report. Read so, the estimate is the same.
+    settings = make_settings(simulator.base_url)
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    path = news / "doc_00005.txt"
+    path.write_text(path.read_text().rstrip("\n") + " Later the harbor board met the ministry again.\n")
+    read: list[str] = []
+    descriptions = index_rows.relationship_descriptions
+
+    def counted(store, ids, **options):
+        for rid, description in descriptions(store, ids, **options):
+            read.append(rid)
+            yield rid, description
+    monkeypatch.setattr(index_rows, "relationship_descriptions", counted)
+    got = estimate([news], settings, db, root=news)
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        every = store.conn.execute("SELECT count(*) FROM relationships").fetchone()[0]
+    assert len(read) < every and got["llm"]["calls"]
+    load = GraphState.load.__func__
+
+    def described(cls, store):   # (every description read at once, as before)
+        state = load(cls, store)
+        state.describe(store, list(state.relationships))
+        return state
+    monkeypatch.setattr(GraphState, "load", classmethod(described))
+    assert estimate([news], settings, db, root=news) == got
 
 
 async def appended_and_estimated(news: Path, tmp_path: Path, simulator, sentence: str):
