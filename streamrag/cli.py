@@ -1003,7 +1003,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     hints = []
     for extra in extras:
         if extra.startswith("-"):
-            close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.75)
+            close = (difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.75)
+                     or _long_option_for(extra.split("=", 1)[0], known))
             if close:
                 hints.append(f"{extra.split('=', 1)[0]}: did you mean {close[0]}?")
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
@@ -1011,6 +1012,16 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+def _long_option_for(option: str, known: list[str]) -> list[str]:
+    """The one long option a short one that is none stands for (`ask -m local` for --mode): too
+    short to look like it by difflib, and the rest of the line was then taken for the question
+    and the folder."""
+    if len(option) != 2 or option[0] != "-" or not option[1].isalpha():
+        return []
+    starting = [s for s in known if s.startswith("--" + option[1])]
+    return starting if len(starting) == 1 else []
 
 
 def _folder_passed_over(args: argparse.Namespace, extras: list[str]) -> bool:

@@ -861,6 +861,14 @@ def test_a_misspelt_option_is_named_with_the_one_it_looks_like(cli):
     assert "did you mean" not in err          # nothing close: no guess
 
 
+def test_a_short_option_that_is_none_is_named_with_the_long_one_it_stands_for(cli):
+    # `ask -m local Scrooge notes` took "local" for the question and said only to quote it.
+    cli("ask", "-m", "local", "Scrooge", "x", code=2, fragments=("-m: did you mean --mode?",))
+    cli("index", "-e", ".", code=2, fragments=("-e: did you mean --estimate?",))
+    err = cli("status", "-x", ".", code=2, fragments=("unrecognized arguments: -x",))
+    assert "did you mean" not in err          # no long option of that letter: no guess
+
+
 def test_a_level_deeper_than_the_index_is_said(cli_run, indexed, monkeypatch):
     from streamrag import global_search
 
