@@ -210,6 +210,13 @@ def _settle_wait(mtimes_ns: Iterable[int], young_s: float, now: float) -> float:
     return max((young_s - age for age in ages if 0 <= age < young_s), default=0.0)
 
 
+def _still_written(mtimes_ns: dict[Path, int], young_s: float, now: float) -> list[Path]:
+    """Those of the files last written at ``mtimes_ns`` that ``_settle_wait`` waits for, the
+    youngest first: the one the waiting line names."""
+    young = [p for p, m in mtimes_ns.items() if _settle_wait([m], young_s, now) > 0]
+    return sorted(young, key=lambda p: -mtimes_ns[p])
+
+
 def _has_ready(recv) -> bool:
     """Whether a batch is waiting in ``recv`` (a memory object stream) to be taken."""
     stats = getattr(recv, "statistics", None)
@@ -970,9 +977,13 @@ class Daemon:
         the sync, which extract it once; a single save is that old when its batch comes."""
         young_s = self.settings.watch.debounce_ms / 1000
         seen = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
-        wait = _settle_wait((m for m, _ in seen.values()), young_s, time.time())
+        looked = time.time()
+        wait = _settle_wait((m for m, _ in seen.values()), young_s, looked)
         if wait <= 0:
             return paths
+        # Said, as the wait may last up to a minute (the longest debounce_ms) with no line
+        # between "queued" and "extracting"; events meanwhile wait in the stream, taken after it.
+        self._say_settling(_still_written({p: m for p, (m, _) in seen.items()}, young_s, looked), wait)
         with anyio.move_on_after(wait):
             await self.stop_event.wait()
         if self.stopping:   # (left pending: the next start's sync extracts them)
@@ -980,6 +991,15 @@ class Daemon:
         now = await anyio.to_thread.run_sync(_modified, paths, abandon_on_cancel=True)
         # (one gone is kept, as without a wait: the extraction finds it gone, which is no failure)
         return [p for p in paths if now.get(p) == seen.get(p)]
+
+    def _say_settling(self, young: list[Path], wait: float) -> None:
+        """The extraction ahead waits ``wait`` seconds for the files ``young`` (the youngest first),
+        still being written, to be ``watch.debounce_ms`` old."""
+        rel = young[0].relative_to(self.root).as_posix()
+        more = f" and {_n(len(young) - 1, 'more file')}" if len(young) > 1 else ""
+        self.emit("settling", f"waiting {seconds_said(wait)} for {shown(rel)}{more} to be unchanged for "
+                              f"{self.settings.watch.debounce_ms} ms (watch.debounce_ms) before extracting",
+                  file=rel, files=len(young), wait_s=round(wait, 3))
 
     def _say_ahead_down(self, files: int, indexer: Indexer, error: str = "") -> None:
         """An extraction ahead of ``files`` files whose calls all failed, none answered (recorded as

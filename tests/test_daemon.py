@@ -1057,6 +1057,30 @@ def test_a_file_is_waited_for_until_its_last_write_is_debounce_ms_old():
     assert daemon_module._settle_wait([999_900_000_000], 0, now) == 0      # debounce_ms = 0
 
 
+async def test_the_wait_for_a_file_still_being_written_is_said_once_naming_it(corpus, tmp_path):
+    # The extraction ahead waited for the youngest file to be debounce_ms old (up to a minute at
+    # the setting's maximum) with no line between "queued" and "extracting".
+    # (offline: fast; debounce 1500 ms: the batch comes well within it, on a busy machine too)
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5, "debounce_ms": 1500})
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        old, new = corpus / "old.txt", corpus / "new.txt"
+        old.write_text("Ivo Jax rowed to Port Vell.\n")
+        os.utime(old, (time.time() - 60, time.time() - 60))   # written long ago: not waited for
+        new.write_text("Captain Oskar Lind sailed the Blue Heron to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(old)), (Change.added, str(new))})
+            await until(lambda: daemon.syncs == 2)
+    after = events[mark:]
+    assert [e["state"] for e in after][:3] == ["queued", "settling", "extracting"], after
+    settling = after[1]
+    assert (settling["file"], settling["files"]) == ("new.txt", 1), settling
+    assert 0 < settling["wait_s"] <= 1.5, settling
+    assert settling["message"].startswith("waiting ") and " for new.txt to be unchanged for 1500 ms" \
+        in settling["message"], settling
+    assert after[2]["files"] == 2     # both extracted ahead, once the new one settled
+
+
 async def test_folders_are_not_counted_as_files_and_a_save_by_rename_is_a_modification(corpus, tmp_path):
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})   # offline: fast
     async with running(settings, tmp_path / "f.db", corpus) as (daemon, events, send):
