@@ -333,7 +333,7 @@ class Daemon:
         waiting for a sync and those of the sync under way (during an outage, a retry sync holds
         them for minutes), each once."""
         return len({rel for changes in (self._syncing, self.pending) for rel, kind in changes.items()
-                    if rel != "." and kind != "renamed away"})
+                    if rel != "." and kind not in ("renamed away", "added and deleted")})
 
     def _items_to_retry(self) -> int:
         """The failed items the scheduled retry sync, or the one under way, is for (0: none is
@@ -362,6 +362,9 @@ class Daemon:
             why["failed_items"] = self._retrying()
         elif marker == "rescan":
             parts.append("the whole folder")
+        came_and_went = sum(kind == "added and deleted" for kind in self.pending.values())
+        if came_and_went and not parts:   # (a sync of its own, not of the whole folder)
+            parts.append(f"{_n(came_and_went, 'file')} added and deleted")
         why["whole_folder"] = marker == "rescan" or not parts
         return ", ".join(parts) or "the whole folder", why
 
@@ -409,7 +412,8 @@ class Daemon:
     # -- which events matter ---------------------------------------------------------------
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
-        return {p for p in under(self.pending, rel) if self.pending[p] not in ("deleted", "renamed away")}
+        return {p for p in under(self.pending, rel)
+                if self.pending[p] not in ("deleted", "renamed away", "added and deleted")}
 
     def _warn_once(self, line: str) -> None:
         """A warning line, unless said already (by this or by the last sync, whose scan says it)."""
@@ -876,8 +880,15 @@ class Daemon:
         # A file changed again before the sync (a log appended to, an autosave) is extracted by
         # the sync, as it then is: extracting every version of it paid a call per append.
         again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
-                 and self.pending.get(rel) not in (None, "deleted", "renamed away")}
+                 and self.pending.get(rel) not in (None, "deleted", "renamed away", "added and deleted")}
+        # A file queued as new (the index never held it) and deleted before its sync leaves the
+        # index nothing to undo: it is not pending (a folder copied in, then moved away, said
+        # "200 pending" of its 100 files), but stays queued, so that a sync still comes for it
+        # (what was extracted ahead of it is the sync's to settle).
+        came_and_went = {rel for rel, kind in batch.items() if kind == "deleted"
+                         and self.pending.get(rel) == "added" and rel not in self._syncing}
         self.pending.update(batch)
+        self.pending.update(dict.fromkeys(came_and_went, "added and deleted"))
         self._retries = 0
         files = {rel: kind for rel, kind in batch.items() if rel != "."}  # "." is the whole folder
         renamed = await anyio.to_thread.run_sync(self.folder.renames, files)   # it may read files

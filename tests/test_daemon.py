@@ -1798,7 +1798,7 @@ async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
             await until(lambda: daemon.pending.get("fleeting.txt") == "added")
             (corpus / "fleeting.txt").unlink()
             await send.send({(Change.deleted, str(corpus / "fleeting.txt"))})
-            await until(lambda: daemon.pending.get("fleeting.txt") == "deleted")
+            await until(lambda: daemon.pending.get("fleeting.txt") == "added and deleted")
             await send.send({(Change.added, str(new))})
             await until(lambda: daemon.syncs == 2)
             await send.send({(Change.deleted, str(link))})
@@ -1807,8 +1807,9 @@ async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
     assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
     assert daemon.syncs == 2
     queued = [e for e in after if e["state"] == "queued"]
-    assert [e["message"] for e in queued] == ["1 file (1 added); 1 pending", "1 file (1 deleted); 1 pending",
-                                              "1 file (1 added); 2 pending"]
+    # (never indexed, the file gone is no longer pending: it said "1 pending", then "2")
+    assert [e["message"] for e in queued] == ["1 file (1 added); 1 pending", "1 file (1 deleted); 0 pending",
+                                              "1 file (1 added); 1 pending"]
     assert daemon.pending == {}
     warned = [e["message"] for e in after if e["state"] == "warning"]
     assert warned == ["broken.txt: broken symlink to nowhere, not indexed; fix or remove the link"], warned
@@ -1896,10 +1897,14 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
             await send.send({(Change.added, str(corpus / "c2")), (Change.deleted, str(copied))})
             await until(lambda: len([e for e in events[mark:] if e["state"] == "queued"]) == 2)
             assert {rel: kind for rel, kind in daemon.pending.items() if rel.startswith("c/")} \
-                == {f"c/x{i}.txt": "deleted" for i in range(3)}
+                == {f"c/x{i}.txt": "added and deleted" for i in range(3)}
             await until(lambda: daemon.syncs == 2)
     moved = [e for e in events[mark:] if e["state"] == "queued"][1]
     assert (moved.get("added"), moved.get("deleted")) == (3, 3), moved
+    # The files gone with c were never indexed: pending are c2's alone ("6 pending" of 3 files).
+    assert moved["pending"] == 3 and moved["message"].endswith("; 3 pending"), moved
+    began = next(e for e in events[mark:] if e["message"].endswith(": scanning 7 files"))   # (4 of the corpus)
+    assert began["message"].startswith("3 changed files: ") and began["files"] == 3, began
     paths = _indexed_paths(tmp_path / "k.db")
     assert {f"c2/x{i}.txt" for i in range(3)} <= paths and not any(p.startswith("c/") for p in paths)
 
@@ -1929,6 +1934,13 @@ async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure
             await send.send({(Change.deleted, str(gone))})
             await until(lambda: daemon.syncs == 2)
     after = events[mark:]
+    # Never indexed, it is no longer pending once deleted ("1 pending"), but its sync still comes,
+    # said for what it is, not as one of the whole folder.
+    deleted = [e for e in after if e["state"] == "queued"][-1]
+    assert deleted["pending"] == 0 and deleted["deleted"] == 1, deleted
+    began = next(e for e in after if "scanning" in e["message"])
+    assert began["message"].startswith("1 file added and deleted: scanning "), began
+    assert (began["files"], began["whole_folder"]) == (0, False), began
     assert "error" not in events.states(mark), [e["message"] for e in after if e["state"] == "error"]
     waiting = [e for e in after if e["state"] == "waiting"]
     assert waiting and waiting[0]["chunks_extracted"] == 0, waiting
