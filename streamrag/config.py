@@ -211,7 +211,10 @@ class Settings(_Section):
 
 def _bad_host_or_port(url: str) -> str:
     """What is wrong with the host or port of an http(s) ``url`` ("" when nothing is): a port
-    of 99999 or a bracket left open was a traceback at the first call."""
+    of 99999 or a bracket left open was a traceback at the first call, as was a control
+    character inside it (a newline: httpx refuses the URL; one at its ends is stripped)."""
+    if (at := next((i for i, ch in enumerate(url, 1) if ch < " " or ch == "\x7f"), 0)):
+        return f"holds {url[at - 1]!r} at character {at}, which a URL cannot carry; give the URL alone"
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
@@ -789,8 +792,14 @@ def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | Non
     """``FILE: KEY: WHAT``, or ``ORIGIN: WHAT`` for a key set by the environment or a flag; an
     endpoint quoted in either (the value, the fix) without its credentials (``without_secrets``)."""
     if origins and key in origins:
-        return without_secrets(f"{origins[key]}: {what}")
+        return without_secrets(f"{_one_line(origins[key])}: {what}")
     return without_secrets(f"{where}: {key}: {what}")
+
+
+def _one_line(origin: str) -> str:
+    """``origin`` (``STREAMRAG_API_BASE=VALUE``, ``--flag VALUE``) with the control characters of
+    its value escaped, as ``repr`` shows them: a newline in the variable split the error in two."""
+    return "".join(repr(ch)[1:-1] if ch < " " or ch == "\x7f" else ch for ch in origin)
 
 
 def _convert(data: dict, defaults: dict, where: str

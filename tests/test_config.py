@@ -66,6 +66,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_base = "http://:8080/v1"\n', "llm.api_base: names no host"),
     ('[llm]\napi_base = "http://"\n', "llm.api_base: names no host"),   # (was "must start with http://")
     ('[llm]\napi_base = "http://exämple..com/v1"\n', "llm.api_base: has a host name that is not valid"),
+    # A control character inside the URL was a traceback at the first call (httpx's InvalidURL).
+    ('[llm]\napi_base = "http://127.0.0.1:8000/v1\\nfoo"\n', "llm.api_base: holds '\\n' at character 25, "
+                                                              "which a URL cannot carry; give the URL alone"),
+    ('[llm]\napi_base = "http://127.0.0.1:8000/v\\t1"\n', "llm.api_base: holds '\\t' at character 24"),
     ("[query]\nlocal_text_share = 0.9\nlocal_community_share = 0.5\n",
      "query.local_community_share: and query.local_text_share (0.9) add up to more than 1"),
     # (The key at fault was said to be local_text_share.)
@@ -158,6 +162,15 @@ def test_a_password_with_a_character_not_percent_encoded_is_not_shown(mark):
             load_settings(None, env={"STREAMRAG_API_BASE": base})
         assert str(e.value).startswith("STREAMRAG_API_BASE=http://me:***@127.0.0.1:8000/v1: ") \
             and "CHECK" not in str(e.value), str(e.value)
+
+
+def test_a_control_character_in_the_endpoint_from_the_environment_is_said_on_one_line():
+    # STREAMRAG_API_BASE holding a newline was a traceback at the first call (httpx's InvalidURL);
+    # the error quotes the variable's value, its newline escaped.
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, env={"STREAMRAG_API_BASE": "http://127.0.0.1:8000/v1\nfoo"})
+    assert str(e.value) == ("STREAMRAG_API_BASE=http://127.0.0.1:8000/v1\\nfoo: holds '\\n' at character 25, "
+                            "which a URL cannot carry; give the URL alone, e.g. http://localhost:11434/v1")
 
 
 @pytest.mark.parametrize("text, expected", [
