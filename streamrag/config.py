@@ -303,6 +303,8 @@ MIN_REQUEST_TIMEOUT_S = 1
 
 def _read_toml(path: Path) -> dict:
     file = Path(path)
+    if file.is_symlink() and not file.exists():
+        raise ConfigError(f"{path}: a broken link (to {os.readlink(file)}); fix or remove the link")
     if file.exists() and not file.is_file() and not file.is_dir():
         # (a FIFO waited for ever; /dev/zero filled memory. A folder is said below.)
         raise ConfigError(f"{path}: not a regular file; give a settings file (`streamrag init` writes one)")
@@ -324,6 +326,9 @@ def _read_toml(path: Path) -> dict:
                  if path.name == CONFIG_NAME else "")
         raise ConfigError(f"{path}: not valid TOML ({e}); {_toml_fix(e, data)}{fresh}") from None
     except IsADirectoryError:
+        if file.name == CONFIG_NAME:   # (found beside an indexed folder, or given so)
+            raise ConfigError(f"{path}: is a folder, not a settings file; rename or remove it "
+                              f"(`streamrag init {shell_word(file.parent)}` then writes the file)") from None
         raise ConfigError(f"{path}: is a folder; give the settings file itself "
                           f"(e.g. {Path(path) / CONFIG_NAME})") from None
     except OSError as e:
@@ -841,10 +846,13 @@ def _convert(data: dict, defaults: dict, where: str
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """``streamrag.toml`` in ``start`` (default: the working directory) or a parent of it."""
+    """``streamrag.toml`` in ``start`` (default: the working directory) or a parent of it. The
+    first there is, file or not, which reading then refuses: a broken link, a folder or a pipe
+    of that name was passed over, and the run went on with a parent's settings or the defaults
+    (offline, where the file named an endpoint), saying nothing."""
     here = (start or Path.cwd()).resolve()
     for d in (here, *here.parents):
-        if (d / CONFIG_NAME).is_file():
+        if os.path.lexists(d / CONFIG_NAME):
             return d / CONFIG_NAME
     return None
 

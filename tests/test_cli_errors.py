@@ -931,6 +931,30 @@ def test_a_folder_given_as_the_config(cli, tmp_path):
         fragments=("is a folder", str(tmp_path / "streamrag.toml")))
 
 
+@pytest.mark.parametrize("kind, said", [
+    ("broken link", "streamrag.toml: a broken link (to /nowhere/streamrag.toml); fix or remove the link"),
+    ("folder", "streamrag.toml: is a folder, not a settings file; rename or remove it (`streamrag init "),
+    ("pipe", "streamrag.toml: not a regular file; give a settings file"),
+])
+def test_a_settings_file_of_the_folder_that_is_no_file_is_said_not_passed_over(cli, tmp_path, kind, said):
+    # The folder's streamrag.toml as a broken link (its target on a drive not mounted), a folder
+    # or a pipe was passed over: the index was built with the defaults (offline, where the file
+    # named an endpoint), or with a parent folder's settings, and nothing said so.
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("Alice met Bob in Paris.\n")
+    (tmp_path / "streamrag.toml").write_text("[index]\nchunk_size = 800\n")
+    own = notes / "streamrag.toml"
+    if kind == "broken link":
+        own.symlink_to("/nowhere/streamrag.toml")
+    elif kind == "folder":
+        own.mkdir()
+    else:
+        os.mkfifo(own)
+    cli("index", str(notes), code=1, fragments=(said,))
+    assert not (notes / ".streamrag").exists()
+
+
 def test_unknown_key_points_at_an_existing_defaults_file(tmp_path):
     path = tmp_path / "streamrag.toml"
     path.write_text("[index]\nchunk_sise = 3\n")
