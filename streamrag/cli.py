@@ -277,6 +277,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         target.write_text(default_config_text(), encoding="utf-8")
     except OSError as e:
+        if target.is_symlink() and not target.exists():   # (its folder is writable: not the fix)
+            raise ConfigError(f"{target}: a broken link (to {os.readlink(target)}), which init cannot "
+                              "write through; fix or remove the link") from None
         raise ConfigError(f"{target}: cannot write it ({e.strerror or e}); give a folder you can "
                           "write to") from None
     if args.json:   # (the one file init writes: a script edits it next)

@@ -596,6 +596,22 @@ def test_init_needs_a_writable_folder(cli, tmp_path):
         cli("init", "/proc", code=1, fragments=("/proc/streamrag.toml: cannot write",))
 
 
+def test_init_over_a_broken_link_names_the_link(cli, tmp_path):
+    # The folder's streamrag.toml a link to a file on a drive not mounted: index says to fix or
+    # remove the link, and init said "cannot write it (No such file or directory); give a
+    # folder you can write to" of a folder it could write to.
+    (tmp_path / "streamrag.toml").symlink_to(tmp_path / "usb" / "streamrag.toml")
+    for force in ((), ("--force",)):
+        cli("init", str(tmp_path), *force, code=1, fragments=(
+            f"streamrag.toml: a broken link (to {tmp_path / 'usb' / 'streamrag.toml'}), which init cannot "
+            "write through; fix or remove the link",))
+    # A link to a file not written yet, in a folder that exists (a dotfiles repository), is
+    # written through, as before.
+    (tmp_path / "usb").mkdir()
+    cli("init", str(tmp_path), code=0)
+    assert (tmp_path / "usb" / "streamrag.toml").read_text().startswith("# streamrag settings")
+
+
 def test_demo_dir_must_be_a_folder(cli, tmp_path):
     (tmp_path / "rows.jsonl").write_text("{}\n")
     cli("demo", "--dir", "rows.jsonl", code=1, fragments=("--dir", "not a folder"))
