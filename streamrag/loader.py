@@ -647,11 +647,20 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
 # colour), and bell and backspace (a terminal session saved, a man page's overstrike); so may
 # 0x80-0x9f, which Latin-1 gives an 8-bit encoding it cannot tell (Shift-JIS, MacRoman, cp437).
 _CONTROL = re.compile(r"[\x00-\x06\x0e-\x1a\x1c-\x1f\x7f]")
+_CONTROL_BYTES = bytes([*range(0x00, 0x07), *range(0x0e, 0x1b), *range(0x1c, 0x20), 0x7f])   # (its characters)
+_CONTROL_SLICE = 1 << 16   # (characters: small beside any big file, as fast as larger slices)
 
 
 def _controls(text: str) -> int:
-    """How many of ``_CONTROL`` ``text`` holds (found without a list of them, for big files)."""
-    return sum(1 for _ in _CONTROL.finditer(text))
+    """How many of ``_CONTROL`` ``text`` holds, counted a slice at a time in its UTF-8, where
+    each is its own byte and no other character has one of those bytes: ``bytes.translate``
+    drops them in C (the regex's scan took 0.13 s of each read of a 25 MB file, this 0.02 s),
+    with no copy of the whole text."""
+    n = 0
+    for at in range(0, len(text), _CONTROL_SLICE):
+        part = text[at:at + _CONTROL_SLICE].encode("utf-8", "surrogatepass")
+        n += len(part) - len(part.translate(None, _CONTROL_BYTES))
+    return n
 
 
 def _binary(label: str) -> None:
@@ -988,7 +997,9 @@ def _newlines(held: list[str]) -> str:
     traceback in `index`, and the end of `watch`). The text is taken out of ``held``, so each
     copy is let go once the next is made: a CRLF file with lone CRs was held three times at
     once, its caller's copy beside both replacements'."""
-    text = unicodedata.normalize("NFC", held.pop().replace("\r\n", "\n").replace("\r", "\n"))
+    if "\r" in held[-1]:   # (looked for first: one character is found at memory speed, "\r\n" took 30 ms of 25 MB)
+        held.append(held.pop().replace("\r\n", "\n").replace("\r", "\n"))
+    text = unicodedata.normalize("NFC", held.pop())
     return _LONG_BLANKS.sub(lambda m: m.group()[:_BLANK_RUN], text) if _may_hold_long_blanks(text) else text
 
 
