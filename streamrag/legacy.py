@@ -184,10 +184,12 @@ def escaped(data: bytes) -> Reading | None:
     ESC [ ... m, which ISO-2022-JP's decoder lets through), into text whose characters beyond
     ASCII are CJK ones, nearly all (a wrong reading gives Greek, Cyrillic and box drawing). No
     ``_FEW``: the sequences say the encoding, however little text they hold. Else None."""
-    # (The sequences first: two searches, as cheap as a caller's check, leave most files out.)
-    if b"\x1b$" in data:
+    # (The sequences first: two searches, as cheap as a caller's check, leave most files out;
+    # each behind a search of its first byte alone, which runs at memory speed where a search of
+    # two bytes does not: the two took 0.05 s of each read of a 25 MB log, holding neither byte.)
+    if b"\x1b" in data and b"\x1b$" in data:
         tries: tuple[Encoding, ...] = (ISO2022_KR,) if b"\x1b$)C" in data else (ISO2022_JP, ISO2022_JP_2)
-    elif b"~{" in data:
+    elif b"~" in data and b"~{" in data:
         tries = (HZ,)
     else:
         return None
