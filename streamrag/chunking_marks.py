@@ -39,6 +39,12 @@ def chunker_key(settings: Settings) -> str:
     return _key(chunker.VERSION, loader.VERSION, ix.chunk_size, ix.chunk_overlap, ix.encoding, ix.text_field)
 
 
+def cuts_again(store: Store, key: str) -> bool:
+    """Whether a run whose reading and chunking settings have the ``chunker_key`` ``key`` reads
+    and cuts every document of the index in ``store`` again, files unchanged on disk too."""
+    return store.get_meta("chunker") not in (None, key)
+
+
 def _key(chunker_version: object, loader_version: object, chunk_size: object, chunk_overlap: object,
          encoding: object, text_field: object) -> str:
     return ids.digest(chunker_version, chunk_size, chunk_overlap, encoding, loader_version, text_field, length=12)

@@ -70,7 +70,7 @@ import msgspec
 from streamrag import chunker, ids, index_rows, loader, nlp
 from streamrag.cache import cache_key
 from streamrag.call_log import UNUSABLE_RUNS
-from streamrag.chunking_marks import check_not_newer, reading_change
+from streamrag.chunking_marks import check_not_newer, chunker_key, cuts_again, reading_change
 from streamrag.communities import hierarchical_leiden, updated_partition
 from streamrag.communities import settings_key as leiden_key
 from streamrag.config import Settings
@@ -183,8 +183,19 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     found = without_index_files(found, db, also=settings.own_files())   # (as `index` does)
     if not found and not unlisted:   # (said as `index` says it: it said nothing)
         skipped.append(nothing_found(paths, settings, db, root, refused=bool(indexed)))   # (as `index`)
+    # The files as indexed, which the run does not even read (``ExtractionStage.load_files``), nor
+    # so warns of: their documents kept as the index holds them, not read and cut again, their
+    # tokens counted as the index does (its chunks', overlaps too: the text's own count is not kept).
+    rereads = store is not None and cuts_again(store, chunker_key(settings))
+    unchanged: set[str] = set()
     for path in found:
-        read.add(loader.stored_path(path, root))
+        stored = loader.stored_path(path, root)
+        read.add(stored)
+        rows = rows_of.get(stored, {})
+        if not rereads and _unchanged(path, rows):
+            read.update(rows)
+            unchanged.update(doc_id for doc_id, _size, _stamp in rows.values())
+            continue
         try:
             documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
@@ -192,8 +203,6 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             continue
         except InputError as e:
             unreadable += 1
-            stored = loader.stored_path(path, root)
-            rows = rows_of.get(stored, {})
             # a file the system would not read, or one as indexed whose rows lack the field
             # named now: what was indexed stays
             if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(path, rows):
@@ -220,8 +229,14 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     # What the run keeps of the index without reading it counts as it counts it: documents,
     # tokens, and the chunks the graph keeps.
     kept_docs = _staying(indexed, read, root, scope=[loader.stored_path(p, root) for p in paths],
-                         unlisted=[loader.stored_path(f, root) for f, _why in unlisted], unread=unread)
+                         unlisted=[loader.stored_path(f, root) for f, _why in unlisted], unread=unread) | unchanged
     kept_docs -= paths_of.keys()
+    if unchanged - paths_of.keys():
+        # (their chunks extracted as those read are counted: the others are the backlog's below)
+        held = {c for ids_ in index_rows.chunk_ids_of(store, unchanged - paths_of.keys()).values()
+                for c in ids_} & done
+        replacing |= (held & live.keys()) - published
+        unpublished |= held - published - live.keys()
     if kept_docs:
         corpus_tokens += index_rows.document_tokens(store, kept_docs)
         # ... and the run extracts their chunks the current extractor has not (``ExtractionStage``:

@@ -44,7 +44,7 @@ from streamrag import index_rows, loader, on_disk
 from streamrag import communities as communities_module
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import (MIXED_CHUNKING, MIXED_CHUNKING_SAID, check_not_newer, chunker_key,
-                                     chunking_change, chunking_settings, cut_anew)
+                                     chunking_change, chunking_settings, cut_anew, cuts_again)
 from streamrag.collector import fewer_collections
 from streamrag.communities import GraphEdges, hierarchical_leiden, updated_partition
 from streamrag.config import Settings, from_folder
@@ -901,7 +901,7 @@ class Indexer:
                            if not on_disk.covered(p, scope) and (not publishing or on_disk.still_there(p, self.root))})
         # A changed reader or chunker (loader version, text_field, size, overlap, encoding)
         # re-reads and re-chunks every document.
-        rechunk = store.get_meta("chunker") not in (None, self.chunker_key)
+        rechunk = cuts_again(store, self.chunker_key)
         # The new chunker is recorded only once every document has been re-chunked with it:
         # `index one.txt` after a chunk_size change re-chunks that file, the next full run the rest.
         self.rechunked_all = not rechunk or all(on_disk.covered(p, scope) for p in known)

@@ -1291,3 +1291,50 @@ def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tm
     assert "not valid UTF-8, read as cp1252" in said[1] and "NUL character(s) dropped" in said[3], said
     assert est.stderr.splitlines() == said
     assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
+
+
+async def test_an_update_s_estimate_reads_only_the_files_the_run_reads(tmp_path, monkeypatch):
+    # Three files indexed, one edited: the run reads that one alone (the others unchanged on
+    # disk, ``same_on_disk``); the estimate read and cut all three again (on a 3,000-document
+    # index, 4.5 of its 12 s), to the same figures.
+    folder = tmp_path / "n"
+    folder.mkdir()
+    for name, text in [("a.txt", "Mira Osk chaired the Harbor Council."), ("b.txt", "Quillon Marbeck sailed."),
+                       ("c.txt", "Torvell Energy built a dam at Port Ruvickton.")]:
+        (folder / name).write_text(text + "\n")
+    settings = make_settings("", index={"extractor": "nlp"})
+    db = tmp_path / "x.db"
+    await sync([folder], settings, db, root=folder)
+    (folder / "b.txt").write_text("Quillon Marbeck sailed to Port Ruvickton.\n")
+    reads = []
+    real = estimate_module.loader.read_documents
+
+    def counted(path, **kwargs):
+        reads.append(path.name)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(estimate_module.loader, "read_documents", counted)
+    est = estimate([folder], settings, db, root=folder)
+    assert reads == ["b.txt"]
+    assert (est["documents"], est["documents_edited"], est["chunks_to_extract"]) == (3, 1, 1), est
+
+
+def test_an_estimate_says_of_unchanged_files_what_the_run_says_of_them(cli_run, tmp_path):
+    # A file in cp1252 and one with a stray NUL, indexed: a second `index` does not read them
+    # again, so warns of neither (an empty file, never indexed, it says again); the estimate read
+    # them, and warned of both.
+    folder = tmp_path / "n"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
+    (folder / "cafe.txt").write_bytes("Mira Osk ran the café by the harbor.\n".encode("cp1252"))
+    (folder / "empty.txt").write_text("")
+    (folder / "nul.txt").write_bytes(b"Quillon Marbeck opened a ferry office in Port Ruvickton.\x00\n")
+    common = ("index", str(folder), "--db", str(tmp_path / "x.db"), "--offline")
+    assert cli_run(*common, "-q").returncode == 0
+    est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
+    again = cli_run(*common, "-q")
+    assert est.returncode == est_json.returncode == again.returncode == 0
+    said = [line for line in again.stderr.splitlines() if line.startswith("streamrag: warning: ")]
+    assert said == ["streamrag: warning: empty.txt: empty file, nothing to index"], said
+    assert est.stderr.splitlines() == said
+    assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
