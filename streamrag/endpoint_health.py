@@ -150,7 +150,7 @@ class EndpointHealth:
             said = (f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
                     f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
                     f"{setting}")
-        said_so = self.waited_out and behind_a_proxy(self.unanswered_statuses)
+        said_so = self.waited_out and (behind_a_proxy(self.unanswered_statuses) or self._waits_said())
         also = proxies.proxy_failed(proxy) if proxy is not None and not said_so else ""
         return GaveUp(said + (f"; {also}" if also else "") + (f"; {then}" if then else ""), run_again=bool(then))
 
@@ -160,12 +160,30 @@ class EndpointHealth:
         server (``only_errors``)."""
         tries = self.unanswered
         fix = only_errors(self.unanswered_statuses, setting, proxy) or (
-            f"check the server and the model at {setting}" if tries["wait"] < tries["hard"] else
-            "a proxy or load balancer answers so while the server behind it is down: check that server "
-            f"and the model behind {setting} (for HTTP 429, the account's limits)")
+            waits_fix(setting, proxy) if self._waits_said() else f"check the server and the model at {setting}")
         return (f"{url} answered none of the {tries.total()} tries of the last {duration(self.failing_for)} "
                 f"({kinds_said(tries)}): {fix}; raising llm.give_up_after_s ({self.give_up_after_s:g} s) "
                 "waits longer")
+
+    def _waits_said(self) -> bool:
+        """Whether ``_waited_out`` says its tries as requests to wait that a proxy or load
+        balancer may answer (``waits_fix``), none of them said by their statuses (``only_errors``)."""
+        return (only_errors(self.unanswered_statuses, "") is None
+                and self.unanswered["wait"] >= self.unanswered["hard"])
+
+
+def waits_fix(setting: str, proxy: proxies.Proxy | None = None) -> str:
+    """What tries answered mostly with requests to wait (429s, busy 503s) say to check: the
+    server behind what answers them, which a proxy or load balancer may be; ``proxy``: the
+    environment's, which the requests went through (``proxies.proxy_for``), named as that one,
+    once (it was "a proxy or load balancer ...", and after it "requests go through the proxy
+    ...: check it too", two wordings of one case)."""
+    what = f"check that server and the model behind {setting} (for HTTP 429, the account's limits)"
+    if proxy is None:
+        return f"a proxy or load balancer answers so while the server behind it is down: {what}"
+    return (f"requests to the server at {setting} go through {proxies.through(proxy)}, which may answer so "
+            "while the server behind it is down or out of its reach: "
+            + proxies.fix(proxy, f"{what}, and the proxy's logs"))
 
 
 def only_errors(statuses: Counter[int | None], setting: str, proxy: proxies.Proxy | None = None) -> str | None:

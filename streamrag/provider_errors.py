@@ -155,7 +155,12 @@ def advice(e: Retryable, setting: str = "llm.api_base", limited: bool = True) ->
 
 
 def duration(seconds: float) -> str:
-    """``seconds`` as a person says it: "45 s", "12 min", "7 h 12 min"."""
+    """``seconds`` as a person says it: "0.3 s", "45 s", "12 min", "7 h 12 min". Below 10 s to
+    a tenth: a give-up after llm.give_up_after_s = 0.3 said "the last 0 s"."""
+    if seconds < 0.05:
+        return "<0.1 s"
+    if seconds < 10:
+        return f"{seconds:.1f}".removesuffix(".0") + " s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)

@@ -137,6 +137,43 @@ def test_an_endpoint_given_up_on_through_a_proxy_names_it_once(url, status):
         assert "go through the proxy http://corp:3128 (set by HTTP_PROXY), which answers only HTTP 503" in error, error
 
 
+@pytest.mark.parametrize("url", ["http://x/v1/chat/completions", "https://x/v1/chat/completions"])
+@pytest.mark.parametrize("statuses", [(429,), (429, None)])   # (None: a wait no status says, a busy answer)
+def test_an_endpoint_only_asking_to_wait_through_a_proxy_names_it_once(url, statuses):
+    """Tries through a proxy answered only with 429s (or those and other requests to wait) for
+    give_up_after_s were said twice over, "a proxy or load balancer answers so ..." and "requests
+    go through the proxy ...: check it too", as the 502/503 case was: now as the proxy's (an
+    http:// endpoint's), or the server's side (an https:// one's, tunnelled), once."""
+    from streamrag.proxies import Proxy
+
+    proxy = Proxy("HTTP_PROXY", "http://corp:3128", "x", "")
+    clock = Clock()
+    health = EndpointHealth(60.0, clock)
+    health.tried("usable")
+    while not health.hopeless:
+        for status in statuses:
+            health.tried("wait", status)
+        clock.now += 5
+    error = str(health.error(url, "llm.api_base", then="", proxy=proxy))
+    assert error.count("the proxy http://corp:3128") == url.startswith("http:"), error
+    assert ("a proxy or load balancer" in error) == url.startswith("https:"), error
+    assert "check it too" not in error, error
+    assert "(for HTTP 429, the account's limits)" in error, error
+
+
+def test_a_give_up_after_half_a_second_says_its_tenths():
+    """llm.give_up_after_s = 0.5 said "answered none of the 13 tries of the last 0 s"."""
+    clock = Clock()
+    health = EndpointHealth(0.5, clock)
+    health.tried("usable")
+    while not health.hopeless:   # HOPELESS_TRIES 429s at once, then one 0.5 s later
+        health.tried("wait", 429)
+        clock.now += 0.5 if health.unanswered.total() >= HOPELESS_TRIES else 0
+    error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then=""))
+    assert " tries of the last 0.5 s (" in error, error
+    assert "raising llm.give_up_after_s (0.5 s) waits longer" in error, error
+
+
 def test_errors_alone_long_after_an_answer_make_an_endpoint_hopeless_too():
     """A server that died mid-run answering 500 to everything: hopeless after give_up_after_s
     (before any usable answer HOPELESS_S of them is enough); the error says to check it."""
