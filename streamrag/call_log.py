@@ -31,7 +31,7 @@ from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
 
-UNUSABLE = "unusable answer"  # the llm_calls error of an answer the caller could not use
+UNUSABLE = "unusable answer"  # how the llm_calls error of an answer the caller could not use begins
 CANCELLED = "cancelled"       # ... and the start of a cancelled call's (its row has cancelled = 1)
 # Runs in a row an element's summary answers (or a community's report answers) may be unusable
 # before it is no longer asked (``GraphState.unusable``, ``report_unusable``). Here, not in
@@ -70,7 +70,8 @@ class CallLog:
         ``unusable``: its ``error`` is of an answer the caller could not use, said by the caller,
         not read from the error's words: a content filter's stop is an answer too, whose words
         are no "unusable answer ...", and was counted as an endpoint error (a watch's outage
-        kept open by it, ``watch_lines.ends_outage``)."""
+        kept open by it, ``watch_lines.ends_outage``). Its row's error is made to begin with
+        ``UNUSABLE`` (``unusable_error``), which `status` and the estimate count such rows by."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         if error is not None:
@@ -85,7 +86,8 @@ class CallLog:
         if self.store is None:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "latency_ms": round(latency_ms, 3), "cached": int(cached), "error": error}
+                  "latency_ms": round(latency_ms, 3), "cached": int(cached),
+                  "error": unusable_error(error) if unusable and error is not None else error}
         await self._write(self._take_unwritten(), [record], put)
 
     def asked_again(self, stage: str, answers: int) -> None:
@@ -157,4 +159,11 @@ class CallLog:
             raise
 
 
-__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS"]
+def unusable_error(error: str) -> str:
+    """The ``llm_calls`` error of an answer its caller could not use: ``error``, begun with
+    ``UNUSABLE`` when its words do not (a content filter's stop), so that the rows `status` and
+    the estimate count as unusable (``index_rows``) are those the client counted so."""
+    return error if error.startswith(UNUSABLE) else f"{UNUSABLE}: {error}"
+
+
+__all__ = ["CallLog", "CANCELLED", "STAT_FIELDS", "UNUSABLE", "UNUSABLE_RUNS", "unusable_error"]

@@ -538,9 +538,16 @@ _ANSWERED_SUMS = (f"sum({_PAID_ANSWER})", f"sum(CASE WHEN {_PAID_ANSWER} THEN pr
                   f"sum(CASE WHEN {_PAID_ANSWER} THEN completion_tokens ELSE 0 END)")
 
 
+def _unusable(error: str = "error") -> str:
+    """Whether the llm_calls row's ``error`` is of an answer its caller could not use, as the
+    client counted it (``call_log.unusable_error``). A content filter's stop recorded before its
+    error was begun so is told by its own words."""
+    return f"({error} LIKE '{UNUSABLE}%' OR {error} LIKE 'the provider''s content filter stopped %')"
+
+
 # The calls whose answer was unusable and whose request a later try of the same run answered
 # (``LLMClient.chat``: a report cut off, asked again with more room): failed as calls, not as items.
-_ASKED_AGAIN = (f"FROM llm_calls u WHERE u.error LIKE '{UNUSABLE}%' AND u.cancelled = 0 AND EXISTS ("
+_ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND EXISTS ("
                 "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
                 "AND a.id > u.id AND a.error IS NULL)")
 
@@ -552,8 +559,8 @@ def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]
     request asked again (a report cut off, with twice the room)."""
     return {(stage, model): (int(usable or 0), int(unusable or 0), int(tokens or 0))
             for stage, model, usable, unusable, tokens in store.conn.execute(
-                f"SELECT stage, model, sum({_PAID_ANSWER}), sum(error LIKE '{UNUSABLE}%'), "
-                f"sum(CASE WHEN error LIKE '{UNUSABLE}%' THEN completion_tokens ELSE 0 END) FROM llm_calls "
+                f"SELECT stage, model, sum({_PAID_ANSWER}), sum({_unusable()}), "
+                f"sum(CASE WHEN {_unusable()} THEN completion_tokens ELSE 0 END) FROM llm_calls "
                 "WHERE cancelled = 0 AND cached = 0 GROUP BY stage, model")}
 
 
@@ -562,7 +569,7 @@ def report_answers(store: Store, model: str) -> list[tuple[int, bool]]:
     unusable), by prompt tokens: the usable ones (``unusable_answers``) and the unusable ones."""
     return [(int(tokens), bool(bad)) for tokens, bad in store.conn.execute(
         f"SELECT prompt_tokens, error IS NOT NULL FROM llm_calls WHERE stage = 'report' AND model = ? "
-        f"AND cached = 0 AND cancelled = 0 AND (error IS NULL OR error LIKE '{UNUSABLE}%') "
+        f"AND cached = 0 AND cancelled = 0 AND (error IS NULL OR {_unusable()}) "
         "ORDER BY prompt_tokens, id", (model,))]
 
 
@@ -570,6 +577,14 @@ def asked_again(store: Store) -> int:
     """The unusable answers whose request was then answered (``errors`` counts them too), those
     folded into the archive included (``prune``)."""
     return store.scalar(f"SELECT count(*) {_ASKED_AGAIN}") + int(store.get_meta("archived_asked_again") or 0)
+
+
+def unusable_calls(store: Store) -> int:
+    """The calls answered with what their caller could not use (``errors`` counts them too),
+    as the client counts them (its ``stats``' ``unusable``), those folded into the archive
+    included (``prune``)."""
+    return (store.scalar(f"SELECT count(*) FROM llm_calls WHERE {_unusable()} AND cancelled = 0")
+            + int(store.get_meta("archived_unusable") or 0))
 
 
 def usage_rows(store: Store) -> list[dict]:
@@ -963,9 +978,10 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     cached chat answers neither made nor asked for again since (``llm_calls`` records every
     hit). At most once a day; ``keep_days`` 0 keeps everything. Returns the rows deleted.
 
-    Calls older than that are folded into ``llm_usage_archive``, and older runs, failures and
-    answers asked again into counts in ``meta`` (``archived_queries``, ``archived_failures``,
-    ``archived_asked_again``): what ``status`` counts stays the same."""
+    Calls older than that are folded into ``llm_usage_archive``, and older runs, failures,
+    answers asked again and unusable answers into counts in ``meta`` (``archived_queries``,
+    ``archived_failures``, ``archived_asked_again``, ``archived_unusable``): what ``status``
+    counts stays the same."""
     if keep_days <= 0 or now - float(store.get_meta("pruned_at") or 0) < PRUNE_EVERY_S:
         return 0
     cutoff = now - keep_days * 86400
@@ -989,6 +1005,8 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "WHERE created_at < ? GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), (cutoff,))
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
+    unusable = conn.execute(f"SELECT count(*) FROM llm_calls WHERE {_unusable()} AND cancelled = 0 "
+                            "AND created_at < ?", (cutoff,)).fetchone()[0]
     unchecked = _archived_unchecked(store)
     for stage, model, n in conn.execute(f"SELECT stage, model, count(*) FROM llm_calls WHERE {_UNCHECKED} "
                                         "AND created_at < ? GROUP BY stage, model", (cutoff,)).fetchall():
@@ -1005,7 +1023,7 @@ def prune(store: Store, keep_days: float, now: float) -> int:
     conn.execute("DELETE FROM runs WHERE started_at < ?", (cutoff,))
     conn.execute("DELETE FROM failures WHERE created_at < ? OR run_id NOT IN (SELECT id FROM runs)", (cutoff,))
     for name, n in (("archived_queries", queries), ("archived_failures", recorded - failures_recorded(store)),
-                    ("archived_asked_again", again)):
+                    ("archived_asked_again", again), ("archived_unusable", unusable)):
         if n:
             store.set_meta(name, str(int(store.get_meta(name) or 0) + n))
     deleted = conn.total_changes - before

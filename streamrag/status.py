@@ -83,6 +83,9 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             # of llm's errors, the unusable answers whose request a later try answered (as
             # watch's idle line says them)
             "asked_again": index_rows.asked_again(store),
+            # ... and the answers their caller could not use (a content filter's stop too), as
+            # the client counted them (its ``stats``' ``unusable``, ``call_log.unusable_error``)
+            "unusable": index_rows.unusable_calls(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failed.count,
             # items no longer asked for, their answers unusable on UNUSABLE_RUNS runs in a row

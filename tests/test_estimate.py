@@ -1102,6 +1102,26 @@ async def test_reports_cut_off_and_asked_again_are_counted_as_often_as_on_the_in
     assert off_by(report["errors"], again) < off_by(flat, again) - 0.03, (report["errors"], flat, again)
 
 
+async def test_reports_a_content_filter_stopped_are_counted_unusable_as_the_run_counted_them(corpus, tmp_path):
+    # A content filter's stop is paid for and counted unusable by the run (llm.unusable); the
+    # estimate found unusable answers by their error's words, "unusable answer ...", and took
+    # such a report for neither usable nor unusable.
+    import httpx
+    from test_status import FilterOneReport
+
+    endpoint = FilterOneReport("Mira Osk")
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    db = tmp_path / "index.db"
+    done = await sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint))
+    assert endpoint.stopped and done.llm["report"]["unusable"] == endpoint.stopped, done.llm
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        usable, unusable, tokens = index_rows.unusable_answers(store)[("report", settings.llm.report_model)]
+        answers = index_rows.report_answers(store, settings.llm.report_model)
+    assert (usable, unusable) == (paid(done.llm, "report") - endpoint.stopped, endpoint.stopped)
+    assert tokens == 5 * endpoint.stopped   # (the test endpoint's completion tokens an answer)
+    assert sum(bad for _tokens, bad in answers) == endpoint.stopped and len(answers) == paid(done.llm, "report")
+
+
 def test_a_report_s_share_asked_again_is_that_of_the_answers_nearest_its_prompt():
     from streamrag.estimate_ratios import MIN_CALLS, cut_share
     # 40 usable reports of 100 to 4,000 prompt tokens; those over 2,000 cut off once each.

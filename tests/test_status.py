@@ -332,6 +332,66 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert status_of(db)[0]["asked_again"] == 1
 
 
+class FilterOneReport:
+    """The simulator's answers, but the report of the community holding ``name`` stopped by the
+    provider's content filter (``finish_reason`` "content_filter")."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stopped = 0
+
+    def __call__(self, request):
+        import json
+        import re
+
+        import httpx
+
+        from streamrag.simulator import ANSWERS, detect_task
+        from test_bad_answers import body
+
+        payload = json.loads(request.content)
+        task = detect_task(payload["messages"])
+        text = ANSWERS[task](payload["messages"])
+        if task == "report" and re.search(rf"^ent-\w+ \| {self.name} \|",
+                                          "\n".join(m["content"] for m in payload["messages"]), re.M):
+            self.stopped += 1
+            return httpx.Response(200, json=body(text[:40], "content_filter"))
+        return httpx.Response(200, json=body(text))
+
+
+def test_answers_a_content_filter_stopped_are_counted_unusable_as_the_run_counted_them(corpus, tmp_path):
+    # The run counted a content filter's stop as an unusable answer (llm.unusable), `status`
+    # found unusable answers by their error's words, "unusable answer ...", which a content
+    # filter's are not: it counted none of them.
+    import httpx
+
+    endpoint = FilterOneReport("Mira Osk")
+    db = tmp_path / "f.db"
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    result = anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint)))
+    unusable = sum(s["unusable"] for s in result.llm.values())
+    assert endpoint.stopped and unusable == endpoint.stopped, result.llm
+    info, _text = status_of(db)
+    assert info["unusable"] == unusable and info["asked_again"] == 0, info
+    # Folded into the archive, the count stays the same.
+    assert pruned(db, "llm_calls") == 0
+    assert status_of(db)[0]["unusable"] == unusable
+
+
+def test_a_content_filter_s_stop_recorded_before_it_was_marked_unusable_is_counted_so(tmp_path):
+    # Rows of such stops recorded before their error began "unusable answer" keep their words.
+    db = tmp_path / "s.db"
+    store = Store(db)
+    row = {"run_id": "r", "stage": "report", "model": "m1", "prompt": "report", "prompt_version": "1",
+           "cache_key": "k", "prompt_tokens": 10, "completion_tokens": 5, "latency_ms": 1.0, "cached": 0}
+    with store.transaction():
+        store.record_call({**row, "error": "the provider's content filter stopped m1's answer (stage report); ..."})
+        store.record_call({**row, "error": "unusable answer: no JSON object"})
+        store.record_call({**row, "error": "HTTP 500: the provider's content filter stopped working"})
+    store.close()
+    assert status_of(db)[0]["unusable"] == 2
+
+
 def _one_summary_always_unusable(monkeypatch, *, entity: bool = False) -> list[str]:
     """The first element summarized (standing for an unlucky one; with ``entity``, the first
     entity: a relationship's is said "A and B") gets no usable summary answer, run after run;
