@@ -461,7 +461,7 @@ class _Search:
         self.answer.search = "local"
         self.answer.details = {"entities": [e for e, _ in entities], "entity_search": how,
                                "context_tokens": ctx.sections, "context_budgets": ctx.budgets}
-        self.status(f"local search: {counted(len(entities), 'entity')} ({how}), "
+        self.status(f"local search: {_seeds_said(len(entities), how)}, "
                     f"{sum(ctx.sections.values()):,} context tokens")
         return ctx
 
@@ -805,6 +805,14 @@ class _Search:
                     + "\n\n" + text)
         self._emit(text)
         self.answer.text = text
+
+
+def _seeds_said(n: int, how: str) -> str:
+    """A local search's entities as its status line counts them: those it fell back to when the
+    question matched none are said to be so, not as if found ("15 entities (most connected +
+    pagerank)" above "Nothing in the index mentions "Ada Osk"." read as the question's finds)."""
+    found = f"{counted(n, 'entity')} ({how})"
+    return f"no entity matches the question, so {found}" if how.startswith("most connected") else found
 
 
 def _with_unembedded(near: list[tuple[str, float]], bm25: list[tuple[str, float]], fresh: set[str],

@@ -2293,6 +2293,22 @@ async def test_items_without_a_fresh_vector_are_found_by_bm25_and_said(tmp_path,
     assert any(d.endswith("museum.txt") for d in local.documents), local.text
 
 
+async def test_a_local_search_matching_no_entity_says_its_entities_are_a_fallback(offline_db):
+    # ask --mode local of a name the index lacks said 'local search: 15 entities (most connected
+    # + pagerank)' and then 'Nothing in the index mentions "Ada Osk"': as if the question found them.
+    said: list[str] = []
+    settings = make_settings("", index=INDEX)
+    answer = await aask("Tell me about Ada Osk and the ghosts", settings, offline_db, mode="local",
+                        on_status=said.append)
+    assert answer.not_in_index == ["Ada Osk"] and answer.details["entity_search"].startswith("most connected")
+    line = next(line for line in said if line.startswith("local search:"))
+    assert line.startswith("local search: no entity matches the question, so "), said
+    # A question that matches entities is said as before.
+    said.clear()
+    await aask("Who hired Mira Osk?", settings, offline_db, mode="local", on_status=said.append)
+    assert not any("no entity matches" in line for line in said), said
+
+
 async def test_an_index_built_without_embeddings_says_so_when_asked_with_an_embedding_model(offline_db, simulator):
     # With llm.embedding_model set after the index was built, ask used BM25 without a word.
     said: list[str] = []
