@@ -906,9 +906,11 @@ class Daemon:
             said = f"{said} and the whole folder" if said else "the whole folder"
         if again:
             said += f"; {_n(len(again), 'file')} changed again, extracted at the sync"
-        if self._last_state != ("queued", f"{said}; {pending} pending"):   # no state change: no line
+        if pending:   # (none with the whole folder alone, a folder back: "; 0 pending" read as nothing to do)
+            said += f"; {pending} pending"
+        if self._last_state != ("queued", said):   # no state change: no line
             # (a file written on and on, a log, said the same line every second all day)
-            self.emit("queued", f"{said}; {pending} pending", files=count, pending=pending,
+            self.emit("queued", said, files=count, pending=pending,
                       whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
         if not ahead:
             return

@@ -478,6 +478,9 @@ async def test_a_folder_gone_for_a_while_is_waited_for_and_synced_whole_when_bac
         await send.aclose()
     back = [e for e in events if e.get("replaced")]
     assert len(back) == 1 and "is back" in back[0]["message"], back
+    # Its sync queued says what it is for, not '; 0 pending' as if nothing were.
+    queued = [e["message"] for e in events[events.index(back[0]):] if e["state"] == "queued"]
+    assert queued == ["the whole folder"], queued
     assert "error" not in events.states(), [e["message"] for e in events if e["state"] == "error"]
     assert events[-1]["state"] == "stopped" and "index is current" in events[-1]["message"]
     assert daemon.exit_code == 0
