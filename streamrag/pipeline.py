@@ -1217,19 +1217,23 @@ class Indexer:
             # the new ones kept their chunks.)
             marks["chunker"] = MIXED_CHUNKING
             marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)
-        if self.root is not None:
-            marks["root"] = str(Path(self.root).resolve())
         return marks
 
     def _bookkeeping(self, state: GraphState) -> dict[str, str]:
         """The summaries to try again, the answers unusable on runs in a row and the
         report_min_members the reports were chosen with, for the next run and its estimate to go
-        on from (written with the index, but no part of a version: no query reads them)."""
-        return {"report_min_members": str(self.settings.index.report_min_members),
-                "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
-                "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
-                "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
-                "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
+        on from (written with the index, but no part of a version: no query reads them). And the
+        folder the files table's paths are relative to, as that table is: a copy of an indexed
+        folder with its index (``cp -r notes copy``) published a version of the new folder's name
+        alone, its graph as it was."""
+        counts = {"report_min_members": str(self.settings.index.report_min_members),
+                  "summary_fallbacks": msgspec.json.encode(sorted(state.fallbacks)).decode(),
+                  "summary_unusable": msgspec.json.encode(state.published_unusable()).decode(),
+                  "report_unusable": msgspec.json.encode(dict(sorted(state.report_unusable.items()))).decode(),
+                  "report_unusable_held": msgspec.json.encode(dict(sorted(state.report_held.items()))).decode()}
+        if self.root is not None:
+            counts["root"] = str(Path(self.root).resolve())
+        return counts
 
 
 def next_community_number(published: str | None, ids: Iterable[str]) -> int:

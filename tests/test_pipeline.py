@@ -725,6 +725,27 @@ async def test_a_sync_that_changes_nothing_publishes_no_new_version(corpus, tmp_
     assert reordered.version == 3
 
 
+async def test_a_folder_copied_with_its_index_publishes_no_new_version(corpus, tmp_path):
+    # cp -r notes copy; streamrag index copy: every file read again for its new time, nothing of
+    # the graph changed, and it said 'Indexed into ... (version 2 ...)', --json published true,
+    # the version made of the new folder's name alone (meta root).
+    def meta(db: Path) -> tuple[str | None, str | None]:
+        store = Store(db, readonly=True)
+        try:
+            return store.get_meta("root"), store.get_meta("published_at")
+        finally:
+            store.close()
+
+    first = await sync([corpus], make_settings(), corpus / ".streamrag" / "index.db", root=corpus)
+    copy = tmp_path / "copy"
+    shutil.copytree(corpus, copy)
+    db = copy / ".streamrag" / "index.db"
+    stamp = meta(db)[1]
+    again = await sync([copy], make_settings(), db, root=copy)
+    assert again.documents_new_times == first.documents and again.documents_unchanged == first.documents
+    assert again.version == first.version and not again.published and meta(db) == (str(copy.resolve()), stamp)
+
+
 def test_a_file_of_a_missing_folder_is_told_from_a_deleted_file(tmp_path):
     from streamrag.on_disk import still_there
 
