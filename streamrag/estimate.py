@@ -80,7 +80,7 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.graph_state import Change, GraphState, dirty_communities
+from streamrag.graph_state import Change, GraphState, dirty_communities, edits
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import covered, file_names, same_on_disk, still_there
@@ -375,8 +375,8 @@ def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], k
     of the ``indexed`` files' documents, those neither read nor ``kept`` (without reading them)."""
     held = {doc_id for doc_id, _size, _stamp in indexed.values()}
     gone = held - read.keys() - kept
-    new = [path for doc_id, path in read.items() if doc_id not in held]
-    edited = sum(1 for path in new if (was := indexed.get(path)) is not None and was[0] in gone)
+    new = {doc_id for doc_id in read if doc_id not in held}
+    edited = edits(indexed, ((path, doc_id) for doc_id, path in read.items()), new, gone)
     return len(new) - edited, edited, len(gone) - edited
 
 

@@ -80,6 +80,24 @@ def read_again(change: Change, before: dict[str, tuple[str, int, float]],
     return again, replaced
 
 
+def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
+          added: Collection[str], removed: Collection[str]) -> int:
+    """How many of the ``added`` documents are files edited, not files come: a path (of ``now``'s
+    (path, doc id) pairs) that held a ``removed`` document (``before``: path -> (doc id, ...)) and
+    holds an added one. Paired one for one, so that an edit counts in neither added nor removed
+    and the documents before, plus those added and edited, less those removed and edited, are
+    those after. A rename (the same text at another path) adds and removes no document; a file
+    renamed and edited at once is one added and one removed (its path did not stay)."""
+    new: set[str] = set()
+    gone: set[str] = set()
+    for path, doc_id in sorted(now):
+        was = before.get(path)
+        if was is not None and doc_id in added and was[0] in removed and doc_id not in new and was[0] not in gone:
+            new.add(doc_id)
+            gone.add(was[0])
+    return len(new)
+
+
 
 class GraphState:
     def __init__(self) -> None:

@@ -1358,3 +1358,14 @@ def test_an_estimate_says_of_unchanged_files_what_the_run_says_of_them(cli_run, 
     assert said == ["streamrag: warning: empty.txt: empty file, nothing to index"], said
     assert est.stderr.splitlines() == said
     assert [f"streamrag: warning: {w}" for w in json.loads(est_json.stdout)["warnings"]] == said
+
+
+def test_two_copies_of_a_text_edited_apart_are_one_edit_and_one_file_added():
+    # a.txt and b.txt held one text (one document); each was edited to a text of its own. Each
+    # path paired with the one document gone counted 2 edited of 1 removed: "-1 removed".
+    indexed = {"a.txt": ("old", 10, 1.0), "b.txt": ("old", 10, 1.0), "c.txt": ("kept", 5, 1.0)}
+    read = {"new_a": "a.txt", "new_b": "b.txt", "kept": "c.txt"}
+    assert estimate_module._changes(indexed, read, set()) == (1, 1, 0)
+    # A plain edit, and a rename (the same text at another path: no change)
+    assert estimate_module._changes(indexed, {"new_a": "a.txt", "kept": "c.txt"}, set()) == (0, 1, 0)
+    assert estimate_module._changes(indexed, {"old": "z.txt", "kept": "c.txt"}, set()) == (0, 0, 0)
