@@ -476,6 +476,16 @@ def _read_again(n: int) -> str:
     return f"{n} read again, " if n > 0 else ""
 
 
+def _changed(r) -> str:
+    """The documents line's counts of files added, edited and removed: an edit (a path kept, its
+    text changed) said as one, not as one added and one removed; beside edits, the counts that
+    are none are left out ("1 edited, 49 unchanged"), as the estimate says them."""
+    if r.documents_edited <= 0:
+        return f"{r.documents_added} added, {r.documents_removed} removed, "
+    counts = ((r.documents_added, "added"), (r.documents_edited, "edited"), (r.documents_removed, "removed"))
+    return "".join(f"{n} {what}, " for n, what in counts if n > 0)
+
+
 def _unchanged(r) -> str:
     """The documents line's count of unchanged documents, saying those whose files were read
     again for new change times alone (a `cp -a` restore read 145 files and changed nothing)."""
@@ -503,7 +513,7 @@ def _format_sync(r, db: Path, include: list[str]) -> str:
         (f"Indexed into {db} (version {r.version}, {mode}) in {r.wall_s:.1f} s" if r.published else
          f"Nothing changed: {db} stays at version {r.version} ({mode}); {_reclustered(r)}checked in "
          f"{r.wall_s:.1f} s"),
-        f"  documents      {r.documents} ({r.documents_added} added, {r.documents_removed} removed, "
+        f"  documents      {r.documents} ({_changed(r)}"
         f"{_read_again(r.documents_read_again)}{_unchanged(r)}{_repeats(r.files - r.documents)})",
         f"  chunks         {r.chunks} ({r.chunks_extracted} extracted now, "
         f"{max(r.chunks - r.chunks_extracted, 0)} already extracted)",

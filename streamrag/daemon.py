@@ -1350,6 +1350,7 @@ class Daemon:
                               f"kept; {calls_said(calls, cached, spent)}; sync {seconds_said(took)}",
                       version=result.version, documents=result.documents,
                       documents_added=result.documents_added, documents_removed=result.documents_removed,
+                      documents_edited=result.documents_edited,
                       documents_unchanged=result.documents_unchanged,
                       documents_read_again=result.documents_read_again,
                       documents_new_times=result.documents_new_times, entities=result.entities,

@@ -72,6 +72,7 @@ from streamrag.graph_state import (
     GraphState,
     check_cached,
     check_rewired,
+    edits,
     read_again,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
@@ -196,6 +197,10 @@ class SyncResult(msgspec.Struct):
     # Documents of files unchanged but read anew to another text (a loader upgrade, another
     # index.text_field): counted here, not in ``documents_added`` and ``documents_removed``
     documents_read_again: int = 0
+    # Files whose path stayed and whose text changed (``graph_state.edits``): each counted here
+    # alone, not also as a document added and one removed, so that `index` says "1 edited" of
+    # a file appended to, as its estimate does
+    documents_edited: int = 0
     # Of ``documents_unchanged``, those whose files were read again for their new change times
     # alone (a touch, `cp -a`, a vault restored from a backup) and hold the text indexed
     documents_new_times: int = 0
@@ -715,12 +720,14 @@ class Indexer:
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
         again, replaced = read_again(change, scan.indexed, scan.files, scan.retimed)
+        added, removed = change.added_docs - again, change.removed_docs - replaced
+        edited = edits(scan.indexed, ((p, d) for p, (d, _size, _stamp) in scan.files.items()), added, removed)
         if self.failed_items:
             self.chunks_failed = len(index_rows.failed_chunks(store, self.run_id))
         return SyncResult(
             run_id=self.run_id, version=version, published=version != worked_from,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
-            documents_added=len(change.added_docs - again), documents_removed=len(change.removed_docs - replaced),
+            documents_added=len(added) - edited, documents_removed=len(removed) - edited, documents_edited=edited,
             documents_read_again=len(again), documents_unchanged=len(change.kept_docs),
             documents_new_times=len(scan.new_times & change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],

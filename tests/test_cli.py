@@ -181,7 +181,7 @@ def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(
     (folder / "edited.txt").write_text("Ada Osk rebuilt the quay at Mintby, and the mill.\n")   # a real edit
     out = cli_run("index", str(folder), "-q", "--offline")
     assert out.returncode == 0, out.stderr
-    assert "documents      7 (1 added, 1 removed, 5 read again, 1 unchanged)" in out.stdout, out.stdout
+    assert "documents      7 (1 edited, 5 read again, 1 unchanged)" in out.stdout, out.stdout
     (folder / "streamrag.toml").write_text('[index]\ntext_field = "body"\n')
     done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
     assert {k: done[k] for k in ("documents_added", "documents_removed", "documents_read_again",
@@ -193,6 +193,36 @@ def test_rows_read_with_another_text_field_are_read_again_not_added_and_removed(
     assert (idle["documents_added"], idle["documents_removed"], idle["documents_read_again"]) == (0, 0, 5)
     # Nothing read again: the usual line.
     assert "documents      7 (0 added, 0 removed, 7 unchanged)" in cli_run("index", str(folder), "-q", "--offline").stdout
+
+
+def test_an_edited_file_is_said_edited_not_added_and_removed(cli_run, tmp_path):
+    # A line appended to one file of three said "1 added, 1 removed" (index) and
+    # "documents_added": 1, "documents_removed": 1 (index --json, watch's idle event), as if a
+    # file came and another went; the estimate said "1 edited".
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in (("a.txt", "Mara Lind runs the Harbor Council."), ("b.txt", "Cora Vey sailed to Mintby."),
+                       ("c.txt", "Ada Osk rebuilt the quay at Harlow.")):
+        (folder / name).write_text(text + "\n")
+    assert cli_run("index", str(folder), "-q", "--offline").returncode == 0
+    with open(folder / "b.txt", "a") as f:
+        f.write("Henrik Salo met her there.\n")
+    out = cli_run("index", str(folder), "-q", "--offline")
+    assert "documents      3 (1 edited, 2 unchanged)" in out.stdout, out.stdout
+    with open(folder / "b.txt", "a") as f:
+        f.write("They built the Kessel Bridge.\n")
+    (folder / "d.txt").write_text("Ilse Marr keeps the Mintby light.\n")
+    done = json.loads(cli_run("index", str(folder), "-q", "--offline", "--json").stdout)
+    assert {k: done[k] for k in ("documents", "documents_added", "documents_edited", "documents_removed",
+                                 "documents_unchanged")} == {"documents": 4, "documents_added": 1, "documents_edited": 1,
+                                                             "documents_removed": 0, "documents_unchanged": 2}
+    (folder / "c.txt").write_text("Ada Osk rebuilt the quay at Harlow, and the mill.\n")
+    lines = [json.loads(line) for line in cli_run("watch", str(folder), "--once", "--offline", "--json").stdout.splitlines()]
+    idle = next(line for line in lines if line.get("state") == "idle")
+    assert (idle["documents_added"], idle["documents_edited"], idle["documents_removed"]) == (0, 1, 0), idle
+    # A rename is as before: the same text, no document added, edited or removed.
+    (folder / "a.txt").rename(folder / "renamed.txt")
+    assert "documents      4 (0 added, 0 removed, 4 unchanged)" in cli_run("index", str(folder), "-q", "--offline").stdout
 
 
 def test_estimate_spends_nothing(cli_run, corpus, simulator):

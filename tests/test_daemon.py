@@ -260,7 +260,9 @@ async def test_burst_is_prefetched_then_synced_once(corpus, tmp_path, simulator)
     # ... and the idle line sums up the whole update: a script adding up idle lines counted 0.
     assert idle["chunks_extracted"] == ahead and idle["llm"]["calls"] - idle["llm"]["cached"] >= ahead
     assert idle["llm"]["by_stage"]["extract"]["calls"] >= ahead   # the calls made ahead included
-    assert idle["documents_added"] + idle["documents_unchanged"] == idle["documents"]
+    # new.txt came and guild.txt was edited: "1 added, 1 edited", not "2 added, 1 removed"
+    assert (idle["documents_added"], idle["documents_edited"], idle["documents_removed"]) == (1, 1, 0)
+    assert idle["documents_added"] + idle["documents_edited"] + idle["documents_unchanged"] == idle["documents"]
     assert idle["version"] == 2 and daemon.pending == {}
 
     # The graph equals a fresh index of the folder as it now is (the partition may differ:

@@ -550,5 +550,5 @@ def test_a_file_read_again_is_looked_at_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "stat", counted)
     result = anyio.run(lambda: sync([corpus], settings, tmp_path / "i.db", root=corpus))
-    assert (result.documents_added, result.documents_removed) == (1, 1)
+    assert (result.documents_added, result.documents_edited, result.documents_removed) == (0, 1, 0)
     assert len(looked) == 1, looked
