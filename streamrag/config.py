@@ -24,7 +24,7 @@ import msgspec
 
 from streamrag.assets import asset
 from streamrag.errors import ConfigError, FlagError, PromptFileError
-from streamrag.terminal import shell_word
+from streamrag.terminal import one_line, shell_word
 
 CONFIG_NAME = "streamrag.toml"
 # The files a folder's index reads by default (= index.include in config/default.toml): here, not
@@ -797,14 +797,9 @@ def _problem_line(key: str, what: str, where: str, origins: dict[str, str] | Non
     """``FILE: KEY: WHAT``, or ``ORIGIN: WHAT`` for a key set by the environment or a flag; an
     endpoint quoted in either (the value, the fix) without its credentials (``without_secrets``)."""
     if origins and key in origins:
-        return without_secrets(f"{_one_line(origins[key])}: {what}")
+        # (a newline in the variable's or flag's value split the error in two)
+        return without_secrets(f"{one_line(origins[key])}: {what}")
     return without_secrets(f"{where}: {key}: {what}")
-
-
-def _one_line(origin: str) -> str:
-    """``origin`` (``STREAMRAG_API_BASE=VALUE``, ``--flag VALUE``) with the control characters of
-    its value escaped, as ``repr`` shows them: a newline in the variable split the error in two."""
-    return "".join(repr(ch)[1:-1] if ch < " " or ch == "\x7f" else ch for ch in origin)
 
 
 def _convert(data: dict, defaults: dict, where: str
