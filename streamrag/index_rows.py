@@ -550,6 +550,8 @@ def _unusable(error: str = "error") -> str:
 _ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND EXISTS ("
                 "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
                 "AND a.id > u.id AND a.error IS NULL)")
+# The calls answered with what their caller could not use, as the client counts them.
+_UNUSABLE_CALLS = f"FROM llm_calls WHERE {_unusable()} AND cancelled = 0"
 
 
 def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -583,8 +585,7 @@ def unusable_calls(store: Store) -> int:
     """The calls answered with what their caller could not use (``errors`` counts them too),
     as the client counts them (its ``stats``' ``unusable``), those folded into the archive
     included (``prune``)."""
-    return (store.scalar(f"SELECT count(*) FROM llm_calls WHERE {_unusable()} AND cancelled = 0")
-            + int(store.get_meta("archived_unusable") or 0))
+    return store.scalar(f"SELECT count(*) {_UNUSABLE_CALLS}") + int(store.get_meta("archived_unusable") or 0)
 
 
 def usage_rows(store: Store) -> list[dict]:
@@ -1005,8 +1006,7 @@ def prune(store: Store, keep_days: float, now: float) -> int:
                  "WHERE created_at < ? GROUP BY stage, model ON CONFLICT(stage, model) DO UPDATE SET "
                  + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE + _ANSWERED), (cutoff,))
     again = conn.execute(f"SELECT count(*) {_ASKED_AGAIN} AND u.created_at < ?", (cutoff,)).fetchone()[0]
-    unusable = conn.execute(f"SELECT count(*) FROM llm_calls WHERE {_unusable()} AND cancelled = 0 "
-                            "AND created_at < ?", (cutoff,)).fetchone()[0]
+    unusable = conn.execute(f"SELECT count(*) {_UNUSABLE_CALLS} AND created_at < ?", (cutoff,)).fetchone()[0]
     unchecked = _archived_unchecked(store)
     for stage, model, n in conn.execute(f"SELECT stage, model, count(*) FROM llm_calls WHERE {_UNCHECKED} "
                                         "AND created_at < ? GROUP BY stage, model", (cutoff,)).fetchall():
