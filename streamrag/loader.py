@@ -647,7 +647,8 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
 # colour), and bell and backspace (a terminal session saved, a man page's overstrike); so may
 # 0x80-0x9f, which Latin-1 gives an 8-bit encoding it cannot tell (Shift-JIS, MacRoman, cp437).
 _CONTROL = re.compile(r"[\x00-\x06\x0e-\x1a\x1c-\x1f\x7f]")
-_CONTROL_BYTES = bytes([*range(0x00, 0x07), *range(0x0e, 0x1b), *range(0x1c, 0x20), 0x7f])   # (its characters)
+# (its characters, read off it: all ASCII, so each is one UTF-8 byte, ``_controls``)
+_CONTROL_BYTES = bytes(b for b in range(0x80) if _CONTROL.match(chr(b)))
 _CONTROL_SLICE = 1 << 16   # (characters: small beside any big file, as fast as larger slices)
 
 
