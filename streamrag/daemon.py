@@ -33,7 +33,7 @@ Design notes:
   is back. While it is gone the daemon says so once and waits, like ``tail -F``, for as long
   as it takes; a signal stops it as usual. ``watch --once`` does not wait: a folder that is
   not there is an error.
-* **Quiet logs.** One status line per state change (queued, extracting, merging, clustering,
+* **Quiet logs.** One status line per state change (queued, settling, extracting, merging, clustering,
   reporting, publishing, emptying the write-ahead log when that takes over a second, idle) with
   counts and timings on stderr, or JSON objects on stdout with ``--json``; a health line when,
   and only when, its numbers changed: after the sync that changed them, or, the sync's time
