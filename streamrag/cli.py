@@ -79,7 +79,9 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
         # did): one index, two settings, depending on where the command ran.
         path = find_config(near) if near is not None else find_config()
         if path is None and near is not None and not quiet:
-            passed_over = find_config()
+            # (a file alone: a folder or a broken link of that name, which ``find_config``
+            # returns to be refused, is no settings file to offer as --config)
+            passed_over = here if (here := find_config()) is not None and here.is_file() else None
     overrides: dict = {}
     if getattr(args, "api_base", None) is not None:  # the flag beats the file and the environment;
         overrides.setdefault("llm", {})["api_base"] = args.api_base  # --api-base "": no model

@@ -1629,6 +1629,23 @@ def test_a_folder_named_is_run_with_its_own_settings_not_the_working_folders(cor
     assert indexed.returncode == 0 and "(the defaults apply); pass --config" in indexed.stderr, indexed.stderr
 
 
+@pytest.mark.parametrize("kind", ["folder", "broken link"])
+def test_a_working_folders_streamrag_toml_that_is_no_file_is_not_offered_as_the_config(corpus, tmp_path, kind):
+    # A folder named streamrag.toml in the working folder (what a bind mount of a file not there
+    # makes), or a broken link, was offered for a folder named: "pass --config streamrag.toml to
+    # use that one", which then refused it. The folder named runs with its own settings, saying nothing.
+    project = tmp_path / "project"
+    project.mkdir()
+    if kind == "folder":
+        (project / "streamrag.toml").mkdir()
+    else:
+        (project / "streamrag.toml").symlink_to(tmp_path / "usb" / "streamrag.toml")
+    indexed = run("index", "-q", "--json", "../corpus", cwd=project)
+    assert indexed.returncode == 0, indexed.stderr
+    assert json.loads(indexed.stdout)["documents"] == 4
+    assert "is not read for" not in indexed.stderr, indexed.stderr
+
+
 def test_ask_refuses_a_folder_it_cannot_ask_in_one_line(cli_run, corpus, tmp_path):
     assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
     # An index kept outside its folder: naming the folder would build a second index, so it is
