@@ -162,6 +162,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
+    docs_at: dict[str, str] = {}    # every path read -> its document (copies too: an edit is told by its path)
     unread: set[str] = set()        # the files read in vain whose indexed documents `index` keeps
     unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
@@ -212,6 +213,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         read_said += warnings
         for doc in documents:
             read.add(doc.path)
+            docs_at[doc.path] = doc.id
             if doc.id in paths_of:
                 continue   # the same text in another file (a copy): one document, as `index` counts
             paths_of[doc.id] = doc.path
@@ -244,7 +246,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
             new_chunks.setdefault(c.id, c)
     unread_kept = len(unread & {loader.file_of(p) for p in indexed})
-    added_docs, edited_docs, removed_docs = _changes(indexed, paths_of, kept_docs)
+    added_docs, edited_docs, removed_docs = _changes(indexed, docs_at, kept_docs)
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
@@ -370,13 +372,15 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
 
 
 def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:
-    """(documents added, edited, removed) of an update: of the documents ``read`` (id -> path),
-    those the index does not hold, an edited one's path indexed with another text since gone;
-    of the ``indexed`` files' documents, those neither read nor ``kept`` (without reading them)."""
+    """(documents added, edited, removed) of an update: of the documents ``read`` (path -> id,
+    every path of a text in several files, as the run pairs them: ``graph_state.edits``), those
+    the index does not hold, an edited one's path indexed with another text since gone; of the
+    ``indexed`` files' documents, those neither read nor ``kept`` (without reading them)."""
     held = {doc_id for doc_id, _size, _stamp in indexed.values()}
-    gone = held - read.keys() - kept
-    new = {doc_id for doc_id in read if doc_id not in held}
-    edited = edits(indexed, ((path, doc_id) for doc_id, path in read.items()), new, gone)
+    docs = set(read.values())
+    gone = held - docs - kept
+    new = docs - held
+    edited = edits(indexed, read.items(), new, gone)
     return len(new) - edited, edited, len(gone) - edited
 
 

@@ -1364,8 +1364,23 @@ def test_two_copies_of_a_text_edited_apart_are_one_edit_and_one_file_added():
     # a.txt and b.txt held one text (one document); each was edited to a text of its own. Each
     # path paired with the one document gone counted 2 edited of 1 removed: "-1 removed".
     indexed = {"a.txt": ("old", 10, 1.0), "b.txt": ("old", 10, 1.0), "c.txt": ("kept", 5, 1.0)}
-    read = {"new_a": "a.txt", "new_b": "b.txt", "kept": "c.txt"}
+    read = {"a.txt": "new_a", "b.txt": "new_b", "c.txt": "kept"}
     assert estimate_module._changes(indexed, read, set()) == (1, 1, 0)
     # A plain edit, and a rename (the same text at another path: no change)
-    assert estimate_module._changes(indexed, {"new_a": "a.txt", "kept": "c.txt"}, set()) == (0, 1, 0)
-    assert estimate_module._changes(indexed, {"old": "z.txt", "kept": "c.txt"}, set()) == (0, 0, 0)
+    assert estimate_module._changes(indexed, {"a.txt": "new_a", "c.txt": "kept"}, set()) == (0, 1, 0)
+    assert estimate_module._changes(indexed, {"z.txt": "old", "c.txt": "kept"}, set()) == (0, 0, 0)
+
+
+async def test_an_edited_file_whose_new_text_a_new_file_copies_is_an_edit_as_the_run_counts_it(news, tmp_path):
+    # doc_00005.txt edited, and its new text copied into a new file read before it: the run
+    # pairs every path holding a text, so says "1 edited"; the estimate paired the text's first
+    # path alone (the copy, not indexed before) and said "1 added, 1 removed".
+    settings = make_settings("")
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    edited = news / "doc_00005.txt"
+    edited.write_text(edited.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
+    (news / "a_copy.txt").write_text(edited.read_text())
+    est, done = await index_and_estimate(news, settings, db)
+    assert (est["documents_added"], est["documents_edited"], est["documents_removed"]) \
+        == (done.documents_added, done.documents_edited, done.documents_removed) == (0, 1, 0)
