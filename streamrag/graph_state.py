@@ -66,18 +66,9 @@ def read_again(change: Change, before: dict[str, tuple[str, int, float]],
     documents before, plus those added, less those removed, are those after: a file read anew
     into another file's text has its document removed, not unsaid; one whose old text another
     file keeps has its new one added."""
-    again: set[str] = set()
-    replaced: set[str] = set()
-    for p in sorted(now):
-        doc_id, size, stamp = now[p]
-        if p not in before or (before[p][1:] != (size, stamp) and p not in retimed) or before[p][0] == doc_id:
-            continue
-        was = before[p][0]
-        if doc_id in change.added_docs and was in change.removed_docs and doc_id not in again \
-                and was not in replaced:
-            again.add(doc_id)
-            replaced.add(was)
-    return again, replaced
+    unchanged = ((p, doc_id) for p, (doc_id, size, stamp) in now.items()
+                 if p in before and (before[p][1:] == (size, stamp) or p in retimed))
+    return _paired(before, unchanged, change.added_docs, change.removed_docs)
 
 
 def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
@@ -88,6 +79,14 @@ def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, st
     and the documents before, plus those added and edited, less those removed and edited, are
     those after. A rename (the same text at another path) adds and removes no document; a file
     renamed and edited at once is one added and one removed (its path did not stay)."""
+    return len(_paired(before, now, added, removed)[0])
+
+
+def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
+            added: Collection[str], removed: Collection[str]) -> tuple[set[str], set[str]]:
+    """The ``added`` documents held at a path (of ``now``'s (path, doc id) pairs, taken in order)
+    that held a ``removed`` one (``before``: path -> (doc id, ...)), and those removed ones:
+    paired one for one, each document in one pair at most (a text in two files is one document)."""
     new: set[str] = set()
     gone: set[str] = set()
     for path, doc_id in sorted(now):
@@ -95,7 +94,7 @@ def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, st
         if was is not None and doc_id in added and was[0] in removed and doc_id not in new and was[0] not in gone:
             new.add(doc_id)
             gone.add(was[0])
-    return len(new)
+    return new, gone
 
 
 
