@@ -1018,10 +1018,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     hints = []
     for extra in extras:
         if extra.startswith("-"):
-            close = (difflib.get_close_matches(extra.split("=", 1)[0], known, n=1, cutoff=0.75)
-                     or _long_option_for(extra.split("=", 1)[0], known))
+            option = extra.split("=", 1)[0]
+            close = difflib.get_close_matches(option, known, n=1, cutoff=0.75) or _long_option_for(option, known)
             if close:
-                hints.append(f"{extra.split('=', 1)[0]}: did you mean {close[0]}?")
+                hints.append(f"{option}: did you mean {close[0]}?")
     if getattr(args, "command", None) == "ask" and any(not extra.startswith("-") for extra in extras):
         # (`ask What is it` took "What" for the question and "is" for the folder)
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
