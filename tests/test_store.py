@@ -1533,23 +1533,31 @@ def test_a_file_or_folder_is_looked_up_by_the_path_index_not_by_reading_every_pa
     s.close()
 
 
-def test_a_look_at_an_index_left_with_its_log_adds_no_file_beside_it(tmp_path):
-    # demo's read-only look (root_and_paths) at a folder holding index.db and its -wal but no
-    # -shm left the -shm it made there: it removed side files only when neither was there.
-    import shutil
+def _index_in_its_log(folder: Path):
+    """An index.db in ``folder`` whose rows (root /notes, file a.md) are still in its -wal,
+    and the open connection holding them there (no checkpoint)."""
     import sqlite3
 
-    from streamrag.store import root_and_paths
-
-    made = tmp_path / "made"
-    made.mkdir()
-    conn = sqlite3.connect(made / "index.db", isolation_level=None)
+    folder.mkdir()
+    conn = sqlite3.connect(folder / "index.db", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA wal_autocheckpoint=0")
     conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
     conn.execute("CREATE TABLE files(path TEXT)")
     conn.execute("INSERT INTO meta VALUES ('root', '/notes')")
     conn.execute("INSERT INTO files VALUES ('a.md')")
+    return conn
+
+
+def test_a_look_at_an_index_left_with_its_log_adds_no_file_beside_it(tmp_path):
+    # demo's read-only look (root_and_paths) at a folder holding index.db and its -wal but no
+    # -shm left the -shm it made there: it removed side files only when neither was there.
+    import shutil
+
+    from streamrag.store import root_and_paths
+
+    made = tmp_path / "made"
+    conn = _index_in_its_log(made)
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in ("index.db", "index.db-wal"):   # (copied while the writer holds it open)
@@ -1569,14 +1577,7 @@ def test_a_look_at_an_index_leaves_the_shm_of_a_writer_that_opened_it_meanwhile(
     from streamrag import store
 
     made = tmp_path / "made"
-    made.mkdir()
-    conn = sqlite3.connect(made / "index.db", isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA wal_autocheckpoint=0")
-    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE files(path TEXT)")
-    conn.execute("INSERT INTO meta VALUES ('root', '/notes')")
-    conn.execute("INSERT INTO files VALUES ('a.md')")
+    conn = _index_in_its_log(made)
     db = tmp_path / "index.db"
     for name in ("index.db", "index.db-wal"):   # (a log without its -shm, as a copy leaves it)
         shutil.copy(made / name, tmp_path / name)
