@@ -1291,16 +1291,22 @@ def test_an_estimate_says_the_files_with_nothing_to_index_as_index_does(cli_run,
     assert json.loads(est_json.stdout)["unreadable_files"] == 0   # (nothing failed)
 
 
-def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tmp_path):
-    # A file in cp1252 and one with a stray NUL: `index` reads both and warns of each ("not
-    # valid UTF-8, read as cp1252; ... iconv ...", "1 NUL character(s) dropped"), the estimate
-    # counted them without a word. Said in index's order: its failures, then file by file.
-    folder = tmp_path / "n"
+def _notes_read_with_warnings(folder: Path) -> Path:
+    """``folder`` made with a note in UTF-8, one in cp1252, an empty one and one with a NUL:
+    reading them warns of all but the first."""
     folder.mkdir()
     (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
     (folder / "cafe.txt").write_bytes("Mira Osk ran the café by the harbor.\n".encode("cp1252"))
     (folder / "empty.txt").write_text("")
     (folder / "nul.txt").write_bytes(b"Quillon Marbeck opened a ferry office in Port Ruvickton.\x00\n")
+    return folder
+
+
+def test_an_estimate_says_what_reading_a_file_warns_of_as_index_does(cli_run, tmp_path):
+    # A file in cp1252 and one with a stray NUL: `index` reads both and warns of each ("not
+    # valid UTF-8, read as cp1252; ... iconv ...", "1 NUL character(s) dropped"), the estimate
+    # counted them without a word. Said in index's order: its failures, then file by file.
+    folder = _notes_read_with_warnings(tmp_path / "n")
     (folder / "x.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
     common = ("index", str(folder), "--db", str(tmp_path / "x.db"), "--offline")
     est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
@@ -1343,12 +1349,7 @@ def test_an_estimate_says_of_unchanged_files_what_the_run_says_of_them(cli_run, 
     # A file in cp1252 and one with a stray NUL, indexed: a second `index` does not read them
     # again, so warns of neither (an empty file, never indexed, it says again); the estimate read
     # them, and warned of both.
-    folder = tmp_path / "n"
-    folder.mkdir()
-    (folder / "a.txt").write_text("Mira Osk chaired the Harbor Council.\n")
-    (folder / "cafe.txt").write_bytes("Mira Osk ran the café by the harbor.\n".encode("cp1252"))
-    (folder / "empty.txt").write_text("")
-    (folder / "nul.txt").write_bytes(b"Quillon Marbeck opened a ferry office in Port Ruvickton.\x00\n")
+    folder = _notes_read_with_warnings(tmp_path / "n")
     common = ("index", str(folder), "--db", str(tmp_path / "x.db"), "--offline")
     assert cli_run(*common, "-q").returncode == 0
     est, est_json = cli_run(*common, "--estimate"), cli_run(*common, "--estimate", "--json")
