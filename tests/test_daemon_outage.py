@@ -1397,19 +1397,25 @@ def test_the_outage_line_says_only_errors_only_when_every_failed_try_was_one(tmp
     assert brief["state"] == "outage" and brief["message"].startswith(still), brief["message"]
 
 
-def test_the_outage_line_names_the_proxy_answering_only_502(tmp_path):
-    # A proxy the environment names (HTTP_PROXY) that cannot reach the server behind it answers
-    # every request 502: the lines said "a proxy or load balancer" and "the server behind
-    # http://... still down", that proxy unnamed, and no NO_PROXY for a server on this machine.
+def _in_an_outage_of_502s(tmp_path: Path, api_base: str, events: Events, env: dict[str, str]) -> Daemon:
+    """A daemon of ``api_base`` whose outage met four HTTP 502s, through the proxy ``env`` names."""
     from collections import Counter
 
     from streamrag.proxies import proxy_for
 
-    events = Events()
-    daemon = Daemon(make_settings("http://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
+    daemon = Daemon(make_settings(api_base), tmp_path / "i.db", tmp_path, report=events)
     daemon.outage.server_errors, daemon.outage.statuses = True, Counter({502: 4})
-    daemon.outage.proxy = proxy_for("http://127.0.0.1:9/v1/chat/completions",
-                                    {"HTTP_PROXY": "http://puser:proxy-LEAKCHECK-7@127.0.0.1:3128"})
+    daemon.outage.proxy = proxy_for(f"{api_base}/chat/completions", env)
+    return daemon
+
+
+def test_the_outage_line_names_the_proxy_answering_only_502(tmp_path):
+    # A proxy the environment names (HTTP_PROXY) that cannot reach the server behind it answers
+    # every request 502: the lines said "a proxy or load balancer" and "the server behind
+    # http://... still down", that proxy unnamed, and no NO_PROXY for a server on this machine.
+    events = Events()
+    daemon = _in_an_outage_of_502s(tmp_path, "http://127.0.0.1:9/v1", events,
+                                   {"HTTP_PROXY": "http://puser:proxy-LEAKCHECK-7@127.0.0.1:3128"})
     daemon._retry_left_out(2, 2, outage=True, quiet=False)
     proxy = "the proxy http://puser:***@127.0.0.1:3128 (set by HTTP_PROXY)"
     [line] = events
@@ -1428,15 +1434,8 @@ def test_the_outage_line_of_an_https_servers_502_through_a_proxy_does_not_name_t
     # An https:// endpoint's requests go through HTTPS_PROXY's tunnel: a 502 is the server's (or
     # a gateway's behind it), never the proxy's own, which refuses a tunnel with no status; the
     # lines said "go through the proxy ..., which answers only HTTP 502" and "behind the proxy".
-    from collections import Counter
-
-    from streamrag.proxies import proxy_for
-
     events = Events()
-    daemon = Daemon(make_settings("https://127.0.0.1:9/v1"), tmp_path / "i.db", tmp_path, report=events)
-    daemon.outage.server_errors, daemon.outage.statuses = True, Counter({502: 4})
-    daemon.outage.proxy = proxy_for("https://127.0.0.1:9/v1/chat/completions",
-                                    {"HTTPS_PROXY": "http://127.0.0.1:3128"})
+    daemon = _in_an_outage_of_502s(tmp_path, "https://127.0.0.1:9/v1", events, {"HTTPS_PROXY": "http://127.0.0.1:3128"})
     assert daemon.outage.proxy is not None
     daemon._retry_left_out(2, 2, outage=True, quiet=False)
     daemon.outage.still_down(1)
