@@ -42,7 +42,7 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, remember_wal_tried,
+                             last_opened, one_writer, read_as_unchanging, remember_wal_tried, root_and_paths,
                              unchanging_why, vacuum, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
@@ -188,7 +188,40 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
         return _usable_db(Path(args.db))
     if settings.store.path:
         return _usable_db(_configured_db(settings))
-    return _not_special(default_db_path(root))
+    db = _not_special(default_db_path(root))
+    if not (db.exists() or db.is_symlink()) and (kept := _kept_index(root)) is not None:
+        # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder built a second index of the
+        # demo's text in DIR/.streamrag, which the reading commands found from then on.)
+        raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
+                             f".streamrag/index.db, which `{args.command}` would build as a second index; "
+                             f"to update it, run `streamrag {args.command} "
+                             f"{shell_word(_kept_index_folder(root, kept))} --db {shell_word(kept)}`")
+    return db
+
+
+def _kept_index(folder: Path) -> Path | None:
+    """The index kept as index.db in ``folder`` (as ``demo --dir`` keeps one), when a streamrag
+    index is there: the index a command given ``folder`` means, where its .streamrag/index.db is
+    none."""
+    kept = folder / "index.db"
+    found = database_of(kept) if kept.is_file() else None
+    return kept if found is not None and found[1] else None
+
+
+def _kept_index_folder(folder: Path, kept: Path) -> Path:
+    """The folder the index ``kept`` in ``folder`` is updated from: the folder in ``folder`` named as
+    the one it indexes (a demo's christmas_carol: the demo's folder may have been moved or copied
+    since, its index naming the folder it was built in, gone or another's), else that folder, else
+    ``folder``."""
+    try:
+        root = root_and_paths(kept)[0]
+    except sqlite3.Error:
+        root = None
+    if root is None or Path(root).resolve() == folder.resolve():
+        return folder
+    if (folder / Path(root).name).is_dir():
+        return folder / Path(root).name
+    return Path(root) if Path(root).is_dir() else folder
 
 
 def db_given(args: argparse.Namespace, settings: Settings) -> str:
@@ -226,9 +259,8 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
             return _not_special(candidate)
-    kept = Path(folder or ".") / "index.db"
-    found = database_of(kept) if kept.is_file() else None
-    if found is not None and found[1]:
+    kept = _kept_index(Path(folder or "."))
+    if kept is not None:
         # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
         # built a second index of the demo's text beside it, given DIR or run inside it.)
         raise IndexMissingError(f"{shown(folder) if folder else 'this folder'}: its index is {shown(kept)} "

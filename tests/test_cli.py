@@ -846,6 +846,45 @@ def test_a_demo_folder_named_as_dir_is_pointed_to_its_index_db(cli_run, tmp_path
     assert not (tmp_path / "d" / ".streamrag").exists()
 
 
+def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp_path):
+    # `index d` (`index .` inside it, `watch d`) of a `demo --dir d` folder built a second index of
+    # the demo's text in d/.streamrag beside d/index.db, which `status d` found from then on.
+    assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
+    demo = tmp_path / "d"
+    kept = (demo / "index.db").read_bytes()
+    said = "its index is {} (as `demo --dir` keeps one), not .streamrag/index.db, which `{}` would build " \
+           "as a second index; to update it, run `streamrag {} {} --db {}`"
+    for args, cwd, line in (
+            (("index", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index", "d/christmas_carol",
+                                                           "d/index.db")),
+            (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index",
+                                                                         "d/christmas_carol", "d/index.db")),
+            (("index", "."), demo, ".: " + said.format("index.db", "index", "index", "christmas_carol", "index.db")),
+            (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch",
+                                                                     "d/christmas_carol", "d/index.db"))):
+        out = cli_run(*args, cwd=cwd)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == f"streamrag: error: {line}\n", (args, out.stderr)
+    assert not (demo / ".streamrag").exists() and (demo / "index.db").read_bytes() == kept
+    # The index command said updates the demo's index: the stave edited is the one extracted again.
+    stave = sorted((demo / "christmas_carol").glob("*.txt"))[0]
+    stave.write_text(stave.read_text(encoding="utf-8") + "\nScrooge wrote to Marley.\n", encoding="utf-8")
+    run_said = shlex.split(said.format("", "", "index", "d/christmas_carol", "d/index.db").rsplit("run `", 1)[1][:-1])
+    out = cli_run(*run_said[1:], "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["version"], result["documents_edited"], result["documents_unchanged"]) == (2, 1, 4)
+    assert 0 < result["chunks_extracted"] < result["chunks"]
+    assert cli_run("watch", "--once", "d/christmas_carol", "--db", "d/index.db", cwd=tmp_path).returncode == 0
+    assert not (demo / ".streamrag").exists()
+    # --db is obeyed as before; and a demo's folder given its own .streamrag/index.db is indexed so.
+    assert cli_run("index", "d", "--db", "other.db", "-q", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "other.db").is_file()
+    assert cli_run("index", "d", "--db", "d/.streamrag/index.db", "-q", cwd=tmp_path).returncode == 0
+    out = cli_run("index", "d", "--json", cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["published"] is False, out.stderr
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
