@@ -882,9 +882,10 @@ class Daemon:
         again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
                  and self.pending.get(rel) not in (None, "deleted", "renamed away", "added and deleted")}
         # A file queued as new (the index never held it) and deleted before its sync leaves the
-        # index nothing to undo: it is not pending (a folder copied in, then moved away, said
-        # "200 pending" of its 100 files), but stays queued, so that a sync still comes for it
-        # (what was extracted ahead of it is the sync's to settle).
+        # index nothing to undo: it is neither pending nor counted deleted (a folder copied in,
+        # then moved away, said "200 files (100 added, 100 deleted); 200 pending" of its 100
+        # files), but stays queued, so that a sync still comes for it (what was extracted ahead
+        # of it is the sync's to settle).
         came_and_went = {rel for rel, kind in batch.items() if kind == "deleted"
                          and self.pending.get(rel) == "added" and rel not in self._syncing}
         self.pending.update(batch)
@@ -895,15 +896,19 @@ class Daemon:
         for source in renamed.values():   # a rename is one changed file, in every count
             if self.pending.get(source) == "deleted":
                 self.pending[source] = "renamed away"
-        kinds = Counter(kind for rel, kind in files.items() if rel not in renamed and rel not in renamed.values())
+        kinds = Counter(kind for rel, kind in files.items()
+                        if rel not in renamed and rel not in renamed.values() and rel not in came_and_went)
         kinds["renamed"] += len(renamed)
         kinds = +kinds
         what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
         pending = self._files_pending()
-        count = len(files) - len(renamed)   # a rename is one file, not one added and one deleted
-        said = f"{_n(count, 'file')} ({what})" if files else ""
+        # (a rename is one file, not one added and one deleted; a file come and gone is none)
+        count = len(files) - len(renamed) - len(came_and_went)
+        said = f"{_n(count, 'file')} ({what})" if count else ""
         if "." in batch:
             said = f"{said} and the whole folder" if said else "the whole folder"
+        if not said and came_and_went:   # (the sync that still comes says it so: ``_why_sync``)
+            said = f"{_n(len(came_and_went), 'file')} added and deleted"
         if again:
             said += f"; {_n(len(again), 'file')} changed again, extracted at the sync"
         if pending:   # (none with the whole folder alone, a folder back: "; 0 pending" read as nothing to do)

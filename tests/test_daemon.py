@@ -1810,7 +1810,7 @@ async def test_a_broken_link_is_said_once_and_queues_nothing(corpus, tmp_path):
     assert daemon.syncs == 2
     queued = [e for e in after if e["state"] == "queued"]
     # (never indexed, the file gone is no longer pending: it said "1 pending", then "2")
-    assert [e["message"] for e in queued] == ["1 file (1 added); 1 pending", "1 file (1 deleted)",
+    assert [e["message"] for e in queued] == ["1 file (1 added); 1 pending", "1 file added and deleted",
                                               "1 file (1 added); 1 pending"]
     assert daemon.pending == {}
     warned = [e["message"] for e in after if e["state"] == "warning"]
@@ -1902,13 +1902,39 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
                 == {f"c/x{i}.txt": "added and deleted" for i in range(3)}
             await until(lambda: daemon.syncs == 2)
     moved = [e for e in events[mark:] if e["state"] == "queued"][1]
-    assert (moved.get("added"), moved.get("deleted")) == (3, 3), moved
-    # The files gone with c were never indexed: pending are c2's alone ("6 pending" of 3 files).
-    assert moved["pending"] == 3 and moved["message"].endswith("; 3 pending"), moved
+    # The files gone with c were never indexed: the index gets c2's alone, as added, and they
+    # alone are pending ("6 pending" of 3 files); c's are no deletion ("3 files (3 added, 3
+    # deleted)" said 6 files, where the sync adds 3 and deletes none).
+    assert moved["message"] == "3 files (3 added); 3 pending", moved
+    assert (moved["files"], moved.get("added"), moved.get("deleted"), moved["pending"]) == (3, 3, None, 3), moved
     began = next(e for e in events[mark:] if e["message"].endswith(": scanning 7 files"))   # (4 of the corpus)
     assert began["message"].startswith("3 changed files: ") and began["files"] == 3, began
     paths = _indexed_paths(tmp_path / "k.db")
     assert {f"c2/x{i}.txt" for i in range(3)} <= paths and not any(p.startswith("c/") for p in paths)
+
+
+async def test_a_folder_copied_in_then_moved_out_before_its_sync_queues_nothing_to_add_or_delete(corpus, tmp_path):
+    # `cp -r src notes/c`, then `mv notes/c /elsewhere` before the sync: its files, never
+    # indexed, were said "3 files (3 deleted)", a deletion of nothing the index holds.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        copied = corpus / "c"
+        copied.mkdir()
+        for i in range(3):
+            (copied / f"x{i}.txt").write_text(f"Captain Oskar Lind sailed the Blue Heron {i} to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(copied))})
+            await until(lambda: "waiting" in events.states(mark))
+            shutil.move(copied, tmp_path / "away")
+            await send.send({(Change.deleted, str(copied))})
+            await until(lambda: daemon.syncs == 2)
+    moved = [e for e in events[mark:] if e["state"] == "queued"][1]
+    assert moved["message"] == "3 files added and deleted", moved
+    assert (moved["files"], moved.get("added"), moved.get("deleted"), moved["pending"]) == (0, None, None, 0), moved
+    began = next(e for e in events[mark:] if "scanning" in e["message"])
+    assert began["message"].startswith("3 files added and deleted: scanning "), began
+    assert not any(p.startswith("c/") for p in _indexed_paths(tmp_path / "k.db"))
 
 
 async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
@@ -1939,7 +1965,8 @@ async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure
     # Never indexed, it is no longer pending once deleted ("1 pending"), but its sync still comes,
     # said for what it is, not as one of the whole folder.
     deleted = [e for e in after if e["state"] == "queued"][-1]
-    assert deleted["pending"] == 0 and deleted["deleted"] == 1, deleted
+    assert deleted["pending"] == 0 and deleted.get("deleted") is None, deleted
+    assert deleted["message"] == "1 file added and deleted", deleted
     began = next(e for e in after if "scanning" in e["message"])
     assert began["message"].startswith("1 file added and deleted: scanning "), began
     assert (began["files"], began["whole_folder"]) == (0, False), began
