@@ -881,13 +881,17 @@ class Daemon:
         # the sync, as it then is: extracting every version of it paid a call per append.
         again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
                  and self.pending.get(rel) not in (None, "deleted", "renamed away", "added and deleted")}
-        # A file queued as new (the index never held it) and deleted before its sync leaves the
+        # A file queued that the index does not hold (new, or written when the watcher missed
+        # its making, during the initial sync's scan say) and deleted before its sync leaves the
         # index nothing to undo: it is neither pending nor counted deleted (a folder copied in,
         # then moved away, said "200 files (100 added, 100 deleted); 200 pending" of its 100
         # files), but stays queued, so that a sync still comes for it (what was extracted ahead
-        # of it is the sync's to settle).
-        came_and_went = {rel for rel, kind in batch.items() if kind == "deleted"
-                         and self.pending.get(rel) == "added" and rel not in self._syncing}
+        # of it is the sync's to settle). The index is asked, not the kind it was queued as: a
+        # file queued as new while a sync indexed it is held once that sync is done.
+        queued = {rel for rel, kind in batch.items() if kind == "deleted" and rel not in self._syncing
+                  and self.pending.get(rel) in ("added", "modified", "added and deleted")}
+        held = await anyio.to_thread.run_sync(self.folder.held, queued) if queued else set()
+        came_and_went = queued - held
         self.pending.update(batch)
         self.pending.update(dict.fromkeys(came_and_went, "added and deleted"))
         self._retries = 0

@@ -189,6 +189,16 @@ class WatchedFolder:
         """Whether the index holds the file ``rel`` (or rows of it: ``data.jsonl#3``)."""
         return store is not None and index_rows.holds_file(store, rel)
 
+    def held(self, rels: Iterable[str]) -> set[str]:
+        """Those of the files ``rels`` that the index holds, or that the last update could not
+        use (their failures go with them): the deletion of one changes the index, of another
+        (made and deleted between two syncs) nothing. Opens the index: for a worker thread."""
+        with reading(self.db_path) as store:
+            if store is None:
+                return set()
+            failed = self.failed_now(store)
+            return {rel for rel in rels if self.is_indexed(store, rel) or under(failed, rel)}
+
     @staticmethod
     def indexed_in(store: Store | None, rel: str) -> set[str]:
         """The indexed files under the folder ``rel``."""

@@ -1937,6 +1937,36 @@ async def test_a_folder_copied_in_then_moved_out_before_its_sync_queues_nothing_
     assert not any(p.startswith("c/") for p in _indexed_paths(tmp_path / "k.db"))
 
 
+async def test_a_file_queued_modified_but_never_indexed_is_not_pending_once_deleted(corpus, tmp_path):
+    # A file whose creation the watcher missed (made during the initial sync's scan) comes as
+    # modified; deleted before its sync, it stayed "1 pending", a deletion of nothing indexed.
+    # An indexed file modified, then deleted, is still one (its text leaves the index).
+    settings = make_settings(index=SMALL, watch={"quiet_s": 2})   # offline: fast
+    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        late = corpus / "late.txt"
+        late.write_text("Ivo Jax rowed to Port Vell.\n")
+        async with send:
+            await send.send({(Change.modified, str(late))})
+            await until(lambda: daemon.pending.get("late.txt") == "modified")
+            late.unlink()
+            await send.send({(Change.deleted, str(late))})
+            await until(lambda: len([e for e in events[mark:] if e["state"] == "queued"]) == 2)
+            assert daemon.pending == {"late.txt": "added and deleted"} and daemon.health()["pending"] == 0
+            (corpus / "guild.txt").write_text("Warden Edda Holm opened the Kessel lock at dawn.\n")
+            await send.send({(Change.modified, str(corpus / "guild.txt"))})
+            await until(lambda: daemon.pending.get("guild.txt") == "modified")
+            (corpus / "guild.txt").unlink()
+            await send.send({(Change.deleted, str(corpus / "guild.txt"))})
+            await until(lambda: daemon.pending.get("guild.txt") == "deleted")
+            await until(lambda: daemon.syncs == 2)
+    queued = [e["message"] for e in events[mark:] if e["state"] == "queued"]
+    assert queued == ["1 file (1 modified); 1 pending", "1 file added and deleted",
+                      "1 file (1 modified); 1 pending", "1 file (1 deleted); 1 pending"], queued
+    assert "error" not in events.states(mark)
+    assert not {"late.txt", "guild.txt"} & _indexed_paths(tmp_path / "k.db")
+
+
 async def test_a_file_deleted_before_its_extraction_ahead_reads_it_is_no_failure(corpus, tmp_path, monkeypatch):
     # A file saved and deleted at once (an editor's temporary file) was found by the daemon's
     # stat, then gone when the extraction ahead of the sync scanned it: "extracting 1 file
