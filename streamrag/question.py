@@ -12,7 +12,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   it asks about, not the shorter names inside those it writes, are ``local_search.anchors``);
   ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
   whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
-  Ulmard"), ``near_names`` the names of the index closest to one, ``missing_words`` the words
+  Ulmard"), or two or more words in a row written in lower case that the index has in no form,
+  in a question asking nothing else ("who is ada osk?"), ``near_names`` the names of the index closest to one, ``missing_words`` the words
   of those a search leaves out, and ``asks_more`` whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
@@ -365,7 +366,8 @@ def unknown_names(store: Store, question: str) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
     person whose only file was deleted), as written, with the words of the name they are
     written in ("Jacob Cratchit" of an index with "Bob Cratchit" only, "Mr. Zorblax"); adjacent
-    ones make one name. Those of words it has, but never together, too (``_never_together``).
+    ones make one name. Those of words it has, but never together, too (``_never_together``),
+    and, in a question asking nothing else, those it writes in lower case (``_unwritten_in_lower_case``).
 
     A capitalised word opening a sentence, a stopword and a question written in Title Case or
     capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
@@ -414,9 +416,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
         if _has_words(store, '"' + " ".join(ws) + '"'):
             continue
         absent.append(i)
-        word = ws[0]
-        if len(ws) > 1 or (not tok.isupper() and (   # (a short word's first letters begin many)
-                len(word) < 5 or not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *'))):
+        if len(ws) > 1 or (not tok.isupper() and _in_no_form(store, ws[0])):
             strong.add(i)
     names: list[list[int]] = []
     for i in absent:
@@ -447,7 +447,45 @@ def unknown_names(store: Store, question: str) -> list[str]:
                                         or beside and not _shortened(tokens[run[0]].group())):
             found.append((tokens[first].start(), tokens[last].end()))
     found += _never_together(store, question, tokens, opening, set(absent))
+    lower = _unwritten_in_lower_case(store, question, tokens) if english else []
+    if lower and not asks_more(question, [question[start:end] for start, end in found + lower]):
+        # Only when the question asks about nothing else: two words the index never writes
+        # may be a topic ("what do the reports say about quantum chromodynamics?"), where the
+        # search's own "nothing matches" is the answer, not a name's.
+        found += lower
     return list(dict.fromkeys(question[start:end] for start, end in sorted(found)))
+
+
+def _in_no_form(store: Store, word: str) -> bool:
+    """Whether the index has ``word`` (which it lacks as written) in no other form either: its
+    first letters begin no word there ("Tuesdays" of "Tuesday", "Londoner" of "London"). A
+    short word's first letters begin many, so one under five letters is taken as absent."""
+    return len(word) < 5 or not _has_words(store, f'"{word[:max(4, len(word) - 3)]}" *')
+
+
+# Words a question asks with, never a name's, however rare in the index ("themes", "summary").
+_ASKING_WORDS = GENERIC_WORDS | COLLECTION_WORDS | RELATION_WORDS | _ENGLISH_CUES | _YES_NO
+
+
+def _unwritten_in_lower_case(store: Store, question: str, tokens: list[re.Match[str]]) -> list[tuple[int, int]]:
+    """(start, end) of the runs of words an English question writes in lower case that may be
+    a name the index lacks ("who is ada osk?", asked as "Who is Ada Osk?" is): two or more
+    words in a row, apart by a space or a hyphen, none a stopword or a word questions ask with,
+    each in no text or entity name of the index in any form (``_in_no_form``). A word alone is
+    left: "protagonist" or "characters" may be missing from a novel's text and still ask
+    something. The question's words that the index has ("how does scrooge change?") are no
+    name it lacks. (``unknown_names`` takes them only from a question asking nothing else.)"""
+    runs: list[list[int]] = []
+    for i, t in enumerate(tokens):
+        ws = words(t.group())
+        if not t.group()[:1].islower() or len(ws) != 1 or ws[0] in local_search.STOPWORDS \
+                or ws[0] in _ASKING_WORDS or _has_words(store, f'"{ws[0]}"') or not _in_no_form(store, ws[0]):
+            continue
+        if runs and runs[-1][-1] == i - 1 and _in_name(question, tokens, i):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return [(tokens[run[0]].start(), tokens[run[-1]].end()) for run in runs if len(run) > 1]
 
 
 def _asks_yes_or_no(question: str, tokens: list[re.Match[str]]) -> bool:
