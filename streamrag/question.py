@@ -13,8 +13,9 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
   whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
   Ulmard"), or two or more words in a row written in lower case that the index has in no form,
-  in a question asking nothing else ("who is ada osk?"), ``near_names`` the names of the index closest to one, ``missing_words`` the words
-  of those a search leaves out, and ``asks_more`` whether it asks anything beyond them.
+  in a question asking nothing else ("who is ada osk?"), ``near_names`` the names of the index
+  closest to one, ``missing_words`` the words of those a search leaves out, and ``asks_more``
+  whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
   (all the words of an entity's name appear in it, found through FTS over names) goes to local
   search, one with global cue words ("themes", "overall", "main", "summarize" ...) to global
