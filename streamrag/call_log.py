@@ -64,14 +64,18 @@ class CallLog:
 
     async def record(self, row: dict, prompt_tokens: int, completion_tokens: int,
                      latency_ms: float, *, cached: bool, error: str | None = None, unusable: bool = False,
-                     put: Callable[[Store], None] | None = None) -> None:
+                     shared: bool = False, put: Callable[[Store], None] | None = None) -> None:
         """Counts a call in ``stats`` and persists its ``row`` (what was asked: run_id, stage,
         model, prompt, prompt_version, cache_key), after ``put`` in the same transaction.
         ``unusable``: its ``error`` is of an answer the caller could not use, said by the caller,
         not read from the error's words: a content filter's stop is an answer too, whose words
         are no "unusable answer ...", and was counted as an endpoint error (a watch's outage
         kept open by it, ``watch_lines.ends_outage``). Its row's error is made to begin with
-        ``UNUSABLE`` (``unusable_error``), which `status` and the estimate count such rows by."""
+        ``UNUSABLE`` (``unusable_error``), which `status` and the estimate count such rows by.
+        ``shared``: the unusable answer was an identical call's, this one waited on it: failed
+        for its caller all the same (its item too), but its row is cached, as a waiter's of a
+        usable answer is (it asked nothing), so that `status` and the estimate, which count
+        unusable rows not cached, count one stop of N identical calls once, not N times."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         if error is not None:
@@ -86,7 +90,7 @@ class CallLog:
         if self.store is None:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "latency_ms": round(latency_ms, 3), "cached": int(cached),
+                  "latency_ms": round(latency_ms, 3), "cached": int(cached or shared),
                   "error": unusable_error(error) if unusable and error is not None else error}
         await self._write(self._take_unwritten(), [record], put)
 

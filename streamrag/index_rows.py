@@ -550,8 +550,9 @@ def _unusable(error: str = "error") -> str:
 _ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND EXISTS ("
                 "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
                 "AND a.id > u.id AND a.error IS NULL)")
-# The calls answered with what their caller could not use, as the client counts them.
-_UNUSABLE_CALLS = f"FROM llm_calls WHERE {_unusable()} AND cancelled = 0"
+# The calls answered with what their caller could not use, as the client counts them, each
+# answer once: not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
+_UNUSABLE_CALLS = f"FROM llm_calls WHERE {_unusable()} AND cancelled = 0 AND cached = 0"
 
 
 def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]]:

@@ -418,8 +418,9 @@ class LLMClient:
                 await flight.done.wait()
                 if flight.error is not None:   # (a call of its own, failed: recorded as one)
                     if not isinstance(flight.error, GaveUp):   # (it only waited: it asked nothing)
+                        unusable = isinstance(flight.error, LLMOutputError)   # (a content filter's stop)
                         await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error),
-                                                    unusable=isinstance(flight.error, LLMOutputError))
+                                                    unusable=unusable, shared=unusable)
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again

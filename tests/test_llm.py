@@ -1344,6 +1344,35 @@ async def test_callers_sharing_a_request_that_failed_each_record_their_failed_ca
     assert len(rows) == 3 and all(r["error"] == errors[0] and not r["cached"] for r in rows)
 
 
+async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tmp_path):
+    # Three identical calls share one request a content filter stopped: each waiter's row was an
+    # unusable answer of its own, so status and the estimate counted three stops of one.
+    from streamrag.index_rows import unusable_answers, unusable_calls
+
+    filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "According to"},
+                                                  finish_reason="content_filter"))
+    endpoint = Endpoint(filtered, latency=0.1)
+    errors: list[str] = []
+
+    async def one(llm) -> None:
+        try:
+            await llm.chat(ask(), model="m1", stage="s")
+        except LLMOutputError as e:
+            errors.append(str(e))
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(one, llm)
+            stats = llm.stats
+    assert len(endpoint.requests) == 1 and len(errors) == 3
+    assert unusable_calls(store) == 1 and unusable_answers(store)[("s", "m1")][1] == 1
+    # The waiters' rows are cached, as those of a usable answer shared; each call failed all the same.
+    assert sorted(r["cached"] for r in calls(store)) == [0, 1, 1]
+    assert stats["s"]["errors"] == stats["s"]["unusable"] == 3 and ends_outage(stats), stats
+
+
 async def test_without_a_store_nothing_is_cached_or_recorded(tmp_path):
     endpoint = Endpoint()
     settings = LLMSettings(api_base=API, requests_per_minute=0, tokens_per_minute=0)
