@@ -547,7 +547,7 @@ def _unusable(error: str = "error") -> str:
 
 # The calls whose answer was unusable and whose request a later try of the same run answered
 # (``LLMClient.chat``: a report cut off, asked again with more room): failed as calls, not as items.
-_ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND EXISTS ("
+_ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND u.cached = 0 AND EXISTS ("
                 "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
                 "AND a.id > u.id AND a.error IS NULL)")
 # The calls answered with what their caller could not use, as the client counts them, each

@@ -1347,7 +1347,7 @@ async def test_callers_sharing_a_request_that_failed_each_record_their_failed_ca
 async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tmp_path):
     # Three identical calls share one request a content filter stopped: each waiter's row was an
     # unusable answer of its own, so status and the estimate counted three stops of one.
-    from streamrag.index_rows import unusable_answers, unusable_calls
+    from streamrag.index_rows import asked_again, unusable_answers, unusable_calls
 
     filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "According to"},
                                                   finish_reason="content_filter"))
@@ -1366,10 +1366,12 @@ async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tm
                 for _ in range(3):
                     tg.start_soon(one, llm)
             stats = llm.stats
-    assert len(endpoint.requests) == 1 and len(errors) == 3
+            await llm.chat(ask(), model="m1", stage="s")   # asked again later in the run, answered
+    assert len(endpoint.requests) == 2 and len(errors) == 3
     assert unusable_calls(store) == 1 and unusable_answers(store)[("s", "m1")][1] == 1
+    assert asked_again(store) == 1   # (of the unusable answers: not the waiters')
     # The waiters' rows are cached, as those of a usable answer shared; each call failed all the same.
-    assert sorted(r["cached"] for r in calls(store)) == [0, 1, 1]
+    assert sorted(r["cached"] for r in calls(store)) == [0, 0, 1, 1]
     assert stats["s"]["errors"] == stats["s"]["unusable"] == 3 and ends_outage(stats), stats
 
 
