@@ -450,8 +450,11 @@ def format_status(info: dict, db: Path) -> str:
     ]
     if info["llm_by_model"]:
         rate = info["cache_hit_rate"]
-        again = info.get("asked_again", 0)
+        again, unusable = info.get("asked_again", 0), info.get("unusable", 0)
+        # (the unusable answers were said by --json alone: the errors column mixes them with the
+        # endpoint's failures, which are fixed elsewhere)
         lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
+                     + (f"; {counted(unusable, 'answer')} unusable (in errors)" if unusable else "")
                      + (f"; {counted(again, 'answer')} asked again (in errors: the request was then "
                         "answered)" if again else ""))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)

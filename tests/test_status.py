@@ -234,6 +234,8 @@ def test_status_says_how_big_the_database_is_and_how_much_is_cached_answers(corp
     assert size["free_bytes"] >= 0
     (line,) = [x for x in text.splitlines() if x.strip().startswith("database")]
     assert f"{on_disk / 1e6:.1f} MB (cached model answers {cached / 1e6:.1f} MB" in line
+    # No unusable answer: the calls line says none (only a count that is not 0)
+    assert info["unusable"] == 0 and "unusable" not in next(x for x in text.splitlines() if "LLM calls" in x)
 
 
 def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpus, tmp_path):
@@ -325,8 +327,8 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert (stats["errors"], stats["asked_again"]) == (4, 1)
     info, text = status_of(db)
     assert info["llm"]["errors"] == 4 and info["asked_again"] == stats["asked_again"] == 1
-    assert "  LLM calls      5 (cache hit rate 0%); 1 answer asked again (in errors: the request was then answered)" \
-        in text.splitlines(), text
+    assert ("  LLM calls      5 (cache hit rate 0%); 4 answers unusable (in errors); 1 answer asked again (in errors: "
+            "the request was then answered)") in text.splitlines(), text
     # Folded into the archive, the count stays the same.
     assert pruned(db, "llm_calls") == 0
     assert status_of(db)[0]["asked_again"] == 1
@@ -371,8 +373,11 @@ def test_answers_a_content_filter_stopped_are_counted_unusable_as_the_run_counte
     result = anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(endpoint)))
     unusable = sum(s["unusable"] for s in result.llm.values())
     assert endpoint.stopped and unusable == endpoint.stopped, result.llm
-    info, _text = status_of(db)
+    info, text = status_of(db)
     assert info["unusable"] == unusable and info["asked_again"] == 0, info
+    # ... and its text says them too (--json alone did), beside the calls
+    calls_line = next(line for line in text.splitlines() if line.startswith("  LLM calls"))
+    assert calls_line.endswith(f"%); {unusable} answer{'s' if unusable > 1 else ''} unusable (in errors)"), text
     # Folded into the archive, the count stays the same.
     assert pruned(db, "llm_calls") == 0
     assert status_of(db)[0]["unusable"] == unusable
