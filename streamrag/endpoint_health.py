@@ -147,7 +147,7 @@ class EndpointHealth:
             said = self._waited_out(url, setting, own)
         else:
             failed = self.failed
-            said = (f"{url} failed every one of the {failed.total()} tries made in {self.failing_for:.0f} s "
+            said = (f"{url} failed every one of the {failed.total()} tries made in {duration(self.failing_for)} "
                     f"({kinds_said(failed)}) and answered none usably: check the server and the model at "
                     f"{setting}")
         said_so = self.waited_out and (behind_a_proxy(self.unanswered_statuses) or self._waits_said())

@@ -45,9 +45,22 @@ def test_hard_failures_over_hopeless_s_make_an_endpoint_hopeless(monkeypatch):
     error = health.error("http://x/v1/chat/completions", "llm.api_base")
     assert isinstance(error, GaveUp) and isinstance(error, LLMUnavailableError)
     assert str(error).startswith(f"http://x/v1/chat/completions failed every one of the {HOPELESS_TRIES} "
-                                 "tries made in 0 s (12 HTTP errors, dropped connections or malformed answers)")
+                                 "tries made in <0.1 s (12 HTTP errors, dropped connections or malformed answers)")
     assert "check the server and the model at llm.api_base" in str(error)
     assert error.run_again and str(error).endswith(endpoint_health.RUN_AGAIN)   # (a run's words say it once)
+
+
+def test_hard_failures_over_a_few_seconds_say_their_tenths(monkeypatch):
+    """They were said in whole seconds, "tries made in 0 s" below one (HOPELESS_S lowered, as
+    tests do), where the other give-up says "the last 0.5 s" (provider_errors.duration)."""
+    monkeypatch.setattr(endpoint_health, "HOPELESS_S", 2.0)
+    clock = Clock()
+    health = EndpointHealth(clock=clock)
+    while not health.hopeless:   # a hard failure every 0.5 s, the last HOPELESS_S or more after the first
+        health.tried("hard")
+        clock.now += 0.5
+    error = str(health.error("http://x/v1/chat/completions", "llm.api_base", then=""))
+    assert f" of the {HOPELESS_TRIES} tries made in 5.5 s (" in error, error   # (12 tries, 0.5 s apart)
 
 
 def test_an_endpoint_up_and_working_is_never_hopeless(monkeypatch):
