@@ -47,11 +47,12 @@ class Change:
     extractions: dict[str, Extraction] | index_rows.StoredExtractions   # (each taken once, by ``pop``)
 
 
-def read_again(change: Change, before: dict[str, tuple[str, int, float]],
+def read_again(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
                now: dict[str, tuple[str, int, float]], retimed: Collection[str] = ()) -> tuple[set[str], set[str]]:
-    """The added documents that are unchanged files read anew (a loader upgrade, another
-    ``index.text_field``), and the removed documents they replace: ``before`` and ``now`` map a
-    path to its (doc id, size, change stamp), as the files table holds them and as scanned;
+    """The ``added`` documents that are unchanged files read anew (a loader upgrade, another
+    ``index.text_field``), and the ``removed`` documents they replace (a run's, and its
+    estimate's, which counts them alike): ``before`` and ``now`` map a path to its (doc id,
+    size, change stamp), as the files table holds them and as scanned;
     ``retimed``: paths whose files are unchanged but for a new status-change time
     (``on_disk.retimed``: a vault restored with `cp -a` said "5 added, 5 removed").
 
@@ -68,7 +69,7 @@ def read_again(change: Change, before: dict[str, tuple[str, int, float]],
     file keeps has its new one added."""
     unchanged = ((p, doc_id) for p, (doc_id, size, stamp) in now.items()
                  if p in before and (before[p][1:] == (size, stamp) or p in retimed))
-    return _paired(before, unchanged, change.added_docs, change.removed_docs)
+    return _paired(before, unchanged, added, removed)
 
 
 def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],

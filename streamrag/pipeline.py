@@ -719,7 +719,8 @@ class Indexer:
                 f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
-        again, replaced = read_again(change, scan.indexed, scan.files, scan.retimed)
+        again, replaced = read_again(change.added_docs, change.removed_docs, scan.indexed, scan.files,
+                                     scan.retimed)
         added, removed = change.added_docs - again, change.removed_docs - replaced
         edited = edits(scan.indexed, ((p, d) for p, (d, _size, _stamp) in scan.files.items()), added, removed)
         if self.failed_items:

@@ -557,7 +557,7 @@ def test_documents_read_again_are_paired_one_for_one_so_the_counts_add_up():
 
     def counts(added, removed, kept, before, now):
         change = Change(set(added), set(removed), set(kept), {}, set(), set(), set(), {})
-        again, replaced = read_again(change, before, now)
+        again, replaced = read_again(change.added_docs, change.removed_docs, before, now)
         out = (len(change.added_docs - again), len(change.removed_docs - replaced), len(again))
         docs_before = len({d for d, *_ in before.values()})
         assert docs_before + out[0] - out[1] == len({d for d, *_ in now.values()}), out
