@@ -61,6 +61,7 @@ import contextlib
 import functools
 import itertools
 import math
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -80,10 +81,10 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.graph_state import Change, GraphState, dirty_communities, edits
+from streamrag.graph_state import Change, GraphState, dirty_communities, edits, read_again
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
-from streamrag.on_disk import covered, file_names, same_on_disk, still_there
+from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
 from streamrag.pipeline import check_not_downgraded, nothing_found
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
@@ -162,7 +163,10 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     wanted: set[str] = set()        # every chunk of the documents read
     read: set[str] = set()          # the files read (or tried), as the index names them
     paths_of: dict[str, str] = {}   # document (distinct text) read -> its path
-    docs_at: dict[str, str] = {}    # every path read -> its document (copies too: an edit is told by its path)
+    # every path read -> (its document, size, change stamp), as the run's scan has it (copies
+    # too: an edit, and a file read again, are told by its path)
+    scanned: dict[str, tuple[str, int, float]] = {}
+    restamped: set[str] = set()     # the indexed paths of files read as indexed but for a new status-change time
     unread: set[str] = set()        # the files read in vain whose indexed documents `index` keeps
     unlisted: list[tuple[Path, str]] = []
     corpus_tokens = unreadable = 0
@@ -197,8 +201,9 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             read.update(rows)
             unchanged.update(doc_id for doc_id, _size, _stamp in rows.values())
             continue
+        st = _stat(path)   # (taken once, as the run's loader; None: the loader says why it cannot read it)
         try:
-            documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field)
+            documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field, st=st)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
             read_said.append(str(e))
             continue
@@ -211,9 +216,13 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             failed.append(loader.failure_line(loader.shown(stored), e, kept=stored in unread and bool(rows)))
             continue
         read_said += warnings
+        # (a file whose stat failed, read all the same, is taken for one changed on disk)
+        size, stamp = (st.st_size, change_stamp(st)) if st is not None else (-1, -1.0)
+        if st is not None and retimed(rows, st):   # (as indexed but for a new status-change time: `cp -a`)
+            restamped.update(rows)
         for doc in documents:
             read.add(doc.path)
-            docs_at[doc.path] = doc.id
+            scanned[doc.path] = (doc.id, size, stamp)
             if doc.id in paths_of:
                 continue   # the same text in another file (a copy): one document, as `index` counts
             paths_of[doc.id] = doc.path
@@ -246,7 +255,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         for c in index_rows.backlog(store, sorted(kept_docs), extractor_key(settings)):
             new_chunks.setdefault(c.id, c)
     unread_kept = len(unread & {loader.file_of(p) for p in indexed})
-    added_docs, edited_docs, removed_docs = _changes(indexed, docs_at, kept_docs)
+    added_docs, edited_docs, removed_docs, read_again_docs = _changes(indexed, scanned, kept_docs, restamped)
     stages: dict[str, dict[str, int]] = {}
 
     def add(stage: str, calls: float, prompt: float, completion: float, cached: int = 0) -> None:
@@ -353,7 +362,8 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
     return {"documents": len(paths_of) + len(kept_docs),
             # (of an update: what it works on, as the run counts documents added and removed)
             "update": bool(store is not None and store.version), "documents_added": added_docs,
-            "documents_edited": edited_docs, "documents_removed": removed_docs, "unreadable_files": unreadable,
+            "documents_edited": edited_docs, "documents_removed": removed_docs,
+            "documents_read_again": read_again_docs, "unreadable_files": unreadable,
             "unreadable_kept": unread_kept, "corpus_tokens": corpus_tokens,
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
@@ -371,17 +381,22 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "warnings": unlisted_said + failed + skipped + read_said}
 
 
-def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, str], kept: set[str]) -> tuple[int, int, int]:
-    """(documents added, edited, removed) of an update: of the documents ``read`` (path -> id,
-    every path of a text in several files, as the run pairs them: ``graph_state.edits``), those
-    the index does not hold, an edited one's path indexed with another text since gone; of the
-    ``indexed`` files' documents, those neither read nor ``kept`` (without reading them)."""
+def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, tuple[str, int, float]], kept: set[str],
+             restamped: set[str]) -> tuple[int, int, int, int]:
+    """(documents added, edited, removed, read again) of an update, as the run counts them: of
+    the documents ``read`` (path -> (id, size, change stamp), every path of a text in several
+    files, as the run pairs them), those the index does not hold, an unchanged file's read anew
+    to another text (``graph_state.read_again``; ``restamped``: paths as indexed but for a new
+    status-change time), an edited one's path indexed with another text since gone
+    (``graph_state.edits``); of the ``indexed`` files' documents, those neither read nor ``kept``
+    (without reading them)."""
     held = {doc_id for doc_id, _size, _stamp in indexed.values()}
-    docs = set(read.values())
-    gone = held - docs - kept
-    new = docs - held
-    edited = edits(indexed, read.items(), new, gone)
-    return len(new) - edited, edited, len(gone) - edited
+    docs = {doc_id for doc_id, _size, _stamp in read.values()}
+    again, replaced = read_again(docs - held, held - docs - kept, indexed, read, restamped)
+    gone = held - docs - kept - replaced
+    new = docs - held - again
+    edited = edits(indexed, ((p, doc_id) for p, (doc_id, _size, _stamp) in read.items()), new, gone)
+    return len(new) - edited, edited, len(gone) - edited, len(again)
 
 
 def _whole_calls(s: dict[str, float]) -> dict[str, int]:
@@ -420,6 +435,14 @@ def _gleaning_keys(settings: Settings) -> set[str]:
 def _measured(per_prompt: float | None, prompt: float, fixed: float) -> float:
     """A call's completion tokens: ``per_prompt`` token of its ``prompt`` (``Ratios``), else ``fixed``."""
     return fixed if per_prompt is None else per_prompt * prompt
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's ``stat``, or None when it cannot be taken."""
+    try:
+        return path.stat()
+    except OSError:
+        return None
 
 
 def _unchanged(path: Path, rows: dict[str, tuple[str, int, float]]) -> bool:
@@ -1003,7 +1026,7 @@ def format_estimate(e: dict) -> str:
                       "the extraction of them the index holds, made with other settings since")
     unpublished = f" (and {'; '.join(stored)})" if stored else ""
     u = e["llm"]
-    changed = e.get("documents_added", 0) + e.get("documents_edited", 0)
+    changed = e.get("documents_added", 0) + e.get("documents_edited", 0) + e.get("documents_read_again", 0)
     if e.get("update") and not (changed or e.get("documents_removed") or u["calls"] or e["chunks_to_extract"]
                                 or e["chunks_unpublished"] or e["chunks_replacing"]):
         # (It printed "total 0 calls" and that answers "are estimated" of an index with nothing to do.)
@@ -1047,6 +1070,9 @@ def _worked_on(e: dict) -> str:
     if not e.get("update"):
         return every + ", "
     added, edited, removed = e["documents_added"], e["documents_edited"], e["documents_removed"]
-    parts = [f"{n} {what}" for n, what in ((added, "added"), (edited, "edited"), (removed, "removed")) if n]
-    head = f"{added + edited} changed of {every}" if added + edited else f"an update of {every}"
+    again = e.get("documents_read_again", 0)   # (unchanged files read anew to another text, as the run says them)
+    parts = [f"{n} {what}" for n, what in ((added, "added"), (edited, "edited"), (removed, "removed"),
+                                           (again, "read again")) if n]
+    changed = added + edited + again
+    head = f"{changed} changed of {every}" if changed else f"an update of {every}"
     return f"{head}: {', '.join(parts) or 'none changed'}; "

@@ -1365,11 +1365,13 @@ def test_two_copies_of_a_text_edited_apart_are_one_edit_and_one_file_added():
     # a.txt and b.txt held one text (one document); each was edited to a text of its own. Each
     # path paired with the one document gone counted 2 edited of 1 removed: "-1 removed".
     indexed = {"a.txt": ("old", 10, 1.0), "b.txt": ("old", 10, 1.0), "c.txt": ("kept", 5, 1.0)}
-    read = {"a.txt": "new_a", "b.txt": "new_b", "c.txt": "kept"}
-    assert estimate_module._changes(indexed, read, set()) == (1, 1, 0)
+    read = {"a.txt": ("new_a", 11, 2.0), "b.txt": ("new_b", 12, 2.0), "c.txt": ("kept", 5, 1.0)}
+    assert estimate_module._changes(indexed, read, set(), set()) == (1, 1, 0, 0)
     # A plain edit, and a rename (the same text at another path: no change)
-    assert estimate_module._changes(indexed, {"a.txt": "new_a", "c.txt": "kept"}, set()) == (0, 1, 0)
-    assert estimate_module._changes(indexed, {"z.txt": "old", "c.txt": "kept"}, set()) == (0, 0, 0)
+    assert estimate_module._changes(indexed, {"a.txt": ("new_a", 11, 2.0), "c.txt": ("kept", 5, 1.0)},
+                                    set(), set()) == (0, 1, 0, 0)
+    assert estimate_module._changes(indexed, {"z.txt": ("old", 10, 2.0), "c.txt": ("kept", 5, 1.0)},
+                                    set(), set()) == (0, 0, 0, 0)
 
 
 async def test_an_edited_file_whose_new_text_a_new_file_copies_is_an_edit_as_the_run_counts_it(news, tmp_path):
@@ -1385,3 +1387,33 @@ async def test_an_edited_file_whose_new_text_a_new_file_copies_is_an_edit_as_the
     est, done = await index_and_estimate(news, settings, db)
     assert (est["documents_added"], est["documents_edited"], est["documents_removed"]) \
         == (done.documents_added, done.documents_edited, done.documents_removed) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("chmod", [False, True])
+async def test_rows_read_again_for_another_text_field_are_counted_as_the_run_counts_them(tmp_path, simulator, chmod):
+    # index.text_field renamed: the run says the rows whose text changed "read again"; the
+    # estimate said them edited ("2 changed of 4 documents: 2 edited"). A row whose new field
+    # holds its old text is unchanged, and costs no call in either. A `chmod` since (a new
+    # status-change time alone: ``on_disk.retimed``) changes none of that.
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    (folder / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in [
+        {"body": "Ada Osk runs the Quay of Velo.", "text": "Ada Osk runs the Quay of Velo."},
+        {"body": "Bob Tan sails to Harlow.", "text": "Bob Tan sails to Harlow with Cora Vey."},
+        {"body": "Mara Lind chairs the Harbor Council.", "text": "Mara Lind left the Harbor Council."}]))
+    (folder / "notes.txt").write_text("Dag Holm keeps the lighthouse at Velo.\n")
+    db = tmp_path / "index.db"
+    await sync([folder], make_settings(simulator.base_url, index={"text_field": "body"}), db, root=folder)
+    if chmod:
+        (folder / "rows.jsonl").chmod(0o600)
+    settings = make_settings(simulator.base_url, index={"text_field": "text"})
+    est = estimate([folder], settings, db, root=folder)
+    done = await sync([folder], settings, db, root=folder)
+    counts = ("documents_added", "documents_edited", "documents_removed")
+    assert [est[k] for k in counts] == [getattr(done, k) for k in counts] == [0, 0, 0]
+    assert est["documents_read_again"] == done.documents_read_again == 2
+    assert format_estimate(est).startswith("Estimate for 2 changed of 4 documents (")
+    assert ": 2 read again; " in format_estimate(est).splitlines()[0]
+    # (the unchanged row's chunk is extracted already: the run asks nothing of it)
+    assert est["chunks_to_extract"] == done.chunks_extracted == 2
+    assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") == 2
