@@ -265,11 +265,12 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
     after = before.starts[tail] + moved if tail < n else len(text)   # (where the unchanged end begins)
     near = before.starts[tail + _BACK[0]] + moved if tail + _BACK[0] < n else len(text)
     points: dict[int, tuple[int, int] | None] = {}   # back -> its resume point, once for both stops
+    breaks = _Breaks(text)
     for stop in dict.fromkeys((near, len(text))):
         for back in _BACK + (None,):
             if back is not None and changed - back >= 1:
                 if back not in points:
-                    points[back] = _resume_point(text, enc, budget, before.starts[changed - back])
+                    points[back] = _resume_point(text, enc, budget, before.starts[changed - back], breaks)
                 point = points[back]
                 if point is None or point[0] >= same:
                     continue
@@ -278,7 +279,7 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
             first, start = point or (None, None)
             if first is None and stop == len(text):
                 return None   # (cut whole)
-            units = _units(text, enc, budget, first, stop, start)
+            units = _units(text, enc, budget, first, stop, start, breaks)
             pos = array("q", accumulate(units.tokens, initial=0))
             anchors = _anchors(units, pos, window)
             if first is None:
@@ -295,7 +296,7 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
                     return None
             end, reused = len(units), n
             if units.end[-1] < len(text):   # (the units stop short of the text's end)
-                t = _first_standing(text, units, pos, anchors[r + 1:], window, overlap, after)
+                t = _first_standing(text, units, pos, anchors[r + 1:], window, overlap, after, breaks)
                 reused = bisect.bisect_left(before.starts, units.start[t] - moved) if t is not None else n
                 if reused == n or before.starts[reused] != units.start[t] - moved:
                     break   # (on to the units to the text's end)
@@ -306,7 +307,7 @@ def _resumed(text: str, enc, budget: int, overlap: int, before: Spans, key: byte
     return None
 
 
-def _resume_point(text: str, enc, budget: int, at: int) -> tuple[int, int] | None:
+def _resume_point(text: str, enc, budget: int, at: int, breaks: _Breaks) -> tuple[int, int] | None:
     """``(first, start)``: the first unit start after ``at`` as the whole text's ``_units`` makes
     it, a sentence cut inside a paragraph split into sentences (a log's lines: one paragraph) or
     a paragraph's start, and the start of its paragraph; None if none follows. From after a
@@ -316,7 +317,7 @@ def _resume_point(text: str, enc, budget: int, at: int) -> tuple[int, int] | Non
     if w is None:
         return None
     c = w.end()
-    b = _PARAGRAPH_BREAK.search(text, c)
+    b = breaks.after(c)
     e = b.end() if b else len(text)
     s = _paragraph_start(text, c)
     if _paragraph_tokens(text, enc, budget, s, e) > budget:
@@ -336,12 +337,12 @@ def _paragraph_start(text: str, at: int) -> int:
     return _BLANKS.match(text, m.end()).end()
 
 
-def _paragraph_after(text: str, at: int) -> int | None:
+def _paragraph_after(text: str, at: int, breaks: _Breaks) -> int | None:
     """The start of the first paragraph after ``at``, as ``_units`` of the whole text finds it:
     a paragraph break found from after a character that is no blank is one of the whole
     text's (none takes that character), or None if no paragraph follows."""
     m = _NOT_BLANK.search(text, at)
-    b = _PARAGRAPH_BREAK.search(text, m.end()) if m else None
+    b = breaks.after(m.end()) if m else None
     return b.end() if b and b.end() < len(text) else None
 
 
@@ -364,15 +365,15 @@ def _last_standing(units: _Units, pos: array, anchors: list[int], window: float,
 
 
 def _first_standing(text: str, units: _Units, pos: array, anchors: list[int], window: float, overlap: int,
-                    after: int) -> int | None:
+                    after: int, breaks: _Breaks) -> int | None:
     """The first of ``anchors`` whose chunks from it on are the previous version's, moved: the
     text from ``after`` on is the previous version's end, and so are the paragraphs from the
     first after it on (``_paragraph_after``), or the sentences from a cut of the paragraph
     after it (``_sentence_after``) for an anchor inside that paragraph; the units within
     ``window`` tokens before the anchor are of those, and its first chunk's prefix lies after
     ``after`` (``_overlap_start`` looks at most 12 characters a token back, and at the one before)."""
-    q = _paragraph_after(text, after)
-    cut, end = _sentence_after(text, after) or (None, None)
+    q = _paragraph_after(text, after, breaks)
+    cut, end = _sentence_after(text, after, breaks) or (None, None)
     for i in anchors:
         left = bisect.bisect_left(pos, pos[i] - window) - 1   # (the first unit the anchor's test looks at)
         if left < 0 or units.start[i] - overlap * 12 - 1 < after:
@@ -383,14 +384,14 @@ def _first_standing(text: str, units: _Units, pos: array, anchors: list[int], wi
     return None
 
 
-def _sentence_after(text: str, at: int) -> tuple[int, int] | None:
+def _sentence_after(text: str, at: int, breaks: _Breaks) -> tuple[int, int] | None:
     """``(cut, end)``: a sentence cut of the paragraph holding the first letter or digit from
     ``at`` on, and that paragraph's end, such that, where the paragraph is split into sentences,
     the cuts from it to its end are the whole text's whatever the text before ``at``: found from
     after a letter or digit 12 characters or more past that first one (no break takes one), and
     so looking back no further than it (``_sentence_cuts``); None if the paragraph has no such cut."""
     w = _WORD.search(text, at)
-    b = _PARAGRAPH_BREAK.search(text, w.end()) if w else None
+    b = breaks.after(w.end()) if w else None
     end = b.end() if b else len(text)
     later = _WORD.search(text, w.start() + 12, end) if w else None
     if later is None:
@@ -403,18 +404,19 @@ def _sentence_after(text: str, at: int) -> tuple[int, int] | None:
 
 
 def _units(text: str, enc, budget: int, first: int | None = None, stop: int | None = None,
-           start: int | None = None) -> _Units:
+           start: int | None = None, breaks: _Breaks | None = None) -> _Units:
     """The units of ``text``, paragraph by paragraph: no list of the paragraphs, nor of any
     paragraph's sentences or tokens, is held at once. From ``first``, a unit's start, if given
     (``_resumed``: a paragraph's start, or a sentence cut of a paragraph split that begins at
     ``start``), else from the text's first paragraph; to the end of the paragraph holding
     ``stop``, if given (of its sentence, in a paragraph split into sentences: a log of lines is
-    one paragraph), else to the text's end."""
+    one paragraph), else to the text's end. ``breaks``: the searches for its first paragraph
+    break ``_resumed`` made already."""
     units = _Units()
     if first is None:
         first = len(text) - len(text.lstrip())
     s = first
-    for e in _paragraph_ends(text, first):
+    for e in _paragraph_ends(text, first, breaks or _Breaks(text)):
         if stop is not None and s > stop:
             break
         if start is not None and s == first and s != start:   # (its paragraph split: ``_resume_point``)
@@ -441,16 +443,39 @@ def _paragraph_tokens(text: str, enc, budget: int, s: int, e: int) -> int:
     return tokens_up_to(enc, text, budget, s, e)
 
 
-def _paragraph_ends(text: str, first: int):
+def _paragraph_ends(text: str, first: int, breaks: _Breaks):
     last = first
-    for m in _PARAGRAPH_BREAK.finditer(text, first):
-        last = m.end()
+    b = breaks.after(first)   # (then on from it, as a finditer from ``first`` goes)
+    if b is not None:
+        last = b.end()
         yield last
+        for m in _PARAGRAPH_BREAK.finditer(text, last):
+            last = m.end()
+            yield last
     if last < len(text):
         yield len(text)
 
 
 _NOT_BLANK = re.compile(r"\S")
+
+
+class _Breaks:
+    """The first paragraph break from a place in ``text`` (``after``), the last search
+    remembered: a log has no blank line, so each search runs to its end (0.03 s at 100 MB), and
+    a cut around a change searched four times from near it (``_resumed``). A search from
+    anywhere between where the last began and the break it found finds that break again: a
+    break's match depends on its own characters alone, not on where the search began."""
+
+    __slots__ = ("text", "_since", "_found")
+
+    def __init__(self, text: str) -> None:
+        self.text, self._since, self._found = text, None, None
+
+    def after(self, at: int) -> re.Match | None:
+        """``_PARAGRAPH_BREAK.search(text, at)``."""
+        if self._since is None or at < self._since or self._found is not None and at > self._found.start():
+            self._since, self._found = at, _PARAGRAPH_BREAK.search(self.text, at)
+        return self._found
 
 
 def _blank(text: str, s: int, e: int) -> bool:

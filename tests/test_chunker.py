@@ -468,3 +468,51 @@ def test_a_resumed_cut_that_makes_no_chunk_between_is_cut_whole(monkeypatch):
     assert (cut.kept, cut.tail) == (0, len(before.starts))
     assert [c.text for c in cut.chunks] == [c.text for c in whole]
     assert cut.spans == chunker.cut_document(doc(edited), None, key=b"k", **sizes).spans
+
+
+class _Scanned:
+    """A stand-in for one of the chunker's patterns that counts the characters its searches
+    and matches were given to look through (a search: to the match's start or the end)."""
+
+    def __init__(self, pattern: re.Pattern, seen: list[int]) -> None:
+        self.pattern, self.seen = pattern, seen
+
+    def search(self, text, pos=0, endpos=None):
+        m = self.pattern.search(text, pos, len(text) if endpos is None else endpos)
+        self.seen.append((m.start() if m else len(text) if endpos is None else endpos) - pos)
+        return m
+
+    def match(self, text, pos=0, endpos=None):
+        self.seen.append((len(text) if endpos is None else endpos) - pos)
+        return self.pattern.match(text, pos, len(text) if endpos is None else endpos)
+
+    def finditer(self, text, pos=0):
+        last = pos
+        for m in self.pattern.finditer(text, pos):
+            self.seen.append(m.start() - last)
+            last = m.end()
+            yield m
+        self.seen.append(len(text) - last)
+
+
+def test_a_log_edited_in_its_middle_is_searched_for_paragraph_breaks_once(monkeypatch):
+    # A log has no blank line: each search for a paragraph break from near its change runs to
+    # its end. The cut looks through the half after the change once (``_Breaks``): it searched
+    # four times.
+    from streamrag import chunker
+
+    rng = random.Random(8)
+    text = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 22))) + "." for _ in range(3000))
+    sizes = {"chunk_size": 150, "overlap": 15, "encoding": ENC}
+    before = chunker.cut_document(doc(text), None, key=b"k", **sizes).spans
+    at = text.index(" ", len(text) // 2)
+    edited = text[:at] + " and the ferry" + text[at:]
+    seen: list[int] = []
+    monkeypatch.setattr(chunker, "_PARAGRAPH_BREAK", _Scanned(chunker._PARAGRAPH_BREAK, seen))
+    cut = chunker.cut_document(doc(edited), before, key=b"k", **sizes)
+    assert cut.kept > len(before.starts) // 3   # (resumed from near the change)
+    assert sum(seen) < 0.6 * len(edited), (sum(seen), len(edited))
+    monkeypatch.undo()
+    assert cut.chunks == chunk_document(doc(edited), **sizes)[cut.kept:cut.kept + len(cut.chunks)]
+    assert cut.spans == chunker.cut_document(doc(edited), None, key=b"k", **sizes).spans
+
