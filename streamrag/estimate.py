@@ -509,8 +509,10 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     jobs = state.apply(store, Change(added_docs=set(), removed_docs=set(), kept_docs=set(), doc_chunks={},
                                      live=set(), added_chunks=added, removed_chunks=removed,
                                      extractions=extractions), settings)
-    # (those of the offline extractor's names and pairs, as many as a model would find of them)
-    names, pairs = _stand_in_ratios(store, key, settings, live=live, lengths=lengths) if guessed else (1.0, 1.0)
+    # (those of the offline extractor's names and pairs, as many as a model would find of them:
+    # replayed only once one of them asks a model for its summary, the replay of 200 chunks
+    # being most of an estimate whose new names are all joined without one)
+    stand_ins = functools.cache(lambda: _stand_in_ratios(store, key, settings, live=live, lengths=lengths))
     # What the run writes of them without a model, as it writes it; a model's summary is not known
     # (asked of the model, as ``asks_model`` says of a run with one), and stood in for as long as
     # the model's are (``_summarized``: joined, the descriptions made an update's report prompts
@@ -519,7 +521,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     for element, _name, descriptions in jobs:
         chosen = summary_input(descriptions, ix.summary_max_descriptions)
         if (written := without_model(chosen, settings)) is None:
-            summaries += 1.0 if element not in guessed else names if element.startswith("ent-") else pairs
+            summaries += 1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]
             written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
