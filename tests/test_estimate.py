@@ -706,6 +706,23 @@ async def test_the_stand_in_ratios_are_replayed_only_for_a_name_whose_summary_a_
     assert asked(est, "summarize") > 0 and paid(done.llm, "summarize") > 0 and replays == [1]
 
 
+async def test_the_stand_in_replay_checks_each_list_of_descriptions_once(tmp_path, simulator, monkeypatch):
+    # The replay merges each chunk's elements twice, with the model's extraction and with the
+    # offline extractor's: an element given the same descriptions both ways was joined and
+    # counted again (a third of the lists of a 3,000-document index's replay).
+    docs = news_copy(tmp_path, 20)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    lists = []
+    asks = estimate_module.asks_model
+    monkeypatch.setattr(estimate_module, "asks_model", lambda chosen, s: lists.append(tuple(chosen)) or asks(chosen, s))
+    with contextlib.closing(Store(db, readonly=True)) as store:
+        estimate_module._stand_in_ratios(store, extractor_key(settings), settings,
+                                         live=index_rows.live_chunks(store), lengths=None)
+    assert len(lists) > 20 and len(set(lists)) == len(lists)
+
+
 def news_copy(tmp_path: Path, n: int | None = None) -> Path:
     """A folder ``tmp_path/news`` of the first ``n`` articles of tests/data/news41 (all 41 without)."""
     docs = tmp_path / "news"
