@@ -197,11 +197,11 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
         stored = loader.stored_path(path, root)
         read.add(stored)
         rows = rows_of.get(stored, {})
-        if not rereads and _unchanged(path, rows):
+        st = _stat(path)   # (taken once, as the run's loader; None: the loader says why it cannot read it)
+        if not rereads and _unchanged(st, rows):
             read.update(rows)
             unchanged.update(doc_id for doc_id, _size, _stamp in rows.values())
             continue
-        st = _stat(path)   # (taken once, as the run's loader; None: the loader says why it cannot read it)
         try:
             documents, warnings = loader.read_documents(path, root=root, text_field=ix.text_field, st=st)
         except EmptyInput as e:   # nothing to index: a warning in `index`, not a file it cannot read
@@ -211,7 +211,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             unreadable += 1
             # a file the system would not read, or one as indexed whose rows lack the field
             # named now: what was indexed stays
-            if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(path, rows):
+            if isinstance(e, UnreadableFile) or isinstance(e, NoTextField) and _unchanged(st, rows):
                 unread.add(stored)
             failed.append(loader.failure_line(loader.shown(stored), e, kept=stored in unread and bool(rows)))
             continue
@@ -445,12 +445,10 @@ def _stat(path: Path) -> os.stat_result | None:
         return None
 
 
-def _unchanged(path: Path, rows: dict[str, tuple[str, int, float]]) -> bool:
-    """Whether the file ``path``, indexed as ``rows``, is as indexed (``same_on_disk``)."""
-    try:
-        return same_on_disk(rows, path.stat())
-    except OSError:
-        return False
+def _unchanged(st: os.stat_result | None, rows: dict[str, tuple[str, int, float]]) -> bool:
+    """Whether the file of ``stat`` ``st`` (None: not taken), indexed as ``rows``, is as indexed
+    (``same_on_disk``)."""
+    return st is not None and same_on_disk(rows, st)
 
 
 def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: Path | None, *,
