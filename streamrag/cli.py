@@ -351,7 +351,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     db = db_for_index(args, settings, root)
     # An existing index keeps naming documents from its own folder: `index sub` or
     # `index sub/file.txt` updates those files in it and leaves the rest alone.
-    root = indexed_root(db) or root
+    root = indexed_root(db, root) or root
     if args.estimate:
         from streamrag.estimate import estimate
 

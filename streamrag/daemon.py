@@ -1632,7 +1632,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     # and its index, on the folder it started with.
     root = given.resolve()
     db = db_for_index(args, settings, given if root == given.absolute() else root)
-    indexed = indexed_root(db)
+    indexed = indexed_root(db, root)
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")

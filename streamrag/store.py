@@ -1379,13 +1379,14 @@ def _only_comments(s: str) -> bool:
     return all(not line.strip() or line.strip().startswith("--") for line in s.splitlines())
 
 
-def indexed_root(db_path: Path) -> Path | None:
+def indexed_root(db_path: Path, given: Path | None = None) -> Path | None:
     """The folder the index at ``db_path`` names its documents from, if it still exists.
 
     Stored paths are relative to it, so a later run on a subfolder or one file must use it
     too: `index sub` then updates ``sub/...`` instead of taking ``sub`` for the whole folder.
     An index in its folder's ``.streamrag/`` belongs to that folder, wherever it was recorded:
-    a copied folder's index updates the copy, not the original it still names.
+    a copied folder's index updates the copy, not the original it still names. So does one
+    copied with the folder ``given`` (or one above it) from elsewhere: see ``_copied_root``.
     """
     db_path = Path(db_path)
     if not db_path.is_file():
@@ -1400,7 +1401,36 @@ def indexed_root(db_path: Path) -> Path | None:
         root = store.get_meta("root")
     finally:
         store.close()
-    return Path(root) if root and Path(root).is_dir() else None
+    if not root or not Path(root).is_dir():
+        return None
+    return _copied_root(db_path, Path(root), given) or Path(root)
+
+
+def _copied_root(db_path: Path, root: Path, given: Path | None) -> Path | None:
+    """The folder, ``given`` or one above it, that the index at ``db_path`` was copied (or moved)
+    with from ``root``, the folder it names, which still exists: the index lies as far from that
+    folder as another index naming ``root`` lies from ``root``. `cp -r pj pj2; index pj2` (the
+    index pj2/index.db by store.path) took pj2's files in as another folder's beside pj's, and
+    so did `index d2/christmas_carol --db d2/index.db` of a demo's folder copied. An index that
+    ``root`` holds is its own (`index notes/sub` updates notes' index), and one naming ``root``
+    from a place no copy of it holds takes in another folder's files, as documented."""
+    db, root = db_path.resolve(), root.resolve()
+    if given is None or db.is_relative_to(root):
+        return None
+    for folder in (given.resolve(), *given.resolve().parents):
+        original = Path(os.path.normpath(root / os.path.relpath(db, folder)))
+        if original.is_file() and not original.samefile(db) and _recorded_root(original) == root:
+            return folder
+    return None
+
+
+def _recorded_root(db_path: Path) -> Path | None:
+    """The folder the index at ``db_path`` names (resolved), or ``None`` for a file that is no index."""
+    try:
+        root = root_and_paths(db_path)[0]
+    except sqlite3.Error:
+        return None
+    return Path(root).resolve() if root else None
 
 
 class WriterLock:

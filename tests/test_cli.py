@@ -931,6 +931,59 @@ def test_a_copied_folder_with_its_index_updates_the_copy(cli_run, corpus, tmp_pa
     assert cli_run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
 
 
+def _root_and_paths(db: Path) -> tuple[str, list[str]]:
+    con = sqlite3.connect(db)
+    try:
+        return (con.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()[0],
+                sorted(r[0] for r in con.execute("SELECT path FROM files")))
+    finally:
+        con.close()
+
+
+def test_a_folder_copied_with_its_store_path_index_updates_the_copy(cli_run, corpus, tmp_path):
+    # cp -r notes copy (index.db inside, by store.path); index copy: the index still named notes,
+    # which exists, so the copy's files went in by absolute path as another folder's, beside
+    # notes' ('50 more files repeat another's text'), a version 2 published, and watch refused.
+    (corpus / "streamrag.toml").write_text('[store]\npath = "index.db"\n')
+    assert cli_run("index", str(corpus), "-q").returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(corpus, copy)
+    out = cli_run("index", str(copy), "--json", "-q")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["published"], result["version"], result["documents_added"]) == (False, 1, 0)
+    names = _root_and_paths(corpus / "index.db")[1]
+    assert _root_and_paths(copy / "index.db") == (str(copy.resolve()), names)
+    assert _root_and_paths(corpus / "index.db") == (str(corpus.resolve()), names)   # untouched
+    assert not any(n.startswith("/") for n in names)
+    assert cli_run("watch", str(copy), "--once").returncode == 0      # its own index, not "of corpus"
+    # A subfolder of the copy updates the copy's index too, under its name in the copy.
+    (copy / "sub").mkdir()
+    (copy / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", str(copy / "sub"), "-q").returncode == 0
+    assert _root_and_paths(copy / "index.db") == (str(copy.resolve()), sorted(names + ["sub/new.txt"]))
+
+
+def test_a_demo_folder_copied_updates_the_copy_s_index(cli_run, tmp_path):
+    # demo --dir d; cp -r d d2; index d2/christmas_carol --db d2/index.db took the copy's staves in
+    # as another folder's, beside d/christmas_carol's that the copied index still named.
+    assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
+    shutil.copytree(tmp_path / "d", tmp_path / "d2")
+    out = cli_run("index", "d2/christmas_carol", "--db", "d2/index.db", "--json", "-q", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (json.loads(out.stdout)["published"], json.loads(out.stdout)["documents_added"]) == (False, 0)
+    staves = sorted(p.name for p in (tmp_path / "d2" / "christmas_carol").glob("*.txt"))
+    copied = tmp_path.resolve() / "d2" / "christmas_carol"
+    assert _root_and_paths(tmp_path / "d2" / "index.db") == (str(copied), staves)
+    # Another folder given with --db of the demo's own index is still taken in as another's.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "o.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", "other", "--db", "d/index.db", "-q", cwd=tmp_path).returncode == 0
+    root, paths = _root_and_paths(tmp_path / "d" / "index.db")
+    assert root == str(tmp_path.resolve() / "d" / "christmas_carol")
+    assert str(tmp_path.resolve() / "other" / "o.txt") in paths
+
+
 def test_a_store_path_out_of_the_folder_is_said_as_json_gives_it(cli_run, corpus, tmp_path):
     # store.path = "../kept/n.db" was said 'Indexed into /.../corpus/../kept/n.db', where --json's
     # db was /.../kept/n.db.
