@@ -1415,8 +1415,8 @@ def _copied_root(db_path: Path, root: Path, given: Path | None) -> Path | None:
     ``root`` holds is its own (`index notes/sub` updates notes' index), and one naming ``root``
     from a place no copy of it holds takes in another folder's files, as documented."""
     db, root = db_path.resolve(), root.resolve()
-    if given is None or db.is_relative_to(root):
-        return None
+    if given is None or db.is_relative_to(root) or given.resolve().is_relative_to(root):
+        return None   # (a run naming the recorded folder, or a part of it, keeps it)
     for folder in (given.resolve(), *given.resolve().parents):
         original = Path(os.path.normpath(root / os.path.relpath(db, folder)))
         if original.is_file() and not original.samefile(db) and _recorded_root(original) == root:
