@@ -194,9 +194,15 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
         # demo's text in DIR/.streamrag, which the reading commands found from then on.)
         raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
                              f".streamrag/index.db, which `{args.command}` would build as a second index; "
-                             f"to update it, run `streamrag {args.command} "
+                             f"to update it, run `streamrag {args.command}{' --estimate' if _estimating(args) else ''} "
                              f"{shell_word(_kept_index_folder(root, kept))} --db {shell_word(kept)}`")
     return db
+
+
+def _estimating(args: argparse.Namespace) -> bool:
+    """Whether the command is `index --estimate` (its advice keeps the flag: run as said, the
+    command it names must not index, and so pay, where only an estimate was asked)."""
+    return bool(getattr(args, "estimate", False))
 
 
 def _kept_index(folder: Path) -> Path | None:

@@ -857,7 +857,7 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
     for args, cwd, line in (
             (("index", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index", "d/christmas_carol",
                                                            "d/index.db")),
-            (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index",
+            (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index --estimate",
                                                                          "d/christmas_carol", "d/index.db")),
             (("index", "."), demo, ".: " + said.format("index.db", "index", "index", "christmas_carol", "index.db")),
             (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch",
