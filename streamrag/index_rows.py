@@ -545,14 +545,14 @@ def _unusable(error: str = "error") -> str:
     return f"({error} LIKE '{UNUSABLE}%' OR {error} LIKE 'the provider''s content filter stopped %')"
 
 
-# The calls whose answer was unusable and whose request a later try of the same run answered
-# (``LLMClient.chat``: a report cut off, asked again with more room): failed as calls, not as items.
-_ASKED_AGAIN = (f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND u.cached = 0 AND EXISTS ("
-                "SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id AND a.cache_key = u.cache_key "
-                "AND a.id > u.id AND a.error IS NULL)")
 # The calls answered with what their caller could not use, as the client counts them, each
 # answer once: not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
-_UNUSABLE_CALLS = f"FROM llm_calls WHERE {_unusable()} AND cancelled = 0 AND cached = 0"
+_UNUSABLE_CALLS = f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND u.cached = 0"
+# Those of them whose request a later try of the same run answered (``LLMClient.chat``: a report
+# cut off, asked again with more room): failed as calls, not as items. Built on ``_UNUSABLE_CALLS``
+# so that the two cannot count unusable answers apart (787e447: the waiters' rows, counted here alone).
+_ASKED_AGAIN = (f"{_UNUSABLE_CALLS} AND EXISTS (SELECT 1 FROM llm_calls a WHERE a.run_id = u.run_id "
+                "AND a.cache_key = u.cache_key AND a.id > u.id AND a.error IS NULL)")
 
 
 def unusable_answers(store: Store) -> dict[tuple[str, str], tuple[int, int, int]]:
