@@ -365,6 +365,7 @@ class Daemon:
         came_and_went = sum(kind == "added and deleted" for kind in self.pending.values())
         if came_and_went and not parts:   # (a sync of its own, not of the whole folder)
             parts.append(f"{_n(came_and_went, 'file')} added and deleted")
+            why["added_and_deleted"] = came_and_went
         why["whole_folder"] = marker == "rescan" or not parts
         return ", ".join(parts) or "the whole folder", why
 
@@ -919,8 +920,10 @@ class Daemon:
             said += f"; {pending} pending"
         if self._last_state != ("queued", said):   # no state change: no line
             # (a file written on and on, a log, said the same line every second all day)
-            self.emit("queued", said, files=count, pending=pending,
-                      whole_folder="." in batch, changed_again=len(again), **{k: n for k, n in kinds.items()})
+            # (the files come and gone counted too: "3 files added and deleted" gave files 0 alone)
+            gone = {"added_and_deleted": len(came_and_went)} if came_and_went else {}
+            self.emit("queued", said, files=count, pending=pending, whole_folder="." in batch,
+                      changed_again=len(again), **{k: n for k, n in kinds.items()}, **gone)
         if not ahead:
             return
         wanted = [rel for rel, kind in files.items()

@@ -1934,6 +1934,8 @@ async def test_a_folder_copied_in_then_moved_out_before_its_sync_queues_nothing_
     assert (moved["files"], moved.get("added"), moved.get("deleted"), moved["pending"]) == (0, None, None, 0), moved
     began = next(e for e in events[mark:] if "scanning" in e["message"])
     assert began["message"].startswith("3 files added and deleted: scanning "), began
+    # --json gives the count the lines say (files 0 alone said nothing of the 3)
+    assert moved["added_and_deleted"] == began["added_and_deleted"] == 3, (moved, began)
     assert not any(p.startswith("c/") for p in _indexed_paths(tmp_path / "k.db"))
 
 
