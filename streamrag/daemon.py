@@ -889,8 +889,9 @@ class Daemon:
         # files), but stays queued, so that a sync still comes for it (what was extracted ahead
         # of it is the sync's to settle). The index is asked, not the kind it was queued as: a
         # file queued as new while a sync indexed it is held once that sync is done.
-        queued = {rel for rel, kind in batch.items() if kind == "deleted" and rel not in self._syncing
-                  and self.pending.get(rel) in ("added", "modified", "added and deleted")}
+        # (No sync is under way: batches are queued between syncs, ``_follow``.)
+        queued = {rel for rel, kind in batch.items()
+                  if kind == "deleted" and self.pending.get(rel) in ("added", "modified", "added and deleted")}
         held = await anyio.to_thread.run_sync(self.folder.held, queued) if queued else set()
         came_and_went = queued - held
         self.pending.update(batch)
