@@ -1879,6 +1879,14 @@ async def test_a_file_written_in_a_folder_made_in_the_same_batch_is_added(corpus
     assert _indexed_paths(tmp_path / "k.db") >= {"gen/a.txt", "gen/b.txt"}
 
 
+def _three_files_in(folder: Path) -> Path:
+    """``folder``, made with three small files in it (x0.txt ... x2.txt), as `cp -r` makes one."""
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"x{i}.txt").write_text(f"Captain Oskar Lind sailed the Blue Heron {i} to Kessel.\n")
+    return folder
+
+
 async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_files_with_it(corpus, tmp_path):
     # `cp -r src notes/c`, then `mv notes/c notes/c2` before the sync: the watcher says the
     # folder's move alone (c deleted, c2 added), not its files'. The deleted folder, matching no
@@ -1887,10 +1895,7 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
     async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
         mark = len(events)
-        copied = corpus / "c"
-        copied.mkdir()
-        for i in range(3):
-            (copied / f"x{i}.txt").write_text(f"Captain Oskar Lind sailed the Blue Heron {i} to Kessel.\n")
+        copied = _three_files_in(corpus / "c")
         async with send:
             await send.send({(Change.added, str(copied))})
             await until(lambda: "waiting" in events.states(mark))
@@ -1919,10 +1924,7 @@ async def test_a_folder_copied_in_then_moved_out_before_its_sync_queues_nothing_
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
     async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
         mark = len(events)
-        copied = corpus / "c"
-        copied.mkdir()
-        for i in range(3):
-            (copied / f"x{i}.txt").write_text(f"Captain Oskar Lind sailed the Blue Heron {i} to Kessel.\n")
+        copied = _three_files_in(corpus / "c")
         async with send:
             await send.send({(Change.added, str(copied))})
             await until(lambda: "waiting" in events.states(mark))

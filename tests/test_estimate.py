@@ -16,6 +16,7 @@ import pytest
 import streamrag.estimate as estimate_module
 from conftest import make_settings, unsearchable
 from streamrag import ids, index_rows, nlp
+from streamrag.config import Settings
 from streamrag.estimate import _grown, _stand_in, estimate, first_graph, format_estimate
 from streamrag.extractor import extractor_key
 from streamrag.graph_state import GraphState
@@ -684,16 +685,23 @@ async def test_an_update_s_summaries_are_counted_as_many_as_a_model_s_names_ask(
     assert off_by(asked(est, "summarize"), paid(done.llm, "summarize")) <= 0.15, (asked(est, "summarize"), done.llm)
 
 
+async def _twenty_articles_indexed(tmp_path: Path, simulator) -> tuple[Path, Settings, Path]:
+    """20 news articles indexed through the simulator in chunks of 300 tokens: (folder,
+    settings, index)."""
+    docs = news_copy(tmp_path, 20)
+    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
+    db = tmp_path / "index.db"
+    await sync([docs], settings, db, root=docs)
+    return docs, settings, db
+
+
 async def test_the_stand_in_ratios_are_replayed_only_for_a_name_whose_summary_a_model_writes(
         tmp_path, simulator, monkeypatch):
     # A new article naming no one the index holds, each name once: the offline extractor's names
     # stand in for a model's, and none of them asks a model for a summary (a lone description).
     # The replay of the index's chunks that scales those summaries was most of the estimate (4.5
     # s of 6.5 profiled, one article added to a 3,000-document index) and went unused.
-    docs = news_copy(tmp_path, 20)
-    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
-    db = tmp_path / "index.db"
-    await sync([docs], settings, db, root=docs)
+    docs, settings, db = await _twenty_articles_indexed(tmp_path, simulator)
     replays = []
     replay = estimate_module._stand_in_ratios
     monkeypatch.setattr(estimate_module, "_stand_in_ratios", lambda *a, **k: replays.append(1) or replay(*a, **k))
@@ -710,10 +718,7 @@ async def test_the_stand_in_replay_checks_each_list_of_descriptions_once(tmp_pat
     # The replay merges each chunk's elements twice, with the model's extraction and with the
     # offline extractor's: an element given the same descriptions both ways was joined and
     # counted again (a third of the lists of a 3,000-document index's replay).
-    docs = news_copy(tmp_path, 20)
-    settings = make_settings(simulator.base_url, index={"chunk_size": 300})
-    db = tmp_path / "index.db"
-    await sync([docs], settings, db, root=docs)
+    docs, settings, db = await _twenty_articles_indexed(tmp_path, simulator)
     lists = []
     asks = estimate_module.asks_model
     monkeypatch.setattr(estimate_module, "asks_model", lambda chosen, s: lists.append(tuple(chosen)) or asks(chosen, s))

@@ -1322,23 +1322,29 @@ async def test_an_unreadable_cached_answer_is_asked_again_once(tmp_path, row):
     assert len(endpoint.requests) == 2
 
 
+async def _three_identical_calls(llm, caught: type[Exception]) -> list[str]:
+    """Three identical calls at once, sharing one request: the errors (``caught``) they raised."""
+    errors: list[str] = []
+
+    async def one() -> None:
+        try:
+            await llm.chat(ask(), model="m1", stage="s")
+        except caught as e:
+            errors.append(str(e))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    return errors
+
+
 async def test_callers_sharing_a_request_that_failed_each_record_their_failed_call(tmp_path):
     # Three identical calls share one request; it failed, and only the first was recorded, so
     # status and ask --json counted one failed call of three.
     endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad request"}}))
-    errors: list[str] = []
-
-    async def one(llm) -> None:
-        try:
-            await llm.chat(ask(), model="m1", stage="s")
-        except LLMError as e:
-            errors.append(str(e))
-
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, store):
-            async with anyio.create_task_group() as tg:
-                for _ in range(3):
-                    tg.start_soon(one, llm)
+            errors = await _three_identical_calls(llm, LLMError)
     rows = calls(store)
     assert len(endpoint.requests) == 1 and len(errors) == 3
     assert len(rows) == 3 and all(r["error"] == errors[0] and not r["cached"] for r in rows)
@@ -1352,19 +1358,9 @@ async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tm
     filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "According to"},
                                                   finish_reason="content_filter"))
     endpoint = Endpoint(filtered, latency=0.1)
-    errors: list[str] = []
-
-    async def one(llm) -> None:
-        try:
-            await llm.chat(ask(), model="m1", stage="s")
-        except LLMOutputError as e:
-            errors.append(str(e))
-
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, store):
-            async with anyio.create_task_group() as tg:
-                for _ in range(3):
-                    tg.start_soon(one, llm)
+            errors = await _three_identical_calls(llm, LLMOutputError)
             stats = llm.stats
             await llm.chat(ask(), model="m1", stage="s")   # asked again later in the run, answered
     assert len(endpoint.requests) == 2 and len(errors) == 3
