@@ -433,6 +433,24 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+def _unusable_said(unusable: int, again: int) -> str:
+    """The LLM calls line's clause of the unusable answers (of errors), and of those whose request
+    a later try answered, one clause: the answers asked again are a part of the unusable ones
+    (``index_rows._ASKED_AGAIN``), and were said as a second count of errors beside them.
+
+    An index pruned before ``archived_unusable`` was kept (290243a) folded its answers asked
+    again into ``archived_asked_again`` alone, so it can count more asked again than unusable:
+    those are then said on their own."""
+    if again > unusable:
+        return ((f"; {counted(unusable, 'answer')} unusable (in errors)" if unusable else "")
+                + f"; {counted(again, 'answer')} asked again and then answered (in errors)")
+    if not unusable:
+        return ""
+    of_them = ("" if not again else ", asked again and then answered" if again == unusable
+               else f", {again} of them asked again and then answered")
+    return f"; {counted(unusable, 'answer')} unusable (in errors){of_them}"
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -454,9 +472,7 @@ def format_status(info: dict, db: Path) -> str:
         # (the unusable answers were said by --json alone: the errors column mixes them with the
         # endpoint's failures, which are fixed elsewhere)
         lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
-                     + (f"; {counted(unusable, 'answer')} unusable (in errors)" if unusable else "")
-                     + (f"; {counted(again, 'answer')} asked again (in errors: the request was then "
-                        "answered)" if again else ""))
+                     + _unusable_said(unusable, again))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
         lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors"
                      + ("  cancelled" if cancelled else ""))

@@ -327,11 +327,36 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
     assert (stats["errors"], stats["asked_again"]) == (4, 1)
     info, text = status_of(db)
     assert info["llm"]["errors"] == 4 and info["asked_again"] == stats["asked_again"] == 1
-    assert ("  LLM calls      5 (cache hit rate 0%); 4 answers unusable (in errors); 1 answer asked again (in errors: "
-            "the request was then answered)") in text.splitlines(), text
+    # ... as a part of the unusable answers, not a second count of errors beside them
+    assert ("  LLM calls      5 (cache hit rate 0%); 4 answers unusable (in errors), 1 of them asked again and "
+            "then answered") in text.splitlines(), text
     # Folded into the archive, the count stays the same.
     assert pruned(db, "llm_calls") == 0
     assert status_of(db)[0]["asked_again"] == 1
+
+
+def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archived(tmp_path):
+    # prune kept archived_asked_again before it kept archived_unusable (290243a): such an index
+    # counts more answers asked again than unusable, and its line said them as "(in errors: ...)".
+    db = tmp_path / "s.db"
+    store = Store(db)
+    row = {"run_id": "r", "stage": "report", "model": "m1", "prompt": "report", "prompt_version": "1",
+           "cache_key": "k", "prompt_tokens": 10, "completion_tokens": 5, "latency_ms": 1.0, "cached": 0}
+    with store.transaction():
+        store.record_call({**row, "error": "unusable answer: cut off at max_tokens"})
+        store.record_call({**row, "error": None})
+    store.close()
+    line = lambda: next(s for s in status_of(db)[1].splitlines() if s.startswith("  LLM calls"))
+    assert line().endswith("; 1 answer unusable (in errors), asked again and then answered"), line()
+    assert pruned(db, "llm_calls") == 0
+    assert line().endswith("; 1 answer unusable (in errors), asked again and then answered"), line()
+    store = Store(db)
+    with store.transaction():
+        store.conn.execute("DELETE FROM meta WHERE key = 'archived_unusable'")
+    store.close()
+    info, _ = status_of(db)
+    assert (info["unusable"], info["asked_again"]) == (0, 1), info
+    assert line().endswith("%); 1 answer asked again and then answered (in errors)"), line()
 
 
 class FilterOneReport:
