@@ -509,12 +509,28 @@ def root_and_paths(db_path: Path) -> tuple[str | None, list[str]]:
     connection has the index open by then: a writer that opened it meanwhile shares that -shm,
     and unlinking it under the writer let the next reader make another, blind to the writer's
     commits. A -shm there before the look is another's, and left as it is."""
-    db_path = Path(db_path)
+    with _looked_at(Path(db_path)) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
+        return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
+
+
+def recorded_extractor(db_path: Path) -> str | None:
+    """The extractor the index at ``db_path`` was last published with (``nlp-...`` offline,
+    ``llm-...`` by a model; ``None`` before its first publish), looked at as ``root_and_paths``
+    looks: raises ``sqlite3.Error`` for a file that is no index."""
+    with _looked_at(Path(db_path)) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'extractor'").fetchone()
+        return row[0] if row else None
+
+
+@contextlib.contextmanager
+def _looked_at(db_path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain read-only connection to ``db_path``, its -shm folded away after it as
+    ``root_and_paths`` says."""
     had_shm = Path(f"{db_path}-shm").exists()
     conn = sqlite3.connect(_reader_uri(db_path), uri=True, isolation_level=None)
     try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
-        return (row[0] if row else None), [p for (p,) in conn.execute("SELECT path FROM files")]
+        yield conn
     finally:
         conn.close()
         if not had_shm:
