@@ -42,8 +42,8 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, remember_wal_tried, root_and_paths,
-                             unchanging_why, vacuum, wal_kept_line, wal_past_bound, wal_tried)
+                             last_opened, one_writer, read_as_unchanging, recorded_extractor, remember_wal_tried,
+                             root_and_paths, unchanging_why, vacuum, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 
@@ -189,14 +189,19 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     if settings.store.path:
         return _usable_db(_configured_db(settings))
     db = _not_special(default_db_path(root))
-    if not (db.exists() or db.is_symlink()) and (kept := _kept_index(root)) is not None:
-        # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder built a second index of the
-        # demo's text in DIR/.streamrag, which the reading commands found from then on.)
-        raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
-                             f".streamrag/index.db, which `{args.command}` would build as a second index; "
-                             f"to update it, run `streamrag {args.command}{' --estimate' if _estimating(args) else ''} "
-                             f"{shell_word(_kept_index_folder(root, kept))} --db {shell_word(kept)}`")
-    return db
+    if db.exists() or db.is_symlink():
+        return db
+    if (kept := _kept_index(root)) is not None:
+        folder = _kept_index_folder(root, kept)
+    else:
+        return db
+    # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder built a second index of the
+    # demo's text in DIR/.streamrag, which the reading commands found from then on.)
+    flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(kept) else "")
+    raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
+                         f".streamrag/index.db, which `{args.command}` would build as a second index; "
+                         f"to update it, run `streamrag {args.command}{flags} "
+                         f"{shell_word(folder)} --db {shell_word(kept)}`")
 
 
 def _estimating(args: argparse.Namespace) -> bool:
@@ -212,6 +217,16 @@ def _kept_index(folder: Path) -> Path | None:
     kept = folder / "index.db"
     found = database_of(kept) if kept.is_file() else None
     return kept if found is not None and found[1] else None
+
+
+def _built_offline(kept: Path) -> bool:
+    """Whether the index ``kept`` was built offline (a demo's always is): the command advised to
+    update it then says --offline, or, with a model in the user's settings, it extracted every
+    chunk again with the model (paid; 152 calls for the demo's 44 chunks on the simulator)."""
+    try:
+        return (recorded_extractor(kept) or "").startswith("nlp-")
+    except sqlite3.Error:
+        return False
 
 
 def _kept_index_folder(folder: Path, kept: Path) -> Path:

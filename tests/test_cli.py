@@ -855,12 +855,14 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
     said = "its index is {} (as `demo --dir` keeps one), not .streamrag/index.db, which `{}` would build " \
            "as a second index; to update it, run `streamrag {} {} --db {}`"
     for args, cwd, line in (
-            (("index", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index", "d/christmas_carol",
-                                                           "d/index.db")),
-            (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index --estimate",
+            (("index", "d"), tmp_path, "d: " + said.format("d/index.db", "index", "index --offline",
+                                                           "d/christmas_carol", "d/index.db")),
+            (("index", "--estimate", "d"), tmp_path, "d: " + said.format("d/index.db", "index",
+                                                                         "index --estimate --offline",
                                                                          "d/christmas_carol", "d/index.db")),
-            (("index", "."), demo, ".: " + said.format("index.db", "index", "index", "christmas_carol", "index.db")),
-            (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch",
+            (("index", "."), demo, ".: " + said.format("index.db", "index", "index --offline", "christmas_carol",
+                                                       "index.db")),
+            (("watch", "--once", "d"), tmp_path, "d: " + said.format("d/index.db", "watch", "watch --offline",
                                                                      "d/christmas_carol", "d/index.db"))):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
@@ -869,7 +871,8 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
     # The index command said updates the demo's index: the stave edited is the one extracted again.
     stave = sorted((demo / "christmas_carol").glob("*.txt"))[0]
     stave.write_text(stave.read_text(encoding="utf-8") + "\nScrooge wrote to Marley.\n", encoding="utf-8")
-    run_said = shlex.split(said.format("", "", "index", "d/christmas_carol", "d/index.db").rsplit("run `", 1)[1][:-1])
+    run_said = shlex.split(said.format("", "", "index --offline", "d/christmas_carol",
+                                       "d/index.db").rsplit("run `", 1)[1][:-1])
     out = cli_run(*run_said[1:], "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -883,6 +886,31 @@ def test_index_or_watch_of_a_demo_folder_is_pointed_to_its_index_db(cli_run, tmp
     assert cli_run("index", "d", "--db", "d/.streamrag/index.db", "-q", cwd=tmp_path).returncode == 0
     out = cli_run("index", "d", "--json", cwd=tmp_path)
     assert out.returncode == 0 and json.loads(out.stdout)["published"] is False, out.stderr
+
+
+def test_the_update_advised_for_a_demo_folder_stays_offline_with_a_model_configured(cli_run, tmp_path, corpus,
+                                                                                   simulator):
+    # The demo's index is built offline; with a model in the user's settings the advised
+    # `streamrag index d/christmas_carol --db d/index.db` extracted all 44 chunks again with it.
+    assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
+    (tmp_path / "streamrag.toml").write_text(f'[llm]\napi_base = "{simulator.base_url}"\n'
+                                             "requests_per_minute = 0\ntokens_per_minute = 0\n")
+    out = cli_run("index", "d", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.endswith(
+        "to update it, run `streamrag index --offline d/christmas_carol --db d/index.db`\n"), out.stderr
+    stave = sorted((tmp_path / "d" / "christmas_carol").glob("*.txt"))[0]
+    stave.write_text(stave.read_text(encoding="utf-8") + "\nScrooge wrote to Marley.\n", encoding="utf-8")
+    advised = shlex.split(out.stderr.rsplit("run `", 1)[1][:-2])
+    out = cli_run(*advised[1:], "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["llm"]["calls"], result["chunks_extracted"], result["offline"]) == (0, 1, True)
+    # ... and only then: an index a model built, kept as index.db, is updated with the model.
+    assert cli_run("index", str(corpus), "--db", str(corpus / "index.db"), "-q",
+                   "--api-base", simulator.base_url).returncode == 0
+    out = cli_run("index", "corpus", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.endswith(
+        "to update it, run `streamrag index corpus --db corpus/index.db`\n"), out.stderr
 
 
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
