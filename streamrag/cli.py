@@ -193,10 +193,13 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
         return db
     if (kept := _kept_index(root)) is not None:
         folder = _kept_index_folder(root, kept)
+    elif (kept := _kept_index_above(root)) is not None:
+        folder = root   # (`index d/christmas_carol`: the demo's text, d/index.db its index)
     else:
         return db
-    # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder built a second index of the
-    # demo's text in DIR/.streamrag, which the reading commands found from then on.)
+    # (`index DIR` and `watch DIR` of a `demo --dir DIR` folder, or of its christmas_carol, built
+    # a second index of the demo's text in a .streamrag beside the demo's, which the reading
+    # commands found from then on.)
     flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(kept) else "")
     raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
                          f".streamrag/index.db, which `{args.command}` would build as a second index; "
@@ -217,6 +220,16 @@ def _kept_index(folder: Path) -> Path | None:
     kept = folder / "index.db"
     found = database_of(kept) if kept.is_file() else None
     return kept if found is not None and found[1] else None
+
+
+def _kept_index_above(folder: Path) -> Path | None:
+    """The index kept as index.db in the folder above ``folder`` that ``folder``'s documents are
+    in (``_kept_index_folder``: a demo's christmas_carol, its index the demo folder's index.db)."""
+    above = folder.parent if folder.name not in ("", "..") else folder / ".."   # (`index .` in it)
+    kept = _kept_index(above)
+    if kept is None or _kept_index_folder(above, kept).resolve() != folder.resolve():
+        return None
+    return kept
 
 
 def _built_offline(kept: Path) -> bool:
@@ -280,10 +293,11 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
             return _not_special(candidate)
-    kept = _kept_index(Path(folder or "."))
+    kept = _kept_index(Path(folder or ".")) or _kept_index_above(Path(folder or "."))
     if kept is not None:
         # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
-        # built a second index of the demo's text beside it, given DIR or run inside it.)
+        # built a second index of the demo's text beside it, given DIR or DIR/christmas_carol,
+        # or run inside either.)
         raise IndexMissingError(f"{shown(folder) if folder else 'this folder'}: its index is {shown(kept)} "
                                 "(as `demo --dir` keeps one), not .streamrag/index.db; pass it as --db "
                                 f"{shell_word(kept)}")

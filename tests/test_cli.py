@@ -913,6 +913,37 @@ def test_the_update_advised_for_a_demo_folder_stays_offline_with_a_model_configu
         "to update it, run `streamrag index corpus --db corpus/index.db`\n"), out.stderr
 
 
+def test_a_demos_text_folder_is_pointed_to_the_demos_index_db(cli_run, tmp_path):
+    # `index d/christmas_carol` (no --db) built a second index of the demo's text in
+    # d/christmas_carol/.streamrag, and `status d/christmas_carol` did not find d/index.db.
+    assert cli_run("demo", "--dir", "d", cwd=tmp_path).returncode == 0
+    text = tmp_path / "d" / "christmas_carol"
+    said = "its index is {} (as `demo --dir` keeps one), not .streamrag/index.db, which `{}` would build " \
+           "as a second index; to update it, run `streamrag {} --offline {} --db {}`"
+    for args, cwd, line in (
+            (("index", "d/christmas_carol"), tmp_path,
+             "d/christmas_carol: " + said.format("d/index.db", "index", "index", "d/christmas_carol", "d/index.db")),
+            (("index", "--estimate", "d/christmas_carol"), tmp_path,
+             "d/christmas_carol: " + said.format("d/index.db", "index", "index --estimate", "d/christmas_carol",
+                                                 "d/index.db")),
+            (("index", "."), text, ".: " + said.format("../index.db", "index", "index", ".", "../index.db")),
+            (("watch", "--once", "d/christmas_carol"), tmp_path,
+             "d/christmas_carol: " + said.format("d/index.db", "watch", "watch", "d/christmas_carol",
+                                                 "d/index.db"))):
+        out = cli_run(*args, cwd=cwd)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == f"streamrag: error: {line}\n", (args, out.stderr)
+    for args, cwd, where, kept in (
+            (("status", "d/christmas_carol"), tmp_path, "d/christmas_carol", "d/index.db"),
+            (("ask", "Who is Scrooge?", "d/christmas_carol"), tmp_path, "d/christmas_carol", "d/index.db"),
+            (("status",), text, "this folder", "../index.db")):
+        out = cli_run(*args, cwd=cwd)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (as `demo --dir` keeps one), "
+                              f"not .streamrag/index.db; pass it as --db {kept}\n"), (args, out.stderr)
+    assert not (text / ".streamrag").exists()
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
