@@ -269,17 +269,24 @@ def test_a_failure_a_watchers_extraction_meets_before_its_sync_counts_once(corpu
     assert status_of(db)[0]["failures_total"] == 2
 
 
+def _with_calls(db: Path, stage: str, *calls: dict) -> Path:
+    """An index at ``db`` whose call log holds one call of ``stage`` for each of ``calls`` (its
+    keys over those of a plain call of one run, with no tokens)."""
+    plain = {"run_id": "r", "stage": stage, "model": "m1", "prompt": stage, "prompt_version": "1",
+             "cache_key": "k", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 1.0, "cached": 0}
+    store = Store(db)
+    with store.transaction():
+        for call in calls:
+            store.record_call({**plain, **call})
+    store.close()
+    return db
+
+
 def test_calls_a_run_cancelled_are_counted_apart_from_those_that_failed(tmp_path):
     # They were not recorded at all; counted as errors, they would blame the model for a run
     # that gave up (or a Ctrl-C).
-    db = tmp_path / "s.db"
-    store = Store(db)
-    row = {"run_id": "r", "stage": "extract", "model": "m1", "prompt": "extract", "prompt_version": "1",
-           "cache_key": "k", "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": 1.0, "cached": 0}
-    with store.transaction():
-        store.record_call({**row, "error": "HTTP 500: boom"})
-        store.record_call({**row, "error": "cancelled after 2 tries, none answered", "cancelled": 1})
-    store.close()
+    db = _with_calls(tmp_path / "s.db", "extract", {"error": "HTTP 500: boom"},
+                     {"error": "cancelled after 2 tries, none answered", "cancelled": 1})
     info, text = status_of(db)
     assert (info["llm"]["calls"], info["llm"]["errors"], info["llm"]["cancelled"]) == (2, 1, 1), info["llm"]
     assert info["llm_by_model"][0]["cancelled"] == 1
@@ -338,14 +345,9 @@ def test_answers_asked_again_are_said_as_watch_says_them(tmp_path):
 def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archived(tmp_path):
     # prune kept archived_asked_again before it kept archived_unusable (290243a): such an index
     # counts more answers asked again than unusable, and its line said them as "(in errors: ...)".
-    db = tmp_path / "s.db"
-    store = Store(db)
-    row = {"run_id": "r", "stage": "report", "model": "m1", "prompt": "report", "prompt_version": "1",
-           "cache_key": "k", "prompt_tokens": 10, "completion_tokens": 5, "latency_ms": 1.0, "cached": 0}
-    with store.transaction():
-        store.record_call({**row, "error": "unusable answer: cut off at max_tokens"})
-        store.record_call({**row, "error": None})
-    store.close()
+    tokens = {"prompt_tokens": 10, "completion_tokens": 5}
+    db = _with_calls(tmp_path / "s.db", "report", {**tokens, "error": "unusable answer: cut off at max_tokens"},
+                     {**tokens, "error": None})
     line = lambda: next(s for s in status_of(db)[1].splitlines() if s.startswith("  LLM calls"))
     assert line().endswith("; 1 answer unusable (in errors), asked again and then answered"), line()
     assert pruned(db, "llm_calls") == 0
