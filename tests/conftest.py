@@ -345,6 +345,14 @@ def cli_run(capsys, monkeypatch):
     return run
 
 
+def without_proxy_variables(monkeypatch) -> None:
+    """Unsets every proxy variable of the environment (HTTP_PROXY, https_proxy, NO_PROXY ...),
+    for the test's duration: a test setting one alone must not meet the machine's."""
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+
+
 @contextlib.contextmanager
 def loopback_proxy(kind: str):
     """A proxy on loopback that fails every request as ``kind`` says: "407" answers 407 Proxy

@@ -2544,13 +2544,11 @@ async def test_a_proxy_down_in_the_way_is_said_as_the_proxy_not_as_the_endpoint(
     # answering at ..., having answered at ...", then "http://127.0.0.1:.../v1 still down since",
     # of a server that was up. NO_PROXY set as said (here in the watch's own environment, as a
     # watch started again with it) ends it: each sync's model client reads the environment.
-    from conftest import loopback_proxy
+    from conftest import loopback_proxy, without_proxy_variables
     from streamrag.pipeline import Indexer
 
     _switch, settings, _cap = fast_outage(monkeypatch, simulator)
-    for name in list(os.environ):
-        if name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
+    without_proxy_variables(monkeypatch)
     db = tmp_path / "p.db"
     await Indexer(settings, db, root=corpus).run([corpus])   # answered, directly
     with loopback_proxy("down") as (address, _):
@@ -2576,7 +2574,7 @@ async def test_a_watch_given_up_on_behind_a_proxys_503s_names_the_proxy_once(cor
     # llm.give_up_after_s: the outage's error line said it twice over, "the server behind
     # llm.api_base answers only HTTP 503 (a proxy or load balancer answers so ...)" and "requests
     # go through the proxy ...: check it too; ... check the proxy's logs". Now once, as the proxy's.
-    from conftest import loopback_proxy
+    from conftest import loopback_proxy, without_proxy_variables
     from streamrag import daemon as daemon_module, llm as llm_module
     from streamrag.pipeline import Indexer
 
@@ -2584,9 +2582,7 @@ async def test_a_watch_given_up_on_behind_a_proxys_503s_names_the_proxy_once(cor
     monkeypatch.setattr(llm_module, "MAX_BACKOFF_S", 0.01)
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.04},
                              llm={"max_retries": 1000, "give_up_after_s": 0.3})
-    for name in list(os.environ):
-        if name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
+    without_proxy_variables(monkeypatch)
     db = tmp_path / "p.db"
     await Indexer(settings, db, root=corpus).run([corpus])   # answered, directly
     with loopback_proxy("503") as (address, _):

@@ -2822,11 +2822,9 @@ PROXY_PASSWORD = "proxy-LEAKCHECK-7"
 def _through(monkeypatch, variable: str, address: str) -> str:
     """Sets ``variable`` alone of the proxy variables to ``address`` with a user and password;
     how messages name that proxy."""
-    import os
+    from conftest import without_proxy_variables
 
-    for name in list(os.environ):
-        if name.lower().endswith("_proxy"):
-            monkeypatch.delenv(name)
+    without_proxy_variables(monkeypatch)
     monkeypatch.setenv(variable, f"http://puser:{PROXY_PASSWORD}@{address}")
     return f"the proxy http://puser:***@{address} (set by {variable})"
 
