@@ -1204,6 +1204,15 @@ def _as_a_user(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
+def _reading_commands(notes: Path, tmp_path: Path) -> list[list[str]]:
+    """The commands that read an index without changing it (each given ``--db`` by its test):
+    status, the three searches, export (to a file in tmp_path), and ``notes``' estimate."""
+    return [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
+            ["ask", "What is this about?", "--mode", "global", "--json"],
+            ["ask", "railway", "--mode", "basic"], ["export", str(tmp_path / "out.json")],
+            ["index", str(notes), "--estimate"]]
+
+
 def _index_file_alone(tmp_path, indexed, keep=()):
     """A copy of the ``indexed`` folder in tmp_path/notes whose .streamrag folder holds the index
     file alone (and the files named in ``keep``): the copy, its .streamrag folder and the index file."""
@@ -1253,10 +1262,7 @@ def test_an_older_index_on_read_only_media_is_refused_with_the_copy_to_make(tmp_
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     db.chmod(file_mode)
     folder.chmod(folder_mode)
-    commands = [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
-                ["ask", "What is this about?", "--mode", "global", "--json"],
-                ["ask", "railway", "--mode", "basic"], ["export", str(tmp_path / "out.json")],
-                ["index", str(notes), "--estimate"]]
+    commands = _reading_commands(notes, tmp_path)
     try:
         for command in commands:
             one_line(_as_a_user([*command, "--db", str(db)], tmp_path), 1,
@@ -1334,10 +1340,7 @@ def test_readers_of_an_index_file_read_only_in_a_writable_folder_leave_the_folde
     notes, folder, db = _index_file_alone(tmp_path, indexed)
     data = db.read_bytes()
     db.chmod(0o444)
-    commands = [["status"], ["status", "--json"], ["ask", "Who chaired the council?", "--mode", "local"],
-                ["ask", "What is this about?", "--mode", "global", "--json"],
-                ["ask", "railway", "--mode", "basic"], ["export", str(tmp_path / "out.json")],
-                ["index", str(notes), "--estimate"]]
+    commands = _reading_commands(notes, tmp_path)
     try:
         for command in commands:
             out = _as_a_user([*command, "--db", str(db)], tmp_path)
