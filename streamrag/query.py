@@ -145,7 +145,10 @@ async def aask(question: str, settings: Settings, db_path: Path | str, *, mode: 
             check_not_empty(store, db_path, settings.index.include)
             answer = Answer(question=question, requested_mode=mode, mode=mode, search=mode,
                             version=store.version)   # (in the snapshot: what every read below sees)
-            answer.not_in_index = unknown_names(store, question)
+            # Words in lower case the index has in no form may be a topic it covers in other
+            # words ("what are the cybersecurity vulnerabilities?" of reports on security
+            # flaws): a model's search can find that, an extractive one cannot.
+            answer.not_in_index = unknown_names(store, question, lower_case=not settings.has_endpoint)
             answer.near_names = {name: near_names(store, name) for name in answer.not_in_index}
             # Once: routing, search and citations ask them, and must agree. Not the entities
             # inside a name the index lacks: "Ulmard" is not who "Zeno Ulmard" is.

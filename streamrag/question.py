@@ -13,7 +13,8 @@ Pure reading and small index look-ups (FTS over names and text), no model call a
   ``unknown_names`` those it writes capitalised that no text or entity of the index has, or
   whose words it has but never together ("Zeno Ulmard" beside "Zeno Ulmford" and "Greta
   Ulmard"), or two or more words in a row written in lower case that the index has in no form,
-  in a question asking nothing else ("who is ada osk?"), ``near_names`` the names of the index
+  in a question asking nothing else ("who is ada osk?"; only for an extractive answer: with a
+  model they may be a topic the index words otherwise), ``near_names`` the names of the index
   closest to one, ``missing_words`` the words of those a search leaves out, and ``asks_more``
   whether it asks anything beyond them.
 * **Which mode** (``choose_mode``, for ``auto``): a question that names entities of the index
@@ -363,12 +364,13 @@ def missing_words(question: str, names: Sequence[str]) -> frozenset[str]:
     return frozenset(w for name in names for w in words(name)) - set(words(rest))
 
 
-def unknown_names(store: Store, question: str) -> list[str]:
+def unknown_names(store: Store, question: str, *, lower_case: bool = True) -> list[str]:
     """The names ``question`` writes capitalised that no text or entity of the index has (a
     person whose only file was deleted), as written, with the words of the name they are
     written in ("Jacob Cratchit" of an index with "Bob Cratchit" only, "Mr. Zorblax"); adjacent
     ones make one name. Those of words it has, but never together, too (``_never_together``),
-    and, in a question asking nothing else, those it writes in lower case (``_unwritten_in_lower_case``).
+    and, in a question asking nothing else and if ``lower_case``, those it writes in lower case
+    (``_unwritten_in_lower_case``).
 
     A capitalised word opening a sentence, a stopword and a question written in Title Case or
     capitals (a stopword capitalised inside a sentence) say nothing about names. A word alone is
@@ -448,7 +450,7 @@ def unknown_names(store: Store, question: str) -> list[str]:
                                         or beside and not _shortened(tokens[run[0]].group())):
             found.append((tokens[first].start(), tokens[last].end()))
     found += _never_together(store, question, tokens, opening, set(absent))
-    lower = _unwritten_in_lower_case(store, question, tokens) if english else []
+    lower = _unwritten_in_lower_case(store, question, tokens) if english and lower_case else []
     if lower and not asks_more(question, [question[start:end] for start, end in found + lower]):
         # Only when the question asks about nothing else: two words the index never writes
         # may be a topic ("what do the reports say about quantum chromodynamics?"), where the

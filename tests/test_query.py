@@ -3332,6 +3332,17 @@ async def test_a_local_question_in_lower_case_says_the_name_missing_as_capitalis
     assert json.dumps(lower).lower() == json.dumps(capital).lower()
 
 
+async def test_with_a_model_lower_case_words_the_index_lacks_are_searched_as_a_topic(llm_db, qs):
+    # "what are the cybersecurity vulnerabilities?" was said missing with no search, as a name
+    # is, though a model's search may find the topic in other words. Capitalised names the
+    # index lacks are still said missing with no search.
+    for question in ("what are the cybersecurity vulnerabilities?", "who is zorblax quintrell?"):
+        answer = (await aask(question, qs, llm_db, mode="local")).to_json()
+        assert (answer["not_in_index"], answer["search"]) == ([], "local"), (question, answer)
+    named = (await aask("Who is Zorblax Quintrell?", qs, llm_db, mode="local")).to_json()
+    assert (named["not_in_index"], named["search"]) == (["Zorblax Quintrell"], "none")
+
+
 async def test_terminal_escapes_in_a_question_are_dropped_before_it_is_read(offline_db):
     # A name pasted in colour ("\x1b[1mSmith\x1b[0m") was read as "1mSmith", no name, and the
     # answer never said the index has no Mary Smith.
