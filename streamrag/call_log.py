@@ -75,7 +75,9 @@ class CallLog:
         ``shared``: the unusable answer was an identical call's, this one waited on it: failed
         for its caller all the same (its item too), but its row is cached, as a waiter's of a
         usable answer is (it asked nothing), so that `status` and the estimate, which count
-        unusable rows not cached, count one stop of N identical calls once, not N times."""
+        unusable rows not cached, count one stop of N identical calls once, not N times. It is
+        not counted ``cached`` (here, nor by `status`: ``index_rows._USAGE_SUMS``): the cache
+        answered it nothing."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
         counts["calls"] += 1
         if error is not None:

@@ -526,9 +526,12 @@ def check_version(store: Store, worked_from: int) -> None:
 EMBEDDINGS = f"{EMBEDDING_SCHEME}-"   # how the cache key of an embedding begins
 PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
 # A stage's and model's usage, as `status` counts it, from llm_calls rows.
-# (A cancelled call is no error: its caller stopped it.)
+# (A cancelled call is no error: its caller stopped it. Cached are the calls the cache answered,
+# as the client's ``stats`` count them: not the rows, cached too, of identical calls that waited
+# on a request a content filter stopped (``CallLog.record``'s shared), which got no answer.)
 _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "cancelled")
-_USAGE_SUMS = ("count(*)", "sum(cached)", "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
+_USAGE_SUMS = ("count(*)", "sum(cached = 1 AND error IS NULL)",
+               "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
                "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)",
                "sum(error IS NOT NULL AND cancelled = 0)", "sum(cancelled)")
 # ... and of the paid calls answered usably, apart (``call_history``: the lengths of answers).

@@ -1353,7 +1353,7 @@ async def test_callers_sharing_a_request_that_failed_each_record_their_failed_ca
 async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tmp_path):
     # Three identical calls share one request a content filter stopped: each waiter's row was an
     # unusable answer of its own, so status and the estimate counted three stops of one.
-    from streamrag.index_rows import asked_again, unusable_answers, unusable_calls
+    from streamrag.index_rows import asked_again, unusable_answers, unusable_calls, usage_rows
 
     filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "According to"},
                                                   finish_reason="content_filter"))
@@ -1363,7 +1363,11 @@ async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tm
             errors = await _three_identical_calls(llm, LLMOutputError)
             stats = llm.stats
             await llm.chat(ask(), model="m1", stage="s")   # asked again later in the run, answered
+            run = llm.stats["s"]
     assert len(endpoint.requests) == 2 and len(errors) == 3
+    # The cache answered none of the four: status's cached (and hit rate) said 2, the run's 0.
+    (usage,) = usage_rows(store)
+    assert (usage["calls"], usage["cached"]) == (run["calls"], run["cached"]) == (4, 0), (usage, run)
     assert unusable_calls(store) == 1 and unusable_answers(store)[("s", "m1")][1] == 1
     assert asked_again(store) == 1   # (of the unusable answers: not the waiters')
     # The waiters' rows are cached, as those of a usable answer shared; each call failed all the same.
