@@ -436,14 +436,8 @@ def _mb(n: int) -> str:
 def _unusable_said(unusable: int, again: int) -> str:
     """The LLM calls line's clause of the unusable answers (of errors), and of those whose request
     a later try answered, one clause: the answers asked again are a part of the unusable ones
-    (``index_rows._ASKED_AGAIN``), and were said as a second count of errors beside them.
-
-    An index pruned before ``archived_unusable`` was kept (290243a) folded its answers asked
-    again into ``archived_asked_again`` alone, so it can count more asked again than unusable:
-    those are then said on their own."""
-    if again > unusable:
-        return ((f"; {counted(unusable, 'answer')} unusable (in errors)" if unusable else "")
-                + f"; {counted(again, 'answer')} asked again and then answered (in errors)")
+    (``index_rows._ASKED_AGAIN``; of an old archive too: ``index_rows.unusable_calls``), and were
+    said as a second count of errors beside them."""
     if not unusable:
         return ""
     of_them = ("" if not again else ", asked again and then answered" if again == unusable
