@@ -1887,11 +1887,11 @@ def _three_files_in(folder: Path) -> Path:
     return folder
 
 
-async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_files_with_it(corpus, tmp_path):
-    # `cp -r src notes/c`, then `mv notes/c notes/c2` before the sync: the watcher says the
-    # folder's move alone (c deleted, c2 added), not its files'. The deleted folder, matching no
-    # include pattern and holding no indexed file, was left out, so its files stayed queued as
-    # added though gone: "3 files (3 added); 6 pending", with no deletion queued for them.
+async def _copied_in_then_moved(corpus: Path, tmp_path: Path, to: Path, said: set) -> tuple[list, list]:
+    """`cp -r` of three files into ``corpus`` as c, then `mv c to` before c's sync, the move's
+    events ``said`` as the watcher says them, under a daemon offline indexing into tmp_path/k.db.
+    Once the second sync is done: the events from the copy on, and copies of daemon.pending
+    as it stood once the copy, then the move, was queued."""
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
     async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
         mark = len(events)
@@ -1899,20 +1899,32 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
         async with send:
             await send.send({(Change.added, str(copied))})
             await until(lambda: "waiting" in events.states(mark))
-            assert set(daemon.pending) == {f"c/x{i}.txt" for i in range(3)}
-            shutil.move(copied, corpus / "c2")
-            await send.send({(Change.added, str(corpus / "c2")), (Change.deleted, str(copied))})
+            pending = [dict(daemon.pending)]
+            shutil.move(copied, to)
+            await send.send(said)
             await until(lambda: len([e for e in events[mark:] if e["state"] == "queued"]) == 2)
-            assert {rel: kind for rel, kind in daemon.pending.items() if rel.startswith("c/")} \
-                == {f"c/x{i}.txt": "added and deleted" for i in range(3)}
+            pending.append(dict(daemon.pending))
             await until(lambda: daemon.syncs == 2)
-    moved = [e for e in events[mark:] if e["state"] == "queued"][1]
+    return events[mark:], pending
+
+
+async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_files_with_it(corpus, tmp_path):
+    # `cp -r src notes/c`, then `mv notes/c notes/c2` before the sync: the watcher says the
+    # folder's move alone (c deleted, c2 added), not its files'. The deleted folder, matching no
+    # include pattern and holding no indexed file, was left out, so its files stayed queued as
+    # added though gone: "3 files (3 added); 6 pending", with no deletion queued for them.
+    after, (when_copied, when_moved) = await _copied_in_then_moved(
+        corpus, tmp_path, corpus / "c2", {(Change.added, str(corpus / "c2")), (Change.deleted, str(corpus / "c"))})
+    assert set(when_copied) == {f"c/x{i}.txt" for i in range(3)}
+    assert {rel: kind for rel, kind in when_moved.items() if rel.startswith("c/")} \
+        == {f"c/x{i}.txt": "added and deleted" for i in range(3)}
+    moved = [e for e in after if e["state"] == "queued"][1]
     # The files gone with c were never indexed: the index gets c2's alone, as added, and they
     # alone are pending ("6 pending" of 3 files); c's are no deletion ("3 files (3 added, 3
     # deleted)" said 6 files, where the sync adds 3 and deletes none).
     assert moved["message"] == "3 files (3 added); 3 pending", moved
     assert (moved["files"], moved.get("added"), moved.get("deleted"), moved["pending"]) == (3, 3, None, 3), moved
-    began = next(e for e in events[mark:] if e["message"].endswith(": scanning 7 files"))   # (4 of the corpus)
+    began = next(e for e in after if e["message"].endswith(": scanning 7 files"))   # (4 of the corpus)
     assert began["message"].startswith("3 changed files: ") and began["files"] == 3, began
     paths = _indexed_paths(tmp_path / "k.db")
     assert {f"c2/x{i}.txt" for i in range(3)} <= paths and not any(p.startswith("c/") for p in paths)
@@ -1921,20 +1933,12 @@ async def test_a_folder_copied_in_then_moved_before_its_sync_takes_its_queued_fi
 async def test_a_folder_copied_in_then_moved_out_before_its_sync_queues_nothing_to_add_or_delete(corpus, tmp_path):
     # `cp -r src notes/c`, then `mv notes/c /elsewhere` before the sync: its files, never
     # indexed, were said "3 files (3 deleted)", a deletion of nothing the index holds.
-    settings = make_settings(index=SMALL, watch={"quiet_s": 0.5})   # offline: fast
-    async with running(settings, tmp_path / "k.db", corpus) as (daemon, events, send):
-        mark = len(events)
-        copied = _three_files_in(corpus / "c")
-        async with send:
-            await send.send({(Change.added, str(copied))})
-            await until(lambda: "waiting" in events.states(mark))
-            shutil.move(copied, tmp_path / "away")
-            await send.send({(Change.deleted, str(copied))})
-            await until(lambda: daemon.syncs == 2)
-    moved = [e for e in events[mark:] if e["state"] == "queued"][1]
+    after, _ = await _copied_in_then_moved(corpus, tmp_path, tmp_path / "away",
+                                            {(Change.deleted, str(corpus / "c"))})
+    moved = [e for e in after if e["state"] == "queued"][1]
     assert moved["message"] == "3 files added and deleted", moved
     assert (moved["files"], moved.get("added"), moved.get("deleted"), moved["pending"]) == (0, None, None, 0), moved
-    began = next(e for e in events[mark:] if "scanning" in e["message"])
+    began = next(e for e in after if "scanning" in e["message"])
     assert began["message"].startswith("3 files added and deleted: scanning "), began
     # --json gives the count the lines say (files 0 alone said nothing of the 3)
     assert moved["added_and_deleted"] == began["added_and_deleted"] == 3, (moved, began)
