@@ -1066,6 +1066,19 @@ def entity_store(path, names: dict[str, str], kind: str = "event", texts: tuple[
     return store
 
 
+def unknown_names_of(path, names: dict[str, str], texts: tuple[str, ...],
+                     questions: tuple[str, ...]) -> dict[str, list[str]]:
+    """What unknown_names says of each of ``questions``, asked of an entity_store at ``path``
+    holding the persons ``names`` and chunks of ``texts``."""
+    from streamrag.question import unknown_names
+
+    store = entity_store(path, names, kind="person", texts=texts)
+    try:
+        return {q: unknown_names(store, q) for q in questions}
+    finally:
+        store.close()
+
+
 def test_auto_mode_counts_a_name_written_apart_from_a_longer_one_that_holds_it(tmp_path):
     # Offline synth_small has "Pellric" and "2032 Pellric Flood": auto mode counted only the
     # longest name, so two names written against one cue were one, and the question went global.
@@ -1628,22 +1641,16 @@ def test_a_name_shortened_by_a_word_of_its_middle_is_not_missing(tmp_path):
     # the council was searched for. Words apart in a text (a comma, a word in lower case) are
     # no one name, and "Zeno Ulmard" stays missing: nor are words either side of a sentence's
     # end ("... to Zeno. Ulmard said", which FTS finds as the phrase "zeno ulmard").
-    from streamrag.question import unknown_names
-
     texts = ("The Kessel City Council met on Tuesday; the council hired Osk.",
              "Greta Ulmard spoke to Zeno. Ulmard said nothing, and Nadia\nHarberg left.",
              "Zeno Ulmford, Greta Ulmard and Nadia Harberg met Mr. Marstad in Kessel. Many Council members came.",
              "Port Ashden Heights Chamber of Commerce")
-    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-z": "Zeno Ulmford",
-                                             "e-g": "Greta Ulmard", "e-n": "Nadia Harberg",
-                                             "e-o": "Osk"}, kind="person", texts=texts)
-    try:
-        said = {q: unknown_names(store, q) for q in (
-            "Who is the Kessel Council?", "What did the Port Chamber do?", "Who is Zeno Ulmard?",
-            "Who is Nadia Marstad?", "Who is Greta Harberg?", "Who is the Ulmard Council?",
-            "Who is Nadia Harberg?")}
-    finally:
-        store.close()
+    said = unknown_names_of(tmp_path / "i.db", {"e-c": "City Council", "e-z": "Zeno Ulmford",
+                                                "e-g": "Greta Ulmard", "e-n": "Nadia Harberg",
+                                                "e-o": "Osk"}, texts, (
+        "Who is the Kessel Council?", "What did the Port Chamber do?", "Who is Zeno Ulmard?",
+        "Who is Nadia Marstad?", "Who is Greta Harberg?", "Who is the Ulmard Council?",
+        "Who is Nadia Harberg?"))
     assert said == {"Who is the Kessel Council?": [], "What did the Port Chamber do?": [],
                     "Who is Zeno Ulmard?": ["Zeno Ulmard"], "Who is Nadia Marstad?": ["Nadia Marstad"],
                     "Who is Greta Harberg?": ["Greta Harberg"],
@@ -1655,17 +1662,11 @@ def test_a_name_shortened_by_a_word_of_its_middle_is_found_as_the_index_reads_wo
     # "Kessel Council" and "Brünner Council" (or "Brunner Council": the index folds accents),
     # but a run's words were compared as written, "council's" and "brünner", and both were
     # said missing.
-    from streamrag.question import unknown_names
-
-    store = entity_store(tmp_path / "i.db", {"e-c": "City Council", "e-o": "Osk"}, kind="person",
-                         texts=("The Kessel City Council's vote passed; the council hired Osk.",
-                                "The Brünner City Council met Osk."))
-    try:
-        said = {q: unknown_names(store, q) for q in (
-            "Who is the Kessel Council?", "Who is the Brünner Council?", "Who is the Brunner Council?",
-            "Who is the Kessel Osk?")}
-    finally:
-        store.close()
+    said = unknown_names_of(tmp_path / "i.db", {"e-c": "City Council", "e-o": "Osk"},
+                            ("The Kessel City Council's vote passed; the council hired Osk.",
+                             "The Brünner City Council met Osk."), (
+        "Who is the Kessel Council?", "Who is the Brünner Council?", "Who is the Brunner Council?",
+        "Who is the Kessel Osk?"))
     assert said == {"Who is the Kessel Council?": [], "Who is the Brünner Council?": [],
                     "Who is the Brunner Council?": [], "Who is the Kessel Osk?": ["Kessel Osk"]}, said
 
@@ -3244,17 +3245,11 @@ def test_a_name_with_an_apostrophe_is_one_name(tmp_path):
     # "What does Mary O'Brien do?" was read as "Mary", "O" and "Brien": no name, and the answer
     # never said the index has no Mary O'Brien, as it says of "Mary Smith". A name the index
     # has with an apostrophe is still found, and "Scrooge's" is still Scrooge's.
-    from streamrag.question import unknown_names
-
-    store = entity_store(tmp_path / "i.db", {"e-k": "Kevin O'Brien", "e-s": "Scrooge"}, kind="person",
-                         texts=("Kevin O'Brien met Scrooge at the quay. Scrooge's nephew waved.",))
-    try:
-        said = {q: unknown_names(store, q) for q in (
-            "What does Mary O'Brien do?", "What does Mary O’Brien do?", "What does Mary D'Arcy do?",
-            "What does Mary Smith-Jones do?", "What did Mary O'Brien's sister do?",
-            "Who is Kevin O'Brien?", "What did Kevin O'Brien's sister do?", "What did Scrooge's nephew do?")}
-    finally:
-        store.close()
+    said = unknown_names_of(tmp_path / "i.db", {"e-k": "Kevin O'Brien", "e-s": "Scrooge"},
+                            ("Kevin O'Brien met Scrooge at the quay. Scrooge's nephew waved.",), (
+        "What does Mary O'Brien do?", "What does Mary O’Brien do?", "What does Mary D'Arcy do?",
+        "What does Mary Smith-Jones do?", "What did Mary O'Brien's sister do?",
+        "Who is Kevin O'Brien?", "What did Kevin O'Brien's sister do?", "What did Scrooge's nephew do?"))
     assert said == {"What does Mary O'Brien do?": ["Mary O'Brien"], "What does Mary O’Brien do?": ["Mary O’Brien"],
                     "What does Mary D'Arcy do?": ["Mary D'Arcy"],
                     "What does Mary Smith-Jones do?": ["Mary Smith-Jones"],
@@ -3276,16 +3271,10 @@ def test_a_yes_or_no_question_reads_as_english(tmp_path):
     # ("McDuck") was left unsaid, as in a German question, whose nouns are capitalised. A
     # question opening on "Is", "Was" ... and a capitalised word is English; "Was ist Liebe?"
     # (a noun after a verb) is not, nor does a name the index has go missing.
-    from streamrag.question import unknown_names
-
-    store = entity_store(tmp_path / "i.db", {"e-s": "Scrooge", "e-c": "Christmas Eve"}, kind="person",
-                         texts=("Scrooge sat alone on Christmas Eve.",))
-    try:
-        said = {q: unknown_names(store, q) for q in (
-            "Is Scrooge McDuck here?", "Is Zorblax here?", "Was Zorblax at home?", "Are Scrooge and Zorblax friends?",
-            "Is Scrooge here?", "Is Christmas Eve cold?", "Was ist Liebe?", "Is Zorblax here")}
-    finally:
-        store.close()
+    said = unknown_names_of(tmp_path / "i.db", {"e-s": "Scrooge", "e-c": "Christmas Eve"},
+                            ("Scrooge sat alone on Christmas Eve.",), (
+        "Is Scrooge McDuck here?", "Is Zorblax here?", "Was Zorblax at home?", "Are Scrooge and Zorblax friends?",
+        "Is Scrooge here?", "Is Christmas Eve cold?", "Was ist Liebe?", "Is Zorblax here"))
     assert said == {"Is Scrooge McDuck here?": ["Scrooge McDuck"], "Is Zorblax here?": ["Zorblax"],
                     "Was Zorblax at home?": ["Zorblax"], "Are Scrooge and Zorblax friends?": ["Zorblax"],
                     "Is Scrooge here?": [], "Is Christmas Eve cold?": [], "Was ist Liebe?": [],
@@ -3299,19 +3288,13 @@ def test_a_name_written_in_lower_case_that_the_index_lacks_is_missing(tmp_path):
     # words questions ask with ("themes", "summary"), one word alone ("protagonist"), a
     # question that does not read as English, and words the index lacks in a question asking
     # more ("scrooge" beside "zorblax quintrell": a topic, maybe) are no missing name.
-    from streamrag.question import unknown_names
-
-    store = entity_store(tmp_path / "i.db", {"e-s": "Scrooge", "e-m": "Jacob Marley"}, kind="person",
-                         texts=("Scrooge would meet the ghost of Jacob Marley, and the change in him was great.",))
-    try:
-        said = {q: unknown_names(store, q) for q in (
-            "who is ada osk?", "Who is Ada Osk?", "did scrooge meet zorblax quintrell?",
-            "who are ada osk and zorblax quintrell?",
-            "who is ada-osk?", "how does scrooge change?", "who is jacob marley?",
-            "what are the main themes?", "what is the overall summary?", "who is the protagonist?",
-            "what did the ghostly visitor say?", "wer ist ada osk?")}
-    finally:
-        store.close()
+    said = unknown_names_of(tmp_path / "i.db", {"e-s": "Scrooge", "e-m": "Jacob Marley"},
+                            ("Scrooge would meet the ghost of Jacob Marley, and the change in him was great.",), (
+        "who is ada osk?", "Who is Ada Osk?", "did scrooge meet zorblax quintrell?",
+        "who are ada osk and zorblax quintrell?",
+        "who is ada-osk?", "how does scrooge change?", "who is jacob marley?",
+        "what are the main themes?", "what is the overall summary?", "who is the protagonist?",
+        "what did the ghostly visitor say?", "wer ist ada osk?"))
     assert said == {"who is ada osk?": ["ada osk"], "Who is Ada Osk?": ["Ada Osk"],
                     "did scrooge meet zorblax quintrell?": [],
                     "who are ada osk and zorblax quintrell?": ["ada osk", "zorblax quintrell"],
