@@ -42,8 +42,9 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, recorded_extractor, remember_wal_tried,
-                             root_and_paths, unchanging_why, vacuum, wal_kept_line, wal_past_bound, wal_tried)
+                             last_opened, one_writer, read_as_unchanging, reading_root, recorded_extractor,
+                             remember_wal_tried, root_and_paths, unchanging_why, vacuum, wal_kept_line, wal_past_bound,
+                             wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 
@@ -129,7 +130,7 @@ def reading_settings(args: argparse.Namespace, *, models_for: tuple[str, ...] = 
     working folder's, another endpoint or none, where the same command answered the day before."""
     if getattr(args, "db", None):
         db = Path(args.db)
-        near = indexed_root(db) or (db.resolve().parent if db.is_file() else None)
+        near = reading_root(db) or (db.resolve().parent if db.is_file() else None)
     else:
         near = Path(args.folder) if getattr(args, "folder", None) else None
     return command_settings(args, near, models_for=models_for, quiet=quiet)
@@ -716,7 +717,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     db = db_for_reading(args, settings)
     # The settings in use, and those of the index's folder (what `index` of it reads).
     settings_files = [Path(f) for f in (settings.source if settings.source != "defaults" else None,
-                                        find_config(indexed_root(db) or db.parent)) if f]
+                                        find_config(reading_root(db) or db.parent)) if f]
     store = Store(db, readonly=True)
     try:  # export refuses an OUT that is the index, its settings or a document before writing
         if not store.version:   # nothing published: say why, as ask does (not an empty export)

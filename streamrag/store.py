@@ -1440,6 +1440,35 @@ def _copied_root(db_path: Path, root: Path, given: Path | None) -> Path | None:
     return None
 
 
+def reading_root(db_path: Path) -> Path | None:
+    """The folder of the index at ``db_path`` given alone (--db of ask, status, export), whose
+    settings they read: ``indexed_root``'s, or a copy of it by ``_copied_root``'s rule, the folder
+    given being the index's own (or the folder in it named as the recorded one, a demo's
+    christmas_carol), as `index pj2` takes it: `cp -r pj pj2; ask --db pj2/index.db` read pj's
+    streamrag.toml. Only a folder holding the index's documents is a copy: an index copied alone
+    (`cp pj/index.db backup/`) lies from backup as pj's from pj, and is still pj's."""
+    root = indexed_root(db_path)
+    if root is None or Path(db_path).parent.name == ".streamrag":
+        return root   # (the folder holding .streamrag: a copy's already)
+    near = Path(db_path).resolve().parent
+    given = near / root.name if (near / root.name).is_dir() else near
+    copy = _copied_root(Path(db_path), root, given)
+    return copy if copy is not None and _holds_documents(copy, Path(db_path)) else root
+
+
+def _holds_documents(folder: Path, db_path: Path, looked: int = 100) -> bool:
+    """Whether ``folder`` holds one of the files the index at ``db_path`` names from its folder
+    (of the first ``looked``: a copy holds them all, a folder the index alone was copied to none)."""
+    from streamrag.loader import file_of   # (the loader is a reader's: not imported by every store)
+
+    try:
+        paths = root_and_paths(db_path)[1]
+    except sqlite3.Error:
+        return False
+    relative = [file_of(p) for p in paths if not Path(p).is_absolute()][:looked]
+    return any((folder / p).is_file() for p in relative)
+
+
 def _recorded_root(db_path: Path) -> Path | None:
     """The folder the index at ``db_path`` names (resolved), or ``None`` for a file that is no index."""
     try:

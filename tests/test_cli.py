@@ -1043,6 +1043,31 @@ def test_a_demo_folder_copied_updates_the_copy_s_index(cli_run, tmp_path):
     assert str(tmp_path.resolve() / "other" / "o.txt") in paths
 
 
+def test_reading_a_folder_copied_with_its_index_reads_the_copy_s_settings(cli_run, corpus, tmp_path):
+    # cp -r notes copy (index.db inside, by store.path); `status --db copy/index.db` (ask, export)
+    # read notes' streamrag.toml, the folder the index names, where `index copy` takes it as copy's.
+    (corpus / "streamrag.toml").write_text('[store]\npath = "index.db"\n')
+    assert cli_run("index", "-q", "--offline", str(corpus)).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(corpus, copy)
+    (corpus / "streamrag.toml").write_text('[store]\npath = "index.db"\nkeep = 1\n')   # notes' only
+    for args in (("status", "--json"), ("ask", "--json", "Who rebuilt the quay?"), ("export", "g.json")):
+        out = cli_run(*args, "--db", "copy/index.db", cwd=tmp_path)
+        assert out.returncode == 0 and "keep" not in out.stderr, (args, out.stderr)
+    # export (--config elsewhere) keeps from the copy's settings file as the index folder's: a hard
+    # link to it given as OUT was written over, notes' being the one kept from.
+    (tmp_path / "other.toml").write_text("")
+    os.link(copy / "streamrag.toml", tmp_path / "linked.json")
+    out = cli_run("export", "linked.json", "--db", "copy/index.db", "--config", "other.toml", cwd=tmp_path)
+    assert out.returncode == 1 and "is a settings file of this index" in out.stderr, out.stderr
+    assert (copy / "streamrag.toml").read_text() == '[store]\npath = "index.db"\n'
+    # An index copied alone (a backup) still reads the settings of the folder it names.
+    (tmp_path / "backup").mkdir()
+    shutil.copy(corpus / "index.db", tmp_path / "backup" / "index.db")
+    out = cli_run("status", "--db", "backup/index.db", cwd=tmp_path)
+    assert out.returncode == 1 and "store.keep: unknown setting" in out.stderr, out.stderr
+
+
 def test_a_store_path_out_of_the_folder_is_said_as_json_gives_it(cli_run, corpus, tmp_path):
     # store.path = "../kept/n.db" was said 'Indexed into /.../corpus/../kept/n.db', where --json's
     # db was /.../kept/n.db.
