@@ -233,6 +233,21 @@ def _kept_index_above(folder: Path) -> Path | None:
     return kept
 
 
+def _kept_index_holding(folder: Path) -> Path | None:
+    """The index kept as index.db in a folder above ``folder`` whose indexed folder holds
+    ``folder``, named from ``folder``: a demo's christmas_carol (``_kept_index_above``), or a
+    subfolder of a folder indexed into its own index.db (`index n --db n/index.db`; `status n/sub`).
+    n's .streamrag/index.db is found from n/sub so; this one was not, and n/sub was told to run
+    `streamrag index n/sub` first, which built a second index."""
+    inside = folder.resolve()
+    for up in range(1, len(inside.parents) + 1):
+        above = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
+        kept = _kept_index(above)
+        if kept is not None and inside.is_relative_to(_kept_index_folder(above, kept).resolve()):
+            return kept
+    return None
+
+
 def _built_offline(kept: Path) -> bool:
     """Whether the index ``kept`` was built offline (a demo's always is): the command advised to
     update it then says --offline, or, with a model in the user's settings, it extracted every
@@ -294,7 +309,7 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         candidate = d / ".streamrag" / "index.db"
         if candidate.exists():
             return _not_special(candidate)
-    kept = _kept_index(Path(folder or ".")) or _kept_index_above(Path(folder or "."))
+    kept = _kept_index(Path(folder or ".")) or _kept_index_holding(Path(folder or "."))
     if kept is not None:
         # (`demo --dir DIR` keeps its index there: the advice below, `streamrag index DIR`,
         # built a second index of the demo's text beside it, given DIR or DIR/christmas_carol,

@@ -944,6 +944,29 @@ def test_a_demos_text_folder_is_pointed_to_the_demos_index_db(cli_run, tmp_path)
     assert not (text / ".streamrag").exists()
 
 
+def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, corpus, tmp_path):
+    # `index n --db n/index.db`; `status n/sub` said 'no index in it or in a folder above it; run
+    # `streamrag index n/sub` first', which built a second index, where a folder with its own
+    # .streamrag/index.db is read with that index above (`index n/sub` builds one in both cases).
+    (corpus / "sub" / "deeper").mkdir(parents=True)
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "corpus/index.db", cwd=tmp_path).returncode == 0
+    for args, cwd, where, kept in (
+            (("status", "corpus/sub"), tmp_path, "corpus/sub", "corpus/index.db"),
+            (("ask", "Who rebuilt the quay?", "corpus/sub/deeper"), tmp_path, "corpus/sub/deeper", "corpus/index.db"),
+            (("status",), corpus / "sub", "this folder", "../index.db")):
+        out = cli_run(*args, cwd=cwd)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (as `demo --dir` keeps one), "
+                              f"not .streamrag/index.db; pass it as --db {kept}\n"), (args, out.stderr)
+    # Another folder's index kept in a folder above is not taken for this one's.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "o.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", "-q", "--offline", "other", "--db", "corpus/sub/index.db", cwd=tmp_path).returncode == 0
+    out = cli_run("status", "corpus/sub/deeper", cwd=tmp_path)
+    assert out.returncode == 1 and "its index is corpus/index.db" in out.stderr, out.stderr
+    assert not (corpus / "sub" / ".streamrag").exists()
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
