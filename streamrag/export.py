@@ -20,7 +20,7 @@ from streamrag import index_rows
 from streamrag.config import CONFIG_NAME
 from streamrag.errors import StreamragError, UsageError
 from streamrag.loader import include_patterns, matches
-from streamrag.store import Store, alive, lock_path
+from streamrag.store import Store, alive, lock_path, reading_root
 
 
 def _rows(store: Store, sql: str):
@@ -173,11 +173,13 @@ def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Ite
 
 def _index_root(store: Store) -> Path | None:
     """The indexed folder, as `indexed_root` says, read from this open store: an index in its
-    folder's .streamrag/ belongs to that folder; else the folder recorded (gone or not), else none."""
+    folder's .streamrag/ belongs to that folder; else the folder recorded (gone or not), or the
+    copy of it the index was copied with (``reading_root``, whose settings export keeps from:
+    `cp -r pj pj2; export --db pj2/index.db pj2/DOC` wrote over pj2's document), else none."""
     if store.path.parent.name == ".streamrag":
         return store.path.parent.parent.resolve()
     recorded = store.get_meta("root")
-    return Path(recorded) if recorded else None
+    return (reading_root(store.path) or Path(recorded)) if recorded else None
 
 
 def _held_document(store: Store, out: Path, root: Path | None) -> str | None:
