@@ -41,10 +41,10 @@ from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, Us
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
-from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, indexed_root,
-                             last_opened, one_writer, read_as_unchanging, reading_root, recorded_extractor,
-                             remember_wal_tried, root_and_paths, unchanging_why, vacuum, wal_kept_line, wal_past_bound,
-                             wal_tried)
+from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
+                             indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
+                             recorded_extractor, remember_wal_tried, root_and_paths, unchanging_why, vacuum,
+                             wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
 
@@ -238,12 +238,15 @@ def _kept_index_holding(folder: Path) -> Path | None:
     ``folder``, named from ``folder``: a demo's christmas_carol (``_kept_index_above``), or a
     subfolder of a folder indexed into its own index.db (`index n --db n/index.db`; `status n/sub`).
     n's .streamrag/index.db is found from n/sub so; this one was not, and n/sub was told to run
-    `streamrag index n/sub` first, which built a second index."""
+    `streamrag index n/sub` first, which built a second index. Not one whose folder holds none of
+    its documents: an index.db of a folder deleted since is taken for its own folder's
+    (``_kept_index_folder``), and was said the index of every folder below it."""
     inside = folder.resolve()
     for up in range(1, len(inside.parents) + 1):
         above = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
         kept = _kept_index(above)
-        if kept is not None and inside.is_relative_to(_kept_index_folder(above, kept).resolve()):
+        if kept is not None and inside.is_relative_to(held := _kept_index_folder(above, kept).resolve()) \
+                and holds_documents(held, kept):
             return kept
     return None
 

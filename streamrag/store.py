@@ -1453,10 +1453,10 @@ def reading_root(db_path: Path) -> Path | None:
     near = Path(db_path).resolve().parent
     given = near / root.name if (near / root.name).is_dir() else near
     copy = _copied_root(Path(db_path), root, given)
-    return copy if copy is not None and _holds_documents(copy, Path(db_path)) else root
+    return copy if copy is not None and holds_documents(copy, Path(db_path)) else root
 
 
-def _holds_documents(folder: Path, db_path: Path, looked: int = 100) -> bool:
+def holds_documents(folder: Path, db_path: Path, looked: int = 100) -> bool:
     """Whether ``folder`` holds one of the files the index at ``db_path`` names from its folder
     (of the first ``looked``: a copy holds them all, a folder the index alone was copied to none)."""
     from streamrag.loader import file_of   # (the loader is a reader's: not imported by every store)

@@ -967,6 +967,21 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
+def test_a_kept_index_whose_folder_is_gone_is_no_index_of_the_folders_beside_it(cli_run, corpus, tmp_path):
+    # `index corpus --db top/index.db`, corpus deleted since: `status top/proj` said its index is
+    # top/index.db, an index of none of top's files. A folder indexed into its own index.db and
+    # moved (mv n n2) is still read from its subfolders.
+    (tmp_path / "top" / "proj").mkdir(parents=True)
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "top/index.db", cwd=tmp_path).returncode == 0
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "corpus/index.db", cwd=tmp_path).returncode == 0
+    (corpus / "sub").mkdir()
+    shutil.move(corpus, tmp_path / "moved")
+    out = cli_run("status", "top/proj", cwd=tmp_path)
+    assert out.returncode == 1 and "top/proj: no index in it or in a folder above it" in out.stderr, out.stderr
+    out = cli_run("status", "moved/sub", cwd=tmp_path)
+    assert out.returncode == 1 and "its index is moved/index.db" in out.stderr, out.stderr
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
