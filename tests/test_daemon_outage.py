@@ -2345,12 +2345,14 @@ async def test_the_outage_line_says_how_many_times_a_refused_call_was_really_tri
     settings.llm.max_retries = 6
     from streamrag.endpoint_reach import EndpointReach
 
-    refused: dict[int, int] = {}   # each model client's (each sync's) refused tries
+    # Each model client's (each sync's) refused tries, keyed by its EndpointReach itself, held:
+    # by id() a freed client's was taken by a later sync's, whose 3 tries then made it 6.
+    refused: dict[object, int] = {}
     asked: set[bytes] = set()
     real_refused = EndpointReach.refused
 
     def counted_refused(self) -> None:
-        refused[id(self)] = refused.get(id(self), 0) + 1
+        refused[self] = refused.get(self, 0) + 1
         real_refused(self)
 
     monkeypatch.setattr(EndpointReach, "refused", counted_refused)
@@ -2371,7 +2373,7 @@ async def test_the_outage_line_says_how_many_times_a_refused_call_was_really_tri
     line = next(e for e in events[mark:] if e["state"] == "outage")
     assert "each call in it tried up to 3 times)" in line["message"] and line["call_tries"] == 3, line
     # As it says: the one call (the edited chunk's) of each sync (and extraction ahead) was tried 3 times.
-    assert len(asked) == 1 and set(refused.values()) == {3}, refused
+    assert len(asked) == 1 and set(refused.values()) == {3}, list(refused.values())
 
 
 class FailingReports(Switch):
