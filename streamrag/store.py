@@ -1456,17 +1456,24 @@ def reading_root(db_path: Path) -> Path | None:
     return copy if copy is not None and holds_documents(copy, Path(db_path)) else root
 
 
-def holds_documents(folder: Path, db_path: Path, looked: int = 100) -> bool:
+def holds_documents(folder: Path, db_path: Path) -> bool:
     """Whether ``folder`` holds one of the files the index at ``db_path`` names from its folder
-    (of the first ``looked``: a copy holds them all, a folder the index alone was copied to none)."""
+    (of the first 100: a copy holds them all, a folder the index alone was copied to none)."""
     from streamrag.loader import file_of   # (the loader is a reader's: not imported by every store)
 
     try:
-        paths = root_and_paths(db_path)[1]
+        relative = _relative_paths(db_path, 100)
     except sqlite3.Error:
         return False
-    relative = [file_of(p) for p in paths if not Path(p).is_absolute()][:looked]
-    return any((folder / p).is_file() for p in relative)
+    return any((folder / file_of(p)).is_file() for p in relative)
+
+
+def _relative_paths(db_path: Path, limit: int) -> list[str]:
+    """The first ``limit`` paths (by path) the index at ``db_path`` names from its folder, not
+    absolute, looked at as ``root_and_paths`` looks, which reads them all (300,000 for 100)."""
+    with _looked_at(Path(db_path)) as conn:
+        return [p for (p,) in conn.execute("SELECT path FROM files WHERE path NOT LIKE '/%' ORDER BY path "
+                                           "LIMIT ?", (limit,))]
 
 
 def _recorded_root(db_path: Path) -> Path | None:
