@@ -202,7 +202,7 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
     # a second index of the demo's text in a .streamrag beside the demo's, which the reading
     # commands found from then on.)
     flags = (" --estimate" if _estimating(args) else "") + (" --offline" if _built_offline(kept) else "")
-    raise StreamragError(f"{shown(root)}: its index is {shown(kept)} (as `demo --dir` keeps one), not "
+    raise StreamragError(f"{shown(root)}: its index is {shown(kept)} ({_kept_how(kept)}), not "
                          f".streamrag/index.db, which `{args.command}` would build as a second index; "
                          f"to update it, run `streamrag {args.command}{flags} "
                          f"{shell_word(folder)} --db {shell_word(kept)}`")
@@ -249,6 +249,15 @@ def _kept_index_holding(folder: Path) -> Path | None:
                 and holds_documents(held, kept):
             return kept
     return None
+
+
+def _kept_how(kept: Path) -> str:
+    """How the index ``kept`` came to be kept as index.db, for the advice on it: by a demo
+    (``demo.is_demos_index``), else by the user's --db (`index n --db n/index.db`), which the
+    advice said was kept as `demo --dir` keeps one."""
+    from streamrag.demo import is_demos_index
+
+    return "as `demo --dir` keeps one" if is_demos_index(kept) else "kept there by `--db`"
 
 
 def _built_offline(kept: Path) -> bool:
@@ -318,7 +327,7 @@ def db_for_reading(args: argparse.Namespace, settings: Settings) -> Path:
         # built a second index of the demo's text beside it, given DIR or DIR/christmas_carol,
         # or run inside either.)
         raise IndexMissingError(f"{shown(folder) if folder else 'this folder'}: its index is {shown(kept)} "
-                                "(as `demo --dir` keeps one), not .streamrag/index.db; pass it as --db "
+                                f"({_kept_how(kept)}), not .streamrag/index.db; pass it as --db "
                                 f"{shell_word(kept)}")
     if folder:
         quoted = shell_word(folder)

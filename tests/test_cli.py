@@ -956,7 +956,7 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
             (("status",), corpus / "sub", "this folder", "../index.db")):
         out = cli_run(*args, cwd=cwd)
         assert out.returncode == 1 and out.stdout == "", (args, out)
-        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (as `demo --dir` keeps one), "
+        assert out.stderr == (f"streamrag: error: {where}: its index is {kept} (kept there by `--db`), "
                               f"not .streamrag/index.db; pass it as --db {kept}\n"), (args, out.stderr)
     # Another folder's index kept in a folder above is not taken for this one's.
     (tmp_path / "other").mkdir()
@@ -965,6 +965,24 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
     out = cli_run("status", "corpus/sub/deeper", cwd=tmp_path)
     assert out.returncode == 1 and "its index is corpus/index.db" in out.stderr, out.stderr
     assert not (corpus / "sub" / ".streamrag").exists()
+
+
+def test_a_users_own_kept_index_is_not_said_to_be_a_demos(cli_run, corpus, tmp_path):
+    # `index n --db n/index.db`; `index n` and `status n` said its index was kept "as `demo --dir`
+    # keeps one", of an index no demo built.
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "corpus/index.db", cwd=tmp_path).returncode == 0
+    for args, line in (
+            (("index", "corpus"), "not .streamrag/index.db, which `index` would build as a second index; to "
+                                  "update it, run `streamrag index --offline corpus --db corpus/index.db`"),
+            (("watch", "--once", "corpus"), "not .streamrag/index.db, which `watch` would build as a second "
+                                            "index; to update it, run `streamrag watch --offline corpus --db "
+                                            "corpus/index.db`"),
+            (("status", "corpus"), "not .streamrag/index.db; pass it as --db corpus/index.db")):
+        out = cli_run(*args, cwd=tmp_path)
+        assert out.returncode == 1 and out.stdout == "", (args, out)
+        assert out.stderr == ("streamrag: error: corpus: its index is corpus/index.db (kept there by `--db`), "
+                              f"{line}\n"), (args, out.stderr)
+    assert not (corpus / ".streamrag").exists()
 
 
 def test_a_kept_index_whose_folder_is_gone_is_no_index_of_the_folders_beside_it(cli_run, corpus, tmp_path):
