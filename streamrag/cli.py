@@ -502,12 +502,21 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     if not is_index:
         return ("an SQLite database, not a document; give the folder or the files to index (an index's "
                 "database goes with --db)")
-    folder = db.parent.parent if db.parent.name == ".streamrag" else indexed_root(db)
+    # (reading_root: of a folder copied with its index, `cp -r pj pj2`, the copy, not pj it names)
+    folder = db.parent.parent if db.parent.name == ".streamrag" else reading_root(db)
     what = ("a streamrag index's folder" if index_folder else "a streamrag index's database" if db == path
             else f"a file of the streamrag index {shown(db)}")
-    run = (f"run `streamrag {command} {shell_word(folder)}` (its folder)" if folder is not None
-           else f"run `streamrag {command} DIR` on the folder it indexes")
-    return f"{what}, not documents; {run}, or pass the index as --db {shell_word(db)}"
+    if folder is None:
+        return (f"{what}, not documents; run `streamrag {command} DIR` on the folder it indexes, or pass the "
+                f"index as --db {shell_word(db)}")
+    if db.parent.name == ".streamrag":
+        return (f"{what}, not documents; run `streamrag {command} {shell_word(folder)}` (its folder), or pass "
+                f"the index as --db {shell_word(db)}")
+    # (An index kept outside .streamrag is found from its folder by --db alone: `index pj2` was refused
+    # and pointed to pj2/index.db (db_for_index), and `index DIR` of one named otherwise built a second.)
+    offline = " --offline" if _built_offline(db) else ""
+    return (f"{what}, not documents; run `streamrag {command}{offline} {shell_word(folder)} --db "
+            f"{shell_word(db)}` (its folder, and the index as --db)")
 
 
 _late_signals: list[int] = []

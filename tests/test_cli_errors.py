@@ -136,9 +136,30 @@ def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, 
     assert main(["index", "-q", "--offline", "doc.txt", "--db", "x.db"]) == 0
     (tmp_path / "doc.txt").unlink()
     cli("index", "-q", "--offline", "x.db", code=1,
-        fragments=(f"x.db: a streamrag index's database, not documents; run `streamrag index {tmp_path}` "
-                   "(its folder), or pass the index as --db x.db",))
+        fragments=(f"x.db: a streamrag index's database, not documents; run `streamrag index --offline {tmp_path} "
+                   "--db x.db` (its folder, and the index as --db)",))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.db", "x.db", "x.db.lock"]
+
+
+def test_the_index_of_a_folder_copied_with_it_given_as_documents_names_the_copy(cli, tmp_path):
+    # `cp -r pj pj2; index pj2/index.db` said to run `streamrag index pj` (the folder the index
+    # names), which updates pj; `index pj2` alone was refused and pointed to pj2/index.db.
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "pj")
+    assert main(["index", "-q", "--offline", "pj", "--db", "pj/index.db"]) == 0
+    shutil.copytree(tmp_path / "pj", tmp_path / "pj2")
+    said = cli("index", "-q", "pj2/index.db", code=1)
+    assert said == ("streamrag: error: pj2/index.db: a streamrag index's database, not documents; run "
+                    f"`streamrag index --offline {tmp_path / 'pj2'} --db pj2/index.db` (its folder, and the "
+                    "index as --db)\n")
+    # The command said updates the copy's index from the copy, and leaves pj's as it was.
+    (tmp_path / "pj2" / "new.txt").write_text("Dora Vane joined the Harbor Council.\n")
+    before = (tmp_path / "pj" / "index.db").read_bytes()
+    assert main([*said.split("run `streamrag ", 1)[1].split("`", 1)[0].split(), "-q"]) == 0
+    conn = sqlite3.connect(tmp_path / "pj2" / "index.db")
+    assert conn.execute("SELECT value FROM meta WHERE key = 'root'").fetchone() == (str(tmp_path / "pj2"),)
+    assert ("new.txt",) in conn.execute("SELECT path FROM files").fetchall()
+    conn.close()
+    assert (tmp_path / "pj" / "index.db").read_bytes() == before
 
 
 def test_a_document_given_as_the_index_is_left_as_it_was(cli, tmp_path):
