@@ -283,7 +283,10 @@ def _kept_index_folder(folder: Path, kept: Path) -> Path:
         return folder
     if (folder / Path(root).name).is_dir():
         return folder / Path(root).name
-    return Path(root) if Path(root).is_dir() else folder
+    if not Path(root).is_dir():
+        return folder
+    # A folder copied with its index (`cp -r pj pj2`), before pj2 is indexed again: pj2, not pj.
+    return folder if reading_root(kept) == folder.resolve() else Path(root)
 
 
 def db_given(args: argparse.Namespace, settings: Settings) -> str:

@@ -967,6 +967,24 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
+def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_run, corpus, tmp_path):
+    # `index n --db n/index.db; cp -r n n2`, before n2 is indexed again: `index n2` advised
+    # `streamrag index --offline /.../n --db n2/index.db`, which would take n's files into n2's
+    # index, and `status n2/sub` said 'no index in it or in a folder above it; run `streamrag
+    # index n2/sub` first': the folder the index names (n, still there), not the copy, was taken.
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "corpus/index.db", cwd=tmp_path).returncode == 0
+    shutil.copytree(corpus, tmp_path / "copy")
+    (tmp_path / "copy" / "sub").mkdir()
+    out = cli_run("index", "copy", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.endswith(
+        "to update it, run `streamrag index --offline copy --db copy/index.db`\n"), out.stderr
+    out = cli_run("status", "copy/sub", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr == (
+        "streamrag: error: copy/sub: its index is copy/index.db (kept there by `--db`), not "
+        ".streamrag/index.db; pass it as --db copy/index.db\n"), out.stderr
+    assert not (tmp_path / "copy" / ".streamrag").exists() and not (tmp_path / "copy" / "sub" / ".streamrag").exists()
+
+
 def test_a_users_own_kept_index_is_not_said_to_be_a_demos(cli_run, corpus, tmp_path):
     # `index n --db n/index.db`; `index n` and `status n` said its index was kept "as `demo --dir`
     # keeps one", of an index no demo built.
