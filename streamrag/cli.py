@@ -43,7 +43,7 @@ from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
 from streamrag.store import (Store, bound_wal, database_of, default_db_path, foreign_file_error, holds_documents,
                              indexed_root, last_opened, one_writer, read_as_unchanging, reading_root,
-                             recorded_extractor, remember_wal_tried, root_and_paths, unchanging_why, vacuum,
+                             recorded_extractor, recorded_root, remember_wal_tried, unchanging_why, vacuum,
                              wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word, shown
 from streamrag.watch_lines import asked_again
@@ -276,7 +276,7 @@ def _kept_index_folder(folder: Path, kept: Path) -> Path:
     since, its index naming the folder it was built in, gone or another's), else that folder, else
     ``folder``."""
     try:
-        root = root_and_paths(kept)[0]
+        root = recorded_root(kept)
     except sqlite3.Error:
         root = None
     if root is None or Path(root).resolve() == folder.resolve():
