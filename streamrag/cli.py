@@ -224,11 +224,12 @@ def _kept_index(folder: Path) -> Path | None:
 
 
 def _kept_index_above(folder: Path) -> Path | None:
-    """The index kept as index.db in the folder above ``folder`` that ``folder``'s documents are
-    in (``_kept_index_folder``: a demo's christmas_carol, its index the demo folder's index.db)."""
-    above = folder.parent if folder.name not in ("", "..") else folder / ".."   # (`index .` in it)
-    kept = _kept_index(above)
-    if kept is None or _kept_index_folder(above, kept).resolve() != folder.resolve():
+    """The index kept as index.db in a folder above ``folder`` that indexes ``folder`` itself
+    (``_kept_index_holding``, found as the reading commands find it: a demo's christmas_carol, its
+    index the demo folder's index.db; `index a/b/c --db a/index.db`, which `status a/b/c` was
+    pointed to and `index a/b/c` built a second index beside); a subfolder of it builds its own."""
+    kept = _kept_index_holding(folder)
+    if kept is None or _kept_index_folder(kept.parent, kept).resolve() != folder.resolve():
         return None
     return kept
 

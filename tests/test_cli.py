@@ -1018,6 +1018,20 @@ def test_a_kept_index_whose_folder_is_gone_is_no_index_of_the_folders_beside_it(
     assert out.returncode == 1 and "its index is moved/index.db" in out.stderr, out.stderr
 
 
+def test_a_folder_whose_index_is_kept_two_folders_up_is_not_indexed_again(cli_run, corpus, tmp_path):
+    # `index a/b/corpus --db a/index.db`: `status a/b/corpus` was pointed to a/index.db, and
+    # `index a/b/corpus` built a second index in a/b/corpus/.streamrag.
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    shutil.move(corpus, tmp_path / "a" / "b" / "corpus")
+    assert cli_run("index", "-q", "--offline", "a/b/corpus", "--db", "a/index.db", cwd=tmp_path).returncode == 0
+    out = cli_run("index", "a/b/corpus", cwd=tmp_path)
+    assert out.returncode == 1 and out.stderr.endswith(
+        "to update it, run `streamrag index --offline a/b/corpus --db a/index.db`\n"), out.stderr
+    out = cli_run("status", "a/b/corpus", cwd=tmp_path)
+    assert out.returncode == 1 and "a/b/corpus: its index is a/index.db" in out.stderr, out.stderr
+    assert not (tmp_path / "a" / "b" / "corpus" / ".streamrag").exists()
+
+
 def test_an_unknown_model_stops_the_run_at_once(cli_run, corpus, simulator):
     (corpus / "streamrag.toml").write_text('[llm]\nextraction_model = "missing-model"\n')
     out = cli_run("index", str(corpus), "-q", "--api-base", simulator.base_url)
