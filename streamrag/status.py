@@ -433,7 +433,7 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def _unusable_said(unusable: int, again: int) -> str:
+def _unusable_answers_said(unusable: int, again: int) -> str:
     """The LLM calls line's clause of the unusable answers (of errors), and of those whose request
     a later try answered, one clause: the answers asked again are a part of the unusable ones
     (``index_rows._ASKED_AGAIN``; of an old archive too: ``index_rows.unusable_calls``), and were
@@ -466,7 +466,7 @@ def format_status(info: dict, db: Path) -> str:
         # (the unusable answers were said by --json alone: the errors column mixes them with the
         # endpoint's failures, which are fixed elsewhere)
         lines.append(f"  LLM calls      {info['llm']['calls']} (cache hit rate {rate:.0%})"
-                     + _unusable_said(unusable, again))
+                     + _unusable_answers_said(unusable, again))
         cancelled = any(r["cancelled"] for r in info["llm_by_model"])   # (a column only when there are some)
         lines.append("    stage          model                      calls  cached   prompt tok   completion tok  errors"
                      + ("  cancelled" if cancelled else ""))
