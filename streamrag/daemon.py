@@ -151,6 +151,9 @@ under it (``rsync --delete``, ``git clean -x``) makes no event it follows, and s
 _MAX_RETRY_SYNCS = 3
 _MAX_WAIT_QUIETS = 10
 """Events that never pause for ``quiet_s`` delay a sync this many times ``quiet_s`` at most."""
+_NOT_THERE = ("deleted", "renamed away", "added and deleted")
+"""The kinds of a file queued (``Daemon.pending``) that is not there to extract: deleted, renamed
+away (its new name queued beside it), or added and deleted before its sync (``_queue``)."""
 
 
 def _release_memory() -> None:
@@ -251,7 +254,7 @@ class Daemon:
         self.retry_base_s = retry_base_s   # (tests: the model clients' first backoff, ``llm.RETRY_BASE_S``)
         self.health_s = health_s
         self.stop_event = anyio.Event()          # also stops watchfiles' thread
-        self.pending: dict[str, str] = {}        # path relative to root -> added|modified|deleted
+        self.pending: dict[str, str] = {}        # path relative to root -> added|modified|_NOT_THERE's (".": rescan|retry)
         self._syncing: dict[str, str] = {}       # ... of the sync under way (not synced yet either)
         self._sync_run: str | None = None        # the run id of the sync under way
         self.syncs = 0
@@ -414,7 +417,7 @@ class Daemon:
     def _queued_in(self, rel: str) -> set[str]:
         """The files queued for the next sync as there (not deleted) at ``rel`` or under it."""
         return {p for p in under(self.pending, rel)
-                if self.pending[p] not in ("deleted", "renamed away", "added and deleted")}
+                if self.pending[p] not in _NOT_THERE}
 
     def _warn_once(self, line: str) -> None:
         """A warning line, unless said already (by this or by the last sync, whose scan says it)."""
@@ -881,7 +884,7 @@ class Daemon:
         # A file changed again before the sync (a log appended to, an autosave) is extracted by
         # the sync, as it then is: extracting every version of it paid a call per append.
         again = {rel for rel, kind in batch.items() if rel != "." and kind != "deleted"
-                 and self.pending.get(rel) not in (None, "deleted", "renamed away", "added and deleted")}
+                 and self.pending.get(rel) not in (None, *_NOT_THERE)}
         # A file queued that the index does not hold (new, or written when the watcher missed
         # its making, during the initial sync's scan say) and deleted before its sync leaves the
         # index nothing to undo: it is neither pending nor counted deleted (a folder copied in,
