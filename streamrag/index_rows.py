@@ -548,8 +548,8 @@ def _unusable(error: str = "error") -> str:
     return f"({error} LIKE '{UNUSABLE}%' OR {error} LIKE 'the provider''s content filter stopped %')"
 
 
-# The calls answered with what their caller could not use, as the client counts them, each
-# answer once: not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
+# The calls answered with what their caller could not use, each answer once (the client's
+# stats count each waiter on it too): not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
 _UNUSABLE_CALLS = f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND u.cached = 0"
 # Those of them whose request a later try of the same run answered (``LLMClient.chat``: a report
 # cut off, asked again with more room): failed as calls, not as items. Built on ``_UNUSABLE_CALLS``
@@ -587,8 +587,8 @@ def asked_again(store: Store) -> int:
 
 def unusable_calls(store: Store) -> int:
     """The calls answered with what their caller could not use (``errors`` counts them too),
-    as the client counts them (its ``stats``' ``unusable``), those folded into the archive
-    included (``prune``). Of the archive, at least its answers asked again, each unusable
+    each answer once (``_UNUSABLE_CALLS``; the client's ``stats`` count each waiter on it too),
+    those folded into the archive included (``prune``). Of the archive, at least its answers asked again, each unusable
     first: an index pruned before ``archived_unusable`` was kept (3418377..290243a) folded
     them into ``archived_asked_again`` alone, and counted fewer unusable than asked again."""
     archived = max(int(store.get_meta("archived_unusable") or 0), int(store.get_meta("archived_asked_again") or 0))
