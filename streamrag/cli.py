@@ -510,15 +510,18 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     folder = db.parent.parent if db.parent.name == ".streamrag" else reading_root(db)
     what = ("a streamrag index's folder" if index_folder else "a streamrag index's database" if db == path
             else f"a file of the streamrag index {shown(db)}")
+    # (--offline as db_for_index says it of an index built offline: without it, a model in the
+    # folder's settings extracted every chunk again.)
+    offline = " --offline" if _built_offline(db) else ""
     if folder is None:
-        return (f"{what}, not documents; run `streamrag {command} DIR` on the folder it indexes, or pass the "
-                f"index as --db {shell_word(db)}")
+        # (Its folder gone or renamed: `index DIR` alone built a second index in DIR/.streamrag.)
+        return (f"{what}, not documents; run `streamrag {command}{offline} DIR --db {shell_word(db)}` on "
+                "the folder it indexes")
     if db.parent.name == ".streamrag":
-        return (f"{what}, not documents; run `streamrag {command} {shell_word(folder)}` (its folder), or pass "
-                f"the index as --db {shell_word(db)}")
+        return (f"{what}, not documents; run `streamrag {command}{offline} {shell_word(folder)}` (its folder), "
+                f"or pass the index as --db {shell_word(db)}")
     # (An index kept outside .streamrag is found from its folder by --db alone: `index pj2` was refused
     # and pointed to pj2/index.db (db_for_index), and `index DIR` of one named otherwise built a second.)
-    offline = " --offline" if _built_offline(db) else ""
     return (f"{what}, not documents; run `streamrag {command}{offline} {shell_word(folder)} --db "
             f"{shell_word(db)}` (its folder, and the index as --db)")
 

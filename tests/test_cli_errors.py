@@ -117,7 +117,9 @@ def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, 
     # inside the first's folder, .streamrag/.streamrag/index.db.
     own = indexed / ".streamrag"
     before = sorted(p.name for p in own.iterdir())
-    fix = f"run `streamrag index {indexed}` (its folder), or pass the index as --db {own / 'index.db'}"
+    # (--offline: the index was built offline, and without it a model in the folder's settings
+    # extracted every chunk again.)
+    fix = f"run `streamrag index --offline {indexed}` (its folder), or pass the index as --db {own / 'index.db'}"
     for given, what in ((own / "index.db", "a streamrag index's database"), (own, "a streamrag index's folder"),
                         (own / "index.db.lock", f"a file of the streamrag index {own / 'index.db'}")):
         cli("index", "-q", "--offline", str(given), code=1, fragments=(f"{given}: {what}, not documents; {fix}",))
@@ -139,6 +141,30 @@ def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, 
         fragments=(f"x.db: a streamrag index's database, not documents; run `streamrag index --offline {tmp_path} "
                    "--db x.db` (its folder, and the index as --db)",))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.db", "x.db", "x.db.lock"]
+
+
+def test_an_index_in_streamrag_built_by_a_model_is_advised_without_offline(cli, indexed, tmp_path):
+    # The advice says --offline by the index's recorded extractor, as the kept index's does.
+    shutil.copytree(indexed, tmp_path / "pj")
+    conn = sqlite3.connect(tmp_path / "pj" / ".streamrag" / "index.db")
+    conn.execute("UPDATE meta SET value = 'llm-gpt-4o-mini' WHERE key = 'extractor'")
+    assert conn.total_changes == 1
+    conn.commit()
+    conn.close()
+    cli("index", "-q", "pj/.streamrag", code=1,
+        fragments=("run `streamrag index pj` (its folder)",))
+
+
+def test_a_kept_index_of_a_folder_gone_given_as_documents_is_advised_with_its_db(cli, tmp_path):
+    # (`index n --db n/index.db`; the index copied away and n removed.) The advice said `streamrag
+    # index DIR`, which built a second index in DIR/.streamrag and left this one as it was.
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "n")
+    assert main(["index", "-q", "--offline", "n", "--db", "n/index.db"]) == 0
+    shutil.copy(tmp_path / "n" / "index.db", tmp_path / "kept.db")
+    shutil.rmtree(tmp_path / "n")
+    cli("index", "-q", "kept.db", code=1,
+        fragments=("kept.db: a streamrag index's database, not documents; run `streamrag index --offline DIR "
+                   "--db kept.db` on the folder it indexes",))
 
 
 def test_the_index_of_a_folder_copied_with_it_given_as_documents_names_the_copy(cli, tmp_path):
