@@ -507,7 +507,7 @@ def not_documents(path: Path, command: str = "index") -> str | None:
         return ("an SQLite database, not a document; give the folder or the files to index (an index's "
                 "database goes with --db)")
     # (reading_root: of a folder copied with its index, `cp -r pj pj2`, the copy, not pj it names)
-    folder = db.parent.parent if db.parent.name == ".streamrag" else reading_root(db)
+    folder = db.parent.parent if db.parent.name == ".streamrag" else reading_root(db) or _renamed_with(db)
     what = ("a streamrag index's folder" if index_folder else "a streamrag index's database" if db == path
             else f"a file of the streamrag index {shown(db)}")
     # (--offline as db_for_index says it of an index built offline: without it, a model in the
@@ -524,6 +524,15 @@ def not_documents(path: Path, command: str = "index") -> str | None:
     # and pointed to pj2/index.db (db_for_index), and `index DIR` of one named otherwise built a second.)
     return (f"{what}, not documents; run `streamrag {command}{offline} {shell_word(folder)} --db "
             f"{shell_word(db)}` (its folder, and the index as --db)")
+
+
+def _renamed_with(db: Path) -> Path | None:
+    """The folder an index kept in it as index.db was moved with (`index n --db n/index.db; mv n n2`),
+    the folder it names gone: n2, as ``db_for_index`` names it of `index n2`; else ``None``."""
+    if _kept_index(db.parent) != db:
+        return None
+    folder = _kept_index_folder(db.parent, db)
+    return folder if holds_documents(folder, db) else None
 
 
 _late_signals: list[int] = []

@@ -165,6 +165,19 @@ def test_a_kept_index_of_a_folder_gone_given_as_documents_is_advised_with_its_db
     cli("index", "-q", "kept.db", code=1,
         fragments=("kept.db: a streamrag index's database, not documents; run `streamrag index --offline DIR "
                    "--db kept.db` on the folder it indexes",))
+    # Moved with its folder (mv n2 n3), it is advised from there, as `index n3` is refused and
+    # pointed to it; the command said updates it.
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "n2")
+    assert main(["index", "-q", "--offline", "n2", "--db", "n2/index.db"]) == 0
+    (tmp_path / "n2").rename(tmp_path / "n3")
+    said = cli("index", "-q", "n3/index.db", code=1,
+               fragments=("run `streamrag index --offline n3 --db n3/index.db` (its folder, and the index as --db)",))
+    (tmp_path / "n3" / "new.txt").write_text("Dora Vane joined the Harbor Council.\n")
+    assert main([*said.split("run `streamrag ", 1)[1].split("`", 1)[0].split(), "-q"]) == 0
+    conn = sqlite3.connect(tmp_path / "n3" / "index.db")
+    assert ("new.txt",) in conn.execute("SELECT path FROM files").fetchall()
+    conn.close()
+    assert not (tmp_path / "n3" / ".streamrag").exists()
 
 
 def test_the_index_of_a_folder_copied_with_it_given_as_documents_names_the_copy(cli, tmp_path):
