@@ -208,6 +208,37 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
                          f"{shell_word(folder)} --db {shell_word(kept)}`")
 
 
+def _second_index_note(args: argparse.Namespace, settings: Settings, root: Path, db: Path) -> str | None:
+    """What `index` says when it builds ``root`` an index of its own, ``db``, below a folder
+    indexed already (``_index_above``): `index n/sub` of an indexed n built n/sub/.streamrag/index.db
+    without a word, and from then on ask and status in n/sub read it, not n's. Not refused (a
+    sub-index can be wanted); ``None`` when the index was named (--db, store.path) or is there."""
+    if getattr(args, "db", None) or settings.store.path or db.exists() or db.is_symlink():
+        return None
+    above = _index_above(root)
+    if above is None:
+        return None
+    if above.parent.name == ".streamrag":
+        folder, named = above.parent.parent, ""
+    else:
+        folder, named = _kept_index_folder(above.parent, above), f" --db {shell_word(above)}"
+    offline = " --offline" if _built_offline(above) else ""
+    return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}; this builds a second, "
+            f"separate index, {shown(db)}, which ask and status in {shown(root)} read from now on; to "
+            f"update {shown(folder)}'s instead, run `streamrag index{offline} {shell_word(folder)}{named}`")
+
+
+def _index_above(folder: Path) -> Path | None:
+    """The index the reading commands open in ``folder`` while it has none of its own
+    (``db_for_reading``'s rule): a .streamrag/index.db in a folder above, else an index.db kept
+    above whose folder holds ``folder`` (``_kept_index_holding``), named from ``folder``."""
+    inside = folder.resolve()
+    for up, above in enumerate(inside.parents, start=1):
+        if (above / ".streamrag" / "index.db").exists():
+            return Path(os.path.normpath(folder.joinpath(*[".."] * up))) / ".streamrag" / "index.db"
+    return _kept_index_holding(folder)
+
+
 def _estimating(args: argparse.Namespace) -> bool:
     """Whether the command is `index --estimate` (its advice keeps the flag: run as said, the
     command it names must not index, and so pay, where only an estimate was asked)."""
@@ -433,6 +464,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
+    if (note := _second_index_note(args, settings, root, db)) is not None:
+        print(f"streamrag: note: {note}", file=sys.stderr)
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",
                                recluster=args.recluster)

@@ -967,6 +967,31 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_told_of_the_index_above(cli_run, corpus, tmp_path, kept):
+    # `index n/sub` of an indexed n built n/sub/.streamrag/index.db without a word, and from then
+    # on ask and status in n/sub read it, not n's. Built still, and said once, to stderr.
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    named = ("--db", "corpus/index.db") if kept else ()
+    assert cli_run("index", "-q", "--offline", "corpus", *named, cwd=tmp_path).returncode == 0
+    above = "corpus/index.db" if kept else "corpus/.streamrag/index.db"
+    out = cli_run("index", "-q", "--offline", "corpus/sub", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["db"] == str(corpus / "sub" / ".streamrag" / "index.db")
+    fix = "streamrag index --offline corpus" + (" --db corpus/index.db" if kept else "")
+    assert out.stderr == (f"streamrag: note: corpus/sub is inside corpus, indexed in {above}; this builds a "
+                          "second, separate index, corpus/sub/.streamrag/index.db, which ask and status in "
+                          f"corpus/sub read from now on; to update corpus's instead, run `{fix}`\n")
+    # As the note says: status in corpus/sub reads the new index; run again, nothing more is said.
+    status = cli_run("status", "--json", cwd=corpus / "sub")
+    assert json.loads(status.stdout)["db"] == str((corpus / "sub" / ".streamrag" / "index.db").resolve())
+    assert cli_run("index", "-q", "--offline", "corpus/sub", cwd=tmp_path).stderr == ""
+    # The command it names updates corpus's index with the subfolder's file.
+    assert cli_run(*fix.split()[1:], "-q", cwd=tmp_path).returncode == 0
+    assert "sub/new.txt" in _root_and_paths(tmp_path / above)[1]
+
+
 def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_run, corpus, tmp_path):
     # `index n --db n/index.db; cp -r n n2`, before n2 is indexed again: `index n2` advised
     # `streamrag index --offline /.../n --db n2/index.db`, which would take n's files into n2's
