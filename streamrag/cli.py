@@ -208,11 +208,13 @@ def db_for_index(args: argparse.Namespace, settings: Settings, root: Path) -> Pa
                          f"{shell_word(folder)} --db {shell_word(kept)}`")
 
 
-def _second_index_note(args: argparse.Namespace, settings: Settings, root: Path, db: Path) -> str | None:
+def second_index_note(args: argparse.Namespace, settings: Settings, root: Path, db: Path,
+                      command: str = "index") -> str | None:
     """What `index` says when it builds ``root`` an index of its own, ``db``, below a folder
     indexed already (``_index_above``): `index n/sub` of an indexed n built n/sub/.streamrag/index.db
     without a word, and from then on ask and status in n/sub read it, not n's. Not refused (a
-    sub-index can be wanted); ``None`` when the index was named (--db, store.path) or is there."""
+    sub-index can be wanted); ``None`` when the index was named (--db, store.path) or is there.
+    ``command``: the one the advice names (`watch n/sub` is told to watch n)."""
     if getattr(args, "db", None) or settings.store.path or db.exists() or db.is_symlink():
         return None
     above = _index_above(root)
@@ -225,7 +227,7 @@ def _second_index_note(args: argparse.Namespace, settings: Settings, root: Path,
     offline = " --offline" if _built_offline(above) else ""
     return (f"{shown(root)} is inside {shown(folder)}, indexed in {shown(above)}; this builds a second, "
             f"separate index, {shown(db)}, which ask and status in {shown(root)} read from now on; to "
-            f"update {shown(folder)}'s instead, run `streamrag index{offline} {shell_word(folder)}{named}`")
+            f"update {shown(folder)}'s instead, run `streamrag {command}{offline} {shell_word(folder)}{named}`")
 
 
 def _index_above(folder: Path) -> Path | None:
@@ -464,7 +466,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 0
     for line in settings.unused_by_indexing():
         print(f"streamrag: warning: {line}", file=sys.stderr)
-    if (note := _second_index_note(args, settings, root, db)) is not None:
+    if (note := second_index_note(args, settings, root, db)) is not None:
         print(f"streamrag: note: {note}", file=sys.stderr)
     prog = Progress()
     indexer = pipeline.Indexer(settings, db, root=root, progress=prog, command="index",

@@ -1623,7 +1623,7 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import command_settings, db_for_index, db_given, not_documents
+    from streamrag.cli import command_settings, db_for_index, db_given, not_documents, second_index_note
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -1643,6 +1643,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
+    if (note := second_index_note(args, settings, given, db, "watch")) is not None:   # (as `index n/sub` says it)
+        print(f"streamrag: note: {note}", file=sys.stderr)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)

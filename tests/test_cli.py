@@ -992,6 +992,18 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_told_of_the_index_abo
     assert "sub/new.txt" in _root_and_paths(tmp_path / above)[1]
 
 
+def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_folder(cli_run, corpus, tmp_path):
+    # `watch n/sub` builds its own index as `index n/sub` does, and said nothing of n's.
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    out = cli_run("watch", "--once", "--offline", "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert ("streamrag: note: corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db; this builds "
+            "a second, separate index, corpus/sub/.streamrag/index.db, which ask and status in corpus/sub "
+            "read from now on; to update corpus's instead, run `streamrag watch --offline corpus`\n") in out.stderr
+
+
 def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_run, corpus, tmp_path):
     # `index n --db n/index.db; cp -r n n2`, before n2 is indexed again: `index n2` advised
     # `streamrag index --offline /.../n --db n2/index.db`, which would take n's files into n2's
