@@ -1292,7 +1292,8 @@ def _made_older(db: Path) -> int:
 
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("DROP TABLE extractions_left")
+        conn.execute("DROP INDEX llm_calls_run_key")
+        conn.execute("CREATE INDEX llm_calls_run ON llm_calls(run_id)")
         conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION - 1),))
     conn.close()
     return SCHEMA_VERSION - 1
