@@ -346,7 +346,9 @@ class LLMClient:
 
         ``validate(text)`` says whether an answer is usable. An unusable answer is recorded but
         never cached, and the request is sent again (after a cut-off one, with twice the
-        ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised.
+        ``max_tokens``); after ``tries`` unusable answers ``LLMOutputError`` is raised (after the
+        first, when it was cut off with no ``max_tokens`` sent, at temperature 0: asked again, it is
+        cut off the same way).
 
         ``on_length`` is what an answer cut off at ``max_tokens`` (``finish_reason == "length"``)
         is: ``"retry"`` (the default without ``on_delta``) unusable, like one ``validate``
@@ -370,7 +372,7 @@ class LLMClient:
         if on_length is None:
             on_length = "keep" if on_delta is not None else "retry"
         check = checker(validate, on_length)
-        last = UNUSABLE
+        last, asked = UNUSABLE, 0
         for i in range(tries):
             result = await self._chat_once(key, row, payload, on_delta, check,
                                            cache_length=on_length != "keep")
@@ -378,12 +380,21 @@ class LLMClient:
                 if i:   # the unusable answers before it failed as calls, not as this request
                     self._call_log.asked_again(stage, i)
                 return result
-            last = result
+            last, asked = result, i + 1
             if result == CUT_OFF and max_tokens:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
+            elif result == CUT_OFF and not options["temperature"]:
+                # No max_tokens was sent: the server's own limit cut it (Ollama's num_predict,
+                # llama.cpp's -n, a full context), and cuts the same request the same way again:
+                # a model that answers so was paid three times for the one cut-off answer.
+                break
         hint = "try another model or prompt"
+        if last == CUT_OFF and not max_tokens:
+            hint = ("no max_tokens was sent, so the server's own limit cut it off: raise the server's "
+                    "output or context limit (Ollama: num_predict, OLLAMA_CONTEXT_LENGTH; llama.cpp: "
+                    "-n, -c; vLLM: --max-model-len), or try a model that writes shorter answers")
         if last == CUT_OFF and max_tokens:
             limit, extra = "max_tokens", 0
             if self.refuses(model, "max_tokens"):   # max_completion_tokens is sent: the reasoning counts too
@@ -392,7 +403,7 @@ class LLMClient:
                     f"{max_tokens * 2 ** (tries - 1) + extra} on the last try")
             if budget_setting:
                 hint += f": raise {budget_setting}, or try a model that writes shorter answers"
-        raise LLMOutputError(f"{model} gave no usable answer in {tries} tries (stage "
+        raise LLMOutputError(f"{model} gave no usable answer in {asked} tr{'y' if asked == 1 else 'ies'} (stage "
                              f"{stage}, prompt {prompt_name or '-'}): {last}; they are kept in the index "
                              f"database (table llm_calls, error '{UNUSABLE}...'; `streamrag status` counts "
                              f"them as errors); {hint}")

@@ -28,6 +28,7 @@ from streamrag.llm import LLMClient
 from streamrag.notices import Notices, sharing_notices
 from streamrag.prompts import Prompt
 from streamrag.ratelimit import MinuteBudget, parse_retry_after
+from streamrag.replies import CUT_OFF
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.watch_lines import ends_outage
@@ -2223,6 +2224,26 @@ async def test_an_empty_answer_cut_off_at_max_tokens_gets_more_room(tmp_path):
                                 validate=lambda t: bool(t.strip()))
     assert result.text == "The quay was rebuilt."
     assert [b["max_tokens"] for b in endpoint.bodies] == [400, 800, 1600]
+
+
+async def test_an_answer_the_servers_own_limit_cut_off_is_not_paid_for_again(tmp_path):
+    # No max_tokens sent (extraction): the server's own limit (Ollama's num_predict, llama.cpp's
+    # -n) cut the answer, and cuts the same request at temperature 0 the same way: it was asked 3
+    # times, each paid, and the error said "try another model or prompt".
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(cut, cut, cut)
+    async with client(tmp_path, endpoint) as (llm, store):
+        with pytest.raises(LLMOutputError, match=r"in 1 try .*cut off at max_tokens.*no max_tokens was sent, "
+                                                 r"so the server's own limit cut it off: raise the server's"):
+            await llm.chat(ask(), model="m1", stage="extract")
+        assert len(endpoint.requests) == 1
+        assert [c["error"] for c in calls(store)] == [CUT_OFF]
+        # Sampling may answer otherwise: at a temperature above 0 it is asked again.
+        endpoint.script = [cut, cut, cut]
+        with pytest.raises(LLMOutputError, match="in 3 tries"):
+            await llm.chat(ask(), model="m1", stage="extract", temperature=0.7)
+    assert len(endpoint.requests) == 4
 
 
 @pytest.mark.parametrize("streamed", [False, True])
