@@ -88,7 +88,8 @@ from streamrag.provider_errors import (Refused, Retryable, advice, html_page, ke
                                        listing_refused, not_answering, provider_message, reason, stopped_answering,
                                        tls_refused)
 from streamrag.ratelimit import MinuteBudget, minute_budget
-from streamrag.replies import CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage
+from streamrag.replies import (CUT_OFF, OnLength, Replies, chat_answer, checker, event_deltas, event_usage,
+                               unstreamed)
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
 from streamrag.try_timeouts import ModelTimeouts, progress, request_timeout, try_under_way
@@ -649,6 +650,14 @@ class LLMClient:
                     break
         if not events and (page := html_page("\n".join(other))):
             raise self._replies.web_page(page, "a stream of events", self.chat_url)
+        if not events and (body := unstreamed(other)) is not None:
+            # The whole answer, as if not streamed (a server that ignores "stream"): paid for, and
+            # asked again it is sent whole again; it was taken for a stream cut short, 3 times.
+            whole = chat_answer(body, resp, self._replies.secrets)
+            parts.append(whole.text)
+            paid.append(whole.text)
+            visible.feed(whole.text)
+            finish_reason, usage = whole.finish_reason or "stop", event_usage(body) or usage
         if not done and finish_reason is None:
             text, server = "".join(parts), (self.settings.api_base, payload["model"])
             if not ends_unmarked(*server) and not (text and unmarked is not None and text in unmarked):

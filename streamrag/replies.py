@@ -241,6 +241,16 @@ def chat_answer(body: Any, resp: httpx.Response, secrets: tuple[str, ...]) -> An
                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
+def unstreamed(lines: list[str]) -> dict | None:
+    """The whole JSON chat answer a server sent for a streamed request (one that ignores
+    ``stream``, as some gateways do), from the body's ``lines``; None when they are no such
+    answer."""
+    try:
+        body = msgspec.json.decode("\n".join(lines))
+    except msgspec.DecodeError:
+        return None
+    return body if isinstance(body, dict) and "choices" in body else None
+
 def event_usage(event: dict) -> dict | None:
     """A streamed event's token counts, when it has any (any other 'usage' is ignored, as a
     missing one)."""

@@ -740,6 +740,22 @@ async def test_a_cut_stream_is_retried(tmp_path):
     assert len(endpoint.requests) == 2
 
 
+
+async def test_a_whole_answer_to_a_streamed_request_is_taken(tmp_path):
+    # A server that ignores "stream": true (some gateways) answered the whole JSON completion,
+    # paid: it was read as a stream cut short, asked 3 times, and `ask` failed with "the stream
+    # ended before the answer did (truncated)".
+    whole = httpx.Response(200, json=chat_body("The quay was rebuilt."))
+    endpoint = Endpoint(whole)
+    deltas: list[str] = []
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="m1", stage="s", on_delta=deltas.append)
+    assert result.text == "".join(deltas) == "The quay was rebuilt."
+    assert (result.prompt_tokens, result.completion_tokens, result.finish_reason) == (17, 5, "stop")
+    assert len(endpoint.requests) == 1
+    assert [c["error"] for c in calls(store)] == [None]
+
 async def streamed_after_a_cut(tmp_path, first: list[str], second: list[str]):
     """A streamed answer whose stream of ``first`` ends unmarked (cut), asked again: ``second``.
     Returns the result and the text pieces shown, in order."""
