@@ -76,6 +76,7 @@ from streamrag.graph_state import (
     read_again,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
+from streamrag.replies import CUT_OFF
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
@@ -101,9 +102,13 @@ def nothing_indexed_line(items: int, last: str) -> str:
             "cause and run the same command again (`streamrag status --failures` lists them)")
 
 
-def unusable_first_line(chunks: int, model: str) -> str:
+def unusable_first_line(chunks: int, model: str, last: str = "") -> str:
     """What a first index says when the model answered each of its ``chunks`` chunks, all that
-    failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value)."""
+    failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value).
+    Answers cut off (``last``, the last failure, says so) are no matter of the extraction format:
+    its words name the limit that cut them."""
+    if CUT_OFF in last:
+        return f"no chunk could be extracted ({chunks} failed): the model's answers were cut off; last error: {last}"
     return (f"no chunk could be extracted ({chunks} failed): the model's answers were unusable "
             f"({model}): check llm.extraction_model, or try a model that follows the extraction "
             "format (`streamrag status --failures` lists them)")
@@ -392,6 +397,7 @@ class Indexer:
         self.chunks_failed = 0
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
         self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
+        self.unusable_last: LLMOutputError | None = None   # ... the last of those failures
         self.unavailable_chunk_ids: set[str] = set()   # ... of them, for the endpoint's errors
         self.rejected_chunk_ids: set[str] = set()   # ... of them, refused (a 400 not every call's)
         self.web_page_chunk_ids: set[str] = set()   # ... of those, answered with a web page (no refusal)
@@ -477,6 +483,7 @@ class Indexer:
             self.failed_chunk_ids.add(item)
             if isinstance(error, LLMOutputError):
                 self.unusable_chunk_ids.add(item)
+                self.unusable_last = error
             elif isinstance(error, LLMUnavailableError):
                 self.unavailable_chunk_ids.add(item)
             elif isinstance(error, LLMRequestError):
@@ -640,7 +647,8 @@ class Indexer:
             # unusably): an empty version 1 was published, which `ask` answered from, and a
             # daemon asked again three times before it gave up. It stops as one through an
             # endpoint that never answered does; an empty folder, no chunk failed, is published.
-            raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model)
+            raise UnusableFirstIndex(unusable_first_line(len(self.failed_chunk_ids), self.settings.llm.extraction_model,
+                                                         str(self.unusable_last or ""))
                                  + self._nothing_published)
         if not self.indexed and not change.live and self.unavailable_chunk_ids and self.failed_chunk_ids \
                 <= self.unusable_chunk_ids | self.unavailable_chunk_ids | self.rejected_chunk_ids:

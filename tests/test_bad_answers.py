@@ -272,6 +272,30 @@ def test_a_first_index_the_model_answered_unusably_publishes_nothing(cli_run, tm
         "run after the fix reuses the finished work"), out.stderr
 
 
+def test_a_first_index_whose_answers_were_all_cut_off_says_so(cli_run, tmp_path, monkeypatch):
+    # A server whose own limit cuts every extraction answer (no max_tokens is sent): the run's
+    # line said to "try a model that follows the extraction format", the cut-off in
+    # `status --failures` alone.
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+
+    def cutting_off(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(Script(("(Ada Osk", "length")))})
+
+    monkeypatch.setattr(LLMClient, "__init__", cutting_off)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n")
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    out = cli_run("index", "-q", "--api-base", "http://llm.test/v1", str(folder))
+    last = out.stderr.strip().splitlines()[-1]
+    assert out.returncode == 1, out.stderr
+    assert last.startswith("streamrag: error: no chunk could be extracted (1 failed): the model's answers were "
+                           "cut off; last error: gpt-4o-mini gave no usable answer in 1 try (stage extract"), last
+    assert "raise the server's output or context limit" in last and "extraction format" not in last, last
+
+
 @pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
 @pytest.mark.parametrize("unusable", [True, False])
 def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(cli_run, tmp_path, monkeypatch,
