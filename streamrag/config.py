@@ -297,6 +297,17 @@ MAX_DEBOUNCE_MS = 60_000
 # writes longer answers than gpt-5's 128,000 (gpt-4o-mini's: 16,384). 2^63 - 1 was sent as it was,
 # and each call booked a whole minute of llm.tokens_per_minute: one report took 61.7 s, not 1.0 s.
 MAX_OUTPUT_TOKENS = 128_000
+
+
+def _with_scheme(api_base: str) -> str:
+    """The fix of an api_base given as a host and port without its scheme ("localhost:11434/v1",
+    as Ollama's and llama.cpp's logs print the address): it with http:// (a local server's); else
+    an example. One holding a password (user:pw@host) is not quoted back."""
+    if "://" in api_base or "@" in api_base or not re.match(r"[\w.-]+:\d+(?:/|$)", api_base):
+        return "e.g. http://localhost:11434/v1"
+    return f"use 'http://{api_base}' (or https:// for a remote provider)"
+
+
 # The shortest llm.request_timeout_s: no model's answer arrives sooner (1e-9 failed every call).
 MIN_REQUEST_TIMEOUT_S = 1
 
@@ -667,8 +678,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if llm.api_base in ("http:", "https:"):   # "http://" without its slashes, as they are stripped
         problems.append(("llm.api_base", "names no host, e.g. http://localhost:11434/v1"))
     elif llm.api_base and not llm.api_base.startswith(("http://", "https://")):
-        problems.append(("llm.api_base", "must start with http:// or https://, "
-                         "e.g. http://localhost:11434/v1"))
+        problems.append(("llm.api_base", "must start with http:// or https://, " + _with_scheme(llm.api_base)))
     elif llm.api_base and (bad := _bad_host_or_port(llm.api_base)):
         problems.append(("llm.api_base", f"{bad}, e.g. http://localhost:11434/v1"))
     elif "?" in llm.api_base:

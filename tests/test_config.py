@@ -59,6 +59,9 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ("[index]\nchunk_overlap = -5\n", "index.chunk_overlap: is -5; it must be >= 0 and below 600 (half of "
                                       "index.chunk_size, 1200, rounded down): set it to 0 or more"),
     ('[llm]\napi_base = "localhost:8000"\n', "llm.api_base: must start with http"),
+    # A host and port without the scheme, as a server's log prints it: the URL to give is said.
+    ('[llm]\napi_base = "127.0.0.1:11434/v1"\n', "llm.api_base: must start with http:// or https://, use "
+                                                  "'http://127.0.0.1:11434/v1' (or https:// for a remote provider)"),
     # A port out of range, or a bracket left open, was a traceback at the first call.
     ('[llm]\napi_base = "http://127.0.0.1:99999/v1"\n', "llm.api_base: has no valid host and port (a port "
                                                         "is a number from 1 to 65535)"),
