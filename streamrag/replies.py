@@ -251,6 +251,7 @@ def unstreamed(lines: list[str]) -> dict | None:
         return None
     return body if isinstance(body, dict) and "choices" in body else None
 
+
 def event_usage(event: dict) -> dict | None:
     """A streamed event's token counts, when it has any (any other 'usage' is ignored, as a
     missing one)."""
