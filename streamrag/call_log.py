@@ -76,19 +76,22 @@ class CallLog:
         for its caller all the same (its item too), but its row is cached, as a waiter's of a
         usable answer is (it asked nothing), so that `status` and the estimate, which count
         unusable rows not cached, count one stop of N identical calls once, not N times. It is
-        not counted ``cached`` (here, nor by `status`: ``index_rows._USAGE_SUMS``): the cache
-        answered it nothing."""
+        not counted in ``stats`` at all (nor by `status`: ``index_rows._USAGE_SUMS``): the cache
+        answered it nothing, and it made no call of its own to fail; counted as an error, each
+        waiter was an endpoint error to the watch's lines (errors beyond the unusable ones:
+        ``watch_lines.calls_failed``), and the run's end line said 3 unusable of one stop."""
         counts = self._stats.setdefault(row["stage"], dict.fromkeys(STAT_FIELDS, 0))
-        counts["calls"] += 1
-        if error is not None:
-            counts["errors"] += 1
-            if unusable:
-                counts["unusable"] += 1
-        if cached:
-            counts["cached"] += 1
-        else:  # paid for (a failed request reports no tokens)
-            counts["prompt_tokens"] += prompt_tokens
-            counts["completion_tokens"] += completion_tokens
+        if not shared:
+            counts["calls"] += 1
+            if error is not None:
+                counts["errors"] += 1
+                if unusable:
+                    counts["unusable"] += 1
+            if cached:
+                counts["cached"] += 1
+            else:  # paid for (a failed request reports no tokens)
+                counts["prompt_tokens"] += prompt_tokens
+                counts["completion_tokens"] += completion_tokens
         if self.store is None:
             return
         record = {**row, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

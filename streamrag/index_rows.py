@@ -527,13 +527,16 @@ EMBEDDINGS = f"{EMBEDDING_SCHEME}-"   # how the cache key of an embedding begins
 PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls row)
 # A stage's and model's usage, as `status` counts it, from llm_calls rows.
 # (A cancelled call is no error: its caller stopped it. Cached are the calls the cache answered,
-# as the client's ``stats`` count them: not the rows, cached too, of identical calls that waited
-# on a request a content filter stopped (``CallLog.record``'s shared), which got no answer.)
+# as the client's ``stats`` count them. The rows, cached too, of identical calls that waited on a
+# request a content filter stopped (``CallLog.record``'s shared, ``_WAITED``) are counted nowhere,
+# as the client's stats do not count them: they got no answer and made no call; counted as calls
+# that failed, a stop and its two waiters said errors 3 beside unusable 1, two endpoint errors.)
+_WAITED = "cached = 1 AND error IS NOT NULL"
 _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "cancelled")
-_USAGE_SUMS = ("count(*)", "sum(cached = 1 AND error IS NULL)",
+_USAGE_SUMS = (f"sum(NOT ({_WAITED}))", "sum(cached = 1 AND error IS NULL)",
                "sum(CASE WHEN cached = 0 THEN prompt_tokens ELSE 0 END)",
                "sum(CASE WHEN cached = 0 THEN completion_tokens ELSE 0 END)",
-               "sum(error IS NOT NULL AND cancelled = 0)", "sum(cancelled)")
+               "sum(error IS NOT NULL AND cancelled = 0 AND cached = 0)", "sum(cancelled)")
 # ... and of the paid calls answered usably, apart (``call_history``: the lengths of answers).
 _ANSWERED = ("answered_paid", "answered_prompt_tokens", "answered_completion_tokens")
 _PAID_ANSWER = "cached = 0 AND error IS NULL AND cancelled = 0"
@@ -548,8 +551,8 @@ def _unusable(error: str = "error") -> str:
     return f"({error} LIKE '{UNUSABLE}%' OR {error} LIKE 'the provider''s content filter stopped %')"
 
 
-# The calls answered with what their caller could not use, each answer once (the client's
-# stats count each waiter on it too): not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
+# The calls answered with what their caller could not use, each answer once (as the client's
+# stats count it): not the rows (cached) of identical calls that waited on it (``CallLog.record``'s shared).
 _UNUSABLE_CALLS = f"FROM llm_calls u WHERE {_unusable('u.error')} AND u.cancelled = 0 AND u.cached = 0"
 # Those of them whose request a later try of the same run answered (``LLMClient.chat``: a report
 # cut off, asked again with more room): failed as calls, not as items. Built on ``_UNUSABLE_CALLS``
@@ -587,7 +590,7 @@ def asked_again(store: Store) -> int:
 
 def unusable_calls(store: Store) -> int:
     """The calls answered with what their caller could not use (``errors`` counts them too),
-    each answer once (``_UNUSABLE_CALLS``; the client's ``stats`` count each waiter on it too),
+    each answer once (``_UNUSABLE_CALLS``, as the client's ``stats`` count it),
     those folded into the archive included (``prune``). Of the archive, at least its answers asked again, each unusable
     first: an index pruned before ``archived_unusable`` was kept (3418377..290243a) folded
     them into ``archived_asked_again`` alone, and counted fewer unusable than asked again."""

@@ -85,7 +85,7 @@ def gather_status(store: Store, *, failures: bool = False, failure_limit: int = 
             "asked_again": index_rows.asked_again(store),
             # ... and the answers their caller could not use (a content filter's stop too,
             # ``call_log.unusable_error``), each once: identical calls that waited on one stop
-            # count it once here, where the client's ``stats`` count each (``CallLog.record``'s shared)
+            # count it once, here as in the client's ``stats`` (``CallLog.record``'s shared)
             "unusable": index_rows.unusable_calls(store),
             "failures_total": index_rows.failures_recorded(store) + int(store.get_meta("archived_failures") or 0),
             "failures_last_run": failed.count,

@@ -1382,14 +1382,59 @@ async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tm
             await llm.chat(ask(), model="m1", stage="s")   # asked again later in the run, answered
             run = llm.stats["s"]
     assert len(endpoint.requests) == 2 and len(errors) == 3
-    # The cache answered none of the four: status's cached (and hit rate) said 2, the run's 0.
+    # The cache answered none of them: status's cached (and hit rate) said 2, the run's 0; the
+    # waiters, which asked nothing, are calls of neither (the stop and the call answered later).
     (usage,) = usage_rows(store)
-    assert (usage["calls"], usage["cached"]) == (run["calls"], run["cached"]) == (4, 0), (usage, run)
+    assert (usage["calls"], usage["cached"]) == (run["calls"], run["cached"]) == (2, 0), (usage, run)
     assert unusable_calls(store) == 1 and unusable_answers(store)[("s", "m1")][1] == 1
     assert asked_again(store) == 1   # (of the unusable answers: not the waiters')
     # The waiters' rows are cached, as those of a usable answer shared; each call failed all the same.
     assert sorted(r["cached"] for r in calls(store)) == [0, 0, 1, 1]
-    assert stats["s"]["errors"] == stats["s"]["unusable"] == 3 and ends_outage(stats), stats
+    assert stats["s"]["errors"] == stats["s"]["unusable"] == 1 and ends_outage(stats), stats
+
+
+@pytest.mark.parametrize("waiting", [2, 4])
+async def test_a_content_filter_s_stop_shared_by_identical_calls_is_one_error_in_every_count(tmp_path, waiting):
+    # One request a content filter stopped, shared by identical calls: `status` counted it
+    # unusable once, but the run's stats counted each waiter (errors and unusable 1 + waiting),
+    # so its end line, index --json and the watch's lines said 3 unusable answers of one stop;
+    # and `status` said errors 3 beside unusable 1, two calls the endpoint failed.
+    from streamrag.daemon import _failed_ahead
+    from streamrag.status import format_status, gather_status
+    from streamrag.watch_lines import calls_failed, calls_said, paid
+
+    filtered = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "According to"},
+                                                  finish_reason="content_filter"))
+    endpoint = Endpoint(filtered, latency=0.1)
+    caught: list[LLMOutputError] = []
+
+    async def one() -> None:
+        try:
+            await llm.chat(ask(), model="m1", stage="s")
+        except LLMOutputError as e:
+            caught.append(e)
+
+    with anyio.fail_after(5):
+        async with client(tmp_path, endpoint) as (llm, store):
+            async with anyio.create_task_group() as tg:
+                for _ in range(1 + waiting):
+                    tg.start_soon(one)
+            stats = llm.stats
+    assert len(endpoint.requests) == 1 and len(caught) == 1 + waiting   # each caller failed
+    run = stats["s"]
+    assert (run["calls"], run["cached"], run["errors"], run["unusable"]) == (1, 0, 1, 1), run
+    # `status --json` of the same index says what the run said.
+    info = gather_status(store)
+    assert (info["llm"]["calls"], info["llm"]["cached"], info["llm"]["errors"], info["unusable"]) == \
+        (run["calls"], run["cached"], run["errors"], run["unusable"]), info
+    calls_line = next(line for line in format_status(info, tmp_path / "index.db").splitlines()
+                      if line.startswith("  LLM calls"))
+    assert calls_line.endswith("; 1 answer unusable (in errors)"), calls_line
+    # The watch's lines: one failed call, an unusable answer, no endpoint error claimed.
+    assert calls_failed(stats) == 1 and ends_outage(stats)
+    assert calls_said(paid(stats), 0, stats) == "1 LLM call, failed"
+    assert _failed_ahead(1 + waiting, stats, "the sync") == \
+        f"; {1 + waiting} chunks failed (the model's answers were unusable): the sync tries them again"
 
 
 async def test_without_a_store_nothing_is_cached_or_recorded(tmp_path):

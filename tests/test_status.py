@@ -365,15 +365,16 @@ def test_answers_asked_again_of_an_index_pruned_before_unusable_ones_were_archiv
 def test_calls_that_waited_on_a_content_filter_s_stop_are_not_counted_cached(tmp_path):
     # Identical calls that waited on one request a content filter stopped are recorded cached
     # (the stop is one unusable answer, not three), but the cache answered them nothing: status
-    # counted them in cached and its hit rate (3 of 4, 75%), the run's own stats did not.
+    # counted them in cached and its hit rate (3 of 4, 75%), the run's own stats did not; then
+    # in calls and errors (errors 3 beside unusable 1), which the run's stats no longer do.
     stop = {"prompt_tokens": 10, "completion_tokens": 5,
             "error": "unusable answer: the provider's content filter stopped m1's answer (stage report)"}
     waiter = {**stop, "prompt_tokens": 0, "completion_tokens": 0, "cached": 1}
     db = _with_calls(tmp_path / "s.db", "report", stop, waiter, waiter,
                      {"cache_key": "k2", "cached": 1, "prompt_tokens": 10, "completion_tokens": 5})
     before = status_of(db)[0]
-    assert (before["llm"]["calls"], before["llm"]["cached"], before["cache_hit_rate"]) == (4, 1, 0.25), before["llm"]
-    assert (before["llm"]["errors"], before["unusable"]) == (3, 1), before
+    assert (before["llm"]["calls"], before["llm"]["cached"], before["cache_hit_rate"]) == (2, 1, 0.5), before["llm"]
+    assert (before["llm"]["errors"], before["unusable"]) == (1, 1), before
     # Folded into the archive (archived_unusable too, as today's prune writes it), the same.
     assert pruned(db, "llm_calls") == 0
     after = status_of(db)[0]
