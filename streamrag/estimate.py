@@ -81,7 +81,7 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.graph_state import Change, GraphState, dirty_communities, edits, read_again
+from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
@@ -386,17 +386,13 @@ def _changes(indexed: dict[str, tuple[str, int, float]], read: dict[str, tuple[s
     """(documents added, edited, removed, read again) of an update, as the run counts them: of
     the documents ``read`` (path -> (id, size, change stamp), every path of a text in several
     files, as the run pairs them), those the index does not hold, an unchanged file's read anew
-    to another text (``graph_state.read_again``; ``restamped``: paths as indexed but for a new
-    status-change time), an edited one's path indexed with another text since gone
-    (``graph_state.edits``); of the ``indexed`` files' documents, those neither read nor ``kept``
+    to another text (``restamped``: paths as indexed but for a new status-change time), an
+    edited one's path indexed with another text since gone (``graph_state.document_changes``,
+    the run's own count); of the ``indexed`` files' documents, those neither read nor ``kept``
     (without reading them)."""
     held = {doc_id for doc_id, _size, _stamp in indexed.values()}
     docs = {doc_id for doc_id, _size, _stamp in read.values()}
-    again, replaced = read_again(docs - held, held - docs - kept, indexed, read, restamped)
-    gone = held - docs - kept - replaced
-    new = docs - held - again
-    edited = edits(indexed, ((p, doc_id) for p, (doc_id, _size, _stamp) in read.items()), new, gone)
-    return len(new) - edited, edited, len(gone) - edited, len(again)
+    return document_changes(docs - held, held - docs - kept, indexed, read, restamped)
 
 
 def _whole_calls(s: dict[str, float]) -> dict[str, int]:

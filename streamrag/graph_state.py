@@ -83,6 +83,18 @@ def edits(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, st
     return len(_paired(before, now, added, removed)[0])
 
 
+def document_changes(added: Collection[str], removed: Collection[str], before: dict[str, tuple[str, int, float]],
+                     now: dict[str, tuple[str, int, float]], retimed: Collection[str] = ()) -> tuple[int, int, int, int]:
+    """(documents added, edited, removed, read again) of an update, as a run says them and its
+    estimate foretells them: of the ``added`` and ``removed`` documents, first those read again
+    (``read_again``: ``before``, ``now`` and ``retimed`` as it takes them), then of the others
+    the edits (``edits``), each counted once. One function for both, so they cannot drift."""
+    again, replaced = read_again(added, removed, before, now, retimed)
+    new, gone = set(added) - again, set(removed) - replaced
+    edited = edits(before, ((p, doc_id) for p, (doc_id, _size, _stamp) in now.items()), new, gone)
+    return len(new) - edited, edited, len(gone) - edited, len(again)
+
+
 def _paired(before: dict[str, tuple[str, int, float]], now: Iterable[tuple[str, str]],
             added: Collection[str], removed: Collection[str]) -> tuple[set[str], set[str]]:
     """The ``added`` documents held at a path (of ``now``'s (path, doc id) pairs, taken in order)

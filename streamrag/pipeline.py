@@ -72,8 +72,7 @@ from streamrag.graph_state import (
     GraphState,
     check_cached,
     check_rewired,
-    edits,
-    read_again,
+    document_changes,
 )
 from streamrag.records import Chunk, Community, Document, Extraction
 from streamrag.replies import CUT_OFF
@@ -727,17 +726,15 @@ class Indexer:
                 f"offline extraction found no names in the {len(change.live)} chunk(s) indexed: it takes "
                 "capitalised words for names; text without them needs a model (set llm.api_base), "
                 "and `ask --mode basic` searches the text as it is")
-        again, replaced = read_again(change.added_docs, change.removed_docs, scan.indexed, scan.files,
-                                     scan.retimed)
-        added, removed = change.added_docs - again, change.removed_docs - replaced
-        edited = edits(scan.indexed, ((p, d) for p, (d, _size, _stamp) in scan.files.items()), added, removed)
+        added, edited, removed, again = document_changes(change.added_docs, change.removed_docs, scan.indexed,
+                                                         scan.files, scan.retimed)
         if self.failed_items:
             self.chunks_failed = len(index_rows.failed_chunks(store, self.run_id))
         return SyncResult(
             run_id=self.run_id, version=version, published=version != worked_from,
             documents=len({d for d, _s, _m in scan.files.values()}), files=len(scan.files),
-            documents_added=len(added) - edited, documents_removed=len(removed) - edited, documents_edited=edited,
-            documents_read_again=len(again), documents_unchanged=len(change.kept_docs),
+            documents_added=added, documents_removed=removed, documents_edited=edited,
+            documents_read_again=again, documents_unchanged=len(change.kept_docs),
             documents_new_times=len(scan.new_times & change.kept_docs),
             chunks=len(change.live), chunks_extracted=self.progress.counts["chunks_extracted"],
             chunks_reused=self.progress.counts["chunks_reused"], **graph, failures=self.failures,
