@@ -1433,6 +1433,26 @@ async def test_an_edited_file_whose_new_text_a_new_file_copies_is_an_edit_as_the
         == (done.documents_added, done.documents_edited, done.documents_removed) == (0, 1, 0)
 
 
+async def test_an_add_edit_rename_delete_mix_is_counted_by_estimate_and_run_alike(news, tmp_path):
+    # Both count through graph_state.document_changes: a file added, one edited, one renamed (no
+    # change), one renamed and edited at once (one added, one removed) and one deleted.
+    settings = make_settings("")
+    db = tmp_path / "index.db"
+    await sync([news], settings, db, root=news)
+    add_articles(news, 10, 11)
+    edited = news / "doc_00005.txt"
+    edited.write_text(edited.read_text().rstrip("\n") + " Katja Wexstad later left Port Ruvickton.\n")
+    (news / "doc_00006.txt").rename(news / "renamed.txt")
+    moved = news / "doc_00007.txt"
+    (news / "moved_and_edited.txt").write_text(moved.read_text() + "Mara Lind chairs the Harbor Council.\n")
+    moved.unlink()
+    (news / "doc_00004.txt").unlink()
+    est, done = await index_and_estimate(news, settings, db)
+    counts = ("documents_added", "documents_edited", "documents_removed", "documents_read_again")
+    assert [est[k] for k in counts] == [getattr(done, k) for k in counts] == [2, 1, 2, 0]
+    assert est["documents"] == done.documents == 10
+
+
 @pytest.mark.parametrize("chmod", [False, True])
 async def test_rows_read_again_for_another_text_field_are_counted_as_the_run_counts_them(tmp_path, simulator, chmod):
     # index.text_field renamed: the run says the rows whose text changed "read again"; the
