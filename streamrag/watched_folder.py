@@ -245,6 +245,8 @@ class WatchedFolder:
         twice over: 50,000 files took 5.5 s, measured.) What that does not settle (a name no
         pattern takes, a hidden folder, a folder out of the root) is ``relevant``'s and
         ``takes``'."""
+        if self._walked_where_it_leads(folder):
+            return []
         out = []
         db_files = {os.fspath(f) for f in self._db_files}
         inside = not leads_outside(folder, self.root)   # (and so is every folder under it)
@@ -265,6 +267,22 @@ class WatchedFolder:
         except OSError:
             return None
         return out
+
+    def _walked_where_it_leads(self, folder: Path) -> bool:
+        """Whether ``folder`` is reached through a symbolic link (``ln -s .. sub/loop``, ``ln -s
+        notes same``) to a folder the scan walks under its own path: the scan walks real folders
+        first and follows a link only to a folder not walked yet, so the files there are found
+        once, where they lie, and the link adds none. A link to a hidden or excluded folder is
+        the only way in, and its files are taken under it."""
+        real = os.path.realpath(folder)
+        if real == os.path.abspath(folder):
+            return False
+        try:
+            rel = Path(real).relative_to(self.root)
+        except ValueError:
+            return False   # (out of the folder: ``leads_outside``'s)
+        return not any(part.startswith(".") for part in rel.parts) and not (
+            rel.parts and excluded(rel.as_posix(), self._exclude))
 
     @staticmethod
     def _regular(path: str) -> bool:

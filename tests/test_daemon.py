@@ -1380,6 +1380,32 @@ async def test_a_link_to_a_folder_outside_is_neither_walked_nor_read(corpus, tmp
     assert db_count(tmp_path / "o.db", "SELECT count(*) FROM chunks WHERE text LIKE '%Mira Osk chaired%'") == 1
 
 
+async def test_a_link_to_a_folder_the_scan_walks_queues_nothing(corpus, tmp_path):
+    # `ln -s .. sub/loop` (or `ln -s notes same`): the daemon listed the folder through the link
+    # and queued every file under it as added ("8 files (8 added)" of one new file), extracted
+    # them ahead, where the sync's scan finds them once, under their own paths. A link to a
+    # hidden folder, which the scan walks only through the link, still queues its files.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    hidden = corpus / ".drafts"
+    hidden.mkdir()
+    async with running(settings, tmp_path / "l.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        sub = corpus / "sub"
+        sub.mkdir()
+        (sub / "new.txt").write_text("Mira Osk chaired the Harbor Council at Port Vell.\n")
+        (sub / "loop").symlink_to("..")
+        (hidden / "quay.txt").write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+        (corpus / "drafts").symlink_to(hidden)
+        async with send:
+            await send.send({(Change.added, str(sub)), (Change.added, str(sub / "new.txt")),
+                             (Change.added, str(sub / "loop")), (Change.added, str(corpus / "drafts"))})
+            await until(lambda: daemon.syncs == 2)
+    (queued,) = [e for e in events[mark:] if e["state"] == "queued"]
+    assert queued["message"] == "2 files (2 added); 2 pending", queued["message"]
+    assert _indexed_paths(tmp_path / "l.db") >= {"sub/new.txt", "drafts/quay.txt"}
+    assert not any(p.startswith("sub/loop/") for p in _indexed_paths(tmp_path / "l.db"))
+
+
 async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tmp_path):
     # Adding *.rst to index.include in DIR/streamrag.toml did nothing, and nothing said so.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
