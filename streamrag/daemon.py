@@ -451,13 +451,17 @@ class Daemon:
                 continue
             if change == RESCAN:
                 bad_name = UNDECODABLE.search(path)
-                if bad_name:  # watchfiles cannot pass on a name that is not UTF-8
+                if path in self._watcher_failures:
+                    # Said once: one that fails on every restart, or the polling watcher stopped
+                    # again by the name when it goes (renamed, as the line advised).
+                    pass
+                elif bad_name:  # watchfiles cannot pass on a name that is not UTF-8
                     self.emit("error", f"{bad_name.group(1)}: file name is not valid UTF-8, so the "
                                        "watcher stops at it; rename it (e.g. with `mv`) to a UTF-8 "
                                        "name, then restart watch. Meanwhile the watcher polls the "
                                        "folder each second; the whole folder is synced again",
                               error=path)
-                elif path not in self._watcher_failures:   # (one that fails on every restart: once)
+                else:
                     loop = LINK_LOOP.search(path)
                     self.emit("error", f"{loop.group(1) or loop.group(2)}: a symlink loop stops the file watcher (it "
                                        "polls the folder, following links, since a name that is not "

@@ -563,6 +563,26 @@ async def test_a_watcher_failing_again_and_again_is_said_once_naming_the_link(co
     assert db_count(tmp_path / "w.db", "SELECT count(*) FROM files WHERE path LIKE 'missed%'") == 3
 
 
+async def test_a_name_that_is_not_utf8_is_said_once_when_it_goes(corpus, tmp_path):
+    # The polling watcher stops again when the undecodable name changes: renamed as the line
+    # advised (`mv`), it was named a second time with the same advice, to rename a file no
+    # longer there. Each failure is still a whole-folder sync.
+    from streamrag.daemon import RESCAN
+
+    settings = make_settings("", watch={"quiet_s": 0.02})
+    failed = (f'WatchfilesRustInternalError: Unable to decode path "{corpus}/bad\\xFF.txt" to string')
+    async with running(settings, tmp_path / "w.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        for n in range(2, 4):
+            (corpus / f"missed{n}.txt").write_text(f"Quillon Marbeck opened ferry office {n} in Port Vale.\n")
+            await send.send({(RESCAN, failed)})
+            await until(lambda: daemon.syncs >= n, timeout=30)
+        await send.aclose()
+    said = [e["message"] for e in events[mark:] if e["state"] == "error"]
+    assert len(said) == 1 and said[0].startswith(f"{corpus}/bad\\xFF.txt: file name is not valid UTF-8"), said
+    assert db_count(tmp_path / "w.db", "SELECT count(*) FROM files WHERE path LIKE 'missed%'") == 2
+
+
 async def watch_while(folder: Path, act, done) -> list[set]:
     """The batches the real watcher on ``folder`` yields while ``act(stop)`` changes the folder,
     until ``done(seen, batch)`` says enough (within 30 s)."""
