@@ -878,7 +878,9 @@ async def test_an_extraction_ahead_stopped_with_failed_chunks_says_the_next_star
 
 
 class CutOnce(Switch):
-    """Forwards to the simulator, but answers the first extraction cut off at max_tokens."""
+    """Forwards to the simulator, but answers the first report cut off at max_tokens (a report is
+    asked for with max_tokens: asked again, with twice the room; an extraction, sent none, is cut
+    off by the server's own limit and not asked again)."""
 
     def __init__(self, base_url: str) -> None:
         super().__init__(base_url)
@@ -890,7 +892,7 @@ class CutOnce(Switch):
         from streamrag.simulator import detect_task
 
         if not self.cut and request.url.path.endswith("/chat/completions") \
-                and detect_task(json.loads(request.content)["messages"]) == "extract":
+                and detect_task(json.loads(request.content)["messages"]) == "report":
             self.cut = True
             return httpx.Response(200, json={
                 "id": "cut", "object": "chat.completion",
