@@ -1029,23 +1029,43 @@ async def test_a_model_that_ignores_the_yes_no_bias_is_said_once_by_watch(tmp_pa
     assert biased == 1 and checks == 3      # one biased try, then every check in words
 
 
-async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corpus, tmp_path, simulator):
+async def test_a_file_changed_again_before_the_sync_is_extracted_once_by_it(corpus, tmp_path, simulator,
+                                                                             monkeypatch):
     # A log appended to every second paid one extraction per append (and printed three lines).
     # Its first batch comes while it is still written (the watcher ends a batch debounce_ms after
     # its last new event, and a write to the same file is none): that part was extracted ahead,
     # then the whole file again by the sync (a real watch: 2 extract and 2 glean_check calls for
     # a file written in 5 parts 300 ms apart). Now the daemon waits until the file is debounce_ms
     # old, finds it written again meanwhile, and leaves it to the sync.
+    # (The daemon's wall clock held at the first write, so it finds the file just written however
+    # late its batch comes, and its quiet period in the test's steps, so no sync starts between
+    # two appends on a busy machine: the second is written while the daemon waits, the others
+    # each once the one before was queued, then the quiet period passes.)
     settings = make_settings(simulator.base_url, index=SMALL, watch={"quiet_s": 0.4})
     log = corpus / "log.txt"
     async with running(settings, tmp_path / "a.db", corpus) as (daemon, events, send):
         mark = len(events)
+        clock = DaemonClock(monkeypatch)
+        queued_batches: list[int] = []
+        queue = daemon._queue
+
+        async def queueing(batch, **kwargs):
+            await queue(batch, **kwargs)
+            queued_batches.append(len(queued_batches) + 1)
+
+        daemon._queue = queueing
         async with send:
             for n in range(1, 6):
                 with log.open("a") as f:
                     f.write(f"Line {n}: Captain Tomas Quell{n} logged the tide at Port Vell.\n")
+                if n == 1:
+                    WallClock(monkeypatch, log.stat().st_mtime_ns / 1e9)
                 await send.send({(Change.added if n == 1 else Change.modified, str(log))})
-                await anyio.sleep(0.05)
+                if n == 1:
+                    await until(lambda: any(e["state"] == "settling" for e in events[mark:]))
+                else:
+                    await until(lambda: len(queued_batches) == n)
+            clock.now += 1      # the quiet period over
             await until(lambda: daemon.syncs == 2)
     after = events[mark:]
     queued = [e for e in after if e["state"] == "queued"]
