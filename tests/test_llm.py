@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import time
+import types
 from collections.abc import AsyncIterator
 
 import anyio
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 import streamrag.endpoint_health as endpoint_health
+import streamrag.endpoint_reach as endpoint_reach
 import streamrag.llm as llm_module
 import streamrag.model_quirks as model_quirks
 import streamrag.try_timeouts as try_timeouts
@@ -1603,12 +1605,22 @@ async def test_an_endpoint_refusing_longer_than_the_stop_rule_still_fails(tmp_pa
         return httpx.Response(200, json=chat_body("up"))
 
     seen: list[float] = []
+    # The clock the client and its EndpointReach read (time.monotonic in their modules) moves
+    # 0.1 s a try, in the test's steps: a busy machine's pause between two tries counted on the
+    # real one (the span was over 1 s so) and the tries came fewer.
+    clock = [1000.0]
+    for module in (llm_module, endpoint_reach):
+        held = types.ModuleType("time")
+        held.__dict__.update(vars(time))
+        held.monotonic = lambda: clock[0]
+        monkeypatch.setattr(module, "time", held)
 
     def endpoint(request: httpx.Request) -> httpx.Response:
-        seen.append(time.monotonic())
+        clock[0] += 0.1
+        seen.append(clock[0])
         return answer(request)
 
-    with anyio.fail_after(3):
+    with anyio.fail_after(30):
         async with client(tmp_path, endpoint, max_retries=2) as (llm, _):
             await llm.chat(ask("first"), model="m1", stage="s")
             server["up"] = False
