@@ -386,10 +386,11 @@ class LLMClient:
                 # The same request at temperature 0 is cut off the same way: give it room. The
                 # answer is cached under the request as asked, so the next run finds it.
                 payload = {**payload, "max_tokens": max_tokens * 2 ** (i + 1)}
-            elif result == CUT_OFF and not options["temperature"]:
+            elif result == CUT_OFF and not options["temperature"] and not self.refuses(model, "temperature"):
                 # No max_tokens was sent: the server's own limit cut it (Ollama's num_predict,
                 # llama.cpp's -n, a full context), and cuts the same request the same way again:
-                # a model that answers so was paid three times for the one cut-off answer.
+                # a model that answers so was paid three times for the one cut-off answer. (A
+                # model that refuses temperature samples at its own, and may answer shorter.)
                 break
         hint = "try another model or prompt"
         if last == CUT_OFF and not max_tokens:

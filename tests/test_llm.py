@@ -2319,6 +2319,21 @@ async def test_an_answer_the_servers_own_limit_cut_off_is_not_paid_for_again(tmp
     assert len(endpoint.requests) == 4
 
 
+async def test_an_answer_cut_off_by_the_servers_limit_is_asked_again_of_a_model_that_refuses_temperature(tmp_path):
+    # temperature 0 is left out of its requests (o3-mini: "Only the default (1) value is
+    # supported"): it samples at its own, and asked again may answer within the server's limit.
+    refused = refusing("temperature")({"model": "o3-mini", "temperature": 0.0})
+    cut = httpx.Response(200, json=chat_with(message={"role": "assistant", "content": "(Paris, Fra"},
+                                             finish_reason="length"))
+    endpoint = Endpoint(refused, cut, cut, httpx.Response(200, json=chat_body("(Paris, France)")))
+    with anyio.fail_after(30):
+        async with client(tmp_path, endpoint) as (llm, store):
+            result = await llm.chat(ask(), model="o3-mini", stage="extract")
+    assert result.text == "(Paris, France)"
+    assert len(endpoint.requests) == 4 and "temperature" not in endpoint.bodies[-1]
+    assert [c["error"] for c in calls(store)] == [CUT_OFF, CUT_OFF, None]
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_web_page_where_the_api_should_answer_is_named_and_not_asked_again(tmp_path, streamed):
     # A proxy's sign-in page answered 200 on every try: asked 7 times, half a minute an ask.
