@@ -101,7 +101,7 @@ def nothing_indexed_line(items: int, last: str) -> str:
             "cause and run the same command again (`streamrag status --failures` lists them)")
 
 
-def unusable_first_line(chunks: int, model: str, last: str = "") -> str:
+def unusable_first_line(chunks: int, model: str, last: str) -> str:
     """What a first index says when the model answered each of its ``chunks`` chunks, all that
     failed, unusably (``Indexer._sync``), naming the setting to check (``model``: its value).
     Answers cut off (``last``, the last failure, says so) are no matter of the extraction format:
