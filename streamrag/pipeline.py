@@ -396,7 +396,7 @@ class Indexer:
         self.chunks_failed = 0
         self.failed_chunk_ids: set[str] = set()   # the chunks whose extraction failed (``fail``)
         self.unusable_chunk_ids: set[str] = set()   # ... of them, for the model's answers
-        self.unusable_last: LLMOutputError | None = None   # ... the last of those failures
+        self.unusable_last: LLMOutputError | None = None   # ... the last (cut off only if all were)
         self.unavailable_chunk_ids: set[str] = set()   # ... of them, for the endpoint's errors
         self.rejected_chunk_ids: set[str] = set()   # ... of them, refused (a 400 not every call's)
         self.web_page_chunk_ids: set[str] = set()   # ... of those, answered with a web page (no refusal)
@@ -482,7 +482,10 @@ class Indexer:
             self.failed_chunk_ids.add(item)
             if isinstance(error, LLMOutputError):
                 self.unusable_chunk_ids.add(item)
-                self.unusable_last = error
+                if self.unusable_last is None or CUT_OFF in str(self.unusable_last):
+                    # (One not cut off is kept: ``unusable_first_line`` says all were cut off by
+                    # it, and said so of a format failure followed by a cut-off chunk.)
+                    self.unusable_last = error
             elif isinstance(error, LLMUnavailableError):
                 self.unavailable_chunk_ids.add(item)
             elif isinstance(error, LLMRequestError):

@@ -296,6 +296,36 @@ def test_a_first_index_whose_answers_were_all_cut_off_says_so(cli_run, tmp_path,
     assert "raise the server's output or context limit" in last and "extraction format" not in last, last
 
 
+def test_a_first_index_whose_answers_were_cut_off_in_part_is_not_said_all_cut_off(cli_run, tmp_path, monkeypatch):
+    # One chunk's answers not in the extraction format, the last chunk's cut off by the server:
+    # the run's line said "the model's answers were cut off" of them all, by the last failure
+    # alone, and left out the format's advice that the other chunk needed.
+    from streamrag.llm import LLMClient
+
+    real_init = LLMClient.__init__
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        cut = "Kim Lo" in request.content.decode()
+        return httpx.Response(200, json=body("(Kim Lo" if cut else "I cannot help.", "length" if cut else "stop"))
+
+    def answering(self, *args, **kwargs):
+        real_init(self, *args, **{**kwargs, "transport": httpx.MockTransport(answer)})
+
+    monkeypatch.setattr(LLMClient, "__init__", answering)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "streamrag.toml").write_text("[llm]\nrequests_per_minute = 0\ntokens_per_minute = 0\n"
+                                          "[pipeline]\nextract_workers = 1\n")   # (a.txt first, b.txt last)
+    (folder / "a.txt").write_text("Ada Osk met Bram Lind at the quay in Port Vell.\n")
+    (folder / "b.txt").write_text("Kim Lo sailed from Vigo with Ulf Berg.\n")
+    out = cli_run("index", "-q", "--api-base", "http://llm.test/v1", str(folder))
+    last = out.stderr.strip().splitlines()[-1]
+    assert out.returncode == 1, out.stderr
+    assert last.startswith("streamrag: error: no chunk could be extracted (2 failed): the model's answers were "
+                           "unusable (gpt-4o-mini): check llm.extraction_model, or try a model that follows the "
+                           "extraction format"), last
+
+
 @pytest.mark.parametrize("command", [("index", "-q"), ("watch", "--once")])
 @pytest.mark.parametrize("unusable", [True, False])
 def test_a_first_index_whose_chunks_all_failed_for_errors_too_publishes_nothing(cli_run, tmp_path, monkeypatch,
