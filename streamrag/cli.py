@@ -237,7 +237,10 @@ def _index_above(folder: Path) -> Path | None:
     inside = folder.resolve()
     for up, above in enumerate(inside.parents, start=1):
         if (above / ".streamrag" / "index.db").exists():
-            return Path(os.path.normpath(folder.joinpath(*[".."] * up))) / ".streamrag" / "index.db"
+            named = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
+            # (Through a link, lnk/.. is the folder above the link, not above the folder it names:
+            # `index lnk` of an indexed n/sub named ./.streamrag/index.db and `streamrag index .`.)
+            return (named if named.resolve() == above else above) / ".streamrag" / "index.db"
     return _kept_index_holding(folder)
 
 

@@ -992,6 +992,23 @@ def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_told_of_the_index_abo
     assert "sub/new.txt" in _root_and_paths(tmp_path / above)[1]
 
 
+def test_a_linked_subfolder_of_an_indexed_folder_is_told_of_the_index_above_it(cli_run, corpus, tmp_path):
+    # `ln -s corpus/sub lnk; index lnk`: the index above is corpus's, as status in lnk finds it
+    # (by the folder the link names); it was named from the link's own folder, here:
+    # '... indexed in .streamrag/index.db; ... run `streamrag index .`', which indexes tmp_path.
+    (corpus / "sub").mkdir()
+    (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
+    assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    (tmp_path / "lnk").symlink_to(corpus / "sub")
+    out = cli_run("index", "-q", "--offline", "lnk", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    real = corpus.resolve()
+    assert out.stderr == (f"streamrag: note: lnk is inside {real}, indexed in {real}/.streamrag/index.db; this "
+                          "builds a second, separate index, lnk/.streamrag/index.db, which ask and status in "
+                          f"lnk read from now on; to update {real}'s instead, run `streamrag index --offline "
+                          f"{real}`\n")
+
+
 def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_folder(cli_run, corpus, tmp_path):
     # `watch n/sub` builds its own index as `index n/sub` does, and said nothing of n's.
     (corpus / "sub").mkdir()
