@@ -237,11 +237,17 @@ def _index_above(folder: Path) -> Path | None:
     inside = folder.resolve()
     for up, above in enumerate(inside.parents, start=1):
         if (above / ".streamrag" / "index.db").exists():
-            named = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
-            # (Through a link, lnk/.. is the folder above the link, not above the folder it names:
-            # `index lnk` of an indexed n/sub named ./.streamrag/index.db and `streamrag index .`.)
-            return (named if named.resolve() == above else above) / ".streamrag" / "index.db"
+            return _named_above(folder, above, up) / ".streamrag" / "index.db"
     return _kept_index_holding(folder)
+
+
+def _named_above(folder: Path, above: Path, up: int) -> Path:
+    """``above``, the folder ``up`` levels over ``folder`` resolved, named from ``folder`` (a relative
+    path stays one) unless that name is another folder: through a link, lnk/.. is the folder above
+    the link, not above the folder it names (`index lnk` of an indexed n/sub named ./.streamrag/index.db
+    and advised `streamrag index .`)."""
+    named = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
+    return named if named.resolve() == above else above
 
 
 def _estimating(args: argparse.Namespace) -> bool:
@@ -279,8 +285,8 @@ def _kept_index_holding(folder: Path) -> Path | None:
     its documents: an index.db of a folder deleted since is taken for its own folder's
     (``_kept_index_folder``), and was said the index of every folder below it."""
     inside = folder.resolve()
-    for up in range(1, len(inside.parents) + 1):
-        above = Path(os.path.normpath(folder.joinpath(*[".."] * up)))
+    for up, real in enumerate(inside.parents, start=1):
+        above = _named_above(folder, real, up)   # (the folders above the one a link names)
         kept = _kept_index(above)
         if kept is not None and inside.is_relative_to(held := _kept_index_folder(above, kept).resolve()) \
                 and holds_documents(held, kept):

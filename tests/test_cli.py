@@ -967,6 +967,20 @@ def test_a_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, cor
     assert not (corpus / "sub" / ".streamrag").exists()
 
 
+def test_a_linked_subfolder_of_a_folder_with_a_kept_index_is_pointed_to_it(cli_run, corpus, tmp_path):
+    # `ln -s n/sub lnk; status lnk`: the folders above the one the link names are looked at, as
+    # for a .streamrag/index.db above; n's kept index.db was looked for above the link, not found,
+    # and `streamrag index lnk` advised (a second index).
+    (corpus / "sub").mkdir()
+    assert cli_run("index", "-q", "--offline", "corpus", "--db", "corpus/index.db", cwd=tmp_path).returncode == 0
+    (tmp_path / "lnk").symlink_to(corpus / "sub")
+    kept = corpus.resolve() / "index.db"
+    out = cli_run("status", "lnk", cwd=tmp_path)
+    assert out.returncode == 1 and out.stdout == "", out
+    assert out.stderr == (f"streamrag: error: lnk: its index is {kept} (kept there by `--db`), not "
+                          f".streamrag/index.db; pass it as --db {kept}\n")
+
+
 @pytest.mark.parametrize("kept", [False, True])
 def test_a_subfolder_of_an_indexed_folder_indexed_alone_is_told_of_the_index_above(cli_run, corpus, tmp_path, kept):
     # `index n/sub` of an indexed n built n/sub/.streamrag/index.db without a word, and from then
