@@ -246,7 +246,11 @@ class WatchedFolder:
         pattern takes, a hidden folder, a folder out of the root) is ``relevant``'s and
         ``takes``'."""
         if self._walked_where_it_leads(folder):
-            return []
+            if os.path.islink(folder):   # (a link made to it adds no file)
+                return []
+            # A folder made under one: watchfiles may name it by the link's path (it watches a
+            # folder once, under the last path it met it by), and its files lie where it does.
+            folder = Path(os.path.realpath(folder))
         out = []
         db_files = {os.fspath(f) for f in self._db_files}
         inside = not leads_outside(folder, self.root)   # (and so is every folder under it)

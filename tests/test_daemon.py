@@ -1447,6 +1447,27 @@ async def test_a_link_to_a_folder_the_scan_walks_queues_nothing(corpus, tmp_path
     assert not any(p.startswith("sub/loop/") for p in _indexed_paths(tmp_path / "l.db"))
 
 
+async def test_a_folder_named_by_a_link_to_a_walked_folder_queues_its_files_where_they_lie(corpus, tmp_path):
+    # With `ln -s notes same`, watchfiles watches notes once, under the last path it met it by,
+    # and may name a folder moved into notes "same/sub": the listing through the link, left
+    # empty so as not to queue "same/sub/b.txt", queued nothing, and the folder's files stayed
+    # out of the index until some other change's sync.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    notes = corpus / "notes"
+    notes.mkdir()
+    (corpus / "same").symlink_to("notes")
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        mark = len(events)
+        (notes / "sub").mkdir()
+        (notes / "sub" / "b.txt").write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+        async with send:
+            await send.send({(Change.added, str(corpus / "same" / "sub"))})
+    queued = [e["message"] for e in events[mark:] if e["state"] == "queued"]
+    assert queued == ["1 file (1 added); 1 pending"], queued
+    paths = _indexed_paths(tmp_path / "s.db")
+    assert "notes/sub/b.txt" in paths and not any(p.startswith("same/") for p in paths), paths
+
+
 async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tmp_path):
     # Adding *.rst to index.include in DIR/streamrag.toml did nothing, and nothing said so.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
