@@ -86,7 +86,24 @@ class WatchedFolder:
         after the block (a delete burst of 10,000 such paths opened it 10,000 times). Such a
         path counts too when ``queued`` (the daemon's queue) names files under it: a folder
         copied in, its files queued, then moved away before their sync (`cp -r`, `mv`) was
-        left out, and its files stayed queued as added though gone."""
+        left out, and its files stayed queued as added though gone.
+
+        A path through a link to a folder the scan walks (``ln -s notes same``) is taken where
+        it lies: watchfiles watches notes once, under the last path it met it by, and named a
+        file deleted there "same/a.txt", which the index does not hold, so nothing was queued.
+        Its folder is resolved once a batch (not a file in the root, whose folder is real)."""
+        root = os.fspath(self.root)
+        lies: dict[str, str | None] = {}   # an event's folder -> where it lies, if through such a link
+
+        def where_it_lies(path: str | Path) -> str | Path:
+            folder, name = os.path.split(os.path.join(root, path))
+            if folder == root:
+                return path
+            if folder not in lies:
+                lies[folder] = self._walked_at(folder)
+            real = lies[folder]
+            return path if real is None else os.path.join(real, name)
+
         with contextlib.ExitStack() as stack:
             opened: list[Store | None] = []
             failed: list[set[str]] = []
@@ -100,7 +117,7 @@ class WatchedFolder:
                 return opened[0] is not None and (index_rows.holds_under(opened[0], rel)
                                                   or bool(under(failed[0], rel)))
 
-            yield lambda change, path: self.relevant(change, path, indexed_under=indexed_under)
+            yield lambda change, path: self.relevant(change, where_it_lies(path), indexed_under=indexed_under)
 
     def _relevant(self, change: int, p: Path, indexed_under: Callable[[str], bool]) -> str | None:
         try:
@@ -245,12 +262,12 @@ class WatchedFolder:
         twice over: 50,000 files took 5.5 s, measured.) What that does not settle (a name no
         pattern takes, a hidden folder, a folder out of the root) is ``relevant``'s and
         ``takes``'."""
-        if self._walked_where_it_leads(folder):
+        if (real := self._walked_at(folder)) is not None:
             if os.path.islink(folder):   # (a link made to it adds no file)
                 return []
             # A folder made under one: watchfiles may name it by the link's path (it watches a
             # folder once, under the last path it met it by), and its files lie where it does.
-            folder = Path(os.path.realpath(folder))
+            folder = Path(real)
         out = []
         db_files = {os.fspath(f) for f in self._db_files}
         inside = not leads_outside(folder, self.root)   # (and so is every folder under it)
@@ -272,21 +289,23 @@ class WatchedFolder:
             return None
         return out
 
-    def _walked_where_it_leads(self, folder: Path) -> bool:
-        """Whether ``folder`` is reached through a symbolic link (``ln -s .. sub/loop``, ``ln -s
-        notes same``) to a folder the scan walks under its own path: the scan walks real folders
-        first and follows a link only to a folder not walked yet, so the files there are found
-        once, where they lie, and the link adds none. A link to a hidden or excluded folder is
-        the only way in, and its files are taken under it."""
+    def _walked_at(self, folder: str | Path) -> str | None:
+        """Where ``folder`` lies if it is reached through a symbolic link (``ln -s .. sub/loop``,
+        ``ln -s notes same``) to a folder the scan walks under its own path, else ``None``: the
+        scan walks real folders first and follows a link only to a folder not walked yet, so
+        the files there are found once, where they lie, and the link adds none. A link to a
+        hidden or excluded folder is the only way in, and its files are taken under it."""
         real = os.path.realpath(folder)
         if real == os.path.abspath(folder):
-            return False
+            return None
         try:
             rel = Path(real).relative_to(self.root)
         except ValueError:
-            return False   # (out of the folder: ``leads_outside``'s)
-        return not any(part.startswith(".") for part in rel.parts) and not (
-            rel.parts and excluded(rel.as_posix(), self._exclude))
+            return None   # (out of the folder: ``leads_outside``'s)
+        if any(part.startswith(".") for part in rel.parts) or (
+                rel.parts and excluded(rel.as_posix(), self._exclude)):
+            return None
+        return real
 
     @staticmethod
     def _regular(path: str) -> bool:

@@ -1468,6 +1468,28 @@ async def test_a_folder_named_by_a_link_to_a_walked_folder_queues_its_files_wher
     assert "notes/sub/b.txt" in paths and not any(p.startswith("same/") for p in paths), paths
 
 
+async def test_a_file_deleted_by_a_link_to_a_walked_folder_leaves_the_index(corpus, tmp_path):
+    # With `ln -s notes same`, watchfiles watches notes once, under the last path it met it by,
+    # and may name its files by the link's path: a file deleted in notes came as "same/a.txt",
+    # which the index does not hold, so nothing was queued and notes/a.txt stayed indexed until
+    # some other change's sync.
+    settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
+    notes = corpus / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("Zelda Quorn chaired the Lantern Guild at Brisk Hollow.\n")
+    (corpus / "same").symlink_to("notes")
+    async with running(settings, tmp_path / "s.db", corpus) as (daemon, events, send):
+        assert "notes/a.txt" in _indexed_paths(tmp_path / "s.db")
+        mark = len(events)
+        (notes / "a.txt").unlink()
+        async with send:
+            await send.send({(Change.deleted, str(corpus / "same" / "a.txt"))})
+    queued = [e["message"] for e in events[mark:] if e["state"] == "queued"]
+    assert queued == ["1 file (1 deleted); 1 pending"], queued
+    paths = _indexed_paths(tmp_path / "s.db")
+    assert "notes/a.txt" not in paths and not any(p.startswith("same/") for p in paths), paths
+
+
 async def test_an_edit_of_the_settings_file_says_a_restart_applies_it(corpus, tmp_path):
     # Adding *.rst to index.include in DIR/streamrag.toml did nothing, and nothing said so.
     settings = make_settings(index=SMALL, watch={"quiet_s": 0.05})
