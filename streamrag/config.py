@@ -10,6 +10,7 @@ Precedence, lowest first: shipped defaults, the user's TOML file, environment va
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import math
 import os
@@ -300,12 +301,32 @@ MAX_OUTPUT_TOKENS = 128_000
 
 
 def _with_scheme(api_base: str) -> str:
-    """The fix of an api_base given as a host and port without its scheme ("localhost:11434/v1",
-    as Ollama's and llama.cpp's logs print the address): it with http:// (a local server's); else
-    an example. One holding a password (user:pw@host) is not quoted back."""
-    if "://" in api_base or "@" in api_base or not re.match(r"[\w.-]+:\d+(?:/|$)", api_base):
+    """The fix of an api_base given as a host without its scheme: with a port ("localhost:11434/v1",
+    as Ollama's and llama.cpp's logs print the address), or of this machine or a LAN, it with
+    http:// (a local server's); a public host name ("api.openai.com/v1", as providers' pages write
+    it) with https://, as providers serve; else an example. One holding a password (user:pw@host)
+    is not quoted back."""
+    if "://" in api_base or "@" in api_base or not (m := re.match(r"([\w.-]+)(:\d+)?(?:/|$)", api_base)):
         return "e.g. http://localhost:11434/v1"
-    return f"use 'http://{api_base}' (or https:// for a remote provider)"
+    host, port = m.groups()
+    if port:
+        return f"use 'http://{api_base}' (or https:// for a remote provider)"
+    if _local_host(host):
+        return f"use 'http://{api_base}'"
+    if "." in host.strip("."):
+        return f"use 'https://{api_base}'"
+    return "e.g. http://localhost:11434/v1"   # (one word, "nonsense": no host name to trust)
+
+
+def _local_host(host: str) -> bool:
+    """Whether a host is this machine or one on its LAN, whose servers speak plain http."""
+    if host == "localhost" or host.endswith((".local", ".localhost", ".lan", ".internal", ".home.arpa")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_private or address.is_loopback or address.is_link_local
 
 
 # The shortest llm.request_timeout_s: no model's answer arrives sooner (1e-9 failed every call).

@@ -62,6 +62,14 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     # A host and port without the scheme, as a server's log prints it: the URL to give is said.
     ('[llm]\napi_base = "127.0.0.1:11434/v1"\n', "llm.api_base: must start with http:// or https://, use "
                                                   "'http://127.0.0.1:11434/v1' (or https:// for a remote provider)"),
+    # A public host name without a port, as providers' pages write it, is served over https; one of
+    # this machine or a LAN over http. (Both were answered 'e.g. http://localhost:11434/v1'.)
+    ('[llm]\napi_base = "api.openai.com/v1"\n', "llm.api_base: must start with http:// or https://, use "
+                                                 "'https://api.openai.com/v1'"),
+    ('[llm]\napi_base = "192.168.1.20/v1"\n', "llm.api_base: must start with http:// or https://, use "
+                                               "'http://192.168.1.20/v1'"),
+    ('[llm]\napi_base = "localhost/v1"\n', "use 'http://localhost/v1'"),
+    ('[llm]\napi_base = "nonsense"\n', "must start with http:// or https://, e.g. http://localhost:11434/v1"),
     # A port out of range, or a bracket left open, was a traceback at the first call.
     ('[llm]\napi_base = "http://127.0.0.1:99999/v1"\n', "llm.api_base: has no valid host and port (a port "
                                                         "is a number from 1 to 65535)"),
