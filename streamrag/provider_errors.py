@@ -443,10 +443,21 @@ def forbidden_reason(code: str, message: str, setting: str) -> str | None:
     return None
 
 
-def web_page(page: str, wanted: str, url: str, setting: str) -> WebPageAnswer:
+def web_page(page: str, wanted: str, url: str, setting: str, base: str = "") -> WebPageAnswer:
     """A web page where the API should answer (a proxy's sign-in, a wrong address): asking
     again gets the same page (a login page was asked for 7 times, half a minute an ask).
-    ``setting``: what set the address (``base_setting``)."""
+    ``setting``: what set the address (``base_setting``); ``base``: its value, secrets hidden,
+    said with /v1 when its path has no version (``without_version``)."""
     return WebPageAnswer(f"{url}: the answer was {page}, not {wanted}: the address leads to a "
                          f"web page (a proxy's sign-in, a wrong path), not the API; check "
-                         f"{setting}", 200)
+                         f"{setting}{without_version(base, setting)}", 200)
+
+
+def without_version(base: str, setting: str) -> str:
+    """What to try for an api_base whose path has no version (no /v1, /v1beta/openai): a web UI
+    served at the server's root answers every other path with its page, where the API waits
+    under /v1. Said as a possibility: the server decides. '' for one with a version, or none."""
+    if not base or re.search(r"/v\d", httpx.URL(base).path):
+        return ""
+    return (f": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under "
+            f"/v1: try {setting} = {base.rstrip('/') + '/v1'!r}")

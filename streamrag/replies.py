@@ -197,7 +197,8 @@ class Replies:
         """``provider_errors.web_page``, the page's words with the secrets sent hidden: a proxy's
         login page answered with HTTP 200 may quote the request back in its title, as an error
         status's body may (``check_status``)."""
-        return web_page(hidden(page, self.secrets), wanted, url, self.setting)
+        base = "" if self.settings.api_version else without_secrets(self.settings.api_base)
+        return web_page(hidden(page, self.secrets), wanted, url, self.setting, base)
 
     def stream_event(self, data: str, model: str, stage: str) -> dict | None:
         """The event a streamed ``data:`` line carries (None: not an object, passed over);

@@ -2349,6 +2349,27 @@ async def test_a_web_page_where_the_api_should_answer_is_named_and_not_asked_aga
     assert len(endpoint.requests) == 1
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_web_page_on_a_base_without_v1_says_to_try_it(tmp_path, streamed):
+    # A web UI at the server's root answers /chat/completions with its page (200), where the API
+    # is under /v1: it said "check llm.api_base" alone. A base with a version is not told so.
+    page = httpx.Response(200, text="<!doctype html><html><head><title>Open WebUI</title></head></html>",
+                          headers={"content-type": "text/html"})
+    wanted = "a stream of events" if streamed else "JSON"
+    for base, told in (("http://llm.test:8080", True), ("http://llm.test:8080/v1", False)):
+        endpoint = Endpoint(page)
+        with anyio.fail_after(5):
+            async with client(tmp_path / base[-2:], endpoint, api_base=base) as (llm, _):
+                with pytest.raises(LLMRequestError) as err:
+                    await llm.chat(ask(), model="m1", stage="answer",
+                                   on_delta=(lambda _t: None) if streamed else None)
+        said = (f"{base}/chat/completions: the answer was an HTML page: Open WebUI, not {wanted}: the address "
+                "leads to a web page (a proxy's sign-in, a wrong path), not the API; check llm.api_base")
+        hint = (": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under /v1: "
+                f"try llm.api_base = '{base}/v1'")
+        assert str(err.value) == said + (hint if told else "")
+
+
 async def _hang(_body: dict) -> httpx.Response:
     await anyio.sleep(3600)
     raise AssertionError("unreachable")
