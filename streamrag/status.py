@@ -446,6 +446,18 @@ def _unusable_answers_said(unusable: int, again: int) -> str:
     return f"; {counted(unusable, 'answer')} unusable (in errors){of_them}"
 
 
+def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> list[str]:
+    """The failures line: the last update's, and all runs' when more. An update that failed with
+    no item failed (it stopped at the endpoint; its chunks count as the files it left unindexed,
+    said below) names none: "0 in the last update" beside "last update: failed" read as though
+    nothing had gone wrong. Its line is all runs' alone then, or none."""
+    if not last and last_run is not None and last_run["status"] == "failed":
+        return [f"  failures       {total} recorded over all runs"] if total else []
+    return [f"  failures       {last} in the last update"
+            + (f" ({total} recorded over all runs)" if total != last else "")
+            + (_LIST_THEM if told else "")]
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -481,9 +493,7 @@ def format_status(info: dict, db: Path) -> str:
     # How to list them is said once, on the first of the failures, not indexed and settled lines
     # that has any (it was said on each: twice when an update failed with items failed).
     told = bool(last) and "failures" not in info
-    lines.append(f"  failures       {last} in the last update"
-                 + (f" ({total} recorded over all runs)" if total != last else "")
-                 + (_LIST_THEM if told else ""))
+    lines += _failures_line(last, total, info["last_run"], told)
     for f in info.get("failures", []):
         lines.append(f"    [{f['stage']}] {f['message']}")
     lines += not_indexed_lines(info, told=told)

@@ -978,6 +978,27 @@ def test_an_update_that_failed_says_the_files_it_left_unindexed(corpus, tmp_path
     assert info["not_indexed_last_run"] == 0 and info["not_indexed_files"] == [] and "not indexed    " not in text
 
 
+def test_a_first_run_that_failed_says_no_failures_line_of_none(corpus, tmp_path):
+    # Nothing answered the first run: its chunks count as the files it left unindexed, and
+    # status said "failures       0 in the last update" above "last update ...: failed".
+    import httpx
+    import pytest
+
+    from streamrag.errors import LLMUnavailableError
+
+    db = tmp_path / "f.db"
+    settings = make_settings("http://llm.test/v1", llm={"max_retries": 0})
+    with pytest.raises(LLMUnavailableError):
+        anyio.run(lambda: sync([corpus], settings, db, root=corpus, transport=httpx.MockTransport(_refused)))
+    info, text = status_of(db)
+    assert info["last_run"]["status"] == "failed" and info["failures_last_run"] == info["failures_total"] == 0
+    assert info["not_indexed_last_run"] > 0 and "not indexed    " in text, text
+    assert "failures       " not in text, text
+    # With failures of earlier runs, the line says those alone.
+    text = format_status({**info, "failures_total": 2}, db)
+    assert "  failures       2 recorded over all runs" in text.splitlines(), text
+
+
 def test_a_failed_update_counts_a_chunk_of_an_unchanged_file_as_a_failure(corpus, tmp_path, simulator):
     # Another extraction model extracts every chunk again. A failed chunk of a file unchanged on
     # disk is a failure of the update (the file stays indexed as it was), not one of the files it
