@@ -92,7 +92,8 @@ from streamrag.replies import (CUT_OFF, OnLength, Replies, chat_answer, checker,
                                unstreamed)
 from streamrag.store import Store
 from streamrag.tokens import count_message_tokens, count_tokens
-from streamrag.try_timeouts import ModelTimeouts, progress, request_timeout, try_under_way
+from streamrag.try_timeouts import (ModelTimeouts, arriving, progress, request_timeout, timed_out_said,
+                                    try_under_way)
 from streamrag.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -557,9 +558,11 @@ class LLMClient:
                          tries: _Tries | None = None) -> tuple[Answer, float]:
         started = time.perf_counter()
         request = msgspec.json.encode(sendable(self.settings.api_base, payload))
-        resp = await self._http.post(self.chat_url, content=request,
-                                     timeout=request_timeout(),
-                                     extensions=tries.extensions() if tries is not None else None)
+        # (streamed in, to say a try cut off while its answer was arriving: ``arriving``)
+        async with self._http.stream("POST", self.chat_url, content=request, timeout=request_timeout(),
+                                     extensions=tries.extensions() if tries is not None else None) as resp:
+            arriving(streamed=False)
+            await resp.aread()
         self._check_status(resp, self.chat_url, payload["model"], stage)
         body = self._replies.json(resp)
         latency = (time.perf_counter() - started) * 1000
@@ -607,6 +610,7 @@ class LLMClient:
         async with self._http.stream("POST", self.chat_url, content=request,
                                      timeout=request_timeout(),
                                      extensions=tries.extensions() if tries is not None else None) as resp:
+            arriving(streamed=True)
             self._reach.answered()
             if resp.status_code != 200:
                 await resp.aread()
@@ -995,7 +999,7 @@ class LLMClient:
                 with anyio.move_on_after(allowance) as deadline:
                     self._cut_short.add(deadline)
                     try:
-                        with try_under_way(deadline, allowance, timeout):
+                        with try_under_way(deadline, allowance, timeout) as arrival:
                             return await attempt()
                     finally:
                         self._cut_short.discard(deadline)
@@ -1022,7 +1026,7 @@ class LLMClient:
             assert deadline.cancelled_caught
             if self.hopeless:
                 raise _Hopeless
-            raise Retryable(f"the answer made no progress for {timeout:g} s (timeout)", timed_out=True)
+            raise Retryable(timed_out_said(arrival, timeout), timed_out=True)
         finally:
             if probe:
                 probe.set()

@@ -76,15 +76,47 @@ class ModelTimeouts:
                   TIMEOUT_SHRINK_AFTER, grown / 2, self.grown.get(model, self.base))
 
 
+class Arrival:
+    """What of the try's answer had come when its deadline passed (``arriving``): nothing, a
+    whole answer still arriving, or a stream; the timeout's words say which."""
+
+    def __init__(self) -> None:
+        self.answering = False   # its headers came: the answer was under way
+        self.streamed = False
+
+
+# The try under way's ``Arrival``, told by the client's requests (``arriving``).
+ARRIVAL: contextvars.ContextVar[Arrival | None] = contextvars.ContextVar("streamrag_arrival", default=None)
+
+
 @contextlib.contextmanager
-def try_under_way(deadline: anyio.CancelScope, allowance: float, timeout: float) -> Iterator[None]:
+def try_under_way(deadline: anyio.CancelScope, allowance: float, timeout: float) -> Iterator[Arrival]:
     """Within the block, ``deadline`` is the try's, moved on by ``progress``, and its requests
-    time out at ``timeout`` (``request_timeout``)."""
-    token = TRY.set((deadline, allowance, timeout))
+    time out at ``timeout`` (``request_timeout``); it gives what of the answer came (``Arrival``)."""
+    arrival = Arrival()
+    token, told = TRY.set((deadline, allowance, timeout)), ARRIVAL.set(arrival)
     try:
-        yield
+        yield arrival
     finally:
+        ARRIVAL.reset(told)
         TRY.reset(token)
+
+
+def arriving(*, streamed: bool) -> None:
+    """The answer of the try under way began to come (its headers did)."""
+    arrival = ARRIVAL.get()
+    if arrival is not None:
+        arrival.answering, arrival.streamed = True, streamed
+
+
+def timed_out_said(arrival: Arrival, timeout: float) -> str:
+    """What a try cut off at its deadline was doing: a server sending a whole answer 1 byte a
+    second was said to have "made no progress", though it was still arriving."""
+    if not arrival.answering:
+        return f"no answer within {timeout:g} s (timeout)"
+    if arrival.streamed:
+        return f"the streamed answer was under way but sent no text for {timeout:g} s (timeout)"
+    return f"the answer was still arriving after {timeout:g} s (timeout)"
 
 
 def progress() -> None:

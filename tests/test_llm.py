@@ -867,8 +867,12 @@ class Trickle:
             await anyio.sleep(self.every)
 
 
-@pytest.mark.parametrize("kind", ["keepalive", "json", "silent"])
-async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_s(tmp_path, kind):
+@pytest.mark.parametrize("kind, said", [
+    ("keepalive", "the streamed answer was under way but sent no text for 0.6 s (timeout)"),
+    # (A whole answer arriving a byte at a time was said to have "made no progress".)
+    ("json", "the answer was still arriving after 0.6 s (timeout)"),
+    ("silent", "no answer within 0.6 s (timeout)")])
+async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_s(tmp_path, kind, said):
     # A server trickling bytes (keep-alives, a body that never ends) hung index and ask forever:
     # httpx's timeout is per read. A try that makes no progress for request_timeout_s (and a
     # margin) is now a timeout, retried as max_retries says. (Each server here never ends, or is
@@ -880,7 +884,7 @@ async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_
                 await llm.chat(ask(), model="m1", stage="s",
                                on_delta=(lambda _t: None) if kind == "keepalive" else None)
     message = str(err.value)   # (the retry had twice the time)
-    assert "made no progress for 0.6 s (timeout)" in message and "llm.request_timeout_s" in message
+    assert f"last: {said};" in message and "raise llm.request_timeout_s" in message
     assert "failed 2 time(s)" in message and "\n" not in message
     assert len(endpoint.sent) == 2                                   # retried once, as max_retries says
     assert calls(store)[0]["error"] == message
@@ -901,8 +905,8 @@ async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
     slow = Endpoint(latency=1.0)
     with anyio.fail_after(60):
         async with client(tmp_path / "slow", slow, request_timeout_s=0.1, max_retries=6) as (llm, _):
-            with pytest.raises(LLMUnavailableError, match=r"failed 3 time\(s\), last: the answer made no "
-                                                          r"progress for 0.4 s \(timeout\)"):
+            with pytest.raises(LLMUnavailableError, match=r"failed 3 time\(s\), last: no answer within "
+                                                          r"0.4 s \(timeout\)"):
                 await llm.chat(ask(), model="m1", stage="report")
 
 
