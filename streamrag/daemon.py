@@ -245,8 +245,12 @@ class Daemon:
     def __init__(self, settings: Settings, db_path: Path, root: Path, *,
                  report: Callable[[dict[str, Any]], None] = lambda event: None,
                  transport=None, health_s: float = 60.0,
-                 reload: Callable[[], Settings] | None = None, retry_base_s: float | None = None) -> None:
+                 reload: Callable[[], Settings] | None = None, retry_base_s: float | None = None,
+                 warnings: tuple[str, ...] = ()) -> None:
         self.settings = settings
+        # What the command found to say before the daemon began (cmd_watch: the second index it
+        # builds), said at the start as the settings' warnings are: on stdout with --json.
+        self.warnings = warnings
         self.db_path = Path(db_path)
         self.root = Path(root).resolve()
         self.report = report
@@ -612,7 +616,7 @@ class Daemon:
         self.emit("starting", f"{shown(self.root)} -> {shown(db)}, {said} (debounce {w.debounce_ms} ms, "
                               f"quiet {w.quiet_s:g}s, grace {w.grace_s:g}s)",
                   root=str(self.root), db=db, mode=mode, endpoint=endpoint)
-        for line in self.settings.unused_by_indexing():
+        for line in (*self.settings.unused_by_indexing(), *self.warnings):
             self.emit("warning", line, warning=line)
         send, recv = anyio.create_memory_object_stream[dict[str, str]](16)
         self._once = source is None
@@ -1647,10 +1651,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
-    if (note := second_index_note(args, settings, given, db, "watch")) is not None:   # (as `index n/sub` says it)
-        print(f"streamrag: note: {note}", file=sys.stderr)
+    note = second_index_note(args, settings, given, db, "watch")   # (as `index n/sub` says it)
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
-                    reload=lambda: command_settings(args, given, models_for=("index",), quiet=True))
+                    reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
+                    warnings=(note,) if note is not None else ())
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

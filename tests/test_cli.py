@@ -1028,11 +1028,22 @@ def test_a_subfolder_of_an_indexed_folder_watched_alone_is_told_to_watch_the_fol
     (corpus / "sub").mkdir()
     (corpus / "sub" / "new.txt").write_text("Petra Lind joined the Northern Rail Company.\n")
     assert cli_run("index", "-q", "--offline", "corpus", cwd=tmp_path).returncode == 0
+    note = ("corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db; this builds a second, "
+            "separate index, corpus/sub/.streamrag/index.db, which ask and status in corpus/sub read from now "
+            "on; to update corpus's instead, run `streamrag watch --offline corpus`")
+    # Said as the settings' warnings are, a state line at the start: with --json, an event on
+    # stdout, not a plain line on stderr beside the events (it was "streamrag: note: ..." there).
+    out = cli_run("watch", "--once", "--offline", "--json", "corpus/sub", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(e["state"], e.get("warning")) for e in events[:2]] == [("starting", None), ("warning", note)], events
+    assert "is inside corpus" not in out.stderr, out.stderr
+    # Without --json, on stderr as every state line is.
+    shutil.rmtree(corpus / "sub" / ".streamrag")
     out = cli_run("watch", "--once", "--offline", "corpus/sub", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert ("streamrag: note: corpus/sub is inside corpus, indexed in corpus/.streamrag/index.db; this builds "
-            "a second, separate index, corpus/sub/.streamrag/index.db, which ask and status in corpus/sub "
-            "read from now on; to update corpus's instead, run `streamrag watch --offline corpus`\n") in out.stderr
+    (line,) = [line for line in out.stderr.splitlines() if "is inside corpus" in line]
+    assert line.endswith(f" warning     {note}"), line
 
 
 def test_a_folder_copied_with_its_kept_index_is_pointed_to_the_copy_s_index(cli_run, corpus, tmp_path):
