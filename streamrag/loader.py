@@ -94,12 +94,17 @@ TITLE_CHARS = 100
 # under 320 characters read as cp1252 or Latin-1 throughout with more than two control characters,
 # or any and few spaces, is a binary file (``_short_and_binary``: a 64-byte digest was text);
 # short cp1252 text with a digit zero is not UTF-16 CJK text (``_WESTERN``: "2031" read as kana).
-VERSION = "18"
+# 19: a run of NULs opening or ending a file (a crash's unwritten end, a log rotated with
+# copytruncate) is dropped and the text between read (``_NUL_RUN``: it was a binary file).
+VERSION = "19"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
 # first 8 KB made it binary).
 _FEW_NULS = 8
+# A run of at least this many NULs opening or ending a file is dropped, the text between judged as
+# a file's whole (a log whose first or last blocks are zeros was a binary file, not indexed).
+_NUL_RUN = 16
 # A character a JSON string escapes alone (``"\ud800"``), which no UTF-8 can hold: stored, it
 # stopped the run (and the daemon) at the file.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -498,15 +503,20 @@ def read_documents(path: Path, *, root: Path | None, text_field: str = "text",
         if not stat.S_ISREG((st or os.stat(path)).st_mode):   # made a pipe since the scan: opening it waits
             raise InputError(f"{label}: {why_unusable(path)}")
         with path.open("rb") as f:
-            head = f.read(_SNIFF)
-            if _clearly_binary(head):   # before the rest is read: a 3 GB sparse file took 3 GB
+            start, head = _past_leading_nuls(f)
+            # Judged before the rest is read (a 3 GB sparse file took 3 GB), without the NULs its
+            # first bytes end with (a short file's may be its crash's end).
+            if _clearly_binary(_without_trailing_nuls(head)[0]):
                 _binary(label)
-            f.seek(0)   # (the whole read at once: the head and the rest joined were a second copy)
+            f.seek(start)   # (the whole read at once: the head and the rest joined were a second copy)
             data = f.read()
     except OSError as e:
         why = e.strerror or str(e)
         raise UnreadableFile(unreadable_line(label, why, kept=False), why=why) from None
     warnings: list[str] = []
+    data, end = _without_trailing_nuls(data)
+    if start or end:
+        warnings.append(_nul_runs_line(label, start, end))
     held = [_decode(data, label, warnings, os.fspath(path))]
     del data   # (a big file's bytes, not kept beside its text)
     text = _newlines(held)   # (once they are let go: a CRLF file's were held beside two copies of its text)
@@ -807,6 +817,66 @@ def _many_nuls(head: bytes) -> bool:
         return True
     # A short file: one NUL amid clean text is a stray; beside other control bytes, binary.
     return nuls > 1 or (nuls == 1 and _CONTROL.search(head.decode("latin-1").replace("\0", "")) is not None)
+
+
+def _first_data(f) -> int:
+    """Where a file's first written bytes are: past the hole a sparse file opens with (what a log
+    truncated by logrotate's copytruncate becomes while its writer goes on at its offset), found
+    without reading it; 0 when the system cannot tell, or the file holds no data at all."""
+    try:
+        return os.lseek(f.fileno(), 0, os.SEEK_DATA)
+    except (AttributeError, OSError):   # (no SEEK_DATA here; ENXIO: all hole, or empty)
+        return 0
+
+
+def _past_leading_nuls(f) -> tuple[int, bytes]:
+    """Where a file's text begins, past a run of NULs it opens with (a hole, ``_first_data``, and
+    NULs written within the first ``_SNIFF`` bytes after it), and its first ``_SNIFF`` bytes from
+    there. A run shorter than ``_NUL_RUN``, or one filling all the bytes read (a file of zeros: a
+    binary file, judged without reading on), is no run: (0, the first bytes). In text holding NULs
+    (UTF-16 or UTF-32, ``_wide``) the start is a multiple of 4, so its characters stay whole."""
+    at = _first_data(f)
+    f.seek(at)
+    head = f.read(_SNIFF)
+    lead = len(head) - len(head.lstrip(b"\0"))
+    start = at + lead
+    start -= start % 4 if _wide(head[lead:]) else 0
+    if lead == len(head) or start < _NUL_RUN:
+        return at, head
+    return start, head[start - at:]
+
+
+def _without_trailing_nuls(data: bytes) -> tuple[bytes, int]:
+    """``data`` without a run of NULs it ends with (what a crash leaves of a file being written:
+    its size grown, its last blocks never written), and how many went; a run shorter than
+    ``_NUL_RUN``, or all of ``data``, stays (a stray NUL), and in text holding NULs (``_wide``)
+    so do those of its last character (the text cut at a multiple of 4). Found a slice at a
+    time: no copy of the whole file unless there is a run to cut."""
+    end = len(data)
+    while end:
+        piece = data[max(0, end - _SNIFF):end]
+        kept = len(piece.rstrip(b"\0"))
+        end -= len(piece) - kept
+        if kept:
+            break
+    if _wide(data[max(0, end - _SNIFF):end]):
+        end += -end % 4
+    run = len(data) - end
+    # (Zeros alone are no text's end: a binary file, judged so from its first bytes.)
+    return (data[:len(data) - run], run) if run >= _NUL_RUN and end else (data, 0)
+
+
+def _wide(text_bytes: bytes) -> bool:
+    """Whether bytes of text hold NULs, as UTF-16 and UTF-32 do (a character of several bytes)."""
+    return b"\0" in text_bytes
+
+
+def _nul_runs_line(label: str, start: int, end: int) -> str:
+    """The warning that the runs of NULs a file opened (``start`` bytes) or ended with (``end``)
+    were dropped."""
+    where = " and ".join(f"{n:,} at its {side}" for n, side in ((start, "start"), (end, "end")) if n)
+    return (f"{label}: NUL bytes dropped ({where}: what a crash, or a log rotated with copytruncate, "
+            "leaves); the text between is indexed")
 
 
 def _clearly_binary(head: bytes) -> bool:

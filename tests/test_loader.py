@@ -1361,6 +1361,34 @@ def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_who
     assert sum(read) <= 8192
 
 
+def test_a_run_of_nuls_opening_or_ending_a_text_file_is_dropped_and_said(tmp_path):
+    # What a crash leaves (the last blocks of a file never written) and a log rotated with
+    # copytruncate becomes (a hole up to where its writer goes on): each was a binary file.
+    text = "Ada Osk met Bram Tull in the harbour of Port Vale.\n" * 40
+    cases = {"end.txt": text.encode() + b"\0" * 4096, "short.txt": b"Ada Osk met Bram.\n" + b"\0" * 512,
+             "start.txt": b"\0" * 4096 + text.encode(), "both.txt": b"\0" * 100 + text.encode() + b"\0" * 20}
+    for name, data in cases.items():
+        [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
+        assert doc.text == data.strip(b"\0").decode() and len(warnings) == 1, name
+    assert warnings == ["both.txt: NUL bytes dropped (100 at its start and 20 at its end: what a crash, or a log "
+                        "rotated with copytruncate, leaves); the text between is indexed"]
+    rotated = tmp_path / "rotated.log.txt"   # (a hole of 1 MB, read from past it)
+    with rotated.open("wb") as out:
+        out.truncate(1_000_000)
+        out.seek(1_000_000)
+        out.write(text.encode())
+    [doc], warnings = read_documents(rotated, root=tmp_path)
+    assert doc.text == text and "1,000,000 at its start" in warnings[0]
+    # UTF-16 without a byte-order mark keeps its last character's NUL (a multiple of 4 is cut).
+    wide = write(tmp_path / "wide.txt", ("Ada Osk met Bram Tull. " * 20).encode("utf-16-le") + b"\0" * 33)
+    [doc], _ = read_documents(wide, root=tmp_path)
+    assert doc.text == "Ada Osk met Bram Tull. " * 20
+    # A NUL run between texts is no crash's end: still a binary file, as a file of zeros is.
+    middle = write(tmp_path / "middle.txt", text.encode() + b"\0" * 4096 + text.encode())
+    with pytest.raises(InputError, match="binary file"):
+        read_documents(middle, root=tmp_path)
+
+
 def test_a_leading_double_star_in_index_include_matches_the_top_folder_too(tmp_path):
     # "**/*.txt" (as gitignore and most tools read it) left out every .txt at the top of the
     # folder: a second run took them out of the index without a word.
