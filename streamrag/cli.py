@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -1172,6 +1173,11 @@ def _show_logs(debug: bool) -> None:
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """``parse_args``, but an unknown option is reported by the command it was given to, with
     the option it most looks like (`ask --levle 1` said only "unrecognized arguments")."""
+    dashed = _dashed_question(parser, sys.argv[1:] if argv is None else argv)
+    if dashed:
+        parser.commands["ask"].error(  # type: ignore[attr-defined]
+            f'{dashed}: a question that begins with - is read as an option; put -- before it: '
+            f'streamrag ask -- "{dashed}" [DIR]')
     args, extras = parser.parse_known_args(argv)
     if _folder_passed_over(args, extras):
         args.folder, extras = extras[0], []
@@ -1191,6 +1197,29 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         hints.append('quote a question of several words: streamrag ask "QUESTION" [DIR]')
     command.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
     raise AssertionError("unreachable")  # error() exits
+
+
+def _dashed_question(parser: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """The question of ``ask`` that begins with "-" (`ask "-Marard" notes`), which argparse reads
+    as an option it does not know: it said "unrecognized arguments: -Marard", or with no DIR
+    that QUESTION was missing. None for what argparse takes as a question ("-Odile Marard?",
+    holding a space, or "-5"), for what follows ``--``, and for a misspelt option (`--levle`,
+    `-m`, `-fresh`), which ``_parse`` names with the option it looks like."""
+    commands = [a for a in argv if not a.startswith("-")]
+    if not commands or commands[0] != "ask":
+        return None
+    rest = argv[argv.index("ask") + 1:]
+    known = [s for action in parser.commands["ask"]._actions for s in action.option_strings]  # type: ignore[attr-defined]
+    for arg in rest[:rest.index("--")] if "--" in rest else rest:
+        if (not arg.startswith("-") or arg.startswith("--") or len(arg) <= 2 or " " in arg
+                or re.fullmatch(r"-\d+|-\d*\.\d+", arg)):
+            continue
+        option = arg.split("=", 1)[0]
+        if (any(k.startswith(option) for k in known)
+                or difflib.get_close_matches(option, known, n=1, cutoff=0.75)):
+            continue
+        return arg
+    return None
 
 
 def _long_option_for(option: str, known: list[str]) -> list[str]:

@@ -945,6 +945,17 @@ def test_a_short_option_that_is_none_is_named_with_the_long_one_it_stands_for(cl
     assert "did you mean" not in err          # no long option of that letter: no guess
 
 
+def test_a_question_beginning_with_a_dash_is_told_to_follow_two_dashes(cli):
+    # `ask "-Marard" notes` said "unrecognized arguments: -Marard", and `ask "-Marard"` that
+    # "the following arguments are required: QUESTION": argparse reads it as an option.
+    for argv in (("ask", "-Marard", "x"), ("ask", "-Marard"), ("ask", "--json", "-Marard?")):
+        err = cli(*argv, code=2, fragments=("begins with -", "streamrag ask -- "))
+        assert argv[-1 if argv[-1] != "x" else -2] in err
+    cli("ask", "--levle", "1", "x", code=2, fragments=("did you mean --level?",))   # a typo is still one
+    err = cli("ask", "--bogus", "x", code=2, fragments=("unrecognized arguments: --bogus",))
+    assert "begins with -" not in err          # a long option is no question
+
+
 def test_a_level_deeper_than_the_index_is_said(cli_run, indexed, monkeypatch):
     from streamrag import global_search
 
