@@ -316,13 +316,15 @@ def _tokens(question: str) -> list[re.Match[str]]:
     """The words of ``question`` as names are read: a capitalised word and the capitalised ones
     apostrophes join it to are one ("O'Brien", "D’Arcy", and of "O'Brien's"): as "O" and
     "Brien", "Mary O'Brien" was no name, and was never said missing. ("Scrooge's", "don't" and
-    "d'Artagnan" are two words, as before.)"""
+    "d'Artagnan" are two words, as before; so are "O'BRIEN'S" and "O'BRIEN", its last "S" the
+    possessive's written in capitals.)"""
     out: list[re.Match[str]] = []
     pos = 0
     for m in _APOSTROPHED.finditer(question):
         out += _TOKEN.finditer(question, pos, m.start())
         parts = _APOSTROPHE.split(m.group())
-        joined = next((k for k, part in enumerate(parts) if not part[:1].isupper()), len(parts))
+        joined = next((k for k, part in enumerate(parts)
+                       if not part[:1].isupper() or (part == "S" and k == len(parts) - 1)), len(parts))
         start = m.start()
         if joined > 1:   # (each apostrophe is one character)
             end = start + len("'".join(parts[:joined]))

@@ -3258,6 +3258,16 @@ def test_a_name_with_an_apostrophe_is_one_name(tmp_path):
                     "What did Scrooge's nephew do?": []}, said
 
 
+def test_a_possessive_written_in_capitals_is_no_part_of_the_name(tmp_path):
+    # "KEVIN O'BRIEN'S SISTER?" read "O'BRIEN'S" as one name, as "O'Brien" is (its parts all
+    # capitalised), and said the index has no "O'BRIEN'S SISTER" (synth_small: "ODILE MARARD'S
+    # JOB?" said nothing mentions "MARARD'S JOB"). Its "S" is the possessive's, as "s" is.
+    said = unknown_names_of(tmp_path / "i.db", {"e-k": "Kevin O'Brien", "e-s": "Scrooge"},
+                            ("Kevin O'Brien met Scrooge at the quay. Scrooge's nephew waved.",), (
+        "KEVIN O'BRIEN'S SISTER?", "KEVIN O’BRIEN’S SISTER?", "SCROOGE'S NEPHEW?"))
+    assert said == {"KEVIN O'BRIEN'S SISTER?": [], "KEVIN O’BRIEN’S SISTER?": [], "SCROOGE'S NEPHEW?": []}, said
+
+
 async def test_a_missing_name_with_an_apostrophe_is_said_as_any_other(offline_db):
     offline = make_settings("", index=INDEX)
     for name in ("Mary Smith", "Mary O'Brien", "Mary O’Brien"):
