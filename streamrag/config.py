@@ -708,7 +708,7 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
         base = base[:route.start()] if (route := _ROUTE_RE.search(base)) else base
         version = urllib.parse.parse_qs(query).get("api-version")
         problems.append(("llm.api_base", f"is the base URL, without a query string: use {base!r}"
-                         + (f" and set llm.api_version = {version[0]!r}" if version else "")))
+                         + _version_advice(version[0] if version else "", llm.api_version)))
     elif (route := _ROUTE_RE.search(llm.api_base)) is not None:
         problems.append(("llm.api_base", f"is the base URL, without {route.group(0)} (streamrag adds "
                          f"it): use {llm.api_base[:route.start()]!r}"))
@@ -778,6 +778,18 @@ def file_order(user: dict) -> dict[str, int]:
         for field in (values if isinstance(values, dict) else ()):
             order[f"{section}.{field}"] = len(order)
     return order
+
+
+def _version_advice(in_url: str, set_: str) -> str:
+    """What to do with the api-version a query string of ``api_base`` gives (``in_url``), beside
+    the llm.api_version already set: "set llm.api_version = X" was said of one set to another
+    version, which the fix would have silently replaced."""
+    if not in_url or in_url == set_:
+        return "" if not in_url else f" (llm.api_version = {set_!r} already sends it)"
+    if set_:
+        return (f"; its api-version={in_url} is not llm.api_version = {set_!r}, the one sent: keep "
+                f"there the version your deployment takes")
+    return f" and set llm.api_version = {in_url!r}"
 
 
 def _in_order(lines: list[tuple[str, str]], origins: dict[str, str] | None,

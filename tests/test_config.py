@@ -136,6 +136,14 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_base = "https://a.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"\n',
      "llm.api_base: is the base URL, without a query string: use "
      "'https://a.openai.azure.com/openai/deployments/d' and set llm.api_version = '2024-10-21'"),
+    # ... beside an llm.api_version set to another version, the advice was to set it to the URL's.
+    ('[llm]\napi_version = "2024-10-21"\napi_base = "https://a.openai.azure.com/openai/deployments/d'
+     '?api-version=2024-06-01"\n',
+     "use 'https://a.openai.azure.com/openai/deployments/d'; its api-version=2024-06-01 is not "
+     "llm.api_version = '2024-10-21', the one sent: keep there the version your deployment takes"),
+    ('[llm]\napi_version = "2024-10-21"\napi_base = "https://a.openai.azure.com/openai/deployments/d'
+     '?api-version=2024-10-21"\n',
+     "use 'https://a.openai.azure.com/openai/deployments/d' (llm.api_version = '2024-10-21' already sends it)"),
 ])
 def test_a_bad_file_names_the_file_and_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)
