@@ -203,7 +203,24 @@ def tls_context() -> ssl.SSLContext:
     bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``). httpx made one per client, loading the CA
     bundle again (50 ms, some 1 MB) for each sync of a daemon, an http:// endpoint's too.
     An ``SSLContext`` is shared safely between connections, clients and event loops."""
-    return _tls(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    try:
+        return _tls(cafile, capath)
+    except OSError as e:   # (ssl.SSLError is one: a file of no certificate)
+        raise ConfigError(unread_ca_bundle(cafile, capath, e)) from None
+
+
+def unread_ca_bundle(cafile: str | None, capath: str | None, e: OSError) -> str:
+    """One line for a CA bundle ``SSL_CERT_FILE`` (or ``SSL_CERT_DIR``) names that cannot be
+    loaded: it was a traceback from inside httpx, the variable unnamed. httpx reads the file
+    first and the folder only without one."""
+    var, value = ("SSL_CERT_FILE", cafile) if cafile else ("SSL_CERT_DIR", capath)
+    if isinstance(e, ssl.SSLError):
+        what = f"holds no certificate that can be read ({e.reason or e})"
+    else:
+        what = "no such file" if isinstance(e, FileNotFoundError) else f"cannot be read ({e.strerror or e})"
+    return (f"{var}={value}: {what}; set {var} to a PEM file of the certificates to trust (a company "
+            f"proxy's, a server's own), or unset it to trust the usual ones")
 
 
 class LLMClient:

@@ -2890,6 +2890,20 @@ async def test_the_clients_of_one_process_share_one_tls_context(tmp_path, monkey
     assert made == [{"cafile": certifi.where()}]
 
 
+@pytest.mark.parametrize("content, said", [(None, "no such file"), ("not a certificate\n", "holds no certificate")])
+def test_a_ca_bundle_that_cannot_be_loaded_is_one_line_naming_its_variable(tmp_path, monkeypatch, content, said):
+    # SSL_CERT_FILE naming a file gone (or not PEM) was a traceback from inside httpx, the
+    # variable unnamed.
+    bundle = tmp_path / "ca.pem"
+    if content is not None:
+        bundle.write_text(content)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    with pytest.raises(ConfigError) as e:
+        LLMClient(LLMSettings(api_base="https://api.example.com/v1"), "")
+    assert str(e.value).startswith(f"SSL_CERT_FILE={bundle}: {said}")
+    assert "set SSL_CERT_FILE to a PEM file" in str(e.value) and "or unset it" in str(e.value)
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_web_page_quoting_the_key_is_said_with_the_key_hidden(tmp_path, streamed):
     # A proxy's login page answered with HTTP 200 was quoted by its title unhidden.
