@@ -415,8 +415,11 @@ def _sections() -> dict[str, type]:
 
 
 def _did_you_mean(section: str, field: str) -> str:
-    """`` (did you mean llm.api_base?)`` for a near miss of a valid key, else ``""``."""
+    """`` (did you mean llm.api_base?)`` for a near miss of a valid key, else ``""``. Every name
+    is lowercase, and TOML's are case-sensitive: ``[LLM]`` or ``API_BASE`` (as the environment
+    variable is written) is matched lowercased, and was said with no key to write instead."""
     sections = _sections()
+    field = field.lower()
     if section in sections:
         names = list(sections[section].__struct_fields__)
         if field == "model" and "extraction_model" in names:  # other tools' single model key

@@ -128,6 +128,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
+    # TOML is case-sensitive and every name lowercase: these were said with no key to write instead.
+    ('[LLM]\napi_base = "http://localhost:11434/v1"\n', "LLM: unknown setting; did you mean [llm]?"),
+    ('[llm]\nAPI_BASE = "http://localhost:11434/v1"\n', "llm.API_BASE: unknown setting; did you mean llm.api_base?"),
+    ("CHUNK_SIZE = 600\n", "CHUNK_SIZE: unknown setting; did you mean index.chunk_size (under [index])?"),
     # The README's `llm.requests_per_minute = 0` appended to a file that ends with [watch].
     ("[watch]\nquiet_s = 2.0\nllm.requests_per_minute = 0\n",
      "watch.llm: unknown setting: a line `llm.NAME = ...` below the [watch] header is read as "
