@@ -37,7 +37,7 @@ import anyio
 
 from streamrag import __version__, index_rows
 from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
-                              problems_line)
+                              problems_line, without_secrets)
 from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
@@ -95,11 +95,33 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     settings.no_network = bool(getattr(args, "offline", False))
     if passed_over is not None:
         print(f"streamrag: warning: {_passed_over(passed_over, near, settings)}", file=sys.stderr)
+    if models_for and not quiet and (line := _file_base_unused(settings)) is not None:   # (not status)
+        print(f"streamrag: note: {line}", file=sys.stderr)
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
         print(f"streamrag: warning: {problems_line(settings.set_aside, settings.source)}"
               f" ({args.command} calls no model, so goes on; index, ask and watch refuse it until it is "
               "fixed)", file=sys.stderr)
     return settings
+
+
+def _file_base_unused(settings: Settings) -> str | None:
+    """The line saying STREAMRAG_API_BASE is used where the settings file names another
+    endpoint, or None. The environment beats the file, without a word: a variable left set in a
+    shell's profile sent every run to the old endpoint while the file, edited, named the new one."""
+    if settings.api_base_from != "STREAMRAG_API_BASE" or settings.source == "defaults":
+        return None
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(settings.source).read_bytes().decode("utf-8-sig"))
+        in_file = str(data.get("llm", {}).get("api_base", "")).strip().rstrip("/")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return None
+    if not in_file or in_file == settings.llm.api_base:
+        return None
+    return (f"STREAMRAG_API_BASE={without_secrets(settings.llm.api_base)} is used, not the llm.api_base "
+            f"{without_secrets(in_file)!r} of {settings.source} (the environment beats the file); "
+            "unset STREAMRAG_API_BASE to use the file's")
 
 
 def _passed_over(here: Path, near: Path, settings: Settings) -> str:

@@ -993,6 +993,22 @@ def test_api_base_errors_name_the_env_var_or_the_flag(cli, monkeypatch):
                       override_names={"llm.api_base": "--api-base"})
 
 
+def test_an_environment_endpoint_over_another_in_the_file_is_said(cli, capsys, monkeypatch, tmp_path):
+    # STREAMRAG_API_BASE beats llm.api_base without a word: a variable left in a shell's profile
+    # sent every run to the old endpoint while the file, edited, named another.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("Ray Tan met Sue Uno in Lima.\n")
+    (tmp_path / "notes" / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n')
+    monkeypatch.setenv("STREAMRAG_API_BASE", "http://127.0.0.1:8/v1")
+    err = cli("index", "--estimate", "notes", "--json", code=0)
+    assert err == (f"streamrag: note: STREAMRAG_API_BASE=http://127.0.0.1:8/v1 is used, not the llm.api_base "
+                   f"'http://127.0.0.1:9/v1' of {tmp_path / 'notes' / 'streamrag.toml'} (the environment "
+                   "beats the file); unset STREAMRAG_API_BASE to use the file's\n")
+    monkeypatch.setenv("STREAMRAG_API_BASE", "http://127.0.0.1:9/v1/")   # (the file's own: nothing to say)
+    assert main(["index", "--estimate", "notes", "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("text, expected", [
     ('[index]\nencoding = "p50k_base"\n', "use one of 'o200k_base', 'cl100k_base'"),
     ('[index]\nextractor = "gpt"\n', "use one of 'auto', 'llm', 'nlp'"),
