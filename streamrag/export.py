@@ -34,24 +34,37 @@ def _rows(store: Store, sql: str):
 def _sections(store: Store, *, entity_documents: bool = True) -> dict:
     """What an export holds, section by section; big sections are generators over the store
     (call inside a snapshot), so a writer that skips one never reads it. Without
-    ``entity_documents`` (GraphML) entities do not list the documents that mention them."""
+    ``entity_documents`` (GraphML) entities and relationships do not list the documents that
+    mention them."""
     members: dict[str, list[str]] = defaultdict(list)
     for community_id, entity_id in store.conn.execute(
             "SELECT community_id, entity_id FROM community_members ORDER BY entity_id"):
         members[community_id].append(entity_id)
 
-    def entities():
-        rows = _rows(store, "SELECT id, name, type, description, mentions, degree FROM entities ORDER BY id")
+    def with_documents(rows, sources: str, key: str):
+        """``rows``, each with the paths of the documents whose chunks ``sources`` (its
+        provenance table, ``key`` naming the row) say it from."""
         if not entity_documents:
             yield from rows
             return
         docs_of: dict[str, set[str]] = defaultdict(set)
-        for entity_id, path in store.conn.execute(
-                "SELECT DISTINCT s.entity_id, d.path FROM entity_sources s JOIN document_chunks dc "
+        for row_id, path in store.conn.execute(
+                f"SELECT DISTINCT s.{key}, d.path FROM {sources} s JOIN document_chunks dc "
                 "ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
-            docs_of[entity_id].add(path)
+            docs_of[row_id].add(path)
         for r in rows:
             yield {**r, "documents": sorted(docs_of.get(r["id"], ()))}
+
+    def entities():
+        yield from with_documents(_rows(store, "SELECT id, name, type, description, mentions, degree "
+                                               "FROM entities ORDER BY id"), "entity_sources", "entity_id")
+
+    def relationships():
+        # Their provenance as the entities': a relationship's weight alone did not say which
+        # documents it came from (relationship_sources held it, and no export did).
+        yield from with_documents(_rows(store, "SELECT id, source, target, description, weight, mentions, "
+                                               "combined_degree FROM relationships ORDER BY id"),
+                                  "relationship_sources", "relationship_id")
 
     def reports():
         for r in _rows(store, "SELECT c.id AS community, r.key, r.title, r.summary, r.rating, "
@@ -64,8 +77,7 @@ def _sections(store: Store, *, entity_documents: bool = True) -> dict:
     return {
         "documents": _rows(store, "SELECT id, path, title, tokens FROM documents ORDER BY path"),
         "entities": entities(),
-        "relationships": _rows(store, "SELECT id, source, target, description, weight, mentions, "
-                                      "combined_degree FROM relationships ORDER BY id"),
+        "relationships": relationships(),
         "claims": _rows(store, "SELECT * FROM claims ORDER BY id"),
         "communities": [{**r, "members": members.get(r["id"], [])} for r in _rows(
             store, "SELECT id, level, parent, size FROM communities ORDER BY level, id")],

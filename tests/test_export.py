@@ -355,3 +355,22 @@ def test_an_export_that_the_next_index_would_take_in_is_refused(tmp_path):
     assert not (corpus / "x.txt").exists()
     for fine in ("graph.json", ".hidden/x.txt", str(tmp_path / "x.txt")):   # not a document to be
         assert run("export", fine).returncode == 0, fine
+
+
+def test_json_relationships_name_the_documents_they_come_from(offline_db, tmp_path):
+    data = json.loads(_exported(offline_db, tmp_path / "graph.json"))
+    conn = sqlite3.connect(offline_db)
+    try:
+        expected = {}
+        for rel, path in conn.execute(
+                "SELECT DISTINCT s.relationship_id, d.path FROM relationship_sources s JOIN document_chunks dc "
+                "ON dc.chunk_id = s.chunk_id JOIN documents d ON d.id = dc.doc_id"):
+            expected.setdefault(rel, set()).add(path)
+    finally:
+        conn.close()
+    # Every relationship has its provenance, as entities have theirs (none did: no "documents")
+    assert expected and len(data["relationships"]) == len(expected)
+    for r in data["relationships"]:
+        assert r["documents"] == sorted(expected[r["id"]]), r["id"]
+    paths = {d["path"] for d in data["documents"]}
+    assert all(set(r["documents"]) <= paths for r in data["relationships"])
