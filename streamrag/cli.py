@@ -848,8 +848,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"path": os.path.abspath(out), "format": fmt, **counts})
     else:
-        print(f"wrote {args.out}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), file=sys.stderr)
+        from streamrag.status import counted
+        # (a one-community index said "1 communities")
+        print(f"wrote {args.out}: " + ", ".join(counted(v, _ONE[k]) for k, v in counts.items()), file=sys.stderr)
     return 0
+
+
+# The word for one of each section an export's counts name.
+_ONE = {"entities": "entity", "relationships": "relationship", "communities": "community", "reports": "report"}
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

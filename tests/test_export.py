@@ -374,3 +374,25 @@ def test_json_relationships_name_the_documents_they_come_from(offline_db, tmp_pa
         assert r["documents"] == sorted(expected[r["id"]]), r["id"]
     paths = {d["path"] for d in data["documents"]}
     assert all(set(r["documents"]) <= paths for r in data["relationships"])
+
+
+def test_the_line_of_an_export_of_one_of_each_says_it_in_the_singular(tmp_path, monkeypatch, capsys):
+    from streamrag.cli import main
+
+    corpus = tmp_path / "one"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Harbor Authority met Port Council.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["index", "--offline", "one"]) == 0
+    db = corpus / ".streamrag" / "index.db"
+    conn = sqlite3.connect(db)
+    try:
+        counts = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("entities", "relationships", "communities", "reports")]
+    finally:
+        conn.close()
+    assert counts[1:] == [1, 1, 1], counts
+    capsys.readouterr()
+    assert main(["export", "graph.json", "one"]) == 0
+    # It said "1 relationships, 1 communities, 1 reports"
+    assert capsys.readouterr().err == f"wrote graph.json: {counts[0]} entities, 1 relationship, 1 community, 1 report\n"
