@@ -823,12 +823,12 @@ def _sigterm_as_interrupt():
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from streamrag.export import check_out, export, format_for
+    from streamrag.export import check_out, export, format_for, writes_to_stdout
 
     out = Path(args.out)
-    if args.json and str(out) == "-":   # (the object would land inside the export)
-        raise UsageError("--json prints its object on standard output, where `export -` writes the "
-                         "export; give a file to write (e.g. graph.json), or drop --json")
+    if args.json and writes_to_stdout(out):   # (the object would land inside the export)
+        raise UsageError(f"--json prints its object on standard output, where `export {args.out}` writes "
+                         "the export; give a file to write (e.g. graph.json), or drop --json")
     fmt = format_for(args.out, args.format)
     check_out(args.out, fmt)  # before the store is opened: the cheaper mistake first
     _check_indexed_folder(args)

@@ -131,6 +131,12 @@ def _stdout_is(path: Path) -> bool:
         return False
 
 
+def writes_to_stdout(out: Path | str) -> bool:
+    """Whether an export to ``out`` lands on standard output: ``-``, or a name of the file or
+    pipe standard output is (`export /dev/stdout`, `export - > FILE` given FILE)."""
+    return str(out) == "-" or _stdout_is(Path(out))
+
+
 def check_not_input(store: Store, out: Path | str, fmt: str, settings_files: Iterable[Path] = (),
                     include: Sequence[str] = ()) -> None:
     """Refuses an ``out`` that is one of the export's own inputs, before anything is written:

@@ -396,3 +396,17 @@ def test_the_line_of_an_export_of_one_of_each_says_it_in_the_singular(tmp_path, 
     assert main(["export", "graph.json", "one"]) == 0
     # It said "1 relationships, 1 communities, 1 reports"
     assert capsys.readouterr().err == f"wrote graph.json: {counts[0]} entities, 1 relationship, 1 community, 1 report\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="no /dev/stdout")
+def test_json_is_refused_with_an_export_written_to_standard_output_by_its_name(offline_db, tmp_path):
+    written = tmp_path / "out.json"
+    with open(written, "w") as stdout:
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "--json", "/dev/stdout",
+                               "--db", str(offline_db)], stdout=stdout, stderr=subprocess.PIPE,
+                              text=True, cwd=tmp_path, timeout=120)
+    # It wrote the export and its object into one stream (no JSON a script could read), exit 0
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("streamrag: error: --json prints its object on standard output, where `export "
+                           "/dev/stdout` writes the export; give a file to write (e.g. graph.json), or drop --json\n")
+    assert written.read_text(encoding="utf-8") == ""
