@@ -1275,6 +1275,17 @@ def _first(group: BaseExceptionGroup) -> BaseException:
     return _first(inner) if isinstance(inner, BaseExceptionGroup) else inner
 
 
+def _database_error_only(group: BaseExceptionGroup) -> sqlite3.Error | None:
+    """The SQLite error a task group raised when nothing else went wrong, else None. A stage
+    feeding workers that such an error ended finds their stream broken (anyio's
+    BrokenResourceError): an echo of it, not a second fault (a full disk while the reports were
+    saved came out as a traceback)."""
+    inner, rest = group.split(sqlite3.Error)
+    if rest is not None:
+        rest = rest.split(anyio.BrokenResourceError)[1]
+    return _first(inner) if inner is not None and rest is None else None
+
+
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
@@ -1427,9 +1438,8 @@ def _main(argv: list[str] | None) -> int:
             return _output_unwritten(unwritten)
         error = e if isinstance(e, StreamragError) else user_error(e)
         if error is None and isinstance(e, BaseExceptionGroup) and not debug:
-            inner, rest = e.split(sqlite3.Error)
-            if inner is not None and rest is None:   # (raised inside a task group, and nothing else)
-                return _failed(args, _database_failed(_first(inner)), 1)
+            if (database := _database_error_only(e)) is not None:   # (raised inside a task group)
+                return _failed(args, _database_failed(database), 1)
         if debug or error is None:
             raise
         code = 2 if isinstance(error, UsageError) else EXIT_BUSY if isinstance(error, WriterBusyError) else 1

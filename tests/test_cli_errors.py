@@ -1446,3 +1446,23 @@ def test_readers_of_an_index_file_read_only_in_a_writable_folder_leave_the_folde
         assert out.returncode == 0, out.stderr
     finally:
         db.chmod(0o644)
+
+
+def test_a_disk_that_fills_while_reports_are_written_is_one_line(cli, tmp_path, monkeypatch):
+    # A full disk while the reports were saved came out as a traceback: the report worker the
+    # error ended closed its stream, and the loop feeding it communities found the stream broken
+    # (anyio.BrokenResourceError), a second error in the group beside SQLite's.
+    from streamrag import index_rows
+
+    folder = tmp_path / "notes"
+    shutil.copytree(DATA / "harbor", folder)
+    (folder / "streamrag.toml").write_text("[pipeline]\nqueue_size = 1\n")   # (the feeder waits on the worker)
+
+    def full(store, report):
+        error = sqlite3.OperationalError("database or disk is full")
+        error.sqlite_errorname = "SQLITE_FULL"
+        raise error
+
+    monkeypatch.setattr(index_rows, "save_report", full)
+    cli("index", "-q", "--offline", str(folder), code=1,
+        fragments=("the disk holding the index database is full", "free some space"))
