@@ -592,11 +592,15 @@ class Store:
         side = [Path(f"{self.path}{s}") for s in ("-wal", "-shm")]
         if not readonly and (refusal := unwritable_here(self.path)) is not None:
             raise refusal
-        locked = [f for f in (self.path, *side) if not readonly and f.is_file() and not os.access(f, os.W_OK)]
+        locked = [f for f in (self.path, *side)
+                  if not readonly and f.is_file() and (not os.access(f, os.W_OK) or _immutable(f))]
         if locked:
             # (SQLite opens it read-only without a word, and the first write failed mid-run; a
             # reader makes -shm with the file's mode, so it stays read-only after a chmod of it)
             files = " ".join(f"'{f}'" for f in (self.path, *side) if f.exists())
+            if _immutable(locked[0]):   # (no chmod lifts it, root's neither)
+                raise StoreError(f"{locked[0]}: the index file is marked immutable or append-only, so "
+                                 f"no one may write it; lift that (chattr -i -a '{locked[0]}', as root)")
             raise StoreError(f"{locked[0]}: the index file is read-only to you; make it writable "
                              f"(chmod u+w {files}), or run as its owner")
         try:
@@ -1371,6 +1375,26 @@ def _not_upgraded(path: Path, applied: int, e: BaseException) -> StoreError:
                       f"{SCHEMA_VERSION}) and must be upgraded once, which cannot be done where it lies "
                       f"({why}); copy {what} to a folder you may write and open the copy once there "
                       "(`streamrag status --db COPY`, or run `streamrag index` on it), then use the copy")
+
+
+_FS_IOC_GETFLAGS = 0x80086601      # (Linux: a file's attributes, as lsattr reads them)
+_IMMUTABLE_OR_APPEND = 0x10 | 0x20   # FS_IMMUTABLE_FL, FS_APPEND_FL: chattr +i, +a
+
+
+def _immutable(path: Path) -> bool:
+    """Whether the file at ``path`` is marked immutable or append-only (``chattr +i``, ``+a``):
+    no one may write it, whatever its mode, so the chmod the refusal advised changed nothing.
+    False where that cannot be asked (not Linux, a file system without attributes)."""
+    try:
+        import array
+        import fcntl
+
+        flags = array.array("l", [0])
+        with open(path, "rb") as f:
+            fcntl.ioctl(f.fileno(), _FS_IOC_GETFLAGS, flags, True)
+    except (ImportError, OSError):
+        return False
+    return bool(flags[0] & _IMMUTABLE_OR_APPEND)
 
 
 def _read_only_here(path: Path) -> str | None:

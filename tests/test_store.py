@@ -1293,6 +1293,26 @@ def test_an_index_file_read_only_to_its_writer_is_one_line(tmp_path, monkeypatch
         Store(db)
 
 
+@pytest.mark.parametrize("attribute", ["+i", "+a"])
+def test_an_index_file_marked_immutable_is_refused_naming_chattr(tmp_path, attribute):
+    # chattr +i: the refusal said "chmod u+w", which changes nothing (root was refused too);
+    # chattr +a: the file looked writable, and the run failed with a traceback at its first write.
+    db = tmp_path / "index.db"
+    Store(db).close()
+    data = db.read_bytes()
+    if subprocess.run(["chattr", attribute, str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr is not available here (or the file system has no attributes)")
+    try:
+        with pytest.raises(StoreError, match=r"index\.db: the index file is marked immutable or append-only, "
+                                             r"so no one may write it; lift that \(chattr -i -a '.*index\.db', as root\)"):
+            Store(db)
+        Store(db, readonly=True).close()   # still read
+    finally:
+        subprocess.run(["chattr", "-i", "-a", str(db)], check=True)
+    assert db.read_bytes() == data
+    Store(db).close()   # the fix it gives is all there is to do
+
+
 def test_a_reader_of_an_index_file_read_only_to_it_makes_nothing_beside_it_but_reads_a_writers_log(tmp_path,
                                                                                                      monkeypatch):
     # A reader makes -wal and -shm with the file's mode, and only a connection that may write
