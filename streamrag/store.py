@@ -35,7 +35,7 @@ from typing import Any
 
 from streamrag.errors import IndexMissingError, StoreBusyError, StoreError, StreamragError, WriterBusyError, disk_full
 from streamrag.terms import INVISIBLE, fts_text
-from streamrag.terminal import one_line, shown
+from streamrag.terminal import one_line, shell_word, shown
 
 log = logging.getLogger(__name__)
 
@@ -600,7 +600,7 @@ class Store:
             files = " ".join(f"'{f}'" for f in (self.path, *side) if f.exists())
             if _immutable(locked[0]):   # (no chmod lifts it, root's neither)
                 raise StoreError(f"{locked[0]}: the index file is marked immutable or append-only, so "
-                                 f"no one may write it; lift that (chattr -i -a '{locked[0]}', as root)")
+                                 f"no one may write it; lift that (chattr -i -a {shell_word(locked[0])}, as root)")
             raise StoreError(f"{locked[0]}: the index file is read-only to you; make it writable "
                              f"(chmod u+w {files}), or run as its owner")
         try:
