@@ -1303,8 +1303,8 @@ def test_an_index_file_marked_immutable_is_refused_naming_chattr(tmp_path, attri
     if subprocess.run(["chattr", attribute, str(db)], capture_output=True).returncode != 0:
         pytest.skip("chattr is not available here (or the file system has no attributes)")
     try:
-        with pytest.raises(StoreError, match=r"index\.db: the index file is marked immutable or append-only, "
-                                             r"so no one may write it; lift that \(chattr -i -a '.*index\.db', as root\)"):
+        with pytest.raises(StoreError, match=re.escape(f"{db}: the index file is marked immutable or append-only, "
+                                                       f"so no one may write it; lift that (chattr -i -a {db}, as root)")):
             Store(db)
         Store(db, readonly=True).close()   # still read
     finally:
