@@ -1382,7 +1382,7 @@ _IMMUTABLE_OR_APPEND = 0x10 | 0x20   # FS_IMMUTABLE_FL, FS_APPEND_FL: chattr +i,
 
 
 def _immutable(path: Path) -> bool:
-    """Whether the file at ``path`` is marked immutable or append-only (``chattr +i``, ``+a``):
+    """Whether the file (or folder) at ``path`` is marked immutable or append-only (``chattr +i``, ``+a``):
     no one may write it, whatever its mode, so the chmod the refusal advised changed nothing.
     False where that cannot be asked (not Linux, a file system without attributes)."""
     try:
@@ -1390,8 +1390,11 @@ def _immutable(path: Path) -> bool:
         import fcntl
 
         flags = array.array("l", [0])
-        with open(path, "rb") as f:
-            fcntl.ioctl(f.fileno(), _FS_IOC_GETFLAGS, flags, True)
+        fd = os.open(path, os.O_RDONLY)   # (a folder too)
+        try:
+            fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        finally:
+            os.close(fd)
     except (ImportError, OSError):
         return False
     return bool(flags[0] & _IMMUTABLE_OR_APPEND)
@@ -1426,9 +1429,12 @@ def unwritable_here(path: Path, given: str = "--db") -> StoreError | None:
         why = "its folder is read-only to you" if not os.access(path.parent, os.W_OK) else None
     if why is None or why.startswith("its folder") and all(f.is_file() for f in side):
         return None   # (with its -wal and -shm there, SQLite writes it without a new file)
+    fix = ""
+    if why.startswith("its folder"):   # (no chmod lifts a folder's immutable mark, root's neither)
+        fix = (f", or lift its folder's immutable mark (chattr -i -a {shell_word(path.parent)}, as root)"
+               if _immutable(path.parent) else ", or make its folder writable")
     return StoreError(f"{path}: the index cannot be written where it lies ({why}); copy it to a folder "
-                      f"you may write and give {given} the copy"
-                      + (", or make its folder writable" if why.startswith("its folder") else ""))
+                      f"you may write and give {given} the copy{fix}")
 
 
 def _split_sql(script: str) -> list[str]:

@@ -1313,6 +1313,27 @@ def test_an_index_file_marked_immutable_is_refused_naming_chattr(tmp_path, attri
     Store(db).close()   # the fix it gives is all there is to do
 
 
+def test_an_index_in_a_folder_marked_immutable_is_refused_naming_chattr(tmp_path):
+    # chattr +i on the index's folder: the refusal said "make its folder writable", which no
+    # chmod does (root was refused the same).
+    folder = tmp_path / "kept"
+    folder.mkdir()
+    db = folder / "index.db"
+    Store(db).close()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr is not available here (or the file system has no attributes)")
+    try:
+        with pytest.raises(StoreError, match=re.escape(
+                f"{db}: the index cannot be written where it lies (its folder is read-only to you); copy it "
+                f"to a folder you may write and give --db the copy, or lift its folder's immutable mark "
+                f"(chattr -i -a {folder}, as root)")):
+            Store(db)
+        Store(db, readonly=True).close()   # still read
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    Store(db).close()   # the fix it gives is all there is to do
+
+
 def test_a_reader_of_an_index_file_read_only_to_it_makes_nothing_beside_it_but_reads_a_writers_log(tmp_path,
                                                                                                      monkeypatch):
     # A reader makes -wal and -shm with the file's mode, and only a connection that may write
