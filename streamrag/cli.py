@@ -38,7 +38,7 @@ import anyio
 from streamrag import __version__, index_rows
 from streamrag.config import (API_BASE_HELP, CONFIG_NAME, Settings, default_config_text, find_config, load_settings,
                               problems_line, without_secrets)
-from streamrag.errors import (ConfigError, IndexMissingError, StreamragError, UsageError, WriterBusyError,
+from streamrag.errors import (ConfigError, IndexMissingError, StoreError, StreamragError, UsageError, WriterBusyError,
                               user_error)
 from streamrag.signals import Terminated, until_sigterm
 from streamrag.status import counted as _n, format_status, gather_status, llm_summary, unusable_said
@@ -507,6 +507,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         with progress.show(prog, lambda: indexer.llm.stats if indexer.llm else {}, enabled=not args.quiet):
             result = anyio.run(partial(until_sigterm, ended=_run_recorded), partial(indexer.run, paths))
         _bound_wal(db)   # (the writer lock still held)
+    if not Path(db).exists():
+        raise StoreError(_deleted_meanwhile(db))
     if args.json:
         # asked_again: of llm.errors, the unusable answers a later try answered, as watch's idle
         # line and status count them (a script saw errors 39 and could not tell 14 left nothing out)
@@ -532,6 +534,14 @@ def cmd_index(args: argparse.Namespace) -> int:
               "lists them)", file=sys.stderr)
         return 1
     return 0
+
+
+def _deleted_meanwhile(db: Path) -> str:
+    """The error of a run whose index was deleted while it wrote it (``rm -rf .streamrag``, a
+    ``git clean -x`` of the folder): its connection wrote on into the deleted file, and the run
+    said "Indexed into ..." of an index no longer there."""
+    return (f"{db}: the index was deleted while this run wrote it, and what it built went with it; "
+            "run the same command again to build it again")
 
 
 def _bound_wal(db: Path) -> None:

@@ -1466,3 +1466,25 @@ def test_a_disk_that_fills_while_reports_are_written_is_one_line(cli, tmp_path, 
     monkeypatch.setattr(index_rows, "save_report", full)
     cli("index", "-q", "--offline", str(folder), code=1,
         fragments=("the disk holding the index database is full", "free some space"))
+
+
+def test_an_index_deleted_while_index_writes_it_is_said_not_reported_built(cli, tmp_path, monkeypatch):
+    # `rm -rf .streamrag` (a `git clean -x`) while `index` ran: its connection wrote on into the
+    # deleted file, and it said "Indexed into ... (version 1)", exit 0, of an index no longer there.
+    from streamrag import index_rows
+
+    folder = tmp_path / "notes"
+    shutil.copytree(DATA / "harbor", folder)
+    real = index_rows.save_report
+
+    def deleting(store, report):
+        shutil.rmtree(folder / ".streamrag", ignore_errors=True)
+        return real(store, report)
+
+    monkeypatch.setattr(index_rows, "save_report", deleting)
+    db = folder / ".streamrag" / "index.db"
+    cli("index", "-q", "--offline", str(folder), code=1,
+        fragments=(f"{db}: the index was deleted while this run wrote it", "run the same command again"))
+    monkeypatch.setattr(index_rows, "save_report", real)
+    assert main(["index", "-q", "--offline", str(folder)]) == 0   # the fix it gives is all there is to do
+    assert db.is_file()
