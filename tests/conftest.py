@@ -40,6 +40,21 @@ def check_shortcuts():
 
 
 @pytest.fixture(autouse=True)
+def reads_nothing_as_unchanging():
+    """Each test starts as a command does, having read no index as unchanging: the set is the
+    process's (one command's), and a test that read an index in a read-only folder left it
+    filled, so a later test's damaged index in the same worker was said to have "changed while
+    it was read" (which test ran before it decided that)."""
+    from streamrag import store
+
+    was = set(store._unchanging)
+    store._unchanging.clear()
+    yield
+    store._unchanging.clear()
+    store._unchanging.update(was)
+
+
+@pytest.fixture(autouse=True)
 def ctrl_c_raises():
     """Ctrl-C raises KeyboardInterrupt in every test, as in a terminal: a pytest-xdist worker, or
     a run started in the background by a shell, ignores SIGINT, and the tests of what Ctrl-C
