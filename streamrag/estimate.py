@@ -69,6 +69,7 @@ from typing import NamedTuple
 import msgspec
 
 from streamrag import chunker, ids, index_rows, loader, nlp
+from streamrag.answer_cache import AnswerCache
 from streamrag.cache import cache_key
 from streamrag.call_log import UNUSABLE_RUNS
 from streamrag.chunking_marks import check_not_newer, chunker_key, cuts_again, reading_change
@@ -81,10 +82,12 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
+from streamrag.gleaner import _yes_no_bias, found_list, merge_round
 from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
 from streamrag.on_disk import change_stamp, covered, file_names, retimed, same_on_disk, still_there
+from streamrag.parsing import parse_records, parse_yes_no
 from streamrag.pipeline import check_not_downgraded, nothing_found
 from streamrag.prompts import load_prompt
 from streamrag.report_stage import built_min_members, children_of, deepest_first, report_attempt
@@ -281,11 +284,25 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # (a stored chunk's count may be another encoding's: counted again)
             tokens = c.tokens if c.id in chunked else count_tokens(c.text, ix.encoding)
             prompt = count_prompt_tokens(asked[c.id].messages, c.text, tokens, ix.encoding)
+            checks = gleans = 0
+            ended = False
             if keys[c.id] in cached:
                 add("extract", 1, 0, 0, cached=1)   # a call, answered by the cache: free
+                # (its gleaning rounds too, as far as the cache answers them: an index built with
+                # index.max_gleanings 1 and run with 2 was estimated 202 calls for the run's 43)
+                checks, gleans, ended = _gleaned_from_cache(store, settings, prompts, c, keys[c.id])
+                for stage, answered in (("glean_check", checks), ("glean", gleans)):
+                    if answered:   # (a stage the run does not ask has no row)
+                        add(stage, answered, 0, 0, cached=answered)
             else:
                 add("extract", 1, prompt, _measured(r.extract_completion, prompt, FIRST_ROUND_COMPLETION * tokens))
-            for checked, gleaned in _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off"):
+            rounds = [] if ended else _rounds(r, ix.max_gleanings, checks=ix.glean_check != "off")[gleans:]
+            if rounds and checks > gleans:
+                rounds[0] = (0.0, 1.0)   # (its check said yes, from the cache: its gleaning is asked)
+            elif rounds and gleans and (reached := rounds[0][0] or rounds[0][1]):
+                # (its last gleaning from the cache added something: the next round is asked)
+                rounds = [(checked / reached, gleaned / reached) for checked, gleaned in rounds]
+            for checked, gleaned in rounds:
                 if checked:
                     check = r.check_prompt * prompt if r.check_prompt is not None else \
                         count_prompt_tokens(prompts.glean_check.render(text=c.text, found=found), c.text, tokens,
@@ -418,6 +435,49 @@ def _rounds(r: Ratios, max_gleanings: int, *, checks: bool) -> list[tuple[float,
         out.append((reached if checks else 0.0, gleaned))
         reached = gleaned * r.glean_adds
     return out
+
+
+def _cached_text(store: Store, key: str) -> str | None:
+    """The text of the answer the cache holds under ``key``, if one can be read."""
+    answer, _ = AnswerCache(store, True).answer(key)
+    return None if answer is None else answer.text
+
+
+def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
+                        first: str) -> tuple[int, int, bool]:
+    """The gleaning rounds of ``chunk``, whose first extraction answer the cache holds under
+    ``first``, that the cache answers too, asked as ``gleaner.glean`` asks them: (checks and
+    gleanings answered, whether its gleaning ends within them). A run after an interruption,
+    or with another index.max_gleanings or claims setting, asks them again of the cache."""
+    ix, model, temperature = settings.index, settings.llm.extraction_model, settings.llm.temperature
+    answer = _cached_text(store, first)
+    if answer is None:
+        return 0, 0, False
+    extraction = parse_records(answer, entity_types=ix.entity_types)
+    biased = ix.glean_check == "logit_bias" and settings.llm.logit_bias
+    check_options = request_options(temperature, max_tokens=1, logit_bias=_yes_no_bias(settings)) if biased \
+        else request_options(temperature, max_tokens=3)
+    checks = gleans = 0
+    for _ in range(ix.max_gleanings):
+        if ix.glean_check != "off":
+            messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
+            said = _cached_text(store, cache_key(model, messages, check_options, prompts.glean_check.name,
+                                                 prompts.glean_check.version))
+            if said is None or parse_yes_no(said) is None:
+                return checks, gleans, False
+            checks += 1
+            if parse_yes_no(said) is False:
+                return checks, gleans, True
+        messages = prompts.glean.render(text=chunk.text, found=found_list(extraction),
+                                        entity_types=entity_types_text(settings))
+        answer = _cached_text(store, cache_key(model, messages, request_options(temperature),
+                                               prompts.glean.name, prompts.glean.version))
+        if answer is None:
+            return checks, gleans, False
+        gleans += 1
+        if merge_round(extraction, parse_records(answer, entity_types=ix.entity_types)) == 0:
+            return checks, gleans, True
+    return checks, gleans, True
 
 
 def _gleaning_keys(settings: Settings) -> set[str]:
@@ -1046,8 +1106,11 @@ def format_estimate(e: dict) -> str:
         lines.append(f"  {stage:<12} {_paid_calls(s['calls'] - s['cached'])}  {s['prompt_tokens']:>12,} prompt  "
                      f"{s['completion_tokens']:>10,} completion")
     if u["cached"]:
-        lines.append(f"  ({counted(u['cached'], 'first extraction answer')} {'is' if u['cached'] == 1 else 'are'} "
-                     "in the cache, from an earlier run: not counted)")
+        first = u["by_stage"].get("extract", {}).get("cached", 0)
+        gleaning = u["cached"] - first
+        also = f"; so {'is' if gleaning == 1 else 'are'} {counted(gleaning, 'gleaning answer')}" if gleaning else ""
+        lines.append(f"  ({counted(first, 'first extraction answer')} {'is' if first == 1 else 'are'} "
+                     f"in the cache, from an earlier run: not counted{also})")
     # (A first index's estimate read as if measured on its model: nothing said it had no calls to go by.)
     # (An index of 15 calls of these models was said to hold none: 20 of a stage are needed.)
     few = e.get("model_calls", 0)

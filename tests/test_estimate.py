@@ -858,6 +858,25 @@ async def test_gleanings_adding_something_are_counted_after_index_max_gleanings_
     assert off_by(asked(est, "glean_check"), paid(done.llm, "glean_check")) <= 0.1, (est["llm"], done.llm)
 
 
+async def test_gleaning_answers_in_the_cache_are_not_counted_after_index_max_gleanings_rose(tmp_path, simulator):
+    # Built gleaning one round at most, then estimated with two: the first extraction answers
+    # were found in the cache, the first round's checks and gleanings, in it too, counted as
+    # paid (synth_small: 202 calls estimated for the run's 43 paid, all second-round checks).
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    settings = make_settings(simulator.base_url, index={"max_gleanings": 2})
+    est, done = await index_and_estimate(docs, settings, db)
+    by_stage = est["llm"]["by_stage"]
+    assert done.llm["glean"]["cached"] > 0 and paid(done.llm, "glean_check") > 0, done.llm
+    for stage in ("glean_check", "glean"):
+        assert by_stage[stage]["cached"] == done.llm[stage]["cached"], (stage, by_stage, done.llm)
+    assert paid(by_stage, "glean_check") == paid(done.llm, "glean_check"), (by_stage, done.llm)
+    assert paid(by_stage, "glean") <= paid(done.llm, "glean") + 1, (by_stage, done.llm)
+    assert f"so are {by_stage['glean_check']['cached'] + by_stage['glean']['cached']} gleaning answers)" \
+        in format_estimate(est)
+
+
 def test_a_first_index_s_summaries_and_reports_are_whole_calls_and_their_tokens_those_of_the_calls(tmp_path):
     # Two chunks' one community was said "report 1 calls ... 1,233 completion" (1.37 reports'
     # tokens, FIRST_REPORTS), their 9.6 summaries 10 calls of 1,920 prompt tokens: the calls
@@ -1312,7 +1331,8 @@ def test_one_call_is_said_one_call(cli_run, tmp_path, simulator):
         conn.execute("DELETE FROM extractions")
     conn.close()
     text = cli_run(*common, "--estimate").stdout
-    assert "  (1 first extraction answer is in the cache, from an earlier run: not counted)" in text, text
+    assert "  (1 first extraction answer is in the cache, from an earlier run: not counted; so is 1 gleaning " \
+        "answer)" in text, text
 
 
 def test_an_estimate_says_the_files_with_nothing_to_index_as_index_does(cli_run, tmp_path):
