@@ -12,7 +12,7 @@ stands for good, until the context or the report settings change.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -100,6 +100,7 @@ class ReportStage:
                                          or len(self.dirty) * _FEW_DIRTY > len(communities))
         self.old_children = {parent: {k.id for k in kids}
                              for parent, kids in children_of(state.old_communities).items()}
+        self.old_members = {k.id: k.members for k in state.old_communities}
 
         # Report answers unusable on runs in a row, by attempt (context and output budget): the
         # published counts, and this run's (those of attempts made or settled now).
@@ -265,7 +266,8 @@ class ReportStage:
         report = index_rows.load_report(self.store, key)
         if report is None and by_llm and previous is not None and ix.report_regen_threshold > 0:
             prev_report = index_rows.load_report(self.store, previous)
-            if close_enough(prev_report, ctx.elements, ix.report_regen_threshold):
+            if close_enough(prev_report, ctx.elements, ix.report_regen_threshold) and not names_withdrawn(
+                    prev_report, self.old_members.get(c.id, ()), self.state.entities):
                 report = prev_report
         return report
 
@@ -378,6 +380,16 @@ def close_enough(previous: Report | None, elements: dict, threshold: float) -> b
     close to its context as it is, it was kept for good, and the model never asked again."""
     return previous is not None and not previous.extractive and \
         changed_fraction(previous.elements, elements) < threshold
+
+
+def names_withdrawn(previous: Report, members: Iterable[str], entities: Collection[str]) -> bool:
+    """Whether ``previous`` report may name an entity the graph no longer holds, which keeps it
+    from being kept under index.report_regen_threshold: one in its elements, or a member of its
+    community as last published (a parent's context quotes its children's reports, which named
+    theirs). A deleted document withdraws its entities from every report, not only from those
+    whose context changed by the threshold's share."""
+    elements = previous.elements or {}
+    return any(e not in entities for e in (*elements.get("entities", ()), *members))
 
 
 def unusable_runs(runs: int, error: LLMError) -> int:

@@ -418,6 +418,40 @@ async def test_regen_threshold_keeps_reports_of_small_changes(generated, tmp_pat
     assert results["lenient"].reports_generated < results["strict"].reports_generated
 
 
+async def test_regen_threshold_keeps_no_report_naming_an_entity_an_edit_withdrew(generated, tmp_path, simulator):
+    # Under the threshold, a report whose context lost one entity of many was kept as it was:
+    # an edit taking a name out of the only document naming it left its large community's report,
+    # written from the entity's line (here C5 of 22 members), and on synth_small one titled with
+    # the name, which global search went on quoting while ask said nothing in the index names it.
+    settings = make_settings(simulator.base_url, index={"report_regen_threshold": 0.5})
+    corpus = folder(generated, tmp_path / "c", range(1, 31))
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    with store.snapshot():
+        # An entity one document names, in the largest community (its share of the context is
+        # least), and part of no other's name.
+        gone, name, path = next((r["id"], r["name"], r["path"]) for r in store.query(
+            "SELECT e.id, e.name, min(d.path) AS path, max(c.size) AS size FROM entities e"
+            " JOIN entity_sources s ON s.entity_id = e.id JOIN document_chunks dc ON dc.chunk_id = s.chunk_id"
+            " JOIN documents d ON d.id = dc.doc_id JOIN community_members m ON m.entity_id = e.id"
+            " JOIN communities c ON c.id = m.community_id WHERE e.name LIKE '% %'"
+            " AND NOT EXISTS (SELECT 1 FROM entities o WHERE o.id != e.id AND instr(o.name, e.name))"
+            " GROUP BY e.id HAVING count(DISTINCT d.id) = 1 ORDER BY size DESC, e.id"))
+    store.close()
+    doc = corpus / path
+    doc.write_text(doc.read_text().replace(name, "the official"))
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    with store.snapshot():
+        assert not list(store.query("SELECT id FROM entities WHERE name = ?", (name,)))
+        naming = [r["id"] for r in store.query(   # (by its name, or its line in the context)
+            "SELECT c.id FROM communities c JOIN reports r ON r.key = c.report_key"
+            " WHERE instr(r.text, ?) OR instr(r.elements, ?)", (name, gone))]
+    store.close()
+    assert naming == []
+
+
 @pytest.mark.parametrize("refusal", [
     {"json": {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}},
     {"json": {"error": {"message": "Limit reached for requests per day"}}, "headers": {"retry-after": "30000"}},
