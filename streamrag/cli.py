@@ -858,9 +858,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"path": os.path.abspath(out), "format": fmt, **counts})
     else:
-        from streamrag.status import counted
         # (a one-community index said "1 communities")
-        print(f"wrote {args.out}: " + ", ".join(counted(v, _ONE[k]) for k, v in counts.items()), file=sys.stderr)
+        print(f"wrote {args.out}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items()), file=sys.stderr)
     return 0
 
 
