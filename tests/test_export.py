@@ -410,3 +410,26 @@ def test_json_is_refused_with_an_export_written_to_standard_output_by_its_name(o
     assert done.stderr == ("streamrag: error: --json prints its object on standard output, where `export "
                            "/dev/stdout` writes the export; give a file to write (e.g. graph.json), or drop --json\n")
     assert written.read_text(encoding="utf-8") == ""
+
+
+def test_documents_are_matched_to_their_rows_past_provenance_of_rows_gone(offline_db, tmp_path):
+    db = tmp_path / "index.db"
+    shutil.copy(offline_db, db)
+    before = json.loads(_exported(db, tmp_path / "before.json"))
+    conn = sqlite3.connect(db)
+    try:
+        chunk = conn.execute("SELECT chunk_id FROM document_chunks LIMIT 1").fetchone()[0]
+        ids = [r[0] for r in conn.execute("SELECT id FROM relationships ORDER BY id")]
+        # Provenance of ids no row has, before the first row, between two rows and after the last,
+        # and a relationship left with none: the paths are read in step with the rows
+        for orphan in ("", ids[0] + "0", ids[-1] + "0"):
+            conn.execute("INSERT INTO relationship_sources VALUES (?, ?, 'x', 1)", (orphan, chunk))
+            conn.execute("INSERT INTO entity_sources VALUES (?, ?, 'x', 'x', 'x')", (orphan, chunk))
+        conn.execute("DELETE FROM relationship_sources WHERE relationship_id = ?", (ids[1],))
+        conn.commit()
+    finally:
+        conn.close()
+    after = json.loads(_exported(db, tmp_path / "after.json"))
+    assert after["entities"] == before["entities"]
+    assert [r["documents"] for r in after["relationships"]] == [
+        [] if r["id"] == ids[1] else r["documents"] for r in before["relationships"]]
