@@ -108,15 +108,7 @@ def _file_base_unused(settings: Settings) -> str | None:
     """The line saying STREAMRAG_API_BASE is used where the settings file names another
     endpoint, or None. The environment beats the file, without a word: a variable left set in a
     shell's profile sent every run to the old endpoint while the file, edited, named the new one."""
-    if settings.api_base_from != "STREAMRAG_API_BASE" or settings.source == "defaults":
-        return None
-    import tomllib
-
-    try:
-        data = tomllib.loads(Path(settings.source).read_bytes().decode("utf-8-sig"))
-        in_file = str(data.get("llm", {}).get("api_base", "")).strip().rstrip("/")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
-        return None
+    in_file = settings.file_api_base   # (load_settings keeps it; the file is not read again)
     if not in_file or in_file == settings.llm.api_base:
         return None
     return (f"STREAMRAG_API_BASE={without_secrets(settings.llm.api_base)} is used, not the llm.api_base "

@@ -140,6 +140,7 @@ class Settings(_Section):
     api_key: str = ""
     source: str = ""
     api_base_from: str = "llm.api_base"   # what set it, as messages name it: --api-base, STREAMRAG_API_BASE
+    file_api_base: str = ""   # the settings file's llm.api_base, when STREAMRAG_API_BASE is used over it
     # --offline (index, watch): no call at all, embeddings too; ``index.extractor = "nlp"`` in a
     # file still embeds with an endpoint. (--offline with an embedding model called the endpoint,
     # and failed the run when it was down, the very case the flag is reached for.)
@@ -954,7 +955,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
         path = Path(path)
         user = _read_toml(path)
         order = file_order(user)
-        for key in ("api_key", "llm.api_key", "source", "api_base_from", "set_aside", "no_network"):
+        for key in ("api_key", "llm.api_key", "source", "api_base_from", "file_api_base", "set_aside", "no_network"):
             if key not in order:
                 continue
             section, _, field = key.rpartition(".")
@@ -971,7 +972,10 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     override_base = (overrides or {}).get("llm", {}).get("api_base") is not None
     # Set blank, as set empty, the variable is unset: " " overrode the file's endpoint with none,
     # and the run went offline saying only "offline" in its summary.
+    file_base = ""
     if env.get("STREAMRAG_API_BASE", "").strip() and not override_base:
+        if path is not None and isinstance(llm := user.get("llm"), dict):
+            file_base = str(llm.get("api_base", "")).strip().rstrip("/")
         data = _merge(data, {"llm": {"api_base": env["STREAMRAG_API_BASE"]}})
         origins["llm.api_base"] = f"STREAMRAG_API_BASE={env['STREAMRAG_API_BASE']}"
     if overrides:
@@ -990,6 +994,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     settings.source = where
     if "llm.api_base" in origins:
         settings.api_base_from = origins["llm.api_base"].split("=")[0].split(" ")[0]
+    settings.file_api_base = file_base
     _check(settings, where, origins, models_for=models_for, mistyped=mistyped, unknown=refused + unknown,
            order=order)
     return settings

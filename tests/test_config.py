@@ -774,3 +774,13 @@ def test_a_store_path_into_a_folder_really_named_with_a_space_is_taken(tmp_path)
     assert refusal(write(tmp_path / "cfg", f'[store]\npath = "{tmp_path}/USB /idx /n.db"\n')).endswith(
         f"store.path: '{tmp_path}/USB /idx /n.db' has spaces around the folder name 'idx '; remove them: "
         f"use '{tmp_path}/USB /idx/n.db'")
+
+
+def test_the_files_api_base_set_aside_by_the_environment_is_kept_and_not_read_from_the_file(tmp_path):
+    path = tmp_path / "streamrag.toml"
+    path.write_text('[llm]\napi_base = " http://file:1/v1/ "\n', encoding="utf-8")
+    assert load_settings(path, env={"STREAMRAG_API_BASE": "http://env:2/v1"}).file_api_base == "http://file:1/v1"
+    assert load_settings(path, env={}).file_api_base == ""   # (the file's is used: nothing set aside)
+    path.write_text('file_api_base = "http://x:3/v1"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="file_api_base: unknown setting"):
+        load_settings(path, env={})
