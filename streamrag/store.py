@@ -1377,27 +1377,25 @@ def _not_upgraded(path: Path, applied: int, e: BaseException) -> StoreError:
                       "(`streamrag status --db COPY`, or run `streamrag index` on it), then use the copy")
 
 
-_FS_IOC_GETFLAGS = 0x80086601      # (Linux: a file's attributes, as lsattr reads them)
-_IMMUTABLE_OR_APPEND = 0x10 | 0x20   # FS_IMMUTABLE_FL, FS_APPEND_FL: chattr +i, +a
+_IMMUTABLE_OR_APPEND = 0x10 | 0x20   # STATX_ATTR_IMMUTABLE, STATX_ATTR_APPEND: chattr +i, +a
 
 
 def _immutable(path: Path) -> bool:
     """Whether the file (or folder) at ``path`` is marked immutable or append-only (``chattr +i``, ``+a``):
     no one may write it, whatever its mode, so the chmod the refusal advised changed nothing.
-    False where that cannot be asked (not Linux, a file system without attributes)."""
+    False where that cannot be asked (not Linux, a file system without attributes). Asked of the
+    path (statx), not of the file opened: closing a descriptor of a file drops every POSIX lock
+    the process holds on it, and an ``ask`` opened its writer beside its reader's SQLite locks."""
     try:
-        import array
-        import fcntl
+        import ctypes
 
-        flags = array.array("l", [0])
-        fd = os.open(path, os.O_RDONLY)   # (a folder too)
-        try:
-            fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
-        finally:
-            os.close(fd)
-    except (ImportError, OSError):
+        statx = ctypes.CDLL(None, use_errno=True).statx
+    except (ImportError, OSError, AttributeError, TypeError):   # (no C library to ask, no statx in it)
         return False
-    return bool(flags[0] & _IMMUTABLE_OR_APPEND)
+    found = ctypes.create_string_buffer(256)   # a struct statx: its stx_attributes at byte 8
+    if statx(-100, os.fsencode(path), 0, 0, found) != 0:   # (-100: AT_FDCWD, a path as given)
+        return False
+    return bool(ctypes.c_uint64.from_buffer(found, 8).value & _IMMUTABLE_OR_APPEND)
 
 
 def _read_only_here(path: Path) -> str | None:

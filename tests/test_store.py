@@ -1334,6 +1334,37 @@ def test_an_index_in_a_folder_marked_immutable_is_refused_naming_chattr(tmp_path
     Store(db).close()   # the fix it gives is all there is to do
 
 
+def _locks_held(db: Path) -> list[str]:
+    """The POSIX locks this process holds on the index and its -wal and -shm, as /proc/locks lists them."""
+    inodes = {os.stat(f).st_ino: f.name for f in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if f.exists()}
+    held = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == "POSIX" and fields[4] == str(os.getpid()) and int(fields[5].split(":")[2]) in inodes:
+            held.append(f"{inodes[int(fields[5].split(':')[2])]} {fields[3]} {fields[6]}-{fields[7]}")
+    return sorted(held)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="no /proc/locks to read the locks held")
+def test_opening_an_index_to_write_keeps_the_locks_its_reader_holds(tmp_path):
+    # ask opens its writer beside its reader: the open asked each file's attributes (chattr +i,
+    # +a) through a descriptor it closed, and closing one drops every POSIX lock the process
+    # holds on the file: SQLite's read marks in -shm and its lock on the index, which tell
+    # another process's checkpoint what the reader still reads.
+    db = tmp_path / "index.db"
+    Store(db).close()
+    reader = Store(db, readonly=True)
+    try:
+        reader.conn.execute("BEGIN")
+        reader.conn.execute("SELECT count(*) FROM entities").fetchone()
+        held = _locks_held(db)
+        assert held
+        Store(db).close()
+        assert _locks_held(db) == held
+    finally:
+        reader.close()
+
+
 def test_a_reader_of_an_index_file_read_only_to_it_makes_nothing_beside_it_but_reads_a_writers_log(tmp_path,
                                                                                                      monkeypatch):
     # A reader makes -wal and -shm with the file's mode, and only a connection that may write
