@@ -788,8 +788,10 @@ def _version_advice(in_url: str, set_: str) -> str:
     """What to do with the api-version a query string of ``api_base`` gives (``in_url``), beside
     the llm.api_version already set: "set llm.api_version = X" was said of one set to another
     version, which the fix would have silently replaced."""
-    if not in_url or in_url == set_:
-        return "" if not in_url else f" (llm.api_version = {set_!r} already sends it)"
+    if not in_url:
+        return ""
+    if in_url == set_:
+        return f" (llm.api_version = {set_!r} already sends it)"
     if set_:
         return (f"; its api-version={in_url} is not llm.api_version = {set_!r}, the one sent: keep "
                 f"there the version your deployment takes")
