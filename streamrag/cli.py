@@ -95,7 +95,8 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     settings.no_network = bool(getattr(args, "offline", False))
     if passed_over is not None:
         print(f"streamrag: warning: {_passed_over(passed_over, near, settings)}", file=sys.stderr)
-    if models_for and not quiet and (line := _file_base_unused(settings)) is not None:   # (not status)
+    if (models_for and not quiet and args.command != "watch"   # (not status; watch: a warning event, cmd_watch)
+            and (line := file_base_unused(settings)) is not None):
         print(f"streamrag: note: {line}", file=sys.stderr)
     if settings.set_aside:   # (status, export, vacuum: one line, however many are wrong)
         print(f"streamrag: warning: {problems_line(settings.set_aside, settings.source)}"
@@ -104,7 +105,7 @@ def command_settings(args: argparse.Namespace, near: Path | None = None, *,
     return settings
 
 
-def _file_base_unused(settings: Settings) -> str | None:
+def file_base_unused(settings: Settings) -> str | None:
     """The line saying STREAMRAG_API_BASE is used where the settings file names another
     endpoint, or None. The environment beats the file, without a word: a variable left set in a
     shell's profile sent every run to the old endpoint while the file, edited, named the new one."""

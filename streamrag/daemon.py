@@ -1631,7 +1631,8 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """``streamrag watch DIR``: initial sync, then keep the index current until a signal."""
-    from streamrag.cli import command_settings, db_for_index, db_given, not_documents, second_index_note
+    from streamrag.cli import (command_settings, db_for_index, db_given, file_base_unused, not_documents,
+                               second_index_note)
 
     given = Path(args.dir)
     if (why := not_documents(given, "watch")) is not None:   # (`watch DIR/.streamrag`: an index in it)
@@ -1651,10 +1652,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if indexed is not None and indexed != root.resolve():
         raise StreamragError(f"{db} is the index of {indexed}; watch that folder, or give this one "
                              "its own index with --db FILE")
-    note = second_index_note(args, settings, given, db, "watch")   # (as `index n/sub` says it)
+    # Said as `index` says them, but as warning events: with --json, on stdout with the others.
+    notes = (file_base_unused(settings), second_index_note(args, settings, given, db, "watch"))
     daemon = Daemon(settings, db, root, report=Reporter(json_lines=args.json),
                     reload=lambda: command_settings(args, given, models_for=("index",), quiet=True),
-                    warnings=(note,) if note is not None else ())
+                    warnings=tuple(note for note in notes if note is not None))
     source = None if args.once else watch_folder(daemon.root, settings.watch, daemon.stop_event)
     with one_writer(db, f"streamrag watch {shell_word(given)}", given=db_given(args, settings)) as daemon.writer_lock:
         return anyio.run(serve, daemon, source)

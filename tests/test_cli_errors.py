@@ -1009,6 +1009,23 @@ def test_an_environment_endpoint_over_another_in_the_file_is_said(cli, capsys, m
     assert capsys.readouterr().err == ""
 
 
+def test_watch_says_an_environment_endpoint_over_the_files_as_a_warning_event(cli, capsys, monkeypatch, tmp_path):
+    # As watch's other warnings at its start: with --json an event on stdout, not a plain line
+    # on stderr beside the events, which a script reading stdout missed.
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("Ray Tan met Sue Uno in Lima.\n")
+    (tmp_path / "notes" / "streamrag.toml").write_text('[llm]\napi_base = "http://127.0.0.1:9/v1"\n')
+    monkeypatch.setenv("STREAMRAG_API_BASE", "http://127.0.0.1:8/v1")
+    assert main(["watch", "--once", "--offline", "--json", "notes"]) == 0
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    note = (f"STREAMRAG_API_BASE=http://127.0.0.1:8/v1 is used, not the llm.api_base 'http://127.0.0.1:9/v1' of "
+            f"{tmp_path / 'notes' / 'streamrag.toml'} (the environment beats the file); unset STREAMRAG_API_BASE "
+            "to use the file's")
+    assert [(e["state"], e.get("warning")) for e in events[:2]] == [("starting", None), ("warning", note)], events
+    assert "STREAMRAG_API_BASE" not in err, err
+
+
 @pytest.mark.parametrize("text, expected", [
     ('[index]\nencoding = "p50k_base"\n', "use one of 'o200k_base', 'cl100k_base'"),
     ('[index]\nextractor = "gpt"\n', "use one of 'auto', 'llm', 'nlp'"),
