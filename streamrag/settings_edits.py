@@ -61,7 +61,7 @@ def _comparable(settings: Settings) -> Settings:
     """``settings`` without what says where they came from: two files of the same settings match."""
     import msgspec
 
-    return msgspec.structs.replace(settings, source="", api_base_from="", set_aside=[])
+    return msgspec.structs.replace(settings, source="", api_base_from="", file_api_base="", set_aside=[])
 
 
 class SettingsEdits:

@@ -784,3 +784,18 @@ def test_the_files_api_base_set_aside_by_the_environment_is_kept_and_not_read_fr
     path.write_text('file_api_base = "http://x:3/v1"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="file_api_base: unknown setting"):
         load_settings(path, env={})
+
+
+def test_a_file_api_base_the_environment_is_used_over_is_no_settings_change(tmp_path):
+    # watch compares its settings re-read after an edit with those it started with: the file's
+    # llm.api_base kept beside the environment's (Settings.file_api_base, for the note) made an
+    # edit of it "the settings changed ... restart it", though the endpoint used stays the same.
+    from streamrag.settings_edits import _comparable
+
+    env = {"STREAMRAG_API_BASE": "http://127.0.0.1:8/v1"}
+    loaded = []
+    for base in ("http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"):
+        (tmp_path / "s.toml").write_text(f'[llm]\napi_base = "{base}"\n')
+        loaded.append(load_settings(tmp_path / "s.toml", env=env))
+    assert [s.file_api_base for s in loaded] == ["http://127.0.0.1:9/v1", "http://127.0.0.1:10/v1"]
+    assert _comparable(loaded[0]) == _comparable(loaded[1])
