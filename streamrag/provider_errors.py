@@ -460,4 +460,4 @@ def without_version(base: str, setting: str) -> str:
     if not base or re.search(r"/v\d", httpx.URL(base).path):
         return ""
     return (f": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under "
-            f"/v1: try {setting} = {base.rstrip('/') + '/v1'!r}")
+            f"/v1: try setting {setting} to {base.rstrip('/') + '/v1'!r}")

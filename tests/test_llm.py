@@ -2370,8 +2370,17 @@ async def test_a_web_page_on_a_base_without_v1_says_to_try_it(tmp_path, streamed
         said = (f"{base}/chat/completions: the answer was an HTML page: Open WebUI, not {wanted}: the address "
                 "leads to a web page (a proxy's sign-in, a wrong path), not the API; check llm.api_base")
         hint = (": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under /v1: "
-                f"try llm.api_base = '{base}/v1'")
+                f"try setting llm.api_base to '{base}/v1'")
         assert str(err.value) == said + (hint if told else "")
+
+
+def test_the_v1_hint_reads_right_for_a_flag_or_a_variable_setting_api_base():
+    # "try --api-base = '...'" was said of a base given by the flag: no command line reads so.
+    from streamrag.provider_errors import without_version
+
+    for setting in ("--api-base", "STREAMRAG_API_BASE", "llm.api_base"):
+        assert without_version("http://llm.test:8080/", setting).endswith(
+            f": try setting {setting} to 'http://llm.test:8080/v1'")
 
 
 async def _hang(_body: dict) -> httpx.Response:
