@@ -310,6 +310,8 @@ def _with_scheme(api_base: str) -> str:
     if "://" in api_base or "@" in api_base or not (m := re.match(r"([\w.-]+)(:\d+)?(?:/|$)", api_base)):
         return "e.g. http://localhost:11434/v1"
     host, port = m.groups()
+    if port == ":443":   # (HTTPS's own port: a provider's address written out in full)
+        return f"use 'https://{api_base}'"
     if port:
         return f"use 'http://{api_base}' (or https:// for a remote provider)"
     if _local_host(host):

@@ -69,6 +69,8 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_base = "192.168.1.20/v1"\n', "llm.api_base: must start with http:// or https://, use "
                                                "'http://192.168.1.20/v1'"),
     ('[llm]\napi_base = "localhost/v1"\n', "use 'http://localhost/v1'"),
+    # Port 443 is HTTPS's: it was told 'http://api.openai.com:443/v1', which that port does not speak.
+    ('[llm]\napi_base = "api.openai.com:443/v1"\n', "use 'https://api.openai.com:443/v1'"),
     ('[llm]\napi_base = "nonsense"\n', "must start with http:// or https://, e.g. http://localhost:11434/v1"),
     # A port out of range, or a bracket left open, was a traceback at the first call.
     ('[llm]\napi_base = "http://127.0.0.1:99999/v1"\n', "llm.api_base: has no valid host and port (a port "
