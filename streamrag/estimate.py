@@ -82,7 +82,7 @@ from streamrag.estimate_ratios import (CLAIMS_COMPLETION, FIRST_ENTITY_SUMMARIES
                                        stand_in)
 from streamrag.errors import EmptyInput, IndexMissingError, InputError, NoTextField, UnreadableFile
 from streamrag.extractor import ExtractionPrompts, entity_types_text, extraction_request, extractor_key
-from streamrag.gleaner import _yes_no_bias, found_list, merge_round
+from streamrag.gleaner import check_messages, glean_messages, merge_round, yes_no_bias
 from streamrag.graph_state import Change, GraphState, dirty_communities, document_changes
 from streamrag.llm import request_options
 from streamrag.merge import descriptions_after, mentions_of, unique_descriptions
@@ -455,12 +455,12 @@ def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
         return 0, 0, False
     extraction = parse_records(answer, entity_types=ix.entity_types)
     biased = ix.glean_check == "logit_bias" and settings.llm.logit_bias
-    check_options = request_options(temperature, max_tokens=1, logit_bias=_yes_no_bias(settings)) if biased \
+    check_options = request_options(temperature, max_tokens=1, logit_bias=yes_no_bias(settings)) if biased \
         else request_options(temperature, max_tokens=3)
     checks = gleans = 0
     for _ in range(ix.max_gleanings):
         if ix.glean_check != "off":
-            messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
+            messages = check_messages(prompts, chunk, extraction)
             said = _cached_text(store, cache_key(model, messages, check_options, prompts.glean_check.name,
                                                  prompts.glean_check.version))
             if said is None or parse_yes_no(said) is None:
@@ -468,8 +468,7 @@ def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPro
             checks += 1
             if parse_yes_no(said) is False:
                 return checks, gleans, True
-        messages = prompts.glean.render(text=chunk.text, found=found_list(extraction),
-                                        entity_types=entity_types_text(settings))
+        messages = glean_messages(prompts, chunk, extraction, settings)
         answer = _cached_text(store, cache_key(model, messages, request_options(temperature),
                                                prompts.glean.name, prompts.glean.version))
         if answer is None:

@@ -47,7 +47,7 @@ def merge_round(extraction: Extraction, extra: Extraction) -> int:
     return added
 
 
-def _yes_no_bias(settings: Settings) -> dict[str, int]:
+def yes_no_bias(settings: Settings) -> dict[str, int]:
     enc = get_encoding(settings.index.encoding)
     return {str(enc.encode(word)[0]): 100 for word in ("YES", "NO")}
 
@@ -86,13 +86,24 @@ def _thinks(llm, settings: Settings) -> bool:
     return settings.llm.extraction_model in getattr(llm, "thinking", ())
 
 
+def check_messages(prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction):
+    """A gleaning round's check: whether ``extraction`` missed anything in ``chunk``. Names alone
+    are enough to judge that, and cost fewer tokens. (The estimate asks the cache with these.)"""
+    return prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
+
+
+def glean_messages(prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction, settings: Settings):
+    """A gleaning round's request for what ``extraction`` missed in ``chunk``."""
+    return prompts.glean.render(text=chunk.text, found=found_list(extraction),
+                                entity_types=entity_types_text(settings))
+
+
 async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
                            settings: Settings, check: YesNoCheck) -> bool:
     if settings.index.glean_check == "off" or _thinks(llm, settings):
         return True
     extraction.checks += 1   # (asked, however many calls its answer takes)
-    # Names alone are enough to judge whether something is missed, and cost fewer tokens.
-    messages = prompts.glean_check.render(text=chunk.text, found=found_list(extraction, relations=False))
+    messages = check_messages(prompts, chunk, extraction)
     ask = dict(model=settings.llm.extraction_model, stage="glean_check", prompt=prompts.glean_check,
                on_length="accept")
     if check.use_bias and llm.refuses(settings.llm.extraction_model, "logit_bias"):
@@ -102,7 +113,7 @@ async def _should_continue(llm, prompts: ExtractionPrompts, chunk: Chunk, extrac
         # neither YES nor NO is not asked for again: the model would ignore the bias again.
         said: list[str] = []
         try:
-            result = await llm.chat(messages, max_tokens=1, logit_bias=_yes_no_bias(settings), tries=1,
+            result = await llm.chat(messages, max_tokens=1, logit_bias=yes_no_bias(settings), tries=1,
                                     validate=lambda t: said.append(t) or parse_yes_no(t) is not None, **ask)
             return parse_yes_no(result.text) is not False
         except LLMOutputError:
@@ -131,8 +142,7 @@ async def glean(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extra
     for _ in range(settings.index.max_gleanings):
         if not await _should_continue(llm, prompts, chunk, extraction, settings, check):
             break
-        messages = prompts.glean.render(text=chunk.text, found=found_list(extraction),
-                                        entity_types=entity_types_text(settings))
+        messages = glean_messages(prompts, chunk, extraction, settings)
         result = await llm.chat(messages, model=settings.llm.extraction_model, stage="glean",
                                 prompt=prompts.glean, validate=usable_records)
         extra = parse_records(result.text, entity_types=settings.index.entity_types)
