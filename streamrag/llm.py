@@ -1026,8 +1026,8 @@ class LLMClient:
                     self._reach.refused()
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
                 raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
-            except httpx.TimeoutException:
-                raise Retryable(f"no answer within {timeout:g} s (timeout)", timed_out=True) from None
+            except httpx.TimeoutException:   # (per read: the headers may have come, then no more)
+                raise Retryable(timed_out_said(arrival, timeout, stalled=True), timed_out=True) from None
             except httpx.ProxyError as e:
                 if self._proxy is None or not str(e).startswith("407"):
                     raise Retryable(f"connection failed ({reason(e)})") from None

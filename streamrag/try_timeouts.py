@@ -109,13 +109,16 @@ def arriving(*, streamed: bool) -> None:
         arrival.answering, arrival.streamed = True, streamed
 
 
-def timed_out_said(arrival: Arrival, timeout: float) -> str:
+def timed_out_said(arrival: Arrival, timeout: float, *, stalled: bool = False) -> str:
     """What a try cut off at its deadline was doing: a server sending a whole answer 1 byte a
-    second was said to have "made no progress", though it was still arriving."""
+    second was said to have "made no progress", though it was still arriving. ``stalled``: cut
+    off by httpx's own timeout, which is per read: nothing at all came for ``timeout``."""
     if not arrival.answering:
         return f"no answer within {timeout:g} s (timeout)"
     if arrival.streamed:
         return f"the streamed answer was under way but sent no text for {timeout:g} s (timeout)"
+    if stalled:
+        return f"the answer began but nothing more came for {timeout:g} s (timeout)"
     return f"the answer was still arriving after {timeout:g} s (timeout)"
 
 

@@ -890,6 +890,45 @@ async def test_an_answer_that_makes_no_progress_is_abandoned_at_request_timeout_
     assert calls(store)[0]["error"] == message
 
 
+@contextlib.asynccontextmanager
+async def stalling_server(content_type: str) -> AsyncIterator[str]:
+    """A real loopback server that answers every request with 200 and its headers, then sends
+    nothing more until the block ends (it is stopped then); gives its api_base."""
+    async def stall(conn: anyio.abc.SocketStream) -> None:
+        async with conn:
+            await conn.receive()   # (the request's first bytes: enough to answer)
+            await conn.send(f"HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n"
+                            "content-length: 100000\r\n\r\n".encode())
+            await anyio.sleep_forever()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, stall)
+        yield f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}/v1"
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("streamed, said", [
+    (False, "the answer began but nothing more came for 1 s (timeout)"),
+    (True, "the streamed answer was under way but sent no text for 1 s (timeout)")])
+async def test_an_answer_that_stalls_after_its_headers_is_not_said_unanswered(tmp_path, streamed, said):
+    # httpx's own per-read timeout comes before the try's deadline: a reply whose headers came
+    # and whose body then stalled was said "no answer within 1 s", as if the server never
+    # answered (a real socket: MockTransport has no read timeout).
+    with anyio.fail_after(60):
+        async with stalling_server("text/event-stream" if streamed else "application/json") as api:
+            store = Store(tmp_path / "index.db")
+            async with Writer(store) as writer, LLMClient(
+                    LLMSettings(api_base=api, requests_per_minute=0, tokens_per_minute=0,
+                                request_timeout_s=1.0, max_retries=0), "sk-test",
+                    store=store, writer=writer, run_id="run-1") as llm:
+                with pytest.raises(LLMUnavailableError) as err:
+                    await llm.chat(ask(), model="m1", stage="s",
+                                   on_delta=(lambda _t: None) if streamed else None)
+    assert f"failed 1 time(s), last: {said};" in str(err.value)
+    assert "raise llm.request_timeout_s" in str(err.value)
+
+
 async def test_a_try_that_timed_out_gives_the_next_one_twice_the_time(tmp_path):
     # A whole answer that takes longer than request_timeout_s (a long report from a model on a
     # CPU) timed out the same way on each of its 7 tries, every one generated in full.
