@@ -457,7 +457,13 @@ def without_version(base: str, setting: str) -> str:
     """What to try for an api_base whose path has no version (no /v1, /v1beta/openai): a web UI
     served at the server's root answers every other path with its page, where the API waits
     under /v1. Said as a possibility: the server decides. '' for one with a version, or none."""
-    if not base or re.search(r"/v\d", httpx.URL(base).path):
+    if not base or versioned(base):
         return ""
     return (f": it has no /v1; most OpenAI-compatible servers (Ollama, vLLM, llama.cpp) serve under "
             f"/v1: try setting {setting} to {base.rstrip('/') + '/v1'!r}")
+
+
+def versioned(base: str) -> bool:
+    """Whether an api_base's path names an API version (/v1, /v1beta/openai), as the OpenAI API
+    is served under: one without is told to try /v1 (a 404, a web page)."""
+    return re.search(r"/v\d", httpx.URL(base).path) is not None

@@ -15,7 +15,6 @@ with more room after a cut-off answer.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 from urllib.request import getproxies
@@ -31,7 +30,7 @@ from streamrag.errors import LLMRequestError, WebPageAnswer
 from streamrag.provider_errors import (AZURE_HOST, CONTEXT_OVERFLOW, Refused, Retryable, aside, base_setting,
                                        duration, error_code, forbidden_reason, hidden, html_page, http_said,
                                        key_advice, model_settings, one_line, overflow_advice, provider_message,
-                                       refused_param, sent_secrets, unknown_model, web_page)
+                                       refused_param, sent_secrets, unknown_model, versioned, web_page)
 from streamrag.proxies import Proxy, proxy_refused
 from streamrag.ratelimit import MAX_RETRY_AFTER_S, asked_wait
 
@@ -151,7 +150,7 @@ class Replies:
                     "llm.api_version (e.g. \"2024-10-21\"); or use Azure's v1 API: set "
                     f"{setting} to 'https://{parsed.host}/openai/v1' and the *_model keys to "
                     "deployment names", status)
-            if "model" not in message.lower() and not re.search(r"/v\d", parsed.path) \
+            if "model" not in message.lower() and not versioned(base) \
                     and not self.settings.api_version:
                 # Not about the model, and no version in the path (as /v1, /v1beta/openai): most
                 # servers (OpenAI, Ollama, vLLM, llama.cpp) serve under /v1.

@@ -410,6 +410,19 @@ def test_an_error_status_with_an_empty_answer_says_no_empty_message():
     assert said.endswith("rejected the request for m1: HTTP 418 (empty answer)"), said
 
 
+@pytest.mark.parametrize("base, told", [
+    ("http://x", True), ("http://x:11434/", True), ("http://x/api", True), ("http://x/v1", False),
+    ("http://x/v1/", False), ("http://x/v1beta/openai", False), ("http://x/api/v2", False)])
+def test_a_404_and_a_web_page_tell_the_same_bases_to_try_v1(base, told):
+    # Each read the base's version with a regex of its own: they must agree on every base.
+    url = base.rstrip("/") + "/chat/completions"
+    said = Replies(LLMSettings(api_base=base), "", "", url, base.rstrip("/") + "/embeddings")
+    with pytest.raises(LLMRequestError) as e:
+        said.check_status(httpx.Response(404, text="404 page not found"), url, "m1")
+    assert ("serve the OpenAI API under /v1" in str(e.value)) is told
+    assert ("it has no /v1" in str(said.web_page("an HTML page", "JSON", url))) is told
+
+
 def test_a_key_or_password_the_server_quotes_back_is_never_said():
     # A server echoing the request (its headers in a 500, the key in a 401) put the key in the
     # message said on stderr and kept in llm_calls and failures; api_base's password too.
