@@ -17,11 +17,6 @@ import httpx
 
 log = logging.getLogger("streamrag.llm")   # (the client's lines, under its name)
 
-# The deadline of the try under way and the time each sign of progress gives it (the client's
-# ``_attempt``); a streamed answer moves it on as text comes (``progress``).
-# It holds (deadline scope, allowance, the try's timeout in seconds).
-TRY: contextvars.ContextVar[tuple[anyio.CancelScope, float, float] | None] = contextvars.ContextVar(
-    "streamrag_try", default=None)
 # A try that timed out gives the model's next tries twice the time, up to this many times
 # llm.request_timeout_s: an answer that takes longer than the timeout (a long report from a
 # model on a CPU) timed out the same way on every retry, each try paid for in full. A call
@@ -76,40 +71,43 @@ class ModelTimeouts:
                   TIMEOUT_SHRINK_AFTER, grown / 2, self.grown.get(model, self.base))
 
 
-class Arrival:
-    """What of the try's answer had come when its deadline passed (``arriving``): nothing, a
-    whole answer still arriving, or a stream; the timeout's words say which."""
+class Try:
+    """A try under way (the client's ``_attempt``): its deadline and the time each sign of
+    progress gives it (a streamed answer moves it on as text comes: ``progress``), the timeout
+    of its requests, and what of its answer had come when the deadline passed (``arriving``):
+    nothing, a whole answer still arriving, or a stream; the timeout's words say which."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: anyio.CancelScope, allowance: float, timeout: float) -> None:
+        self.scope, self.allowance, self.timeout = deadline, allowance, timeout
         self.answering = False   # its headers came: the answer was under way
         self.streamed = False
 
 
-# The try under way's ``Arrival``, told by the client's requests (``arriving``).
-ARRIVAL: contextvars.ContextVar[Arrival | None] = contextvars.ContextVar("streamrag_arrival", default=None)
+# The ``Try`` under way, told by the client's requests (``arriving``, ``progress``, ``request_timeout``).
+TRY: contextvars.ContextVar[Try | None] = contextvars.ContextVar("streamrag_try", default=None)
 
 
 @contextlib.contextmanager
-def try_under_way(deadline: anyio.CancelScope, allowance: float, timeout: float) -> Iterator[Arrival]:
+def try_under_way(deadline: anyio.CancelScope, allowance: float, timeout: float) -> Iterator[Try]:
     """Within the block, ``deadline`` is the try's, moved on by ``progress``, and its requests
-    time out at ``timeout`` (``request_timeout``); it gives what of the answer came (``Arrival``)."""
-    arrival = Arrival()
-    token, told = TRY.set((deadline, allowance, timeout)), ARRIVAL.set(arrival)
+    time out at ``timeout`` (``request_timeout``); it gives the try, which says what of the
+    answer came."""
+    under_way = Try(deadline, allowance, timeout)
+    token = TRY.set(under_way)
     try:
-        yield arrival
+        yield under_way
     finally:
-        ARRIVAL.reset(told)
         TRY.reset(token)
 
 
 def arriving(*, streamed: bool) -> None:
     """The answer of the try under way began to come (its headers did)."""
-    arrival = ARRIVAL.get()
-    if arrival is not None:
-        arrival.answering, arrival.streamed = True, streamed
+    current = TRY.get()
+    if current is not None:
+        current.answering, current.streamed = True, streamed
 
 
-def timed_out_said(arrival: Arrival, timeout: float, *, stalled: bool = False) -> str:
+def timed_out_said(arrival: Try, timeout: float, *, stalled: bool = False) -> str:
     """What a try cut off at its deadline was doing: a server sending a whole answer 1 byte a
     second was said to have "made no progress", though it was still arriving. ``stalled``: cut
     off by httpx's own timeout, which is per read: nothing at all came for ``timeout``."""
@@ -126,11 +124,10 @@ def progress() -> None:
     """A streamed answer moved on: the try under way gets its whole allowance again."""
     current = TRY.get()
     if current is not None:
-        scope, allowance, _timeout = current
-        scope.deadline = anyio.current_time() + allowance
+        current.scope.deadline = anyio.current_time() + current.allowance
 
 
 def request_timeout() -> httpx.Timeout | Any:
     """httpx's timeout for a request of the try under way (its own, grown after a timeout)."""
     current = TRY.get()
-    return httpx.USE_CLIENT_DEFAULT if current is None else httpx.Timeout(current[2])
+    return httpx.USE_CLIENT_DEFAULT if current is None else httpx.Timeout(current.timeout)

@@ -981,7 +981,7 @@ async def test_a_grown_timeout_comes_back_down_once_answers_are_quick_again(tmp_
             self.timeouts: list[float] = []   # each try's timeout
 
         async def __call__(self, request: httpx.Request) -> httpx.Response:
-            self.timeouts.append(try_timeouts.TRY.get()[2])
+            self.timeouts.append(try_timeouts.TRY.get().timeout)
             return await super().__call__(request)
 
     # (From 0.2 s: an answer at once is within half of each grown timeout, 0.8 s and 0.4 s, on a
@@ -1006,7 +1006,7 @@ class Hangs(Endpoint):
         self.timeouts: list[float] = []   # each try's timeout
 
     async def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.timeouts.append(try_timeouts.TRY.get()[2])
+        self.timeouts.append(try_timeouts.TRY.get().timeout)
         if self.hanging:
             self.requests.append((time.monotonic(), request, json.loads(request.content)))
             await anyio.sleep(3600)

@@ -6,6 +6,7 @@ client's own tests (test_llm) drive them through a mock transport."""
 import base64
 from collections import Counter
 
+import anyio
 import httpx
 import pytest
 
@@ -19,7 +20,8 @@ from streamrag.endpoint_reach import EndpointReach
 from streamrag.errors import LLMRequestError, LLMUnavailableError
 from streamrag.provider_errors import Retryable, sent_secrets
 from streamrag.replies import CUT_OFF, Replies, chat_answer, checker, event_deltas, event_usage
-from streamrag.try_timeouts import TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts
+from streamrag.try_timeouts import (TIMEOUT_GROWTH_MAX, TIMEOUT_SHRINK_AFTER, ModelTimeouts, arriving, progress,
+                                    request_timeout, timed_out_said, try_under_way)
 
 
 def test_what_a_failed_try_says_of_the_endpoint():
@@ -297,6 +299,23 @@ def test_a_models_timeout_grows_after_timeouts_and_comes_back_down():
         timeouts.answered("m", 0.1)
     assert timeouts.of("m") == 1.0 and "m" not in timeouts.grown   # not below the setting
     assert timeouts.hang_s() == pytest.approx((2 * TIMEOUT_GROWTH_MAX - 1) * 1.0)
+
+
+def test_the_try_under_way_is_told_its_answer_and_moved_on_by_it():
+    # What the client's requests tell (the answer began, it moved on) and ask (their timeout)
+    # is the try's its block gives; outside a try, nothing is told and httpx's default holds.
+    async def main() -> None:
+        arriving(streamed=True)   # (no try: nothing to tell)
+        assert request_timeout() is httpx.USE_CLIENT_DEFAULT
+        with anyio.CancelScope(deadline=0) as scope, try_under_way(scope, 5.0, 1.5) as under_way:
+            assert request_timeout().read == 1.5 and not under_way.answering
+            arriving(streamed=True)
+            progress()
+            assert under_way.answering and under_way.streamed and scope.deadline > 0
+            assert timed_out_said(under_way, 1.5).startswith("the streamed answer was under way")
+        assert request_timeout() is httpx.USE_CLIENT_DEFAULT
+
+    anyio.run(main)
 
 
 def answer(text: str = "ok", finish: str | None = "stop") -> Answer:
