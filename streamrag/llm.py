@@ -207,20 +207,21 @@ def tls_context() -> ssl.SSLContext:
     try:
         return _tls(cafile, capath)
     except OSError as e:   # (ssl.SSLError is one: a file of no certificate)
-        raise ConfigError(unread_ca_bundle(cafile, capath, e)) from None
+        if not cafile:   # (SSL_CERT_DIR's folder is read at a handshake; certifi's bundle gone: a broken install)
+            raise
+        raise ConfigError(unread_ca_bundle(cafile, e)) from None
 
 
-def unread_ca_bundle(cafile: str | None, capath: str | None, e: OSError) -> str:
-    """One line for a CA bundle ``SSL_CERT_FILE`` (or ``SSL_CERT_DIR``) names that cannot be
-    loaded: it was a traceback from inside httpx, the variable unnamed. httpx reads the file
-    first and the folder only without one."""
-    var, value = ("SSL_CERT_FILE", cafile) if cafile else ("SSL_CERT_DIR", capath)
+def unread_ca_bundle(cafile: str, e: OSError) -> str:
+    """One line for a CA bundle ``SSL_CERT_FILE`` names that cannot be loaded: it was a
+    traceback from inside httpx, the variable unnamed. (``SSL_CERT_DIR`` gives no such error:
+    Python reads its folder only when a handshake looks a certificate up.)"""
     if isinstance(e, ssl.SSLError):
         what = f"holds no certificate that can be read ({e.reason or e})"
     else:
         what = "no such file" if isinstance(e, FileNotFoundError) else f"cannot be read ({e.strerror or e})"
-    return (f"{var}={value}: {what}; set {var} to a PEM file of the certificates to trust (a company "
-            f"proxy's, a server's own), or unset it to trust the usual ones")
+    return (f"SSL_CERT_FILE={cafile}: {what}; set SSL_CERT_FILE to a PEM file of the certificates to trust "
+            "(a company proxy's, a server's own), or unset it to trust the usual ones")
 
 
 class LLMClient:

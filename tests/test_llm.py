@@ -2952,6 +2952,28 @@ def test_a_ca_bundle_that_cannot_be_loaded_is_one_line_naming_its_variable(tmp_p
     assert "set SSL_CERT_FILE to a PEM file" in str(e.value) and "or unset it" in str(e.value)
 
 
+def test_a_ca_folder_or_the_default_bundle_is_not_said_as_a_bundle_of_ssl_cert_file(tmp_path, monkeypatch):
+    # SSL_CERT_DIR is read lazily, at a handshake: one naming a folder gone loads without error
+    # (so unread_ca_bundle never named it). Without either variable, certifi's own bundle gone (a
+    # broken install) was said "SSL_CERT_DIR=None: no such file; set SSL_CERT_DIR to a PEM file":
+    # it is raised as it is.
+    import ssl
+
+    import certifi
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "gone"))
+    assert isinstance(llm_module.tls_context(), ssl.SSLContext)
+    monkeypatch.delenv("SSL_CERT_DIR")
+    monkeypatch.setattr(certifi, "where", lambda: str(tmp_path / "gone.pem"))
+    llm_module._tls.cache_clear()   # (the process's context, made by an earlier client)
+    try:
+        with pytest.raises(FileNotFoundError):
+            llm_module.tls_context()
+    finally:
+        llm_module._tls.cache_clear()
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_web_page_quoting_the_key_is_said_with_the_key_hidden(tmp_path, streamed):
     # A proxy's login page answered with HTTP 200 was quoted by its title unhidden.
