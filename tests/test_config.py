@@ -336,6 +336,27 @@ def test_an_unusable_extraction_prompt_is_refused_where_a_model_will_read_it(tmp
                             "(it is named by index.extraction_prompt)")
 
 
+def test_an_extraction_prompt_with_a_placeholder_nothing_fills_is_refused(tmp_path):
+    # A $name the run passes no value for, or a $ before no name ("costs $5"), was accepted here
+    # and raised from string.Template inside the run: a KeyError/ValueError traceback from
+    # index, index --estimate and watch, after the settings were taken as good.
+    good = (REPO / "prompts" / "extract.md").read_text()
+    (tmp_path / "mood.md").write_text(good.replace("$text", "$text\nTone: $mood"))
+    (tmp_path / "price.md").write_text(good.replace("$text", "$text\nPrices are in $, like $5."))
+    (tmp_path / "dollars.md").write_text(good.replace("$text", "$text\nPrices are in $$."))
+    filled = "write $$ for a dollar sign the model should read; the names filled in are $entity_types, $text"
+    faults = {"mood.md": f"uses $mood, no value streamrag fills; {filled}",
+              "price.md": f"has 2 $ before no name (as in '$5'); {filled}"}
+    for name, fault in faults.items():
+        path = write(tmp_path, f'[llm]\napi_base = "http://127.0.0.1:9/v1"\n[index]\nextraction_prompt = "{name}"\n')
+        assert refusal(path, models_for=("index",)) == (
+            f"{path}: index.extraction_prompt: names {tmp_path / name}, which {fault}")
+    path = write(tmp_path, '[llm]\napi_base = "http://127.0.0.1:9/v1"\n[index]\nextraction_prompt = "dollars.md"\n')
+    from streamrag.prompts import load_prompt
+    prompt = load_prompt("extract", load_settings(path, env={}, models_for=("index",)).index.extraction_prompt)
+    assert "Prices are in $." in prompt.render(text="x", entity_types="person")[1]["content"]
+
+
 def test_offline_with_an_embedding_model_says_to_run_without_the_flag(tmp_path):
     # It said 'set index.extractor = "nlp" instead' to a file that had set it, the flag the only
     # thing between that index and its vectors.
