@@ -428,12 +428,14 @@ def _did_you_mean(section: str, field: str) -> str:
         if field == "model" and "extraction_model" in names:  # other tools' single model key
             models = ", ".join(n for n in names if n.endswith("_model"))
             return f"; streamrag sets a model per job: {models}"
-        match = difflib.get_close_matches(field, names, n=1, cutoff=0.6)
-        if match:
-            return f"; did you mean {section}.{match[0]}?"
+        # (a key of another section, written as it is, before a near name of this one:
+        # [index] extraction_model was told index.extraction_prompt, a setting of another use)
         elsewhere = [f"{name}.{field}" for name, typ in sections.items()
                      if field in typ.__struct_fields__]
-        return f"; did you mean {elsewhere[0]}?" if elsewhere else ""
+        if elsewhere:
+            return f"; did you mean {elsewhere[0]}?"
+        match = difflib.get_close_matches(field, names, n=1, cutoff=0.6)
+        return f"; did you mean {section}.{match[0]}?" if match else ""
     if not section:  # a top-level key: a misspelt section, or a key outside its section
         match = difflib.get_close_matches(field, list(sections), n=1, cutoff=0.6)
         if match:

@@ -134,6 +134,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[LLM]\napi_base = "http://localhost:11434/v1"\n', "LLM: unknown setting; did you mean [llm]?"),
     ('[llm]\nAPI_BASE = "http://localhost:11434/v1"\n', "llm.API_BASE: unknown setting; did you mean llm.api_base?"),
     ("CHUNK_SIZE = 600\n", "CHUNK_SIZE: unknown setting; did you mean index.chunk_size (under [index])?"),
+    # A key of the other section, written as it is, was told a near name of this one's instead.
+    ('[index]\nextraction_model = "llama3.1"\n',
+     "index.extraction_model: unknown setting; did you mean llm.extraction_model?"),
+    ('[llm]\nextraction_prompt = "p.md"\n', "llm.extraction_prompt: unknown setting; did you mean index.extraction_prompt?"),
     # The README's `llm.requests_per_minute = 0` appended to a file that ends with [watch].
     ("[watch]\nquiet_s = 2.0\nllm.requests_per_minute = 0\n",
      "watch.llm: unknown setting: a line `llm.NAME = ...` below the [watch] header is read as "
