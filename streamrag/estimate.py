@@ -385,6 +385,7 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             "chunks_to_extract": n, "chunks_unpublished": len(unpublished),
             "chunks_replacing": len(replacing), "offline": settings.offline, "llm": llm_summary(stages),
             "read_again_because": reading_change(store, settings) if store is not None else "",
+            "extracted_again_because": extraction_change(store, settings) if store is not None else "",
             # (the figures measured on this index's calls, and how many: "" and 0 for fixed ratios)
             "ratios_from": "" if settings.offline else r.source(),
             "ratios_calls": 0 if settings.offline else r.calls,
@@ -1078,6 +1079,8 @@ def format_estimate(e: dict) -> str:
     # (An unchanged vault had 124 of 153 chunks to extract after an upgrade, and no word of why.)
     because = f"\nEvery file is read and chunked again: {e['read_again_because']}." \
         if e.get("read_again_because") else ""
+    if e.get("extracted_again_because") and not e["offline"]:
+        because += f"\nEvery chunk is extracted again: {e['extracted_again_because']}."
     if e["offline"]:
         head = (f"Offline indexing: {counted(e['documents'], 'document')}, {e['corpus_tokens']:,} tokens, "
                 f"{counted(e['chunks_to_extract'], 'chunk')} to extract; no LLM calls, no cost.")
@@ -1121,6 +1124,20 @@ def format_estimate(e: dict) -> str:
     if e.get("ratios_from"):
         lines.append(f"{e['ratios_from']}; the rest from stand-in ratios.")
     return "\n".join(lines) + because + unreadable
+
+
+def extraction_change(store: Store, settings: Settings) -> str:
+    """Why a run with ``settings`` extracts every chunk of the index in ``store`` again, in the
+    run's words (``Indexer`` says it once the run starts, when it is being paid for), or "" when
+    it does not: a new model, prompt, entity types, gleaning or claims setting read only as '62
+    chunks to extract' of an unchanged folder. Offline runs pay nothing and say nothing."""
+    built = store.get_meta("extractor") or ""
+    if settings.offline or not built or built == extractor_key(settings):
+        return ""
+    if built.startswith("llm-"):
+        return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
+                "this index was built; answers in the cache cost nothing")
+    return f"it was built offline, and is extracted with {settings.llm.extraction_model}"
 
 
 def _paid_calls(n: int) -> str:

@@ -407,6 +407,26 @@ async def test_an_estimate_says_why_every_file_is_read_again(tmp_path):
     assert format_estimate(with_model).splitlines()[-1] == f"Every file is read and chunked again: {said}."
 
 
+async def test_an_estimate_says_why_every_chunk_is_extracted_again(tmp_path, simulator):
+    # A new extraction model (or prompt, entity types, gleaning, claims) read as "62 chunks to
+    # extract" of an unchanged folder: only the run, once started, said the settings changed.
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
+    db = tmp_path / "index.db"
+    built = make_settings(simulator.base_url)
+    await sync([tmp_path / "d"], built, db, root=tmp_path / "d")
+    est = estimate([tmp_path / "d"], built, db, root=tmp_path / "d")
+    assert est["extracted_again_because"] == "" and "extracted again" not in format_estimate(est)
+    for changed in (make_settings(simulator.base_url, llm={"extraction_model": "other-model"}),
+                    make_settings(simulator.base_url, index={"entity_types": ["person", "geo"]})):
+        est = estimate([tmp_path / "d"], changed, db, root=tmp_path / "d")
+        assert est["chunks_to_extract"] == 1
+        said = ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
+                "this index was built; answers in the cache cost nothing")
+        assert est["extracted_again_because"] == said
+        assert format_estimate(est).splitlines()[-1] == f"Every chunk is extracted again: {said}."
+
+
 def completion(stats: dict, stages: tuple[str, ...] = ("extract", "glean_check", "glean")) -> int:
     return sum(stats.get(stage, {}).get("completion_tokens", 0) for stage in stages)
 
