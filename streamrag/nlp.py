@@ -70,7 +70,8 @@ from collections import defaultdict
 from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
-VERSION = "7"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
+VERSION = "8"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -357,7 +358,8 @@ _SENTENCE_END = re.compile(r"([.!?\-\u2014](?:(?<=[.!?])(?<![.!?]{2})[.!?]*+|(?<
                            r"|(?<=\u2014)(?=[\"'\u201d\u2019])))([\"'\u201d\u2019)\]]*+)\s+")
 _CONTRACTION = re.compile(r"['\u2019](?:ll|d|m|ve|re|t)$|n['\u2019]t$", re.IGNORECASE)
 _OPEN_QUOTE = frozenset("\"'\u201c\u2018([")
-_CLAUSE_MARKS = ":;\u2014"   # after one and a space, a word is capitalised as a first one
+# After one and a space, a word is capitalised as a first one: "|" opens a table's cell.
+_CLAUSE_MARKS = ":;\u2014|"
 # A quote or a colon: only in a sentence with one may a word after its first begin (``_initial_indexes``).
 _INITIAL_MARK = re.compile("[" + re.escape("".join(sorted(_OPEN_QUOTE)) + _CLAUSE_MARKS) + "]")
 _DATELINE = re.compile(r"^[A-Z][A-Z .'\-]+,[^\u2014]{0,40}?\s(?:\u2014|--)\s+")
@@ -368,6 +370,9 @@ _YEAR = re.compile(r"[12]\d{3}")
 # or a callout's [!type] (group 1: the line begins an item of its own).
 _LINE_MARK = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*((?:[-*+]|\d{1,3}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?|\[![\w-]+\][+-]?[ \t]*)?")
 _NUMBER = re.compile(r"\d+")
+# A Markdown (GFM) table: the row under its header ("|---|:--:|", "--- | ---") makes every line of
+# its block holding a "|" a row; a line between pipes is one without it.
+_TABLE_DELIMITER = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?[ \t]*$", re.MULTILINE)
 # Not a name but code, a key or base64: a digit against a letter ("Config277", "xK9fQ2"), or
 # two camel humps ("loadDataFromFile"); one hump is a name's ("McDonald", "YouTube").
 _IDENTIFIER = re.compile(r"[^\W\d_]\d|\d[^\W\d_]|[a-z][A-Z][^\W_]*?[a-z][A-Z]")
@@ -514,9 +519,12 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
     own (joined to the line above, "## Notes" and "Met with ..." gave "Notes Met"), and a
     heading ends its run. Other lines, prose a hard wrap cut, join the run above them. With each
     run, whether it is a list item (in title case, "Submit to Energy Policy Journal", no
-    headline)."""
+    headline). A table's row is a run of its own, read as a list item is: its cells are records,
+    not prose a hard wrap cut ("Role | City" over "Alice Johnson | Boston" gave "City Alice
+    Johnson"), and a title-case row is no headline."""
     groups: list[tuple[bool, list[str]]] = []
-    heading = False
+    heading = row = False
+    table = "|" in block and _TABLE_DELIMITER.search(block) is not None
     for raw in block.split("\n"):
         m = _LINE_MARK.match(raw)
         mark = m.group(1)
@@ -530,11 +538,14 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
         if not line or _is_caps_line(line):
             continue
         is_heading = _ATX_HEADING.match(line) is not None
-        if mark or heading or not groups or is_heading:
+        is_row = not mark and (table and "|" in line or line[0] == "|" and line[-1] == "|")
+        if is_row:
+            groups.append((True, [line]))
+        elif mark or heading or row or not groups or is_heading:
             groups.append((bool(mark) and mark[0] != "[", [line]))
         else:
             groups[-1][1].append(line)
-        heading = is_heading
+        heading, row = is_heading, is_row
     return groups
 
 
@@ -752,7 +763,8 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
             and (first in _COMMON or first in _NOISE or first in lower_words
                  or (de is not None and (first in _DE_DETERMINERS or first in _DE_FUNCTION
                                          or first in _DE_OPENERS)))
-        if not common and len(words) == 1 and words[0] not in mid_caps:
+        if not common and len(words) == 1 and words[0] not in mid_caps \
+                and not (first in _GEO_KNOWN and _opens_cell(sentence, toks[parts[0]])):
             return None
     honorific = title = False
     lead = 0
@@ -807,6 +819,12 @@ def _mention_from_run(i: int, sentence: str, toks: list[_Token], parts: list[int
     agent = det and _agent(sentence, toks, first, last)
     return _Mention(i, name, honorific=honorific, title=title, prep=prep and not poss, poss=poss,
                     det=det, agent=agent, initial=first in initial)
+
+
+def _opens_cell(sentence: str, tok: _Token) -> bool:
+    """Whether the word begins a table's cell, where a known place stands alone ("| Chicago |")
+    as a header's label ("| City |") does."""
+    return sentence[:tok[_START]].rstrip().endswith("|")
 
 
 def _de_name(sentence: str, toks: list[_Token], parts: list[int], words: list[str],

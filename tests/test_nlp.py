@@ -522,3 +522,18 @@ def test_prose_wrapped_before_a_number_is_not_a_list_item():
     for text in ("Ada Osk counted\n1. ships from Port Vell.", "# Ada Osk counted\n12. ships from Port Vell.",
                  "1. Ada Osk counted\n12. ships from Port Vell."):
         assert pairs(extract_offline(text)) != wrapped, text
+
+
+def test_markdown_table_labels_are_no_names_and_rows_are_records():
+    # A table's rows were joined as prose a hard wrap cut: its header's labels and lone cells
+    # were names ("Role", "City" a place, "Engineer", "Manager" people). A cell opens as a
+    # sentence does; a known place stands alone in one all the same.
+    table = ("| Name | Role | City |\n|------|:----:|------|\n| Alice Johnson | Engineer | Boston |\n"
+             "| Rahul Mehta | Manager | Chicago |\n")
+    assert names(table) == {"Alice Johnson": "person", "Boston": "geo", "Rahul Mehta": "person",
+                            "Chicago": "geo"}
+    # A row is one record: its names are tied strongly, another row's only as its neighbour.
+    ties = pairs(extract_offline(table))
+    assert ties[frozenset(("Alice Johnson", "Boston"))] > ties[frozenset(("Boston", "Rahul Mehta"))]
+    # Without outer pipes, a delimiter row makes a table too.
+    assert names("Name | Role\n--- | ---\nAda Osk | Engineer\n") == {"Ada Osk": "person"}
