@@ -71,7 +71,8 @@ from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
-VERSION = "8"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 9: a line in capitals under one dropped as a heading is dropped too ("TEARS." ending a paragraph).
+VERSION = "9"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -523,7 +524,7 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
     not prose a hard wrap cut ("Role | City" over "Alice Johnson | Boston" gave "City Alice
     Johnson"), and a title-case row is no headline."""
     groups: list[tuple[bool, list[str]]] = []
-    heading = row = False
+    heading = row = caps = False
     table = "|" in block and _TABLE_DELIMITER.search(block) is not None
     for raw in block.split("\n"):
         m = _LINE_MARK.match(raw)
@@ -535,7 +536,14 @@ def _line_groups(block: str) -> list[tuple[bool, list[str]]]:
             mark, line = None, raw[m.start(1):].strip()
         else:
             line = raw[m.end():].strip()
-        if not line or _is_caps_line(line):
+        # A word in capitals ending its sentence goes with the line dropped above it: a paragraph
+        # all in capitals wraps its last word onto a line of its own ("...WET WITH\nTEARS."), no
+        # acronym (a list of them under a heading, "PARTNERS\nNASA\nESA", ends in none).
+        if line and (_is_caps_line(line) or caps and line.isupper() and line[-1] in _TRAILING):
+            caps = True
+            continue
+        caps = False
+        if not line:
             continue
         is_heading = _ATX_HEADING.match(line) is not None
         is_row = not mark and (table and "|" in line or line[0] == "|" and line[-1] == "|")

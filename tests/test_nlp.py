@@ -537,3 +537,15 @@ def test_markdown_table_labels_are_no_names_and_rows_are_records():
     assert ties[frozenset(("Alice Johnson", "Boston"))] > ties[frozenset(("Boston", "Rahul Mehta"))]
     # Without outer pipes, a delimiter row makes a table too.
     assert names("Name | Role\n--- | ---\nAda Osk | Engineer\n") == {"Ada Osk": "person"}
+
+
+def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
+    # A file all in capitals gave one entity, 'TEARS' (organization): the last word of a
+    # paragraph, wrapped onto a line of its own, was read as a lone acronym on its line.
+    shouted = ("HE HAD BEEN SOBBING VIOLENTLY IN HIS CONFLICT WITH THE SPIRIT, AND HIS FACE WAS WET WITH\n"
+               "TEARS.\n\n'THEY ARE NOT TORN DOWN,' CRIED SCROOGE.\n")
+    assert names(shouted) == {}
+    # An acronym on a line of its own under a heading, or ending a sentence in lower case, is a
+    # name still.
+    assert names("FUNDED BY THE AGENCY\nNASA\n") == {"NASA": "organization"}
+    assert names("The grant came from\nNASA.") == {"NASA": "organization"}
