@@ -72,7 +72,8 @@ from streamrag.records import EntityRecord, Extraction, RelationshipRecord
 # 7: a line of prose wrapped before "12. " (no list numbered from 1 above) continues the prose.
 # 8: a Markdown table's rows are read one by one, each cell opening as a sentence does.
 # 9: a line in capitals under one dropped as a heading is dropped too ("TEARS." ending a paragraph).
-VERSION = "9"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
+# 10: French bodies are organisations ("Banque de France", "Société Générale").
+VERSION = "10"   # what a chunk yields; a new one re-extracts the chunks of every offline index, once
 
 DEFAULT_TYPES = ("organization", "person", "geo", "event")
 MAX_DESCRIPTION_WORDS = 40
@@ -262,6 +263,7 @@ organisation organization cooperative co-operative enterprises ventures investme
 financial bancshares brands pictures publishing publishers airline railway railways
 partei verband gesellschaft stiftung verein ministerium gericht universität kommission akademie
 bahn
+banque société compagnie ministère université assemblée
 """)
 # German compounds naming a body at the end of a longer name ("Europäische Zentralbank").
 _DE_ORG_ENDINGS = ("zentralbank", "landesbank", "partei", "verband", "gesellschaft", "ministerium",

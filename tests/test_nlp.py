@@ -549,3 +549,10 @@ def test_a_paragraph_in_capitals_leaves_no_acronym_of_its_last_word():
     # name still.
     assert names("FUNDED BY THE AGENCY\nNASA\n") == {"NASA": "organization"}
     assert names("The grant came from\nNASA.") == {"NASA": "organization"}
+
+
+def test_french_bodies_are_organizations():
+    # "Banque de France" and "Société Générale" were people: no French word said a body.
+    assert names("Hier, Paul Martin a quitté la Société Générale pour rejoindre la Banque de France à Paris.") == {
+        "Paul Martin": "person", "Société Générale": "organization", "Banque de France": "organization",
+        "Paris": "geo"}
