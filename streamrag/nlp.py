@@ -16,7 +16,8 @@ How a chunk is read:
   look like a name, so only names also found in the body are looked for in it. Title case
   leaves only small words in lower case (articles, conjunctions, prepositions); a line with a
   lower-case verb or noun ("Kim Lowe met Leo Marsh in Dublin") is a sentence without its full
-  stop, as CSV and JSONL rows often are, and its capitals are names.
+  stop, as CSV and JSONL rows often are, and its capitals are names. A Markdown table's row
+  is a sentence of its own, each cell opening as a sentence does ("| City |" is no place).
 * A name is a run of capitalised words, which may be joined by name particles ("van", "de"),
   by "&", and by "of" / "of the" after an institutional head ("Bank of England", "Ministry of
   Trade", "Ghost of Christmas Past"). A year next to an event word belongs to the event
