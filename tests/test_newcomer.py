@@ -309,3 +309,69 @@ def test_a_400_that_names_no_missing_model_asked_for_is_no_unknown_model(message
     assert not unknown_model("invalid_request_error", message, "nope-7b")
     assert unknown_model("model_not_found", message, "nope-7b")
 
+
+
+# -- the README's commands and flags -----------------------------------------------------------
+FLAG = r"(?<![\w-])--[a-z][a-z0-9-]*"
+
+
+def command_flags() -> dict[str, set[str]]:
+    """Each subcommand -> the options its parser takes (what ``streamrag CMD --help`` lists)."""
+    from streamrag.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return {name: {s for a in p._actions for s in a.option_strings} for name, p in sub.choices.items()}
+
+
+def unbracketed(text: str) -> str:
+    """``text`` without what it says in brackets, nested ones included."""
+    while (shorter := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = shorter
+    return text
+
+
+def readme_flags() -> list[tuple[str, str, str]]:
+    """(command, flag, where) for each flag the README gives a command: in a row of the commands
+    table, after `streamrag CMD` in an example, and in a list item of the command's own section that opens with flags."""
+    text = README.read_text(encoding="utf-8")
+    commands = command_flags()
+    said = []
+    for line in text.splitlines():
+        row = re.match(r"\| `(\w+)[^`]*` \|(.*)", line)
+        if row and row.group(1) in commands:   # what it says in brackets may be of other commands
+            said += [(row.group(1), flag, line[:60]) for flag in re.findall(FLAG, unbracketed(line))]
+    for example in re.finditer(r"streamrag (\w+)([^`\n#]*)", text):
+        if example.group(1) in commands:
+            said += [(example.group(1), flag, example.group(0)) for flag in re.findall(FLAG, example.group(2))]
+    for name in commands:
+        section = text.split(f"\n### {name}\n", 1)
+        if len(section) == 2:
+            body = section[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+            said += [(name, flag, f"### {name}") for item in re.split(r"\n(?=- )", body)
+                     if item.startswith(("- `--", "- Flags:"))
+                     for span in re.findall(r"`(--[^`]*)`", item) for flag in re.findall(FLAG, span)]
+    return said
+
+
+def test_every_flag_the_readme_gives_a_command_is_one_it_takes():
+    # A flag renamed in the code and not in the README (or written wrongly there) is what a
+    # newcomer copies first, and meets as "unrecognized arguments".
+    commands = command_flags()
+    said = readme_flags()
+    assert len({name for name, _, _ in said}) >= 8, "the README's commands were not found"
+    wrong = [f"{name} {flag} ({where})" for name, flag, where in said if flag not in commands[name]]
+    assert not wrong, wrong
+
+
+def test_the_readme_table_lists_every_command():
+    text = README.read_text(encoding="utf-8")
+    table = set(re.findall(r"^\| `(\w+)", text.split("\n### index\n", 1)[0], re.M))
+    assert table == set(command_flags()), sorted(table ^ set(command_flags()))
+
+
+def test_the_files_the_readme_links_to_exist():
+    text = README.read_text(encoding="utf-8")
+    root = README.parent
+    linked = [target.split("#")[0] for target in re.findall(r"\]\(([^)]+)\)", text)
+              if not target.startswith(("http", "#"))]
+    assert linked and not [p for p in linked if not (root / p).exists()]
