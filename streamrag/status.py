@@ -458,6 +458,13 @@ def _failures_line(last: int, total: int, last_run: dict | None, told: bool) -> 
             + (_LIST_THEM if told else "")]
 
 
+def _communities_line(count: int, by_level: dict) -> str:
+    """The communities line, by level when there are any: an index of no community (an empty
+    folder's) said "0 by level -", which reads as a fault."""
+    levels = ", ".join(f"{k}: {v}" for k, v in by_level.items())
+    return f"  communities    {count}" + (f" by level {levels}" if levels else "")
+
+
 def format_status(info: dict, db: Path) -> str:
     when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["published_at"]))
             if info["published_at"] else "never")
@@ -469,8 +476,7 @@ def format_status(info: dict, db: Path) -> str:
         f"  entities       {info['entities']}",
         f"  relationships  {info['relationships']}",
         f"  claims         {info['claims']}",
-        f"  communities    {info['communities']} by level "
-        + (", ".join(f"{k}: {v}" for k, v in info["communities_by_level"].items()) or "-"),
+        _communities_line(info["communities"], info["communities_by_level"]),
         f"  reports        {info['reports']} ({info['extractive_reports']} extractive)",
     ]
     if info["llm_by_model"]:

@@ -1263,3 +1263,11 @@ def test_an_ask_of_an_empty_index_under_a_retry_sync_names_the_last_failure_of_i
     finally:
         store.close()
     assert "last: [extract] b.txt (chunk 1, chk-b): nothing answers)" in str(e.value), e.value
+
+
+def test_an_index_of_no_community_says_none_without_levels():
+    # An index of an empty folder said "communities    0 by level -" (a reviewer's finding).
+    lines = format_status(_info("ok", 0, 0), Path("i.db")).splitlines()
+    assert "  communities    0" in lines, lines
+    info = {**_info("ok", 0, 0), "communities": 3, "communities_by_level": {0: 2, 1: 1}}
+    assert "  communities    3 by level 0: 2, 1: 1" in format_status(info, Path("i.db")).splitlines()
