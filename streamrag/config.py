@@ -499,8 +499,10 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
             return ConfigError(f"{where}: {key}.{field}: unknown setting: a line `{field}.NAME = ...` below "
                                f"the [{key}] header is read as {key}.{field}.NAME; write it as `NAME = ...` "
                                f"in the [{field}] section")
+        # (a misspelt [indexx] table was called a setting, which sent the reader to its keys)
+        kind = "section" if not key and isinstance((data or {}).get(field), dict) else "setting"
         key = f"{key}.{field}" if key else field
-        what = f"unknown setting{hint} ({keys_note(where)})"
+        what = f"unknown {kind}{hint} ({keys_note(where)})"
     else:
         what = what[0].lower() + what[1:]
         if what.startswith("invalid enum value") and (values := _valid_values(key)):

@@ -131,7 +131,9 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
     # TOML is case-sensitive and every name lowercase: these were said with no key to write instead.
-    ('[LLM]\napi_base = "http://localhost:11434/v1"\n', "LLM: unknown setting; did you mean [llm]?"),
+    ('[LLM]\napi_base = "http://localhost:11434/v1"\n', "LLM: unknown section; did you mean [llm]?"),
+    # A misspelt section was called an unknown setting (a reviewer's finding).
+    ("[indexx]\nchunk_size = 300\n", "indexx: unknown section; did you mean [index]?"),
     ('[llm]\nAPI_BASE = "http://localhost:11434/v1"\n', "llm.API_BASE: unknown setting; did you mean llm.api_base?"),
     ("CHUNK_SIZE = 600\n", "CHUNK_SIZE: unknown setting; did you mean index.chunk_size (under [index])?"),
     # A key of the other section, written as it is, was told a near name of this one's instead.
@@ -636,7 +638,7 @@ def test_unknown_keys_are_said_with_every_other_problem_in_file_order(tmp_path):
     # (index.chunk_overlap, not in the file, is not judged against the chunk_size refused)
     assert keys == ["source", "index.chunk_size", "index.chunk_sise", "llm.api_key", "indx", "watch.llm"], message
     assert "index.chunk_sise: unknown setting; did you mean index.chunk_size?" in message
-    assert "indx: unknown setting; did you mean [index]?" in message
+    assert "indx: unknown section; did you mean [index]?" in message
     # (llm.max_retries, mistyped, is set aside by a command that calls no model; a misspelt key never is)
     with pytest.raises(ConfigError, match=r"llm.temprature: unknown setting.*\(and 1 more"):
         load_settings(write(tmp_path, '[llm]\ntemprature = 1\n[index]\nchunk_size = 10\n'), env={}, models_for=())
