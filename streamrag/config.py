@@ -321,6 +321,14 @@ def _with_scheme(api_base: str) -> str:
     return "e.g. http://localhost:11434/v1"   # (one word, "nonsense": no host name to trust)
 
 
+def _lower_scheme(api_base: str) -> str:
+    """``api_base`` with its scheme lowercased: schemes are case-insensitive (RFC 3986), and
+    "HTTP://host:8000/v1" was refused as not starting with http://; what checks and compares
+    the endpoint's scheme reads it lowercase."""
+    scheme, sep, rest = api_base.partition("://")
+    return scheme.lower() + sep + rest if sep and scheme.lower() in ("http", "https") else api_base
+
+
 def _local_host(host: str) -> bool:
     """Whether a host is this machine or one on its LAN, whose servers speak plain http."""
     if host == "localhost" or host.endswith((".local", ".localhost", ".lan", ".internal", ".home.arpa")):
@@ -983,7 +991,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
     file_base = ""
     if env.get("STREAMRAG_API_BASE", "").strip() and not override_base:
         if path is not None and isinstance(llm := user.get("llm"), dict):
-            file_base = str(llm.get("api_base", "")).strip().rstrip("/")
+            file_base = _lower_scheme(str(llm.get("api_base", "")).strip().rstrip("/"))
         data = _merge(data, {"llm": {"api_base": env["STREAMRAG_API_BASE"]}})
         origins["llm.api_base"] = f"STREAMRAG_API_BASE={env['STREAMRAG_API_BASE']}"
     if overrides:
@@ -994,7 +1002,7 @@ def load_settings(path: Path | str | None = None, *, env: dict[str, str] | None 
                 flag = (override_names or {}).get(key)
                 origins[key] = f"{flag} {value}" if flag else f"{key} = {value!r} (command line)"
     settings, mistyped, unknown = _convert(data, defaults, where)
-    settings.llm.api_base = settings.llm.api_base.strip().rstrip("/")   # (a pasted space or newline)
+    settings.llm.api_base = _lower_scheme(settings.llm.api_base.strip().rstrip("/"))   # (a pasted space or newline)
     for var in (settings.llm.api_key_env, "STREAMRAG_API_KEY", "OPENAI_API_KEY"):
         if var and env.get(var, "").strip():
             settings.api_key = env[var].strip()  # a newline from `cat key.txt` is no part of it

@@ -299,6 +299,19 @@ def test_a_blank_api_base_is_an_empty_one_wherever_it_is_set(tmp_path):
         assert load_settings(path, env={}, overrides={"llm": {"api_base": blank}}).offline
 
 
+def test_an_api_base_whose_scheme_is_in_capitals_is_taken_lowercased(tmp_path):
+    # "HTTP://host:8000/v1" was refused as not starting with http:// (a reviewer's finding):
+    # schemes are case-insensitive, and what reads the endpoint reads it lowercase.
+    path = write(tmp_path, '[llm]\napi_base = "HTTP://Host:8000/V1"\n')
+    assert load_settings(path, env={}).llm.api_base == "http://Host:8000/V1"
+    s = load_settings(path, env={"STREAMRAG_API_BASE": "Https://env:2/v1"})
+    assert (s.llm.api_base, s.file_api_base) == ("https://env:2/v1", "http://Host:8000/V1")
+    assert load_settings(path, env={}, overrides={"llm": {"api_base": "HTTPS://flag:3/v1"}}
+                         ).llm.api_base == "https://flag:3/v1"
+    with pytest.raises(ConfigError, match="must start with http:// or https://"):
+        load_settings(write(tmp_path, '[llm]\napi_base = "FTP://host/v1"\n'), env={})
+
+
 def test_a_missing_extraction_prompt_is_refused_where_a_model_will_read_it(tmp_path):
     # Refused only where the run read it: after watch's "starting" line. Offline it is never read.
     text = '[llm]\napi_base = "http://127.0.0.1:9/v1"\n[index]\nextraction_prompt = "p.md"\n'
