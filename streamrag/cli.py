@@ -829,6 +829,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import check_out, export, format_for, writes_to_stdout
 
     out = Path(args.out)
+    if args.json and writes_to_stdout(out) and out.is_file() and not out.is_symlink():
+        # `export x.json --json > x.json`: no stream, a file the shell opened that the export
+        # replaces (a new file renamed over it), which took the object with it
+        raise UsageError(f"--json prints its object on standard output, which is redirected to {args.out}, "
+                         f"the file `export {args.out}` replaces: the object would be lost; redirect "
+                         "standard output to another file, or drop --json")
     if args.json and writes_to_stdout(out):   # (the object would land inside the export)
         raise UsageError(f"--json prints its object on standard output, where `export {args.out}` writes "
                          "the export; give a file to write (e.g. graph.json), or drop --json")

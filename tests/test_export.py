@@ -412,6 +412,22 @@ def test_json_is_refused_with_an_export_written_to_standard_output_by_its_name(o
     assert written.read_text(encoding="utf-8") == ""
 
 
+def test_json_with_standard_output_redirected_to_the_export_s_file_says_so(offline_db, tmp_path):
+    # `export x.json --json > x.json` was told "--json prints its object on standard output, where
+    # `export x.json` writes the export": x.json is a file the shell opened, which the export
+    # replaces, not standard output (a reviewer's finding).
+    written = tmp_path / "x.json"
+    with open(written, "w") as stdout:
+        done = subprocess.run([sys.executable, "-m", "streamrag", "export", "x.json", "--json",
+                               "--db", str(offline_db)], stdout=stdout, stderr=subprocess.PIPE,
+                              text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("streamrag: error: --json prints its object on standard output, which is redirected "
+                           "to x.json, the file `export x.json` replaces: the object would be lost; redirect "
+                           "standard output to another file, or drop --json\n")
+    assert written.read_text(encoding="utf-8") == ""
+
+
 def test_documents_are_matched_to_their_rows_past_provenance_of_rows_gone(offline_db, tmp_path):
     db = tmp_path / "index.db"
     shutil.copy(offline_db, db)
