@@ -42,6 +42,7 @@ import json
 import math
 import random
 import re
+import signal
 import socket
 import struct
 import sys
@@ -1789,9 +1790,15 @@ class _Handler(BaseHTTPRequestHandler):
 # Command line.
 
 def serve_forever(config: SimulatorConfig) -> None:
-    """Run the simulator in the foreground until interrupted (``streamrag simulate``)."""
+    """Run the simulator in the foreground until interrupted (``streamrag simulate``): by Ctrl-C
+    or SIGTERM alike (a service manager's or `kill`'s stop killed it without stopping the
+    server, exit 143), then stopped, exit 0."""
     sim = Simulator(config)
     url = sim.start()
+    try:   # (before the line saying it listens: a stop sent once it is read is taken)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:   # not the main thread (a library caller's): its signals are left as they are
+        previous = None
     print(f"simulator listening on {url}", file=sys.stderr, flush=True)
     try:
         while sim._thread and sim._thread.is_alive():
@@ -1800,6 +1807,13 @@ def serve_forever(config: SimulatorConfig) -> None:
         pass
     finally:
         sim.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame) -> None:
+    """SIGTERM taken like Ctrl-C by ``serve_forever``."""
+    raise KeyboardInterrupt()
 
 
 def listen_error(e: OSError, host: str, port: int) -> str:

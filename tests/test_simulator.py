@@ -857,6 +857,26 @@ def test_command_line_serves_and_reports_its_url():
         proc.wait(timeout=5)
 
 
+def test_command_line_stops_on_sigterm_as_on_ctrl_c():
+    # `kill PID` (a service manager's stop) killed `streamrag simulate` without its cleanup, exit
+    # 143 (-15 here); Ctrl-C stops the server and exits 0 (a reviewer's finding).
+    proc = subprocess.Popen([sys.executable, "-m", "streamrag", "simulate", "--port", "0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        m = re.fullmatch(r"simulator listening on (http://127\.0\.0\.1:\d+/v1)\n", line)
+        assert m, line
+        with httpx.Client(base_url=m.group(1), timeout=5) as client:   # (a keep-alive connection open)
+            assert client.get("/models").status_code == 200
+            proc.terminate()
+            assert proc.wait(timeout=30) == 0
+        assert proc.stderr.read() == ""   # (no traceback)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 def test_each_model_request_is_told_to_on_request_and_open_connections_counted(sim):
     # crash_fuzz replaced the module's request_key and the server's _fault, and read its _lock
     # and _connections, to see who asked what and when the killed process's requests ended.
