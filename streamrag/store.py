@@ -592,6 +592,8 @@ class Store:
         side = [Path(f"{self.path}{s}") for s in ("-wal", "-shm")]
         if not readonly and (refusal := unwritable_here(self.path)) is not None:
             raise refusal
+        if not readonly and (refusal := _side_folder(self.path)) is not None:
+            raise refusal
         locked = [f for f in (self.path, *side)
                   if not readonly and f.is_file() and (not os.access(f, os.W_OK) or _immutable(f))]
         if locked:
@@ -1409,6 +1411,19 @@ def _read_only_here(path: Path) -> str | None:
         return "the file is read-only to you"
     if not os.access(path.parent, os.W_OK):
         return "its folder is read-only to you"
+    return None
+
+
+def _side_folder(path: Path) -> StoreError | None:
+    """The refusal to write the index at ``path`` when a folder lies where SQLite keeps a file
+    beside it (``index.db-shm``, ``-wal``, ``-journal``), else None: SQLite cannot make that
+    file, and a -shm folder ended `index` in a traceback ("attempt to write a readonly database"),
+    a -wal or -journal one in "cannot open ...; check the path and its permissions"."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        side = Path(f"{path}{suffix}")
+        if side.is_dir():
+            return StoreError(f"{side}: is a folder, where SQLite keeps the index's {suffix} file; move it "
+                              f"away or remove it (rm -r {shell_word(side)}), then run again")
     return None
 
 

@@ -143,6 +143,23 @@ def test_an_index_given_to_index_as_documents_is_refused_naming_its_folder(cli, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.db", "x.db", "x.db.lock"]
 
 
+def test_a_folder_where_the_index_s_side_file_belongs_is_one_line(cli, tmp_path):
+    # `mkdir INDEX.db-shm` ended `index` in a traceback ("attempt to write a readonly database");
+    # a -wal or -journal folder was "cannot open ...; check the path and its permissions".
+    shutil.copytree(Path(__file__).parent / "data" / "harbor", tmp_path / "n")
+    (tmp_path / "n" / ".streamrag" / "index.db-shm").mkdir(parents=True)
+    cli("index", "-q", "--offline", "n", code=1,
+        fragments=("n/.streamrag/index.db-shm: is a folder, where SQLite keeps the index's -shm file; move it "
+                   "away or remove it (rm -r n/.streamrag/index.db-shm), then run again",))
+    (tmp_path / "n" / ".streamrag" / "index.db-shm").rmdir()
+    assert main(["index", "-q", "--offline", "n"]) == 0
+    for suffix in ("-shm", "-wal", "-journal"):
+        side = tmp_path / "n" / ".streamrag" / f"index.db{suffix}"
+        side.mkdir()
+        cli("index", "-q", "--offline", "n", code=1, fragments=(f"{side.relative_to(tmp_path)}: is a folder",))
+        side.rmdir()
+
+
 def test_an_index_in_streamrag_built_by_a_model_is_advised_without_offline(cli, indexed, tmp_path):
     # The advice says --offline by the index's recorded extractor, as the kept index's does.
     shutil.copytree(indexed, tmp_path / "pj")
