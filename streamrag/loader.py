@@ -32,7 +32,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamrag.config import DEFAULT_INCLUDE, from_folder
+from streamrag.config import CONFIG_NAME, DEFAULT_INCLUDE, from_folder
 from streamrag.errors import EmptyInput, InputError, NoTextField, NotText, UnreadableFile
 from streamrag.ids import document_id
 from streamrag.invisible import visible
@@ -118,7 +118,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
          exclude: Sequence[str] = (), skipped: list[str] | None = None,
          unlisted: list[tuple[Path, str]] | None = None,
          left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
-         gone: list[Path] | None = None) -> list[Path]:
+         gone: list[Path] | None = None, own: Sequence[Path] = ()) -> list[Path]:
     """Files under ``paths`` matching ``include`` globs, sorted; hidden entries, those ``exclude``
     names (``excluded``) and loops skipped.
 
@@ -139,8 +139,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     the reason when given, so a caller can keep what was indexed from it; else it is a line of
     ``skipped`` too.
 
-    Files of a folder in a format documents are kept in (``DOCUMENT_FORMATS``) that ``include``
-    does not match are counted by extension in ``left_out`` when given (``left_out_lines``).
+    Files of a folder that ``include`` does not match are counted by extension (``""``: none)
+    in ``left_out`` when given (``left_out_lines``), but a settings file and ``own`` (the index's
+    files, a custom prompt: ``store.without_index_files``), which are no documents.
 
     The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
     appended to ``broken`` when given: ``watch`` syncs one when its target appears.
@@ -160,7 +161,7 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
                 problems.append(_bad_name(path, root, "file"))
         elif path.is_dir():
             found.update(_walk(path, patterns, root, problems, closed, also=given, left_out=left_out,
-                               broken=broken, exclude=leave))
+                               broken=broken, exclude=leave, own=own))
         elif path.exists():
             raise InputError(f"{_safe(path.as_posix())}: not a regular file or folder (a pipe, socket "
                              "or device); give files or folders to index")
@@ -202,6 +203,9 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
 
     other = sorted((k for k in left_out if k in NOT_TEXT_FORMATS), key=lambda k: (-left_out[k], k))
     text = sorted((k for k in left_out if k in TEXT_FORMATS), key=lambda k: (-left_out[k], k))
+    # Every other file left out is counted too: a .json was neither indexed nor said.
+    rest = sorted((k for k in left_out if k not in DOCUMENT_FORMATS and k != ".json"),
+                  key=lambda k: (-left_out[k], not k, k))   # ("no suffix" after the suffixes it ties with)
     lines = []
     if other:
         lines.append(f"{counted(other)} (not plain text: convert {them(other)} to .txt or .md, with "
@@ -210,7 +214,20 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
         wider = ", ".join(f'"{p}"' for p in [*include, *(f"*{k}" for k in text)])
         lines.append(f"{counted(text)} (plain text that index.include leaves out; to index {them(text)}, set "
                      f"include = [{wider}] under [index])")
+    if ".json" in left_out:
+        lines.append(f"{counted(['.json'])} (JSON that index.include leaves out; to index its records, write "
+                     "them to a .jsonl file, one object a line with its text under index.text_field)")
+    if rest:
+        lines.append(_not_documents(rest, left_out))
     return lines
+
+
+def _not_documents(kinds: list[str], left_out: dict[str, int]) -> str:
+    """The left-out line of files in no format streamrag reads (images, code ...), the most
+    frequent kinds named: they need nothing done, but each file not indexed is accounted for."""
+    n = sum(left_out[k] for k in kinds)
+    named = [k or "no suffix" for k in kinds[:4]] + ([f"{len(kinds) - 4} more kinds"] if len(kinds) > 4 else [])
+    return f"{n} other file{'' if n == 1 else 's'} ({', '.join(named)}: not documents, not indexed)"
 
 
 def unstorable_folder(path: Path) -> str | None:
@@ -381,7 +398,7 @@ def leads_outside_line(link: Path, root: Path | None, top: Path, *, folder: bool
 def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str],
           unlisted: list[tuple[Path, str]], also: Sequence[str] = (),
           left_out: dict[str, int] | None = None, broken: list[Path] | None = None,
-          exclude: Sequence[str] = ()) -> list[Path]:
+          exclude: Sequence[str] = (), own: Sequence[Path] = ()) -> list[Path]:
     """Files under the folder ``top``, by real folders first, then by folder symlinks; what
     ``exclude`` names (``exclude_patterns``) is not looked into.
 
@@ -402,6 +419,12 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
 
     def inside(path: Path) -> bool:   # a file symlink's target: in ``top`` or a folder ``also``
         return any(_inside(os.path.realpath(path), t) for t in (top_real, *also))
+
+    own_real = {os.path.realpath(f) for f in own}
+    own_names = {CONFIG_NAME, *(os.path.basename(f) for f in own_real)}   # (resolving only what could be one)
+
+    def not_own(name: str, folder: Path) -> bool:   # a file left out that is no document's to count
+        return name not in own_names or name != CONFIG_NAME and os.path.realpath(folder / name) not in own_real
 
     seen: set[tuple[int, int]] = set()
     links: list[tuple[Path, str]] = []   # (folder, its path from the indexed folder, with a closing "/")
@@ -454,7 +477,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
                 continue
             if not name_or_path_matches(name, rel, patterns):
                 kind = os.path.splitext(name)[1].lower()
-                if (left_out is not None and kind in DOCUMENT_FORMATS and is_file and storable(name)
+                if (left_out is not None and is_file and storable(name) and not_own(name, folder)
                         and (not is_link or inside(folder / name))):
                     left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue

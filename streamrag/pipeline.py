@@ -79,7 +79,7 @@ from streamrag.replies import CUT_OFF
 from streamrag.report_stage import ReportStage, ReportStageContext, built_min_members, deepest_first
 from streamrag.reports import settings_key as report_settings_key
 from streamrag.run_progress import Progress
-from streamrag.store import Store, without_index_files
+from streamrag.store import Store, index_files, without_index_files
 from streamrag.summarizer import SentenceCounts, extractive_summary, summarize, summarizer_key
 from streamrag.watch_lines import answered
 from streamrag.writer import Writer
@@ -928,7 +928,7 @@ class Indexer:
         # the sync (a file saved and deleted at once said "extracting 1 file failed").
         files = loader.scan(paths, s.index.include, root=self.root, exclude=s.index.exclude, skipped=skipped,
                             unlisted=unlisted, left_out=scan.left_out, broken=broken,
-                            gone=None if publishing else [])
+                            gone=None if publishing else [], own=[*index_files(self.db_path), *s.own_files()])
         self.broken_links = [loader.stored_path(p, self.root) for p in broken]
         files = without_index_files(files, self.db_path, also=s.own_files())
         scan.warnings += skipped

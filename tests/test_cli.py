@@ -1619,12 +1619,14 @@ def test_documents_in_formats_left_out_are_counted_with_what_to_do(cli_run, corp
             "pdftotext or pandoc for example, to index them)\n") in out.stdout
     assert ('                 1 .rst (plain text that index.include leaves out; to index it, set '
             'include = ["*.txt", "*.md", "*.markdown", "*.jsonl", "*.csv", "*.rst"] under [index])') in out.stdout
-    assert ".png" not in out.stdout and ".py" not in out.stdout
+    # Every other file is accounted for, with nothing to do (a .json was not said at all).
+    assert "                 1 other file" not in out.stdout
+    assert "                 2 other files (.png, .py: not documents, not indexed)\n" in out.stdout
     (corpus / "streamrag.toml").write_text('[index]\ninclude = ["*.txt", "*.md", "*.markdown", "*.jsonl", '
                                           '"*.csv", "*.rst"]\n')
     (corpus / "d.rst").write_text("Ada Osk met Bo Lund in Oslo.\n")
     again = json.loads(cli_run("index", "-q", "--json", ".", cwd=corpus).stdout)
-    assert again["left_out"] == {".docx": 1, ".pdf": 2} and again["documents_added"] == 1
+    assert again["left_out"] == {".docx": 1, ".pdf": 2, ".png": 1, ".py": 1} and again["documents_added"] == 1
 
 
 def test_ask_says_a_name_never_written_together_is_missing_and_names_those_it_has(corpus):

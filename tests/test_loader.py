@@ -1919,3 +1919,23 @@ def test_control_characters_are_counted_as_the_pattern_finds_them_without_its_sc
 
     monkeypatch.setattr(loader, "_CONTROL", NotScanned())
     assert [loader._controls(t) for t in texts] == expected
+
+
+def test_every_file_index_include_leaves_out_is_counted_and_said(tmp_path):
+    # A .json beside the notes was neither indexed nor said on the "left out" line (a reviewer's
+    # finding); every file not indexed is accounted for there, but the settings file.
+    from streamrag.loader import left_out_lines
+
+    # (nor the index's own files, `index DIR --db DIR/i.db`: said as "4 other files (.db, ...)")
+    for rel in ("a.txt", "data.json", "sub/b.JSON", "c.py", "sub/d.py", "e.png", "Makefile", "streamrag.toml",
+                "i.db", "i.db-wal", "sub/streamrag.toml"):
+        write(tmp_path / rel, "x")
+    left_out: dict[str, int] = {}
+    own = [tmp_path / "i.db", tmp_path / "i.db-wal", tmp_path / "i.db.lock"]
+    assert scan([tmp_path], ["*.txt"], left_out=left_out, own=own) == [tmp_path / "a.txt"]
+    assert left_out == {".json": 2, ".py": 2, ".png": 1, "": 1}, left_out
+    assert left_out_lines(left_out, ["*.txt"]) == [
+        "2 .json (JSON that index.include leaves out; to index its records, write them to a .jsonl file, "
+        "one object a line with its text under index.text_field)",
+        "4 other files (.py, .png, no suffix: not documents, not indexed)"]
+    assert left_out_lines({"": 1}, ["*.txt"]) == ["1 other file (no suffix: not documents, not indexed)"]
