@@ -39,6 +39,34 @@ def ports(text: str) -> range:
     return span
 
 
+def folder(text: str) -> Path:
+    """An argparse type for ``--corpus``: a folder that is there (a path gone was a traceback from
+    deep inside the first sync, or from copying it)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
+    return Path(text)
+
+
+class PortsTaken(RuntimeError):
+    """Every port ``--port`` gave is in use: said in one line (see ``_one_line``), as a traceback
+    of the simulator's start would bury what to do."""
+
+
+def _one_line(kind, error, tb) -> None:
+    if issubclass(kind, PortsTaken):
+        print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)   # (exit 1, as any error)
+    else:
+        sys.__excepthook__(kind, error, tb)
+
+
+sys.excepthook = _one_line
+
+
+def _taken(port: range) -> PortsTaken:
+    where = f"port {port[0]} is" if len(port) == 1 else f"ports {port[0]}-{port[-1]} are all"
+    return PortsTaken(f"{where} in use; give --port another port or range (0: any free port)")
+
+
 def add_port_option(ap: argparse.ArgumentParser) -> None:
     """``--port`` for a bench that starts its own simulator: runs side by side each get their own."""
     ap.add_argument("--port", type=ports, default=ANY_PORT, metavar="N|FIRST-LAST",
@@ -63,7 +91,9 @@ def simulator_process(port: range = ANY_PORT, **flags: object) -> Iterator[str]:
         if m := re.search(r"(http://\S+)", line):
             break
         code = proc.wait()
-        if "already in use" not in line or number == port[-1]:
+        if "already in use" in line and number == port[-1]:
+            raise _taken(port)
+        if "already in use" not in line:
             raise RuntimeError(f"the simulator did not start: {line.strip() or code}")
     try:
         yield m.group(1)
@@ -86,8 +116,10 @@ def simulator_thread(port: range = ANY_PORT, **config: object) -> Iterator[Simul
             sim.start()
             break
         except OSError as e:
-            if e.errno != errno.EADDRINUSE or number == port[-1]:
+            if e.errno != errno.EADDRINUSE:
                 raise
+            if number == port[-1]:
+                raise _taken(port) from None
     try:
         yield sim
     finally:

@@ -51,7 +51,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _harness import ROOT, add_port_option, emit, generate_corpus, simulator_thread
+from _harness import ROOT, add_port_option, emit, folder, generate_corpus, simulator_thread
 
 STAGES = ("extracting", "summarizing", "clustering", "reporting", "publishing")
 # How long after a stage's line a kill may come, in seconds: about how long the stage lasts on a
@@ -408,7 +408,7 @@ def main() -> None:
                     help="the first trial's number (a trial's draws are the seed's and its number's)")
     ap.add_argument("--docs", type=int, default=40, help="corpusgen documents (default 40)")
     ap.add_argument("--corpus-seed", type=int, default=11, help="corpusgen's seed (default 11)")
-    ap.add_argument("--corpus", type=Path, metavar="DIR", help="a folder of .txt/.md documents instead")
+    ap.add_argument("--corpus", type=folder, metavar="DIR", help="a folder of .txt/.md documents instead")
     ap.add_argument("--corpusgen", type=Path, metavar="PATH")
     ap.add_argument("--max-kills", type=int, default=3, help="kills per trial, at most (default 3)")
     ap.add_argument("--watch-share", type=float, default=0.35, help="share of rounds run by watch")

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import add_port_option, emit, generate_corpus, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, folder, generate_corpus, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.errors import ConfigError
@@ -70,7 +70,7 @@ def report_tokens(result) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path)
+    ap.add_argument("--corpus", type=folder)
     ap.add_argument("--generate", type=int, metavar="N")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--corpusgen", type=Path, metavar="PATH",

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import add_port_option, emit, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, folder, peak_rss_mb, simulator_process
 
 from streamrag import chunker, loader
 from streamrag.config import load_settings
@@ -44,7 +44,7 @@ def corpus_facts(corpus: Path, settings) -> tuple[int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", required=True, type=Path)
+    ap.add_argument("--corpus", required=True, type=folder)
     ap.add_argument("--offline", action="store_true", help="NLP extraction and extractive reports")
     ap.add_argument("--api-base", help="measure this OpenAI-compatible endpoint instead of the simulator")
     ap.add_argument("--model", help="model for every chat job (default: the settings')")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import add_port_option, simulator_thread   # (it puts the checkout on sys.path)
+from _harness import add_port_option, folder, simulator_thread   # (it puts the checkout on sys.path)
 
 from streamrag.config import load_settings
 from streamrag.pipeline import sync
@@ -112,7 +112,7 @@ def run(corpus: Path, api_base: str, model: str | None, api_key: str, db: Path) 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", required=True, type=Path, help="folder to index")
+    p.add_argument("--corpus", required=True, type=folder, help="folder to index")
     p.add_argument("--api-base", default="", help="OpenAI-compatible endpoint (default: in-process simulator)")
     p.add_argument("--model", default=None, help="model for every chat job (default: the settings' models)")
     p.add_argument("--db", type=Path, default=None, help="index database (default: a temporary file)")

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import ROOT, emit
+from _harness import ROOT, emit, folder
 
 TEMPLATES = (
     "What do the documents say about {name}?",
@@ -96,7 +96,7 @@ def time_ask(db: Path, question: str, cwd: Path, mode: str = "local") -> tuple[f
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", type=Path, default=None, help="folder to index (not needed with an existing --db)")
+    p.add_argument("--corpus", type=folder, default=None, help="folder to index (not needed with an existing --db)")
     p.add_argument("--db", type=Path, default=None, help="index to reuse if it exists, else where to build it "
                                                          "(default: a temporary file)")
     p.add_argument("--asks", type=int, default=5, help="asks to time (default 5)")

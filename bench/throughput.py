@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import add_port_option, emit, peak_rss_mb, simulator_process
+from _harness import add_port_option, emit, folder, peak_rss_mb, simulator_process
 
 from streamrag.config import load_settings
 from streamrag.pipeline import sync
@@ -40,7 +40,7 @@ from streamrag.store import Store
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", required=True, type=Path)
+    ap.add_argument("--corpus", required=True, type=folder)
     ap.add_argument("--latency-ms", type=float, default=400)
     ap.add_argument("--per-token-ms", type=float, default=0)
     ap.add_argument("--rpm", type=int, default=600)

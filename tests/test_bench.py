@@ -200,3 +200,27 @@ def test_a_bench_line_names_its_bench(script, args):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["bench"] == script
+
+
+@pytest.mark.parametrize("script", ["index_cost", "throughput", "query_cost", "query_latency", "incremental",
+                                    "crash_fuzz"])
+def test_a_corpus_folder_not_there_is_one_line(script, tmp_path):
+    # It was a traceback: an InputError from inside the first sync, or FileNotFoundError from
+    # copying the folder.
+    gone = tmp_path / "gone"
+    out = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), "--corpus", str(gone)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.splitlines()[-1].endswith(f"--corpus: {gone}: no such folder")
+
+
+@pytest.mark.parametrize("script, args", [("index_cost", ("--corpus", str(BENCH.parent / "tests" / "data" / "harbor"))),
+                                          ("llm_client", ("--requests", "1"))])
+def test_ports_all_in_use_are_one_line(script, args):
+    # A process simulator (index_cost) and a thread one (llm_client) alike: both were tracebacks.
+    with busy_port() as taken:
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *args, "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    assert out.stderr == f"{script}.py: port {port} is in use; give --port another port or range (0: any free port)\n"
