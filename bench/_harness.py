@@ -126,8 +126,23 @@ def simulator_thread(port: range = ANY_PORT, **config: object) -> Iterator[Simul
         sim.stop()
 
 
-CORPUSGEN = ROOT.parent / "shared" / "tools" / "corpusgen.py"
-"""The project's corpus generator, beside the checkout (a clone elsewhere passes --corpusgen)."""
+CORPUSGEN = Path("shared") / "tools" / "corpusgen.py"
+"""The project's corpus generator, where it lies beside a checkout."""
+
+
+def find_corpusgen(root: Path = ROOT) -> Path:
+    """``corpusgen.py`` beside the checkout ``root``, or beside the checkout it was cloned from:
+    a clone made elsewhere (``git clone /work/main /tmp/x``) has no ``../shared`` of its own, and
+    its benches were told to give ``--corpusgen`` a path its origin already tells. The path beside
+    ``root`` when neither holds it (the error names it)."""
+    beside = root.parent / CORPUSGEN
+    if beside.is_file():
+        return beside
+    origin = subprocess.run(["git", "-C", str(root), "config", "--get", "remote.origin.url"],
+                            capture_output=True, text=True).stdout.strip().removeprefix("file://")
+    if origin and Path(origin).is_absolute() and (Path(origin).parent / CORPUSGEN).is_file():
+        return Path(origin).parent / CORPUSGEN
+    return beside
 
 
 def generate_corpus(script: str, gen: Path | None, out: Path, *, seed: int, scale: int, docs: int,
@@ -135,7 +150,7 @@ def generate_corpus(script: str, gen: Path | None, out: Path, *, seed: int, scal
     """Writes corpusgen's ``docs`` documents of ``seed`` and ``scale`` into ``out``, or exits with
     one line naming ``script``, what went wrong and what to do (``hint`` when the seed cannot make
     that many; --corpus DIR offered only to a script that ``takes_corpus``)."""
-    gen = gen or CORPUSGEN
+    gen = gen or find_corpusgen()
     if not gen.is_file():
         sys.exit(f"{script}: no corpus generator at {gen}; give its path with --corpusgen PATH"
                  + (", or --corpus DIR instead" if takes_corpus else ""))

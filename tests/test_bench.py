@@ -224,3 +224,21 @@ def test_ports_all_in_use_are_one_line(script, args):
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stdout == "", out.stderr
     assert out.stderr == f"{script}.py: port {port} is in use; give --port another port or range (0: any free port)\n"
+
+
+def test_a_clone_made_elsewhere_finds_the_corpus_generator_beside_its_origin(tmp_path):
+    # A clone outside the workspace (git clone /work/main /tmp/x) has no ../shared of its own:
+    # every --generate needed --corpusgen, though its origin's folder holds the generator.
+    from _harness import find_corpusgen
+
+    gen = tmp_path / "workspace" / "shared" / "tools" / "corpusgen.py"
+    gen.parent.mkdir(parents=True)
+    gen.write_text("")
+    origin, clone = tmp_path / "workspace" / "main", tmp_path / "elsewhere" / "clone"
+    subprocess.run(["git", "init", "-q", str(origin)], check=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(clone)], check=True, capture_output=True)
+    assert find_corpusgen(clone) == gen
+    assert find_corpusgen(origin) == gen    # beside the checkout, as before
+    gen.unlink()
+    assert find_corpusgen(clone) == clone.parent / "shared" / "tools" / "corpusgen.py"  # (named in the error)
+
