@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -47,6 +48,8 @@ def make_vault(gen: Path, out: Path, articles: int, min_links: int, related: boo
     ids = {d["doc_id"] for d in docs}
     names = sorted((e["name"] for e in truth["entities"] if len(set(e["docs"]) & ids) >= min_links),
                    key=len, reverse=True)
+    if not names:
+        return {}
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
     linked: dict[str, int] = dict.fromkeys(names, 0)
     out.mkdir()
@@ -142,6 +145,9 @@ def main() -> None:
                         docs=args.generate, takes_corpus=False)
         vault = tmp / "vault"
         linked = make_vault(tmp / "gen", vault, args.generate, args.min_links, args.related)
+        if not linked:   # (no note to rename: the empty pattern matched everywhere, a KeyError '')
+            sys.exit(f"rename.py: no entity is named in --min-links {args.min_links} of the {args.generate} "
+                     "articles, so no note to rename; give a larger --generate or a smaller --min-links")
         old = min(linked, key=lambda n: (abs(linked[n] - args.links), n))
         env = {k: v for k, v in os.environ.items() if k != "STREAMRAG_API_BASE"}
         settings = load_settings(None, env=env, overrides={"llm": {"requests_per_minute": 0, "tokens_per_minute": 0}})

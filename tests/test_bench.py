@@ -242,3 +242,16 @@ def test_a_clone_made_elsewhere_finds_the_corpus_generator_beside_its_origin(tmp
     gen.unlink()
     assert find_corpusgen(clone) == clone.parent / "shared" / "tools" / "corpusgen.py"  # (named in the error)
 
+
+def test_rename_with_no_entity_to_rename_says_so():
+    # Too few articles for any entity to reach --min-links: a KeyError '' traceback (the pattern
+    # of no names matched the empty string).
+    gen = next((p for p in (BENCH.parents[1] / "shared" / "tools" / "corpusgen.py",
+                            Path("/work/shared/tools/corpusgen.py")) if p.is_file()), None)
+    if gen is None:
+        pytest.skip("no corpus generator beside the checkout")
+    out = subprocess.run([sys.executable, str(BENCH / "rename.py"), "--generate", "3", "--corpusgen", str(gen)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    assert out.stderr.startswith("rename.py: no entity is named in --min-links 15 of the 3 articles")
+    assert out.stderr.count("\n") == 1
