@@ -134,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="what the file holds (default txt: lines; crlf: lines ended by CRLF; md: a note; "
                         "jsonl, csv: records; line: a book on one line)")
     args = p.parse_args(argv)
+    if not args.mb > 0:   # (a file of nothing has no middle to change: ValueError 'subsection not found')
+        p.error("--mb must be more than 0")
     with tempfile.TemporaryDirectory() as tmp:
         *_, baseline_mb = index(Path(tmp), "small", 0.005, args.kind)
         size, chunks, wall, peak_mb = index(Path(tmp), "big", args.mb, args.kind)

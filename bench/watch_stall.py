@@ -75,6 +75,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=50_000, help="files in the folder moved in")
     args = ap.parse_args()
+    if args.files < 1:   # (a folder of none moves in with nothing queued: it waited forever)
+        ap.error("--files must be 1 or more")
     with tempfile.TemporaryDirectory() as tmp:
         emit(anyio.run(_measure, Path(tmp), args.files))
 

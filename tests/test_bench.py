@@ -255,3 +255,13 @@ def test_rename_with_no_entity_to_rename_says_so():
     assert out.returncode == 1 and out.stdout == "", out.stderr
     assert out.stderr.startswith("rename.py: no entity is named in --min-links 15 of the 3 articles")
     assert out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("script, args", [("big_file", ("--mb", "0")), ("watch_stall", ("--files", "0"))])
+def test_a_size_of_nothing_is_refused(script, args):
+    # big_file --mb 0 ended in ValueError 'subsection not found'; watch_stall --files 0 waited
+    # forever for a queue no file was put in.
+    out = subprocess.run([sys.executable, str(BENCH / f"{script}.py"), *args], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.splitlines()[-1] == f"{script}.py: error: {args[0]} must be {'more than 0' if script == 'big_file' else '1 or more'}"
