@@ -266,3 +266,14 @@ def test_a_size_of_nothing_is_refused(script, args):
                          timeout=60)
     assert out.returncode == 2 and out.stdout == "", out.stderr
     assert out.stderr.splitlines()[-1] == f"{script}.py: error: {args[0]} must be {'more than 0' if script == 'big_file' else '1 or more'}"
+
+
+def test_throughput_critical_path_counts_the_gleaning_rounds_made():
+    # It counted the rounds the settings allow: a run whose checks all said no (harbor: 4 checks,
+    # no gleaning) was bound by 5 calls of latency, longer than the run took (15 s for 13.1 s).
+    from throughput import critical_path_calls
+
+    harbor = {"extract": 4, "glean_check": 4, "summarize": 1, "report": 3}
+    assert critical_path_calls(harbor, 1) == 4
+    assert critical_path_calls({**harbor, "glean": 2}, 1) == 5
+    assert critical_path_calls({"extract": 4}, 0) == 1
