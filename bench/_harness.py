@@ -55,6 +55,8 @@ class PortsTaken(RuntimeError):
 def _one_line(kind, error, tb) -> None:
     if issubclass(kind, PortsTaken):
         print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)   # (exit 1, as any error)
+    elif issubclass(kind, KeyboardInterrupt):   # Ctrl-C: 54 lines of where it was, of no use
+        print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)   # (still killed by SIGINT)
     else:
         sys.__excepthook__(kind, error, tb)
 

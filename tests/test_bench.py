@@ -277,3 +277,34 @@ def test_throughput_critical_path_counts_the_gleaning_rounds_made():
     assert critical_path_calls(harbor, 1) == 4
     assert critical_path_calls({**harbor, "glean": 2}, 1) == 5
     assert critical_path_calls({"extract": 4}, 0) == 1
+
+
+
+def test_ctrl_c_is_one_line():
+    # Ctrl-C printed a 54-line KeyboardInterrupt traceback.
+    import os
+    import signal
+    import time
+
+    with busy_port() as taken:
+        port = taken.getsockname()[1] + 1
+    run = subprocess.Popen([sys.executable, str(BENCH / "throughput.py"), "--corpus",
+                            str(BENCH.parent / "tests" / "data" / "harbor"), "--latency-ms", "60000",
+                            "--port", f"{port}-{port + 20}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        while not any(_listening(n) for n in range(port, port + 21)):   # its simulator is up: the run
+            assert run.poll() is None, run.communicate()                # waits a minute on its calls
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)   # as a terminal's Ctrl-C: the whole group
+        out, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == -signal.SIGINT and out == "", err
+    assert err == "throughput.py: interrupted\n"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
