@@ -873,8 +873,8 @@ def _without_trailing_nuls(data: bytes) -> tuple[bytes, int]:
     """``data`` without a run of NULs it ends with (what a crash leaves of a file being written:
     its size grown, its last blocks never written), and how many went; a run shorter than
     ``_NUL_RUN``, or all of ``data``, stays (a stray NUL), and in text holding NULs (``_wide``)
-    so do those of its last character (the text cut at a multiple of 4). Found a slice at a
-    time: no copy of the whole file unless there is a run to cut."""
+    so do those of its last character (the text cut at a multiple of its width, ``_width``).
+    Found a slice at a time: no copy of the whole file unless there is a run to cut."""
     end = len(data)
     while end:
         piece = data[max(0, end - _SNIFF):end]
@@ -883,10 +883,21 @@ def _without_trailing_nuls(data: bytes) -> tuple[bytes, int]:
         if kept:
             break
     if _wide(data[max(0, end - _SNIFF):end]):
-        end += -end % 4
+        end += -end % _width(data[max(0, end - 64) // 4 * 4:end // 4 * 4])
     run = len(data) - end
     # (Zeros alone are no text's end: a binary file, judged so from its first bytes.)
     return (data[:len(data) - run], run) if run >= _NUL_RUN and end else (data, 0)
+
+
+def _width(units: bytes) -> int:
+    """Bytes a character takes in ``units``, whole 4-byte units of text holding NULs (``_wide``)
+    read from its start: 4 when each is a UTF-32 code point (a zero byte and one at most 0x10
+    beside it), else 2, UTF-16's. (Rounded to 4 alone, UTF-16 text whose length is 2 past a
+    multiple of 4 kept a NUL character of the run after it, said a second time.)"""
+    n = len(units) // 4
+    utf32 = n >= 2 and any(units[zero::4].count(0) == n and max(units[small::4]) <= 0x10
+                           for zero, small in ((3, 2), (0, 1)))
+    return 4 if utf32 else 2
 
 
 def _wide(text_bytes: bytes) -> bool:

@@ -1383,6 +1383,14 @@ def test_a_run_of_nuls_opening_or_ending_a_text_file_is_dropped_and_said(tmp_pat
     wide = write(tmp_path / "wide.txt", ("Ada Osk met Bram Tull. " * 20).encode("utf-16-le") + b"\0" * 33)
     [doc], _ = read_documents(wide, root=tmp_path)
     assert doc.text == "Ada Osk met Bram Tull. " * 20
+    # ... and so does one whose length is 2 past a multiple of 4, however long the run: it kept a
+    # NUL character of the run (said a second time), or with an odd run was refused as cut short.
+    for run in (16, 17, 33):
+        data = ("Ada Osk met Bram Tull. " * 21).encode("utf-16-le") + b"\0" * run
+        [doc], warnings = read_documents(write(tmp_path / f"wide{run}.txt", data), root=tmp_path)
+        assert doc.text == "Ada Osk met Bram Tull. " * 21, run
+        assert warnings == [f"wide{run}.txt: NUL bytes dropped ({run} at its end: what a crash, or a log "
+                            "rotated with copytruncate, leaves); the text between is indexed"]
     # A NUL run between texts is no crash's end: still a binary file, as a file of zeros is.
     middle = write(tmp_path / "middle.txt", text.encode() + b"\0" * 4096 + text.encode())
     with pytest.raises(InputError, match="binary file"):
