@@ -102,6 +102,9 @@ _SNIFF = 8192
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
 # first 8 KB made it binary).
 _FEW_NULS = 8
+# NULs a text file of any length may hold as strays, beyond 1% of a short one's bytes: a stray NUL
+# or two amid a few lines of text.
+_STRAY_NULS = 2
 # A run of at least this many NULs opening or ending a file is dropped, the text between judged as
 # a file's whole (a log whose first or last blocks are zeros was a binary file, not indexed).
 _NUL_RUN = 16
@@ -836,10 +839,22 @@ def _cp1252(byte: int) -> str:
 def _many_nuls(head: bytes) -> bool:
     """Whether a file's first bytes hold more NULs than a text file's stray few."""
     nuls = head.count(0)
-    if nuls > _FEW_NULS or nuls > 0.01 * len(head) >= 1:
+    if nuls > _FEW_NULS or nuls > max(_STRAY_NULS, 0.01 * len(head)):
         return True
-    # A short file: one NUL amid clean text is a stray; beside other control bytes, binary.
-    return nuls > 1 or (nuls == 1 and _CONTROL.search(head.decode("latin-1").replace("\0", "")) is not None)
+    # A few NULs amid clean text are strays (a bad editor save); beside other control bytes, binary,
+    # and more than one in bytes that are not UTF-8 (a header's "obj\0\0" after 8-bit bytes).
+    # (Two of them made any file binary, however long: _FEW_NULS was one.)
+    return nuls > 0 and (_CONTROL.search(head.decode("latin-1").replace("\0", "")) is not None
+                         or nuls > 1 and not _utf8_so_far(head))
+
+
+def _utf8_so_far(head: bytes) -> bool:
+    """Whether a file's first bytes are UTF-8 (a character cut at their end aside)."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first_data(f) -> int:

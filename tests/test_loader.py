@@ -1342,6 +1342,14 @@ def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_who
     short = write(tmp_path / "short.txt", b"Ada Osk met Bram Tull in Port Vale on the \x00first of May.\n")
     [doc], warnings = read_documents(short, root=tmp_path)   # (62 bytes: 1% of them is no NUL)
     assert doc.text.startswith("Ada Osk met") and "1 NUL character(s) dropped" in warnings[0]
+    # Two or a few stray NULs (a bad editor save) made any file binary, however long; beside
+    # other control bytes they still do.
+    for name, data in (("two.txt", b"Ada Osk met Bram Tull\x00 in Port Vale on the \x00first of May.\n"),
+                       ("few.txt", text[:300].replace("Osk", "Osk\x00").encode() + text[300:].encode())):
+        [doc], warnings = read_documents(write(tmp_path / name, data), root=tmp_path)
+        assert doc.text == data.decode().replace("\0", "") and "NUL character(s) dropped" in warnings[0], name
+    with pytest.raises(InputError, match="binary file"):
+        read_documents(write(tmp_path / "record.txt", b"Ada Osk\x00\x00\x03 Bram Tull in Port Vale\n"), root=tmp_path)
     # A file of zeros is binary from its first 8 KB: a 3 GB sparse file was read whole first.
     zeros = tmp_path / "sparse.txt"
     with zeros.open("wb") as out:
