@@ -108,6 +108,8 @@ _STRAY_NULS = 2
 # A run of at least this many NULs opening or ending a file is dropped, the text between judged as
 # a file's whole (a log whose first or last blocks are zeros was a binary file, not indexed).
 _NUL_RUN = 16
+# Bytes of NULs written at a file's start read past to its text (a hole is skipped unread).
+_NUL_SCAN = 1 << 20
 # A character a JSON string escapes alone (``"\ud800"``), which no UTF-8 can hold: stored, it
 # stopped the run (and the daemon) at the file.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -857,13 +859,15 @@ def _utf8_so_far(head: bytes) -> bool:
     return True
 
 
-def _first_data(f) -> int:
+def _first_data(f) -> int | None:
     """Where a file's first written bytes are: past the hole a sparse file opens with (what a log
     truncated by logrotate's copytruncate becomes while its writer goes on at its offset), found
-    without reading it; 0 when the system cannot tell, or the file holds no data at all."""
+    without reading it; 0 when the system cannot tell, None when the file holds no data at all."""
     try:
         return os.lseek(f.fileno(), 0, os.SEEK_DATA)
-    except (AttributeError, OSError):   # (no SEEK_DATA here; ENXIO: all hole, or empty)
+    except OSError as e:   # (ENXIO: all hole, or empty: None, nothing written to read past)
+        return None if e.errno == errno.ENXIO else 0
+    except AttributeError:   # (no SEEK_DATA here)
         return 0
 
 
@@ -873,10 +877,19 @@ def _past_leading_nuls(f) -> tuple[int, bytes]:
     there. A run shorter than ``_NUL_RUN``, or one filling all the bytes read (a file of zeros: a
     binary file, judged without reading on), is no run: (0, the first bytes). In text holding NULs
     (UTF-16 or UTF-32, ``_wide``) the start is a multiple of 4, so its characters stay whole."""
-    at = _first_data(f)
+    found = _first_data(f)
+    at = found or 0
     f.seek(at)
     head = f.read(_SNIFF)
     lead = len(head) - len(head.lstrip(b"\0"))
+    # Zeros written, not a hole (a log pre-allocated so, a copytruncate where no file is sparse),
+    # are read past a piece at a time, up to _NUL_SCAN: a run longer than 8 KB was a binary file.
+    while found is not None and lead == len(head) == _SNIFF and at + _SNIFF - found < _NUL_SCAN:
+        more = f.read(_SNIFF)
+        if not more:
+            break
+        at, head = at + _SNIFF, more
+        lead = len(head) - len(head.lstrip(b"\0"))
     start = at + lead
     start -= start % 4 if _wide(head[lead:]) else 0
     if lead == len(head) or start < _NUL_RUN:

@@ -1387,6 +1387,15 @@ def test_a_run_of_nuls_opening_or_ending_a_text_file_is_dropped_and_said(tmp_pat
         out.write(text.encode())
     [doc], warnings = read_documents(rotated, root=tmp_path)
     assert doc.text == text and "1,000,000 at its start" in warnings[0]
+    # Zeros written (not a hole) longer than 8 KB were a binary file; a file of them still is.
+    for name, data in (("written.txt", b"\0" * 20_000 + text.encode()), ("zeros.txt", b"\0" * 40_960)):
+        f = write(tmp_path / name, data)
+        if name == "zeros.txt":
+            with pytest.raises(InputError, match="binary file"):
+                read_documents(f, root=tmp_path)
+        else:
+            [doc], warnings = read_documents(f, root=tmp_path)
+            assert doc.text == text and "20,000 at its start" in warnings[0]
     # UTF-16 without a byte-order mark keeps its last character's NUL (a multiple of 4 is cut).
     wide = write(tmp_path / "wide.txt", ("Ada Osk met Bram Tull. " * 20).encode("utf-16-le") + b"\0" * 33)
     [doc], _ = read_documents(wide, root=tmp_path)
