@@ -207,9 +207,12 @@ def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str
         return "it" if sum(left_out[k] for k in kinds) == 1 else "them"
 
     other = sorted((k for k in left_out if k in NOT_TEXT_FORMATS), key=lambda k: (-left_out[k], k))
-    text = sorted((k for k in left_out if k in TEXT_FORMATS), key=lambda k: (-left_out[k], k))
+    # (a kind read by default, .md or .csv, left out by a narrower include is plain text too:
+    # it was said to be "not documents")
+    text = sorted((k for k in left_out if k in TEXT_FORMATS or k in DOCUMENT_SUFFIXES - DOCUMENT_FORMATS - {".json"}),
+                  key=lambda k: (-left_out[k], k))
     # Every other file left out is counted too: a .json was neither indexed nor said.
-    rest = sorted((k for k in left_out if k not in DOCUMENT_FORMATS and k != ".json"),
+    rest = sorted((k for k in left_out if k not in DOCUMENT_SUFFIXES),
                   key=lambda k: (-left_out[k], not k, k))   # ("no suffix" after the suffixes it ties with)
     lines = []
     if other:

@@ -1964,3 +1964,18 @@ def test_every_file_index_include_leaves_out_is_counted_and_said(tmp_path):
         "one object a line with its text under index.text_field)",
         "4 other files (.py, .png, no suffix: not documents, not indexed)"]
     assert left_out_lines({"": 1}, ["*.txt"]) == ["1 other file (no suffix: not documents, not indexed)"]
+
+
+def test_a_kind_read_by_default_left_out_by_include_is_plain_text_not_other_files(tmp_path):
+    # include = ["*.txt"] left notes.md and data.csv out, said "2 other files (.csv, .md: not
+    # documents, not indexed)": they are documents streamrag reads, which a wider include indexes.
+    from streamrag.loader import left_out_lines
+
+    for rel in ("a.txt", "b.md", "c.csv", "e.png"):
+        write(tmp_path / rel, "x")
+    left_out: dict[str, int] = {}
+    scan([tmp_path], ["*.txt"], left_out=left_out)
+    assert left_out_lines(left_out, ["*.txt"]) == [
+        '1 .csv, 1 .md (plain text that index.include leaves out; to index them, set '
+        'include = ["*.txt", "*.csv", "*.md"] under [index])',
+        "1 other file (.png: not documents, not indexed)"]
