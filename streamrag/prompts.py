@@ -100,9 +100,10 @@ def read_prompt(name: str, path: Path, *, custom: bool) -> Prompt:
     if missing := required - prompt.placeholders:
         raise unusable("does not use " + ", ".join(f"${m}" for m in sorted(missing)),
                        f"write each where its value goes, as prompts/{name}.md does")
-    if custom and (fault := unfilled(prompt, FILLED_PLACEHOLDERS.get(name, required))):
+    filled = FILLED_PLACEHOLDERS.get(name, required)
+    if custom and (fault := unfilled(prompt, filled)):
         raise unusable(fault, "write $$ for a dollar sign the model should read; the names filled in are "
-                       + ", ".join(f"${n}" for n in sorted(FILLED_PLACEHOLDERS.get(name, required))))
+                       + ", ".join(f"${n}" for n in sorted(filled)))
     return prompt
 
 
@@ -110,13 +111,9 @@ def unfilled(prompt: Prompt, filled: set[str]) -> str:
     """What in ``prompt`` no value would fill ("" when nothing): a $name the code does not pass,
     or a $ before no name ("$5"). Said as the file is checked, since rendering it would raise
     (KeyError, ValueError) from inside the run, a traceback after the settings were accepted."""
-    unknown, stray = set(), 0
-    for template in (prompt.system, prompt.user):
-        for m in string.Template.pattern.finditer(template):
-            if m.group("invalid") is not None:
-                stray += 1
-            elif (named := m.group("named") or m.group("braced")) and named not in filled:
-                unknown.add(named)
+    unknown = prompt.placeholders - filled
+    stray = sum(m.group("invalid") is not None for template in (prompt.system, prompt.user)
+                for m in string.Template.pattern.finditer(template))
     said = [f"uses {', '.join(f'${n}' for n in sorted(unknown))}, no value streamrag fills"] if unknown else []
     if stray:
         said.append(f"has {stray} $ before no name (as in '$5')")
