@@ -1028,7 +1028,7 @@ class LLMClient:
                     raise Retryable(f"connection failed ({reason(e)})", refused=True) from None
                 raise Retryable(f"connection failed ({reason(e)})", unconnected=True) from None
             except httpx.TimeoutException:   # (per read: the headers may have come, then no more)
-                raise Retryable(timed_out_said(arrival, timeout, stalled=True), timed_out=True) from None
+                raise Retryable(timed_out_said(arrival, stalled=True), timed_out=True) from None
             except httpx.ProxyError as e:
                 if self._proxy is None or not str(e).startswith("407"):
                     raise Retryable(f"connection failed ({reason(e)})") from None
@@ -1044,7 +1044,7 @@ class LLMClient:
             assert deadline.cancelled_caught
             if self.hopeless:
                 raise _Hopeless
-            raise Retryable(timed_out_said(arrival, timeout), timed_out=True)
+            raise Retryable(timed_out_said(arrival), timed_out=True)
         finally:
             if probe:
                 probe.set()

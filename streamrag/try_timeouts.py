@@ -107,13 +107,14 @@ def arriving(*, streamed: bool) -> None:
         current.answering, current.streamed = True, streamed
 
 
-def timed_out_said(arrival: Try, timeout: float, *, stalled: bool = False) -> str:
+def timed_out_said(under_way: Try, *, stalled: bool = False) -> str:
     """What a try cut off at its deadline was doing: a server sending a whole answer 1 byte a
     second was said to have "made no progress", though it was still arriving. ``stalled``: cut
-    off by httpx's own timeout, which is per read: nothing at all came for ``timeout``."""
-    if not arrival.answering:
+    off by httpx's own timeout, which is per read: nothing at all came for the try's timeout."""
+    timeout = under_way.timeout
+    if not under_way.answering:
         return f"no answer within {timeout:g} s (timeout)"
-    if arrival.streamed:
+    if under_way.streamed:
         return f"the streamed answer was under way but sent no text for {timeout:g} s (timeout)"
     if stalled:
         return f"the answer began but nothing more came for {timeout:g} s (timeout)"

@@ -312,7 +312,7 @@ def test_the_try_under_way_is_told_its_answer_and_moved_on_by_it():
             arriving(streamed=True)
             progress()
             assert under_way.answering and under_way.streamed and scope.deadline > 0
-            assert timed_out_said(under_way, 1.5).startswith("the streamed answer was under way")
+            assert timed_out_said(under_way).startswith("the streamed answer was under way")
         assert request_timeout() is httpx.USE_CLIENT_DEFAULT
 
     anyio.run(main)
