@@ -829,9 +829,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from streamrag.export import check_out, export, format_for, writes_to_stdout
 
     out = Path(args.out)
-    if args.json and writes_to_stdout(out) and out.is_file() and not out.is_symlink():
+    if args.json and args.out != "-" and writes_to_stdout(out) and out.is_file() and not out.is_symlink():
         # `export x.json --json > x.json`: no stream, a file the shell opened that the export
-        # replaces (a new file renamed over it), which took the object with it
+        # replaces (a new file renamed over it), which took the object with it ("-" is the
+        # stream itself, whatever file of that name the folder holds)
         raise UsageError(f"--json prints its object on standard output, which is redirected to {args.out}, "
                          f"the file `export {args.out}` replaces: the object would be lost; redirect "
                          "standard output to another file, or drop --json")

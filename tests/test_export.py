@@ -428,6 +428,18 @@ def test_json_with_standard_output_redirected_to_the_export_s_file_says_so(offli
     assert written.read_text(encoding="utf-8") == ""
 
 
+def test_json_with_dash_is_standard_output_even_beside_a_file_named_dash(offline_db, tmp_path):
+    # `export - --json` in a folder holding a file named "-" (a stray `> -`) was told standard
+    # output "is redirected to -, the file `export -` replaces": "-" is standard output itself.
+    (tmp_path / "-").write_text("stray", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "streamrag", "export", "-", "--json", "--db", str(offline_db)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("streamrag: error: --json prints its object on standard output, where `export "
+                           "-` writes the export; give a file to write (e.g. graph.json), or drop --json\n")
+    assert (tmp_path / "-").read_text(encoding="utf-8") == "stray"
+
+
 def test_documents_are_matched_to_their_rows_past_provenance_of_rows_gone(offline_db, tmp_path):
     db = tmp_path / "index.db"
     shutil.copy(offline_db, db)
