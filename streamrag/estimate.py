@@ -332,18 +332,22 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             recluster = recluster or store.get_meta("leiden") not in (
                 None, leiden_key(ix.max_cluster_size, ix.leiden_seed, ix.leiden_resolution))
             wanted |= {c for ids in index_rows.chunk_ids_of(store, kept_docs).values() for c in ids}
+            chosen_with = built_min_members(settings, store.get_meta, by_llm=True)
+            # (new report settings: every context is built again, and a report is written for
+            # those not built as a stored report's was, as the run does; a new
+            # report_max_input_tokens alone, 6000 -> 3000 on synth_small, was counted 54 reports
+            # for the run's 5, most contexts fitting both)
             summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted, live=live,
                                                    paths_of=paths_of, resummarize=resummarized,
-                                                   recluster=recluster, summary_tokens=r.summary_completion)
+                                                   recluster=recluster, summary_tokens=r.summary_completion,
+                                                   rereport=bool(store.version) and chosen_with is None)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
             if resummarized:
                 summaries = max(summaries, _summaries_asked(store, settings))
-            chosen_with = built_min_members(settings, store.get_meta, by_llm=True)
-            if resummarized or chosen_with is None:
-                # (new summaries change the descriptions reports are written from, new report
-                # settings every context: counted as if every report changed)
+                # (new summaries change the descriptions reports are written from: counted as if
+                # every report changed)
                 communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members))
-            elif store.version:
+            elif store.version and chosen_with is not None:   # (else each context was built above)
                 asked = _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster)
                 # (a new partition: the communities it changes are among those counted for it)
                 communities = max(communities, asked) if recluster else communities + asked
@@ -529,7 +533,8 @@ def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: P
 
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
                   live: dict[str, str], paths_of: dict[str, str], resummarize: bool,
-                  recluster: bool, summary_tokens: float = SUMMARY_COMPLETION) -> tuple[int, list[int]]:
+                  recluster: bool, summary_tokens: float = SUMMARY_COMPLETION,
+                  rereport: bool = False) -> tuple[int, list[int]]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
@@ -537,7 +542,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     (``new_chunks``: those not yet extracted). A new chunk names existing entities: their
     summaries are written again, and the reports of their communities and of those above.
     ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
-    summary's length (``Ratios.summary_completion``), of those a report's context shows."""
+    summary's length (``Ratios.summary_completion``), of those a report's context shows;
+    ``rereport``: the report settings changed, so every community's context is built again."""
     ix = settings.index
     key = extractor_key(settings)
     added = {c for c in wanted if live.get(c) != key}
@@ -552,7 +558,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
         extractions[cid] = _stand_in(chunk.text, *earlier, entity_types=ix.entity_types, guessed=guessed,
                                      lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
-    if not added and not removed and not resummarize:
+    if not added and not removed and not resummarize and not rereport:
         return 0, []   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
     # (the relationships' descriptions left in the store, as the run leaves them: those of the
@@ -587,7 +593,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     state.changed_entities = {e for e in state.changed_entities if now.get(e) != before.get(e)}
     state.changed_relationships = {r for r in state.changed_relationships if now.get(r) != before.get(r)}
     communities = _partition(store, state, settings, recluster=recluster, moved=moved)
-    dirty = dirty_communities(state, communities, same_settings=True)
+    dirty = dirty_communities(state, communities, same_settings=not rereport)
     # As the run writes them, the deepest first: a community whose elements changed, or whose
     # child's report did (its context may hold it), has its context built; one built as a stored
     # report's was (its key) keeps that report, with no call. Counted by what changed alone, a

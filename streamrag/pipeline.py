@@ -845,7 +845,12 @@ class Indexer:
                 changes.append(("report", "reports are written for the communities that now reach "
                                           "index.report_min_members (those written are kept)"))
             else:
-                changes.append(("report", "every report is written again"))
+                # (a context key holds the model and prompt, not the settings: a context built
+                # as before, one within both report_max_input_tokens, finds its report)
+                changes.append(("report", "reports are written again where their context changed (every "
+                                          "one for a new report model or prompt; a context within both "
+                                          "the old and the new index.report_max_input_tokens keeps its "
+                                          "report)"))
         if said("leiden") not in (None, self.leiden_key):
             changes.append(("clustering", "it is clustered afresh"))
         if upgrade:

@@ -1521,3 +1521,21 @@ async def test_rows_read_again_for_another_text_field_are_counted_as_the_run_cou
     # (the unchanged row's chunk is extracted already: the run asks nothing of it)
     assert est["chunks_to_extract"] == done.chunks_extracted == 2
     assert est["llm"]["by_stage"]["extract"]["calls"] == paid(done.llm, "extract") == 2
+
+
+async def test_a_new_report_input_budget_counts_the_reports_whose_context_it_cuts_differently(
+        news, tmp_path, simulator, caplog):
+    # index.report_max_input_tokens lowered: a context that fits both budgets is built as its
+    # stored report's was, and the run keeps that report. Counted as if every report changed,
+    # the estimate said 54 reports where the run wrote 5 of synth_small's 72 (6000 -> 3000),
+    # and the run said "every report is written again" before it kept 67.
+    db = tmp_path / "index.db"
+    first = await sync([news], make_settings(simulator.base_url), db, root=news)
+    caplog.clear()
+    est, done = await index_and_estimate(news, make_settings(simulator.base_url,
+                                                             index={"report_max_input_tokens": 600}), db)
+    assert 0 < paid(done.llm, "report") < first.reports and done.reports_kept > 0, done.llm
+    assert "every report is written again" not in caplog.text
+    assert "reports are written again where their context changed" in caplog.text, caplog.text
+    assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
+
