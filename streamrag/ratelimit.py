@@ -74,6 +74,14 @@ class MinuteBudget:
         self.total += ticket[1]
         return ticket
 
+    def settle(self, ticket: list[float], used: float) -> None:
+        """``ticket``'s request used ``used``: what it used beyond what it took is taken now, a
+        debt the next requests wait for (a request books what its answer may be, and one without
+        max_tokens books the answers' mean: a longer answer went uncounted, and the window after
+        it was as full as if it had not been)."""
+        if used > ticket[1]:
+            self.take(used - ticket[1])
+
     def give_back(self, ticket: list[float]) -> None:
         for i, held in enumerate(self.taken):
             if held is ticket:

@@ -655,6 +655,41 @@ def test_minute_budget_never_exceeds_the_limit_in_any_window(per_minute):
     assert sum(sent) >= 0.85 * per_minute * 10
 
 
+def test_tokens_used_beyond_a_booking_are_a_debt_the_next_window_carries():
+    # A request books what its answer may be; one that used more takes the rest when it is
+    # answered, and the rest stays in the window a minute from then, past the booking's own.
+    from streamrag.ratelimit import WINDOW_S, MinuteBudget
+
+    now = [0.0]
+    budget = MinuteBudget(6000, clock=lambda: now[0])
+    ticket = budget.take(300)
+    now[0] = 10.0
+    budget.settle(ticket, 450)
+    assert budget.total == 450 and budget.wait_s(5551) > 0
+    now[0] = WINDOW_S + 1.0   # the booking left the window, the debt not yet
+    assert budget.wait_s(5851) == pytest.approx(9.0)
+    assert budget.wait_s(5850) == 0
+    budget.settle(budget.take(100), 50)   # (used less than booked: kept booked)
+    assert budget.total == 250
+
+
+async def test_an_answer_longer_than_booked_takes_its_tokens_from_the_minute(tmp_path):
+    # llm.tokens_per_minute 6,000: requests without max_tokens booked their prompt and the
+    # answers' mean, and answers of 3,000 tokens were not counted beyond it: a minute's window
+    # saw 6,117 tokens, and the one after it let as many through again. The clock is faked.
+    long_answer = {"prompt_tokens": 100, "completion_tokens": 3000, "total_tokens": 3100}
+    endpoint = Endpoint(httpx.Response(200, json=chat_body("long", long_answer)))
+    now = [0.0]
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=6000) as (llm, _):
+            llm._tpm.clock = lambda: now[0]
+            await llm.chat(ask("first"), model="m1", stage="s")
+            assert llm._tpm.total == 3100   # (booked: its prompt and 256, the mean guessed)
+            now[0] = 30.0
+            # The next, booking the answers' mean now, waits for the long answer to leave.
+            assert llm._tpm.wait_s(3000) > 0
+
+
 async def test_a_refused_connection_gives_its_budget_back(tmp_path):
     # One request a minute: a retry that had to wait for budget would take a minute here.
     refused = [httpx.ConnectError("connection refused") for _ in range(2)]
