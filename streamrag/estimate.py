@@ -96,7 +96,8 @@ from streamrag.records import Chunk, Community, Extraction, RelationshipRecord
 from streamrag.sentences import sentences_of
 from streamrag.status import counted, llm_summary
 from streamrag.store import Store, without_index_files
-from streamrag.summarizer import asks_model, new_summary_input, summarizer_key, summary_input, without_model
+from streamrag.summarizer import (SUMMARY_HEADROOM, asks_model, new_summary_input, summarizer_key, summary_input,
+                                  summary_messages, within_budget, without_model)
 from streamrag.tokens import count_message_tokens, count_prompt_tokens, count_tokens, truncate
 
 
@@ -448,6 +449,17 @@ def _cached_text(store: Store, key: str) -> str | None:
     return None if answer is None else answer.text
 
 
+def _summary_from_cache(store: Store, settings: Settings, name: str, chosen: list[str]) -> str | None:
+    """The summary of ``name`` the run writes from the cache's answer to the model's request
+    for the descriptions ``chosen`` (as ``summarizer.summarize`` asks it); None when not cached."""
+    budget = settings.index.summary_max_tokens
+    prompt = load_prompt("summarize")
+    options = request_options(settings.llm.temperature, max_tokens=SUMMARY_HEADROOM * budget)
+    answer = _cached_text(store, cache_key(settings.llm.summary_model, summary_messages(name, chosen, settings),
+                                           options, prompt.name, prompt.version))
+    return None if answer is None else within_budget(answer.strip(), budget, settings.index.encoding)
+
+
 def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
                         first: str) -> tuple[int, int, bool]:
     """The gleaning rounds of ``chunk``, whose first extraction answer the cache holds under
@@ -578,9 +590,13 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # the model's are (``_summarized``: joined, the descriptions made an update's report prompts
     # 3,216 tokens each for the run's 2,519, and more of them counted cut off and asked again).
     summaries = 0.0
-    for element, _name, descriptions in jobs:
+    for element, name, descriptions in jobs:
         chosen = summary_input(descriptions, ix.summary_max_descriptions)
-        if (written := without_model(chosen, settings)) is None:
+        # (a summary the cache answers, an interrupted run's, costs nothing, and is what the run
+        # writes: one stopped while summarizing synth_small was estimated 148 summaries for the
+        # rerun's 78 paid, 70 from the cache)
+        if (written := without_model(chosen, settings)) is None and (
+                written := _summary_from_cache(store, settings, name, chosen)) is None:
             summaries += 1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]
             written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:

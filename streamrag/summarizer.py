@@ -231,24 +231,30 @@ async def summarize(llm, name: str, descriptions: list[str], settings: Settings,
     if (written := without_model(descriptions, settings, counts)) is not None:
         return written, None
     prompt = load_prompt("summarize")
-    joined = "\n".join(f"- {d}" for d in descriptions)
-    # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
-    joined = truncate(joined, max(4 * budget, 4000), encoding)
-    # A merged description says what its parts say in fewer words, never more: the word limit is
-    # the budget's, or four fifths of the input's when that is smaller.
-    input_words = sum(len(d.split()) for d in descriptions)
-    max_words = max(20, min(int(budget * 0.7), int(0.8 * input_words)))
-    messages = prompt.render(name=name, descriptions=joined, max_words=max_words)
     # Room beyond the budget, and what comes back is kept within the budget here (whole
     # sentences): an answer cut off at max_tokens once past the budget loses nothing by the cut
     # and is used (asked again with more room, a model that rambled failed the element on every
     # run, paying three calls each time); one cut off short of it is asked again.
-    result = await llm.chat(messages, model=settings.llm.summary_model, stage="summarize",
-                            prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
+    result = await llm.chat(summary_messages(name, descriptions, settings), model=settings.llm.summary_model,
+                            stage="summarize", prompt=prompt, max_tokens=SUMMARY_HEADROOM * budget,
                             validate=usable_description,
                             on_length=lambda text: count_tokens(text, encoding) > budget,
                             budget_setting="index.summary_max_tokens")
     return within_budget(result.text.strip(), budget, encoding), result.key
+
+
+def summary_messages(name: str, chosen: list[str], settings: Settings) -> list[dict]:
+    """The request ``summarize`` sends for the descriptions ``summary_input`` has ``chosen``:
+    built in one place, as ``index --estimate`` looks its answer up in the cache by it."""
+    budget = settings.index.summary_max_tokens
+    joined = "\n".join(f"- {d}" for d in chosen)
+    # Very long lists (an entity named in hundreds of chunks) are cut to a prompt of sane size.
+    joined = truncate(joined, max(4 * budget, 4000), settings.index.encoding)
+    # A merged description says what its parts say in fewer words, never more: the word limit is
+    # the budget's, or four fifths of the input's when that is smaller.
+    input_words = sum(len(d.split()) for d in chosen)
+    max_words = max(20, min(int(budget * 0.7), int(0.8 * input_words)))
+    return load_prompt("summarize").render(name=name, descriptions=joined, max_words=max_words)
 
 
 def within_budget(text: str, max_tokens: int, encoding: str = "o200k_base") -> str:

@@ -1539,3 +1539,23 @@ async def test_a_new_report_input_budget_counts_the_reports_whose_context_it_cut
     assert "reports are written again where their context changed" in caplog.text, caplog.text
     assert asked(est, "report") == paid(done.llm, "report"), (est["llm"], done.llm)
 
+
+async def test_summaries_an_interrupted_run_left_in_the_cache_are_not_counted(tmp_path, simulator):
+    # A first run stopped while summarizing: its extractions unpublished, half its summary
+    # answers in the cache. The rerun takes those from the cache; the estimate counted every
+    # summary paid (synth_small: 148 for the rerun's 78 paid, 70 from the cache).
+    import shutil
+
+    docs = news_copy(tmp_path, 10)
+    settings = make_settings(simulator.base_url)
+    db, whole = tmp_path / "index.db", tmp_path / "whole.db"
+    await extract_only([docs], settings, db, docs)
+    shutil.copy(db, whole)
+    await sync([docs], settings, whole, root=docs)   # (the summary answers the stopped run had asked)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("ATTACH ? AS whole", (str(whole),))
+        conn.execute("INSERT INTO llm_cache SELECT * FROM whole.llm_cache WHERE key IN (SELECT cache_key "
+                     "FROM whole.llm_calls WHERE stage = 'summarize' AND cached = 0 AND id % 2 = 0)")
+    est, done = await index_and_estimate(docs, settings, db)
+    assert done.llm["summarize"]["cached"] > 0 and paid(done.llm, "summarize") > 0, done.llm
+    assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
