@@ -42,8 +42,11 @@ def ports(text: str) -> range:
 def folder(text: str) -> Path:
     """An argparse type for ``--corpus``: a folder that is there (a path gone was a traceback from
     deep inside the first sync, or from copying it)."""
-    if not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: no such folder")
+    from streamrag.terminal import shown
+
+    if not Path(text).is_dir():   # (a file given was said to be no such folder, though it is there)
+        said = "not a folder" if Path(text).exists() else "no such folder"
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {said}")
     return Path(text)
 
 

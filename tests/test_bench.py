@@ -214,6 +214,16 @@ def test_a_corpus_folder_not_there_is_one_line(script, tmp_path):
     assert out.stderr.splitlines()[-1].endswith(f"--corpus: {gone}: no such folder")
 
 
+def test_a_corpus_that_is_a_file_is_not_a_folder(tmp_path):
+    # It was said to be "no such folder", though it is there.
+    from _harness import folder
+
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"notes\.txt: not a folder$"):
+        folder(str(tmp_path / "notes.txt"))
+    assert folder(str(tmp_path)) == tmp_path
+
+
 @pytest.mark.parametrize("script, args", [("index_cost", ("--corpus", str(BENCH.parent / "tests" / "data" / "harbor"))),
                                           ("llm_client", ("--requests", "1"))])
 def test_ports_all_in_use_are_one_line(script, args):
