@@ -105,6 +105,9 @@ _FEW_NULS = 8
 # NULs a text file of any length may hold as strays, beyond 1% of a short one's bytes: a stray NUL
 # or two amid a few lines of text.
 _STRAY_NULS = 2
+# ... but never more than one byte in this many: two NULs in a dozen bytes ("\0\0binary now") are
+# no stray pair in a line of text.
+_STRAY_SPACING = 20
 # A run of at least this many NULs opening or ending a file is dropped, the text between judged as
 # a file's whole (a log whose first or last blocks are zeros was a binary file, not indexed).
 _NUL_RUN = 16
@@ -844,7 +847,7 @@ def _cp1252(byte: int) -> str:
 def _many_nuls(head: bytes) -> bool:
     """Whether a file's first bytes hold more NULs than a text file's stray few."""
     nuls = head.count(0)
-    if nuls > _FEW_NULS or nuls > max(_STRAY_NULS, 0.01 * len(head)):
+    if nuls > _FEW_NULS or nuls > max(_STRAY_NULS, 0.01 * len(head)) or nuls * _STRAY_SPACING > len(head):
         return True
     # A few NULs amid clean text are strays (a bad editor save); beside other control bytes, binary,
     # and more than one in bytes that are not UTF-8 (a header's "obj\0\0" after 8-bit bytes).

@@ -1350,6 +1350,8 @@ def test_a_stray_nul_early_in_a_file_is_dropped_and_a_binary_one_is_not_read_who
         assert doc.text == data.decode().replace("\0", "") and "NUL character(s) dropped" in warnings[0], name
     with pytest.raises(InputError, match="binary file"):
         read_documents(write(tmp_path / "record.txt", b"Ada Osk\x00\x00\x03 Bram Tull in Port Vale\n"), root=tmp_path)
+    with pytest.raises(InputError, match="binary file"):   # (two NULs in 13 bytes: no strays)
+        read_documents(write(tmp_path / "tiny.txt", b"\x00\x00binary now"), root=tmp_path)
     # A file of zeros is binary from its first 8 KB: a 3 GB sparse file was read whole first.
     zeros = tmp_path / "sparse.txt"
     with zeros.open("wb") as out:
