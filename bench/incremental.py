@@ -13,7 +13,8 @@ state kept in one index):
 1. full index of the N documents                     -> full_tokens, reports_total
 2. add the held-out document                         -> add_tokens, reports_regenerated_add
 3. modify one document (one sentence added)          -> modify_tokens, reports_regenerated_modify
-4. delete one document                               -> delete_tokens, reports_regenerated_delete
+4. delete one document of the first index (not the   -> delete_tokens, reports_regenerated_delete
+   one added, nor the one modified)
    then a run with nothing changed                   -> noop_tokens, reports_regenerated_noop
 5. the added document indexed alone, in a fresh index -> add_alone_tokens
 6. a new file is written, synced, and asked about    -> freshness_s (written until
@@ -21,7 +22,8 @@ state kept in one index):
 
 Tokens are chat prompt + completion tokens actually paid (cache hits excluded). Targets:
 add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
-reports <= 10% of all reports for one changed document. ``wall_*_s`` are each sync's own wall
+reports <= 10% of all reports for one changed document. ``changed`` names the document each
+step added, modified and deleted. ``wall_*_s`` are each sync's own wall
 time: with ``--offline --generate 3000`` they show how an update's time grows with the index.
 The syncs of the one index run as `streamrag watch` runs them, keeping the graph each published
 in memory for the next (`streamrag index` reads it from the store again).
@@ -148,7 +150,8 @@ def main() -> None:
                           "to discuss the revised figures.")
         victim.write_text("\n\n".join(paragraphs))
         modify = run(corpus, db)
-        (sorted(corpus.glob("*.txt"))[len(files) // 2]).unlink()
+        deleted = deleted_document(corpus, files[:-1], victim)
+        deleted.unlink()
         delete = run(corpus, db)
         noop = run(corpus, db)      # nothing changed: nothing should be paid or rewritten
 
@@ -187,9 +190,20 @@ def main() -> None:
           "reclustered": [add.reclustered, modify.reclustered, delete.reclustered],
           "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
           "noop_tokens": paid_tokens(noop), "reports_regenerated_noop": noop.reports_generated,
+          "changed": {"add": added.name, "modify": victim.name, "delete": deleted.name},
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,
           **shares(samples, full.reports), "peak_rss_mb": peak_rss_mb()})
+
+
+def deleted_document(corpus: Path, own: list[Path], modified: Path) -> Path:
+    """The document the delete step removes from ``corpus``: the middle one of the corpus's own
+    (``own``, the documents of the first index), the one just modified left out. (It was the
+    middle .txt of the folder once the add was made, which in a small corpus was the document
+    just added: harbor's delete undid the add, its 4 reports answered by the cache, 0 tokens.)
+    In a generated corpus it is the same document as before."""
+    candidates = sorted(corpus / f.name for f in own if f.name != modified.name)
+    return candidates[len(candidates) // 2]
 
 
 def one_at_a_time(corpus: Path, db: Path, extras: list[Path], copy: Path, run) -> dict[str, list[int]]:

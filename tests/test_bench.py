@@ -71,6 +71,8 @@ def test_incremental_runs_its_simulator_on_the_port_given():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert first < port_of(result["api_base"]) <= first + 20 and result["fresh_doc_cited"]
+    # (its delete undid its add, every report answered by the cache: 0 tokens)
+    assert result["delete_tokens"] > 0
 
 
 def test_incremental_samples_leave_the_corpus_and_the_index_as_they_were(tmp_path):
@@ -126,6 +128,20 @@ def test_incremental_syncs_with_the_settings_file_given(tmp_path):
     bad = bench("--config", str(config))
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and str(config) in bad.stderr and "max_cluster_size" in bad.stderr
+
+
+def test_incremental_deletes_a_document_of_the_first_index():
+    # Its delete step removed the middle .txt of the folder once the add was made: in harbor,
+    # the document just added, so that the step measured undoing the add (its reports all
+    # answered by the cache, 0 tokens paid). Offline, so that no simulator is started.
+    harbor = BENCH.parent / "tests" / "data" / "harbor"
+    out = subprocess.run([sys.executable, str(BENCH / "incremental.py"), "--offline", "--corpus", str(harbor)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    changed = json.loads(out.stdout)["changed"]
+    first = sorted(p.name for p in harbor.iterdir())[:-1]   # (the last is held out, then added)
+    assert changed["add"] not in first and changed["modify"] in first
+    assert changed["delete"] in first and changed["delete"] != changed["modify"]
 
 
 def test_watch_soak_samples_the_daemon_after_each_change():
