@@ -20,7 +20,11 @@ state kept in one index):
 6. a new file is written, synced, and asked about    -> freshness_s (written until
    ``ask --mode local`` cites it, zero simulated latency)
 
-Tokens are chat prompt + completion tokens actually paid (cache hits excluded). Targets:
+Tokens are chat prompt + completion tokens actually paid (cache hits excluded).
+``reports_regenerated_*`` count the reports a step wrote anew, however it got their text: a
+paid call, the LLM cache (a context the index had before, as when a change is undone), or
+extractive (offline, a community below index.report_min_members, a stand-in for a failed
+call); ``reports_paid_*`` count those of them a paid call wrote. Targets:
 add_tokens <= 1.5 x add_alone_tokens + the tokens of the regenerated reports, and regenerated
 reports <= 10% of all reports for one changed document. ``changed`` names the document each
 step added, modified and deleted. ``wall_*_s`` are each sync's own wall
@@ -68,6 +72,14 @@ def by_stage(result) -> dict[str, int]:
 def report_tokens(result) -> int:
     s = result.llm.get("report", {})
     return s.get("prompt_tokens", 0) + s.get("completion_tokens", 0)
+
+
+def paid_reports(result) -> int:
+    """The reports the model wrote for calls paid in this run: its report calls less those the
+    LLM cache answered, those that failed (a report cut off and asked again with more room is a
+    failed call and an answered one) and those cancelled."""
+    s = result.llm.get("report", {})
+    return s.get("calls", 0) - s.get("cached", 0) - s.get("errors", 0) - s.get("cancelled", 0)
 
 
 def main() -> None:
@@ -190,6 +202,8 @@ def main() -> None:
           "reclustered": [add.reclustered, modify.reclustered, delete.reclustered],
           "freshness_s": round(freshness, 3), "fresh_doc_cited": cited,
           "noop_tokens": paid_tokens(noop), "reports_regenerated_noop": noop.reports_generated,
+          "reports_paid_add": paid_reports(add), "reports_paid_modify": paid_reports(modify),
+          "reports_paid_delete": paid_reports(delete), "reports_paid_noop": paid_reports(noop),
           "changed": {"add": added.name, "modify": victim.name, "delete": deleted.name},
           "wall_full_s": full.wall_s, "wall_add_s": add.wall_s, "wall_modify_s": modify.wall_s,
           "wall_delete_s": delete.wall_s, "wall_noop_s": noop.wall_s,

@@ -144,6 +144,36 @@ def test_incremental_deletes_a_document_of_the_first_index():
     assert changed["delete"] in first and changed["delete"] != changed["modify"]
 
 
+def test_incremental_counts_apart_the_reports_a_paid_call_wrote(tmp_path, simulator):
+    # reports_regenerated_* counted the reports the cache answered as rewritten: a delete that
+    # undid an add said 4 reports regenerated for 0 tokens paid.
+    import anyio
+    from incremental import paid_reports
+
+    from streamrag.config import load_settings
+    from streamrag.pipeline import sync
+
+    harbor = sorted((BENCH.parent / "tests" / "data" / "harbor").iterdir())
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in harbor[:-1]:
+        (corpus / f.name).write_text(f.read_text())
+    settings = load_settings(None, env={}, overrides={"llm": {"api_base": simulator.base_url,
+                                                              "requests_per_minute": 0, "tokens_per_minute": 0}})
+
+    def run():
+        return anyio.run(lambda: sync([corpus], settings, tmp_path / "index.db", root=corpus, command="bench"))
+
+    run()
+    (corpus / harbor[-1].name).write_text(harbor[-1].read_text())
+    add = run()
+    (corpus / harbor[-1].name).unlink()
+    undone = run()   # the contexts of the first index again: the cache has their reports
+    assert add.reports_generated > 0 and paid_reports(add) == add.reports_generated
+    assert undone.reports_generated > 0 and paid_reports(undone) == 0
+    assert undone.llm["report"]["cached"] == undone.reports_generated
+
+
 def test_watch_soak_samples_the_daemon_after_each_change():
     out = subprocess.run([sys.executable, str(BENCH / "watch_soak.py"), "--corpus",
                           str(BENCH.parent / "tests" / "data" / "harbor"), "--changes", "3", "--offline"],
