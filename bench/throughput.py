@@ -13,6 +13,12 @@ other: extraction, the gleaning check and round (each if the run made one), one 
 one report per level that has LLM reports (deeper levels first). ``efficiency = bound_s / wall_s`` (the figure GraphRAG
 is compared by in ../shared/anchors.md).
 
+With ``--api-base`` the latency is the endpoint's, not ``--latency-ms`` (the simulator's,
+``latency_ms`` then null): each call of the chain counts the shortest answering time measured
+of its stage's calls (``least_latency_ms``, the request alone, not its wait for the rate limit;
+the burst bound's one call the shortest of them), and ``critical_path_s`` is null, the bound
+the rates' alone, when a stage of it had no call answered.
+
 Providers, the simulator and streamrag's client count a sliding minute, so a client may send a
 whole minute's budget at once and beat that smooth-rate bound (efficiency above 1). The least
 time the sliding minute allows is ``burst_bound_s``, the full minutes the calls and tokens need
@@ -38,13 +44,27 @@ from streamrag.pipeline import sync
 from streamrag.store import Store
 
 
+def critical_path_stages(paid: dict[str, int], report_levels: int) -> list[str]:
+    """The stage of each call of the longest chain that must follow each other, of the stages
+    the run paid for: extraction, a gleaning check and a gleaning round if any chunk had them, a
+    summary if any, then one report per level of LLM reports. (Counting every gleaning round the
+    settings allow made the bound longer than runs whose checks said no: 15 s for a 13.1 s run.)"""
+    return (["extract"] + [s for s in ("glean_check", "glean", "summarize") if paid.get(s, 0) > 0]
+            + ["report"] * report_levels)
+
+
 def critical_path_calls(paid: dict[str, int], report_levels: int) -> int:
-    """The calls of the longest chain that must follow each other, of the stages the run paid
-    for: extraction, a gleaning check and a gleaning round if any chunk had them, a summary if
-    any, then one report per level of LLM reports. (Counting every gleaning round the settings
-    allow made the bound longer than runs whose checks said no: 15 s for a 13.1 s run.)"""
-    return (1 + (paid.get("glean_check", 0) > 0) + (paid.get("glean", 0) > 0)
-            + (paid.get("summarize", 0) > 0) + report_levels)
+    """The calls of the longest chain that must follow each other (``critical_path_stages``)."""
+    return len(critical_path_stages(paid, report_levels))
+
+
+def critical_path_s(least_ms: dict[str, float], stages: list[str]) -> float | None:
+    """The least time the chain of ``stages`` takes at the answering times an endpoint was
+    measured at (``least_ms``: each stage's shortest answered call, in ms); None when a stage
+    of it had no call answered, so no time measured."""
+    if any(s not in least_ms for s in stages):
+        return None
+    return sum(least_ms[s] for s in stages) / 1000
 
 
 def main() -> None:
@@ -90,20 +110,33 @@ def main() -> None:
             "WHERE r.extractive = 0") or 0
         paid = {r["stage"]: r["n"] for r in store.query(
             "SELECT stage, count(*) AS n FROM llm_calls WHERE cached = 0 GROUP BY stage")}
+        # (the answering request alone, not its wait for the rate limit or a free slot)
+        least_ms = {r["stage"]: r["ms"] for r in store.query(
+            "SELECT stage, min(latency_ms) AS ms FROM llm_calls WHERE cached = 0 AND error IS NULL "
+            "GROUP BY stage")}
         store.close()
-    chain = critical_path_calls(paid, report_levels)
-    per_call = args.latency_ms / 1000
+    stages = critical_path_stages(paid, report_levels)
+    chain = len(stages)
+    if args.api_base:   # (--latency-ms is the simulator's: an endpoint's latency is what was measured)
+        path_s = critical_path_s(least_ms, stages)
+        per_call = min((least_ms[s] for s in stages if s in least_ms), default=0) / 1000
+    else:
+        per_call = args.latency_ms / 1000
+        path_s = chain * per_call
     bound_rate = max(calls / (args.rpm / 60) if args.rpm else 0, tokens / (args.tpm / 60) if args.tpm else 0)
-    bound = max(bound_rate, chain * per_call)
+    bound = max(bound_rate, path_s or 0)
     # The provider counts a sliding minute, and so does the client: an idle client may send a
     # whole minute's budget at once. The least time that allows: the last minute's calls start
     # once the earlier full minutes have passed, and concurrency caps calls in flight.
     minutes = max((calls - 1) // args.rpm if args.rpm and calls else 0,
                   math.ceil(tokens / args.tpm) - 1 if args.tpm and tokens else 0)
-    burst_bound = max(60 * minutes + per_call, chain * per_call, calls * per_call / args.concurrency)
-    emit({"bench": "throughput", "corpus": str(args.corpus), "latency_ms": args.latency_ms,
+    burst_bound = max(60 * minutes + per_call, path_s or 0, calls * per_call / args.concurrency)
+    emit({"bench": "throughput", "corpus": str(args.corpus),
+          "latency_ms": None if args.api_base else args.latency_ms,
           "rpm": args.rpm, "tpm": args.tpm, "concurrency": args.concurrency, "chat_calls": calls,
           "tokens": tokens, "failed_calls": retried, "critical_path_calls": chain,
+          "critical_path_s": None if path_s is None else round(path_s, 2),
+          **({"least_latency_ms": {s: round(ms, 1) for s, ms in least_ms.items()}} if args.api_base else {}),
           "wall_s": round(wall, 2), "bound_s": round(bound, 2), "efficiency": round(bound / wall, 3),
           "burst_bound_s": round(burst_bound, 2), "burst_efficiency": round(burst_bound / wall, 3),
           "entities": result.entities, "reports": result.reports, "peak_rss_mb": peak_rss_mb()})

@@ -336,6 +336,27 @@ def test_throughput_critical_path_counts_the_gleaning_rounds_made():
 
 
 
+def test_throughput_through_an_endpoint_bounds_by_the_latency_it_measured(simulator):
+    # With --api-base the bound still counted --latency-ms, the simulator's (default 400 ms),
+    # whatever the endpoint answered in: a 1.1 s run was bound by 8 s (efficiency 7.36).
+    out = subprocess.run([sys.executable, str(BENCH / "throughput.py"), "--corpus",
+                          str(BENCH.parent / "tests" / "data" / "harbor"), "--api-base", simulator.base_url,
+                          "--latency-ms", "60000", "--rpm", "0", "--tpm", "0"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["latency_ms"] is None   # (60,000 ms: the simulator's flag, no part of an endpoint's bound)
+    from throughput import critical_path_s, critical_path_stages
+
+    least = result["least_latency_ms"]
+    stages = critical_path_stages(dict.fromkeys(least, 1), 0)
+    stages += ["report"] * (result["critical_path_calls"] - len(stages))
+    assert result["critical_path_s"] == pytest.approx(
+        sum(least[s] for s in stages) / 1000, abs=0.01)
+    assert result["bound_s"] == result["critical_path_s"]   # (no rate limit: the chain alone)
+    assert critical_path_s({"extract": 400, "glean_check": 300, "report": 250}, stages[:1] + ["report"] * 2) == 0.9
+    assert critical_path_s({"extract": 400}, ["extract", "summarize"]) is None   # (none answered)
+
 def test_ctrl_c_is_one_line():
     # Ctrl-C printed a 54-line KeyboardInterrupt traceback.
     import os
