@@ -23,7 +23,9 @@ Providers, the simulator and streamrag's client count a sliding minute, so a cli
 whole minute's budget at once and beat that smooth-rate bound (efficiency above 1). The least
 time the sliding minute allows is ``burst_bound_s``, the full minutes the calls and tokens need
 plus one call, and no less than the critical path or ``chat_calls x latency / concurrency``;
-``burst_efficiency = burst_bound_s / wall_s``.
+``burst_efficiency = burst_bound_s / wall_s``. With no rate limit (``--rpm 0 --tpm 0``) and no
+latency (``--latency-ms 0``) nothing bounds the run: both efficiencies are null, and
+``efficiency_unknown`` says why.
 """
 
 from __future__ import annotations
@@ -65,6 +67,17 @@ def critical_path_s(least_ms: dict[str, float], stages: list[str]) -> float | No
     if any(s not in least_ms for s in stages):
         return None
     return sum(least_ms[s] for s in stages) / 1000
+
+
+def unbounded(bound_s: float, path_s: float | None) -> str | None:
+    """Why no efficiency can be given, when nothing bounds the run's time (``bound_s`` 0: no
+    rate limit, and no latency on its critical path, ``path_s`` None when none was measured);
+    else None. (Its efficiency was 0.0, as if the run had been infinitely slow.)"""
+    if bound_s > 0:
+        return None
+    latency = "no latency (--latency-ms 0)" if path_s is not None else \
+        "no latency measured (no call of the critical path answered)"
+    return f"no rate limit (--rpm 0 --tpm 0) and {latency}: nothing bounds the run's time but its own work"
 
 
 def main() -> None:
@@ -131,14 +144,17 @@ def main() -> None:
     minutes = max((calls - 1) // args.rpm if args.rpm and calls else 0,
                   math.ceil(tokens / args.tpm) - 1 if args.tpm and tokens else 0)
     burst_bound = max(60 * minutes + per_call, path_s or 0, calls * per_call / args.concurrency)
+    why_not = unbounded(bound, path_s)
     emit({"bench": "throughput", "corpus": str(args.corpus),
           "latency_ms": None if args.api_base else args.latency_ms,
           "rpm": args.rpm, "tpm": args.tpm, "concurrency": args.concurrency, "chat_calls": calls,
           "tokens": tokens, "failed_calls": retried, "critical_path_calls": chain,
           "critical_path_s": None if path_s is None else round(path_s, 2),
           **({"least_latency_ms": {s: round(ms, 1) for s, ms in least_ms.items()}} if args.api_base else {}),
-          "wall_s": round(wall, 2), "bound_s": round(bound, 2), "efficiency": round(bound / wall, 3),
-          "burst_bound_s": round(burst_bound, 2), "burst_efficiency": round(burst_bound / wall, 3),
+          "wall_s": round(wall, 2), "bound_s": round(bound, 2),
+          "efficiency": None if why_not else round(bound / wall, 3),
+          "burst_bound_s": round(burst_bound, 2), "burst_efficiency": None if why_not else round(burst_bound / wall, 3),
+          **({"efficiency_unknown": why_not} if why_not else {}),
           "entities": result.entities, "reports": result.reports, "peak_rss_mb": peak_rss_mb()})
 
 

@@ -357,6 +357,18 @@ def test_throughput_through_an_endpoint_bounds_by_the_latency_it_measured(simula
     assert critical_path_s({"extract": 400, "glean_check": 300, "report": 250}, stages[:1] + ["report"] * 2) == 0.9
     assert critical_path_s({"extract": 400}, ["extract", "summarize"]) is None   # (none answered)
 
+def test_throughput_with_nothing_to_bound_it_gives_no_efficiency():
+    # No rate limit and no latency: the bound was 0 s, its efficiency 0.0, as if the run had
+    # taken for ever.
+    out = subprocess.run([sys.executable, str(BENCH / "throughput.py"), "--corpus",
+                          str(BENCH.parent / "tests" / "data" / "harbor"), "--rpm", "0", "--tpm", "0",
+                          "--latency-ms", "0"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["chat_calls"] > 0 and result["bound_s"] == 0
+    assert result["efficiency"] is None and result["burst_efficiency"] is None
+    assert result["efficiency_unknown"].startswith("no rate limit (--rpm 0 --tpm 0) and no latency (--latency-ms 0)")
+
 def test_ctrl_c_is_one_line():
     # Ctrl-C printed a 54-line KeyboardInterrupt traceback.
     import os
