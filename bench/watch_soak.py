@@ -13,7 +13,11 @@ the daemon's resident memory (``/proc/PID/status``), its open file descriptors
 (``/proc/PID/fd``), and the sizes of the index and its write-ahead log are read.
 
 ``rss_growth_mb_per_100`` is the slope of a least-squares line through the memory after each of
-the second half's changes (the first half lets caches fill), per 100 changes; latency (from the
+the second half's changes (the first half lets caches fill), per 100 changes, fitted over
+``rss_growth_changes`` changes. The memory moves up and down by a MB or so with the kind of
+change, so over a few dozen changes that slope is mostly noise: ``rss_growth_noise_mb_per_100``
+is twice its standard error (null below 3 changes fitted), and ``rss_growth_beyond_noise`` says
+whether the slope is larger (growth, or a leak, rather than the wobble). Latency (from the
 change written to its idle line: ``quiet_s`` and the debounce included) is given for the first
 and the last tenth of the changes.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import queue
 import shutil
@@ -185,6 +190,21 @@ def slope_per_100(ys: list[float]) -> float:
     return 100 * sum((x - mx) * (y - my) for x, y in enumerate(ys)) / sum((x - mx) ** 2 for x in range(n))
 
 
+def slope_noise_per_100(ys: list[float]) -> float | None:
+    """Twice the standard error of ``slope_per_100(ys)`` (about a 95% band), from how far the
+    points lie off its line; None below 3 points (a line through 2 fits them exactly). A slope
+    within it is the memory's wobble from change to change, not growth: 8 changes offline gave
+    -25.5 MB per 100 of an RSS that moved 1 MB up and down with the change's kind."""
+    n = len(ys)
+    if n < 3:
+        return None
+    mx, my = (n - 1) / 2, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in range(n))
+    b = slope_per_100(ys) / 100
+    off = sum((y - my - b * (x - mx)) ** 2 for x, y in enumerate(ys))
+    return 200 * math.sqrt(off / (n - 2) / sxx)
+
+
 def latency(values: list[float]) -> dict:
     if not values:
         return {"median": None, "p95": None}
@@ -198,9 +218,13 @@ def summary(samples: list[dict], latencies: list[float]) -> dict:
     half = rss[1 + (len(rss) - 1) // 2:] if len(rss) > 2 else rss   # (the first: the initial sync's)
     tenth = max(1, len(latencies) // 10)
     first, last = samples[0], samples[-1]
+    growth, noise = slope_per_100(half), slope_noise_per_100(half)
     return {"rss_mb": {"first": round(first["rss_mb"], 1), "last": round(last["rss_mb"], 1),
                        "max": round(max(rss), 1)},
-            "rss_growth_mb_per_100": round(slope_per_100(half), 2),
+            "rss_growth_mb_per_100": round(growth, 2),
+            "rss_growth_changes": len(half) if len(rss) > 2 else len(rss) - 1,
+            "rss_growth_noise_mb_per_100": None if noise is None else round(noise, 2),
+            "rss_growth_beyond_noise": noise is not None and abs(growth) > noise,
             "db_mb": {"first": round(first["db_mb"], 2), "last": round(last["db_mb"], 2)},
             "wal_mb": {"first": round(first["wal_mb"], 2), "last": round(last["wal_mb"], 2),
                        "max": round(max(s["wal_mb"] for s in samples), 2)},

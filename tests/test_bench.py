@@ -187,6 +187,26 @@ def test_watch_soak_samples_the_daemon_after_each_change():
     assert [k for k, v in result["latency_median_by_kind_s"].items() if v is not None] == ["add", "modify", "delete"]
 
 
+def test_watch_soak_says_when_its_memory_growth_is_noise():
+    # Its growth per 100 changes was one figure whatever it was fitted over: 8 changes offline
+    # said -25.5 MB per 100 of a memory that only moved up and down a MB with the change's kind.
+    from watch_soak import summary
+
+    wobble = [138.45, 138.63, 138.63, 137.6]   # (the memory after an add, modify, delete, rename)
+
+    def soak(changes, mb_per_change):
+        rss = [139.7] + [wobble[i % 4] + mb_per_change * i for i in range(changes)]
+        return summary([{"rss_mb": m, "fds": 10, "db_mb": 1.0, "wal_mb": 0.0} for m in rss], [0.1] * changes)
+
+    few = soak(8, 0)
+    assert few["rss_growth_changes"] == 4 and abs(few["rss_growth_mb_per_100"]) > 10
+    assert few["rss_growth_noise_mb_per_100"] > abs(few["rss_growth_mb_per_100"])
+    assert not few["rss_growth_beyond_noise"]
+    leak = soak(200, 0.05)   # 5 MB per 100 changes
+    assert leak["rss_growth_changes"] == 100 and leak["rss_growth_beyond_noise"]
+    assert leak["rss_growth_mb_per_100"] == pytest.approx(5, abs=leak["rss_growth_noise_mb_per_100"])
+    assert soak(2, 0)["rss_growth_noise_mb_per_100"] is None and not soak(2, 0)["rss_growth_beyond_noise"]
+
 def test_query_latency_times_global_asks_of_an_index_given_by_a_relative_path(tmp_path):
     # --mode global timed only local asks before it was an option, and a relative --db was
     # looked for in the temporary folder the asks run in (each ask failed: no index there).
