@@ -9,6 +9,9 @@ Rules, chosen so that the merged graph depends only on the *set* of live chunk e
 * A relation whose end was not listed as an entity in the same chunk gets an untyped mention of
   that entity from the chunk, so every relationship end is an entity with support of its own and
   removing a chunk never strands an edge.
+* So does a claim's subject (and object) that no entity line of its chunk named: a report or an
+  answer finds a claim through its subject, so a subject that is no entity left the claim stored
+  but never shown.
 * Relationships are undirected and merge on the unordered pair of entity ids. Weight is the sum
   of ``strength / 10`` over supporting mentions: each extraction that states the link adds up to
   1, so weight grows with the number of supporting extractions, scaled by how strongly each
@@ -91,6 +94,11 @@ def mentions_of(chunk_id: str, extraction: Extraction, shared: dict[str, str] | 
         if not ids.normalize_name(c.subject):
             continue
         obj = c.object if c.object and ids.normalize_name(c.object) else None
+        for name in (c.subject, obj):
+            if name and (eid := ids.entity_id(name)) not in listed:
+                name = " ".join(name.split())
+                entities.setdefault((eid, ""), EntityMention(share(eid, eid), chunk_id, share(name, name), "", ""))
+                listed.add(eid)
         claims.append(Claim(
             id=ids.claim_id(chunk_id, c.subject, obj or "", c.type, c.description),
             subject_id=ids.entity_id(c.subject), object_id=ids.entity_id(obj) if obj else None,

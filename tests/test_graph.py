@@ -215,6 +215,20 @@ def test_merged_claims_are_sorted_by_id_and_a_blank_object_is_none():
     assert {c.object_id for c in merged} - {None} == {ids.entity_id("Bo")}
 
 
+def test_a_claim_about_names_no_entity_line_gave_makes_them_entities_of_its_chunk():
+    # The claims call names a subject the extraction missed: the claim was stored with a
+    # subject_id no entity had, so no report or answer (which find claims by subject) showed it.
+    trust = ClaimRecord("Quay  Trust", "Harbor Council", "LAWSUIT", "TRUE", None, None,
+                        "The Quay Trust sued the council.", "")
+    extractions = {"chk-1": ex([("Mira Osk", "person", "A clerk.")], claims=[trust]),
+                   "chk-2": ex([("Harbor Council", "organization", "Runs the port.")])}
+    entities, _rels, [claim] = merge_all(extractions)
+    by_id = {e.id: e for e in entities}
+    assert by_id[claim.subject_id].name == "Quay Trust" and by_id[claim.subject_id].mentions == 1
+    assert by_id[claim.object_id].name == "Harbor Council" and by_id[claim.object_id].mentions == 2
+    assert provenance(extractions, "Quay Trust") == [("chk-1", "Quay Trust", "", "")]
+
+
 def test_apply_lets_each_extraction_go_once_its_mentions_are_taken(tmp_path):
     # A first index of 10,000 documents held every extraction (165 MB) beside its mentions
     # to the end of the run, though nothing read them after the merge.

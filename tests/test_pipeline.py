@@ -420,6 +420,43 @@ async def test_claims_when_enabled(corpus, tmp_path, simulator):
     store.close()
 
 
+def _claims_answer(line: str):
+    """The simulator's answers, but ``line`` (then ``done``) for every claims call."""
+    import httpx
+
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    return httpx.MockTransport(answer)
+
+
+async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subject(corpus, tmp_path):
+    # A model's claim about a name its extraction missed was stored with a subject_id that no
+    # entity had: no report or local answer, which find claims by their subject, ever showed it.
+    from streamrag.local_search import build_local_context, load_local_data
+
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    line = "claim | Old Quay Trust | Mira Osk | CONTRACT | TRUE | NONE | NONE | The trust paid Mira Osk. | hired"
+    result = await sync([corpus], settings, db, root=corpus, transport=_claims_answer(line))
+    store = Store(db, readonly=True)
+    try:
+        claims = store.query("SELECT c.id, e.name FROM claims c JOIN entities e ON e.id = c.subject_id")
+        assert result.claims > 0 and len(claims) == result.claims
+        assert {c["name"] for c in claims} == {"Old Quay Trust"}
+        with store.snapshot():
+            data = load_local_data(store, [store.scalar("SELECT id FROM entities WHERE name = 'Old Quay Trust'")])
+        context = build_local_context(data, max_tokens=4000, text_share=0.5, community_share=0.2)
+    finally:
+        store.close()
+    assert "claim (CONTRACT, TRUE): The trust paid Mira Osk." in context.text
+
+
 async def test_a_file_that_loses_its_text_leaves_the_index(corpus, tmp_path):
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
