@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +28,7 @@ import msgspec
 from streamrag import chunker, chunking_marks, index_rows, loader, on_disk
 from streamrag.config import Settings
 from streamrag.errors import EmptyInput, InputError, LLMError, NoTextField, UnreadableFile
-from streamrag.extractor import ExtractionPrompts, extract_chunk, extract_claims
+from streamrag.extractor import ExtractionPrompts, claim_faults_warning, extract_chunk, extract_claims
 from streamrag.gleaner import YesNoCheck, glean
 from streamrag.records import Chunk, Document, Extraction
 from streamrag.run_progress import Progress
@@ -125,6 +125,11 @@ class ExtractionStage:
         self.empty = index_rows.empty_files(store)   # path -> (stamp, warning): nothing to index when last read
         self.still_empty: dict[str, tuple[str, str]] = {}   # those of this run's files
         self.previous: dict[str, str] = {}   # doc id -> the id of the document its path held, changed since
+        # What the claims answers got wrong, how many did, and the chunk of the first: one warning
+        # says them (``claims_warning``)
+        self.claim_faults: Counter[str] = Counter()
+        self.faulty_claims = 0
+        self.first_faulty_claims = ""
 
     async def load_files(self, files: list[Path], send) -> None:
         """The loader: reads each new or changed file and sends its new documents on."""
@@ -351,12 +356,24 @@ class ExtractionStage:
             async for c, ext in recv:
                 try:
                     ext = await glean(self.llm, self.prompts, c, ext, self.settings, self.check)
-                    ext = await extract_claims(self.llm, self.prompts, c, ext, self.settings)
+                    faults: Counter[str] = Counter()
+                    ext = await extract_claims(self.llm, self.prompts, c, ext, self.settings, faults)
                 except LLMError as e:
                     await self.fail("glean", c.id, f"{self.where(c)}: {e}", e)
                     continue
+                if faults:
+                    self.claim_faults += faults
+                    self.faulty_claims += 1
+                    self.first_faulty_claims = self.first_faulty_claims or self.where(c)
                 await self.writer.run(index_rows.save_extraction, c.id, self.key, ext)
                 self.progress.add("chunks_extracted")
+
+    def claims_warning(self) -> str:
+        """The warning of what this run's claims answers got wrong ("" when none did)."""
+        if not self.faulty_claims:
+            return ""
+        return claim_faults_warning(self.claim_faults, self.faulty_claims, self.first_faulty_claims,
+                                    self.settings.llm.extraction_model)
 
     async def store_offline(self, recv) -> None:
         """Stores the offline extractions ``_OFFLINE_GROUP`` at a time (the last ones at the

@@ -7,11 +7,12 @@ keyed by (chunk id, extractor key), so a chunk is extracted once per configurati
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from streamrag import ids, nlp
 from streamrag.config import Settings
-from streamrag.parsing import parse_records, usable_extraction
+from streamrag.parsing import claim_faults, parse_records, usable_extraction
 from streamrag.prompts import Prompt, load_prompt
 from streamrag.records import Chunk, Extraction
 
@@ -80,8 +81,9 @@ async def extract_chunk(llm, prompts: ExtractionPrompts, chunk: Chunk, settings:
 
 
 async def extract_claims(llm, prompts: ExtractionPrompts, chunk: Chunk, extraction: Extraction,
-                         settings: Settings) -> Extraction:
-    """Adds the chunk's claims about its entities (a separate call, only when enabled)."""
+                         settings: Settings, faults: Counter[str] | None = None) -> Extraction:
+    """Adds the chunk's claims about its entities (a separate call, only when enabled); what the
+    answer's lines got wrong is counted in ``faults`` (``parsing.claim_faults``)."""
     if settings.offline or not settings.index.extract_claims:
         return extraction
     names = ", ".join(sorted({e.name for e in extraction.entities})) or "any"
@@ -92,4 +94,27 @@ async def extract_claims(llm, prompts: ExtractionPrompts, chunk: Chunk, extracti
     parsed = parse_records(result.text)
     extraction.claims = list(parsed.claims)
     extraction.dropped += parsed.dropped
+    if faults is not None:
+        faults.update(claim_faults(result.text))
     return extraction
+
+
+# How each of ``parsing.claim_faults`` is said, one of them and more, and what became of it.
+_CLAIM_FAULTS = {
+    "status": ("status not TRUE, FALSE or SUSPECTED", "statuses not TRUE, FALSE or SUSPECTED", "read as SUSPECTED"),
+    "date": ("date not ISO 8601", "dates not ISO 8601", "kept as written"),
+    "description": ("claim without a description", "claims without a description", "kept"),
+    "another kind": ("entity or relationship line", "entity or relationship lines", "not claims, left out"),
+    "unreadable": ("unreadable line", "unreadable lines", "left out"),
+}
+
+
+def claim_faults_warning(faults: Counter[str], answers: int, first: str, model: str) -> str:
+    """The one warning of a run whose claims answers got ``faults`` wrong in ``answers`` of them
+    (``first``: the chunk of the first, as a message names it): one, not one an answer, which
+    would bury the run's other lines; none left the model's slips unsaid."""
+    said = [f"{n} {one if n == 1 else more} ({became})"
+            for k, (one, more, became) in _CLAIM_FAULTS.items() if (n := faults[k])]
+    return (f"claims: {answers} of {model}'s claims answers did not keep to the claim format "
+            f"({'the first ' if answers > 1 else ''}in {first}): {'; '.join(said)}. "
+            "The rest of each answer was indexed")

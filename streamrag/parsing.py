@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import date
 from typing import Any
 
 from streamrag.ids import normalize_name
@@ -33,6 +35,7 @@ _DONE = re.compile(r"^\W*(done|<\|complete\|>|complete)\W*$", re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _NONE_WORDS = {"", "none", "null", "n/a", "na", "nil", "unknown", "-", "--"}
 _STATUSES = {"true": "TRUE", "false": "FALSE", "suspected": "SUSPECTED"}
+_ISO_DATE = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:T[\d:.]+(?:Z|[+-][\d:]+)?)?)?)?")
 
 
 # ---------------------------------------------------------------------------- record lines
@@ -153,11 +156,9 @@ def _salvageable_relation(kind: str, fields: list[str]) -> bool:
             and _strength(fields[2]) is None and len(fields[2].split()) >= 3)
 
 
-def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extraction:
-    """Entity, relation and claim records from an extraction answer; unreadable lines counted."""
-    out = Extraction()
-    if not isinstance(text, str):
-        return out
+def _read_lines(text: str, entity_types: list[str] | None) -> Iterator[tuple[str | None, list[str], Any]]:
+    """Each record-like line of an answer: its kind (None: none known), its fields (the kind's
+    left out) and the record read from them (None: unreadable, or cut off at the answer's end)."""
     lines = [_clean_line(x) for x in text.splitlines() if not _FENCE.match(x)]
     done = any(_DONE.match(x) for x in lines if x)
     record_lines: list[tuple[str | None, list[str]]] = []
@@ -173,15 +174,23 @@ def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extrac
         record_lines.append((kind, fields[1:]))
     for i, (kind, fields) in enumerate(record_lines):
         if kind is None:
-            out.dropped += 1
+            yield kind, fields, None
             continue
         if i == len(record_lines) - 1 and not done:
             # No "done": the answer may have been cut off inside this last line.
             short = len(fields) + 1 < _FULL[kind] or not fields[-1].strip()
             if short and not _salvageable_relation(kind, fields):
-                out.dropped += 1
+                yield kind, fields, None
                 continue
-        record = _parse_fields(kind, fields, entity_types)
+        yield kind, fields, _parse_fields(kind, fields, entity_types)
+
+
+def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extraction:
+    """Entity, relation and claim records from an extraction answer; unreadable lines counted."""
+    out = Extraction()
+    if not isinstance(text, str):
+        return out
+    for _kind, _fields, record in _read_lines(text, entity_types):
         if record is None:
             out.dropped += 1
         elif isinstance(record, EntityRecord):
@@ -191,6 +200,36 @@ def parse_records(text: str, *, entity_types: list[str] | None = None) -> Extrac
         else:
             out.claims.append(record)
     return out
+
+
+def _iso_date(text: str) -> bool:
+    """Whether ``text`` is a date as ISO 8601 writes one (2031, 2031-04, 2031-04-02, or with a
+    time: 2031-04-02T09:30Z), and one the calendar has."""
+    m = _ISO_DATE.fullmatch(text)
+    try:
+        return m is not None and bool(date(int(m[1]), int(m[2] or 1), int(m[3] or 1)))
+    except ValueError:
+        return False
+
+
+def claim_faults(text: str) -> Counter[str]:
+    """What a claims answer's lines got wrong, as ``parse_records`` reads them: a ``status`` not
+    TRUE, FALSE or SUSPECTED (read as SUSPECTED), a ``date`` not ISO 8601 (kept as written), no
+    ``description``, a record of ``another kind`` (an entity line: no claim), an ``unreadable`` line."""
+    faults: Counter[str] = Counter()
+    if not isinstance(text, str):
+        return faults
+    for kind, fields, record in _read_lines(text, None):
+        if record is None:
+            faults["unreadable"] += 1
+        elif kind != "claim":
+            faults["another kind"] += 1
+        else:
+            status = _strip_quotes(fields[3]) if len(fields) > 3 else ""
+            faults["status"] += re.sub(r"\W+", "", status).casefold() not in _STATUSES
+            faults["date"] += sum(d is not None and not _iso_date(d) for d in (record.start_date, record.end_date))
+            faults["description"] += not record.description
+    return +faults
 
 
 def usable_extraction(text: str) -> bool:

@@ -904,6 +904,8 @@ class Indexer:
                     tg.start_soon(stage.glean_chunks, glean_recv.clone())
         if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
             scan.warnings.append(check.warning)
+        if said := stage.claims_warning():
+            scan.warnings.append(said)
         return scan
 
     async def _scan(self, store: Store, writer: Writer, paths: list[Path],

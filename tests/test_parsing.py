@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from streamrag.ids import normalize_name
 from streamrag.parsing import (
+    claim_faults,
     parse_json_object,
     parse_map_points,
     parse_ratings,
@@ -258,6 +259,20 @@ done""")
     assert [c.description for c in ex.claims] == ["Ada owes Bo."]
     assert ex.claims[0].source_text == "owes | pays back"
     assert ex.dropped == 1
+
+
+def test_what_a_claims_answer_got_wrong_is_counted_by_kind():
+    answer = """claim | Ada | Bo | debt | LIKELY | March 2031 | 2031-02-30 | Ada owes Bo. | owes
+claim | Ada | Bo | debt
+entity | Ada | person | A clerk.
+claim | Ada | Bo | debt | false | 2031 | 2031-04-02T09:30Z | Ada paid Bo. | paid
+claim | Ada | Bo | | TRUE | none | none | No type. | quote
+done"""
+    assert claim_faults(answer) == {"status": 2, "date": 2, "description": 1, "another kind": 1, "unreadable": 1}
+    # What it counts is what parse_records made of the lines: nothing more is dropped
+    assert len(parse_records(answer).claims) == 3
+    assert claim_faults("done") == {} and claim_faults(
+        "claim | Ada | none | debt | Suspected | 2031-04 | n/a | Ada owes Bo. | owes\ndone") == {}
 
 
 def test_a_short_last_relation_without_done_may_be_cut_off():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -455,6 +456,32 @@ async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subje
     finally:
         store.close()
     assert "claim (CONTRACT, TRUE): The trust paid Mira Osk." in context.text
+
+
+async def test_claims_answers_off_the_format_are_said_in_one_warning_and_kept(corpus, tmp_path):
+    # A status, a date or a description off the format was taken in silence (an unknown status
+    # read as SUSPECTED, "spring 2031" stored as a date), as was an entity line in their place.
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    line = ("claim | Mira Osk | NONE | HIRING | LIKELY | spring 2031 | NONE | Mira Osk leads the work. | hired"
+            "\nentity | Mira Osk | person | An engineer.")
+    result = await sync([corpus], settings, db := tmp_path / "claims.db", root=corpus, transport=_claims_answer(line))
+    [said] = [w for w in result.warnings if w.startswith("claims:")]
+    assert said.startswith(f"claims: 4 of {settings.llm.extraction_model}'s claims answers did not keep to "
+                           "the claim format (the first in ")
+    assert said.endswith("): 4 statuses not TRUE, FALSE or SUSPECTED (read as SUSPECTED); 4 dates not "
+                         "ISO 8601 (kept as written); 4 entity or relationship lines (not claims, left out). "
+                         "The rest of each answer was indexed")
+    first = re.search(r"\(the first in (\S+) \(chunk 1, chk-\w+\)\)", said)
+    assert first and (corpus / first[1]).is_file()
+    assert result.failures == 0 and result.claims == 4
+    store = Store(db, readonly=True)
+    try:
+        stored = {(r["status"], r["start_date"]) for r in store.query("SELECT * FROM claims")}
+        assert stored == {("SUSPECTED", "spring 2031")}
+    finally:
+        store.close()
+    again = await sync([corpus], settings, db, root=corpus, transport=_claims_answer(line))
+    assert not [w for w in again.warnings if w.startswith("claims:")]   # said once: the extractions are kept
 
 
 async def test_a_file_that_loses_its_text_leaves_the_index(corpus, tmp_path):
