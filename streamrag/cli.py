@@ -858,13 +858,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"path": os.path.abspath(out), "format": fmt, **counts})
     else:
-        # (a one-community index said "1 communities")
-        print(f"wrote {args.out}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items()), file=sys.stderr)
+        # (a one-community index said "1 communities"; claims are said where there are, as
+        # `index` says them: most indexes extract none)
+        print(f"wrote {args.out}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items() if v or k != "claims"),
+              file=sys.stderr)
     return 0
 
 
 # The word for one of each section an export's counts name.
-_ONE = {"entities": "entity", "relationships": "relationship", "communities": "community", "reports": "report"}
+_ONE = {"entities": "entity", "relationships": "relationship", "claims": "claim", "communities": "community",
+        "reports": "report"}
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

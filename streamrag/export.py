@@ -320,7 +320,7 @@ def _write_json(store: Store, f: TextIO) -> dict[str, int]:
         f.write("\n ]" if n else "]")
         counts[name] = n
     f.write("\n}\n")   # (its last line ends, as GraphML's: `export -` left the shell's prompt after "}")
-    return {k: counts[k] for k in ("entities", "relationships", "communities", "reports")}
+    return {k: counts[k] for k in ("entities", "relationships", "claims", "communities", "reports")}
 
 
 # Characters XML 1.0 does not allow at all, even escaped: C0 controls other than tab, newline

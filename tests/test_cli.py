@@ -754,7 +754,7 @@ def test_init_export_and_demo_print_one_json_object(cli_run, corpus, tmp_path):
         text = (tmp_path / name).read_text(encoding="utf-8")
         if fmt == "json":
             assert said == {k: len(v) for k, v in json.loads(text).items()
-                            if k in ("entities", "relationships", "communities", "reports")}
+                            if k in ("entities", "relationships", "claims", "communities", "reports")}
         else:
             assert said == {"entities": text.count("<node "), "relationships": text.count("<edge "),
                             "communities": said["communities"]}

@@ -461,3 +461,17 @@ def test_documents_are_matched_to_their_rows_past_provenance_of_rows_gone(offlin
     assert after["entities"] == before["entities"]
     assert [r["documents"] for r in after["relationships"]] == [
         [] if r["id"] == ids[1] else r["documents"] for r in before["relationships"]]
+
+
+def test_an_export_of_an_index_with_claims_counts_them(corpus, tmp_path, simulator, cli_run):
+    # The claims were in the JSON, but neither the line nor --json said how many: 'wrote
+    # graph.json: 21 entities, 31 relationships, 5 communities, 5 reports'.
+    settings = make_settings(simulator.base_url, index={"extract_claims": True})
+    db = tmp_path / "claims.db"
+    claims = anyio.run(partial(sync, [corpus], settings, db, root=corpus)).claims
+    assert claims > 1
+    out = tmp_path / "graph.json"
+    said = cli_run("export", str(out), "--db", str(db))
+    assert said.returncode == 0 and f" relationships, {claims} claims, " in said.stderr, said.stderr
+    counted = json.loads(cli_run("export", "--json", str(out), "--db", str(db)).stdout)
+    assert counted["claims"] == len(json.loads(out.read_text(encoding="utf-8"))["claims"]) == claims
