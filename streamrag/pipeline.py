@@ -413,6 +413,7 @@ class Indexer:
         # `watch --json` prints on stdout with its other events (a script never saw it).
         self.say = say or log.warning
         self.yes_no: YesNoCheck | None = None   # how the last extraction asked its glean checks
+        self.claims_warning = ""   # what the last extraction's claims answers got wrong (``_stream_stage``)
         self.rechunked_all = True
         self.cut_anew = False   # (not every document re-chunked) some were, and differ
         self.unavailable = 0
@@ -904,8 +905,9 @@ class Indexer:
                     tg.start_soon(stage.glean_chunks, glean_recv.clone())
         if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
             scan.warnings.append(check.warning)
-        if said := stage.claims_warning():
-            scan.warnings.append(said)
+        self.claims_warning = stage.claims_warning()   # (a prefetch's is said by the daemon, as yes_no's)
+        if self.claims_warning:
+            scan.warnings.append(self.claims_warning)
         return scan
 
     async def _scan(self, store: Store, writer: Writer, paths: list[Path],

@@ -132,6 +132,22 @@ def make_settings(api_base: str = "", **sections: dict) -> Settings:
     return load_settings(None, env={}, overrides=overrides)
 
 
+def claims_answered(line: str) -> httpx.MockTransport:
+    """The simulator's answers, but ``line`` (then ``done``) for every claims call (and a 404
+    for ``GET /models``, which `watch` asks first)."""
+    from streamrag.simulator import ANSWERS, detect_task
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+    return httpx.MockTransport(answer)
+
+
 @pytest.fixture
 def sim_settings(simulator) -> Settings:
     """LLM settings against the session simulator, with small chunks so documents split."""

@@ -3114,3 +3114,25 @@ def test_an_extraction_ahead_says_why_its_chunks_failed_in_their_number():
     assert _failed_ahead(2, {"extract": {"calls": 6, "errors": 6}}, "the sync") == \
         "; 2 chunks failed (their calls failed): the sync tries them again"
     assert _failed_ahead(0, refused, "the sync") == ""
+
+
+async def test_claims_answers_off_the_format_are_said_by_watch(tmp_path, monkeypatch):
+    # The warning came with the extraction ahead of a sync, which finds the extractions stored
+    # and parses no claims answer again: watch never said it.
+    from conftest import claims_answered
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    settings = make_settings("http://llm.test/v1", index={**SMALL, "extract_claims": True},
+                             watch={"quiet_s": 0.2})
+    line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
+    async with running(settings, tmp_path / "c.db", folder, transport=claims_answered(line)) as (daemon, events, send):
+        mark = len(events)
+        async with send:
+            new = folder / "n1.txt"
+            new.write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
+            await send.send({(Change.added, str(new))})
+            await until(lambda: daemon.syncs == 2)
+    said = [e["message"] for e in events[mark:] if e["state"] == "warning"]
+    assert len(said) == 1 and said[0].startswith("claims: 1 of "), said
+    assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in said[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from conftest import claims_answered
 from conftest import index_snapshot as snapshot, lose_extraction, make_settings, status_info, unsearchable
 from streamrag.config import Settings
 from streamrag.pipeline import sync
@@ -421,21 +422,6 @@ async def test_claims_when_enabled(corpus, tmp_path, simulator):
     store.close()
 
 
-def _claims_answer(line: str):
-    """The simulator's answers, but ``line`` (then ``done``) for every claims call."""
-    import httpx
-
-    from streamrag.simulator import ANSWERS, detect_task
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        messages = json.loads(request.content)["messages"]
-        task = detect_task(messages)
-        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
-        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
-    return httpx.MockTransport(answer)
-
-
 async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subject(corpus, tmp_path):
     # A model's claim about a name its extraction missed was stored with a subject_id that no
     # entity had: no report or local answer, which find claims by their subject, ever showed it.
@@ -444,7 +430,7 @@ async def test_a_claim_whose_subject_no_extraction_named_is_shown_with_its_subje
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     db = tmp_path / "claims.db"
     line = "claim | Old Quay Trust | Mira Osk | CONTRACT | TRUE | NONE | NONE | The trust paid Mira Osk. | hired"
-    result = await sync([corpus], settings, db, root=corpus, transport=_claims_answer(line))
+    result = await sync([corpus], settings, db, root=corpus, transport=claims_answered(line))
     store = Store(db, readonly=True)
     try:
         claims = store.query("SELECT c.id, e.name FROM claims c JOIN entities e ON e.id = c.subject_id")
@@ -464,7 +450,7 @@ async def test_claims_answers_off_the_format_are_said_in_one_warning_and_kept(co
     settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
     line = ("claim | Mira Osk | NONE | HIRING | LIKELY | spring 2031 | NONE | Mira Osk leads the work. | hired"
             "\nentity | Mira Osk | person | An engineer.")
-    result = await sync([corpus], settings, db := tmp_path / "claims.db", root=corpus, transport=_claims_answer(line))
+    result = await sync([corpus], settings, db := tmp_path / "claims.db", root=corpus, transport=claims_answered(line))
     [said] = [w for w in result.warnings if w.startswith("claims:")]
     assert said.startswith(f"claims: 4 of {settings.llm.extraction_model}'s claims answers did not keep to "
                            "the claim format (the first in ")
@@ -480,7 +466,7 @@ async def test_claims_answers_off_the_format_are_said_in_one_warning_and_kept(co
         assert stored == {("SUSPECTED", "spring 2031")}
     finally:
         store.close()
-    again = await sync([corpus], settings, db, root=corpus, transport=_claims_answer(line))
+    again = await sync([corpus], settings, db, root=corpus, transport=claims_answered(line))
     assert not [w for w in again.warnings if w.startswith("claims:")]   # said once: the extractions are kept
 
 
