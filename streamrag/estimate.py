@@ -338,16 +338,20 @@ def _estimate(paths: list[Path], settings: Settings, store: Store | None, *, roo
             # those not built as a stored report's was, as the run does; a new
             # report_max_input_tokens alone, 6000 -> 3000 on synth_small, was counted 54 reports
             # for the run's 5, most contexts fitting both)
-            summaries, sized = _update_calls(store, settings, new_chunks=new_chunks, wanted=wanted, live=live,
-                                                   paths_of=paths_of, resummarize=resummarized,
-                                                   recluster=recluster, summary_tokens=r.summary_completion,
-                                                   rereport=bool(store.version) and chosen_with is None)
+            summaries, sized, answered = _update_calls(
+                store, settings, new_chunks=new_chunks, wanted=wanted, live=live, paths_of=paths_of,
+                resummarize=resummarized, recluster=recluster, summary_tokens=r.summary_completion,
+                rereport=bool(store.version) and chosen_with is None)
             communities = len(sized)   # (sized: the prompt tokens of reports whose community is known)
             if resummarized:
-                summaries = max(summaries, _summaries_asked(store, settings))
-                # (new summaries change the descriptions reports are written from: counted as if
-                # every report changed)
-                communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members))
+                # (but those the cache answers: settings changed and changed back asked none)
+                summaries = max(summaries, _summaries_asked(store, settings) - answered.summaries)
+                if summaries:
+                    # (new summaries a model writes change the descriptions reports are written
+                    # from, unknown here: counted as if every report changed; with every summary
+                    # known, each context was built as the run builds it)
+                    communities = max(communities, index_rows.communities_of_size(store, ix.report_min_members)
+                                      - answered.reports)
             elif store.version and chosen_with is not None:   # (else each context was built above)
                 asked = _reports_asked(store, settings, chosen_with=chosen_with, recluster=recluster)
                 # (a new partition: the communities it changes are among those counted for it)
@@ -460,6 +464,15 @@ def _summary_from_cache(store: Store, settings: Settings, name: str, chosen: lis
     return None if answer is None else within_budget(answer.strip(), budget, settings.index.encoding)
 
 
+def _report_cached(store: Store, settings: Settings, ctx: ReportContext) -> bool:
+    """Whether the cache holds the model's report for context ``ctx``, as ``reports.llm_report``
+    asks for it."""
+    prompt = load_prompt("report")
+    options = request_options(settings.llm.temperature, max_tokens=settings.index.report_max_output_tokens)
+    return _cached_text(store, cache_key(settings.llm.report_model, prompt.render(context=ctx.text), options,
+                                         prompt.name, prompt.version)) is not None
+
+
 def _gleaned_from_cache(store: Store, settings: Settings, prompts: ExtractionPrompts, chunk: Chunk,
                         first: str) -> tuple[int, int, bool]:
     """The gleaning rounds of ``chunk``, whose first extraction answer the cache holds under
@@ -543,10 +556,16 @@ def _staying(indexed: dict[str, tuple[str, int, float]], read: set[str], root: P
     return kept
 
 
+class FromCache(NamedTuple):
+    """The summaries and reports of an update the cache answers (``_update_calls``): free."""
+    summaries: int = 0
+    reports: int = 0
+
+
 def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chunk], wanted: set[str],
                   live: dict[str, str], paths_of: dict[str, str], resummarize: bool,
                   recluster: bool, summary_tokens: float = SUMMARY_COMPLETION,
-                  rereport: bool = False) -> tuple[int, list[int]]:
+                  rereport: bool = False) -> tuple[int, list[int], FromCache]:
     """(summary calls, the prompt tokens of each report call) of a run bringing the published graph to the chunks
     ``wanted``, worked out as the run works them out (``GraphState.apply``, Leiden from the
     published partition, ``dirty_communities``), from each chunk's extraction: the stored one
@@ -555,7 +574,8 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     summaries are written again, and the reports of their communities and of those above.
     ``live``: the published chunks (``index_rows.live_chunks``); ``summary_tokens``: a model's
     summary's length (``Ratios.summary_completion``), of those a report's context shows;
-    ``rereport``: the report settings changed, so every community's context is built again."""
+    ``rereport``: the report settings changed, so every community's context is built again.
+    Third, what the cache answers of them (``FromCache``)."""
     ix = settings.index
     key = extractor_key(settings)
     added = {c for c in wanted if live.get(c) != key}
@@ -571,7 +591,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
                                      lengths=lengths)
     added &= extractions.keys()   # (a chunk neither extracted nor new: none)
     if not added and not removed and not resummarize and not rereport:
-        return 0, []   # (nothing changed: the run asks for nothing new)
+        return 0, [], FromCache()   # (nothing changed: the run asks for nothing new)
     state = GraphState.load(store)
     # (the relationships' descriptions left in the store, as the run leaves them: those of the
     # lines compared, of the elements changed, are read below, and those a context shows)
@@ -590,15 +610,18 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     # the model's are (``_summarized``: joined, the descriptions made an update's report prompts
     # 3,216 tokens each for the run's 2,519, and more of them counted cut off and asked again).
     summaries = 0.0
+    cached_summaries = 0
     for element, name, descriptions in jobs:
         chosen = summary_input(descriptions, ix.summary_max_descriptions)
         # (a summary the cache answers, an interrupted run's, costs nothing, and is what the run
         # writes: one stopped while summarizing synth_small was estimated 148 summaries for the
         # rerun's 78 paid, 70 from the cache)
-        if (written := without_model(chosen, settings)) is None and (
-                written := _summary_from_cache(store, settings, name, chosen)) is None:
-            summaries += 1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]
-            written = _summary_stand_in(chosen, settings, summary_tokens)
+        if (written := without_model(chosen, settings)) is None:
+            if (written := _summary_from_cache(store, settings, name, chosen)) is not None:
+                cached_summaries += 1
+            else:
+                summaries += 1.0 if element not in guessed else stand_ins()[0 if element.startswith("ent-") else 1]
+                written = _summary_stand_in(chosen, settings, summary_tokens)
         if (e := state.entities.get(element) or state.relationships.get(element)) is not None:
             e.description = written
     state.finish_graph(store)
@@ -620,6 +643,7 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
     children = children_of(communities)
     changed: set[str] = set()
     prompts = []
+    cached_reports = 0
     for level in deepest_first(communities):
         for c in level:
             if c.id not in dirty and not any(k.id in changed for k in children.get(c.id, ())):
@@ -633,9 +657,15 @@ def _update_calls(store: Store, settings: Settings, *, new_chunks: dict[str, Chu
             if context_key(ctx, model=model, prompt_version=version) in stored:
                 continue
             changed.add(c.id)
-            if len(c.members) >= ix.report_min_members:
+            if len(c.members) < ix.report_min_members:
+                continue
+            # (a report the cache answers costs nothing: extract_claims off and on again was
+            # estimated 11 reports on ten news articles, the run asked the cache for all 11)
+            if _report_cached(store, settings, ctx):
+                cached_reports += 1
+            else:
                 prompts.append(_report_prompt(ctx, settings))
-    return math.floor(summaries + 0.5), prompts
+    return math.floor(summaries + 0.5), prompts, FromCache(cached_summaries, cached_reports)
 
 
 class FirstGraph(NamedTuple):

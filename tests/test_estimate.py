@@ -214,7 +214,8 @@ async def test_chunks_published_again_after_an_offline_run_are_not_called_unpubl
     text = format_estimate(est)
     assert "not yet published" not in text
     assert f"(and {first.chunks_extracted} extracted with these settings by an earlier run, to replace" in text
-    assert done.llm["report"]["calls"] > 0 and asked(est, "report") > 0   # (all cached: the same answers)
+    # (all cached, the same answers: none counted)
+    assert done.llm["report"]["cached"] > 0 and asked(est, "report") == paid(done.llm, "report") == 0, done.llm
 
 
 async def test_documents_are_counted_as_index_counts_them_a_copy_once(news, tmp_path, simulator):
@@ -1559,3 +1560,26 @@ async def test_summaries_an_interrupted_run_left_in_the_cache_are_not_counted(tm
     est, done = await index_and_estimate(docs, settings, db)
     assert done.llm["summarize"]["cached"] > 0 and paid(done.llm, "summarize") > 0, done.llm
     assert asked(est, "summarize") == paid(done.llm, "summarize"), (est["llm"], done.llm)
+
+
+async def test_reports_and_summaries_the_cache_answers_after_settings_changed_back_are_not_counted(
+        tmp_path, simulator):
+    # index.extract_claims off and on again: every report context shows its claims again, and
+    # the cache holds the reports of those contexts; the estimate counted 11 reports the run
+    # took from the cache (37 on a reviewer's index). index.summary_max_tokens changed and back:
+    # every summary and so every context as before, from the cache; 10 summaries and 26 reports
+    # were counted for none paid.
+    docs = news_copy(tmp_path, 10)
+    db = tmp_path / "index.db"
+    claims = make_settings(simulator.base_url, index={"extract_claims": True})
+    await sync([docs], claims, db, root=docs)
+    await sync([docs], make_settings(simulator.base_url), db, root=docs)
+    est, done = await index_and_estimate(docs, claims, db)
+    assert done.llm["report"]["cached"] > 0 and paid(done.llm, "report") == 0, done.llm
+    assert asked(est, "report") == 0, est["llm"]
+    await sync([docs], make_settings(simulator.base_url, index={"extract_claims": True, "summary_max_tokens": 100}),
+               db, root=docs)
+    est, done = await index_and_estimate(docs, claims, db)
+    assert done.llm["summarize"]["cached"] > 0, done.llm
+    for stage in ("summarize", "report"):
+        assert asked(est, stage) == paid(done.llm, stage) == 0, (stage, est["llm"], done.llm)
