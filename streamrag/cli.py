@@ -859,8 +859,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_json({"path": os.path.abspath(out), "format": fmt, **counts})
     else:
         # (a one-community index said "1 communities"; claims are said where there are, as
-        # `index` says them: most indexes extract none)
-        print(f"wrote {args.out}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items() if v or k != "claims"),
+        # `index` says them: most indexes extract none; `export -` said "wrote -:", a file it
+        # did not write)
+        where = "to standard output" if args.out == "-" else args.out
+        print(f"wrote {where}: " + ", ".join(_n(v, _ONE[k]) for k, v in counts.items() if v or k != "claims"),
               file=sys.stderr)
     return 0
 

@@ -68,7 +68,8 @@ def test_export_to_standard_output_with_a_dash(offline_db, tmp_path):
     data = json.loads(done.stdout)                       # the JSON itself, not a file named "-"
     assert data["entities"] and data["relationships"] and not (tmp_path / "-").exists()
     assert data == json.loads(_exported(offline_db, tmp_path / "file.json"))
-    assert done.stderr.startswith("wrote -: ")
+    # (it said "wrote -: ...", as if of a file named "-")
+    assert done.stderr.startswith("wrote to standard output: ") and "-" not in done.stderr, done.stderr
     # It ended at "}" with no newline (the shell's prompt after it); the file is the same text.
     assert done.stdout.endswith("\n}\n") and done.stdout.count("\n}") == 1, repr(done.stdout[-40:])
     assert (tmp_path / "file.json").read_text(encoding="utf-8") == done.stdout
