@@ -1033,7 +1033,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="what the index holds, tokens spent, failures")
     indexed_folder(p, "status")
-    p.add_argument("--failures", action="store_true", help="list the recorded failures")
+    # (it said "the recorded failures", every run's, which it never lists: status.gather_status)
+    p.add_argument("--failures", action="store_true",
+                   help="list what failed in the last update, and the items no longer retried")
     p.add_argument("--json", action="store_true", help="print as one JSON object")
     p.set_defaults(func=cmd_status)
 

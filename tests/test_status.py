@@ -70,6 +70,20 @@ def test_an_unreadable_file_is_said_beside_ok(corpus, tmp_path):
     assert last_update_line(status_of(db)[1]).endswith(": ok")
 
 
+def test_failures_lists_the_last_update_s_as_its_help_says(corpus, tmp_path, cli_run):
+    # `status --help` said --failures lists "the recorded failures": the index records every
+    # update's, and it lists the last update's (as the README says).
+    assert "what failed in the last update" in " ".join(cli_run("status", "--help").stdout.split())
+    (corpus / "scan.txt").write_bytes(b"\x00\x01PK\x03\x04 not text")
+    db = tmp_path / "s.db"
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    assert [f["item"] for f in status_of(db, failures=True)[0]["failures"]] == ["scan.txt"]
+    (corpus / "scan.txt").unlink()
+    anyio.run(lambda: sync([corpus], make_settings(), db, root=corpus))
+    info, _text = status_of(db, failures=True)
+    assert info["failures_total"] == 1 and info["failures"] == [], info
+
+
 def test_files_it_could_not_use_are_said_for_what_is_true_of_them(corpus, tmp_path, monkeypatch):
     # A binary file, a file it may not read (`chmod 000`) and a folder it may not list were
     # "ok, but 3 files could not be read", in `status` and `index` alike. Tests run as root, so
