@@ -525,6 +525,23 @@ def _explain(err: msgspec.ValidationError, where: str, data: dict | None = None)
     return ConfigError(f"{where}: {key or 'top level'}: {what}")
 
 
+def _named_twice(types: list[str]) -> str:
+    """What is wrong with ``types`` naming a type more than once (as the prompt reads them, in
+    lower case), with the list to write instead; "" when none is."""
+    first: dict[str, str] = {}   # each type, in lower case -> as first written
+    twice = ""
+    for t in types:
+        if t.lower() in first:
+            twice = twice or t.lower()
+        else:
+            first[t.lower()] = t
+    if not twice:
+        return ""
+    once = list(first.values())
+    return (f"names {twice!r} more than once (types are read in lower case); name each type once: "
+            f"entity_types = {json.dumps(once)}")
+
+
 def _bound(key: str, rule: str, to: str) -> tuple[str, str]:
     """(key, what is wrong) of a number out of its bounds: the ``rule`` it breaks and what to
     set it to, with its default ("must be >= 1" alone left the fix to guess)."""
@@ -617,6 +634,11 @@ def _check(s: Settings, where: str, origins: dict[str, str] | None = None, *,
     if not ix.entity_types or not all(t.strip() for t in ix.entity_types):
         problems.append(("index.entity_types", "must name at least one type, each a non-empty word "
                          "(e.g. [\"person\", \"organization\"])"))
+    elif twice := _named_twice(ix.entity_types):
+        # (the prompt asked for "person, person, org"; dropped here, the list would change the
+        # prompt, and so every chunk would be extracted again, paid, by an upgrade the user never
+        # chose: said, the user changes it when they choose)
+        problems.append(("index.entity_types", twice))
     spaced = next((p for p in ix.include if p.strip() != p), None)
     if not ix.include or not all(p.strip() for p in ix.include):
         problems.append(("index.include", "must hold at least one file pattern, none empty "

@@ -128,6 +128,10 @@ def test_the_file_init_writes_loads_as_the_defaults(tmp_path):
     ('[index]\nexclude = ["Templates "]\n', "index.exclude: pattern 'Templates ' has spaces around it"),
     ('[index]\ntext_field = " body"\n', "index.text_field: has spaces around the name; use 'body'"),
     ('[index]\nentity_types = ["person", ""]\n', "index.entity_types: must name at least one type"),
+    # A type named twice was asked for twice ("person, person, org" in the prompt).
+    ('[index]\nentity_types = ["PERSON", "PERSON", "ORG"]\n', "index.entity_types: names 'person' more than "
+     'once (types are read in lower case); name each type once: entity_types = ["PERSON", "ORG"]'),
+    ('[index]\nentity_types = ["person", "org", "Org"]\n', "index.entity_types: names 'org' more than once"),
     ('[llm]\napi_key_env = "OPENAI_API_KEY "\n', "llm.api_key_env: has spaces around the name; use 'OPENAI_API_KEY'"),
     ('[llm]\nmodel = "llama3.1"\n', "llm.model: unknown setting; streamrag sets a model per job: extraction_model"),
     # TOML is case-sensitive and every name lowercase: these were said with no key to write instead.
