@@ -1184,8 +1184,8 @@ def extraction_change(store: Store, settings: Settings) -> str:
     it does not: a new model, prompt, entity types, gleaning or claims setting read only as '62
     chunks to extract' of an unchanged folder. Offline runs pay nothing and say nothing."""
     built = store.get_meta("extractor") or ""
-    if settings.offline or not built or built == extractor_key(settings):
-        return ""
+    if settings.offline or not built or built == extractor_key(settings) or not index_rows.has_chunks(store):
+        return ""   # (an index of no chunk has none to extract again, as the run says)
     if built.startswith("llm-"):
         return ("the extraction settings (model, prompt, entity types, gleaning or claims) changed since "
                 "this index was built; answers in the cache cost nothing")

@@ -297,6 +297,11 @@ def has_entities(store: Store) -> bool:
     return store.scalar("SELECT 1 FROM entities LIMIT 1") is not None
 
 
+def has_chunks(store: Store) -> bool:
+    """Whether the published index holds a chunk (one a new extractor extracts again)."""
+    return store.scalar("SELECT 1 FROM live_chunks LIMIT 1") is not None
+
+
 def element_descriptions(store: Store) -> Iterator[tuple[str, str]]:
     """(entity or relationship id, description) of every live mention of one."""
     for table, key in (("entity_sources", "entity_id"), ("relationship_sources", "relationship_id")):

@@ -833,7 +833,8 @@ class Indexer:
             else:   # (it said "the reading and chunking settings changed" of an upgrade alone)
                 upgrade = what
         built = said("extractor") or ""
-        if built and built != self.key:
+        # (an index of no chunk, an empty folder's, has none to extract again: it was said all the same)
+        if built and built != self.key and index_rows.has_chunks(store):
             changes.append(("extraction", "every chunk is extracted again (answers in the cache cost nothing)"
                             if built.startswith("llm-") else
                             f"every chunk is extracted with {s.llm.extraction_model} (it was built offline; "

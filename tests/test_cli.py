@@ -150,6 +150,28 @@ def test_settings_that_redo_work_for_the_whole_index_are_said_before_it_starts(c
     assert "changed since" not in cli_run("index", str(corpus), "-q", "--offline").stderr
 
 
+def test_an_index_of_no_chunk_is_not_said_to_extract_every_chunk_again(cli_run, tmp_path, simulator):
+    # An empty folder indexed, then a new extraction model: the run and its estimate said
+    # "every chunk is extracted again" of an index holding none, and the run extracted 0.
+    (tmp_path / "d").mkdir()
+    common = ("--api-base", simulator.base_url)
+    assert cli_run("index", str(tmp_path / "d"), "-q", *common).returncode == 0
+    (tmp_path / "d" / "streamrag.toml").write_text('[llm]\nextraction_model = "m2"\n')
+    est = cli_run("index", str(tmp_path / "d"), "--estimate", *common)
+    out = cli_run("index", str(tmp_path / "d"), "--json", *common)
+    assert est.returncode == out.returncode == 0, (est.stderr, out.stderr)
+    assert "extracted again" not in est.stdout, est.stdout
+    done = json.loads(out.stdout)
+    assert done["chunks_extracted"] == 0 and "extraction" not in done["settings_changed"], done
+    assert "extracted again" not in out.stderr, out.stderr
+    # A chunk indexed with that model, then another model: said, by both.
+    (tmp_path / "d" / "a.md").write_text("Ada Osk met Bob Tan on the quay of Port Vell.\n")
+    assert cli_run("index", str(tmp_path / "d"), "-q", *common).returncode == 0
+    (tmp_path / "d" / "streamrag.toml").write_text('[llm]\nextraction_model = "m3"\n')
+    assert "Every chunk is extracted again" in cli_run("index", str(tmp_path / "d"), "--estimate", *common).stdout
+    assert "every chunk is extracted again" in cli_run("index", str(tmp_path / "d"), "-q", *common).stderr
+
+
 def test_a_folder_restored_with_cp_a_is_said_unchanged_read_again_for_new_file_times(cli_run, corpus, tmp_path):
     # Every file of a restored folder is read again (new change times) and holds the text
     # indexed: "4 unchanged" said nothing of the reading, or of why a run took its time.
