@@ -476,3 +476,22 @@ def test_an_export_of_an_index_with_claims_counts_them(corpus, tmp_path, simulat
     assert said.returncode == 0 and f" relationships, {claims} claims, " in said.stderr, said.stderr
     counted = json.loads(cli_run("export", "--json", str(out), "--db", str(db)).stdout)
     assert counted["claims"] == len(json.loads(out.read_text(encoding="utf-8"))["claims"]) == claims
+
+
+def test_provenance_is_read_in_its_key_order_without_a_sort(offline_db, tmp_path):
+    # The documents of entities and relationships come from their sources read in the order of
+    # the tables' own key: joining each source row to its document and sorting the pairs made
+    # SQLite build a temporary B-tree of every pair (304,174 for 10,000 documents' relationships)
+    store = Store(offline_db, readonly=True)
+    said: list[str] = []
+    try:
+        store.conn.set_trace_callback(said.append)
+        export(store, tmp_path / "graph.json", "json")
+        store.conn.set_trace_callback(None)
+        sources = [sql for sql in said if "_sources" in sql and sql.lstrip().upper().startswith("SELECT")]
+        plans = {sql: " ".join(row[-1] for row in store.conn.execute("EXPLAIN QUERY PLAN " + sql))
+                 for sql in sources}
+    finally:
+        store.close()
+    assert any("entity_sources" in sql for sql in sources) and any("relationship_sources" in sql for sql in sources)
+    assert not [sql for sql, plan in plans.items() if "TEMP B-TREE" in plan], plans
