@@ -345,16 +345,23 @@ def _write_json(store: Store, f: TextIO) -> dict[str, int]:
 # Characters XML 1.0 does not allow at all, even escaped: C0 controls other than tab, newline
 # and carriage return, lone surrogates, and U+FFFE / U+FFFF. Document text can hold them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# Text that escaping leaves as it is, as data and as an attribute's value (quoted in "): what
+# most names, descriptions and every id are. Told by one match, it is not escaped character by
+# character: a GraphML export escapes a million values (big10k: 1,046,044).
+_PLAIN_DATA = re.compile("[^&<>\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]*")
+_PLAIN_ATTR = re.compile("[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*")
 
 
 def escape(value) -> str:
     """``value`` as XML character data, without the characters XML 1.0 forbids."""
-    return saxutils.escape(_NOT_XML.sub("", str(value)))
+    text = str(value)
+    return text if _PLAIN_DATA.fullmatch(text) else saxutils.escape(_NOT_XML.sub("", text))
 
 
 def quoteattr(value) -> str:
     """``value`` as a quoted XML attribute, without the characters XML 1.0 forbids."""
-    return saxutils.quoteattr(_NOT_XML.sub("", str(value)))
+    text = str(value)
+    return f'"{text}"' if _PLAIN_ATTR.fullmatch(text) else saxutils.quoteattr(_NOT_XML.sub("", text))
 
 
 def _write_graphml(store: Store, f: TextIO) -> dict[str, int]:
