@@ -148,8 +148,9 @@ def scan(paths: list[Path], include: list[str], *, root: Path | None = None,
     ``skipped`` too.
 
     Files of a folder that ``include`` does not match are counted by extension (``""``: none)
-    in ``left_out`` when given (``left_out_lines``), but a settings file and ``own`` (the index's
-    files, a custom prompt: ``store.without_index_files``), which are no documents.
+    in ``left_out`` when given (``left_out_lines``), but a settings file, ``own`` (the index's
+    files, a custom prompt: ``store.without_index_files``) and a tool's backup or temporary file
+    (``leftover``), which are no documents.
 
     The symlinks of a folder matching ``include`` that lead nowhere (broken, or a loop) are
     appended to ``broken`` when given: ``watch`` syncs one when its target appears.
@@ -198,6 +199,23 @@ TEXT_FORMATS = frozenset(".rst .org .adoc .asciidoc .tex .mdx .text .textile .lo
 DOCUMENT_FORMATS = NOT_TEXT_FORMATS | TEXT_FORMATS
 # What a document's name ends in, those read by default too: an empty one given as --db is refused.
 DOCUMENT_SUFFIXES = DOCUMENT_FORMATS | {g.removeprefix("*") for g in DEFAULT_INCLUDE} | {".json"}
+
+
+# What editors, version control and sync tools leave beside a file while or after saving it: a
+# backup (vim, emacs, gedit: "notes.txt~", "notes.txt.~1~"; ".bak", ".orig" and ".rej" of a merge
+# or a patch), an autosave ("#notes.txt#"), a safe write's temporary file (JetBrains'
+# "notes.txt___jb_tmp___" and "___jb_old___", ".tmp", a download's ".part" or ".crdownload"), a
+# swap file, or an Office owner file ("~$report.docx"). Not indexed, as any file include does not
+# take, and not counted as left out: each was said on the left-out line of every run.
+_LEFTOVER_SUFFIXES = (".bak", ".orig", ".rej", ".tmp", ".part", ".crdownload", ".swp", ".swo", ".swx",
+                      "___jb_tmp___", "___jb_old___")
+
+
+def leftover(name: str) -> bool:
+    """Whether the file ``name`` is a tool's backup, autosave or temporary file (``_LEFTOVER_SUFFIXES``)."""
+    lower = name.lower()
+    return (lower.endswith("~") or lower.startswith("~$") or len(name) > 2 and name[0] == name[-1] == "#"
+            or lower.endswith(_LEFTOVER_SUFFIXES))
 
 
 def left_out_lines(left_out: dict[str, int], include: Sequence[str]) -> list[str]:
@@ -489,7 +507,7 @@ def _walk(top: Path, patterns: list[str], root: Path | None, problems: list[str]
             if not name_or_path_matches(name, rel, patterns):
                 kind = os.path.splitext(name)[1].lower()
                 if (left_out is not None and is_file and storable(name) and not_own(name, folder)
-                        and (not is_link or inside(folder / name))):
+                        and not leftover(name) and (not is_link or inside(folder / name))):
                     left_out[kind] = left_out.get(kind, 0) + 1   # a file the index would take
                 continue
             path = folder / name

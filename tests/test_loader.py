@@ -1981,3 +1981,18 @@ def test_a_kind_read_by_default_left_out_by_include_is_plain_text_not_other_file
         '1 .csv, 1 .md (plain text that index.include leaves out; to index them, set '
         'include = ["*.txt", "*.csv", "*.md"] under [index])',
         "1 other file (.png: not documents, not indexed)"]
+
+
+def test_editor_backups_and_temporary_files_are_not_counted_as_left_out(tmp_path):
+    # vim's "a.txt~", emacs' "#a.txt#" and JetBrains' safe write left beside the notes were said
+    # on every run's left-out line ("3 other files (.txt~, .txt#, ...: not documents)"); a real
+    # file of another kind still is.
+    from streamrag.loader import left_out_lines
+
+    for rel in ("a.txt", "a.txt~", "sub/b.md.~1~", "#a.txt#", "b.txt___jb_old___", "c.txt___jb_tmp___",
+                "d.txt.tmp", "d.txt.bak", "e.md.orig", "~$report.docx", "f.pdf.part", "e.png", "#"):
+        write(tmp_path / rel, "x")
+    left_out: dict[str, int] = {}
+    assert scan([tmp_path], ["*.txt"], left_out=left_out) == [tmp_path / "a.txt"]
+    assert left_out == {".png": 1, "": 1}, left_out
+    assert left_out_lines(left_out, ["*.txt"]) == ["2 other files (.png, no suffix: not documents, not indexed)"]
