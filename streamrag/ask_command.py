@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from streamrag import citations
 from streamrag.config import MODES
 from streamrag.status import counted
+from streamrag.store import update_under_way
 from streamrag.terminal import TerminalText, shown, terminal_text
 
 if TYPE_CHECKING:
@@ -89,11 +91,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
             sys.stdout.flush()
         raise
+    # Read once the answer is made: a version published meanwhile holds what it had queued.
+    updating = update_under_way(db)
     if args.json:
         # (\u escapes where the output cannot take UTF-8: the CLI's escaping of what it cannot
         # encode would make the JSON invalid)
         utf8 = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8"
-        print(json.dumps(answer.to_json(), ensure_ascii=not utf8, default=str))
+        print(json.dumps({**answer.to_json(), "updating": updating}, ensure_ascii=not utf8, default=str))
         return 0
     if stream:
         rest = held[0] + terminal.flush()
@@ -106,7 +110,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
         note = missing_note(answer)
         print(terminal_text(f"{note}\n\n{answer.text}" if note else answer.text))
     print(terminal_text(format_footer(answer)))
+    if updating is not None:
+        on_status(updating_said(updating, answer.version))
     return 0
+
+
+def updating_said(updating: dict, version: int) -> str:
+    """The status line of an answer read while a writer updates the index (``update_under_way``):
+    its version lacks the changes queued (during a burst, "Nothing in the index mentions ..." of
+    a name the files being extracted held, without a word of them)."""
+    who = f"streamrag {updating['command']} (pid {updating['pid']})" if "pid" in updating else "a writer"
+    since = time.strftime("%H:%M:%S", time.localtime(updating["since"]))
+    files = f" of {counted(updating['files'], 'changed file')}" if updating["files"] else ""
+    return (f"the index is being updated: {who} began an update{files} at {since}; this answer is "
+            f"from version {version}, without it")
 
 
 # The documents the footer lists, one line each; --json gives them all.

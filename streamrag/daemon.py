@@ -84,7 +84,7 @@ from streamrag.run_progress import Progress
 from streamrag.settings_edits import SettingsEdits
 from streamrag.status import counted as _n, failures_said, last_update, left_missing, llm_summary, unfinished_update
 from streamrag.store import (Store, WriterLock, bound_wal, indexed_root, one_writer, remember_wal_tried,
-                             wal_kept_line, wal_past_bound, wal_tried)
+                             updating_note, wal_kept_line, wal_past_bound, wal_tried)
 from streamrag.terminal import shell_word
 from streamrag.watch_events import (ADDED, DELETED, LINK_LOOP, REPLACED, RESCAN, UNDECODABLE, ChangeSet,
                                     folder_identity, watch_folder)
@@ -154,6 +154,10 @@ _MAX_WAIT_QUIETS = 10
 _NOT_THERE = ("deleted", "renamed away", "added and deleted")
 """The kinds of a file queued (``Daemon.pending``) that is not there to extract: deleted, renamed
 away (its new name queued beside it), or added and deleted before its sync (``_queue``)."""
+_UPDATING = frozenset({"queued", "settling", "extracting", "waiting", "merging", "clustering", "reporting",
+                       "publishing"})
+"""The states of an update under way, from a batch queued (or a sync begun) to the idle line of
+the version that holds it: ``ask`` meanwhile answers from the version before (``_note_update``)."""
 
 
 def _release_memory() -> None:
@@ -264,6 +268,7 @@ class Daemon:
         self.syncs = 0
         self.indexers_made = 0                   # (a sync that made one collects it: ``_sync``)
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
+        self._updating_since: float | None = None   # when the update under way began (``_note_update``)
         # Since the last sync that published: chunks extracted as files changed, and the calls
         # of that extraction and of syncs that failed (the idle line sums up the whole update).
         self._ahead = {"chunks": 0, "llm": {}}
@@ -332,8 +337,23 @@ class Daemon:
             self.errors += 1
         if state != "health":
             self._last_state = (state, message)
+            self._note_update(state)
         self.report({"event": "health" if state == "health" else "state", "state": state,
                      "message": message, **fields})
+
+    def _note_update(self, state: str) -> None:
+        """Notes on the writer lock's file (``WriterLock.note``) that an update is under way, and
+        since when, from its first state line to its idle line, for ``ask`` to say that its
+        answer is from the version before: during a burst it answered "Nothing in the index
+        mentions ..." of a name the 200 files being extracted held, without a word of them."""
+        if self.writer_lock is None:
+            return
+        if state in _UPDATING:
+            self._updating_since = self._updating_since or time.time()
+            self.writer_lock.note(updating_note(self._updating_since, self._files_pending()))
+        elif state in ("idle", "gone") and self._updating_since is not None:   # (gone: nothing left queued)
+            self._updating_since = None
+            self.writer_lock.note(None)
 
     def _files_pending(self) -> int:
         """Changed files not synced yet, without the ``"."`` marker (a retry, a rescan): those

@@ -1614,6 +1614,19 @@ class WriterLock:
         self.release()
         self.file = f
 
+    def note(self, words: str | None) -> None:
+        """Puts ``words`` on the lock file's second line (``None``: none), below the holder's
+        line, for readers to find: watch says there that an update is under way
+        (``updating_note``, read by ``update_under_way``). A note that cannot be written is left
+        unsaid: it is no part of the index."""
+        if self.file is None:
+            return
+        with contextlib.suppress(OSError):
+            self.file.truncate(0)
+            self.file.write(f"pid {os.getpid()}: {one_line(self.what)}\n"
+                            + (f"{one_line(words)}\n" if words else ""))
+            self.file.flush()
+
     def check(self, *, make_folder: bool = True) -> None:
         """Takes the lock again if its file was deleted (the index's folder deleted and made
         again): another writer could otherwise lock the new file. Without ``make_folder``, a
@@ -1658,6 +1671,30 @@ def writer_at_work(db_path: Path | str) -> str | None:
     a moment (a writer starting then was refused): the lock file's line while its lock is held,
     as /proc/locks tells; without /proc/locks, while that line's pid is alive. A writer killed
     with -9 leaves its line in the file, but no lock."""
+    lines = _held_lines(db_path)
+    return None if lines is None else " ".join(lines[0].split()) or "another process"
+
+
+def updating_note(since: float, files: int) -> str:
+    """The writer's note (``WriterLock.note``) of an update under way since ``since`` (Unix
+    time), for ``files`` changed files."""
+    return f"updating since {since:.3f}: {files} files"
+
+
+def update_under_way(db_path: Path | str) -> dict | None:
+    """The update the writer of the index at ``db_path`` noted under way (``updating_note``):
+    ``{"since": 1796569121.5, "files": 251, "pid": 12, "command": "watch"}``; ``None`` when
+    none is (no writer, or one that noted none)."""
+    lines = _held_lines(db_path)
+    found = lines is not None and re.fullmatch(r"updating since ([\d.]+): (\d+) files", lines[1].strip())
+    if not found:
+        return None
+    return {"since": float(found[1]), "files": int(found[2]), **(writer_said(lines[0]) or {})}
+
+
+def _held_lines(db_path: Path | str) -> list[str] | None:
+    """The lock file of the index at ``db_path`` while its lock is held (see ``writer_at_work``):
+    its holder's line and the note below it ("" for none); else ``None``."""
     try:
         with open(lock_path(db_path), encoding="utf-8", errors="replace") as f:
             line = f.read(4096)
@@ -1672,7 +1709,7 @@ def writer_at_work(db_path: Path | str) -> str | None:
                        for fields in map(str.split, f))
     except OSError:
         held = found is not None and alive(int(found[1]))
-    return (" ".join(line.split()) or "another process") if held else None
+    return (line.split("\n", 1) + [""])[:2] if held else None
 
 
 def writers_lock() -> bool:
@@ -1737,7 +1774,7 @@ def process_gone(pid: int | None, stamp: str | None) -> bool | None:
 def _holder(f) -> str:
     """What the lock file ``f`` says holds it (``pid 12: streamrag watch notes``)."""
     f.seek(0)
-    return " ".join(f.read().split()) or "another process"
+    return " ".join(f.read().split("\n", 1)[0].split()) or "another process"   # (not the note)
 
 
 def vacuum(store: Store) -> bool:

@@ -77,6 +77,34 @@ def test_init_writes_a_config_once(cli_run, tmp_path):
     assert "run `streamrag index .`." in cli_run("init", cwd=tmp_path / "here").stderr
 
 
+def test_ask_says_an_update_under_way_is_not_in_its_version(corpus):
+    # `ask` during a `git checkout` under watch answered "Nothing in the index mentions ..." of a
+    # name the 200 files being extracted held, from the version before, without a word of them.
+    from streamrag.store import WriterLock, update_under_way, updating_note, writer_at_work
+
+    assert run("index", str(corpus), "-q").returncode == 0
+    db = corpus / ".streamrag" / "index.db"
+    question = ("ask", "--json", "Who did the Harbor Council hire?")
+    assert json.loads(run(*question, cwd=corpus).stdout)["updating"] is None
+    lock = WriterLock(db, "streamrag watch .")
+    lock.take()
+    try:
+        assert json.loads(run(*question, cwd=corpus).stdout)["updating"] is None   # (watch idle)
+        lock.note(updating_note(1700000000.25, 251))
+        assert writer_at_work(db) == f"pid {os.getpid()}: streamrag watch ."   # (the note is no holder's)
+        said = json.loads(run(*question, cwd=corpus).stdout)
+        assert said["updating"] == {"since": 1700000000.25, "files": 251, "pid": os.getpid(), "command": "watch"}
+        out = run("ask", "Who did the Harbor Council hire?", cwd=corpus)
+        clock = time.strftime("%H:%M:%S", time.localtime(1700000000.25))
+        assert (f"streamrag: the index is being updated: streamrag watch (pid {os.getpid()}) began an update "
+                f"of 251 changed files at {clock}; this answer is from version 1, without it") in out.stderr, out.stderr
+        lock.note(None)
+        assert update_under_way(db) is None
+    finally:
+        lock.release()
+    assert update_under_way(db) is None
+
+
 def test_offline_index_status_export_and_ask(corpus, tmp_path):
     out = run("index", str(corpus), "--json", "-q")
     assert out.returncode == 0, out.stderr

@@ -148,6 +148,28 @@ async def test_a_deleted_lock_file_is_taken_again_before_extracting_ahead(corpus
             daemon.stop()
 
 
+async def test_an_update_under_way_is_noted_for_ask_until_its_version_is_published(corpus, tmp_path):
+    # `ask` during a burst answered from the version before, without a word of the changes
+    # queued: the lock file now says an update is under way, from its queued line to its idle line.
+    from streamrag.store import update_under_way, writer_at_work
+
+    settings = make_settings("", watch={"quiet_s": 30})
+    db = tmp_path / "w.db"
+    async with running(settings, db, corpus, locked=True) as (daemon, events, send):
+        assert update_under_way(db) is None   # (the initial sync published: idle)
+        new = corpus / "new.txt"
+        new.write_text("Captain Oskar Lind sailed the Blue Heron from Port Vell to Kessel.\n")
+        async with send:
+            await send.send({(Change.added, str(new))})
+            await until(lambda: "waiting" in events.states())
+            noted = update_under_way(db)
+            assert noted is not None and noted["files"] == 1 and noted["command"] == "watch", noted
+            assert writer_at_work(db) == f"pid {os.getpid()}: streamrag watch ."
+        await until(lambda: daemon.syncs >= 2)   # (the source ended: what was queued is synced)
+        assert "idle" in events.states(events.states().index("waiting"))
+        assert update_under_way(db) is None and writer_at_work(db) is not None   # (still held: said done)
+
+
 async def test_a_deleted_lock_file_is_taken_again_while_nothing_changes(corpus, tmp_path, monkeypatch):
     # `rm .streamrag/index.db.lock` with watch idle: `streamrag index` ran beside it, both writing
     # the index, until a file event made watch look at its lock.
