@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections import Counter
+import itertools
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
-from streamrag import index_rows, merge
+from streamrag import ids, index_rows, joins, merge
 from streamrag.communities import GraphEdges
 from streamrag.config import Settings
 from streamrag.graph import neighbour_counts
@@ -137,6 +138,10 @@ class GraphState:
         self.entity_mentions_added: list[merge.EntityMention] = []
         self.relationship_mentions_added: list[merge.RelationshipMention] = []
         self.claims_added: list[Claim] = []
+        # short name's entity id -> the full name's it joins (``joins``); None: not kept by the
+        # index published (one built before joins), so every name is looked at once
+        self.joins: dict[str, str] | None = {}
+        self.rejoined: set[str] = set()          # live chunks merged again for a join that moved
         self.version = 0
         self.stamp = ""                          # when that version was published
         self.in_id_order = False                 # entities and relationships iterate in id order
@@ -177,6 +182,9 @@ class GraphState:
         st.report_held = msgspec.json.decode(store.get_meta("report_unusable_held", "{}") or "{}",
                                              type=dict[str, list])
         st.counted = store.get_meta("degrees") == DEGREES_VERSION
+        joined = store.get_meta("name_joins")
+        st.joins = msgspec.json.decode(joined, type=dict[str, str]) if joined else \
+            ({} if not st.version else None)
         return st
 
     @classmethod
@@ -220,8 +228,13 @@ class GraphState:
     def apply(self, store: Store, change: Change, settings: Settings) -> list[tuple[str, str, list[str]]]:
         """Re-merges every element the changed chunks touch; returns the summaries to write.
         ``change.extractions`` is emptied: each is let go once its mentions are taken."""
-        removed = change.removed_chunks
         ent_m, rel_m = self._take_mentions(change)
+        self.rejoined = self._rejoin(store, change, settings, ent_m)
+        again_e, again_r = self._mentions_again(store, self.rejoined)
+        # (a chunk merged again leaves with its mentions as they were and comes with them joined anew)
+        ent_m, rel_m = merge.joined(ent_m + again_e, rel_m + again_r, self.joins or {})
+        self.entity_mentions_added, self.relationship_mentions_added = ent_m, rel_m
+        removed = change.removed_chunks | self.rejoined
         affected_e = {m.entity_id for m in ent_m} | index_rows.ids_for_chunks(store, "entity_sources", "entity_id", removed)
         affected_r = {m.relationship_id for m in rel_m} | index_rows.ids_for_chunks(
             store, "relationship_sources", "relationship_id", removed)
@@ -261,6 +274,64 @@ class GraphState:
         for c in self.claims_added:
             self.claims[c.id] = c
             self.claim_subjects_changed.add(c.subject_id)
+        return ent_m, rel_m
+
+    def _rejoin(self, store: Store, change: Change, settings: Settings,
+                added: list[merge.EntityMention]) -> set[str]:
+        """Brings ``joins`` up to date with the names the change adds and removes (those it may
+        move: ``joins.touched``); returns the live chunks, not added, whose mentions are merged
+        again for a join that moved. Offline only: an index a model extracts joins nothing (and
+        one an offline run joined splits its joins)."""
+        old = self.joins or {}
+        removed = change.removed_chunks
+        now: dict[str, str] = {}
+        if settings.offline:
+            names = itertools.chain((m.name for m in added), index_rows.names_in_chunks(store, removed),
+                                    (e.name for e in self.entities.values()) if self.joins is None else ())
+            keys = joins.touched(names)
+            shorts = {ids.entity_id(k) for k in keys}
+            # (the full names of the graph holding one of the words looked up in its full-text
+            # table: a pass over every entity was most of a small update to a large index)
+            held = self.entities.values() if self.joins is None else \
+                [self.entities[i] for i in index_rows.named_with(store, keys) if i in self.entities] if keys else ()
+            fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
+                     if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
+            now = joins.joins(self._own_names(store, shorts | fulls, old, removed, added, settings))
+            now = {s: f for s, f in old.items() if s not in shorts} | {s: f for s, f in now.items() if s in shorts}
+        moved = {s for s in old.keys() | now.keys() if old.get(s) != now.get(s)}
+        self.joins = dict(sorted(now.items()))
+        if not moved:
+            return set()
+        rows = index_rows.sources(store, "entity_sources", "entity_id", {old.get(s, s) for s in moved})
+        return {r["chunk_id"] for rs in rows.values() for r in rs
+                if ids.entity_id(r["name"]) in moved and r["chunk_id"] not in removed} - change.added_chunks
+
+    def _own_names(self, store: Store, wanted: set[str], old: dict[str, str], removed: set[str],
+                   added: list[merge.EntityMention], settings: Settings) -> list[Entity]:
+        """Each of the names (entity ids, as written) of ``wanted`` still said after the change,
+        merged from its own mentions alone (a full name's entity holds those of the short names
+        joined to it, under ``old`` joins)."""
+        own: dict[str, list[merge.EntityMention]] = defaultdict(list)
+        stored = wanted | {old[s] for s in wanted if s in old}
+        for rs in index_rows.sources(store, "entity_sources", "entity_id", stored).values():
+            for r in rs:
+                if r["chunk_id"] not in removed and (eid := ids.entity_id(r["name"])) in wanted:
+                    own[eid].append(merge.EntityMention(eid, r["chunk_id"], r["name"], r["type"], r["description"]))
+        for m in added:
+            if m.entity_id in wanted:
+                own[m.entity_id].append(m)
+        return [merge.merge_entity(eid, ms, settings.index.entity_types) for eid, ms in sorted(own.items())]
+
+    def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
+                                                                        list[merge.RelationshipMention]]:
+        """The mentions of live ``chunks``, from the extractions they are published with."""
+        ent_m: list[merge.EntityMention] = []
+        rel_m: list[merge.RelationshipMention] = []
+        extractions = index_rows.live_extractions(store, chunks) if chunks else {}
+        for chunk_id in sorted(extractions):
+            e, r, _claims = merge.mentions_of(chunk_id, extractions[chunk_id])   # (its claims stay)
+            ent_m += e
+            rel_m += r
         return ent_m, rel_m
 
     def _remerge_entities(self, store: Store, affected: set[str], new_e: dict[str, list[merge.EntityMention]],
@@ -373,6 +444,7 @@ class GraphState:
         st.counted = True
         st.entities, st.relationships = self.entities, self.relationships
         st.claims = self.claims  # in any order: a report context sorts them
+        st.joins = self.joins
         st.in_id_order = self.in_id_order
         st.by_source = self.relationships_by_source()
         # The published degrees and weights, brought up to date from what changed (every
@@ -547,7 +619,7 @@ def check_cached(store: Store, cached: GraphState, loaded: GraphState) -> None:
         raise AssertionError("the kept graph's relationships differ from the store's")
     for name in ("entities", "claims", "old_degree", "old_combined", "old_weight",
                  "old_contexts", "old_reports", "retry_summaries", "unusable", "report_unusable", "report_held", "counted",
-                 "version"):
+                 "version", "joins"):
         if getattr(cached, name) != getattr(loaded, name):
             raise AssertionError(f"the kept graph's {name} differ from the store's")
     if cached.by_source is not None and cached.relationships_by_source() != loaded.relationships_by_source():

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -243,6 +243,38 @@ class StoredExtractions:
                                  "run merged it (another indexer pruned it); run the command again")
             self._read.update(load_extractions(self._store, set(part), self._key))
         return self._read.pop(chunk_id)
+
+
+def live_extractions(store: Store, chunk_ids: set[str]) -> dict[str, Extraction]:
+    """The extraction each of the live ``chunk_ids`` is published with (its extractor's in
+    live_chunks)."""
+    out: dict[str, Extraction] = {}
+    for part in _batches(chunk_ids):
+        for chunk_id, result in store.conn.execute(
+                "SELECT e.chunk_id, e.result FROM live_chunks l JOIN extractions e ON e.chunk_id = l.chunk_id "
+                f"AND e.extractor = l.extractor WHERE {_in('l.chunk_id', part)}", part):
+            out[chunk_id] = _extraction_decode.decode(result)
+    return out
+
+
+def named_with(store: Store, names: Iterable[str]) -> set[str]:
+    """Ids of the published entities whose name holds any of ``names`` (each a run of words),
+    looked up in their full-text table."""
+    out: set[str] = set()
+    for part in _batches(sorted({fts_text(n) for n in names} - {""})):
+        expression = "name : (" + " OR ".join('"' + p.replace('"', '""') + '"' for p in part) + ")"
+        out.update(i for (i,) in store.conn.execute("SELECT id FROM entities_fts WHERE entities_fts MATCH ?",
+                                                    (expression,)))
+    return out
+
+
+def names_in_chunks(store: Store, chunk_ids: set[str]) -> set[str]:
+    """The entity names (as written) the published mentions of ``chunk_ids`` give."""
+    out: set[str] = set()
+    for part in _batches(chunk_ids):
+        out.update(n for (n,) in store.conn.execute(
+            f"SELECT DISTINCT name FROM entity_sources WHERE {_in('chunk_id', part)}", part))
+    return out
 
 
 def chunk_texts(store: Store, chunk_ids: list[str]) -> Iterator[tuple[str, str]]:
@@ -1128,6 +1160,9 @@ def _write_chunks(store: Store, change: Change, state: GraphState, key: str) -> 
     # Live chunks and provenance. A chunk that leaves keeps its extractions (a file changed back
     # costs nothing), dated from now for ``prune`` in extractions_left (dated in their own rows,
     # each update changed a page: 18 of the 19.8 MB of WAL a 25 MB file's removal wrote).
+    # (a chunk merged again for a join that moved keeps its place; its mentions are written anew)
+    for table in ("entity_sources", "relationship_sources"):
+        delete_in(store, table, "chunk_id", state.rejoined)
     delete_in(store, "live_chunks", "chunk_id", change.removed_chunks)
     for part in _batches(change.removed_chunks):
         conn.execute("INSERT OR REPLACE INTO extractions_left(chunk_id, extractor, left_at) SELECT "

@@ -3,8 +3,9 @@
 Rules, chosen so that the merged graph depends only on the *set* of live chunk extractions
 (whatever order they arrived in, and whether they were indexed at once or over many updates):
 
-* Entities merge on ``ids.normalize_name``. The shown name is the most frequent surface form
-  (ties: alphabetical). The type is the majority of the typed mentions; a tie goes to the type
+* Entities merge on ``ids.normalize_name``, and a short name on the full name it joins
+  (``joins``, offline: "Scrooge" on "Ebenezer Scrooge"). The shown name is the most frequent
+  surface form of the entity's own name (ties: alphabetical). The type is the majority of the typed mentions; a tie goes to the type
   listed first in ``index.entity_types``, then alphabetical; no typed mention gives "unknown".
 * A relation whose end was not listed as an entity in the same chunk gets an untyped mention of
   that entity from the chunk, so every relationship end is an entity with support of its own and
@@ -107,6 +108,32 @@ def mentions_of(chunk_id: str, extraction: Extraction, shared: dict[str, str] | 
     return list(entities.values()), list(rels.values()), claims
 
 
+def joined(entities: list[EntityMention], relationships: list[RelationshipMention], to: dict[str, str],
+           ) -> tuple[list[EntityMention], list[RelationshipMention]]:
+    """Chunks' mentions (``mentions_of``'s) with each entity id that ``to`` joins to another
+    (``joins.joins``) replaced by that one, kept as ``mentions_of`` keeps them: one entity mention
+    per chunk, entity and description, the strongest relationship mention per chunk, relationship
+    and description, and none between a name and the full name it joins."""
+    if not to:
+        return entities, relationships
+    ents: dict[tuple[str, str, str], EntityMention] = {}
+    for m in entities:
+        eid = to.get(m.entity_id, m.entity_id)
+        ents.setdefault((m.chunk_id, eid, m.description), m._replace(entity_id=eid))
+    rels: dict[tuple[str, str, str], RelationshipMention] = {}
+    for m in relationships:
+        a, b = to.get(m.source, m.source), to.get(m.target, m.target)
+        if a == b:
+            continue
+        if (a, b) != (m.source, m.target):
+            src, dst = sorted((a, b))
+            m = m._replace(relationship_id=ids.relationship_id(src, dst), source=src, target=dst)
+        key = (m.chunk_id, m.relationship_id, m.description)
+        if key not in rels or rels[key].strength < m.strength:
+            rels[key] = m
+    return list(ents.values()), list(rels.values())
+
+
 def _same(s: str, _default: str) -> str:
     return s
 
@@ -153,7 +180,9 @@ def merge_entity(entity_id: str, mentions: Sequence[EntityMention],
     """One entity from all of its live mentions (description not yet summarized);
     ``descriptions``: theirs (``unique_descriptions``), when the caller has them already."""
     names = Counter(name for _chunk, name in {(m.chunk_id, m.name) for m in mentions})
-    name = min(names, key=lambda n: (-names[n], n))
+    # (a short name joined to it is not its name: "Scrooge", said 38 times, shows "Ebenezer Scrooge")
+    own = [n for n in names if ids.entity_id(n) == entity_id] or names
+    name = min(own, key=lambda n: (-names[n], n))
     if descriptions is None:
         descriptions = unique_descriptions(m.description for m in mentions)
     return Entity(

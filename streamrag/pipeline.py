@@ -754,13 +754,15 @@ class Indexer:
         or document came or went, and nothing they do again on a run with no change is pending
         (summaries to try again, report answers unusable on runs in a row, a community showing a
         stand-in or no report of its context, the summary, report or clustering settings changed,
-        --recluster, degrees to recount, an unclustered graph, vectors to make). ``state``:
+        --recluster, degrees to recount, an unclustered graph, vectors to make, an offline
+        index published before short names were joined to full names: ``joins``). ``state``:
         the published bookkeeping (``GraphState.unread``); ``counts``: ``index_rows.graph_counts``."""
         said = store.get_meta
         entities, _relationships, _claims, communities = counts
         return (bool(state.version) and not self.recluster
                 and not (change.added_chunks or change.removed_chunks or change.added_docs or change.removed_docs)
                 and not (state.retry_summaries or state.report_unusable or state.report_held) and state.counted
+                and (state.joins is not None or not self.settings.offline)
                 and said("summarizer") == self.summarizer_key and said("leiden") == self.leiden_key
                 and said("report_settings") == self.report_key()
                 and said("extractive_settings") == self.extractive_key()
@@ -1233,6 +1235,8 @@ class Indexer:
             "degrees": DEGREES_VERSION,
             "next_community_id": str(next_community_id),
         }
+        if state.joins is not None:   # (short names joined to full names: the next run's, and ask's)
+            marks["name_joins"] = msgspec.json.encode(state.joins).decode()
         if self.rechunked_all:  # else some documents still have the previous chunker's chunks
             marks["chunker"] = self.chunker_key
             marks["chunker_settings"] = json.dumps(self.chunking, sort_keys=True)

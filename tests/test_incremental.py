@@ -1833,3 +1833,75 @@ async def test_a_graph_read_back_leaves_relationship_descriptions_in_the_store(g
     victim.write_text(victim.read_text() + "\n\nOfficials said Corin Fenell met Noor Wexell.\n")
     await sync([corpus], make_settings(), db, root=corpus)
     assert read and len(read) == len(set(read)) < len(published)   # (each read once, and not all)
+
+
+def _graph_rows(db) -> dict:
+    """The graph with its provenance (``index_snapshot``'s), not its communities."""
+    snap = index_snapshot(db)
+    return {k: snap[k] for k in ("entities", "relationships", "entity_sources", "relationship_sources")}
+
+
+_SCROOGE = {
+    "ledger.txt": "Ebenezer Scrooge kept the books of the firm in Cornhill with Jacob Marley.\n",
+    "office.txt": "Scrooge sat in his counting-house. Bob Cratchit copied letters beside Scrooge.\n",
+    "supper.txt": "Scrooge took his melancholy dinner in the tavern. Fred came to dine with Scrooge.\n",
+}
+
+
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_short_name_joins_its_full_name_and_splits_off_and_rejoins_as_it_comes_and_goes(tmp_path, kept):
+    # "Scrooge" alone (office, supper) is "Ebenezer Scrooge" (ledger) while the ledger is indexed:
+    # its mentions merged under the full name. Deleted, the short name is an entity of its own
+    # again; back, it joins again: each time the index of the folder as it now is.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in _SCROOGE.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+
+    async def fresh(tag: str) -> dict:
+        copy = tmp_path / tag
+        shutil.copytree(corpus, copy)
+        await sync([copy], settings, tmp_path / f"{tag}.db", root=copy)
+        return _graph_rows(tmp_path / f"{tag}.db")
+
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    joined = _graph_rows(db)
+    names = {v[0]: v[3] for v in joined["entities"].values()}
+    assert names["Ebenezer Scrooge"] == 3 and "Scrooge" not in names   # (mentions: 3 chunks)
+    ledger = (corpus / "ledger.txt").read_text()
+    (corpus / "ledger.txt").unlink()
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    alone = _graph_rows(db)
+    assert {v[0] for v in alone["entities"].values()} >= {"Scrooge"} and \
+        "Ebenezer Scrooge" not in {v[0] for v in alone["entities"].values()}
+    assert alone == await fresh("without")
+    (corpus / "ledger.txt").write_text(ledger)
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    assert _graph_rows(db) == joined == await fresh("with")
+
+
+async def test_an_offline_index_published_before_names_were_joined_joins_them_on_its_next_run(tmp_path, monkeypatch):
+    # An index of an earlier streamrag has no joins kept (no name_joins): its next run, even one
+    # with no file changed, looks at every name once, as a fresh index does.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in _SCROOGE.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    with monkeypatch.context() as m:
+        m.setattr("streamrag.joins.joins", lambda names: {})
+        await sync([corpus], settings, db, root=corpus)
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("DELETE FROM meta WHERE key = 'name_joins'")
+    assert "Scrooge" in {v[0] for v in _graph_rows(db)["entities"].values()}
+    second = await sync([corpus], settings, db, root=corpus)
+    assert second.published
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+    assert "Scrooge" not in {v[0] for v in _graph_rows(db)["entities"].values()}

@@ -1,0 +1,81 @@
+"""A person's short name joined to the full name it stands for, across the whole index. Pure.
+
+The offline extractor resolves "Scrooge" to "Ebenezer Scrooge" within one chunk only: its result
+is cached by chunk, so it may not look beyond it. Across chunks the join is made at merge time
+(``graph_state``), from the set of every live name, so that the index after any sequence of
+changes is still the index of the folder as it is: the mentions of a short name are merged
+under the full name's id while the join holds, under their own once it no longer does.
+
+The rule is conservative. A one-word person name joins the one full person name (two or more
+capitalised words after any title: "Ebenezer Scrooge") ending with it, or starting with it (a
+first name: "Ebenezer"). Two such names ("Bob Cratchit", "Belinda Cratchit"), or none, leave it
+as written. A title and one word ("Uncle Scrooge", "Mrs. Cratchit", "Old Marley") is no full
+name: it neither takes a join nor stops one. Organisations, places and events never join, nor
+does a word the extractor reads as a title or an institution's head ("Spirit", "King"), which
+names a character by its role, not a person by name.
+
+Only offline indexes join (``graph_state``): a model names its entities as it reads the text,
+and may well give "Scrooge" where the text means another Scrooge; no measure says it is as safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from streamrag import ids, nlp
+from streamrag.records import Entity
+
+PERSON = "person"
+# Words before a name that are no part of the person's own name (the extractor keeps them in it).
+_TITLES = nlp._KEEP_TITLES | nlp._ADJECTIVES
+# Words that are a role, not a name, alone.
+_ROLES = nlp._KEEP_TITLES | nlp._OF_HEADS | nlp._KIN
+
+
+def full_name_ends(name: str) -> tuple[str, str] | None:
+    """The first and last words (as ``ids.normalize_name`` keys them) of a person's full name:
+    two or more capitalised words (name particles between them) after any title; None for a
+    name that is none ("Uncle Scrooge", "Ghost of Jacob Marley")."""
+    words = name.split()
+    while words and words[0].rstrip(".").casefold() in _TITLES:
+        words = words[1:]
+    if len(words) < 2 or not all(w[:1].isupper() or w in nlp._PARTICLES for w in words):
+        return None
+    return ids.normalize_name(words[0]), ids.normalize_name(words[-1])
+
+
+def short_key(name: str) -> str | None:
+    """The key of a one-word name that may join a full name ("Scrooge" -> "scrooge"); None for
+    any other (several words, a role: "Spirit")."""
+    key = ids.normalize_name(name)
+    if not key or " " in key or key in _ROLES or not name.strip()[:1].isupper():
+        return None
+    return key
+
+
+def touched(names: Iterable[str]) -> set[str]:
+    """The short names (keys) whose join may move when these names come or go: each one-word
+    name, and the first and last words of each full name."""
+    out: set[str] = set()
+    for name in names:
+        if (key := short_key(name)) is not None:
+            out.add(key)
+        elif (ends := full_name_ends(name)) is not None:
+            out.update(ends)
+    return out
+
+
+def joins(names: Iterable[Entity]) -> dict[str, str]:
+    """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
+    per name as written (its own mentions merged: its shown name and type)."""
+    shorts: dict[str, str] = {}
+    fulls: dict[str, set[str]] = {}
+    for e in names:
+        if e.type != PERSON:
+            continue
+        if (key := short_key(e.name)) is not None:
+            shorts[key] = e.id
+        elif (ends := full_name_ends(e.name)) is not None:
+            for word in set(ends):
+                fulls.setdefault(word, set()).add(e.id)
+    return {eid: next(iter(fulls[key])) for key, eid in sorted(shorts.items()) if len(fulls.get(key, ())) == 1}

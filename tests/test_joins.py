@@ -1,0 +1,76 @@
+"""Short names joined to the one full name they stand for (offline, across chunks): the rule,
+pure, on names as the offline extractor writes them, and the mentions merged under it."""
+
+from __future__ import annotations
+
+from streamrag import ids
+from streamrag.joins import full_name_ends, joins, touched
+from streamrag.merge import group, joined, mentions_of, merge_entity, merge_relationship
+from streamrag.records import Entity, EntityRecord, Extraction, RelationshipRecord
+
+
+def named(*names: str, kind: str = "person") -> list[Entity]:
+    return [Entity(id=ids.entity_id(n), name=n, type=kind, description="", mentions=1) for n in names]
+
+
+def joined_names(names: list[Entity]) -> dict[str, str]:
+    shown = {e.id: e.name for e in names}
+    return {shown[s]: shown[f] for s, f in joins(names).items()}
+
+
+def test_a_surname_or_a_first_name_joins_the_one_full_name_it_ends_or_starts():
+    assert joined_names(named("Scrooge", "Ebenezer", "Ebenezer Scrooge", "Marley", "Jacob Marley")) == {
+        "Scrooge": "Ebenezer Scrooge", "Ebenezer": "Ebenezer Scrooge", "Marley": "Jacob Marley"}
+
+
+def test_two_full_names_that_fit_mean_no_join():
+    assert joined_names(named("Cratchit", "Bob Cratchit", "Belinda Cratchit", "Bob")) == {"Bob": "Bob Cratchit"}
+    # a surname that is another's first name fits both
+    assert joined_names(named("Scott", "Walter Scott", "Scott Adams")) == {}
+
+
+def test_a_title_and_one_word_is_no_full_name_and_stops_no_join():
+    people = named("Scrooge", "Uncle Scrooge", "Master Scrooge", "Ebenezer Scrooge", "Old Marley", "Marley",
+                   "Mrs. Fezziwig", "Fezziwig", "Peter", "Master Peter Cratchit")
+    assert joined_names(people) == {"Scrooge": "Ebenezer Scrooge", "Peter": "Master Peter Cratchit"}
+    assert full_name_ends("Ghost of Jacob Marley") is None and full_name_ends("Ursula von der Leyen") == \
+        ("ursula", "leyen")
+
+
+def test_organisations_places_and_roles_never_join():
+    # "Galwen" the place, "Galwen Energy" the company; "Spirit" a role ("the Spirit"), not a name
+    assert joined_names(named("Ruvford", kind="geo") + named("Hedda Ruvford")) == {}
+    assert joined_names(named("Galwen") + named("Galwen Energy", kind="organization")) == {}
+    assert joined_names(named("Spirit", "Evil Spirit", "King", "King George Windsor")) == {}
+    assert joined_names(named("Kenji") + named("Kenji Torquay", kind="organization")) == {}
+
+
+def test_the_short_names_a_name_may_move_are_itself_or_its_full_names_ends():
+    assert touched(["Scrooge", "Ebenezer Scrooge", "Uncle Scrooge", "Ghost of Jacob Marley"]) == \
+        {"scrooge", "ebenezer"}
+
+
+def test_joined_mentions_merge_under_the_full_name_shown_by_its_own_name():
+    extractions = {
+        "c1": Extraction(entities=[EntityRecord("Ebenezer Scrooge", "person", "Ebenezer Scrooge kept books.")]),
+        "c2": Extraction(entities=[EntityRecord("Scrooge", "person", "Scrooge sat."),
+                                   EntityRecord("Bob Cratchit", "person", "Bob Cratchit copied.")],
+                         relationships=[RelationshipRecord("Scrooge", "Bob Cratchit", "Scrooge watched Bob.", 8)]),
+        "c3": Extraction(entities=[EntityRecord("Scrooge", "person", "Scrooge dined.")],
+                         relationships=[RelationshipRecord("Scrooge", "Ebenezer Scrooge", "a name for himself", 5)]),
+    }
+    ents, rels = [], []
+    for chunk_id, ext in sorted(extractions.items()):
+        e, r, _c = mentions_of(chunk_id, ext)
+        ents += e
+        rels += r
+    to = {ids.entity_id("Scrooge"): ids.entity_id("Ebenezer Scrooge")}
+    ents, rels = joined(ents, rels, to)
+    entities = {k: merge_entity(k, v) for k, v in group(ents).items()}
+    full = entities[ids.entity_id("Ebenezer Scrooge")]
+    assert set(entities) == {ids.entity_id("Ebenezer Scrooge"), ids.entity_id("Bob Cratchit")}
+    assert (full.name, full.mentions) == ("Ebenezer Scrooge", 3)   # "Scrooge" said more, in 2 chunks
+    [relationship] = [merge_relationship(k, v) for k, v in group(rels).items()]   # none to itself
+    assert {relationship.source, relationship.target} == {full.id, ids.entity_id("Bob Cratchit")}
+    assert relationship.id == ids.relationship_id(full.id, ids.entity_id("Bob Cratchit"))
+    assert joined(ents, rels, {}) == (ents, rels)
