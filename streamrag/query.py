@@ -653,8 +653,12 @@ class _Search:
             ctx = await self._local_context()
             if self._no_entities():
                 return
+            # (a short name the question writes for the full name an offline index joined it to,
+            # "Scrooge" for "Ebenezer Scrooge", names that one's kind where the context writes it)
+            joined = {name: kind for eid, name in self.anchors if name not in ctx.types and (
+                kind := self.store.scalar("SELECT type FROM entities WHERE id = ?", (eid,)))}
             self._extract(_context_passages(ctx), "local context",
-                          anchors=[name for _e, name in self.anchors], types=ctx.types)
+                          anchors=[name for _e, name in self.anchors], types={**ctx.types, **joined})
         else:
             hits = local_search.fts_chunks(self.store, self.answer.question,
                                            self.settings.query.basic_top_k,

@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from streamrag import extractive, local_search
+from streamrag import extractive, ids, local_search
 from streamrag.errors import UsageError
 from streamrag.terminal import terminal_text
 from streamrag.terms import INVISIBLE_TABLE, unspaced_chars, words
@@ -304,6 +305,23 @@ def named_entities(store: Store, question: str) -> list[tuple[str, str, bool]]:
                 re.search(rf"\b{re.escape(w)}\b", question) for w in re.findall(r"[^\W\d_]+", name)
                 if w[:1].isupper())
             out.append((eid, name, capitalised))
+    return out + _joined_named(store, question, terms, {eid for eid, _n, _c in out})
+
+
+def _joined_named(store: Store, question: str, terms: list[str], found: set[str]) -> list[tuple[str, str, bool]]:
+    """(full name's id, short name as the question writes it, written capitalised) of the short
+    names the question writes that an offline index joined to a full name (``joins``): "Who is
+    Scrooge?" names "Ebenezer Scrooge" as "Scrooge", and is read as it was before the join."""
+    joined = store.get_meta("name_joins")
+    if not joined or joined == "{}":
+        return []
+    to = json.loads(joined)
+    out = []
+    for token in _TOKEN.findall(question):
+        full = to.get(ids.entity_id(token)) if words(token) and words(token)[0] in terms else None
+        if full is not None and full not in found:
+            found.add(full)
+            out.append((full, token, token[:1].isupper()))
     return out
 
 

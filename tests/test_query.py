@@ -3420,3 +3420,31 @@ def test_the_search_lines_say_one_of_a_thing_in_the_singular(cli_run, llm_db, si
     assert len(chunks) == 1, chunks   # (the question the line is checked on finds one passage)
     line = [x for x in cli_run(*common).stderr.splitlines() if "basic search:" in x]
     assert line == ["streamrag: basic search: 1 chunk (bm25)"], line
+
+
+async def test_a_short_name_an_offline_index_joined_to_a_full_name_is_asked_about_as_that_one(tmp_path):
+    # "Scrooge" (office, counting) is joined to "Ebenezer Scrooge" (ledger): "Who is Scrooge?"
+    # names the full name's entity as "Scrooge", and its sentences, where a person named so
+    # is the one asked about, come before those of "Uncle Scrooge" (a title and one word: no
+    # full name, and no part of the join).
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in {
+            "ledger.txt": "Ebenezer Scrooge kept the books of the firm with Jacob Marley.\n",
+            "office.txt": "In his cold counting-house sat Scrooge, alone all day.\n",
+            "street.txt": "Nobody ever stopped Scrooge in the street to ask the way.\n",
+            "nephew.txt": "Fred called on his Uncle Scrooge at Christmas with Topper.\n"}.items():
+        (corpus / name).write_text(text)
+    db = tmp_path / "i.db"
+    settings = make_settings("")
+    await sync([corpus], settings, db, root=corpus)
+    store = Store(db, readonly=True)
+    try:
+        full = store.scalar("SELECT id FROM entities WHERE name = 'Ebenezer Scrooge'")
+        assert store.scalar("SELECT count(*) FROM entities WHERE name = 'Scrooge'") == 0
+        assert named_entities(store, "Who is Scrooge?") == [(full, "Scrooge", True)]
+    finally:
+        store.close()
+    answer = await aask("Who is Scrooge?", settings, db, mode="local")
+    quoted = [line for line in answer.text.splitlines() if line.startswith("- ")]
+    assert len(quoted) >= 3 and all(f"[E:{full}]" in line for line in quoted[:3]), answer.text
