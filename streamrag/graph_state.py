@@ -320,7 +320,8 @@ class GraphState:
         for m in added:
             if m.entity_id in wanted:
                 own[m.entity_id].append(m)
-        return [merge.merge_entity(eid, ms, settings.index.entity_types) for eid, ms in sorted(own.items())]
+        # (its name and type alone: a name said in 3,000 chunks had their descriptions sorted)
+        return [merge.merge_entity(eid, ms, settings.index.entity_types, []) for eid, ms in sorted(own.items())]
 
     def _mentions_again(self, store: Store, chunks: set[str]) -> tuple[list[merge.EntityMention],
                                                                         list[merge.RelationshipMention]]:
