@@ -1905,3 +1905,45 @@ async def test_an_offline_index_published_before_names_were_joined_joins_them_on
     await sync([fresh], settings, tmp_path / "f.db", root=fresh)
     assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
     assert "Scrooge" not in {v[0] for v in _graph_rows(db)["entities"].values()}
+
+
+async def test_joins_follow_the_full_names_as_they_come_and_go_as_a_fresh_index_has_them(tmp_path):
+    # "Cratchit" joins "Bob Cratchit"; a second full name ending with it splits the join; with
+    # the first gone it joins the second; renamed and edited, the index is a fresh one's each time.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "bob.txt").write_text("Bob Cratchit carried Tiny Tim home through the snow.\n")
+    (corpus / "door.txt").write_text("At the door of the house stood Mr. Cratchit, tired and cold.\n")
+    db = tmp_path / "i.db"
+    steps = [
+        lambda: None,
+        lambda: (corpus / "belinda.txt").write_text("Belinda Cratchit laid the cloth with Martha.\n"),
+        lambda: (corpus / "bob.txt").unlink(),
+        lambda: (corpus / "door.txt").rename(corpus / "porch.txt"),
+        lambda: (corpus / "belinda.txt").write_text("Martha laid the cloth alone.\n"),
+    ]
+    shown = []
+    for i, step in enumerate(steps):
+        step()
+        await sync([corpus], settings, db, root=corpus)
+        copy = tmp_path / f"fresh{i}"
+        shutil.copytree(corpus, copy)
+        await sync([copy], settings, tmp_path / f"f{i}.db", root=copy)
+        assert _graph_rows(db) == _graph_rows(tmp_path / f"f{i}.db"), i
+        shown.append(sorted(v[0] for v in _graph_rows(db)["entities"].values() if "Cratchit" in v[0]))
+    assert shown == [["Bob Cratchit"], ["Belinda Cratchit", "Bob Cratchit", "Cratchit"], ["Belinda Cratchit"],
+                     ["Belinda Cratchit"], ["Cratchit"]]
+
+
+async def test_a_model_index_joins_no_name(tmp_path, simulator):
+    settings = make_settings(simulator.base_url)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    for name, text in _SCROOGE.items():
+        (corpus / name).write_text(text)
+    await sync([corpus], settings, tmp_path / "i.db", root=corpus)
+    names = {v[0] for v in _graph_rows(tmp_path / "i.db")["entities"].values()}
+    assert {"Scrooge", "Ebenezer Scrooge"} <= names, names
+    with contextlib.closing(sqlite3.connect(tmp_path / "i.db")) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'name_joins'").fetchone() == ("{}",)
