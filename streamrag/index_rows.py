@@ -567,7 +567,8 @@ PRUNE_EVERY_S = 86400.0   # how often ``prune`` looks (it reads every llm_calls 
 # as the client's ``stats`` count them. The rows, cached too, of identical calls that waited on a
 # request a content filter stopped (``CallLog.record``'s shared, ``_WAITED``) are counted nowhere,
 # as the client's stats do not count them: they got no answer and made no call; counted as calls
-# that failed, a stop and its two waiters said errors 3 beside unusable 1, two endpoint errors.)
+# that failed, a stop and its two waiters said errors 3 beside unusable 1, two endpoint errors.
+# So are the waiters' rows of a request the endpoint refused: one call, one error.)
 _WAITED = "cached = 1 AND error IS NOT NULL"
 _USAGE = ("calls", "cached", "prompt_tokens", "completion_tokens", "errors", "cancelled")
 _USAGE_SUMS = (f"sum(NOT ({_WAITED}))", "sum(cached = 1 AND error IS NULL)",

@@ -448,11 +448,14 @@ class LLMClient:
             flight = self._cache.in_flight(key)
             if answer is None and flight is not None:
                 await flight.done.wait()
-                if flight.error is not None:   # (a call of its own, failed: recorded as one)
-                    if not isinstance(flight.error, GaveUp):   # (it only waited: it asked nothing)
+                if flight.error is not None:
+                    # Failed for its caller, but it asked nothing: its row is the shared error's,
+                    # cached as a waiter's of a usable answer is, so `status` and the stats count
+                    # one call and one error of N identical calls refused once, not N of each.
+                    if not isinstance(flight.error, GaveUp):   # (a given-up call's waiters: no row)
                         unusable = isinstance(flight.error, LLMOutputError)   # (a content filter's stop)
                         await self._call_log.record(row, 0, 0, 0.0, cached=False, error=str(flight.error),
-                                                    unusable=unusable, shared=unusable)
+                                                    unusable=unusable, shared=True)
                     raise flight.error
                 if flight.answer is None or check(flight.answer) is not None:
                     continue  # the first caller was cancelled or wants other answers: ask again

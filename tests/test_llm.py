@@ -1435,16 +1435,25 @@ async def _three_identical_calls(llm, caught: type[Exception]) -> list[str]:
     return errors
 
 
-async def test_callers_sharing_a_request_that_failed_each_record_their_failed_call(tmp_path):
-    # Three identical calls share one request; it failed, and only the first was recorded, so
-    # status and ask --json counted one failed call of three.
-    endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad request"}}))
+async def test_callers_sharing_a_refused_request_count_one_call_and_one_error(tmp_path):
+    # Three identical calls share one request the endpoint refused: each waiter was recorded as
+    # a failed call of its own, so the stats and `status` said 3 calls, 3 errors of one request
+    # (identical calls sharing a usable answer count it paid once, the waiters' rows cached).
+    from streamrag.index_rows import usage_rows
+
+    endpoint = Endpoint(httpx.Response(400, json={"error": {"message": "bad request"}}), latency=0.1)
     with anyio.fail_after(5):
         async with client(tmp_path, endpoint) as (llm, store):
             errors = await _three_identical_calls(llm, LLMError)
+            run = llm.stats["s"]
     rows = calls(store)
-    assert len(endpoint.requests) == 1 and len(errors) == 3
-    assert len(rows) == 3 and all(r["error"] == errors[0] and not r["cached"] for r in rows)
+    assert len(endpoint.requests) == 1 and len(errors) == 3   # each caller failed
+    assert (run["calls"], run["cached"], run["errors"]) == (1, 0, 1), run
+    (usage,) = usage_rows(store)
+    assert (usage["calls"], usage["cached"], usage["errors"]) == (1, 0, 1), usage
+    # Every caller has its row, the waiters' marked as sharing it (cached: they asked nothing).
+    assert len(rows) == 3 and all(r["error"] == errors[0] for r in rows)
+    assert sorted(r["cached"] for r in rows) == [0, 1, 1]
 
 
 async def test_callers_sharing_a_content_filter_s_stop_count_it_unusable_once(tmp_path):
