@@ -96,7 +96,9 @@ TITLE_CHARS = 100
 # short cp1252 text with a digit zero is not UTF-16 CJK text (``_WESTERN``: "2031" read as kana).
 # 19: a run of NULs opening or ending a file (a crash's unwritten end, a log rotated with
 # copytruncate) is dropped and the text between read (``_NUL_RUN``: it was a binary file).
-VERSION = "19"
+# 20: a run of binary bytes amid text (``_garbage_run``: a page of random bytes past the first
+# 8 KB) makes a binary file, not text read as Latin-1 with its garbage indexed.
+VERSION = "20"
 _SNIFF = 8192
 # NULs in the first _SNIFF bytes that say UTF-16 without a byte-order mark, or a binary file; up
 # to this many (and 1% of the bytes) are a text file's stray ones, dropped (one NUL in a file's
@@ -649,7 +651,8 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
     but for a few stray bytes (a Windows quote pasted in) keeps its UTF-8 and reads those as
     cp1252, and one with no UTF-8 beyond ASCII is read in the legacy code page its letters say
     (``legacy``), else cp1252 (or Latin-1) throughout. Text full of
-    control characters, wherever they begin, is a binary file; a few NULs are dropped."""
+    control characters, wherever they begin, is a binary file, and so is text holding a run of
+    binary bytes (``_garbage_run``); a few NULs are dropped."""
     text = None
     for bom, codec in _BOMS:
         if data.startswith(bom):
@@ -677,8 +680,11 @@ def _decode(data: bytes, label: str, warnings: list[str], read_from: str) -> str
         # (Judged once the error is let go: it holds a copy of the whole file's bytes.)
         if first is not None:   # (CJK in UTF-16 may hold no NUL at all: it was read as Latin-1)
             text = _utf16_without_bom(data, label) or _utf8_or_cp1252(data, label, warnings, first, read_from)
-    if _controls(text) > max(16, 0.05 * len(text)):
+    controls = _controls(text)
+    if controls > max(16, 0.05 * len(text)):
         _binary(label)
+    if controls >= _GARBAGE_CONTROLS:
+        _refuse_garbage(text, label)
     if "\x00" in text:
         warnings.append(f"{label}: {text.count(chr(0))} NUL character(s) dropped; a text file holds "
                         "none: check how it was written")
@@ -724,6 +730,56 @@ def _controls(text: str) -> int:
         part = text[at:at + _CONTROL_SLICE].encode("utf-8", "surrogatepass")
         n += len(part) - len(part.translate(None, _CONTROL_BYTES))
     return n
+
+
+# A run of binary bytes amid text (a page of a disk block gone bad, a blob pasted in): control
+# characters at most _GARBAGE_GAP characters apart, _GARBAGE_CONTROLS of them at least, beside as
+# many characters beyond ASCII. Random bytes hold a control character in ten and half are beyond
+# ASCII; text holds a stray one or two, and a file delimited by ^A or ^_ (ASCII throughout) is
+# no run. Diluted in a long text, such a run was under ``_decode``'s 5% and read as text: indexed
+# with its garbage, the whole file read as Latin-1 for the bytes that are not UTF-8.
+_GARBAGE_GAP = 128
+_GARBAGE_CONTROLS = 16
+
+
+def _garbage_run(text: str) -> tuple[int, int, int] | None:
+    """Where the first run of binary bytes in ``text`` begins and ends (characters' indices),
+    and how many control characters it holds; None when there is none."""
+    start = last = 0
+    n = 0
+    for m in _CONTROL.finditer(text):
+        at = m.start()
+        if n and at - last > _GARBAGE_GAP:
+            if _garbage(text[start:last + 1], n):
+                return start, last + 1, n
+            n = 0
+        if not n:
+            start = at
+        n, last = n + 1, at
+    return (start, last + 1, n) if _garbage(text[start:last + 1], n) else None
+
+
+def _garbage(run: str, controls: int) -> bool:
+    """Whether ``run``, a stretch of text from one control character to another holding
+    ``controls`` of them, is binary bytes: enough of them, and as many characters beyond ASCII."""
+    beyond = len(run) - len(run.encode("ascii", errors="ignore"))
+    return controls >= _GARBAGE_CONTROLS and beyond >= controls
+
+
+def _refuse_garbage(text: str, label: str) -> None:
+    """Refuses a text holding a run of binary bytes (``_garbage_run``), naming its line: indexed, its
+    garbage was in answers and the file said nothing wrong. A run as long as the text around it
+    is a binary file's bytes, said so."""
+    run = _garbage_run(text)
+    if run is None:
+        return
+    start, end, controls = run
+    if 2 * (end - start) >= len(text):
+        _binary(label)
+    line = text.count("\n", 0, start) + 1
+    raise NotText(f"{label}: binary bytes amid its text ({controls} control characters from line {line:,} "
+                  "on), so it is not indexed; remove them (a page of a damaged copy, a blob pasted in), "
+                  "or add it to index.exclude")
 
 
 def _binary(label: str) -> None:

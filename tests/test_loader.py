@@ -1996,3 +1996,25 @@ def test_editor_backups_and_temporary_files_are_not_counted_as_left_out(tmp_path
     assert scan([tmp_path], ["*.txt"], left_out=left_out) == [tmp_path / "a.txt"]
     assert left_out == {".png": 1, "": 1}, left_out
     assert left_out_lines(left_out, ["*.txt"]) == ["2 other files (.png, no suffix: not documents, not indexed)"]
+
+
+def test_a_page_of_binary_bytes_amid_text_is_refused_naming_its_line(tmp_path):
+    # 4 KB of random bytes in the middle of a long UTF-8 text (a disk block gone bad) were under
+    # 5% of its characters: the file was read as Latin-1 throughout ("cafÃ©"), its garbage
+    # indexed, and `status` said nothing wrong.
+    import random
+
+    line = "Ada Osk ate at the café by the quay; Bo Lund paid the bill.\n".encode()
+    garbage = b"\x01" + random.Random(7).randbytes(4095)   # (its first byte a control one: its line is known)
+    damaged = write(tmp_path / "notes.txt", line * 300 + garbage + line * 300)
+    with pytest.raises(InputError, match=r"^notes\.txt: binary bytes amid its text \(\d+ control characters "
+                                         r"from line 301 on\), so it is not indexed; remove them"):
+        read_documents(damaged, root=tmp_path)
+    # The text alone is read, and so are control characters that are no run of binary bytes:
+    # fields delimited by ^A (ASCII throughout), and stray ones far apart.
+    assert read_back(tmp_path / "clean.txt", line * 600) == (line * 600).decode()
+    fix = b"8=FIX.4.2\x019=65\x0135=A\x0134=1\x0149=ADA\x0152=20240101\x0156=BO\x0198=0\x01108=30\x0110=062\x01\n"
+    text = line * 600 + fix * 30 + line * 600
+    assert read_back(tmp_path / "fix.txt", text) == text.decode()
+    strays = (line * 3 + b"\x02") * 200
+    assert read_back(tmp_path / "strays.txt", strays) == strays.decode()
