@@ -690,6 +690,52 @@ async def test_an_answer_longer_than_booked_takes_its_tokens_from_the_minute(tmp
             assert llm._tpm.wait_s(3000) > 0
 
 
+async def test_the_first_minute_s_burst_stays_within_the_token_limit(tmp_path):
+    # Before any answer, a request without max_tokens booked its prompt and 256 tokens: at
+    # llm.tokens_per_minute 6,000, four 1,000-token prompts went out at once, whose 600-token
+    # answers (an extraction's share of its text) made 6,420 tokens in the first minute, above
+    # the limit: refused by a provider that counts them. The clock is faked (stopped at 0: one
+    # minute throughout), the answers held until the first requests are out.
+    held = anyio.Event()
+    sent: list[int] = []   # the tokens each request sent uses, prompt and answer
+    done: list[int] = []
+
+    async def answer(body: dict) -> httpx.Response:
+        prompt = count_message_tokens(body["messages"], llm.encoding)
+        sent.append(prompt + 600)
+        await held.wait()
+        return httpx.Response(200, json=chat_body("x", {"prompt_tokens": prompt, "completion_tokens": 600,
+                                                         "total_tokens": prompt + 600}))
+
+    async def one(i: int) -> None:
+        await llm.chat(ask(f"{i} " + "word " * 990), model="m1", stage="s")
+        done.append(i)
+
+    def held_back() -> bool:
+        """Whether a request waits for the window, or for the answers under way (``_admit``)."""
+        released = getattr(llm, "_released", None)   # (a client that holds no request for them: None)
+        return llm._tpm.waited_s > 0 or released is not None and released.statistics().tasks_waiting > 0
+
+    endpoint = Endpoint(*[answer] * 8)
+    with anyio.fail_after(10):
+        async with client(tmp_path, endpoint, tokens_per_minute=6000, concurrency=16) as (llm, _):
+            llm._tpm.clock = lambda: 0.0
+            async with anyio.create_task_group() as tg:
+                for i in range(8):
+                    tg.start_soon(one, i)
+                # The first requests out, the others waiting to be let go (one of them held in admission) ...
+                while not (held_back() and len(sent) + 1 + llm._admission.statistics().tasks_waiting == 8):
+                    await anyio.sleep(0.01)
+                first = len(sent)
+                held.set()
+                # ... then answered, and the next waiting for the window.
+                while len(done) < len(sent) or not llm._tpm.waited_s:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+    assert first >= 2 and sum(sent) <= 6000, sent
+    assert len(sent) == 3   # (a fourth fits no window of 6,000 beside three of 1,605)
+
+
 async def test_a_refused_connection_gives_its_budget_back(tmp_path):
     # One request a minute: a retry that had to wait for budget would take a minute here.
     refused = [httpx.ConnectError("connection refused") for _ in range(2)]
