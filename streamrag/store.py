@@ -1618,13 +1618,17 @@ class WriterLock:
         """Puts ``words`` on the lock file's second line (``None``: none), below the holder's
         line, for readers to find: watch says there that an update is under way
         (``updating_note``, read by ``update_under_way``). A note that cannot be written is left
-        unsaid: it is no part of the index."""
+        unsaid: it is no part of the index. The holder's line is never taken off meanwhile:
+        cut to nothing and written again, a second writer reading the file between the two was
+        refused as "being written by another streamrag (another process)"."""
         if self.file is None:
             return
+        holder = f"pid {os.getpid()}: {one_line(self.what)}\n"   # (as ``take`` wrote it)
         with contextlib.suppress(OSError):
-            self.file.truncate(0)
-            self.file.write(f"pid {os.getpid()}: {one_line(self.what)}\n"
-                            + (f"{one_line(words)}\n" if words else ""))
+            self.file.flush()
+            self.file.truncate(len(holder.encode("utf-8", errors="backslashreplace")))
+            if words:
+                self.file.write(f"{one_line(words)}\n")   # (appended: the file is opened a+)
             self.file.flush()
 
     def check(self, *, make_folder: bool = True) -> None:

@@ -77,6 +77,44 @@ def test_init_writes_a_config_once(cli_run, tmp_path):
     assert "run `streamrag index .`." in cli_run("init", cwd=tmp_path / "here").stderr
 
 
+def test_a_note_on_the_writer_lock_never_takes_its_holder_s_line_off(tmp_path):
+    # The note was written by cutting the file to nothing and writing both lines again: a second
+    # writer reading it between the two was told "being written by another streamrag (another
+    # process)" (CI caught it in test_a_second_writer_of_one_index_is_refused_naming_the_first).
+    from streamrag.store import WriterLock, lock_path, updating_note, writer_at_work
+
+    db = tmp_path / "index.db"
+    lock = WriterLock(db, "streamrag watch .")
+    lock.take()
+    seen: list[str] = []
+
+    class Watched:   # the lock's file, its content read before each change made to it
+        def __init__(self, f):
+            self.f = f
+
+        def __getattr__(self, name):
+            attr = getattr(self.f, name)
+            if name in ("truncate", "write"):
+                def changed(*a):
+                    seen.append(lock_path(db).read_text(encoding="utf-8"))
+                    return attr(*a)
+                return changed
+            return attr
+
+    holder = f"pid {os.getpid()}: streamrag watch .\n"
+    try:
+        lock.file = Watched(lock.file)
+        for note in (updating_note(1700000000.25, 251), updating_note(1700000001.5, 3), None):
+            lock.note(note)
+            seen.append(lock_path(db).read_text(encoding="utf-8"))
+            assert writer_at_work(db) == holder.strip()
+        assert seen and all(text.startswith(holder) for text in seen), seen
+        assert seen[-1] == holder   # (the note gone with the update)
+    finally:
+        lock.file = lock.file.f
+        lock.release()
+
+
 def test_ask_says_an_update_under_way_is_not_in_its_version(corpus):
     # `ask` during a `git checkout` under watch answered "Nothing in the index mentions ..." of a
     # name the 200 files being extracted held, from the version before, without a word of them.
