@@ -787,6 +787,7 @@ class Daemon:
                 return
             if not batch and not ended:
                 self._keep_lock()
+                self._keep_reader()
                 if self._index_lost():
                     # Built again as after any change: once the folder has been quiet (a `git
                     # clean -x` may be followed by a checkout).
@@ -863,6 +864,14 @@ class Daemon:
             # PermissionError out of the look and ended the daemon; the next sync says why)
             with contextlib.suppress(StreamragError, OSError):
                 self.writer_lock.check(make_folder=False)
+
+    def _keep_reader(self) -> None:
+        """Ends the idle daemon as its next line would (exit 141) once the reader of its --json
+        lines is gone (`watch --json | head -20`, a log collector that quit): on a quiet folder
+        it went on unseen, holding the writer lock, and the next `watch` was refused (exit 75)."""
+        check = getattr(self.report, "check_reader", None)   # (tests give a plain list's append)
+        if check is not None:
+            check()
 
     def _index_lost(self) -> bool:
         """Whether the index was deleted under the idle daemon (no sync queued, which would build

@@ -9,7 +9,11 @@ them. What to say, and when, is the daemon's.
 from __future__ import annotations
 
 import errno
+import io
 import json
+import os
+import select
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -52,6 +56,27 @@ class Reporter:
             if e.errno != errno.EIO:   # a pipe closed early ends the command (exit 141), as before
                 raise
             self.closed = True         # a terminal hung up: the sync under way still finishes
+
+    def check_reader(self) -> None:
+        """Raises BrokenPipeError, as the next JSON line would, once the pipe they go to has no
+        reader left: a daemon idle on a quiet folder may print nothing for hours. Only the JSON
+        lines on stdout end it so: a lost stderr is dropped, not an end (``cli._Stderr``)."""
+        if self.json_lines and not self.closed and reader_gone(self.stream or sys.stdout):
+            raise BrokenPipeError(errno.EPIPE, "the reader of the --json lines is gone")
+
+
+def reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe whose reading end is closed, so that a write to it fails
+    (Linux's poll says POLLERR of it; a file or a terminal never says so)."""
+    try:
+        fd = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):   # (tests capture it)
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)   # (POLLERR is said unasked)
+    return any(revents & select.POLLERR for _, revents in poller.poll(0))
 
 
 def clause(text: object) -> str:

@@ -105,6 +105,30 @@ def test_losing_stderr_does_not_end_watch(corpus, cli_run):
             proc.wait()
 
 
+
+def test_watch_json_ends_when_its_reader_goes_away_while_it_idles(corpus, tmp_path):
+    # `watch --json | head -8` (its first lines, up to the health line): the daemon then idled
+    # on, printing nothing on a quiet folder, holding the writer lock, so the next `watch` of
+    # the index was refused (exit 75) until a file changed. It ends as a line to the closed
+    # pipe would end it: exit 141, quietly; and the index is free for the next writer.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMRAG_", "OPENAI_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen([sys.executable, "-m", "streamrag", "watch", str(corpus), "--offline", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while json.loads(proc.stdout.readline())["event"] != "health":   # (idle from here on)
+            pass
+        proc.stdout.close()   # `head` has what it wanted
+        assert proc.wait(60) == 141
+        assert proc.stderr.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = run("watch", "--once", str(corpus), "--offline")
+    assert out.returncode == 0, out.stderr
+
+
 class _CutOnce:
     """An OpenAI-compatible endpoint whose first streamed answer breaks off after its first
     words (no finish_reason, no [DONE]): the client says a retry line, and asks again."""
