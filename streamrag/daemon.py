@@ -266,6 +266,8 @@ class Daemon:
         self._syncing: dict[str, str] = {}       # ... of the sync under way (not synced yet either)
         self._sync_run: str | None = None        # the run id of the sync under way
         self.syncs = 0
+        self.closing_watcher = False             # only the file watcher is left to end (``_run``)
+        self._idle_wait: anyio.CancelScope | None = None   # ``_follow``'s wait for a batch
         self.indexers_made = 0                   # (a sync that made one collects it: ``_sync``)
         self.writer_lock: WriterLock | None = None   # held by `streamrag watch` (cmd_watch)
         self._updating_since: float | None = None   # when the update under way began (``_note_update``)
@@ -326,6 +328,8 @@ class Daemon:
         self.stop_event.set()
         if self._pump_scope is not None:
             self._pump_scope.cancel()
+        if self._idle_wait is not None:   # an idle daemon stops now, not at its next look
+            self._idle_wait.cancel()
         self.emit("stopping", f"{reason}: finishing the work under way "
                               f"(grace {self.settings.watch.grace_s:g}s, a second signal cancels)")
 
@@ -662,7 +666,11 @@ class Daemon:
                     self.check_health()
                     tg.start_soon(self._health_loop)
                     await self._follow(recv)
+                # The work is over; what is left is the file watcher's thread, which looks for
+                # the stop every watch.debounce_ms and cannot be cancelled (``serve``).
+                self.closing_watcher = True
                 tg.cancel_scope.cancel()
+        self.closing_watcher = False
         files = self._files_pending()
         retry = self._items_to_retry()
         left = []
@@ -778,7 +786,7 @@ class Daemon:
                 ended = True
             if not batch and not ended:
                 wait = max(0.0, deadline - anyio.current_time()) if self.pending else math.inf
-                with anyio.move_on_after(min(wait, _LOOK_S)):
+                with anyio.move_on_after(min(wait, _LOOK_S)) as self._idle_wait:   # (``stop`` ends it)
                     try:
                         batch.update(await recv.receive())
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -1625,6 +1633,8 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
     async def grace(signum: int) -> None:
         nonlocal code
         await anyio.sleep(daemon.settings.watch.grace_s)
+        if daemon.closing_watcher:   # (no work under way: the stop is clean, see below)
+            return
         code = 128 + signum
         daemon.emit("cancelling", f"grace period of {daemon.settings.watch.grace_s:g}s over; "
                                   "cancelling (committed work is kept)")
@@ -1643,6 +1653,12 @@ async def serve(daemon: Daemon, source: AsyncIterable[ChangeSet] | None) -> int:
                 if not daemon.stopping:
                     daemon.stop(f"{name} received")
                     tg.start_soon(grace, signum)
+                elif daemon.closing_watcher:
+                    # The work is over and the index current: cancelling would only have said
+                    # "cancelled" and 128 + signal of a clean stop (the watcher's thread ends
+                    # when it next looks, cancelled or not: up to watch.debounce_ms).
+                    daemon.emit("stopping", f"second signal ({name}): no work under way; the file "
+                                            "watcher ends within watch.debounce_ms")
                 else:
                     code = 128 + signum
                     daemon.emit("cancelling", f"second signal ({name}): cancelling now "

@@ -2822,6 +2822,29 @@ def test_a_background_job_of_a_script_ignores_sigint_as_index_does(tmp_path, cor
     _watch_ignores(tmp_path, corpus, in_the_background, signal.SIGINT, signal.SIGTERM)
 
 
+def test_a_second_signal_while_the_idle_daemon_stops_leaves_its_stop_clean(tmp_path, corpus):
+    # Ctrl-C twice (or a service manager's SIGTERM sent again) while an idle watch stopped: its
+    # file watcher ends only when it next looks (every watch.debounce_ms), and cancelling that
+    # wait ends it no sooner; the second signal said "cancelling now", the stopped line
+    # "cancelled; ... resumes from it", and the exit status was 143, of a stop with nothing
+    # under way and the index current. A long debounce_ms makes the wait certain.
+    (corpus / "streamrag.toml").write_text("[watch]\ndebounce_ms = 5000\n")
+    db, log = tmp_path / "w.db", tmp_path / "w.log"
+    proc = spawn(["-m", "streamrag", "watch", str(corpus), "--offline", "--db", str(db)], log)
+    try:
+        wait_for(lambda: " health " in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: " stopping " in log.read_text(), 30, proc, log)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    finally:
+        stop(proc)
+    text = log.read_text()
+    assert code == 0, text
+    assert text.rstrip().endswith("index is current"), text
+    assert "second signal (SIGTERM): no work under way" in text and "cancelling" not in text, text
+
+
 # `python -m streamrag`, its writer's fixed waits shortened (a wait for another program's lock
 # said after 3 s, and 2 s more once stopped): each test below took 8 s, most of it waiting.
 _SHORT_LOCK_WAITS = ("import sys; import streamrag.writer as w; w._SAY_WAIT_S = 0.3; w._STOPPING_WAIT_S = 0.3; "
