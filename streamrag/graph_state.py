@@ -293,7 +293,8 @@ class GraphState:
             # (the full names of the graph holding one of the words looked up in its full-text
             # table: a pass over every entity was most of a small update to a large index)
             held = self.entities.values() if self.joins is None else \
-                [self.entities[i] for i in index_rows.named_with(store, keys) if i in self.entities] if keys else ()
+                [self.entities[i] for i in index_rows.named_with(store, joins.spellings(keys))
+                 if i in self.entities] if keys else ()
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}
             now = joins.joins(self._own_names(store, shorts | fulls, old, removed, added, settings))

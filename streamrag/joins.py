@@ -65,6 +65,13 @@ def touched(names: Iterable[str]) -> set[str]:
     return out
 
 
+def spellings(keys: Iterable[str]) -> set[str]:
+    """What the full-text table is searched with for the names holding a word of ``keys``: each
+    key, and each cut in two. A key has lost a word's inner quote ("O'Neill", "oneill"), where the
+    table's words break ("o neill"): whichever way the full name writes it, it is found."""
+    return {k for key in keys for k in (key, *(f"{key[:i]} {key[i:]}" for i in range(1, len(key))))}
+
+
 def joins(names: Iterable[Entity]) -> dict[str, str]:
     """Short name's entity id -> the full name's entity id it joins, for ``names``: one entity
     per name as written (its own mentions merged: its shown name and type)."""

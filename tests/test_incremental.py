@@ -1947,3 +1947,42 @@ async def test_a_model_index_joins_no_name(tmp_path, simulator):
     assert {"Scrooge", "Ebenezer Scrooge"} <= names, names
     with contextlib.closing(sqlite3.connect(tmp_path / "i.db")) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'name_joins'").fetchone() == ("{}",)
+
+
+@pytest.mark.parametrize("kept", [False, True])
+async def test_a_short_name_with_an_apostrophe_joins_the_full_name_an_earlier_run_indexed(tmp_path, kept):
+    # "O'Neill" added after "Mary O'Neill" was indexed: the full names holding the short name's
+    # word are looked up in the full-text table, which splits "o neill" where the name's key,
+    # "oneill", has no break; the join was missed ("O'Neill" stayed apart, unlike a fresh index).
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "mary.txt").write_text("Mary O'Neill met Scrooge in London.\n")
+    db = tmp_path / "i.db"
+    cache = GraphCache() if kept else None
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    (corpus / "inn.txt").write_text("Fred met O'Neill in London. O'Neill laughed with Fred.\n")
+    await sync([corpus], settings, db, root=corpus, graph_cache=cache)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert "O'Neill" not in {v[0] for v in _graph_rows(db)["entities"].values()}
+    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
+
+
+async def test_a_short_name_joins_a_full_name_written_with_an_apostrophe_it_has_not(tmp_path):
+    # "ONeill" is keyed as "O'Neill" is ("oneill"): a fresh index joins it to "Mary O'Neill"; the
+    # full-text table holds her name as "mary o neill", so looking up "oneill" missed her.
+    settings = make_settings()
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    (corpus / "mary.txt").write_text("Mary O'Neill met Scrooge in London.\n")
+    db = tmp_path / "i.db"
+    await sync([corpus], settings, db, root=corpus)
+    (corpus / "inn.txt").write_text("Fred met ONeill in London. ONeill laughed with Fred.\n")
+    await sync([corpus], settings, db, root=corpus)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(corpus, fresh)
+    await sync([fresh], settings, tmp_path / "f.db", root=fresh)
+    assert "ONeill" not in {v[0] for v in _graph_rows(db)["entities"].values()}
+    assert _graph_rows(db) == _graph_rows(tmp_path / "f.db")
