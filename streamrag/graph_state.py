@@ -286,14 +286,14 @@ class GraphState:
         removed = change.removed_chunks
         now: dict[str, str] = {}
         if settings.offline:
-            names = itertools.chain((m.name for m in added), index_rows.names_in_chunks(store, removed),
-                                    (e.name for e in self.entities.values()) if self.joins is None else ())
+            names = list(itertools.chain((m.name for m in added), index_rows.names_in_chunks(store, removed),
+                                         (e.name for e in self.entities.values()) if self.joins is None else ()))
             keys = joins.touched(names)
             shorts = {ids.entity_id(k) for k in keys}
             # (the full names of the graph holding one of the words looked up in its full-text
             # table: a pass over every entity was most of a small update to a large index)
             held = self.entities.values() if self.joins is None else \
-                [self.entities[i] for i in index_rows.named_with(store, joins.spellings(keys))
+                [self.entities[i] for i in index_rows.named_with(store, joins.spellings(names))
                  if i in self.entities] if keys else ()
             fulls = {ids.entity_id(n) for n in itertools.chain((e.name for e in held), (m.name for m in added))
                      if " " in n and (ends := joins.full_name_ends(n)) is not None and not keys.isdisjoint(ends)}

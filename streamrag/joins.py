@@ -36,12 +36,18 @@ def full_name_ends(name: str) -> tuple[str, str] | None:
     """The first and last words (as ``ids.normalize_name`` keys them) of a person's full name:
     two or more capitalised words (name particles between them) after any title; None for a
     name that is none ("Uncle Scrooge", "Ghost of Jacob Marley")."""
+    ends = _written_ends(name)
+    return None if ends is None else (ids.normalize_name(ends[0]), ids.normalize_name(ends[1]))
+
+
+def _written_ends(name: str) -> tuple[str, str] | None:
+    """``full_name_ends``, as the name writes them."""
     words = name.split()
     while words and words[0].rstrip(".").casefold() in _TITLES:
         words = words[1:]
     if len(words) < 2 or not all(w[:1].isupper() or w in nlp._PARTICLES for w in words):
         return None
-    return ids.normalize_name(words[0]), ids.normalize_name(words[-1])
+    return words[0], words[-1]
 
 
 def short_key(name: str) -> str | None:
@@ -65,11 +71,24 @@ def touched(names: Iterable[str]) -> set[str]:
     return out
 
 
-def spellings(keys: Iterable[str]) -> set[str]:
-    """What the full-text table is searched with for the names holding a word of ``keys``: each
-    key, and each cut in two. A key has lost a word's inner quote ("O'Neill", "oneill"), where the
-    table's words break ("o neill"): whichever way the full name writes it, it is found."""
-    return {k for key in keys for k in (key, *(f"{key[:i]} {key[i:]}" for i in range(1, len(key))))}
+def spellings(names: Iterable[str]) -> set[str]:
+    """What the full-text table is searched with for the full names holding a word ``touched``
+    keys in ``names``: each such word as written, and each key, whole and cut in two. The key
+    is no word of the table's: it has lost an inner quote ("O'Neill", "oneill") where the table's
+    words break ("o neill"), and is case-folded ("Strauß", "strauss") where they are lower-cased
+    ("strauß")."""
+    out: set[str] = set()
+    for name in names:
+        if (key := short_key(name)) is not None:
+            written: tuple[str, ...] = (name.strip(),)
+            keys: tuple[str, ...] = (key,)
+        elif (ends := _written_ends(name)) is not None:
+            written, keys = ends, tuple(ids.normalize_name(w) for w in ends)
+        else:
+            continue
+        out.update(written)
+        out.update(k for key in keys for k in (key, *(f"{key[:i]} {key[i:]}" for i in range(1, len(key)))))
+    return out
 
 
 def joins(names: Iterable[Entity]) -> dict[str, str]:
