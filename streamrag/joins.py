@@ -73,10 +73,10 @@ def touched(names: Iterable[str]) -> set[str]:
 
 def spellings(names: Iterable[str]) -> set[str]:
     """What the full-text table is searched with for the full names holding a word ``touched``
-    keys in ``names``: each such word as written, and each key, whole and cut in two. The key
-    is no word of the table's: it has lost an inner quote ("O'Neill", "oneill") where the table's
-    words break ("o neill"), and is case-folded ("Strauß", "strauss") where they are lower-cased
-    ("strauß")."""
+    keys in ``names``: each such word as written, and each key in each way the table may write
+    it, whole and cut in two. The key is no word of the table's: it has lost an inner quote
+    ("O'Neill", "oneill") where the table's words break ("o neill"), and is case-folded
+    ("Strauß", "strauss") where they are lower-cased ("strauß")."""
     out: set[str] = set()
     for name in names:
         if (key := short_key(name)) is not None:
@@ -87,8 +87,19 @@ def spellings(names: Iterable[str]) -> set[str]:
         else:
             continue
         out.update(written)
-        out.update(k for key in keys for k in (key, *(f"{key[:i]} {key[i:]}" for i in range(1, len(key)))))
+        out.update(k for key in keys for form in _table_forms(key)
+                   for k in (form, *(f"{form[:i]} {form[i:]}" for i in range(1, len(form)))))
     return out
+
+
+def _table_forms(key: str) -> set[str]:
+    """The ways the full-text table may write a word keyed ``key``: case folding made an "ß"
+    "ss" and a final "ς" "σ", which its lower-casing keeps ("Strauss" and "Strauß" are one
+    key, "strauss")."""
+    forms = {key, key[:-1] + "ς"} if key.endswith("σ") else {key}
+    for _ in range(key.count("ss")):
+        forms |= {f[:i] + "ß" + f[i + 2:] for f in forms for i in range(len(f) - 1) if f[i:i + 2] == "ss"}
+    return forms
 
 
 def joins(names: Iterable[Entity]) -> dict[str, str]:
