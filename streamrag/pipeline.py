@@ -897,18 +897,22 @@ class Indexer:
         if publishing:
             self._unpublished = functools.partial(stage.not_indexed, files)
         workers = 1 if s.offline else s.pipeline.extract_workers
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stage.load_files, files, doc_send)
-            tg.start_soon(stage.chunk_documents, doc_recv, chunk_send)
-            with chunk_recv, glean_send:  # workers hold clones; the originals close here
-                for _ in range(workers):
-                    tg.start_soon(stage.extract_chunks, chunk_recv.clone(), glean_send.clone())
-            with glean_recv:
-                for _ in range(workers):
-                    tg.start_soon(stage.glean_chunks, glean_recv.clone())
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(stage.load_files, files, doc_send)
+                tg.start_soon(stage.chunk_documents, doc_recv, chunk_send)
+                with chunk_recv, glean_send:  # workers hold clones; the originals close here
+                    for _ in range(workers):
+                        tg.start_soon(stage.extract_chunks, chunk_recv.clone(), glean_send.clone())
+                with glean_recv:
+                    for _ in range(workers):
+                        tg.start_soon(stage.glean_chunks, glean_recv.clone())
+        finally:
+            # (a prefetch's is said by the daemon, as yes_no's, failed or not: the chunks it
+            # stored are not parsed again; a key refused part-way left it unsaid)
+            self.claims_warning = stage.claims_warning()
         if check.warning:   # (a prefetch's is said by the daemon: ``yes_no``)
             scan.warnings.append(check.warning)
-        self.claims_warning = stage.claims_warning()   # (a prefetch's is said by the daemon, as yes_no's)
         if self.claims_warning:
             scan.warnings.append(self.claims_warning)
         return scan

@@ -470,6 +470,58 @@ async def test_claims_answers_off_the_format_are_said_in_one_warning_and_kept(co
     assert not [w for w in again.warnings if w.startswith("claims:")]   # said once: the extractions are kept
 
 
+async def test_claims_answers_off_the_format_are_kept_to_be_said_when_the_extraction_then_fails(tmp_path, monkeypatch):
+    # An extraction ahead of a sync whose key was refused (a quota run out) after a chunk with
+    # an off-format claims answer was stored: the daemon says indexer.claims_warning even when
+    # the extraction failed, as yes_no's, but it was "" (set once the stage had ended well), and
+    # the sync finds the chunk stored and parses no claims answer again: never said.
+    import threading
+
+    import httpx
+
+    from streamrag import index_rows
+    from streamrag.errors import LLMRequestError
+    from streamrag.pipeline import Indexer
+    from streamrag.simulator import ANSWERS, detect_task
+
+    saved = threading.Event()   # (the first chunk's extraction stored: the second's call is refused)
+    real_save = index_rows.save_extraction
+
+    def save(*args, **kwargs):
+        out = real_save(*args, **kwargs)
+        saved.set()
+        return out
+
+    monkeypatch.setattr(index_rows, "save_extraction", save)
+    line = "claim | Tomas Quell | NONE | VOYAGE | LIKELY | NONE | NONE | Quell sailed. | sailed"
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404)
+        messages = json.loads(request.content)["messages"]
+        task = detect_task(messages)
+        if task == "extract" and "Quell" not in json.dumps(messages):
+            while not saved.is_set():
+                await anyio.sleep(0.01)
+            return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
+        text = f"{line}\ndone" if task == "claims" else ANSWERS[task](messages)
+        return httpx.Response(200, json={"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": text}}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Captain Tomas Quell sailed the Blue Heron from Port Vell to Kessel.\n")
+    (folder / "b.txt").write_text("Mira Osk repaired the lighthouse of Drumholm for the harbour guild.\n")
+    settings = make_settings("http://llm.test/v1", index={"extract_claims": True})
+    indexer = Indexer(settings, tmp_path / "c.db", root=folder, command="watch:extract",
+                      transport=httpx.MockTransport(answer))
+    with anyio.fail_after(60), pytest.raises(LLMRequestError):
+        await indexer.prefetch([folder / "a.txt", folder / "b.txt"])
+    assert saved.is_set()
+    assert indexer.claims_warning.startswith("claims: 1 of "), indexer.claims_warning
+    assert "1 status not TRUE, FALSE or SUSPECTED (read as SUSPECTED)" in indexer.claims_warning
+
+
 async def test_a_file_that_loses_its_text_leaves_the_index(corpus, tmp_path):
     settings = make_settings(index={"chunk_size": 80, "chunk_overlap": 10})
     db = tmp_path / "x.db"
