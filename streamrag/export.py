@@ -344,12 +344,14 @@ def _write_json(store: Store, f: TextIO) -> dict[str, int]:
 
 # Characters XML 1.0 does not allow at all, even escaped: C0 controls other than tab, newline
 # and carriage return, lone surrogates, and U+FFFE / U+FFFF. Document text can hold them.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_FORBIDDEN = "\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff"   # (a character class's ranges)
+_NOT_XML = re.compile(f"[{_FORBIDDEN}]")
 # Text that escaping leaves as it is, as data and as an attribute's value (quoted in "): what
 # most names, descriptions and every id are. Told by one match, it is not escaped character by
-# character: a GraphML export escapes a million values (big10k: 1,046,044).
-_PLAIN_DATA = re.compile("[^&<>\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]*")
-_PLAIN_ATTR = re.compile("[^&<>\"\x00-\x1f\ud800-\udfff\ufffe\uffff]*")
+# character: a GraphML export escapes a million values (big10k: 1,046,044). Made of the same
+# ranges, so that a character forbidden later is never let through as plain.
+_PLAIN_DATA = re.compile(f"[^&<>{_FORBIDDEN}]*")
+_PLAIN_ATTR = re.compile(f"[^&<>\"\t\n\r{_FORBIDDEN}]*")
 
 
 def escape(value) -> str:
