@@ -141,13 +141,18 @@ def _parse_fields(kind: str, fields: list[str], entity_types: list[str] | None) 
         if len(f) < 3 or not f[0] or not f[2]:
             return None
         f = f + [""] * (8 - len(f))
-        status = _STATUSES.get(re.sub(r"\W+", "", f[3]).casefold(), "SUSPECTED")
         return ClaimRecord(
-            subject=f[0], object=_none_or(f[1]), type=f[2], status=status,
+            subject=f[0], object=_none_or(f[1]), type=f[2], status=_status(f[3]) or "SUSPECTED",
             start_date=_none_or(f[4]), end_date=_none_or(f[5]), description=f[6],
             source_text=" | ".join(x for x in f[7:] if x),
         )
     return None
+
+
+def _status(field: str) -> str | None:
+    """A claim's status, TRUE, FALSE or SUSPECTED, as written in any case and punctuation; None
+    for any other (read as SUSPECTED, and said by ``claim_faults``)."""
+    return _STATUSES.get(re.sub(r"\W+", "", field).casefold())
 
 
 def _salvageable_relation(kind: str, fields: list[str]) -> bool:
@@ -225,8 +230,7 @@ def claim_faults(text: str) -> Counter[str]:
         elif kind != "claim":
             faults["another kind"] += 1
         else:
-            status = _strip_quotes(fields[3]) if len(fields) > 3 else ""
-            faults["status"] += re.sub(r"\W+", "", status).casefold() not in _STATUSES
+            faults["status"] += _status(fields[3] if len(fields) > 3 else "") is None
             faults["date"] += sum(d is not None and not _iso_date(d) for d in (record.start_date, record.end_date))
             faults["description"] += not record.description
     return +faults
