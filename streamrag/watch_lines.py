@@ -67,14 +67,14 @@ class Reporter:
 
 def reader_gone(stream) -> bool:
     """Whether ``stream`` is a pipe whose reading end is closed, so that a write to it fails
-    (Linux's poll says POLLERR of it; a file or a terminal never says so)."""
+    (Linux's poll says POLLERR of it; a file or a terminal never says so; Windows has no poll)."""
     try:
         fd = stream.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return False
+        poller = select.poll()
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):   # (tests capture it)
         return False
-    poller = select.poll()
     poller.register(fd, 0)   # (POLLERR is said unasked)
     return any(revents & select.POLLERR for _, revents in poller.poll(0))
 

@@ -129,6 +129,21 @@ def test_watch_json_ends_when_its_reader_goes_away_while_it_idles(corpus, tmp_pa
     assert out.returncode == 0, out.stderr
 
 
+def test_a_reader_gone_is_not_looked_for_where_there_is_no_poll(monkeypatch):
+    # Windows has no select.poll, but its pipes are FIFOs to os.fstat: the idle watch's look for
+    # its --json reader (each second) raised AttributeError there. It is not looked for, as on a
+    # file or a terminal; the next line to a closed pipe ends it, as before.
+    import select
+
+    from streamrag.watch_lines import reader_gone
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as stream:
+        assert reader_gone(stream)
+        monkeypatch.delattr(select, "poll")
+        assert not reader_gone(stream)
+
+
 class _CutOnce:
     """An OpenAI-compatible endpoint whose first streamed answer breaks off after its first
     words (no finish_reason, no [DONE]): the client says a retry line, and asks again."""
