@@ -1603,7 +1603,7 @@ class WriterLock:
                                   f"{_busy_advice(self.what, holder)}") from None
         try:
             f.truncate(0)
-            f.write(f"pid {os.getpid()}: {one_line(self.what)}\n")   # (a second writer says it in one line)
+            f.write(self._holder_line())
             f.flush()
         except OSError as e:   # (it was "cannot write the output")
             with contextlib.suppress(OSError):
@@ -1614,6 +1614,10 @@ class WriterLock:
         self.release()
         self.file = f
 
+    def _holder_line(self) -> str:
+        """The lock file's first line, naming its holder (a second writer says it in one line)."""
+        return f"pid {os.getpid()}: {one_line(self.what)}\n"
+
     def note(self, words: str | None) -> None:
         """Puts ``words`` on the lock file's second line (``None``: none), below the holder's
         line, for readers to find: watch says there that an update is under way
@@ -1623,7 +1627,7 @@ class WriterLock:
         refused as "being written by another streamrag (another process)"."""
         if self.file is None:
             return
-        holder = f"pid {os.getpid()}: {one_line(self.what)}\n"   # (as ``take`` wrote it)
+        holder = self._holder_line()
         with contextlib.suppress(OSError):
             self.file.flush()
             self.file.truncate(len(holder.encode("utf-8", errors="backslashreplace")))
