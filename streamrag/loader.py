@@ -734,12 +734,15 @@ def _controls(text: str) -> int:
 
 # A run of binary bytes amid text (a page of a disk block gone bad, a blob pasted in): control
 # characters at most _GARBAGE_GAP characters apart, _GARBAGE_CONTROLS of them at least, beside as
-# many characters beyond ASCII. Random bytes hold a control character in ten and half are beyond
-# ASCII; text holds a stray one or two, and a file delimited by ^A or ^_ (ASCII throughout) is
-# no run. Diluted in a long text, such a run was under ``_decode``'s 5% and read as text: indexed
-# with its garbage, the whole file read as Latin-1 for the bytes that are not UTF-8.
+# many characters beyond ASCII, and of _GARBAGE_KINDS kinds at least. Random bytes hold a control
+# character in ten, of most of the 25 kinds, and half are beyond ASCII; text holds a stray one or
+# two, and fields delimited by ^A (a FIX log, a Hive export: ^A to ^F at most) repeat a few kinds,
+# whatever the script of their words (Russian ones were refused). Diluted in a long text, such a
+# run was under ``_decode``'s 5% and read as text: indexed with its garbage, the whole file read
+# as Latin-1 for the bytes that are not UTF-8.
 _GARBAGE_GAP = 128
 _GARBAGE_CONTROLS = 16
+_GARBAGE_KINDS = 7   # (of 10,016 runs of 160 random bytes holding 16 or more, none held fewer)
 
 
 def _garbage_run(text: str) -> tuple[int, int, int] | None:
@@ -761,9 +764,11 @@ def _garbage_run(text: str) -> tuple[int, int, int] | None:
 
 def _garbage(run: str, controls: int) -> bool:
     """Whether ``run``, a stretch of text from one control character to another holding
-    ``controls`` of them, is binary bytes: enough of them, and as many characters beyond ASCII."""
+    ``controls`` of them, is binary bytes: enough of them, of enough kinds, and as many
+    characters beyond ASCII."""
     beyond = len(run) - len(run.encode("ascii", errors="ignore"))
-    return controls >= _GARBAGE_CONTROLS and beyond >= controls
+    return (controls >= _GARBAGE_CONTROLS and beyond >= controls
+            and len(set(_CONTROL.findall(run))) >= _GARBAGE_KINDS)
 
 
 def _refuse_garbage(text: str, label: str) -> None:

@@ -2018,3 +2018,18 @@ def test_a_page_of_binary_bytes_amid_text_is_refused_naming_its_line(tmp_path):
     assert read_back(tmp_path / "fix.txt", text) == text.decode()
     strays = (line * 3 + b"\x02") * 200
     assert read_back(tmp_path / "strays.txt", strays) == strays.decode()
+
+
+def test_fields_delimited_by_control_characters_amid_words_beyond_ascii_are_text(tmp_path):
+    # A run of binary bytes is told by its control characters beside as many beyond ASCII: so
+    # were the ^A-delimited fields of text in another script (a FIX log of Russian names, a Hive
+    # export of German words, with ^B and ^C within fields), read before as text, then refused
+    # as "binary bytes amid its text". A delimiter repeats a few kinds; random bytes hold most.
+    line = "Ада Оск ест в кафе у набережной; Бо Лунд платит.\n"
+    fix = "8=FIX.4.2\x0135=D\x0149=АДА\x0156=БО\x0158=Оплата за кофе\x0110=062\x01\n"
+    text = line * 300 + fix * 30 + line * 300
+    assert read_back(tmp_path / "fix.txt", text.encode()) == text
+    prose = "Grüße aus Köln: die Äpfel schmecken schön, sagte Frau Müller zur Straße hin.\n"
+    hive = "Müller\x01Köln\x01Straße 5\x02Grüße aus Köln\x03schön\x01Äpfel für alle\n"
+    text = prose * 300 + hive * 30 + prose * 300
+    assert read_back(tmp_path / "hive.txt", text.encode("cp1252")) == text
